@@ -1,0 +1,21 @@
+/* common/alloc.h — the allocator every h2gate module uses.
+ *
+ * Thin wrappers over malloc so that tests can make the n-th allocation fail (the
+ * failing-allocation sweep of STYLE.md). The countdown is per thread.
+ */
+#ifndef GW_COMMON_ALLOC_H
+#define GW_COMMON_ALLOC_H
+
+#include <stddef.h>
+
+void *gw_malloc(size_t n);
+void *gw_calloc(size_t count, size_t size);
+void *gw_realloc(void *p, size_t n);
+void gw_free(void *p);
+
+/* Test hook: make the n-th allocation from now fail (1 = the next one), 0 disables.
+ * gw_alloc_fail_hit() tells whether an injected failure has happened since the last arm. */
+void gw_alloc_fail_after(unsigned long n);
+int gw_alloc_fail_hit(void);
+
+#endif

@@ -1,0 +1,246 @@
+#include "buf.h"
+
+#include <string.h>
+
+#include "alloc.h"
+#include "err.h"
+
+gw_slice_t gw_slice_str(const char *s)
+{
+    return (gw_slice_t){(const uint8_t *)s, strlen(s)};
+}
+
+int gw_slice_eq(gw_slice_t a, gw_slice_t b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.base, b.base, a.len) == 0);
+}
+
+static uint8_t lower(uint8_t c)
+{
+    return (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : c;
+}
+
+int gw_slice_eq_nocase(gw_slice_t a, gw_slice_t b)
+{
+    if (a.len != b.len)
+        return 0;
+    for (size_t i = 0; i < a.len; i++)
+        if (lower(a.base[i]) != lower(b.base[i]))
+            return 0;
+    return 1;
+}
+
+/* ---- rbuf ---- */
+
+gw_rbuf_t *gw_rbuf_new(size_t cap)
+{
+    gw_rbuf_t *b = gw_malloc(sizeof(*b) + cap);
+    if (!b)
+        return NULL;
+    b->refs = 1;
+    b->cap = cap;
+    b->len = 0;
+    return b;
+}
+
+gw_rbuf_t *gw_rbuf_ref(gw_rbuf_t *b)
+{
+    GW_ASSERT(b->refs > 0);
+    b->refs++;
+    return b;
+}
+
+void gw_rbuf_unref(gw_rbuf_t *b)
+{
+    if (!b)
+        return;
+    GW_ASSERT(b->refs > 0);
+    if (--b->refs == 0)
+        gw_free(b);
+}
+
+/* ---- bytes ---- */
+
+void gw_bytes_init(gw_bytes_t *b, size_t max)
+{
+    b->base = NULL;
+    b->len = b->cap = 0;
+    b->max = max ? max : SIZE_MAX;
+}
+
+void gw_bytes_free(gw_bytes_t *b)
+{
+    gw_free(b->base);
+    b->base = NULL;
+    b->len = b->cap = 0;
+}
+
+int gw_bytes_reserve(gw_bytes_t *b, size_t n)
+{
+    if (n > b->max - b->len)
+        return GW_E_LIMIT;
+    size_t need = b->len + n;
+    if (need <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    if (cap > b->max)
+        cap = b->max;
+    uint8_t *p = gw_realloc(b->base, cap);
+    if (!p)
+        return GW_E_NOMEM;
+    b->base = p;
+    b->cap = cap;
+    return 0;
+}
+
+int gw_bytes_append(gw_bytes_t *b, const void *p, size_t n)
+{
+    int rv = gw_bytes_reserve(b, n);
+    if (rv < 0)
+        return rv;
+    if (n)
+        memcpy(b->base + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+void gw_bytes_consume(gw_bytes_t *b, size_t n)
+{
+    GW_ASSERT(n <= b->len);
+    memmove(b->base, b->base + n, b->len - n);
+    b->len -= n;
+}
+
+/* ---- iovq ---- */
+
+#define IOVQ_COPY_BLOCK 4096
+
+void gw_iovq_init(gw_iovq_t *q)
+{
+    memset(q, 0, sizeof(*q));
+}
+
+void gw_iovq_free(gw_iovq_t *q)
+{
+    for (size_t i = 0; i < q->count; i++)
+        gw_rbuf_unref(q->ents[(q->head + i) % q->cap].pin);
+    gw_free(q->ents);
+    gw_rbuf_unref(q->copy_buf);
+    memset(q, 0, sizeof(*q));
+}
+
+static gw_iovq_ent_t *tail_ent(gw_iovq_t *q)
+{
+    return q->count ? &q->ents[(q->head + q->count - 1) % q->cap] : NULL;
+}
+
+static int push(gw_iovq_t *q, void *base, size_t len, gw_rbuf_t *pin)
+{
+    if (q->count == q->cap) {
+        size_t ncap = q->cap ? q->cap * 2 : 16;
+        gw_iovq_ent_t *n = gw_malloc(ncap * sizeof(*n));
+        if (!n)
+            return GW_E_NOMEM;
+        for (size_t i = 0; i < q->count; i++)
+            n[i] = q->ents[(q->head + i) % q->cap];
+        gw_free(q->ents);
+        q->ents = n;
+        q->cap = ncap;
+        q->head = 0;
+    }
+    gw_iovq_ent_t *e = &q->ents[(q->head + q->count) % q->cap];
+    e->iov.iov_base = base;
+    e->iov.iov_len = len;
+    e->pin = pin;
+    q->count++;
+    q->bytes += len;
+    return 0;
+}
+
+int gw_iovq_copy(gw_iovq_t *q, const void *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    gw_rbuf_t *cb = q->copy_buf;
+    if (!cb || cb->cap - cb->len < n) {
+        gw_rbuf_t *nb = gw_rbuf_new(n > IOVQ_COPY_BLOCK ? n : IOVQ_COPY_BLOCK);
+        if (!nb)
+            return GW_E_NOMEM;
+        gw_rbuf_unref(q->copy_buf);
+        q->copy_buf = cb = nb;
+    }
+    uint8_t *dst = cb->data + cb->len;
+    memcpy(dst, p, n);
+    cb->len += n;
+    gw_iovq_ent_t *t = tail_ent(q);
+    if (t && t->pin == cb && (uint8_t *)t->iov.iov_base + t->iov.iov_len == dst) {
+        t->iov.iov_len += n;
+        q->bytes += n;
+        return 0;
+    }
+    int rv = push(q, dst, n, cb);
+    if (rv < 0) {
+        cb->len -= n;
+        return rv;
+    }
+    gw_rbuf_ref(cb);
+    return 0;
+}
+
+int gw_iovq_ref(gw_iovq_t *q, gw_rbuf_t *buf, size_t off, size_t n)
+{
+    if (n == 0)
+        return 0;
+    GW_ASSERT(off + n <= buf->cap);
+    int rv = push(q, buf->data + off, n, buf);
+    if (rv < 0)
+        return rv;
+    gw_rbuf_ref(buf);
+    return 0;
+}
+
+size_t gw_iovq_peek(const gw_iovq_t *q, struct iovec *out, size_t max)
+{
+    size_t n = q->count < max ? q->count : max;
+    for (size_t i = 0; i < n; i++)
+        out[i] = q->ents[(q->head + i) % q->cap].iov;
+    return n;
+}
+
+void gw_iovq_consume(gw_iovq_t *q, size_t n)
+{
+    GW_ASSERT(n <= q->bytes);
+    q->bytes -= n;
+    while (n > 0) {
+        gw_iovq_ent_t *e = &q->ents[q->head];
+        if (n < e->iov.iov_len) {
+            e->iov.iov_base = (uint8_t *)e->iov.iov_base + n;
+            e->iov.iov_len -= n;
+            return;
+        }
+        n -= e->iov.iov_len;
+        gw_rbuf_unref(e->pin);
+        q->head = (q->head + 1) % q->cap;
+        q->count--;
+    }
+    /* Drop fully-consumed zero-length leftovers, and recycle the copy block when idle. */
+    if (q->count == 0) {
+        q->head = 0;
+        if (q->copy_buf && q->copy_buf->refs == 1)
+            q->copy_buf->len = 0;
+    }
+}
+
+size_t gw_iovq_flatten(const gw_iovq_t *q, uint8_t *dst, size_t cap)
+{
+    size_t off = 0;
+    for (size_t i = 0; i < q->count && off < cap; i++) {
+        const struct iovec *v = &q->ents[(q->head + i) % q->cap].iov;
+        size_t n = v->iov_len < cap - off ? v->iov_len : cap - off;
+        memcpy(dst + off, v->iov_base, n);
+        off += n;
+    }
+    return off;
+}

@@ -1,0 +1,96 @@
+/* common/buf.h — slices, refcounted buffers and the output iovec queue.
+ *
+ * gw_slice_t never owns memory: whoever hands one out says which buffer it points into and
+ * for how long it stays valid. gw_rbuf_t is a heap block with a reference count; body bytes
+ * travel from an origin read to a client write as (rbuf, offset, length) references, so the
+ * payload is never copied. gw_iovq_t gathers what a codec wants written: short copied bytes
+ * (frame headers, encoded header blocks) in its own arena, and payload by reference, pinning
+ * the rbuf until gw_iovq_consume() says the bytes left.
+ */
+#ifndef GW_COMMON_BUF_H
+#define GW_COMMON_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+typedef struct {
+    const uint8_t *base;
+    size_t len;
+} gw_slice_t;
+
+#define GW_SLICE_LIT(s) ((gw_slice_t){(const uint8_t *)(s), sizeof(s) - 1})
+gw_slice_t gw_slice_str(const char *s);
+int gw_slice_eq(gw_slice_t a, gw_slice_t b);
+/* ASCII case-insensitive equality. */
+int gw_slice_eq_nocase(gw_slice_t a, gw_slice_t b);
+
+/* ---- refcounted buffer ---------------------------------------------------------------- */
+
+typedef struct gw_rbuf {
+    uint32_t refs;
+    size_t cap; /* bytes available at data[] */
+    size_t len; /* bytes written so far (owner's convention) */
+    uint8_t data[];
+} gw_rbuf_t;
+
+/* A new buffer of cap bytes with one reference, or NULL when out of memory. */
+gw_rbuf_t *gw_rbuf_new(size_t cap);
+gw_rbuf_t *gw_rbuf_ref(gw_rbuf_t *b);
+/* Drop one reference; frees the buffer on the last one. NULL is ignored. */
+void gw_rbuf_unref(gw_rbuf_t *b);
+
+/* A reference to bytes inside an rbuf: the holder owns one reference. */
+typedef struct {
+    gw_rbuf_t *buf;
+    size_t off;
+    size_t len;
+} gw_rslice_t;
+
+/* ---- growable byte buffer (owns its memory) --------------------------------------------- */
+
+typedef struct {
+    uint8_t *base;
+    size_t len;
+    size_t cap;
+    size_t max; /* hard cap: growth past it fails with GW_E_LIMIT; 0 = SIZE_MAX */
+} gw_bytes_t;
+
+void gw_bytes_init(gw_bytes_t *b, size_t max);
+void gw_bytes_free(gw_bytes_t *b);
+/* Make room for n more bytes; 0, GW_E_NOMEM or GW_E_LIMIT. */
+int gw_bytes_reserve(gw_bytes_t *b, size_t n);
+int gw_bytes_append(gw_bytes_t *b, const void *p, size_t n);
+/* Remove n bytes from the front (memmove; for small control buffers). */
+void gw_bytes_consume(gw_bytes_t *b, size_t n);
+
+/* ---- output iovec queue ---------------------------------------------------------------- */
+
+typedef struct gw_iovq_ent {
+    struct iovec iov; /* what is left to write */
+    gw_rbuf_t *pin;   /* reference released when the entry is fully consumed (may be NULL) */
+} gw_iovq_ent_t;
+
+typedef struct {
+    gw_iovq_ent_t *ents;
+    size_t head, count, cap; /* ring of entries */
+    size_t bytes;            /* total bytes queued */
+    gw_rbuf_t *copy_buf;     /* current block receiving copied bytes */
+} gw_iovq_t;
+
+void gw_iovq_init(gw_iovq_t *q);
+/* Releases every pin still queued. */
+void gw_iovq_free(gw_iovq_t *q);
+/* Queue a copy of p[0..n) (frame headers, header blocks): 0 or GW_E_NOMEM. Adjacent copies
+ * are merged into one iovec. */
+int gw_iovq_copy(gw_iovq_t *q, const void *p, size_t n);
+/* Queue n bytes at buf->data+off by reference; takes a new reference on buf. */
+int gw_iovq_ref(gw_iovq_t *q, gw_rbuf_t *buf, size_t off, size_t n);
+/* Fill at most max iovecs with the head of the queue; returns how many were filled. */
+size_t gw_iovq_peek(const gw_iovq_t *q, struct iovec *out, size_t max);
+/* n bytes were written: drop them from the head, releasing pins. */
+void gw_iovq_consume(gw_iovq_t *q, size_t n);
+/* Copy the whole queue into dst (tests); returns bytes copied, at most cap. */
+size_t gw_iovq_flatten(const gw_iovq_t *q, uint8_t *dst, size_t cap);
+
+#endif

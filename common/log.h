@@ -1,0 +1,42 @@
+/* common/log.h — one line per event, key=value, to stderr.
+ *
+ *   GW_LOG_INFO("conn_open", "peer=%s fd=%d", addr, fd);
+ * prints
+ *   ts=2026-12-03T11:40:22.123Z level=info event=conn_open peer=127.0.0.1:5000 fd=7
+ * A line is written with one write(2), so lines of several threads never interleave.
+ */
+#ifndef GW_COMMON_LOG_H
+#define GW_COMMON_LOG_H
+
+typedef enum {
+    GW_LOG_DEBUG = 0,
+    GW_LOG_INFO,
+    GW_LOG_WARN,
+    GW_LOG_ERROR,
+    GW_LOG_OFF,
+} gw_log_level_t;
+
+const char *gw_log_level_str(gw_log_level_t l);
+/* Parse "debug", "info", "warn", "error", "off"; 0 or GW_E_INVAL. */
+int gw_log_level_parse(const char *s, gw_log_level_t *out);
+
+void gw_log_set_level(gw_log_level_t l);
+gw_log_level_t gw_log_get_level(void);
+/* Redirect output to fd (default 2); tests use a pipe. */
+void gw_log_set_fd(int fd);
+
+void gw_log(gw_log_level_t l, const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define GW_LOG_ENABLED(l) ((l) >= gw_log_get_level())
+#define GW_LOG_DEBUG_(ev, ...)                                                                     \
+    do {                                                                                           \
+        if (GW_LOG_ENABLED(GW_LOG_DEBUG))                                                          \
+            gw_log(GW_LOG_DEBUG, ev, __VA_ARGS__);                                                 \
+    } while (0)
+#define GW_LOG_DEBUG(ev, ...) GW_LOG_DEBUG_(ev, __VA_ARGS__)
+#define GW_LOG_INFO(ev, ...) gw_log(GW_LOG_INFO, ev, __VA_ARGS__)
+#define GW_LOG_WARN(ev, ...) gw_log(GW_LOG_WARN, ev, __VA_ARGS__)
+#define GW_LOG_ERROR(ev, ...) gw_log(GW_LOG_ERROR, ev, __VA_ARGS__)
+
+#endif

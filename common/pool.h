@@ -1,0 +1,32 @@
+/* common/pool.h — freelist pool of fixed-size objects with a hard cap.
+ *
+ * Connections, streams and exchanges come from pools: gw_pool_get reuses a freed object
+ * before allocating, and fails with NULL once `max` objects are live (the caller answers
+ * with its layer's limit behaviour). Objects are not zeroed on reuse unless asked.
+ */
+#ifndef GW_COMMON_POOL_H
+#define GW_COMMON_POOL_H
+
+#include <stddef.h>
+
+typedef struct gw_pool_free {
+    struct gw_pool_free *next;
+} gw_pool_free_t;
+
+typedef struct {
+    size_t obj_size;
+    size_t live;      /* objects handed out and not yet put back */
+    size_t max;       /* cap on live objects; 0 = unbounded */
+    size_t free_cnt;  /* objects on the freelist */
+    size_t free_keep; /* at most this many are kept on the freelist; the rest are freed */
+    gw_pool_free_t *free;
+} gw_pool_t;
+
+void gw_pool_init(gw_pool_t *p, size_t obj_size, size_t max, size_t free_keep);
+/* Frees the freelist. Live objects must have been put back. */
+void gw_pool_free(gw_pool_t *p);
+/* A zeroed object, or NULL when out of memory or at the cap. */
+void *gw_pool_get(gw_pool_t *p);
+void gw_pool_put(gw_pool_t *p, void *obj);
+
+#endif

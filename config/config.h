@@ -1,0 +1,199 @@
+/* config/config.h — h2gate's configuration, loaded from YAML into one immutable struct.
+ *
+ * gw_config_load() parses a file (or an in-memory document) with libyaml, checks every key,
+ * type, unit and range, fills in the defaults documented in config/README.md and returns a
+ * gw_config_t that is never modified afterwards (workers share it read-only). Every problem
+ * found is reported as "FILE:LINE:COL: message"; all of them are collected, not just the
+ * first. Sizes are bytes (`64KiB`, `1MB`), durations milliseconds (`30s`, `500ms`), rates
+ * bytes per second (`1MB/s`).
+ */
+#ifndef GW_CONFIG_CONFIG_H
+#define GW_CONFIG_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+typedef enum {
+    GW_PROTO_F_H2 = 1u << 0,   /* HTTP/2 over TLS (ALPN h2) */
+    GW_PROTO_F_H2C = 1u << 1,  /* HTTP/2 cleartext, prior knowledge */
+    GW_PROTO_F_HTTP1 = 1u << 2 /* HTTP/1.1 (ALPN http/1.1, or a cleartext request line) */
+} gw_proto_flags_t;
+
+typedef struct {
+    struct sockaddr_storage ss; /* parsed address, port included */
+    socklen_t len;
+    char text[64]; /* as written: "127.0.0.1:8443", "[::1]:8443" */
+} gw_cfg_addr_t;
+
+typedef struct {
+    char *certificate; /* PEM file (chain) */
+    char *key;         /* PEM file */
+    char **names;      /* SNI names it serves: exact or "*.suffix"; empty = default only */
+    size_t names_len;
+} gw_cfg_cert_t;
+
+typedef struct {
+    gw_cfg_cert_t *certs; /* certs[0] is the default (no SNI or no match) */
+    size_t certs_len;
+    int min_version;      /* 12 or 13 */
+    int prefer_h2;        /* ALPN server preference: 1 = h2 first, 0 = http/1.1 first */
+    int session_tickets;  /* 0/1 */
+    uint64_t ticket_rotation_ms;
+    char *ciphers;        /* TLS 1.2 cipher list, OpenSSL syntax; NULL = built-in */
+    char *ciphersuites;   /* TLS 1.3 suites; NULL = OpenSSL default */
+} gw_cfg_tls_t;
+
+typedef struct {
+    gw_cfg_addr_t addr;
+    gw_cfg_tls_t *tls;  /* NULL for cleartext */
+    unsigned protocols; /* gw_proto_flags_t; default: TLS h2|http1, cleartext h2c|http1 */
+    int backlog;
+    int line;           /* where it was declared, for messages */
+} gw_cfg_listen_t;
+
+typedef enum {
+    GW_BALANCE_ROUND_ROBIN = 0,
+    GW_BALANCE_LEAST_CONN,
+    GW_BALANCE_HASH_CLIENT,
+} gw_balance_t;
+const char *gw_balance_str(gw_balance_t b);
+
+typedef struct {
+    gw_cfg_addr_t addr;
+    char *host; /* host part as written (for Host/SNI when tls) */
+    unsigned weight;
+} gw_cfg_server_t;
+
+typedef struct {
+    char *name;
+    gw_cfg_server_t *servers;
+    size_t servers_len;
+    gw_balance_t balance;
+    int tls;            /* HTTPS to the origin */
+    int tls_verify;     /* verify the origin's certificate (default 1) */
+    char *tls_ca;       /* CA file; NULL = system store */
+    unsigned max_connections; /* per server */
+    unsigned max_idle;        /* per server */
+    uint64_t idle_timeout_ms;
+    unsigned max_requests_per_connection; /* 0 = unlimited */
+    uint64_t connect_timeout_ms;
+    uint64_t response_timeout_ms; /* until the response head is complete */
+    uint64_t read_timeout_ms;     /* between two reads of the body */
+    unsigned queue_size;
+    uint64_t queue_timeout_ms;
+    unsigned retries; /* of idempotent requests that failed before any response byte */
+    unsigned fail_threshold;   /* consecutive failures that eject a server */
+    uint64_t eject_ms;         /* back-off of an ejected server */
+    char *health_path;         /* NULL = no active health check */
+    uint64_t health_interval_ms;
+    unsigned health_status;    /* expected status */
+} gw_cfg_upstream_t;
+
+typedef struct {
+    char *host;  /* "example.com", "*.example.com" or "*" */
+    char *path;  /* prefix, starts with '/' */
+    char *upstream_name;
+    size_t upstream; /* index into gw_config_t.upstreams */
+    int coalesce;
+    char **coalesce_headers; /* request headers that make two requests differ */
+    size_t coalesce_headers_len;
+    int coalesce_private;    /* allow coalescing requests with authorization/cookie */
+    int add_x_forwarded;     /* X-Forwarded-For / -Proto */
+    int add_forwarded;       /* RFC 7239 Forwarded */
+    int add_via;
+    uint64_t response_rate;   /* bytes/s per connection for this route; 0 = none */
+    uint64_t request_rate;    /* requests/s per client; 0 = none */
+    unsigned request_burst;
+    int line;
+} gw_cfg_route_t;
+
+typedef struct {
+    unsigned max_concurrent_streams;
+    uint32_t initial_window_size;    /* stream receive window we advertise */
+    uint32_t connection_window_size; /* connection receive window we keep open */
+    uint32_t max_frame_size;         /* SETTINGS_MAX_FRAME_SIZE we advertise */
+    uint32_t header_table_size;      /* HPACK table we let the peer use (decoder) */
+    uint32_t max_header_list_size;
+    uint64_t settings_timeout_ms;
+    unsigned max_requests_per_connection;
+    unsigned reset_budget;        /* peer + provoked resets per reset_window */
+    uint64_t reset_window_ms;
+    unsigned control_frame_budget; /* SETTINGS/PING/PRIORITY/WINDOW_UPDATE... per window */
+    unsigned empty_frame_budget;   /* empty DATA/HEADERS/CONTINUATION per window */
+    unsigned max_queued_control;   /* outbound control frames queued before calm */
+} gw_cfg_h2_t;
+
+typedef struct {
+    uint64_t handshake_ms;
+    uint64_t first_request_ms; /* preface or first request line */
+    uint64_t header_ms;        /* a request head must complete within this */
+    uint64_t idle_ms;
+    uint64_t graceful_shutdown_ms;
+    uint64_t body_ms;          /* a stream with no progress either way is reset */
+} gw_cfg_timeouts_t;
+
+typedef struct {
+    unsigned max_connections;    /* per worker */
+    size_t write_buffer;         /* bytes queued to a client socket before reads pause */
+    size_t max_request_head;     /* HTTP/1.1 front: request line + headers */
+    size_t body_buffer;          /* per exchange, each direction */
+    unsigned max_pipelined;      /* HTTP/1.1 front */
+} gw_cfg_limits_t;
+
+typedef struct {
+    uint64_t response_rate;  /* bytes/s per connection; 0 = unlimited */
+    uint64_t response_burst;
+    uint64_t per_client_rate; /* bytes/s per client address, all its connections */
+    uint64_t per_client_burst;
+    uint64_t request_body_rate;
+    uint64_t request_body_burst;
+} gw_cfg_throttle_t;
+
+typedef struct gw_config {
+    char *path;       /* file it came from ("<embedded>" for the default) */
+    unsigned workers; /* default: number of cores */
+    int log_level;    /* gw_log_level_t */
+    char *state_dir;  /* where the self-signed certificate lives (default "state") */
+    gw_cfg_listen_t *listen;
+    size_t listen_len;
+    gw_cfg_upstream_t *upstreams;
+    size_t upstreams_len;
+    gw_cfg_route_t *routes;
+    size_t routes_len;
+    gw_cfg_h2_t h2;
+    gw_cfg_timeouts_t timeouts;
+    gw_cfg_limits_t limits;
+    gw_cfg_throttle_t throttle;
+} gw_config_t;
+
+/* Error list filled by the loader: each entry "FILE:LINE:COL: message". */
+typedef struct {
+    char **msgs;
+    size_t len;
+} gw_config_errors_t;
+void gw_config_errors_free(gw_config_errors_t *e);
+
+/* Load and validate `path`. On success returns 0 and *out (free with gw_config_del). On
+ * failure returns GW_E_PARSE (or GW_E_NOENT / GW_E_NOMEM), *out is NULL and errs holds every
+ * message found. */
+int gw_config_load_file(const char *path, gw_config_t **out, gw_config_errors_t *errs);
+
+/* Same over a document in memory; `name` is used as FILE in messages. */
+int gw_config_load_string(const char *name, const char *text, size_t len, gw_config_t **out,
+                          gw_config_errors_t *errs);
+
+/* The embedded default config (config/gateway.yaml compiled in), loaded. */
+int gw_config_load_default(gw_config_t **out, gw_config_errors_t *errs);
+extern const char gw_config_default_yaml[];
+
+void gw_config_del(gw_config_t *c);
+
+/* Unit parsers, exported for tests and the CLI. Each returns 0 or GW_E_PARSE (bad unit or
+ * syntax) / GW_E_RANGE (overflow). */
+int gw_parse_size(const char *s, uint64_t *bytes);   /* 123, 64KiB, 1MB, 2MiB, 1GiB, 10k */
+int gw_parse_duration(const char *s, uint64_t *ms);  /* 500ms, 30s, 5m, 1h, 1d */
+int gw_parse_rate(const char *s, uint64_t *bps);     /* 1MB/s, 512KiB/s, 100kbit/s */
+int gw_parse_addr(const char *s, gw_cfg_addr_t *out); /* 127.0.0.1:80, [::1]:80, localhost:80 */
+
+#endif

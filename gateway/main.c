@@ -1,0 +1,107 @@
+/* h2gate — HTTP/2 edge gateway. main.c: command line, config, signals, workers. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "config/config.h"
+#include "front/front.h"
+#include "gw_version.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: h2gate [-c FILE] [--check-config FILE] [--version] [--help]\n"
+               "\n"
+               "  -c, --config FILE        run with this config (default: the embedded one)\n"
+               "  -t, --check-config FILE  validate FILE, print what is wrong, exit 0 or 1\n"
+               "      --print-default-config  print the embedded default config and exit\n"
+               "  -V, --version            print the version and exit\n"
+               "  -h, --help               this text\n");
+}
+
+static int load(const char *path, gw_config_t **cfg)
+{
+    gw_config_errors_t errs = {0};
+    int rv = path ? gw_config_load_file(path, cfg, &errs) : gw_config_load_default(cfg, &errs);
+    for (size_t i = 0; i < errs.len; i++)
+        fprintf(stderr, "%s\n", errs.msgs[i]);
+    if (rv < 0 && errs.len == 0)
+        fprintf(stderr, "%s: %s\n", path ? path : "<embedded>", gw_strerror(rv));
+    gw_config_errors_free(&errs);
+    return rv;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"check-config", required_argument, NULL, 't'},
+        {"print-default-config", no_argument, NULL, 'P'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *config_path = NULL;
+    const char *check_path = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "c:t:Vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            config_path = optarg;
+            break;
+        case 't':
+            check_path = optarg;
+            break;
+        case 'P':
+            fputs(gw_config_default_yaml, stdout);
+            return 0;
+        case 'V':
+            printf("h2gate %s\n", GW_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "h2gate: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+
+    gw_config_t *cfg = NULL;
+    if (check_path) {
+        int rv = load(check_path, &cfg);
+        if (rv < 0)
+            return 1;
+        printf("%s: ok\n", check_path);
+        gw_config_del(cfg);
+        return 0;
+    }
+
+    if (load(config_path, &cfg) < 0)
+        return 1;
+    gw_log_set_level((gw_log_level_t)cfg->log_level);
+    signal(SIGPIPE, SIG_IGN);
+
+    gw_server_t *srv = NULL;
+    int rv = gw_server_new(cfg, &srv);
+    if (rv < 0) {
+        GW_LOG_ERROR("startup_failed", "err=%s", gw_errname(rv));
+        gw_config_del(cfg);
+        return 1;
+    }
+    GW_LOG_INFO("started", "version=%s config=%s workers=%u", GW_VERSION, cfg->path,
+                cfg->workers);
+    rv = gw_server_run(srv);
+    gw_server_del(srv);
+    gw_config_del(cfg);
+    GW_LOG_INFO("stopped", "status=%s", rv < 0 ? gw_errname(rv) : "ok");
+    return rv < 0 ? 1 : 0;
+}
