@@ -1,0 +1,3 @@
+// demo script 5 of 6: each is a separate request over the same HTTP/2 connection
+window.h2gateDemo = window.h2gateDemo || [];
+window.h2gateDemo.push(5);

@@ -1,0 +1,204 @@
+"""Fixtures for h2gate's integration tests.
+
+Every test runs the real gateway binary (H2GATE_BIN, default build/gateway/h2gate) with an
+inline YAML config on free loopback ports, next to real origins (nginx, or the scripted origin
+in origin.py), and drives it with independent clients (curl, nghttp, h2load, openssl, python3-h2).
+Processes are always stopped, and a gateway that leaves a sanitizer report fails its test.
+
+Run with Debian's interpreter: /usr/bin/python3 -m pytest tests/integration
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+H2GATE_BIN = os.environ.get("H2GATE_BIN", os.path.join(ROOT, "build", "gateway", "h2gate"))
+
+
+def free_port(family=socket.AF_INET, host="127.0.0.1"):
+    """A TCP port that is free right now on `host` (the OS picks it)."""
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_port(host, port, timeout=10.0, proc=None):
+    """Wait until something accepts on host:port; fail early if `proc` exited."""
+    deadline = time.monotonic() + timeout
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening")
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.settimeout(0.5)
+                s.connect((host, port))
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
+
+
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+class Gateway:
+    """A running h2gate. `log()` is its stderr so far; `stop()` sends SIGTERM and waits."""
+
+    def __init__(self, workdir, config_text, wait=(), args=()):
+        self.workdir = workdir
+        self.config_path = os.path.join(workdir, "gateway.yaml")
+        with open(self.config_path, "w") as f:
+            f.write(textwrap.dedent(config_text))
+        self.log_path = os.path.join(workdir, "h2gate.log")
+        self._log = open(self.log_path, "wb")
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+        self.proc = subprocess.Popen([H2GATE_BIN, "-c", self.config_path, *args], cwd=workdir,
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.returncode = None
+        try:
+            for host, port in wait:
+                wait_port(host, port, proc=self.proc)
+        except Exception:
+            self.stop()
+            raise RuntimeError("gateway did not start:\n" + self.log())
+
+    def log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout=15):
+        self.returncode = self.proc.wait(timeout=timeout)
+        return self.returncode
+
+    def stop(self, timeout=15):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.returncode = self.proc.returncode
+        self._log.close()
+        return self.returncode
+
+    def sanitizer_report(self):
+        text = self.log()
+        return any(m in text for m in SANITIZER_MARKERS)
+
+
+@pytest.fixture
+def h2gate_bin():
+    if not os.access(H2GATE_BIN, os.X_OK):
+        pytest.fail(f"h2gate binary not found at {H2GATE_BIN} (build first, or set H2GATE_BIN)")
+    return H2GATE_BIN
+
+
+@pytest.fixture
+def gateway(tmp_path, h2gate_bin):
+    """Factory: gateway(config_text, wait=[(host, port), ...]) -> Gateway. All are stopped at
+    teardown; a sanitizer report in the log fails the test."""
+    started = []
+
+    def start(config_text, wait=(), args=()):
+        d = tempfile.mkdtemp(dir=tmp_path, prefix="gw-")
+        g = Gateway(d, config_text, wait=wait, args=args)
+        started.append(g)
+        return g
+
+    yield start
+    problems = []
+    for g in started:
+        g.stop()
+        if g.sanitizer_report():
+            problems.append(g.log()[-6000:])
+    if problems:
+        pytest.fail("sanitizer report from h2gate:\n" + "\n".join(problems))
+
+
+NGINX_CONF = """
+daemon off;
+master_process off;
+worker_processes 1;
+error_log {dir}/error.log warn;
+pid {dir}/nginx.pid;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {dir}/access.log;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    keepalive_requests 100000;
+    keepalive_timeout 60s;
+    types {{ text/html html; text/css css; application/javascript js; image/svg+xml svg; }}
+    default_type application/octet-stream;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        {extra}
+    }}
+}}
+"""
+
+
+class Nginx:
+    def __init__(self, root, extra=""):
+        self.dir = tempfile.mkdtemp(prefix="nginx-")
+        self.port = free_port()
+        self.root = root
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF.format(dir=self.dir, port=self.port, root=root, extra=extra))
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        self.proc = subprocess.Popen([nginx, "-c", conf, "-p", self.dir],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port("127.0.0.1", self.port, proc=self.proc)
+
+    def access_log(self):
+        with open(os.path.join(self.dir, "access.log")) as f:
+            return f.read().splitlines()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def nginx_origin(tmp_path):
+    """Factory: nginx_origin(root_dir, extra_server_config="") -> Nginx on a free port."""
+    started = []
+
+    def start(root=None, extra=""):
+        n = Nginx(root or str(tmp_path), extra)
+        started.append(n)
+        return n
+
+    yield start
+    for n in started:
+        n.stop()
+
+
+def run(cmd, timeout=20, **kw):
+    """Run a client command with a bound on its time; returns CompletedProcess (text)."""
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout, **kw)
