@@ -1,0 +1,256 @@
+"""A scripted HTTP/1.1 origin that can misbehave on command, run in the test's own process.
+
+    with ScriptedOrigin() as o:          # listens on 127.0.0.1:o.port
+        ... requests through the gateway ...
+        o.connections      # accepted TCP connections so far
+        o.requests         # list of Request(method, target, version, headers, body)
+
+The path chooses the behaviour (query strings are ignored unless noted):
+    /bytes/N          200 with N bytes (content-length), body is a repeating pattern
+    /chunked/N        200 with N bytes chunked, with a trailer `x-checksum: <sha1>`
+    /close/N          200, no content-length, N bytes then close (close-delimited)
+    /echo             200, JSON of what the origin received (method, target, headers, body sha1)
+    /status/N         status N with a short body (no body for 204/304)
+    /early-hints      103 with a Link header, then 200
+    /continue         100 Continue, then 200
+    /truncate         content-length 1000 but only 10 bytes, then close
+    /hang             read the request, answer nothing, keep the socket open
+    /hang-body        send the head with content-length 100, then stall
+    /garbage          bytes that are not HTTP
+    /dup-cl           two differing Content-Length headers
+    /cl-te            Content-Length and Transfer-Encoding: chunked together
+    /bad-header       a header value with a bare CR
+    /conn-close       200 with `Connection: close`, then close
+    /http10           HTTP/1.0 200 without keep-alive
+    /slow/N           200, N bytes sent in 10 pieces 100 ms apart
+Anything else: 404.
+"""
+import hashlib
+import json
+import socket
+import threading
+import time
+
+
+class Request:
+    def __init__(self, method, target, version, headers, body):
+        self.method, self.target, self.version = method, target, version
+        self.headers, self.body = headers, body
+
+    def header(self, name):
+        vals = [v for k, v in self.headers if k.lower() == name.lower()]
+        return vals[0] if len(vals) == 1 else (vals or None)
+
+    def __repr__(self):
+        return f"Request({self.method} {self.target} {self.headers!r} body={len(self.body)}B)"
+
+
+def pattern(n):
+    base = b"0123456789abcdefghijklmnopqrstuvwxyz\n"
+    return (base * (n // len(base) + 1))[:n]
+
+
+class ScriptedOrigin:
+    def __init__(self, host="127.0.0.1"):
+        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, 0))
+        self.sock.listen(512)
+        self.port = self.sock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.connections = 0
+        self.open_connections = 0
+        self.max_open_connections = 0
+        self.requests = []
+        self._stop = False
+        self._clients = []
+        self._thread = threading.Thread(target=self._accept_loop, daemon=True)
+        self._thread.start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self._stop = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        for c in list(self._clients):
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def _accept_loop(self):
+        while not self._stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.connections += 1
+                self.open_connections += 1
+                self.max_open_connections = max(self.max_open_connections, self.open_connections)
+                self._clients.append(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    # -- parsing -------------------------------------------------------------------------------
+    @staticmethod
+    def _read_head(c, buf):
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                return None, buf
+            buf += d
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        return head, rest
+
+    @staticmethod
+    def _read_body(c, headers, rest):
+        h = {k.lower(): v for k, v in headers}
+        if h.get("transfer-encoding", "").lower() == "chunked":
+            body = b""
+            buf = rest
+            while True:
+                while b"\r\n" not in buf:
+                    buf += c.recv(65536)
+                line, _, buf = buf.partition(b"\r\n")
+                size = int(line.split(b";")[0], 16)
+                if size == 0:
+                    while b"\r\n\r\n" not in b"\r\n" + buf:
+                        buf += c.recv(65536)
+                    idx = (b"\r\n" + buf).index(b"\r\n\r\n")
+                    return body, buf[idx + 2:]
+                while len(buf) < size + 2:
+                    buf += c.recv(65536)
+                body += buf[:size]
+                buf = buf[size + 2:]
+        n = int(h.get("content-length", "0"))
+        while len(rest) < n:
+            d = c.recv(65536)
+            if not d:
+                break
+            rest += d
+        return rest[:n], rest[n:]
+
+    def _serve(self, c):
+        buf = b""
+        try:
+            while not self._stop:
+                head, buf = self._read_head(c, buf)
+                if head is None:
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, target, version = lines[0].split(" ", 2)
+                headers = []
+                for l in lines[1:]:
+                    k, _, v = l.partition(":")
+                    headers.append((k, v.strip()))
+                if {k.lower(): v for k, v in headers}.get("expect", "").lower() == "100-continue":
+                    c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                body, buf = self._read_body(c, headers, buf)
+                req = Request(method, target, version, headers, body)
+                with self.lock:
+                    self.requests.append(req)
+                if not self._respond(c, req):
+                    return
+        except (OSError, ValueError):
+            return
+        finally:
+            with self.lock:
+                self.open_connections -= 1
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    # -- behaviours: return False to close the connection ---------------------------------------
+    def _respond(self, c, req):
+        path = req.target.split("?")[0]
+        parts = path.strip("/").split("/")
+        kind = parts[0]
+        arg = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        head_only = req.method == "HEAD"
+
+        def send(status, headers, body=b"", reason="OK"):
+            out = f"HTTP/1.1 {status} {reason}\r\n"
+            for k, v in headers:
+                out += f"{k}: {v}\r\n"
+            c.sendall(out.encode("latin-1") + b"\r\n" + (b"" if head_only else body))
+
+        if kind == "bytes":
+            body = pattern(arg)
+            send(200, [("Content-Length", str(len(body))), ("Content-Type", "application/octet-stream")], body)
+        elif kind == "chunked":
+            body = pattern(arg)
+            c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: x-checksum\r\n\r\n")
+            if not head_only:
+                for i in range(0, len(body), 7000):
+                    piece = body[i:i + 7000]
+                    c.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+                c.sendall(b"0\r\nx-checksum: " + hashlib.sha1(body).hexdigest().encode() + b"\r\n\r\n")
+        elif kind == "close":
+            c.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + pattern(arg))
+            return False
+        elif kind == "echo":
+            body = json.dumps({"method": req.method, "target": req.target, "version": req.version,
+                               "headers": req.headers, "body_len": len(req.body),
+                               "body_sha1": hashlib.sha1(req.body).hexdigest()}).encode()
+            send(200, [("Content-Length", str(len(body))), ("Content-Type", "application/json")], body)
+        elif kind == "status":
+            if arg in (204, 304):
+                send(arg, [], b"", reason="Status")
+            else:
+                body = f"status {arg}\n".encode()
+                send(arg, [("Content-Length", str(len(body)))], body, reason="Status")
+        elif kind == "early-hints":
+            c.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n")
+            send(200, [("Content-Length", "5"), ("Link", "</style.css>; rel=preload; as=style")], b"hello")
+        elif kind == "continue":
+            c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            send(200, [("Content-Length", "2")], b"ok")
+        elif kind == "truncate":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+            return False
+        elif kind == "hang":
+            while not self._stop and c.recv(65536):
+                pass
+            return False
+        elif kind == "hang-body":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+            while not self._stop and c.recv(65536):
+                pass
+            return False
+        elif kind == "garbage":
+            c.sendall(b"\x00\x01garbage that is not HTTP\r\n\r\n")
+            return False
+        elif kind == "dup-cl":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!")
+            return False
+        elif kind == "cl-te":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+            return False
+        elif kind == "bad-header":
+            c.sendall(b"HTTP/1.1 200 OK\r\nX-Bad: a\rb\r\nContent-Length: 2\r\n\r\nok")
+            return False
+        elif kind == "conn-close":
+            send(200, [("Content-Length", "2"), ("Connection", "close")], b"ok")
+            return False
+        elif kind == "http10":
+            c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            return False
+        elif kind == "slow":
+            body = pattern(arg)
+            c.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+            step = max(1, len(body) // 10)
+            for i in range(0, len(body), step):
+                time.sleep(0.1)
+                c.sendall(body[i:i + step])
+        else:
+            send(404, [("Content-Length", "10")], b"not found\n", reason="Not Found")
+        return True
