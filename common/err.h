@@ -9,25 +9,25 @@
 #define GW_COMMON_ERR_H
 
 /* X(name, value, description) */
-#define GW_ERRNO_MAP(X)                                                                           \
-    X(GW_E_AGAIN, -1, "need more input")                                                         \
-    X(GW_E_INVAL, -2, "invalid argument")                                                        \
-    X(GW_E_RANGE, -3, "value out of range")                                                      \
-    X(GW_E_NOENT, -4, "not found")                                                               \
-    X(GW_E_EXIST, -5, "already exists")                                                          \
-    X(GW_E_BUFS, -6, "buffer too small")                                                         \
-    X(GW_E_LIMIT, -7, "configured limit reached")                                                \
-    X(GW_E_PARSE, -8, "malformed input")                                                         \
-    X(GW_E_STREAM, -9, "stream error")                                                           \
-    X(GW_E_CLOSED, -10, "already closed")                                                        \
-    X(GW_E_TIMEOUT, -11, "timed out")                                                            \
-    X(GW_E_IO, -12, "i/o error")                                                                 \
-    X(GW_E_UNSUPPORTED, -13, "not supported")                                                    \
-    X(GW_E_FATAL, -100, "fatal error boundary")                                                  \
-    X(GW_E_NOMEM, -101, "out of memory")                                                         \
-    X(GW_E_PROTO, -102, "protocol error on the connection")                                      \
-    X(GW_E_COMPRESSION, -103, "header compression state corrupted")                              \
-    X(GW_E_FLOW, -104, "flow control violated")                                                  \
+#define GW_ERRNO_MAP(X)                                                                            \
+    X(GW_E_AGAIN, -1, "need more input")                                                           \
+    X(GW_E_INVAL, -2, "invalid argument")                                                          \
+    X(GW_E_RANGE, -3, "value out of range")                                                        \
+    X(GW_E_NOENT, -4, "not found")                                                                 \
+    X(GW_E_EXIST, -5, "already exists")                                                            \
+    X(GW_E_BUFS, -6, "buffer too small")                                                           \
+    X(GW_E_LIMIT, -7, "configured limit reached")                                                  \
+    X(GW_E_PARSE, -8, "malformed input")                                                           \
+    X(GW_E_STREAM, -9, "stream error")                                                             \
+    X(GW_E_CLOSED, -10, "already closed")                                                          \
+    X(GW_E_TIMEOUT, -11, "timed out")                                                              \
+    X(GW_E_IO, -12, "i/o error")                                                                   \
+    X(GW_E_UNSUPPORTED, -13, "not supported")                                                      \
+    X(GW_E_FATAL, -100, "fatal error boundary")                                                    \
+    X(GW_E_NOMEM, -101, "out of memory")                                                           \
+    X(GW_E_PROTO, -102, "protocol error on the connection")                                        \
+    X(GW_E_COMPRESSION, -103, "header compression state corrupted")                                \
+    X(GW_E_FLOW, -104, "flow control violated")                                                    \
     X(GW_E_CALM, -105, "peer exceeded an abuse limit")
 
 typedef enum {

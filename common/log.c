@@ -53,10 +53,10 @@ void gw_log(gw_log_level_t l, const char *event, const char *fmt, ...)
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof(line),
-                     "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s event=%s", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000, names[l], event);
+    int n =
+        snprintf(line, sizeof(line), "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s event=%s",
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                 ts.tv_nsec / 1000000, names[l], event);
     if (n < 0)
         return;
     size_t off = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;

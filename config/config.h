@@ -42,6 +42,7 @@ typedef struct {
     uint64_t ticket_rotation_ms;
     char *ciphers;        /* TLS 1.2 cipher list, OpenSSL syntax; NULL = built-in */
     char *ciphersuites;   /* TLS 1.3 suites; NULL = OpenSSL default */
+    int self_signed;      /* generate a self-signed pair at start if both files are missing */
 } gw_cfg_tls_t;
 
 typedef struct {

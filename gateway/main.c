@@ -97,8 +97,7 @@ int main(int argc, char **argv)
         gw_config_del(cfg);
         return 1;
     }
-    GW_LOG_INFO("started", "version=%s config=%s workers=%u", GW_VERSION, cfg->path,
-                cfg->workers);
+    GW_LOG_INFO("started", "version=%s config=%s workers=%u", GW_VERSION, cfg->path, cfg->workers);
     rv = gw_server_run(srv);
     gw_server_del(srv);
     gw_config_del(cfg);

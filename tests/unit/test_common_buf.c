@@ -122,12 +122,9 @@ static void iovq_alloc_failure_is_reported(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(slices_compare),
-        cmocka_unit_test(rbuf_refcount),
-        cmocka_unit_test(bytes_grow_and_limit),
-        cmocka_unit_test(iovq_copy_merges_and_ref_pins),
-        cmocka_unit_test(iovq_many_entries_wrap),
-        cmocka_unit_test(iovq_alloc_failure_is_reported),
+        cmocka_unit_test(slices_compare),         cmocka_unit_test(rbuf_refcount),
+        cmocka_unit_test(bytes_grow_and_limit),   cmocka_unit_test(iovq_copy_merges_and_ref_pins),
+        cmocka_unit_test(iovq_many_entries_wrap), cmocka_unit_test(iovq_alloc_failure_is_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,7 +107,7 @@ static void pool_caps_and_reuses(void **state)
     memset(b, 0xab, 64);
     gw_pool_put(&p, b);
     void *d = gw_pool_get(&p);
-    assert_ptr_equal(d, b);            /* reused from the freelist */
+    assert_ptr_equal(d, b);                 /* reused from the freelist */
     assert_int_equal(((uint8_t *)d)[7], 0); /* and zeroed */
     gw_pool_put(&p, a);
     gw_pool_put(&p, c);

@@ -1,0 +1,477 @@
+/* Unit tests of config/: the loader's defaults, every error class with FILE:LINE:COL, the
+ * shipped configs, unit parsers and a failing-allocation sweep. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <cmocka.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "config/config.h"
+
+static int load(const char *text, gw_config_t **c, gw_config_errors_t *e)
+{
+    memset(e, 0, sizeof(*e));
+    return gw_config_load_string("t.yaml", text, strlen(text), c, e);
+}
+
+/* The error list holds exactly `msg` (a full "t.yaml:L:C: text" line) somewhere. */
+static void assert_has(const gw_config_errors_t *e, const char *msg)
+{
+    for (size_t i = 0; i < e->len; i++)
+        if (!strcmp(e->msgs[i], msg))
+            return;
+    for (size_t i = 0; i < e->len; i++)
+        print_message("  got: %s\n", e->msgs[i]);
+    fail_msg("missing error: %s", msg);
+}
+
+static void expect_error(const char *text, const char *msg)
+{
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(text, &c, &e), GW_E_PARSE);
+    assert_null(c);
+    assert_has(&e, msg);
+    gw_config_errors_free(&e);
+}
+
+#define MINIMAL                                                                                    \
+    "listen:\n"                                                                                    \
+    "  - address: 127.0.0.1:8080\n"                                                                \
+    "upstreams:\n"                                                                                 \
+    "  app:\n"                                                                                     \
+    "    servers: [127.0.0.1:9000]\n"                                                              \
+    "routes:\n"                                                                                    \
+    "  - { host: \"*\", path: /, upstream: app }\n"
+
+static void minimal_contract_gets_defaults(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(MINIMAL, &c, &e), 0);
+    assert_int_equal(e.len, 0);
+    assert_int_equal(c->listen_len, 1);
+    assert_null(c->listen[0].tls);
+    assert_int_equal(c->listen[0].protocols, GW_PROTO_F_H2C | GW_PROTO_F_HTTP1);
+    assert_int_equal(c->listen[0].addr.ss.ss_family, AF_INET);
+    assert_int_equal(ntohs(((struct sockaddr_in *)&c->listen[0].addr.ss)->sin_port), 8080);
+    assert_int_equal(c->upstreams_len, 1);
+    assert_string_equal(c->upstreams[0].name, "app");
+    assert_int_equal(c->upstreams[0].servers_len, 1);
+    assert_string_equal(c->upstreams[0].servers[0].host, "127.0.0.1");
+    assert_int_equal(c->upstreams[0].servers[0].weight, 1);
+    assert_int_equal(c->upstreams[0].max_connections, 64);
+    assert_int_equal(c->routes_len, 1);
+    assert_int_equal(c->routes[0].upstream, 0);
+    assert_string_equal(c->routes[0].host, "*");
+    assert_true(c->routes[0].coalesce);
+    assert_string_equal(c->routes[0].coalesce_headers[0], "accept-encoding");
+    assert_true(c->workers >= 1);
+    assert_int_equal(c->h2.initial_window_size, 256 * 1024);
+    assert_int_equal(c->h2.connection_window_size, 1024 * 1024);
+    assert_int_equal(c->h2.max_header_list_size, 64 * 1024);
+    assert_int_equal(c->timeouts.idle_ms, 60000);
+    assert_int_equal(c->limits.body_buffer, 64 * 1024);
+    gw_config_del(c);
+}
+
+static void full_config_values(void **state)
+{
+    (void)state;
+    const char *y = "workers: 3\n"
+                    "log_level: debug\n"
+                    "listen:\n"
+                    "  - address: '[::1]:9443'\n"
+                    "    protocols: [h2c]\n"
+                    "    backlog: 100\n"
+                    "upstreams:\n"
+                    "  a:\n"
+                    "    servers:\n"
+                    "      - 127.0.0.1:1\n"
+                    "      - { address: '[::1]:2', weight: 5 }\n"
+                    "      - origin.example:80\n"
+                    "    balance: least_conn\n"
+                    "    idle_timeout: 500ms\n"
+                    "    health: { path: /health, interval: 2s, expect_status: 204, eject: 1m }\n"
+                    "routes:\n"
+                    "  - host: '*.example.com'\n"
+                    "    path: /api\n"
+                    "    upstream: a\n"
+                    "    coalesce: false\n"
+                    "    response_rate: 1MB/s\n"
+                    "h2:\n"
+                    "  initial_window_size: 1MiB\n"
+                    "  connection_window_size: 4MiB\n"
+                    "  settings_timeout: 3s\n"
+                    "throttle:\n"
+                    "  per_client_rate: 8Mbit/s\n";
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(y, &c, &e), 0);
+    assert_int_equal(c->workers, 3);
+    assert_int_equal(c->log_level, 0);
+    assert_int_equal(c->listen[0].addr.ss.ss_family, AF_INET6);
+    assert_int_equal(c->listen[0].protocols, GW_PROTO_F_H2C);
+    assert_int_equal(c->listen[0].backlog, 100);
+    gw_cfg_upstream_t *u = &c->upstreams[0];
+    assert_int_equal(u->servers_len, 3);
+    assert_int_equal(u->servers[1].weight, 5);
+    assert_string_equal(u->servers[1].host, "::1");
+    assert_string_equal(u->servers[2].host, "origin.example");
+    assert_int_equal(u->servers[2].addr.len, 0); /* a name: resolved by back/ */
+    assert_int_equal(u->balance, GW_BALANCE_LEAST_CONN);
+    assert_int_equal(u->idle_timeout_ms, 500);
+    assert_string_equal(u->health_path, "/health");
+    assert_int_equal(u->health_interval_ms, 2000);
+    assert_int_equal(u->health_status, 204);
+    assert_int_equal(u->eject_ms, 60000);
+    assert_false(c->routes[0].coalesce);
+    assert_int_equal(c->routes[0].response_rate, 1000000);
+    assert_int_equal(c->h2.initial_window_size, 1048576);
+    assert_int_equal(c->h2.settings_timeout_ms, 3000);
+    assert_int_equal(c->throttle.per_client_rate, 1000000);
+    gw_config_del(c);
+}
+
+static void error_unknown_key(void **state)
+{
+    (void)state;
+    expect_error("listen:\n  - address: 127.0.0.1:8080\n    colour: blue\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                 "routes: [{upstream: app}]\n",
+                 "t.yaml:3:5: unknown key 'colour' in a listener");
+    expect_error(MINIMAL "frobnicate: 1\n", "t.yaml:8:1: unknown key 'frobnicate'");
+    expect_error(MINIMAL "h2:\n  settings_timeout_ms: 5\n",
+                 "t.yaml:9:3: unknown key 'settings_timeout_ms' in h2");
+}
+
+static void error_bad_type(void **state)
+{
+    (void)state;
+    expect_error("listen: 127.0.0.1:8080\nupstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                 "routes: [{upstream: app}]\n",
+                 "t.yaml:1:9: 'listen' must be a list, not a scalar");
+    expect_error(MINIMAL "upstreams2: x\n", "t.yaml:8:1: unknown key 'upstreams2'");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000], max_connections: lots}}\n"
+                 "routes: [{upstream: app}]\n",
+                 "t.yaml:2:63: 'max_connections' must be a non-negative integer, not 'lots'");
+    expect_error(MINIMAL "h2: {max_concurrent_streams: [1, 2]}\n",
+                 "t.yaml:8:30: 'max_concurrent_streams' must be a non-negative integer, not a "
+                 "list");
+    expect_error(MINIMAL "limits: {write_buffer: -5}\n",
+                 "t.yaml:8:24: 'write_buffer' must be a size (e.g. 64KiB, 1MB, 4096), not '-5'");
+}
+
+static void error_bad_unit(void **state)
+{
+    (void)state;
+    expect_error(MINIMAL "timeouts: {idle: 30 parsecs}\n",
+                 "t.yaml:8:18: 'idle' must be a duration (e.g. 500ms, 30s, 5m), not '30 parsecs'");
+    expect_error(MINIMAL "h2: {initial_window_size: 64Kb}\n",
+                 "t.yaml:8:27: 'initial_window_size' must be a size (e.g. 64KiB, 1MB, 4096), not "
+                 "'64Kb'");
+    expect_error(MINIMAL "throttle: {response_rate: 1MB}\n",
+                 "t.yaml:8:27: 'response_rate' must be a rate (e.g. 1MB/s, 512KiB/s, 8Mbit/s), "
+                 "not '1MB'");
+}
+
+static void error_out_of_range(void **state)
+{
+    (void)state;
+    expect_error(MINIMAL "h2: {max_frame_size: 1KiB}\n",
+                 "t.yaml:8:22: 'max_frame_size' is out of range: 1KiB (allowed 16384..16777215)");
+    expect_error(MINIMAL "h2: {initial_window_size: 4GiB}\n",
+                 "t.yaml:8:27: 'initial_window_size' is out of range: 4GiB (allowed "
+                 "1..2147483647)");
+    expect_error(MINIMAL "workers: 0\n",
+                 "t.yaml:8:10: 'workers' is out of range: 0 (allowed 1..256)");
+    expect_error(MINIMAL "workers: 99999999999999999999999\n",
+                 "t.yaml:8:10: 'workers' is out of range: 99999999999999999999999 (allowed "
+                 "1..256)");
+    expect_error("listen: [{address: 127.0.0.1:99999}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:1:20: 'address' must be IP:PORT or [IPv6]:PORT, not '127.0.0.1:99999'");
+}
+
+static void error_missing_required(void **state)
+{
+    (void)state;
+    expect_error("listen: [{address: 127.0.0.1:8080}]\nroutes: [{upstream: app}]\n",
+                 "t.yaml:1:1: missing required key 'upstreams'");
+    expect_error("upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:1:1: missing required key 'listen'");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{path: /}]\n",
+                 "t.yaml:3:10: missing required key 'upstream' in a route");
+    expect_error("listen: [{backlog: 5}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:1:10: missing required key 'address' in a listener");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {max_idle: 1}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:2:13: missing required key 'servers' in upstream 'app'");
+    expect_error("", "t.yaml:1:1: the config is empty: 'listen', 'upstreams' and 'routes' are "
+                     "required");
+}
+
+static void error_duplicate_listener_and_key(void **state)
+{
+    (void)state;
+    expect_error("listen:\n  - address: 127.0.0.1:8080\n  - address: 127.0.0.1:8080\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:3:14: duplicate listener 127.0.0.1:8080 (first declared on line 2)");
+    expect_error(MINIMAL "workers: 1\nworkers: 2\n", "t.yaml:9:1: duplicate key 'workers'");
+}
+
+static void error_route_checks(void **state)
+{
+    (void)state;
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                 "routes: [{upstream: nowhere}]\n",
+                 "t.yaml:3:21: route names unknown upstream 'nowhere'");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                 "routes: [{upstream: app, path: api}]\n",
+                 "t.yaml:3:32: route path must start with '/', not 'api'");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                 "routes: [{upstream: app, host: 'a*b'}]\n",
+                 "t.yaml:3:32: route host must be a name, '*.suffix' or '*', not 'a*b'");
+}
+
+static void error_tls_checks(void **state)
+{
+    (void)state;
+    expect_error("listen:\n  - address: 127.0.0.1:8443\n"
+                 "    tls: {certificate: /nonexistent/c.pem, key: /nonexistent/k.pem}\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:3:24: certificate file '/nonexistent/c.pem' cannot be read: No such "
+                 "file or directory");
+    expect_error("listen:\n  - address: 127.0.0.1:8443\n    protocols: [h2c]\n"
+                 "    tls: {certificate: /x/c.pem, key: /x/k.pem, self_signed: true}\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:3:17: protocol 'h2c' is not allowed on a TLS listener (use h2, "
+                 "http/1.1)");
+    /* self_signed: a missing pair is fine (generated at start) */
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load("listen:\n  - address: 127.0.0.1:8443\n"
+                          "    tls: {certificate: /x/c.pem, key: /x/k.pem, self_signed: true}\n"
+                          "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                          "routes: [{upstream: app}]\n",
+                          &c, &e),
+                     0);
+    assert_non_null(c->listen[0].tls);
+    assert_int_equal(c->listen[0].tls->certs_len, 1);
+    assert_int_equal(c->listen[0].protocols, GW_PROTO_F_H2 | GW_PROTO_F_HTTP1);
+    gw_config_del(c);
+}
+
+static void all_errors_collected(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    const char *y = "listen:\n  - address: 127.0.0.1:8080\n    colour: blue\n"
+                    "upstreams:\n  app:\n    servers: [127.0.0.1:9000]\n    max_connections: lots\n"
+                    "routes:\n  - { host: \"*\", path: /, upstream: nowhere }\n"
+                    "timeouts: {idle: forever}\n";
+    assert_int_equal(load(y, &c, &e), GW_E_PARSE);
+    assert_int_equal(e.len, 4);
+    assert_has(&e, "t.yaml:3:5: unknown key 'colour' in a listener");
+    assert_has(&e, "t.yaml:7:22: 'max_connections' must be a non-negative integer, not 'lots'");
+    assert_has(&e, "t.yaml:9:37: route names unknown upstream 'nowhere'");
+    assert_has(&e, "t.yaml:10:18: 'idle' must be a duration (e.g. 500ms, 30s, 5m), not 'forever'");
+    gw_config_errors_free(&e);
+}
+
+static void yaml_syntax_error_has_position(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load("listen: [\n  {address: 1\n", &c, &e), GW_E_PARSE);
+    assert_int_equal(e.len, 1);
+    assert_true(strncmp(e.msgs[0], "t.yaml:", 7) == 0);
+    assert_non_null(strstr(e.msgs[0], "YAML syntax error"));
+    gw_config_errors_free(&e);
+}
+
+static void load_file(const char *path)
+{
+    gw_config_t *c;
+    gw_config_errors_t e = {0};
+    int rv = gw_config_load_file(path, &c, &e);
+    for (size_t i = 0; i < e.len; i++)
+        print_message("%s\n", e.msgs[i]);
+    assert_int_equal(rv, 0);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+}
+
+static void shipped_configs_load(void **state)
+{
+    (void)state;
+    /* relative paths in the shipped files (state/, certificates) are relative to the root */
+    assert_int_equal(chdir(GW_SOURCE_ROOT), 0);
+    load_file("config/gateway.yaml");
+    DIR *d = opendir("config/examples");
+    assert_non_null(d);
+    struct dirent *de;
+    int n = 0;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l > 5 && !strcmp(de->d_name + l - 5, ".yaml")) {
+            char p[512];
+            snprintf(p, sizeof(p), "config/examples/%s", de->d_name);
+            load_file(p);
+            n++;
+        }
+    }
+    closedir(d);
+    assert_true(n >= 3);
+    gw_config_t *c;
+    gw_config_errors_t e = {0};
+    assert_int_equal(gw_config_load_default(&c, &e), 0);
+    assert_int_equal(c->listen_len, 2);
+    assert_non_null(c->listen[0].tls);
+    assert_true(c->listen[0].tls->self_signed);
+    assert_string_equal(c->listen[0].addr.text, "127.0.0.1:8443");
+    assert_string_equal(c->listen[1].addr.text, "127.0.0.1:8080");
+    assert_string_equal(c->path, "<embedded>");
+    gw_config_del(c);
+
+    gw_config_errors_t e2 = {0};
+    assert_int_equal(gw_config_load_file("/nonexistent/x.yaml", &c, &e2), GW_E_NOENT);
+    assert_int_equal(e2.len, 1);
+    assert_string_equal(e2.msgs[0], "/nonexistent/x.yaml:1:1: cannot open: No such file or "
+                                    "directory");
+    gw_config_errors_free(&e2);
+}
+
+static void unit_parsers(void **state)
+{
+    (void)state;
+    uint64_t v;
+    assert_int_equal(gw_parse_size("123", &v), 0), assert_int_equal(v, 123);
+    assert_int_equal(gw_parse_size("64KiB", &v), 0), assert_int_equal(v, 65536);
+    assert_int_equal(gw_parse_size("1MB", &v), 0), assert_int_equal(v, 1000000);
+    assert_int_equal(gw_parse_size("2MiB", &v), 0), assert_int_equal(v, 2097152);
+    assert_int_equal(gw_parse_size("1GiB", &v), 0), assert_int_equal(v, 1073741824);
+    assert_int_equal(gw_parse_size("10k", &v), 0), assert_int_equal(v, 10240);
+    assert_int_equal(gw_parse_size("16 KiB", &v), 0), assert_int_equal(v, 16384);
+    assert_int_equal(gw_parse_size("1.5MB", &v), GW_E_PARSE);
+    assert_int_equal(gw_parse_size("KiB", &v), GW_E_PARSE);
+    assert_int_equal(gw_parse_size("5 apples", &v), GW_E_PARSE);
+    assert_int_equal(gw_parse_size("-1", &v), GW_E_PARSE);
+    assert_int_equal(gw_parse_size("99999999999999999999GiB", &v), GW_E_RANGE);
+    assert_int_equal(gw_parse_size("17179869184GiB", &v), GW_E_RANGE);
+    assert_int_equal(gw_parse_duration("500ms", &v), 0), assert_int_equal(v, 500);
+    assert_int_equal(gw_parse_duration("30s", &v), 0), assert_int_equal(v, 30000);
+    assert_int_equal(gw_parse_duration("5m", &v), 0), assert_int_equal(v, 300000);
+    assert_int_equal(gw_parse_duration("1h", &v), 0), assert_int_equal(v, 3600000);
+    assert_int_equal(gw_parse_duration("2d", &v), 0), assert_int_equal(v, 172800000);
+    assert_int_equal(gw_parse_duration("7", &v), 0), assert_int_equal(v, 7000);
+    assert_int_equal(gw_parse_duration("3 weeks", &v), GW_E_PARSE);
+    assert_int_equal(gw_parse_duration("18446744073709551615d", &v), GW_E_RANGE);
+    assert_int_equal(gw_parse_rate("1MB/s", &v), 0), assert_int_equal(v, 1000000);
+    assert_int_equal(gw_parse_rate("512KiB/s", &v), 0), assert_int_equal(v, 524288);
+    assert_int_equal(gw_parse_rate("8Mbit/s", &v), 0), assert_int_equal(v, 1000000);
+    assert_int_equal(gw_parse_rate("100kbit/s", &v), 0), assert_int_equal(v, 12500);
+    assert_int_equal(gw_parse_rate("1MB", &v), GW_E_PARSE);
+    assert_int_equal(gw_parse_rate("1MB/h", &v), GW_E_PARSE);
+    gw_cfg_addr_t a;
+    assert_int_equal(gw_parse_addr("127.0.0.1:80", &a), 0);
+    assert_int_equal(a.ss.ss_family, AF_INET);
+    assert_int_equal(gw_parse_addr("[::1]:443", &a), 0);
+    assert_int_equal(a.ss.ss_family, AF_INET6);
+    assert_int_equal(ntohs(((struct sockaddr_in6 *)&a.ss)->sin6_port), 443);
+    assert_int_equal(gw_parse_addr("localhost:8080", &a), 0);
+    assert_int_equal(a.ss.ss_family, AF_INET);
+    assert_int_equal(gw_parse_addr("::1:80", &a), GW_E_PARSE);
+    assert_int_equal(gw_parse_addr("127.0.0.1", &a), GW_E_PARSE);
+    assert_int_equal(gw_parse_addr("127.0.0.1:0", &a), GW_E_RANGE);
+    assert_int_equal(gw_parse_addr("127.0.0.1:65536", &a), GW_E_RANGE);
+    assert_int_equal(gw_parse_addr("127.0.0.1:8x", &a), GW_E_PARSE);
+    assert_int_equal(gw_parse_addr("example.com:80", &a), GW_E_NOENT);
+}
+
+static void alloc_failure_sweep(void **state)
+{
+    (void)state;
+    const char *y = MINIMAL "h2: {initial_window_size: 512KiB}\n"
+                            "upstreams2: 1\n"; /* includes an error path too */
+    int saw_success = 0;
+    for (unsigned long n = 1; n < 2000 && !saw_success; n++) {
+        gw_config_t *c = NULL;
+        gw_config_errors_t e = {0};
+        gw_alloc_fail_after(n);
+        int rv = gw_config_load_string("t.yaml", y, strlen(y), &c, &e);
+        int hit = gw_alloc_fail_hit();
+        gw_alloc_fail_after(0);
+        if (!hit) {
+            assert_int_equal(rv, GW_E_PARSE); /* the unknown key, reported */
+            assert_int_equal(e.len, 1);
+            saw_success = 1;
+        } else {
+            assert_true(rv == GW_E_NOMEM || rv == GW_E_PARSE);
+            assert_null(c);
+        }
+        gw_config_del(c);
+        gw_config_errors_free(&e);
+    }
+    assert_true(saw_success);
+    /* and the same for a config that loads */
+    saw_success = 0;
+    for (unsigned long n = 1; n < 2000 && !saw_success; n++) {
+        gw_config_t *c = NULL;
+        gw_config_errors_t e = {0};
+        gw_alloc_fail_after(n);
+        int rv = gw_config_load_string("t.yaml", MINIMAL, strlen(MINIMAL), &c, &e);
+        int hit = gw_alloc_fail_hit();
+        gw_alloc_fail_after(0);
+        if (!hit) {
+            assert_int_equal(rv, 0);
+            saw_success = 1;
+        } else {
+            assert_int_equal(rv, GW_E_NOMEM);
+            assert_null(c);
+        }
+        gw_config_del(c);
+        gw_config_errors_free(&e);
+    }
+    assert_true(saw_success);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(minimal_contract_gets_defaults),
+        cmocka_unit_test(full_config_values),
+        cmocka_unit_test(error_unknown_key),
+        cmocka_unit_test(error_bad_type),
+        cmocka_unit_test(error_bad_unit),
+        cmocka_unit_test(error_out_of_range),
+        cmocka_unit_test(error_missing_required),
+        cmocka_unit_test(error_duplicate_listener_and_key),
+        cmocka_unit_test(error_route_checks),
+        cmocka_unit_test(error_tls_checks),
+        cmocka_unit_test(all_errors_collected),
+        cmocka_unit_test(yaml_syntax_error_has_position),
+        cmocka_unit_test(shipped_configs_load),
+        cmocka_unit_test(unit_parsers),
+        cmocka_unit_test(alloc_failure_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
