@@ -1,0 +1,193 @@
+/* back/back.h — origin side of h2gate: upstreams, balancing, keep-alive pools, failures.
+ *
+ * One gw_back_t per worker loop. It owns, per configured upstream, its servers, per server a
+ * bounded set of HTTP/1.1 keep-alive connections, and per upstream a bounded queue of
+ * exchanges waiting for a connection. The translator (proxy/) calls gw_back_request() once per
+ * origin request and gets the response back as version-neutral events.
+ *
+ * Lifecycle of an exchange:
+ *   gw_back_request()  → queued (every connection busy) or bound to a connection
+ *   [gw_back_write_body()* gw_back_end_body()]   request body, if req->body_len != 0
+ *   on_interim*  on_head  on_body*  [on_trailers]  on_complete        — success
+ *   ... on_error(code)                                                — any failure
+ * on_complete and on_error are terminal: exactly one of them fires, once, and the exchange is
+ * freed when it returns. gw_back_cancel() is the caller's way to end it early; after cancel no
+ * callback fires.
+ *
+ * Error codes passed to on_error or returned synchronously, and the status the gateway answers
+ * with (gw_back_status_for()):
+ *   GW_E_TIMEOUT  connect, queue, response-head or body-read timeout          → 504
+ *   GW_E_IO       connection refused, reset or closed before the response end → 502
+ *   GW_E_PARSE    malformed response (never forwarded)                        → 502
+ *   GW_E_NOENT    every server of the upstream is ejected (passive health)    → 502
+ *   GW_E_LIMIT    the upstream's queue is full                                → 503
+ *   GW_E_NOMEM    out of memory                                               → 503
+ *
+ * Policy decisions (see also back/README notes in the contract comments below):
+ * - An upstream whose servers are all ejected answers 502 at once (GW_E_NOENT); it does not try
+ *   the least recently ejected server. An ejected server comes back when its back-off ends or
+ *   when an active health check sees the expected status.
+ * - Consistent hashing sticks a client to its server while that server is healthy and has a
+ *   free or idle connection; otherwise the ring is walked to the next eligible server.
+ * - Retries: an idempotent request (req->idempotent) that fails before any response byte and
+ *   before any request body byte was written (connect refused or timed out, reset or EOF before
+ *   the response) is retried up to cfg->retries times, on another server when one is eligible,
+ *   else on another connection of the same server. A response-head timeout is not retried.
+ * - Names in server addresses (NAME:PORT) are not resolved yet: such a server always fails with
+ *   GW_E_IO. TLS origins (`tls: true`) are not implemented: gw_back_new() refuses such a config
+ *   with GW_E_UNSUPPORTED rather than speak cleartext to an HTTPS origin.
+ */
+#ifndef GW_BACK_BACK_H
+#define GW_BACK_BACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <uv.h>
+
+#include "common/buf.h"
+#include "config/config.h"
+
+typedef struct gw_back gw_back_t;
+typedef struct gw_back_exch gw_back_exch_t;
+
+/* One header field. Both slices point into memory owned by whoever hands the field out. */
+typedef struct {
+    gw_slice_t name;
+    gw_slice_t value;
+} gw_back_field_t;
+
+/* An origin request. Everything is copied by gw_back_request(): the caller's memory may go
+ * away when it returns. */
+typedef struct {
+    gw_slice_t method;              /* "GET" */
+    gw_slice_t target;              /* origin-form "/path?q" */
+    gw_slice_t host;                /* Host header value (RFC 9112 §3.2) */
+    const gw_back_field_t *fields;  /* already stripped of hop-by-hop fields by the caller */
+    size_t fields_len;
+    int64_t body_len;               /* 0 = no body, >0 = Content-Length, -1 = chunked */
+    int idempotent;                 /* RFC 9110 §9.2.2: may be retried when nothing was seen */
+    uint8_t urgency;                /* RFC 9218 urgency 0 (highest) .. 7; queue order input */
+    const struct sockaddr *client;  /* for consistent hashing; NULL hashes as all-zero */
+} gw_back_req_t;
+
+/* A response head (final or interim). Slices point into the connection's head buffer and are
+ * valid only during the callback: copy what must outlive it. */
+typedef struct {
+    int status;     /* 100..599 */
+    int minor;      /* HTTP/1.minor of the origin's status line */
+    const gw_back_field_t *fields;
+    size_t fields_len;
+} gw_back_head_t;
+
+/* Callbacks of one exchange; `user_data` is the pointer given to gw_back_request(). From
+ * on_interim, on_head, on_body and on_trailers the caller may call gw_back_pause_reading(),
+ * gw_back_resume_reading(), gw_back_write_body(), gw_back_end_body() and gw_back_cancel().
+ * Any callback may be NULL. */
+typedef struct {
+    /* A 1xx response other than 101 (100 Continue, 103 Early Hints); zero or more times. */
+    void (*on_interim)(gw_back_exch_t *x, void *user_data, const gw_back_head_t *head);
+    /* The final response head; once. */
+    void (*on_head)(gw_back_exch_t *x, void *user_data, const gw_back_head_t *head);
+    /* Body bytes, already de-chunked. The reference in `body` is lent for the call: take
+     * gw_rbuf_ref(body.buf) to keep the bytes (no copy; the buffer is never rewritten). */
+    void (*on_body)(gw_back_exch_t *x, void *user_data, gw_rslice_t body);
+    /* Chunked trailers (RFC 9112 §7.1.2); slices valid during the call only. */
+    void (*on_trailers)(gw_back_exch_t *x, void *user_data, const gw_back_field_t *f, size_t n);
+    /* The response ended cleanly. Terminal. */
+    void (*on_complete)(gw_back_exch_t *x, void *user_data);
+    /* The exchange failed with a GW_E* code (table above). Terminal. */
+    void (*on_error)(gw_back_exch_t *x, void *user_data, int code);
+} gw_back_cbs_t;
+
+/* Called when the bytes given to gw_back_write_body() have been written to the origin socket
+ * (status 0), or will never be (status < 0: the exchange failed or was cancelled; the rbuf
+ * reference has been released either way). The proxy returns window to the client here. */
+typedef void (*gw_back_written_cb)(void *user_data, int status);
+
+/* Queue order: negative when a should be served before b. The queue is kept sorted with
+ * insertion after equal elements, so a comparator that returns 0 keeps FIFO order. */
+typedef int (*gw_back_queue_cmp_fn)(const gw_back_req_t *a, uint64_t a_seq,
+                                    const gw_back_req_t *b, uint64_t b_seq);
+/* FIFO (the default) and RFC 9218 urgency-then-FIFO. */
+int gw_back_queue_fifo(const gw_back_req_t *a, uint64_t a_seq, const gw_back_req_t *b,
+                       uint64_t b_seq);
+int gw_back_queue_urgency(const gw_back_req_t *a, uint64_t a_seq, const gw_back_req_t *b,
+                          uint64_t b_seq);
+
+/* Counters; totals since gw_back_new, gauges now. */
+typedef struct {
+    uint64_t opened;   /* connections dialled */
+    uint64_t reused;   /* requests sent on an idle connection */
+    uint64_t closed;   /* connections closed */
+    uint64_t requests; /* exchanges started */
+    uint64_t retries;  /* exchanges re-dispatched after a failure */
+    uint64_t failures; /* server failures counted by passive health */
+    uint64_t ejections;
+    unsigned open;   /* connections open or connecting */
+    unsigned active; /* connections carrying an exchange */
+    unsigned idle;   /* idle keep-alive connections */
+    unsigned queued; /* exchanges waiting for a connection */
+} gw_back_stats_t;
+
+/* Create the back side of one worker for every upstream of `cfg`. `cfg` must outlive it.
+ * Returns 0 and *out, or GW_E_NOMEM, or GW_E_UNSUPPORTED (an upstream with tls: true). */
+int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out);
+
+/* Close every connection, fail every exchange still live with GW_E_CLOSED (their callbacks
+ * fire from here), stop timers. The object is freed once libuv has closed its handles:
+ * run the loop afterwards (uv_run) until it has no more handles of ours. NULL is ignored. */
+void gw_back_del(gw_back_t *b);
+
+/* Start an exchange on upstream `upstream` (index into cfg->upstreams). The request is
+ * copied. Returns 0 and *out (valid until its terminal callback or gw_back_cancel()), or
+ * synchronously GW_E_RANGE (bad index), GW_E_INVAL (a header field with CR, LF or NUL, an
+ * empty method or target), GW_E_NOENT (every server ejected), GW_E_LIMIT (queue full),
+ * GW_E_NOMEM; on a synchronous error no callback fires. Callbacks fire later, never from
+ * inside this call. */
+int gw_back_request(gw_back_t *b, size_t upstream, const gw_back_req_t *req,
+                    const gw_back_cbs_t *cbs, void *user_data, gw_back_exch_t **out);
+
+/* Queue len body bytes at buf->data+off (a reference is taken; no copy). done_cb fires once
+ * with 0 when they have been written to the origin socket, or with a negative code when they
+ * never will be. For a Content-Length body the total must not exceed req->body_len.
+ * Returns 0, GW_E_INVAL (no body announced, already ended, or past Content-Length) or
+ * GW_E_NOMEM; on error done_cb is not called. */
+int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len,
+                       gw_back_written_cb done_cb, void *user_data);
+
+/* End the request body; for a chunked body send the last chunk and `trailers` (may be NULL,
+ * copied). For a Content-Length body the bytes written must equal req->body_len, else
+ * GW_E_INVAL. Returns 0, GW_E_INVAL or GW_E_NOMEM. */
+int gw_back_end_body(gw_back_exch_t *x, const gw_back_field_t *trailers, size_t n);
+
+/* Stop reading the origin socket of this exchange (the client side is full). Takes effect at
+ * the next socket read: the rest of the current read buffer (at most GW_BACK_READ_BUF bytes)
+ * may still be delivered. While paused the body-read timeout does not run. Idempotent. */
+void gw_back_pause_reading(gw_back_exch_t *x);
+void gw_back_resume_reading(gw_back_exch_t *x);
+
+/* The client went away: end the exchange now, no callback fires afterwards. Pending body
+ * writes get done_cb(GW_E_CLOSED). A connection whose response is not complete is closed,
+ * never returned half-read to the pool; a queued exchange just leaves the queue. */
+void gw_back_cancel(gw_back_exch_t *x);
+
+/* Totals over every upstream (up == SIZE_MAX) or one upstream's servers. */
+void gw_back_stats(const gw_back_t *b, size_t up, gw_back_stats_t *out);
+/* One server's counters; 0 or GW_E_RANGE. */
+int gw_back_server_stats(const gw_back_t *b, size_t up, size_t srv, gw_back_stats_t *out);
+/* Whether a server is ejected now (1), healthy (0), or GW_E_RANGE. */
+int gw_back_server_ejected(const gw_back_t *b, size_t up, size_t srv);
+/* Change an upstream's queue order (default FIFO); waiting exchanges are not re-sorted. */
+int gw_back_set_queue_order(gw_back_t *b, size_t up, gw_back_queue_cmp_fn cmp);
+
+/* HTTP status the gateway answers with for a back error code (table above); 502 for others. */
+int gw_back_status_for(int code);
+
+/* Read buffer size of an origin connection: the granularity of pause and of rbufs. */
+#define GW_BACK_READ_BUF 16384
+/* Cap on a response head (status line + fields, or a trailer section): past it → GW_E_PARSE. */
+#define GW_BACK_MAX_HEAD 65536
+
+#endif

@@ -1,0 +1,240 @@
+/* back/back_internal.h — structures shared by the files of back/ (not a public interface).
+ *
+ * upstream.c: server selection (weighted round-robin, least-connections, hash ring) and
+ *             passive health. Pure logic over gw_back_upstream_t, no IO.
+ * resp.c:     the response-parsing seam (status line, fields, body framing, chunked decoding),
+ *             sans-IO; to be replaced by h1/parser.h once that lands (same events).
+ * conn.c:     one origin connection: dial with timeout, write, read, timers, idle detection.
+ * pool.c:     gw_back_t, exchanges, per-upstream queue, dispatch, retries, public API.
+ */
+#ifndef GW_BACK_INTERNAL_H
+#define GW_BACK_INTERNAL_H
+
+#include "back/back.h"
+
+#include "common/buf.h"
+#include "common/list.h"
+#include "common/pool.h"
+
+typedef struct gw_back_upstream gw_back_upstream_t;
+typedef struct gw_back_server gw_back_server_t;
+typedef struct gw_back_conn gw_back_conn_t;
+
+/* ---- response parser seam (resp.c) -------------------------------------------------------- */
+
+typedef enum {
+    GW_BACK_RESP_HEAD = 0,  /* collecting the status line and fields */
+    GW_BACK_RESP_BODY_CL,   /* Content-Length body */
+    GW_BACK_RESP_BODY_CLOSE, /* close-delimited body */
+    GW_BACK_RESP_CHUNK_SIZE, /* chunk-size line (with extensions) */
+    GW_BACK_RESP_CHUNK_DATA,
+    GW_BACK_RESP_CHUNK_CRLF, /* CRLF after chunk data */
+    GW_BACK_RESP_TRAILERS,   /* trailer section after the last chunk */
+    GW_BACK_RESP_DONE,
+} gw_back_resp_state_t;
+const char *gw_back_resp_state_str(gw_back_resp_state_t s);
+
+/* Events of gw_back__resp_feed(). */
+typedef struct {
+    void (*on_head)(void *data, const gw_back_head_t *head); /* final or interim (1xx) */
+    void (*on_body)(void *data, size_t off, size_t len);     /* bytes at buf->data[off..] */
+    void (*on_trailers)(void *data, const gw_back_field_t *f, size_t n);
+    void (*on_complete)(void *data);
+} gw_back_resp_cbs_t;
+
+typedef struct {
+    gw_back_resp_state_t state;
+    int head_only;       /* response to HEAD: no body whatever the fields say */
+    int keep_alive;      /* decided by the final head (RFC 9112 §9.3) */
+    int status;
+    uint64_t remaining;  /* CL bytes or chunk bytes left */
+    gw_bytes_t line;     /* head or trailer bytes being collected (bounded) */
+    gw_back_field_t *fields;
+    size_t fields_cap;
+    int stop;            /* set by the owner from a callback: return from feed at once */
+} gw_back_resp_t;
+
+void gw_back__resp_init(gw_back_resp_t *p, int head_only);
+void gw_back__resp_free(gw_back_resp_t *p);
+/* Feed bytes at buf[off..off+len). Events reference the same buffer. Returns bytes consumed
+ * (less than len only when the message completed or p->stop was set), or GW_E_PARSE /
+ * GW_E_NOMEM. eof: the connection ended after these bytes (completes a close-delimited body;
+ * anywhere else it is GW_E_IO). */
+ssize_t gw_back__resp_feed(gw_back_resp_t *p, const uint8_t *buf, size_t off, size_t len,
+                           const gw_back_resp_cbs_t *cbs, void *data);
+int gw_back__resp_eof(gw_back_resp_t *p, const gw_back_resp_cbs_t *cbs, void *data);
+
+/* Request head serializer seam: appends the request line, Host, fields and the framing field
+ * (Content-Length or Transfer-Encoding: chunked) to out. 0, GW_E_INVAL, GW_E_NOMEM. */
+int gw_back__req_head(gw_bytes_t *out, const gw_back_req_t *req);
+
+/* ---- upstreams and servers ------------------------------------------------------------------ */
+
+struct gw_back_server {
+    gw_back_upstream_t *up;
+    const gw_cfg_server_t *cfg;
+    size_t index;
+    unsigned open;        /* connections open or connecting */
+    unsigned busy;        /* connections carrying an exchange (connecting included) */
+    gw_list_t idle;       /* idle connections, most recently used first (LIFO) */
+    unsigned idle_cnt;
+    unsigned fails;       /* consecutive failures */
+    uint64_t ejected_until; /* loop time (ms); 0 = not ejected */
+    int64_t rr_current;   /* smooth weighted round-robin state */
+    gw_back_stats_t st;
+    uv_timer_t hc_timer;  /* active health check period */
+    gw_back_conn_t *hc_conn;
+};
+
+typedef struct {
+    uint32_t hash;
+    uint32_t server;
+} gw_back_vnode_t;
+
+struct gw_back_upstream {
+    gw_back_t *back;
+    const gw_cfg_upstream_t *cfg;
+    size_t index;
+    gw_back_server_t *servers;
+    size_t servers_len;
+    gw_back_vnode_t *ring; /* sorted by hash */
+    size_t ring_len;
+    unsigned lc_rotor;     /* tie breaker for least-connections */
+    gw_list_t queue;       /* waiting exchanges, in cmp order */
+    unsigned queued;
+    gw_back_queue_cmp_fn cmp;
+    uv_timer_t queue_timer;
+};
+
+/* Virtual nodes per unit of weight on the hash ring. */
+#define GW_BACK_VNODES 160
+
+/* Build the ring of up; 0 or GW_E_NOMEM. */
+int gw_back__ring_build(gw_back_upstream_t *up);
+uint32_t gw_back__hash_addr(const struct sockaddr *sa);
+/* Pick a server: healthy, != exclude (unless it is the only healthy one) and, when
+ * need_capacity, with an idle connection or room to dial. Returns NULL and sets *all_ejected
+ * when no server is healthy. Advances the balancer's state only when it returns a server. */
+gw_back_server_t *gw_back__pick(gw_back_upstream_t *up, const struct sockaddr *client,
+                                gw_back_server_t *exclude, int *all_ejected, uint64_t now);
+int gw_back__server_healthy(gw_back_server_t *s, uint64_t now);
+int gw_back__server_has_capacity(const gw_back_server_t *s);
+/* Passive health: one failure / one success of s. */
+void gw_back__server_fail(gw_back_server_t *s, uint64_t now);
+void gw_back__server_ok(gw_back_server_t *s);
+
+/* ---- connections (conn.c) ------------------------------------------------------------------- */
+
+typedef enum {
+    GW_BACK_CONN_CONNECTING = 0,
+    GW_BACK_CONN_ACTIVE, /* carrying an exchange */
+    GW_BACK_CONN_IDLE,   /* in its server's idle list, reading to detect a close */
+    GW_BACK_CONN_CLOSING,
+} gw_back_conn_state_t;
+const char *gw_back_conn_state_str(gw_back_conn_state_t s);
+
+/* Why a connection's reading is stopped (flags, for logs and tests). */
+enum {
+    GW_BACK_CONN_F_PAUSED = 1u << 0, /* the exchange's consumer asked (backpressure) */
+    GW_BACK_CONN_F_READING = 1u << 1, /* uv_read_start is in effect */
+    GW_BACK_CONN_F_WRITING = 1u << 2, /* a uv_write is in flight */
+    GW_BACK_CONN_F_HEALTH = 1u << 3,  /* an active health check connection, not pooled */
+    GW_BACK_CONN_F_GOT_BYTE = 1u << 4, /* a response byte arrived for the current exchange */
+    GW_BACK_CONN_F_REUSED = 1u << 5,   /* current exchange came from the idle list */
+};
+
+/* A pending request-body write: done fires when `end` stream bytes have been written. */
+typedef struct {
+    gw_list_t link;
+    uint64_t end;
+    gw_back_written_cb cb;
+    void *user_data;
+} gw_back_wmark_t;
+
+struct gw_back_exch {
+    gw_list_t qlink;          /* in the upstream queue while waiting */
+    gw_back_upstream_t *up;
+    gw_back_server_t *server; /* last server tried */
+    gw_back_conn_t *conn;     /* bound connection, or NULL */
+    gw_back_req_t req;        /* copy; slices point into head/own strings */
+    struct sockaddr_storage client;
+    uint64_t seq;             /* queue arrival order */
+    uint64_t queue_deadline;  /* loop ms, while queued */
+    gw_bytes_t head;          /* serialized request head (kept for retries) */
+    gw_iovq_t body;           /* body bytes not yet handed to a connection */
+    gw_list_t wmarks;         /* gw_back_wmark_t, in stream order */
+    uint64_t body_queued;     /* body stream bytes queued (framing included) */
+    uint64_t body_payload;    /* payload bytes accepted (Content-Length check) */
+    uint64_t body_written;    /* body stream bytes written to a socket */
+    int body_ended;
+    int body_started_write;   /* a body byte hit a socket: no more retries */
+    unsigned tries;
+    int head_seen;            /* final head delivered */
+    int paused;               /* gw_back_pause_reading() in effect */
+    gw_list_t all;            /* in the back's list of live exchanges */
+    int in_cb;                /* a callback of ours is on the stack */
+    int dead;                 /* cancelled or finished while in_cb */
+    gw_back_cbs_t cbs;
+    void *user_data;
+};
+
+struct gw_back_conn {
+    uv_tcp_t tcp;
+    uv_connect_t connect_req;
+    uv_write_t write_req;
+    uv_timer_t timer;
+    int handles;              /* open handles (tcp, timer) before free */
+    gw_back_conn_state_t state;
+    unsigned flags;
+    gw_back_server_t *server;
+    gw_list_t link;           /* idle list */
+    gw_back_exch_t *exch;
+    unsigned requests;        /* exchanges carried */
+    gw_iovq_t out;
+    size_t writing;           /* bytes of the write in flight */
+    uint64_t head_left;       /* head bytes of the current exchange not yet written */
+    gw_rbuf_t *in;            /* current read buffer */
+    gw_back_resp_t resp;
+    uint64_t idle_since;
+    int dial_err;             /* a connect that failed before libuv took it */
+    int msg_done;             /* the parser completed a response during this feed */
+};
+
+/* Dial a connection for x on s (x bound at once). 0 or GW_E_NOMEM/GW_E_IO (nothing left). */
+int gw_back__conn_dial(gw_back_server_t *s, gw_back_exch_t *x);
+/* Start x on an idle or freshly connected connection. */
+void gw_back__conn_start(gw_back_conn_t *c, gw_back_exch_t *x);
+/* Take a live idle connection of s (closing dead ones found on the way), or NULL. */
+gw_back_conn_t *gw_back__conn_take_idle(gw_back_server_t *s);
+/* Detach c's exchange and close c (cancel). */
+void gw_back__conn_abort(gw_back_conn_t *c);
+/* Park c in its server's idle list (LIFO), or close it when max_idle are parked. */
+void gw_back__conn_park(gw_back_conn_t *c);
+/* Close now (any state); the exchange, if any, must have been detached. */
+void gw_back__conn_close(gw_back_conn_t *c);
+/* Move queued body bytes of x to its connection and write. */
+void gw_back__conn_flush(gw_back_conn_t *c);
+void gw_back__conn_update_reading(gw_back_conn_t *c);
+/* Active health check of s: one GET of cfg->health_path on a fresh connection. */
+void gw_back__health_check(gw_back_server_t *s);
+
+/* ---- pool.c services used by conn.c --------------------------------------------------------- */
+
+uv_loop_t *gw_back__loop(gw_back_t *b);
+gw_back_stats_t *gw_back__stats(gw_back_t *b);
+/* The connection c of s is free again (exchange done, keep-alive): hand it to a queued
+ * exchange or park it idle. */
+void gw_back__conn_free_again(gw_back_conn_t *c);
+/* A connection slot of s was released (closed): maybe dispatch a queued exchange. */
+void gw_back__slot_released(gw_back_server_t *s);
+/* x failed on its connection (already detached) with code; retry if allowed, else on_error. */
+void gw_back__exch_failed(gw_back_exch_t *x, int code, int retryable);
+/* Event delivery to the exchange's owner; each returns non-zero if x is gone afterwards. */
+int gw_back__deliver_head(gw_back_exch_t *x, const gw_back_head_t *h, int interim);
+int gw_back__deliver_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len);
+int gw_back__deliver_trailers(gw_back_exch_t *x, const gw_back_field_t *f, size_t n);
+void gw_back__deliver_complete(gw_back_exch_t *x);
+/* Fire and drop the body write marks of x up to x->body_written (status 0), or all (status<0). */
+void gw_back__exch_marks(gw_back_exch_t *x, int status);
+
+#endif

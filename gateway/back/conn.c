@@ -1,0 +1,581 @@
+/* back/conn.c — one keep-alive connection to an origin server.
+ *
+ * States: CONNECTING → ACTIVE (one exchange) → IDLE (in the server's LIFO idle list) → ACTIVE
+ * ... → CLOSING. One timer per connection, re-armed per phase: connect_timeout while
+ * connecting, response_timeout until the response head (re-armed by request-write progress),
+ * read_timeout between two body reads (stopped while the consumer paused us), idle_timeout
+ * while idle. An idle connection keeps reading: the origin closing it, or sending anything,
+ * closes it at once, and gw_back__conn_take_idle() peeks the socket again before reuse, so a
+ * request is never written into a connection the origin already gave up (RFC 9112 §9.3.1).
+ * Memory is freed only from the uv_close callbacks.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <sys/socket.h>
+
+#include "back/back_internal.h"
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+
+#define MAX_IOV 64
+#define MIN_READ_TAIL 2048
+
+const char *gw_back_conn_state_str(gw_back_conn_state_t s)
+{
+    switch (s) {
+    case GW_BACK_CONN_CONNECTING:
+        return "connecting";
+    case GW_BACK_CONN_ACTIVE:
+        return "active";
+    case GW_BACK_CONN_IDLE:
+        return "idle";
+    case GW_BACK_CONN_CLOSING:
+        return "closing";
+    }
+    return "?";
+}
+
+static const gw_cfg_upstream_t *ucfg(const gw_back_conn_t *c)
+{
+    return c->server->up->cfg;
+}
+
+static uv_loop_t *loop_of(const gw_back_conn_t *c)
+{
+    return gw_back__loop(c->server->up->back);
+}
+
+static void on_close(uv_handle_t *h)
+{
+    gw_back_conn_t *c = h->data;
+    if (--c->handles > 0)
+        return;
+    gw_iovq_free(&c->out);
+    gw_rbuf_unref(c->in);
+    gw_back__resp_free(&c->resp);
+    gw_free(c);
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void arm(gw_back_conn_t *c, uint64_t ms)
+{
+    uv_timer_start(&c->timer, on_timer, ms ? ms : 1, 0);
+}
+
+void gw_back__conn_close(gw_back_conn_t *c)
+{
+    if (c->state == GW_BACK_CONN_CLOSING)
+        return;
+    gw_back_server_t *s = c->server;
+    gw_back_stats_t *st = gw_back__stats(s->up->back);
+    if (c->state == GW_BACK_CONN_IDLE) {
+        gw_list_remove(&c->link);
+        s->idle_cnt--;
+        st->idle--;
+        s->st.idle--;
+    }
+    GW_ASSERT(c->exch == NULL);
+    c->state = GW_BACK_CONN_CLOSING;
+    uv_timer_stop(&c->timer);
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    uv_close((uv_handle_t *)&c->tcp, on_close);
+    uv_close((uv_handle_t *)&c->timer, on_close);
+    if (c->flags & GW_BACK_CONN_F_HEALTH) {
+        s->hc_conn = NULL;
+        return; /* not counted in the pool */
+    }
+    s->open--;
+    st->open--;
+    st->closed++;
+    s->st.open--;
+    s->st.closed++;
+    gw_back__slot_released(s);
+}
+
+/* Detach the exchange (if any) from c; the busy count follows. */
+static gw_back_exch_t *detach(gw_back_conn_t *c)
+{
+    gw_back_exch_t *x = c->exch;
+    if (!x)
+        return NULL;
+    c->exch = NULL;
+    x->conn = NULL;
+    c->server->busy--;
+    gw_back__stats(c->server->up->back)->active--;
+    c->server->st.active--;
+    return x;
+}
+
+/* The connection failed while carrying its exchange. */
+static void fail(gw_back_conn_t *c, int code, int count_failure)
+{
+    gw_back_server_t *s = c->server;
+    int before_response = !(c->flags & GW_BACK_CONN_F_GOT_BYTE);
+    GW_LOG_INFO("back_conn_fail", "upstream=%s server=%s state=%s code=%s reused=%d got_byte=%d",
+                s->up->cfg->name, s->cfg->addr.text, gw_back_conn_state_str(c->state),
+                gw_errname(code), !!(c->flags & GW_BACK_CONN_F_REUSED), !before_response);
+    if (c->flags & GW_BACK_CONN_F_HEALTH) {
+        gw_back__server_fail(s, uv_now(loop_of(c)));
+        gw_back__conn_close(c);
+        return;
+    }
+    gw_back_exch_t *x = detach(c);
+    if (count_failure)
+        gw_back__server_fail(s, uv_now(loop_of(c)));
+    gw_back__conn_close(c);
+    if (x)
+        gw_back__exch_failed(x, code, before_response && code != GW_E_PARSE);
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+static void write_more(gw_back_conn_t *c);
+
+static void on_write(uv_write_t *req, int status)
+{
+    gw_back_conn_t *c = GW_CONTAINER_OF(req, gw_back_conn_t, write_req);
+    c->flags &= ~GW_BACK_CONN_F_WRITING;
+    if (c->state == GW_BACK_CONN_CLOSING)
+        return;
+    if (status < 0) {
+        fail(c, GW_E_IO, 1);
+        return;
+    }
+    size_t n = c->writing;
+    c->writing = 0;
+    size_t h = n < c->out.bytes ? n : c->out.bytes;
+    gw_iovq_consume(&c->out, h);
+    n -= h;
+    gw_back_exch_t *x = c->exch;
+    if (x && n) {
+        gw_iovq_consume(&x->body, n);
+        x->body_written += n;
+        x->body_started_write = 1;
+    }
+    if (x && !(c->flags & GW_BACK_CONN_F_GOT_BYTE) && !x->head_seen)
+        arm(c, ucfg(c)->response_timeout_ms); /* progress: the origin is taking the request */
+    if (x && n) {
+        gw_back__exch_marks(x, 0); /* may cancel x (and close c) */
+        if (c->state == GW_BACK_CONN_CLOSING)
+            return;
+    }
+    write_more(c);
+}
+
+static void write_more(gw_back_conn_t *c)
+{
+    if ((c->flags & GW_BACK_CONN_F_WRITING) || c->state != GW_BACK_CONN_ACTIVE)
+        return;
+    struct iovec iov[MAX_IOV];
+    size_t k = gw_iovq_peek(&c->out, iov, MAX_IOV);
+    size_t total = 0;
+    /* Only whole queued head entries precede body bytes: peek returns them in order. */
+    if (k < MAX_IOV && c->exch && k == c->out.count)
+        k += gw_iovq_peek(&c->exch->body, iov + k, MAX_IOV - k);
+    if (k == 0)
+        return;
+    uv_buf_t bufs[MAX_IOV];
+    for (size_t i = 0; i < k; i++) {
+        bufs[i] = uv_buf_init(iov[i].iov_base, (unsigned)iov[i].iov_len);
+        total += iov[i].iov_len;
+    }
+    c->writing = total;
+    c->flags |= GW_BACK_CONN_F_WRITING;
+    int rc = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, (unsigned)k, on_write);
+    if (rc < 0) {
+        c->flags &= ~GW_BACK_CONN_F_WRITING;
+        c->writing = 0;
+        fail(c, GW_E_IO, 1);
+    }
+}
+
+void gw_back__conn_flush(gw_back_conn_t *c)
+{
+    write_more(c);
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    (void)hint;
+    gw_back_conn_t *c = h->data;
+    /* Hand out the free tail of the current buffer; bytes before it may be referenced by the
+     * consumer (on_body slices) and are never rewritten. */
+    if (!c->in || c->in->cap - c->in->len < MIN_READ_TAIL) {
+        gw_rbuf_unref(c->in);
+        c->in = gw_rbuf_new(GW_BACK_READ_BUF);
+        if (!c->in) {
+            *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+            return;
+        }
+        c->in->len = 0;
+    }
+    *buf = uv_buf_init((char *)c->in->data + c->in->len, (unsigned)(c->in->cap - c->in->len));
+}
+
+void gw_back__conn_update_reading(gw_back_conn_t *c);
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+void gw_back__conn_update_reading(gw_back_conn_t *c)
+{
+    int want = c->state == GW_BACK_CONN_IDLE ||
+               (c->state == GW_BACK_CONN_ACTIVE && !(c->flags & GW_BACK_CONN_F_PAUSED));
+    int on = !!(c->flags & GW_BACK_CONN_F_READING);
+    if (want && !on) {
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+            c->flags |= GW_BACK_CONN_F_READING;
+    } else if (!want && on) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->flags &= ~GW_BACK_CONN_F_READING;
+    }
+    if (c->state == GW_BACK_CONN_ACTIVE && c->exch && c->exch->head_seen) {
+        if (c->flags & GW_BACK_CONN_F_PAUSED)
+            uv_timer_stop(&c->timer); /* a slow client is not a slow origin */
+        else if (!uv_is_active((uv_handle_t *)&c->timer))
+            arm(c, ucfg(c)->read_timeout_ms);
+    }
+}
+
+/* Parser events; data is the connection. */
+
+static void p_head(void *data, const gw_back_head_t *h)
+{
+    gw_back_conn_t *c = data;
+    if (c->flags & GW_BACK_CONN_F_HEALTH) {
+        if (h->status >= 200) {
+            gw_back_server_t *s = c->server;
+            unsigned want = s->up->cfg->health_status ? s->up->cfg->health_status : 200;
+            if ((unsigned)h->status == want) {
+                if (s->ejected_until)
+                    GW_LOG_INFO("back_server_return", "upstream=%s server=%s reason=health",
+                                s->up->cfg->name, s->cfg->addr.text);
+                s->ejected_until = 0;
+                s->fails = 0;
+            } else {
+                gw_back__server_fail(s, uv_now(loop_of(c)));
+            }
+            c->resp.stop = 1;
+            gw_back__conn_close(c);
+        }
+        return;
+    }
+    gw_back_exch_t *x = c->exch;
+    if (h->status >= 200) {
+        gw_back__server_ok(c->server);
+        arm(c, ucfg(c)->read_timeout_ms);
+    }
+    if (gw_back__deliver_head(x, h, h->status < 200))
+        c->resp.stop = 1;
+    else if (h->status >= 200)
+        gw_back__conn_update_reading(c);
+}
+
+static void p_body(void *data, size_t off, size_t len)
+{
+    gw_back_conn_t *c = data;
+    if (!c->exch || len == 0)
+        return;
+    if (gw_back__deliver_body(c->exch, c->in, off, len))
+        c->resp.stop = 1;
+}
+
+static void p_trailers(void *data, const gw_back_field_t *f, size_t n)
+{
+    gw_back_conn_t *c = data;
+    if (c->exch && gw_back__deliver_trailers(c->exch, f, n))
+        c->resp.stop = 1;
+}
+
+static void p_complete(void *data)
+{
+    gw_back_conn_t *c = data;
+    c->msg_done = 1; /* handled after feed returns, outside the parser */
+    c->resp.stop = 1;
+}
+
+static const gw_back_resp_cbs_t parser_cbs = {p_head, p_body, p_trailers, p_complete};
+
+/* The response ended; leftover: bytes after it in the same read. */
+static void complete(gw_back_conn_t *c, int leftover)
+{
+    gw_back_exch_t *x = c->exch;
+    unsigned maxr = ucfg(c)->max_requests_per_connection;
+    int request_done = x->body_ended && x->body.bytes == 0 && c->out.bytes == 0 &&
+                       !(c->flags & GW_BACK_CONN_F_WRITING);
+    int reuse = c->resp.keep_alive && !leftover && request_done && !(maxr && c->requests >= maxr);
+    GW_LOG_DEBUG("back_exch_done", "server=%s status=%d reuse=%d requests=%u",
+                 c->server->cfg->addr.text, c->resp.status, reuse, c->requests);
+    detach(c);
+    if (reuse)
+        gw_back__conn_free_again(c);
+    else
+        gw_back__conn_close(c);
+    gw_back__deliver_complete(x);
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    gw_back_conn_t *c = st->data;
+    if (nread == 0 || c->state == GW_BACK_CONN_CLOSING)
+        return;
+    if (c->state == GW_BACK_CONN_IDLE) {
+        /* RFC 9112 §9.3.1: an origin may close an idle connection at any time; bytes on an
+         * idle connection cannot belong to any request. Either way it is unusable. */
+        GW_LOG_DEBUG("back_idle_close", "server=%s reason=%s", c->server->cfg->addr.text,
+                     nread < 0 ? uv_err_name((int)nread) : "unexpected_bytes");
+        gw_back__conn_close(c);
+        return;
+    }
+    if (nread < 0) {
+        int rc = nread == UV_EOF ? gw_back__resp_eof(&c->resp, &parser_cbs, c) : GW_E_IO;
+        if (c->state == GW_BACK_CONN_CLOSING)
+            return;
+        if (rc == 0 && (c->flags & GW_BACK_CONN_F_HEALTH)) {
+            gw_back__conn_close(c);
+            return;
+        }
+        if (rc == 0 && c->msg_done) {
+            c->msg_done = 0;
+            c->resp.keep_alive = 0;
+            complete(c, 0);
+            return;
+        }
+        /* EOF or reset on a reused connection before any byte is the keep-alive race, not a
+         * sick server: do not count it for passive health. */
+        int race = (c->flags & GW_BACK_CONN_F_REUSED) && !(c->flags & GW_BACK_CONN_F_GOT_BYTE);
+        fail(c, GW_E_IO, !race);
+        return;
+    }
+    size_t off = c->in->len;
+    c->in->len += (size_t)nread;
+    c->flags |= GW_BACK_CONN_F_GOT_BYTE;
+    if (c->exch && c->exch->head_seen && !(c->flags & GW_BACK_CONN_F_PAUSED))
+        arm(c, ucfg(c)->read_timeout_ms);
+    c->resp.stop = 0;
+    c->msg_done = 0;
+    ssize_t used = gw_back__resp_feed(&c->resp, c->in->data, off, (size_t)nread, &parser_cbs, c);
+    if (c->state == GW_BACK_CONN_CLOSING) {
+        c->msg_done = 0;
+        return; /* cancelled from a callback, or a health check that finished */
+    }
+    if (used < 0) {
+        c->msg_done = 0;
+        fail(c, (int)used == GW_E_NOMEM ? GW_E_NOMEM : GW_E_PARSE, 1);
+        return;
+    }
+    if (c->msg_done) {
+        c->msg_done = 0;
+        complete(c, (size_t)used < (size_t)nread);
+    }
+}
+
+/* ---- timers, connect ------------------------------------------------------------------------ */
+
+static void on_timer(uv_timer_t *t)
+{
+    gw_back_conn_t *c = t->data;
+    switch (c->state) {
+    case GW_BACK_CONN_CONNECTING:
+        fail(c, c->dial_err ? c->dial_err : GW_E_TIMEOUT, 1);
+        break;
+    case GW_BACK_CONN_ACTIVE:
+        /* Response head or body read timeout: the request may have taken effect, so it is
+         * not retried; a server that stalls counts as failing. */
+        c->flags |= GW_BACK_CONN_F_GOT_BYTE;
+        fail(c, GW_E_TIMEOUT, 1);
+        break;
+    case GW_BACK_CONN_IDLE:
+        GW_LOG_DEBUG("back_idle_close", "server=%s reason=idle_timeout", c->server->cfg->addr.text);
+        gw_back__conn_close(c);
+        break;
+    case GW_BACK_CONN_CLOSING:
+        break;
+    }
+}
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    gw_back_conn_t *c = GW_CONTAINER_OF(req, gw_back_conn_t, connect_req);
+    if (c->state == GW_BACK_CONN_CLOSING)
+        return;
+    if (status < 0) {
+        c->dial_err = GW_E_IO;
+        fail(c, GW_E_IO, 1);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    if (c->flags & GW_BACK_CONN_F_HEALTH) {
+        const gw_cfg_upstream_t *u = ucfg(c);
+        char line[1024];
+        int n = snprintf(line, sizeof(line), "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
+                         u->health_path, c->server->cfg->host ? c->server->cfg->host
+                                                              : c->server->cfg->addr.text);
+        c->state = GW_BACK_CONN_ACTIVE;
+        gw_back__resp_init(&c->resp, 0);
+        if (n < 0 || (size_t)n >= sizeof(line) || gw_iovq_copy(&c->out, line, (size_t)n) < 0) {
+            fail(c, GW_E_NOMEM, 0);
+            return;
+        }
+        arm(c, u->response_timeout_ms);
+        gw_back__conn_update_reading(c);
+        write_more(c);
+        return;
+    }
+    gw_back_exch_t *x = c->exch;
+    GW_ASSERT(x != NULL);
+    gw_back__conn_start(c, x);
+}
+
+static gw_back_conn_t *conn_new(gw_back_server_t *s)
+{
+    uv_loop_t *loop = gw_back__loop(s->up->back);
+    gw_back_conn_t *c = gw_calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    gw_list_init(&c->link);
+    gw_iovq_init(&c->out);
+    c->server = s;
+    c->state = GW_BACK_CONN_CONNECTING;
+    uv_tcp_init(loop, &c->tcp);
+    uv_timer_init(loop, &c->timer);
+    c->tcp.data = c;
+    c->timer.data = c;
+    c->handles = 2;
+    return c;
+}
+
+static void start_connect(gw_back_conn_t *c)
+{
+    const gw_cfg_server_t *sc = c->server->cfg;
+    int rc = UV_EINVAL;
+    if (sc->addr.ss.ss_family == AF_INET || sc->addr.ss.ss_family == AF_INET6)
+        rc = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&sc->addr.ss,
+                            on_connect);
+    if (rc < 0) {
+        /* Report asynchronously (callbacks never fire from gw_back_request). */
+        c->dial_err = GW_E_IO;
+        arm(c, 0);
+        return;
+    }
+    arm(c, ucfg(c)->connect_timeout_ms);
+}
+
+int gw_back__conn_dial(gw_back_server_t *s, gw_back_exch_t *x)
+{
+    gw_back_conn_t *c = conn_new(s);
+    if (!c)
+        return GW_E_NOMEM;
+    gw_back_stats_t *st = gw_back__stats(s->up->back);
+    s->open++;
+    s->busy++;
+    st->open++;
+    st->opened++;
+    st->active++;
+    s->st.open++;
+    s->st.opened++;
+    s->st.active++;
+    c->exch = x;
+    x->conn = c;
+    x->server = s;
+    start_connect(c);
+    return 0;
+}
+
+void gw_back__conn_start(gw_back_conn_t *c, gw_back_exch_t *x)
+{
+    int head_only = x->req.method.len == 4 && memcmp(x->req.method.base, "HEAD", 4) == 0;
+    if (c->state == GW_BACK_CONN_IDLE) {
+        gw_list_remove(&c->link);
+        c->server->idle_cnt--;
+        gw_back__stats(c->server->up->back)->idle--;
+        c->server->st.idle--;
+        c->server->busy++;
+        gw_back__stats(c->server->up->back)->active++;
+        c->server->st.active++;
+        c->flags |= GW_BACK_CONN_F_REUSED;
+        c->exch = x;
+        x->conn = c;
+        x->server = c->server;
+    } else {
+        c->flags &= ~GW_BACK_CONN_F_REUSED;
+    }
+    c->state = GW_BACK_CONN_ACTIVE;
+    c->flags &= ~(GW_BACK_CONN_F_GOT_BYTE | GW_BACK_CONN_F_PAUSED);
+    if (x->paused)
+        c->flags |= GW_BACK_CONN_F_PAUSED;
+    c->requests++;
+    gw_back__resp_init(&c->resp, head_only);
+    if (gw_iovq_copy(&c->out, x->head.base, x->head.len) < 0) {
+        fail(c, GW_E_NOMEM, 0);
+        return;
+    }
+    arm(c, ucfg(c)->response_timeout_ms);
+    gw_back__conn_update_reading(c);
+    write_more(c);
+}
+
+gw_back_conn_t *gw_back__conn_take_idle(gw_back_server_t *s)
+{
+    while (!gw_list_empty(&s->idle)) {
+        gw_back_conn_t *c = GW_CONTAINER_OF(s->idle.next, gw_back_conn_t, link);
+        /* The read callback may not have run yet for a close that already arrived: peek. */
+        uv_os_fd_t fd;
+        int dead = 0;
+        if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+            char b;
+            ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+            dead = r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+        } else {
+            dead = 1;
+        }
+        if (!dead)
+            return c;
+        GW_LOG_DEBUG("back_idle_close", "server=%s reason=dead_on_reuse", s->cfg->addr.text);
+        gw_back__conn_close(c);
+    }
+    return NULL;
+}
+
+void gw_back__conn_abort(gw_back_conn_t *c)
+{
+    detach(c);
+    gw_back__conn_close(c);
+}
+
+/* Park c in its server's idle list (most recent first). */
+void gw_back__conn_park(gw_back_conn_t *c)
+{
+    gw_back_server_t *s = c->server;
+    unsigned max_idle = s->up->cfg->max_idle;
+    if (s->idle_cnt >= max_idle) {
+        gw_back__conn_close(c);
+        return;
+    }
+    c->state = GW_BACK_CONN_IDLE;
+    c->flags &= ~GW_BACK_CONN_F_PAUSED;
+    gw_list_push_front(&s->idle, &c->link);
+    s->idle_cnt++;
+    gw_back__stats(s->up->back)->idle++;
+    s->st.idle++;
+    c->idle_since = uv_now(loop_of(c));
+    arm(c, s->up->cfg->idle_timeout_ms);
+    gw_back__conn_update_reading(c);
+}
+
+void gw_back__health_check(gw_back_server_t *s)
+{
+    if (s->hc_conn || !s->up->cfg->health_path)
+        return;
+    gw_back_conn_t *c = conn_new(s);
+    if (!c)
+        return;
+    c->flags |= GW_BACK_CONN_F_HEALTH;
+    s->hc_conn = c;
+    start_connect(c);
+}

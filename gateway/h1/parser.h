@@ -1,0 +1,100 @@
+/* h1/parser.h — sans-IO HTTP/1.1 message parser (requests for the HTTP/1.1 front; responses
+ * for origin connections come with the back side).
+ *
+ * Built on http-parser 2.9; this module's parser.c is the only file that includes
+ * <http_parser.h>. Bytes go in with gw_h1_parser_feed(); the parser reports one message head
+ * (version-neutral: method, target, status, fields), its body pieces and its end through
+ * callbacks. After a complete message the parser pauses, so that pipelined requests are
+ * handled one at a time and answered in order: the caller resumes it with
+ * gw_h1_parser_resume() once it is ready for the next message.
+ *
+ * Request smuggling defences (RFC 9112 §2.2, §5.2, §6.1, §6.3, §11.2): bare CR, NUL and obs-fold
+ * in the head, Content-Length together with Transfer-Encoding, differing or repeated
+ * Content-Length, Transfer-Encoding whose final coding is not chunked, and a missing Host in
+ * HTTP/1.1 are errors: the caller answers 400 and closes. A head larger than the limit is 431.
+ */
+#ifndef GW_H1_PARSER_H
+#define GW_H1_PARSER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/buf.h"
+
+typedef struct {
+    gw_slice_t name;  /* as received; compare with gw_slice_eq_nocase */
+    gw_slice_t value; /* leading and trailing whitespace removed */
+} gw_h1_field_t;
+
+/* GW_H1_MSG_F_*: properties of a parsed message head. */
+enum {
+    GW_H1_MSG_F_KEEP_ALIVE = 1u << 0,  /* the connection may carry another message after this */
+    GW_H1_MSG_F_CHUNKED = 1u << 1,     /* body framed by chunked transfer coding */
+    GW_H1_MSG_F_EXPECT_100 = 1u << 2,  /* Expect: 100-continue */
+    GW_H1_MSG_F_UPGRADE_H2C = 1u << 3, /* Upgrade: h2c was asked (we never switch, RFC 9113 §3.1) */
+};
+
+/* A message head. Every slice points into the parser's head arena and stays valid until the
+ * parser is resumed for the next message (or freed). */
+typedef struct {
+    gw_slice_t method; /* requests */
+    gw_slice_t target; /* requests: request-target as sent */
+    unsigned status;   /* responses */
+    unsigned version_major, version_minor;
+    const gw_h1_field_t *fields;
+    size_t fields_len;
+    int64_t content_length; /* -1 when absent */
+    unsigned flags;         /* GW_H1_MSG_F_* */
+} gw_h1_msg_t;
+
+typedef struct {
+    /* Return 0 to go on, negative to stop parsing with that code. */
+    int (*on_head)(void *user_data, const gw_h1_msg_t *msg);
+    int (*on_body)(void *user_data, const uint8_t *p, size_t len);
+    int (*on_complete)(void *user_data);
+} gw_h1_callbacks_t;
+
+typedef struct {
+    size_t max_head;   /* request/status line + fields, bytes (431 past it) */
+    size_t max_fields; /* number of fields (431 past it) */
+} gw_h1_limits_t;
+
+typedef enum {
+    GW_H1_REQUEST = 0,
+    GW_H1_RESPONSE = 1,
+} gw_h1_kind_t;
+
+typedef struct gw_h1_parser gw_h1_parser_t;
+
+/* A new parser, or NULL when out of memory. Callbacks and user_data are kept. */
+gw_h1_parser_t *gw_h1_parser_new(gw_h1_kind_t kind, const gw_h1_limits_t *limits,
+                                 const gw_h1_callbacks_t *cb, void *user_data);
+void gw_h1_parser_del(gw_h1_parser_t *p);
+
+/* Parse from data[0..len). Returns the bytes consumed (less than len when the parser paused
+ * after a complete message: the rest belongs to the next one) or a negative code: GW_E_PARSE
+ * for a malformed or smuggling-prone message, GW_E_LIMIT for an oversized head, or a code
+ * returned by a callback. After an error the parser accepts nothing more. */
+ssize_t gw_h1_parser_feed(gw_h1_parser_t *p, const uint8_t *data, size_t len);
+
+/* The peer closed its side. Returns 0 when that ends the stream of messages cleanly (between
+ * messages, or a close-delimited response body), GW_E_PARSE when a message was cut short. */
+int gw_h1_parser_eof(gw_h1_parser_t *p);
+
+/* Non-zero while paused after a complete message. */
+int gw_h1_parser_paused(const gw_h1_parser_t *p);
+/* Ready for the next message: the previous head's slices become invalid. */
+void gw_h1_parser_resume(gw_h1_parser_t *p);
+
+/* Non-zero while inside a message (bytes of a head or body have been seen). */
+int gw_h1_parser_in_message(const gw_h1_parser_t *p);
+
+/* After an error: the status to answer (400 or 431) and a static reason for the log. */
+unsigned gw_h1_parser_error_status(const gw_h1_parser_t *p);
+const char *gw_h1_parser_error_reason(const gw_h1_parser_t *p);
+
+/* The first field named `name` (case-insensitive) in msg, or NULL. */
+const gw_h1_field_t *gw_h1_msg_field(const gw_h1_msg_t *msg, const char *name);
+
+#endif

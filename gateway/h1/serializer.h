@@ -1,0 +1,32 @@
+/* h1/serializer.h — HTTP/1.1 message heads and gateway-made responses, as bytes.
+ *
+ * Every function appends to a caller-owned gw_bytes_t and refuses (GW_E_INVAL) a name or
+ * value holding CR, LF or NUL, so that we never emit a message that desynchronises a peer.
+ */
+#ifndef GW_H1_SERIALIZER_H
+#define GW_H1_SERIALIZER_H
+
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "h1/parser.h"
+
+/* The reason phrase we send for a status ("Service Unavailable"); "Unknown" if none. */
+const char *gw_h1_reason(unsigned status);
+
+/* Append "HTTP/1.1 <status> <reason>\r\n", the fields, then framing: `Content-Length: N` when
+ * content_length >= 0, `Transfer-Encoding: chunked` when it is -1 (and the status allows a
+ * body), `Connection: close` when !keep_alive, and the blank line. 0, GW_E_INVAL, GW_E_NOMEM,
+ * GW_E_LIMIT (out's cap). */
+int gw_h1_response_head(gw_bytes_t *out, unsigned status, const gw_h1_field_t *fields,
+                        size_t fields_len, int64_t content_length, int keep_alive);
+
+/* A complete gateway-made response with a short text/plain body and `server: h2gate`;
+ * head_only omits the body (answer to HEAD) but keeps its Content-Length. */
+int gw_h1_simple_response(gw_bytes_t *out, unsigned status, const char *body, int keep_alive,
+                          int head_only);
+
+/* "HTTP/1.1 100 Continue\r\n\r\n" */
+int gw_h1_continue(gw_bytes_t *out);
+
+#endif

@@ -1,0 +1,376 @@
+/* Unit tests of h1/parser (request side) and h1/serializer: framing, pipelining, split
+ * feeding at every cut point, smuggling defences, limits, failing allocations. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "h1/parser.h"
+#include "h1/serializer.h"
+
+/* Events rendered as text, so whole/byte-by-byte/split runs can be compared. */
+typedef struct {
+    char log[8192];
+    size_t len;
+    int in_body; /* consecutive body pieces are rendered as one BODY line */
+} rec_t;
+
+static void addf(rec_t *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(r->log + r->len, sizeof(r->log) - r->len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        r->len += (size_t)n < sizeof(r->log) - r->len ? (size_t)n : 0;
+}
+
+static int on_head(void *ud, const gw_h1_msg_t *m)
+{
+    rec_t *r = ud;
+    r->in_body = 0;
+    addf(r, "HEAD %.*s %.*s 1.%u cl=%lld f=%u", (int)m->method.len, m->method.base,
+         (int)m->target.len, m->target.base, m->version_minor, (long long)m->content_length,
+         m->flags);
+    for (size_t i = 0; i < m->fields_len; i++)
+        addf(r, " [%.*s=%.*s]", (int)m->fields[i].name.len, m->fields[i].name.base,
+             (int)m->fields[i].value.len, m->fields[i].value.base);
+    addf(r, "\n");
+    return 0;
+}
+
+static int on_body(void *ud, const uint8_t *p, size_t n)
+{
+    rec_t *r = ud;
+    if (r->in_body) {
+        r->len--; /* drop the newline: continue the same BODY line */
+        addf(r, "%.*s\n", (int)n, p);
+    } else {
+        addf(r, "BODY %.*s\n", (int)n, p);
+    }
+    r->in_body = 1;
+    return 0;
+}
+
+static int on_complete(void *ud)
+{
+    ((rec_t *)ud)->in_body = 0;
+    addf(ud, "END\n");
+    return 0;
+}
+
+static const gw_h1_callbacks_t cbs = {on_head, on_body, on_complete};
+
+/* Feed `in` in pieces of the given sizes (0 = all at once), resuming after every message the
+ * way the front does; returns the final status (0 or the error code). */
+static int feed_split(const char *in, size_t cut, int bytewise, rec_t *r, gw_h1_limits_t *lim)
+{
+    gw_h1_limits_t dl = {4096, 32};
+    gw_h1_parser_t *p = gw_h1_parser_new(GW_H1_REQUEST, lim ? lim : &dl, &cbs, r);
+    assert_non_null(p);
+    size_t len = strlen(in);
+    /* pending bytes live in a buffer, as in a connection's input buffer */
+    uint8_t buf[8192];
+    size_t have = 0, pos = 0;
+    int rv = 0;
+    while (pos < len || have) {
+        size_t take = bytewise ? 1 : (cut && pos < cut ? cut - pos : len - pos);
+        if (pos + take > len)
+            take = len - pos;
+        memcpy(buf + have, in + pos, take);
+        have += take;
+        pos += take;
+        for (;;) {
+            ssize_t n = gw_h1_parser_feed(p, buf, have);
+            if (n < 0) {
+                rv = (int)n;
+                addf(r, "ERROR %u %s\n", gw_h1_parser_error_status(p),
+                     gw_h1_parser_error_reason(p));
+                goto out;
+            }
+            memmove(buf, buf + n, have - (size_t)n);
+            have -= (size_t)n;
+            if (gw_h1_parser_paused(p)) {
+                gw_h1_parser_resume(p);
+                if (have)
+                    continue;
+            }
+            break;
+        }
+        if (pos == len && have) {
+            /* input ended inside a message */
+            break;
+        }
+    }
+out:
+    if (rv == 0 && gw_h1_parser_eof(p) < 0)
+        addf(r, "TRUNCATED\n");
+    gw_h1_parser_del(p);
+    return rv;
+}
+
+/* Whole, byte by byte and split at every cut point must give identical events. */
+static void check_all_splits(const char *in, const char *expect)
+{
+    rec_t whole = {0};
+    feed_split(in, 0, 0, &whole, NULL);
+    assert_string_equal(whole.log, expect);
+    rec_t bw = {0};
+    feed_split(in, 0, 1, &bw, NULL);
+    assert_string_equal(bw.log, expect);
+    for (size_t cut = 1; cut < strlen(in); cut++) {
+        rec_t s = {0};
+        feed_split(in, cut, 0, &s, NULL);
+        assert_string_equal(s.log, expect);
+    }
+}
+
+static void simple_get(void **state)
+{
+    (void)state;
+    check_all_splits("GET /index.html?x=1 HTTP/1.1\r\nHost: a.example\r\nAccept:  */* \r\n\r\n",
+                     "HEAD GET /index.html?x=1 1.1 cl=0 f=1 [Host=a.example] [Accept=*/*]\nEND\n");
+}
+
+static void pipelined_in_order(void **state)
+{
+    (void)state;
+    check_all_splits("GET /1 HTTP/1.1\r\nHost: h\r\n\r\n"
+                     "POST /2 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello"
+                     "GET /3 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                     "HEAD GET /1 1.1 cl=0 f=1 [Host=h]\nEND\n"
+                     "HEAD POST /2 1.1 cl=5 f=1 [Host=h] [Content-Length=5]\nBODY hello\nEND\n"
+                     "HEAD GET /3 1.1 cl=0 f=0 [Host=h] [Connection=close]\nEND\n");
+}
+
+static void chunked_body(void **state)
+{
+    (void)state;
+    rec_t r = {0};
+    const char *in = "PUT /u HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n";
+    assert_int_equal(feed_split(in, 0, 0, &r, NULL), 0);
+    assert_string_equal(r.log, "HEAD PUT /u 1.1 cl=-1 f=3 [Host=h] [Transfer-Encoding=chunked]\n"
+                               "BODY hello world\nEND\n");
+    rec_t b = {0};
+    feed_split(in, 0, 1, &b, NULL);
+    assert_string_equal(b.log, r.log);
+    assert_null(strstr(b.log, "ERROR"));
+}
+
+static void expect_continue_and_upgrade_flags(void **state)
+{
+    (void)state;
+    rec_t r = {0};
+    assert_int_equal(feed_split("POST /p HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n"
+                                "Content-Length: 2\r\n\r\nok",
+                                0, 0, &r, NULL),
+                     0);
+    assert_non_null(strstr(r.log, "f=5")); /* keep-alive | expect-100 */
+    rec_t u = {0};
+    /* Upgrade: h2c is reported but never switches: the next request still parses as HTTP/1.1 */
+    assert_int_equal(
+        feed_split("GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                   "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n"
+                   "GET /next HTTP/1.1\r\nHost: h\r\n\r\n",
+                   0, 0, &u, NULL),
+        0);
+    assert_non_null(strstr(u.log, "f=9")); /* keep-alive | upgrade-h2c */
+    assert_non_null(strstr(u.log, "HEAD GET /next"));
+}
+
+static void http10_keepalive(void **state)
+{
+    (void)state;
+    rec_t r = {0};
+    feed_split("GET / HTTP/1.0\r\n\r\n", 0, 0, &r, NULL);
+    assert_string_equal(r.log, "HEAD GET / 1.0 cl=0 f=0\nEND\n");
+    rec_t k = {0};
+    feed_split("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", 0, 0, &k, NULL);
+    assert_non_null(strstr(k.log, "f=1"));
+}
+
+static void expect_reject(const char *in, unsigned status, const char *reason)
+{
+    rec_t r = {0};
+    int rv = feed_split(in, 0, 0, &r, NULL);
+    if (rv >= 0)
+        fail_msg("accepted: %s\nevents: %s", in, r.log);
+    char want[256];
+    snprintf(want, sizeof(want), reason[0] ? "ERROR %u %s\n" : "ERROR %u ", status, reason);
+    if (!strstr(r.log, want))
+        fail_msg("input %s\nwant %sgot %s", in, want, r.log);
+    assert_null(strstr(r.log, "END")); /* nothing was passed on as complete */
+    /* also byte by byte */
+    rec_t b = {0};
+    assert_true(feed_split(in, 0, 1, &b, NULL) < 0);
+    assert_non_null(strstr(b.log, "ERROR"));
+}
+
+static void smuggling_defences(void **state)
+{
+    (void)state;
+    expect_reject("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked"
+                  "\r\n\r\n0\r\n\r\n",
+                  400, ""); /* http-parser itself refuses it first */
+    expect_reject("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 5"
+                  "\r\n\r\n0\r\n\r\n",
+                  400, "");
+    expect_reject("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+                  400, "");
+    expect_reject("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"
+                  "hello",
+                  400, "");
+    expect_reject("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, identity\r\n\r\n", 400,
+                  "");
+    expect_reject("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 400, "");
+    expect_reject("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\r\n b\r\n\r\n", 400,
+                  "obs-fold in message head");
+    expect_reject("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\rb\r\n\r\n", 400, "bare CR in message head");
+    expect_reject("GET / HTTP/1.1\nHost: h\n\n", 400, "bare LF in message head");
+    expect_reject("GET / HTTP/1.1\r\nHost : h\r\n\r\n", 400, "");
+    expect_reject("GET / HTTP/1.1\r\n\r\n", 400, "missing host");
+    expect_reject("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "repeated host");
+    expect_reject("GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400,
+                  "transfer-encoding in an HTTP/1.0 request");
+    expect_reject("G@T / HTTP/1.1\r\nHost: h\r\n\r\n", 400, "");
+    expect_reject("GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "");
+    expect_reject("CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n", 405, "CONNECT is not supported");
+}
+
+static void nul_is_reported_exactly(void **state)
+{
+    (void)state;
+    /* strlen-based helpers cannot carry a NUL: feed it directly */
+    rec_t r = {0};
+    gw_h1_limits_t l = {4096, 32};
+    gw_h1_parser_t *p = gw_h1_parser_new(GW_H1_REQUEST, &l, &cbs, &r);
+    static const uint8_t in[] = "GET / HTTP/1.1\r\nHost: h\r\nX: a\0b\r\n\r\n";
+    assert_int_equal(gw_h1_parser_feed(p, in, sizeof(in) - 1), GW_E_PARSE);
+    assert_string_equal(gw_h1_parser_error_reason(p), "NUL in message head");
+    assert_int_equal(gw_h1_parser_feed(p, in, 3), GW_E_PARSE); /* stays failed */
+    gw_h1_parser_del(p);
+}
+
+static void limits(void **state)
+{
+    (void)state;
+    char big[3000];
+    snprintf(big, sizeof(big), "GET / HTTP/1.1\r\nHost: h\r\nX-Big: %0900d\r\n\r\n", 0);
+    gw_h1_limits_t small = {512, 32};
+    rec_t r = {0};
+    assert_int_equal(feed_split(big, 0, 0, &r, &small), GW_E_LIMIT);
+    assert_non_null(strstr(r.log, "ERROR 431"));
+    char many[4000] = "GET / HTTP/1.1\r\nHost: h\r\n";
+    for (int i = 0; i < 40; i++) {
+        char l[32];
+        snprintf(l, sizeof(l), "X-%d: v\r\n", i);
+        strcat(many, l);
+    }
+    strcat(many, "\r\n");
+    gw_h1_limits_t few = {8192, 10};
+    rec_t m = {0};
+    assert_int_equal(feed_split(many, 0, 0, &m, &few), GW_E_LIMIT);
+    assert_non_null(strstr(m.log, "ERROR 431 too many header fields"));
+    gw_h1_limits_t ok = {8192, 64};
+    rec_t o = {0};
+    assert_int_equal(feed_split(many, 0, 0, &o, &ok), 0);
+}
+
+static void truncated_at_eof(void **state)
+{
+    (void)state;
+    rec_t r = {0};
+    feed_split("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc", 0, 0, &r, NULL);
+    assert_non_null(strstr(r.log, "TRUNCATED"));
+    rec_t c = {0};
+    feed_split("GET / HTTP/1.1\r\nHost: h\r\n\r\n", 0, 0, &c, NULL);
+    assert_null(strstr(c.log, "TRUNCATED"));
+}
+
+static void alloc_failure_sweep(void **state)
+{
+    (void)state;
+    const char *in = "POST /x HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n"
+                     "F: 6\r\nG: 7\r\nH: 8\r\nI: 9\r\nJ: 10\r\nK: 11\r\nL: 12\r\nM: 13\r\n"
+                     "N: 14\r\nO: 15\r\nP: 16\r\nQ: 17\r\nContent-Length: 2\r\n\r\nok";
+    int done = 0;
+    for (unsigned long n = 1; n < 100 && !done; n++) {
+        rec_t r = {0};
+        gw_h1_limits_t l = {4096, 64};
+        gw_alloc_fail_after(n);
+        gw_h1_parser_t *p = gw_h1_parser_new(GW_H1_REQUEST, &l, &cbs, &r);
+        ssize_t rv = p ? gw_h1_parser_feed(p, (const uint8_t *)in, strlen(in)) : GW_E_NOMEM;
+        int hit = gw_alloc_fail_hit();
+        gw_alloc_fail_after(0);
+        if (!hit) {
+            assert_int_equal(rv, (ssize_t)strlen(in));
+            assert_non_null(strstr(r.log, "END"));
+            done = 1;
+        } else {
+            assert_int_equal(rv, GW_E_NOMEM);
+        }
+        gw_h1_parser_del(p);
+    }
+    assert_true(done);
+}
+
+static void serializer_bytes(void **state)
+{
+    (void)state;
+    gw_bytes_t b;
+    gw_bytes_init(&b, 0);
+    gw_h1_field_t f[1] = {{GW_SLICE_LIT("x-a"), GW_SLICE_LIT("1")}};
+    assert_int_equal(gw_h1_response_head(&b, 200, f, 1, 5, 1), 0);
+    assert_int_equal(b.len, strlen("HTTP/1.1 200 OK\r\nx-a: 1\r\ncontent-length: 5\r\n\r\n"));
+    assert_memory_equal(b.base, "HTTP/1.1 200 OK\r\nx-a: 1\r\ncontent-length: 5\r\n\r\n", b.len);
+    b.len = 0;
+    assert_int_equal(gw_h1_response_head(&b, 204, NULL, 0, -1, 0), 0);
+    assert_memory_equal(b.base, "HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n", b.len);
+    b.len = 0;
+    assert_int_equal(gw_h1_response_head(&b, 200, NULL, 0, -1, 1), 0);
+    assert_memory_equal(b.base, "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n", b.len);
+    b.len = 0;
+    gw_h1_field_t bad[1] = {{GW_SLICE_LIT("x-a"), GW_SLICE_LIT("1\r\nx-b: 2")}};
+    assert_int_equal(gw_h1_response_head(&b, 200, bad, 1, 0, 1), GW_E_INVAL);
+    assert_int_equal(b.len, 0); /* nothing half-written */
+    assert_int_equal(gw_h1_simple_response(&b, 503, "no\n", 0, 0), 0);
+    const char *want = "HTTP/1.1 503 Service Unavailable\r\nserver: h2gate\r\n"
+                       "content-type: text/plain; charset=utf-8\r\ncontent-length: 3\r\n"
+                       "connection: close\r\n\r\nno\n";
+    assert_int_equal(b.len, strlen(want));
+    assert_memory_equal(b.base, want, b.len);
+    b.len = 0;
+    assert_int_equal(gw_h1_simple_response(&b, 503, "no\n", 1, 1), 0);
+    assert_int_equal(b.base[b.len - 1], '\n'); /* ends at the blank line */
+    assert_memory_equal(b.base + b.len - 4, "\r\n\r\n", 4);
+    b.len = 0;
+    assert_int_equal(gw_h1_continue(&b), 0);
+    assert_memory_equal(b.base, "HTTP/1.1 100 Continue\r\n\r\n", b.len);
+    assert_string_equal(gw_h1_reason(431), "Request Header Fields Too Large");
+    gw_bytes_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(simple_get),
+        cmocka_unit_test(pipelined_in_order),
+        cmocka_unit_test(chunked_body),
+        cmocka_unit_test(expect_continue_and_upgrade_flags),
+        cmocka_unit_test(http10_keepalive),
+        cmocka_unit_test(smuggling_defences),
+        cmocka_unit_test(nul_is_reported_exactly),
+        cmocka_unit_test(limits),
+        cmocka_unit_test(truncated_at_eof),
+        cmocka_unit_test(alloc_failure_sweep),
+        cmocka_unit_test(serializer_bytes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
