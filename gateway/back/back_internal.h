@@ -100,6 +100,7 @@ struct gw_back_upstream {
     gw_back_vnode_t *ring; /* sorted by hash */
     size_t ring_len;
     unsigned lc_rotor;     /* tie breaker for least-connections */
+    int dispatching;       /* dispatch_queue() is on the stack */
     gw_list_t queue;       /* waiting exchanges, in cmp order */
     unsigned queued;
     gw_back_queue_cmp_fn cmp;

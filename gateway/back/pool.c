@@ -1,0 +1,681 @@
+/* back/pool.c — gw_back_t: exchanges, the per-upstream wait queue, dispatch and retries.
+ *
+ * Dispatch order for an exchange: the balancer picks a healthy server with capacity; its most
+ * recently used idle connection is taken (LIFO keeps a few connections warm and lets the
+ * others reach idle_timeout), else a new one is dialled while the server is under
+ * max_connections. When no server has capacity the exchange waits in its upstream's queue,
+ * which is kept in comparator order; a connection that frees up or closes serves the queue
+ * head first. New exchanges never overtake queued ones.
+ *
+ * Reentrancy: user callbacks may cancel their exchange; `in_cb` counts our frames on the stack
+ * and `dead` defers the free to the outermost one.
+ */
+#include <string.h>
+
+#include "back/back_internal.h"
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+
+struct gw_back {
+    uv_loop_t *loop;
+    const gw_config_t *cfg;
+    gw_back_upstream_t *ups;
+    size_t ups_len;
+    gw_back_stats_t st;
+    uint64_t seq;
+    gw_list_t exchs; /* every live exchange */
+    gw_pool_t exch_pool;
+    int handles;     /* our timers still open */
+    int deleting;
+};
+
+uv_loop_t *gw_back__loop(gw_back_t *b)
+{
+    return b->loop;
+}
+
+gw_back_stats_t *gw_back__stats(gw_back_t *b)
+{
+    return &b->st;
+}
+
+int gw_back_queue_fifo(const gw_back_req_t *a, uint64_t a_seq, const gw_back_req_t *b,
+                       uint64_t b_seq)
+{
+    (void)a, (void)a_seq, (void)b, (void)b_seq;
+    return 0;
+}
+
+int gw_back_queue_urgency(const gw_back_req_t *a, uint64_t a_seq, const gw_back_req_t *b,
+                          uint64_t b_seq)
+{
+    (void)a_seq, (void)b_seq;
+    return (int)a->urgency - (int)b->urgency;
+}
+
+int gw_back_status_for(int code)
+{
+    switch (code) {
+    case GW_E_TIMEOUT:
+        return 504;
+    case GW_E_LIMIT:
+    case GW_E_NOMEM:
+        return 503;
+    default:
+        return 502;
+    }
+}
+
+/* ---- exchanges ------------------------------------------------------------------------------ */
+
+static void exch_free(gw_back_exch_t *x)
+{
+    gw_back_t *b = x->up->back;
+    GW_ASSERT(x->conn == NULL && !gw_list_linked(&x->qlink) && gw_list_empty(&x->wmarks));
+    gw_list_remove(&x->all);
+    gw_bytes_free(&x->head);
+    gw_iovq_free(&x->body);
+    gw_pool_put(&b->exch_pool, x);
+}
+
+/* Fire marks without freeing x. status 0: those written so far; < 0: all of them. */
+static void fire_marks(gw_back_exch_t *x, int status)
+{
+    while (!gw_list_empty(&x->wmarks)) {
+        gw_back_wmark_t *m = GW_CONTAINER_OF(x->wmarks.next, gw_back_wmark_t, link);
+        if (status == 0 && m->end > x->body_written)
+            break;
+        gw_list_remove(&m->link);
+        gw_back_written_cb cb = m->cb;
+        void *ud = m->user_data;
+        gw_free(m);
+        x->in_cb++;
+        if (cb)
+            cb(ud, status);
+        x->in_cb--;
+        if (x->dead && status == 0)
+            break; /* cancelled from the callback: cancel fired the rest */
+    }
+}
+
+void gw_back__exch_marks(gw_back_exch_t *x, int status)
+{
+    fire_marks(x, status);
+    if (x->dead && x->in_cb == 0)
+        exch_free(x);
+}
+
+static int leave(gw_back_exch_t *x)
+{
+    x->in_cb--;
+    if (x->dead && x->in_cb == 0) {
+        exch_free(x);
+        return 1;
+    }
+    return x->dead;
+}
+
+int gw_back__deliver_head(gw_back_exch_t *x, const gw_back_head_t *h, int interim)
+{
+    x->in_cb++;
+    if (interim) {
+        if (x->cbs.on_interim)
+            x->cbs.on_interim(x, x->user_data, h);
+    } else {
+        x->head_seen = 1;
+        if (x->cbs.on_head)
+            x->cbs.on_head(x, x->user_data, h);
+    }
+    return leave(x);
+}
+
+int gw_back__deliver_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len)
+{
+    x->in_cb++;
+    if (x->cbs.on_body)
+        x->cbs.on_body(x, x->user_data, (gw_rslice_t){buf, off, len});
+    return leave(x);
+}
+
+int gw_back__deliver_trailers(gw_back_exch_t *x, const gw_back_field_t *f, size_t n)
+{
+    x->in_cb++;
+    if (x->cbs.on_trailers)
+        x->cbs.on_trailers(x, x->user_data, f, n);
+    return leave(x);
+}
+
+/* Terminal: x is detached from any connection and out of the queue. */
+static void finish(gw_back_exch_t *x, int code)
+{
+    fire_marks(x, code ? code : GW_E_CLOSED); /* unwritten body bytes (early response) */
+    x->in_cb++;
+    x->dead = 1;
+    if (code == 0) {
+        if (x->cbs.on_complete)
+            x->cbs.on_complete(x, x->user_data);
+    } else {
+        GW_LOG_DEBUG("back_exch_error", "upstream=%s code=%s", x->up->cfg->name,
+                     gw_errname(code));
+        if (x->cbs.on_error)
+            x->cbs.on_error(x, x->user_data, code);
+    }
+    leave(x);
+}
+
+void gw_back__deliver_complete(gw_back_exch_t *x)
+{
+    finish(x, 0);
+}
+
+/* ---- queue ---------------------------------------------------------------------------------- */
+
+static void on_queue_timer(uv_timer_t *t);
+
+static void arm_queue_timer(gw_back_upstream_t *up)
+{
+    if (gw_list_empty(&up->queue) || up->back->deleting) {
+        uv_timer_stop(&up->queue_timer);
+        return;
+    }
+    uint64_t min = UINT64_MAX, now = uv_now(up->back->loop);
+    gw_list_foreach(it, &up->queue)
+    {
+        gw_back_exch_t *x = GW_CONTAINER_OF(it, gw_back_exch_t, qlink);
+        if (x->queue_deadline < min)
+            min = x->queue_deadline;
+    }
+    uv_timer_start(&up->queue_timer, on_queue_timer, min > now ? min - now : 0, 0);
+}
+
+static int enqueue(gw_back_exch_t *x)
+{
+    gw_back_upstream_t *up = x->up;
+    if (up->queued >= up->cfg->queue_size)
+        return GW_E_LIMIT;
+    /* Insert after the last element that is not after x: FIFO among equals. */
+    gw_list_t *pos = up->queue.prev;
+    while (pos != &up->queue) {
+        gw_back_exch_t *y = GW_CONTAINER_OF(pos, gw_back_exch_t, qlink);
+        if (up->cmp(&x->req, x->seq, &y->req, y->seq) >= 0)
+            break;
+        pos = pos->prev;
+    }
+    gw_list_insert_before(pos->next, &x->qlink);
+    up->queued++;
+    up->back->st.queued++;
+    x->queue_deadline = uv_now(up->back->loop) + up->cfg->queue_timeout_ms;
+    arm_queue_timer(up);
+    return 0;
+}
+
+static void dequeue(gw_back_exch_t *x)
+{
+    if (!gw_list_linked(&x->qlink))
+        return;
+    gw_list_remove(&x->qlink);
+    x->up->queued--;
+    x->up->back->st.queued--;
+}
+
+static void on_queue_timer(uv_timer_t *t)
+{
+    gw_back_upstream_t *up = t->data;
+    uint64_t now = uv_now(up->back->loop);
+    gw_list_foreach_safe(it, tmp, &up->queue)
+    {
+        gw_back_exch_t *x = GW_CONTAINER_OF(it, gw_back_exch_t, qlink);
+        if (x->queue_deadline <= now) {
+            dequeue(x);
+            finish(x, GW_E_TIMEOUT);
+            /* finish may have changed the queue (a callback started or cancelled others). */
+            tmp = up->queue.next;
+        }
+    }
+    arm_queue_timer(up);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+/* Put x on a connection of s (idle or new). 0, or GW_E_AGAIN when s had no capacity after all
+ * (its idle connections were dead and it is full), or GW_E_NOMEM. */
+static int assign(gw_back_exch_t *x, gw_back_server_t *s)
+{
+    gw_back_conn_t *c = gw_back__conn_take_idle(s);
+    if (c) {
+        x->up->back->st.reused++;
+        s->st.reused++;
+        gw_back__conn_start(c, x);
+        return 0;
+    }
+    if (s->open < (s->up->cfg->max_connections ? s->up->cfg->max_connections : 1))
+        return gw_back__conn_dial(s, x);
+    return GW_E_AGAIN;
+}
+
+/* Try to start x now, else queue it. 0, GW_E_NOENT, GW_E_LIMIT, GW_E_NOMEM. */
+static int dispatch(gw_back_exch_t *x, gw_back_server_t *exclude)
+{
+    gw_back_upstream_t *up = x->up;
+    uint64_t now = uv_now(up->back->loop);
+    for (int attempt = 0; attempt < 4 && gw_list_empty(&up->queue); attempt++) {
+        int all_ejected = 0;
+        gw_back_server_t *s = gw_back__pick(up, x->req.client, exclude, &all_ejected, now);
+        if (!s) {
+            if (all_ejected)
+                return GW_E_NOENT;
+            break;
+        }
+        int rc = assign(x, s);
+        if (rc != GW_E_AGAIN)
+            return rc;
+    }
+    if (gw_list_empty(&up->queue)) {
+        /* No capacity now; if nobody is healthy any more there is nothing to wait for. */
+        int all_ejected = 0;
+        for (size_t i = 0; i < up->servers_len; i++)
+            all_ejected += gw_back__server_healthy(&up->servers[i], now);
+        if (all_ejected == 0)
+            return GW_E_NOENT;
+    }
+    return enqueue(x);
+}
+
+static void dispatch_queue(gw_back_upstream_t *up)
+{
+    /* Connection closes inside assign() call back in here: one loop at a time. */
+    if (up->back->deleting || up->dispatching)
+        return;
+    up->dispatching = 1;
+    uint64_t now = uv_now(up->back->loop);
+    while (!gw_list_empty(&up->queue)) {
+        gw_back_exch_t *x = GW_CONTAINER_OF(up->queue.next, gw_back_exch_t, qlink);
+        int all_ejected = 0;
+        gw_back_server_t *s = gw_back__pick(up, x->req.client, NULL, &all_ejected, now);
+        if (!s) {
+            if (!all_ejected)
+                break;
+            dequeue(x);
+            finish(x, GW_E_NOENT);
+            continue;
+        }
+        dequeue(x);
+        int rc = assign(x, s);
+        if (rc == GW_E_AGAIN) {
+            /* Lost the slot (dead idle connections): back to the head of the queue. */
+            gw_list_push_front(&up->queue, &x->qlink);
+            up->queued++;
+            up->back->st.queued++;
+            break;
+        }
+        if (rc < 0)
+            finish(x, rc);
+    }
+    up->dispatching = 0;
+    arm_queue_timer(up);
+}
+
+void gw_back__conn_free_again(gw_back_conn_t *c)
+{
+    gw_back__conn_park(c); /* the queue head then takes it (LIFO: it is the first idle one) */
+    dispatch_queue(c->server->up);
+}
+
+void gw_back__slot_released(gw_back_server_t *s)
+{
+    dispatch_queue(s->up);
+}
+
+void gw_back__exch_failed(gw_back_exch_t *x, int code, int before_response)
+{
+    gw_back_t *b = x->up->back;
+    if (!b->deleting && before_response && x->req.idempotent && !x->body_started_write &&
+        x->tries < x->up->cfg->retries) {
+        x->tries++;
+        b->st.retries++;
+        GW_LOG_INFO("back_retry", "upstream=%s server=%s code=%s try=%u", x->up->cfg->name,
+                    x->server ? x->server->cfg->addr.text : "-", gw_errname(code), x->tries);
+        int rc = dispatch(x, x->server);
+        if (rc == 0)
+            return;
+    }
+    finish(x, code);
+}
+
+/* ---- public API ----------------------------------------------------------------------------- */
+
+static void on_timer_close(uv_handle_t *h)
+{
+    gw_back_t *b = h->data;
+    if (--b->handles > 0)
+        return;
+    for (size_t i = 0; i < b->ups_len; i++) {
+        gw_free(b->ups[i].servers);
+        gw_free(b->ups[i].ring);
+    }
+    gw_free(b->ups);
+    gw_pool_free(&b->exch_pool);
+    gw_free(b);
+}
+
+static void on_hc_timer(uv_timer_t *t)
+{
+    gw_back__health_check(t->data);
+}
+
+int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
+{
+    int rc = GW_E_NOMEM;
+    *out = NULL;
+    for (size_t i = 0; i < cfg->upstreams_len; i++) {
+        if (cfg->upstreams[i].tls) {
+            GW_LOG_ERROR("back_tls_unsupported", "upstream=%s", cfg->upstreams[i].name);
+            return GW_E_UNSUPPORTED;
+        }
+        if (cfg->upstreams[i].servers_len == 0)
+            return GW_E_INVAL;
+    }
+    gw_back_t *b = gw_calloc(1, sizeof(*b));
+    if (!b)
+        return GW_E_NOMEM;
+    b->loop = loop;
+    b->cfg = cfg;
+    gw_list_init(&b->exchs);
+    gw_pool_init(&b->exch_pool, sizeof(gw_back_exch_t), 0, 256);
+    b->ups = gw_calloc(cfg->upstreams_len ? cfg->upstreams_len : 1, sizeof(*b->ups));
+    if (!b->ups)
+        goto fail;
+    for (size_t i = 0; i < cfg->upstreams_len; i++) {
+        gw_back_upstream_t *up = &b->ups[i];
+        up->back = b;
+        up->cfg = &cfg->upstreams[i];
+        up->index = i;
+        up->cmp = gw_back_queue_fifo;
+        gw_list_init(&up->queue);
+        up->servers = gw_calloc(up->cfg->servers_len, sizeof(*up->servers));
+        if (!up->servers)
+            goto fail;
+        up->servers_len = up->cfg->servers_len;
+        for (size_t j = 0; j < up->servers_len; j++) {
+            gw_back_server_t *s = &up->servers[j];
+            s->up = up;
+            s->cfg = &up->cfg->servers[j];
+            s->index = j;
+            gw_list_init(&s->idle);
+        }
+        if (gw_back__ring_build(up) < 0)
+            goto fail;
+    }
+    /* Handles last: after this point the object is freed through uv_close only. */
+    for (size_t i = 0; i < cfg->upstreams_len; i++) {
+        gw_back_upstream_t *up = &b->ups[i];
+        uv_timer_init(loop, &up->queue_timer);
+        up->queue_timer.data = up;
+        b->handles++;
+        for (size_t j = 0; j < up->servers_len; j++) {
+            gw_back_server_t *s = &up->servers[j];
+            uv_timer_init(loop, &s->hc_timer);
+            s->hc_timer.data = s;
+            b->handles++;
+            if (up->cfg->health_path && up->cfg->health_interval_ms)
+                uv_timer_start(&s->hc_timer, on_hc_timer, up->cfg->health_interval_ms,
+                               up->cfg->health_interval_ms);
+        }
+    }
+    *out = b;
+    return 0;
+fail:
+    if (b->ups)
+        for (size_t i = 0; i < cfg->upstreams_len; i++) {
+            gw_free(b->ups[i].servers);
+            gw_free(b->ups[i].ring);
+        }
+    gw_free(b->ups);
+    gw_free(b);
+    return rc;
+}
+
+void gw_back_del(gw_back_t *b)
+{
+    if (!b)
+        return;
+    b->deleting = 1;
+    while (!gw_list_empty(&b->exchs)) {
+        gw_back_exch_t *x = GW_CONTAINER_OF(b->exchs.next, gw_back_exch_t, all);
+        dequeue(x);
+        if (x->conn)
+            gw_back__conn_abort(x->conn);
+        finish(x, GW_E_CLOSED);
+    }
+    for (size_t i = 0; i < b->ups_len; i++) {
+        gw_back_upstream_t *up = &b->ups[i];
+        for (size_t j = 0; j < up->servers_len; j++) {
+            gw_back_server_t *s = &up->servers[j];
+            while (!gw_list_empty(&s->idle))
+                gw_back__conn_close(GW_CONTAINER_OF(s->idle.next, gw_back_conn_t, link));
+            if (s->hc_conn)
+                gw_back__conn_close(s->hc_conn);
+            uv_close((uv_handle_t *)&s->hc_timer, on_timer_close);
+            s->hc_timer.data = b;
+        }
+        uv_close((uv_handle_t *)&up->queue_timer, on_timer_close);
+        up->queue_timer.data = b;
+    }
+}
+
+int gw_back_request(gw_back_t *b, size_t upstream, const gw_back_req_t *req,
+                    const gw_back_cbs_t *cbs, void *user_data, gw_back_exch_t **out)
+{
+    int rc;
+    *out = NULL;
+    if (upstream >= b->ups_len)
+        return GW_E_RANGE;
+    if (b->deleting)
+        return GW_E_CLOSED;
+    gw_back_exch_t *x = gw_pool_get(&b->exch_pool);
+    if (!x)
+        return GW_E_NOMEM;
+    gw_list_init(&x->qlink);
+    gw_list_init(&x->wmarks);
+    gw_list_init(&x->all);
+    gw_iovq_init(&x->body);
+    gw_bytes_init(&x->head, 0);
+    x->up = &b->ups[upstream];
+    rc = gw_back__req_head(&x->head, req);
+    if (rc < 0)
+        goto fail;
+    x->req = *req;
+    x->req.method = (gw_slice_t){x->head.base, req->method.len}; /* the head starts with it */
+    x->req.target = x->req.host = (gw_slice_t){NULL, 0};
+    x->req.fields = NULL;
+    x->req.fields_len = 0;
+    x->req.client = NULL;
+    if (req->client && (req->client->sa_family == AF_INET || req->client->sa_family == AF_INET6)) {
+        memcpy(&x->client, req->client,
+               req->client->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                 : sizeof(struct sockaddr_in6));
+        x->req.client = (const struct sockaddr *)&x->client;
+    }
+    if (req->body_len == 0)
+        x->body_ended = 1;
+    if (cbs)
+        x->cbs = *cbs;
+    x->user_data = user_data;
+    x->seq = ++b->seq;
+    gw_list_push_back(&b->exchs, &x->all);
+    rc = dispatch(x, NULL);
+    if (rc < 0) {
+        dequeue(x);
+        goto fail;
+    }
+    b->st.requests++;
+    *out = x;
+    return 0;
+fail:
+    GW_ASSERT(x->conn == NULL);
+    exch_free(x);
+    return rc;
+}
+
+static int queue_body(gw_back_exch_t *x, const void *p, size_t n)
+{
+    int rc = gw_iovq_copy(&x->body, p, n);
+    if (rc == 0)
+        x->body_queued += n;
+    return rc;
+}
+
+int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len,
+                       gw_back_written_cb done_cb, void *user_data)
+{
+    int rc;
+    if (x->dead || x->req.body_len == 0 || x->body_ended)
+        return GW_E_INVAL;
+    if (x->req.body_len > 0 && x->body_payload + len > (uint64_t)x->req.body_len)
+        return GW_E_INVAL;
+    gw_back_wmark_t *m = gw_calloc(1, sizeof(*m));
+    if (!m)
+        return GW_E_NOMEM;
+    if (len) {
+        /* RFC 9112 §7.1: chunk = chunk-size CRLF chunk-data CRLF; a zero-size chunk would be
+         * the last-chunk, so empty writes send nothing. */
+        if (x->req.body_len < 0) {
+            char sz[24];
+            int n = snprintf(sz, sizeof(sz), "%zx\r\n", len);
+            if ((rc = queue_body(x, sz, (size_t)n)) < 0)
+                goto fail;
+        }
+        if ((rc = gw_iovq_ref(&x->body, buf, off, len)) < 0)
+            goto fail;
+        x->body_queued += len;
+        if (x->req.body_len < 0 && (rc = queue_body(x, "\r\n", 2)) < 0)
+            goto fail;
+    }
+    x->body_payload += len;
+    m->end = x->body_queued;
+    m->cb = done_cb;
+    m->user_data = user_data;
+    gw_list_push_back(&x->wmarks, &m->link);
+    if (x->conn && x->conn->state == GW_BACK_CONN_ACTIVE)
+        gw_back__conn_flush(x->conn);
+    return 0;
+fail:
+    gw_free(m);
+    return rc;
+}
+
+int gw_back_end_body(gw_back_exch_t *x, const gw_back_field_t *trailers, size_t n)
+{
+    int rc;
+    if (x->dead || x->body_ended)
+        return GW_E_INVAL;
+    if (x->req.body_len > 0) {
+        if (x->body_payload != (uint64_t)x->req.body_len || n)
+            return GW_E_INVAL;
+    } else {
+        /* RFC 9112 §7.1.2: last-chunk trailer-section CRLF */
+        if ((rc = queue_body(x, "0\r\n", 3)) < 0)
+            return rc;
+        for (size_t i = 0; i < n; i++) {
+            for (size_t k = 0; k < trailers[i].value.len; k++) {
+                uint8_t c = trailers[i].value.base[k];
+                if (c == 0 || c == '\r' || c == '\n')
+                    return GW_E_INVAL;
+            }
+            if ((rc = queue_body(x, trailers[i].name.base, trailers[i].name.len)) < 0 ||
+                (rc = queue_body(x, ": ", 2)) < 0 ||
+                (rc = queue_body(x, trailers[i].value.base, trailers[i].value.len)) < 0 ||
+                (rc = queue_body(x, "\r\n", 2)) < 0)
+                return rc;
+        }
+        if ((rc = queue_body(x, "\r\n", 2)) < 0)
+            return rc;
+    }
+    x->body_ended = 1;
+    if (x->conn && x->conn->state == GW_BACK_CONN_ACTIVE)
+        gw_back__conn_flush(x->conn);
+    return 0;
+}
+
+void gw_back_pause_reading(gw_back_exch_t *x)
+{
+    x->paused = 1;
+    if (x->conn && x->conn->state == GW_BACK_CONN_ACTIVE) {
+        x->conn->flags |= GW_BACK_CONN_F_PAUSED;
+        gw_back__conn_update_reading(x->conn);
+    }
+}
+
+void gw_back_resume_reading(gw_back_exch_t *x)
+{
+    x->paused = 0;
+    if (x->conn && x->conn->state == GW_BACK_CONN_ACTIVE) {
+        x->conn->flags &= ~GW_BACK_CONN_F_PAUSED;
+        gw_back__conn_update_reading(x->conn);
+    }
+}
+
+void gw_back_cancel(gw_back_exch_t *x)
+{
+    if (x->dead)
+        return;
+    x->dead = 1;
+    dequeue(x);
+    if (x->conn)
+        gw_back__conn_abort(x->conn); /* never back to the pool half-read */
+    x->in_cb++;
+    fire_marks(x, GW_E_CLOSED);
+    x->in_cb--;
+    if (x->in_cb == 0)
+        exch_free(x);
+}
+
+static void add_stats(gw_back_stats_t *o, const gw_back_stats_t *s)
+{
+    o->opened += s->opened;
+    o->reused += s->reused;
+    o->closed += s->closed;
+    o->failures += s->failures;
+    o->ejections += s->ejections;
+    o->open += s->open;
+    o->active += s->active;
+    o->idle += s->idle;
+}
+
+void gw_back_stats(const gw_back_t *b, size_t up, gw_back_stats_t *out)
+{
+    if (up == SIZE_MAX || up >= b->ups_len) {
+        *out = b->st;
+        return;
+    }
+    memset(out, 0, sizeof(*out));
+    for (size_t j = 0; j < b->ups[up].servers_len; j++)
+        add_stats(out, &b->ups[up].servers[j].st);
+    out->queued = b->ups[up].queued;
+}
+
+int gw_back_server_stats(const gw_back_t *b, size_t up, size_t srv, gw_back_stats_t *out)
+{
+    if (up >= b->ups_len || srv >= b->ups[up].servers_len)
+        return GW_E_RANGE;
+    *out = b->ups[up].servers[srv].st;
+    return 0;
+}
+
+int gw_back_server_ejected(const gw_back_t *b, size_t up, size_t srv)
+{
+    if (up >= b->ups_len || srv >= b->ups[up].servers_len)
+        return GW_E_RANGE;
+    gw_back_server_t *s = &b->ups[up].servers[srv];
+    return !gw_back__server_healthy(s, uv_now(b->loop));
+}
+
+int gw_back_set_queue_order(gw_back_t *b, size_t up, gw_back_queue_cmp_fn cmp)
+{
+    if (up >= b->ups_len || !cmp)
+        return GW_E_RANGE;
+    b->ups[up].cmp = cmp;
+    return 0;
+}

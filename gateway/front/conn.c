@@ -1,0 +1,607 @@
+/* front/conn.c — one client connection: read → TLS → protocol choice → HTTP/1.1 front (or
+ * the HTTP/2 refusal) → TLS → write, with the connection's timeouts and write bound.
+ *
+ * The proxy layer is not in this build: every request is answered by the gateway itself with
+ * an honest 503 that says so. The HTTP/2 engine is not in this build either: a connection that
+ * selects HTTP/2 (h2c preface, or ALPN h2 on an h2-only listener) gets SETTINGS and GOAWAY
+ * HTTP_1_1_REQUIRED (RFC 9113 §7, 0xd) and is closed. */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "front/front_internal.h"
+#include "h1/serializer.h"
+
+void gw_front__worker_conn_gone(gw_worker_t *w);
+
+static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+#define H2_PREFACE_LEN 24
+
+static const char no_proxy_body[] =
+    "h2gate: no origin forwarding in this build (the proxy layer is not implemented yet)\n";
+
+typedef enum {
+    CS_HANDSHAKE = 0, /* TLS handshake in progress */
+    CS_SNIFF,         /* waiting for the first bytes that choose the protocol */
+    CS_H1,            /* HTTP/1.1 front */
+    CS_CLOSING,       /* flushing the last bytes, then close */
+} conn_state_t;
+
+static const char *conn_state_str(conn_state_t s)
+{
+    static const char *const n[] = {"handshake", "sniff", "h1", "closing"};
+    return n[s];
+}
+
+/* GW_CONN_F_*: why a connection is paused or what it waits for. */
+enum {
+    GW_CONN_F_READ_PAUSED = 1u << 0, /* reads stopped: write queue over limits.write_buffer */
+    GW_CONN_F_CLOSE_AFTER = 1u << 1, /* close once the write queue drains */
+    GW_CONN_F_EOF = 1u << 2,         /* the peer closed its side */
+    GW_CONN_F_CLOSED = 1u << 3,      /* uv_close called */
+    GW_CONN_F_STOPPING = 1u << 4,    /* graceful stop: no new requests after the current one */
+};
+
+typedef struct {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    gw_worker_t *w;
+    gw_listener_t *l;
+    gw_list_t link;
+    conn_state_t state;
+    unsigned flags;
+    int handles; /* open libuv handles; freed when both are closed */
+    gw_tls_conn_t *tls;
+    gw_bytes_t in;  /* plaintext not consumed yet */
+    gw_bytes_t out; /* plaintext response bytes being built */
+    size_t queued;  /* bytes handed to uv_write and not yet written */
+    gw_h1_parser_t *h1;
+    /* current HTTP/1.1 request */
+    int req_head_only;
+    int req_keep_alive;
+    int req_answered; /* answered early (Expect: 100-continue): close after */
+    unsigned requests;
+    char peer[64];
+} conn_t;
+
+typedef struct {
+    uv_write_t req;
+    conn_t *c;
+    size_t len;
+    uint8_t data[];
+} wreq_t;
+
+static void conn_close(conn_t *c, const char *why);
+static void process(conn_t *c);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* ---- timers -------------------------------------------------------------------------------- */
+
+static void on_timeout(uv_timer_t *t);
+
+static void arm(conn_t *c, uint64_t ms)
+{
+    uv_timer_start(&c->timer, on_timeout, ms, 0);
+}
+
+/* ---- write path -------------------------------------------------------------------------- */
+
+static void on_write(uv_write_t *req, int status)
+{
+    wreq_t *wr = GW_CONTAINER_OF(req, wreq_t, req);
+    conn_t *c = wr->c;
+    c->queued -= wr->len;
+    gw_free(wr);
+    if (c->flags & GW_CONN_F_CLOSED)
+        return;
+    if (status < 0) {
+        conn_close(c, "write_error");
+        return;
+    }
+    if (c->queued == 0 && (c->flags & GW_CONN_F_CLOSE_AFTER)) {
+        conn_close(c, "done");
+        return;
+    }
+    if ((c->flags & GW_CONN_F_READ_PAUSED) && c->queued < c->w->srv->cfg->limits.write_buffer) {
+        c->flags &= ~GW_CONN_F_READ_PAUSED;
+        process(c); /* pipelined requests waiting in c->in */
+    }
+}
+
+static int send_raw(conn_t *c, const void *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    wreq_t *wr = gw_malloc(sizeof(*wr) + n);
+    if (!wr)
+        return GW_E_NOMEM;
+    wr->c = c;
+    wr->len = n;
+    memcpy(wr->data, p, n);
+    uv_buf_t b = uv_buf_init((char *)wr->data, (unsigned)n);
+    if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+        gw_free(wr);
+        return GW_E_IO;
+    }
+    c->queued += n;
+    return 0;
+}
+
+/* Encrypt (if TLS) and send c->out; TLS handshake bytes are sent too. */
+static int flush(conn_t *c)
+{
+    int rv = 0;
+    if (c->tls) {
+        if (c->out.len && (rv = gw_tls_write(c->tls, c->out.base, c->out.len)) < 0)
+            return rv;
+        c->out.len = 0;
+        size_t n = gw_tls_pending_out(c->tls);
+        if (n) {
+            wreq_t *wr = gw_malloc(sizeof(*wr) + n);
+            if (!wr)
+                return GW_E_NOMEM;
+            wr->c = c;
+            wr->len = gw_tls_take_out(c->tls, wr->data, n);
+            uv_buf_t b = uv_buf_init((char *)wr->data, (unsigned)wr->len);
+            if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+                gw_free(wr);
+                return GW_E_IO;
+            }
+            c->queued += wr->len;
+        }
+    } else {
+        rv = send_raw(c, c->out.base, c->out.len);
+        c->out.len = 0;
+    }
+    if (c->queued >= c->w->srv->cfg->limits.write_buffer)
+        c->flags |= GW_CONN_F_READ_PAUSED;
+    return rv;
+}
+
+/* Close once everything queued is written. */
+static void finish(conn_t *c, const char *why)
+{
+    if (c->flags & GW_CONN_F_CLOSED)
+        return;
+    GW_LOG_DEBUG("conn_finish", "peer=%s reason=%s", c->peer, why);
+    c->state = CS_CLOSING;
+    c->flags |= GW_CONN_F_CLOSE_AFTER;
+    if (c->tls)
+        gw_tls_shutdown(c->tls);
+    if (flush(c) < 0 || c->queued == 0)
+        conn_close(c, why);
+    else
+        arm(c, 5000); /* a peer that never reads our last bytes */
+}
+
+/* ---- close ------------------------------------------------------------------------------- */
+
+static void on_closed(uv_handle_t *h)
+{
+    conn_t *c = h->data;
+    if (--c->handles > 0)
+        return;
+    gw_worker_t *w = c->w;
+    gw_tls_conn_del(c->tls);
+    gw_h1_parser_del(c->h1);
+    gw_bytes_free(&c->in);
+    gw_bytes_free(&c->out);
+    gw_free(c);
+    gw_front__worker_conn_gone(w);
+}
+
+static void conn_close(conn_t *c, const char *why)
+{
+    if (c->flags & GW_CONN_F_CLOSED)
+        return;
+    c->flags |= GW_CONN_F_CLOSED;
+    GW_LOG_DEBUG("conn_close", "peer=%s state=%s reason=%s requests=%u", c->peer,
+                 conn_state_str(c->state), why, c->requests);
+    gw_list_remove(&c->link);
+    c->w->conns_len--;
+    uv_close((uv_handle_t *)&c->timer, on_closed);
+    uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+    conn_t *c = t->data;
+    switch (c->state) {
+    case CS_HANDSHAKE:
+        GW_LOG_INFO("timeout", "peer=%s kind=handshake", c->peer);
+        conn_close(c, "handshake_timeout");
+        return;
+    case CS_SNIFF:
+        GW_LOG_INFO("timeout", "peer=%s kind=first_request", c->peer);
+        conn_close(c, "first_request_timeout");
+        return;
+    case CS_H1:
+        if (gw_h1_parser_in_message(c->h1)) {
+            /* RFC 9110 §15.5.9: 408 for a request that did not complete in time */
+            GW_LOG_INFO("timeout", "peer=%s kind=header", c->peer);
+            gw_h1_simple_response(&c->out, 408, "h2gate: request not completed in time\n", 0, 0);
+            finish(c, "header_timeout");
+        } else {
+            GW_LOG_DEBUG("timeout", "peer=%s kind=idle", c->peer);
+            conn_close(c, "idle_timeout");
+        }
+        return;
+    case CS_CLOSING:
+        conn_close(c, "close_timeout");
+        return;
+    }
+}
+
+/* ---- HTTP/1.1 front ------------------------------------------------------------------------ */
+
+static int respond(conn_t *c, unsigned status, const char *body, int keep_alive)
+{
+    int rv = gw_h1_simple_response(&c->out, status, body, keep_alive, c->req_head_only);
+    if (rv < 0)
+        return rv;
+    return flush(c);
+}
+
+static int h1_on_head(void *ud, const gw_h1_msg_t *m)
+{
+    conn_t *c = ud;
+    c->requests++;
+    c->req_head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD"));
+    c->req_keep_alive = (m->flags & GW_H1_MSG_F_KEEP_ALIVE) && !(c->flags & GW_CONN_F_STOPPING);
+    c->req_answered = 0;
+    GW_LOG_INFO("request", "peer=%s proto=http/1.1 method=%.*s path=%.*s status=503", c->peer,
+                (int)m->method.len, m->method.base, (int)m->target.len, m->target.base);
+    if (m->flags & GW_H1_MSG_F_EXPECT_100) {
+        /* RFC 9110 §10.1.1: a final status instead of 100 Continue; the body will not be
+         * read, so the connection closes after the answer. */
+        c->req_answered = 1;
+        return respond(c, 503, no_proxy_body, 0);
+    }
+    /* the head is complete: the body has its own (idle) deadline */
+    arm(c, c->w->srv->cfg->timeouts.idle_ms);
+    return 0;
+}
+
+static int h1_on_body(void *ud, const uint8_t *p, size_t n)
+{
+    (void)ud, (void)p, (void)n; /* discarded: there is no origin to send it to */
+    return 0;
+}
+
+static int h1_on_complete(void *ud)
+{
+    conn_t *c = ud;
+    if (c->req_answered)
+        return 0;
+    return respond(c, 503, no_proxy_body, c->req_keep_alive);
+}
+
+static const gw_h1_callbacks_t h1_cbs = {h1_on_head, h1_on_body, h1_on_complete};
+
+/* Parse what is in c->in, one request at a time, while the write queue has room. */
+static void process_h1(conn_t *c)
+{
+    while (!(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER | GW_CONN_F_READ_PAUSED))) {
+        int was_idle = !gw_h1_parser_in_message(c->h1);
+        ssize_t n = gw_h1_parser_feed(c->h1, c->in.base, c->in.len);
+        if (n < 0) {
+            unsigned st = gw_h1_parser_error_status(c->h1);
+            GW_LOG_INFO("bad_request", "peer=%s status=%u reason=\"%s\"", c->peer, st,
+                        gw_h1_parser_error_reason(c->h1));
+            if (n != GW_E_NOMEM && st != 500) {
+                char body[160];
+                snprintf(body, sizeof(body), "h2gate: %s\n", gw_h1_parser_error_reason(c->h1));
+                gw_h1_simple_response(&c->out, st, body, 0, 0);
+            }
+            finish(c, "bad_request");
+            return;
+        }
+        gw_bytes_consume(&c->in, (size_t)n);
+        if (was_idle && gw_h1_parser_in_message(c->h1) && !gw_h1_parser_paused(c->h1))
+            arm(c, c->w->srv->cfg->timeouts.header_ms); /* whole-head deadline (slowloris) */
+        if (!gw_h1_parser_paused(c->h1))
+            break; /* need more input */
+        /* one request done */
+        if (c->req_answered || !c->req_keep_alive) {
+            finish(c, "connection_close");
+            return;
+        }
+        gw_h1_parser_resume(c->h1);
+        arm(c, c->w->srv->cfg->timeouts.idle_ms);
+        if (c->in.len == 0)
+            break;
+    }
+    if ((c->flags & GW_CONN_F_EOF) && !(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)) &&
+        c->in.len == 0)
+        finish(c, "peer_closed");
+}
+
+/* ---- HTTP/2 refusal ------------------------------------------------------------------------ */
+
+static void refuse_h2(conn_t *c)
+{
+    /* RFC 9113 §3.4: our preface is a SETTINGS frame; then GOAWAY with last-stream-id 0 and
+     * HTTP_1_1_REQUIRED (§7), debug data saying why. */
+    static const char debug[] = "h2gate: HTTP/2 is not in this build; use HTTP/1.1";
+    uint8_t f[9 + 9 + 8 + sizeof(debug)];
+    size_t n = 0;
+    const uint8_t settings[9] = {0, 0, 0, 0x4, 0, 0, 0, 0, 0};
+    memcpy(f, settings, 9);
+    n = 9;
+    size_t glen = 8 + sizeof(debug) - 1;
+    uint8_t g[9] = {0, (uint8_t)(glen >> 8), (uint8_t)glen, 0x7, 0, 0, 0, 0, 0};
+    memcpy(f + n, g, 9);
+    n += 9;
+    const uint8_t body[8] = {0, 0, 0, 0, 0, 0, 0, 0xd};
+    memcpy(f + n, body, 8);
+    n += 8;
+    memcpy(f + n, debug, sizeof(debug) - 1);
+    n += sizeof(debug) - 1;
+    GW_LOG_INFO("h2_refused", "peer=%s reason=\"HTTP/2 engine not in this build\"", c->peer);
+    gw_bytes_append(&c->out, f, n);
+    finish(c, "h2_not_available");
+}
+
+/* ---- protocol choice ------------------------------------------------------------------------ */
+
+static int is_tchar(uint8_t ch)
+{
+    return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+           (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+static int start_h1(conn_t *c)
+{
+    gw_h1_limits_t lim = {c->w->srv->cfg->limits.max_request_head, 256};
+    c->h1 = gw_h1_parser_new(GW_H1_REQUEST, &lim, &h1_cbs, c);
+    if (!c->h1)
+        return GW_E_NOMEM;
+    c->state = CS_H1;
+    return 0;
+}
+
+static void sniff(conn_t *c)
+{
+    unsigned protos = c->l->cfg->protocols;
+    size_t n = c->in.len < H2_PREFACE_LEN ? c->in.len : H2_PREFACE_LEN;
+    if (n && memcmp(c->in.base, h2_preface, n) == 0) {
+        if (n < H2_PREFACE_LEN)
+            return; /* could still be the preface */
+        if (protos & GW_PROTO_F_H2C) {
+            refuse_h2(c);
+        } else {
+            GW_LOG_INFO("protocol_refused", "peer=%s protocol=h2c", c->peer);
+            conn_close(c, "h2c_not_allowed");
+        }
+        return;
+    }
+    /* RFC 9112 §3: request-line = method SP request-target SP HTTP-version; the method is a
+     * token. Anything else on the first bytes closes the connection. */
+    size_t i = 0;
+    while (i < c->in.len && is_tchar(c->in.base[i]))
+        i++;
+    if (i == c->in.len && i < 32)
+        return; /* still inside a plausible method */
+    if (i == 0 || i >= 32 || c->in.base[i] != ' ') {
+        GW_LOG_INFO("bad_preface", "peer=%s first_byte=0x%02x", c->peer, c->in.base[0]);
+        if (protos & GW_PROTO_F_H2C && !(protos & GW_PROTO_F_HTTP1)) {
+            /* an h2c-only listener: invalid preface is a connection error (RFC 9113 §3.4) */
+            static const uint8_t goaway[] = {0, 0, 8, 0x7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+            gw_bytes_append(&c->out, goaway, sizeof(goaway));
+            finish(c, "bad_preface");
+        } else {
+            conn_close(c, "bad_preface");
+        }
+        return;
+    }
+    if (!(protos & GW_PROTO_F_HTTP1)) {
+        GW_LOG_INFO("protocol_refused", "peer=%s protocol=http/1.1", c->peer);
+        conn_close(c, "http1_not_allowed");
+        return;
+    }
+    if (start_h1(c) < 0) {
+        conn_close(c, "nomem");
+        return;
+    }
+    process_h1(c);
+}
+
+static void process(conn_t *c)
+{
+    if (c->flags & GW_CONN_F_CLOSED)
+        return;
+    if (c->state == CS_SNIFF && c->in.len)
+        sniff(c);
+    else if (c->state == CS_H1)
+        process_h1(c);
+    if (!(c->flags & GW_CONN_F_CLOSED)) {
+        int want = !(c->flags & (GW_CONN_F_READ_PAUSED | GW_CONN_F_EOF | GW_CONN_F_CLOSE_AFTER));
+        if (want && !uv_is_active((uv_handle_t *)&c->tcp))
+            uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    }
+}
+
+/* ---- read path ------------------------------------------------------------------------------ */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    conn_t *c = h->data;
+    buf->base = (char *)c->w->readbuf;
+    buf->len = sizeof(c->w->readbuf);
+}
+
+static void after_handshake(conn_t *c)
+{
+    const char *alpn = gw_tls_alpn(c->tls);
+    GW_LOG_DEBUG("tls_established", "peer=%s version=%s alpn=%s sni=%s", c->peer,
+                 gw_tls_version(c->tls), alpn[0] ? alpn : "-",
+                 gw_tls_sni(c->tls) ? gw_tls_sni(c->tls) : "-");
+    arm(c, c->w->srv->cfg->timeouts.first_request_ms);
+    if (!strcmp(alpn, "h2")) {
+        refuse_h2(c);
+        return;
+    }
+    if (!(c->l->cfg->protocols & GW_PROTO_F_HTTP1)) {
+        conn_close(c, "no_protocol");
+        return;
+    }
+    /* ALPN http/1.1, or no ALPN at all (RFC 7301: HTTP/1.1 is the default) */
+    if (start_h1(c) < 0)
+        conn_close(c, "nomem");
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    conn_t *c = s->data;
+    if (nread == UV_EOF) {
+        c->flags |= GW_CONN_F_EOF;
+        uv_read_stop(s);
+        if (c->state == CS_H1 && !gw_h1_parser_in_message(c->h1) && c->in.len == 0 &&
+            c->queued == 0)
+            conn_close(c, "peer_closed");
+        else if (c->state != CS_H1 && c->state != CS_CLOSING)
+            conn_close(c, "peer_closed");
+        else if (c->state == CS_H1)
+            process(c);
+        return;
+    }
+    if (nread < 0) {
+        conn_close(c, "read_error");
+        return;
+    }
+    if (nread == 0 || c->state == CS_CLOSING)
+        return;
+    if (c->tls) {
+        if (gw_tls_feed(c->tls, buf->base, (size_t)nread) < 0) {
+            conn_close(c, "nomem");
+            return;
+        }
+        if (c->state == CS_HANDSHAKE) {
+            int h = gw_tls_handshake(c->tls);
+            if (flush(c) < 0 || h < 0) {
+                conn_close(c, "handshake_failed");
+                return;
+            }
+            if (h == 0)
+                return;
+            after_handshake(c);
+            if (c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER))
+                return;
+        }
+        for (;;) {
+            uint8_t *dst;
+            if (gw_bytes_reserve(&c->in, 16384) < 0) {
+                conn_close(c, "input_overflow");
+                return;
+            }
+            dst = c->in.base + c->in.len;
+            ssize_t r = gw_tls_read(c->tls, dst, c->in.cap - c->in.len);
+            if (r == GW_E_CLOSED) {
+                c->flags |= GW_CONN_F_EOF;
+                break;
+            }
+            if (r < 0) {
+                conn_close(c, "tls_error");
+                return;
+            }
+            if (r == 0)
+                break;
+            c->in.len += (size_t)r;
+        }
+        flush(c); /* TLS may have something to say (key updates, alerts) */
+    } else {
+        if (gw_bytes_append(&c->in, buf->base, (size_t)nread) < 0) {
+            conn_close(c, "input_overflow");
+            return;
+        }
+    }
+    process(c);
+    /* Bounded input: a peer that sends while we cannot answer (write queue full) is paused. */
+    if (!(c->flags & GW_CONN_F_CLOSED) &&
+        (c->flags & (GW_CONN_F_READ_PAUSED | GW_CONN_F_CLOSE_AFTER)))
+        uv_read_stop(s);
+}
+
+/* ---- accept ------------------------------------------------------------------------------- */
+
+void gw_front__on_connection(uv_stream_t *server, int status)
+{
+    if (status < 0)
+        return;
+    gw_worker_t *w = GW_CONTAINER_OF((uv_loop_t *)server->loop, gw_worker_t, loop);
+    gw_listener_t *l = server->data;
+    conn_t *c = gw_calloc(1, sizeof(*c));
+    if (!c)
+        return;
+    c->w = w;
+    c->l = l;
+    gw_list_init(&c->link);
+    gw_bytes_init(&c->in, w->srv->cfg->limits.max_request_head + 16384);
+    gw_bytes_init(&c->out, 0);
+    uv_tcp_init(&w->loop, &c->tcp);
+    uv_timer_init(&w->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->handles = 2;
+    gw_list_push_back(&w->conns, &c->link);
+    w->conns_len++;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+        conn_close(c, "accept_failed");
+        return;
+    }
+    w->accepted++;
+    if (w->conns_len > w->srv->cfg->limits.max_connections) {
+        conn_close(c, "max_connections");
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+        char ip[48];
+        if (ss.ss_family == AF_INET6) {
+            uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+            snprintf(c->peer, sizeof(c->peer), "[%s]:%u", ip,
+                     ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+        } else {
+            uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
+            snprintf(c->peer, sizeof(c->peer), "%s:%u", ip,
+                     ntohs(((struct sockaddr_in *)&ss)->sin_port));
+        }
+    }
+    if (l->tls) {
+        c->tls = gw_tls_conn_new(l->tls);
+        if (!c->tls) {
+            conn_close(c, "nomem");
+            return;
+        }
+        c->state = CS_HANDSHAKE;
+        arm(c, w->srv->cfg->timeouts.handshake_ms);
+    } else {
+        c->state = CS_SNIFF;
+        arm(c, w->srv->cfg->timeouts.first_request_ms);
+    }
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (w->stop != GW_STOP_NONE)
+        gw_front__conn_stop(&c->link, w->stop);
+}
+
+void gw_front__conn_stop(gw_list_t *link, gw_stop_t how)
+{
+    conn_t *c = GW_CONTAINER_OF(link, conn_t, link);
+    if (how == GW_STOP_NOW) {
+        conn_close(c, "shutdown");
+        return;
+    }
+    c->flags |= GW_CONN_F_STOPPING;
+    /* idle connections go now; one in the middle of a request finishes it first */
+    if (c->state != CS_H1 || !gw_h1_parser_in_message(c->h1) || gw_h1_parser_paused(c->h1)) {
+        if (c->queued)
+            finish(c, "shutdown");
+        else
+            conn_close(c, "shutdown");
+    }
+}

@@ -1,0 +1,70 @@
+/* front/front_internal.h — what the files of gateway/front/ share: server, workers,
+ * listeners and client connections. */
+#ifndef GW_FRONT_INTERNAL_H
+#define GW_FRONT_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/list.h"
+#include "config/config.h"
+#include "front/front.h"
+#include "front/tls.h"
+#include "h1/parser.h"
+
+#define GW_FRONT_MAX_WORKERS 256
+#define GW_FRONT_READ_BUF (64 * 1024)
+
+typedef struct {
+    const gw_cfg_listen_t *cfg;
+    gw_tls_ctx_t *tls; /* NULL for cleartext */
+    int *fds;          /* one bound socket per worker (SO_REUSEPORT), taken by the worker */
+} gw_listener_t;
+
+typedef struct gw_worker gw_worker_t;
+
+typedef enum {
+    GW_STOP_NONE = 0,
+    GW_STOP_GRACEFUL,
+    GW_STOP_NOW,
+} gw_stop_t;
+
+struct gw_worker {
+    gw_server_t *srv;
+    unsigned id;
+    uv_thread_t thread;
+    uv_loop_t loop;
+    uv_async_t wake;   /* another thread asked us to stop */
+    int wake_open;     /* under srv->lock: wake may still be signalled */
+    uv_tcp_t *servers; /* one per listener */
+    uv_timer_t drain;  /* graceful shutdown deadline */
+    gw_list_t conns;
+    size_t conns_len;
+    uint64_t accepted;
+    gw_stop_t stop;
+    int loop_ok;
+    uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */
+};
+
+struct gw_server {
+    const gw_config_t *cfg;
+    gw_listener_t *listeners;
+    size_t listeners_len;
+    gw_worker_t **workers;
+    unsigned workers_len;
+    atomic_int stop_request; /* gw_stop_t asked by gw_server_stop */
+    uv_loop_t main_loop;
+    uv_signal_t sig_int, sig_term;
+    uv_async_t main_wake;
+    int signals_seen;
+    atomic_uint workers_done; /* workers whose loop has ended */
+    uv_mutex_t lock;          /* guards workers[i]->wake_open */
+};
+
+/* conn.c */
+void gw_front__on_connection(uv_stream_t *server, int status);
+/* Begin a graceful (or immediate) stop of one connection. */
+void gw_front__conn_stop(gw_list_t *link, gw_stop_t how);
+
+#endif

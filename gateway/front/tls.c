@@ -1,0 +1,407 @@
+/* front/tls.c — OpenSSL 3 over memory BIOs (see tls.h). */
+#include "front/tls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+
+typedef struct {
+    SSL_CTX *ctx;
+    char **names;
+    size_t names_len;
+} cert_ent_t;
+
+struct gw_tls_ctx {
+    cert_ent_t *certs; /* certs[0] is the default */
+    size_t certs_len;
+    unsigned char alpn[64];
+    size_t alpn_len;
+};
+
+struct gw_tls_conn {
+    SSL *ssl;
+    BIO *rbio, *wbio; /* owned by ssl */
+    gw_tls_ctx_t *ctx;
+};
+
+static void log_ssl_error(const char *event, const char *file)
+{
+    unsigned long e = ERR_get_error();
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    GW_LOG_ERROR(event, "file=%s reason=\"%s\"", file ? file : "-", buf);
+    ERR_clear_error();
+}
+
+static int mkdirs_for(const char *path)
+{
+    char dir[4096];
+    size_t n = strlen(path);
+    if (n >= sizeof(dir))
+        return -1;
+    memcpy(dir, path, n + 1);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return 0;
+    *slash = 0;
+    for (char *p = dir + 1; *p; p++) {
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+int gw_tls_make_self_signed(const char *cert_path, const char *key_path)
+{
+    int rv = GW_E_IO;
+    EVP_PKEY *key = NULL;
+    X509 *x = NULL;
+    FILE *f = NULL;
+    X509_EXTENSION *ext = NULL;
+    if (mkdirs_for(cert_path) < 0 || mkdirs_for(key_path) < 0) {
+        GW_LOG_ERROR("tls_self_signed_failed", "file=%s reason=\"%s\"", cert_path, strerror(errno));
+        return GW_E_IO;
+    }
+    key = EVP_EC_gen("P-256");
+    x = X509_new();
+    if (!key || !x)
+        goto fail;
+    X509_set_version(x, 2);
+    unsigned char serial[16];
+    RAND_bytes(serial, sizeof(serial));
+    serial[0] &= 0x7f;
+    BIGNUM *bn = BN_bin2bn(serial, sizeof(serial), NULL);
+    BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x));
+    BN_free(bn);
+    X509_gmtime_adj(X509_getm_notBefore(x), -3600);
+    X509_gmtime_adj(X509_getm_notAfter(x), 60L * 60 * 24 * 365);
+    X509_set_pubkey(x, key);
+    X509_NAME *name = X509_get_subject_name(x);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1,
+                               0);
+    X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"h2gate self-signed",
+                               -1, -1, 0);
+    X509_set_issuer_name(x, name);
+    X509V3_CTX v3;
+    X509V3_set_ctx_nodb(&v3);
+    X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
+    ext = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1,IP:::1");
+    if (!ext || !X509_add_ext(x, ext, -1))
+        goto fail;
+    if (!X509_sign(x, key, EVP_sha256()))
+        goto fail;
+    int fd = open(key_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || !(f = fdopen(fd, "w"))) {
+        if (fd >= 0)
+            close(fd);
+        GW_LOG_ERROR("tls_self_signed_failed", "file=%s reason=\"%s\"", key_path, strerror(errno));
+        goto out;
+    }
+    if (!PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL))
+        goto fail;
+    fclose(f);
+    f = fopen(cert_path, "w");
+    if (!f) {
+        GW_LOG_ERROR("tls_self_signed_failed", "file=%s reason=\"%s\"", cert_path, strerror(errno));
+        goto out;
+    }
+    if (!PEM_write_X509(f, x))
+        goto fail;
+    GW_LOG_INFO("tls_self_signed", "certificate=%s key=%s", cert_path, key_path);
+    rv = 0;
+    goto out;
+fail:
+    log_ssl_error("tls_self_signed_failed", cert_path);
+out:
+    if (f)
+        fclose(f);
+    X509_EXTENSION_free(ext);
+    X509_free(x);
+    EVP_PKEY_free(key);
+    return rv;
+}
+
+/* RFC 9113 §9.2.2: h2 over TLS 1.2 needs ephemeral key exchange and an AEAD; we offer only
+ * such suites, so no blocklisted cipher can be negotiated at all. */
+static const char default_ciphers[] = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+                                      "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+                                      "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
+static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                       const unsigned char *in, unsigned inlen, void *arg)
+{
+    (void)ssl;
+    gw_tls_ctx_t *c = arg;
+    /* server preference: walk our list in order, take the first the client offers */
+    for (size_t i = 0; i < c->alpn_len; i += 1 + c->alpn[i]) {
+        const unsigned char *ours = &c->alpn[i];
+        for (unsigned j = 0; j < inlen; j += 1u + in[j]) {
+            if (in[j] == ours[0] && j + 1 + in[j] <= inlen &&
+                !memcmp(&in[j + 1], ours + 1, ours[0])) {
+                *out = &in[j + 1];
+                *outlen = in[j];
+                return SSL_TLSEXT_ERR_OK;
+            }
+        }
+    }
+    /* RFC 7301 §3.2: no protocol in common → no_application_protocol alert */
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+static int name_match(const char *pattern, const char *host)
+{
+    if (pattern[0] == '*' && pattern[1] == '.') {
+        const char *dot = strchr(host, '.');
+        return dot && strcasecmp(dot + 1, pattern + 2) == 0;
+    }
+    return strcasecmp(pattern, host) == 0;
+}
+
+static int sni_cb(SSL *ssl, int *al, void *arg)
+{
+    (void)al;
+    gw_tls_ctx_t *c = arg;
+    const char *host = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    if (!host)
+        return SSL_TLSEXT_ERR_OK;
+    /* exact names first, then wildcards, else the default certificate */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < c->certs_len; i++)
+            for (size_t k = 0; k < c->certs[i].names_len; k++) {
+                const char *n = c->certs[i].names[k];
+                int wild = n[0] == '*';
+                if (wild == pass && name_match(n, host)) {
+                    if (i != 0)
+                        SSL_set_SSL_CTX(ssl, c->certs[i].ctx);
+                    return SSL_TLSEXT_ERR_OK;
+                }
+            }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_tls_ctx_t *c)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx) {
+        log_ssl_error("tls_ctx_failed", NULL);
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, tls->min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
+                                 SSL_OP_CIPHER_SERVER_PREFERENCE);
+    if (!tls->session_tickets)
+        SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    if (!SSL_CTX_set_cipher_list(ctx, tls->ciphers ? tls->ciphers : default_ciphers)) {
+        log_ssl_error("tls_ciphers_invalid", tls->ciphers);
+        goto fail;
+    }
+    if (tls->ciphersuites && !SSL_CTX_set_ciphersuites(ctx, tls->ciphersuites)) {
+        log_ssl_error("tls_ciphersuites_invalid", tls->ciphersuites);
+        goto fail;
+    }
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert->certificate) != 1) {
+        log_ssl_error("tls_certificate_invalid", cert->certificate);
+        goto fail;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, cert->key, SSL_FILETYPE_PEM) != 1) {
+        log_ssl_error("tls_key_invalid", cert->key);
+        goto fail;
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        log_ssl_error("tls_key_mismatch", cert->key);
+        goto fail;
+    }
+    SSL_CTX_set_alpn_select_cb(ctx, alpn_select, c);
+    SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
+    SSL_CTX_set_tlsext_servername_arg(ctx, c);
+    return ctx;
+fail:
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
+int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t alpn_len,
+                   gw_tls_ctx_t **out)
+{
+    *out = NULL;
+    if (alpn_len > sizeof(((gw_tls_ctx_t *)0)->alpn) || tls->certs_len == 0)
+        return GW_E_INVAL;
+    if (tls->self_signed && access(tls->certs[0].certificate, F_OK) != 0 &&
+        access(tls->certs[0].key, F_OK) != 0) {
+        int rv = gw_tls_make_self_signed(tls->certs[0].certificate, tls->certs[0].key);
+        if (rv < 0)
+            return rv;
+    }
+    gw_tls_ctx_t *c = gw_calloc(1, sizeof(*c));
+    if (!c)
+        return GW_E_NOMEM;
+    memcpy(c->alpn, alpn, alpn_len);
+    c->alpn_len = alpn_len;
+    c->certs = gw_calloc(tls->certs_len, sizeof(*c->certs));
+    if (!c->certs) {
+        gw_free(c);
+        return GW_E_NOMEM;
+    }
+    for (size_t i = 0; i < tls->certs_len; i++) {
+        c->certs[i].ctx = make_ctx(tls, &tls->certs[i], c);
+        if (!c->certs[i].ctx) {
+            gw_tls_ctx_del(c);
+            return GW_E_INVAL;
+        }
+        c->certs[i].names = tls->certs[i].names;
+        c->certs[i].names_len = tls->certs[i].names_len;
+        c->certs_len = i + 1;
+    }
+    *out = c;
+    return 0;
+}
+
+void gw_tls_ctx_del(gw_tls_ctx_t *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->certs_len; i++)
+        SSL_CTX_free(c->certs[i].ctx);
+    gw_free(c->certs);
+    gw_free(c);
+}
+
+gw_tls_conn_t *gw_tls_conn_new(gw_tls_ctx_t *c)
+{
+    gw_tls_conn_t *t = gw_calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->ctx = c;
+    t->ssl = SSL_new(c->certs[0].ctx);
+    t->rbio = BIO_new(BIO_s_mem());
+    t->wbio = BIO_new(BIO_s_mem());
+    if (!t->ssl || !t->rbio || !t->wbio) {
+        SSL_free(t->ssl);
+        BIO_free(t->rbio);
+        BIO_free(t->wbio);
+        gw_free(t);
+        return NULL;
+    }
+    BIO_set_mem_eof_return(t->rbio, -1);
+    SSL_set_bio(t->ssl, t->rbio, t->wbio);
+    SSL_set_accept_state(t->ssl);
+    return t;
+}
+
+void gw_tls_conn_del(gw_tls_conn_t *t)
+{
+    if (!t)
+        return;
+    SSL_free(t->ssl);
+    gw_free(t);
+}
+
+int gw_tls_feed(gw_tls_conn_t *t, const void *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    return BIO_write(t->rbio, p, (int)n) == (int)n ? 0 : GW_E_NOMEM;
+}
+
+int gw_tls_handshake(gw_tls_conn_t *t)
+{
+    int r = SSL_do_handshake(t->ssl);
+    if (r == 1)
+        return 1;
+    int e = SSL_get_error(t->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+        return 0;
+    unsigned long ec = ERR_peek_error();
+    char buf[200];
+    ERR_error_string_n(ec, buf, sizeof(buf));
+    GW_LOG_DEBUG("tls_handshake_failed", "reason=\"%s\"", buf);
+    ERR_clear_error();
+    return GW_E_PROTO;
+}
+
+ssize_t gw_tls_read(gw_tls_conn_t *t, void *buf, size_t cap)
+{
+    size_t n = 0;
+    int r = SSL_read_ex(t->ssl, buf, cap, &n);
+    if (r == 1)
+        return (ssize_t)n;
+    int e = SSL_get_error(t->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+        return 0;
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return GW_E_CLOSED;
+    ERR_clear_error();
+    return GW_E_PROTO;
+}
+
+int gw_tls_write(gw_tls_conn_t *t, const void *p, size_t n)
+{
+    size_t w = 0;
+    if (n == 0)
+        return 0;
+    if (SSL_write_ex(t->ssl, p, n, &w) != 1 || w != n) {
+        ERR_clear_error();
+        return GW_E_PROTO;
+    }
+    return 0;
+}
+
+size_t gw_tls_pending_out(gw_tls_conn_t *t)
+{
+    return BIO_ctrl_pending(t->wbio);
+}
+
+size_t gw_tls_take_out(gw_tls_conn_t *t, void *buf, size_t cap)
+{
+    int n = BIO_read(t->wbio, buf, (int)(cap > 1u << 30 ? 1u << 30 : cap));
+    return n > 0 ? (size_t)n : 0;
+}
+
+void gw_tls_shutdown(gw_tls_conn_t *t)
+{
+    SSL_shutdown(t->ssl);
+    ERR_clear_error();
+}
+
+const char *gw_tls_alpn(gw_tls_conn_t *t)
+{
+    static _Thread_local char proto[32];
+    const unsigned char *p = NULL;
+    unsigned len = 0;
+    SSL_get0_alpn_selected(t->ssl, &p, &len);
+    if (!p || len >= sizeof(proto))
+        return "";
+    memcpy(proto, p, len);
+    proto[len] = 0;
+    return proto;
+}
+
+const char *gw_tls_version(gw_tls_conn_t *t)
+{
+    return SSL_get_version(t->ssl);
+}
+
+const char *gw_tls_sni(gw_tls_conn_t *t)
+{
+    return SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name);
+}

@@ -1,0 +1,1283 @@
+/* Unit tests of back/: pools, queue, timeouts, retries, health and balancing over a real libuv
+ * loop, against in-process origins (uv TCP servers on 127.0.0.1 in the same loop) that count
+ * the connections they accept and misbehave on command. Every test runs under a deadline. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cmocka.h>
+
+#include "back/back.h"
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+
+static uv_loop_t loop;
+
+/* ---- in-process origin ---------------------------------------------------------------------- */
+
+typedef enum {
+    O_OK = 0,     /* 200, Content-Length: 5, keep-alive */
+    O_CLOSE,      /* 200 with Connection: close, then close */
+    O_HTTP10,     /* HTTP/1.0 200 without keep-alive, then close */
+    O_SILENT,     /* read the request, never answer */
+    O_STALL_BODY, /* head with Content-Length: 100, 5 bytes, then nothing */
+    O_DROP_FIRST, /* close the first connection when its request arrives; then O_OK */
+    O_DROP_ALL,   /* close every connection when its request arrives */
+    O_BIG,        /* 200 with a 1 MiB body */
+    O_CHUNKED,    /* 103, then a chunked 200 with a trailer */
+    O_LATE_CLOSE, /* O_OK, then close the connection 30 ms later (idle close by the origin) */
+} omode_t;
+
+typedef struct origin {
+    uv_tcp_t srv;
+    int port;
+    omode_t mode;
+    int accepted;
+    int open;
+    int requests;
+    int dropped;
+    int closed_handles;
+    int id;
+} origin_t;
+
+typedef struct {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    origin_t *o;
+    char buf[65536];
+    size_t len;
+    int handles;
+    int closing;
+} oconn_t;
+
+static char big_body[1 << 20];
+
+static void oconn_closed(uv_handle_t *h)
+{
+    oconn_t *c = h->data;
+    if (--c->handles == 0) {
+        c->o->open--;
+        free(c);
+    }
+}
+
+static void oconn_close(oconn_t *c)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    uv_close((uv_handle_t *)&c->tcp, oconn_closed);
+    uv_close((uv_handle_t *)&c->timer, oconn_closed);
+}
+
+typedef struct {
+    uv_write_t req;
+    oconn_t *c;
+    int close_after;
+    char *copy;
+} owrite_t;
+
+static void owrote(uv_write_t *req, int status)
+{
+    owrite_t *w = (owrite_t *)req;
+    (void)status;
+    if (w->close_after)
+        oconn_close(w->c);
+    free(w->copy);
+    free(w);
+}
+
+static void osend(oconn_t *c, const char *p, size_t n, int close_after, int copy)
+{
+    owrite_t *w = calloc(1, sizeof(*w));
+    w->c = c;
+    w->close_after = close_after;
+    if (copy) {
+        w->copy = malloc(n);
+        memcpy(w->copy, p, n);
+        p = w->copy;
+    }
+    uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+    uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, owrote);
+}
+
+static void olate(uv_timer_t *t)
+{
+    oconn_close(t->data);
+}
+
+/* Length of a complete request at the start of buf, or 0. */
+static size_t request_len(const char *buf, size_t len)
+{
+    const char *e = memmem(buf, len, "\r\n\r\n", 4);
+    if (!e)
+        return 0;
+    size_t head = (size_t)(e - buf) + 4;
+    const char *cl = memmem(buf, head, "Content-Length: ", 16);
+    if (cl) {
+        size_t n = strtoul(cl + 16, NULL, 10);
+        return len >= head + n ? head + n : 0;
+    }
+    if (memmem(buf, head, "Transfer-Encoding: chunked", 26)) {
+        const char *z = memmem(buf + head, len - head, "0\r\n\r\n", 5);
+        return z ? (size_t)(z - buf) + 5 : 0;
+    }
+    return head;
+}
+
+static void oanswer(oconn_t *c)
+{
+    origin_t *o = c->o;
+    o->requests++;
+    switch (o->mode) {
+    case O_OK:
+        osend(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 43, 0, 0);
+        break;
+    case O_CLOSE:
+        osend(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", 59, 1, 0);
+        break;
+    case O_HTTP10:
+        osend(c, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", 40, 1, 0);
+        break;
+    case O_SILENT:
+        break;
+    case O_STALL_BODY:
+        osend(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello", 45, 0, 0);
+        break;
+    case O_DROP_FIRST:
+        if (o->dropped == 0) {
+            o->dropped++;
+            oconn_close(c);
+        } else {
+            osend(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 43, 0, 0);
+        }
+        break;
+    case O_DROP_ALL:
+        o->dropped++;
+        oconn_close(c);
+        break;
+    case O_BIG: {
+        static const char h[] = "HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n";
+        osend(c, h, sizeof(h) - 1, 0, 0);
+        osend(c, big_body, sizeof(big_body), 0, 0);
+        break;
+    }
+    case O_CHUNKED: {
+        static const char r[] = "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+                                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Sum: 42\r\n\r\n";
+        osend(c, r, sizeof(r) - 1, 0, 0);
+        break;
+    }
+    case O_LATE_CLOSE:
+        osend(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 43, 0, 0);
+        uv_timer_start(&c->timer, olate, 30, 0);
+        break;
+    }
+}
+
+static void oalloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    (void)hint;
+    oconn_t *c = h->data;
+    *b = uv_buf_init(c->buf + c->len, (unsigned)(sizeof(c->buf) - c->len));
+}
+
+static void oread(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    (void)b;
+    oconn_t *c = s->data;
+    if (n < 0) {
+        oconn_close(c);
+        return;
+    }
+    c->len += (size_t)n;
+    size_t r;
+    while (!c->closing && (r = request_len(c->buf, c->len)) > 0) {
+        memmove(c->buf, c->buf + r, c->len - r);
+        c->len -= r;
+        oanswer(c);
+    }
+    if (c->len == sizeof(c->buf))
+        c->len = 0; /* big uploads: we only count */
+}
+
+static void oaccept(uv_stream_t *srv, int status)
+{
+    origin_t *o = srv->data;
+    assert_int_equal(status, 0);
+    oconn_t *c = calloc(1, sizeof(*c));
+    c->o = o;
+    uv_tcp_init(&loop, &c->tcp);
+    uv_timer_init(&loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->handles = 2;
+    assert_int_equal(uv_accept(srv, (uv_stream_t *)&c->tcp), 0);
+    o->accepted++;
+    o->open++;
+    uv_read_start((uv_stream_t *)&c->tcp, oalloc, oread);
+}
+
+static void origin_start(origin_t *o, omode_t mode, int port)
+{
+    memset(o, 0, sizeof(*o));
+    o->mode = mode;
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", port, &a);
+    uv_tcp_init(&loop, &o->srv);
+    o->srv.data = o;
+    assert_int_equal(uv_tcp_bind(&o->srv, (struct sockaddr *)&a, 0), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&o->srv, 512, oaccept), 0);
+    int len = sizeof(a);
+    uv_tcp_getsockname(&o->srv, (struct sockaddr *)&a, &len);
+    o->port = ntohs(a.sin_port);
+}
+
+static void origin_stop(origin_t *o)
+{
+    uv_close((uv_handle_t *)&o->srv, NULL);
+}
+
+/* A port with nothing listening (connect → refused). */
+static int closed_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    socklen_t l = sizeof(a);
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* ---- config --------------------------------------------------------------------------------- */
+
+typedef struct {
+    gw_config_t cfg;
+    gw_cfg_upstream_t up;
+    gw_cfg_server_t srv[4];
+    char host[4][32];
+} tcfg_t;
+
+static void tcfg_init(tcfg_t *t, const int *ports, const unsigned *weights, size_t n)
+{
+    memset(t, 0, sizeof(*t));
+    for (size_t i = 0; i < n; i++) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&t->srv[i].addr.ss;
+        uv_ip4_addr("127.0.0.1", ports[i], a);
+        t->srv[i].addr.len = sizeof(*a);
+        snprintf(t->srv[i].addr.text, sizeof(t->srv[i].addr.text), "127.0.0.1:%d", ports[i]);
+        snprintf(t->host[i], sizeof(t->host[i]), "127.0.0.1");
+        t->srv[i].host = t->host[i];
+        t->srv[i].weight = weights ? weights[i] : 1;
+    }
+    t->up.name = "u";
+    t->up.servers = t->srv;
+    t->up.servers_len = n;
+    t->up.balance = GW_BALANCE_ROUND_ROBIN;
+    t->up.max_connections = 8;
+    t->up.max_idle = 8;
+    t->up.idle_timeout_ms = 60000;
+    t->up.connect_timeout_ms = 2000;
+    t->up.response_timeout_ms = 2000;
+    t->up.read_timeout_ms = 2000;
+    t->up.queue_size = 1024;
+    t->up.queue_timeout_ms = 2000;
+    t->up.retries = 1;
+    t->up.fail_threshold = 100;
+    t->up.eject_ms = 1000;
+    t->up.health_status = 200;
+    t->cfg.upstreams = &t->up;
+    t->cfg.upstreams_len = 1;
+}
+
+/* ---- client side ---------------------------------------------------------------------------- */
+
+typedef struct client {
+    gw_back_t *back;
+    int started, target, inflight, max_inflight;
+    int completed, errors, last_error, last_status, interim;
+    size_t body_bytes;
+    int cancel_on_body;
+    int trailers;
+    char body[64];
+    size_t body_len;
+    int idempotent;
+    const char *method;
+    struct sockaddr_in client_addr;
+    int use_client;
+} client_t;
+
+static void start_one(client_t *cl);
+
+static void c_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
+{
+    (void)x;
+    client_t *cl = ud;
+    assert_int_equal(h->status, 103);
+    cl->interim++;
+}
+
+static void c_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
+{
+    (void)x;
+    client_t *cl = ud;
+    cl->last_status = h->status;
+}
+
+static void c_body(gw_back_exch_t *x, void *ud, gw_rslice_t b)
+{
+    client_t *cl = ud;
+    if (cl->body_len + b.len <= sizeof(cl->body)) {
+        memcpy(cl->body + cl->body_len, b.buf->data + b.off, b.len);
+        cl->body_len += b.len;
+    }
+    cl->body_bytes += b.len;
+    if (cl->cancel_on_body) {
+        cl->inflight--;
+        cl->errors++;
+        cl->last_error = GW_E_CLOSED;
+        gw_back_cancel(x);
+    }
+}
+
+static void c_trailers(gw_back_exch_t *x, void *ud, const gw_back_field_t *f, size_t n)
+{
+    (void)x;
+    client_t *cl = ud;
+    assert_int_equal(n, 1);
+    assert_true(gw_slice_eq(f[0].value, GW_SLICE_LIT("42")));
+    cl->trailers++;
+}
+
+static void c_complete(gw_back_exch_t *x, void *ud)
+{
+    (void)x;
+    client_t *cl = ud;
+    cl->completed++;
+    cl->inflight--;
+    while (cl->started < cl->target && cl->inflight < cl->max_inflight)
+        start_one(cl);
+}
+
+static void c_error(gw_back_exch_t *x, void *ud, int code)
+{
+    (void)x;
+    client_t *cl = ud;
+    cl->errors++;
+    cl->last_error = code;
+    cl->inflight--;
+    while (cl->started < cl->target && cl->inflight < cl->max_inflight)
+        start_one(cl);
+}
+
+static const gw_back_cbs_t ccbs = {c_interim, c_head, c_body, c_trailers, c_complete, c_error};
+
+static int request(client_t *cl, gw_back_exch_t **out)
+{
+    gw_back_field_t f[] = {{GW_SLICE_LIT("Accept"), GW_SLICE_LIT("*/*")}};
+    gw_back_req_t r = {
+        .method = gw_slice_str(cl->method ? cl->method : "GET"),
+        .target = GW_SLICE_LIT("/x"),
+        .host = GW_SLICE_LIT("origin.test"),
+        .fields = f,
+        .fields_len = 1,
+        .body_len = 0,
+        .idempotent = cl->method ? cl->idempotent : 1,
+        .client = cl->use_client ? (struct sockaddr *)&cl->client_addr : NULL,
+    };
+    gw_back_exch_t *x = NULL;
+    int rc = gw_back_request(cl->back, 0, &r, &ccbs, cl, &x);
+    if (rc == 0) {
+        cl->started++;
+        cl->inflight++;
+    }
+    if (out)
+        *out = x;
+    return rc;
+}
+
+static void start_one(client_t *cl)
+{
+    int rc = request(cl, NULL);
+    if (rc < 0) {
+        cl->errors++;
+        cl->last_error = rc;
+        cl->started++;
+    }
+}
+
+/* Run the loop until pred() or the deadline (ms); returns pred(). */
+static int run_until(int (*pred)(void *), void *arg, uint64_t ms)
+{
+    uint64_t end = gw_now_ms() + ms;
+    while (!pred(arg) && gw_now_ms() < end)
+        uv_run(&loop, UV_RUN_ONCE);
+    return pred(arg);
+}
+
+static int done_pred(void *a)
+{
+    client_t *cl = a;
+    return cl->completed + cl->errors >= cl->target;
+}
+
+static int never(void *a)
+{
+    (void)a;
+    return 0;
+}
+
+static void run_for(uint64_t ms)
+{
+    uv_timer_t t;
+    uv_timer_init(&loop, &t);
+    uv_timer_start(&t, (uv_timer_cb)(void (*)(void))uv_stop, ms, 0);
+    run_until(never, NULL, ms);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&loop, UV_RUN_NOWAIT);
+}
+
+static void teardown_all(gw_back_t *b, origin_t *o, size_t n)
+{
+    gw_back_del(b);
+    for (size_t i = 0; i < n; i++)
+        origin_stop(&o[i]);
+    uint64_t end = gw_now_ms() + 2000;
+    while (uv_loop_alive(&loop) && gw_now_ms() < end)
+        uv_run(&loop, UV_RUN_NOWAIT);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    gw_log_set_level(GW_LOG_WARN);
+    return uv_loop_init(&loop);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    uv_run(&loop, UV_RUN_NOWAIT);
+    assert_int_equal(uv_loop_close(&loop), 0); /* every handle of ours was closed */
+    return 0;
+}
+
+static gw_back_t *mkback(tcfg_t *t)
+{
+    gw_back_t *b = NULL;
+    assert_int_equal(gw_back_new(&loop, &t->cfg, &b), 0);
+    return b;
+}
+
+/* ---- tests ---------------------------------------------------------------------------------- */
+
+static void reuse_sequential_1000(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_OK, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1000, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 10000));
+    assert_int_equal(cl.completed, 1000);
+    assert_int_equal(cl.errors, 0);
+    assert_int_equal(o.accepted, 1);
+    assert_int_equal(o.requests, 1000);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.opened, 1);
+    assert_int_equal(st.reused, 999);
+    assert_int_equal(st.idle, 1);
+    assert_int_equal(st.requests, 1000);
+    teardown_all(b, &o, 1);
+}
+
+static void reuse_concurrent_100_over_8(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_OK, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1000, .max_inflight = 100};
+    while (cl.started < 100)
+        start_one(&cl);
+    gw_back_stats_t st;
+    gw_back_stats(b, 0, &st);
+    assert_int_equal(st.open, 8);
+    assert_int_equal(st.queued, 92);
+    assert_true(run_until(done_pred, &cl, 10000));
+    assert_int_equal(cl.completed, 1000);
+    assert_int_equal(cl.errors, 0);
+    assert_true(o.accepted <= 8);
+    assert_int_equal(o.requests, 1000);
+    teardown_all(b, &o, 1);
+}
+
+static int idle_pred(void *a)
+{
+    void **v = a;
+    gw_back_stats_t st;
+    gw_back_stats(v[0], SIZE_MAX, &st);
+    return st.idle == *(unsigned *)v[1];
+}
+
+static void max_idle_and_idle_timeout(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_OK, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.max_connections = 4;
+    t.up.max_idle = 2;
+    t.up.idle_timeout_ms = 100;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 4, .max_inflight = 4};
+    for (int i = 0; i < 4; i++)
+        start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 4);
+    assert_int_equal(o.accepted, 4);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.idle, 2); /* the two beyond max_idle were closed */
+    assert_int_equal(st.closed, 2);
+    unsigned zero = 0;
+    void *arg[2] = {b, &zero};
+    uint64_t t0 = gw_now_ms();
+    assert_true(run_until(idle_pred, arg, 2000));
+    assert_true(gw_now_ms() - t0 >= 90);
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.open, 0);
+    assert_int_equal(st.closed, 4);
+    teardown_all(b, &o, 1);
+}
+
+static void max_requests_per_connection(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_OK, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.max_requests_per_connection = 3;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 10, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 10);
+    assert_int_equal(o.accepted, 4); /* 3 + 3 + 3 + 1 */
+    teardown_all(b, &o, 1);
+}
+
+static void retire_mode(omode_t mode)
+{
+    origin_t o;
+    origin_start(&o, mode, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 5, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 5);
+    assert_int_equal(cl.errors, 0);
+    assert_int_equal(cl.last_status, 200);
+    assert_int_equal(o.accepted, 5);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.reused, 0);
+    assert_int_equal(st.idle, 0);
+    teardown_all(b, &o, 1);
+}
+
+static void connection_close_retires(void **state)
+{
+    (void)state;
+    retire_mode(O_CLOSE);
+}
+
+static void http10_retires(void **state)
+{
+    (void)state;
+    retire_mode(O_HTTP10);
+}
+
+static void queue_full_503(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_SILENT, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.max_connections = 1;
+    t.up.queue_size = 2;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 4, .max_inflight = 4};
+    gw_back_exch_t *x[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(request(&cl, &x[i]), 0);
+    int rc = request(&cl, NULL);
+    assert_int_equal(rc, GW_E_LIMIT);
+    assert_int_equal(gw_back_status_for(rc), 503);
+    gw_back_stats_t st;
+    gw_back_stats(b, 0, &st);
+    assert_int_equal(st.queued, 2);
+    gw_back_cancel(x[1]); /* leaves the queue */
+    gw_back_stats(b, 0, &st);
+    assert_int_equal(st.queued, 1);
+    assert_int_equal(request(&cl, &x[1]), 0);
+    for (int i = 0; i < 3; i++)
+        gw_back_cancel(x[i]);
+    assert_int_equal(cl.errors, 0); /* cancel fires nothing */
+    teardown_all(b, &o, 1);
+}
+
+static void queue_timeout_504(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_SILENT, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.max_connections = 1;
+    t.up.queue_timeout_ms = 100;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 2, .max_inflight = 2};
+    gw_back_exch_t *x0, *x1;
+    assert_int_equal(request(&cl, &x0), 0);
+    assert_int_equal(request(&cl, &x1), 0);
+    uint64_t t0 = gw_now_ms();
+    cl.target = 1;
+    assert_true(run_until(done_pred, &cl, 2000));
+    uint64_t dt = gw_now_ms() - t0;
+    assert_int_equal(cl.errors, 1);
+    assert_int_equal(cl.last_error, GW_E_TIMEOUT);
+    assert_int_equal(gw_back_status_for(cl.last_error), 504);
+    assert_true(dt >= 90 && dt < 1500);
+    gw_back_cancel(x0);
+    teardown_all(b, &o, 1);
+}
+
+static void connect_timeout_504(void **state)
+{
+    (void)state;
+    /* A listener with backlog 0 that never accepts: once its queue is full the kernel drops
+     * further SYNs, so a connect hangs until our timeout. */
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 0), 0);
+    socklen_t l = sizeof(a);
+    getsockname(lfd, (struct sockaddr *)&a, &l);
+    int fill[4];
+    for (int i = 0; i < 4; i++) {
+        fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        connect(fill[i], (struct sockaddr *)&a, sizeof(a));
+    }
+    usleep(50000);
+    int port = ntohs(a.sin_port);
+    tcfg_t t;
+    tcfg_init(&t, &port, NULL, 1);
+    t.up.connect_timeout_ms = 150;
+    t.up.retries = 0;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    uint64_t t0 = gw_now_ms();
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.errors, 1);
+    assert_int_equal(cl.last_error, GW_E_TIMEOUT);
+    assert_true(gw_now_ms() - t0 >= 140);
+    teardown_all(b, NULL, 0);
+    for (int i = 0; i < 4; i++)
+        close(fill[i]);
+    close(lfd);
+}
+
+static void response_timeout_504_not_retried(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_SILENT, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.response_timeout_ms = 100;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.last_error, GW_E_TIMEOUT);
+    assert_int_equal(o.accepted, 1);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.retries, 0);
+    assert_int_equal(st.open, 0); /* the timed-out connection is closed, not pooled */
+    teardown_all(b, &o, 1);
+}
+
+static void body_timeout_504(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_STALL_BODY, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.read_timeout_ms = 100;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.last_status, 200);
+    assert_int_equal(cl.body_bytes, 5);
+    assert_int_equal(cl.errors, 1);
+    assert_int_equal(cl.last_error, GW_E_TIMEOUT);
+    teardown_all(b, &o, 1);
+}
+
+static void refused_502_retried_once(void **state)
+{
+    (void)state;
+    int port = closed_port();
+    tcfg_t t;
+    tcfg_init(&t, &port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.last_error, GW_E_IO);
+    assert_int_equal(gw_back_status_for(cl.last_error), 502);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.retries, 1);
+    assert_int_equal(st.opened, 2);
+    teardown_all(b, NULL, 0);
+}
+
+static void retry_get_after_silent_close(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_DROP_FIRST, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 1);
+    assert_int_equal(cl.last_status, 200);
+    assert_int_equal(o.accepted, 2);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.retries, 1);
+    teardown_all(b, &o, 1);
+}
+
+static void retry_goes_to_other_server(void **state)
+{
+    (void)state;
+    origin_t o[2];
+    origin_start(&o[0], O_DROP_ALL, 0);
+    origin_start(&o[1], O_OK, 0);
+    int ports[2] = {o[0].port, o[1].port};
+    tcfg_t t;
+    tcfg_init(&t, ports, NULL, 2);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 4, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 4);
+    assert_int_equal(cl.errors, 0);
+    assert_int_equal(o[0].dropped, 2); /* round-robin sent two there; both retried on o[1] */
+    assert_int_equal(o[1].requests, 4);
+    teardown_all(b, o, 2);
+}
+
+typedef struct {
+    int calls, status;
+} wctx_t;
+
+static void on_written(void *ud, int status)
+{
+    wctx_t *w = ud;
+    w->calls++;
+    w->status = status;
+}
+
+static void no_retry_post_with_streamed_body(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_DROP_FIRST, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    gw_back_req_t r = {.method = GW_SLICE_LIT("PUT"), /* idempotent, but its body went out */
+                       .target = GW_SLICE_LIT("/up"),
+                       .host = GW_SLICE_LIT("h"),
+                       .body_len = -1,
+                       .idempotent = 1};
+    gw_back_exch_t *x;
+    assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl, &x), 0);
+    cl.inflight = 1;
+    gw_rbuf_t *rb = gw_rbuf_new(16);
+    memcpy(rb->data, "0123456789", 10);
+    rb->len = 10;
+    wctx_t w = {0};
+    assert_int_equal(gw_back_write_body(x, rb, 0, 10, on_written, &w), 0);
+    gw_rbuf_unref(rb); /* the back holds its own reference */
+    assert_int_equal(gw_back_end_body(x, NULL, 0), 0);
+    assert_int_equal(gw_back_write_body(x, rb, 0, 1, on_written, &w), GW_E_INVAL);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(w.calls, 1);
+    assert_int_equal(w.status, 0);
+    assert_int_equal(cl.errors, 1);
+    assert_int_equal(cl.last_error, GW_E_IO);
+    assert_int_equal(o.accepted, 1);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.retries, 0);
+    teardown_all(b, &o, 1);
+}
+
+static void no_retry_non_idempotent(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_DROP_FIRST, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1, .method = "POST", .idempotent = 0};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.last_error, GW_E_IO);
+    assert_int_equal(o.accepted, 1);
+    teardown_all(b, &o, 1);
+}
+
+static void post_content_length_body(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_OK, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 2, .max_inflight = 1};
+    gw_back_req_t r = {.method = GW_SLICE_LIT("POST"),
+                       .target = GW_SLICE_LIT("/up"),
+                       .host = GW_SLICE_LIT("h"),
+                       .body_len = 6};
+    gw_back_exch_t *x;
+    assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl, &x), 0);
+    cl.inflight = 1;
+    cl.started = 1;
+    gw_rbuf_t *rb = gw_rbuf_new(16);
+    memcpy(rb->data, "abcdef", 6);
+    wctx_t w = {0};
+    assert_int_equal(gw_back_end_body(x, NULL, 0), GW_E_INVAL); /* 0 of 6 bytes */
+    assert_int_equal(gw_back_write_body(x, rb, 0, 7, on_written, &w), GW_E_INVAL);
+    assert_int_equal(gw_back_write_body(x, rb, 0, 3, on_written, &w), 0);
+    assert_int_equal(gw_back_write_body(x, rb, 3, 3, on_written, &w), 0);
+    gw_rbuf_unref(rb);
+    assert_int_equal(gw_back_end_body(x, NULL, 0), 0);
+    assert_true(run_until(done_pred, &cl, 3000) || cl.completed == 1);
+    cl.target = 1;
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 1);
+    assert_int_equal(w.calls, 2);
+    assert_int_equal(o.requests, 1);
+    /* the connection went back to the pool: the request was complete */
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.idle, 1);
+    teardown_all(b, &o, 1);
+}
+
+static void chunked_trailers_interim(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_CHUNKED, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 3, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 3);
+    assert_int_equal(cl.interim, 3);
+    assert_int_equal(cl.trailers, 3);
+    assert_int_equal(cl.body_len, 33);
+    assert_memory_equal(cl.body, "hello worldhello worldhello world", 33);
+    assert_int_equal(o.accepted, 1);
+    teardown_all(b, &o, 1);
+}
+
+static void cancel_mid_body_closes(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_BIG, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1, .cancel_on_body = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 0);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.open, 0);
+    assert_int_equal(st.idle, 0);
+    cl.cancel_on_body = 0;
+    cl.target = 2;
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 5000));
+    assert_int_equal(cl.completed, 1);
+    assert_int_equal(cl.body_bytes, (size_t)(1 << 20) + cl.body_bytes - (1 << 20));
+    assert_int_equal(o.accepted, 2); /* the cancelled connection was not reused */
+    teardown_all(b, &o, 1);
+}
+
+typedef struct {
+    client_t *cl;
+    gw_back_exch_t *x;
+    int paused_seen;
+} pctx_t;
+
+static void pause_resume_backpressure(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_BIG, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.read_timeout_ms = 100; /* must not fire while paused */
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    gw_back_exch_t *x;
+    assert_int_equal(request(&cl, &x), 0);
+    gw_back_pause_reading(x);
+    run_for(300);
+    assert_int_equal(cl.errors, 0);
+    assert_int_equal(cl.body_bytes, 0);
+    gw_back_resume_reading(x);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 1);
+    assert_int_equal(cl.body_bytes, 1 << 20);
+    teardown_all(b, &o, 1);
+}
+
+static void idle_close_by_origin_detected(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_LATE_CLOSE, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.idle, 1);
+    run_for(150); /* the origin closes the idle connection after 30 ms */
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.idle, 0);
+    assert_int_equal(st.open, 0);
+    cl.target = 2;
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 2);
+    assert_int_equal(cl.errors, 0);
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.retries, 0);
+    assert_int_equal(st.reused, 0);
+    assert_int_equal(o.accepted, 2);
+    teardown_all(b, &o, 1);
+}
+
+static void ejection_and_return(void **state)
+{
+    (void)state;
+    int port = closed_port();
+    tcfg_t t;
+    tcfg_init(&t, &port, NULL, 1);
+    t.up.fail_threshold = 2;
+    t.up.eject_ms = 200;
+    t.up.retries = 0;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 2, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.errors, 2);
+    assert_int_equal(gw_back_server_ejected(b, 0, 0), 1);
+    int rc = request(&cl, NULL);
+    assert_int_equal(rc, GW_E_NOENT);
+    assert_int_equal(gw_back_status_for(rc), 502);
+    /* The origin comes up on that port; after the back-off the server is used again. */
+    origin_t o;
+    origin_start(&o, O_OK, port);
+    run_for(250);
+    assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
+    cl.target = 3;
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 1);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.ejections, 1);
+    teardown_all(b, &o, 1);
+}
+
+static void active_health_check_returns_server(void **state)
+{
+    (void)state;
+    int port = closed_port();
+    tcfg_t t;
+    tcfg_init(&t, &port, NULL, 1);
+    t.up.fail_threshold = 1;
+    t.up.eject_ms = 60000; /* only the health check can bring it back */
+    t.up.retries = 0;
+    t.up.health_path = "/health";
+    t.up.health_interval_ms = 50;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(gw_back_server_ejected(b, 0, 0), 1);
+    origin_t o;
+    origin_start(&o, O_OK, port);
+    run_for(300);
+    assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
+    assert_true(o.requests >= 1);
+    teardown_all(b, &o, 1);
+}
+
+static void all_ejected_fails_queued(void **state)
+{
+    (void)state;
+    /* Every server ejected while exchanges wait: they fail with GW_E_NOENT, not at timeout. */
+    int port = closed_port();
+    tcfg_t t;
+    tcfg_init(&t, &port, NULL, 1);
+    t.up.fail_threshold = 1;
+    t.up.retries = 0;
+    t.up.max_connections = 1;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 3, .max_inflight = 3};
+    for (int i = 0; i < 3; i++)
+        start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.errors, 3);
+    assert_int_equal(cl.last_error, GW_E_NOENT);
+    teardown_all(b, NULL, 0);
+}
+
+static void round_robin_weights(void **state)
+{
+    (void)state;
+    origin_t o[3];
+    unsigned w[3] = {1, 2, 1};
+    int ports[3];
+    for (int i = 0; i < 3; i++) {
+        origin_start(&o[i], O_OK, 0);
+        ports[i] = o[i].port;
+    }
+    tcfg_t t;
+    tcfg_init(&t, ports, w, 3);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 400, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 5000));
+    assert_int_equal(cl.completed, 400);
+    assert_int_equal(o[0].requests, 100);
+    assert_int_equal(o[1].requests, 200);
+    assert_int_equal(o[2].requests, 100);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(o[i].accepted, 1);
+    teardown_all(b, o, 3);
+}
+
+static void least_connections(void **state)
+{
+    (void)state;
+    origin_t o[2];
+    origin_start(&o[0], O_SILENT, 0);
+    origin_start(&o[1], O_OK, 0);
+    int ports[2] = {o[0].port, o[1].port};
+    tcfg_t t;
+    tcfg_init(&t, ports, NULL, 2);
+    t.up.balance = GW_BALANCE_LEAST_CONN;
+    gw_back_t *b = mkback(&t);
+    client_t hold = {.back = b, .target = 1, .max_inflight = 1};
+    gw_back_exch_t *held[2];
+    /* Two held requests: least-conn spreads them one per server. */
+    assert_int_equal(request(&hold, &held[0]), 0);
+    assert_int_equal(request(&hold, &held[1]), 0);
+    gw_back_stats_t s0, s1;
+    gw_back_server_stats(b, 0, 0, &s0);
+    gw_back_server_stats(b, 0, 1, &s1);
+    assert_int_equal(s0.active, 1);
+    assert_int_equal(s1.active, 1);
+    client_t cl = {.back = b, .target = 20, .max_inflight = 1};
+    start_one(&cl);
+    /* o[1] finishes its held request; from then on it always has fewer busy connections. */
+    hold.target = 1;
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 20);
+    assert_int_equal(o[1].requests, 21);
+    assert_int_equal(o[0].requests, 1);
+    gw_back_cancel(held[0]);
+    teardown_all(b, o, 2);
+}
+
+static void hash_sticky(void **state)
+{
+    (void)state;
+    origin_t o[3];
+    int ports[3];
+    for (int i = 0; i < 3; i++) {
+        origin_start(&o[i], O_OK, 0);
+        ports[i] = o[i].port;
+    }
+    tcfg_t t;
+    tcfg_init(&t, ports, NULL, 3);
+    t.up.balance = GW_BALANCE_HASH_CLIENT;
+    gw_back_t *b = mkback(&t);
+    int used[3] = {0};
+    for (int c = 0; c < 30; c++) {
+        client_t cl = {.back = b, .target = 5, .max_inflight = 1, .use_client = 1};
+        char ip[32];
+        snprintf(ip, sizeof(ip), "10.0.%d.%d", c / 7, c * 13 % 250 + 1);
+        uv_ip4_addr(ip, 1000 + c, &cl.client_addr);
+        int before[3] = {o[0].requests, o[1].requests, o[2].requests};
+        start_one(&cl);
+        assert_true(run_until(done_pred, &cl, 3000));
+        assert_int_equal(cl.completed, 5);
+        int hit = 0;
+        for (int i = 0; i < 3; i++) {
+            int d = o[i].requests - before[i];
+            assert_true(d == 0 || d == 5); /* all five on one server */
+            if (d == 5) {
+                hit++;
+                used[i] = 1;
+            }
+        }
+        assert_int_equal(hit, 1);
+    }
+    assert_true(used[0] + used[1] + used[2] >= 2); /* spread over servers */
+    teardown_all(b, o, 3);
+}
+
+static void bad_request_fields(void **state)
+{
+    (void)state;
+    tcfg_t t;
+    int port = closed_port();
+    tcfg_init(&t, &port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    gw_back_field_t f[] = {{GW_SLICE_LIT("X-A"), GW_SLICE_LIT("a\r\nX-Smuggle: 1")}};
+    gw_back_req_t r = {.method = GW_SLICE_LIT("GET"),
+                       .target = GW_SLICE_LIT("/"),
+                       .host = GW_SLICE_LIT("h"),
+                       .fields = f,
+                       .fields_len = 1};
+    gw_back_exch_t *x;
+    assert_int_equal(gw_back_request(b, 0, &r, &ccbs, NULL, &x), GW_E_INVAL);
+    assert_null(x);
+    assert_int_equal(gw_back_request(b, 7, &r, &ccbs, NULL, &x), GW_E_RANGE);
+    teardown_all(b, NULL, 0);
+}
+
+static void tls_upstream_refused(void **state)
+{
+    (void)state;
+    tcfg_t t;
+    int port = 443;
+    tcfg_init(&t, &port, NULL, 1);
+    t.up.tls = 1;
+    gw_back_t *b = NULL;
+    assert_int_equal(gw_back_new(&loop, &t.cfg, &b), GW_E_UNSUPPORTED);
+    assert_null(b);
+}
+
+static void del_fails_live_exchanges(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_SILENT, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.max_connections = 1;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 3, .max_inflight = 3};
+    for (int i = 0; i < 3; i++)
+        start_one(&cl);
+    run_for(50);
+    gw_back_del(b);
+    assert_int_equal(cl.errors, 3);
+    assert_int_equal(cl.last_error, GW_E_CLOSED);
+    teardown_all(NULL, &o, 1);
+}
+
+int main(void)
+{
+    memset(big_body, 'b', sizeof(big_body));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(reuse_sequential_1000, setup, teardown),
+        cmocka_unit_test_setup_teardown(reuse_concurrent_100_over_8, setup, teardown),
+        cmocka_unit_test_setup_teardown(max_idle_and_idle_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(max_requests_per_connection, setup, teardown),
+        cmocka_unit_test_setup_teardown(connection_close_retires, setup, teardown),
+        cmocka_unit_test_setup_teardown(http10_retires, setup, teardown),
+        cmocka_unit_test_setup_teardown(queue_full_503, setup, teardown),
+        cmocka_unit_test_setup_teardown(queue_timeout_504, setup, teardown),
+        cmocka_unit_test_setup_teardown(connect_timeout_504, setup, teardown),
+        cmocka_unit_test_setup_teardown(response_timeout_504_not_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(body_timeout_504, setup, teardown),
+        cmocka_unit_test_setup_teardown(refused_502_retried_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(retry_get_after_silent_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(retry_goes_to_other_server, setup, teardown),
+        cmocka_unit_test_setup_teardown(no_retry_post_with_streamed_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(no_retry_non_idempotent, setup, teardown),
+        cmocka_unit_test_setup_teardown(post_content_length_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(chunked_trailers_interim, setup, teardown),
+        cmocka_unit_test_setup_teardown(cancel_mid_body_closes, setup, teardown),
+        cmocka_unit_test_setup_teardown(pause_resume_backpressure, setup, teardown),
+        cmocka_unit_test_setup_teardown(idle_close_by_origin_detected, setup, teardown),
+        cmocka_unit_test_setup_teardown(ejection_and_return, setup, teardown),
+        cmocka_unit_test_setup_teardown(active_health_check_returns_server, setup, teardown),
+        cmocka_unit_test_setup_teardown(all_ejected_fails_queued, setup, teardown),
+        cmocka_unit_test_setup_teardown(round_robin_weights, setup, teardown),
+        cmocka_unit_test_setup_teardown(least_connections, setup, teardown),
+        cmocka_unit_test_setup_teardown(hash_sticky, setup, teardown),
+        cmocka_unit_test_setup_teardown(bad_request_fields, setup, teardown),
+        cmocka_unit_test_setup_teardown(tls_upstream_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(del_fails_live_exchanges, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
