@@ -276,6 +276,8 @@ static int h1_on_complete(void *ud)
     conn_t *c = ud;
     if (c->req_answered)
         return 0;
+    if (c->flags & GW_CONN_F_STOPPING)
+        c->req_keep_alive = 0; /* graceful stop: this is the connection's last response */
     return respond(c, 503, no_proxy_body, c->req_keep_alive);
 }
 

@@ -19,7 +19,7 @@ import time
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-H2GATE_BIN = os.environ.get("H2GATE_BIN", os.path.join(ROOT, "build", "gateway", "h2gate"))
+H2GATE_BIN = os.path.abspath(os.environ.get("H2GATE_BIN", os.path.join(ROOT, "build", "gateway", "h2gate")))
 
 
 def free_port(family=socket.AF_INET, host="127.0.0.1"):

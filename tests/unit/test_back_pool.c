@@ -440,11 +440,17 @@ static int never(void *a)
     return 0;
 }
 
+static void wake(uv_timer_t *t)
+{
+    (void)t;
+}
+
+/* Run the loop for ms (a timer wakes it at the end). */
 static void run_for(uint64_t ms)
 {
     uv_timer_t t;
     uv_timer_init(&loop, &t);
-    uv_timer_start(&t, (uv_timer_cb)(void (*)(void))uv_stop, ms, 0);
+    uv_timer_start(&t, wake, ms, 0);
     run_until(never, NULL, ms);
     uv_close((uv_handle_t *)&t, NULL);
     uv_run(&loop, UV_RUN_NOWAIT);
@@ -952,11 +958,12 @@ static void cancel_mid_body_closes(void **state)
     assert_int_equal(st.open, 0);
     assert_int_equal(st.idle, 0);
     cl.cancel_on_body = 0;
+    cl.body_bytes = 0;
     cl.target = 2;
     start_one(&cl);
     assert_true(run_until(done_pred, &cl, 5000));
     assert_int_equal(cl.completed, 1);
-    assert_int_equal(cl.body_bytes, (size_t)(1 << 20) + cl.body_bytes - (1 << 20));
+    assert_int_equal(cl.body_bytes, 1 << 20);
     assert_int_equal(o.accepted, 2); /* the cancelled connection was not reused */
     teardown_all(b, &o, 1);
 }

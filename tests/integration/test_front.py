@@ -1,0 +1,395 @@
+"""The running gateway's front side, driven by independent clients (curl, openssl, python3-h2,
+raw sockets). Until the translator exists every request gets an honest 503."""
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import time
+
+import h2.connection
+import h2.config
+import h2.events
+import pytest
+
+from conftest import free_port, run, wait_port
+
+NO_PROXY = "h2gate: no origin forwarding in this build (the proxy layer is not implemented yet)\n"
+
+
+def config(tls_port=None, plain_port=None, extra="", tls_extra="", workers=1, certdir="state",
+           plain_protocols=None):
+    lines = [f"workers: {workers}", "log_level: debug", "listen:"]
+    if tls_port:
+        lines += [f"  - address: 127.0.0.1:{tls_port}",
+                  "    tls:",
+                  f"      certificate: {certdir}/cert.pem",
+                  f"      key: {certdir}/key.pem",
+                  "      self_signed: true"] + (["      " + l for l in tls_extra.splitlines()] if tls_extra else [])
+    if plain_port:
+        lines.append(f"  - address: 127.0.0.1:{plain_port}")
+        if plain_protocols:
+            lines.append(f"    protocols: [{', '.join(plain_protocols)}]")
+    lines += ["upstreams:", "  app:", "    servers: [127.0.0.1:9]",
+              "routes:", "  - { host: '*', path: /, upstream: app }"]
+    return "\n".join(lines) + "\n" + extra
+
+
+@pytest.fixture
+def gw(gateway):
+    tls_port, plain_port = free_port(), free_port()
+    g = gateway(config(tls_port, plain_port), wait=[("127.0.0.1", tls_port), ("127.0.0.1", plain_port)])
+    g.tls_port, g.plain_port = tls_port, plain_port
+    return g
+
+
+def curl(*args, timeout=15):
+    return run(["curl", "-sS", "--max-time", "10", *args], timeout=timeout)
+
+
+def test_curl_http11_cleartext_gets_honest_503(gw):
+    r = curl("-i", "--http1.1", f"http://127.0.0.1:{gw.plain_port}/index.html",
+             "-w", "%{http_version}")
+    assert r.returncode == 0, r.stderr
+    # (text mode: curl's CRLFs arrive as newlines)
+    assert r.stdout.startswith("HTTP/1.1 503 Service Unavailable\n")
+    assert "server: h2gate\n" in r.stdout
+    assert r.stdout.endswith(NO_PROXY + "1.1")
+    assert "method=GET path=/index.html status=503" in gw.log()
+
+
+def test_curl_over_tls_negotiates_http11_and_gets_503(gw):
+    # The HTTP/2 engine is not in this build, so ALPN offers http/1.1 only and curl --http2
+    # falls back to it: no pretending.
+    r = curl("-k", "--http2", f"https://127.0.0.1:{gw.tls_port}/", "-w", "\n%{http_code} %{http_version}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == NO_PROXY + "\n503 1.1"
+
+
+def test_self_signed_certificate_generated_for_localhost(gw):
+    cert = os.path.join(gw.workdir, "state", "cert.pem")
+    key = os.path.join(gw.workdir, "state", "key.pem")
+    assert os.path.exists(cert) and os.path.exists(key)
+    assert oct(os.stat(key).st_mode & 0o777) == "0o600"
+    text = run(["openssl", "x509", "-in", cert, "-noout", "-text"]).stdout
+    assert "DNS:localhost" in text and "IP Address:127.0.0.1" in text
+    # the client can verify the server against it
+    r = curl("--cacert", cert, f"https://localhost:{gw.tls_port}/", "-o", "/dev/null",
+             "-w", "%{http_code}")
+    assert r.stdout == "503", r.stderr
+
+
+def test_openssl_s_client_alpn(gw):
+    r = run(["openssl", "s_client", "-connect", f"127.0.0.1:{gw.tls_port}", "-alpn",
+             "h2,http/1.1", "-servername", "localhost"], timeout=15, input="")
+    assert "ALPN protocol: http/1.1" in r.stdout, r.stdout[-2000:]
+    assert re.search(r"Protocol\s*:\s*TLSv1\.3", r.stdout) or "TLSv1.3" in r.stdout
+
+
+def test_tls12_is_accepted_with_aead_cipher(gw):
+    r = run(["openssl", "s_client", "-connect", f"127.0.0.1:{gw.tls_port}", "-tls1_2"],
+            timeout=15, input="")
+    m = re.search(r"Cipher is (\S+)", r.stdout)
+    assert m, r.stdout[-2000:]
+    assert "GCM" in m.group(1) or "CHACHA20" in m.group(1)
+    assert m.group(1).startswith("ECDHE")
+
+
+def test_h2c_prior_knowledge_is_refused_honestly(gw):
+    """python3-h2 speaks h2c; the gateway answers with its SETTINGS and GOAWAY
+    HTTP_1_1_REQUIRED (RFC 9113 §7) because the HTTP/2 engine is not in this build."""
+    s = socket.create_connection(("127.0.0.1", gw.plain_port), timeout=5)
+    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    c.initiate_connection()
+    c.send_headers(1, [(":method", "GET"), (":path", "/"), (":scheme", "http"),
+                       (":authority", "localhost")], end_stream=True)
+    s.sendall(c.data_to_send())
+    events = []
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        data = s.recv(65536)
+        if not data:
+            break
+        events += c.receive_data(data)
+    s.close()
+    goaways = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+    assert goaways, events
+    assert goaways[0].error_code == 0xd
+    assert goaways[0].last_stream_id == 0
+    assert b"HTTP/2 is not in this build" in goaways[0].additional_data
+    assert isinstance(events[0], h2.events.RemoteSettingsChanged)  # SETTINGS came first
+
+
+def test_curl_h2c_prior_knowledge_sees_goaway(gw):
+    r = curl("-v", "--http2-prior-knowledge", f"http://127.0.0.1:{gw.plain_port}/")
+    assert r.returncode != 0
+    assert "GOAWAY" in r.stderr and "error=13" in r.stderr
+
+
+def test_garbage_first_bytes_close_the_connection(gw):
+    s = socket.create_connection(("127.0.0.1", gw.plain_port), timeout=5)
+    s.sendall(b"\x16\x03\x01\x00\xa5\x01\x00\x00")  # a TLS ClientHello on the cleartext port
+    assert s.recv(100) == b""  # closed without an answer
+    s.close()
+    assert "bad_preface" in gw.log()
+
+
+def raw_exchange(port, data, timeout=5):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(data)
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+    except socket.timeout:
+        pass
+    s.close()
+    return out
+
+
+def test_pipelined_requests_answered_in_order(gw):
+    reqs = b"".join(b"GET /p%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(5))
+    reqs += b"GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    out = raw_exchange(gw.plain_port, reqs)
+    assert out.count(b"HTTP/1.1 503 ") == 6
+    assert out.rstrip().endswith(NO_PROXY.strip().encode())
+    paths = re.findall(r"path=(/\w+) status=503", gw.log())
+    assert paths == ["/p0", "/p1", "/p2", "/p3", "/p4", "/last"]
+
+
+@pytest.mark.parametrize("req,reason", [
+    (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", b""),
+    (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcd", b""),
+    (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n", b"transfer-encoding does not end in chunked"),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n", b"obs-fold in message head"),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX-Bad: a\rb\r\n\r\n", b"bare CR in message head"),
+    (b"GET / HTTP/1.1\r\n\r\n", b"missing host"),
+], ids=["cl+te", "cl,cl", "te-not-chunked", "obs-fold", "bare-cr", "no-host"])
+def test_smuggling_attempts_get_400_and_close(gw, req, reason):
+    # followed by a second request that must never be answered (the connection is closed)
+    out = raw_exchange(gw.plain_port, req + b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 400 Bad Request\r\n"), out
+    assert b"connection: close\r\n" in out
+    assert reason in out
+    assert out.count(b"HTTP/1.1") == 1
+    assert "/smuggled" not in gw.log()
+
+
+def test_oversized_head_gets_431(gateway):
+    port = free_port()
+    g = gateway(config(plain_port=port, extra="limits: {max_request_head: 2KiB}\n"),
+                wait=[("127.0.0.1", port)])
+    out = raw_exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 4000 + b"\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"), out
+
+
+def test_expect_100_continue_gets_final_status_without_body(gw):
+    r = curl("-i", "--http1.1", "-H", "Expect: 100-continue", "--data-binary", "x" * 2000,
+             f"http://127.0.0.1:{gw.plain_port}/upload")
+    assert r.stdout.startswith("HTTP/1.1 503"), r.stdout
+    assert "HTTP/1.1 100" not in r.stdout
+
+
+def test_upgrade_h2c_is_not_switched(gw):
+    out = raw_exchange(gw.plain_port, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                       b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+                       b"GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert b"101" not in out.split(b"\r\n")[0]
+    assert out.count(b"HTTP/1.1 503") == 2
+
+
+def test_head_request_has_no_body(gw):
+    out = raw_exchange(gw.plain_port, b"HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503")
+    assert b"content-length: 84" in head
+    assert body == b""
+
+
+def test_header_timeout_cuts_slowloris(gateway):
+    port = free_port()
+    g = gateway(config(plain_port=port, extra="timeouts: {header: 1s, idle: 30s, first_request: 30s}\n"),
+                wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    start = time.monotonic()
+    got = b""
+    try:
+        for ch in b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100:
+            s.sendall(bytes([ch]))
+            time.sleep(0.05)  # one byte every 50 ms: the deadline is for the whole head
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    try:
+        got = s.recv(4096)
+    except (socket.timeout, ConnectionResetError):
+        pass
+    elapsed = time.monotonic() - start
+    s.close()
+    assert got.startswith(b"HTTP/1.1 408"), got
+    assert elapsed < 4
+    assert "kind=header" in g.log()
+
+
+def test_idle_timeout_closes_keepalive_connection(gateway):
+    port = free_port()
+    gateway(config(plain_port=port, extra="timeouts: {idle: 500ms}\n"), wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    first = s.recv(65536)
+    assert first.startswith(b"HTTP/1.1 503")
+    start = time.monotonic()
+    assert s.recv(10) == b""  # closed by the gateway
+    assert 0.3 < time.monotonic() - start < 3
+    s.close()
+
+
+def test_first_request_timeout(gateway):
+    port = free_port()
+    g = gateway(config(plain_port=port, extra="timeouts: {first_request: 500ms}\n"),
+                wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    start = time.monotonic()
+    assert s.recv(10) == b""
+    assert time.monotonic() - start < 3
+    s.close()
+    assert "kind=first_request" in g.log()
+
+
+def test_tls_handshake_timeout(gateway):
+    port = free_port()
+    g = gateway(config(tls_port=port, extra="timeouts: {handshake: 500ms}\n"),
+                wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"\x16\x03\x01")  # a ClientHello that never completes
+    start = time.monotonic()
+    assert s.recv(10) == b""
+    assert time.monotonic() - start < 3
+    s.close()
+    assert "kind=handshake" in g.log()
+
+
+def test_sni_picks_certificate(gateway, tmp_path):
+    for name in ("a.test", "b.test"):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(tmp_path / f"{name}.key"),
+                        "-out", str(tmp_path / f"{name}.pem"), "-days", "2", "-subj", f"/CN={name}",
+                        "-addext", f"subjectAltName=DNS:{name},DNS:*.{name}"],
+                       check=True, capture_output=True)
+    port = free_port()
+    cfg = (f"listen:\n  - address: 127.0.0.1:{port}\n    tls:\n      certificates:\n"
+           f"        - {{certificate: {tmp_path}/a.test.pem, key: {tmp_path}/a.test.key, names: [a.test]}}\n"
+           f"        - {{certificate: {tmp_path}/b.test.pem, key: {tmp_path}/b.test.key, names: [b.test, '*.b.test']}}\n"
+           "upstreams: {app: {servers: [127.0.0.1:9]}}\nroutes: [{upstream: app}]\n")
+    gateway(cfg, wait=[("127.0.0.1", port)])
+
+    def subject(sni):
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            with ctx.wrap_socket(s, server_hostname=sni) as t:
+                der = t.getpeercert(binary_form=True)
+        pem = ssl.DER_cert_to_PEM_cert(der)
+        return run(["openssl", "x509", "-noout", "-subject"], input=pem).stdout
+
+    assert "CN = a.test" in subject("a.test")
+    assert "CN = b.test" in subject("b.test")
+    assert "CN = b.test" in subject("www.b.test")  # wildcard
+    assert "CN = a.test" in subject("unknown.example")  # the default
+    # and curl verifies b.test's chain when it asks for b.test
+    r = curl("--cacert", str(tmp_path / "b.test.pem"), "--resolve", f"b.test:{port}:127.0.0.1",
+             f"https://b.test:{port}/", "-o", "/dev/null", "-w", "%{http_code}")
+    assert r.stdout == "503", r.stderr
+
+
+def test_bad_certificate_refused_at_start_with_file_name(gateway, tmp_path, h2gate_bin):
+    (tmp_path / "bad.pem").write_text("not a certificate\n")
+    (tmp_path / "bad.key").write_text("not a key\n")
+    port = free_port()
+    p = tmp_path / "g.yaml"
+    p.write_text(f"listen:\n  - address: 127.0.0.1:{port}\n    tls: {{certificate: {tmp_path}/bad.pem, key: {tmp_path}/bad.key}}\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9]}}\nroutes: [{upstream: app}]\n")
+    r = run([h2gate_bin, "-c", str(p)], timeout=10)
+    assert r.returncode == 1
+    assert f"file={tmp_path}/bad.pem" in r.stderr
+
+
+def test_port_in_use_refused_at_start(h2gate_bin, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        p = tmp_path / "g.yaml"
+        p.write_text(f"listen: [{{address: 127.0.0.1:{port}}}]\n"
+                     "upstreams: {app: {servers: [127.0.0.1:9]}}\nroutes: [{upstream: app}]\n")
+        r = run([h2gate_bin, "-c", str(p)], timeout=10)
+    assert r.returncode == 1
+    assert f"address=127.0.0.1:{port}" in r.stderr and "in use" in r.stderr
+
+
+def test_ipv6_listener(gateway):
+    try:
+        port = free_port(socket.AF_INET6, "::1")
+    except OSError:
+        pytest.skip("no IPv6 loopback")
+    cfg = (f"listen: [{{address: '[::1]:{port}'}}]\n"
+           "upstreams: {app: {servers: [127.0.0.1:9]}}\nroutes: [{upstream: app}]\n")
+    gateway(cfg, wait=[("::1", port)])
+    r = curl("-g", f"http://[::1]:{port}/", "-o", "/dev/null", "-w", "%{http_code}")
+    assert r.stdout == "503"
+
+
+def test_workers_share_connections(gateway):
+    port = free_port()
+    g = gateway(config(plain_port=port, workers=2), wait=[("127.0.0.1", port)])
+    for _ in range(40):
+        raw_exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    g.stop()
+    counts = {int(w): int(n) for w, n in re.findall(r"event=worker_stats worker=(\d+) accepted=(\d+)", g.log())}
+    assert set(counts) == {0, 1}
+    assert sum(counts.values()) >= 40  # the wait_port probe connects too
+    assert min(counts.values()) > 0, counts
+
+
+def test_sigterm_stops_cleanly(gateway):
+    port = free_port()
+    g = gateway(config(plain_port=port), wait=[("127.0.0.1", port)])
+    g.signal(signal.SIGTERM)
+    assert g.wait(10) == 0
+    assert "event=stopped status=ok" in g.log()
+
+
+def test_graceful_stop_lets_request_in_flight_finish(gateway):
+    port = free_port()
+    g = gateway(config(plain_port=port, extra="timeouts: {graceful_shutdown: 5s}\n"), wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345")
+    time.sleep(0.3)
+    g.signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert g.proc.poll() is None  # still draining our request
+    s.sendall(b"67890")
+    resp = s.recv(65536)
+    assert resp.startswith(b"HTTP/1.1 503")
+    assert b"connection: close" in resp  # no more requests on this connection
+    s.close()
+    assert g.wait(10) == 0
+
+
+def test_second_signal_stops_at_once(gateway):
+    port = free_port()
+    g = gateway(config(plain_port=port, extra="timeouts: {graceful_shutdown: 30s}\n"), wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n1")
+    time.sleep(0.3)
+    g.signal(signal.SIGTERM)
+    time.sleep(0.3)
+    start = time.monotonic()
+    g.signal(signal.SIGINT)
+    assert g.wait(10) == 0
+    assert time.monotonic() - start < 3
+    s.close()
