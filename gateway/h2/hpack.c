@@ -1,0 +1,572 @@
+/* h2/hpack.c — HPACK decoder and encoder (RFC 7541). */
+#include "h2/hpack.h"
+
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "h2/hpack_internal.h"
+
+#define ENTRY_OVERHEAD 32 /* §4.1 */
+#define STATIC_LEN 61
+
+/* Appendix A. */
+static const struct {
+    gw_slice_t name, value;
+} static_table[STATIC_LEN] = {
+    {GW_SLICE_LIT(":authority"), GW_SLICE_LIT("")},                   /* 1 */
+    {GW_SLICE_LIT(":method"), GW_SLICE_LIT("GET")},                   /* 2 */
+    {GW_SLICE_LIT(":method"), GW_SLICE_LIT("POST")},                  /* 3 */
+    {GW_SLICE_LIT(":path"), GW_SLICE_LIT("/")},                       /* 4 */
+    {GW_SLICE_LIT(":path"), GW_SLICE_LIT("/index.html")},             /* 5 */
+    {GW_SLICE_LIT(":scheme"), GW_SLICE_LIT("http")},                  /* 6 */
+    {GW_SLICE_LIT(":scheme"), GW_SLICE_LIT("https")},                 /* 7 */
+    {GW_SLICE_LIT(":status"), GW_SLICE_LIT("200")},                   /* 8 */
+    {GW_SLICE_LIT(":status"), GW_SLICE_LIT("204")},                   /* 9 */
+    {GW_SLICE_LIT(":status"), GW_SLICE_LIT("206")},                   /* 10 */
+    {GW_SLICE_LIT(":status"), GW_SLICE_LIT("304")},                   /* 11 */
+    {GW_SLICE_LIT(":status"), GW_SLICE_LIT("400")},                   /* 12 */
+    {GW_SLICE_LIT(":status"), GW_SLICE_LIT("404")},                   /* 13 */
+    {GW_SLICE_LIT(":status"), GW_SLICE_LIT("500")},                   /* 14 */
+    {GW_SLICE_LIT("accept-charset"), GW_SLICE_LIT("")},               /* 15 */
+    {GW_SLICE_LIT("accept-encoding"), GW_SLICE_LIT("gzip, deflate")}, /* 16 */
+    {GW_SLICE_LIT("accept-language"), GW_SLICE_LIT("")},              /* 17 */
+    {GW_SLICE_LIT("accept-ranges"), GW_SLICE_LIT("")},                /* 18 */
+    {GW_SLICE_LIT("accept"), GW_SLICE_LIT("")},                       /* 19 */
+    {GW_SLICE_LIT("access-control-allow-origin"), GW_SLICE_LIT("")},  /* 20 */
+    {GW_SLICE_LIT("age"), GW_SLICE_LIT("")},                          /* 21 */
+    {GW_SLICE_LIT("allow"), GW_SLICE_LIT("")},                        /* 22 */
+    {GW_SLICE_LIT("authorization"), GW_SLICE_LIT("")},                /* 23 */
+    {GW_SLICE_LIT("cache-control"), GW_SLICE_LIT("")},                /* 24 */
+    {GW_SLICE_LIT("content-disposition"), GW_SLICE_LIT("")},          /* 25 */
+    {GW_SLICE_LIT("content-encoding"), GW_SLICE_LIT("")},             /* 26 */
+    {GW_SLICE_LIT("content-language"), GW_SLICE_LIT("")},             /* 27 */
+    {GW_SLICE_LIT("content-length"), GW_SLICE_LIT("")},               /* 28 */
+    {GW_SLICE_LIT("content-location"), GW_SLICE_LIT("")},             /* 29 */
+    {GW_SLICE_LIT("content-range"), GW_SLICE_LIT("")},                /* 30 */
+    {GW_SLICE_LIT("content-type"), GW_SLICE_LIT("")},                 /* 31 */
+    {GW_SLICE_LIT("cookie"), GW_SLICE_LIT("")},                       /* 32 */
+    {GW_SLICE_LIT("date"), GW_SLICE_LIT("")},                         /* 33 */
+    {GW_SLICE_LIT("etag"), GW_SLICE_LIT("")},                         /* 34 */
+    {GW_SLICE_LIT("expect"), GW_SLICE_LIT("")},                       /* 35 */
+    {GW_SLICE_LIT("expires"), GW_SLICE_LIT("")},                      /* 36 */
+    {GW_SLICE_LIT("from"), GW_SLICE_LIT("")},                         /* 37 */
+    {GW_SLICE_LIT("host"), GW_SLICE_LIT("")},                         /* 38 */
+    {GW_SLICE_LIT("if-match"), GW_SLICE_LIT("")},                     /* 39 */
+    {GW_SLICE_LIT("if-modified-since"), GW_SLICE_LIT("")},            /* 40 */
+    {GW_SLICE_LIT("if-none-match"), GW_SLICE_LIT("")},                /* 41 */
+    {GW_SLICE_LIT("if-range"), GW_SLICE_LIT("")},                     /* 42 */
+    {GW_SLICE_LIT("if-unmodified-since"), GW_SLICE_LIT("")},          /* 43 */
+    {GW_SLICE_LIT("last-modified"), GW_SLICE_LIT("")},                /* 44 */
+    {GW_SLICE_LIT("link"), GW_SLICE_LIT("")},                         /* 45 */
+    {GW_SLICE_LIT("location"), GW_SLICE_LIT("")},                     /* 46 */
+    {GW_SLICE_LIT("max-forwards"), GW_SLICE_LIT("")},                 /* 47 */
+    {GW_SLICE_LIT("proxy-authenticate"), GW_SLICE_LIT("")},           /* 48 */
+    {GW_SLICE_LIT("proxy-authorization"), GW_SLICE_LIT("")},          /* 49 */
+    {GW_SLICE_LIT("range"), GW_SLICE_LIT("")},                        /* 50 */
+    {GW_SLICE_LIT("referer"), GW_SLICE_LIT("")},                      /* 51 */
+    {GW_SLICE_LIT("refresh"), GW_SLICE_LIT("")},                      /* 52 */
+    {GW_SLICE_LIT("retry-after"), GW_SLICE_LIT("")},                  /* 53 */
+    {GW_SLICE_LIT("server"), GW_SLICE_LIT("")},                       /* 54 */
+    {GW_SLICE_LIT("set-cookie"), GW_SLICE_LIT("")},                   /* 55 */
+    {GW_SLICE_LIT("strict-transport-security"), GW_SLICE_LIT("")},    /* 56 */
+    {GW_SLICE_LIT("transfer-encoding"), GW_SLICE_LIT("")},            /* 57 */
+    {GW_SLICE_LIT("user-agent"), GW_SLICE_LIT("")},                   /* 58 */
+    {GW_SLICE_LIT("vary"), GW_SLICE_LIT("")},                         /* 59 */
+    {GW_SLICE_LIT("via"), GW_SLICE_LIT("")},                          /* 60 */
+    {GW_SLICE_LIT("www-authenticate"), GW_SLICE_LIT("")},             /* 61 */
+};
+
+/* ---- Huffman -------------------------------------------------------------------------------- */
+
+size_t gw_hpack_huff_encoded_len(const uint8_t *s, size_t len)
+{
+    uint64_t bits = 0;
+    for (size_t i = 0; i < len; i++)
+        bits += gw_hpack__huff_enc[s[i]].len;
+    return (size_t)((bits + 7) / 8);
+}
+
+size_t gw_hpack_huff_encode(const uint8_t *s, size_t len, uint8_t *out)
+{
+    uint64_t acc = 0;
+    unsigned nbits = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        const gw_hpack_huff_sym_t *c = &gw_hpack__huff_enc[s[i]];
+        acc = (acc << c->len) | c->code;
+        nbits += c->len;
+        while (nbits >= 8) {
+            nbits -= 8;
+            out[o++] = (uint8_t)(acc >> nbits);
+        }
+    }
+    if (nbits) /* pad with the most significant bits of EOS: all ones (§5.2) */
+        out[o++] = (uint8_t)((acc << (8 - nbits)) | (0xffu >> nbits));
+    return o;
+}
+
+int gw_hpack_huff_decode(const uint8_t *s, size_t len, gw_bytes_t *out)
+{
+    int rv = gw_bytes_reserve(out, len * 8 / 5 + 1); /* 5 bits is the shortest code */
+    if (rv < 0)
+        return rv;
+    uint8_t state = 0;
+    int accept = 1;
+    for (size_t i = 0; i < len; i++) {
+        for (int half = 0; half < 2; half++) {
+            uint8_t nib = half ? (s[i] & 0xf) : (s[i] >> 4);
+            const gw_hpack_huff_dec_t *e = &gw_hpack__huff_dec[state][nib];
+            if (e->flags & GW_HPACK_HUFF_FAIL)
+                return GW_E_COMPRESSION;
+            if (e->flags & GW_HPACK_HUFF_SYM)
+                out->base[out->len++] = e->sym;
+            state = e->next;
+            accept = (e->flags & GW_HPACK_HUFF_ACCEPT) != 0;
+        }
+    }
+    /* padding longer than 7 bits or not a prefix of EOS is an error (§5.2) */
+    return accept ? 0 : GW_E_COMPRESSION;
+}
+
+/* ---- dynamic table ----------------------------------------------------------------------------
+ */
+
+static void table_init(gw_hpack_table_t *t, size_t max)
+{
+    memset(t, 0, sizeof(*t));
+    t->max = max;
+}
+
+static gw_hpack_entry_t *slot(const gw_hpack_table_t *t, size_t i)
+{
+    /* i = 0 is the newest; the ring grows towards higher slots */
+    return &t->ents[(t->head + t->cap - i) % t->cap];
+}
+
+const gw_hpack_entry_t *gw_hpack_table_get(const gw_hpack_table_t *t, size_t i)
+{
+    return i < t->len ? slot(t, i) : NULL;
+}
+
+static void evict_one(gw_hpack_table_t *t)
+{
+    gw_hpack_entry_t *e = slot(t, t->len - 1);
+    t->size -= e->name_len + e->value_len + ENTRY_OVERHEAD;
+    gw_free(e->data);
+    e->data = NULL;
+    t->len--;
+}
+
+static void table_resize(gw_hpack_table_t *t, size_t max)
+{
+    t->max = max;
+    while (t->size > t->max) /* §4.3 */
+        evict_one(t);
+}
+
+static void table_free(gw_hpack_table_t *t)
+{
+    while (t->len)
+        evict_one(t);
+    gw_free(t->ents);
+    memset(t, 0, sizeof(*t));
+}
+
+/* §4.4: evict until the entry fits; an entry larger than the table empties it. */
+static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value)
+{
+    size_t esize = name.len + value.len + ENTRY_OVERHEAD;
+    if (esize > t->max) {
+        while (t->len)
+            evict_one(t);
+        return 0;
+    }
+    while (t->size + esize > t->max)
+        evict_one(t);
+    if (t->len == t->cap) {
+        size_t ncap = t->cap ? t->cap * 2 : 16;
+        gw_hpack_entry_t *n = gw_calloc(ncap, sizeof(*n));
+        if (!n)
+            return GW_E_NOMEM;
+        for (size_t i = 0; i < t->len; i++) /* oldest first into 0.. */
+            n[i] = *slot(t, t->len - 1 - i);
+        gw_free(t->ents);
+        t->ents = n;
+        t->cap = ncap;
+        t->head = t->len ? t->len - 1 : ncap - 1;
+    }
+    uint8_t *data = gw_malloc(name.len + value.len);
+    if (!data)
+        return GW_E_NOMEM;
+    if (name.len)
+        memcpy(data, name.base, name.len);
+    if (value.len)
+        memcpy(data + name.len, value.base, value.len);
+    t->head = (t->head + 1) % t->cap;
+    gw_hpack_entry_t *e = &t->ents[t->head];
+    e->data = data;
+    e->name_len = (uint32_t)name.len;
+    e->value_len = (uint32_t)value.len;
+    t->len++;
+    t->size += esize;
+    return 0;
+}
+
+/* Index space of §2.3.3: 1..61 static, then dynamic newest first. */
+static int lookup(const gw_hpack_table_t *t, uint64_t idx, gw_slice_t *name, gw_slice_t *value)
+{
+    if (idx == 0)
+        return GW_E_COMPRESSION;
+    if (idx <= STATIC_LEN) {
+        *name = static_table[idx - 1].name;
+        *value = static_table[idx - 1].value;
+        return 0;
+    }
+    if (idx - STATIC_LEN - 1 >= t->len)
+        return GW_E_COMPRESSION;
+    const gw_hpack_entry_t *e = slot(t, (size_t)(idx - STATIC_LEN - 1));
+    *name = (gw_slice_t){e->data, e->name_len};
+    *value = (gw_slice_t){e->data + e->name_len, e->value_len};
+    return 0;
+}
+
+/* ---- decoder -------------------------------------------------------------------------------- */
+
+int gw_hpack_dec_init(gw_hpack_dec_t *d, size_t max_table_size)
+{
+    memset(d, 0, sizeof(*d));
+    table_init(&d->t, max_table_size);
+    d->max_allowed = max_table_size;
+    gw_bytes_init(&d->name_buf, 0);
+    gw_bytes_init(&d->value_buf, 0);
+    d->max_list = SIZE_MAX;
+    return 0;
+}
+
+void gw_hpack_dec_free(gw_hpack_dec_t *d)
+{
+    table_free(&d->t);
+    gw_bytes_free(&d->name_buf);
+    gw_bytes_free(&d->value_buf);
+}
+
+void gw_hpack_dec_set_max_table_size(gw_hpack_dec_t *d, size_t max)
+{
+    d->max_allowed = max;
+    if (d->t.max > max)
+        table_resize(&d->t, max);
+}
+
+void gw_hpack_dec_begin(gw_hpack_dec_t *d, size_t max_list_size)
+{
+    d->max_list = max_list_size;
+    d->list_size = 0;
+    d->fields = 0;
+    d->overflow = 0;
+    d->pending = 0;
+}
+
+#define NEED_MORE 1 /* internal: the representation is incomplete */
+
+/* §5.1 integer with an n-bit prefix; values above 2^32-1 are refused. */
+static int read_int(const uint8_t **pp, const uint8_t *end, unsigned n, uint64_t *out)
+{
+    const uint8_t *p = *pp;
+    if (p == end)
+        return NEED_MORE;
+    uint64_t max_prefix = (1u << n) - 1;
+    uint64_t v = *p++ & max_prefix;
+    if (v == max_prefix) {
+        unsigned shift = 0;
+        for (;;) {
+            if (p == end)
+                return NEED_MORE;
+            uint8_t b = *p++;
+            if (shift > 28)
+                return GW_E_COMPRESSION;
+            v += (uint64_t)(b & 0x7f) << shift;
+            if (v > UINT32_MAX)
+                return GW_E_COMPRESSION;
+            shift += 7;
+            if (!(b & 0x80))
+                break;
+        }
+    }
+    *pp = p;
+    *out = v;
+    return 0;
+}
+
+/* §5.2 string literal; the result points into the input or into buf. */
+static int read_str(gw_hpack_dec_t *d, const uint8_t **pp, const uint8_t *end, gw_bytes_t *buf,
+                    gw_slice_t *out)
+{
+    const uint8_t *p = *pp;
+    if (p == end)
+        return NEED_MORE;
+    int huff = (*p & 0x80) != 0;
+    uint64_t len;
+    int rv = read_int(&p, end, 7, &len);
+    if (rv)
+        return rv;
+    if ((uint64_t)(end - p) < len)
+        return NEED_MORE;
+    if (huff) {
+        buf->len = 0;
+        rv = gw_hpack_huff_decode(p, (size_t)len, buf);
+        if (rv < 0)
+            return rv == GW_E_LIMIT ? GW_E_COMPRESSION : rv;
+        *out = (gw_slice_t){buf->base, buf->len};
+    } else {
+        *out = (gw_slice_t){p, (size_t)len};
+    }
+    *pp = p + len;
+    (void)d;
+    return 0;
+}
+
+static int emit(gw_hpack_dec_t *d, gw_slice_t name, gw_slice_t value, unsigned flags,
+                gw_hpack_field_cb cb, void *ud)
+{
+    d->fields++;
+    d->list_size += name.len + value.len + ENTRY_OVERHEAD;
+    if (d->list_size > d->max_list)
+        d->overflow = 1;
+    if (d->overflow || !cb)
+        return 0;
+    gw_hpack_field_t f = {name, value, flags};
+    return cb(ud, &f);
+}
+
+ssize_t gw_hpack_decode(gw_hpack_dec_t *d, const uint8_t *in, size_t len, int final,
+                        gw_hpack_field_cb cb, void *user_data)
+{
+    const uint8_t *p = in, *end = in + len;
+    d->pending = 0;
+    while (p < end) {
+        const uint8_t *start = p;
+        uint8_t b = *p;
+        uint64_t idx;
+        gw_slice_t name, value;
+        int rv;
+        if (b & 0x80) { /* §6.1 indexed field */
+            if ((rv = read_int(&p, end, 7, &idx)))
+                goto partial_or_err;
+            if ((rv = lookup(&d->t, idx, &name, &value)) < 0)
+                return rv;
+            if ((rv = emit(d, name, value, 0, cb, user_data)) < 0)
+                return rv;
+            continue;
+        }
+        if ((b & 0xe0) == 0x20) { /* §6.3 dynamic table size update */
+            if ((rv = read_int(&p, end, 5, &idx)))
+                goto partial_or_err;
+            /* §4.2: only at the beginning of a block, never above what we advertised */
+            if (d->fields > 0 || idx > d->max_allowed)
+                return GW_E_COMPRESSION;
+            table_resize(&d->t, (size_t)idx);
+            continue;
+        }
+        unsigned prefix, flags = 0;
+        int add = 0;
+        if ((b & 0xc0) == 0x40) { /* §6.2.1 with incremental indexing */
+            prefix = 6;
+            add = 1;
+        } else {
+            prefix = 4; /* §6.2.2 without indexing (0000), §6.2.3 never indexed (0001) */
+            if (b & 0x10)
+                flags = GW_HPACK_F_NEVER_INDEX;
+        }
+        if ((rv = read_int(&p, end, prefix, &idx)))
+            goto partial_or_err;
+        if (idx) {
+            gw_slice_t ignored;
+            if ((rv = lookup(&d->t, idx, &name, &ignored)) < 0)
+                return rv;
+            /* the name may live in the table, which the insertion below can evict: copy */
+            d->name_buf.len = 0;
+            if ((rv = gw_bytes_append(&d->name_buf, name.base, name.len)) < 0)
+                return rv;
+            name = (gw_slice_t){d->name_buf.base, d->name_buf.len};
+        } else if ((rv = read_str(d, &p, end, &d->name_buf, &name))) {
+            goto partial_or_err;
+        }
+        if ((rv = read_str(d, &p, end, &d->value_buf, &value)))
+            goto partial_or_err;
+        if ((rv = emit(d, name, value, flags, cb, user_data)) < 0)
+            return rv;
+        if (add && (rv = table_add(&d->t, name, value)) < 0)
+            return rv;
+        continue;
+    partial_or_err:
+        if (rv < 0)
+            return rv;
+        /* incomplete representation */
+        if (final)
+            return GW_E_COMPRESSION;
+        d->pending = 1;
+        return (ssize_t)(start - in);
+    }
+    return (ssize_t)(p - in);
+}
+
+int gw_hpack_dec_end(gw_hpack_dec_t *d)
+{
+    if (d->pending)
+        return GW_E_COMPRESSION;
+    return d->overflow ? GW_E_LIMIT : 0;
+}
+
+/* ---- encoder -------------------------------------------------------------------------------- */
+
+int gw_hpack_enc_init(gw_hpack_enc_t *e, size_t max_table_size)
+{
+    memset(e, 0, sizeof(*e));
+    e->own_max = max_table_size;
+    e->peer_max = 4096; /* §6.5.2 initial value */
+    table_init(&e->t, max_table_size < 4096 ? max_table_size : 4096);
+    e->min_pending = SIZE_MAX;
+    /* our own cap below the initial 4096 must be announced */
+    e->update_pending = e->t.max != 4096;
+    if (e->update_pending)
+        e->min_pending = e->t.max;
+    return 0;
+}
+
+void gw_hpack_enc_free(gw_hpack_enc_t *e)
+{
+    table_free(&e->t);
+}
+
+void gw_hpack_enc_set_peer_max(gw_hpack_enc_t *e, size_t peer_max)
+{
+    e->peer_max = peer_max;
+    size_t n = peer_max < e->own_max ? peer_max : e->own_max;
+    if (n == e->t.max && !e->update_pending)
+        return;
+    table_resize(&e->t, n);
+    if (n < e->min_pending)
+        e->min_pending = n;
+    e->update_pending = 1;
+}
+
+static int put_int(gw_bytes_t *out, uint8_t first, unsigned n, uint64_t v)
+{
+    uint8_t buf[16];
+    size_t k = 0;
+    uint64_t max_prefix = (1u << n) - 1;
+    if (v < max_prefix) {
+        buf[k++] = (uint8_t)(first | v);
+    } else {
+        buf[k++] = (uint8_t)(first | max_prefix);
+        v -= max_prefix;
+        while (v >= 128) {
+            buf[k++] = (uint8_t)(0x80 | (v & 0x7f));
+            v >>= 7;
+        }
+        buf[k++] = (uint8_t)v;
+    }
+    return gw_bytes_append(out, buf, k);
+}
+
+static int put_str(gw_bytes_t *out, gw_slice_t s)
+{
+    size_t hl = gw_hpack_huff_encoded_len(s.base, s.len);
+    int rv;
+    if (hl < s.len) {
+        if ((rv = put_int(out, 0x80, 7, hl)) < 0 || (rv = gw_bytes_reserve(out, hl)) < 0)
+            return rv;
+        out->len += gw_hpack_huff_encode(s.base, s.len, out->base + out->len);
+        return 0;
+    }
+    if ((rv = put_int(out, 0, 7, s.len)) < 0)
+        return rv;
+    return gw_bytes_append(out, s.base, s.len);
+}
+
+static int in_list(gw_slice_t name, const char *const *list)
+{
+    for (; *list; list++)
+        if (gw_slice_eq(name, gw_slice_str(*list)))
+            return 1;
+    return 0;
+}
+
+static const char *const sensitive[] = {"authorization", "proxy-authorization", "cookie",
+                                        "set-cookie", NULL};
+static const char *const volatile_values[] = {
+    ":path", "content-length", "date", "etag", "last-modified", "age", "expires", NULL};
+
+/* Best index for a field: *full = 1 when name and value match. 0 when none. */
+static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, int *full)
+{
+    size_t name_idx = 0;
+    *full = 0;
+    for (size_t i = 0; i < STATIC_LEN; i++)
+        if (gw_slice_eq(static_table[i].name, name)) {
+            if (gw_slice_eq(static_table[i].value, value)) {
+                *full = 1;
+                return i + 1;
+            }
+            if (!name_idx)
+                name_idx = i + 1;
+        }
+    for (size_t i = 0; i < t->len; i++) {
+        const gw_hpack_entry_t *e = slot(t, i);
+        if (e->name_len == name.len && !memcmp(e->data, name.base, name.len)) {
+            if (e->value_len == value.len && !memcmp(e->data + name.len, value.base, value.len)) {
+                *full = 1;
+                return STATIC_LEN + 1 + i;
+            }
+            if (!name_idx)
+                name_idx = STATIC_LEN + 1 + i;
+        }
+    }
+    return name_idx;
+}
+
+int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n, gw_bytes_t *out)
+{
+    size_t mark = out->len;
+    int rv = 0;
+    if (e->update_pending) {
+        /* §4.2: the smallest size reached since the last block, then the current one */
+        if (e->min_pending < e->t.max && (rv = put_int(out, 0x20, 5, e->min_pending)) < 0)
+            goto fail;
+        if ((rv = put_int(out, 0x20, 5, e->t.max)) < 0)
+            goto fail;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const gw_hpack_field_t *f = &fields[i];
+        int full;
+        int never = (f->flags & GW_HPACK_F_NEVER_INDEX) || in_list(f->name, sensitive);
+        size_t idx = find(&e->t, f->name, f->value, &full);
+        if (full && !never) {
+            if ((rv = put_int(out, 0x80, 7, idx)) < 0)
+                goto fail;
+            continue;
+        }
+        size_t esize = f->name.len + f->value.len + ENTRY_OVERHEAD;
+        int index = !never && !(f->flags & GW_HPACK_F_NO_INDEX) &&
+                    !in_list(f->name, volatile_values) && esize <= e->t.max / 2;
+        uint8_t first = index ? 0x40 : never ? 0x10 : 0x00;
+        unsigned prefix = index ? 6 : 4;
+        if ((rv = put_int(out, first, prefix, idx)) < 0)
+            goto fail;
+        if (!idx && (rv = put_str(out, f->name)) < 0)
+            goto fail;
+        if ((rv = put_str(out, f->value)) < 0)
+            goto fail;
+        if (index && (rv = table_add(&e->t, f->name, f->value)) < 0)
+            goto fail;
+    }
+    e->update_pending = 0;
+    e->min_pending = SIZE_MAX;
+    return 0;
+fail:
+    /* The table may already hold fields of this block: the peer never sees them, so the
+     * encoder state must be dropped with the connection. Callers treat this as fatal. */
+    out->len = mark;
+    return rv;
+}

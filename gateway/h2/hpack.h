@@ -1,0 +1,125 @@
+/* h2/hpack.h — HPACK header compression (RFC 7541), sans-IO.
+ *
+ * Decoder: fed the bytes of one header block (possibly in fragments), calls back once per
+ * field. Encoder: appends the encoding of a field list to a byte buffer. Both keep a dynamic
+ * table bounded by its configured size (RFC 7541 §4), so their memory is bounded whatever the
+ * peer sends.
+ *
+ * Encoder policy: a field equal to a static or dynamic entry is sent indexed (1 byte for the
+ * first 127 entries); otherwise as a literal with incremental indexing, with the name as an
+ * index when the name is known, so that a response header set repeated on a connection comes
+ * out as indexed fields the second time. Exceptions: `authorization`, `proxy-authorization`,
+ * `cookie`, `set-cookie` and fields flagged GW_HPACK_F_NEVER_INDEX are literals never indexed
+ * (RFC 7541 §7.1.3); fields flagged GW_HPACK_F_NO_INDEX, values larger than half the table,
+ * and `:path`, `content-length`, `date`, `etag`, `last-modified`, `age` and `expires` (values
+ * that rarely repeat) are literals without indexing. Strings are Huffman coded when that is
+ * shorter.
+ */
+#ifndef GW_H2_HPACK_H
+#define GW_H2_HPACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/buf.h"
+
+#define GW_HPACK_F_NEVER_INDEX 0x1 /* was / must be sent as never indexed (§6.2.3) */
+#define GW_HPACK_F_NO_INDEX 0x2    /* encode as a literal without indexing (§6.2.2) */
+
+typedef struct {
+    gw_slice_t name, value;
+    unsigned flags;
+} gw_hpack_field_t;
+
+/* Dynamic table (§2.3.2): a ring of entries, newest at index 62. */
+typedef struct {
+    uint8_t *data; /* name bytes then value bytes, one allocation per entry */
+    uint32_t name_len, value_len;
+} gw_hpack_entry_t;
+
+typedef struct {
+    gw_hpack_entry_t *ents;
+    size_t head; /* slot of the newest entry */
+    size_t len;  /* entries in use */
+    size_t cap;  /* slots allocated */
+    size_t size; /* §4.1 size: sum of name + value + 32 */
+    size_t max;  /* current maximum size */
+} gw_hpack_table_t;
+
+typedef struct gw_hpack_dec {
+    gw_hpack_table_t t;
+    size_t max_allowed; /* the SETTINGS_HEADER_TABLE_SIZE we advertised */
+    size_t max_list;    /* of the current block */
+    size_t list_size;   /* running §4.1 size of the current block */
+    size_t fields;      /* representations decoded in this block (size updates excluded) */
+    int overflow;       /* list size passed max_list: fields are no longer reported */
+    int pending;        /* a partial representation was left unconsumed */
+    gw_bytes_t name_buf, value_buf; /* Huffman-decoded strings */
+} gw_hpack_dec_t;
+
+/* 0 or GW_E_NOMEM. max_table_size: the SETTINGS_HEADER_TABLE_SIZE we advertise. */
+int gw_hpack_dec_init(gw_hpack_dec_t *d, size_t max_table_size);
+void gw_hpack_dec_free(gw_hpack_dec_t *d);
+/* Our advertised limit changed (after the peer ACKed our SETTINGS). */
+void gw_hpack_dec_set_max_table_size(gw_hpack_dec_t *d, size_t max);
+
+typedef int (*gw_hpack_field_cb)(void *user_data, const gw_hpack_field_t *f);
+
+/* Start a header block whose fields may total max_list_size (§4.1 sizes). */
+void gw_hpack_dec_begin(gw_hpack_dec_t *d, size_t max_list_size);
+
+/* Decode representations from in[0..len). Returns the bytes consumed (whole representations
+ * only) or a negative code. final == 0: an incomplete representation at the end is left
+ * unconsumed; the caller passes those bytes again, followed by the next fragment. final == 1:
+ * an incomplete representation is GW_E_COMPRESSION. The callback's slices are valid only
+ * during the call. A negative return from the callback aborts decoding with that code. Past
+ * max_list_size the table is still updated but the callback is not called and d->overflow is
+ * set. Decoding errors (index 0 or past the table, integer overflow, a size update above the
+ * advertised maximum or after a field, bad Huffman) are GW_E_COMPRESSION; GW_E_NOMEM when a
+ * table entry or string cannot be allocated. */
+ssize_t gw_hpack_decode(gw_hpack_dec_t *d, const uint8_t *in, size_t len, int final,
+                        gw_hpack_field_cb cb, void *user_data);
+
+/* End of the block: 0, GW_E_LIMIT if the list overflowed, GW_E_COMPRESSION if a partial
+ * representation is pending. */
+int gw_hpack_dec_end(gw_hpack_dec_t *d);
+
+typedef struct gw_hpack_enc {
+    gw_hpack_table_t t;
+    size_t own_max;     /* our own cap on the encoder table */
+    size_t peer_max;    /* the peer's SETTINGS_HEADER_TABLE_SIZE */
+    size_t min_pending; /* smallest size since the last block (§4.2), or SIZE_MAX */
+    int update_pending; /* a size update must open the next block */
+} gw_hpack_enc_t;
+
+/* 0 or GW_E_NOMEM. max_table_size: our own cap (4096 is usual). */
+int gw_hpack_enc_init(gw_hpack_enc_t *e, size_t max_table_size);
+void gw_hpack_enc_free(gw_hpack_enc_t *e);
+/* The peer's SETTINGS_HEADER_TABLE_SIZE. The table size becomes min(own cap, peer_max); the
+ * next block starts with the size update(s) of §6.3 (the minimum reached, then the final). */
+void gw_hpack_enc_set_peer_max(gw_hpack_enc_t *e, size_t peer_max);
+/* Append the encoding of fields[0..n) to out. Names must be lowercase. 0, GW_E_NOMEM or
+ * GW_E_LIMIT (out's cap); on error out is left as it was. */
+int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n, gw_bytes_t *out);
+
+/* Huffman coding (§5.2, Appendix B). */
+size_t gw_hpack_huff_encoded_len(const uint8_t *s, size_t len);
+/* Writes gw_hpack_huff_encoded_len(s, len) bytes to out; returns that count. */
+size_t gw_hpack_huff_encode(const uint8_t *s, size_t len, uint8_t *out);
+/* Appends the decoding to out: 0, GW_E_COMPRESSION, GW_E_NOMEM or GW_E_LIMIT. */
+int gw_hpack_huff_decode(const uint8_t *s, size_t len, gw_bytes_t *out);
+
+/* Number of entries / §4.1 size of a table (tests and stats). */
+static inline size_t gw_hpack_table_len(const gw_hpack_table_t *t)
+{
+    return t->len;
+}
+static inline size_t gw_hpack_table_size(const gw_hpack_table_t *t)
+{
+    return t->size;
+}
+/* Entry i of the dynamic table, 0 = newest; NULL past the end. */
+const gw_hpack_entry_t *gw_hpack_table_get(const gw_hpack_table_t *t, size_t i);
+
+#endif

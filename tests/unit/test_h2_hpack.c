@@ -1,0 +1,610 @@
+/* Unit tests of h2/hpack: RFC 7541 Appendix C vectors (C.1–C.6), Huffman, every decoding
+ * error class, list-size overflow, split decoding, failing allocations, encoder policy. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "h2/hpack.h"
+
+static size_t unhex(const char *hex, uint8_t *out)
+{
+    size_t n = 0;
+    int hi = -1;
+    for (; *hex; hex++) {
+        int v;
+        if (*hex >= '0' && *hex <= '9')
+            v = *hex - '0';
+        else if (*hex >= 'a' && *hex <= 'f')
+            v = *hex - 'a' + 10;
+        else
+            continue;
+        if (hi < 0) {
+            hi = v;
+        } else {
+            out[n++] = (uint8_t)(hi << 4 | v);
+            hi = -1;
+        }
+    }
+    return n;
+}
+
+typedef struct {
+    char text[4096];
+    size_t len;
+    unsigned flags_seen;
+} fields_t;
+
+static int collect(void *ud, const gw_hpack_field_t *f)
+{
+    fields_t *r = ud;
+    int n = snprintf(r->text + r->len, sizeof(r->text) - r->len, "%.*s: %.*s\n", (int)f->name.len,
+                     f->name.base, (int)f->value.len, f->value.base);
+    r->len += (size_t)n;
+    r->flags_seen |= f->flags;
+    return 0;
+}
+
+/* Decode a whole block with final=1 and return the fields as text. */
+static int decode_hex(gw_hpack_dec_t *d, const char *hex, fields_t *out)
+{
+    uint8_t buf[1024];
+    size_t n = unhex(hex, buf);
+    memset(out, 0, sizeof(*out));
+    gw_hpack_dec_begin(d, 65536);
+    ssize_t rv = gw_hpack_decode(d, buf, n, 1, collect, out);
+    if (rv < 0)
+        return (int)rv;
+    assert_int_equal(rv, n);
+    return gw_hpack_dec_end(d);
+}
+
+static void check_entry(const gw_hpack_table_t *t, size_t i, const char *name, const char *value)
+{
+    const gw_hpack_entry_t *e = gw_hpack_table_get(t, i);
+    assert_non_null(e);
+    assert_int_equal(e->name_len, strlen(name));
+    assert_memory_equal(e->data, name, e->name_len);
+    assert_int_equal(e->value_len, strlen(value));
+    assert_memory_equal(e->data + e->name_len, value, e->value_len);
+}
+
+/* C.1: integer representations */
+static void c1_integers(void **state)
+{
+    (void)state;
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 4096);
+    fields_t f;
+    /* 10 in a 5-bit prefix is a size update of 10; 1337 in 5 bits: 1f 9a 0a */
+    assert_int_equal(decode_hex(&d, "2a", &f), 0);
+    assert_int_equal(d.t.max, 10);
+    assert_int_equal(decode_hex(&d, "3f9a0a", &f), 0);
+    assert_int_equal(d.t.max, 1337);
+    /* 42 on an 8-bit boundary is not representable here; an index of 42 (7-bit): aa */
+    assert_int_equal(decode_hex(&d, "aa", &f), 0);
+    assert_string_equal(f.text, "if-range: \n"); /* static entry 42 */
+    gw_hpack_dec_free(&d);
+}
+
+static void c2_literals(void **state)
+{
+    (void)state;
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 4096);
+    fields_t f;
+    /* C.2.1 literal with indexing */
+    assert_int_equal(
+        decode_hex(&d, "400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572", &f), 0);
+    assert_string_equal(f.text, "custom-key: custom-header\n");
+    assert_int_equal(gw_hpack_table_size(&d.t), 55);
+    check_entry(&d.t, 0, "custom-key", "custom-header");
+    gw_hpack_dec_free(&d);
+    /* C.2.2 literal without indexing */
+    gw_hpack_dec_init(&d, 4096);
+    assert_int_equal(decode_hex(&d, "040c 2f73 616d 706c 652f 7061 7468", &f), 0);
+    assert_string_equal(f.text, ":path: /sample/path\n");
+    assert_int_equal(gw_hpack_table_len(&d.t), 0);
+    /* C.2.3 never indexed */
+    assert_int_equal(decode_hex(&d, "1008 7061 7373 776f 7264 0673 6563 7265 74", &f), 0);
+    assert_string_equal(f.text, "password: secret\n");
+    assert_int_equal(f.flags_seen, GW_HPACK_F_NEVER_INDEX);
+    assert_int_equal(gw_hpack_table_len(&d.t), 0);
+    /* C.2.4 indexed */
+    assert_int_equal(decode_hex(&d, "82", &f), 0);
+    assert_string_equal(f.text, ":method: GET\n");
+    gw_hpack_dec_free(&d);
+}
+
+static const char *const c3_req[3] = {
+    "8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d",
+    "8286 84be 5808 6e6f 2d63 6163 6865",
+    "8287 85bf 400a 6375 7374 6f6d 2d6b 6579 0c63 7573 746f 6d2d 7661 6c75 65",
+};
+static const char *const c4_req[3] = {
+    "8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff",
+    "8286 84be 5886 a8eb 1064 9cbf",
+    "8287 85bf 4088 25a8 49e9 5ba9 7d7f 8925 a849 e95b b8e8 b4bf",
+};
+static const char *const req_text[3] = {
+    ":method: GET\n:scheme: http\n:path: /\n:authority: www.example.com\n",
+    ":method: GET\n:scheme: http\n:path: /\n:authority: www.example.com\ncache-control: no-cache\n",
+    ":method: GET\n:scheme: https\n:path: /index.html\n:authority: www.example.com\n"
+    "custom-key: custom-value\n",
+};
+static const size_t req_sizes[3] = {57, 110, 164};
+
+static void requests(const char *const *blocks)
+{
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 4096);
+    for (int i = 0; i < 3; i++) {
+        fields_t f;
+        assert_int_equal(decode_hex(&d, blocks[i], &f), 0);
+        assert_string_equal(f.text, req_text[i]);
+        assert_int_equal(gw_hpack_table_size(&d.t), req_sizes[i]);
+    }
+    assert_int_equal(gw_hpack_table_len(&d.t), 3);
+    check_entry(&d.t, 0, "custom-key", "custom-value");
+    check_entry(&d.t, 1, "cache-control", "no-cache");
+    check_entry(&d.t, 2, ":authority", "www.example.com");
+    gw_hpack_dec_free(&d);
+}
+
+static void c3_requests_plain(void **state)
+{
+    (void)state;
+    requests(c3_req);
+}
+
+static void c4_requests_huffman(void **state)
+{
+    (void)state;
+    requests(c4_req);
+}
+
+/* Our encoder picks what the RFC's examples pick for requests: C.4 byte for byte. */
+static void c4_encoder_reproduces_bytes(void **state)
+{
+    (void)state;
+    gw_hpack_enc_t e;
+    gw_hpack_enc_init(&e, 4096);
+    const gw_hpack_field_t r[3][5] = {
+        {{GW_SLICE_LIT(":method"), GW_SLICE_LIT("GET"), 0},
+         {GW_SLICE_LIT(":scheme"), GW_SLICE_LIT("http"), 0},
+         {GW_SLICE_LIT(":path"), GW_SLICE_LIT("/"), 0},
+         {GW_SLICE_LIT(":authority"), GW_SLICE_LIT("www.example.com"), 0}},
+        {{GW_SLICE_LIT(":method"), GW_SLICE_LIT("GET"), 0},
+         {GW_SLICE_LIT(":scheme"), GW_SLICE_LIT("http"), 0},
+         {GW_SLICE_LIT(":path"), GW_SLICE_LIT("/"), 0},
+         {GW_SLICE_LIT(":authority"), GW_SLICE_LIT("www.example.com"), 0},
+         {GW_SLICE_LIT("cache-control"), GW_SLICE_LIT("no-cache"), 0}},
+        {{GW_SLICE_LIT(":method"), GW_SLICE_LIT("GET"), 0},
+         {GW_SLICE_LIT(":scheme"), GW_SLICE_LIT("https"), 0},
+         {GW_SLICE_LIT(":path"), GW_SLICE_LIT("/index.html"), 0},
+         {GW_SLICE_LIT(":authority"), GW_SLICE_LIT("www.example.com"), 0},
+         {GW_SLICE_LIT("custom-key"), GW_SLICE_LIT("custom-value"), 0}},
+    };
+    const size_t n[3] = {4, 5, 5};
+    for (int i = 0; i < 3; i++) {
+        gw_bytes_t out;
+        gw_bytes_init(&out, 0);
+        assert_int_equal(gw_hpack_encode(&e, r[i], n[i], &out), 0);
+        uint8_t want[256];
+        size_t wl = unhex(c4_req[i], want);
+        assert_int_equal(out.len, wl);
+        assert_memory_equal(out.base, want, wl);
+        gw_bytes_free(&out);
+    }
+    assert_int_equal(gw_hpack_table_size(&e.t), 164);
+    gw_hpack_enc_free(&e);
+}
+
+static const char *const c5_resp[3] = {
+    "4803 3330 3258 0770 7269 7661 7465 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a "
+    "3133 3a32 3120 474d 546e 1768 7474 7073 3a2f 2f77 7777 2e65 7861 6d70 6c65 2e63 6f6d",
+    "4803 3330 37c1 c0bf",
+    "88c1 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a 3133 3a32 3220 474d 54c0 5a04 "
+    "677a 6970 7738 666f 6f3d 4153 444a 4b48 514b 425a 584f 5157 454f 5049 5541 5851 5745 4f49 "
+    "553b 206d 6178 2d61 6765 3d33 3630 303b 2076 6572 7369 6f6e 3d31",
+};
+static const char *const c6_resp[3] = {
+    "4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6 2d1b ff6e "
+    "919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3",
+    "4883 640e ffc1 c0bf",
+    "88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b d9ab 77ad 94e7 "
+    "821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f 9587 3160 65c0 03ed "
+    "4ee5 b106 3d50 07",
+};
+static const char *const resp_text[3] = {
+    ":status: 302\ncache-control: private\ndate: Mon, 21 Oct 2013 20:13:21 GMT\n"
+    "location: https://www.example.com\n",
+    ":status: 307\ncache-control: private\ndate: Mon, 21 Oct 2013 20:13:21 GMT\n"
+    "location: https://www.example.com\n",
+    ":status: 200\ncache-control: private\ndate: Mon, 21 Oct 2013 20:13:22 GMT\n"
+    "location: https://www.example.com\ncontent-encoding: gzip\n"
+    "set-cookie: foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1\n",
+};
+static const size_t resp_sizes[3] = {222, 222, 215};
+
+static void responses(const char *const *blocks)
+{
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 256);
+    for (int i = 0; i < 3; i++) {
+        fields_t f;
+        assert_int_equal(decode_hex(&d, blocks[i], &f), 0);
+        assert_string_equal(f.text, resp_text[i]);
+        assert_int_equal(gw_hpack_table_size(&d.t), resp_sizes[i]);
+    }
+    assert_int_equal(gw_hpack_table_len(&d.t), 3);
+    check_entry(&d.t, 0, "set-cookie", "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1");
+    check_entry(&d.t, 1, "content-encoding", "gzip");
+    check_entry(&d.t, 2, "date", "Mon, 21 Oct 2013 20:13:22 GMT");
+    gw_hpack_dec_free(&d);
+}
+
+static void c5_responses_plain(void **state)
+{
+    (void)state;
+    responses(c5_resp);
+}
+
+static void c6_responses_huffman(void **state)
+{
+    (void)state;
+    responses(c6_resp);
+}
+
+/* Split every block of C.3–C.6 at every cut point: identical fields and tables. */
+static void split_at_every_cut(void **state)
+{
+    (void)state;
+    const char *const *sets[4] = {c3_req, c4_req, c5_resp, c6_resp};
+    for (int s = 0; s < 4; s++) {
+        for (int b = 0; b < 3; b++) {
+            uint8_t buf[1024];
+            size_t len = unhex(sets[s][b], buf);
+            for (size_t cut = 0; cut <= len; cut++) {
+                gw_hpack_dec_t d;
+                gw_hpack_dec_init(&d, s < 2 ? 4096 : 256);
+                fields_t whole, split;
+                /* earlier blocks of the set, whole */
+                for (int k = 0; k < b; k++)
+                    assert_int_equal(decode_hex(&d, sets[s][k], &whole), 0);
+                memset(&split, 0, sizeof(split));
+                gw_hpack_dec_begin(&d, 65536);
+                ssize_t n = gw_hpack_decode(&d, buf, cut, 0, collect, &split);
+                assert_true(n >= 0 && (size_t)n <= cut);
+                /* the unconsumed tail is passed again with the rest */
+                uint8_t rest[1024];
+                memcpy(rest, buf + n, len - (size_t)n);
+                ssize_t m = gw_hpack_decode(&d, rest, len - (size_t)n, 1, collect, &split);
+                assert_int_equal(m, len - (size_t)n);
+                assert_int_equal(gw_hpack_dec_end(&d), 0);
+                assert_string_equal(split.text, (s < 2 ? req_text : resp_text)[b]);
+                gw_hpack_dec_free(&d);
+            }
+        }
+    }
+}
+
+static void huffman_all_bytes_round_trip(void **state)
+{
+    (void)state;
+    uint8_t in[256 * 3], enc[2048];
+    for (int i = 0; i < 256 * 3; i++)
+        in[i] = (uint8_t)(i * 7 + i / 256);
+    for (size_t len = 0; len <= sizeof(in); len += 37) {
+        size_t el = gw_hpack_huff_encoded_len(in, len);
+        assert_int_equal(gw_hpack_huff_encode(in, len, enc), el);
+        gw_bytes_t out;
+        gw_bytes_init(&out, 0);
+        assert_int_equal(gw_hpack_huff_decode(enc, el, &out), 0);
+        assert_int_equal(out.len, len);
+        if (len)
+            assert_memory_equal(out.base, in, len);
+        gw_bytes_free(&out);
+    }
+    /* "www.example.com" from C.4.1 */
+    uint8_t w[16];
+    assert_int_equal(gw_hpack_huff_encode((const uint8_t *)"www.example.com", 15, w), 12);
+    uint8_t want[12];
+    unhex("f1e3 c2e5 f23a 6ba0 ab90 f4ff", want);
+    assert_memory_equal(w, want, 12);
+}
+
+static void huffman_errors(void **state)
+{
+    (void)state;
+    gw_bytes_t out;
+    gw_bytes_init(&out, 0);
+    uint8_t b[8];
+    /* EOS (30 ones) inside a string */
+    unhex("ffff fffc", b);
+    assert_int_equal(gw_hpack_huff_decode(b, 4, &out), GW_E_COMPRESSION);
+    /* 8 bits of padding (a full byte of ones after a symbol boundary) */
+    unhex("1f ff", b); /* 'a'(00011) + 111 pad, then 11111111 */
+    out.len = 0;
+    assert_int_equal(gw_hpack_huff_decode(b, 2, &out), GW_E_COMPRESSION);
+    /* padding that is not all ones: 'a' = 00011 then 000 */
+    unhex("18", b);
+    out.len = 0;
+    assert_int_equal(gw_hpack_huff_decode(b, 1, &out), GW_E_COMPRESSION);
+    /* valid: 'a' + 111 */
+    unhex("1f", b);
+    out.len = 0;
+    assert_int_equal(gw_hpack_huff_decode(b, 1, &out), 0);
+    assert_int_equal(out.len, 1);
+    assert_int_equal(out.base[0], 'a');
+    gw_bytes_free(&out);
+}
+
+static void decoding_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *hex;
+        const char *what;
+    } bad[] = {
+        {"80", "index 0"},
+        {"be", "index past the empty dynamic table"},
+        {"ff ff ff ff ff 0f", "integer overflow"},
+        {"ff 80 80 80 80 80 01", "integer with too many bytes"},
+        {"3fe21f", "size update above the advertised 4096"},
+        {"82 20", "size update after a field"},
+        {"400a 6375 7374 6f6d", "truncated literal with final=1"},
+        {"4081 ff 00", "EOS in a Huffman name"},
+        {"4001 61 81 18", "bad Huffman padding in a value"},
+        {"ff", "truncated integer with final=1"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        gw_hpack_dec_t d;
+        gw_hpack_dec_init(&d, 4096);
+        fields_t f;
+        int rv = decode_hex(&d, bad[i].hex, &f);
+        if (rv != GW_E_COMPRESSION)
+            fail_msg("%s (%s): got %d", bad[i].what, bad[i].hex, rv);
+        gw_hpack_dec_free(&d);
+    }
+}
+
+static void list_size_overflow_keeps_table_in_sync(void **state)
+{
+    (void)state;
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 4096);
+    uint8_t b[256];
+    size_t n = unhex(c3_req[0], b);
+    fields_t f = {0};
+    gw_hpack_dec_begin(&d, 100); /* the four fields need 4*32 + 52 bytes */
+    assert_int_equal(gw_hpack_decode(&d, b, n, 1, collect, &f), n);
+    assert_int_equal(gw_hpack_dec_end(&d), GW_E_LIMIT);
+    assert_true(d.overflow);
+    assert_int_equal(gw_hpack_table_size(&d.t), 57); /* the insertion still happened */
+    /* the next block refers to that entry (index 62) and decodes */
+    assert_int_equal(decode_hex(&d, c3_req[1], &f), 0);
+    assert_string_equal(f.text, req_text[1]);
+    gw_hpack_dec_free(&d);
+}
+
+static void callback_error_aborts(void **state)
+{
+    (void)state;
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 4096);
+    uint8_t b[64];
+    size_t n = unhex(c3_req[0], b);
+    gw_hpack_dec_begin(&d, 65536);
+    int refuse(void *ud, const gw_hpack_field_t *f);
+    assert_int_equal(gw_hpack_decode(&d, b, n, 1, refuse, NULL), GW_E_STREAM);
+    gw_hpack_dec_free(&d);
+}
+
+int refuse(void *ud, const gw_hpack_field_t *f)
+{
+    (void)ud, (void)f;
+    return GW_E_STREAM;
+}
+
+static void sensitive_never_indexed(void **state)
+{
+    (void)state;
+    gw_hpack_enc_t e;
+    gw_hpack_enc_init(&e, 4096);
+    const char *names[] = {"authorization", "cookie", "set-cookie", "proxy-authorization"};
+    for (int i = 0; i < 4; i++) {
+        gw_hpack_field_t f = {gw_slice_str(names[i]), GW_SLICE_LIT("secret-value"), 0};
+        gw_bytes_t out;
+        gw_bytes_init(&out, 0);
+        assert_int_equal(gw_hpack_encode(&e, &f, 1, &out), 0);
+        assert_int_equal(out.base[0] & 0xf0, 0x10); /* §6.2.3 never indexed */
+        gw_bytes_free(&out);
+    }
+    gw_hpack_field_t flagged = {GW_SLICE_LIT("x-token"), GW_SLICE_LIT("t"), GW_HPACK_F_NEVER_INDEX};
+    gw_bytes_t out;
+    gw_bytes_init(&out, 0);
+    assert_int_equal(gw_hpack_encode(&e, &flagged, 1, &out), 0);
+    assert_int_equal(out.base[0], 0x10);
+    assert_int_equal(gw_hpack_table_len(&e.t), 0);
+    /* the decoder reports the flag so a proxy keeps it never-indexed */
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 4096);
+    fields_t f = {0};
+    gw_hpack_dec_begin(&d, 65536);
+    assert_int_equal(gw_hpack_decode(&d, out.base, out.len, 1, collect, &f), out.len);
+    assert_int_equal(f.flags_seen, GW_HPACK_F_NEVER_INDEX);
+    assert_string_equal(f.text, "x-token: t\n");
+    gw_hpack_dec_free(&d);
+    gw_bytes_free(&out);
+    gw_hpack_enc_free(&e);
+}
+
+static void repeated_response_is_one_byte_per_field(void **state)
+{
+    (void)state;
+    gw_hpack_enc_t e;
+    gw_hpack_enc_init(&e, 4096);
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 4096);
+    const gw_hpack_field_t resp[] = {
+        {GW_SLICE_LIT(":status"), GW_SLICE_LIT("200"), 0},
+        {GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/html; charset=utf-8"), 0},
+        {GW_SLICE_LIT("server"), GW_SLICE_LIT("nginx/1.22.1"), 0},
+        {GW_SLICE_LIT("cache-control"), GW_SLICE_LIT("max-age=60"), 0},
+        {GW_SLICE_LIT("content-length"), GW_SLICE_LIT("1024"), 0},
+    };
+    gw_bytes_t first, second;
+    gw_bytes_init(&first, 0);
+    gw_bytes_init(&second, 0);
+    assert_int_equal(gw_hpack_encode(&e, resp, 5, &first), 0);
+    assert_int_equal(gw_hpack_encode(&e, resp, 5, &second), 0);
+    /* :status 200 is static; three indexed from the dynamic table; content-length literal */
+    assert_true(second.len < 12);
+    assert_int_equal(second.base[0], 0x88);
+    for (int i = 1; i <= 3; i++)
+        assert_true(second.base[i] & 0x80);
+    fields_t f1, f2;
+    memset(&f1, 0, sizeof(f1));
+    memset(&f2, 0, sizeof(f2));
+    gw_hpack_dec_begin(&d, 65536);
+    assert_int_equal(gw_hpack_decode(&d, first.base, first.len, 1, collect, &f1), first.len);
+    gw_hpack_dec_begin(&d, 65536);
+    assert_int_equal(gw_hpack_decode(&d, second.base, second.len, 1, collect, &f2), second.len);
+    assert_string_equal(f1.text, f2.text);
+    assert_string_equal(f1.text, ":status: 200\ncontent-type: text/html; charset=utf-8\n"
+                                 "server: nginx/1.22.1\ncache-control: max-age=60\n"
+                                 "content-length: 1024\n");
+    gw_bytes_free(&first);
+    gw_bytes_free(&second);
+    gw_hpack_dec_free(&d);
+    gw_hpack_enc_free(&e);
+}
+
+static void table_size_changes(void **state)
+{
+    (void)state;
+    gw_hpack_enc_t e;
+    gw_hpack_enc_init(&e, 4096);
+    gw_hpack_field_t f = {GW_SLICE_LIT("x-a"), GW_SLICE_LIT("b"), 0};
+    gw_bytes_t out;
+    gw_bytes_init(&out, 0);
+    gw_hpack_encode(&e, &f, 1, &out);
+    assert_int_equal(gw_hpack_table_len(&e.t), 1);
+    /* peer lowers to 0 then raises to 2048 before our next block: 0 then 2048 (§4.2) */
+    gw_hpack_enc_set_peer_max(&e, 0);
+    assert_int_equal(gw_hpack_table_len(&e.t), 0);
+    gw_hpack_enc_set_peer_max(&e, 2048);
+    out.len = 0;
+    assert_int_equal(gw_hpack_encode(&e, &f, 1, &out), 0);
+    assert_int_equal(out.base[0], 0x20); /* size update 0 */
+    assert_int_equal(out.base[1], 0x3f); /* size update 2048: 3f e1 0f */
+    assert_int_equal(out.base[2], 0xe1);
+    assert_int_equal(out.base[3], 0x0f);
+    /* a decoder that advertised 4096 accepts it and follows */
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 4096);
+    fields_t got = {0};
+    gw_hpack_dec_begin(&d, 65536);
+    assert_int_equal(gw_hpack_decode(&d, out.base, out.len, 1, collect, &got), out.len);
+    assert_int_equal(d.t.max, 2048);
+    assert_string_equal(got.text, "x-a: b\n");
+    /* our own SETTINGS lowered to 100: the table shrinks and a larger update is refused */
+    gw_hpack_dec_set_max_table_size(&d, 100);
+    assert_true(d.t.max <= 100);
+    assert_int_equal(decode_hex(&d, "3f45", &got), 0);                /* 31 + 69 = 100: allowed */
+    assert_int_equal(decode_hex(&d, "3f46", &got), GW_E_COMPRESSION); /* 101: refused */
+    gw_bytes_free(&out);
+    gw_hpack_dec_free(&d);
+    gw_hpack_enc_free(&e);
+}
+
+static void eviction_and_oversized_entry(void **state)
+{
+    (void)state;
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 100);
+    fields_t f;
+    /* 3 entries of 10+13+32 = 55 bytes: each insertion evicts the previous */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(
+            decode_hex(&d, "400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572", &f),
+            0);
+    assert_int_equal(gw_hpack_table_len(&d.t), 1);
+    assert_int_equal(gw_hpack_table_size(&d.t), 55);
+    /* an entry larger than the table empties it (§4.4) */
+    char hex[512] = "407f00";
+    for (int i = 0; i < 127; i++)
+        strcat(hex, "61");
+    strcat(hex, "00");
+    assert_int_equal(decode_hex(&d, hex, &f), 0);
+    assert_int_equal(gw_hpack_table_len(&d.t), 0);
+    assert_int_equal(gw_hpack_table_size(&d.t), 0);
+    gw_hpack_dec_free(&d);
+}
+
+static void alloc_failure_sweep(void **state)
+{
+    (void)state;
+    int done = 0;
+    for (unsigned long n = 1; n < 200 && !done; n++) {
+        gw_hpack_dec_t d;
+        gw_hpack_enc_t e;
+        gw_hpack_dec_init(&d, 256);
+        gw_hpack_enc_init(&e, 256);
+        gw_alloc_fail_after(n);
+        int rv = 0;
+        fields_t f;
+        for (int i = 0; i < 3 && rv == 0; i++)
+            rv = decode_hex(&d, c6_resp[i], &f);
+        gw_bytes_t out;
+        gw_bytes_init(&out, 0);
+        gw_hpack_field_t fl[2] = {{GW_SLICE_LIT("x-a"), GW_SLICE_LIT("b"), 0},
+                                  {GW_SLICE_LIT("server"), GW_SLICE_LIT("h2gate"), 0}};
+        if (rv == 0)
+            rv = gw_hpack_encode(&e, fl, 2, &out);
+        int hit = gw_alloc_fail_hit();
+        gw_alloc_fail_after(0);
+        if (hit)
+            assert_int_equal(rv, GW_E_NOMEM);
+        else {
+            assert_int_equal(rv, 0);
+            done = 1;
+        }
+        gw_bytes_free(&out);
+        gw_hpack_dec_free(&d);
+        gw_hpack_enc_free(&e);
+    }
+    assert_true(done);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(c1_integers),
+        cmocka_unit_test(c2_literals),
+        cmocka_unit_test(c3_requests_plain),
+        cmocka_unit_test(c4_requests_huffman),
+        cmocka_unit_test(c4_encoder_reproduces_bytes),
+        cmocka_unit_test(c5_responses_plain),
+        cmocka_unit_test(c6_responses_huffman),
+        cmocka_unit_test(split_at_every_cut),
+        cmocka_unit_test(huffman_all_bytes_round_trip),
+        cmocka_unit_test(huffman_errors),
+        cmocka_unit_test(decoding_errors),
+        cmocka_unit_test(list_size_overflow_keeps_table_in_sync),
+        cmocka_unit_test(callback_error_aborts),
+        cmocka_unit_test(sensitive_never_indexed),
+        cmocka_unit_test(repeated_response_is_one_byte_per_field),
+        cmocka_unit_test(table_size_changes),
+        cmocka_unit_test(eviction_and_oversized_entry),
+        cmocka_unit_test(alloc_failure_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
