@@ -61,22 +61,22 @@ typedef struct {
 /* An origin request. Everything is copied by gw_back_request(): the caller's memory may go
  * away when it returns. */
 typedef struct {
-    gw_slice_t method;              /* "GET" */
-    gw_slice_t target;              /* origin-form "/path?q" */
-    gw_slice_t host;                /* Host header value (RFC 9112 §3.2) */
-    const gw_back_field_t *fields;  /* already stripped of hop-by-hop fields by the caller */
+    gw_slice_t method;             /* "GET" */
+    gw_slice_t target;             /* origin-form "/path?q" */
+    gw_slice_t host;               /* Host header value (RFC 9112 §3.2) */
+    const gw_back_field_t *fields; /* already stripped of hop-by-hop fields by the caller */
     size_t fields_len;
-    int64_t body_len;               /* 0 = no body, >0 = Content-Length, -1 = chunked */
-    int idempotent;                 /* RFC 9110 §9.2.2: may be retried when nothing was seen */
-    uint8_t urgency;                /* RFC 9218 urgency 0 (highest) .. 7; queue order input */
-    const struct sockaddr *client;  /* for consistent hashing; NULL hashes as all-zero */
+    int64_t body_len;              /* 0 = no body, >0 = Content-Length, -1 = chunked */
+    int idempotent;                /* RFC 9110 §9.2.2: may be retried when nothing was seen */
+    uint8_t urgency;               /* RFC 9218 urgency 0 (highest) .. 7; queue order input */
+    const struct sockaddr *client; /* for consistent hashing; NULL hashes as all-zero */
 } gw_back_req_t;
 
 /* A response head (final or interim). Slices point into the connection's head buffer and are
  * valid only during the callback: copy what must outlive it. */
 typedef struct {
-    int status;     /* 100..599 */
-    int minor;      /* HTTP/1.minor of the origin's status line */
+    int status; /* 100..599 */
+    int minor;  /* HTTP/1.minor of the origin's status line */
     const gw_back_field_t *fields;
     size_t fields_len;
 } gw_back_head_t;
@@ -108,8 +108,8 @@ typedef void (*gw_back_written_cb)(void *user_data, int status);
 
 /* Queue order: negative when a should be served before b. The queue is kept sorted with
  * insertion after equal elements, so a comparator that returns 0 keeps FIFO order. */
-typedef int (*gw_back_queue_cmp_fn)(const gw_back_req_t *a, uint64_t a_seq,
-                                    const gw_back_req_t *b, uint64_t b_seq);
+typedef int (*gw_back_queue_cmp_fn)(const gw_back_req_t *a, uint64_t a_seq, const gw_back_req_t *b,
+                                    uint64_t b_seq);
 /* FIFO (the default) and RFC 9218 urgency-then-FIFO. */
 int gw_back_queue_fifo(const gw_back_req_t *a, uint64_t a_seq, const gw_back_req_t *b,
                        uint64_t b_seq);

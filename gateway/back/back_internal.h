@@ -23,8 +23,8 @@ typedef struct gw_back_conn gw_back_conn_t;
 /* ---- response parser seam (resp.c) -------------------------------------------------------- */
 
 typedef enum {
-    GW_BACK_RESP_HEAD = 0,  /* collecting the status line and fields */
-    GW_BACK_RESP_BODY_CL,   /* Content-Length body */
+    GW_BACK_RESP_HEAD = 0,   /* collecting the status line and fields */
+    GW_BACK_RESP_BODY_CL,    /* Content-Length body */
     GW_BACK_RESP_BODY_CLOSE, /* close-delimited body */
     GW_BACK_RESP_CHUNK_SIZE, /* chunk-size line (with extensions) */
     GW_BACK_RESP_CHUNK_DATA,
@@ -44,14 +44,14 @@ typedef struct {
 
 typedef struct {
     gw_back_resp_state_t state;
-    int head_only;       /* response to HEAD: no body whatever the fields say */
-    int keep_alive;      /* decided by the final head (RFC 9112 §9.3) */
+    int head_only;  /* response to HEAD: no body whatever the fields say */
+    int keep_alive; /* decided by the final head (RFC 9112 §9.3) */
     int status;
-    uint64_t remaining;  /* CL bytes or chunk bytes left */
-    gw_bytes_t line;     /* head or trailer bytes being collected (bounded) */
+    uint64_t remaining; /* CL bytes or chunk bytes left */
+    gw_bytes_t line;    /* head or trailer bytes being collected (bounded) */
     gw_back_field_t *fields;
     size_t fields_cap;
-    int stop;            /* set by the owner from a callback: return from feed at once */
+    int stop; /* set by the owner from a callback: return from feed at once */
 } gw_back_resp_t;
 
 void gw_back__resp_init(gw_back_resp_t *p, int head_only);
@@ -74,15 +74,15 @@ struct gw_back_server {
     gw_back_upstream_t *up;
     const gw_cfg_server_t *cfg;
     size_t index;
-    unsigned open;        /* connections open or connecting */
-    unsigned busy;        /* connections carrying an exchange (connecting included) */
-    gw_list_t idle;       /* idle connections, most recently used first (LIFO) */
+    unsigned open;  /* connections open or connecting */
+    unsigned busy;  /* connections carrying an exchange (connecting included) */
+    gw_list_t idle; /* idle connections, most recently used first (LIFO) */
     unsigned idle_cnt;
-    unsigned fails;       /* consecutive failures */
+    unsigned fails;         /* consecutive failures */
     uint64_t ejected_until; /* loop time (ms); 0 = not ejected */
-    int64_t rr_current;   /* smooth weighted round-robin state */
+    int64_t rr_current;     /* smooth weighted round-robin state */
     gw_back_stats_t st;
-    uv_timer_t hc_timer;  /* active health check period */
+    uv_timer_t hc_timer; /* active health check period */
     gw_back_conn_t *hc_conn;
 };
 
@@ -99,9 +99,9 @@ struct gw_back_upstream {
     size_t servers_len;
     gw_back_vnode_t *ring; /* sorted by hash */
     size_t ring_len;
-    unsigned lc_rotor;     /* tie breaker for least-connections */
-    int dispatching;       /* dispatch_queue() is on the stack */
-    gw_list_t queue;       /* waiting exchanges, in cmp order */
+    unsigned lc_rotor; /* tie breaker for least-connections */
+    int dispatching;   /* dispatch_queue() is on the stack */
+    gw_list_t queue;   /* waiting exchanges, in cmp order */
     unsigned queued;
     gw_back_queue_cmp_fn cmp;
     uv_timer_t queue_timer;
@@ -136,10 +136,10 @@ const char *gw_back_conn_state_str(gw_back_conn_state_t s);
 
 /* Why a connection's reading is stopped (flags, for logs and tests). */
 enum {
-    GW_BACK_CONN_F_PAUSED = 1u << 0, /* the exchange's consumer asked (backpressure) */
-    GW_BACK_CONN_F_READING = 1u << 1, /* uv_read_start is in effect */
-    GW_BACK_CONN_F_WRITING = 1u << 2, /* a uv_write is in flight */
-    GW_BACK_CONN_F_HEALTH = 1u << 3,  /* an active health check connection, not pooled */
+    GW_BACK_CONN_F_PAUSED = 1u << 0,   /* the exchange's consumer asked (backpressure) */
+    GW_BACK_CONN_F_READING = 1u << 1,  /* uv_read_start is in effect */
+    GW_BACK_CONN_F_WRITING = 1u << 2,  /* a uv_write is in flight */
+    GW_BACK_CONN_F_HEALTH = 1u << 3,   /* an active health check connection, not pooled */
     GW_BACK_CONN_F_GOT_BYTE = 1u << 4, /* a response byte arrived for the current exchange */
     GW_BACK_CONN_F_REUSED = 1u << 5,   /* current exchange came from the idle list */
 };
@@ -153,28 +153,28 @@ typedef struct {
 } gw_back_wmark_t;
 
 struct gw_back_exch {
-    gw_list_t qlink;          /* in the upstream queue while waiting */
+    gw_list_t qlink; /* in the upstream queue while waiting */
     gw_back_upstream_t *up;
     gw_back_server_t *server; /* last server tried */
     gw_back_conn_t *conn;     /* bound connection, or NULL */
     gw_back_req_t req;        /* copy; slices point into head/own strings */
     struct sockaddr_storage client;
-    uint64_t seq;             /* queue arrival order */
-    uint64_t queue_deadline;  /* loop ms, while queued */
-    gw_bytes_t head;          /* serialized request head (kept for retries) */
-    gw_iovq_t body;           /* body bytes not yet handed to a connection */
-    gw_list_t wmarks;         /* gw_back_wmark_t, in stream order */
-    uint64_t body_queued;     /* body stream bytes queued (framing included) */
-    uint64_t body_payload;    /* payload bytes accepted (Content-Length check) */
-    uint64_t body_written;    /* body stream bytes written to a socket */
+    uint64_t seq;            /* queue arrival order */
+    uint64_t queue_deadline; /* loop ms, while queued */
+    gw_bytes_t head;         /* serialized request head (kept for retries) */
+    gw_iovq_t body;          /* body bytes not yet handed to a connection */
+    gw_list_t wmarks;        /* gw_back_wmark_t, in stream order */
+    uint64_t body_queued;    /* body stream bytes queued (framing included) */
+    uint64_t body_payload;   /* payload bytes accepted (Content-Length check) */
+    uint64_t body_written;   /* body stream bytes written to a socket */
     int body_ended;
-    int body_started_write;   /* a body byte hit a socket: no more retries */
+    int body_started_write; /* a body byte hit a socket: no more retries */
     unsigned tries;
-    int head_seen;            /* final head delivered */
-    int paused;               /* gw_back_pause_reading() in effect */
-    gw_list_t all;            /* in the back's list of live exchanges */
-    int in_cb;                /* a callback of ours is on the stack */
-    int dead;                 /* cancelled or finished while in_cb */
+    int head_seen; /* final head delivered */
+    int paused;    /* gw_back_pause_reading() in effect */
+    gw_list_t all; /* in the back's list of live exchanges */
+    int in_cb;     /* a callback of ours is on the stack */
+    int dead;      /* cancelled or finished while in_cb */
     gw_back_cbs_t cbs;
     void *user_data;
 };
@@ -184,21 +184,21 @@ struct gw_back_conn {
     uv_connect_t connect_req;
     uv_write_t write_req;
     uv_timer_t timer;
-    int handles;              /* open handles (tcp, timer) before free */
+    int handles; /* open handles (tcp, timer) before free */
     gw_back_conn_state_t state;
     unsigned flags;
     gw_back_server_t *server;
-    gw_list_t link;           /* idle list */
+    gw_list_t link; /* idle list */
     gw_back_exch_t *exch;
-    unsigned requests;        /* exchanges carried */
+    unsigned requests; /* exchanges carried */
     gw_iovq_t out;
-    size_t writing;           /* bytes of the write in flight */
-    uint64_t head_left;       /* head bytes of the current exchange not yet written */
-    gw_rbuf_t *in;            /* current read buffer */
+    size_t writing;     /* bytes of the write in flight */
+    uint64_t head_left; /* head bytes of the current exchange not yet written */
+    gw_rbuf_t *in;      /* current read buffer */
     gw_back_resp_t resp;
     uint64_t idle_since;
-    int dial_err;             /* a connect that failed before libuv took it */
-    int msg_done;             /* the parser completed a response during this feed */
+    int dial_err; /* a connect that failed before libuv took it */
+    int msg_done; /* the parser completed a response during this feed */
 };
 
 /* Dial a connection for x on s (x bound at once). 0 or GW_E_NOMEM/GW_E_IO (nothing left). */

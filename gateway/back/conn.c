@@ -413,9 +413,9 @@ static void on_connect(uv_connect_t *req, int status)
     if (c->flags & GW_BACK_CONN_F_HEALTH) {
         const gw_cfg_upstream_t *u = ucfg(c);
         char line[1024];
-        int n = snprintf(line, sizeof(line), "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
-                         u->health_path, c->server->cfg->host ? c->server->cfg->host
-                                                              : c->server->cfg->addr.text);
+        int n = snprintf(line, sizeof(line),
+                         "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", u->health_path,
+                         c->server->cfg->host ? c->server->cfg->host : c->server->cfg->addr.text);
         c->state = GW_BACK_CONN_ACTIVE;
         gw_back__resp_init(&c->resp, 0);
         if (n < 0 || (size_t)n >= sizeof(line) || gw_iovq_copy(&c->out, line, (size_t)n) < 0) {

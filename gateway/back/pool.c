@@ -27,7 +27,7 @@ struct gw_back {
     uint64_t seq;
     gw_list_t exchs; /* every live exchange */
     gw_pool_t exch_pool;
-    int handles;     /* our timers still open */
+    int handles; /* our timers still open */
     int deleting;
 };
 
@@ -157,8 +157,7 @@ static void finish(gw_back_exch_t *x, int code)
         if (x->cbs.on_complete)
             x->cbs.on_complete(x, x->user_data);
     } else {
-        GW_LOG_DEBUG("back_exch_error", "upstream=%s code=%s", x->up->cfg->name,
-                     gw_errname(code));
+        GW_LOG_DEBUG("back_exch_error", "upstream=%s code=%s", x->up->cfg->name, gw_errname(code));
         if (x->cbs.on_error)
             x->cbs.on_error(x, x->user_data, code);
     }
@@ -190,7 +189,8 @@ static void arm_queue_timer(gw_back_upstream_t *up)
     uv_timer_start(&up->queue_timer, on_queue_timer, min > now ? min - now : 0, 0);
 }
 
-static int enqueue(gw_back_exch_t *x)
+/* front: a retry, which already waited its turn, goes before its equals. */
+static int enqueue(gw_back_exch_t *x, int front)
 {
     gw_back_upstream_t *up = x->up;
     if (up->queued >= up->cfg->queue_size)
@@ -199,7 +199,8 @@ static int enqueue(gw_back_exch_t *x)
     gw_list_t *pos = up->queue.prev;
     while (pos != &up->queue) {
         gw_back_exch_t *y = GW_CONTAINER_OF(pos, gw_back_exch_t, qlink);
-        if (up->cmp(&x->req, x->seq, &y->req, y->seq) >= 0)
+        int c = up->cmp(&x->req, x->seq, &y->req, y->seq);
+        if (front ? c > 0 : c >= 0)
             break;
         pos = pos->prev;
     }
@@ -256,7 +257,7 @@ static int assign(gw_back_exch_t *x, gw_back_server_t *s)
 }
 
 /* Try to start x now, else queue it. 0, GW_E_NOENT, GW_E_LIMIT, GW_E_NOMEM. */
-static int dispatch(gw_back_exch_t *x, gw_back_server_t *exclude)
+static int dispatch(gw_back_exch_t *x, gw_back_server_t *exclude, int retry)
 {
     gw_back_upstream_t *up = x->up;
     uint64_t now = uv_now(up->back->loop);
@@ -280,7 +281,7 @@ static int dispatch(gw_back_exch_t *x, gw_back_server_t *exclude)
         if (all_ejected == 0)
             return GW_E_NOENT;
     }
-    return enqueue(x);
+    return enqueue(x, retry);
 }
 
 static void dispatch_queue(gw_back_upstream_t *up)
@@ -337,7 +338,7 @@ void gw_back__exch_failed(gw_back_exch_t *x, int code, int before_response)
         b->st.retries++;
         GW_LOG_INFO("back_retry", "upstream=%s server=%s code=%s try=%u", x->up->cfg->name,
                     x->server ? x->server->cfg->addr.text : "-", gw_errname(code), x->tries);
-        int rc = dispatch(x, x->server);
+        int rc = dispatch(x, x->server, 1);
         if (rc == 0)
             return;
     }
@@ -387,6 +388,7 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
     b->ups = gw_calloc(cfg->upstreams_len ? cfg->upstreams_len : 1, sizeof(*b->ups));
     if (!b->ups)
         goto fail;
+    b->ups_len = cfg->upstreams_len;
     for (size_t i = 0; i < cfg->upstreams_len; i++) {
         gw_back_upstream_t *up = &b->ups[i];
         up->back = b;
@@ -505,7 +507,7 @@ int gw_back_request(gw_back_t *b, size_t upstream, const gw_back_req_t *req,
     x->user_data = user_data;
     x->seq = ++b->seq;
     gw_list_push_back(&b->exchs, &x->all);
-    rc = dispatch(x, NULL);
+    rc = dispatch(x, NULL, 0);
     if (rc < 0) {
         dequeue(x);
         goto fail;

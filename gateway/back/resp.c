@@ -250,10 +250,10 @@ static int parse_chunk_line(gw_back_resp_t *p)
     size_t i = 0;
     for (; i < n - 2; i++) {
         uint8_t c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0'
+        int d = c >= '0' && c <= '9'   ? c - '0'
                 : c >= 'a' && c <= 'f' ? c - 'a' + 10
                 : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                        : -1;
+                                       : -1;
         if (d < 0)
             break;
         if (v >> 56)
@@ -329,8 +329,8 @@ ssize_t gw_back__resp_feed(gw_back_resp_t *p, const uint8_t *buf, size_t off, si
             size_t at = pos;
             pos += n;
             if (p->remaining == 0)
-                p->state = p->state == GW_BACK_RESP_BODY_CL ? GW_BACK_RESP_DONE
-                                                            : GW_BACK_RESP_CHUNK_CRLF;
+                p->state =
+                    p->state == GW_BACK_RESP_BODY_CL ? GW_BACK_RESP_DONE : GW_BACK_RESP_CHUNK_CRLF;
             if (p->state == GW_BACK_RESP_CHUNK_CRLF)
                 p->remaining = 2;
             if (cbs->on_body)
@@ -407,7 +407,7 @@ int gw_back__req_head(gw_bytes_t *out, const gw_back_req_t *req)
     for (size_t i = 0; i < req->fields_len; i++)
         if (!field_ok(req->fields[i].name, 1) || !field_ok(req->fields[i].value, 0))
             goto out;
-    /* RFC 9112 §3: request-line = method SP request-target SP HTTP-version */
+            /* RFC 9112 §3: request-line = method SP request-target SP HTTP-version */
 #define APP(p, n)                                                                                  \
     do {                                                                                           \
         if ((rc = gw_bytes_append(out, (p), (n))) < 0)                                             \

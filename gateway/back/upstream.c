@@ -66,8 +66,8 @@ int gw_back__ring_build(gw_back_upstream_t *up)
 {
     size_t n = 0;
     for (size_t i = 0; i < up->servers_len; i++)
-        n += (size_t)GW_BACK_VNODES * (weight_of(&up->servers[i]) > 100 ? 100
-                                                                          : weight_of(&up->servers[i]));
+        n += (size_t)GW_BACK_VNODES *
+             (weight_of(&up->servers[i]) > 100 ? 100 : weight_of(&up->servers[i]));
     gw_back_vnode_t *ring = gw_calloc(n ? n : 1, sizeof(*ring));
     if (!ring)
         return GW_E_NOMEM;
@@ -102,8 +102,8 @@ int gw_back__server_healthy(gw_back_server_t *s, uint64_t now)
          * fail_threshold ejects it again). */
         s->ejected_until = 0;
         s->fails = 0;
-        GW_LOG_INFO("back_server_return", "upstream=%s server=%s reason=backoff",
-                    s->up->cfg->name, s->cfg->addr.text);
+        GW_LOG_INFO("back_server_return", "upstream=%s server=%s reason=backoff", s->up->cfg->name,
+                    s->cfg->addr.text);
         return 1;
     }
     return 0;

@@ -1,10 +1,9 @@
 /* front/conn.c — one client connection: read → TLS → protocol choice → HTTP/1.1 front (or
  * the HTTP/2 refusal) → TLS → write, with the connection's timeouts and write bound.
  *
- * The proxy layer is not in this build: every request is answered by the gateway itself with
- * an honest 503 that says so. The HTTP/2 engine is not in this build either: a connection that
- * selects HTTP/2 (h2c preface, or ALPN h2 on an h2-only listener) gets SETTINGS and GOAWAY
- * HTTP_1_1_REQUIRED (RFC 9113 §7, 0xd) and is closed. */
+ * HTTP/2 connections (ALPN h2, or the h2c preface on a cleartext listener) are driven through
+ * the sans-IO session of h2/. The proxy layer is not in this build: every request, over either
+ * protocol, is answered by the gateway itself with an honest 503 that says so. */
 #include <string.h>
 
 #include "common/alloc.h"
@@ -12,7 +11,9 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "front/front_internal.h"
+#include "common/clock.h"
 #include "h1/serializer.h"
+#include "h2/session.h"
 
 void gw_front__worker_conn_gone(gw_worker_t *w);
 
@@ -26,12 +27,13 @@ typedef enum {
     CS_HANDSHAKE = 0, /* TLS handshake in progress */
     CS_SNIFF,         /* waiting for the first bytes that choose the protocol */
     CS_H1,            /* HTTP/1.1 front */
+    CS_H2,            /* HTTP/2 session */
     CS_CLOSING,       /* flushing the last bytes, then close */
 } conn_state_t;
 
 static const char *conn_state_str(conn_state_t s)
 {
-    static const char *const n[] = {"handshake", "sniff", "h1", "closing"};
+    static const char *const n[] = {"handshake", "sniff", "h1", "h2", "closing"};
     return n[s];
 }
 
@@ -58,6 +60,9 @@ typedef struct {
     gw_bytes_t out; /* plaintext response bytes being built */
     size_t queued;  /* bytes handed to uv_write and not yet written */
     gw_h1_parser_t *h1;
+    gw_h2_session_t *h2;
+    gw_iovq_t oq;            /* frames from the HTTP/2 session */
+    uint64_t last_active_ms; /* HTTP/2: last time a stream was open or a frame arrived */
     /* current HTTP/1.1 request */
     int req_head_only;
     int req_keep_alive;
@@ -81,6 +86,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 /* ---- timers -------------------------------------------------------------------------------- */
 
 static void on_timeout(uv_timer_t *t);
+static void h2_timeout(conn_t *c);
 
 static void arm(conn_t *c, uint64_t ms)
 {
@@ -187,6 +193,8 @@ static void on_closed(uv_handle_t *h)
     gw_worker_t *w = c->w;
     gw_tls_conn_del(c->tls);
     gw_h1_parser_del(c->h1);
+    gw_h2_session_del(c->h2);
+    gw_iovq_free(&c->oq);
     gw_bytes_free(&c->in);
     gw_bytes_free(&c->out);
     gw_free(c);
@@ -228,6 +236,9 @@ static void on_timeout(uv_timer_t *t)
             GW_LOG_DEBUG("timeout", "peer=%s kind=idle", c->peer);
             conn_close(c, "idle_timeout");
         }
+        return;
+    case CS_H2:
+        h2_timeout(c);
         return;
     case CS_CLOSING:
         conn_close(c, "close_timeout");
@@ -321,30 +332,161 @@ static void process_h1(conn_t *c)
         finish(c, "peer_closed");
 }
 
-/* ---- HTTP/2 refusal ------------------------------------------------------------------------ */
+/* ---- HTTP/2 ------------------------------------------------------------------------------ */
 
-static void refuse_h2(conn_t *c)
+static void h2_pump(conn_t *c);
+
+static int h2_on_request(void *ud, const gw_h2_head_t *h)
 {
-    /* RFC 9113 §3.4: our preface is a SETTINGS frame; then GOAWAY with last-stream-id 0 and
-     * HTTP_1_1_REQUIRED (§7), debug data saying why. */
-    static const char debug[] = "h2gate: HTTP/2 is not in this build; use HTTP/1.1";
-    uint8_t f[9 + 9 + 8 + sizeof(debug)];
-    size_t n = 0;
-    const uint8_t settings[9] = {0, 0, 0, 0x4, 0, 0, 0, 0, 0};
-    memcpy(f, settings, 9);
-    n = 9;
-    size_t glen = 8 + sizeof(debug) - 1;
-    uint8_t g[9] = {0, (uint8_t)(glen >> 8), (uint8_t)glen, 0x7, 0, 0, 0, 0, 0};
-    memcpy(f + n, g, 9);
-    n += 9;
-    const uint8_t body[8] = {0, 0, 0, 0, 0, 0, 0, 0xd};
-    memcpy(f + n, body, 8);
-    n += 8;
-    memcpy(f + n, debug, sizeof(debug) - 1);
-    n += sizeof(debug) - 1;
-    GW_LOG_INFO("h2_refused", "peer=%s reason=\"HTTP/2 engine not in this build\"", c->peer);
-    gw_bytes_append(&c->out, f, n);
-    finish(c, "h2_not_available");
+    conn_t *c = ud;
+    c->requests++;
+    GW_LOG_INFO("request", "peer=%s proto=h2 stream=%u method=%.*s path=%.*s status=503", c->peer,
+                h->stream_id, (int)h->method.len, h->method.base, (int)h->path.len, h->path.base);
+    char len[24];
+    snprintf(len, sizeof(len), "%zu", sizeof(no_proxy_body) - 1);
+    const gw_h2_header_t fields[] = {
+        {GW_SLICE_LIT("server"), GW_SLICE_LIT("h2gate")},
+        {GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/plain; charset=utf-8")},
+        {GW_SLICE_LIT("content-length"), gw_slice_str(len)},
+    };
+    int head_only = gw_slice_eq(h->method, GW_SLICE_LIT("HEAD"));
+    int rv = gw_h2_session_submit_response(c->h2, h->stream_id, 503, fields, 3, head_only);
+    if (rv < 0 || head_only)
+        return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
+    gw_rbuf_t *b = gw_rbuf_new(sizeof(no_proxy_body) - 1);
+    if (!b)
+        return GW_E_NOMEM;
+    memcpy(b->data, no_proxy_body, sizeof(no_proxy_body) - 1);
+    rv = gw_h2_session_submit_data(c->h2, h->stream_id, b, 0, sizeof(no_proxy_body) - 1, 1);
+    gw_rbuf_unref(b); /* the session holds its own reference */
+    return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
+}
+
+static int h2_on_data(void *ud, uint32_t sid, const uint8_t *data, size_t len)
+{
+    conn_t *c = ud;
+    (void)data; /* discarded: there is no origin to send it to; the window is returned */
+    gw_h2_session_consume(c->h2, sid, len);
+    return 0;
+}
+
+static void h2_on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
+{
+    conn_t *c = ud;
+    (void)code, (void)by_peer;
+    gw_h2_session_stream_release(c->h2, sid); /* nothing of ours runs for it any more */
+}
+
+static const gw_h2_callbacks_t h2_cbs = {
+    .on_request = h2_on_request,
+    .on_data = h2_on_data,
+    .on_close = h2_on_close,
+};
+
+static void h2_options(const gw_config_t *cfg, gw_h2_options_t *o)
+{
+    gw_h2_options_default(o);
+    o->max_concurrent_streams = cfg->h2.max_concurrent_streams;
+    o->initial_window_size = cfg->h2.initial_window_size;
+    o->connection_window_size = cfg->h2.connection_window_size;
+    o->max_frame_size = cfg->h2.max_frame_size;
+    o->header_table_size = cfg->h2.header_table_size;
+    o->max_header_list_size = cfg->h2.max_header_list_size;
+    o->settings_timeout_ms = cfg->h2.settings_timeout_ms;
+    o->max_requests_per_connection = cfg->h2.max_requests_per_connection;
+    o->reset_budget = cfg->h2.reset_budget;
+    o->reset_window_ms = cfg->h2.reset_window_ms;
+    o->control_frame_budget = cfg->h2.control_frame_budget;
+    o->empty_frame_budget = cfg->h2.empty_frame_budget;
+    o->max_queued_control = cfg->h2.max_queued_control;
+}
+
+static int start_h2(conn_t *c)
+{
+    gw_h2_options_t o;
+    h2_options(c->w->srv->cfg, &o);
+    gw_iovq_init(&c->oq);
+    c->last_active_ms = gw_now_ms();
+    int rv = gw_h2_session_new(&c->h2, &o, &h2_cbs, c, c->last_active_ms);
+    if (rv < 0)
+        return rv;
+    c->state = CS_H2;
+    return 0;
+}
+
+/* Arm the timer for the earlier of the session's own deadline and the idle timeout. */
+static void h2_arm(conn_t *c)
+{
+    uint64_t now = gw_now_ms();
+    uint64_t due = c->last_active_ms + c->w->srv->cfg->timeouts.idle_ms;
+    uint64_t sd = gw_h2_session_next_deadline(c->h2);
+    if (sd < due)
+        due = sd;
+    arm(c, due > now ? due - now : 1);
+}
+
+/* Session output → (TLS) → socket; then decide whether the connection is done. */
+static void h2_pump(conn_t *c)
+{
+    if (c->flags & GW_CONN_F_CLOSED)
+        return;
+    ssize_t n = gw_h2_session_send(c->h2, &c->oq);
+    struct iovec v[64];
+    size_t cnt;
+    while ((cnt = gw_iovq_peek(&c->oq, v, 64)) > 0) {
+        size_t bytes = 0;
+        for (size_t i = 0; i < cnt; i++) {
+            if (gw_bytes_append(&c->out, v[i].iov_base, v[i].iov_len) < 0) {
+                conn_close(c, "nomem");
+                return;
+            }
+            bytes += v[i].iov_len;
+        }
+        gw_iovq_consume(&c->oq, bytes);
+    }
+    if (n < 0 || flush(c) < 0) {
+        conn_close(c, "h2_send_failed");
+        return;
+    }
+    if (gw_h2_session_active_streams(c->h2))
+        c->last_active_ms = gw_now_ms();
+    if (gw_h2_session_should_close(c->h2) ||
+        ((c->flags & GW_CONN_F_STOPPING) && gw_h2_session_active_streams(c->h2) == 0)) {
+        const char *reason = NULL;
+        uint32_t code = gw_h2_session_goaway_code(c->h2, &reason);
+        if (code)
+            GW_LOG_INFO("h2_goaway", "peer=%s code=%u reason=\"%s\"", c->peer, code,
+                        reason ? reason : "");
+        finish(c, code ? "h2_connection_error" : "h2_done");
+        return;
+    }
+    h2_arm(c);
+}
+
+static void process_h2(conn_t *c)
+{
+    if (c->in.len) {
+        ssize_t n = gw_h2_session_recv(c->h2, c->in.base, c->in.len, gw_now_ms());
+        c->last_active_ms = gw_now_ms();
+        /* on a connection error the session has queued its GOAWAY: send it, then close */
+        gw_bytes_consume(&c->in, n < 0 ? c->in.len : (size_t)n);
+    }
+    h2_pump(c);
+    if (!(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)) && (c->flags & GW_CONN_F_EOF))
+        finish(c, "peer_closed");
+}
+
+static void h2_timeout(conn_t *c)
+{
+    uint64_t now = gw_now_ms();
+    gw_h2_session_tick(c->h2, now);
+    if (gw_h2_session_active_streams(c->h2) == 0 &&
+        now >= c->last_active_ms + c->w->srv->cfg->timeouts.idle_ms) {
+        GW_LOG_DEBUG("timeout", "peer=%s kind=idle proto=h2", c->peer);
+        gw_h2_session_shutdown(c->h2, 1);
+        c->flags |= GW_CONN_F_STOPPING;
+    }
+    h2_pump(c);
 }
 
 /* ---- protocol choice ------------------------------------------------------------------------ */
@@ -373,7 +515,11 @@ static void sniff(conn_t *c)
         if (n < H2_PREFACE_LEN)
             return; /* could still be the preface */
         if (protos & GW_PROTO_F_H2C) {
-            refuse_h2(c);
+            if (start_h2(c) < 0) {
+                conn_close(c, "nomem");
+                return;
+            }
+            process_h2(c);
         } else {
             GW_LOG_INFO("protocol_refused", "peer=%s protocol=h2c", c->peer);
             conn_close(c, "h2c_not_allowed");
@@ -419,6 +565,8 @@ static void process(conn_t *c)
         sniff(c);
     else if (c->state == CS_H1)
         process_h1(c);
+    else if (c->state == CS_H2)
+        process_h2(c);
     if (!(c->flags & GW_CONN_F_CLOSED)) {
         int want = !(c->flags & (GW_CONN_F_READ_PAUSED | GW_CONN_F_EOF | GW_CONN_F_CLOSE_AFTER));
         if (want && !uv_is_active((uv_handle_t *)&c->tcp))
@@ -444,7 +592,8 @@ static void after_handshake(conn_t *c)
                  gw_tls_sni(c->tls) ? gw_tls_sni(c->tls) : "-");
     arm(c, c->w->srv->cfg->timeouts.first_request_ms);
     if (!strcmp(alpn, "h2")) {
-        refuse_h2(c);
+        if (start_h2(c) < 0)
+            conn_close(c, "nomem");
         return;
     }
     if (!(c->l->cfg->protocols & GW_PROTO_F_HTTP1)) {
@@ -464,6 +613,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         uv_read_stop(s);
         if (c->state == CS_H1 && !gw_h1_parser_in_message(c->h1) && c->in.len == 0 &&
             c->queued == 0)
+            conn_close(c, "peer_closed");
+        else if (c->state == CS_H2)
             conn_close(c, "peer_closed");
         else if (c->state != CS_H1 && c->state != CS_CLOSING)
             conn_close(c, "peer_closed");
@@ -599,6 +750,13 @@ void gw_front__conn_stop(gw_list_t *link, gw_stop_t how)
         return;
     }
     c->flags |= GW_CONN_F_STOPPING;
+    if (c->state == CS_H2) {
+        /* RFC 9113 §6.8: GOAWAY with the last stream we will process; streams in flight
+         * finish, then the connection closes */
+        gw_h2_session_shutdown(c->h2, 1);
+        h2_pump(c);
+        return;
+    }
     /* idle connections go now; one in the middle of a request finishes it first */
     if (c->state != CS_H1 || !gw_h1_parser_in_message(c->h1) || gw_h1_parser_paused(c->h1)) {
         if (c->queued)

@@ -36,18 +36,21 @@ fail:;
     return -e;
 }
 
-/* ALPN we offer, in server preference. The HTTP/2 engine is not in this build yet, so h2 is
- * offered only on a listener that allows nothing else (its connections are then told to use
- * HTTP/1.1 with GOAWAY HTTP_1_1_REQUIRED). */
+/* ALPN we offer, in the listener's server preference (RFC 7301 §3.2). */
 static size_t alpn_for(const gw_cfg_listen_t *l, unsigned char *out)
 {
     size_t n = 0;
-    if (l->protocols & GW_PROTO_F_HTTP1) {
-        memcpy(out + n, "\x08http/1.1", 9);
-        n += 9;
-    } else if (l->protocols & GW_PROTO_F_H2) {
-        memcpy(out + n, "\x02h2", 3);
-        n += 3;
+    int h2 = (l->protocols & GW_PROTO_F_H2) != 0, h1 = (l->protocols & GW_PROTO_F_HTTP1) != 0;
+    int h2_first = l->tls->prefer_h2;
+    for (int pass = 0; pass < 2; pass++) {
+        int want_h2 = (pass == 0) == h2_first;
+        if (want_h2 && h2) {
+            memcpy(out + n, "\x02h2", 3);
+            n += 3;
+        } else if (!want_h2 && h1) {
+            memcpy(out + n, "\x08http/1.1", 9);
+            n += 9;
+        }
     }
     return n;
 }

@@ -59,12 +59,40 @@ def test_curl_http11_cleartext_gets_honest_503(gw):
     assert "method=GET path=/index.html status=503" in gw.log()
 
 
-def test_curl_over_tls_negotiates_http11_and_gets_503(gw):
-    # The HTTP/2 engine is not in this build, so ALPN offers http/1.1 only and curl --http2
-    # falls back to it: no pretending.
+def test_curl_http2_over_tls_negotiates_h2(gw):
     r = curl("-k", "--http2", f"https://127.0.0.1:{gw.tls_port}/", "-w", "\n%{http_code} %{http_version}")
     assert r.returncode == 0, r.stderr
+    assert r.stdout == NO_PROXY + "\n503 2"
+    assert "proto=h2 stream=1 method=GET path=/ status=503" in gw.log()
+
+
+def test_curl_http11_over_tls(gw):
+    r = curl("-k", "--http1.1", f"https://127.0.0.1:{gw.tls_port}/", "-w", "\n%{http_code} %{http_version}")
+    assert r.returncode == 0, r.stderr
     assert r.stdout == NO_PROXY + "\n503 1.1"
+
+
+def test_curl_h2c_prior_knowledge(gw):
+    r = curl("--http2-prior-knowledge", f"http://127.0.0.1:{gw.plain_port}/a", "-w",
+             "\n%{http_code} %{http_version}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == NO_PROXY + "\n503 2"
+
+
+def test_alpn_server_preference_configurable(gateway):
+    port = free_port()
+    gateway(config(tls_port=port, tls_extra="alpn_preference: http/1.1"), wait=[("127.0.0.1", port)])
+    r = run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-alpn", "h2,http/1.1"],
+            timeout=15, input="")
+    assert "ALPN protocol: http/1.1" in r.stdout
+
+
+def test_alpn_without_common_protocol_fails_handshake(gateway):
+    port = free_port()
+    gateway(config(tls_port=port), wait=[("127.0.0.1", port)])
+    r = run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-alpn", "spdy/3"],
+            timeout=15, input="")
+    assert "no application protocol" in (r.stdout + r.stderr) or "alert" in (r.stdout + r.stderr)
 
 
 def test_self_signed_certificate_generated_for_localhost(gw):
@@ -83,7 +111,7 @@ def test_self_signed_certificate_generated_for_localhost(gw):
 def test_openssl_s_client_alpn(gw):
     r = run(["openssl", "s_client", "-connect", f"127.0.0.1:{gw.tls_port}", "-alpn",
              "h2,http/1.1", "-servername", "localhost"], timeout=15, input="")
-    assert "ALPN protocol: http/1.1" in r.stdout, r.stdout[-2000:]
+    assert "ALPN protocol: h2" in r.stdout, r.stdout[-2000:]
     assert re.search(r"Protocol\s*:\s*TLSv1\.3", r.stdout) or "TLSv1.3" in r.stdout
 
 
@@ -94,37 +122,6 @@ def test_tls12_is_accepted_with_aead_cipher(gw):
     assert m, r.stdout[-2000:]
     assert "GCM" in m.group(1) or "CHACHA20" in m.group(1)
     assert m.group(1).startswith("ECDHE")
-
-
-def test_h2c_prior_knowledge_is_refused_honestly(gw):
-    """python3-h2 speaks h2c; the gateway answers with its SETTINGS and GOAWAY
-    HTTP_1_1_REQUIRED (RFC 9113 §7) because the HTTP/2 engine is not in this build."""
-    s = socket.create_connection(("127.0.0.1", gw.plain_port), timeout=5)
-    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-    c.initiate_connection()
-    c.send_headers(1, [(":method", "GET"), (":path", "/"), (":scheme", "http"),
-                       (":authority", "localhost")], end_stream=True)
-    s.sendall(c.data_to_send())
-    events = []
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        data = s.recv(65536)
-        if not data:
-            break
-        events += c.receive_data(data)
-    s.close()
-    goaways = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
-    assert goaways, events
-    assert goaways[0].error_code == 0xd
-    assert goaways[0].last_stream_id == 0
-    assert b"HTTP/2 is not in this build" in goaways[0].additional_data
-    assert isinstance(events[0], h2.events.RemoteSettingsChanged)  # SETTINGS came first
-
-
-def test_curl_h2c_prior_knowledge_sees_goaway(gw):
-    r = curl("-v", "--http2-prior-knowledge", f"http://127.0.0.1:{gw.plain_port}/")
-    assert r.returncode != 0
-    assert "GOAWAY" in r.stderr and "error=13" in r.stderr
 
 
 def test_garbage_first_bytes_close_the_connection(gw):

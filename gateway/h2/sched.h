@@ -1,0 +1,73 @@
+/* h2/sched.h — which stream's DATA goes next (the send-side scheduler interface).
+ *
+ * The session embeds a gw_h2_sched_node_t in every stream and adds the node when the stream
+ * has something to send (DATA, trailers, or an END_STREAM) and a send window to send it in;
+ * it removes the node when the stream is blocked, done or closed. After framing one DATA frame
+ * for the stream returned by next(), the session calls sent() so that the policy can rotate.
+ * Round robin is the only policy for now; RFC 9218 urgency/incremental come with their own
+ * issue, which is why the policy is a table of functions and the node carries the fields.
+ */
+#ifndef GW_H2_SCHED_H
+#define GW_H2_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/list.h"
+
+typedef struct gw_h2_sched_node {
+    gw_list_t link; /* owned by the policy; unlinked (points to itself) when not queued */
+    uint32_t stream_id;
+    uint8_t urgency;     /* RFC 9218 §4.1, 0-7, default 3 (unused by round robin) */
+    uint8_t incremental; /* RFC 9218 §4.2 */
+} gw_h2_sched_node_t;
+
+typedef struct gw_h2_sched gw_h2_sched_t;
+
+typedef struct {
+    const char *name;
+    /* Queue node (no-op when already queued). */
+    void (*add)(gw_h2_sched_t *s, gw_h2_sched_node_t *n);
+    /* Unqueue node (no-op when not queued). */
+    void (*remove)(gw_h2_sched_t *s, gw_h2_sched_node_t *n);
+    /* The node that sends next, or NULL when nothing is queued. It stays queued. */
+    gw_h2_sched_node_t *(*next)(gw_h2_sched_t *s);
+    /* One frame was sent for n, which stays queued: let others have their turn. */
+    void (*sent)(gw_h2_sched_t *s, gw_h2_sched_node_t *n, size_t bytes);
+} gw_h2_sched_ops_t;
+
+struct gw_h2_sched {
+    const gw_h2_sched_ops_t *ops;
+    gw_list_t queue; /* round robin: FIFO of nodes */
+    size_t count;    /* nodes queued */
+};
+
+extern const gw_h2_sched_ops_t gw_h2_sched_round_robin;
+
+/* Initialise s with policy ops (NULL = round robin). No allocation. */
+void gw_h2_sched_init(gw_h2_sched_t *s, const gw_h2_sched_ops_t *ops);
+/* Prepare a node for stream_id (unqueued, urgency 3, not incremental). */
+void gw_h2_sched_node_init(gw_h2_sched_node_t *n, uint32_t stream_id);
+static inline int gw_h2_sched_queued(const gw_h2_sched_node_t *n)
+{
+    return gw_list_linked(&n->link);
+}
+
+static inline void gw_h2_sched_add(gw_h2_sched_t *s, gw_h2_sched_node_t *n)
+{
+    s->ops->add(s, n);
+}
+static inline void gw_h2_sched_remove(gw_h2_sched_t *s, gw_h2_sched_node_t *n)
+{
+    s->ops->remove(s, n);
+}
+static inline gw_h2_sched_node_t *gw_h2_sched_next(gw_h2_sched_t *s)
+{
+    return s->ops->next(s);
+}
+static inline void gw_h2_sched_sent(gw_h2_sched_t *s, gw_h2_sched_node_t *n, size_t bytes)
+{
+    s->ops->sent(s, n, bytes);
+}
+
+#endif

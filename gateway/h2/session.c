@@ -1,0 +1,1814 @@
+/* h2/session.c — HTTP/2 server session: preface, SETTINGS, streams, flow control, limits.
+ *
+ * Input path: recv() runs the explicit inbound state machine (preface, frame header, payload),
+ * parses a whole payload in place when the caller's buffer holds it and buffers it otherwise,
+ * and dispatches the frame. A header block (HEADERS + CONTINUATION) is gathered, capped, then
+ * decoded in one go with HPACK into a per-stream arena and validated (RFC 9113 §8.1-§8.3).
+ *
+ * Output path: every non-DATA frame is serialized at once into `out` in submission order;
+ * send() moves it into the caller's iovq, then asks the scheduler for DATA within the windows.
+ * DATA payload is queued by reference (gw_rbuf_t) and never copied.
+ */
+#include "h2/session.h"
+
+/* The HPACK module is written at the same time as this file; until h2/hpack.h exists the
+ * session compiles to nothing so that the tree keeps building. */
+#if defined(__has_include)
+#if __has_include("h2/hpack.h")
+#define GW_H2_HAVE_HPACK 1
+#endif
+#endif
+#ifdef GW_H2_HAVE_HPACK
+
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/list.h"
+#include "h2/frame.h"
+#include "h2/hpack.h"
+#include "h2/sched.h"
+
+#define SHUTDOWN_PING "h2gate\x00\x01"
+#define MAX_DEBUG 256
+
+typedef enum { IN_PREFACE = 0, IN_HDR, IN_PAYLOAD, IN_DEAD } in_state_t;
+
+/* ---- arena: bump allocator in a chain of blocks, freed in one go ---------------------- */
+
+typedef struct arena_blk {
+    struct arena_blk *next;
+    size_t used, cap;
+    uint8_t data[];
+} arena_blk_t;
+
+typedef struct {
+    arena_blk_t *head;
+} arena_t;
+
+static void *arena_alloc(arena_t *a, size_t n)
+{
+    n = (n + 7) & ~(size_t)7;
+    if (!a->head || a->head->cap - a->head->used < n) {
+        size_t cap = n > 2048 ? n : 2048;
+        arena_blk_t *b = gw_malloc(sizeof(*b) + cap);
+        if (!b)
+            return NULL;
+        b->next = a->head;
+        b->used = 0;
+        b->cap = cap;
+        a->head = b;
+    }
+    void *p = a->head->data + a->head->used;
+    a->head->used += n;
+    return p;
+}
+
+static void arena_free(arena_t *a)
+{
+    while (a->head) {
+        arena_blk_t *n = a->head->next;
+        gw_free(a->head);
+        a->head = n;
+    }
+}
+
+/* ---- streams -------------------------------------------------------------------------- */
+
+typedef struct data_chunk {
+    gw_list_t link;
+    gw_rbuf_t *buf;
+    size_t off, len; /* what is left to frame */
+} data_chunk_t;
+
+typedef struct gw_h2_stream {
+    gw_list_t link; /* session's streams */
+    uint32_t id;
+    gw_h2_stream_state_t state;
+    unsigned seen : 1;       /* reported through on_request: released by the layer above */
+    unsigned rst_sent : 1;   /* we reset it: ignore what follows (RFC 9113 §5.1 closed) */
+    unsigned head_sent : 1;  /* final response head queued */
+    unsigned eos_queued : 1; /* the body end was submitted (DATA end_stream or trailers) */
+    unsigned has_trailers : 1;
+    unsigned blocked : 1; /* data waiting on the stream send window */
+    int64_t send_window;
+    int64_t recv_window;      /* what the peer may still send */
+    uint64_t recv_unconsumed; /* delivered, not yet given back with consume() */
+    uint64_t recv_pending;    /* consumed, not yet announced with WINDOW_UPDATE */
+    int64_t content_length;
+    uint64_t data_recv;
+    size_t queued; /* DATA bytes submitted and not framed */
+    gw_list_t chunks;
+    gw_bytes_t trailers; /* encoded trailer block */
+    gw_h2_sched_node_t node;
+    arena_t arena;
+    void *data;
+} gw_h2_stream_t;
+
+struct gw_h2_session {
+    gw_h2_options_t o;
+    gw_h2_callbacks_t cb;
+    void *user_data;
+    gw_h2_stats_t stats;
+
+    in_state_t in_state;
+    size_t preface_pos;
+    uint8_t hdr_buf[GW_H2_FRAME_HDR_LEN];
+    size_t hdr_have;
+    gw_h2_frame_hdr_t hdr;
+    gw_bytes_t in; /* a payload split across recv calls */
+    int got_settings;
+
+    /* header block being gathered */
+    uint32_t hb_sid; /* 0 = none; else CONTINUATION expected until END_HEADERS */
+    int hb_end_stream;
+    int hb_reject; /* stream error already decided (e.g. self-dependency) */
+    unsigned hb_frames;
+    gw_bytes_t hb;
+
+    gw_hpack_dec_t dec;
+    gw_hpack_enc_t enc;
+
+    gw_list_t streams;
+    size_t active; /* streams holding a slot */
+    uint32_t last_peer_id;
+    uint64_t requests;
+
+    /* peer settings */
+    uint32_t peer_initial_window;
+    uint32_t peer_max_frame;
+    uint32_t peer_max_header_list;
+    int settings_acked;
+    uint64_t settings_sent_ms;
+
+    int64_t conn_send_window;
+    int64_t conn_recv_window;
+    uint64_t conn_recv_pending;
+
+    /* budgets, one window for all */
+    uint64_t budget_start_ms;
+    unsigned resets_in_window, control_in_window, empty_in_window;
+
+    uint32_t recent_rst[16]; /* streams we reset and forgot: frames on them are ignored */
+    unsigned recent_rst_pos;
+
+    gw_bytes_t out;
+    unsigned ctrl_queued;
+    gw_bytes_t scratch; /* header block encoding */
+    gw_h2_sched_t sched;
+
+    /* shutdown */
+    int goaway_sent;      /* final GOAWAY queued: no new streams */
+    int shutdown_pending; /* first GOAWAY + PING sent, waiting for the ACK */
+    int peer_goaway;
+    int closing; /* connection error: flush and close */
+    uint32_t goaway_code;
+    const char *goaway_reason;
+    int fatal_rc;
+};
+
+const char *gw_h2_stream_state_str(gw_h2_stream_state_t st)
+{
+    switch (st) {
+    case GW_H2_SS_IDLE:
+        return "idle";
+    case GW_H2_SS_RESERVED_LOCAL:
+        return "reserved_local";
+    case GW_H2_SS_RESERVED_REMOTE:
+        return "reserved_remote";
+    case GW_H2_SS_OPEN:
+        return "open";
+    case GW_H2_SS_HALF_CLOSED_LOCAL:
+        return "half_closed_local";
+    case GW_H2_SS_HALF_CLOSED_REMOTE:
+        return "half_closed_remote";
+    case GW_H2_SS_CLOSED:
+        return "closed";
+    }
+    return "unknown";
+}
+
+void gw_h2_options_default(gw_h2_options_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->max_concurrent_streams = 100;
+    o->initial_window_size = 256 * 1024;
+    o->connection_window_size = 1024 * 1024;
+    o->max_frame_size = GW_H2_DEFAULT_MAX_FRAME_SIZE;
+    o->header_table_size = 4096;
+    o->max_header_list_size = 64 * 1024;
+    o->settings_timeout_ms = 10000;
+    o->max_requests_per_connection = 0;
+    o->reset_budget = 100;
+    o->reset_window_ms = 10000;
+    o->control_frame_budget = 1000;
+    o->empty_frame_budget = 100;
+    o->max_queued_control = 1000;
+    o->encoder_table_size = 4096;
+    o->max_header_block = 0; /* derived in fill_defaults */
+    o->max_continuations = 64;
+}
+
+static void fill_defaults(gw_h2_options_t *o)
+{
+    gw_h2_options_t d;
+    gw_h2_options_default(&d);
+#define DEF_(f)                                                                                    \
+    if (!o->f)                                                                                     \
+    o->f = d.f
+    DEF_(max_concurrent_streams);
+    DEF_(initial_window_size);
+    DEF_(connection_window_size);
+    DEF_(max_frame_size);
+    DEF_(max_header_list_size);
+    DEF_(settings_timeout_ms);
+    DEF_(reset_budget);
+    DEF_(reset_window_ms);
+    DEF_(control_frame_budget);
+    DEF_(empty_frame_budget);
+    DEF_(max_queued_control);
+    DEF_(max_continuations);
+    DEF_(encoder_table_size);
+#undef DEF_
+    if (!o->max_header_block)
+        o->max_header_block = (size_t)o->max_header_list_size + 16 * 1024;
+}
+
+/* ---- small helpers -------------------------------------------------------------------- */
+
+static gw_h2_stream_t *find_stream(const gw_h2_session_t *s, uint32_t id)
+{
+    gw_list_foreach(it, &s->streams)
+    {
+        gw_h2_stream_t *st = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
+        if (st->id == id)
+            return st;
+    }
+    return NULL;
+}
+
+static void drop_chunks(gw_h2_stream_t *st)
+{
+    gw_list_t *n;
+    while ((n = gw_list_pop_front(&st->chunks))) {
+        data_chunk_t *c = GW_CONTAINER_OF(n, data_chunk_t, link);
+        gw_rbuf_unref(c->buf);
+        gw_free(c);
+    }
+    st->queued = 0;
+}
+
+static void stream_free(gw_h2_session_t *s, gw_h2_stream_t *st)
+{
+    gw_h2_sched_remove(&s->sched, &st->node);
+    gw_list_remove(&st->link);
+    drop_chunks(st);
+    gw_bytes_free(&st->trailers);
+    arena_free(&st->arena);
+    s->active--;
+    gw_free(st);
+}
+
+static gw_h2_stream_t *stream_new(gw_h2_session_t *s, uint32_t id)
+{
+    gw_h2_stream_t *st = gw_calloc(1, sizeof(*st));
+    if (!st)
+        return NULL;
+    st->id = id;
+    st->state = GW_H2_SS_OPEN;
+    st->send_window = s->peer_initial_window;
+    /* Until our SETTINGS are acknowledged the peer may assume the RFC default window. */
+    st->recv_window = s->o.initial_window_size;
+    if (!s->settings_acked && st->recv_window < GW_H2_DEFAULT_WINDOW)
+        st->recv_window = GW_H2_DEFAULT_WINDOW;
+    st->content_length = -1;
+    gw_list_init(&st->chunks);
+    gw_bytes_init(&st->trailers, 0);
+    gw_h2_sched_node_init(&st->node, id);
+    gw_list_push_back(&s->streams, &st->link);
+    s->active++;
+    return st;
+}
+
+static int map_code(uint32_t code)
+{
+    switch (code) {
+    case GW_H2_FLOW_CONTROL_ERROR:
+        return GW_E_FLOW;
+    case GW_H2_COMPRESSION_ERROR:
+        return GW_E_COMPRESSION;
+    case GW_H2_ENHANCE_YOUR_CALM:
+        return GW_E_CALM;
+    case GW_H2_SETTINGS_TIMEOUT:
+        return GW_E_TIMEOUT;
+    default:
+        return GW_E_PROTO;
+    }
+}
+
+/* Connection error (RFC 9113 §5.4.1): GOAWAY with the code and reason, then close after the
+ * flush. Returns the GW_E code recv reports. */
+static int conn_error_rc(gw_h2_session_t *s, uint32_t code, const char *reason, int rc)
+{
+    if (s->closing)
+        return s->fatal_rc;
+    s->closing = 1;
+    s->in_state = IN_DEAD;
+    s->goaway_code = code;
+    s->goaway_reason = reason;
+    s->fatal_rc = rc;
+    s->goaway_sent = 1;
+    size_t dlen = reason ? strlen(reason) : 0;
+    if (dlen > MAX_DEBUG)
+        dlen = MAX_DEBUG;
+    /* Best effort: if even the GOAWAY cannot be queued the connection just closes. */
+    (void)gw_h2_frame_write_goaway(&s->out, s->last_peer_id, code, reason, dlen);
+    return rc;
+}
+
+static int conn_error(gw_h2_session_t *s, uint32_t code, const char *reason)
+{
+    return conn_error_rc(s, code, reason, map_code(code));
+}
+
+static int nomem(gw_h2_session_t *s)
+{
+    return conn_error_rc(s, GW_H2_INTERNAL_ERROR, "out of memory", GW_E_NOMEM);
+}
+
+/* Queue a control frame, enforcing the cap on unsent control frames (CVE-2019-9512/9515:
+ * a peer that does not read our ACKs must not make us buffer without bound). */
+static int ctrl_check(gw_h2_session_t *s)
+{
+    if (++s->ctrl_queued > s->o.max_queued_control) {
+        s->stats.queued_control_hits++;
+        return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "peer does not read control frames");
+    }
+    return 0;
+}
+
+static void roll_budget(gw_h2_session_t *s, uint64_t now)
+{
+    if (now - s->budget_start_ms >= s->o.reset_window_ms || now < s->budget_start_ms) {
+        s->budget_start_ms = now;
+        s->resets_in_window = s->control_in_window = s->empty_in_window = 0;
+    }
+}
+
+static int count_reset(gw_h2_session_t *s)
+{
+    if (++s->resets_in_window > s->o.reset_budget) {
+        s->stats.reset_budget_hits++;
+        return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "too many stream resets");
+    }
+    return 0;
+}
+
+static int count_control(gw_h2_session_t *s)
+{
+    if (++s->control_in_window > s->o.control_frame_budget) {
+        s->stats.control_flood_hits++;
+        return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "control frame flood");
+    }
+    return 0;
+}
+
+static int count_empty(gw_h2_session_t *s)
+{
+    if (++s->empty_in_window > s->o.empty_frame_budget) {
+        s->stats.empty_frame_hits++;
+        return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "empty frame flood");
+    }
+    return 0;
+}
+
+/* Give back connection window for bytes no one will consume (closed streams, padding). */
+static int credit_conn(gw_h2_session_t *s, uint64_t n)
+{
+    s->conn_recv_pending += n;
+    if (s->conn_recv_pending >= s->o.connection_window_size / 2 && !s->closing) {
+        int64_t inc = (int64_t)s->conn_recv_pending;
+        if (s->conn_recv_window + inc > GW_H2_MAX_WINDOW)
+            inc = GW_H2_MAX_WINDOW - s->conn_recv_window;
+        s->conn_recv_pending = 0;
+        if (inc > 0) {
+            if (gw_h2_frame_write_window_update(&s->out, 0, (uint32_t)inc) < 0)
+                return nomem(s);
+            s->conn_recv_window += inc;
+            return ctrl_check(s);
+        }
+    }
+    return 0;
+}
+
+static void close_stream(gw_h2_session_t *s, gw_h2_stream_t *st, uint32_t code, int by_peer);
+
+/* Streams we reset are forgotten soon; frames the peer sent before it saw our RST_STREAM are
+ * ignored rather than answered (RFC 9113 §5.1 "closed"). */
+static void remember_rst(gw_h2_session_t *s, uint32_t sid)
+{
+    s->recent_rst[s->recent_rst_pos++ % 16] = sid;
+}
+
+/* Stream error (RFC 9113 §5.4.2): RST_STREAM. provoked: the peer caused it (counts toward the
+ * reset budget, MadeYouReset CVE-2025-8671). st may be NULL (stream not kept). */
+static int stream_error(gw_h2_session_t *s, uint32_t sid, gw_h2_stream_t *st, uint32_t code,
+                        int provoked)
+{
+    if (gw_h2_frame_write_rst_stream(&s->out, sid, code) < 0)
+        return nomem(s);
+    s->stats.resets_sent++;
+    remember_rst(s, sid);
+    if (st && st->state != GW_H2_SS_CLOSED) {
+        st->rst_sent = 1;
+        close_stream(s, st, code, 0);
+    }
+    int rc = ctrl_check(s);
+    if (rc < 0)
+        return rc;
+    if (provoked) {
+        s->stats.resets_provoked++;
+        return count_reset(s);
+    }
+    return 0;
+}
+
+/* The stream reached "closed": unqueue, give the unconsumed window back, tell the layer above
+ * (which releases it later) or free it if the layer above never saw it. */
+static void close_stream(gw_h2_session_t *s, gw_h2_stream_t *st, uint32_t code, int by_peer)
+{
+    st->state = GW_H2_SS_CLOSED;
+    gw_h2_sched_remove(&s->sched, &st->node);
+    drop_chunks(st);
+    if (st->recv_unconsumed) {
+        (void)credit_conn(s, st->recv_unconsumed);
+        st->recv_unconsumed = 0;
+    }
+    if (st->seen) {
+        if (s->cb.on_close)
+            s->cb.on_close(s->user_data, st->id, code, by_peer);
+    } else {
+        stream_free(s, st);
+    }
+}
+
+/* Our side sent END_STREAM. */
+static void local_end(gw_h2_session_t *s, gw_h2_stream_t *st)
+{
+    if (st->state == GW_H2_SS_OPEN)
+        st->state = GW_H2_SS_HALF_CLOSED_LOCAL;
+    else if (st->state == GW_H2_SS_HALF_CLOSED_REMOTE)
+        close_stream(s, st, GW_H2_NO_ERROR, 0);
+}
+
+/* The peer sent END_STREAM. Returns 0 or a fatal code. */
+static int remote_end(gw_h2_session_t *s, gw_h2_stream_t *st)
+{
+    uint32_t id = st->id;
+    if (st->state == GW_H2_SS_OPEN)
+        st->state = GW_H2_SS_HALF_CLOSED_REMOTE;
+    else if (st->state == GW_H2_SS_HALF_CLOSED_LOCAL)
+        st->state = GW_H2_SS_CLOSED; /* on_close after on_end_stream */
+    if (s->cb.on_end_stream && st->seen) {
+        int rc = s->cb.on_end_stream(s->user_data, id);
+        st = find_stream(s, id); /* the callback may have released it */
+        if (rc < 0 && gw_err_is_fatal(rc))
+            return conn_error_rc(s, GW_H2_INTERNAL_ERROR, "application error", rc);
+        if (!st)
+            return 0;
+        if (rc < 0 && st->state != GW_H2_SS_CLOSED)
+            return stream_error(s, id, st, GW_H2_INTERNAL_ERROR, 0);
+    }
+    if (st->state == GW_H2_SS_CLOSED && !st->rst_sent)
+        close_stream(s, st, GW_H2_NO_ERROR, 0);
+    return 0;
+}
+
+/* Encode fields into HEADERS + CONTINUATION frames within the peer's frame size. */
+static int write_block(gw_h2_session_t *s, uint32_t sid, const gw_hpack_field_t *f, size_t n,
+                       int end_stream)
+{
+    int rc;
+    s->scratch.len = 0;
+    if ((rc = gw_hpack_encode(&s->enc, f, n, &s->scratch)) < 0)
+        return rc;
+    size_t off = 0, len = s->scratch.len;
+    int first = 1;
+    do {
+        size_t chunk = len - off;
+        if (chunk > s->peer_max_frame)
+            chunk = s->peer_max_frame;
+        uint8_t flags = (off + chunk == len) ? GW_H2_F_END_HEADERS : 0;
+        if (first) {
+            flags |= end_stream ? GW_H2_F_END_STREAM : 0;
+            rc = gw_h2_frame_write_headers(&s->out, sid, flags, NULL, s->scratch.base + off, chunk,
+                                           0, 0);
+        } else {
+            rc = gw_h2_frame_write_continuation(&s->out, sid, flags, s->scratch.base + off, chunk);
+        }
+        if (rc < 0)
+            return rc;
+        first = 0;
+        off += chunk;
+    } while (off < len);
+    return 0;
+}
+
+/* ---- request validation (RFC 9113 §8.1-§8.3) ------------------------------------------- */
+
+typedef struct {
+    gw_h2_session_t *s;
+    arena_t *arena;
+    int trailers;
+    int malformed;
+    const char *why;
+    int nomem;
+    int regular_seen;
+    gw_h2_head_t head;
+    gw_h2_header_t *h;
+    size_t n, cap;
+    gw_slice_t priority;
+} decode_ctx_t;
+
+static void bad(decode_ctx_t *c, const char *why)
+{
+    if (!c->malformed) {
+        c->malformed = 1;
+        c->why = why;
+    }
+}
+
+static int valid_name(gw_slice_t n)
+{
+    if (n.len == 0)
+        return 0;
+    for (size_t i = 0; i < n.len; i++) {
+        uint8_t ch = n.base[i];
+        /* §8.2.1: no 0x00-0x20, no uppercase, no 0x7f-0xff; ':' only as the pseudo prefix */
+        if (ch <= 0x20 || (ch >= 'A' && ch <= 'Z') || ch >= 0x7f || (ch == ':' && i > 0))
+            return 0;
+    }
+    return 1;
+}
+
+static int valid_value(gw_slice_t v)
+{
+    for (size_t i = 0; i < v.len; i++) {
+        uint8_t ch = v.base[i];
+        if (ch == 0 || ch == '\r' || ch == '\n')
+            return 0;
+    }
+    if (v.len && (v.base[0] == ' ' || v.base[0] == '\t' || v.base[v.len - 1] == ' ' ||
+                  v.base[v.len - 1] == '\t'))
+        return 0;
+    return 1;
+}
+
+static int parse_cl(gw_slice_t v, int64_t *out)
+{
+    int64_t x = 0;
+    if (v.len == 0 || v.len > 18)
+        return -1;
+    for (size_t i = 0; i < v.len; i++) {
+        if (v.base[i] < '0' || v.base[i] > '9')
+            return -1;
+        x = x * 10 + (v.base[i] - '0');
+    }
+    *out = x;
+    return 0;
+}
+
+static int set_pseudo(decode_ctx_t *c, gw_slice_t *slot, gw_slice_t v)
+{
+    if (slot->base) {
+        bad(c, "duplicate pseudo-header");
+        return 0;
+    }
+    *slot = v.base ? v : (gw_slice_t){(const uint8_t *)"", 0};
+    return 0;
+}
+
+static int on_field(void *ud, const gw_hpack_field_t *f)
+{
+    decode_ctx_t *c = ud;
+    if (c->nomem)
+        return 0;
+    if (!valid_name(f->name)) {
+        bad(c, "invalid field name");
+        return 0;
+    }
+    if (!valid_value(f->value)) {
+        bad(c, "invalid field value");
+        return 0;
+    }
+    /* copy into the arena so the slices outlive the decoder's buffers */
+    uint8_t *p = arena_alloc(c->arena, f->name.len + f->value.len + 1);
+    if (!p) {
+        c->nomem = 1;
+        return 0;
+    }
+    memcpy(p, f->name.base, f->name.len);
+    if (f->value.len)
+        memcpy(p + f->name.len, f->value.base, f->value.len);
+    gw_slice_t name = {p, f->name.len}, value = {p + f->name.len, f->value.len};
+
+    if (name.base[0] == ':') {
+        /* §8.3: pseudo-headers only in requests, before regular fields, known ones only */
+        if (c->trailers) {
+            bad(c, "pseudo-header in trailers");
+            return 0;
+        }
+        if (c->regular_seen) {
+            bad(c, "pseudo-header after regular field");
+            return 0;
+        }
+        if (gw_slice_eq(name, GW_SLICE_LIT(":method")))
+            return set_pseudo(c, &c->head.method, value);
+        if (gw_slice_eq(name, GW_SLICE_LIT(":scheme")))
+            return set_pseudo(c, &c->head.scheme, value);
+        if (gw_slice_eq(name, GW_SLICE_LIT(":authority")))
+            return set_pseudo(c, &c->head.authority, value);
+        if (gw_slice_eq(name, GW_SLICE_LIT(":path")))
+            return set_pseudo(c, &c->head.path, value);
+        if (gw_slice_eq(name, GW_SLICE_LIT(":protocol")))
+            return set_pseudo(c, &c->head.protocol, value);
+        bad(c, "unknown or response pseudo-header");
+        return 0;
+    }
+    c->regular_seen = 1;
+    /* §8.2.2: connection-specific fields make the message malformed */
+    if (gw_slice_eq(name, GW_SLICE_LIT("connection")) ||
+        gw_slice_eq(name, GW_SLICE_LIT("proxy-connection")) ||
+        gw_slice_eq(name, GW_SLICE_LIT("keep-alive")) ||
+        gw_slice_eq(name, GW_SLICE_LIT("transfer-encoding")) ||
+        gw_slice_eq(name, GW_SLICE_LIT("upgrade"))) {
+        bad(c, "connection-specific header field");
+        return 0;
+    }
+    if (gw_slice_eq(name, GW_SLICE_LIT("te")) && !gw_slice_eq(value, GW_SLICE_LIT("trailers"))) {
+        bad(c, "te other than trailers");
+        return 0;
+    }
+    if (!c->trailers && gw_slice_eq(name, GW_SLICE_LIT("content-length"))) {
+        int64_t v;
+        if (parse_cl(value, &v) < 0) {
+            bad(c, "invalid content-length");
+            return 0;
+        }
+        if (c->head.content_length >= 0 && c->head.content_length != v) {
+            bad(c, "conflicting content-length");
+            return 0;
+        }
+        c->head.content_length = v;
+    }
+    if (!c->trailers && gw_slice_eq(name, GW_SLICE_LIT("priority")))
+        c->priority = value;
+    if (c->n == c->cap) {
+        size_t ncap = c->cap ? c->cap * 2 : 16;
+        gw_h2_header_t *nh = arena_alloc(c->arena, ncap * sizeof(*nh));
+        if (!nh) {
+            c->nomem = 1;
+            return 0;
+        }
+        if (c->n)
+            memcpy(nh, c->h, c->n * sizeof(*nh));
+        c->h = nh;
+        c->cap = ncap;
+    }
+    c->h[c->n].name = name;
+    c->h[c->n].value = value;
+    c->n++;
+    return 0;
+}
+
+static void check_request(decode_ctx_t *c)
+{
+    gw_h2_head_t *h = &c->head;
+    if (c->malformed)
+        return;
+    if (!h->method.base) {
+        bad(c, "missing :method");
+        return;
+    }
+    if (h->protocol.base) {
+        /* RFC 8441 §4: only after we advertised SETTINGS_ENABLE_CONNECT_PROTOCOL, we do not */
+        bad(c, ":protocol without extended CONNECT");
+        return;
+    }
+    if (gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT"))) {
+        /* §8.5: :authority only; :scheme and :path omitted */
+        if (!h->authority.base || h->authority.len == 0 || h->scheme.base || h->path.base)
+            bad(c, "malformed CONNECT");
+        return;
+    }
+    if (!h->scheme.base || !h->path.base) {
+        bad(c, "missing :scheme or :path");
+        return;
+    }
+    if (h->path.len == 0) {
+        bad(c, "empty :path");
+        return;
+    }
+    if (h->method.len == 0)
+        bad(c, "empty :method");
+}
+
+/* ---- inbound frames --------------------------------------------------------------------- */
+
+static int finish_block(gw_h2_session_t *s);
+
+static int begin_block(gw_h2_session_t *s, uint32_t sid, const gw_h2_frame_t *f, int reject)
+{
+    s->hb_sid = sid;
+    s->hb_end_stream = (f->hdr.flags & GW_H2_F_END_STREAM) != 0;
+    s->hb_reject = reject;
+    s->hb_frames = 1;
+    s->hb.len = 0;
+    if (f->u.headers.block.len > s->o.max_header_block) {
+        s->stats.header_block_hits++;
+        return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "header block too large");
+    }
+    if (gw_bytes_append(&s->hb, f->u.headers.block.base, f->u.headers.block.len) < 0)
+        return nomem(s);
+    if (f->hdr.flags & GW_H2_F_END_HEADERS)
+        return finish_block(s);
+    return 0;
+}
+
+static int on_headers_frame(gw_h2_session_t *s, const gw_h2_frame_t *f, int reject)
+{
+    uint32_t sid = f->hdr.stream_id;
+    if (f->u.headers.block.len == 0 &&
+        !(f->hdr.flags & (GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS))) {
+        int rc = count_empty(s);
+        if (rc < 0)
+            return rc;
+    }
+    if ((sid & 1) == 0)
+        return conn_error(s, GW_H2_PROTOCOL_ERROR, "client stream id must be odd");
+    gw_h2_stream_t *st = find_stream(s, sid);
+    if (!st && sid <= s->last_peer_id)
+        return conn_error(s, GW_H2_PROTOCOL_ERROR, "stream id not increasing");
+    return begin_block(s, sid, f, reject);
+}
+
+static int on_continuation(gw_h2_session_t *s, const gw_h2_frame_t *f)
+{
+    if (s->hb_sid == 0)
+        return conn_error(s, GW_H2_PROTOCOL_ERROR, "CONTINUATION without HEADERS");
+    if (f->u.continuation.block.len == 0 && !(f->hdr.flags & GW_H2_F_END_HEADERS)) {
+        int rc = count_empty(s);
+        if (rc < 0)
+            return rc;
+    }
+    if (++s->hb_frames > s->o.max_continuations + 1 ||
+        s->hb.len + f->u.continuation.block.len > s->o.max_header_block) {
+        /* endless CONTINUATION (CVE-2024-27316 and friends): cut it off */
+        s->stats.header_block_hits++;
+        return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "header block too large");
+    }
+    if (gw_bytes_append(&s->hb, f->u.continuation.block.base, f->u.continuation.block.len) < 0)
+        return nomem(s);
+    if (f->hdr.flags & GW_H2_F_END_HEADERS)
+        return finish_block(s);
+    return 0;
+}
+
+/* After a callback: the callback may have reset or released the stream, so look it up
+ * again. Returns 0 or a fatal code; *live is 1 when the stream is still there and not closed. */
+static int call_rc(gw_h2_session_t *s, uint32_t sid, int rc, gw_h2_stream_t **live)
+{
+    gw_h2_stream_t *st = find_stream(s, sid);
+    *live = st && st->state != GW_H2_SS_CLOSED ? st : NULL;
+    if (rc >= 0)
+        return 0;
+    if (gw_err_is_fatal(rc))
+        return conn_error_rc(s, GW_H2_INTERNAL_ERROR, "application error", rc);
+    if (*live) {
+        gw_h2_stream_t *x = *live;
+        *live = NULL;
+        return stream_error(s, sid, x, GW_H2_INTERNAL_ERROR, 0);
+    }
+    return 0;
+}
+
+/* Answer a header list above our limit with 431 (RFC 9113 §10.5.1, RFC 6585 §5). */
+static int refuse_431(gw_h2_session_t *s, uint32_t sid, gw_h2_stream_t *st)
+{
+    gw_hpack_field_t f = {GW_SLICE_LIT(":status"), GW_SLICE_LIT("431"), 0};
+    s->stats.header_list_hits++;
+    int rc = write_block(s, sid, &f, 1, 1);
+    if (rc == GW_E_NOMEM)
+        return nomem(s);
+    if (rc < 0)
+        return conn_error(s, GW_H2_COMPRESSION_ERROR, "encoder failure");
+    /* we will not read the rest of the request (RFC 9113 §8.1: NO_ERROR reset after a
+     * complete response) */
+    if (!s->hb_end_stream) {
+        if (gw_h2_frame_write_rst_stream(&s->out, sid, GW_H2_NO_ERROR) < 0)
+            return nomem(s);
+        s->stats.resets_sent++;
+        remember_rst(s, sid);
+    }
+    if (st) {
+        st->rst_sent = 1;
+        close_stream(s, st, GW_H2_NO_ERROR, 0);
+    }
+    return ctrl_check(s);
+}
+
+static int finish_block(gw_h2_session_t *s)
+{
+    uint32_t sid = s->hb_sid;
+    gw_h2_stream_t *st = find_stream(s, sid);
+    int trailers = st != NULL;
+    arena_t tmp = {NULL};
+    decode_ctx_t c;
+    int rc = 0;
+
+    s->hb_sid = 0;
+    memset(&c, 0, sizeof(c));
+    c.s = s;
+    c.trailers = trailers;
+    c.head.content_length = -1;
+    c.head.stream_id = sid;
+    c.arena = st ? &st->arena : &tmp;
+
+    /* Decode whatever happens to the stream: the HPACK state is shared (RFC 9113 §4.3). */
+    gw_hpack_dec_begin(&s->dec, s->o.max_header_list_size);
+    size_t blen = s->hb.len;
+    ssize_t n = gw_hpack_decode(&s->dec, s->hb.base, blen, 1, on_field, &c);
+    int end = n < 0 ? (int)n : gw_hpack_dec_end(&s->dec);
+    s->hb.len = 0;
+    if (n == GW_E_NOMEM || end == GW_E_NOMEM || c.nomem) {
+        rc = nomem(s);
+        goto out;
+    }
+    if (n < 0 || (size_t)n != blen || (end < 0 && end != GW_E_LIMIT)) {
+        rc = conn_error(s, GW_H2_COMPRESSION_ERROR, "HPACK decoding failed");
+        goto out;
+    }
+    int overflow = end == GW_E_LIMIT;
+
+    if (trailers) {
+        /* HEADERS on a stream we know: trailers, or a frame on a closed half */
+        if (st->state == GW_H2_SS_HALF_CLOSED_REMOTE ||
+            (st->state == GW_H2_SS_CLOSED && !st->rst_sent)) {
+            rc = stream_error(s, sid, st, GW_H2_STREAM_CLOSED, 1);
+            goto out;
+        }
+        if (st->state == GW_H2_SS_CLOSED)
+            goto out; /* we reset it: ignore (§5.1) */
+        if (overflow) {
+            rc = refuse_431(s, sid, st);
+            goto out;
+        }
+        if (!c.malformed && !s->hb_end_stream)
+            bad(&c, "trailers without END_STREAM");
+        if (!c.malformed && st->content_length >= 0 &&
+            st->data_recv != (uint64_t)st->content_length)
+            bad(&c, "content-length mismatch");
+        if (c.malformed || s->hb_reject) {
+            s->stats.malformed_requests++;
+            rc = stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
+            goto out;
+        }
+        if (s->cb.on_trailers && st->seen) {
+            rc = call_rc(s, sid, s->cb.on_trailers(s->user_data, sid, c.h, c.n), &st);
+            if (rc < 0 || !st)
+                goto out;
+        }
+        rc = remote_end(s, st);
+        goto out;
+    }
+
+    /* a new stream: the idle ids below it are now closed (§5.1.1) */
+    s->last_peer_id = sid;
+    if (s->goaway_sent || s->active >= s->o.max_concurrent_streams) {
+        /* §5.1.2: REFUSED_STREAM; it also costs us a frame, so it counts as a provoked reset
+         * unless we stopped accepting because of our own GOAWAY */
+        s->stats.streams_refused++;
+        rc = stream_error(s, sid, NULL, GW_H2_REFUSED_STREAM, !s->goaway_sent);
+        goto out;
+    }
+    if (overflow) {
+        rc = refuse_431(s, sid, NULL);
+        goto out;
+    }
+    check_request(&c);
+    if (c.malformed || s->hb_reject) {
+        s->stats.malformed_requests++;
+        rc = stream_error(s, sid, NULL, GW_H2_PROTOCOL_ERROR, 1);
+        goto out;
+    }
+    st = stream_new(s, sid);
+    if (!st) {
+        rc = nomem(s);
+        goto out;
+    }
+    st->arena = tmp;
+    tmp.head = NULL;
+    st->content_length = c.head.content_length;
+    st->seen = 1;
+    s->stats.streams_opened++;
+    s->requests++;
+    c.head.headers = c.h;
+    c.head.headers_len = c.n;
+    c.head.end_stream = s->hb_end_stream;
+    if (c.head.end_stream && c.head.content_length > 0) {
+        st->seen = 0;
+        s->stats.malformed_requests++;
+        rc = stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
+        goto out;
+    }
+    if (s->o.max_requests_per_connection && s->requests >= s->o.max_requests_per_connection &&
+        !s->goaway_sent) {
+        s->stats.max_requests_hits++;
+        if ((rc = gw_h2_session_shutdown(s, 1)) < 0) {
+            rc = nomem(s);
+            goto out;
+        }
+    }
+    if (c.priority.base && s->cb.on_priority)
+        s->cb.on_priority(s->user_data, sid, c.priority);
+    if (s->cb.on_request) {
+        rc = call_rc(s, sid, s->cb.on_request(s->user_data, &c.head), &st);
+        if (rc < 0 || !st)
+            goto out;
+    }
+    if (s->hb_end_stream)
+        rc = remote_end(s, st);
+out:
+    arena_free(&tmp);
+    return rc;
+}
+
+static int recently_reset(const gw_h2_session_t *s, uint32_t sid)
+{
+    for (size_t i = 0; i < 16; i++)
+        if (s->recent_rst[i] == sid)
+            return 1;
+    return 0;
+}
+
+static int on_data_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
+{
+    uint32_t sid = f->hdr.stream_id;
+    uint32_t flen = f->hdr.length;
+    int rc;
+
+    /* connection window first: every DATA frame counts (RFC 9113 §6.9) */
+    if ((int64_t)flen > s->conn_recv_window)
+        return conn_error(s, GW_H2_FLOW_CONTROL_ERROR, "connection window exceeded");
+    s->conn_recv_window -= flen;
+
+    gw_h2_stream_t *st = find_stream(s, sid);
+    if (!st || st->state == GW_H2_SS_HALF_CLOSED_REMOTE || st->state == GW_H2_SS_CLOSED) {
+        if ((rc = credit_conn(s, flen)) < 0)
+            return rc;
+        if ((st && st->rst_sent) || (!st && recently_reset(s, sid)))
+            return 0; /* §5.1: ignore frames after our RST_STREAM (they may be in flight) */
+        return stream_error(s, sid, st, GW_H2_STREAM_CLOSED, 1);
+    }
+    if ((int64_t)flen > st->recv_window) {
+        if ((rc = credit_conn(s, flen)) < 0)
+            return rc;
+        return stream_error(s, sid, st, GW_H2_FLOW_CONTROL_ERROR, 1);
+    }
+    st->recv_window -= flen;
+    /* padding is nobody's to consume: give it back now */
+    if (f->u.data.pad_len) {
+        st->recv_pending += f->u.data.pad_len;
+        if ((rc = credit_conn(s, f->u.data.pad_len)) < 0)
+            return rc;
+    }
+    size_t dlen = f->u.data.data.len;
+    if (dlen == 0 && !(f->hdr.flags & GW_H2_F_END_STREAM) && (rc = count_empty(s)) < 0)
+        return rc;
+    st->data_recv += dlen;
+    if (st->content_length >= 0 && st->data_recv > (uint64_t)st->content_length) {
+        s->stats.malformed_requests++;
+        if ((rc = credit_conn(s, dlen)) < 0)
+            return rc;
+        return stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
+    }
+    if ((f->hdr.flags & GW_H2_F_END_STREAM) && st->content_length >= 0 &&
+        st->data_recv != (uint64_t)st->content_length) {
+        s->stats.malformed_requests++;
+        if ((rc = credit_conn(s, dlen)) < 0)
+            return rc;
+        return stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
+    }
+    if (dlen) {
+        st->recv_unconsumed += dlen;
+        if (s->cb.on_data) {
+            rc = call_rc(s, sid, s->cb.on_data(s->user_data, sid, f->u.data.data.base, dlen), &st);
+            if (rc < 0 || !st)
+                return rc;
+        } else {
+            gw_h2_session_consume(s, sid, dlen);
+        }
+    }
+    if (f->hdr.flags & GW_H2_F_END_STREAM)
+        return remote_end(s, st);
+    return 0;
+}
+
+static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
+{
+    for (size_t i = 0; i < f->u.settings.n; i++) {
+        gw_h2_setting_t st = gw_h2_settings_get(f, i);
+        switch (st.id) {
+        case GW_H2_SETTINGS_HEADER_TABLE_SIZE:
+            gw_hpack_enc_set_peer_max(&s->enc, st.value);
+            break;
+        case GW_H2_SETTINGS_INITIAL_WINDOW_SIZE: {
+            /* §6.9.2: apply the delta to every stream's send window; overflow is a
+             * connection FLOW_CONTROL_ERROR */
+            int64_t delta = (int64_t)st.value - (int64_t)s->peer_initial_window;
+            gw_list_foreach(it, &s->streams)
+            {
+                gw_h2_stream_t *x = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
+                if (x->send_window + delta > GW_H2_MAX_WINDOW)
+                    return conn_error(s, GW_H2_FLOW_CONTROL_ERROR, "stream window overflow");
+            }
+            s->peer_initial_window = st.value;
+            gw_list_foreach(it, &s->streams)
+            {
+                gw_h2_stream_t *x = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
+                x->send_window += delta;
+                if (x->blocked && x->send_window > 0 && x->state != GW_H2_SS_CLOSED) {
+                    x->blocked = 0;
+                    gw_h2_sched_add(&s->sched, &x->node);
+                    if (s->cb.on_writable)
+                        s->cb.on_writable(s->user_data, x->id);
+                }
+            }
+            break;
+        }
+        case GW_H2_SETTINGS_MAX_FRAME_SIZE:
+            s->peer_max_frame = st.value;
+            break;
+        case GW_H2_SETTINGS_MAX_HEADER_LIST_SIZE:
+            s->peer_max_header_list = st.value;
+            break;
+        default:
+            break;
+        }
+    }
+    return 0;
+}
+
+static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_t *payload,
+                    uint64_t now)
+{
+    gw_h2_frame_t f;
+    gw_h2_frame_err_t err;
+    int rc;
+
+    s->stats.frames_in++;
+    roll_budget(s, now);
+    /* §6.10: nothing may come between HEADERS and its last CONTINUATION */
+    if (s->hb_sid && (h->type != GW_H2_FT_CONTINUATION || h->stream_id != s->hb_sid))
+        return conn_error(s, GW_H2_PROTOCOL_ERROR, "frame inside a header block");
+    /* §3.4: the client preface ends with a SETTINGS frame */
+    if (!s->got_settings) {
+        if (h->type != GW_H2_FT_SETTINGS || (h->flags & GW_H2_F_ACK))
+            return conn_error(s, GW_H2_PROTOCOL_ERROR, "first frame is not SETTINGS");
+    }
+    rc = gw_h2_frame_parse(h, payload, &f, &err);
+    if (rc == 1)
+        return 0; /* unknown type */
+    if (rc == GW_E_PROTO)
+        return conn_error(s, err.code, err.reason);
+    /* §5.1 idle: only HEADERS and PRIORITY may open or touch an idle stream */
+    if (h->stream_id && h->stream_id > s->last_peer_id && h->type != GW_H2_FT_HEADERS &&
+        h->type != GW_H2_FT_PRIORITY && h->type != GW_H2_FT_PUSH_PROMISE && !s->hb_sid)
+        return conn_error(s, GW_H2_PROTOCOL_ERROR, "frame on an idle stream");
+    int reject = 0;
+    if (rc == GW_E_STREAM) {
+        if (h->type != GW_H2_FT_HEADERS) {
+            gw_h2_stream_t *st = find_stream(s, h->stream_id);
+            if (h->type == GW_H2_FT_PRIORITY && (rc = count_control(s)) < 0)
+                return rc;
+            return stream_error(s, h->stream_id, st, err.code, 1);
+        }
+        reject = 1; /* decode the block for HPACK's sake, then reset */
+    }
+
+    switch (h->type) {
+    case GW_H2_FT_DATA:
+        return on_data_frame(s, &f);
+    case GW_H2_FT_HEADERS:
+        return on_headers_frame(s, &f, reject);
+    case GW_H2_FT_CONTINUATION:
+        return on_continuation(s, &f);
+    case GW_H2_FT_PRIORITY:
+        return count_control(s); /* RFC 7540 tree: deprecated, ignored (RFC 9113 §5.3.2) */
+    case GW_H2_FT_PRIORITY_UPDATE:
+        if ((rc = count_control(s)) < 0)
+            return rc;
+        if (s->cb.on_priority)
+            s->cb.on_priority(s->user_data, f.u.priority_update.prioritized_id,
+                              f.u.priority_update.value);
+        return 0;
+    case GW_H2_FT_RST_STREAM: {
+        gw_h2_stream_t *st = find_stream(s, h->stream_id);
+        s->stats.resets_received++;
+        if ((rc = count_reset(s)) < 0)
+            return rc;
+        if (st && st->state != GW_H2_SS_CLOSED)
+            close_stream(s, st, f.u.rst_stream.error_code, 1);
+        return 0;
+    }
+    case GW_H2_FT_SETTINGS:
+        if (h->flags & GW_H2_F_ACK) {
+            if (!s->settings_acked)
+                gw_hpack_dec_set_max_table_size(&s->dec, s->o.header_table_size);
+            s->settings_acked = 1;
+            return 0;
+        }
+        s->got_settings = 1;
+        if ((rc = count_control(s)) < 0)
+            return rc;
+        if ((rc = apply_settings(s, &f)) < 0)
+            return rc;
+        if (gw_h2_frame_write_settings(&s->out, 1, NULL, 0) < 0)
+            return nomem(s);
+        return ctrl_check(s);
+    case GW_H2_FT_PING:
+        if (h->flags & GW_H2_F_ACK) {
+            if (s->shutdown_pending && memcmp(f.u.ping.opaque, SHUTDOWN_PING, 8) == 0) {
+                s->shutdown_pending = 0;
+                if (gw_h2_session_shutdown(s, 1) < 0)
+                    return nomem(s);
+            }
+            return 0;
+        }
+        if ((rc = count_control(s)) < 0)
+            return rc;
+        if (gw_h2_frame_write_ping(&s->out, 1, f.u.ping.opaque) < 0)
+            return nomem(s);
+        return ctrl_check(s);
+    case GW_H2_FT_GOAWAY:
+        s->peer_goaway = 1;
+        if (s->cb.on_goaway)
+            s->cb.on_goaway(s->user_data, f.u.goaway.last_stream_id, f.u.goaway.error_code,
+                            f.u.goaway.debug);
+        return 0;
+    case GW_H2_FT_WINDOW_UPDATE: {
+        uint32_t inc = f.u.window_update.increment;
+        if ((rc = count_control(s)) < 0)
+            return rc;
+        if (h->stream_id == 0) {
+            if (s->conn_send_window + inc > GW_H2_MAX_WINDOW)
+                return conn_error(s, GW_H2_FLOW_CONTROL_ERROR, "connection window overflow");
+            s->conn_send_window += inc;
+            return 0;
+        }
+        gw_h2_stream_t *st = find_stream(s, h->stream_id);
+        if (!st || st->state == GW_H2_SS_CLOSED)
+            return 0; /* may cross our END_STREAM or RST_STREAM (§6.9) */
+        if (st->send_window + inc > GW_H2_MAX_WINDOW)
+            return stream_error(s, h->stream_id, st, GW_H2_FLOW_CONTROL_ERROR, 1);
+        st->send_window += inc;
+        if (st->blocked && st->send_window > 0) {
+            st->blocked = 0;
+            gw_h2_sched_add(&s->sched, &st->node);
+            if (s->cb.on_writable)
+                s->cb.on_writable(s->user_data, st->id);
+        }
+        return 0;
+    }
+    case GW_H2_FT_PUSH_PROMISE:
+        /* §8.4: a client cannot push */
+        return conn_error(s, GW_H2_PROTOCOL_ERROR, "PUSH_PROMISE from a client");
+    default:
+        return 0;
+    }
+}
+
+/* ---- public: lifetime ------------------------------------------------------------------- */
+
+int gw_h2_session_new(gw_h2_session_t **out, const gw_h2_options_t *opts,
+                      const gw_h2_callbacks_t *cb, void *user_data, uint64_t now_ms)
+{
+    gw_h2_session_t *s;
+    int rc = GW_E_NOMEM;
+
+    *out = NULL;
+    s = gw_calloc(1, sizeof(*s));
+    if (!s)
+        return GW_E_NOMEM;
+    if (opts)
+        s->o = *opts;
+    else
+        gw_h2_options_default(&s->o);
+    fill_defaults(&s->o);
+    if (cb)
+        s->cb = *cb;
+    s->user_data = user_data;
+    gw_list_init(&s->streams);
+    gw_bytes_init(&s->in, 0);
+    gw_bytes_init(&s->hb, 0);
+    gw_bytes_init(&s->out, 0);
+    gw_bytes_init(&s->scratch, 0);
+    gw_h2_sched_init(&s->sched, NULL);
+    if (s->o.initial_window_size > GW_H2_MAX_WINDOW ||
+        s->o.connection_window_size > GW_H2_MAX_WINDOW ||
+        s->o.max_frame_size < GW_H2_DEFAULT_MAX_FRAME_SIZE ||
+        s->o.max_frame_size > GW_H2_MAX_MAX_FRAME_SIZE) {
+        gw_free(s);
+        return GW_E_INVAL;
+    }
+    /* until our SETTINGS are acknowledged the peer may use the default 4096 (RFC 7541 §4.2) */
+    if (gw_hpack_dec_init(&s->dec, s->o.header_table_size > 4096 ? s->o.header_table_size : 4096) <
+        0) {
+        gw_free(s);
+        return GW_E_NOMEM;
+    }
+    if (gw_hpack_enc_init(&s->enc, s->o.encoder_table_size) < 0) {
+        gw_hpack_dec_free(&s->dec);
+        gw_free(s);
+        return GW_E_NOMEM;
+    }
+    s->peer_initial_window = GW_H2_DEFAULT_WINDOW;
+    s->peer_max_frame = GW_H2_DEFAULT_MAX_FRAME_SIZE;
+    s->peer_max_header_list = UINT32_MAX;
+    s->conn_send_window = GW_H2_DEFAULT_WINDOW;
+    s->conn_recv_window = GW_H2_DEFAULT_WINDOW;
+    s->settings_sent_ms = now_ms;
+    s->budget_start_ms = now_ms;
+
+    /* server preface: our SETTINGS, then open the connection window (§3.4, §6.9.2) */
+    gw_h2_setting_t set[5];
+    size_t n = 0;
+    set[n++] =
+        (gw_h2_setting_t){GW_H2_SETTINGS_MAX_CONCURRENT_STREAMS, s->o.max_concurrent_streams};
+    set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, s->o.initial_window_size};
+    set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_MAX_FRAME_SIZE, s->o.max_frame_size};
+    set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_MAX_HEADER_LIST_SIZE, s->o.max_header_list_size};
+    if (s->o.header_table_size != 4096)
+        set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_HEADER_TABLE_SIZE, s->o.header_table_size};
+    if ((rc = gw_h2_frame_write_settings(&s->out, 0, set, n)) < 0)
+        goto fail;
+    if (s->o.connection_window_size > GW_H2_DEFAULT_WINDOW) {
+        uint32_t inc = s->o.connection_window_size - GW_H2_DEFAULT_WINDOW;
+        if ((rc = gw_h2_frame_write_window_update(&s->out, 0, inc)) < 0)
+            goto fail;
+        s->conn_recv_window += inc;
+    }
+    *out = s;
+    return 0;
+fail:
+    gw_h2_session_del(s);
+    return rc;
+}
+
+void gw_h2_session_del(gw_h2_session_t *s)
+{
+    if (!s)
+        return;
+    gw_list_t *n;
+    while ((n = gw_list_pop_front(&s->streams))) {
+        gw_h2_stream_t *st = GW_CONTAINER_OF(n, gw_h2_stream_t, link);
+        gw_list_init(&st->link);
+        gw_h2_sched_remove(&s->sched, &st->node);
+        drop_chunks(st);
+        gw_bytes_free(&st->trailers);
+        arena_free(&st->arena);
+        gw_free(st);
+    }
+    gw_hpack_dec_free(&s->dec);
+    gw_hpack_enc_free(&s->enc);
+    gw_bytes_free(&s->in);
+    gw_bytes_free(&s->hb);
+    gw_bytes_free(&s->out);
+    gw_bytes_free(&s->scratch);
+    gw_free(s);
+}
+
+/* ---- public: input ---------------------------------------------------------------------- */
+
+ssize_t gw_h2_session_recv(gw_h2_session_t *s, const uint8_t *buf, size_t len, uint64_t now_ms)
+{
+    size_t off = 0;
+    int rc = 0;
+
+    if (s->closing)
+        return GW_E_CLOSED;
+    while (off < len && !s->closing) {
+        switch (s->in_state) {
+        case IN_PREFACE: {
+            size_t n = GW_H2_PREFACE_LEN - s->preface_pos;
+            if (n > len - off)
+                n = len - off;
+            if (memcmp(buf + off, &GW_H2_PREFACE[s->preface_pos], n) != 0)
+                return conn_error(s, GW_H2_PROTOCOL_ERROR, "invalid connection preface");
+            s->preface_pos += n;
+            off += n;
+            if (s->preface_pos == GW_H2_PREFACE_LEN)
+                s->in_state = IN_HDR;
+            break;
+        }
+        case IN_HDR: {
+            size_t n = GW_H2_FRAME_HDR_LEN - s->hdr_have;
+            if (n > len - off)
+                n = len - off;
+            memcpy(s->hdr_buf + s->hdr_have, buf + off, n);
+            s->hdr_have += n;
+            off += n;
+            if (s->hdr_have < GW_H2_FRAME_HDR_LEN)
+                break;
+            s->hdr_have = 0;
+            gw_h2_frame_hdr_parse(s->hdr_buf, &s->hdr);
+            gw_h2_frame_err_t err;
+            if (gw_h2_frame_check_hdr(&s->hdr, s->o.max_frame_size, &err) < 0)
+                return conn_error(s, err.code, err.reason);
+            s->in.len = 0;
+            if (s->hdr.length == 0) {
+                if ((rc = on_frame(s, &s->hdr, NULL, now_ms)) < 0)
+                    return rc;
+            } else {
+                s->in_state = IN_PAYLOAD;
+            }
+            break;
+        }
+        case IN_PAYLOAD: {
+            size_t avail = len - off;
+            if (s->in.len == 0 && avail >= s->hdr.length) {
+                /* whole payload in the caller's buffer: parse in place */
+                off += s->hdr.length;
+                s->in_state = IN_HDR;
+                if ((rc = on_frame(s, &s->hdr, buf + off - s->hdr.length, now_ms)) < 0)
+                    return rc;
+                break;
+            }
+            size_t n = s->hdr.length - s->in.len;
+            if (n > avail)
+                n = avail;
+            if (gw_bytes_append(&s->in, buf + off, n) < 0)
+                return nomem(s);
+            off += n;
+            if (s->in.len == s->hdr.length) {
+                s->in_state = IN_HDR;
+                rc = on_frame(s, &s->hdr, s->in.base, now_ms);
+                s->in.len = 0;
+                if (rc < 0)
+                    return rc;
+            }
+            break;
+        }
+        case IN_DEAD:
+            return GW_E_CLOSED;
+        }
+    }
+    if (s->closing)
+        return s->fatal_rc;
+    return (ssize_t)len;
+}
+
+int gw_h2_session_tick(gw_h2_session_t *s, uint64_t now_ms)
+{
+    if (s->closing)
+        return 0;
+    roll_budget(s, now_ms);
+    if (!s->settings_acked && now_ms >= s->settings_sent_ms &&
+        now_ms - s->settings_sent_ms >= s->o.settings_timeout_ms) {
+        s->stats.settings_timeouts++;
+        return conn_error(s, GW_H2_SETTINGS_TIMEOUT, "SETTINGS not acknowledged");
+    }
+    return 0;
+}
+
+uint64_t gw_h2_session_next_deadline(const gw_h2_session_t *s)
+{
+    if (s->closing || s->settings_acked)
+        return UINT64_MAX;
+    return s->settings_sent_ms + s->o.settings_timeout_ms;
+}
+
+/* ---- public: output --------------------------------------------------------------------- */
+
+static int stream_can_send(const gw_h2_session_t *s, const gw_h2_stream_t *st)
+{
+    if (gw_list_empty(&st->chunks))
+        return 1; /* END_STREAM or trailers need no window */
+    return s->conn_send_window > 0 && st->send_window > 0;
+}
+
+ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
+{
+    size_t before = q->bytes;
+    uint8_t hdr[GW_H2_FRAME_HDR_LEN];
+
+    if (s->out.len) {
+        if (gw_iovq_copy(q, s->out.base, s->out.len) < 0)
+            return GW_E_NOMEM;
+        s->out.len = 0;
+        s->ctrl_queued = 0;
+    }
+    if (s->closing)
+        return (ssize_t)(q->bytes - before);
+
+    gw_h2_sched_node_t *node;
+    while ((node = gw_h2_sched_next(&s->sched))) {
+        gw_h2_stream_t *st = GW_CONTAINER_OF(node, gw_h2_stream_t, node);
+        if (!gw_list_empty(&st->chunks)) {
+            if (s->conn_send_window <= 0)
+                break; /* everyone waits for the connection window; streams stay queued */
+            if (st->send_window <= 0) {
+                st->blocked = 1;
+                gw_h2_sched_remove(&s->sched, node);
+                continue;
+            }
+            data_chunk_t *c = GW_CONTAINER_OF(st->chunks.next, data_chunk_t, link);
+            size_t n = c->len;
+            if ((int64_t)n > s->conn_send_window)
+                n = (size_t)s->conn_send_window;
+            if ((int64_t)n > st->send_window)
+                n = (size_t)st->send_window;
+            if (n > s->peer_max_frame)
+                n = s->peer_max_frame;
+            int last = n == c->len && c->link.next == &st->chunks;
+            int eos = last && st->eos_queued && !st->has_trailers;
+            gw_h2_frame_hdr_t h = {(uint32_t)n, GW_H2_FT_DATA, eos ? GW_H2_F_END_STREAM : 0,
+                                   st->id};
+            gw_h2_frame_hdr_pack(hdr, &h);
+            if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0 || gw_iovq_ref(q, c->buf, c->off, n) < 0)
+                return GW_E_NOMEM;
+            s->stats.frames_out++;
+            s->conn_send_window -= n;
+            st->send_window -= n;
+            st->queued -= n;
+            c->off += n;
+            c->len -= n;
+            if (c->len == 0) {
+                gw_list_remove(&c->link);
+                gw_rbuf_unref(c->buf);
+                gw_free(c);
+            }
+            if (eos) {
+                local_end(s, st);
+                if (!find_stream(s, h.stream_id) || st->state == GW_H2_SS_CLOSED ||
+                    st->state == GW_H2_SS_HALF_CLOSED_LOCAL) {
+                    if (find_stream(s, h.stream_id))
+                        gw_h2_sched_remove(&s->sched, &st->node);
+                    continue;
+                }
+            }
+            if (gw_list_empty(&st->chunks) && !st->eos_queued) {
+                gw_h2_sched_remove(&s->sched, node);
+                if (s->cb.on_writable)
+                    s->cb.on_writable(s->user_data, st->id);
+                continue;
+            }
+            gw_h2_sched_sent(&s->sched, node, n);
+            continue;
+        }
+        /* no data left: finish the stream */
+        gw_h2_sched_remove(&s->sched, node);
+        if (!st->eos_queued)
+            continue;
+        uint32_t sid = st->id;
+        if (st->has_trailers) {
+            if (gw_iovq_copy(q, st->trailers.base, st->trailers.len) < 0)
+                return GW_E_NOMEM;
+            st->has_trailers = 0;
+        } else {
+            gw_h2_frame_hdr_t h = {0, GW_H2_FT_DATA, GW_H2_F_END_STREAM, sid};
+            gw_h2_frame_hdr_pack(hdr, &h);
+            if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0)
+                return GW_E_NOMEM;
+        }
+        s->stats.frames_out++;
+        st->eos_queued = 0;
+        local_end(s, st);
+    }
+    return (ssize_t)(q->bytes - before);
+}
+
+int gw_h2_session_want_read(const gw_h2_session_t *s)
+{
+    if (s->closing)
+        return 0;
+    if (s->peer_goaway && s->goaway_sent && s->active == 0)
+        return 0;
+    return 1;
+}
+
+int gw_h2_session_want_write(const gw_h2_session_t *s)
+{
+    if (s->out.len)
+        return 1;
+    if (s->closing)
+        return 0;
+    gw_list_foreach(it, &s->sched.queue)
+    {
+        const gw_h2_stream_t *st =
+            GW_CONTAINER_OF(GW_CONTAINER_OF(it, gw_h2_sched_node_t, link), gw_h2_stream_t, node);
+        if (stream_can_send(s, st))
+            return 1;
+    }
+    return 0;
+}
+
+int gw_h2_session_should_close(const gw_h2_session_t *s)
+{
+    if (s->closing)
+        return s->out.len == 0;
+    if ((s->goaway_sent || s->peer_goaway) && s->active == 0 && s->out.len == 0 &&
+        !s->shutdown_pending)
+        return 1;
+    return 0;
+}
+
+uint32_t gw_h2_session_goaway_code(const gw_h2_session_t *s, const char **reason)
+{
+    if (reason)
+        *reason = s->goaway_reason;
+    return s->goaway_code;
+}
+
+/* ---- public: submitting ----------------------------------------------------------------- */
+
+static gw_h2_stream_t *writable_stream(gw_h2_session_t *s, uint32_t sid)
+{
+    gw_h2_stream_t *st = find_stream(s, sid);
+    if (!st || s->closing)
+        return NULL;
+    if (st->state != GW_H2_SS_OPEN && st->state != GW_H2_SS_HALF_CLOSED_REMOTE)
+        return NULL;
+    return st;
+}
+
+static int encode_fields(gw_h2_session_t *s, uint32_t sid, const char *status,
+                         const gw_h2_header_t *fields, size_t n, int end_stream, gw_bytes_t *dst)
+{
+    size_t extra = status ? 1 : 0;
+    gw_hpack_field_t *f = gw_malloc((n + extra + 1) * sizeof(*f)); /* never 0 bytes */
+    int rc;
+    if (!f)
+        return GW_E_NOMEM;
+    if (status)
+        f[0] = (gw_hpack_field_t){GW_SLICE_LIT(":status"), gw_slice_str(status), 0};
+    for (size_t i = 0; i < n; i++)
+        f[i + extra] = (gw_hpack_field_t){fields[i].name, fields[i].value, 0};
+    size_t mark = s->out.len;
+    if (dst) {
+        /* trailers: encode now (HPACK order is the order of encoding), frame later */
+        gw_bytes_t save = s->out;
+        s->out = *dst;
+        rc = write_block(s, sid, f, n + extra, end_stream);
+        *dst = s->out;
+        s->out = save;
+    } else {
+        rc = write_block(s, sid, f, n + extra, end_stream);
+        if (rc < 0)
+            s->out.len = mark;
+    }
+    gw_free(f);
+    if (rc == GW_E_NOMEM) {
+        /* the encoder's dynamic table may now differ from the peer's: fail the connection */
+        conn_error_rc(s, GW_H2_INTERNAL_ERROR, "header encoding failed", GW_E_NOMEM);
+    }
+    return rc;
+}
+
+int gw_h2_session_submit_response(gw_h2_session_t *s, uint32_t stream_id, unsigned status,
+                                  const gw_h2_header_t *fields, size_t n, int end_stream)
+{
+    gw_h2_stream_t *st = writable_stream(s, stream_id);
+    char code[4];
+    int rc;
+    if (!st)
+        return GW_E_NOENT;
+    if (st->head_sent || status < 100 || status > 999 || (status < 200 && end_stream))
+        return GW_E_INVAL;
+    code[0] = (char)('0' + status / 100);
+    code[1] = (char)('0' + status / 10 % 10);
+    code[2] = (char)('0' + status % 10);
+    code[3] = 0;
+    if ((rc = encode_fields(s, stream_id, code, fields, n, end_stream, NULL)) < 0)
+        return rc == GW_E_NOMEM ? GW_E_NOMEM : GW_E_INVAL;
+    s->stats.frames_out++;
+    if (status >= 200)
+        st->head_sent = 1;
+    if (end_stream)
+        local_end(s, st);
+    return 0;
+}
+
+int gw_h2_session_submit_data(gw_h2_session_t *s, uint32_t stream_id, gw_rbuf_t *buf, size_t off,
+                              size_t len, int end_stream)
+{
+    gw_h2_stream_t *st = writable_stream(s, stream_id);
+    if (!st)
+        return GW_E_NOENT;
+    if (!st->head_sent || st->eos_queued)
+        return GW_E_INVAL;
+    if (len) {
+        if (!buf || off > buf->cap || len > buf->cap - off)
+            return GW_E_INVAL;
+        data_chunk_t *c = gw_malloc(sizeof(*c));
+        if (!c)
+            return GW_E_NOMEM;
+        c->buf = gw_rbuf_ref(buf);
+        c->off = off;
+        c->len = len;
+        gw_list_push_back(&st->chunks, &c->link);
+        st->queued += len;
+    }
+    if (end_stream)
+        st->eos_queued = 1;
+    if (len || end_stream) {
+        if (st->send_window > 0 || !len)
+            gw_h2_sched_add(&s->sched, &st->node);
+        else
+            st->blocked = 1;
+    }
+    return 0;
+}
+
+int gw_h2_session_submit_trailers(gw_h2_session_t *s, uint32_t stream_id,
+                                  const gw_h2_header_t *fields, size_t n)
+{
+    gw_h2_stream_t *st = writable_stream(s, stream_id);
+    int rc;
+    if (!st)
+        return GW_E_NOENT;
+    if (!st->head_sent || st->eos_queued)
+        return GW_E_INVAL;
+    st->trailers.len = 0;
+    if ((rc = encode_fields(s, stream_id, NULL, fields, n, 1, &st->trailers)) < 0) {
+        st->trailers.len = 0;
+        return rc == GW_E_NOMEM ? GW_E_NOMEM : GW_E_INVAL;
+    }
+    st->has_trailers = 1;
+    st->eos_queued = 1;
+    if (gw_list_empty(&st->chunks) || st->send_window > 0)
+        gw_h2_sched_add(&s->sched, &st->node);
+    return 0;
+}
+
+int gw_h2_session_submit_rst(gw_h2_session_t *s, uint32_t stream_id, uint32_t error_code)
+{
+    gw_h2_stream_t *st = find_stream(s, stream_id);
+    if (!st || st->state == GW_H2_SS_CLOSED || s->closing)
+        return GW_E_NOENT;
+    if (gw_h2_frame_write_rst_stream(&s->out, stream_id, error_code) < 0)
+        return GW_E_NOMEM;
+    s->stats.resets_sent++;
+    remember_rst(s, stream_id);
+    st->rst_sent = 1;
+    close_stream(s, st, error_code, 0);
+    return 0;
+}
+
+int gw_h2_session_submit_ping(gw_h2_session_t *s, const uint8_t *opaque8)
+{
+    if (s->closing)
+        return GW_E_CLOSED;
+    if (s->ctrl_queued >= s->o.max_queued_control)
+        return GW_E_LIMIT;
+    if (gw_h2_frame_write_ping(&s->out, 0, opaque8) < 0)
+        return GW_E_NOMEM;
+    s->ctrl_queued++;
+    return 0;
+}
+
+int gw_h2_session_shutdown(gw_h2_session_t *s, int final)
+{
+    if (s->closing || s->goaway_sent)
+        return 0;
+    if (!final) {
+        if (s->shutdown_pending)
+            return 0;
+        /* §6.8: a first GOAWAY with the maximum id, then a PING round trip, then the real
+         * last-stream-id: streams in flight are not lost */
+        if (gw_h2_frame_write_goaway(&s->out, GW_H2_STREAM_ID_MASK, GW_H2_NO_ERROR, NULL, 0) < 0 ||
+            gw_h2_frame_write_ping(&s->out, 0, (const uint8_t *)SHUTDOWN_PING) < 0)
+            return GW_E_NOMEM;
+        s->shutdown_pending = 1;
+        return 0;
+    }
+    if (gw_h2_frame_write_goaway(&s->out, s->last_peer_id, GW_H2_NO_ERROR, NULL, 0) < 0)
+        return GW_E_NOMEM;
+    s->goaway_sent = 1;
+    s->shutdown_pending = 0;
+    return 0;
+}
+
+int gw_h2_session_terminate(gw_h2_session_t *s, uint32_t error_code, const char *debug)
+{
+    if (s->closing)
+        return 0;
+    size_t before = s->out.len;
+    conn_error_rc(s, error_code, debug, map_code(error_code));
+    s->goaway_reason = "terminated by the application";
+    return s->out.len > before ? 0 : GW_E_NOMEM;
+}
+
+/* ---- public: flow control and bookkeeping ------------------------------------------------ */
+
+int gw_h2_session_consume(gw_h2_session_t *s, uint32_t stream_id, size_t n)
+{
+    if (stream_id == 0)
+        return credit_conn(s, n) < 0 ? GW_E_NOMEM : 0;
+    gw_h2_stream_t *st = find_stream(s, stream_id);
+    if (!st)
+        return GW_E_NOENT;
+    if (n > st->recv_unconsumed)
+        n = (size_t)st->recv_unconsumed; /* already credited when the stream closed */
+    st->recv_unconsumed -= n;
+    if (credit_conn(s, n) < 0)
+        return GW_E_NOMEM;
+    if (st->state != GW_H2_SS_OPEN && st->state != GW_H2_SS_HALF_CLOSED_LOCAL)
+        return 0; /* the peer sends no more on this stream */
+    st->recv_pending += n;
+    /* batch: announce once half the window has been consumed (RFC 9113 §6.9 leaves when to
+     * the receiver) */
+    if (st->recv_pending >= s->o.initial_window_size / 2 && !s->closing) {
+        int64_t inc = (int64_t)st->recv_pending;
+        if (st->recv_window + inc > GW_H2_MAX_WINDOW)
+            inc = GW_H2_MAX_WINDOW - st->recv_window;
+        st->recv_pending = 0;
+        if (inc > 0) {
+            if (gw_h2_frame_write_window_update(&s->out, stream_id, (uint32_t)inc) < 0)
+                return GW_E_NOMEM;
+            st->recv_window += inc;
+            s->ctrl_queued++;
+        }
+    }
+    return 0;
+}
+
+int gw_h2_session_stream_release(gw_h2_session_t *s, uint32_t stream_id)
+{
+    gw_h2_stream_t *st = find_stream(s, stream_id);
+    if (!st || !st->seen)
+        return GW_E_NOENT;
+    if (st->state != GW_H2_SS_CLOSED) {
+        /* the layer above gives up on a live stream: cancel it (RFC 9113 §8.1) */
+        st->seen = 0;
+        if (gw_h2_frame_write_rst_stream(&s->out, stream_id, GW_H2_CANCEL) == 0)
+            s->stats.resets_sent++;
+        remember_rst(s, stream_id);
+        st->rst_sent = 1;
+        close_stream(s, st, GW_H2_CANCEL, 0); /* frees it: not seen any more */
+        return 0;
+    }
+    stream_free(s, st);
+    return 0;
+}
+
+gw_h2_stream_state_t gw_h2_session_stream_state(const gw_h2_session_t *s, uint32_t stream_id)
+{
+    const gw_h2_stream_t *st = find_stream(s, stream_id);
+    if (st)
+        return st->state;
+    if (stream_id && (stream_id & 1) && stream_id <= s->last_peer_id)
+        return GW_H2_SS_CLOSED;
+    return GW_H2_SS_IDLE;
+}
+
+int gw_h2_session_set_stream_data(gw_h2_session_t *s, uint32_t stream_id, void *data)
+{
+    gw_h2_stream_t *st = find_stream(s, stream_id);
+    if (!st)
+        return GW_E_NOENT;
+    st->data = data;
+    return 0;
+}
+
+void *gw_h2_session_get_stream_data(const gw_h2_session_t *s, uint32_t stream_id)
+{
+    const gw_h2_stream_t *st = find_stream(s, stream_id);
+    return st ? st->data : NULL;
+}
+
+size_t gw_h2_session_stream_queued(const gw_h2_session_t *s, uint32_t stream_id)
+{
+    const gw_h2_stream_t *st = find_stream(s, stream_id);
+    return st ? st->queued : 0;
+}
+
+int64_t gw_h2_session_send_window(const gw_h2_session_t *s, uint32_t stream_id)
+{
+    if (stream_id == 0)
+        return s->conn_send_window;
+    const gw_h2_stream_t *st = find_stream(s, stream_id);
+    return st ? st->send_window : 0;
+}
+
+size_t gw_h2_session_active_streams(const gw_h2_session_t *s)
+{
+    return s->active;
+}
+
+const gw_h2_stats_t *gw_h2_session_stats(const gw_h2_session_t *s)
+{
+    return &s->stats;
+}
+
+#endif /* GW_H2_HAVE_HPACK */

@@ -1,0 +1,289 @@
+/* h2/session.h — the sans-IO HTTP/2 connection engine (RFC 9113), server role.
+ *
+ * A session is fed the bytes read from the peer (gw_h2_session_recv), fires callbacks for the
+ * version-neutral request events, and appends the frames it wants written to a caller-owned
+ * output queue (gw_h2_session_send). It never reads a clock, never touches a socket: the caller
+ * passes the time to recv/tick and pumps bytes both ways (nghttp2's mem_recv2/mem_send2 split).
+ *
+ * Pump loop of the IO glue (front/):
+ *
+ *     n = gw_h2_session_recv(s, buf, len, now);      // fires callbacks; n < 0: connection error
+ *     gw_h2_session_send(s, &iovq);                  // GOAWAY is queued even after an error
+ *     write iovq; gw_iovq_consume(&iovq, written);
+ *     if (gw_h2_session_should_close(s) && iovq.bytes == 0) close the connection;
+ *     arm a timer at gw_h2_session_next_deadline(s) and call gw_h2_session_tick() when it fires.
+ *
+ * Ownership: the session copies nothing it is not asked to keep. Header names/values passed to
+ * callbacks live in the stream's arena until the stream is released; DATA payload passed to
+ * on_data points into the caller's input buffer (or the session's frame buffer) and is valid
+ * only during the callback. DATA submitted for sending is held by reference (gw_rbuf_t) and
+ * framed into the iovq without copying the payload.
+ *
+ * Stream lifetime as seen by the layer above: on_request opens it; on_data/on_end_stream/
+ * on_trailers follow; on_close reports that the stream reached the "closed" state (normally or
+ * by reset, with the error code). A stream that was reported with on_request keeps its slot —
+ * it counts toward SETTINGS_MAX_CONCURRENT_STREAMS — until the layer above calls
+ * gw_h2_session_stream_release(), i.e. until its work for the stream is really cancelled
+ * (RFC 9113 §5.1.2; defence against rapid reset, CVE-2023-44487). Streams the layer above never
+ * saw (refused, malformed before the request was complete) are released by the session itself.
+ */
+#ifndef GW_H2_SESSION_H
+#define GW_H2_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/buf.h"
+#include "h2/errors.h"
+
+typedef struct gw_h2_session gw_h2_session_t;
+
+/* ---- options --------------------------------------------------------------------------- */
+
+/* The first block mirrors gw_cfg_h2_t (config/config.h) field by field, so the front copies
+ * them; the rest are engine limits with defaults from gw_h2_options_default(). A zero in any
+ * field except header_table_size and max_requests_per_connection means "use the default"
+ * (header_table_size 0 really advertises no dynamic table). */
+typedef struct {
+    unsigned max_concurrent_streams;      /* SETTINGS_MAX_CONCURRENT_STREAMS we send; def. 100 */
+    uint32_t initial_window_size;         /* stream receive window we advertise; def. 256 KiB */
+    uint32_t connection_window_size;      /* connection receive window we keep; def. 1 MiB */
+    uint32_t max_frame_size;              /* SETTINGS_MAX_FRAME_SIZE we advertise; def. 16384 */
+    uint32_t header_table_size;           /* HPACK decoder table we allow the peer; def. 4096 */
+    uint32_t max_header_list_size;        /* SETTINGS_MAX_HEADER_LIST_SIZE; def. 64 KiB */
+    uint64_t settings_timeout_ms;         /* wait for the ACK of our SETTINGS; def. 10 s */
+    unsigned max_requests_per_connection; /* then graceful GOAWAY; 0 = unlimited */
+    unsigned reset_budget;                /* peer RST_STREAM + resets we send because of peer
+                                             errors, per reset_window_ms; def. 100 */
+    uint64_t reset_window_ms;             /* window of every budget below; def. 10 s */
+    unsigned control_frame_budget;        /* SETTINGS/PING/PRIORITY/WINDOW_UPDATE/PRIORITY_UPDATE
+                                             received per window; def. 1000 */
+    unsigned empty_frame_budget;          /* empty DATA/HEADERS/CONTINUATION (no END_STREAM) per
+                                             window; def. 100 */
+    unsigned max_queued_control;          /* our unsent control frames (ACKs, RSTs, ...) before
+                                             GOAWAY ENHANCE_YOUR_CALM; def. 1000 */
+    /* engine-only fields */
+    uint32_t encoder_table_size; /* our HPACK encoder table (bounded by the peer's
+                                    SETTINGS_HEADER_TABLE_SIZE); def. 4096 */
+    size_t max_header_block;     /* buffered compressed bytes of one HEADERS+CONTINUATION
+                                    sequence, cuts off endless CONTINUATION;
+                                    def. max_header_list_size + 16 KiB */
+    unsigned max_continuations;  /* CONTINUATION frames in one sequence; def. 64 */
+} gw_h2_options_t;
+
+/* Fill o with the defaults documented above. */
+void gw_h2_options_default(gw_h2_options_t *o);
+
+/* ---- events ---------------------------------------------------------------------------- */
+
+typedef struct {
+    gw_slice_t name; /* lowercase, validated (RFC 9113 §8.2) */
+    gw_slice_t value;
+} gw_h2_header_t;
+
+/* A request head (or, later, a response head in client mode). Absent pseudo-headers are
+ * {NULL, 0}. All slices and the headers array live in the stream's arena until the stream is
+ * released. Regular fields appear in wire order, without pseudo-headers; cookie crumbs are
+ * passed as separate "cookie" fields (the translator joins them, RFC 9113 §8.2.3). */
+typedef struct {
+    uint32_t stream_id;
+    gw_slice_t method, scheme, authority, path;
+    gw_slice_t protocol; /* :protocol (RFC 8441 extended CONNECT), if any */
+    unsigned status;     /* response heads only; 0 for requests */
+    const gw_h2_header_t *headers;
+    size_t headers_len;
+    int64_t content_length; /* parsed content-length, -1 when absent */
+    int end_stream;         /* no body follows */
+} gw_h2_head_t;
+
+/* Every callback may be NULL. Callbacks returning int return 0, or a negative GW_E* code:
+ * a fatal code (gw_err_is_fatal) makes recv stop and return it after queueing GOAWAY
+ * INTERNAL_ERROR; any other negative code resets the stream with INTERNAL_ERROR. Callbacks may
+ * call the submit functions of this header, but must not call recv/send/del. */
+typedef struct {
+    /* A complete, valid request head on a new stream. */
+    int (*on_request)(void *user_data, const gw_h2_head_t *head);
+    /* Request body bytes; data valid during the call only. Give the bytes back with
+     * gw_h2_session_consume() once passed on, or the peer's window stays closed. */
+    int (*on_data)(void *user_data, uint32_t stream_id, const uint8_t *data, size_t len);
+    /* Trailers (validated: no pseudo-headers); end of stream follows at once. */
+    int (*on_trailers)(void *user_data, uint32_t stream_id, const gw_h2_header_t *h, size_t n);
+    /* The peer finished its side of the stream (END_STREAM seen, content-length checked). */
+    int (*on_end_stream)(void *user_data, uint32_t stream_id);
+    /* The stream closed: error_code NO_ERROR for a normal close, else the RST_STREAM code
+     * (by_peer says who reset it). Call gw_h2_session_stream_release() when done with it. */
+    void (*on_close)(void *user_data, uint32_t stream_id, uint32_t error_code, int by_peer);
+    /* The stream's send window (or the connection's) opened while it had data waiting, or
+     * its queue fell to zero: the layer above may submit more DATA. */
+    void (*on_writable)(void *user_data, uint32_t stream_id);
+    /* The peer sent GOAWAY: streams above last_stream_id were not processed (they get on_close
+     * with REFUSED_STREAM). debug valid during the call only. */
+    void (*on_goaway)(void *user_data, uint32_t last_stream_id, uint32_t error_code,
+                      gw_slice_t debug);
+    /* PRIORITY_UPDATE (RFC 9218 §7.1) or the priority field of a request; value is the raw
+     * Priority field value ("u=3, i"), valid during the call only. */
+    void (*on_priority)(void *user_data, uint32_t stream_id, gw_slice_t value);
+} gw_h2_callbacks_t;
+
+/* ---- stream states (RFC 9113 §5.1) ------------------------------------------------------ */
+
+typedef enum {
+    GW_H2_SS_IDLE = 0,
+    GW_H2_SS_RESERVED_LOCAL,
+    GW_H2_SS_RESERVED_REMOTE,
+    GW_H2_SS_OPEN,
+    GW_H2_SS_HALF_CLOSED_LOCAL,
+    GW_H2_SS_HALF_CLOSED_REMOTE,
+    GW_H2_SS_CLOSED,
+} gw_h2_stream_state_t;
+const char *gw_h2_stream_state_str(gw_h2_stream_state_t st);
+
+/* ---- counters for logs ------------------------------------------------------------------ */
+
+typedef struct {
+    uint64_t frames_in, frames_out;
+    uint64_t streams_opened;     /* requests seen */
+    uint64_t streams_refused;    /* REFUSED_STREAM (concurrency, GOAWAY sent) */
+    uint64_t resets_received;    /* RST_STREAM from the peer */
+    uint64_t resets_sent;        /* RST_STREAM we sent */
+    uint64_t resets_provoked;    /* ... of which because of peer errors (MadeYouReset) */
+    uint64_t malformed_requests; /* stream PROTOCOL_ERROR from §8 validation */
+    /* cap hits */
+    uint64_t reset_budget_hits;   /* rapid reset -> GOAWAY ENHANCE_YOUR_CALM */
+    uint64_t control_flood_hits;  /* SETTINGS/PING/PRIORITY/WINDOW_UPDATE flood */
+    uint64_t empty_frame_hits;    /* empty DATA/HEADERS/CONTINUATION flood */
+    uint64_t queued_control_hits; /* peer does not read our control frames */
+    uint64_t header_list_hits;    /* header list above max_header_list_size */
+    uint64_t header_block_hits;   /* buffered header block / CONTINUATION cap */
+    uint64_t max_requests_hits;   /* max_requests_per_connection reached */
+    uint64_t settings_timeouts;   /* no SETTINGS ACK in time */
+} gw_h2_stats_t;
+
+/* ---- lifetime ---------------------------------------------------------------------------- */
+
+/* A new server session. opts NULL = defaults (the struct is copied; zero budget fields take
+ * their defaults); cb is copied; user_data is passed to every callback. now_ms starts the
+ * SETTINGS ACK timer. Our SETTINGS frame and the connection WINDOW_UPDATE are queued at once
+ * (the server preface, RFC 9113 §3.4). Returns 0 and *out, or GW_E_NOMEM / GW_E_INVAL (an
+ * option out of the RFC's range). */
+int gw_h2_session_new(gw_h2_session_t **out, const gw_h2_options_t *opts,
+                      const gw_h2_callbacks_t *cb, void *user_data, uint64_t now_ms);
+
+/* Free the session, its streams, their arenas and every queued reference. No callbacks fire.
+ * NULL is ignored. */
+void gw_h2_session_del(gw_h2_session_t *s);
+
+/* ---- input ------------------------------------------------------------------------------- */
+
+/* Consume len bytes read from the peer (the client preface first), firing callbacks. Input is
+ * always consumed entirely: an incomplete frame is kept inside the session (at most the frame
+ * size we advertised + 9 bytes), so the caller may reuse buf at once. Returns len, or a negative
+ * code on a connection error: GW_E_PROTO (PROTOCOL_ERROR, FRAME_SIZE_ERROR, STREAM_CLOSED...),
+ * GW_E_FLOW, GW_E_COMPRESSION, GW_E_CALM (an abuse limit), GW_E_NOMEM, GW_E_TIMEOUT; GOAWAY is
+ * then queued (gw_h2_session_goaway_code tells which) and want_read is 0. Once the session is
+ * closing for an error, further calls return GW_E_CLOSED. */
+ssize_t gw_h2_session_recv(gw_h2_session_t *s, const uint8_t *buf, size_t len, uint64_t now_ms);
+
+/* Handle timers due at now_ms (SETTINGS ACK timeout -> GOAWAY SETTINGS_TIMEOUT, budget windows).
+ * Returns 0 or the connection error as recv does. */
+int gw_h2_session_tick(gw_h2_session_t *s, uint64_t now_ms);
+
+/* The next time tick() has work, or UINT64_MAX for none. */
+uint64_t gw_h2_session_next_deadline(const gw_h2_session_t *s);
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+/* Append every frame that can be written now to q: control frames first (SETTINGS, ACKs,
+ * RST_STREAM, WINDOW_UPDATE, GOAWAY), then HEADERS, then DATA picked by the scheduler within
+ * the connection and stream send windows and the peer's SETTINGS_MAX_FRAME_SIZE. Frame headers
+ * and header blocks are copied into q; DATA payload is referenced (gw_iovq_ref). Returns the
+ * number of bytes appended (0 = nothing to send), or GW_E_NOMEM (the session is then
+ * unusable: close the connection). */
+ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q);
+
+/* Non-zero while the session wants more input (0 after GOAWAY both ways or a connection
+ * error). */
+int gw_h2_session_want_read(const gw_h2_session_t *s);
+/* Non-zero when gw_h2_session_send() would append something. */
+int gw_h2_session_want_write(const gw_h2_session_t *s);
+/* Non-zero when the connection is finished: close it once q has been flushed. */
+int gw_h2_session_should_close(const gw_h2_session_t *s);
+
+/* The GOAWAY error code we queued (or 0 when none) and its static reason for the log
+ * (may be NULL). */
+uint32_t gw_h2_session_goaway_code(const gw_h2_session_t *s, const char **reason);
+
+/* ---- submitting (server side) ------------------------------------------------------------ */
+
+/* Queue the response head for stream_id: :status then fields (lowercase names, no
+ * connection-specific fields; the caller's slices are encoded at once, nothing is kept).
+ * status 100-199 sends an interim head (may be repeated, end_stream must be 0). end_stream 1
+ * means no body. Returns 0, GW_E_NOENT (no such stream or already closed locally), GW_E_INVAL
+ * (bad status, or a final head already sent), GW_E_NOMEM (the HPACK encoder state may then be
+ * out of step with the peer, so the session fails the connection: GOAWAY INTERNAL_ERROR). */
+int gw_h2_session_submit_response(gw_h2_session_t *s, uint32_t stream_id, unsigned status,
+                                  const gw_h2_header_t *fields, size_t n, int end_stream);
+
+/* Queue len bytes of buf (from buf->data + off) as response body; the session takes its own
+ * reference on buf and frames the bytes without copying when the windows allow. len may be 0
+ * with end_stream 1 to end the body. Returns 0, GW_E_NOENT, GW_E_INVAL (no response head yet,
+ * or the body already ended), GW_E_NOMEM. */
+int gw_h2_session_submit_data(gw_h2_session_t *s, uint32_t stream_id, gw_rbuf_t *buf, size_t off,
+                              size_t len, int end_stream);
+
+/* Queue trailers after the body; ends the stream. Same returns as submit_data. */
+int gw_h2_session_submit_trailers(gw_h2_session_t *s, uint32_t stream_id,
+                                  const gw_h2_header_t *fields, size_t n);
+
+/* Reset the stream with error_code (e.g. CANCEL, INTERNAL_ERROR); queued DATA is dropped.
+ * on_close fires. Returns 0 or GW_E_NOENT (unknown or already closed). */
+int gw_h2_session_submit_rst(gw_h2_session_t *s, uint32_t stream_id, uint32_t error_code);
+
+/* Queue a PING with the 8 opaque bytes (NULL = zeros). 0 or GW_E_NOMEM / GW_E_LIMIT. */
+int gw_h2_session_submit_ping(gw_h2_session_t *s, const uint8_t *opaque8);
+
+/* Graceful shutdown (RFC 9113 §6.8): GOAWAY NO_ERROR with last-stream-id 2^31-1 and a PING;
+ * when the PING ACK comes back (or at once, if final), GOAWAY with the real last-stream-id.
+ * No new streams are accepted after the final GOAWAY; open ones finish; then should_close.
+ * Returns 0 or GW_E_NOMEM. */
+int gw_h2_session_shutdown(gw_h2_session_t *s, int final);
+
+/* Immediate connection error from the layer above: GOAWAY(last stream id, error_code, debug)
+ * and close after flush. debug is copied (truncated to 256 bytes). 0 or GW_E_NOMEM. */
+int gw_h2_session_terminate(gw_h2_session_t *s, uint32_t error_code, const char *debug);
+
+/* ---- flow control and stream bookkeeping --------------------------------------------------- */
+
+/* The layer above passed n request body bytes of stream_id on: credit them to the stream and
+ * connection receive windows. WINDOW_UPDATE is queued once at least half of a window has been
+ * consumed (batching). stream_id 0 credits the connection only. Bytes of a stream that closed
+ * were already credited to the connection when it closed, so they are not counted twice.
+ * Returns 0, GW_E_NOENT (unknown or released stream: nothing is credited), GW_E_NOMEM. */
+int gw_h2_session_consume(gw_h2_session_t *s, uint32_t stream_id, size_t n);
+
+/* The layer above is done with a stream it got through on_request (its work is finished or
+ * cancelled): free the arena and the slot. Returns 0 or GW_E_NOENT. */
+int gw_h2_session_stream_release(gw_h2_session_t *s, uint32_t stream_id);
+
+/* State of a stream (IDLE for ids never used, CLOSED for closed or forgotten ones). */
+gw_h2_stream_state_t gw_h2_session_stream_state(const gw_h2_session_t *s, uint32_t stream_id);
+
+/* Opaque per-stream pointer for the layer above (0/GW_E_NOENT; get returns NULL if none). */
+int gw_h2_session_set_stream_data(gw_h2_session_t *s, uint32_t stream_id, void *data);
+void *gw_h2_session_get_stream_data(const gw_h2_session_t *s, uint32_t stream_id);
+
+/* Bytes of DATA submitted on stream_id and not framed yet (for the proxy's buffer bound). */
+size_t gw_h2_session_stream_queued(const gw_h2_session_t *s, uint32_t stream_id);
+
+/* Current send window of stream_id (0 = the connection's); may be negative after a
+ * SETTINGS_INITIAL_WINDOW_SIZE decrease (RFC 9113 §6.9.2). */
+int64_t gw_h2_session_send_window(const gw_h2_session_t *s, uint32_t stream_id);
+
+/* Streams counted toward our concurrency limit (open, half-closed, or closed but unreleased). */
+size_t gw_h2_session_active_streams(const gw_h2_session_t *s);
+
+/* Counters since the session was created; valid until del. */
+const gw_h2_stats_t *gw_h2_session_stats(const gw_h2_session_t *s);
+
+#endif

@@ -1,0 +1,1393 @@
+/* Unit tests of h2/session: a server session driven with hand-built frames (h2/frame.h
+ * serializers + the HPACK encoder); what it emits is parsed back from the output iovq.
+ *
+ * Error paths covered (RFC 9113):
+ *   §3.4   bad preface -> GOAWAY PROTOCOL_ERROR; first frame not SETTINGS -> PROTOCOL_ERROR
+ *   §4.2   frame above SETTINGS_MAX_FRAME_SIZE -> FRAME_SIZE_ERROR
+ *   §5.1   DATA/WINDOW_UPDATE/RST_STREAM on an idle stream -> conn PROTOCOL_ERROR; DATA on a
+ *          half-closed (remote) stream -> STREAM_CLOSED; HEADERS after END_STREAM -> STREAM_CLOSED
+ *   §5.1.1 even client stream id, decreasing id -> conn PROTOCOL_ERROR
+ *   §5.1.2 MAX_CONCURRENT_STREAMS -> REFUSED_STREAM; released slots only
+ *   §6.5   SETTINGS ACK timeout -> SETTINGS_TIMEOUT
+ *   §6.6   PUSH_PROMISE from a client -> PROTOCOL_ERROR
+ *   §6.9   DATA above the stream / connection window -> FLOW_CONTROL_ERROR; WINDOW_UPDATE
+ *          overflow (stream / connection); §6.9.2 INITIAL_WINDOW_SIZE delta
+ *   §6.10  frame inside a header block, CONTINUATION without HEADERS -> PROTOCOL_ERROR
+ *   §8.1-§8.3 malformed requests (each rule) -> RST_STREAM PROTOCOL_ERROR, content-length
+ *          mismatch, trailers with pseudo-headers or without END_STREAM
+ *   limits: rapid reset, CONTINUATION flood, header list (431), PING flood, empty frames,
+ *          queued control frames, max requests -> graceful GOAWAY
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "h2/frame.h"
+#include "h2/hpack.h"
+#include "h2/session.h"
+
+/* ---- event recorder ------------------------------------------------------------------- */
+
+typedef struct {
+    char log[8192];
+    size_t len;
+    gw_h2_session_t *s;
+    int consume; /* consume data at once */
+    int release_on_close;
+} rec_t;
+
+static void logf_(rec_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(rec_t *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(r->log + r->len, sizeof(r->log) - r->len, fmt, ap);
+    va_end(ap);
+    if (n > 0 && (size_t)n < sizeof(r->log) - r->len)
+        r->len += (size_t)n;
+}
+
+#define SL(x) (int)(x).len, (const char *)(x).base
+
+static int on_request(void *ud, const gw_h2_head_t *h)
+{
+    rec_t *r = ud;
+    logf_(r, "req %u %.*s %.*s %.*s %.*s cl=%lld es=%d", h->stream_id, SL(h->method), SL(h->scheme),
+          SL(h->authority), SL(h->path), (long long)h->content_length, h->end_stream);
+    for (size_t i = 0; i < h->headers_len; i++)
+        logf_(r, " %.*s=%.*s", SL(h->headers[i].name), SL(h->headers[i].value));
+    logf_(r, ";");
+    return 0;
+}
+
+static int on_data(void *ud, uint32_t sid, const uint8_t *d, size_t len)
+{
+    rec_t *r = ud;
+    logf_(r, "data %u %.*s;", sid, (int)len, (const char *)d);
+    if (r->consume)
+        gw_h2_session_consume(r->s, sid, len);
+    return 0;
+}
+
+static int on_trailers(void *ud, uint32_t sid, const gw_h2_header_t *h, size_t n)
+{
+    rec_t *r = ud;
+    logf_(r, "trailers %u", sid);
+    for (size_t i = 0; i < n; i++)
+        logf_(r, " %.*s=%.*s", SL(h[i].name), SL(h[i].value));
+    logf_(r, ";");
+    return 0;
+}
+
+static int on_end_stream(void *ud, uint32_t sid)
+{
+    logf_(ud, "end %u;", sid);
+    return 0;
+}
+
+static void on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
+{
+    rec_t *r = ud;
+    logf_(r, "close %u %s %d;", sid, gw_h2_error_str(code), by_peer);
+    if (r->release_on_close)
+        gw_h2_session_stream_release(r->s, sid);
+}
+
+static void on_goaway(void *ud, uint32_t last, uint32_t code, gw_slice_t dbg)
+{
+    logf_(ud, "goaway %u %s %.*s;", last, gw_h2_error_str(code), SL(dbg));
+}
+
+static const gw_h2_callbacks_t cbs = {on_request, on_data, on_trailers, on_end_stream,
+                                      on_close,   NULL,    on_goaway,   NULL};
+
+/* ---- client side helpers --------------------------------------------------------------- */
+
+typedef struct {
+    gw_bytes_t b;
+    gw_hpack_enc_t enc;
+} cli_t;
+
+static void cli_init(cli_t *c, int preface)
+{
+    gw_bytes_init(&c->b, 0);
+    assert_int_equal(gw_hpack_enc_init(&c->enc, 4096), 0);
+    if (preface) {
+        assert_int_equal(gw_bytes_append(&c->b, GW_H2_PREFACE, GW_H2_PREFACE_LEN), 0);
+        assert_int_equal(gw_h2_frame_write_settings(&c->b, 0, NULL, 0), 0);
+    }
+}
+
+static void cli_free(cli_t *c)
+{
+    gw_bytes_free(&c->b);
+    gw_hpack_enc_free(&c->enc);
+}
+
+/* Encode "name", "value", ..., NULL as a header block. A name with uppercase letters (which
+ * the encoder does not take) is written by hand as a literal without indexing (RFC 7541
+ * §6.2.2, short strings, no Huffman). */
+static void block(cli_t *c, gw_bytes_t *out, const char *const *kv)
+{
+    gw_bytes_init(out, 0);
+    for (size_t i = 0; kv[2 * i]; i++) {
+        gw_hpack_field_t f = {gw_slice_str(kv[2 * i]), gw_slice_str(kv[2 * i + 1]), 0};
+        int upper = 0;
+        for (size_t k = 0; k < f.name.len; k++)
+            upper |= f.name.base[k] >= 'A' && f.name.base[k] <= 'Z';
+        if (!upper) {
+            assert_int_equal(gw_hpack_encode(&c->enc, &f, 1, out), 0);
+            continue;
+        }
+        assert_true(f.name.len < 127 && f.value.len < 127);
+        uint8_t z = 0, nl = (uint8_t)f.name.len, vl = (uint8_t)f.value.len;
+        assert_int_equal(gw_bytes_append(out, &z, 1), 0);
+        assert_int_equal(gw_bytes_append(out, &nl, 1), 0);
+        assert_int_equal(gw_bytes_append(out, f.name.base, nl), 0);
+        assert_int_equal(gw_bytes_append(out, &vl, 1), 0);
+        assert_int_equal(gw_bytes_append(out, f.value.base, vl), 0);
+    }
+}
+
+static void cli_headers(cli_t *c, uint32_t sid, uint8_t flags, const char *const *kv)
+{
+    gw_bytes_t blk;
+    block(c, &blk, kv);
+    assert_int_equal(gw_h2_frame_write_headers(&c->b, sid, flags | GW_H2_F_END_HEADERS, NULL,
+                                               blk.base, blk.len, 0, 0),
+                     0);
+    gw_bytes_free(&blk);
+}
+
+static const char *const GET[] = {":method",     "GET",   ":scheme", "https", ":authority",
+                                  "example.com", ":path", "/a",      NULL};
+static const char *const POST[] = {":method", "POST",           ":scheme", "https", ":path",
+                                   "/up",     "content-length", "5",       NULL};
+
+/* ---- output parsing -------------------------------------------------------------------- */
+
+typedef struct {
+    gw_h2_frame_hdr_t h;
+    uint8_t p[256];
+} outf_t;
+
+typedef struct {
+    outf_t f[64];
+    size_t n;
+} outs_t;
+
+/* Drain the session into a fresh iovq and split the bytes into frames. */
+static void drain(gw_h2_session_t *s, outs_t *o)
+{
+    gw_iovq_t q;
+    static uint8_t flat[1 << 20];
+    gw_iovq_init(&q);
+    assert_true(gw_h2_session_send(s, &q) >= 0);
+    size_t len = gw_iovq_flatten(&q, flat, sizeof(flat));
+    assert_int_equal(len, q.bytes);
+    gw_iovq_free(&q);
+    o->n = 0;
+    for (size_t off = 0; off < len;) {
+        assert_true(len - off >= 9);
+        outf_t *f = &o->f[o->n < 63 ? o->n++ : 63];
+        gw_h2_frame_hdr_parse(flat + off, &f->h);
+        off += 9;
+        assert_true(len - off >= f->h.length);
+        memcpy(f->p, flat + off, f->h.length < 256 ? f->h.length : 256);
+        off += f->h.length;
+    }
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static const outf_t *find_type(const outs_t *o, uint8_t type, size_t nth)
+{
+    for (size_t i = 0; i < o->n; i++)
+        if (o->f[i].h.type == type && nth-- == 0)
+            return &o->f[i];
+    return NULL;
+}
+
+static void expect_goaway(const outs_t *o, uint32_t code)
+{
+    const outf_t *g = find_type(o, GW_H2_FT_GOAWAY, 0);
+    assert_non_null(g);
+    assert_int_equal(get32(g->p + 4), code);
+}
+
+static void expect_rst(const outs_t *o, uint32_t sid, uint32_t code)
+{
+    for (size_t i = 0; i < o->n; i++)
+        if (o->f[i].h.type == GW_H2_FT_RST_STREAM && o->f[i].h.stream_id == sid) {
+            assert_int_equal(get32(o->f[i].p), code);
+            return;
+        }
+    fail_msg("no RST_STREAM on stream %u", sid);
+}
+
+static gw_h2_session_t *server(rec_t *r, const gw_h2_options_t *o)
+{
+    gw_h2_session_t *s;
+    memset(r, 0, sizeof(*r));
+    assert_int_equal(gw_h2_session_new(&s, o, &cbs, r, 0), 0);
+    r->s = s;
+    return s;
+}
+
+static ssize_t feed(gw_h2_session_t *s, const gw_bytes_t *b)
+{
+    return gw_h2_session_recv(s, b->base, b->len, 1);
+}
+
+/* A session past the handshake: preface + SETTINGS fed, initial output drained. */
+static gw_h2_session_t *ready(rec_t *r, cli_t *c, const gw_h2_options_t *o)
+{
+    gw_h2_session_t *s = server(r, o);
+    outs_t out;
+    cli_init(c, 1);
+    assert_int_equal(feed(s, &c->b), (ssize_t)c->b.len);
+    c->b.len = 0;
+    /* acknowledge the server's SETTINGS */
+    assert_int_equal(gw_h2_frame_write_settings(&c->b, 1, NULL, 0), 0);
+    assert_int_equal(feed(s, &c->b), (ssize_t)c->b.len);
+    c->b.len = 0;
+    drain(s, &out);
+    return s;
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static void handshake_and_ping(void **state)
+{
+    (void)state;
+    rec_t r;
+    gw_h2_session_t *s = server(&r, NULL);
+    outs_t o;
+    assert_true(gw_h2_session_want_write(s));
+    drain(s, &o);
+    /* server preface: SETTINGS then the connection WINDOW_UPDATE up to 1 MiB */
+    assert_int_equal(o.n, 2);
+    assert_int_equal(o.f[0].h.type, GW_H2_FT_SETTINGS);
+    assert_int_equal(o.f[0].h.length % 6, 0);
+    int saw_iws = 0;
+    for (size_t i = 0; i < o.f[0].h.length; i += 6)
+        if (o.f[0].p[i + 1] == GW_H2_SETTINGS_INITIAL_WINDOW_SIZE) {
+            assert_int_equal(get32(o.f[0].p + i + 2), 256 * 1024);
+            saw_iws = 1;
+        }
+    assert_true(saw_iws);
+    assert_int_equal(o.f[1].h.type, GW_H2_FT_WINDOW_UPDATE);
+    assert_int_equal(get32(o.f[1].p), 1024 * 1024 - 65535);
+    assert_int_equal(gw_h2_session_next_deadline(s), 10000);
+
+    cli_t c;
+    cli_init(&c, 1);
+    assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, (const uint8_t *)"12345678"), 0);
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 1, NULL, 0), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    drain(s, &o);
+    assert_int_equal(o.n, 2);
+    assert_int_equal(o.f[0].h.type, GW_H2_FT_SETTINGS);
+    assert_int_equal(o.f[0].h.flags, GW_H2_F_ACK);
+    assert_int_equal(o.f[1].h.type, GW_H2_FT_PING);
+    assert_int_equal(o.f[1].h.flags, GW_H2_F_ACK);
+    assert_memory_equal(o.f[1].p, "12345678", 8);
+    assert_int_equal(gw_h2_session_next_deadline(s), UINT64_MAX);
+    assert_true(gw_h2_session_want_read(s));
+    assert_false(gw_h2_session_want_write(s));
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void bad_preface(void **state)
+{
+    (void)state;
+    rec_t r;
+    gw_h2_session_t *s = server(&r, NULL);
+    outs_t o;
+    drain(s, &o);
+    const char *h1 = "GET / HTTP/1.1\r\n\r\n";
+    assert_int_equal(gw_h2_session_recv(s, (const uint8_t *)h1, strlen(h1), 0), GW_E_PROTO);
+    assert_false(gw_h2_session_want_read(s));
+    assert_false(gw_h2_session_should_close(s)); /* GOAWAY not flushed yet */
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_PROTOCOL_ERROR);
+    assert_true(gw_h2_session_should_close(s));
+    assert_int_equal(gw_h2_session_recv(s, (const uint8_t *)"x", 1, 0), GW_E_CLOSED);
+    gw_h2_session_del(s);
+}
+
+static void first_frame_not_settings(void **state)
+{
+    (void)state;
+    rec_t r;
+    gw_h2_session_t *s = server(&r, NULL);
+    cli_t c;
+    outs_t o;
+    cli_init(&c, 0);
+    assert_int_equal(gw_bytes_append(&c.b, GW_H2_PREFACE, GW_H2_PREFACE_LEN), 0);
+    assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, NULL), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_PROTO);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_PROTOCOL_ERROR);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void settings_timeout(void **state)
+{
+    (void)state;
+    rec_t r;
+    gw_h2_session_t *s = server(&r, NULL);
+    outs_t o;
+    assert_int_equal(gw_h2_session_tick(s, 9999), 0);
+    assert_int_equal(gw_h2_session_tick(s, 10000), GW_E_TIMEOUT);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_SETTINGS_TIMEOUT);
+    assert_int_equal(gw_h2_session_stats(s)->settings_timeouts, 1);
+    gw_h2_session_del(s);
+}
+
+static void get_and_response_by_reference(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    assert_string_equal(r.log, "req 1 GET https example.com /a cl=-1 es=1;end 1;");
+    assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_HALF_CLOSED_REMOTE);
+
+    const gw_h2_header_t hf[] = {{GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/plain")}};
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, hf, 1, 0), 0);
+    gw_rbuf_t *rb = gw_rbuf_new(64);
+    memcpy(rb->data, "xxhello world", 13);
+    assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 2, 11, 1), 0);
+    assert_int_equal(gw_h2_session_stream_queued(s, 1), 11);
+    gw_iovq_t q;
+    gw_iovq_init(&q);
+    assert_true(gw_h2_session_send(s, &q) > 0);
+    /* the payload iovec points into the rbuf itself */
+    struct iovec v[16];
+    size_t nv = gw_iovq_peek(&q, v, 16);
+    int found = 0;
+    for (size_t i = 0; i < nv; i++)
+        if (v[i].iov_base == rb->data + 2 && v[i].iov_len == 11)
+            found = 1;
+    assert_true(found);
+    assert_true(rb->refs >= 2);
+    gw_iovq_free(&q);
+    assert_int_equal(rb->refs, 1);
+    gw_rbuf_unref(rb);
+    assert_string_equal(r.log,
+                        "req 1 GET https example.com /a cl=-1 es=1;end 1;close 1 NO_ERROR 0;");
+    assert_int_equal(gw_h2_session_active_streams(s), 1); /* until released */
+    assert_int_equal(gw_h2_session_stream_release(s, 1), 0);
+    assert_int_equal(gw_h2_session_active_streams(s), 0);
+    assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_CLOSED);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void response_frames(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), GW_E_INVAL);
+    gw_rbuf_t *rb = gw_rbuf_new(40000);
+    memset(rb->data, 'z', 40000);
+    assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 40000, 0), 0);
+    const gw_h2_header_t tr[] = {{GW_SLICE_LIT("grpc-status"), GW_SLICE_LIT("0")}};
+    assert_int_equal(gw_h2_session_submit_trailers(s, 1, tr, 1), 0);
+    drain(s, &o);
+    /* HEADERS, DATA 16384 + 16384 + 7232 (peer max frame), trailers HEADERS END_STREAM */
+    assert_int_equal(o.n, 5);
+    assert_int_equal(o.f[0].h.type, GW_H2_FT_HEADERS);
+    assert_int_equal(o.f[0].h.flags, GW_H2_F_END_HEADERS);
+    assert_int_equal(o.f[1].h.length, 16384);
+    assert_int_equal(o.f[2].h.length, 16384);
+    assert_int_equal(o.f[3].h.length, 40000 - 32768);
+    assert_int_equal(o.f[3].h.flags, 0);
+    assert_int_equal(o.f[4].h.type, GW_H2_FT_HEADERS);
+    assert_int_equal(o.f[4].h.flags, GW_H2_F_END_HEADERS | GW_H2_F_END_STREAM);
+    assert_int_equal(gw_h2_session_send_window(s, 0), 65535 - 40000);
+    assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_CLOSED);
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+/* The same input whole, byte by byte and cut at every point gives the same events. */
+static void split_feeding(void **state)
+{
+    (void)state;
+    cli_t c;
+    cli_init(&c, 1);
+    cli_headers(&c, 1, 0, POST);
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, "he", 2, 1, 3), 0);
+    assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, NULL), 0);
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, GW_H2_F_END_STREAM, "llo", 3, 0, 0), 0);
+    const char *const G2[] = {":method", "GET", ":scheme", "http", ":path", "/b", NULL};
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, G2);
+
+    char whole[8192];
+    rec_t r;
+    gw_h2_session_t *s = server(&r, NULL);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    strcpy(whole, r.log);
+    assert_string_equal(whole, "req 1 POST https  /up cl=5 es=0 content-length=5;data 1 he;"
+                               "data 1 llo;end 1;req 3 GET http  /b cl=-1 es=1;end 3;");
+    gw_h2_session_del(s);
+
+    /* byte by byte */
+    s = server(&r, NULL);
+    for (size_t i = 0; i < c.b.len; i++)
+        assert_int_equal(gw_h2_session_recv(s, c.b.base + i, 1, 1), 1);
+    assert_string_equal(r.log, whole);
+    gw_h2_session_del(s);
+
+    /* every cut point */
+    for (size_t cut = 1; cut < c.b.len; cut++) {
+        s = server(&r, NULL);
+        assert_int_equal(gw_h2_session_recv(s, c.b.base, cut, 1), (ssize_t)cut);
+        assert_int_equal(gw_h2_session_recv(s, c.b.base + cut, c.b.len - cut, 1),
+                         (ssize_t)(c.b.len - cut));
+        assert_string_equal(r.log, whole);
+        gw_h2_session_del(s);
+    }
+    cli_free(&c);
+}
+
+static void flow_control_backpressure(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.initial_window_size = 65536;
+    opt.connection_window_size = 65536 * 4;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    const char *const P[] = {":method", "POST", ":scheme", "https", ":path", "/", NULL};
+    cli_headers(&c, 1, 0, P);
+    static uint8_t chunk[16384];
+    memset(chunk, 'a', sizeof(chunk));
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, chunk, sizeof(chunk), 0, 0), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    /* no WINDOW_UPDATE while nothing is consumed */
+    drain(s, &o);
+    assert_null(find_type(&o, GW_H2_FT_WINDOW_UPDATE, 0));
+    /* the window is spent: one more byte is a stream FLOW_CONTROL_ERROR */
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, "x", 1, 0, 0), 0);
+    rec_t r2;
+    cli_t c2;
+    gw_h2_session_t *s2 = ready(&r2, &c2, &opt);
+    cli_headers(&c2, 1, 0, P);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(gw_h2_frame_write_data(&c2.b, 1, 0, chunk, sizeof(chunk), 0, 0), 0);
+    assert_int_equal(gw_h2_frame_write_data(&c2.b, 1, 0, "x", 1, 0, 0), 0);
+    assert_int_equal(feed(s2, &c2.b), (ssize_t)c2.b.len);
+    drain(s2, &o);
+    expect_rst(&o, 1, GW_H2_FLOW_CONTROL_ERROR);
+    cli_free(&c2);
+    gw_h2_session_del(s2);
+
+    /* consuming less than half: still nothing; half: stream and connection updates */
+    assert_int_equal(gw_h2_session_consume(s, 1, 16384), 0);
+    drain(s, &o);
+    assert_null(find_type(&o, GW_H2_FT_WINDOW_UPDATE, 0));
+    assert_int_equal(gw_h2_session_consume(s, 1, 16384), 0);
+    drain(s, &o);
+    const outf_t *w = find_type(&o, GW_H2_FT_WINDOW_UPDATE, 0);
+    assert_non_null(w);
+    assert_int_equal(w->h.stream_id, 1);
+    assert_int_equal(get32(w->p), 32768);
+    assert_null(find_type(&o, GW_H2_FT_WINDOW_UPDATE, 1)); /* connection: 32 KiB < half */
+    assert_int_equal(gw_h2_session_consume(s, 1, 32768), 0);
+    assert_int_equal(gw_h2_session_consume(s, 1, 1000), 0); /* more than delivered: capped */
+    drain(s, &o);
+    assert_non_null(find_type(&o, GW_H2_FT_WINDOW_UPDATE, 0));
+    assert_int_equal(gw_h2_session_consume(s, 99, 1), GW_E_NOENT);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void connection_window_exceeded(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.initial_window_size = 65535;
+    opt.connection_window_size = 65535;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    static uint8_t chunk[16384];
+    const char *const P[] = {":method", "POST", ":scheme", "https", ":path", "/", NULL};
+    cli_headers(&c, 1, 0, P);
+    cli_headers(&c, 3, 0, P);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, chunk, sizeof(chunk), 0, 0), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(gw_h2_frame_write_data(&c.b, 3, 0, chunk, sizeof(chunk), 0, 0), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_FLOW);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_FLOW_CONTROL_ERROR);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void round_robin_and_connection_window(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    const gw_h2_setting_t big = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &big, 1), 0);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    gw_rbuf_t *rb = gw_rbuf_new(40000);
+    for (uint32_t sid = 1; sid <= 3; sid += 2) {
+        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
+        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 40000, 1), 0);
+    }
+    drain(s, &o);
+    /* 2 HEADERS, then DATA alternating between the streams until the connection window
+     * (65535) is spent */
+    assert_int_equal(o.n, 6);
+    const uint32_t order[] = {1, 3, 1, 3};
+    const uint32_t lens[] = {16384, 16384, 16384, 16383};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(o.f[2 + i].h.type, GW_H2_FT_DATA);
+        assert_int_equal(o.f[2 + i].h.stream_id, order[i]);
+        assert_int_equal(o.f[2 + i].h.length, lens[i]);
+    }
+    assert_int_equal(gw_h2_session_send_window(s, 0), 0);
+    assert_false(gw_h2_session_want_write(s));
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 100000), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    assert_true(gw_h2_session_want_write(s));
+    drain(s, &o);
+    size_t total = 0;
+    int eos = 0;
+    for (size_t i = 0; i < o.n; i++) {
+        total += o.f[i].h.length;
+        eos += (o.f[i].h.flags & GW_H2_F_END_STREAM) != 0;
+    }
+    assert_int_equal(total, 80000 - 65535);
+    assert_int_equal(eos, 2);
+    assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_CLOSED);
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void initial_window_change(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    const gw_h2_setting_t small = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 100};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &small, 1), 0);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
+    gw_rbuf_t *rb = gw_rbuf_new(1000);
+    assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 1000, 1), 0);
+    drain(s, &o);
+    assert_int_equal(o.n, 2);
+    assert_int_equal(o.f[1].h.length, 100);
+    assert_false(gw_h2_session_want_write(s));
+    /* lowering makes the window negative (§6.9.2) */
+    const gw_h2_setting_t lower = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 50};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &lower, 1), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    assert_int_equal(gw_h2_session_send_window(s, 1), -50);
+    drain(s, &o);
+    assert_int_equal(o.n, 1); /* the ACK only */
+    /* raising applies the delta to the open stream */
+    const gw_h2_setting_t raise = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 450};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &raise, 1), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    assert_int_equal(gw_h2_session_send_window(s, 1), 350);
+    drain(s, &o);
+    const outf_t *d = find_type(&o, GW_H2_FT_DATA, 0);
+    assert_non_null(d);
+    assert_int_equal(d->h.length, 350);
+    /* WINDOW_UPDATE opens the rest; END_STREAM rides on the last DATA */
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, 550), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.f[0].h.length, 550);
+    assert_int_equal(o.f[0].h.flags, GW_H2_F_END_STREAM);
+    /* overflow of a stream window via SETTINGS is a connection error */
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void window_overflow(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, GW_H2_MAX_WINDOW), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    expect_rst(&o, 1, GW_H2_FLOW_CONTROL_ERROR);
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, GW_H2_MAX_WINDOW), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_FLOW);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_FLOW_CONTROL_ERROR);
+    cli_free(&c);
+    gw_h2_session_del(s);
+    /* SETTINGS_INITIAL_WINDOW_SIZE pushing an open stream past 2^31-1 */
+    s = ready(&r, &c, NULL);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, GW_H2_MAX_WINDOW - 65535), 0);
+    const gw_h2_setting_t big = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 65536};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &big, 1), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_FLOW);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_FLOW_CONTROL_ERROR);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void max_concurrent_streams(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.max_concurrent_streams = 2;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 5, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    expect_rst(&o, 5, GW_H2_REFUSED_STREAM);
+    assert_int_equal(gw_h2_session_stats(s)->streams_refused, 1);
+    /* a reset stream still holds its slot until released */
+    assert_int_equal(gw_h2_session_submit_rst(s, 1, GW_H2_CANCEL), 0);
+    cli_headers(&c, 7, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    expect_rst(&o, 7, GW_H2_REFUSED_STREAM);
+    assert_int_equal(gw_h2_session_stream_release(s, 1), 0);
+    cli_headers(&c, 9, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    drain(s, &o);
+    assert_null(find_type(&o, GW_H2_FT_RST_STREAM, 0));
+    assert_non_null(strstr(r.log, "req 9 "));
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void rapid_reset_budget(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.reset_budget = 5;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    r.release_on_close = 1;
+    uint32_t sid = 1;
+    for (int i = 0; i < 5; i++, sid += 2) {
+        cli_headers(&c, sid, 0, GET);
+        assert_int_equal(gw_h2_frame_write_rst_stream(&c.b, sid, GW_H2_CANCEL), 0);
+    }
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    /* a reset we send because of a peer error counts too (MadeYouReset) */
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, 0), 0);
+    cli_headers(&c, sid, 0, GET);
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, sid, 0), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_CALM);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+    assert_int_equal(gw_h2_session_stats(s)->reset_budget_hits, 1);
+    assert_int_equal(gw_h2_session_stats(s)->resets_received, 5);
+    assert_true(gw_h2_session_stats(s)->resets_provoked >= 1);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void continuation_flood(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    gw_bytes_t blk;
+    block(&c, &blk, GET);
+    assert_int_equal(gw_h2_frame_write_headers(&c.b, 1, 0, NULL, blk.base, 3, 0, 0), 0);
+    static uint8_t junk[4096];
+    ssize_t rc = 0;
+    for (int i = 0; i < 100 && rc >= 0; i++) {
+        assert_int_equal(gw_h2_frame_write_continuation(&c.b, 1, 0, junk, sizeof(junk)), 0);
+        rc = feed(s, &c.b);
+        c.b.len = 0;
+    }
+    assert_int_equal(rc, GW_E_CALM);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+    assert_int_equal(gw_h2_session_stats(s)->header_block_hits, 1);
+    gw_bytes_free(&blk);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void continuation_sequence(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    gw_bytes_t blk;
+    block(&c, &blk, GET);
+    /* split over HEADERS + 2 CONTINUATION: one request */
+    assert_int_equal(
+        gw_h2_frame_write_headers(&c.b, 1, GW_H2_F_END_STREAM, NULL, blk.base, 5, 0, 0), 0);
+    assert_int_equal(gw_h2_frame_write_continuation(&c.b, 1, 0, blk.base + 5, 5), 0);
+    assert_int_equal(
+        gw_h2_frame_write_continuation(&c.b, 1, GW_H2_F_END_HEADERS, blk.base + 10, blk.len - 10),
+        0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    assert_string_equal(r.log, "req 1 GET https example.com /a cl=-1 es=1;end 1;");
+    c.b.len = 0;
+    gw_bytes_free(&blk);
+    /* another frame in the middle of a block */
+    block(&c, &blk, GET);
+    assert_int_equal(gw_h2_frame_write_headers(&c.b, 3, 0, NULL, blk.base, 5, 0, 0), 0);
+    assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, NULL), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_PROTO);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_PROTOCOL_ERROR);
+    gw_bytes_free(&blk);
+    cli_free(&c);
+    gw_h2_session_del(s);
+    /* CONTINUATION without HEADERS */
+    s = ready(&r, &c, NULL);
+    assert_int_equal(gw_h2_frame_write_continuation(&c.b, 1, GW_H2_F_END_HEADERS, "", 0), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_PROTO);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void header_list_overflow(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.max_header_list_size = 200;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    static char big[300];
+    memset(big, 'v', sizeof(big) - 1);
+    const char *const H[] = {":method", "GET",   ":scheme", "https", ":path",
+                             "/",       "x-big", big,       NULL};
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, H);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    drain(s, &o);
+    const outf_t *h = find_type(&o, GW_H2_FT_HEADERS, 0);
+    assert_non_null(h);
+    assert_int_equal(h->h.stream_id, 1);
+    assert_true(h->h.flags & GW_H2_F_END_STREAM);
+    assert_int_equal(gw_h2_session_stats(s)->header_list_hits, 1);
+    assert_int_equal(r.len, 0); /* the layer above never saw it */
+    assert_int_equal(gw_h2_session_active_streams(s), 0);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+/* One request per rule of RFC 9113 §8.1-§8.3: each must be reset with PROTOCOL_ERROR. */
+static void request_validation(void **state)
+{
+    (void)state;
+    static const char *const cases[][14] = {
+        {":method", "GET", ":scheme", "https", NULL},              /* no :path */
+        {":scheme", "https", ":path", "/", NULL},                  /* no :method */
+        {":method", "GET", ":path", "/", NULL},                    /* no :scheme */
+        {":method", "GET", ":scheme", "https", ":path", "", NULL}, /* empty :path */
+        {":method", "GET", ":method", "GET", ":scheme", "https", ":path", "/", NULL},
+        {":method", "GET", ":scheme", "https", "a", "b", ":path", "/", NULL}, /* pseudo after */
+        {":method", "GET", ":scheme", "https", ":path", "/", ":foo", "x", NULL},
+        {":method", "GET", ":scheme", "https", ":path", "/", ":status", "200", NULL},
+        {":method", "GET", ":scheme", "https", ":path", "/", "Host", "x", NULL}, /* uppercase */
+        {":method", "GET", ":scheme", "https", ":path", "/", "connection", "close", NULL},
+        {":method", "GET", ":scheme", "https", ":path", "/", "transfer-encoding", "chunked", NULL},
+        {":method", "GET", ":scheme", "https", ":path", "/", "upgrade", "h2c", NULL},
+        {":method", "GET", ":scheme", "https", ":path", "/", "keep-alive", "1", NULL},
+        {":method", "GET", ":scheme", "https", ":path", "/", "proxy-connection", "x", NULL},
+        {":method", "GET", ":scheme", "https", ":path", "/", "te", "gzip", NULL},
+        {":method", "CONNECT", ":authority", "a:443", ":path", "/", NULL},
+        {":method", "CONNECT", ":scheme", "https", NULL}, /* no :authority */
+        {":method", "GET", ":scheme", "https", ":path", "/", ":protocol", "websocket", NULL},
+        {":method", "GET", ":scheme", "https", ":path", "/", "x", "a\nb", NULL},
+        {":method", "GET", ":scheme", "https", ":path", "/", "x", " lead", NULL},
+        {":method", "GET", ":scheme", "https", ":path", "/", "content-length", "1x", NULL},
+        {":method", "GET", ":scheme", "https", ":path", "/", "content-length", "5", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        rec_t r;
+        cli_t c;
+        outs_t o;
+        gw_h2_session_t *s = ready(&r, &c, NULL);
+        /* the last case: content-length 5 but END_STREAM on HEADERS */
+        cli_headers(&c, 1, GW_H2_F_END_STREAM, cases[i]);
+        assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+        drain(s, &o);
+        expect_rst(&o, 1, GW_H2_PROTOCOL_ERROR);
+        if (strstr(r.log, "req 1"))
+            fail_msg("case %zu reached the layer above: %s", i, r.log);
+        assert_int_equal(gw_h2_session_active_streams(s), 0);
+        cli_free(&c);
+        gw_h2_session_del(s);
+    }
+    /* te: trailers and CONNECT with :authority only are fine */
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    const char *const ok1[] = {":method", "GET", ":scheme",  "https", ":path",
+                               "/",       "te",  "trailers", NULL};
+    const char *const ok2[] = {":method", "CONNECT", ":authority", "a:443", NULL};
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, ok1);
+    cli_headers(&c, 3, 0, ok2);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    drain(s, &o);
+    assert_null(find_type(&o, GW_H2_FT_RST_STREAM, 0));
+    assert_non_null(strstr(r.log, "req 3 CONNECT"));
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void content_length_and_trailers(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    /* DATA longer than content-length */
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    cli_headers(&c, 1, 0, POST);
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, "123456", 6, 0, 0), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    drain(s, &o);
+    expect_rst(&o, 1, GW_H2_PROTOCOL_ERROR);
+    cli_free(&c);
+    gw_h2_session_del(s);
+    /* shorter at END_STREAM */
+    s = ready(&r, &c, NULL);
+    cli_headers(&c, 1, 0, POST);
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, GW_H2_F_END_STREAM, "1234", 4, 0, 0), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    drain(s, &o);
+    expect_rst(&o, 1, GW_H2_PROTOCOL_ERROR);
+    cli_free(&c);
+    gw_h2_session_del(s);
+    /* good trailers */
+    s = ready(&r, &c, NULL);
+    cli_headers(&c, 1, 0, POST);
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, "12345", 5, 0, 0), 0);
+    const char *const T[] = {"x-sum", "abc", NULL};
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, T);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    assert_string_equal(r.log, "req 1 POST https  /up cl=5 es=0 content-length=5;data 1 12345;"
+                               "trailers 1 x-sum=abc;end 1;");
+    cli_free(&c);
+    gw_h2_session_del(s);
+    /* trailers without END_STREAM, trailers with a pseudo-header */
+    for (int k = 0; k < 2; k++) {
+        s = ready(&r, &c, NULL);
+        const char *const P[] = {":method", "POST", ":scheme", "https", ":path", "/", NULL};
+        const char *const TP[] = {":path", "/", NULL};
+        cli_headers(&c, 1, 0, P);
+        if (k == 0)
+            cli_headers(&c, 1, 0, T);
+        else
+            cli_headers(&c, 1, GW_H2_F_END_STREAM, TP);
+        assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+        drain(s, &o);
+        expect_rst(&o, 1, GW_H2_PROTOCOL_ERROR);
+        cli_free(&c);
+        gw_h2_session_del(s);
+    }
+}
+
+static void stream_state_errors(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    struct {
+        int kind;
+        ssize_t rc;
+        uint32_t code;
+    } cases[] = {
+        {0, GW_E_PROTO, GW_H2_PROTOCOL_ERROR},   /* DATA on idle stream */
+        {1, GW_E_PROTO, GW_H2_PROTOCOL_ERROR},   /* even stream id */
+        {2, GW_E_PROTO, GW_H2_PROTOCOL_ERROR},   /* decreasing stream id */
+        {3, GW_E_PROTO, GW_H2_PROTOCOL_ERROR},   /* PUSH_PROMISE from the client */
+        {4, GW_E_PROTO, GW_H2_PROTOCOL_ERROR},   /* WINDOW_UPDATE on idle stream */
+        {5, GW_E_PROTO, GW_H2_PROTOCOL_ERROR},   /* RST_STREAM on idle stream */
+        {6, GW_E_PROTO, GW_H2_FRAME_SIZE_ERROR}, /* frame above our max frame size */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gw_h2_session_t *s = ready(&r, &c, NULL);
+        switch (cases[i].kind) {
+        case 0:
+            assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, "x", 1, 0, 0), 0);
+            break;
+        case 1:
+            cli_headers(&c, 2, GW_H2_F_END_STREAM, GET);
+            break;
+        case 2:
+            cli_headers(&c, 5, GW_H2_F_END_STREAM, GET);
+            cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+            break;
+        case 3:
+            cli_headers(&c, 1, 0, GET);
+            assert_int_equal(
+                gw_h2_frame_write_push_promise(&c.b, 1, GW_H2_F_END_HEADERS, 2, "", 0, 0, 0), 0);
+            break;
+        case 4:
+            assert_int_equal(gw_h2_frame_write_window_update(&c.b, 7, 1), 0);
+            break;
+        case 5:
+            assert_int_equal(gw_h2_frame_write_rst_stream(&c.b, 7, 0), 0);
+            break;
+        case 6: {
+            static uint8_t big[16385];
+            cli_headers(&c, 1, 0, GET);
+            assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, big, sizeof(big), 0, 0), 0);
+            break;
+        }
+        }
+        assert_int_equal(feed(s, &c.b), cases[i].rc);
+        drain(s, &o);
+        expect_goaway(&o, cases[i].code);
+        cli_free(&c);
+        gw_h2_session_del(s);
+    }
+    /* DATA and HEADERS after END_STREAM: stream error STREAM_CLOSED */
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, "x", 1, 0, 0), 0);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    drain(s, &o);
+    expect_rst(&o, 1, GW_H2_STREAM_CLOSED);
+    expect_rst(&o, 3, GW_H2_STREAM_CLOSED);
+    assert_true(gw_h2_session_want_read(s));
+    cli_free(&c);
+    gw_h2_session_del(s);
+    /* unknown frame types are ignored, also PRIORITY on an idle stream */
+    s = ready(&r, &c, NULL);
+    assert_int_equal(gw_h2_frame_write_raw(&c.b, 0xfa, 0, 9, "abc", 3), 0);
+    const gw_h2_priority_t pri = {0, 15, 0};
+    assert_int_equal(gw_h2_frame_write_priority(&c.b, 11, &pri), 0);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    drain(s, &o);
+    assert_int_equal(o.n, 0);
+    assert_non_null(strstr(r.log, "req 1 GET"));
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+/* §5.1 closed: after our RST_STREAM, frames in flight are ignored; §6.3 bad PRIORITY length is
+ * a stream error; RST_STREAM on a closed stream is harmless. */
+static void closed_stream_frames(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    r.release_on_close = 1;
+    const char *const P[] = {":method", "POST", ":scheme", "https", ":path", "/", NULL};
+    cli_headers(&c, 1, 0, P);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    assert_int_equal(gw_h2_session_submit_rst(s, 1, GW_H2_CANCEL), 0);
+    assert_int_equal(gw_h2_session_submit_rst(s, 1, GW_H2_CANCEL), GW_E_NOENT);
+    drain(s, &o);
+    expect_rst(&o, 1, GW_H2_CANCEL);
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, "late", 4, 0, 0), 0);
+    assert_int_equal(gw_h2_frame_write_rst_stream(&c.b, 1, GW_H2_CANCEL), 0);
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, 10), 0);
+    assert_int_equal(gw_h2_frame_write_raw(&c.b, GW_H2_FT_PRIORITY, 0, 1, "\0\0\0\0", 4), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    drain(s, &o);
+    assert_int_equal(o.n, 1); /* only the PRIORITY frame size error */
+    expect_rst(&o, 1, GW_H2_FRAME_SIZE_ERROR);
+    assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_CLOSED);
+    assert_true(gw_h2_session_want_read(s));
+    assert_string_equal(r.log, "req 1 POST https  / cl=-1 es=0;close 1 CANCEL 0;");
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void floods(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.control_frame_budget = 10;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    for (int i = 0; i < 11; i++)
+        assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, NULL), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_CALM);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+    assert_int_equal(gw_h2_session_stats(s)->control_flood_hits, 1);
+    cli_free(&c);
+    gw_h2_session_del(s);
+
+    /* the budget is per window: spread over time it is fine */
+    s = ready(&r, &c, &opt);
+    for (int i = 0; i < 30; i++) {
+        assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, NULL), 0);
+        assert_int_equal(gw_h2_session_recv(s, c.b.base, c.b.len, 1 + (uint64_t)i * 2000),
+                         (ssize_t)c.b.len);
+        c.b.len = 0;
+        drain(s, &o);
+    }
+    cli_free(&c);
+    gw_h2_session_del(s);
+
+    /* queued control frames: the peer does not read our PING ACKs */
+    gw_h2_options_default(&opt);
+    opt.max_queued_control = 5;
+    s = ready(&r, &c, &opt);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, NULL), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_CALM);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+    assert_int_equal(gw_h2_session_stats(s)->queued_control_hits, 1);
+    cli_free(&c);
+    gw_h2_session_del(s);
+
+    /* empty DATA frames */
+    gw_h2_options_default(&opt);
+    opt.empty_frame_budget = 3;
+    s = ready(&r, &c, &opt);
+    const char *const P[] = {":method", "POST", ":scheme", "https", ":path", "/", NULL};
+    cli_headers(&c, 1, 0, P);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, NULL, 0, 0, 0), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_CALM);
+    assert_int_equal(gw_h2_session_stats(s)->empty_frame_hits, 1);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void max_requests_and_shutdown(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.max_requests_per_connection = 2;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    r.release_on_close = 1;
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    const outf_t *g = find_type(&o, GW_H2_FT_GOAWAY, 0);
+    assert_non_null(g);
+    assert_int_equal(get32(g->p), 3);
+    assert_int_equal(get32(g->p + 4), GW_H2_NO_ERROR);
+    /* a later stream is refused, not processed */
+    cli_headers(&c, 5, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    expect_rst(&o, 5, GW_H2_REFUSED_STREAM);
+    assert_false(gw_h2_session_should_close(s));
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 204, NULL, 0, 1), 0);
+    assert_int_equal(gw_h2_session_submit_response(s, 3, 204, NULL, 0, 1), 0);
+    drain(s, &o);
+    assert_true(gw_h2_session_should_close(s));
+    cli_free(&c);
+    gw_h2_session_del(s);
+
+    /* graceful two-step shutdown */
+    s = ready(&r, &c, NULL);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    assert_int_equal(gw_h2_session_shutdown(s, 0), 0);
+    drain(s, &o);
+    g = find_type(&o, GW_H2_FT_GOAWAY, 0);
+    assert_non_null(g);
+    assert_int_equal(get32(g->p), GW_H2_STREAM_ID_MASK);
+    const outf_t *p = find_type(&o, GW_H2_FT_PING, 0);
+    assert_non_null(p);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET); /* in flight: still served */
+    assert_int_equal(gw_h2_frame_write_ping(&c.b, 1, p->p), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    g = find_type(&o, GW_H2_FT_GOAWAY, 0);
+    assert_non_null(g);
+    assert_int_equal(get32(g->p), 3);
+    assert_non_null(strstr(r.log, "req 3 "));
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void peer_goaway(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    assert_int_equal(gw_h2_frame_write_goaway(&c.b, 0, GW_H2_NO_ERROR, "bye", 3), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    assert_string_equal(r.log, "goaway 0 NO_ERROR bye;");
+    assert_true(gw_h2_session_should_close(s));
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+static void on_priority(void *ud, uint32_t sid, gw_slice_t v)
+{
+    logf_(ud, "prio %u %.*s;", sid, SL(v));
+}
+
+static int on_data_reset(void *ud, uint32_t sid, const uint8_t *d, size_t len)
+{
+    rec_t *r = ud;
+    (void)d;
+    logf_(r, "data %u %zu;", sid, len);
+    /* reset from inside the callback; on_close releases the stream at once */
+    assert_int_equal(gw_h2_session_submit_rst(r->s, sid, GW_H2_CANCEL), 0);
+    return 0;
+}
+
+static void priority_and_callbacks(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_callbacks_t cb2 = cbs;
+    cb2.on_priority = on_priority;
+    cb2.on_data = on_data_reset;
+    gw_h2_session_t *s;
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(gw_h2_session_new(&s, NULL, &cb2, &r, 0), 0);
+    r.s = s;
+    r.release_on_close = 1;
+    cli_init(&c, 1);
+    const char *const P[] = {":method", "POST",     ":scheme", "https", ":path",
+                             "/",       "priority", "u=2",     NULL};
+    cli_headers(&c, 1, 0, P);
+    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 1, "u=0, i", 6), 0);
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, "abc", 3, 0, 0), 0);
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, GW_H2_F_END_STREAM, "def", 3, 0, 0), 0);
+    /* HEADERS depending on itself: stream error, the next request still decodes */
+    const gw_h2_priority_t self = {3, 10, 0};
+    gw_bytes_t blk;
+    block(&c, &blk, GET);
+    assert_int_equal(gw_h2_frame_write_headers(&c.b, 3, GW_H2_F_END_HEADERS | GW_H2_F_END_STREAM,
+                                               &self, blk.base, blk.len, 0, 0),
+                     0);
+    gw_bytes_free(&blk);
+    cli_headers(&c, 5, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    assert_string_equal(r.log, "prio 1 u=2;req 1 POST https  / cl=-1 es=0 priority=u=2;"
+                               "prio 1 u=0, i;data 1 3;close 1 CANCEL 0;"
+                               "req 5 GET https example.com /a cl=-1 es=1;end 5;");
+    drain(s, &o);
+    expect_rst(&o, 1, GW_H2_CANCEL);
+    expect_rst(&o, 3, GW_H2_PROTOCOL_ERROR);
+    assert_int_equal(gw_h2_session_active_streams(s), 1);
+    /* interim then final response; submit errors */
+    assert_int_equal(gw_h2_session_submit_response(s, 5, 103, NULL, 0, 1), GW_E_INVAL);
+    assert_int_equal(gw_h2_session_submit_response(s, 5, 103, NULL, 0, 0), 0);
+    gw_rbuf_t *rb = gw_rbuf_new(4);
+    assert_int_equal(gw_h2_session_submit_data(s, 5, rb, 0, 4, 0), GW_E_INVAL); /* no head */
+    assert_int_equal(gw_h2_session_submit_response(s, 5, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 5, rb, 2, 4, 0), GW_E_INVAL); /* range */
+    assert_int_equal(gw_h2_session_submit_data(s, 5, NULL, 0, 0, 1), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 5, rb, 0, 4, 0), GW_E_INVAL); /* ended */
+    assert_int_equal(gw_h2_session_submit_response(s, 7, 200, NULL, 0, 0), GW_E_NOENT);
+    drain(s, &o);
+    assert_int_equal(o.n, 3);
+    assert_int_equal(o.f[2].h.type, GW_H2_FT_DATA);
+    assert_int_equal(o.f[2].h.length, 0);
+    assert_int_equal(o.f[2].h.flags, GW_H2_F_END_STREAM);
+    assert_int_equal(gw_h2_session_active_streams(s), 0);
+    /* the layer above ends the connection */
+    assert_int_equal(gw_h2_session_terminate(s, GW_H2_INTERNAL_ERROR, "shutting down"), 0);
+    assert_false(gw_h2_session_want_read(s));
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_INTERNAL_ERROR);
+    assert_memory_equal(find_type(&o, GW_H2_FT_GOAWAY, 0)->p + 8, "shutting down", 13);
+    assert_true(gw_h2_session_should_close(s));
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+/* Failing-allocation sweep over a whole request/response exchange: fail the n-th
+ * allocation; every failure must surface as GW_E_NOMEM and leak nothing (ASan). */
+static int exchange_fail_at(unsigned long n)
+{
+    rec_t r;
+    gw_h2_session_t *s = NULL;
+    gw_iovq_t q;
+    cli_t c;
+    int rc;
+    memset(&r, 0, sizeof(r));
+    gw_iovq_init(&q);
+    cli_init(&c, 1);
+    cli_headers(&c, 1, 0, POST);
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, GW_H2_F_END_STREAM, "hello", 5, 0, 0), 0);
+    gw_rbuf_t *rb = gw_rbuf_new(16);
+    assert_non_null(rb);
+    memcpy(rb->data, "world", 5);
+    gw_alloc_fail_after(n);
+    if ((rc = gw_h2_session_new(&s, NULL, &cbs, &r, 0)) < 0)
+        goto out;
+    r.s = s;
+    r.consume = 1;
+    ssize_t got = gw_h2_session_recv(s, c.b.base, c.b.len, 1);
+    if (got < 0) {
+        rc = (int)got;
+        goto out;
+    }
+    const gw_h2_header_t hf[] = {{GW_SLICE_LIT("server"), GW_SLICE_LIT("h2gate")}};
+    if ((rc = gw_h2_session_submit_response(s, 1, 200, hf, 1, 0)) < 0)
+        goto out;
+    if ((rc = gw_h2_session_submit_data(s, 1, rb, 0, 5, 1)) < 0)
+        goto out;
+    ssize_t sent = gw_h2_session_send(s, &q);
+    rc = sent < 0 ? (int)sent : 0;
+out : {
+    int hit = gw_alloc_fail_hit();
+    gw_alloc_fail_after(0);
+    if (rc == 0 && !hit)
+        assert_non_null(strstr(r.log, "end 1;"));
+    if (rc < 0)
+        assert_true(hit);
+}
+    gw_iovq_free(&q);
+    gw_h2_session_del(s);
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    return rc;
+}
+
+static void alloc_failure_sweep(void **state)
+{
+    (void)state;
+    unsigned long n;
+    for (n = 1; n < 1000; n++) {
+        int rc = exchange_fail_at(n);
+        if (rc == 0 && !gw_alloc_fail_hit())
+            break;
+        if (rc < 0)
+            assert_int_equal(rc, GW_E_NOMEM);
+    }
+    assert_true(n < 1000);
+    assert_true(n > 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(handshake_and_ping),
+        cmocka_unit_test(bad_preface),
+        cmocka_unit_test(first_frame_not_settings),
+        cmocka_unit_test(settings_timeout),
+        cmocka_unit_test(get_and_response_by_reference),
+        cmocka_unit_test(response_frames),
+        cmocka_unit_test(split_feeding),
+        cmocka_unit_test(flow_control_backpressure),
+        cmocka_unit_test(connection_window_exceeded),
+        cmocka_unit_test(round_robin_and_connection_window),
+        cmocka_unit_test(initial_window_change),
+        cmocka_unit_test(window_overflow),
+        cmocka_unit_test(max_concurrent_streams),
+        cmocka_unit_test(rapid_reset_budget),
+        cmocka_unit_test(continuation_flood),
+        cmocka_unit_test(continuation_sequence),
+        cmocka_unit_test(header_list_overflow),
+        cmocka_unit_test(request_validation),
+        cmocka_unit_test(content_length_and_trailers),
+        cmocka_unit_test(stream_state_errors),
+        cmocka_unit_test(closed_stream_frames),
+        cmocka_unit_test(floods),
+        cmocka_unit_test(max_requests_and_shutdown),
+        cmocka_unit_test(peer_goaway),
+        cmocka_unit_test(priority_and_callbacks),
+        cmocka_unit_test(alloc_failure_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
