@@ -1,0 +1,291 @@
+"""HTTP/2 on the running gateway, at frame level with python3-h2 (an independent codec), and
+with nghttp and h2load. Until the translator exists every request is answered 503."""
+import socket
+import ssl
+import time
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import h2.settings
+import pytest
+
+from conftest import free_port, run
+from test_front import NO_PROXY, config
+
+
+@pytest.fixture
+def gw(gateway):
+    tls_port, plain_port = free_port(), free_port()
+    g = gateway(config(tls_port, plain_port, extra="h2: {max_concurrent_streams: 8}\n"),
+                wait=[("127.0.0.1", tls_port), ("127.0.0.1", plain_port)])
+    g.tls_port, g.plain_port = tls_port, plain_port
+    return g
+
+
+class Client:
+    """A python3-h2 client over a raw socket (h2c) or TLS with ALPN h2."""
+
+    def __init__(self, port, tls=False, validate=True):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+        if tls:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            ctx.set_alpn_protocols(["h2"])
+            raw = ctx.wrap_socket(raw, server_hostname="localhost")
+            assert raw.selected_alpn_protocol() == "h2"
+        self.s = raw
+        cfg = h2.config.H2Configuration(client_side=True, header_encoding="utf-8",
+                                        validate_outbound_headers=validate,
+                                        normalize_outbound_headers=validate)
+        self.c = h2.connection.H2Connection(cfg)
+        self.c.initiate_connection()
+        self.flush()
+
+    def flush(self):
+        data = self.c.data_to_send()
+        if data:
+            self.s.sendall(data)
+
+    def events(self, until, timeout=5):
+        """Read until until(events) is true or the connection closes; returns all events."""
+        got = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not until(got):
+            try:
+                data = self.s.recv(65536)
+            except socket.timeout:
+                break
+            if not data:
+                break
+            try:
+                got += self.c.receive_data(data)
+            except h2.exceptions.ProtocolError:
+                break
+            self.flush()
+        return got
+
+    def request(self, path="/", method="GET", body=None, extra=()):
+        sid = self.c.get_next_available_stream_id()
+        self.c.send_headers(sid, [(":method", method), (":path", path), (":scheme", "http"),
+                                  (":authority", "localhost"), *extra], end_stream=body is None)
+        if body is not None:
+            self.c.send_data(sid, body, end_stream=True)
+        self.flush()
+        return sid
+
+    def close(self):
+        self.s.close()
+
+
+def response(events, sid):
+    status, body, ended = None, b"", False
+    for e in events:
+        if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid:
+            status = dict(e.headers)[":status"]
+        elif isinstance(e, h2.events.DataReceived) and e.stream_id == sid:
+            body += e.data
+        elif isinstance(e, h2.events.StreamEnded) and e.stream_id == sid:
+            ended = True
+    return status, body, ended
+
+
+def ended(sid):
+    return lambda evs: any(isinstance(e, h2.events.StreamEnded) and e.stream_id == sid for e in evs)
+
+
+def terminated(evs):
+    return any(isinstance(e, h2.events.ConnectionTerminated) for e in evs)
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
+def test_settings_exchange_and_request(gw, tls):
+    cl = Client(gw.tls_port if tls else gw.plain_port, tls=tls)
+    sid = cl.request("/hello")
+    evs = cl.events(ended(sid))
+    assert isinstance(evs[0], h2.events.RemoteSettingsChanged)  # server preface first
+    changed = evs[0].changed_settings
+    assert changed[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS].new_value == 8
+    assert changed[h2.settings.SettingCodes.INITIAL_WINDOW_SIZE].new_value == 256 * 1024
+    assert any(isinstance(e, h2.events.SettingsAcknowledged) for e in evs)
+    status, body, done = response(evs, sid)
+    assert (status, body.decode(), done) == ("503", NO_PROXY, True)
+    cl.close()
+
+
+def test_ping_is_acked(gw):
+    cl = Client(gw.plain_port)
+    cl.c.ping(b"h2gate!!")
+    cl.flush()
+    evs = cl.events(lambda e: any(isinstance(x, h2.events.PingAckReceived) for x in e))
+    acks = [e for e in evs if isinstance(e, h2.events.PingAckReceived)]
+    assert acks and acks[0].ping_data == b"h2gate!!"
+    cl.close()
+
+
+def test_many_streams_on_one_connection(gw):
+    cl = Client(gw.plain_port)
+    sids = [cl.request(f"/s{i}") for i in range(6)]
+    evs = cl.events(lambda e: all(ended(s)(e) for s in sids))
+    for s in sids:
+        assert response(evs, s)[0] == "503"
+    cl.close()
+
+
+def test_upload_larger_than_windows_flows(gw):
+    """A 2 MiB body is more than the 256 KiB stream and 1 MiB connection windows: it only
+    goes through if WINDOW_UPDATEs come back as the gateway consumes the bytes."""
+    cl = Client(gw.plain_port)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "POST"), (":path", "/upload"), (":scheme", "http"),
+                            (":authority", "localhost")])
+    cl.flush()
+    total, chunk = 2 * 1024 * 1024, b"x" * 16384
+    sent = 0
+    deadline = time.monotonic() + 10
+    updates = 0
+    seen = []
+    while sent < total and time.monotonic() < deadline:
+        window = min(cl.c.local_flow_control_window(sid), cl.c.max_outbound_frame_size)
+        if window <= 0:
+            evs = cl.events(lambda e: any(isinstance(x, h2.events.WindowUpdated) for x in e), timeout=2)
+            updates += sum(isinstance(x, h2.events.WindowUpdated) for x in evs)
+            seen += evs
+            if any(isinstance(x, h2.events.StreamReset) for x in evs):
+                break
+            continue
+        n = min(window, len(chunk), total - sent)
+        cl.c.send_data(sid, chunk[:n], end_stream=(sent + n == total))
+        sent += n
+        cl.flush()
+    assert sent == total
+    assert updates > 0
+    evs = seen + cl.events(ended(sid), timeout=1)
+    # the 503 may come before the upload ends (RFC 9113 §8.1 allows an early response)
+    assert response(evs, sid)[0] == "503"
+    cl.close()
+
+
+def test_concurrency_limit_refuses_streams(gw):
+    # Requests without END_STREAM stay open (half-closed remote never reached), so the 9th
+    # stream exceeds max_concurrent_streams: 8 and is refused.
+    cl = Client(gw.plain_port)
+    sids = []
+    for i in range(10):
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "POST"), (":path", f"/{i}"), (":scheme", "http"),
+                                (":authority", "localhost")])
+        sids.append(sid)
+    cl.flush()
+    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
+    resets = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    assert resets, evs
+    assert resets[0].error_code == h2.errors.ErrorCodes.REFUSED_STREAM
+    assert resets[0].stream_id in sids[8:]
+    cl.close()
+
+
+def test_uppercase_header_name_is_stream_protocol_error(gw):
+    cl = Client(gw.plain_port, validate=False)
+    sid = cl.request("/", extra=[("X-Upper", "1")])
+    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
+    resets = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    assert resets and resets[0].stream_id == sid
+    assert resets[0].error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    # the connection survives: a next request is answered
+    sid2 = cl.request("/next")
+    evs = cl.events(ended(sid2))
+    assert response(evs, sid2)[0] == "503"
+    cl.close()
+
+
+def test_connection_specific_header_is_malformed(gw):
+    cl = Client(gw.plain_port, validate=False)
+    sid = cl.request("/", extra=[("connection", "keep-alive")])
+    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
+    resets = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    assert resets and resets[0].error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    cl.close()
+
+
+def raw_frames(port, payload):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + payload)
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+    except socket.timeout:
+        pass
+    s.close()
+    return out
+
+
+def goaway_code(data):
+    """Parse frames and return the GOAWAY error code, or None."""
+    i = 0
+    while i + 9 <= len(data):
+        length = int.from_bytes(data[i:i + 3], "big")
+        ftype = data[i + 3]
+        if ftype == 0x7:
+            return int.from_bytes(data[i + 13:i + 17], "big")
+        i += 9 + length
+    return None
+
+
+def test_first_frame_not_settings_is_protocol_error(gw):
+    ping = bytes([0, 0, 8, 0x6, 0, 0, 0, 0, 0]) + b"12345678"
+    out = raw_frames(gw.plain_port, ping)
+    assert goaway_code(out) == 0x1
+
+
+def test_data_on_stream_zero_is_protocol_error(gw):
+    settings = bytes([0, 0, 0, 0x4, 0, 0, 0, 0, 0])
+    data0 = bytes([0, 0, 1, 0x0, 0, 0, 0, 0, 0]) + b"x"
+    assert goaway_code(raw_frames(gw.plain_port, settings + data0)) == 0x1
+
+
+def test_oversized_frame_is_frame_size_error(gw):
+    settings = bytes([0, 0, 0, 0x4, 0, 0, 0, 0, 0])
+    big = (20000).to_bytes(3, "big") + bytes([0x6, 0, 0, 0, 0, 0]) + b"\0" * 20000
+    assert goaway_code(raw_frames(gw.plain_port, settings + big)) == 0x6
+
+
+def test_window_update_overflow_is_flow_control_error(gw):
+    settings = bytes([0, 0, 0, 0x4, 0, 0, 0, 0, 0])
+    wu = bytes([0, 0, 4, 0x8, 0, 0, 0, 0, 0]) + (0x7fffffff).to_bytes(4, "big")
+    assert goaway_code(raw_frames(gw.plain_port, settings + wu)) == 0x3
+
+
+def test_nghttp_client(gw):
+    r = run(["nghttp", "-nv", f"http://127.0.0.1:{gw.plain_port}/n"], timeout=15)
+    assert "recv (stream_id=1) :status: 503" in r.stdout or ":status: 503" in r.stdout
+    r = run(["nghttp", "-v", f"https://127.0.0.1:{gw.tls_port}/n"], timeout=15)
+    assert ":status: 503" in r.stdout
+    assert NO_PROXY.strip() in r.stdout
+
+
+def test_h2load_many_requests(gw):
+    r = run(["h2load", "-n", "400", "-c", "4", "-m", "8", f"http://127.0.0.1:{gw.plain_port}/"],
+            timeout=60)
+    assert "400 total" in r.stdout, r.stdout
+    assert "400 succeeded" in r.stdout or "0 errored" in r.stdout
+    assert "status codes: 0 2xx, 0 3xx, 0 4xx, 400 5xx" in r.stdout
+
+
+def test_h2_idle_timeout_sends_goaway(gateway):
+    port = free_port()
+    gateway(config(plain_port=port, extra="timeouts: {idle: 500ms}\n"), wait=[("127.0.0.1", port)])
+    cl = Client(port)
+    start = time.monotonic()
+    evs = cl.events(terminated, timeout=5)
+    t = [e for e in evs if isinstance(e, h2.events.ConnectionTerminated)]
+    assert t and t[0].error_code == 0
+    assert time.monotonic() - start < 3
+    cl.close()
