@@ -23,7 +23,7 @@
  *   GW_E_LIMIT    the upstream's queue is full                                → 503
  *   GW_E_NOMEM    out of memory                                               → 503
  *
- * Policy decisions (see also back/README notes in the contract comments below):
+ * Policy decisions:
  * - An upstream whose servers are all ejected answers 502 at once (GW_E_NOENT); it does not try
  *   the least recently ejected server. An ejected server comes back when its back-off ends or
  *   when an active health check sees the expected status.
@@ -33,6 +33,9 @@
  *   before any request body byte was written (connect refused or timed out, reset or EOF before
  *   the response) is retried up to cfg->retries times, on another server when one is eligible,
  *   else on another connection of the same server. A response-head timeout is not retried.
+ * - Request heads are serialized and responses parsed by back/resp.c, a strict sans-IO seam
+ *   (h1/ has no response parser or request serializer yet); it moves to h1/ without changing
+ *   this interface.
  * - Names in server addresses (NAME:PORT) are not resolved yet: such a server always fails with
  *   GW_E_IO. TLS origins (`tls: true`) are not implemented: gw_back_new() refuses such a config
  *   with GW_E_UNSUPPORTED rather than speak cleartext to an HTTPS origin.
@@ -173,7 +176,8 @@ void gw_back_resume_reading(gw_back_exch_t *x);
  * never returned half-read to the pool; a queued exchange just leaves the queue. */
 void gw_back_cancel(gw_back_exch_t *x);
 
-/* Totals over every upstream (up == SIZE_MAX) or one upstream's servers. */
+/* Totals over every upstream (up == SIZE_MAX), or the sum over one upstream's servers (then
+ * `requests` and `retries` are 0: they are counted per gw_back_t only). */
 void gw_back_stats(const gw_back_t *b, size_t up, gw_back_stats_t *out);
 /* One server's counters; 0 or GW_E_RANGE. */
 int gw_back_server_stats(const gw_back_t *b, size_t up, size_t srv, gw_back_stats_t *out);

@@ -385,6 +385,10 @@ static void on_timer(uv_timer_t *t)
         fail(c, c->dial_err ? c->dial_err : GW_E_TIMEOUT, 1);
         break;
     case GW_BACK_CONN_ACTIVE:
+        if (c->dial_err) {
+            fail(c, c->dial_err, 0); /* deferred out-of-memory from gw_back__conn_start */
+            break;
+        }
         /* Response head or body read timeout: the request may have taken effect, so it is
          * not retried; a server that stalls counts as failing. */
         c->flags |= GW_BACK_CONN_F_GOT_BYTE;
@@ -511,8 +515,12 @@ void gw_back__conn_start(gw_back_conn_t *c, gw_back_exch_t *x)
         c->flags |= GW_BACK_CONN_F_PAUSED;
     c->requests++;
     gw_back__resp_init(&c->resp, head_only);
+    c->dial_err = 0;
     if (gw_iovq_copy(&c->out, x->head.base, x->head.len) < 0) {
-        fail(c, GW_E_NOMEM, 0);
+        /* Report from the timer: this may run inside gw_back_request(), which never calls
+         * back synchronously. */
+        c->dial_err = GW_E_NOMEM;
+        arm(c, 0);
         return;
     }
     arm(c, ucfg(c)->response_timeout_ms);

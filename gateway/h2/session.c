@@ -122,7 +122,7 @@ struct gw_h2_session {
     /* header block being gathered */
     uint32_t hb_sid; /* 0 = none; else CONTINUATION expected until END_HEADERS */
     int hb_end_stream;
-    int hb_reject; /* stream error already decided (e.g. self-dependency) */
+    int hb_reject; /* 1: stream error already decided (e.g. self-dependency); 2: ignore */
     unsigned hb_frames;
     gw_bytes_t hb;
 
@@ -408,6 +408,14 @@ static void close_stream(gw_h2_session_t *s, gw_h2_stream_t *st, uint32_t code, 
 static void remember_rst(gw_h2_session_t *s, uint32_t sid)
 {
     s->recent_rst[s->recent_rst_pos++ % 16] = sid;
+}
+
+static int recently_reset(const gw_h2_session_t *s, uint32_t sid)
+{
+    for (size_t i = 0; i < 16; i++)
+        if (s->recent_rst[i] == sid)
+            return 1;
+    return 0;
 }
 
 /* Stream error (RFC 9113 §5.4.2): RST_STREAM. provoked: the peer caused it (counts toward the
@@ -747,8 +755,12 @@ static int on_headers_frame(gw_h2_session_t *s, const gw_h2_frame_t *f, int reje
     if ((sid & 1) == 0)
         return conn_error(s, GW_H2_PROTOCOL_ERROR, "client stream id must be odd");
     gw_h2_stream_t *st = find_stream(s, sid);
-    if (!st && sid <= s->last_peer_id)
+    if (!st && sid <= s->last_peer_id) {
+        /* trailers of a stream we reset and forgot: decode (HPACK state), then drop */
+        if (recently_reset(s, sid))
+            return begin_block(s, sid, f, 2);
         return conn_error(s, GW_H2_PROTOCOL_ERROR, "stream id not increasing");
+    }
     return begin_block(s, sid, f, reject);
 }
 
@@ -837,7 +849,9 @@ static int finish_block(gw_h2_session_t *s)
     /* Decode whatever happens to the stream: the HPACK state is shared (RFC 9113 §4.3). */
     gw_hpack_dec_begin(&s->dec, s->o.max_header_list_size);
     size_t blen = s->hb.len;
-    ssize_t n = gw_hpack_decode(&s->dec, s->hb.base, blen, 1, on_field, &c);
+    static const uint8_t empty[1];
+    /* an empty block may have no buffer yet: never pass NULL + 0 (UB in pointer arithmetic) */
+    ssize_t n = gw_hpack_decode(&s->dec, s->hb.base ? s->hb.base : empty, blen, 1, on_field, &c);
     int end = n < 0 ? (int)n : gw_hpack_dec_end(&s->dec);
     s->hb.len = 0;
     if (n == GW_E_NOMEM || end == GW_E_NOMEM || c.nomem) {
@@ -849,6 +863,8 @@ static int finish_block(gw_h2_session_t *s)
         goto out;
     }
     int overflow = end == GW_E_LIMIT;
+    if (s->hb_reject == 2 && !st)
+        goto out; /* a forgotten stream we reset */
 
     if (trailers) {
         /* HEADERS on a stream we know: trailers, or a frame on a closed half */
@@ -943,14 +959,6 @@ out:
     return rc;
 }
 
-static int recently_reset(const gw_h2_session_t *s, uint32_t sid)
-{
-    for (size_t i = 0; i < 16; i++)
-        if (s->recent_rst[i] == sid)
-            return 1;
-    return 0;
-}
-
 static int on_data_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
 {
     uint32_t sid = f->hdr.stream_id;
@@ -1033,6 +1041,10 @@ static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
                     return conn_error(s, GW_H2_FLOW_CONTROL_ERROR, "stream window overflow");
             }
             s->peer_initial_window = st.value;
+            /* the callbacks may release streams: collect the ids first, call afterwards */
+            uint32_t *woken =
+                s->cb.on_writable ? gw_malloc((s->active + 1) * sizeof(*woken)) : NULL;
+            size_t nw = 0;
             gw_list_foreach(it, &s->streams)
             {
                 gw_h2_stream_t *x = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
@@ -1040,10 +1052,14 @@ static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
                 if (x->blocked && x->send_window > 0 && x->state != GW_H2_SS_CLOSED) {
                     x->blocked = 0;
                     gw_h2_sched_add(&s->sched, &x->node);
-                    if (s->cb.on_writable)
-                        s->cb.on_writable(s->user_data, x->id);
+                    if (woken && nw < s->active)
+                        woken[nw++] = x->id;
                 }
             }
+            /* without memory the wake-ups are lost, not the data: want_write still says so */
+            for (size_t k = 0; k < nw; k++)
+                s->cb.on_writable(s->user_data, woken[k]);
+            gw_free(woken);
             break;
         }
         case GW_H2_SETTINGS_MAX_FRAME_SIZE:

@@ -100,7 +100,8 @@ typedef struct {
 /* Every callback may be NULL. Callbacks returning int return 0, or a negative GW_E* code:
  * a fatal code (gw_err_is_fatal) makes recv stop and return it after queueing GOAWAY
  * INTERNAL_ERROR; any other negative code resets the stream with INTERNAL_ERROR. Callbacks may
- * call the submit functions of this header, but must not call recv/send/del. */
+ * call the submit functions of this header and gw_h2_session_stream_release() (the session
+ * looks the stream up again after every callback), but must not call recv/send/del. */
 typedef struct {
     /* A complete, valid request head on a new stream. */
     int (*on_request)(void *user_data, const gw_h2_head_t *head);
@@ -117,8 +118,9 @@ typedef struct {
     /* The stream's send window (or the connection's) opened while it had data waiting, or
      * its queue fell to zero: the layer above may submit more DATA. */
     void (*on_writable)(void *user_data, uint32_t stream_id);
-    /* The peer sent GOAWAY: streams above last_stream_id were not processed (they get on_close
-     * with REFUSED_STREAM). debug valid during the call only. */
+    /* The peer sent GOAWAY. A server opens no streams, so this is informational: the peer
+     * opens no new streams, the open ones finish, then should_close turns 1. debug valid
+     * during the call only. */
     void (*on_goaway)(void *user_data, uint32_t last_stream_id, uint32_t error_code,
                       gw_slice_t debug);
     /* PRIORITY_UPDATE (RFC 9218 §7.1) or the priority field of a request; value is the raw
@@ -240,7 +242,8 @@ int gw_h2_session_submit_trailers(gw_h2_session_t *s, uint32_t stream_id,
  * on_close fires. Returns 0 or GW_E_NOENT (unknown or already closed). */
 int gw_h2_session_submit_rst(gw_h2_session_t *s, uint32_t stream_id, uint32_t error_code);
 
-/* Queue a PING with the 8 opaque bytes (NULL = zeros). 0 or GW_E_NOMEM / GW_E_LIMIT. */
+/* Queue a PING with the 8 opaque bytes (NULL = zeros). 0, GW_E_NOMEM, GW_E_LIMIT (too many
+ * control frames unsent) or GW_E_CLOSED (connection failed). */
 int gw_h2_session_submit_ping(gw_h2_session_t *s, const uint8_t *opaque8);
 
 /* Graceful shutdown (RFC 9113 §6.8): GOAWAY NO_ERROR with last-stream-id 2^31-1 and a PING;

@@ -7,7 +7,7 @@ build=$1; secs=$2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 pass=0; fail=0
 for bin in "$build"/tests/fuzz/fuzz_*; do
-  [ -x "$bin" ] || continue
+  [ -f "$bin" ] && [ -x "$bin" ] || continue
   name=$(basename "$bin"); corpus_name=${name#fuzz_}
   seeds="$root/tests/fuzz/corpus/$corpus_name"
   work=$(mktemp -d)

@@ -200,5 +200,5 @@ def nginx_origin(tmp_path):
 
 def run(cmd, timeout=20, **kw):
     """Run a client command with a bound on its time; returns CompletedProcess (text)."""
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                           timeout=timeout, **kw)

@@ -445,24 +445,26 @@ static int done_pred(void *a)
     return cl->completed + cl->errors >= cl->target;
 }
 
-static int never(void *a)
-{
-    (void)a;
-    return 0;
-}
-
 static void wake(uv_timer_t *t)
 {
-    (void)t;
+    *(int *)t->data = 1;
 }
 
-/* Run the loop for ms (a timer wakes it at the end). */
+static int flag_pred(void *a)
+{
+    return *(int *)a;
+}
+
+/* Run the loop for ms: until a timer of that length fires (not by wall clock, which may lag
+ * the loop's clock by a millisecond and block the next uv_run on a later timer). */
 static void run_for(uint64_t ms)
 {
     uv_timer_t t;
+    int fired = 0;
     uv_timer_init(&loop, &t);
+    t.data = &fired;
     uv_timer_start(&t, wake, ms, 0);
-    run_until(never, NULL, ms);
+    run_until(flag_pred, &fired, ms + 5000);
     uv_close((uv_handle_t *)&t, NULL);
     uv_run(&loop, UV_RUN_NOWAIT);
 }
@@ -1329,6 +1331,43 @@ static void del_fails_live_exchanges(void **state)
     teardown_all(NULL, &o, 1);
 }
 
+static void alloc_failure_sweep(void **state)
+{
+    (void)state;
+    /* Fail the n-th allocation of ours (n = 1, 2, ...) during a whole exchange: it fails
+     * cleanly (synchronously with GW_E_NOMEM, or through on_error) or succeeds; never a leak
+     * (ASan) nor a hang. */
+    origin_t o;
+    origin_start(&o, O_CHUNKED, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    for (unsigned long n = 1;; n++) {
+        assert_true(n < 100);
+        client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+        gw_alloc_fail_after(n);
+        int rc = request(&cl, NULL);
+        if (rc == 0)
+            assert_true(run_until(done_pred, &cl, 3000));
+        int hit = gw_alloc_fail_hit();
+        gw_alloc_fail_after(0);
+        if (rc < 0) {
+            assert_int_equal(rc, GW_E_NOMEM);
+            assert_true(hit);
+            continue;
+        }
+        assert_int_equal(cl.completed + cl.errors, 1);
+        if (cl.errors)
+            assert_true(cl.last_error == GW_E_NOMEM || cl.last_error == GW_E_IO ||
+                        cl.last_error == GW_E_PARSE);
+        if (!hit) {
+            assert_int_equal(cl.completed, 1);
+            break;
+        }
+    }
+    teardown_all(b, &o, 1);
+}
+
 int main(void)
 {
     memset(big_body, 'b', sizeof(big_body));
@@ -1366,6 +1405,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_request_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(tls_upstream_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(del_fails_live_exchanges, setup, teardown),
+        cmocka_unit_test_setup_teardown(alloc_failure_sweep, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

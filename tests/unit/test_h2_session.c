@@ -609,6 +609,59 @@ static void round_robin_and_connection_window(void **state)
     gw_h2_session_del(s);
 }
 
+static void on_writable(void *ud, uint32_t sid)
+{
+    rec_t *r = ud;
+    logf_(r, "writable %u;", sid);
+    gw_h2_session_stream_release(r->s, sid); /* releasing from a callback is allowed */
+}
+
+/* on_writable after a window opens (SETTINGS delta and WINDOW_UPDATE) and when the queue
+ * drains; the callback may release the stream. */
+static void writable_events(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_callbacks_t cb2 = cbs;
+    cb2.on_writable = on_writable;
+    gw_h2_session_t *s;
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(gw_h2_session_new(&s, NULL, &cb2, &r, 0), 0);
+    r.s = s;
+    cli_init(&c, 1);
+    const gw_h2_setting_t zero = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &zero, 1), 0);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    gw_rbuf_t *rb = gw_rbuf_new(10);
+    for (uint32_t sid = 1; sid <= 3; sid += 2) {
+        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
+        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 10, 0), 0);
+    }
+    drain(s, &o);
+    assert_null(find_type(&o, GW_H2_FT_DATA, 0));
+    r.len = 0;
+    r.log[0] = 0;
+    const gw_h2_setting_t some = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 5};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &some, 1), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    /* both woken; the callback released both (cancelled: RST_STREAM CANCEL) */
+    assert_string_equal(r.log, "writable 1;writable 3;");
+    assert_int_equal(gw_h2_session_active_streams(s), 0);
+    drain(s, &o);
+    expect_rst(&o, 1, GW_H2_CANCEL);
+    expect_rst(&o, 3, GW_H2_CANCEL);
+    assert_null(find_type(&o, GW_H2_FT_DATA, 0));
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
 static void initial_window_change(void **state)
 {
     (void)state;
@@ -1079,6 +1132,16 @@ static void closed_stream_frames(void **state)
     assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_CLOSED);
     assert_true(gw_h2_session_want_read(s));
     assert_string_equal(r.log, "req 1 POST https  / cl=-1 es=0;close 1 CANCEL 0;");
+    /* trailers in flight for the forgotten stream are decoded and dropped; a later request
+     * on a new stream still decodes (HPACK in sync) */
+    c.b.len = 0;
+    const char *const T[] = {"x-t", "1", NULL};
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, T);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    assert_non_null(strstr(r.log, "req 3 GET https example.com /a"));
+    drain(s, &o);
+    assert_null(find_type(&o, GW_H2_FT_GOAWAY, 0));
     cli_free(&c);
     gw_h2_session_del(s);
 }
@@ -1372,6 +1435,7 @@ int main(void)
         cmocka_unit_test(flow_control_backpressure),
         cmocka_unit_test(connection_window_exceeded),
         cmocka_unit_test(round_robin_and_connection_window),
+        cmocka_unit_test(writable_events),
         cmocka_unit_test(initial_window_change),
         cmocka_unit_test(window_overflow),
         cmocka_unit_test(max_concurrent_streams),
