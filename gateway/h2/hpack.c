@@ -342,8 +342,10 @@ static int emit(gw_hpack_dec_t *d, gw_slice_t name, gw_slice_t value, unsigned f
 ssize_t gw_hpack_decode(gw_hpack_dec_t *d, const uint8_t *in, size_t len, int final,
                         gw_hpack_field_cb cb, void *user_data)
 {
-    const uint8_t *p = in, *end = in + len;
     d->pending = 0;
+    if (len == 0)
+        return 0; /* also keeps `in + len` defined when in is NULL */
+    const uint8_t *p = in, *end = in + len;
     while (p < end) {
         const uint8_t *start = p;
         uint8_t b = *p;
