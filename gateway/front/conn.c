@@ -13,6 +13,7 @@
 #include "front/front_internal.h"
 #include "common/clock.h"
 #include "h1/serializer.h"
+#include "h2/errors.h"
 #include "h2/session.h"
 
 void gw_front__worker_conn_gone(gw_worker_t *w);
@@ -592,8 +593,18 @@ static void after_handshake(conn_t *c)
                  gw_tls_sni(c->tls) ? gw_tls_sni(c->tls) : "-");
     arm(c, c->w->srv->cfg->timeouts.first_request_ms);
     if (!strcmp(alpn, "h2")) {
-        if (start_h2(c) < 0)
+        if (start_h2(c) < 0) {
             conn_close(c, "nomem");
+            return;
+        }
+        if (!gw_tls_h2_cipher_ok(c->tls)) {
+            /* RFC 9113 §9.2.2: a blocklisted TLS 1.2 cipher → INADEQUATE_SECURITY */
+            GW_LOG_INFO("h2_inadequate_security", "peer=%s cipher=%s", c->peer,
+                        gw_tls_cipher(c->tls));
+            gw_h2_session_terminate(c->h2, GW_H2_INADEQUATE_SECURITY,
+                                    "TLS 1.2 cipher not allowed for HTTP/2");
+            h2_pump(c);
+        }
         return;
     }
     if (!(c->l->cfg->protocols & GW_PROTO_F_HTTP1)) {

@@ -405,3 +405,20 @@ const char *gw_tls_sni(gw_tls_conn_t *t)
 {
     return SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name);
 }
+
+int gw_tls_h2_cipher_ok(gw_tls_conn_t *t)
+{
+    if (SSL_version(t->ssl) >= TLS1_3_VERSION)
+        return 1;
+    const SSL_CIPHER *c = SSL_get_current_cipher(t->ssl);
+    if (!c)
+        return 0;
+    int kx = SSL_CIPHER_get_kx_nid(c);
+    return (kx == NID_kx_ecdhe || kx == NID_kx_dhe) && SSL_CIPHER_is_aead(c);
+}
+
+const char *gw_tls_cipher(gw_tls_conn_t *t)
+{
+    const SSL_CIPHER *c = SSL_get_current_cipher(t->ssl);
+    return c ? SSL_CIPHER_get_name(c) : "-";
+}

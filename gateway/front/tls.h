@@ -45,6 +45,12 @@ const char *gw_tls_alpn(gw_tls_conn_t *t);
 const char *gw_tls_version(gw_tls_conn_t *t);
 const char *gw_tls_sni(gw_tls_conn_t *t);
 
+/* RFC 9113 §9.2.2: HTTP/2 over TLS 1.2 needs an ephemeral key exchange and an AEAD cipher.
+ * Non-zero when the negotiated parameters allow HTTP/2 (always for TLS 1.3). */
+int gw_tls_h2_cipher_ok(gw_tls_conn_t *t);
+/* The negotiated cipher's name, for logs. */
+const char *gw_tls_cipher(gw_tls_conn_t *t);
+
 /* Generate a self-signed P-256 certificate for localhost / 127.0.0.1 / ::1 into cert_path and
  * key_path (key file mode 0600, parent directory created). 0 or GW_E_IO. */
 int gw_tls_make_self_signed(const char *cert_path, const char *key_path);

@@ -390,3 +390,42 @@ def test_second_signal_stops_at_once(gateway):
     assert g.wait(10) == 0
     assert time.monotonic() - start < 3
     s.close()
+
+
+def test_h2_over_tls12_with_blocklisted_cipher_is_inadequate_security(gateway):
+    """RFC 9113 §9.2.2: a listener configured to allow a CBC suite still refuses HTTP/2 over it
+    with GOAWAY INADEQUATE_SECURITY, while HTTP/1.1 is fine."""
+    import h2.config
+    import h2.connection
+    import h2.events
+    port = free_port()
+    gateway(config(tls_port=port, tls_extra="ciphers: ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES128-GCM-SHA256"),
+            wait=[("127.0.0.1", port)])
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers("ECDHE-ECDSA-AES128-SHA256")
+    ctx.set_alpn_protocols(["h2"])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            assert s.selected_alpn_protocol() == "h2"
+            assert s.cipher()[0] == "ECDHE-ECDSA-AES128-SHA256"
+            c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+            c.initiate_connection()
+            s.sendall(c.data_to_send())
+            events = []
+            try:
+                while True:
+                    d = s.recv(65536)
+                    if not d:
+                        break
+                    events += c.receive_data(d)
+            except (ssl.SSLError, ConnectionResetError, OSError):
+                pass
+    t = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+    assert t and t[0].error_code == 0xc, events
+    # the same cipher is fine for HTTP/1.1
+    r = curl("-k", "--http1.1", "--tls-max", "1.2", "--ciphers", "ECDHE-ECDSA-AES128-SHA256",
+             f"https://127.0.0.1:{port}/", "-o", "/dev/null", "-w", "%{http_code}")
+    assert r.stdout == "503", r.stderr
