@@ -36,8 +36,9 @@
  * - Request heads are serialized and responses parsed by back/resp.c, a strict sans-IO seam
  *   (h1/ has no response parser or request serializer yet); it moves to h1/ without changing
  *   this interface.
- * - Names in server addresses (NAME:PORT) are not resolved yet: such a server always fails with
- *   GW_E_IO. TLS origins (`tls: true`) are not implemented: gw_back_new() refuses such a config
+ * - A server given as NAME:PORT is resolved (uv_getaddrinfo, first address) at every dial,
+ *   within the connect timeout; a name that does not resolve fails like a refused connect
+ *   (GW_E_IO). TLS origins (`tls: true`) are not implemented: gw_back_new() refuses such a config
  *   with GW_E_UNSUPPORTED rather than speak cleartext to an HTTPS origin.
  */
 #ifndef GW_BACK_BACK_H
@@ -152,10 +153,10 @@ void gw_back_del(gw_back_t *b);
 int gw_back_request(gw_back_t *b, size_t upstream, const gw_back_req_t *req,
                     const gw_back_cbs_t *cbs, void *user_data, gw_back_exch_t **out);
 
-/* Queue len body bytes at buf->data+off (a reference is taken; no copy). done_cb fires once
+/* Queue len (> 0) body bytes at buf->data+off (a reference is taken; no copy). done_cb fires once
  * with 0 when they have been written to the origin socket, or with a negative code when they
  * never will be. For a Content-Length body the total must not exceed req->body_len.
- * Returns 0, GW_E_INVAL (no body announced, already ended, or past Content-Length) or
+ * Returns 0, GW_E_INVAL (len 0, no body announced, already ended, or past Content-Length) or
  * GW_E_NOMEM; on error done_cb is not called. */
 int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len,
                        gw_back_written_cb done_cb, void *user_data);

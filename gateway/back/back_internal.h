@@ -136,12 +136,13 @@ const char *gw_back_conn_state_str(gw_back_conn_state_t s);
 
 /* Why a connection's reading is stopped (flags, for logs and tests). */
 enum {
-    GW_BACK_CONN_F_PAUSED = 1u << 0,   /* the exchange's consumer asked (backpressure) */
-    GW_BACK_CONN_F_READING = 1u << 1,  /* uv_read_start is in effect */
-    GW_BACK_CONN_F_WRITING = 1u << 2,  /* a uv_write is in flight */
-    GW_BACK_CONN_F_HEALTH = 1u << 3,   /* an active health check connection, not pooled */
-    GW_BACK_CONN_F_GOT_BYTE = 1u << 4, /* a response byte arrived for the current exchange */
-    GW_BACK_CONN_F_REUSED = 1u << 5,   /* current exchange came from the idle list */
+    GW_BACK_CONN_F_PAUSED = 1u << 0,    /* the exchange's consumer asked (backpressure) */
+    GW_BACK_CONN_F_READING = 1u << 1,   /* uv_read_start is in effect */
+    GW_BACK_CONN_F_WRITING = 1u << 2,   /* a uv_write is in flight */
+    GW_BACK_CONN_F_HEALTH = 1u << 3,    /* an active health check connection, not pooled */
+    GW_BACK_CONN_F_GOT_BYTE = 1u << 4,  /* a response byte arrived for the current exchange */
+    GW_BACK_CONN_F_REUSED = 1u << 5,    /* current exchange came from the idle list */
+    GW_BACK_CONN_F_RESOLVING = 1u << 6, /* uv_getaddrinfo in flight (counted in handles) */
 };
 
 /* A pending request-body write: done fires when `end` stream bytes have been written. */
@@ -184,7 +185,8 @@ struct gw_back_conn {
     uv_connect_t connect_req;
     uv_write_t write_req;
     uv_timer_t timer;
-    int handles; /* open handles (tcp, timer) before free */
+    uv_getaddrinfo_t gai; /* resolving a server given by name */
+    int handles;          /* open handles (tcp, timer) and pending requests before free */
     gw_back_conn_state_t state;
     unsigned flags;
     gw_back_server_t *server;

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include <netdb.h>
 #include <sys/socket.h>
 
 #include "back/back_internal.h"
@@ -48,15 +49,20 @@ static uv_loop_t *loop_of(const gw_back_conn_t *c)
     return gw_back__loop(c->server->up->back);
 }
 
-static void on_close(uv_handle_t *h)
+/* Drop one of the handles/requests that keep c's memory alive; free on the last one. */
+static void conn_unref(gw_back_conn_t *c)
 {
-    gw_back_conn_t *c = h->data;
     if (--c->handles > 0)
         return;
     gw_iovq_free(&c->out);
     gw_rbuf_unref(c->in);
     gw_back__resp_free(&c->resp);
     gw_free(c);
+}
+
+static void on_close(uv_handle_t *h)
+{
+    conn_unref(h->data);
 }
 
 static void on_timer(uv_timer_t *t);
@@ -82,6 +88,8 @@ void gw_back__conn_close(gw_back_conn_t *c)
     c->state = GW_BACK_CONN_CLOSING;
     uv_timer_stop(&c->timer);
     uv_read_stop((uv_stream_t *)&c->tcp);
+    if (c->flags & GW_BACK_CONN_F_RESOLVING)
+        uv_cancel((uv_req_t *)&c->gai); /* on_resolved still runs, with UV_ECANCELED */
     uv_close((uv_handle_t *)&c->tcp, on_close);
     uv_close((uv_handle_t *)&c->timer, on_close);
     if (c->flags & GW_BACK_CONN_F_HEALTH) {
@@ -454,13 +462,54 @@ static gw_back_conn_t *conn_new(gw_back_server_t *s)
     return c;
 }
 
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    gw_back_conn_t *c = GW_CONTAINER_OF(req, gw_back_conn_t, gai);
+    c->flags &= ~GW_BACK_CONN_F_RESOLVING;
+    if (c->state == GW_BACK_CONN_CLOSING) {
+        uv_freeaddrinfo(res);
+        conn_unref(c); /* may be the last reference: the handles may have closed already */
+        return;
+    }
+    c->handles--; /* tcp and timer are still open: never the last */
+    int rc = status < 0 || !res
+                 ? UV_EAI_NONAME
+                 : uv_tcp_connect(&c->connect_req, &c->tcp, res->ai_addr, on_connect);
+    if (rc < 0)
+        GW_LOG_WARN("back_resolve_fail", "upstream=%s server=%s err=%s", c->server->up->cfg->name,
+                    c->server->cfg->addr.text, uv_err_name(rc));
+    uv_freeaddrinfo(res);
+    if (rc < 0) {
+        c->dial_err = GW_E_IO;
+        fail(c, GW_E_IO, 1);
+    }
+}
+
+/* A server written as NAME:PORT: resolve it at each dial (the connect timeout covers it). */
+static int start_resolve(gw_back_conn_t *c)
+{
+    const gw_cfg_server_t *sc = c->server->cfg;
+    const char *colon = strrchr(sc->addr.text, ':');
+    if (!colon || !sc->host)
+        return UV_EINVAL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    int rc = uv_getaddrinfo(loop_of(c), &c->gai, on_resolved, sc->host, colon + 1, &hints);
+    if (rc == 0) {
+        c->flags |= GW_BACK_CONN_F_RESOLVING;
+        c->handles++;
+    }
+    return rc;
+}
+
 static void start_connect(gw_back_conn_t *c)
 {
     const gw_cfg_server_t *sc = c->server->cfg;
-    int rc = UV_EINVAL;
+    int rc;
     if (sc->addr.ss.ss_family == AF_INET || sc->addr.ss.ss_family == AF_INET6)
         rc = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&sc->addr.ss,
                             on_connect);
+    else
+        rc = start_resolve(c);
     if (rc < 0) {
         /* Report asynchronously (callbacks never fire from gw_back_request). */
         c->dial_err = GW_E_IO;

@@ -275,10 +275,10 @@ static int dispatch(gw_back_exch_t *x, gw_back_server_t *exclude, int retry)
     }
     if (gw_list_empty(&up->queue)) {
         /* No capacity now; if nobody is healthy any more there is nothing to wait for. */
-        int all_ejected = 0;
+        size_t healthy = 0;
         for (size_t i = 0; i < up->servers_len; i++)
-            all_ejected += gw_back__server_healthy(&up->servers[i], now);
-        if (all_ejected == 0)
+            healthy += (size_t)gw_back__server_healthy(&up->servers[i], now);
+        if (healthy == 0)
             return GW_E_NOENT;
     }
     return enqueue(x, retry);
@@ -533,7 +533,8 @@ int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len
                        gw_back_written_cb done_cb, void *user_data)
 {
     int rc;
-    if (x->dead || x->req.body_len == 0 || x->body_ended)
+    /* len 0 is refused: its done_cb could only fire synchronously or never. */
+    if (x->dead || len == 0 || x->req.body_len == 0 || x->body_ended)
         return GW_E_INVAL;
     if (x->req.body_len > 0 && x->body_payload + len > (uint64_t)x->req.body_len)
         return GW_E_INVAL;

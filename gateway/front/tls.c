@@ -10,6 +10,9 @@
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <openssl/core_names.h>
+#include <pthread.h>
+#include <time.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,12 +27,106 @@ typedef struct {
     size_t names_len;
 } cert_ent_t;
 
+/* A session ticket key (RFC 5077 layout of OpenSSL's callback: name, AES-256, HMAC-SHA256). */
+typedef struct {
+    unsigned char name[16];
+    unsigned char aes[32];
+    unsigned char hmac[32];
+    uint64_t born_ms;
+    int valid;
+} ticket_key_t;
+
 struct gw_tls_ctx {
     cert_ent_t *certs; /* certs[0] is the default */
     size_t certs_len;
     unsigned char alpn[64];
     size_t alpn_len;
+    /* Ticket keys rotate every rotation_ms: tickets of the current key are accepted, those of
+     * the previous one accepted and renewed, older ones refused (full handshake). Workers share
+     * the context, hence the lock. */
+    pthread_mutex_t ticket_lock;
+    ticket_key_t keys[2]; /* [0] current, [1] previous */
+    uint64_t rotation_ms;
 };
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int new_ticket_key(ticket_key_t *k)
+{
+    if (RAND_bytes(k->name, sizeof(k->name)) != 1 || RAND_bytes(k->aes, sizeof(k->aes)) != 1 ||
+        RAND_bytes(k->hmac, sizeof(k->hmac)) != 1)
+        return -1;
+    k->born_ms = wall_ms();
+    k->valid = 1;
+    return 0;
+}
+
+/* Lazy rotation, under the lock: no timer, nothing runs while no handshakes happen. */
+static void rotate_if_due(gw_tls_ctx_t *c)
+{
+    uint64_t now = wall_ms();
+    while (now - c->keys[0].born_ms >= c->rotation_ms) {
+        ticket_key_t next;
+        if (new_ticket_key(&next) < 0)
+            return;
+        /* a key older than two periods is dropped, not kept as "previous" */
+        c->keys[1] =
+            now - c->keys[0].born_ms >= 2 * c->rotation_ms ? (ticket_key_t){0} : c->keys[0];
+        c->keys[0] = next;
+        GW_LOG_DEBUG("tls_ticket_key_rotated", "period_ms=%llu",
+                     (unsigned long long)c->rotation_ms);
+    }
+}
+
+static int set_mac(EVP_MAC_CTX *hctx, unsigned char *key)
+{
+    OSSL_PARAM params[3];
+    params[0] = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, key, 32);
+    params[1] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
+    params[2] = OSSL_PARAM_construct_end();
+    return EVP_MAC_CTX_set_params(hctx, params);
+}
+
+static int ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+                     EVP_MAC_CTX *hctx, int enc)
+{
+    gw_tls_ctx_t *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    int rv = 0;
+    pthread_mutex_lock(&c->ticket_lock);
+    rotate_if_due(c);
+    if (enc) {
+        ticket_key_t *k = &c->keys[0];
+        if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) == 1) {
+            memcpy(key_name, k->name, 16);
+            if (EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv) == 1 &&
+                set_mac(hctx, k->hmac) == 1)
+                rv = 1;
+            else
+                rv = -1;
+        } else {
+            rv = -1;
+        }
+    } else {
+        for (int i = 0; i < 2; i++) {
+            ticket_key_t *k = &c->keys[i];
+            if (k->valid && !memcmp(key_name, k->name, 16)) {
+                if (set_mac(hctx, k->hmac) == 1 &&
+                    EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv) == 1)
+                    rv = i == 0 ? 1 : 2; /* 2: valid, but issue a ticket with the new key */
+                else
+                    rv = -1;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&c->ticket_lock);
+    return rv;
+}
 
 struct gw_tls_conn {
     SSL *ssl;
@@ -232,6 +329,12 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
         goto fail;
     }
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, c);
+    SSL_CTX_set_app_data(ctx, c);
+    if (tls->session_tickets) {
+        SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_cb);
+        /* TLS 1.3: one ticket per handshake is enough for a browser */
+        SSL_CTX_set_num_tickets(ctx, 1);
+    }
     SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
     SSL_CTX_set_tlsext_servername_arg(ctx, c);
     return ctx;
@@ -257,6 +360,13 @@ int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t al
         return GW_E_NOMEM;
     memcpy(c->alpn, alpn, alpn_len);
     c->alpn_len = alpn_len;
+    pthread_mutex_init(&c->ticket_lock, NULL);
+    c->rotation_ms = tls->ticket_rotation_ms ? tls->ticket_rotation_ms : 3600000;
+    if (new_ticket_key(&c->keys[0]) < 0) {
+        pthread_mutex_destroy(&c->ticket_lock);
+        gw_free(c);
+        return GW_E_IO;
+    }
     c->certs = gw_calloc(tls->certs_len, sizeof(*c->certs));
     if (!c->certs) {
         gw_free(c);
@@ -283,6 +393,8 @@ void gw_tls_ctx_del(gw_tls_ctx_t *c)
     for (size_t i = 0; i < c->certs_len; i++)
         SSL_CTX_free(c->certs[i].ctx);
     gw_free(c->certs);
+    OPENSSL_cleanse(c->keys, sizeof(c->keys));
+    pthread_mutex_destroy(&c->ticket_lock);
     gw_free(c);
 }
 

@@ -429,3 +429,48 @@ def test_h2_over_tls12_with_blocklisted_cipher_is_inadequate_security(gateway):
     r = curl("-k", "--http1.1", "--tls-max", "1.2", "--ciphers", "ECDHE-ECDSA-AES128-SHA256",
              f"https://127.0.0.1:{port}/", "-o", "/dev/null", "-w", "%{http_code}")
     assert r.stdout == "503", r.stderr
+
+
+def test_session_tickets_resume_and_rotate(gateway):
+    """A TLS 1.2 session resumes with its ticket; after two rotation periods the ticket's key
+    is gone and the handshake is a full one."""
+    port = free_port()
+    gateway(config(tls_port=port, tls_extra="ticket_rotation: 1s"), wait=[("127.0.0.1", port)])
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+
+    def connect(session=None):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                while s.recv(65536):
+                    pass
+                return s.session, s.session_reused
+
+    first, reused = connect()
+    assert not reused and first.has_ticket
+    _, reused = connect(first)
+    assert reused  # same key
+    time.sleep(0.7)
+    _, reused = connect(first)
+    assert reused  # within the period (or the previous key): still accepted
+    time.sleep(2.2)
+    _, reused = connect(first)
+    assert not reused  # two rotations later the key is gone
+
+
+def test_session_tickets_can_be_disabled(gateway):
+    port = free_port()
+    gateway(config(tls_port=port, tls_extra="session_tickets: false"), wait=[("127.0.0.1", port)])
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            while s.recv(65536):
+                pass
+            assert not s.session.has_ticket

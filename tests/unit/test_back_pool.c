@@ -39,6 +39,7 @@ typedef enum {
     O_CHUNKED,    /* 103, then a chunked 200 with a trailer */
     O_LATE_CLOSE, /* O_OK, then close the connection 30 ms later (idle close by the origin) */
     O_CLOSE_NOW,  /* O_OK without Connection: close, but close right after writing it */
+    O_EARLY,      /* answer 413 as soon as the request head is in, ignore the body */
 } omode_t;
 
 typedef struct origin {
@@ -61,6 +62,7 @@ typedef struct {
     size_t len;
     int handles;
     int closing;
+    int answered;
 } oconn_t;
 
 static char big_body[1 << 20];
@@ -153,6 +155,7 @@ static void oanswer(oconn_t *c)
         osend(c, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", 40, 1, 0);
         break;
     case O_SILENT:
+    case O_EARLY: /* answered from oread */
         break;
     case O_STALL_BODY:
         osend(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello", 45, 0, 0);
@@ -208,6 +211,15 @@ static void oread(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         return;
     }
     c->len += (size_t)n;
+    if (c->o->mode == O_EARLY) {
+        if (!c->answered && memmem(c->buf, c->len, "\r\n\r\n", 4)) {
+            c->answered = 1;
+            c->o->requests++;
+            osend(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\n\r\n", 54, 0, 0);
+        }
+        c->len = 0;
+        return;
+    }
     size_t r;
     while (!c->closing && (r = request_len(c->buf, c->len)) > 0) {
         memmove(c->buf, c->buf + r, c->len - r);
@@ -933,6 +945,41 @@ static void post_content_length_body(void **state)
     teardown_all(b, &o, 1);
 }
 
+static void early_response_not_reused(void **state)
+{
+    (void)state;
+    /* RFC 9112 §9.3 / issue 6: an origin that answers before the request body is complete gets
+     * its response relayed; the connection is not reused (the rest of the body is owed). */
+    origin_t o;
+    origin_start(&o, O_EARLY, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    gw_back_req_t r = {.method = GW_SLICE_LIT("POST"),
+                       .target = GW_SLICE_LIT("/up"),
+                       .host = GW_SLICE_LIT("h"),
+                       .body_len = 1000};
+    gw_back_exch_t *x;
+    assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl, &x), 0);
+    cl.inflight = 1;
+    cl.started = 1;
+    gw_rbuf_t *rb = gw_rbuf_new(16);
+    wctx_t w = {0};
+    assert_int_equal(gw_back_write_body(x, rb, 0, 10, on_written, &w), 0);
+    assert_int_equal(gw_back_write_body(x, rb, 0, 0, on_written, &w), GW_E_INVAL);
+    gw_rbuf_unref(rb);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 1);
+    assert_int_equal(cl.last_status, 413);
+    assert_int_equal(w.calls, 1);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.idle, 0);
+    assert_int_equal(st.open, 0);
+    teardown_all(b, &o, 1);
+}
+
 static void chunked_trailers_interim(void **state)
 {
     (void)state;
@@ -1331,6 +1378,42 @@ static void del_fails_live_exchanges(void **state)
     teardown_all(NULL, &o, 1);
 }
 
+static void server_by_name_resolved(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_OK, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    /* As the loader leaves a NAME:PORT server: no parsed address, text and host kept. A
+     * numeric name resolves without DNS. */
+    memset(&t.srv[0].addr.ss, 0, sizeof(t.srv[0].addr.ss));
+    t.srv[0].addr.len = 0;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 3, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 3);
+    assert_int_equal(o.accepted, 1);
+    /* A name that does not resolve: 502; and a cancel while resolving leaks nothing. */
+    snprintf(t.host[0], sizeof(t.host[0]), "no-such-host.invalid");
+    snprintf(t.srv[0].addr.text, sizeof(t.srv[0].addr.text), "no-such-host.invalid:80");
+    gw_back_del(b);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    b = mkback(&t);
+    cl.back = b;
+    gw_back_exch_t *x;
+    assert_int_equal(request(&cl, &x), 0);
+    gw_back_cancel(x);
+    cl.target = 4;
+    cl.inflight = 0;
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 5000));
+    assert_int_equal(cl.errors, 1);
+    assert_int_equal(cl.last_error, GW_E_IO);
+    teardown_all(b, &o, 1);
+}
+
 static void alloc_failure_sweep(void **state)
 {
     (void)state;
@@ -1389,6 +1472,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(no_retry_post_with_streamed_body, setup, teardown),
         cmocka_unit_test_setup_teardown(no_retry_non_idempotent, setup, teardown),
         cmocka_unit_test_setup_teardown(post_content_length_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(early_response_not_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(chunked_trailers_interim, setup, teardown),
         cmocka_unit_test_setup_teardown(cancel_mid_body_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(pause_resume_backpressure, setup, teardown),
@@ -1405,6 +1489,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_request_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(tls_upstream_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(del_fails_live_exchanges, setup, teardown),
+        cmocka_unit_test_setup_teardown(server_by_name_resolved, setup, teardown),
         cmocka_unit_test_setup_teardown(alloc_failure_sweep, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
