@@ -19,6 +19,12 @@ typedef struct {
     size_t len;
 } gw_slice_t;
 
+/* A header field as every layer passes it around: slices into someone's buffer. */
+typedef struct {
+    gw_slice_t name;
+    gw_slice_t value;
+} gw_field_t;
+
 #define GW_SLICE_LIT(s) ((gw_slice_t){(const uint8_t *)(s), sizeof(s) - 1})
 gw_slice_t gw_slice_str(const char *s);
 int gw_slice_eq(gw_slice_t a, gw_slice_t b);

@@ -21,9 +21,6 @@ void gw_front__worker_conn_gone(gw_worker_t *w);
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define H2_PREFACE_LEN 24
 
-static const char no_proxy_body[] =
-    "h2gate: no origin forwarding in this build (the proxy layer is not implemented yet)\n";
-
 typedef enum {
     CS_HANDSHAKE = 0, /* TLS handshake in progress */
     CS_SNIFF,         /* waiting for the first bytes that choose the protocol */
@@ -64,13 +61,26 @@ typedef struct {
     gw_h2_session_t *h2;
     gw_iovq_t oq;            /* frames from the HTTP/2 session */
     uint64_t last_active_ms; /* HTTP/2: last time a stream was open or a frame arrived */
+    gw_list_t h2_streams;    /* h2s_t of the streams the proxy knows, freed with the conn */
     /* current HTTP/1.1 request */
-    int req_head_only;
+    gw_cstream_t h1s;      /* its client stream, handed to the proxy */
+    gw_field_t *h1_fields; /* the request's fields in the common form */
+    size_t h1_fields_cap;
     int req_keep_alive;
-    int req_answered; /* answered early (Expect: 100-continue): close after */
+    int req_expect_100; /* answered without 100 Continue: close after the response */
+    int resp_chunked;   /* response body framed as chunks */
+    int resp_done;      /* the response has been handed over whole */
     unsigned requests;
     char peer[64];
 } conn_t;
+
+/* An HTTP/2 stream as a client stream. */
+typedef struct {
+    gw_cstream_t cs;
+    conn_t *c;
+    uint32_t sid;
+    gw_list_t link; /* in c->h2_streams */
+} h2s_t;
 
 typedef struct {
     uv_write_t req;
@@ -194,7 +204,14 @@ static void on_closed(uv_handle_t *h)
     gw_worker_t *w = c->w;
     gw_tls_conn_del(c->tls);
     gw_h1_parser_del(c->h1);
-    gw_h2_session_del(c->h2);
+    gw_free(c->h1_fields);
+    gw_h2_session_del(c->h2); /* on_close does not fire: our stream objects go here */
+    gw_list_foreach_safe(it, tmp, &c->h2_streams)
+    {
+        h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+        gw_proxy_stream_closed(w->proxy, &x->cs);
+        gw_free(x);
+    }
     gw_iovq_free(&c->oq);
     gw_bytes_free(&c->in);
     gw_bytes_free(&c->out);
@@ -249,48 +266,109 @@ static void on_timeout(uv_timer_t *t)
 
 /* ---- HTTP/1.1 front ------------------------------------------------------------------------ */
 
-static int respond(conn_t *c, unsigned status, const char *body, int keep_alive)
+static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n,
+                       int64_t content_length, int end_stream)
 {
-    int rv = gw_h1_simple_response(&c->out, status, body, keep_alive, c->req_head_only);
+    conn_t *c = s->impl;
+    if (c->flags & GW_CONN_F_STOPPING)
+        c->req_keep_alive = 0; /* graceful stop: this is the connection's last response */
+    c->resp_chunked = content_length < 0 && !end_stream;
+    int rv = gw_h1_response_head(&c->out, status, f, n,
+                                 end_stream && content_length < 0 ? 0 : content_length,
+                                 c->req_keep_alive);
     if (rv < 0)
         return rv;
-    return flush(c);
+    if (!end_stream)
+        return 0;
+    c->resp_done = 1;
+    rv = flush(c);
+    if (c->req_expect_100)
+        finish(c, "expect_answered");
+    return rv;
 }
+
+static int h1s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int end_stream)
+{
+    conn_t *c = s->impl;
+    int rv = 0;
+    if (!s->head_only && len) {
+        if (c->resp_chunked) {
+            char hdr[24];
+            snprintf(hdr, sizeof(hdr), "%zx\r\n", len);
+            rv = gw_bytes_append(&c->out, hdr, strlen(hdr));
+        }
+        if (rv == 0)
+            rv = gw_bytes_append(&c->out, b->data + off, len);
+        if (rv == 0 && c->resp_chunked)
+            rv = gw_bytes_append(&c->out, "\r\n", 2);
+    }
+    if (rv == 0 && end_stream && c->resp_chunked && !s->head_only)
+        rv = gw_bytes_append(&c->out, "0\r\n\r\n", 5);
+    if (rv < 0)
+        return rv;
+    if (end_stream)
+        c->resp_done = 1;
+    rv = flush(c);
+    if (end_stream && c->req_expect_100)
+        finish(c, "expect_answered");
+    return rv;
+}
+
+static const gw_cstream_ops_t h1s_ops = {h1s_respond, h1s_body};
 
 static int h1_on_head(void *ud, const gw_h1_msg_t *m)
 {
     conn_t *c = ud;
     c->requests++;
-    c->req_head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD"));
     c->req_keep_alive = (m->flags & GW_H1_MSG_F_KEEP_ALIVE) && !(c->flags & GW_CONN_F_STOPPING);
-    c->req_answered = 0;
-    GW_LOG_INFO("request", "peer=%s proto=http/1.1 method=%.*s path=%.*s status=503", c->peer,
-                (int)m->method.len, m->method.base, (int)m->target.len, m->target.base);
-    if (m->flags & GW_H1_MSG_F_EXPECT_100) {
-        /* RFC 9110 §10.1.1: a final status instead of 100 Continue; the body will not be
-         * read, so the connection closes after the answer. */
-        c->req_answered = 1;
-        return respond(c, 503, no_proxy_body, 0);
+    /* RFC 9110 §10.1.1: the answer is final and comes without 100 Continue; whether the
+     * client then sends the body is unknown, so the connection closes after it. */
+    c->req_expect_100 = (m->flags & GW_H1_MSG_F_EXPECT_100) != 0;
+    if (c->req_expect_100)
+        c->req_keep_alive = 0;
+    c->resp_done = 0;
+    if (m->fields_len > c->h1_fields_cap) {
+        gw_field_t *n = gw_realloc(c->h1_fields, m->fields_len * sizeof(*n));
+        if (!n)
+            return GW_E_NOMEM;
+        c->h1_fields = n;
+        c->h1_fields_cap = m->fields_len;
     }
+    memcpy(c->h1_fields, m->fields, m->fields_len * sizeof(gw_field_t));
+    const gw_h1_field_t *host = gw_h1_msg_field(m, "host");
+    gw_req_head_t h = {
+        .method = m->method,
+        .scheme = c->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http"),
+        .authority = host ? host->value : (gw_slice_t){0},
+        .path = m->target,
+        .fields = c->h1_fields,
+        .fields_len = m->fields_len,
+        .content_length = m->content_length,
+        .end_stream = m->content_length == 0,
+        .proto = "http/1.1",
+    };
+    c->h1s = (gw_cstream_t){.ops = &h1s_ops,
+                            .impl = c,
+                            .peer = c->peer,
+                            .head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD"))};
     /* the head is complete: the body has its own (idle) deadline */
     arm(c, c->w->srv->cfg->timeouts.idle_ms);
-    return 0;
+    return gw_proxy_request(c->w->proxy, &c->h1s, &h);
 }
 
 static int h1_on_body(void *ud, const uint8_t *p, size_t n)
 {
-    (void)ud, (void)p, (void)n; /* discarded: there is no origin to send it to */
+    conn_t *c = ud;
+    gw_proxy_body(c->w->proxy, &c->h1s, p, n);
     return 0;
 }
 
 static int h1_on_complete(void *ud)
 {
     conn_t *c = ud;
-    if (c->req_answered)
-        return 0;
-    if (c->flags & GW_CONN_F_STOPPING)
-        c->req_keep_alive = 0; /* graceful stop: this is the connection's last response */
-    return respond(c, 503, no_proxy_body, c->req_keep_alive);
+    if (c->resp_done)
+        gw_proxy_stream_closed(c->w->proxy, &c->h1s);
+    return 0;
 }
 
 static const gw_h1_callbacks_t h1_cbs = {h1_on_head, h1_on_body, h1_on_complete};
@@ -318,8 +396,8 @@ static void process_h1(conn_t *c)
             arm(c, c->w->srv->cfg->timeouts.header_ms); /* whole-head deadline (slowloris) */
         if (!gw_h1_parser_paused(c->h1))
             break; /* need more input */
-        /* one request done */
-        if (c->req_answered || !c->req_keep_alive) {
+        /* one request done; a graceful stop ends the connection here */
+        if (!c->req_keep_alive || (c->flags & GW_CONN_F_STOPPING)) {
             finish(c, "connection_close");
             return;
         }
@@ -328,8 +406,10 @@ static void process_h1(conn_t *c)
         if (c->in.len == 0)
             break;
     }
+    /* the peer closed its side: complete requests were answered above; a partial one never
+     * completes */
     if ((c->flags & GW_CONN_F_EOF) && !(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)) &&
-        c->in.len == 0)
+        !(c->flags & GW_CONN_F_READ_PAUSED))
         finish(c, "peer_closed");
 }
 
@@ -337,37 +417,73 @@ static void process_h1(conn_t *c)
 
 static void h2_pump(conn_t *c);
 
+static int h2s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n,
+                       int64_t content_length, int end_stream)
+{
+    h2s_t *x = (h2s_t *)s;
+    gw_field_t fields[64];
+    char len[24];
+    if (n + 1 > sizeof(fields) / sizeof(fields[0]))
+        return GW_E_LIMIT;
+    memcpy(fields, f, n * sizeof(*f));
+    if (content_length >= 0) {
+        snprintf(len, sizeof(len), "%lld", (long long)content_length);
+        fields[n++] = (gw_field_t){GW_SLICE_LIT("content-length"), gw_slice_str(len)};
+    }
+    int rv = gw_h2_session_submit_response(x->c->h2, x->sid, status, fields, n, end_stream);
+    return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
+}
+
+static int h2s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int end_stream)
+{
+    h2s_t *x = (h2s_t *)s;
+    int rv = gw_h2_session_submit_data(x->c->h2, x->sid, b, off, len, end_stream);
+    return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
+}
+
+static const gw_cstream_ops_t h2s_ops = {h2s_respond, h2s_body};
+
 static int h2_on_request(void *ud, const gw_h2_head_t *h)
 {
     conn_t *c = ud;
     c->requests++;
-    GW_LOG_INFO("request", "peer=%s proto=h2 stream=%u method=%.*s path=%.*s status=503", c->peer,
-                h->stream_id, (int)h->method.len, h->method.base, (int)h->path.len, h->path.base);
-    char len[24];
-    snprintf(len, sizeof(len), "%zu", sizeof(no_proxy_body) - 1);
-    const gw_h2_header_t fields[] = {
-        {GW_SLICE_LIT("server"), GW_SLICE_LIT("h2gate")},
-        {GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/plain; charset=utf-8")},
-        {GW_SLICE_LIT("content-length"), gw_slice_str(len)},
-    };
-    int head_only = gw_slice_eq(h->method, GW_SLICE_LIT("HEAD"));
-    int rv = gw_h2_session_submit_response(c->h2, h->stream_id, 503, fields, 3, head_only);
-    if (rv < 0 || head_only)
-        return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
-    gw_rbuf_t *b = gw_rbuf_new(sizeof(no_proxy_body) - 1);
-    if (!b)
+    h2s_t *x = gw_calloc(1, sizeof(*x));
+    if (!x)
         return GW_E_NOMEM;
-    memcpy(b->data, no_proxy_body, sizeof(no_proxy_body) - 1);
-    rv = gw_h2_session_submit_data(c->h2, h->stream_id, b, 0, sizeof(no_proxy_body) - 1, 1);
-    gw_rbuf_unref(b); /* the session holds its own reference */
+    x->c = c;
+    x->sid = h->stream_id;
+    gw_list_push_back(&c->h2_streams, &x->link);
+    x->cs = (gw_cstream_t){.ops = &h2s_ops,
+                           .impl = x,
+                           .peer = c->peer,
+                           .head_only = gw_slice_eq(h->method, GW_SLICE_LIT("HEAD"))};
+    if (gw_h2_session_set_stream_data(c->h2, h->stream_id, x) < 0) {
+        gw_list_remove(&x->link);
+        gw_free(x);
+        return GW_E_NOMEM;
+    }
+    gw_req_head_t rh = {
+        .method = h->method,
+        .scheme = h->scheme,
+        .authority = h->authority,
+        .path = h->path,
+        .fields = h->headers,
+        .fields_len = h->headers_len,
+        .content_length = h->content_length,
+        .end_stream = h->end_stream,
+        .proto = "h2",
+    };
+    int rv = gw_proxy_request(c->w->proxy, &x->cs, &rh);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
 }
 
 static int h2_on_data(void *ud, uint32_t sid, const uint8_t *data, size_t len)
 {
     conn_t *c = ud;
-    (void)data; /* discarded: there is no origin to send it to; the window is returned */
-    gw_h2_session_consume(c->h2, sid, len);
+    h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
+    /* window returned only for what the proxy passed on (hop-by-hop flow control) */
+    size_t done = x ? gw_proxy_body(c->w->proxy, &x->cs, data, len) : len;
+    gw_h2_session_consume(c->h2, sid, done);
     return 0;
 }
 
@@ -375,6 +491,12 @@ static void h2_on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
 {
     conn_t *c = ud;
     (void)code, (void)by_peer;
+    h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
+    if (x) {
+        gw_proxy_stream_closed(c->w->proxy, &x->cs);
+        gw_list_remove(&x->link);
+        gw_free(x);
+    }
     gw_h2_session_stream_release(c->h2, sid); /* nothing of ours runs for it any more */
 }
 
@@ -527,6 +649,15 @@ static void sniff(conn_t *c)
         }
         return;
     }
+    static const uint8_t goaway_proto[] = {0, 0, 8, 0x7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    if (!(protos & GW_PROTO_F_HTTP1)) {
+        /* an h2c-only listener: anything but the preface is a connection error
+         * PROTOCOL_ERROR (RFC 9113 §3.4) */
+        GW_LOG_INFO("bad_preface", "peer=%s first_byte=0x%02x", c->peer, c->in.base[0]);
+        gw_bytes_append(&c->out, goaway_proto, sizeof(goaway_proto));
+        finish(c, "bad_preface");
+        return;
+    }
     /* RFC 9112 §3: request-line = method SP request-target SP HTTP-version; the method is a
      * token. Anything else on the first bytes closes the connection. */
     size_t i = 0;
@@ -536,19 +667,7 @@ static void sniff(conn_t *c)
         return; /* still inside a plausible method */
     if (i == 0 || i >= 32 || c->in.base[i] != ' ') {
         GW_LOG_INFO("bad_preface", "peer=%s first_byte=0x%02x", c->peer, c->in.base[0]);
-        if (protos & GW_PROTO_F_H2C && !(protos & GW_PROTO_F_HTTP1)) {
-            /* an h2c-only listener: invalid preface is a connection error (RFC 9113 §3.4) */
-            static const uint8_t goaway[] = {0, 0, 8, 0x7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-            gw_bytes_append(&c->out, goaway, sizeof(goaway));
-            finish(c, "bad_preface");
-        } else {
-            conn_close(c, "bad_preface");
-        }
-        return;
-    }
-    if (!(protos & GW_PROTO_F_HTTP1)) {
-        GW_LOG_INFO("protocol_refused", "peer=%s protocol=http/1.1", c->peer);
-        conn_close(c, "http1_not_allowed");
+        conn_close(c, "bad_preface");
         return;
     }
     if (start_h1(c) < 0) {
@@ -704,6 +823,7 @@ void gw_front__on_connection(uv_stream_t *server, int status)
     c->w = w;
     c->l = l;
     gw_list_init(&c->link);
+    gw_list_init(&c->h2_streams);
     gw_bytes_init(&c->in, w->srv->cfg->limits.max_request_head + 16384);
     gw_bytes_init(&c->out, 0);
     uv_tcp_init(&w->loop, &c->tcp);

@@ -12,6 +12,7 @@
 #include "front/front.h"
 #include "front/tls.h"
 #include "h1/parser.h"
+#include "proxy/proxy.h"
 
 #define GW_FRONT_MAX_WORKERS 256
 #define GW_FRONT_READ_BUF (64 * 1024)
@@ -42,6 +43,7 @@ struct gw_worker {
     gw_list_t conns;
     size_t conns_len;
     uint64_t accepted;
+    gw_proxy_t *proxy; /* this worker's translator */
     gw_stop_t stop;
     int loop_ok;
     uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */

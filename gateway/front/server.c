@@ -206,6 +206,8 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     }
     w->loop_ok = 1;
     *out = w;
+    if (gw_proxy_new(s->cfg, &w->proxy) < 0)
+        return GW_E_NOMEM;
     uv_async_init(&w->loop, &w->wake, on_wake);
     uv_mutex_lock(&s->lock);
     w->wake_open = 1;
@@ -310,6 +312,7 @@ static void worker_free(gw_worker_t *w)
         return;
     if (w->loop_ok)
         uv_loop_close(&w->loop);
+    gw_proxy_del(w->proxy);
     gw_free(w->servers);
     gw_free(w);
 }

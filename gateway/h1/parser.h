@@ -22,10 +22,9 @@
 
 #include "common/buf.h"
 
-typedef struct {
-    gw_slice_t name;  /* as received; compare with gw_slice_eq_nocase */
-    gw_slice_t value; /* leading and trailing whitespace removed */
-} gw_h1_field_t;
+/* name as received (compare with gw_slice_eq_nocase); value without leading and trailing
+ * whitespace. The common field type of common/buf.h. */
+typedef gw_field_t gw_h1_field_t;
 
 /* GW_H1_MSG_F_*: properties of a parsed message head. */
 enum {

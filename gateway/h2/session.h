@@ -77,10 +77,9 @@ void gw_h2_options_default(gw_h2_options_t *o);
 
 /* ---- events ---------------------------------------------------------------------------- */
 
-typedef struct {
-    gw_slice_t name; /* lowercase, validated (RFC 9113 §8.2) */
-    gw_slice_t value;
-} gw_h2_header_t;
+/* name: lowercase, validated (RFC 9113 §8.2). The common field type, so that the layers
+ * above pass fields between protocols without converting them. */
+typedef gw_field_t gw_h2_header_t;
 
 /* A request head (or, later, a response head in client mode). Absent pseudo-headers are
  * {NULL, 0}. All slices and the headers array live in the stream's arena until the stream is

@@ -63,7 +63,7 @@ def test_curl_http2_over_tls_negotiates_h2(gw):
     r = curl("-k", "--http2", f"https://127.0.0.1:{gw.tls_port}/", "-w", "\n%{http_code} %{http_version}")
     assert r.returncode == 0, r.stderr
     assert r.stdout == NO_PROXY + "\n503 2"
-    assert "proto=h2 stream=1 method=GET path=/ status=503" in gw.log()
+    assert "proto=h2 method=GET path=/ status=503" in gw.log()
 
 
 def test_curl_http11_over_tls(gw):
@@ -365,14 +365,30 @@ def test_graceful_stop_lets_request_in_flight_finish(gateway):
     g = gateway(config(plain_port=port, extra="timeouts: {graceful_shutdown: 5s}\n"), wait=[("127.0.0.1", port)])
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345")
-    time.sleep(0.3)
+    resp = s.recv(65536)  # the gateway answers at once (no origin), the body is still coming
+    assert resp.startswith(b"HTTP/1.1 503")
     g.signal(signal.SIGTERM)
     time.sleep(0.3)
-    assert g.proc.poll() is None  # still draining our request
+    assert g.proc.poll() is None  # still draining: the request body is in flight
     s.sendall(b"67890")
+    assert s.recv(65536) == b""  # request complete: the connection closes
+    s.close()
+    assert g.wait(10) == 0
+
+
+def test_graceful_stop_closes_keepalive_after_next_response(gateway):
+    port = free_port()
+    g = gateway(config(plain_port=port, extra="timeouts: {graceful_shutdown: 5s}\n"), wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # a head in progress
+    time.sleep(0.2)
+    g.signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert g.proc.poll() is None
+    s.sendall(b"1\r\n\r\n")
     resp = s.recv(65536)
     assert resp.startswith(b"HTTP/1.1 503")
-    assert b"connection: close" in resp  # no more requests on this connection
+    assert b"connection: close" in resp  # the last response on this connection
     s.close()
     assert g.wait(10) == 0
 
@@ -474,3 +490,66 @@ def test_session_tickets_can_be_disabled(gateway):
             while s.recv(65536):
                 pass
             assert not s.session.has_ticket
+
+
+ROUTED = """listen:
+  - address: 127.0.0.1:{port}
+upstreams:
+  api: {{servers: [127.0.0.1:9]}}
+routes:
+  - {{host: api.example.com, path: /v1/, upstream: api}}
+  - {{host: '*.example.com', path: /static/, upstream: api}}
+"""
+
+
+@pytest.mark.parametrize("proto", ["--http1.1", "--http2-prior-knowledge"])
+def test_routing_no_match_is_404_from_the_gateway(gateway, proto):
+    port = free_port()
+    g = gateway(ROUTED.format(port=port), wait=[("127.0.0.1", port)])
+
+    def get(host, path):
+        r = curl(proto, "-H", f"Host: {host}", f"http://127.0.0.1:{port}{path}", "-w", "\n%{http_code}")
+        return r.stdout.rsplit("\n", 1)
+
+    body, code = get("api.example.com", "/v1/users")
+    assert code == "503"  # routed (to upstream api), but not forwarded in this build
+    body, code = get("cdn.example.com", "/static/app.js")
+    assert code == "503"
+    body, code = get("api.example.com", "/v2/users")
+    assert code == "404" and body == "h2gate: no route for this host and path\n"
+    body, code = get("other.test", "/v1/users")
+    assert code == "404"
+    log = g.log()
+    assert "event=no_route" in log and "authority=other.test path=/v1/users status=404" in log
+    assert "path=/v1/users status=503 upstream=api" in log
+
+
+def test_cleartext_listener_limited_to_http1(gateway):
+    port = free_port()
+    g = gateway(config(plain_port=port, plain_protocols=["http/1.1"]), wait=[("127.0.0.1", port)])
+    r = curl("--http1.1", f"http://127.0.0.1:{port}/", "-o", "/dev/null", "-w", "%{http_code}")
+    assert r.stdout == "503"
+    r = curl("--http2-prior-knowledge", f"http://127.0.0.1:{port}/")
+    assert r.returncode != 0  # closed: h2c is not allowed here
+    assert "protocol_refused" in g.log()
+
+
+def test_cleartext_listener_limited_to_h2c(gateway):
+    port = free_port()
+    gateway(config(plain_port=port, plain_protocols=["h2c"]), wait=[("127.0.0.1", port)])
+    r = curl("--http2-prior-knowledge", f"http://127.0.0.1:{port}/", "-o", "/dev/null",
+             "-w", "%{http_code} %{http_version}")
+    assert r.stdout == "503 2"
+    # an HTTP/1.1 request line is an invalid preface here: GOAWAY PROTOCOL_ERROR, then close
+    out = raw_exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert b"HTTP/1.1" not in out
+    assert len(out) >= 17 and out[3] == 0x7 and out[9 + 7] == 0x1
+
+
+def test_chunked_request_body_keeps_connection_in_sync(gw):
+    out = raw_exchange(gw.plain_port,
+                       b"POST /u HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       b"5\r\nhello\r\n0\r\n\r\n"
+                       b"GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert out.count(b"HTTP/1.1 503") == 2
+    assert "path=/after status=503" in gw.log()

@@ -55,6 +55,7 @@ class Client:
         got = []
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not until(got):
+            self.s.settimeout(max(0.05, deadline - time.monotonic()))
             try:
                 data = self.s.recv(65536)
             except socket.timeout:

@@ -1,0 +1,110 @@
+/* proxy/route.c — routing and the gateway's own answers. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "proxy/proxy.h"
+
+struct gw_proxy {
+    const gw_config_t *cfg;
+};
+
+int gw_proxy_new(const gw_config_t *cfg, gw_proxy_t **out)
+{
+    gw_proxy_t *p = gw_calloc(1, sizeof(*p));
+    if (!p)
+        return GW_E_NOMEM;
+    p->cfg = cfg;
+    *out = p;
+    return 0;
+}
+
+void gw_proxy_del(gw_proxy_t *p)
+{
+    gw_free(p);
+}
+
+/* The host part of an authority: "[::1]:8443" → "[::1]", "a.example:80" → "a.example". */
+static gw_slice_t host_of(gw_slice_t a)
+{
+    if (a.len && a.base[0] == '[') {
+        const uint8_t *e = memchr(a.base, ']', a.len);
+        return e ? (gw_slice_t){a.base, (size_t)(e - a.base) + 1} : a;
+    }
+    const uint8_t *c = memchr(a.base, ':', a.len);
+    return c ? (gw_slice_t){a.base, (size_t)(c - a.base)} : a;
+}
+
+static int host_match(const char *pattern, gw_slice_t host)
+{
+    if (!strcmp(pattern, "*"))
+        return 1;
+    if (pattern[0] == '*' && pattern[1] == '.') {
+        size_t sl = strlen(pattern + 1); /* ".example.com" */
+        return host.len > sl && gw_slice_eq_nocase((gw_slice_t){host.base + host.len - sl, sl},
+                                                   gw_slice_str(pattern + 1));
+    }
+    return gw_slice_eq_nocase(host, gw_slice_str(pattern));
+}
+
+const gw_cfg_route_t *gw_proxy_route(const gw_proxy_t *p, gw_slice_t authority, gw_slice_t path)
+{
+    gw_slice_t host = host_of(authority);
+    for (size_t i = 0; i < p->cfg->routes_len; i++) {
+        const gw_cfg_route_t *r = &p->cfg->routes[i];
+        size_t pl = strlen(r->path);
+        if (host_match(r->host, host) && path.len >= pl && !memcmp(path.base, r->path, pl))
+            return r;
+    }
+    return NULL;
+}
+
+static int answer(gw_cstream_t *s, unsigned status, const char *text)
+{
+    size_t n = strlen(text);
+    const gw_field_t f[] = {
+        {GW_SLICE_LIT("server"), GW_SLICE_LIT("h2gate")},
+        {GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/plain; charset=utf-8")},
+    };
+    int rv = s->ops->respond(s, status, f, 2, (int64_t)n, s->head_only);
+    if (rv < 0 || s->head_only)
+        return rv;
+    gw_rbuf_t *b = gw_rbuf_new(n);
+    if (!b)
+        return GW_E_NOMEM;
+    memcpy(b->data, text, n);
+    b->len = n;
+    rv = s->ops->body(s, b, 0, n, 1);
+    gw_rbuf_unref(b); /* the front holds its own reference */
+    return rv;
+}
+
+int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
+{
+    const gw_cfg_route_t *r = gw_proxy_route(p, h->authority, h->path);
+    if (!r) {
+        GW_LOG_INFO("no_route", "peer=%s proto=%s method=%.*s authority=%.*s path=%.*s status=404",
+                    s->peer, h->proto, (int)h->method.len, h->method.base, (int)h->authority.len,
+                    h->authority.base, (int)h->path.len, h->path.base);
+        return answer(s, 404, "h2gate: no route for this host and path\n");
+    }
+    GW_LOG_INFO("request", "peer=%s proto=%s method=%.*s path=%.*s status=503 upstream=%s", s->peer,
+                h->proto, (int)h->method.len, h->method.base, (int)h->path.len, h->path.base,
+                r->upstream_name);
+    return answer(s, 503,
+                  "h2gate: no origin forwarding in this build (the proxy layer is not "
+                  "implemented yet)\n");
+}
+
+size_t gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t len)
+{
+    (void)p, (void)s, (void)data;
+    return len; /* nothing to forward to: the bytes are dropped and the window returned */
+}
+
+void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
+{
+    (void)p, (void)s;
+}
