@@ -233,6 +233,26 @@ void gw_iovq_consume(gw_iovq_t *q, size_t n)
     }
 }
 
+size_t gw_iovq_take(gw_iovq_t *q, gw_iovq_ent_t *out, size_t max)
+{
+    size_t n = 0;
+    while (n < max && q->count) {
+        out[n] = q->ents[q->head];
+        q->bytes -= out[n].iov.iov_len;
+        q->head = (q->head + 1) % q->cap;
+        q->count--;
+        n++;
+    }
+    if (q->count == 0)
+        q->head = 0;
+    /* the copy block is shared with the entries just taken: start a fresh one */
+    if (n && q->copy_buf && q->copy_buf->refs > 1) {
+        gw_rbuf_unref(q->copy_buf);
+        q->copy_buf = NULL;
+    }
+    return n;
+}
+
 size_t gw_iovq_flatten(const gw_iovq_t *q, uint8_t *dst, size_t cap)
 {
     size_t off = 0;

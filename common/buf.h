@@ -94,6 +94,10 @@ int gw_iovq_copy(gw_iovq_t *q, const void *p, size_t n);
 int gw_iovq_ref(gw_iovq_t *q, gw_rbuf_t *buf, size_t off, size_t n);
 /* Fill at most max iovecs with the head of the queue; returns how many were filled. */
 size_t gw_iovq_peek(const gw_iovq_t *q, struct iovec *out, size_t max);
+/* Move up to max whole entries from the head of the queue into out: the caller now owns each
+ * entry's pin (release it with gw_rbuf_unref once the bytes are written, e.g. in uv_write's
+ * callback). Returns how many were moved. This is the zero-copy path to writev. */
+size_t gw_iovq_take(gw_iovq_t *q, gw_iovq_ent_t *out, size_t max);
 /* n bytes were written: drop them from the head, releasing pins. */
 void gw_iovq_consume(gw_iovq_t *q, size_t n);
 /* Copy the whole queue into dst (tests); returns bytes copied, at most cap. */

@@ -106,12 +106,10 @@ static void arm(conn_t *c, uint64_t ms)
 
 /* ---- write path -------------------------------------------------------------------------- */
 
-static void on_write(uv_write_t *req, int status)
+/* Bookkeeping after any write: the bound, close-after, resuming paused reads. */
+static void after_write(conn_t *c, size_t len, int status)
 {
-    wreq_t *wr = GW_CONTAINER_OF(req, wreq_t, req);
-    conn_t *c = wr->c;
-    c->queued -= wr->len;
-    gw_free(wr);
+    c->queued -= len;
     if (c->flags & GW_CONN_F_CLOSED)
         return;
     if (status < 0) {
@@ -124,8 +122,67 @@ static void on_write(uv_write_t *req, int status)
     }
     if ((c->flags & GW_CONN_F_READ_PAUSED) && c->queued < c->w->srv->cfg->limits.write_buffer) {
         c->flags &= ~GW_CONN_F_READ_PAUSED;
-        process(c); /* pipelined requests waiting in c->in */
+        process(c); /* requests waiting in c->in */
     }
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    wreq_t *wr = GW_CONTAINER_OF(req, wreq_t, req);
+    conn_t *c = wr->c;
+    size_t len = wr->len;
+    gw_free(wr);
+    after_write(c, len, status);
+}
+
+/* A gathered write: frame headers and payload slices straight from the session's iovq, each
+ * payload pinned (its rbuf referenced) until the write callback. */
+typedef struct {
+    uv_write_t req;
+    conn_t *c;
+    size_t len;
+    size_t n;
+    gw_iovq_ent_t ents[];
+} wvec_t;
+
+static void on_writev(uv_write_t *req, int status)
+{
+    wvec_t *wv = GW_CONTAINER_OF(req, wvec_t, req);
+    conn_t *c = wv->c;
+    size_t len = wv->len;
+    for (size_t i = 0; i < wv->n; i++)
+        gw_rbuf_unref(wv->ents[i].pin);
+    gw_free(wv);
+    after_write(c, len, status);
+}
+
+#define WRITEV_MAX 64
+
+static int send_iovq(conn_t *c, gw_iovq_t *q)
+{
+    while (q->count) {
+        wvec_t *wv = gw_malloc(sizeof(*wv) + WRITEV_MAX * sizeof(gw_iovq_ent_t));
+        if (!wv)
+            return GW_E_NOMEM;
+        wv->c = c;
+        wv->n = gw_iovq_take(q, wv->ents, WRITEV_MAX);
+        wv->len = 0;
+        uv_buf_t bufs[WRITEV_MAX];
+        for (size_t i = 0; i < wv->n; i++) {
+            bufs[i] = uv_buf_init(wv->ents[i].iov.iov_base, (unsigned)wv->ents[i].iov.iov_len);
+            wv->len += wv->ents[i].iov.iov_len;
+        }
+        if (uv_write(&wv->req, (uv_stream_t *)&c->tcp, bufs, (unsigned)wv->n, on_writev) < 0) {
+            for (size_t i = 0; i < wv->n; i++)
+                gw_rbuf_unref(wv->ents[i].pin);
+            gw_free(wv);
+            return GW_E_IO;
+        }
+        c->queued += wv->len;
+    }
+    if (c->queued >= c->w->srv->cfg->limits.write_buffer)
+        c->flags |= GW_CONN_F_READ_PAUSED;
+    return 0;
 }
 
 static int send_raw(conn_t *c, const void *p, size_t n)
@@ -554,20 +611,27 @@ static void h2_pump(conn_t *c)
     if (c->flags & GW_CONN_F_CLOSED)
         return;
     ssize_t n = gw_h2_session_send(c->h2, &c->oq);
-    struct iovec v[64];
-    size_t cnt;
-    while ((cnt = gw_iovq_peek(&c->oq, v, 64)) > 0) {
-        size_t bytes = 0;
-        for (size_t i = 0; i < cnt; i++) {
-            if (gw_bytes_append(&c->out, v[i].iov_base, v[i].iov_len) < 0) {
-                conn_close(c, "nomem");
-                return;
+    int rv = 0;
+    if (c->tls) {
+        /* TLS encrypts into its own buffer anyway: feed it the iovecs in order */
+        struct iovec v[64];
+        size_t cnt;
+        while (rv == 0 && (cnt = gw_iovq_peek(&c->oq, v, 64)) > 0) {
+            size_t bytes = 0;
+            for (size_t i = 0; i < cnt && rv == 0; i++) {
+                rv = gw_tls_write(c->tls, v[i].iov_base, v[i].iov_len);
+                bytes += v[i].iov_len;
             }
-            bytes += v[i].iov_len;
+            gw_iovq_consume(&c->oq, bytes);
         }
-        gw_iovq_consume(&c->oq, bytes);
+        if (rv == 0)
+            rv = flush(c);
+    } else {
+        rv = flush(c); /* anything queued before keeps its place */
+        if (rv == 0)
+            rv = send_iovq(c, &c->oq);
     }
-    if (n < 0 || flush(c) < 0) {
+    if (n < 0 || rv < 0) {
         conn_close(c, "h2_send_failed");
         return;
     }

@@ -42,8 +42,8 @@ struct gw_worker {
     uv_timer_t drain;  /* graceful shutdown deadline */
     gw_list_t conns;
     size_t conns_len;
-    uint64_t accepted;
-    gw_proxy_t *proxy; /* this worker's translator */
+    atomic_ullong accepted; /* connections accepted; read by the SIGUSR1 dump on the main thread */
+    gw_proxy_t *proxy;      /* this worker's translator */
     gw_stop_t stop;
     int loop_ok;
     uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */
@@ -57,7 +57,7 @@ struct gw_server {
     unsigned workers_len;
     atomic_int stop_request; /* gw_stop_t asked by gw_server_stop */
     uv_loop_t main_loop;
-    uv_signal_t sig_int, sig_term;
+    uv_signal_t sig_int, sig_term, sig_usr1; /* SIGUSR1: log per-worker stats, keep running */
     uv_async_t main_wake;
     int signals_seen;
     atomic_uint workers_done; /* workers whose loop has ended */

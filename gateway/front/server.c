@@ -185,7 +185,8 @@ static void worker_main(void *arg)
 {
     gw_worker_t *w = arg;
     uv_run(&w->loop, UV_RUN_DEFAULT);
-    GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu", w->id, (unsigned long long)w->accepted);
+    GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu", w->id,
+                (unsigned long long)atomic_load(&w->accepted));
     atomic_fetch_add(&w->srv->workers_done, 1);
     uv_async_send(&w->srv->main_wake);
 }
@@ -242,6 +243,18 @@ static void on_signal(uv_signal_t *h, int signum)
     gw_server_stop(s, s->signals_seen == 1);
 }
 
+/* SIGUSR1: one worker_stats line per worker, the same line as at shutdown, without stopping.
+ * The counters are atomics written by the worker threads. */
+static void on_usr1(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    gw_server_t *s = h->data;
+    for (unsigned i = 0; i < s->workers_len; i++)
+        if (s->workers[i])
+            GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu when=sigusr1", s->workers[i]->id,
+                        (unsigned long long)atomic_load(&s->workers[i]->accepted));
+}
+
 static void on_main_wake(uv_async_t *a)
 {
     (void)a;
@@ -254,10 +267,12 @@ int gw_server_run(gw_server_t *s)
         return GW_E_NOMEM;
     uv_signal_init(&s->main_loop, &s->sig_int);
     uv_signal_init(&s->main_loop, &s->sig_term);
+    uv_signal_init(&s->main_loop, &s->sig_usr1);
     uv_async_init(&s->main_loop, &s->main_wake, on_main_wake);
-    s->sig_int.data = s->sig_term.data = s;
+    s->sig_int.data = s->sig_term.data = s->sig_usr1.data = s;
     uv_signal_start(&s->sig_int, on_signal, SIGINT);
     uv_signal_start(&s->sig_term, on_signal, SIGTERM);
+    uv_signal_start(&s->sig_usr1, on_usr1, SIGUSR1);
     unsigned started = 0;
     for (unsigned i = 0; i < s->workers_len; i++) {
         rv = worker_start(s, i, &s->workers[i]);
@@ -286,6 +301,7 @@ int gw_server_run(gw_server_t *s)
     }
     uv_close((uv_handle_t *)&s->sig_int, NULL);
     uv_close((uv_handle_t *)&s->sig_term, NULL);
+    uv_close((uv_handle_t *)&s->sig_usr1, NULL);
     uv_close((uv_handle_t *)&s->main_wake, NULL);
     uv_run(&s->main_loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->main_loop);

@@ -1,5 +1,7 @@
 """HTTP/2 on the running gateway, at frame level with python3-h2 (an independent codec), and
 with nghttp and h2load. Until the translator exists every request is answered 503."""
+import os
+import signal
 import socket
 import ssl
 import time
@@ -290,3 +292,42 @@ def test_h2_idle_timeout_sends_goaway(gateway):
     assert t and t[0].error_code == 0
     assert time.monotonic() - start < 3
     cl.close()
+
+
+def test_h2c_response_is_a_gathered_write(tmp_path, h2gate_bin):
+    """Frame headers and the DATA payload leave in one writev: the payload goes by reference
+    from the buffer it was produced in (no copy into a flat output buffer)."""
+    import shutil
+    import subprocess
+    if not shutil.which("strace"):
+        pytest.skip("strace not installed")
+    port = free_port()
+    cfgp = tmp_path / "g.yaml"
+    cfgp.write_text(config(plain_port=port))
+    trace = tmp_path / "trace.txt"
+    p = subprocess.Popen(["strace", "-f", "-s", "200", "-e", "trace=writev", "-o", str(trace),
+                          h2gate_bin, "-c", str(cfgp)], cwd=tmp_path,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        from conftest import wait_port
+        wait_port("127.0.0.1", port, proc=p, timeout=20)
+        cl = Client(port)
+        sid = cl.request("/gathered")
+        evs = cl.events(ended(sid))
+        assert response(evs, sid)[0] == "503"
+        cl.close()
+    finally:
+        # stop the traced gateway itself; strace exits with it
+        kids = subprocess.run(["pgrep", "-P", str(p.pid)], stdout=subprocess.PIPE, text=True).stdout.split()
+        for k in kids:
+            os.kill(int(k), signal.SIGTERM)
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    text = trace.read_text()
+    lines = [l for l in text.splitlines() if "writev(" in l and "no origin forwarding" in l]
+    assert lines, text[-3000:]
+    # the payload is its own iovec next to the frame headers
+    assert any(l.count("iov_base=") >= 2 and '"h2gate: no origin forwarding' in l for l in lines), lines

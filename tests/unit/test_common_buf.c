@@ -121,12 +121,41 @@ static void iovq_alloc_failure_is_reported(void **state)
     }
 }
 
+static void iovq_take_moves_pins(void **state)
+{
+    (void)state;
+    gw_iovq_t q;
+    gw_iovq_init(&q);
+    gw_rbuf_t *p = gw_rbuf_new(16);
+    memcpy(p->data, "payload-payload!", 16);
+    assert_int_equal(gw_iovq_copy(&q, "HDR1", 4), 0);
+    assert_int_equal(gw_iovq_ref(&q, p, 0, 16), 0);
+    assert_int_equal(gw_iovq_copy(&q, "HDR2", 4), 0);
+    assert_int_equal(p->refs, 2);
+    gw_iovq_ent_t e[8];
+    size_t n = gw_iovq_take(&q, e, 8);
+    assert_int_equal(n, 3);
+    assert_int_equal(q.bytes, 0);
+    assert_ptr_equal(e[1].iov.iov_base, p->data); /* by reference */
+    assert_ptr_equal(e[1].pin, p);
+    /* new copies after a take must not overwrite the bytes we still hold */
+    assert_int_equal(gw_iovq_copy(&q, "XXXX", 4), 0);
+    assert_memory_equal(e[0].iov.iov_base, "HDR1", 4);
+    assert_memory_equal(e[2].iov.iov_base, "HDR2", 4);
+    for (size_t i = 0; i < n; i++)
+        gw_rbuf_unref(e[i].pin);
+    assert_int_equal(p->refs, 1);
+    gw_iovq_free(&q);
+    gw_rbuf_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(slices_compare),         cmocka_unit_test(rbuf_refcount),
         cmocka_unit_test(bytes_grow_and_limit),   cmocka_unit_test(iovq_copy_merges_and_ref_pins),
         cmocka_unit_test(iovq_many_entries_wrap), cmocka_unit_test(iovq_alloc_failure_is_reported),
+        cmocka_unit_test(iovq_take_moves_pins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
