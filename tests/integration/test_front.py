@@ -553,3 +553,18 @@ def test_chunked_request_body_keeps_connection_in_sync(gw):
                        b"GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert out.count(b"HTTP/1.1 503") == 2
     assert "path=/after status=503" in gw.log()
+
+
+def test_graceful_shutdown_deadline_closes_stuck_connections(gateway):
+    port = free_port()
+    g = gateway(config(plain_port=port, extra="timeouts: {graceful_shutdown: 1s, idle: 60s}\n"),
+                wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc")  # never finished
+    time.sleep(0.2)
+    start = time.monotonic()
+    g.signal(signal.SIGTERM)
+    assert g.wait(10) == 0
+    assert 0.8 < time.monotonic() - start < 4
+    assert "event=drain_deadline" in g.log()
+    s.close()
