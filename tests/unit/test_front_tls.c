@@ -1,0 +1,339 @@
+/* Unit tests of front/tls (the sans-IO TLS module): a real OpenSSL client over memory BIOs is
+ * the independent peer. ALPN server preference, SNI certificate choice (exact, "*.suffix",
+ * default), the RFC 9113 §9.2.2 cipher rule, plaintext round trip, ciphertext fed byte by byte. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+
+#include "common/err.h"
+#include "front/tls.h"
+
+static char dir[64];
+static char cert_a[128], key_a[128], cert_b[128], key_b[128], cert_c[128], key_c[128];
+
+static int setup_all(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/gw_tls_test_XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    snprintf(cert_a, sizeof(cert_a), "%s/a/cert.pem", dir);
+    snprintf(key_a, sizeof(key_a), "%s/a/key.pem", dir);
+    snprintf(cert_b, sizeof(cert_b), "%s/b/cert.pem", dir);
+    snprintf(key_b, sizeof(key_b), "%s/b/key.pem", dir);
+    snprintf(cert_c, sizeof(cert_c), "%s/c/cert.pem", dir);
+    snprintf(key_c, sizeof(key_c), "%s/c/key.pem", dir);
+    if (gw_tls_make_self_signed(cert_a, key_a) < 0 || gw_tls_make_self_signed(cert_b, key_b) < 0 ||
+        gw_tls_make_self_signed(cert_c, key_c) < 0)
+        return -1;
+    return 0;
+}
+
+static int teardown_all(void **state)
+{
+    (void)state;
+    const char *files[] = {cert_a, key_a, cert_b, key_b, cert_c, key_c};
+    for (size_t i = 0; i < 6; i++)
+        unlink(files[i]);
+    char p[128];
+    snprintf(p, sizeof(p), "%s/a", dir);
+    rmdir(p);
+    snprintf(p, sizeof(p), "%s/b", dir);
+    rmdir(p);
+    snprintf(p, sizeof(p), "%s/c", dir);
+    rmdir(p);
+    rmdir(dir);
+    return 0;
+}
+
+typedef struct {
+    SSL_CTX *cctx;
+    SSL *cli;
+    BIO *c_in, *c_out; /* client's read and write memory BIOs */
+    gw_tls_ctx_t *sctx;
+    gw_tls_conn_t *srv;
+    int server_done;
+} pair_t;
+
+static const unsigned char ALPN_H2_FIRST[] = "\x02h2\x08http/1.1";
+static const unsigned char ALPN_H1_FIRST[] = "\x08http/1.1\x02h2";
+
+/* Build a server context over the certs and a client with the given ALPN, SNI, max version
+ * and TLS 1.2 cipher list (NULL = defaults). */
+static void pair_init(pair_t *p, gw_cfg_tls_t *cfg, const unsigned char *alpn, size_t alpn_len,
+                      const char *client_alpn, size_t client_alpn_len, const char *sni,
+                      int max_version, const char *ciphers)
+{
+    memset(p, 0, sizeof(*p));
+    assert_int_equal(gw_tls_ctx_new(cfg, alpn, alpn_len, &p->sctx), 0);
+    p->srv = gw_tls_conn_new(p->sctx);
+    assert_non_null(p->srv);
+    p->cctx = SSL_CTX_new(TLS_client_method());
+    assert_non_null(p->cctx);
+    SSL_CTX_set_verify(p->cctx, SSL_VERIFY_NONE, NULL);
+    if (max_version)
+        SSL_CTX_set_max_proto_version(p->cctx, max_version);
+    if (ciphers)
+        assert_int_equal(SSL_CTX_set_cipher_list(p->cctx, ciphers), 1);
+    p->cli = SSL_new(p->cctx);
+    p->c_in = BIO_new(BIO_s_mem());
+    p->c_out = BIO_new(BIO_s_mem());
+    SSL_set_bio(p->cli, p->c_in, p->c_out);
+    SSL_set_connect_state(p->cli);
+    if (client_alpn)
+        assert_int_equal(SSL_set_alpn_protos(p->cli, (const unsigned char *)client_alpn,
+                                             (unsigned)client_alpn_len),
+                         0);
+    if (sni)
+        SSL_set_tlsext_host_name(p->cli, sni);
+}
+
+static void pair_free(pair_t *p)
+{
+    SSL_free(p->cli);
+    SSL_CTX_free(p->cctx);
+    gw_tls_conn_del(p->srv);
+    gw_tls_ctx_del(p->sctx);
+}
+
+/* Move bytes both ways; client → server either whole or one byte at a time. */
+static void pump(pair_t *p, int byte_by_byte)
+{
+    uint8_t buf[16384];
+    int n;
+    while ((n = BIO_read(p->c_out, buf, sizeof(buf))) > 0) {
+        if (byte_by_byte) {
+            for (int i = 0; i < n; i++) {
+                assert_int_equal(gw_tls_feed(p->srv, buf + i, 1), 0);
+                if (!p->server_done) {
+                    int rv = gw_tls_handshake(p->srv);
+                    assert_true(rv >= 0);
+                    p->server_done = rv == 1;
+                }
+            }
+        } else {
+            assert_int_equal(gw_tls_feed(p->srv, buf, (size_t)n), 0);
+        }
+    }
+    if (!p->server_done) {
+        int rv = gw_tls_handshake(p->srv);
+        assert_true(rv >= 0);
+        p->server_done = rv == 1;
+    }
+    size_t m;
+    while ((m = gw_tls_take_out(p->srv, buf, sizeof(buf))) > 0)
+        assert_int_equal(BIO_write(p->c_in, buf, (int)m), (int)m);
+}
+
+static void handshake(pair_t *p, int byte_by_byte)
+{
+    for (int round = 0; round < 20; round++) {
+        int rv = SSL_do_handshake(p->cli);
+        if (rv != 1)
+            assert_int_equal(SSL_get_error(p->cli, rv), SSL_ERROR_WANT_READ);
+        pump(p, byte_by_byte);
+        if (rv == 1 && p->server_done)
+            return;
+    }
+    fail_msg("handshake did not complete");
+}
+
+static gw_cfg_tls_t base_cfg(gw_cfg_cert_t *certs, size_t n)
+{
+    gw_cfg_tls_t t = {0};
+    t.certs = certs;
+    t.certs_len = n;
+    t.min_version = 12;
+    t.prefer_h2 = 1;
+    return t;
+}
+
+static void test_alpn_server_preference(void **state)
+{
+    (void)state;
+    gw_cfg_cert_t certs[1] = {{.certificate = cert_a, .key = key_a}};
+    gw_cfg_tls_t cfg = base_cfg(certs, 1);
+    static const char both_h1_first[] = "\x08http/1.1\x02h2";
+    pair_t p;
+    /* the client lists http/1.1 first; the server's preference (h2 first) wins, RFC 7301 §3.2 */
+    pair_init(&p, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, both_h1_first,
+              sizeof(both_h1_first) - 1, NULL, 0, NULL);
+    handshake(&p, 0);
+    assert_string_equal(gw_tls_alpn(p.srv), "h2");
+    assert_string_equal(gw_tls_version(p.srv), "TLSv1.3");
+    assert_true(gw_tls_h2_cipher_ok(p.srv));
+    pair_free(&p);
+    /* server preference http/1.1 first */
+    static const char both_h2_first[] = "\x02h2\x08http/1.1";
+    pair_init(&p, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, both_h2_first,
+              sizeof(both_h2_first) - 1, NULL, 0, NULL);
+    handshake(&p, 0);
+    assert_string_equal(gw_tls_alpn(p.srv), "http/1.1");
+    pair_free(&p);
+    /* a client without ALPN: no protocol */
+    pair_init(&p, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, NULL, 0, NULL, 0, NULL);
+    handshake(&p, 0);
+    assert_string_equal(gw_tls_alpn(p.srv), "");
+    pair_free(&p);
+}
+
+static X509 *load_cert(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    assert_non_null(x);
+    return x;
+}
+
+/* Which of the three certificates the client was shown for this SNI name. */
+static char served_for(gw_cfg_tls_t *cfg, const char *sni)
+{
+    pair_t p;
+    pair_init(&p, cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, sni, 0, NULL);
+    handshake(&p, 0);
+    if (sni)
+        assert_string_equal(gw_tls_sni(p.srv), sni);
+    X509 *peer = SSL_get1_peer_certificate(p.cli);
+    assert_non_null(peer);
+    const char *paths[] = {cert_a, cert_b, cert_c};
+    char which = '?';
+    for (int i = 0; i < 3; i++) {
+        X509 *x = load_cert(paths[i]);
+        if (X509_cmp(x, peer) == 0)
+            which = (char)('a' + i);
+        X509_free(x);
+    }
+    X509_free(peer);
+    pair_free(&p);
+    return which;
+}
+
+static void test_sni_picks_certificate(void **state)
+{
+    (void)state;
+    char *names_b[] = {"exact.example"};
+    char *names_c[] = {"*.wild.example"};
+    gw_cfg_cert_t certs[3] = {
+        {.certificate = cert_a, .key = key_a},
+        {.certificate = cert_b, .key = key_b, .names = names_b, .names_len = 1},
+        {.certificate = cert_c, .key = key_c, .names = names_c, .names_len = 1},
+    };
+    gw_cfg_tls_t cfg = base_cfg(certs, 3);
+    assert_int_equal(served_for(&cfg, "exact.example"), 'b');
+    assert_int_equal(served_for(&cfg, "x.wild.example"), 'c');
+    assert_int_equal(served_for(&cfg, "other.example"), 'a'); /* no match: default */
+    assert_int_equal(served_for(&cfg, NULL), 'a');            /* no SNI: default */
+    /* "*.wild.example" covers one label, not the bare suffix */
+    assert_int_equal(served_for(&cfg, "wild.example"), 'a');
+}
+
+static void test_tls12_cipher_rule_for_h2(void **state)
+{
+    (void)state;
+    gw_cfg_cert_t certs[1] = {{.certificate = cert_a, .key = key_a}};
+    gw_cfg_tls_t cfg = base_cfg(certs, 1);
+    cfg.ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES128-SHA";
+    pair_t p;
+    pair_init(&p, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, TLS1_2_VERSION,
+              "ECDHE-ECDSA-AES128-GCM-SHA256");
+    handshake(&p, 0);
+    assert_string_equal(gw_tls_version(p.srv), "TLSv1.2");
+    assert_true(gw_tls_h2_cipher_ok(p.srv));
+    pair_free(&p);
+    /* RFC 9113 §9.2.2 / Appendix A: a CBC suite is on the blocklist */
+    pair_init(&p, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, TLS1_2_VERSION,
+              "ECDHE-ECDSA-AES128-SHA");
+    handshake(&p, 0);
+    assert_string_equal(gw_tls_cipher(p.srv), "ECDHE-ECDSA-AES128-SHA");
+    assert_false(gw_tls_h2_cipher_ok(p.srv));
+    pair_free(&p);
+}
+
+static void round_trip(int byte_by_byte)
+{
+    gw_cfg_cert_t certs[1] = {{.certificate = cert_a, .key = key_a}};
+    gw_cfg_tls_t cfg = base_cfg(certs, 1);
+    pair_t p;
+    pair_init(&p, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, 0, NULL);
+    handshake(&p, byte_by_byte);
+    static const char req[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    assert_int_equal(SSL_write(p.cli, req, sizeof(req) - 1), (int)sizeof(req) - 1);
+    pump(&p, byte_by_byte);
+    char got[256];
+    size_t have = 0;
+    ssize_t n;
+    while ((n = gw_tls_read(p.srv, got + have, sizeof(got) - have)) > 0)
+        have += (size_t)n;
+    assert_true(n == 0);
+    assert_int_equal(have, sizeof(req) - 1);
+    assert_memory_equal(got, req, have);
+    /* server → client */
+    assert_int_equal(gw_tls_write(p.srv, "pong", 4), 0);
+    pump(&p, byte_by_byte);
+    char back[16];
+    int r = SSL_read(p.cli, back, sizeof(back));
+    /* TLS 1.3 session tickets may arrive first: read until the data */
+    while (r <= 0 && SSL_get_error(p.cli, r) == SSL_ERROR_WANT_READ) {
+        pump(&p, byte_by_byte);
+        r = SSL_read(p.cli, back, sizeof(back));
+        if (r <= 0 && BIO_ctrl_pending(p.c_in) == 0)
+            break;
+    }
+    assert_int_equal(r, 4);
+    assert_memory_equal(back, "pong", 4);
+    /* close_notify from the client: the server reports GW_E_CLOSED */
+    SSL_shutdown(p.cli);
+    pump(&p, byte_by_byte);
+    assert_int_equal(gw_tls_read(p.srv, got, sizeof(got)), GW_E_CLOSED);
+    pair_free(&p);
+}
+
+static void test_round_trip_whole(void **state)
+{
+    (void)state;
+    round_trip(0);
+}
+
+static void test_round_trip_byte_by_byte(void **state)
+{
+    (void)state;
+    round_trip(1);
+}
+
+static void test_missing_key_file_fails(void **state)
+{
+    (void)state;
+    char missing[160];
+    snprintf(missing, sizeof(missing), "%s/nope/key.pem", dir);
+    gw_cfg_cert_t certs[1] = {{.certificate = cert_a, .key = missing}};
+    gw_cfg_tls_t cfg = base_cfg(certs, 1);
+    gw_tls_ctx_t *c = NULL;
+    int rv = gw_tls_ctx_new(&cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, &c);
+    assert_true(rv < 0);
+    assert_null(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_alpn_server_preference),
+        cmocka_unit_test(test_sni_picks_certificate),
+        cmocka_unit_test(test_tls12_cipher_rule_for_h2),
+        cmocka_unit_test(test_round_trip_whole),
+        cmocka_unit_test(test_round_trip_byte_by_byte),
+        cmocka_unit_test(test_missing_key_file_fails),
+    };
+    return cmocka_run_group_tests(tests, setup_all, teardown_all);
+}
