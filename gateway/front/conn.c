@@ -281,6 +281,30 @@ static void conn_close(conn_t *c, const char *why)
     if (c->flags & GW_CONN_F_CLOSED)
         return;
     c->flags |= GW_CONN_F_CLOSED;
+    if (c->h2) {
+        /* abuse limits the peer hit, for the logs (issue 3: every cap is counted) */
+        const gw_h2_stats_t *st = gw_h2_session_stats(c->h2);
+        uint64_t hits = st->reset_budget_hits + st->control_flood_hits + st->empty_frame_hits +
+                        st->queued_control_hits + st->header_list_hits + st->header_block_hits +
+                        st->max_requests_hits + st->settings_timeouts;
+        if (hits || st->malformed_requests || st->streams_refused)
+            GW_LOG_INFO(
+                "h2_limits",
+                "peer=%s streams=%llu refused=%llu malformed=%llu resets_in=%llu "
+                "resets_provoked=%llu rapid_reset=%llu control_flood=%llu "
+                "empty_frames=%llu queued_control=%llu header_list=%llu "
+                "header_block=%llu max_requests=%llu settings_timeout=%llu",
+                c->peer, (unsigned long long)st->streams_opened,
+                (unsigned long long)st->streams_refused, (unsigned long long)st->malformed_requests,
+                (unsigned long long)st->resets_received, (unsigned long long)st->resets_provoked,
+                (unsigned long long)st->reset_budget_hits,
+                (unsigned long long)st->control_flood_hits,
+                (unsigned long long)st->empty_frame_hits,
+                (unsigned long long)st->queued_control_hits,
+                (unsigned long long)st->header_list_hits, (unsigned long long)st->header_block_hits,
+                (unsigned long long)st->max_requests_hits,
+                (unsigned long long)st->settings_timeouts);
+    }
     GW_LOG_DEBUG("conn_close", "peer=%s state=%s reason=%s requests=%u", c->peer,
                  conn_state_str(c->state), why, c->requests);
     gw_list_remove(&c->link);

@@ -331,3 +331,29 @@ def test_h2c_response_is_a_gathered_write(tmp_path, h2gate_bin):
     assert lines, text[-3000:]
     # the payload is its own iovec next to the frame headers
     assert any(l.count("iov_base=") >= 2 and '"h2gate: no origin forwarding' in l for l in lines), lines
+
+
+def test_rapid_reset_is_cut_off_and_logged(gateway):
+    """CVE-2023-44487: a client that opens and resets streams in a loop exhausts the reset
+    budget: GOAWAY ENHANCE_YOUR_CALM, and the hit is counted in the log."""
+    port = free_port()
+    g = gateway(config(plain_port=port, extra="h2: {reset_budget: 20, reset_window: 10s}\n"),
+                wait=[("127.0.0.1", port)])
+    cl = Client(port)
+    for _ in range(60):
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "POST"), (":path", "/"), (":scheme", "http"),
+                                (":authority", "localhost")])
+        cl.c.reset_stream(sid)
+    try:
+        cl.flush()
+    except OSError:
+        pass
+    evs = cl.events(terminated, timeout=5)
+    t = [e for e in evs if isinstance(e, h2.events.ConnectionTerminated)]
+    assert t and t[0].error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+    cl.close()
+    deadline = time.monotonic() + 3
+    while "event=h2_limits" not in g.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "rapid_reset=1" in g.log()
