@@ -106,6 +106,16 @@ static void arm(conn_t *c, uint64_t ms)
 
 /* ---- write path -------------------------------------------------------------------------- */
 
+/* The write queue is over limits.write_buffer: stop reading this client until it drains, so
+ * a peer that does not read cannot make us buffer without bound. The flag says why. */
+static void pause_reads(conn_t *c)
+{
+    if (c->flags & GW_CONN_F_READ_PAUSED)
+        return;
+    c->flags |= GW_CONN_F_READ_PAUSED;
+    GW_LOG_DEBUG("read_paused", "peer=%s reason=write_buffer queued=%zu", c->peer, c->queued);
+}
+
 /* Bookkeeping after any write: the bound, close-after, resuming paused reads. */
 static void after_write(conn_t *c, size_t len, int status)
 {
@@ -122,6 +132,7 @@ static void after_write(conn_t *c, size_t len, int status)
     }
     if ((c->flags & GW_CONN_F_READ_PAUSED) && c->queued < c->w->srv->cfg->limits.write_buffer) {
         c->flags &= ~GW_CONN_F_READ_PAUSED;
+        GW_LOG_DEBUG("read_resumed", "peer=%s queued=%zu", c->peer, c->queued);
         process(c); /* requests waiting in c->in */
     }
 }
@@ -181,7 +192,7 @@ static int send_iovq(conn_t *c, gw_iovq_t *q)
         c->queued += wv->len;
     }
     if (c->queued >= c->w->srv->cfg->limits.write_buffer)
-        c->flags |= GW_CONN_F_READ_PAUSED;
+        pause_reads(c);
     return 0;
 }
 
@@ -231,7 +242,7 @@ static int flush(conn_t *c)
         c->out.len = 0;
     }
     if (c->queued >= c->w->srv->cfg->limits.write_buffer)
-        c->flags |= GW_CONN_F_READ_PAUSED;
+        pause_reads(c);
     return rv;
 }
 
@@ -912,7 +923,8 @@ void gw_front__on_connection(uv_stream_t *server, int status)
     c->l = l;
     gw_list_init(&c->link);
     gw_list_init(&c->h2_streams);
-    gw_bytes_init(&c->in, w->srv->cfg->limits.max_request_head + 16384);
+    /* pending input is at most one incomplete head (else 431) plus one read while paused */
+    gw_bytes_init(&c->in, w->srv->cfg->limits.max_request_head + GW_FRONT_READ_BUF + 16384);
     gw_bytes_init(&c->out, 0);
     uv_tcp_init(&w->loop, &c->tcp);
     uv_timer_init(&w->loop, &c->timer);

@@ -568,3 +568,49 @@ def test_graceful_shutdown_deadline_closes_stuck_connections(gateway):
     assert 0.8 < time.monotonic() - start < 4
     assert "event=drain_deadline" in g.log()
     s.close()
+
+
+def test_write_bound_pauses_reads_of_a_client_that_does_not_read(gateway):
+    """A client pipelines requests and reads nothing. Once limits.write_buffer bytes wait for
+    its socket the gateway stops reading it (logged as read_paused) instead of buffering
+    responses without bound; when the client reads, every request is answered."""
+    import select
+    port = free_port()
+    g = gateway(config(plain_port=port, extra="limits: {write_buffer: 4KiB}\n"), wait=[("127.0.0.1", port)])
+    n = 40000
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    data = b"GET /p HTTP/1.1\r\nHost: x\r\n\r\n" * n
+    s.setblocking(False)
+    sent = 0
+    deadline = time.monotonic() + 2
+    while sent < len(data) and time.monotonic() < deadline:
+        try:
+            sent += s.send(data[sent:sent + 65536])
+        except BlockingIOError:
+            time.sleep(0.02)
+    time.sleep(0.3)
+    assert "event=read_paused" in g.log()
+    got, tail = 0, b""
+    s.setblocking(True)
+    deadline = time.monotonic() + 30
+    while got < n and time.monotonic() < deadline:
+        r, w, _ = select.select([s], [s] if sent < len(data) else [], [], 10)
+        if not r and not w:
+            break
+        if w:
+            sent += s.send(data[sent:sent + 65536])
+        if r:
+            d = s.recv(1 << 20)
+            if not d:
+                break
+            chunk = tail + d
+            got += chunk.count(b"HTTP/1.1 503")
+            tail = chunk[-12:]
+            got -= tail.count(b"HTTP/1.1 503")
+    got += tail.count(b"HTTP/1.1 503")
+    s.close()
+    assert got == n
+    assert "event=read_resumed" in g.log()
+    assert "input_overflow" not in g.log()
