@@ -406,7 +406,6 @@ static const field_t limit_fields[] = {
     FLD(gw_cfg_limits_t, write_buffer, F_SIZE, 4096, 1ull << 30),
     FLD(gw_cfg_limits_t, max_request_head, F_SIZE, 1024, 16ull << 20),
     FLD(gw_cfg_limits_t, body_buffer, F_SIZE, 1024, 1ull << 30),
-    FLD(gw_cfg_limits_t, max_pipelined, F_UINT, 1, 1024),
 };
 
 static const field_t throttle_fields[] = {
@@ -1123,7 +1122,6 @@ static void set_defaults(gw_config_t *c)
         .write_buffer = 256 * 1024,
         .max_request_head = 64 * 1024,
         .body_buffer = 64 * 1024,
-        .max_pipelined = 16,
     };
 }
 

@@ -139,7 +139,6 @@ typedef struct {
     size_t write_buffer;         /* bytes queued to a client socket before reads pause */
     size_t max_request_head;     /* HTTP/1.1 front: request line + headers */
     size_t body_buffer;          /* per exchange, each direction */
-    unsigned max_pipelined;      /* HTTP/1.1 front */
 } gw_cfg_limits_t;
 
 typedef struct {
