@@ -15,7 +15,7 @@ import h2.settings
 import pytest
 
 from conftest import free_port, run
-from test_front import NO_PROXY, config
+from test_front import NO_PROXY, config, raw_exchange
 
 
 @pytest.fixture
@@ -215,19 +215,7 @@ def test_connection_specific_header_is_malformed(gw):
 
 
 def raw_frames(port, payload):
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + payload)
-    out = b""
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            out += d
-    except socket.timeout:
-        pass
-    s.close()
-    return out
+    return raw_exchange(port, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + payload)
 
 
 def goaway_code(data):
