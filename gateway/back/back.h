@@ -57,10 +57,7 @@ typedef struct gw_back gw_back_t;
 typedef struct gw_back_exch gw_back_exch_t;
 
 /* One header field. Both slices point into memory owned by whoever hands the field out. */
-typedef struct {
-    gw_slice_t name;
-    gw_slice_t value;
-} gw_back_field_t;
+typedef gw_field_t gw_back_field_t;
 
 /* An origin request. Everything is copied by gw_back_request(): the caller's memory may go
  * away when it returns. */
