@@ -106,6 +106,7 @@ static void process(conn_t *c);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void h2_pump(conn_t *c);
+static int flush(conn_t *c);
 
 /* ---- deferred work ------------------------------------------------------------------------ */
 
@@ -139,6 +140,10 @@ static void conn_deferred(conn_t *c)
         h2_tell_gone(c);
         h2_pump(c);
     } else if (c->state == CS_H1) {
+        if (c->out.len && flush(c) < 0) {
+            conn_close(c, "write_error");
+            return;
+        }
         process(c);
     }
 }
@@ -468,11 +473,10 @@ static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
                                  c->req_keep_alive);
     if (rv < 0)
         return rv;
-    if (end_stream) {
+    if (end_stream)
         c->resp_done = 1;
-        kick(c);
-    }
-    return flush(c);
+    kick(c); /* the head goes out with the first body bytes, or from the kick */
+    return 0;
 }
 
 static int h1s_interim(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n)
@@ -695,6 +699,7 @@ static void process_h1(conn_t *c)
 /* ---- HTTP/2 ------------------------------------------------------------------------------ */
 
 static void h2_pump(conn_t *c);
+static int flush(conn_t *c);
 
 static int h2s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n,
                        int64_t content_length, int end_stream)
@@ -1283,7 +1288,8 @@ void gw_front__conn_stop(gw_list_t *link, gw_stop_t how)
         return;
     }
     /* idle connections go now; one in the middle of a request finishes it first */
-    if (c->state != CS_H1 || !gw_h1_parser_in_message(c->h1) || gw_h1_parser_paused(c->h1)) {
+    if (c->state != CS_H1 ||
+        (!c->h1_active && (!gw_h1_parser_in_message(c->h1) || gw_h1_parser_paused(c->h1)))) {
         if (c->queued)
             finish(c, "shutdown");
         else

@@ -27,6 +27,10 @@ typedef struct {
     unsigned closed : 1;   /* the front is done with the stream: no more ops */
     unsigned paused : 1;
     unsigned reset : 1;
+    const char *proto;
+    uint64_t started_ms;
+    char method[16];
+    char path[160]; /* for the log, truncated */
 } px_t;
 
 /* Per body write to the origin: what to credit back when it is written. */
@@ -337,10 +341,15 @@ static void check_pressure(px_t *px)
 
 /* ---- ending ------------------------------------------------------------------------------- */
 
-static void log_request(px_t *px, const char *result)
+/* One line per routed request, when the front is done with it (the access log). */
+static void log_request(px_t *px)
 {
-    GW_LOG_DEBUG("request", "peer=%s upstream=%s status=%u result=%s", px->s->peer,
-                 px->route->upstream_name, px->status, result);
+    GW_LOG_INFO("request",
+                "peer=%s proto=%s method=%s path=%s status=%u upstream=%s result=%s ms=%llu",
+                px->s->peer, px->proto, px->method, px->path, px->status,
+                px->route->upstream_name,
+                px->reset ? "reset" : px->resp_done ? "ok" : "client_gone",
+                (unsigned long long)(uv_now(px->p->loop) - px->started_ms));
 }
 
 static void do_reset(px_t *px, gw_cs_reset_t code)
@@ -418,7 +427,6 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     int no_body = px->s->head_only || h->status == 204 || h->status == 304 || cl == 0;
     px->status = (unsigned)h->status;
     px->resp_started = 1;
-    log_request(px, "head");
     if (px->s->ops->respond(px->s, (unsigned)h->status, f, n, cl, no_body) < 0) {
         do_reset(px, GW_CS_RESET_INTERNAL);
         return;
@@ -530,6 +538,10 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     px->route = r;
     px->req_cl = h->content_length;
     px->req_done = h->end_stream != 0;
+    px->proto = h->proto;
+    px->started_ms = uv_now(p->loop);
+    snprintf(px->method, sizeof(px->method), "%.*s", (int)h->method.len, h->method.base);
+    snprintf(px->path, sizeof(px->path), "%.*s", (int)h->path.len, h->path.base);
     gw_list_init(&px->plink);
     s->proxy_data = px;
 
@@ -656,6 +668,7 @@ void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
     if (!px)
         return;
     s->proxy_data = NULL;
+    log_request(px);
     px->closed = 1;
     unpause(px);
     if (px->bx) {
