@@ -23,6 +23,7 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /conn-close       200 with `Connection: close`, then close
     /http10           HTTP/1.0 200 without keep-alive
     /slow/N           200, N bytes sent in 10 pieces 100 ms apart
+    /drop-once/KEY    the first request for KEY: close without a byte; later ones: 200 "ok"
 Anything else: 404.
 """
 import hashlib
@@ -63,6 +64,7 @@ class ScriptedOrigin:
         self.max_open_connections = 0
         self.requests = []
         self._stop = False
+        self._dropped = set()
         self._clients = []
         self._thread = threading.Thread(target=self._accept_loop, daemon=True)
         self._thread.start()
@@ -114,7 +116,7 @@ class ScriptedOrigin:
     def _read_body(c, headers, rest):
         h = {k.lower(): v for k, v in headers}
         if h.get("transfer-encoding", "").lower() == "chunked":
-            body = b""
+            body = bytearray()
             buf = rest
             while True:
                 while b"\r\n" not in buf:
@@ -125,18 +127,19 @@ class ScriptedOrigin:
                     while b"\r\n\r\n" not in b"\r\n" + buf:
                         buf += c.recv(65536)
                     idx = (b"\r\n" + buf).index(b"\r\n\r\n")
-                    return body, buf[idx + 2:]
+                    return bytes(body), buf[idx + 2:]
                 while len(buf) < size + 2:
                     buf += c.recv(65536)
                 body += buf[:size]
                 buf = buf[size + 2:]
         n = int(h.get("content-length", "0"))
-        while len(rest) < n:
-            d = c.recv(65536)
+        got = bytearray(rest)  # amortised appends: 100 MiB bodies stay linear
+        while len(got) < n:
+            d = c.recv(1 << 20)
             if not d:
                 break
-            rest += d
-        return rest[:n], rest[n:]
+            got += d
+        return bytes(got[:n]), bytes(got[n:])
 
     def _serve(self, c):
         buf = b""
@@ -244,6 +247,13 @@ class ScriptedOrigin:
         elif kind == "http10":
             c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
             return False
+        elif kind == "drop-once":
+            with self.lock:
+                first = path not in self._dropped
+                self._dropped.add(path)
+            if first:
+                return False
+            send(200, [("Content-Length", "2")], b"ok")
         elif kind == "slow":
             body = pattern(arg)
             c.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode())
