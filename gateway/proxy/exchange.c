@@ -1,5 +1,12 @@
-/* proxy/exchange.c — one client stream ↔ one origin exchange: request translation, response
- * translation, hop-by-hop flow control with bounded buffers, gateway-made error answers. */
+/* proxy/exchange.c — client streams ↔ origin exchanges: request translation, response
+ * translation, hop-by-hop flow control with bounded buffers, gateway-made error answers, and
+ * coalescing of identical in-flight requests.
+ *
+ * Two objects: px_t is the proxy's state of one client stream; ox_t is one origin exchange and
+ * the streams it serves (its subscribers). Without coalescing an ox_t has one subscriber, which
+ * also owns the request body. With coalescing, identical GET/HEAD requests that arrive before
+ * the response head join the in-flight ox_t; at the head the proxy decides whether the response
+ * may serve them all (RFC 9111 §4), and fans the body out by reference. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,29 +16,49 @@
 #include "common/log.h"
 #include "proxy/proxy_internal.h"
 
-/* px_t: the proxy's state of one client stream (s->proxy_data). */
+typedef struct ox ox_t;
+
 typedef struct {
     gw_proxy_t *p;
     gw_cstream_t *s;
     const gw_cfg_route_t *route;
-    gw_back_exch_t *bx;     /* NULL once the exchange ended (or never started) */
-    gw_list_t plink;        /* in p->paused while the origin is paused for this client */
-    uint64_t paused_since;  /* loop time of the pause */
+    ox_t *ox;               /* the exchange serving this stream, NULL once it ended */
+    gw_list_t slink;        /* in ox->subs */
+    gw_req_head_t head;     /* shallow copy: slices valid until the stream closes */
     uint64_t body_inflight; /* request body bytes given to the back, not yet credited */
     int64_t req_cl;         /* request Content-Length, -1 unknown */
     uint64_t req_sent;      /* request body bytes received from the client */
+    uint64_t delivered;     /* response body bytes handed to the client stream */
+    uint64_t skip;          /* after a detach: bytes of the new response already delivered */
+    int64_t resp_cl;        /* response content-length sent, -1 none */
     unsigned status;        /* status of the response head sent, 0 before */
     unsigned resp_started : 1;
     unsigned resp_done : 1;
     unsigned req_done : 1; /* the client ended its request body */
     unsigned closed : 1;   /* the front is done with the stream: no more ops */
-    unsigned paused : 1;
     unsigned reset : 1;
+    unsigned follower : 1; /* joined another stream's exchange */
     const char *proto;
     uint64_t started_ms;
     char method[16];
     char path[160]; /* for the log, truncated */
 } px_t;
+
+struct ox {
+    gw_proxy_t *p;
+    const gw_cfg_route_t *route;
+    gw_back_exch_t *bx; /* NULL once ended */
+    gw_list_t subs;     /* px_t */
+    size_t nsubs;
+    px_t *owner;        /* the stream whose request (and body) this is */
+    gw_list_t klink;    /* in p->inflight while others may join */
+    char *key;          /* coalescing key, NULL when not coalescible */
+    uint64_t hash;
+    gw_list_t plink;    /* in p->paused */
+    uint64_t paused_since;
+    unsigned paused : 1;
+    unsigned indexed : 1;
+};
 
 /* Per body write to the origin: what to credit back when it is written. */
 typedef struct {
@@ -51,6 +78,7 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     p->cfg = cfg;
     p->loop = loop;
     gw_list_init(&p->paused);
+    gw_list_init(&p->inflight);
     int rv = gw_back_new(loop, cfg, &p->back);
     if (rv < 0) {
         gw_free(p);
@@ -280,7 +308,7 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
 
 /* Response fields for the client: hop-by-hop removed, names lowercased (HTTP/2 requires it,
  * HTTP/1.1 clients do not care), Via appended. `lower` holds the lowercased names. */
-static size_t resp_fields(const px_t *px, const gw_back_field_t *in, size_t n, gw_field_t *out,
+static size_t resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in, size_t n, gw_field_t *out,
                           char *lower, size_t lower_size, int64_t *cl, int via)
 {
     size_t k = 0, used = 0;
@@ -305,50 +333,147 @@ static size_t resp_fields(const px_t *px, const gw_back_field_t *in, size_t n, g
         out[k++] = (gw_field_t){{(const uint8_t *)lower + used, name.len}, in[i].value};
         used += name.len;
     }
-    if (via && px->route->add_via && k < MAX_RESP_FIELDS)
+    if (via && route->add_via && k < MAX_RESP_FIELDS)
         out[k++] = (gw_field_t){GW_SLICE_LIT("via"), GW_SLICE_LIT("1.1 h2gate")};
     return k;
 }
 
-/* ---- flow control --------------------------------------------------------------------------- */
+/* ---- coalescing key ------------------------------------------------------------------------ */
 
-static void unpause(px_t *px)
+static uint64_t fnv(const char *s, size_t n)
 {
-    if (!px->paused)
-        return;
-    px->paused = 0;
-    gw_list_remove(&px->plink);
-    if (px->bx)
-        gw_back_resume_reading(px->bx);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
 }
 
-static void check_pressure(px_t *px)
+/* Whether a request may share an exchange, and its key: method, host, path and the values of
+ * the route's significant headers. NULL when it may not (or out of memory). */
+static char *coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h)
 {
-    gw_proxy_t *p = px->p;
-    if (px->closed || !px->bx || px->paused)
-        return;
-    if (px->s->ops->pending(px->s) < p->cfg->limits.body_buffer)
-        return;
-    px->paused = 1;
-    px->paused_since = uv_now(p->loop);
-    gw_list_push_back(&p->paused, &px->plink);
-    gw_back_pause_reading(px->bx);
-    if (p->sweep_open && !uv_is_active((uv_handle_t *)&p->sweep)) {
-        uint64_t every = p->cfg->timeouts.body_ms / 4;
-        uv_timer_start(&p->sweep, on_sweep, every ? every : 1, every ? every : 1);
+    if (!r->coalesce || !h->end_stream)
+        return NULL;
+    if (!gw_slice_eq(h->method, GW_SLICE_LIT("GET")) && !gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")))
+        return NULL;
+    size_t n = h->method.len + h->authority.len + h->path.len + 8;
+    for (size_t i = 0; i < h->fields_len; i++) {
+        const gw_field_t *f = &h->fields[i];
+        if (!r->coalesce_private && (name_is(f->name, "authorization") || name_is(f->name, "cookie")))
+            return NULL;
+        n += f->value.len + 2;
+    }
+    n += r->coalesce_headers_len * 2;
+    char *k = gw_malloc(n);
+    if (!k)
+        return NULL;
+    size_t at = 0;
+#define KPUT(p, l)                                                                                 \
+    do {                                                                                           \
+        memcpy(k + at, (p), (l));                                                                  \
+        at += (l);                                                                                 \
+    } while (0)
+    KPUT(h->method.base, h->method.len);
+    k[at++] = '\n';
+    for (size_t i = 0; i < h->authority.len; i++) {
+        uint8_t ch = h->authority.base[i];
+        k[at++] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+    }
+    k[at++] = '\n';
+    KPUT(h->path.base, h->path.len);
+    for (size_t j = 0; j < r->coalesce_headers_len; j++) {
+        k[at++] = '\n';
+        for (size_t i = 0; i < h->fields_len; i++)
+            if (name_is(h->fields[i].name, r->coalesce_headers[j])) {
+                KPUT(h->fields[i].value.base, h->fields[i].value.len);
+                k[at++] = ',';
+            }
+    }
+#undef KPUT
+    k[at] = 0;
+    return k;
+}
+
+static void unindex(ox_t *ox)
+{
+    if (ox->indexed) {
+        ox->indexed = 0;
+        gw_list_remove(&ox->klink);
     }
 }
 
-/* ---- ending ------------------------------------------------------------------------------- */
+static ox_t *find_inflight(gw_proxy_t *p, const char *key, uint64_t hash)
+{
+    gw_list_foreach(it, &p->inflight)
+    {
+        ox_t *ox = GW_CONTAINER_OF(it, ox_t, klink);
+        if (ox->hash == hash && !strcmp(ox->key, key) && ox->bx)
+            return ox;
+    }
+    return NULL;
+}
+
+/* ---- ox lifetime --------------------------------------------------------------------------- */
+
+static void ox_unpause(ox_t *ox)
+{
+    if (!ox->paused)
+        return;
+    ox->paused = 0;
+    gw_list_remove(&ox->plink);
+    if (ox->bx)
+        gw_back_resume_reading(ox->bx);
+}
+
+/* Drop the exchange: no subscriber left, or it ended. */
+static void ox_free(ox_t *ox)
+{
+    ox_unpause(ox);
+    unindex(ox);
+    if (ox->bx) {
+        gw_back_exch_t *bx = ox->bx;
+        ox->bx = NULL;
+        gw_back_cancel(bx); /* pending body writes report back: their streams are closed */
+    }
+    gw_free(ox->key);
+    gw_free(ox);
+}
+
+static void sub_remove(px_t *px)
+{
+    ox_t *ox = px->ox;
+    if (!ox)
+        return;
+    px->ox = NULL;
+    gw_list_remove(&px->slink);
+    ox->nsubs--;
+    if (ox->owner == px)
+        ox->owner = NULL;
+    if (ox->nsubs == 0)
+        ox_free(ox);
+}
+
+/* The exchange ended (complete or failed): every subscriber leaves it. */
+static void ox_end(ox_t *ox)
+{
+    ox->bx = NULL;
+    while (!gw_list_empty(&ox->subs)) {
+        px_t *px = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
+        sub_remove(px); /* frees ox with the last one */
+    }
+}
+
+/* ---- ending one stream ----------------------------------------------------------------------- */
 
 /* One line per routed request, when the front is done with it (the access log). */
 static void log_request(px_t *px)
 {
     GW_LOG_INFO("request",
-                "peer=%s proto=%s method=%s path=%s status=%u upstream=%s result=%s ms=%llu",
+                "peer=%s proto=%s method=%s path=%s status=%u upstream=%s result=%s%s ms=%llu",
                 px->s->peer, px->proto, px->method, px->path, px->status,
                 px->route->upstream_name,
                 px->reset ? "reset" : px->resp_done ? "ok" : "client_gone",
+                px->follower ? " coalesced=1" : "",
                 (unsigned long long)(uv_now(px->p->loop) - px->started_ms));
 }
 
@@ -364,14 +489,12 @@ static void do_reset(px_t *px, gw_cs_reset_t code)
 static void response_done(px_t *px)
 {
     px->resp_done = 1;
-    unpause(px);
     if (!px->req_done)
         do_reset(px, GW_CS_RESET_NO_ERROR); /* RFC 9113 §8.1: early response */
 }
 
 static void fail(px_t *px, int code)
 {
-    unpause(px);
     if (px->closed)
         return;
     if (!px->resp_started) {
@@ -395,101 +518,120 @@ static void fail(px_t *px, int code)
     }
 }
 
-/* ---- back callbacks ---------------------------------------------------------------------- */
+/* ---- dispatch ------------------------------------------------------------------------------- */
 
-static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
-{
-    (void)x;
-    px_t *px = ud;
-    /* 100 Continue answers our own request body handling; 103 Early Hints goes to the
-     * client (RFC 8297) */
-    if (px->closed || h->status != 103)
-        return;
-    gw_field_t f[MAX_RESP_FIELDS];
-    char lower[8192];
-    int64_t cl;
-    size_t n = resp_fields(px, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 0);
-    if (px->s->ops->interim(px->s, 103, f, n) < 0)
-        do_reset(px, GW_CS_RESET_INTERNAL);
-}
+static const gw_back_cbs_t back_cbs;
 
-static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
+/* Start an origin exchange of px's own; with key (owned) it is indexed for followers.
+ * Answers px itself on a synchronous failure. */
+static void dispatch(px_t *px, char *key)
 {
-    (void)x;
-    px_t *px = ud;
-    if (px->closed)
-        return;
-    gw_field_t f[MAX_RESP_FIELDS];
-    char lower[16384];
-    int64_t cl;
-    size_t n = resp_fields(px, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 1);
-    /* RFC 9110 §6.4.1: no content after HEAD, 204 and 304 */
-    int no_body = px->s->head_only || h->status == 204 || h->status == 304 || cl == 0;
-    px->status = (unsigned)h->status;
-    px->resp_started = 1;
-    if (px->s->ops->respond(px->s, (unsigned)h->status, f, n, cl, no_body) < 0) {
-        do_reset(px, GW_CS_RESET_INTERNAL);
+    gw_proxy_t *p = px->p;
+    ox_t *ox = gw_calloc(1, sizeof(*ox));
+    if (!ox) {
+        gw_free(key);
+        fail(px, GW_E_NOMEM);
         return;
     }
-    if (no_body)
-        px->resp_done = 1; /* response_done() runs at on_complete, when the origin is done */
-}
-
-static void b_body(gw_back_exch_t *x, void *ud, gw_rslice_t b)
-{
-    (void)x;
-    px_t *px = ud;
-    if (px->closed || px->resp_done || px->reset)
-        return;
-    if (px->s->ops->body(px->s, b.buf, b.off, b.len, 0) < 0) {
-        do_reset(px, GW_CS_RESET_INTERNAL);
+    ox->p = p;
+    ox->route = px->route;
+    gw_list_init(&ox->subs);
+    gw_list_init(&ox->plink);
+    gw_list_init(&ox->klink);
+    ox->owner = px;
+    xlate_t x = {0};
+    gw_back_req_t req;
+    int rv = translate(px, &px->head, &x, &req);
+    if (rv == 0) {
+        rv = p->back ? gw_back_request(p->back, px->route->upstream, &req, &back_cbs, ox, &ox->bx)
+                     : GW_E_CLOSED;
+        if (rv == 0)
+            p->stats.origin_requests++;
+    }
+    gw_free(x.f);
+    gw_free(x.buf);
+    if (rv < 0) {
+        gw_free(key);
+        gw_free(ox);
+        if (rv == GW_E_PARSE) {
+            GW_LOG_INFO("bad_request",
+                        "peer=%s proto=%s reason=\"host does not match :authority\"", px->s->peer,
+                        px->proto);
+            px->resp_started = 1;
+            do_reset(px, GW_CS_RESET_PROTOCOL);
+        } else {
+            fail(px, rv == GW_E_INVAL ? GW_E_PARSE : rv);
+        }
         return;
     }
-    check_pressure(px);
-}
-
-static void b_trailers(gw_back_exch_t *x, void *ud, const gw_back_field_t *tf, size_t tn)
-{
-    (void)x;
-    px_t *px = ud;
-    if (px->closed || px->resp_done || px->reset)
-        return;
-    gw_field_t f[MAX_RESP_FIELDS];
-    char lower[8192];
-    int64_t cl;
-    size_t n = resp_fields(px, tf, tn, f, lower, sizeof(lower), &cl, 0);
-    if (px->s->ops->trailers(px->s, f, n) < 0)
-        do_reset(px, GW_CS_RESET_INTERNAL);
-    else
-        px->resp_done = 1;
-}
-
-static void b_complete(gw_back_exch_t *x, void *ud)
-{
-    (void)x;
-    px_t *px = ud;
-    px->bx = NULL;
-    unpause(px);
-    if (px->closed || px->reset)
-        return;
-    if (!px->resp_done && px->s->ops->body(px->s, NULL, 0, 0, 1) < 0) {
-        do_reset(px, GW_CS_RESET_INTERNAL);
-        return;
+    gw_list_push_back(&ox->subs, &px->slink);
+    ox->nsubs = 1;
+    px->ox = ox;
+    if (key) {
+        ox->key = key;
+        ox->hash = fnv(key, strlen(key));
+        ox->indexed = 1;
+        gw_list_push_back(&p->inflight, &ox->klink);
     }
-    response_done(px);
 }
 
-static void b_error(gw_back_exch_t *x, void *ud, int code)
+/* A follower leaves the shared exchange and fetches on its own (not coalescible again). */
+static void detach(px_t *px)
 {
-    (void)x;
-    px_t *px = ud;
-    px->bx = NULL;
-    fail(px, code);
+    sub_remove(px);
+    px->follower = 0;
+    dispatch(px, NULL);
 }
 
-static const gw_back_cbs_t back_cbs = {b_interim, b_head, b_body, b_trailers, b_complete, b_error};
+/* ---- flow control --------------------------------------------------------------------------- */
 
-/* ---- stall sweep ---------------------------------------------------------------------------- */
+static void on_sweep(uv_timer_t *t);
+
+static void ox_pause(ox_t *ox)
+{
+    gw_proxy_t *p = ox->p;
+    if (ox->paused || !ox->bx)
+        return;
+    ox->paused = 1;
+    ox->paused_since = uv_now(p->loop);
+    gw_list_push_back(&p->paused, &ox->plink);
+    gw_back_pause_reading(ox->bx);
+    if (p->sweep_open && !uv_is_active((uv_handle_t *)&p->sweep)) {
+        uint64_t every = p->cfg->timeouts.body_ms / 4;
+        uv_timer_start(&p->sweep, on_sweep, every ? every : 1, every ? every : 1);
+    }
+}
+
+/* After body bytes went out: pause the origin when every subscriber holds the bound; a
+ * follower more than the bound behind the fastest is detached to fetch on its own. */
+static void check_pressure(ox_t *ox)
+{
+    size_t bound = ox->p->cfg->limits.body_buffer;
+    size_t min = SIZE_MAX;
+    gw_list_foreach(it, &ox->subs)
+    {
+        px_t *px = GW_CONTAINER_OF(it, px_t, slink);
+        size_t pend = px->s->ops->pending(px->s);
+        if (pend < min)
+            min = pend;
+    }
+    if (ox->nsubs > 1 && min < bound) {
+        gw_list_foreach_safe(it, tmp, &ox->subs)
+        {
+            px_t *px = GW_CONTAINER_OF(it, px_t, slink);
+            if (ox->nsubs > 1 && px->s->ops->pending(px->s) > min + bound) {
+                ox->p->stats.detached++;
+                GW_LOG_DEBUG("coalesce_detach", "peer=%s path=%s delivered=%llu", px->s->peer,
+                             px->path, (unsigned long long)px->delivered);
+                px->skip = px->delivered;
+                px->delivered = 0;
+                detach(px); /* ox survives: others remain */
+            }
+        }
+    }
+    if (min >= bound)
+        ox_pause(ox);
+}
 
 /* A client that keeps its window shut holds at most the buffer bound, and only for
  * timeouts.body: then its stream is reset and the origin exchange dropped. */
@@ -499,23 +641,213 @@ static void on_sweep(uv_timer_t *t)
     uint64_t now = uv_now(p->loop);
     gw_list_foreach_safe(it, tmp, &p->paused)
     {
-        px_t *px = GW_CONTAINER_OF(it, px_t, plink);
-        if (now - px->paused_since < p->cfg->timeouts.body_ms)
+        ox_t *ox = GW_CONTAINER_OF(it, ox_t, plink);
+        if (now - ox->paused_since < p->cfg->timeouts.body_ms)
             continue;
-        GW_LOG_INFO("client_stalled", "peer=%s upstream=%s pending=%zu", px->s->peer,
-                    px->route->upstream_name, px->s->ops->pending(px->s));
-        p->stats.stalled++;
-        unpause(px);
-        if (px->bx) {
-            gw_back_exch_t *bx = px->bx;
-            px->bx = NULL;
+        ox_unpause(ox);
+        gw_list_foreach_safe(s_it, s_tmp, &ox->subs)
+        {
+            px_t *px = GW_CONTAINER_OF(s_it, px_t, slink);
+            GW_LOG_INFO("client_stalled", "peer=%s upstream=%s pending=%zu", px->s->peer,
+                        px->route->upstream_name, px->s->ops->pending(px->s));
+            p->stats.stalled++;
+            do_reset(px, GW_CS_RESET_CANCEL);
+        }
+        /* the streams leave when the front closes them; the origin read stops now */
+        if (ox->bx) {
+            gw_back_exch_t *bx = ox->bx;
+            ox->bx = NULL;
             gw_back_cancel(bx);
         }
-        do_reset(px, GW_CS_RESET_CANCEL);
+        unindex(ox);
     }
     if (gw_list_empty(&p->paused))
         uv_timer_stop(&p->sweep);
 }
+
+/* ---- back callbacks ---------------------------------------------------------------------- */
+
+#define FOREACH_SUB(ox, px)                                                                       \
+    for (gw_list_t *it_ = (ox)->subs.next, *nx_ = it_->next; it_ != &(ox)->subs;                   \
+         it_ = nx_, nx_ = it_->next)                                                               \
+        for (px_t *px = GW_CONTAINER_OF(it_, px_t, slink); px; px = NULL)
+
+static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
+{
+    (void)x;
+    ox_t *ox = ud;
+    /* 100 Continue answers our own request body handling; 103 Early Hints goes to the
+     * client (RFC 8297) */
+    if (h->status != 103)
+        return;
+    gw_field_t f[MAX_RESP_FIELDS];
+    char lower[8192];
+    int64_t cl;
+    size_t n = resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 0);
+    FOREACH_SUB(ox, px)
+    {
+        if (!px->closed && !px->resp_started && px->s->ops->interim(px->s, 103, f, n) < 0)
+            do_reset(px, GW_CS_RESET_INTERNAL);
+    }
+}
+
+static int contains_nocase(gw_slice_t v, const char *lit)
+{
+    size_t n = strlen(lit);
+    for (size_t j = 0; j + n <= v.len; j++)
+        if (gw_slice_eq_nocase((gw_slice_t){v.base + j, n}, (gw_slice_t){(const uint8_t *)lit, n}))
+            return 1;
+    return 0;
+}
+
+/* RFC 9111 §4 / §5.2.2: whether one response may answer every waiting request. */
+static int shareable(const gw_cfg_route_t *r, const gw_back_head_t *h)
+{
+    for (size_t i = 0; i < h->fields_len; i++) {
+        const gw_field_t *f = &h->fields[i];
+        if (name_is(f->name, "set-cookie"))
+            return 0;
+        if (name_is(f->name, "cache-control") &&
+            (contains_nocase(f->value, "private") || contains_nocase(f->value, "no-store")))
+            return 0;
+        if (name_is(f->name, "vary")) {
+            /* a Vary on a header outside the key: the followers may differ in it */
+            const uint8_t *p = f->value.base, *e = p + f->value.len;
+            while (p < e) {
+                while (p < e && (*p == ' ' || *p == ','))
+                    p++;
+                const uint8_t *t = p;
+                while (p < e && *p != ',' && *p != ' ')
+                    p++;
+                if (p == t)
+                    continue;
+                gw_slice_t tok = {t, (size_t)(p - t)};
+                int in_key = 0;
+                for (size_t k = 0; k < r->coalesce_headers_len; k++)
+                    if (gw_slice_eq_nocase(tok, gw_slice_str(r->coalesce_headers[k])))
+                        in_key = 1;
+                if (!in_key)
+                    return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
+{
+    (void)x;
+    ox_t *ox = ud;
+    unindex(ox); /* from now on a new request gets an exchange of its own */
+    if (ox->nsubs > 1 && !shareable(ox->route, h)) {
+        /* the followers go to the origin on their own; the first subscriber keeps this one */
+        px_t *keep = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
+        FOREACH_SUB(ox, px)
+        {
+            if (px != keep) {
+                ox->p->stats.not_shared++;
+                detach(px);
+            }
+        }
+    }
+    gw_field_t f[MAX_RESP_FIELDS];
+    char lower[16384];
+    int64_t cl;
+    size_t n = resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 1);
+    FOREACH_SUB(ox, px)
+    {
+        if (px->closed || px->reset)
+            continue;
+        if (px->skip || px->resp_started) {
+            /* a detached stream whose head went out: the new response must be the same one */
+            if ((unsigned)h->status != px->status || cl != px->resp_cl)
+                do_reset(px, GW_CS_RESET_INTERNAL); /* leaves when the front closes it */
+            continue;
+        }
+        /* RFC 9110 §6.4.1: no content after HEAD, 204 and 304 */
+        int no_body = px->s->head_only || h->status == 204 || h->status == 304 || cl == 0;
+        px->status = (unsigned)h->status;
+        px->resp_cl = cl;
+        px->resp_started = 1;
+        if (px->s->ops->respond(px->s, (unsigned)h->status, f, n, cl, no_body) < 0)
+            do_reset(px, GW_CS_RESET_INTERNAL);
+        else if (no_body)
+            px->resp_done = 1; /* response_done() at on_complete, when the origin is done */
+    }
+}
+
+static void b_body(gw_back_exch_t *x, void *ud, gw_rslice_t b)
+{
+    (void)x;
+    ox_t *ox = ud;
+    FOREACH_SUB(ox, px)
+    {
+        if (px->closed || px->resp_done || px->reset)
+            continue;
+        size_t off = b.off, len = b.len;
+        if (px->skip) {
+            size_t k = px->skip < len ? (size_t)px->skip : len;
+            px->skip -= k, off += k, len -= k;
+            if (!len)
+                continue;
+        }
+        px->delivered += len;
+        if (px->s->ops->body(px->s, b.buf, off, len, 0) < 0)
+            do_reset(px, GW_CS_RESET_INTERNAL);
+    }
+    if (ox->nsubs)
+        check_pressure(ox);
+}
+
+static void b_trailers(gw_back_exch_t *x, void *ud, const gw_back_field_t *tf, size_t tn)
+{
+    (void)x;
+    ox_t *ox = ud;
+    gw_field_t f[MAX_RESP_FIELDS];
+    char lower[8192];
+    int64_t cl;
+    size_t n = resp_fields(ox->route, tf, tn, f, lower, sizeof(lower), &cl, 0);
+    FOREACH_SUB(ox, px)
+    {
+        if (px->closed || px->resp_done || px->reset)
+            continue;
+        if (px->s->ops->trailers(px->s, f, n) < 0)
+            do_reset(px, GW_CS_RESET_INTERNAL);
+        else
+            px->resp_done = 1;
+    }
+}
+
+static void b_complete(gw_back_exch_t *x, void *ud)
+{
+    (void)x;
+    ox_t *ox = ud;
+    ox->bx = NULL;
+    FOREACH_SUB(ox, px)
+    {
+        if (px->closed || px->reset)
+            continue;
+        if (!px->resp_done && px->s->ops->body(px->s, NULL, 0, 0, 1) < 0)
+            do_reset(px, GW_CS_RESET_INTERNAL);
+        else
+            response_done(px);
+    }
+    ox_end(ox);
+}
+
+static void b_error(gw_back_exch_t *x, void *ud, int code)
+{
+    (void)x;
+    ox_t *ox = ud;
+    ox->bx = NULL;
+    FOREACH_SUB(ox, px)
+    {
+        fail(px, code);
+    }
+    ox_end(ox);
+}
+
+static const gw_back_cbs_t back_cbs = {b_interim, b_head, b_body, b_trailers, b_complete, b_error};
 
 /* ---- front entry points ---------------------------------------------------------------------- */
 
@@ -536,39 +868,31 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     px->p = p;
     px->s = s;
     px->route = r;
+    px->head = *h;
     px->req_cl = h->content_length;
+    px->resp_cl = -1;
     px->req_done = h->end_stream != 0;
     px->proto = h->proto;
     px->started_ms = uv_now(p->loop);
     snprintf(px->method, sizeof(px->method), "%.*s", (int)h->method.len, h->method.base);
     snprintf(px->path, sizeof(px->path), "%.*s", (int)h->path.len, h->path.base);
-    gw_list_init(&px->plink);
+    gw_list_init(&px->slink);
     s->proxy_data = px;
 
-    xlate_t x = {0};
-    gw_back_req_t req;
-    int rv = translate(px, h, &x, &req);
-    if (rv == 0) {
-        if (!p->back)
-            rv = GW_E_CLOSED;
-        else
-            rv = gw_back_request(p->back, r->upstream, &req, &back_cbs, px, &px->bx);
-        if (rv == 0)
-            p->stats.origin_requests++;
+    char *key = coalesce_key(r, h);
+    if (key) {
+        ox_t *ox = find_inflight(p, key, fnv(key, strlen(key)));
+        if (ox) {
+            gw_free(key);
+            gw_list_push_back(&ox->subs, &px->slink);
+            ox->nsubs++;
+            px->ox = ox;
+            px->follower = 1;
+            p->stats.coalesced++;
+            return 0;
+        }
     }
-    gw_free(x.f);
-    gw_free(x.buf);
-    if (rv == GW_E_PARSE) {
-        GW_LOG_INFO("bad_request", "peer=%s proto=%s reason=\"host does not match :authority\"",
-                    s->peer, h->proto);
-        px->resp_started = 1;
-        do_reset(px, GW_CS_RESET_PROTOCOL);
-        return 0;
-    }
-    if (rv < 0) {
-        px->bx = NULL;
-        fail(px, rv == GW_E_INVAL ? GW_E_PARSE : rv);
-    }
+    dispatch(px, key);
     return 0;
 }
 
@@ -583,11 +907,29 @@ static void on_written(void *ud, int status)
     gw_free(w);
 }
 
+/* The request body only flows on the stream's own exchange (coalesced requests have none). */
+static gw_back_exch_t *own_bx(px_t *px)
+{
+    return px && px->ox && px->ox->owner == px ? px->ox->bx : NULL;
+}
+
+static void abort_own(px_t *px)
+{
+    ox_t *ox = px->ox;
+    if (ox && ox->bx) {
+        gw_back_exch_t *bx = ox->bx;
+        ox->bx = NULL;
+        gw_back_cancel(bx);
+    }
+    sub_remove(px);
+}
+
 void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t len)
 {
     (void)p;
     px_t *px = s->proxy_data;
-    if (!px || !px->bx || px->resp_done || px->reset || len == 0) {
+    gw_back_exch_t *bx = own_bx(px);
+    if (!bx || px->resp_done || px->reset || len == 0) {
         s->ops->credit(s, len); /* nobody wants these bytes: dropped */
         return;
     }
@@ -600,7 +942,7 @@ void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t l
         b->len = len;
         *w = (wctx_t){px, len};
         px->body_inflight += len;
-        rv = gw_back_write_body(px->bx, b, 0, len, on_written, w);
+        rv = gw_back_write_body(bx, b, 0, len, on_written, w);
         if (rv < 0)
             px->body_inflight -= len;
     }
@@ -610,13 +952,8 @@ void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t l
         s->ops->credit(s, len);
         /* more bytes than the announced Content-Length, or out of memory: never sent on as a
          * desynchronised request */
-        gw_back_exch_t *bx = px->bx;
-        px->bx = NULL;
-        gw_back_cancel(bx);
-        unpause(px);
-        if (px->resp_started)
-            do_reset(px, rv == GW_E_INVAL ? GW_CS_RESET_PROTOCOL : GW_CS_RESET_INTERNAL);
-        else if (rv == GW_E_INVAL)
+        abort_own(px);
+        if (rv == GW_E_INVAL)
             do_reset(px, GW_CS_RESET_PROTOCOL);
         else
             fail(px, rv);
@@ -630,24 +967,20 @@ void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *tr, siz
     if (!px || px->req_done)
         return;
     px->req_done = 1;
-    if (!px->bx || px->reset)
+    gw_back_exch_t *bx = own_bx(px);
+    if (!bx || px->reset)
         return;
     if (px->req_cl >= 0 && (uint64_t)px->req_cl != px->req_sent) {
         /* RFC 9113 §8.1.1: content-length disagrees with the DATA: malformed */
-        gw_back_exch_t *bx = px->bx;
-        px->bx = NULL;
-        gw_back_cancel(bx);
+        abort_own(px);
         do_reset(px, GW_CS_RESET_PROTOCOL);
         return;
     }
     if (px->req_cl == 0)
         return; /* no body was announced to the origin */
-    int rv = gw_back_end_body(px->bx, px->req_cl < 0 ? tr : NULL,
-                              px->req_cl < 0 ? n : 0);
+    int rv = gw_back_end_body(bx, px->req_cl < 0 ? tr : NULL, px->req_cl < 0 ? n : 0);
     if (rv < 0) {
-        gw_back_exch_t *bx = px->bx;
-        px->bx = NULL;
-        gw_back_cancel(bx);
+        abort_own(px);
         fail(px, rv == GW_E_INVAL ? GW_E_PARSE : rv);
     }
 }
@@ -655,10 +988,17 @@ void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *tr, siz
 void gw_proxy_writable(gw_proxy_t *p, gw_cstream_t *s)
 {
     px_t *px = s->proxy_data;
-    if (!px || !px->paused)
+    if (!px || !px->ox || !px->ox->paused)
         return;
-    if (s->ops->pending(s) < p->cfg->limits.body_buffer)
-        unpause(px);
+    ox_t *ox = px->ox;
+    gw_list_foreach(it, &ox->subs)
+    {
+        px_t *q = GW_CONTAINER_OF(it, px_t, slink);
+        if (q->s->ops->pending(q->s) < p->cfg->limits.body_buffer) {
+            ox_unpause(ox); /* someone can take more: the laggards are detached if need be */
+            return;
+        }
+    }
 }
 
 void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
@@ -670,12 +1010,9 @@ void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
     s->proxy_data = NULL;
     log_request(px);
     px->closed = 1;
-    unpause(px);
-    if (px->bx) {
-        gw_back_exch_t *bx = px->bx;
-        px->bx = NULL;
-        gw_back_cancel(bx); /* pending body writes report back here: px->closed stops them */
-    }
+    /* a leader cancelled by its client does not cancel the followers: the exchange goes on
+     * while anyone is subscribed */
+    sub_remove(px);
     GW_ASSERT(px->body_inflight == 0);
     gw_free(px);
 }

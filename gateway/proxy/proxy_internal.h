@@ -12,7 +12,8 @@ struct gw_proxy {
     gw_back_t *back;  /* NULL once closed */
     uv_timer_t sweep; /* stall checks of paused exchanges */
     int sweep_open;
-    gw_list_t paused; /* px_t waiting for their client to read */
+    gw_list_t paused;   /* ox_t waiting for their clients to read */
+    gw_list_t inflight; /* coalescible ox_t before their response head */
     gw_proxy_stats_t stats;
 };
 

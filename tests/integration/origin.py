@@ -23,6 +23,8 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /conn-close       200 with `Connection: close`, then close
     /http10           HTTP/1.0 200 without keep-alive
     /slow/N           200, N bytes sent in 10 pieces 100 ms apart
+    /private/N        200 with N bytes and Cache-Control: private
+    /cookie/N         200 with N bytes and a Set-Cookie
     /drop-once/KEY    the first request for KEY: close without a byte; later ones: 200 "ok"
 Anything else: 404.
 """
@@ -247,6 +249,11 @@ class ScriptedOrigin:
         elif kind == "http10":
             c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
             return False
+        elif kind in ("private", "cookie"):
+            body = pattern(arg)
+            extra = ("Cache-Control", "private") if kind == "private" else ("Set-Cookie", "id=1")
+            time.sleep(0.1)  # so that every identical request is waiting
+            send(200, [("Content-Length", str(len(body))), extra], body)
         elif kind == "drop-once":
             with self.lock:
                 first = path not in self._dropped

@@ -455,3 +455,88 @@ def test_slow_reader_keeps_memory_bounded_and_is_timed_out(gateway, nginx_origin
     assert sum(isinstance(x, h2.events.StreamReset) for x in evs) >= 100
     assert "event=client_stalled" in g.log()
     cl.close()
+
+
+# ---- coalescing ---------------------------------------------------------------------------------
+
+def many_gets(port, path, n, extra=()):
+    """n identical GETs on one HTTP/2 connection, sent in one flight; windows wide open.
+    Returns {stream_id: (status, body)}."""
+    cl = Client(port)
+    cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+    cl.c.increment_flow_control_window(1 << 30)
+    cl.flush()
+    sids = []
+    for _ in range(n):
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                                (":authority", "localhost"), *extra], end_stream=True)
+        sids.append(sid)
+    cl.flush()
+    out = {s: [None, bytearray(), False] for s in sids}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(v[2] for v in out.values()):
+        cl.s.settimeout(5)
+        data = cl.s.recv(1 << 20)
+        if not data:
+            break
+        for e in cl.c.receive_data(data):
+            if isinstance(e, h2.events.ResponseReceived):
+                out[e.stream_id][0] = dict(e.headers)[":status"]
+            elif isinstance(e, h2.events.DataReceived):
+                out[e.stream_id][1] += e.data
+                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, (h2.events.StreamEnded, h2.events.StreamReset)):
+                out[e.stream_id][2] = True
+        cl.flush()
+    cl.close()
+    return {s: (v[0], bytes(v[1])) for s, v in out.items()}
+
+
+def origin_count(o, target):
+    return len([q for q in o.requests if q.target == target])
+
+
+def test_coalescing_100_identical_gets_make_one_origin_request(gwo):
+    want = pattern(1 << 20)
+    got = many_gets(gwo.port, "/bytes/1048576", 100)
+    assert all(v == ("200", want) for v in got.values()), {s: (v[0], len(v[1])) for s, v in got.items()}
+    assert origin_count(gwo.origin, "/bytes/1048576") == 1
+    assert gwo.log().count("coalesced=1") == 99
+
+
+def test_coalescing_off_sends_every_request(gateway, origin):
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra="coalesce: false"),
+            wait=[("127.0.0.1", port)])
+    want = pattern(1 << 20)
+    got = many_gets(port, "/bytes/1048576", 100)
+    assert all(v == ("200", want) for v in got.values())
+    assert origin_count(origin, "/bytes/1048576") == 100
+
+
+@pytest.mark.parametrize("path", ["/private/5000", "/cookie/5000"])
+def test_private_response_is_not_shared(gwo, path):
+    got = many_gets(gwo.port, path, 10)
+    assert all(v == ("200", pattern(5000)) for v in got.values())
+    assert origin_count(gwo.origin, path) == 10  # the followers went on their own
+
+
+def test_requests_with_cookies_are_not_coalesced(gwo):
+    got = many_gets(gwo.port, "/bytes/100", 10, extra=[("cookie", "s=1")])
+    assert all(v == ("200", pattern(100)) for v in got.values())
+    assert origin_count(gwo.origin, "/bytes/100") == 10
+
+
+def test_cancelled_leader_does_not_cancel_followers(gwo):
+    cl = Client(gwo.port)
+    cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
+    cl.c.increment_flow_control_window(1 << 24)
+    a = cl.request("/slow/20000")
+    b = cl.request("/slow/20000")
+    cl.c.reset_stream(a, error_code=8)
+    cl.flush()
+    evs = cl.events(ended(b), timeout=10)
+    assert response(evs, b)[:2] == ("200", pattern(20000))
+    assert origin_count(gwo.origin, "/slow/20000") == 1
+    cl.close()
