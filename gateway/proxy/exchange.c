@@ -457,10 +457,13 @@ static void sub_remove(px_t *px)
 static void ox_end(ox_t *ox)
 {
     ox->bx = NULL;
-    while (!gw_list_empty(&ox->subs)) {
-        px_t *px = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
-        sub_remove(px); /* frees ox with the last one */
+    size_t n = ox->nsubs;
+    if (n == 0) {
+        ox_free(ox);
+        return;
     }
+    for (size_t i = 0; i < n; i++) /* the last removal frees ox: do not look at it after */
+        sub_remove(GW_CONTAINER_OF(ox->subs.next, px_t, slink));
 }
 
 /* ---- ending one stream ----------------------------------------------------------------------- */
