@@ -106,9 +106,15 @@ static int fail(gw_h1_parser_t *p, int code, unsigned status, const char *reason
     return -1;
 }
 
+/* Where field bytes go: the head's arena, or the trailers' once the last chunk was seen. */
+static gw_bytes_t *cur_arena(gw_h1_parser_t *p)
+{
+    return p->trailing ? &p->tarena : &p->arena;
+}
+
 static int arena_add(gw_h1_parser_t *p, const char *at, size_t len)
 {
-    int rv = gw_bytes_append(p->trailing ? &p->tarena : &p->arena, at, len);
+    int rv = gw_bytes_append(cur_arena(p), at, len);
     if (rv == GW_E_LIMIT)
         return fail(p, GW_E_LIMIT, 431, "message head too large");
     if (rv < 0)
@@ -135,7 +141,6 @@ static int on_url(http_parser *hp, const char *at, size_t len)
 static int on_header_field(http_parser *hp, const char *at, size_t len)
 {
     gw_h1_parser_t *p = of(hp);
-    gw_bytes_t *a = p->trailing ? &p->tarena : &p->arena;
     if (p->offs_len == p->trailer_first || p->last_was_value) {
         if (p->offs_len - p->trailer_first == p->limits.max_fields)
             return fail(p, GW_E_LIMIT, 431, "too many header fields");
@@ -147,7 +152,7 @@ static int on_header_field(http_parser *hp, const char *at, size_t len)
             p->offs = n;
             p->offs_cap = ncap;
         }
-        p->offs[p->offs_len++] = (field_off_t){a->len, 0, 0, 0};
+        p->offs[p->offs_len++] = (field_off_t){cur_arena(p)->len, 0, 0, 0};
         p->last_was_value = 0;
     }
     p->offs[p->offs_len - 1].nlen += len;
@@ -159,7 +164,7 @@ static int on_header_value(http_parser *hp, const char *at, size_t len)
     gw_h1_parser_t *p = of(hp);
     field_off_t *f = &p->offs[p->offs_len - 1];
     if (!p->last_was_value) {
-        f->voff = (p->trailing ? &p->tarena : &p->arena)->len;
+        f->voff = cur_arena(p)->len;
         p->last_was_value = 1;
     }
     f->vlen += len;
