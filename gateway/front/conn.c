@@ -956,6 +956,9 @@ static void h2_pump(conn_t *c)
         conn_close(c, "h2_send_failed");
         return;
     }
+    /* streams the send just closed give their slot back now, before the peer's next
+     * HEADERS can be read (else a fast client sees REFUSED_STREAM at the limit) */
+    h2_tell_gone(c);
     if (gw_h2_session_active_streams(c->h2))
         c->last_active_ms = gw_now_ms();
     if (gw_h2_session_should_close(c->h2) ||
@@ -973,6 +976,7 @@ static void h2_pump(conn_t *c)
 
 static void process_h2(conn_t *c)
 {
+    h2_tell_gone(c);
     if (c->in.len) {
         ssize_t n = gw_h2_session_recv(c->h2, c->in.base, c->in.len, gw_now_ms());
         c->last_active_ms = gw_now_ms();
