@@ -65,6 +65,7 @@ typedef struct {
     uint64_t last_active_ms; /* HTTP/2: last time a stream was open or a frame arrived */
     gw_list_t h2_streams;    /* h2s_t of the streams the proxy knows, freed with the conn */
     gw_list_t h2_gone;       /* h2s_t closed by the session, told to the proxy when kicked */
+    unsigned h2_rst_after;   /* streams with rst_after set */
     gw_list_t dirty_link;    /* in w->dirty while deferred work is due */
     int dirty;
     /* current HTTP/1.1 request */
@@ -91,6 +92,7 @@ typedef struct {
     conn_t *c;
     uint32_t sid;
     int gone;       /* closed by the session: ops are no-ops until the proxy is told */
+    int rst_after;  /* RST_STREAM(NO_ERROR) once the response is framed (early response) */
     gw_list_t link; /* in c->h2_streams, then c->h2_gone */
 } h2s_t;
 
@@ -757,7 +759,16 @@ static void h2s_reset(gw_cstream_t *s, gw_cs_reset_t code)
     h2s_t *x = (h2s_t *)s;
     if (x->gone)
         return;
-    gw_h2_session_submit_rst(x->c->h2, x->sid, (uint32_t)code); /* on_close: deferred */
+    if (code == GW_CS_RESET_NO_ERROR) {
+        /* the response is complete but may still be queued: a reset now would drop it
+         * (RFC 9113 §8.1 wants the whole response, then the reset) */
+        if (!x->rst_after) {
+            x->rst_after = 1;
+            x->c->h2_rst_after++;
+        }
+    } else {
+        gw_h2_session_submit_rst(x->c->h2, x->sid, (uint32_t)code); /* on_close: deferred */
+    }
     kick(x->c);
 }
 
@@ -864,6 +875,10 @@ static void h2_on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
     if (x && !x->gone) {
         x->gone = 1;
+        if (x->rst_after) {
+            x->rst_after = 0;
+            c->h2_rst_after--;
+        }
         gw_list_remove(&x->link);
         gw_list_push_back(&c->h2_gone, &x->link);
         kick(c);
@@ -932,6 +947,25 @@ static void h2_pump(conn_t *c)
      * queue; after_write kicks when it drains */
     ssize_t n = c->queued < c->w->srv->cfg->limits.write_buffer ? gw_h2_session_send(c->h2, &c->oq)
                                                                  : 0;
+    if (n >= 0 && c->h2_rst_after) {
+        /* early responses whose last DATA is framed: now the RST_STREAM(NO_ERROR) */
+        int any = 0;
+        gw_list_foreach_safe(it, tmp, &c->h2_streams) /* the reset moves x to h2_gone */
+        {
+            h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+            if (x->rst_after &&
+                gw_h2_session_stream_state(c->h2, x->sid) == GW_H2_SS_HALF_CLOSED_LOCAL) {
+                x->rst_after = 0;
+                c->h2_rst_after--;
+                gw_h2_session_submit_rst(c->h2, x->sid, GW_H2_NO_ERROR);
+                any = 1;
+            }
+        }
+        if (any) {
+            ssize_t m = gw_h2_session_send(c->h2, &c->oq);
+            n = m < 0 ? m : n + m;
+        }
+    }
     int rv = 0;
     if (c->tls) {
         /* TLS encrypts into its own buffer anyway: feed it the iovecs in order */

@@ -25,6 +25,8 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /slow/N           200, N bytes sent in 10 pieces 100 ms apart
     /private/N        200 with N bytes and Cache-Control: private
     /cookie/N         200 with N bytes and a Set-Cookie
+    /reject/N         status N at once after the head, the request body left unread; then close
+    /stall-read       read the head, then never read again (the uploader fills the socket)
     /drop-once/KEY    the first request for KEY: close without a byte; later ones: 200 "ok"
 Anything else: 404.
 """
@@ -158,6 +160,19 @@ class ScriptedOrigin:
                     headers.append((k, v.strip()))
                 if {k.lower(): v for k, v in headers}.get("expect", "").lower() == "100-continue":
                     c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                early = target.split("?")[0]
+                if early.startswith("/reject/") or early == "/stall-read":
+                    req = Request(method, target, version, headers, b"")
+                    with self.lock:
+                        self.requests.append(req)
+                    if early == "/stall-read":
+                        while not self._stop:
+                            time.sleep(0.05)
+                        return
+                    st = int(early.split("/")[2])
+                    c.sendall(f"HTTP/1.1 {st} Early\r\nContent-Length: 6\r\nConnection: close\r\n\r\nearly\n".encode())
+                    time.sleep(0.5)  # let the gateway read it before the close
+                    return
                 body, buf = self._read_body(c, headers, buf)
                 req = Request(method, target, version, headers, body)
                 with self.lock:

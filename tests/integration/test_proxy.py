@@ -540,3 +540,92 @@ def test_cancelled_leader_does_not_cancel_followers(gwo):
     assert response(evs, b)[:2] == ("200", pattern(20000))
     assert origin_count(gwo.origin, "/slow/20000") == 1
     cl.close()
+
+
+# ---- early responses, bad request bodies, slow origins ------------------------------------------
+
+def test_early_response_is_relayed_then_stream_reset_no_error(gwo):
+    cl = Client(gwo.port)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "POST"), (":path", "/reject/413"), (":scheme", "http"),
+                            (":authority", "x"), ("content-length", "100000")])
+    cl.c.send_data(sid, b"x" * 1000)
+    cl.flush()
+    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
+    status, body, done = response(evs, sid)
+    assert (status, body, done) == ("413", b"early\n", True)  # relayed whole, at once
+    rst = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    assert rst and rst[0].error_code == 0  # NO_ERROR: stop sending (RFC 9113 §8.1)
+    # the origin connection was not reused for the next request
+    sid2 = cl.request("/bytes/5")
+    assert response(cl.events(ended(sid2)), sid2)[:2] == ("200", pattern(5))
+    assert gwo.origin.connections == 2
+    cl.close()
+
+
+def test_h1_early_response_closes_the_client_connection(gwo):
+    out = raw(gwo.port, b"POST /reject/401 HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + b"x" * 100)
+    assert out.startswith(b"HTTP/1.1 401") and out.endswith(b"early\n")
+
+
+def test_content_length_disagreeing_with_data_resets_and_origin_never_gets_it(gwo):
+    cl = Client(gwo.port, validate=False)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "POST"), (":path", "/echo"), (":scheme", "http"),
+                            (":authority", "x"), ("content-length", "10")])
+    cl.c.send_data(sid, b"12345", end_stream=True)
+    cl.flush()
+    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
+    rst = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    assert rst and rst[0].error_code == 1  # PROTOCOL_ERROR (RFC 9113 §8.1.1)
+    time.sleep(0.3)
+    assert [q for q in gwo.origin.requests if q.target == "/echo"] == []  # never a complete request
+    sid2 = cl.request("/echo")
+    status, body, _ = response(cl.events(ended(sid2)), sid2)
+    assert status == "200" and echo(body)["body_len"] == 0
+    cl.close()
+
+
+def test_slow_origin_upload_keeps_memory_bounded(gateway, origin, h2gate_bin):
+    if "san" in os.path.basename(os.path.dirname(os.path.dirname(h2gate_bin))):
+        pytest.skip("sanitizer builds keep freed memory in quarantine: RSS says nothing")
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], "max_connections: 100",
+                          extra="h2: {max_concurrent_streams: 200}\n"), wait=[("127.0.0.1", port)])
+    before = rss_kib(g.proc.pid)
+    cl = Client(port)
+    sids = []
+    for _ in range(100):
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "POST"), (":path", "/stall-read"), (":scheme", "http"),
+                                (":authority", "x"), ("content-length", str(100 << 20))])
+        sids.append(sid)
+    cl.flush()
+    chunk = b"u" * 16384
+    sent = 0
+    deadline = time.monotonic() + 4
+    cl.s.setblocking(False)
+    while time.monotonic() < deadline:
+        progressed = False
+        for sid in sids:
+            w = min(cl.c.local_flow_control_window(sid), len(chunk))
+            if w > 0:
+                cl.c.send_data(sid, chunk[:w])
+                sent += w
+                progressed = True
+        try:
+            cl.s.sendall(cl.c.data_to_send())
+            data = cl.s.recv(65536)
+            if data:
+                cl.c.receive_data(data)
+        except BlockingIOError:
+            pass
+        if not progressed:
+            time.sleep(0.05)
+    grown = rss_kib(g.proc.pid) - before
+    # what the gateway accepted is bounded by the windows it grants: it grants only what it
+    # wrote to the (stalled) origin sockets
+    assert sent < 100 * (256 << 10) + (8 << 20), sent
+    assert grown < 100 * 64 + 24 * 1024, f"RSS grew {grown} KiB after {sent} bytes sent"
+    cl.s.setblocking(True)
+    cl.close()
