@@ -502,6 +502,9 @@ def test_coalescing_100_identical_gets_make_one_origin_request(gwo):
     got = many_gets(gwo.port, "/bytes/1048576", 100)
     assert all(v == ("200", want) for v in got.values()), {s: (v[0], len(v[1])) for s, v in got.items()}
     assert origin_count(gwo.origin, "/bytes/1048576") == 1
+    deadline = time.monotonic() + 5  # request lines are written when the streams close
+    while gwo.log().count("coalesced=1") < 99 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert gwo.log().count("coalesced=1") == 99
 
 
