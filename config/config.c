@@ -870,7 +870,7 @@ static int upstreams_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t
     u->balance = GW_BALANCE_ROUND_ROBIN;
     u->tls_verify = 1;
     u->max_connections = 64;
-    u->max_idle = 32;
+    u->max_idle = UINT32_MAX; /* unset: min(32, max_connections) below */
     u->idle_timeout_ms = 60000;
     u->max_requests_per_connection = 10000;
     u->connect_timeout_ms = 5000;
@@ -910,6 +910,8 @@ static int upstreams_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t
     } else {
         load_server(ld, u, sv);
     }
+    if (u->max_idle == UINT32_MAX)
+        u->max_idle = u->max_connections < 32 ? u->max_connections : 32;
     if (u->max_idle > u->max_connections)
         err_at(ld, v, "'max_idle' (%u) exceeds 'max_connections' (%u) in upstream '%s'",
                u->max_idle, u->max_connections, key);

@@ -33,9 +33,9 @@
  *   before any request body byte was written (connect refused or timed out, reset or EOF before
  *   the response) is retried up to cfg->retries times, on another server when one is eligible,
  *   else on another connection of the same server. A response-head timeout is not retried.
- * - Request heads are serialized and responses parsed by back/resp.c, a strict sans-IO seam
- *   (h1/ has no response parser or request serializer yet); it moves to h1/ without changing
- *   this interface.
+ * - Request heads are serialized and responses parsed by the client side of the sans-IO h1
+ *   codec (h1/client.h, on http-parser), strictly: a response that could desynchronise the
+ *   connection (h1/parser.h lists the cases) is GW_E_PARSE and never forwarded.
  * - A server given as NAME:PORT is resolved (uv_getaddrinfo, first address) at every dial,
  *   within the connect timeout; a name that does not resolve fails like a refused connect
  *   (GW_E_IO). TLS origins (`tls: true`) are not implemented: gw_back_new() refuses such a config
@@ -56,11 +56,9 @@
 typedef struct gw_back gw_back_t;
 typedef struct gw_back_exch gw_back_exch_t;
 
-/* One header field. Both slices point into memory owned by whoever hands the field out. */
-typedef struct {
-    gw_slice_t name;
-    gw_slice_t value;
-} gw_back_field_t;
+/* One header field {name, value}: the common gw_field_t. Both slices point into memory owned
+ * by whoever hands the field out. */
+typedef gw_field_t gw_back_field_t;
 
 /* An origin request. Everything is copied by gw_back_request(): the caller's memory may go
  * away when it returns. */

@@ -2,9 +2,8 @@
  *
  * upstream.c: server selection (weighted round-robin, least-connections, hash ring) and
  *             passive health. Pure logic over gw_back_upstream_t, no IO.
- * resp.c:     the response-parsing seam (status line, fields, body framing, chunked decoding),
- *             sans-IO; to be replaced by h1/parser.h once that lands (same events).
- * conn.c:     one origin connection: dial with timeout, write, read, timers, idle detection.
+ * conn.c:     one origin connection: dial with timeout, write, read, timers, idle detection;
+ *             its bytes are framed and parsed by the sans-IO h1 client codec (h1/client.h).
  * pool.c:     gw_back_t, exchanges, per-upstream queue, dispatch, retries, public API.
  */
 #ifndef GW_BACK_INTERNAL_H
@@ -15,58 +14,15 @@
 #include "common/buf.h"
 #include "common/list.h"
 #include "common/pool.h"
+#include "h1/client.h"
 
 typedef struct gw_back_upstream gw_back_upstream_t;
 typedef struct gw_back_server gw_back_server_t;
 typedef struct gw_back_conn gw_back_conn_t;
 
-/* ---- response parser seam (resp.c) -------------------------------------------------------- */
-
-typedef enum {
-    GW_BACK_RESP_HEAD = 0,   /* collecting the status line and fields */
-    GW_BACK_RESP_BODY_CL,    /* Content-Length body */
-    GW_BACK_RESP_BODY_CLOSE, /* close-delimited body */
-    GW_BACK_RESP_CHUNK_SIZE, /* chunk-size line (with extensions) */
-    GW_BACK_RESP_CHUNK_DATA,
-    GW_BACK_RESP_CHUNK_CRLF, /* CRLF after chunk data */
-    GW_BACK_RESP_TRAILERS,   /* trailer section after the last chunk */
-    GW_BACK_RESP_DONE,
-} gw_back_resp_state_t;
-const char *gw_back_resp_state_str(gw_back_resp_state_t s);
-
-/* Events of gw_back__resp_feed(). */
-typedef struct {
-    void (*on_head)(void *data, const gw_back_head_t *head); /* final or interim (1xx) */
-    void (*on_body)(void *data, size_t off, size_t len);     /* bytes at buf->data[off..] */
-    void (*on_trailers)(void *data, const gw_back_field_t *f, size_t n);
-    void (*on_complete)(void *data);
-} gw_back_resp_cbs_t;
-
-typedef struct {
-    gw_back_resp_state_t state;
-    int head_only;  /* response to HEAD: no body whatever the fields say */
-    int keep_alive; /* decided by the final head (RFC 9112 §9.3) */
-    int status;
-    uint64_t remaining; /* CL bytes or chunk bytes left */
-    gw_bytes_t line;    /* head or trailer bytes being collected (bounded) */
-    gw_back_field_t *fields;
-    size_t fields_cap;
-    int stop; /* set by the owner from a callback: return from feed at once */
-} gw_back_resp_t;
-
-void gw_back__resp_init(gw_back_resp_t *p, int head_only);
-void gw_back__resp_free(gw_back_resp_t *p);
-/* Feed bytes at buf[off..off+len). Events reference the same buffer. Returns bytes consumed
- * (less than len only when the message completed or p->stop was set), or GW_E_PARSE /
- * GW_E_NOMEM. eof: the connection ended after these bytes (completes a close-delimited body;
- * anywhere else it is GW_E_IO). */
-ssize_t gw_back__resp_feed(gw_back_resp_t *p, const uint8_t *buf, size_t off, size_t len,
-                           const gw_back_resp_cbs_t *cbs, void *data);
-int gw_back__resp_eof(gw_back_resp_t *p, const gw_back_resp_cbs_t *cbs, void *data);
-
-/* Request head serializer seam: appends the request line, Host, fields and the framing field
- * (Content-Length or Transfer-Encoding: chunked) to out. 0, GW_E_INVAL, GW_E_NOMEM. */
-int gw_back__req_head(gw_bytes_t *out, const gw_back_req_t *req);
+/* Fields of a response head or trailer section: a field line takes at least 4 bytes, so the
+ * head size (GW_BACK_MAX_HEAD) stays the bound that matters, as it always was. */
+#define GW_BACK_MAX_FIELDS (GW_BACK_MAX_HEAD / 4)
 
 /* ---- upstreams and servers ------------------------------------------------------------------ */
 
@@ -197,7 +153,7 @@ struct gw_back_conn {
     size_t writing;     /* bytes of the write in flight */
     uint64_t head_left; /* head bytes of the current exchange not yet written */
     gw_rbuf_t *in;      /* current read buffer */
-    gw_back_resp_t resp;
+    gw_h1_client_t *h1; /* response parser, reused across the connection's exchanges */
     uint64_t idle_since;
     int dial_err; /* a connect that failed before libuv took it */
     int msg_done; /* the parser completed a response during this feed */

@@ -56,7 +56,7 @@ static void conn_unref(gw_back_conn_t *c)
         return;
     gw_iovq_free(&c->out);
     gw_rbuf_unref(c->in);
-    gw_back__resp_free(&c->resp);
+    gw_h1_client_del(c->h1);
     gw_free(c);
 }
 
@@ -249,16 +249,19 @@ void gw_back__conn_update_reading(gw_back_conn_t *c)
     }
 }
 
-/* Parser events; data is the connection. */
+/* Codec events; user_data is the connection. A non-zero return stops the codec at once: the
+ * exchange is gone (cancelled from a callback, which closed the connection) or the health
+ * check is over. */
 
-static void p_head(void *data, const gw_back_head_t *h)
+static int p_head(void *data, const gw_h1_msg_t *m)
 {
     gw_back_conn_t *c = data;
+    gw_back_head_t h = {(int)m->status, (int)m->version_minor, m->fields, m->fields_len};
     if (c->flags & GW_BACK_CONN_F_HEALTH) {
-        if (h->status >= 200) {
+        if (h.status >= 200) {
             gw_back_server_t *s = c->server;
             unsigned want = s->up->cfg->health_status ? s->up->cfg->health_status : 200;
-            if ((unsigned)h->status == want) {
+            if ((unsigned)h.status == want) {
                 if (s->ejected_until)
                     GW_LOG_INFO("back_server_return", "upstream=%s server=%s reason=health",
                                 s->up->cfg->name, s->cfg->addr.text);
@@ -267,57 +270,57 @@ static void p_head(void *data, const gw_back_head_t *h)
             } else {
                 gw_back__server_fail(s, uv_now(loop_of(c)));
             }
-            c->resp.stop = 1;
             gw_back__conn_close(c);
+            return GW_E_CLOSED;
         }
-        return;
+        return 0;
     }
     gw_back_exch_t *x = c->exch;
-    if (h->status >= 200) {
+    if (h.status >= 200) {
         gw_back__server_ok(c->server);
         arm(c, ucfg(c)->read_timeout_ms);
     }
-    if (gw_back__deliver_head(x, h, h->status < 200))
-        c->resp.stop = 1;
-    else if (h->status >= 200)
+    if (gw_back__deliver_head(x, &h, h.status < 200))
+        return GW_E_CLOSED;
+    if (h.status >= 200)
         gw_back__conn_update_reading(c);
+    return 0;
 }
 
-static void p_body(void *data, size_t off, size_t len)
+static int p_body(void *data, size_t off, size_t len)
 {
     gw_back_conn_t *c = data;
-    if (!c->exch || len == 0)
-        return;
-    if (gw_back__deliver_body(c->exch, c->in, off, len))
-        c->resp.stop = 1;
+    if (!c->exch)
+        return 0;
+    return gw_back__deliver_body(c->exch, c->in, off, len) ? GW_E_CLOSED : 0;
 }
 
-static void p_trailers(void *data, const gw_back_field_t *f, size_t n)
+static int p_trailers(void *data, const gw_field_t *f, size_t n)
 {
     gw_back_conn_t *c = data;
-    if (c->exch && gw_back__deliver_trailers(c->exch, f, n))
-        c->resp.stop = 1;
+    return c->exch && gw_back__deliver_trailers(c->exch, f, n) ? GW_E_CLOSED : 0;
 }
 
-static void p_complete(void *data)
+static int p_complete(void *data)
 {
     gw_back_conn_t *c = data;
-    c->msg_done = 1; /* handled after feed returns, outside the parser */
-    c->resp.stop = 1;
+    c->msg_done = 1; /* handled after feed returns, outside the codec */
+    return 0;
 }
 
-static const gw_back_resp_cbs_t parser_cbs = {p_head, p_body, p_trailers, p_complete};
+static const gw_h1_client_cbs_t codec_cbs = {p_head, p_body, p_trailers, p_complete};
 
-/* The response ended; leftover: bytes after it in the same read. */
-static void complete(gw_back_conn_t *c, int leftover)
+/* The response ended; no_reuse: bytes followed it in the same read, or the origin closed. */
+static void complete(gw_back_conn_t *c, int no_reuse)
 {
     gw_back_exch_t *x = c->exch;
     unsigned maxr = ucfg(c)->max_requests_per_connection;
     int request_done = x->body_ended && x->body.bytes == 0 && c->out.bytes == 0 &&
                        !(c->flags & GW_BACK_CONN_F_WRITING);
-    int reuse = c->resp.keep_alive && !leftover && request_done && !(maxr && c->requests >= maxr);
-    GW_LOG_DEBUG("back_exch_done", "server=%s status=%d reuse=%d requests=%u",
-                 c->server->cfg->addr.text, c->resp.status, reuse, c->requests);
+    int reuse = gw_h1_client_keep_alive(c->h1) && !no_reuse && request_done &&
+                !(maxr && c->requests >= maxr);
+    GW_LOG_DEBUG("back_exch_done", "server=%s status=%u reuse=%d requests=%u",
+                 c->server->cfg->addr.text, gw_h1_client_status(c->h1), reuse, c->requests);
     detach(c);
     if (reuse)
         gw_back__conn_free_again(c);
@@ -341,7 +344,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread < 0) {
-        int rc = nread == UV_EOF ? gw_back__resp_eof(&c->resp, &parser_cbs, c) : GW_E_IO;
+        int rc = nread == UV_EOF ? gw_h1_client_eof(c->h1) : GW_E_IO;
         if (c->state == GW_BACK_CONN_CLOSING)
             return;
         if (rc == 0 && (c->flags & GW_BACK_CONN_F_HEALTH)) {
@@ -350,8 +353,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         }
         if (rc == 0 && c->msg_done) {
             c->msg_done = 0;
-            c->resp.keep_alive = 0;
-            complete(c, 0);
+            complete(c, 1); /* close-delimited body */
             return;
         }
         /* EOF or reset on a reused connection before any byte is the keep-alive race, not a
@@ -365,9 +367,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     c->flags |= GW_BACK_CONN_F_GOT_BYTE;
     if (c->exch && c->exch->head_seen && !(c->flags & GW_BACK_CONN_F_PAUSED))
         arm(c, ucfg(c)->read_timeout_ms);
-    c->resp.stop = 0;
     c->msg_done = 0;
-    ssize_t used = gw_back__resp_feed(&c->resp, c->in->data, off, (size_t)nread, &parser_cbs, c);
+    ssize_t used = gw_h1_client_feed(c->h1, c->in->data, off, (size_t)nread);
     if (c->state == GW_BACK_CONN_CLOSING) {
         c->msg_done = 0;
         return; /* cancelled from a callback, or a health check that finished */
@@ -429,7 +430,7 @@ static void on_connect(uv_connect_t *req, int status)
                          "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", u->health_path,
                          c->server->cfg->host ? c->server->cfg->host : c->server->cfg->addr.text);
         c->state = GW_BACK_CONN_ACTIVE;
-        gw_back__resp_init(&c->resp, 0);
+        gw_h1_client_start(c->h1, 0);
         if (n < 0 || (size_t)n >= sizeof(line) || gw_iovq_copy(&c->out, line, (size_t)n) < 0) {
             fail(c, GW_E_NOMEM, 0);
             return;
@@ -450,6 +451,13 @@ static gw_back_conn_t *conn_new(gw_back_server_t *s)
     gw_back_conn_t *c = gw_calloc(1, sizeof(*c));
     if (!c)
         return NULL;
+    /* Bounds a response head and a trailer section (past them: GW_E_PARSE). */
+    gw_h1_limits_t lim = {GW_BACK_MAX_HEAD, GW_BACK_MAX_FIELDS};
+    c->h1 = gw_h1_client_new(&lim, &codec_cbs, c);
+    if (!c->h1) {
+        gw_free(c);
+        return NULL;
+    }
     gw_list_init(&c->link);
     gw_iovq_init(&c->out);
     c->server = s;
@@ -563,7 +571,7 @@ void gw_back__conn_start(gw_back_conn_t *c, gw_back_exch_t *x)
     if (x->paused)
         c->flags |= GW_BACK_CONN_F_PAUSED;
     c->requests++;
-    gw_back__resp_init(&c->resp, head_only);
+    gw_h1_client_start(c->h1, head_only);
     c->dial_err = 0;
     if (gw_iovq_copy(&c->out, x->head.base, x->head.len) < 0) {
         /* Report from the timer: this may run inside gw_back_request(), which never calls

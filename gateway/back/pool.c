@@ -485,7 +485,9 @@ int gw_back_request(gw_back_t *b, size_t upstream, const gw_back_req_t *req,
     gw_iovq_init(&x->body);
     gw_bytes_init(&x->head, 0);
     x->up = &b->ups[upstream];
-    rc = gw_back__req_head(&x->head, req);
+    gw_h1_request_t h1req = {req->method, req->target,     req->host,
+                             req->fields, req->fields_len, req->body_len};
+    rc = gw_h1_request_head(&x->head, &h1req);
     if (rc < 0)
         goto fail;
     x->req = *req;
@@ -545,15 +547,14 @@ int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len
         /* RFC 9112 §7.1: chunk = chunk-size CRLF chunk-data CRLF; a zero-size chunk would be
          * the last-chunk, so empty writes send nothing. */
         if (x->req.body_len < 0) {
-            char sz[24];
-            int n = snprintf(sz, sizeof(sz), "%zx\r\n", len);
-            if ((rc = queue_body(x, sz, (size_t)n)) < 0)
+            uint8_t sz[GW_H1_CHUNK_HEAD_MAX];
+            if ((rc = queue_body(x, sz, gw_h1_chunk_head(sz, len))) < 0)
                 goto fail;
         }
         if ((rc = gw_iovq_ref(&x->body, buf, off, len)) < 0)
             goto fail;
         x->body_queued += len;
-        if (x->req.body_len < 0 && (rc = queue_body(x, "\r\n", 2)) < 0)
+        if (x->req.body_len < 0 && (rc = queue_body(x, GW_H1_CHUNK_END, GW_H1_CHUNK_END_LEN)) < 0)
             goto fail;
     }
     x->body_payload += len;
@@ -578,22 +579,13 @@ int gw_back_end_body(gw_back_exch_t *x, const gw_back_field_t *trailers, size_t 
         if (x->body_payload != (uint64_t)x->req.body_len || n)
             return GW_E_INVAL;
     } else {
-        /* RFC 9112 §7.1.2: last-chunk trailer-section CRLF */
-        if ((rc = queue_body(x, "0\r\n", 3)) < 0)
-            return rc;
-        for (size_t i = 0; i < n; i++) {
-            for (size_t k = 0; k < trailers[i].value.len; k++) {
-                uint8_t c = trailers[i].value.base[k];
-                if (c == 0 || c == '\r' || c == '\n')
-                    return GW_E_INVAL;
-            }
-            if ((rc = queue_body(x, trailers[i].name.base, trailers[i].name.len)) < 0 ||
-                (rc = queue_body(x, ": ", 2)) < 0 ||
-                (rc = queue_body(x, trailers[i].value.base, trailers[i].value.len)) < 0 ||
-                (rc = queue_body(x, "\r\n", 2)) < 0)
-                return rc;
-        }
-        if ((rc = queue_body(x, "\r\n", 2)) < 0)
+        gw_bytes_t end;
+        gw_bytes_init(&end, 0);
+        rc = gw_h1_last_chunk(&end, trailers, n);
+        if (rc == 0)
+            rc = queue_body(x, end.base, end.len);
+        gw_bytes_free(&end);
+        if (rc < 0)
             return rc;
     }
     x->body_ended = 1;

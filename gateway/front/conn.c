@@ -2,8 +2,10 @@
  * the HTTP/2 refusal) → TLS → write, with the connection's timeouts and write bound.
  *
  * HTTP/2 connections (ALPN h2, or the h2c preface on a cleartext listener) are driven through
- * the sans-IO session of h2/. The proxy layer is not in this build: every request, over either
- * protocol, is answered by the gateway itself with an honest 503 that says so. */
+ * the sans-IO session of h2/. Every request becomes a client stream (proxy/stream.h) handed to
+ * the worker's translator. What follows from the translator's calls (pumping HTTP/2 frames,
+ * the next pipelined request, telling the proxy a stream is gone) is deferred to the worker's
+ * kick handle, so that no op calls back into the proxy. */
 #include <string.h>
 
 #include "common/alloc.h"
@@ -62,6 +64,10 @@ typedef struct {
     gw_iovq_t oq;            /* frames from the HTTP/2 session */
     uint64_t last_active_ms; /* HTTP/2: last time a stream was open or a frame arrived */
     gw_list_t h2_streams;    /* h2s_t of the streams the proxy knows, freed with the conn */
+    gw_list_t h2_gone;       /* h2s_t closed by the session, told to the proxy when kicked */
+    unsigned h2_rst_after;   /* streams with rst_after set */
+    gw_list_t dirty_link;    /* in w->dirty while deferred work is due */
+    int dirty;
     /* current HTTP/1.1 request */
     gw_cstream_t h1s;      /* its client stream, handed to the proxy */
     gw_field_t *h1_fields; /* the request's fields in the common form */
@@ -70,8 +76,14 @@ typedef struct {
     int req_expect_100; /* answered without 100 Continue: close after the response */
     int resp_chunked;   /* response body framed as chunks */
     int resp_done;      /* the response has been handed over whole */
+    int h1_active;      /* c->h1s is known to the proxy */
+    int req_complete;   /* the parser has seen the whole current request */
+    int resp_started;   /* a final head was written */
+    uint64_t h1_inflight; /* request body bytes given to the proxy and not credited yet */
     unsigned requests;
     char peer[64];
+    char peer_ip[48];
+    struct sockaddr_storage addr;
 } conn_t;
 
 /* An HTTP/2 stream as a client stream. */
@@ -79,7 +91,9 @@ typedef struct {
     gw_cstream_t cs;
     conn_t *c;
     uint32_t sid;
-    gw_list_t link; /* in c->h2_streams */
+    int gone;       /* closed by the session: ops are no-ops until the proxy is told */
+    int rst_after;  /* RST_STREAM(NO_ERROR) once the response is framed (early response) */
+    gw_list_t link; /* in c->h2_streams, then c->h2_gone */
 } h2s_t;
 
 typedef struct {
@@ -93,6 +107,70 @@ static void conn_close(conn_t *c, const char *why);
 static void process(conn_t *c);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void h2_pump(conn_t *c);
+static int flush(conn_t *c);
+
+/* ---- deferred work ------------------------------------------------------------------------ */
+
+/* Ask for conn_deferred() on the next loop iteration. */
+static void kick(conn_t *c)
+{
+    if (c->dirty || (c->flags & GW_CONN_F_CLOSED))
+        return;
+    c->dirty = 1;
+    gw_list_push_back(&c->w->dirty, &c->dirty_link);
+    if (!uv_is_active((uv_handle_t *)&c->w->kick))
+        uv_idle_start(&c->w->kick, gw_front__on_kick);
+}
+
+static void h2_tell_gone(conn_t *c)
+{
+    while (!gw_list_empty(&c->h2_gone)) {
+        h2s_t *x = GW_CONTAINER_OF(c->h2_gone.next, h2s_t, link);
+        gw_list_remove(&x->link);
+        gw_proxy_stream_closed(c->w->proxy, &x->cs);
+        gw_h2_session_stream_release(c->h2, x->sid); /* nothing of ours runs for it any more */
+        gw_free(x);
+    }
+}
+
+static void conn_deferred(conn_t *c)
+{
+    if (c->flags & GW_CONN_F_CLOSED)
+        return;
+    if (c->state == CS_H2) {
+        h2_tell_gone(c);
+        h2_pump(c);
+    } else if (c->state == CS_H1) {
+        if (c->out.len && flush(c) < 0) {
+            conn_close(c, "write_error");
+            return;
+        }
+        process(c);
+    }
+}
+
+void gw_front__on_kick(uv_idle_t *h)
+{
+    gw_worker_t *w = GW_CONTAINER_OF(h, gw_worker_t, kick);
+    gw_list_t todo;
+    gw_list_init(&todo);
+    /* take the list: work done now may kick again for the next iteration */
+    while (!gw_list_empty(&w->dirty)) {
+        gw_list_t *it = w->dirty.next;
+        gw_list_remove(it);
+        gw_list_push_back(&todo, it);
+    }
+    while (!gw_list_empty(&todo)) {
+        conn_t *c = GW_CONTAINER_OF(todo.next, conn_t, dirty_link);
+        gw_list_remove(&c->dirty_link);
+        gw_list_init(&c->dirty_link);
+        c->dirty = 0;
+        conn_deferred(c);
+    }
+    if (gw_list_empty(&w->dirty))
+        uv_idle_stop(h);
+}
 
 /* ---- timers -------------------------------------------------------------------------------- */
 
@@ -130,10 +208,19 @@ static void after_write(conn_t *c, size_t len, int status)
         conn_close(c, "done");
         return;
     }
-    if ((c->flags & GW_CONN_F_READ_PAUSED) && c->queued < c->w->srv->cfg->limits.write_buffer) {
+    size_t bound = c->w->srv->cfg->limits.write_buffer;
+    if ((c->flags & GW_CONN_F_READ_PAUSED) && c->queued < bound) {
         c->flags &= ~GW_CONN_F_READ_PAUSED;
         GW_LOG_DEBUG("read_resumed", "peer=%s queued=%zu", c->peer, c->queued);
         process(c); /* requests waiting in c->in */
+        if (c->flags & GW_CONN_F_CLOSED)
+            return;
+    }
+    if (c->queued < bound) {
+        if (c->state == CS_H1 && c->h1_active && !c->resp_done)
+            gw_proxy_writable(c->w->proxy, &c->h1s);
+        else if (c->state == CS_H2 && c->h2 && gw_h2_session_want_write(c->h2))
+            kick(c); /* frames held back while the socket was full */
     }
 }
 
@@ -270,6 +357,16 @@ static void on_closed(uv_handle_t *h)
     if (--c->handles > 0)
         return;
     gw_worker_t *w = c->w;
+    if (c->h1_active) {
+        c->h1_active = 0;
+        gw_proxy_stream_closed(w->proxy, &c->h1s);
+    }
+    gw_list_foreach_safe(it, tmp, &c->h2_gone)
+    {
+        h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+        gw_proxy_stream_closed(w->proxy, &x->cs);
+        gw_free(x);
+    }
     gw_tls_conn_del(c->tls);
     gw_h1_parser_del(c->h1);
     gw_free(c->h1_fields);
@@ -319,6 +416,10 @@ static void conn_close(conn_t *c, const char *why)
     GW_LOG_DEBUG("conn_close", "peer=%s state=%s reason=%s requests=%u", c->peer,
                  conn_state_str(c->state), why, c->requests);
     gw_list_remove(&c->link);
+    if (c->dirty) {
+        gw_list_remove(&c->dirty_link);
+        c->dirty = 0;
+    }
     c->w->conns_len--;
     uv_close((uv_handle_t *)&c->timer, on_closed);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
@@ -337,7 +438,10 @@ static void on_timeout(uv_timer_t *t)
         conn_close(c, "first_request_timeout");
         return;
     case CS_H1:
-        if (gw_h1_parser_in_message(c->h1)) {
+        if (c->h1_active && !c->resp_done) {
+            /* the origin side runs its own timeouts, and the proxy resets stalled clients */
+            arm(c, c->w->srv->cfg->timeouts.idle_ms);
+        } else if (gw_h1_parser_in_message(c->h1) && !gw_h1_parser_paused(c->h1)) {
             /* RFC 9110 §15.5.9: 408 for a request that did not complete in time */
             GW_LOG_INFO("timeout", "peer=%s kind=header", c->peer);
             gw_h1_simple_response(&c->out, 408, "h2gate: request not completed in time\n", 0, 0);
@@ -364,19 +468,37 @@ static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
     conn_t *c = s->impl;
     if (c->flags & GW_CONN_F_STOPPING)
         c->req_keep_alive = 0; /* graceful stop: this is the connection's last response */
-    c->resp_chunked = content_length < 0 && !end_stream;
+    c->resp_chunked = content_length < 0 && !end_stream && !s->head_only;
+    c->resp_started = 1;
     int rv = gw_h1_response_head(&c->out, status, f, n,
                                  end_stream && content_length < 0 ? 0 : content_length,
                                  c->req_keep_alive);
     if (rv < 0)
         return rv;
-    if (!end_stream)
-        return 0;
-    c->resp_done = 1;
-    rv = flush(c);
-    if (c->req_expect_100)
-        finish(c, "expect_answered");
-    return rv;
+    if (end_stream)
+        c->resp_done = 1;
+    kick(c); /* the head goes out with the first body bytes, or from the kick */
+    return 0;
+}
+
+static int h1s_interim(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n)
+{
+    conn_t *c = s->impl;
+    char line[64];
+    snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\n", status, gw_h1_reason(status));
+    int rv = gw_bytes_append(&c->out, line, strlen(line));
+    for (size_t i = 0; i < n && rv == 0; i++) {
+        rv = gw_bytes_append(&c->out, f[i].name.base, f[i].name.len);
+        if (rv == 0)
+            rv = gw_bytes_append(&c->out, ": ", 2);
+        if (rv == 0)
+            rv = gw_bytes_append(&c->out, f[i].value.base, f[i].value.len);
+        if (rv == 0)
+            rv = gw_bytes_append(&c->out, "\r\n", 2);
+    }
+    if (rv == 0)
+        rv = gw_bytes_append(&c->out, "\r\n", 2);
+    return rv < 0 ? rv : flush(c);
 }
 
 static int h1s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int end_stream)
@@ -394,31 +516,81 @@ static int h1s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int e
         if (rv == 0 && c->resp_chunked)
             rv = gw_bytes_append(&c->out, "\r\n", 2);
     }
-    if (rv == 0 && end_stream && c->resp_chunked && !s->head_only)
+    if (rv == 0 && end_stream && c->resp_chunked)
         rv = gw_bytes_append(&c->out, "0\r\n\r\n", 5);
     if (rv < 0)
         return rv;
-    if (end_stream)
+    if (end_stream) {
         c->resp_done = 1;
-    rv = flush(c);
-    if (end_stream && c->req_expect_100)
-        finish(c, "expect_answered");
-    return rv;
+        kick(c);
+    }
+    return flush(c);
 }
 
-static const gw_cstream_ops_t h1s_ops = {h1s_respond, h1s_body};
+/* RFC 9112 §7.1.2: trailer fields after the last chunk; dropped when the body had a length. */
+static int h1s_trailers(gw_cstream_t *s, const gw_field_t *f, size_t n)
+{
+    conn_t *c = s->impl;
+    int rv = 0;
+    if (c->resp_chunked) {
+        rv = gw_bytes_append(&c->out, "0\r\n", 3);
+        for (size_t i = 0; i < n && rv == 0; i++) {
+            rv = gw_bytes_append(&c->out, f[i].name.base, f[i].name.len);
+            if (rv == 0)
+                rv = gw_bytes_append(&c->out, ": ", 2);
+            if (rv == 0)
+                rv = gw_bytes_append(&c->out, f[i].value.base, f[i].value.len);
+            if (rv == 0)
+                rv = gw_bytes_append(&c->out, "\r\n", 2);
+        }
+        if (rv == 0)
+            rv = gw_bytes_append(&c->out, "\r\n", 2);
+    }
+    if (rv < 0)
+        return rv;
+    c->resp_done = 1;
+    kick(c);
+    return flush(c);
+}
+
+/* HTTP/1.1 has no stream reset: what was answered is flushed and the connection closes (a
+ * response cut short shows as a short body or a missing last chunk). */
+static void h1s_reset(gw_cstream_t *s, gw_cs_reset_t code)
+{
+    conn_t *c = s->impl;
+    GW_LOG_DEBUG("h1_reset", "peer=%s code=%d", c->peer, (int)code);
+    c->req_keep_alive = 0;
+    finish(c, code == GW_CS_RESET_NO_ERROR ? "early_response" : "stream_reset");
+}
+
+static void h1s_credit(gw_cstream_t *s, size_t n)
+{
+    conn_t *c = s->impl;
+    int was_full = c->h1_inflight >= c->w->srv->cfg->limits.body_buffer;
+    c->h1_inflight -= n;
+    if (was_full && c->h1_inflight < c->w->srv->cfg->limits.body_buffer)
+        kick(c); /* parse the body bytes waiting in c->in */
+}
+
+static size_t h1s_pending(gw_cstream_t *s)
+{
+    conn_t *c = s->impl;
+    return c->queued + c->out.len;
+}
+
+static const gw_cstream_ops_t h1s_ops = {h1s_respond, h1s_interim, h1s_body, h1s_trailers,
+                                         h1s_reset,   h1s_credit,  h1s_pending};
 
 static int h1_on_head(void *ud, const gw_h1_msg_t *m)
 {
     conn_t *c = ud;
     c->requests++;
     c->req_keep_alive = (m->flags & GW_H1_MSG_F_KEEP_ALIVE) && !(c->flags & GW_CONN_F_STOPPING);
-    /* RFC 9110 §10.1.1: the answer is final and comes without 100 Continue; whether the
-     * client then sends the body is unknown, so the connection closes after it. */
     c->req_expect_100 = (m->flags & GW_H1_MSG_F_EXPECT_100) != 0;
-    if (c->req_expect_100)
-        c->req_keep_alive = 0;
     c->resp_done = 0;
+    c->resp_started = 0;
+    c->req_complete = 0;
+    c->h1_inflight = 0;
     if (m->fields_len > c->h1_fields_cap) {
         gw_field_t *n = gw_realloc(c->h1_fields, m->fields_len * sizeof(*n));
         if (!n)
@@ -442,15 +614,22 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
     c->h1s = (gw_cstream_t){.ops = &h1s_ops,
                             .impl = c,
                             .peer = c->peer,
+                            .peer_ip = c->peer_ip,
+                            .addr = (const struct sockaddr *)&c->addr,
                             .head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD"))};
+    /* RFC 9110 §10.1.1: the body is wanted, so say so before the client waits for it */
+    if (c->req_expect_100 && !h.end_stream && gw_h1_continue(&c->out) < 0)
+        return GW_E_NOMEM;
     /* the head is complete: the body has its own (idle) deadline */
     arm(c, c->w->srv->cfg->timeouts.idle_ms);
+    c->h1_active = 1;
     return gw_proxy_request(c->w->proxy, &c->h1s, &h);
 }
 
 static int h1_on_body(void *ud, const uint8_t *p, size_t n)
 {
     conn_t *c = ud;
+    c->h1_inflight += n;
     gw_proxy_body(c->w->proxy, &c->h1s, p, n);
     return 0;
 }
@@ -458,24 +637,46 @@ static int h1_on_body(void *ud, const uint8_t *p, size_t n)
 static int h1_on_complete(void *ud)
 {
     conn_t *c = ud;
-    if (c->resp_done)
-        gw_proxy_stream_closed(c->w->proxy, &c->h1s);
+    c->req_complete = 1;
+    if (c->h1_active)
+        gw_proxy_body_end(c->w->proxy, &c->h1s, NULL, 0);
     return 0;
 }
 
 static const gw_h1_callbacks_t h1_cbs = {h1_on_head, h1_on_body, h1_on_complete};
 
-/* Parse what is in c->in, one request at a time, while the write queue has room. */
+/* Parse what is in c->in, one request at a time: the next request is read only once the
+ * current one is answered, and request body bytes only while the proxy holds less than
+ * limits.body_buffer of them. */
 static void process_h1(conn_t *c)
 {
+    size_t body_bound = c->w->srv->cfg->limits.body_buffer;
     while (!(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER | GW_CONN_F_READ_PAUSED))) {
+        if (c->h1_active && c->resp_done && c->req_complete) {
+            c->h1_active = 0;
+            gw_proxy_stream_closed(c->w->proxy, &c->h1s);
+        }
+        if (gw_h1_parser_paused(c->h1)) {
+            if (c->h1_active)
+                break; /* the response is still coming */
+            /* one request done; a graceful stop ends the connection here */
+            if (!c->req_keep_alive || (c->flags & GW_CONN_F_STOPPING)) {
+                finish(c, "connection_close");
+                return;
+            }
+            gw_h1_parser_resume(c->h1);
+            arm(c, c->w->srv->cfg->timeouts.idle_ms);
+        }
+        if (c->in.len == 0 || c->h1_inflight >= body_bound)
+            break;
         int was_idle = !gw_h1_parser_in_message(c->h1);
-        ssize_t n = gw_h1_parser_feed(c->h1, c->in.base, c->in.len);
+        size_t feed = c->in.len;
+        ssize_t n = gw_h1_parser_feed(c->h1, c->in.base, feed);
         if (n < 0) {
             unsigned st = gw_h1_parser_error_status(c->h1);
             GW_LOG_INFO("bad_request", "peer=%s status=%u reason=\"%s\"", c->peer, st,
                         gw_h1_parser_error_reason(c->h1));
-            if (n != GW_E_NOMEM && st != 500) {
+            if (n != GW_E_NOMEM && st != 500 && !c->resp_started) {
                 char body[160];
                 snprintf(body, sizeof(body), "h2gate: %s\n", gw_h1_parser_error_reason(c->h1));
                 gw_h1_simple_response(&c->out, st, body, 0, 0);
@@ -484,37 +685,32 @@ static void process_h1(conn_t *c)
             return;
         }
         gw_bytes_consume(&c->in, (size_t)n);
-        if (was_idle && gw_h1_parser_in_message(c->h1) && !gw_h1_parser_paused(c->h1))
+        if (was_idle && gw_h1_parser_in_message(c->h1) && !gw_h1_parser_paused(c->h1) &&
+            !c->h1_active)
             arm(c, c->w->srv->cfg->timeouts.header_ms); /* whole-head deadline (slowloris) */
-        if (!gw_h1_parser_paused(c->h1))
+        if (!gw_h1_parser_paused(c->h1) && n == 0)
             break; /* need more input */
-        /* one request done; a graceful stop ends the connection here */
-        if (!c->req_keep_alive || (c->flags & GW_CONN_F_STOPPING)) {
-            finish(c, "connection_close");
-            return;
-        }
-        gw_h1_parser_resume(c->h1);
-        arm(c, c->w->srv->cfg->timeouts.idle_ms);
-        if (c->in.len == 0)
-            break;
     }
     /* the peer closed its side: complete requests were answered above; a partial one never
      * completes */
     if ((c->flags & GW_CONN_F_EOF) && !(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)) &&
-        !(c->flags & GW_CONN_F_READ_PAUSED))
+        !(c->flags & GW_CONN_F_READ_PAUSED) && !(c->h1_active && !c->resp_done))
         finish(c, "peer_closed");
 }
 
 /* ---- HTTP/2 ------------------------------------------------------------------------------ */
 
 static void h2_pump(conn_t *c);
+static int flush(conn_t *c);
 
 static int h2s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n,
                        int64_t content_length, int end_stream)
 {
     h2s_t *x = (h2s_t *)s;
-    gw_field_t fields[64];
+    gw_field_t fields[130];
     char len[24];
+    if (x->gone)
+        return 0;
     if (n + 1 > sizeof(fields) / sizeof(fields[0]))
         return GW_E_LIMIT;
     memcpy(fields, f, n * sizeof(*f));
@@ -523,17 +719,77 @@ static int h2s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
         fields[n++] = (gw_field_t){GW_SLICE_LIT("content-length"), gw_slice_str(len)};
     }
     int rv = gw_h2_session_submit_response(x->c->h2, x->sid, status, fields, n, end_stream);
+    kick(x->c);
+    return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
+}
+
+static int h2s_interim(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n)
+{
+    h2s_t *x = (h2s_t *)s;
+    if (x->gone)
+        return 0;
+    int rv = gw_h2_session_submit_response(x->c->h2, x->sid, status, f, n, 0);
+    kick(x->c);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
 }
 
 static int h2s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int end_stream)
 {
     h2s_t *x = (h2s_t *)s;
+    if (x->gone)
+        return 0;
     int rv = gw_h2_session_submit_data(x->c->h2, x->sid, b, off, len, end_stream);
+    kick(x->c);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
 }
 
-static const gw_cstream_ops_t h2s_ops = {h2s_respond, h2s_body};
+static int h2s_trailers(gw_cstream_t *s, const gw_field_t *f, size_t n)
+{
+    h2s_t *x = (h2s_t *)s;
+    if (x->gone)
+        return 0;
+    int rv = gw_h2_session_submit_trailers(x->c->h2, x->sid, f, n);
+    kick(x->c);
+    return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
+}
+
+/* gw_cs_reset_t values are the RFC 9113 §7 codes */
+static void h2s_reset(gw_cstream_t *s, gw_cs_reset_t code)
+{
+    h2s_t *x = (h2s_t *)s;
+    if (x->gone)
+        return;
+    if (code == GW_CS_RESET_NO_ERROR) {
+        /* the response is complete but may still be queued: a reset now would drop it
+         * (RFC 9113 §8.1 wants the whole response, then the reset) */
+        if (!x->rst_after) {
+            x->rst_after = 1;
+            x->c->h2_rst_after++;
+        }
+    } else {
+        gw_h2_session_submit_rst(x->c->h2, x->sid, (uint32_t)code); /* on_close: deferred */
+    }
+    kick(x->c);
+}
+
+static void h2s_credit(gw_cstream_t *s, size_t n)
+{
+    h2s_t *x = (h2s_t *)s;
+    /* a closed stream's bytes were credited to the connection when it closed */
+    if (x->gone || gw_h2_session_consume(x->c->h2, x->sid, n) < 0)
+        return;
+    if (gw_h2_session_want_write(x->c->h2))
+        kick(x->c);
+}
+
+static size_t h2s_pending(gw_cstream_t *s)
+{
+    h2s_t *x = (h2s_t *)s;
+    return x->gone ? 0 : gw_h2_session_stream_queued(x->c->h2, x->sid);
+}
+
+static const gw_cstream_ops_t h2s_ops = {h2s_respond, h2s_interim, h2s_body, h2s_trailers,
+                                         h2s_reset,   h2s_credit,  h2s_pending};
 
 static int h2_on_request(void *ud, const gw_h2_head_t *h)
 {
@@ -548,6 +804,8 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
     x->cs = (gw_cstream_t){.ops = &h2s_ops,
                            .impl = x,
                            .peer = c->peer,
+                           .peer_ip = c->peer_ip,
+                           .addr = (const struct sockaddr *)&c->addr,
                            .head_only = gw_slice_eq(h->method, GW_SLICE_LIT("HEAD"))};
     if (gw_h2_session_set_stream_data(c->h2, h->stream_id, x) < 0) {
         gw_list_remove(&x->link);
@@ -573,29 +831,69 @@ static int h2_on_data(void *ud, uint32_t sid, const uint8_t *data, size_t len)
 {
     conn_t *c = ud;
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
-    /* window returned only for what the proxy passed on (hop-by-hop flow control) */
-    size_t done = x ? gw_proxy_body(c->w->proxy, &x->cs, data, len) : len;
-    gw_h2_session_consume(c->h2, sid, done);
+    /* window returned by the proxy (ops->credit) only for what it passed on: hop-by-hop flow
+     * control */
+    if (x && !x->gone)
+        gw_proxy_body(c->w->proxy, &x->cs, data, len);
+    else
+        gw_h2_session_consume(c->h2, sid, len);
     return 0;
 }
 
+static int h2_on_trailers(void *ud, uint32_t sid, const gw_h2_header_t *h, size_t n)
+{
+    conn_t *c = ud;
+    h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
+    if (x && !x->gone)
+        gw_proxy_body_end(c->w->proxy, &x->cs, h, n);
+    return 0;
+}
+
+static int h2_on_end_stream(void *ud, uint32_t sid)
+{
+    conn_t *c = ud;
+    h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
+    if (x && !x->gone)
+        gw_proxy_body_end(c->w->proxy, &x->cs, NULL, 0);
+    return 0;
+}
+
+static void h2_on_writable(void *ud, uint32_t sid)
+{
+    conn_t *c = ud;
+    h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
+    if (x && !x->gone)
+        gw_proxy_writable(c->w->proxy, &x->cs);
+}
+
+/* The session closed a stream, possibly from inside an op the proxy called: the proxy is told
+ * from the kick handle. */
 static void h2_on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
 {
     conn_t *c = ud;
     (void)code, (void)by_peer;
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
-    if (x) {
-        gw_proxy_stream_closed(c->w->proxy, &x->cs);
+    if (x && !x->gone) {
+        x->gone = 1;
+        if (x->rst_after) {
+            x->rst_after = 0;
+            c->h2_rst_after--;
+        }
         gw_list_remove(&x->link);
-        gw_free(x);
+        gw_list_push_back(&c->h2_gone, &x->link);
+        kick(c);
+    } else if (!x) {
+        gw_h2_session_stream_release(c->h2, sid);
     }
-    gw_h2_session_stream_release(c->h2, sid); /* nothing of ours runs for it any more */
 }
 
 static const gw_h2_callbacks_t h2_cbs = {
     .on_request = h2_on_request,
     .on_data = h2_on_data,
+    .on_trailers = h2_on_trailers,
+    .on_end_stream = h2_on_end_stream,
     .on_close = h2_on_close,
+    .on_writable = h2_on_writable,
 };
 
 static void h2_options(const gw_config_t *cfg, gw_h2_options_t *o)
@@ -645,7 +943,29 @@ static void h2_pump(conn_t *c)
 {
     if (c->flags & GW_CONN_F_CLOSED)
         return;
-    ssize_t n = gw_h2_session_send(c->h2, &c->oq);
+    /* the socket is full: frames wait in the session (within the windows), not in our write
+     * queue; after_write kicks when it drains */
+    ssize_t n = c->queued < c->w->srv->cfg->limits.write_buffer ? gw_h2_session_send(c->h2, &c->oq)
+                                                                 : 0;
+    if (n >= 0 && c->h2_rst_after) {
+        /* early responses whose last DATA is framed: now the RST_STREAM(NO_ERROR) */
+        int any = 0;
+        gw_list_foreach_safe(it, tmp, &c->h2_streams) /* the reset moves x to h2_gone */
+        {
+            h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+            if (x->rst_after &&
+                gw_h2_session_stream_state(c->h2, x->sid) == GW_H2_SS_HALF_CLOSED_LOCAL) {
+                x->rst_after = 0;
+                c->h2_rst_after--;
+                gw_h2_session_submit_rst(c->h2, x->sid, GW_H2_NO_ERROR);
+                any = 1;
+            }
+        }
+        if (any) {
+            ssize_t m = gw_h2_session_send(c->h2, &c->oq);
+            n = m < 0 ? m : n + m;
+        }
+    }
     int rv = 0;
     if (c->tls) {
         /* TLS encrypts into its own buffer anyway: feed it the iovecs in order */
@@ -670,6 +990,9 @@ static void h2_pump(conn_t *c)
         conn_close(c, "h2_send_failed");
         return;
     }
+    /* streams the send just closed give their slot back now, before the peer's next
+     * HEADERS can be read (else a fast client sees REFUSED_STREAM at the limit) */
+    h2_tell_gone(c);
     if (gw_h2_session_active_streams(c->h2))
         c->last_active_ms = gw_now_ms();
     if (gw_h2_session_should_close(c->h2) ||
@@ -687,6 +1010,7 @@ static void h2_pump(conn_t *c)
 
 static void process_h2(conn_t *c)
 {
+    h2_tell_gone(c);
     if (c->in.len) {
         ssize_t n = gw_h2_session_recv(c->h2, c->in.base, c->in.len, gw_now_ms());
         c->last_active_ms = gw_now_ms();
@@ -788,8 +1112,17 @@ static void process(conn_t *c)
         process_h2(c);
     if (!(c->flags & GW_CONN_F_CLOSED)) {
         int want = !(c->flags & (GW_CONN_F_READ_PAUSED | GW_CONN_F_EOF | GW_CONN_F_CLOSE_AFTER));
+        /* HTTP/1.1: nothing more is read while a response is awaited after a complete request
+         * (pipelined requests wait in the kernel), or while the proxy holds a full body
+         * buffer */
+        if (want && c->state == CS_H1 &&
+            ((c->h1_active && gw_h1_parser_paused(c->h1)) ||
+             c->h1_inflight >= c->w->srv->cfg->limits.body_buffer))
+            want = 0;
         if (want && !uv_is_active((uv_handle_t *)&c->tcp))
             uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+        else if (!want && uv_is_active((uv_handle_t *)&c->tcp))
+            uv_read_stop((uv_stream_t *)&c->tcp);
     }
 }
 
@@ -841,7 +1174,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         c->flags |= GW_CONN_F_EOF;
         uv_read_stop(s);
         if (c->state == CS_H1 && !gw_h1_parser_in_message(c->h1) && c->in.len == 0 &&
-            c->queued == 0)
+            c->queued == 0 && !c->h1_active)
             conn_close(c, "peer_closed");
         else if (c->state == CS_H2)
             conn_close(c, "peer_closed");
@@ -923,6 +1256,8 @@ void gw_front__on_connection(uv_stream_t *server, int status)
     c->l = l;
     gw_list_init(&c->link);
     gw_list_init(&c->h2_streams);
+    gw_list_init(&c->h2_gone);
+    gw_list_init(&c->dirty_link);
     /* pending input is at most one incomplete head (else 431) plus one read while paused */
     gw_bytes_init(&c->in, w->srv->cfg->limits.max_request_head + GW_FRONT_READ_BUF + 16384);
     gw_bytes_init(&c->out, 0);
@@ -946,6 +1281,7 @@ void gw_front__on_connection(uv_stream_t *server, int status)
     int len = sizeof(ss);
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
         char ip[48];
+        memcpy(&c->addr, &ss, sizeof(ss));
         if (ss.ss_family == AF_INET6) {
             uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
             snprintf(c->peer, sizeof(c->peer), "[%s]:%u", ip,
@@ -955,6 +1291,7 @@ void gw_front__on_connection(uv_stream_t *server, int status)
             snprintf(c->peer, sizeof(c->peer), "%s:%u", ip,
                      ntohs(((struct sockaddr_in *)&ss)->sin_port));
         }
+        snprintf(c->peer_ip, sizeof(c->peer_ip), "%s", ip);
     }
     if (l->tls) {
         c->tls = gw_tls_conn_new(l->tls);
@@ -989,7 +1326,8 @@ void gw_front__conn_stop(gw_list_t *link, gw_stop_t how)
         return;
     }
     /* idle connections go now; one in the middle of a request finishes it first */
-    if (c->state != CS_H1 || !gw_h1_parser_in_message(c->h1) || gw_h1_parser_paused(c->h1)) {
+    if (c->state != CS_H1 ||
+        (!c->h1_active && (!gw_h1_parser_in_message(c->h1) || gw_h1_parser_paused(c->h1)))) {
         if (c->queued)
             finish(c, "shutdown");
         else

@@ -44,6 +44,8 @@ struct gw_worker {
     size_t conns_len;
     atomic_ullong accepted; /* connections accepted; read by the SIGUSR1 dump on the main thread */
     gw_proxy_t *proxy;      /* this worker's translator */
+    uv_idle_t kick;         /* runs deferred connection work (conn.c) on the next iteration */
+    gw_list_t dirty;        /* connections with deferred work */
     gw_stop_t stop;
     int loop_ok;
     uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */
@@ -68,5 +70,7 @@ struct gw_server {
 void gw_front__on_connection(uv_stream_t *server, int status);
 /* Begin a graceful (or immediate) stop of one connection. */
 void gw_front__conn_stop(gw_list_t *link, gw_stop_t how);
+/* The kick handle's callback: deferred work of the connections in w->dirty. */
+void gw_front__on_kick(uv_idle_t *h);
 
 #endif

@@ -165,6 +165,8 @@ void gw_front__worker_conn_gone(gw_worker_t *w)
     if (w->stop == GW_STOP_NONE || w->conns_len != 0 || uv_is_closing((uv_handle_t *)&w->drain))
         return;
     uv_close((uv_handle_t *)&w->drain, on_handle_closed);
+    uv_close((uv_handle_t *)&w->kick, on_handle_closed);
+    gw_proxy_close(w->proxy); /* pooled origin connections: the loop can end */
     uv_mutex_lock(&w->srv->lock);
     w->wake_open = 0;
     uv_close((uv_handle_t *)&w->wake, on_handle_closed);
@@ -206,9 +208,17 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
         return GW_E_NOMEM;
     }
     w->loop_ok = 1;
+    int prv = gw_proxy_new(&w->loop, s->cfg, &w->proxy);
+    if (prv < 0) {
+        GW_LOG_ERROR("proxy_failed", "worker=%u reason=\"%s\"", id, gw_strerror(prv));
+        uv_loop_close(&w->loop);
+        gw_free(w->servers);
+        gw_free(w);
+        return prv;
+    }
     *out = w;
-    if (gw_proxy_new(s->cfg, &w->proxy) < 0)
-        return GW_E_NOMEM;
+    gw_list_init(&w->dirty);
+    uv_idle_init(&w->loop, &w->kick);
     uv_async_init(&w->loop, &w->wake, on_wake);
     uv_mutex_lock(&s->lock);
     w->wake_open = 1;
@@ -326,6 +336,10 @@ static void worker_free(gw_worker_t *w)
 {
     if (!w)
         return;
+    if (w->proxy) {
+        gw_proxy_close(w->proxy);
+        uv_run(&w->loop, UV_RUN_NOWAIT);
+    }
     if (w->loop_ok)
         uv_loop_close(&w->loop);
     gw_proxy_del(w->proxy);

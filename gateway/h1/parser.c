@@ -1,5 +1,12 @@
-/* h1/parser.c — HTTP/1.1 message parsing on http-parser 2.9, with our own head scanner for
- * the framing rules http-parser is lenient about. The only file that includes http_parser.h. */
+/* h1/parser.c — HTTP/1.1 message parsing on http-parser 2.9, with our own scanner for the
+ * framing rules http-parser is lenient about. The only file that includes http_parser.h.
+ *
+ * The scanner sees every byte before http-parser does and hands it exactly one framing element
+ * at a time (a head, a chunk-size line, chunk data, the CRLF after it, a trailer section, or the
+ * rest of a body), so that what it checked is what http-parser parses. The Debian build of
+ * http-parser is not HTTP_PARSER_STRICT: it takes any byte after a chunk-size CR, anything up
+ * to CR as chunk extensions, skips the CRLF after chunk data unchecked, allows SP in field
+ * names and obs-fold in trailers, and reads any three-digit status and any version. */
 #include "h1/parser.h"
 
 #include <http_parser.h>
@@ -8,15 +15,29 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "h1/h1_internal.h"
+
+/* A chunk-size line with extensions longer than this is refused (RFC 9112 §7.1.1 sets no
+ * limit; a recipient may). */
+#define MAX_CHUNK_LINE 4096
+/* "HTTP/1.1 200 " — the fixed part of a status line (RFC 9112 §4) */
+#define STATUS_FIXED 13
 
 typedef struct {
     size_t noff, nlen, voff, vlen;
 } field_off_t;
 
 typedef enum {
-    SCAN_HEAD = 0, /* bytes of a message head: checked byte by byte before http-parser */
-    SCAN_BODY,     /* head complete: bytes go to http-parser unchecked */
+    SCAN_HEAD = 0,   /* bytes of a message head: checked byte by byte before http-parser */
+    SCAN_BODY,       /* Content-Length or close-delimited body: unchecked */
+    SCAN_CHUNK_LINE, /* chunk-size [ chunk-ext ] CRLF */
+    SCAN_CHUNK_DATA, /* chunk_left bytes of chunk data */
+    SCAN_CHUNK_CRLF, /* the CRLF after chunk data */
+    SCAN_TRAILER,    /* trailer section after the last chunk, up to its empty line */
 } scan_state_t;
+
+/* Sub-states of a chunk-size line. */
+enum { CL_SIZE = 0, CL_BWS, CL_EXT, CL_CR };
 
 struct gw_h1_parser {
     http_parser hp;
@@ -26,25 +47,49 @@ struct gw_h1_parser {
     gw_h1_callbacks_t cb;
     void *user_data;
 
-    gw_bytes_t arena; /* method, target and field bytes of the current head */
-    field_off_t *offs;
-    size_t offs_len, offs_cap;
-    gw_h1_field_t *fields; /* built at headers-complete */
+    gw_bytes_t arena;  /* method, target and field bytes of the current head */
+    gw_bytes_t tarena; /* trailer field bytes (the head's slices stay valid meanwhile) */
+    field_off_t *offs; /* head fields, then trailer fields from trailer_first */
+    size_t offs_len, offs_cap, trailer_first;
+    gw_h1_field_t *fields;  /* built at headers-complete */
+    gw_h1_field_t *tfields; /* built at message-complete */
     size_t method_off, method_len, target_off, target_len;
     int last_was_value; /* header callbacks: which one came last */
 
     scan_state_t scan;
-    uint8_t prev;      /* previous head byte */
-    size_t line_len;   /* bytes on the current head line, CR excluded */
-    size_t lines;      /* complete head lines so far */
-    size_t head_bytes; /* bytes of the current head */
+    uint8_t prev;                /* previous head byte */
+    size_t line_len;             /* bytes on the current head or chunk line, CR excluded */
+    size_t lines;                /* complete head lines so far */
+    size_t head_bytes;           /* bytes of the current head or trailer section */
+    uint8_t start[STATUS_FIXED]; /* first bytes of a status line */
+    int chunk_st;                /* CL_*: where in a chunk-size line */
+    size_t chunk_digits;
+    uint64_t chunk_left; /* chunk data bytes not yet handed to http-parser */
+    int trailing;        /* the last chunk was seen: fields are trailers */
+    int head_response;   /* the response answers HEAD: no body */
     int in_message;
     int paused;
+    int yield; /* http-parser paused by us after an interim response: go on scanning */
     int failed;
     int cb_rv; /* code returned by a user callback, or our own check */
     unsigned err_status;
     const char *err_reason;
 };
+
+/* RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" /
+ * "_" / "`" / "|" / "~" / DIGIT / ALPHA */
+int gw_h1__is_token(gw_slice_t s)
+{
+    if (s.len == 0)
+        return 0;
+    for (size_t i = 0; i < s.len; i++) {
+        uint8_t c = s.base[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c && strchr("!#$%&'*+-.^_`|~", c))))
+            return 0;
+    }
+    return 1;
+}
 
 static gw_h1_parser_t *of(http_parser *hp)
 {
@@ -61,11 +106,17 @@ static int fail(gw_h1_parser_t *p, int code, unsigned status, const char *reason
     return -1;
 }
 
+/* Where field bytes go: the head's arena, or the trailers' once the last chunk was seen. */
+static gw_bytes_t *cur_arena(gw_h1_parser_t *p)
+{
+    return p->trailing ? &p->tarena : &p->arena;
+}
+
 static int arena_add(gw_h1_parser_t *p, const char *at, size_t len)
 {
-    int rv = gw_bytes_append(&p->arena, at, len);
+    int rv = gw_bytes_append(cur_arena(p), at, len);
     if (rv == GW_E_LIMIT)
-        return fail(p, GW_E_LIMIT, 431, "request head too large");
+        return fail(p, GW_E_LIMIT, 431, "message head too large");
     if (rv < 0)
         return fail(p, rv, 500, "out of memory");
     return 0;
@@ -90,8 +141,8 @@ static int on_url(http_parser *hp, const char *at, size_t len)
 static int on_header_field(http_parser *hp, const char *at, size_t len)
 {
     gw_h1_parser_t *p = of(hp);
-    if (p->offs_len == 0 || p->last_was_value) {
-        if (p->offs_len == p->limits.max_fields)
+    if (p->offs_len == p->trailer_first || p->last_was_value) {
+        if (p->offs_len - p->trailer_first == p->limits.max_fields)
             return fail(p, GW_E_LIMIT, 431, "too many header fields");
         if (p->offs_len == p->offs_cap) {
             size_t ncap = p->offs_cap ? p->offs_cap * 2 : 16;
@@ -101,7 +152,7 @@ static int on_header_field(http_parser *hp, const char *at, size_t len)
             p->offs = n;
             p->offs_cap = ncap;
         }
-        p->offs[p->offs_len++] = (field_off_t){p->arena.len, 0, 0, 0};
+        p->offs[p->offs_len++] = (field_off_t){cur_arena(p)->len, 0, 0, 0};
         p->last_was_value = 0;
     }
     p->offs[p->offs_len - 1].nlen += len;
@@ -113,7 +164,7 @@ static int on_header_value(http_parser *hp, const char *at, size_t len)
     gw_h1_parser_t *p = of(hp);
     field_off_t *f = &p->offs[p->offs_len - 1];
     if (!p->last_was_value) {
-        f->voff = p->arena.len;
+        f->voff = cur_arena(p)->len;
         p->last_was_value = 1;
     }
     f->vlen += len;
@@ -152,24 +203,39 @@ static int has_token(gw_slice_t v, const char *tok)
     return 0;
 }
 
+/* Slices of offs[first..first+n) into arena, into *out (grown to n). 0 or -1 (failed). */
+static int build_fields(gw_h1_parser_t *p, const gw_bytes_t *arena, size_t first, size_t n,
+                        gw_h1_field_t **out)
+{
+    if (n) {
+        gw_h1_field_t *f = gw_realloc(*out, n * sizeof(*f));
+        if (!f)
+            return fail(p, GW_E_NOMEM, 500, "out of memory");
+        *out = f;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const field_off_t *o = &p->offs[first + i];
+        (*out)[i].name = (gw_slice_t){arena->base + o->noff, o->nlen};
+        (*out)[i].value = trim((gw_slice_t){arena->base + o->voff, o->vlen});
+        /* RFC 9112 §5.1: no whitespace between name and colon; http-parser keeps SP in the
+         * name. RFC 9110 §5.1: a field name is a token. */
+        if (!gw_h1__is_token((*out)[i].name))
+            return fail(p, GW_E_PARSE, 400, "invalid field name");
+    }
+    return 0;
+}
+
 static int on_headers_complete(http_parser *hp)
 {
     gw_h1_parser_t *p = of(hp);
-    if (p->offs_len) {
-        gw_h1_field_t *f = gw_realloc(p->fields, p->offs_len * sizeof(*f));
-        if (!f)
-            return fail(p, GW_E_NOMEM, 500, "out of memory");
-        p->fields = f;
-    }
+    if (build_fields(p, &p->arena, 0, p->offs_len, &p->fields) < 0)
+        return -1;
     gw_h1_msg_t m = {0};
     size_t n_cl = 0, n_te = 0, n_host = 0;
     gw_slice_t te = {0};
     m.flags = 0;
     for (size_t i = 0; i < p->offs_len; i++) {
-        field_off_t *o = &p->offs[i];
         gw_h1_field_t *f = &p->fields[i];
-        f->name = (gw_slice_t){p->arena.base + o->noff, o->nlen};
-        f->value = trim((gw_slice_t){p->arena.base + o->voff, o->vlen});
         if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("content-length")))
             n_cl++;
         else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("transfer-encoding")))
@@ -191,7 +257,9 @@ static int on_headers_complete(http_parser *hp)
     if (n_te) {
         if (p->kind == GW_H1_REQUEST && hp->http_major == 1 && hp->http_minor == 0)
             return fail(p, GW_E_PARSE, 400, "transfer-encoding in an HTTP/1.0 request");
-        /* RFC 9112 §6.3: chunked must be the final coding of a request. */
+        /* RFC 9112 §6.3: chunked must be the final coding of a request. A response whose final
+         * coding is not chunked would be close-delimited (§6.3 rule 4); we refuse it too rather
+         * than lose the connection to a framing an intermediary may read differently. */
         if (n_te > 1 || !gw_slice_eq_nocase(last_token(te), GW_SLICE_LIT("chunked")))
             return fail(p, GW_E_PARSE, 400, "transfer-encoding does not end in chunked");
     }
@@ -218,7 +286,16 @@ static int on_headers_complete(http_parser *hp)
         m.target = (gw_slice_t){p->arena.base + p->target_off, p->target_len};
     } else {
         m.status = hp->status_code;
+        /* We never send Upgrade, so a 101 is a broken origin (RFC 9110 §15.2.2). */
+        if (m.status == 101)
+            return fail(p, GW_E_PARSE, 400, "101 without an upgrade request");
     }
+    /* RFC 9112 §6.3 rules 1-2: a response to HEAD, a 1xx, 204 or 304 ends at its head, whatever
+     * its fields say. Said before http_should_keep_alive(), which reads F_SKIPBODY. */
+    int no_body = p->kind == GW_H1_RESPONSE &&
+                  (p->head_response || m.status < 200 || m.status == 204 || m.status == 304);
+    if (no_body)
+        hp->flags |= F_SKIPBODY;
     /* We never switch protocols on Upgrade (RFC 9113 §3.1 deprecates h2c upgrade): keep
      * parsing the connection as HTTP/1.1. */
     hp->upgrade = 0;
@@ -235,11 +312,35 @@ static int on_headers_complete(http_parser *hp)
         m.flags |= GW_H1_MSG_F_CHUNKED;
     if (http_should_keep_alive(hp))
         m.flags |= GW_H1_MSG_F_KEEP_ALIVE;
-    p->scan = SCAN_BODY;
+    p->scan = (hp->flags & F_CHUNKED) && !no_body ? SCAN_CHUNK_LINE : SCAN_BODY;
+    p->chunk_st = CL_SIZE;
+    p->chunk_digits = p->line_len = 0;
     if (p->cb.on_head) {
         int rv = p->cb.on_head(p->user_data, &m);
         if (rv < 0)
             return fail(p, rv, 500, "on_head failed");
+    }
+    return no_body ? 1 : 0; /* 1: http-parser skips the body */
+}
+
+/* End of a chunk-size line; http-parser has parsed the size into content_length. */
+static int on_chunk_header(http_parser *hp)
+{
+    gw_h1_parser_t *p = of(hp);
+    if (hp->content_length == 0) {
+        /* RFC 9112 §7.1.2: last-chunk, then the trailer section, scanned like a head whose
+         * start line was already seen. */
+        p->trailing = 1;
+        p->trailer_first = p->offs_len;
+        p->last_was_value = 0;
+        p->tarena.len = 0;
+        p->scan = SCAN_TRAILER;
+        p->prev = 0;
+        p->line_len = p->head_bytes = 0;
+        p->lines = 1;
+    } else {
+        p->chunk_left = hp->content_length;
+        p->scan = SCAN_CHUNK_DATA;
     }
     return 0;
 }
@@ -255,12 +356,29 @@ static int on_body(http_parser *hp, const char *at, size_t len)
     return 0;
 }
 
+static void reset_head(gw_h1_parser_t *p);
+
 static int on_message_complete(http_parser *hp)
 {
     gw_h1_parser_t *p = of(hp);
     p->in_message = 0;
-    p->paused = 1;
+    /* Give control back to feed(), so that the scanner sees the next message first. */
     http_parser_pause(hp, 1);
+    if (p->kind == GW_H1_RESPONSE && hp->status_code < 200) {
+        p->yield = 1; /* interim: the final response follows, no pause for the caller */
+        return 0;
+    }
+    p->paused = 1;
+    if (p->trailing && p->offs_len > p->trailer_first) {
+        size_t n = p->offs_len - p->trailer_first;
+        if (build_fields(p, &p->tarena, p->trailer_first, n, &p->tfields) < 0)
+            return -1;
+        if (p->cb.on_trailers) {
+            int rv = p->cb.on_trailers(p->user_data, p->tfields, n);
+            if (rv < 0)
+                return fail(p, rv, 500, "on_trailers failed");
+        }
+    }
     if (p->cb.on_complete) {
         int rv = p->cb.on_complete(p->user_data);
         if (rv < 0)
@@ -271,13 +389,15 @@ static int on_message_complete(http_parser *hp)
 
 static void reset_head(gw_h1_parser_t *p)
 {
-    p->arena.len = 0;
-    p->offs_len = 0;
+    p->arena.len = p->tarena.len = 0;
+    p->offs_len = p->trailer_first = 0;
     p->target_len = p->method_len = 0;
     p->last_was_value = 0;
     p->scan = SCAN_HEAD;
     p->prev = 0;
     p->line_len = p->lines = p->head_bytes = 0;
+    p->trailing = 0;
+    p->chunk_left = 0;
 }
 
 gw_h1_parser_t *gw_h1_parser_new(gw_h1_kind_t kind, const gw_h1_limits_t *limits,
@@ -304,7 +424,9 @@ gw_h1_parser_t *gw_h1_parser_new(gw_h1_kind_t kind, const gw_h1_limits_t *limits
     p->settings.on_headers_complete = on_headers_complete;
     p->settings.on_body = on_body;
     p->settings.on_message_complete = on_message_complete;
+    p->settings.on_chunk_header = on_chunk_header;
     gw_bytes_init(&p->arena, p->limits.max_head);
+    gw_bytes_init(&p->tarena, p->limits.max_head);
     reset_head(p);
     return p;
 }
@@ -314,19 +436,38 @@ void gw_h1_parser_del(gw_h1_parser_t *p)
     if (!p)
         return;
     gw_bytes_free(&p->arena);
+    gw_bytes_free(&p->tarena);
     gw_free(p->offs);
     gw_free(p->fields);
+    gw_free(p->tfields);
     gw_free(p);
 }
 
-/* Check head bytes before http-parser sees them; returns how many of data[0..len) belong to
- * the head (all of them if the head does not end here), or -1 on a violation. */
+/* RFC 9112 §4: status-line = HTTP-version SP status-code SP [ reason-phrase ]. We also take
+ * "HTTP/1.1 404" without the second SP, as many origins send it. Status codes are 100-599
+ * (RFC 9110 §15). line_len is the line's length, CR excluded. */
+static int status_line_ok(const gw_h1_parser_t *p)
+{
+    const uint8_t *s = p->start;
+    if (p->line_len < STATUS_FIXED - 1 || memcmp(s, "HTTP/1.", 7) != 0 ||
+        (s[7] != '0' && s[7] != '1') || s[8] != ' ')
+        return 0;
+    for (int i = 9; i < 12; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+    if (s[9] < '1' || s[9] > '5')
+        return 0;
+    return p->line_len == STATUS_FIXED - 1 || s[12] == ' ';
+}
+
+/* Check the lines of a head or trailer section before http-parser sees them; returns how many
+ * of data[0..len) belong to it (all of them if it does not end here), or -1 on a violation. */
 static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
         uint8_t c = data[i];
         if (++p->head_bytes > p->limits.max_head) {
-            fail(p, GW_E_LIMIT, 431, "request head too large");
+            fail(p, GW_E_LIMIT, 431, "message head too large");
             return -1;
         }
         if (c == 0) {
@@ -346,6 +487,11 @@ static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
                 p->prev = c;
                 return (ssize_t)(i + 1); /* end of head */
             }
+            if (p->line_len > 0 && p->lines == 0 && p->kind == GW_H1_RESPONSE &&
+                !status_line_ok(p)) {
+                fail(p, GW_E_PARSE, 400, "malformed status line");
+                return -1;
+            }
             if (p->line_len > 0)
                 p->lines++;
             p->line_len = 0;
@@ -355,6 +501,15 @@ static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
                 fail(p, GW_E_PARSE, 400, "obs-fold in message head");
                 return -1;
             }
+            if (p->lines == 0 && p->kind == GW_H1_RESPONSE) {
+                if (p->line_len < STATUS_FIXED) {
+                    p->start[p->line_len] = c;
+                } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
+                    /* reason-phrase = 1*( HTAB / SP / VCHAR / obs-text ) */
+                    fail(p, GW_E_PARSE, 400, "control byte in reason phrase");
+                    return -1;
+                }
+            }
             p->line_len++;
         }
         p->prev = c;
@@ -362,11 +517,118 @@ static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
     return (ssize_t)len;
 }
 
+static int is_hex(uint8_t c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* RFC 9112 §7.1: chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF, chunk-size = 1*HEXDIG,
+ * chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] ). The size itself is
+ * left to http-parser; here: digits first, then only ";"-led extensions of visible bytes, and
+ * CR LF. Returns the bytes of data[0..len) on the line (up to its LF), or -1. */
+static ssize_t scan_chunk_line(gw_h1_parser_t *p, const uint8_t *data, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        uint8_t c = data[i];
+        if (++p->line_len > MAX_CHUNK_LINE) {
+            fail(p, GW_E_PARSE, 400, "chunk line too long");
+            return -1;
+        }
+        switch (p->chunk_st) {
+        case CL_SIZE:
+            if (is_hex(c)) {
+                /* 16 hex digits fill 64 bits; http-parser refuses an overflow anyway */
+                if (++p->chunk_digits > 16) {
+                    fail(p, GW_E_PARSE, 400, "chunk size too large");
+                    return -1;
+                }
+                break;
+            }
+            if (p->chunk_digits == 0) {
+                fail(p, GW_E_PARSE, 400, "malformed chunk size");
+                return -1;
+            }
+            p->chunk_st = CL_BWS;
+            /* fall through */
+        case CL_BWS:
+            if (c == ' ' || c == '\t')
+                break;
+            if (c == ';') {
+                p->chunk_st = CL_EXT;
+                break;
+            }
+            if (c == '\r') {
+                p->chunk_st = CL_CR;
+                break;
+            }
+            fail(p, GW_E_PARSE, 400, "malformed chunk extension");
+            return -1;
+        case CL_EXT:
+            if (c == '\r') {
+                p->chunk_st = CL_CR;
+                break;
+            }
+            if ((c < 0x20 && c != '\t') || c == 0x7f) {
+                fail(p, GW_E_PARSE, 400, "control byte in chunk extension");
+                return -1;
+            }
+            break;
+        case CL_CR:
+            if (c != '\n') {
+                fail(p, GW_E_PARSE, 400, "bare CR in chunk line");
+                return -1;
+            }
+            p->chunk_st = CL_SIZE;
+            p->chunk_digits = p->line_len = 0;
+            return (ssize_t)(i + 1); /* on_chunk_header picks the next state */
+        }
+    }
+    return (ssize_t)len;
+}
+
+/* How many of data[0..len) to hand to http-parser next, checked; -1 on a violation. */
+static ssize_t scan(gw_h1_parser_t *p, const uint8_t *data, size_t len)
+{
+    switch (p->scan) {
+    case SCAN_HEAD:
+    case SCAN_TRAILER:
+        return scan_head(p, data, len);
+    case SCAN_BODY:
+        return (ssize_t)len;
+    case SCAN_CHUNK_LINE:
+        return scan_chunk_line(p, data, len);
+    case SCAN_CHUNK_DATA: {
+        size_t n = (uint64_t)len < p->chunk_left ? len : (size_t)p->chunk_left;
+        p->chunk_left -= n;
+        if (p->chunk_left == 0) {
+            p->scan = SCAN_CHUNK_CRLF;
+            p->line_len = 0;
+        }
+        return (ssize_t)n;
+    }
+    case SCAN_CHUNK_CRLF: {
+        size_t i = 0;
+        for (; i < len && p->line_len < 2; i++, p->line_len++) {
+            if (data[i] != "\r\n"[p->line_len]) {
+                fail(p, GW_E_PARSE, 400, "chunk data not followed by CRLF");
+                return -1;
+            }
+        }
+        if (p->line_len == 2) {
+            p->scan = SCAN_CHUNK_LINE;
+            p->line_len = 0;
+        }
+        return (ssize_t)i;
+    }
+    }
+    return -1;
+}
+
 static ssize_t run(gw_h1_parser_t *p, const uint8_t *data, size_t len)
 {
     size_t n = http_parser_execute(&p->hp, &p->settings, (const char *)data, len);
     enum http_errno e = HTTP_PARSER_ERRNO(&p->hp);
-    if (e == HPE_OK || (e == HPE_PAUSED && p->paused && !p->cb_rv))
+    if (e == HPE_OK || (e == HPE_PAUSED && (p->paused || p->yield) && !p->cb_rv))
         return (ssize_t)n;
     p->failed = 1;
     if (p->cb_rv)
@@ -383,21 +645,25 @@ ssize_t gw_h1_parser_feed(gw_h1_parser_t *p, const uint8_t *data, size_t len)
         return p->cb_rv ? p->cb_rv : GW_E_PARSE;
     size_t off = 0;
     while (off < len && !p->paused) {
-        size_t chunk = len - off;
-        if (p->scan == SCAN_HEAD) {
-            ssize_t h = scan_head(p, data + off, chunk);
-            if (h < 0) {
-                p->failed = 1;
-                return p->cb_rv;
-            }
-            chunk = (size_t)h;
+        ssize_t h = scan(p, data + off, len - off);
+        if (h < 0) {
+            p->failed = 1;
+            return p->cb_rv;
         }
+        size_t chunk = (size_t)h;
         ssize_t n = run(p, data + off, chunk);
         if (n < 0)
             return n;
         off += (size_t)n;
+        if (p->yield) {
+            /* An interim response ended: the next head is scanned afresh. */
+            p->yield = 0;
+            http_parser_pause(&p->hp, 0);
+            reset_head(p);
+        }
         if ((size_t)n < chunk && !p->paused) {
-            /* http-parser stopped early without pausing: treat as an error */
+            /* http-parser stopped early without pausing, or ended a message where the scanner
+             * did not: treat as an error */
             p->failed = 1;
             p->cb_rv = GW_E_PARSE;
             p->err_status = 400;
@@ -433,8 +699,14 @@ void gw_h1_parser_resume(gw_h1_parser_t *p)
     if (!p->paused)
         return;
     p->paused = 0;
+    p->head_response = 0;
     http_parser_pause(&p->hp, 0);
     reset_head(p);
+}
+
+void gw_h1_parser_set_head_response(gw_h1_parser_t *p, int head)
+{
+    p->head_response = head;
 }
 
 int gw_h1_parser_in_message(const gw_h1_parser_t *p)

@@ -1,17 +1,22 @@
-/* h1/parser.h — sans-IO HTTP/1.1 message parser (requests for the HTTP/1.1 front; responses
- * for origin connections come with the back side).
+/* h1/parser.h — sans-IO HTTP/1.1 message parser: requests for the HTTP/1.1 front, responses
+ * for origin connections (h1/client.h wraps the response side for back/).
  *
  * Built on http-parser 2.9; this module's parser.c is the only file that includes
  * <http_parser.h>. Bytes go in with gw_h1_parser_feed(); the parser reports one message head
- * (version-neutral: method, target, status, fields), its body pieces and its end through
- * callbacks. After a complete message the parser pauses, so that pipelined requests are
- * handled one at a time and answered in order: the caller resumes it with
- * gw_h1_parser_resume() once it is ready for the next message.
+ * (version-neutral: method, target, status, fields), its body pieces, its trailers and its end
+ * through callbacks. After a complete message the parser pauses, so that pipelined messages
+ * are handled one at a time and in order: the caller resumes it with gw_h1_parser_resume()
+ * once it is ready for the next message. A 1xx response (other than 101, refused) is reported
+ * through on_head as an interim head and parsing goes on with the next head without a pause.
  *
- * Request smuggling defences (RFC 9112 §2.2, §5.2, §6.1, §6.3, §11.2): bare CR, NUL and obs-fold
- * in the head, Content-Length together with Transfer-Encoding, differing or repeated
- * Content-Length, Transfer-Encoding whose final coding is not chunked, and a missing Host in
- * HTTP/1.1 are errors: the caller answers 400 and closes. A head larger than the limit is 431.
+ * http-parser is lenient where a proxy must not be, so parser.c checks the bytes before it sees
+ * them: the head and trailer lines, the status line, chunk-size lines and the CRLF after chunk
+ * data. Smuggling defences (RFC 9112 §2.2, §4, §5.1, §5.2, §6.1, §6.3, §7.1, §11.2): bare CR,
+ * bare LF, NUL and obs-fold in the head or trailers, whitespace or other non-token bytes in a
+ * field name, a malformed status line, a malformed chunk line, Content-Length together with
+ * Transfer-Encoding, differing or repeated Content-Length, Transfer-Encoding whose final coding
+ * is not chunked, and a missing Host in an HTTP/1.1 request are errors: for a request the
+ * caller answers 400 and closes. A head larger than the limit is 431.
  */
 #ifndef GW_H1_PARSER_H
 #define GW_H1_PARSER_H
@@ -48,15 +53,21 @@ typedef struct {
 } gw_h1_msg_t;
 
 typedef struct {
-    /* Return 0 to go on, negative to stop parsing with that code. */
+    /* Return 0 to go on, negative to stop parsing with that code. Any callback may be NULL. */
+    /* A message head. For an interim response (msg->status < 200) the slices are valid during
+     * the call only: the next head reuses the arena. */
     int (*on_head)(void *user_data, const gw_h1_msg_t *msg);
+    /* Body bytes (de-chunked), pointing into the buffer given to gw_h1_parser_feed(). */
     int (*on_body)(void *user_data, const uint8_t *p, size_t len);
     int (*on_complete)(void *user_data);
+    /* Trailer fields of a chunked body (RFC 9112 §7.1.2), before on_complete; not called for an
+     * empty trailer section. The slices are valid during the call only. */
+    int (*on_trailers)(void *user_data, const gw_h1_field_t *fields, size_t n);
 } gw_h1_callbacks_t;
 
 typedef struct {
-    size_t max_head;   /* request/status line + fields, bytes (431 past it) */
-    size_t max_fields; /* number of fields (431 past it) */
+    size_t max_head;   /* start line + fields, bytes (431 past it); also bounds trailers */
+    size_t max_fields; /* number of fields (431 past it); also bounds trailers */
 } gw_h1_limits_t;
 
 typedef enum {
@@ -81,9 +92,13 @@ ssize_t gw_h1_parser_feed(gw_h1_parser_t *p, const uint8_t *data, size_t len);
  * messages, or a close-delimited response body), GW_E_PARSE when a message was cut short. */
 int gw_h1_parser_eof(gw_h1_parser_t *p);
 
+/* GW_H1_RESPONSE: the message to parse next answers a HEAD request, so it has no body whatever
+ * its fields say (RFC 9112 §6.3 rule 1). Set it before its first byte is fed; resume clears it. */
+void gw_h1_parser_set_head_response(gw_h1_parser_t *p, int head);
+
 /* Non-zero while paused after a complete message. */
 int gw_h1_parser_paused(const gw_h1_parser_t *p);
-/* Ready for the next message: the previous head's slices become invalid. */
+/* Ready for the next message: the previous head's slices become invalid. No-op unless paused. */
 void gw_h1_parser_resume(gw_h1_parser_t *p);
 
 /* Non-zero while inside a message (bytes of a head or body have been seen). */

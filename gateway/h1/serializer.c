@@ -1,9 +1,14 @@
+/* h1/serializer.c — every HTTP/1.1 byte we write: response heads and gateway-made responses
+ * (h1/serializer.h, for the front) and request heads and chunk framing (h1/client.h, for the
+ * origin side). Each function checks everything first and appends nothing on error. */
 #include "h1/serializer.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "common/err.h"
+#include "h1/client.h"
+#include "h1/h1_internal.h"
 
 const char *gw_h1_reason(unsigned status)
 {
@@ -77,6 +82,32 @@ static int put(gw_bytes_t *out, const char *s)
     return gw_bytes_append(out, s, strlen(s));
 }
 
+/* One "name: value" CRLF line per field. */
+static int put_fields(gw_bytes_t *out, const gw_field_t *f, size_t n)
+{
+    int rv;
+    for (size_t i = 0; i < n; i++)
+        if ((rv = gw_bytes_append(out, f[i].name.base, f[i].name.len)) < 0 ||
+            (rv = put(out, ": ")) < 0 ||
+            (rv = gw_bytes_append(out, f[i].value.base, f[i].value.len)) < 0 ||
+            (rv = put(out, "\r\n")) < 0)
+            return rv;
+    return 0;
+}
+
+/* The end of a head: the framing field line and an extra line (either may be NULL), then the
+ * blank line. On error out is cut back to mark. */
+static int end_head(gw_bytes_t *out, size_t mark, const char *framing, const char *extra)
+{
+    int rv = 0;
+    if ((framing && (rv = put(out, framing)) < 0) || (extra && (rv = put(out, extra)) < 0) ||
+        (rv = put(out, "\r\n")) < 0) {
+        out->len = mark;
+        return rv;
+    }
+    return 0;
+}
+
 int gw_h1_response_head(gw_bytes_t *out, unsigned status, const gw_h1_field_t *fields,
                         size_t fields_len, int64_t content_length, int keep_alive)
 {
@@ -89,29 +120,17 @@ int gw_h1_response_head(gw_bytes_t *out, unsigned status, const gw_h1_field_t *f
     char line[96];
     int rv;
     snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\n", status, gw_h1_reason(status));
-    if ((rv = put(out, line)) < 0)
+    if ((rv = put(out, line)) < 0 || (rv = put_fields(out, fields, fields_len)) < 0)
         goto fail;
-    for (size_t i = 0; i < fields_len; i++) {
-        if ((rv = gw_bytes_append(out, fields[i].name.base, fields[i].name.len)) < 0 ||
-            (rv = put(out, ": ")) < 0 ||
-            (rv = gw_bytes_append(out, fields[i].value.base, fields[i].value.len)) < 0 ||
-            (rv = put(out, "\r\n")) < 0)
-            goto fail;
-    }
-    int bodyless = status < 200 || status == 204 || status == 304;
-    if (!bodyless) {
+    const char *framing = NULL;
+    if (!(status < 200 || status == 204 || status == 304)) {
         if (content_length >= 0)
             snprintf(line, sizeof(line), "content-length: %lld\r\n", (long long)content_length);
         else
             snprintf(line, sizeof(line), "transfer-encoding: chunked\r\n");
-        if ((rv = put(out, line)) < 0)
-            goto fail;
+        framing = line;
     }
-    if (!keep_alive && (rv = put(out, "connection: close\r\n")) < 0)
-        goto fail;
-    if ((rv = put(out, "\r\n")) < 0)
-        goto fail;
-    return 0;
+    return end_head(out, mark, framing, keep_alive ? NULL : "connection: close\r\n");
 fail:
     out->len = mark;
     return rv;
@@ -137,4 +156,70 @@ int gw_h1_simple_response(gw_bytes_t *out, unsigned status, const char *body, in
 int gw_h1_continue(gw_bytes_t *out)
 {
     return put(out, "HTTP/1.1 100 Continue\r\n\r\n");
+}
+
+static int fields_ok(const gw_field_t *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!gw_h1__is_token(f[i].name) || !clean(f[i].value))
+            return 0;
+    return 1;
+}
+
+int gw_h1_request_head(gw_bytes_t *out, const gw_h1_request_t *req)
+{
+    if (!gw_h1__is_token(req->method) || req->target.len == 0 || !clean(req->target) ||
+        memchr(req->target.base, ' ', req->target.len) || !clean(req->host) ||
+        !fields_ok(req->fields, req->fields_len))
+        return GW_E_INVAL;
+    size_t mark = out->len;
+    int rv;
+    /* RFC 9112 §3: request-line = method SP request-target SP HTTP-version */
+    if ((rv = gw_bytes_append(out, req->method.base, req->method.len)) < 0 ||
+        (rv = put(out, " ")) < 0 ||
+        (rv = gw_bytes_append(out, req->target.base, req->target.len)) < 0 ||
+        (rv = put(out, " HTTP/1.1\r\nHost: ")) < 0 ||
+        (rv = gw_bytes_append(out, req->host.base, req->host.len)) < 0 ||
+        (rv = put(out, "\r\n")) < 0 || (rv = put_fields(out, req->fields, req->fields_len)) < 0)
+        goto fail;
+    char line[48];
+    if (req->body_len < 0)
+        snprintf(line, sizeof(line), "Transfer-Encoding: chunked\r\n");
+    else
+        snprintf(line, sizeof(line), "Content-Length: %lld\r\n", (long long)req->body_len);
+    return end_head(out, mark, req->body_len ? line : NULL, NULL);
+fail:
+    out->len = mark;
+    return rv;
+}
+
+size_t gw_h1_chunk_head(uint8_t out[GW_H1_CHUNK_HEAD_MAX], size_t len)
+{
+    /* RFC 9112 §7.1: chunk-size = 1*HEXDIG, no leading zeros needed */
+    static const char hex[] = "0123456789abcdef";
+    uint8_t digits[16];
+    size_t n = 0;
+    do {
+        digits[n++] = (uint8_t)hex[len & 0xf];
+        len >>= 4;
+    } while (len && n < sizeof(digits));
+    size_t k = 0;
+    while (n)
+        out[k++] = digits[--n];
+    out[k++] = '\r';
+    out[k++] = '\n';
+    return k;
+}
+
+int gw_h1_last_chunk(gw_bytes_t *out, const gw_field_t *trailers, size_t n)
+{
+    if (!fields_ok(trailers, n))
+        return GW_E_INVAL;
+    size_t mark = out->len;
+    int rv;
+    /* RFC 9112 §7.1.2: last-chunk trailer-section CRLF */
+    if ((rv = put(out, "0\r\n")) < 0 || (rv = put_fields(out, trailers, n)) < 0 ||
+        (rv = put(out, "\r\n")) < 0)
+        out->len = mark;
+    return rv;
 }

@@ -1,19 +1,36 @@
 /* proxy/proxy.h — the translator: client streams to origin exchanges.
  *
- * This build routes requests (host: exact, "*.suffix" or "*"; path prefix; first match wins)
- * and answers them itself: no route → 404; a route → 503, because forwarding to origins is not
- * implemented yet. Both answers say so in their body and in the log.
+ * One gw_proxy_t per worker loop; it owns that worker's back side (origin pools). For each
+ * client stream it picks a route (host: exact, "*.suffix" or "*"; path prefix; first match
+ * wins; no match → 404 from the gateway), translates the request head (RFC 9113 §8.3,
+ * RFC 9110 §7.6), starts an origin exchange, and relays the response: head, 1xx interims, body
+ * by reference, trailers, or a gateway-made 502/503/504 when the back fails before the head.
+ *
+ * Flow control is hop by hop, with at most limits.body_buffer bytes held per exchange and
+ * direction: response bytes are pulled from the origin only while the client stream has less
+ * than the bound pending; request body bytes are credited back to the client only once written
+ * to the origin socket.
+ *
+ * Coalescing: concurrent identical GET/HEAD requests on a route with `coalesce` share one
+ * origin exchange; see exchange.c for the rules.
  */
 #ifndef GW_PROXY_PROXY_H
 #define GW_PROXY_PROXY_H
+
+#include <uv.h>
 
 #include "config/config.h"
 #include "proxy/stream.h"
 
 typedef struct gw_proxy gw_proxy_t;
 
-/* Per worker. cfg must outlive the proxy. 0 or GW_E_NOMEM. */
-int gw_proxy_new(const gw_config_t *cfg, gw_proxy_t **out);
+/* Per worker, on that worker's loop. cfg must outlive the proxy. 0, GW_E_NOMEM, or
+ * GW_E_UNSUPPORTED (from the back: an upstream the back cannot serve). */
+int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out);
+/* Close the origin side (every pooled connection, timers); exchanges still live fail. The
+ * loop must run afterwards until the handles are closed. Idempotent. */
+void gw_proxy_close(gw_proxy_t *p);
+/* Free; call gw_proxy_close() and run the loop first. NULL is ignored. */
 void gw_proxy_del(gw_proxy_t *p);
 
 /* The route for a request, or NULL. authority may carry a port (ignored); host names compare
@@ -25,11 +42,30 @@ const gw_cfg_route_t *gw_proxy_route(const gw_proxy_t *p, gw_slice_t authority, 
  * code when the stream must be reset / the connection closed. */
 int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *head);
 
-/* Request body bytes (valid during the call). Returns the bytes the proxy has passed on and
- * that may be credited back to the client's window now. */
-size_t gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t len);
+/* Request body bytes (valid during the call). The proxy copies them on and credits them back
+ * through s->ops->credit once written to the origin (or dropped). */
+void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t len);
 
-/* The front is done with s (response handed over, reset, or client gone). */
+/* The request body ended (HTTP/2 END_STREAM, HTTP/1.1 message complete); trailers may be
+ * NULL. */
+void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *trailers, size_t n);
+
+/* The client side of s can take more response bytes (pending fell). */
+void gw_proxy_writable(gw_proxy_t *p, gw_cstream_t *s);
+
+/* The front is done with s (response handed over and request ended, reset, or client gone).
+ * No op is called on s afterwards. */
 void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s);
+
+/* Counters of this worker's proxy, for logs and tests. */
+typedef struct {
+    uint64_t requests;        /* client streams seen */
+    uint64_t origin_requests; /* exchanges started on the back */
+    uint64_t coalesced;       /* streams served by another stream's exchange */
+    uint64_t detached;        /* followers that fell behind and fetched on their own */
+    uint64_t not_shared;      /* followers sent to the origin because the response was private */
+    uint64_t stalled;         /* streams reset because the client stopped reading */
+} gw_proxy_stats_t;
+void gw_proxy_stats(const gw_proxy_t *p, gw_proxy_stats_t *out);
 
 #endif

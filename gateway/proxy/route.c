@@ -5,26 +5,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "proxy/proxy.h"
-
-struct gw_proxy {
-    const gw_config_t *cfg;
-};
-
-int gw_proxy_new(const gw_config_t *cfg, gw_proxy_t **out)
-{
-    gw_proxy_t *p = gw_calloc(1, sizeof(*p));
-    if (!p)
-        return GW_E_NOMEM;
-    p->cfg = cfg;
-    *out = p;
-    return 0;
-}
-
-void gw_proxy_del(gw_proxy_t *p)
-{
-    gw_free(p);
-}
+#include "proxy/proxy_internal.h"
 
 /* The host part of an authority: "[::1]:8443" → "[::1]", "a.example:80" → "a.example". */
 static gw_slice_t host_of(gw_slice_t a)
@@ -61,7 +42,7 @@ const gw_cfg_route_t *gw_proxy_route(const gw_proxy_t *p, gw_slice_t authority, 
     return NULL;
 }
 
-static int answer(gw_cstream_t *s, unsigned status, const char *text)
+int gw_proxy__answer(gw_cstream_t *s, unsigned status, const char *text)
 {
     size_t n = strlen(text);
     const gw_field_t f[] = {
@@ -81,30 +62,3 @@ static int answer(gw_cstream_t *s, unsigned status, const char *text)
     return rv;
 }
 
-int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
-{
-    const gw_cfg_route_t *r = gw_proxy_route(p, h->authority, h->path);
-    if (!r) {
-        GW_LOG_INFO("no_route", "peer=%s proto=%s method=%.*s authority=%.*s path=%.*s status=404",
-                    s->peer, h->proto, (int)h->method.len, h->method.base, (int)h->authority.len,
-                    h->authority.base, (int)h->path.len, h->path.base);
-        return answer(s, 404, "h2gate: no route for this host and path\n");
-    }
-    GW_LOG_INFO("request", "peer=%s proto=%s method=%.*s path=%.*s status=503 upstream=%s", s->peer,
-                h->proto, (int)h->method.len, h->method.base, (int)h->path.len, h->path.base,
-                r->upstream_name);
-    return answer(s, 503,
-                  "h2gate: no origin forwarding in this build (the proxy layer is not "
-                  "implemented yet)\n");
-}
-
-size_t gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t len)
-{
-    (void)p, (void)s, (void)data;
-    return len; /* nothing to forward to: the bytes are dropped and the window returned */
-}
-
-void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
-{
-    (void)p, (void)s;
-}

@@ -3,14 +3,21 @@
  * request on a keep-alive connection) so that the translator has one code path for both.
  *
  * Lifetime: the front creates the stream when a request head is complete and calls
- * gw_proxy_request(); the stream stays valid until the front calls gw_proxy_stream_closed()
- * (client reset, disconnect, or the response fully handed over). The proxy answers through
- * `ops`, at once or later from the event loop.
+ * gw_proxy_request(); request body bytes follow through gw_proxy_body() and the end of the
+ * request through gw_proxy_body_end(). The stream stays valid until the front calls
+ * gw_proxy_stream_closed() (client reset, disconnect, or response and request both done).
+ * The proxy answers through `ops`, at once or later from the event loop.
+ *
+ * Re-entrance rules, both ways: an op never calls back into the proxy synchronously (the
+ * front defers what follows from it — flushing HTTP/2 frames, the next pipelined request,
+ * stream_closed — to the loop), so the proxy may call ops from anywhere, including from inside
+ * gw_proxy_request() and gw_proxy_body(). The proxy never calls the front's input functions.
  */
 #ifndef GW_PROXY_STREAM_H
 #define GW_PROXY_STREAM_H
 
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "common/buf.h"
 
@@ -32,21 +39,47 @@ typedef struct {
 
 typedef struct gw_cstream gw_cstream_t;
 
+/* How the proxy aborts a stream (ops->reset). The front maps them to its protocol: HTTP/2
+ * RST_STREAM with the RFC 9113 §7 code; HTTP/1.1 closes the connection (NO_ERROR after a
+ * complete response also closes: the request body left unread cannot be skipped safely). */
+typedef enum {
+    GW_CS_RESET_NO_ERROR = 0,   /* response complete, request body not wanted (§8.1) */
+    GW_CS_RESET_PROTOCOL = 1,   /* malformed request (§8.1.1) */
+    GW_CS_RESET_INTERNAL = 2,   /* the origin failed after the response head was sent */
+    GW_CS_RESET_CANCEL = 8,     /* given up (stalled client, gateway stopping) */
+} gw_cs_reset_t;
+
 typedef struct {
-    /* Send the response head. content_length -1 = unknown (HTTP/1.1 uses chunked). With
+    /* Send the final response head. content_length -1 = unknown (HTTP/1.1 uses chunked). With
      * end_stream the response has no body. 0 or a negative GW_E* code. */
     int (*respond)(gw_cstream_t *s, unsigned status, const gw_field_t *fields, size_t n,
                    int64_t content_length, int end_stream);
-    /* Send body bytes by reference: the front takes its own reference on buf. */
+    /* Send an interim (1xx) head, e.g. 103 Early Hints. 0 or a negative code. */
+    int (*interim)(gw_cstream_t *s, unsigned status, const gw_field_t *fields, size_t n);
+    /* Send body bytes by reference: the front takes its own reference on buf. buf may be NULL
+     * when len is 0 (end_stream alone). */
     int (*body)(gw_cstream_t *s, gw_rbuf_t *buf, size_t off, size_t len, int end_stream);
+    /* Send trailers; ends the response. */
+    int (*trailers)(gw_cstream_t *s, const gw_field_t *fields, size_t n);
+    /* Abort the stream (see gw_cs_reset_t). gw_proxy_stream_closed follows later. */
+    void (*reset)(gw_cstream_t *s, gw_cs_reset_t code);
+    /* n request body bytes given to gw_proxy_body() have been passed on (written to the
+     * origin, or dropped): the front may let the client send that many more (HTTP/2
+     * WINDOW_UPDATE; HTTP/1.1 reads again). */
+    void (*credit)(gw_cstream_t *s, size_t n);
+    /* Response bytes of this stream accepted by the front and not yet written to the client
+     * socket or framed (the proxy's bound on what it pulls from the origin). */
+    size_t (*pending)(gw_cstream_t *s);
 } gw_cstream_ops_t;
 
 struct gw_cstream {
     const gw_cstream_ops_t *ops;
-    void *impl;       /* the front's connection/stream */
-    const char *peer; /* client address, for logs */
-    int head_only;    /* the request was HEAD: the front drops body bytes */
-    void *proxy_data; /* the proxy's own state for this stream */
+    void *impl;                  /* the front's connection/stream */
+    const char *peer;            /* client address "ip:port", for logs */
+    const char *peer_ip;         /* client address without port, for X-Forwarded-For */
+    const struct sockaddr *addr; /* client address, for consistent hashing */
+    int head_only;               /* the request was HEAD: the front drops body bytes */
+    void *proxy_data;            /* the proxy's own state for this stream */
 };
 
 #endif

@@ -137,6 +137,8 @@ pid {dir}/nginx.pid;
 events {{ worker_connections 1024; }}
 http {{
     access_log {dir}/access.log;
+    log_format conn '$connection $request';
+    access_log {dir}/conn.log conn;
     client_body_temp_path {dir}/body;
     proxy_temp_path {dir}/proxy;
     fastcgi_temp_path {dir}/fastcgi;
@@ -167,6 +169,11 @@ class Nginx:
         self.proc = subprocess.Popen([nginx, "-c", conf, "-p", self.dir],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port("127.0.0.1", self.port, proc=self.proc)
+
+    def connections(self):
+        """Distinct client connections nginx served requests on (from its conn.log)."""
+        with open(os.path.join(self.dir, "conn.log")) as f:
+            return len({l.split(" ", 1)[0] for l in f if l.strip()})
 
     def access_log(self):
         with open(os.path.join(self.dir, "access.log")) as f:

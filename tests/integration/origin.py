@@ -23,6 +23,11 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /conn-close       200 with `Connection: close`, then close
     /http10           HTTP/1.0 200 without keep-alive
     /slow/N           200, N bytes sent in 10 pieces 100 ms apart
+    /private/N        200 with N bytes and Cache-Control: private
+    /cookie/N         200 with N bytes and a Set-Cookie
+    /reject/N         status N at once after the head, the request body left unread; then close
+    /stall-read       read the head, then never read again (the uploader fills the socket)
+    /drop-once/KEY    the first request for KEY: close without a byte; later ones: 200 "ok"
 Anything else: 404.
 """
 import hashlib
@@ -63,6 +68,7 @@ class ScriptedOrigin:
         self.max_open_connections = 0
         self.requests = []
         self._stop = False
+        self._dropped = set()
         self._clients = []
         self._thread = threading.Thread(target=self._accept_loop, daemon=True)
         self._thread.start()
@@ -114,7 +120,7 @@ class ScriptedOrigin:
     def _read_body(c, headers, rest):
         h = {k.lower(): v for k, v in headers}
         if h.get("transfer-encoding", "").lower() == "chunked":
-            body = b""
+            body = bytearray()
             buf = rest
             while True:
                 while b"\r\n" not in buf:
@@ -125,18 +131,19 @@ class ScriptedOrigin:
                     while b"\r\n\r\n" not in b"\r\n" + buf:
                         buf += c.recv(65536)
                     idx = (b"\r\n" + buf).index(b"\r\n\r\n")
-                    return body, buf[idx + 2:]
+                    return bytes(body), buf[idx + 2:]
                 while len(buf) < size + 2:
                     buf += c.recv(65536)
                 body += buf[:size]
                 buf = buf[size + 2:]
         n = int(h.get("content-length", "0"))
-        while len(rest) < n:
-            d = c.recv(65536)
+        got = bytearray(rest)  # amortised appends: 100 MiB bodies stay linear
+        while len(got) < n:
+            d = c.recv(1 << 20)
             if not d:
                 break
-            rest += d
-        return rest[:n], rest[n:]
+            got += d
+        return bytes(got[:n]), bytes(got[n:])
 
     def _serve(self, c):
         buf = b""
@@ -153,6 +160,19 @@ class ScriptedOrigin:
                     headers.append((k, v.strip()))
                 if {k.lower(): v for k, v in headers}.get("expect", "").lower() == "100-continue":
                     c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                early = target.split("?")[0]
+                if early.startswith("/reject/") or early == "/stall-read":
+                    req = Request(method, target, version, headers, b"")
+                    with self.lock:
+                        self.requests.append(req)
+                    if early == "/stall-read":
+                        while not self._stop:
+                            time.sleep(0.05)
+                        return
+                    st = int(early.split("/")[2])
+                    c.sendall(f"HTTP/1.1 {st} Early\r\nContent-Length: 6\r\nConnection: close\r\n\r\nearly\n".encode())
+                    time.sleep(0.5)  # let the gateway read it before the close
+                    return
                 body, buf = self._read_body(c, headers, buf)
                 req = Request(method, target, version, headers, body)
                 with self.lock:
@@ -244,6 +264,18 @@ class ScriptedOrigin:
         elif kind == "http10":
             c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
             return False
+        elif kind in ("private", "cookie"):
+            body = pattern(arg)
+            extra = ("Cache-Control", "private") if kind == "private" else ("Set-Cookie", "id=1")
+            time.sleep(0.1)  # so that every identical request is waiting
+            send(200, [("Content-Length", str(len(body))), extra], body)
+        elif kind == "drop-once":
+            with self.lock:
+                first = path not in self._dropped
+                self._dropped.add(path)
+            if first:
+                return False
+            send(200, [("Content-Length", "2")], b"ok")
         elif kind == "slow":
             body = pattern(arg)
             c.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode())

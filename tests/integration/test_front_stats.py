@@ -39,13 +39,13 @@ def test_sigusr1_dumps_per_worker_counters_and_keeps_running(gateway):
     port = free_port()
     g = gateway(_config(port, 2), wait=[("127.0.0.1", port)])
     for _ in range(20):
-        assert _get(port).startswith(b"HTTP/1.1 503 ")
+        assert _get(port).startswith(b"HTTP/1.1 502 ")
     g.signal(signal.SIGUSR1)
     first = _usr1_counts(g, 2)
     assert {int(w) for w, _ in first} == {0, 1}
     assert sum(int(n) for _, n in first) >= 20  # the readiness probe connects too
     # still serving after the dump, and the counters moved
-    assert _get(port).startswith(b"HTTP/1.1 503 ")
+    assert _get(port).startswith(b"HTTP/1.1 502 ")
     g.signal(signal.SIGUSR1)
     second = _usr1_counts(g, 4)[2:]
     assert sum(int(n) for _, n in second) == sum(int(n) for _, n in first) + 1

@@ -135,8 +135,8 @@ static const char *const c4_req[3] = {
 static const char *const req_text[3] = {
     ":method: GET\n:scheme: http\n:path: /\n:authority: www.example.com\n",
     ":method: GET\n:scheme: http\n:path: /\n:authority: www.example.com\ncache-control: no-cache\n",
-    ":method: GET\n:scheme: https\n:path: /index.html\n:authority: www.example.com\n"
-    "custom-key: custom-value\n",
+    (":method: GET\n:scheme: https\n:path: /index.html\n:authority: www.example.com\n"
+     "custom-key: custom-value\n"),
 };
 static const size_t req_sizes[3] = {57, 110, 164};
 

@@ -1,0 +1,118 @@
+/* h1/client.h — the client side of the HTTP/1.1 codec, for origin connections (back/).
+ *
+ * Sans-IO, two halves:
+ * - Request out (serializer.c): the request head (request line, Host, fields, framing), and
+ *   the chunk framing of a request body. Nothing with CR, LF or NUL is ever written.
+ * - Response in (client.c, on h1/parser.h and so on http-parser): one response per request,
+ *   reported as events: interim heads (1xx other than 101), the final head, body bytes by
+ *   offset into the caller's buffer (no copy), trailers, complete. The keep-alive decision
+ *   is taken from the final head (RFC 9112 §9.3). Strict on purpose: anything that could
+ *   desynchronise a pooled connection (h1/parser.h lists it) is an error, and nothing of such
+ *   a response is passed on after the error.
+ *
+ * One gw_h1_client_t per origin connection, reused across its requests:
+ *   new → [start → feed* (→ eof)]* → del
+ */
+#ifndef GW_H1_CLIENT_H
+#define GW_H1_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/buf.h"
+#include "h1/parser.h"
+
+/* ---- request head and body framing (serializer.c) ------------------------------------------ */
+
+/* An origin request head. Slices are read during gw_h1_request_head() only. */
+typedef struct {
+    gw_slice_t method;        /* a token: "GET" */
+    gw_slice_t target;        /* origin-form "/path?q": no SP, CR, LF or NUL */
+    gw_slice_t host;          /* Host value (RFC 9112 §3.2) */
+    const gw_field_t *fields; /* sent in order; the caller dropped hop-by-hop fields */
+    size_t fields_len;
+    int64_t body_len; /* 0 = no body (no framing field), > 0 = Content-Length, -1 = chunked */
+} gw_h1_request_t;
+
+/* Append "METHOD target HTTP/1.1", "Host:", the fields, then `Content-Length: N` (body_len > 0)
+ * or `Transfer-Encoding: chunked` (body_len < 0), and the blank line. Returns 0, GW_E_INVAL (a
+ * method or field name that is not a token, an empty or unsafe target, a CR, LF or NUL in the
+ * host or a value), GW_E_NOMEM or GW_E_LIMIT (out's cap); on error out is as it was. */
+int gw_h1_request_head(gw_bytes_t *out, const gw_h1_request_t *req);
+
+/* Longest chunk-size line gw_h1_chunk_head() writes: 16 hex digits and CRLF. */
+#define GW_H1_CHUNK_HEAD_MAX 18
+/* What follows each chunk's data (RFC 9112 §7.1). */
+#define GW_H1_CHUNK_END "\r\n"
+#define GW_H1_CHUNK_END_LEN 2
+
+/* Write the chunk-size line for a chunk of len (> 0) bytes into out; returns its length.
+ * (len 0 would be the last-chunk: use gw_h1_last_chunk().) */
+size_t gw_h1_chunk_head(uint8_t out[GW_H1_CHUNK_HEAD_MAX], size_t len);
+
+/* Append the end of a chunked body: last-chunk, the trailer fields (may be NULL when n is 0)
+ * and the final CRLF (RFC 9112 §7.1.2). Returns 0, GW_E_INVAL (a name that is not a token, a
+ * value with CR, LF or NUL), GW_E_NOMEM or GW_E_LIMIT; on error out is as it was. */
+int gw_h1_last_chunk(gw_bytes_t *out, const gw_field_t *trailers, size_t n);
+
+/* ---- response parser (client.c) ------------------------------------------------------------ */
+
+typedef enum {
+    GW_H1_CLIENT_IDLE = 0, /* no request started: a byte now is an error */
+    GW_H1_CLIENT_HEAD,     /* waiting for the final head (interim heads may come first) */
+    GW_H1_CLIENT_BODY,     /* final head seen, body not finished */
+    GW_H1_CLIENT_DONE,     /* the response is complete */
+    GW_H1_CLIENT_FAILED,   /* malformed, cut short or stopped by a callback: feed no more */
+} gw_h1_client_state_t;
+const char *gw_h1_client_state_str(gw_h1_client_state_t s);
+
+/* Events; user_data is the pointer given to gw_h1_client_new(). Each returns 0 to go on, or a
+ * negative code to stop at once: gw_h1_client_feed() (or _eof) then returns that code and the
+ * client is FAILED. Any callback may be NULL. */
+typedef struct {
+    /* A response head: interim when head->status < 200 (zero or more, before the final one),
+     * else final (once). Slices point into the client's head arena: valid during the call. */
+    int (*on_head)(void *user_data, const gw_h1_msg_t *head);
+    /* len (> 0) de-chunked body bytes at buf[off..off+len), buf being the buffer passed to the
+     * gw_h1_client_feed() on the stack. */
+    int (*on_body)(void *user_data, size_t off, size_t len);
+    /* Trailer fields of a chunked body (none: not called); slices valid during the call. */
+    int (*on_trailers)(void *user_data, const gw_field_t *fields, size_t n);
+    /* The response ended: gw_h1_client_keep_alive() says whether the connection may carry
+     * another request. */
+    int (*on_complete)(void *user_data);
+} gw_h1_client_cbs_t;
+
+typedef struct gw_h1_client gw_h1_client_t;
+
+/* A client, or NULL when out of memory. limits bounds a response head and a trailer section
+ * (fields zero: 64 KiB and 128 fields); cbs is copied. */
+gw_h1_client_t *gw_h1_client_new(const gw_h1_limits_t *limits, const gw_h1_client_cbs_t *cbs,
+                                 void *user_data);
+void gw_h1_client_del(gw_h1_client_t *c);
+
+/* A request was sent: expect its response. head_only: it was a HEAD, so the response has no
+ * body whatever its fields say. Only from IDLE or DONE (asserted). */
+void gw_h1_client_start(gw_h1_client_t *c, int head_only);
+
+/* Parse buf[off..off+len). Returns the bytes consumed: all of them, or fewer when the response
+ * completed before the end (the rest is not part of it: the caller must not reuse the
+ * connection), 0 in DONE; or a negative code: GW_E_PARSE (malformed response, or a byte while
+ * IDLE), GW_E_LIMIT (head or trailers over the limit), GW_E_NOMEM, or a callback's code. */
+ssize_t gw_h1_client_feed(gw_h1_client_t *c, const uint8_t *buf, size_t off, size_t len);
+
+/* The origin closed the connection. Returns 0 when nothing was awaited (IDLE, DONE) or when
+ * this ends a close-delimited body (on_complete fires from here, keep-alive is 0); GW_E_IO
+ * when the response was cut short or never came; or a callback's code. */
+int gw_h1_client_eof(gw_h1_client_t *c);
+
+gw_h1_client_state_t gw_h1_client_state(const gw_h1_client_t *c);
+/* Status of the final head, 0 before it. */
+unsigned gw_h1_client_status(const gw_h1_client_t *c);
+/* Whether the connection may carry another request after this response (RFC 9112 §9.3: 1.1
+ * unless "close", 1.0 only with "keep-alive"; never after a close-delimited body). 0 before
+ * the final head. */
+int gw_h1_client_keep_alive(const gw_h1_client_t *c);
+
+#endif

@@ -1,0 +1,1021 @@
+/* proxy/exchange.c — client streams ↔ origin exchanges: request translation, response
+ * translation, hop-by-hop flow control with bounded buffers, gateway-made error answers, and
+ * coalescing of identical in-flight requests.
+ *
+ * Two objects: px_t is the proxy's state of one client stream; ox_t is one origin exchange and
+ * the streams it serves (its subscribers). Without coalescing an ox_t has one subscriber, which
+ * also owns the request body. With coalescing, identical GET/HEAD requests that arrive before
+ * the response head join the in-flight ox_t; at the head the proxy decides whether the response
+ * may serve them all (RFC 9111 §4), and fans the body out by reference. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "proxy/proxy_internal.h"
+
+typedef struct ox ox_t;
+
+typedef struct {
+    gw_proxy_t *p;
+    gw_cstream_t *s;
+    const gw_cfg_route_t *route;
+    ox_t *ox;               /* the exchange serving this stream, NULL once it ended */
+    gw_list_t slink;        /* in ox->subs */
+    gw_req_head_t head;     /* shallow copy: slices valid until the stream closes */
+    uint64_t body_inflight; /* request body bytes given to the back, not yet credited */
+    int64_t req_cl;         /* request Content-Length, -1 unknown */
+    uint64_t req_sent;      /* request body bytes received from the client */
+    uint64_t delivered;     /* response body bytes handed to the client stream */
+    uint64_t skip;          /* after a detach: bytes of the new response already delivered */
+    int64_t resp_cl;        /* response content-length sent, -1 none */
+    unsigned status;        /* status of the response head sent, 0 before */
+    unsigned resp_started : 1;
+    unsigned resp_done : 1;
+    unsigned req_done : 1; /* the client ended its request body */
+    unsigned closed : 1;   /* the front is done with the stream: no more ops */
+    unsigned reset : 1;
+    unsigned follower : 1; /* joined another stream's exchange */
+    const char *proto;
+    uint64_t started_ms;
+    char method[16];
+    char path[160]; /* for the log, truncated */
+} px_t;
+
+struct ox {
+    gw_proxy_t *p;
+    const gw_cfg_route_t *route;
+    gw_back_exch_t *bx; /* NULL once ended */
+    gw_list_t subs;     /* px_t */
+    size_t nsubs;
+    px_t *owner;        /* the stream whose request (and body) this is */
+    gw_list_t klink;    /* in p->inflight while others may join */
+    char *key;          /* coalescing key, NULL when not coalescible */
+    uint64_t hash;
+    gw_list_t plink;    /* in p->paused */
+    uint64_t paused_since;
+    unsigned paused : 1;
+    unsigned indexed : 1;
+};
+
+/* Per body write to the origin: what to credit back when it is written. */
+typedef struct {
+    px_t *px;
+    size_t len;
+} wctx_t;
+
+/* ---- lifetime -------------------------------------------------------------------------------- */
+
+static void on_sweep(uv_timer_t *t);
+
+int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
+{
+    gw_proxy_t *p = gw_calloc(1, sizeof(*p));
+    if (!p)
+        return GW_E_NOMEM;
+    p->cfg = cfg;
+    p->loop = loop;
+    gw_list_init(&p->paused);
+    gw_list_init(&p->inflight);
+    int rv = gw_back_new(loop, cfg, &p->back);
+    if (rv < 0) {
+        gw_free(p);
+        return rv;
+    }
+    uv_timer_init(loop, &p->sweep);
+    p->sweep.data = p;
+    p->sweep_open = 1;
+    *out = p;
+    return 0;
+}
+
+void gw_proxy_close(gw_proxy_t *p)
+{
+    if (!p)
+        return;
+    if (p->back) {
+        gw_back_t *b = p->back;
+        p->back = NULL;
+        gw_back_del(b); /* live exchanges fail now: their callbacks answer or reset */
+    }
+    if (p->sweep_open) {
+        p->sweep_open = 0;
+        uv_close((uv_handle_t *)&p->sweep, NULL);
+    }
+}
+
+void gw_proxy_del(gw_proxy_t *p)
+{
+    if (!p)
+        return;
+    GW_ASSERT(!p->back && !p->sweep_open);
+    gw_free(p);
+}
+
+void gw_proxy_stats(const gw_proxy_t *p, gw_proxy_stats_t *out)
+{
+    *out = p->stats;
+}
+
+/* ---- request translation (RFC 9113 §8.3, RFC 9110 §7.6) ------------------------------------ */
+
+static int name_is(gw_slice_t name, const char *lit)
+{
+    return gw_slice_eq_nocase(name, gw_slice_str(lit));
+}
+
+/* Connection-specific fields never forwarded (RFC 9110 §7.6.1, RFC 9113 §8.2.2). host and
+ * content-length are rebuilt by the back from :authority and the body framing; expect is
+ * answered by the front. */
+static int hop_by_hop(gw_slice_t n)
+{
+    static const char *const hop[] = {"connection", "keep-alive",        "proxy-connection",
+                                      "transfer-encoding", "upgrade",    "te",
+                                      "http2-settings",    "content-length"};
+    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+        if (name_is(n, hop[i]))
+            return 1;
+    return 0;
+}
+
+/* Whether `name` is one of the comma-separated tokens of any Connection field. */
+static int named_by_connection(const gw_field_t *f, size_t n, gw_slice_t name)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!name_is(f[i].name, "connection"))
+            continue;
+        const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
+        while (p < e) {
+            while (p < e && (*p == ' ' || *p == '\t' || *p == ','))
+                p++;
+            const uint8_t *t = p;
+            while (p < e && *p != ',' && *p != ' ' && *p != '\t')
+                p++;
+            if (p > t && gw_slice_eq_nocase((gw_slice_t){t, (size_t)(p - t)}, name))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Scratch space for the translated fields: one block, sized before anything is written, so
+ * the slices into it never move. */
+typedef struct {
+    gw_field_t *f;
+    size_t n, cap;
+    char *buf;
+    size_t used, size;
+} xlate_t;
+
+static gw_slice_t put(xlate_t *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static gw_slice_t put(xlate_t *x, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(x->buf + x->used, x->size - x->used, fmt, ap);
+    va_end(ap);
+    GW_ASSERT(n >= 0 && (size_t)n < x->size - x->used);
+    gw_slice_t s = {(const uint8_t *)x->buf + x->used, (size_t)n};
+    x->used += (size_t)n + 1;
+    return s;
+}
+
+static void add(xlate_t *x, gw_slice_t name, gw_slice_t value)
+{
+    GW_ASSERT(x->n < x->cap);
+    x->f[x->n++] = (gw_field_t){name, value};
+}
+
+/* Every value of fields named `name`, joined with sep, or {NULL,0} when there is none. */
+static gw_slice_t join(xlate_t *x, const gw_req_head_t *h, const char *name, const char *sep)
+{
+    size_t start = x->used, seen = 0;
+    for (size_t i = 0; i < h->fields_len; i++) {
+        if (!name_is(h->fields[i].name, name))
+            continue;
+        if (seen++) {
+            memcpy(x->buf + x->used, sep, strlen(sep));
+            x->used += strlen(sep);
+        }
+        memcpy(x->buf + x->used, h->fields[i].value.base, h->fields[i].value.len);
+        x->used += h->fields[i].value.len;
+    }
+    if (!seen)
+        return (gw_slice_t){0};
+    gw_slice_t s = {(const uint8_t *)x->buf + start, x->used - start};
+    x->buf[x->used++] = 0;
+    return s;
+}
+
+/* Build the origin request. Returns 0, GW_E_PARSE (malformed: host disagrees with
+ * :authority, RFC 9113 §8.3.1), GW_E_NOMEM. */
+static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t *req)
+{
+    const gw_cfg_route_t *r = px->route;
+    gw_cstream_t *s = px->s;
+    size_t bytes = 512 + h->authority.len + h->path.len;
+    for (size_t i = 0; i < h->fields_len; i++)
+        bytes += h->fields[i].name.len + h->fields[i].value.len + 4;
+    x->cap = h->fields_len + 4;
+    x->size = bytes * 2;
+    x->f = gw_malloc(x->cap * sizeof(*x->f));
+    x->buf = gw_malloc(x->size);
+    if (!x->f || !x->buf)
+        return GW_E_NOMEM;
+    int h2 = !strcmp(h->proto, "h2");
+    gw_slice_t authority = h->authority;
+    for (size_t i = 0; i < h->fields_len; i++) {
+        const gw_field_t *f = &h->fields[i];
+        if (name_is(f->name, "host")) {
+            if (authority.len == 0)
+                authority = f->value;
+            else if (h2 && !gw_slice_eq_nocase(f->value, authority))
+                return GW_E_PARSE;
+            continue;
+        }
+        if (hop_by_hop(f->name) || name_is(f->name, "expect") ||
+            named_by_connection(h->fields, h->fields_len, f->name))
+            continue;
+        if (h2 && name_is(f->name, "cookie"))
+            continue; /* joined below: RFC 9113 §8.2.3 */
+        if ((r->add_x_forwarded &&
+             (name_is(f->name, "x-forwarded-for") || name_is(f->name, "x-forwarded-proto"))) ||
+            (r->add_forwarded && name_is(f->name, "forwarded")) ||
+            (r->add_via && name_is(f->name, "via")))
+            continue; /* rebuilt below with ours appended */
+        add(x, f->name, f->value);
+    }
+    if (h2) {
+        gw_slice_t c = join(x, h, "cookie", "; ");
+        if (c.base)
+            add(x, GW_SLICE_LIT("cookie"), c);
+    }
+    const char *ip = s->peer_ip ? s->peer_ip : "unknown";
+    if (r->add_x_forwarded) {
+        gw_slice_t prev = join(x, h, "x-forwarded-for", ", ");
+        add(x, GW_SLICE_LIT("X-Forwarded-For"),
+            prev.base ? put(x, "%.*s, %s", (int)prev.len, prev.base, ip) : put(x, "%s", ip));
+        add(x, GW_SLICE_LIT("X-Forwarded-Proto"),
+            put(x, "%.*s", (int)h->scheme.len, h->scheme.base));
+    }
+    if (r->add_forwarded) {
+        /* RFC 7239 §6: an IPv6 node is quoted and bracketed */
+        int v6 = strchr(ip, ':') != NULL;
+        gw_slice_t prev = join(x, h, "forwarded", ", ");
+        add(x, GW_SLICE_LIT("Forwarded"),
+            put(x, "%.*s%sfor=%s%s%s%s;proto=%.*s;host=\"%.*s\"", (int)prev.len,
+                prev.base ? (const char *)prev.base : "", prev.base ? ", " : "", v6 ? "\"[" : "",
+                ip, v6 ? "]" : "", v6 ? "\"" : "", (int)h->scheme.len, h->scheme.base,
+                (int)authority.len, authority.base));
+    }
+    if (r->add_via) {
+        /* RFC 9110 §7.6.3: received-protocol received-by */
+        gw_slice_t prev = join(x, h, "via", ", ");
+        add(x, GW_SLICE_LIT("Via"),
+            put(x, "%.*s%s%s h2gate", (int)prev.len, prev.base ? (const char *)prev.base : "",
+                prev.base ? ", " : "", h2 ? "2" : "1.1"));
+    }
+    if (authority.len == 0)
+        return GW_E_PARSE;
+    int idem = gw_slice_eq(h->method, GW_SLICE_LIT("GET")) ||
+               gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")) ||
+               gw_slice_eq(h->method, GW_SLICE_LIT("OPTIONS")) ||
+               gw_slice_eq(h->method, GW_SLICE_LIT("PUT")) ||
+               gw_slice_eq(h->method, GW_SLICE_LIT("DELETE")) ||
+               gw_slice_eq(h->method, GW_SLICE_LIT("TRACE"));
+    *req = (gw_back_req_t){
+        .method = h->method,
+        .target = h->path,
+        .host = authority,
+        .fields = x->f,
+        .fields_len = x->n,
+        .body_len = h->end_stream ? 0 : h->content_length >= 0 ? h->content_length : -1,
+        .idempotent = idem,
+        .urgency = 3,
+        .client = s->addr,
+    };
+    /* a zero-length body announced with content-length: 0 and no END_STREAM yet */
+    if (!h->end_stream && h->content_length == 0)
+        req->body_len = 0;
+    return 0;
+}
+
+/* ---- response translation ----------------------------------------------------------------- */
+
+#define MAX_RESP_FIELDS 128
+
+/* Response fields for the client: hop-by-hop removed, names lowercased (HTTP/2 requires it,
+ * HTTP/1.1 clients do not care), Via appended. `lower` holds the lowercased names. */
+static size_t resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in, size_t n, gw_field_t *out,
+                          char *lower, size_t lower_size, int64_t *cl, int via)
+{
+    size_t k = 0, used = 0;
+    *cl = -1;
+    for (size_t i = 0; i < n && k < MAX_RESP_FIELDS - 1; i++) {
+        gw_slice_t name = in[i].name;
+        if (name_is(name, "content-length")) {
+            long long v = 0;
+            for (size_t j = 0; j < in[i].value.len; j++)
+                v = v * 10 + (in[i].value.base[j] - '0'); /* validated by the back */
+            *cl = v;
+            continue;
+        }
+        if (hop_by_hop(name) || named_by_connection(in, n, name))
+            continue;
+        if (used + name.len > lower_size)
+            break;
+        for (size_t j = 0; j < name.len; j++) {
+            uint8_t ch = name.base[j];
+            lower[used + j] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+        }
+        out[k++] = (gw_field_t){{(const uint8_t *)lower + used, name.len}, in[i].value};
+        used += name.len;
+    }
+    if (via && route->add_via && k < MAX_RESP_FIELDS)
+        out[k++] = (gw_field_t){GW_SLICE_LIT("via"), GW_SLICE_LIT("1.1 h2gate")};
+    return k;
+}
+
+/* ---- coalescing key ------------------------------------------------------------------------ */
+
+static uint64_t fnv(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Whether a request may share an exchange, and its key: method, host, path and the values of
+ * the route's significant headers. NULL when it may not (or out of memory). */
+static char *coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h)
+{
+    if (!r->coalesce || !h->end_stream)
+        return NULL;
+    if (!gw_slice_eq(h->method, GW_SLICE_LIT("GET")) && !gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")))
+        return NULL;
+    size_t n = h->method.len + h->authority.len + h->path.len + 8;
+    for (size_t i = 0; i < h->fields_len; i++) {
+        const gw_field_t *f = &h->fields[i];
+        if (!r->coalesce_private && (name_is(f->name, "authorization") || name_is(f->name, "cookie")))
+            return NULL;
+        n += f->value.len + 2;
+    }
+    n += r->coalesce_headers_len * 2;
+    char *k = gw_malloc(n);
+    if (!k)
+        return NULL;
+    size_t at = 0;
+#define KPUT(p, l)                                                                                 \
+    do {                                                                                           \
+        memcpy(k + at, (p), (l));                                                                  \
+        at += (l);                                                                                 \
+    } while (0)
+    KPUT(h->method.base, h->method.len);
+    k[at++] = '\n';
+    for (size_t i = 0; i < h->authority.len; i++) {
+        uint8_t ch = h->authority.base[i];
+        k[at++] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+    }
+    k[at++] = '\n';
+    KPUT(h->path.base, h->path.len);
+    for (size_t j = 0; j < r->coalesce_headers_len; j++) {
+        k[at++] = '\n';
+        for (size_t i = 0; i < h->fields_len; i++)
+            if (name_is(h->fields[i].name, r->coalesce_headers[j])) {
+                KPUT(h->fields[i].value.base, h->fields[i].value.len);
+                k[at++] = ',';
+            }
+    }
+#undef KPUT
+    k[at] = 0;
+    return k;
+}
+
+static void unindex(ox_t *ox)
+{
+    if (ox->indexed) {
+        ox->indexed = 0;
+        gw_list_remove(&ox->klink);
+    }
+}
+
+static ox_t *find_inflight(gw_proxy_t *p, const char *key, uint64_t hash)
+{
+    gw_list_foreach(it, &p->inflight)
+    {
+        ox_t *ox = GW_CONTAINER_OF(it, ox_t, klink);
+        if (ox->hash == hash && !strcmp(ox->key, key) && ox->bx)
+            return ox;
+    }
+    return NULL;
+}
+
+/* ---- ox lifetime --------------------------------------------------------------------------- */
+
+static void ox_unpause(ox_t *ox)
+{
+    if (!ox->paused)
+        return;
+    ox->paused = 0;
+    gw_list_remove(&ox->plink);
+    if (ox->bx)
+        gw_back_resume_reading(ox->bx);
+}
+
+/* Drop the exchange: no subscriber left, or it ended. */
+static void ox_free(ox_t *ox)
+{
+    ox_unpause(ox);
+    unindex(ox);
+    if (ox->bx) {
+        gw_back_exch_t *bx = ox->bx;
+        ox->bx = NULL;
+        gw_back_cancel(bx); /* pending body writes report back: their streams are closed */
+    }
+    gw_free(ox->key);
+    gw_free(ox);
+}
+
+static void sub_remove(px_t *px)
+{
+    ox_t *ox = px->ox;
+    if (!ox)
+        return;
+    px->ox = NULL;
+    gw_list_remove(&px->slink);
+    ox->nsubs--;
+    if (ox->owner == px)
+        ox->owner = NULL;
+    if (ox->nsubs == 0)
+        ox_free(ox);
+}
+
+/* The exchange ended (complete or failed): every subscriber leaves it. */
+static void ox_end(ox_t *ox)
+{
+    ox->bx = NULL;
+    size_t n = ox->nsubs;
+    if (n == 0) {
+        ox_free(ox);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) /* the last removal frees ox: do not look at it after */
+        sub_remove(GW_CONTAINER_OF(ox->subs.next, px_t, slink));
+}
+
+/* ---- ending one stream ----------------------------------------------------------------------- */
+
+/* One line per routed request, when the front is done with it (the access log). */
+static void log_request(px_t *px)
+{
+    GW_LOG_INFO("request",
+                "peer=%s proto=%s method=%s path=%s status=%u upstream=%s result=%s%s ms=%llu",
+                px->s->peer, px->proto, px->method, px->path, px->status,
+                px->route->upstream_name,
+                px->reset ? "reset" : px->resp_done ? "ok" : "client_gone",
+                px->follower ? " coalesced=1" : "",
+                (unsigned long long)(uv_now(px->p->loop) - px->started_ms));
+}
+
+static void do_reset(px_t *px, gw_cs_reset_t code)
+{
+    if (px->closed || px->reset)
+        return;
+    px->reset = 1;
+    px->s->ops->reset(px->s, code);
+}
+
+/* The response is complete towards the client: a request body still coming is not wanted. */
+static void response_done(px_t *px)
+{
+    px->resp_done = 1;
+    if (!px->req_done)
+        do_reset(px, GW_CS_RESET_NO_ERROR); /* RFC 9113 §8.1: early response */
+}
+
+static void fail(px_t *px, int code)
+{
+    if (px->closed)
+        return;
+    if (!px->resp_started) {
+        unsigned st = (unsigned)gw_back_status_for(code);
+        px->status = st;
+        px->resp_started = 1;
+        const char *text = st == 504   ? "h2gate: the origin did not answer in time\n"
+                           : st == 503 ? "h2gate: the origin is busy, try again later\n"
+                                       : "h2gate: the origin failed to answer\n";
+        GW_LOG_INFO("origin_error", "peer=%s upstream=%s code=%s status=%u", px->s->peer,
+                    px->route->upstream_name, gw_errname(code), st);
+        if (gw_proxy__answer(px->s, st, text) < 0)
+            do_reset(px, GW_CS_RESET_INTERNAL);
+        else
+            response_done(px);
+    } else {
+        /* the head is gone: the client must see a broken response, not a short one */
+        GW_LOG_INFO("origin_error", "peer=%s upstream=%s code=%s after_head=1", px->s->peer,
+                    px->route->upstream_name, gw_errname(code));
+        do_reset(px, GW_CS_RESET_INTERNAL);
+    }
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+static const gw_back_cbs_t back_cbs;
+
+/* Start an origin exchange of px's own; with key (owned) it is indexed for followers.
+ * Answers px itself on a synchronous failure. */
+static void dispatch(px_t *px, char *key)
+{
+    gw_proxy_t *p = px->p;
+    ox_t *ox = gw_calloc(1, sizeof(*ox));
+    if (!ox) {
+        gw_free(key);
+        fail(px, GW_E_NOMEM);
+        return;
+    }
+    ox->p = p;
+    ox->route = px->route;
+    gw_list_init(&ox->subs);
+    gw_list_init(&ox->plink);
+    gw_list_init(&ox->klink);
+    ox->owner = px;
+    xlate_t x = {0};
+    gw_back_req_t req;
+    int rv = translate(px, &px->head, &x, &req);
+    if (rv == 0) {
+        rv = p->back ? gw_back_request(p->back, px->route->upstream, &req, &back_cbs, ox, &ox->bx)
+                     : GW_E_CLOSED;
+        if (rv == 0)
+            p->stats.origin_requests++;
+    }
+    gw_free(x.f);
+    gw_free(x.buf);
+    if (rv < 0) {
+        gw_free(key);
+        gw_free(ox);
+        if (rv == GW_E_PARSE) {
+            GW_LOG_INFO("bad_request",
+                        "peer=%s proto=%s reason=\"host does not match :authority\"", px->s->peer,
+                        px->proto);
+            px->resp_started = 1;
+            do_reset(px, GW_CS_RESET_PROTOCOL);
+        } else {
+            fail(px, rv == GW_E_INVAL ? GW_E_PARSE : rv);
+        }
+        return;
+    }
+    gw_list_push_back(&ox->subs, &px->slink);
+    ox->nsubs = 1;
+    px->ox = ox;
+    if (key) {
+        ox->key = key;
+        ox->hash = fnv(key, strlen(key));
+        ox->indexed = 1;
+        gw_list_push_back(&p->inflight, &ox->klink);
+    }
+}
+
+/* A follower leaves the shared exchange and fetches on its own (not coalescible again). */
+static void detach(px_t *px)
+{
+    sub_remove(px);
+    px->follower = 0;
+    dispatch(px, NULL);
+}
+
+/* ---- flow control --------------------------------------------------------------------------- */
+
+static void on_sweep(uv_timer_t *t);
+
+static void ox_pause(ox_t *ox)
+{
+    gw_proxy_t *p = ox->p;
+    if (ox->paused || !ox->bx)
+        return;
+    ox->paused = 1;
+    ox->paused_since = uv_now(p->loop);
+    gw_list_push_back(&p->paused, &ox->plink);
+    gw_back_pause_reading(ox->bx);
+    if (p->sweep_open && !uv_is_active((uv_handle_t *)&p->sweep)) {
+        uint64_t every = p->cfg->timeouts.body_ms / 4;
+        uv_timer_start(&p->sweep, on_sweep, every ? every : 1, every ? every : 1);
+    }
+}
+
+/* After body bytes went out: pause the origin when every subscriber holds the bound; a
+ * follower more than the bound behind the fastest is detached to fetch on its own. */
+static void check_pressure(ox_t *ox)
+{
+    size_t bound = ox->p->cfg->limits.body_buffer;
+    size_t min = SIZE_MAX;
+    gw_list_foreach(it, &ox->subs)
+    {
+        px_t *px = GW_CONTAINER_OF(it, px_t, slink);
+        size_t pend = px->s->ops->pending(px->s);
+        if (pend < min)
+            min = pend;
+    }
+    if (ox->nsubs > 1 && min < bound) {
+        gw_list_foreach_safe(it, tmp, &ox->subs)
+        {
+            px_t *px = GW_CONTAINER_OF(it, px_t, slink);
+            if (ox->nsubs > 1 && px->s->ops->pending(px->s) > min + bound) {
+                ox->p->stats.detached++;
+                GW_LOG_DEBUG("coalesce_detach", "peer=%s path=%s delivered=%llu", px->s->peer,
+                             px->path, (unsigned long long)px->delivered);
+                px->skip = px->delivered;
+                px->delivered = 0;
+                detach(px); /* ox survives: others remain */
+            }
+        }
+    }
+    if (min >= bound)
+        ox_pause(ox);
+}
+
+/* A client that keeps its window shut holds at most the buffer bound, and only for
+ * timeouts.body: then its stream is reset and the origin exchange dropped. */
+static void on_sweep(uv_timer_t *t)
+{
+    gw_proxy_t *p = t->data;
+    uint64_t now = uv_now(p->loop);
+    gw_list_foreach_safe(it, tmp, &p->paused)
+    {
+        ox_t *ox = GW_CONTAINER_OF(it, ox_t, plink);
+        if (now - ox->paused_since < p->cfg->timeouts.body_ms)
+            continue;
+        ox_unpause(ox);
+        gw_list_foreach_safe(s_it, s_tmp, &ox->subs)
+        {
+            px_t *px = GW_CONTAINER_OF(s_it, px_t, slink);
+            GW_LOG_INFO("client_stalled", "peer=%s upstream=%s pending=%zu", px->s->peer,
+                        px->route->upstream_name, px->s->ops->pending(px->s));
+            p->stats.stalled++;
+            do_reset(px, GW_CS_RESET_CANCEL);
+        }
+        /* the streams leave when the front closes them; the origin read stops now */
+        if (ox->bx) {
+            gw_back_exch_t *bx = ox->bx;
+            ox->bx = NULL;
+            gw_back_cancel(bx);
+        }
+        unindex(ox);
+    }
+    if (gw_list_empty(&p->paused))
+        uv_timer_stop(&p->sweep);
+}
+
+/* ---- back callbacks ---------------------------------------------------------------------- */
+
+#define FOREACH_SUB(ox, px)                                                                       \
+    for (gw_list_t *it_ = (ox)->subs.next, *nx_ = it_->next; it_ != &(ox)->subs;                   \
+         it_ = nx_, nx_ = it_->next)                                                               \
+        for (px_t *px = GW_CONTAINER_OF(it_, px_t, slink); px; px = NULL)
+
+static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
+{
+    (void)x;
+    ox_t *ox = ud;
+    /* 100 Continue answers our own request body handling; 103 Early Hints goes to the
+     * client (RFC 8297) */
+    if (h->status != 103)
+        return;
+    gw_field_t f[MAX_RESP_FIELDS];
+    char lower[8192];
+    int64_t cl;
+    size_t n = resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 0);
+    FOREACH_SUB(ox, px)
+    {
+        if (!px->closed && !px->resp_started && px->s->ops->interim(px->s, 103, f, n) < 0)
+            do_reset(px, GW_CS_RESET_INTERNAL);
+    }
+}
+
+static int contains_nocase(gw_slice_t v, const char *lit)
+{
+    size_t n = strlen(lit);
+    for (size_t j = 0; j + n <= v.len; j++)
+        if (gw_slice_eq_nocase((gw_slice_t){v.base + j, n}, (gw_slice_t){(const uint8_t *)lit, n}))
+            return 1;
+    return 0;
+}
+
+/* RFC 9111 §4 / §5.2.2: whether one response may answer every waiting request. */
+static int shareable(const gw_cfg_route_t *r, const gw_back_head_t *h)
+{
+    for (size_t i = 0; i < h->fields_len; i++) {
+        const gw_field_t *f = &h->fields[i];
+        if (name_is(f->name, "set-cookie"))
+            return 0;
+        if (name_is(f->name, "cache-control") &&
+            (contains_nocase(f->value, "private") || contains_nocase(f->value, "no-store")))
+            return 0;
+        if (name_is(f->name, "vary")) {
+            /* a Vary on a header outside the key: the followers may differ in it */
+            const uint8_t *p = f->value.base, *e = p + f->value.len;
+            while (p < e) {
+                while (p < e && (*p == ' ' || *p == ','))
+                    p++;
+                const uint8_t *t = p;
+                while (p < e && *p != ',' && *p != ' ')
+                    p++;
+                if (p == t)
+                    continue;
+                gw_slice_t tok = {t, (size_t)(p - t)};
+                int in_key = 0;
+                for (size_t k = 0; k < r->coalesce_headers_len; k++)
+                    if (gw_slice_eq_nocase(tok, gw_slice_str(r->coalesce_headers[k])))
+                        in_key = 1;
+                if (!in_key)
+                    return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
+{
+    (void)x;
+    ox_t *ox = ud;
+    unindex(ox); /* from now on a new request gets an exchange of its own */
+    if (ox->nsubs > 1 && !shareable(ox->route, h)) {
+        /* the followers go to the origin on their own; the first subscriber keeps this one */
+        px_t *keep = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
+        FOREACH_SUB(ox, px)
+        {
+            if (px != keep) {
+                ox->p->stats.not_shared++;
+                detach(px);
+            }
+        }
+    }
+    gw_field_t f[MAX_RESP_FIELDS];
+    char lower[16384];
+    int64_t cl;
+    size_t n = resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 1);
+    FOREACH_SUB(ox, px)
+    {
+        if (px->closed || px->reset)
+            continue;
+        if (px->skip || px->resp_started) {
+            /* a detached stream whose head went out: the new response must be the same one */
+            if ((unsigned)h->status != px->status || cl != px->resp_cl)
+                do_reset(px, GW_CS_RESET_INTERNAL); /* leaves when the front closes it */
+            continue;
+        }
+        /* RFC 9110 §6.4.1: no content after HEAD, 204 and 304 */
+        int no_body = px->s->head_only || h->status == 204 || h->status == 304 || cl == 0;
+        px->status = (unsigned)h->status;
+        px->resp_cl = cl;
+        px->resp_started = 1;
+        if (px->s->ops->respond(px->s, (unsigned)h->status, f, n, cl, no_body) < 0)
+            do_reset(px, GW_CS_RESET_INTERNAL);
+        else if (no_body)
+            px->resp_done = 1; /* response_done() at on_complete, when the origin is done */
+    }
+}
+
+static void b_body(gw_back_exch_t *x, void *ud, gw_rslice_t b)
+{
+    (void)x;
+    ox_t *ox = ud;
+    FOREACH_SUB(ox, px)
+    {
+        if (px->closed || px->resp_done || px->reset)
+            continue;
+        size_t off = b.off, len = b.len;
+        if (px->skip) {
+            size_t k = px->skip < len ? (size_t)px->skip : len;
+            px->skip -= k, off += k, len -= k;
+            if (!len)
+                continue;
+        }
+        px->delivered += len;
+        if (px->s->ops->body(px->s, b.buf, off, len, 0) < 0)
+            do_reset(px, GW_CS_RESET_INTERNAL);
+    }
+    if (ox->nsubs)
+        check_pressure(ox);
+}
+
+static void b_trailers(gw_back_exch_t *x, void *ud, const gw_back_field_t *tf, size_t tn)
+{
+    (void)x;
+    ox_t *ox = ud;
+    gw_field_t f[MAX_RESP_FIELDS];
+    char lower[8192];
+    int64_t cl;
+    size_t n = resp_fields(ox->route, tf, tn, f, lower, sizeof(lower), &cl, 0);
+    FOREACH_SUB(ox, px)
+    {
+        if (px->closed || px->resp_done || px->reset)
+            continue;
+        if (px->s->ops->trailers(px->s, f, n) < 0)
+            do_reset(px, GW_CS_RESET_INTERNAL);
+        else
+            px->resp_done = 1;
+    }
+}
+
+static void b_complete(gw_back_exch_t *x, void *ud)
+{
+    (void)x;
+    ox_t *ox = ud;
+    ox->bx = NULL;
+    FOREACH_SUB(ox, px)
+    {
+        if (px->closed || px->reset)
+            continue;
+        if (!px->resp_done && px->s->ops->body(px->s, NULL, 0, 0, 1) < 0)
+            do_reset(px, GW_CS_RESET_INTERNAL);
+        else
+            response_done(px);
+    }
+    ox_end(ox);
+}
+
+static void b_error(gw_back_exch_t *x, void *ud, int code)
+{
+    (void)x;
+    ox_t *ox = ud;
+    ox->bx = NULL;
+    FOREACH_SUB(ox, px)
+    {
+        fail(px, code);
+    }
+    ox_end(ox);
+}
+
+static const gw_back_cbs_t back_cbs = {b_interim, b_head, b_body, b_trailers, b_complete, b_error};
+
+/* ---- front entry points ---------------------------------------------------------------------- */
+
+int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
+{
+    p->stats.requests++;
+    s->proxy_data = NULL;
+    const gw_cfg_route_t *r = gw_proxy_route(p, h->authority, h->path);
+    if (!r) {
+        GW_LOG_INFO("no_route", "peer=%s proto=%s method=%.*s authority=%.*s path=%.*s status=404",
+                    s->peer, h->proto, (int)h->method.len, h->method.base, (int)h->authority.len,
+                    h->authority.base, (int)h->path.len, h->path.base);
+        return gw_proxy__answer(s, 404, "h2gate: no route for this host and path\n");
+    }
+    px_t *px = gw_calloc(1, sizeof(*px));
+    if (!px)
+        return GW_E_NOMEM;
+    px->p = p;
+    px->s = s;
+    px->route = r;
+    px->head = *h;
+    px->req_cl = h->content_length;
+    px->resp_cl = -1;
+    px->req_done = h->end_stream != 0;
+    px->proto = h->proto;
+    px->started_ms = uv_now(p->loop);
+    snprintf(px->method, sizeof(px->method), "%.*s", (int)h->method.len, h->method.base);
+    snprintf(px->path, sizeof(px->path), "%.*s", (int)h->path.len, h->path.base);
+    gw_list_init(&px->slink);
+    s->proxy_data = px;
+
+    char *key = coalesce_key(r, h);
+    if (key) {
+        ox_t *ox = find_inflight(p, key, fnv(key, strlen(key)));
+        if (ox) {
+            gw_free(key);
+            gw_list_push_back(&ox->subs, &px->slink);
+            ox->nsubs++;
+            px->ox = ox;
+            px->follower = 1;
+            p->stats.coalesced++;
+            return 0;
+        }
+    }
+    dispatch(px, key);
+    return 0;
+}
+
+static void on_written(void *ud, int status)
+{
+    (void)status;
+    wctx_t *w = ud;
+    px_t *px = w->px;
+    px->body_inflight -= w->len;
+    if (!px->closed)
+        px->s->ops->credit(px->s, w->len);
+    gw_free(w);
+}
+
+/* The request body only flows on the stream's own exchange (coalesced requests have none). */
+static gw_back_exch_t *own_bx(px_t *px)
+{
+    return px && px->ox && px->ox->owner == px ? px->ox->bx : NULL;
+}
+
+static void abort_own(px_t *px)
+{
+    ox_t *ox = px->ox;
+    if (ox && ox->bx) {
+        gw_back_exch_t *bx = ox->bx;
+        ox->bx = NULL;
+        gw_back_cancel(bx);
+    }
+    sub_remove(px);
+}
+
+void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t len)
+{
+    (void)p;
+    px_t *px = s->proxy_data;
+    gw_back_exch_t *bx = own_bx(px);
+    if (!bx || px->resp_done || px->reset || len == 0) {
+        s->ops->credit(s, len); /* nobody wants these bytes: dropped */
+        return;
+    }
+    px->req_sent += len;
+    gw_rbuf_t *b = gw_rbuf_new(len);
+    wctx_t *w = gw_malloc(sizeof(*w));
+    int rv = GW_E_NOMEM;
+    if (b && w) {
+        memcpy(b->data, data, len);
+        b->len = len;
+        *w = (wctx_t){px, len};
+        px->body_inflight += len;
+        rv = gw_back_write_body(bx, b, 0, len, on_written, w);
+        if (rv < 0)
+            px->body_inflight -= len;
+    }
+    gw_rbuf_unref(b); /* the back holds its own reference */
+    if (rv < 0) {
+        gw_free(w);
+        s->ops->credit(s, len);
+        /* more bytes than the announced Content-Length, or out of memory: never sent on as a
+         * desynchronised request */
+        abort_own(px);
+        if (rv == GW_E_INVAL)
+            do_reset(px, GW_CS_RESET_PROTOCOL);
+        else
+            fail(px, rv);
+    }
+}
+
+void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *tr, size_t n)
+{
+    (void)p;
+    px_t *px = s->proxy_data;
+    if (!px || px->req_done)
+        return;
+    px->req_done = 1;
+    gw_back_exch_t *bx = own_bx(px);
+    if (!bx || px->reset)
+        return;
+    if (px->req_cl >= 0 && (uint64_t)px->req_cl != px->req_sent) {
+        /* RFC 9113 §8.1.1: content-length disagrees with the DATA: malformed */
+        abort_own(px);
+        do_reset(px, GW_CS_RESET_PROTOCOL);
+        return;
+    }
+    if (px->req_cl == 0)
+        return; /* no body was announced to the origin */
+    int rv = gw_back_end_body(bx, px->req_cl < 0 ? tr : NULL, px->req_cl < 0 ? n : 0);
+    if (rv < 0) {
+        abort_own(px);
+        fail(px, rv == GW_E_INVAL ? GW_E_PARSE : rv);
+    }
+}
+
+void gw_proxy_writable(gw_proxy_t *p, gw_cstream_t *s)
+{
+    px_t *px = s->proxy_data;
+    if (!px || !px->ox || !px->ox->paused)
+        return;
+    ox_t *ox = px->ox;
+    gw_list_foreach(it, &ox->subs)
+    {
+        px_t *q = GW_CONTAINER_OF(it, px_t, slink);
+        if (q->s->ops->pending(q->s) < p->cfg->limits.body_buffer) {
+            ox_unpause(ox); /* someone can take more: the laggards are detached if need be */
+            return;
+        }
+    }
+}
+
+void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
+{
+    (void)p;
+    px_t *px = s->proxy_data;
+    if (!px)
+        return;
+    s->proxy_data = NULL;
+    log_request(px);
+    px->closed = 1;
+    /* a leader cancelled by its client does not cancel the followers: the exchange goes on
+     * while anyone is subscribed */
+    sub_remove(px);
+    GW_ASSERT(px->body_inflight == 0);
+    gw_free(px);
+}

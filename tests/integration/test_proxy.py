@@ -1,0 +1,631 @@
+"""The translator end to end: clients (python3-h2, curl, nghttp, h2load, raw sockets) → h2gate →
+real origins (nginx, and the scripted origin of origin.py). What the origin received is
+inspected, bodies are checksummed, pool use is counted at the origin."""
+import hashlib
+import json
+import os
+import socket
+import threading
+import time
+
+import h2.connection
+import h2.config
+import h2.events
+import h2.settings
+import pytest
+
+from conftest import free_port, run
+from origin import ScriptedOrigin, pattern
+from test_h2 import Client, ended, response
+
+
+def gw_config(port, servers, upstream_extra="", route_extra="", extra="", workers=1):
+    srv = ", ".join(servers)
+    text = (f"workers: {workers}\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
+            f"upstreams:\n  app:\n    servers: [{srv}]\n")
+    for line in upstream_extra.splitlines():
+        text += f"    {line}\n"
+    text += "routes:\n  - host: '*'\n    path: /\n    upstream: app\n"
+    for line in route_extra.splitlines():
+        text += f"    {line}\n"
+    return text + extra
+
+
+@pytest.fixture
+def origin():
+    with ScriptedOrigin() as o:
+        yield o
+
+
+@pytest.fixture
+def gwo(gateway, origin):
+    """A gateway in front of the scripted origin."""
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra="forwarded: true"),
+                wait=[("127.0.0.1", port)])
+    g.port, g.origin = port, origin
+    return g
+
+
+def curl(*args, timeout=120):
+    return run(["curl", "-sS", "--max-time", "100", *args], timeout=timeout)
+
+
+def raw(port, data, timeout=10):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(data)
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+    except socket.timeout:
+        pass
+    s.close()
+    return out
+
+
+def echo(body):
+    return json.loads(body)
+
+
+def hdrs(got):
+    return [(k.lower(), v) for k, v in got["headers"]]
+
+
+def values(got, name):
+    return [v for k, v in hdrs(got) if k == name]
+
+
+# ---- request translation ------------------------------------------------------------------------
+
+def test_h2_request_translation(gwo):
+    cl = Client(gwo.port)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "GET"), (":path", "/echo?q=1"), (":scheme", "http"),
+                            (":authority", "app.test:8080"), ("cookie", "a=1"), ("cookie", "b=2"),
+                            ("te", "trailers"), ("x-forwarded-for", "10.0.0.1"),
+                            ("via", "1.1 upstream-proxy"), ("x-custom", "kept")], end_stream=True)
+    cl.flush()
+    status, body, done = response(cl.events(ended(sid)), sid)
+    assert status == "200" and done
+    got = echo(body)
+    assert got["method"] == "GET" and got["target"] == "/echo?q=1"
+    assert values(got, "host") == ["app.test:8080"]          # :authority → Host
+    assert values(got, "cookie") == ["a=1; b=2"]             # RFC 9113 §8.2.3
+    assert values(got, "te") == []                           # hop-by-hop
+    assert values(got, "x-forwarded-for") == ["10.0.0.1, 127.0.0.1"]
+    assert values(got, "x-forwarded-proto") == ["http"]
+    assert values(got, "forwarded") == ['for=127.0.0.1;proto=http;host="app.test:8080"']
+    assert values(got, "via") == ["1.1 upstream-proxy, 2 h2gate"]
+    assert values(got, "x-custom") == ["kept"]
+    assert values(got, "content-length") == [] and values(got, "transfer-encoding") == []
+    cl.close()
+
+
+def test_h2_host_disagreeing_with_authority_is_malformed(gwo):
+    cl = Client(gwo.port, validate=False)  # python3-h2 itself refuses to send this
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "GET"), (":path", "/echo"), (":scheme", "http"),
+                            (":authority", "a.test"), ("host", "b.test")], end_stream=True)
+    cl.flush()
+    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
+    rst = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    assert rst and rst[0].error_code == 1  # PROTOCOL_ERROR
+    assert gwo.origin.requests == []       # never reached the origin
+    cl.close()
+
+
+def test_h1_request_translation_drops_hop_by_hop(gwo):
+    out = raw(gwo.port, b"GET /echo HTTP/1.1\r\nHost: app.test\r\nConnection: keep-alive, X-Secret\r\n"
+                        b"X-Secret: hop\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\n"
+                        b"TE: trailers\r\nX-Kept: yes\r\n\r\n"
+                        b"GET /echo HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 200 OK")
+    head, _, rest = out.partition(b"\r\n\r\n")
+    n = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    got = echo(rest[:n])
+    assert rest[n:].startswith(b"HTTP/1.1 200 OK")  # pipelined, answered in order
+    names = [k for k, _ in hdrs(got)]
+    for n in ("connection", "x-secret", "keep-alive", "proxy-connection", "te"):
+        assert n not in names, got
+    assert values(got, "x-kept") == ["yes"]
+    assert values(got, "via") == ["1.1 h2gate"]
+    assert len(gwo.origin.requests) == 2
+
+
+@pytest.mark.parametrize("size", [0, 1, 16384, 1 << 20])
+def test_h2_uploads_reach_the_origin_intact(gwo, size, tmp_path):
+    data = os.urandom(size)
+    f = tmp_path / "up.bin"
+    f.write_bytes(data)
+    r = curl("--http2-prior-knowledge", "--data-binary", f"@{f}", f"http://127.0.0.1:{gwo.port}/echo")
+    got = echo(r.stdout)
+    assert got["body_len"] == size and got["body_sha1"] == hashlib.sha1(data).hexdigest()
+    # curl sends content-length: the origin gets it (a known length is not sent chunked)
+    req = gwo.origin.requests[-1]
+    if size:
+        assert req.header("Content-Length") == str(size)
+
+
+def test_h2_body_of_unknown_length_goes_chunked(gwo):
+    cl = Client(gwo.port)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "POST"), (":path", "/echo"), (":scheme", "http"),
+                            (":authority", "x")])
+    cl.c.send_data(sid, b"hello ")
+    cl.c.send_data(sid, b"world", end_stream=True)
+    cl.flush()
+    status, body, _ = response(cl.events(ended(sid)), sid)
+    got = echo(body)
+    assert status == "200" and got["body_sha1"] == hashlib.sha1(b"hello world").hexdigest()
+    assert gwo.origin.requests[-1].header("Transfer-Encoding") == "chunked"
+    cl.close()
+
+
+@pytest.mark.parametrize("proto", ["--http1.1", "--http2-prior-knowledge"])
+def test_chunked_and_large_uploads(gwo, proto, tmp_path):
+    data = os.urandom(100 << 20)
+    f = tmp_path / "big.bin"
+    f.write_bytes(data)
+    r = curl(proto, "-H", "Transfer-Encoding: chunked" if proto == "--http1.1" else "X-A: b",
+             "--data-binary", f"@{f}", f"http://127.0.0.1:{gwo.port}/echo")
+    got = echo(r.stdout)
+    assert got["body_len"] == len(data)
+    assert got["body_sha1"] == hashlib.sha1(data).hexdigest()
+
+
+# ---- response translation ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("size", [0, 1, 16384, 1 << 20])
+@pytest.mark.parametrize("proto", ["--http1.1", "--http2-prior-knowledge"])
+def test_downloads_have_the_origin_bytes(gwo, proto, size):
+    r = run(["curl", "-sS", proto, f"http://127.0.0.1:{gwo.port}/bytes/{size}", "-o", "-",
+             "-w", "\n%{http_code}"], timeout=60)
+    body, _, code = r.stdout.rpartition("\n")
+    assert code == "200"
+    assert body.encode() == pattern(size)
+
+
+def test_100mib_download_from_nginx(gateway, nginx_origin, tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    data = os.urandom(100 << 20)
+    (root / "big.bin").write_bytes(data)
+    n = nginx_origin(str(root))
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{n.port}"]), wait=[("127.0.0.1", port)])
+    want = hashlib.sha256(data).hexdigest()
+    for proto in ("--http2-prior-knowledge", "--http1.1"):
+        r = run(["sh", "-c", f"curl -sS {proto} http://127.0.0.1:{port}/big.bin | sha256sum"],
+                timeout=120)
+        assert r.stdout.split()[0] == want, proto
+
+
+def test_nghttp_gets_nginx_files(gateway, nginx_origin, tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    for i in range(5):
+        (root / f"f{i}.txt").write_bytes(pattern(1000 * (i + 1)))
+    n = nginx_origin(str(root))
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{n.port}"]), wait=[("127.0.0.1", port)])
+    urls = [f"http://127.0.0.1:{port}/f{i}.txt" for i in range(5)]
+    r = run(["nghttp", "-ns", *urls], timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(" 200 ") >= 5 or r.stdout.count("200") >= 5, r.stdout
+    r = run(["nghttp", "-n", "-v", urls[4]], timeout=30)
+    assert ":status: 200" in r.stdout and "content-length: 5000" in r.stdout
+
+
+def test_h2_trailers_are_relayed(gwo):
+    cl = Client(gwo.port)
+    sid = cl.request("/chunked/30000")
+    evs = cl.events(ended(sid))
+    status, body, done = response(evs, sid)
+    assert status == "200" and done and body == pattern(30000)
+    tr = [e for e in evs if isinstance(e, h2.events.TrailersReceived)]
+    assert tr, evs
+    assert dict(tr[0].headers)["x-checksum"] == hashlib.sha1(pattern(30000)).hexdigest()
+    cl.close()
+
+
+def test_h1_trailers_are_relayed(gwo):
+    out = raw(gwo.port, b"GET /chunked/100 HTTP/1.1\r\nHost: x\r\nTE: trailers\r\nConnection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 200")
+    assert b"transfer-encoding: chunked" in out.lower()
+    assert out.endswith(b"0\r\nx-checksum: " + hashlib.sha1(pattern(100)).hexdigest().encode() + b"\r\n\r\n")
+
+
+def test_103_early_hints_forwarded(gwo):
+    cl = Client(gwo.port)
+    sid = cl.request("/early-hints")
+    evs = cl.events(ended(sid))
+    info = [e for e in evs if isinstance(e, h2.events.InformationalResponseReceived)]
+    assert info and dict(info[0].headers)[":status"] == "103"
+    assert "rel=preload" in dict(info[0].headers)["link"]
+    assert response(evs, sid)[:2] == ("200", b"hello")
+    cl.close()
+    r = curl("-i", "--http1.1", f"http://127.0.0.1:{gwo.port}/early-hints")
+    assert r.stdout.startswith("HTTP/1.1 103 Early Hints"), r.stdout
+    assert "HTTP/1.1 200 OK" in r.stdout and r.stdout.endswith("hello")
+
+
+def test_100_continue_from_origin_is_not_forwarded(gwo):
+    r = curl("-i", "--http2-prior-knowledge", f"http://127.0.0.1:{gwo.port}/continue")
+    assert r.stdout.startswith("HTTP/2 200"), r.stdout
+
+
+@pytest.mark.parametrize("status", [204, 304])
+def test_no_body_statuses(gwo, status):
+    cl = Client(gwo.port)
+    sid = cl.request(f"/status/{status}")
+    st, body, done = response(cl.events(ended(sid)), sid)
+    assert (st, body, done) == (str(status), b"", True)
+    cl.close()
+
+
+def test_head_has_no_body_but_keeps_length(gwo):
+    r = curl("-sI", "--http2-prior-knowledge", f"http://127.0.0.1:{gwo.port}/bytes/777")
+    assert r.stdout.startswith("HTTP/2 200") and "content-length: 777" in r.stdout
+
+
+def test_response_hop_by_hop_removed_and_names_lowercased(gwo):
+    r = curl("-i", "--http2-prior-knowledge", f"http://127.0.0.1:{gwo.port}/conn-close")
+    head = r.stdout.split("\r\n\r\n")[0]
+    assert "connection:" not in head.lower()
+    assert "via: 1.1 h2gate" in head
+
+
+# ---- errors from the back ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["/garbage", "/dup-cl", "/cl-te", "/bad-header"])
+def test_malformed_origin_response_is_502_never_forwarded(gwo, path):
+    for proto in ("--http1.1", "--http2-prior-knowledge"):
+        r = curl(proto, f"http://127.0.0.1:{gwo.port}{path}", "-w", "\n%{http_code}")
+        body, _, code = r.stdout.rpartition("\n")
+        assert code == "502", (path, r.stdout)
+        assert body == "h2gate: the origin failed to answer\n"
+    assert "event=origin_error" in gwo.log() and "code=GW_E_PARSE" in gwo.log()
+
+
+def test_origin_closing_mid_body_resets_the_stream(gwo):
+    cl = Client(gwo.port)
+    sid = cl.request("/truncate")
+    evs = cl.events(lambda e: any(isinstance(x, (h2.events.StreamReset, h2.events.StreamEnded)) for x in e))
+    rst = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    assert rst and rst[0].error_code == 2  # INTERNAL_ERROR: the client sees a broken response
+    assert not any(isinstance(e, h2.events.StreamEnded) for e in evs)
+    cl.close()
+
+
+def test_response_timeout_is_504(gateway, origin):
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], "response_timeout: 500ms"),
+                wait=[("127.0.0.1", port)])
+    start = time.monotonic()
+    r = curl("--http2-prior-knowledge", f"http://127.0.0.1:{port}/hang", "-w", "\n%{http_code}")
+    assert r.stdout.endswith("\n504"), r.stdout
+    assert 0.4 < time.monotonic() - start < 5
+    assert "code=GW_E_TIMEOUT status=504" in g.log()
+
+
+def test_read_timeout_after_head_cuts_the_response(gateway, origin):
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], "read_timeout: 500ms"),
+            wait=[("127.0.0.1", port)])
+    out = raw(port, b"GET /hang-body HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 200")  # the head was relayed, then the connection closed
+    assert b"content-length: 100" in out and out.endswith(b"\r\n\r\n")
+
+
+def test_connect_timeout_is_504(gateway):
+    # a listener that never accepts, with its backlog full: SYNs go unanswered
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(0)
+    fillers = []
+    for _ in range(4):
+        f = socket.socket()
+        f.setblocking(False)
+        try:
+            f.connect(ls.getsockname())
+        except BlockingIOError:
+            pass
+        fillers.append(f)
+    time.sleep(0.2)
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{ls.getsockname()[1]}"],
+                          "connect_timeout: 300ms\nretries: 0"), wait=[("127.0.0.1", port)])
+    r = curl("--http2-prior-knowledge", f"http://127.0.0.1:{port}/", "-w", "\n%{http_code}")
+    assert r.stdout.endswith("\n504"), r.stdout
+    assert "GW_E_TIMEOUT" in g.log()
+    for f in fillers:
+        f.close()
+    ls.close()
+
+
+def test_refused_origin_is_502_and_server_is_ejected(gateway):
+    dead = free_port()
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{dead}"], "retries: 0\nhealth: {fail_threshold: 2, eject: 30s}"),
+                wait=[("127.0.0.1", port)])
+    for _ in range(3):
+        r = curl("--http1.1", f"http://127.0.0.1:{port}/", "-o", "/dev/null", "-w", "%{http_code}")
+        assert r.stdout == "502"
+    assert "event=back_server_eject" in g.log()
+    assert "code=GW_E_NOENT" in g.log()  # the third found no healthy server
+
+
+def test_idempotent_request_is_retried_on_another_connection(gwo):
+    r = curl("--http2-prior-knowledge", f"http://127.0.0.1:{gwo.port}/drop-once/a", "-w", " %{http_code}")
+    assert r.stdout == "ok 200", r.stdout
+    assert len([q for q in gwo.origin.requests if q.target == "/drop-once/a"]) == 2
+    assert "event=back_retry" in gwo.log()
+
+
+def test_retry_moves_to_a_healthy_server(gateway, origin):
+    dead = free_port()
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{dead}", f"127.0.0.1:{origin.port}"]),
+                wait=[("127.0.0.1", port)])
+    for _ in range(6):
+        r = curl("--http1.1", f"http://127.0.0.1:{port}/bytes/3", "-w", " %{http_code}")
+        assert r.stdout.endswith(" 200"), r.stdout
+    assert "event=back_retry" in g.log()
+
+
+def test_client_reset_aborts_the_origin_exchange(gwo):
+    cl = Client(gwo.port)
+    sid = cl.request("/slow/100000")
+    time.sleep(0.25)
+    cl.c.reset_stream(sid, error_code=8)
+    cl.flush()
+    time.sleep(0.3)
+    sid2 = cl.request("/bytes/10")
+    assert response(cl.events(ended(sid2)), sid2)[:2] == ("200", pattern(10))
+    cl.close()
+    deadline = time.monotonic() + 5
+    while gwo.origin.open_connections > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # the half-read connection was closed, not returned to the pool
+    assert gwo.origin.connections >= 2
+
+
+# ---- pools, counted at the origin ---------------------------------------------------------------
+
+def test_pool_reuse_10k_sequential_and_10k_concurrent(gateway, nginx_origin, tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "i.txt").write_bytes(b"x" * 100)
+    n = nginx_origin(str(root))
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{n.port}"], "max_connections: 8"),
+            wait=[("127.0.0.1", port)])
+    r = run(["h2load", "-n", "10000", "-c", "1", "-m", "1", f"http://127.0.0.1:{port}/i.txt"], timeout=300)
+    assert "10000 succeeded" in r.stdout and "10000 2xx" in r.stdout, r.stdout
+    assert n.connections() == 1  # one after the other: one connection, reused
+    r = run(["h2load", "-n", "10000", "-c", "1", "-m", "100", f"http://127.0.0.1:{port}/i.txt"], timeout=300)
+    assert "10000 succeeded" in r.stdout and "10000 2xx" in r.stdout, r.stdout
+    # at most 8 in total; the sequential run's connection was retired after
+    # max_requests_per_connection (10000), so count those of the second run
+    assert n.connections() - 1 <= 8
+
+
+# ---- bounded memory -----------------------------------------------------------------------------
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_slow_reader_keeps_memory_bounded_and_is_timed_out(gateway, nginx_origin, tmp_path, h2gate_bin):
+    if "san" in os.path.basename(os.path.dirname(os.path.dirname(h2gate_bin))):
+        pytest.skip("sanitizer builds keep freed memory in quarantine: RSS says nothing")
+    root = tmp_path / "www"
+    root.mkdir()
+    with open(root / "big.bin", "wb") as f:
+        f.truncate(100 << 20)
+    n = nginx_origin(str(root))
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{n.port}"], "max_connections: 100",
+                          extra="timeouts: {body: 3s}\nh2: {max_concurrent_streams: 200}\n"),
+                wait=[("127.0.0.1", port)])
+    before = rss_kib(g.proc.pid)
+    cl = Client(port)
+    sids = [cl.request("/big.bin") for _ in range(100)]
+    # never acknowledge DATA: windows stay at the 65535 default
+    deadline = time.monotonic() + 2.5
+    got = 0
+    while time.monotonic() < deadline:
+        for e in cl.events(lambda e: False, timeout=0.2):
+            if isinstance(e, h2.events.DataReceived):
+                got += len(e.data)
+    grown = rss_kib(g.proc.pid) - before
+    bound_kib = 100 * 64 + 16 * 1024  # 100 × body_buffer + a fixed overhead
+    assert grown < bound_kib, f"RSS grew {grown} KiB"
+    assert got <= 65535  # the connection window
+    # the stalled streams are reset after timeouts.body
+    evs = cl.events(lambda e: sum(isinstance(x, h2.events.StreamReset) for x in e) >= 100, timeout=8)
+    assert sum(isinstance(x, h2.events.StreamReset) for x in evs) >= 100
+    assert "event=client_stalled" in g.log()
+    cl.close()
+
+
+# ---- coalescing ---------------------------------------------------------------------------------
+
+def many_gets(port, path, n, extra=()):
+    """n identical GETs on one HTTP/2 connection, sent in one flight; windows wide open.
+    Returns {stream_id: (status, body)}."""
+    cl = Client(port)
+    cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+    cl.c.increment_flow_control_window(1 << 30)
+    cl.flush()
+    sids = []
+    for _ in range(n):
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                                (":authority", "localhost"), *extra], end_stream=True)
+        sids.append(sid)
+    cl.flush()
+    out = {s: [None, bytearray(), False] for s in sids}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(v[2] for v in out.values()):
+        cl.s.settimeout(5)
+        data = cl.s.recv(1 << 20)
+        if not data:
+            break
+        for e in cl.c.receive_data(data):
+            if isinstance(e, h2.events.ResponseReceived):
+                out[e.stream_id][0] = dict(e.headers)[":status"]
+            elif isinstance(e, h2.events.DataReceived):
+                out[e.stream_id][1] += e.data
+                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, (h2.events.StreamEnded, h2.events.StreamReset)):
+                out[e.stream_id][2] = True
+        cl.flush()
+    cl.close()
+    return {s: (v[0], bytes(v[1])) for s, v in out.items()}
+
+
+def origin_count(o, target):
+    return len([q for q in o.requests if q.target == target])
+
+
+def test_coalescing_100_identical_gets_make_one_origin_request(gwo):
+    want = pattern(1 << 20)
+    got = many_gets(gwo.port, "/bytes/1048576", 100)
+    assert all(v == ("200", want) for v in got.values()), {s: (v[0], len(v[1])) for s, v in got.items()}
+    assert origin_count(gwo.origin, "/bytes/1048576") == 1
+    assert gwo.log().count("coalesced=1") == 99
+
+
+def test_coalescing_off_sends_every_request(gateway, origin):
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra="coalesce: false"),
+            wait=[("127.0.0.1", port)])
+    want = pattern(1 << 20)
+    got = many_gets(port, "/bytes/1048576", 100)
+    assert all(v == ("200", want) for v in got.values())
+    assert origin_count(origin, "/bytes/1048576") == 100
+
+
+@pytest.mark.parametrize("path", ["/private/5000", "/cookie/5000"])
+def test_private_response_is_not_shared(gwo, path):
+    got = many_gets(gwo.port, path, 10)
+    assert all(v == ("200", pattern(5000)) for v in got.values())
+    assert origin_count(gwo.origin, path) == 10  # the followers went on their own
+
+
+def test_requests_with_cookies_are_not_coalesced(gwo):
+    got = many_gets(gwo.port, "/bytes/100", 10, extra=[("cookie", "s=1")])
+    assert all(v == ("200", pattern(100)) for v in got.values())
+    assert origin_count(gwo.origin, "/bytes/100") == 10
+
+
+def test_cancelled_leader_does_not_cancel_followers(gwo):
+    cl = Client(gwo.port)
+    cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
+    cl.c.increment_flow_control_window(1 << 24)
+    a = cl.request("/slow/20000")
+    b = cl.request("/slow/20000")
+    cl.c.reset_stream(a, error_code=8)
+    cl.flush()
+    evs = cl.events(ended(b), timeout=10)
+    assert response(evs, b)[:2] == ("200", pattern(20000))
+    assert origin_count(gwo.origin, "/slow/20000") == 1
+    cl.close()
+
+
+# ---- early responses, bad request bodies, slow origins ------------------------------------------
+
+def test_early_response_is_relayed_then_stream_reset_no_error(gwo):
+    cl = Client(gwo.port)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "POST"), (":path", "/reject/413"), (":scheme", "http"),
+                            (":authority", "x"), ("content-length", "100000")])
+    cl.c.send_data(sid, b"x" * 1000)
+    cl.flush()
+    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
+    status, body, done = response(evs, sid)
+    assert (status, body, done) == ("413", b"early\n", True)  # relayed whole, at once
+    rst = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    assert rst and rst[0].error_code == 0  # NO_ERROR: stop sending (RFC 9113 §8.1)
+    # the origin connection was not reused for the next request
+    sid2 = cl.request("/bytes/5")
+    assert response(cl.events(ended(sid2)), sid2)[:2] == ("200", pattern(5))
+    assert gwo.origin.connections == 2
+    cl.close()
+
+
+def test_h1_early_response_closes_the_client_connection(gwo):
+    out = raw(gwo.port, b"POST /reject/401 HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + b"x" * 100)
+    assert out.startswith(b"HTTP/1.1 401") and out.endswith(b"early\n")
+
+
+def test_content_length_disagreeing_with_data_resets_and_origin_never_gets_it(gwo):
+    cl = Client(gwo.port, validate=False)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "POST"), (":path", "/echo"), (":scheme", "http"),
+                            (":authority", "x"), ("content-length", "10")])
+    cl.c.send_data(sid, b"12345", end_stream=True)
+    cl.flush()
+    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
+    rst = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    assert rst and rst[0].error_code == 1  # PROTOCOL_ERROR (RFC 9113 §8.1.1)
+    time.sleep(0.3)
+    assert [q for q in gwo.origin.requests if q.target == "/echo"] == []  # never a complete request
+    sid2 = cl.request("/echo")
+    status, body, _ = response(cl.events(ended(sid2)), sid2)
+    assert status == "200" and echo(body)["body_len"] == 0
+    cl.close()
+
+
+def test_slow_origin_upload_keeps_memory_bounded(gateway, origin, h2gate_bin):
+    if "san" in os.path.basename(os.path.dirname(os.path.dirname(h2gate_bin))):
+        pytest.skip("sanitizer builds keep freed memory in quarantine: RSS says nothing")
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], "max_connections: 100",
+                          extra="h2: {max_concurrent_streams: 200}\n"), wait=[("127.0.0.1", port)])
+    before = rss_kib(g.proc.pid)
+    cl = Client(port)
+    sids = []
+    for _ in range(100):
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "POST"), (":path", "/stall-read"), (":scheme", "http"),
+                                (":authority", "x"), ("content-length", str(100 << 20))])
+        sids.append(sid)
+    cl.flush()
+    chunk = b"u" * 16384
+    sent = 0
+    deadline = time.monotonic() + 4
+    cl.s.setblocking(False)
+    while time.monotonic() < deadline:
+        progressed = False
+        for sid in sids:
+            w = min(cl.c.local_flow_control_window(sid), len(chunk))
+            if w > 0:
+                cl.c.send_data(sid, chunk[:w])
+                sent += w
+                progressed = True
+        try:
+            cl.s.sendall(cl.c.data_to_send())
+            data = cl.s.recv(65536)
+            if data:
+                cl.c.receive_data(data)
+        except BlockingIOError:
+            pass
+        if not progressed:
+            time.sleep(0.05)
+    grown = rss_kib(g.proc.pid) - before
+    # what the gateway accepted is bounded by the windows it grants: it grants only what it
+    # wrote to the (stalled) origin sockets
+    assert sent < 100 * (256 << 10) + (8 << 20), sent
+    assert grown < 100 * 64 + 24 * 1024, f"RSS grew {grown} KiB after {sent} bytes sent"
+    cl.s.setblocking(True)
+    cl.close()
