@@ -183,7 +183,7 @@ def case_key(r):
 def case_order(name):
     scen = name.split(" ")[0]
     idx = SCENARIO_ORDER.index(scen) if scen in SCENARIO_ORDER else 99
-    return (idx, name)
+    return (idx, "(h2c)" in name, name)  # TLS before h2c
 
 
 def aggregate(runs):
@@ -249,7 +249,7 @@ def chart(ratios, png, title):
     """Grouped bars of the ratios, log scale, one group per scenario."""
     series = [("cpu_us_per_req", "CPU/req"), ("rps", "req/s"), ("mean_ms", "mean lat"),
               ("p99_ms", "p99 lat"), ("origin_conns", "origin conns"), ("hwm_mib", "peak RSS"),
-              ("kib_per_conn", "idle KiB/conn")]
+              ("kib_per_conn", "idle KiB/conn"), ("cpu_us_per_conn", "idle CPU/conn")]
     cases = sorted(ratios, key=case_order)
     # only the metrics with at least one ratio: gnuplot warns about an all-missing column
     series = [(k, label) for k, label in series
@@ -278,6 +278,9 @@ def chart(ratios, png, title):
         "set key outside right top",
     ]
     if any_value:
+        for i, case in enumerate(cases):
+            if not ratios[case]:
+                gp.append(f"set label 'invalid runs' at {i}, 1 center rotate by 90 front")
         gp += [
             "set style data histograms",
             "set style histogram clustered gap 1",
