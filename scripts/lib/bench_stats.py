@@ -39,8 +39,9 @@ def read_meta(run_dir):
 def parse_h2load(text):
     """The counters of h2load's summary, or None where a line is missing."""
     out = {}
-    m = re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", text)
-    out["rps"] = float(m.group(1)) if m else None
+    m = re.search(r"finished in ([\d.]+)(s|ms|us), ([\d.]+) req/s", text)
+    out["rps"] = float(m.group(3)) if m else None
+    out["seconds"] = (float(m.group(1)) / {"s": 1, "ms": 1e3, "us": 1e6}[m.group(2)]) if m else None
     m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
                   r"(\d+) failed, (\d+) errored, (\d+) timeout", text)
     if m:
@@ -63,6 +64,8 @@ def percentile(sorted_values, p):
 def latencies_us(path):
     """Per-request durations (µs) of the 2xx responses in an h2load --log-file."""
     values = []
+    if not os.path.exists(path):
+        return values
     with open(path) as f:
         for line in f:
             parts = line.split("\t")
@@ -125,7 +128,12 @@ def summarize_run(run_dir):
             r["rps"] = h["rps"]
             done = h["done"] or 1
             r["cpu_us_per_req"] = cpu_s * 1e6 / done
+            if h["seconds"]:
+                # how busy the proxy's CPU was: near 100 % means the proxy is the bottleneck
+                r["cpu_pct"] = 100.0 * cpu_s / h["seconds"]
         lat = latencies_us(os.path.join(run_dir, "h2load.log"))
+        if not lat and not problems:
+            problems.append("no latencies in h2load's per-request log")
         if lat:
             r["mean_ms"] = sum(lat) / len(lat) / 1000.0
             r["p99_ms"] = percentile(lat, 99) / 1000.0
@@ -143,7 +151,8 @@ def one_line(r):
                f"{fmt(r.get('cpu_us_per_conn'), 0)} µs CPU/conn, peak RSS {r['hwm_kib'] // 1024} MiB")
     else:
         fig = (f"{fmt(r.get('rps'), 0)} req/s, mean {fmt(r.get('mean_ms'), 2)} ms, "
-               f"p99 {fmt(r.get('p99_ms'), 2)} ms, {fmt(r.get('cpu_us_per_req'), 1)} µs CPU/req, "
+               f"p99 {fmt(r.get('p99_ms'), 2)} ms, {fmt(r.get('cpu_us_per_req'), 1)} µs CPU/req "
+               f"({fmt(r.get('cpu_pct'), 0)} % busy), "
                f"{r['origin_conns']} origin conns, peak RSS {r['hwm_kib'] // 1024} MiB")
     status = "valid" if r["valid"] else "INVALID (" + ", ".join(r["problems"]) + ")"
     return f"{fig}: {status}"
@@ -163,9 +172,12 @@ LOAD_METRICS = (
     ("mean_ms", "mean ms", 2, True),
     ("p99_ms", "p99 ms", 2, True),
     ("cpu_us_per_req", "CPU µs/req", 1, True),
+    ("cpu_pct", "proxy CPU %", 0, True),
     ("origin_conns", "origin conns", 0, True),
     ("hwm_mib", "peak RSS MiB", 1, True),
 )
+# informational: how busy the proxy was says where the bottleneck is, not which proxy is better
+NO_RATIO = {"cpu_pct"}
 IDLE_METRICS = (
     ("idle_conns", "connections", 0, True),
     ("rss_before_mib", "RSS before MiB", 1, True),
@@ -234,6 +246,9 @@ def table(agg, cases, metrics):
         cells = []
         ratios[case] = {}
         for k, _, _, _ in metrics:
+            if k in NO_RATIO:
+                cells.append("")
+                continue
             if (g and n and g["valid"] == g["n"] and n["valid"] == n["n"]
                     and g[k] is not None and n[k]):
                 ratio = g[k] / n[k]
