@@ -501,6 +501,12 @@ static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
                 fail(p, GW_E_PARSE, 400, "obs-fold in message head");
                 return -1;
             }
+            /* RFC 9110 §5.5: field values are VCHAR, obs-text, SP and HTAB; checked here so
+             * that the verdict never depends on how the input was split */
+            if (p->lines > 0 && ((c < 0x20 && c != '\t') || c == 0x7f)) {
+                fail(p, GW_E_PARSE, 400, "control byte in field line");
+                return -1;
+            }
             if (p->lines == 0 && p->kind == GW_H1_RESPONSE) {
                 if (p->line_len < STATUS_FIXED) {
                     p->start[p->line_len] = c;

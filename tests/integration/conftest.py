@@ -75,6 +75,16 @@ class Gateway:
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
+    def wait_log(self, text, timeout=5.0):
+        """The log once it contains text (lines written after the response, e.g. the request
+        line at stream close), or the log as it is after timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            log = self.log()
+            if text in log or time.monotonic() > deadline:
+                return log
+            time.sleep(0.05)
+
     def signal(self, sig):
         self.proc.send_signal(sig)
 

@@ -57,14 +57,14 @@ def test_curl_http11_cleartext_gets_honest_502(gw):
     assert r.stdout.startswith("HTTP/1.1 502 Bad Gateway\n")
     assert "server: h2gate\n" in r.stdout
     assert r.stdout.endswith(NO_PROXY + "1.1")
-    assert "method=GET path=/index.html status=502" in gw.log()
+    assert "method=GET path=/index.html status=502" in gw.wait_log("method=GET path=/index.html status=502")
 
 
 def test_curl_http2_over_tls_negotiates_h2(gw):
     r = curl("-k", "--http2", f"https://127.0.0.1:{gw.tls_port}/", "-w", "\n%{http_code} %{http_version}")
     assert r.returncode == 0, r.stderr
     assert r.stdout == NO_PROXY + "\n502 2"
-    assert "proto=h2 method=GET path=/ status=502" in gw.log()
+    assert "proto=h2 method=GET path=/ status=502" in gw.wait_log("proto=h2 method=GET path=/ status=502")
 
 
 def test_curl_http11_over_tls(gw):
@@ -155,7 +155,7 @@ def test_pipelined_requests_answered_in_order(gw):
     out = raw_exchange(gw.plain_port, reqs)
     assert out.count(b"HTTP/1.1 502 ") == 6
     assert out.rstrip().endswith(NO_PROXY.strip().encode())
-    paths = re.findall(r"path=(/\w+) status=502", gw.log())
+    paths = re.findall(r"path=(/\w+) status=502", gw.wait_log("path=/last status=502"))
     assert paths == ["/p0", "/p1", "/p2", "/p3", "/p4", "/last"]
 
 
@@ -530,7 +530,7 @@ def test_routing_no_match_is_404_from_the_gateway(gateway, proto):
     assert code == "404" and body == "h2gate: no route for this host and path\n"
     body, code = get("other.test", "/v1/users")
     assert code == "404"
-    log = g.log()
+    log = g.wait_log("path=/v1/users status=502 upstream=api")
     assert "event=no_route" in log and "authority=other.test path=/v1/users status=404" in log
     assert "path=/v1/users status=502 upstream=api" in log
 
@@ -563,7 +563,7 @@ def test_chunked_request_body_keeps_connection_in_sync(gw):
                        b"5\r\nhello\r\n0\r\n\r\n"
                        b"GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert out.count(b"HTTP/1.1 502") == 2
-    assert "path=/after status=502" in gw.log()
+    assert "path=/after status=502" in gw.wait_log("path=/after status=502")
 
 
 def test_graceful_shutdown_deadline_closes_stuck_connections(gateway):

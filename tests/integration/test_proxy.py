@@ -402,8 +402,9 @@ def test_pool_reuse_10k_sequential_and_10k_concurrent(gateway, nginx_origin, tmp
     (root / "i.txt").write_bytes(b"x" * 100)
     n = nginx_origin(str(root))
     port = free_port()
-    gateway(gw_config(port, [f"127.0.0.1:{n.port}"], "max_connections: 8"),
-            wait=[("127.0.0.1", port)])
+    # coalescing off: the 100 concurrent identical requests must really queue for the pool
+    gateway(gw_config(port, [f"127.0.0.1:{n.port}"], "max_connections: 8",
+                      route_extra="coalesce: false"), wait=[("127.0.0.1", port)])
     r = run(["h2load", "-n", "10000", "-c", "1", "-m", "1", f"http://127.0.0.1:{port}/i.txt"], timeout=300)
     assert "10000 succeeded" in r.stdout and "10000 2xx" in r.stdout, r.stdout
     assert n.connections() == 1  # one after the other: one connection, reused
@@ -411,7 +412,9 @@ def test_pool_reuse_10k_sequential_and_10k_concurrent(gateway, nginx_origin, tmp
     assert "10000 succeeded" in r.stdout and "10000 2xx" in r.stdout, r.stdout
     # at most 8 in total; the sequential run's connection was retired after
     # max_requests_per_connection (10000), so count those of the second run
-    assert n.connections() - 1 <= 8
+    used = n.connections() - 1
+    print(f"origin connections: sequential 1, concurrent {used}")
+    assert 2 <= used <= 8  # concurrency did use the pool, within its cap
 
 
 # ---- bounded memory -----------------------------------------------------------------------------
@@ -447,6 +450,7 @@ def test_slow_reader_keeps_memory_bounded_and_is_timed_out(gateway, nginx_origin
             if isinstance(e, h2.events.DataReceived):
                 got += len(e.data)
     grown = rss_kib(g.proc.pid) - before
+    print(f"slow reader: RSS grew {grown} KiB, client got {got} bytes")
     bound_kib = 100 * 64 + 16 * 1024  # 100 × body_buffer + a fixed overhead
     assert grown < bound_kib, f"RSS grew {grown} KiB"
     assert got <= 65535  # the connection window
@@ -502,6 +506,9 @@ def test_coalescing_100_identical_gets_make_one_origin_request(gwo):
     got = many_gets(gwo.port, "/bytes/1048576", 100)
     assert all(v == ("200", want) for v in got.values()), {s: (v[0], len(v[1])) for s, v in got.items()}
     assert origin_count(gwo.origin, "/bytes/1048576") == 1
+    deadline = time.monotonic() + 5  # request lines are written when the streams close
+    while gwo.log().count("coalesced=1") < 99 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert gwo.log().count("coalesced=1") == 99
 
 
@@ -623,9 +630,10 @@ def test_slow_origin_upload_keeps_memory_bounded(gateway, origin, h2gate_bin):
         if not progressed:
             time.sleep(0.05)
     grown = rss_kib(g.proc.pid) - before
-    # what the gateway accepted is bounded by the windows it grants: it grants only what it
-    # wrote to the (stalled) origin sockets
-    assert sent < 100 * (256 << 10) + (8 << 20), sent
+    # the gateway grants window only for bytes written to the (stalled) origin sockets: what
+    # it accepted is what the kernel's socket buffers took, far from the 10 GiB offered
+    print(f"slow origin: {sent} bytes accepted, RSS grew {grown} KiB")
+    assert sent < 100 * (4 << 20), sent
     assert grown < 100 * 64 + 24 * 1024, f"RSS grew {grown} KiB after {sent} bytes sent"
     cl.s.setblocking(True)
     cl.close()
