@@ -1,0 +1,372 @@
+#!/usr/bin/python3
+"""Parsing and statistics for scripts/bench.
+
+  bench_stats.py run RUN_DIR       summarize one run: reads RUN_DIR/meta (key=value lines written
+                                   by scripts/bench), h2load.out, h2load.log (per-request log),
+                                   origin.log (nginx access log of the run); writes
+                                   RUN_DIR/run.json and prints a one-line summary
+  bench_stats.py report RUNS_DIR MD PNG
+                                   medians over repetitions, ratios h2gate/nghttpx; writes the
+                                   markdown table to MD (and stdout) and the ratio chart to PNG
+
+A run is valid only when h2load got a 2xx for every request it was asked to make (no 3xx/4xx/5xx,
+no failed, errored or timed-out request); an invalid run's figures never reach the table.
+"""
+import glob
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+PROXIES = ("h2gate", "nghttpx")
+SCENARIO_ORDER = ("small", "large", "manyconns", "upload", "idle")
+
+
+def read_meta(run_dir):
+    meta = {}
+    with open(os.path.join(run_dir, "meta")) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if "=" in line:
+                k, v = line.split("=", 1)
+                meta[k] = v
+    return meta
+
+
+def parse_h2load(text):
+    """The counters of h2load's summary, or None where a line is missing."""
+    out = {}
+    m = re.search(r"finished in ([\d.]+)(s|ms|us), ([\d.]+) req/s", text)
+    out["rps"] = float(m.group(3)) if m else None
+    out["seconds"] = (float(m.group(1)) / {"s": 1, "ms": 1e3, "us": 1e6}[m.group(2)]) if m else None
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                  r"(\d+) failed, (\d+) errored, (\d+) timeout", text)
+    if m:
+        keys = ("total", "started", "done", "succeeded", "failed", "errored", "timeout")
+        out.update({k: int(v) for k, v in zip(keys, m.groups())})
+    m = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
+    if m:
+        out.update({k: int(v) for k, v in zip(("s2xx", "s3xx", "s4xx", "s5xx"), m.groups())})
+    return out
+
+
+def percentile(sorted_values, p):
+    """Nearest-rank percentile (p in 0..100) of an already sorted list."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(p / 100.0 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def latencies_us(path):
+    """Per-request durations (µs) of the 2xx responses in an h2load --log-file."""
+    values = []
+    if not os.path.exists(path):
+        return values
+    with open(path) as f:
+        for line in f:
+            parts = line.split("\t")
+            if len(parts) >= 3 and parts[1].startswith("2"):
+                values.append(int(parts[2]))
+    values.sort()
+    return values
+
+
+def origin_connections(path):
+    """Distinct nginx $connection serials in the run's access log (first field of each line)."""
+    conns = set()
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    conns.add(line.split(" ", 1)[0])
+    return len(conns)
+
+
+def summarize_run(run_dir):
+    meta = read_meta(run_dir)
+    r = {k: meta[k] for k in ("scenario", "transport", "proxy", "rep")}
+    r["rep"] = int(r["rep"])
+    clk = int(meta["clk_tck"])
+    cpu_s = (int(meta["cpu_after"]) - int(meta["cpu_before"])) / clk
+    r["cpu_s"] = cpu_s
+    r["hwm_kib"] = int(meta.get("hwm_kib") or 0)
+    r["origin_conns"] = origin_connections(os.path.join(run_dir, "origin.log"))
+    problems = []
+    if meta.get("proxy_died") == "1":
+        problems.append("proxy exited during the run")
+    if r["scenario"] == "idle":
+        want = int(meta["idle_want"])
+        got = int(meta.get("idle_open") or 0)
+        r["idle_conns"] = got
+        r["rss_before_kib"] = int(meta.get("rss_before_kib") or 0)
+        r["rss_after_kib"] = int(meta.get("rss_after_kib") or 0)
+        if got != want:
+            problems.append(f"{got}/{want} connections opened")
+        if got > 0:
+            r["kib_per_conn"] = (r["rss_after_kib"] - r["rss_before_kib"]) / got
+            r["cpu_us_per_conn"] = cpu_s * 1e6 / got
+    else:
+        want = int(meta["requests"])
+        with open(os.path.join(run_dir, "h2load.out"), errors="replace") as f:
+            h = parse_h2load(f.read())
+        if "succeeded" not in h or "s2xx" not in h:
+            problems.append("no h2load summary")
+        else:
+            for key, label in (("s3xx", "3xx"), ("s4xx", "4xx"), ("s5xx", "5xx")):
+                if h[key]:
+                    problems.append(f"{h[key]} {label}")
+            for key in ("failed", "errored", "timeout"):
+                if h[key]:
+                    problems.append(f"{h[key]} {key}")
+            if h["s2xx"] != want:
+                problems.append(f"{h['s2xx']}/{want} 2xx")
+            r["h2load"] = h
+            r["rps"] = h["rps"]
+            done = h["done"] or 1
+            r["cpu_us_per_req"] = cpu_s * 1e6 / done
+            if h["seconds"]:
+                # how busy the proxy's CPU was: near 100 % means the proxy is the bottleneck
+                r["cpu_pct"] = 100.0 * cpu_s / h["seconds"]
+        lat = latencies_us(os.path.join(run_dir, "h2load.log"))
+        if not lat and not problems:
+            problems.append("no latencies in h2load's per-request log")
+        if lat:
+            r["mean_ms"] = sum(lat) / len(lat) / 1000.0
+            r["p99_ms"] = percentile(lat, 99) / 1000.0
+    r["valid"] = not problems
+    r["problems"] = problems
+    with open(os.path.join(run_dir, "run.json"), "w") as f:
+        json.dump(r, f, indent=1)
+    return r
+
+
+def one_line(r):
+    if r["scenario"] == "idle":
+        fig = (f"{r.get('idle_conns', 0)} conns, "
+               f"{fmt(r.get('kib_per_conn'), 1)} KiB/conn, "
+               f"{fmt(r.get('cpu_us_per_conn'), 0)} µs CPU/conn, peak RSS {r['hwm_kib'] // 1024} MiB")
+    else:
+        fig = (f"{fmt(r.get('rps'), 0)} req/s, mean {fmt(r.get('mean_ms'), 2)} ms, "
+               f"p99 {fmt(r.get('p99_ms'), 2)} ms, {fmt(r.get('cpu_us_per_req'), 1)} µs CPU/req "
+               f"({fmt(r.get('cpu_pct'), 0)} % busy), "
+               f"{r['origin_conns']} origin conns, peak RSS {r['hwm_kib'] // 1024} MiB")
+    status = "valid" if r["valid"] else "INVALID (" + ", ".join(r["problems"]) + ")"
+    return f"{fig}: {status}"
+
+
+def fmt(v, digits):
+    if v is None:
+        return "—"
+    if isinstance(v, float) and math.isnan(v):
+        return "—"
+    return f"{v:,.{digits}f}"
+
+
+# (key, column title, digits, lower is better)
+LOAD_METRICS = (
+    ("rps", "req/s", 0, False),
+    ("mean_ms", "mean ms", 2, True),
+    ("p99_ms", "p99 ms", 2, True),
+    ("cpu_us_per_req", "CPU µs/req", 1, True),
+    ("cpu_pct", "proxy CPU %", 0, True),
+    ("origin_conns", "origin conns", 0, True),
+    ("hwm_mib", "peak RSS MiB", 1, True),
+)
+# informational: how busy the proxy was says where the bottleneck is, not which proxy is better
+NO_RATIO = {"cpu_pct"}
+IDLE_METRICS = (
+    ("idle_conns", "connections", 0, True),
+    ("rss_before_mib", "RSS before MiB", 1, True),
+    ("rss_after_mib", "RSS after MiB", 1, True),
+    ("kib_per_conn", "RSS growth KiB/conn", 1, True),
+    ("cpu_us_per_conn", "CPU µs/conn (handshake)", 0, True),
+    ("hwm_mib", "peak RSS MiB", 1, True),
+)
+
+
+def case_key(r):
+    return r["scenario"] if r["scenario"] == "idle" else f"{r['scenario']} ({r['transport']})"
+
+
+def case_order(name):
+    scen = name.split(" ")[0]
+    idx = SCENARIO_ORDER.index(scen) if scen in SCENARIO_ORDER else 99
+    return (idx, "(h2c)" in name, name)  # TLS before h2c
+
+
+def aggregate(runs):
+    """{case: {proxy: {"n":.., "valid":.., "problems":[..], metric: median}}}"""
+    cases = {}
+    for r in runs:
+        r = dict(r)
+        r["hwm_mib"] = r["hwm_kib"] / 1024.0
+        if "rss_before_kib" in r:
+            r["rss_before_mib"] = r["rss_before_kib"] / 1024.0
+            r["rss_after_mib"] = r["rss_after_kib"] / 1024.0
+        cases.setdefault(case_key(r), {}).setdefault(r["proxy"], []).append(r)
+    agg = {}
+    for case, by_proxy in cases.items():
+        agg[case] = {}
+        for proxy, rs in by_proxy.items():
+            a = {"n": len(rs), "valid": sum(1 for r in rs if r["valid"]), "problems": []}
+            for r in rs:
+                if not r["valid"]:
+                    a["problems"].append(f"rep {r['rep']}: " + ", ".join(r["problems"]))
+            metrics = IDLE_METRICS if case == "idle" else LOAD_METRICS
+            for key, _, _, _ in metrics:
+                vals = [r[key] for r in rs if r.get(key) is not None]
+                a[key] = statistics.median(vals) if vals else None
+            agg[case][proxy] = a
+    return agg
+
+
+def table(agg, cases, metrics):
+    head = ["scenario", "proxy", "runs"] + [m[1] for m in metrics]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    ratios = {}
+    for case in cases:
+        row_by_proxy = agg[case]
+        for proxy in PROXIES:
+            a = row_by_proxy.get(proxy)
+            if a is None:
+                continue
+            ok = a["valid"] == a["n"]
+            runs = f"{a['valid']}/{a['n']} valid"
+            if ok:
+                cells = [fmt(a[k], d) for k, _, d, _ in metrics]
+            else:
+                runs = f"**INVALID** ({a['n'] - a['valid']}/{a['n']} runs)"
+                cells = ["—"] * len(metrics)
+            lines.append(f"| {case} | {proxy} | {runs} | " + " | ".join(cells) + " |")
+        g, n = row_by_proxy.get("h2gate"), row_by_proxy.get("nghttpx")
+        cells = []
+        ratios[case] = {}
+        for k, _, _, _ in metrics:
+            if k in NO_RATIO:
+                cells.append("")
+                continue
+            if (g and n and g["valid"] == g["n"] and n["valid"] == n["n"]
+                    and g[k] is not None and n[k]):
+                ratio = g[k] / n[k]
+                ratios[case][k] = ratio
+                cells.append(f"{ratio:.2f}")
+            else:
+                cells.append("—")
+        lines.append(f"| {case} | **h2gate/nghttpx** | | " + " | ".join(cells) + " |")
+    return lines, ratios
+
+
+def chart(ratios, png, title):
+    """Grouped bars of the ratios, log scale, one group per scenario."""
+    series = [("cpu_us_per_req", "CPU/req"), ("rps", "req/s"), ("mean_ms", "mean lat"),
+              ("p99_ms", "p99 lat"), ("origin_conns", "origin conns"), ("hwm_mib", "peak RSS"),
+              ("kib_per_conn", "idle KiB/conn"), ("cpu_us_per_conn", "idle CPU/conn")]
+    cases = sorted(ratios, key=case_order)
+    # only the metrics with at least one ratio: gnuplot warns about an all-missing column
+    series = [(k, label) for k, label in series
+              if any(ratios[c].get(k) is not None for c in cases)]
+    data = png + ".dat"
+    any_value = False
+    with open(data, "w") as f:
+        f.write("case " + " ".join(f'"{label}"' for _, label in series) + "\n")
+        for case in cases:
+            vals = []
+            for key, _ in series:
+                v = ratios[case].get(key)
+                if v is not None and v > 0:
+                    any_value = True
+                    vals.append(f"{v:.4f}")
+                else:
+                    vals.append("NaN")
+            f.write(f'"{case}" ' + " ".join(vals) + "\n")
+    gp = [
+        "set terminal pngcairo size 1200,600 font ',10'",
+        f"set output '{png}'",
+        f"set title \"{title}\"",
+        "set datafile missing 'NaN'",
+        "set ylabel 'h2gate / nghttpx (log scale; 1 = equal)'",
+        "set grid ytics",
+        "set key outside right top",
+    ]
+    if any_value:
+        for i, case in enumerate(cases):
+            if not ratios[case]:
+                gp.append(f"set label 'invalid runs' at {i}, 1 center rotate by 90 front")
+        gp += [
+            "set style data histograms",
+            "set style histogram clustered gap 1",
+            "set style fill solid 0.8 border -1",
+            "set logscale y",
+            "set yrange [0.05:20]",
+            "set xtics rotate by -20",
+            "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2 front",
+            f"plot for [i=2:{len(series) + 1}] '{data}' using i:xtic(1) title columnheader(i)",
+        ]
+    else:
+        gp += [
+            "unset key",
+            "set label 1 'no valid ratio: a proxy had invalid runs (non-2xx or errors) in every "
+            "scenario; see the table' at graph 0.5, graph 0.5 center",
+            "plot [0:1][0:1] NaN notitle",
+        ]
+    subprocess.run(["gnuplot"], input="\n".join(gp) + "\n", text=True, check=True)
+    os.unlink(data)
+
+
+def report(runs_dir, md_path, png_path):
+    runs = []
+    for path in sorted(glob.glob(os.path.join(runs_dir, "*", "run.json"))):
+        with open(path) as f:
+            runs.append(json.load(f))
+    agg = aggregate(runs)
+    header_path = os.path.join(runs_dir, "header.md")
+    out = []
+    if os.path.exists(header_path):
+        with open(header_path) as f:
+            out.append(f.read().rstrip("\n"))
+        out.append("")
+    load_cases = sorted((c for c in agg if c != "idle"), key=case_order)
+    all_ratios = {}
+    if load_cases:
+        lines, ratios = table(agg, load_cases, LOAD_METRICS)
+        all_ratios.update(ratios)
+        out += ["Medians over the repetitions. Ratios h2gate/nghttpx: below 1 is better for "
+                "h2gate except req/s (above 1 is better).", ""] + lines + [""]
+    if "idle" in agg:
+        lines, ratios = table(agg, ["idle"], IDLE_METRICS)
+        all_ratios.update(ratios)
+        out += ["Idle TLS h2 connections (handshake done, no request), proxy RSS from "
+                "/proc/PID/status before and after:", ""] + lines + [""]
+    problems = []
+    for case in sorted(agg, key=case_order):
+        for proxy in PROXIES:
+            a = agg[case].get(proxy)
+            if a and a["problems"]:
+                problems.append(f"- {case}, {proxy}: " + "; ".join(a["problems"]))
+    if problems:
+        out += ["Invalid runs (their figures are left out of the table):", ""] + problems + [""]
+    out.append(f"Chart of the ratios: `{os.path.basename(png_path)}`.")
+    text = "\n".join(out) + "\n"
+    with open(md_path, "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+    chart(all_ratios, png_path, "h2gate / nghttpx, medians (lower is better except req/s)")
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "run" and len(argv) == 3:
+        print(one_line(summarize_run(argv[2])))
+        return 0
+    if len(argv) == 5 and argv[1] == "report":
+        report(argv[2], argv[3], argv[4])
+        return 0
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
