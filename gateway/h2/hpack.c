@@ -487,18 +487,22 @@ static int put_str(gw_bytes_t *out, gw_slice_t s)
     return gw_bytes_append(out, s.base, s.len);
 }
 
-static int in_list(gw_slice_t name, const char *const *list)
+/* Lists end with an empty slice. Lengths are compared first: most fields differ there. */
+static int in_list(gw_slice_t name, const gw_slice_t *list)
 {
-    for (; *list; list++)
-        if (gw_slice_eq(name, gw_slice_str(*list)))
+    for (; list->len; list++)
+        if (list->len == name.len && !memcmp(list->base, name.base, name.len))
             return 1;
     return 0;
 }
 
-static const char *const sensitive[] = {"authorization", "proxy-authorization", "cookie",
-                                        "set-cookie", NULL};
-static const char *const volatile_values[] = {
-    ":path", "content-length", "date", "etag", "last-modified", "age", "expires", NULL};
+static const gw_slice_t sensitive[] = {GW_SLICE_LIT("authorization"),
+                                       GW_SLICE_LIT("proxy-authorization"), GW_SLICE_LIT("cookie"),
+                                       GW_SLICE_LIT("set-cookie"), {0}};
+static const gw_slice_t volatile_values[] = {
+    GW_SLICE_LIT(":path"),         GW_SLICE_LIT("content-length"), GW_SLICE_LIT("date"),
+    GW_SLICE_LIT("etag"),          GW_SLICE_LIT("last-modified"),  GW_SLICE_LIT("age"),
+    GW_SLICE_LIT("expires"),       {0}};
 
 /* Best index for a field: *full = 1 when name and value match. 0 when none. */
 static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, int *full)
@@ -506,8 +510,10 @@ static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value,
     size_t name_idx = 0;
     *full = 0;
     for (size_t i = 0; i < STATIC_LEN; i++)
-        if (gw_slice_eq(static_table[i].name, name)) {
-            if (gw_slice_eq(static_table[i].value, value)) {
+        if (static_table[i].name.len == name.len &&
+            !memcmp(static_table[i].name.base, name.base, name.len)) {
+            if (static_table[i].value.len == value.len &&
+                (value.len == 0 || !memcmp(static_table[i].value.base, value.base, value.len))) {
                 *full = 1;
                 return i + 1;
             }

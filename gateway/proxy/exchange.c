@@ -121,9 +121,19 @@ void gw_proxy_stats(const gw_proxy_t *p, gw_proxy_stats_t *out)
 
 /* ---- request translation (RFC 9113 §8.3, RFC 9110 §7.6) ------------------------------------ */
 
-static int name_is(gw_slice_t name, const char *lit)
+/* Length first: most names differ there (strlen of a literal folds once inlined). */
+static inline int name_is(gw_slice_t name, const char *lit)
 {
-    return gw_slice_eq_nocase(name, gw_slice_str(lit));
+    size_t n = strlen(lit);
+    return name.len == n && gw_slice_eq_nocase(name, (gw_slice_t){(const uint8_t *)lit, n});
+}
+
+static int any_connection(const gw_field_t *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (name_is(f[i].name, "connection"))
+            return 1;
+    return 0;
 }
 
 /* Connection-specific fields never forwarded (RFC 9110 §7.6.1, RFC 9113 §8.2.2). host and
@@ -225,6 +235,7 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
     if (!x->f || !x->buf)
         return GW_E_NOMEM;
     int h2 = !strcmp(h->proto, "h2");
+    int conn = any_connection(h->fields, h->fields_len);
     gw_slice_t authority = h->authority;
     for (size_t i = 0; i < h->fields_len; i++) {
         const gw_field_t *f = &h->fields[i];
@@ -236,7 +247,7 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
             continue;
         }
         if (hop_by_hop(f->name) || name_is(f->name, "expect") ||
-            named_by_connection(h->fields, h->fields_len, f->name))
+            (conn && named_by_connection(h->fields, h->fields_len, f->name)))
             continue;
         if (h2 && name_is(f->name, "cookie"))
             continue; /* joined below: RFC 9113 §8.2.3 */
@@ -312,6 +323,7 @@ static size_t resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in
                           char *lower, size_t lower_size, int64_t *cl, int via)
 {
     size_t k = 0, used = 0;
+    int conn = any_connection(in, n);
     *cl = -1;
     for (size_t i = 0; i < n && k < MAX_RESP_FIELDS - 1; i++) {
         gw_slice_t name = in[i].name;
@@ -322,7 +334,7 @@ static size_t resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in
             *cl = v;
             continue;
         }
-        if (hop_by_hop(name) || named_by_connection(in, n, name))
+        if (hop_by_hop(name) || (conn && named_by_connection(in, n, name)))
             continue;
         if (used + name.len > lower_size)
             break;
