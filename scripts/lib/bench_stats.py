@@ -75,15 +75,21 @@ def latencies_us(path):
     return values
 
 
-def origin_connections(path):
-    """Distinct nginx $connection serials in the run's access log (first field of each line)."""
-    conns = set()
+def origin_log(path):
+    """(distinct $connection serials, requests, smallest $request_length) of the run's nginx
+    access log, whose lines are `$connection $status $request_length`."""
+    conns, requests, smallest = set(), 0, None
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
-                if line.strip():
-                    conns.add(line.split(" ", 1)[0])
-    return len(conns)
+                parts = line.split()
+                if len(parts) != 3:
+                    continue
+                conns.add(parts[0])
+                requests += 1
+                length = int(parts[2])
+                smallest = length if smallest is None else min(smallest, length)
+    return len(conns), requests, smallest
 
 
 def summarize_run(run_dir):
@@ -94,7 +100,7 @@ def summarize_run(run_dir):
     cpu_s = (int(meta["cpu_after"]) - int(meta["cpu_before"])) / clk
     r["cpu_s"] = cpu_s
     r["hwm_kib"] = int(meta.get("hwm_kib") or 0)
-    r["origin_conns"] = origin_connections(os.path.join(run_dir, "origin.log"))
+    r["origin_conns"], r["origin_requests"], smallest = origin_log(os.path.join(run_dir, "origin.log"))
     problems = []
     if meta.get("proxy_died") == "1":
         problems.append("proxy exited during the run")
@@ -124,6 +130,13 @@ def summarize_run(run_dir):
                     problems.append(f"{h[key]} {key}")
             if h["s2xx"] != want:
                 problems.append(f"{h['s2xx']}/{want} 2xx")
+            # every answer must come from the origin (coalescing is off), and an upload must
+            # reach it whole: a proxy that answers by itself is not being measured
+            if r["origin_requests"] < want:
+                problems.append(f"{r['origin_requests']}/{want} requests reached the origin")
+            body = int(meta.get("body_bytes") or 0)
+            if body and smallest is not None and smallest < body:
+                problems.append(f"an upload reached the origin with {smallest} < {body} bytes")
             r["h2load"] = h
             r["rps"] = h["rps"]
             done = h["done"] or 1
