@@ -539,8 +539,15 @@ def test_cancelled_leader_does_not_cancel_followers(gwo):
     cl = Client(gwo.port)
     cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
     cl.c.increment_flow_control_window(1 << 24)
-    a = cl.request("/slow/20000")
-    b = cl.request("/slow/20000")
+    # both requests in one flight, so that b joins a's exchange before the head comes back;
+    # then a is cancelled
+    hdrs_ = [(":method", "GET"), (":path", "/slow/20000"), (":scheme", "http"), (":authority", "x")]
+    a = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(a, hdrs_, end_stream=True)
+    b = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(b, hdrs_, end_stream=True)
+    cl.flush()
+    time.sleep(0.15)
     cl.c.reset_stream(a, error_code=8)
     cl.flush()
     evs = cl.events(ended(b), timeout=10)
