@@ -8,6 +8,7 @@
   bench_stats.py report RUNS_DIR MD PNG
                                    medians over repetitions, ratios h2gate/nghttpx; writes the
                                    markdown table to MD (and stdout) and the ratio chart to PNG
+  bench_stats.py readme MD README  replace the part of README between the bench markers by MD
 
 A run is valid only when h2load got a 2xx for every request it was asked to make (no 3xx/4xx/5xx,
 no failed, errored or timed-out request); an invalid run's figures never reach the table.
@@ -370,6 +371,28 @@ def report(runs_dir, md_path, png_path):
     chart(all_ratios, png_path, "h2gate / nghttpx, medians (lower is better except req/s)")
 
 
+README_BEGIN = "<!-- bench:begin (scripts/bench with BENCH_README=1 rewrites this part) -->"
+README_END = "<!-- bench:end -->"
+
+
+def readme(md_path, readme_path):
+    """Put the report MD between the bench markers of README (the markers must be there)."""
+    with open(readme_path) as f:
+        text = f.read()
+    begin, end = text.find(README_BEGIN), text.find(README_END)
+    if begin < 0 or end < begin:
+        sys.stderr.write(f"bench_stats: no bench markers in {readme_path}\n")
+        return 1
+    with open(md_path) as f:
+        table = f.read().rstrip("\n")
+    # the chart lives in the gitignored results dir: do not link it from the README
+    table = "\n".join(l for l in table.split("\n") if not l.startswith("Chart of the ratios"))
+    text = text[:begin + len(README_BEGIN)] + "\n" + table.rstrip("\n") + "\n" + text[end:]
+    with open(readme_path, "w") as f:
+        f.write(text)
+    return 0
+
+
 def main(argv):
     if len(argv) >= 2 and argv[1] == "run" and len(argv) == 3:
         print(one_line(summarize_run(argv[2])))
@@ -377,6 +400,8 @@ def main(argv):
     if len(argv) == 5 and argv[1] == "report":
         report(argv[2], argv[3], argv[4])
         return 0
+    if len(argv) == 4 and argv[1] == "readme":
+        return readme(argv[2], argv[3])
     sys.stderr.write(__doc__)
     return 2
 
