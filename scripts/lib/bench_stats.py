@@ -97,6 +97,12 @@ def summarize_run(run_dir):
     meta = read_meta(run_dir)
     r = {k: meta[k] for k in ("scenario", "transport", "proxy", "rep")}
     r["rep"] = int(r["rep"])
+    if meta.get("start_failed") == "1":
+        r.update(valid=False, problems=["the proxy did not start"], hwm_kib=0, origin_conns=0,
+                 cpu_s=0.0)
+        with open(os.path.join(run_dir, "run.json"), "w") as f:
+            json.dump(r, f, indent=1)
+        return r
     clk = int(meta["clk_tck"])
     cpu_s = (int(meta["cpu_after"]) - int(meta["cpu_before"])) / clk
     r["cpu_s"] = cpu_s
@@ -234,6 +240,12 @@ def aggregate(runs):
             for key, _, _, _ in metrics:
                 vals = [r[key] for r in rs if r.get(key) is not None]
                 a[key] = statistics.median(vals) if vals else None
+            # spread of the headline figure over the repetitions: half the range over the median
+            key = "kib_per_conn" if case == "idle" else "rps"
+            vals = [r[key] for r in rs if r.get(key) is not None]
+            a["spread"] = ((max(vals) - min(vals)) / 2 / statistics.median(vals) * 100
+                           if len(vals) > 1 and statistics.median(vals) else None)
+            a["spread_of"] = "KiB/conn" if case == "idle" else "req/s"
             agg[case][proxy] = a
     return agg
 
@@ -250,6 +262,8 @@ def table(agg, cases, metrics):
                 continue
             ok = a["valid"] == a["n"]
             runs = f"{a['valid']}/{a['n']} valid"
+            if a["spread"] is not None:
+                runs += f", {a['spread_of']} ±{a['spread']:.0f} %"
             if ok:
                 cells = [fmt(a[k], d) for k, _, d, _ in metrics]
             else:
@@ -348,8 +362,9 @@ def report(runs_dir, md_path, png_path):
     if load_cases:
         lines, ratios = table(agg, load_cases, LOAD_METRICS)
         all_ratios.update(ratios)
-        out += ["Medians over the repetitions. Ratios h2gate/nghttpx: below 1 is better for "
-                "h2gate except req/s (above 1 is better).", ""] + lines + [""]
+        out += ["Medians over the repetitions (± is half the range of req/s over them). Ratios "
+                "h2gate/nghttpx: below 1 is better for h2gate except req/s (above 1 is better).",
+                ""] + lines + [""]
     if "idle" in agg:
         lines, ratios = table(agg, ["idle"], IDLE_METRICS)
         all_ratios.update(ratios)
