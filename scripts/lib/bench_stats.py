@@ -8,6 +8,7 @@
   bench_stats.py report RUNS_DIR MD PNG
                                    medians over repetitions, ratios h2gate/nghttpx; writes the
                                    markdown table to MD (and stdout) and the ratio chart to PNG
+  bench_stats.py readme MD README  replace the part of README between the bench markers by MD
 
 A run is valid only when h2load got a 2xx for every request it was asked to make (no 3xx/4xx/5xx,
 no failed, errored or timed-out request); an invalid run's figures never reach the table.
@@ -75,26 +76,38 @@ def latencies_us(path):
     return values
 
 
-def origin_connections(path):
-    """Distinct nginx $connection serials in the run's access log (first field of each line)."""
-    conns = set()
+def origin_log(path):
+    """(distinct $connection serials, requests, smallest $request_length) of the run's nginx
+    access log, whose lines are `$connection $status $request_length`."""
+    conns, requests, smallest = set(), 0, None
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
-                if line.strip():
-                    conns.add(line.split(" ", 1)[0])
-    return len(conns)
+                parts = line.split()
+                if len(parts) != 3:
+                    continue
+                conns.add(parts[0])
+                requests += 1
+                length = int(parts[2])
+                smallest = length if smallest is None else min(smallest, length)
+    return len(conns), requests, smallest
 
 
 def summarize_run(run_dir):
     meta = read_meta(run_dir)
     r = {k: meta[k] for k in ("scenario", "transport", "proxy", "rep")}
     r["rep"] = int(r["rep"])
+    if meta.get("start_failed") == "1":
+        r.update(valid=False, problems=["the proxy did not start"], hwm_kib=0, origin_conns=0,
+                 cpu_s=0.0)
+        with open(os.path.join(run_dir, "run.json"), "w") as f:
+            json.dump(r, f, indent=1)
+        return r
     clk = int(meta["clk_tck"])
     cpu_s = (int(meta["cpu_after"]) - int(meta["cpu_before"])) / clk
     r["cpu_s"] = cpu_s
     r["hwm_kib"] = int(meta.get("hwm_kib") or 0)
-    r["origin_conns"] = origin_connections(os.path.join(run_dir, "origin.log"))
+    r["origin_conns"], r["origin_requests"], smallest = origin_log(os.path.join(run_dir, "origin.log"))
     problems = []
     if meta.get("proxy_died") == "1":
         problems.append("proxy exited during the run")
@@ -124,6 +137,13 @@ def summarize_run(run_dir):
                     problems.append(f"{h[key]} {key}")
             if h["s2xx"] != want:
                 problems.append(f"{h['s2xx']}/{want} 2xx")
+            # every answer must come from the origin (coalescing is off), and an upload must
+            # reach it whole: a proxy that answers by itself is not being measured
+            if r["origin_requests"] < want:
+                problems.append(f"{r['origin_requests']}/{want} requests reached the origin")
+            body = int(meta.get("body_bytes") or 0)
+            if body and smallest is not None and smallest < body:
+                problems.append(f"an upload reached the origin with {smallest} < {body} bytes")
             r["h2load"] = h
             r["rps"] = h["rps"]
             done = h["done"] or 1
@@ -220,6 +240,12 @@ def aggregate(runs):
             for key, _, _, _ in metrics:
                 vals = [r[key] for r in rs if r.get(key) is not None]
                 a[key] = statistics.median(vals) if vals else None
+            # spread of the headline figure over the repetitions: half the range over the median
+            key = "kib_per_conn" if case == "idle" else "rps"
+            vals = [r[key] for r in rs if r.get(key) is not None]
+            a["spread"] = ((max(vals) - min(vals)) / 2 / statistics.median(vals) * 100
+                           if len(vals) > 1 and statistics.median(vals) else None)
+            a["spread_of"] = "KiB/conn" if case == "idle" else "req/s"
             agg[case][proxy] = a
     return agg
 
@@ -236,6 +262,8 @@ def table(agg, cases, metrics):
                 continue
             ok = a["valid"] == a["n"]
             runs = f"{a['valid']}/{a['n']} valid"
+            if a["spread"] is not None:
+                runs += f", {a['spread_of']} ±{a['spread']:.0f} %"
             if ok:
                 cells = [fmt(a[k], d) for k, _, d, _ in metrics]
             else:
@@ -334,8 +362,9 @@ def report(runs_dir, md_path, png_path):
     if load_cases:
         lines, ratios = table(agg, load_cases, LOAD_METRICS)
         all_ratios.update(ratios)
-        out += ["Medians over the repetitions. Ratios h2gate/nghttpx: below 1 is better for "
-                "h2gate except req/s (above 1 is better).", ""] + lines + [""]
+        out += ["Medians over the repetitions (± is half the range of req/s over them). Ratios "
+                "h2gate/nghttpx: below 1 is better for h2gate except req/s (above 1 is better).",
+                ""] + lines + [""]
     if "idle" in agg:
         lines, ratios = table(agg, ["idle"], IDLE_METRICS)
         all_ratios.update(ratios)
@@ -357,6 +386,28 @@ def report(runs_dir, md_path, png_path):
     chart(all_ratios, png_path, "h2gate / nghttpx, medians (lower is better except req/s)")
 
 
+README_BEGIN = "<!-- bench:begin (scripts/bench with BENCH_README=1 rewrites this part) -->"
+README_END = "<!-- bench:end -->"
+
+
+def readme(md_path, readme_path):
+    """Put the report MD between the bench markers of README (the markers must be there)."""
+    with open(readme_path) as f:
+        text = f.read()
+    begin, end = text.find(README_BEGIN), text.find(README_END)
+    if begin < 0 or end < begin:
+        sys.stderr.write(f"bench_stats: no bench markers in {readme_path}\n")
+        return 1
+    with open(md_path) as f:
+        table = f.read().rstrip("\n")
+    # the chart lives in the gitignored results dir: do not link it from the README
+    table = "\n".join(l for l in table.split("\n") if not l.startswith("Chart of the ratios"))
+    text = text[:begin + len(README_BEGIN)] + "\n" + table.rstrip("\n") + "\n" + text[end:]
+    with open(readme_path, "w") as f:
+        f.write(text)
+    return 0
+
+
 def main(argv):
     if len(argv) >= 2 and argv[1] == "run" and len(argv) == 3:
         print(one_line(summarize_run(argv[2])))
@@ -364,6 +415,8 @@ def main(argv):
     if len(argv) == 5 and argv[1] == "report":
         report(argv[2], argv[3], argv[4])
         return 0
+    if len(argv) == 4 and argv[1] == "readme":
+        return readme(argv[2], argv[3])
     sys.stderr.write(__doc__)
     return 2
 
