@@ -469,7 +469,8 @@ def test_session_tickets_resume_and_rotate(gateway):
     ctx.maximum_version = ssl.TLSVersion.TLSv1_2
 
     def connect(session=None):
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        # a generous timeout: a full handshake on a loaded 2-core machine can take seconds
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as raw:
             with ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
                 s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                 while s.recv(65536):
