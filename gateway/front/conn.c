@@ -1128,6 +1128,27 @@ static void process(conn_t *c)
 
 /* ---- read path ------------------------------------------------------------------------------ */
 
+/* An idle connection keeps no buffer: the input buffer (16 KiB and up once a TLS record was
+ * read) and the output buffer are freed when empty and nothing is in progress, so memory per
+ * idle connection is the TLS and protocol state only. Busy connections keep theirs. */
+static void release_idle_buffers(conn_t *c)
+{
+    int idle = (c->state == CS_H2 && gw_h2_session_active_streams(c->h2) == 0) ||
+               (c->state == CS_H1 && !c->h1_active && !gw_h1_parser_in_message(c->h1));
+    if (!idle)
+        return;
+    if (c->in.len == 0 && c->in.cap) {
+        size_t max = c->in.max;
+        gw_bytes_free(&c->in);
+        gw_bytes_init(&c->in, max);
+    }
+    if (c->out.len == 0 && c->out.cap) {
+        size_t max = c->out.max;
+        gw_bytes_free(&c->out);
+        gw_bytes_init(&c->out, max);
+    }
+}
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
@@ -1235,6 +1256,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
     }
     process(c);
+    if (!(c->flags & GW_CONN_F_CLOSED))
+        release_idle_buffers(c);
     /* Bounded input: a peer that sends while we cannot answer (write queue full) is paused. */
     if (!(c->flags & GW_CONN_F_CLOSED) &&
         (c->flags & (GW_CONN_F_READ_PAUSED | GW_CONN_F_CLOSE_AFTER)))
