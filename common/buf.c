@@ -30,6 +30,20 @@ int gw_slice_eq_nocase(gw_slice_t a, gw_slice_t b)
     return 1;
 }
 
+size_t gw_fmt_u64(char *dst, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        dst[i] = tmp[n - 1 - i];
+    dst[n] = 0;
+    return n;
+}
+
 /* ---- rbuf ---- */
 
 gw_rbuf_t *gw_rbuf_new(size_t cap)

@@ -27,6 +27,9 @@ typedef struct {
 
 #define GW_SLICE_LIT(s) ((gw_slice_t){(const uint8_t *)(s), sizeof(s) - 1})
 gw_slice_t gw_slice_str(const char *s);
+/* Decimal digits of v into dst (at least 21 bytes), NUL-terminated; returns their count.
+ * For the per-request numbers (Content-Length) where snprintf's cost shows in profiles. */
+size_t gw_fmt_u64(char *dst, uint64_t v);
 int gw_slice_eq(gw_slice_t a, gw_slice_t b);
 /* ASCII case-insensitive equality. */
 int gw_slice_eq_nocase(gw_slice_t a, gw_slice_t b);

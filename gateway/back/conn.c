@@ -181,12 +181,30 @@ static void write_more(gw_back_conn_t *c)
     struct iovec iov[MAX_IOV];
     size_t k = gw_iovq_peek(&c->out, iov, MAX_IOV);
     size_t total = 0;
+    uv_buf_t bufs[MAX_IOV];
+    if (k && (!c->exch || c->exch->body.count == 0)) {
+        /* Head bytes only: try them with one write(2) and no write request. A uv_write that
+         * completes at once still costs an epoll_ctl in libuv (the POLLOUT watcher is re-armed
+         * on drain), i.e. one syscall per proxied GET. Body bytes keep the uv_write path, whose
+         * callback reports their progress to the exchange asynchronously. */
+        for (size_t i = 0; i < k; i++) {
+            bufs[i] = uv_buf_init(iov[i].iov_base, (unsigned)iov[i].iov_len);
+            total += iov[i].iov_len;
+        }
+        int n = uv_try_write((uv_stream_t *)&c->tcp, bufs, (unsigned)k);
+        if (n > 0) {
+            gw_iovq_consume(&c->out, (size_t)n);
+            if ((size_t)n == total)
+                return;
+            k = gw_iovq_peek(&c->out, iov, MAX_IOV);
+        } /* else EAGAIN or an error: uv_write queues it, or reports the error from on_write */
+        total = 0;
+    }
     /* Only whole queued head entries precede body bytes: peek returns them in order. */
     if (k < MAX_IOV && c->exch && k == c->out.count)
         k += gw_iovq_peek(&c->exch->body, iov + k, MAX_IOV - k);
     if (k == 0)
         return;
-    uv_buf_t bufs[MAX_IOV];
     for (size_t i = 0; i < k; i++) {
         bufs[i] = uv_buf_init(iov[i].iov_base, (unsigned)iov[i].iov_len);
         total += iov[i].iov_len;
@@ -589,10 +607,16 @@ gw_back_conn_t *gw_back__conn_take_idle(gw_back_server_t *s)
 {
     while (!gw_list_empty(&s->idle)) {
         gw_back_conn_t *c = GW_CONTAINER_OF(s->idle.next, gw_back_conn_t, link);
-        /* The read callback may not have run yet for a close that already arrived: peek. */
+        /* The read callback may not have run yet for a close that already arrived: peek.
+         * Not for a connection parked in this same loop iteration (its response was just
+         * read, the poll that could report a close has not run since): that peek would be a
+         * wasted syscall per request under load, and a close racing the reuse is still caught
+         * by the retry of an idempotent request on a reused connection. */
         uv_os_fd_t fd;
         int dead = 0;
-        if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+        if (c->idle_since == uv_now(loop_of(c))) {
+            dead = 0;
+        } else if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
             char b;
             ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
             dead = r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);

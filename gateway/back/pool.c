@@ -173,12 +173,19 @@ void gw_back__deliver_complete(gw_back_exch_t *x)
 
 static void on_queue_timer(uv_timer_t *t);
 
-static void arm_queue_timer(gw_back_upstream_t *up)
+/* Every enqueue sets its deadline to now + queue_timeout, so deadlines only grow: a timer that
+ * is already armed fires no later than the earliest waiting deadline, and only the timer
+ * itself (walk = 1) needs to look at the whole queue. Without that, a saturated pool walked
+ * hundreds of waiting exchanges for every request enqueued or dispatched. An exchange that
+ * left the queue early at most makes the timer fire once for nothing. */
+static void arm_queue_timer(gw_back_upstream_t *up, int walk)
 {
     if (gw_list_empty(&up->queue) || up->back->deleting) {
         uv_timer_stop(&up->queue_timer);
         return;
     }
+    if (!walk && uv_is_active((uv_handle_t *)&up->queue_timer))
+        return;
     uint64_t min = UINT64_MAX, now = uv_now(up->back->loop);
     gw_list_foreach(it, &up->queue)
     {
@@ -208,7 +215,7 @@ static int enqueue(gw_back_exch_t *x, int front)
     up->queued++;
     up->back->st.queued++;
     x->queue_deadline = uv_now(up->back->loop) + up->cfg->queue_timeout_ms;
-    arm_queue_timer(up);
+    arm_queue_timer(up, 0);
     return 0;
 }
 
@@ -235,7 +242,7 @@ static void on_queue_timer(uv_timer_t *t)
             tmp = up->queue.next;
         }
     }
-    arm_queue_timer(up);
+    arm_queue_timer(up, 1);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
@@ -315,7 +322,7 @@ static void dispatch_queue(gw_back_upstream_t *up)
             finish(x, rc);
     }
     up->dispatching = 0;
-    arm_queue_timer(up);
+    arm_queue_timer(up, 0);
 }
 
 void gw_back__conn_free_again(gw_back_conn_t *c)

@@ -73,12 +73,12 @@ typedef struct {
     gw_field_t *h1_fields; /* the request's fields in the common form */
     size_t h1_fields_cap;
     int req_keep_alive;
-    int req_expect_100; /* answered without 100 Continue: close after the response */
-    int resp_chunked;   /* response body framed as chunks */
-    int resp_done;      /* the response has been handed over whole */
-    int h1_active;      /* c->h1s is known to the proxy */
-    int req_complete;   /* the parser has seen the whole current request */
-    int resp_started;   /* a final head was written */
+    int req_expect_100;   /* answered without 100 Continue: close after the response */
+    int resp_chunked;     /* response body framed as chunks */
+    int resp_done;        /* the response has been handed over whole */
+    int h1_active;        /* c->h1s is known to the proxy */
+    int req_complete;     /* the parser has seen the whole current request */
+    int resp_started;     /* a final head was written */
     uint64_t h1_inflight; /* request body bytes given to the proxy and not credited yet */
     unsigned requests;
     char peer[64];
@@ -255,9 +255,30 @@ static void on_writev(uv_write_t *req, int status)
 }
 
 #define WRITEV_MAX 64
+#define TLS_SCRATCH_MAX (256u << 10)
+
+/* Write what the socket takes now, without a write request: a uv_write that completes at
+ * once still costs an allocation here and an epoll_ctl in libuv (the POLLOUT watcher is
+ * re-armed on drain). Returns the bytes written (0 when the socket is full, a write is
+ * already queued, or it failed: the queued path then reports the error from its callback). */
+static size_t try_write(conn_t *c, const uv_buf_t *bufs, size_t n)
+{
+    int w = uv_try_write((uv_stream_t *)&c->tcp, bufs, (unsigned)n);
+    return w > 0 ? (size_t)w : 0;
+}
 
 static int send_iovq(conn_t *c, gw_iovq_t *q)
 {
+    if (q->count && c->queued == 0) {
+        struct iovec iov[WRITEV_MAX];
+        uv_buf_t bufs[WRITEV_MAX];
+        size_t k = gw_iovq_peek(q, iov, WRITEV_MAX), total = 0;
+        for (size_t i = 0; i < k; i++) {
+            bufs[i] = uv_buf_init(iov[i].iov_base, (unsigned)iov[i].iov_len);
+            total += iov[i].iov_len;
+        }
+        gw_iovq_consume(q, try_write(c, bufs, k));
+    }
     while (q->count) {
         wvec_t *wv = gw_malloc(sizeof(*wv) + WRITEV_MAX * sizeof(gw_iovq_ent_t));
         if (!wv)
@@ -287,6 +308,14 @@ static int send_raw(conn_t *c, const void *p, size_t n)
 {
     if (n == 0)
         return 0;
+    if (c->queued == 0) {
+        uv_buf_t b0 = uv_buf_init((char *)p, (unsigned)n);
+        size_t done = try_write(c, &b0, 1);
+        p = (const uint8_t *)p + done;
+        n -= done;
+        if (n == 0)
+            return 0;
+    }
     wreq_t *wr = gw_malloc(sizeof(*wr) + n);
     if (!wr)
         return GW_E_NOMEM;
@@ -311,6 +340,19 @@ static int flush(conn_t *c)
             return rv;
         c->out.len = 0;
         size_t n = gw_tls_pending_out(c->tls);
+        if (n && n <= TLS_SCRATCH_MAX && c->queued == 0) {
+            /* Records go out through the worker's scratch buffer; only what the socket did
+             * not take is copied into a write request. */
+            gw_bytes_t *sc = &c->w->tls_scratch;
+            if (sc->cap < n && gw_bytes_reserve(sc, n) < 0)
+                return GW_E_NOMEM;
+            size_t got = gw_tls_take_out(c->tls, sc->base, n);
+            uv_buf_t b0 = uv_buf_init((char *)sc->base, (unsigned)got);
+            size_t done = try_write(c, &b0, 1);
+            if (done < got && (rv = send_raw(c, sc->base + done, got - done)) < 0)
+                return rv;
+            n = gw_tls_pending_out(c->tls);
+        }
         if (n) {
             wreq_t *wr = gw_malloc(sizeof(*wr) + n);
             if (!wr)
@@ -578,7 +620,7 @@ static size_t h1s_pending(gw_cstream_t *s)
     return c->queued + c->out.len;
 }
 
-static const gw_cstream_ops_t h1s_ops = {h1s_respond, h1s_interim, h1s_body, h1s_trailers,
+static const gw_cstream_ops_t h1s_ops = {h1s_respond, h1s_interim, h1s_body,   h1s_trailers,
                                          h1s_reset,   h1s_credit,  h1s_pending};
 
 static int h1_on_head(void *ud, const gw_h1_msg_t *m)
@@ -715,8 +757,8 @@ static int h2s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
         return GW_E_LIMIT;
     memcpy(fields, f, n * sizeof(*f));
     if (content_length >= 0) {
-        snprintf(len, sizeof(len), "%lld", (long long)content_length);
-        fields[n++] = (gw_field_t){GW_SLICE_LIT("content-length"), gw_slice_str(len)};
+        size_t ll = gw_fmt_u64(len, (uint64_t)content_length);
+        fields[n++] = (gw_field_t){GW_SLICE_LIT("content-length"), {(const uint8_t *)len, ll}};
     }
     int rv = gw_h2_session_submit_response(x->c->h2, x->sid, status, fields, n, end_stream);
     kick(x->c);
@@ -788,7 +830,7 @@ static size_t h2s_pending(gw_cstream_t *s)
     return x->gone ? 0 : gw_h2_session_stream_queued(x->c->h2, x->sid);
 }
 
-static const gw_cstream_ops_t h2s_ops = {h2s_respond, h2s_interim, h2s_body, h2s_trailers,
+static const gw_cstream_ops_t h2s_ops = {h2s_respond, h2s_interim, h2s_body,   h2s_trailers,
                                          h2s_reset,   h2s_credit,  h2s_pending};
 
 static int h2_on_request(void *ud, const gw_h2_head_t *h)
@@ -945,8 +987,8 @@ static void h2_pump(conn_t *c)
         return;
     /* the socket is full: frames wait in the session (within the windows), not in our write
      * queue; after_write kicks when it drains */
-    ssize_t n = c->queued < c->w->srv->cfg->limits.write_buffer ? gw_h2_session_send(c->h2, &c->oq)
-                                                                 : 0;
+    ssize_t n =
+        c->queued < c->w->srv->cfg->limits.write_buffer ? gw_h2_session_send(c->h2, &c->oq) : 0;
     if (n >= 0 && c->h2_rst_after) {
         /* early responses whose last DATA is framed: now the RST_STREAM(NO_ERROR) */
         int any = 0;

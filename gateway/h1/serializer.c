@@ -185,8 +185,12 @@ int gw_h1_request_head(gw_bytes_t *out, const gw_h1_request_t *req)
     char line[48];
     if (req->body_len < 0)
         snprintf(line, sizeof(line), "Transfer-Encoding: chunked\r\n");
-    else
-        snprintf(line, sizeof(line), "Content-Length: %lld\r\n", (long long)req->body_len);
+    else {
+        static const char cl[] = "Content-Length: ";
+        memcpy(line, cl, sizeof(cl) - 1);
+        size_t k = sizeof(cl) - 1 + gw_fmt_u64(line + sizeof(cl) - 1, (uint64_t)req->body_len);
+        memcpy(line + k, "\r\n", 3);
+    }
     return end_head(out, mark, req->body_len ? line : NULL, NULL);
 fail:
     out->len = mark;

@@ -77,6 +77,41 @@ static const struct {
     {GW_SLICE_LIT("www-authenticate"), GW_SLICE_LIT("")},             /* 61 */
 };
 
+/* Encoder lookup: the 1-based index of the first static entry of each distinct name, by name
+ * length (0 ends a row; generated from the table above). A name is compared with at most the
+ * 6 entries of its length instead of all 61. */
+#define STATIC_MAX_NAME 27
+static const uint8_t static_by_len[STATIC_MAX_NAME + 1][7] = {
+    {0, 0, 0, 0, 0, 0, 0},       /* 0 */
+    {0, 0, 0, 0, 0, 0, 0},       /* 1 */
+    {0, 0, 0, 0, 0, 0, 0},       /* 2 */
+    {21, 60, 0, 0, 0, 0, 0},     /* 3 */
+    {33, 34, 37, 38, 45, 59, 0}, /* 4 */
+    {4, 22, 50, 0, 0, 0, 0},     /* 5 */
+    {19, 32, 35, 54, 0, 0, 0},   /* 6 */
+    {2, 6, 8, 36, 51, 52, 0},    /* 7 */
+    {39, 42, 46, 0, 0, 0, 0},    /* 8 */
+    {0, 0, 0, 0, 0, 0, 0},       /* 9 */
+    {1, 55, 58, 0, 0, 0, 0},     /* 10 */
+    {53, 0, 0, 0, 0, 0, 0},      /* 11 */
+    {31, 47, 0, 0, 0, 0, 0},     /* 12 */
+    {18, 23, 24, 30, 41, 44, 0}, /* 13 */
+    {15, 28, 0, 0, 0, 0, 0},     /* 14 */
+    {16, 17, 0, 0, 0, 0, 0},     /* 15 */
+    {26, 27, 29, 61, 0, 0, 0},   /* 16 */
+    {40, 57, 0, 0, 0, 0, 0},     /* 17 */
+    {48, 0, 0, 0, 0, 0, 0},      /* 18 */
+    {25, 43, 49, 0, 0, 0, 0},    /* 19 */
+    {0, 0, 0, 0, 0, 0, 0},       /* 20 */
+    {0, 0, 0, 0, 0, 0, 0},       /* 21 */
+    {0, 0, 0, 0, 0, 0, 0},       /* 22 */
+    {0, 0, 0, 0, 0, 0, 0},       /* 23 */
+    {0, 0, 0, 0, 0, 0, 0},       /* 24 */
+    {56, 0, 0, 0, 0, 0, 0},      /* 25 */
+    {0, 0, 0, 0, 0, 0, 0},       /* 26 */
+    {20, 0, 0, 0, 0, 0, 0},      /* 27 */
+};
+
 /* ---- Huffman -------------------------------------------------------------------------------- */
 
 size_t gw_hpack_huff_encoded_len(const uint8_t *s, size_t len)
@@ -497,29 +532,39 @@ static int in_list(gw_slice_t name, const gw_slice_t *list)
 }
 
 static const gw_slice_t sensitive[] = {GW_SLICE_LIT("authorization"),
-                                       GW_SLICE_LIT("proxy-authorization"), GW_SLICE_LIT("cookie"),
-                                       GW_SLICE_LIT("set-cookie"), {0}};
-static const gw_slice_t volatile_values[] = {
-    GW_SLICE_LIT(":path"),         GW_SLICE_LIT("content-length"), GW_SLICE_LIT("date"),
-    GW_SLICE_LIT("etag"),          GW_SLICE_LIT("last-modified"),  GW_SLICE_LIT("age"),
-    GW_SLICE_LIT("expires"),       {0}};
+                                       GW_SLICE_LIT("proxy-authorization"),
+                                       GW_SLICE_LIT("cookie"),
+                                       GW_SLICE_LIT("set-cookie"),
+                                       {0}};
+/* Values that rarely repeat are not indexed: they would only push out entries that do.
+ * content-length, date, etag and last-modified are indexed: a gateway answers the same resource
+ * (same size, validators) many times a second, and date changes once a second, so the dynamic
+ * table turns them into one-byte references (a 1 KiB GET's response head: 9 bytes). */
+static const gw_slice_t volatile_values[] = {GW_SLICE_LIT(":path"), GW_SLICE_LIT("age"), {0}};
 
 /* Best index for a field: *full = 1 when name and value match. 0 when none. */
 static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, int *full)
 {
     size_t name_idx = 0;
     *full = 0;
-    for (size_t i = 0; i < STATIC_LEN; i++)
-        if (static_table[i].name.len == name.len &&
-            !memcmp(static_table[i].name.base, name.base, name.len)) {
+    const uint8_t *cand = name.len <= STATIC_MAX_NAME ? static_by_len[name.len] : NULL;
+    for (; cand && *cand; cand++) {
+        size_t i = (size_t)*cand - 1;
+        if (memcmp(static_table[i].name.base, name.base, name.len))
+            continue;
+        name_idx = i + 1;
+        break;
+    }
+    if (name_idx) {
+        /* entries of one name are adjacent (the pseudo-headers with their common values) */
+        gw_slice_t nm = static_table[name_idx - 1].name;
+        for (size_t i = name_idx - 1; i < STATIC_LEN && gw_slice_eq(static_table[i].name, nm); i++)
             if (static_table[i].value.len == value.len &&
                 (value.len == 0 || !memcmp(static_table[i].value.base, value.base, value.len))) {
                 *full = 1;
                 return i + 1;
             }
-            if (!name_idx)
-                name_idx = i + 1;
-        }
+    }
     for (size_t i = 0; i < t->len; i++) {
         const gw_hpack_entry_t *e = slot(t, i);
         if (e->name_len == name.len && !memcmp(e->data, name.base, name.len)) {

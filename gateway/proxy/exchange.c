@@ -141,18 +141,34 @@ static int any_connection(const gw_field_t *f, size_t n)
  * answered by the front. */
 static int hop_by_hop(gw_slice_t n)
 {
-    static const char *const hop[] = {"connection", "keep-alive",        "proxy-connection",
-                                      "transfer-encoding", "upgrade",    "te",
-                                      "http2-settings",    "content-length"};
+    static const gw_slice_t hop[] = {
+        GW_SLICE_LIT("connection"),        GW_SLICE_LIT("keep-alive"), GW_SLICE_LIT("proxy-connection"),
+        GW_SLICE_LIT("transfer-encoding"), GW_SLICE_LIT("upgrade"),    GW_SLICE_LIT("te"),
+        GW_SLICE_LIT("http2-settings"),    GW_SLICE_LIT("content-length")};
     for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
-        if (name_is(n, hop[i]))
+        if (n.len == hop[i].len && gw_slice_eq_nocase(n, hop[i]))
             return 1;
     return 0;
 }
 
-/* Whether `name` is one of the comma-separated tokens of any Connection field. */
-static int named_by_connection(const gw_field_t *f, size_t n, gw_slice_t name)
+/* The tokens of a message's Connection fields (RFC 9110 §7.6.1), split once per message so
+ * that each field name is checked against a short list, not by re-parsing every Connection
+ * value per field. More tokens than fit: `overflow` says to fall back to re-parsing. */
+#define CONN_TOKENS 16
+typedef struct {
+    gw_slice_t tok[CONN_TOKENS];
+    size_t n;
+    int overflow;
+    const gw_field_t *f; /* the message's fields, for the fallback */
+    size_t fn;
+} conn_toks_t;
+
+static void conn_toks(conn_toks_t *t, const gw_field_t *f, size_t n)
 {
+    t->n = 0;
+    t->overflow = 0;
+    t->f = f;
+    t->fn = n;
     for (size_t i = 0; i < n; i++) {
         if (!name_is(f[i].name, "connection"))
             continue;
@@ -160,10 +176,40 @@ static int named_by_connection(const gw_field_t *f, size_t n, gw_slice_t name)
         while (p < e) {
             while (p < e && (*p == ' ' || *p == '\t' || *p == ','))
                 p++;
-            const uint8_t *t = p;
+            const uint8_t *b = p;
             while (p < e && *p != ',' && *p != ' ' && *p != '\t')
                 p++;
-            if (p > t && gw_slice_eq_nocase((gw_slice_t){t, (size_t)(p - t)}, name))
+            if (p == b)
+                continue;
+            if (t->n == CONN_TOKENS) {
+                t->overflow = 1;
+                return;
+            }
+            t->tok[t->n++] = (gw_slice_t){b, (size_t)(p - b)};
+        }
+    }
+}
+
+/* Whether `name` is one of the comma-separated tokens of any Connection field. */
+static int named_by_connection(const conn_toks_t *t, gw_slice_t name)
+{
+    if (!t->overflow) {
+        for (size_t i = 0; i < t->n; i++)
+            if (t->tok[i].len == name.len && gw_slice_eq_nocase(t->tok[i], name))
+                return 1;
+        return 0;
+    }
+    for (size_t i = 0; i < t->fn; i++) {
+        if (!name_is(t->f[i].name, "connection"))
+            continue;
+        const uint8_t *p = t->f[i].value.base, *e = p + t->f[i].value.len;
+        while (p < e) {
+            while (p < e && (*p == ' ' || *p == '\t' || *p == ','))
+                p++;
+            const uint8_t *b = p;
+            while (p < e && *p != ',' && *p != ' ' && *p != '\t')
+                p++;
+            if (p > b && gw_slice_eq_nocase((gw_slice_t){b, (size_t)(p - b)}, name))
                 return 1;
         }
     }
@@ -190,6 +236,31 @@ static gw_slice_t put(xlate_t *x, const char *fmt, ...)
     gw_slice_t s = {(const uint8_t *)x->buf + x->used, (size_t)n};
     x->used += (size_t)n + 1;
     return s;
+}
+
+/* s into dst as a C string, cut to fit (for the access log). */
+static void copy_cstr(char *dst, size_t size, gw_slice_t s)
+{
+    size_t n = s.len < size - 1 ? s.len : size - 1;
+    if (n)
+        memcpy(dst, s.base, n);
+    dst[n] = 0;
+}
+
+/* put() without printf, for the fields of every request: the parts end to end. */
+static gw_slice_t cat(xlate_t *x, const gw_slice_t *parts, size_t n)
+{
+    char *d = x->buf + x->used;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        GW_ASSERT(len + parts[i].len < x->size - x->used);
+        if (parts[i].len)
+            memcpy(d + len, parts[i].base, parts[i].len);
+        len += parts[i].len;
+    }
+    d[len] = 0;
+    x->used += len + 1;
+    return (gw_slice_t){(const uint8_t *)d, len};
 }
 
 static void add(xlate_t *x, gw_slice_t name, gw_slice_t value)
@@ -236,6 +307,9 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
         return GW_E_NOMEM;
     int h2 = !strcmp(h->proto, "h2");
     int conn = any_connection(h->fields, h->fields_len);
+    conn_toks_t toks;
+    if (conn)
+        conn_toks(&toks, h->fields, h->fields_len);
     gw_slice_t authority = h->authority;
     for (size_t i = 0; i < h->fields_len; i++) {
         const gw_field_t *f = &h->fields[i];
@@ -247,7 +321,7 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
             continue;
         }
         if (hop_by_hop(f->name) || name_is(f->name, "expect") ||
-            (conn && named_by_connection(h->fields, h->fields_len, f->name)))
+            (conn && named_by_connection(&toks, f->name)))
             continue;
         if (h2 && name_is(f->name, "cookie"))
             continue; /* joined below: RFC 9113 §8.2.3 */
@@ -266,10 +340,9 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
     const char *ip = s->peer_ip ? s->peer_ip : "unknown";
     if (r->add_x_forwarded) {
         gw_slice_t prev = join(x, h, "x-forwarded-for", ", ");
-        add(x, GW_SLICE_LIT("X-Forwarded-For"),
-            prev.base ? put(x, "%.*s, %s", (int)prev.len, prev.base, ip) : put(x, "%s", ip));
-        add(x, GW_SLICE_LIT("X-Forwarded-Proto"),
-            put(x, "%.*s", (int)h->scheme.len, h->scheme.base));
+        gw_slice_t xff[] = {prev, GW_SLICE_LIT(", "), gw_slice_str(ip)};
+        add(x, GW_SLICE_LIT("X-Forwarded-For"), prev.base ? cat(x, xff, 3) : cat(x, xff + 2, 1));
+        add(x, GW_SLICE_LIT("X-Forwarded-Proto"), cat(x, &h->scheme, 1));
     }
     if (r->add_forwarded) {
         /* RFC 7239 §6: an IPv6 node is quoted and bracketed */
@@ -284,9 +357,9 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
     if (r->add_via) {
         /* RFC 9110 §7.6.3: received-protocol received-by */
         gw_slice_t prev = join(x, h, "via", ", ");
-        add(x, GW_SLICE_LIT("Via"),
-            put(x, "%.*s%s%s h2gate", (int)prev.len, prev.base ? (const char *)prev.base : "",
-                prev.base ? ", " : "", h2 ? "2" : "1.1"));
+        gw_slice_t via[] = {prev, GW_SLICE_LIT(", "),
+                            h2 ? GW_SLICE_LIT("2 h2gate") : GW_SLICE_LIT("1.1 h2gate")};
+        add(x, GW_SLICE_LIT("Via"), prev.base ? cat(x, via, 3) : cat(x, via + 2, 1));
     }
     if (authority.len == 0)
         return GW_E_PARSE;
@@ -324,6 +397,9 @@ static size_t resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in
 {
     size_t k = 0, used = 0;
     int conn = any_connection(in, n);
+    conn_toks_t toks;
+    if (conn)
+        conn_toks(&toks, in, n);
     *cl = -1;
     for (size_t i = 0; i < n && k < MAX_RESP_FIELDS - 1; i++) {
         gw_slice_t name = in[i].name;
@@ -334,7 +410,7 @@ static size_t resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in
             *cl = v;
             continue;
         }
-        if (hop_by_hop(name) || (conn && named_by_connection(in, n, name)))
+        if (hop_by_hop(name) || (conn && named_by_connection(&toks, name)))
             continue;
         if (used + name.len > lower_size)
             break;
@@ -889,8 +965,8 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     px->req_done = h->end_stream != 0;
     px->proto = h->proto;
     px->started_ms = uv_now(p->loop);
-    snprintf(px->method, sizeof(px->method), "%.*s", (int)h->method.len, h->method.base);
-    snprintf(px->path, sizeof(px->path), "%.*s", (int)h->path.len, h->path.base);
+    copy_cstr(px->method, sizeof(px->method), h->method);
+    copy_cstr(px->path, sizeof(px->path), h->path);
     gw_list_init(&px->slink);
     s->proxy_data = px;
 

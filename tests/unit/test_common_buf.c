@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -149,10 +150,24 @@ static void iovq_take_moves_pins(void **state)
     gw_rbuf_unref(p);
 }
 
+static void fmt_u64_matches_printf(void **state)
+{
+    (void)state;
+    const uint64_t v[] = {0, 7, 10, 99, 1024, 4294967296ull, 18446744073709551615ull};
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        char a[24], b[24];
+        memset(a, 'x', sizeof(a));
+        size_t n = gw_fmt_u64(a, v[i]);
+        snprintf(b, sizeof(b), "%llu", (unsigned long long)v[i]);
+        assert_string_equal(a, b);
+        assert_int_equal(n, strlen(b));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(slices_compare),         cmocka_unit_test(rbuf_refcount),
+        cmocka_unit_test(fmt_u64_matches_printf), cmocka_unit_test(slices_compare),         cmocka_unit_test(rbuf_refcount),
         cmocka_unit_test(bytes_grow_and_limit),   cmocka_unit_test(iovq_copy_merges_and_ref_pins),
         cmocka_unit_test(iovq_many_entries_wrap), cmocka_unit_test(iovq_alloc_failure_is_reported),
         cmocka_unit_test(iovq_take_moves_pins),
