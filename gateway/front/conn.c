@@ -1189,6 +1189,12 @@ static void release_idle_buffers(conn_t *c)
         gw_bytes_free(&c->out);
         gw_bytes_init(&c->out, max);
     }
+    /* The frame queue keeps its last copy block (4 KiB) and entry ring for the next frames;
+     * an idle connection gives them back (writes in flight hold their own pins). */
+    if (c->state == CS_H2 && c->oq.count == 0 && (c->oq.copy_buf || c->oq.ents))
+        gw_iovq_free(&c->oq);
+    if (c->tls)
+        gw_tls_trim(c->tls);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)

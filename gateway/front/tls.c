@@ -478,6 +478,31 @@ int gw_tls_write(gw_tls_conn_t *t, const void *p, size_t n)
     return 0;
 }
 
+/* A memory BIO keeps the capacity it grew to (the handshake flights: a few KiB each way);
+ * swap an empty one for a fresh BIO so an idle connection does not carry them. */
+static BIO *fresh_if_grown(BIO *b)
+{
+    BUF_MEM *bm = NULL;
+    if (BIO_ctrl_pending(b) || BIO_get_mem_ptr(b, &bm) <= 0 || !bm || bm->max == 0)
+        return NULL;
+    return BIO_new(BIO_s_mem());
+}
+
+void gw_tls_trim(gw_tls_conn_t *t)
+{
+    BIO *r = fresh_if_grown(t->rbio);
+    if (r) {
+        BIO_set_mem_eof_return(r, -1);
+        SSL_set0_rbio(t->ssl, r); /* frees the old one */
+        t->rbio = r;
+    }
+    BIO *w = fresh_if_grown(t->wbio);
+    if (w) {
+        SSL_set0_wbio(t->ssl, w);
+        t->wbio = w;
+    }
+}
+
 size_t gw_tls_pending_out(gw_tls_conn_t *t)
 {
     return BIO_ctrl_pending(t->wbio);

@@ -36,6 +36,9 @@ int gw_tls_write(gw_tls_conn_t *t, const void *p, size_t n);
 /* Ciphertext waiting to be sent: copy up to cap bytes out, returns how many. */
 size_t gw_tls_take_out(gw_tls_conn_t *t, void *buf, size_t cap);
 size_t gw_tls_pending_out(gw_tls_conn_t *t);
+/* Idle connection: give back the memory the empty ciphertext buffers grew to (no-op while
+ * either holds bytes; an allocation failure just keeps the old buffers). */
+void gw_tls_trim(gw_tls_conn_t *t);
 /* Queue a close_notify. */
 void gw_tls_shutdown(gw_tls_conn_t *t);
 

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Idle HTTP/2 connections for scripts/bench.
 
-  bench_idle.py HOST PORT N
+  bench_idle.py HOST PORT N [tls|plain]
 
-Opens N TLS connections to HOST:PORT one after the other, each with ALPN h2, the client preface
+Opens N TLS connections (or, with `plain`, cleartext h2c connections with prior knowledge) to HOST:PORT one after the other, each with ALPN h2, the client preface
 and SETTINGS, waits for the server's SETTINGS and acknowledges it: a finished TLS + HTTP/2
 handshake, then no request. Prints `open K` (K connections that got that far) on stdout once all
 were tried, then stays idle, answering nothing, until SIGTERM or SIGINT; then closes them all.
@@ -21,13 +21,16 @@ import h2.events
 
 def handshake(ctx, host, port):
     raw = socket.create_connection((host, port), timeout=10)
+    if ctx is None:
+        sock = raw
+    else:
+        try:
+            sock = ctx.wrap_socket(raw, server_hostname=host)
+        except Exception:
+            raw.close()
+            raise
     try:
-        sock = ctx.wrap_socket(raw, server_hostname=host)
-    except Exception:
-        raw.close()
-        raise
-    try:
-        if sock.selected_alpn_protocol() != "h2":
+        if ctx is not None and sock.selected_alpn_protocol() != "h2":
             raise RuntimeError(f"ALPN gave {sock.selected_alpn_protocol()!r}, not h2")
         conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
         conn.initiate_connection()
@@ -48,15 +51,17 @@ def handshake(ctx, host, port):
 
 
 def main(argv):
-    if len(argv) != 4:
+    if len(argv) not in (4, 5) or (len(argv) == 5 and argv[4] not in ("tls", "plain")):
         sys.stderr.write(__doc__)
         return 2
     host, port, n = argv[1], int(argv[2]), int(argv[3])
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-    ctx.set_alpn_protocols(["h2"])
+    plain = len(argv) == 5 and argv[4] == "plain"
+    ctx = None if plain else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if ctx is not None:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.set_alpn_protocols(["h2"])
     # Block the stop signals first so one sent while connecting is not lost.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     socks, errors = [], 0

@@ -209,7 +209,7 @@ IDLE_METRICS = (
 
 
 def case_key(r):
-    return r["scenario"] if r["scenario"] == "idle" else f"{r['scenario']} ({r['transport']})"
+    return f"{r['scenario']} ({r.get('transport') or 'tls'})"
 
 
 def case_order(name):
@@ -236,16 +236,17 @@ def aggregate(runs):
             for r in rs:
                 if not r["valid"]:
                     a["problems"].append(f"rep {r['rep']}: " + ", ".join(r["problems"]))
-            metrics = IDLE_METRICS if case == "idle" else LOAD_METRICS
+            idle = case.startswith("idle")
+            metrics = IDLE_METRICS if idle else LOAD_METRICS
             for key, _, _, _ in metrics:
                 vals = [r[key] for r in rs if r.get(key) is not None]
                 a[key] = statistics.median(vals) if vals else None
             # spread of the headline figure over the repetitions: half the range over the median
-            key = "kib_per_conn" if case == "idle" else "rps"
+            key = "kib_per_conn" if idle else "rps"
             vals = [r[key] for r in rs if r.get(key) is not None]
             a["spread"] = ((max(vals) - min(vals)) / 2 / statistics.median(vals) * 100
                            if len(vals) > 1 and statistics.median(vals) else None)
-            a["spread_of"] = "KiB/conn" if case == "idle" else "req/s"
+            a["spread_of"] = "KiB/conn" if idle else "req/s"
             agg[case][proxy] = a
     return agg
 
@@ -357,7 +358,8 @@ def report(runs_dir, md_path, png_path):
         with open(header_path) as f:
             out.append(f.read().rstrip("\n"))
         out.append("")
-    load_cases = sorted((c for c in agg if c != "idle"), key=case_order)
+    load_cases = sorted((c for c in agg if not c.startswith("idle")), key=case_order)
+    idle_cases = sorted((c for c in agg if c.startswith("idle")), key=case_order)
     all_ratios = {}
     if load_cases:
         lines, ratios = table(agg, load_cases, LOAD_METRICS)
@@ -365,11 +367,11 @@ def report(runs_dir, md_path, png_path):
         out += ["Medians over the repetitions (± is half the range of req/s over them). Ratios "
                 "h2gate/nghttpx: below 1 is better for h2gate except req/s (above 1 is better).",
                 ""] + lines + [""]
-    if "idle" in agg:
-        lines, ratios = table(agg, ["idle"], IDLE_METRICS)
+    if idle_cases:
+        lines, ratios = table(agg, idle_cases, IDLE_METRICS)
         all_ratios.update(ratios)
-        out += ["Idle TLS h2 connections (handshake done, no request), proxy RSS from "
-                "/proc/PID/status before and after:", ""] + lines + [""]
+        out += ["Idle h2 connections (TLS: handshake done; h2c: preface and SETTINGS exchanged; "
+                "no request), proxy RSS from /proc/PID/status before and after:", ""] + lines + [""]
     problems = []
     for case in sorted(agg, key=case_order):
         for proxy in PROXIES:
