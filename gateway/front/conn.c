@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "h1/serializer.h"
 #include "h2/errors.h"
+#include "h2/priority.h"
 #include "h2/session.h"
 
 void gw_front__worker_conn_gone(gw_worker_t *w);
@@ -745,6 +746,22 @@ static void process_h1(conn_t *c)
 static void h2_pump(conn_t *c);
 static int flush(conn_t *c);
 
+/* RFC 9218 §8: the origin's `priority` response field re-prioritises the stream; the
+ * parameters it names override the client's, the others stay. The field is still forwarded. */
+static void h2s_response_priority(h2s_t *x, const gw_field_t *f, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (!gw_slice_eq(f[k].name, GW_SLICE_LIT("priority")))
+            continue;
+        uint8_t u, inc;
+        int found = gw_h2_priority_parse(f[k].value, &u, &inc);
+        if (found)
+            (void)gw_h2_session_set_priority(x->c->h2, x->sid,
+                                             found & GW_H2_PRIO_F_URGENCY ? (int)u : -1,
+                                             found & GW_H2_PRIO_F_INCREMENTAL ? (int)inc : -1);
+    }
+}
+
 static int h2s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n,
                        int64_t content_length, int end_stream)
 {
@@ -760,6 +777,7 @@ static int h2s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
         size_t ll = gw_fmt_u64(len, (uint64_t)content_length);
         fields[n++] = (gw_field_t){GW_SLICE_LIT("content-length"), {(const uint8_t *)len, ll}};
     }
+    h2s_response_priority(x, fields, n);
     int rv = gw_h2_session_submit_response(x->c->h2, x->sid, status, fields, n, end_stream);
     kick(x->c);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;

@@ -1,4 +1,4 @@
-/* h2/sched.c — round-robin DATA scheduler. */
+/* h2/sched.c — DATA schedulers: round robin and RFC 9218 §10 urgency/incremental. */
 #include "h2/sched.h"
 
 #include "common/err.h"
@@ -38,6 +38,68 @@ static void rr_sent(gw_h2_sched_t *s, gw_h2_sched_node_t *n, size_t bytes)
 
 const gw_h2_sched_ops_t gw_h2_sched_round_robin = {"round-robin", rr_add, rr_remove, rr_next,
                                                    rr_sent};
+
+/* ---- RFC 9218 priority ---------------------------------------------------------------------
+ * One sorted list: by class (urgency, then non-incremental before incremental), then, for
+ * non-incremental nodes, by stream id; incremental nodes of one class stay in FIFO order and
+ * rotate on sent(). next() is the head. */
+
+static unsigned prio_class(const gw_h2_sched_node_t *n)
+{
+    return (unsigned)n->urgency * 2u + (n->incremental ? 1u : 0u);
+}
+
+/* Does a go before b (b already queued)? */
+static int prio_before(const gw_h2_sched_node_t *a, const gw_h2_sched_node_t *b)
+{
+    unsigned ca = prio_class(a), cb = prio_class(b);
+    if (ca != cb)
+        return ca < cb;
+    if (a->incremental)
+        return 0; /* FIFO within an incremental class: join at its back */
+    return a->stream_id < b->stream_id;
+}
+
+static void prio_add(gw_h2_sched_t *s, gw_h2_sched_node_t *n)
+{
+    if (gw_list_linked(&n->link))
+        return;
+    gw_list_t *pos = &s->queue;
+    gw_list_foreach(it, &s->queue)
+    {
+        if (prio_before(n, GW_CONTAINER_OF(it, gw_h2_sched_node_t, link))) {
+            pos = it;
+            break;
+        }
+    }
+    gw_list_insert_before(pos, &n->link);
+    s->count++;
+}
+
+static void prio_sent(gw_h2_sched_t *s, gw_h2_sched_node_t *n, size_t bytes)
+{
+    (void)bytes;
+    /* a non-incremental stream keeps its turn until done or blocked (RFC 9218 §10); an
+     * incremental one yields to the next of its class */
+    if (!n->incremental || !gw_list_linked(&n->link))
+        return;
+    rr_remove(s, n);
+    prio_add(s, n);
+}
+
+const gw_h2_sched_ops_t gw_h2_sched_priority = {"rfc9218", prio_add, rr_remove, rr_next, prio_sent};
+
+void gw_h2_sched_set_priority(gw_h2_sched_t *s, gw_h2_sched_node_t *n, uint8_t urgency,
+                              int incremental)
+{
+    int queued = gw_list_linked(&n->link);
+    if (queued)
+        s->ops->remove(s, n);
+    n->urgency = urgency > 7 ? 7 : urgency;
+    n->incremental = incremental ? 1 : 0;
+    if (queued)
+        s->ops->add(s, n);
+}
 
 void gw_h2_sched_init(gw_h2_sched_t *s, const gw_h2_sched_ops_t *ops)
 {

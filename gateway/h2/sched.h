@@ -4,8 +4,16 @@
  * has something to send (DATA, trailers, or an END_STREAM) and a send window to send it in;
  * it removes the node when the stream is blocked, done or closed. After framing one DATA frame
  * for the stream returned by next(), the session calls sent() so that the policy can rotate.
- * Round robin is the only policy for now; RFC 9218 urgency/incremental come with their own
- * issue, which is why the policy is a table of functions and the node carries the fields.
+ * Two policies: round robin (ignores urgency/incremental) and gw_h2_sched_priority, the RFC 9218
+ * §10 policy the session uses by default:
+ *   - a lower urgency always goes first (strict priority; 0 is the most urgent);
+ *   - within one urgency, non-incremental streams go before incremental ones (our choice: a
+ *     response the client can only use whole is not slowed down by streams that can be shown
+ *     progressively), one at a time in stream-id order: the lowest id keeps sending until it
+ *     is done or blocked (§10: "serve non-incremental responses one at a time");
+ *   - incremental streams of one urgency share the bandwidth, one frame each in turn.
+ * Both keep every queued node on s->queue (the priority policy keeps it sorted: head = next),
+ * so callers may walk the queue to look for a sendable node.
  */
 #ifndef GW_H2_SCHED_H
 #define GW_H2_SCHED_H
@@ -38,16 +46,24 @@ typedef struct {
 
 struct gw_h2_sched {
     const gw_h2_sched_ops_t *ops;
-    gw_list_t queue; /* round robin: FIFO of nodes */
+    gw_list_t queue; /* round robin: FIFO of nodes; priority: sorted, head sends next */
     size_t count;    /* nodes queued */
 };
 
 extern const gw_h2_sched_ops_t gw_h2_sched_round_robin;
+/* RFC 9218 §10 urgency/incremental policy described above. add/sent cost O(queued nodes),
+ * bounded by SETTINGS_MAX_CONCURRENT_STREAMS. */
+extern const gw_h2_sched_ops_t gw_h2_sched_priority;
 
 /* Initialise s with policy ops (NULL = round robin). No allocation. */
 void gw_h2_sched_init(gw_h2_sched_t *s, const gw_h2_sched_ops_t *ops);
 /* Prepare a node for stream_id (unqueued, urgency 3, not incremental). */
 void gw_h2_sched_node_init(gw_h2_sched_node_t *n, uint32_t stream_id);
+/* Change the priority of n (urgency 0-7, larger values are clamped to 7; incremental 0/1). A
+ * queued node is re-queued at its new place (at the back of its class when incremental), an
+ * unqueued one just keeps the values for its next add. */
+void gw_h2_sched_set_priority(gw_h2_sched_t *s, gw_h2_sched_node_t *n, uint8_t urgency,
+                              int incremental);
 static inline int gw_h2_sched_queued(const gw_h2_sched_node_t *n)
 {
     return gw_list_linked(&n->link);

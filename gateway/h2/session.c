@@ -27,6 +27,7 @@
 #include "common/list.h"
 #include "h2/frame.h"
 #include "h2/hpack.h"
+#include "h2/priority.h"
 #include "h2/sched.h"
 
 #define SHUTDOWN_PING "h2gate\x00\x01"
@@ -105,6 +106,12 @@ typedef struct gw_h2_stream {
     void *data;
 } gw_h2_stream_t;
 
+typedef struct {
+    uint32_t stream_id;
+    uint8_t urgency;
+    uint8_t incremental;
+} prio_pending_t;
+
 struct gw_h2_session {
     gw_h2_options_t o;
     gw_h2_callbacks_t cb;
@@ -156,6 +163,10 @@ struct gw_h2_session {
     unsigned ctrl_queued;
     gw_bytes_t scratch; /* header block encoding */
     gw_h2_sched_t sched;
+    /* RFC 9218 §7.1: PRIORITY_UPDATE frames about streams not opened yet, applied when they
+     * open; a ring of at most max_concurrent_streams entries (the oldest is dropped) */
+    prio_pending_t *prio_pend;
+    size_t prio_pend_n, prio_pend_head;
 
     /* shutdown */
     int goaway_sent;      /* final GOAWAY queued: no new streams */
@@ -334,6 +345,65 @@ static int conn_error(gw_h2_session_t *s, uint32_t code, const char *reason)
 static int nomem(gw_h2_session_t *s)
 {
     return conn_error_rc(s, GW_H2_INTERNAL_ERROR, "out of memory", GW_E_NOMEM);
+}
+
+/* ---- RFC 9218 priorities ------------------------------------------------------------------ */
+
+/* Take (and forget) the buffered PRIORITY_UPDATE for sid, dropping the entries of lower ids on
+ * the way: those streams can no longer open (RFC 9113 §5.1.1). Returns 1 and the values, or 0. */
+static int prio_pending_take(gw_h2_session_t *s, uint32_t sid, uint8_t *u, uint8_t *inc)
+{
+    int found = 0;
+    size_t cap = s->o.max_concurrent_streams, kept = 0;
+    for (size_t k = 0; k < s->prio_pend_n; k++) {
+        prio_pending_t *e = &s->prio_pend[(s->prio_pend_head + k) % cap];
+        if (e->stream_id == sid) {
+            *u = e->urgency;
+            *inc = e->incremental;
+            found = 1;
+        } else if (e->stream_id > sid) {
+            /* compact in place: kept <= k, so this never overwrites an unread entry */
+            s->prio_pend[(s->prio_pend_head + kept++) % cap] = *e;
+        }
+    }
+    s->prio_pend_n = kept;
+    return found;
+}
+
+/* Remember a PRIORITY_UPDATE for an idle stream (the most recent one per stream counts). */
+static int prio_pending_put(gw_h2_session_t *s, uint32_t sid, uint8_t u, uint8_t inc)
+{
+    size_t cap = s->o.max_concurrent_streams;
+    if (!s->prio_pend) {
+        s->prio_pend = gw_calloc(cap, sizeof(*s->prio_pend));
+        if (!s->prio_pend)
+            return nomem(s);
+    }
+    for (size_t k = 0; k < s->prio_pend_n; k++) {
+        prio_pending_t *e = &s->prio_pend[(s->prio_pend_head + k) % cap];
+        if (e->stream_id == sid) {
+            e->urgency = u;
+            e->incremental = inc;
+            return 0;
+        }
+    }
+    if (s->prio_pend_n == cap) { /* full: the oldest goes */
+        s->prio_pend_head = (s->prio_pend_head + 1) % cap;
+        s->prio_pend_n--;
+    }
+    s->prio_pend[(s->prio_pend_head + s->prio_pend_n) % cap] = (prio_pending_t){sid, u, inc};
+    s->prio_pend_n++;
+    return 0;
+}
+
+/* A stream opens: its priority is the request's priority field (RFC 9218 §5), overridden by a
+ * PRIORITY_UPDATE that arrived before the stream (§7.1: the frame is the later signal). */
+static void apply_open_priority(gw_h2_session_t *s, gw_h2_stream_t *st, gw_slice_t field)
+{
+    uint8_t u = GW_H2_PRIO_DEFAULT_URGENCY, inc = 0;
+    if (!prio_pending_take(s, st->id, &u, &inc) && field.base)
+        gw_h2_priority_parse(field, &u, &inc);
+    gw_h2_sched_set_priority(&s->sched, &st->node, u, inc);
 }
 
 /* Queue a control frame, enforcing the cap on unsent control frames (CVE-2019-9512/9515:
@@ -926,6 +996,7 @@ static int finish_block(gw_h2_session_t *s)
     tmp.head = NULL;
     st->content_length = c.head.content_length;
     st->seen = 1;
+    apply_open_priority(s, st, c.priority);
     s->stats.streams_opened++;
     s->requests++;
     c.head.headers = c.h;
@@ -1020,6 +1091,24 @@ static int on_data_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
     if (f->hdr.flags & GW_H2_F_END_STREAM)
         return remote_end(s, st);
     return 0;
+}
+
+/* RFC 9218 §7.1 (frame.c already rejected a non-zero stream id and prioritized id 0 with
+ * PROTOCOL_ERROR): re-queue an open stream at its new priority; remember one for an idle
+ * client stream; ignore closed streams and even ids (we never push). */
+static int on_priority_update(gw_h2_session_t *s, uint32_t sid, gw_slice_t value)
+{
+    uint8_t u, inc;
+    gw_h2_priority_parse(value, &u, &inc);
+    gw_h2_stream_t *st = find_stream(s, sid);
+    if (st) {
+        if (st->state != GW_H2_SS_CLOSED)
+            gw_h2_sched_set_priority(&s->sched, &st->node, u, inc);
+        return 0;
+    }
+    if (!(sid & 1) || sid <= s->last_peer_id)
+        return 0;
+    return prio_pending_put(s, sid, u, inc);
 }
 
 static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
@@ -1127,7 +1216,7 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
         if (s->cb.on_priority)
             s->cb.on_priority(s->user_data, f.u.priority_update.prioritized_id,
                               f.u.priority_update.value);
-        return 0;
+        return on_priority_update(s, f.u.priority_update.prioritized_id, f.u.priority_update.value);
     case GW_H2_FT_RST_STREAM: {
         gw_h2_stream_t *st = find_stream(s, h->stream_id);
         s->stats.resets_received++;
@@ -1229,7 +1318,7 @@ int gw_h2_session_new(gw_h2_session_t **out, const gw_h2_options_t *opts,
     gw_bytes_init(&s->hb, 0);
     gw_bytes_init(&s->out, 0);
     gw_bytes_init(&s->scratch, 0);
-    gw_h2_sched_init(&s->sched, NULL);
+    gw_h2_sched_init(&s->sched, &gw_h2_sched_priority);
     if (s->o.initial_window_size > GW_H2_MAX_WINDOW ||
         s->o.connection_window_size > GW_H2_MAX_WINDOW ||
         s->o.max_frame_size < GW_H2_DEFAULT_MAX_FRAME_SIZE ||
@@ -1257,7 +1346,7 @@ int gw_h2_session_new(gw_h2_session_t **out, const gw_h2_options_t *opts,
     s->budget_start_ms = now_ms;
 
     /* server preface: our SETTINGS, then open the connection window (§3.4, §6.9.2) */
-    gw_h2_setting_t set[5];
+    gw_h2_setting_t set[6];
     size_t n = 0;
     set[n++] =
         (gw_h2_setting_t){GW_H2_SETTINGS_MAX_CONCURRENT_STREAMS, s->o.max_concurrent_streams};
@@ -1266,6 +1355,8 @@ int gw_h2_session_new(gw_h2_session_t **out, const gw_h2_options_t *opts,
     set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_MAX_HEADER_LIST_SIZE, s->o.max_header_list_size};
     if (s->o.header_table_size != 4096)
         set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_HEADER_TABLE_SIZE, s->o.header_table_size};
+    /* RFC 9218 §2.1: we schedule by extensible priorities and ignore the RFC 7540 tree */
+    set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_NO_RFC7540_PRIORITIES, 1};
     if ((rc = gw_h2_frame_write_settings(&s->out, 0, set, n)) < 0)
         goto fail;
     if (s->o.connection_window_size > GW_H2_DEFAULT_WINDOW) {
@@ -1301,6 +1392,7 @@ void gw_h2_session_del(gw_h2_session_t *s)
     gw_bytes_free(&s->hb);
     gw_bytes_free(&s->out);
     gw_bytes_free(&s->scratch);
+    gw_free(s->prio_pend);
     gw_free(s);
 }
 
@@ -1815,6 +1907,30 @@ int64_t gw_h2_session_send_window(const gw_h2_session_t *s, uint32_t stream_id)
         return s->conn_send_window;
     const gw_h2_stream_t *st = find_stream(s, stream_id);
     return st ? st->send_window : 0;
+}
+
+int gw_h2_session_set_priority(gw_h2_session_t *s, uint32_t stream_id, int urgency, int incremental)
+{
+    gw_h2_stream_t *st = find_stream(s, stream_id);
+    if (!st || st->state == GW_H2_SS_CLOSED)
+        return GW_E_NOENT;
+    if (urgency > 7)
+        return GW_E_INVAL;
+    uint8_t u = urgency < 0 ? st->node.urgency : (uint8_t)urgency;
+    int inc = incremental < 0 ? st->node.incremental : incremental != 0;
+    gw_h2_sched_set_priority(&s->sched, &st->node, u, inc);
+    return 0;
+}
+
+int gw_h2_session_get_priority(const gw_h2_session_t *s, uint32_t stream_id, uint8_t *urgency,
+                               int *incremental)
+{
+    const gw_h2_stream_t *st = find_stream(s, stream_id);
+    if (!st)
+        return GW_E_NOENT;
+    *urgency = st->node.urgency;
+    *incremental = st->node.incremental;
+    return 0;
 }
 
 size_t gw_h2_session_active_streams(const gw_h2_session_t *s)

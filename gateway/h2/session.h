@@ -123,7 +123,8 @@ typedef struct {
     void (*on_goaway)(void *user_data, uint32_t last_stream_id, uint32_t error_code,
                       gw_slice_t debug);
     /* PRIORITY_UPDATE (RFC 9218 §7.1) or the priority field of a request; value is the raw
-     * Priority field value ("u=3, i"), valid during the call only. */
+     * Priority field value ("u=3, i"), valid during the call only. Informational: the
+     * session applies both to its scheduler itself (gw_h2_session_set_priority). */
     void (*on_priority)(void *user_data, uint32_t stream_id, gw_slice_t value);
 } gw_h2_callbacks_t;
 
@@ -281,6 +282,19 @@ size_t gw_h2_session_stream_queued(const gw_h2_session_t *s, uint32_t stream_id)
 /* Current send window of stream_id (0 = the connection's); may be negative after a
  * SETTINGS_INITIAL_WINDOW_SIZE decrease (RFC 9113 §6.9.2). */
 int64_t gw_h2_session_send_window(const gw_h2_session_t *s, uint32_t stream_id);
+
+/* RFC 9218 priority of stream_id, e.g. from the origin's `priority` response field (§8).
+ * urgency 0-7 or -1 to keep the current one; incremental 0/1 or -1 to keep it. The session
+ * applies the request's `priority` field when the stream opens and PRIORITY_UPDATE frames
+ * (§7.1) by itself; this call overrides them (a later PRIORITY_UPDATE overrides this one).
+ * Queued DATA is re-scheduled at once. Returns 0, GW_E_NOENT (unknown or closed stream),
+ * GW_E_INVAL (urgency above 7). */
+int gw_h2_session_set_priority(gw_h2_session_t *s, uint32_t stream_id, int urgency,
+                               int incremental);
+
+/* Current priority of stream_id (default u=3, not incremental). 0 or GW_E_NOENT. */
+int gw_h2_session_get_priority(const gw_h2_session_t *s, uint32_t stream_id, uint8_t *urgency,
+                               int *incremental);
 
 /* Streams counted toward our concurrency limit (open, half-closed, or closed but unreleased). */
 size_t gw_h2_session_active_streams(const gw_h2_session_t *s);

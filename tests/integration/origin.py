@@ -25,6 +25,7 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /slow/N           200, N bytes sent in 10 pieces 100 ms apart
     /private/N        200 with N bytes and Cache-Control: private
     /cookie/N         200 with N bytes and a Set-Cookie
+    /prio/N/U         200 with N bytes and `Priority: u=U` (RFC 9218 §8 response priority)
     /reject/N         status N at once after the head, the request body left unread; then close
     /stall-read       read the head, then never read again (the uploader fills the socket)
     /drop-once/KEY    the first request for KEY: close without a byte; later ones: 200 "ok"
@@ -203,7 +204,11 @@ class ScriptedOrigin:
                 out += f"{k}: {v}\r\n"
             c.sendall(out.encode("latin-1") + b"\r\n" + (b"" if head_only else body))
 
-        if kind == "bytes":
+        if kind == "prio":
+            body = pattern(arg)
+            u = parts[2] if len(parts) > 2 else "3"
+            send(200, [("Content-Length", str(len(body))), ("Priority", f"u={u}")], body)
+        elif kind == "bytes":
             body = pattern(arg)
             send(200, [("Content-Length", str(len(body))), ("Content-Type", "application/octet-stream")], body)
         elif kind == "chunked":

@@ -169,6 +169,13 @@ static void cli_headers(cli_t *c, uint32_t sid, uint8_t flags, const char *const
 
 static const char *const GET[] = {":method",     "GET",   ":scheme", "https", ":authority",
                                   "example.com", ":path", "/a",      NULL};
+/* RFC 9218 §5 priority request field variants of GET */
+static const char *const GET_I[] = {":method",    "GET",         ":scheme", "https",
+                                    ":authority", "example.com", ":path",   "/a",
+                                    "priority",   "i",           NULL};
+static const char *const GET_U0[] = {":method",    "GET",         ":scheme", "https",
+                                     ":authority", "example.com", ":path",   "/a",
+                                     "priority",   "u=0",         NULL};
 static const char *const POST[] = {":method", "POST",           ":scheme", "https", ":path",
                                    "/up",     "content-length", "5",       NULL};
 
@@ -287,6 +294,14 @@ static void handshake_and_ping(void **state)
             saw_iws = 1;
         }
     assert_true(saw_iws);
+    /* RFC 9218 §2.1: SETTINGS_NO_RFC7540_PRIORITIES = 1 */
+    int saw_nopri = 0;
+    for (size_t i = 0; i < o.f[0].h.length; i += 6)
+        if (o.f[0].p[i + 1] == GW_H2_SETTINGS_NO_RFC7540_PRIORITIES) {
+            assert_int_equal(get32(o.f[0].p + i + 2), 1);
+            saw_nopri = 1;
+        }
+    assert_true(saw_nopri);
     assert_int_equal(o.f[1].h.type, GW_H2_FT_WINDOW_UPDATE);
     assert_int_equal(get32(o.f[1].p), 1024 * 1024 - 65535);
     assert_int_equal(gw_h2_session_next_deadline(s), 10000);
@@ -568,8 +583,9 @@ static void round_robin_and_connection_window(void **state)
     gw_h2_session_t *s = ready(&r, &c, NULL);
     const gw_h2_setting_t big = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20};
     assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &big, 1), 0);
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    /* incremental (RFC 9218 §4.2): the scheduler takes turns one frame each */
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET_I);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET_I);
     assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
     c.b.len = 0;
     drain(s, &o);
@@ -604,6 +620,138 @@ static void round_robin_and_connection_window(void **state)
     assert_int_equal(total, 80000 - 65535);
     assert_int_equal(eos, 2);
     assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_CLOSED);
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+/* Stream ids of the DATA frames in o, from index from; returns the count. */
+static size_t data_order(const outs_t *o, size_t from, uint32_t *ids, size_t max)
+{
+    size_t k = 0;
+    for (size_t i = from; i < o->n && k < max; i++)
+        if (o->f[i].h.type == GW_H2_FT_DATA)
+            ids[k++] = o->f[i].h.stream_id;
+    return k;
+}
+
+/* RFC 9218: the request field is applied at open (u=0 stream 5 first), non-incremental
+ * streams of one urgency go one at a time by id (1 before 3), PRIORITY_UPDATE re-queues an
+ * open stream (3 raised to u=1) and, sent before the stream, applies when it opens (7). */
+static void priority_scheduling(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    /* PRIORITY_UPDATE about idle stream 7 first (§7.1), then the requests */
+    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 7, "u=2", 3), 0);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 5, GW_H2_F_END_STREAM, GET_U0);
+    cli_headers(&c, 7, GW_H2_F_END_STREAM, GET_U0); /* the earlier frame wins: u=2 */
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    uint8_t u;
+    int inc;
+    assert_int_equal(gw_h2_session_get_priority(s, 5, &u, &inc), 0);
+    assert_int_equal(u, 0);
+    assert_int_equal(gw_h2_session_get_priority(s, 7, &u, &inc), 0);
+    assert_int_equal(u, 2);
+    assert_int_equal(gw_h2_session_get_priority(s, 1, &u, &inc), 0);
+    assert_int_equal(u, 3);
+    assert_int_equal(inc, 0);
+    drain(s, &o);
+    /* 20000 bytes each: two frames per stream at the default 16384 max frame size */
+    gw_rbuf_t *rb = gw_rbuf_new(20000);
+    for (uint32_t sid = 1; sid <= 7; sid += 2) {
+        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
+        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 20000, 1), 0);
+    }
+    /* raise 3 above 1 (but below 5 and 7) before anything is framed; open the connection
+     * window for all 80000 bytes */
+    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 3, "u=1", 3), 0);
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 100000), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    uint32_t ids[16];
+    size_t n = data_order(&o, 0, ids, 16);
+    const uint32_t want[] = {5, 5, 3, 3, 7, 7, 1, 1};
+    assert_int_equal(n, 8);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(ids[i], want[i]);
+    /* set_priority: unknown/closed stream and range */
+    assert_int_equal(gw_h2_session_set_priority(s, 5, 1, 0), GW_E_NOENT);
+    assert_int_equal(gw_h2_session_set_priority(s, 99, 1, 0), GW_E_NOENT);
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+/* gw_h2_session_set_priority re-queues a stream with DATA waiting (RFC 9218 §8), -1 keeps a
+ * parameter; PRIORITY_UPDATE for a closed stream or an even id is ignored; the idle-stream
+ * buffer keeps at most max_concurrent_streams entries, the oldest dropped. */
+static void priority_set_and_pending_bound(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.max_concurrent_streams = 2;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    /* the connection window stays shut, so DATA waits */
+    const gw_h2_setting_t zero = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &zero, 1), 0);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    gw_rbuf_t *rb = gw_rbuf_new(100);
+    for (uint32_t sid = 1; sid <= 3; sid += 2) {
+        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
+        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 100, 1), 0);
+    }
+    drain(s, &o);
+    assert_int_equal(gw_h2_session_set_priority(s, 3, 8, 0), GW_E_INVAL);
+    assert_int_equal(gw_h2_session_set_priority(s, 3, 2, -1), 0);
+    assert_int_equal(gw_h2_session_set_priority(s, 1, -1, 1), 0);
+    uint8_t u;
+    int inc;
+    assert_int_equal(gw_h2_session_get_priority(s, 1, &u, &inc), 0);
+    assert_int_equal(u, 3);
+    assert_int_equal(inc, 1);
+    /* even id and ids that opened already are ignored; 5, 7, 9 buffered, 5 dropped (cap 2) */
+    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 2, "u=0", 3), 0);
+    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 5, "u=0", 3), 0);
+    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 7, "u=6", 3), 0);
+    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 9, "u=1", 3), 0);
+    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 9, "u=4, i", 6), 0);
+    const gw_h2_setting_t some = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 100};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &some, 1), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    uint32_t ids[8];
+    assert_int_equal(data_order(&o, 0, ids, 8), 2);
+    assert_int_equal(ids[0], 3); /* u=2 before u=3 */
+    assert_int_equal(ids[1], 1);
+    for (uint32_t sid = 1; sid <= 3; sid += 2)
+        assert_int_equal(gw_h2_session_stream_release(s, sid), 0);
+    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 1, "u=0", 3), 0); /* closed */
+    cli_headers(&c, 5, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 9, GW_H2_F_END_STREAM, GET); /* 7 never opens */
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    assert_int_equal(gw_h2_session_get_priority(s, 5, &u, &inc), 0);
+    assert_int_equal(u, 3); /* its update was the oldest and was dropped */
+    assert_int_equal(gw_h2_session_get_priority(s, 9, &u, &inc), 0);
+    assert_int_equal(u, 4); /* the most recent update for 9 */
+    assert_int_equal(inc, 1);
     gw_rbuf_unref(rb);
     cli_free(&c);
     gw_h2_session_del(s);
@@ -1451,6 +1599,8 @@ int main(void)
         cmocka_unit_test(max_requests_and_shutdown),
         cmocka_unit_test(peer_goaway),
         cmocka_unit_test(priority_and_callbacks),
+        cmocka_unit_test(priority_scheduling),
+        cmocka_unit_test(priority_set_and_pending_bound),
         cmocka_unit_test(alloc_failure_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
