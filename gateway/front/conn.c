@@ -273,11 +273,9 @@ static int send_iovq(conn_t *c, gw_iovq_t *q)
     if (q->count && c->queued == 0) {
         struct iovec iov[WRITEV_MAX];
         uv_buf_t bufs[WRITEV_MAX];
-        size_t k = gw_iovq_peek(q, iov, WRITEV_MAX), total = 0;
-        for (size_t i = 0; i < k; i++) {
+        size_t k = gw_iovq_peek(q, iov, WRITEV_MAX);
+        for (size_t i = 0; i < k; i++)
             bufs[i] = uv_buf_init(iov[i].iov_base, (unsigned)iov[i].iov_len);
-            total += iov[i].iov_len;
-        }
         gw_iovq_consume(q, try_write(c, bufs, k));
     }
     while (q->count) {
