@@ -614,14 +614,11 @@ gw_back_conn_t *gw_back__conn_take_idle(gw_back_server_t *s)
          * by the retry of an idempotent request on a reused connection. */
         uv_os_fd_t fd;
         int dead = 0;
-        if (c->idle_since == uv_now(loop_of(c))) {
-            dead = 0;
-        } else if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+        if (c->idle_since != uv_now(loop_of(c))) {
             char b;
-            ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-            dead = r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
-        } else {
-            dead = 1;
+            dead = uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 ||
+                   recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
+                   (errno != EAGAIN && errno != EWOULDBLOCK);
         }
         if (!dead)
             return c;

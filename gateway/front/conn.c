@@ -346,9 +346,7 @@ static int flush(conn_t *c)
             if (sc->cap < n && gw_bytes_reserve(sc, n) < 0)
                 return GW_E_NOMEM;
             size_t got = gw_tls_take_out(c->tls, sc->base, n);
-            uv_buf_t b0 = uv_buf_init((char *)sc->base, (unsigned)got);
-            size_t done = try_write(c, &b0, 1);
-            if (done < got && (rv = send_raw(c, sc->base + done, got - done)) < 0)
+            if ((rv = send_raw(c, sc->base, got)) < 0) /* tries the socket first */
                 return rv;
             n = gw_tls_pending_out(c->tls);
         }

@@ -50,11 +50,11 @@ struct ox {
     gw_back_exch_t *bx; /* NULL once ended */
     gw_list_t subs;     /* px_t */
     size_t nsubs;
-    px_t *owner;        /* the stream whose request (and body) this is */
-    gw_list_t klink;    /* in p->inflight while others may join */
-    char *key;          /* coalescing key, NULL when not coalescible */
+    px_t *owner;     /* the stream whose request (and body) this is */
+    gw_list_t klink; /* in p->inflight while others may join */
+    char *key;       /* coalescing key, NULL when not coalescible */
     uint64_t hash;
-    gw_list_t plink;    /* in p->paused */
+    gw_list_t plink; /* in p->paused */
     uint64_t paused_since;
     unsigned paused : 1;
     unsigned indexed : 1;
@@ -142,9 +142,10 @@ static int any_connection(const gw_field_t *f, size_t n)
 static int hop_by_hop(gw_slice_t n)
 {
     static const gw_slice_t hop[] = {
-        GW_SLICE_LIT("connection"),        GW_SLICE_LIT("keep-alive"), GW_SLICE_LIT("proxy-connection"),
-        GW_SLICE_LIT("transfer-encoding"), GW_SLICE_LIT("upgrade"),    GW_SLICE_LIT("te"),
-        GW_SLICE_LIT("http2-settings"),    GW_SLICE_LIT("content-length")};
+        GW_SLICE_LIT("connection"),       GW_SLICE_LIT("keep-alive"),
+        GW_SLICE_LIT("proxy-connection"), GW_SLICE_LIT("transfer-encoding"),
+        GW_SLICE_LIT("upgrade"),          GW_SLICE_LIT("te"),
+        GW_SLICE_LIT("http2-settings"),   GW_SLICE_LIT("content-length")};
     for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
         if (n.len == hop[i].len && gw_slice_eq_nocase(n, hop[i]))
             return 1;
@@ -163,6 +164,21 @@ typedef struct {
     size_t fn;
 } conn_toks_t;
 
+/* The next token of a comma-separated list at *p (before e), skipping separators and
+ * whitespace; 0 at the end. */
+static int next_token(const uint8_t **p, const uint8_t *e, gw_slice_t *tok)
+{
+    const uint8_t *q = *p;
+    while (q < e && (*q == ' ' || *q == '\t' || *q == ','))
+        q++;
+    const uint8_t *b = q;
+    while (q < e && *q != ',' && *q != ' ' && *q != '\t')
+        q++;
+    *p = q;
+    *tok = (gw_slice_t){b, (size_t)(q - b)};
+    return q > b;
+}
+
 static void conn_toks(conn_toks_t *t, const gw_field_t *f, size_t n)
 {
     t->n = 0;
@@ -173,19 +189,13 @@ static void conn_toks(conn_toks_t *t, const gw_field_t *f, size_t n)
         if (!name_is(f[i].name, "connection"))
             continue;
         const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
-        while (p < e) {
-            while (p < e && (*p == ' ' || *p == '\t' || *p == ','))
-                p++;
-            const uint8_t *b = p;
-            while (p < e && *p != ',' && *p != ' ' && *p != '\t')
-                p++;
-            if (p == b)
-                continue;
+        gw_slice_t tok;
+        while (next_token(&p, e, &tok)) {
             if (t->n == CONN_TOKENS) {
                 t->overflow = 1;
                 return;
             }
-            t->tok[t->n++] = (gw_slice_t){b, (size_t)(p - b)};
+            t->tok[t->n++] = tok;
         }
     }
 }
@@ -203,15 +213,10 @@ static int named_by_connection(const conn_toks_t *t, gw_slice_t name)
         if (!name_is(t->f[i].name, "connection"))
             continue;
         const uint8_t *p = t->f[i].value.base, *e = p + t->f[i].value.len;
-        while (p < e) {
-            while (p < e && (*p == ' ' || *p == '\t' || *p == ','))
-                p++;
-            const uint8_t *b = p;
-            while (p < e && *p != ',' && *p != ' ' && *p != '\t')
-                p++;
-            if (p > b && gw_slice_eq_nocase((gw_slice_t){b, (size_t)(p - b)}, name))
+        gw_slice_t tok;
+        while (next_token(&p, e, &tok))
+            if (gw_slice_eq_nocase(tok, name))
                 return 1;
-        }
     }
     return 0;
 }
@@ -375,7 +380,9 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
         .host = authority,
         .fields = x->f,
         .fields_len = x->n,
-        .body_len = h->end_stream ? 0 : h->content_length >= 0 ? h->content_length : -1,
+        .body_len = h->end_stream            ? 0
+                    : h->content_length >= 0 ? h->content_length
+                                             : -1,
         .idempotent = idem,
         .urgency = 3,
         .client = s->addr,
@@ -392,8 +399,8 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
 
 /* Response fields for the client: hop-by-hop removed, names lowercased (HTTP/2 requires it,
  * HTTP/1.1 clients do not care), Via appended. `lower` holds the lowercased names. */
-static size_t resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in, size_t n, gw_field_t *out,
-                          char *lower, size_t lower_size, int64_t *cl, int via)
+static size_t resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in, size_t n,
+                          gw_field_t *out, char *lower, size_t lower_size, int64_t *cl, int via)
 {
     size_t k = 0, used = 0;
     int conn = any_connection(in, n);
@@ -442,12 +449,14 @@ static char *coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h)
 {
     if (!r->coalesce || !h->end_stream)
         return NULL;
-    if (!gw_slice_eq(h->method, GW_SLICE_LIT("GET")) && !gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")))
+    if (!gw_slice_eq(h->method, GW_SLICE_LIT("GET")) &&
+        !gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")))
         return NULL;
     size_t n = h->method.len + h->authority.len + h->path.len + 8;
     for (size_t i = 0; i < h->fields_len; i++) {
         const gw_field_t *f = &h->fields[i];
-        if (!r->coalesce_private && (name_is(f->name, "authorization") || name_is(f->name, "cookie")))
+        if (!r->coalesce_private &&
+            (name_is(f->name, "authorization") || name_is(f->name, "cookie")))
             return NULL;
         n += f->value.len + 2;
     }
@@ -561,9 +570,10 @@ static void log_request(px_t *px)
 {
     GW_LOG_INFO("request",
                 "peer=%s proto=%s method=%s path=%s status=%u upstream=%s result=%s%s ms=%llu",
-                px->s->peer, px->proto, px->method, px->path, px->status,
-                px->route->upstream_name,
-                px->reset ? "reset" : px->resp_done ? "ok" : "client_gone",
+                px->s->peer, px->proto, px->method, px->path, px->status, px->route->upstream_name,
+                px->reset       ? "reset"
+                : px->resp_done ? "ok"
+                                : "client_gone",
                 px->follower ? " coalesced=1" : "",
                 (unsigned long long)(uv_now(px->p->loop) - px->started_ms));
 }
@@ -645,9 +655,8 @@ static void dispatch(px_t *px, char *key)
         gw_free(key);
         gw_free(ox);
         if (rv == GW_E_PARSE) {
-            GW_LOG_INFO("bad_request",
-                        "peer=%s proto=%s reason=\"host does not match :authority\"", px->s->peer,
-                        px->proto);
+            GW_LOG_INFO("bad_request", "peer=%s proto=%s reason=\"host does not match :authority\"",
+                        px->s->peer, px->proto);
             px->resp_started = 1;
             do_reset(px, GW_CS_RESET_PROTOCOL);
         } else {
@@ -758,7 +767,7 @@ static void on_sweep(uv_timer_t *t)
 
 /* ---- back callbacks ---------------------------------------------------------------------- */
 
-#define FOREACH_SUB(ox, px)                                                                       \
+#define FOREACH_SUB(ox, px)                                                                        \
     for (gw_list_t *it_ = (ox)->subs.next, *nx_ = it_->next; it_ != &(ox)->subs;                   \
          it_ = nx_, nx_ = it_->next)                                                               \
         for (px_t *px = GW_CONTAINER_OF(it_, px_t, slink); px; px = NULL)
