@@ -282,6 +282,21 @@ size_t gw_h2_session_stream_queued(const gw_h2_session_t *s, uint32_t stream_id)
  * SETTINGS_INITIAL_WINDOW_SIZE decrease (RFC 9113 §6.9.2). */
 int64_t gw_h2_session_send_window(const gw_h2_session_t *s, uint32_t stream_id);
 
+/* Bandwidth hook (the front's token buckets, issue 7): at most `budget` more DATA payload
+ * bytes are framed by gw_h2_session_send() — on the whole connection for stream_id 0, on that
+ * stream otherwise — and each budget goes down by what is framed. SIZE_MAX (the default) means
+ * no limit. A DATA frame is cut to fit the budget; with the connection budget at 0, send()
+ * frames no DATA at all (as with a closed connection window; control frames and HEADERS are
+ * not counted, and do not wait), and
+ * want_write() does not report DATA held back by a budget, so the caller wakes itself (timer)
+ * and sets a new budget. A stream held back by its own budget is queued again when its budget
+ * becomes non-zero. Returns 0, or GW_E_NOENT (unknown stream). */
+int gw_h2_session_set_data_budget(gw_h2_session_t *s, uint32_t stream_id, size_t budget);
+
+/* What is left of the budget of stream_id (0 = the connection's): SIZE_MAX when unlimited, 0
+ * for an unknown stream. */
+size_t gw_h2_session_data_budget(const gw_h2_session_t *s, uint32_t stream_id);
+
 /* Streams counted toward our concurrency limit (open, half-closed, or closed but unreleased). */
 size_t gw_h2_session_active_streams(const gw_h2_session_t *s);
 
