@@ -52,7 +52,7 @@ enum {
 typedef struct {
     uv_tcp_t tcp;
     uv_timer_t timer;
-    uv_timer_t thr; /* throttle wake-up: tokens are back */
+    uv_timer_t thr;   /* throttle wake-up: tokens are back */
     uint64_t thr_due; /* loop time thr fires at, while active */
     gw_worker_t *w;
     gw_listener_t *l;
@@ -78,25 +78,25 @@ typedef struct {
     gw_field_t *h1_fields; /* the request's fields in the common form */
     size_t h1_fields_cap;
     int req_keep_alive;
-    int req_expect_100; /* answered without 100 Continue: close after the response */
-    int resp_chunked;   /* response body framed as chunks */
-    int resp_done;      /* the response has been handed over whole */
-    int h1_active;      /* c->h1s is known to the proxy */
-    int req_complete;   /* the parser has seen the whole current request */
-    int resp_started;   /* a final head was written */
+    int req_expect_100;   /* answered without 100 Continue: close after the response */
+    int resp_chunked;     /* response body framed as chunks */
+    int resp_done;        /* the response has been handed over whole */
+    int h1_active;        /* c->h1s is known to the proxy */
+    int req_complete;     /* the parser has seen the whole current request */
+    int resp_started;     /* a final head was written */
     uint64_t h1_inflight; /* request body bytes given to the proxy and not credited yet */
     unsigned requests;
     char peer[64];
     char peer_ip[48];
     struct sockaddr_storage addr;
     /* throttling (issue 7) */
-    int thr_out;                /* some response limit may apply to this connection */
-    gw_bucket_t resp_b;         /* throttle.response_rate */
-    gw_bucket_t body_b;         /* throttle.request_body_rate */
-    gw_bucket_entry_t *client;  /* throttle.per_client_rate, shared by all workers */
-    gw_bucket_t *route_b;       /* per route (routes[].response_rate), allocated on first use */
-    gw_bucket_t *h1_rb;         /* route bucket of the current HTTP/1.1 request, or NULL */
-    size_t h2_given;            /* connection data budget handed to the session */
+    int thr_out;               /* some response limit may apply to this connection */
+    gw_bucket_t resp_b;        /* throttle.response_rate */
+    gw_bucket_t body_b;        /* throttle.request_body_rate */
+    gw_bucket_entry_t *client; /* throttle.per_client_rate, shared by all workers */
+    gw_bucket_t *route_b;      /* per route (routes[].response_rate), allocated on first use */
+    gw_bucket_t *h1_rb;        /* route bucket of the current HTTP/1.1 request, or NULL */
+    size_t h2_given;           /* connection data budget handed to the session */
 } conn_t;
 
 /* An HTTP/2 stream as a client stream. */
@@ -104,9 +104,9 @@ typedef struct {
     gw_cstream_t cs;
     conn_t *c;
     uint32_t sid;
-    int gone;       /* closed by the session: ops are no-ops until the proxy is told */
-    int rst_after;  /* RST_STREAM(NO_ERROR) once the response is framed (early response) */
-    gw_list_t link; /* in c->h2_streams, then c->h2_gone */
+    int gone;        /* closed by the session: ops are no-ops until the proxy is told */
+    int rst_after;   /* RST_STREAM(NO_ERROR) once the response is framed (early response) */
+    gw_list_t link;  /* in c->h2_streams, then c->h2_gone */
     gw_bucket_t *rb; /* its route's bucket on this connection, or NULL */
     size_t given;    /* stream data budget handed to the session */
     size_t owed;     /* request body bytes passed on, window credit held back (upload rate) */
@@ -462,7 +462,8 @@ static int flush(conn_t *c)
     if (c->tls) {
         if (k && (rv = gw_tls_write(c->tls, c->out.base, k)) < 0)
             return rv;
-        gw_bytes_consume(&c->out, k);
+        if (k)
+            gw_bytes_consume(&c->out, k);
         size_t n = gw_tls_pending_out(c->tls);
         if (n) {
             wreq_t *wr = gw_malloc(sizeof(*wr) + n);
@@ -479,7 +480,8 @@ static int flush(conn_t *c)
         }
     } else {
         rv = send_raw(c, c->out.base, k);
-        gw_bytes_consume(&c->out, k);
+        if (k)
+            gw_bytes_consume(&c->out, k);
     }
     if (c->queued >= c->w->srv->cfg->limits.write_buffer)
         pause_reads(c);
@@ -734,7 +736,7 @@ static size_t h1s_pending(gw_cstream_t *s)
     return c->queued + c->out.len;
 }
 
-static const gw_cstream_ops_t h1s_ops = {h1s_respond, h1s_interim, h1s_body, h1s_trailers,
+static const gw_cstream_ops_t h1s_ops = {h1s_respond, h1s_interim, h1s_body,   h1s_trailers,
                                          h1s_reset,   h1s_credit,  h1s_pending};
 
 static int h1_on_head(void *ud, const gw_h1_msg_t *m)
@@ -773,9 +775,9 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
                             .peer_ip = c->peer_ip,
                             .addr = (const struct sockaddr *)&c->addr,
                             .head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD"))};
-    c->h1_rb = c->w->srv->route_rates ? route_bucket(c, gw_proxy_route(c->w->proxy, h.authority,
-                                                                        h.path))
-                                      : NULL;
+    c->h1_rb = c->w->srv->route_rates
+                   ? route_bucket(c, gw_proxy_route(c->w->proxy, h.authority, h.path))
+                   : NULL;
     /* RFC 9110 §10.1.1: the body is wanted, so say so before the client waits for it */
     if (c->req_expect_100 && !h.end_stream && gw_h1_continue(&c->out) < 0)
         return GW_E_NOMEM;
@@ -954,7 +956,7 @@ static size_t h2s_pending(gw_cstream_t *s)
     return x->gone ? 0 : gw_h2_session_stream_queued(x->c->h2, x->sid);
 }
 
-static const gw_cstream_ops_t h2s_ops = {h2s_respond, h2s_interim, h2s_body, h2s_trailers,
+static const gw_cstream_ops_t h2s_ops = {h2s_respond, h2s_interim, h2s_body,   h2s_trailers,
                                          h2s_reset,   h2s_credit,  h2s_pending};
 
 static int h2_on_request(void *ud, const gw_h2_head_t *h)
@@ -1262,8 +1264,8 @@ static void h2_pump(conn_t *c)
      * queue; after_write kicks when it drains */
     uint64_t tnow = now_us();
     h2_budget(c, tnow);
-    ssize_t n = c->queued < c->w->srv->cfg->limits.write_buffer ? gw_h2_session_send(c->h2, &c->oq)
-                                                                 : 0;
+    ssize_t n =
+        c->queued < c->w->srv->cfg->limits.write_buffer ? gw_h2_session_send(c->h2, &c->oq) : 0;
     if (n >= 0 && c->h2_rst_after) {
         /* early responses whose last DATA is framed: now the RST_STREAM(NO_ERROR) */
         int any = 0;

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import free_port, run
+from conftest import H2GATE_BIN, free_port, run
 from origin import ScriptedOrigin
 
 MB = 1000 * 1000
@@ -99,7 +99,9 @@ def test_h2_download_at_response_rate_rss_and_cpu(gateway, files):
           f"RSS growth {(peak[0] - rss0) / 1024:.1f} MiB")
     assert digest == hashlib.sha256(files.data["f10.bin"]).hexdigest()
     assert expect * 0.85 <= secs <= expect * 1.15
-    assert peak[0] - rss0 < 8 * 1024
+    if "san" not in os.path.basename(os.path.dirname(os.path.dirname(H2GATE_BIN))):
+        # ASan's quarantine keeps freed blocks resident: the bound holds for normal builds
+        assert peak[0] - rss0 < 8 * 1024
     assert cpu < 0.10 * secs
 
 
