@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/bucket.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -45,11 +46,15 @@ enum {
     GW_CONN_F_EOF = 1u << 2,         /* the peer closed its side */
     GW_CONN_F_CLOSED = 1u << 3,      /* uv_close called */
     GW_CONN_F_STOPPING = 1u << 4,    /* graceful stop: no new requests after the current one */
+    GW_CONN_F_THR_OUT = 1u << 5,     /* response bytes wait for tokens (throttle timer armed) */
+    GW_CONN_F_THR_IN = 1u << 6,      /* reads stopped / window credit held: upload rate */
 };
 
 typedef struct {
     uv_tcp_t tcp;
     uv_timer_t timer;
+    uv_timer_t thr;   /* throttle wake-up: tokens are back */
+    uint64_t thr_due; /* loop time thr fires at, while active */
     gw_worker_t *w;
     gw_listener_t *l;
     gw_list_t link;
@@ -85,6 +90,14 @@ typedef struct {
     char peer[64];
     char peer_ip[48];
     struct sockaddr_storage addr;
+    /* throttling (issue 7) */
+    int thr_out;               /* some response limit may apply to this connection */
+    gw_bucket_t resp_b;        /* throttle.response_rate */
+    gw_bucket_t body_b;        /* throttle.request_body_rate */
+    gw_bucket_entry_t *client; /* throttle.per_client_rate, shared by all workers */
+    gw_bucket_t *route_b;      /* per route (routes[].response_rate), allocated on first use */
+    gw_bucket_t *h1_rb;        /* route bucket of the current HTTP/1.1 request, or NULL */
+    size_t h2_given;           /* connection data budget handed to the session */
 } conn_t;
 
 /* An HTTP/2 stream as a client stream. */
@@ -92,9 +105,12 @@ typedef struct {
     gw_cstream_t cs;
     conn_t *c;
     uint32_t sid;
-    int gone;       /* closed by the session: ops are no-ops until the proxy is told */
-    int rst_after;  /* RST_STREAM(NO_ERROR) once the response is framed (early response) */
-    gw_list_t link; /* in c->h2_streams, then c->h2_gone */
+    int gone;        /* closed by the session: ops are no-ops until the proxy is told */
+    int rst_after;   /* RST_STREAM(NO_ERROR) once the response is framed (early response) */
+    gw_list_t link;  /* in c->h2_streams, then c->h2_gone */
+    gw_bucket_t *rb; /* its route's bucket on this connection, or NULL */
+    size_t given;    /* stream data budget handed to the session */
+    size_t owed;     /* request body bytes passed on, window credit held back (upload rate) */
 } h2s_t;
 
 typedef struct {
@@ -183,6 +199,127 @@ static void arm(conn_t *c, uint64_t ms)
     uv_timer_start(&c->timer, on_timeout, ms, 0);
 }
 
+/* ---- throttle (issue 7) ------------------------------------------------------------------ */
+
+/* Response bytes spend tokens of up to three buckets as they are emitted: the connection's
+ * (throttle.response_rate), the client address's (throttle.per_client_rate, shared by every
+ * connection of that client in every worker) and, per request, its route's on this connection
+ * (routes[].response_rate). When one runs short the emitter stops — the bytes stay in the
+ * HTTP/2 session or in c->out, both counted by ops->pending, so the proxy stops reading the
+ * origin — and the connection's thr timer is armed for when a grain of tokens (16 KiB or a
+ * hundredth of a second, bucket.h) is back: nothing sleeps, nothing spins. Uploads spend the
+ * body bucket: HTTP/1.1 stops reading the socket, HTTP/2 holds back window credit. */
+
+static uint64_t now_us(void)
+{
+    return gw_now_ns() / 1000;
+}
+
+static void on_throttle(uv_timer_t *t);
+
+/* Wake up in wait_us: at least 1 ms (libuv timers count ms; never a 0 ms timer). An earlier
+ * wake-up already armed is kept. */
+static void thr_arm(conn_t *c, uint64_t wait_us)
+{
+    uint64_t ms = (wait_us + 999) / 1000;
+    if (ms == 0)
+        ms = 1;
+    uint64_t due = uv_now(&c->w->loop) + ms;
+    if (uv_is_active((uv_handle_t *)&c->thr) && c->thr_due <= due)
+        return;
+    c->thr_due = due;
+    uv_timer_start(&c->thr, on_throttle, ms, 0);
+}
+
+/* One local bucket's say in out_avail(): a is lowered to what b has, or to 0 when b has less
+ * than its grain (or than `want`, when less is wanted), with *wait the time until it has. */
+static void limit_by(gw_bucket_t *b, uint64_t now, size_t want, size_t *a, uint64_t *wait)
+{
+    if (!b || !gw_bucket_limited(b))
+        return;
+    uint64_t v = gw_bucket_avail(b, now);
+    size_t g = gw_bucket_grain(b);
+    if (g > want)
+        g = want;
+    if (v < g) {
+        *a = 0;
+        uint64_t w = gw_bucket_wait_us(b, g, now);
+        if (w > *wait)
+            *wait = w;
+    } else if (v < *a) {
+        *a = (size_t)v;
+    }
+}
+
+/* Response bytes the connection may emit now (SIZE_MAX: unlimited), under the connection and
+ * client buckets and rb (a route's, may be NULL). 0 with *wait > 0: wake up then. */
+static size_t out_avail(conn_t *c, uint64_t now, size_t want, gw_bucket_t *rb, uint64_t *wait)
+{
+    size_t a = SIZE_MAX;
+    *wait = 0;
+    limit_by(&c->resp_b, now, want, &a, wait);
+    limit_by(rb, now, want, &a, wait);
+    if (c->client) {
+        gw_bucket_table_t *t = c->w->srv->clients;
+        uint64_t v = gw_bucket_table_avail(t, c->client, now);
+        size_t g = gw_bucket_table_grain(c->client);
+        if (g > want)
+            g = want;
+        if (v < g) {
+            a = 0;
+            uint64_t w = gw_bucket_table_wait_us(t, c->client, g, now);
+            if (w > *wait)
+                *wait = w;
+        } else if (v < a) {
+            a = (size_t)v;
+        }
+    }
+    return a;
+}
+
+/* n response bytes were emitted. The client bucket may go into debt when another connection of
+ * the same client spent it meanwhile (another worker): the debt is paid before the next
+ * grant, so the long-run rate holds. */
+static void out_charge(conn_t *c, size_t n, gw_bucket_t *rb, uint64_t now)
+{
+    if (!n)
+        return;
+    gw_bucket_spend(&c->resp_b, n, now);
+    if (rb)
+        gw_bucket_spend(rb, n, now);
+    if (c->client)
+        gw_bucket_table_spend(c->w->srv->clients, c->client, n, now);
+}
+
+/* The connection's bucket for route r, or NULL when r has no response_rate (or no memory for
+ * the table: then the route is not throttled on this connection). */
+static gw_bucket_t *route_bucket(conn_t *c, const gw_cfg_route_t *r)
+{
+    const gw_config_t *cfg = c->w->srv->cfg;
+    if (!r || !r->response_rate)
+        return NULL;
+    if (!c->route_b && !(c->route_b = gw_calloc(cfg->routes_len, sizeof(*c->route_b))))
+        return NULL;
+    gw_bucket_t *b = &c->route_b[r - cfg->routes];
+    if (!gw_bucket_limited(b))
+        gw_bucket_init(b, r->response_rate, 0, now_us());
+    return b;
+}
+
+/* How long the throttled tail of c->out takes at the slowest configured rate (for the close
+ * deadline of a finishing connection). */
+static uint64_t tail_ms(conn_t *c)
+{
+    uint64_t rate = UINT64_MAX;
+    if (c->resp_b.rate)
+        rate = c->resp_b.rate;
+    if (c->client && c->w->srv->cfg->throttle.per_client_rate < rate)
+        rate = c->w->srv->cfg->throttle.per_client_rate;
+    if (c->h1_rb && c->h1_rb->rate < rate)
+        rate = c->h1_rb->rate;
+    return rate == UINT64_MAX || !c->out.len ? 0 : (uint64_t)c->out.len * 1000 / rate + 1;
+}
+
 /* ---- write path -------------------------------------------------------------------------- */
 
 /* The write queue is over limits.write_buffer: stop reading this client until it drains, so
@@ -205,7 +342,7 @@ static void after_write(conn_t *c, size_t len, int status)
         conn_close(c, "write_error");
         return;
     }
-    if (c->queued == 0 && (c->flags & GW_CONN_F_CLOSE_AFTER)) {
+    if (c->queued == 0 && c->out.len == 0 && (c->flags & GW_CONN_F_CLOSE_AFTER)) {
         conn_close(c, "done");
         return;
     }
@@ -334,10 +471,27 @@ static int send_raw(conn_t *c, const void *p, size_t n)
 static int flush(conn_t *c)
 {
     int rv = 0;
+    size_t k = c->out.len;
+    if (k && c->h1 && c->thr_out) {
+        /* HTTP/1.1 response bytes: as many as the buckets allow, the rest waits in c->out
+         * (counted by h1s_pending, so the origin read pauses) for the throttle timer */
+        uint64_t now = now_us(), wait;
+        size_t a = out_avail(c, now, k, c->h1_rb, &wait);
+        if (a < k)
+            k = a;
+        out_charge(c, k, c->h1_rb, now);
+        if (k < c->out.len) {
+            if (k)
+                out_avail(c, now, c->out.len - k, c->h1_rb, &wait);
+            c->flags |= GW_CONN_F_THR_OUT;
+            thr_arm(c, wait ? wait : 1000);
+        }
+    }
     if (c->tls) {
-        if (c->out.len && (rv = gw_tls_write(c->tls, c->out.base, c->out.len)) < 0)
+        if (k && (rv = gw_tls_write(c->tls, c->out.base, k)) < 0)
             return rv;
-        c->out.len = 0;
+        if (k)
+            gw_bytes_consume(&c->out, k);
         size_t n = gw_tls_pending_out(c->tls);
         if (n && n <= TLS_SCRATCH_MAX && c->queued == 0) {
             /* Records go out through the worker's scratch buffer; only what the socket did
@@ -364,8 +518,9 @@ static int flush(conn_t *c)
             c->queued += wr->len;
         }
     } else {
-        rv = send_raw(c, c->out.base, c->out.len);
-        c->out.len = 0;
+        rv = send_raw(c, c->out.base, k);
+        if (k)
+            gw_bytes_consume(&c->out, k);
     }
     if (c->queued >= c->w->srv->cfg->limits.write_buffer)
         pause_reads(c);
@@ -382,10 +537,10 @@ static void finish(conn_t *c, const char *why)
     c->flags |= GW_CONN_F_CLOSE_AFTER;
     if (c->tls)
         gw_tls_shutdown(c->tls);
-    if (flush(c) < 0 || c->queued == 0)
+    if (flush(c) < 0 || (c->queued == 0 && c->out.len == 0))
         conn_close(c, why);
     else
-        arm(c, 5000); /* a peer that never reads our last bytes */
+        arm(c, 5000 + tail_ms(c)); /* a peer that never reads our last bytes */
 }
 
 /* ---- close ------------------------------------------------------------------------------- */
@@ -419,6 +574,8 @@ static void on_closed(uv_handle_t *h)
     gw_iovq_free(&c->oq);
     gw_bytes_free(&c->in);
     gw_bytes_free(&c->out);
+    gw_bucket_table_release(w->srv->clients, c->client);
+    gw_free(c->route_b);
     gw_free(c);
     gw_front__worker_conn_gone(w);
 }
@@ -461,6 +618,7 @@ static void conn_close(conn_t *c, const char *why)
     }
     c->w->conns_len--;
     uv_close((uv_handle_t *)&c->timer, on_closed);
+    uv_close((uv_handle_t *)&c->thr, on_closed);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
 
@@ -656,6 +814,9 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
                             .peer_ip = c->peer_ip,
                             .addr = (const struct sockaddr *)&c->addr,
                             .head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD"))};
+    c->h1_rb = c->w->srv->route_rates
+                   ? route_bucket(c, gw_proxy_route(c->w->proxy, h.authority, h.path))
+                   : NULL;
     /* RFC 9110 §10.1.1: the body is wanted, so say so before the client waits for it */
     if (c->req_expect_100 && !h.end_stream && gw_h1_continue(&c->out) < 0)
         return GW_E_NOMEM;
@@ -828,9 +989,16 @@ static void h2s_reset(gw_cstream_t *s, gw_cs_reset_t code)
     kick(x->c);
 }
 
+static void h2_credit_release(conn_t *c, uint64_t now);
+
 static void h2s_credit(gw_cstream_t *s, size_t n)
 {
     h2s_t *x = (h2s_t *)s;
+    if (!x->gone && gw_bucket_limited(&x->c->body_b)) {
+        x->owed += n; /* the window reopens at the upload rate */
+        h2_credit_release(x->c, now_us());
+        return;
+    }
     /* a closed stream's bytes were credited to the connection when it closed */
     if (x->gone || gw_h2_session_consume(x->c->h2, x->sid, n) < 0)
         return;
@@ -856,6 +1024,9 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
         return GW_E_NOMEM;
     x->c = c;
     x->sid = h->stream_id;
+    x->given = SIZE_MAX;
+    if (c->w->srv->route_rates)
+        x->rb = route_bucket(c, gw_proxy_route(c->w->proxy, h->authority, h->path));
     gw_list_push_back(&c->h2_streams, &x->link);
     x->cs = (gw_cstream_t){.ops = &h2s_ops,
                            .impl = x,
@@ -994,6 +1165,158 @@ static void h2_arm(conn_t *c)
     arm(c, due > now ? due - now : 1);
 }
 
+/* ---- HTTP/2 throttle ------------------------------------------------------------------------ */
+
+/* Before a send: the session may frame as many DATA bytes as the connection and client buckets
+ * allow now, and each route-limited stream as many as its route's bucket allows. */
+static void h2_budget(conn_t *c, uint64_t now)
+{
+    if (!c->thr_out)
+        return;
+    uint64_t w;
+    c->h2_given = out_avail(c, now, SIZE_MAX, NULL, &w);
+    gw_h2_session_set_data_budget(c->h2, 0, c->h2_given);
+    gw_list_foreach(it, &c->h2_streams)
+    {
+        h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+        if (!x->rb)
+            continue;
+        size_t a = SIZE_MAX;
+        limit_by(x->rb, now, SIZE_MAX, &a, &w);
+        x->given = a;
+        gw_h2_session_set_data_budget(c->h2, x->sid, a);
+    }
+}
+
+/* Charge the route buckets for what streams in list framed. Streams sharing a route each got
+ * the whole balance, so the bucket may go into debt by a grain or so: paid back before the
+ * next grant. */
+static void h2_charge_streams(conn_t *c, gw_list_t *list, uint64_t now)
+{
+    gw_list_foreach(it, list)
+    {
+        h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+        if (!x->rb)
+            continue;
+        size_t left = gw_h2_session_data_budget(c->h2, x->sid);
+        if (x->given != SIZE_MAX && x->given >= left)
+            gw_bucket_spend(x->rb, x->given - left, now);
+        x->given = left;
+    }
+}
+
+/* After a send: charge what was framed, and arm the throttle timer when DATA is held back by
+ * an empty budget. */
+static void h2_charge(conn_t *c, uint64_t now)
+{
+    if (!c->thr_out)
+        return;
+    size_t left = gw_h2_session_data_budget(c->h2, 0);
+    if (c->h2_given != SIZE_MAX && c->h2_given >= left)
+        out_charge(c, c->h2_given - left, NULL, now);
+    c->h2_given = left;
+    h2_charge_streams(c, &c->h2_streams, now);
+    h2_charge_streams(c, &c->h2_gone, now);
+    uint64_t wait = UINT64_MAX;
+    int queued = 0;
+    gw_list_foreach(it, &c->h2_streams)
+    {
+        h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+        size_t q = gw_h2_session_stream_queued(c->h2, x->sid);
+        if (!q)
+            continue;
+        queued = 1;
+        if (x->rb && x->given == 0) {
+            size_t g = gw_bucket_grain(x->rb);
+            uint64_t w = gw_bucket_wait_us(x->rb, g < q ? g : q, now);
+            if (w < wait)
+                wait = w;
+        }
+    }
+    if (queued && left == 0) {
+        uint64_t w;
+        if (out_avail(c, now, SIZE_MAX, NULL, &w) > 0 || w == 0)
+            w = 1000; /* another worker spent the client's tokens meanwhile: look again */
+        if (w < wait)
+            wait = w;
+    }
+    if (wait != UINT64_MAX) {
+        c->flags |= GW_CONN_F_THR_OUT;
+        thr_arm(c, wait);
+    }
+}
+
+/* Give back held window credit as the upload bucket allows. The peer may send only what our
+ * windows allow (RFC 9113 §6.9), so once the initial windows are used up the upload runs at
+ * the rate the credit is given back — reads go on, so PING, SETTINGS and WINDOW_UPDATE for
+ * the downloads on the same connection are never held up. */
+static void h2_credit_release(conn_t *c, uint64_t now)
+{
+    int any = 0;
+    c->flags &= ~GW_CONN_F_THR_IN;
+    gw_list_foreach(it, &c->h2_streams)
+    {
+        h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+        if (!x->owed)
+            continue;
+        uint64_t v = gw_bucket_avail(&c->body_b, now);
+        size_t g = gw_bucket_grain(&c->body_b);
+        if (g > x->owed)
+            g = x->owed;
+        size_t k = v < x->owed ? (size_t)v : x->owed;
+        if (v >= g) {
+            gw_bucket_spend(&c->body_b, k, now);
+            x->owed -= k;
+            gw_h2_session_consume(c->h2, x->sid, k);
+            any = 1;
+        }
+        if (x->owed) {
+            size_t g2 = gw_bucket_grain(&c->body_b);
+            c->flags |= GW_CONN_F_THR_IN;
+            thr_arm(c, gw_bucket_wait_us(&c->body_b, g2 < x->owed ? g2 : x->owed, now));
+            break;
+        }
+    }
+    if (any && gw_h2_session_want_write(c->h2))
+        kick(c); /* the WINDOW_UPDATEs */
+}
+
+/* The throttle timer: tokens are back. */
+static void on_throttle(uv_timer_t *t)
+{
+    conn_t *c = t->data;
+    if (c->flags & GW_CONN_F_CLOSED)
+        return;
+    uint64_t now = now_us();
+    c->flags &= ~GW_CONN_F_THR_OUT;
+    if (c->flags & GW_CONN_F_THR_IN) {
+        if (c->state == CS_H2) {
+            h2_credit_release(c, now);
+        } else {
+            uint64_t w = gw_bucket_wait_us(&c->body_b, gw_bucket_grain(&c->body_b), now);
+            if (w) {
+                thr_arm(c, w);
+            } else {
+                c->flags &= ~GW_CONN_F_THR_IN;
+                GW_LOG_DEBUG("read_resumed", "peer=%s reason=request_body_rate", c->peer);
+                process(c); /* reads start again */
+            }
+        }
+    }
+    if (c->flags & GW_CONN_F_CLOSED)
+        return;
+    if (c->state == CS_H2) {
+        h2_pump(c);
+    } else if (c->out.len) {
+        /* the held tail: a write the socket takes at once (try_write) has no callback, so the
+         * bookkeeping of after_write (origin resume, close-after) runs here */
+        if (flush(c) < 0)
+            conn_close(c, "write_error");
+        else
+            after_write(c, 0, 0);
+    }
+}
+
 /* Session output → (TLS) → socket; then decide whether the connection is done. */
 static void h2_pump(conn_t *c)
 {
@@ -1001,6 +1324,8 @@ static void h2_pump(conn_t *c)
         return;
     /* the socket is full: frames wait in the session (within the windows), not in our write
      * queue; after_write kicks when it drains */
+    uint64_t tnow = now_us();
+    h2_budget(c, tnow);
     ssize_t n =
         c->queued < c->w->srv->cfg->limits.write_buffer ? gw_h2_session_send(c->h2, &c->oq) : 0;
     if (n >= 0 && c->h2_rst_after) {
@@ -1022,6 +1347,7 @@ static void h2_pump(conn_t *c)
             n = m < 0 ? m : n + m;
         }
     }
+    h2_charge(c, tnow);
     int rv = 0;
     if (c->tls) {
         /* TLS encrypts into its own buffer anyway: feed it the iovecs in order */
@@ -1168,6 +1494,9 @@ static void process(conn_t *c)
         process_h2(c);
     if (!(c->flags & GW_CONN_F_CLOSED)) {
         int want = !(c->flags & (GW_CONN_F_READ_PAUSED | GW_CONN_F_EOF | GW_CONN_F_CLOSE_AFTER));
+        /* HTTP/1.1 over its request_body_rate: the socket waits for the throttle timer */
+        if (want && c->state != CS_H2 && (c->flags & GW_CONN_F_THR_IN))
+            want = 0;
         /* HTTP/1.1: nothing more is read while a response is awaited after a complete request
          * (pipelined requests wait in the kernel), or while the proxy holds a full body
          * buffer */
@@ -1318,6 +1647,19 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
     }
     process(c);
+    if (!(c->flags & GW_CONN_F_CLOSED) && c->state == CS_H1 && gw_bucket_limited(&c->body_b)) {
+        /* upload rate, HTTP/1.1: bytes read spend the body bucket; in debt (or short of a
+         * grain) the socket is not read until the timer says the tokens are back, so the
+         * kernel's receive window pushes back on the client */
+        uint64_t now = now_us();
+        gw_bucket_spend(&c->body_b, (size_t)nread, now);
+        uint64_t w = gw_bucket_wait_us(&c->body_b, gw_bucket_grain(&c->body_b), now);
+        if (w) {
+            c->flags |= GW_CONN_F_THR_IN;
+            uv_read_stop(s);
+            thr_arm(c, w);
+        }
+    }
     if (!(c->flags & GW_CONN_F_CLOSED))
         release_idle_buffers(c);
     /* Bounded input: a peer that sends while we cannot answer (write queue full) is paused. */
@@ -1348,8 +1690,9 @@ void gw_front__on_connection(uv_stream_t *server, int status)
     gw_bytes_init(&c->out, 0);
     uv_tcp_init(&w->loop, &c->tcp);
     uv_timer_init(&w->loop, &c->timer);
-    c->tcp.data = c->timer.data = c;
-    c->handles = 2;
+    uv_timer_init(&w->loop, &c->thr);
+    c->tcp.data = c->timer.data = c->thr.data = c;
+    c->handles = 3;
     gw_list_push_back(&w->conns, &c->link);
     w->conns_len++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
@@ -1378,6 +1721,14 @@ void gw_front__on_connection(uv_stream_t *server, int status)
         }
         snprintf(c->peer_ip, sizeof(c->peer_ip), "%s", ip);
     }
+    const gw_cfg_throttle_t *th = &w->srv->cfg->throttle;
+    uint64_t now = now_us();
+    gw_bucket_init(&c->resp_b, th->response_rate, th->response_burst, now);
+    gw_bucket_init(&c->body_b, th->request_body_rate, th->request_body_burst, now);
+    if (w->srv->clients && c->addr.ss_family)
+        c->client = gw_bucket_table_acquire(w->srv->clients, (const struct sockaddr *)&c->addr, 0,
+                                            th->per_client_rate, th->per_client_burst, now);
+    c->thr_out = gw_bucket_limited(&c->resp_b) || c->client || w->srv->route_rates;
     if (l->tls) {
         c->tls = gw_tls_conn_new(l->tls);
         if (!c->tls) {

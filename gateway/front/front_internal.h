@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/bucket.h"
 #include "common/list.h"
 #include "config/config.h"
 #include "front/front.h"
@@ -16,6 +17,8 @@
 
 #define GW_FRONT_MAX_WORKERS 256
 #define GW_FRONT_READ_BUF (64 * 1024)
+/* client x route request-rate buckets kept (least recently used forgotten beyond) */
+#define GW_FRONT_RATE_TABLE 16384
 
 typedef struct {
     const gw_cfg_listen_t *cfg;
@@ -65,6 +68,10 @@ struct gw_server {
     int signals_seen;
     atomic_uint workers_done; /* workers whose loop has ended */
     uv_mutex_t lock;          /* guards workers[i]->wake_open */
+    /* throttling (issue 7), shared by all workers; NULL when not configured */
+    gw_bucket_table_t *clients; /* throttle.per_client_rate buckets, tag 0 */
+    gw_bucket_table_t *rates;   /* routes[].request_rate buckets, tag = route index + 1 */
+    int route_rates;            /* some route has a response_rate */
 };
 
 /* conn.c */

@@ -76,6 +76,22 @@ int gw_server_new(const gw_config_t *cfg, gw_server_t **out)
         rv = GW_E_NOMEM;
         goto fail;
     }
+    /* per-client buckets: one per live connection at most, plus as many idle ones (a client
+     * that reconnects keeps its balance until evicted) */
+    if (cfg->throttle.per_client_rate) {
+        size_t cap = (size_t)cfg->limits.max_connections * s->workers_len * 2;
+        if (cap > (1u << 22))
+            cap = 1u << 22;
+        if ((rv = gw_bucket_table_new(cap, &s->clients)) < 0)
+            goto fail;
+    }
+    for (size_t i = 0; i < cfg->routes_len; i++) {
+        if (cfg->routes[i].response_rate)
+            s->route_rates = 1;
+        if (cfg->routes[i].request_rate && !s->rates &&
+            (rv = gw_bucket_table_new(GW_FRONT_RATE_TABLE, &s->rates)) < 0)
+            goto fail;
+    }
     for (size_t i = 0; i < cfg->listen_len; i++) {
         gw_listener_t *l = &s->listeners[i];
         l->cfg = &cfg->listen[i];
@@ -209,6 +225,8 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     }
     w->loop_ok = 1;
     int prv = gw_proxy_new(&w->loop, s->cfg, &w->proxy);
+    if (prv == 0)
+        gw_proxy_set_rate_table(w->proxy, s->rates);
     if (prv < 0) {
         GW_LOG_ERROR("proxy_failed", "worker=%u reason=\"%s\"", id, gw_strerror(prv));
         uv_loop_close(&w->loop);
@@ -366,6 +384,8 @@ void gw_server_del(gw_server_t *s)
         gw_tls_ctx_del(l->tls);
     }
     gw_free(s->listeners);
+    gw_bucket_table_del(s->clients);
+    gw_bucket_table_del(s->rates);
     uv_mutex_destroy(&s->lock);
     gw_free(s);
 }

@@ -91,7 +91,9 @@ typedef struct gw_h2_stream {
     unsigned head_sent : 1;  /* final response head queued */
     unsigned eos_queued : 1; /* the body end was submitted (DATA end_stream or trailers) */
     unsigned has_trailers : 1;
-    unsigned blocked : 1; /* data waiting on the stream send window */
+    unsigned blocked : 1;        /* data waiting on the stream send window */
+    unsigned budget_blocked : 1; /* data waiting on the stream's data budget */
+    size_t data_budget;          /* DATA payload bytes it may still frame; SIZE_MAX = no limit */
     int64_t send_window;
     int64_t recv_window;      /* what the peer may still send */
     uint64_t recv_unconsumed; /* delivered, not yet given back with consume() */
@@ -167,6 +169,7 @@ struct gw_h2_session {
      * open; a ring of at most max_concurrent_streams entries (the oldest is dropped) */
     prio_pending_t *prio_pend;
     size_t prio_pend_n, prio_pend_head;
+    size_t data_budget; /* DATA payload bytes all streams may still frame; SIZE_MAX = no limit */
 
     /* shutdown */
     int goaway_sent;      /* final GOAWAY queued: no new streams */
@@ -293,6 +296,7 @@ static gw_h2_stream_t *stream_new(gw_h2_session_t *s, uint32_t id)
     if (!s->settings_acked && st->recv_window < GW_H2_DEFAULT_WINDOW)
         st->recv_window = GW_H2_DEFAULT_WINDOW;
     st->content_length = -1;
+    st->data_budget = SIZE_MAX;
     gw_list_init(&st->chunks);
     gw_bytes_init(&st->trailers, 0);
     gw_h2_sched_node_init(&st->node, id);
@@ -1313,6 +1317,7 @@ int gw_h2_session_new(gw_h2_session_t **out, const gw_h2_options_t *opts,
     if (cb)
         s->cb = *cb;
     s->user_data = user_data;
+    s->data_budget = SIZE_MAX;
     gw_list_init(&s->streams);
     gw_bytes_init(&s->in, 0);
     gw_bytes_init(&s->hb, 0);
@@ -1502,7 +1507,8 @@ static int stream_can_send(const gw_h2_session_t *s, const gw_h2_stream_t *st)
 {
     if (gw_list_empty(&st->chunks))
         return 1; /* END_STREAM or trailers need no window */
-    return s->conn_send_window > 0 && st->send_window > 0;
+    return s->conn_send_window > 0 && st->send_window > 0 && s->data_budget > 0 &&
+           st->data_budget > 0;
 }
 
 ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
@@ -1523,10 +1529,13 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
     while ((node = gw_h2_sched_next(&s->sched))) {
         gw_h2_stream_t *st = GW_CONTAINER_OF(node, gw_h2_stream_t, node);
         if (!gw_list_empty(&st->chunks)) {
-            if (s->conn_send_window <= 0)
+            if (s->conn_send_window <= 0 || s->data_budget == 0)
                 break; /* everyone waits for the connection window; streams stay queued */
-            if (st->send_window <= 0) {
-                st->blocked = 1;
+            if (st->send_window <= 0 || st->data_budget == 0) {
+                if (st->send_window <= 0)
+                    st->blocked = 1;
+                else
+                    st->budget_blocked = 1;
                 gw_h2_sched_remove(&s->sched, node);
                 continue;
             }
@@ -1538,6 +1547,10 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
                 n = (size_t)st->send_window;
             if (n > s->peer_max_frame)
                 n = s->peer_max_frame;
+            if (n > s->data_budget)
+                n = s->data_budget;
+            if (n > st->data_budget)
+                n = st->data_budget;
             int last = n == c->len && c->link.next == &st->chunks;
             int eos = last && st->eos_queued && !st->has_trailers;
             gw_h2_frame_hdr_t h = {(uint32_t)n, GW_H2_FT_DATA, eos ? GW_H2_F_END_STREAM : 0,
@@ -1549,6 +1562,10 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
             s->conn_send_window -= n;
             st->send_window -= n;
             st->queued -= n;
+            if (s->data_budget != SIZE_MAX)
+                s->data_budget -= n;
+            if (st->data_budget != SIZE_MAX)
+                st->data_budget -= n;
             c->off += n;
             c->len -= n;
             if (c->len == 0) {
@@ -1931,6 +1948,32 @@ int gw_h2_session_get_priority(const gw_h2_session_t *s, uint32_t stream_id, uin
     *urgency = st->node.urgency;
     *incremental = st->node.incremental;
     return 0;
+}
+
+int gw_h2_session_set_data_budget(gw_h2_session_t *s, uint32_t stream_id, size_t budget)
+{
+    if (stream_id == 0) {
+        s->data_budget = budget;
+        return 0;
+    }
+    gw_h2_stream_t *st = find_stream(s, stream_id);
+    if (!st)
+        return GW_E_NOENT;
+    st->data_budget = budget;
+    if (budget && st->budget_blocked) {
+        st->budget_blocked = 0;
+        if (st->state != GW_H2_SS_CLOSED)
+            gw_h2_sched_add(&s->sched, &st->node);
+    }
+    return 0;
+}
+
+size_t gw_h2_session_data_budget(const gw_h2_session_t *s, uint32_t stream_id)
+{
+    if (stream_id == 0)
+        return s->data_budget;
+    const gw_h2_stream_t *st = find_stream(s, stream_id);
+    return st ? st->data_budget : 0;
 }
 
 size_t gw_h2_session_active_streams(const gw_h2_session_t *s)

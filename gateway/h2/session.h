@@ -295,6 +295,20 @@ int gw_h2_session_set_priority(gw_h2_session_t *s, uint32_t stream_id, int urgen
 /* Current priority of stream_id (default u=3, not incremental). 0 or GW_E_NOENT. */
 int gw_h2_session_get_priority(const gw_h2_session_t *s, uint32_t stream_id, uint8_t *urgency,
                                int *incremental);
+/* Bandwidth hook (the front's token buckets, issue 7): at most `budget` more DATA payload
+ * bytes are framed by gw_h2_session_send() — on the whole connection for stream_id 0, on that
+ * stream otherwise — and each budget goes down by what is framed. SIZE_MAX (the default) means
+ * no limit. A DATA frame is cut to fit the budget; with the connection budget at 0, send()
+ * frames no DATA at all (as with a closed connection window; control frames and HEADERS are
+ * not counted, and do not wait), and
+ * want_write() does not report DATA held back by a budget, so the caller wakes itself (timer)
+ * and sets a new budget. A stream held back by its own budget is queued again when its budget
+ * becomes non-zero. Returns 0, or GW_E_NOENT (unknown stream). */
+int gw_h2_session_set_data_budget(gw_h2_session_t *s, uint32_t stream_id, size_t budget);
+
+/* What is left of the budget of stream_id (0 = the connection's): SIZE_MAX when unlimited, 0
+ * for an unknown stream. */
+size_t gw_h2_session_data_budget(const gw_h2_session_t *s, uint32_t stream_id);
 
 /* Streams counted toward our concurrency limit (open, half-closed, or closed but unreleased). */
 size_t gw_h2_session_active_streams(const gw_h2_session_t *s);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "proxy/proxy_internal.h"
@@ -112,6 +113,11 @@ void gw_proxy_del(gw_proxy_t *p)
         return;
     GW_ASSERT(!p->back && !p->sweep_open);
     gw_free(p);
+}
+
+void gw_proxy_set_rate_table(gw_proxy_t *p, gw_bucket_table_t *t)
+{
+    p->rates = t;
 }
 
 void gw_proxy_stats(const gw_proxy_t *p, gw_proxy_stats_t *out)
@@ -961,6 +967,21 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
                     s->peer, h->proto, (int)h->method.len, h->method.base, (int)h->authority.len,
                     h->authority.base, (int)h->path.len, h->path.base);
         return gw_proxy__answer(s, 404, "h2gate: no route for this host and path\n");
+    }
+    unsigned retry;
+    if (!gw_proxy__rate_allow(p->rates, r, (size_t)(r - p->cfg->routes), s->addr,
+                              gw_now_ns() / 1000, &retry)) {
+        /* RFC 6585 §4: 429 Too Many Requests, answered here: the origin never sees it */
+        char ra[16];
+        snprintf(ra, sizeof(ra), "%u", retry);
+        const gw_field_t f[] = {{GW_SLICE_LIT("retry-after"), gw_slice_str(ra)}};
+        p->stats.rate_limited++;
+        GW_LOG_INFO("rate_limited",
+                    "peer=%s proto=%s method=%.*s path=%.*s upstream=%s status=429 "
+                    "retry_after=%u",
+                    s->peer, h->proto, (int)h->method.len, h->method.base, (int)h->path.len,
+                    h->path.base, r->upstream_name, retry);
+        return gw_proxy__answer_fields(s, 429, "h2gate: too many requests, slow down\n", f, 1);
     }
     px_t *px = gw_calloc(1, sizeof(*px));
     if (!px)

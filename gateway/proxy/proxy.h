@@ -19,6 +19,7 @@
 
 #include <uv.h>
 
+#include "common/bucket.h"
 #include "config/config.h"
 #include "proxy/stream.h"
 
@@ -32,6 +33,12 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out);
 void gw_proxy_close(gw_proxy_t *p);
 /* Free; call gw_proxy_close() and run the loop first. NULL is ignored. */
 void gw_proxy_del(gw_proxy_t *p);
+
+/* The table of request-rate buckets (routes[].request_rate, per client address and route),
+ * shared by every worker's proxy; owned by the caller, who keeps it alive until the proxy is
+ * deleted. NULL (the default) turns request-rate limits off. Over its rate a request is
+ * answered 429 with Retry-After by the gateway and never reaches the origin. */
+void gw_proxy_set_rate_table(gw_proxy_t *p, gw_bucket_table_t *t);
 
 /* The route for a request, or NULL. authority may carry a port (ignored); host names compare
  * case-insensitively; "*.example.com" matches any name ending in ".example.com"; a route's path
@@ -65,6 +72,7 @@ typedef struct {
     uint64_t detached;        /* followers that fell behind and fetched on their own */
     uint64_t not_shared;      /* followers sent to the origin because the response was private */
     uint64_t stalled;         /* streams reset because the client stopped reading */
+    uint64_t rate_limited;    /* requests answered 429 (routes[].request_rate) */
 } gw_proxy_stats_t;
 void gw_proxy_stats(const gw_proxy_t *p, gw_proxy_stats_t *out);
 

@@ -44,12 +44,21 @@ const gw_cfg_route_t *gw_proxy_route(const gw_proxy_t *p, gw_slice_t authority, 
 
 int gw_proxy__answer(gw_cstream_t *s, unsigned status, const char *text)
 {
+    return gw_proxy__answer_fields(s, status, text, NULL, 0);
+}
+
+int gw_proxy__answer_fields(gw_cstream_t *s, unsigned status, const char *text,
+                            const gw_field_t *extra, size_t en)
+{
     size_t n = strlen(text);
-    const gw_field_t f[] = {
+    gw_field_t f[8] = {
         {GW_SLICE_LIT("server"), GW_SLICE_LIT("h2gate")},
         {GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/plain; charset=utf-8")},
     };
-    int rv = s->ops->respond(s, status, f, 2, (int64_t)n, s->head_only);
+    size_t fn = 2;
+    for (size_t i = 0; i < en && fn < sizeof(f) / sizeof(f[0]); i++)
+        f[fn++] = extra[i];
+    int rv = s->ops->respond(s, status, f, fn, (int64_t)n, s->head_only);
     if (rv < 0 || s->head_only)
         return rv;
     gw_rbuf_t *b = gw_rbuf_new(n);
@@ -62,3 +71,24 @@ int gw_proxy__answer(gw_cstream_t *s, unsigned status, const char *text)
     return rv;
 }
 
+int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t idx,
+                         const struct sockaddr *sa, uint64_t now_us, unsigned *retry_after_s)
+{
+    if (!r->request_rate || !t || !sa)
+        return 1;
+    /* request_burst 0: one second's worth of requests */
+    uint64_t burst = r->request_burst ? r->request_burst : r->request_rate;
+    gw_bucket_entry_t *e =
+        gw_bucket_table_acquire(t, sa, (unsigned)idx + 1, r->request_rate, burst, now_us);
+    if (!e)
+        return 1; /* not an IP client, or the table is held full: fail open */
+    uint64_t wait = 0;
+    size_t got = gw_bucket_table_take(t, e, 1, now_us, &wait);
+    gw_bucket_table_release(t, e);
+    if (got)
+        return 1;
+    /* RFC 9110 §10.2.3: delay-seconds, rounded up so that a client that waits succeeds */
+    uint64_t secs = (wait + 999999) / 1000000;
+    *retry_after_s = secs ? (unsigned)secs : 1;
+    return 0;
+}

@@ -757,6 +757,95 @@ static void priority_set_and_pending_bound(void **state)
     gw_h2_session_del(s);
 }
 
+/* The bandwidth hook: the connection budget cuts DATA frames to fit and stops DATA at 0
+ * (HEADERS still go); a stream budget holds back that stream only, and a new budget queues
+ * it again. */
+static void data_budget(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    const gw_h2_setting_t big = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &big, 1), 0);
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 1 << 20), 0);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    assert_true(gw_h2_session_data_budget(s, 0) == SIZE_MAX);
+    assert_true(gw_h2_session_data_budget(s, 1) == SIZE_MAX);
+    assert_int_equal(gw_h2_session_data_budget(s, 99), 0);
+    assert_int_equal(gw_h2_session_set_data_budget(s, 99, 5), GW_E_NOENT);
+
+    assert_int_equal(gw_h2_session_set_data_budget(s, 0, 0), 0);
+    gw_rbuf_t *rb = gw_rbuf_new(40000);
+    rb->len = 40000;
+    for (uint32_t sid = 1; sid <= 3; sid += 2) {
+        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
+        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 40000, 1), 0);
+    }
+    /* budget 0: the heads go, no DATA; want_write says nothing is left */
+    drain(s, &o);
+    assert_int_equal(o.n, 2);
+    assert_int_equal(o.f[0].h.type, GW_H2_FT_HEADERS);
+    assert_int_equal(o.f[1].h.type, GW_H2_FT_HEADERS);
+    assert_false(gw_h2_session_want_write(s));
+
+    /* 20000 bytes: 16384 then 3616 on stream 1 (a frame cut to fit; the RFC 9218 scheduler
+     * serves non-incremental streams of one urgency one at a time) */
+    assert_int_equal(gw_h2_session_set_data_budget(s, 0, 20000), 0);
+    assert_true(gw_h2_session_want_write(s));
+    drain(s, &o);
+    assert_int_equal(o.n, 2);
+    assert_int_equal(o.f[0].h.stream_id, 1);
+    assert_int_equal(o.f[0].h.length, 16384);
+    assert_int_equal(o.f[1].h.stream_id, 1);
+    assert_int_equal(o.f[1].h.length, 3616);
+    assert_int_equal(gw_h2_session_data_budget(s, 0), 0);
+    assert_int_equal(gw_h2_session_stream_queued(s, 1), 40000 - 20000);
+    assert_int_equal(gw_h2_session_stream_queued(s, 3), 40000);
+    assert_false(gw_h2_session_want_write(s));
+
+    /* stream 1 limited to 1000 more, the connection unlimited: stream 3 finishes, stream 1
+     * sends 1000 and waits */
+    assert_int_equal(gw_h2_session_set_data_budget(s, 1, 1000), 0);
+    assert_int_equal(gw_h2_session_set_data_budget(s, 0, SIZE_MAX), 0);
+    drain(s, &o);
+    size_t on1 = 0, on3 = 0;
+    int eos3 = 0;
+    for (size_t i = 0; i < o.n; i++) {
+        assert_int_equal(o.f[i].h.type, GW_H2_FT_DATA);
+        if (o.f[i].h.stream_id == 1)
+            on1 += o.f[i].h.length;
+        else
+            on3 += o.f[i].h.length, eos3 |= o.f[i].h.flags & GW_H2_F_END_STREAM;
+    }
+    assert_int_equal(on1, 1000);
+    assert_int_equal(on3, 40000);
+    assert_true(eos3);
+    assert_int_equal(gw_h2_session_data_budget(s, 1), 0);
+    assert_false(gw_h2_session_want_write(s));
+    drain(s, &o);
+    assert_int_equal(o.n, 0); /* held back: nothing spins */
+
+    /* a new stream budget queues it again; SIZE_MAX lets it finish */
+    assert_int_equal(gw_h2_session_set_data_budget(s, 1, SIZE_MAX), 0);
+    assert_true(gw_h2_session_want_write(s));
+    drain(s, &o);
+    size_t rest = 0;
+    for (size_t i = 0; i < o.n; i++)
+        rest += o.f[i].h.length;
+    assert_int_equal(rest, 40000 - 20000 - 1000);
+    assert_true(o.f[o.n - 1].h.flags & GW_H2_F_END_STREAM);
+    assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_CLOSED);
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
 static void on_writable(void *ud, uint32_t sid)
 {
     rec_t *r = ud;
@@ -1583,6 +1672,7 @@ int main(void)
         cmocka_unit_test(flow_control_backpressure),
         cmocka_unit_test(connection_window_exceeded),
         cmocka_unit_test(round_robin_and_connection_window),
+        cmocka_unit_test(data_budget),
         cmocka_unit_test(writable_events),
         cmocka_unit_test(initial_window_change),
         cmocka_unit_test(window_overflow),

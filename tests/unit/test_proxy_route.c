@@ -9,9 +9,14 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "common/bucket.h"
 #include "common/err.h"
 #include "config/config.h"
 #include "proxy/proxy.h"
+#include "proxy/proxy_internal.h"
 
 #include <uv.h>
 
@@ -23,7 +28,10 @@ static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
                           "routes:\n"
                           "  - {host: api.example.com, path: /v1/, upstream: api}\n"
                           "  - {host: '*.example.com', path: /, upstream: web}\n"
-                          "  - {host: 'static.test', path: /, upstream: any}\n";
+                          "  - {host: 'static.test', path: /, upstream: any}\n"
+                          "  - {host: 'rl.test', path: /, upstream: any, request_rate: 2, "
+                          "request_burst: 3}\n"
+                          "  - {host: 'rl0.test', path: /, upstream: any, request_rate: 1}\n";
 
 static gw_config_t *cfg;
 static gw_proxy_t *px;
@@ -71,6 +79,7 @@ static void matching(void **state)
 
 typedef struct {
     gw_cstream_t s;
+    char retry_after[16];
     unsigned status;
     int64_t cl;
     char body[256];
@@ -85,6 +94,10 @@ static int f_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, size
     x->status = status;
     x->cl = cl;
     x->ended = end;
+    for (size_t i = 0; i < n; i++)
+        if (gw_slice_eq(f[i].name, GW_SLICE_LIT("retry-after")))
+            snprintf(x->retry_after, sizeof(x->retry_after), "%.*s", (int)f[i].value.len,
+                     (const char *)f[i].value.base);
     assert_true(n >= 1);
     assert_true(gw_slice_eq(f[0].name, GW_SLICE_LIT("server")));
     return 0;
@@ -180,11 +193,102 @@ static void answers(void **state)
     assert_int_equal(z.cl, y.cl); /* with the length a GET would have had */
 }
 
+static struct sockaddr_in client(const char *ip, uint16_t port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &a.sin_addr);
+    return a;
+}
+
+/* The decision alone, on a fake clock: burst 3, 2/s; Retry-After rounds up to whole seconds;
+ * routes and clients have their own buckets; request_burst 0 means one second's worth. */
+static void rate_decision(void **state)
+{
+    (void)state;
+    gw_bucket_table_t *t;
+    assert_int_equal(gw_bucket_table_new(16, &t), 0);
+    const gw_cfg_route_t *rl = gw_proxy_route(px, GW_SLICE_LIT("rl.test"), GW_SLICE_LIT("/"));
+    const gw_cfg_route_t *r0 = gw_proxy_route(px, GW_SLICE_LIT("rl0.test"), GW_SLICE_LIT("/"));
+    const gw_cfg_route_t *free_r =
+        gw_proxy_route(px, GW_SLICE_LIT("static.test"), GW_SLICE_LIT("/"));
+    assert_non_null(rl);
+    assert_int_equal(rl->request_rate, 2);
+    size_t il = (size_t)(rl - cfg->routes), i0 = (size_t)(r0 - cfg->routes);
+    struct sockaddr_in a = client("127.0.0.1", 1111), a2 = client("127.0.0.1", 2222),
+                       b = client("127.0.0.2", 1111);
+    const struct sockaddr *sa = (const struct sockaddr *)&a, *sa2 = (const struct sockaddr *)&a2,
+                          *sb = (const struct sockaddr *)&b;
+    unsigned ra = 0;
+    for (int i = 0; i < 3; i++)
+        assert_true(gw_proxy__rate_allow(t, rl, il, i ? sa2 : sa, 0, &ra)); /* port ignored */
+    assert_false(gw_proxy__rate_allow(t, rl, il, sa, 0, &ra));
+    assert_int_equal(ra, 1);                                  /* 500 ms to the next token: 1 s */
+    assert_true(gw_proxy__rate_allow(t, rl, il, sb, 0, &ra)); /* another client */
+    assert_true(gw_proxy__rate_allow(t, rl, il, sa, 500000, &ra));
+    assert_false(gw_proxy__rate_allow(t, rl, il, sa, 500000, &ra));
+    /* a route without a rate never limits; the other route has its own bucket (burst 1) */
+    for (int i = 0; i < 10; i++)
+        assert_true(gw_proxy__rate_allow(t, free_r, 0, sa, 500000, &ra));
+    assert_true(gw_proxy__rate_allow(t, r0, i0, sa, 500000, &ra));
+    assert_false(gw_proxy__rate_allow(t, r0, i0, sa, 500000, &ra));
+    assert_int_equal(ra, 1);
+    assert_false(gw_proxy__rate_allow(t, r0, i0, sa, 600000, &ra));
+    assert_int_equal(ra, 1); /* 0.9 s left: still 1 */
+    assert_true(gw_proxy__rate_allow(t, r0, i0, sa, 1500000, &ra));
+    /* no table: unlimited */
+    assert_true(gw_proxy__rate_allow(NULL, rl, il, sa, 0, &ra));
+    gw_bucket_table_del(t);
+}
+
+/* Through the proxy: over the burst, 429 with Retry-After and a body, without the origin. */
+static void rate_limited_answer(void **state)
+{
+    (void)state;
+    gw_bucket_table_t *t;
+    assert_int_equal(gw_bucket_table_new(16, &t), 0);
+    gw_proxy_set_rate_table(px, t);
+    struct sockaddr_in a = client("192.0.2.7", 1);
+    gw_req_head_t h = {GW_SLICE_LIT("GET"),
+                       GW_SLICE_LIT("https"),
+                       GW_SLICE_LIT("rl.test"),
+                       GW_SLICE_LIT("/x"),
+                       NULL,
+                       0,
+                       0,
+                       1,
+                       "h2"};
+    gw_proxy_stats_t st0, st1;
+    gw_proxy_stats(px, &st0);
+    for (int i = 0; i < 4; i++) {
+        fake_t x = {.s = {.ops = &fops, .peer = "test", .addr = (const struct sockaddr *)&a}};
+        assert_int_equal(gw_proxy_request(px, &x.s, &h), 0);
+        wait_answer(&x);
+        gw_proxy_stream_closed(px, &x.s);
+        assert_true(x.ended);
+        if (i < 3) {
+            assert_int_equal(x.status, 502); /* went to the (refusing) origin */
+            assert_int_equal(x.retry_after[0], 0);
+        } else {
+            assert_int_equal(x.status, 429);
+            assert_string_equal(x.retry_after, "1");
+            assert_int_equal(x.cl, (int64_t)x.body_len);
+            assert_memory_equal(x.body, "h2gate: too many requests", 25);
+        }
+    }
+    gw_proxy_stats(px, &st1);
+    assert_int_equal(st1.origin_requests - st0.origin_requests, 3);
+    assert_int_equal(st1.rate_limited - st0.rate_limited, 1);
+    gw_proxy_set_rate_table(px, NULL);
+    gw_bucket_table_del(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matching),
         cmocka_unit_test(answers),
+        cmocka_unit_test(rate_decision),
+        cmocka_unit_test(rate_limited_answer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
