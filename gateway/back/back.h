@@ -112,7 +112,8 @@ typedef void (*gw_back_written_cb)(void *user_data, int status);
  * insertion after equal elements, so a comparator that returns 0 keeps FIFO order. */
 typedef int (*gw_back_queue_cmp_fn)(const gw_back_req_t *a, uint64_t a_seq, const gw_back_req_t *b,
                                     uint64_t b_seq);
-/* FIFO (the default) and RFC 9218 urgency-then-FIFO. */
+/* FIFO (the default here) and RFC 9218 urgency-then-FIFO (what the proxy sets on every
+ * upstream). */
 int gw_back_queue_fifo(const gw_back_req_t *a, uint64_t a_seq, const gw_back_req_t *b,
                        uint64_t b_seq);
 int gw_back_queue_urgency(const gw_back_req_t *a, uint64_t a_seq, const gw_back_req_t *b,

@@ -1012,8 +1012,18 @@ static size_t h2s_pending(gw_cstream_t *s)
     return x->gone ? 0 : gw_h2_session_stream_queued(x->c->h2, x->sid);
 }
 
-static const gw_cstream_ops_t h2s_ops = {h2s_respond, h2s_interim, h2s_body,   h2s_trailers,
-                                         h2s_reset,   h2s_credit,  h2s_pending};
+static int h2s_urgency(gw_cstream_t *s)
+{
+    h2s_t *x = (h2s_t *)s;
+    uint8_t u;
+    int inc;
+    if (x->gone || gw_h2_session_get_priority(x->c->h2, x->sid, &u, &inc) < 0)
+        return GW_H2_PRIO_DEFAULT_URGENCY;
+    return u;
+}
+
+static const gw_cstream_ops_t h2s_ops = {h2s_respond, h2s_interim, h2s_body,    h2s_trailers,
+                                         h2s_reset,   h2s_credit,  h2s_pending, h2s_urgency};
 
 static int h2_on_request(void *ud, const gw_h2_head_t *h)
 {

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "h2/priority.h"
 #include "proxy/proxy_internal.h"
 
 typedef struct ox ox_t;
@@ -85,6 +86,9 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
         gw_free(p);
         return rv;
     }
+    /* RFC 9218 urgency first, arrival order within one urgency (so FIFO when nobody signals) */
+    for (size_t i = 0; i < cfg->upstreams_len; i++)
+        gw_back_set_queue_order(p->back, i, gw_back_queue_urgency);
     uv_timer_init(loop, &p->sweep);
     p->sweep.data = p;
     p->sweep_open = 1;
@@ -303,6 +307,22 @@ static gw_slice_t join(xlate_t *x, const gw_req_head_t *h, const char *name, con
 
 /* Build the origin request. Returns 0, GW_E_PARSE (malformed: host disagrees with
  * :authority, RFC 9113 §8.3.1), GW_E_NOMEM. */
+/* RFC 9218 urgency of the request, for the origin queue (issue 7: waiting exchanges leave the
+ * queue most urgent first). The front's view wins: PRIORITY_UPDATE may have changed it. */
+static uint8_t req_urgency(gw_cstream_t *s, const gw_req_head_t *h)
+{
+    if (s->ops->urgency) {
+        int u = s->ops->urgency(s);
+        if (u >= 0 && u <= 7)
+            return (uint8_t)u;
+    }
+    uint8_t u = GW_H2_PRIO_DEFAULT_URGENCY, inc;
+    for (size_t i = 0; i < h->fields_len; i++)
+        if (name_is(h->fields[i].name, "priority")) /* §5: the last valid member wins */
+            gw_h2_priority_parse(h->fields[i].value, &u, &inc);
+    return u;
+}
+
 static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t *req)
 {
     const gw_cfg_route_t *r = px->route;
@@ -390,7 +410,7 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
                     : h->content_length >= 0 ? h->content_length
                                              : -1,
         .idempotent = idem,
-        .urgency = 3,
+        .urgency = req_urgency(s, h),
         .client = s->addr,
     };
     /* a zero-length body announced with content-length: 0 and no END_STREAM yet */

@@ -70,6 +70,10 @@ typedef struct {
     /* Response bytes of this stream accepted by the front and not yet written to the client
      * socket or framed (the proxy's bound on what it pulls from the origin). */
     size_t (*pending)(gw_cstream_t *s);
+    /* Optional (NULL: the proxy reads the request's `priority` field itself): the stream's
+     * current RFC 9218 urgency, 0 (most urgent) .. 7, as the front's scheduler holds it (the
+     * request's `priority` field, then PRIORITY_UPDATE frames). Orders the origin queue. */
+    int (*urgency)(gw_cstream_t *s);
 } gw_cstream_ops_t;
 
 struct gw_cstream {
