@@ -437,7 +437,8 @@ def test_slow_reader_keeps_memory_bounded_and_is_timed_out(gateway, nginx_origin
     n = nginx_origin(str(root))
     port = free_port()
     g = gateway(gw_config(port, [f"127.0.0.1:{n.port}"], "max_connections: 100",
-                          extra="timeouts: {body: 3s}\nh2: {max_concurrent_streams: 200}\n"),
+                          extra="timeouts: {body: 3s}\nh2: {max_concurrent_streams: 200}\n"
+                                "limits: {body_buffer: 64KiB}\n"),
                 wait=[("127.0.0.1", port)])
     before = rss_kib(g.proc.pid)
     cl = Client(port)

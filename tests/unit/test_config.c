@@ -81,7 +81,7 @@ static void minimal_contract_gets_defaults(void **state)
     assert_int_equal(c->h2.connection_window_size, 1024 * 1024);
     assert_int_equal(c->h2.max_header_list_size, 64 * 1024);
     assert_int_equal(c->timeouts.idle_ms, 60000);
-    assert_int_equal(c->limits.body_buffer, 64 * 1024);
+    assert_int_equal(c->limits.body_buffer, 128 * 1024);
     gw_config_del(c);
 }
 
