@@ -56,8 +56,8 @@ typedef struct {
 
 struct gw_h2_sched {
     const gw_h2_sched_ops_t *ops;
-    gw_list_t queue; /* round robin: FIFO of nodes; priority: sorted, head sends next */
-    size_t count;    /* nodes queued */
+    gw_list_t queue;    /* round robin: FIFO of nodes; priority: sorted, head sends next */
+    size_t count;       /* nodes queued */
     gw_h2_tree_t *tree; /* RFC 7540 tree (not owned), NULL = none; priority policy only */
 };
 

@@ -133,7 +133,7 @@ struct gw_h2_session {
     /* header block being gathered */
     uint32_t hb_sid; /* 0 = none; else CONTINUATION expected until END_HEADERS */
     int hb_end_stream;
-    int hb_reject; /* 1: stream error already decided (e.g. self-dependency); 2: ignore */
+    int hb_reject;  /* 1: stream error already decided (e.g. self-dependency); 2: ignore */
     int hb_has_pri; /* the HEADERS frame had the PRIORITY flag (RFC 7540 §6.2) */
     gw_h2_priority_t hb_pri;
     unsigned hb_frames;

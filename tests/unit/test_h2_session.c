@@ -1597,9 +1597,8 @@ static void cli_headers_pri(cli_t *c, uint32_t sid, const gw_h2_priority_t *pri,
 {
     gw_bytes_t blk;
     block(c, &blk, kv);
-    assert_int_equal(gw_h2_frame_write_headers(&c->b, sid,
-                                               GW_H2_F_END_HEADERS | GW_H2_F_END_STREAM, pri,
-                                               blk.base, blk.len, 0, 0),
+    assert_int_equal(gw_h2_frame_write_headers(&c->b, sid, GW_H2_F_END_HEADERS | GW_H2_F_END_STREAM,
+                                               pri, blk.base, blk.len, 0, 0),
                      0);
     gw_bytes_free(&blk);
 }

@@ -38,7 +38,7 @@ static void test_defaults_and_errors(void **state)
     assert_int_equal(gw_h2_tree_new(&t, 0), GW_E_INVAL);
     t = mk(8);
     assert_int_equal(gw_h2_tree_open(t, 1), 0);
-    expect_dep(t, 1, 0, 16); /* §5.3.5 */
+    expect_dep(t, 1, 0, 16);                                      /* §5.3.5 */
     assert_int_equal(gw_h2_tree_set(t, 3, 3, 16, 0), GW_E_INVAL); /* self-dependency */
     assert_int_equal(gw_h2_tree_set(t, 0, 1, 16, 0), GW_E_INVAL);
     assert_int_equal(gw_h2_tree_set(t, 3, 1, 0, 0), GW_E_INVAL);
@@ -136,9 +136,9 @@ static void test_eviction_at_bound(void **state)
 {
     (void)state;
     gw_h2_tree_t *t = mk(4);
-    assert_int_equal(gw_h2_tree_set(t, 3, 0, 32, 0), 0);  /* idle, oldest */
-    assert_int_equal(gw_h2_tree_set(t, 5, 3, 30, 0), 0);  /* idle */
-    assert_int_equal(gw_h2_tree_set(t, 7, 3, 10, 0), 0);  /* idle */
+    assert_int_equal(gw_h2_tree_set(t, 3, 0, 32, 0), 0); /* idle, oldest */
+    assert_int_equal(gw_h2_tree_set(t, 5, 3, 30, 0), 0); /* idle */
+    assert_int_equal(gw_h2_tree_set(t, 7, 3, 10, 0), 0); /* idle */
     assert_int_equal(gw_h2_tree_open(t, 1), 0);
     assert_int_equal(gw_h2_tree_size(t), 4);
     assert_int_equal(gw_h2_tree_evictions(t), 0);
@@ -291,10 +291,10 @@ static void test_sched_mix(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_and_errors), cmocka_unit_test(test_exclusive),
+        cmocka_unit_test(test_defaults_and_errors),    cmocka_unit_test(test_exclusive),
         cmocka_unit_test(test_reparent_to_descendant), cmocka_unit_test(test_idle_closed_unknown),
-        cmocka_unit_test(test_eviction_at_bound), cmocka_unit_test(test_parent_before_child),
-        cmocka_unit_test(test_weights_split), cmocka_unit_test(test_sched_mix),
+        cmocka_unit_test(test_eviction_at_bound),      cmocka_unit_test(test_parent_before_child),
+        cmocka_unit_test(test_weights_split),          cmocka_unit_test(test_sched_mix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
