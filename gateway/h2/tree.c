@@ -23,28 +23,97 @@ typedef struct {
     uint32_t nready;                                 /* ready nodes in the subtree, self included */
     uint64_t vt;     /* virtual time among siblings: bytes * 256 / weight sent by the subtree */
     uint64_t vclock; /* as a parent: vt of the child picked last (new ready children start here) */
-    uint64_t seq;    /* when it became a placeholder: the smallest is evicted first */
+    int32_t ph_prev, ph_next; /* placeholder FIFO (idle/closed, oldest first), NONE */
     void *data;
 } tnode_t;
 
 struct gw_h2_tree {
     size_t cap; /* max nodes, root excluded */
     size_t used;
-    int32_t free_head; /* free nodes chained by next_sib */
-    uint64_t seq;
+    int32_t free_head;        /* free nodes chained by next_sib */
+    int32_t ph_head, ph_tail; /* placeholders in the order they became one: head goes first */
     uint64_t evictions;
-    tnode_t *n; /* cap + 1 entries; n[0] is the root (stream 0) */
+    tnode_t *n;   /* cap + 1 entries; n[0] is the root (stream 0) */
+    int32_t *tab; /* id -> node index, open addressing with linear probing; NONE = empty */
+    uint32_t mask;
 };
+
+/* ---- id index ------------------------------------------------------------------------------ */
+
+static uint32_t home(const gw_h2_tree_t *t, uint32_t id)
+{
+    return (id * 2654435761u) & t->mask; /* Fibonacci hashing */
+}
 
 static int32_t find(const gw_h2_tree_t *t, uint32_t id)
 {
     if (id == 0)
         return ROOT;
-    for (size_t i = 1; i <= t->cap; i++)
-        if (t->n[i].state != N_FREE && t->n[i].id == id)
-            return (int32_t)i;
-    return NONE;
+    for (uint32_t i = home(t, id);; i = (i + 1) & t->mask) {
+        int32_t x = t->tab[i];
+        if (x == NONE)
+            return NONE;
+        if (t->n[x].id == id)
+            return x;
+    }
 }
+
+static void index_add(gw_h2_tree_t *t, int32_t x)
+{
+    uint32_t i = home(t, t->n[x].id);
+    while (t->tab[i] != NONE)
+        i = (i + 1) & t->mask;
+    t->tab[i] = x;
+}
+
+/* Linear-probing deletion by backward shift: no tombstones, so lookups stay short. */
+static void index_del(gw_h2_tree_t *t, int32_t x)
+{
+    uint32_t i = home(t, t->n[x].id);
+    while (t->tab[i] != x)
+        i = (i + 1) & t->mask;
+    for (uint32_t j = (i + 1) & t->mask; t->tab[j] != NONE; j = (j + 1) & t->mask) {
+        uint32_t k = home(t, t->n[t->tab[j]].id);
+        /* the entry at j may move to i if its home is not in the cyclic range (i, j] */
+        if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+            t->tab[i] = t->tab[j];
+            i = j;
+        }
+    }
+    t->tab[i] = NONE;
+}
+
+/* ---- placeholder FIFO ------------------------------------------------------------------------ */
+
+static void ph_unlink(gw_h2_tree_t *t, int32_t x)
+{
+    tnode_t *n = &t->n[x];
+    if (n->ph_prev == NONE && t->ph_head != x)
+        return; /* not in the list */
+    if (n->ph_prev != NONE)
+        t->n[n->ph_prev].ph_next = n->ph_next;
+    else
+        t->ph_head = n->ph_next;
+    if (n->ph_next != NONE)
+        t->n[n->ph_next].ph_prev = n->ph_prev;
+    else
+        t->ph_tail = n->ph_prev;
+    n->ph_prev = n->ph_next = NONE;
+}
+
+static void ph_push(gw_h2_tree_t *t, int32_t x)
+{
+    ph_unlink(t, x);
+    tnode_t *n = &t->n[x];
+    n->ph_prev = t->ph_tail;
+    if (t->ph_tail != NONE)
+        t->n[t->ph_tail].ph_next = x;
+    else
+        t->ph_head = x;
+    t->ph_tail = x;
+}
+
+/* ---- structure ------------------------------------------------------------------------------- */
 
 /* Add d to nready of x and its ancestors. A subtree that turns ready joins its siblings at
  * their current virtual time, so that it does not claim the time it was idle. */
@@ -123,6 +192,8 @@ static void evict(gw_h2_tree_t *t, int32_t x)
         link_node(t, c, p);
     }
     unlink_node(t, x);
+    ph_unlink(t, x);
+    index_del(t, x);
     n->state = N_FREE;
     n->next_sib = t->free_head;
     t->free_head = x;
@@ -131,20 +202,13 @@ static void evict(gw_h2_tree_t *t, int32_t x)
 }
 
 /* A fresh node for id under the root with the default weight; evicts the oldest placeholder
- * (never `keep`) when full. NONE when every node is an open stream. */
-static int32_t alloc_node(gw_h2_tree_t *t, uint32_t id, nstate_t st, int32_t keep)
+ * when full. NONE when every node is an open stream. */
+static int32_t alloc_node(gw_h2_tree_t *t, uint32_t id, nstate_t st)
 {
     if (t->free_head == NONE) {
-        int32_t victim = NONE;
-        for (size_t i = 1; i <= t->cap; i++) {
-            tnode_t *n = &t->n[i];
-            if ((n->state == N_IDLE || n->state == N_CLOSED) && (int32_t)i != keep &&
-                (victim == NONE || n->seq < t->n[victim].seq))
-                victim = (int32_t)i;
-        }
-        if (victim == NONE)
+        if (t->ph_head == NONE)
             return NONE;
-        evict(t, victim);
+        evict(t, t->ph_head);
     }
     int32_t x = t->free_head;
     tnode_t *n = &t->n[x];
@@ -156,31 +220,47 @@ static int32_t alloc_node(gw_h2_tree_t *t, uint32_t id, nstate_t st, int32_t kee
                    .prev_sib = NONE,
                    .weight = GW_H2_TREE_DEFAULT_WEIGHT,
                    .state = (uint8_t)st,
-                   .seq = ++t->seq};
+                   .ph_prev = NONE,
+                   .ph_next = NONE};
     t->used++;
+    index_add(t, x);
+    if (st != N_OPEN)
+        ph_push(t, x);
     link_node(t, x, ROOT);
     return x;
 }
 
 int gw_h2_tree_new(gw_h2_tree_t **out, size_t max_nodes)
 {
-    if (max_nodes == 0 || max_nodes > INT32_MAX - 1)
+    if (max_nodes == 0 || max_nodes > (1u << 28))
         return GW_E_INVAL;
     gw_h2_tree_t *t = gw_calloc(1, sizeof(*t));
     if (!t)
         return GW_E_NOMEM;
+    size_t slots = 4;
+    while (slots < 2 * max_nodes) /* load factor at most 1/2 */
+        slots *= 2;
     t->n = gw_calloc(max_nodes + 1, sizeof(*t->n));
-    if (!t->n) {
+    t->tab = gw_calloc(slots, sizeof(*t->tab));
+    if (!t->n || !t->tab) {
+        gw_free(t->n);
+        gw_free(t->tab);
         gw_free(t);
         return GW_E_NOMEM;
     }
+    t->mask = (uint32_t)(slots - 1);
+    for (size_t i = 0; i < slots; i++)
+        t->tab[i] = NONE;
+    t->ph_head = t->ph_tail = NONE;
     t->cap = max_nodes;
     t->n[ROOT] = (tnode_t){.parent = NONE,
                            .first_child = NONE,
                            .next_sib = NONE,
                            .prev_sib = NONE,
                            .weight = GW_H2_TREE_DEFAULT_WEIGHT,
-                           .state = N_OPEN};
+                           .state = N_OPEN,
+                           .ph_prev = NONE,
+                           .ph_next = NONE};
     t->free_head = NONE;
     for (size_t i = max_nodes; i >= 1; i--) {
         t->n[i].next_sib = t->free_head;
@@ -195,6 +275,7 @@ void gw_h2_tree_del(gw_h2_tree_t *t)
     if (!t)
         return;
     gw_free(t->n);
+    gw_free(t->tab);
     gw_free(t);
 }
 
@@ -203,7 +284,7 @@ int gw_h2_tree_set(gw_h2_tree_t *t, uint32_t id, uint32_t dep, unsigned weight, 
     if (id == 0 || id == dep || weight < 1 || weight > 256)
         return GW_E_INVAL;
     int32_t x = find(t, id);
-    if (x == NONE && (x = alloc_node(t, id, N_IDLE, NONE)) == NONE)
+    if (x == NONE && (x = alloc_node(t, id, N_IDLE)) == NONE)
         return GW_E_LIMIT;
     int32_t p = find(t, dep);
     if (p == NONE) { /* §5.3.1: a dependency on a stream not in the tree: default priority */
@@ -232,9 +313,10 @@ int gw_h2_tree_set(gw_h2_tree_t *t, uint32_t id, uint32_t dep, unsigned weight, 
 int gw_h2_tree_open(gw_h2_tree_t *t, uint32_t id)
 {
     int32_t x = find(t, id);
-    if (x == NONE && (x = alloc_node(t, id, N_OPEN, NONE)) == NONE)
+    if (x == NONE && (x = alloc_node(t, id, N_OPEN)) == NONE)
         return GW_E_LIMIT;
     t->n[x].state = N_OPEN;
+    ph_unlink(t, x);
     return 0;
 }
 
@@ -246,7 +328,7 @@ void gw_h2_tree_close(gw_h2_tree_t *t, uint32_t id)
     gw_h2_tree_deactivate(t, id);
     t->n[x].state = N_CLOSED;
     t->n[x].data = NULL;
-    t->n[x].seq = ++t->seq;
+    ph_push(t, x); /* the most recent placeholder */
 }
 
 int gw_h2_tree_activate(gw_h2_tree_t *t, uint32_t id, void *data)
@@ -254,10 +336,11 @@ int gw_h2_tree_activate(gw_h2_tree_t *t, uint32_t id, void *data)
     if (id == 0)
         return GW_E_INVAL;
     int32_t x = find(t, id);
-    if (x == NONE && (x = alloc_node(t, id, N_OPEN, NONE)) == NONE)
+    if (x == NONE && (x = alloc_node(t, id, N_OPEN)) == NONE)
         return GW_E_LIMIT;
     tnode_t *n = &t->n[x];
     n->state = N_OPEN;
+    ph_unlink(t, x);
     n->data = data;
     if (!n->ready) {
         n->ready = 1;

@@ -9,8 +9,8 @@
  * idle streams named by PRIORITY frames and for closed streams. The node count is bounded by
  * max_nodes: when full, the oldest idle/closed placeholder is evicted (its children move to
  * its parent, their weights shared out as §5.3.4 says) and the eviction is counted. Open
- * streams are never evicted. Lookups scan the node array: O(max_nodes), which is small
- * (default 2 x SETTINGS_MAX_CONCURRENT_STREAMS).
+ * streams are never evicted. Memory is allocated once, at new(): the nodes and an id index
+ * (open addressing), so lookups and evictions cost O(1) on average.
  *
  * Scheduling (pick/sent): from the root, a node that is ready (has DATA and a window) sends
  * before its descendants; otherwise its children share its turn by weighted fair queueing on
@@ -28,8 +28,8 @@ typedef struct gw_h2_tree gw_h2_tree_t;
 
 #define GW_H2_TREE_DEFAULT_WEIGHT 16 /* RFC 7540 §5.3.5 */
 
-/* A tree of at most max_nodes stream nodes (the root, stream 0, is not counted; max_nodes >= 1).
- * 0 and *out, GW_E_INVAL (max_nodes 0) or GW_E_NOMEM. */
+/* A tree of at most max_nodes stream nodes (the root, stream 0, is not counted;
+ * 1 <= max_nodes <= 2^28). 0 and *out, GW_E_INVAL (max_nodes out of range) or GW_E_NOMEM. */
 int gw_h2_tree_new(gw_h2_tree_t **out, size_t max_nodes);
 /* NULL is ignored. */
 void gw_h2_tree_del(gw_h2_tree_t *t);

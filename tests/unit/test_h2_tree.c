@@ -163,6 +163,34 @@ static void test_eviction_at_bound(void **state)
     gw_h2_tree_del(t);
 }
 
+/* The id index under churn: 2000 placeholders with scattered ids through a tree of 64; the
+ * last 64 are found, every older one was evicted (backward-shift deletion keeps them
+ * reachable), open streams survive. */
+static void test_index_churn(void **state)
+{
+    (void)state;
+    gw_h2_tree_t *t = mk(64);
+    uint32_t ids[2000], x = 12345;
+    assert_int_equal(gw_h2_tree_open(t, 7), 0);
+    for (int k = 0; k < 2000; k++) {
+        x = x * 1103515245u + 12345u;
+        ids[k] = ((x >> 1) & 0x7fffffe) | 1; /* odd, distinct enough; 7 avoided below */
+        if (ids[k] == 7)
+            ids[k] = 9;
+        for (int j = 0; j < k; j++)
+            if (ids[j] == ids[k]) /* keep them distinct */
+                ids[k] += 2, j = -1;
+        assert_int_equal(gw_h2_tree_set(t, ids[k], k ? ids[k - 1] : 0, 1 + (unsigned)k % 256, 0),
+                         0);
+    }
+    assert_int_equal(gw_h2_tree_size(t), 64);
+    assert_int_equal(gw_h2_tree_evictions(t), 2000 - 63);
+    assert_int_equal(gw_h2_tree_get(t, 7, NULL, NULL), 0);
+    for (int k = 0; k < 2000; k++)
+        assert_int_equal(gw_h2_tree_get(t, ids[k], NULL, NULL), k >= 2000 - 63 ? 0 : GW_E_NOENT);
+    gw_h2_tree_del(t);
+}
+
 static int tag[32];
 #define TAG(id) ((void *)&tag[id])
 
@@ -291,10 +319,15 @@ static void test_sched_mix(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_and_errors),    cmocka_unit_test(test_exclusive),
-        cmocka_unit_test(test_reparent_to_descendant), cmocka_unit_test(test_idle_closed_unknown),
-        cmocka_unit_test(test_eviction_at_bound),      cmocka_unit_test(test_parent_before_child),
-        cmocka_unit_test(test_weights_split),          cmocka_unit_test(test_sched_mix),
+        cmocka_unit_test(test_defaults_and_errors),
+        cmocka_unit_test(test_exclusive),
+        cmocka_unit_test(test_reparent_to_descendant),
+        cmocka_unit_test(test_idle_closed_unknown),
+        cmocka_unit_test(test_eviction_at_bound),
+        cmocka_unit_test(test_parent_before_child),
+        cmocka_unit_test(test_weights_split),
+        cmocka_unit_test(test_sched_mix),
+        cmocka_unit_test(test_index_churn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
