@@ -236,3 +236,39 @@ def test_self_dependency_resets_the_stream(gwp):
     b.grant_until_done()
     _done(b)
     b.close()
+
+
+@pytest.fixture
+def gw_small_tree(gateway, origin):
+    port = free_port()
+    text = (f"workers: 1\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
+            f"limits:\n  body_buffer: 1048576\n"
+            f"h2:\n  max_priority_nodes: 2\n"
+            f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
+            "routes:\n  - host: '*'\n    path: /\n    upstream: app\n")
+    g = gateway(text, wait=[("127.0.0.1", port)])
+    g.port = port
+    return g
+
+
+def test_max_priority_nodes_evicts_the_oldest_placeholder(gw_small_tree):
+    """h2.max_priority_nodes: 2 — the placeholder made for `later` (depending on `first`) is
+    the oldest when two more PRIORITY frames arrive, so it is evicted: `later` opens with the
+    default priority, a sibling of `first` with the same weight, and the two share the
+    connection instead of `later` waiting (compare test_priority_frame_on_idle_stream)."""
+    b = Client(gw_small_tree.port)
+    first = b.request(f"/bytes/{SIZE}")
+    later = b.c.get_next_available_stream_id()
+    b.c.prioritize(later, weight=200, depends_on=first)
+    b.c.prioritize(later + 2, weight=16, depends_on=0)
+    b.c.prioritize(later + 4, weight=16, depends_on=0)
+    b.flush()
+    assert b.request(f"/bytes/{SIZE}") == later
+    b.open_windows()
+    b.grant_until_done()
+    _done(b)
+    half = b.order[:SIZE // STEP]
+    assert first in half and later in half, b.order
+    switches = sum(1 for x, y in zip(b.order, b.order[1:]) if x != y)
+    assert switches >= SIZE // STEP // 2, b.order
+    b.close()
