@@ -361,6 +361,7 @@ static const field_t h2_fields[] = {
     FLD(gw_cfg_h2_t, control_frame_budget, F_UINT, 1, 1000000),
     FLD(gw_cfg_h2_t, empty_frame_budget, F_UINT, 1, 1000000),
     FLD(gw_cfg_h2_t, max_queued_control, F_UINT, 1, 1000000),
+    FLD(gw_cfg_h2_t, max_priority_nodes, F_UINT, 0, 1000000),
 };
 /* Keys are written without the _ms suffix in YAML; map them here. */
 static const char *const ms_keys[][2] = {
@@ -1110,6 +1111,7 @@ static void set_defaults(gw_config_t *c)
         .control_frame_budget = 1000,
         .empty_frame_budget = 100,
         .max_queued_control = 1000,
+        .max_priority_nodes = 0,
     };
     c->timeouts = (gw_cfg_timeouts_t){
         .handshake_ms = 10000,

@@ -123,6 +123,7 @@ typedef struct {
     unsigned control_frame_budget; /* SETTINGS/PING/PRIORITY/WINDOW_UPDATE... per window */
     unsigned empty_frame_budget;   /* empty DATA/HEADERS/CONTINUATION per window */
     unsigned max_queued_control;   /* outbound control frames queued before calm */
+    unsigned max_priority_nodes;   /* RFC 7540 tree nodes; 0 = 2 x max_concurrent_streams */
 } gw_cfg_h2_t;
 
 typedef struct {

@@ -1149,6 +1149,7 @@ static void h2_options(const gw_config_t *cfg, gw_h2_options_t *o)
     o->control_frame_budget = cfg->h2.control_frame_budget;
     o->empty_frame_budget = cfg->h2.empty_frame_budget;
     o->max_queued_control = cfg->h2.max_queued_control;
+    o->max_priority_nodes = cfg->h2.max_priority_nodes;
 }
 
 static int start_h2(conn_t *c)

@@ -46,7 +46,9 @@ const gw_h2_sched_ops_t gw_h2_sched_round_robin = {"round-robin", rr_add, rr_rem
 
 static unsigned prio_class(const gw_h2_sched_node_t *n)
 {
-    return (unsigned)n->urgency * 2u + (n->incremental ? 1u : 0u);
+    if (n->tree)
+        return 3u * 3u + 2u; /* the RFC 7540 tree: after u=3 incremental (sched.h) */
+    return (unsigned)n->urgency * 3u + (n->incremental ? 1u : 0u);
 }
 
 /* Does a go before b (b already queued)? */
@@ -55,7 +57,7 @@ static int prio_before(const gw_h2_sched_node_t *a, const gw_h2_sched_node_t *b)
     unsigned ca = prio_class(a), cb = prio_class(b);
     if (ca != cb)
         return ca < cb;
-    if (a->incremental)
+    if (a->incremental || a->tree)
         return 0; /* FIFO within an incremental class: join at its back */
     return a->stream_id < b->stream_id;
 }
@@ -64,6 +66,8 @@ static void prio_add(gw_h2_sched_t *s, gw_h2_sched_node_t *n)
 {
     if (gw_list_linked(&n->link))
         return;
+    if (n->tree && (!s->tree || gw_h2_tree_activate(s->tree, n->stream_id, n) < 0))
+        n->tree = 0; /* no room in the tree: plain RFC 9218 default */
     gw_list_t *pos = &s->queue;
     gw_list_foreach(it, &s->queue)
     {
@@ -76,9 +80,31 @@ static void prio_add(gw_h2_sched_t *s, gw_h2_sched_node_t *n)
     s->count++;
 }
 
+static void prio_remove(gw_h2_sched_t *s, gw_h2_sched_node_t *n)
+{
+    if (!gw_list_linked(&n->link))
+        return;
+    if (n->tree)
+        gw_h2_tree_deactivate(s->tree, n->stream_id);
+    rr_remove(s, n);
+}
+
+static gw_h2_sched_node_t *prio_next(gw_h2_sched_t *s)
+{
+    gw_h2_sched_node_t *n = rr_next(s);
+    if (n && n->tree) { /* the tree class is at the head: the tree picks within it */
+        n = gw_h2_tree_pick(s->tree);
+        GW_ASSERT(n != NULL);
+    }
+    return n;
+}
+
 static void prio_sent(gw_h2_sched_t *s, gw_h2_sched_node_t *n, size_t bytes)
 {
-    (void)bytes;
+    if (n->tree) {
+        gw_h2_tree_sent(s->tree, n->stream_id, bytes);
+        return;
+    }
     /* a non-incremental stream keeps its turn until done or blocked (RFC 9218 §10); an
      * incremental one yields to the next of its class */
     if (!n->incremental || !gw_list_linked(&n->link))
@@ -87,7 +113,21 @@ static void prio_sent(gw_h2_sched_t *s, gw_h2_sched_node_t *n, size_t bytes)
     prio_add(s, n);
 }
 
-const gw_h2_sched_ops_t gw_h2_sched_priority = {"rfc9218", prio_add, rr_remove, rr_next, prio_sent};
+const gw_h2_sched_ops_t gw_h2_sched_priority = {"rfc9218", prio_add, prio_remove, prio_next,
+                                                prio_sent};
+
+void gw_h2_sched_set_tree(gw_h2_sched_t *s, gw_h2_sched_node_t *n, int on)
+{
+    on = on && s->tree && s->ops == &gw_h2_sched_priority;
+    if (n->tree == on)
+        return;
+    int queued = gw_list_linked(&n->link);
+    if (queued)
+        s->ops->remove(s, n);
+    n->tree = (uint8_t)on;
+    if (queued)
+        s->ops->add(s, n);
+}
 
 void gw_h2_sched_set_priority(gw_h2_sched_t *s, gw_h2_sched_node_t *n, uint8_t urgency,
                               int incremental)
@@ -106,6 +146,7 @@ void gw_h2_sched_init(gw_h2_sched_t *s, const gw_h2_sched_ops_t *ops)
     s->ops = ops ? ops : &gw_h2_sched_round_robin;
     gw_list_init(&s->queue);
     s->count = 0;
+    s->tree = NULL;
 }
 
 void gw_h2_sched_node_init(gw_h2_sched_node_t *n, uint32_t stream_id)
@@ -114,4 +155,5 @@ void gw_h2_sched_node_init(gw_h2_sched_node_t *n, uint32_t stream_id)
     n->stream_id = stream_id;
     n->urgency = 3;
     n->incremental = 0;
+    n->tree = 0;
 }

@@ -14,6 +14,14 @@
  *   - incremental streams of one urgency share the bandwidth, one frame each in turn.
  * Both keep every queued node on s->queue (the priority policy keeps it sorted: head = next),
  * so callers may walk the queue to look for a sendable node.
+ *
+ * RFC 7540 tree (priority policy only, when s->tree is set): a node with `tree` set is a stream
+ * without any RFC 9218 signal from a client that sent RFC 7540 priorities. Mixing rule: all
+ * tree nodes together form one class at urgency 3 that comes after the RFC 9218 urgency-3
+ * incremental streams and before urgency 4; within that class the tree decides (parents
+ * first, weighted fair share among siblings, tree.h). RFC 9218 signals therefore always win
+ * over the deprecated tree, and a client that never sends RFC 7540 priorities costs no tree
+ * work (s->tree stays NULL).
  */
 #ifndef GW_H2_SCHED_H
 #define GW_H2_SCHED_H
@@ -22,12 +30,14 @@
 #include <stdint.h>
 
 #include "common/list.h"
+#include "h2/tree.h"
 
 typedef struct gw_h2_sched_node {
     gw_list_t link; /* owned by the policy; unlinked (points to itself) when not queued */
     uint32_t stream_id;
     uint8_t urgency;     /* RFC 9218 §4.1, 0-7, default 3 (unused by round robin) */
     uint8_t incremental; /* RFC 9218 §4.2 */
+    uint8_t tree;        /* scheduled by s->tree (RFC 7540 §5.3); see the mixing rule above */
 } gw_h2_sched_node_t;
 
 typedef struct gw_h2_sched gw_h2_sched_t;
@@ -46,8 +56,9 @@ typedef struct {
 
 struct gw_h2_sched {
     const gw_h2_sched_ops_t *ops;
-    gw_list_t queue; /* round robin: FIFO of nodes; priority: sorted, head sends next */
-    size_t count;    /* nodes queued */
+    gw_list_t queue;    /* round robin: FIFO of nodes; priority: sorted, head sends next */
+    size_t count;       /* nodes queued */
+    gw_h2_tree_t *tree; /* RFC 7540 tree (not owned), NULL = none; priority policy only */
 };
 
 extern const gw_h2_sched_ops_t gw_h2_sched_round_robin;
@@ -64,6 +75,9 @@ void gw_h2_sched_node_init(gw_h2_sched_node_t *n, uint32_t stream_id);
  * unqueued one just keeps the values for its next add. */
 void gw_h2_sched_set_priority(gw_h2_sched_t *s, gw_h2_sched_node_t *n, uint8_t urgency,
                               int incremental);
+/* Schedule n by s->tree (on = 1; needs s->tree) or by its RFC 9218 priority (on = 0). A queued
+ * node is re-queued. */
+void gw_h2_sched_set_tree(gw_h2_sched_t *s, gw_h2_sched_node_t *n, int on);
 static inline int gw_h2_sched_queued(const gw_h2_sched_node_t *n)
 {
     return gw_list_linked(&n->link);

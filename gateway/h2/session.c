@@ -29,6 +29,7 @@
 #include "h2/hpack.h"
 #include "h2/priority.h"
 #include "h2/sched.h"
+#include "h2/tree.h"
 
 #define SHUTDOWN_PING "h2gate\x00\x01"
 #define MAX_DEBUG 256
@@ -93,6 +94,7 @@ typedef struct gw_h2_stream {
     unsigned has_trailers : 1;
     unsigned blocked : 1;        /* data waiting on the stream send window */
     unsigned budget_blocked : 1; /* data waiting on the stream's data budget */
+    unsigned prio9218 : 1;       /* has an RFC 9218 signal: never scheduled by the 7540 tree */
     size_t data_budget;          /* DATA payload bytes it may still frame; SIZE_MAX = no limit */
     int64_t send_window;
     int64_t recv_window;      /* what the peer may still send */
@@ -131,7 +133,9 @@ struct gw_h2_session {
     /* header block being gathered */
     uint32_t hb_sid; /* 0 = none; else CONTINUATION expected until END_HEADERS */
     int hb_end_stream;
-    int hb_reject; /* 1: stream error already decided (e.g. self-dependency); 2: ignore */
+    int hb_reject;  /* 1: stream error already decided (e.g. self-dependency); 2: ignore */
+    int hb_has_pri; /* the HEADERS frame had the PRIORITY flag (RFC 7540 §6.2) */
+    gw_h2_priority_t hb_pri;
     unsigned hb_frames;
     gw_bytes_t hb;
 
@@ -169,6 +173,9 @@ struct gw_h2_session {
      * open; a ring of at most max_concurrent_streams entries (the oldest is dropped) */
     prio_pending_t *prio_pend;
     size_t prio_pend_n, prio_pend_head;
+    /* RFC 7540 §5.3 tree, created on the first PRIORITY frame or HEADERS priority (none
+     * before: no tree work for clients that do not send them); s->sched.tree points to it */
+    gw_h2_tree_t *tree;
     size_t data_budget; /* DATA payload bytes all streams may still frame; SIZE_MAX = no limit */
 
     /* shutdown */
@@ -221,6 +228,7 @@ void gw_h2_options_default(gw_h2_options_t *o)
     o->encoder_table_size = 4096;
     o->max_header_block = 0; /* derived in fill_defaults */
     o->max_continuations = 64;
+    o->max_priority_nodes = 0; /* derived in fill_defaults */
 }
 
 static void fill_defaults(gw_h2_options_t *o)
@@ -246,6 +254,8 @@ static void fill_defaults(gw_h2_options_t *o)
 #undef DEF_
     if (!o->max_header_block)
         o->max_header_block = (size_t)o->max_header_list_size + 16 * 1024;
+    if (!o->max_priority_nodes)
+        o->max_priority_nodes = 2 * o->max_concurrent_streams;
 }
 
 /* ---- small helpers -------------------------------------------------------------------- */
@@ -275,6 +285,8 @@ static void drop_chunks(gw_h2_stream_t *st)
 static void stream_free(gw_h2_session_t *s, gw_h2_stream_t *st)
 {
     gw_h2_sched_remove(&s->sched, &st->node);
+    if (s->tree)
+        gw_h2_tree_close(s->tree, st->id);
     gw_list_remove(&st->link);
     drop_chunks(st);
     gw_bytes_free(&st->trailers);
@@ -400,13 +412,59 @@ static int prio_pending_put(gw_h2_session_t *s, uint32_t sid, uint8_t u, uint8_t
     return 0;
 }
 
+/* ---- RFC 7540 priority tree ---------------------------------------------------------------- */
+
+/* The stream got an RFC 9218 signal: it leaves the tree's scheduling (its node stays, for the
+ * structure of its dependents). */
+static void mark_prio9218(gw_h2_session_t *s, gw_h2_stream_t *st)
+{
+    st->prio9218 = 1;
+    gw_h2_sched_set_tree(&s->sched, &st->node, 0);
+}
+
+/* First RFC 7540 signal: create the tree; the streams already open without an RFC 9218 signal
+ * join it under the root with the default weight (RFC 7540 §5.3.5). */
+static int ensure_tree(gw_h2_session_t *s)
+{
+    if (s->tree)
+        return 0;
+    int rc = gw_h2_tree_new(&s->tree, s->o.max_priority_nodes);
+    if (rc < 0)
+        return rc;
+    s->sched.tree = s->tree;
+    gw_list_foreach(it, &s->streams)
+    {
+        gw_h2_stream_t *st = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
+        if (st->state == GW_H2_SS_CLOSED || gw_h2_tree_open(s->tree, st->id) < 0)
+            continue;
+        if (!st->prio9218)
+            gw_h2_sched_set_tree(&s->sched, &st->node, 1);
+    }
+    return 0;
+}
+
+/* RFC 7540 priority of sid from a PRIORITY frame or HEADERS (frame.c has already turned a
+ * self-dependency into a stream error). A full tree of open streams drops the signal. */
+static int apply_7540(gw_h2_session_t *s, uint32_t sid, const gw_h2_priority_t *p)
+{
+    if (ensure_tree(s) < 0)
+        return nomem(s);
+    (void)gw_h2_tree_set(s->tree, sid, p->dependency, (unsigned)p->weight + 1u, p->exclusive);
+    s->stats.priority_evictions = gw_h2_tree_evictions(s->tree);
+    return 0;
+}
+
 /* A stream opens: its priority is the request's priority field (RFC 9218 §5), overridden by a
  * PRIORITY_UPDATE that arrived before the stream (§7.1: the frame is the later signal). */
 static void apply_open_priority(gw_h2_session_t *s, gw_h2_stream_t *st, gw_slice_t field)
 {
     uint8_t u = GW_H2_PRIO_DEFAULT_URGENCY, inc = 0;
-    if (!prio_pending_take(s, st->id, &u, &inc) && field.base)
+    if (prio_pending_take(s, st->id, &u, &inc))
+        st->prio9218 = 1;
+    else if (field.base) {
         gw_h2_priority_parse(field, &u, &inc);
+        st->prio9218 = 1;
+    }
     gw_h2_sched_set_priority(&s->sched, &st->node, u, inc);
 }
 
@@ -521,6 +579,8 @@ static void close_stream(gw_h2_session_t *s, gw_h2_stream_t *st, uint32_t code, 
 {
     st->state = GW_H2_SS_CLOSED;
     gw_h2_sched_remove(&s->sched, &st->node);
+    if (s->tree) /* stays as a placeholder (RFC 7540 §5.3.4) */
+        gw_h2_tree_close(s->tree, st->id);
     drop_chunks(st);
     if (st->recv_unconsumed) {
         (void)credit_conn(s, st->recv_unconsumed);
@@ -804,6 +864,8 @@ static int begin_block(gw_h2_session_t *s, uint32_t sid, const gw_h2_frame_t *f,
     s->hb_sid = sid;
     s->hb_end_stream = (f->hdr.flags & GW_H2_F_END_STREAM) != 0;
     s->hb_reject = reject;
+    s->hb_has_pri = f->u.headers.has_priority;
+    s->hb_pri = f->u.headers.pri;
     s->hb_frames = 1;
     s->hb.len = 0;
     if (f->u.headers.block.len > s->o.max_header_block) {
@@ -1001,6 +1063,13 @@ static int finish_block(gw_h2_session_t *s)
     st->content_length = c.head.content_length;
     st->seen = 1;
     apply_open_priority(s, st, c.priority);
+    if (s->hb_has_pri && (rc = apply_7540(s, sid, &s->hb_pri)) < 0)
+        goto out;
+    if (s->tree && gw_h2_tree_open(s->tree, sid) == 0) {
+        s->stats.priority_evictions = gw_h2_tree_evictions(s->tree);
+        if (!st->prio9218)
+            gw_h2_sched_set_tree(&s->sched, &st->node, 1);
+    }
     s->stats.streams_opened++;
     s->requests++;
     c.head.headers = c.h;
@@ -1106,8 +1175,10 @@ static int on_priority_update(gw_h2_session_t *s, uint32_t sid, gw_slice_t value
     gw_h2_priority_parse(value, &u, &inc);
     gw_h2_stream_t *st = find_stream(s, sid);
     if (st) {
-        if (st->state != GW_H2_SS_CLOSED)
+        if (st->state != GW_H2_SS_CLOSED) {
             gw_h2_sched_set_priority(&s->sched, &st->node, u, inc);
+            mark_prio9218(s, st);
+        }
         return 0;
     }
     if (!(sid & 1) || sid <= s->last_peer_id)
@@ -1212,8 +1283,10 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
         return on_headers_frame(s, &f, reject);
     case GW_H2_FT_CONTINUATION:
         return on_continuation(s, &f);
-    case GW_H2_FT_PRIORITY:
-        return count_control(s); /* RFC 7540 tree: deprecated, ignored (RFC 9113 §5.3.2) */
+    case GW_H2_FT_PRIORITY: /* RFC 7540 §6.3: deprecated (RFC 9113 §5.3.2) but honoured */
+        if ((rc = count_control(s)) < 0)
+            return rc;
+        return apply_7540(s, h->stream_id, &f.u.priority);
     case GW_H2_FT_PRIORITY_UPDATE:
         if ((rc = count_control(s)) < 0)
             return rc;
@@ -1360,8 +1433,8 @@ int gw_h2_session_new(gw_h2_session_t **out, const gw_h2_options_t *opts,
     set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_MAX_HEADER_LIST_SIZE, s->o.max_header_list_size};
     if (s->o.header_table_size != 4096)
         set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_HEADER_TABLE_SIZE, s->o.header_table_size};
-    /* RFC 9218 §2.1: we schedule by extensible priorities and ignore the RFC 7540 tree */
-    set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_NO_RFC7540_PRIORITIES, 1};
+    /* RFC 9218 §2.1: SETTINGS_NO_RFC7540_PRIORITIES is not sent, since we honour the RFC 7540
+     * tree for streams without an RFC 9218 signal */
     if ((rc = gw_h2_frame_write_settings(&s->out, 0, set, n)) < 0)
         goto fail;
     if (s->o.connection_window_size > GW_H2_DEFAULT_WINDOW) {
@@ -1398,6 +1471,7 @@ void gw_h2_session_del(gw_h2_session_t *s)
     gw_bytes_free(&s->out);
     gw_bytes_free(&s->scratch);
     gw_free(s->prio_pend);
+    gw_h2_tree_del(s->tree);
     gw_free(s);
 }
 
@@ -1936,6 +2010,8 @@ int gw_h2_session_set_priority(gw_h2_session_t *s, uint32_t stream_id, int urgen
     uint8_t u = urgency < 0 ? st->node.urgency : (uint8_t)urgency;
     int inc = incremental < 0 ? st->node.incremental : incremental != 0;
     gw_h2_sched_set_priority(&s->sched, &st->node, u, inc);
+    if (urgency >= 0 || incremental >= 0)
+        mark_prio9218(s, st);
     return 0;
 }
 

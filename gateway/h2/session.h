@@ -63,6 +63,9 @@ typedef struct {
                                              window; def. 100 */
     unsigned max_queued_control;          /* our unsent control frames (ACKs, RSTs, ...) before
                                              GOAWAY ENHANCE_YOUR_CALM; def. 1000 */
+    unsigned max_priority_nodes;          /* RFC 7540 tree nodes (open streams + idle/closed
+                                             placeholders); when full the oldest placeholder
+                                             is evicted; def. 2 x max_concurrent_streams */
     /* engine-only fields */
     uint32_t encoder_table_size; /* our HPACK encoder table (bounded by the peer's
                                     SETTINGS_HEADER_TABLE_SIZE); def. 4096 */
@@ -160,6 +163,7 @@ typedef struct {
     uint64_t header_block_hits;   /* buffered header block / CONTINUATION cap */
     uint64_t max_requests_hits;   /* max_requests_per_connection reached */
     uint64_t settings_timeouts;   /* no SETTINGS ACK in time */
+    uint64_t priority_evictions;  /* RFC 7540 placeholders evicted at max_priority_nodes */
 } gw_h2_stats_t;
 
 /* ---- lifetime ---------------------------------------------------------------------------- */

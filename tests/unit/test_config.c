@@ -113,6 +113,7 @@ static void full_config_values(void **state)
                     "  initial_window_size: 1MiB\n"
                     "  connection_window_size: 4MiB\n"
                     "  settings_timeout: 3s\n"
+                    "  max_priority_nodes: 64\n"
                     "throttle:\n"
                     "  per_client_rate: 8Mbit/s\n";
     gw_config_t *c;
@@ -139,6 +140,7 @@ static void full_config_values(void **state)
     assert_int_equal(c->routes[0].response_rate, 1000000);
     assert_int_equal(c->h2.initial_window_size, 1048576);
     assert_int_equal(c->h2.settings_timeout_ms, 3000);
+    assert_int_equal(c->h2.max_priority_nodes, 64);
     assert_int_equal(c->throttle.per_client_rate, 1000000);
     gw_config_del(c);
 }
@@ -194,6 +196,9 @@ static void error_out_of_range(void **state)
     expect_error(MINIMAL "h2: {initial_window_size: 4GiB}\n",
                  "t.yaml:8:27: 'initial_window_size' is out of range: 4GiB (allowed "
                  "1..2147483647)");
+    expect_error(MINIMAL "h2: {max_priority_nodes: 1000001}\n",
+                 "t.yaml:8:26: 'max_priority_nodes' is out of range: 1000001 (allowed "
+                 "0..1000000)");
     expect_error(MINIMAL "workers: 0\n",
                  "t.yaml:8:10: 'workers' is out of range: 0 (allowed 1..256)");
     expect_error(MINIMAL "workers: 99999999999999999999999\n",

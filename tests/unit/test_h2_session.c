@@ -294,14 +294,9 @@ static void handshake_and_ping(void **state)
             saw_iws = 1;
         }
     assert_true(saw_iws);
-    /* RFC 9218 §2.1: SETTINGS_NO_RFC7540_PRIORITIES = 1 */
-    int saw_nopri = 0;
+    /* RFC 9218 §2.1: no SETTINGS_NO_RFC7540_PRIORITIES, since the RFC 7540 tree is honoured */
     for (size_t i = 0; i < o.f[0].h.length; i += 6)
-        if (o.f[0].p[i + 1] == GW_H2_SETTINGS_NO_RFC7540_PRIORITIES) {
-            assert_int_equal(get32(o.f[0].p + i + 2), 1);
-            saw_nopri = 1;
-        }
-    assert_true(saw_nopri);
+        assert_int_not_equal(o.f[0].p[i + 1], GW_H2_SETTINGS_NO_RFC7540_PRIORITIES);
     assert_int_equal(o.f[1].h.type, GW_H2_FT_WINDOW_UPDATE);
     assert_int_equal(get32(o.f[1].p), 1024 * 1024 - 65535);
     assert_int_equal(gw_h2_session_next_deadline(s), 10000);
@@ -1595,6 +1590,155 @@ static void priority_and_callbacks(void **state)
     gw_h2_session_del(s);
 }
 
+/* ---- RFC 7540 priority tree ------------------------------------------------------------- */
+
+static void cli_headers_pri(cli_t *c, uint32_t sid, const gw_h2_priority_t *pri,
+                            const char *const *kv)
+{
+    gw_bytes_t blk;
+    block(c, &blk, kv);
+    assert_int_equal(gw_h2_frame_write_headers(&c->b, sid, GW_H2_F_END_HEADERS | GW_H2_F_END_STREAM,
+                                               pri, blk.base, blk.len, 0, 0),
+                     0);
+    gw_bytes_free(&blk);
+}
+
+static const char *const GET_U3[] = {":method",    "GET",         ":scheme", "https",
+                                     ":authority", "example.com", ":path",   "/a",
+                                     "priority",   "u=3",         NULL};
+
+/* HEADERS with the PRIORITY flag: weights 1 and 3 on the root split 8 frames 2:6 (RFC 7540
+ * §5.3.2); a stream with an RFC 9218 signal (7, priority: u=3) goes before the tree class;
+ * nothing is sent about the tree in SETTINGS. */
+static void tree_headers_weights(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    const gw_h2_priority_t w1 = {0, 0, 0}, w3 = {0, 2, 0};
+    cli_headers_pri(&c, 1, &w1, GET);
+    cli_headers_pri(&c, 3, &w3, GET);
+    cli_headers(&c, 7, GW_H2_F_END_STREAM, GET_U3);
+    /* stream windows wide open; the connection window holds 8 frames + 1000 bytes */
+    for (uint32_t sid = 1; sid <= 7; sid += 2)
+        assert_int_equal(gw_h2_frame_write_window_update(&c.b, sid, 1 << 20), 0);
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 8 * 16384 + 1000 - 65535), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    gw_rbuf_t *rb = gw_rbuf_new(200000);
+    assert_int_equal(gw_h2_session_submit_response(s, 7, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 7, rb, 0, 1000, 1), 0);
+    for (uint32_t sid = 1; sid <= 3; sid += 2) {
+        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
+        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 200000, 1), 0);
+    }
+    drain(s, &o);
+    uint32_t ids[32] = {0};
+    size_t n = data_order(&o, 0, ids, 32), c1 = 0, c3 = 0;
+    assert_int_equal(n, 9);
+    assert_int_equal(ids[0], 7);
+    for (size_t i = 1; i < n; i++) {
+        c1 += ids[i] == 1;
+        c3 += ids[i] == 3;
+    }
+    assert_int_equal(c1, 2);
+    assert_int_equal(c3, 6);
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+/* A PRIORITY frame on an idle stream (RFC 7540 §5.3.4 placeholder) gives the stream its place
+ * when it opens: 3 depends on 1, so 1 sends everything first (parent before child); a
+ * PRIORITY_UPDATE (RFC 9218) takes 5 out of the tree: it goes first at u=2. */
+static void tree_priority_frame_idle(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    const gw_h2_priority_t on1 = {1, 255, 0};
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(gw_h2_frame_write_priority(&c.b, 3, &on1), 0);
+    assert_int_equal(gw_h2_frame_write_priority(&c.b, 5, &on1), 0);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 5, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 5, "u=2", 3), 0);
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 1 << 20), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    gw_rbuf_t *rb = gw_rbuf_new(40000);
+    for (uint32_t sid = 3; sid <= 5; sid += 2) { /* the child's data is there first */
+        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
+        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 20000, 1), 0);
+    }
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 40000, 1), 0);
+    drain(s, &o);
+    uint32_t ids[16];
+    size_t n = data_order(&o, 0, ids, 16);
+    const uint32_t want[] = {5, 5, 1, 1, 1, 3, 3};
+    assert_int_equal(n, 7);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(ids[i], want[i]);
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+/* PRIORITY errors are stream errors (RFC 9113 §5.3.1, §6.3): self-dependency ->
+ * RST_STREAM PROTOCOL_ERROR, length other than 5 -> RST_STREAM FRAME_SIZE_ERROR; the
+ * connection lives on. max_priority_nodes bounds the placeholders: the oldest is evicted. */
+static void tree_errors_and_bound(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.max_priority_nodes = 3;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    const gw_h2_priority_t self = {9, 15, 0};
+    assert_int_equal(gw_h2_frame_write_priority(&c.b, 9, &self), 0);
+    uint8_t raw[GW_H2_FRAME_HDR_LEN + 4] = {0};
+    gw_h2_frame_hdr_t h = {4, GW_H2_FT_PRIORITY, 0, 11};
+    gw_h2_frame_hdr_pack(raw, &h);
+    assert_int_equal(gw_bytes_append(&c.b, raw, sizeof(raw)), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    expect_rst(&o, 9, GW_H2_PROTOCOL_ERROR);
+    expect_rst(&o, 11, GW_H2_FRAME_SIZE_ERROR);
+    assert_null(find_type(&o, GW_H2_FT_GOAWAY, 0));
+    assert_true(gw_h2_session_want_read(s));
+    /* four placeholders in a tree of three: one eviction; a fifth, two */
+    const gw_h2_priority_t p = {0, 15, 0};
+    for (uint32_t sid = 13; sid <= 19; sid += 2)
+        assert_int_equal(gw_h2_frame_write_priority(&c.b, sid, &p), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    assert_int_equal(gw_h2_session_stats(s)->priority_evictions, 1);
+    assert_int_equal(gw_h2_frame_write_priority(&c.b, 21, &p), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    assert_int_equal(gw_h2_session_stats(s)->priority_evictions, 2);
+    /* a request still works and is answered */
+    cli_headers(&c, 23, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    assert_int_equal(gw_h2_session_stats(s)->priority_evictions, 3);
+    assert_int_equal(gw_h2_session_submit_response(s, 23, 204, NULL, 0, 1), 0);
+    drain(s, &o);
+    assert_int_equal(o.f[0].h.type, GW_H2_FT_HEADERS);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
 /* Failing-allocation sweep over a whole request/response exchange: fail the n-th
  * allocation; every failure must surface as GW_E_NOMEM and leak nothing (ASan). */
 static int exchange_fail_at(unsigned long n)
@@ -1691,6 +1835,9 @@ int main(void)
         cmocka_unit_test(priority_and_callbacks),
         cmocka_unit_test(priority_scheduling),
         cmocka_unit_test(priority_set_and_pending_bound),
+        cmocka_unit_test(tree_headers_weights),
+        cmocka_unit_test(tree_priority_frame_idle),
+        cmocka_unit_test(tree_errors_and_bound),
         cmocka_unit_test(alloc_failure_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
