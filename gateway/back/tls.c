@@ -2,6 +2,8 @@
 #include "back/tls.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -109,6 +111,12 @@ int gw_back_tls_ctx_new(const gw_cfg_upstream_t *u, gw_back_tls_ctx_t **out)
     SSL_CTX_set_session_cache_mode(x, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(x, on_new_session);
     if (u->tls_verify) {
+        if (u->tls_ca && access(u->tls_ca, R_OK) != 0) {
+            GW_LOG_ERROR("back_tls_ca_invalid", "upstream=%s file=%s reason=\"%s\"", u->name,
+                         u->tls_ca, strerror(errno));
+            ctx_unref(c);
+            return GW_E_INVAL;
+        }
         int ok = u->tls_ca ? SSL_CTX_load_verify_locations(x, u->tls_ca, NULL)
                            : SSL_CTX_set_default_verify_paths(x);
         if (ok != 1) {
@@ -188,7 +196,11 @@ gw_back_tls_t *gw_back_tls_new(gw_back_tls_ctx_t *c, size_t server, const char *
         goto fail;
     if (server < c->sess_len && c->sess[server]) {
         SSL_SESSION *s = c->sess[server];
-        if (SSL_set_session(t->ssl, s) == 1 && SSL_SESSION_get_protocol_version(s) >= TLS1_3_VERSION) {
+        if (!SSL_SESSION_is_resumable(s)) {
+            /* its connection ended without close_notify: OpenSSL marked it bad */
+            SSL_SESSION_free(s);
+            c->sess[server] = NULL;
+        } else if (SSL_set_session(t->ssl, s) == 1 && SSL_SESSION_get_protocol_version(s) >= TLS1_3_VERSION) {
             /* RFC 8446 §C.4: a client SHOULD NOT reuse a ticket for multiple connections. */
             SSL_SESSION_free(s);
             c->sess[server] = NULL;

@@ -16,7 +16,10 @@
  *
  * Session resumption: each context keeps one session per server (the index given to
  * gw_back_tls_new()). A TLS 1.3 ticket is used once (RFC 8446 §C.4); a TLS 1.2 session stays
- * until a newer one replaces it. Contexts belong to one worker: nothing here is locked.
+ * until a newer one replaces it. A connection deleted after its handshake without
+ * gw_back_tls_shutdown() (it failed) makes its session unusable: OpenSSL marks the session
+ * of a connection that did not end cleanly as not resumable, and it is dropped.
+ * Contexts belong to one worker: nothing here is locked.
  */
 #ifndef GW_BACK_TLS_H
 #define GW_BACK_TLS_H
