@@ -452,3 +452,22 @@ def test_unreadable_tls_ca_refuses_to_start(gateway, h2gate_bin, tmp_path):
     r = run([h2gate_bin, "-c", str(p)], timeout=20)
     assert r.returncode != 0
     assert "back_tls_ca_invalid" in r.stderr + r.stdout
+
+
+def test_active_health_checks_over_tls(gateway, tls_origin, certs):
+    good = tls_origin("good")
+    bad = tls_origin("wrong")  # fails the host name check
+    g = start_gw(gateway, [f"localhost:{good.port}", f"localhost:{bad.port}"], f"tls_ca: {certs.ca}",
+                 "health:\n  path: /status/200\n  interval: 100ms\n  fail_threshold: 1\n  eject: 60s")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (len(good.requests) < 3 or len(bad.tls_errors) < 1):
+        time.sleep(0.05)
+    assert len(good.requests) >= 3 and all(r.target == "/status/200" for r in good.requests)
+    assert set(good.sni) == {"localhost"}
+    assert bad.requests == [] and bad.tls_errors
+    log = g.wait_log("back_server_eject")
+    assert "back_server_eject" in log and f"localhost:{bad.port}" in log
+    assert "certificate verify failed: hostname mismatch" in log
+    # requests now only go to the healthy server
+    for _ in range(4):
+        assert get(g, "/bytes/3") == (200, pattern(3))
