@@ -178,7 +178,8 @@ int gw_back_end_body(gw_back_exch_t *x, const gw_back_field_t *trailers, size_t 
 /* Stop reading the origin socket of this exchange (the client side is full). Takes effect at
  * the next socket read: the rest of the current read buffer (at most GW_BACK_READ_BUF bytes;
  * over TLS, the plaintext of one read of ciphertext plus a record left partial by the previous
- * read, so at most about twice that) may still be delivered. While paused the body-read timeout does not run. Idempotent. */
+ * read, so at most about twice that) may still be delivered. While paused the body-read timeout
+ * does not run. Idempotent. */
 void gw_back_pause_reading(gw_back_exch_t *x);
 void gw_back_resume_reading(gw_back_exch_t *x);
 

@@ -161,8 +161,8 @@ struct gw_back_conn {
     gw_rbuf_t *in;      /* current read buffer */
     gw_h1_client_t *h1; /* response parser, reused across the connection's exchanges */
     uint64_t idle_since;
-    int dial_err; /* a connect that failed before libuv took it */
-    int msg_done; /* the parser completed a response during this feed */
+    int dial_err;       /* a connect that failed before libuv took it */
+    int msg_done;       /* the parser completed a response during this feed */
     gw_back_tls_t *tls; /* TLS upstream: the session (plaintext in c->out / c->in), else NULL */
     gw_bytes_t tls_out; /* TLS: ciphertext of the write in flight (`writing` counts plaintext) */
 };

@@ -548,7 +548,9 @@ static void tls_recv(gw_back_conn_t *c, size_t n)
         if (r == GW_E_AGAIN)
             return;
         GW_LOG_DEBUG("back_idle_close", "server=%s reason=%s", c->server->cfg->addr.text,
-                     r > 0 ? "unexpected_bytes" : r == GW_E_CLOSED ? "close_notify" : "tls_error");
+                     r > 0              ? "unexpected_bytes"
+                     : r == GW_E_CLOSED ? "close_notify"
+                                        : "tls_error");
         gw_back__conn_close(c);
         return;
     }
@@ -601,7 +603,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         if (c->state == GW_BACK_CONN_CONNECTING) { /* during the TLS handshake */
             GW_LOG_WARN("back_tls_handshake_failed", "upstream=%s server=%s reason=\"%s\"",
                         ucfg(c)->name, c->server->cfg->addr.text,
-                        nread == UV_EOF ? "connection closed by the origin" : uv_err_name((int)nread));
+                        nread == UV_EOF ? "connection closed by the origin"
+                                        : uv_err_name((int)nread));
             fail(c, GW_E_IO, 1);
             return;
         }
@@ -687,9 +690,8 @@ static void tls_handshake_step(gw_back_conn_t *c)
         return;
     c->flags &= ~GW_BACK_CONN_F_HANDSHAKE;
     GW_LOG_DEBUG("back_tls_connected", "server=%s version=%s cipher=%s alpn=%s resumed=%d",
-                 c->server->cfg->addr.text, gw_back_tls_version(c->tls),
-                 gw_back_tls_cipher(c->tls), gw_back_tls_alpn(c->tls),
-                 gw_back_tls_resumed(c->tls));
+                 c->server->cfg->addr.text, gw_back_tls_version(c->tls), gw_back_tls_cipher(c->tls),
+                 gw_back_tls_alpn(c->tls), gw_back_tls_resumed(c->tls));
     connected(c);
 }
 

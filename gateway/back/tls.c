@@ -200,7 +200,8 @@ gw_back_tls_t *gw_back_tls_new(gw_back_tls_ctx_t *c, size_t server, const char *
             /* its connection ended without close_notify: OpenSSL marked it bad */
             SSL_SESSION_free(s);
             c->sess[server] = NULL;
-        } else if (SSL_set_session(t->ssl, s) == 1 && SSL_SESSION_get_protocol_version(s) >= TLS1_3_VERSION) {
+        } else if (SSL_set_session(t->ssl, s) == 1 &&
+                   SSL_SESSION_get_protocol_version(s) >= TLS1_3_VERSION) {
             /* RFC 8446 §C.4: a client SHOULD NOT reuse a ticket for multiple connections. */
             SSL_SESSION_free(s);
             c->sess[server] = NULL;

@@ -253,7 +253,8 @@ static void round_trip(pair_t *p)
     assert_int_equal(gw_back_tls_read(p->cli, back, sizeof(back)), GW_E_CLOSED);
 }
 
-/* ---- tests ------------------------------------------------------------------------------------ */
+/* ---- tests ------------------------------------------------------------------------------------
+ */
 
 static void test_dns_name_verified_sni_alpn(void **state)
 {
@@ -342,7 +343,8 @@ static void test_unknown_ca(void **state)
 {
     (void)state;
     /* cert_b is another self-signed certificate: it does not vouch for cert_a */
-    expect_verify_failure(cert_b, "localhost", "certificate verify failed: self-signed certificate");
+    expect_verify_failure(cert_b, "localhost",
+                          "certificate verify failed: self-signed certificate");
     /* the system store does not know our self-signed certificate either (tls_ca unset) */
     expect_verify_failure(NULL, "localhost", "certificate verify failed: self-signed certificate");
 }
@@ -375,7 +377,8 @@ static void test_verify_without_host_fails(void **state)
         gw_back_tls_t *t = gw_back_tls_new(c, 0, hosts[i]);
         assert_non_null(t);
         assert_int_equal(gw_back_tls_handshake(t), GW_E_PROTO);
-        assert_string_equal(gw_back_tls_reason(t), "no host name to verify the certificate against");
+        assert_string_equal(gw_back_tls_reason(t),
+                            "no host name to verify the certificate against");
         assert_int_equal(gw_back_tls_pending_out(t), 0); /* nothing was sent */
         gw_back_tls_del(t);
     }
