@@ -38,8 +38,17 @@
  *   connection (h1/parser.h lists the cases) is GW_E_PARSE and never forwarded.
  * - A server given as NAME:PORT is resolved (uv_getaddrinfo, first address) at every dial,
  *   within the connect timeout; a name that does not resolve fails like a refused connect
- *   (GW_E_IO). TLS origins (`tls: true`) are not implemented: gw_back_new() refuses such a config
- *   with GW_E_UNSUPPORTED rather than speak cleartext to an HTTPS origin.
+ *   (GW_E_IO).
+ * - HTTPS origins (`tls: true`, back/tls.h): each dial runs a TLS 1.2+ handshake after the TCP
+ *   connect, within the same connect timeout (GW_E_TIMEOUT → 504 when it runs out). With
+ *   `tls_verify` the certificate must chain to `tls_ca` (or the system store) and match the
+ *   server's host as written in its address (a name by DNS SAN, an IP literal by IP SAN); SNI
+ *   is that host name (none for an IP literal); ALPN offers http/1.1. A failed handshake or
+ *   certificate check is a failed connect: GW_E_IO (502), counted by passive health, retried
+ *   like a refused connect, and logged as `back_tls_handshake_failed` with the reason (the
+ *   verification error). Keep-alive, idle-close detection and retries are the cleartext ones;
+ *   one TLS session per server is cached for resumption; a retired connection sends
+ *   close_notify.
  */
 #ifndef GW_BACK_BACK_H
 #define GW_BACK_BACK_H
@@ -134,8 +143,10 @@ typedef struct {
     unsigned queued; /* exchanges waiting for a connection */
 } gw_back_stats_t;
 
-/* Create the back side of one worker for every upstream of `cfg`. `cfg` must outlive it.
- * Returns 0 and *out, or GW_E_NOMEM, or GW_E_UNSUPPORTED (an upstream with tls: true). */
+/* Create the back side of one worker for every upstream of `cfg`, with one client TLS
+ * context per `tls: true` upstream. `cfg` must outlive it. Returns 0 and *out, or GW_E_NOMEM,
+ * or GW_E_INVAL (an upstream without servers, or a `tls_ca` that cannot be loaded: logged as
+ * `back_tls_ca_invalid`). */
 int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out);
 
 /* Close every connection, fail every exchange still live with GW_E_CLOSED (their callbacks
@@ -166,8 +177,10 @@ int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len
 int gw_back_end_body(gw_back_exch_t *x, const gw_back_field_t *trailers, size_t n);
 
 /* Stop reading the origin socket of this exchange (the client side is full). Takes effect at
- * the next socket read: the rest of the current read buffer (at most GW_BACK_READ_BUF bytes)
- * may still be delivered. While paused the body-read timeout does not run. Idempotent. */
+ * the next socket read: the rest of the current read buffer (at most GW_BACK_READ_BUF bytes;
+ * over TLS, the plaintext of one read of ciphertext plus a record left partial by the previous
+ * read, so at most about twice that) may still be delivered. While paused the body-read timeout
+ * does not run. Idempotent. */
 void gw_back_pause_reading(gw_back_exch_t *x);
 void gw_back_resume_reading(gw_back_exch_t *x);
 

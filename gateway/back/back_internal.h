@@ -2,8 +2,11 @@
  *
  * upstream.c: server selection (weighted round-robin, least-connections, hash ring) and
  *             passive health. Pure logic over gw_back_upstream_t, no IO.
- * conn.c:     one origin connection: dial with timeout, write, read, timers, idle detection;
- *             its bytes are framed and parsed by the sans-IO h1 client codec (h1/client.h).
+ * conn.c:     one origin connection: dial with timeout, TLS handshake, write, read, timers,
+ *             idle detection; its bytes are framed and parsed by the sans-IO h1 client codec
+ *             (h1/client.h) and, for a TLS upstream, pass through the sans-IO client TLS
+ *             (back/tls.h).
+ * tls.c:      client-side TLS over memory BIOs: verification, SNI, ALPN, session cache.
  * pool.c:     gw_back_t, exchanges, per-upstream queue, dispatch, retries, public API.
  */
 #ifndef GW_BACK_INTERNAL_H
@@ -14,6 +17,7 @@
 #include "common/buf.h"
 #include "common/list.h"
 #include "common/pool.h"
+#include "back/tls.h"
 #include "h1/client.h"
 
 typedef struct gw_back_upstream gw_back_upstream_t;
@@ -61,6 +65,7 @@ struct gw_back_upstream {
     unsigned queued;
     gw_back_queue_cmp_fn cmp;
     uv_timer_t queue_timer;
+    gw_back_tls_ctx_t *tls; /* client TLS context (cfg->tls), or NULL for cleartext */
 };
 
 /* Virtual nodes per unit of weight on the hash ring. */
@@ -99,6 +104,7 @@ enum {
     GW_BACK_CONN_F_GOT_BYTE = 1u << 4,  /* a response byte arrived for the current exchange */
     GW_BACK_CONN_F_REUSED = 1u << 5,    /* current exchange came from the idle list */
     GW_BACK_CONN_F_RESOLVING = 1u << 6, /* uv_getaddrinfo in flight (counted in handles) */
+    GW_BACK_CONN_F_HANDSHAKE = 1u << 7, /* TCP connected, TLS handshake running (CONNECTING) */
 };
 
 /* A pending request-body write: done fires when `end` stream bytes have been written. */
@@ -155,8 +161,10 @@ struct gw_back_conn {
     gw_rbuf_t *in;      /* current read buffer */
     gw_h1_client_t *h1; /* response parser, reused across the connection's exchanges */
     uint64_t idle_since;
-    int dial_err; /* a connect that failed before libuv took it */
-    int msg_done; /* the parser completed a response during this feed */
+    int dial_err;       /* a connect that failed before libuv took it */
+    int msg_done;       /* the parser completed a response during this feed */
+    gw_back_tls_t *tls; /* TLS upstream: the session (plaintext in c->out / c->in), else NULL */
+    gw_bytes_t tls_out; /* TLS: ciphertext of the write in flight (`writing` counts plaintext) */
 };
 
 /* Dial a connection for x on s (x bound at once). 0 or GW_E_NOMEM/GW_E_IO (nothing left). */

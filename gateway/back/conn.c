@@ -8,6 +8,17 @@
  * closes it at once, and gw_back__conn_take_idle() peeks the socket again before reuse, so a
  * request is never written into a connection the origin already gave up (RFC 9112 §9.3.1).
  * Memory is freed only from the uv_close callbacks.
+ *
+ * TLS upstreams: after the TCP connect the connection stays CONNECTING (flag HANDSHAKE) while
+ * the sans-IO client TLS (back/tls.h) runs its handshake, under the same connect_timeout
+ * deadline; a failed handshake or certificate check is a failed connect (GW_E_IO, counted by
+ * passive health, retried like a refused connect). Then the plaintext paths are the cleartext
+ * ones: c->out and the exchange's body queue hold plaintext, which is encrypted at write time
+ * and consumed from its queues only when the ciphertext write completes (so body progress and
+ * write marks mean the same as in cleartext); reads decrypt into the free tail of c->in,
+ * where the h1 codec parses in place. An idle TLS connection still closes on any application
+ * byte or alert, but a post-handshake message (a TLS 1.3 session ticket) keeps it. A retired
+ * connection sends close_notify (RFC 8446 §6.1) before it closes.
  */
 #include <errno.h>
 #include <string.h>
@@ -23,6 +34,12 @@
 
 #define MAX_IOV 64
 #define MIN_READ_TAIL 2048
+/* Plaintext encrypted per ciphertext write: bounds tls_out (records add ~1.5%). */
+#define TLS_WRITE_BATCH 65536
+
+/* TLS: ciphertext lands here and is fed to the session in the same read callback. One per
+ * thread: a worker's loop runs one read callback at a time. */
+static _Thread_local uint8_t tls_rbuf[GW_BACK_READ_BUF];
 
 const char *gw_back_conn_state_str(gw_back_conn_state_t s)
 {
@@ -57,6 +74,8 @@ static void conn_unref(gw_back_conn_t *c)
     gw_iovq_free(&c->out);
     gw_rbuf_unref(c->in);
     gw_h1_client_del(c->h1);
+    gw_back_tls_del(c->tls);
+    gw_bytes_free(&c->tls_out);
     gw_free(c);
 }
 
@@ -85,6 +104,19 @@ void gw_back__conn_close(gw_back_conn_t *c)
         s->st.idle--;
     }
     GW_ASSERT(c->exch == NULL);
+    if (c->tls) {
+        /* Retired or failed after the handshake: close_notify. After a failed handshake the
+         * alert OpenSSL queued goes instead. Best effort: one non-blocking write, none while
+         * a write is in flight (uv_try_write refuses to overtake it). */
+        if (c->state != GW_BACK_CONN_CONNECTING)
+            gw_back_tls_shutdown(c->tls);
+        uint8_t tail[512];
+        size_t n = gw_back_tls_take_out(c->tls, tail, sizeof(tail));
+        if (n) {
+            uv_buf_t b = uv_buf_init((char *)tail, (unsigned)n);
+            (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        }
+    }
     c->state = GW_BACK_CONN_CLOSING;
     uv_timer_stop(&c->timer);
     uv_read_stop((uv_stream_t *)&c->tcp);
@@ -153,8 +185,9 @@ static void on_write(uv_write_t *req, int status)
         fail(c, GW_E_IO, 1);
         return;
     }
-    size_t n = c->writing;
+    size_t n = c->writing; /* plaintext bytes, over TLS too */
     c->writing = 0;
+    c->tls_out.len = 0;
     size_t h = n < c->out.bytes ? n : c->out.bytes;
     gw_iovq_consume(&c->out, h);
     n -= h;
@@ -164,7 +197,8 @@ static void on_write(uv_write_t *req, int status)
         x->body_written += n;
         x->body_started_write = 1;
     }
-    if (x && !(c->flags & GW_BACK_CONN_F_GOT_BYTE) && !x->head_seen)
+    if (x && c->state == GW_BACK_CONN_ACTIVE && !(c->flags & GW_BACK_CONN_F_GOT_BYTE) &&
+        !x->head_seen)
         arm(c, ucfg(c)->response_timeout_ms); /* progress: the origin is taking the request */
     if (x && n) {
         gw_back__exch_marks(x, 0); /* may cancel x (and close c) */
@@ -174,8 +208,14 @@ static void on_write(uv_write_t *req, int status)
     write_more(c);
 }
 
+static void tls_write_more(gw_back_conn_t *c);
+
 static void write_more(gw_back_conn_t *c)
 {
+    if (c->tls) {
+        tls_write_more(c);
+        return;
+    }
     if ((c->flags & GW_BACK_CONN_F_WRITING) || c->state != GW_BACK_CONN_ACTIVE)
         return;
     struct iovec iov[MAX_IOV];
@@ -219,6 +259,69 @@ static void write_more(gw_back_conn_t *c)
     }
 }
 
+/* TLS: encrypt up to TLS_WRITE_BATCH bytes of queued plaintext (head, then body) and write
+ * the ciphertext with whatever the session produced on its own (handshake flights). The
+ * plaintext stays queued until on_write consumes `writing` bytes of it, exactly as in
+ * cleartext; nothing is encrypted twice because one batch is in flight at a time. */
+static void tls_write_more(gw_back_conn_t *c)
+{
+    int handshaking = c->state == GW_BACK_CONN_CONNECTING && (c->flags & GW_BACK_CONN_F_HANDSHAKE);
+    if ((c->flags & GW_BACK_CONN_F_WRITING) || (c->state != GW_BACK_CONN_ACTIVE && !handshaking))
+        return;
+    size_t plain = 0;
+    int body = 0;
+    if (c->state == GW_BACK_CONN_ACTIVE) {
+        struct iovec iov[MAX_IOV];
+        size_t k = gw_iovq_peek(&c->out, iov, MAX_IOV);
+        size_t from_out = k;
+        if (k < MAX_IOV && c->exch && k == c->out.count)
+            k += gw_iovq_peek(&c->exch->body, iov + k, MAX_IOV - k);
+        for (size_t i = 0; i < k && plain < TLS_WRITE_BATCH; i++) {
+            size_t n = iov[i].iov_len;
+            if (n > TLS_WRITE_BATCH - plain)
+                n = TLS_WRITE_BATCH - plain;
+            if (gw_back_tls_write(c->tls, iov[i].iov_base, n) < 0) {
+                GW_LOG_WARN("back_tls_error", "upstream=%s server=%s reason=\"%s\"", ucfg(c)->name,
+                            c->server->cfg->addr.text, gw_back_tls_reason(c->tls));
+                fail(c, GW_E_IO, 1);
+                return;
+            }
+            plain += n;
+            body |= i >= from_out;
+        }
+    }
+    size_t pend = gw_back_tls_pending_out(c->tls);
+    if (pend == 0)
+        return;
+    c->tls_out.len = 0;
+    if (gw_bytes_reserve(&c->tls_out, pend) < 0) {
+        fail(c, GW_E_NOMEM, 0);
+        return;
+    }
+    c->tls_out.len = gw_back_tls_take_out(c->tls, c->tls_out.base, pend);
+    uv_buf_t b = uv_buf_init((char *)c->tls_out.base, (unsigned)c->tls_out.len);
+    if (!body) {
+        /* Head or handshake bytes only: one write(2) and no write request when it all fits,
+         * as in cleartext (no body progress to report). */
+        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        if (n > 0 && (size_t)n == c->tls_out.len) {
+            gw_iovq_consume(&c->out, plain);
+            c->tls_out.len = 0;
+            return;
+        }
+        if (n > 0)
+            b = uv_buf_init(b.base + n, b.len - (unsigned)n);
+    }
+    c->writing = plain;
+    c->flags |= GW_BACK_CONN_F_WRITING;
+    int rc = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    if (rc < 0) {
+        c->flags &= ~GW_BACK_CONN_F_WRITING;
+        c->writing = 0;
+        fail(c, GW_E_IO, 1);
+    }
+}
+
 void gw_back__conn_flush(gw_back_conn_t *c)
 {
     write_more(c);
@@ -226,20 +329,31 @@ void gw_back__conn_flush(gw_back_conn_t *c)
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
+/* Make sure c->in has a free tail of at least MIN_READ_TAIL bytes; bytes before it may be
+ * referenced by the consumer (on_body slices) and are never rewritten. 0 or GW_E_NOMEM. */
+static int in_tail(gw_back_conn_t *c)
+{
+    if (!c->in || c->in->cap - c->in->len < MIN_READ_TAIL) {
+        gw_rbuf_unref(c->in);
+        c->in = gw_rbuf_new(GW_BACK_READ_BUF);
+        if (!c->in)
+            return GW_E_NOMEM;
+        c->in->len = 0;
+    }
+    return 0;
+}
+
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     (void)hint;
     gw_back_conn_t *c = h->data;
-    /* Hand out the free tail of the current buffer; bytes before it may be referenced by the
-     * consumer (on_body slices) and are never rewritten. */
-    if (!c->in || c->in->cap - c->in->len < MIN_READ_TAIL) {
-        gw_rbuf_unref(c->in);
-        c->in = gw_rbuf_new(GW_BACK_READ_BUF);
-        if (!c->in) {
-            *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
-            return;
-        }
-        c->in->len = 0;
+    if (c->tls) {
+        *buf = uv_buf_init((char *)tls_rbuf, sizeof(tls_rbuf)); /* ciphertext: fed at once */
+        return;
+    }
+    if (in_tail(c) < 0) {
+        *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+        return;
     }
     *buf = uv_buf_init((char *)c->in->data + c->in->len, (unsigned)(c->in->cap - c->in->len));
 }
@@ -250,7 +364,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 void gw_back__conn_update_reading(gw_back_conn_t *c)
 {
     int want = c->state == GW_BACK_CONN_IDLE ||
-               (c->state == GW_BACK_CONN_ACTIVE && !(c->flags & GW_BACK_CONN_F_PAUSED));
+               (c->state == GW_BACK_CONN_ACTIVE && !(c->flags & GW_BACK_CONN_F_PAUSED)) ||
+               (c->state == GW_BACK_CONN_CONNECTING && (c->flags & GW_BACK_CONN_F_HANDSHAKE));
     int on = !!(c->flags & GW_BACK_CONN_F_READING);
     if (want && !on) {
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
@@ -347,12 +462,135 @@ static void complete(gw_back_conn_t *c, int no_reuse)
     gw_back__deliver_complete(x);
 }
 
+/* The socket ended (nread is UV_EOF or an error code) on an ACTIVE connection. Over TLS the
+ * origin's close_notify comes here as UV_EOF too; a TCP FIN without one is accepted like in
+ * cleartext (many origins skip close_notify; a body with a length is still checked whole by
+ * the codec, only a close-delimited body depends on the close). */
+static void read_end(gw_back_conn_t *c, ssize_t nread)
+{
+    int rc = nread == UV_EOF ? gw_h1_client_eof(c->h1) : GW_E_IO;
+    if (c->state == GW_BACK_CONN_CLOSING)
+        return;
+    if (rc == 0 && (c->flags & GW_BACK_CONN_F_HEALTH)) {
+        gw_back__conn_close(c);
+        return;
+    }
+    if (rc == 0 && c->msg_done) {
+        c->msg_done = 0;
+        complete(c, 1); /* close-delimited body */
+        return;
+    }
+    /* EOF or reset on a reused connection before any byte is the keep-alive race, not a
+     * sick server: do not count it for passive health. */
+    int race = (c->flags & GW_BACK_CONN_F_REUSED) && !(c->flags & GW_BACK_CONN_F_GOT_BYTE);
+    fail(c, GW_E_IO, !race);
+}
+
+/* Whether more plaintext follows a completed response over TLS (then the connection is not
+ * reused, as when bytes follow it in a cleartext read). Reads the rest of what was fed: an
+ * origin that sent more than one response has desynchronised the connection anyway. */
+static int tls_more_follows(gw_back_conn_t *c)
+{
+    uint8_t probe[256];
+    return gw_back_tls_read(c->tls, probe, sizeof(probe)) != GW_E_AGAIN;
+}
+
+/* n response bytes were just placed at the free tail of c->in: parse them. Returns 1 when
+ * the connection is done with this read (response complete, failed, or closed from a
+ * callback), 0 when more bytes may come. */
+static int feed_in(gw_back_conn_t *c, size_t n)
+{
+    size_t off = c->in->len;
+    c->in->len += n;
+    c->flags |= GW_BACK_CONN_F_GOT_BYTE;
+    if (c->exch && c->exch->head_seen && !(c->flags & GW_BACK_CONN_F_PAUSED))
+        arm(c, ucfg(c)->read_timeout_ms);
+    c->msg_done = 0;
+    ssize_t used = gw_h1_client_feed(c->h1, c->in->data, off, n);
+    if (c->state == GW_BACK_CONN_CLOSING) {
+        c->msg_done = 0;
+        return 1; /* cancelled from a callback, or a health check that finished */
+    }
+    if (used < 0) {
+        c->msg_done = 0;
+        fail(c, (int)used == GW_E_NOMEM ? GW_E_NOMEM : GW_E_PARSE, 1);
+        return 1;
+    }
+    if (c->msg_done) {
+        c->msg_done = 0;
+        complete(c, (size_t)used < n || (c->tls && tls_more_follows(c)));
+        return 1;
+    }
+    return 0;
+}
+
+static void tls_handshake_step(gw_back_conn_t *c);
+
+/* Ciphertext arrived on a TLS connection (in tls_rbuf). */
+static void tls_recv(gw_back_conn_t *c, size_t n)
+{
+    if (gw_back_tls_feed(c->tls, tls_rbuf, n) < 0) {
+        if (c->state == GW_BACK_CONN_IDLE)
+            gw_back__conn_close(c);
+        else
+            fail(c, GW_E_NOMEM, 0);
+        return;
+    }
+    if (c->flags & GW_BACK_CONN_F_HANDSHAKE) {
+        tls_handshake_step(c);
+        return;
+    }
+    if (c->state == GW_BACK_CONN_IDLE) {
+        /* A TLS 1.3 ticket or a partial record keeps an idle connection; application data,
+         * close_notify or any error is the RFC 9112 §9.3.1 case of the cleartext path. */
+        uint8_t probe[256];
+        ssize_t r = gw_back_tls_read(c->tls, probe, sizeof(probe));
+        if (r == GW_E_AGAIN)
+            return;
+        GW_LOG_DEBUG("back_idle_close", "server=%s reason=%s", c->server->cfg->addr.text,
+                     r > 0              ? "unexpected_bytes"
+                     : r == GW_E_CLOSED ? "close_notify"
+                                        : "tls_error");
+        gw_back__conn_close(c);
+        return;
+    }
+    /* ACTIVE: decrypt everything fed (at most one read of ciphertext plus a partial record)
+     * into c->in, parsing as we go; a pause asked from a callback takes effect at the next
+     * socket read, as in cleartext. */
+    for (;;) {
+        if (in_tail(c) < 0) {
+            fail(c, GW_E_NOMEM, 0);
+            return;
+        }
+        ssize_t r = gw_back_tls_read(c->tls, c->in->data + c->in->len, c->in->cap - c->in->len);
+        if (r == GW_E_AGAIN)
+            break;
+        if (r == GW_E_CLOSED) {
+            read_end(c, UV_EOF); /* close_notify: the origin's end of the stream */
+            return;
+        }
+        if (r < 0) {
+            GW_LOG_WARN("back_tls_error", "upstream=%s server=%s reason=\"%s\"", ucfg(c)->name,
+                        c->server->cfg->addr.text, gw_back_tls_reason(c->tls));
+            fail(c, GW_E_IO, 1);
+            return;
+        }
+        if (feed_in(c, (size_t)r))
+            return;
+    }
+    write_more(c); /* reading may have produced TLS output (a KeyUpdate answer) */
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
     gw_back_conn_t *c = st->data;
     if (nread == 0 || c->state == GW_BACK_CONN_CLOSING)
         return;
+    if (nread > 0 && c->tls) {
+        tls_recv(c, (size_t)nread);
+        return;
+    }
     if (c->state == GW_BACK_CONN_IDLE) {
         /* RFC 9112 §9.3.1: an origin may close an idle connection at any time; bytes on an
          * idle connection cannot belong to any request. Either way it is unusable. */
@@ -362,44 +600,18 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread < 0) {
-        int rc = nread == UV_EOF ? gw_h1_client_eof(c->h1) : GW_E_IO;
-        if (c->state == GW_BACK_CONN_CLOSING)
-            return;
-        if (rc == 0 && (c->flags & GW_BACK_CONN_F_HEALTH)) {
-            gw_back__conn_close(c);
-            return;
-        }
-        if (rc == 0 && c->msg_done) {
-            c->msg_done = 0;
-            complete(c, 1); /* close-delimited body */
+        if (c->state == GW_BACK_CONN_CONNECTING) { /* during the TLS handshake */
+            GW_LOG_WARN("back_tls_handshake_failed", "upstream=%s server=%s reason=\"%s\"",
+                        ucfg(c)->name, c->server->cfg->addr.text,
+                        nread == UV_EOF ? "connection closed by the origin"
+                                        : uv_err_name((int)nread));
+            fail(c, GW_E_IO, 1);
             return;
         }
-        /* EOF or reset on a reused connection before any byte is the keep-alive race, not a
-         * sick server: do not count it for passive health. */
-        int race = (c->flags & GW_BACK_CONN_F_REUSED) && !(c->flags & GW_BACK_CONN_F_GOT_BYTE);
-        fail(c, GW_E_IO, !race);
+        read_end(c, nread);
         return;
     }
-    size_t off = c->in->len;
-    c->in->len += (size_t)nread;
-    c->flags |= GW_BACK_CONN_F_GOT_BYTE;
-    if (c->exch && c->exch->head_seen && !(c->flags & GW_BACK_CONN_F_PAUSED))
-        arm(c, ucfg(c)->read_timeout_ms);
-    c->msg_done = 0;
-    ssize_t used = gw_h1_client_feed(c->h1, c->in->data, off, (size_t)nread);
-    if (c->state == GW_BACK_CONN_CLOSING) {
-        c->msg_done = 0;
-        return; /* cancelled from a callback, or a health check that finished */
-    }
-    if (used < 0) {
-        c->msg_done = 0;
-        fail(c, (int)used == GW_E_NOMEM ? GW_E_NOMEM : GW_E_PARSE, 1);
-        return;
-    }
-    if (c->msg_done) {
-        c->msg_done = 0;
-        complete(c, (size_t)used < (size_t)nread);
-    }
+    feed_in(c, (size_t)nread);
 }
 
 /* ---- timers, connect ------------------------------------------------------------------------ */
@@ -409,6 +621,9 @@ static void on_timer(uv_timer_t *t)
     gw_back_conn_t *c = t->data;
     switch (c->state) {
     case GW_BACK_CONN_CONNECTING:
+        if (c->flags & GW_BACK_CONN_F_HANDSHAKE)
+            GW_LOG_WARN("back_tls_handshake_failed", "upstream=%s server=%s reason=\"timeout\"",
+                        ucfg(c)->name, c->server->cfg->addr.text);
         fail(c, c->dial_err ? c->dial_err : GW_E_TIMEOUT, 1);
         break;
     case GW_BACK_CONN_ACTIVE:
@@ -430,17 +645,10 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
-static void on_connect(uv_connect_t *req, int status)
+/* The connection is up (TCP, and TLS when configured): send the health check request or
+ * start the bound exchange. */
+static void connected(gw_back_conn_t *c)
 {
-    gw_back_conn_t *c = GW_CONTAINER_OF(req, gw_back_conn_t, connect_req);
-    if (c->state == GW_BACK_CONN_CLOSING)
-        return;
-    if (status < 0) {
-        c->dial_err = GW_E_IO;
-        fail(c, GW_E_IO, 1);
-        return;
-    }
-    uv_tcp_nodelay(&c->tcp, 1);
     if (c->flags & GW_BACK_CONN_F_HEALTH) {
         const gw_cfg_upstream_t *u = ucfg(c);
         char line[1024];
@@ -463,6 +671,50 @@ static void on_connect(uv_connect_t *req, int status)
     gw_back__conn_start(c, x);
 }
 
+/* One step of the TLS handshake, after the connect or a read. The connect timer keeps
+ * running: connect, name resolution and handshake share connect_timeout. */
+static void tls_handshake_step(gw_back_conn_t *c)
+{
+    int rc = gw_back_tls_handshake(c->tls);
+    write_more(c); /* our flight, or the alert of a failure */
+    if (c->state == GW_BACK_CONN_CLOSING)
+        return;
+    if (rc < 0) {
+        GW_LOG_WARN("back_tls_handshake_failed", "upstream=%s server=%s reason=\"%s\"",
+                    ucfg(c)->name, c->server->cfg->addr.text, gw_back_tls_reason(c->tls));
+        c->dial_err = GW_E_IO;
+        fail(c, GW_E_IO, 1);
+        return;
+    }
+    if (rc == 0)
+        return;
+    c->flags &= ~GW_BACK_CONN_F_HANDSHAKE;
+    GW_LOG_DEBUG("back_tls_connected", "server=%s version=%s cipher=%s alpn=%s resumed=%d",
+                 c->server->cfg->addr.text, gw_back_tls_version(c->tls), gw_back_tls_cipher(c->tls),
+                 gw_back_tls_alpn(c->tls), gw_back_tls_resumed(c->tls));
+    connected(c);
+}
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    gw_back_conn_t *c = GW_CONTAINER_OF(req, gw_back_conn_t, connect_req);
+    if (c->state == GW_BACK_CONN_CLOSING)
+        return;
+    if (status < 0) {
+        c->dial_err = GW_E_IO;
+        fail(c, GW_E_IO, 1);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    if (c->tls) {
+        c->flags |= GW_BACK_CONN_F_HANDSHAKE;
+        gw_back__conn_update_reading(c);
+        tls_handshake_step(c);
+        return;
+    }
+    connected(c);
+}
+
 static gw_back_conn_t *conn_new(gw_back_server_t *s)
 {
     uv_loop_t *loop = gw_back__loop(s->up->back);
@@ -472,10 +724,14 @@ static gw_back_conn_t *conn_new(gw_back_server_t *s)
     /* Bounds a response head and a trailer section (past them: GW_E_PARSE). */
     gw_h1_limits_t lim = {GW_BACK_MAX_HEAD, GW_BACK_MAX_FIELDS};
     c->h1 = gw_h1_client_new(&lim, &codec_cbs, c);
-    if (!c->h1) {
+    if (s->up->tls)
+        c->tls = gw_back_tls_new(s->up->tls, s->index, s->cfg->host);
+    if (!c->h1 || (s->up->tls && !c->tls)) {
+        gw_h1_client_del(c->h1);
         gw_free(c);
         return NULL;
     }
+    gw_bytes_init(&c->tls_out, 0);
     gw_list_init(&c->link);
     gw_iovq_init(&c->out);
     c->server = s;
@@ -650,6 +906,8 @@ void gw_back__conn_park(gw_back_conn_t *c)
     gw_back__stats(s->up->back)->idle++;
     s->st.idle++;
     c->idle_since = uv_now(loop_of(c));
+    gw_bytes_free(&c->tls_out); /* an idle connection does not keep a ciphertext batch */
+    gw_bytes_init(&c->tls_out, 0);
     arm(c, s->up->cfg->idle_timeout_ms);
     gw_back__conn_update_reading(c);
 }

@@ -377,14 +377,9 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
 {
     int rc = GW_E_NOMEM;
     *out = NULL;
-    for (size_t i = 0; i < cfg->upstreams_len; i++) {
-        if (cfg->upstreams[i].tls) {
-            GW_LOG_ERROR("back_tls_unsupported", "upstream=%s", cfg->upstreams[i].name);
-            return GW_E_UNSUPPORTED;
-        }
+    for (size_t i = 0; i < cfg->upstreams_len; i++)
         if (cfg->upstreams[i].servers_len == 0)
             return GW_E_INVAL;
-    }
     gw_back_t *b = gw_calloc(1, sizeof(*b));
     if (!b)
         return GW_E_NOMEM;
@@ -416,6 +411,11 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
         }
         if (gw_back__ring_build(up) < 0)
             goto fail;
+        int trc = up->cfg->tls ? gw_back_tls_ctx_new(up->cfg, &up->tls) : 0;
+        if (trc < 0) {
+            rc = trc; /* GW_E_INVAL: tls_ca cannot be loaded (logged) */
+            goto fail;
+        }
     }
     /* Handles last: after this point the object is freed through uv_close only. */
     for (size_t i = 0; i < cfg->upstreams_len; i++) {
@@ -440,6 +440,7 @@ fail:
         for (size_t i = 0; i < cfg->upstreams_len; i++) {
             gw_free(b->ups[i].servers);
             gw_free(b->ups[i].ring);
+            gw_back_tls_ctx_del(b->ups[i].tls);
         }
     gw_free(b->ups);
     gw_free(b);
@@ -471,6 +472,9 @@ void gw_back_del(gw_back_t *b)
         }
         uv_close((uv_handle_t *)&up->queue_timer, on_timer_close);
         up->queue_timer.data = b;
+        /* Connections still closing hold their own reference on the context. */
+        gw_back_tls_ctx_del(up->tls);
+        up->tls = NULL;
     }
 }
 

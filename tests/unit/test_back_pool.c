@@ -1347,16 +1347,55 @@ static void bad_request_fields(void **state)
     teardown_all(b, NULL, 0);
 }
 
-static void tls_upstream_refused(void **state)
+/* A TLS upstream whose CA file cannot be read is refused at creation (logged), not at the
+ * first request. */
+static void tls_upstream_bad_ca(void **state)
 {
     (void)state;
     tcfg_t t;
     int port = 443;
     tcfg_init(&t, &port, NULL, 1);
     t.up.tls = 1;
-    gw_back_t *b = NULL;
-    assert_int_equal(gw_back_new(&loop, &t.cfg, &b), GW_E_UNSUPPORTED);
+    t.up.tls_verify = 1;
+    t.up.tls_ca = "/nonexistent/ca.pem";
+    gw_back_t *b = (gw_back_t *)&t;
+    assert_int_equal(gw_back_new(&loop, &t.cfg, &b), GW_E_INVAL);
     assert_null(b);
+    /* without verification the CA file is not used: the back starts */
+    t.up.tls_verify = 0;
+    b = mkback(&t);
+    teardown_all(b, NULL, 0);
+}
+
+/* The TLS handshake runs under connect_timeout: an origin that accepts and never answers the
+ * ClientHello is a connect timeout (504), counted by passive health, and no request is sent. */
+static void tls_handshake_bounded_by_connect_timeout(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_SILENT, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.tls = 1;
+    t.up.tls_verify = 0;
+    t.up.connect_timeout_ms = 100;
+    t.up.response_timeout_ms = 5000;
+    t.up.retries = 0;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    uint64_t t0 = gw_now_ms();
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.errors, 1);
+    assert_int_equal(cl.last_error, GW_E_TIMEOUT);
+    assert_true(gw_now_ms() - t0 < 1000);
+    assert_int_equal(o.accepted, 1);
+    assert_int_equal(o.requests, 0); /* the ClientHello is not an HTTP request */
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.failures, 1);
+    assert_int_equal(st.open, 0);
+    teardown_all(b, &o, 1);
 }
 
 static void del_fails_live_exchanges(void **state)
@@ -1487,7 +1526,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(least_connections, setup, teardown),
         cmocka_unit_test_setup_teardown(hash_sticky, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_request_fields, setup, teardown),
-        cmocka_unit_test_setup_teardown(tls_upstream_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(tls_upstream_bad_ca, setup, teardown),
+        cmocka_unit_test_setup_teardown(tls_handshake_bounded_by_connect_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(del_fails_live_exchanges, setup, teardown),
         cmocka_unit_test_setup_teardown(server_by_name_resolved, setup, teardown),
         cmocka_unit_test_setup_teardown(alloc_failure_sweep, setup, teardown),

@@ -1,0 +1,334 @@
+/* back/tls.c — client-side TLS over OpenSSL 3 memory BIOs (see tls.h). */
+#include "back/tls.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <string.h>
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+
+/* RFC 7301 §3.1 wire format: one length-prefixed protocol name. */
+static const unsigned char alpn_h1[] = "\x08http/1.1";
+#define ALPN_H1_LEN (sizeof(alpn_h1) - 1)
+
+struct gw_back_tls_ctx {
+    SSL_CTX *ssl_ctx;
+    const gw_cfg_upstream_t *cfg;
+    SSL_SESSION **sess; /* one slot per server: the session to offer next (or NULL) */
+    size_t sess_len;
+    unsigned refs; /* the creator's, plus one per live connection */
+};
+
+struct gw_back_tls {
+    SSL *ssl;
+    BIO *rbio, *wbio; /* owned by ssl */
+    gw_back_tls_ctx_t *ctx;
+    size_t server;
+    int no_host; /* verification on, but nothing to verify against */
+    char reason[192];
+};
+
+/* ex_data slot of SSL objects pointing back at their gw_back_tls_t (for the session cb). */
+static int ex_index = -1;
+static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
+
+static void ex_init(void)
+{
+    ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+static void ctx_unref(gw_back_tls_ctx_t *c)
+{
+    if (--c->refs > 0)
+        return;
+    for (size_t i = 0; i < c->sess_len; i++)
+        SSL_SESSION_free(c->sess[i]);
+    gw_free(c->sess);
+    SSL_CTX_free(c->ssl_ctx);
+    gw_free(c);
+}
+
+/* OpenSSL hands us each new session (TLS 1.2: at the end of a full handshake; TLS 1.3: per
+ * NewSessionTicket, after the handshake, while we read). Keep the latest one per server. */
+static int on_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+    gw_back_tls_t *t = SSL_get_ex_data(ssl, ex_index);
+    if (!t || t->server >= t->ctx->sess_len || !SSL_SESSION_is_resumable(sess))
+        return 0; /* not kept: OpenSSL frees it */
+    SSL_SESSION **slot = &t->ctx->sess[t->server];
+    SSL_SESSION_free(*slot);
+    *slot = sess;
+    return 1; /* we own the reference now */
+}
+
+static void ssl_reason(char *dst, size_t cap, const char *fallback)
+{
+    unsigned long e = ERR_peek_last_error();
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    snprintf(dst, cap, "%s", r ? r : fallback);
+    ERR_clear_error();
+}
+
+int gw_back_tls_ctx_new(const gw_cfg_upstream_t *u, gw_back_tls_ctx_t **out)
+{
+    *out = NULL;
+    pthread_once(&ex_once, ex_init); /* workers build their contexts concurrently */
+    if (ex_index < 0)
+        return GW_E_NOMEM;
+    gw_back_tls_ctx_t *c = gw_calloc(1, sizeof(*c));
+    if (!c)
+        return GW_E_NOMEM;
+    c->refs = 1;
+    c->cfg = u;
+    c->sess_len = u->servers_len;
+    c->sess = gw_calloc(c->sess_len ? c->sess_len : 1, sizeof(*c->sess));
+    c->ssl_ctx = SSL_CTX_new(TLS_client_method());
+    if (!c->sess || !c->ssl_ctx) {
+        ERR_clear_error();
+        ctx_unref(c);
+        return GW_E_NOMEM;
+    }
+    SSL_CTX *x = c->ssl_ctx;
+    /* RFC 8996: no TLS 1.0 or 1.1. */
+    SSL_CTX_set_min_proto_version(x, TLS1_2_VERSION);
+    SSL_CTX_set_options(x, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_mode(x, SSL_MODE_RELEASE_BUFFERS);
+    /* SSL_CTX_set_alpn_protos returns 0 on success. */
+    if (SSL_CTX_set_alpn_protos(x, alpn_h1, (unsigned)ALPN_H1_LEN) != 0) {
+        ERR_clear_error();
+        ctx_unref(c);
+        return GW_E_NOMEM;
+    }
+    SSL_CTX_set_session_cache_mode(x, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(x, on_new_session);
+    if (u->tls_verify) {
+        if (u->tls_ca && access(u->tls_ca, R_OK) != 0) {
+            GW_LOG_ERROR("back_tls_ca_invalid", "upstream=%s file=%s reason=\"%s\"", u->name,
+                         u->tls_ca, strerror(errno));
+            ctx_unref(c);
+            return GW_E_INVAL;
+        }
+        int ok = u->tls_ca ? SSL_CTX_load_verify_locations(x, u->tls_ca, NULL)
+                           : SSL_CTX_set_default_verify_paths(x);
+        if (ok != 1) {
+            char why[160];
+            ssl_reason(why, sizeof(why), "cannot load");
+            GW_LOG_ERROR("back_tls_ca_invalid", "upstream=%s file=%s reason=\"%s\"", u->name,
+                         u->tls_ca ? u->tls_ca : "(system store)", why);
+            ctx_unref(c);
+            return GW_E_INVAL;
+        }
+        SSL_CTX_set_verify(x, SSL_VERIFY_PEER, NULL);
+    } else {
+        SSL_CTX_set_verify(x, SSL_VERIFY_NONE, NULL);
+    }
+    *out = c;
+    return 0;
+}
+
+void gw_back_tls_ctx_del(gw_back_tls_ctx_t *c)
+{
+    if (c)
+        ctx_unref(c);
+}
+
+static int is_ip_literal(const char *host)
+{
+    unsigned char a[16];
+    return inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
+}
+
+/* Name checks and SNI for one connection. 0 or -1 (out of memory). */
+static int set_peer(gw_back_tls_t *t, const char *host)
+{
+    int verify = t->ctx->cfg->tls_verify;
+    if (!host || !*host) {
+        t->no_host = verify;
+        return 0;
+    }
+    if (is_ip_literal(host)) {
+        /* RFC 6066 §3: no SNI for an address; RFC 6125: match iPAddress SAN entries only. */
+        if (verify && X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl), host) != 1)
+            return -1;
+        return 0;
+    }
+    if (SSL_set_tlsext_host_name(t->ssl, host) != 1)
+        return -1;
+    if (verify) {
+        /* RFC 6125 §6.4.3: a wildcard only as the whole left-most label. */
+        SSL_set_hostflags(t->ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+        if (SSL_set1_host(t->ssl, host) != 1)
+            return -1;
+    }
+    return 0;
+}
+
+gw_back_tls_t *gw_back_tls_new(gw_back_tls_ctx_t *c, size_t server, const char *host)
+{
+    gw_back_tls_t *t = gw_calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->ctx = c;
+    t->server = server;
+    c->refs++;
+    t->ssl = SSL_new(c->ssl_ctx);
+    t->rbio = BIO_new(BIO_s_mem());
+    t->wbio = BIO_new(BIO_s_mem());
+    if (!t->ssl || !t->rbio || !t->wbio) {
+        BIO_free(t->rbio);
+        BIO_free(t->wbio);
+        goto fail;
+    }
+    /* An empty read BIO means "retry later" (WANT_READ), not end of file. */
+    BIO_set_mem_eof_return(t->rbio, -1);
+    SSL_set_bio(t->ssl, t->rbio, t->wbio);
+    SSL_set_connect_state(t->ssl);
+    if (!SSL_set_ex_data(t->ssl, ex_index, t) || set_peer(t, host) < 0)
+        goto fail;
+    if (server < c->sess_len && c->sess[server]) {
+        SSL_SESSION *s = c->sess[server];
+        if (!SSL_SESSION_is_resumable(s)) {
+            /* its connection ended without close_notify: OpenSSL marked it bad */
+            SSL_SESSION_free(s);
+            c->sess[server] = NULL;
+        } else if (SSL_set_session(t->ssl, s) == 1 &&
+                   SSL_SESSION_get_protocol_version(s) >= TLS1_3_VERSION) {
+            /* RFC 8446 §C.4: a client SHOULD NOT reuse a ticket for multiple connections. */
+            SSL_SESSION_free(s);
+            c->sess[server] = NULL;
+        }
+    }
+    ERR_clear_error();
+    return t;
+fail:
+    ERR_clear_error();
+    SSL_free(t->ssl);
+    ctx_unref(c);
+    gw_free(t);
+    return NULL;
+}
+
+void gw_back_tls_del(gw_back_tls_t *t)
+{
+    if (!t)
+        return;
+    SSL_free(t->ssl);
+    ctx_unref(t->ctx);
+    gw_free(t);
+}
+
+int gw_back_tls_feed(gw_back_tls_t *t, const void *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    return BIO_write(t->rbio, p, (int)n) == (int)n ? 0 : GW_E_NOMEM;
+}
+
+int gw_back_tls_handshake(gw_back_tls_t *t)
+{
+    if (t->no_host) {
+        snprintf(t->reason, sizeof(t->reason), "no host name to verify the certificate against");
+        return GW_E_PROTO;
+    }
+    int r = SSL_do_handshake(t->ssl);
+    if (r == 1)
+        return 1;
+    int e = SSL_get_error(t->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+        return 0;
+    long vr = SSL_get_verify_result(t->ssl);
+    if (SSL_get_verify_mode(t->ssl) != SSL_VERIFY_NONE && vr != X509_V_OK) {
+        /* "unable to get local issuer certificate", "hostname mismatch", "IP address
+         * mismatch", "certificate has expired", ... */
+        snprintf(t->reason, sizeof(t->reason), "certificate verify failed: %s",
+                 X509_verify_cert_error_string(vr));
+        ERR_clear_error();
+    } else {
+        ssl_reason(t->reason, sizeof(t->reason), "handshake failed");
+    }
+    return GW_E_PROTO;
+}
+
+ssize_t gw_back_tls_read(gw_back_tls_t *t, void *buf, size_t cap)
+{
+    size_t n = 0;
+    int r = SSL_read_ex(t->ssl, buf, cap, &n);
+    if (r == 1)
+        return (ssize_t)n;
+    int e = SSL_get_error(t->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+        return GW_E_AGAIN;
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return GW_E_CLOSED;
+    ssl_reason(t->reason, sizeof(t->reason), "read failed");
+    return GW_E_PROTO;
+}
+
+int gw_back_tls_write(gw_back_tls_t *t, const void *p, size_t n)
+{
+    size_t w = 0;
+    if (n == 0)
+        return 0;
+    if (SSL_write_ex(t->ssl, p, n, &w) != 1 || w != n) {
+        ssl_reason(t->reason, sizeof(t->reason), "write failed");
+        return GW_E_PROTO;
+    }
+    return 0;
+}
+
+size_t gw_back_tls_pending_out(const gw_back_tls_t *t)
+{
+    return BIO_ctrl_pending(t->wbio);
+}
+
+size_t gw_back_tls_take_out(gw_back_tls_t *t, void *buf, size_t cap)
+{
+    int n = BIO_read(t->wbio, buf, (int)(cap > 1u << 30 ? 1u << 30 : cap));
+    return n > 0 ? (size_t)n : 0;
+}
+
+void gw_back_tls_shutdown(gw_back_tls_t *t)
+{
+    if (SSL_is_init_finished(t->ssl))
+        SSL_shutdown(t->ssl);
+    ERR_clear_error();
+}
+
+const char *gw_back_tls_reason(const gw_back_tls_t *t)
+{
+    return t->reason;
+}
+
+const char *gw_back_tls_version(const gw_back_tls_t *t)
+{
+    return SSL_get_version(t->ssl);
+}
+
+const char *gw_back_tls_alpn(const gw_back_tls_t *t)
+{
+    const unsigned char *p = NULL;
+    unsigned len = 0;
+    SSL_get0_alpn_selected(t->ssl, &p, &len);
+    /* We offer one protocol: whatever the origin chose is it. */
+    return p && len == ALPN_H1_LEN - 1 && !memcmp(p, alpn_h1 + 1, len) ? "http/1.1" : "";
+}
+
+int gw_back_tls_resumed(const gw_back_tls_t *t)
+{
+    return SSL_session_reused(t->ssl) == 1;
+}
+
+const char *gw_back_tls_cipher(const gw_back_tls_t *t)
+{
+    const SSL_CIPHER *c = SSL_get_current_cipher(t->ssl);
+    return c ? SSL_CIPHER_get_name(c) : "-";
+}
