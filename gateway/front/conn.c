@@ -393,7 +393,6 @@ static void on_writev(uv_write_t *req, int status)
 }
 
 #define WRITEV_MAX 64
-#define TLS_SCRATCH_MAX (256u << 10)
 
 /* Write what the socket takes now, without a write request: a uv_write that completes at
  * once still costs an allocation here and an epoll_ctl in libuv (the POLLOUT watcher is
@@ -492,31 +491,14 @@ static int flush(conn_t *c)
             return rv;
         if (k)
             gw_bytes_consume(&c->out, k);
-        size_t n = gw_tls_pending_out(c->tls);
-        if (n && n <= TLS_SCRATCH_MAX && c->queued == 0) {
-            /* Records go out through the worker's scratch buffer; only what the socket did
-             * not take is copied into a write request. */
-            gw_bytes_t *sc = &c->w->tls_scratch;
-            if (sc->cap < n && gw_bytes_reserve(sc, n) < 0)
-                return GW_E_NOMEM;
-            size_t got = gw_tls_take_out(c->tls, sc->base, n);
-            if ((rv = send_raw(c, sc->base, got)) < 0) /* tries the socket first */
-                return rv;
-            n = gw_tls_pending_out(c->tls);
-        }
-        if (n) {
-            wreq_t *wr = gw_malloc(sizeof(*wr) + n);
-            if (!wr)
-                return GW_E_NOMEM;
-            wr->c = c;
-            wr->len = gw_tls_take_out(c->tls, wr->data, n);
-            uv_buf_t b = uv_buf_init((char *)wr->data, (unsigned)wr->len);
-            if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
-                gw_free(wr);
-                return GW_E_IO;
-            }
-            c->queued += wr->len;
-        }
+        /* records go out from the TLS sink's own buffer: the socket first, and only what it
+         * did not take is copied into a write request */
+        size_t n;
+        const uint8_t *p = gw_tls_out_peek(c->tls, &n);
+        rv = send_raw(c, p, n);
+        gw_tls_out_consume(c->tls, n);
+        if (rv < 0)
+            return rv;
     } else {
         rv = send_raw(c, c->out.base, k);
         if (k)
@@ -1366,10 +1348,9 @@ static void h2_pump(conn_t *c)
         size_t cnt;
         while (rv == 0 && (cnt = gw_iovq_peek(&c->oq, v, 64)) > 0) {
             size_t bytes = 0;
-            for (size_t i = 0; i < cnt && rv == 0; i++) {
-                rv = gw_tls_write(c->tls, v[i].iov_base, v[i].iov_len);
+            for (size_t i = 0; i < cnt; i++)
                 bytes += v[i].iov_len;
-            }
+            rv = gw_tls_writev(c->tls, v, cnt);
             gw_iovq_consume(&c->oq, bytes);
         }
         if (rv == 0)

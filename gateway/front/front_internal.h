@@ -49,7 +49,6 @@ struct gw_worker {
     gw_proxy_t *proxy;      /* this worker's translator */
     uv_idle_t kick;         /* runs deferred connection work (conn.c) on the next iteration */
     gw_list_t dirty;        /* connections with deferred work */
-    gw_bytes_t tls_scratch; /* TLS records on their way to a socket, used synchronously */
     gw_stop_t stop;
     int loop_ok;
     uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */

@@ -236,7 +236,6 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     }
     *out = w;
     gw_list_init(&w->dirty);
-    gw_bytes_init(&w->tls_scratch, 0);
     uv_idle_init(&w->loop, &w->kick);
     uv_async_init(&w->loop, &w->wake, on_wake);
     uv_mutex_lock(&s->lock);
@@ -362,7 +361,6 @@ static void worker_free(gw_worker_t *w)
     if (w->loop_ok)
         uv_loop_close(&w->loop);
     gw_proxy_del(w->proxy);
-    gw_bytes_free(&w->tls_scratch);
     gw_free(w->servers);
     gw_free(w);
 }

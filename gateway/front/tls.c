@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/log.h"
 
@@ -130,9 +131,61 @@ static int ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EV
 
 struct gw_tls_conn {
     SSL *ssl;
-    BIO *rbio, *wbio; /* owned by ssl */
+    BIO *rbio, *wbio; /* owned by ssl; wbio appends to out */
     gw_tls_ctx_t *ctx;
+    gw_bytes_t out; /* ciphertext records not yet taken */
+    size_t out_off; /* how much of out was already taken */
 };
+
+/* The write side is our own sink BIO rather than a memory BIO: records are appended to t->out
+ * and go to the socket from there, so no BIO_read copy and no BUF_MEM_grow_clean memset
+ * (together about 9 % of the gateway's CPU on 256 KiB responses over TLS, perf cpu-clock). */
+static int out_write_ex(BIO *b, const char *p, size_t n, size_t *done)
+{
+    gw_bytes_t *o = BIO_get_data(b);
+    if (gw_bytes_append(o, p, n) < 0) {
+        *done = 0;
+        return 0;
+    }
+    *done = n;
+    return 1;
+}
+
+static long out_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    (void)num;
+    (void)ptr;
+    switch (cmd) {
+    case BIO_CTRL_FLUSH:
+        return 1;
+    case BIO_CTRL_WPENDING: {
+        gw_bytes_t *o = BIO_get_data(b);
+        return (long)o->len;
+    }
+    default:
+        return 0;
+    }
+}
+
+static int out_create(BIO *b)
+{
+    BIO_set_init(b, 1);
+    return 1;
+}
+
+static BIO_METHOD *out_method;
+static pthread_once_t out_method_once = PTHREAD_ONCE_INIT;
+
+static void out_method_init(void)
+{
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "h2gate-out");
+    if (m && (!BIO_meth_set_write_ex(m, out_write_ex) || !BIO_meth_set_ctrl(m, out_ctrl) ||
+              !BIO_meth_set_create(m, out_create))) {
+        BIO_meth_free(m);
+        m = NULL;
+    }
+    out_method = m; /* lives for the process */
+}
 
 static void log_ssl_error(const char *event, const char *file)
 {
@@ -404,9 +457,11 @@ gw_tls_conn_t *gw_tls_conn_new(gw_tls_ctx_t *c)
     if (!t)
         return NULL;
     t->ctx = c;
+    gw_bytes_init(&t->out, 0);
+    pthread_once(&out_method_once, out_method_init);
     t->ssl = SSL_new(c->certs[0].ctx);
     t->rbio = BIO_new(BIO_s_mem());
-    t->wbio = BIO_new(BIO_s_mem());
+    t->wbio = out_method ? BIO_new(out_method) : NULL;
     if (!t->ssl || !t->rbio || !t->wbio) {
         SSL_free(t->ssl);
         BIO_free(t->rbio);
@@ -415,6 +470,7 @@ gw_tls_conn_t *gw_tls_conn_new(gw_tls_ctx_t *c)
         return NULL;
     }
     BIO_set_mem_eof_return(t->rbio, -1);
+    BIO_set_data(t->wbio, &t->out);
     SSL_set_bio(t->ssl, t->rbio, t->wbio);
     SSL_set_accept_state(t->ssl);
     return t;
@@ -425,6 +481,7 @@ void gw_tls_conn_del(gw_tls_conn_t *t)
     if (!t)
         return;
     SSL_free(t->ssl);
+    gw_bytes_free(&t->out);
     gw_free(t);
 }
 
@@ -478,6 +535,38 @@ int gw_tls_write(gw_tls_conn_t *t, const void *p, size_t n)
     return 0;
 }
 
+/* Pieces this small are gathered into one record with their neighbours (a frame header, a
+ * HEADERS block, a 1 KiB DATA payload); larger ones are encrypted where they lie. Each
+ * SSL_write is at least one record, with its own AEAD pass and 22 bytes of overhead. */
+#define TLS_GATHER_MAX 2048u
+#define TLS_RECORD_MAX 16384u
+
+int gw_tls_writev(gw_tls_conn_t *t, const struct iovec *v, size_t cnt)
+{
+    uint8_t st[TLS_RECORD_MAX];
+    size_t sn = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        size_t n = v[i].iov_len;
+        if (n <= TLS_GATHER_MAX && sn + n <= sizeof(st)) {
+            memcpy(st + sn, v[i].iov_base, n);
+            sn += n;
+            continue;
+        }
+        if (sn) {
+            if (gw_tls_write(t, st, sn) < 0)
+                return GW_E_PROTO;
+            sn = 0;
+        }
+        if (n <= TLS_GATHER_MAX) {
+            memcpy(st, v[i].iov_base, n);
+            sn = n;
+        } else if (gw_tls_write(t, v[i].iov_base, n) < 0) {
+            return GW_E_PROTO;
+        }
+    }
+    return sn ? gw_tls_write(t, st, sn) : 0;
+}
+
 /* A memory BIO keeps the capacity it grew to (the handshake flights: a few KiB each way);
  * swap an empty one for a fresh BIO so an idle connection does not carry them. */
 static BIO *fresh_if_grown(BIO *b)
@@ -496,22 +585,43 @@ void gw_tls_trim(gw_tls_conn_t *t)
         SSL_set0_rbio(t->ssl, r); /* frees the old one */
         t->rbio = r;
     }
-    BIO *w = fresh_if_grown(t->wbio);
-    if (w) {
-        SSL_set0_wbio(t->ssl, w);
-        t->wbio = w;
+    if (t->out.len == 0 && t->out.cap) {
+        gw_bytes_free(&t->out);
+        gw_bytes_init(&t->out, 0);
     }
 }
 
 size_t gw_tls_pending_out(gw_tls_conn_t *t)
 {
-    return BIO_ctrl_pending(t->wbio);
+    return t->out.len - t->out_off;
+}
+
+const uint8_t *gw_tls_out_peek(gw_tls_conn_t *t, size_t *len)
+{
+    *len = t->out.len - t->out_off;
+    return t->out.base + t->out_off;
+}
+
+void gw_tls_out_consume(gw_tls_conn_t *t, size_t n)
+{
+    size_t left = t->out.len - t->out_off;
+    if (n >= left) {
+        t->out.len = 0; /* keep the capacity for the next flush; gw_tls_trim gives it back */
+        t->out_off = 0;
+    } else {
+        t->out_off += n;
+    }
 }
 
 size_t gw_tls_take_out(gw_tls_conn_t *t, void *buf, size_t cap)
 {
-    int n = BIO_read(t->wbio, buf, (int)(cap > 1u << 30 ? 1u << 30 : cap));
-    return n > 0 ? (size_t)n : 0;
+    size_t n;
+    const uint8_t *p = gw_tls_out_peek(t, &n);
+    if (n > cap)
+        n = cap;
+    memcpy(buf, p, n);
+    gw_tls_out_consume(t, n);
+    return n;
 }
 
 void gw_tls_shutdown(gw_tls_conn_t *t)

@@ -6,6 +6,8 @@
 #define GW_FRONT_TLS_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
 #include <sys/types.h>
 
 #include "config/config.h"
@@ -33,9 +35,15 @@ int gw_tls_handshake(gw_tls_conn_t *t);
 ssize_t gw_tls_read(gw_tls_conn_t *t, void *buf, size_t cap);
 /* Encrypt plaintext; 0 or GW_E_PROTO. */
 int gw_tls_write(gw_tls_conn_t *t, const void *p, size_t n);
+/* Encrypt the pieces in order, small neighbours gathered into one record. 0 or GW_E_PROTO. */
+int gw_tls_writev(gw_tls_conn_t *t, const struct iovec *v, size_t cnt);
 /* Ciphertext waiting to be sent: copy up to cap bytes out, returns how many. */
 size_t gw_tls_take_out(gw_tls_conn_t *t, void *buf, size_t cap);
 size_t gw_tls_pending_out(gw_tls_conn_t *t);
+/* Zero-copy view of the pending ciphertext (valid until the next TLS call on t), and how much
+ * of it was sent. */
+const uint8_t *gw_tls_out_peek(gw_tls_conn_t *t, size_t *len);
+void gw_tls_out_consume(gw_tls_conn_t *t, size_t n);
 /* Idle connection: give back the memory the empty ciphertext buffers grew to (no-op while
  * either holds bytes; an allocation failure just keeps the old buffers). */
 void gw_tls_trim(gw_tls_conn_t *t);
