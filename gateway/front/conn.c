@@ -53,6 +53,7 @@ enum {
 typedef struct {
     uv_tcp_t tcp;
     uv_timer_t timer;
+    uint64_t deadline; /* loop time the current timeout is due (the timer may fire first) */
     uv_timer_t thr;   /* throttle wake-up: tokens are back */
     uint64_t thr_due; /* loop time thr fires at, while active */
     gw_worker_t *w;
@@ -194,8 +195,14 @@ void gw_front__on_kick(uv_idle_t *h)
 static void on_timeout(uv_timer_t *t);
 static void h2_timeout(conn_t *c);
 
+/* Lazy re-arming, as in back/conn.c: HTTP/2 re-arms after every send and most re-arms move
+ * the deadline later; only an earlier one restarts the libuv timer (a heap removal and
+ * insertion), a later one is recorded and on_timeout re-arms for the rest. */
 static void arm(conn_t *c, uint64_t ms)
 {
+    c->deadline = uv_now(c->timer.loop) + ms;
+    if (uv_is_active((uv_handle_t *)&c->timer) && uv_timer_get_due_in(&c->timer) <= ms)
+        return;
     uv_timer_start(&c->timer, on_timeout, ms, 0);
 }
 
@@ -607,6 +614,11 @@ static void conn_close(conn_t *c, const char *why)
 static void on_timeout(uv_timer_t *t)
 {
     conn_t *c = t->data;
+    uint64_t now = uv_now(t->loop);
+    if (now < c->deadline) { /* fired for an older, earlier deadline */
+        uv_timer_start(t, on_timeout, c->deadline - now, 0);
+        return;
+    }
     switch (c->state) {
     case CS_HANDSHAKE:
         GW_LOG_INFO("timeout", "peer=%s kind=handshake", c->peer);

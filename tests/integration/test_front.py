@@ -245,6 +245,22 @@ def test_idle_timeout_closes_keepalive_connection(gateway):
     s.close()
 
 
+def test_idle_timeout_counts_from_the_last_request(gateway):
+    """A request before the idle deadline restarts it: the connection is still open after the
+    first request's deadline has passed, and closes idle-timeout after the last request."""
+    port = free_port()
+    gateway(config(plain_port=port, extra="timeouts: {idle: 800ms}\n"), wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    for _ in range(3):  # at 0, 0.5 s and 1.0 s: past the first deadline (0.8 s)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(65536).startswith(b"HTTP/1.1 502")
+        time.sleep(0.5)
+    last = time.monotonic() - 0.5
+    assert s.recv(10) == b""  # closed by the gateway, about 0.8 s after the last request
+    assert 0.6 < time.monotonic() - last < 3
+    s.close()
+
+
 def test_first_request_timeout(gateway):
     port = free_port()
     g = gateway(config(plain_port=port, extra="timeouts: {first_request: 500ms}\n"),

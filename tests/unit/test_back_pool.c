@@ -602,6 +602,43 @@ static void max_idle_and_idle_timeout(void **state)
     teardown_all(b, &o, 1);
 }
 
+/* The idle timeout counts from the last use: a connection reused before its idle deadline and
+ * returned again lives idle_timeout past its latest return (the timer armed for the first
+ * return fires in between and must not close it, nor time out the exchange on it). */
+static void idle_timeout_restarts_on_reuse(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_OK, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.idle_timeout_ms = 300;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    run_for(200); /* 2/3 of the idle timeout */
+    cl.target = 2;
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    run_for(200); /* past the first return's deadline, within the second's */
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.idle, 1);
+    cl.target = 3;
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 3);
+    assert_int_equal(cl.errors, 0);
+    assert_int_equal(o.accepted, 1); /* all three on the first connection */
+    unsigned zero = 0;
+    void *arg[2] = {b, &zero};
+    uint64_t t0 = gw_now_ms();
+    assert_true(run_until(idle_pred, arg, 2000)); /* and it does close once idle long enough */
+    assert_true(gw_now_ms() - t0 >= 250);
+    teardown_all(b, &o, 1);
+}
+
 static void max_requests_per_connection(void **state)
 {
     (void)state;
@@ -1497,6 +1534,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(reuse_sequential_1000, setup, teardown),
         cmocka_unit_test_setup_teardown(reuse_concurrent_100_over_8, setup, teardown),
         cmocka_unit_test_setup_teardown(max_idle_and_idle_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(idle_timeout_restarts_on_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(max_requests_per_connection, setup, teardown),
         cmocka_unit_test_setup_teardown(connection_close_retires, setup, teardown),
         cmocka_unit_test_setup_teardown(http10_retires, setup, teardown),
