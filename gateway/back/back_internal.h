@@ -147,7 +147,7 @@ struct gw_back_conn {
     uv_connect_t connect_req;
     uv_write_t write_req;
     uv_timer_t timer;
-    uint64_t deadline; /* loop time the current timeout is due (the timer may fire first) */
+    uint64_t deadline;    /* loop time the current timeout is due (the timer may fire first) */
     uv_getaddrinfo_t gai; /* resolving a server given by name */
     int handles;          /* open handles (tcp, timer) and pending requests before free */
     gw_back_conn_state_t state;

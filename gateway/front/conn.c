@@ -54,8 +54,8 @@ typedef struct {
     uv_tcp_t tcp;
     uv_timer_t timer;
     uint64_t deadline; /* loop time the current timeout is due (the timer may fire first) */
-    uv_timer_t thr;   /* throttle wake-up: tokens are back */
-    uint64_t thr_due; /* loop time thr fires at, while active */
+    uv_timer_t thr;    /* throttle wake-up: tokens are back */
+    uint64_t thr_due;  /* loop time thr fires at, while active */
     gw_worker_t *w;
     gw_listener_t *l;
     gw_list_t link;
