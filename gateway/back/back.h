@@ -198,6 +198,10 @@ int gw_back_server_stats(const gw_back_t *b, size_t up, size_t srv, gw_back_stat
 int gw_back_server_ejected(const gw_back_t *b, size_t up, size_t srv);
 /* Change an upstream's queue order (default FIFO); waiting exchanges are not re-sorted. */
 int gw_back_set_queue_order(gw_back_t *b, size_t up, gw_back_queue_cmp_fn cmp);
+/* The exchange's RFC 9218 urgency changed (PRIORITY_UPDATE): while it waits in its upstream's
+ * queue it moves to its new place (behind the exchanges already waiting at that urgency);
+ * once started it only records the value. */
+void gw_back_set_urgency(gw_back_exch_t *x, uint8_t urgency);
 
 /* HTTP status the gateway answers with for a back error code (table above); 502 for others. */
 int gw_back_status_for(int code);

@@ -219,6 +219,22 @@ static int enqueue(gw_back_exch_t *x, int front)
     return 0;
 }
 
+/* x leaves the queue and goes back in at its comparator position; same deadline, so the
+ * queue timer (armed for the earliest deadline) stays right. */
+static void requeue(gw_back_exch_t *x)
+{
+    gw_back_upstream_t *up = x->up;
+    gw_list_remove(&x->qlink);
+    gw_list_t *pos = up->queue.prev;
+    while (pos != &up->queue) {
+        gw_back_exch_t *y = GW_CONTAINER_OF(pos, gw_back_exch_t, qlink);
+        if (up->cmp(&x->req, x->seq, &y->req, y->seq) >= 0)
+            break;
+        pos = pos->prev;
+    }
+    gw_list_insert_before(pos->next, &x->qlink);
+}
+
 static void dequeue(gw_back_exch_t *x)
 {
     if (!gw_list_linked(&x->qlink))
@@ -676,6 +692,15 @@ int gw_back_server_ejected(const gw_back_t *b, size_t up, size_t srv)
         return GW_E_RANGE;
     gw_back_server_t *s = &b->ups[up].servers[srv];
     return !gw_back__server_healthy(s, uv_now(b->loop));
+}
+
+void gw_back_set_urgency(gw_back_exch_t *x, uint8_t urgency)
+{
+    if (x->req.urgency == urgency)
+        return;
+    x->req.urgency = urgency;
+    if (gw_list_linked(&x->qlink))
+        requeue(x);
 }
 
 int gw_back_set_queue_order(gw_back_t *b, size_t up, gw_back_queue_cmp_fn cmp)

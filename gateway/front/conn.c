@@ -1097,6 +1097,17 @@ static void h2_on_writable(void *ud, uint32_t sid)
         gw_proxy_writable(c->w->proxy, &x->cs);
 }
 
+/* PRIORITY_UPDATE (applied by the session already) or a request's priority field (before
+ * the proxy knows the stream: nothing to do) */
+static void h2_on_priority(void *ud, uint32_t sid, gw_slice_t value)
+{
+    conn_t *c = ud;
+    (void)value;
+    h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
+    if (x && !x->gone)
+        gw_proxy_reprioritize(c->w->proxy, &x->cs);
+}
+
 /* The session closed a stream, possibly from inside an op the proxy called: the proxy is told
  * from the kick handle. */
 static void h2_on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
@@ -1125,6 +1136,7 @@ static const gw_h2_callbacks_t h2_cbs = {
     .on_end_stream = h2_on_end_stream,
     .on_close = h2_on_close,
     .on_writable = h2_on_writable,
+    .on_priority = h2_on_priority,
 };
 
 static void h2_options(const gw_config_t *cfg, gw_h2_options_t *o)

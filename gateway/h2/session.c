@@ -1290,10 +1290,13 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
     case GW_H2_FT_PRIORITY_UPDATE:
         if ((rc = count_control(s)) < 0)
             return rc;
-        if (s->cb.on_priority)
+        /* applied first, so the callback sees the new priority (the front moves a queued
+         * origin exchange by it) */
+        rc = on_priority_update(s, f.u.priority_update.prioritized_id, f.u.priority_update.value);
+        if (rc == 0 && s->cb.on_priority)
             s->cb.on_priority(s->user_data, f.u.priority_update.prioritized_id,
                               f.u.priority_update.value);
-        return on_priority_update(s, f.u.priority_update.prioritized_id, f.u.priority_update.value);
+        return rc;
     case GW_H2_FT_RST_STREAM: {
         gw_h2_stream_t *st = find_stream(s, h->stream_id);
         s->stats.resets_received++;

@@ -127,7 +127,8 @@ typedef struct {
                       gw_slice_t debug);
     /* PRIORITY_UPDATE (RFC 9218 §7.1) or the priority field of a request; value is the raw
      * Priority field value ("u=3, i"), valid during the call only. Informational: the
-     * session applies both to its scheduler itself (gw_h2_session_set_priority). */
+     * session applies both to its scheduler itself (gw_h2_session_set_priority), a
+     * PRIORITY_UPDATE before this call. */
     void (*on_priority)(void *user_data, uint32_t stream_id, gw_slice_t value);
 } gw_h2_callbacks_t;
 

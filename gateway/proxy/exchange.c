@@ -1126,6 +1126,26 @@ void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *tr, siz
     }
 }
 
+void gw_proxy_reprioritize(gw_proxy_t *p, gw_cstream_t *s)
+{
+    (void)p;
+    px_t *px = s->proxy_data;
+    if (!px || !px->ox || !px->ox->bx)
+        return;
+    /* a coalesced exchange waits for its most urgent subscriber */
+    uint8_t u = 7;
+    gw_list_foreach(it, &px->ox->subs)
+    {
+        px_t *q = GW_CONTAINER_OF(it, px_t, slink);
+        if (q->closed)
+            continue;
+        uint8_t v = req_urgency(q->s, &q->head);
+        if (v < u)
+            u = v;
+    }
+    gw_back_set_urgency(px->ox->bx, u);
+}
+
 void gw_proxy_writable(gw_proxy_t *p, gw_cstream_t *s)
 {
     px_t *px = s->proxy_data;

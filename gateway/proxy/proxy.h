@@ -57,6 +57,10 @@ void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t l
  * NULL. */
 void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *trailers, size_t n);
 
+/* The stream's priority changed (RFC 9218 PRIORITY_UPDATE): an exchange still waiting in the
+ * origin queue moves to its new place (s->ops->urgency gives the new value). */
+void gw_proxy_reprioritize(gw_proxy_t *p, gw_cstream_t *s);
+
 /* The client side of s can take more response bytes (pending fell). */
 void gw_proxy_writable(gw_proxy_t *p, gw_cstream_t *s);
 

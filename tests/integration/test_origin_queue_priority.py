@@ -153,3 +153,26 @@ def test_priority_update_counts_for_the_queue(gwq, origin):
     assert cl.get("/bytes/10?k=updated") == nxt
     cl.run_until(sids + [nxt])
     assert arrival(origin)[1] == "/bytes/10?k=updated", arrival(origin)
+
+
+def priority_update(stream_id, value):
+    """A PRIORITY_UPDATE frame (RFC 9218 §7.1, type 0x10, on stream 0)."""
+    payload = stream_id.to_bytes(4, "big") + value
+    return len(payload).to_bytes(3, "big") + bytes([0x10, 0]) + (0).to_bytes(4, "big") + payload
+
+
+def test_priority_update_moves_a_queued_request(gwq, origin):
+    """A PRIORITY_UPDATE for a stream already waiting in the origin queue moves it: raised to
+    u=0 the last-queued request leaves first, lowered to u=7 the first-queued one leaves last."""
+    cl = Client(gwq.port)
+    first = cl.get("/slow/1000?k=hold")
+    assert wait_for(lambda: len(origin.requests) == 1)
+    sids = [cl.get(f"/bytes/10?k=n{i}", priority="u=4") for i in range(6)]
+    time.sleep(0.2)  # all six are in the queue now (the held connection frees after ~1 s)
+    assert len(origin.requests) == 1
+    cl.s.sendall(priority_update(sids[5], b"u=0") + priority_update(sids[0], b"u=7"))
+    cl.run_until([first] + sids)
+    assert all(cl.status.get(s) == "200" for s in [first] + sids), cl.status
+    assert arrival(origin)[1:] == ["/bytes/10?k=n5", "/bytes/10?k=n1", "/bytes/10?k=n2",
+                                   "/bytes/10?k=n3", "/bytes/10?k=n4", "/bytes/10?k=n0"], \
+        arrival(origin)

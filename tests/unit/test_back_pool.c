@@ -1190,6 +1190,54 @@ static void queue_order_urgency(void **state)
     teardown_all(b, &o, 1);
 }
 
+/* gw_back_set_urgency moves a waiting exchange: raised to urgency 0 it leaves the queue
+ * first, lowered to 7 it goes behind everything; the one on the connection is unaffected. */
+static void queue_reprioritize(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_OK, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.max_connections = 1;
+    gw_back_t *b = mkback(&t);
+    assert_int_equal(gw_back_set_queue_order(b, 0, gw_back_queue_urgency), 0);
+    client_t cl[5];
+    gw_back_exch_t *x[5];
+    for (int i = 0; i < 5; i++) {
+        cl[i] = (client_t){.back = b, .target = 1, .max_inflight = 1};
+        gw_back_req_t r = {.method = GW_SLICE_LIT("GET"),
+                           .target = GW_SLICE_LIT("/"),
+                           .host = GW_SLICE_LIT("h"),
+                           .urgency = 3};
+        assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl[i], &x[i]), 0);
+    }
+    /* cl[0] holds the connection; queue 1 2 3 4 at urgency 3 */
+    gw_back_set_urgency(x[4], 0); /* to the front */
+    gw_back_set_urgency(x[1], 7); /* to the back */
+    gw_back_set_urgency(x[3], 3); /* unchanged: keeps its place */
+    gw_back_set_urgency(x[0], 7); /* already started: no effect on order */
+    int order[5], k = 0;
+    uint64_t end = gw_now_ms() + 3000;
+    int seen[5] = {0};
+    while (k < 5 && gw_now_ms() < end) {
+        uv_run(&loop, UV_RUN_ONCE);
+        for (int i = 0; i < 5; i++)
+            if (cl[i].completed && !seen[i]) {
+                seen[i] = 1;
+                order[k++] = i;
+            }
+    }
+    assert_int_equal(k, 5);
+    const int want[5] = {0, 4, 2, 3, 1};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(order[i], want[i]);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.queued, 0);
+    teardown_all(b, &o, 1);
+}
+
 static void ejection_and_return(void **state)
 {
     (void)state;
@@ -1557,6 +1605,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(origin_closing_every_connection_never_fails, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(queue_order_urgency, setup, teardown),
+        cmocka_unit_test_setup_teardown(queue_reprioritize, setup, teardown),
         cmocka_unit_test_setup_teardown(ejection_and_return, setup, teardown),
         cmocka_unit_test_setup_teardown(active_health_check_returns_server, setup, teardown),
         cmocka_unit_test_setup_teardown(all_ejected_fails_queued, setup, teardown),
