@@ -160,6 +160,7 @@ struct gw_back_conn {
     size_t writing;     /* bytes of the write in flight */
     uint64_t head_left; /* head bytes of the current exchange not yet written */
     gw_rbuf_t *in;      /* current read buffer */
+    unsigned in_big;    /* a read filled its buffer: the next ones are GW_BACK_READ_BUF_MAX */
     gw_h1_client_t *h1; /* response parser, reused across the connection's exchanges */
     uint64_t idle_since;
     int dial_err;       /* a connect that failed before libuv took it */

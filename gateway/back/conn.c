@@ -344,7 +344,7 @@ static int in_tail(gw_back_conn_t *c)
 {
     if (!c->in || c->in->cap - c->in->len < MIN_READ_TAIL) {
         gw_rbuf_unref(c->in);
-        c->in = gw_rbuf_new(GW_BACK_READ_BUF);
+        c->in = gw_rbuf_new(c->in_big && !c->tls ? GW_BACK_READ_BUF_MAX : GW_BACK_READ_BUF);
         if (!c->in)
             return GW_E_NOMEM;
         c->in->len = 0;
@@ -592,7 +592,6 @@ static void tls_recv(gw_back_conn_t *c, size_t n)
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
-    (void)buf;
     gw_back_conn_t *c = st->data;
     if (nread == 0 || c->state == GW_BACK_CONN_CLOSING)
         return;
@@ -620,6 +619,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         read_end(c, nread);
         return;
     }
+    if ((size_t)nread == buf->len && !c->in_big)
+        c->in_big = 1; /* a body bigger than the buffer is coming: read it in larger pieces */
     feed_in(c, (size_t)nread);
 }
 
@@ -922,6 +923,11 @@ void gw_back__conn_park(gw_back_conn_t *c)
     c->idle_since = uv_now(loop_of(c));
     gw_bytes_free(&c->tls_out); /* an idle connection does not keep a ciphertext batch */
     gw_bytes_init(&c->tls_out, 0);
+    if (c->in_big) { /* nor a large read buffer: the next response starts small again */
+        c->in_big = 0;
+        gw_rbuf_unref(c->in);
+        c->in = NULL;
+    }
     arm(c, s->up->cfg->idle_timeout_ms);
     gw_back__conn_update_reading(c);
 }

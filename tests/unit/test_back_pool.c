@@ -326,6 +326,7 @@ typedef struct client {
     int started, target, inflight, max_inflight;
     int completed, errors, last_error, last_status, interim, noent;
     size_t body_bytes;
+    size_t max_chunk, first_chunk; /* largest on_body slice; the first one of a response */
     int cancel_on_body;
     int trailers;
     char body[64];
@@ -360,6 +361,10 @@ static void c_body(gw_back_exch_t *x, void *ud, gw_rslice_t b)
         memcpy(cl->body + cl->body_len, b.buf->data + b.off, b.len);
         cl->body_len += b.len;
     }
+    if (cl->body_bytes == 0)
+        cl->first_chunk = b.len;
+    if (b.len > cl->max_chunk)
+        cl->max_chunk = b.len;
     cl->body_bytes += b.len;
     if (cl->cancel_on_body) {
         cl->inflight--;
@@ -1064,6 +1069,36 @@ static void cancel_mid_body_closes(void **state)
     teardown_all(b, &o, 1);
 }
 
+/* A response body larger than the read buffer is read in GW_BACK_READ_BUF_MAX pieces once a
+ * read has filled the first buffer; the connection goes back to the pool with a small buffer
+ * again (the next response starts with GW_BACK_READ_BUF). */
+static void large_body_reads_grow(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_BIG, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 5000));
+    assert_int_equal(cl.completed, 1);
+    assert_int_equal(cl.body_bytes, 1 << 20);
+    assert_true(cl.first_chunk <= GW_BACK_READ_BUF);
+    assert_true(cl.max_chunk > GW_BACK_READ_BUF);
+    assert_true(cl.max_chunk <= GW_BACK_READ_BUF_MAX);
+    cl.target = 2;
+    cl.body_bytes = cl.max_chunk = cl.first_chunk = 0;
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 5000));
+    assert_int_equal(cl.completed, 2);
+    assert_int_equal(o.accepted, 1); /* reused */
+    assert_true(cl.first_chunk <= GW_BACK_READ_BUF);
+    assert_int_equal(cl.body_bytes, 1 << 20);
+    teardown_all(b, &o, 1);
+}
+
 typedef struct {
     client_t *cl;
     gw_back_exch_t *x;
@@ -1600,6 +1635,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(early_response_not_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(chunked_trailers_interim, setup, teardown),
         cmocka_unit_test_setup_teardown(cancel_mid_body_closes, setup, teardown),
+        cmocka_unit_test_setup_teardown(large_body_reads_grow, setup, teardown),
         cmocka_unit_test_setup_teardown(pause_resume_backpressure, setup, teardown),
         cmocka_unit_test_setup_teardown(idle_close_by_origin_detected, setup, teardown),
         cmocka_unit_test_setup_teardown(origin_closing_every_connection_never_fails, setup,
