@@ -18,7 +18,8 @@
  * write marks mean the same as in cleartext); reads decrypt into the free tail of c->in,
  * where the h1 codec parses in place. An idle TLS connection still closes on any application
  * byte or alert, but a post-handshake message (a TLS 1.3 session ticket) keeps it. A retired
- * connection sends close_notify (RFC 8446 §6.1) before it closes.
+ * connection sends close_notify (RFC 8446 §6.1) before it closes; a close-delimited body
+ * needs the origin's close_notify to count as complete (read_end).
  */
 #include <errno.h>
 #include <string.h>
@@ -472,10 +473,11 @@ static void complete(gw_back_conn_t *c, int no_reuse)
 }
 
 /* The socket ended (nread is UV_EOF or an error code) on an ACTIVE connection. Over TLS the
- * origin's close_notify comes here as UV_EOF too; a TCP FIN without one is accepted like in
- * cleartext (many origins skip close_notify; a body with a length is still checked whole by
- * the codec, only a close-delimited body depends on the close). */
-static void read_end(gw_back_conn_t *c, ssize_t nread)
+ * origin's close_notify comes here as UV_EOF with clean = 1; a TCP FIN without one (clean = 0)
+ * is an incomplete close (RFC 9112 §9.8): a body with a length or chunked framing is checked
+ * whole by the codec anyway, but a close-delimited body that ends that way may be truncated,
+ * so it is not treated as complete. */
+static void read_end(gw_back_conn_t *c, ssize_t nread, int clean)
 {
     int rc = nread == UV_EOF ? gw_h1_client_eof(c->h1) : GW_E_IO;
     if (c->state == GW_BACK_CONN_CLOSING)
@@ -486,6 +488,14 @@ static void read_end(gw_back_conn_t *c, ssize_t nread)
     }
     if (rc == 0 && c->msg_done) {
         c->msg_done = 0;
+        if (!clean) {
+            GW_LOG_WARN("back_tls_incomplete_close",
+                        "upstream=%s server=%s reason=\"close-delimited body ended by a TCP FIN "
+                        "without close_notify\"",
+                        ucfg(c)->name, c->server->cfg->addr.text);
+            fail(c, GW_E_IO, 1);
+            return;
+        }
         complete(c, 1); /* close-delimited body */
         return;
     }
@@ -575,7 +585,7 @@ static void tls_recv(gw_back_conn_t *c, size_t n)
         if (r == GW_E_AGAIN)
             break;
         if (r == GW_E_CLOSED) {
-            read_end(c, UV_EOF); /* close_notify: the origin's end of the stream */
+            read_end(c, UV_EOF, 1); /* close_notify: the origin's end of the stream */
             return;
         }
         if (r < 0) {
@@ -616,7 +626,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
             fail(c, GW_E_IO, 1);
             return;
         }
-        read_end(c, nread);
+        read_end(c, nread, !c->tls);
         return;
     }
     if ((size_t)nread == buf->len && !c->in_big)

@@ -219,8 +219,12 @@ class ScriptedOrigin:
                     piece = body[i:i + 7000]
                     c.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
                 c.sendall(b"0\r\nx-checksum: " + hashlib.sha1(body).hexdigest().encode() + b"\r\n\r\n")
-        elif kind == "close":
+        elif kind in ("close", "close-ragged"):
+            # a close-delimited body; over TLS "close" ends with close_notify, "close-ragged"
+            # with a bare TCP FIN (an incomplete close, RFC 9112 §9.8)
             c.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + pattern(arg))
+            if kind == "close-ragged" and hasattr(c, "ragged"):
+                c.ragged = True
             return False
         elif kind == "echo":
             body = json.dumps({"method": req.method, "target": req.target, "version": req.version,

@@ -75,6 +75,7 @@ class _Tracked:
 
     def __init__(self, s, origin):
         self.s, self.o = s, origin
+        self.ragged = False  # close with a bare TCP FIN instead of close_notify first
 
     def recv(self, n):
         try:
@@ -92,6 +93,12 @@ class _Tracked:
         self.s.sendall(b)
 
     def close(self):
+        if not self.ragged:
+            try:  # close_notify (RFC 8446 §6.1); the gateway may have closed already
+                self.s.settimeout(2)
+                self.s.unwrap()
+            except (ssl.SSLError, OSError, ValueError):
+                pass
         self.s.close()
 
 
@@ -295,6 +302,24 @@ def test_large_response_intact(gateway, tls_origin, certs, path):
     st, body = get(g, path)
     assert st == 200, g.log()[-2000:]
     assert len(body) == 1 << 20 and body == pattern(1 << 20)
+
+
+def test_close_delimited_body_needs_close_notify(gateway, tls_origin, certs):
+    """RFC 9112 §9.8: a close-delimited body ended by a TCP FIN without close_notify may be
+    truncated; it is not passed on as complete: the client's stream is reset (curl reports an
+    HTTP/2 stream error) and the gateway logs why. With close_notify the same body is fine."""
+    o = tls_origin("good")
+    g = start_gw(gateway, [f"localhost:{o.port}"], f"tls_ca: {certs.ca}")
+    st, body = get(g, "/close/65536")
+    assert st == 200 and body == pattern(65536)
+    p = subprocess.run(["curl", "-sS", "--max-time", "20", "--http2-prior-knowledge", "-o",
+                        "/dev/null", f"http://127.0.0.1:{g.port}/close-ragged/65536"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    assert p.returncode != 0, p.stderr  # 92: HTTP/2 stream error (RST_STREAM)
+    deadline = time.monotonic() + 10
+    while "back_tls_incomplete_close" not in g.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "back_tls_incomplete_close" in g.log(), g.log()[-2000:]
 
 
 def test_keep_alive_reuse_over_tls_counts_connections(gateway, tls_origin, certs):
