@@ -579,14 +579,15 @@ static void conn_close(conn_t *c, const char *why)
         const gw_h2_stats_t *st = gw_h2_session_stats(c->h2);
         uint64_t hits = st->reset_budget_hits + st->control_flood_hits + st->empty_frame_hits +
                         st->queued_control_hits + st->header_list_hits + st->header_block_hits +
-                        st->max_requests_hits + st->settings_timeouts;
+                        st->max_requests_hits + st->settings_timeouts + st->priority_evictions;
         if (hits || st->malformed_requests || st->streams_refused)
             GW_LOG_INFO(
                 "h2_limits",
                 "peer=%s streams=%llu refused=%llu malformed=%llu resets_in=%llu "
                 "resets_provoked=%llu rapid_reset=%llu control_flood=%llu "
                 "empty_frames=%llu queued_control=%llu header_list=%llu "
-                "header_block=%llu max_requests=%llu settings_timeout=%llu",
+                "header_block=%llu max_requests=%llu settings_timeout=%llu "
+                "priority_evictions=%llu",
                 c->peer, (unsigned long long)st->streams_opened,
                 (unsigned long long)st->streams_refused, (unsigned long long)st->malformed_requests,
                 (unsigned long long)st->resets_received, (unsigned long long)st->resets_provoked,
@@ -596,7 +597,8 @@ static void conn_close(conn_t *c, const char *why)
                 (unsigned long long)st->queued_control_hits,
                 (unsigned long long)st->header_list_hits, (unsigned long long)st->header_block_hits,
                 (unsigned long long)st->max_requests_hits,
-                (unsigned long long)st->settings_timeouts);
+                (unsigned long long)st->settings_timeouts,
+                (unsigned long long)st->priority_evictions);
     }
     GW_LOG_DEBUG("conn_close", "peer=%s state=%s reason=%s requests=%u", c->peer,
                  conn_state_str(c->state), why, c->requests);

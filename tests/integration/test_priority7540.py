@@ -6,6 +6,7 @@ the connection window 16 KiB at a time, recording the stream id and size of ever
 The tree is used for streams without an RFC 9218 signal once the client sends RFC 7540
 priority information (HEADERS priority fields or PRIORITY frames); such streams form one class
 at urgency 3, after the RFC 9218 urgency-3 streams."""
+import re
 import socket
 import time
 
@@ -272,3 +273,10 @@ def test_max_priority_nodes_evicts_the_oldest_placeholder(gw_small_tree):
     switches = sum(1 for x, y in zip(b.order, b.order[1:]) if x != y)
     assert switches >= SIZE // STEP // 2, b.order
     b.close()
+    # the connection's log line counts the evictions: `later`'s placeholder (for `later + 2`),
+    # then `later + 2`'s (for `later + 4`), then `later + 4`'s when `later` opens as a stream
+    deadline = time.monotonic() + 5
+    while "priority_evictions=" not in gw_small_tree.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert re.search(r"event=h2_limits .*priority_evictions=3\b", gw_small_tree.log()), \
+        gw_small_tree.log()[-1500:]
