@@ -755,6 +755,7 @@ static const field_t upstream_fields[] = {
     FLD(gw_cfg_upstream_t, queue_size, F_UINT, 0, 1000000),
     FLD(gw_cfg_upstream_t, queue_timeout_ms, F_DUR, 1, DAY_MS),
     FLD(gw_cfg_upstream_t, retries, F_UINT, 0, 5),
+    FLD(gw_cfg_upstream_t, pipeline, F_UINT, 1, GW_CFG_PIPELINE_MAX),
 };
 
 static const field_t health_fields[] = {
@@ -880,6 +881,7 @@ static int upstreams_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t
     u->queue_size = 1024;
     u->queue_timeout_ms = 10000;
     u->retries = 1;
+    u->pipeline = 1;
     u->fail_threshold = 5;
     u->eject_ms = 10000;
     u->health_interval_ms = 5000;

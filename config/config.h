@@ -36,13 +36,13 @@ typedef struct {
 typedef struct {
     gw_cfg_cert_t *certs; /* certs[0] is the default (no SNI or no match) */
     size_t certs_len;
-    int min_version;      /* 12 or 13 */
-    int prefer_h2;        /* ALPN server preference: 1 = h2 first, 0 = http/1.1 first */
-    int session_tickets;  /* 0/1 */
+    int min_version;     /* 12 or 13 */
+    int prefer_h2;       /* ALPN server preference: 1 = h2 first, 0 = http/1.1 first */
+    int session_tickets; /* 0/1 */
     uint64_t ticket_rotation_ms;
-    char *ciphers;        /* TLS 1.2 cipher list, OpenSSL syntax; NULL = built-in */
-    char *ciphersuites;   /* TLS 1.3 suites; NULL = OpenSSL default */
-    int self_signed;      /* generate a self-signed pair at start if both files are missing */
+    char *ciphers;      /* TLS 1.2 cipher list, OpenSSL syntax; NULL = built-in */
+    char *ciphersuites; /* TLS 1.3 suites; NULL = OpenSSL default */
+    int self_signed;    /* generate a self-signed pair at start if both files are missing */
 } gw_cfg_tls_t;
 
 typedef struct {
@@ -50,8 +50,11 @@ typedef struct {
     gw_cfg_tls_t *tls;  /* NULL for cleartext */
     unsigned protocols; /* gw_proto_flags_t; default: TLS h2|http1, cleartext h2c|http1 */
     int backlog;
-    int line;           /* where it was declared, for messages */
+    int line; /* where it was declared, for messages */
 } gw_cfg_listen_t;
+
+/* Upper bound of an upstream's `pipeline` (requests in flight per origin connection). */
+#define GW_CFG_PIPELINE_MAX 64
 
 typedef enum {
     GW_BALANCE_ROUND_ROBIN = 0,
@@ -71,9 +74,9 @@ typedef struct {
     gw_cfg_server_t *servers;
     size_t servers_len;
     gw_balance_t balance;
-    int tls;            /* HTTPS to the origin */
-    int tls_verify;     /* verify the origin's certificate (default 1) */
-    char *tls_ca;       /* CA file; NULL = system store */
+    int tls;                  /* HTTPS to the origin */
+    int tls_verify;           /* verify the origin's certificate (default 1) */
+    char *tls_ca;             /* CA file; NULL = system store */
     unsigned max_connections; /* per server */
     unsigned max_idle;        /* per server */
     uint64_t idle_timeout_ms;
@@ -83,28 +86,29 @@ typedef struct {
     uint64_t read_timeout_ms;     /* between two reads of the body */
     unsigned queue_size;
     uint64_t queue_timeout_ms;
-    unsigned retries; /* of idempotent requests that failed before any response byte */
-    unsigned fail_threshold;   /* consecutive failures that eject a server */
-    uint64_t eject_ms;         /* back-off of an ejected server */
-    char *health_path;         /* NULL = no active health check */
+    unsigned retries;        /* of idempotent requests that failed before any response byte */
+    unsigned pipeline;       /* requests in flight per connection (RFC 9112 §9.3.2); 1 = none */
+    unsigned fail_threshold; /* consecutive failures that eject a server */
+    uint64_t eject_ms;       /* back-off of an ejected server */
+    char *health_path;       /* NULL = no active health check */
     uint64_t health_interval_ms;
-    unsigned health_status;    /* expected status */
+    unsigned health_status; /* expected status */
 } gw_cfg_upstream_t;
 
 typedef struct {
-    char *host;  /* "example.com", "*.example.com" or "*" */
-    char *path;  /* prefix, starts with '/' */
+    char *host; /* "example.com", "*.example.com" or "*" */
+    char *path; /* prefix, starts with '/' */
     char *upstream_name;
     size_t upstream; /* index into gw_config_t.upstreams */
     int coalesce;
     char **coalesce_headers; /* request headers that make two requests differ */
     size_t coalesce_headers_len;
-    int coalesce_private;    /* allow coalescing requests with authorization/cookie */
-    int add_x_forwarded;     /* X-Forwarded-For / -Proto */
-    int add_forwarded;       /* RFC 7239 Forwarded */
+    int coalesce_private; /* allow coalescing requests with authorization/cookie */
+    int add_x_forwarded;  /* X-Forwarded-For / -Proto */
+    int add_forwarded;    /* RFC 7239 Forwarded */
     int add_via;
-    uint64_t response_rate;   /* bytes/s per connection for this route; 0 = none */
-    uint64_t request_rate;    /* requests/s per client; 0 = none */
+    uint64_t response_rate; /* bytes/s per connection for this route; 0 = none */
+    uint64_t request_rate;  /* requests/s per client; 0 = none */
     unsigned request_burst;
     int line;
 } gw_cfg_route_t;
@@ -118,7 +122,7 @@ typedef struct {
     uint32_t max_header_list_size;
     uint64_t settings_timeout_ms;
     unsigned max_requests_per_connection;
-    unsigned reset_budget;        /* peer + provoked resets per reset_window */
+    unsigned reset_budget; /* peer + provoked resets per reset_window */
     uint64_t reset_window_ms;
     unsigned control_frame_budget; /* SETTINGS/PING/PRIORITY/WINDOW_UPDATE... per window */
     unsigned empty_frame_budget;   /* empty DATA/HEADERS/CONTINUATION per window */
@@ -132,18 +136,18 @@ typedef struct {
     uint64_t header_ms;        /* a request head must complete within this */
     uint64_t idle_ms;
     uint64_t graceful_shutdown_ms;
-    uint64_t body_ms;          /* a stream with no progress either way is reset */
+    uint64_t body_ms; /* a stream with no progress either way is reset */
 } gw_cfg_timeouts_t;
 
 typedef struct {
-    unsigned max_connections;    /* per worker */
-    size_t write_buffer;         /* bytes queued to a client socket before reads pause */
-    size_t max_request_head;     /* HTTP/1.1 front: request line + headers */
-    size_t body_buffer;          /* per exchange, each direction */
+    unsigned max_connections; /* per worker */
+    size_t write_buffer;      /* bytes queued to a client socket before reads pause */
+    size_t max_request_head;  /* HTTP/1.1 front: request line + headers */
+    size_t body_buffer;       /* per exchange, each direction */
 } gw_cfg_limits_t;
 
 typedef struct {
-    uint64_t response_rate;  /* bytes/s per connection; 0 = unlimited */
+    uint64_t response_rate; /* bytes/s per connection; 0 = unlimited */
     uint64_t response_burst;
     uint64_t per_client_rate; /* bytes/s per client address, all its connections */
     uint64_t per_client_burst;
@@ -192,9 +196,9 @@ void gw_config_del(gw_config_t *c);
 
 /* Unit parsers, exported for tests and the CLI. Each returns 0 or GW_E_PARSE (bad unit or
  * syntax) / GW_E_RANGE (overflow). */
-int gw_parse_size(const char *s, uint64_t *bytes);   /* 123, 64KiB, 1MB, 2MiB, 1GiB, 10k */
-int gw_parse_duration(const char *s, uint64_t *ms);  /* 500ms, 30s, 5m, 1h, 1d */
-int gw_parse_rate(const char *s, uint64_t *bps);     /* 1MB/s, 512KiB/s, 100kbit/s */
+int gw_parse_size(const char *s, uint64_t *bytes);    /* 123, 64KiB, 1MB, 2MiB, 1GiB, 10k */
+int gw_parse_duration(const char *s, uint64_t *ms);   /* 500ms, 30s, 5m, 1h, 1d */
+int gw_parse_rate(const char *s, uint64_t *bps);      /* 1MB/s, 512KiB/s, 100kbit/s */
 int gw_parse_addr(const char *s, gw_cfg_addr_t *out); /* 127.0.0.1:80, [::1]:80, localhost:80 */
 
 #endif

@@ -49,6 +49,14 @@
  *   verification error). Keep-alive, idle-close detection and retries are the cleartext ones;
  *   one TLS session per server is cached for resumption; a retired connection sends
  *   close_notify.
+ * - Pipelining (cfg->pipeline > 1, RFC 9112 §9.3.2): a bodyless idempotent request may be
+ *   written behind others on a connection already proven persistent; requests dispatched in
+ *   one loop iteration share a connection and one write. Callbacks of a pipelined exchange are
+ *   those of any other. A pipelined request that is never answered on its connection (the
+ *   connection ends, or the response ahead of it turns out long or paused) is dispatched again
+ *   elsewhere without counting as a retry (stats: `pipelined`, `unanswered`). So is a request
+ *   written into a kept-alive connection that the origin was closing (EOF or reset before any
+ *   response byte): that race (RFC 9112 §9.3.1) is not a server failure either.
  */
 #ifndef GW_BACK_BACK_H
 #define GW_BACK_BACK_H
@@ -137,10 +145,12 @@ typedef struct {
     uint64_t retries;  /* exchanges re-dispatched after a failure */
     uint64_t failures; /* server failures counted by passive health */
     uint64_t ejections;
-    unsigned open;   /* connections open or connecting */
-    unsigned active; /* connections carrying an exchange */
-    unsigned idle;   /* idle keep-alive connections */
-    unsigned queued; /* exchanges waiting for a connection */
+    uint64_t pipelined;  /* requests sent behind another on a busy connection */
+    uint64_t unanswered; /* pipelined requests sent again elsewhere, never answered */
+    unsigned open;       /* connections open or connecting */
+    unsigned active;     /* connections carrying an exchange */
+    unsigned idle;       /* idle keep-alive connections */
+    unsigned queued;     /* exchanges waiting for a connection */
 } gw_back_stats_t;
 
 /* Create the back side of one worker for every upstream of `cfg`, with one client TLS

@@ -7,7 +7,8 @@
  *             (h1/client.h) and, for a TLS upstream, pass through the sans-IO client TLS
  *             (back/tls.h).
  * tls.c:      client-side TLS over memory BIOs: verification, SNI, ALPN, session cache.
- * pool.c:     gw_back_t, exchanges, per-upstream queue, dispatch, retries, public API.
+ * pool.c:     gw_back_t, exchanges, per-upstream queue, dispatch, retries, public API; the
+ *             per-loop deferred work (pipelined writes, re-sent requests) run before the poll.
  */
 #ifndef GW_BACK_INTERNAL_H
 #define GW_BACK_INTERNAL_H
@@ -44,6 +45,9 @@ struct gw_back_server {
     gw_back_stats_t st;
     uv_timer_t hc_timer; /* active health check period */
     gw_back_conn_t *hc_conn;
+    gw_list_t active;            /* ACTIVE connections, when the upstream pipelines (link) */
+    gw_back_conn_t *pipe_hint;   /* the last connection given a deferred write (revalidated) */
+    uint64_t pipe_backoff_until; /* loop ms: no pipelining until then (requests were moved) */
 };
 
 typedef struct {
@@ -68,6 +72,10 @@ struct gw_back_upstream {
     gw_back_tls_ctx_t *tls; /* client TLS context (cfg->tls), or NULL for cleartext */
 };
 
+/* After requests had to be moved off a connection (the response ahead of them was long or
+ * stalled), the server gets no pipelined request for this long (ms). */
+#define GW_BACK_PIPE_BACKOFF_MS 1000
+
 /* Virtual nodes per unit of weight on the hash ring. */
 #define GW_BACK_VNODES 160
 
@@ -78,9 +86,11 @@ uint32_t gw_back__hash_addr(const struct sockaddr *sa);
  * need_capacity, with an idle connection or room to dial. Returns NULL and sets *all_ejected
  * when no server is healthy. Advances the balancer's state only when it returns a server. */
 gw_back_server_t *gw_back__pick(gw_back_upstream_t *up, const struct sockaddr *client,
-                                gw_back_server_t *exclude, int *all_ejected, uint64_t now);
+                                gw_back_server_t *exclude, int *all_ejected, uint64_t now,
+                                int pipelined);
 int gw_back__server_healthy(gw_back_server_t *s, uint64_t now);
-int gw_back__server_has_capacity(const gw_back_server_t *s);
+/* An idle connection, room to dial, or (pipelined) a busy connection that takes one more. */
+int gw_back__server_has_capacity(gw_back_server_t *s, int pipelined);
 /* Passive health: one failure / one success of s. */
 void gw_back__server_fail(gw_back_server_t *s, uint64_t now);
 void gw_back__server_ok(gw_back_server_t *s);
@@ -97,15 +107,29 @@ const char *gw_back_conn_state_str(gw_back_conn_state_t s);
 
 /* Why a connection's reading is stopped (flags, for logs and tests). */
 enum {
-    GW_BACK_CONN_F_PAUSED = 1u << 0,    /* the exchange's consumer asked (backpressure) */
-    GW_BACK_CONN_F_READING = 1u << 1,   /* uv_read_start is in effect */
-    GW_BACK_CONN_F_WRITING = 1u << 2,   /* a uv_write is in flight */
-    GW_BACK_CONN_F_HEALTH = 1u << 3,    /* an active health check connection, not pooled */
-    GW_BACK_CONN_F_GOT_BYTE = 1u << 4,  /* a response byte arrived for the current exchange */
-    GW_BACK_CONN_F_REUSED = 1u << 5,    /* current exchange came from the idle list */
-    GW_BACK_CONN_F_RESOLVING = 1u << 6, /* uv_getaddrinfo in flight (counted in handles) */
-    GW_BACK_CONN_F_HANDSHAKE = 1u << 7, /* TCP connected, TLS handshake running (CONNECTING) */
+    GW_BACK_CONN_F_PAUSED = 1u << 0,     /* the exchange's consumer asked (backpressure) */
+    GW_BACK_CONN_F_READING = 1u << 1,    /* uv_read_start is in effect */
+    GW_BACK_CONN_F_WRITING = 1u << 2,    /* a uv_write is in flight */
+    GW_BACK_CONN_F_HEALTH = 1u << 3,     /* an active health check connection, not pooled */
+    GW_BACK_CONN_F_GOT_BYTE = 1u << 4,   /* a response byte arrived for the current exchange */
+    GW_BACK_CONN_F_REUSED = 1u << 5,     /* current exchange came from the idle list */
+    GW_BACK_CONN_F_RESOLVING = 1u << 6,  /* uv_getaddrinfo in flight (counted in handles) */
+    GW_BACK_CONN_F_HANDSHAKE = 1u << 7,  /* TCP connected, TLS handshake running (CONNECTING) */
+    GW_BACK_CONN_F_PERSIST = 1u << 8,    /* the last final head was HTTP/1.1 keep-alive */
+    GW_BACK_CONN_F_DISCARD = 1u << 9,    /* the response being read has no exchange: dropped */
+    GW_BACK_CONN_F_LONG = 1u << 10,      /* it has a large or unbounded body: nothing behind it */
+    GW_BACK_CONN_F_HEAD = 1u << 11,      /* it answers a HEAD request */
+    GW_BACK_CONN_F_PIPELINED = 1u << 12, /* its request was pipelined behind another */
 };
+
+/* A request written (or queued to be) behind the one being answered: HTTP/1.1 pipelining
+ * (RFC 9112 §9.3.2). Only bodyless idempotent requests are pipelined, only on a connection
+ * whose last response proved it persistent. x is NULL once the exchange left (cancelled, or
+ * moved to another connection): its response is read and dropped. */
+typedef struct {
+    gw_back_exch_t *x;
+    int head_only;
+} gw_back_pipe_t;
 
 /* A pending request-body write: done fires when `end` stream bytes have been written. */
 typedef struct {
@@ -133,11 +157,13 @@ struct gw_back_exch {
     int body_ended;
     int body_started_write; /* a body byte hit a socket: no more retries */
     unsigned tries;
-    int head_seen; /* final head delivered */
-    int paused;    /* gw_back_pause_reading() in effect */
-    gw_list_t all; /* in the back's list of live exchanges */
-    int in_cb;     /* a callback of ours is on the stack */
-    int dead;      /* cancelled or finished while in_cb */
+    int no_pipeline; /* re-sent after it went unanswered behind another request: never again */
+    int head_seen;   /* final head delivered */
+    int paused;      /* gw_back_pause_reading() in effect */
+    gw_list_t all;   /* in the back's list of live exchanges */
+    gw_list_t rlink; /* in the back's list of unanswered exchanges to send again */
+    int in_cb;       /* a callback of ours is on the stack */
+    int dead;        /* cancelled or finished while in_cb */
     gw_back_cbs_t cbs;
     void *user_data;
 };
@@ -153,9 +179,13 @@ struct gw_back_conn {
     gw_back_conn_state_t state;
     unsigned flags;
     gw_back_server_t *server;
-    gw_list_t link; /* idle list */
-    gw_back_exch_t *exch;
-    unsigned requests; /* exchanges carried */
+    gw_list_t link;       /* IDLE: the server's idle list; ACTIVE (pipelining): its active list */
+    gw_list_t flink;      /* in the back's list of connections with a deferred write */
+    gw_back_exch_t *exch; /* the exchange whose response is read now */
+    gw_back_pipe_t *pipe; /* ring of pipeline - 1 requests behind it (allocated on first use) */
+    unsigned pipe_first, pipe_len;
+    unsigned requests;  /* exchanges carried (pipelined ones included) */
+    unsigned responses; /* final responses read */
     gw_iovq_t out;
     size_t writing;     /* bytes of the write in flight */
     uint64_t head_left; /* head bytes of the current exchange not yet written */
@@ -175,8 +205,23 @@ int gw_back__conn_dial(gw_back_server_t *s, gw_back_exch_t *x);
 void gw_back__conn_start(gw_back_conn_t *c, gw_back_exch_t *x);
 /* Take a live idle connection of s (closing dead ones found on the way), or NULL. */
 gw_back_conn_t *gw_back__conn_take_idle(gw_back_server_t *s);
-/* Detach c's exchange and close c (cancel). */
+/* Detach every exchange of c (none is told) and close c: gw_back_del. */
 void gw_back__conn_abort(gw_back_conn_t *c);
+/* The owner cancelled x, carried by c: the response being read is x's → close c, and the
+ * requests pipelined behind it are sent again elsewhere; x is pipelined → its response will
+ * be dropped when it comes. */
+void gw_back__conn_cancel(gw_back_conn_t *c, gw_back_exch_t *x);
+/* A busy connection of s that takes one more pipelined request, or NULL: the batch
+ * connection when it has room, else the one with the fewest requests in flight. */
+gw_back_conn_t *gw_back__conn_pipe_slot(gw_back_server_t *s);
+/* The connection whose write is pending in this loop iteration (the last one handed to
+ * gw_back__flush_later()), when it takes one more pipelined request; else NULL. */
+gw_back_conn_t *gw_back__conn_batch_slot(gw_back_server_t *s);
+/* Send x behind the requests in flight on c (from gw_back__conn_pipe_slot()). The write is
+ * deferred to the end of the loop iteration, so requests dispatched together share one
+ * write(2). 0 or GW_E_NOMEM. */
+int gw_back__conn_pipeline(gw_back_conn_t *c, gw_back_exch_t *x);
+
 /* Park c in its server's idle list (LIFO), or close it when max_idle are parked. */
 void gw_back__conn_park(gw_back_conn_t *c);
 /* Close now (any state); the exchange, if any, must have been detached. */
@@ -198,6 +243,14 @@ void gw_back__conn_free_again(gw_back_conn_t *c);
 void gw_back__slot_released(gw_back_server_t *s);
 /* x failed on its connection (already detached) with code; retry if allowed, else on_error. */
 void gw_back__exch_failed(gw_back_exch_t *x, int code, int retryable);
+/* x was pipelined behind a response and never answered (the connection ended, or the
+ * response ahead turned out long); already detached. It is dispatched again, not pipelined,
+ * from the back's deferred work (never from inside the caller), and it does not count as a
+ * retry: the origin never answered it (RFC 9112 §9.3.2). */
+void gw_back__exch_unanswered(gw_back_exch_t *x);
+/* Write c's queued output before the loop polls again (pipelined requests). */
+void gw_back__flush_later(gw_back_conn_t *c);
+void gw_back__flush_cancel(gw_back_conn_t *c);
 /* Event delivery to the exchange's owner; each returns non-zero if x is gone afterwards. */
 int gw_back__deliver_head(gw_back_exch_t *x, const gw_back_head_t *h, int interim);
 int gw_back__deliver_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len);

@@ -20,6 +20,19 @@
  * byte or alert, but a post-handshake message (a TLS 1.3 session ticket) keeps it. A retired
  * connection sends close_notify (RFC 8446 §6.1) before it closes; a close-delimited body
  * needs the origin's close_notify to count as complete (read_end).
+ *
+ * Pipelining (upstream `pipeline` > 1, RFC 9112 §9.3.2): an ACTIVE connection may carry up to
+ * `pipeline` requests: `exch`, whose response is read now, and a ring of bodyless idempotent
+ * requests written behind it, answered in order. A connection takes one only when its last
+ * final response was HTTP/1.1 keep-alive (never right after the connect: §9.3.2), the one being
+ * read is bodyless and idempotent, not paused and not known to be long. When a response
+ * completes, the next entry becomes `exch` and the bytes after it in the same read are its
+ * own. Whatever stops the connection (an error, a close, `Connection: close`, a timeout of the
+ * response ahead) leaves the requests behind unanswered: they are sent again elsewhere
+ * (gw_back__exch_unanswered). So are those waiting behind a response that turns out long (no
+ * length, or more than GW_BACK_READ_BUF_MAX) or whose consumer pauses it: their entries stay as
+ * placeholders (x NULL) whose responses are dropped, and the connection is closed rather than
+ * drained once only placeholders remain.
  */
 #include <errno.h>
 #include <string.h>
@@ -74,6 +87,7 @@ static void conn_unref(gw_back_conn_t *c)
         return;
     gw_iovq_free(&c->out);
     gw_rbuf_unref(c->in);
+    gw_free(c->pipe);
     gw_h1_client_del(c->h1);
     gw_back_tls_del(c->tls);
     gw_bytes_free(&c->tls_out);
@@ -113,7 +127,11 @@ void gw_back__conn_close(gw_back_conn_t *c)
         st->idle--;
         s->st.idle--;
     }
-    GW_ASSERT(c->exch == NULL);
+    GW_ASSERT(c->exch == NULL && c->pipe_len == 0);
+    gw_list_remove(&c->link); /* the active list (pipelining) */
+    gw_back__flush_cancel(c);
+    if (s->pipe_hint == c)
+        s->pipe_hint = NULL;
     if (c->tls) {
         /* Retired or failed after the handshake: close_notify. After a failed handshake the
          * alert OpenSSL queued goes instead. Best effort: one non-blocking write, none while
@@ -160,7 +178,59 @@ static gw_back_exch_t *detach(gw_back_conn_t *c)
     return x;
 }
 
-/* The connection failed while carrying its exchange. */
+/* ---- pipeline ring -------------------------------------------------------------------------- */
+
+static unsigned pipe_cap(const gw_back_conn_t *c)
+{
+    return ucfg(c)->pipeline - 1;
+}
+
+static gw_back_pipe_t *pipe_at(gw_back_conn_t *c, unsigned i)
+{
+    return &c->pipe[(c->pipe_first + i) % pipe_cap(c)];
+}
+
+/* Requests in flight: the one being answered (or dropped) and those behind it. */
+static unsigned inflight(const gw_back_conn_t *c)
+{
+    return (c->exch || (c->flags & GW_BACK_CONN_F_DISCARD) ? 1u : 0u) + c->pipe_len;
+}
+
+/* Entries behind the current response whose exchange is still waiting for it. */
+static unsigned pipe_live(gw_back_conn_t *c)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < c->pipe_len; i++)
+        n += pipe_at(c, i)->x != NULL;
+    return n;
+}
+
+/* Every exchange waiting behind the current response leaves c unanswered (sent again from the
+ * back's deferred work: nothing is called back from here). keep: their entries stay as
+ * placeholders, because their requests are on the wire and their responses will come. */
+static void pipe_evacuate(gw_back_conn_t *c, int keep)
+{
+    unsigned moved = 0;
+    for (unsigned i = 0; i < c->pipe_len; i++) {
+        gw_back_pipe_t *e = pipe_at(c, i);
+        if (!e->x)
+            continue;
+        gw_back_exch_t *x = e->x;
+        e->x = NULL;
+        x->conn = NULL;
+        gw_back__exch_unanswered(x);
+        moved++;
+    }
+    if (!keep)
+        c->pipe_first = c->pipe_len = 0;
+    else if (moved)
+        /* Requests had to leave a long or stalled response: this server's answers are not
+         * the quick ones pipelining pays for. Stop sending it pipelined requests for a while
+         * rather than have the origin answer the same requests twice, again and again. */
+        c->server->pipe_backoff_until = uv_now(loop_of(c)) + GW_BACK_PIPE_BACKOFF_MS;
+}
+
+/* The connection failed while carrying its exchange (and maybe some pipelined behind it). */
 static void fail(gw_back_conn_t *c, int code, int count_failure)
 {
     gw_back_server_t *s = c->server;
@@ -173,11 +243,21 @@ static void fail(gw_back_conn_t *c, int code, int count_failure)
         gw_back__conn_close(c);
         return;
     }
+    pipe_evacuate(c, 0);
+    /* Unanswered, not failed: a request that waited in a pipeline, or one written into a
+     * kept-alive connection the origin was closing (the race of RFC 9112 §9.3.1: reset or EOF
+     * before any byte). Neither counts against the server nor uses up the request's retries:
+     * the connection is gone, and the request goes again on another one. */
+    int unanswered = before_response && ((c->flags & GW_BACK_CONN_F_PIPELINED) ||
+                                         ((c->flags & GW_BACK_CONN_F_REUSED) && code == GW_E_IO));
     gw_back_exch_t *x = detach(c);
-    if (count_failure)
+    c->flags &= ~GW_BACK_CONN_F_DISCARD;
+    if (count_failure && !unanswered)
         gw_back__server_fail(s, uv_now(loop_of(c)));
     gw_back__conn_close(c);
-    if (x)
+    if (x && unanswered && x->req.idempotent && !x->body_started_write)
+        gw_back__exch_unanswered(x);
+    else if (x)
         gw_back__exch_failed(x, code, before_response && code != GW_E_PARSE);
 }
 
@@ -377,6 +457,9 @@ void gw_back__conn_update_reading(gw_back_conn_t *c)
                (c->state == GW_BACK_CONN_ACTIVE && !(c->flags & GW_BACK_CONN_F_PAUSED)) ||
                (c->state == GW_BACK_CONN_CONNECTING && (c->flags & GW_BACK_CONN_F_HANDSHAKE));
     int on = !!(c->flags & GW_BACK_CONN_F_READING);
+    /* Nothing waits behind a response whose consumer is slow. */
+    if (c->state == GW_BACK_CONN_ACTIVE && (c->flags & GW_BACK_CONN_F_PAUSED) && c->pipe_len)
+        pipe_evacuate(c, 1);
     if (want && !on) {
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
             c->flags |= GW_BACK_CONN_F_READING;
@@ -422,7 +505,22 @@ static int p_head(void *data, const gw_h1_msg_t *m)
     if (h.status >= 200) {
         gw_back__server_ok(c->server);
         arm(c, ucfg(c)->read_timeout_ms);
+        if (m->version_minor >= 1 && gw_h1_client_keep_alive(c->h1))
+            c->flags |= GW_BACK_CONN_F_PERSIST;
+        else
+            c->flags &= ~GW_BACK_CONN_F_PERSIST;
+        /* A body without a length or longer than one large read would hold whatever waits
+         * behind it (a stream of events may never end): those requests go elsewhere. */
+        int bodyless = (c->flags & GW_BACK_CONN_F_HEAD) || h.status == 204 || h.status == 304;
+        if (!bodyless &&
+            (m->content_length < 0 || m->content_length > (int64_t)GW_BACK_READ_BUF_MAX)) {
+            c->flags |= GW_BACK_CONN_F_LONG;
+            if (c->pipe_len)
+                pipe_evacuate(c, 1);
+        }
     }
+    if (!x)
+        return 0; /* a placeholder's response: dropped */
     if (gw_back__deliver_head(x, &h, h.status < 200))
         return GW_E_CLOSED;
     if (h.status >= 200)
@@ -434,7 +532,7 @@ static int p_body(void *data, size_t off, size_t len)
 {
     gw_back_conn_t *c = data;
     if (!c->exch)
-        return 0;
+        return 0; /* a placeholder's response: dropped */
     return gw_back__deliver_body(c->exch, c->in, off, len) ? GW_E_CLOSED : 0;
 }
 
@@ -453,23 +551,74 @@ static int p_complete(void *data)
 
 static const gw_h1_client_cbs_t codec_cbs = {p_head, p_body, p_trailers, p_complete};
 
-/* The response ended; no_reuse: bytes followed it in the same read, or the origin closed. */
-static void complete(gw_back_conn_t *c, int no_reuse)
+static int tls_more_follows(gw_back_conn_t *c);
+
+/* The next pipelined entry becomes the response to read. */
+static void promote(gw_back_conn_t *c)
+{
+    gw_back_pipe_t e = *pipe_at(c, 0);
+    c->pipe_first = (c->pipe_first + 1) % pipe_cap(c);
+    c->pipe_len--;
+    c->exch = e.x;
+    c->flags &= ~(GW_BACK_CONN_F_GOT_BYTE | GW_BACK_CONN_F_PAUSED | GW_BACK_CONN_F_DISCARD |
+                  GW_BACK_CONN_F_LONG | GW_BACK_CONN_F_HEAD);
+    c->flags |= GW_BACK_CONN_F_REUSED | GW_BACK_CONN_F_PIPELINED;
+    if (!e.x)
+        c->flags |= GW_BACK_CONN_F_DISCARD;
+    else if (e.x->paused)
+        c->flags |= GW_BACK_CONN_F_PAUSED;
+    if (e.head_only)
+        c->flags |= GW_BACK_CONN_F_HEAD;
+    gw_h1_client_start(c->h1, e.head_only);
+    arm(c, ucfg(c)->response_timeout_ms);
+    gw_back__conn_update_reading(c);
+}
+
+/* The response being read ended, with `rest` more bytes in this read after it; eof: it was
+ * ended by the origin's close. Returns 1 when c goes on with the next pipelined response (the
+ * `rest` bytes are its own), 0 when c was parked or closed. */
+static int complete(gw_back_conn_t *c, size_t rest, int eof)
 {
     gw_back_exch_t *x = c->exch;
+    gw_back_server_t *s = c->server;
     unsigned maxr = ucfg(c)->max_requests_per_connection;
-    int request_done = x->body_ended && x->body.bytes == 0 && c->out.bytes == 0 &&
-                       !(c->flags & GW_BACK_CONN_F_WRITING);
-    int reuse = gw_h1_client_keep_alive(c->h1) && !no_reuse && request_done &&
-                !(maxr && c->requests >= maxr);
-    GW_LOG_DEBUG("back_exch_done", "server=%s status=%u reuse=%d requests=%u",
-                 c->server->cfg->addr.text, gw_h1_client_status(c->h1), reuse, c->requests);
+    int keep_alive = gw_h1_client_keep_alive(c->h1) && !eof;
+    c->responses++;
+    if (c->pipe_len && keep_alive && pipe_live(c)) {
+        GW_LOG_DEBUG("back_exch_done", "server=%s status=%u reuse=pipelined requests=%u",
+                     s->cfg->addr.text, gw_h1_client_status(c->h1), c->requests);
+        if (x)
+            x->conn = NULL;
+        c->exch = NULL;
+        promote(c);
+        if (x)
+            gw_back__deliver_complete(x);
+        if (c->state != GW_BACK_CONN_ACTIVE)
+            return 0;              /* closed from the callback */
+        gw_back__slot_released(s); /* a pipeline slot opened: a queued exchange may take it */
+        return c->state == GW_BACK_CONN_ACTIVE;
+    }
+    /* Nothing (alive) behind it: the cleartext rules. An origin that sent bytes after the
+     * response has desynchronised the connection; with requests behind it, the connection ends
+     * here (the origin closes it, or only placeholders remain) and they are sent again. */
+    int request_done = !x || (x->body_ended && x->body.bytes == 0 &&
+                              ((c->flags & GW_BACK_CONN_F_PIPELINED) || c->pipe_len ||
+                               (c->out.bytes == 0 && !(c->flags & GW_BACK_CONN_F_WRITING))));
+    int reuse = keep_alive && c->pipe_len == 0 && rest == 0 && !(c->tls && tls_more_follows(c)) &&
+                request_done && !(maxr && c->requests >= maxr);
+    GW_LOG_DEBUG("back_exch_done", "server=%s status=%u reuse=%d requests=%u", s->cfg->addr.text,
+                 gw_h1_client_status(c->h1), reuse, c->requests);
+    pipe_evacuate(c, 0);
     detach(c);
+    c->flags &= ~(GW_BACK_CONN_F_DISCARD | GW_BACK_CONN_F_PIPELINED | GW_BACK_CONN_F_LONG |
+                  GW_BACK_CONN_F_HEAD);
     if (reuse)
         gw_back__conn_free_again(c);
     else
         gw_back__conn_close(c);
-    gw_back__deliver_complete(x);
+    if (x)
+        gw_back__deliver_complete(x);
+    return 0;
 }
 
 /* The socket ended (nread is UV_EOF or an error code) on an ACTIVE connection. Over TLS the
@@ -496,7 +645,7 @@ static void read_end(gw_back_conn_t *c, ssize_t nread, int clean)
             fail(c, GW_E_IO, 1);
             return;
         }
-        complete(c, 1); /* close-delimited body */
+        complete(c, 0, 1); /* close-delimited body */
         return;
     }
     /* EOF or reset on a reused connection before any byte is the keep-alive race, not a
@@ -515,8 +664,8 @@ static int tls_more_follows(gw_back_conn_t *c)
 }
 
 /* n response bytes were just placed at the free tail of c->in: parse them. Returns 1 when
- * the connection is done with this read (response complete, failed, or closed from a
- * callback), 0 when more bytes may come. */
+ * the connection is done with this read (response complete and no pipelined one follows,
+ * failed, or closed from a callback), 0 when more bytes may come. */
 static int feed_in(gw_back_conn_t *c, size_t n)
 {
     size_t off = c->in->len;
@@ -524,23 +673,31 @@ static int feed_in(gw_back_conn_t *c, size_t n)
     c->flags |= GW_BACK_CONN_F_GOT_BYTE;
     if (c->exch && c->exch->head_seen && !(c->flags & GW_BACK_CONN_F_PAUSED))
         arm(c, ucfg(c)->read_timeout_ms);
-    c->msg_done = 0;
-    ssize_t used = gw_h1_client_feed(c->h1, c->in->data, off, n);
-    if (c->state == GW_BACK_CONN_CLOSING) {
+    for (;;) {
         c->msg_done = 0;
-        return 1; /* cancelled from a callback, or a health check that finished */
-    }
-    if (used < 0) {
+        ssize_t used = gw_h1_client_feed(c->h1, c->in->data, off, n);
+        if (c->state == GW_BACK_CONN_CLOSING) {
+            c->msg_done = 0;
+            return 1; /* cancelled from a callback, or a health check that finished */
+        }
+        if (used < 0) {
+            c->msg_done = 0;
+            fail(c, (int)used == GW_E_NOMEM ? GW_E_NOMEM : GW_E_PARSE, 1);
+            return 1;
+        }
+        if (!c->msg_done)
+            return 0;
         c->msg_done = 0;
-        fail(c, (int)used == GW_E_NOMEM ? GW_E_NOMEM : GW_E_PARSE, 1);
-        return 1;
+        size_t rest = n - (size_t)used;
+        if (!complete(c, rest, 0))
+            return 1;
+        if (rest == 0)
+            return 0;
+        /* The next pipelined response starts in this read. */
+        off += (size_t)used;
+        n = rest;
+        c->flags |= GW_BACK_CONN_F_GOT_BYTE;
     }
-    if (c->msg_done) {
-        c->msg_done = 0;
-        complete(c, (size_t)used < n || (c->tls && tls_more_follows(c)));
-        return 1;
-    }
-    return 0;
 }
 
 static void tls_handshake_step(gw_back_conn_t *c);
@@ -758,6 +915,7 @@ static gw_back_conn_t *conn_new(gw_back_server_t *s)
     }
     gw_bytes_init(&c->tls_out, 0);
     gw_list_init(&c->link);
+    gw_list_init(&c->flink);
     gw_iovq_init(&c->out);
     c->server = s;
     c->state = GW_BACK_CONN_CONNECTING;
@@ -865,8 +1023,14 @@ void gw_back__conn_start(gw_back_conn_t *c, gw_back_exch_t *x)
     } else {
         c->flags &= ~GW_BACK_CONN_F_REUSED;
     }
+    GW_ASSERT(c->pipe_len == 0);
+    if (ucfg(c)->pipeline > 1 && !gw_list_linked(&c->link))
+        gw_list_push_back(&c->server->active, &c->link);
     c->state = GW_BACK_CONN_ACTIVE;
-    c->flags &= ~(GW_BACK_CONN_F_GOT_BYTE | GW_BACK_CONN_F_PAUSED);
+    c->flags &= ~(GW_BACK_CONN_F_GOT_BYTE | GW_BACK_CONN_F_PAUSED | GW_BACK_CONN_F_DISCARD |
+                  GW_BACK_CONN_F_LONG | GW_BACK_CONN_F_HEAD | GW_BACK_CONN_F_PIPELINED);
+    if (head_only)
+        c->flags |= GW_BACK_CONN_F_HEAD;
     if (x->paused)
         c->flags |= GW_BACK_CONN_F_PAUSED;
     c->requests++;
@@ -881,7 +1045,10 @@ void gw_back__conn_start(gw_back_conn_t *c, gw_back_exch_t *x)
     }
     arm(c, ucfg(c)->response_timeout_ms);
     gw_back__conn_update_reading(c);
-    write_more(c);
+    if (ucfg(c)->pipeline > 1)
+        gw_back__flush_later(c); /* requests dispatched with this one may join its write */
+    else
+        write_more(c);
 }
 
 gw_back_conn_t *gw_back__conn_take_idle(gw_back_server_t *s)
@@ -911,8 +1078,99 @@ gw_back_conn_t *gw_back__conn_take_idle(gw_back_server_t *s)
 
 void gw_back__conn_abort(gw_back_conn_t *c)
 {
+    for (unsigned i = 0; i < c->pipe_len; i++) {
+        gw_back_pipe_t *e = pipe_at(c, i);
+        if (e->x)
+            e->x->conn = NULL;
+    }
+    c->pipe_first = c->pipe_len = 0;
     detach(c);
+    c->flags &= ~GW_BACK_CONN_F_DISCARD;
     gw_back__conn_close(c);
+}
+
+void gw_back__conn_cancel(gw_back_conn_t *c, gw_back_exch_t *x)
+{
+    if (c->exch == x) {
+        pipe_evacuate(c, 0);
+        detach(c);
+        gw_back__conn_close(c);
+        return;
+    }
+    for (unsigned i = 0; i < c->pipe_len; i++) {
+        gw_back_pipe_t *e = pipe_at(c, i);
+        if (e->x == x) {
+            e->x = NULL; /* its request is on the wire: drop the response when it comes */
+            x->conn = NULL;
+            return;
+        }
+    }
+    GW_ASSERT(!"cancelled exchange not found on its connection");
+}
+
+/* Whether c takes one more pipelined request now (see the file comment). */
+static int pipeline_ok(gw_back_conn_t *c)
+{
+    const gw_cfg_upstream_t *u = ucfg(c);
+    gw_back_exch_t *x = c->exch;
+    if (c->state != GW_BACK_CONN_ACTIVE || inflight(c) >= u->pipeline ||
+        (u->max_requests_per_connection && c->requests >= u->max_requests_per_connection))
+        return 0;
+    if ((c->flags & (GW_BACK_CONN_F_PERSIST | GW_BACK_CONN_F_PAUSED | GW_BACK_CONN_F_LONG)) !=
+        GW_BACK_CONN_F_PERSIST)
+        return 0;
+    if (c->server->pipe_backoff_until && uv_now(loop_of(c)) < c->server->pipe_backoff_until)
+        return 0;
+    return !x || (x->req.idempotent && x->req.body_len == 0);
+}
+
+gw_back_conn_t *gw_back__conn_batch_slot(gw_back_server_t *s)
+{
+    gw_back_conn_t *h = s->pipe_hint;
+    return h && gw_list_linked(&h->flink) && pipeline_ok(h) ? h : NULL;
+}
+
+gw_back_conn_t *gw_back__conn_pipe_slot(gw_back_server_t *s)
+{
+    if (s->up->cfg->pipeline <= 1)
+        return NULL;
+    gw_back_conn_t *c = gw_back__conn_batch_slot(s);
+    if (c)
+        return c;
+    /* The connection with the fewest requests in flight: the shortest wait. */
+    gw_back_conn_t *best = NULL;
+    unsigned best_n = UINT32_MAX;
+    gw_list_foreach(it, &s->active)
+    {
+        c = GW_CONTAINER_OF(it, gw_back_conn_t, link);
+        if (!pipeline_ok(c))
+            continue;
+        unsigned n = inflight(c);
+        if (n < best_n) {
+            best = c;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+int gw_back__conn_pipeline(gw_back_conn_t *c, gw_back_exch_t *x)
+{
+    GW_ASSERT(pipeline_ok(c));
+    if (!c->pipe && !(c->pipe = gw_calloc(pipe_cap(c), sizeof(*c->pipe))))
+        return GW_E_NOMEM;
+    if (gw_iovq_copy(&c->out, x->head.base, x->head.len) < 0)
+        return GW_E_NOMEM;
+    int head_only = x->req.method.len == 4 && memcmp(x->req.method.base, "HEAD", 4) == 0;
+    *pipe_at(c, c->pipe_len) = (gw_back_pipe_t){x, head_only};
+    c->pipe_len++;
+    c->requests++;
+    x->conn = c;
+    x->server = c->server;
+    gw_back__stats(c->server->up->back)->pipelined++;
+    c->server->st.pipelined++;
+    gw_back__flush_later(c);
+    return 0;
 }
 
 /* Park c in its server's idle list (most recent first). */
@@ -920,10 +1178,15 @@ void gw_back__conn_park(gw_back_conn_t *c)
 {
     gw_back_server_t *s = c->server;
     unsigned max_idle = s->up->cfg->max_idle;
+    GW_ASSERT(c->exch == NULL && c->pipe_len == 0);
     if (s->idle_cnt >= max_idle) {
         gw_back__conn_close(c);
         return;
     }
+    gw_list_remove(&c->link); /* the active list (pipelining) */
+    gw_back__flush_cancel(c);
+    if (s->pipe_hint == c)
+        s->pipe_hint = NULL;
     c->state = GW_BACK_CONN_IDLE;
     c->flags &= ~GW_BACK_CONN_F_PAUSED;
     gw_list_push_front(&s->idle, &c->link);

@@ -7,6 +7,15 @@
  * which is kept in comparator order; a connection that frees up or closes serves the queue
  * head first. New exchanges never overtake queued ones.
  *
+ * Pipelining (an upstream's `pipeline` > 1, RFC 9112 §9.3.2): when a server has no idle
+ * connection and no room to dial, a bodyless idempotent request may go behind the requests in
+ * flight on a busy connection (conn.c picks which) instead of waiting in the queue. Its write
+ * is deferred to the back's `work` handle (uv_prepare: after this iteration's callbacks,
+ * before the loop polls), so requests dispatched together leave in one write(2). A pipelined
+ * request that goes unanswered (the connection ends, or the response ahead of it turns out
+ * long) is dispatched again from the same handle, never pipelined again, not counted as a
+ * retry.
+ *
  * Reentrancy: user callbacks may cancel their exchange; `in_cb` counts our frames on the stack
  * and `dead` defers the free to the outermost one.
  */
@@ -27,7 +36,10 @@ struct gw_back {
     uint64_t seq;
     gw_list_t exchs; /* every live exchange */
     gw_pool_t exch_pool;
-    int handles; /* our timers still open */
+    uv_prepare_t work;    /* deferred work: runs while flush or unanswered is not empty */
+    gw_list_t flush;      /* connections with pipelined requests to write (flink) */
+    gw_list_t unanswered; /* exchanges to dispatch again (rlink) */
+    int handles;          /* our timers still open */
     int deleting;
 };
 
@@ -75,6 +87,7 @@ static void exch_free(gw_back_exch_t *x)
     gw_back_t *b = x->up->back;
     GW_ASSERT(x->conn == NULL && !gw_list_linked(&x->qlink) && gw_list_empty(&x->wmarks));
     gw_list_remove(&x->all);
+    gw_list_remove(&x->rlink);
     gw_bytes_free(&x->head);
     gw_iovq_free(&x->body);
     gw_pool_put(&b->exch_pool, x);
@@ -263,11 +276,26 @@ static void on_queue_timer(uv_timer_t *t)
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
-/* Put x on a connection of s (idle or new). 0, or GW_E_AGAIN when s had no capacity after all
- * (its idle connections were dead and it is full), or GW_E_NOMEM. */
+static void on_work(uv_prepare_t *h);
+
+/* Whether x may be pipelined: RFC 9112 §9.3.2 advises against pipelining non-idempotent
+ * requests, and a request body would hold the connection's write side. */
+static int pipelineable(const gw_back_exch_t *x)
+{
+    return x->up->cfg->pipeline > 1 && x->req.idempotent && x->req.body_len == 0 && !x->no_pipeline;
+}
+
+/* Put x on a connection of s: with pipelining, first the connection whose write is pending
+ * in this loop iteration (requests dispatched together leave together), then an idle one,
+ * a new one, and last a busy one with room in its pipeline. 0, or GW_E_AGAIN when s had no
+ * capacity after all (its idle connections were dead and it is full), or GW_E_NOMEM. */
 static int assign(gw_back_exch_t *x, gw_back_server_t *s)
 {
-    gw_back_conn_t *c = gw_back__conn_take_idle(s);
+    int pipe = pipelineable(x);
+    gw_back_conn_t *c;
+    if (pipe && (c = gw_back__conn_batch_slot(s)) != NULL)
+        return gw_back__conn_pipeline(c, x);
+    c = gw_back__conn_take_idle(s);
     if (c) {
         x->up->back->st.reused++;
         s->st.reused++;
@@ -276,6 +304,8 @@ static int assign(gw_back_exch_t *x, gw_back_server_t *s)
     }
     if (s->open < (s->up->cfg->max_connections ? s->up->cfg->max_connections : 1))
         return gw_back__conn_dial(s, x);
+    if (pipe && (c = gw_back__conn_pipe_slot(s)) != NULL)
+        return gw_back__conn_pipeline(c, x);
     return GW_E_AGAIN;
 }
 
@@ -286,7 +316,8 @@ static int dispatch(gw_back_exch_t *x, gw_back_server_t *exclude, int retry)
     uint64_t now = uv_now(up->back->loop);
     for (int attempt = 0; attempt < 4 && gw_list_empty(&up->queue); attempt++) {
         int all_ejected = 0;
-        gw_back_server_t *s = gw_back__pick(up, x->req.client, exclude, &all_ejected, now);
+        gw_back_server_t *s =
+            gw_back__pick(up, x->req.client, exclude, &all_ejected, now, pipelineable(x));
         if (!s) {
             if (all_ejected)
                 return GW_E_NOENT;
@@ -317,7 +348,8 @@ static void dispatch_queue(gw_back_upstream_t *up)
     while (!gw_list_empty(&up->queue)) {
         gw_back_exch_t *x = GW_CONTAINER_OF(up->queue.next, gw_back_exch_t, qlink);
         int all_ejected = 0;
-        gw_back_server_t *s = gw_back__pick(up, x->req.client, NULL, &all_ejected, now);
+        gw_back_server_t *s =
+            gw_back__pick(up, x->req.client, NULL, &all_ejected, now, pipelineable(x));
         if (!s) {
             if (!all_ejected)
                 break;
@@ -341,6 +373,32 @@ static void dispatch_queue(gw_back_upstream_t *up)
     arm_queue_timer(up, 0);
 }
 
+/* Deferred work, before the loop polls: first the unanswered exchanges (at the front of the
+ * queue when they must wait: they were sent before the ones waiting), then the pipelined
+ * writes. Either may add to the other (a failed write leaves exchanges unanswered). */
+static void on_work(uv_prepare_t *h)
+{
+    gw_back_t *b = h->data;
+    for (;;) {
+        gw_list_t *n = gw_list_pop_front(&b->unanswered);
+        if (n) {
+            gw_back_exch_t *x = GW_CONTAINER_OF(n, gw_back_exch_t, rlink);
+            GW_LOG_DEBUG("back_unanswered", "upstream=%s server=%s", x->up->cfg->name,
+                         x->server ? x->server->cfg->addr.text : "-");
+            int rc = dispatch(x, NULL, 1);
+            if (rc < 0)
+                finish(x, rc);
+            continue;
+        }
+        if ((n = gw_list_pop_front(&b->flush)) != NULL) {
+            gw_back__conn_flush(GW_CONTAINER_OF(n, gw_back_conn_t, flink));
+            continue;
+        }
+        break;
+    }
+    uv_prepare_stop(h);
+}
+
 void gw_back__conn_free_again(gw_back_conn_t *c)
 {
     gw_back__conn_park(c); /* the queue head then takes it (LIFO: it is the first idle one) */
@@ -350,6 +408,35 @@ void gw_back__conn_free_again(gw_back_conn_t *c)
 void gw_back__slot_released(gw_back_server_t *s)
 {
     dispatch_queue(s->up);
+}
+
+void gw_back__exch_unanswered(gw_back_exch_t *x)
+{
+    gw_back_t *b = x->up->back;
+    GW_ASSERT(x->conn == NULL && !gw_list_linked(&x->qlink));
+    x->no_pipeline = 1;
+    b->st.unanswered++;
+    if (x->server)
+        x->server->st.unanswered++;
+    gw_list_push_back(&b->unanswered, &x->rlink);
+    if (!b->deleting)
+        uv_prepare_start(&b->work, on_work);
+}
+
+void gw_back__flush_later(gw_back_conn_t *c)
+{
+    gw_back_t *b = c->server->up->back;
+    c->server->pipe_hint = c; /* the batch that the next requests may join */
+    if (gw_list_linked(&c->flink))
+        return;
+    gw_list_push_back(&b->flush, &c->flink);
+    if (!b->deleting)
+        uv_prepare_start(&b->work, on_work);
+}
+
+void gw_back__flush_cancel(gw_back_conn_t *c)
+{
+    gw_list_remove(&c->flink);
 }
 
 void gw_back__exch_failed(gw_back_exch_t *x, int code, int before_response)
@@ -402,6 +489,8 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
     b->loop = loop;
     b->cfg = cfg;
     gw_list_init(&b->exchs);
+    gw_list_init(&b->flush);
+    gw_list_init(&b->unanswered);
     gw_pool_init(&b->exch_pool, sizeof(gw_back_exch_t), 0, 256);
     b->ups = gw_calloc(cfg->upstreams_len ? cfg->upstreams_len : 1, sizeof(*b->ups));
     if (!b->ups)
@@ -424,6 +513,7 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
             s->cfg = &up->cfg->servers[j];
             s->index = j;
             gw_list_init(&s->idle);
+            gw_list_init(&s->active);
         }
         if (gw_back__ring_build(up) < 0)
             goto fail;
@@ -434,6 +524,9 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
         }
     }
     /* Handles last: after this point the object is freed through uv_close only. */
+    uv_prepare_init(loop, &b->work);
+    b->work.data = b;
+    b->handles++;
     for (size_t i = 0; i < cfg->upstreams_len; i++) {
         gw_back_upstream_t *up = &b->ups[i];
         uv_timer_init(loop, &up->queue_timer);
@@ -468,6 +561,7 @@ void gw_back_del(gw_back_t *b)
     if (!b)
         return;
     b->deleting = 1;
+    uv_prepare_stop(&b->work);
     while (!gw_list_empty(&b->exchs)) {
         gw_back_exch_t *x = GW_CONTAINER_OF(b->exchs.next, gw_back_exch_t, all);
         dequeue(x);
@@ -492,6 +586,7 @@ void gw_back_del(gw_back_t *b)
         gw_back_tls_ctx_del(up->tls);
         up->tls = NULL;
     }
+    uv_close((uv_handle_t *)&b->work, on_timer_close);
 }
 
 int gw_back_request(gw_back_t *b, size_t upstream, const gw_back_req_t *req,
@@ -509,6 +604,7 @@ int gw_back_request(gw_back_t *b, size_t upstream, const gw_back_req_t *req,
     gw_list_init(&x->qlink);
     gw_list_init(&x->wmarks);
     gw_list_init(&x->all);
+    gw_list_init(&x->rlink);
     gw_iovq_init(&x->body);
     gw_bytes_init(&x->head, 0);
     x->up = &b->ups[upstream];
@@ -624,7 +720,8 @@ int gw_back_end_body(gw_back_exch_t *x, const gw_back_field_t *trailers, size_t 
 void gw_back_pause_reading(gw_back_exch_t *x)
 {
     x->paused = 1;
-    if (x->conn && x->conn->state == GW_BACK_CONN_ACTIVE) {
+    /* A pipelined exchange takes its flag to the connection when its response comes. */
+    if (x->conn && x->conn->state == GW_BACK_CONN_ACTIVE && x->conn->exch == x) {
         x->conn->flags |= GW_BACK_CONN_F_PAUSED;
         gw_back__conn_update_reading(x->conn);
     }
@@ -633,7 +730,7 @@ void gw_back_pause_reading(gw_back_exch_t *x)
 void gw_back_resume_reading(gw_back_exch_t *x)
 {
     x->paused = 0;
-    if (x->conn && x->conn->state == GW_BACK_CONN_ACTIVE) {
+    if (x->conn && x->conn->state == GW_BACK_CONN_ACTIVE && x->conn->exch == x) {
         x->conn->flags &= ~GW_BACK_CONN_F_PAUSED;
         gw_back__conn_update_reading(x->conn);
     }
@@ -645,8 +742,9 @@ void gw_back_cancel(gw_back_exch_t *x)
         return;
     x->dead = 1;
     dequeue(x);
+    gw_list_remove(&x->rlink);
     if (x->conn)
-        gw_back__conn_abort(x->conn); /* never back to the pool half-read */
+        gw_back__conn_cancel(x->conn, x); /* never back to the pool half-read */
     x->in_cb++;
     fire_marks(x, GW_E_CLOSED);
     x->in_cb--;
@@ -661,6 +759,8 @@ static void add_stats(gw_back_stats_t *o, const gw_back_stats_t *s)
     o->closed += s->closed;
     o->failures += s->failures;
     o->ejections += s->ejections;
+    o->pipelined += s->pipelined;
+    o->unanswered += s->unanswered;
     o->open += s->open;
     o->active += s->active;
     o->idle += s->idle;

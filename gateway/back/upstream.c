@@ -109,24 +109,26 @@ int gw_back__server_healthy(gw_back_server_t *s, uint64_t now)
     return 0;
 }
 
-int gw_back__server_has_capacity(const gw_back_server_t *s)
+int gw_back__server_has_capacity(gw_back_server_t *s, int pipelined)
 {
     unsigned max = s->up->cfg->max_connections ? s->up->cfg->max_connections : 1;
-    return s->idle_cnt > 0 || s->open < max;
+    return s->idle_cnt > 0 || s->open < max || (pipelined && gw_back__conn_pipe_slot(s));
 }
 
-static int eligible(gw_back_server_t *s, gw_back_server_t *exclude, uint64_t now)
+static int eligible(gw_back_server_t *s, gw_back_server_t *exclude, uint64_t now, int pipelined)
 {
-    return s != exclude && gw_back__server_healthy(s, now) && gw_back__server_has_capacity(s);
+    return s != exclude && gw_back__server_healthy(s, now) &&
+           gw_back__server_has_capacity(s, pipelined);
 }
 
-static gw_back_server_t *pick_rr(gw_back_upstream_t *up, gw_back_server_t *exclude, uint64_t now)
+static gw_back_server_t *pick_rr(gw_back_upstream_t *up, gw_back_server_t *exclude, uint64_t now,
+                                 int pipelined)
 {
     gw_back_server_t *best = NULL;
     int64_t total = 0;
     for (size_t i = 0; i < up->servers_len; i++) {
         gw_back_server_t *s = &up->servers[i];
-        if (!eligible(s, exclude, now))
+        if (!eligible(s, exclude, now, pipelined))
             continue;
         s->rr_current += weight_of(s);
         total += weight_of(s);
@@ -138,13 +140,14 @@ static gw_back_server_t *pick_rr(gw_back_upstream_t *up, gw_back_server_t *exclu
     return best;
 }
 
-static gw_back_server_t *pick_lc(gw_back_upstream_t *up, gw_back_server_t *exclude, uint64_t now)
+static gw_back_server_t *pick_lc(gw_back_upstream_t *up, gw_back_server_t *exclude, uint64_t now,
+                                 int pipelined)
 {
     gw_back_server_t *best = NULL;
     size_t n = up->servers_len;
     for (size_t j = 0; j < n; j++) {
         gw_back_server_t *s = &up->servers[(j + up->lc_rotor) % n];
-        if (!eligible(s, exclude, now))
+        if (!eligible(s, exclude, now, pipelined))
             continue;
         /* busy_s / w_s < busy_b / w_b without division. */
         if (!best || (uint64_t)s->busy * weight_of(best) < (uint64_t)best->busy * weight_of(s))
@@ -156,7 +159,7 @@ static gw_back_server_t *pick_lc(gw_back_upstream_t *up, gw_back_server_t *exclu
 }
 
 static gw_back_server_t *pick_hash(gw_back_upstream_t *up, const struct sockaddr *client,
-                                   gw_back_server_t *exclude, uint64_t now)
+                                   gw_back_server_t *exclude, uint64_t now, int pipelined)
 {
     if (up->ring_len == 0)
         return NULL;
@@ -172,14 +175,15 @@ static gw_back_server_t *pick_hash(gw_back_upstream_t *up, const struct sockaddr
     /* Walk clockwise to the first eligible server (at most one lap). */
     for (size_t j = 0; j < up->ring_len; j++) {
         gw_back_server_t *s = &up->servers[up->ring[(lo + j) % up->ring_len].server];
-        if (eligible(s, exclude, now))
+        if (eligible(s, exclude, now, pipelined))
             return s;
     }
     return NULL;
 }
 
 gw_back_server_t *gw_back__pick(gw_back_upstream_t *up, const struct sockaddr *client,
-                                gw_back_server_t *exclude, int *all_ejected, uint64_t now)
+                                gw_back_server_t *exclude, int *all_ejected, uint64_t now,
+                                int pipelined)
 {
     size_t healthy = 0;
     for (size_t i = 0; i < up->servers_len; i++)
@@ -194,14 +198,14 @@ gw_back_server_t *gw_back__pick(gw_back_upstream_t *up, const struct sockaddr *c
         gw_back_server_t *s = NULL;
         switch (up->cfg->balance) {
         case GW_BALANCE_LEAST_CONN:
-            s = pick_lc(up, exclude, now);
+            s = pick_lc(up, exclude, now, pipelined);
             break;
         case GW_BALANCE_HASH_CLIENT:
-            s = pick_hash(up, client, exclude, now);
+            s = pick_hash(up, client, exclude, now, pipelined);
             break;
         case GW_BALANCE_ROUND_ROBIN:
         default:
-            s = pick_rr(up, exclude, now);
+            s = pick_rr(up, exclude, now, pipelined);
             break;
         }
         if (s || !exclude)

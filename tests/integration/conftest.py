@@ -147,7 +147,7 @@ pid {dir}/nginx.pid;
 events {{ worker_connections 1024; }}
 http {{
     access_log {dir}/access.log;
-    log_format conn '$connection $request';
+    log_format conn '$connection $pipe $request';
     access_log {dir}/conn.log conn;
     client_body_temp_path {dir}/body;
     proxy_temp_path {dir}/proxy;
@@ -184,6 +184,11 @@ class Nginx:
         """Distinct client connections nginx served requests on (from its conn.log)."""
         with open(os.path.join(self.dir, "conn.log")) as f:
             return len({l.split(" ", 1)[0] for l in f if l.strip()})
+
+    def pipelined(self):
+        """Requests nginx read behind another on the same connection ($pipe is "p")."""
+        with open(os.path.join(self.dir, "conn.log")) as f:
+            return sum(1 for l in f if l.split(" ", 2)[1:2] == ["p"])
 
     def access_log(self):
         with open(os.path.join(self.dir, "access.log")) as f:

@@ -2,6 +2,7 @@
  * loop, against in-process origins (uv TCP servers on 127.0.0.1 in the same loop) that count
  * the connections they accept and misbehave on command. Every test runs under a deadline. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +41,7 @@ typedef enum {
     O_LATE_CLOSE, /* O_OK, then close the connection 30 ms later (idle close by the origin) */
     O_CLOSE_NOW,  /* O_OK without Connection: close, but close right after writing it */
     O_EARLY,      /* answer 413 as soon as the request head is in, ignore the body */
+    O_ECHO,       /* 200 whose body is the request target; what the target asks (oecho) */
 } omode_t;
 
 typedef struct origin {
@@ -52,6 +54,8 @@ typedef struct origin {
     int dropped;
     int closed_handles;
     int id;
+    int max_batch;    /* O_ECHO: most requests taken from one read */
+    int max_per_conn; /* O_ECHO: most requests answered on one connection */
 } origin_t;
 
 typedef struct {
@@ -63,6 +67,14 @@ typedef struct {
     int handles;
     int closing;
     int answered;
+    /* O_ECHO: responses of one read leave in one write; `delayed` holds them (and everything
+     * after them, in order) until the timer fires. */
+    char out[16384];
+    size_t outlen;
+    int delayed;
+    int hung;
+    int close_after_flush;
+    int served;
 } oconn_t;
 
 static char big_body[1 << 20];
@@ -119,6 +131,90 @@ static void osend(oconn_t *c, const char *p, size_t n, int close_after, int copy
 static void olate(uv_timer_t *t)
 {
     oconn_close(t->data);
+}
+
+static void oflush(oconn_t *c)
+{
+    if (c->outlen && !c->closing)
+        osend(c, c->out, c->outlen, c->close_after_flush, 1);
+    c->outlen = 0;
+}
+
+static void odelayed(uv_timer_t *t)
+{
+    oconn_t *c = t->data;
+    c->delayed = 0;
+    oflush(c);
+}
+
+static void oappend(oconn_t *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(c->out + c->outlen, sizeof(c->out) - c->outlen, fmt, ap);
+    va_end(ap);
+    assert_true(n > 0 && (size_t)n < sizeof(c->out) - c->outlen);
+    c->outlen += (size_t)n;
+}
+
+/* O_ECHO: answer one request (req[0..len)) by its target:
+ *   /close...     200 with Connection: close, then close
+ *   /dropafter... 200 (keep-alive announced), then close the connection
+ *   /hang...      never answered, nor anything after it on this connection
+ *   /slow...      answered 50 ms later (with everything after it)
+ *   /long...      chunked: head and a first chunk now, the last chunk 300 ms later
+ *   /part...      Content-Length 10: head and 5 bytes now, 5 bytes 300 ms later
+ *   /big...       Content-Length 100000
+ *   other         200, body = the target (no body for HEAD) */
+static void oecho(oconn_t *c, const char *req, size_t len)
+{
+    char method[16] = "", target[64] = "";
+    assert_true(len > 0);
+    assert_int_equal(sscanf(req, "%15s %63s", method, target), 2);
+    c->served++;
+    if (c->served > c->o->max_per_conn)
+        c->o->max_per_conn = c->served;
+    if (c->hung)
+        return;
+    size_t tl = strlen(target);
+    if (!strncmp(target, "/hang", 5)) {
+        c->hung = 1;
+        return;
+    }
+    if (!strncmp(target, "/slow", 5) && !c->delayed) {
+        oflush(c);
+        c->delayed = 1;
+        uv_timer_start(&c->timer, odelayed, 50, 0);
+    }
+    if (!strncmp(target, "/long", 5)) {
+        oappend(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n");
+        if (!c->delayed)
+            oflush(c);
+        c->delayed = 1;
+        oappend(c, "0\r\n\r\n");
+        uv_timer_start(&c->timer, odelayed, 300, 0);
+        return;
+    }
+    if (!strncmp(target, "/part", 5)) {
+        oappend(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello");
+        if (!c->delayed)
+            oflush(c);
+        c->delayed = 1;
+        oappend(c, "world");
+        uv_timer_start(&c->timer, odelayed, 300, 0);
+        return;
+    }
+    if (!strncmp(target, "/big", 4)) {
+        oappend(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
+        oflush(c);
+        osend(c, big_body, 100000, 0, 0);
+        return;
+    }
+    int head = !strcmp(method, "HEAD");
+    const char *conn = !strncmp(target, "/close", 6) ? "Connection: close\r\n" : "";
+    oappend(c, "HTTP/1.1 200 OK\r\n%sContent-Length: %zu\r\n\r\n%s", conn, tl, head ? "" : target);
+    if (*conn || !strncmp(target, "/dropafter", 10))
+        c->close_after_flush = 1;
 }
 
 /* Length of a complete request at the start of buf, or 0. */
@@ -192,6 +288,8 @@ static void oanswer(oconn_t *c)
         osend(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 43, 0, 0);
         uv_timer_start(&c->timer, olate, 30, 0);
         break;
+    case O_ECHO: /* oecho */
+        break;
     }
 }
 
@@ -221,11 +319,23 @@ static void oread(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         return;
     }
     size_t r;
+    int batch = 0;
     while (!c->closing && (r = request_len(c->buf, c->len)) > 0) {
+        if (c->o->mode == O_ECHO) {
+            c->o->requests++;
+            batch++;
+            if (!c->close_after_flush)
+                oecho(c, c->buf, r);
+        }
         memmove(c->buf, c->buf + r, c->len - r);
         c->len -= r;
-        oanswer(c);
+        if (c->o->mode != O_ECHO)
+            oanswer(c);
     }
+    if (batch > c->o->max_batch)
+        c->o->max_batch = batch;
+    if (c->o->mode == O_ECHO && !c->delayed)
+        oflush(c);
     if (c->len == sizeof(c->buf))
         c->len = 0; /* big uploads: we only count */
 }
@@ -1573,6 +1683,494 @@ static void server_by_name_resolved(void **state)
     teardown_all(b, &o, 1);
 }
 
+/* ---- pipelining ------------------------------------------------------------------------------ */
+
+/* One request of the pipelining tests, with its own outcome. */
+typedef struct {
+    gw_back_exch_t *x;
+    char target[32];
+    int status, done, error, pause_on_head;
+    char body[64];
+    size_t body_len, body_total;
+} preq_t;
+
+static void pr_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
+{
+    preq_t *r = ud;
+    r->status = h->status;
+    if (r->pause_on_head)
+        gw_back_pause_reading(x);
+}
+
+static void pr_body(gw_back_exch_t *x, void *ud, gw_rslice_t b)
+{
+    (void)x;
+    preq_t *r = ud;
+    size_t n = b.len < sizeof(r->body) - r->body_len ? b.len : sizeof(r->body) - r->body_len;
+    memcpy(r->body + r->body_len, b.buf->data + b.off, n);
+    r->body_len += n;
+    r->body_total += b.len;
+}
+
+static void pr_complete(gw_back_exch_t *x, void *ud)
+{
+    (void)x;
+    preq_t *r = ud;
+    r->done = 1;
+    r->x = NULL;
+}
+
+static void pr_error(gw_back_exch_t *x, void *ud, int code)
+{
+    (void)x;
+    preq_t *r = ud;
+    r->done = 1;
+    r->error = code;
+    r->x = NULL;
+}
+
+static const gw_back_cbs_t prcbs = {NULL, pr_head, pr_body, NULL, pr_complete, pr_error};
+
+static void psend(gw_back_t *b, preq_t *r, const char *method, const char *target)
+{
+    memset(r, 0, sizeof(*r));
+    snprintf(r->target, sizeof(r->target), "%s", target);
+    int idem = strcmp(method, "POST") != 0;
+    gw_back_req_t q = {
+        .method = gw_slice_str(method),
+        .target = gw_slice_str(r->target),
+        .host = GW_SLICE_LIT("origin.test"),
+        .idempotent = idem,
+    };
+    assert_int_equal(gw_back_request(b, 0, &q, &prcbs, r, &r->x), 0);
+}
+
+typedef struct {
+    preq_t *r;
+    size_t n;
+} pset_t;
+
+static int pset_done(void *a)
+{
+    pset_t *p = a;
+    for (size_t i = 0; i < p->n; i++)
+        if (!p->r[i].done)
+            return 0;
+    return 1;
+}
+
+static void run_all(preq_t *r, size_t n)
+{
+    pset_t p = {r, n};
+    assert_true(run_until(pset_done, &p, 5000));
+}
+
+/* Each request got 200 and its own target back: responses never crossed. */
+static void assert_echoed(const preq_t *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].error || r[i].status != 200 || r[i].body_len != strlen(r[i].target) ||
+            memcmp(r[i].body, r[i].target, r[i].body_len))
+            fail_msg("request %zu (%s): error %s status %d body '%.*s'", i, r[i].target,
+                     r[i].error ? gw_errname(r[i].error) : "-", r[i].status, (int)r[i].body_len,
+                     r[i].body);
+    }
+}
+
+/* One origin in O_ECHO mode, one server with max_connections 1 and the given pipeline; one
+ * request completed first, so the connection is proven persistent and idle. */
+static gw_back_t *pipe_setup(origin_t *o, tcfg_t *t, unsigned pipeline)
+{
+    origin_start(o, O_ECHO, 0);
+    tcfg_init(t, &o->port, NULL, 1);
+    t->up.max_connections = 1;
+    t->up.max_idle = 1;
+    t->up.pipeline = pipeline;
+    gw_back_t *b = mkback(t);
+    preq_t warm;
+    psend(b, &warm, "GET", "/warm");
+    run_all(&warm, 1);
+    assert_echoed(&warm, 1);
+    return b;
+}
+
+static gw_back_stats_t stats_of(gw_back_t *b)
+{
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    return st;
+}
+
+static void pipeline_requests_share_a_connection_and_a_write(void **state)
+{
+    (void)state;
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    preq_t r[4];
+    psend(b, &r[0], "GET", "/a");
+    psend(b, &r[1], "GET", "/bb");
+    psend(b, &r[2], "HEAD", "/ccc"); /* no body, whatever Content-Length says */
+    psend(b, &r[3], "GET", "/dddd");
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.pipelined, 3);
+    assert_int_equal(st.queued, 0);
+    run_all(r, 4);
+    assert_int_equal(r[2].status, 200);
+    assert_int_equal(r[2].body_total, 0);
+    r[2].body_len = 4; /* the echo check below, for the others */
+    memcpy(r[2].body, "/ccc", 4);
+    assert_echoed(r, 4);
+    assert_int_equal(o.accepted, 1);
+    assert_int_equal(o.requests, 5);
+    /* The four left in one deferred write: the origin read them together (loopback keeps
+     * one small write whole). */
+    assert_int_equal(o.max_batch, 4);
+    st = stats_of(b);
+    assert_int_equal(st.idle, 1);
+    assert_int_equal(st.unanswered, 0);
+    assert_int_equal(st.retries, 0);
+    teardown_all(b, &o, 1);
+}
+
+static void pipeline_never_on_a_fresh_connection(void **state)
+{
+    (void)state;
+    /* RFC 9112 §9.3.2: not before a response proved the connection persistent. */
+    origin_t o;
+    origin_start(&o, O_ECHO, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.max_connections = 1;
+    t.up.pipeline = 8;
+    gw_back_t *b = mkback(&t);
+    preq_t r[3];
+    psend(b, &r[0], "GET", "/slow");
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
+    run_for(30);
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.pipelined, 0);
+    assert_int_equal(st.queued, 2);
+    assert_int_equal(o.requests, 1);
+    run_all(r, 3);
+    assert_echoed(r, 3);
+    assert_int_equal(o.accepted, 1);
+    teardown_all(b, &o, 1);
+}
+
+static void pipeline_only_bodyless_idempotent(void **state)
+{
+    (void)state;
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    /* Nothing goes behind a POST, and a POST goes behind nothing. */
+    preq_t r[4];
+    psend(b, &r[0], "POST", "/post1");
+    psend(b, &r[1], "GET", "/get1");
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.pipelined, 0);
+    assert_int_equal(st.queued, 1);
+    run_all(r, 2);
+    psend(b, &r[2], "GET", "/slow");
+    psend(b, &r[3], "POST", "/post2");
+    st = stats_of(b);
+    assert_int_equal(st.pipelined, 0);
+    assert_int_equal(st.queued, 1);
+    run_all(r + 2, 2);
+    assert_echoed(r, 4);
+    assert_int_equal(o.accepted, 1);
+    teardown_all(b, &o, 1);
+}
+
+static void pipeline_connection_close_sends_the_rest_again(void **state)
+{
+    (void)state;
+    /* The first answer says Connection: close: the two behind it were never answered. They
+     * go again on a new connection, and that is not a retry. */
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    t.up.retries = 0;
+    preq_t r[3];
+    psend(b, &r[0], "GET", "/close");
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
+    run_all(r, 3);
+    assert_echoed(r, 3);
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.pipelined, 2);
+    assert_int_equal(st.unanswered, 2);
+    assert_int_equal(st.retries, 0);
+    assert_int_equal(o.accepted, 2);
+    assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
+    teardown_all(b, &o, 1);
+}
+
+static void pipeline_origin_close_after_answer(void **state)
+{
+    (void)state;
+    /* The origin closes after its first answer without saying so: the EOF ends the wait of
+     * the pipelined ones, which are sent again; the server is not counted as failing. */
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    t.up.fail_threshold = 1;
+    preq_t r[3];
+    psend(b, &r[0], "GET", "/dropafter");
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
+    run_all(r, 3);
+    assert_echoed(r, 3);
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.unanswered, 2);
+    assert_int_equal(st.failures, 0);
+    assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
+    teardown_all(b, &o, 1);
+}
+
+static void pipeline_timeout_of_the_first_frees_the_rest(void **state)
+{
+    (void)state;
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    t.up.response_timeout_ms = 200;
+    preq_t r[3];
+    psend(b, &r[0], "GET", "/hang");
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
+    run_all(r, 3);
+    assert_int_equal(r[0].error, GW_E_TIMEOUT); /* 504, not retried */
+    assert_echoed(r + 1, 2);
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.unanswered, 2);
+    assert_int_equal(o.accepted, 2);
+    teardown_all(b, &o, 1);
+}
+
+static void pipeline_long_response_sends_the_rest_elsewhere(void **state)
+{
+    (void)state;
+    /* A chunked answer may never end: the requests behind it leave as soon as its head says
+     * so, their answers on that connection are dropped, and the connection is closed after
+     * the long one rather than drained. Same for a large Content-Length. */
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    preq_t r[3];
+    psend(b, &r[0], "GET", "/long");
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
+    /* Only now a second connection may open: the two had to be pipelined first. Both leave
+     * for it before /long ends (300 ms). */
+    t.up.max_connections = 2;
+    pset_t rest = {r + 1, 2};
+    assert_true(run_until(pset_done, &rest, 250));
+    assert_false(r[0].done);
+    run_all(r, 3);
+    assert_int_equal(r[0].status, 200);
+    assert_int_equal(r[0].body_len, 5);
+    assert_echoed(r + 1, 2);
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.pipelined, 2);
+    assert_int_equal(st.unanswered, 2);
+    /* For a second, that server gets no pipelined request: a batch spreads or waits. */
+    preq_t q[4];
+    psend(b, &q[0], "GET", "/q0");
+    psend(b, &q[1], "GET", "/q1");
+    psend(b, &q[2], "GET", "/q2");
+    assert_int_equal(stats_of(b).pipelined, 2);
+    run_all(q, 3);
+    assert_echoed(q, 3);
+    run_for(1100);
+    psend(b, &q[0], "GET", "/q0");
+    psend(b, &q[1], "GET", "/q1");
+    psend(b, &q[2], "GET", "/q2");
+    psend(b, &q[3], "GET", "/q3");
+    assert_int_equal(stats_of(b).pipelined, 2 + 3); /* a batch again: three behind q0 */
+    run_all(q, 4);
+    assert_echoed(q, 4);
+    teardown_all(b, &o, 1);
+}
+
+static void pipeline_cancelled_one_gets_no_answer_of_another(void **state)
+{
+    (void)state;
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    preq_t r[3];
+    psend(b, &r[0], "GET", "/slow");
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
+    gw_back_cancel(r[1].x); /* its answer comes anyway, and is dropped */
+    r[1].done = 1;
+    run_all(r, 3);
+    assert_echoed(r + 2, 1);
+    assert_echoed(r, 1);
+    assert_int_equal(r[1].status, 0);
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(o.accepted, 1);
+    assert_int_equal(st.idle, 1); /* /c was alive behind the dropped one: drained, reused */
+    teardown_all(b, &o, 1);
+}
+
+static void pipeline_cancelled_first_sends_the_rest_again(void **state)
+{
+    (void)state;
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    preq_t r[3];
+    psend(b, &r[0], "GET", "/slow");
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
+    run_for(10);
+    gw_back_cancel(r[0].x); /* closes the connection, never returned half-read */
+    r[0].done = 1;
+    run_all(r, 3);
+    assert_echoed(r + 1, 2);
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.unanswered, 2);
+    assert_int_equal(o.accepted, 2);
+    teardown_all(b, &o, 1);
+}
+
+static void pipeline_paused_first_sends_the_rest_again(void **state)
+{
+    (void)state;
+    /* A consumer that pauses the response being read would hold everything behind it. */
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    preq_t r[3];
+    psend(b, &r[0], "GET", "/part");
+    r[0].pause_on_head = 1;
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
+    assert_int_equal(stats_of(b).pipelined, 2);
+    t.up.max_connections = 2;
+    pset_t rest = {r + 1, 2};
+    assert_true(run_until(pset_done, &rest, 2000));
+    assert_echoed(r + 1, 2);
+    assert_false(r[0].done);
+    gw_back_resume_reading(r[0].x);
+    run_all(r, 1);
+    assert_int_equal(r[0].body_len, 10);
+    assert_memory_equal(r[0].body, "helloworld", 10);
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.unanswered, 2);
+    teardown_all(b, &o, 1);
+}
+
+static void pipeline_bounded_by_depth_and_max_requests(void **state)
+{
+    (void)state;
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 3);
+    t.up.max_requests_per_connection = 4;
+    enum { N = 12 };
+    preq_t r[N];
+    char tg[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(tg[i], sizeof(tg[i]), "/slow%d", i);
+        psend(b, &r[i], "GET", tg[i]);
+    }
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.pipelined, 2); /* depth 3: one being answered, two behind */
+    assert_int_equal(st.queued, N - 3);
+    run_all(r, N);
+    assert_echoed(r, N);
+    assert_true(o.max_per_conn <= 4);
+    assert_int_equal(o.requests, N + 1);
+    teardown_all(b, &o, 1);
+}
+
+/* origin_closing_every_connection_never_fails with 8 requests at a time over 2 connections:
+ * every answer is followed by an unannounced close, and other requests are already on their
+ * way into those connections (reused in the same loop iteration without a peek, or pipelined).
+ * They go again on other connections as often as needed; none may fail, none uses up its
+ * retry, the server is never counted as failing. */
+static void closing_origin_under_concurrency(unsigned pipeline)
+{
+    origin_t o;
+    origin_start(&o, O_CLOSE_NOW, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.fail_threshold = 1;
+    t.up.max_connections = 2;
+    t.up.retries = 0;
+    t.up.pipeline = pipeline;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 200, .max_inflight = 8};
+    while (cl.started < 8)
+        start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 10000));
+    assert_int_equal(cl.completed, 200);
+    assert_int_equal(cl.errors, 0);
+    assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
+    if (pipeline > 1)
+        assert_true(stats_of(b).pipelined > 0);
+    teardown_all(b, &o, 1);
+}
+
+static void origin_closing_every_connection_concurrent(void **state)
+{
+    (void)state;
+    closing_origin_under_concurrency(1);
+}
+
+static void pipeline_origin_closing_every_connection_never_fails(void **state)
+{
+    (void)state;
+    closing_origin_under_concurrency(4);
+}
+
+static void pipeline_concurrent_load_stays_in_order(void **state)
+{
+    (void)state;
+    /* 2000 requests, 64 at a time, over 4 connections pipelining 8 deep: every answer is the
+     * request's own, the connection count stays at the cap, and most requests were
+     * pipelined. */
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 8);
+    t.up.max_connections = 4;
+    t.up.max_idle = 4;
+    enum { N = 2000, W = 64 };
+    static preq_t r[N];
+    static char tg[N][16];
+    int next = 0;
+    while (next < N) {
+        int inflight = 0;
+        for (int i = 0; i < next; i++)
+            inflight += !r[i].done;
+        while (inflight < W && next < N) {
+            snprintf(tg[next], sizeof(tg[next]), "/r%d", next);
+            psend(b, &r[next], next % 7 == 3 ? "HEAD" : "GET", tg[next]);
+            next++;
+            inflight++;
+        }
+        uv_run(&loop, UV_RUN_ONCE);
+    }
+    run_all(r, N);
+    for (int i = 0; i < N; i++)
+        if (i % 7 == 3) {
+            assert_int_equal(r[i].body_total, 0);
+            r[i].body_len = strlen(tg[i]);
+            memcpy(r[i].body, tg[i], r[i].body_len);
+        }
+    assert_echoed(r, N);
+    gw_back_stats_t st = stats_of(b);
+    assert_true(o.accepted <= 4);
+    assert_true(st.pipelined > N / 2);
+    assert_int_equal(st.unanswered, 0);
+    teardown_all(b, &o, 1);
+}
+
 static void alloc_failure_sweep(void **state)
 {
     (void)state;
@@ -1612,6 +2210,7 @@ static void alloc_failure_sweep(void **state)
 
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* as the gateway: a write to a closed origin is an EPIPE */
     memset(big_body, 'b', sizeof(big_body));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(reuse_sequential_1000, setup, teardown),
@@ -1654,6 +2253,30 @@ int main(void)
         cmocka_unit_test_setup_teardown(del_fails_live_exchanges, setup, teardown),
         cmocka_unit_test_setup_teardown(server_by_name_resolved, setup, teardown),
         cmocka_unit_test_setup_teardown(alloc_failure_sweep, setup, teardown),
+        cmocka_unit_test_setup_teardown(pipeline_requests_share_a_connection_and_a_write, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pipeline_never_on_a_fresh_connection, setup, teardown),
+        cmocka_unit_test_setup_teardown(pipeline_only_bodyless_idempotent, setup, teardown),
+        cmocka_unit_test_setup_teardown(pipeline_connection_close_sends_the_rest_again, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pipeline_origin_close_after_answer, setup, teardown),
+        cmocka_unit_test_setup_teardown(pipeline_timeout_of_the_first_frees_the_rest, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pipeline_long_response_sends_the_rest_elsewhere, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pipeline_cancelled_one_gets_no_answer_of_another, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pipeline_cancelled_first_sends_the_rest_again, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pipeline_paused_first_sends_the_rest_again, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pipeline_bounded_by_depth_and_max_requests, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(origin_closing_every_connection_concurrent, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pipeline_origin_closing_every_connection_never_fails, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pipeline_concurrent_load_stays_in_order, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,7 +71,7 @@ static void fx_free(fx_t *f)
 static size_t pick(fx_t *f, const struct sockaddr *client, gw_back_server_t *ex, uint64_t now)
 {
     int all = 0;
-    gw_back_server_t *s = gw_back__pick(&f->up, client, ex, &all, now);
+    gw_back_server_t *s = gw_back__pick(&f->up, client, ex, &all, now, 0);
     assert_non_null(s);
     assert_int_equal(all, 0);
     return s->index;
@@ -118,10 +118,10 @@ static void all_full_or_all_ejected(void **state)
     fx_init(&f, 2, NULL, GW_BALANCE_ROUND_ROBIN);
     int all = 0;
     f.srv[0].open = f.srv[1].open = 4;
-    assert_null(gw_back__pick(&f.up, NULL, NULL, &all, 0));
+    assert_null(gw_back__pick(&f.up, NULL, NULL, &all, 0, 0));
     assert_int_equal(all, 0); /* full: the caller queues */
     f.srv[0].ejected_until = f.srv[1].ejected_until = 100;
-    assert_null(gw_back__pick(&f.up, NULL, NULL, &all, 0));
+    assert_null(gw_back__pick(&f.up, NULL, NULL, &all, 0, 0));
     assert_int_equal(all, 1); /* ejected: the caller answers 502 */
     fx_free(&f);
 }

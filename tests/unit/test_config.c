@@ -71,6 +71,7 @@ static void minimal_contract_gets_defaults(void **state)
     assert_string_equal(c->upstreams[0].servers[0].host, "127.0.0.1");
     assert_int_equal(c->upstreams[0].servers[0].weight, 1);
     assert_int_equal(c->upstreams[0].max_connections, 64);
+    assert_int_equal(c->upstreams[0].pipeline, 1); /* no pipelining unless asked */
     assert_int_equal(c->routes_len, 1);
     assert_int_equal(c->routes[0].upstream, 0);
     assert_string_equal(c->routes[0].host, "*");
@@ -201,6 +202,14 @@ static void error_out_of_range(void **state)
                  "0..1000000)");
     expect_error(MINIMAL "workers: 0\n",
                  "t.yaml:8:10: 'workers' is out of range: 0 (allowed 1..256)");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000], pipeline: 65}}\n"
+                 "routes: [{upstream: app}]\n",
+                 "t.yaml:2:56: 'pipeline' is out of range: 65 (allowed 1..64)");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000], pipeline: 0}}\n"
+                 "routes: [{upstream: app}]\n",
+                 "t.yaml:2:56: 'pipeline' is out of range: 0 (allowed 1..64)");
     expect_error(MINIMAL "workers: 99999999999999999999999\n",
                  "t.yaml:8:10: 'workers' is out of range: 99999999999999999999999 (allowed "
                  "1..256)");
