@@ -9,10 +9,12 @@
 
 #include "common/bucket.h"
 #include "common/list.h"
+#include "common/theap.h"
 #include "config/config.h"
 #include "front/front.h"
 #include "front/tls.h"
 #include "h1/parser.h"
+#include "h2/session.h"
 #include "proxy/proxy.h"
 
 #define GW_FRONT_MAX_WORKERS 256
@@ -51,6 +53,12 @@ struct gw_worker {
     gw_list_t dirty;        /* connections with deferred work */
     gw_stop_t stop;
     int loop_ok;
+    /* connection timers (conn.c): one loop timer for the earliest node of the heap */
+    uv_timer_t ticker;
+    uint64_t ticker_due;     /* loop time ticker fires at, while active */
+    gw_theap_t timers;       /* timeouts and throttle wake-ups of the connections */
+    size_t timer_nodes;      /* nodes that may be queued (room reserved in timers) */
+    gw_h2_profile_t *h2prof; /* HTTP/2 options and callbacks of every session, on first use */
     uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */
 };
 

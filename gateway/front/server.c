@@ -182,6 +182,7 @@ void gw_front__worker_conn_gone(gw_worker_t *w)
         return;
     uv_close((uv_handle_t *)&w->drain, on_handle_closed);
     uv_close((uv_handle_t *)&w->kick, on_handle_closed);
+    uv_close((uv_handle_t *)&w->ticker, on_handle_closed);
     gw_proxy_close(w->proxy); /* pooled origin connections: the loop can end */
     uv_mutex_lock(&w->srv->lock);
     w->wake_open = 0;
@@ -242,6 +243,8 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     w->wake_open = 1;
     uv_mutex_unlock(&s->lock);
     uv_timer_init(&w->loop, &w->drain);
+    uv_timer_init(&w->loop, &w->ticker);
+    gw_theap_init(&w->timers);
     for (size_t i = 0; i < s->listeners_len; i++) {
         uv_tcp_t *t = &w->servers[i];
         uv_tcp_init(&w->loop, t);
@@ -361,6 +364,8 @@ static void worker_free(gw_worker_t *w)
     if (w->loop_ok)
         uv_loop_close(&w->loop);
     gw_proxy_del(w->proxy);
+    gw_theap_free(&w->timers);
+    gw_h2_profile_del(w->h2prof);
     gw_free(w->servers);
     gw_free(w);
 }
