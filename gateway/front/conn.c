@@ -24,6 +24,8 @@ void gw_front__worker_conn_gone(gw_worker_t *w);
 
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define H2_PREFACE_LEN 24
+/* an HTTP/2 connection idle this long gives back its busy state even without a read */
+#define H2_IDLE_RELEASE_MS 1000
 
 typedef enum {
     CS_HANDSHAKE = 0, /* TLS handshake in progress */
@@ -186,6 +188,7 @@ static int need_busy(conn_t *c)
     gw_list_init(&b->h2_gone);
     format_peer(c, b->peer, sizeof(b->peer), b->peer_ip, sizeof(b->peer_ip));
     c->b = b;
+    atomic_fetch_add_explicit(&W(c)->busy, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -200,6 +203,7 @@ static void drop_busy(conn_t *c)
     gw_bytes_free(&b->out);
     gw_free(b);
     c->b = NULL;
+    atomic_fetch_sub_explicit(&W(c)->busy, 1, memory_order_relaxed);
 }
 
 /* An HTTP/2 stream as a client stream. */
@@ -298,6 +302,7 @@ void gw_front__on_kick(uv_idle_t *h)
 static void on_timeout(conn_t *c);
 static void h2_timeout(conn_t *c);
 static void on_throttle(conn_t *c);
+static void release_idle_buffers(conn_t *c);
 
 /* A worker's connections share one libuv timer: each queues a 16-byte node in the worker's
  * heap (common/theap.h) instead of owning two uv_timer_t (152 bytes each). The loop timer is
@@ -1367,6 +1372,12 @@ static void h2_arm(conn_t *c)
     uint64_t sd = gw_h2_session_next_deadline(c->h2);
     if (sd < due)
         due = sd;
+    /* Idle with its busy state still held (a response ended and no read came since): give it
+     * back in a while rather than at the next read, which may not come before the idle
+     * timeout. Not at once: a client sending one request after the other would make every
+     * request allocate it again. */
+    if (c->b && gw_h2_session_active_streams(c->h2) == 0 && now + H2_IDLE_RELEASE_MS < due)
+        due = now + H2_IDLE_RELEASE_MS;
     arm(c, due > now ? due - now : 1);
 }
 
@@ -1623,6 +1634,7 @@ static void h2_timeout(conn_t *c)
 {
     uint64_t now = gw_now_ms();
     gw_h2_session_tick(c->h2, now);
+    release_idle_buffers(c); /* h2_arm's early wake-up for this, or any other timeout */
     if (gw_h2_session_active_streams(c->h2) == 0 &&
         now >= c->last_active_ms + W(c)->srv->cfg->timeouts.idle_ms) {
         GW_LOG_DEBUG("timeout", "peer=%s kind=idle proto=h2", PEER(c));

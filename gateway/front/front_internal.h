@@ -48,6 +48,8 @@ struct gw_worker {
     gw_list_t conns;
     size_t conns_len;
     atomic_ullong accepted; /* connections accepted; read by the SIGUSR1 dump on the main thread */
+    atomic_ullong busy;     /* connections holding busy state (buffers, stream lists, conn.c); an
+                               idle one gives it back: read by the SIGUSR1 dump too */
     gw_proxy_t *proxy;      /* this worker's translator */
     uv_idle_t kick;         /* runs deferred connection work (conn.c) on the next iteration */
     gw_list_t dirty;        /* connections with deferred work */

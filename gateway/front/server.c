@@ -204,8 +204,9 @@ static void worker_main(void *arg)
 {
     gw_worker_t *w = arg;
     uv_run(&w->loop, UV_RUN_DEFAULT);
-    GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu", w->id,
-                (unsigned long long)atomic_load(&w->accepted));
+    GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu busy=%llu", w->id,
+                (unsigned long long)atomic_load(&w->accepted),
+                (unsigned long long)atomic_load(&w->busy));
     atomic_fetch_add(&w->srv->workers_done, 1);
     uv_async_send(&w->srv->main_wake);
 }
@@ -282,8 +283,10 @@ static void on_usr1(uv_signal_t *h, int signum)
     gw_server_t *s = h->data;
     for (unsigned i = 0; i < s->workers_len; i++)
         if (s->workers[i])
-            GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu when=sigusr1", s->workers[i]->id,
-                        (unsigned long long)atomic_load(&s->workers[i]->accepted));
+            GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu when=sigusr1 busy=%llu",
+                        s->workers[i]->id,
+                        (unsigned long long)atomic_load(&s->workers[i]->accepted),
+                        (unsigned long long)atomic_load(&s->workers[i]->busy));
 }
 
 static void on_main_wake(uv_async_t *a)
