@@ -1,9 +1,22 @@
 #include "alloc.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 
 static _Thread_local unsigned long fail_countdown;
 static _Thread_local int fail_hit;
+static _Thread_local int counting;
+static _Thread_local long long count_live, count_allocs;
+
+/* Usable size: what the block really takes, so a test sees the allocator's rounding too. */
+static void count_add(void *p, int sign)
+{
+    if (counting && p) {
+        count_live += sign * (long long)malloc_usable_size(p);
+        if (sign > 0)
+            count_allocs++;
+    }
+}
 
 static int should_fail(void)
 {
@@ -20,26 +33,60 @@ void *gw_malloc(size_t n)
 {
     if (should_fail())
         return NULL;
-    return malloc(n ? n : 1);
+    void *p = malloc(n ? n : 1);
+    count_add(p, 1);
+    return p;
 }
 
 void *gw_calloc(size_t count, size_t size)
 {
     if (should_fail())
         return NULL;
-    return calloc(count ? count : 1, size ? size : 1);
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    count_add(p, 1);
+    return p;
 }
 
 void *gw_realloc(void *p, size_t n)
 {
     if (should_fail())
         return NULL;
-    return realloc(p, n ? n : 1);
+    if (!counting)
+        return realloc(p, n ? n : 1);
+    long long old = p ? (long long)malloc_usable_size(p) : 0;
+    void *q = realloc(p, n ? n : 1);
+    if (q) {
+        count_live -= old;
+        count_add(q, 1);
+    }
+    return q;
 }
 
 void gw_free(void *p)
 {
+    count_add(p, -1);
     free(p);
+}
+
+void gw_alloc_count_start(void)
+{
+    counting = 1;
+    count_live = count_allocs = 0;
+}
+
+void gw_alloc_count_stop(void)
+{
+    counting = 0;
+}
+
+long long gw_alloc_count_live(void)
+{
+    return count_live;
+}
+
+long long gw_alloc_count_allocs(void)
+{
+    return count_allocs;
 }
 
 void gw_alloc_fail_after(unsigned long n)

@@ -18,4 +18,14 @@ void gw_free(void *p);
 void gw_alloc_fail_after(unsigned long n);
 int gw_alloc_fail_hit(void);
 
+/* Test hook: count, on this thread, the bytes of the blocks these functions hand out (the
+ * allocator's usable size, rounding included) minus those given back, from
+ * gw_alloc_count_start() until gw_alloc_count_stop(). Tests measure what an object really
+ * keeps, e.g. an idle HTTP/2 session. Blocks allocated before the start and freed while
+ * counting make the figure smaller: start before creating what is measured. */
+void gw_alloc_count_start(void);
+void gw_alloc_count_stop(void);
+long long gw_alloc_count_live(void);   /* bytes live now (may be negative, see above) */
+long long gw_alloc_count_allocs(void); /* allocations since the start */
+
 #endif

@@ -24,6 +24,8 @@ void gw_front__worker_conn_gone(gw_worker_t *w);
 
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define H2_PREFACE_LEN 24
+/* an HTTP/2 connection idle this long gives back its busy state even without a read */
+#define H2_IDLE_RELEASE_MS 1000
 
 typedef enum {
     CS_HANDSHAKE = 0, /* TLS handshake in progress */
@@ -50,56 +52,159 @@ enum {
     GW_CONN_F_THR_IN = 1u << 6,      /* reads stopped / window credit held: upload rate */
 };
 
+typedef struct conn conn_t;
+
+/* Timer nodes in the worker's heap (gw_theap_node_t.kind). */
+enum { TK_CONN = 0, TK_THR = 1 };
+
+/* HTTP/1.1 front state, from the protocol choice to the close (only HTTP/1.1 connections). */
 typedef struct {
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    uint64_t deadline; /* loop time the current timeout is due (the timer may fire first) */
-    uv_timer_t thr;    /* throttle wake-up: tokens are back */
-    uint64_t thr_due;  /* loop time thr fires at, while active */
-    gw_worker_t *w;
-    gw_listener_t *l;
-    gw_list_t link;
-    conn_state_t state;
-    unsigned flags;
-    int handles; /* open libuv handles; freed when both are closed */
-    gw_tls_conn_t *tls;
-    gw_bytes_t in;  /* plaintext not consumed yet */
-    gw_bytes_t out; /* plaintext response bytes being built */
-    size_t queued;  /* bytes handed to uv_write and not yet written */
-    gw_h1_parser_t *h1;
-    gw_h2_session_t *h2;
-    gw_iovq_t oq;            /* frames from the HTTP/2 session */
-    uint64_t last_active_ms; /* HTTP/2: last time a stream was open or a frame arrived */
-    gw_list_t h2_streams;    /* h2s_t of the streams the proxy knows, freed with the conn */
-    gw_list_t h2_gone;       /* h2s_t closed by the session, told to the proxy when kicked */
-    unsigned h2_rst_after;   /* streams with rst_after set */
-    gw_list_t dirty_link;    /* in w->dirty while deferred work is due */
-    int dirty;
-    /* current HTTP/1.1 request */
-    gw_cstream_t h1s;      /* its client stream, handed to the proxy */
-    gw_field_t *h1_fields; /* the request's fields in the common form */
-    size_t h1_fields_cap;
-    int req_keep_alive;
-    int req_expect_100;   /* answered without 100 Continue: close after the response */
-    int resp_chunked;     /* response body framed as chunks */
-    int resp_done;        /* the response has been handed over whole */
-    int h1_active;        /* c->h1s is known to the proxy */
-    int req_complete;     /* the parser has seen the whole current request */
-    int resp_started;     /* a final head was written */
-    uint64_t h1_inflight; /* request body bytes given to the proxy and not credited yet */
-    unsigned requests;
-    char peer[64];
-    char peer_ip[48];
-    struct sockaddr_storage addr;
-    /* throttling (issue 7) */
-    int thr_out;               /* some response limit may apply to this connection */
+    gw_h1_parser_t *p;
+    gw_cstream_t s;     /* the current request's client stream, handed to the proxy */
+    gw_field_t *fields; /* the request's fields in the common form */
+    size_t fields_cap;
+    uint64_t inflight; /* request body bytes given to the proxy and not credited yet */
+    gw_bucket_t *rb;   /* route bucket of the current request (throttle), or NULL */
+    unsigned keep_alive : 1;
+    unsigned expect_100 : 1;   /* answered without 100 Continue: close after the response */
+    unsigned resp_chunked : 1; /* response body framed as chunks */
+    unsigned resp_done : 1;    /* the response has been handed over whole */
+    unsigned active : 1;       /* s is known to the proxy */
+    unsigned req_complete : 1; /* the parser has seen the whole current request */
+    unsigned resp_started : 1; /* a final head was written */
+} h1x_t;
+
+/* Throttling (issue 7): allocated at accept only when the gateway configures a throttle. */
+typedef struct {
+    gw_theap_node_t tnode; /* wake-up when tokens are back (TK_THR) */
+    conn_t *c;
+    int out;                   /* some response limit may apply to this connection */
     gw_bucket_t resp_b;        /* throttle.response_rate */
     gw_bucket_t body_b;        /* throttle.request_body_rate */
     gw_bucket_entry_t *client; /* throttle.per_client_rate, shared by all workers */
     gw_bucket_t *route_b;      /* per route (routes[].response_rate), allocated on first use */
-    gw_bucket_t *h1_rb;        /* route bucket of the current HTTP/1.1 request, or NULL */
     size_t h2_given;           /* connection data budget handed to the session */
-} conn_t;
+} thr_t;
+
+/* What a connection needs only while bytes or requests are in flight. An idle connection
+ * gives it back (release_idle_buffers) and gets a fresh one with its next read or frame, so
+ * thousands of idle connections cost little more than their socket and protocol state. */
+typedef struct {
+    gw_bytes_t in;         /* plaintext not consumed yet */
+    gw_bytes_t out;        /* plaintext response bytes being built */
+    gw_iovq_t oq;          /* frames from the HTTP/2 session */
+    gw_list_t h2_streams;  /* h2s_t of the streams the proxy knows, freed with the conn */
+    gw_list_t h2_gone;     /* h2s_t closed by the session, told to the proxy when kicked */
+    unsigned h2_rst_after; /* streams with rst_after set */
+    char peer[64];         /* "ip:port", "[ip6]:port" (client streams point here) */
+    char peer_ip[48];
+} busy_t;
+
+/* One client connection. Kept small: it is what an idle connection costs (with the HTTP/2
+ * session and, over TLS, OpenSSL's state); everything else hangs off it while needed. */
+struct conn {
+    uv_tcp_t tcp;
+    gw_theap_node_t tnode; /* the connection's timeout in the worker's heap (TK_CONN) */
+    uint64_t deadline;     /* loop time the current timeout is due (the node may be earlier) */
+    gw_listener_t *l;
+    gw_list_t link;
+    gw_list_t dirty_link; /* in w->dirty while deferred work is due */
+    uint8_t state;        /* conn_state_t */
+    uint8_t dirty;
+    uint16_t flags;
+    unsigned requests;
+    gw_tls_conn_t *tls;
+    busy_t *b;     /* NULL while idle */
+    h1x_t *h1;     /* CS_H1 (and CS_CLOSING after it) */
+    thr_t *thr;    /* NULL without throttling */
+    size_t queued; /* bytes handed to uv_write and not yet written */
+    gw_h2_session_t *h2;
+    uint64_t last_active_ms; /* HTTP/2: last time a stream was open or a frame arrived */
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+    } addr; /* the peer (family 0 when unknown) */
+};
+
+/* The worker of a connection: its loop is embedded in the worker. */
+#define W(c) GW_CONTAINER_OF((c)->tcp.loop, gw_worker_t, loop)
+
+/* The peer as "ip:port" ("[ip6]:port") and as the bare address, into caller storage. */
+static void format_peer(const conn_t *c, char *peer, size_t peer_cap, char *ip, size_t ip_cap)
+{
+    char a[48] = "";
+    unsigned port = 0;
+    if (c->addr.sa.sa_family == AF_INET6) {
+        uv_ip6_name(&c->addr.in6, a, sizeof(a));
+        port = ntohs(c->addr.in6.sin6_port);
+        snprintf(peer, peer_cap, "[%s]:%u", a, port);
+    } else if (c->addr.sa.sa_family == AF_INET) {
+        uv_ip4_name(&c->addr.in4, a, sizeof(a));
+        port = ntohs(c->addr.in4.sin_port);
+        snprintf(peer, peer_cap, "%s:%u", a, port);
+    } else {
+        snprintf(peer, peer_cap, "%s", "");
+    }
+    snprintf(ip, ip_cap, "%s", a);
+}
+
+/* The peer for log lines: the busy state's copy, or (idle connection) formatted now into a
+ * per-thread buffer that the next call overwrites. */
+static const char *conn_peer(const conn_t *c)
+{
+    static _Thread_local char peer[64];
+    char ip[48];
+    if (c->b)
+        return c->b->peer;
+    format_peer(c, peer, sizeof(peer), ip, sizeof(ip));
+    return peer;
+}
+#define PEER(c) conn_peer(c)
+
+static size_t in_len(const conn_t *c)
+{
+    return c->b ? c->b->in.len : 0;
+}
+
+static size_t out_len(const conn_t *c)
+{
+    return c->b ? c->b->out.len : 0;
+}
+
+/* The busy state, created when a connection gets work after being idle. 0 or GW_E_NOMEM. */
+static int need_busy(conn_t *c)
+{
+    if (c->b)
+        return 0;
+    busy_t *b = gw_calloc(1, sizeof(*b));
+    if (!b)
+        return GW_E_NOMEM;
+    /* pending input is at most one incomplete head (else 431) plus one read while paused */
+    gw_bytes_init(&b->in, W(c)->srv->cfg->limits.max_request_head + GW_FRONT_READ_BUF + 16384);
+    gw_bytes_init(&b->out, 0);
+    gw_iovq_init(&b->oq);
+    gw_list_init(&b->h2_streams);
+    gw_list_init(&b->h2_gone);
+    format_peer(c, b->peer, sizeof(b->peer), b->peer_ip, sizeof(b->peer_ip));
+    c->b = b;
+    atomic_fetch_add_explicit(&W(c)->busy, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* Give the busy state back (callers check that nothing is in it). */
+static void drop_busy(conn_t *c)
+{
+    busy_t *b = c->b;
+    if (!b)
+        return;
+    gw_iovq_free(&b->oq);
+    gw_bytes_free(&b->in);
+    gw_bytes_free(&b->out);
+    gw_free(b);
+    c->b = NULL;
+    atomic_fetch_sub_explicit(&W(c)->busy, 1, memory_order_relaxed);
+}
 
 /* An HTTP/2 stream as a client stream. */
 typedef struct {
@@ -108,7 +213,7 @@ typedef struct {
     uint32_t sid;
     int gone;        /* closed by the session: ops are no-ops until the proxy is told */
     int rst_after;   /* RST_STREAM(NO_ERROR) once the response is framed (early response) */
-    gw_list_t link;  /* in c->h2_streams, then c->h2_gone */
+    gw_list_t link;  /* in c->b->h2_streams, then c->b->h2_gone */
     gw_bucket_t *rb; /* its route's bucket on this connection, or NULL */
     size_t given;    /* stream data budget handed to the session */
     size_t owed;     /* request body bytes passed on, window credit held back (upload rate) */
@@ -136,17 +241,19 @@ static void kick(conn_t *c)
     if (c->dirty || (c->flags & GW_CONN_F_CLOSED))
         return;
     c->dirty = 1;
-    gw_list_push_back(&c->w->dirty, &c->dirty_link);
-    if (!uv_is_active((uv_handle_t *)&c->w->kick))
-        uv_idle_start(&c->w->kick, gw_front__on_kick);
+    gw_list_push_back(&W(c)->dirty, &c->dirty_link);
+    if (!uv_is_active((uv_handle_t *)&W(c)->kick))
+        uv_idle_start(&W(c)->kick, gw_front__on_kick);
 }
 
 static void h2_tell_gone(conn_t *c)
 {
-    while (!gw_list_empty(&c->h2_gone)) {
-        h2s_t *x = GW_CONTAINER_OF(c->h2_gone.next, h2s_t, link);
+    if (!c->b)
+        return;
+    while (!gw_list_empty(&c->b->h2_gone)) {
+        h2s_t *x = GW_CONTAINER_OF(c->b->h2_gone.next, h2s_t, link);
         gw_list_remove(&x->link);
-        gw_proxy_stream_closed(c->w->proxy, &x->cs);
+        gw_proxy_stream_closed(W(c)->proxy, &x->cs);
         gw_h2_session_stream_release(c->h2, x->sid); /* nothing of ours runs for it any more */
         gw_free(x);
     }
@@ -160,7 +267,7 @@ static void conn_deferred(conn_t *c)
         h2_tell_gone(c);
         h2_pump(c);
     } else if (c->state == CS_H1) {
-        if (c->out.len && flush(c) < 0) {
+        if (out_len(c) && flush(c) < 0) {
             conn_close(c, "write_error");
             return;
         }
@@ -192,18 +299,82 @@ void gw_front__on_kick(uv_idle_t *h)
 
 /* ---- timers -------------------------------------------------------------------------------- */
 
-static void on_timeout(uv_timer_t *t);
+static void on_timeout(conn_t *c);
 static void h2_timeout(conn_t *c);
+static void on_throttle(conn_t *c);
+static void release_idle_buffers(conn_t *c);
+
+/* A worker's connections share one libuv timer: each queues a 16-byte node in the worker's
+ * heap (common/theap.h) instead of owning two uv_timer_t (152 bytes each). The loop timer is
+ * armed for the earliest node; like the connection timeouts below it is re-armed lazily: a
+ * node moved later, or removed, lets it fire early and re-arm for what is due next. Due times
+ * are loop milliseconds (uv_now); a node never fires in the pass that queued it. */
+static void on_ticker(uv_timer_t *t);
+
+static void ticker_rearm(gw_worker_t *w)
+{
+    gw_theap_node_t *m = gw_theap_min(&w->timers);
+    if (!m)
+        return;
+    if (uv_is_active((uv_handle_t *)&w->ticker) && w->ticker_due <= m->due)
+        return;
+    uint64_t now = uv_now(&w->loop);
+    w->ticker_due = m->due;
+    uv_timer_start(&w->ticker, on_ticker, m->due > now ? m->due - now : 0, 0);
+}
+
+/* Queue n at due. Every node a connection owns was reserved in the heap when it was created
+ * (timer_nodes_add), so this cannot fail. */
+static void ticker_set(gw_worker_t *w, gw_theap_node_t *n, uint64_t due)
+{
+    uint64_t now = uv_now(&w->loop);
+    if (due <= now)
+        due = now + 1;
+    (void)gw_theap_set(&w->timers, n, due);
+    if (gw_theap_min(&w->timers) == n)
+        ticker_rearm(w);
+}
+
+/* One more (k = 1) or one less (k = -1) node that may be queued: room is reserved ahead, so
+ * arming never fails. 0 or GW_E_NOMEM. */
+static int timer_nodes_add(gw_worker_t *w, int k)
+{
+    if (k < 0) {
+        w->timer_nodes--;
+        return 0;
+    }
+    if (gw_theap_reserve(&w->timers, w->timer_nodes + 1) < 0)
+        return GW_E_NOMEM;
+    w->timer_nodes++;
+    return 0;
+}
+
+static void on_ticker(uv_timer_t *t)
+{
+    gw_worker_t *w = GW_CONTAINER_OF(t, gw_worker_t, ticker);
+    uint64_t now = uv_now(&w->loop);
+    gw_theap_node_t *n;
+    while ((n = gw_theap_min(&w->timers)) && n->due <= now) {
+        gw_theap_remove(&w->timers, n);
+        if (n->kind == TK_CONN)
+            on_timeout(GW_CONTAINER_OF(n, conn_t, tnode));
+        else
+            on_throttle(GW_CONTAINER_OF(n, thr_t, tnode)->c);
+    }
+    ticker_rearm(w);
+}
 
 /* Lazy re-arming, as in back/conn.c: HTTP/2 re-arms after every send and most re-arms move
- * the deadline later; only an earlier one restarts the libuv timer (a heap removal and
- * insertion), a later one is recorded and on_timeout re-arms for the rest. */
+ * the deadline later; only an earlier one moves the node (a heap operation), a later one is
+ * recorded and on_timeout re-arms for the rest. */
 static void arm(conn_t *c, uint64_t ms)
 {
-    c->deadline = uv_now(c->timer.loop) + ms;
-    if (uv_is_active((uv_handle_t *)&c->timer) && uv_timer_get_due_in(&c->timer) <= ms)
+    if (c->flags & GW_CONN_F_CLOSED)
         return;
-    uv_timer_start(&c->timer, on_timeout, ms, 0);
+    c->deadline = uv_now(&W(c)->loop) + ms;
+    if (gw_theap_queued(&c->tnode) && c->tnode.due <= c->deadline)
+        return;
+    ticker_set(W(c), &c->tnode, c->deadline);
 }
 
 /* ---- throttle (issue 7) ------------------------------------------------------------------ */
@@ -212,7 +383,7 @@ static void arm(conn_t *c, uint64_t ms)
  * (throttle.response_rate), the client address's (throttle.per_client_rate, shared by every
  * connection of that client in every worker) and, per request, its route's on this connection
  * (routes[].response_rate). When one runs short the emitter stops — the bytes stay in the
- * HTTP/2 session or in c->out, both counted by ops->pending, so the proxy stops reading the
+ * HTTP/2 session or in c->b->out, both counted by ops->pending, so the proxy stops reading the
  * origin — and the connection's thr timer is armed for when a grain of tokens (16 KiB or a
  * hundredth of a second, bucket.h) is back: nothing sleeps, nothing spins. Uploads spend the
  * body bucket: HTTP/1.1 stops reading the socket, HTTP/2 holds back window credit. */
@@ -222,20 +393,25 @@ static uint64_t now_us(void)
     return gw_now_ns() / 1000;
 }
 
-static void on_throttle(uv_timer_t *t);
-
 /* Wake up in wait_us: at least 1 ms (libuv timers count ms; never a 0 ms timer). An earlier
  * wake-up already armed is kept. */
 static void thr_arm(conn_t *c, uint64_t wait_us)
 {
+    if (c->flags & GW_CONN_F_CLOSED)
+        return;
     uint64_t ms = (wait_us + 999) / 1000;
     if (ms == 0)
         ms = 1;
-    uint64_t due = uv_now(&c->w->loop) + ms;
-    if (uv_is_active((uv_handle_t *)&c->thr) && c->thr_due <= due)
+    uint64_t due = uv_now(&W(c)->loop) + ms;
+    if (gw_theap_queued(&c->thr->tnode) && c->thr->tnode.due <= due)
         return;
-    c->thr_due = due;
-    uv_timer_start(&c->thr, on_throttle, ms, 0);
+    ticker_set(W(c), &c->thr->tnode, due);
+}
+
+/* Request body bytes are limited by throttle.request_body_rate. */
+static int body_limited(const conn_t *c)
+{
+    return c->thr && gw_bucket_limited(&c->thr->body_b);
 }
 
 /* One local bucket's say in out_avail(): a is lowered to what b has, or to 0 when b has less
@@ -264,17 +440,17 @@ static size_t out_avail(conn_t *c, uint64_t now, size_t want, gw_bucket_t *rb, u
 {
     size_t a = SIZE_MAX;
     *wait = 0;
-    limit_by(&c->resp_b, now, want, &a, wait);
+    limit_by(&c->thr->resp_b, now, want, &a, wait);
     limit_by(rb, now, want, &a, wait);
-    if (c->client) {
-        gw_bucket_table_t *t = c->w->srv->clients;
-        uint64_t v = gw_bucket_table_avail(t, c->client, now);
-        size_t g = gw_bucket_table_grain(c->client);
+    if (c->thr->client) {
+        gw_bucket_table_t *t = W(c)->srv->clients;
+        uint64_t v = gw_bucket_table_avail(t, c->thr->client, now);
+        size_t g = gw_bucket_table_grain(c->thr->client);
         if (g > want)
             g = want;
         if (v < g) {
             a = 0;
-            uint64_t w = gw_bucket_table_wait_us(t, c->client, g, now);
+            uint64_t w = gw_bucket_table_wait_us(t, c->thr->client, g, now);
             if (w > *wait)
                 *wait = w;
         } else if (v < a) {
@@ -291,40 +467,43 @@ static void out_charge(conn_t *c, size_t n, gw_bucket_t *rb, uint64_t now)
 {
     if (!n)
         return;
-    gw_bucket_spend(&c->resp_b, n, now);
+    gw_bucket_spend(&c->thr->resp_b, n, now);
     if (rb)
         gw_bucket_spend(rb, n, now);
-    if (c->client)
-        gw_bucket_table_spend(c->w->srv->clients, c->client, n, now);
+    if (c->thr->client)
+        gw_bucket_table_spend(W(c)->srv->clients, c->thr->client, n, now);
 }
 
 /* The connection's bucket for route r, or NULL when r has no response_rate (or no memory for
  * the table: then the route is not throttled on this connection). */
 static gw_bucket_t *route_bucket(conn_t *c, const gw_cfg_route_t *r)
 {
-    const gw_config_t *cfg = c->w->srv->cfg;
+    const gw_config_t *cfg = W(c)->srv->cfg;
     if (!r || !r->response_rate)
         return NULL;
-    if (!c->route_b && !(c->route_b = gw_calloc(cfg->routes_len, sizeof(*c->route_b))))
+    if (!c->thr->route_b &&
+        !(c->thr->route_b = gw_calloc(cfg->routes_len, sizeof(*c->thr->route_b))))
         return NULL;
-    gw_bucket_t *b = &c->route_b[r - cfg->routes];
+    gw_bucket_t *b = &c->thr->route_b[r - cfg->routes];
     if (!gw_bucket_limited(b))
         gw_bucket_init(b, r->response_rate, 0, now_us());
     return b;
 }
 
-/* How long the throttled tail of c->out takes at the slowest configured rate (for the close
+/* How long the throttled tail of c->b->out takes at the slowest configured rate (for the close
  * deadline of a finishing connection). */
 static uint64_t tail_ms(conn_t *c)
 {
     uint64_t rate = UINT64_MAX;
-    if (c->resp_b.rate)
-        rate = c->resp_b.rate;
-    if (c->client && c->w->srv->cfg->throttle.per_client_rate < rate)
-        rate = c->w->srv->cfg->throttle.per_client_rate;
-    if (c->h1_rb && c->h1_rb->rate < rate)
-        rate = c->h1_rb->rate;
-    return rate == UINT64_MAX || !c->out.len ? 0 : (uint64_t)c->out.len * 1000 / rate + 1;
+    if (!c->thr || !c->b)
+        return 0;
+    if (c->thr->resp_b.rate)
+        rate = c->thr->resp_b.rate;
+    if (c->thr->client && W(c)->srv->cfg->throttle.per_client_rate < rate)
+        rate = W(c)->srv->cfg->throttle.per_client_rate;
+    if (c->h1 && c->h1->rb && c->h1->rb->rate < rate)
+        rate = c->h1->rb->rate;
+    return rate == UINT64_MAX || !c->b->out.len ? 0 : (uint64_t)c->b->out.len * 1000 / rate + 1;
 }
 
 /* ---- write path -------------------------------------------------------------------------- */
@@ -336,7 +515,7 @@ static void pause_reads(conn_t *c)
     if (c->flags & GW_CONN_F_READ_PAUSED)
         return;
     c->flags |= GW_CONN_F_READ_PAUSED;
-    GW_LOG_DEBUG("read_paused", "peer=%s reason=write_buffer queued=%zu", c->peer, c->queued);
+    GW_LOG_DEBUG("read_paused", "peer=%s reason=write_buffer queued=%zu", PEER(c), c->queued);
 }
 
 /* Bookkeeping after any write: the bound, close-after, resuming paused reads. */
@@ -349,21 +528,21 @@ static void after_write(conn_t *c, size_t len, int status)
         conn_close(c, "write_error");
         return;
     }
-    if (c->queued == 0 && c->out.len == 0 && (c->flags & GW_CONN_F_CLOSE_AFTER)) {
+    if (c->queued == 0 && out_len(c) == 0 && (c->flags & GW_CONN_F_CLOSE_AFTER)) {
         conn_close(c, "done");
         return;
     }
-    size_t bound = c->w->srv->cfg->limits.write_buffer;
+    size_t bound = W(c)->srv->cfg->limits.write_buffer;
     if ((c->flags & GW_CONN_F_READ_PAUSED) && c->queued < bound) {
         c->flags &= ~GW_CONN_F_READ_PAUSED;
-        GW_LOG_DEBUG("read_resumed", "peer=%s queued=%zu", c->peer, c->queued);
-        process(c); /* requests waiting in c->in */
+        GW_LOG_DEBUG("read_resumed", "peer=%s queued=%zu", PEER(c), c->queued);
+        process(c); /* requests waiting in c->b->in */
         if (c->flags & GW_CONN_F_CLOSED)
             return;
     }
     if (c->queued < bound) {
-        if (c->state == CS_H1 && c->h1_active && !c->resp_done)
-            gw_proxy_writable(c->w->proxy, &c->h1s);
+        if (c->state == CS_H1 && c->h1->active && !c->h1->resp_done)
+            gw_proxy_writable(W(c)->proxy, &c->h1->s);
         else if (c->state == CS_H2 && c->h2 && gw_h2_session_want_write(c->h2))
             kick(c); /* frames held back while the socket was full */
     }
@@ -441,7 +620,7 @@ static int send_iovq(conn_t *c, gw_iovq_t *q)
         }
         c->queued += wv->len;
     }
-    if (c->queued >= c->w->srv->cfg->limits.write_buffer)
+    if (c->queued >= W(c)->srv->cfg->limits.write_buffer)
         pause_reads(c);
     return 0;
 }
@@ -473,31 +652,31 @@ static int send_raw(conn_t *c, const void *p, size_t n)
     return 0;
 }
 
-/* Encrypt (if TLS) and send c->out; TLS handshake bytes are sent too. */
+/* Encrypt (if TLS) and send c->b->out; TLS handshake bytes are sent too. */
 static int flush(conn_t *c)
 {
     int rv = 0;
-    size_t k = c->out.len;
-    if (k && c->h1 && c->thr_out) {
-        /* HTTP/1.1 response bytes: as many as the buckets allow, the rest waits in c->out
+    size_t k = out_len(c);
+    if (k && c->h1 && c->thr && c->thr->out) {
+        /* HTTP/1.1 response bytes: as many as the buckets allow, the rest waits in c->b->out
          * (counted by h1s_pending, so the origin read pauses) for the throttle timer */
         uint64_t now = now_us(), wait;
-        size_t a = out_avail(c, now, k, c->h1_rb, &wait);
+        size_t a = out_avail(c, now, k, c->h1->rb, &wait);
         if (a < k)
             k = a;
-        out_charge(c, k, c->h1_rb, now);
-        if (k < c->out.len) {
+        out_charge(c, k, c->h1->rb, now);
+        if (k < c->b->out.len) {
             if (k)
-                out_avail(c, now, c->out.len - k, c->h1_rb, &wait);
+                out_avail(c, now, c->b->out.len - k, c->h1->rb, &wait);
             c->flags |= GW_CONN_F_THR_OUT;
             thr_arm(c, wait ? wait : 1000);
         }
     }
     if (c->tls) {
-        if (k && (rv = gw_tls_write(c->tls, c->out.base, k)) < 0)
+        if (k && (rv = gw_tls_write(c->tls, c->b->out.base, k)) < 0)
             return rv;
         if (k)
-            gw_bytes_consume(&c->out, k);
+            gw_bytes_consume(&c->b->out, k);
         /* records go out from the TLS sink's own buffer: the socket first, and only what it
          * did not take is copied into a write request */
         size_t n;
@@ -506,12 +685,11 @@ static int flush(conn_t *c)
         gw_tls_out_consume(c->tls, n);
         if (rv < 0)
             return rv;
-    } else {
-        rv = send_raw(c, c->out.base, k);
-        if (k)
-            gw_bytes_consume(&c->out, k);
+    } else if (k) {
+        rv = send_raw(c, c->b->out.base, k);
+        gw_bytes_consume(&c->b->out, k);
     }
-    if (c->queued >= c->w->srv->cfg->limits.write_buffer)
+    if (c->queued >= W(c)->srv->cfg->limits.write_buffer)
         pause_reads(c);
     return rv;
 }
@@ -521,12 +699,12 @@ static void finish(conn_t *c, const char *why)
 {
     if (c->flags & GW_CONN_F_CLOSED)
         return;
-    GW_LOG_DEBUG("conn_finish", "peer=%s reason=%s", c->peer, why);
+    GW_LOG_DEBUG("conn_finish", "peer=%s reason=%s", PEER(c), why);
     c->state = CS_CLOSING;
     c->flags |= GW_CONN_F_CLOSE_AFTER;
     if (c->tls)
         gw_tls_shutdown(c->tls);
-    if (flush(c) < 0 || (c->queued == 0 && c->out.len == 0))
+    if (flush(c) < 0 || (c->queued == 0 && out_len(c) == 0))
         conn_close(c, why);
     else
         arm(c, 5000 + tail_ms(c)); /* a peer that never reads our last bytes */
@@ -537,34 +715,40 @@ static void finish(conn_t *c, const char *why)
 static void on_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
-    if (--c->handles > 0)
-        return;
-    gw_worker_t *w = c->w;
-    if (c->h1_active) {
-        c->h1_active = 0;
-        gw_proxy_stream_closed(w->proxy, &c->h1s);
+    gw_worker_t *w = W(c);
+    if (c->h1 && c->h1->active) {
+        c->h1->active = 0;
+        gw_proxy_stream_closed(w->proxy, &c->h1->s);
     }
-    gw_list_foreach_safe(it, tmp, &c->h2_gone)
-    {
-        h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
-        gw_proxy_stream_closed(w->proxy, &x->cs);
-        gw_free(x);
-    }
+    if (c->b)
+        gw_list_foreach_safe(it, tmp, &c->b->h2_gone)
+        {
+            h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+            gw_proxy_stream_closed(w->proxy, &x->cs);
+            gw_free(x);
+        }
     gw_tls_conn_del(c->tls);
-    gw_h1_parser_del(c->h1);
-    gw_free(c->h1_fields);
-    gw_h2_session_del(c->h2); /* on_close does not fire: our stream objects go here */
-    gw_list_foreach_safe(it, tmp, &c->h2_streams)
-    {
-        h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
-        gw_proxy_stream_closed(w->proxy, &x->cs);
-        gw_free(x);
+    if (c->h1) {
+        gw_h1_parser_del(c->h1->p);
+        gw_free(c->h1->fields);
+        gw_free(c->h1);
     }
-    gw_iovq_free(&c->oq);
-    gw_bytes_free(&c->in);
-    gw_bytes_free(&c->out);
-    gw_bucket_table_release(w->srv->clients, c->client);
-    gw_free(c->route_b);
+    gw_h2_session_del(c->h2); /* on_close does not fire: our stream objects go here */
+    if (c->b)
+        gw_list_foreach_safe(it, tmp, &c->b->h2_streams)
+        {
+            h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+            gw_proxy_stream_closed(w->proxy, &x->cs);
+            gw_free(x);
+        }
+    drop_busy(c);
+    timer_nodes_add(w, -1);
+    if (c->thr) {
+        gw_bucket_table_release(w->srv->clients, c->thr->client);
+        gw_free(c->thr->route_b);
+        gw_free(c->thr);
+        timer_nodes_add(w, -1);
+    }
     gw_free(c);
     gw_front__worker_conn_gone(w);
 }
@@ -576,11 +760,11 @@ static void conn_close(conn_t *c, const char *why)
     c->flags |= GW_CONN_F_CLOSED;
     if (c->h2) {
         /* abuse limits the peer hit, for the logs (issue 3: every cap is counted) */
-        const gw_h2_stats_t *st = gw_h2_session_stats(c->h2);
-        uint64_t hits = st->reset_budget_hits + st->control_flood_hits + st->empty_frame_hits +
-                        st->queued_control_hits + st->header_list_hits + st->header_block_hits +
-                        st->max_requests_hits + st->settings_timeouts + st->priority_evictions;
-        if (hits || st->malformed_requests || st->streams_refused)
+        gw_h2_stats_t st = gw_h2_session_stats(c->h2);
+        uint64_t hits = st.reset_budget_hits + st.control_flood_hits + st.empty_frame_hits +
+                        st.queued_control_hits + st.header_list_hits + st.header_block_hits +
+                        st.max_requests_hits + st.settings_timeouts + st.priority_evictions;
+        if (hits || st.malformed_requests || st.streams_refused)
             GW_LOG_INFO(
                 "h2_limits",
                 "peer=%s streams=%llu refused=%llu malformed=%llu resets_in=%llu "
@@ -588,59 +772,60 @@ static void conn_close(conn_t *c, const char *why)
                 "empty_frames=%llu queued_control=%llu header_list=%llu "
                 "header_block=%llu max_requests=%llu settings_timeout=%llu "
                 "priority_evictions=%llu",
-                c->peer, (unsigned long long)st->streams_opened,
-                (unsigned long long)st->streams_refused, (unsigned long long)st->malformed_requests,
-                (unsigned long long)st->resets_received, (unsigned long long)st->resets_provoked,
-                (unsigned long long)st->reset_budget_hits,
-                (unsigned long long)st->control_flood_hits,
-                (unsigned long long)st->empty_frame_hits,
-                (unsigned long long)st->queued_control_hits,
-                (unsigned long long)st->header_list_hits, (unsigned long long)st->header_block_hits,
-                (unsigned long long)st->max_requests_hits,
-                (unsigned long long)st->settings_timeouts,
-                (unsigned long long)st->priority_evictions);
+                PEER(c), (unsigned long long)st.streams_opened,
+                (unsigned long long)st.streams_refused, (unsigned long long)st.malformed_requests,
+                (unsigned long long)st.resets_received, (unsigned long long)st.resets_provoked,
+                (unsigned long long)st.reset_budget_hits, (unsigned long long)st.control_flood_hits,
+                (unsigned long long)st.empty_frame_hits, (unsigned long long)st.queued_control_hits,
+                (unsigned long long)st.header_list_hits, (unsigned long long)st.header_block_hits,
+                (unsigned long long)st.max_requests_hits, (unsigned long long)st.settings_timeouts,
+                (unsigned long long)st.priority_evictions);
     }
-    GW_LOG_DEBUG("conn_close", "peer=%s state=%s reason=%s requests=%u", c->peer,
+    GW_LOG_DEBUG("conn_close", "peer=%s state=%s reason=%s requests=%u", PEER(c),
                  conn_state_str(c->state), why, c->requests);
     gw_list_remove(&c->link);
     if (c->dirty) {
         gw_list_remove(&c->dirty_link);
         c->dirty = 0;
     }
-    c->w->conns_len--;
-    uv_close((uv_handle_t *)&c->timer, on_closed);
-    uv_close((uv_handle_t *)&c->thr, on_closed);
+    W(c)->conns_len--;
+    gw_theap_remove(&W(c)->timers, &c->tnode);
+    if (c->thr)
+        gw_theap_remove(&W(c)->timers, &c->thr->tnode);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
 
-static void on_timeout(uv_timer_t *t)
+static void on_timeout(conn_t *c)
 {
-    conn_t *c = t->data;
-    uint64_t now = uv_now(t->loop);
+    uint64_t now = uv_now(&W(c)->loop);
     if (now < c->deadline) { /* fired for an older, earlier deadline */
-        uv_timer_start(t, on_timeout, c->deadline - now, 0);
+        ticker_set(W(c), &c->tnode, c->deadline);
         return;
     }
     switch (c->state) {
     case CS_HANDSHAKE:
-        GW_LOG_INFO("timeout", "peer=%s kind=handshake", c->peer);
+        GW_LOG_INFO("timeout", "peer=%s kind=handshake", PEER(c));
         conn_close(c, "handshake_timeout");
         return;
     case CS_SNIFF:
-        GW_LOG_INFO("timeout", "peer=%s kind=first_request", c->peer);
+        GW_LOG_INFO("timeout", "peer=%s kind=first_request", PEER(c));
         conn_close(c, "first_request_timeout");
         return;
     case CS_H1:
-        if (c->h1_active && !c->resp_done) {
+        if (c->h1->active && !c->h1->resp_done) {
             /* the origin side runs its own timeouts, and the proxy resets stalled clients */
-            arm(c, c->w->srv->cfg->timeouts.idle_ms);
-        } else if (gw_h1_parser_in_message(c->h1) && !gw_h1_parser_paused(c->h1)) {
+            arm(c, W(c)->srv->cfg->timeouts.idle_ms);
+        } else if (gw_h1_parser_in_message(c->h1->p) && !gw_h1_parser_paused(c->h1->p)) {
             /* RFC 9110 §15.5.9: 408 for a request that did not complete in time */
-            GW_LOG_INFO("timeout", "peer=%s kind=header", c->peer);
-            gw_h1_simple_response(&c->out, 408, "h2gate: request not completed in time\n", 0, 0);
+            GW_LOG_INFO("timeout", "peer=%s kind=header", PEER(c));
+            if (need_busy(c) < 0) {
+                conn_close(c, "nomem");
+                return;
+            }
+            gw_h1_simple_response(&c->b->out, 408, "h2gate: request not completed in time\n", 0, 0);
             finish(c, "header_timeout");
         } else {
-            GW_LOG_DEBUG("timeout", "peer=%s kind=idle", c->peer);
+            GW_LOG_DEBUG("timeout", "peer=%s kind=idle", PEER(c));
             conn_close(c, "idle_timeout");
         }
         return;
@@ -660,16 +845,16 @@ static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
 {
     conn_t *c = s->impl;
     if (c->flags & GW_CONN_F_STOPPING)
-        c->req_keep_alive = 0; /* graceful stop: this is the connection's last response */
-    c->resp_chunked = content_length < 0 && !end_stream && !s->head_only;
-    c->resp_started = 1;
-    int rv = gw_h1_response_head(&c->out, status, f, n,
+        c->h1->keep_alive = 0; /* graceful stop: this is the connection's last response */
+    c->h1->resp_chunked = content_length < 0 && !end_stream && !s->head_only;
+    c->h1->resp_started = 1;
+    int rv = gw_h1_response_head(&c->b->out, status, f, n,
                                  end_stream && content_length < 0 ? 0 : content_length,
-                                 c->req_keep_alive);
+                                 c->h1->keep_alive);
     if (rv < 0)
         return rv;
     if (end_stream)
-        c->resp_done = 1;
+        c->h1->resp_done = 1;
     kick(c); /* the head goes out with the first body bytes, or from the kick */
     return 0;
 }
@@ -679,18 +864,18 @@ static int h1s_interim(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
     conn_t *c = s->impl;
     char line[64];
     snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\n", status, gw_h1_reason(status));
-    int rv = gw_bytes_append(&c->out, line, strlen(line));
+    int rv = gw_bytes_append(&c->b->out, line, strlen(line));
     for (size_t i = 0; i < n && rv == 0; i++) {
-        rv = gw_bytes_append(&c->out, f[i].name.base, f[i].name.len);
+        rv = gw_bytes_append(&c->b->out, f[i].name.base, f[i].name.len);
         if (rv == 0)
-            rv = gw_bytes_append(&c->out, ": ", 2);
+            rv = gw_bytes_append(&c->b->out, ": ", 2);
         if (rv == 0)
-            rv = gw_bytes_append(&c->out, f[i].value.base, f[i].value.len);
+            rv = gw_bytes_append(&c->b->out, f[i].value.base, f[i].value.len);
         if (rv == 0)
-            rv = gw_bytes_append(&c->out, "\r\n", 2);
+            rv = gw_bytes_append(&c->b->out, "\r\n", 2);
     }
     if (rv == 0)
-        rv = gw_bytes_append(&c->out, "\r\n", 2);
+        rv = gw_bytes_append(&c->b->out, "\r\n", 2);
     return rv < 0 ? rv : flush(c);
 }
 
@@ -699,22 +884,22 @@ static int h1s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int e
     conn_t *c = s->impl;
     int rv = 0;
     if (!s->head_only && len) {
-        if (c->resp_chunked) {
+        if (c->h1->resp_chunked) {
             char hdr[24];
             snprintf(hdr, sizeof(hdr), "%zx\r\n", len);
-            rv = gw_bytes_append(&c->out, hdr, strlen(hdr));
+            rv = gw_bytes_append(&c->b->out, hdr, strlen(hdr));
         }
         if (rv == 0)
-            rv = gw_bytes_append(&c->out, b->data + off, len);
-        if (rv == 0 && c->resp_chunked)
-            rv = gw_bytes_append(&c->out, "\r\n", 2);
+            rv = gw_bytes_append(&c->b->out, b->data + off, len);
+        if (rv == 0 && c->h1->resp_chunked)
+            rv = gw_bytes_append(&c->b->out, "\r\n", 2);
     }
-    if (rv == 0 && end_stream && c->resp_chunked)
-        rv = gw_bytes_append(&c->out, "0\r\n\r\n", 5);
+    if (rv == 0 && end_stream && c->h1->resp_chunked)
+        rv = gw_bytes_append(&c->b->out, "0\r\n\r\n", 5);
     if (rv < 0)
         return rv;
     if (end_stream) {
-        c->resp_done = 1;
+        c->h1->resp_done = 1;
         kick(c);
     }
     return flush(c);
@@ -725,23 +910,23 @@ static int h1s_trailers(gw_cstream_t *s, const gw_field_t *f, size_t n)
 {
     conn_t *c = s->impl;
     int rv = 0;
-    if (c->resp_chunked) {
-        rv = gw_bytes_append(&c->out, "0\r\n", 3);
+    if (c->h1->resp_chunked) {
+        rv = gw_bytes_append(&c->b->out, "0\r\n", 3);
         for (size_t i = 0; i < n && rv == 0; i++) {
-            rv = gw_bytes_append(&c->out, f[i].name.base, f[i].name.len);
+            rv = gw_bytes_append(&c->b->out, f[i].name.base, f[i].name.len);
             if (rv == 0)
-                rv = gw_bytes_append(&c->out, ": ", 2);
+                rv = gw_bytes_append(&c->b->out, ": ", 2);
             if (rv == 0)
-                rv = gw_bytes_append(&c->out, f[i].value.base, f[i].value.len);
+                rv = gw_bytes_append(&c->b->out, f[i].value.base, f[i].value.len);
             if (rv == 0)
-                rv = gw_bytes_append(&c->out, "\r\n", 2);
+                rv = gw_bytes_append(&c->b->out, "\r\n", 2);
         }
         if (rv == 0)
-            rv = gw_bytes_append(&c->out, "\r\n", 2);
+            rv = gw_bytes_append(&c->b->out, "\r\n", 2);
     }
     if (rv < 0)
         return rv;
-    c->resp_done = 1;
+    c->h1->resp_done = 1;
     kick(c);
     return flush(c);
 }
@@ -751,24 +936,24 @@ static int h1s_trailers(gw_cstream_t *s, const gw_field_t *f, size_t n)
 static void h1s_reset(gw_cstream_t *s, gw_cs_reset_t code)
 {
     conn_t *c = s->impl;
-    GW_LOG_DEBUG("h1_reset", "peer=%s code=%d", c->peer, (int)code);
-    c->req_keep_alive = 0;
+    GW_LOG_DEBUG("h1_reset", "peer=%s code=%d", PEER(c), (int)code);
+    c->h1->keep_alive = 0;
     finish(c, code == GW_CS_RESET_NO_ERROR ? "early_response" : "stream_reset");
 }
 
 static void h1s_credit(gw_cstream_t *s, size_t n)
 {
     conn_t *c = s->impl;
-    int was_full = c->h1_inflight >= c->w->srv->cfg->limits.body_buffer;
-    c->h1_inflight -= n;
-    if (was_full && c->h1_inflight < c->w->srv->cfg->limits.body_buffer)
-        kick(c); /* parse the body bytes waiting in c->in */
+    int was_full = c->h1->inflight >= W(c)->srv->cfg->limits.body_buffer;
+    c->h1->inflight -= n;
+    if (was_full && c->h1->inflight < W(c)->srv->cfg->limits.body_buffer)
+        kick(c); /* parse the body bytes waiting in c->b->in */
 }
 
 static size_t h1s_pending(gw_cstream_t *s)
 {
     conn_t *c = s->impl;
-    return c->queued + c->out.len;
+    return c->queued + out_len(c);
 }
 
 static const gw_cstream_ops_t h1s_ops = {h1s_respond, h1s_interim, h1s_body,   h1s_trailers,
@@ -778,119 +963,119 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
 {
     conn_t *c = ud;
     c->requests++;
-    c->req_keep_alive = (m->flags & GW_H1_MSG_F_KEEP_ALIVE) && !(c->flags & GW_CONN_F_STOPPING);
-    c->req_expect_100 = (m->flags & GW_H1_MSG_F_EXPECT_100) != 0;
-    c->resp_done = 0;
-    c->resp_started = 0;
-    c->req_complete = 0;
-    c->h1_inflight = 0;
-    if (m->fields_len > c->h1_fields_cap) {
-        gw_field_t *n = gw_realloc(c->h1_fields, m->fields_len * sizeof(*n));
+    c->h1->keep_alive = (m->flags & GW_H1_MSG_F_KEEP_ALIVE) && !(c->flags & GW_CONN_F_STOPPING);
+    c->h1->expect_100 = (m->flags & GW_H1_MSG_F_EXPECT_100) != 0;
+    c->h1->resp_done = 0;
+    c->h1->resp_started = 0;
+    c->h1->req_complete = 0;
+    c->h1->inflight = 0;
+    if (m->fields_len > c->h1->fields_cap) {
+        gw_field_t *n = gw_realloc(c->h1->fields, m->fields_len * sizeof(*n));
         if (!n)
             return GW_E_NOMEM;
-        c->h1_fields = n;
-        c->h1_fields_cap = m->fields_len;
+        c->h1->fields = n;
+        c->h1->fields_cap = m->fields_len;
     }
-    memcpy(c->h1_fields, m->fields, m->fields_len * sizeof(gw_field_t));
+    memcpy(c->h1->fields, m->fields, m->fields_len * sizeof(gw_field_t));
     const gw_h1_field_t *host = gw_h1_msg_field(m, "host");
     gw_req_head_t h = {
         .method = m->method,
         .scheme = c->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http"),
         .authority = host ? host->value : (gw_slice_t){0},
         .path = m->target,
-        .fields = c->h1_fields,
+        .fields = c->h1->fields,
         .fields_len = m->fields_len,
         .content_length = m->content_length,
         .end_stream = m->content_length == 0,
         .proto = "http/1.1",
     };
-    c->h1s = (gw_cstream_t){.ops = &h1s_ops,
-                            .impl = c,
-                            .peer = c->peer,
-                            .peer_ip = c->peer_ip,
-                            .addr = (const struct sockaddr *)&c->addr,
-                            .head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD"))};
-    c->h1_rb = c->w->srv->route_rates
-                   ? route_bucket(c, gw_proxy_route(c->w->proxy, h.authority, h.path))
-                   : NULL;
+    c->h1->s = (gw_cstream_t){.ops = &h1s_ops,
+                              .impl = c,
+                              .peer = c->b->peer,
+                              .peer_ip = c->b->peer_ip,
+                              .addr = (const struct sockaddr *)&c->addr,
+                              .head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD"))};
+    c->h1->rb = W(c)->srv->route_rates
+                    ? route_bucket(c, gw_proxy_route(W(c)->proxy, h.authority, h.path))
+                    : NULL;
     /* RFC 9110 §10.1.1: the body is wanted, so say so before the client waits for it */
-    if (c->req_expect_100 && !h.end_stream && gw_h1_continue(&c->out) < 0)
+    if (c->h1->expect_100 && !h.end_stream && gw_h1_continue(&c->b->out) < 0)
         return GW_E_NOMEM;
     /* the head is complete: the body has its own (idle) deadline */
-    arm(c, c->w->srv->cfg->timeouts.idle_ms);
-    c->h1_active = 1;
-    return gw_proxy_request(c->w->proxy, &c->h1s, &h);
+    arm(c, W(c)->srv->cfg->timeouts.idle_ms);
+    c->h1->active = 1;
+    return gw_proxy_request(W(c)->proxy, &c->h1->s, &h);
 }
 
 static int h1_on_body(void *ud, const uint8_t *p, size_t n)
 {
     conn_t *c = ud;
-    c->h1_inflight += n;
-    gw_proxy_body(c->w->proxy, &c->h1s, p, n);
+    c->h1->inflight += n;
+    gw_proxy_body(W(c)->proxy, &c->h1->s, p, n);
     return 0;
 }
 
 static int h1_on_complete(void *ud)
 {
     conn_t *c = ud;
-    c->req_complete = 1;
-    if (c->h1_active)
-        gw_proxy_body_end(c->w->proxy, &c->h1s, NULL, 0);
+    c->h1->req_complete = 1;
+    if (c->h1->active)
+        gw_proxy_body_end(W(c)->proxy, &c->h1->s, NULL, 0);
     return 0;
 }
 
 static const gw_h1_callbacks_t h1_cbs = {h1_on_head, h1_on_body, h1_on_complete};
 
-/* Parse what is in c->in, one request at a time: the next request is read only once the
+/* Parse what is in c->b->in, one request at a time: the next request is read only once the
  * current one is answered, and request body bytes only while the proxy holds less than
  * limits.body_buffer of them. */
 static void process_h1(conn_t *c)
 {
-    size_t body_bound = c->w->srv->cfg->limits.body_buffer;
+    size_t body_bound = W(c)->srv->cfg->limits.body_buffer;
     while (!(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER | GW_CONN_F_READ_PAUSED))) {
-        if (c->h1_active && c->resp_done && c->req_complete) {
-            c->h1_active = 0;
-            gw_proxy_stream_closed(c->w->proxy, &c->h1s);
+        if (c->h1->active && c->h1->resp_done && c->h1->req_complete) {
+            c->h1->active = 0;
+            gw_proxy_stream_closed(W(c)->proxy, &c->h1->s);
         }
-        if (gw_h1_parser_paused(c->h1)) {
-            if (c->h1_active)
+        if (gw_h1_parser_paused(c->h1->p)) {
+            if (c->h1->active)
                 break; /* the response is still coming */
             /* one request done; a graceful stop ends the connection here */
-            if (!c->req_keep_alive || (c->flags & GW_CONN_F_STOPPING)) {
+            if (!c->h1->keep_alive || (c->flags & GW_CONN_F_STOPPING)) {
                 finish(c, "connection_close");
                 return;
             }
-            gw_h1_parser_resume(c->h1);
-            arm(c, c->w->srv->cfg->timeouts.idle_ms);
+            gw_h1_parser_resume(c->h1->p);
+            arm(c, W(c)->srv->cfg->timeouts.idle_ms);
         }
-        if (c->in.len == 0 || c->h1_inflight >= body_bound)
+        if (in_len(c) == 0 || c->h1->inflight >= body_bound)
             break;
-        int was_idle = !gw_h1_parser_in_message(c->h1);
-        size_t feed = c->in.len;
-        ssize_t n = gw_h1_parser_feed(c->h1, c->in.base, feed);
+        int was_idle = !gw_h1_parser_in_message(c->h1->p);
+        size_t feed = c->b->in.len;
+        ssize_t n = gw_h1_parser_feed(c->h1->p, c->b->in.base, feed);
         if (n < 0) {
-            unsigned st = gw_h1_parser_error_status(c->h1);
-            GW_LOG_INFO("bad_request", "peer=%s status=%u reason=\"%s\"", c->peer, st,
-                        gw_h1_parser_error_reason(c->h1));
-            if (n != GW_E_NOMEM && st != 500 && !c->resp_started) {
+            unsigned st = gw_h1_parser_error_status(c->h1->p);
+            GW_LOG_INFO("bad_request", "peer=%s status=%u reason=\"%s\"", PEER(c), st,
+                        gw_h1_parser_error_reason(c->h1->p));
+            if (n != GW_E_NOMEM && st != 500 && !c->h1->resp_started) {
                 char body[160];
-                snprintf(body, sizeof(body), "h2gate: %s\n", gw_h1_parser_error_reason(c->h1));
-                gw_h1_simple_response(&c->out, st, body, 0, 0);
+                snprintf(body, sizeof(body), "h2gate: %s\n", gw_h1_parser_error_reason(c->h1->p));
+                gw_h1_simple_response(&c->b->out, st, body, 0, 0);
             }
             finish(c, "bad_request");
             return;
         }
-        gw_bytes_consume(&c->in, (size_t)n);
-        if (was_idle && gw_h1_parser_in_message(c->h1) && !gw_h1_parser_paused(c->h1) &&
-            !c->h1_active)
-            arm(c, c->w->srv->cfg->timeouts.header_ms); /* whole-head deadline (slowloris) */
-        if (!gw_h1_parser_paused(c->h1) && n == 0)
+        gw_bytes_consume(&c->b->in, (size_t)n);
+        if (was_idle && gw_h1_parser_in_message(c->h1->p) && !gw_h1_parser_paused(c->h1->p) &&
+            !c->h1->active)
+            arm(c, W(c)->srv->cfg->timeouts.header_ms); /* whole-head deadline (slowloris) */
+        if (!gw_h1_parser_paused(c->h1->p) && n == 0)
             break; /* need more input */
     }
     /* the peer closed its side: complete requests were answered above; a partial one never
      * completes */
     if ((c->flags & GW_CONN_F_EOF) && !(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)) &&
-        !(c->flags & GW_CONN_F_READ_PAUSED) && !(c->h1_active && !c->resp_done))
+        !(c->flags & GW_CONN_F_READ_PAUSED) && !(c->h1->active && !c->h1->resp_done))
         finish(c, "peer_closed");
 }
 
@@ -977,7 +1162,7 @@ static void h2s_reset(gw_cstream_t *s, gw_cs_reset_t code)
          * (RFC 9113 §8.1 wants the whole response, then the reset) */
         if (!x->rst_after) {
             x->rst_after = 1;
-            x->c->h2_rst_after++;
+            x->c->b->h2_rst_after++;
         }
     } else {
         gw_h2_session_submit_rst(x->c->h2, x->sid, (uint32_t)code); /* on_close: deferred */
@@ -990,7 +1175,7 @@ static void h2_credit_release(conn_t *c, uint64_t now);
 static void h2s_credit(gw_cstream_t *s, size_t n)
 {
     h2s_t *x = (h2s_t *)s;
-    if (!x->gone && gw_bucket_limited(&x->c->body_b)) {
+    if (!x->gone && body_limited(x->c)) {
         x->owed += n; /* the window reopens at the upload rate */
         h2_credit_release(x->c, now_us());
         return;
@@ -1031,13 +1216,13 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
     x->c = c;
     x->sid = h->stream_id;
     x->given = SIZE_MAX;
-    if (c->w->srv->route_rates)
-        x->rb = route_bucket(c, gw_proxy_route(c->w->proxy, h->authority, h->path));
-    gw_list_push_back(&c->h2_streams, &x->link);
+    if (W(c)->srv->route_rates)
+        x->rb = route_bucket(c, gw_proxy_route(W(c)->proxy, h->authority, h->path));
+    gw_list_push_back(&c->b->h2_streams, &x->link);
     x->cs = (gw_cstream_t){.ops = &h2s_ops,
                            .impl = x,
-                           .peer = c->peer,
-                           .peer_ip = c->peer_ip,
+                           .peer = c->b->peer,
+                           .peer_ip = c->b->peer_ip,
                            .addr = (const struct sockaddr *)&c->addr,
                            .head_only = gw_slice_eq(h->method, GW_SLICE_LIT("HEAD"))};
     if (gw_h2_session_set_stream_data(c->h2, h->stream_id, x) < 0) {
@@ -1056,7 +1241,7 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
         .end_stream = h->end_stream,
         .proto = "h2",
     };
-    int rv = gw_proxy_request(c->w->proxy, &x->cs, &rh);
+    int rv = gw_proxy_request(W(c)->proxy, &x->cs, &rh);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
 }
 
@@ -1067,7 +1252,7 @@ static int h2_on_data(void *ud, uint32_t sid, const uint8_t *data, size_t len)
     /* window returned by the proxy (ops->credit) only for what it passed on: hop-by-hop flow
      * control */
     if (x && !x->gone)
-        gw_proxy_body(c->w->proxy, &x->cs, data, len);
+        gw_proxy_body(W(c)->proxy, &x->cs, data, len);
     else
         gw_h2_session_consume(c->h2, sid, len);
     return 0;
@@ -1078,7 +1263,7 @@ static int h2_on_trailers(void *ud, uint32_t sid, const gw_h2_header_t *h, size_
     conn_t *c = ud;
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
     if (x && !x->gone)
-        gw_proxy_body_end(c->w->proxy, &x->cs, h, n);
+        gw_proxy_body_end(W(c)->proxy, &x->cs, h, n);
     return 0;
 }
 
@@ -1087,7 +1272,7 @@ static int h2_on_end_stream(void *ud, uint32_t sid)
     conn_t *c = ud;
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
     if (x && !x->gone)
-        gw_proxy_body_end(c->w->proxy, &x->cs, NULL, 0);
+        gw_proxy_body_end(W(c)->proxy, &x->cs, NULL, 0);
     return 0;
 }
 
@@ -1096,7 +1281,7 @@ static void h2_on_writable(void *ud, uint32_t sid)
     conn_t *c = ud;
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
     if (x && !x->gone)
-        gw_proxy_writable(c->w->proxy, &x->cs);
+        gw_proxy_writable(W(c)->proxy, &x->cs);
 }
 
 /* PRIORITY_UPDATE (applied by the session already) or a request's priority field (before
@@ -1107,7 +1292,7 @@ static void h2_on_priority(void *ud, uint32_t sid, gw_slice_t value)
     (void)value;
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
     if (x && !x->gone)
-        gw_proxy_reprioritize(c->w->proxy, &x->cs);
+        gw_proxy_reprioritize(W(c)->proxy, &x->cs);
 }
 
 /* The session closed a stream, possibly from inside an op the proxy called: the proxy is told
@@ -1121,10 +1306,10 @@ static void h2_on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
         x->gone = 1;
         if (x->rst_after) {
             x->rst_after = 0;
-            c->h2_rst_after--;
+            c->b->h2_rst_after--;
         }
         gw_list_remove(&x->link);
-        gw_list_push_back(&c->h2_gone, &x->link);
+        gw_list_push_back(&c->b->h2_gone, &x->link);
         kick(c);
     } else if (!x) {
         gw_h2_session_stream_release(c->h2, sid);
@@ -1162,11 +1347,17 @@ static void h2_options(const gw_config_t *cfg, gw_h2_options_t *o)
 
 static int start_h2(conn_t *c)
 {
-    gw_h2_options_t o;
-    h2_options(c->w->srv->cfg, &o);
-    gw_iovq_init(&c->oq);
+    gw_worker_t *w = W(c);
+    int rv;
+    if (!w->h2prof) {
+        /* one copy of the options and callbacks for all of the worker's sessions */
+        gw_h2_options_t o;
+        h2_options(w->srv->cfg, &o);
+        if ((rv = gw_h2_profile_new(&w->h2prof, &o, &h2_cbs)) < 0)
+            return rv;
+    }
     c->last_active_ms = gw_now_ms();
-    int rv = gw_h2_session_new(&c->h2, &o, &h2_cbs, c, c->last_active_ms);
+    rv = gw_h2_session_new_with(&c->h2, w->h2prof, c, c->last_active_ms);
     if (rv < 0)
         return rv;
     c->state = CS_H2;
@@ -1177,10 +1368,16 @@ static int start_h2(conn_t *c)
 static void h2_arm(conn_t *c)
 {
     uint64_t now = gw_now_ms();
-    uint64_t due = c->last_active_ms + c->w->srv->cfg->timeouts.idle_ms;
+    uint64_t due = c->last_active_ms + W(c)->srv->cfg->timeouts.idle_ms;
     uint64_t sd = gw_h2_session_next_deadline(c->h2);
     if (sd < due)
         due = sd;
+    /* Idle with its busy state still held (a response ended and no read came since): give it
+     * back in a while rather than at the next read, which may not come before the idle
+     * timeout. Not at once: a client sending one request after the other would make every
+     * request allocate it again. */
+    if (c->b && gw_h2_session_active_streams(c->h2) == 0 && now + H2_IDLE_RELEASE_MS < due)
+        due = now + H2_IDLE_RELEASE_MS;
     arm(c, due > now ? due - now : 1);
 }
 
@@ -1190,12 +1387,12 @@ static void h2_arm(conn_t *c)
  * allow now, and each route-limited stream as many as its route's bucket allows. */
 static void h2_budget(conn_t *c, uint64_t now)
 {
-    if (!c->thr_out)
+    if (!c->thr || !c->thr->out)
         return;
     uint64_t w;
-    c->h2_given = out_avail(c, now, SIZE_MAX, NULL, &w);
-    gw_h2_session_set_data_budget(c->h2, 0, c->h2_given);
-    gw_list_foreach(it, &c->h2_streams)
+    c->thr->h2_given = out_avail(c, now, SIZE_MAX, NULL, &w);
+    gw_h2_session_set_data_budget(c->h2, 0, c->thr->h2_given);
+    gw_list_foreach(it, &c->b->h2_streams)
     {
         h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
         if (!x->rb)
@@ -1228,17 +1425,17 @@ static void h2_charge_streams(conn_t *c, gw_list_t *list, uint64_t now)
  * an empty budget. */
 static void h2_charge(conn_t *c, uint64_t now)
 {
-    if (!c->thr_out)
+    if (!c->thr || !c->thr->out)
         return;
     size_t left = gw_h2_session_data_budget(c->h2, 0);
-    if (c->h2_given != SIZE_MAX && c->h2_given >= left)
-        out_charge(c, c->h2_given - left, NULL, now);
-    c->h2_given = left;
-    h2_charge_streams(c, &c->h2_streams, now);
-    h2_charge_streams(c, &c->h2_gone, now);
+    if (c->thr->h2_given != SIZE_MAX && c->thr->h2_given >= left)
+        out_charge(c, c->thr->h2_given - left, NULL, now);
+    c->thr->h2_given = left;
+    h2_charge_streams(c, &c->b->h2_streams, now);
+    h2_charge_streams(c, &c->b->h2_gone, now);
     uint64_t wait = UINT64_MAX;
     int queued = 0;
-    gw_list_foreach(it, &c->h2_streams)
+    gw_list_foreach(it, &c->b->h2_streams)
     {
         h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
         size_t q = gw_h2_session_stream_queued(c->h2, x->sid);
@@ -1273,26 +1470,28 @@ static void h2_credit_release(conn_t *c, uint64_t now)
 {
     int any = 0;
     c->flags &= ~GW_CONN_F_THR_IN;
-    gw_list_foreach(it, &c->h2_streams)
+    if (!c->b)
+        return; /* no streams */
+    gw_list_foreach(it, &c->b->h2_streams)
     {
         h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
         if (!x->owed)
             continue;
-        uint64_t v = gw_bucket_avail(&c->body_b, now);
-        size_t g = gw_bucket_grain(&c->body_b);
+        uint64_t v = gw_bucket_avail(&c->thr->body_b, now);
+        size_t g = gw_bucket_grain(&c->thr->body_b);
         if (g > x->owed)
             g = x->owed;
         size_t k = v < x->owed ? (size_t)v : x->owed;
         if (v >= g) {
-            gw_bucket_spend(&c->body_b, k, now);
+            gw_bucket_spend(&c->thr->body_b, k, now);
             x->owed -= k;
             gw_h2_session_consume(c->h2, x->sid, k);
             any = 1;
         }
         if (x->owed) {
-            size_t g2 = gw_bucket_grain(&c->body_b);
+            size_t g2 = gw_bucket_grain(&c->thr->body_b);
             c->flags |= GW_CONN_F_THR_IN;
-            thr_arm(c, gw_bucket_wait_us(&c->body_b, g2 < x->owed ? g2 : x->owed, now));
+            thr_arm(c, gw_bucket_wait_us(&c->thr->body_b, g2 < x->owed ? g2 : x->owed, now));
             break;
         }
     }
@@ -1301,9 +1500,8 @@ static void h2_credit_release(conn_t *c, uint64_t now)
 }
 
 /* The throttle timer: tokens are back. */
-static void on_throttle(uv_timer_t *t)
+static void on_throttle(conn_t *c)
 {
-    conn_t *c = t->data;
     if (c->flags & GW_CONN_F_CLOSED)
         return;
     uint64_t now = now_us();
@@ -1312,12 +1510,12 @@ static void on_throttle(uv_timer_t *t)
         if (c->state == CS_H2) {
             h2_credit_release(c, now);
         } else {
-            uint64_t w = gw_bucket_wait_us(&c->body_b, gw_bucket_grain(&c->body_b), now);
+            uint64_t w = gw_bucket_wait_us(&c->thr->body_b, gw_bucket_grain(&c->thr->body_b), now);
             if (w) {
                 thr_arm(c, w);
             } else {
                 c->flags &= ~GW_CONN_F_THR_IN;
-                GW_LOG_DEBUG("read_resumed", "peer=%s reason=request_body_rate", c->peer);
+                GW_LOG_DEBUG("read_resumed", "peer=%s reason=request_body_rate", PEER(c));
                 process(c); /* reads start again */
             }
         }
@@ -1326,7 +1524,7 @@ static void on_throttle(uv_timer_t *t)
         return;
     if (c->state == CS_H2) {
         h2_pump(c);
-    } else if (c->out.len) {
+    } else if (out_len(c)) {
         /* the held tail: a write the socket takes at once (try_write) has no callback, so the
          * bookkeeping of after_write (origin resume, close-after) runs here */
         if (flush(c) < 0)
@@ -1336,33 +1534,31 @@ static void on_throttle(uv_timer_t *t)
     }
 }
 
-/* Session output → (TLS) → socket; then decide whether the connection is done. */
-static void h2_pump(conn_t *c)
+/* Frame what the session has and write it (through TLS). 0 or a negative code. */
+static int h2_send(conn_t *c)
 {
-    if (c->flags & GW_CONN_F_CLOSED)
-        return;
     /* the socket is full: frames wait in the session (within the windows), not in our write
      * queue; after_write kicks when it drains */
     uint64_t tnow = now_us();
     h2_budget(c, tnow);
     ssize_t n =
-        c->queued < c->w->srv->cfg->limits.write_buffer ? gw_h2_session_send(c->h2, &c->oq) : 0;
-    if (n >= 0 && c->h2_rst_after) {
+        c->queued < W(c)->srv->cfg->limits.write_buffer ? gw_h2_session_send(c->h2, &c->b->oq) : 0;
+    if (n >= 0 && c->b->h2_rst_after) {
         /* early responses whose last DATA is framed: now the RST_STREAM(NO_ERROR) */
         int any = 0;
-        gw_list_foreach_safe(it, tmp, &c->h2_streams) /* the reset moves x to h2_gone */
+        gw_list_foreach_safe(it, tmp, &c->b->h2_streams) /* the reset moves x to h2_gone */
         {
             h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
             if (x->rst_after &&
                 gw_h2_session_stream_state(c->h2, x->sid) == GW_H2_SS_HALF_CLOSED_LOCAL) {
                 x->rst_after = 0;
-                c->h2_rst_after--;
+                c->b->h2_rst_after--;
                 gw_h2_session_submit_rst(c->h2, x->sid, GW_H2_NO_ERROR);
                 any = 1;
             }
         }
         if (any) {
-            ssize_t m = gw_h2_session_send(c->h2, &c->oq);
+            ssize_t m = gw_h2_session_send(c->h2, &c->b->oq);
             n = m < 0 ? m : n + m;
         }
     }
@@ -1372,23 +1568,35 @@ static void h2_pump(conn_t *c)
         /* TLS encrypts into its own buffer anyway: feed it the iovecs in order */
         struct iovec v[64];
         size_t cnt;
-        while (rv == 0 && (cnt = gw_iovq_peek(&c->oq, v, 64)) > 0) {
+        while (rv == 0 && (cnt = gw_iovq_peek(&c->b->oq, v, 64)) > 0) {
             size_t bytes = 0;
             for (size_t i = 0; i < cnt; i++)
                 bytes += v[i].iov_len;
             rv = gw_tls_writev(c->tls, v, cnt);
-            gw_iovq_consume(&c->oq, bytes);
+            gw_iovq_consume(&c->b->oq, bytes);
         }
         if (rv == 0)
             rv = flush(c);
     } else {
         rv = flush(c); /* anything queued before keeps its place */
         if (rv == 0)
-            rv = send_iovq(c, &c->oq);
+            rv = send_iovq(c, &c->b->oq);
     }
-    if (n < 0 || rv < 0) {
-        conn_close(c, "h2_send_failed");
+    return n < 0 ? (int)n : rv;
+}
+
+/* Session output → (TLS) → socket; then decide whether the connection is done. */
+static void h2_pump(conn_t *c)
+{
+    if (c->flags & GW_CONN_F_CLOSED)
         return;
+    /* an idle connection (no busy state) with nothing to frame stays as small as it is, as
+     * when its timer only re-arms */
+    if (c->b || gw_h2_session_want_write(c->h2)) {
+        if (need_busy(c) < 0 || h2_send(c) < 0) {
+            conn_close(c, "h2_send_failed");
+            return;
+        }
     }
     /* streams the send just closed give their slot back now, before the peer's next
      * HEADERS can be read (else a fast client sees REFUSED_STREAM at the limit) */
@@ -1400,7 +1608,7 @@ static void h2_pump(conn_t *c)
         const char *reason = NULL;
         uint32_t code = gw_h2_session_goaway_code(c->h2, &reason);
         if (code)
-            GW_LOG_INFO("h2_goaway", "peer=%s code=%u reason=\"%s\"", c->peer, code,
+            GW_LOG_INFO("h2_goaway", "peer=%s code=%u reason=\"%s\"", PEER(c), code,
                         reason ? reason : "");
         finish(c, code ? "h2_connection_error" : "h2_done");
         return;
@@ -1411,11 +1619,11 @@ static void h2_pump(conn_t *c)
 static void process_h2(conn_t *c)
 {
     h2_tell_gone(c);
-    if (c->in.len) {
-        ssize_t n = gw_h2_session_recv(c->h2, c->in.base, c->in.len, gw_now_ms());
+    if (in_len(c)) {
+        ssize_t n = gw_h2_session_recv(c->h2, c->b->in.base, c->b->in.len, gw_now_ms());
         c->last_active_ms = gw_now_ms();
         /* on a connection error the session has queued its GOAWAY: send it, then close */
-        gw_bytes_consume(&c->in, n < 0 ? c->in.len : (size_t)n);
+        gw_bytes_consume(&c->b->in, n < 0 ? c->b->in.len : (size_t)n);
     }
     h2_pump(c);
     if (!(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)) && (c->flags & GW_CONN_F_EOF))
@@ -1426,9 +1634,10 @@ static void h2_timeout(conn_t *c)
 {
     uint64_t now = gw_now_ms();
     gw_h2_session_tick(c->h2, now);
+    release_idle_buffers(c); /* h2_arm's early wake-up for this, or any other timeout */
     if (gw_h2_session_active_streams(c->h2) == 0 &&
-        now >= c->last_active_ms + c->w->srv->cfg->timeouts.idle_ms) {
-        GW_LOG_DEBUG("timeout", "peer=%s kind=idle proto=h2", c->peer);
+        now >= c->last_active_ms + W(c)->srv->cfg->timeouts.idle_ms) {
+        GW_LOG_DEBUG("timeout", "peer=%s kind=idle proto=h2", PEER(c));
         gw_h2_session_shutdown(c->h2, 1);
         c->flags |= GW_CONN_F_STOPPING;
     }
@@ -1445,10 +1654,13 @@ static int is_tchar(uint8_t ch)
 
 static int start_h1(conn_t *c)
 {
-    gw_h1_limits_t lim = {c->w->srv->cfg->limits.max_request_head, 256};
-    c->h1 = gw_h1_parser_new(GW_H1_REQUEST, &lim, &h1_cbs, c);
+    gw_h1_limits_t lim = {W(c)->srv->cfg->limits.max_request_head, 256};
+    c->h1 = gw_calloc(1, sizeof(*c->h1));
     if (!c->h1)
         return GW_E_NOMEM;
+    c->h1->p = gw_h1_parser_new(GW_H1_REQUEST, &lim, &h1_cbs, c);
+    if (!c->h1->p)
+        return GW_E_NOMEM; /* c->h1 goes with the connection */
     c->state = CS_H1;
     return 0;
 }
@@ -1456,8 +1668,8 @@ static int start_h1(conn_t *c)
 static void sniff(conn_t *c)
 {
     unsigned protos = c->l->cfg->protocols;
-    size_t n = c->in.len < H2_PREFACE_LEN ? c->in.len : H2_PREFACE_LEN;
-    if (n && memcmp(c->in.base, h2_preface, n) == 0) {
+    size_t n = c->b->in.len < H2_PREFACE_LEN ? c->b->in.len : H2_PREFACE_LEN;
+    if (n && memcmp(c->b->in.base, h2_preface, n) == 0) {
         if (n < H2_PREFACE_LEN)
             return; /* could still be the preface */
         if (protos & GW_PROTO_F_H2C) {
@@ -1467,7 +1679,7 @@ static void sniff(conn_t *c)
             }
             process_h2(c);
         } else {
-            GW_LOG_INFO("protocol_refused", "peer=%s protocol=h2c", c->peer);
+            GW_LOG_INFO("protocol_refused", "peer=%s protocol=h2c", PEER(c));
             conn_close(c, "h2c_not_allowed");
         }
         return;
@@ -1476,20 +1688,20 @@ static void sniff(conn_t *c)
     if (!(protos & GW_PROTO_F_HTTP1)) {
         /* an h2c-only listener: anything but the preface is a connection error
          * PROTOCOL_ERROR (RFC 9113 §3.4) */
-        GW_LOG_INFO("bad_preface", "peer=%s first_byte=0x%02x", c->peer, c->in.base[0]);
-        gw_bytes_append(&c->out, goaway_proto, sizeof(goaway_proto));
+        GW_LOG_INFO("bad_preface", "peer=%s first_byte=0x%02x", PEER(c), c->b->in.base[0]);
+        gw_bytes_append(&c->b->out, goaway_proto, sizeof(goaway_proto));
         finish(c, "bad_preface");
         return;
     }
     /* RFC 9112 §3: request-line = method SP request-target SP HTTP-version; the method is a
      * token. Anything else on the first bytes closes the connection. */
     size_t i = 0;
-    while (i < c->in.len && is_tchar(c->in.base[i]))
+    while (i < c->b->in.len && is_tchar(c->b->in.base[i]))
         i++;
-    if (i == c->in.len && i < 32)
+    if (i == c->b->in.len && i < 32)
         return; /* still inside a plausible method */
-    if (i == 0 || i >= 32 || c->in.base[i] != ' ') {
-        GW_LOG_INFO("bad_preface", "peer=%s first_byte=0x%02x", c->peer, c->in.base[0]);
+    if (i == 0 || i >= 32 || c->b->in.base[i] != ' ') {
+        GW_LOG_INFO("bad_preface", "peer=%s first_byte=0x%02x", PEER(c), c->b->in.base[0]);
         conn_close(c, "bad_preface");
         return;
     }
@@ -1504,7 +1716,7 @@ static void process(conn_t *c)
 {
     if (c->flags & GW_CONN_F_CLOSED)
         return;
-    if (c->state == CS_SNIFF && c->in.len)
+    if (c->state == CS_SNIFF && in_len(c))
         sniff(c);
     else if (c->state == CS_H1)
         process_h1(c);
@@ -1519,8 +1731,8 @@ static void process(conn_t *c)
          * (pipelined requests wait in the kernel), or while the proxy holds a full body
          * buffer */
         if (want && c->state == CS_H1 &&
-            ((c->h1_active && gw_h1_parser_paused(c->h1)) ||
-             c->h1_inflight >= c->w->srv->cfg->limits.body_buffer))
+            ((c->h1->active && gw_h1_parser_paused(c->h1->p)) ||
+             c->h1->inflight >= W(c)->srv->cfg->limits.body_buffer))
             want = 0;
         if (want && !uv_is_active((uv_handle_t *)&c->tcp))
             uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
@@ -1531,48 +1743,59 @@ static void process(conn_t *c)
 
 /* ---- read path ------------------------------------------------------------------------------ */
 
-/* An idle connection keeps no buffer: the input buffer (16 KiB and up once a TLS record was
- * read) and the output buffer are freed when empty and nothing is in progress, so memory per
- * idle connection is the TLS and protocol state only. Busy connections keep theirs. */
+/* An idle connection keeps no buffer and no busy state: the input buffer (16 KiB and up once a
+ * TLS record was read), the output buffer, the frame queue (its last 4 KiB copy block and entry
+ * ring), the stream lists and the peer strings go back when empty and nothing is in progress;
+ * the HTTP/2 session gives back what it holds only for streams and header blocks. Memory per
+ * idle connection is then conn_t, the session's connection state and, over TLS, OpenSSL's.
+ * Busy connections keep theirs. Writes in flight hold their own copies and pins. */
 static void release_idle_buffers(conn_t *c)
 {
     int idle = (c->state == CS_H2 && gw_h2_session_active_streams(c->h2) == 0) ||
-               (c->state == CS_H1 && !c->h1_active && !gw_h1_parser_in_message(c->h1));
+               (c->state == CS_H1 && !c->h1->active && !gw_h1_parser_in_message(c->h1->p));
     if (!idle)
         return;
-    if (c->in.len == 0 && c->in.cap) {
-        size_t max = c->in.max;
-        gw_bytes_free(&c->in);
-        gw_bytes_init(&c->in, max);
-    }
-    if (c->out.len == 0 && c->out.cap) {
-        size_t max = c->out.max;
-        gw_bytes_free(&c->out);
-        gw_bytes_init(&c->out, max);
-    }
-    /* The frame queue keeps its last copy block (4 KiB) and entry ring for the next frames;
-     * an idle connection gives them back (writes in flight hold their own pins). */
-    if (c->state == CS_H2 && c->oq.count == 0 && (c->oq.copy_buf || c->oq.ents))
-        gw_iovq_free(&c->oq);
     if (c->tls)
         gw_tls_trim(c->tls);
+    if (c->h2)
+        gw_h2_session_compact(c->h2);
+    busy_t *b = c->b;
+    if (!b)
+        return;
+    if (b->in.len == 0 && b->out.len == 0 && b->oq.count == 0 && gw_list_empty(&b->h2_streams) &&
+        gw_list_empty(&b->h2_gone) && b->h2_rst_after == 0) {
+        drop_busy(c);
+        return;
+    }
+    if (b->in.len == 0 && b->in.cap) {
+        size_t max = b->in.max;
+        gw_bytes_free(&b->in);
+        gw_bytes_init(&b->in, max);
+    }
+    if (b->out.len == 0 && b->out.cap) {
+        size_t max = b->out.max;
+        gw_bytes_free(&b->out);
+        gw_bytes_init(&b->out, max);
+    }
+    if (c->state == CS_H2 && b->oq.count == 0 && (b->oq.copy_buf || b->oq.ents))
+        gw_iovq_free(&b->oq);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     conn_t *c = h->data;
-    buf->base = (char *)c->w->readbuf;
-    buf->len = sizeof(c->w->readbuf);
+    buf->base = (char *)W(c)->readbuf;
+    buf->len = sizeof(W(c)->readbuf);
 }
 
 static void after_handshake(conn_t *c)
 {
     const char *alpn = gw_tls_alpn(c->tls);
-    GW_LOG_DEBUG("tls_established", "peer=%s version=%s alpn=%s sni=%s", c->peer,
+    GW_LOG_DEBUG("tls_established", "peer=%s version=%s alpn=%s sni=%s", PEER(c),
                  gw_tls_version(c->tls), alpn[0] ? alpn : "-",
                  gw_tls_sni(c->tls) ? gw_tls_sni(c->tls) : "-");
-    arm(c, c->w->srv->cfg->timeouts.first_request_ms);
+    arm(c, W(c)->srv->cfg->timeouts.first_request_ms);
     if (!strcmp(alpn, "h2")) {
         if (start_h2(c) < 0) {
             conn_close(c, "nomem");
@@ -1580,7 +1803,7 @@ static void after_handshake(conn_t *c)
         }
         if (!gw_tls_h2_cipher_ok(c->tls)) {
             /* RFC 9113 §9.2.2: a blocklisted TLS 1.2 cipher → INADEQUATE_SECURITY */
-            GW_LOG_INFO("h2_inadequate_security", "peer=%s cipher=%s", c->peer,
+            GW_LOG_INFO("h2_inadequate_security", "peer=%s cipher=%s", PEER(c),
                         gw_tls_cipher(c->tls));
             gw_h2_session_terminate(c->h2, GW_H2_INADEQUATE_SECURITY,
                                     "TLS 1.2 cipher not allowed for HTTP/2");
@@ -1603,8 +1826,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread == UV_EOF) {
         c->flags |= GW_CONN_F_EOF;
         uv_read_stop(s);
-        if (c->state == CS_H1 && !gw_h1_parser_in_message(c->h1) && c->in.len == 0 &&
-            c->queued == 0 && !c->h1_active)
+        if (c->state == CS_H1 && !gw_h1_parser_in_message(c->h1->p) && in_len(c) == 0 &&
+            c->queued == 0 && !c->h1->active)
             conn_close(c, "peer_closed");
         else if (c->state == CS_H2)
             conn_close(c, "peer_closed");
@@ -1637,14 +1860,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             if (c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER))
                 return;
         }
+        if (need_busy(c) < 0) {
+            conn_close(c, "nomem");
+            return;
+        }
         for (;;) {
             uint8_t *dst;
-            if (gw_bytes_reserve(&c->in, 16384) < 0) {
+            if (gw_bytes_reserve(&c->b->in, 16384) < 0) {
                 conn_close(c, "input_overflow");
                 return;
             }
-            dst = c->in.base + c->in.len;
-            ssize_t r = gw_tls_read(c->tls, dst, c->in.cap - c->in.len);
+            dst = c->b->in.base + c->b->in.len;
+            ssize_t r = gw_tls_read(c->tls, dst, c->b->in.cap - c->b->in.len);
             if (r == GW_E_CLOSED) {
                 c->flags |= GW_CONN_F_EOF;
                 break;
@@ -1655,23 +1882,27 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             }
             if (r == 0)
                 break;
-            c->in.len += (size_t)r;
+            c->b->in.len += (size_t)r;
         }
         flush(c); /* TLS may have something to say (key updates, alerts) */
     } else {
-        if (gw_bytes_append(&c->in, buf->base, (size_t)nread) < 0) {
+        if (need_busy(c) < 0) {
+            conn_close(c, "nomem");
+            return;
+        }
+        if (gw_bytes_append(&c->b->in, buf->base, (size_t)nread) < 0) {
             conn_close(c, "input_overflow");
             return;
         }
     }
     process(c);
-    if (!(c->flags & GW_CONN_F_CLOSED) && c->state == CS_H1 && gw_bucket_limited(&c->body_b)) {
+    if (!(c->flags & GW_CONN_F_CLOSED) && c->state == CS_H1 && body_limited(c)) {
         /* upload rate, HTTP/1.1: bytes read spend the body bucket; in debt (or short of a
          * grain) the socket is not read until the timer says the tokens are back, so the
          * kernel's receive window pushes back on the client */
         uint64_t now = now_us();
-        gw_bucket_spend(&c->body_b, (size_t)nread, now);
-        uint64_t w = gw_bucket_wait_us(&c->body_b, gw_bucket_grain(&c->body_b), now);
+        gw_bucket_spend(&c->thr->body_b, (size_t)nread, now);
+        uint64_t w = gw_bucket_wait_us(&c->thr->body_b, gw_bucket_grain(&c->thr->body_b), now);
         if (w) {
             c->flags |= GW_CONN_F_THR_IN;
             uv_read_stop(s);
@@ -1697,20 +1928,16 @@ void gw_front__on_connection(uv_stream_t *server, int status)
     conn_t *c = gw_calloc(1, sizeof(*c));
     if (!c)
         return;
-    c->w = w;
+    if (timer_nodes_add(w, 1) < 0) {
+        gw_free(c);
+        return;
+    }
     c->l = l;
     gw_list_init(&c->link);
-    gw_list_init(&c->h2_streams);
-    gw_list_init(&c->h2_gone);
     gw_list_init(&c->dirty_link);
-    /* pending input is at most one incomplete head (else 431) plus one read while paused */
-    gw_bytes_init(&c->in, w->srv->cfg->limits.max_request_head + GW_FRONT_READ_BUF + 16384);
-    gw_bytes_init(&c->out, 0);
+    gw_theap_node_init(&c->tnode, TK_CONN);
     uv_tcp_init(&w->loop, &c->tcp);
-    uv_timer_init(&w->loop, &c->timer);
-    uv_timer_init(&w->loop, &c->thr);
-    c->tcp.data = c->timer.data = c->thr.data = c;
-    c->handles = 3;
+    c->tcp.data = c;
     gw_list_push_back(&w->conns, &c->link);
     w->conns_len++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
@@ -1725,28 +1952,28 @@ void gw_front__on_connection(uv_stream_t *server, int status)
     uv_tcp_nodelay(&c->tcp, 1);
     struct sockaddr_storage ss;
     int len = sizeof(ss);
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
-        char ip[48];
-        memcpy(&c->addr, &ss, sizeof(ss));
-        if (ss.ss_family == AF_INET6) {
-            uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
-            snprintf(c->peer, sizeof(c->peer), "[%s]:%u", ip,
-                     ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
-        } else {
-            uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
-            snprintf(c->peer, sizeof(c->peer), "%s:%u", ip,
-                     ntohs(((struct sockaddr_in *)&ss)->sin_port));
-        }
-        snprintf(c->peer_ip, sizeof(c->peer_ip), "%s", ip);
-    }
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0 &&
+        (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
+        memcpy(&c->addr, &ss, ss.ss_family == AF_INET ? sizeof(c->addr.in4) : sizeof(c->addr.in6));
     const gw_cfg_throttle_t *th = &w->srv->cfg->throttle;
-    uint64_t now = now_us();
-    gw_bucket_init(&c->resp_b, th->response_rate, th->response_burst, now);
-    gw_bucket_init(&c->body_b, th->request_body_rate, th->request_body_burst, now);
-    if (w->srv->clients && c->addr.ss_family)
-        c->client = gw_bucket_table_acquire(w->srv->clients, (const struct sockaddr *)&c->addr, 0,
-                                            th->per_client_rate, th->per_client_burst, now);
-    c->thr_out = gw_bucket_limited(&c->resp_b) || c->client || w->srv->route_rates;
+    if (th->response_rate || th->request_body_rate || w->srv->clients || w->srv->route_rates) {
+        thr_t *t = gw_calloc(1, sizeof(*t));
+        if (!t || timer_nodes_add(w, 1) < 0) {
+            gw_free(t);
+            conn_close(c, "nomem");
+            return;
+        }
+        c->thr = t;
+        t->c = c;
+        gw_theap_node_init(&t->tnode, TK_THR);
+        uint64_t now = now_us();
+        gw_bucket_init(&t->resp_b, th->response_rate, th->response_burst, now);
+        gw_bucket_init(&t->body_b, th->request_body_rate, th->request_body_burst, now);
+        if (w->srv->clients && c->addr.sa.sa_family)
+            t->client = gw_bucket_table_acquire(w->srv->clients, &c->addr.sa, 0,
+                                                th->per_client_rate, th->per_client_burst, now);
+        t->out = gw_bucket_limited(&t->resp_b) || t->client || w->srv->route_rates;
+    }
     if (l->tls) {
         c->tls = gw_tls_conn_new(l->tls);
         if (!c->tls) {
@@ -1781,7 +2008,7 @@ void gw_front__conn_stop(gw_list_t *link, gw_stop_t how)
     }
     /* idle connections go now; one in the middle of a request finishes it first */
     if (c->state != CS_H1 ||
-        (!c->h1_active && (!gw_h1_parser_in_message(c->h1) || gw_h1_parser_paused(c->h1)))) {
+        (!c->h1->active && (!gw_h1_parser_in_message(c->h1->p) || gw_h1_parser_paused(c->h1->p)))) {
         if (c->queued)
             finish(c, "shutdown");
         else

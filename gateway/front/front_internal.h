@@ -9,10 +9,12 @@
 
 #include "common/bucket.h"
 #include "common/list.h"
+#include "common/theap.h"
 #include "config/config.h"
 #include "front/front.h"
 #include "front/tls.h"
 #include "h1/parser.h"
+#include "h2/session.h"
 #include "proxy/proxy.h"
 
 #define GW_FRONT_MAX_WORKERS 256
@@ -46,11 +48,19 @@ struct gw_worker {
     gw_list_t conns;
     size_t conns_len;
     atomic_ullong accepted; /* connections accepted; read by the SIGUSR1 dump on the main thread */
+    atomic_ullong busy;     /* connections holding busy state (buffers, stream lists, conn.c); an
+                               idle one gives it back: read by the SIGUSR1 dump too */
     gw_proxy_t *proxy;      /* this worker's translator */
     uv_idle_t kick;         /* runs deferred connection work (conn.c) on the next iteration */
     gw_list_t dirty;        /* connections with deferred work */
     gw_stop_t stop;
     int loop_ok;
+    /* connection timers (conn.c): one loop timer for the earliest node of the heap */
+    uv_timer_t ticker;
+    uint64_t ticker_due;     /* loop time ticker fires at, while active */
+    gw_theap_t timers;       /* timeouts and throttle wake-ups of the connections */
+    size_t timer_nodes;      /* nodes that may be queued (room reserved in timers) */
+    gw_h2_profile_t *h2prof; /* HTTP/2 options and callbacks of every session, on first use */
     uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */
 };
 

@@ -182,6 +182,7 @@ void gw_front__worker_conn_gone(gw_worker_t *w)
         return;
     uv_close((uv_handle_t *)&w->drain, on_handle_closed);
     uv_close((uv_handle_t *)&w->kick, on_handle_closed);
+    uv_close((uv_handle_t *)&w->ticker, on_handle_closed);
     gw_proxy_close(w->proxy); /* pooled origin connections: the loop can end */
     uv_mutex_lock(&w->srv->lock);
     w->wake_open = 0;
@@ -203,8 +204,9 @@ static void worker_main(void *arg)
 {
     gw_worker_t *w = arg;
     uv_run(&w->loop, UV_RUN_DEFAULT);
-    GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu", w->id,
-                (unsigned long long)atomic_load(&w->accepted));
+    GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu busy=%llu", w->id,
+                (unsigned long long)atomic_load(&w->accepted),
+                (unsigned long long)atomic_load(&w->busy));
     atomic_fetch_add(&w->srv->workers_done, 1);
     uv_async_send(&w->srv->main_wake);
 }
@@ -242,6 +244,8 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     w->wake_open = 1;
     uv_mutex_unlock(&s->lock);
     uv_timer_init(&w->loop, &w->drain);
+    uv_timer_init(&w->loop, &w->ticker);
+    gw_theap_init(&w->timers);
     for (size_t i = 0; i < s->listeners_len; i++) {
         uv_tcp_t *t = &w->servers[i];
         uv_tcp_init(&w->loop, t);
@@ -279,8 +283,10 @@ static void on_usr1(uv_signal_t *h, int signum)
     gw_server_t *s = h->data;
     for (unsigned i = 0; i < s->workers_len; i++)
         if (s->workers[i])
-            GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu when=sigusr1", s->workers[i]->id,
-                        (unsigned long long)atomic_load(&s->workers[i]->accepted));
+            GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu when=sigusr1 busy=%llu",
+                        s->workers[i]->id,
+                        (unsigned long long)atomic_load(&s->workers[i]->accepted),
+                        (unsigned long long)atomic_load(&s->workers[i]->busy));
 }
 
 static void on_main_wake(uv_async_t *a)
@@ -361,6 +367,8 @@ static void worker_free(gw_worker_t *w)
     if (w->loop_ok)
         uv_loop_close(&w->loop);
     gw_proxy_del(w->proxy);
+    gw_theap_free(&w->timers);
+    gw_h2_profile_del(w->h2prof);
     gw_free(w->servers);
     gw_free(w);
 }

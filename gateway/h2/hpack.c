@@ -170,7 +170,7 @@ int gw_hpack_huff_decode(const uint8_t *s, size_t len, gw_bytes_t *out)
 static void table_init(gw_hpack_table_t *t, size_t max)
 {
     memset(t, 0, sizeof(*t));
-    t->max = max;
+    t->max = (uint32_t)max;
 }
 
 static gw_hpack_entry_t *slot(const gw_hpack_table_t *t, size_t i)
@@ -187,7 +187,7 @@ const gw_hpack_entry_t *gw_hpack_table_get(const gw_hpack_table_t *t, size_t i)
 static void evict_one(gw_hpack_table_t *t)
 {
     gw_hpack_entry_t *e = slot(t, t->len - 1);
-    t->size -= e->name_len + e->value_len + ENTRY_OVERHEAD;
+    t->size -= e->name_len + e->value_len + (uint32_t)ENTRY_OVERHEAD;
     gw_free(e->data);
     e->data = NULL;
     t->len--;
@@ -195,7 +195,7 @@ static void evict_one(gw_hpack_table_t *t)
 
 static void table_resize(gw_hpack_table_t *t, size_t max)
 {
-    t->max = max;
+    t->max = (uint32_t)max;
     while (t->size > t->max) /* §4.3 */
         evict_one(t);
 }
@@ -220,11 +220,11 @@ static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value)
     while (t->size + esize > t->max)
         evict_one(t);
     if (t->len == t->cap) {
-        size_t ncap = t->cap ? t->cap * 2 : 16;
+        uint32_t ncap = t->cap ? t->cap * 2 : 16;
         gw_hpack_entry_t *n = gw_calloc(ncap, sizeof(*n));
         if (!n)
             return GW_E_NOMEM;
-        for (size_t i = 0; i < t->len; i++) /* oldest first into 0.. */
+        for (uint32_t i = 0; i < t->len; i++) /* oldest first into 0.. */
             n[i] = *slot(t, t->len - 1 - i);
         gw_free(t->ents);
         t->ents = n;
@@ -244,7 +244,7 @@ static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value)
     e->name_len = (uint32_t)name.len;
     e->value_len = (uint32_t)value.len;
     t->len++;
-    t->size += esize;
+    t->size += (uint32_t)esize; /* esize <= max, a 32-bit value */
     return 0;
 }
 
@@ -272,23 +272,40 @@ int gw_hpack_dec_init(gw_hpack_dec_t *d, size_t max_table_size)
 {
     memset(d, 0, sizeof(*d));
     table_init(&d->t, max_table_size);
-    d->max_allowed = max_table_size;
-    gw_bytes_init(&d->name_buf, 0);
-    gw_bytes_init(&d->value_buf, 0);
+    d->max_allowed = (uint32_t)max_table_size;
     d->max_list = SIZE_MAX;
     return 0;
+}
+
+void gw_hpack_dec_trim(gw_hpack_dec_t *d)
+{
+    if (!d->bufs)
+        return;
+    gw_bytes_free(&d->bufs->name);
+    gw_bytes_free(&d->bufs->value);
+    gw_free(d->bufs);
+    d->bufs = NULL;
 }
 
 void gw_hpack_dec_free(gw_hpack_dec_t *d)
 {
     table_free(&d->t);
-    gw_bytes_free(&d->name_buf);
-    gw_bytes_free(&d->value_buf);
+    gw_hpack_dec_trim(d);
+}
+
+/* The string buffers, created on first use. NULL when out of memory. */
+static gw_hpack_strbufs_t *strbufs(gw_hpack_dec_t *d)
+{
+    if (!d->bufs && (d->bufs = gw_malloc(sizeof(*d->bufs)))) {
+        gw_bytes_init(&d->bufs->name, 0);
+        gw_bytes_init(&d->bufs->value, 0);
+    }
+    return d->bufs;
 }
 
 void gw_hpack_dec_set_max_table_size(gw_hpack_dec_t *d, size_t max)
 {
-    d->max_allowed = max;
+    d->max_allowed = (uint32_t)max;
     if (d->t.max > max)
         table_resize(&d->t, max);
 }
@@ -334,7 +351,7 @@ static int read_int(const uint8_t **pp, const uint8_t *end, unsigned n, uint64_t
 }
 
 /* §5.2 string literal; the result points into the input or into buf. */
-static int read_str(gw_hpack_dec_t *d, const uint8_t **pp, const uint8_t *end, gw_bytes_t *buf,
+static int read_str(gw_hpack_dec_t *d, const uint8_t **pp, const uint8_t *end, int value,
                     gw_slice_t *out)
 {
     const uint8_t *p = *pp;
@@ -348,6 +365,9 @@ static int read_str(gw_hpack_dec_t *d, const uint8_t **pp, const uint8_t *end, g
     if ((uint64_t)(end - p) < len)
         return NEED_MORE;
     if (huff) {
+        if (!strbufs(d))
+            return GW_E_NOMEM;
+        gw_bytes_t *buf = value ? &d->bufs->value : &d->bufs->name;
         buf->len = 0;
         rv = gw_hpack_huff_decode(p, (size_t)len, buf);
         if (rv < 0)
@@ -357,7 +377,6 @@ static int read_str(gw_hpack_dec_t *d, const uint8_t **pp, const uint8_t *end, g
         *out = (gw_slice_t){p, (size_t)len};
     }
     *pp = p + len;
-    (void)d;
     return 0;
 }
 
@@ -422,14 +441,16 @@ ssize_t gw_hpack_decode(gw_hpack_dec_t *d, const uint8_t *in, size_t len, int fi
             if ((rv = lookup(&d->t, idx, &name, &ignored)) < 0)
                 return rv;
             /* the name may live in the table, which the insertion below can evict: copy */
-            d->name_buf.len = 0;
-            if ((rv = gw_bytes_append(&d->name_buf, name.base, name.len)) < 0)
+            if (!strbufs(d))
+                return GW_E_NOMEM;
+            d->bufs->name.len = 0;
+            if ((rv = gw_bytes_append(&d->bufs->name, name.base, name.len)) < 0)
                 return rv;
-            name = (gw_slice_t){d->name_buf.base, d->name_buf.len};
-        } else if ((rv = read_str(d, &p, end, &d->name_buf, &name))) {
+            name = (gw_slice_t){d->bufs->name.base, d->bufs->name.len};
+        } else if ((rv = read_str(d, &p, end, 0, &name))) {
             goto partial_or_err;
         }
-        if ((rv = read_str(d, &p, end, &d->value_buf, &value)))
+        if ((rv = read_str(d, &p, end, 1, &value)))
             goto partial_or_err;
         if ((rv = emit(d, name, value, flags, cb, user_data)) < 0)
             return rv;
@@ -460,10 +481,10 @@ int gw_hpack_dec_end(gw_hpack_dec_t *d)
 int gw_hpack_enc_init(gw_hpack_enc_t *e, size_t max_table_size)
 {
     memset(e, 0, sizeof(*e));
-    e->own_max = max_table_size;
+    e->own_max = (uint32_t)max_table_size;
     e->peer_max = 4096; /* §6.5.2 initial value */
     table_init(&e->t, max_table_size < 4096 ? max_table_size : 4096);
-    e->min_pending = SIZE_MAX;
+    e->min_pending = UINT32_MAX;
     /* our own cap below the initial 4096 must be announced */
     e->update_pending = e->t.max != 4096;
     if (e->update_pending)
@@ -478,13 +499,13 @@ void gw_hpack_enc_free(gw_hpack_enc_t *e)
 
 void gw_hpack_enc_set_peer_max(gw_hpack_enc_t *e, size_t peer_max)
 {
-    e->peer_max = peer_max;
+    e->peer_max = (uint32_t)peer_max;
     size_t n = peer_max < e->own_max ? peer_max : e->own_max;
     if (n == e->t.max && !e->update_pending)
         return;
     table_resize(&e->t, n);
     if (n < e->min_pending)
-        e->min_pending = n;
+        e->min_pending = (uint32_t)n;
     e->update_pending = 1;
 }
 
@@ -615,7 +636,7 @@ int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n,
             goto fail;
     }
     e->update_pending = 0;
-    e->min_pending = SIZE_MAX;
+    e->min_pending = UINT32_MAX;
     return 0;
 fail:
     /* The table may already hold fields of this block: the peer never sees them, so the

@@ -39,28 +39,39 @@ typedef struct {
 } gw_hpack_entry_t;
 
 typedef struct {
-    gw_hpack_entry_t *ents;
-    size_t head; /* slot of the newest entry */
-    size_t len;  /* entries in use */
-    size_t cap;  /* slots allocated */
-    size_t size; /* §4.1 size: sum of name + value + 32 */
-    size_t max;  /* current maximum size */
+    gw_hpack_entry_t *ents; /* allocated on the first insertion */
+    /* 32-bit: a table is bounded by a SETTINGS_HEADER_TABLE_SIZE (a 32-bit value), and every
+     * HTTP/2 connection keeps two tables for its whole life */
+    uint32_t head; /* slot of the newest entry */
+    uint32_t len;  /* entries in use */
+    uint32_t cap;  /* slots allocated */
+    uint32_t size; /* §4.1 size: sum of name + value + 32 */
+    uint32_t max;  /* current maximum size */
 } gw_hpack_table_t;
+
+/* Buffers for Huffman-decoded strings, kept between blocks for speed, given back by
+ * gw_hpack_dec_trim(). */
+typedef struct {
+    gw_bytes_t name, value;
+} gw_hpack_strbufs_t;
 
 typedef struct gw_hpack_dec {
     gw_hpack_table_t t;
-    size_t max_allowed; /* the SETTINGS_HEADER_TABLE_SIZE we advertised */
-    size_t max_list;    /* of the current block */
-    size_t list_size;   /* running §4.1 size of the current block */
-    size_t fields;      /* representations decoded in this block (size updates excluded) */
-    int overflow;       /* list size passed max_list: fields are no longer reported */
-    int pending;        /* a partial representation was left unconsumed */
-    gw_bytes_t name_buf, value_buf; /* Huffman-decoded strings */
+    uint32_t max_allowed;     /* the SETTINGS_HEADER_TABLE_SIZE we advertised */
+    uint32_t fields;          /* representations decoded in this block (size updates excluded) */
+    size_t max_list;          /* of the current block */
+    size_t list_size;         /* running §4.1 size of the current block */
+    uint8_t overflow;         /* list size passed max_list: fields are no longer reported */
+    uint8_t pending;          /* a partial representation was left unconsumed */
+    gw_hpack_strbufs_t *bufs; /* NULL until a string needs one */
 } gw_hpack_dec_t;
 
 /* 0 or GW_E_NOMEM. max_table_size: the SETTINGS_HEADER_TABLE_SIZE we advertise. */
 int gw_hpack_dec_init(gw_hpack_dec_t *d, size_t max_table_size);
 void gw_hpack_dec_free(gw_hpack_dec_t *d);
+/* Give back the string buffers (between blocks; an idle connection's decoder then holds only
+ * its dynamic table). The table is untouched. */
+void gw_hpack_dec_trim(gw_hpack_dec_t *d);
 /* Our advertised limit changed (after the peer ACKed our SETTINGS). */
 void gw_hpack_dec_set_max_table_size(gw_hpack_dec_t *d, size_t max);
 
@@ -87,10 +98,10 @@ int gw_hpack_dec_end(gw_hpack_dec_t *d);
 
 typedef struct gw_hpack_enc {
     gw_hpack_table_t t;
-    size_t own_max;     /* our own cap on the encoder table */
-    size_t peer_max;    /* the peer's SETTINGS_HEADER_TABLE_SIZE */
-    size_t min_pending; /* smallest size since the last block (§4.2), or SIZE_MAX */
-    int update_pending; /* a size update must open the next block */
+    uint32_t own_max;       /* our own cap on the encoder table */
+    uint32_t peer_max;      /* the peer's SETTINGS_HEADER_TABLE_SIZE */
+    uint32_t min_pending;   /* smallest size since the last block (§4.2), or UINT32_MAX */
+    uint8_t update_pending; /* a size update must open the next block */
 } gw_hpack_enc_t;
 
 /* 0 or GW_E_NOMEM. max_table_size: our own cap (4096 is usual). */

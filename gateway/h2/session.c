@@ -116,22 +116,21 @@ typedef struct {
     uint8_t incremental;
 } prio_pending_t;
 
-struct gw_h2_session {
+/* Options (defaults filled in) and callbacks: one copy for all the sessions of a worker. */
+struct gw_h2_profile {
     gw_h2_options_t o;
     gw_h2_callbacks_t cb;
-    void *user_data;
-    gw_h2_stats_t stats;
+};
 
-    in_state_t in_state;
-    size_t preface_pos;
-    uint8_t hdr_buf[GW_H2_FRAME_HDR_LEN];
-    size_t hdr_have;
-    gw_h2_frame_hdr_t hdr;
+/* What a session needs only while streams are open, a header block or a split frame is being
+ * read, or RFC 7540/9218 priority state waits for streams: allocated when first needed, given
+ * back by gw_h2_session_compact() once all of it is empty again. */
+typedef struct {
+    gw_list_t streams;
+    gw_h2_sched_t sched;
     gw_bytes_t in; /* a payload split across recv calls */
-    int got_settings;
 
-    /* header block being gathered */
-    uint32_t hb_sid; /* 0 = none; else CONTINUATION expected until END_HEADERS */
+    /* header block being gathered (hb_sid in the session) */
     int hb_end_stream;
     int hb_reject;  /* 1: stream error already decided (e.g. self-dependency); 2: ignore */
     int hb_has_pri; /* the HEADERS frame had the PRIORITY flag (RFC 7540 §6.2) */
@@ -139,54 +138,109 @@ struct gw_h2_session {
     unsigned hb_frames;
     gw_bytes_t hb;
 
-    gw_hpack_dec_t dec;
-    gw_hpack_enc_t enc;
-
-    gw_list_t streams;
-    size_t active; /* streams holding a slot */
-    uint32_t last_peer_id;
-    uint64_t requests;
-
-    /* peer settings */
-    uint32_t peer_initial_window;
-    uint32_t peer_max_frame;
-    uint32_t peer_max_header_list;
-    int settings_acked;
-    uint64_t settings_sent_ms;
-
-    int64_t conn_send_window;
-    int64_t conn_recv_window;
-    uint64_t conn_recv_pending;
-
-    /* budgets, one window for all */
-    uint64_t budget_start_ms;
-    unsigned resets_in_window, control_in_window, empty_in_window;
-
-    uint32_t recent_rst[16]; /* streams we reset and forgot: frames on them are ignored */
-    unsigned recent_rst_pos;
-
-    gw_bytes_t out;
-    unsigned ctrl_queued;
     gw_bytes_t scratch; /* header block encoding */
-    gw_h2_sched_t sched;
     /* RFC 9218 §7.1: PRIORITY_UPDATE frames about streams not opened yet, applied when they
      * open; a ring of at most max_concurrent_streams entries (the oldest is dropped) */
     prio_pending_t *prio_pend;
     size_t prio_pend_n, prio_pend_head;
     /* RFC 7540 §5.3 tree, created on the first PRIORITY frame or HEADERS priority (none
-     * before: no tree work for clients that do not send them); s->sched.tree points to it */
+     * before: no tree work for clients that do not send them); sched.tree points to it */
     gw_h2_tree_t *tree;
+} sess_ext_t;
+
+#define RECENT_RST 16
+
+/* The connection state proper: what an idle connection keeps (settings, windows, HPACK
+ * tables, budgets). Kept small, with narrow fields: it is the per-connection cost of thousands
+ * of idle clients. */
+struct gw_h2_session {
+    const gw_h2_profile_t *p;
+    void *user_data;
+    sess_ext_t *x;        /* NULL while idle */
+    gw_h2_stats_t *cold;  /* counters other than the three below, on first use */
+    uint32_t *recent_rst; /* RECENT_RST streams we reset and forgot, on the first reset */
+    gw_hpack_dec_t dec;
+    gw_hpack_enc_t enc;
+    gw_bytes_t out;
+    uint64_t frames_in, frames_out, streams_opened;
+
+    uint64_t settings_sent_ms;
+    int64_t conn_send_window;
+    int64_t conn_recv_window;
+    uint64_t conn_recv_pending;
+    /* budgets, one window for all */
+    uint64_t budget_start_ms;
+    uint32_t resets_in_window, control_in_window, empty_in_window;
+
+    uint32_t hb_sid; /* 0 = none; else CONTINUATION expected until END_HEADERS */
+    uint32_t active; /* streams holding a slot */
+    uint32_t last_peer_id;
+    uint32_t requests;
+    /* peer settings */
+    uint32_t peer_initial_window;
+    uint32_t peer_max_frame;
+    uint32_t peer_max_header_list;
+    uint32_t ctrl_queued;
     size_t data_budget; /* DATA payload bytes all streams may still frame; SIZE_MAX = no limit */
 
+    gw_h2_frame_hdr_t hdr;
+    uint8_t hdr_buf[GW_H2_FRAME_HDR_LEN];
+    uint8_t in_state; /* in_state_t */
+    uint8_t preface_pos;
+    uint8_t hdr_have;
+    uint8_t recent_rst_pos;
+    unsigned got_settings : 1;
+    unsigned settings_acked : 1;
     /* shutdown */
-    int goaway_sent;      /* final GOAWAY queued: no new streams */
-    int shutdown_pending; /* first GOAWAY + PING sent, waiting for the ACK */
-    int peer_goaway;
-    int closing; /* connection error: flush and close */
+    unsigned goaway_sent : 1;      /* final GOAWAY queued: no new streams */
+    unsigned shutdown_pending : 1; /* first GOAWAY + PING sent, waiting for the ACK */
+    unsigned peer_goaway : 1;
+    unsigned closing : 1;      /* connection error: flush and close */
+    unsigned owns_profile : 1; /* created by gw_h2_session_new: p is ours to free */
     uint32_t goaway_code;
-    const char *goaway_reason;
     int fatal_rc;
+    const char *goaway_reason;
 };
+
+/* Counters that only some connections ever move live apart; a lost count (no memory) goes to
+ * a sink. */
+static gw_h2_stats_t *cold(gw_h2_session_t *s)
+{
+    static _Thread_local gw_h2_stats_t sink;
+    if (!s->cold && !(s->cold = gw_calloc(1, sizeof(*s->cold))))
+        return &sink;
+    return s->cold;
+}
+#define COUNT(s, f) (cold(s)->f++)
+
+/* The stream part, created on first need. NULL when out of memory. */
+static sess_ext_t *ext(gw_h2_session_t *s)
+{
+    if (s->x)
+        return s->x;
+    sess_ext_t *x = gw_calloc(1, sizeof(*x));
+    if (!x)
+        return NULL;
+    gw_list_init(&x->streams);
+    gw_h2_sched_init(&x->sched, &gw_h2_sched_priority);
+    gw_bytes_init(&x->in, 0);
+    gw_bytes_init(&x->hb, 0);
+    gw_bytes_init(&x->scratch, 0);
+    s->x = x;
+    return x;
+}
+
+static void ext_free(sess_ext_t *x)
+{
+    if (!x)
+        return;
+    gw_bytes_free(&x->in);
+    gw_bytes_free(&x->hb);
+    gw_bytes_free(&x->scratch);
+    gw_free(x->prio_pend);
+    gw_h2_tree_del(x->tree);
+    gw_free(x);
+}
 
 const char *gw_h2_stream_state_str(gw_h2_stream_state_t st)
 {
@@ -262,7 +316,9 @@ static void fill_defaults(gw_h2_options_t *o)
 
 static gw_h2_stream_t *find_stream(const gw_h2_session_t *s, uint32_t id)
 {
-    gw_list_foreach(it, &s->streams)
+    if (!s->x)
+        return NULL;
+    gw_list_foreach(it, &s->x->streams)
     {
         gw_h2_stream_t *st = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
         if (st->id == id)
@@ -284,9 +340,9 @@ static void drop_chunks(gw_h2_stream_t *st)
 
 static void stream_free(gw_h2_session_t *s, gw_h2_stream_t *st)
 {
-    gw_h2_sched_remove(&s->sched, &st->node);
-    if (s->tree)
-        gw_h2_tree_close(s->tree, st->id);
+    gw_h2_sched_remove(&s->x->sched, &st->node);
+    if (s->x->tree)
+        gw_h2_tree_close(s->x->tree, st->id);
     gw_list_remove(&st->link);
     drop_chunks(st);
     gw_bytes_free(&st->trailers);
@@ -304,7 +360,7 @@ static gw_h2_stream_t *stream_new(gw_h2_session_t *s, uint32_t id)
     st->state = GW_H2_SS_OPEN;
     st->send_window = s->peer_initial_window;
     /* Until our SETTINGS are acknowledged the peer may assume the RFC default window. */
-    st->recv_window = s->o.initial_window_size;
+    st->recv_window = s->p->o.initial_window_size;
     if (!s->settings_acked && st->recv_window < GW_H2_DEFAULT_WINDOW)
         st->recv_window = GW_H2_DEFAULT_WINDOW;
     st->content_length = -1;
@@ -312,7 +368,7 @@ static gw_h2_stream_t *stream_new(gw_h2_session_t *s, uint32_t id)
     gw_list_init(&st->chunks);
     gw_bytes_init(&st->trailers, 0);
     gw_h2_sched_node_init(&st->node, id);
-    gw_list_push_back(&s->streams, &st->link);
+    gw_list_push_back(&s->x->streams, &st->link);
     s->active++;
     return st;
 }
@@ -370,45 +426,48 @@ static int nomem(gw_h2_session_t *s)
 static int prio_pending_take(gw_h2_session_t *s, uint32_t sid, uint8_t *u, uint8_t *inc)
 {
     int found = 0;
-    size_t cap = s->o.max_concurrent_streams, kept = 0;
-    for (size_t k = 0; k < s->prio_pend_n; k++) {
-        prio_pending_t *e = &s->prio_pend[(s->prio_pend_head + k) % cap];
+    size_t cap = s->p->o.max_concurrent_streams, kept = 0;
+    for (size_t k = 0; k < s->x->prio_pend_n; k++) {
+        prio_pending_t *e = &s->x->prio_pend[(s->x->prio_pend_head + k) % cap];
         if (e->stream_id == sid) {
             *u = e->urgency;
             *inc = e->incremental;
             found = 1;
         } else if (e->stream_id > sid) {
             /* compact in place: kept <= k, so this never overwrites an unread entry */
-            s->prio_pend[(s->prio_pend_head + kept++) % cap] = *e;
+            s->x->prio_pend[(s->x->prio_pend_head + kept++) % cap] = *e;
         }
     }
-    s->prio_pend_n = kept;
+    s->x->prio_pend_n = kept;
     return found;
 }
 
 /* Remember a PRIORITY_UPDATE for an idle stream (the most recent one per stream counts). */
 static int prio_pending_put(gw_h2_session_t *s, uint32_t sid, uint8_t u, uint8_t inc)
 {
-    size_t cap = s->o.max_concurrent_streams;
-    if (!s->prio_pend) {
-        s->prio_pend = gw_calloc(cap, sizeof(*s->prio_pend));
-        if (!s->prio_pend)
+    size_t cap = s->p->o.max_concurrent_streams;
+    if (!ext(s))
+        return nomem(s);
+    if (!s->x->prio_pend) {
+        s->x->prio_pend = gw_calloc(cap, sizeof(*s->x->prio_pend));
+        if (!s->x->prio_pend)
             return nomem(s);
     }
-    for (size_t k = 0; k < s->prio_pend_n; k++) {
-        prio_pending_t *e = &s->prio_pend[(s->prio_pend_head + k) % cap];
+    for (size_t k = 0; k < s->x->prio_pend_n; k++) {
+        prio_pending_t *e = &s->x->prio_pend[(s->x->prio_pend_head + k) % cap];
         if (e->stream_id == sid) {
             e->urgency = u;
             e->incremental = inc;
             return 0;
         }
     }
-    if (s->prio_pend_n == cap) { /* full: the oldest goes */
-        s->prio_pend_head = (s->prio_pend_head + 1) % cap;
-        s->prio_pend_n--;
+    if (s->x->prio_pend_n == cap) { /* full: the oldest goes */
+        s->x->prio_pend_head = (s->x->prio_pend_head + 1) % cap;
+        s->x->prio_pend_n--;
     }
-    s->prio_pend[(s->prio_pend_head + s->prio_pend_n) % cap] = (prio_pending_t){sid, u, inc};
-    s->prio_pend_n++;
+    s->x->prio_pend[(s->x->prio_pend_head + s->x->prio_pend_n) % cap] =
+        (prio_pending_t){sid, u, inc};
+    s->x->prio_pend_n++;
     return 0;
 }
 
@@ -419,26 +478,26 @@ static int prio_pending_put(gw_h2_session_t *s, uint32_t sid, uint8_t u, uint8_t
 static void mark_prio9218(gw_h2_session_t *s, gw_h2_stream_t *st)
 {
     st->prio9218 = 1;
-    gw_h2_sched_set_tree(&s->sched, &st->node, 0);
+    gw_h2_sched_set_tree(&s->x->sched, &st->node, 0);
 }
 
 /* First RFC 7540 signal: create the tree; the streams already open without an RFC 9218 signal
  * join it under the root with the default weight (RFC 7540 §5.3.5). */
 static int ensure_tree(gw_h2_session_t *s)
 {
-    if (s->tree)
+    if (s->x->tree)
         return 0;
-    int rc = gw_h2_tree_new(&s->tree, s->o.max_priority_nodes);
+    int rc = gw_h2_tree_new(&s->x->tree, s->p->o.max_priority_nodes);
     if (rc < 0)
         return rc;
-    s->sched.tree = s->tree;
-    gw_list_foreach(it, &s->streams)
+    s->x->sched.tree = s->x->tree;
+    gw_list_foreach(it, &s->x->streams)
     {
         gw_h2_stream_t *st = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
-        if (st->state == GW_H2_SS_CLOSED || gw_h2_tree_open(s->tree, st->id) < 0)
+        if (st->state == GW_H2_SS_CLOSED || gw_h2_tree_open(s->x->tree, st->id) < 0)
             continue;
         if (!st->prio9218)
-            gw_h2_sched_set_tree(&s->sched, &st->node, 1);
+            gw_h2_sched_set_tree(&s->x->sched, &st->node, 1);
     }
     return 0;
 }
@@ -447,10 +506,9 @@ static int ensure_tree(gw_h2_session_t *s)
  * self-dependency into a stream error). A full tree of open streams drops the signal. */
 static int apply_7540(gw_h2_session_t *s, uint32_t sid, const gw_h2_priority_t *p)
 {
-    if (ensure_tree(s) < 0)
+    if (!ext(s) || ensure_tree(s) < 0)
         return nomem(s);
-    (void)gw_h2_tree_set(s->tree, sid, p->dependency, (unsigned)p->weight + 1u, p->exclusive);
-    s->stats.priority_evictions = gw_h2_tree_evictions(s->tree);
+    (void)gw_h2_tree_set(s->x->tree, sid, p->dependency, (unsigned)p->weight + 1u, p->exclusive);
     return 0;
 }
 
@@ -465,15 +523,15 @@ static void apply_open_priority(gw_h2_session_t *s, gw_h2_stream_t *st, gw_slice
         gw_h2_priority_parse(field, &u, &inc);
         st->prio9218 = 1;
     }
-    gw_h2_sched_set_priority(&s->sched, &st->node, u, inc);
+    gw_h2_sched_set_priority(&s->x->sched, &st->node, u, inc);
 }
 
 /* Queue a control frame, enforcing the cap on unsent control frames (CVE-2019-9512/9515:
  * a peer that does not read our ACKs must not make us buffer without bound). */
 static int ctrl_check(gw_h2_session_t *s)
 {
-    if (++s->ctrl_queued > s->o.max_queued_control) {
-        s->stats.queued_control_hits++;
+    if (++s->ctrl_queued > s->p->o.max_queued_control) {
+        COUNT(s, queued_control_hits);
         return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "peer does not read control frames");
     }
     return 0;
@@ -481,7 +539,7 @@ static int ctrl_check(gw_h2_session_t *s)
 
 static void roll_budget(gw_h2_session_t *s, uint64_t now)
 {
-    if (now - s->budget_start_ms >= s->o.reset_window_ms || now < s->budget_start_ms) {
+    if (now - s->budget_start_ms >= s->p->o.reset_window_ms || now < s->budget_start_ms) {
         s->budget_start_ms = now;
         s->resets_in_window = s->control_in_window = s->empty_in_window = 0;
     }
@@ -489,8 +547,8 @@ static void roll_budget(gw_h2_session_t *s, uint64_t now)
 
 static int count_reset(gw_h2_session_t *s)
 {
-    if (++s->resets_in_window > s->o.reset_budget) {
-        s->stats.reset_budget_hits++;
+    if (++s->resets_in_window > s->p->o.reset_budget) {
+        COUNT(s, reset_budget_hits);
         return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "too many stream resets");
     }
     return 0;
@@ -498,8 +556,8 @@ static int count_reset(gw_h2_session_t *s)
 
 static int count_control(gw_h2_session_t *s)
 {
-    if (++s->control_in_window > s->o.control_frame_budget) {
-        s->stats.control_flood_hits++;
+    if (++s->control_in_window > s->p->o.control_frame_budget) {
+        COUNT(s, control_flood_hits);
         return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "control frame flood");
     }
     return 0;
@@ -507,8 +565,8 @@ static int count_control(gw_h2_session_t *s)
 
 static int count_empty(gw_h2_session_t *s)
 {
-    if (++s->empty_in_window > s->o.empty_frame_budget) {
-        s->stats.empty_frame_hits++;
+    if (++s->empty_in_window > s->p->o.empty_frame_budget) {
+        COUNT(s, empty_frame_hits);
         return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "empty frame flood");
     }
     return 0;
@@ -518,7 +576,7 @@ static int count_empty(gw_h2_session_t *s)
 static int credit_conn(gw_h2_session_t *s, uint64_t n)
 {
     s->conn_recv_pending += n;
-    if (s->conn_recv_pending >= s->o.connection_window_size / 2 && !s->closing) {
+    if (s->conn_recv_pending >= s->p->o.connection_window_size / 2 && !s->closing) {
         int64_t inc = (int64_t)s->conn_recv_pending;
         if (s->conn_recv_window + inc > GW_H2_MAX_WINDOW)
             inc = GW_H2_MAX_WINDOW - s->conn_recv_window;
@@ -539,12 +597,16 @@ static void close_stream(gw_h2_session_t *s, gw_h2_stream_t *st, uint32_t code, 
  * ignored rather than answered (RFC 9113 §5.1 "closed"). */
 static void remember_rst(gw_h2_session_t *s, uint32_t sid)
 {
-    s->recent_rst[s->recent_rst_pos++ % 16] = sid;
+    /* allocated on the first reset, kept for the connection's life (without memory the
+     * stream is not remembered: late frames on it then count as errors) */
+    if (!s->recent_rst && !(s->recent_rst = gw_calloc(RECENT_RST, sizeof(*s->recent_rst))))
+        return;
+    s->recent_rst[s->recent_rst_pos++ % RECENT_RST] = sid;
 }
 
 static int recently_reset(const gw_h2_session_t *s, uint32_t sid)
 {
-    for (size_t i = 0; i < 16; i++)
+    for (size_t i = 0; s->recent_rst && i < RECENT_RST; i++)
         if (s->recent_rst[i] == sid)
             return 1;
     return 0;
@@ -557,7 +619,7 @@ static int stream_error(gw_h2_session_t *s, uint32_t sid, gw_h2_stream_t *st, ui
 {
     if (gw_h2_frame_write_rst_stream(&s->out, sid, code) < 0)
         return nomem(s);
-    s->stats.resets_sent++;
+    COUNT(s, resets_sent);
     remember_rst(s, sid);
     if (st && st->state != GW_H2_SS_CLOSED) {
         st->rst_sent = 1;
@@ -567,7 +629,7 @@ static int stream_error(gw_h2_session_t *s, uint32_t sid, gw_h2_stream_t *st, ui
     if (rc < 0)
         return rc;
     if (provoked) {
-        s->stats.resets_provoked++;
+        COUNT(s, resets_provoked);
         return count_reset(s);
     }
     return 0;
@@ -578,17 +640,17 @@ static int stream_error(gw_h2_session_t *s, uint32_t sid, gw_h2_stream_t *st, ui
 static void close_stream(gw_h2_session_t *s, gw_h2_stream_t *st, uint32_t code, int by_peer)
 {
     st->state = GW_H2_SS_CLOSED;
-    gw_h2_sched_remove(&s->sched, &st->node);
-    if (s->tree) /* stays as a placeholder (RFC 7540 §5.3.4) */
-        gw_h2_tree_close(s->tree, st->id);
+    gw_h2_sched_remove(&s->x->sched, &st->node);
+    if (s->x->tree) /* stays as a placeholder (RFC 7540 §5.3.4) */
+        gw_h2_tree_close(s->x->tree, st->id);
     drop_chunks(st);
     if (st->recv_unconsumed) {
         (void)credit_conn(s, st->recv_unconsumed);
         st->recv_unconsumed = 0;
     }
     if (st->seen) {
-        if (s->cb.on_close)
-            s->cb.on_close(s->user_data, st->id, code, by_peer);
+        if (s->p->cb.on_close)
+            s->p->cb.on_close(s->user_data, st->id, code, by_peer);
     } else {
         stream_free(s, st);
     }
@@ -611,8 +673,8 @@ static int remote_end(gw_h2_session_t *s, gw_h2_stream_t *st)
         st->state = GW_H2_SS_HALF_CLOSED_REMOTE;
     else if (st->state == GW_H2_SS_HALF_CLOSED_LOCAL)
         st->state = GW_H2_SS_CLOSED; /* on_close after on_end_stream */
-    if (s->cb.on_end_stream && st->seen) {
-        int rc = s->cb.on_end_stream(s->user_data, id);
+    if (s->p->cb.on_end_stream && st->seen) {
+        int rc = s->p->cb.on_end_stream(s->user_data, id);
         st = find_stream(s, id); /* the callback may have released it */
         if (rc < 0 && gw_err_is_fatal(rc))
             return conn_error_rc(s, GW_H2_INTERNAL_ERROR, "application error", rc);
@@ -631,10 +693,10 @@ static int write_block(gw_h2_session_t *s, uint32_t sid, const gw_hpack_field_t 
                        int end_stream)
 {
     int rc;
-    s->scratch.len = 0;
-    if ((rc = gw_hpack_encode(&s->enc, f, n, &s->scratch)) < 0)
+    s->x->scratch.len = 0;
+    if ((rc = gw_hpack_encode(&s->enc, f, n, &s->x->scratch)) < 0)
         return rc;
-    size_t off = 0, len = s->scratch.len;
+    size_t off = 0, len = s->x->scratch.len;
     int first = 1;
     do {
         size_t chunk = len - off;
@@ -643,10 +705,11 @@ static int write_block(gw_h2_session_t *s, uint32_t sid, const gw_hpack_field_t 
         uint8_t flags = (off + chunk == len) ? GW_H2_F_END_HEADERS : 0;
         if (first) {
             flags |= end_stream ? GW_H2_F_END_STREAM : 0;
-            rc = gw_h2_frame_write_headers(&s->out, sid, flags, NULL, s->scratch.base + off, chunk,
-                                           0, 0);
+            rc = gw_h2_frame_write_headers(&s->out, sid, flags, NULL, s->x->scratch.base + off,
+                                           chunk, 0, 0);
         } else {
-            rc = gw_h2_frame_write_continuation(&s->out, sid, flags, s->scratch.base + off, chunk);
+            rc = gw_h2_frame_write_continuation(&s->out, sid, flags, s->x->scratch.base + off,
+                                                chunk);
         }
         if (rc < 0)
             return rc;
@@ -861,18 +924,20 @@ static int finish_block(gw_h2_session_t *s);
 
 static int begin_block(gw_h2_session_t *s, uint32_t sid, const gw_h2_frame_t *f, int reject)
 {
+    if (!ext(s))
+        return nomem(s);
     s->hb_sid = sid;
-    s->hb_end_stream = (f->hdr.flags & GW_H2_F_END_STREAM) != 0;
-    s->hb_reject = reject;
-    s->hb_has_pri = f->u.headers.has_priority;
-    s->hb_pri = f->u.headers.pri;
-    s->hb_frames = 1;
-    s->hb.len = 0;
-    if (f->u.headers.block.len > s->o.max_header_block) {
-        s->stats.header_block_hits++;
+    s->x->hb_end_stream = (f->hdr.flags & GW_H2_F_END_STREAM) != 0;
+    s->x->hb_reject = reject;
+    s->x->hb_has_pri = f->u.headers.has_priority;
+    s->x->hb_pri = f->u.headers.pri;
+    s->x->hb_frames = 1;
+    s->x->hb.len = 0;
+    if (f->u.headers.block.len > s->p->o.max_header_block) {
+        COUNT(s, header_block_hits);
         return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "header block too large");
     }
-    if (gw_bytes_append(&s->hb, f->u.headers.block.base, f->u.headers.block.len) < 0)
+    if (gw_bytes_append(&s->x->hb, f->u.headers.block.base, f->u.headers.block.len) < 0)
         return nomem(s);
     if (f->hdr.flags & GW_H2_F_END_HEADERS)
         return finish_block(s);
@@ -909,13 +974,13 @@ static int on_continuation(gw_h2_session_t *s, const gw_h2_frame_t *f)
         if (rc < 0)
             return rc;
     }
-    if (++s->hb_frames > s->o.max_continuations + 1 ||
-        s->hb.len + f->u.continuation.block.len > s->o.max_header_block) {
+    if (++s->x->hb_frames > s->p->o.max_continuations + 1 ||
+        s->x->hb.len + f->u.continuation.block.len > s->p->o.max_header_block) {
         /* endless CONTINUATION (CVE-2024-27316 and friends): cut it off */
-        s->stats.header_block_hits++;
+        COUNT(s, header_block_hits);
         return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "header block too large");
     }
-    if (gw_bytes_append(&s->hb, f->u.continuation.block.base, f->u.continuation.block.len) < 0)
+    if (gw_bytes_append(&s->x->hb, f->u.continuation.block.base, f->u.continuation.block.len) < 0)
         return nomem(s);
     if (f->hdr.flags & GW_H2_F_END_HEADERS)
         return finish_block(s);
@@ -944,7 +1009,7 @@ static int call_rc(gw_h2_session_t *s, uint32_t sid, int rc, gw_h2_stream_t **li
 static int refuse_431(gw_h2_session_t *s, uint32_t sid, gw_h2_stream_t *st)
 {
     gw_hpack_field_t f = {GW_SLICE_LIT(":status"), GW_SLICE_LIT("431"), 0};
-    s->stats.header_list_hits++;
+    COUNT(s, header_list_hits);
     int rc = write_block(s, sid, &f, 1, 1);
     if (rc == GW_E_NOMEM)
         return nomem(s);
@@ -952,10 +1017,10 @@ static int refuse_431(gw_h2_session_t *s, uint32_t sid, gw_h2_stream_t *st)
         return conn_error(s, GW_H2_COMPRESSION_ERROR, "encoder failure");
     /* we will not read the rest of the request (RFC 9113 §8.1: NO_ERROR reset after a
      * complete response) */
-    if (!s->hb_end_stream) {
+    if (!s->x->hb_end_stream) {
         if (gw_h2_frame_write_rst_stream(&s->out, sid, GW_H2_NO_ERROR) < 0)
             return nomem(s);
-        s->stats.resets_sent++;
+        COUNT(s, resets_sent);
         remember_rst(s, sid);
     }
     if (st) {
@@ -983,13 +1048,14 @@ static int finish_block(gw_h2_session_t *s)
     c.arena = st ? &st->arena : &tmp;
 
     /* Decode whatever happens to the stream: the HPACK state is shared (RFC 9113 §4.3). */
-    gw_hpack_dec_begin(&s->dec, s->o.max_header_list_size);
-    size_t blen = s->hb.len;
+    gw_hpack_dec_begin(&s->dec, s->p->o.max_header_list_size);
+    size_t blen = s->x->hb.len;
     static const uint8_t empty[1];
     /* an empty block may have no buffer yet: never pass NULL + 0 (UB in pointer arithmetic) */
-    ssize_t n = gw_hpack_decode(&s->dec, s->hb.base ? s->hb.base : empty, blen, 1, on_field, &c);
+    ssize_t n =
+        gw_hpack_decode(&s->dec, s->x->hb.base ? s->x->hb.base : empty, blen, 1, on_field, &c);
     int end = n < 0 ? (int)n : gw_hpack_dec_end(&s->dec);
-    s->hb.len = 0;
+    s->x->hb.len = 0;
     if (n == GW_E_NOMEM || end == GW_E_NOMEM || c.nomem) {
         rc = nomem(s);
         goto out;
@@ -999,7 +1065,7 @@ static int finish_block(gw_h2_session_t *s)
         goto out;
     }
     int overflow = end == GW_E_LIMIT;
-    if (s->hb_reject == 2 && !st)
+    if (s->x->hb_reject == 2 && !st)
         goto out; /* a forgotten stream we reset */
 
     if (trailers) {
@@ -1015,18 +1081,18 @@ static int finish_block(gw_h2_session_t *s)
             rc = refuse_431(s, sid, st);
             goto out;
         }
-        if (!c.malformed && !s->hb_end_stream)
+        if (!c.malformed && !s->x->hb_end_stream)
             bad(&c, "trailers without END_STREAM");
         if (!c.malformed && st->content_length >= 0 &&
             st->data_recv != (uint64_t)st->content_length)
             bad(&c, "content-length mismatch");
-        if (c.malformed || s->hb_reject) {
-            s->stats.malformed_requests++;
+        if (c.malformed || s->x->hb_reject) {
+            COUNT(s, malformed_requests);
             rc = stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
             goto out;
         }
-        if (s->cb.on_trailers && st->seen) {
-            rc = call_rc(s, sid, s->cb.on_trailers(s->user_data, sid, c.h, c.n), &st);
+        if (s->p->cb.on_trailers && st->seen) {
+            rc = call_rc(s, sid, s->p->cb.on_trailers(s->user_data, sid, c.h, c.n), &st);
             if (rc < 0 || !st)
                 goto out;
         }
@@ -1036,10 +1102,10 @@ static int finish_block(gw_h2_session_t *s)
 
     /* a new stream: the idle ids below it are now closed (§5.1.1) */
     s->last_peer_id = sid;
-    if (s->goaway_sent || s->active >= s->o.max_concurrent_streams) {
+    if (s->goaway_sent || s->active >= s->p->o.max_concurrent_streams) {
         /* §5.1.2: REFUSED_STREAM; it also costs us a frame, so it counts as a provoked reset
          * unless we stopped accepting because of our own GOAWAY */
-        s->stats.streams_refused++;
+        COUNT(s, streams_refused);
         rc = stream_error(s, sid, NULL, GW_H2_REFUSED_STREAM, !s->goaway_sent);
         goto out;
     }
@@ -1048,8 +1114,8 @@ static int finish_block(gw_h2_session_t *s)
         goto out;
     }
     check_request(&c);
-    if (c.malformed || s->hb_reject) {
-        s->stats.malformed_requests++;
+    if (c.malformed || s->x->hb_reject) {
+        COUNT(s, malformed_requests);
         rc = stream_error(s, sid, NULL, GW_H2_PROTOCOL_ERROR, 1);
         goto out;
     }
@@ -1063,40 +1129,39 @@ static int finish_block(gw_h2_session_t *s)
     st->content_length = c.head.content_length;
     st->seen = 1;
     apply_open_priority(s, st, c.priority);
-    if (s->hb_has_pri && (rc = apply_7540(s, sid, &s->hb_pri)) < 0)
+    if (s->x->hb_has_pri && (rc = apply_7540(s, sid, &s->x->hb_pri)) < 0)
         goto out;
-    if (s->tree && gw_h2_tree_open(s->tree, sid) == 0) {
-        s->stats.priority_evictions = gw_h2_tree_evictions(s->tree);
+    if (s->x->tree && gw_h2_tree_open(s->x->tree, sid) == 0) {
         if (!st->prio9218)
-            gw_h2_sched_set_tree(&s->sched, &st->node, 1);
+            gw_h2_sched_set_tree(&s->x->sched, &st->node, 1);
     }
-    s->stats.streams_opened++;
+    s->streams_opened++;
     s->requests++;
     c.head.headers = c.h;
     c.head.headers_len = c.n;
-    c.head.end_stream = s->hb_end_stream;
+    c.head.end_stream = s->x->hb_end_stream;
     if (c.head.end_stream && c.head.content_length > 0) {
         st->seen = 0;
-        s->stats.malformed_requests++;
+        COUNT(s, malformed_requests);
         rc = stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
         goto out;
     }
-    if (s->o.max_requests_per_connection && s->requests >= s->o.max_requests_per_connection &&
+    if (s->p->o.max_requests_per_connection && s->requests >= s->p->o.max_requests_per_connection &&
         !s->goaway_sent) {
-        s->stats.max_requests_hits++;
+        COUNT(s, max_requests_hits);
         if ((rc = gw_h2_session_shutdown(s, 1)) < 0) {
             rc = nomem(s);
             goto out;
         }
     }
-    if (c.priority.base && s->cb.on_priority)
-        s->cb.on_priority(s->user_data, sid, c.priority);
-    if (s->cb.on_request) {
-        rc = call_rc(s, sid, s->cb.on_request(s->user_data, &c.head), &st);
+    if (c.priority.base && s->p->cb.on_priority)
+        s->p->cb.on_priority(s->user_data, sid, c.priority);
+    if (s->p->cb.on_request) {
+        rc = call_rc(s, sid, s->p->cb.on_request(s->user_data, &c.head), &st);
         if (rc < 0 || !st)
             goto out;
     }
-    if (s->hb_end_stream)
+    if (s->x->hb_end_stream)
         rc = remote_end(s, st);
 out:
     arena_free(&tmp);
@@ -1139,22 +1204,23 @@ static int on_data_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
         return rc;
     st->data_recv += dlen;
     if (st->content_length >= 0 && st->data_recv > (uint64_t)st->content_length) {
-        s->stats.malformed_requests++;
+        COUNT(s, malformed_requests);
         if ((rc = credit_conn(s, dlen)) < 0)
             return rc;
         return stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
     }
     if ((f->hdr.flags & GW_H2_F_END_STREAM) && st->content_length >= 0 &&
         st->data_recv != (uint64_t)st->content_length) {
-        s->stats.malformed_requests++;
+        COUNT(s, malformed_requests);
         if ((rc = credit_conn(s, dlen)) < 0)
             return rc;
         return stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
     }
     if (dlen) {
         st->recv_unconsumed += dlen;
-        if (s->cb.on_data) {
-            rc = call_rc(s, sid, s->cb.on_data(s->user_data, sid, f->u.data.data.base, dlen), &st);
+        if (s->p->cb.on_data) {
+            rc = call_rc(s, sid, s->p->cb.on_data(s->user_data, sid, f->u.data.data.base, dlen),
+                         &st);
             if (rc < 0 || !st)
                 return rc;
         } else {
@@ -1176,7 +1242,7 @@ static int on_priority_update(gw_h2_session_t *s, uint32_t sid, gw_slice_t value
     gw_h2_stream_t *st = find_stream(s, sid);
     if (st) {
         if (st->state != GW_H2_SS_CLOSED) {
-            gw_h2_sched_set_priority(&s->sched, &st->node, u, inc);
+            gw_h2_sched_set_priority(&s->x->sched, &st->node, u, inc);
             mark_prio9218(s, st);
         }
         return 0;
@@ -1198,7 +1264,11 @@ static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
             /* §6.9.2: apply the delta to every stream's send window; overflow is a
              * connection FLOW_CONTROL_ERROR */
             int64_t delta = (int64_t)st.value - (int64_t)s->peer_initial_window;
-            gw_list_foreach(it, &s->streams)
+            if (!s->x) { /* no streams */
+                s->peer_initial_window = st.value;
+                break;
+            }
+            gw_list_foreach(it, &s->x->streams)
             {
                 gw_h2_stream_t *x = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
                 if (x->send_window + delta > GW_H2_MAX_WINDOW)
@@ -1207,22 +1277,22 @@ static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
             s->peer_initial_window = st.value;
             /* the callbacks may release streams: collect the ids first, call afterwards */
             uint32_t *woken =
-                s->cb.on_writable ? gw_malloc((s->active + 1) * sizeof(*woken)) : NULL;
+                s->p->cb.on_writable ? gw_malloc((s->active + 1) * sizeof(*woken)) : NULL;
             size_t nw = 0;
-            gw_list_foreach(it, &s->streams)
+            gw_list_foreach(it, &s->x->streams)
             {
                 gw_h2_stream_t *x = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
                 x->send_window += delta;
                 if (x->blocked && x->send_window > 0 && x->state != GW_H2_SS_CLOSED) {
                     x->blocked = 0;
-                    gw_h2_sched_add(&s->sched, &x->node);
+                    gw_h2_sched_add(&s->x->sched, &x->node);
                     if (woken && nw < s->active)
                         woken[nw++] = x->id;
                 }
             }
             /* without memory the wake-ups are lost, not the data: want_write still says so */
             for (size_t k = 0; k < nw; k++)
-                s->cb.on_writable(s->user_data, woken[k]);
+                s->p->cb.on_writable(s->user_data, woken[k]);
             gw_free(woken);
             break;
         }
@@ -1246,7 +1316,7 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
     gw_h2_frame_err_t err;
     int rc;
 
-    s->stats.frames_in++;
+    s->frames_in++;
     roll_budget(s, now);
     /* §6.10: nothing may come between HEADERS and its last CONTINUATION */
     if (s->hb_sid && (h->type != GW_H2_FT_CONTINUATION || h->stream_id != s->hb_sid))
@@ -1293,13 +1363,13 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
         /* applied first, so the callback sees the new priority (the front moves a queued
          * origin exchange by it) */
         rc = on_priority_update(s, f.u.priority_update.prioritized_id, f.u.priority_update.value);
-        if (rc == 0 && s->cb.on_priority)
-            s->cb.on_priority(s->user_data, f.u.priority_update.prioritized_id,
-                              f.u.priority_update.value);
+        if (rc == 0 && s->p->cb.on_priority)
+            s->p->cb.on_priority(s->user_data, f.u.priority_update.prioritized_id,
+                                 f.u.priority_update.value);
         return rc;
     case GW_H2_FT_RST_STREAM: {
         gw_h2_stream_t *st = find_stream(s, h->stream_id);
-        s->stats.resets_received++;
+        COUNT(s, resets_received);
         if ((rc = count_reset(s)) < 0)
             return rc;
         if (st && st->state != GW_H2_SS_CLOSED)
@@ -1309,7 +1379,7 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
     case GW_H2_FT_SETTINGS:
         if (h->flags & GW_H2_F_ACK) {
             if (!s->settings_acked)
-                gw_hpack_dec_set_max_table_size(&s->dec, s->o.header_table_size);
+                gw_hpack_dec_set_max_table_size(&s->dec, s->p->o.header_table_size);
             s->settings_acked = 1;
             return 0;
         }
@@ -1337,9 +1407,9 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
         return ctrl_check(s);
     case GW_H2_FT_GOAWAY:
         s->peer_goaway = 1;
-        if (s->cb.on_goaway)
-            s->cb.on_goaway(s->user_data, f.u.goaway.last_stream_id, f.u.goaway.error_code,
-                            f.u.goaway.debug);
+        if (s->p->cb.on_goaway)
+            s->p->cb.on_goaway(s->user_data, f.u.goaway.last_stream_id, f.u.goaway.error_code,
+                               f.u.goaway.debug);
         return 0;
     case GW_H2_FT_WINDOW_UPDATE: {
         uint32_t inc = f.u.window_update.increment;
@@ -1359,9 +1429,9 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
         st->send_window += inc;
         if (st->blocked && st->send_window > 0) {
             st->blocked = 0;
-            gw_h2_sched_add(&s->sched, &st->node);
-            if (s->cb.on_writable)
-                s->cb.on_writable(s->user_data, st->id);
+            gw_h2_sched_add(&s->x->sched, &st->node);
+            if (s->p->cb.on_writable)
+                s->p->cb.on_writable(s->user_data, st->id);
         }
         return 0;
     }
@@ -1375,8 +1445,38 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
 
 /* ---- public: lifetime ------------------------------------------------------------------- */
 
-int gw_h2_session_new(gw_h2_session_t **out, const gw_h2_options_t *opts,
-                      const gw_h2_callbacks_t *cb, void *user_data, uint64_t now_ms)
+int gw_h2_profile_new(gw_h2_profile_t **out, const gw_h2_options_t *opts,
+                      const gw_h2_callbacks_t *cb)
+{
+    *out = NULL;
+    gw_h2_profile_t *p = gw_calloc(1, sizeof(*p));
+    if (!p)
+        return GW_E_NOMEM;
+    if (opts)
+        p->o = *opts;
+    else
+        gw_h2_options_default(&p->o);
+    fill_defaults(&p->o);
+    if (cb)
+        p->cb = *cb;
+    if (p->o.initial_window_size > GW_H2_MAX_WINDOW ||
+        p->o.connection_window_size > GW_H2_MAX_WINDOW ||
+        p->o.max_frame_size < GW_H2_DEFAULT_MAX_FRAME_SIZE ||
+        p->o.max_frame_size > GW_H2_MAX_MAX_FRAME_SIZE) {
+        gw_free(p);
+        return GW_E_INVAL;
+    }
+    *out = p;
+    return 0;
+}
+
+void gw_h2_profile_del(gw_h2_profile_t *p)
+{
+    gw_free(p);
+}
+
+int gw_h2_session_new_with(gw_h2_session_t **out, const gw_h2_profile_t *p, void *user_data,
+                           uint64_t now_ms)
 {
     gw_h2_session_t *s;
     int rc = GW_E_NOMEM;
@@ -1385,35 +1485,17 @@ int gw_h2_session_new(gw_h2_session_t **out, const gw_h2_options_t *opts,
     s = gw_calloc(1, sizeof(*s));
     if (!s)
         return GW_E_NOMEM;
-    if (opts)
-        s->o = *opts;
-    else
-        gw_h2_options_default(&s->o);
-    fill_defaults(&s->o);
-    if (cb)
-        s->cb = *cb;
+    s->p = p;
     s->user_data = user_data;
     s->data_budget = SIZE_MAX;
-    gw_list_init(&s->streams);
-    gw_bytes_init(&s->in, 0);
-    gw_bytes_init(&s->hb, 0);
     gw_bytes_init(&s->out, 0);
-    gw_bytes_init(&s->scratch, 0);
-    gw_h2_sched_init(&s->sched, &gw_h2_sched_priority);
-    if (s->o.initial_window_size > GW_H2_MAX_WINDOW ||
-        s->o.connection_window_size > GW_H2_MAX_WINDOW ||
-        s->o.max_frame_size < GW_H2_DEFAULT_MAX_FRAME_SIZE ||
-        s->o.max_frame_size > GW_H2_MAX_MAX_FRAME_SIZE) {
-        gw_free(s);
-        return GW_E_INVAL;
-    }
     /* until our SETTINGS are acknowledged the peer may use the default 4096 (RFC 7541 §4.2) */
-    if (gw_hpack_dec_init(&s->dec, s->o.header_table_size > 4096 ? s->o.header_table_size : 4096) <
+    if (gw_hpack_dec_init(&s->dec, p->o.header_table_size > 4096 ? p->o.header_table_size : 4096) <
         0) {
         gw_free(s);
         return GW_E_NOMEM;
     }
-    if (gw_hpack_enc_init(&s->enc, s->o.encoder_table_size) < 0) {
+    if (gw_hpack_enc_init(&s->enc, p->o.encoder_table_size) < 0) {
         gw_hpack_dec_free(&s->dec);
         gw_free(s);
         return GW_E_NOMEM;
@@ -1430,18 +1512,18 @@ int gw_h2_session_new(gw_h2_session_t **out, const gw_h2_options_t *opts,
     gw_h2_setting_t set[6];
     size_t n = 0;
     set[n++] =
-        (gw_h2_setting_t){GW_H2_SETTINGS_MAX_CONCURRENT_STREAMS, s->o.max_concurrent_streams};
-    set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, s->o.initial_window_size};
-    set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_MAX_FRAME_SIZE, s->o.max_frame_size};
-    set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_MAX_HEADER_LIST_SIZE, s->o.max_header_list_size};
-    if (s->o.header_table_size != 4096)
-        set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_HEADER_TABLE_SIZE, s->o.header_table_size};
+        (gw_h2_setting_t){GW_H2_SETTINGS_MAX_CONCURRENT_STREAMS, p->o.max_concurrent_streams};
+    set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, p->o.initial_window_size};
+    set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_MAX_FRAME_SIZE, p->o.max_frame_size};
+    set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_MAX_HEADER_LIST_SIZE, p->o.max_header_list_size};
+    if (p->o.header_table_size != 4096)
+        set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_HEADER_TABLE_SIZE, p->o.header_table_size};
     /* RFC 9218 §2.1: SETTINGS_NO_RFC7540_PRIORITIES is not sent, since we honour the RFC 7540
      * tree for streams without an RFC 9218 signal */
     if ((rc = gw_h2_frame_write_settings(&s->out, 0, set, n)) < 0)
         goto fail;
-    if (s->o.connection_window_size > GW_H2_DEFAULT_WINDOW) {
-        uint32_t inc = s->o.connection_window_size - GW_H2_DEFAULT_WINDOW;
+    if (p->o.connection_window_size > GW_H2_DEFAULT_WINDOW) {
+        uint32_t inc = p->o.connection_window_size - GW_H2_DEFAULT_WINDOW;
         if ((rc = gw_h2_frame_write_window_update(&s->out, 0, inc)) < 0)
             goto fail;
         s->conn_recv_window += inc;
@@ -1453,29 +1535,61 @@ fail:
     return rc;
 }
 
+int gw_h2_session_new(gw_h2_session_t **out, const gw_h2_options_t *opts,
+                      const gw_h2_callbacks_t *cb, void *user_data, uint64_t now_ms)
+{
+    gw_h2_profile_t *p;
+    int rc = gw_h2_profile_new(&p, opts, cb);
+    *out = NULL;
+    if (rc < 0)
+        return rc;
+    if ((rc = gw_h2_session_new_with(out, p, user_data, now_ms)) < 0) {
+        gw_h2_profile_del(p);
+        return rc;
+    }
+    (*out)->owns_profile = 1;
+    return 0;
+}
+
 void gw_h2_session_del(gw_h2_session_t *s)
 {
     if (!s)
         return;
     gw_list_t *n;
-    while ((n = gw_list_pop_front(&s->streams))) {
+    while (s->x && (n = gw_list_pop_front(&s->x->streams))) {
         gw_h2_stream_t *st = GW_CONTAINER_OF(n, gw_h2_stream_t, link);
         gw_list_init(&st->link);
-        gw_h2_sched_remove(&s->sched, &st->node);
+        gw_h2_sched_remove(&s->x->sched, &st->node);
         drop_chunks(st);
         gw_bytes_free(&st->trailers);
         arena_free(&st->arena);
         gw_free(st);
     }
+    ext_free(s->x);
     gw_hpack_dec_free(&s->dec);
     gw_hpack_enc_free(&s->enc);
-    gw_bytes_free(&s->in);
-    gw_bytes_free(&s->hb);
     gw_bytes_free(&s->out);
-    gw_bytes_free(&s->scratch);
-    gw_free(s->prio_pend);
-    gw_h2_tree_del(s->tree);
+    gw_free(s->cold);
+    gw_free(s->recent_rst);
+    if (s->owns_profile)
+        gw_h2_profile_del((gw_h2_profile_t *)s->p);
     gw_free(s);
+}
+
+void gw_h2_session_compact(gw_h2_session_t *s)
+{
+    sess_ext_t *x = s->x;
+    gw_hpack_dec_trim(&s->dec);
+    if (s->out.len == 0 && s->out.cap) {
+        gw_bytes_free(&s->out);
+        gw_bytes_init(&s->out, 0);
+    }
+    /* the stream part holds state the peer relies on only in these cases: keep it then */
+    if (!x || s->active || s->hb_sid || x->in.len || x->prio_pend_n || x->tree)
+        return;
+    GW_ASSERT(gw_list_empty(&x->streams) && x->sched.count == 0);
+    ext_free(x);
+    s->x = NULL;
 }
 
 /* ---- public: input ---------------------------------------------------------------------- */
@@ -1513,9 +1627,10 @@ ssize_t gw_h2_session_recv(gw_h2_session_t *s, const uint8_t *buf, size_t len, u
             s->hdr_have = 0;
             gw_h2_frame_hdr_parse(s->hdr_buf, &s->hdr);
             gw_h2_frame_err_t err;
-            if (gw_h2_frame_check_hdr(&s->hdr, s->o.max_frame_size, &err) < 0)
+            if (gw_h2_frame_check_hdr(&s->hdr, s->p->o.max_frame_size, &err) < 0)
                 return conn_error(s, err.code, err.reason);
-            s->in.len = 0;
+            if (s->x)
+                s->x->in.len = 0;
             if (s->hdr.length == 0) {
                 if ((rc = on_frame(s, &s->hdr, NULL, now_ms)) < 0)
                     return rc;
@@ -1526,7 +1641,7 @@ ssize_t gw_h2_session_recv(gw_h2_session_t *s, const uint8_t *buf, size_t len, u
         }
         case IN_PAYLOAD: {
             size_t avail = len - off;
-            if (s->in.len == 0 && avail >= s->hdr.length) {
+            if ((!s->x || s->x->in.len == 0) && avail >= s->hdr.length) {
                 /* whole payload in the caller's buffer: parse in place */
                 off += s->hdr.length;
                 s->in_state = IN_HDR;
@@ -1534,16 +1649,18 @@ ssize_t gw_h2_session_recv(gw_h2_session_t *s, const uint8_t *buf, size_t len, u
                     return rc;
                 break;
             }
-            size_t n = s->hdr.length - s->in.len;
+            if (!ext(s))
+                return nomem(s);
+            size_t n = s->hdr.length - s->x->in.len;
             if (n > avail)
                 n = avail;
-            if (gw_bytes_append(&s->in, buf + off, n) < 0)
+            if (gw_bytes_append(&s->x->in, buf + off, n) < 0)
                 return nomem(s);
             off += n;
-            if (s->in.len == s->hdr.length) {
+            if (s->x->in.len == s->hdr.length) {
                 s->in_state = IN_HDR;
-                rc = on_frame(s, &s->hdr, s->in.base, now_ms);
-                s->in.len = 0;
+                rc = on_frame(s, &s->hdr, s->x->in.base, now_ms);
+                s->x->in.len = 0;
                 if (rc < 0)
                     return rc;
             }
@@ -1564,8 +1681,8 @@ int gw_h2_session_tick(gw_h2_session_t *s, uint64_t now_ms)
         return 0;
     roll_budget(s, now_ms);
     if (!s->settings_acked && now_ms >= s->settings_sent_ms &&
-        now_ms - s->settings_sent_ms >= s->o.settings_timeout_ms) {
-        s->stats.settings_timeouts++;
+        now_ms - s->settings_sent_ms >= s->p->o.settings_timeout_ms) {
+        COUNT(s, settings_timeouts);
         return conn_error(s, GW_H2_SETTINGS_TIMEOUT, "SETTINGS not acknowledged");
     }
     return 0;
@@ -1575,7 +1692,7 @@ uint64_t gw_h2_session_next_deadline(const gw_h2_session_t *s)
 {
     if (s->closing || s->settings_acked)
         return UINT64_MAX;
-    return s->settings_sent_ms + s->o.settings_timeout_ms;
+    return s->settings_sent_ms + s->p->o.settings_timeout_ms;
 }
 
 /* ---- public: output --------------------------------------------------------------------- */
@@ -1599,11 +1716,11 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
         s->out.len = 0;
         s->ctrl_queued = 0;
     }
-    if (s->closing)
+    if (s->closing || !s->x)
         return (ssize_t)(q->bytes - before);
 
     gw_h2_sched_node_t *node;
-    while ((node = gw_h2_sched_next(&s->sched))) {
+    while ((node = gw_h2_sched_next(&s->x->sched))) {
         gw_h2_stream_t *st = GW_CONTAINER_OF(node, gw_h2_stream_t, node);
         if (!gw_list_empty(&st->chunks)) {
             if (s->conn_send_window <= 0 || s->data_budget == 0)
@@ -1613,7 +1730,7 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
                     st->blocked = 1;
                 else
                     st->budget_blocked = 1;
-                gw_h2_sched_remove(&s->sched, node);
+                gw_h2_sched_remove(&s->x->sched, node);
                 continue;
             }
             data_chunk_t *c = GW_CONTAINER_OF(st->chunks.next, data_chunk_t, link);
@@ -1635,7 +1752,7 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
             gw_h2_frame_hdr_pack(hdr, &h);
             if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0 || gw_iovq_ref(q, c->buf, c->off, n) < 0)
                 return GW_E_NOMEM;
-            s->stats.frames_out++;
+            s->frames_out++;
             s->conn_send_window -= n;
             st->send_window -= n;
             st->queued -= n;
@@ -1655,21 +1772,21 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
                 if (!find_stream(s, h.stream_id) || st->state == GW_H2_SS_CLOSED ||
                     st->state == GW_H2_SS_HALF_CLOSED_LOCAL) {
                     if (find_stream(s, h.stream_id))
-                        gw_h2_sched_remove(&s->sched, &st->node);
+                        gw_h2_sched_remove(&s->x->sched, &st->node);
                     continue;
                 }
             }
             if (gw_list_empty(&st->chunks) && !st->eos_queued) {
-                gw_h2_sched_remove(&s->sched, node);
-                if (s->cb.on_writable)
-                    s->cb.on_writable(s->user_data, st->id);
+                gw_h2_sched_remove(&s->x->sched, node);
+                if (s->p->cb.on_writable)
+                    s->p->cb.on_writable(s->user_data, st->id);
                 continue;
             }
-            gw_h2_sched_sent(&s->sched, node, n);
+            gw_h2_sched_sent(&s->x->sched, node, n);
             continue;
         }
         /* no data left: finish the stream */
-        gw_h2_sched_remove(&s->sched, node);
+        gw_h2_sched_remove(&s->x->sched, node);
         if (!st->eos_queued)
             continue;
         uint32_t sid = st->id;
@@ -1683,7 +1800,7 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
             if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0)
                 return GW_E_NOMEM;
         }
-        s->stats.frames_out++;
+        s->frames_out++;
         st->eos_queued = 0;
         local_end(s, st);
     }
@@ -1703,9 +1820,9 @@ int gw_h2_session_want_write(const gw_h2_session_t *s)
 {
     if (s->out.len)
         return 1;
-    if (s->closing)
+    if (s->closing || !s->x)
         return 0;
-    gw_list_foreach(it, &s->sched.queue)
+    gw_list_foreach(it, &s->x->sched.queue)
     {
         const gw_h2_stream_t *st =
             GW_CONTAINER_OF(GW_CONTAINER_OF(it, gw_h2_sched_node_t, link), gw_h2_stream_t, node);
@@ -1793,7 +1910,7 @@ int gw_h2_session_submit_response(gw_h2_session_t *s, uint32_t stream_id, unsign
     code[3] = 0;
     if ((rc = encode_fields(s, stream_id, code, fields, n, end_stream, NULL)) < 0)
         return rc == GW_E_NOMEM ? GW_E_NOMEM : GW_E_INVAL;
-    s->stats.frames_out++;
+    s->frames_out++;
     if (status >= 200)
         st->head_sent = 1;
     if (end_stream)
@@ -1825,7 +1942,7 @@ int gw_h2_session_submit_data(gw_h2_session_t *s, uint32_t stream_id, gw_rbuf_t 
         st->eos_queued = 1;
     if (len || end_stream) {
         if (st->send_window > 0 || !len)
-            gw_h2_sched_add(&s->sched, &st->node);
+            gw_h2_sched_add(&s->x->sched, &st->node);
         else
             st->blocked = 1;
     }
@@ -1849,7 +1966,7 @@ int gw_h2_session_submit_trailers(gw_h2_session_t *s, uint32_t stream_id,
     st->has_trailers = 1;
     st->eos_queued = 1;
     if (gw_list_empty(&st->chunks) || st->send_window > 0)
-        gw_h2_sched_add(&s->sched, &st->node);
+        gw_h2_sched_add(&s->x->sched, &st->node);
     return 0;
 }
 
@@ -1860,7 +1977,7 @@ int gw_h2_session_submit_rst(gw_h2_session_t *s, uint32_t stream_id, uint32_t er
         return GW_E_NOENT;
     if (gw_h2_frame_write_rst_stream(&s->out, stream_id, error_code) < 0)
         return GW_E_NOMEM;
-    s->stats.resets_sent++;
+    COUNT(s, resets_sent);
     remember_rst(s, stream_id);
     st->rst_sent = 1;
     close_stream(s, st, error_code, 0);
@@ -1871,7 +1988,7 @@ int gw_h2_session_submit_ping(gw_h2_session_t *s, const uint8_t *opaque8)
 {
     if (s->closing)
         return GW_E_CLOSED;
-    if (s->ctrl_queued >= s->o.max_queued_control)
+    if (s->ctrl_queued >= s->p->o.max_queued_control)
         return GW_E_LIMIT;
     if (gw_h2_frame_write_ping(&s->out, 0, opaque8) < 0)
         return GW_E_NOMEM;
@@ -1930,7 +2047,7 @@ int gw_h2_session_consume(gw_h2_session_t *s, uint32_t stream_id, size_t n)
     st->recv_pending += n;
     /* batch: announce once half the window has been consumed (RFC 9113 §6.9 leaves when to
      * the receiver) */
-    if (st->recv_pending >= s->o.initial_window_size / 2 && !s->closing) {
+    if (st->recv_pending >= s->p->o.initial_window_size / 2 && !s->closing) {
         int64_t inc = (int64_t)st->recv_pending;
         if (st->recv_window + inc > GW_H2_MAX_WINDOW)
             inc = GW_H2_MAX_WINDOW - st->recv_window;
@@ -1954,7 +2071,7 @@ int gw_h2_session_stream_release(gw_h2_session_t *s, uint32_t stream_id)
         /* the layer above gives up on a live stream: cancel it (RFC 9113 §8.1) */
         st->seen = 0;
         if (gw_h2_frame_write_rst_stream(&s->out, stream_id, GW_H2_CANCEL) == 0)
-            s->stats.resets_sent++;
+            COUNT(s, resets_sent);
         remember_rst(s, stream_id);
         st->rst_sent = 1;
         close_stream(s, st, GW_H2_CANCEL, 0); /* frees it: not seen any more */
@@ -2012,7 +2129,7 @@ int gw_h2_session_set_priority(gw_h2_session_t *s, uint32_t stream_id, int urgen
         return GW_E_INVAL;
     uint8_t u = urgency < 0 ? st->node.urgency : (uint8_t)urgency;
     int inc = incremental < 0 ? st->node.incremental : incremental != 0;
-    gw_h2_sched_set_priority(&s->sched, &st->node, u, inc);
+    gw_h2_sched_set_priority(&s->x->sched, &st->node, u, inc);
     if (urgency >= 0 || incremental >= 0)
         mark_prio9218(s, st);
     return 0;
@@ -2042,7 +2159,7 @@ int gw_h2_session_set_data_budget(gw_h2_session_t *s, uint32_t stream_id, size_t
     if (budget && st->budget_blocked) {
         st->budget_blocked = 0;
         if (st->state != GW_H2_SS_CLOSED)
-            gw_h2_sched_add(&s->sched, &st->node);
+            gw_h2_sched_add(&s->x->sched, &st->node);
     }
     return 0;
 }
@@ -2060,9 +2177,18 @@ size_t gw_h2_session_active_streams(const gw_h2_session_t *s)
     return s->active;
 }
 
-const gw_h2_stats_t *gw_h2_session_stats(const gw_h2_session_t *s)
+gw_h2_stats_t gw_h2_session_stats(const gw_h2_session_t *s)
 {
-    return &s->stats;
+    gw_h2_stats_t st;
+    if (s->cold)
+        st = *s->cold;
+    else
+        memset(&st, 0, sizeof(st));
+    st.frames_in = s->frames_in;
+    st.frames_out = s->frames_out;
+    st.streams_opened = s->streams_opened;
+    st.priority_evictions = s->x && s->x->tree ? gw_h2_tree_evictions(s->x->tree) : 0;
+    return st;
 }
 
 #endif /* GW_H2_HAVE_HPACK */

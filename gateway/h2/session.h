@@ -38,6 +38,7 @@
 #include "h2/errors.h"
 
 typedef struct gw_h2_session gw_h2_session_t;
+typedef struct gw_h2_profile gw_h2_profile_t;
 
 /* ---- options --------------------------------------------------------------------------- */
 
@@ -169,17 +170,39 @@ typedef struct {
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
-/* A new server session. opts NULL = defaults (the struct is copied; zero budget fields take
- * their defaults); cb is copied; user_data is passed to every callback. now_ms starts the
- * SETTINGS ACK timer. Our SETTINGS frame and the connection WINDOW_UPDATE are queued at once
- * (the server preface, RFC 9113 §3.4). Returns 0 and *out, or GW_E_NOMEM / GW_E_INVAL (an
- * option out of the RFC's range). */
+/* Options and callbacks for many sessions (a worker's connections), checked and copied once
+ * instead of into every session. opts NULL = defaults (zero budget fields take their
+ * defaults); cb is copied. Returns 0 and *out, or GW_E_NOMEM / GW_E_INVAL (an option out of the
+ * RFC's range). */
+int gw_h2_profile_new(gw_h2_profile_t **out, const gw_h2_options_t *opts,
+                      const gw_h2_callbacks_t *cb);
+/* Free a profile; every session created with it must be deleted first. NULL is ignored. */
+void gw_h2_profile_del(gw_h2_profile_t *p);
+
+/* A new server session with the options and callbacks of p, which must outlive it; user_data
+ * is passed to every callback. now_ms starts the SETTINGS ACK timer. Our SETTINGS frame and the
+ * connection WINDOW_UPDATE are queued at once (the server preface, RFC 9113 §3.4). Returns 0
+ * and *out, or GW_E_NOMEM. */
+int gw_h2_session_new_with(gw_h2_session_t **out, const gw_h2_profile_t *p, void *user_data,
+                           uint64_t now_ms);
+
+/* The same with a profile of its own, made from opts and cb as gw_h2_profile_new does and freed
+ * with the session. Returns 0 and *out, or GW_E_NOMEM / GW_E_INVAL. */
 int gw_h2_session_new(gw_h2_session_t **out, const gw_h2_options_t *opts,
                       const gw_h2_callbacks_t *cb, void *user_data, uint64_t now_ms);
 
 /* Free the session, its streams, their arenas and every queued reference. No callbacks fire.
  * NULL is ignored. */
 void gw_h2_session_del(gw_h2_session_t *s);
+
+/* Idle connection: give back the memory held for streams, header blocks and output (the stream
+ * table and scheduler, the header block, encoding and Huffman buffers, the emptied control
+ * frame buffer) when none of it is in use. Everything the peer relies on stays: settings,
+ * windows, HPACK dynamic tables, abuse budgets, recently reset streams, and, when present,
+ * RFC 9218 updates for streams not opened yet and the RFC 7540 priority tree (the stream part
+ * is kept while either exists). Later input and submits allocate again as needed; nothing
+ * changes on the wire. Cheap when there is nothing to give back. */
+void gw_h2_session_compact(gw_h2_session_t *s);
 
 /* ---- input ------------------------------------------------------------------------------- */
 
@@ -318,7 +341,7 @@ size_t gw_h2_session_data_budget(const gw_h2_session_t *s, uint32_t stream_id);
 /* Streams counted toward our concurrency limit (open, half-closed, or closed but unreleased). */
 size_t gw_h2_session_active_streams(const gw_h2_session_t *s);
 
-/* Counters since the session was created; valid until del. */
-const gw_h2_stats_t *gw_h2_session_stats(const gw_h2_session_t *s);
+/* Counters since the session was created (a copy). */
+gw_h2_stats_t gw_h2_session_stats(const gw_h2_session_t *s);
 
 #endif

@@ -54,6 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_t f;
     gw_iovq_t q;
     uint8_t pre[GW_H2_PREFACE_LEN + 9];
+    int compact = 0;
 
     gw_h2_options_default(&o);
     if (size > 0) {
@@ -73,6 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             o.initial_window_size = 100;
             o.connection_window_size = 65535;
         }
+        compact = (k & 4) != 0; /* give back idle memory after every chunk, as the front does */
     }
     f.body = gw_rbuf_new(3000);
     if (!f.body)
@@ -99,6 +101,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
             gw_iovq_consume(&q, q.bytes); /* the peer reads everything */
             gw_h2_session_tick(f.s, now);
+            if (compact)
+                gw_h2_session_compact(f.s);
         }
     }
     gw_h2_session_send(f.s, &q);

@@ -293,6 +293,39 @@ def test_h2_idle_timeout_sends_goaway(gateway):
     cl.close()
 
 
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
+def test_idle_connection_keeps_hpack_state(gw, tls):
+    """A connection that went idle gives back its stream state and buffers (the session is
+    compacted on the next read while idle); what the peer relies on stays. The second request
+    repeats the first one's fields, so python3-h2 sends them as references into its dynamic
+    table, which the gateway's decoder must still hold; the gateway's response fields come
+    back as references into its encoder's table, which python3-h2 checks against its own."""
+    cl = Client(gw.tls_port if tls else gw.plain_port, tls=tls)
+    extra = [("x-idle-check", "first-request-value")]
+    sid = cl.request("/idle-check", extra=extra)
+    assert response(cl.events(ended(sid)), sid)[0] == "502"
+    assert cl.c.encoder.header_table.dynamic_entries  # the fields were indexed
+    for i in range(3):  # reads while idle: PINGs
+        cl.c.ping(b"idle-%03d" % i)
+        cl.flush()
+        evs = cl.events(lambda e: any(isinstance(x, h2.events.PingAckReceived) for x in e))
+        assert any(isinstance(e, h2.events.PingAckReceived) for e in evs)
+    sid2 = cl.request("/idle-check", extra=extra)
+    evs = cl.events(ended(sid2))
+    assert not terminated(evs)
+    status, body, done = response(evs, sid2)
+    assert (status, body.decode(), done) == ("502", NO_PROXY, True)
+    hdrs = [dict(e.headers) for e in evs if isinstance(e, h2.events.ResponseReceived)]
+    assert hdrs and hdrs[0]["server"] == "h2gate"
+    log = gw.wait_log("path=/idle-check status=502", timeout=5)
+    deadline = time.monotonic() + 5
+    while log.count("path=/idle-check status=502") < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        log = gw.log()
+    assert log.count("path=/idle-check status=502") == 2
+    cl.close()
+
+
 def test_h2c_response_is_a_gathered_write(tmp_path, h2gate_bin):
     """Frame headers and the DATA payload leave in one writev: the payload goes by reference
     from the buffer it was produced in (no copy into a flat output buffer)."""

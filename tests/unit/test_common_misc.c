@@ -13,6 +13,8 @@
 #include "common/log.h"
 #include "common/pool.h"
 #include "common/clock.h"
+#include "common/theap.h"
+#include "common/alloc.h"
 
 static void err_table(void **state)
 {
@@ -116,6 +118,91 @@ static void pool_caps_and_reuses(void **state)
     gw_pool_free(&p);
 }
 
+/* Pops every due node in order; *last is the due of the previous pop (non-decreasing). */
+static size_t theap_drain(gw_theap_t *h, uint64_t *last)
+{
+    size_t n = 0;
+    gw_theap_node_t *m;
+    while ((m = gw_theap_min(h))) {
+        assert_true(m->due >= *last);
+        *last = m->due;
+        gw_theap_remove(h, m);
+        assert_false(gw_theap_queued(m));
+        n++;
+    }
+    return n;
+}
+
+/* Against a model: random inserts, re-keys (earlier and later) and removals; the heap always
+ * yields the smallest due of the queued nodes, and draining it gives them all in order. */
+static void theap_matches_model(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    static gw_theap_node_t nodes[N];
+    gw_theap_t h;
+    gw_theap_init(&h);
+    for (int i = 0; i < N; i++)
+        gw_theap_node_init(&nodes[i], (uint8_t)(i & 1));
+    uint64_t seed = 12345;
+    for (int step = 0; step < 20000; step++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        int i = (int)((seed >> 33) % N);
+        uint64_t due = (seed >> 13) % 1000;
+        if ((seed >> 7) % 4 == 0)
+            gw_theap_remove(&h, &nodes[i]);
+        else
+            assert_int_equal(gw_theap_set(&h, &nodes[i], due), 0);
+        uint64_t min = UINT64_MAX;
+        size_t queued = 0;
+        for (int k = 0; k < N; k++)
+            if (gw_theap_queued(&nodes[k])) {
+                queued++;
+                if (nodes[k].due < min)
+                    min = nodes[k].due;
+            }
+        assert_int_equal(gw_theap_len(&h), queued);
+        if (queued)
+            assert_int_equal(gw_theap_min(&h)->due, min);
+        else
+            assert_null(gw_theap_min(&h));
+    }
+    uint64_t last = 0;
+    size_t left = gw_theap_len(&h);
+    assert_int_equal(theap_drain(&h, &last), left);
+    assert_int_equal(nodes[0].kind, 0);
+    assert_int_equal(nodes[1].kind, 1);
+    gw_theap_free(&h);
+}
+
+/* reserve makes set infallible: with the allocator failing, nodes up to the capacity are still
+ * queued and re-keyed, one more is refused and left unqueued. */
+static void theap_reserve_and_nomem(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    static gw_theap_node_t n[N + 1];
+    gw_theap_t h;
+    gw_theap_init(&h);
+    for (int i = 0; i <= N; i++)
+        gw_theap_node_init(&n[i], 0);
+    assert_int_equal(gw_theap_reserve(&h, N), 0);
+    assert_int_equal(h.cap, N); /* the first reserve takes what is asked (above 64) */
+    gw_alloc_fail_after(1);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(gw_theap_set(&h, &n[i], (uint64_t)(N - i)), 0);
+    assert_int_equal(gw_theap_set(&h, &n[0], 0), 0); /* re-key: no allocation */
+    assert_int_equal(gw_theap_set(&h, &n[N], 7), GW_E_NOMEM);
+    assert_false(gw_theap_queued(&n[N]));
+    assert_true(gw_alloc_fail_hit());
+    gw_alloc_fail_after(0);
+    assert_ptr_equal(gw_theap_min(&h), &n[0]);
+    gw_theap_remove(&h, &n[0]);
+    assert_ptr_equal(gw_theap_min(&h), &n[N - 1]); /* due 1 */
+    gw_theap_free(&h);
+    assert_false(gw_theap_queued(&n[1]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -124,6 +211,8 @@ int main(void)
         cmocka_unit_test(time_is_monotonic),
         cmocka_unit_test(list_order_and_removal),
         cmocka_unit_test(pool_caps_and_reuses),
+        cmocka_unit_test(theap_matches_model),
+        cmocka_unit_test(theap_reserve_and_nomem),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

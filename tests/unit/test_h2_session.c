@@ -365,7 +365,7 @@ static void settings_timeout(void **state)
     assert_int_equal(gw_h2_session_tick(s, 10000), GW_E_TIMEOUT);
     drain(s, &o);
     expect_goaway(&o, GW_H2_SETTINGS_TIMEOUT);
-    assert_int_equal(gw_h2_session_stats(s)->settings_timeouts, 1);
+    assert_int_equal(gw_h2_session_stats(s).settings_timeouts, 1);
     gw_h2_session_del(s);
 }
 
@@ -995,7 +995,7 @@ static void max_concurrent_streams(void **state)
     c.b.len = 0;
     drain(s, &o);
     expect_rst(&o, 5, GW_H2_REFUSED_STREAM);
-    assert_int_equal(gw_h2_session_stats(s)->streams_refused, 1);
+    assert_int_equal(gw_h2_session_stats(s).streams_refused, 1);
     /* a reset stream still holds its slot until released */
     assert_int_equal(gw_h2_session_submit_rst(s, 1, GW_H2_CANCEL), 0);
     cli_headers(&c, 7, GW_H2_F_END_STREAM, GET);
@@ -1038,9 +1038,9 @@ static void rapid_reset_budget(void **state)
     assert_int_equal(feed(s, &c.b), GW_E_CALM);
     drain(s, &o);
     expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
-    assert_int_equal(gw_h2_session_stats(s)->reset_budget_hits, 1);
-    assert_int_equal(gw_h2_session_stats(s)->resets_received, 5);
-    assert_true(gw_h2_session_stats(s)->resets_provoked >= 1);
+    assert_int_equal(gw_h2_session_stats(s).reset_budget_hits, 1);
+    assert_int_equal(gw_h2_session_stats(s).resets_received, 5);
+    assert_true(gw_h2_session_stats(s).resets_provoked >= 1);
     cli_free(&c);
     gw_h2_session_del(s);
 }
@@ -1065,7 +1065,7 @@ static void continuation_flood(void **state)
     assert_int_equal(rc, GW_E_CALM);
     drain(s, &o);
     expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
-    assert_int_equal(gw_h2_session_stats(s)->header_block_hits, 1);
+    assert_int_equal(gw_h2_session_stats(s).header_block_hits, 1);
     gw_bytes_free(&blk);
     cli_free(&c);
     gw_h2_session_del(s);
@@ -1130,7 +1130,7 @@ static void header_list_overflow(void **state)
     assert_non_null(h);
     assert_int_equal(h->h.stream_id, 1);
     assert_true(h->h.flags & GW_H2_F_END_STREAM);
-    assert_int_equal(gw_h2_session_stats(s)->header_list_hits, 1);
+    assert_int_equal(gw_h2_session_stats(s).header_list_hits, 1);
     assert_int_equal(r.len, 0); /* the layer above never saw it */
     assert_int_equal(gw_h2_session_active_streams(s), 0);
     cli_free(&c);
@@ -1393,7 +1393,7 @@ static void floods(void **state)
     assert_int_equal(feed(s, &c.b), GW_E_CALM);
     drain(s, &o);
     expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
-    assert_int_equal(gw_h2_session_stats(s)->control_flood_hits, 1);
+    assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
     cli_free(&c);
     gw_h2_session_del(s);
 
@@ -1418,7 +1418,7 @@ static void floods(void **state)
     assert_int_equal(feed(s, &c.b), GW_E_CALM);
     drain(s, &o);
     expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
-    assert_int_equal(gw_h2_session_stats(s)->queued_control_hits, 1);
+    assert_int_equal(gw_h2_session_stats(s).queued_control_hits, 1);
     cli_free(&c);
     gw_h2_session_del(s);
 
@@ -1431,7 +1431,7 @@ static void floods(void **state)
     for (int i = 0; i < 4; i++)
         assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, NULL, 0, 0, 0), 0);
     assert_int_equal(feed(s, &c.b), GW_E_CALM);
-    assert_int_equal(gw_h2_session_stats(s)->empty_frame_hits, 1);
+    assert_int_equal(gw_h2_session_stats(s).empty_frame_hits, 1);
     cli_free(&c);
     gw_h2_session_del(s);
 }
@@ -1723,15 +1723,15 @@ static void tree_errors_and_bound(void **state)
         assert_int_equal(gw_h2_frame_write_priority(&c.b, sid, &p), 0);
     assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
     c.b.len = 0;
-    assert_int_equal(gw_h2_session_stats(s)->priority_evictions, 1);
+    assert_int_equal(gw_h2_session_stats(s).priority_evictions, 1);
     assert_int_equal(gw_h2_frame_write_priority(&c.b, 21, &p), 0);
     assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
     c.b.len = 0;
-    assert_int_equal(gw_h2_session_stats(s)->priority_evictions, 2);
+    assert_int_equal(gw_h2_session_stats(s).priority_evictions, 2);
     /* a request still works and is answered */
     cli_headers(&c, 23, GW_H2_F_END_STREAM, GET);
     assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    assert_int_equal(gw_h2_session_stats(s)->priority_evictions, 3);
+    assert_int_equal(gw_h2_session_stats(s).priority_evictions, 3);
     assert_int_equal(gw_h2_session_submit_response(s, 23, 204, NULL, 0, 1), 0);
     drain(s, &o);
     assert_int_equal(o.f[0].h.type, GW_H2_FT_HEADERS);
@@ -1803,6 +1803,198 @@ static void alloc_failure_sweep(void **state)
     assert_true(n > 3);
 }
 
+/* ---- idle compaction -------------------------------------------------------------------- */
+
+/* Everything the session wrote so far, as bytes. */
+static size_t flat_out(gw_h2_session_t *s, uint8_t *buf, size_t cap)
+{
+    gw_iovq_t q;
+    gw_iovq_init(&q);
+    assert_true(gw_h2_session_send(s, &q) >= 0);
+    size_t n = gw_iovq_flatten(&q, buf, cap);
+    assert_int_equal(n, q.bytes);
+    gw_iovq_free(&q);
+    return n;
+}
+
+/* Two sessions fed the same bytes; `a` is compacted after every step (and between the pieces
+ * of split input), `b` never. Compaction must not show: same events, same bytes out. */
+typedef struct {
+    rec_t ra, rb;
+    gw_h2_session_t *a, *b;
+} twin_t;
+
+static void twin_init(twin_t *t)
+{
+    t->a = server(&t->ra, NULL);
+    t->b = server(&t->rb, NULL);
+    t->ra.release_on_close = t->rb.release_on_close = 1;
+    t->ra.consume = t->rb.consume = 1;
+}
+
+/* Feed c's bytes: whole to b, in pieces of `step` bytes to a with a compaction after each. */
+static void twin_feed(twin_t *t, cli_t *c, size_t step)
+{
+    assert_int_equal(gw_h2_session_recv(t->b, c->b.base, c->b.len, 1), (ssize_t)c->b.len);
+    for (size_t off = 0; off < c->b.len; off += step) {
+        size_t n = c->b.len - off < step ? c->b.len - off : step;
+        assert_int_equal(gw_h2_session_recv(t->a, c->b.base + off, n, 1), (ssize_t)n);
+        gw_h2_session_compact(t->a);
+    }
+    c->b.len = 0;
+}
+
+static void twin_same_output(twin_t *t)
+{
+    static uint8_t oa[65536], ob[65536];
+    size_t na = flat_out(t->a, oa, sizeof(oa)), nb = flat_out(t->b, ob, sizeof(ob));
+    assert_int_equal(na, nb);
+    assert_memory_equal(oa, ob, na);
+    assert_string_equal(t->ra.log, t->rb.log);
+    gw_h2_session_compact(t->a);
+}
+
+static void twin_respond(twin_t *t, uint32_t sid)
+{
+    const gw_h2_header_t f[] = {{GW_SLICE_LIT("x-served-by"), GW_SLICE_LIT("h2gate-test")},
+                                {GW_SLICE_LIT("cache-control"), GW_SLICE_LIT("max-age=60")}};
+    assert_int_equal(gw_h2_session_submit_response(t->a, sid, 200, f, 2, 1), 0);
+    assert_int_equal(gw_h2_session_submit_response(t->b, sid, 200, f, 2, 1), 0);
+    twin_same_output(t);
+}
+
+static const char *const GET_X[] = {":method",    "GET",         ":scheme", "https",
+                                    ":authority", "example.com", ":path",   "/idle",
+                                    "x-idle",     "value-1",     NULL};
+
+static void compact_is_invisible(void **state)
+{
+    (void)state;
+    twin_t t;
+    cli_t c;
+    twin_init(&t);
+    twin_same_output(&t); /* server preface */
+    cli_init(&c, 1);
+    twin_feed(&t, &c, 5);
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 1, NULL, 0), 0);
+    assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, (const uint8_t *)"idle-pin"), 0);
+    twin_feed(&t, &c, 1000);
+    twin_same_output(&t);
+
+    /* a request whose fields enter both HPACK tables, fed byte by byte: a frame header or
+     * payload split across reads keeps the stream part alive */
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET_X);
+    twin_feed(&t, &c, 1);
+    twin_respond(&t, 1); /* closes and releases stream 1: the session is idle again */
+    assert_int_equal(gw_h2_session_active_streams(t.a), 0);
+
+    /* the same fields again: the client sends them indexed (its dynamic table), split into
+     * HEADERS + CONTINUATION with a compaction in between; the response fields come out
+     * indexed from our encoder's table */
+    gw_bytes_t blk;
+    block(&c, &blk, GET_X);
+    assert_true(blk.len >= 4 && blk.len < 16); /* mostly one-byte indexed fields */
+    assert_int_equal(
+        gw_h2_frame_write_headers(&c.b, 3, GW_H2_F_END_STREAM, NULL, blk.base, 2, 0, 0), 0);
+    twin_feed(&t, &c, 1000);
+    assert_int_equal(
+        gw_h2_frame_write_continuation(&c.b, 3, GW_H2_F_END_HEADERS, blk.base + 2, blk.len - 2), 0);
+    gw_bytes_free(&blk);
+    twin_feed(&t, &c, 1000);
+    assert_non_null(
+        strstr(t.ra.log, "req 3 GET https example.com /idle cl=-1 es=1 x-idle=value-1;"));
+    twin_respond(&t, 3);
+
+    /* RFC 9218 §7.1 update for a stream not opened yet, while idle: kept across compaction */
+    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 5, "u=1", 3), 0);
+    twin_feed(&t, &c, 1000);
+    twin_same_output(&t);
+
+    /* the stream the update was about opens with it; we reset it, and DATA the client sent
+     * before seeing our RST_STREAM is ignored after a compaction too (RFC 9113 §5.1) */
+    cli_headers(&c, 5, 0, POST);
+    twin_feed(&t, &c, 1000);
+    uint8_t ua, ub;
+    int ia, ib;
+    assert_int_equal(gw_h2_session_get_priority(t.a, 5, &ua, &ia), 0);
+    assert_int_equal(gw_h2_session_get_priority(t.b, 5, &ub, &ib), 0);
+    assert_int_equal(ua, 1);
+    assert_int_equal(ua, ub);
+    assert_int_equal(ia, ib);
+    assert_int_equal(gw_h2_session_submit_rst(t.a, 5, GW_H2_CANCEL), 0);
+    assert_int_equal(gw_h2_session_submit_rst(t.b, 5, GW_H2_CANCEL), 0);
+    twin_same_output(&t);
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 5, GW_H2_F_END_STREAM, "hello", 5, 0, 0), 0);
+    twin_feed(&t, &c, 1000);
+    twin_same_output(&t);
+    assert_null(strstr(t.ra.log, "goaway"));
+    assert_true(gw_h2_session_want_read(t.a));
+
+    cli_free(&c);
+    gw_h2_session_del(t.a);
+    gw_h2_session_del(t.b);
+}
+
+/* What an idle session keeps, counted by the allocation hook: after the handshake, the session
+ * struct and nothing else; after a request, that plus the HPACK table entries. Fails when a
+ * field or buffer is added to what every idle connection carries. */
+static void idle_session_memory(void **state)
+{
+    (void)state;
+    cli_t c;
+    gw_bytes_t hs, req;
+    cli_init(&c, 1);
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 1, NULL, 0), 0);
+    hs = c.b;
+    gw_bytes_init(&c.b, 0);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET_X);
+    req = c.b;
+    gw_bytes_init(&c.b, 0);
+
+    rec_t r;
+    outs_t o;
+    gw_h2_profile_t *prof; /* shared by a worker's sessions: not counted */
+    gw_h2_session_t *s;
+    assert_int_equal(gw_h2_profile_new(&prof, NULL, &cbs), 0);
+    memset(&r, 0, sizeof(r));
+    gw_alloc_count_start();
+    assert_int_equal(gw_h2_session_new_with(&s, prof, &r, 0), 0);
+    r.s = s;
+    r.release_on_close = 1;
+    assert_int_equal(feed(s, &hs), (ssize_t)hs.len);
+    drain(s, &o);
+    long long before = gw_alloc_count_live();
+    gw_h2_session_compact(s);
+    long long idle0 = gw_alloc_count_live();
+    print_message("idle session after the handshake: %lld bytes (%lld before compaction)\n", idle0,
+                  before);
+    assert_true(idle0 < before); /* the emptied output buffer went back */
+    assert_true(idle0 <= 384);   /* the session struct alone */
+
+    assert_int_equal(feed(s, &req), (ssize_t)req.len);
+    const gw_h2_header_t f[] = {{GW_SLICE_LIT("x-served-by"), GW_SLICE_LIT("h2gate-test")}};
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, f, 1, 1), 0);
+    drain(s, &o);
+    assert_int_equal(gw_h2_session_active_streams(s), 0);
+    long long busy = gw_alloc_count_live();
+    gw_h2_session_compact(s);
+    long long idle1 = gw_alloc_count_live();
+    print_message("idle session after a request: %lld bytes (%lld before compaction)\n", idle1,
+                  busy);
+    assert_true(busy - idle1 >= 200); /* the stream part and the block buffers */
+    /* the tables (ring of 16 slots each, entries) are what grew; nothing else */
+    assert_true(idle1 <= idle0 + 2 * (16 * 16 + 16) + 8 * 48);
+    gw_h2_session_compact(s); /* nothing left to give back */
+    assert_int_equal(gw_alloc_count_live(), idle1);
+    gw_h2_session_del(s);
+    assert_int_equal(gw_alloc_count_live(), 0);
+    gw_alloc_count_stop();
+    gw_h2_profile_del(prof);
+    gw_bytes_free(&hs);
+    gw_bytes_free(&req);
+    cli_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1839,6 +2031,8 @@ int main(void)
         cmocka_unit_test(tree_priority_frame_idle),
         cmocka_unit_test(tree_errors_and_bound),
         cmocka_unit_test(alloc_failure_sweep),
+        cmocka_unit_test(compact_is_invisible),
+        cmocka_unit_test(idle_session_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
