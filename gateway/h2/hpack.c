@@ -208,8 +208,10 @@ static void table_free(gw_hpack_table_t *t)
     memset(t, 0, sizeof(*t));
 }
 
-/* §4.4: evict until the entry fits; an entry larger than the table empties it. */
-static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value)
+/* §4.4: evict until the entry fits; an entry larger than the table empties it. The hashes
+ * are the encoder's (find()); the decoder passes 0. */
+static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uint32_t name_hash,
+                     uint32_t hash)
 {
     size_t esize = name.len + value.len + ENTRY_OVERHEAD;
     if (esize > t->max) {
@@ -243,6 +245,8 @@ static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value)
     e->data = data;
     e->name_len = (uint32_t)name.len;
     e->value_len = (uint32_t)value.len;
+    e->name_hash = name_hash;
+    e->hash = hash;
     t->len++;
     t->size += (uint32_t)esize; /* esize <= max, a 32-bit value */
     return 0;
@@ -454,7 +458,7 @@ ssize_t gw_hpack_decode(gw_hpack_dec_t *d, const uint8_t *in, size_t len, int fi
             goto partial_or_err;
         if ((rv = emit(d, name, value, flags, cb, user_data)) < 0)
             return rv;
-        if (add && (rv = table_add(&d->t, name, value)) < 0)
+        if (add && (rv = table_add(&d->t, name, value, 0, 0)) < 0)
             return rv;
         continue;
     partial_or_err:
@@ -509,38 +513,49 @@ void gw_hpack_enc_set_peer_max(gw_hpack_enc_t *e, size_t peer_max)
     e->update_pending = 1;
 }
 
-static int put_int(gw_bytes_t *out, uint8_t first, unsigned n, uint64_t v)
+/* §5.1 integer with an n-bit prefix at o (at most 1 + 10 bytes); returns the end. */
+static uint8_t *put_int(uint8_t *o, uint8_t first, unsigned n, uint64_t v)
 {
-    uint8_t buf[16];
-    size_t k = 0;
     uint64_t max_prefix = (1u << n) - 1;
     if (v < max_prefix) {
-        buf[k++] = (uint8_t)(first | v);
-    } else {
-        buf[k++] = (uint8_t)(first | max_prefix);
-        v -= max_prefix;
-        while (v >= 128) {
-            buf[k++] = (uint8_t)(0x80 | (v & 0x7f));
-            v >>= 7;
-        }
-        buf[k++] = (uint8_t)v;
+        *o++ = (uint8_t)(first | v);
+        return o;
     }
-    return gw_bytes_append(out, buf, k);
+    *o++ = (uint8_t)(first | max_prefix);
+    v -= max_prefix;
+    while (v >= 128) {
+        *o++ = (uint8_t)(0x80 | (v & 0x7f));
+        v >>= 7;
+    }
+    *o++ = (uint8_t)v;
+    return o;
 }
 
-static int put_str(gw_bytes_t *out, gw_slice_t s)
+/* §5.2 string literal at o, Huffman coded when that is shorter (room: 11 + s.len bytes). */
+static uint8_t *put_str(uint8_t *o, gw_slice_t s)
 {
     size_t hl = gw_hpack_huff_encoded_len(s.base, s.len);
-    int rv;
     if (hl < s.len) {
-        if ((rv = put_int(out, 0x80, 7, hl)) < 0 || (rv = gw_bytes_reserve(out, hl)) < 0)
-            return rv;
-        out->len += gw_hpack_huff_encode(s.base, s.len, out->base + out->len);
-        return 0;
+        o = put_int(o, 0x80, 7, hl);
+        return o + gw_hpack_huff_encode(s.base, s.len, o);
     }
-    if ((rv = put_int(out, 0, 7, s.len)) < 0)
-        return rv;
-    return gw_bytes_append(out, s.base, s.len);
+    o = put_int(o, 0, 7, s.len);
+    if (s.len)
+        memcpy(o, s.base, s.len);
+    return o + s.len;
+}
+
+/* Bytes put_int() / put_str() write. */
+static size_t int_len(unsigned n, uint64_t v)
+{
+    uint8_t tmp[16];
+    return (size_t)(put_int(tmp, 0, n, v) - tmp);
+}
+
+static size_t str_len(gw_slice_t s)
+{
+    size_t hl = gw_hpack_huff_encoded_len(s.base, s.len), l = hl < s.len ? hl : s.len;
+    return int_len(7, l) + l;
 }
 
 /* Lists end with an empty slice. Lengths are compared first: most fields differ there. */
@@ -563,76 +578,141 @@ static const gw_slice_t sensitive[] = {GW_SLICE_LIT("authorization"),
  * table turns them into one-byte references (a 1 KiB GET's response head: 9 bytes). */
 static const gw_slice_t volatile_values[] = {GW_SLICE_LIT(":path"), GW_SLICE_LIT("age"), {0}};
 
-/* Best index for a field: *full = 1 when name and value match. 0 when none. */
-static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, int *full)
+/* A 32-bit hash of s[0..n) continuing from h (multiply-xor, eight bytes a step; the last
+ * step reads the final eight bytes, overlapping): the dynamic table is searched by comparing
+ * hashes, bytes only on a hash match. */
+static uint64_t mix(uint64_t h, const uint8_t *s, size_t n)
+{
+    const uint64_t k = 0x100000001b3ull;
+    uint64_t w;
+    if (n < 8) {
+        w = n;
+        for (size_t i = 0; i < n; i++)
+            w = (w << 8) | s[i];
+        h = (h ^ w) * k;
+        return h ^ (h >> 29);
+    }
+    for (size_t i = 0; i + 8 < n; i += 8) {
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * k;
+        h ^= h >> 29;
+    }
+    memcpy(&w, s + n - 8, 8);
+    h = (h ^ w ^ n) * k;
+    return h ^ (h >> 29);
+}
+
+static uint32_t fold(uint64_t h)
+{
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* Static entries (0-based) whose name the next entry shares: :method, :path, :scheme, the
+ * first six :status (Appendix A). Only these groups carry values. */
+#define STATIC_SAME_NEXT                                                                           \
+    ((1ull << 1) | (1ull << 3) | (1ull << 5) | (1ull << 7) | (1ull << 8) | (1ull << 9) |           \
+     (1ull << 10) | (1ull << 11) | (1ull << 12))
+
+/* Best index for a field: *full = 1 when name and value match. 0 when none. nh, fh: the
+ * hashes of the name, and of name and value. */
+static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uint32_t nh,
+                   uint32_t fh, int *full)
 {
     size_t name_idx = 0;
     *full = 0;
     const uint8_t *cand = name.len <= STATIC_MAX_NAME ? static_by_len[name.len] : NULL;
     for (; cand && *cand; cand++) {
         size_t i = (size_t)*cand - 1;
-        if (memcmp(static_table[i].name.base, name.base, name.len))
+        if (static_table[i].name.base[0] != name.base[0] ||
+            memcmp(static_table[i].name.base, name.base, name.len))
             continue;
         name_idx = i + 1;
         break;
     }
-    if (name_idx) {
-        /* entries of one name are adjacent (the pseudo-headers with their common values) */
-        gw_slice_t nm = static_table[name_idx - 1].name;
-        for (size_t i = name_idx - 1; i < STATIC_LEN && gw_slice_eq(static_table[i].name, nm); i++)
-            if (static_table[i].value.len == value.len &&
-                (value.len == 0 || !memcmp(static_table[i].value.base, value.base, value.len))) {
-                *full = 1;
-                return i + 1;
-            }
+    /* entries of one name are adjacent (the pseudo-headers with their common values) */
+    for (size_t i = name_idx - 1; name_idx; i++) {
+        if (static_table[i].value.len == value.len &&
+            (value.len == 0 || !memcmp(static_table[i].value.base, value.base, value.len))) {
+            *full = 1;
+            return i + 1;
+        }
+        if (!(STATIC_SAME_NEXT & (1ull << i)))
+            break;
     }
-    for (size_t i = 0; i < t->len; i++) {
-        const gw_hpack_entry_t *e = slot(t, i);
-        if (e->name_len == name.len && !memcmp(e->data, name.base, name.len)) {
-            if (e->value_len == value.len && !memcmp(e->data + name.len, value.base, value.len)) {
-                *full = 1;
-                return STATIC_LEN + 1 + i;
-            }
-            if (!name_idx)
-                name_idx = STATIC_LEN + 1 + i;
+    /* newest first (index 62 up), walking the ring down from head: name and value first, then
+     * (no static name) the name alone */
+    size_t j = t->head;
+    for (size_t i = 0; i < t->len; i++, j = j ? j - 1 : t->cap - 1) {
+        const gw_hpack_entry_t *e = &t->ents[j];
+        if (e->hash != fh || e->name_len != name.len || e->value_len != value.len)
+            continue;
+        if (!memcmp(e->data, name.base, name.len) &&
+            !memcmp(e->data + name.len, value.base, value.len)) {
+            *full = 1;
+            return STATIC_LEN + 1 + i;
         }
     }
-    return name_idx;
+    if (name_idx)
+        return name_idx;
+    j = t->head;
+    for (size_t i = 0; i < t->len; i++, j = j ? j - 1 : t->cap - 1) {
+        const gw_hpack_entry_t *e = &t->ents[j];
+        if (e->name_hash == nh && e->name_len == name.len && !memcmp(e->data, name.base, name.len))
+            return STATIC_LEN + 1 + i;
+    }
+    return 0;
 }
 
 int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n, gw_bytes_t *out)
 {
     size_t mark = out->len;
     int rv = 0;
+    uint8_t *o;
     if (e->update_pending) {
         /* §4.2: the smallest size reached since the last block, then the current one */
-        if (e->min_pending < e->t.max && (rv = put_int(out, 0x20, 5, e->min_pending)) < 0)
-            goto fail;
-        if ((rv = put_int(out, 0x20, 5, e->t.max)) < 0)
-            goto fail;
+        int two = e->min_pending < e->t.max;
+        if ((rv = gw_bytes_reserve(out, (two ? int_len(5, e->min_pending) : 0) +
+                                            int_len(5, e->t.max))) < 0)
+            return rv;
+        o = out->base + out->len;
+        if (two)
+            o = put_int(o, 0x20, 5, e->min_pending);
+        o = put_int(o, 0x20, 5, e->t.max);
+        out->len = (size_t)(o - out->base);
     }
     for (size_t i = 0; i < n; i++) {
         const gw_hpack_field_t *f = &fields[i];
         int full;
         int never = (f->flags & GW_HPACK_F_NEVER_INDEX) || in_list(f->name, sensitive);
-        size_t idx = find(&e->t, f->name, f->value, &full);
-        if (full && !never) {
-            if ((rv = put_int(out, 0x80, 7, idx)) < 0)
-                goto fail;
+        uint64_t nh64 = mix(0xcbf29ce484222325ull, f->name.base, f->name.len);
+        uint32_t nh = fold(nh64), fh = fold(mix(nh64, f->value.base, f->value.len));
+        size_t idx = find(&e->t, f->name, f->value, nh, fh, &full);
+        int indexed = full && !never;
+        size_t esize = f->name.len + f->value.len + ENTRY_OVERHEAD;
+        int index = !indexed && !never && !(f->flags & GW_HPACK_F_NO_INDEX) &&
+                    !in_list(f->name, volatile_values) && esize <= e->t.max / 2;
+        unsigned prefix = indexed ? 7 : index ? 6 : 4;
+        /* at most: the index (11 bytes), two string lengths (11 each) and the strings, which
+         * Huffman coding never makes longer than they are (it is used only when shorter);
+         * near out's cap, the exact size decides */
+        if ((rv = gw_bytes_reserve(out, 33 + f->name.len + f->value.len)) == GW_E_LIMIT)
+            rv = gw_bytes_reserve(
+                out, int_len(prefix, idx) +
+                         (indexed ? 0 : (idx ? 0 : str_len(f->name)) + str_len(f->value)));
+        if (rv < 0)
+            goto fail;
+        o = out->base + out->len;
+        if (indexed) {
+            o = put_int(o, 0x80, 7, idx);
+            out->len = (size_t)(o - out->base);
             continue;
         }
-        size_t esize = f->name.len + f->value.len + ENTRY_OVERHEAD;
-        int index = !never && !(f->flags & GW_HPACK_F_NO_INDEX) &&
-                    !in_list(f->name, volatile_values) && esize <= e->t.max / 2;
-        uint8_t first = index ? 0x40 : never ? 0x10 : 0x00;
-        unsigned prefix = index ? 6 : 4;
-        if ((rv = put_int(out, first, prefix, idx)) < 0)
-            goto fail;
-        if (!idx && (rv = put_str(out, f->name)) < 0)
-            goto fail;
-        if ((rv = put_str(out, f->value)) < 0)
-            goto fail;
-        if (index && (rv = table_add(&e->t, f->name, f->value)) < 0)
+        o = put_int(o, index ? 0x40 : never ? 0x10 : 0x00, prefix, idx);
+        if (!idx)
+            o = put_str(o, f->name);
+        o = put_str(o, f->value);
+        out->len = (size_t)(o - out->base);
+        if (index && (rv = table_add(&e->t, f->name, f->value, nh, fh)) < 0)
             goto fail;
     }
     e->update_pending = 0;

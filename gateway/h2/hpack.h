@@ -36,6 +36,7 @@ typedef struct {
 typedef struct {
     uint8_t *data; /* name bytes then value bytes, one allocation per entry */
     uint32_t name_len, value_len;
+    uint32_t name_hash, hash; /* encoder: of the name, of name and value (lookups); else 0 */
 } gw_hpack_entry_t;
 
 typedef struct {

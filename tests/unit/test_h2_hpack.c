@@ -495,6 +495,83 @@ static void repeated_response_is_one_byte_per_field(void **state)
     gw_hpack_enc_free(&e);
 }
 
+/* The encoder searches its dynamic table by hash: many entries of one name and values of one
+ * length (a date per second) must each still be found, at the right index, as the table
+ * evicts; a name alone is reused as a name index. Decoded back by our decoder. */
+static void encoder_finds_entries_among_many(void **state)
+{
+    (void)state;
+    gw_hpack_enc_t e;
+    gw_hpack_enc_init(&e, 4096);
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 4096);
+    char vals[120][32];
+    for (int i = 0; i < 120; i++)
+        snprintf(vals[i], sizeof(vals[i]), "Thu, 03 Dec 2026 20:%02d:%02d GMT", i / 60, i % 60);
+    gw_bytes_t out;
+    gw_bytes_init(&out, 0);
+    for (int round = 0; round < 2; round++) {
+        for (int k = 0; k < 120; k++) {
+            /* round 0 adds a date and a name-only entry per value (65 + 72 bytes): the last 29
+             * pairs fit in 4096. Round 1 asks for the dates newest first: those 29 are one
+             * byte each (nothing is inserted meanwhile), the older ones literals again. */
+            int i = round ? 119 - k : k;
+            gw_hpack_field_t f[] = {{GW_SLICE_LIT("date"), gw_slice_str(vals[i]), 0},
+                                    {GW_SLICE_LIT("x-name-only"), gw_slice_str(vals[i]), 0}};
+            out.len = 0;
+            assert_int_equal(gw_hpack_encode(&e, f, round ? 1 : 2, &out), 0);
+            if (round == 1)
+                assert_true(i >= 91 ? out.len == 1 : out.len > 1);
+            fields_t got;
+            memset(&got, 0, sizeof(got));
+            gw_hpack_dec_begin(&d, 65536);
+            assert_int_equal(gw_hpack_decode(&d, out.base, out.len, 1, collect, &got),
+                             (ssize_t)out.len);
+            char want[128];
+            snprintf(want, sizeof(want), round ? "date: %s\n" : "date: %s\nx-name-only: %s\n",
+                     vals[i], vals[i]);
+            assert_string_equal(got.text, want);
+        }
+    }
+    gw_bytes_free(&out);
+    gw_hpack_dec_free(&d);
+    gw_hpack_enc_free(&e);
+}
+
+/* out's cap is met exactly: a block that fits to the byte is written, one byte less is
+ * GW_E_LIMIT with out as it was (the encoder reserves generously, then exactly near the cap). */
+static void encoder_cap_is_exact(void **state)
+{
+    (void)state;
+    const gw_hpack_field_t f[] = {{GW_SLICE_LIT(":status"), GW_SLICE_LIT("200"), 0},
+                                  {GW_SLICE_LIT("x-custom"), GW_SLICE_LIT("some value"), 0},
+                                  {GW_SLICE_LIT("server"), GW_SLICE_LIT("nginx/1.22.1"), 0}};
+    gw_hpack_enc_t e;
+    gw_hpack_enc_init(&e, 4096);
+    gw_bytes_t free_out;
+    gw_bytes_init(&free_out, 0);
+    assert_int_equal(gw_hpack_encode(&e, f, 3, &free_out), 0);
+    size_t need = free_out.len;
+    gw_hpack_enc_free(&e);
+    for (size_t cap = need - 1; cap <= need; cap++) {
+        gw_hpack_enc_init(&e, 4096);
+        gw_bytes_t out;
+        gw_bytes_init(&out, cap);
+        int rv = gw_hpack_encode(&e, f, 3, &out);
+        if (cap < need) {
+            assert_int_equal(rv, GW_E_LIMIT);
+            assert_int_equal(out.len, 0);
+        } else {
+            assert_int_equal(rv, 0);
+            assert_int_equal(out.len, need);
+            assert_memory_equal(out.base, free_out.base, need);
+        }
+        gw_bytes_free(&out);
+        gw_hpack_enc_free(&e);
+    }
+    gw_bytes_free(&free_out);
+}
+
 static void table_size_changes(void **state)
 {
     (void)state;
@@ -610,6 +687,8 @@ int main(void)
         cmocka_unit_test(callback_error_aborts),
         cmocka_unit_test(sensitive_never_indexed),
         cmocka_unit_test(repeated_response_is_one_byte_per_field),
+        cmocka_unit_test(encoder_finds_entries_among_many),
+        cmocka_unit_test(encoder_cap_is_exact),
         cmocka_unit_test(table_size_changes),
         cmocka_unit_test(eviction_and_oversized_entry),
         cmocka_unit_test(alloc_failure_sweep),
