@@ -41,6 +41,7 @@ typedef enum { IN_PREFACE = 0, IN_HDR, IN_PAYLOAD, IN_DEAD } in_state_t;
 typedef struct arena_blk {
     struct arena_blk *next;
     size_t used, cap;
+    size_t borrowed; /* lives in its owner's allocation (a stream's first block): not freed */
     uint8_t data[];
 } arena_blk_t;
 
@@ -59,6 +60,7 @@ static void *arena_alloc(arena_t *a, size_t n)
         b->next = a->head;
         b->used = 0;
         b->cap = cap;
+        b->borrowed = 0;
         a->head = b;
     }
     void *p = a->head->data + a->head->used;
@@ -70,7 +72,8 @@ static void arena_free(arena_t *a)
 {
     while (a->head) {
         arena_blk_t *n = a->head->next;
-        gw_free(a->head);
+        if (!a->head->borrowed)
+            gw_free(a->head);
         a->head = n;
     }
 }
@@ -108,7 +111,23 @@ typedef struct gw_h2_stream {
     gw_h2_sched_node_t node;
     arena_t arena;
     void *data;
+    data_chunk_t chunk0; /* the first DATA chunk queued lives here (chunk0_used) */
+    int chunk0_used;
 } gw_h2_stream_t;
+
+/* A stream and the first block of its arena are one allocation: a usual request's decoded
+ * header fields fit there, so opening a stream is one malloc, not two. */
+#define STREAM_ARENA0 1024
+#define STREAM_BLK_OFF ((sizeof(gw_h2_stream_t) + 15) & ~(size_t)15)
+
+static void chunk_free(gw_h2_stream_t *st, data_chunk_t *c)
+{
+    gw_rbuf_unref(c->buf);
+    if (c == &st->chunk0)
+        st->chunk0_used = 0;
+    else
+        gw_free(c);
+}
 
 typedef struct {
     uint32_t stream_id;
@@ -331,9 +350,7 @@ static void drop_chunks(gw_h2_stream_t *st)
 {
     gw_list_t *n;
     while ((n = gw_list_pop_front(&st->chunks))) {
-        data_chunk_t *c = GW_CONTAINER_OF(n, data_chunk_t, link);
-        gw_rbuf_unref(c->buf);
-        gw_free(c);
+        chunk_free(st, GW_CONTAINER_OF(n, data_chunk_t, link));
     }
     st->queued = 0;
 }
@@ -353,9 +370,13 @@ static void stream_free(gw_h2_session_t *s, gw_h2_stream_t *st)
 
 static gw_h2_stream_t *stream_new(gw_h2_session_t *s, uint32_t id)
 {
-    gw_h2_stream_t *st = gw_calloc(1, sizeof(*st));
+    gw_h2_stream_t *st = gw_malloc(STREAM_BLK_OFF + sizeof(arena_blk_t) + STREAM_ARENA0);
     if (!st)
         return NULL;
+    memset(st, 0, sizeof(*st));
+    arena_blk_t *blk = (arena_blk_t *)((uint8_t *)st + STREAM_BLK_OFF);
+    *blk = (arena_blk_t){.next = NULL, .used = 0, .cap = STREAM_ARENA0, .borrowed = 1};
+    st->arena.head = blk;
     st->id = id;
     st->state = GW_H2_SS_OPEN;
     st->send_window = s->peer_initial_window;
@@ -1764,8 +1785,7 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
             c->len -= n;
             if (c->len == 0) {
                 gw_list_remove(&c->link);
-                gw_rbuf_unref(c->buf);
-                gw_free(c);
+                chunk_free(st, c);
             }
             if (eos) {
                 local_end(s, st);
@@ -1865,7 +1885,8 @@ static int encode_fields(gw_h2_session_t *s, uint32_t sid, const char *status,
                          const gw_h2_header_t *fields, size_t n, int end_stream, gw_bytes_t *dst)
 {
     size_t extra = status ? 1 : 0;
-    gw_hpack_field_t *f = gw_malloc((n + extra + 1) * sizeof(*f)); /* never 0 bytes */
+    gw_hpack_field_t fst[48]; /* a usual head: no allocation */
+    gw_hpack_field_t *f = n + extra <= 48 ? fst : gw_malloc((n + extra) * sizeof(*f));
     int rc;
     if (!f)
         return GW_E_NOMEM;
@@ -1886,7 +1907,8 @@ static int encode_fields(gw_h2_session_t *s, uint32_t sid, const char *status,
         if (rc < 0)
             s->out.len = mark;
     }
-    gw_free(f);
+    if (f != fst)
+        gw_free(f);
     if (rc == GW_E_NOMEM) {
         /* the encoder's dynamic table may now differ from the peer's: fail the connection */
         conn_error_rc(s, GW_H2_INTERNAL_ERROR, "header encoding failed", GW_E_NOMEM);
@@ -1929,9 +1951,11 @@ int gw_h2_session_submit_data(gw_h2_session_t *s, uint32_t stream_id, gw_rbuf_t 
     if (len) {
         if (!buf || off > buf->cap || len > buf->cap - off)
             return GW_E_INVAL;
-        data_chunk_t *c = gw_malloc(sizeof(*c));
+        data_chunk_t *c = st->chunk0_used ? gw_malloc(sizeof(*c)) : &st->chunk0;
         if (!c)
             return GW_E_NOMEM;
+        if (c == &st->chunk0)
+            st->chunk0_used = 1;
         c->buf = gw_rbuf_ref(buf);
         c->off = off;
         c->len = len;

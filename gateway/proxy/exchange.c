@@ -111,11 +111,49 @@ void gw_proxy_close(gw_proxy_t *p)
     }
 }
 
+/* Freelists of fixed-size objects (STYLE.md: connections, streams, exchanges come from
+ * freelists): malloc and free were the largest part of the proxy's per-request cost. */
+#define PROXY_FREE_KEEP 256
+
+static void *obj_get(void **head, size_t *n, size_t size)
+{
+    void *o = *head;
+    if (!o)
+        return gw_calloc(1, size);
+    memcpy(head, o, sizeof(void *));
+    (*n)--;
+    memset(o, 0, size);
+    return o;
+}
+
+static void obj_put(void **head, size_t *n, void *o)
+{
+    if (*n >= PROXY_FREE_KEEP) {
+        gw_free(o);
+        return;
+    }
+    memcpy(o, head, sizeof(void *));
+    *head = o;
+    (*n)++;
+}
+
+static void obj_drain(void **head, size_t *n)
+{
+    while (*head) {
+        void *o = *head;
+        memcpy(head, o, sizeof(void *));
+        gw_free(o);
+    }
+    *n = 0;
+}
+
 void gw_proxy_del(gw_proxy_t *p)
 {
     if (!p)
         return;
     GW_ASSERT(!p->back && !p->sweep_open);
+    obj_drain(&p->px_free, &p->px_nfree);
+    obj_drain(&p->ox_free, &p->ox_nfree);
     gw_free(p);
 }
 
@@ -233,11 +271,16 @@ static int named_by_connection(const conn_toks_t *t, gw_slice_t name)
 
 /* Scratch space for the translated fields: one block, sized before anything is written, so
  * the slices into it never move. */
+#define XLATE_FIELDS 32
+#define XLATE_BYTES 4096
 typedef struct {
     gw_field_t *f;
     size_t n, cap;
     char *buf;
     size_t used, size;
+    /* a usual request fits here, on the stack: no allocation per request */
+    gw_field_t fst[XLATE_FIELDS];
+    char bst[XLATE_BYTES];
 } xlate_t;
 
 static gw_slice_t put(xlate_t *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -332,8 +375,8 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
         bytes += h->fields[i].name.len + h->fields[i].value.len + 4;
     x->cap = h->fields_len + 4;
     x->size = bytes * 2;
-    x->f = gw_malloc(x->cap * sizeof(*x->f));
-    x->buf = gw_malloc(x->size);
+    x->f = x->cap <= XLATE_FIELDS ? x->fst : gw_malloc(x->cap * sizeof(*x->f));
+    x->buf = x->size <= XLATE_BYTES ? x->bst : gw_malloc(x->size);
     if (!x->f || !x->buf)
         return GW_E_NOMEM;
     int h2 = !strcmp(h->proto, "h2");
@@ -559,7 +602,7 @@ static void ox_free(ox_t *ox)
         gw_back_cancel(bx); /* pending body writes report back: their streams are closed */
     }
     gw_free(ox->key);
-    gw_free(ox);
+    obj_put(&ox->p->ox_free, &ox->p->ox_nfree, ox);
 }
 
 static void sub_remove(px_t *px)
@@ -654,7 +697,7 @@ static const gw_back_cbs_t back_cbs;
 static void dispatch(px_t *px, char *key)
 {
     gw_proxy_t *p = px->p;
-    ox_t *ox = gw_calloc(1, sizeof(*ox));
+    ox_t *ox = obj_get(&p->ox_free, &p->ox_nfree, sizeof(*ox));
     if (!ox) {
         gw_free(key);
         fail(px, GW_E_NOMEM);
@@ -666,7 +709,11 @@ static void dispatch(px_t *px, char *key)
     gw_list_init(&ox->plink);
     gw_list_init(&ox->klink);
     ox->owner = px;
-    xlate_t x = {0};
+    xlate_t x;
+    x.f = NULL;
+    x.buf = NULL;
+    x.n = 0;
+    x.used = 0;
     gw_back_req_t req;
     int rv = translate(px, &px->head, &x, &req);
     if (rv == 0) {
@@ -675,11 +722,13 @@ static void dispatch(px_t *px, char *key)
         if (rv == 0)
             p->stats.origin_requests++;
     }
-    gw_free(x.f);
-    gw_free(x.buf);
+    if (x.f != x.fst)
+        gw_free(x.f);
+    if (x.buf != x.bst)
+        gw_free(x.buf);
     if (rv < 0) {
         gw_free(key);
-        gw_free(ox);
+        obj_put(&p->ox_free, &p->ox_nfree, ox);
         if (rv == GW_E_PARSE) {
             GW_LOG_INFO("bad_request", "peer=%s proto=%s reason=\"host does not match :authority\"",
                         px->s->peer, px->proto);
@@ -1003,7 +1052,7 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
                     h->path.base, r->upstream_name, retry);
         return gw_proxy__answer_fields(s, 429, "h2gate: too many requests, slow down\n", f, 1);
     }
-    px_t *px = gw_calloc(1, sizeof(*px));
+    px_t *px = obj_get(&p->px_free, &p->px_nfree, sizeof(*px));
     if (!px)
         return GW_E_NOMEM;
     px->p = p;
@@ -1164,7 +1213,6 @@ void gw_proxy_writable(gw_proxy_t *p, gw_cstream_t *s)
 
 void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
 {
-    (void)p;
     px_t *px = s->proxy_data;
     if (!px)
         return;
@@ -1175,5 +1223,5 @@ void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
      * while anyone is subscribed */
     sub_remove(px);
     GW_ASSERT(px->body_inflight == 0);
-    gw_free(px);
+    obj_put(&p->px_free, &p->px_nfree, px);
 }

@@ -16,6 +16,10 @@ struct gw_proxy {
     gw_list_t inflight; /* coalescible ox_t before their response head */
     gw_proxy_stats_t stats;
     gw_bucket_table_t *rates; /* request-rate buckets shared by all workers, or NULL */
+    /* exchange.c: freed px_t / ox_t kept for the next requests (a proxied request allocates
+     * neither), linked through their first word, at most PROXY_FREE_KEEP of each */
+    void *px_free, *ox_free;
+    size_t px_nfree, ox_nfree;
 };
 
 /* route.c: a gateway-made answer (404, 502, 503, 504) with a short text body. */

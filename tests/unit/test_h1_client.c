@@ -589,6 +589,66 @@ static void request_head_rejects_injection(void **state)
     gw_bytes_free(&out);
 }
 
+/* The value checks go eight bytes at a time: a CR, LF or NUL at any position of a long value
+ * (and of the target and host) is still refused; the size is reserved exactly (a cap of the
+ * head's length is enough, one byte less is GW_E_LIMIT with nothing written). */
+static void request_head_checks_every_byte(void **state)
+{
+    (void)state;
+    static const char bad[] = {'\r', '\n', '\0'};
+    char v[40];
+    for (size_t b = 0; b < 3; b++) {
+        for (size_t pos = 0; pos < sizeof(v); pos++) {
+            memset(v, 'a', sizeof(v));
+            v[pos] = bad[b];
+            gw_slice_t s = {(const uint8_t *)v, sizeof(v)};
+            gw_field_t f[] = {{GW_SLICE_LIT("X-Long"), s}};
+            gw_h1_request_t r = {.method = GW_SLICE_LIT("GET"),
+                                 .target = GW_SLICE_LIT("/"),
+                                 .host = GW_SLICE_LIT("h"),
+                                 .fields = f,
+                                 .fields_len = 1};
+            gw_bytes_t out;
+            gw_bytes_init(&out, 0);
+            assert_int_equal(gw_h1_request_head(&out, &r), GW_E_INVAL);
+            r.fields_len = 0;
+            r.host = s;
+            assert_int_equal(gw_h1_request_head(&out, &r), GW_E_INVAL);
+            r.host = GW_SLICE_LIT("h");
+            r.target = s;
+            v[0] = '/';
+            if (pos)
+                assert_int_equal(gw_h1_request_head(&out, &r), GW_E_INVAL);
+            assert_int_equal(out.len, 0);
+            gw_bytes_free(&out);
+        }
+    }
+    gw_field_t f[] = {{GW_SLICE_LIT("Accept"), GW_SLICE_LIT("*/*")}};
+    gw_h1_request_t r = {.method = GW_SLICE_LIT("PUT"),
+                         .target = GW_SLICE_LIT("/x"),
+                         .host = GW_SLICE_LIT("example.com"),
+                         .fields = f,
+                         .fields_len = 1,
+                         .body_len = 1234567};
+    const char *want = "PUT /x HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n"
+                       "Content-Length: 1234567\r\n\r\n";
+    size_t n = strlen(want);
+    for (size_t cap = n - 1; cap <= n; cap++) {
+        gw_bytes_t out;
+        gw_bytes_init(&out, cap);
+        int rv = gw_h1_request_head(&out, &r);
+        if (cap < n) {
+            assert_int_equal(rv, GW_E_LIMIT);
+            assert_int_equal(out.len, 0);
+        } else {
+            assert_int_equal(rv, 0);
+            assert_int_equal(out.len, n);
+            assert_memory_equal(out.base, want, n);
+        }
+        gw_bytes_free(&out);
+    }
+}
+
 static void chunk_framing(void **state)
 {
     (void)state;
@@ -717,13 +777,21 @@ static void chunked_request_round_trip(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(framings_whole),        cmocka_unit_test(framings_byte_by_byte),
-        cmocka_unit_test(framings_every_cut),    cmocka_unit_test(pipelined_boundary),
-        cmocka_unit_test(truncated_is_io_error), cmocka_unit_test(eof_outside_a_response),
-        cmocka_unit_test(malformed_rejected),    cmocka_unit_test(limits_configurable),
-        cmocka_unit_test(callback_stops_feed),   cmocka_unit_test(alloc_sweep),
-        cmocka_unit_test(request_head_vector),   cmocka_unit_test(request_head_rejects_injection),
-        cmocka_unit_test(chunk_framing),         cmocka_unit_test(chunked_request_round_trip),
+        cmocka_unit_test(framings_whole),
+        cmocka_unit_test(framings_byte_by_byte),
+        cmocka_unit_test(framings_every_cut),
+        cmocka_unit_test(pipelined_boundary),
+        cmocka_unit_test(truncated_is_io_error),
+        cmocka_unit_test(eof_outside_a_response),
+        cmocka_unit_test(malformed_rejected),
+        cmocka_unit_test(limits_configurable),
+        cmocka_unit_test(callback_stops_feed),
+        cmocka_unit_test(alloc_sweep),
+        cmocka_unit_test(request_head_vector),
+        cmocka_unit_test(request_head_rejects_injection),
+        cmocka_unit_test(request_head_checks_every_byte),
+        cmocka_unit_test(chunk_framing),
+        cmocka_unit_test(chunked_request_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
