@@ -30,6 +30,52 @@ int gw_slice_eq_nocase(gw_slice_t a, gw_slice_t b)
     return 1;
 }
 
+int gw_slice_has_crlfnul(gw_slice_t s)
+{
+    /* SWAR zero-byte tests of x, x ^ CR.., x ^ LF..; a hit (or a false one) is settled by the
+     * byte loop */
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    size_t i = 0;
+    for (; s.len - i >= 8; i += 8) {
+        uint64_t x, cr, lf;
+        memcpy(&x, s.base + i, 8);
+        cr = x ^ ('\r' * ones);
+        lf = x ^ ('\n' * ones);
+        if (((x - ones) & ~x & highs) | ((cr - ones) & ~cr & highs) | ((lf - ones) & ~lf & highs))
+            break;
+    }
+    for (; i < s.len; i++)
+        if (s.base[i] == '\r' || s.base[i] == '\n' || s.base[i] == 0)
+            return 1;
+    return 0;
+}
+
+/* dst[0..n) = src[0..n) with A-Z lowercased: eight bytes at a time (SWAR range test, bytes
+ * with the high bit left alone), the last word overlapping (lowercasing twice is harmless). */
+void gw_ascii_lower(char *dst, const uint8_t *src, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    if (n < 8) {
+        for (size_t j = 0; j < n; j++) {
+            uint8_t ch = src[j];
+            dst[j] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+        }
+        return;
+    }
+    for (size_t j = 0;; j += 8) {
+        if (j > n - 8)
+            j = n - 8;
+        uint64_t x;
+        memcpy(&x, src + j, 8);
+        uint64_t low7 = x & ~highs;
+        uint64_t ge_a = low7 + (0x80 - 'A') * ones, gt_z = low7 + (0x80 - 'Z' - 1) * ones;
+        x |= ((ge_a ^ gt_z) & ~x & highs) >> 2; /* 0x80 >> 2 = 0x20 on the letters */
+        memcpy(dst + j, &x, 8);
+        if (j == n - 8)
+            return;
+    }
+}
+
 size_t gw_fmt_u64(char *dst, uint64_t v)
 {
     char tmp[20];

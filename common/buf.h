@@ -33,6 +33,11 @@ size_t gw_fmt_u64(char *dst, uint64_t v);
 int gw_slice_eq(gw_slice_t a, gw_slice_t b);
 /* ASCII case-insensitive equality. */
 int gw_slice_eq_nocase(gw_slice_t a, gw_slice_t b);
+/* Non-zero when s holds a CR, LF or NUL (the bytes no field value may carry, RFC 9110 §5.5,
+ * RFC 9113 §8.2.1). Eight bytes at a time: for the values of every request and response. */
+int gw_slice_has_crlfnul(gw_slice_t s);
+/* dst[0..n) = src[0..n) with A-Z lowercased, other bytes as they are (dst may equal src). */
+void gw_ascii_lower(char *dst, const uint8_t *src, size_t n);
 
 /* ---- refcounted buffer ---------------------------------------------------------------- */
 

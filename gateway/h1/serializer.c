@@ -69,23 +69,9 @@ const char *gw_h1_reason(unsigned status)
     return "Unknown";
 }
 
-/* No CR, LF or NUL in s: eight bytes at a time (SWAR zero-byte tests), then byte by byte. */
 static int clean(gw_slice_t s)
 {
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    size_t i = 0;
-    for (; s.len - i >= 8; i += 8) {
-        uint64_t x, cr, lf;
-        memcpy(&x, s.base + i, 8);
-        cr = x ^ ('\r' * ones);
-        lf = x ^ ('\n' * ones);
-        if (((x - ones) & ~x & highs) | ((cr - ones) & ~cr & highs) | ((lf - ones) & ~lf & highs))
-            break; /* the byte loop below finds it (or not: a false hit) */
-    }
-    for (; i < s.len; i++)
-        if (s.base[i] == '\r' || s.base[i] == '\n' || s.base[i] == 0)
-            return 0;
-    return 1;
+    return !gw_slice_has_crlfnul(s);
 }
 
 /* Copy s to *o and advance it. */

@@ -764,26 +764,29 @@ static void bad(decode_ctx_t *c, const char *why)
     }
 }
 
+/* §8.2.1: the bytes a field name may hold: no 0x00-0x20, no uppercase, no 0x7f-0xff, and ':'
+ * only as the pseudo prefix (checked apart). Row r holds bytes 32r..32r+31. */
+static const uint8_t name_ok[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1,
+    1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+};
+
 static int valid_name(gw_slice_t n)
 {
     if (n.len == 0)
         return 0;
-    for (size_t i = 0; i < n.len; i++) {
-        uint8_t ch = n.base[i];
-        /* §8.2.1: no 0x00-0x20, no uppercase, no 0x7f-0xff; ':' only as the pseudo prefix */
-        if (ch <= 0x20 || (ch >= 'A' && ch <= 'Z') || ch >= 0x7f || (ch == ':' && i > 0))
-            return 0;
-    }
-    return 1;
+    uint8_t all = name_ok[n.base[0]] | (n.base[0] == ':');
+    for (size_t i = 1; i < n.len; i++)
+        all &= name_ok[n.base[i]];
+    return all;
 }
 
 static int valid_value(gw_slice_t v)
 {
-    for (size_t i = 0; i < v.len; i++) {
-        uint8_t ch = v.base[i];
-        if (ch == 0 || ch == '\r' || ch == '\n')
-            return 0;
-    }
+    if (gw_slice_has_crlfnul(v))
+        return 0;
     if (v.len && (v.base[0] == ' ' || v.base[0] == '\t' || v.base[v.len - 1] == ' ' ||
                   v.base[v.len - 1] == '\t'))
         return 0;
@@ -862,20 +865,24 @@ static int on_field(void *ud, const gw_hpack_field_t *f)
         return 0;
     }
     c->regular_seen = 1;
-    /* §8.2.2: connection-specific fields make the message malformed */
-    if (gw_slice_eq(name, GW_SLICE_LIT("connection")) ||
-        gw_slice_eq(name, GW_SLICE_LIT("proxy-connection")) ||
-        gw_slice_eq(name, GW_SLICE_LIT("keep-alive")) ||
-        gw_slice_eq(name, GW_SLICE_LIT("transfer-encoding")) ||
-        gw_slice_eq(name, GW_SLICE_LIT("upgrade"))) {
+    /* §8.2.2: connection-specific fields make the message malformed (the names this checks
+     * have lengths 2, 7, 10, 14, 16 and 17: others skip the comparisons) */
+    size_t nl = name.len;
+    int special = nl == 2 || nl == 7 || nl == 8 || nl == 10 || nl == 14 || nl == 16 || nl == 17;
+    if (special && (gw_slice_eq(name, GW_SLICE_LIT("connection")) ||
+                    gw_slice_eq(name, GW_SLICE_LIT("proxy-connection")) ||
+                    gw_slice_eq(name, GW_SLICE_LIT("keep-alive")) ||
+                    gw_slice_eq(name, GW_SLICE_LIT("transfer-encoding")) ||
+                    gw_slice_eq(name, GW_SLICE_LIT("upgrade")))) {
         bad(c, "connection-specific header field");
         return 0;
     }
-    if (gw_slice_eq(name, GW_SLICE_LIT("te")) && !gw_slice_eq(value, GW_SLICE_LIT("trailers"))) {
+    if (special && gw_slice_eq(name, GW_SLICE_LIT("te")) &&
+        !gw_slice_eq(value, GW_SLICE_LIT("trailers"))) {
         bad(c, "te other than trailers");
         return 0;
     }
-    if (!c->trailers && gw_slice_eq(name, GW_SLICE_LIT("content-length"))) {
+    if (special && !c->trailers && gw_slice_eq(name, GW_SLICE_LIT("content-length"))) {
         int64_t v;
         if (parse_cl(value, &v) < 0) {
             bad(c, "invalid content-length");
@@ -887,7 +894,7 @@ static int on_field(void *ud, const gw_hpack_field_t *f)
         }
         c->head.content_length = v;
     }
-    if (!c->trailers && gw_slice_eq(name, GW_SLICE_LIT("priority")))
+    if (special && !c->trailers && gw_slice_eq(name, GW_SLICE_LIT("priority")))
         c->priority = value;
     if (c->n == c->cap) {
         size_t ncap = c->cap ? c->cap * 2 : 16;

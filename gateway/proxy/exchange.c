@@ -189,6 +189,9 @@ static int any_connection(const gw_field_t *f, size_t n)
  * answered by the front. */
 static int hop_by_hop(gw_slice_t n)
 {
+    /* their lengths: 2, 7, 10, 14, 16, 17 (most names are none of these) */
+    if (n.len != 2 && n.len != 7 && n.len != 10 && n.len != 14 && n.len != 16 && n.len != 17)
+        return 0;
     static const gw_slice_t hop[] = {
         GW_SLICE_LIT("connection"),       GW_SLICE_LIT("keep-alive"),
         GW_SLICE_LIT("proxy-connection"), GW_SLICE_LIT("transfer-encoding"),
@@ -490,10 +493,7 @@ static size_t resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in
             continue;
         if (used + name.len > lower_size)
             break;
-        for (size_t j = 0; j < name.len; j++) {
-            uint8_t ch = name.base[j];
-            lower[used + j] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
-        }
+        gw_ascii_lower(lower + used, name.base, name.len);
         out[k++] = (gw_field_t){{(const uint8_t *)lower + used, name.len}, in[i].value};
         used += name.len;
     }

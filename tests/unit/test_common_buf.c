@@ -150,6 +150,36 @@ static void iovq_take_moves_pins(void **state)
     gw_rbuf_unref(p);
 }
 
+/* The eight-bytes-at-a-time helpers against their byte-by-byte definitions: every byte value
+ * at every position of every length up to 24 (both the word loop and the tail). */
+static void swar_helpers_match_bytewise(void **state)
+{
+    (void)state;
+    uint8_t s[24];
+    char d[24];
+    for (size_t n = 0; n <= sizeof(s); n++) {
+        for (size_t pos = 0; pos < (n ? n : 1); pos++) {
+            for (int c = 0; c < 256; c++) {
+                for (size_t i = 0; i < n; i++)
+                    s[i] = (uint8_t)(0x41 + (i * 7 + n) % 60); /* letters and others, no CR/LF */
+                if (n)
+                    s[pos] = (uint8_t)c;
+                int want = 0;
+                for (size_t i = 0; i < n; i++)
+                    want |= s[i] == '\r' || s[i] == '\n' || s[i] == 0;
+                assert_int_equal(gw_slice_has_crlfnul((gw_slice_t){s, n}), want);
+                gw_ascii_lower(d, s, n);
+                for (size_t i = 0; i < n; i++)
+                    assert_int_equal((uint8_t)d[i], s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+            }
+        }
+    }
+    /* in place */
+    char t[] = "Content-Type: X-UPPER-lower";
+    gw_ascii_lower(t, (const uint8_t *)t, strlen(t));
+    assert_string_equal(t, "content-type: x-upper-lower");
+}
+
 static void fmt_u64_matches_printf(void **state)
 {
     (void)state;
@@ -167,10 +197,15 @@ static void fmt_u64_matches_printf(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(fmt_u64_matches_printf), cmocka_unit_test(slices_compare),         cmocka_unit_test(rbuf_refcount),
-        cmocka_unit_test(bytes_grow_and_limit),   cmocka_unit_test(iovq_copy_merges_and_ref_pins),
-        cmocka_unit_test(iovq_many_entries_wrap), cmocka_unit_test(iovq_alloc_failure_is_reported),
+        cmocka_unit_test(fmt_u64_matches_printf),
+        cmocka_unit_test(slices_compare),
+        cmocka_unit_test(rbuf_refcount),
+        cmocka_unit_test(bytes_grow_and_limit),
+        cmocka_unit_test(iovq_copy_merges_and_ref_pins),
+        cmocka_unit_test(iovq_many_entries_wrap),
+        cmocka_unit_test(iovq_alloc_failure_is_reported),
         cmocka_unit_test(iovq_take_moves_pins),
+        cmocka_unit_test(swar_helpers_match_bytewise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

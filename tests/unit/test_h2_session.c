@@ -1199,6 +1199,51 @@ static void request_validation(void **state)
     gw_h2_session_del(s);
 }
 
+/* Field names are checked by a table and values eight bytes at a time: an uppercase letter,
+ * a ':' past the first byte or a DEL at any position of a long name, and a CR, LF or NUL at
+ * any position of a long value, still make the request malformed; clean ones pass. */
+static void field_bytes_at_every_position(void **state)
+{
+    (void)state;
+    static const char bad_name[] = {'A', ':', 0x7f, ' '};
+    static const char bad_value[] = {'\r', '\n', '\0'};
+    for (int kind = 0; kind < 3; kind++) {
+        size_t nbad = kind == 0 ? sizeof(bad_name) : kind == 1 ? sizeof(bad_value) : 1;
+        for (size_t b = 0; b < nbad; b++) {
+            for (size_t pos = 0; pos < 21; pos++) {
+                char name[22], value[22];
+                memset(name, 'n', 21);
+                memset(value, 'v', 21);
+                name[21] = value[21] = 0;
+                if (kind == 0)
+                    name[pos] = bad_name[b];
+                else if (kind == 1 && pos > 0 &&
+                         pos < 20) /* NUL ends the C string: in the middle */
+                    value[pos] = bad_value[b];
+                const char *kv[] = {":method", "GET", ":scheme", "https", ":path",
+                                    "/",       name,  value,     NULL};
+                rec_t r;
+                cli_t c;
+                outs_t o;
+                gw_h2_session_t *s = ready(&r, &c, NULL);
+                cli_headers(&c, 1, GW_H2_F_END_STREAM, kv);
+                assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+                drain(s, &o);
+                int malformed = kind == 0 || (kind == 1 && pos > 0 && pos < 20 && b < 2);
+                if (malformed) {
+                    expect_rst(&o, 1, GW_H2_PROTOCOL_ERROR);
+                    assert_null(strstr(r.log, "req 1"));
+                } else {
+                    assert_null(find_type(&o, GW_H2_FT_RST_STREAM, 0));
+                    assert_non_null(strstr(r.log, "req 1"));
+                }
+                cli_free(&c);
+                gw_h2_session_del(s);
+            }
+        }
+    }
+}
+
 static void content_length_and_trailers(void **state)
 {
     (void)state;
@@ -2018,6 +2063,7 @@ int main(void)
         cmocka_unit_test(continuation_sequence),
         cmocka_unit_test(header_list_overflow),
         cmocka_unit_test(request_validation),
+        cmocka_unit_test(field_bytes_at_every_position),
         cmocka_unit_test(content_length_and_trailers),
         cmocka_unit_test(stream_state_errors),
         cmocka_unit_test(closed_stream_frames),
