@@ -72,6 +72,9 @@ struct gw_back_upstream {
     gw_back_tls_ctx_t *tls; /* client TLS context (cfg->tls), or NULL for cleartext */
 };
 
+/* A response body longer than this (or of unknown length) lets nothing wait behind it. */
+#define GW_BACK_PIPE_LONG (1u << 20)
+
 /* After requests had to be moved off a connection (the response ahead of them was long or
  * stalled), the server gets no pipelined request for this long (ms). */
 #define GW_BACK_PIPE_BACKOFF_MS 1000

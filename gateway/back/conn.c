@@ -30,7 +30,7 @@
  * own. Whatever stops the connection (an error, a close, `Connection: close`, a timeout of the
  * response ahead) leaves the requests behind unanswered: they are sent again elsewhere
  * (gw_back__exch_unanswered). So are those waiting behind a response that turns out long (no
- * length, or more than GW_BACK_READ_BUF_MAX) or whose consumer pauses it: their entries stay as
+ * length, or more than GW_BACK_PIPE_LONG) or whose consumer pauses it: their entries stay as
  * placeholders (x NULL) whose responses are dropped, and the connection is closed rather than
  * drained once only placeholders remain.
  */
@@ -509,11 +509,13 @@ static int p_head(void *data, const gw_h1_msg_t *m)
             c->flags |= GW_BACK_CONN_F_PERSIST;
         else
             c->flags &= ~GW_BACK_CONN_F_PERSIST;
-        /* A body without a length or longer than one large read would hold whatever waits
-         * behind it (a stream of events may never end): those requests go elsewhere. */
+        /* A body without a length (a stream of events may never end) or a large one would
+         * hold whatever waits behind it: those requests go elsewhere. A body up to
+         * GW_BACK_PIPE_LONG crosses a LAN in about a millisecond; a slow client pauses it,
+         * which moves them too (gw_back__conn_update_reading). */
         int bodyless = (c->flags & GW_BACK_CONN_F_HEAD) || h.status == 204 || h.status == 304;
         if (!bodyless &&
-            (m->content_length < 0 || m->content_length > (int64_t)GW_BACK_READ_BUF_MAX)) {
+            (m->content_length < 0 || m->content_length > (int64_t)GW_BACK_PIPE_LONG)) {
             c->flags |= GW_BACK_CONN_F_LONG;
             if (c->pipe_len)
                 pipe_evacuate(c, 1);

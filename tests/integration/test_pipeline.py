@@ -73,7 +73,7 @@ def files(tmp_path, nginx_origin):
     data = {}
     for i in range(150):
         data[f"/f{i}.bin"] = rnd.randbytes(rnd.randint(0, 12000))
-    data["/big.bin"] = rnd.randbytes(300000)  # longer than one large read: nothing waits behind it
+    data["/big.bin"] = rnd.randbytes(1200000)  # over 1 MiB: nothing waits behind it
     for path, body in data.items():
         (root / path[1:]).write_bytes(body)
     n = nginx_origin(str(root))

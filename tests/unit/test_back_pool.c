@@ -164,7 +164,8 @@ static void oappend(oconn_t *c, const char *fmt, ...)
  *   /slow...      answered 50 ms later (with everything after it)
  *   /long...      chunked: head and a first chunk now, the last chunk 300 ms later
  *   /part...      Content-Length 10: head and 5 bytes now, 5 bytes 300 ms later
- *   /big...       Content-Length 100000
+ *   /mid...       Content-Length 500000
+ *   /big...       Content-Length 2000000
  *   other         200, body = the target (no body for HEAD) */
 static void oecho(oconn_t *c, const char *req, size_t len)
 {
@@ -204,10 +205,17 @@ static void oecho(oconn_t *c, const char *req, size_t len)
         uv_timer_start(&c->timer, odelayed, 300, 0);
         return;
     }
-    if (!strncmp(target, "/big", 4)) {
-        oappend(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
+    if (!strncmp(target, "/mid", 4)) {
+        oappend(c, "HTTP/1.1 200 OK\r\nContent-Length: 500000\r\n\r\n");
         oflush(c);
-        osend(c, big_body, 100000, 0, 0);
+        osend(c, big_body, 500000, 0, 0);
+        return;
+    }
+    if (!strncmp(target, "/big", 4)) {
+        oappend(c, "HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n");
+        oflush(c);
+        osend(c, big_body, sizeof(big_body), 0, 0);
+        osend(c, big_body, 2000000 - sizeof(big_body), 0, 0);
         return;
     }
     int head = !strcmp(method, "HEAD");
@@ -1995,6 +2003,35 @@ static void pipeline_long_response_sends_the_rest_elsewhere(void **state)
     teardown_all(b, &o, 1);
 }
 
+static void pipeline_large_length_moves_the_rest_but_not_a_middling_one(void **state)
+{
+    (void)state;
+    /* Up to GW_BACK_PIPE_LONG (1 MiB) a body is waited for; past it the requests behind it
+     * leave. */
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    preq_t r[3];
+    psend(b, &r[0], "GET", "/mid");
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
+    run_all(r, 3);
+    assert_int_equal(r[0].body_total, 500000);
+    assert_echoed(r + 1, 2);
+    assert_int_equal(stats_of(b).pipelined, 2);
+    assert_int_equal(stats_of(b).unanswered, 0);
+    psend(b, &r[0], "GET", "/big");
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
+    t.up.max_connections = 2;
+    run_all(r, 3);
+    assert_int_equal(r[0].body_total, 2000000);
+    assert_echoed(r + 1, 2);
+    assert_int_equal(stats_of(b).pipelined, 4);
+    assert_int_equal(stats_of(b).unanswered, 2);
+    teardown_all(b, &o, 1);
+}
+
 static void pipeline_cancelled_one_gets_no_answer_of_another(void **state)
 {
     (void)state;
@@ -2264,6 +2301,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(pipeline_long_response_sends_the_rest_elsewhere, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(pipeline_large_length_moves_the_rest_but_not_a_middling_one,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(pipeline_cancelled_one_gets_no_answer_of_another, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(pipeline_cancelled_first_sends_the_rest_again, setup,
