@@ -2102,6 +2102,33 @@ static void pipeline_paused_first_sends_the_rest_again(void **state)
     teardown_all(b, &o, 1);
 }
 
+static void pipeline_del_fails_every_exchange_once(void **state)
+{
+    (void)state;
+    /* gw_back_del with a response being read, three requests behind it (one already dropped
+     * by its owner) and one waiting in the queue: each live one gets GW_E_CLOSED once, nothing
+     * leaks (ASan). */
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    preq_t r[5];
+    psend(b, &r[0], "GET", "/slow");
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
+    psend(b, &r[3], "GET", "/d");
+    gw_back_cancel(r[2].x);
+    r[2].done = 1;
+    run_for(10);
+    psend(b, &r[4], "GET", "/e"); /* queued: the connection is full */
+    gw_back_del(b);
+    for (int i = 0; i < 5; i++)
+        if (i != 2) {
+            assert_true(r[i].done);
+            assert_int_equal(r[i].error, GW_E_CLOSED);
+        }
+    teardown_all(NULL, &o, 1);
+}
+
 static void pipeline_bounded_by_depth_and_max_requests(void **state)
 {
     (void)state;
@@ -2309,6 +2336,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(pipeline_paused_first_sends_the_rest_again, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(pipeline_del_fails_every_exchange_once, setup, teardown),
         cmocka_unit_test_setup_teardown(pipeline_bounded_by_depth_and_max_requests, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(origin_closing_every_connection_concurrent, setup,
