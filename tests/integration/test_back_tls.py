@@ -161,6 +161,10 @@ class TLSNginx:
         with open(os.path.join(self.dir, "conn.log")) as f:
             return sum(1 for l in f if l.strip())
 
+    def pipelined(self):
+        with open(os.path.join(self.dir, "conn.log")) as f:
+            return sum(1 for l in f if l.split(" ", 2)[1:2] == ["p"])
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -257,6 +261,32 @@ def test_get_from_nginx_https_origin_with_keep_alive(gateway, tls_nginx, certs, 
     assert 1 <= n.connections() <= 2
     st, body = get(g, "/big.bin")
     assert st == 200 and hashlib.sha1(body).hexdigest() == hashlib.sha1(pattern(1 << 20)).hexdigest()
+
+
+def test_pipelining_over_tls(gateway, tls_nginx, certs, tmp_path):
+    """upstream pipeline over TLS: answers decrypted from one record stream are split between
+    the pipelined requests at the right byte; each body is its own file's."""
+    from test_pipeline import Fetcher
+    site = tmp_path / "site"
+    site.mkdir()
+    files = {f"/p{i}.bin": pattern(100 + 997 * i) for i in range(40)}
+    for path, body in files.items():
+        (site / path[1:]).write_bytes(body)
+    n = tls_nginx(str(site))
+    g = start_gw(gateway, [f"127.0.0.1:{n.port}"], f"tls_ca: {certs.ca}",
+                 "max_connections: 2\npipeline: 8")
+    f = Fetcher(g.port)
+    paths = sorted(files)
+    for k in range(3):
+        reqs = [("GET", paths[(k * 7 + i) % len(paths)]) for i in range(60)]
+        for (_, path), (status, _, body) in zip(reqs, f.fetch(reqs)):
+            assert status == 200 and body == files[path], (path, status, len(body))
+    f.close()
+    deadline = time.monotonic() + 5  # nginx logs each request after its response
+    while n.requests() < 180 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert n.connections() <= 2
+    assert n.pipelined() >= 60, n.pipelined()
 
 
 def test_sni_alpn_and_dns_name_verification(gateway, tls_origin, certs):
