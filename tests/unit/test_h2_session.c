@@ -2001,6 +2001,18 @@ static void idle_session_memory(void **state)
     gw_h2_profile_t *prof; /* shared by a worker's sessions: not counted */
     gw_h2_session_t *s;
     assert_int_equal(gw_h2_profile_new(&prof, NULL, &cbs), 0);
+    /* a worker's profile keeps closed streams' blocks for the next streams: one is there
+     * before counting, as in a running worker */
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(gw_h2_session_new_with(&s, prof, &r, 0), 0);
+    r.s = s;
+    r.release_on_close = 1;
+    assert_int_equal(feed(s, &hs), (ssize_t)hs.len);
+    assert_int_equal(feed(s, &req), (ssize_t)req.len);
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 204, NULL, 0, 1), 0);
+    drain(s, &o);
+    assert_int_equal(gw_h2_session_active_streams(s), 0);
+    gw_h2_session_del(s);
     memset(&r, 0, sizeof(r));
     gw_alloc_count_start();
     assert_int_equal(gw_h2_session_new_with(&s, prof, &r, 0), 0);
@@ -2040,10 +2052,76 @@ static void idle_session_memory(void **state)
     cli_free(&c);
 }
 
+/* A closed stream's memory is the next stream's: on a warm session, a request is decoded and
+ * opened without any allocation, also when the block comes from another session of the
+ * profile; a burst of streams gives every block back, and the sessions and the profile free
+ * them all (the sanitizer build's leak check). */
+static void stream_blocks_reused(void **state)
+{
+    (void)state;
+    gw_h2_profile_t *prof;
+    assert_int_equal(gw_h2_profile_new(&prof, NULL, &cbs), 0);
+    rec_t ra, rb;
+    cli_t ca, cb;
+    gw_h2_session_t *a, *b;
+    outs_t o;
+    memset(&ra, 0, sizeof(ra));
+    memset(&rb, 0, sizeof(rb));
+    assert_int_equal(gw_h2_session_new_with(&a, prof, &ra, 0), 0);
+    assert_int_equal(gw_h2_session_new_with(&b, prof, &rb, 0), 0);
+    ra.s = a;
+    rb.s = b;
+    ra.release_on_close = rb.release_on_close = 1;
+    cli_init(&ca, 1);
+    cli_init(&cb, 1);
+    assert_int_equal(gw_h2_frame_write_settings(&ca.b, 1, NULL, 0), 0); /* ACK */
+    assert_int_equal(gw_h2_frame_write_settings(&cb.b, 1, NULL, 0), 0);
+    /* a burst of 8 streams on a, answered; then b's first stream */
+    for (uint32_t sid = 1; sid <= 15; sid += 2)
+        cli_headers(&ca, sid, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(a, &ca.b), (ssize_t)ca.b.len);
+    ca.b.len = 0;
+    assert_int_equal(gw_h2_session_active_streams(a), 8);
+    for (uint32_t sid = 1; sid <= 15; sid += 2)
+        assert_int_equal(gw_h2_session_submit_response(a, sid, 204, NULL, 0, 1), 0);
+    drain(a, &o);
+    assert_int_equal(gw_h2_session_active_streams(a), 0);
+    assert_int_equal(feed(b, &cb.b), (ssize_t)cb.b.len); /* preface, SETTINGS */
+    cb.b.len = 0;
+    drain(b, &o);
+
+    /* b's first request: its stream is a block a gave back */
+    cli_headers(&cb, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(b, &cb.b), (ssize_t)cb.b.len);
+    cb.b.len = 0;
+    assert_int_equal(gw_h2_session_submit_response(b, 1, 204, NULL, 0, 1), 0);
+    drain(b, &o);
+    /* warm now: the next request on each session allocates nothing */
+    cli_headers(&cb, 3, GW_H2_F_END_STREAM, GET);
+    cli_headers(&ca, 17, GW_H2_F_END_STREAM, GET);
+    gw_alloc_count_start();
+    assert_int_equal(feed(b, &cb.b), (ssize_t)cb.b.len);
+    assert_int_equal(feed(a, &ca.b), (ssize_t)ca.b.len);
+    long long allocs = gw_alloc_count_allocs();
+    gw_alloc_count_stop();
+    assert_int_equal(allocs, 0);
+    assert_non_null(strstr(rb.log, "req 3 GET https example.com /a"));
+    assert_non_null(strstr(ra.log, "req 17 GET https example.com /a"));
+    /* sessions deleted with streams open: their blocks go back to the profile */
+    assert_int_equal(gw_h2_session_active_streams(a), 1);
+    assert_int_equal(gw_h2_session_active_streams(b), 1);
+    gw_h2_session_del(a);
+    gw_h2_session_del(b);
+    gw_h2_profile_del(prof);
+    cli_free(&ca);
+    cli_free(&cb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(handshake_and_ping),
+        cmocka_unit_test(stream_blocks_reused),
         cmocka_unit_test(bad_preface),
         cmocka_unit_test(first_frame_not_settings),
         cmocka_unit_test(settings_timeout),
