@@ -10,24 +10,40 @@ gw_slice_t gw_slice_str(const char *s)
     return (gw_slice_t){(const uint8_t *)s, strlen(s)};
 }
 
-int gw_slice_eq(gw_slice_t a, gw_slice_t b)
-{
-    return a.len == b.len && (a.len == 0 || memcmp(a.base, b.base, a.len) == 0);
-}
-
 static uint8_t lower(uint8_t c)
 {
     return (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : c;
 }
 
-int gw_slice_eq_nocase(gw_slice_t a, gw_slice_t b)
+/* x with the bytes A-Z lowercased: bit 7 of (b + 0x3f) ^ (b + 0x25) is set for b in A..Z (no
+ * carry leaves a byte whose high bit is clear, and bytes with it set are left alone), shifted
+ * down to 0x20. */
+static uint64_t lower8(uint64_t x)
 {
-    if (a.len != b.len)
-        return 0;
-    for (size_t i = 0; i < a.len; i++)
-        if (lower(a.base[i]) != lower(b.base[i]))
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t low7 = x & ~highs;
+    uint64_t ge_a = low7 + (0x80 - 'A') * ones, gt_z = low7 + (0x80 - 'Z' - 1) * ones;
+    return x | (((ge_a ^ gt_z) & ~x & highs) >> 2);
+}
+
+int gw_mem_eq_nocase(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            if (lower(a[i]) != lower(b[i]))
+                return 0;
+        return 1;
+    }
+    uint64_t x, y;
+    for (size_t i = 0; i + 8 < n; i += 8) {
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y && lower8(x) != lower8(y))
             return 0;
-    return 1;
+    }
+    memcpy(&x, a + n - 8, 8); /* the last word, overlapping the previous one */
+    memcpy(&y, b + n - 8, 8);
+    return x == y || lower8(x) == lower8(y);
 }
 
 int gw_slice_has_crlfnul(gw_slice_t s)
@@ -50,11 +66,10 @@ int gw_slice_has_crlfnul(gw_slice_t s)
     return 0;
 }
 
-/* dst[0..n) = src[0..n) with A-Z lowercased: eight bytes at a time (SWAR range test, bytes
- * with the high bit left alone), the last word overlapping (lowercasing twice is harmless). */
+/* dst[0..n) = src[0..n) with A-Z lowercased: eight bytes at a time (lower8), the last word
+ * overlapping (lowercasing twice is harmless). */
 void gw_ascii_lower(char *dst, const uint8_t *src, size_t n)
 {
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     if (n < 8) {
         for (size_t j = 0; j < n; j++) {
             uint8_t ch = src[j];
@@ -67,9 +82,7 @@ void gw_ascii_lower(char *dst, const uint8_t *src, size_t n)
             j = n - 8;
         uint64_t x;
         memcpy(&x, src + j, 8);
-        uint64_t low7 = x & ~highs;
-        uint64_t ge_a = low7 + (0x80 - 'A') * ones, gt_z = low7 + (0x80 - 'Z' - 1) * ones;
-        x |= ((ge_a ^ gt_z) & ~x & highs) >> 2; /* 0x80 >> 2 = 0x20 on the letters */
+        x = lower8(x);
         memcpy(dst + j, &x, 8);
         if (j == n - 8)
             return;
@@ -135,7 +148,7 @@ void gw_bytes_free(gw_bytes_t *b)
     b->len = b->cap = 0;
 }
 
-int gw_bytes_reserve(gw_bytes_t *b, size_t n)
+int gw_bytes__grow(gw_bytes_t *b, size_t n)
 {
     if (n > b->max - b->len)
         return GW_E_LIMIT;
@@ -152,17 +165,6 @@ int gw_bytes_reserve(gw_bytes_t *b, size_t n)
         return GW_E_NOMEM;
     b->base = p;
     b->cap = cap;
-    return 0;
-}
-
-int gw_bytes_append(gw_bytes_t *b, const void *p, size_t n)
-{
-    int rv = gw_bytes_reserve(b, n);
-    if (rv < 0)
-        return rv;
-    if (n)
-        memcpy(b->base + b->len, p, n);
-    b->len += n;
     return 0;
 }
 

@@ -220,8 +220,8 @@ static size_t index_find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t 
     for (uint32_t s = *bucket(t, fh); s; s = t->ents[s - 1].next) {
         const gw_hpack_entry_t *e = &t->ents[s - 1];
         if (e->hash == fh && e->name_len == name.len && e->value_len == value.len &&
-            !memcmp(e->data, name.base, name.len) &&
-            !memcmp(e->data + name.len, value.base, value.len))
+            gw_mem_eq(e->data, name.base, name.len) &&
+            gw_mem_eq(e->data + name.len, value.base, value.len))
             return STATIC_LEN + 1 + (t->head + t->cap - (s - 1)) % t->cap;
     }
     return 0;
@@ -600,6 +600,8 @@ static uint8_t *put_str(uint8_t *o, gw_slice_t s)
 /* Bytes put_int() / put_str() write. */
 static size_t int_len(unsigned n, uint64_t v)
 {
+    if (v < (1u << n) - 1)
+        return 1;
     uint8_t tmp[16];
     return (size_t)(put_int(tmp, 0, n, v) - tmp);
 }
@@ -614,7 +616,7 @@ static size_t str_len(gw_slice_t s)
 static int in_list(gw_slice_t name, const gw_slice_t *list)
 {
     for (; list->len; list++)
-        if (list->len == name.len && !memcmp(list->base, name.base, name.len))
+        if (list->len == name.len && gw_mem_eq(list->base, name.base, name.len))
             return 1;
     return 0;
 }
@@ -638,9 +640,16 @@ static uint64_t mix(uint64_t h, const uint8_t *s, size_t n)
     const uint64_t k = 0x100000001b3ull;
     uint64_t w;
     if (n < 8) {
-        w = n;
-        for (size_t i = 0; i < n; i++)
-            w = (w << 8) | s[i];
+        if (n >= 4) { /* two overlapping 4-byte reads and the length decide the word */
+            uint32_t lo, hi;
+            memcpy(&lo, s, 4);
+            memcpy(&hi, s + n - 4, 4);
+            w = ((uint64_t)hi << 32 | lo) ^ n;
+        } else {
+            w = n;
+            for (size_t i = 0; i < n; i++)
+                w = (w << 8) | s[i];
+        }
         h = (h ^ w) * k;
         return h ^ (h >> 29);
     }
@@ -677,7 +686,7 @@ static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value,
     for (; cand && *cand; cand++) {
         size_t i = (size_t)*cand - 1;
         if (static_table[i].name.base[0] != name.base[0] ||
-            memcmp(static_table[i].name.base, name.base, name.len))
+            !gw_mem_eq(static_table[i].name.base, name.base, name.len))
             continue;
         name_idx = i + 1;
         break;
@@ -685,7 +694,7 @@ static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value,
     /* entries of one name are adjacent (the pseudo-headers with their common values) */
     for (size_t i = name_idx - 1; name_idx; i++) {
         if (static_table[i].value.len == value.len &&
-            (value.len == 0 || !memcmp(static_table[i].value.base, value.base, value.len))) {
+            gw_mem_eq(static_table[i].value.base, value.base, value.len)) {
             *full = 1;
             return i + 1;
         }
@@ -703,7 +712,7 @@ static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value,
     size_t j = t->head;
     for (size_t i = 0; i < t->len; i++, j = j ? j - 1 : t->cap - 1) {
         const gw_hpack_entry_t *e = &t->ents[j];
-        if (e->name_len == name.len && !memcmp(e->data, name.base, name.len))
+        if (e->name_len == name.len && gw_mem_eq(e->data, name.base, name.len))
             return STATIC_LEN + 1 + i;
     }
     return 0;
