@@ -46,24 +46,40 @@ int gw_mem_eq_nocase(const uint8_t *a, const uint8_t *b, size_t n)
     return x == y || lower8(x) == lower8(y);
 }
 
+/* Non-zero when a byte of x is CR, LF or NUL: the zero-byte test of x, x ^ CR.. and x ^ LF..
+ * ((v - 0x01..) & ~v & 0x80.. is non-zero exactly when v has a zero byte). */
+static uint64_t crlfnul8(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t cr = x ^ ('\r' * ones), lf = x ^ ('\n' * ones);
+    return ((x - ones) & ~x & highs) | ((cr - ones) & ~cr & highs) | ((lf - ones) & ~lf & highs);
+}
+
 int gw_slice_has_crlfnul(gw_slice_t s)
 {
-    /* SWAR zero-byte tests of x, x ^ CR.., x ^ LF..; a hit (or a false one) is settled by the
-     * byte loop */
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    size_t i = 0;
-    for (; s.len - i >= 8; i += 8) {
-        uint64_t x, cr, lf;
-        memcpy(&x, s.base + i, 8);
-        cr = x ^ ('\r' * ones);
-        lf = x ^ ('\n' * ones);
-        if (((x - ones) & ~x & highs) | ((cr - ones) & ~cr & highs) | ((lf - ones) & ~lf & highs))
-            break;
+    const uint8_t *p = s.base;
+    size_t n = s.len;
+    uint64_t x;
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&x, p + i, 8);
+            if (crlfnul8(x))
+                return 1;
+        }
+        memcpy(&x, p + n - 8, 8); /* the last word, overlapping the previous one */
+        return crlfnul8(x) != 0;
     }
-    for (; i < s.len; i++)
-        if (s.base[i] == '\r' || s.base[i] == '\n' || s.base[i] == 0)
-            return 1;
-    return 0;
+    if (n >= 4) { /* two overlapping halves cover every byte */
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        return crlfnul8((uint64_t)hi << 32 | lo) != 0;
+    }
+    if (n == 0)
+        return 0;
+    /* 1 to 3 bytes: first, middle and last, padded with spaces */
+    x = 0x2020202020000000ull | p[0] | (uint64_t)p[n / 2] << 8 | (uint64_t)p[n - 1] << 16;
+    return crlfnul8(x) != 0;
 }
 
 /* dst[0..n) = src[0..n) with A-Z lowercased: eight bytes at a time (lower8), the last word

@@ -635,7 +635,7 @@ static const gw_slice_t volatile_values[] = {GW_SLICE_LIT(":path"), GW_SLICE_LIT
 /* A 32-bit hash of s[0..n) continuing from h (multiply-xor, eight bytes a step; the last
  * step reads the final eight bytes, overlapping): the dynamic table is searched by comparing
  * hashes, bytes only on a hash match. */
-static uint64_t mix(uint64_t h, const uint8_t *s, size_t n)
+static inline __attribute__((always_inline)) uint64_t mix(uint64_t h, const uint8_t *s, size_t n)
 {
     const uint64_t k = 0x100000001b3ull;
     uint64_t w;
