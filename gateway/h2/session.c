@@ -158,8 +158,15 @@ struct gw_h2_profile {
 /* What a session needs only while streams are open, a header block or a split frame is being
  * read, or RFC 7540/9218 priority state waits for streams: allocated when first needed, given
  * back by gw_h2_session_compact() once all of it is empty again. */
+#define STREAM_CACHE 16 /* power of two */
+
 typedef struct {
     gw_list_t streams;
+    /* Streams by id, direct-mapped on (id >> 1) % STREAM_CACHE: a client's open streams have
+     * consecutive odd ids, so up to 16 of them never share a slot and a lookup does not walk
+     * the list (each step a stream block of its own, a cache miss when cold). A miss walks the
+     * list and takes the slot. */
+    struct gw_h2_stream *cache[STREAM_CACHE];
     gw_h2_sched_t sched;
     gw_bytes_t in; /* a payload split across recv calls */
 
@@ -351,11 +358,16 @@ static gw_h2_stream_t *find_stream(const gw_h2_session_t *s, uint32_t id)
 {
     if (!s->x)
         return NULL;
+    gw_h2_stream_t **slot = &s->x->cache[(id >> 1) % STREAM_CACHE];
+    if (*slot && (*slot)->id == id)
+        return *slot;
     gw_list_foreach(it, &s->x->streams)
     {
         gw_h2_stream_t *st = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
-        if (st->id == id)
+        if (st->id == id) {
+            *slot = st;
             return st;
+        }
     }
     return NULL;
 }
@@ -375,6 +387,9 @@ static void stream_free(gw_h2_session_t *s, gw_h2_stream_t *st)
     if (s->x->tree)
         gw_h2_tree_close(s->x->tree, st->id);
     gw_list_remove(&st->link);
+    gw_h2_stream_t **slot = &s->x->cache[(st->id >> 1) % STREAM_CACHE];
+    if (*slot == st)
+        *slot = NULL;
     drop_chunks(st);
     gw_bytes_free(&st->trailers);
     arena_free(&st->arena);
@@ -415,6 +430,7 @@ static gw_h2_stream_t *stream_new(gw_h2_session_t *s, uint32_t id, void *blk, ar
     gw_bytes_init(&st->trailers, 0);
     gw_h2_sched_node_init(&st->node, id);
     gw_list_push_back(&s->x->streams, &st->link);
+    s->x->cache[(id >> 1) % STREAM_CACHE] = st; /* looked up by every submit from now on */
     s->active++;
     return st;
 }

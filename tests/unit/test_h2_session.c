@@ -2052,6 +2052,77 @@ static void idle_session_memory(void **state)
     cli_free(&c);
 }
 
+/* Streams are found through a 16-slot cache on (id >> 1) and the stream list behind it: with
+ * 40 streams open, ids 32 apart share a slot; every lookup (stream data, responses, DATA)
+ * must reach its own stream, in any order, also after streams of a shared slot are freed and
+ * new ones take it. */
+static void stream_lookup_colliding_ids(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    r.release_on_close = 1;
+    static int tags[200];
+    for (uint32_t sid = 1; sid <= 79; sid += 2)
+        cli_headers(&c, sid, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    assert_int_equal(gw_h2_session_active_streams(s), 40);
+    for (uint32_t sid = 1; sid <= 79; sid += 2)
+        assert_int_equal(gw_h2_session_set_stream_data(s, sid, &tags[sid]), 0);
+    /* scrambled order: every lookup misses the slot the previous one filled */
+    for (uint32_t k = 0; k < 40; k++) {
+        uint32_t sid = 2 * ((k * 17) % 40) + 1;
+        assert_ptr_equal(gw_h2_session_get_stream_data(s, sid), &tags[sid]);
+    }
+    assert_null(gw_h2_session_get_stream_data(s, 81)); /* not open: no slot holds it */
+    /* answer every fourth stream (slot 0's 1, 33, 65 among them), newest first; each DATA
+     * frame must carry its own stream's bytes */
+    gw_rbuf_t *rb = gw_rbuf_new(40 * 4);
+    for (uint32_t sid = 79;; sid -= 2) {
+        if (sid % 8 == 1) {
+            char t[12];
+            snprintf(t, sizeof(t), "%03u", (unsigned)sid);
+            memcpy(rb->data + 4 * (sid / 2), t, 3);
+            assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
+            assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 4 * (sid / 2), 3, 1), 0);
+        }
+        if (sid == 1)
+            break;
+    }
+    outs_t o;
+    drain(s, &o);
+    size_t datas = 0;
+    for (size_t i = 0; i < o.n; i++) {
+        if (o.f[i].h.type != GW_H2_FT_DATA)
+            continue;
+        char want[12];
+        snprintf(want, sizeof(want), "%03u", (unsigned)o.f[i].h.stream_id);
+        assert_int_equal(o.f[i].h.length, 3);
+        assert_memory_equal(o.f[i].p, want, 3);
+        datas++;
+    }
+    assert_int_equal(datas, 10); /* 1, 9, 17, ..., 73: slot 0 (1, 33, 65) among them */
+    /* the answered streams are gone (released on close); new streams take their slots */
+    for (uint32_t sid = 81; sid <= 103; sid += 2)
+        cli_headers(&c, sid, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    for (uint32_t sid = 81; sid <= 103; sid += 2)
+        assert_int_equal(gw_h2_session_set_stream_data(s, sid, &tags[sid]), 0);
+    for (uint32_t sid = 1; sid <= 103; sid += 2) {
+        int gone = sid < 80 && sid % 8 == 1;
+        if (gone)
+            assert_null(gw_h2_session_get_stream_data(s, sid));
+        else
+            assert_ptr_equal(gw_h2_session_get_stream_data(s, sid), &tags[sid]);
+    }
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
 /* A closed stream's memory is the next stream's: on a warm session, a request is decoded and
  * opened without any allocation, also when the block comes from another session of the
  * profile; a burst of streams gives every block back, and the sessions and the profile free
@@ -2122,6 +2193,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(handshake_and_ping),
         cmocka_unit_test(stream_blocks_reused),
+        cmocka_unit_test(stream_lookup_colliding_ids),
         cmocka_unit_test(bad_preface),
         cmocka_unit_test(first_frame_not_settings),
         cmocka_unit_test(settings_timeout),
