@@ -253,12 +253,11 @@ static int conn_toks(conn_toks_t *t, const gw_field_t *f, size_t n)
     return any;
 }
 
-/* Whether `name` is one of the comma-separated tokens of any Connection field. */
-static int named_by_connection(const conn_toks_t *t, gw_slice_t name)
+/* named_by_connection() past the length filter: compare with the tokens, or re-parse the
+ * Connection fields when they had more tokens than fit. */
+static int named_by_connection_slow(const conn_toks_t *t, gw_slice_t name)
 {
     if (!t->overflow) {
-        if (!(t->lens & (1ull << (name.len % 64))))
-            return 0;
         for (size_t i = 0; i < t->n; i++)
             if (t->tok[i].len == name.len && gw_slice_eq_nocase(t->tok[i], name))
                 return 1;
@@ -274,6 +273,15 @@ static int named_by_connection(const conn_toks_t *t, gw_slice_t name)
                 return 1;
     }
     return 0;
+}
+
+/* Whether `name` is one of the comma-separated tokens of any Connection field. Inline: most
+ * names are ruled out by their length. */
+static inline int named_by_connection(const conn_toks_t *t, gw_slice_t name)
+{
+    if (!t->overflow && !(t->lens & (1ull << (name.len % 64))))
+        return 0;
+    return named_by_connection_slow(t, name);
 }
 
 /* Scratch space for the translated fields: one block, sized before anything is written, so
@@ -335,15 +343,15 @@ static void add(xlate_t *x, gw_slice_t name, gw_slice_t value)
 }
 
 /* Every value of fields named `name`, joined with sep, or {NULL,0} when there is none. */
-static gw_slice_t join(xlate_t *x, const gw_req_head_t *h, const char *name, const char *sep)
+static gw_slice_t join(xlate_t *x, const gw_req_head_t *h, gw_slice_t name, gw_slice_t sep)
 {
     size_t start = x->used, seen = 0;
     for (size_t i = 0; i < h->fields_len; i++) {
-        if (!name_is(h->fields[i].name, name))
+        if (!gw_slice_eq_nocase(h->fields[i].name, name))
             continue;
         if (seen++) {
-            memcpy(x->buf + x->used, sep, strlen(sep));
-            x->used += strlen(sep);
+            memcpy(x->buf + x->used, sep.base, sep.len);
+            x->used += sep.len;
         }
         memcpy(x->buf + x->used, h->fields[i].value.base, h->fields[i].value.len);
         x->used += h->fields[i].value.len;
@@ -412,13 +420,13 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
         add(x, f->name, f->value);
     }
     if (h2) {
-        gw_slice_t c = join(x, h, "cookie", "; ");
+        gw_slice_t c = join(x, h, GW_SLICE_LIT("cookie"), GW_SLICE_LIT("; "));
         if (c.base)
             add(x, GW_SLICE_LIT("cookie"), c);
     }
     const char *ip = s->peer_ip ? s->peer_ip : "unknown";
     if (r->add_x_forwarded) {
-        gw_slice_t prev = join(x, h, "x-forwarded-for", ", ");
+        gw_slice_t prev = join(x, h, GW_SLICE_LIT("x-forwarded-for"), GW_SLICE_LIT(", "));
         gw_slice_t xff[] = {prev, GW_SLICE_LIT(", "), gw_slice_str(ip)};
         add(x, GW_SLICE_LIT("X-Forwarded-For"), prev.base ? cat(x, xff, 3) : cat(x, xff + 2, 1));
         add(x, GW_SLICE_LIT("X-Forwarded-Proto"), cat(x, &h->scheme, 1));
@@ -426,7 +434,7 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
     if (r->add_forwarded) {
         /* RFC 7239 §6: an IPv6 node is quoted and bracketed */
         int v6 = strchr(ip, ':') != NULL;
-        gw_slice_t prev = join(x, h, "forwarded", ", ");
+        gw_slice_t prev = join(x, h, GW_SLICE_LIT("forwarded"), GW_SLICE_LIT(", "));
         add(x, GW_SLICE_LIT("Forwarded"),
             put(x, "%.*s%sfor=%s%s%s%s;proto=%.*s;host=\"%.*s\"", (int)prev.len,
                 prev.base ? (const char *)prev.base : "", prev.base ? ", " : "", v6 ? "\"[" : "",
@@ -435,7 +443,7 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
     }
     if (r->add_via) {
         /* RFC 9110 §7.6.3: received-protocol received-by */
-        gw_slice_t prev = join(x, h, "via", ", ");
+        gw_slice_t prev = join(x, h, GW_SLICE_LIT("via"), GW_SLICE_LIT(", "));
         gw_slice_t via[] = {prev, GW_SLICE_LIT(", "),
                             h2 ? GW_SLICE_LIT("2 h2gate") : GW_SLICE_LIT("1.1 h2gate")};
         add(x, GW_SLICE_LIT("Via"), prev.base ? cat(x, via, 3) : cat(x, via + 2, 1));

@@ -1202,6 +1202,43 @@ static void request_validation(void **state)
 /* Field names are checked by a table and values eight bytes at a time: an uppercase letter,
  * a ':' past the first byte or a DEL at any position of a long name, and a CR, LF or NUL at
  * any position of a long value, still make the request malformed; clean ones pass. */
+/* Every byte value (NUL aside: the helpers take C strings) at every position of field names of
+ * 1 to 17 bytes is accepted exactly when RFC 9113 §8.2.1 allows it (0x21-0x7e except A-Z and
+ * ':'); a ':' in front makes an unknown pseudo-header, also malformed. */
+static void field_name_every_byte_value(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {1, 3, 4, 7, 8, 9, 15, 16, 17};
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+        size_t len = lens[li];
+        for (size_t pos = 0; pos < len; pos++) {
+            for (int v = 1; v < 256; v++) {
+                char name[24];
+                memset(name, 'n', len);
+                name[len] = 0;
+                name[pos] = (char)v;
+                int ok = v >= 0x21 && v <= 0x7e && v != ':' && !(v >= 'A' && v <= 'Z');
+                const char *kv[] = {":method", "GET", ":scheme", "https", ":path",
+                                    "/",       name,  "v",       NULL};
+                gw_h2_session_t *s = ready(&r, &c, NULL);
+                cli_headers(&c, 1, GW_H2_F_END_STREAM, kv);
+                assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+                drain(s, &o);
+                if (ok != (strstr(r.log, "req 1") != NULL))
+                    print_message("name len %zu, byte 0x%02x at %zu\n", len, v, pos);
+                assert_int_equal(ok, strstr(r.log, "req 1") != NULL);
+                if (!ok)
+                    expect_rst(&o, 1, GW_H2_PROTOCOL_ERROR);
+                cli_free(&c);
+                gw_h2_session_del(s);
+            }
+        }
+    }
+}
+
 static void field_bytes_at_every_position(void **state)
 {
     (void)state;
@@ -2214,6 +2251,7 @@ int main(void)
         cmocka_unit_test(header_list_overflow),
         cmocka_unit_test(request_validation),
         cmocka_unit_test(field_bytes_at_every_position),
+        cmocka_unit_test(field_name_every_byte_value),
         cmocka_unit_test(content_length_and_trailers),
         cmocka_unit_test(stream_state_errors),
         cmocka_unit_test(closed_stream_frames),
