@@ -55,6 +55,14 @@ static uint64_t crlfnul8(uint64_t x)
     return ((x - ones) & ~x & highs) | ((cr - ones) & ~cr & highs) | ((lf - ones) & ~lf & highs);
 }
 
+/* crlfnul8() behind a one-test filter: field values rarely hold a byte below 0x0e (of those,
+ * only HTAB is allowed), and (x - 0x0e..) & ~x & 0x80.. is non-zero exactly when one does. */
+static int crlfnul_word(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    return ((x - 0x0e * ones) & ~x & highs) && crlfnul8(x);
+}
+
 int gw_slice_has_crlfnul(gw_slice_t s)
 {
     const uint8_t *p = s.base;
@@ -63,23 +71,23 @@ int gw_slice_has_crlfnul(gw_slice_t s)
     if (n >= 8) {
         for (size_t i = 0; i + 8 < n; i += 8) {
             memcpy(&x, p + i, 8);
-            if (crlfnul8(x))
+            if (crlfnul_word(x))
                 return 1;
         }
         memcpy(&x, p + n - 8, 8); /* the last word, overlapping the previous one */
-        return crlfnul8(x) != 0;
+        return crlfnul_word(x);
     }
     if (n >= 4) { /* two overlapping halves cover every byte */
         uint32_t lo, hi;
         memcpy(&lo, p, 4);
         memcpy(&hi, p + n - 4, 4);
-        return crlfnul8((uint64_t)hi << 32 | lo) != 0;
+        return crlfnul_word((uint64_t)hi << 32 | lo);
     }
     if (n == 0)
         return 0;
     /* 1 to 3 bytes: first, middle and last, padded with spaces */
     x = 0x2020202020000000ull | p[0] | (uint64_t)p[n / 2] << 8 | (uint64_t)p[n - 1] << 16;
-    return crlfnul8(x) != 0;
+    return crlfnul_word(x);
 }
 
 /* dst[0..n) = src[0..n) with A-Z lowercased: eight bytes at a time (lower8), the last word
@@ -87,6 +95,17 @@ int gw_slice_has_crlfnul(gw_slice_t s)
 void gw_ascii_lower(char *dst, const uint8_t *src, size_t n)
 {
     if (n < 8) {
+        if (n >= 4) { /* two overlapping halves, both read before either is written */
+            uint32_t lo, hi;
+            memcpy(&lo, src, 4);
+            memcpy(&hi, src + n - 4, 4);
+            uint64_t x = lower8((uint64_t)hi << 32 | lo);
+            hi = (uint32_t)(x >> 32);
+            lo = (uint32_t)x;
+            memcpy(dst + n - 4, &hi, 4);
+            memcpy(dst, &lo, 4);
+            return;
+        }
         for (size_t j = 0; j < n; j++) {
             uint8_t ch = src[j];
             dst[j] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
@@ -107,14 +126,27 @@ void gw_ascii_lower(char *dst, const uint8_t *src, size_t n)
 
 size_t gw_fmt_u64(char *dst, uint64_t v)
 {
+    /* two digits per division, written from the end of a scratch buffer */
+    static const char pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                   "25262728293031323334353637383940414243444546474849"
+                                   "50515253545556575859606162636465666768697071727374"
+                                   "75767778798081828384858687888990919293949596979899";
     char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        dst[i] = tmp[n - 1 - i];
+    size_t i = sizeof(tmp);
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        i -= 2;
+        memcpy(tmp + i, pairs + 2 * r, 2);
+    }
+    if (v >= 10) {
+        i -= 2;
+        memcpy(tmp + i, pairs + 2 * v, 2);
+    } else {
+        tmp[--i] = (char)('0' + v);
+    }
+    size_t n = sizeof(tmp) - i;
+    memcpy(dst, tmp + i, n);
     dst[n] = 0;
     return n;
 }

@@ -141,27 +141,35 @@ size_t gw_hpack_huff_encode(const uint8_t *s, size_t len, uint8_t *out)
     return o;
 }
 
+_Static_assert(GW_HPACK_HUFF_SYM == 1, "the decoder adds the flag to its output position");
+
 int gw_hpack_huff_decode(const uint8_t *s, size_t len, gw_bytes_t *out)
 {
-    int rv = gw_bytes_reserve(out, len * 8 / 5 + 1); /* 5 bits is the shortest code */
+    /* 5 bits is the shortest code; one byte more for the store of a nibble that decodes no
+     * symbol, or the one after a failing nibble (failure is checked once per byte) */
+    int rv = gw_bytes_reserve(out, len * 8 / 5 + 2);
     if (rv < 0)
         return rv;
-    uint8_t state = 0;
-    int accept = 1;
+    uint8_t *o = out->base + out->len;
+    unsigned state = 0, flags = GW_HPACK_HUFF_ACCEPT;
     for (size_t i = 0; i < len; i++) {
-        for (int half = 0; half < 2; half++) {
-            uint8_t nib = half ? (s[i] & 0xf) : (s[i] >> 4);
-            const gw_hpack_huff_dec_t *e = &gw_hpack__huff_dec[state][nib];
-            if (e->flags & GW_HPACK_HUFF_FAIL)
-                return GW_E_COMPRESSION;
-            if (e->flags & GW_HPACK_HUFF_SYM)
-                out->base[out->len++] = e->sym;
-            state = e->next;
-            accept = (e->flags & GW_HPACK_HUFF_ACCEPT) != 0;
-        }
+        /* both nibbles without a branch: the symbol byte is stored always and kept when the
+         * entry decodes one (GW_HPACK_HUFF_SYM is 1) */
+        const gw_hpack_huff_dec_t *e = &gw_hpack__huff_dec[state][s[i] >> 4];
+        *o = e->sym;
+        o += e->flags & GW_HPACK_HUFF_SYM;
+        unsigned f = e->flags;
+        e = &gw_hpack__huff_dec[e->next][s[i] & 0xf];
+        *o = e->sym;
+        o += e->flags & GW_HPACK_HUFF_SYM;
+        if ((f | e->flags) & GW_HPACK_HUFF_FAIL)
+            return GW_E_COMPRESSION;
+        state = e->next;
+        flags = e->flags;
     }
+    out->len = (size_t)(o - out->base);
     /* padding longer than 7 bits or not a prefix of EOS is an error (§5.2) */
-    return accept ? 0 : GW_E_COMPRESSION;
+    return flags & GW_HPACK_HUFF_ACCEPT ? 0 : GW_E_COMPRESSION;
 }
 
 /* ---- dynamic table ----------------------------------------------------------------------------

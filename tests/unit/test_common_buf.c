@@ -263,11 +263,20 @@ static void fmt_u64_matches_printf(void **state)
 {
     (void)state;
     const uint64_t v[] = {0, 7, 10, 99, 1024, 4294967296ull, 18446744073709551615ull};
-    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]) + 100000 + 2 * 20; i++) {
+        /* the listed values, then 0..99999 (every digit count and pair to five digits), then
+         * 10^k - 1 and 10^k for every k (odd and even digit counts up to 20) */
+        uint64_t x = i < 7 ? v[i] : i < 7 + 100000 ? (uint64_t)(i - 7) : 0;
+        if (i >= 7 + 100000) {
+            uint64_t p = 1;
+            for (size_t k = 0; k < (i - 7 - 100000) / 2; k++)
+                p *= 10;
+            x = (i - 7 - 100000) % 2 ? p : p - 1;
+        }
         char a[24], b[24];
         memset(a, 'x', sizeof(a));
-        size_t n = gw_fmt_u64(a, v[i]);
-        snprintf(b, sizeof(b), "%llu", (unsigned long long)v[i]);
+        size_t n = gw_fmt_u64(a, x);
+        snprintf(b, sizeof(b), "%llu", (unsigned long long)x);
         assert_string_equal(a, b);
         assert_int_equal(n, strlen(b));
     }

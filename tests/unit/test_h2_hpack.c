@@ -320,6 +320,26 @@ static void huffman_all_bytes_round_trip(void **state)
     assert_memory_equal(w, want, 12);
 }
 
+/* The decoder stores a byte for every nibble, kept only when it decodes a symbol: strings of the
+ * shortest codes (5 bits: '0', 'a', ...) decode into a buffer capped at exactly what
+ * gw_hpack_huff_decode() reserves, with nothing written past it (ASan build). */
+static void huffman_shortest_codes_fit(void **state)
+{
+    (void)state;
+    uint8_t in[64], enc[64];
+    for (size_t n = 1; n <= 60; n++) {
+        for (size_t i = 0; i < n; i++)
+            in[i] = (uint8_t) "0a1e2i"[i % 6];
+        size_t el = gw_hpack_huff_encode(in, n, enc);
+        gw_bytes_t out;
+        gw_bytes_init(&out, el * 8 / 5 + 2);
+        assert_int_equal(gw_hpack_huff_decode(enc, el, &out), 0);
+        assert_int_equal(out.len, n);
+        assert_memory_equal(out.base, in, n);
+        gw_bytes_free(&out);
+    }
+}
+
 static void huffman_errors(void **state)
 {
     (void)state;
@@ -781,6 +801,7 @@ int main(void)
         cmocka_unit_test(split_at_every_cut),
         cmocka_unit_test(huffman_all_bytes_round_trip),
         cmocka_unit_test(huffman_errors),
+        cmocka_unit_test(huffman_shortest_codes_fit),
         cmocka_unit_test(decoding_errors),
         cmocka_unit_test(list_size_overflow_keeps_table_in_sync),
         cmocka_unit_test(callback_error_aborts),
