@@ -1888,6 +1888,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             if (r == 0)
                 break;
             c->b->in.len += (size_t)r;
+            if (gw_tls_drained(c->tls))
+                break; /* the next read would only fail with "want read" */
         }
         flush(c); /* TLS may have something to say (key updates, alerts) */
     } else {
