@@ -10,52 +10,102 @@ gw_slice_t gw_slice_str(const char *s)
     return (gw_slice_t){(const uint8_t *)s, strlen(s)};
 }
 
-int gw_slice_eq(gw_slice_t a, gw_slice_t b)
-{
-    return a.len == b.len && (a.len == 0 || memcmp(a.base, b.base, a.len) == 0);
-}
-
 static uint8_t lower(uint8_t c)
 {
     return (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : c;
 }
 
-int gw_slice_eq_nocase(gw_slice_t a, gw_slice_t b)
+/* x with the bytes A-Z lowercased: bit 7 of (b + 0x3f) ^ (b + 0x25) is set for b in A..Z (no
+ * carry leaves a byte whose high bit is clear, and bytes with it set are left alone), shifted
+ * down to 0x20. */
+static uint64_t lower8(uint64_t x)
 {
-    if (a.len != b.len)
-        return 0;
-    for (size_t i = 0; i < a.len; i++)
-        if (lower(a.base[i]) != lower(b.base[i]))
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t low7 = x & ~highs;
+    uint64_t ge_a = low7 + (0x80 - 'A') * ones, gt_z = low7 + (0x80 - 'Z' - 1) * ones;
+    return x | (((ge_a ^ gt_z) & ~x & highs) >> 2);
+}
+
+int gw_mem_eq_nocase(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            if (lower(a[i]) != lower(b[i]))
+                return 0;
+        return 1;
+    }
+    uint64_t x, y;
+    for (size_t i = 0; i + 8 < n; i += 8) {
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y && lower8(x) != lower8(y))
             return 0;
-    return 1;
+    }
+    memcpy(&x, a + n - 8, 8); /* the last word, overlapping the previous one */
+    memcpy(&y, b + n - 8, 8);
+    return x == y || lower8(x) == lower8(y);
+}
+
+/* Non-zero when a byte of x is CR, LF or NUL: the zero-byte test of x, x ^ CR.. and x ^ LF..
+ * ((v - 0x01..) & ~v & 0x80.. is non-zero exactly when v has a zero byte). */
+static uint64_t crlfnul8(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t cr = x ^ ('\r' * ones), lf = x ^ ('\n' * ones);
+    return ((x - ones) & ~x & highs) | ((cr - ones) & ~cr & highs) | ((lf - ones) & ~lf & highs);
+}
+
+/* crlfnul8() behind a one-test filter: field values rarely hold a byte below 0x0e (of those,
+ * only HTAB is allowed), and (x - 0x0e..) & ~x & 0x80.. is non-zero exactly when one does. */
+static int crlfnul_word(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    return ((x - 0x0e * ones) & ~x & highs) && crlfnul8(x);
 }
 
 int gw_slice_has_crlfnul(gw_slice_t s)
 {
-    /* SWAR zero-byte tests of x, x ^ CR.., x ^ LF..; a hit (or a false one) is settled by the
-     * byte loop */
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    size_t i = 0;
-    for (; s.len - i >= 8; i += 8) {
-        uint64_t x, cr, lf;
-        memcpy(&x, s.base + i, 8);
-        cr = x ^ ('\r' * ones);
-        lf = x ^ ('\n' * ones);
-        if (((x - ones) & ~x & highs) | ((cr - ones) & ~cr & highs) | ((lf - ones) & ~lf & highs))
-            break;
+    const uint8_t *p = s.base;
+    size_t n = s.len;
+    uint64_t x;
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&x, p + i, 8);
+            if (crlfnul_word(x))
+                return 1;
+        }
+        memcpy(&x, p + n - 8, 8); /* the last word, overlapping the previous one */
+        return crlfnul_word(x);
     }
-    for (; i < s.len; i++)
-        if (s.base[i] == '\r' || s.base[i] == '\n' || s.base[i] == 0)
-            return 1;
-    return 0;
+    if (n >= 4) { /* two overlapping halves cover every byte */
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        return crlfnul_word((uint64_t)hi << 32 | lo);
+    }
+    if (n == 0)
+        return 0;
+    /* 1 to 3 bytes: first, middle and last, padded with spaces */
+    x = 0x2020202020000000ull | p[0] | (uint64_t)p[n / 2] << 8 | (uint64_t)p[n - 1] << 16;
+    return crlfnul_word(x);
 }
 
-/* dst[0..n) = src[0..n) with A-Z lowercased: eight bytes at a time (SWAR range test, bytes
- * with the high bit left alone), the last word overlapping (lowercasing twice is harmless). */
+/* dst[0..n) = src[0..n) with A-Z lowercased: eight bytes at a time (lower8), the last word
+ * overlapping (lowercasing twice is harmless). */
 void gw_ascii_lower(char *dst, const uint8_t *src, size_t n)
 {
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     if (n < 8) {
+        if (n >= 4) { /* two overlapping halves, both read before either is written */
+            uint32_t lo, hi;
+            memcpy(&lo, src, 4);
+            memcpy(&hi, src + n - 4, 4);
+            uint64_t x = lower8((uint64_t)hi << 32 | lo);
+            hi = (uint32_t)(x >> 32);
+            lo = (uint32_t)x;
+            memcpy(dst + n - 4, &hi, 4);
+            memcpy(dst, &lo, 4);
+            return;
+        }
         for (size_t j = 0; j < n; j++) {
             uint8_t ch = src[j];
             dst[j] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
@@ -67,9 +117,7 @@ void gw_ascii_lower(char *dst, const uint8_t *src, size_t n)
             j = n - 8;
         uint64_t x;
         memcpy(&x, src + j, 8);
-        uint64_t low7 = x & ~highs;
-        uint64_t ge_a = low7 + (0x80 - 'A') * ones, gt_z = low7 + (0x80 - 'Z' - 1) * ones;
-        x |= ((ge_a ^ gt_z) & ~x & highs) >> 2; /* 0x80 >> 2 = 0x20 on the letters */
+        x = lower8(x);
         memcpy(dst + j, &x, 8);
         if (j == n - 8)
             return;
@@ -78,14 +126,27 @@ void gw_ascii_lower(char *dst, const uint8_t *src, size_t n)
 
 size_t gw_fmt_u64(char *dst, uint64_t v)
 {
+    /* two digits per division, written from the end of a scratch buffer */
+    static const char pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                   "25262728293031323334353637383940414243444546474849"
+                                   "50515253545556575859606162636465666768697071727374"
+                                   "75767778798081828384858687888990919293949596979899";
     char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        dst[i] = tmp[n - 1 - i];
+    size_t i = sizeof(tmp);
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        i -= 2;
+        memcpy(tmp + i, pairs + 2 * r, 2);
+    }
+    if (v >= 10) {
+        i -= 2;
+        memcpy(tmp + i, pairs + 2 * v, 2);
+    } else {
+        tmp[--i] = (char)('0' + v);
+    }
+    size_t n = sizeof(tmp) - i;
+    memcpy(dst, tmp + i, n);
     dst[n] = 0;
     return n;
 }
@@ -135,7 +196,7 @@ void gw_bytes_free(gw_bytes_t *b)
     b->len = b->cap = 0;
 }
 
-int gw_bytes_reserve(gw_bytes_t *b, size_t n)
+int gw_bytes__grow(gw_bytes_t *b, size_t n)
 {
     if (n > b->max - b->len)
         return GW_E_LIMIT;
@@ -152,17 +213,6 @@ int gw_bytes_reserve(gw_bytes_t *b, size_t n)
         return GW_E_NOMEM;
     b->base = p;
     b->cap = cap;
-    return 0;
-}
-
-int gw_bytes_append(gw_bytes_t *b, const void *p, size_t n)
-{
-    int rv = gw_bytes_reserve(b, n);
-    if (rv < 0)
-        return rv;
-    if (n)
-        memcpy(b->base + b->len, p, n);
-    b->len += n;
     return 0;
 }
 

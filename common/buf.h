@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/uio.h>
 
 typedef struct {
@@ -30,9 +31,49 @@ gw_slice_t gw_slice_str(const char *s);
 /* Decimal digits of v into dst (at least 21 bytes), NUL-terminated; returns their count.
  * For the per-request numbers (Content-Length) where snprintf's cost shows in profiles. */
 size_t gw_fmt_u64(char *dst, uint64_t v);
-int gw_slice_eq(gw_slice_t a, gw_slice_t b);
-/* ASCII case-insensitive equality. */
-int gw_slice_eq_nocase(gw_slice_t a, gw_slice_t b);
+/* Whether a[0..n) equals b[0..n). Inline, eight bytes at a time: header names and values are
+ * short, and a libc memcmp call costs more than the comparison itself. */
+static inline int gw_mem_eq(const void *a, const void *b, size_t n)
+{
+    const uint8_t *p = a, *q = b;
+    uint64_t x, y;
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&x, p + i, 8);
+            memcpy(&y, q + i, 8);
+            if (x != y)
+                return 0;
+        }
+        memcpy(&x, p + n - 8, 8); /* the last word, overlapping the previous one */
+        memcpy(&y, q + n - 8, 8);
+        return x == y;
+    }
+    if (n >= 4) {
+        uint32_t u, v, w, z;
+        memcpy(&u, p, 4);
+        memcpy(&v, q, 4);
+        memcpy(&w, p + n - 4, 4);
+        memcpy(&z, q + n - 4, 4);
+        return u == v && w == z;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != q[i])
+            return 0;
+    return 1;
+}
+
+static inline int gw_slice_eq(gw_slice_t a, gw_slice_t b)
+{
+    return a.len == b.len && gw_mem_eq(a.base, b.base, a.len);
+}
+
+/* ASCII case-insensitive equality of a[0..n) and b[0..n) (eight bytes at a time). */
+int gw_mem_eq_nocase(const uint8_t *a, const uint8_t *b, size_t n);
+/* ASCII case-insensitive equality; the length test is inline (most names differ there). */
+static inline int gw_slice_eq_nocase(gw_slice_t a, gw_slice_t b)
+{
+    return a.len == b.len && gw_mem_eq_nocase(a.base, b.base, a.len);
+}
 /* Non-zero when s holds a CR, LF or NUL (the bytes no field value may carry, RFC 9110 §5.5,
  * RFC 9113 §8.2.1). Eight bytes at a time: for the values of every request and response. */
 int gw_slice_has_crlfnul(gw_slice_t s);
@@ -72,9 +113,27 @@ typedef struct {
 
 void gw_bytes_init(gw_bytes_t *b, size_t max);
 void gw_bytes_free(gw_bytes_t *b);
-/* Make room for n more bytes; 0, GW_E_NOMEM or GW_E_LIMIT. */
-int gw_bytes_reserve(gw_bytes_t *b, size_t n);
-int gw_bytes_append(gw_bytes_t *b, const void *p, size_t n);
+/* gw_bytes_reserve() when the room is not there yet: grow (doubling, at most max). */
+int gw_bytes__grow(gw_bytes_t *b, size_t n);
+/* Make room for n more bytes; 0, GW_E_NOMEM or GW_E_LIMIT. Inline when the room is there
+ * (cap never exceeds max, so that room is also within max). */
+static inline int gw_bytes_reserve(gw_bytes_t *b, size_t n)
+{
+    return n <= b->cap - b->len ? 0 : gw_bytes__grow(b, n);
+}
+/* Append p[0..n): 0, GW_E_NOMEM or GW_E_LIMIT (b unchanged then). */
+static inline int gw_bytes_append(gw_bytes_t *b, const void *p, size_t n)
+{
+    if (n > b->cap - b->len) {
+        int rv = gw_bytes__grow(b, n);
+        if (rv < 0)
+            return rv;
+    }
+    if (n)
+        memcpy(b->base + b->len, p, n);
+    b->len += n;
+    return 0;
+}
 /* Remove n bytes from the front (memmove; for small control buffers). */
 void gw_bytes_consume(gw_bytes_t *b, size_t n);
 

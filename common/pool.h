@@ -3,6 +3,8 @@
  * Connections, streams and exchanges come from pools: gw_pool_get reuses a freed object
  * before allocating, and fails with NULL once `max` objects are live (the caller answers
  * with its layer's limit behaviour). Objects are not zeroed on reuse unless asked.
+ * Under AddressSanitizer an object waiting on the freelist is poisoned (all but its link), so a
+ * use after gw_pool_put() is reported as it would be after free().
  */
 #ifndef GW_COMMON_POOL_H
 #define GW_COMMON_POOL_H
@@ -27,6 +29,9 @@ void gw_pool_init(gw_pool_t *p, size_t obj_size, size_t max, size_t free_keep);
 void gw_pool_free(gw_pool_t *p);
 /* A zeroed object, or NULL when out of memory or at the cap. */
 void *gw_pool_get(gw_pool_t *p);
+/* The same without zeroing: the contents are whatever the last user left (or fresh malloc
+ * bytes). For objects whose owner initialises only the part it uses. */
+void *gw_pool_get_raw(gw_pool_t *p);
 void gw_pool_put(gw_pool_t *p, void *obj);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "common/bucket.h"
 #include "common/list.h"
+#include "common/pool.h"
 #include "common/theap.h"
 #include "config/config.h"
 #include "front/front.h"
@@ -61,6 +62,7 @@ struct gw_worker {
     gw_theap_t timers;       /* timeouts and throttle wake-ups of the connections */
     size_t timer_nodes;      /* nodes that may be queued (room reserved in timers) */
     gw_h2_profile_t *h2prof; /* HTTP/2 options and callbacks of every session, on first use */
+    gw_pool_t h2s_pool;      /* conn.c's HTTP/2 client streams, set up with h2prof */
     uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */
 };
 

@@ -369,6 +369,7 @@ static void worker_free(gw_worker_t *w)
     gw_proxy_del(w->proxy);
     gw_theap_free(&w->timers);
     gw_h2_profile_del(w->h2prof);
+    gw_pool_free(&w->h2s_pool); /* every connection is closed: only the freelist is left */
     gw_free(w->servers);
     gw_free(w);
 }

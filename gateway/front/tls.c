@@ -554,6 +554,11 @@ ssize_t gw_tls_read(gw_tls_conn_t *t, void *buf, size_t cap)
     return GW_E_PROTO;
 }
 
+int gw_tls_drained(gw_tls_conn_t *t)
+{
+    return t->in_off == t->in.len && !SSL_has_pending(t->ssl);
+}
+
 int gw_tls_write(gw_tls_conn_t *t, const void *p, size_t n)
 {
     size_t w = 0;

@@ -33,6 +33,10 @@ int gw_tls_handshake(gw_tls_conn_t *t);
 /* Plaintext: bytes read (> 0), 0 when none are available now, GW_E_CLOSED on close_notify,
  * GW_E_PROTO on a TLS error. */
 ssize_t gw_tls_read(gw_tls_conn_t *t, void *buf, size_t cap);
+/* Non-zero when a gw_tls_read() now would find nothing: OpenSSL has read every byte fed and
+ * holds no record data, processed or not (SSL_has_pending). Lets a read loop stop without the
+ * call that fails with "want read". */
+int gw_tls_drained(gw_tls_conn_t *t);
 /* Encrypt plaintext; 0 or GW_E_PROTO. */
 int gw_tls_write(gw_tls_conn_t *t, const void *p, size_t n);
 /* Encrypt the pieces in order, small neighbours gathered into one record. 0 or GW_E_PROTO. */

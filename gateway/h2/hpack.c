@@ -141,27 +141,35 @@ size_t gw_hpack_huff_encode(const uint8_t *s, size_t len, uint8_t *out)
     return o;
 }
 
+_Static_assert(GW_HPACK_HUFF_SYM == 1, "the decoder adds the flag to its output position");
+
 int gw_hpack_huff_decode(const uint8_t *s, size_t len, gw_bytes_t *out)
 {
-    int rv = gw_bytes_reserve(out, len * 8 / 5 + 1); /* 5 bits is the shortest code */
+    /* 5 bits is the shortest code; one byte more for the store of a nibble that decodes no
+     * symbol, or the one after a failing nibble (failure is checked once per byte) */
+    int rv = gw_bytes_reserve(out, len * 8 / 5 + 2);
     if (rv < 0)
         return rv;
-    uint8_t state = 0;
-    int accept = 1;
+    uint8_t *o = out->base + out->len;
+    unsigned state = 0, flags = GW_HPACK_HUFF_ACCEPT;
     for (size_t i = 0; i < len; i++) {
-        for (int half = 0; half < 2; half++) {
-            uint8_t nib = half ? (s[i] & 0xf) : (s[i] >> 4);
-            const gw_hpack_huff_dec_t *e = &gw_hpack__huff_dec[state][nib];
-            if (e->flags & GW_HPACK_HUFF_FAIL)
-                return GW_E_COMPRESSION;
-            if (e->flags & GW_HPACK_HUFF_SYM)
-                out->base[out->len++] = e->sym;
-            state = e->next;
-            accept = (e->flags & GW_HPACK_HUFF_ACCEPT) != 0;
-        }
+        /* both nibbles without a branch: the symbol byte is stored always and kept when the
+         * entry decodes one (GW_HPACK_HUFF_SYM is 1) */
+        const gw_hpack_huff_dec_t *e = &gw_hpack__huff_dec[state][s[i] >> 4];
+        *o = e->sym;
+        o += e->flags & GW_HPACK_HUFF_SYM;
+        unsigned f = e->flags;
+        e = &gw_hpack__huff_dec[e->next][s[i] & 0xf];
+        *o = e->sym;
+        o += e->flags & GW_HPACK_HUFF_SYM;
+        if ((f | e->flags) & GW_HPACK_HUFF_FAIL)
+            return GW_E_COMPRESSION;
+        state = e->next;
+        flags = e->flags;
     }
+    out->len = (size_t)(o - out->base);
     /* padding longer than 7 bits or not a prefix of EOS is an error (§5.2) */
-    return accept ? 0 : GW_E_COMPRESSION;
+    return flags & GW_HPACK_HUFF_ACCEPT ? 0 : GW_E_COMPRESSION;
 }
 
 /* ---- dynamic table ----------------------------------------------------------------------------
@@ -184,9 +192,54 @@ const gw_hpack_entry_t *gw_hpack_table_get(const gw_hpack_table_t *t, size_t i)
     return i < t->len ? slot(t, i) : NULL;
 }
 
+/* ---- encoder index: the entries of a hash bucket are chained newest first through `next`, so
+ * the first match of a bucket walk is the one with the lowest index, as in a walk of the ring
+ * from the newest entry. */
+
+static uint32_t *bucket(const gw_hpack_table_t *t, uint32_t hash)
+{
+    uint32_t *heads = (uint32_t *)(t->ents + t->cap);
+    return &heads[hash & (t->cap / 2 - 1)];
+}
+
+static void index_link(gw_hpack_table_t *t, uint32_t s)
+{
+    uint32_t *b = bucket(t, t->ents[s].hash);
+    t->ents[s].next = *b;
+    *b = s + 1;
+}
+
+/* Unlink slot s (the oldest entry, so the last of its chain; any entry would do). */
+static void index_unlink(gw_hpack_table_t *t, uint32_t s)
+{
+    uint32_t *link = bucket(t, t->ents[s].hash);
+    while (*link != s + 1) {
+        GW_ASSERT(*link != 0);
+        link = &t->ents[*link - 1].next;
+    }
+    *link = t->ents[s].next;
+}
+
+/* Index (62 up) of the newest entry equal to name: value with hash fh, or 0. */
+static size_t index_find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uint32_t fh)
+{
+    if (!t->len)
+        return 0;
+    for (uint32_t s = *bucket(t, fh); s; s = t->ents[s - 1].next) {
+        const gw_hpack_entry_t *e = &t->ents[s - 1];
+        if (e->hash == fh && e->name_len == name.len && e->value_len == value.len &&
+            gw_mem_eq(e->data, name.base, name.len) &&
+            gw_mem_eq(e->data + name.len, value.base, value.len))
+            return STATIC_LEN + 1 + (t->head + t->cap - (s - 1)) % t->cap;
+    }
+    return 0;
+}
+
 static void evict_one(gw_hpack_table_t *t)
 {
     gw_hpack_entry_t *e = slot(t, t->len - 1);
+    if (t->indexed)
+        index_unlink(t, (uint32_t)(e - t->ents));
     t->size -= e->name_len + e->value_len + (uint32_t)ENTRY_OVERHEAD;
     gw_free(e->data);
     e->data = NULL;
@@ -205,13 +258,14 @@ static void table_free(gw_hpack_table_t *t)
     while (t->len)
         evict_one(t);
     gw_free(t->ents);
+    uint8_t indexed = t->indexed;
     memset(t, 0, sizeof(*t));
+    t->indexed = indexed;
 }
 
-/* §4.4: evict until the entry fits; an entry larger than the table empties it. The hashes
- * are the encoder's (find()); the decoder passes 0. */
-static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uint32_t name_hash,
-                     uint32_t hash)
+/* §4.4: evict until the entry fits; an entry larger than the table empties it. The hash is
+ * the encoder's (of name and value); the decoder passes 0. */
+static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uint32_t hash)
 {
     size_t esize = name.len + value.len + ENTRY_OVERHEAD;
     if (esize > t->max) {
@@ -223,7 +277,8 @@ static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uin
         evict_one(t);
     if (t->len == t->cap) {
         uint32_t ncap = t->cap ? t->cap * 2 : 16;
-        gw_hpack_entry_t *n = gw_calloc(ncap, sizeof(*n));
+        size_t heads = t->indexed ? ncap / 2 * sizeof(uint32_t) : 0;
+        gw_hpack_entry_t *n = gw_calloc(1, ncap * sizeof(*n) + heads);
         if (!n)
             return GW_E_NOMEM;
         for (uint32_t i = 0; i < t->len; i++) /* oldest first into 0.. */
@@ -232,6 +287,9 @@ static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uin
         t->ents = n;
         t->cap = ncap;
         t->head = t->len ? t->len - 1 : ncap - 1;
+        if (t->indexed)
+            for (uint32_t i = 0; i < t->len; i++) /* oldest first: chains end newest first */
+                index_link(t, i);
     }
     uint8_t *data = gw_malloc(name.len + value.len);
     if (!data)
@@ -245,8 +303,9 @@ static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uin
     e->data = data;
     e->name_len = (uint32_t)name.len;
     e->value_len = (uint32_t)value.len;
-    e->name_hash = name_hash;
     e->hash = hash;
+    if (t->indexed)
+        index_link(t, t->head);
     t->len++;
     t->size += (uint32_t)esize; /* esize <= max, a 32-bit value */
     return 0;
@@ -458,7 +517,7 @@ ssize_t gw_hpack_decode(gw_hpack_dec_t *d, const uint8_t *in, size_t len, int fi
             goto partial_or_err;
         if ((rv = emit(d, name, value, flags, cb, user_data)) < 0)
             return rv;
-        if (add && (rv = table_add(&d->t, name, value, 0, 0)) < 0)
+        if (add && (rv = table_add(&d->t, name, value, 0)) < 0)
             return rv;
         continue;
     partial_or_err:
@@ -488,6 +547,7 @@ int gw_hpack_enc_init(gw_hpack_enc_t *e, size_t max_table_size)
     e->own_max = (uint32_t)max_table_size;
     e->peer_max = 4096; /* §6.5.2 initial value */
     table_init(&e->t, max_table_size < 4096 ? max_table_size : 4096);
+    e->t.indexed = 1;
     e->min_pending = UINT32_MAX;
     /* our own cap below the initial 4096 must be announced */
     e->update_pending = e->t.max != 4096;
@@ -548,6 +608,8 @@ static uint8_t *put_str(uint8_t *o, gw_slice_t s)
 /* Bytes put_int() / put_str() write. */
 static size_t int_len(unsigned n, uint64_t v)
 {
+    if (v < (1u << n) - 1)
+        return 1;
     uint8_t tmp[16];
     return (size_t)(put_int(tmp, 0, n, v) - tmp);
 }
@@ -562,7 +624,7 @@ static size_t str_len(gw_slice_t s)
 static int in_list(gw_slice_t name, const gw_slice_t *list)
 {
     for (; list->len; list++)
-        if (list->len == name.len && !memcmp(list->base, name.base, name.len))
+        if (list->len == name.len && gw_mem_eq(list->base, name.base, name.len))
             return 1;
     return 0;
 }
@@ -581,14 +643,21 @@ static const gw_slice_t volatile_values[] = {GW_SLICE_LIT(":path"), GW_SLICE_LIT
 /* A 32-bit hash of s[0..n) continuing from h (multiply-xor, eight bytes a step; the last
  * step reads the final eight bytes, overlapping): the dynamic table is searched by comparing
  * hashes, bytes only on a hash match. */
-static uint64_t mix(uint64_t h, const uint8_t *s, size_t n)
+static inline __attribute__((always_inline)) uint64_t mix(uint64_t h, const uint8_t *s, size_t n)
 {
     const uint64_t k = 0x100000001b3ull;
     uint64_t w;
     if (n < 8) {
-        w = n;
-        for (size_t i = 0; i < n; i++)
-            w = (w << 8) | s[i];
+        if (n >= 4) { /* two overlapping 4-byte reads and the length decide the word */
+            uint32_t lo, hi;
+            memcpy(&lo, s, 4);
+            memcpy(&hi, s + n - 4, 4);
+            w = ((uint64_t)hi << 32 | lo) ^ n;
+        } else {
+            w = n;
+            for (size_t i = 0; i < n; i++)
+                w = (w << 8) | s[i];
+        }
         h = (h ^ w) * k;
         return h ^ (h >> 29);
     }
@@ -613,10 +682,11 @@ static uint32_t fold(uint64_t h)
     ((1ull << 1) | (1ull << 3) | (1ull << 5) | (1ull << 7) | (1ull << 8) | (1ull << 9) |           \
      (1ull << 10) | (1ull << 11) | (1ull << 12))
 
-/* Best index for a field: *full = 1 when name and value match. 0 when none. nh, fh: the
- * hashes of the name, and of name and value. */
-static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uint32_t nh,
-                   uint32_t fh, int *full)
+/* Best index for a field: *full = 1 when name and value match. 0 when none. fh: the hash of
+ * name and value; dyn_full: whether to look for name and value in the dynamic table (the
+ * caller may know it holds no such entry). */
+static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uint32_t fh,
+                   int dyn_full, int *full)
 {
     size_t name_idx = 0;
     *full = 0;
@@ -624,7 +694,7 @@ static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value,
     for (; cand && *cand; cand++) {
         size_t i = (size_t)*cand - 1;
         if (static_table[i].name.base[0] != name.base[0] ||
-            memcmp(static_table[i].name.base, name.base, name.len))
+            !gw_mem_eq(static_table[i].name.base, name.base, name.len))
             continue;
         name_idx = i + 1;
         break;
@@ -632,32 +702,25 @@ static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value,
     /* entries of one name are adjacent (the pseudo-headers with their common values) */
     for (size_t i = name_idx - 1; name_idx; i++) {
         if (static_table[i].value.len == value.len &&
-            (value.len == 0 || !memcmp(static_table[i].value.base, value.base, value.len))) {
+            gw_mem_eq(static_table[i].value.base, value.base, value.len)) {
             *full = 1;
             return i + 1;
         }
         if (!(STATIC_SAME_NEXT & (1ull << i)))
             break;
     }
-    /* newest first (index 62 up), walking the ring down from head: name and value first, then
-     * (no static name) the name alone */
-    size_t j = t->head;
-    for (size_t i = 0; i < t->len; i++, j = j ? j - 1 : t->cap - 1) {
-        const gw_hpack_entry_t *e = &t->ents[j];
-        if (e->hash != fh || e->name_len != name.len || e->value_len != value.len)
-            continue;
-        if (!memcmp(e->data, name.base, name.len) &&
-            !memcmp(e->data + name.len, value.base, value.len)) {
-            *full = 1;
-            return STATIC_LEN + 1 + i;
-        }
+    size_t idx = dyn_full ? index_find(t, name, value, fh) : 0;
+    if (idx) {
+        *full = 1;
+        return idx;
     }
     if (name_idx)
         return name_idx;
-    j = t->head;
+    /* (no static name) the newest entry of that name: walking the ring down from head */
+    size_t j = t->head;
     for (size_t i = 0; i < t->len; i++, j = j ? j - 1 : t->cap - 1) {
         const gw_hpack_entry_t *e = &t->ents[j];
-        if (e->name_hash == nh && e->name_len == name.len && !memcmp(e->data, name.base, name.len))
+        if (e->name_len == name.len && gw_mem_eq(e->data, name.base, name.len))
             return STATIC_LEN + 1 + i;
     }
     return 0;
@@ -683,10 +746,22 @@ int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n,
     for (size_t i = 0; i < n; i++) {
         const gw_hpack_field_t *f = &fields[i];
         int full;
+        uint32_t fh = fold(mix(mix(0xcbf29ce484222325ull, f->name.base, f->name.len), f->value.base,
+                               f->value.len));
+        /* Most fields of a response repeat one the dynamic table holds: one bucket walk. Such
+         * an entry was added as neither sensitive nor equal to a static entry, so the slow
+         * path below would find the same index. */
+        size_t idx =
+            f->flags & GW_HPACK_F_NEVER_INDEX ? 0 : index_find(&e->t, f->name, f->value, fh);
+        if (idx) {
+            if ((rv = gw_bytes_reserve(out, int_len(7, idx))) < 0)
+                goto fail;
+            out->len = (size_t)(put_int(out->base + out->len, 0x80, 7, idx) - out->base);
+            continue;
+        }
         int never = (f->flags & GW_HPACK_F_NEVER_INDEX) || in_list(f->name, sensitive);
-        uint64_t nh64 = mix(0xcbf29ce484222325ull, f->name.base, f->name.len);
-        uint32_t nh = fold(nh64), fh = fold(mix(nh64, f->value.base, f->value.len));
-        size_t idx = find(&e->t, f->name, f->value, nh, fh, &full);
+        /* not flagged: the dynamic table was just searched for name and value */
+        idx = find(&e->t, f->name, f->value, fh, f->flags & GW_HPACK_F_NEVER_INDEX, &full);
         int indexed = full && !never;
         size_t esize = f->name.len + f->value.len + ENTRY_OVERHEAD;
         int index = !indexed && !never && !(f->flags & GW_HPACK_F_NO_INDEX) &&
@@ -712,7 +787,7 @@ int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n,
             o = put_str(o, f->name);
         o = put_str(o, f->value);
         out->len = (size_t)(o - out->base);
-        if (index && (rv = table_add(&e->t, f->name, f->value, nh, fh)) < 0)
+        if (index && (rv = table_add(&e->t, f->name, f->value, fh)) < 0)
             goto fail;
     }
     e->update_pending = 0;

@@ -36,18 +36,23 @@ typedef struct {
 typedef struct {
     uint8_t *data; /* name bytes then value bytes, one allocation per entry */
     uint32_t name_len, value_len;
-    uint32_t name_hash, hash; /* encoder: of the name, of name and value (lookups); else 0 */
+    uint32_t hash; /* encoder: of name and value (lookups); else 0 */
+    uint32_t next; /* encoder: slot + 1 of the next older entry in this one's bucket, 0 = none */
 } gw_hpack_entry_t;
 
 typedef struct {
-    gw_hpack_entry_t *ents; /* allocated on the first insertion */
+    /* allocated on the first insertion; an encoder's table (indexed) has its bucket heads
+     * after the cap slots, in the same block: cap / 2 of them, each the slot + 1 of the newest
+     * entry whose hash falls there (0 = none) */
+    gw_hpack_entry_t *ents;
     /* 32-bit: a table is bounded by a SETTINGS_HEADER_TABLE_SIZE (a 32-bit value), and every
      * HTTP/2 connection keeps two tables for its whole life */
-    uint32_t head; /* slot of the newest entry */
-    uint32_t len;  /* entries in use */
-    uint32_t cap;  /* slots allocated */
-    uint32_t size; /* §4.1 size: sum of name + value + 32 */
-    uint32_t max;  /* current maximum size */
+    uint32_t head;   /* slot of the newest entry */
+    uint32_t len;    /* entries in use */
+    uint32_t cap;    /* slots allocated: 0, or 16 << k */
+    uint32_t size;   /* §4.1 size: sum of name + value + 32 */
+    uint32_t max;    /* current maximum size */
+    uint8_t indexed; /* entries are found by hash (the encoder's table) */
 } gw_hpack_table_t;
 
 /* Buffers for Huffman-decoded strings, kept between blocks for speed, given back by

@@ -69,11 +69,17 @@ static void prio_add(gw_h2_sched_t *s, gw_h2_sched_node_t *n)
     if (n->tree && (!s->tree || gw_h2_tree_activate(s->tree, n->stream_id, n) < 0))
         n->tree = 0; /* no room in the tree: plain RFC 9218 default */
     gw_list_t *pos = &s->queue;
-    gw_list_foreach(it, &s->queue)
-    {
-        if (prio_before(n, GW_CONTAINER_OF(it, gw_h2_sched_node_t, link))) {
-            pos = it;
-            break;
+    /* The queue is sorted, so a node that does not go before the tail goes before nothing:
+     * the usual case (a new stream of its class has the highest id) takes one test instead
+     * of a walk over every queued stream. */
+    if (!gw_list_empty(&s->queue) &&
+        prio_before(n, GW_CONTAINER_OF(s->queue.prev, gw_h2_sched_node_t, link))) {
+        gw_list_foreach(it, &s->queue)
+        {
+            if (prio_before(n, GW_CONTAINER_OF(it, gw_h2_sched_node_t, link))) {
+                pos = it;
+                break;
+            }
         }
     }
     gw_list_insert_before(pos, &n->link);

@@ -25,6 +25,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/list.h"
+#include "common/pool.h"
 #include "h2/frame.h"
 #include "h2/hpack.h"
 #include "h2/priority.h"
@@ -115,10 +116,22 @@ typedef struct gw_h2_stream {
     int chunk0_used;
 } gw_h2_stream_t;
 
-/* A stream and the first block of its arena are one allocation: a usual request's decoded
- * header fields fit there, so opening a stream is one malloc, not two. */
+/* A stream and the first block of its arena are one allocation, a stream block: a usual
+ * request's header fields are decoded into the block before the stream exists, and the block
+ * becomes the stream, so opening a stream takes no allocation of its own. Closed streams' blocks
+ * wait on the profile's freelist for the next stream of any of its sessions (malloc and free
+ * of a 1.3 KiB block, too large for glibc's per-thread cache, cost more than the HPACK decoding
+ * of a request). */
 #define STREAM_ARENA0 1024
 #define STREAM_BLK_OFF ((sizeof(gw_h2_stream_t) + 15) & ~(size_t)15)
+#define STREAM_BLK_SIZE (STREAM_BLK_OFF + sizeof(arena_blk_t) + STREAM_ARENA0)
+#define STREAM_FREE_KEEP 512 /* blocks kept on a profile's freelist (~650 KiB) */
+
+/* The arena block inside a stream block. */
+static arena_blk_t *blk_arena(void *blk)
+{
+    return (arena_blk_t *)((uint8_t *)blk + STREAM_BLK_OFF);
+}
 
 static void chunk_free(gw_h2_stream_t *st, data_chunk_t *c)
 {
@@ -139,13 +152,21 @@ typedef struct {
 struct gw_h2_profile {
     gw_h2_options_t o;
     gw_h2_callbacks_t cb;
+    gw_pool_t blocks; /* stream blocks (STREAM_BLK_SIZE) of every session of the profile */
 };
 
 /* What a session needs only while streams are open, a header block or a split frame is being
  * read, or RFC 7540/9218 priority state waits for streams: allocated when first needed, given
  * back by gw_h2_session_compact() once all of it is empty again. */
+#define STREAM_CACHE 16 /* power of two */
+
 typedef struct {
     gw_list_t streams;
+    /* Streams by id, direct-mapped on (id >> 1) % STREAM_CACHE: a client's open streams have
+     * consecutive odd ids, so up to 16 of them never share a slot and a lookup does not walk
+     * the list (each step a stream block of its own, a cache miss when cold). A miss walks the
+     * list and takes the slot. */
+    struct gw_h2_stream *cache[STREAM_CACHE];
     gw_h2_sched_t sched;
     gw_bytes_t in; /* a payload split across recv calls */
 
@@ -173,7 +194,7 @@ typedef struct {
  * tables, budgets). Kept small, with narrow fields: it is the per-connection cost of thousands
  * of idle clients. */
 struct gw_h2_session {
-    const gw_h2_profile_t *p;
+    gw_h2_profile_t *p;
     void *user_data;
     sess_ext_t *x;        /* NULL while idle */
     gw_h2_stats_t *cold;  /* counters other than the three below, on first use */
@@ -337,11 +358,16 @@ static gw_h2_stream_t *find_stream(const gw_h2_session_t *s, uint32_t id)
 {
     if (!s->x)
         return NULL;
+    gw_h2_stream_t **slot = &s->x->cache[(id >> 1) % STREAM_CACHE];
+    if (*slot && (*slot)->id == id)
+        return *slot;
     gw_list_foreach(it, &s->x->streams)
     {
         gw_h2_stream_t *st = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
-        if (st->id == id)
+        if (st->id == id) {
+            *slot = st;
             return st;
+        }
     }
     return NULL;
 }
@@ -361,22 +387,36 @@ static void stream_free(gw_h2_session_t *s, gw_h2_stream_t *st)
     if (s->x->tree)
         gw_h2_tree_close(s->x->tree, st->id);
     gw_list_remove(&st->link);
+    gw_h2_stream_t **slot = &s->x->cache[(st->id >> 1) % STREAM_CACHE];
+    if (*slot == st)
+        *slot = NULL;
     drop_chunks(st);
     gw_bytes_free(&st->trailers);
     arena_free(&st->arena);
     s->active--;
-    gw_free(st);
+    gw_pool_put(&s->p->blocks, st);
 }
 
-static gw_h2_stream_t *stream_new(gw_h2_session_t *s, uint32_t id)
+/* A stream block whose arena block is empty, as the arena of the header block being decoded;
+ * NULL when out of memory. */
+static void *blk_get(gw_h2_session_t *s, arena_t *a)
 {
-    gw_h2_stream_t *st = gw_malloc(STREAM_BLK_OFF + sizeof(arena_blk_t) + STREAM_ARENA0);
-    if (!st)
+    void *blk = gw_pool_get_raw(&s->p->blocks);
+    if (!blk)
         return NULL;
+    arena_blk_t *b = blk_arena(blk);
+    *b = (arena_blk_t){.next = NULL, .used = 0, .cap = STREAM_ARENA0, .borrowed = 1};
+    a->head = b;
+    return blk;
+}
+
+/* Open stream id in blk (from blk_get), whose arena `a` holds the decoded request head. */
+static gw_h2_stream_t *stream_new(gw_h2_session_t *s, uint32_t id, void *blk, arena_t *a)
+{
+    gw_h2_stream_t *st = blk;
     memset(st, 0, sizeof(*st));
-    arena_blk_t *blk = (arena_blk_t *)((uint8_t *)st + STREAM_BLK_OFF);
-    *blk = (arena_blk_t){.next = NULL, .used = 0, .cap = STREAM_ARENA0, .borrowed = 1};
-    st->arena.head = blk;
+    st->arena = *a;
+    a->head = NULL;
     st->id = id;
     st->state = GW_H2_SS_OPEN;
     st->send_window = s->peer_initial_window;
@@ -390,6 +430,7 @@ static gw_h2_stream_t *stream_new(gw_h2_session_t *s, uint32_t id)
     gw_bytes_init(&st->trailers, 0);
     gw_h2_sched_node_init(&st->node, id);
     gw_list_push_back(&s->x->streams, &st->link);
+    s->x->cache[(id >> 1) % STREAM_CACHE] = st; /* looked up by every submit from now on */
     s->active++;
     return st;
 }
@@ -1064,10 +1105,16 @@ static int finish_block(gw_h2_session_t *s)
     gw_h2_stream_t *st = find_stream(s, sid);
     int trailers = st != NULL;
     arena_t tmp = {NULL};
+    void *blk = NULL; /* a new stream's block, holding tmp's first block */
     decode_ctx_t c;
     int rc = 0;
 
     s->hb_sid = 0;
+    /* a new stream's fields are decoded into the block it will live in; without memory for
+     * one the block is decoded all the same (the HPACK state is shared, RFC 9113 §4.3) and
+     * opening the stream fails below */
+    if (!st)
+        blk = blk_get(s, &tmp);
     memset(&c, 0, sizeof(c));
     c.s = s;
     c.trailers = trailers;
@@ -1147,13 +1194,12 @@ static int finish_block(gw_h2_session_t *s)
         rc = stream_error(s, sid, NULL, GW_H2_PROTOCOL_ERROR, 1);
         goto out;
     }
-    st = stream_new(s, sid);
-    if (!st) {
+    if (!blk) {
         rc = nomem(s);
         goto out;
     }
-    st->arena = tmp;
-    tmp.head = NULL;
+    st = stream_new(s, sid, blk, &tmp);
+    blk = NULL;
     st->content_length = c.head.content_length;
     st->seen = 1;
     apply_open_priority(s, st, c.priority);
@@ -1193,6 +1239,8 @@ static int finish_block(gw_h2_session_t *s)
         rc = remote_end(s, st);
 out:
     arena_free(&tmp);
+    if (blk)
+        gw_pool_put(&s->p->blocks, blk);
     return rc;
 }
 
@@ -1487,6 +1535,7 @@ int gw_h2_profile_new(gw_h2_profile_t **out, const gw_h2_options_t *opts,
     fill_defaults(&p->o);
     if (cb)
         p->cb = *cb;
+    gw_pool_init(&p->blocks, STREAM_BLK_SIZE, 0, STREAM_FREE_KEEP);
     if (p->o.initial_window_size > GW_H2_MAX_WINDOW ||
         p->o.connection_window_size > GW_H2_MAX_WINDOW ||
         p->o.max_frame_size < GW_H2_DEFAULT_MAX_FRAME_SIZE ||
@@ -1500,10 +1549,13 @@ int gw_h2_profile_new(gw_h2_profile_t **out, const gw_h2_options_t *opts,
 
 void gw_h2_profile_del(gw_h2_profile_t *p)
 {
+    if (!p)
+        return;
+    gw_pool_free(&p->blocks);
     gw_free(p);
 }
 
-int gw_h2_session_new_with(gw_h2_session_t **out, const gw_h2_profile_t *p, void *user_data,
+int gw_h2_session_new_with(gw_h2_session_t **out, gw_h2_profile_t *p, void *user_data,
                            uint64_t now_ms)
 {
     gw_h2_session_t *s;
@@ -1591,7 +1643,7 @@ void gw_h2_session_del(gw_h2_session_t *s)
         drop_chunks(st);
         gw_bytes_free(&st->trailers);
         arena_free(&st->arena);
-        gw_free(st);
+        gw_pool_put(&s->p->blocks, st);
     }
     ext_free(s->x);
     gw_hpack_dec_free(&s->dec);
@@ -1600,7 +1652,7 @@ void gw_h2_session_del(gw_h2_session_t *s)
     gw_free(s->cold);
     gw_free(s->recent_rst);
     if (s->owns_profile)
-        gw_h2_profile_del((gw_h2_profile_t *)s->p);
+        gw_h2_profile_del(s->p);
     gw_free(s);
 }
 

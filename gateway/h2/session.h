@@ -172,7 +172,9 @@ typedef struct {
 
 /* Options and callbacks for many sessions (a worker's connections), checked and copied once
  * instead of into every session. opts NULL = defaults (zero budget fields take their
- * defaults); cb is copied. Returns 0 and *out, or GW_E_NOMEM / GW_E_INVAL (an option out of the
+ * defaults); cb is copied. The profile also keeps the memory of closed streams for the next
+ * ones of its sessions (a bounded freelist), so a profile and its sessions are used by one
+ * thread at a time. Returns 0 and *out, or GW_E_NOMEM / GW_E_INVAL (an option out of the
  * RFC's range). */
 int gw_h2_profile_new(gw_h2_profile_t **out, const gw_h2_options_t *opts,
                       const gw_h2_callbacks_t *cb);
@@ -183,7 +185,7 @@ void gw_h2_profile_del(gw_h2_profile_t *p);
  * is passed to every callback. now_ms starts the SETTINGS ACK timer. Our SETTINGS frame and the
  * connection WINDOW_UPDATE are queued at once (the server preface, RFC 9113 §3.4). Returns 0
  * and *out, or GW_E_NOMEM. */
-int gw_h2_session_new_with(gw_h2_session_t **out, const gw_h2_profile_t *p, void *user_data,
+int gw_h2_session_new_with(gw_h2_session_t **out, gw_h2_profile_t *p, void *user_data,
                            uint64_t now_ms);
 
 /* The same with a profile of its own, made from opts and cb as gw_h2_profile_new does and freed

@@ -270,6 +270,12 @@ class ScriptedOrigin:
         elif kind == "conn-close":
             send(200, [("Content-Length", "2"), ("Connection", "close")], b"ok")
             return False
+        elif kind == "conn-named":
+            # Connection names X-Hop (5 letters); X-Hoq has its length, the long name its length
+            # modulo 64: neither is named, both must reach the client
+            send(200, [("Content-Length", "2"), ("Connection", "keep-alive, X-Hop"),
+                       ("X-Hop", "1"), ("X-Hoq", "2"), ("Keep-Alive", "timeout=5"),
+                       ("X-" + "l" * 67, "3")], b"ok")
         elif kind == "http10":
             c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
             return False

@@ -279,6 +279,15 @@ def test_response_hop_by_hop_removed_and_names_lowercased(gwo):
     assert "via: 1.1 h2gate" in head
 
 
+def test_response_fields_named_by_connection_removed(gwo):
+    r = curl("-i", "--http2-prior-knowledge", f"http://127.0.0.1:{gwo.port}/conn-named")
+    head = r.stdout.split("\r\n\r\n")[0].lower()
+    assert r.stdout.startswith("HTTP/2 200")
+    for gone in ("connection:", "x-hop:", "keep-alive:"):
+        assert gone not in head
+    assert "x-hoq: 2" in head and "x-" + "l" * 67 + ": 3" in head
+
+
 # ---- errors from the back ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", ["/garbage", "/dup-cl", "/cl-te", "/bad-header"])

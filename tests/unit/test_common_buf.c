@@ -180,15 +180,103 @@ static void swar_helpers_match_bytewise(void **state)
     assert_string_equal(t, "content-type: x-upper-lower");
 }
 
+static int lc(int c)
+{
+    return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
+
+/* gw_mem_eq / gw_mem_eq_nocase (and the slice forms) against byte-by-byte definitions: for
+ * every length up to 40 (the 4-byte, word loop and overlapping-tail paths), b equal to a or
+ * to a with its letters' case swapped, then one byte changed to every value at every
+ * position, so a difference hidden in any word, in the overlap or in the case bit shows. */
+static void mem_eq_matches_bytewise(void **state)
+{
+    (void)state;
+    uint8_t a[40], b[40];
+    for (size_t n = 0; n <= sizeof(a); n++) {
+        for (size_t i = 0; i < n; i++)
+            a[i] = (uint8_t)("Xy-Z@[`{aZ\x80\xc1\xe1~ 09"[(i * 5 + n) % 18]);
+        for (int swap = 0; swap < 2; swap++) {
+            for (size_t pos = 0; pos < (n ? n : 1); pos++) {
+                for (int c = 0; c < 256; c++) {
+                    for (size_t i = 0; i < n; i++)
+                        b[i] = swap && ((a[i] | 0x20) >= 'a' && (a[i] | 0x20) <= 'z')
+                                   ? (uint8_t)(a[i] ^ 0x20)
+                                   : a[i];
+                    if (n)
+                        b[pos] = (uint8_t)c;
+                    int eq = 1, eqi = 1;
+                    for (size_t i = 0; i < n; i++) {
+                        eq &= a[i] == b[i];
+                        eqi &= lc(a[i]) == lc(b[i]);
+                    }
+                    assert_int_equal(gw_mem_eq(a, b, n), eq);
+                    assert_int_equal(gw_mem_eq_nocase(a, b, n), eqi);
+                    assert_int_equal(gw_slice_eq((gw_slice_t){a, n}, (gw_slice_t){b, n}), eq);
+                    assert_int_equal(gw_slice_eq_nocase((gw_slice_t){a, n}, (gw_slice_t){b, n}),
+                                     eqi);
+                    if (n) /* lengths differ: never equal */
+                        assert_false(
+                            gw_slice_eq_nocase((gw_slice_t){a, n}, (gw_slice_t){b, n - 1}));
+                }
+            }
+        }
+    }
+}
+
+/* The inline reserve/append fast path and the growing path agree with the limit: exactly max
+ * bytes fit, one more is GW_E_LIMIT with the buffer unchanged, also when the room is already
+ * allocated (cap never passes max). */
+static void bytes_reserve_fast_path(void **state)
+{
+    (void)state;
+    gw_bytes_t b;
+    gw_bytes_init(&b, 70);
+    assert_int_equal(gw_bytes_reserve(&b, 10), 0);
+    assert_int_equal(b.cap, 64);
+    assert_int_equal(gw_bytes_append(&b, "abcdefgh", 8), 0);
+    assert_int_equal(gw_bytes_reserve(&b, 56), 0); /* within cap: no growth */
+    assert_int_equal(b.cap, 64);
+    assert_int_equal(gw_bytes_reserve(&b, 62), 0); /* grows to max, not 128 */
+    assert_int_equal(b.cap, 70);
+    assert_int_equal(gw_bytes_reserve(&b, 63), GW_E_LIMIT);
+    assert_int_equal(gw_bytes_append(&b, "x", 0), 0);
+    for (int i = 0; i < 62; i++)
+        assert_int_equal(gw_bytes_append(&b, "x", 1), 0);
+    assert_int_equal(b.len, 70);
+    assert_int_equal(gw_bytes_append(&b, "y", 1), GW_E_LIMIT);
+    assert_int_equal(b.len, 70);
+    assert_memory_equal(b.base, "abcdefghx", 9);
+    gw_bytes_free(&b);
+    gw_bytes_t e;
+    gw_bytes_init(&e, 0);
+    assert_int_equal(gw_bytes_append(&e, NULL, 0), 0); /* empty: no buffer needed */
+    assert_null(e.base);
+    gw_alloc_fail_after(1);
+    assert_int_equal(gw_bytes_append(&e, "z", 1), GW_E_NOMEM);
+    assert_int_equal(e.len, 0);
+    gw_alloc_fail_after(0);
+    gw_bytes_free(&e);
+}
+
 static void fmt_u64_matches_printf(void **state)
 {
     (void)state;
     const uint64_t v[] = {0, 7, 10, 99, 1024, 4294967296ull, 18446744073709551615ull};
-    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]) + 100000 + 2 * 20; i++) {
+        /* the listed values, then 0..99999 (every digit count and pair to five digits), then
+         * 10^k - 1 and 10^k for every k (odd and even digit counts up to 20) */
+        uint64_t x = i < 7 ? v[i] : i < 7 + 100000 ? (uint64_t)(i - 7) : 0;
+        if (i >= 7 + 100000) {
+            uint64_t p = 1;
+            for (size_t k = 0; k < (i - 7 - 100000) / 2; k++)
+                p *= 10;
+            x = (i - 7 - 100000) % 2 ? p : p - 1;
+        }
         char a[24], b[24];
         memset(a, 'x', sizeof(a));
-        size_t n = gw_fmt_u64(a, v[i]);
-        snprintf(b, sizeof(b), "%llu", (unsigned long long)v[i]);
+        size_t n = gw_fmt_u64(a, x);
+        snprintf(b, sizeof(b), "%llu", (unsigned long long)x);
         assert_string_equal(a, b);
         assert_int_equal(n, strlen(b));
     }
@@ -206,6 +294,8 @@ int main(void)
         cmocka_unit_test(iovq_alloc_failure_is_reported),
         cmocka_unit_test(iovq_take_moves_pins),
         cmocka_unit_test(swar_helpers_match_bytewise),
+        cmocka_unit_test(mem_eq_matches_bytewise),
+        cmocka_unit_test(bytes_reserve_fast_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,17 @@
 #include "common/theap.h"
 #include "common/alloc.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+#ifdef TEST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 static void err_table(void **state)
 {
     (void)state;
@@ -118,6 +129,46 @@ static void pool_caps_and_reuses(void **state)
     gw_pool_free(&p);
 }
 
+/* gw_pool_get_raw hands back what the last user left (no memset), counts against the cap like
+ * gw_pool_get; under ASan an object on the freelist is poisoned past its link and readable
+ * again once handed out; gw_pool_free gives back every object kept (the leak check). */
+static void pool_raw_and_poison(void **state)
+{
+    (void)state;
+    gw_pool_t p;
+    gw_pool_init(&p, 100, 2, 4);
+    uint8_t *a = gw_pool_get_raw(&p), *b = gw_pool_get_raw(&p);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_null(gw_pool_get_raw(&p)); /* cap of 2 live objects */
+    memset(a, 0x5a, 100);
+    gw_pool_put(&p, a);
+#ifdef TEST_ASAN
+    assert_false(__asan_address_is_poisoned(a)); /* the link */
+    assert_true(__asan_address_is_poisoned(a + sizeof(void *)));
+    assert_true(__asan_address_is_poisoned(a + 99));
+#endif
+    uint8_t *c = gw_pool_get_raw(&p);
+    assert_ptr_equal(c, a);
+#ifdef TEST_ASAN
+    assert_false(__asan_address_is_poisoned(c + 99));
+#endif
+    assert_int_equal(c[sizeof(void *)], 0x5a); /* not zeroed */
+    assert_int_equal(c[99], 0x5a);
+    gw_pool_put(&p, b);
+    gw_pool_put(&p, c);
+    assert_int_equal(p.free_cnt, 2);
+    assert_int_equal(p.live, 0);
+    uint8_t *d = gw_pool_get(&p); /* zeroed, from the freelist */
+    assert_true(d == b || d == c);
+    for (size_t i = 0; i < 100; i++)
+        assert_int_equal(d[i], 0);
+    gw_pool_put(&p, d);
+    gw_pool_free(&p);
+    assert_null(p.free);
+    assert_int_equal(p.free_cnt, 0);
+}
+
 /* Pops every due node in order; *last is the due of the previous pop (non-decreasing). */
 static size_t theap_drain(gw_theap_t *h, uint64_t *last)
 {
@@ -211,6 +262,7 @@ int main(void)
         cmocka_unit_test(time_is_monotonic),
         cmocka_unit_test(list_order_and_removal),
         cmocka_unit_test(pool_caps_and_reuses),
+        cmocka_unit_test(pool_raw_and_poison),
         cmocka_unit_test(theap_matches_model),
         cmocka_unit_test(theap_reserve_and_nomem),
     };

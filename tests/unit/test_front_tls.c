@@ -312,6 +312,67 @@ static void test_round_trip_byte_by_byte(void **state)
     round_trip(1);
 }
 
+/* The connection's read loop stops when gw_tls_drained() says so: fed records whole, one byte at
+ * a time or cut in the middle, read through buffers smaller and larger than a record, the loop
+ * must never stop while a read would still return bytes (a further read then returns 0), and
+ * data followed by close_notify still ends with GW_E_CLOSED. */
+static void test_drained_stops_reads_without_loss(void **state)
+{
+    (void)state;
+    gw_cfg_cert_t certs[1] = {{.certificate = cert_a, .key = key_a}};
+    gw_cfg_tls_t cfg = base_cfg(certs, 1);
+    static uint8_t big[40000], got[40000];
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (uint8_t)(i * 7 + i / 256);
+    static const size_t caps[] = {1, 100, 16384, 40000};
+    static const size_t cuts[] = {0, 1, 7, 5000};
+    for (size_t ci = 0; ci < 4; ci++) {
+        for (size_t ki = 0; ki < 4; ki++) {
+            pair_t p;
+            pair_init(&p, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, 0,
+                      NULL);
+            handshake(&p, 0);
+            /* three records: 3 bytes, 4 bytes, 40000 bytes (split into 16 KiB records) */
+            assert_int_equal(SSL_write(p.cli, big, 3), 3);
+            assert_int_equal(SSL_write(p.cli, big + 3, 4), 4);
+            assert_int_equal(SSL_write(p.cli, big + 7, (int)sizeof(big) - 7), (int)sizeof(big) - 7);
+            if (ki == 3)
+                SSL_shutdown(p.cli); /* close_notify right behind the data */
+            uint8_t wire[65536];
+            int wn = BIO_read(p.c_out, wire, sizeof(wire));
+            assert_true(wn > 0);
+            size_t have = 0, fed = 0, step = cuts[ki] ? cuts[ki] : (size_t)wn;
+            int closed = 0;
+            while (fed < (size_t)wn) {
+                size_t k = (size_t)wn - fed < step ? (size_t)wn - fed : step;
+                assert_int_equal(gw_tls_feed(p.srv, wire + fed, k), 0);
+                fed += k;
+                for (;;) { /* conn.c's loop */
+                    size_t room = sizeof(got) - have < caps[ci] ? sizeof(got) - have : caps[ci];
+                    ssize_t r = gw_tls_read(p.srv, got + have, room);
+                    if (r == GW_E_CLOSED) {
+                        closed = 1;
+                        break;
+                    }
+                    assert_true(r >= 0);
+                    if (r == 0)
+                        break;
+                    have += (size_t)r;
+                    if (gw_tls_drained(p.srv)) {
+                        assert_true(have == sizeof(got) ||
+                                    gw_tls_read(p.srv, got + have, sizeof(got) - have) == 0);
+                        break;
+                    }
+                }
+            }
+            assert_int_equal(have, sizeof(big));
+            assert_memory_equal(got, big, sizeof(big));
+            assert_int_equal(closed, ki == 3);
+            pair_free(&p);
+        }
+    }
+}
+
 static void test_missing_key_file_fails(void **state)
 {
     (void)state;
@@ -408,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_whole),
         cmocka_unit_test(test_round_trip_byte_by_byte),
         cmocka_unit_test(test_writev_gathers_small_pieces),
+        cmocka_unit_test(test_drained_stops_reads_without_loss),
         cmocka_unit_test(test_missing_key_file_fails),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);

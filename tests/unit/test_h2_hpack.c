@@ -320,6 +320,26 @@ static void huffman_all_bytes_round_trip(void **state)
     assert_memory_equal(w, want, 12);
 }
 
+/* The decoder stores a byte for every nibble, kept only when it decodes a symbol: strings of the
+ * shortest codes (5 bits: '0', 'a', ...) decode into a buffer capped at exactly what
+ * gw_hpack_huff_decode() reserves, with nothing written past it (ASan build). */
+static void huffman_shortest_codes_fit(void **state)
+{
+    (void)state;
+    uint8_t in[64], enc[64];
+    for (size_t n = 1; n <= 60; n++) {
+        for (size_t i = 0; i < n; i++)
+            in[i] = (uint8_t) "0a1e2i"[i % 6];
+        size_t el = gw_hpack_huff_encode(in, n, enc);
+        gw_bytes_t out;
+        gw_bytes_init(&out, el * 8 / 5 + 2);
+        assert_int_equal(gw_hpack_huff_decode(enc, el, &out), 0);
+        assert_int_equal(out.len, n);
+        assert_memory_equal(out.base, in, n);
+        gw_bytes_free(&out);
+    }
+}
+
 static void huffman_errors(void **state)
 {
     (void)state;
@@ -538,6 +558,105 @@ static void encoder_finds_entries_among_many(void **state)
     gw_hpack_enc_free(&e);
 }
 
+/* The §5.1 integer with an n-bit prefix at b[*p]; *p moves past it. */
+static size_t int_at(const uint8_t *b, size_t *p, unsigned n)
+{
+    size_t max = (1u << n) - 1, v = b[(*p)++] & max;
+    if (v == max) {
+        unsigned shift = 0;
+        uint8_t c;
+        do {
+            c = b[(*p)++];
+            v += (size_t)(c & 0x7f) << shift;
+            shift += 7;
+        } while (c & 0x80);
+    }
+    return v;
+}
+
+/* The encoder finds dynamic entries through a hash index kept next to the ring: against a
+ * walk of the ring (gw_hpack_table_get, newest first), every field with an equal entry must
+ * come out indexed at the walk's first match, and every other field as a literal, through
+ * many entries of one name, evictions, table size changes (down to 0 and up) and the ring
+ * growing past 16 slots. A decoder follows every block and must hold the same table. */
+static void encoder_index_matches_ring_walk(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"x-a", "x-b", "date", "etag", "x-long-header-name"};
+    static const uint32_t sizes[] = {4096, 256, 0, 1024, 8192, 100, 8192};
+    gw_hpack_enc_t e;
+    gw_hpack_enc_init(&e, 8192);
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 8192);
+    gw_bytes_t out;
+    gw_bytes_init(&out, 0);
+    uint32_t rnd = 12345;
+    size_t indexed = 0, literal = 0, max_len = 0;
+    for (size_t round = 0; round < sizeof(sizes) / sizeof(sizes[0]); round++) {
+        gw_hpack_enc_set_peer_max(&e, sizes[round]);
+        for (int k = 0; k < 600; k++) {
+            rnd ^= rnd << 13;
+            rnd ^= rnd >> 17;
+            rnd ^= rnd << 5;
+            char val[16];
+            snprintf(val, sizeof(val), "v%03u", (unsigned)(rnd >> 8) % 40);
+            gw_hpack_field_t f = {gw_slice_str(names[(rnd >> 4) % 5]), gw_slice_str(val), 0};
+            if ((rnd & 15) == 0)
+                f = (gw_hpack_field_t){GW_SLICE_LIT(":status"), GW_SLICE_LIT("200"), 0};
+            /* what a walk of the ring finds: the newest equal entry */
+            size_t want = 0;
+            for (size_t i = 0; !want && i < gw_hpack_table_len(&e.t); i++) {
+                const gw_hpack_entry_t *t = gw_hpack_table_get(&e.t, i);
+                if (t->name_len == f.name.len && t->value_len == f.value.len &&
+                    !memcmp(t->data, f.name.base, f.name.len) &&
+                    !memcmp(t->data + f.name.len, f.value.base, f.value.len))
+                    want = 62 + i;
+            }
+            if (f.name.base[0] == ':')
+                want = 8; /* :status 200 is static */
+            out.len = 0;
+            assert_int_equal(gw_hpack_encode(&e, &f, 1, &out), 0);
+            size_t p = 0;
+            while ((out.base[p] & 0xe0) == 0x20) /* size updates open the block */
+                (void)int_at(out.base, &p, 5);
+            if (want) {
+                assert_true(out.base[p] & 0x80);
+                assert_int_equal(int_at(out.base, &p, 7), want);
+                indexed++;
+            } else {
+                assert_false(out.base[p] & 0x80);
+                literal++;
+            }
+            fields_t back;
+            memset(&back, 0, sizeof(back));
+            gw_hpack_dec_begin(&d, 65536);
+            assert_int_equal(gw_hpack_decode(&d, out.base, out.len, 1, collect, &back),
+                             (ssize_t)out.len);
+            char line[64];
+            snprintf(line, sizeof(line), "%.*s: %.*s\n", (int)f.name.len, f.name.base,
+                     (int)f.value.len, f.value.base);
+            assert_string_equal(back.text, line);
+            /* the decoder starts at 8192 where the encoder starts at the peer's default 4096
+             * (as a session's does): it may keep older entries the encoder has evicted */
+            assert_true(gw_hpack_table_len(&d.t) >= gw_hpack_table_len(&e.t));
+            if (gw_hpack_table_len(&e.t) > max_len)
+                max_len = gw_hpack_table_len(&e.t);
+        }
+        for (size_t i = 0; i < gw_hpack_table_len(&e.t); i++) {
+            const gw_hpack_entry_t *a = gw_hpack_table_get(&e.t, i),
+                                   *b = gw_hpack_table_get(&d.t, i);
+            assert_int_equal(a->name_len + a->value_len, b->name_len + b->value_len);
+            assert_memory_equal(a->data, b->data, a->name_len + a->value_len);
+        }
+    }
+    print_message("indexed %zu, literals %zu, up to %zu entries\n", indexed, literal, max_len);
+    assert_true(indexed > 1000 && literal > 1000);
+    assert_true(max_len > 64); /* the ring grew (and re-linked) at least three times */
+    gw_bytes_free(&out);
+    gw_hpack_dec_free(&d);
+    gw_hpack_enc_free(&e);
+}
+
 /* out's cap is met exactly: a block that fits to the byte is written, one byte less is
  * GW_E_LIMIT with out as it was (the encoder reserves generously, then exactly near the cap). */
 static void encoder_cap_is_exact(void **state)
@@ -682,12 +801,14 @@ int main(void)
         cmocka_unit_test(split_at_every_cut),
         cmocka_unit_test(huffman_all_bytes_round_trip),
         cmocka_unit_test(huffman_errors),
+        cmocka_unit_test(huffman_shortest_codes_fit),
         cmocka_unit_test(decoding_errors),
         cmocka_unit_test(list_size_overflow_keeps_table_in_sync),
         cmocka_unit_test(callback_error_aborts),
         cmocka_unit_test(sensitive_never_indexed),
         cmocka_unit_test(repeated_response_is_one_byte_per_field),
         cmocka_unit_test(encoder_finds_entries_among_many),
+        cmocka_unit_test(encoder_index_matches_ring_walk),
         cmocka_unit_test(encoder_cap_is_exact),
         cmocka_unit_test(table_size_changes),
         cmocka_unit_test(eviction_and_oversized_entry),

@@ -232,13 +232,81 @@ static void priority_queue_sorted(void **state)
     }
 }
 
+/* The priority queue against a model (a list kept in the RFC 9218 order by a walk from the
+ * head): 20000 random adds, removals, re-prioritisations and sent() turns over 16 streams of
+ * random urgency and incrementalness; the queue's order must equal the model's after each. */
+static void priority_queue_matches_model(void **state)
+{
+    (void)state;
+    fx_t f;
+    fx_init(&f, &gw_h2_sched_priority);
+    uint32_t model[MAXN], mn = 0, rnd = 7;
+    for (int step = 0; step < 20000; step++) {
+        rnd ^= rnd << 13;
+        rnd ^= rnd >> 17;
+        rnd ^= rnd << 5;
+        uint32_t sid = 2 * (rnd % MAXN) + 1;
+        gw_h2_sched_node_t *n = node(&f, sid);
+        size_t at = mn;
+        for (size_t i = 0; i < mn; i++)
+            if (model[i] == sid)
+                at = i;
+        unsigned op = (rnd >> 8) % 4;
+        if (at < mn && (op == 0 || op == 3)) { /* remove (op 3: the sent() turn below) */
+            if (op == 3) {
+                gw_h2_sched_sent(&f.s, n, 100);
+                if (!n->incremental)
+                    continue; /* keeps its place */
+            } else {
+                gw_h2_sched_remove(&f.s, n);
+            }
+            memmove(model + at, model + at + 1, (mn - at - 1) * sizeof(*model));
+            mn--;
+            if (op == 0)
+                continue;
+        } else if (at < mn) { /* re-prioritise a queued node */
+            memmove(model + at, model + at + 1, (mn - at - 1) * sizeof(*model));
+            mn--;
+            gw_h2_sched_set_priority(&f.s, n, (uint8_t)((rnd >> 12) % 8), (int)((rnd >> 16) & 1));
+        } else { /* add */
+            n->urgency = (uint8_t)((rnd >> 12) % 8);
+            n->incremental = (uint8_t)((rnd >> 16) & 1);
+            gw_h2_sched_add(&f.s, n);
+        }
+        /* the model's insertion: before the first node it precedes (class, then id for
+         * non-incremental; incremental joins the back of its class) */
+        unsigned cn = n->urgency * 3u + n->incremental;
+        size_t pos = mn;
+        for (size_t i = 0; i < mn; i++) {
+            const gw_h2_sched_node_t *m = node(&f, model[i]);
+            unsigned cm = m->urgency * 3u + m->incremental;
+            if (cn < cm || (cn == cm && !n->incremental && sid < model[i])) {
+                pos = i;
+                break;
+            }
+        }
+        memmove(model + pos + 1, model + pos, (mn - pos) * sizeof(*model));
+        model[pos] = sid;
+        mn++;
+        size_t k = 0;
+        gw_list_foreach(it, &f.s.queue)
+        {
+            assert_true(k < mn);
+            assert_int_equal(GW_CONTAINER_OF(it, gw_h2_sched_node_t, link)->stream_id, model[k]);
+            k++;
+        }
+        assert_int_equal(k, mn);
+        assert_int_equal(f.s.count, mn);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(defaults_and_policy_names), cmocka_unit_test(round_robin_order),
         cmocka_unit_test(priority_mixed_order),      cmocka_unit_test(priority_late_urgent_stream),
         cmocka_unit_test(priority_blocked_and_back), cmocka_unit_test(priority_reprioritise),
-        cmocka_unit_test(priority_queue_sorted),
+        cmocka_unit_test(priority_queue_sorted),     cmocka_unit_test(priority_queue_matches_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

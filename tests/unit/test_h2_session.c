@@ -1202,6 +1202,43 @@ static void request_validation(void **state)
 /* Field names are checked by a table and values eight bytes at a time: an uppercase letter,
  * a ':' past the first byte or a DEL at any position of a long name, and a CR, LF or NUL at
  * any position of a long value, still make the request malformed; clean ones pass. */
+/* Every byte value (NUL aside: the helpers take C strings) at every position of field names of
+ * 1 to 17 bytes is accepted exactly when RFC 9113 §8.2.1 allows it (0x21-0x7e except A-Z and
+ * ':'); a ':' in front makes an unknown pseudo-header, also malformed. */
+static void field_name_every_byte_value(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {1, 3, 4, 7, 8, 9, 15, 16, 17};
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+        size_t len = lens[li];
+        for (size_t pos = 0; pos < len; pos++) {
+            for (int v = 1; v < 256; v++) {
+                char name[24];
+                memset(name, 'n', len);
+                name[len] = 0;
+                name[pos] = (char)v;
+                int ok = v >= 0x21 && v <= 0x7e && v != ':' && !(v >= 'A' && v <= 'Z');
+                const char *kv[] = {":method", "GET", ":scheme", "https", ":path",
+                                    "/",       name,  "v",       NULL};
+                gw_h2_session_t *s = ready(&r, &c, NULL);
+                cli_headers(&c, 1, GW_H2_F_END_STREAM, kv);
+                assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+                drain(s, &o);
+                if (ok != (strstr(r.log, "req 1") != NULL))
+                    print_message("name len %zu, byte 0x%02x at %zu\n", len, v, pos);
+                assert_int_equal(ok, strstr(r.log, "req 1") != NULL);
+                if (!ok)
+                    expect_rst(&o, 1, GW_H2_PROTOCOL_ERROR);
+                cli_free(&c);
+                gw_h2_session_del(s);
+            }
+        }
+    }
+}
+
 static void field_bytes_at_every_position(void **state)
 {
     (void)state;
@@ -2001,6 +2038,18 @@ static void idle_session_memory(void **state)
     gw_h2_profile_t *prof; /* shared by a worker's sessions: not counted */
     gw_h2_session_t *s;
     assert_int_equal(gw_h2_profile_new(&prof, NULL, &cbs), 0);
+    /* a worker's profile keeps closed streams' blocks for the next streams: one is there
+     * before counting, as in a running worker */
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(gw_h2_session_new_with(&s, prof, &r, 0), 0);
+    r.s = s;
+    r.release_on_close = 1;
+    assert_int_equal(feed(s, &hs), (ssize_t)hs.len);
+    assert_int_equal(feed(s, &req), (ssize_t)req.len);
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 204, NULL, 0, 1), 0);
+    drain(s, &o);
+    assert_int_equal(gw_h2_session_active_streams(s), 0);
+    gw_h2_session_del(s);
     memset(&r, 0, sizeof(r));
     gw_alloc_count_start();
     assert_int_equal(gw_h2_session_new_with(&s, prof, &r, 0), 0);
@@ -2040,10 +2089,148 @@ static void idle_session_memory(void **state)
     cli_free(&c);
 }
 
+/* Streams are found through a 16-slot cache on (id >> 1) and the stream list behind it: with
+ * 40 streams open, ids 32 apart share a slot; every lookup (stream data, responses, DATA)
+ * must reach its own stream, in any order, also after streams of a shared slot are freed and
+ * new ones take it. */
+static void stream_lookup_colliding_ids(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    r.release_on_close = 1;
+    static int tags[200];
+    for (uint32_t sid = 1; sid <= 79; sid += 2)
+        cli_headers(&c, sid, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    assert_int_equal(gw_h2_session_active_streams(s), 40);
+    for (uint32_t sid = 1; sid <= 79; sid += 2)
+        assert_int_equal(gw_h2_session_set_stream_data(s, sid, &tags[sid]), 0);
+    /* scrambled order: every lookup misses the slot the previous one filled */
+    for (uint32_t k = 0; k < 40; k++) {
+        uint32_t sid = 2 * ((k * 17) % 40) + 1;
+        assert_ptr_equal(gw_h2_session_get_stream_data(s, sid), &tags[sid]);
+    }
+    assert_null(gw_h2_session_get_stream_data(s, 81)); /* not open: no slot holds it */
+    /* answer every fourth stream (slot 0's 1, 33, 65 among them), newest first; each DATA
+     * frame must carry its own stream's bytes */
+    gw_rbuf_t *rb = gw_rbuf_new(40 * 4);
+    for (uint32_t sid = 79;; sid -= 2) {
+        if (sid % 8 == 1) {
+            char t[12];
+            snprintf(t, sizeof(t), "%03u", (unsigned)sid);
+            memcpy(rb->data + 4 * (sid / 2), t, 3);
+            assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
+            assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 4 * (sid / 2), 3, 1), 0);
+        }
+        if (sid == 1)
+            break;
+    }
+    outs_t o;
+    drain(s, &o);
+    size_t datas = 0;
+    for (size_t i = 0; i < o.n; i++) {
+        if (o.f[i].h.type != GW_H2_FT_DATA)
+            continue;
+        char want[12];
+        snprintf(want, sizeof(want), "%03u", (unsigned)o.f[i].h.stream_id);
+        assert_int_equal(o.f[i].h.length, 3);
+        assert_memory_equal(o.f[i].p, want, 3);
+        datas++;
+    }
+    assert_int_equal(datas, 10); /* 1, 9, 17, ..., 73: slot 0 (1, 33, 65) among them */
+    /* the answered streams are gone (released on close); new streams take their slots */
+    for (uint32_t sid = 81; sid <= 103; sid += 2)
+        cli_headers(&c, sid, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    for (uint32_t sid = 81; sid <= 103; sid += 2)
+        assert_int_equal(gw_h2_session_set_stream_data(s, sid, &tags[sid]), 0);
+    for (uint32_t sid = 1; sid <= 103; sid += 2) {
+        int gone = sid < 80 && sid % 8 == 1;
+        if (gone)
+            assert_null(gw_h2_session_get_stream_data(s, sid));
+        else
+            assert_ptr_equal(gw_h2_session_get_stream_data(s, sid), &tags[sid]);
+    }
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
+/* A closed stream's memory is the next stream's: on a warm session, a request is decoded and
+ * opened without any allocation, also when the block comes from another session of the
+ * profile; a burst of streams gives every block back, and the sessions and the profile free
+ * them all (the sanitizer build's leak check). */
+static void stream_blocks_reused(void **state)
+{
+    (void)state;
+    gw_h2_profile_t *prof;
+    assert_int_equal(gw_h2_profile_new(&prof, NULL, &cbs), 0);
+    rec_t ra, rb;
+    cli_t ca, cb;
+    gw_h2_session_t *a, *b;
+    outs_t o;
+    memset(&ra, 0, sizeof(ra));
+    memset(&rb, 0, sizeof(rb));
+    assert_int_equal(gw_h2_session_new_with(&a, prof, &ra, 0), 0);
+    assert_int_equal(gw_h2_session_new_with(&b, prof, &rb, 0), 0);
+    ra.s = a;
+    rb.s = b;
+    ra.release_on_close = rb.release_on_close = 1;
+    cli_init(&ca, 1);
+    cli_init(&cb, 1);
+    assert_int_equal(gw_h2_frame_write_settings(&ca.b, 1, NULL, 0), 0); /* ACK */
+    assert_int_equal(gw_h2_frame_write_settings(&cb.b, 1, NULL, 0), 0);
+    /* a burst of 8 streams on a, answered; then b's first stream */
+    for (uint32_t sid = 1; sid <= 15; sid += 2)
+        cli_headers(&ca, sid, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(a, &ca.b), (ssize_t)ca.b.len);
+    ca.b.len = 0;
+    assert_int_equal(gw_h2_session_active_streams(a), 8);
+    for (uint32_t sid = 1; sid <= 15; sid += 2)
+        assert_int_equal(gw_h2_session_submit_response(a, sid, 204, NULL, 0, 1), 0);
+    drain(a, &o);
+    assert_int_equal(gw_h2_session_active_streams(a), 0);
+    assert_int_equal(feed(b, &cb.b), (ssize_t)cb.b.len); /* preface, SETTINGS */
+    cb.b.len = 0;
+    drain(b, &o);
+
+    /* b's first request: its stream is a block a gave back */
+    cli_headers(&cb, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(b, &cb.b), (ssize_t)cb.b.len);
+    cb.b.len = 0;
+    assert_int_equal(gw_h2_session_submit_response(b, 1, 204, NULL, 0, 1), 0);
+    drain(b, &o);
+    /* warm now: the next request on each session allocates nothing */
+    cli_headers(&cb, 3, GW_H2_F_END_STREAM, GET);
+    cli_headers(&ca, 17, GW_H2_F_END_STREAM, GET);
+    gw_alloc_count_start();
+    assert_int_equal(feed(b, &cb.b), (ssize_t)cb.b.len);
+    assert_int_equal(feed(a, &ca.b), (ssize_t)ca.b.len);
+    long long allocs = gw_alloc_count_allocs();
+    gw_alloc_count_stop();
+    assert_int_equal(allocs, 0);
+    assert_non_null(strstr(rb.log, "req 3 GET https example.com /a"));
+    assert_non_null(strstr(ra.log, "req 17 GET https example.com /a"));
+    /* sessions deleted with streams open: their blocks go back to the profile */
+    assert_int_equal(gw_h2_session_active_streams(a), 1);
+    assert_int_equal(gw_h2_session_active_streams(b), 1);
+    gw_h2_session_del(a);
+    gw_h2_session_del(b);
+    gw_h2_profile_del(prof);
+    cli_free(&ca);
+    cli_free(&cb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(handshake_and_ping),
+        cmocka_unit_test(stream_blocks_reused),
+        cmocka_unit_test(stream_lookup_colliding_ids),
         cmocka_unit_test(bad_preface),
         cmocka_unit_test(first_frame_not_settings),
         cmocka_unit_test(settings_timeout),
@@ -2064,6 +2251,7 @@ int main(void)
         cmocka_unit_test(header_list_overflow),
         cmocka_unit_test(request_validation),
         cmocka_unit_test(field_bytes_at_every_position),
+        cmocka_unit_test(field_name_every_byte_value),
         cmocka_unit_test(content_length_and_trailers),
         cmocka_unit_test(stream_state_errors),
         cmocka_unit_test(closed_stream_frames),
