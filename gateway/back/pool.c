@@ -27,6 +27,11 @@
 #include "common/err.h"
 #include "common/log.h"
 
+/* Freed request-head buffers kept for the next requests (a head is serialized into one per
+ * request: a malloc and a free each time otherwise), up to this many and this size. */
+#define HEADS_KEEP 512
+#define HEADS_KEEP_CAP 4096
+
 struct gw_back {
     uv_loop_t *loop;
     const gw_config_t *cfg;
@@ -39,7 +44,9 @@ struct gw_back {
     uv_prepare_t work;    /* deferred work: runs while flush or unanswered is not empty */
     gw_list_t flush;      /* connections with pipelined requests to write (flink) */
     gw_list_t unanswered; /* exchanges to dispatch again (rlink) */
-    int handles;          /* our timers still open */
+    gw_bytes_t *heads;    /* spare request-head buffers (len 0), HEADS_KEEP slots */
+    size_t heads_len;
+    int handles; /* our timers still open */
     int deleting;
 };
 
@@ -88,7 +95,12 @@ static void exch_free(gw_back_exch_t *x)
     GW_ASSERT(x->conn == NULL && !gw_list_linked(&x->qlink) && gw_list_empty(&x->wmarks));
     gw_list_remove(&x->all);
     gw_list_remove(&x->rlink);
-    gw_bytes_free(&x->head);
+    if (x->head.cap && x->head.cap <= HEADS_KEEP_CAP && b->heads && b->heads_len < HEADS_KEEP) {
+        x->head.len = 0;
+        b->heads[b->heads_len++] = x->head;
+    } else {
+        gw_bytes_free(&x->head);
+    }
     gw_iovq_free(&x->body);
     gw_pool_put(&b->exch_pool, x);
 }
@@ -468,6 +480,9 @@ static void on_timer_close(uv_handle_t *h)
     }
     gw_free(b->ups);
     gw_pool_free(&b->exch_pool);
+    for (size_t i = 0; i < b->heads_len; i++)
+        gw_bytes_free(&b->heads[i]);
+    gw_free(b->heads);
     gw_free(b);
 }
 
@@ -491,7 +506,9 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
     gw_list_init(&b->exchs);
     gw_list_init(&b->flush);
     gw_list_init(&b->unanswered);
-    gw_pool_init(&b->exch_pool, sizeof(gw_back_exch_t), 0, 256);
+    /* Keep as many free exchanges as a busy worker has in flight (512 streams are usual). */
+    gw_pool_init(&b->exch_pool, sizeof(gw_back_exch_t), 0, 1024);
+    b->heads = gw_calloc(HEADS_KEEP, sizeof(*b->heads)); /* NULL: no recycling, no harm */
     b->ups = gw_calloc(cfg->upstreams_len ? cfg->upstreams_len : 1, sizeof(*b->ups));
     if (!b->ups)
         goto fail;
@@ -552,6 +569,7 @@ fail:
             gw_back_tls_ctx_del(b->ups[i].tls);
         }
     gw_free(b->ups);
+    gw_free(b->heads);
     gw_free(b);
     return rc;
 }
@@ -606,7 +624,10 @@ int gw_back_request(gw_back_t *b, size_t upstream, const gw_back_req_t *req,
     gw_list_init(&x->all);
     gw_list_init(&x->rlink);
     gw_iovq_init(&x->body);
-    gw_bytes_init(&x->head, 0);
+    if (b->heads_len)
+        x->head = b->heads[--b->heads_len];
+    else
+        gw_bytes_init(&x->head, 0);
     x->up = &b->ups[upstream];
     gw_h1_request_t h1req = {req->method, req->target,     req->host,
                              req->fields, req->fields_len, req->body_len};
