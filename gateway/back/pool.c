@@ -95,7 +95,7 @@ static void exch_free(gw_back_exch_t *x)
     GW_ASSERT(x->conn == NULL && !gw_list_linked(&x->qlink) && gw_list_empty(&x->wmarks));
     gw_list_remove(&x->all);
     gw_list_remove(&x->rlink);
-    if (x->head.cap && x->head.cap <= HEADS_KEEP_CAP && b->heads && b->heads_len < HEADS_KEEP) {
+    if (x->head.cap && x->head.cap <= HEADS_KEEP_CAP && b->heads_len < HEADS_KEEP) {
         x->head.len = 0;
         b->heads[b->heads_len++] = x->head;
     } else {
@@ -508,9 +508,9 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
     gw_list_init(&b->unanswered);
     /* Keep as many free exchanges as a busy worker has in flight (512 streams are usual). */
     gw_pool_init(&b->exch_pool, sizeof(gw_back_exch_t), 0, 1024);
-    b->heads = gw_calloc(HEADS_KEEP, sizeof(*b->heads)); /* NULL: no recycling, no harm */
+    b->heads = gw_calloc(HEADS_KEEP, sizeof(*b->heads));
     b->ups = gw_calloc(cfg->upstreams_len ? cfg->upstreams_len : 1, sizeof(*b->ups));
-    if (!b->ups)
+    if (!b->ups || !b->heads)
         goto fail;
     b->ups_len = cfg->upstreams_len;
     for (size_t i = 0; i < cfg->upstreams_len; i++) {
