@@ -206,8 +206,9 @@ struct gw_back_conn {
 int gw_back__conn_dial(gw_back_server_t *s, gw_back_exch_t *x);
 /* Start x on an idle or freshly connected connection. */
 void gw_back__conn_start(gw_back_conn_t *c, gw_back_exch_t *x);
-/* Take a live idle connection of s (closing dead ones found on the way), or NULL. */
-gw_back_conn_t *gw_back__conn_take_idle(gw_back_server_t *s);
+/* Take a live idle connection of s (closing dead ones found on the way), or NULL. careful:
+ * the request cannot be sent again (body, or not idempotent): peek for a close first. */
+gw_back_conn_t *gw_back__conn_take_idle(gw_back_server_t *s, int careful);
 /* Detach every exchange of c (none is told) and close c: gw_back_del. */
 void gw_back__conn_abort(gw_back_conn_t *c);
 /* The owner cancelled x, carried by c: the response being read is x's → close c, and the

@@ -307,7 +307,7 @@ static int assign(gw_back_exch_t *x, gw_back_server_t *s)
     gw_back_conn_t *c;
     if (pipe && (c = gw_back__conn_batch_slot(s)) != NULL)
         return gw_back__conn_pipeline(c, x);
-    c = gw_back__conn_take_idle(s);
+    c = gw_back__conn_take_idle(s, !(x->req.idempotent && x->req.body_len == 0));
     if (c) {
         x->up->back->st.reused++;
         s->st.reused++;
