@@ -50,30 +50,46 @@ struct gw_tls_ctx {
     uint64_t rotation_ms;
 };
 
-static uint64_t wall_ms(void)
+static uint64_t mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static int new_ticket_key(ticket_key_t *k)
+static uint64_t (*clock_ms)(void) = mono_ms;
+
+void gw_tls__set_clock(uint64_t (*now_ms)(void))
+{
+    clock_ms = now_ms ? now_ms : mono_ms;
+}
+
+static uint64_t wall_ms(void)
+{
+    return clock_ms();
+}
+
+static int new_ticket_key(ticket_key_t *k, uint64_t born_ms)
 {
     if (RAND_bytes(k->name, sizeof(k->name)) != 1 || RAND_bytes(k->aes, sizeof(k->aes)) != 1 ||
         RAND_bytes(k->hmac, sizeof(k->hmac)) != 1)
         return -1;
-    k->born_ms = wall_ms();
+    k->born_ms = born_ms;
     k->valid = 1;
     return 0;
 }
 
-/* Lazy rotation, under the lock: no timer, nothing runs while no handshakes happen. */
+/* Lazy rotation, under the lock: no timer, nothing runs while no handshakes happen. A new key
+ * is born at `now`, the same reading the test uses: with a second clock reading it could be
+ * born after `now`, and the unsigned difference then wrapped to a huge age, which rotated
+ * keys in an endless loop and hung the worker (a handshake every few seconds, one in about a
+ * hundred; issue 4's ticket test timing out under load). */
 static void rotate_if_due(gw_tls_ctx_t *c)
 {
     uint64_t now = wall_ms();
-    while (now - c->keys[0].born_ms >= c->rotation_ms) {
+    while (now >= c->keys[0].born_ms && now - c->keys[0].born_ms >= c->rotation_ms) {
         ticket_key_t next;
-        if (new_ticket_key(&next) < 0)
+        if (new_ticket_key(&next, now) < 0)
             return;
         /* a key older than two periods is dropped, not kept as "previous" */
         c->keys[1] =
@@ -443,7 +459,7 @@ int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t al
     c->alpn_len = alpn_len;
     pthread_mutex_init(&c->ticket_lock, NULL);
     c->rotation_ms = tls->ticket_rotation_ms ? tls->ticket_rotation_ms : 3600000;
-    if (new_ticket_key(&c->keys[0]) < 0) {
+    if (new_ticket_key(&c->keys[0], wall_ms()) < 0) {
         pthread_mutex_destroy(&c->ticket_lock);
         gw_free(c);
         return GW_E_IO;

@@ -66,6 +66,9 @@ int gw_tls_h2_cipher_ok(gw_tls_conn_t *t);
 /* The negotiated cipher's name, for logs. */
 const char *gw_tls_cipher(gw_tls_conn_t *t);
 
+/* Tests only: the millisecond clock of ticket key rotation (NULL: CLOCK_MONOTONIC again). */
+void gw_tls__set_clock(uint64_t (*now_ms)(void));
+
 /* Generate a self-signed P-256 certificate for localhost / 127.0.0.1 / ::1 into cert_path and
  * key_path (key file mode 0600, parent directory created). 0 or GW_E_IO. */
 int gw_tls_make_self_signed(const char *cert_path, const char *key_path);

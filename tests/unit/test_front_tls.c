@@ -460,6 +460,51 @@ static void test_writev_gathers_small_pieces(void **state)
     pair_free(&p);
 }
 
+static uint64_t fake_ms;
+static uint64_t moving_clock(void)
+{
+    return fake_ms++; /* every reading a millisecond later than the one before */
+}
+
+/* Regression (issue 4's ticket test hung under load): a rotation must end whatever the clock
+ * does between two readings. A new key used to take a second reading of the clock, a
+ * millisecond later than the `now` it was compared with; the unsigned age wrapped and the
+ * rotation looped forever (the worker hung). Handshakes a rotation period apart, with a clock
+ * that moves at every reading; SIGALRM fails the test instead of letting it hang. */
+static void test_ticket_rotation_ends_with_a_moving_clock(void **state)
+{
+    (void)state;
+    gw_cfg_cert_t c = {cert_a, key_a, NULL, 0};
+    gw_cfg_tls_t cfg = base_cfg(&c, 1);
+    cfg.session_tickets = 1;
+    cfg.ticket_rotation_ms = 1000;
+    fake_ms = 1000000;
+    gw_tls__set_clock(moving_clock);
+    alarm(20);
+    pair_t p;
+    pair_init(&p, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, NULL, 0, NULL, TLS1_2_VERSION,
+              NULL);
+    for (int round = 0; round < 5; round++) {
+        if (round) { /* a new connection of the same listener, a period and a half later */
+            fake_ms += 1500;
+            SSL_free(p.cli);
+            gw_tls_conn_del(p.srv);
+            p.srv = gw_tls_conn_new(p.sctx);
+            assert_non_null(p.srv);
+            p.cli = SSL_new(p.cctx);
+            p.c_in = BIO_new(BIO_s_mem());
+            p.c_out = BIO_new(BIO_s_mem());
+            SSL_set_bio(p.cli, p.c_in, p.c_out);
+            SSL_set_connect_state(p.cli);
+            p.server_done = 0;
+        }
+        handshake(&p, 0); /* issues a ticket: the key rotates first */
+    }
+    alarm(0);
+    pair_free(&p);
+    gw_tls__set_clock(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_writev_gathers_small_pieces),
         cmocka_unit_test(test_drained_stops_reads_without_loss),
         cmocka_unit_test(test_missing_key_file_fails),
+        cmocka_unit_test(test_ticket_rotation_ends_with_a_moving_clock),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }
