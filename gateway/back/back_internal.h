@@ -125,6 +125,11 @@ enum {
     GW_BACK_CONN_F_PIPELINED = 1u << 12, /* its request was pipelined behind another */
 };
 
+/* A request the back may send again on its own, on another connection: idempotent (RFC 9110
+ * §9.2.2) and without a body. Only such requests are pipelined, or reuse an idle connection
+ * without first peeking for the origin's close. */
+#define GW_BACK_RESENDABLE(req) ((req)->idempotent && (req)->body_len == 0)
+
 /* A request written (or queued to be) behind the one being answered: HTTP/1.1 pipelining
  * (RFC 9112 §9.3.2). Only bodyless idempotent requests are pipelined, only on a connection
  * whose last response proved it persistent. x is NULL once the exchange left (cancelled, or
@@ -187,8 +192,7 @@ struct gw_back_conn {
     gw_back_exch_t *exch; /* the exchange whose response is read now */
     gw_back_pipe_t *pipe; /* ring of pipeline - 1 requests behind it (allocated on first use) */
     unsigned pipe_first, pipe_len;
-    unsigned requests;  /* exchanges carried (pipelined ones included) */
-    unsigned responses; /* final responses read */
+    unsigned requests; /* exchanges carried (pipelined ones included) */
     gw_iovq_t out;
     size_t writing;     /* bytes of the write in flight */
     uint64_t head_left; /* head bytes of the current exchange not yet written */

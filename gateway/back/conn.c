@@ -182,6 +182,31 @@ static gw_back_exch_t *detach(gw_back_conn_t *c)
 
 /* ---- pipeline ring -------------------------------------------------------------------------- */
 
+/* Flags that describe the response being read: they start afresh with the next one. */
+#define RESPONSE_FLAGS                                                                             \
+    (GW_BACK_CONN_F_GOT_BYTE | GW_BACK_CONN_F_PAUSED | GW_BACK_CONN_F_DISCARD |                    \
+     GW_BACK_CONN_F_LONG | GW_BACK_CONN_F_HEAD | GW_BACK_CONN_F_PIPELINED)
+
+static int is_head(const gw_back_exch_t *x)
+{
+    return x->req.method.len == 4 && memcmp(x->req.method.base, "HEAD", 4) == 0;
+}
+
+/* The response to x (NULL: a placeholder, its response dropped) is the next one read on c;
+ * `flags` are added to the fresh response flags. */
+static void begin_response(gw_back_conn_t *c, gw_back_exch_t *x, int head_only, unsigned flags)
+{
+    c->exch = x;
+    c->flags = (c->flags & ~RESPONSE_FLAGS) | flags;
+    if (!x)
+        c->flags |= GW_BACK_CONN_F_DISCARD;
+    else if (x->paused)
+        c->flags |= GW_BACK_CONN_F_PAUSED;
+    if (head_only)
+        c->flags |= GW_BACK_CONN_F_HEAD;
+    gw_h1_client_start(c->h1, head_only);
+}
+
 static unsigned pipe_cap(const gw_back_conn_t *c)
 {
     return ucfg(c)->pipeline - 1;
@@ -253,7 +278,6 @@ static void fail(gw_back_conn_t *c, int code, int count_failure)
     int unanswered = before_response && ((c->flags & GW_BACK_CONN_F_PIPELINED) ||
                                          ((c->flags & GW_BACK_CONN_F_REUSED) && code == GW_E_IO));
     gw_back_exch_t *x = detach(c);
-    c->flags &= ~GW_BACK_CONN_F_DISCARD;
     if (count_failure && !unanswered)
         gw_back__server_fail(s, uv_now(loop_of(c)));
     gw_back__conn_close(c);
@@ -563,17 +587,8 @@ static void promote(gw_back_conn_t *c)
     gw_back_pipe_t e = *pipe_at(c, 0);
     c->pipe_first = (c->pipe_first + 1) % pipe_cap(c);
     c->pipe_len--;
-    c->exch = e.x;
-    c->flags &= ~(GW_BACK_CONN_F_GOT_BYTE | GW_BACK_CONN_F_PAUSED | GW_BACK_CONN_F_DISCARD |
-                  GW_BACK_CONN_F_LONG | GW_BACK_CONN_F_HEAD);
-    c->flags |= GW_BACK_CONN_F_REUSED | GW_BACK_CONN_F_PIPELINED;
-    if (!e.x)
-        c->flags |= GW_BACK_CONN_F_DISCARD;
-    else if (e.x->paused)
-        c->flags |= GW_BACK_CONN_F_PAUSED;
-    if (e.head_only)
-        c->flags |= GW_BACK_CONN_F_HEAD;
-    gw_h1_client_start(c->h1, e.head_only);
+    c->flags |= GW_BACK_CONN_F_REUSED;
+    begin_response(c, e.x, e.head_only, GW_BACK_CONN_F_PIPELINED);
     arm(c, ucfg(c)->response_timeout_ms);
     gw_back__conn_update_reading(c);
 }
@@ -587,7 +602,6 @@ static int complete(gw_back_conn_t *c, size_t rest, int eof)
     gw_back_server_t *s = c->server;
     unsigned maxr = ucfg(c)->max_requests_per_connection;
     int keep_alive = gw_h1_client_keep_alive(c->h1) && !eof;
-    c->responses++;
     if (c->pipe_len && keep_alive && pipe_live(c)) {
         GW_LOG_DEBUG("back_exch_done", "server=%s status=%u reuse=pipelined requests=%u",
                      s->cfg->addr.text, gw_h1_client_status(c->h1), c->requests);
@@ -614,8 +628,6 @@ static int complete(gw_back_conn_t *c, size_t rest, int eof)
                  gw_h1_client_status(c->h1), reuse, c->requests);
     pipe_evacuate(c, 0);
     detach(c);
-    c->flags &= ~(GW_BACK_CONN_F_DISCARD | GW_BACK_CONN_F_PIPELINED | GW_BACK_CONN_F_LONG |
-                  GW_BACK_CONN_F_HEAD);
     if (reuse)
         gw_back__conn_free_again(c);
     else
@@ -1011,7 +1023,6 @@ int gw_back__conn_dial(gw_back_server_t *s, gw_back_exch_t *x)
 
 void gw_back__conn_start(gw_back_conn_t *c, gw_back_exch_t *x)
 {
-    int head_only = x->req.method.len == 4 && memcmp(x->req.method.base, "HEAD", 4) == 0;
     if (c->state == GW_BACK_CONN_IDLE) {
         gw_list_remove(&c->link);
         c->server->idle_cnt--;
@@ -1031,14 +1042,8 @@ void gw_back__conn_start(gw_back_conn_t *c, gw_back_exch_t *x)
     if (ucfg(c)->pipeline > 1 && !gw_list_linked(&c->link))
         gw_list_push_back(&c->server->active, &c->link);
     c->state = GW_BACK_CONN_ACTIVE;
-    c->flags &= ~(GW_BACK_CONN_F_GOT_BYTE | GW_BACK_CONN_F_PAUSED | GW_BACK_CONN_F_DISCARD |
-                  GW_BACK_CONN_F_LONG | GW_BACK_CONN_F_HEAD | GW_BACK_CONN_F_PIPELINED);
-    if (head_only)
-        c->flags |= GW_BACK_CONN_F_HEAD;
-    if (x->paused)
-        c->flags |= GW_BACK_CONN_F_PAUSED;
     c->requests++;
-    gw_h1_client_start(c->h1, head_only);
+    begin_response(c, x, is_head(x), 0);
     c->dial_err = 0;
     if (gw_iovq_copy(&c->out, x->head.base, x->head.len) < 0) {
         /* Report from the timer: this may run inside gw_back_request(), which never calls
@@ -1090,7 +1095,6 @@ void gw_back__conn_abort(gw_back_conn_t *c)
     }
     c->pipe_first = c->pipe_len = 0;
     detach(c);
-    c->flags &= ~GW_BACK_CONN_F_DISCARD;
     gw_back__conn_close(c);
 }
 
@@ -1126,7 +1130,7 @@ static int pipeline_ok(gw_back_conn_t *c)
         return 0;
     if (c->server->pipe_backoff_until && uv_now(loop_of(c)) < c->server->pipe_backoff_until)
         return 0;
-    return !x || (x->req.idempotent && x->req.body_len == 0);
+    return !x || GW_BACK_RESENDABLE(&x->req);
 }
 
 gw_back_conn_t *gw_back__conn_batch_slot(gw_back_server_t *s)
@@ -1166,8 +1170,7 @@ int gw_back__conn_pipeline(gw_back_conn_t *c, gw_back_exch_t *x)
         return GW_E_NOMEM;
     if (gw_iovq_copy(&c->out, x->head.base, x->head.len) < 0)
         return GW_E_NOMEM;
-    int head_only = x->req.method.len == 4 && memcmp(x->req.method.base, "HEAD", 4) == 0;
-    *pipe_at(c, c->pipe_len) = (gw_back_pipe_t){x, head_only};
+    *pipe_at(c, c->pipe_len) = (gw_back_pipe_t){x, is_head(x)};
     c->pipe_len++;
     c->requests++;
     x->conn = c;

@@ -7,11 +7,12 @@
  * which is kept in comparator order; a connection that frees up or closes serves the queue
  * head first. New exchanges never overtake queued ones.
  *
- * Pipelining (an upstream's `pipeline` > 1, RFC 9112 §9.3.2): when a server has no idle
- * connection and no room to dial, a bodyless idempotent request may go behind the requests in
- * flight on a busy connection (conn.c picks which) instead of waiting in the queue. Its write
- * is deferred to the back's `work` handle (uv_prepare: after this iteration's callbacks,
- * before the loop polls), so requests dispatched together leave in one write(2). A pipelined
+ * Pipelining (an upstream's `pipeline` > 1, RFC 9112 §9.3.2): a bodyless idempotent request
+ * joins the connection whose write is still pending in this loop iteration, else takes an idle
+ * or new connection, else goes behind the requests in flight on a busy one (conn.c picks which)
+ * instead of waiting in the queue. Writes are deferred to the back's `work` handle
+ * (uv_prepare: after this iteration's callbacks, before the loop polls), so requests
+ * dispatched together leave in one write(2). A pipelined
  * request that goes unanswered (the connection ends, or the response ahead of it turns out
  * long) is dispatched again from the same handle, never pipelined again, not counted as a
  * retry.
@@ -294,7 +295,7 @@ static void on_work(uv_prepare_t *h);
  * requests, and a request body would hold the connection's write side. */
 static int pipelineable(const gw_back_exch_t *x)
 {
-    return x->up->cfg->pipeline > 1 && x->req.idempotent && x->req.body_len == 0 && !x->no_pipeline;
+    return x->up->cfg->pipeline > 1 && GW_BACK_RESENDABLE(&x->req) && !x->no_pipeline;
 }
 
 /* Put x on a connection of s: with pipelining, first the connection whose write is pending
@@ -307,7 +308,7 @@ static int assign(gw_back_exch_t *x, gw_back_server_t *s)
     gw_back_conn_t *c;
     if (pipe && (c = gw_back__conn_batch_slot(s)) != NULL)
         return gw_back__conn_pipeline(c, x);
-    c = gw_back__conn_take_idle(s, !(x->req.idempotent && x->req.body_len == 0));
+    c = gw_back__conn_take_idle(s, !GW_BACK_RESENDABLE(&x->req));
     if (c) {
         x->up->back->st.reused++;
         s->st.reused++;
@@ -422,6 +423,12 @@ void gw_back__slot_released(gw_back_server_t *s)
     dispatch_queue(s->up);
 }
 
+static void work_later(gw_back_t *b)
+{
+    if (!b->deleting)
+        uv_prepare_start(&b->work, on_work);
+}
+
 void gw_back__exch_unanswered(gw_back_exch_t *x)
 {
     gw_back_t *b = x->up->back;
@@ -431,8 +438,7 @@ void gw_back__exch_unanswered(gw_back_exch_t *x)
     if (x->server)
         x->server->st.unanswered++;
     gw_list_push_back(&b->unanswered, &x->rlink);
-    if (!b->deleting)
-        uv_prepare_start(&b->work, on_work);
+    work_later(b);
 }
 
 void gw_back__flush_later(gw_back_conn_t *c)
@@ -442,8 +448,7 @@ void gw_back__flush_later(gw_back_conn_t *c)
     if (gw_list_linked(&c->flink))
         return;
     gw_list_push_back(&b->flush, &c->flink);
-    if (!b->deleting)
-        uv_prepare_start(&b->work, on_work);
+    work_later(b);
 }
 
 void gw_back__flush_cancel(gw_back_conn_t *c)
