@@ -1753,6 +1753,15 @@ static void psend(gw_back_t *b, preq_t *r, const char *method, const char *targe
     assert_int_equal(gw_back_request(b, 0, &q, &prcbs, r, &r->x), 0);
 }
 
+/* r[0] for `first`, then GET /b and GET /c dispatched with it (pipelined behind it when the
+ * connection takes them). */
+static void psend_with_two_behind(gw_back_t *b, preq_t r[3], const char *first)
+{
+    psend(b, &r[0], "GET", first);
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
+}
+
 typedef struct {
     preq_t *r;
     size_t n;
@@ -1853,9 +1862,7 @@ static void pipeline_never_on_a_fresh_connection(void **state)
     t.up.pipeline = 8;
     gw_back_t *b = mkback(&t);
     preq_t r[3];
-    psend(b, &r[0], "GET", "/slow");
-    psend(b, &r[1], "GET", "/b");
-    psend(b, &r[2], "GET", "/c");
+    psend_with_two_behind(b, r, "/slow");
     run_for(30);
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.pipelined, 0);
@@ -1902,9 +1909,7 @@ static void pipeline_connection_close_sends_the_rest_again(void **state)
     gw_back_t *b = pipe_setup(&o, &t, 4);
     t.up.retries = 0;
     preq_t r[3];
-    psend(b, &r[0], "GET", "/close");
-    psend(b, &r[1], "GET", "/b");
-    psend(b, &r[2], "GET", "/c");
+    psend_with_two_behind(b, r, "/close");
     run_all(r, 3);
     assert_echoed(r, 3);
     gw_back_stats_t st = stats_of(b);
@@ -1926,9 +1931,7 @@ static void pipeline_origin_close_after_answer(void **state)
     gw_back_t *b = pipe_setup(&o, &t, 4);
     t.up.fail_threshold = 1;
     preq_t r[3];
-    psend(b, &r[0], "GET", "/dropafter");
-    psend(b, &r[1], "GET", "/b");
-    psend(b, &r[2], "GET", "/c");
+    psend_with_two_behind(b, r, "/dropafter");
     run_all(r, 3);
     assert_echoed(r, 3);
     gw_back_stats_t st = stats_of(b);
@@ -1946,9 +1949,7 @@ static void pipeline_timeout_of_the_first_frees_the_rest(void **state)
     gw_back_t *b = pipe_setup(&o, &t, 4);
     t.up.response_timeout_ms = 200;
     preq_t r[3];
-    psend(b, &r[0], "GET", "/hang");
-    psend(b, &r[1], "GET", "/b");
-    psend(b, &r[2], "GET", "/c");
+    psend_with_two_behind(b, r, "/hang");
     run_all(r, 3);
     assert_int_equal(r[0].error, GW_E_TIMEOUT); /* 504, not retried */
     assert_echoed(r + 1, 2);
@@ -1968,9 +1969,7 @@ static void pipeline_long_response_sends_the_rest_elsewhere(void **state)
     tcfg_t t;
     gw_back_t *b = pipe_setup(&o, &t, 4);
     preq_t r[3];
-    psend(b, &r[0], "GET", "/long");
-    psend(b, &r[1], "GET", "/b");
-    psend(b, &r[2], "GET", "/c");
+    psend_with_two_behind(b, r, "/long");
     /* Only now a second connection may open: the two had to be pipelined first. Both leave
      * for it before /long ends (300 ms). */
     t.up.max_connections = 2;
@@ -2012,17 +2011,13 @@ static void pipeline_large_length_moves_the_rest_but_not_a_middling_one(void **s
     tcfg_t t;
     gw_back_t *b = pipe_setup(&o, &t, 4);
     preq_t r[3];
-    psend(b, &r[0], "GET", "/mid");
-    psend(b, &r[1], "GET", "/b");
-    psend(b, &r[2], "GET", "/c");
+    psend_with_two_behind(b, r, "/mid");
     run_all(r, 3);
     assert_int_equal(r[0].body_total, 500000);
     assert_echoed(r + 1, 2);
     assert_int_equal(stats_of(b).pipelined, 2);
     assert_int_equal(stats_of(b).unanswered, 0);
-    psend(b, &r[0], "GET", "/big");
-    psend(b, &r[1], "GET", "/b");
-    psend(b, &r[2], "GET", "/c");
+    psend_with_two_behind(b, r, "/big");
     t.up.max_connections = 2;
     run_all(r, 3);
     assert_int_equal(r[0].body_total, 2000000);
@@ -2039,9 +2034,7 @@ static void pipeline_cancelled_one_gets_no_answer_of_another(void **state)
     tcfg_t t;
     gw_back_t *b = pipe_setup(&o, &t, 4);
     preq_t r[3];
-    psend(b, &r[0], "GET", "/slow");
-    psend(b, &r[1], "GET", "/b");
-    psend(b, &r[2], "GET", "/c");
+    psend_with_two_behind(b, r, "/slow");
     gw_back_cancel(r[1].x); /* its answer comes anyway, and is dropped */
     r[1].done = 1;
     run_all(r, 3);
@@ -2061,9 +2054,7 @@ static void pipeline_cancelled_first_sends_the_rest_again(void **state)
     tcfg_t t;
     gw_back_t *b = pipe_setup(&o, &t, 4);
     preq_t r[3];
-    psend(b, &r[0], "GET", "/slow");
-    psend(b, &r[1], "GET", "/b");
-    psend(b, &r[2], "GET", "/c");
+    psend_with_two_behind(b, r, "/slow");
     run_for(10);
     gw_back_cancel(r[0].x); /* closes the connection, never returned half-read */
     r[0].done = 1;
@@ -2083,10 +2074,8 @@ static void pipeline_paused_first_sends_the_rest_again(void **state)
     tcfg_t t;
     gw_back_t *b = pipe_setup(&o, &t, 4);
     preq_t r[3];
-    psend(b, &r[0], "GET", "/part");
-    r[0].pause_on_head = 1;
-    psend(b, &r[1], "GET", "/b");
-    psend(b, &r[2], "GET", "/c");
+    psend_with_two_behind(b, r, "/part");
+    r[0].pause_on_head = 1; /* read at its head, which comes later */
     assert_int_equal(stats_of(b).pipelined, 2);
     t.up.max_connections = 2;
     pset_t rest = {r + 1, 2};
@@ -2112,9 +2101,7 @@ static void pipeline_del_fails_every_exchange_once(void **state)
     tcfg_t t;
     gw_back_t *b = pipe_setup(&o, &t, 4);
     preq_t r[5];
-    psend(b, &r[0], "GET", "/slow");
-    psend(b, &r[1], "GET", "/b");
-    psend(b, &r[2], "GET", "/c");
+    psend_with_two_behind(b, r, "/slow");
     psend(b, &r[3], "GET", "/d");
     gw_back_cancel(r[2].x);
     r[2].done = 1;

@@ -68,6 +68,22 @@ typedef struct {
 static const unsigned char ALPN_H2_FIRST[] = "\x02h2\x08http/1.1";
 static const unsigned char ALPN_H1_FIRST[] = "\x08http/1.1\x02h2";
 
+/* A new connection of both contexts (the previous one, if any, freed): server side and a
+ * client over memory BIOs, neither started. */
+static void pair_connect(pair_t *p)
+{
+    SSL_free(p->cli);
+    gw_tls_conn_del(p->srv);
+    p->srv = gw_tls_conn_new(p->sctx);
+    assert_non_null(p->srv);
+    p->cli = SSL_new(p->cctx);
+    p->c_in = BIO_new(BIO_s_mem());
+    p->c_out = BIO_new(BIO_s_mem());
+    SSL_set_bio(p->cli, p->c_in, p->c_out);
+    SSL_set_connect_state(p->cli);
+    p->server_done = 0;
+}
+
 /* Build a server context over the certs and a client with the given ALPN, SNI, max version
  * and TLS 1.2 cipher list (NULL = defaults). */
 static void pair_init(pair_t *p, gw_cfg_tls_t *cfg, const unsigned char *alpn, size_t alpn_len,
@@ -76,8 +92,6 @@ static void pair_init(pair_t *p, gw_cfg_tls_t *cfg, const unsigned char *alpn, s
 {
     memset(p, 0, sizeof(*p));
     assert_int_equal(gw_tls_ctx_new(cfg, alpn, alpn_len, &p->sctx), 0);
-    p->srv = gw_tls_conn_new(p->sctx);
-    assert_non_null(p->srv);
     p->cctx = SSL_CTX_new(TLS_client_method());
     assert_non_null(p->cctx);
     SSL_CTX_set_verify(p->cctx, SSL_VERIFY_NONE, NULL);
@@ -85,11 +99,7 @@ static void pair_init(pair_t *p, gw_cfg_tls_t *cfg, const unsigned char *alpn, s
         SSL_CTX_set_max_proto_version(p->cctx, max_version);
     if (ciphers)
         assert_int_equal(SSL_CTX_set_cipher_list(p->cctx, ciphers), 1);
-    p->cli = SSL_new(p->cctx);
-    p->c_in = BIO_new(BIO_s_mem());
-    p->c_out = BIO_new(BIO_s_mem());
-    SSL_set_bio(p->cli, p->c_in, p->c_out);
-    SSL_set_connect_state(p->cli);
+    pair_connect(p);
     if (client_alpn)
         assert_int_equal(SSL_set_alpn_protos(p->cli, (const unsigned char *)client_alpn,
                                              (unsigned)client_alpn_len),
@@ -487,16 +497,7 @@ static void test_ticket_rotation_ends_with_a_moving_clock(void **state)
     for (int round = 0; round < 5; round++) {
         if (round) { /* a new connection of the same listener, a period and a half later */
             fake_ms += 1500;
-            SSL_free(p.cli);
-            gw_tls_conn_del(p.srv);
-            p.srv = gw_tls_conn_new(p.sctx);
-            assert_non_null(p.srv);
-            p.cli = SSL_new(p.cctx);
-            p.c_in = BIO_new(BIO_s_mem());
-            p.c_out = BIO_new(BIO_s_mem());
-            SSL_set_bio(p.cli, p.c_in, p.c_out);
-            SSL_set_connect_state(p.cli);
-            p.server_done = 0;
+            pair_connect(&p);
         }
         handshake(&p, 0); /* issues a ticket: the key rotates first */
     }
