@@ -549,10 +549,8 @@ static char *coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h)
     } while (0)
     KPUT(h->method.base, h->method.len);
     k[at++] = '\n';
-    for (size_t i = 0; i < h->authority.len; i++) {
-        uint8_t ch = h->authority.base[i];
-        k[at++] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
-    }
+    gw_ascii_lower(k + at, h->authority.base, h->authority.len);
+    at += h->authority.len;
     k[at++] = '\n';
     KPUT(h->path.base, h->path.len);
     for (size_t j = 0; j < r->coalesce_headers_len; j++) {
