@@ -378,6 +378,7 @@ static const char *const ms_keys[][2] = {
     {"response_timeout", "response_timeout_ms"},
     {"read_timeout", "read_timeout_ms"},
     {"queue_timeout", "queue_timeout_ms"},
+    {"read_batch_wait", "read_batch_wait_ms"},
     {"eject", "eject_ms"},
     {"health_interval", "health_interval_ms"},
     {"ticket_rotation", "ticket_rotation_ms"},
@@ -756,6 +757,8 @@ static const field_t upstream_fields[] = {
     FLD(gw_cfg_upstream_t, queue_timeout_ms, F_DUR, 1, DAY_MS),
     FLD(gw_cfg_upstream_t, retries, F_UINT, 0, 5),
     FLD(gw_cfg_upstream_t, pipeline, F_UINT, 1, GW_CFG_PIPELINE_MAX),
+    FLD(gw_cfg_upstream_t, read_batch, F_SIZE, 0, 64u << 20),
+    FLD(gw_cfg_upstream_t, read_batch_wait_ms, F_DUR, 1, 60000),
 };
 
 static const field_t health_fields[] = {
@@ -882,6 +885,8 @@ static int upstreams_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t
     u->queue_timeout_ms = 10000;
     u->retries = 1;
     u->pipeline = 1;
+    u->read_batch = 256u << 10;
+    u->read_batch_wait_ms = 5;
     u->fail_threshold = 5;
     u->eject_ms = 10000;
     u->health_interval_ms = 5000;

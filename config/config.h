@@ -88,6 +88,8 @@ typedef struct {
     uint64_t queue_timeout_ms;
     unsigned retries;        /* of idempotent requests that failed before any response byte */
     unsigned pipeline;       /* requests in flight per connection (RFC 9112 §9.3.2); 1 = none */
+    size_t read_batch;            /* body bytes a socket queues before a read (SO_RCVLOWAT); 0 = off */
+    uint64_t read_batch_wait_ms;  /* bytes held back by read_batch wait at most this */
     unsigned fail_threshold; /* consecutive failures that eject a server */
     uint64_t eject_ms;       /* back-off of an ejected server */
     char *health_path;       /* NULL = no active health check */

@@ -147,6 +147,7 @@ typedef struct {
     uint64_t ejections;
     uint64_t pipelined;  /* requests sent behind another on a busy connection */
     uint64_t unanswered; /* pipelined requests sent again elsewhere, never answered */
+    uint64_t batch_expired; /* responses whose read batch waited read_batch_wait: slow origin */
     unsigned open;       /* connections open or connecting */
     unsigned active;     /* connections carrying an exchange */
     unsigned idle;       /* idle keep-alive connections */
@@ -222,6 +223,9 @@ int gw_back_status_for(int code);
  * pool: a 256 KiB body takes about 5 reads instead of 17 (about 4 % less CPU per request). */
 #define GW_BACK_READ_BUF 16384
 #define GW_BACK_READ_BUF_MAX 65536
+/* Inside a Content-Length body a plain-TCP origin socket is only reported readable with
+ * min(rest of the body, read_batch) bytes queued (SO_RCVLOWAT; conn.c "read batching"), and
+ * read_batch_wait bounds how long bytes are held back. */
 /* Cap on a response head (status line + fields, or a trailer section): past it → GW_E_PARSE. */
 #define GW_BACK_MAX_HEAD 65536
 

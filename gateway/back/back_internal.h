@@ -70,6 +70,8 @@ struct gw_back_upstream {
     gw_back_queue_cmp_fn cmp;
     uv_timer_t queue_timer;
     gw_back_tls_ctx_t *tls; /* client TLS context (cfg->tls), or NULL for cleartext */
+    gw_list_t holds;        /* connections with a read batch set (hlink) */
+    uv_timer_t batch_timer; /* every read_batch_wait while holds is not empty */
 };
 
 /* A response body longer than this (or of unknown length) lets nothing wait behind it. */
@@ -123,6 +125,7 @@ enum {
     GW_BACK_CONN_F_LONG = 1u << 10,      /* it has a large or unbounded body: nothing behind it */
     GW_BACK_CONN_F_HEAD = 1u << 11,      /* it answers a HEAD request */
     GW_BACK_CONN_F_PIPELINED = 1u << 12, /* its request was pipelined behind another */
+    GW_BACK_CONN_F_NOBATCH = 1u << 13,   /* its bytes came slower than read_batch_wait */
 };
 
 /* A request the back may send again on its own, on another connection: idempotent (RFC 9110
@@ -202,9 +205,20 @@ struct gw_back_conn {
     uint64_t idle_since;
     int dial_err;       /* a connect that failed before libuv took it */
     int msg_done;       /* the parser completed a response during this feed */
+    unsigned lowat;     /* SO_RCVLOWAT in effect, 0 for the default (1) */
+    uint64_t batch_since; /* loop time the read batch was set (lowat > 0) */
+    gw_list_t hlink;      /* in the upstream's holds while lowat > 0 and reading */
     gw_back_tls_t *tls; /* TLS upstream: the session (plaintext in c->out / c->in), else NULL */
     gw_bytes_t tls_out; /* TLS: ciphertext of the write in flight (`writing` counts plaintext) */
 };
+
+/* Read batching (SO_RCVLOWAT, conn.c). The socket of c was drained, or reading starts or
+ * stops: inside a Content-Length body, ask the kernel to report it readable only once
+ * min(rest of the body, read_batch) bytes are queued; else back to the default. */
+void gw_back__batch_update(gw_back_conn_t *c);
+/* The upstream's batch timer: connections that held bytes back for read_batch_wait without
+ * a read go back to the default for the rest of their response. */
+void gw_back__batch_sweep(uv_timer_t *t);
 
 /* Dial a connection for x on s (x bound at once). 0 or GW_E_NOMEM/GW_E_IO (nothing left). */
 int gw_back__conn_dial(gw_back_server_t *s, gw_back_exch_t *x);

@@ -107,6 +107,9 @@ static void on_timer(uv_timer_t *t);
  * deadline later. Restarting a libuv timer is a heap removal and insertion (about 4 % of the
  * CPU with 500 client connections), so a later deadline is only recorded and the timer, when
  * it fires early, re-arms itself for the rest. */
+static void hold_end(gw_back_conn_t *c);
+static void lowat_set(gw_back_conn_t *c, unsigned v);
+
 static void arm(gw_back_conn_t *c, uint64_t ms)
 {
     if (ms == 0)
@@ -132,6 +135,7 @@ void gw_back__conn_close(gw_back_conn_t *c)
     GW_ASSERT(c->exch == NULL && c->pipe_len == 0);
     gw_list_remove(&c->link); /* the active list (pipelining) */
     gw_back__flush_cancel(c);
+    hold_end(c);
     if (s->pipe_hint == c)
         s->pipe_hint = NULL;
     if (c->tls) {
@@ -185,7 +189,7 @@ static gw_back_exch_t *detach(gw_back_conn_t *c)
 /* Flags that describe the response being read: they start afresh with the next one. */
 #define RESPONSE_FLAGS                                                                             \
     (GW_BACK_CONN_F_GOT_BYTE | GW_BACK_CONN_F_PAUSED | GW_BACK_CONN_F_DISCARD |                    \
-     GW_BACK_CONN_F_LONG | GW_BACK_CONN_F_HEAD | GW_BACK_CONN_F_PIPELINED)
+     GW_BACK_CONN_F_LONG | GW_BACK_CONN_F_HEAD | GW_BACK_CONN_F_PIPELINED | GW_BACK_CONN_F_NOBATCH)
 
 static int is_head(const gw_back_exch_t *x)
 {
@@ -489,9 +493,12 @@ void gw_back__conn_update_reading(gw_back_conn_t *c)
     if (want && !on) {
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
             c->flags |= GW_BACK_CONN_F_READING;
+        if (c->lowat)
+            gw_back__batch_update(c); /* the body left may be below the batch kept */
     } else if (!want && on) {
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->flags &= ~GW_BACK_CONN_F_READING;
+        hold_end(c);
     }
     if (c->state == GW_BACK_CONN_ACTIVE && c->exch && c->exch->head_seen) {
         if (c->flags & GW_BACK_CONN_F_PAUSED)
@@ -773,11 +780,97 @@ static void tls_recv(gw_back_conn_t *c, size_t n)
     write_more(c); /* reading may have produced TLS output (a KeyUpdate answer) */
 }
 
+/* ---- read batching ---------------------------------------------------------------------------
+ *
+ * A body arrives in many segments, and a reader that sleeps between them wakes for each: the
+ * wakeup, the epoll_wait and a short read cost more than the copy. Inside a Content-Length
+ * body the socket gets SO_RCVLOWAT = min(rest of the body, read_batch) (socket(7)): Linux's
+ * TCP then reports it readable only with that many bytes queued, or on EOF, an error, memory
+ * pressure or a nearly closed window (tcp_epollin_ready), so the rest of a body up to
+ * read_batch costs one wakeup and full reads. The bytes held back wait at most
+ * read_batch_wait: the upstream's timer sets a connection that got no read for that long back
+ * to the default for the rest of its response (a slow origin streams as it comes). Plain TCP
+ * only: over TLS the ciphertext still to come is not the plaintext left (a record may be
+ * half read). */
+
+/* Below this, a batch saves less than the two setsockopt(2) it costs. */
+#define BATCH_MIN GW_BACK_READ_BUF
+
+static void lowat_set(gw_back_conn_t *c, unsigned v)
+{
+    uv_os_fd_t fd;
+    int val = v ? (int)v : 1;
+    if (v == c->lowat || uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
+        return;
+    /* The kernel caps it (half of tcp_rmem[2]) and grows the receive buffer to fit it. */
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &val, sizeof(val)) == 0)
+        c->lowat = v;
+}
+
+static void hold_end(gw_back_conn_t *c)
+{
+    if (!gw_list_linked(&c->hlink))
+        return;
+    gw_back_upstream_t *up = c->server->up;
+    gw_list_remove(&c->hlink);
+    if (gw_list_empty(&up->holds))
+        uv_timer_stop(&up->batch_timer);
+}
+
+void gw_back__batch_update(gw_back_conn_t *c)
+{
+    const gw_cfg_upstream_t *u = ucfg(c);
+    uint64_t want = 0;
+    if (!c->tls && u->read_batch && c->state == GW_BACK_CONN_ACTIVE &&
+        (c->flags & GW_BACK_CONN_F_READING) &&
+        !(c->flags & (GW_BACK_CONN_F_PAUSED | GW_BACK_CONN_F_NOBATCH))) {
+        int64_t left = gw_h1_client_body_left(c->h1);
+        if (left >= BATCH_MIN)
+            want = (uint64_t)left < u->read_batch ? (uint64_t)left : u->read_batch;
+    }
+    lowat_set(c, (unsigned)want);
+    if (!c->lowat || !(c->flags & GW_BACK_CONN_F_READING)) {
+        hold_end(c); /* a lowat kept while reading is stopped is set afresh when it starts */
+        return;
+    }
+    gw_back_upstream_t *up = c->server->up;
+    c->batch_since = uv_now(c->tcp.loop);
+    if (!gw_list_linked(&c->hlink)) {
+        if (gw_list_empty(&up->holds))
+            uv_timer_start(&up->batch_timer, gw_back__batch_sweep, u->read_batch_wait_ms,
+                           u->read_batch_wait_ms);
+        gw_list_push_back(&up->holds, &c->hlink);
+    }
+}
+
+void gw_back__batch_sweep(uv_timer_t *t)
+{
+    gw_back_upstream_t *up = t->data;
+    uint64_t now = uv_now(t->loop), wait = up->cfg->read_batch_wait_ms;
+    gw_list_t *n = up->holds.next;
+    while (n != &up->holds) {
+        gw_back_conn_t *c = GW_CONTAINER_OF(n, gw_back_conn_t, hlink);
+        n = n->next;
+        if (now - c->batch_since < wait)
+            continue;
+        c->flags |= GW_BACK_CONN_F_NOBATCH;
+        lowat_set(c, 0); /* the kernel reports the bytes queued at once */
+        hold_end(c);
+        gw_back__stats(up->back)->batch_expired++;
+        c->server->st.batch_expired++;
+    }
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     gw_back_conn_t *c = st->data;
-    if (nread == 0 || c->state == GW_BACK_CONN_CLOSING)
+    if (c->state == GW_BACK_CONN_CLOSING)
         return;
+    if (nread == 0) { /* EAGAIN: the socket is drained */
+        if (!c->tls)
+            gw_back__batch_update(c);
+        return;
+    }
     if (nread > 0 && c->tls) {
         tls_recv(c, (size_t)nread);
         return;
@@ -804,7 +897,10 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     }
     if ((size_t)nread == buf->len && !c->in_big)
         c->in_big = 1; /* a body bigger than the buffer is coming: read it in larger pieces */
-    feed_in(c, (size_t)nread);
+    if (feed_in(c, (size_t)nread))
+        return;
+    if ((size_t)nread < buf->len)
+        gw_back__batch_update(c); /* the socket is drained */
 }
 
 /* ---- timers, connect ------------------------------------------------------------------------ */
@@ -932,6 +1028,7 @@ static gw_back_conn_t *conn_new(gw_back_server_t *s)
     gw_bytes_init(&c->tls_out, 0);
     gw_list_init(&c->link);
     gw_list_init(&c->flink);
+    gw_list_init(&c->hlink);
     gw_iovq_init(&c->out);
     c->server = s;
     c->state = GW_BACK_CONN_CONNECTING;
@@ -1193,6 +1290,8 @@ void gw_back__conn_park(gw_back_conn_t *c)
     }
     gw_list_remove(&c->link); /* the active list (pipelining) */
     gw_back__flush_cancel(c);
+    hold_end(c);
+    lowat_set(c, 0); /* the next response head is awaited byte by byte */
     if (s->pipe_hint == c)
         s->pipe_hint = NULL;
     c->state = GW_BACK_CONN_IDLE;

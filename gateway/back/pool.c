@@ -525,6 +525,7 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
         up->index = i;
         up->cmp = gw_back_queue_fifo;
         gw_list_init(&up->queue);
+        gw_list_init(&up->holds);
         up->servers = gw_calloc(up->cfg->servers_len, sizeof(*up->servers));
         if (!up->servers)
             goto fail;
@@ -553,6 +554,9 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
         gw_back_upstream_t *up = &b->ups[i];
         uv_timer_init(loop, &up->queue_timer);
         up->queue_timer.data = up;
+        b->handles++;
+        uv_timer_init(loop, &up->batch_timer);
+        up->batch_timer.data = up;
         b->handles++;
         for (size_t j = 0; j < up->servers_len; j++) {
             gw_back_server_t *s = &up->servers[j];
@@ -605,6 +609,8 @@ void gw_back_del(gw_back_t *b)
         }
         uv_close((uv_handle_t *)&up->queue_timer, on_timer_close);
         up->queue_timer.data = b;
+        uv_close((uv_handle_t *)&up->batch_timer, on_timer_close);
+        up->batch_timer.data = b;
         /* Connections still closing hold their own reference on the context. */
         gw_back_tls_ctx_del(up->tls);
         up->tls = NULL;

@@ -170,6 +170,11 @@ unsigned gw_h1_client_status(const gw_h1_client_t *c)
     return c->status;
 }
 
+int64_t gw_h1_client_body_left(const gw_h1_client_t *c)
+{
+    return c->state == GW_H1_CLIENT_BODY ? gw_h1_parser_body_left(c->p) : -1;
+}
+
 int gw_h1_client_keep_alive(const gw_h1_client_t *c)
 {
     return c->keep_alive;

@@ -114,5 +114,8 @@ unsigned gw_h1_client_status(const gw_h1_client_t *c);
  * unless "close", 1.0 only with "keep-alive"; never after a close-delimited body). 0 before
  * the final head. */
 int gw_h1_client_keep_alive(const gw_h1_client_t *c);
+/* BODY of a Content-Length response: the body bytes not yet fed (> 0); else -1 (chunked or
+ * close-delimited bodies, and every other state). */
+int64_t gw_h1_client_body_left(const gw_h1_client_t *c);
 
 #endif

@@ -753,6 +753,16 @@ int gw_h1_parser_in_message(const gw_h1_parser_t *p)
     return p->in_message || p->head_bytes > 0;
 }
 
+int64_t gw_h1_parser_body_left(const gw_h1_parser_t *p)
+{
+    const http_parser *hp = &p->hp;
+    if (p->failed || p->paused || !p->in_message || p->scan != SCAN_BODY ||
+        (hp->flags & (F_CHUNKED | F_SKIPBODY)) || hp->content_length == 0 ||
+        hp->content_length == ULLONG_MAX)
+        return -1;
+    return (int64_t)hp->content_length;
+}
+
 unsigned gw_h1_parser_error_status(const gw_h1_parser_t *p)
 {
     return p->err_status ? p->err_status : 400;

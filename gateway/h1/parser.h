@@ -104,6 +104,10 @@ void gw_h1_parser_resume(gw_h1_parser_t *p);
 /* Non-zero while inside a message (bytes of a head or body have been seen). */
 int gw_h1_parser_in_message(const gw_h1_parser_t *p);
 
+/* Inside a Content-Length body: the body bytes still to come (> 0). Otherwise -1: before or
+ * between bodies, a chunked or close-delimited body, a body skipped (HEAD, 1xx, 204, 304). */
+int64_t gw_h1_parser_body_left(const gw_h1_parser_t *p);
+
 /* After an error: the status to answer (400 or 431) and a static reason for the log. */
 unsigned gw_h1_parser_error_status(const gw_h1_parser_t *p);
 const char *gw_h1_parser_error_reason(const gw_h1_parser_t *p);

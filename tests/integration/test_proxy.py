@@ -330,6 +330,30 @@ def test_read_timeout_after_head_cuts_the_response(gateway, origin):
     assert b"content-length: 100" in out and out.endswith(b"\r\n\r\n")
 
 
+def test_slow_origin_body_is_relayed_as_it_comes(gwo):
+    """Read batching (read_batch, default 256 KiB) holds a Content-Length body back until the
+    rest of it is queued, but for read_batch_wait (5 ms) at most: an origin that sends 10
+    pieces 100 ms apart reaches the client piece by piece, not all at the end."""
+    s = socket.create_connection(("127.0.0.1", gwo.port), timeout=10)
+    start = time.monotonic()
+    s.sendall(b"GET /slow/100000 HTTP/1.1\r\nHost: x\r\n\r\n")
+    got, arrivals = b"", []
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        got += d
+        arrivals.append((time.monotonic() - start, len(got)))
+        head, sep, body = got.partition(b"\r\n\r\n")
+        if sep and len(body) >= 100000:
+            break
+    s.close()
+    assert got.startswith(b"HTTP/1.1 200") and got.endswith(pattern(100000))
+    # the origin's pieces leave at 0.1, 0.2, ... 1.0 s: by 0.65 s five have been relayed
+    by = max([n for t, n in arrivals if t < 0.65], default=0)
+    assert by >= len(head) + 4 + 40000, arrivals
+
+
 def test_connect_timeout_is_504(gateway):
     # a listener that never accepts, with its backlog full: SYNs go unanswered
     ls = socket.socket()

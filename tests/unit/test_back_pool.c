@@ -42,7 +42,10 @@ typedef enum {
     O_CLOSE_NOW,  /* O_OK without Connection: close, but close right after writing it */
     O_EARLY,      /* answer 413 as soon as the request head is in, ignore the body */
     O_ECHO,       /* 200 whose body is the request target; what the target asks (oecho) */
+    O_DRIP,       /* Content-Length drip_len: DRIP_PIECE bytes with the head, one more every drip_ms */
 } omode_t;
+
+#define DRIP_PIECE 4096
 
 typedef struct origin {
     uv_tcp_t srv;
@@ -56,6 +59,8 @@ typedef struct origin {
     int id;
     int max_batch;    /* O_ECHO: most requests taken from one read */
     int max_per_conn; /* O_ECHO: most requests answered on one connection */
+    size_t drip_len;  /* O_DRIP */
+    unsigned drip_ms;
 } origin_t;
 
 typedef struct {
@@ -75,9 +80,8 @@ typedef struct {
     int hung;
     int close_after_flush;
     int served;
+    size_t dripped; /* O_DRIP: body bytes sent */
 } oconn_t;
-
-static char big_body[1 << 20];
 
 static void oconn_closed(uv_handle_t *h)
 {
@@ -145,6 +149,22 @@ static void odelayed(uv_timer_t *t)
     oconn_t *c = t->data;
     c->delayed = 0;
     oflush(c);
+}
+
+static char big_body[1 << 20];
+
+static void odrip(uv_timer_t *t)
+{
+    oconn_t *c = t->data;
+    size_t n = c->o->drip_len - c->dripped;
+    if (n > DRIP_PIECE)
+        n = DRIP_PIECE;
+    if (n && !c->closing) {
+        osend(c, big_body, n, 0, 0);
+        c->dripped += n;
+    }
+    if (c->dripped == c->o->drip_len || c->closing)
+        uv_timer_stop(t);
 }
 
 static void oappend(oconn_t *c, const char *fmt, ...)
@@ -298,6 +318,16 @@ static void oanswer(oconn_t *c)
         break;
     case O_ECHO: /* oecho */
         break;
+    case O_DRIP: {
+        char h[80];
+        int n = snprintf(h, sizeof(h), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n",
+                         o->drip_len);
+        osend(c, h, (size_t)n, 0, 1);
+        c->dripped = 0;
+        uv_timer_start(&c->timer, odrip, o->drip_ms, o->drip_ms);
+        odrip(&c->timer); /* the first piece with the head */
+        break;
+    }
     }
 }
 
@@ -433,6 +463,8 @@ static void tcfg_init(tcfg_t *t, const int *ports, const unsigned *weights, size
     t->up.fail_threshold = 100;
     t->up.eject_ms = 1000;
     t->up.health_status = 200;
+    t->up.read_batch = 256u << 10; /* the defaults of config.c */
+    t->up.read_batch_wait_ms = 5;
     t->cfg.upstreams = &t->up;
     t->cfg.upstreams_len = 1;
 }
@@ -445,6 +477,9 @@ typedef struct client {
     int completed, errors, last_error, last_status, interim, noent;
     size_t body_bytes;
     size_t max_chunk, first_chunk; /* largest on_body slice; the first one of a response */
+    int body_calls;                /* on_body calls: socket reads that brought body bytes */
+    int pause_on_body;             /* pause the exchange at its first body bytes (paused_x) */
+    gw_back_exch_t *paused_x;
     int cancel_on_body;
     int trailers;
     char body[64];
@@ -484,6 +519,11 @@ static void c_body(gw_back_exch_t *x, void *ud, gw_rslice_t b)
     if (b.len > cl->max_chunk)
         cl->max_chunk = b.len;
     cl->body_bytes += b.len;
+    cl->body_calls++;
+    if (cl->pause_on_body && !cl->paused_x) {
+        cl->paused_x = x;
+        gw_back_pause_reading(x);
+    }
     if (cl->cancel_on_body) {
         cl->inflight--;
         cl->errors++;
@@ -1213,6 +1253,88 @@ static void large_body_reads_grow(void **state)
     assert_int_equal(cl.completed, 2);
     assert_int_equal(o.accepted, 1); /* reused */
     assert_true(cl.first_chunk <= GW_BACK_READ_BUF);
+    assert_int_equal(cl.body_bytes, 1 << 20);
+    teardown_all(b, &o, 1);
+}
+
+/* Read batching: a body that trickles in 4 KiB pieces (one a millisecond) is read in a few
+ * large reads once it is all there, not one read per piece. */
+static int drip_run(unsigned read_batch, unsigned wait_ms, size_t len, unsigned every_ms,
+                    gw_back_stats_t *st)
+{
+    origin_t o;
+    origin_start(&o, O_DRIP, 0);
+    o.drip_len = len;
+    o.drip_ms = every_ms;
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.read_batch = read_batch;
+    t.up.read_batch_wait_ms = wait_ms;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    start_one(&cl);
+    assert_true(run_until(done_pred, &cl, 10000));
+    assert_int_equal(cl.completed, 1);
+    assert_int_equal(cl.body_bytes, len);
+    gw_back_stats(b, SIZE_MAX, st);
+    teardown_all(b, &o, 1);
+    return cl.body_calls;
+}
+
+static void read_batch_takes_a_trickle_in_few_reads(void **state)
+{
+    (void)state;
+    gw_back_stats_t st;
+    /* read_batch_wait far above the 64 ms the body takes: the batch is never cut short. */
+    int calls = drip_run(256u << 10, 5000, 256u << 10, 1, &st);
+    if (getenv("GW_TEST_DEBUG"))
+        fprintf(stderr, "batched: %d reads\n", calls);
+    assert_true(calls <= 12); /* the head's read, then the rest once it is all queued */
+    assert_int_equal(st.batch_expired, 0);
+    /* read_batch: 0 turns it off: each piece is a read of its own. */
+    calls = drip_run(0, 5000, 256u << 10, 1, &st);
+    if (getenv("GW_TEST_DEBUG"))
+        fprintf(stderr, "unbatched: %d reads\n", calls);
+    assert_true(calls >= 32);
+    assert_int_equal(st.batch_expired, 0);
+}
+
+/* A slow origin (a 4 KiB piece every 20 ms) is not held back for the batch: after
+ * read_batch_wait without a read the connection reads every piece as it comes. */
+static void read_batch_lets_a_slow_origin_stream(void **state)
+{
+    (void)state;
+    gw_back_stats_t st;
+    int calls = drip_run(256u << 10, 10, 64u << 10, 20, &st);
+    if (getenv("GW_TEST_DEBUG"))
+        fprintf(stderr, "slow: %d reads\n", calls);
+    assert_true(calls >= 12); /* 16 pieces; held back they would come in one read */
+    assert_int_equal(st.batch_expired, 1);
+}
+
+/* A response paused by its consumer in the middle of a batched body (the socket keeps its
+ * low-water mark while nobody reads) completes once resumed, whole. */
+static void read_batch_pause_mid_body(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_BIG, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.read_timeout_ms = 100; /* must not fire while paused */
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1, .pause_on_body = 1};
+    start_one(&cl);
+    uint64_t end = gw_now_ms() + 3000;
+    while (!cl.paused_x && gw_now_ms() < end)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_non_null(cl.paused_x);
+    run_for(200);
+    assert_int_equal(cl.errors, 0);
+    assert_true(cl.body_bytes < 1 << 20);
+    gw_back_resume_reading(cl.paused_x);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 1);
     assert_int_equal(cl.body_bytes, 1 << 20);
     teardown_all(b, &o, 1);
 }
@@ -2331,6 +2453,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(pipeline_origin_closing_every_connection_never_fails, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(pipeline_concurrent_load_stays_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(read_batch_takes_a_trickle_in_few_reads, setup, teardown),
+        cmocka_unit_test_setup_teardown(read_batch_lets_a_slow_origin_stream, setup, teardown),
+        cmocka_unit_test_setup_teardown(read_batch_pause_mid_body, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

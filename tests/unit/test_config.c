@@ -72,6 +72,8 @@ static void minimal_contract_gets_defaults(void **state)
     assert_int_equal(c->upstreams[0].servers[0].weight, 1);
     assert_int_equal(c->upstreams[0].max_connections, 64);
     assert_int_equal(c->upstreams[0].pipeline, 1); /* no pipelining unless asked */
+    assert_int_equal(c->upstreams[0].read_batch, 256 * 1024);
+    assert_int_equal(c->upstreams[0].read_batch_wait_ms, 5);
     assert_int_equal(c->routes_len, 1);
     assert_int_equal(c->routes[0].upstream, 0);
     assert_string_equal(c->routes[0].host, "*");
@@ -103,6 +105,8 @@ static void full_config_values(void **state)
                     "      - origin.example:80\n"
                     "    balance: least_conn\n"
                     "    idle_timeout: 500ms\n"
+                    "    read_batch: 0\n"
+                    "    read_batch_wait: 20ms\n"
                     "    health: { path: /health, interval: 2s, expect_status: 204, eject: 1m }\n"
                     "routes:\n"
                     "  - host: '*.example.com'\n"
@@ -133,6 +137,8 @@ static void full_config_values(void **state)
     assert_int_equal(u->servers[2].addr.len, 0); /* a name: resolved by back/ */
     assert_int_equal(u->balance, GW_BALANCE_LEAST_CONN);
     assert_int_equal(u->idle_timeout_ms, 500);
+    assert_int_equal(u->read_batch, 0);
+    assert_int_equal(u->read_batch_wait_ms, 20);
     assert_string_equal(u->health_path, "/health");
     assert_int_equal(u->health_interval_ms, 2000);
     assert_int_equal(u->health_status, 204);
@@ -210,6 +216,14 @@ static void error_out_of_range(void **state)
                  "upstreams: {app: {servers: [127.0.0.1:9000], pipeline: 0}}\n"
                  "routes: [{upstream: app}]\n",
                  "t.yaml:2:56: 'pipeline' is out of range: 0 (allowed 1..64)");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000], read_batch: 65MiB}}\n"
+                 "routes: [{upstream: app}]\n",
+                 "t.yaml:2:58: 'read_batch' is out of range: 65MiB (allowed 0..67108864)");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000], read_batch_wait: 0ms}}\n"
+                 "routes: [{upstream: app}]\n",
+                 "t.yaml:2:63: 'read_batch_wait' is out of range: 0ms (allowed 1..60000)");
     expect_error(MINIMAL "workers: 99999999999999999999999\n",
                  "t.yaml:8:10: 'workers' is out of range: 99999999999999999999999 (allowed "
                  "1..256)");

@@ -336,6 +336,61 @@ static void eof_outside_a_response(void **state)
     assert_string_equal(gw_h1_client_state_str(GW_H1_CLIENT_DONE), "done");
 }
 
+static ssize_t feed_str(gw_h1_client_t *c, const char *s)
+{
+    return gw_h1_client_feed(c, (const uint8_t *)s, 0, strlen(s));
+}
+
+static void feed_all(gw_h1_client_t *c, const char *s)
+{
+    assert_int_equal(feed_str(c, s), (ssize_t)strlen(s));
+}
+
+/* gw_h1_client_body_left: what back/ sizes its read batches by. */
+static void body_left_tracks_content_length(void **state)
+{
+    (void)state;
+    static const gw_h1_client_cbs_t nocbs = {0}; /* every callback may be NULL */
+    gw_h1_client_t *c = gw_h1_client_new(NULL, &nocbs, NULL);
+    assert_non_null(c);
+    assert_int_equal(gw_h1_client_body_left(c), -1); /* idle */
+    gw_h1_client_start(c, 0);
+    feed_all(c, "HTTP/1.1 200 OK\r\nContent-Le");
+    assert_int_equal(gw_h1_client_body_left(c), -1); /* in the head */
+    feed_all(c, "ngth: 10\r\n\r\nabc");
+    assert_int_equal(gw_h1_client_body_left(c), 7);
+    feed_all(c, "defghi");
+    assert_int_equal(gw_h1_client_body_left(c), 1);
+    feed_all(c, "j");
+    assert_int_equal(gw_h1_client_body_left(c), -1); /* done */
+    /* a 100 Continue, then a final head whose body has not started */
+    gw_h1_client_start(c, 0);
+    feed_all(c, "HTTP/1.1 100 Continue\r\n\r\n");
+    assert_int_equal(gw_h1_client_body_left(c), -1);
+    feed_all(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
+    assert_int_equal(gw_h1_client_body_left(c), 100000);
+    gw_h1_client_del(c);
+    /* no length known: chunked, close-delimited; no body: HEAD, 204, 304 */
+    static const struct {
+        const char *head;
+        int head_only;
+    } none[] = {
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", 0},
+        {"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nabc", 0},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n", 1},
+        {"HTTP/1.1 204 No Content\r\nContent-Length: 500\r\n\r\n", 0},
+        {"HTTP/1.1 304 Not Modified\r\nContent-Length: 500\r\n\r\n", 0},
+    };
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+        c = gw_h1_client_new(NULL, &nocbs, NULL);
+        assert_non_null(c);
+        gw_h1_client_start(c, none[i].head_only);
+        assert_true(feed_str(c, none[i].head) > 0);
+        assert_int_equal(gw_h1_client_body_left(c), -1);
+        gw_h1_client_del(c);
+    }
+}
+
 /* Malformed responses: GW_E_PARSE, and nothing of them is passed on past the error. */
 typedef struct {
     const char *msg;
@@ -783,6 +838,7 @@ int main(void)
         cmocka_unit_test(pipelined_boundary),
         cmocka_unit_test(truncated_is_io_error),
         cmocka_unit_test(eof_outside_a_response),
+        cmocka_unit_test(body_left_tracks_content_length),
         cmocka_unit_test(malformed_rejected),
         cmocka_unit_test(limits_configurable),
         cmocka_unit_test(callback_stops_feed),
