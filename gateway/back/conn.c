@@ -102,14 +102,13 @@ static void on_close(uv_handle_t *h)
 }
 
 static void on_timer(uv_timer_t *t);
+static void hold_end(gw_back_conn_t *c);
+static void lowat_set(gw_back_conn_t *c, unsigned v);
 
 /* Timeouts are re-armed at every request, read and return to the pool; most of them move the
  * deadline later. Restarting a libuv timer is a heap removal and insertion (about 4 % of the
  * CPU with 500 client connections), so a later deadline is only recorded and the timer, when
  * it fires early, re-arms itself for the rest. */
-static void hold_end(gw_back_conn_t *c);
-static void lowat_set(gw_back_conn_t *c, unsigned v);
-
 static void arm(gw_back_conn_t *c, uint64_t ms)
 {
     if (ms == 0)
