@@ -1259,8 +1259,8 @@ static void large_body_reads_grow(void **state)
 
 /* Read batching: a body that trickles in 4 KiB pieces (one a millisecond) is read in a few
  * large reads once it is all there, not one read per piece. */
-static int drip_run(unsigned read_batch, unsigned wait_ms, size_t len, unsigned every_ms,
-                    gw_back_stats_t *st)
+static int drip_run(const char *what, unsigned read_batch, unsigned wait_ms, size_t len,
+                    unsigned every_ms, gw_back_stats_t *st)
 {
     origin_t o;
     origin_start(&o, O_DRIP, 0);
@@ -1278,6 +1278,8 @@ static int drip_run(unsigned read_batch, unsigned wait_ms, size_t len, unsigned 
     assert_int_equal(cl.body_bytes, len);
     gw_back_stats(b, SIZE_MAX, st);
     teardown_all(b, &o, 1);
+    if (getenv("GW_TEST_DEBUG"))
+        fprintf(stderr, "%s: %d reads\n", what, cl.body_calls);
     return cl.body_calls;
 }
 
@@ -1286,15 +1288,11 @@ static void read_batch_takes_a_trickle_in_few_reads(void **state)
     (void)state;
     gw_back_stats_t st;
     /* read_batch_wait far above the 64 ms the body takes: the batch is never cut short. */
-    int calls = drip_run(256u << 10, 5000, 256u << 10, 1, &st);
-    if (getenv("GW_TEST_DEBUG"))
-        fprintf(stderr, "batched: %d reads\n", calls);
+    int calls = drip_run("batched", 256u << 10, 5000, 256u << 10, 1, &st);
     assert_true(calls <= 12); /* the head's read, then the rest once it is all queued */
     assert_int_equal(st.batch_expired, 0);
     /* read_batch: 0 turns it off: each piece is a read of its own. */
-    calls = drip_run(0, 5000, 256u << 10, 1, &st);
-    if (getenv("GW_TEST_DEBUG"))
-        fprintf(stderr, "unbatched: %d reads\n", calls);
+    calls = drip_run("unbatched", 0, 5000, 256u << 10, 1, &st);
     assert_true(calls >= 32);
     assert_int_equal(st.batch_expired, 0);
 }
@@ -1305,11 +1303,19 @@ static void read_batch_lets_a_slow_origin_stream(void **state)
 {
     (void)state;
     gw_back_stats_t st;
-    int calls = drip_run(256u << 10, 10, 64u << 10, 20, &st);
-    if (getenv("GW_TEST_DEBUG"))
-        fprintf(stderr, "slow: %d reads\n", calls);
+    int calls = drip_run("slow", 256u << 10, 10, 64u << 10, 20, &st);
     assert_true(calls >= 12); /* 16 pieces; held back they would come in one read */
     assert_int_equal(st.batch_expired, 1);
+}
+
+/* An O_BIG origin (1 MiB bodies) and a back whose body-read timeout (100 ms) must not fire
+ * while the exchange is paused. */
+static gw_back_t *big_paused_setup(origin_t *o, tcfg_t *t)
+{
+    origin_start(o, O_BIG, 0);
+    tcfg_init(t, &o->port, NULL, 1);
+    t->up.read_timeout_ms = 100;
+    return mkback(t);
 }
 
 /* A response paused by its consumer in the middle of a batched body (the socket keeps its
@@ -1318,11 +1324,8 @@ static void read_batch_pause_mid_body(void **state)
 {
     (void)state;
     origin_t o;
-    origin_start(&o, O_BIG, 0);
     tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.read_timeout_ms = 100; /* must not fire while paused */
-    gw_back_t *b = mkback(&t);
+    gw_back_t *b = big_paused_setup(&o, &t);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1, .pause_on_body = 1};
     start_one(&cl);
     uint64_t end = gw_now_ms() + 3000;
@@ -1349,11 +1352,8 @@ static void pause_resume_backpressure(void **state)
 {
     (void)state;
     origin_t o;
-    origin_start(&o, O_BIG, 0);
     tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.read_timeout_ms = 100; /* must not fire while paused */
-    gw_back_t *b = mkback(&t);
+    gw_back_t *b = big_paused_setup(&o, &t);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
     gw_back_exch_t *x;
     assert_int_equal(request(&cl, &x), 0);

@@ -26,6 +26,12 @@ typedef struct {
     int finals, completes; /* counters, for "never forwarded" checks */
 } rec_t;
 
+/* A response as the origin sends it, and whether it answers a HEAD request. */
+typedef struct {
+    const char *msg;
+    int head_only;
+} resp_case_t;
+
 static void addf(rec_t *r, const char *fmt, ...)
 {
     va_list ap;
@@ -246,10 +252,7 @@ static void framings_every_cut(void **state)
 static void pipelined_boundary(void **state)
 {
     (void)state;
-    static const struct {
-        const char *first;
-        int head_only;
-    } firsts[] = {
+    static const resp_case_t firsts[] = {
         {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 0},
         {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX: 1\r\n\r\n", 0},
         {"HTTP/1.1 204 No Content\r\n\r\n", 0},
@@ -260,8 +263,8 @@ static void pipelined_boundary(void **state)
     const char *second = "HTTP/1.1 201 Created\r\nContent-Length: 3\r\n\r\nabc";
     for (size_t i = 0; i < sizeof(firsts) / sizeof(firsts[0]); i++) {
         char msg[512];
-        size_t n1 = strlen(firsts[i].first);
-        snprintf(msg, sizeof(msg), "%s%s", firsts[i].first, second);
+        size_t n1 = strlen(firsts[i].msg);
+        snprintf(msg, sizeof(msg), "%s%s", firsts[i].msg, second);
         size_t n = strlen(msg);
         for (int bytewise = 0; bytewise < 2; bytewise++) {
             rec_t r = {.buf = (const uint8_t *)msg};
@@ -371,10 +374,7 @@ static void body_left_tracks_content_length(void **state)
     assert_int_equal(gw_h1_client_body_left(c), 100000);
     gw_h1_client_del(c);
     /* no length known: chunked, close-delimited; no body: HEAD, 204, 304 */
-    static const struct {
-        const char *head;
-        int head_only;
-    } none[] = {
+    static const resp_case_t none[] = {
         {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", 0},
         {"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nabc", 0},
         {"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n", 1},
@@ -385,7 +385,7 @@ static void body_left_tracks_content_length(void **state)
         c = gw_h1_client_new(NULL, &nocbs, NULL);
         assert_non_null(c);
         gw_h1_client_start(c, none[i].head_only);
-        assert_true(feed_str(c, none[i].head) > 0);
+        assert_true(feed_str(c, none[i].msg) > 0);
         assert_int_equal(gw_h1_client_body_left(c), -1);
         gw_h1_client_del(c);
     }
