@@ -224,3 +224,21 @@ def run(cmd, timeout=20, **kw):
     """Run a client command with a bound on its time; returns CompletedProcess (text)."""
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                           timeout=timeout, **kw)
+
+
+def raw_exchange(port, data, timeout=5):
+    """Send data on a new TCP connection to 127.0.0.1:port; what came back until the peer
+    closed (or timeout seconds passed without a byte)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(data)
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+    except socket.timeout:
+        pass
+    s.close()
+    return out

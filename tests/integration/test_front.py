@@ -9,12 +9,12 @@ import ssl
 import subprocess
 import time
 
-import h2.connection
 import h2.config
+import h2.connection
 import h2.events
 import pytest
 
-from conftest import free_port, run, wait_port
+from conftest import free_port, raw_exchange, run
 
 NO_PROXY = "h2gate: the origin failed to answer\n"
 
@@ -133,22 +133,6 @@ def test_garbage_first_bytes_close_the_connection(gw):
     assert "bad_preface" in gw.log()
 
 
-def raw_exchange(port, data, timeout=5):
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    s.sendall(data)
-    out = b""
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            out += d
-    except socket.timeout:
-        pass
-    s.close()
-    return out
-
-
 def test_pipelined_requests_answered_in_order(gw):
     reqs = b"".join(b"GET /p%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(5))
     reqs += b"GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
@@ -179,8 +163,8 @@ def test_smuggling_attempts_get_400_and_close(gw, req, reason):
 
 def test_oversized_head_gets_431(gateway):
     port = free_port()
-    g = gateway(config(plain_port=port, extra="limits: {max_request_head: 2KiB}\n"),
-                wait=[("127.0.0.1", port)])
+    gateway(config(plain_port=port, extra="limits: {max_request_head: 2KiB}\n"),
+            wait=[("127.0.0.1", port)])
     out = raw_exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 4000 + b"\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"), out
 
@@ -438,9 +422,6 @@ def test_second_signal_stops_at_once(gateway):
 def test_h2_over_tls12_with_blocklisted_cipher_is_inadequate_security(gateway):
     """RFC 9113 §9.2.2: a listener configured to allow a CBC suite still refuses HTTP/2 over it
     with GOAWAY INADEQUATE_SECURITY, while HTTP/1.1 is fine."""
-    import h2.config
-    import h2.connection
-    import h2.events
     port = free_port()
     gateway(config(tls_port=port, tls_extra="ciphers: ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES128-GCM-SHA256"),
             wait=[("127.0.0.1", port)])

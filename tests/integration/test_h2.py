@@ -14,8 +14,8 @@ import h2.exceptions
 import h2.settings
 import pytest
 
-from conftest import free_port, run
-from test_front import NO_PROXY, config, raw_exchange
+from conftest import free_port, raw_exchange, run
+from test_front import NO_PROXY, config
 
 
 @pytest.fixture
@@ -221,7 +221,8 @@ def test_connection_specific_header_is_malformed(gw):
     sid = cl.request("/", extra=[("connection", "keep-alive")])
     evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
     resets = [e for e in evs if isinstance(e, h2.events.StreamReset)]
-    assert resets and resets[0].error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    assert resets and resets[0].stream_id == sid
+    assert resets[0].error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
     cl.close()
 
 

@@ -5,7 +5,6 @@ pipelines them over a small pool. Every answer must be its own request's (bodies
 byte for byte, HEAD answers without body), nginx's `$pipe` must show that requests really
 were pipelined, and the pool cap must hold. h2load adds volume."""
 import hashlib
-import os
 import random
 import socket
 

@@ -7,121 +7,14 @@ The tree is used for streams without an RFC 9218 signal once the client sends RF
 priority information (HEADERS priority fields or PRIORITY frames); such streams form one class
 at urgency 3, after the RFC 9218 urgency-3 streams."""
 import re
-import socket
 import time
 
-import h2.config
-import h2.connection
-import h2.events
-import h2.settings
 import pytest
 
-from conftest import free_port
-from origin import ScriptedOrigin
+from h2bottleneck import (STEP, Bottleneck, assert_all_done, bottleneck_gateway,  # noqa: F401
+                          gwp, origin)
 
 SIZE = 512 * 1024
-STEP = 16384
-
-
-@pytest.fixture
-def origin():
-    with ScriptedOrigin() as o:
-        yield o
-
-
-@pytest.fixture
-def gwp(gateway, origin):
-    port = free_port()
-    text = (f"workers: 1\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
-            f"limits:\n  body_buffer: 1048576\n"
-            f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
-            "routes:\n  - host: '*'\n    path: /\n    upstream: app\n")
-    g = gateway(text, wait=[("127.0.0.1", port)])
-    g.port = port
-    return g
-
-
-class Client:
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        cfg = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
-        self.c = h2.connection.H2Connection(cfg)
-        self.c.local_settings = h2.settings.Settings(
-            client=True, initial_values={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
-        self.c.initiate_connection()
-        self.flush()
-        self.heads, self.ended = {}, set()
-        self.frames = []  # (stream id, DATA length) in arrival order
-        self.done_bytes = {}
-        self.resets = {}
-
-    def flush(self):
-        data = self.c.data_to_send()
-        if data:
-            self.s.sendall(data)
-
-    def request(self, path, priority=None, **pri):
-        """pri: priority_weight / priority_depends_on / priority_exclusive (RFC 7540 §6.2)."""
-        sid = self.c.get_next_available_stream_id()
-        hdrs = [(":method", "GET"), (":path", path), (":scheme", "http"),
-                (":authority", "localhost")]
-        if priority is not None:
-            hdrs.append(("priority", priority))
-        self.c.send_headers(sid, hdrs, end_stream=True, **pri)
-        self.flush()
-        self.done_bytes[sid] = 0
-        return sid
-
-    def pump(self, until, timeout=5):
-        deadline = time.monotonic() + timeout
-        while not until():
-            left = deadline - time.monotonic()
-            assert left > 0, f"timeout; frames so far {self.frames[-20:]}"
-            self.s.settimeout(left)
-            data = self.s.recv(1 << 20)
-            assert data, "connection closed"
-            for e in self.c.receive_data(data):
-                if isinstance(e, h2.events.ResponseReceived):
-                    self.heads[e.stream_id] = dict(e.headers)
-                elif isinstance(e, h2.events.DataReceived):
-                    if e.data:
-                        self.frames.append((e.stream_id, len(e.data)))
-                        self.done_bytes[e.stream_id] += len(e.data)
-                elif isinstance(e, h2.events.StreamEnded):
-                    self.ended.add(e.stream_id)
-                elif isinstance(e, h2.events.StreamReset):
-                    self.resets[e.stream_id] = e.error_code
-            self.flush()
-
-    def open_windows(self, settle=0.3):
-        want = set(self.done_bytes)
-        self.pump(lambda: want <= set(self.heads))
-        time.sleep(settle)
-        self.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
-        self.flush()
-
-    def grant_until_done(self, timeout=10):
-        want = set(self.done_bytes)
-        deadline = time.monotonic() + timeout
-        while not want <= self.ended:
-            got = len(self.frames)
-            self.pump(lambda: len(self.frames) > got or want <= self.ended,
-                      timeout=max(0.1, deadline - time.monotonic()))
-            self.c.increment_flow_control_window(STEP)
-            self.flush()
-
-    @property
-    def order(self):
-        return [sid for sid, _ in self.frames]
-
-    def close(self):
-        self.s.close()
-
-
-def _done(b):
-    for sid, n in b.done_bytes.items():
-        assert n == SIZE, (sid, n)
-        assert b.heads[sid][":status"] == "200"
 
 
 def _bytes_while_all_active(b, sids):
@@ -140,12 +33,12 @@ def _bytes_while_all_active(b, sids):
 
 def test_weights_1_3_split_bytes(gwp):
     """RFC 7540 weights 1:3 split the bytes about 1:3 while both are active (§5.3.2)."""
-    b = Client(gwp.port)
+    b = Bottleneck(gwp.port)
     light = b.request(f"/bytes/{SIZE}", priority_weight=1, priority_depends_on=0)
     heavy = b.request(f"/bytes/{SIZE}", priority_weight=3, priority_depends_on=0)
     b.open_windows()
     b.grant_until_done()
-    _done(b)
+    assert_all_done(b, SIZE)
     got = _bytes_while_all_active(b, [light, heavy])
     assert got[light] > 0, b.order
     ratio = got[heavy] / got[light]
@@ -157,12 +50,12 @@ def test_weights_1_3_split_bytes(gwp):
 
 def test_parent_before_child(gwp):
     """A stream that can send goes before the streams that depend on it (§5.3)."""
-    b = Client(gwp.port)
+    b = Bottleneck(gwp.port)
     parent = b.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0)
     child = b.request(f"/bytes/{SIZE}", priority_weight=256, priority_depends_on=parent)
     b.open_windows()
     b.grant_until_done()
-    _done(b)
+    assert_all_done(b, SIZE)
     assert b.order == [parent] * b.order.count(parent) + [child] * b.order.count(child), b.order
     b.close()
 
@@ -170,14 +63,14 @@ def test_parent_before_child(gwp):
 def test_exclusive_dependency(gwp):
     """An exclusive dependency on the root puts the stream above its former siblings (§5.3.1):
     it sends all of its body first, then the two others share the connection."""
-    b = Client(gwp.port)
+    b = Bottleneck(gwp.port)
     a = b.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0)
     c = b.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0)
     top = b.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0,
                     priority_exclusive=True)
     b.open_windows()
     b.grant_until_done()
-    _done(b)
+    assert_all_done(b, SIZE)
     n = b.order.count(top)
     assert b.order[:n] == [top] * n, b.order
     rest = b.order[n:]
@@ -191,7 +84,7 @@ def test_exclusive_dependency(gwp):
 def test_priority_frame_on_idle_stream(gwp):
     """A PRIORITY frame for a stream not opened yet makes a placeholder (§5.3.4): the stream
     opens below its parent and waits for it."""
-    b = Client(gwp.port)
+    b = Bottleneck(gwp.port)
     first = b.request(f"/bytes/{SIZE}")
     nxt = b.c.get_next_available_stream_id()
     b.c.prioritize(nxt, weight=200, depends_on=first)
@@ -200,20 +93,20 @@ def test_priority_frame_on_idle_stream(gwp):
     assert later == nxt
     b.open_windows()
     b.grant_until_done()
-    _done(b)
+    assert_all_done(b, SIZE)
     assert b.order == [first] * b.order.count(first) + [later] * b.order.count(later), b.order
     b.close()
 
 
 def test_rfc9218_signal_wins_over_the_tree(gwp):
     """Mixing rule: a u=3 RFC 9218 stream goes before the tree class, a u=4 one after it."""
-    b = Client(gwp.port)
+    b = Bottleneck(gwp.port)
     low = b.request(f"/bytes/{SIZE}", "u=4")
     tree = b.request(f"/bytes/{SIZE}", priority_weight=256, priority_depends_on=0)
     urgent = b.request(f"/bytes/{SIZE}", "u=3", priority_weight=1, priority_depends_on=0)
     b.open_windows()
     b.grant_until_done()
-    _done(b)
+    assert_all_done(b, SIZE)
     runs = [sid for k, sid in enumerate(b.order) if k == 0 or b.order[k - 1] != sid]
     assert runs == [urgent, tree, low], b.order
     b.close()
@@ -222,7 +115,7 @@ def test_rfc9218_signal_wins_over_the_tree(gwp):
 def test_self_dependency_resets_the_stream(gwp):
     """RFC 9113 §5.3.1: a stream depending on itself is a stream error PROTOCOL_ERROR; the
     other streams and the connection go on."""
-    b = Client(gwp.port)
+    b = Bottleneck(gwp.port)
     victim = b.request(f"/bytes/{SIZE}")
     other = b.request(f"/bytes/{SIZE}")
     b.pump(lambda: {victim, other} <= set(b.heads))
@@ -235,21 +128,13 @@ def test_self_dependency_resets_the_stream(gwp):
     del b.done_bytes[victim]
     b.open_windows()
     b.grant_until_done()
-    _done(b)
+    assert_all_done(b, SIZE)
     b.close()
 
 
 @pytest.fixture
 def gw_small_tree(gateway, origin):
-    port = free_port()
-    text = (f"workers: 1\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
-            f"limits:\n  body_buffer: 1048576\n"
-            f"h2:\n  max_priority_nodes: 2\n"
-            f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
-            "routes:\n  - host: '*'\n    path: /\n    upstream: app\n")
-    g = gateway(text, wait=[("127.0.0.1", port)])
-    g.port = port
-    return g
+    return bottleneck_gateway(gateway, origin, "h2:\n  max_priority_nodes: 2\n")
 
 
 def test_max_priority_nodes_evicts_the_oldest_placeholder(gw_small_tree):
@@ -257,7 +142,7 @@ def test_max_priority_nodes_evicts_the_oldest_placeholder(gw_small_tree):
     the oldest when two more PRIORITY frames arrive, so it is evicted: `later` opens with the
     default priority, a sibling of `first` with the same weight, and the two share the
     connection instead of `later` waiting (compare test_priority_frame_on_idle_stream)."""
-    b = Client(gw_small_tree.port)
+    b = Bottleneck(gw_small_tree.port)
     first = b.request(f"/bytes/{SIZE}")
     later = b.c.get_next_available_stream_id()
     b.c.prioritize(later, weight=200, depends_on=first)
@@ -267,7 +152,7 @@ def test_max_priority_nodes_evicts_the_oldest_placeholder(gw_small_tree):
     assert b.request(f"/bytes/{SIZE}") == later
     b.open_windows()
     b.grant_until_done()
-    _done(b)
+    assert_all_done(b, SIZE)
     half = b.order[:SIZE // STEP]
     assert first in half and later in half, b.order
     switches = sum(1 for x, y in zip(b.order, b.order[1:]) if x != y)

@@ -1,0 +1,147 @@
+"""A python3-h2 client that makes the connection window the bottleneck, to read the gateway's
+scheduling decisions at frame level (test_priority.py: RFC 9218; test_priority7540.py: the RFC
+7540 tree), and the gateway it is run against.
+
+Every stream opens with SETTINGS_INITIAL_WINDOW_SIZE 0, so no DATA frame can leave the gateway
+before the client says so. open_windows() waits for every response head, lets the bodies reach
+the gateway (its body_buffer is larger than a response), then opens the stream windows wide;
+grant_until_done() grants the connection window STEP bytes at a time, recording the stream id
+and size of every DATA frame. The order of those ids is the gateway's scheduling decision."""
+import socket
+import time
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.settings
+import pytest
+
+from conftest import free_port
+from origin import ScriptedOrigin
+
+STEP = 16384
+
+
+@pytest.fixture
+def origin():
+    with ScriptedOrigin() as o:
+        yield o
+
+
+def bottleneck_gateway(gateway, origin, extra=""):
+    """A gateway in front of the scripted origin that buffers up to 1 MiB of every response;
+    extra: more top-level config."""
+    port = free_port()
+    text = (f"workers: 1\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
+            f"limits:\n  body_buffer: 1048576\n{extra}"
+            f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
+            "routes:\n  - host: '*'\n    path: /\n    upstream: app\n")
+    g = gateway(text, wait=[("127.0.0.1", port)])
+    g.port = port
+    return g
+
+
+@pytest.fixture
+def gwp(gateway, origin):
+    return bottleneck_gateway(gateway, origin)
+
+
+class Bottleneck:
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        cfg = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
+        self.c = h2.connection.H2Connection(cfg)
+        # h2 would announce its own window; 0 keeps every DATA frame waiting for us
+        self.c.local_settings = h2.settings.Settings(
+            client=True, initial_values={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        self.c.initiate_connection()
+        self.flush()
+        self.settings = None  # the gateway's SETTINGS, once received
+        self.heads, self.ended, self.resets = {}, set(), {}
+        self.frames = []  # (stream id, DATA length) in arrival order
+        self.done_bytes = {}
+
+    def flush(self):
+        data = self.c.data_to_send()
+        if data:
+            self.s.sendall(data)
+
+    def request(self, path, priority=None, **pri):
+        """priority: an RFC 9218 Priority field value; pri: priority_weight /
+        priority_depends_on / priority_exclusive (RFC 7540 §6.2 HEADERS fields)."""
+        sid = self.c.get_next_available_stream_id()
+        hdrs = [(":method", "GET"), (":path", path), (":scheme", "http"),
+                (":authority", "localhost")]
+        if priority is not None:
+            hdrs.append(("priority", priority))
+        self.c.send_headers(sid, hdrs, end_stream=True, **pri)
+        self.flush()
+        self.done_bytes[sid] = 0
+        return sid
+
+    def pump(self, until, timeout=5):
+        deadline = time.monotonic() + timeout
+        while not until():
+            left = deadline - time.monotonic()
+            assert left > 0, f"timeout; frames so far {self.frames[-20:]}"
+            self.s.settimeout(left)
+            data = self.s.recv(1 << 20)
+            assert data, "connection closed"
+            for e in self.c.receive_data(data):
+                if isinstance(e, h2.events.RemoteSettingsChanged):
+                    self.settings = e.changed_settings
+                elif isinstance(e, h2.events.ResponseReceived):
+                    self.heads[e.stream_id] = dict(e.headers)
+                elif isinstance(e, h2.events.DataReceived):
+                    if e.data:
+                        self.frames.append((e.stream_id, len(e.data)))
+                        self.done_bytes[e.stream_id] += len(e.data)
+                elif isinstance(e, h2.events.StreamEnded):
+                    self.ended.add(e.stream_id)
+                elif isinstance(e, h2.events.StreamReset):
+                    self.resets[e.stream_id] = e.error_code
+            self.flush()
+
+    def open_windows(self, settle=0.3):
+        """Wait for every head, let the bodies reach the gateway, then widen the stream
+        windows; the connection window (65535 at start) stays the bottleneck."""
+        want = set(self.done_bytes)
+        self.pump(lambda: want <= set(self.heads))
+        time.sleep(settle)
+        self.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+        self.flush()
+
+    def grant_until_done(self, on_step=None, timeout=10):
+        want = set(self.done_bytes)
+        deadline = time.monotonic() + timeout
+        while not want <= self.ended:
+            got = len(self.frames)
+            self.pump(lambda: len(self.frames) > got or want <= self.ended,
+                      timeout=max(0.1, deadline - time.monotonic()))
+            if on_step:
+                on_step(self)
+            # give back exactly what arrived, in one small step for the connection only
+            self.c.increment_flow_control_window(STEP)
+            self.flush()
+
+    @property
+    def order(self):
+        """Stream ids of the DATA frames, in arrival order."""
+        return [sid for sid, _ in self.frames]
+
+    def finish_order(self):
+        """Stream ids in the order their last DATA frame arrived."""
+        last = {}
+        for i, sid in enumerate(self.order):
+            last[sid] = i
+        return sorted(last, key=last.get)
+
+    def close(self):
+        self.s.close()
+
+
+def assert_all_done(b, size):
+    """Every stream got a 200 and exactly size body bytes."""
+    for sid, n in b.done_bytes.items():
+        assert n == size, (sid, n)
+        assert b.heads[sid][":status"] == "200"
