@@ -168,13 +168,19 @@ http {{
 
 
 class Nginx:
-    def __init__(self, root, extra=""):
-        self.dir = tempfile.mkdtemp(prefix="nginx-")
+    """nginx serving root on a free port; with cert and key, over TLS (`listen ... ssl`)."""
+
+    def __init__(self, root, extra="", cert=None, key=None):
+        self.dir = tempfile.mkdtemp(prefix="nginx-tls-" if cert else "nginx-")
         self.port = free_port()
         self.root = root
+        conf_text = NGINX_CONF
+        if cert:
+            conf_text = conf_text.replace("listen 127.0.0.1:{port};", "listen 127.0.0.1:{port} ssl;")
+            extra = f"ssl_certificate {cert};\n        ssl_certificate_key {key};\n        {extra}"
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(dir=self.dir, port=self.port, root=root, extra=extra))
+            f.write(conf_text.format(dir=self.dir, port=self.port, root=root, extra=extra))
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         self.proc = subprocess.Popen([nginx, "-c", conf, "-p", self.dir],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -184,6 +190,11 @@ class Nginx:
         """Distinct client connections nginx served requests on (from its conn.log)."""
         with open(os.path.join(self.dir, "conn.log")) as f:
             return len({l.split(" ", 1)[0] for l in f if l.strip()})
+
+    def requests(self):
+        """Requests nginx served (from its conn.log)."""
+        with open(os.path.join(self.dir, "conn.log")) as f:
+            return sum(1 for l in f if l.strip())
 
     def pipelined(self):
         """Requests nginx read behind another on the same connection ($pipe is "p")."""
@@ -242,3 +253,12 @@ def raw_exchange(port, data, timeout=5):
         pass
     s.close()
     return out
+
+
+def rss_kib(pid):
+    """VmRSS of a process, KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0

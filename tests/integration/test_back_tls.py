@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import NGINX_CONF, free_port, run, wait_port
+from conftest import Nginx, free_port, run
 from origin import ScriptedOrigin, pattern
 
 
@@ -137,43 +137,11 @@ class TLSOrigin(ScriptedOrigin):
         super()._serve(_Tracked(s, self))
 
 
-class TLSNginx:
+class TLSNginx(Nginx):
     """nginx with `listen ... ssl` (Debian's nginx has the ssl module)."""
 
     def __init__(self, root, cert, key, extra=""):
-        self.dir = tempfile.mkdtemp(prefix="nginx-tls-")
-        self.port = free_port()
-        conf = NGINX_CONF.replace("listen 127.0.0.1:{port};", "listen 127.0.0.1:{port} ssl;")
-        extra = f"ssl_certificate {cert};\n        ssl_certificate_key {key};\n        {extra}"
-        path = os.path.join(self.dir, "nginx.conf")
-        with open(path, "w") as f:
-            f.write(conf.format(dir=self.dir, port=self.port, root=root, extra=extra))
-        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        self.proc = subprocess.Popen([nginx, "-c", path, "-p", self.dir],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port("127.0.0.1", self.port, proc=self.proc)
-
-    def connections(self):
-        with open(os.path.join(self.dir, "conn.log")) as f:
-            return len({l.split(" ", 1)[0] for l in f if l.strip()})
-
-    def requests(self):
-        with open(os.path.join(self.dir, "conn.log")) as f:
-            return sum(1 for l in f if l.strip())
-
-    def pipelined(self):
-        with open(os.path.join(self.dir, "conn.log")) as f:
-            return sum(1 for l in f if l.split(" ", 2)[1:2] == ["p"])
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        super().__init__(root, extra, cert=cert, key=key)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import h2.events
 import h2.settings
 import pytest
 
-from conftest import free_port, raw_exchange, run
+from conftest import free_port, raw_exchange, rss_kib, run
 from origin import ScriptedOrigin, pattern
 from test_h2 import Client, ended, response
 
@@ -439,14 +439,6 @@ def test_pool_reuse_10k_sequential_and_10k_concurrent(gateway, nginx_origin, tmp
 
 
 # ---- bounded memory -----------------------------------------------------------------------------
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
 
 def test_slow_reader_keeps_memory_bounded_and_is_timed_out(gateway, nginx_origin, tmp_path, h2gate_bin):
     if "san" in os.path.basename(os.path.dirname(os.path.dirname(h2gate_bin))):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import H2GATE_BIN, free_port, run
+from conftest import H2GATE_BIN, free_port, rss_kib, run
 from origin import ScriptedOrigin
 
 MB = 1000 * 1000
@@ -56,14 +56,6 @@ def cpu_s(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def burst(rate):
