@@ -864,20 +864,8 @@ static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
 static int h1s_interim(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n)
 {
     conn_t *c = s->impl;
-    char line[64];
-    snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\n", status, gw_h1_reason(status));
-    int rv = gw_bytes_append(&c->b->out, line, strlen(line));
-    for (size_t i = 0; i < n && rv == 0; i++) {
-        rv = gw_bytes_append(&c->b->out, f[i].name.base, f[i].name.len);
-        if (rv == 0)
-            rv = gw_bytes_append(&c->b->out, ": ", 2);
-        if (rv == 0)
-            rv = gw_bytes_append(&c->b->out, f[i].value.base, f[i].value.len);
-        if (rv == 0)
-            rv = gw_bytes_append(&c->b->out, "\r\n", 2);
-    }
-    if (rv == 0)
-        rv = gw_bytes_append(&c->b->out, "\r\n", 2);
+    /* A 1xx head carries no framing (RFC 9110 §15.2); keep_alive only adds no close line. */
+    int rv = gw_h1_response_head(&c->b->out, status, f, n, -1, 1);
     return rv < 0 ? rv : flush(c);
 }
 
@@ -887,17 +875,16 @@ static int h1s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int e
     int rv = 0;
     if (!s->head_only && len) {
         if (c->h1->resp_chunked) {
-            char hdr[24];
-            snprintf(hdr, sizeof(hdr), "%zx\r\n", len);
-            rv = gw_bytes_append(&c->b->out, hdr, strlen(hdr));
+            uint8_t hdr[GW_H1_CHUNK_HEAD_MAX];
+            rv = gw_bytes_append(&c->b->out, hdr, gw_h1_chunk_head(hdr, len));
         }
         if (rv == 0)
             rv = gw_bytes_append(&c->b->out, b->data + off, len);
         if (rv == 0 && c->h1->resp_chunked)
-            rv = gw_bytes_append(&c->b->out, "\r\n", 2);
+            rv = gw_bytes_append(&c->b->out, GW_H1_CHUNK_END, GW_H1_CHUNK_END_LEN);
     }
     if (rv == 0 && end_stream && c->h1->resp_chunked)
-        rv = gw_bytes_append(&c->b->out, "0\r\n\r\n", 5);
+        rv = gw_h1_last_chunk(&c->b->out, NULL, 0);
     if (rv < 0)
         return rv;
     if (end_stream) {
@@ -912,20 +899,8 @@ static int h1s_trailers(gw_cstream_t *s, const gw_field_t *f, size_t n)
 {
     conn_t *c = s->impl;
     int rv = 0;
-    if (c->h1->resp_chunked) {
-        rv = gw_bytes_append(&c->b->out, "0\r\n", 3);
-        for (size_t i = 0; i < n && rv == 0; i++) {
-            rv = gw_bytes_append(&c->b->out, f[i].name.base, f[i].name.len);
-            if (rv == 0)
-                rv = gw_bytes_append(&c->b->out, ": ", 2);
-            if (rv == 0)
-                rv = gw_bytes_append(&c->b->out, f[i].value.base, f[i].value.len);
-            if (rv == 0)
-                rv = gw_bytes_append(&c->b->out, "\r\n", 2);
-        }
-        if (rv == 0)
-            rv = gw_bytes_append(&c->b->out, "\r\n", 2);
-    }
+    if (c->h1->resp_chunked)
+        rv = gw_h1_last_chunk(&c->b->out, f, n);
     if (rv < 0)
         return rv;
     c->h1->resp_done = 1;

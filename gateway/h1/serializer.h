@@ -29,4 +29,21 @@ int gw_h1_simple_response(gw_bytes_t *out, unsigned status, const char *body, in
 /* "HTTP/1.1 100 Continue\r\n\r\n" */
 int gw_h1_continue(gw_bytes_t *out);
 
+/* ---- chunked framing (RFC 9112 §7.1), of request and response bodies ---- */
+
+/* Longest chunk-size line gw_h1_chunk_head() writes: 16 hex digits and CRLF. */
+#define GW_H1_CHUNK_HEAD_MAX 18
+/* What follows each chunk's data (RFC 9112 §7.1). */
+#define GW_H1_CHUNK_END "\r\n"
+#define GW_H1_CHUNK_END_LEN 2
+
+/* Write the chunk-size line for a chunk of len (> 0) bytes into out; returns its length.
+ * (len 0 would be the last-chunk: use gw_h1_last_chunk().) */
+size_t gw_h1_chunk_head(uint8_t out[GW_H1_CHUNK_HEAD_MAX], size_t len);
+
+/* Append the end of a chunked body: last-chunk, the trailer fields (may be NULL when n is 0)
+ * and the final CRLF (RFC 9112 §7.1.2). Returns 0, GW_E_INVAL (a name that is not a token, a
+ * value with CR, LF or NUL), GW_E_NOMEM or GW_E_LIMIT; on error out is as it was. */
+int gw_h1_last_chunk(gw_bytes_t *out, const gw_field_t *trailers, size_t n);
+
 #endif
