@@ -90,6 +90,75 @@ int gw_slice_has_crlfnul(gw_slice_t s)
     return crlfnul_word(x);
 }
 
+/* Byte classes of the request-head rules. Generated from RFC 9110 §5.6.2 (tchar) and RFC 3986
+ * §2.2-§2.3, §3.2, §3.3, §3.4 (unreserved, sub-delims, authority, pchar, query); "%" is in
+ * none of them (pct-encoded is checked apart). Row r holds bytes 32r..32r+31. */
+enum { HC_TOKEN = 1, HC_TARGET = 2, HC_AUTHORITY = 4 };
+static const uint8_t head_class[256] = {
+#define T HC_TOKEN
+#define P HC_TARGET
+#define A HC_AUTHORITY
+    /* 0x00-0x1f: controls */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    /* SP ! " # $ % & ' ( ) * + , - . / */
+    0, T | P | A, 0, T, T | P | A, T, T | P | A, T | P | A, P | A, P | A, T | P | A, T | P | A,
+    P | A, T | P | A, T | P | A, P,
+    /* 0-9 */
+    T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
+    T | P | A, T | P | A,
+    /* : ; < = > ? */
+    P | A, P | A, 0, P | A, 0, P,
+    /* @ A-Z [ \ ] ^ _ */
+    P, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
+    T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
+    T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
+    T | P | A, T | P | A, A, 0, A, T, T | P | A,
+    /* ` a-z { | } ~ DEL */
+    T, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
+    T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
+    T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
+    T | P | A, T | P | A, 0, T, 0, T | P | A, 0,
+    /* 0x80-0xff: zero */
+#undef T
+#undef P
+#undef A
+};
+
+static int is_hex(uint8_t c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* Every byte of s in class `cls`, "%" only as the start of %HH when pct is set. */
+static int all_of(gw_slice_t s, uint8_t cls, int pct)
+{
+    for (size_t i = 0; i < s.len; i++) {
+        uint8_t c = s.base[i];
+        if (head_class[c] & cls)
+            continue;
+        if (!pct || c != '%' || i + 2 >= s.len || !is_hex(s.base[i + 1]) ||
+            !is_hex(s.base[i + 2]))
+            return 0;
+        i += 2;
+    }
+    return 1;
+}
+
+int gw_slice_is_token(gw_slice_t s)
+{
+    return s.len && all_of(s, HC_TOKEN, 0);
+}
+
+int gw_slice_is_request_target(gw_slice_t s)
+{
+    return s.len && all_of(s, HC_TARGET, 1);
+}
+
+int gw_slice_is_authority(gw_slice_t s)
+{
+    return all_of(s, HC_AUTHORITY, 1);
+}
+
 /* dst[0..n) = src[0..n) with A-Z lowercased: eight bytes at a time (lower8), the last word
  * overlapping (lowercasing twice is harmless). */
 void gw_ascii_lower(char *dst, const uint8_t *src, size_t n)

@@ -93,15 +93,10 @@ static const uint8_t byte_class[256] = {
     2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
 };
 
+/* The token rule has one home, common/buf.c, shared with the HTTP/2 side. */
 int gw_h1__is_token(gw_slice_t s)
 {
-    if (s.len == 0)
-        return 0;
-    const uint8_t *cls = byte_class;
-    for (size_t i = 0; i < s.len; i++)
-        if (!(cls[s.base[i]] & BC_TCHAR))
-            return 0;
-    return 1;
+    return gw_slice_is_token(s);
 }
 
 static gw_h1_parser_t *of(http_parser *hp)
@@ -275,7 +270,21 @@ static int on_headers_complete(http_parser *hp)
          * than lose the connection to a framing an intermediary may read differently. */
         if (n_te > 1 || !gw_slice_eq_nocase(last_token(te), GW_SLICE_LIT("chunked")))
             return fail(p, GW_E_PARSE, 400, "transfer-encoding does not end in chunked");
+        /* Issue 18.12: we de-chunk and re-frame the body but apply no other coding, so a coding
+         * before chunked ("gzip, chunked") would be lost on the way: the recipient would take
+         * the gzip bytes for the content. RFC 9112 §6.1: a server answers a transfer coding it
+         * does not understand with 501; from an origin the response is unusable (502). */
+        if (!gw_slice_eq_nocase(trim(te), GW_SLICE_LIT("chunked"))) {
+            if (p->kind == GW_H1_REQUEST)
+                return fail(p, GW_E_UNSUPPORTED, 501, "transfer coding not supported");
+            return fail(p, GW_E_PARSE, 400, "transfer coding other than chunked");
+        }
     }
+    /* Issue 18.12: http-parser takes a Content-Length up to 2^64 - 2; ours are int64_t
+     * everywhere downstream (2^63 and above would turn negative) */
+    if (n_cl && !(hp->flags & F_CHUNKED) && hp->content_length != ULLONG_MAX &&
+        hp->content_length > (uint64_t)INT64_MAX)
+        return fail(p, GW_E_PARSE, 400, "content-length too large");
     if (p->kind == GW_H1_REQUEST) {
         if (hp->method == HTTP_CONNECT)
             return fail(p, GW_E_UNSUPPORTED, 405, "CONNECT is not supported");
@@ -297,6 +306,15 @@ static int on_headers_complete(http_parser *hp)
         }
         m.method = (gw_slice_t){p->arena.base + p->method_off, p->method_len};
         m.target = (gw_slice_t){p->arena.base + p->target_off, p->target_len};
+        /* http-parser lets some bytes through the target (HTAB, FF, DEL, >= 0x80, ...): only RFC
+         * 3986 path and query characters go on to an origin (issue 18.10; the rule is shared
+         * with the HTTP/2 side), and the Host an authority (RFC 9112 §3.2, RFC 3986 §3.2) */
+        if (!gw_slice_is_request_target(m.target))
+            return fail(p, GW_E_PARSE, 400, "invalid request-target");
+        for (size_t i = 0; i < p->offs_len; i++)
+            if (gw_slice_eq_nocase(p->fields[i].name, GW_SLICE_LIT("host")) &&
+                !gw_slice_is_authority(p->fields[i].value))
+                return fail(p, GW_E_PARSE, 400, "invalid host");
     } else {
         m.status = hp->status_code;
         /* We never send Upgrade, so a 101 is a broken origin (RFC 9110 §15.2.2). */

@@ -983,8 +983,32 @@ static void check_request(decode_ctx_t *c)
         bad(c, "empty :path");
         return;
     }
-    if (h->method.len == 0)
+    if (h->method.len == 0) {
         bad(c, "empty :method");
+        return;
+    }
+    /* The request head goes on as an HTTP/1.1 request line (RFC 9112 §3): the method is a token
+     * (RFC 9110 §9.1) and the target only RFC 3986 path and query characters; anything else
+     * is a malformed request, the client's fault, never an origin failure (RFC 9113 §8.1.1;
+     * issues 18.10, 19.3). */
+    if (!gw_slice_is_token(h->method)) {
+        bad(c, "invalid :method");
+        return;
+    }
+    if (!gw_slice_is_request_target(h->path)) {
+        bad(c, "invalid :path");
+        return;
+    }
+    /* §8.3.1: we only carry http and https URIs; the scheme the origin is told comes from the
+     * listener, never from here (issue 18.3) */
+    if (!gw_slice_eq(h->scheme, GW_SLICE_LIT("http")) &&
+        !gw_slice_eq(h->scheme, GW_SLICE_LIT("https"))) {
+        bad(c, "invalid :scheme");
+        return;
+    }
+    /* RFC 3986 §3.2 authority characters, without the userinfo §8.3.1 forbids */
+    if (h->authority.base && !gw_slice_is_authority(h->authority))
+        bad(c, "invalid :authority");
 }
 
 /* ---- inbound frames --------------------------------------------------------------------- */

@@ -282,6 +282,64 @@ static void fmt_u64_matches_printf(void **state)
     }
 }
 
+/* Issue 18.10: the request-head byte rules, every byte value in the middle, at the start and at
+ * the end of a slice, against the RFC grammar written out as character lists. */
+static int in_list(uint8_t c, const char *list)
+{
+    return c && strchr(list, c) != NULL;
+}
+
+static void issue18_10_request_target_every_byte(void **state)
+{
+    (void)state;
+    static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    for (unsigned b = 0; b < 256; b++) {
+        uint8_t c = (uint8_t)b;
+        /* RFC 3986 §3.3 pchar / "/", §3.4 "?": unreserved, sub-delims, ":", "@" */
+        int target = in_list(c, alnum) || in_list(c, "-._~!$&'()*+,;=:@/?");
+        /* RFC 3986 §3.2.2-§3.2.3 host and port chars, IP-literal brackets; no userinfo '@' */
+        int authority = in_list(c, alnum) || in_list(c, "-._~!$&'()*+,;=:[]");
+        /* RFC 9110 §5.6.2 tchar */
+        int token = in_list(c, alnum) || in_list(c, "!#$%&'*+-.^_`|~");
+        uint8_t mid[3] = {'a', c, 'b'}, start[2] = {c, 'a'}, end[2] = {'a', c};
+        gw_slice_t m = {mid, 3}, st = {start, 2}, en = {end, 2}, one = {&mid[1], 1};
+        if (gw_slice_is_request_target(m) != target || gw_slice_is_request_target(st) != target ||
+            gw_slice_is_request_target(en) != target || gw_slice_is_request_target(one) != target)
+            fail_msg("request-target byte 0x%02x: want %d", b, target);
+        if (gw_slice_is_authority(m) != authority || gw_slice_is_authority(st) != authority ||
+            gw_slice_is_authority(en) != authority)
+            fail_msg("authority byte 0x%02x: want %d", b, authority);
+        if (gw_slice_is_token(m) != token || gw_slice_is_token(one) != token)
+            fail_msg("token byte 0x%02x: want %d", b, token);
+        /* percent-encoded, any byte value: passes as it is */
+        char pct[8];
+        snprintf(pct, sizeof(pct), "/%%%02X", b);
+        assert_true(gw_slice_is_request_target(gw_slice_str(pct)));
+        snprintf(pct, sizeof(pct), "/%%%02x/", b);
+        assert_true(gw_slice_is_request_target(gw_slice_str(pct)));
+        assert_true(gw_slice_is_authority(gw_slice_str(pct + 1)) == 0); /* '/' */
+    }
+    /* a '%' not followed by two hex digits, and the cases of the issue */
+    static const char *const bad[] = {"/%",     "/%4",  "/%4g", "/a%",      "/%%41", "",
+                                      "/a b",   "/a#b", "/a\x0b" "HTTP/1.0", "/\x7f", "/\xc3\xa9",
+                                      "/a\tb",  "/a\"", "/<x>", "/a\\b",    "/{}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (gw_slice_is_request_target(gw_slice_str(bad[i])))
+            fail_msg("bad target %zu accepted", i);
+    static const char *const good[] = {"/", "*", "/a/b?c=d&e=%2F", "http://a.test:80/x?y",
+                                       "/~u/!$&'()*+,;=:@", "/?/?"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        if (!gw_slice_is_request_target(gw_slice_str(good[i])))
+            fail_msg("good target %zu refused", i);
+    assert_true(gw_slice_is_authority(GW_SLICE_LIT("")));
+    assert_true(gw_slice_is_authority(GW_SLICE_LIT("[::1]:8443")));
+    assert_true(gw_slice_is_authority(GW_SLICE_LIT("a.test:80")));
+    assert_false(gw_slice_is_authority(GW_SLICE_LIT("u@a.test")));
+    assert_false(gw_slice_is_authority(GW_SLICE_LIT("a\".test")));
+    assert_false(gw_slice_is_token(GW_SLICE_LIT("")));
+    assert_false(gw_slice_is_token(GW_SLICE_LIT("GE T")));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +354,7 @@ int main(void)
         cmocka_unit_test(swar_helpers_match_bytewise),
         cmocka_unit_test(mem_eq_matches_bytewise),
         cmocka_unit_test(bytes_reserve_fast_path),
+        cmocka_unit_test(issue18_10_request_target_every_byte),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

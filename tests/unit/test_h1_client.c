@@ -161,8 +161,7 @@ static const vec_t good[] = {
      0, 0, 1,
      "H200 1.1 ka=1 [Transfer-Encoding=chunked]\nBhello world0123456789\n"
      "T [X-Sum=42] [X-More=a b]\nC\n"},
-    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\nA\r\n0123456789\r\n0\r\n\r\n", 0,
-     0, 1, "H200 1.1 ka=1 [Transfer-Encoding=gzip, chunked]\nB0123456789\nC\n"},
+    /* "gzip, chunked" was accepted here: issue 18.12 refuses it (see bad[]) */
     {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 0, 0, 1,
      "H200 1.1 ka=1 [Transfer-Encoding=chunked]\nC\n"},
     /* RFC 9112 §6.3 rule 8: close-delimited */
@@ -433,6 +432,12 @@ static const bad_t bad[] = {
     BAD("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\nraw", 0),
     BAD("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n", 0),
     BAD("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunkedx\r\n\r\n", 0),
+    /* issue 18.12: a coding before chunked would be lost when we re-frame the body; a
+     * Content-Length of 2^63 or more does not fit the int64_t it becomes */
+    BAD("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 0),
+    BAD("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", 0),
+    BAD("HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\n", 0),
+    BAD("HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551614\r\n\r\n", 0),
     /* RFC 9112 §2.2, §5: field lines */
     BAD("HTTP/1.1 200 OK\r\nX-A: a\0b\r\nContent-Length: 0\r\n\r\n", 0),
     BAD("HTTP/1.1 200 OK\r\nX-A: b\rc\r\nContent-Length: 0\r\n\r\n", 0),
@@ -633,6 +638,15 @@ static void request_head_rejects_injection(void **state)
     assert_int_equal(gw_h1_request_head(&out, &r), GW_E_INVAL);
     r.method = GW_SLICE_LIT("GE T");
     assert_int_equal(gw_h1_request_head(&out, &r), GW_E_INVAL);
+    /* issue 18.10: the serializer keeps its own check, the shared request-target rule */
+    r.method = GW_SLICE_LIT("GET");
+    r.target = GW_SLICE_LIT("/a\x0bHTTP/1.0");
+    assert_int_equal(gw_h1_request_head(&out, &r), GW_E_INVAL);
+    r.target = GW_SLICE_LIT("/\x80");
+    assert_int_equal(gw_h1_request_head(&out, &r), GW_E_INVAL);
+    r.target = GW_SLICE_LIT("/a\tb");
+    assert_int_equal(gw_h1_request_head(&out, &r), GW_E_INVAL);
+    r.target = GW_SLICE_LIT("/");
     assert_int_equal(out.len, 4); /* nothing half-written */
     /* the output cap: GW_E_LIMIT, and nothing appended either */
     gw_bytes_t capped;

@@ -357,6 +357,38 @@ static void serializer_bytes(void **state)
     gw_bytes_free(&b);
 }
 
+/* Issue 18.10: every byte value inside the request-target is accepted exactly when the shared
+ * RFC 3986 rule allows it (http-parser alone lets HTAB, FF, DEL and bytes >= 0x80 through);
+ * issue 18.3: a Host that is not an authority is refused; issue 18.12: a transfer coding
+ * before chunked (501) and a Content-Length past 2^63 - 1 (400). */
+static void issue18_10_request_target_bytes(void **state)
+{
+    (void)state;
+    /* NUL aside: the helpers take C strings (nul_is_reported_exactly covers it) */
+    for (unsigned b = 1; b < 256; b++) {
+        char in[64];
+        snprintf(in, sizeof(in), "GET /a%cb HTTP/1.1\r\nHost: h\r\n\r\n", (char)b);
+        uint8_t t[3] = {'/', 'a', (uint8_t)b};
+        int want = gw_slice_is_request_target((gw_slice_t){t, 3});
+        rec_t r = {0};
+        int rv = feed_split(in, 0, 0, &r, NULL);
+        if (want && rv < 0)
+            fail_msg("byte 0x%02x refused: %s", b, r.log);
+        if (!want && (rv >= 0 || strstr(r.log, "HEAD")))
+            fail_msg("byte 0x%02x accepted: %s", b, r.log);
+    }
+    expect_reject("GET /a%zz HTTP/1.1\r\nHost: h\r\n\r\n", 400, "invalid request-target");
+    expect_reject("GET /a\x0b" "HTTP/1.0 HTTP/1.1\r\nHost: h\r\n\r\n", 400, "");
+    expect_reject("GET / HTTP/1.1\r\nHost: a\"b\r\n\r\n", 400, "invalid host");
+    expect_reject("GET / HTTP/1.1\r\nHost: u@a.test\r\n\r\n", 400, "invalid host");
+    expect_reject("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+                  501, "transfer coding not supported");
+    expect_reject("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 9223372036854775808\r\n\r\n", 400,
+                  "content-length too large");
+    check_all_splits("GET /a/b%20c?d=e&f=/g:@ HTTP/1.1\r\nHost: [::1]:80\r\n\r\n",
+                     "HEAD GET /a/b%20c?d=e&f=/g:@ 1.1 cl=0 f=1 [Host=[::1]:80]\nEND\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -371,6 +403,7 @@ int main(void)
         cmocka_unit_test(truncated_at_eof),
         cmocka_unit_test(alloc_failure_sweep),
         cmocka_unit_test(serializer_bytes),
+        cmocka_unit_test(issue18_10_request_target_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2225,6 +2225,64 @@ static void stream_blocks_reused(void **state)
     cli_free(&cb);
 }
 
+/* Issues 18.3, 18.10, 19.3: a request head that cannot become a clean HTTP/1.1 request line is
+ * malformed (RST_STREAM PROTOCOL_ERROR, never reaches the proxy): :method not a token, :path
+ * with bytes outside RFC 3986 path/query characters, :scheme other than http/https, an
+ * :authority with non-authority characters or userinfo. Their clean neighbours pass. */
+static void issue18_10_request_head_syntax(void **state)
+{
+    (void)state;
+    static const char *const bad_cases[][3] = {
+        {":path", "/a b", NULL},          {":path", "/a\x0bHTTP/1.0", NULL},
+        {":path", "/a\tb", NULL},         {":path", "/\x7f", NULL},
+        {":path", "/\xc3\xa9", NULL},     {":path", "/a%zz", NULL},
+        {":path", "/a#frag", NULL},       {":method", "GE T", NULL},
+        {":method", "GET\x01", NULL},     {":method", "G(T", NULL},
+        {":scheme", "ftp", NULL},         {":scheme", "https,for=127.0.0.1", NULL},
+        {":scheme", "HTTPS", NULL},       {":authority", "a\".test", NULL},
+        {":authority", "u@a.test", NULL}, {":authority", "a.test/x", NULL},
+    };
+    for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+        const char *m = "GET", *p = "/", *sc = "http", *a = "a.test";
+        const char *k = bad_cases[i][0], *v = bad_cases[i][1];
+        if (!strcmp(k, ":path"))
+            p = v;
+        else if (!strcmp(k, ":method"))
+            m = v;
+        else if (!strcmp(k, ":scheme"))
+            sc = v;
+        else
+            a = v;
+        const char *const h[] = {":method", m, ":scheme", sc, ":authority", a, ":path", p, NULL};
+        rec_t r;
+        cli_t c;
+        outs_t o;
+        gw_h2_session_t *s = ready(&r, &c, NULL);
+        cli_headers(&c, 1, GW_H2_F_END_STREAM, h);
+        assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+        drain(s, &o);
+        expect_rst(&o, 1, GW_H2_PROTOCOL_ERROR);
+        if (strstr(r.log, "req 1"))
+            fail_msg("case %zu (%s) reached the layer above: %s", i, k, r.log);
+        cli_free(&c);
+        gw_h2_session_del(s);
+    }
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    const char *const ok[] = {":method", "PURGE", ":scheme",
+                              "http",    ":path", "/a/b%20c?d=e/f?g&h=;@:!$'()*+,~",
+                              ":authority", "[::1]:8080", NULL};
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, ok);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    drain(s, &o);
+    assert_null(find_type(&o, GW_H2_FT_RST_STREAM, 0));
+    assert_non_null(strstr(r.log, "req 1 PURGE"));
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2267,6 +2325,7 @@ int main(void)
         cmocka_unit_test(alloc_failure_sweep),
         cmocka_unit_test(compact_is_invisible),
         cmocka_unit_test(idle_session_memory),
+        cmocka_unit_test(issue18_10_request_head_syntax),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
