@@ -72,6 +72,7 @@ typedef struct {
     unsigned active : 1;       /* s is known to the proxy */
     unsigned req_complete : 1; /* the parser has seen the whole current request */
     unsigned resp_started : 1; /* a final head was written */
+    unsigned http10 : 1;       /* the current request is HTTP/1.0: no 1xx, no chunked */
 } h1x_t;
 
 /* Throttling (issue 7): allocated at accept only when the gateway configures a throttle. */
@@ -848,11 +849,16 @@ static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
     conn_t *c = s->impl;
     if (c->flags & GW_CONN_F_STOPPING)
         c->h1->keep_alive = 0; /* graceful stop: this is the connection's last response */
-    c->h1->resp_chunked = content_length < 0 && !end_stream && !s->head_only;
+    int64_t framing = end_stream && content_length < 0 ? 0 : content_length;
+    if (c->h1->http10 && framing < 0) {
+        /* RFC 9112 §6.1, §7: an HTTP/1.0 recipient knows no chunked coding; the body is
+         * delimited by the close (issue 18.11) */
+        framing = GW_H1_CLOSE_DELIMITED;
+        c->h1->keep_alive = 0;
+    }
+    c->h1->resp_chunked = framing == -1 && !s->head_only;
     c->h1->resp_started = 1;
-    int rv = gw_h1_response_head(&c->b->out, status, f, n,
-                                 end_stream && content_length < 0 ? 0 : content_length,
-                                 c->h1->keep_alive);
+    int rv = gw_h1_response_head(&c->b->out, status, f, n, framing, c->h1->keep_alive);
     if (rv < 0)
         return rv;
     if (end_stream)
@@ -864,6 +870,10 @@ static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
 static int h1s_interim(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n)
 {
     conn_t *c = s->impl;
+    /* RFC 9110 §15.2: no 1xx to an HTTP/1.0 client (an HTTP/1.0 intermediary could take the
+     * 103 for the answer to its request): dropped (issue 18.11) */
+    if (c->h1->http10)
+        return 0;
     /* A 1xx head carries no framing (RFC 9110 §15.2); keep_alive only adds no close line. */
     int rv = gw_h1_response_head(&c->b->out, status, f, n, -1, 1);
     return rv < 0 ? rv : flush(c);
@@ -941,7 +951,9 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
     conn_t *c = ud;
     c->requests++;
     c->h1->keep_alive = (m->flags & GW_H1_MSG_F_KEEP_ALIVE) && !(c->flags & GW_CONN_F_STOPPING);
-    c->h1->expect_100 = (m->flags & GW_H1_MSG_F_EXPECT_100) != 0;
+    c->h1->http10 = m->version_major == 1 && m->version_minor == 0;
+    /* RFC 9110 §10.1.1: a 100-continue expectation in an HTTP/1.0 request is ignored */
+    c->h1->expect_100 = (m->flags & GW_H1_MSG_F_EXPECT_100) && !c->h1->http10;
     c->h1->resp_done = 0;
     c->h1->resp_started = 0;
     c->h1->req_complete = 0;
@@ -971,7 +983,8 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
                               .peer = c->b->peer,
                               .peer_ip = c->b->peer_ip,
                               .addr = (const struct sockaddr *)&c->addr,
-                              .head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD"))};
+                              .head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD")),
+                              .tls = c->tls != NULL};
     c->h1->rb = W(c)->srv->route_rates
                     ? route_bucket(c, gw_proxy_route(W(c)->proxy, h.authority, h.path))
                     : NULL;
@@ -1201,7 +1214,8 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
                            .peer = c->b->peer,
                            .peer_ip = c->b->peer_ip,
                            .addr = (const struct sockaddr *)&c->addr,
-                           .head_only = gw_slice_eq(h->method, GW_SLICE_LIT("HEAD"))};
+                           .head_only = gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")),
+                           .tls = c->tls != NULL};
     if (gw_h2_session_set_stream_data(c->h2, h->stream_id, x) < 0) {
         gw_list_remove(&x->link);
         gw_pool_put(&W(c)->h2s_pool, x);
@@ -1684,6 +1698,31 @@ static void sniff(conn_t *c)
         GW_LOG_INFO("bad_preface", "peer=%s first_byte=0x%02x", PEER(c), c->b->in.base[0]);
         conn_close(c, "bad_preface");
         return;
+    }
+    /* Issue 19.4: only a request line whose version is HTTP/1.0 or HTTP/1.1 gets HTTP/1.1
+     * answers (a 400 for what is malformed after it). Anything else is no HTTP/1.x client: it
+     * cannot read an HTTP/1.1 400, and a broken HTTP/2 preface is a connection error (RFC 9113
+     * §3.4): GOAWAY(PROTOCOL_ERROR) when the bytes begin like the preface ("PRI"), then close. A
+     * line longer than a whole head goes to the HTTP/1.1 parser, which answers 431. */
+    const uint8_t *nl = memchr(c->b->in.base, '\n', c->b->in.len);
+    if (!nl && c->b->in.len < W(c)->srv->cfg->limits.max_request_head)
+        return; /* the request line is not complete yet */
+    if (nl) {
+        size_t ll = (size_t)(nl - c->b->in.base);
+        if (ll && nl[-1] == '\r')
+            ll--;
+        static const char v10[] = " HTTP/1.0", v11[] = " HTTP/1.1";
+        size_t vl = sizeof(v10) - 1;
+        const uint8_t *v = ll > vl ? c->b->in.base + ll - vl : NULL;
+        if (!v || (memcmp(v, v10, vl) != 0 && memcmp(v, v11, vl) != 0)) {
+            int like_h2 = c->b->in.len >= 3 && memcmp(c->b->in.base, h2_preface, 3) == 0;
+            GW_LOG_INFO("bad_preface", "peer=%s first_byte=0x%02x not_http1=1 goaway=%d", PEER(c),
+                        c->b->in.base[0], like_h2);
+            if (like_h2)
+                gw_bytes_append(&c->b->out, goaway_proto, sizeof(goaway_proto));
+            finish(c, "bad_preface");
+            return;
+        }
     }
     if (start_h1(c) < 0) {
         conn_close(c, "nomem");

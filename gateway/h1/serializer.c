@@ -116,7 +116,8 @@ static int end_head(gw_bytes_t *out, size_t mark, const char *framing, const cha
 int gw_h1_response_head(gw_bytes_t *out, unsigned status, const gw_h1_field_t *fields,
                         size_t fields_len, int64_t content_length, int keep_alive)
 {
-    if (status < 100 || status > 999)
+    if (status < 100 || status > 999 || (content_length == GW_H1_CLOSE_DELIMITED && keep_alive) ||
+        content_length < GW_H1_CLOSE_DELIMITED)
         return GW_E_INVAL;
     for (size_t i = 0; i < fields_len; i++)
         if (!fields[i].name.len || !clean(fields[i].name) || !clean(fields[i].value))
@@ -128,7 +129,8 @@ int gw_h1_response_head(gw_bytes_t *out, unsigned status, const gw_h1_field_t *f
     if ((rv = put(out, line)) < 0 || (rv = put_fields(out, fields, fields_len)) < 0)
         goto fail;
     const char *framing = NULL;
-    if (!(status < 200 || status == 204 || status == 304)) {
+    if (!(status < 200 || status == 204 || status == 304 ||
+          content_length == GW_H1_CLOSE_DELIMITED)) {
         if (content_length >= 0)
             snprintf(line, sizeof(line), "content-length: %lld\r\n", (long long)content_length);
         else

@@ -14,10 +14,14 @@
 /* The reason phrase we send for a status ("Service Unavailable"); "Unknown" if none. */
 const char *gw_h1_reason(unsigned status);
 
+/* content_length of gw_h1_response_head(): no framing field, the body ends with the
+ * connection (RFC 9112 §6.3 rule 8; for HTTP/1.0 clients, which know no chunked coding). */
+#define GW_H1_CLOSE_DELIMITED (-2)
+
 /* Append "HTTP/1.1 <status> <reason>\r\n", the fields, then framing: `Content-Length: N` when
  * content_length >= 0, `Transfer-Encoding: chunked` when it is -1 (and the status allows a
- * body), `Connection: close` when !keep_alive, and the blank line. 0, GW_E_INVAL, GW_E_NOMEM,
- * GW_E_LIMIT (out's cap). */
+ * body), none for GW_H1_CLOSE_DELIMITED (which needs !keep_alive), `Connection: close` when
+ * !keep_alive, and the blank line. 0, GW_E_INVAL, GW_E_NOMEM, GW_E_LIMIT (out's cap). */
 int gw_h1_response_head(gw_bytes_t *out, unsigned status, const gw_h1_field_t *fields,
                         size_t fields_len, int64_t content_length, int keep_alive);
 

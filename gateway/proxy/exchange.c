@@ -363,8 +363,27 @@ static gw_slice_t join(xlate_t *x, const gw_req_head_t *h, gw_slice_t name, gw_s
     return s;
 }
 
+/* v as an RFC 7239 §4 / RFC 9110 §5.6.4 quoted-string ("..." with '"' and '\\' escaped), in x. */
+static gw_slice_t quoted(xlate_t *x, gw_slice_t v)
+{
+    char *d = x->buf + x->used;
+    size_t k = 0;
+    GW_ASSERT(2 * v.len + 3 <= x->size - x->used);
+    d[k++] = '"';
+    for (size_t i = 0; i < v.len; i++) {
+        if (v.base[i] == '"' || v.base[i] == '\\')
+            d[k++] = '\\';
+        d[k++] = (char)v.base[i];
+    }
+    d[k++] = '"';
+    d[k] = 0;
+    x->used += k + 1;
+    return (gw_slice_t){(const uint8_t *)d, k};
+}
+
 /* Build the origin request. Returns 0, GW_E_PARSE (malformed: host disagrees with
- * :authority, RFC 9113 §8.3.1), GW_E_NOMEM. */
+ * :authority, RFC 9113 §8.3.1; no authority; an authority with bytes outside RFC 3986 §3.2),
+ * GW_E_NOMEM. */
 /* RFC 9218 urgency of the request, for the origin queue (issue 7: waiting exchanges leave the
  * queue most urgent first). The front's view wins: PRIORITY_UPDATE may have changed it. */
 static uint8_t req_urgency(gw_cstream_t *s, const gw_req_head_t *h)
@@ -424,22 +443,33 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
         if (c.base)
             add(x, GW_SLICE_LIT("cookie"), c);
     }
+    /* Issue 18.3: the authority becomes Host and Forwarded host=: RFC 3986 §3.2 characters
+     * only (the fronts check :authority and Host; an HTTP/2 host field standing in for a
+     * missing :authority is checked here) */
+    if (!gw_slice_is_authority(authority))
+        return GW_E_PARSE;
     const char *ip = s->peer_ip ? s->peer_ip : "unknown";
+    /* the scheme the client used is the listener's, whatever :scheme says (DESIGN.md: what the
+     * origin is told about the client comes from the connection) */
+    gw_slice_t proto = s->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http");
     if (r->add_x_forwarded) {
         gw_slice_t prev = join(x, h, GW_SLICE_LIT("x-forwarded-for"), GW_SLICE_LIT(", "));
         gw_slice_t xff[] = {prev, GW_SLICE_LIT(", "), gw_slice_str(ip)};
         add(x, GW_SLICE_LIT("X-Forwarded-For"), prev.base ? cat(x, xff, 3) : cat(x, xff + 2, 1));
-        add(x, GW_SLICE_LIT("X-Forwarded-Proto"), cat(x, &h->scheme, 1));
+        add(x, GW_SLICE_LIT("X-Forwarded-Proto"), proto);
     }
     if (r->add_forwarded) {
-        /* RFC 7239 §6: an IPv6 node is quoted and bracketed */
+        /* RFC 7239 §6: an IPv6 node is quoted and bracketed; §4: host is a quoted-string, its
+         * '"' and '\\' escaped (none pass the authority check: kept so that the value can never
+         * end the string early) */
         int v6 = strchr(ip, ':') != NULL;
         gw_slice_t prev = join(x, h, GW_SLICE_LIT("forwarded"), GW_SLICE_LIT(", "));
+        gw_slice_t host = quoted(x, authority);
         add(x, GW_SLICE_LIT("Forwarded"),
-            put(x, "%.*s%sfor=%s%s%s%s;proto=%.*s;host=\"%.*s\"", (int)prev.len,
+            put(x, "%.*s%sfor=%s%s%s%s;proto=%.*s;host=%.*s", (int)prev.len,
                 prev.base ? (const char *)prev.base : "", prev.base ? ", " : "", v6 ? "\"[" : "",
-                ip, v6 ? "]" : "", v6 ? "\"" : "", (int)h->scheme.len, h->scheme.base,
-                (int)authority.len, authority.base));
+                ip, v6 ? "]" : "", v6 ? "\"" : "", (int)proto.len, proto.base, (int)host.len,
+                host.base));
     }
     if (r->add_via) {
         /* RFC 9110 §7.6.3: received-protocol received-by */
@@ -475,6 +505,33 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
     return 0;
 }
 
+/* The request trailers that may go on to the origin, copied into out (room for n): RFC 9110
+ * §6.5.1 forbids in trailers what frames, routes, authenticates, modifies the request or
+ * describes the content, since it is acted on before the content arrives; connection-specific
+ * fields never cross a hop (§7.6.1). An origin that merged them into the head would see a
+ * different request than the one we checked (issue 18.12). */
+static size_t req_trailers(const gw_field_t *in, size_t n, gw_field_t *out)
+{
+    static const char *const deny[] = {
+        "host", "content-length", "expect", "trailer", "authorization", "proxy-authorization",
+        "cookie", "content-encoding", "content-type", "content-range", "content-location",
+        "range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
+        "if-range", "max-forwards", "cache-control", "pragma", "forwarded", "x-forwarded-for",
+        "x-forwarded-proto", "x-forwarded-host", "via", "priority", "http2-settings"};
+    conn_toks_t toks;
+    int conn = conn_toks(&toks, in, n);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        gw_slice_t name = in[i].name;
+        int drop = hop_by_hop(name) || (conn && named_by_connection(&toks, name));
+        for (size_t j = 0; !drop && j < sizeof(deny) / sizeof(deny[0]); j++)
+            drop = name_is(name, deny[j]);
+        if (!drop)
+            out[k++] = in[i];
+    }
+    return k;
+}
+
 /* ---- response translation ----------------------------------------------------------------- */
 
 #define MAX_RESP_FIELDS 128
@@ -491,10 +548,17 @@ static size_t resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in
     for (size_t i = 0; i < n && k < MAX_RESP_FIELDS - 1; i++) {
         gw_slice_t name = in[i].name;
         if (name_is(name, "content-length")) {
-            long long v = 0;
-            for (size_t j = 0; j < in[i].value.len; j++)
-                v = v * 10 + (in[i].value.base[j] - '0'); /* validated by the back */
-            *cl = v;
+            /* digits only, validated by the back's parser, which also refuses values past
+             * INT64_MAX; checked again here because a signed overflow is UB (issue 18.12):
+             * an out-of-range value is unknown (-1) rather than a wrapped one */
+            uint64_t v = 0;
+            for (size_t j = 0; j < in[i].value.len && v <= (uint64_t)INT64_MAX; j++) {
+                uint8_t d = in[i].value.base[j];
+                v = d >= '0' && d <= '9' && v <= ((uint64_t)INT64_MAX - (d - '0')) / 10
+                        ? v * 10 + (d - '0')
+                        : (uint64_t)INT64_MAX + 1;
+            }
+            *cl = v <= (uint64_t)INT64_MAX ? (int64_t)v : -1;
             continue;
         }
         if (hop_by_hop(name) || (conn && named_by_connection(&toks, name)))
@@ -694,6 +758,27 @@ static void fail(px_t *px, int code)
     }
 }
 
+/* A malformed request is the client's fault, never the origin's (issue 19.3; RFC 9113 §8.1.1,
+ * RFC 9112 §3): HTTP/2 resets the stream with PROTOCOL_ERROR, HTTP/1.1 is answered 400 while
+ * no response head went out; never a 502, which would blame the origin in logs and metrics. */
+static void bad_request(px_t *px, const char *why)
+{
+    if (px->closed)
+        return;
+    GW_LOG_INFO("bad_request", "peer=%s proto=%s reason=\"%s\"", px->s->peer, px->proto, why);
+    if (px->resp_started || strcmp(px->proto, "http/1.1") != 0) {
+        px->resp_started = 1;
+        do_reset(px, GW_CS_RESET_PROTOCOL);
+        return;
+    }
+    px->status = 400;
+    px->resp_started = 1;
+    if (gw_proxy__answer(px->s, 400, "h2gate: malformed request\n") < 0)
+        do_reset(px, GW_CS_RESET_INTERNAL);
+    else
+        response_done(px);
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 static const gw_back_cbs_t back_cbs;
@@ -735,14 +820,12 @@ static void dispatch(px_t *px, char *key)
     if (rv < 0) {
         gw_free(key);
         obj_put(&p->ox_free, &p->ox_nfree, ox);
-        if (rv == GW_E_PARSE) {
-            GW_LOG_INFO("bad_request", "peer=%s proto=%s reason=\"host does not match :authority\"",
-                        px->s->peer, px->proto);
-            px->resp_started = 1;
-            do_reset(px, GW_CS_RESET_PROTOCOL);
-        } else {
-            fail(px, rv == GW_E_INVAL ? GW_E_PARSE : rv);
-        }
+        if (rv == GW_E_PARSE) /* translate(): the head's authority */
+            bad_request(px, "missing or invalid authority, or host does not match :authority");
+        else if (rv == GW_E_INVAL) /* the back's serializer refused the head (issue 19.3) */
+            bad_request(px, "request head cannot be sent as HTTP/1.1");
+        else
+            fail(px, rv);
         return;
     }
     gw_list_push_back(&ox->subs, &px->slink);
@@ -1174,10 +1257,26 @@ void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *tr, siz
     }
     if (px->req_cl == 0)
         return; /* no body was announced to the origin */
-    int rv = gw_back_end_body(bx, px->req_cl < 0 ? tr : NULL, px->req_cl < 0 ? n : 0);
+    gw_field_t fst[16], *f = fst;
+    size_t k = 0;
+    if (px->req_cl < 0 && n) {
+        f = n <= 16 ? fst : gw_malloc(n * sizeof(*f));
+        if (!f) {
+            abort_own(px);
+            fail(px, GW_E_NOMEM);
+            return;
+        }
+        k = req_trailers(tr, n, f);
+    }
+    int rv = gw_back_end_body(bx, k ? f : NULL, k);
+    if (f != fst)
+        gw_free(f);
     if (rv < 0) {
         abort_own(px);
-        fail(px, rv == GW_E_INVAL ? GW_E_PARSE : rv);
+        if (rv == GW_E_INVAL) /* a trailer the serializer refused: the client's (issue 19.3) */
+            bad_request(px, "invalid request trailer");
+        else
+            fail(px, rv);
     }
 }
 

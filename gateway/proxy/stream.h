@@ -27,7 +27,8 @@
 /* A request head in version-neutral form. Slices stay valid until the stream closes. */
 typedef struct {
     gw_slice_t method;
-    gw_slice_t scheme;        /* "https" on TLS listeners, else "http" */
+    gw_slice_t scheme;        /* HTTP/1.1: from the listener; HTTP/2: :scheme (http or https,
+                               * as the client said: use gw_cstream_t.tls for what is true) */
     gw_slice_t authority;     /* :authority, or the Host field of HTTP/1.1 */
     gw_slice_t path;          /* :path, or the request-target of HTTP/1.1 */
     const gw_field_t *fields; /* regular fields (HTTP/2: without pseudo-headers) */
@@ -83,6 +84,8 @@ struct gw_cstream {
     const char *peer_ip;         /* client address without port, for X-Forwarded-For */
     const struct sockaddr *addr; /* client address, for consistent hashing */
     int head_only;               /* the request was HEAD: the front drops body bytes */
+    int tls; /* the client came through TLS: the only source of the scheme the origin is told
+              * (X-Forwarded-Proto, Forwarded proto=), never the request's :scheme (issue 18.3) */
     void *proxy_data;            /* the proxy's own state for this stream */
 };
 

@@ -389,6 +389,23 @@ static void issue18_10_request_target_bytes(void **state)
                      "HEAD GET /a/b%20c?d=e&f=/g:@ 1.1 cl=0 f=1 [Host=[::1]:80]\nEND\n");
 }
 
+/* Issue 18.11: a head for an HTTP/1.0 client without chunked framing: no framing field, and
+ * only with Connection: close (the close ends the body). */
+static void issue18_11_close_delimited_head(void **state)
+{
+    (void)state;
+    gw_bytes_t b;
+    gw_bytes_init(&b, 0);
+    assert_int_equal(gw_h1_response_head(&b, 200, NULL, 0, GW_H1_CLOSE_DELIMITED, 0), 0);
+    const char *want = "HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n";
+    assert_int_equal(b.len, strlen(want));
+    assert_memory_equal(b.base, want, b.len);
+    assert_int_equal(gw_h1_response_head(&b, 200, NULL, 0, GW_H1_CLOSE_DELIMITED, 1), GW_E_INVAL);
+    assert_int_equal(gw_h1_response_head(&b, 200, NULL, 0, -3, 0), GW_E_INVAL);
+    assert_int_equal(b.len, strlen(want));
+    gw_bytes_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -404,6 +421,7 @@ int main(void)
         cmocka_unit_test(alloc_failure_sweep),
         cmocka_unit_test(serializer_bytes),
         cmocka_unit_test(issue18_10_request_target_bytes),
+        cmocka_unit_test(issue18_11_close_delimited_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
