@@ -1177,7 +1177,12 @@ static int finish_block(gw_h2_session_t *s)
         if (st->state == GW_H2_SS_CLOSED)
             goto out; /* we reset it: ignore (§5.1) */
         if (overflow) {
-            rc = refuse_431(s, sid, st);
+            /* Issue 18.12: a 431 here would be a second final response head on a stream
+             * whose request already went on (and whose response may be under way): the
+             * stream is reset instead. RFC 9113 §10.5.1 offers 431 for a request head only;
+             * a trailer section past our SETTINGS_MAX_HEADER_LIST_SIZE is load we refuse. */
+            COUNT(s, header_list_hits);
+            rc = stream_error(s, sid, st, GW_H2_ENHANCE_YOUR_CALM, 1);
             goto out;
         }
         if (!c.malformed && !s->x->hb_end_stream)

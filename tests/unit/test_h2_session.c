@@ -2283,6 +2283,40 @@ static void issue18_10_request_head_syntax(void **state)
     gw_h2_session_del(s);
 }
 
+/* Issue 18.12: trailers past max_header_list_size, after the response head went out, reset the
+ * stream (ENHANCE_YOUR_CALM) instead of sending a second final HEADERS (a 431). */
+static void issue18_12_trailers_overflow_resets(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.max_header_list_size = 200;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    cli_headers(&c, 1, 0, POST);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    assert_non_null(strstr(r.log, "req 1"));
+    /* the response head goes out before the trailers arrive */
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
+    drain(s, &o);
+    assert_non_null(find_type(&o, GW_H2_FT_HEADERS, 0));
+    static char big[300];
+    memset(big, 'v', sizeof(big) - 1);
+    const char *const tr[] = {"x-big", big, NULL};
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, tr);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    drain(s, &o);
+    assert_null(find_type(&o, GW_H2_FT_HEADERS, 0)); /* no second final head */
+    expect_rst(&o, 1, GW_H2_ENHANCE_YOUR_CALM);
+    assert_null(strstr(r.log, "trailers 1"));
+    assert_int_equal(gw_h2_session_stats(s).header_list_hits, 1);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2326,6 +2360,7 @@ int main(void)
         cmocka_unit_test(compact_is_invisible),
         cmocka_unit_test(idle_session_memory),
         cmocka_unit_test(issue18_10_request_head_syntax),
+        cmocka_unit_test(issue18_12_trailers_overflow_resets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

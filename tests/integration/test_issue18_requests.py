@@ -1,0 +1,349 @@
+"""Issues 18 and 19: request-head validation and what the origin is told, end to end.
+
+The gateway runs a TLS listener and a mixed cleartext listener (h2c and HTTP/1.1) in front of the
+scripted origin of origin.py (which records every request it gets) or, for responses that
+origin.py cannot make and request bytes it does not keep (trailers), a canned origin defined here.
+Every malformed request is checked twice: the client-side answer (400 over HTTP/1.1, RST_STREAM
+PROTOCOL_ERROR over HTTP/2, never a 502) and that the origin saw nothing."""
+import json
+import socket
+import ssl
+import threading
+import time
+
+import h2.connection
+import h2.config
+import h2.errors
+import h2.events
+import pytest
+
+from conftest import free_port, raw_exchange
+from origin import ScriptedOrigin, pattern
+from test_h2 import Client, ended, goaway_code, response
+
+
+def gw_config(tls_port, plain_port, origin_port, route_extra=""):
+    text = (f"workers: 1\nlog_level: info\nlisten:\n"
+            f"  - address: 127.0.0.1:{tls_port}\n    tls:\n      certificate: state/cert.pem\n"
+            f"      key: state/key.pem\n      self_signed: true\n"
+            f"  - address: 127.0.0.1:{plain_port}\n"
+            f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin_port}]\n"
+            f"routes:\n  - host: '*'\n    path: /\n    upstream: app\n    forwarded: true\n")
+    for line in route_extra.splitlines():
+        text += f"    {line}\n"
+    return text
+
+
+@pytest.fixture
+def origin():
+    with ScriptedOrigin() as o:
+        yield o
+
+
+def start(gateway, origin_port):
+    tls_port, plain_port = free_port(), free_port()
+    g = gateway(gw_config(tls_port, plain_port, origin_port),
+                wait=[("127.0.0.1", tls_port), ("127.0.0.1", plain_port)])
+    g.tls_port, g.plain_port = tls_port, plain_port
+    return g
+
+
+@pytest.fixture
+def gw(gateway, origin):
+    g = start(gateway, origin.port)
+    g.origin = origin
+    return g
+
+
+def echo_headers(body):
+    got = json.loads(body)
+    return [(k.lower(), v) for k, v in got["headers"]]
+
+
+def values(hdrs, name):
+    return [v for k, v in hdrs if k == name]
+
+
+def h2_get(port, headers, tls=False, validate=True):
+    """One request on a new connection: (status, body, reset code or None)."""
+    cl = Client(port, tls=tls, validate=validate)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, headers, end_stream=True)
+    cl.flush()
+    evs = cl.events(lambda e: ended(sid)(e) or any(isinstance(x, h2.events.StreamReset) for x in e))
+    cl.close()
+    rst = [e.error_code for e in evs if isinstance(e, h2.events.StreamReset) and e.stream_id == sid]
+    status, body, _ = response(evs, sid)
+    return status, body, (rst[0] if rst else None)
+
+
+def assert_h2_malformed(gw, headers):
+    status, _, rst = h2_get(gw.plain_port, headers, validate=False)
+    assert status is None and rst == h2.errors.ErrorCodes.PROTOCOL_ERROR, (headers, status, rst)
+
+
+def assert_origin_saw_nothing(gw):
+    time.sleep(0.2)
+    assert gw.origin.requests == [], gw.origin.requests
+
+
+def h1_status(out):
+    line = out.split(b"\r\n", 1)[0]
+    return int(line.split(b" ")[1]) if line.startswith(b"HTTP/1.1 ") else None
+
+
+# ---- 18.3: X-Forwarded-Proto and Forwarded come from the listener ------------------------------
+
+def test_issue18_3_forwarded_proto_from_listener(gw):
+    # h2c claiming https: the origin is told http (the listener), never the client's word
+    status, body, _ = h2_get(gw.plain_port, [(":method", "GET"), (":path", "/echo"),
+                                             (":scheme", "https"), (":authority", "app.test")])
+    assert status == "200"
+    h = echo_headers(body)
+    assert values(h, "x-forwarded-proto") == ["http"]
+    assert values(h, "forwarded") == ['for=127.0.0.1;proto=http;host="app.test"']
+    # TLS claiming http: the origin is told https
+    status, body, _ = h2_get(gw.tls_port, [(":method", "GET"), (":path", "/echo"),
+                                           (":scheme", "http"), (":authority", "app.test")], tls=True)
+    assert status == "200"
+    h = echo_headers(body)
+    assert values(h, "x-forwarded-proto") == ["https"]
+    assert values(h, "forwarded") == ['for=127.0.0.1;proto=https;host="app.test"']
+    # HTTP/1.1 cleartext
+    out = raw_exchange(gw.plain_port, b"GET /echo HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n")
+    assert h1_status(out) == 200
+    h = echo_headers(out.partition(b"\r\n\r\n")[2])
+    assert values(h, "x-forwarded-proto") == ["http"]
+    assert values(h, "forwarded") == ['for=127.0.0.1;proto=http;host="app.test"']
+
+
+def test_issue18_3_forged_forwarded_elements_are_refused(gw):
+    base = [(":method", "GET"), (":path", "/echo")]
+    # a :scheme that would append a forged element, or is no http(s) scheme
+    assert_h2_malformed(gw, base + [(":scheme", "https,for=127.0.0.1"), (":authority", "a.test")])
+    assert_h2_malformed(gw, base + [(":scheme", "ftp"), (":authority", "a.test")])
+    # an authority that would escape host="..." or carry userinfo
+    assert_h2_malformed(gw, base + [(":scheme", "http"), (":authority", 'a.test";for=1.2.3.4')])
+    assert_h2_malformed(gw, base + [(":scheme", "http"), (":authority", "u@a.test")])
+    # no :authority: the host field stands in for it, checked the same way
+    assert_h2_malformed(gw, base + [(":scheme", "http"), ("host", 'a.test";for=1.2.3.4')])
+    # HTTP/1.1: a Host that is no authority is a 400
+    for host in (b'a.test";for=1.2.3.4', b"u@a.test", b"a.test/x"):
+        out = raw_exchange(gw.plain_port, b"GET /echo HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+        assert h1_status(out) == 400, (host, out)
+    assert_origin_saw_nothing(gw)
+
+
+# ---- 18.10 / 19.3: request targets and methods ---------------------------------------------------
+
+BAD_PATHS = [b"/a b", b"/a\x0bHTTP/1.0", b"/a\tb", b"/a\x0cb", b"/a\x7f", b"/\x80", b"/\xc3\xa9",
+             b"/a\x01", b"/a#f", b"/a%zz", b"/a\"b", b"/<x>", b"/a{b}"]
+
+
+def test_issue18_10_h2_path_bytes_are_protocol_errors(gw):
+    for p in BAD_PATHS:
+        assert_h2_malformed(gw, [(b":method", b"GET"), (b":path", p), (b":scheme", b"http"),
+                                 (b":authority", b"a.test")])
+    assert_origin_saw_nothing(gw)
+    # percent-encoded bytes pass as they are, and the RFC 3986 path and query characters
+    status, body, _ = h2_get(gw.plain_port, [(":method", "GET"),
+                                             (":path", "/echo/%0b%20%C3%A9?a=b/c?d&e=;:@!$'()*+,~"),
+                                             (":scheme", "http"), (":authority", "a.test")])
+    assert status == "200"
+    assert json.loads(body)["target"] == "/echo/%0b%20%C3%A9?a=b/c?d&e=;:@!$'()*+,~"
+
+
+def test_issue18_10_h1_target_bytes_are_400(gw):
+    for p in BAD_PATHS[1:]:  # "/a b" has no HTTP/1.1 form: the space ends the target
+        out = raw_exchange(gw.plain_port, b"GET " + p + b" HTTP/1.1\r\nHost: a.test\r\n\r\n")
+        assert h1_status(out) == 400, (p, out[:80])
+    assert_origin_saw_nothing(gw)
+    out = raw_exchange(gw.plain_port, b"GET /echo/%0b?x=/y HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    assert h1_status(out) == 200
+    assert json.loads(out.partition(b"\r\n\r\n")[2])["target"] == "/echo/%0b?x=/y"
+
+
+def test_issue19_3_malformed_heads_are_the_clients_fault(gw):
+    base = [(":scheme", "http"), (":authority", "a.test")]
+    # the cases of the issue: a space in :path or :method was a 502 with nothing sent
+    assert_h2_malformed(gw, [(":method", "GET"), (":path", "/a b")] + base)
+    assert_h2_malformed(gw, [(":method", "GE T"), (":path", "/echo")] + base)
+    assert_h2_malformed(gw, [(":method", "G(T"), (":path", "/echo")] + base)
+    # a field name HTTP/2 allows but no HTTP/1.1 token: refused by the serializer, was a 502
+    assert_h2_malformed(gw, [(":method", "GET"), (":path", "/echo")] + base + [("a(b", "1")])
+    assert_h2_malformed(gw, [(":method", "GET"), (":path", "/echo")] + base + [("x{y}", "1")])
+    # no :authority and no host: nothing to route the request to the origin with
+    assert_h2_malformed(gw, [(":method", "GET"), (":path", "/echo"), (":scheme", "http")])
+    # HTTP/1.0 without Host: a 400, was a close without an answer
+    out = raw_exchange(gw.plain_port, b"GET /echo HTTP/1.0\r\n\r\n")
+    assert h1_status(out) == 400, out
+    assert_origin_saw_nothing(gw)
+    assert "status=502" not in gw.log()
+
+
+# ---- 18.11: HTTP/1.0 clients ---------------------------------------------------------------------
+
+def test_issue18_11_http10_no_1xx_no_chunked(gw):
+    out = raw_exchange(gw.plain_port, b"GET /early-hints HTTP/1.0\r\nHost: a\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 200 "), out
+    assert b" 103 " not in out
+    assert out.endswith(b"hello")
+    # a chunked origin response goes to an HTTP/1.0 client close-delimited, without its trailer
+    out = raw_exchange(gw.plain_port, b"GET /chunked/20000 HTTP/1.0\r\nHost: a\r\n\r\n")
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    assert b"transfer-encoding" not in head.lower() and b"content-length" not in head.lower()
+    assert b"connection: close" in head.lower()
+    assert body == pattern(20000)
+    # Expect: 100-continue is ignored for HTTP/1.0 (RFC 9110 §10.1.1)
+    out = raw_exchange(gw.plain_port, b"POST /echo HTTP/1.0\r\nHost: a\r\nContent-Length: 2\r\n"
+                                      b"Expect: 100-continue\r\n\r\nok")
+    assert out.startswith(b"HTTP/1.1 200 "), out
+    assert b"100 Continue" not in out
+    # HTTP/1.1 keeps both
+    out = raw_exchange(gw.plain_port, b"GET /early-hints HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 103 ")
+
+
+# ---- 18.12: smaller ones -------------------------------------------------------------------------
+
+class CannedOrigin:
+    """An origin answering each target with canned bytes, then closing; keeps the raw bytes of
+    each request (head, chunked body and trailers)."""
+
+    def __init__(self, answers):
+        self.answers = answers
+        self.raw = []
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        c.settimeout(5)
+        buf = b""
+        try:
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            head = buf.partition(b"\r\n\r\n")[0].lower()
+            if b"transfer-encoding: chunked" in head:
+                while not buf.endswith(b"\r\n\r\n") or b"\r\n0\r\n" not in buf:
+                    d = c.recv(65536)
+                    if not d:
+                        break
+                    buf += d
+            self.raw.append(buf)
+            target = buf.split(b" ")[1].decode()
+            c.sendall(self.answers.get(target, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"))
+            time.sleep(0.2)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def canned():
+    o = CannedOrigin({
+        "/cl-2-63": b"HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\nabc",
+        "/cl-2-64": b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551614\r\n\r\nabc",
+        "/gzip-chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                         b"3\r\n\x1f\x8b\x08\r\n0\r\n\r\n",
+        "/upload": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    })
+    yield o
+    o.close()
+
+
+def test_issue18_12a_content_length_past_int64_is_502(gateway, canned):
+    g = start(gateway, canned.port)
+    for path in ("/cl-2-63", "/cl-2-64"):
+        out = raw_exchange(g.plain_port, f"GET {path} HTTP/1.1\r\nHost: a\r\n\r\n".encode())
+        assert h1_status(out) == 502, out
+        status, _, _ = h2_get(g.plain_port, [(":method", "GET"), (":path", path),
+                                             (":scheme", "http"), (":authority", "a")])
+        assert status == "502"
+
+
+def test_issue18_12d_gzip_chunked_from_the_origin_is_502(gateway, canned):
+    g = start(gateway, canned.port)
+    out = raw_exchange(g.plain_port, b"GET /gzip-chunked HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert h1_status(out) == 502, out
+    status, body, _ = h2_get(g.plain_port, [(":method", "GET"), (":path", "/gzip-chunked"),
+                                            (":scheme", "http"), (":authority", "a")])
+    assert status == "502" and b"\x1f\x8b" not in body
+    # and from a client: 501 (RFC 9112 §6.1), nothing sent on
+    out = raw_exchange(g.plain_port, b"POST /upload HTTP/1.1\r\nHost: a\r\n"
+                                     b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n")
+    assert h1_status(out) == 501, out
+    time.sleep(0.2)
+    assert not [r for r in canned.raw if b"/upload" in r.split(b"\r\n")[0]]
+
+
+def test_issue18_12c_request_trailers_are_filtered(gateway, canned):
+    g = start(gateway, canned.port)
+    cl = Client(g.plain_port)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "POST"), (":path", "/upload"), (":scheme", "http"),
+                            (":authority", "a")])
+    cl.c.send_data(sid, b"hello")
+    cl.c.send_headers(sid, [("x-checksum", "abc"), ("content-length", "99"), ("host", "evil.test"),
+                            ("authorization", "Bearer x"), ("content-type", "text/evil"),
+                            ("cookie", "c=1"), ("x-forwarded-for", "6.6.6.6"), ("trailer", "x"),
+                            ("x-other", "kept")], end_stream=True)
+    cl.flush()
+    evs = cl.events(ended(sid))
+    status, body, _ = response(evs, sid)
+    cl.close()
+    assert status == "200" and body == b"ok"
+    raw = [r for r in canned.raw if r.startswith(b"POST /upload")]
+    assert len(raw) == 1
+    head, _, rest = raw[0].partition(b"\r\n\r\n")
+    assert b"transfer-encoding: chunked" in head.lower()
+    trailer = rest.split(b"\r\n0\r\n", 1)[1].lower()
+    assert b"x-checksum: abc\r\n" in trailer and b"x-other: kept\r\n" in trailer
+    for name in (b"content-length", b"host", b"authorization", b"content-type", b"cookie",
+                 b"x-forwarded-for", b"trailer:"):
+        assert name not in trailer, trailer
+
+
+# ---- 19.4: garbage on a mixed cleartext listener -------------------------------------------------
+
+def test_issue19_4_mixed_listener_garbage_gets_no_http1_answer(gw):
+    # not an HTTP/1.x request line: closed without an HTTP/1.1 answer
+    for data in (b"INVALID CONNECTION PREFACE\r\n\r\n", b"GET /\r\n\r\n", b"GET / HTTP/2.0\r\n\r\n",
+                 b"GET / HTTP/1.2\r\nHost: a\r\n\r\n", b"GET / FOO\r\n\r\n"):
+        out = raw_exchange(gw.plain_port, data)
+        assert out == b"", (data, out)
+    # bytes that begin like the HTTP/2 preface but are not it: GOAWAY(PROTOCOL_ERROR), no 400
+    for data in (b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", b"PRI * HTTP/2.1\r\n\r\n", b"PRI / HTTP/3\r\n"):
+        out = raw_exchange(gw.plain_port, data)
+        assert b"HTTP/1.1" not in out, (data, out)
+        assert goaway_code(out) == 1, (data, out)
+    # a real HTTP/1.x request that is malformed keeps its 400
+    out = raw_exchange(gw.plain_port, b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n")
+    assert h1_status(out) == 400
+    out = raw_exchange(gw.plain_port, b"GET / HTTP/1.0\r\nHost: a\r\nX: a\x01b\r\n\r\n")
+    assert h1_status(out) == 400
+    # and the good ones still work, HTTP/1.1 and h2c
+    out = raw_exchange(gw.plain_port, b"GET /status/200 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    assert h1_status(out) == 200
+    status, _, _ = h2_get(gw.plain_port, [(":method", "GET"), (":path", "/status/200"),
+                                          (":scheme", "http"), (":authority", "a")])
+    assert status == "200"
