@@ -971,7 +971,8 @@ static void check_request(decode_ctx_t *c)
     }
     if (gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT"))) {
         /* §8.5: :authority only; :scheme and :path omitted */
-        if (!h->authority.base || h->authority.len == 0 || h->scheme.base || h->path.base)
+        if (!h->authority.base || h->authority.len == 0 || h->scheme.base || h->path.base ||
+            !gw_slice_is_authority(h->authority))
             bad(c, "malformed CONNECT");
         return;
     }

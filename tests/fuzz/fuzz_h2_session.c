@@ -4,6 +4,7 @@
  * a few small limits so that the caps are reached quickly. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/buf.h"
@@ -19,6 +20,16 @@ typedef struct {
 static int on_request(void *ud, const gw_h2_head_t *h)
 {
     fz_t *f = ud;
+    /* issue 18.10: what reaches the proxy can become an HTTP/1.1 request line as it is */
+    if (!gw_slice_is_token(h->method))
+        abort();
+    if (!gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT")) &&
+        (!gw_slice_is_request_target(h->path) ||
+         !(gw_slice_eq(h->scheme, GW_SLICE_LIT("http")) ||
+           gw_slice_eq(h->scheme, GW_SLICE_LIT("https")))))
+        abort();
+    if (h->authority.base && !gw_slice_is_authority(h->authority))
+        abort();
     const gw_h2_header_t hf[] = {{GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/plain")}};
     if (gw_h2_session_submit_response(f->s, h->stream_id, 200, hf, 1, 0) == 0)
         gw_h2_session_submit_data(f->s, h->stream_id, f->body, 0, f->body->cap,
