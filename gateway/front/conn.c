@@ -965,7 +965,8 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
         c->h1->fields = n;
         c->h1->fields_cap = m->fields_len;
     }
-    memcpy(c->h1->fields, m->fields, m->fields_len * sizeof(gw_field_t));
+    if (m->fields_len) /* an HTTP/1.0 request may have none: no memcpy from NULL */
+        memcpy(c->h1->fields, m->fields, m->fields_len * sizeof(gw_field_t));
     const gw_h1_field_t *host = gw_h1_msg_field(m, "host");
     gw_req_head_t h = {
         .method = m->method,

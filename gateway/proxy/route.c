@@ -10,6 +10,8 @@
 /* The host part of an authority: "[::1]:8443" → "[::1]", "a.example:80" → "a.example". */
 static gw_slice_t host_of(gw_slice_t a)
 {
+    if (a.len == 0)
+        return a; /* no authority (HTTP/2 without :authority): base may be NULL */
     if (a.len && a.base[0] == '[') {
         const uint8_t *e = memchr(a.base, ']', a.len);
         return e ? (gw_slice_t){a.base, (size_t)(e - a.base) + 1} : a;
