@@ -347,3 +347,26 @@ def test_issue19_4_mixed_listener_garbage_gets_no_http1_answer(gw):
     status, _, _ = h2_get(gw.plain_port, [(":method", "GET"), (":path", "/status/200"),
                                           (":scheme", "http"), (":authority", "a")])
     assert status == "200"
+
+
+def test_issue19_3_invalid_request_trailer_is_the_clients_fault(gateway, canned):
+    # a trailer name HTTP/2 lets through but that is no HTTP/1.1 token: the serializer refuses
+    # it at the end of the body; that was a 502, it is the client's malformed request
+    g = start(gateway, canned.port)
+    cl = Client(g.plain_port, validate=False)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "POST"), (":path", "/upload"), (":scheme", "http"),
+                            (":authority", "a")])
+    cl.c.send_data(sid, b"hello")
+    cl.c.send_headers(sid, [("a(b", "1")], end_stream=True)
+    cl.flush()
+    evs = cl.events(lambda e: any(isinstance(x, (h2.events.StreamReset, h2.events.StreamEnded))
+                                  for x in e))
+    cl.close()
+    rst = [e.error_code for e in evs if isinstance(e, h2.events.StreamReset)]
+    status, _, _ = response(evs, sid)
+    assert status is None and rst == [h2.errors.ErrorCodes.PROTOCOL_ERROR], (status, rst)
+    # the origin got the head and the body so far, never the end of the request
+    time.sleep(0.3)
+    assert all(not r.endswith(b"0\r\n\r\n") for r in canned.raw), canned.raw
+    assert "status=502" not in g.log()
