@@ -363,6 +363,56 @@ static gw_slice_t join(xlate_t *x, const gw_req_head_t *h, gw_slice_t name, gw_s
     return s;
 }
 
+static int tchar(uint8_t c)
+{
+    return gw_slice_is_token((gw_slice_t){&c, 1});
+}
+
+/* Whether v is a well-formed RFC 7239 §4 Forwarded value: 1#forwarded-element, each a list of
+ * token "=" (token / quoted-string) pairs. A client's value that is not (an open quote above
+ * all) could swallow the element we append (issue 18.3): such values are not forwarded. */
+static int forwarded_ok(gw_slice_t v)
+{
+    const uint8_t *p = v.base, *e = p + v.len;
+    while (p < e) {
+        if (*p == ' ' || *p == '\t' || *p == ',' || *p == ';') {
+            p++; /* OWS, empty list elements and pairs (RFC 9110 §5.6.1) */
+            continue;
+        }
+        const uint8_t *t = p;
+        while (p < e && tchar(*p))
+            p++;
+        if (p == t || p == e || *p != '=')
+            return 0;
+        p++;
+        if (p < e && *p == '"') {
+            /* RFC 9110 §5.6.4: qdtext / quoted-pair, no controls but HTAB */
+            for (p++;; p++) {
+                if (p == e)
+                    return 0;
+                if (*p == '"')
+                    break;
+                if (*p == '\\' && ++p == e)
+                    return 0;
+                if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+                    return 0;
+            }
+            p++;
+        } else {
+            t = p;
+            while (p < e && tchar(*p))
+                p++;
+            if (p == t)
+                return 0;
+        }
+        while (p < e && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p < e && *p != ',' && *p != ';')
+            return 0;
+    }
+    return 1;
+}
+
 /* v as an RFC 7239 §4 / RFC 9110 §5.6.4 quoted-string ("..." with '"' and '\\' escaped), in x. */
 static gw_slice_t quoted(xlate_t *x, gw_slice_t v)
 {
@@ -463,7 +513,12 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
          * '"' and '\\' escaped (none pass the authority check: kept so that the value can never
          * end the string early) */
         int v6 = strchr(ip, ':') != NULL;
-        gw_slice_t prev = join(x, h, GW_SLICE_LIT("forwarded"), GW_SLICE_LIT(", "));
+        int prev_ok = 1;
+        for (size_t i = 0; i < h->fields_len && prev_ok; i++)
+            if (name_is(h->fields[i].name, "forwarded"))
+                prev_ok = forwarded_ok(h->fields[i].value);
+        gw_slice_t prev = prev_ok ? join(x, h, GW_SLICE_LIT("forwarded"), GW_SLICE_LIT(", "))
+                                  : (gw_slice_t){0};
         gw_slice_t host = quoted(x, authority);
         add(x, GW_SLICE_LIT("Forwarded"),
             put(x, "%.*s%sfor=%s%s%s%s;proto=%.*s;host=%.*s", (int)prev.len,

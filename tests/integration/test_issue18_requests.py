@@ -134,6 +134,20 @@ def test_issue18_3_forged_forwarded_elements_are_refused(gw):
     assert_origin_saw_nothing(gw)
 
 
+def test_issue18_3_client_forwarded_cannot_swallow_ours(gw):
+    # a client's Forwarded with an open quote would make our element part of its string: not
+    # forwarded; a well-formed one stays in front of ours
+    for given, want in ((['for="abc'], ['for=127.0.0.1;proto=http;host="a.test"']),
+                        (['for=1.2.3.4;proto=https', 'for="x\\"y"'],
+                         ['for=1.2.3.4;proto=https, for="x\\"y", for=127.0.0.1;proto=http;host="a.test"']),
+                        (['for=1.2.3.4', 'by=x=y'], ['for=127.0.0.1;proto=http;host="a.test"'])):
+        status, body, _ = h2_get(gw.plain_port, [(":method", "GET"), (":path", "/echo"),
+                                                 (":scheme", "http"), (":authority", "a.test")] +
+                                 [("forwarded", v) for v in given])
+        assert status == "200"
+        assert values(echo_headers(body), "forwarded") == want, given
+
+
 # ---- 18.10 / 19.3: request targets and methods ---------------------------------------------------
 
 BAD_PATHS = [b"/a b", b"/a\x0bHTTP/1.0", b"/a\tb", b"/a\x0cb", b"/a\x7f", b"/\x80", b"/\xc3\xa9",
