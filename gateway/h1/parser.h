@@ -16,7 +16,10 @@
  * field name, a malformed status line, a malformed chunk line, Content-Length together with
  * Transfer-Encoding, differing or repeated Content-Length, Transfer-Encoding whose final coding
  * is not chunked, and a missing Host in an HTTP/1.1 request are errors: for a request the
- * caller answers 400 and closes. A head larger than the limit is 431.
+ * caller answers 400 and closes. A head larger than the limit is 431. Also refused (issue 18):
+ * a request-target with bytes outside RFC 3986 path and query characters and a Host that is
+ * not an RFC 3986 authority (400), a transfer coding other than chunked alone (request 501;
+ * the coding would be lost when the body is re-framed), a Content-Length past 2^63 - 1.
  */
 #ifndef GW_H1_PARSER_H
 #define GW_H1_PARSER_H

@@ -106,7 +106,9 @@ typedef struct {
  * call the submit functions of this header and gw_h2_session_stream_release() (the session
  * looks the stream up again after every callback), but must not call recv/send/del. */
 typedef struct {
-    /* A complete, valid request head on a new stream. */
+    /* A complete, valid request head on a new stream (RFC 9113 §8.1-§8.3; also: :method a
+     * token, :path only RFC 3986 path/query characters, :scheme http or https, :authority
+     * RFC 3986 authority characters without userinfo; the rest is reset PROTOCOL_ERROR). */
     int (*on_request)(void *user_data, const gw_h2_head_t *head);
     /* Request body bytes; data valid during the call only. Give the bytes back with
      * gw_h2_session_consume() once passed on, or the peer's window stays closed. */
