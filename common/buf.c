@@ -90,38 +90,21 @@ int gw_slice_has_crlfnul(gw_slice_t s)
     return crlfnul_word(x);
 }
 
-/* Byte classes of the request-head rules. Generated from RFC 9110 §5.6.2 (tchar) and RFC 3986
- * §2.2-§2.3, §3.2, §3.3, §3.4 (unreserved, sub-delims, authority, pchar, query); "%" is in
- * none of them (pct-encoded is checked apart). Row r holds bytes 32r..32r+31. */
+/* Byte classes of the request-head rules: bit 1 = RFC 9110 §5.6.2 tchar; bit 2 = RFC 3986 §3.3
+ * pchar / "/" and §3.4 "?" (unreserved, sub-delims, ":", "@", "/", "?"); bit 4 = RFC 3986 §3.2
+ * authority characters (unreserved, sub-delims, ":", "[", "]"; no "@": no userinfo). "%" is in
+ * neither of the last two (pct-encoded is checked apart). Generated from those character lists
+ * (tests/unit/test_common_buf.c checks every byte against them); row r holds bytes 32r..32r+31. */
 enum { HC_TOKEN = 1, HC_TARGET = 2, HC_AUTHORITY = 4 };
 static const uint8_t head_class[256] = {
-#define T HC_TOKEN
-#define P HC_TARGET
-#define A HC_AUTHORITY
-    /* 0x00-0x1f: controls */
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    /* SP ! " # $ % & ' ( ) * + , - . / */
-    0, T | P | A, 0, T, T | P | A, T, T | P | A, T | P | A, P | A, P | A, T | P | A, T | P | A,
-    P | A, T | P | A, T | P | A, P,
-    /* 0-9 */
-    T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
-    T | P | A, T | P | A,
-    /* : ; < = > ? */
-    P | A, P | A, 0, P | A, 0, P,
-    /* @ A-Z [ \ ] ^ _ */
-    P, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
-    T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
-    T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
-    T | P | A, T | P | A, A, 0, A, T, T | P | A,
-    /* ` a-z { | } ~ DEL */
-    T, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
-    T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
-    T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A, T | P | A,
-    T | P | A, T | P | A, 0, T, 0, T | P | A, 0,
-    /* 0x80-0xff: zero */
-#undef T
-#undef P
-#undef A
+    0, 7, 0, 1, 7, 1, 7, 7, 6, 6, 7, 7, 6, 7, 7, 2, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 0, 6, 0, 2,
+    2, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 4, 0, 4, 1, 7,
+    1, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 0, 1, 0, 7, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
 
 static int is_hex(uint8_t c)
@@ -136,8 +119,7 @@ static int all_of(gw_slice_t s, uint8_t cls, int pct)
         uint8_t c = s.base[i];
         if (head_class[c] & cls)
             continue;
-        if (!pct || c != '%' || i + 2 >= s.len || !is_hex(s.base[i + 1]) ||
-            !is_hex(s.base[i + 2]))
+        if (!pct || c != '%' || i + 2 >= s.len || !is_hex(s.base[i + 1]) || !is_hex(s.base[i + 2]))
             return 0;
         i += 2;
     }

@@ -178,8 +178,7 @@ int gw_h1_request_head(gw_bytes_t *out, const gw_h1_request_t *req)
     /* the fronts refuse these before (issue 18.10: one rule, common/buf.c); kept here so that
      * no path can put a desynchronising request line on an origin connection */
     if (!gw_h1__is_token(req->method) || !gw_slice_is_request_target(req->target) ||
-        !clean(req->host) ||
-        !fields_ok(req->fields, req->fields_len))
+        !clean(req->host) || !fields_ok(req->fields, req->fields_len))
         return GW_E_INVAL;
     char line[48];
     size_t line_len = 0;

@@ -517,8 +517,8 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
         for (size_t i = 0; i < h->fields_len && prev_ok; i++)
             if (name_is(h->fields[i].name, "forwarded"))
                 prev_ok = forwarded_ok(h->fields[i].value);
-        gw_slice_t prev = prev_ok ? join(x, h, GW_SLICE_LIT("forwarded"), GW_SLICE_LIT(", "))
-                                  : (gw_slice_t){0};
+        gw_slice_t prev =
+            prev_ok ? join(x, h, GW_SLICE_LIT("forwarded"), GW_SLICE_LIT(", ")) : (gw_slice_t){0};
         gw_slice_t host = quoted(x, authority);
         add(x, GW_SLICE_LIT("Forwarded"),
             put(x, "%.*s%sfor=%s%s%s%s;proto=%.*s;host=%.*s", (int)prev.len,
@@ -567,12 +567,33 @@ static int translate(px_t *px, const gw_req_head_t *h, xlate_t *x, gw_back_req_t
  * different request than the one we checked (issue 18.12). */
 static size_t req_trailers(const gw_field_t *in, size_t n, gw_field_t *out)
 {
-    static const char *const deny[] = {
-        "host", "content-length", "expect", "trailer", "authorization", "proxy-authorization",
-        "cookie", "content-encoding", "content-type", "content-range", "content-location",
-        "range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
-        "if-range", "max-forwards", "cache-control", "pragma", "forwarded", "x-forwarded-for",
-        "x-forwarded-proto", "x-forwarded-host", "via", "priority", "http2-settings"};
+    static const char *const deny[] = {"host",
+                                       "content-length",
+                                       "expect",
+                                       "trailer",
+                                       "authorization",
+                                       "proxy-authorization",
+                                       "cookie",
+                                       "content-encoding",
+                                       "content-type",
+                                       "content-range",
+                                       "content-location",
+                                       "range",
+                                       "if-match",
+                                       "if-none-match",
+                                       "if-modified-since",
+                                       "if-unmodified-since",
+                                       "if-range",
+                                       "max-forwards",
+                                       "cache-control",
+                                       "pragma",
+                                       "forwarded",
+                                       "x-forwarded-for",
+                                       "x-forwarded-proto",
+                                       "x-forwarded-host",
+                                       "via",
+                                       "priority",
+                                       "http2-settings"};
     conn_toks_t toks;
     int conn = conn_toks(&toks, in, n);
     size_t k = 0;

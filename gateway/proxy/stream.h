@@ -84,9 +84,10 @@ struct gw_cstream {
     const char *peer_ip;         /* client address without port, for X-Forwarded-For */
     const struct sockaddr *addr; /* client address, for consistent hashing */
     int head_only;               /* the request was HEAD: the front drops body bytes */
-    int tls; /* the client came through TLS: the only source of the scheme the origin is told
-              * (X-Forwarded-Proto, Forwarded proto=), never the request's :scheme (issue 18.3) */
     void *proxy_data;            /* the proxy's own state for this stream */
+    /* the client came through TLS: the only source of the scheme the origin is told
+     * (X-Forwarded-Proto, Forwarded proto=), never the request's :scheme (issue 18.3) */
+    int tls;
 };
 
 #endif

@@ -56,8 +56,8 @@ static int on_head(void *ud, const gw_h1_msg_t *m)
     if (host && !gw_slice_is_authority(host->value))
         abort();
     /* what the back would write to the origin: must be accepted and read back the same */
-    gw_h1_request_t req = {m->method, m->target, host ? host->value : GW_SLICE_LIT("h"), NULL, 0,
-                           0};
+    gw_h1_request_t req = {m->method, m->target, host ? host->value : GW_SLICE_LIT("h"),
+                           NULL,      0,         0};
     gw_bytes_t out;
     gw_bytes_init(&out, 0);
     int rv = gw_h1_request_head(&out, &req);

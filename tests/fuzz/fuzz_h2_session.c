@@ -24,9 +24,8 @@ static int on_request(void *ud, const gw_h2_head_t *h)
     if (!gw_slice_is_token(h->method))
         abort();
     if (!gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT")) &&
-        (!gw_slice_is_request_target(h->path) ||
-         !(gw_slice_eq(h->scheme, GW_SLICE_LIT("http")) ||
-           gw_slice_eq(h->scheme, GW_SLICE_LIT("https")))))
+        (!gw_slice_is_request_target(h->path) || !(gw_slice_eq(h->scheme, GW_SLICE_LIT("http")) ||
+                                                   gw_slice_eq(h->scheme, GW_SLICE_LIT("https")))))
         abort();
     if (h->authority.base && !gw_slice_is_authority(h->authority))
         abort();

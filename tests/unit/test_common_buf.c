@@ -320,14 +320,28 @@ static void issue18_10_request_target_every_byte(void **state)
         assert_true(gw_slice_is_authority(gw_slice_str(pct + 1)) == 0); /* '/' */
     }
     /* a '%' not followed by two hex digits, and the cases of the issue */
-    static const char *const bad[] = {"/%",     "/%4",  "/%4g", "/a%",      "/%%41", "",
-                                      "/a b",   "/a#b", "/a\x0b" "HTTP/1.0", "/\x7f", "/\xc3\xa9",
-                                      "/a\tb",  "/a\"", "/<x>", "/a\\b",    "/{}"};
+    static const char *const bad[] = {"/%",
+                                      "/%4",
+                                      "/%4g",
+                                      "/a%",
+                                      "/%%41",
+                                      "",
+                                      "/a b",
+                                      "/a#b",
+                                      "/a\x0b"
+                                      "HTTP/1.0",
+                                      "/\x7f",
+                                      "/\xc3\xa9",
+                                      "/a\tb",
+                                      "/a\"",
+                                      "/<x>",
+                                      "/a\\b",
+                                      "/{}"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         if (gw_slice_is_request_target(gw_slice_str(bad[i])))
             fail_msg("bad target %zu accepted", i);
-    static const char *const good[] = {"/", "*", "/a/b?c=d&e=%2F", "http://a.test:80/x?y",
-                                       "/~u/!$&'()*+,;=:@", "/?/?"};
+    static const char *const good[] = {
+        "/", "*", "/a/b?c=d&e=%2F", "http://a.test:80/x?y", "/~u/!$&'()*+,;=:@", "/?/?"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
         if (!gw_slice_is_request_target(gw_slice_str(good[i])))
             fail_msg("good target %zu refused", i);

@@ -378,7 +378,9 @@ static void issue18_10_request_target_bytes(void **state)
             fail_msg("byte 0x%02x accepted: %s", b, r.log);
     }
     expect_reject("GET /a%zz HTTP/1.1\r\nHost: h\r\n\r\n", 400, "invalid request-target");
-    expect_reject("GET /a\x0b" "HTTP/1.0 HTTP/1.1\r\nHost: h\r\n\r\n", 400, "");
+    expect_reject("GET /a\x0b"
+                  "HTTP/1.0 HTTP/1.1\r\nHost: h\r\n\r\n",
+                  400, "");
     expect_reject("GET / HTTP/1.1\r\nHost: a\"b\r\n\r\n", 400, "invalid host");
     expect_reject("GET / HTTP/1.1\r\nHost: u@a.test\r\n\r\n", 400, "invalid host");
     expect_reject("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",

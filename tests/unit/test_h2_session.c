@@ -2271,8 +2271,8 @@ static void issue18_10_request_head_syntax(void **state)
     cli_t c;
     outs_t o;
     gw_h2_session_t *s = ready(&r, &c, NULL);
-    const char *const ok[] = {":method", "PURGE", ":scheme",
-                              "http",    ":path", "/a/b%20c?d=e/f?g&h=;@:!$'()*+,~",
+    const char *const ok[] = {":method",    "PURGE",      ":scheme",
+                              "http",       ":path",      "/a/b%20c?d=e/f?g&h=;@:!$'()*+,~",
                               ":authority", "[::1]:8080", NULL};
     cli_headers(&c, 1, GW_H2_F_END_STREAM, ok);
     assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
