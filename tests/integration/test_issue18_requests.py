@@ -7,7 +7,6 @@ Every malformed request is checked twice: the client-side answer (400 over HTTP/
 PROTOCOL_ERROR over HTTP/2, never a 502) and that the origin saw nothing."""
 import json
 import socket
-import ssl
 import threading
 import time
 
