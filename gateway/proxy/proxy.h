@@ -12,7 +12,7 @@
  * to the origin socket.
  *
  * Coalescing: concurrent identical GET/HEAD requests on a route with `coalesce` share one
- * origin exchange; see exchange.c for the rules.
+ * origin exchange; the rules (RFC 9111) are in coalesce.c, the shared body in exchange.c.
  */
 #ifndef GW_PROXY_PROXY_H
 #define GW_PROXY_PROXY_H
