@@ -214,6 +214,23 @@ def test_issue18_1_scheme_is_in_the_key(gateway, corigin):
     assert origin_count(corigin, "/c/proto") == 2
 
 
+# ---- issue 18 item 2: coalesce_headers naming a field twice -------------------------------------
+
+def test_issue18_2_duplicate_coalesce_headers_with_a_long_value(gateway, corigin):
+    """[accept, Accept]: the key was sized for each field once but written once per matching
+    name, so a long accept value overflowed the heap with client bytes (under ASan the gateway
+    aborts; the fixture fails on its report)."""
+    port = free_port()
+    g = gateway(config(port, corigin.port).replace(
+        "    upstream: app\n", "    upstream: app\n    coalesce_headers: [accept, Accept]\n"),
+        wait=[("127.0.0.1", port)])
+    accept = "text/html;q=0.9," * 1000
+    got = many_gets(port, "/c/app.js", 3, extra=[("accept", accept), ("Accept".lower(), accept)])
+    assert all(v == ("200", APP_JS) for v in got.values()), got
+    assert origin_count(corigin, "/c/app.js") == 1
+    assert g.proc.poll() is None
+
+
 # ---- issue 18 item 1: responses that must not be shared -----------------------------------------
 
 @pytest.mark.parametrize("path", [
