@@ -3,6 +3,7 @@ exchange, which responses are shared, and how a shared response is held once for
 subscriber. Issue 18 item 1 (conditional and partial responses served to others, the scheme
 in the key, uncacheable responses shared) and issue 19 item 2 (followers on one connection
 detached one by one). Origin requests are counted at the scripted origin."""
+import hashlib
 import select
 import time
 
@@ -303,6 +304,53 @@ def test_issue19_2_followers_on_one_connection_make_one_origin_request(gwc):
     assert len(done) == n
     assert all(status[s] == "200" and bytes(bodies[s]) == want for s in sids)
     assert origin_count(gwc.origin, f"/bytes/{size}") == 1
+
+
+def test_issue19_2_trailers_reach_followers_that_finish_after_the_origin(gwc):
+    """The followers on one connection reach the end of the body after the origin is done:
+    the trailers are held with the body and sent to each of them."""
+    n, size = 5, 300000
+    cl = Client(gwc.port)
+    sids = []
+    for _ in range(n):  # in one flight: all wait for the head
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", f"/chunked/{size}"),
+                                (":scheme", "http"), (":authority", "localhost")], end_stream=True)
+        sids.append(sid)
+    cl.flush()
+    trailers, bodies = {}, {s: b"" for s in sids}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(trailers) < n:
+        got = cl.events(lambda e: len(e) > 0, timeout=2)
+        if not got:
+            break
+        for e in got:
+            if isinstance(e, h2.events.DataReceived):
+                bodies[e.stream_id] += e.data
+                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, h2.events.TrailersReceived):
+                trailers[e.stream_id] = dict(e.headers)
+        cl.flush()
+    cl.close()
+    want = pattern(size)
+    sha = hashlib.sha1(want).hexdigest()
+    assert all(bodies[s] == want for s in sids)
+    assert all(trailers.get(s, {}).get("x-checksum") == sha for s in sids), trailers
+    assert origin_count(gwc.origin, f"/chunked/{size}") == 1
+
+
+def test_coalesced_head_requests(gwc):
+    cl = Client(gwc.port)
+    sids = [cl.request("/c/app.js", method="HEAD") for _ in range(5)]
+    evs = cl.events(lambda e: sum(isinstance(x, h2.events.StreamEnded) for x in e) >= 5,
+                    timeout=10)
+    cl.close()
+    heads = [dict(e.headers) for e in evs if isinstance(e, h2.events.ResponseReceived)]
+    assert len(heads) == 5 and all(h[":status"] == "200" for h in heads)
+    assert all(h["content-length"] == str(len(APP_JS)) for h in heads)
+    assert not any(isinstance(e, h2.events.DataReceived) and e.data for e in evs)
+    assert sorted(e.stream_id for e in evs if isinstance(e, h2.events.StreamEnded)) == sids
+    assert origin_count(gwc.origin, "/c/app.js") == 1
 
 
 class Conn:
