@@ -8,50 +8,51 @@
  * DESIGN.md "Safe sharing"). Review of the rules against RFC 9111 §4 (reusing a stored
  * response), clause by clause, with the storing rules of §3 it refers to:
  *
- *  §4 ¶1 "the presented target URI and that of the stored response match"
+ *  §4 "the presented target URI and that of the stored response match"
  *      → the key holds the scheme, the authority (lowercased, RFC 3986 §6.2.2.1) and the path
  *        with its query, byte for byte. The scheme is in the key because the cleartext and TLS
  *        listeners share routes: an `http` answer (say a redirect to https) must not reach an
  *        `https` client.
- *  §4 ¶1 "the request method associated with the stored response allows it to be used for the
- *        presented request"; §4 ¶5 unsafe methods are written through
+ *  §4 "the request method associated with the stored response allows it to be used for the
+ *        presented request"; "a cache MUST write through requests with methods that are unsafe"
  *      → only GET and HEAD coalesce, and the method is in the key (a HEAD never gets a GET's
  *        exchange or the reverse).
- *  §4 ¶1 "request header fields nominated by the stored response (if any) match" (§4.1)
+ *  §4 "request header fields nominated by the stored response (if any) match" (§4.1)
  *      → the values of the route's coalesce_headers are in the key, so two requests with one
  *        key agree on them; a response whose Vary names any other field is not shared, and
- *        `Vary: *` never matches (§4.1 ¶3).
- *  §4 ¶1 "the stored response does not contain the no-cache directive (§5.2.2.4)"
+ *        `Vary: *` never matches (§4.1).
+ *  §4 "the stored response does not contain the no-cache directive (§5.2.2.4)"
  *      → a response with Cache-Control no-cache (qualified or not) is not shared.
- *  §4 ¶1 "the stored response is … fresh (§4.2), … or successfully validated (§4.3)"
+ *  §4 "the stored response is … fresh (§4.2), … or successfully validated (§4.3)"
  *      → a shared response is the origin's answer to the leader's request, received after
  *        every joiner's request arrived (joining ends at the response head): it is at most one
  *        origin round trip old, as fresh as a response the joiner would have fetched itself.
  *        A client that asks for a response validated after its own request (request
  *        Cache-Control no-cache §5.2.1.4, max-age=0 §5.2.1.1, Pragma no-cache §5.4) or that
  *        forbids storage (request no-store §5.2.1.5) neither leads nor joins.
- *  §4 ¶2 the Age field of a reused response
+ *  §4 "a cache MUST generate an Age header field" when it reuses a response
  *      → none is added: the response is not stored, and its age is below one second.
  *  §4.3 conditional requests, RFC 9110 §13: a cache answers them by evaluating the conditions
  *        against the stored response; RFC 9110 §14 (ranges), §3.3/§3.4 (partial content)
  *      → the coalescer evaluates nothing, so requests with Range, If-Range, If-Match,
  *        If-None-Match, If-Modified-Since or If-Unmodified-Since neither lead nor join (else one
  *        client's 206 or 304 answers another's plain GET), and a 206 or 304 is never shared.
- *  §3 ¶1 "the response status code is final" and "understood"; "the response contains … a
+ *  §3 "the response status code is final" and "understood"; "the response contains … a
  *        public response directive, an s-maxage, max-age, Expires, or a status code that is
  *        defined as heuristically cacheable" (RFC 9110 §15.1: 200, 203, 204, 206, 300, 301,
  *        308, 404, 405, 410, 414, 501)
  *      → other statuses (302, 5xx, …) are shared only with explicit freshness; else the joiners
  *        fetch on their own.
- *  §3 ¶1 "the no-store cache directive is not present in the response" (§5.2.2.5); "if the
+ *  §3 "the no-store cache directive is not present in the response" (§5.2.2.5); "if the
  *        cache is shared: the private response directive is … not present" (§5.2.2.7)
  *      → neither is shared.
- *  §3 ¶1 "if the cache is shared: the Authorization header field is not present in the
+ *  §3 "if the cache is shared: the Authorization header field is not present in the
  *        request" (§3.5)
  *      → requests with Authorization do not coalesce, nor do those with Cookie (a local rule:
  *        origins personalise by cookie without saying Vary: Cookie), unless the route says
  *        coalesce_private (the operator's decision that its origin answers alike).
- *  Set-Cookie (RFC 9111 §7.3 notes that caching it can leak a session; RFC 6265 §7)
+ *  Set-Cookie (RFC 9111 §7.3: it "does not inhibit caching", which leaks sessions when the
+ *        origin forgets Cache-Control)
  *      → stricter than RFC 9111 §3: a response that sets a cookie is never shared.
  *  Request content and Expect (RFC 9110 §9.3.1: content in a GET has no defined semantics;
  *        §10.1.1 Expect)
