@@ -408,6 +408,7 @@ static const field_t limit_fields[] = {
     FLD(gw_cfg_limits_t, write_buffer, F_SIZE, 4096, 1ull << 30),
     FLD(gw_cfg_limits_t, max_request_head, F_SIZE, 1024, 16ull << 20),
     FLD(gw_cfg_limits_t, body_buffer, F_SIZE, 1024, 1ull << 30),
+    FLD(gw_cfg_limits_t, coalesce_buffer, F_SIZE, 64 * 1024, 1ull << 30),
 };
 
 static const field_t throttle_fields[] = {
@@ -943,6 +944,25 @@ static void load_upstreams(ld_t *ld, yaml_node_t *v)
     each_pair(ld, v, upstreams_pair, NULL);
 }
 
+/* Drop later duplicates from a list of field names, compared case-insensitively (field names
+ * are, RFC 9110 §5.1): `[accept, Accept]` is one field (issue 18 item 2). */
+static void dedup_nocase(char **l, size_t *n)
+{
+    if (!l)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++) {
+        int dup = 0;
+        for (size_t j = 0; j < k && !dup; j++)
+            dup = l[i] && l[j] && gw_slice_eq_nocase(gw_slice_str(l[i]), gw_slice_str(l[j]));
+        if (dup)
+            gw_free(l[i]);
+        else
+            l[k++] = l[i];
+    }
+    *n = k;
+}
+
 /* ---- routes ---- */
 
 static const field_t route_fields[] = {
@@ -976,6 +996,7 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
     } else if (!strcmp(key, "coalesce_headers")) {
         free_str_list(x->r->coalesce_headers, x->r->coalesce_headers_len);
         x->r->coalesce_headers = load_str_list(ld, v, key, &x->r->coalesce_headers_len);
+        dedup_nocase(x->r->coalesce_headers, &x->r->coalesce_headers_len);
     } else if (!set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
         err_at(ld, k, "unknown key '%s' in a route", key);
     }
@@ -1135,6 +1156,8 @@ static void set_defaults(gw_config_t *c)
         /* 64 KiB cost ~50% more CPU per 256 KiB response (origin read pause/resume churn);
          * nghttpx's backend response buffer is 128K too */
         .body_buffer = 128 * 1024,
+        /* a coalesced response is held once for all its subscribers (issue 19 item 2) */
+        .coalesce_buffer = 1024 * 1024,
     };
 }
 

@@ -146,6 +146,7 @@ typedef struct {
     size_t write_buffer;      /* bytes queued to a client socket before reads pause */
     size_t max_request_head;  /* HTTP/1.1 front: request line + headers */
     size_t body_buffer;       /* per exchange, each direction */
+    size_t coalesce_buffer;   /* per coalesced exchange: span between slowest and fastest */
 } gw_cfg_limits_t;
 
 typedef struct {

@@ -6,7 +6,9 @@
  * the streams it serves (its subscribers). Without coalescing an ox_t has one subscriber, which
  * also owns the request body. With coalescing, identical GET/HEAD requests that arrive before
  * the response head join the in-flight ox_t; at the head the proxy decides whether the response
- * may serve them all (RFC 9111 §4), and fans the body out by reference. */
+ * may serve them all (the rules and their RFC 9111 review are in coalesce.c). The body is held
+ * once, in the ox_t's store, by reference; each subscriber has a cursor into it and is handed
+ * bytes as its client takes them (see "flow control" below). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,8 +32,8 @@ typedef struct {
     uint64_t body_inflight; /* request body bytes given to the back, not yet credited */
     int64_t req_cl;         /* request Content-Length, -1 unknown */
     uint64_t req_sent;      /* request body bytes received from the client */
-    uint64_t delivered;     /* response body bytes handed to the client stream */
-    uint64_t skip;          /* after a detach: bytes of the new response already delivered */
+    uint64_t delivered;     /* cursor: response body bytes handed to the client stream (after
+                               a detach, bytes of the new response below it are not resent) */
     int64_t resp_cl;        /* response content-length sent, -1 none */
     unsigned status;        /* status of the response head sent, 0 before */
     unsigned resp_started : 1;
@@ -55,11 +57,17 @@ struct ox {
     px_t *owner;     /* the stream whose request (and body) this is */
     gw_list_t klink; /* in p->inflight while others may join */
     char *key;       /* coalescing key, NULL when not coalescible */
+    size_t keylen;
     uint64_t hash;
     gw_list_t plink; /* in p->paused */
     uint64_t paused_since;
+    gw_proxy__cbody_t body; /* the response body from the slowest subscriber's cursor on */
+    gw_field_t *trailers;   /* translated response trailers (one block), sent after the body */
+    size_t ntrailers;
     unsigned paused : 1;
     unsigned indexed : 1;
+    unsigned complete : 1; /* the origin response ended: subscribers finish at the body's end */
+    unsigned pumping : 1;  /* inside pump(): the last sub_remove leaves freeing to it */
 };
 
 /* Per body write to the origin: what to credit back when it is written. */
@@ -650,61 +658,7 @@ static size_t resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in
     return k;
 }
 
-/* ---- coalescing key ------------------------------------------------------------------------ */
-
-static uint64_t fnv(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
-}
-
-/* Whether a request may share an exchange, and its key: method, host, path and the values of
- * the route's significant headers. NULL when it may not (or out of memory). */
-static char *coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h)
-{
-    if (!r->coalesce || !h->end_stream)
-        return NULL;
-    if (!gw_slice_eq(h->method, GW_SLICE_LIT("GET")) &&
-        !gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")))
-        return NULL;
-    size_t n = h->method.len + h->authority.len + h->path.len + 8;
-    for (size_t i = 0; i < h->fields_len; i++) {
-        const gw_field_t *f = &h->fields[i];
-        if (!r->coalesce_private &&
-            (name_is(f->name, "authorization") || name_is(f->name, "cookie")))
-            return NULL;
-        n += f->value.len + 2;
-    }
-    n += r->coalesce_headers_len * 2;
-    char *k = gw_malloc(n);
-    if (!k)
-        return NULL;
-    size_t at = 0;
-#define KPUT(p, l)                                                                                 \
-    do {                                                                                           \
-        memcpy(k + at, (p), (l));                                                                  \
-        at += (l);                                                                                 \
-    } while (0)
-    KPUT(h->method.base, h->method.len);
-    k[at++] = '\n';
-    gw_ascii_lower(k + at, h->authority.base, h->authority.len);
-    at += h->authority.len;
-    k[at++] = '\n';
-    KPUT(h->path.base, h->path.len);
-    for (size_t j = 0; j < r->coalesce_headers_len; j++) {
-        k[at++] = '\n';
-        for (size_t i = 0; i < h->fields_len; i++)
-            if (name_is(h->fields[i].name, r->coalesce_headers[j])) {
-                KPUT(h->fields[i].value.base, h->fields[i].value.len);
-                k[at++] = ',';
-            }
-    }
-#undef KPUT
-    k[at] = 0;
-    return k;
-}
+/* ---- in-flight index (the rules are in coalesce.c) ------------------------------------ */
 
 static void unindex(ox_t *ox)
 {
@@ -714,12 +668,12 @@ static void unindex(ox_t *ox)
     }
 }
 
-static ox_t *find_inflight(gw_proxy_t *p, const char *key, uint64_t hash)
+static ox_t *find_inflight(gw_proxy_t *p, const char *key, size_t len, uint64_t hash)
 {
     gw_list_foreach(it, &p->inflight)
     {
         ox_t *ox = GW_CONTAINER_OF(it, ox_t, klink);
-        if (ox->hash == hash && !strcmp(ox->key, key) && ox->bx)
+        if (ox->hash == hash && ox->keylen == len && !memcmp(ox->key, key, len) && ox->bx)
             return ox;
     }
     return NULL;
@@ -748,6 +702,8 @@ static void ox_free(ox_t *ox)
         gw_back_cancel(bx); /* pending body writes report back: their streams are closed */
     }
     gw_free(ox->key);
+    gw_proxy__cbody_free(&ox->body);
+    gw_free(ox->trailers);
     obj_put(&ox->p->ox_free, &ox->p->ox_nfree, ox);
 }
 
@@ -761,7 +717,7 @@ static void sub_remove(px_t *px)
     ox->nsubs--;
     if (ox->owner == px)
         ox->owner = NULL;
-    if (ox->nsubs == 0)
+    if (ox->nsubs == 0 && !ox->pumping)
         ox_free(ox);
 }
 
@@ -859,9 +815,9 @@ static void bad_request(px_t *px, const char *why)
 
 static const gw_back_cbs_t back_cbs;
 
-/* Start an origin exchange of px's own; with key (owned) it is indexed for followers.
- * Answers px itself on a synchronous failure. */
-static void dispatch(px_t *px, char *key)
+/* Start an origin exchange of px's own; with key (owned, keylen bytes) it is indexed for
+ * followers. Answers px itself on a synchronous failure. */
+static void dispatch(px_t *px, char *key, size_t keylen)
 {
     gw_proxy_t *p = px->p;
     ox_t *ox = obj_get(&p->ox_free, &p->ox_nfree, sizeof(*ox));
@@ -875,6 +831,7 @@ static void dispatch(px_t *px, char *key)
     gw_list_init(&ox->subs);
     gw_list_init(&ox->plink);
     gw_list_init(&ox->klink);
+    gw_proxy__cbody_init(&ox->body);
     ox->owner = px;
     xlate_t x;
     x.f = NULL;
@@ -909,7 +866,8 @@ static void dispatch(px_t *px, char *key)
     px->ox = ox;
     if (key) {
         ox->key = key;
-        ox->hash = fnv(key, strlen(key));
+        ox->keylen = keylen;
+        ox->hash = gw_proxy__hash(key, keylen);
         ox->indexed = 1;
         gw_list_push_back(&p->inflight, &ox->klink);
     }
@@ -920,7 +878,7 @@ static void detach(px_t *px)
 {
     sub_remove(px);
     px->follower = 0;
-    dispatch(px, NULL);
+    dispatch(px, NULL, 0);
 }
 
 /* ---- flow control --------------------------------------------------------------------------- */
@@ -942,35 +900,153 @@ static void ox_pause(ox_t *ox)
     }
 }
 
-/* After body bytes went out: pause the origin when every subscriber holds the bound; a
- * follower more than the bound behind the fastest is detached to fetch on its own. */
-static void check_pressure(ox_t *ox)
+#define FOREACH_SUB(ox, px)                                                                        \
+    for (gw_list_t *it_ = (ox)->subs.next, *nx_ = it_->next; it_ != &(ox)->subs;                   \
+         it_ = nx_, nx_ = it_->next)                                                               \
+        for (px_t *px = GW_CONTAINER_OF(it_, px_t, slink); px; px = NULL)
+
+/* The response body is held once, in ox->body, by reference, for every subscriber (issue 19
+ * item 2). Each subscriber's cursor (px->delivered) says how far it got; a client stream is
+ * handed bytes while it holds less than limits.body_buffer (ops->pending), and the store keeps
+ * the bytes from the slowest cursor to what the origin sent last. So an exchange holds the span
+ * between its slowest and fastest subscriber (plus what each client stream has queued, which
+ * references the same buffers), however many subscribe:
+ *
+ *  - the origin is read while some subscriber has everything and can take more ("hungry": its
+ *    cursor is at the end and its stream holds less than body_buffer) and the span is under
+ *    limits.coalesce_buffer; otherwise the read pauses (and the stall sweep watches it);
+ *  - when a subscriber is hungry but the span reached coalesce_buffer, the followers that are
+ *    coalesce_buffer behind the end detach and fetch on their own (their cursor carries over:
+ *    the bytes they have are not resent), and the read goes on for the others.
+ *
+ * Followers on one HTTP/2 connection, which the scheduler serves one after another, so stay
+ * attached as long as the response is within coalesce_buffer of the slowest of them. */
+
+/* Whether px still takes body bytes. */
+static int wants_body(const px_t *px)
 {
-    size_t bound = ox->p->cfg->limits.body_buffer;
-    size_t min = SIZE_MAX;
-    gw_list_foreach(it, &ox->subs)
-    {
-        px_t *px = GW_CONTAINER_OF(it, px_t, slink);
-        size_t pend = px->s->ops->pending(px->s);
-        if (pend < min)
-            min = pend;
+    return !px->closed && !px->reset && px->resp_started && !px->resp_done;
+}
+
+/* Hand px what its stream can take; at the end of a complete response, finish it (trailers or
+ * END_STREAM) and unsubscribe it. */
+static void feed(ox_t *ox, px_t *px)
+{
+    if (px->closed)
+        return;
+    if (px->reset) {
+        if (ox->complete)
+            sub_remove(px); /* the front closes it later */
+        return;
     }
-    if (ox->nsubs > 1 && min < bound) {
-        gw_list_foreach_safe(it, tmp, &ox->subs)
-        {
-            px_t *px = GW_CONTAINER_OF(it, px_t, slink);
-            if (ox->nsubs > 1 && px->s->ops->pending(px->s) > min + bound) {
-                ox->p->stats.detached++;
-                GW_LOG_DEBUG("coalesce_detach", "peer=%s path=%s delivered=%llu", px->s->peer,
-                             px->path, (unsigned long long)px->delivered);
-                px->skip = px->delivered;
-                px->delivered = 0;
-                detach(px); /* ox survives: others remain */
+    if (!px->resp_started)
+        return;
+    if (!px->resp_done) {
+        size_t bound = ox->p->cfg->limits.body_buffer;
+        gw_rslice_t sl;
+        while (px->delivered < ox->body.end && px->s->ops->pending(px->s) < bound &&
+               gw_proxy__cbody_at(&ox->body, px->delivered, &sl) == 0) {
+            px->delivered += sl.len;
+            if (px->s->ops->body(px->s, sl.buf, sl.off, sl.len, 0) < 0) {
+                do_reset(px, GW_CS_RESET_INTERNAL);
+                return;
             }
         }
     }
-    if (min >= bound)
+    if (!ox->complete || px->delivered < ox->body.end)
+        return;
+    if (!px->resp_done) {
+        int rv = ox->trailers ? px->s->ops->trailers(px->s, ox->trailers, ox->ntrailers)
+                              : px->s->ops->body(px->s, NULL, 0, 0, 1);
+        if (rv < 0) {
+            do_reset(px, GW_CS_RESET_INTERNAL);
+            sub_remove(px);
+            return;
+        }
+    }
+    response_done(px);
+    sub_remove(px);
+}
+
+/* Release what every subscriber has, detach the followers past coalesce_buffer, and pause or
+ * resume the origin read (the rules above). */
+static void regulate(ox_t *ox)
+{
+    gw_proxy_t *p = ox->p;
+    size_t bound = p->cfg->limits.body_buffer;
+    uint64_t cbuf = p->cfg->limits.coalesce_buffer;
+    uint64_t end = ox->body.end, min = end;
+    int hungry = 0, active = 0;
+    FOREACH_SUB(ox, px)
+    {
+        if (!wants_body(px))
+            continue;
+        active = 1;
+        if (px->delivered < min)
+            min = px->delivered;
+        /* a cursor past the end: a detached stream waiting for bytes it does not have yet */
+        if (px->delivered >= end && px->s->ops->pending(px->s) < bound)
+            hungry = 1;
+    }
+    if (hungry && ox->bx && end - min >= cbuf) {
+        min = end;
+        FOREACH_SUB(ox, px)
+        {
+            if (!wants_body(px))
+                continue;
+            if (px->delivered < end && end - px->delivered >= cbuf) {
+                p->stats.detached++;
+                GW_LOG_DEBUG("coalesce_detach", "peer=%s path=%s delivered=%llu behind=%llu",
+                             px->s->peer, px->path, (unsigned long long)px->delivered,
+                             (unsigned long long)(end - px->delivered));
+                detach(px); /* ox survives: the hungry subscriber stays */
+            } else if (px->delivered < min) {
+                min = px->delivered;
+            }
+        }
+    }
+    gw_proxy__cbody_trim(&ox->body, min);
+    if (!ox->bx)
+        return;
+    if (!active || (hungry && end - min < cbuf))
+        ox_unpause(ox); /* nobody left to wait for (the rest is dropped), or room to read */
+    else
         ox_pause(ox);
+}
+
+/* feed() every subscriber, then regulate(). Returns 1 when ox was freed (every subscriber
+ * finished), else 0. */
+static int pump(ox_t *ox)
+{
+    ox->pumping = 1;
+    FOREACH_SUB(ox, px)
+    {
+        feed(ox, px);
+    }
+    if (ox->nsubs)
+        regulate(ox);
+    ox->pumping = 0;
+    if (ox->nsubs == 0) {
+        ox_free(ox);
+        return 1;
+    }
+    return 0;
+}
+
+/* The exchange cannot go on (out of memory while holding the response): every subscriber
+ * fails, the origin exchange is dropped. */
+static void ox_abort(ox_t *ox, int code)
+{
+    if (ox->bx) {
+        gw_back_exch_t *bx = ox->bx;
+        ox->bx = NULL;
+        gw_back_cancel(bx);
+    }
+    FOREACH_SUB(ox, px)
+    {
+        fail(px, code);
+    }
+    ox_end(ox);
 }
 
 /* A client that keeps its window shut holds at most the buffer bound, and only for
@@ -1007,11 +1083,6 @@ static void on_sweep(uv_timer_t *t)
 
 /* ---- back callbacks ---------------------------------------------------------------------- */
 
-#define FOREACH_SUB(ox, px)                                                                        \
-    for (gw_list_t *it_ = (ox)->subs.next, *nx_ = it_->next; it_ != &(ox)->subs;                   \
-         it_ = nx_, nx_ = it_->next)                                                               \
-        for (px_t *px = GW_CONTAINER_OF(it_, px_t, slink); px; px = NULL)
-
 static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
 {
     (void)x;
@@ -1031,55 +1102,13 @@ static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     }
 }
 
-static int contains_nocase(gw_slice_t v, const char *lit)
-{
-    size_t n = strlen(lit);
-    for (size_t j = 0; j + n <= v.len; j++)
-        if (gw_slice_eq_nocase((gw_slice_t){v.base + j, n}, (gw_slice_t){(const uint8_t *)lit, n}))
-            return 1;
-    return 0;
-}
-
-/* RFC 9111 §4 / §5.2.2: whether one response may answer every waiting request. */
-static int shareable(const gw_cfg_route_t *r, const gw_back_head_t *h)
-{
-    for (size_t i = 0; i < h->fields_len; i++) {
-        const gw_field_t *f = &h->fields[i];
-        if (name_is(f->name, "set-cookie"))
-            return 0;
-        if (name_is(f->name, "cache-control") &&
-            (contains_nocase(f->value, "private") || contains_nocase(f->value, "no-store")))
-            return 0;
-        if (name_is(f->name, "vary")) {
-            /* a Vary on a header outside the key: the followers may differ in it */
-            const uint8_t *p = f->value.base, *e = p + f->value.len;
-            while (p < e) {
-                while (p < e && (*p == ' ' || *p == ','))
-                    p++;
-                const uint8_t *t = p;
-                while (p < e && *p != ',' && *p != ' ')
-                    p++;
-                if (p == t)
-                    continue;
-                gw_slice_t tok = {t, (size_t)(p - t)};
-                int in_key = 0;
-                for (size_t k = 0; k < r->coalesce_headers_len; k++)
-                    if (gw_slice_eq_nocase(tok, gw_slice_str(r->coalesce_headers[k])))
-                        in_key = 1;
-                if (!in_key)
-                    return 0;
-            }
-        }
-    }
-    return 1;
-}
-
 static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
 {
     (void)x;
     ox_t *ox = ud;
     unindex(ox); /* from now on a new request gets an exchange of its own */
-    if (ox->nsubs > 1 && !shareable(ox->route, h)) {
+    if (ox->nsubs > 1 &&
+        !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields, h->fields_len)) {
         /* the followers go to the origin on their own; the first subscriber keeps this one */
         px_t *keep = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
         FOREACH_SUB(ox, px)
@@ -1098,7 +1127,7 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     {
         if (px->closed || px->reset)
             continue;
-        if (px->skip || px->resp_started) {
+        if (px->resp_started) {
             /* a detached stream whose head went out: the new response must be the same one */
             if ((unsigned)h->status != px->status || cl != px->resp_cl)
                 do_reset(px, GW_CS_RESET_INTERNAL); /* leaves when the front closes it */
@@ -1116,29 +1145,19 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     }
 }
 
+/* Body bytes go into the store, and from there to every subscriber that can take them. */
 static void b_body(gw_back_exch_t *x, void *ud, gw_rslice_t b)
 {
     (void)x;
     ox_t *ox = ud;
-    FOREACH_SUB(ox, px)
-    {
-        if (px->closed || px->resp_done || px->reset)
-            continue;
-        size_t off = b.off, len = b.len;
-        if (px->skip) {
-            size_t k = px->skip < len ? (size_t)px->skip : len;
-            px->skip -= k, off += k, len -= k;
-            if (!len)
-                continue;
-        }
-        px->delivered += len;
-        if (px->s->ops->body(px->s, b.buf, off, len, 0) < 0)
-            do_reset(px, GW_CS_RESET_INTERNAL);
+    if (gw_proxy__cbody_append(&ox->body, b.buf, b.off, b.len) < 0) {
+        ox_abort(ox, GW_E_NOMEM);
+        return;
     }
-    if (ox->nsubs)
-        check_pressure(ox);
+    pump(ox);
 }
 
+/* Trailers are kept (translated, in one block) until each subscriber reached the body's end. */
 static void b_trailers(gw_back_exch_t *x, void *ud, const gw_back_field_t *tf, size_t tn)
 {
     (void)x;
@@ -1147,32 +1166,39 @@ static void b_trailers(gw_back_exch_t *x, void *ud, const gw_back_field_t *tf, s
     char lower[8192];
     int64_t cl;
     size_t n = resp_fields(ox->route, tf, tn, f, lower, sizeof(lower), &cl, 0);
-    FOREACH_SUB(ox, px)
-    {
-        if (px->closed || px->resp_done || px->reset)
-            continue;
-        if (px->s->ops->trailers(px->s, f, n) < 0)
-            do_reset(px, GW_CS_RESET_INTERNAL);
-        else
-            px->resp_done = 1;
+    size_t bytes = n * sizeof(gw_field_t) + 1;
+    for (size_t i = 0; i < n; i++)
+        bytes += f[i].name.len + f[i].value.len;
+    gw_field_t *t = gw_malloc(bytes);
+    if (!t) {
+        ox_abort(ox, GW_E_NOMEM);
+        return;
     }
+    uint8_t *d = (uint8_t *)(t + n);
+    for (size_t i = 0; i < n; i++) {
+        gw_slice_t nv[2] = {f[i].name, f[i].value};
+        for (int k = 0; k < 2; k++) {
+            if (nv[k].len)
+                memcpy(d, nv[k].base, nv[k].len);
+            nv[k].base = d;
+            d += nv[k].len;
+        }
+        t[i] = (gw_field_t){nv[0], nv[1]};
+    }
+    gw_free(ox->trailers);
+    ox->trailers = t;
+    ox->ntrailers = n;
 }
 
+/* The origin is done: subscribers at the end finish now, the others as they catch up. */
 static void b_complete(gw_back_exch_t *x, void *ud)
 {
     (void)x;
     ox_t *ox = ud;
     ox->bx = NULL;
-    FOREACH_SUB(ox, px)
-    {
-        if (px->closed || px->reset)
-            continue;
-        if (!px->resp_done && px->s->ops->body(px->s, NULL, 0, 0, 1) < 0)
-            do_reset(px, GW_CS_RESET_INTERNAL);
-        else
-            response_done(px);
-    }
-    ox_end(ox);
+    ox->complete = 1;
+    ox_unpause(ox);
+    pump(ox);
 }
 
 static void b_error(gw_back_exch_t *x, void *ud, int code)
@@ -1234,9 +1260,10 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     gw_list_init(&px->slink);
     s->proxy_data = px;
 
-    char *key = coalesce_key(r, h);
+    size_t klen;
+    char *key = gw_proxy__coalesce_key(r, h, &klen);
     if (key) {
-        ox_t *ox = find_inflight(p, key, fnv(key, strlen(key)));
+        ox_t *ox = find_inflight(p, key, klen, gw_proxy__hash(key, klen));
         if (ox) {
             gw_free(key);
             gw_list_push_back(&ox->subs, &px->slink);
@@ -1247,7 +1274,7 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
             return 0;
         }
     }
-    dispatch(px, key);
+    dispatch(px, key, klen);
     return 0;
 }
 
@@ -1378,18 +1405,12 @@ void gw_proxy_reprioritize(gw_proxy_t *p, gw_cstream_t *s)
 
 void gw_proxy_writable(gw_proxy_t *p, gw_cstream_t *s)
 {
+    (void)p;
     px_t *px = s->proxy_data;
-    if (!px || !px->ox || !px->ox->paused)
+    if (!px || !px->ox)
         return;
-    ox_t *ox = px->ox;
-    gw_list_foreach(it, &ox->subs)
-    {
-        px_t *q = GW_CONTAINER_OF(it, px_t, slink);
-        if (q->s->ops->pending(q->s) < p->cfg->limits.body_buffer) {
-            ox_unpause(ox); /* someone can take more: the laggards are detached if need be */
-            return;
-        }
-    }
+    /* the stream takes bytes held for it; the origin read resumes if it may (regulate()) */
+    pump(px->ox);
 }
 
 void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)

@@ -12,7 +12,10 @@
  * to the origin socket.
  *
  * Coalescing: concurrent identical GET/HEAD requests on a route with `coalesce` share one
- * origin exchange; see exchange.c for the rules.
+ * origin exchange, whose response body is held once, by reference, for all of them: at most
+ * limits.coalesce_buffer bytes between the slowest and the fastest (plus body_buffer queued per
+ * client stream); a follower further behind detaches and fetches on its own. The rules (RFC
+ * 9111) are in coalesce.c, the shared body in exchange.c.
  */
 #ifndef GW_PROXY_PROXY_H
 #define GW_PROXY_PROXY_H

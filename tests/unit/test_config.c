@@ -482,6 +482,55 @@ static void alloc_failure_sweep(void **state)
     assert_true(saw_success);
 }
 
+/* limits.coalesce_buffer (issue 19 item 2): default 1 MiB, sizes accepted, out of range
+ * reported with its position. */
+static void coalesce_buffer_limit(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(MINIMAL, &c, &e), 0);
+    assert_int_equal(c->limits.coalesce_buffer, 1024 * 1024);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    assert_int_equal(load(MINIMAL "limits: {coalesce_buffer: 256KiB}\n", &c, &e), 0);
+    assert_int_equal(c->limits.coalesce_buffer, 256 * 1024);
+    assert_int_equal(c->limits.body_buffer, 128 * 1024);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    expect_error(MINIMAL "limits: {coalesce_buffer: 1KiB}\n",
+                 "t.yaml:8:27: 'coalesce_buffer' is out of range: 1KiB (allowed "
+                 "65536..1073741824)");
+    expect_error(MINIMAL "limits: {coalesce_buffer: 2GiB}\n",
+                 "t.yaml:8:27: 'coalesce_buffer' is out of range: 2GiB (allowed "
+                 "65536..1073741824)");
+    expect_error(
+        MINIMAL "limits: {coalesce_buffer: many}\n",
+        "t.yaml:8:27: 'coalesce_buffer' must be a size (e.g. 64KiB, 1MB, 4096), not 'many'");
+}
+
+/* routes[].coalesce_headers names one field once, whatever the case (issue 18 item 2: a name
+ * listed twice in different case overflowed the coalescing key's buffer). */
+static void coalesce_headers_deduplicated(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    const char *y = "listen: [{address: 127.0.0.1:8080}]\n"
+                    "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                    "routes:\n"
+                    "  - {upstream: app, coalesce_headers: [accept, Accept, accept-encoding, "
+                    "ACCEPT, Accept-Encoding, x-a]}\n";
+    assert_int_equal(load(y, &c, &e), 0);
+    const gw_cfg_route_t *r = &c->routes[0];
+    assert_int_equal(r->coalesce_headers_len, 3);
+    assert_string_equal(r->coalesce_headers[0], "accept");
+    assert_string_equal(r->coalesce_headers[1], "accept-encoding");
+    assert_string_equal(r->coalesce_headers[2], "x-a");
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +549,8 @@ int main(void)
         cmocka_unit_test(shipped_configs_load),
         cmocka_unit_test(unit_parsers),
         cmocka_unit_test(alloc_failure_sweep),
+        cmocka_unit_test(coalesce_buffer_limit),
+        cmocka_unit_test(coalesce_headers_deduplicated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

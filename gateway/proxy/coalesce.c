@@ -1,0 +1,378 @@
+/* proxy/coalesce.c — the rules of coalescing (which requests may share one origin exchange,
+ * under which key, and which responses may be shared) and the store that holds a shared
+ * response body once, by reference, for all its subscribers.
+ *
+ * Coalescing is a cache with a lifetime of one exchange: a request that arrives while an
+ * identical one waits for its response head joins it, and the response is handed to both. So
+ * a response is shared only where a shared cache could serve it to every joiner (RFC 9111,
+ * DESIGN.md "Safe sharing"). Review of the rules against RFC 9111 §4 (reusing a stored
+ * response), clause by clause, with the storing rules of §3 it refers to:
+ *
+ *  §4 "the presented target URI and that of the stored response match"
+ *      → the key holds the scheme, the authority (lowercased, RFC 3986 §6.2.2.1) and the path
+ *        with its query, byte for byte. The scheme is in the key because the cleartext and TLS
+ *        listeners share routes: an `http` answer (say a redirect to https) must not reach an
+ *        `https` client.
+ *  §4 "the request method associated with the stored response allows it to be used for the
+ *        presented request"; "a cache MUST write through requests with methods that are unsafe"
+ *      → only GET and HEAD coalesce, and the method is in the key (a HEAD never gets a GET's
+ *        exchange or the reverse).
+ *  §4 "request header fields nominated by the stored response (if any) match" (§4.1)
+ *      → the values of the route's coalesce_headers are in the key, so two requests with one
+ *        key agree on them; a response whose Vary names any other field is not shared, and
+ *        `Vary: *` never matches (§4.1).
+ *  §4 "the stored response does not contain the no-cache directive (§5.2.2.4)"
+ *      → a response with Cache-Control no-cache (qualified or not) is not shared.
+ *  §4 "the stored response is … fresh (§4.2), … or successfully validated (§4.3)"
+ *      → a shared response is the origin's answer to the leader's request, received after
+ *        every joiner's request arrived (joining ends at the response head): it is at most one
+ *        origin round trip old, as fresh as a response the joiner would have fetched itself.
+ *        A client that asks for a response validated after its own request (request
+ *        Cache-Control no-cache §5.2.1.4, max-age=0 §5.2.1.1, Pragma no-cache §5.4) or that
+ *        forbids storage (request no-store §5.2.1.5) neither leads nor joins.
+ *  §4 "a cache MUST generate an Age header field" when it reuses a response
+ *      → none is added: the response is not stored, and its age is below one second.
+ *  §4.3 conditional requests, RFC 9110 §13: a cache answers them by evaluating the conditions
+ *        against the stored response; RFC 9110 §14 (ranges), §3.3/§3.4 (partial content)
+ *      → the coalescer evaluates nothing, so requests with Range, If-Range, If-Match,
+ *        If-None-Match, If-Modified-Since or If-Unmodified-Since neither lead nor join (else one
+ *        client's 206 or 304 answers another's plain GET), and a 206 or 304 is never shared.
+ *  §3 "the response status code is final" and "understood"; "the response contains … a
+ *        public response directive, an s-maxage, max-age, Expires, or a status code that is
+ *        defined as heuristically cacheable" (RFC 9110 §15.1: 200, 203, 204, 206, 300, 301,
+ *        308, 404, 405, 410, 414, 501)
+ *      → other statuses (302, 5xx, …) are shared only with explicit freshness; else the joiners
+ *        fetch on their own.
+ *  §3 "the no-store cache directive is not present in the response" (§5.2.2.5); "if the
+ *        cache is shared: the private response directive is … not present" (§5.2.2.7)
+ *      → neither is shared.
+ *  §3 "if the cache is shared: the Authorization header field is not present in the
+ *        request" (§3.5)
+ *      → requests with Authorization do not coalesce, nor do those with Cookie (a local rule:
+ *        origins personalise by cookie without saying Vary: Cookie), unless the route says
+ *        coalesce_private (the operator's decision that its origin answers alike).
+ *  Set-Cookie (RFC 9111 §7.3: it "does not inhibit caching", which leaks sessions when the
+ *        origin forgets Cache-Control)
+ *      → stricter than RFC 9111 §3: a response that sets a cookie is never shared.
+ *  Request content and Expect (RFC 9110 §9.3.1: content in a GET has no defined semantics;
+ *        §10.1.1 Expect)
+ *      → a request with a body (no END_STREAM, or Content-Length > 0) or with Expect neither
+ *        leads nor joins: two such requests may differ in what the key does not see.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "proxy/proxy_internal.h"
+
+static int name_is(gw_slice_t name, const char *lit)
+{
+    return gw_slice_eq_nocase(name, gw_slice_str(lit));
+}
+
+/* The next element of a comma-separated list (RFC 9110 §5.6.1) at *p (before e), without the
+ * surrounding whitespace; 0 at the end. A quoted comma splits too: the pieces are never one of
+ * the names we look for, so the result only errs towards "not shared". */
+static int next_elem(const uint8_t **p, const uint8_t *e, gw_slice_t *out)
+{
+    const uint8_t *q = *p;
+    while (q < e && (*q == ' ' || *q == '\t' || *q == ','))
+        q++;
+    if (q == e) {
+        *p = q;
+        return 0;
+    }
+    const uint8_t *b = q;
+    while (q < e && *q != ',')
+        q++;
+    const uint8_t *t = q;
+    while (t > b && (t[-1] == ' ' || t[-1] == '\t'))
+        t--;
+    *p = q;
+    *out = (gw_slice_t){b, (size_t)(t - b)};
+    return 1;
+}
+
+/* A Cache-Control directive (RFC 9111 §5.2) split into name and argument (quotes removed). */
+static void directive(gw_slice_t d, gw_slice_t *name, gw_slice_t *arg)
+{
+    size_t i = 0;
+    while (i < d.len && d.base[i] != '=')
+        i++;
+    size_t n = i;
+    while (n > 0 && (d.base[n - 1] == ' ' || d.base[n - 1] == '\t'))
+        n--;
+    *name = (gw_slice_t){d.base, n};
+    *arg = (gw_slice_t){0};
+    if (i < d.len) {
+        const uint8_t *a = d.base + i + 1, *e = d.base + d.len;
+        while (a < e && (*a == ' ' || *a == '\t'))
+            a++;
+        if (e - a >= 2 && *a == '"' && e[-1] == '"')
+            a++, e--;
+        *arg = (gw_slice_t){a, (size_t)(e - a)};
+    }
+}
+
+/* delta-seconds of value 0 (RFC 9111 §1.2.2: "0", "00", …); an empty argument is not 0. */
+static int is_zero(gw_slice_t a)
+{
+    if (!a.len)
+        return 0;
+    for (size_t i = 0; i < a.len; i++)
+        if (a.base[i] != '0')
+            return 0;
+    return 1;
+}
+
+int gw_proxy__coalesce_request_ok(const gw_cfg_route_t *r, const gw_req_head_t *h)
+{
+    if (!r->coalesce)
+        return 0;
+    if (!gw_slice_eq(h->method, GW_SLICE_LIT("GET")) &&
+        !gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")))
+        return 0;
+    if (!h->end_stream || h->content_length > 0)
+        return 0; /* content: RFC 9110 §9.3.1 */
+    static const char *const never[] = {"range",         "if-range",          "if-match",
+                                        "if-none-match", "if-modified-since", "if-unmodified-since",
+                                        "expect"};
+    for (size_t i = 0; i < h->fields_len; i++) {
+        const gw_field_t *f = &h->fields[i];
+        for (size_t k = 0; k < sizeof(never) / sizeof(never[0]); k++)
+            if (name_is(f->name, never[k]))
+                return 0;
+        if (!r->coalesce_private &&
+            (name_is(f->name, "authorization") || name_is(f->name, "cookie")))
+            return 0; /* RFC 9111 §3.5 */
+        if (name_is(f->name, "cache-control")) {
+            const uint8_t *p = f->value.base, *e = p + f->value.len;
+            gw_slice_t d, dn, da;
+            while (next_elem(&p, e, &d)) {
+                directive(d, &dn, &da);
+                if (name_is(dn, "no-cache") || name_is(dn, "no-store") ||
+                    (name_is(dn, "max-age") && is_zero(da)))
+                    return 0; /* RFC 9111 §5.2.1.4, §5.2.1.5, §5.2.1.1 */
+            }
+        }
+        if (name_is(f->name, "pragma")) {
+            const uint8_t *p = f->value.base, *e = p + f->value.len;
+            gw_slice_t d;
+            while (next_elem(&p, e, &d))
+                if (name_is(d, "no-cache"))
+                    return 0; /* RFC 9111 §5.4 */
+        }
+    }
+    return 1;
+}
+
+/* Append "<len>:" and the bytes (lowercased when asked) at *at, if they fit in cap; *at always
+ * advances, so a call with out NULL measures. Length-prefixed parts make the encoding
+ * unambiguous whatever bytes a value holds. */
+static void kput(char *out, size_t cap, size_t *at, const uint8_t *p, size_t n, int lower)
+{
+    char num[24];
+    int l = snprintf(num, sizeof(num), "%zu:", n);
+    if (out && *at + (size_t)l + n <= cap) {
+        memcpy(out + *at, num, (size_t)l);
+        if (lower)
+            gw_ascii_lower(out + *at + l, p, n);
+        else if (n)
+            memcpy(out + *at + l, p, n);
+    }
+    *at += (size_t)l + n;
+}
+
+/* The key into out (cap bytes; out may be NULL to measure). The same code measures and writes,
+ * and every write is checked against cap: the size cannot disagree with what is written (issue
+ * 18 item 2: it did, when coalesce_headers named one field twice). Returns the key's length. */
+static size_t key_write(const gw_cfg_route_t *r, const gw_req_head_t *h, char *out, size_t cap)
+{
+    size_t at = 0;
+    kput(out, cap, &at, h->scheme.base, h->scheme.len, 1);
+    kput(out, cap, &at, h->method.base, h->method.len, 0);
+    kput(out, cap, &at, h->authority.base, h->authority.len, 1);
+    kput(out, cap, &at, h->path.base, h->path.len, 0);
+    for (size_t j = 0; j < r->coalesce_headers_len; j++) {
+        gw_slice_t name = gw_slice_str(r->coalesce_headers[j]);
+        size_t count = 0;
+        for (size_t i = 0; i < h->fields_len; i++)
+            if (gw_slice_eq_nocase(h->fields[i].name, name))
+                count++;
+        /* the number of field lines, then each value: absent differs from empty */
+        char num[24];
+        int l = snprintf(num, sizeof(num), "%zu", count);
+        kput(out, cap, &at, (const uint8_t *)num, (size_t)l, 0);
+        for (size_t i = 0; i < h->fields_len; i++)
+            if (gw_slice_eq_nocase(h->fields[i].name, name))
+                kput(out, cap, &at, h->fields[i].value.base, h->fields[i].value.len, 0);
+    }
+    return at;
+}
+
+char *gw_proxy__coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h, size_t *len)
+{
+    *len = 0;
+    if (!gw_proxy__coalesce_request_ok(r, h))
+        return NULL;
+    size_t n = key_write(r, h, NULL, 0);
+    char *k = gw_malloc(n + 1);
+    if (!k)
+        return NULL;
+    size_t w = key_write(r, h, k, n);
+    GW_ASSERT(w == n);
+    k[n] = 0;
+    *len = n;
+    return k;
+}
+
+/* RFC 9110 §15.1: the status codes defined as heuristically cacheable, without 206 (ranges
+ * never coalesce: a 206 answers a request we would not have let join). */
+static int heuristic_status(unsigned st)
+{
+    switch (st) {
+    case 200:
+    case 203:
+    case 204:
+    case 300:
+    case 301:
+    case 308:
+    case 404:
+    case 405:
+    case 410:
+    case 414:
+    case 501:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int gw_proxy__coalesce_shareable(const gw_cfg_route_t *r, unsigned status, const gw_field_t *f,
+                                 size_t n)
+{
+    /* 304 only answers a conditional request and 206 a range request: neither coalesces */
+    if (status < 200 || status == 206 || status == 304)
+        return 0;
+    int explicit_fresh = 0;
+    for (size_t i = 0; i < n; i++) {
+        gw_slice_t name = f[i].name;
+        const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
+        gw_slice_t d;
+        if (name_is(name, "set-cookie"))
+            return 0;
+        if (name_is(name, "expires")) {
+            explicit_fresh = 1; /* RFC 9111 §5.3 */
+        } else if (name_is(name, "cache-control")) {
+            gw_slice_t dn, da;
+            while (next_elem(&p, e, &d)) {
+                directive(d, &dn, &da);
+                if (name_is(dn, "no-store") || name_is(dn, "private") || name_is(dn, "no-cache"))
+                    return 0; /* RFC 9111 §5.2.2.5, §5.2.2.7, §5.2.2.4 */
+                if (name_is(dn, "public") || name_is(dn, "s-maxage") || name_is(dn, "max-age"))
+                    explicit_fresh = 1;
+            }
+        } else if (name_is(name, "vary")) {
+            while (next_elem(&p, e, &d)) {
+                if (gw_slice_eq(d, GW_SLICE_LIT("*")))
+                    return 0; /* RFC 9111 §4.1: never matches */
+                int in_key = 0;
+                for (size_t k = 0; k < r->coalesce_headers_len && !in_key; k++)
+                    in_key = gw_slice_eq_nocase(d, gw_slice_str(r->coalesce_headers[k]));
+                if (!in_key)
+                    return 0; /* the joiners may differ in that field */
+            }
+        }
+    }
+    return heuristic_status(status) || explicit_fresh; /* RFC 9111 §3 */
+}
+
+uint64_t gw_proxy__hash(const void *p, size_t n)
+{
+    const uint8_t *s = p;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* ---- the shared body ------------------------------------------------------------------------ */
+
+void gw_proxy__cbody_init(gw_proxy__cbody_t *b)
+{
+    memset(b, 0, sizeof(*b));
+}
+
+void gw_proxy__cbody_free(gw_proxy__cbody_t *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        gw_rbuf_unref(b->c[(b->head + i) % b->cap].buf);
+    gw_free(b->c);
+    memset(b, 0, sizeof(*b));
+}
+
+int gw_proxy__cbody_append(gw_proxy__cbody_t *b, gw_rbuf_t *buf, size_t off, size_t len)
+{
+    if (!len)
+        return 0;
+    if (b->n) {
+        /* bytes that follow the last slice in the same buffer (an origin read after another
+         * into the connection's input buffer) extend it: one entry, whatever the read sizes */
+        gw_rslice_t *last = &b->c[(b->head + b->n - 1) % b->cap];
+        if (last->buf == buf && last->off + last->len == off) {
+            last->len += len;
+            b->end += len;
+            return 0;
+        }
+    }
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 8;
+        gw_rslice_t *c = gw_malloc(cap * sizeof(*c));
+        if (!c)
+            return GW_E_NOMEM;
+        for (size_t i = 0; i < b->n; i++)
+            c[i] = b->c[(b->head + i) % b->cap];
+        gw_free(b->c);
+        b->c = c;
+        b->cap = cap;
+        b->head = 0;
+    }
+    if (!b->n)
+        b->base = b->end;
+    b->c[(b->head + b->n) % b->cap] = (gw_rslice_t){gw_rbuf_ref(buf), off, len};
+    b->n++;
+    b->end += len;
+    return 0;
+}
+
+int gw_proxy__cbody_at(const gw_proxy__cbody_t *b, uint64_t pos, gw_rslice_t *out)
+{
+    if (pos < b->base || pos >= b->end)
+        return GW_E_INVAL;
+    uint64_t start = b->base;
+    for (size_t i = 0; i < b->n; i++) {
+        const gw_rslice_t *s = &b->c[(b->head + i) % b->cap];
+        if (pos < start + s->len) {
+            size_t skip = (size_t)(pos - start);
+            *out = (gw_rslice_t){s->buf, s->off + skip, s->len - skip};
+            return 0;
+        }
+        start += s->len;
+    }
+    return GW_E_INVAL; /* not reached: base + the lengths is end */
+}
+
+void gw_proxy__cbody_trim(gw_proxy__cbody_t *b, uint64_t upto)
+{
+    while (b->n) {
+        gw_rslice_t *s = &b->c[b->head];
+        if (b->base + s->len > upto)
+            return;
+        b->base += s->len;
+        gw_rbuf_unref(s->buf);
+        b->head = (b->head + 1) % b->cap;
+        b->n--;
+    }
+    b->base = b->end;
+}
