@@ -50,7 +50,9 @@
  *        request" (§3.5)
  *      → requests with Authorization do not coalesce, nor do those with Cookie (a local rule:
  *        origins personalise by cookie without saying Vary: Cookie), unless the route says
- *        coalesce_private (the operator's decision that its origin answers alike).
+ *        coalesce_private (the operator's decision that its origin answers alike). Even then
+ *        authorised and anonymous requests have different keys, and a response to authorised
+ *        ones is shared only with public, s-maxage or must-revalidate (§3.5).
  *  Set-Cookie (RFC 9111 §7.3: it "does not inhibit caching", which leaks sessions when the
  *        origin forgets Cache-Control)
  *      → stricter than RFC 9111 §3: a response that sets a cookie is never shared.
@@ -191,6 +193,11 @@ static size_t key_write(const gw_cfg_route_t *r, const gw_req_head_t *h, char *o
 {
     size_t at = 0;
     kput(out, cap, &at, h->scheme.base, h->scheme.len, 1);
+    /* with coalesce_private, requests with and without credentials never share an exchange:
+     * a response to an authorised request may reach only authorised ones, and then only when
+     * a shared cache could serve it (RFC 9111 §3.5, gw_proxy__coalesce_shareable) */
+    if (r->coalesce_private)
+        kput(out, cap, &at, (const uint8_t *)(gw_proxy__has_authorization(h) ? "A" : "-"), 1, 0);
     kput(out, cap, &at, h->method.base, h->method.len, 0);
     kput(out, cap, &at, h->authority.base, h->authority.len, 1);
     kput(out, cap, &at, h->path.base, h->path.len, 0);
@@ -249,13 +256,21 @@ static int heuristic_status(unsigned st)
     }
 }
 
+int gw_proxy__has_authorization(const gw_req_head_t *h)
+{
+    for (size_t i = 0; i < h->fields_len; i++)
+        if (name_is(h->fields[i].name, "authorization"))
+            return 1;
+    return 0;
+}
+
 int gw_proxy__coalesce_shareable(const gw_cfg_route_t *r, unsigned status, const gw_field_t *f,
-                                 size_t n)
+                                 size_t n, int authorized)
 {
     /* 304 only answers a conditional request and 206 a range request: neither coalesces */
     if (status < 200 || status == 206 || status == 304)
         return 0;
-    int explicit_fresh = 0;
+    int explicit_fresh = 0, auth_ok = 0;
     for (size_t i = 0; i < n; i++) {
         gw_slice_t name = f[i].name;
         const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
@@ -272,6 +287,9 @@ int gw_proxy__coalesce_shareable(const gw_cfg_route_t *r, unsigned status, const
                     return 0; /* RFC 9111 §5.2.2.5, §5.2.2.7, §5.2.2.4 */
                 if (name_is(dn, "public") || name_is(dn, "s-maxage") || name_is(dn, "max-age"))
                     explicit_fresh = 1;
+                if (name_is(dn, "public") || name_is(dn, "s-maxage") ||
+                    name_is(dn, "must-revalidate"))
+                    auth_ok = 1; /* RFC 9111 §3.5 */
             }
         } else if (name_is(name, "vary")) {
             while (next_elem(&p, e, &d)) {
@@ -285,6 +303,10 @@ int gw_proxy__coalesce_shareable(const gw_cfg_route_t *r, unsigned status, const
             }
         }
     }
+    /* RFC 9111 §3.5: a shared cache stores a response to a request with Authorization only
+     * when it says public, s-maxage or must-revalidate */
+    if (authorized && !auth_ok)
+        return 0;
     return heuristic_status(status) || explicit_fresh; /* RFC 9111 §3 */
 }
 

@@ -68,6 +68,7 @@ struct ox {
     unsigned indexed : 1;
     unsigned complete : 1; /* the origin response ended: subscribers finish at the body's end */
     unsigned pumping : 1;  /* inside pump(): the last sub_remove leaves freeing to it */
+    unsigned authorized : 1; /* the requests carry Authorization (coalesce_private only) */
 };
 
 /* Per body write to the origin: what to credit back when it is written. */
@@ -833,6 +834,7 @@ static void dispatch(px_t *px, char *key, size_t keylen)
     gw_list_init(&ox->klink);
     gw_proxy__cbody_init(&ox->body);
     ox->owner = px;
+    ox->authorized = gw_proxy__has_authorization(&px->head) != 0;
     xlate_t x;
     x.f = NULL;
     x.buf = NULL;
@@ -1108,7 +1110,8 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     ox_t *ox = ud;
     unindex(ox); /* from now on a new request gets an exchange of its own */
     if (ox->nsubs > 1 &&
-        !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields, h->fields_len)) {
+        !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields, h->fields_len,
+                                      ox->authorized)) {
         /* the followers go to the origin on their own; the first subscriber keeps this one */
         px_t *keep = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
         FOREACH_SUB(ox, px)
@@ -1260,8 +1263,12 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     gw_list_init(&px->slink);
     s->proxy_data = px;
 
+    /* the key holds the scheme the origin is told (the listener's, DESIGN.md "Safe
+     * sharing"), not the client's :scheme */
+    gw_req_head_t kh = *h;
+    kh.scheme = s->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http");
     size_t klen;
-    char *key = gw_proxy__coalesce_key(r, h, &klen);
+    char *key = gw_proxy__coalesce_key(r, &kh, &klen);
     if (key) {
         ox_t *ox = find_inflight(p, key, klen, gw_proxy__hash(key, klen));
         if (ox) {

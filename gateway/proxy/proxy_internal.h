@@ -44,7 +44,8 @@ int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t i
 int gw_proxy__coalesce_request_ok(const gw_cfg_route_t *r, const gw_req_head_t *h);
 
 /* The coalescing key of h on r (scheme, method, lowercased authority, path, and every value of
- * each of the route's coalesce_headers), as a heap string of *len bytes (NUL-terminated; may
+ * each of the route's coalesce_headers; with coalesce_private, whether it carries
+ * Authorization), as a heap string of *len bytes (NUL-terminated; may
  * hold NUL bytes: compare with the length), owned by the caller (gw_free). NULL when the request
  * may not coalesce (gw_proxy__coalesce_request_ok) or out of memory. */
 char *gw_proxy__coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h, size_t *len);
@@ -54,7 +55,12 @@ char *gw_proxy__coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h, si
  * explicit freshness; no Set-Cookie; no Cache-Control no-store/private/no-cache; no Vary
  * outside the route's coalesce_headers, no Vary: *. */
 int gw_proxy__coalesce_shareable(const gw_cfg_route_t *r, unsigned status, const gw_field_t *f,
-                                 size_t n);
+                                 size_t n, int authorized);
+
+/* Whether the request carries an Authorization field. With `authorized` set (the exchange's
+ * requests carry one: only with coalesce_private), gw_proxy__coalesce_shareable also asks for
+ * Cache-Control public, s-maxage or must-revalidate (RFC 9111 §3.5). */
+int gw_proxy__has_authorization(const gw_req_head_t *h);
 
 /* FNV-1a of n bytes (the index of in-flight keys). */
 uint64_t gw_proxy__hash(const void *p, size_t n);

@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     gw_free(k1);
     unsigned status = 100 + data[1] * 500u / 256u;
-    (void)gw_proxy__coalesce_shareable(&r, status, f, n);
+    (void)gw_proxy__coalesce_shareable(&r, status, f, n, (int)(status & 1));
     for (unsigned i = 0; i < nnames; i++) {
         free(names[i]);
         free(upper[i]);

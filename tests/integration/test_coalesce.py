@@ -215,6 +215,30 @@ def test_issue18_1_scheme_is_in_the_key(gateway, corigin):
     assert origin_count(corigin, "/c/proto") == 2
 
 
+def test_issue18_1_key_scheme_is_the_listeners_not_the_clients(gateway, corigin):
+    """A cleartext client that claims `:scheme: https` is told apart from a TLS client all the
+    same: the origin is told the listener's scheme (issue 18 item 3), so the key holds that one,
+    and the cleartext client never gets the answer made for https."""
+    port, tls_port = free_port(), free_port()
+    gateway(config(port, corigin.port, tls_port=tls_port),
+            wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
+    plain, tls = Client(port), Client(tls_port, tls=True)
+    sids = []
+    for cl in (tls, plain):
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", "/c/proto"), (":scheme", "https"),
+                                (":authority", "localhost")], end_stream=True)
+        cl.flush()
+        sids.append(sid)
+    got = []
+    for cl, sid in zip((tls, plain), sids):
+        evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamEnded) for x in e), timeout=10)
+        got.append(b"".join(e.data for e in evs if isinstance(e, h2.events.DataReceived)))
+        cl.close()
+    assert got == [b"https", b"http"]
+    assert origin_count(corigin, "/c/proto") == 2
+
+
 # ---- issue 18 item 2: coalesce_headers naming a field twice -------------------------------------
 
 def test_issue18_2_duplicate_coalesce_headers_with_a_long_value(gateway, corigin):

@@ -255,12 +255,68 @@ static void response_rules(void **state)
     for (size_t i = 0; i < NF(cases); i++) {
         gw_field_t f[1] = {{gw_slice_str(cases[i].name ? cases[i].name : "x"),
                             gw_slice_str(cases[i].value ? cases[i].value : "")}};
-        int sh =
-            gw_proxy__coalesce_shareable(&route_default, cases[i].status, f, cases[i].name ? 1 : 0);
+        int sh = gw_proxy__coalesce_shareable(&route_default, cases[i].status, f,
+                                              cases[i].name ? 1 : 0, 0);
         if (sh != cases[i].shared)
             fail_msg("%u %s: %s → %d, want %d", cases[i].status, cases[i].name ? cases[i].name : "",
                      cases[i].value ? cases[i].value : "", sh, cases[i].shared);
     }
+}
+
+/* RFC 9111 §3.5: with coalesce_private, a response to requests with Authorization is shared
+ * only when it says public, s-maxage or must-revalidate; authorised and anonymous requests
+ * never share a key. */
+static void authorized_requests(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *cc;
+        int shared;
+    } cases[] = {
+        {NULL, 0},
+        {"max-age=60", 0},
+        {"public", 1},
+        {"s-maxage=10", 1},
+        {"max-age=60, must-revalidate", 1},
+        {"public, private", 0},
+    };
+    for (size_t i = 0; i < NF(cases); i++) {
+        gw_field_t f[1] = {{gw_slice_str("cache-control"), gw_slice_str(cases[i].cc ? cases[i].cc : "")}};
+        int sh = gw_proxy__coalesce_shareable(&route_default, 200, f, cases[i].cc ? 1 : 0, 1);
+        if (sh != cases[i].shared)
+            fail_msg("authorized, cache-control %s → %d, want %d", cases[i].cc ? cases[i].cc : "-",
+                     sh, cases[i].shared);
+        /* the same response to anonymous requests is shared (a 200) */
+        assert_int_equal(gw_proxy__coalesce_shareable(&route_default, 200, f, cases[i].cc ? 1 : 0, 0),
+                         !(cases[i].cc && strstr(cases[i].cc, "private")));
+    }
+    gw_cfg_route_t priv = route_default;
+    priv.coalesce_private = 1;
+    gw_field_t fa[] = {{gw_slice_str("authorization"), gw_slice_str("Basic YTpi")}};
+    gw_field_t fb[] = {{gw_slice_str("Authorization"), gw_slice_str("Basic Yzpk")}};
+    gw_req_head_t a = {0}, b = {0}, anon = {0};
+    a.method = b.method = anon.method = gw_slice_str("GET");
+    a.scheme = b.scheme = anon.scheme = gw_slice_str("https");
+    a.authority = b.authority = anon.authority = gw_slice_str("example.com");
+    a.path = b.path = anon.path = gw_slice_str("/x");
+    a.end_stream = b.end_stream = anon.end_stream = 1;
+    a.content_length = b.content_length = anon.content_length = -1;
+    a.fields = fa, a.fields_len = 1;
+    b.fields = fb, b.fields_len = 1;
+    assert_true(gw_proxy__has_authorization(&a));
+    assert_false(gw_proxy__has_authorization(&anon));
+    size_t la, lb, ln;
+    char *ka = gw_proxy__coalesce_key(&priv, &a, &la);
+    char *kb = gw_proxy__coalesce_key(&priv, &b, &lb);
+    char *kn = gw_proxy__coalesce_key(&priv, &anon, &ln);
+    assert_non_null(ka);
+    assert_non_null(kb);
+    assert_non_null(kn);
+    assert_true(la == lb && memcmp(ka, kb, la) == 0); /* both authorised: may share (if public) */
+    assert_false(la == ln && memcmp(ka, kn, la) == 0); /* authorised vs anonymous: never */
+    gw_free(ka);
+    gw_free(kb);
+    gw_free(kn);
 }
 
 /* ---- the shared body store ---- */
@@ -334,6 +390,7 @@ int main(void)
         cmocka_unit_test(key_parts),
         cmocka_unit_test(key_duplicate_headers_fit),
         cmocka_unit_test(response_rules),
+        cmocka_unit_test(authorized_requests),
         cmocka_unit_test(store),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
