@@ -1220,6 +1220,21 @@ static const gw_back_cbs_t back_cbs = {b_interim, b_head, b_body, b_trailers, b_
 
 /* ---- front entry points ---------------------------------------------------------------------- */
 
+/* A final answer made here, before any exchange (no route, 429), to a request that may still
+ * be sending its body. Over HTTP/2 the stream is then reset with NO_ERROR once the answer is
+ * framed (RFC 9113 §8.1: "a server can send a complete response prior to the client sending an
+ * entire request ... by sending a RST_STREAM with an error code of NO_ERROR"): left
+ * half-closed, the stream would keep the connection out of its idle timeout for ever (issue 18
+ * item 8). HTTP/1.1 reads and drops the body as before, keeping the connection. */
+static int answer_early(gw_cstream_t *s, const gw_req_head_t *h, unsigned status,
+                        const char *text, const gw_field_t *f, size_t n)
+{
+    int rv = gw_proxy__answer_fields(s, status, text, f, n);
+    if (rv >= 0 && !h->end_stream && strcmp(h->proto, "http/1.1") != 0)
+        s->ops->reset(s, GW_CS_RESET_NO_ERROR);
+    return rv;
+}
+
 int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
 {
     p->stats.requests++;
@@ -1229,7 +1244,7 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
         GW_LOG_INFO("no_route", "peer=%s proto=%s method=%.*s authority=%.*s path=%.*s status=404",
                     s->peer, h->proto, (int)h->method.len, h->method.base, (int)h->authority.len,
                     h->authority.base, (int)h->path.len, h->path.base);
-        return gw_proxy__answer(s, 404, "h2gate: no route for this host and path\n");
+        return answer_early(s, h, 404, "h2gate: no route for this host and path\n", NULL, 0);
     }
     unsigned retry;
     if (!gw_proxy__rate_allow(p->rates, r, (size_t)(r - p->cfg->routes), s->addr,
@@ -1244,7 +1259,7 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
                     "retry_after=%u",
                     s->peer, h->proto, (int)h->method.len, h->method.base, (int)h->path.len,
                     h->path.base, r->upstream_name, retry);
-        return gw_proxy__answer_fields(s, 429, "h2gate: too many requests, slow down\n", f, 1);
+        return answer_early(s, h, 429, "h2gate: too many requests, slow down\n", f, 1);
     }
     px_t *px = obj_get(&p->px_free, &p->px_nfree, sizeof(*px));
     if (!px)
