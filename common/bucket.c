@@ -150,18 +150,23 @@ struct gw_bucket_table {
     uint32_t free;
     size_t used;
     uint64_t evictions;
+    uint64_t refused; /* acquisitions refused: full, and the oldest idle entry still in debt */
+    unsigned v6_bytes; /* IPv6 prefix kept in keys, whole bytes ... */
+    uint8_t v6_mask;   /* ... and the mask of the byte after them (0 when the prefix is whole) */
     gw_list_t idle;
 };
 
-int gw_bucket_table_new(size_t capacity, gw_bucket_table_t **out)
+int gw_bucket_table_new(size_t capacity, unsigned ipv6_prefix, gw_bucket_table_t **out)
 {
     *out = NULL;
-    if (capacity == 0 || capacity >= NIL)
+    if (capacity == 0 || capacity >= NIL || ipv6_prefix == 0 || ipv6_prefix > 128)
         return GW_E_INVAL;
     gw_bucket_table_t *t = gw_calloc(1, sizeof(*t));
     if (!t)
         return GW_E_NOMEM;
     t->cap = capacity;
+    t->v6_bytes = ipv6_prefix / 8;
+    t->v6_mask = (uint8_t)(0xff00u >> (ipv6_prefix % 8));
     t->nheads = 16;
     while (t->nheads < capacity * 2)
         t->nheads <<= 1;
@@ -196,8 +201,11 @@ void gw_bucket_table_del(gw_bucket_table_t *t)
 }
 
 /* The address without its port; an IPv4-mapped IPv6 address counts as the IPv4 one (a
- * dual-stack listener sees IPv4 clients that way). 0 for another family. */
-static int addr_key(const struct sockaddr *sa, uint8_t addr[16])
+ * dual-stack listener sees IPv4 clients that way). An IPv6 address is cut to the table's
+ * prefix (default /64): one subscriber or host usually holds a whole /64 (RFC 6177 §2,
+ * RFC 8981 temporary addresses), so keying on all 128 bits would hand it 2^64 buckets.
+ * 0 for another family. */
+static int addr_key(const gw_bucket_table_t *t, const struct sockaddr *sa, uint8_t addr[16])
 {
     memset(addr, 0, 16);
     if (sa->sa_family == AF_INET) {
@@ -210,7 +218,9 @@ static int addr_key(const struct sockaddr *sa, uint8_t addr[16])
             memcpy(addr, a->s6_addr + 12, 4);
             return 4;
         }
-        memcpy(addr, a->s6_addr, 16);
+        memcpy(addr, a->s6_addr, t->v6_bytes);
+        if (t->v6_bytes < 16)
+            addr[t->v6_bytes] = a->s6_addr[t->v6_bytes] & t->v6_mask;
         return 6;
     }
     return 0;
@@ -240,7 +250,7 @@ gw_bucket_entry_t *gw_bucket_table_acquire(gw_bucket_table_t *t, const struct so
                                            uint64_t now_us)
 {
     uint8_t addr[16];
-    int fam = addr_key(sa, addr);
+    int fam = addr_key(t, sa, addr);
     if (!fam)
         return NULL;
     uint64_t h = key_hash(addr, fam, tag);
@@ -259,15 +269,22 @@ gw_bucket_entry_t *gw_bucket_table_acquire(gw_bucket_table_t *t, const struct so
         if (idx != NIL) {
             t->free = t->e[idx].next;
             t->used++;
-        } else if (!gw_list_empty(&t->idle)) {
-            /* full: the entry released longest ago goes (its client had no connection) */
-            gw_bucket_entry_t *old = GW_CONTAINER_OF(t->idle.next, gw_bucket_entry_t, idle);
+        } else {
+            /* Full: the entry released longest ago may go, but only once its bucket is full
+             * again, when forgetting it loses nothing (a new entry starts full). An entry
+             * still in debt stays, and the newcomer is refused (fail closed): else a client
+             * with many addresses could evict every other client's debt and wipe the limit. */
+            gw_bucket_entry_t *old = gw_list_empty(&t->idle)
+                                         ? NULL
+                                         : GW_CONTAINER_OF(t->idle.next, gw_bucket_entry_t, idle);
+            if (!old || (old->b.rate && gw_bucket_avail(&old->b, now_us) < old->b.burst)) {
+                t->refused++;
+                goto out; /* every entry held, or the oldest idle one still owes */
+            }
             idx = (uint32_t)(old - t->e);
             unchain(t, idx);
             gw_list_remove(&old->idle);
             t->evictions++;
-        } else {
-            goto out; /* every entry is held by a live connection */
         }
         e = &t->e[idx];
         memcpy(e->addr, addr, 16);
@@ -347,6 +364,14 @@ size_t gw_bucket_table_size(gw_bucket_table_t *t)
 {
     pthread_mutex_lock(&t->lock);
     size_t n = t->used;
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
+uint64_t gw_bucket_table_refused(gw_bucket_table_t *t)
+{
+    pthread_mutex_lock(&t->lock);
+    uint64_t n = t->refused;
     pthread_mutex_unlock(&t->lock);
     return n;
 }

@@ -10,8 +10,10 @@
  * The table (gw_bucket_table_t) maps a client address (IPv4 or IPv6, port ignored) plus a small
  * tag (0 for the bandwidth bucket, route index + 1 for request-rate buckets) to one bucket
  * shared by every connection of that client in every worker thread. It is thread-safe (one
- * mutex), allocates once at creation (bounded size), and evicts the least recently released
- * idle entry (no connection holds it) when full.
+ * mutex), allocates once at creation (bounded size). When full it evicts the least recently
+ * released idle entry (no connection holds it) if that entry's bucket is full again, and
+ * otherwise refuses the new key (fail closed: the caller denies, gw_bucket_table_refused
+ * counts). IPv6 addresses are keyed by a prefix (default /64).
  */
 #ifndef GW_COMMON_BUCKET_H
 #define GW_COMMON_BUCKET_H
@@ -77,9 +79,10 @@ size_t gw_bucket_grain(const gw_bucket_t *b);
 typedef struct gw_bucket_table gw_bucket_table_t;
 typedef struct gw_bucket_entry gw_bucket_entry_t;
 
-/* A table of at most `capacity` entries (allocated now). Returns 0 and *out, GW_E_NOMEM, or
- * GW_E_INVAL (capacity 0). */
-int gw_bucket_table_new(size_t capacity, gw_bucket_table_t **out);
+/* A table of at most `capacity` entries (allocated now); IPv6 addresses are keyed by their
+ * first `ipv6_prefix` bits (1..128; 64 is the usual one). Returns 0 and *out, GW_E_NOMEM, or
+ * GW_E_INVAL (capacity 0, prefix out of range). */
+int gw_bucket_table_new(size_t capacity, unsigned ipv6_prefix, gw_bucket_table_t **out);
 
 /* Free the table and its entries; no entry may be used afterwards. NULL is ignored. */
 void gw_bucket_table_del(gw_bucket_table_t *t);
@@ -87,7 +90,9 @@ void gw_bucket_table_del(gw_bucket_table_t *t);
 /* The entry for (address of sa without its port, tag), created full with rate/burst (see
  * gw_bucket_init) when absent; an existing entry keeps its own rate. The caller holds a
  * reference until gw_bucket_table_release; a held entry is never evicted. Returns NULL when
- * sa is not AF_INET/AF_INET6 or every entry is held (the caller then goes unlimited). */
+ * sa is not AF_INET/AF_INET6 (no limit applies: gw_bucket_table_keyed says which), or when the
+ * table is full and no entry may be evicted (every entry held, or the oldest idle one still in
+ * debt): the caller must then refuse the client (counted in gw_bucket_table_refused). */
 gw_bucket_entry_t *gw_bucket_table_acquire(gw_bucket_table_t *t, const struct sockaddr *sa,
                                            unsigned tag, uint64_t rate, uint64_t burst,
                                            uint64_t now_us);
@@ -106,8 +111,15 @@ uint64_t gw_bucket_table_wait_us(gw_bucket_table_t *t, gw_bucket_entry_t *e, siz
 /* The entry's grain (gw_bucket_grain); constant for the entry's life. */
 size_t gw_bucket_table_grain(const gw_bucket_entry_t *e);
 
-/* Entries in use (held or idle), and evictions so far, for tests and logs. */
+/* Entries in use (held or idle), evictions and refused acquisitions so far, for tests, stats
+ * and logs. */
 size_t gw_bucket_table_size(gw_bucket_table_t *t);
 uint64_t gw_bucket_table_evictions(gw_bucket_table_t *t);
+uint64_t gw_bucket_table_refused(gw_bucket_table_t *t);
+/* Whether the table keys sa at all (AF_INET or AF_INET6): other clients have no limit. */
+static inline int gw_bucket_table_keyed(const struct sockaddr *sa)
+{
+    return sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6);
+}
 
 #endif

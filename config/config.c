@@ -418,6 +418,7 @@ static const field_t throttle_fields[] = {
     FLD(gw_cfg_throttle_t, per_client_burst, F_SIZE64, 0, 1ull << 40),
     FLD(gw_cfg_throttle_t, request_body_rate, F_RATE, 0, 1ull << 40),
     FLD(gw_cfg_throttle_t, request_body_burst, F_SIZE64, 0, 1ull << 40),
+    FLD(gw_cfg_throttle_t, ipv6_prefix, F_UINT, 16, 128),
 };
 
 typedef struct {
@@ -1159,6 +1160,7 @@ static void set_defaults(gw_config_t *c)
         /* a coalesced response is held once for all its subscribers (issue 19 item 2) */
         .coalesce_buffer = 1024 * 1024,
     };
+    c->throttle.ipv6_prefix = 64; /* one subscriber or host per /64 (RFC 6177) */
 }
 
 void gw_config_del(gw_config_t *c)

@@ -156,6 +156,7 @@ typedef struct {
     uint64_t per_client_burst;
     uint64_t request_body_rate;
     uint64_t request_body_burst;
+    unsigned ipv6_prefix; /* per-client keys: IPv6 addresses cut to this many bits (64) */
 } gw_cfg_throttle_t;
 
 typedef struct gw_config {

@@ -1991,9 +1991,17 @@ void gw_front__on_connection(uv_stream_t *server, int status)
         uint64_t now = now_us();
         gw_bucket_init(&t->resp_b, th->response_rate, th->response_burst, now);
         gw_bucket_init(&t->body_b, th->request_body_rate, th->request_body_burst, now);
-        if (w->srv->clients && c->addr.sa.sa_family)
+        if (w->srv->clients && gw_bucket_table_keyed(&c->addr.sa)) {
             t->client = gw_bucket_table_acquire(w->srv->clients, &c->addr.sa, 0,
                                                 th->per_client_rate, th->per_client_burst, now);
+            if (!t->client) {
+                /* full of clients still in debt: fail closed (issue 18 item 12); an
+                 * unthrottled connection would be the way around per_client_rate */
+                GW_LOG_INFO("client_table_full", "peer=%s", PEER(c));
+                conn_close(c, "client_table_full");
+                return;
+            }
+        }
         t->out = gw_bucket_limited(&t->resp_b) || t->client || w->srv->route_rates;
     }
     if (l->tls) {

@@ -85,6 +85,10 @@ struct gw_server {
     int route_rates;            /* some route has a response_rate */
 };
 
+/* server.c: one `event=rate_tables` line (sizes, evictions, refusals of the shared per-client
+ * tables), when = "sigusr1" or "stop"; nothing when no table is configured. */
+void gw_front__log_rate_tables(gw_server_t *s, const char *when);
+
 /* conn.c */
 void gw_front__on_connection(uv_stream_t *server, int status);
 /* Begin a graceful (or immediate) stop of one connection. */

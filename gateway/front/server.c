@@ -82,14 +82,15 @@ int gw_server_new(const gw_config_t *cfg, gw_server_t **out)
         size_t cap = (size_t)cfg->limits.max_connections * s->workers_len * 2;
         if (cap > (1u << 22))
             cap = 1u << 22;
-        if ((rv = gw_bucket_table_new(cap, &s->clients)) < 0)
+        if ((rv = gw_bucket_table_new(cap, cfg->throttle.ipv6_prefix, &s->clients)) < 0)
             goto fail;
     }
     for (size_t i = 0; i < cfg->routes_len; i++) {
         if (cfg->routes[i].response_rate)
             s->route_rates = 1;
         if (cfg->routes[i].request_rate && !s->rates &&
-            (rv = gw_bucket_table_new(GW_FRONT_RATE_TABLE, &s->rates)) < 0)
+            (rv = gw_bucket_table_new(GW_FRONT_RATE_TABLE, cfg->throttle.ipv6_prefix, &s->rates)) <
+                0)
             goto fail;
     }
     for (size_t i = 0; i < cfg->listen_len; i++) {
@@ -287,6 +288,23 @@ static void on_usr1(uv_signal_t *h, int signum)
                         s->workers[i]->id,
                         (unsigned long long)atomic_load(&s->workers[i]->accepted),
                         (unsigned long long)atomic_load(&s->workers[i]->busy));
+    gw_front__log_rate_tables(s, "sigusr1");
+}
+
+/* The per-client tables are shared by the workers: one line for them (issue 18 item 12). */
+void gw_front__log_rate_tables(gw_server_t *s, const char *when)
+{
+    if (!s->clients && !s->rates)
+        return;
+    GW_LOG_INFO("rate_tables",
+                "when=%s clients_size=%zu clients_evictions=%llu clients_refused=%llu "
+                "rates_size=%zu rates_evictions=%llu rate_table_refused=%llu",
+                when, s->clients ? gw_bucket_table_size(s->clients) : 0,
+                (unsigned long long)(s->clients ? gw_bucket_table_evictions(s->clients) : 0),
+                (unsigned long long)(s->clients ? gw_bucket_table_refused(s->clients) : 0),
+                s->rates ? gw_bucket_table_size(s->rates) : 0,
+                (unsigned long long)(s->rates ? gw_bucket_table_evictions(s->rates) : 0),
+                (unsigned long long)(s->rates ? gw_bucket_table_refused(s->rates) : 0));
 }
 
 static void on_main_wake(uv_async_t *a)
@@ -333,6 +351,7 @@ int gw_server_run(gw_server_t *s)
         for (unsigned i = 0; i < s->workers_len; i++)
             uv_thread_join(&s->workers[i]->thread);
     }
+    gw_front__log_rate_tables(s, "stop");
     uv_close((uv_handle_t *)&s->sig_int, NULL);
     uv_close((uv_handle_t *)&s->sig_term, NULL);
     uv_close((uv_handle_t *)&s->sig_usr1, NULL);

@@ -82,8 +82,14 @@ int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t i
     uint64_t burst = r->request_burst ? r->request_burst : r->request_rate;
     gw_bucket_entry_t *e =
         gw_bucket_table_acquire(t, sa, (unsigned)idx + 1, r->request_rate, burst, now_us);
-    if (!e)
-        return 1; /* not an IP client, or the table is held full: fail open */
+    if (!e) {
+        if (!gw_bucket_table_keyed(sa))
+            return 1; /* not an IP client: no per-address limit applies */
+        /* the table is full of clients still in debt: fail closed for the newcomer (issue 18
+         * item 12), counted by the table (gw_bucket_table_refused) */
+        *retry_after_s = 1;
+        return 0;
+    }
     uint64_t wait = 0;
     size_t got = gw_bucket_table_take(t, e, 1, now_us, &wait);
     gw_bucket_table_release(t, e);

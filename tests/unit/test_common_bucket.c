@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <arpa/inet.h>
@@ -200,8 +201,10 @@ static void table_keys(void **state)
 {
     (void)state;
     gw_bucket_table_t *t;
-    assert_int_equal(gw_bucket_table_new(0, &t), GW_E_INVAL);
-    assert_int_equal(gw_bucket_table_new(8, &t), 0);
+    assert_int_equal(gw_bucket_table_new(0, 64, &t), GW_E_INVAL);
+    assert_int_equal(gw_bucket_table_new(8, 0, &t), GW_E_INVAL);
+    assert_int_equal(gw_bucket_table_new(8, 129, &t), GW_E_INVAL);
+    assert_int_equal(gw_bucket_table_new(8, 128, &t), 0); /* whole IPv6 addresses here */
     struct sockaddr_storage a1 = v4("127.0.0.1", 1000), a2 = v4("127.0.0.1", 2000),
                             b = v4("127.0.0.2", 1000), m = v6("::ffff:127.0.0.1", 5),
                             c = v6("::1", 1000), d = v6("::2", 1000);
@@ -241,7 +244,7 @@ static void table_eviction(void **state)
 {
     (void)state;
     gw_bucket_table_t *t;
-    assert_int_equal(gw_bucket_table_new(3, &t), 0);
+    assert_int_equal(gw_bucket_table_new(3, 64, &t), 0);
     struct sockaddr_storage a = v4("10.0.0.1", 1), b = v4("10.0.0.2", 1), c = v4("10.0.0.3", 1),
                             d = v4("10.0.0.4", 1);
     gw_bucket_entry_t *ea = gw_bucket_table_acquire(t, SA(a), 0, 100, 100, 0);
@@ -263,13 +266,83 @@ static void table_eviction(void **state)
     assert_int_equal(gw_bucket_table_evictions(t), 1);
     assert_int_equal(gw_bucket_table_avail(t, ed, 0), 100); /* fresh */
     assert_int_equal(gw_bucket_table_size(t), 3);
-    /* a is gone: acquiring it evicts b (oldest idle), b's debt forgotten */
-    gw_bucket_entry_t *ea2 = gw_bucket_table_acquire(t, SA(a), 0, 100, 100, 0);
+    /* a is gone and b (oldest idle) still owes its 100 tokens: b is not forgotten, a is
+     * refused (fail closed, issue 18 item 12; before, b's debt was wiped and a let in) */
+    assert_null(gw_bucket_table_acquire(t, SA(a), 0, 100, 100, 0));
+    assert_int_equal(gw_bucket_table_refused(t), 2); /* d, all held; a, b in debt */
+    assert_int_equal(gw_bucket_table_evictions(t), 1);
+    /* once b has paid back (1 s at 100/s), forgetting it loses nothing: a takes its slot */
+    gw_bucket_entry_t *ea2 = gw_bucket_table_acquire(t, SA(a), 0, 100, 100, 1000000);
     assert_ptr_equal(ea2, eb);
-    assert_int_equal(gw_bucket_table_avail(t, ea2, 0), 100);
+    assert_int_equal(gw_bucket_table_avail(t, ea2, 1000000), 100);
+    assert_int_equal(gw_bucket_table_evictions(t), 2);
     /* c was never released: still there, same entry */
     assert_ptr_equal(gw_bucket_table_acquire(t, SA(c), 0, 1, 1, 0), ec);
     gw_bucket_table_del(t);
+}
+
+/* Issue 18 item 12: many fresh addresses cannot wipe the limit of the clients already in the
+ * table; they are refused, counted, while the table is full of debts. */
+static void table_full_fails_closed(void **state)
+{
+    (void)state;
+    gw_bucket_table_t *t;
+    assert_int_equal(gw_bucket_table_new(4, 64, &t), 0);
+    char ip[32];
+    for (int i = 0; i < 4; i++) { /* four clients spend their whole burst, then leave */
+        snprintf(ip, sizeof(ip), "198.51.100.%d", i + 1);
+        struct sockaddr_storage a = v4(ip, 1);
+        gw_bucket_entry_t *e = gw_bucket_table_acquire(t, SA(a), 1, 10, 10, 0);
+        assert_non_null(e);
+        assert_int_equal(gw_bucket_table_take(t, e, 10, 0, NULL), 10);
+        gw_bucket_table_release(t, e);
+    }
+    for (int i = 0; i < 1000; i++) { /* an attacker's fresh addresses, at once */
+        snprintf(ip, sizeof(ip), "203.0.%d.%d", i / 250, i % 250 + 1);
+        struct sockaddr_storage a = v4(ip, 1);
+        assert_null(gw_bucket_table_acquire(t, SA(a), 1, 10, 10, 1000));
+    }
+    assert_int_equal(gw_bucket_table_refused(t), 1000);
+    assert_int_equal(gw_bucket_table_evictions(t), 0);
+    /* the first client is still limited: its debt was kept */
+    struct sockaddr_storage a1 = v4("198.51.100.1", 2);
+    gw_bucket_entry_t *e1 = gw_bucket_table_acquire(t, SA(a1), 1, 10, 10, 1000);
+    assert_non_null(e1);
+    assert_int_equal(gw_bucket_table_take(t, e1, 1, 1000, NULL), 0);
+    gw_bucket_table_release(t, e1);
+    gw_bucket_table_del(t);
+}
+
+/* Issue 18 item 12: IPv6 clients are keyed by their /64 (configurable). */
+static void table_ipv6_prefix(void **state)
+{
+    (void)state;
+    static const struct {
+        unsigned prefix;
+        const char *a, *b;
+        int same;
+    } cases[] = {
+        {64, "2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff", 1},
+        {64, "2001:db8:1:2::1", "2001:db8:1:3::1", 0},
+        {64, "::1", "::2", 1},
+        {56, "2001:db8:1:2::1", "2001:db8:1:ff::1", 1},
+        {56, "2001:db8:1:2::1", "2001:db8:1:100::1", 0},
+        {60, "2001:db8:1:2::1", "2001:db8:1:f::1", 1},
+        {60, "2001:db8:1:2::1", "2001:db8:1:10::1", 0},
+        {128, "2001:db8::1", "2001:db8::2", 0},
+        {48, "::ffff:192.0.2.1", "::ffff:192.0.2.2", 0}, /* IPv4-mapped: whole IPv4 address */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gw_bucket_table_t *t;
+        assert_int_equal(gw_bucket_table_new(8, cases[i].prefix, &t), 0);
+        struct sockaddr_storage a = v6(cases[i].a, 1), b = v6(cases[i].b, 1);
+        gw_bucket_entry_t *ea = gw_bucket_table_acquire(t, SA(a), 0, 10, 10, 0);
+        gw_bucket_entry_t *eb = gw_bucket_table_acquire(t, SA(b), 0, 10, 10, 0);
+        if ((ea == eb) != cases[i].same)
+            fail_msg("/%u %s vs %s: same=%d, want %d", cases[i].prefix, cases[i].a, cases[i].b,
+                     ea == eb, cases[i].same);
+        gw_bucket_table_del(t);
+    }
 }
 
 typedef struct {
@@ -291,7 +364,7 @@ static void table_threads(void **state)
 {
     (void)state;
     gw_bucket_table_t *t;
-    assert_int_equal(gw_bucket_table_new(4, &t), 0);
+    assert_int_equal(gw_bucket_table_new(4, 64, &t), 0);
     struct sockaddr_storage a = v4("192.0.2.1", 1);
     gw_bucket_entry_t *e = gw_bucket_table_acquire(t, SA(a), 0, 1, 500000, 0);
     thr_arg_t x = {t, e, 0}, y = {t, e, 0};
@@ -311,7 +384,7 @@ static void table_nomem(void **state)
     for (unsigned n = 1;; n++) {
         gw_alloc_fail_after(n);
         gw_bucket_table_t *t = NULL;
-        int rv = gw_bucket_table_new(100, &t);
+        int rv = gw_bucket_table_new(100, 64, &t);
         gw_alloc_fail_after(0);
         if (rv == 0) {
             assert_true(n > 3); /* three allocations, each one failed above */
@@ -331,7 +404,9 @@ int main(void)
         cmocka_unit_test(wait_rounds_up),  cmocka_unit_test(spend_debt_and_refund),
         cmocka_unit_test(grain),           cmocka_unit_test(huge_values),
         cmocka_unit_test(long_run_rate),   cmocka_unit_test(table_keys),
-        cmocka_unit_test(table_eviction),  cmocka_unit_test(table_threads),
+        cmocka_unit_test(table_eviction),
+        cmocka_unit_test(table_full_fails_closed),
+        cmocka_unit_test(table_ipv6_prefix),  cmocka_unit_test(table_threads),
         cmocka_unit_test(table_nomem),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

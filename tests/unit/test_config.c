@@ -531,6 +531,26 @@ static void coalesce_headers_deduplicated(void **state)
     gw_config_errors_free(&e);
 }
 
+/* throttle.ipv6_prefix (issue 18 item 12): default 64, range 16..128 with its position. */
+static void throttle_ipv6_prefix(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(MINIMAL, &c, &e), 0);
+    assert_int_equal(c->throttle.ipv6_prefix, 64);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    assert_int_equal(load(MINIMAL "throttle: {ipv6_prefix: 128}\n", &c, &e), 0);
+    assert_int_equal(c->throttle.ipv6_prefix, 128);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    expect_error(MINIMAL "throttle: {ipv6_prefix: 8}\n",
+                 "t.yaml:8:25: 'ipv6_prefix' is out of range: 8 (allowed 16..128)");
+    expect_error(MINIMAL "throttle: {ipv6_prefix: 129}\n",
+                 "t.yaml:8:25: 'ipv6_prefix' is out of range: 129 (allowed 16..128)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -551,6 +571,7 @@ int main(void)
         cmocka_unit_test(alloc_failure_sweep),
         cmocka_unit_test(coalesce_buffer_limit),
         cmocka_unit_test(coalesce_headers_deduplicated),
+        cmocka_unit_test(throttle_ipv6_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

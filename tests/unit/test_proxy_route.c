@@ -206,7 +206,7 @@ static void rate_decision(void **state)
 {
     (void)state;
     gw_bucket_table_t *t;
-    assert_int_equal(gw_bucket_table_new(16, &t), 0);
+    assert_int_equal(gw_bucket_table_new(16, 64, &t), 0);
     const gw_cfg_route_t *rl = gw_proxy_route(px, GW_SLICE_LIT("rl.test"), GW_SLICE_LIT("/"));
     const gw_cfg_route_t *r0 = gw_proxy_route(px, GW_SLICE_LIT("rl0.test"), GW_SLICE_LIT("/"));
     const gw_cfg_route_t *free_r =
@@ -238,6 +238,20 @@ static void rate_decision(void **state)
     /* no table: unlimited */
     assert_true(gw_proxy__rate_allow(NULL, rl, il, sa, 0, &ra));
     gw_bucket_table_del(t);
+
+    /* a table full of clients in debt fails closed for a new address (issue 18 item 12; it
+     * failed open: every new address got through unlimited) */
+    assert_int_equal(gw_bucket_table_new(2, 64, &t), 0);
+    assert_true(gw_proxy__rate_allow(t, r0, i0, sa, 0, &ra));
+    assert_true(gw_proxy__rate_allow(t, r0, i0, sb, 0, &ra));
+    struct sockaddr_in c = client("127.0.0.3", 1);
+    ra = 0;
+    assert_false(gw_proxy__rate_allow(t, r0, i0, (const struct sockaddr *)&c, 0, &ra));
+    assert_int_equal(ra, 1);
+    assert_int_equal(gw_bucket_table_refused(t), 1);
+    /* a second later a's bucket is full again: forgetting it loses nothing, c gets in */
+    assert_true(gw_proxy__rate_allow(t, r0, i0, (const struct sockaddr *)&c, 1000000, &ra));
+    gw_bucket_table_del(t);
 }
 
 /* Through the proxy: over the burst, 429 with Retry-After and a body, without the origin. */
@@ -245,7 +259,7 @@ static void rate_limited_answer(void **state)
 {
     (void)state;
     gw_bucket_table_t *t;
-    assert_int_equal(gw_bucket_table_new(16, &t), 0);
+    assert_int_equal(gw_bucket_table_new(16, 64, &t), 0);
     gw_proxy_set_rate_table(px, t);
     struct sockaddr_in a = client("192.0.2.7", 1);
     gw_req_head_t h = {GW_SLICE_LIT("GET"),
