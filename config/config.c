@@ -374,6 +374,7 @@ static const char *const ms_keys[][2] = {
     {"graceful_shutdown", "graceful_shutdown_ms"},
     {"body", "body_ms"},
     {"idle_timeout", "idle_timeout_ms"},
+    {"idle_purge", "idle_purge_ms"},
     {"connect_timeout", "connect_timeout_ms"},
     {"response_timeout", "response_timeout_ms"},
     {"read_timeout", "read_timeout_ms"},
@@ -751,6 +752,7 @@ static const field_t upstream_fields[] = {
     FLD(gw_cfg_upstream_t, max_connections, F_UINT, 1, 100000),
     FLD(gw_cfg_upstream_t, max_idle, F_UINT, 0, 100000),
     FLD(gw_cfg_upstream_t, idle_timeout_ms, F_DUR, 1, DAY_MS),
+    FLD(gw_cfg_upstream_t, idle_purge_ms, F_DUR, 1, DAY_MS),
     FLD(gw_cfg_upstream_t, max_requests_per_connection, F_UINT, 0, 4000000000u),
     FLD(gw_cfg_upstream_t, connect_timeout_ms, F_DUR, 1, DAY_MS),
     FLD(gw_cfg_upstream_t, response_timeout_ms, F_DUR, 1, DAY_MS),
@@ -879,6 +881,7 @@ static int upstreams_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t
     u->max_connections = 64;
     u->max_idle = UINT32_MAX; /* unset: min(32, max_connections) below */
     u->idle_timeout_ms = 60000;
+    u->idle_purge_ms = 5000; /* HAProxy's pool-purge-delay default */
     u->max_requests_per_connection = 10000;
     u->connect_timeout_ms = 5000;
     u->response_timeout_ms = 30000;

@@ -80,6 +80,7 @@ typedef struct {
     unsigned max_connections; /* per server */
     unsigned max_idle;        /* per server */
     uint64_t idle_timeout_ms;
+    uint64_t idle_purge_ms; /* idle connections above max_idle: half closed per period */
     unsigned max_requests_per_connection; /* 0 = unlimited */
     uint64_t connect_timeout_ms;
     uint64_t response_timeout_ms; /* until the response head is complete */

@@ -148,6 +148,7 @@ typedef struct {
     uint64_t pipelined;  /* requests sent behind another on a busy connection */
     uint64_t unanswered; /* pipelined requests sent again elsewhere, never answered */
     uint64_t batch_expired; /* responses whose read batch waited read_batch_wait: slow origin */
+    uint64_t purged;        /* idle connections above max_idle closed by the purge */
     unsigned open;       /* connections open or connecting */
     unsigned active;     /* connections carrying an exchange */
     unsigned idle;       /* idle keep-alive connections */

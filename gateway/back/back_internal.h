@@ -72,6 +72,7 @@ struct gw_back_upstream {
     gw_back_tls_ctx_t *tls; /* client TLS context (cfg->tls), or NULL for cleartext */
     gw_list_t holds;        /* connections with a read batch set (hlink) */
     uv_timer_t batch_timer; /* every read_batch_wait while holds is not empty */
+    uv_timer_t purge_timer; /* every idle_purge while a server has more than max_idle idle */
 };
 
 /* A response body longer than this (or of unknown length) lets nothing wait behind it. */
@@ -219,6 +220,10 @@ void gw_back__batch_update(gw_back_conn_t *c);
 /* The upstream's batch timer: connections that held bytes back for read_batch_wait without
  * a read go back to the default for the rest of their response. */
 void gw_back__batch_sweep(uv_timer_t *t);
+/* The upstream's purge timer callback: per server, half of the idle connections above max_idle
+ * (at least one), least recently used first and only those idle for idle_purge, are closed;
+ * re-armed while some server still has an excess. */
+void gw_back__idle_purge(uv_timer_t *t);
 
 /* Dial a connection for x on s (x bound at once). 0 or GW_E_NOMEM/GW_E_IO (nothing left). */
 int gw_back__conn_dial(gw_back_server_t *s, gw_back_exch_t *x);
@@ -244,7 +249,8 @@ gw_back_conn_t *gw_back__conn_batch_slot(gw_back_server_t *s);
  * write(2). 0 or GW_E_NOMEM. */
 int gw_back__conn_pipeline(gw_back_conn_t *c, gw_back_exch_t *x);
 
-/* Park c in its server's idle list (LIFO), or close it when max_idle are parked. */
+/* Park c in its server's idle list (LIFO). Never closes it: beyond max_idle, the purge timer
+ * closes the excess gradually (gw_back__idle_purge). */
 void gw_back__conn_park(gw_back_conn_t *c);
 /* Close now (any state); the exchange, if any, must have been detached. */
 void gw_back__conn_close(gw_back_conn_t *c);

@@ -1281,12 +1281,13 @@ int gw_back__conn_pipeline(gw_back_conn_t *c, gw_back_exch_t *x)
 void gw_back__conn_park(gw_back_conn_t *c)
 {
     gw_back_server_t *s = c->server;
-    unsigned max_idle = s->up->cfg->max_idle;
     GW_ASSERT(c->exch == NULL && c->pipe_len == 0);
-    if (s->idle_cnt >= max_idle) {
-        gw_back__conn_close(c);
-        return;
-    }
+    /* Parked even beyond max_idle: closing on the turn a connection becomes idle closes, at
+     * every dip in load, the connections the next burst dials again (issue 19 item 1: 20,000
+     * new origin connections per 200,000 requests). The excess is closed by the purge timer,
+     * a fraction per idle_purge period, as HAProxy's pool-purge-delay does. */
+    if (s->idle_cnt >= s->up->cfg->max_idle && !uv_is_active((uv_handle_t *)&s->up->purge_timer))
+        uv_timer_start(&s->up->purge_timer, gw_back__idle_purge, s->up->cfg->idle_purge_ms, 0);
     gw_list_remove(&c->link); /* the active list (pipelining) */
     gw_back__flush_cancel(c);
     hold_end(c);
@@ -1309,6 +1310,37 @@ void gw_back__conn_park(gw_back_conn_t *c)
     }
     arm(c, s->up->cfg->idle_timeout_ms);
     gw_back__conn_update_reading(c);
+}
+
+void gw_back__idle_purge(uv_timer_t *t)
+{
+    gw_back_upstream_t *up = t->data;
+    uint64_t now = uv_now(t->loop), after = up->cfg->idle_purge_ms;
+    unsigned max_idle = up->cfg->max_idle;
+    int again = 0;
+    for (size_t i = 0; i < up->servers_len; i++) {
+        gw_back_server_t *s = &up->servers[i];
+        if (s->idle_cnt <= max_idle)
+            continue;
+        unsigned excess = s->idle_cnt - max_idle, n = (excess + 1) / 2;
+        /* from the tail: the list is most recently used first */
+        gw_list_t *l = s->idle.prev;
+        while (n && l != &s->idle) {
+            gw_back_conn_t *c = GW_CONTAINER_OF(l, gw_back_conn_t, link);
+            l = l->prev;
+            if (now - c->idle_since < after)
+                break; /* the rest were used more recently still */
+            GW_LOG_DEBUG("back_idle_close", "server=%s reason=purge idle=%u max_idle=%u",
+                         s->cfg->addr.text, s->idle_cnt, max_idle);
+            gw_back__conn_close(c);
+            gw_back__stats(up->back)->purged++;
+            s->st.purged++;
+            n--;
+        }
+        again |= s->idle_cnt > max_idle;
+    }
+    if (again)
+        uv_timer_start(t, gw_back__idle_purge, after, 0);
 }
 
 void gw_back__health_check(gw_back_server_t *s)

@@ -558,6 +558,9 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
         uv_timer_init(loop, &up->batch_timer);
         up->batch_timer.data = up;
         b->handles++;
+        uv_timer_init(loop, &up->purge_timer);
+        up->purge_timer.data = up;
+        b->handles++;
         for (size_t j = 0; j < up->servers_len; j++) {
             gw_back_server_t *s = &up->servers[j];
             uv_timer_init(loop, &s->hc_timer);
@@ -611,6 +614,8 @@ void gw_back_del(gw_back_t *b)
         up->queue_timer.data = b;
         uv_close((uv_handle_t *)&up->batch_timer, on_timer_close);
         up->batch_timer.data = b;
+        uv_close((uv_handle_t *)&up->purge_timer, on_timer_close);
+        up->purge_timer.data = b;
         /* Connections still closing hold their own reference on the context. */
         gw_back_tls_ctx_del(up->tls);
         up->tls = NULL;
@@ -793,6 +798,7 @@ static void add_stats(gw_back_stats_t *o, const gw_back_stats_t *s)
     o->ejections += s->ejections;
     o->pipelined += s->pipelined;
     o->unanswered += s->unanswered;
+    o->purged += s->purged;
     o->open += s->open;
     o->active += s->active;
     o->idle += s->idle;

@@ -454,6 +454,7 @@ static void tcfg_init(tcfg_t *t, const int *ports, const unsigned *weights, size
     t->up.max_connections = 8;
     t->up.max_idle = 8;
     t->up.idle_timeout_ms = 60000;
+    t->up.idle_purge_ms = 5000;
     t->up.connect_timeout_ms = 2000;
     t->up.response_timeout_ms = 2000;
     t->up.read_timeout_ms = 2000;
@@ -733,6 +734,9 @@ static int idle_pred(void *a)
     return st.idle == *(unsigned *)v[1];
 }
 
+/* Issue 19 item 1: connections above max_idle are not closed on the turn they become idle;
+ * the purge closes half of the excess per idle_purge period (at least one), least recently
+ * used first; idle_timeout then closes the rest. */
 static void max_idle_and_idle_timeout(void **state)
 {
     (void)state;
@@ -742,9 +746,11 @@ static void max_idle_and_idle_timeout(void **state)
     tcfg_init(&t, &o.port, NULL, 1);
     t.up.max_connections = 4;
     t.up.max_idle = 2;
-    t.up.idle_timeout_ms = 100;
+    t.up.idle_purge_ms = 60;
+    t.up.idle_timeout_ms = 600;
     gw_back_t *b = mkback(&t);
     client_t cl = {.back = b, .target = 4, .max_inflight = 4};
+    uint64_t t0 = gw_now_ms();
     for (int i = 0; i < 4; i++)
         start_one(&cl);
     assert_true(run_until(done_pred, &cl, 3000));
@@ -752,16 +758,59 @@ static void max_idle_and_idle_timeout(void **state)
     assert_int_equal(o.accepted, 4);
     gw_back_stats_t st;
     gw_back_stats(b, SIZE_MAX, &st);
-    assert_int_equal(st.idle, 2); /* the two beyond max_idle were closed */
+    assert_int_equal(st.idle, 4); /* all four parked: none closed as it became idle */
+    assert_int_equal(st.closed, 0);
+    unsigned three = 3, two = 2, zero = 0;
+    void *a3[2] = {b, &three}, *a2[2] = {b, &two}, *a0[2] = {b, &zero};
+    assert_true(run_until(idle_pred, a3, 2000)); /* first period: half of 2 */
+    uint64_t t3 = gw_now_ms();
+    assert_true(t3 - t0 >= 55);
+    assert_true(run_until(idle_pred, a2, 2000)); /* second period: half of 1, rounded up */
+    assert_true(gw_now_ms() - t3 >= 40);
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.purged, 2);
     assert_int_equal(st.closed, 2);
-    unsigned zero = 0;
-    void *arg[2] = {b, &zero};
-    uint64_t t0 = gw_now_ms();
-    assert_true(run_until(idle_pred, arg, 2000));
-    assert_true(gw_now_ms() - t0 >= 90);
+    run_for(200); /* max_idle kept: no more purging */
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.idle, 2);
+    assert_true(run_until(idle_pred, a0, 2000)); /* idle_timeout */
+    assert_true(gw_now_ms() - t0 >= 590);
     gw_back_stats(b, SIZE_MAX, &st);
     assert_int_equal(st.open, 0);
     assert_int_equal(st.closed, 4);
+    assert_int_equal(st.purged, 2);
+    teardown_all(b, &o, 1);
+}
+
+/* Issue 19 item 1: a burst, a dip to one request at a time, and a burst again within
+ * idle_purge open no new connection (before: the dip closed all but max_idle, and the second
+ * burst dialled them again). */
+static void burst_dip_burst_opens_nothing(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_OK, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.max_connections = 8;
+    t.up.max_idle = 1;
+    gw_back_t *b = mkback(&t);
+    for (int round = 0; round < 3; round++) {
+        client_t burst = {.back = b, .target = 64, .max_inflight = 8};
+        while (burst.started < 8)
+            start_one(&burst);
+        assert_true(run_until(done_pred, &burst, 5000));
+        assert_int_equal(burst.errors, 0);
+        client_t dip = {.back = b, .target = 20, .max_inflight = 1};
+        start_one(&dip);
+        assert_true(run_until(done_pred, &dip, 5000));
+        assert_int_equal(dip.errors, 0);
+    }
+    assert_int_equal(o.accepted, 8);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.opened, 8);
+    assert_int_equal(st.closed, 0);
     teardown_all(b, &o, 1);
 }
 
@@ -2389,6 +2438,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(reuse_sequential_1000, setup, teardown),
         cmocka_unit_test_setup_teardown(reuse_concurrent_100_over_8, setup, teardown),
         cmocka_unit_test_setup_teardown(max_idle_and_idle_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(burst_dip_burst_opens_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(idle_timeout_restarts_on_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(max_requests_per_connection, setup, teardown),
         cmocka_unit_test_setup_teardown(connection_close_retires, setup, teardown),

@@ -531,6 +531,29 @@ static void coalesce_headers_deduplicated(void **state)
     gw_config_errors_free(&e);
 }
 
+/* upstreams.*.idle_purge (issue 19 item 1): default 5 s, a duration, positions on error. */
+static void upstream_idle_purge(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(MINIMAL, &c, &e), 0);
+    assert_int_equal(c->upstreams[0].idle_purge_ms, 5000);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    const char *y = "listen: [{address: 127.0.0.1:8080}]\n"
+                    "upstreams: {app: {servers: [127.0.0.1:9000], idle_purge: 250ms}}\n"
+                    "routes: [{upstream: app}]\n";
+    assert_int_equal(load(y, &c, &e), 0);
+    assert_int_equal(c->upstreams[0].idle_purge_ms, 250);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000], idle_purge: soon}}\n"
+                 "routes: [{upstream: app}]\n",
+                 "t.yaml:2:58: 'idle_purge' must be a duration (e.g. 500ms, 30s, 5m), not 'soon'");
+}
+
 /* throttle.ipv6_prefix (issue 18 item 12): default 64, range 16..128 with its position. */
 static void throttle_ipv6_prefix(void **state)
 {
@@ -572,6 +595,7 @@ int main(void)
         cmocka_unit_test(coalesce_buffer_limit),
         cmocka_unit_test(coalesce_headers_deduplicated),
         cmocka_unit_test(throttle_ipv6_prefix),
+        cmocka_unit_test(upstream_idle_purge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
