@@ -196,7 +196,7 @@ LOAD_METRICS = (
     ("p99_ms", "p99 ms", 2, True),
     ("cpu_us_per_req", "CPU µs/req", 1, True),
     ("cpu_pct", "proxy CPU %", 0, True),
-    ("origin_conns", "origin conns", 0, True),
+    ("origin_conns", "origin conns opened", 0, True),
     ("hwm_mib", "peak RSS MiB", 1, True),
 )
 # informational: how busy the proxy was says where the bottleneck is, not which proxy is better
