@@ -373,6 +373,7 @@ static const char *const ms_keys[][2] = {
     {"idle", "idle_ms"},
     {"graceful_shutdown", "graceful_shutdown_ms"},
     {"body", "body_ms"},
+    {"request_body", "request_body_ms"},
     {"idle_timeout", "idle_timeout_ms"},
     {"idle_purge", "idle_purge_ms"},
     {"connect_timeout", "connect_timeout_ms"},
@@ -402,6 +403,7 @@ static const field_t timeout_fields[] = {
     FLD(gw_cfg_timeouts_t, idle_ms, F_DUR, 1, DAY_MS),
     FLD(gw_cfg_timeouts_t, graceful_shutdown_ms, F_DUR, 0, DAY_MS),
     FLD(gw_cfg_timeouts_t, body_ms, F_DUR, 1, DAY_MS),
+    FLD(gw_cfg_timeouts_t, request_body_ms, F_DUR, 1, DAY_MS),
 };
 
 static const field_t limit_fields[] = {
@@ -1152,6 +1154,7 @@ static void set_defaults(gw_config_t *c)
         .idle_ms = 60000,
         .graceful_shutdown_ms = 30000,
         .body_ms = 60000,
+        .request_body_ms = 30000,
     };
     c->limits = (gw_cfg_limits_t){
         .max_connections = 10000,

@@ -140,6 +140,7 @@ typedef struct {
     uint64_t idle_ms;
     uint64_t graceful_shutdown_ms;
     uint64_t body_ms; /* a stream with no progress either way is reset */
+    uint64_t request_body_ms; /* a request body with no byte for this long: 408 / reset */
 } gw_cfg_timeouts_t;
 
 typedef struct {

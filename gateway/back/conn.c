@@ -924,6 +924,17 @@ static void on_timer(uv_timer_t *t)
             fail(c, c->dial_err, 0); /* deferred out-of-memory from gw_back__conn_start */
             break;
         }
+        /* The origin holds every request byte we had and no response came, but the client
+         * has not sent the rest of its body: the wait is the client's, bounded by the front's
+         * timeouts.request_body. The response timer runs only once the request is sent
+         * whole (issue 18 item 5: a stalled upload counted as a server failure, and five
+         * ejected the server). */
+        if (!(c->flags & GW_BACK_CONN_F_GOT_BYTE) && c->exch && !c->exch->body_ended &&
+            c->exch->body.bytes == 0 && c->out.bytes == 0 &&
+            !(c->flags & GW_BACK_CONN_F_WRITING)) {
+            arm(c, ucfg(c)->response_timeout_ms);
+            break;
+        }
         /* Response head or body read timeout: the request may have taken effect, so it is
          * not retried; a server that stalls counts as failing. */
         c->flags |= GW_BACK_CONN_F_GOT_BYTE;

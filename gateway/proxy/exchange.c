@@ -28,6 +28,8 @@ typedef struct {
     const gw_cfg_route_t *route;
     ox_t *ox;               /* the exchange serving this stream, NULL once it ended */
     gw_list_t slink;        /* in ox->subs */
+    gw_list_t ulink;        /* in p->uploading while the request body is still coming */
+    uint64_t body_since;    /* loop ms of the last request body progress (read or credited) */
     gw_req_head_t head;     /* shallow copy: slices valid until the stream closes */
     uint64_t body_inflight; /* request body bytes given to the back, not yet credited */
     int64_t req_cl;         /* request Content-Length, -1 unknown */
@@ -101,6 +103,10 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     uv_timer_init(loop, &p->sweep);
     p->sweep.data = p;
     p->sweep_open = 1;
+    gw_list_init(&p->uploading);
+    uv_timer_init(loop, &p->upload_sweep);
+    p->upload_sweep.data = p;
+    p->upload_open = 1;
     *out = p;
     return 0;
 }
@@ -117,6 +123,10 @@ void gw_proxy_close(gw_proxy_t *p)
     if (p->sweep_open) {
         p->sweep_open = 0;
         uv_close((uv_handle_t *)&p->sweep, NULL);
+    }
+    if (p->upload_open) {
+        p->upload_open = 0;
+        uv_close((uv_handle_t *)&p->upload_sweep, NULL);
     }
 }
 
@@ -162,7 +172,7 @@ void gw_proxy_del(gw_proxy_t *p)
 {
     if (!p)
         return;
-    GW_ASSERT(!p->back && !p->sweep_open);
+    GW_ASSERT(!p->back && !p->sweep_open && !p->upload_open);
     obj_drain(&p->px_free, &p->px_nfree);
     obj_drain(&p->ox_free, &p->ox_nfree);
     gw_free(p);
@@ -1220,6 +1230,72 @@ static const gw_back_cbs_t back_cbs = {b_interim, b_head, b_body, b_trailers, b_
 
 /* ---- front entry points ---------------------------------------------------------------------- */
 
+/* ---- request body timeout (timeouts.request_body, issue 18 item 5) ---------------------------
+ *
+ * A request whose body stops arriving must not hold an origin connection until the origin's
+ * response_timeout fires and blames the origin: five such requests per server ejected it, and
+ * one HTTP/2 connection could hold every origin connection of a worker. The clock runs only
+ * while the gateway waits for the client: every body byte passed on was also credited back
+ * (px->body_inflight == 0), so an origin that reads slowly, and the window it closes, is never
+ * counted against the client. */
+
+static void on_upload_sweep(uv_timer_t *t);
+static void abort_own(px_t *px);
+
+static void upload_watch(px_t *px)
+{
+    gw_proxy_t *p = px->p;
+    px->body_since = uv_now(p->loop);
+    gw_list_push_back(&p->uploading, &px->ulink);
+    if (p->upload_open && !uv_is_active((uv_handle_t *)&p->upload_sweep)) {
+        uint64_t every = p->cfg->timeouts.request_body_ms / 4;
+        if (every > 1000)
+            every = 1000;
+        uv_timer_start(&p->upload_sweep, on_upload_sweep, every ? every : 1, every ? every : 1);
+    }
+}
+
+static void upload_unwatch(px_t *px)
+{
+    gw_list_remove(&px->ulink); /* a no-op on a self-linked node */
+    gw_list_init(&px->ulink);
+}
+
+static void on_upload_sweep(uv_timer_t *t)
+{
+    gw_proxy_t *p = t->data;
+    uint64_t now = uv_now(p->loop), limit = p->cfg->timeouts.request_body_ms;
+    gw_list_foreach_safe(it, tmp, &p->uploading)
+    {
+        px_t *px = GW_CONTAINER_OF(it, px_t, ulink);
+        if (px->req_done || px->closed || px->reset || px->resp_started) {
+            upload_unwatch(px); /* the response is under way: its own timeouts apply */
+            continue;
+        }
+        if (px->body_inflight || now - px->body_since < limit)
+            continue;
+        upload_unwatch(px);
+        p->stats.upload_stalled++;
+        GW_LOG_INFO("request_body_timeout",
+                    "peer=%s proto=%s path=%s upstream=%s received=%llu status=408", px->s->peer,
+                    px->proto, px->path, px->route->upstream_name,
+                    (unsigned long long)px->req_sent);
+        /* the client's fault: the origin exchange is cancelled, never counted as a server
+         * failure (gw_back_cancel), and the client gets 408 (RFC 9110 §15.5.9) followed by
+         * the end of the request (HTTP/1.1: the connection closes, the rest of the body will
+         * never be read; HTTP/2: RST_STREAM(NO_ERROR) after the response, RFC 9113 §8.1) */
+        abort_own(px);
+        px->status = 408;
+        px->resp_started = 1;
+        if (gw_proxy__answer(px->s, 408, "h2gate: the request body stopped arriving\n") < 0)
+            do_reset(px, GW_CS_RESET_CANCEL);
+        else
+            response_done(px);
+    }
+    if (gw_list_empty(&p->uploading))
+        uv_timer_stop(&p->upload_sweep);
+}
+
 /* A final answer made here, before any exchange (no route, 429), to a request that may still
  * be sending its body. Over HTTP/2 the stream is then reset with NO_ERROR once the answer is
  * framed (RFC 9113 §8.1: "a server can send a complete response prior to the client sending an
@@ -1276,6 +1352,9 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     copy_cstr(px->method, sizeof(px->method), h->method);
     copy_cstr(px->path, sizeof(px->path), h->path);
     gw_list_init(&px->slink);
+    gw_list_init(&px->ulink);
+    if (!px->req_done)
+        upload_watch(px);
     s->proxy_data = px;
 
     /* the key holds the scheme the origin is told (the listener's, DESIGN.md "Safe
@@ -1306,6 +1385,8 @@ static void on_written(void *ud, int status)
     wctx_t *w = ud;
     px_t *px = w->px;
     px->body_inflight -= w->len;
+    if (!px->body_inflight)
+        px->body_since = uv_now(px->p->loop); /* from now on the wait is for the client */
     if (!px->closed)
         px->s->ops->credit(px->s, w->len);
     gw_free(w);
@@ -1338,6 +1419,7 @@ void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t l
         return;
     }
     px->req_sent += len;
+    px->body_since = uv_now(px->p->loop);
     gw_rbuf_t *b = gw_rbuf_new(len);
     wctx_t *w = gw_malloc(sizeof(*w));
     int rv = GW_E_NOMEM;
@@ -1371,6 +1453,7 @@ void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *tr, siz
     if (!px || px->req_done)
         return;
     px->req_done = 1;
+    upload_unwatch(px);
     gw_back_exch_t *bx = own_bx(px);
     if (!bx || px->reset)
         return;
@@ -1443,6 +1526,7 @@ void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
     s->proxy_data = NULL;
     log_request(px);
     px->closed = 1;
+    upload_unwatch(px);
     /* a leader cancelled by its client does not cancel the followers: the exchange goes on
      * while anyone is subscribed */
     sub_remove(px);

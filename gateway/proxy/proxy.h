@@ -79,6 +79,7 @@ typedef struct {
     uint64_t detached;        /* followers that fell behind and fetched on their own */
     uint64_t not_shared;      /* followers sent to the origin because the response was private */
     uint64_t stalled;         /* streams reset because the client stopped reading */
+    uint64_t upload_stalled;  /* requests ended by timeouts.request_body (408 or reset) */
     uint64_t rate_limited;    /* requests answered 429 (routes[].request_rate) */
 } gw_proxy_stats_t;
 void gw_proxy_stats(const gw_proxy_t *p, gw_proxy_stats_t *out);

@@ -1194,6 +1194,48 @@ static void post_content_length_body(void **state)
     teardown_all(b, &o, 1);
 }
 
+/* Issue 18 item 5: while the origin holds every byte the client sent and waits for the rest
+ * of the body, the response timer does not run: a slow (or stalled) client is not a failing
+ * server. The response timeout starts once the request was sent whole. */
+static void response_timer_waits_for_the_whole_request(void **state)
+{
+    (void)state;
+    origin_t o;
+    origin_start(&o, O_OK, 0);
+    tcfg_t t;
+    tcfg_init(&t, &o.port, NULL, 1);
+    t.up.response_timeout_ms = 80;
+    t.up.fail_threshold = 1;
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    gw_back_req_t r = {.method = GW_SLICE_LIT("POST"),
+                       .target = GW_SLICE_LIT("/up"),
+                       .host = GW_SLICE_LIT("h"),
+                       .body_len = 6};
+    gw_back_exch_t *x;
+    assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl, &x), 0);
+    cl.inflight = 1;
+    cl.started = 1;
+    gw_rbuf_t *rb = gw_rbuf_new(16);
+    memcpy(rb->data, "abcdef", 6);
+    wctx_t w = {0};
+    assert_int_equal(gw_back_write_body(x, rb, 0, 3, on_written, &w), 0);
+    run_for(300); /* almost four response timeouts with half a body */
+    assert_int_equal(cl.errors, 0);
+    assert_int_equal(cl.completed, 0);
+    assert_int_equal(gw_back_write_body(x, rb, 3, 3, on_written, &w), 0);
+    gw_rbuf_unref(rb);
+    assert_int_equal(gw_back_end_body(x, NULL, 0), 0);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 1);
+    assert_int_equal(cl.last_status, 200);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.failures, 0);
+    assert_int_equal(st.ejections, 0);
+    teardown_all(b, &o, 1);
+}
+
 static void early_response_not_reused(void **state)
 {
     (void)state;
@@ -2438,6 +2480,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(reuse_sequential_1000, setup, teardown),
         cmocka_unit_test_setup_teardown(reuse_concurrent_100_over_8, setup, teardown),
         cmocka_unit_test_setup_teardown(max_idle_and_idle_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(response_timer_waits_for_the_whole_request, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(burst_dip_burst_opens_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(idle_timeout_restarts_on_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(max_requests_per_connection, setup, teardown),

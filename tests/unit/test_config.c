@@ -554,6 +554,24 @@ static void upstream_idle_purge(void **state)
                  "t.yaml:2:58: 'idle_purge' must be a duration (e.g. 500ms, 30s, 5m), not 'soon'");
 }
 
+/* timeouts.request_body (issue 18 item 5): default 30 s, a duration. */
+static void timeouts_request_body(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(MINIMAL, &c, &e), 0);
+    assert_int_equal(c->timeouts.request_body_ms, 30000);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    assert_int_equal(load(MINIMAL "timeouts: {request_body: 2s}\n", &c, &e), 0);
+    assert_int_equal(c->timeouts.request_body_ms, 2000);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    expect_error(MINIMAL "timeouts: {request_body: 0ms}\n",
+                 "t.yaml:8:26: 'request_body' is out of range: 0ms (allowed 1..86400000)");
+}
+
 /* throttle.ipv6_prefix (issue 18 item 12): default 64, range 16..128 with its position. */
 static void throttle_ipv6_prefix(void **state)
 {
@@ -596,6 +614,7 @@ int main(void)
         cmocka_unit_test(coalesce_headers_deduplicated),
         cmocka_unit_test(throttle_ipv6_prefix),
         cmocka_unit_test(upstream_idle_purge),
+        cmocka_unit_test(timeouts_request_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,117 @@
+"""Issue 18 item 5: a stalled upload is the client's fault. timeouts.request_body ends it with
+408 (HTTP/1.1, connection closed) or 408 + RST_STREAM(NO_ERROR) (HTTP/2); the origin's
+response timer does not run while the gateway waits for the client; and none of it counts
+against the server's passive health (before: the origin's response_timeout fired, counted as
+a server failure, and five such requests ejected the server for everyone)."""
+import json
+import socket
+import time
+
+import h2.events
+import pytest
+
+from conftest import free_port
+from origin import ScriptedOrigin
+from test_h2 import Client
+from test_proxy import gw_config
+
+
+@pytest.fixture
+def origin():
+    with ScriptedOrigin() as o:
+        yield o
+
+
+def cfg(port, origin, request_body="500ms"):
+    return gw_config(port, [f"127.0.0.1:{origin.port}"],
+                     upstream_extra="response_timeout: 300ms\nhealth: {fail_threshold: 2, eject: 30s}",
+                     extra=f"timeouts: {{request_body: {request_body}}}\n")
+
+
+def h1_stalled(port, path="/echo"):
+    """Sends a POST head announcing 10 bytes and 3 of them; returns (bytes read until close,
+    seconds)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nabc".encode())
+    t0 = time.monotonic()
+    got = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        got += d
+    s.close()
+    return got, time.monotonic() - t0
+
+
+def test_issue18_5_stalled_h1_uploads_get_408_and_do_not_eject_the_server(gateway, origin):
+    port = free_port()
+    g = gateway(cfg(port, origin), wait=[("127.0.0.1", port)])
+    for _ in range(6):
+        got, secs = h1_stalled(port)
+        assert got.startswith(b"HTTP/1.1 408 "), got[:100]
+        assert 0.4 <= secs < 3, secs
+    # the server was never blamed: a normal request still reaches it
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /echo HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    resp = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        resp += d
+    assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
+    log = g.log()
+    assert "event=request_body_timeout" in log
+    assert "status=502" not in log and "status=504" not in log
+    assert "back_eject" not in log and "ejected" not in log
+
+
+def test_issue18_5_stalled_h2_upload_gets_408_then_reset(gateway, origin):
+    port = free_port()
+    gateway(cfg(port, origin), wait=[("127.0.0.1", port)])
+    cl = Client(port)
+    sids = []
+    for _ in range(4):  # one connection, several stalled streams: none may hold the origin
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "POST"), (":path", "/echo"), (":scheme", "http"),
+                                (":authority", "localhost"), ("content-length", "10")],
+                          end_stream=False)
+        cl.flush()
+        sids.append(sid)
+    evs = cl.events(lambda e: sum(isinstance(x, h2.events.StreamReset) for x in e) >= 4,
+                    timeout=5)
+    for sid in sids:
+        heads = [e for e in evs if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid]
+        assert heads and dict(heads[0].headers)[":status"] == "408", evs
+        resets = [e for e in evs if isinstance(e, h2.events.StreamReset) and e.stream_id == sid]
+        assert resets and resets[0].error_code == 0, evs
+    sid = cl.request("/echo")  # the same connection, the same origin: still served
+    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamEnded) and x.stream_id == sid
+                                  for x in e), timeout=5)
+    heads = [e for e in evs if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid]
+    assert heads and dict(heads[0].headers)[":status"] == "200", evs
+    cl.close()
+
+
+def test_issue18_5_slow_but_steady_upload_completes(gateway, origin):
+    """A byte every 0.2 s against request_body 1 s: never a gap of a second, so it completes
+    although the whole upload takes longer than both request_body and response_timeout."""
+    port = free_port()
+    gateway(cfg(port, origin, request_body="1s"), wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 8\r\n"
+              b"Connection: close\r\n\r\n")
+    for b in b"abcdefgh":
+        time.sleep(0.2)
+        s.sendall(bytes([b]))
+    resp = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        resp += d
+    assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
+    body = json.loads(resp.split(b"\r\n\r\n", 1)[1])
+    assert body["method"] == "POST"
+    assert origin.requests[-1].body == b"abcdefgh"
