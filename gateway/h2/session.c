@@ -616,6 +616,17 @@ static int count_reset(gw_h2_session_t *s)
     return 0;
 }
 
+static int count_control_n(gw_h2_session_t *s, size_t n)
+{
+    uint64_t sum = (uint64_t)s->control_in_window + n;
+    s->control_in_window = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
+    if (s->control_in_window > s->p->o.control_frame_budget) {
+        COUNT(s, control_flood_hits);
+        return conn_error(s, GW_H2_ENHANCE_YOUR_CALM, "control frame flood");
+    }
+    return 0;
+}
+
 static int count_control(gw_h2_session_t *s)
 {
     if (++s->control_in_window > s->p->o.control_frame_budget) {
@@ -1358,50 +1369,62 @@ static int on_priority_update(gw_h2_session_t *s, uint32_t sid, gw_slice_t value
     return prio_pending_put(s, sid, u, inc);
 }
 
+/* RFC 9113 §6.9.2: the change of SETTINGS_INITIAL_WINDOW_SIZE applied to every stream's send
+ * window; an overflow is a connection FLOW_CONTROL_ERROR. */
+static int apply_initial_window(gw_h2_session_t *s, uint32_t value)
+{
+    int64_t delta = (int64_t)value - (int64_t)s->peer_initial_window;
+    if (!s->x) { /* no streams */
+        s->peer_initial_window = value;
+        return 0;
+    }
+    gw_list_foreach(it, &s->x->streams)
+    {
+        gw_h2_stream_t *x = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
+        if (x->send_window + delta > GW_H2_MAX_WINDOW)
+            return conn_error(s, GW_H2_FLOW_CONTROL_ERROR, "stream window overflow");
+    }
+    s->peer_initial_window = value;
+    COUNT(s, window_walks);
+    /* the callbacks may release streams: collect the ids first, call afterwards */
+    uint32_t *woken = s->p->cb.on_writable ? gw_malloc((s->active + 1) * sizeof(*woken)) : NULL;
+    size_t nw = 0;
+    gw_list_foreach(it, &s->x->streams)
+    {
+        gw_h2_stream_t *x = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
+        x->send_window += delta;
+        if (x->blocked && x->send_window > 0 && x->state != GW_H2_SS_CLOSED) {
+            x->blocked = 0;
+            gw_h2_sched_add(&s->x->sched, &x->node);
+            if (woken && nw < s->active)
+                woken[nw++] = x->id;
+        }
+    }
+    /* without memory the wake-ups are lost, not the data: want_write still says so */
+    for (size_t k = 0; k < nw; k++)
+        s->p->cb.on_writable(s->user_data, woken[k]);
+    gw_free(woken);
+    return 0;
+}
+
 static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
 {
+    /* SETTINGS_INITIAL_WINDOW_SIZE walks every open stream: applied once per frame, with the
+     * last value the frame carries (§6.5.3 processes the values in order, so the last one is
+     * the one in force after the frame), not once per entry (issue 18 item 9: a 16 KB frame
+     * carries 2,730 entries). The frame codec already refused a value above 2^31-1. */
+    int iws_seen = 0;
+    uint32_t iws = 0;
     for (size_t i = 0; i < f->u.settings.n; i++) {
         gw_h2_setting_t st = gw_h2_settings_get(f, i);
         switch (st.id) {
         case GW_H2_SETTINGS_HEADER_TABLE_SIZE:
             gw_hpack_enc_set_peer_max(&s->enc, st.value);
             break;
-        case GW_H2_SETTINGS_INITIAL_WINDOW_SIZE: {
-            /* §6.9.2: apply the delta to every stream's send window; overflow is a
-             * connection FLOW_CONTROL_ERROR */
-            int64_t delta = (int64_t)st.value - (int64_t)s->peer_initial_window;
-            if (!s->x) { /* no streams */
-                s->peer_initial_window = st.value;
-                break;
-            }
-            gw_list_foreach(it, &s->x->streams)
-            {
-                gw_h2_stream_t *x = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
-                if (x->send_window + delta > GW_H2_MAX_WINDOW)
-                    return conn_error(s, GW_H2_FLOW_CONTROL_ERROR, "stream window overflow");
-            }
-            s->peer_initial_window = st.value;
-            /* the callbacks may release streams: collect the ids first, call afterwards */
-            uint32_t *woken =
-                s->p->cb.on_writable ? gw_malloc((s->active + 1) * sizeof(*woken)) : NULL;
-            size_t nw = 0;
-            gw_list_foreach(it, &s->x->streams)
-            {
-                gw_h2_stream_t *x = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
-                x->send_window += delta;
-                if (x->blocked && x->send_window > 0 && x->state != GW_H2_SS_CLOSED) {
-                    x->blocked = 0;
-                    gw_h2_sched_add(&s->x->sched, &x->node);
-                    if (woken && nw < s->active)
-                        woken[nw++] = x->id;
-                }
-            }
-            /* without memory the wake-ups are lost, not the data: want_write still says so */
-            for (size_t k = 0; k < nw; k++)
-                s->p->cb.on_writable(s->user_data, woken[k]);
-            gw_free(woken);
+        case GW_H2_SETTINGS_INITIAL_WINDOW_SIZE:
+            iws_seen = 1;
+            iws = st.value;
             break;
-        }
         case GW_H2_SETTINGS_MAX_FRAME_SIZE:
             s->peer_max_frame = st.value;
             break;
@@ -1412,7 +1435,7 @@ static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
             break;
         }
     }
-    return 0;
+    return iws_seen ? apply_initial_window(s, iws) : 0;
 }
 
 static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_t *payload,
@@ -1490,7 +1513,8 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
             return 0;
         }
         s->got_settings = 1;
-        if ((rc = count_control(s)) < 0)
+        /* entries, not frames, are charged (issue 18 item 9): one frame may carry thousands */
+        if ((rc = count_control_n(s, f.u.settings.n ? f.u.settings.n : 1)) < 0)
             return rc;
         if ((rc = apply_settings(s, &f)) < 0)
             return rc;

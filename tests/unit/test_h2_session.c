@@ -1518,6 +1518,66 @@ static void floods(void **state)
     gw_h2_session_del(s);
 }
 
+/* Issue 18 item 9: a SETTINGS frame of 2,730 SETTINGS_INITIAL_WINDOW_SIZE entries walks the
+ * open streams once (the last value counts), and its entries, not the frame, are charged to
+ * the control budget: a few such frames are a flood. */
+static void issue18_9_settings_entries_budgeted(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    const char *const G[] = {":method", "GET", ":scheme", "https", ":path", "/", NULL};
+    for (uint32_t id = 1; id <= 39; id += 2)
+        cli_headers(&c, id, 1, G);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    enum { N = 2730 };
+    static gw_h2_setting_t set[N];
+    for (size_t i = 0; i < N; i++)
+        set[i] = (gw_h2_setting_t){GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)(1000 + i)};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, set, N), 0);
+    uint64_t walks0 = gw_h2_session_stats(s).window_walks;
+    assert_int_equal(feed(s, &c.b), GW_E_CALM); /* 2,730 entries > the budget of 1000 */
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+    assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
+    assert_int_equal(gw_h2_session_stats(s).window_walks, walks0); /* refused before any walk */
+    cli_free(&c);
+    gw_h2_session_del(s);
+
+    /* within the budget: one walk per frame, with the last value */
+    opt.control_frame_budget = 100000;
+    s = ready(&r, &c, &opt);
+    for (uint32_t id = 1; id <= 39; id += 2)
+        cli_headers(&c, id, 1, G);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    walks0 = gw_h2_session_stats(s).window_walks;
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, set, N), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    assert_int_equal(gw_h2_session_stats(s).window_walks, walks0 + 3);
+    assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 0);
+    drain(s, &o);
+    cli_free(&c);
+    gw_h2_session_del(s);
+
+    /* 40 frames of 2,730 entries: 109,200 entries charged, past 100,000 */
+    s = ready(&r, &c, &opt);
+    for (int k = 0; k < 40; k++)
+        assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, set, N), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_CALM);
+    assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
 static void max_requests_and_shutdown(void **state)
 {
     (void)state;
@@ -2348,6 +2408,7 @@ int main(void)
         cmocka_unit_test(stream_state_errors),
         cmocka_unit_test(closed_stream_frames),
         cmocka_unit_test(floods),
+        cmocka_unit_test(issue18_9_settings_entries_budgeted),
         cmocka_unit_test(max_requests_and_shutdown),
         cmocka_unit_test(peer_goaway),
         cmocka_unit_test(priority_and_callbacks),
