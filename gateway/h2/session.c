@@ -108,7 +108,8 @@ typedef struct gw_h2_stream {
     uint64_t data_recv;
     size_t queued; /* DATA bytes submitted and not framed */
     gw_list_t chunks;
-    gw_bytes_t trailers; /* encoded trailer block */
+    gw_bytes_t trailers; /* trailer fields as submitted (see pack_fields), HPACK-encoded only
+                          * when framed: the encoder's table follows the wire order */
     gw_h2_sched_node_t node;
     arena_t arena;
     void *data;
@@ -1839,6 +1840,8 @@ static int stream_can_send(const gw_h2_session_t *s, const gw_h2_stream_t *st)
            st->data_budget > 0;
 }
 
+static int frame_trailers(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q);
+
 ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
 {
     size_t before = q->bytes;
@@ -1924,9 +1927,14 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
             continue;
         uint32_t sid = st->id;
         if (st->has_trailers) {
-            if (gw_iovq_copy(q, st->trailers.base, st->trailers.len) < 0)
-                return GW_E_NOMEM;
+            int rc = frame_trailers(s, st, q);
+            if (rc < 0) {
+                /* the encoder's table may now differ from the peer's */
+                conn_error_rc(s, GW_H2_INTERNAL_ERROR, "header encoding failed", rc);
+                return rc;
+            }
             st->has_trailers = 0;
+            st->trailers.len = 0;
         } else {
             gw_h2_frame_hdr_t h = {0, GW_H2_FT_DATA, GW_H2_F_END_STREAM, sid};
             gw_h2_frame_hdr_pack(hdr, &h);
@@ -1995,7 +2003,7 @@ static gw_h2_stream_t *writable_stream(gw_h2_session_t *s, uint32_t sid)
 }
 
 static int encode_fields(gw_h2_session_t *s, uint32_t sid, const char *status,
-                         const gw_h2_header_t *fields, size_t n, int end_stream, gw_bytes_t *dst)
+                         const gw_h2_header_t *fields, size_t n, int end_stream)
 {
     size_t extra = status ? 1 : 0;
     gw_hpack_field_t fst[48]; /* a usual head: no allocation */
@@ -2008,18 +2016,9 @@ static int encode_fields(gw_h2_session_t *s, uint32_t sid, const char *status,
     for (size_t i = 0; i < n; i++)
         f[i + extra] = (gw_hpack_field_t){fields[i].name, fields[i].value, 0};
     size_t mark = s->out.len;
-    if (dst) {
-        /* trailers: encode now (HPACK order is the order of encoding), frame later */
-        gw_bytes_t save = s->out;
-        s->out = *dst;
-        rc = write_block(s, sid, f, n + extra, end_stream);
-        *dst = s->out;
-        s->out = save;
-    } else {
-        rc = write_block(s, sid, f, n + extra, end_stream);
-        if (rc < 0)
-            s->out.len = mark;
-    }
+    rc = write_block(s, sid, f, n + extra, end_stream);
+    if (rc < 0)
+        s->out.len = mark;
     if (f != fst)
         gw_free(f);
     if (rc == GW_E_NOMEM) {
@@ -2043,7 +2042,7 @@ int gw_h2_session_submit_response(gw_h2_session_t *s, uint32_t stream_id, unsign
     code[1] = (char)('0' + status / 10 % 10);
     code[2] = (char)('0' + status % 10);
     code[3] = 0;
-    if ((rc = encode_fields(s, stream_id, code, fields, n, end_stream, NULL)) < 0)
+    if ((rc = encode_fields(s, stream_id, code, fields, n, end_stream)) < 0)
         return rc == GW_E_NOMEM ? GW_E_NOMEM : GW_E_INVAL;
     s->frames_out++;
     if (status >= 200)
@@ -2086,6 +2085,65 @@ int gw_h2_session_submit_data(gw_h2_session_t *s, uint32_t stream_id, gw_rbuf_t 
     return 0;
 }
 
+/* Trailer fields kept until they are framed: per field a uint32_t name length, a uint32_t
+ * value length, then the name and value bytes. */
+static int pack_fields(gw_bytes_t *b, const gw_h2_header_t *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t l[2] = {(uint32_t)f[i].name.len, (uint32_t)f[i].value.len};
+        if (f[i].name.len > UINT32_MAX || f[i].value.len > UINT32_MAX)
+            return GW_E_INVAL;
+        if (gw_bytes_append(b, l, sizeof(l)) < 0 ||
+            gw_bytes_append(b, f[i].name.base, f[i].name.len) < 0 ||
+            gw_bytes_append(b, f[i].value.base, f[i].value.len) < 0)
+            return GW_E_NOMEM;
+    }
+    return 0;
+}
+
+/* Encode st's kept trailers as HEADERS(+CONTINUATION) with END_STREAM and append them to q,
+ * after whatever s->out holds: s->out was encoded before, so it must reach the wire before
+ * (RFC 7541 §2.3.2: the decoder's table changes in the order blocks arrive; issue 18 item 4:
+ * trailers encoded at submit time but framed after their stream's DATA put the HEADERS of
+ * other streams, encoded later and written earlier, out of step with the peer). */
+static int frame_trailers(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q)
+{
+    size_t n = 0;
+    for (size_t at = 0; at < st->trailers.len; n++) {
+        uint32_t l[2];
+        memcpy(l, st->trailers.base + at, sizeof(l));
+        at += sizeof(l) + l[0] + l[1];
+    }
+    gw_hpack_field_t fst[16];
+    gw_hpack_field_t *f = n <= 16 ? fst : gw_malloc(n * sizeof(*f));
+    if (!f)
+        return GW_E_NOMEM;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t l[2];
+        memcpy(l, st->trailers.base + at, sizeof(l));
+        at += sizeof(l);
+        f[i] = (gw_hpack_field_t){
+            {st->trailers.base + at, l[0]}, {st->trailers.base + at + l[0], l[1]}, 0};
+        at += l[0] + l[1];
+    }
+    int rc = 0;
+    if (s->out.len) {
+        if (gw_iovq_copy(q, s->out.base, s->out.len) < 0)
+            rc = GW_E_NOMEM;
+        else
+            s->out.len = 0;
+    }
+    if (rc == 0)
+        rc = write_block(s, st->id, f, n, 1);
+    if (rc == 0 && gw_iovq_copy(q, s->out.base, s->out.len) < 0)
+        rc = GW_E_NOMEM;
+    s->out.len = 0;
+    if (f != fst)
+        gw_free(f);
+    return rc;
+}
+
 int gw_h2_session_submit_trailers(gw_h2_session_t *s, uint32_t stream_id,
                                   const gw_h2_header_t *fields, size_t n)
 {
@@ -2095,10 +2153,14 @@ int gw_h2_session_submit_trailers(gw_h2_session_t *s, uint32_t stream_id,
         return GW_E_NOENT;
     if (!st->head_sent || st->eos_queued)
         return GW_E_INVAL;
+    for (size_t i = 0; i < n; i++) /* what gw_hpack_encode asks of names */
+        for (size_t k = 0; k < fields[i].name.len; k++)
+            if (fields[i].name.base[k] >= 'A' && fields[i].name.base[k] <= 'Z')
+                return GW_E_INVAL;
     st->trailers.len = 0;
-    if ((rc = encode_fields(s, stream_id, NULL, fields, n, 1, &st->trailers)) < 0) {
+    if ((rc = pack_fields(&st->trailers, fields, n)) < 0) {
         st->trailers.len = 0;
-        return rc == GW_E_NOMEM ? GW_E_NOMEM : GW_E_INVAL;
+        return rc;
     }
     st->has_trailers = 1;
     st->eos_queued = 1;

@@ -445,6 +445,99 @@ static void response_frames(void **state)
     gw_h2_session_del(s);
 }
 
+/* ---- issue 18 item 4: header blocks are encoded in wire order ---- */
+
+typedef struct {
+    char s[512];
+    size_t n;
+} fields_str_t;
+
+static int fields_cb(void *ud, const gw_hpack_field_t *f)
+{
+    fields_str_t *a = ud;
+    int w = snprintf(a->s + a->n, sizeof(a->s) - a->n, "%.*s: %.*s;", (int)f->name.len,
+                     (const char *)f->name.base, (int)f->value.len, (const char *)f->value.base);
+    if (w > 0)
+        a->n += (size_t)w < sizeof(a->s) - a->n ? (size_t)w : 0;
+    return 0;
+}
+
+/* Decode every HEADERS frame of o (in the order they came) with the peer's decoder d;
+ * returns the fields of the last one on stream sid, or "ERROR" when a block fails. */
+static void decode_headers(gw_hpack_dec_t *d, const outs_t *o, uint32_t sid, fields_str_t *out)
+{
+    out->n = 0;
+    out->s[0] = 0;
+    for (size_t i = 0; i < o->n; i++) {
+        if (o->f[i].h.type != GW_H2_FT_HEADERS)
+            continue;
+        assert_true(o->f[i].h.flags & GW_H2_F_END_HEADERS);
+        fields_str_t a = {{0}, 0};
+        gw_hpack_dec_begin(d, 65536);
+        ssize_t n = gw_hpack_decode(d, o->f[i].p, o->f[i].h.length, 1, fields_cb, &a);
+        if (n < 0 || gw_hpack_dec_end(d) < 0)
+            snprintf(a.s, sizeof(a.s), "ERROR");
+        if (o->f[i].h.stream_id == sid)
+            *out = a;
+    }
+}
+
+static void issue18_4_trailers_encoded_in_wire_order(void **state)
+{
+    (void)state;
+    for (int reset = 0; reset < 2; reset++) {
+        rec_t r;
+        cli_t c;
+        outs_t o;
+        gw_hpack_dec_t d;
+        assert_int_equal(gw_hpack_dec_init(&d, 4096), 0);
+        gw_h2_session_t *s = ready(&r, &c, NULL);
+        /* the client's windows start at 0: DATA (and the trailers behind it) wait */
+        const gw_h2_setting_t zero[] = {{GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 0}};
+        assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, zero, 1), 0);
+        cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+        cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+        assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+        c.b.len = 0;
+        drain(s, &o);
+        const gw_h2_header_t tr[] = {{GW_SLICE_LIT("x-checksum"), GW_SLICE_LIT("3a7bd3e2360a")}};
+        assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
+        gw_rbuf_t *rb = gw_rbuf_new(10);
+        memset(rb->data, 'z', 10);
+        assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 10, 0), 0);
+        gw_rbuf_unref(rb);
+        assert_int_equal(gw_h2_session_submit_trailers(s, 1, tr, 1), 0);
+        fields_str_t got;
+        drain(s, &o);
+        decode_headers(&d, &o, 1, &got);
+        assert_string_equal(got.s, ":status: 200;");
+        if (reset) { /* the client gives up on stream 1 before its trailers leave */
+            assert_int_equal(gw_h2_frame_write_rst_stream(&c.b, 1, GW_H2_CANCEL), 0);
+            assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+            c.b.len = 0;
+        }
+        /* stream 3's head, with the same field, goes out first */
+        assert_int_equal(gw_h2_session_submit_response(s, 3, 200, tr, 1, 1), 0);
+        drain(s, &o);
+        decode_headers(&d, &o, 3, &got);
+        assert_string_equal(got.s, ":status: 200;x-checksum: 3a7bd3e2360a;");
+        if (!reset) { /* window for stream 1: its DATA, then its trailers */
+            assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, 100), 0);
+            assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+            c.b.len = 0;
+            drain(s, &o);
+            decode_headers(&d, &o, 1, &got);
+            assert_string_equal(got.s, "x-checksum: 3a7bd3e2360a;");
+            const outf_t *t = find_type(&o, GW_H2_FT_HEADERS, 0);
+            assert_non_null(t);
+            assert_true(t->h.flags & GW_H2_F_END_STREAM);
+        }
+        gw_hpack_dec_free(&d);
+        cli_free(&c);
+        gw_h2_session_del(s);
+    }
+}
+
 /* The same input whole, byte by byte and cut at every point gives the same events. */
 static void split_feeding(void **state)
 {
@@ -2409,6 +2502,7 @@ int main(void)
         cmocka_unit_test(closed_stream_frames),
         cmocka_unit_test(floods),
         cmocka_unit_test(issue18_9_settings_entries_budgeted),
+        cmocka_unit_test(issue18_4_trailers_encoded_in_wire_order),
         cmocka_unit_test(max_requests_and_shutdown),
         cmocka_unit_test(peer_goaway),
         cmocka_unit_test(priority_and_callbacks),
