@@ -870,6 +870,15 @@ static int set_pseudo(decode_ctx_t *c, gw_slice_t *slot, gw_slice_t v)
     return 0;
 }
 
+/* The decoder's callback for a block on a stream we reset: the table is updated by the
+ * decoder itself, the fields go nowhere. */
+static int on_field_discard(void *ud, const gw_hpack_field_t *f)
+{
+    (void)ud;
+    (void)f;
+    return 0;
+}
+
 static int on_field(void *ud, const gw_hpack_field_t *f)
 {
     decode_ctx_t *c = ud;
@@ -1147,6 +1156,32 @@ static int finish_block(gw_h2_session_t *s)
     int rc = 0;
 
     s->hb_sid = 0;
+    /* A block on a stream we reset (known, or forgotten since) is decoded only for the HPACK
+     * state (RFC 9113 §4.3, §5.1: such frames may be in flight): its fields are not copied
+     * anywhere, and each such block is charged to the control budget (issue 18 item 6:
+     * thousands of small HEADERS frames, each naming a 4 KB table entry, made the stream's
+     * arena grow by their whole decoded size and cost nothing). */
+    int discard =
+        (!st && s->x->hb_reject == 2) || (st && st->state == GW_H2_SS_CLOSED && st->rst_sent);
+    if (discard) {
+        COUNT(s, discarded_blocks);
+        if ((rc = count_control(s)) < 0) {
+            s->x->hb.len = 0;
+            return rc;
+        }
+        gw_hpack_dec_begin(&s->dec, s->p->o.max_header_list_size);
+        size_t dlen = s->x->hb.len;
+        static const uint8_t none[1];
+        ssize_t dn = gw_hpack_decode(&s->dec, s->x->hb.base ? s->x->hb.base : none, dlen, 1,
+                                     on_field_discard, NULL);
+        int dend = dn < 0 ? (int)dn : gw_hpack_dec_end(&s->dec);
+        s->x->hb.len = 0;
+        if (dn == GW_E_NOMEM || dend == GW_E_NOMEM)
+            return nomem(s);
+        if (dn < 0 || (size_t)dn != dlen || (dend < 0 && dend != GW_E_LIMIT))
+            return conn_error(s, GW_H2_COMPRESSION_ERROR, "HPACK decoding failed");
+        return 0;
+    }
     /* a new stream's fields are decoded into the block it will live in; without memory for
      * one the block is decoded all the same (the HPACK state is shared, RFC 9113 §4.3) and
      * opening the stream fails below */

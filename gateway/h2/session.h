@@ -161,6 +161,7 @@ typedef struct {
     /* cap hits */
     uint64_t reset_budget_hits;   /* rapid reset -> GOAWAY ENHANCE_YOUR_CALM */
     uint64_t control_flood_hits;  /* SETTINGS/PING/PRIORITY/WINDOW_UPDATE flood */
+    uint64_t discarded_blocks;    /* header blocks on streams we reset: decoded, not kept */
     uint64_t window_walks;        /* SETTINGS_INITIAL_WINDOW_SIZE changes applied to the streams */
     uint64_t empty_frame_hits;    /* empty DATA/HEADERS/CONTINUATION flood */
     uint64_t queued_control_hits; /* peer does not read our control frames */

@@ -445,6 +445,74 @@ static void response_frames(void **state)
     gw_h2_session_del(s);
 }
 
+/* Issue 18 item 6: header blocks on a stream the gateway reset are decoded for the HPACK
+ * state only (the table follows), nothing is copied per field, and each block is charged to
+ * the control budget. */
+static void issue18_6_blocks_on_reset_streams(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.control_frame_budget = 300;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    /* stream 1 is malformed (uppercase name): the gateway resets it */
+    static const char *const BAD[] = {":method", "GET", ":scheme", "https", ":path",
+                                      "/",       "Bad", "x",       NULL};
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, BAD);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    expect_rst(&o, 1, GW_H2_PROTOCOL_ERROR);
+    /* a 4000-byte entry enters the table through a block on the reset stream: literal with
+     * incremental indexing, new name "x" (RFC 7541 §6.2.1), value length 4000 = 127 + 3873 */
+    static uint8_t big[4 + 2 + 4000];
+    size_t k = 0;
+    big[k++] = 0x40;
+    big[k++] = 0x01;
+    big[k++] = 'x';
+    big[k++] = 0x7f;
+    big[k++] = 0x80 | (3873 & 0x7f);
+    big[k++] = (uint8_t)(3873 >> 7);
+    memset(big + k, 'a', 4000);
+    k += 4000;
+    assert_int_equal(gw_h2_frame_write_headers(&c.b, 1, GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS,
+                                               NULL, big, k, 0, 0),
+                     0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    /* then blocks of one byte naming that entry (index 62): nothing kept for any of them */
+    const uint8_t idx62 = 0x80 | 62;
+    gw_alloc_count_start();
+    for (int i = 0; i < 250; i++)
+        assert_int_equal(gw_h2_frame_write_headers(&c.b, 1,
+                                                   GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS, NULL,
+                                                   &idx62, 1, 0, 0),
+                         0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    long long live = gw_alloc_count_live();
+    gw_alloc_count_stop();
+    if (live > 64 * 1024)
+        fail_msg("250 blocks on a reset stream kept %lld bytes", live);
+    assert_int_equal(gw_h2_session_stats(s).discarded_blocks, 251);
+    drain(s, &o);
+    /* the budget: 300 control units, 251 spent: fifty more blocks are a flood */
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(gw_h2_frame_write_headers(&c.b, 1,
+                                                   GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS, NULL,
+                                                   &idx62, 1, 0, 0),
+                         0);
+    assert_int_equal(feed(s, &c.b), GW_E_CALM);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+    assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
 /* ---- issue 18 item 4: header blocks are encoded in wire order ---- */
 
 typedef struct {
@@ -2503,6 +2571,7 @@ int main(void)
         cmocka_unit_test(floods),
         cmocka_unit_test(issue18_9_settings_entries_budgeted),
         cmocka_unit_test(issue18_4_trailers_encoded_in_wire_order),
+        cmocka_unit_test(issue18_6_blocks_on_reset_streams),
         cmocka_unit_test(max_requests_and_shutdown),
         cmocka_unit_test(peer_goaway),
         cmocka_unit_test(priority_and_callbacks),
