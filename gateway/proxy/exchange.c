@@ -30,6 +30,8 @@ typedef struct {
     gw_list_t slink;        /* in ox->subs */
     gw_list_t ulink;        /* in p->uploading while the request body is still coming */
     uint64_t body_since;    /* loop ms of the last request body progress (read or credited) */
+    gw_rbuf_t *acc;         /* small request body pieces gathered for one write (acc_flush) */
+    gw_list_t alink;        /* in p->acc_pending while acc holds bytes */
     gw_req_head_t head;     /* shallow copy: slices valid until the stream closes */
     uint64_t body_inflight; /* request body bytes given to the back, not yet credited */
     int64_t req_cl;         /* request Content-Length, -1 unknown */
@@ -107,6 +109,10 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     uv_timer_init(loop, &p->upload_sweep);
     p->upload_sweep.data = p;
     p->upload_open = 1;
+    gw_list_init(&p->acc_pending);
+    uv_prepare_init(loop, &p->acc_flush);
+    p->acc_flush.data = p;
+    p->acc_open = 1;
     *out = p;
     return 0;
 }
@@ -127,6 +133,10 @@ void gw_proxy_close(gw_proxy_t *p)
     if (p->upload_open) {
         p->upload_open = 0;
         uv_close((uv_handle_t *)&p->upload_sweep, NULL);
+    }
+    if (p->acc_open) {
+        p->acc_open = 0;
+        uv_close((uv_handle_t *)&p->acc_flush, NULL);
     }
 }
 
@@ -172,7 +182,7 @@ void gw_proxy_del(gw_proxy_t *p)
 {
     if (!p)
         return;
-    GW_ASSERT(!p->back && !p->sweep_open && !p->upload_open);
+    GW_ASSERT(!p->back && !p->sweep_open && !p->upload_open && !p->acc_open);
     obj_drain(&p->px_free, &p->px_nfree);
     obj_drain(&p->ox_free, &p->ox_nfree);
     gw_free(p);
@@ -1353,6 +1363,7 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     copy_cstr(px->path, sizeof(px->path), h->path);
     gw_list_init(&px->slink);
     gw_list_init(&px->ulink);
+    gw_list_init(&px->alink);
     if (!px->req_done)
         upload_watch(px);
     s->proxy_data = px;
@@ -1409,9 +1420,85 @@ static void abort_own(px_t *px)
     sub_remove(px);
 }
 
+/* Request body pieces (issue 18 item 7). Each write to the back costs a buffer, a write
+ * context, a write mark and a queue entry, about 150 bytes, while the bounds
+ * (limits.body_buffer, the HTTP/2 window) count payload bytes: one-byte DATA frames or chunks
+ * made the memory 150 times the bound. So pieces smaller than ACC_SMALL are copied into one
+ * buffer per stream (ACC_CAP) and handed to the back once per loop turn (or when the buffer is
+ * full, or before the body ends): the overhead is per ACC_CAP bytes, not per piece. */
+#define ACC_SMALL 4096
+#define ACC_CAP (16 * 1024)
+
+/* Hand len bytes of b (from off) to the back as one write; on failure the stream is ended as
+ * the error says. The caller keeps its reference to b. */
+static void body_write(px_t *px, gw_rbuf_t *b, size_t len)
+{
+    gw_back_exch_t *bx = own_bx(px);
+    int rv = GW_E_CLOSED;
+    wctx_t *w = NULL;
+    if (bx && !px->resp_done && !px->reset) {
+        w = gw_malloc(sizeof(*w));
+        rv = GW_E_NOMEM;
+        if (w) {
+            *w = (wctx_t){px, len};
+            rv = gw_back_write_body(bx, b, 0, len, on_written, w);
+        }
+    }
+    if (rv == 0)
+        return;
+    gw_free(w);
+    px->body_inflight -= len;
+    if (!px->closed)
+        px->s->ops->credit(px->s, len);
+    if (rv == GW_E_CLOSED)
+        return; /* nobody wants these bytes any more: dropped */
+    /* more bytes than the announced Content-Length, or out of memory: never sent on as a
+     * desynchronised request */
+    abort_own(px);
+    if (rv == GW_E_INVAL)
+        do_reset(px, GW_CS_RESET_PROTOCOL);
+    else
+        fail(px, rv);
+}
+
+/* Write what px->acc gathered (it goes before any later piece or the body's end). */
+static void acc_flush_one(px_t *px)
+{
+    gw_rbuf_t *b = px->acc;
+    if (!b)
+        return;
+    px->acc = NULL;
+    gw_list_remove(&px->alink);
+    gw_list_init(&px->alink);
+    body_write(px, b, b->len);
+    gw_rbuf_unref(b); /* the back holds its own reference */
+}
+
+/* Drop what px->acc gathered (the stream or its exchange ended): credited back. */
+static void acc_drop(px_t *px)
+{
+    gw_rbuf_t *b = px->acc;
+    if (!b)
+        return;
+    px->acc = NULL;
+    gw_list_remove(&px->alink);
+    gw_list_init(&px->alink);
+    px->body_inflight -= b->len;
+    if (!px->closed)
+        px->s->ops->credit(px->s, b->len);
+    gw_rbuf_unref(b);
+}
+
+static void on_acc_flush(uv_prepare_t *h)
+{
+    gw_proxy_t *p = h->data;
+    while (!gw_list_empty(&p->acc_pending))
+        acc_flush_one(GW_CONTAINER_OF(p->acc_pending.next, px_t, alink));
+    uv_prepare_stop(h);
+}
+
 void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t len)
 {
-    (void)p;
     px_t *px = s->proxy_data;
     gw_back_exch_t *bx = own_bx(px);
     if (!bx || px->resp_done || px->reset || len == 0) {
@@ -1420,30 +1507,40 @@ void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t l
     }
     px->req_sent += len;
     px->body_since = uv_now(px->p->loop);
+    px->body_inflight += len;
+    if (px->acc && (len >= ACC_SMALL || px->acc->len + len > px->acc->cap))
+        acc_flush_one(px); /* full, or a large piece follows: the gathered bytes go first */
+    if (len < ACC_SMALL && own_bx(px)) {
+        if (!px->acc) {
+            px->acc = gw_rbuf_new(ACC_CAP);
+            if (!px->acc) {
+                px->body_inflight -= len;
+                s->ops->credit(s, len);
+                abort_own(px);
+                fail(px, GW_E_NOMEM);
+                return;
+            }
+            px->acc->len = 0;
+            gw_list_push_back(&p->acc_pending, &px->alink);
+            if (p->acc_open && !uv_is_active((uv_handle_t *)&p->acc_flush))
+                uv_prepare_start(&p->acc_flush, on_acc_flush);
+        }
+        memcpy(px->acc->data + px->acc->len, data, len);
+        px->acc->len += len;
+        return;
+    }
     gw_rbuf_t *b = gw_rbuf_new(len);
-    wctx_t *w = gw_malloc(sizeof(*w));
-    int rv = GW_E_NOMEM;
-    if (b && w) {
-        memcpy(b->data, data, len);
-        b->len = len;
-        *w = (wctx_t){px, len};
-        px->body_inflight += len;
-        rv = gw_back_write_body(bx, b, 0, len, on_written, w);
-        if (rv < 0)
-            px->body_inflight -= len;
-    }
-    gw_rbuf_unref(b); /* the back holds its own reference */
-    if (rv < 0) {
-        gw_free(w);
+    if (!b) {
+        px->body_inflight -= len;
         s->ops->credit(s, len);
-        /* more bytes than the announced Content-Length, or out of memory: never sent on as a
-         * desynchronised request */
         abort_own(px);
-        if (rv == GW_E_INVAL)
-            do_reset(px, GW_CS_RESET_PROTOCOL);
-        else
-            fail(px, rv);
+        fail(px, GW_E_NOMEM);
+        return;
     }
+    memcpy(b->data, data, len);
+    b->len = len;
+    body_write(px, b, len);
+    gw_rbuf_unref(b); /* the back holds its own reference */
 }
 
 void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *tr, size_t n)
@@ -1454,6 +1551,7 @@ void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *tr, siz
         return;
     px->req_done = 1;
     upload_unwatch(px);
+    acc_flush_one(px); /* the gathered pieces go before the end */
     gw_back_exch_t *bx = own_bx(px);
     if (!bx || px->reset)
         return;
@@ -1527,6 +1625,7 @@ void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
     log_request(px);
     px->closed = 1;
     upload_unwatch(px);
+    acc_drop(px);
     /* a leader cancelled by its client does not cancel the followers: the exchange goes on
      * while anyone is subscribed */
     sub_remove(px);

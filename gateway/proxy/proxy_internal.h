@@ -16,6 +16,9 @@ struct gw_proxy {
     uv_timer_t upload_sweep; /* request body timeouts of the streams in uploading */
     int upload_open;
     gw_list_t uploading; /* px_t whose request body is still coming (timeouts.request_body) */
+    uv_prepare_t acc_flush; /* once per loop turn: gathered small request body pieces go out */
+    int acc_open;
+    gw_list_t acc_pending; /* px_t with gathered pieces */
     gw_list_t inflight; /* coalescible ox_t before their response head */
     gw_proxy_stats_t stats;
     gw_bucket_table_t *rates; /* request-rate buckets shared by all workers, or NULL */
