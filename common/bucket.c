@@ -150,7 +150,7 @@ struct gw_bucket_table {
     uint32_t free;
     size_t used;
     uint64_t evictions;
-    uint64_t refused; /* acquisitions refused: full, and the oldest idle entry still in debt */
+    uint64_t refused;  /* acquisitions refused: full, and the oldest idle entry still in debt */
     unsigned v6_bytes; /* IPv6 prefix kept in keys, whole bytes ... */
     uint8_t v6_mask;   /* ... and the mask of the byte after them (0 when the prefix is whole) */
     gw_list_t idle;

@@ -87,13 +87,13 @@ typedef struct {
     uint64_t read_timeout_ms;     /* between two reads of the body */
     unsigned queue_size;
     uint64_t queue_timeout_ms;
-    unsigned retries;        /* of idempotent requests that failed before any response byte */
-    unsigned pipeline;       /* requests in flight per connection (RFC 9112 §9.3.2); 1 = none */
-    size_t read_batch;            /* body bytes a socket queues before a read (SO_RCVLOWAT); 0 = off */
-    uint64_t read_batch_wait_ms;  /* bytes held back by read_batch wait at most this */
-    unsigned fail_threshold; /* consecutive failures that eject a server */
-    uint64_t eject_ms;       /* back-off of an ejected server */
-    char *health_path;       /* NULL = no active health check */
+    unsigned retries;  /* of idempotent requests that failed before any response byte */
+    unsigned pipeline; /* requests in flight per connection (RFC 9112 §9.3.2); 1 = none */
+    size_t read_batch; /* body bytes a socket queues before a read (SO_RCVLOWAT); 0 = off */
+    uint64_t read_batch_wait_ms; /* bytes held back by read_batch wait at most this */
+    unsigned fail_threshold;     /* consecutive failures that eject a server */
+    uint64_t eject_ms;           /* back-off of an ejected server */
+    char *health_path;           /* NULL = no active health check */
     uint64_t health_interval_ms;
     unsigned health_status; /* expected status */
 } gw_cfg_upstream_t;
@@ -139,7 +139,7 @@ typedef struct {
     uint64_t header_ms;        /* a request head must complete within this */
     uint64_t idle_ms;
     uint64_t graceful_shutdown_ms;
-    uint64_t body_ms; /* a stream with no progress either way is reset */
+    uint64_t body_ms;         /* a stream with no progress either way is reset */
     uint64_t request_body_ms; /* a request body with no byte for this long: 408 / reset */
 } gw_cfg_timeouts_t;
 

@@ -145,14 +145,14 @@ typedef struct {
     uint64_t retries;  /* exchanges re-dispatched after a failure */
     uint64_t failures; /* server failures counted by passive health */
     uint64_t ejections;
-    uint64_t pipelined;  /* requests sent behind another on a busy connection */
-    uint64_t unanswered; /* pipelined requests sent again elsewhere, never answered */
+    uint64_t pipelined;     /* requests sent behind another on a busy connection */
+    uint64_t unanswered;    /* pipelined requests sent again elsewhere, never answered */
     uint64_t batch_expired; /* responses whose read batch waited read_batch_wait: slow origin */
     uint64_t purged;        /* idle connections above max_idle closed by the purge */
-    unsigned open;       /* connections open or connecting */
-    unsigned active;     /* connections carrying an exchange */
-    unsigned idle;       /* idle keep-alive connections */
-    unsigned queued;     /* exchanges waiting for a connection */
+    unsigned open;          /* connections open or connecting */
+    unsigned active;        /* connections carrying an exchange */
+    unsigned idle;          /* idle keep-alive connections */
+    unsigned queued;        /* exchanges waiting for a connection */
 } gw_back_stats_t;
 
 /* Create the back side of one worker for every upstream of `cfg`, with one client TLS

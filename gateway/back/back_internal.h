@@ -204,13 +204,13 @@ struct gw_back_conn {
     unsigned in_big;    /* a read filled its buffer: the next ones are GW_BACK_READ_BUF_MAX */
     gw_h1_client_t *h1; /* response parser, reused across the connection's exchanges */
     uint64_t idle_since;
-    int dial_err;       /* a connect that failed before libuv took it */
-    int msg_done;       /* the parser completed a response during this feed */
-    unsigned lowat;     /* SO_RCVLOWAT in effect, 0 for the default (1) */
+    int dial_err;         /* a connect that failed before libuv took it */
+    int msg_done;         /* the parser completed a response during this feed */
+    unsigned lowat;       /* SO_RCVLOWAT in effect, 0 for the default (1) */
     uint64_t batch_since; /* loop time the read batch was set (lowat > 0) */
     gw_list_t hlink;      /* in the upstream's holds while lowat > 0 and reading */
-    gw_back_tls_t *tls; /* TLS upstream: the session (plaintext in c->out / c->in), else NULL */
-    gw_bytes_t tls_out; /* TLS: ciphertext of the write in flight (`writing` counts plaintext) */
+    gw_back_tls_t *tls;   /* TLS upstream: the session (plaintext in c->out / c->in), else NULL */
+    gw_bytes_t tls_out;   /* TLS: ciphertext of the write in flight (`writing` counts plaintext) */
 };
 
 /* Read batching (SO_RCVLOWAT, conn.c). The socket of c was drained, or reading starts or

@@ -188,7 +188,8 @@ static gw_back_exch_t *detach(gw_back_conn_t *c)
 /* Flags that describe the response being read: they start afresh with the next one. */
 #define RESPONSE_FLAGS                                                                             \
     (GW_BACK_CONN_F_GOT_BYTE | GW_BACK_CONN_F_PAUSED | GW_BACK_CONN_F_DISCARD |                    \
-     GW_BACK_CONN_F_LONG | GW_BACK_CONN_F_HEAD | GW_BACK_CONN_F_PIPELINED | GW_BACK_CONN_F_NOBATCH)
+     GW_BACK_CONN_F_LONG | GW_BACK_CONN_F_HEAD | GW_BACK_CONN_F_PIPELINED |                        \
+     GW_BACK_CONN_F_NOBATCH)
 
 static int is_head(const gw_back_exch_t *x)
 {
@@ -930,8 +931,7 @@ static void on_timer(uv_timer_t *t)
          * whole (issue 18 item 5: a stalled upload counted as a server failure, and five
          * ejected the server). */
         if (!(c->flags & GW_BACK_CONN_F_GOT_BYTE) && c->exch && !c->exch->body_ended &&
-            c->exch->body.bytes == 0 && c->out.bytes == 0 &&
-            !(c->flags & GW_BACK_CONN_F_WRITING)) {
+            c->exch->body.bytes == 0 && c->out.bytes == 0 && !(c->flags & GW_BACK_CONN_F_WRITING)) {
             arm(c, ucfg(c)->response_timeout_ms);
             break;
         }

@@ -70,8 +70,8 @@ struct ox {
     size_t ntrailers;
     unsigned paused : 1;
     unsigned indexed : 1;
-    unsigned complete : 1; /* the origin response ended: subscribers finish at the body's end */
-    unsigned pumping : 1;  /* inside pump(): the last sub_remove leaves freeing to it */
+    unsigned complete : 1;   /* the origin response ended: subscribers finish at the body's end */
+    unsigned pumping : 1;    /* inside pump(): the last sub_remove leaves freeing to it */
     unsigned authorized : 1; /* the requests carry Authorization (coalesce_private only) */
 };
 
@@ -1129,9 +1129,8 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     (void)x;
     ox_t *ox = ud;
     unindex(ox); /* from now on a new request gets an exchange of its own */
-    if (ox->nsubs > 1 &&
-        !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields, h->fields_len,
-                                      ox->authorized)) {
+    if (ox->nsubs > 1 && !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields,
+                                                       h->fields_len, ox->authorized)) {
         /* the followers go to the origin on their own; the first subscriber keeps this one */
         px_t *keep = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
         FOREACH_SUB(ox, px)
@@ -1312,8 +1311,8 @@ static void on_upload_sweep(uv_timer_t *t)
  * entire request ... by sending a RST_STREAM with an error code of NO_ERROR"): left
  * half-closed, the stream would keep the connection out of its idle timeout for ever (issue 18
  * item 8). HTTP/1.1 reads and drops the body as before, keeping the connection. */
-static int answer_early(gw_cstream_t *s, const gw_req_head_t *h, unsigned status,
-                        const char *text, const gw_field_t *f, size_t n)
+static int answer_early(gw_cstream_t *s, const gw_req_head_t *h, unsigned status, const char *text,
+                        const gw_field_t *f, size_t n)
 {
     int rv = gw_proxy__answer_fields(s, status, text, f, n);
     if (rv >= 0 && !h->end_stream && strcmp(h->proto, "http/1.1") != 0)

@@ -12,14 +12,14 @@ struct gw_proxy {
     gw_back_t *back;  /* NULL once closed */
     uv_timer_t sweep; /* stall checks of paused exchanges */
     int sweep_open;
-    gw_list_t paused;   /* ox_t waiting for their clients to read */
+    gw_list_t paused;        /* ox_t waiting for their clients to read */
     uv_timer_t upload_sweep; /* request body timeouts of the streams in uploading */
     int upload_open;
-    gw_list_t uploading; /* px_t whose request body is still coming (timeouts.request_body) */
+    gw_list_t uploading;    /* px_t whose request body is still coming (timeouts.request_body) */
     uv_prepare_t acc_flush; /* once per loop turn: gathered small request body pieces go out */
     int acc_open;
     gw_list_t acc_pending; /* px_t with gathered pieces */
-    gw_list_t inflight; /* coalescible ox_t before their response head */
+    gw_list_t inflight;    /* coalescible ox_t before their response head */
     gw_proxy_stats_t stats;
     gw_bucket_table_t *rates; /* request-rate buckets shared by all workers, or NULL */
     /* exchange.c: freed px_t / ox_t kept for the next requests (a proxied request allocates

@@ -42,7 +42,7 @@ typedef enum {
     O_CLOSE_NOW,  /* O_OK without Connection: close, but close right after writing it */
     O_EARLY,      /* answer 413 as soon as the request head is in, ignore the body */
     O_ECHO,       /* 200 whose body is the request target; what the target asks (oecho) */
-    O_DRIP,       /* Content-Length drip_len: DRIP_PIECE bytes with the head, one more every drip_ms */
+    O_DRIP, /* Content-Length drip_len: DRIP_PIECE bytes with the head, one more every drip_ms */
 } omode_t;
 
 #define DRIP_PIECE 4096
@@ -320,8 +320,8 @@ static void oanswer(oconn_t *c)
         break;
     case O_DRIP: {
         char h[80];
-        int n = snprintf(h, sizeof(h), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n",
-                         o->drip_len);
+        int n =
+            snprintf(h, sizeof(h), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", o->drip_len);
         osend(c, h, (size_t)n, 0, 1);
         c->dripped = 0;
         uv_timer_start(&c->timer, odrip, o->drip_ms, o->drip_ms);

@@ -399,14 +399,20 @@ static void table_nomem(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(default_burst),   cmocka_unit_test(unlimited),
-        cmocka_unit_test(take_and_refill), cmocka_unit_test(no_drift_on_small_steps),
-        cmocka_unit_test(wait_rounds_up),  cmocka_unit_test(spend_debt_and_refund),
-        cmocka_unit_test(grain),           cmocka_unit_test(huge_values),
-        cmocka_unit_test(long_run_rate),   cmocka_unit_test(table_keys),
+        cmocka_unit_test(default_burst),
+        cmocka_unit_test(unlimited),
+        cmocka_unit_test(take_and_refill),
+        cmocka_unit_test(no_drift_on_small_steps),
+        cmocka_unit_test(wait_rounds_up),
+        cmocka_unit_test(spend_debt_and_refund),
+        cmocka_unit_test(grain),
+        cmocka_unit_test(huge_values),
+        cmocka_unit_test(long_run_rate),
+        cmocka_unit_test(table_keys),
         cmocka_unit_test(table_eviction),
         cmocka_unit_test(table_full_fails_closed),
-        cmocka_unit_test(table_ipv6_prefix),  cmocka_unit_test(table_threads),
+        cmocka_unit_test(table_ipv6_prefix),
+        cmocka_unit_test(table_threads),
         cmocka_unit_test(table_nomem),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -281,14 +281,16 @@ static void authorized_requests(void **state)
         {"public, private", 0},
     };
     for (size_t i = 0; i < NF(cases); i++) {
-        gw_field_t f[1] = {{gw_slice_str("cache-control"), gw_slice_str(cases[i].cc ? cases[i].cc : "")}};
+        gw_field_t f[1] = {
+            {gw_slice_str("cache-control"), gw_slice_str(cases[i].cc ? cases[i].cc : "")}};
         int sh = gw_proxy__coalesce_shareable(&route_default, 200, f, cases[i].cc ? 1 : 0, 1);
         if (sh != cases[i].shared)
             fail_msg("authorized, cache-control %s → %d, want %d", cases[i].cc ? cases[i].cc : "-",
                      sh, cases[i].shared);
         /* the same response to anonymous requests is shared (a 200) */
-        assert_int_equal(gw_proxy__coalesce_shareable(&route_default, 200, f, cases[i].cc ? 1 : 0, 0),
-                         !(cases[i].cc && strstr(cases[i].cc, "private")));
+        assert_int_equal(
+            gw_proxy__coalesce_shareable(&route_default, 200, f, cases[i].cc ? 1 : 0, 0),
+            !(cases[i].cc && strstr(cases[i].cc, "private")));
     }
     gw_cfg_route_t priv = route_default;
     priv.coalesce_private = 1;
@@ -312,7 +314,7 @@ static void authorized_requests(void **state)
     assert_non_null(ka);
     assert_non_null(kb);
     assert_non_null(kn);
-    assert_true(la == lb && memcmp(ka, kb, la) == 0); /* both authorised: may share (if public) */
+    assert_true(la == lb && memcmp(ka, kb, la) == 0);  /* both authorised: may share (if public) */
     assert_false(la == ln && memcmp(ka, kn, la) == 0); /* authorised vs anonymous: never */
     gw_free(ka);
     gw_free(kb);
