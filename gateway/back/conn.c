@@ -261,10 +261,24 @@ static void pipe_evacuate(gw_back_conn_t *c, int keep)
         c->server->pipe_backoff_until = uv_now(loop_of(c)) + GW_BACK_PIPE_BACKOFF_MS;
 }
 
+/* Whether the connection waits for the client: the origin holds every request byte we had,
+ * no final response came, and the body is not complete. A timeout or a close then is the
+ * client's doing (its body stalled) as much as the origin's, and a failure caused by the
+ * client never counts against the server (issue 18 item 5). This holds after an interim
+ * response (103) too: an origin may send one before it reads the body. */
+static int waiting_client(const gw_back_conn_t *c)
+{
+    const gw_back_exch_t *x = c->exch;
+    return x && c->state == GW_BACK_CONN_ACTIVE && !x->head_seen && !x->body_ended &&
+           x->body.bytes == 0 && c->out.bytes == 0 && !(c->flags & GW_BACK_CONN_F_WRITING);
+}
+
 /* The connection failed while carrying its exchange (and maybe some pipelined behind it). */
 static void fail(gw_back_conn_t *c, int code, int count_failure)
 {
     gw_back_server_t *s = c->server;
+    if (waiting_client(c))
+        count_failure = 0; /* the origin gave up on a body the client did not send */
     int before_response = !(c->flags & GW_BACK_CONN_F_GOT_BYTE);
     GW_LOG_INFO("back_conn_fail", "upstream=%s server=%s state=%s code=%s reused=%d got_byte=%d",
                 s->up->cfg->name, s->cfg->addr.text, gw_back_conn_state_str(c->state),
@@ -930,8 +944,7 @@ static void on_timer(uv_timer_t *t)
          * timeouts.request_body. The response timer runs only once the request is sent
          * whole (issue 18 item 5: a stalled upload counted as a server failure, and five
          * ejected the server). */
-        if (!(c->flags & GW_BACK_CONN_F_GOT_BYTE) && c->exch && !c->exch->body_ended &&
-            c->exch->body.bytes == 0 && c->out.bytes == 0 && !(c->flags & GW_BACK_CONN_F_WRITING)) {
+        if (waiting_client(c)) {
             arm(c, ucfg(c)->response_timeout_ms);
             break;
         }

@@ -849,6 +849,9 @@ static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
     conn_t *c = s->impl;
     if (c->flags & GW_CONN_F_STOPPING)
         c->h1->keep_alive = 0; /* graceful stop: this is the connection's last response */
+    /* RFC 9110 §15.5.9: a 408 means the server closes rather than wait on: say so */
+    if (status == 408)
+        c->h1->keep_alive = 0;
     int64_t framing = end_stream && content_length < 0 ? 0 : content_length;
     if (c->h1->http10 && framing < 0) {
         /* RFC 9112 §6.1, §7: an HTTP/1.0 recipient knows no chunked coding; the body is

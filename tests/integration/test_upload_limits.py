@@ -7,6 +7,7 @@ import json
 import os
 import struct
 import socket
+import threading
 import time
 
 import h2.events
@@ -117,6 +118,98 @@ def test_issue18_5_slow_but_steady_upload_completes(gateway, origin):
     body = json.loads(resp.split(b"\r\n\r\n", 1)[1])
     assert body["method"] == "POST"
     assert origin.requests[-1].body == b"abcdefgh"
+
+
+def test_issue18_5_h1_408_says_connection_close(gateway, origin):
+    """RFC 9110 §15.5.9: the server SHOULD send the "close" connection option with a 408 (it
+    closes rather than wait on; the client must not reuse the connection)."""
+    port = free_port()
+    gateway(cfg(port, origin), wait=[("127.0.0.1", port)])
+    got, _ = h1_stalled(port)
+    head = got.split(b"\r\n\r\n", 1)[0].lower()
+    assert head.startswith(b"http/1.1 408 "), got[:200]
+    assert b"\r\nconnection: close" in head, got[:200]
+
+
+class WaitingOrigin:
+    """An origin that does what real ones do while a request body is missing: /hint sends
+    103 Early Hints before reading the body, then waits; /shut gives up on the body after
+    100 ms and closes (its own body timeout); anything else gets 200 "ok"."""
+
+    def __init__(self):
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(64)
+        self.port = self.srv.getsockname()[1]
+        self.stop = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stop:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        try:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            path = buf.split(b" ", 2)[1]
+            if path == b"/hint":
+                c.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+                c.settimeout(10)
+                while c.recv(65536):
+                    pass
+            elif path == b"/shut":
+                time.sleep(0.1)
+            else:
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def close(self):
+        self.stop = True
+        self.srv.close()
+
+
+@pytest.mark.parametrize("path", ["/hint", "/shut"], ids=["interim_then_wait", "origin_gives_up"])
+def test_issue18_5_origin_waiting_for_a_stalled_body_is_not_blamed(gateway, path):
+    """The origin's timer or close while it waits for a body the client does not send is the
+    client's failure, not the server's: after an interim response (the response timer kept
+    running and counted), or when the origin closes on its own body timeout (counted as a
+    failed server). Four of them with fail_threshold 2 used to eject the only server."""
+    o = WaitingOrigin()
+    try:
+        port = free_port()
+        g = gateway(gw_config(port, [f"127.0.0.1:{o.port}"],
+                              upstream_extra="response_timeout: 150ms\nretries: 0\n"
+                                             "health: {fail_threshold: 2, eject: 30s}",
+                              extra="timeouts: {request_body: 600ms}\n"),
+                    wait=[("127.0.0.1", port)])
+        for _ in range(4):
+            got, _ = h1_stalled(port, path)
+            if path == "/hint":
+                assert b"HTTP/1.1 408 " in got, got[:300]
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(b"GET /ok HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        resp = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            resp += d
+        assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
+        assert "back_server_eject" not in g.log()
+    finally:
+        o.close()
 
 
 # ---- issue 18 item 7: memory per request body byte -----------------------------------------
