@@ -97,6 +97,46 @@ def test_issue18_5_stalled_h2_upload_gets_408_then_reset(gateway, origin):
     cl.close()
 
 
+def test_issue18_5_one_h2_connection_holds_the_origin_connections_no_longer_than_request_body(
+        gateway, origin):
+    """Stalled uploads on one HTTP/2 connection take every origin connection of the worker
+    (max_connections: 4); another client's GET waits in the upstream queue and is served once
+    request_body (500 ms) ended them, not after the origin's timeouts (response_timeout 30 s
+    here, so only request_body can free the connections in time)."""
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"],
+                      upstream_extra="max_connections: 4\nresponse_timeout: 30s\nqueue_timeout: 20s",
+                      extra="timeouts: {request_body: 500ms}\n"),
+            wait=[("127.0.0.1", port)])
+    cl = Client(port)
+    for _ in range(4):
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "POST"), (":path", "/echo"), (":scheme", "http"),
+                                (":authority", "localhost"), ("content-length", "10")],
+                          end_stream=False)
+        cl.c.send_data(sid, b"abc")  # three bytes reach the origin: its connection is taken
+    cl.flush()
+    t0 = time.monotonic()
+    while origin.open_connections < 4 and time.monotonic() < t0 + 3:
+        time.sleep(0.01)
+    assert origin.open_connections == 4
+    other = socket.create_connection(("127.0.0.1", port), timeout=10)
+    other.sendall(b"GET /echo HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    resp = b""
+    while True:
+        d = other.recv(65536)
+        if not d:
+            break
+        resp += d
+    waited = time.monotonic() - t0
+    other.close()
+    assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
+    print(f"waited {waited:.2f} s")
+    # it had to wait (every origin connection was taken), for request_body and no longer
+    assert 0.3 < waited < 0.5 + 2.0, waited
+    cl.close()
+
+
 def test_issue18_5_slow_but_steady_upload_completes(gateway, origin):
     """A byte every 0.2 s against request_body 1 s: never a gap of a second, so it completes
     although the whole upload takes longer than both request_body and response_timeout."""
