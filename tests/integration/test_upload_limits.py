@@ -3,6 +3,7 @@
 response timer does not run while the gateway waits for the client; and none of it counts
 against the server's passive health (before: the origin's response_timeout fired, counted as
 a server failure, and five such requests ejected the server for everyone)."""
+import hashlib
 import json
 import os
 import struct
@@ -325,4 +326,48 @@ def test_issue18_7_one_byte_chunks_cost_about_their_payload(gateway, origin, h2g
     assert sent > 128 * 1024 * 6  # more than body_buffer of payload was offered
     assert grown < 4 * 1024, grown
     s.close()
+    hold.close()
+
+
+def test_issue18_7_gathered_one_byte_frames_reach_the_origin_whole(gateway, origin):
+    """The gathering of small body pieces keeps every byte in order: 4 streams of one-byte DATA
+    frames (two with content-length, two sent on chunked) wait in the upstream queue, then the
+    origin connection frees up and each body reaches the origin whole."""
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"],
+                          upstream_extra="max_connections: 1\nresponse_timeout: 30s",
+                          route_extra="coalesce: false"),
+                wait=[("127.0.0.1", port)])
+    hold = Client(port)  # HTTP/2, so that a reset frees the origin connection at once
+    hsid = hold.request("/stall-read")
+    cl = Client(port)
+    n = 40000
+    sids = []
+    for i in range(4):
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "POST"), (":path", "/echo"), (":scheme", "http"),
+                                (":authority", "localhost")]
+                          + ([("content-length", str(n))] if i % 2 else []), end_stream=False)
+        sids.append(sid)
+    cl.flush()
+    payload = bytes(range(256)) * (n // 256) + bytes(range(n % 256))
+    for sid in sids:  # raw one-byte DATA frames, each stream interleaved with the next
+        head = b"\x00\x00\x01\x00\x00" + sid.to_bytes(4, "big")
+        cl.s.sendall(b"".join(head + payload[k:k + 1] for k in range(n)))
+    time.sleep(0.3)
+    hold.c.reset_stream(hsid)
+    hold.flush()
+    cl.s.sendall(b"".join(b"\x00\x00\x00\x00\x01" + sid.to_bytes(4, "big") for sid in sids))
+    evs = cl.events(lambda e: sum(isinstance(x, h2.events.StreamEnded) for x in e) >= 4,
+                    timeout=20)
+    bodies = {}
+    for e in evs:
+        if isinstance(e, h2.events.DataReceived):
+            bodies[e.stream_id] = bodies.get(e.stream_id, b"") + e.data
+    want = hashlib.sha1(payload).hexdigest()
+    for sid in sids:
+        got = json.loads(bodies[sid])
+        assert (got["body_len"], got["body_sha1"]) == (n, want), got
+    assert g.proc.poll() is None
+    cl.close()
     hold.close()
