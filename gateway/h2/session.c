@@ -1406,10 +1406,15 @@ static int on_priority_update(gw_h2_session_t *s, uint32_t sid, gw_slice_t value
 }
 
 /* RFC 9113 §6.9.2: the change of SETTINGS_INITIAL_WINDOW_SIZE applied to every stream's send
- * window; an overflow is a connection FLOW_CONTROL_ERROR. */
-static int apply_initial_window(gw_h2_session_t *s, uint32_t value)
+ * window; an overflow is a connection FLOW_CONTROL_ERROR. value: the frame's last value, the
+ * one in force; peak: its largest. The values of one frame are processed in order (§6.5.3), so
+ * each is a change of its own that must not overflow a window: the window after value v is
+ * w + v - initial, largest for the largest v, which is checked (a frame [2^31-1, 65535] on a
+ * stream whose window grew past the initial one overflows at its first entry). */
+static int apply_initial_window(gw_h2_session_t *s, uint32_t value, uint32_t peak)
 {
     int64_t delta = (int64_t)value - (int64_t)s->peer_initial_window;
+    int64_t peak_delta = (int64_t)peak - (int64_t)s->peer_initial_window;
     if (!s->x) { /* no streams */
         s->peer_initial_window = value;
         return 0;
@@ -1417,7 +1422,7 @@ static int apply_initial_window(gw_h2_session_t *s, uint32_t value)
     gw_list_foreach(it, &s->x->streams)
     {
         gw_h2_stream_t *x = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
-        if (x->send_window + delta > GW_H2_MAX_WINDOW)
+        if (x->send_window + peak_delta > GW_H2_MAX_WINDOW)
             return conn_error(s, GW_H2_FLOW_CONTROL_ERROR, "stream window overflow");
     }
     s->peer_initial_window = value;
@@ -1450,7 +1455,7 @@ static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
      * the one in force after the frame), not once per entry (issue 18 item 9: a 16 KB frame
      * carries 2,730 entries). The frame codec already refused a value above 2^31-1. */
     int iws_seen = 0;
-    uint32_t iws = 0;
+    uint32_t iws = 0, iws_peak = 0;
     for (size_t i = 0; i < f->u.settings.n; i++) {
         gw_h2_setting_t st = gw_h2_settings_get(f, i);
         switch (st.id) {
@@ -1460,6 +1465,8 @@ static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
         case GW_H2_SETTINGS_INITIAL_WINDOW_SIZE:
             iws_seen = 1;
             iws = st.value;
+            if (iws > iws_peak)
+                iws_peak = iws;
             break;
         case GW_H2_SETTINGS_MAX_FRAME_SIZE:
             s->peer_max_frame = st.value;
@@ -1471,7 +1478,7 @@ static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
             break;
         }
     }
-    return iws_seen ? apply_initial_window(s, iws) : 0;
+    return iws_seen ? apply_initial_window(s, iws, iws_peak) : 0;
 }
 
 static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_t *payload,

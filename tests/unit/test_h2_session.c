@@ -1739,6 +1739,52 @@ static void issue18_9_settings_entries_budgeted(void **state)
     gw_h2_session_del(s);
 }
 
+/* Issue 18 item 9, the other half: applied once per frame, the values are still checked one by
+ * one (RFC 9113 §6.5.3 processes them in order, §6.9.2: any change that takes a stream window
+ * past 2^31-1 is a FLOW_CONTROL_ERROR), whichever entry carries it. */
+static void issue18_9_settings_each_value_checked(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_session_t *s;
+    /* stream 1's window grew by 1000 past the initial one: 2^31-1 as the initial window takes
+     * it past the maximum, even though the frame ends at 65535 again */
+    for (int boundary = 0; boundary < 2; boundary++) {
+        s = ready(&r, &c, NULL);
+        cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+        assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, 1000), 0);
+        const gw_h2_setting_t set[3] = {
+            {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 70000},
+            {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, GW_H2_MAX_WINDOW - (boundary ? 1000 : 999)},
+            {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 65535}};
+        assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, set, 3), 0);
+        if (boundary) { /* exactly 2^31-1 at the peak: allowed, and the last value counts */
+            assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+            assert_int_equal(gw_h2_session_send_window(s, 1), 65535 + 1000);
+            drain(s, &o);
+            assert_null(find_type(&o, GW_H2_FT_GOAWAY, 0));
+        } else {
+            assert_int_equal(feed(s, &c.b), GW_E_FLOW);
+            drain(s, &o);
+            expect_goaway(&o, GW_H2_FLOW_CONTROL_ERROR);
+        }
+        cli_free(&c);
+        gw_h2_session_del(s);
+    }
+    /* a value above 2^31-1 is a FLOW_CONTROL_ERROR in any entry, not only the last */
+    s = ready(&r, &c, NULL);
+    const gw_h2_setting_t bad[2] = {{GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 0x80000000u},
+                                    {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 65535}};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, bad, 2), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_FLOW);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_FLOW_CONTROL_ERROR);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
 static void max_requests_and_shutdown(void **state)
 {
     (void)state;
@@ -2570,6 +2616,7 @@ int main(void)
         cmocka_unit_test(closed_stream_frames),
         cmocka_unit_test(floods),
         cmocka_unit_test(issue18_9_settings_entries_budgeted),
+        cmocka_unit_test(issue18_9_settings_each_value_checked),
         cmocka_unit_test(issue18_4_trailers_encoded_in_wire_order),
         cmocka_unit_test(issue18_6_blocks_on_reset_streams),
         cmocka_unit_test(max_requests_and_shutdown),
