@@ -172,6 +172,26 @@ int gw_hpack_huff_decode(const uint8_t *s, size_t len, gw_bytes_t *out)
     return flags & GW_HPACK_HUFF_ACCEPT ? 0 : GW_E_COMPRESSION;
 }
 
+/* The length gw_hpack_huff_decode() would append, without writing it (a string nobody reads
+ * is checked, not materialised): the length, or GW_E_COMPRESSION. */
+static ssize_t huff_decoded_len(const uint8_t *s, size_t len)
+{
+    size_t n = 0;
+    unsigned state = 0, flags = GW_HPACK_HUFF_ACCEPT;
+    for (size_t i = 0; i < len; i++) {
+        const gw_hpack_huff_dec_t *e = &gw_hpack__huff_dec[state][s[i] >> 4];
+        unsigned f = e->flags;
+        n += f & GW_HPACK_HUFF_SYM;
+        e = &gw_hpack__huff_dec[e->next][s[i] & 0xf];
+        n += e->flags & GW_HPACK_HUFF_SYM;
+        if ((f | e->flags) & GW_HPACK_HUFF_FAIL)
+            return GW_E_COMPRESSION;
+        state = e->next;
+        flags = e->flags;
+    }
+    return flags & GW_HPACK_HUFF_ACCEPT ? (ssize_t)n : GW_E_COMPRESSION;
+}
+
 /* ---- dynamic table ----------------------------------------------------------------------------
  */
 
@@ -273,14 +293,25 @@ static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uin
             evict_one(t);
         return 0;
     }
+    /* copied before the evictions: name may be an entry of this table (a literal with an
+     * indexed name, §6.2.1) that makes room for the new one (§4.4) */
+    uint8_t *data = gw_malloc(name.len + value.len);
+    if (!data)
+        return GW_E_NOMEM;
+    if (name.len)
+        memcpy(data, name.base, name.len);
+    if (value.len)
+        memcpy(data + name.len, value.base, value.len);
     while (t->size + esize > t->max)
         evict_one(t);
     if (t->len == t->cap) {
         uint32_t ncap = t->cap ? t->cap * 2 : 16;
         size_t heads = t->indexed ? ncap / 2 * sizeof(uint32_t) : 0;
         gw_hpack_entry_t *n = gw_calloc(1, ncap * sizeof(*n) + heads);
-        if (!n)
+        if (!n) {
+            gw_free(data);
             return GW_E_NOMEM;
+        }
         for (uint32_t i = 0; i < t->len; i++) /* oldest first into 0.. */
             n[i] = *slot(t, t->len - 1 - i);
         gw_free(t->ents);
@@ -291,13 +322,6 @@ static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uin
             for (uint32_t i = 0; i < t->len; i++) /* oldest first: chains end newest first */
                 index_link(t, i);
     }
-    uint8_t *data = gw_malloc(name.len + value.len);
-    if (!data)
-        return GW_E_NOMEM;
-    if (name.len)
-        memcpy(data, name.base, name.len);
-    if (value.len)
-        memcpy(data + name.len, value.base, value.len);
     t->head = (t->head + 1) % t->cap;
     gw_hpack_entry_t *e = &t->ents[t->head];
     e->data = data;
@@ -443,13 +467,44 @@ static int read_str(gw_hpack_dec_t *d, const uint8_t **pp, const uint8_t *end, i
     return 0;
 }
 
+/* §5.2 string literal that is neither reported nor added to the table: its decoded length,
+ * Huffman code checked but not decoded anywhere. */
+static int skip_str(const uint8_t **pp, const uint8_t *end, size_t *out)
+{
+    const uint8_t *p = *pp;
+    if (p == end)
+        return NEED_MORE;
+    int huff = (*p & 0x80) != 0;
+    uint64_t len;
+    int rv = read_int(&p, end, 7, &len);
+    if (rv)
+        return rv;
+    if ((uint64_t)(end - p) < len)
+        return NEED_MORE;
+    if (huff) {
+        ssize_t n = huff_decoded_len(p, (size_t)len);
+        if (n < 0)
+            return (int)n;
+        *out = (size_t)n;
+    } else {
+        *out = (size_t)len;
+    }
+    *pp = p + len;
+    return 0;
+}
+
+static void count_field(gw_hpack_dec_t *d, size_t name_len, size_t value_len)
+{
+    d->fields++;
+    d->list_size += name_len + value_len + ENTRY_OVERHEAD;
+    if (d->list_size > d->max_list)
+        d->overflow = 1;
+}
+
 static int emit(gw_hpack_dec_t *d, gw_slice_t name, gw_slice_t value, unsigned flags,
                 gw_hpack_field_cb cb, void *ud)
 {
-    d->fields++;
-    d->list_size += name.len + value.len + ENTRY_OVERHEAD;
-    if (d->list_size > d->max_list)
-        d->overflow = 1;
+    count_field(d, name.len, value.len);
     if (d->overflow || !cb)
         return 0;
     gw_hpack_field_t f = {name, value, flags};
@@ -467,7 +522,7 @@ ssize_t gw_hpack_decode(gw_hpack_dec_t *d, const uint8_t *in, size_t len, int fi
         const uint8_t *start = p;
         uint8_t b = *p;
         uint64_t idx;
-        gw_slice_t name, value;
+        gw_slice_t name = {NULL, 0}, value;
         int rv;
         if (b & 0x80) { /* §6.1 indexed field */
             if ((rv = read_int(&p, end, 7, &idx)))
@@ -499,18 +554,24 @@ ssize_t gw_hpack_decode(gw_hpack_dec_t *d, const uint8_t *in, size_t len, int fi
         }
         if ((rv = read_int(&p, end, prefix, &idx)))
             goto partial_or_err;
-        if (idx) {
-            gw_slice_t ignored;
-            if ((rv = lookup(&d->t, idx, &name, &ignored)) < 0)
-                return rv;
-            /* the name may live in the table, which the insertion below can evict: copy */
-            if (!strbufs(d))
-                return GW_E_NOMEM;
-            d->bufs->name.len = 0;
-            if ((rv = gw_bytes_append(&d->bufs->name, name.base, name.len)) < 0)
-                return rv;
-            name = (gw_slice_t){d->bufs->name.base, d->bufs->name.len};
-        } else if ((rv = read_str(d, &p, end, 0, &name))) {
+        gw_slice_t ignored;
+        if (idx && (rv = lookup(&d->t, idx, &name, &ignored)) < 0)
+            return rv;
+        if (!add && (!cb || d->overflow)) {
+            /* Table-only mode: a field that is not reported (no callback, as for a block on a
+             * stream we reset, or past max_list_size) and not added to the table is checked
+             * (Huffman code, §5.2) and counted but not materialised: no copy, no buffer
+             * (issue 18 item 6: a 3-byte literal naming a 4 KB entry must not cost 4 KB). */
+            size_t nl = name.len, vl;
+            if (!idx && (rv = skip_str(&p, end, &nl)))
+                goto partial_or_err;
+            if ((rv = skip_str(&p, end, &vl)))
+                goto partial_or_err;
+            count_field(d, nl, vl);
+            continue;
+        }
+        /* an indexed name points into the table: table_add() copies it before evicting */
+        if (!idx && (rv = read_str(d, &p, end, 0, &name))) {
             goto partial_or_err;
         }
         if ((rv = read_str(d, &p, end, 1, &value)))

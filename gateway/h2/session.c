@@ -870,15 +870,6 @@ static int set_pseudo(decode_ctx_t *c, gw_slice_t *slot, gw_slice_t v)
     return 0;
 }
 
-/* The decoder's callback for a block on a stream we reset: the table is updated by the
- * decoder itself, the fields go nowhere. */
-static int on_field_discard(void *ud, const gw_hpack_field_t *f)
-{
-    (void)ud;
-    (void)f;
-    return 0;
-}
-
 static int on_field(void *ud, const gw_hpack_field_t *f)
 {
     decode_ctx_t *c = ud;
@@ -1172,8 +1163,10 @@ static int finish_block(gw_h2_session_t *s)
         gw_hpack_dec_begin(&s->dec, s->p->o.max_header_list_size);
         size_t dlen = s->x->hb.len;
         static const uint8_t none[1];
-        ssize_t dn = gw_hpack_decode(&s->dec, s->x->hb.base ? s->x->hb.base : none, dlen, 1,
-                                     on_field_discard, NULL);
+        /* no callback: the decoder's table-only mode, which updates the table and copies no
+         * field that does not enter it */
+        ssize_t dn =
+            gw_hpack_decode(&s->dec, s->x->hb.base ? s->x->hb.base : none, dlen, 1, NULL, NULL);
         int dend = dn < 0 ? (int)dn : gw_hpack_dec_end(&s->dec);
         s->x->hb.len = 0;
         if (dn == GW_E_NOMEM || dend == GW_E_NOMEM)

@@ -414,6 +414,133 @@ static void list_size_overflow_keeps_table_in_sync(void **state)
     gw_hpack_dec_free(&d);
 }
 
+/* Issue 18 item 6: a block whose fields nobody reads (no callback: a block on a stream the
+ * gateway reset; or past max_list_size) updates the table and counts its list size exactly,
+ * but a literal that does not enter the table is not materialised: a 3-byte literal naming a
+ * 4000-byte entry copies nothing (it copied the name each time, 4000 bytes per 3 read). */
+static void issue18_6_table_only_decoding(void **state)
+{
+    (void)state;
+    enum { NAMELEN = 4000, REPS = 2000 };
+    static uint8_t b[NAMELEN + 16];
+    gw_hpack_dec_t d[2];
+    /* an entry with a 4000-byte name enters both decoders' tables (index 62) */
+    size_t n = 0;
+    b[n++] = 0x40;
+    b[n++] = 0x7f; /* name length 4000 = 127 + 3873 */
+    b[n++] = 0x80 | (3873 & 0x7f);
+    b[n++] = (uint8_t)(3873 >> 7);
+    memset(b + n, 'n', NAMELEN);
+    n += NAMELEN;
+    b[n++] = 0x01;
+    b[n++] = 'v';
+    for (int k = 0; k < 2; k++) {
+        gw_hpack_dec_init(&d[k], 8192);
+        gw_hpack_dec_begin(&d[k], 65536);
+        assert_int_equal(gw_hpack_decode(&d[k], b, n, 1, NULL, NULL), n);
+        assert_int_equal(gw_hpack_table_len(&d[k].t), 1);
+        gw_hpack_dec_trim(&d[k]);
+    }
+    /* REPS literals without indexing naming it (empty value), a never-indexed one with a
+     * Huffman value, a new Huffman name and value, and the entry itself (indexed) */
+    static uint8_t blk[REPS * 3 + 64];
+    size_t m = 0;
+    for (int i = 0; i < REPS; i++) {
+        blk[m++] = 0x0f; /* §6.2.2, name index 62 = 15 + 47 */
+        blk[m++] = 0x2f;
+        blk[m++] = 0x00;
+    }
+    const uint8_t v[] = "some value";
+    size_t hl = gw_hpack_huff_encoded_len(v, sizeof(v) - 1);
+    blk[m++] = 0x1f; /* §6.2.3, name index 62 */
+    blk[m++] = 0x2f;
+    blk[m++] = (uint8_t)(0x80 | hl);
+    m += gw_hpack_huff_encode(v, sizeof(v) - 1, blk + m);
+    blk[m++] = 0x00; /* §6.2.2, new name */
+    blk[m++] = (uint8_t)(0x80 | hl);
+    m += gw_hpack_huff_encode(v, sizeof(v) - 1, blk + m);
+    blk[m++] = (uint8_t)(0x80 | hl);
+    m += gw_hpack_huff_encode(v, sizeof(v) - 1, blk + m);
+    blk[m++] = 0x80 | 62;
+    /* d[0] reports the fields, d[1] has no callback: nothing allocated, no string buffer */
+    fields_t f = {0};
+    gw_hpack_dec_begin(&d[0], SIZE_MAX);
+    int count(void *ud, const gw_hpack_field_t *fld);
+    size_t seen = 0;
+    assert_int_equal(gw_hpack_decode(&d[0], blk, m, 1, count, &seen), m);
+    assert_int_equal(seen, REPS + 3);
+    gw_hpack_dec_begin(&d[1], SIZE_MAX);
+    gw_alloc_count_start();
+    assert_int_equal(gw_hpack_decode(&d[1], blk, m, 1, NULL, NULL), m);
+    long long allocs = gw_alloc_count_allocs();
+    gw_alloc_count_stop();
+    assert_int_equal(allocs, 0);
+    assert_null(d[1].bufs);
+    assert_int_equal(gw_hpack_dec_end(&d[1]), 0);
+    /* the list size is the same as when decoding: a limit still holds */
+    assert_int_equal(d[1].list_size, d[0].list_size);
+    assert_int_equal(d[1].fields, d[0].fields);
+    gw_hpack_dec_begin(&d[1], (size_t)(REPS * (NAMELEN + 32)));
+    assert_int_equal(gw_hpack_decode(&d[1], blk, m, 1, NULL, NULL), m);
+    assert_int_equal(gw_hpack_dec_end(&d[1]), GW_E_LIMIT);
+    assert_null(d[1].bufs);
+    /* past max_list_size with a callback: the same, once the list has overflowed */
+    gw_hpack_dec_begin(&d[0], 100);
+    gw_hpack_dec_trim(&d[0]);
+    memset(&f, 0, sizeof(f));
+    gw_alloc_count_start();
+    assert_int_equal(gw_hpack_decode(&d[0], blk, m, 1, collect, &f), m);
+    allocs = gw_alloc_count_allocs();
+    gw_alloc_count_stop();
+    assert_int_equal(allocs, 0);
+    assert_int_equal(f.len, 0);
+    assert_int_equal(gw_hpack_dec_end(&d[0]), GW_E_LIMIT);
+    /* without a callback the table is still updated: a literal with incremental indexing
+     * (Huffman value) enters it, and the next block names it */
+    m = 0;
+    blk[m++] = 0x40;
+    blk[m++] = 0x01;
+    blk[m++] = 'k';
+    blk[m++] = (uint8_t)(0x80 | hl);
+    m += gw_hpack_huff_encode(v, sizeof(v) - 1, blk + m);
+    gw_hpack_dec_begin(&d[1], 65536);
+    assert_int_equal(gw_hpack_decode(&d[1], blk, m, 1, NULL, NULL), m);
+    check_entry(&d[1].t, 0, "k", "some value");
+    assert_int_equal(gw_hpack_table_len(&d[1].t), 2);
+    assert_int_equal(decode_hex(&d[1], "be", &f), 0);
+    assert_string_equal(f.text, "k: some value\n");
+    /* errors in a literal nobody reads are still errors (§5.2), and a literal cut at the end
+     * of a fragment is left unconsumed */
+    static const char *const bad[] = {
+        "0081ff00",     /* EOS in a Huffman name */
+        "0001618118",   /* bad Huffman padding in a value */
+        "1f3100",       /* name index 64: past the table */
+        "000a637573746f", /* truncated literal with final=1 */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint8_t x[32];
+        size_t xn = unhex(bad[i], x);
+        gw_hpack_dec_begin(&d[1], 65536);
+        ssize_t rv = gw_hpack_decode(&d[1], x, xn, 1, NULL, NULL);
+        if (rv != GW_E_COMPRESSION)
+            fail_msg("%s: got %zd", bad[i], rv);
+    }
+    uint8_t x[32];
+    size_t xn = unhex("82 0f2f 03 6162", x); /* :method GET, then a cut literal */
+    gw_hpack_dec_begin(&d[1], 65536);
+    assert_int_equal(gw_hpack_decode(&d[1], x, xn, 0, NULL, NULL), 1);
+    assert_int_equal(gw_hpack_dec_end(&d[1]), GW_E_COMPRESSION);
+    gw_hpack_dec_free(&d[0]);
+    gw_hpack_dec_free(&d[1]);
+}
+
+int count(void *ud, const gw_hpack_field_t *fld)
+{
+    (void)fld;
+    ++*(size_t *)ud;
+    return 0;
+}
+
 static void callback_error_aborts(void **state)
 {
     (void)state;
@@ -813,6 +940,7 @@ int main(void)
         cmocka_unit_test(table_size_changes),
         cmocka_unit_test(eviction_and_oversized_entry),
         cmocka_unit_test(alloc_failure_sweep),
+        cmocka_unit_test(issue18_6_table_only_decoding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -513,6 +513,79 @@ static void issue18_6_blocks_on_reset_streams(void **state)
     gw_h2_session_del(s);
 }
 
+/* Issue 18 item 6, literals: blocks on a reset stream made of 3-byte literals without
+ * indexing that name a 4000-byte table entry (RFC 7541 §6.2.2) are decoded in the decoder's
+ * table-only mode: nothing is allocated or copied for them (each literal copied the 4000-byte
+ * name before: 400 MB of copying for 100 frames of 3 KB), and the budget still ends it. */
+static void issue18_6_literals_on_reset_streams_copy_nothing(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.control_frame_budget = 150;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    static const char *const BAD[] = {":method", "GET", ":scheme", "https", ":path",
+                                      "/",       "Bad", "x",       NULL};
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, BAD);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    expect_rst(&o, 1, GW_H2_PROTOCOL_ERROR);
+    /* an entry with a 4000-byte name, "v" as value (§6.2.1, new name) */
+    static uint8_t big[4 + 4000 + 2];
+    size_t k = 0;
+    big[k++] = 0x40;
+    big[k++] = 0x7f;
+    big[k++] = 0x80 | (3873 & 0x7f);
+    big[k++] = (uint8_t)(3873 >> 7);
+    memset(big + k, 'n', 4000);
+    k += 4000;
+    big[k++] = 0x01;
+    big[k++] = 'v';
+    assert_int_equal(gw_h2_frame_write_headers(&c.b, 1, GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS,
+                                               NULL, big, k, 0, 0),
+                     0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    enum { REPS = 1000, FRAMES = 100 };
+    static uint8_t lit[REPS * 3];
+    for (size_t i = 0; i < REPS; i++) {
+        lit[3 * i] = 0x0f; /* name index 62 = 15 + 47, empty value */
+        lit[3 * i + 1] = 0x2f;
+        lit[3 * i + 2] = 0x00;
+    }
+    for (int i = 0; i < FRAMES; i++)
+        assert_int_equal(gw_h2_frame_write_headers(&c.b, 1,
+                                                   GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS, NULL,
+                                                   lit, sizeof(lit), 0, 0),
+                         0);
+    gw_alloc_count_start();
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    long long allocs = gw_alloc_count_allocs();
+    gw_alloc_count_stop();
+    c.b.len = 0;
+    if (allocs != 0)
+        fail_msg("%d blocks on a reset stream made %lld allocations", FRAMES, allocs);
+    assert_int_equal(gw_h2_session_stats(s).discarded_blocks, FRAMES + 1);
+    drain(s, &o);
+    assert_null(find_type(&o, GW_H2_FT_GOAWAY, 0));
+    /* 101 of 150 spent: fifty more blocks are a flood */
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(gw_h2_frame_write_headers(&c.b, 1,
+                                                   GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS, NULL,
+                                                   lit, sizeof(lit), 0, 0),
+                         0);
+    assert_int_equal(feed(s, &c.b), GW_E_CALM);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+    assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
 /* ---- issue 18 item 4: header blocks are encoded in wire order ---- */
 
 typedef struct {
@@ -2619,6 +2692,7 @@ int main(void)
         cmocka_unit_test(issue18_9_settings_each_value_checked),
         cmocka_unit_test(issue18_4_trailers_encoded_in_wire_order),
         cmocka_unit_test(issue18_6_blocks_on_reset_streams),
+        cmocka_unit_test(issue18_6_literals_on_reset_streams_copy_nothing),
         cmocka_unit_test(max_requests_and_shutdown),
         cmocka_unit_test(peer_goaway),
         cmocka_unit_test(priority_and_callbacks),
