@@ -512,9 +512,9 @@ static void issue18_6_table_only_decoding(void **state)
     /* errors in a literal nobody reads are still errors (§5.2), and a literal cut at the end
      * of a fragment is left unconsumed */
     static const char *const bad[] = {
-        "0081ff00",     /* EOS in a Huffman name */
-        "0001618118",   /* bad Huffman padding in a value */
-        "1f3100",       /* name index 64: past the table */
+        "0081ff00",       /* EOS in a Huffman name */
+        "0001618118",     /* bad Huffman padding in a value */
+        "1f3100",         /* name index 64: past the table */
         "000a637573746f", /* truncated literal with final=1 */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
