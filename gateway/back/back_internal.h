@@ -127,6 +127,7 @@ enum {
     GW_BACK_CONN_F_HEAD = 1u << 11,      /* it answers a HEAD request */
     GW_BACK_CONN_F_PIPELINED = 1u << 12, /* its request was pipelined behind another */
     GW_BACK_CONN_F_NOBATCH = 1u << 13,   /* its bytes came slower than read_batch_wait */
+    GW_BACK_CONN_F_BUSY = 1u << 14,      /* counted in its server's busy (dial/start to detach) */
 };
 
 /* A request the back may send again on its own, on another connection: idempotent (RFC 9110

@@ -33,8 +33,10 @@
  * response ahead) leaves the requests behind unanswered: they are sent again elsewhere
  * (gw_back__exch_unanswered). So are those waiting behind a response that turns out long (no
  * length, or more than GW_BACK_PIPE_LONG) or whose consumer pauses it: their entries stay as
- * placeholders (x NULL) whose responses are dropped, and the connection is closed rather than
- * drained once only placeholders remain.
+ * placeholders (x NULL) whose responses are read and dropped. Once only placeholders remain the
+ * connection drains them and is parked: the next such response would close it again, and a
+ * dial per pause is the churn of issue 19 item 1. Only a placeholder's response that is itself
+ * long closes it (nobody reads it, and a new connection costs less than an unbounded drain).
  */
 #include <errno.h>
 #include <string.h>
@@ -169,17 +171,21 @@ void gw_back__conn_close(gw_back_conn_t *c)
     gw_back__slot_released(s);
 }
 
-/* Detach the exchange (if any) from c; the busy count follows. */
+/* Detach the exchange (if any) from c; the busy count follows. A connection is counted busy
+ * from its dial or start until this, whatever it reads in between: with pipelining the
+ * exchange being read may be a placeholder (NULL) while the connection still works. */
 static gw_back_exch_t *detach(gw_back_conn_t *c)
 {
     gw_back_exch_t *x = c->exch;
-    if (!x)
-        return NULL;
     c->exch = NULL;
-    x->conn = NULL;
-    c->server->busy--;
-    gw_back__stats(c->server->up->back)->active--;
-    c->server->st.active--;
+    if (x)
+        x->conn = NULL;
+    if (c->flags & GW_BACK_CONN_F_BUSY) {
+        c->flags &= ~GW_BACK_CONN_F_BUSY;
+        c->server->busy--;
+        gw_back__stats(c->server->up->back)->active--;
+        c->server->st.active--;
+    }
     return x;
 }
 
@@ -566,6 +572,15 @@ static int p_head(void *data, const gw_h1_msg_t *m)
             c->flags |= GW_BACK_CONN_F_LONG;
             if (c->pipe_len)
                 pipe_evacuate(c, 1);
+            if (!x) {
+                /* Nobody reads it, and its body may not end: close rather than drain. */
+                GW_LOG_DEBUG("back_conn_close", "server=%s reason=long_placeholder",
+                             c->server->cfg->addr.text);
+                pipe_evacuate(c, 0);
+                detach(c);
+                gw_back__conn_close(c);
+                return GW_E_CLOSED;
+            }
         }
     }
     if (!x)
@@ -623,9 +638,15 @@ static int complete(gw_back_conn_t *c, size_t rest, int eof)
     gw_back_server_t *s = c->server;
     unsigned maxr = ucfg(c)->max_requests_per_connection;
     int keep_alive = gw_h1_client_keep_alive(c->h1) && !eof;
-    if (c->pipe_len && keep_alive && pipe_live(c)) {
-        GW_LOG_DEBUG("back_exch_done", "server=%s status=%u reuse=pipelined requests=%u",
-                     s->cfg->addr.text, gw_h1_client_status(c->h1), c->requests);
+    /* Only placeholders behind (their exchanges left for another connection): their answers
+     * are on the way and short ones are cheaper to read and drop than a new connection, which
+     * the next pause or long response would cost again. Not past max_requests_per_connection:
+     * the connection would be retired after them anyway. */
+    int drain = c->pipe_len && !pipe_live(c) && !(maxr && c->requests >= maxr);
+    if (c->pipe_len && keep_alive && (drain || pipe_live(c))) {
+        GW_LOG_DEBUG("back_exch_done", "server=%s status=%u reuse=%s requests=%u",
+                     s->cfg->addr.text, gw_h1_client_status(c->h1),
+                     drain ? "drain" : "pipelined", c->requests);
         if (x)
             x->conn = NULL;
         c->exch = NULL;
@@ -1134,6 +1155,7 @@ int gw_back__conn_dial(gw_back_server_t *s, gw_back_exch_t *x)
     s->st.open++;
     s->st.opened++;
     s->st.active++;
+    c->flags |= GW_BACK_CONN_F_BUSY;
     c->exch = x;
     x->conn = c;
     x->server = s;
@@ -1151,7 +1173,7 @@ void gw_back__conn_start(gw_back_conn_t *c, gw_back_exch_t *x)
         c->server->busy++;
         gw_back__stats(c->server->up->back)->active++;
         c->server->st.active++;
-        c->flags |= GW_BACK_CONN_F_REUSED;
+        c->flags |= GW_BACK_CONN_F_REUSED | GW_BACK_CONN_F_BUSY;
         c->exch = x;
         x->conn = c;
         x->server = c->server;

@@ -1,10 +1,15 @@
 """Issue 19 item 1: a warm gateway under steady load opens no new origin connections.
 
-Before, `gw_back__conn_park` closed a connection whenever max_idle were already idle, so every
-dip in load (between two h2load runs, and inside one run when responses land in bursts)
-closed connections that the next burst dialled again: thousands of new origin connections per
-hundred thousand requests. nginx's log counts the distinct connections that served requests,
-and its stub_status the connections it accepted."""
+Before 48d0a48, `gw_back__conn_park` closed a connection whenever max_idle were already idle,
+so every dip in load (between two h2load runs, and inside one run when responses land in
+bursts) closed connections that the next burst dialled again: thousands of new origin
+connections per hundred thousand requests. With pipelining, a response whose client stops
+reading it (the gateway pauses it) moves the requests queued behind it elsewhere, and the
+connection was closed once only their placeholders remained: the next pause closed another.
+
+nginx's stub_status counts the connections it accepted (the figure these tests assert) and the
+ones open; its log the distinct connections that served requests."""
+import re
 import socket
 
 import pytest
@@ -18,8 +23,8 @@ POOL = 64  # upstream max_connections (the default), one worker
 STATUS = "location = /nginx_status { stub_status; access_log off; }"
 
 
-def accepts(port):
-    """nginx's stub_status accepts counter, less the connection that asked for it."""
+def nginx_status(port):
+    """(accepts, active) from nginx's stub_status, less the connection that asked for them."""
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(b"GET /nginx_status HTTP/1.0\r\nHost: localhost\r\n\r\n")
     got = b""
@@ -30,16 +35,31 @@ def accepts(port):
         got += d
     s.close()
     # "Active connections: 1 \nserver accepts handled requests\n 12 12 40 \n..."
-    lines = got.split(b"\r\n\r\n", 1)[1].decode().splitlines()
-    i = next(k for k, l in enumerate(lines) if l.startswith("server accepts"))
-    return int(lines[i + 1].split()[0]) - 1
+    text = got.split(b"\r\n\r\n", 1)[1].decode()
+    active = int(re.search(r"Active connections:\s*(\d+)", text).group(1))
+    accepts = int(re.search(r"accepts handled requests\s*\n\s*(\d+)", text).group(1))
+    return accepts - 1, active - 1
 
 
-def h2load(port, n, c, m):
+def accepts(port):
+    return nginx_status(port)[0]
+
+
+def h2load(port, n, c, m, path="/1k.bin"):
     r = run(["h2load", "-n", str(n), "-c", str(c), "-m", str(m),
-             f"http://127.0.0.1:{port}/1k.bin"], timeout=120)
+             f"http://127.0.0.1:{port}{path}"], timeout=120)
     assert f"{n} succeeded" in r.stdout and " 0 errored" in r.stdout, r.stdout
     return r
+
+
+def opened_per_run(n, port, runs):
+    """Origin connections accepted by nginx during each h2load run (less the status probes)."""
+    opened = []
+    for nreq, c, m, path in runs:
+        before = accepts(n.port)
+        h2load(port, nreq, c, m, path)
+        opened.append(accepts(n.port) - before - 1)  # less the status request before the run
+    return opened
 
 
 @pytest.mark.parametrize("pipeline", [1, 8], ids=["default", "pipeline8"])
@@ -47,7 +67,7 @@ def test_issue19_1_warm_gateway_opens_no_origin_connections(gateway, nginx_origi
                                                              pipeline):
     root = tmp_path / "www"
     root.mkdir()
-    (root / "1k.bin").write_bytes(b"x" * 16384)
+    (root / "1k.bin").write_bytes(b"x" * 1024)
     n = nginx_origin(str(root), STATUS)
     port = free_port()
     gateway(gw_config(port, [f"127.0.0.1:{n.port}"], upstream_extra=f"pipeline: {pipeline}",
@@ -59,16 +79,42 @@ def test_issue19_1_warm_gateway_opens_no_origin_connections(gateway, nginx_origi
     assert warm <= POOL
     warm_accepts = accepts(n.port) - a0 - 1  # less the first status request
     assert warm_accepts <= POOL
-    opened, accepted = [], []
-    for nreq, c, m in ((20000, 500, 1), (20000, 32, 16), (20000, 500, 1)):
-        before, before_acc = n.connections(), accepts(n.port)
-        h2load(port, nreq, c, m)
-        opened.append(n.connections() - before)
-        accepted.append(accepts(n.port) - before_acc - 1)  # less the earlier status request
-    print(f"\norigin connections: {warm} after warm-up ({warm_accepts} accepted), then opened "
-          f"per run {opened}, accepted per run {accepted}")
+    before = n.connections()
+    opened = opened_per_run(n, port, ((20000, 100, 1, "/1k.bin"), (20000, 32, 16, "/1k.bin"),
+                                      (20000, 500, 1, "/1k.bin"), (20000, 100, 1, "/1k.bin")))
+    used = n.connections() - before
+    print(f"\norigin connections: {warm} after warm-up ({warm_accepts} accepted), then accepted "
+          f"per run {opened}, {used} new ones served requests")
     # at most the pool cap per run, and in fact none once warm
     assert all(o <= POOL for o in opened), opened
     assert sum(opened) == 0, opened
-    assert all(a <= POOL for a in accepted), accepted
-    assert sum(accepted) == 0, accepted
+    assert used == 0
+
+
+def test_issue19_1_pipelined_pauses_keep_their_connections(gateway, nginx_origin, tmp_path):
+    """256 KiB answers to 32 streams: the gateway pauses some of them (its client-side write
+    buffer is full), which moves the requests pipelined behind them to other connections. The
+    connection drains the answers nobody waits for and goes back to the pool; before, it was
+    closed, and a pool that was full had to dial again (accepts grew on every run)."""
+    pool = 16
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "1k.bin").write_bytes(b"x" * 1024)
+    (root / "256k.bin").write_bytes(b"y" * 262144)
+    n = nginx_origin(str(root), STATUS)
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{n.port}"],
+                      upstream_extra=f"pipeline: 8\nmax_connections: {pool}\nmax_idle: {pool}",
+                      route_extra="coalesce: false"),
+            wait=[("127.0.0.1", port)])
+    h2load(port, 4000, 64, 1)  # warm-up: the pool grows to its cap
+    h2load(port, 2000, 8, 4, "/256k.bin")
+    warm_accepts, warm_active = nginx_status(n.port)
+    opened = opened_per_run(n, port, [(4000, 8, 4, "/256k.bin")] * 3)
+    accepted, active = nginx_status(n.port)
+    print(f"\norigin connections: {warm_accepts} accepted after warm-up ({warm_active} open), "
+          f"then accepted per run {opened}, {active} open at the end")
+    assert warm_accepts <= pool + 1  # and nginx's startup probe
+    assert all(o <= pool for o in opened), opened
+    assert sum(opened) == 0, opened
+    assert active == warm_active
