@@ -645,8 +645,8 @@ static int complete(gw_back_conn_t *c, size_t rest, int eof)
     int drain = c->pipe_len && !pipe_live(c) && !(maxr && c->requests >= maxr);
     if (c->pipe_len && keep_alive && (drain || pipe_live(c))) {
         GW_LOG_DEBUG("back_exch_done", "server=%s status=%u reuse=%s requests=%u",
-                     s->cfg->addr.text, gw_h1_client_status(c->h1),
-                     drain ? "drain" : "pipelined", c->requests);
+                     s->cfg->addr.text, gw_h1_client_status(c->h1), drain ? "drain" : "pipelined",
+                     c->requests);
         if (x)
             x->conn = NULL;
         c->exch = NULL;

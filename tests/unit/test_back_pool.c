@@ -784,34 +784,56 @@ static void max_idle_and_idle_timeout(void **state)
 
 /* Issue 19 item 1: a burst, a dip to one request at a time, and a burst again within
  * idle_purge open no new connection (before: the dip closed all but max_idle, and the second
- * burst dialled them again). */
-static void burst_dip_burst_opens_nothing(void **state)
+ * burst dialled them again). With pipelining a burst twice the pool's size: the pool grows to
+ * its cap in the first burst and never again. */
+static void burst_dip_burst(unsigned pipeline, int inflight)
 {
-    (void)state;
     origin_t o;
     origin_start(&o, O_OK, 0);
     tcfg_t t;
     tcfg_init(&t, &o.port, NULL, 1);
     t.up.max_connections = 8;
     t.up.max_idle = 1;
+    t.up.pipeline = pipeline;
     gw_back_t *b = mkback(&t);
+    int after_first = 0;
     for (int round = 0; round < 3; round++) {
-        client_t burst = {.back = b, .target = 64, .max_inflight = 8};
-        while (burst.started < 8)
+        client_t burst = {.back = b, .target = 64 * inflight / 8, .max_inflight = inflight};
+        while (burst.started < inflight)
             start_one(&burst);
         assert_true(run_until(done_pred, &burst, 5000));
         assert_int_equal(burst.errors, 0);
+        if (round == 0)
+            after_first = o.accepted;
         client_t dip = {.back = b, .target = 20, .max_inflight = 1};
         start_one(&dip);
         assert_true(run_until(done_pred, &dip, 5000));
         assert_int_equal(dip.errors, 0);
     }
-    assert_int_equal(o.accepted, 8);
+    assert_true(after_first <= 8);
+    assert_int_equal(o.accepted, after_first);
     gw_back_stats_t st;
     gw_back_stats(b, SIZE_MAX, &st);
-    assert_int_equal(st.opened, 8);
+    assert_int_equal(st.opened, (uint64_t)after_first);
     assert_int_equal(st.closed, 0);
+    assert_int_equal(st.active, 0);
+    if (pipeline > 1)
+        assert_true(st.pipelined > 0);
+    else
+        assert_int_equal(after_first, 8);
     teardown_all(b, &o, 1);
+}
+
+static void burst_dip_burst_opens_nothing(void **state)
+{
+    (void)state;
+    burst_dip_burst(1, 8);
+}
+
+static void burst_dip_burst_pipelined_opens_nothing(void **state)
+{
+    (void)state;
+    burst_dip_burst(8, 16);
 }
 
 /* The idle timeout counts from the last use: a connection reused before its idle deadline and
@@ -2176,8 +2198,8 @@ static void pipeline_long_response_sends_the_rest_elsewhere(void **state)
 {
     (void)state;
     /* A chunked answer may never end: the requests behind it leave as soon as its head says
-     * so, their answers on that connection are dropped, and the connection is closed after
-     * the long one rather than drained. Same for a large Content-Length. */
+     * so; their answers on that connection are read and dropped after the long one, and the
+     * connection is kept (issue 19 item 1). Same for a large Content-Length. */
     origin_t o;
     tcfg_t t;
     gw_back_t *b = pipe_setup(&o, &t, 4);
@@ -2301,6 +2323,113 @@ static void pipeline_paused_first_sends_the_rest_again(void **state)
     assert_memory_equal(r[0].body, "helloworld", 10);
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.unanswered, 2);
+    teardown_all(b, &o, 1);
+}
+
+/* Issue 19 item 1: the requests behind a paused response left for another connection, and
+ * their answers still come on the first: it reads and drops them and goes back to the pool
+ * (before: closed once only placeholders remained, so every pause cost a dial). The next
+ * batch then finds both connections and opens nothing. */
+static void pipeline_issue19_1_paused_first_keeps_its_connection(void **state)
+{
+    (void)state;
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    preq_t r[3];
+    psend_with_two_behind(b, r, "/part");
+    r[0].pause_on_head = 1;
+    t.up.max_connections = 2;
+    t.up.max_idle = 2;
+    pset_t rest = {r + 1, 2};
+    assert_true(run_until(pset_done, &rest, 2000));
+    assert_echoed(r + 1, 2);
+    gw_back_resume_reading(r[0].x);
+    run_all(r, 1);
+    assert_memory_equal(r[0].body, "helloworld", 10);
+    run_for(100); /* the placeholders' answers came with the end of /part's: drained */
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.idle, 2);
+    assert_int_equal(st.unanswered, 2);
+    assert_int_equal(st.closed, 0);
+    assert_int_equal(st.active, 0);
+    assert_int_equal(o.accepted, 2);
+    preq_t q[4];
+    for (int i = 0; i < 4; i++) {
+        char tg[8];
+        snprintf(tg, sizeof(tg), "/q%d", i);
+        psend(b, &q[i], "GET", tg);
+    }
+    run_all(q, 4);
+    assert_echoed(q, 4);
+    assert_int_equal(o.accepted, 2);
+    assert_int_equal(stats_of(b).closed, 0);
+    teardown_all(b, &o, 1);
+}
+
+/* The chain on a connection ends on a placeholder: /x answered, /part (cancelled before its
+ * answer) read and dropped, and /c cancelled while it is read. The connection drains both,
+ * is parked, and stops counting as busy (before: closed, and counted active forever). */
+static void pipeline_issue19_1_chain_ending_on_placeholders_is_parked(void **state)
+{
+    (void)state;
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    preq_t r[3];
+    psend(b, &r[0], "GET", "/x");
+    psend(b, &r[1], "GET", "/part");
+    psend(b, &r[2], "GET", "/c");
+    assert_int_equal(stats_of(b).pipelined, 2);
+    gw_back_cancel(r[1].x);
+    r[1].done = 1;
+    run_all(r, 1);
+    assert_echoed(r, 1);
+    run_for(20); /* /part's head and half its body are in: it is being read, /c waits */
+    assert_false(r[2].done);
+    gw_back_cancel(r[2].x);
+    r[2].done = 1;
+    assert_int_equal(stats_of(b).active, 1);
+    run_for(400); /* the rest of /part and /c's answer come 300 ms after /part's head */
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.idle, 1);
+    assert_int_equal(st.active, 0);
+    assert_int_equal(st.closed, 0);
+    assert_int_equal(o.accepted, 1);
+    preq_t q;
+    psend(b, &q, "GET", "/again");
+    run_all(&q, 1);
+    assert_echoed(&q, 1);
+    assert_int_equal(o.accepted, 1);
+    teardown_all(b, &o, 1);
+}
+
+/* A placeholder whose own answer turns out long (chunked here) closes its connection at the
+ * head: nobody reads that body, and it may not end. */
+static void pipeline_issue19_1_long_placeholder_closes(void **state)
+{
+    (void)state;
+    origin_t o;
+    tcfg_t t;
+    gw_back_t *b = pipe_setup(&o, &t, 4);
+    preq_t r[3];
+    psend(b, &r[0], "GET", "/x");
+    psend(b, &r[1], "GET", "/long");
+    psend(b, &r[2], "GET", "/c");
+    gw_back_cancel(r[1].x);
+    r[1].done = 1;
+    run_all(r, 1);
+    assert_echoed(r, 1);
+    /* /long's head and first chunk are in (its end comes 300 ms later): closed at its head,
+     * and /c, behind it, sent again on a new connection. */
+    t.up.max_connections = 2;
+    assert_true(run_until(pset_done, &(pset_t){r + 2, 1}, 250));
+    assert_echoed(r + 2, 1);
+    gw_back_stats_t st = stats_of(b);
+    assert_int_equal(st.closed, 1);
+    assert_int_equal(st.unanswered, 1);
+    assert_int_equal(st.active, 0);
+    assert_int_equal(o.accepted, 2);
     teardown_all(b, &o, 1);
 }
 
@@ -2483,6 +2612,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(response_timer_waits_for_the_whole_request, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(burst_dip_burst_opens_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(burst_dip_burst_pipelined_opens_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(idle_timeout_restarts_on_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(max_requests_per_connection, setup, teardown),
         cmocka_unit_test_setup_teardown(connection_close_retires, setup, teardown),
@@ -2539,6 +2669,12 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(pipeline_paused_first_sends_the_rest_again, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(pipeline_issue19_1_paused_first_keeps_its_connection, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pipeline_issue19_1_chain_ending_on_placeholders_is_parked,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(pipeline_issue19_1_long_placeholder_closes, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(pipeline_del_fails_every_exchange_once, setup, teardown),
         cmocka_unit_test_setup_teardown(pipeline_bounded_by_depth_and_max_requests, setup,
                                         teardown),
@@ -2551,5 +2687,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(read_batch_lets_a_slow_origin_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(read_batch_pause_mid_body, setup, teardown),
     };
+    if (getenv("GW_TEST_FILTER")) /* e.g. GW_TEST_FILTER='pipeline_issue19*' */
+        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
