@@ -2,8 +2,9 @@
 """Parsing and statistics for scripts/bench.
 
   bench_stats.py run RUN_DIR       summarize one run: reads RUN_DIR/meta (key=value lines written
-                                   by scripts/bench), h2load.out, h2load.log (per-request log),
-                                   origin.log (nginx access log of the run); writes
+                                   by scripts/bench, origin_accepts among them: nginx's
+                                   stub_status accepts over the run), h2load.out, h2load.log
+                                   (per-request log), origin.log (nginx access log of the run); writes
                                    RUN_DIR/run.json and prints a one-line summary
   bench_stats.py report RUNS_DIR MD PNG
                                    medians over repetitions, ratios h2gate/nghttpx; writes the
@@ -110,7 +111,14 @@ def summarize_run(run_dir):
     cpu_s = (int(meta["cpu_after"]) - int(meta["cpu_before"])) / clk
     r["cpu_s"] = cpu_s
     r["hwm_kib"] = int(meta.get("hwm_kib") or 0)
-    r["origin_conns"], r["origin_requests"], smallest = origin_log(os.path.join(run_dir, "origin.log"))
+    used, r["origin_requests"], smallest = origin_log(os.path.join(run_dir, "origin.log"))
+    # Opened: what nginx accepted from the proxy's start to its stop (stub_status); used: the
+    # distinct connections that carried a request (nginx's $connection serials), a lower bound
+    # kept for runs measured without the status counter.
+    r["origin_conns_used"] = used
+    r["origin_conns"] = int(meta["origin_accepts"]) if "origin_accepts" in meta else used
+    if "pool" in meta:
+        r["pool"] = int(meta["pool"])
     problems = []
     if meta.get("proxy_died") == "1":
         problems.append("proxy exited during the run")
@@ -176,7 +184,8 @@ def one_line(r):
         fig = (f"{fmt(r.get('rps'), 0)} req/s, mean {fmt(r.get('mean_ms'), 2)} ms, "
                f"p99 {fmt(r.get('p99_ms'), 2)} ms, {fmt(r.get('cpu_us_per_req'), 1)} µs CPU/req "
                f"({fmt(r.get('cpu_pct'), 0)} % busy), "
-               f"{r['origin_conns']} origin conns, peak RSS {r['hwm_kib'] // 1024} MiB")
+               f"{r['origin_conns']} origin conns opened ({r.get('origin_conns_used', 0)} used), "
+               f"peak RSS {r['hwm_kib'] // 1024} MiB")
     status = "valid" if r["valid"] else "INVALID (" + ", ".join(r["problems"]) + ")"
     return f"{fig}: {status}"
 
@@ -300,7 +309,7 @@ def table(agg, cases, metrics):
 def chart(ratios, png, title):
     """Grouped bars of the ratios, log scale, one group per scenario."""
     series = [("cpu_us_per_req", "CPU/req"), ("rps", "req/s"), ("mean_ms", "mean lat"),
-              ("p99_ms", "p99 lat"), ("origin_conns", "origin conns"), ("hwm_mib", "peak RSS"),
+              ("p99_ms", "p99 lat"), ("origin_conns", "origin conns opened"), ("hwm_mib", "peak RSS"),
               ("kib_per_conn", "idle KiB/conn"), ("cpu_us_per_conn", "idle CPU/conn")]
     cases = sorted(ratios, key=case_order)
     # only the metrics with at least one ratio: gnuplot warns about an all-missing column
@@ -388,6 +397,15 @@ def report(runs_dir, md_path, png_path):
                 problems.append(f"- {case}, {proxy}: " + "; ".join(a["problems"]))
     if problems:
         out += ["Invalid runs (their figures are left out of the table):", ""] + problems + [""]
+    # Started cold, h2gate opens at most its pool cap of origin connections when it reuses them
+    # (issue 19 item 1); more means connections closed and dialled again during the run.
+    churn = [f"- {case_key(r)}, {r['proxy']}, rep {r['rep']}: {r['origin_conns']} opened, "
+             f"pool cap {r['pool']}"
+             for r in sorted(runs, key=lambda r: (case_order(case_key(r)), r["proxy"], r["rep"]))
+             if r.get("valid") and r.get("pool") and r.get("origin_conns", 0) > r["pool"]]
+    if churn:
+        out += ["Origin connections opened above h2gate's pool cap (closed and dialled again):",
+                ""] + churn + [""]
     out.append(f"Chart of the ratios: `{os.path.basename(png_path)}`.")
     text = "\n".join(out) + "\n"
     with open(md_path, "w") as f:
