@@ -48,7 +48,8 @@ static char *xstrdup(ld_t *ld, const char *s)
     return p;
 }
 
-static void add_msg(ld_t *ld, size_t line, size_t col, const char *fmt, va_list ap)
+__attribute__((format(printf, 4, 0))) static void add_msg(ld_t *ld, size_t line, size_t col,
+                                                          const char *fmt, va_list ap)
 {
     ld->nerr++;
     if (!ld->errs)

@@ -95,9 +95,10 @@ void gw_hpack_dec_begin(gw_hpack_dec_t *d, size_t max_list_size);
  * set. cb may be NULL: the table is updated and the list size counted, nothing is reported.
  * Whenever fields are not reported (cb NULL or past max_list_size), a literal that does not
  * enter the table is checked and measured but not materialised (no copy, no buffer), so such
- * a block costs its own bytes, not the size of the entries it names. Decoding errors (index 0 or past the table, integer overflow, a size update above the
- * advertised maximum or after a field, bad Huffman) are GW_E_COMPRESSION; GW_E_NOMEM when a
- * table entry or string cannot be allocated. */
+ * a block costs its own bytes, not the size of the entries it names. Decoding errors (index 0 or
+ * past the table, integer overflow, a size update above the advertised maximum or after a field,
+ * bad Huffman) are GW_E_COMPRESSION; GW_E_NOMEM when a table entry or string cannot be allocated.
+ */
 ssize_t gw_hpack_decode(gw_hpack_dec_t *d, const uint8_t *in, size_t len, int final,
                         gw_hpack_field_cb cb, void *user_data);
 

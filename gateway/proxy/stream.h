@@ -44,10 +44,10 @@ typedef struct gw_cstream gw_cstream_t;
  * RST_STREAM with the RFC 9113 §7 code; HTTP/1.1 closes the connection (NO_ERROR after a
  * complete response also closes: the request body left unread cannot be skipped safely). */
 typedef enum {
-    GW_CS_RESET_NO_ERROR = 0,   /* response complete, request body not wanted (§8.1) */
-    GW_CS_RESET_PROTOCOL = 1,   /* malformed request (§8.1.1) */
-    GW_CS_RESET_INTERNAL = 2,   /* the origin failed after the response head was sent */
-    GW_CS_RESET_CANCEL = 8,     /* given up (stalled client, gateway stopping) */
+    GW_CS_RESET_NO_ERROR = 0, /* response complete, request body not wanted (§8.1) */
+    GW_CS_RESET_PROTOCOL = 1, /* malformed request (§8.1.1) */
+    GW_CS_RESET_INTERNAL = 2, /* the origin failed after the response head was sent */
+    GW_CS_RESET_CANCEL = 8,   /* given up (stalled client, gateway stopping) */
 } gw_cs_reset_t;
 
 typedef struct {

@@ -37,6 +37,7 @@ static char *cstr(gw_slice_t s)
     return c;
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer entry */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)

@@ -75,6 +75,7 @@ static int on_head(void *ud, const gw_h1_msg_t *m)
     return 0;
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer entry */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)

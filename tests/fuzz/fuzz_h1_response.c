@@ -103,6 +103,7 @@ static int run(const uint8_t *data, size_t n, size_t step, int head_only, ev_t *
     return rc;
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer entry */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)

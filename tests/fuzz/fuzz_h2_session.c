@@ -56,6 +56,7 @@ static void on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
     gw_h2_session_stream_release(f->s, sid);
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer entry */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const gw_h2_callbacks_t cb = {on_request, on_data, NULL, NULL,

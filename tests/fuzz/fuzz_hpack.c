@@ -81,6 +81,7 @@ static void table_only_agrees(const uint8_t *data, size_t size)
         gw_hpack_dec_free(&d[k]);
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer entry */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     table_only_agrees(data, size);

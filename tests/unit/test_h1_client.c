@@ -664,12 +664,12 @@ static void request_head_rejects_injection(void **state)
 static void request_head_checks_every_byte(void **state)
 {
     (void)state;
-    static const char bad[] = {'\r', '\n', '\0'};
+    static const char ctl[] = {'\r', '\n', '\0'};
     char v[40];
     for (size_t b = 0; b < 3; b++) {
         for (size_t pos = 0; pos < sizeof(v); pos++) {
             memset(v, 'a', sizeof(v));
-            v[pos] = bad[b];
+            v[pos] = ctl[b];
             gw_slice_t s = {(const uint8_t *)v, sizeof(v)};
             gw_field_t f[] = {{GW_SLICE_LIT("X-Long"), s}};
             gw_h1_request_t r = {.method = GW_SLICE_LIT("GET"),

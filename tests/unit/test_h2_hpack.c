@@ -418,6 +418,13 @@ static void list_size_overflow_keeps_table_in_sync(void **state)
  * gateway reset; or past max_list_size) updates the table and counts its list size exactly,
  * but a literal that does not enter the table is not materialised: a 3-byte literal naming a
  * 4000-byte entry copies nothing (it copied the name each time, 4000 bytes per 3 read). */
+static int count(void *ud, const gw_hpack_field_t *fld)
+{
+    (void)fld;
+    ++*(size_t *)ud;
+    return 0;
+}
+
 static void issue18_6_table_only_decoding(void **state)
 {
     (void)state;
@@ -465,7 +472,6 @@ static void issue18_6_table_only_decoding(void **state)
     /* d[0] reports the fields, d[1] has no callback: nothing allocated, no string buffer */
     fields_t f = {0};
     gw_hpack_dec_begin(&d[0], SIZE_MAX);
-    int count(void *ud, const gw_hpack_field_t *fld);
     size_t seen = 0;
     assert_int_equal(gw_hpack_decode(&d[0], blk, m, 1, count, &seen), m);
     assert_int_equal(seen, REPS + 3);
@@ -534,11 +540,10 @@ static void issue18_6_table_only_decoding(void **state)
     gw_hpack_dec_free(&d[1]);
 }
 
-int count(void *ud, const gw_hpack_field_t *fld)
+static int refuse(void *ud, const gw_hpack_field_t *f)
 {
-    (void)fld;
-    ++*(size_t *)ud;
-    return 0;
+    (void)ud, (void)f;
+    return GW_E_STREAM;
 }
 
 static void callback_error_aborts(void **state)
@@ -549,15 +554,8 @@ static void callback_error_aborts(void **state)
     uint8_t b[64];
     size_t n = unhex(c3_req[0], b);
     gw_hpack_dec_begin(&d, 65536);
-    int refuse(void *ud, const gw_hpack_field_t *f);
     assert_int_equal(gw_hpack_decode(&d, b, n, 1, refuse, NULL), GW_E_STREAM);
     gw_hpack_dec_free(&d);
-}
-
-int refuse(void *ud, const gw_hpack_field_t *f)
-{
-    (void)ud, (void)f;
-    return GW_E_STREAM;
 }
 
 static void sensitive_never_indexed(void **state)
