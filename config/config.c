@@ -705,21 +705,31 @@ static void load_protocols(ld_t *ld, gw_cfg_listen_t *l, yaml_node_t *v)
     l->protocols = flags;
 }
 
+/* The array for the non-empty YAML list v of key (elements of elem bytes, zeroed, *n of them),
+ * or NULL with the error reported: not a list, an empty list (`what` names one element), or no
+ * memory. */
+static void *load_list(ld_t *ld, yaml_node_t *v, const char *key, const char *what, size_t elem,
+                       size_t *n)
+{
+    if (!expect(ld, v, YAML_SEQUENCE_NODE, key))
+        return NULL;
+    *n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+    if (*n == 0) {
+        err_at(ld, v, "'%s' must have at least one %s", key, what);
+        return NULL;
+    }
+    void *a = gw_calloc(*n, elem);
+    if (!a)
+        ld->nomem = 1;
+    return a;
+}
+
 static void load_listen(ld_t *ld, yaml_node_t *v)
 {
-    if (!expect(ld, v, YAML_SEQUENCE_NODE, "listen"))
-        return;
-    size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
-    if (n == 0) {
-        err_at(ld, v, "'listen' must have at least one listener");
-        return;
-    }
+    size_t n;
     gw_config_t *c = ld->c;
-    c->listen = gw_calloc(n, sizeof(*c->listen));
-    if (!c->listen) {
-        ld->nomem = 1;
+    if (!(c->listen = load_list(ld, v, "listen", "listener", sizeof(*c->listen), &n)))
         return;
-    }
     for (size_t i = 0; i < n; i++) {
         yaml_node_t *ln = node(ld, v->data.sequence.items.start[i]);
         if (!expect(ld, ln, YAML_MAPPING_NODE, "listen"))
@@ -1032,19 +1042,10 @@ static int valid_host_pattern(const char *h)
 
 static void load_routes(ld_t *ld, yaml_node_t *v)
 {
-    if (!expect(ld, v, YAML_SEQUENCE_NODE, "routes"))
-        return;
-    size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
-    if (n == 0) {
-        err_at(ld, v, "'routes' must have at least one route");
-        return;
-    }
+    size_t n;
     gw_config_t *c = ld->c;
-    c->routes = gw_calloc(n, sizeof(*c->routes));
-    if (!c->routes) {
-        ld->nomem = 1;
+    if (!(c->routes = load_list(ld, v, "routes", "route", sizeof(*c->routes), &n)))
         return;
-    }
     for (size_t i = 0; i < n; i++) {
         yaml_node_t *rn = node(ld, v->data.sequence.items.start[i]);
         if (!expect(ld, rn, YAML_MAPPING_NODE, "routes"))

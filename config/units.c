@@ -78,16 +78,22 @@ static int lookup(const unit_t *units, size_t n, const char *u, uint64_t *mult)
     return GW_E_PARSE;
 }
 
-int gw_parse_size(const char *s, uint64_t *bytes)
+/* A number followed by one of the n units of tab (after optional spaces), in base units. */
+static int parse_scaled(const char *s, const unit_t *tab, size_t n, uint64_t *out)
 {
     uint64_t v, m;
     const char *u;
     int rv = split_num(s, &v, &u);
     if (rv < 0)
         return rv;
-    if (lookup(size_units, sizeof(size_units) / sizeof(size_units[0]), u, &m) < 0)
+    if (lookup(tab, n, u, &m) < 0)
         return GW_E_PARSE;
-    return mul(v, m, bytes);
+    return mul(v, m, out);
+}
+
+int gw_parse_size(const char *s, uint64_t *bytes)
+{
+    return parse_scaled(s, size_units, sizeof(size_units) / sizeof(size_units[0]), bytes);
 }
 
 /* Durations: milliseconds; a bare number is seconds. */
@@ -97,14 +103,7 @@ static const unit_t dur_units[] = {
 
 int gw_parse_duration(const char *s, uint64_t *ms)
 {
-    uint64_t v, m;
-    const char *u;
-    int rv = split_num(s, &v, &u);
-    if (rv < 0)
-        return rv;
-    if (lookup(dur_units, sizeof(dur_units) / sizeof(dur_units[0]), u, &m) < 0)
-        return GW_E_PARSE;
-    return mul(v, m, ms);
+    return parse_scaled(s, dur_units, sizeof(dur_units) / sizeof(dur_units[0]), ms);
 }
 
 /* Rates: bytes per second, "<size>/s"; bit rates "kbit/s", "Mbit/s", "Gbit/s" (powers of

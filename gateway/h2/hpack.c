@@ -437,20 +437,33 @@ static int read_int(const uint8_t **pp, const uint8_t *end, unsigned n, uint64_t
     return 0;
 }
 
+/* §5.2 string literal header: the H bit and the length, with the whole string in [*pp, end).
+ * On success *pp points at the string's first byte. */
+static int str_head(const uint8_t **pp, const uint8_t *end, int *huff, uint64_t *len)
+{
+    const uint8_t *p = *pp;
+    if (p == end)
+        return NEED_MORE;
+    *huff = (*p & 0x80) != 0;
+    int rv = read_int(&p, end, 7, len);
+    if (rv)
+        return rv;
+    if ((uint64_t)(end - p) < *len)
+        return NEED_MORE;
+    *pp = p;
+    return 0;
+}
+
 /* §5.2 string literal; the result points into the input or into buf. */
 static int read_str(gw_hpack_dec_t *d, const uint8_t **pp, const uint8_t *end, int value,
                     gw_slice_t *out)
 {
     const uint8_t *p = *pp;
-    if (p == end)
-        return NEED_MORE;
-    int huff = (*p & 0x80) != 0;
+    int huff;
     uint64_t len;
-    int rv = read_int(&p, end, 7, &len);
+    int rv = str_head(&p, end, &huff, &len);
     if (rv)
         return rv;
-    if ((uint64_t)(end - p) < len)
-        return NEED_MORE;
     if (huff) {
         if (!strbufs(d))
             return GW_E_NOMEM;
@@ -472,15 +485,11 @@ static int read_str(gw_hpack_dec_t *d, const uint8_t **pp, const uint8_t *end, i
 static int skip_str(const uint8_t **pp, const uint8_t *end, size_t *out)
 {
     const uint8_t *p = *pp;
-    if (p == end)
-        return NEED_MORE;
-    int huff = (*p & 0x80) != 0;
+    int huff;
     uint64_t len;
-    int rv = read_int(&p, end, 7, &len);
+    int rv = str_head(&p, end, &huff, &len);
     if (rv)
         return rv;
-    if ((uint64_t)(end - p) < len)
-        return NEED_MORE;
     if (huff) {
         ssize_t n = huff_decoded_len(p, (size_t)len);
         if (n < 0)
