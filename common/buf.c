@@ -126,6 +126,11 @@ static int all_of(gw_slice_t s, uint8_t cls, int pct)
     return 1;
 }
 
+int gw_is_tchar(uint8_t c)
+{
+    return (head_class[c] & HC_TOKEN) != 0;
+}
+
 int gw_slice_is_token(gw_slice_t s)
 {
     return s.len && all_of(s, HC_TOKEN, 0);

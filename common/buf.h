@@ -79,6 +79,8 @@ static inline int gw_slice_eq_nocase(gw_slice_t a, gw_slice_t b)
 int gw_slice_has_crlfnul(gw_slice_t s);
 /* ---- request-head syntax (one home for each rule; both fronts and the serializer call it) --- */
 
+/* Non-zero when c is a tchar (RFC 9110 §5.6.2). */
+int gw_is_tchar(uint8_t c);
 /* Non-zero when s is a non-empty token (RFC 9110 §5.6.2): a valid method or field name. */
 int gw_slice_is_token(gw_slice_t s);
 /* Non-zero when s is a non-empty request-target made only of RFC 3986 path and query

@@ -24,6 +24,11 @@ typedef struct {
     gw_pool_free_t *free;
 } gw_pool_t;
 
+/* The freelist bound every layer uses for its per-request objects (streams, exchanges): as
+ * many as a busy worker has in flight (512 concurrent streams are usual), so that a steady load
+ * allocates nothing. */
+#define GW_POOL_KEEP 512
+
 void gw_pool_init(gw_pool_t *p, size_t obj_size, size_t max, size_t free_keep);
 /* Frees the freelist. Live objects must have been put back. */
 void gw_pool_free(gw_pool_t *p);

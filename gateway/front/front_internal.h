@@ -1,5 +1,19 @@
-/* front/front_internal.h — what the files of gateway/front/ share: server, workers,
- * listeners and client connections. */
+/* front/front_internal.h — what the files of gateway/front/ share (not a public interface).
+ *
+ * server.c:    gw_server_t and its workers: listeners, one libuv loop per worker thread,
+ *              signals, graceful stop, the shared rate tables, and the worker's timer heap
+ *              (one loop timer for every connection's timeout and throttle wake-up).
+ * conn.c:      one client connection: accept, read, TLS, the protocol choice (ALPN, or the
+ *              HTTP/2 preface against an HTTP/1.1 request line), write, close, timeouts,
+ *              deferred work (the kick handle), idle connections giving back their buffers.
+ * h1_stream.c: the HTTP/1.1 front: one request at a time as a client stream (proxy/stream.h),
+ *              responses serialized back (chunked, 1xx, trailers).
+ * h2_stream.c: HTTP/2 connections: the h2/ session, its streams as client streams, the pump
+ *              that frames what the session has.
+ * throttle.c:  response buckets (connection, client address, route), the request body bucket,
+ *              and the HTTP/2 data budget and window credit that follow them.
+ * tls.c:       server-side TLS over memory BIOs (front/tls.h).
+ */
 #ifndef GW_FRONT_INTERNAL_H
 #define GW_FRONT_INTERNAL_H
 
@@ -95,5 +109,178 @@ void gw_front__on_connection(uv_stream_t *server, int status);
 void gw_front__conn_stop(gw_list_t *link, gw_stop_t how);
 /* The kick handle's callback: deferred work of the connections in w->dirty. */
 void gw_front__on_kick(uv_idle_t *h);
+
+/* ---- client connections (conn.c, h1_stream.c, h2_stream.c, throttle.c) ---------------- */
+
+/* an HTTP/2 connection idle this long gives back its busy state even without a read */
+#define H2_IDLE_RELEASE_MS 1000
+
+typedef enum {
+    CS_HANDSHAKE = 0, /* TLS handshake in progress */
+    CS_SNIFF,         /* waiting for the first bytes that choose the protocol */
+    CS_H1,            /* HTTP/1.1 front */
+    CS_H2,            /* HTTP/2 session */
+    CS_CLOSING,       /* flushing the last bytes, then close */
+} conn_state_t;
+
+/* GW_CONN_F_*: why a connection is paused or what it waits for. */
+enum {
+    GW_CONN_F_READ_PAUSED = 1u << 0, /* reads stopped: write queue over limits.write_buffer */
+    GW_CONN_F_CLOSE_AFTER = 1u << 1, /* close once the write queue drains */
+    GW_CONN_F_EOF = 1u << 2,         /* the peer closed its side */
+    GW_CONN_F_CLOSED = 1u << 3,      /* uv_close called */
+    GW_CONN_F_STOPPING = 1u << 4,    /* graceful stop: no new requests after the current one */
+    GW_CONN_F_THR_OUT = 1u << 5,     /* response bytes wait for tokens (throttle timer armed) */
+    GW_CONN_F_THR_IN = 1u << 6,      /* reads stopped / window credit held: upload rate */
+};
+
+typedef struct conn conn_t;
+
+/* Timer nodes in the worker's heap (gw_theap_node_t.kind). */
+enum { TK_CONN = 0, TK_THR = 1 };
+
+/* HTTP/1.1 front state, from the protocol choice to the close (only HTTP/1.1 connections). */
+typedef struct {
+    gw_h1_parser_t *p;
+    gw_cstream_t s;     /* the current request's client stream, handed to the proxy */
+    gw_field_t *fields; /* the request's fields in the common form */
+    size_t fields_cap;
+    uint64_t inflight; /* request body bytes given to the proxy and not credited yet */
+    gw_bucket_t *rb;   /* route bucket of the current request (throttle), or NULL */
+    unsigned keep_alive : 1;
+    unsigned expect_100 : 1;   /* answered without 100 Continue: close after the response */
+    unsigned resp_chunked : 1; /* response body framed as chunks */
+    unsigned resp_done : 1;    /* the response has been handed over whole */
+    unsigned active : 1;       /* s is known to the proxy */
+    unsigned req_complete : 1; /* the parser has seen the whole current request */
+    unsigned resp_started : 1; /* a final head was written */
+    unsigned http10 : 1;       /* the current request is HTTP/1.0: no 1xx, no chunked */
+} h1x_t;
+
+/* Throttling (issue 7): allocated at accept only when the gateway configures a throttle. */
+typedef struct {
+    gw_theap_node_t tnode; /* wake-up when tokens are back (TK_THR) */
+    conn_t *c;
+    int out;                   /* some response limit may apply to this connection */
+    gw_bucket_t resp_b;        /* throttle.response_rate */
+    gw_bucket_t body_b;        /* throttle.request_body_rate */
+    gw_bucket_entry_t *client; /* throttle.per_client_rate, shared by all workers */
+    gw_bucket_t *route_b;      /* per route (routes[].response_rate), allocated on first use */
+    size_t h2_given;           /* connection data budget handed to the session */
+} thr_t;
+
+/* What a connection needs only while bytes or requests are in flight. An idle connection
+ * gives it back (release_idle_buffers) and gets a fresh one with its next read or frame, so
+ * thousands of idle connections cost little more than their socket and protocol state. */
+typedef struct {
+    gw_bytes_t in;         /* plaintext not consumed yet */
+    gw_bytes_t out;        /* plaintext response bytes being built */
+    gw_iovq_t oq;          /* frames from the HTTP/2 session */
+    gw_list_t h2_streams;  /* h2s_t of the streams the proxy knows, freed with the conn */
+    gw_list_t h2_gone;     /* h2s_t closed by the session, told to the proxy when kicked */
+    unsigned h2_rst_after; /* streams with rst_after set */
+    char peer[64];         /* "ip:port", "[ip6]:port" (client streams point here) */
+    char peer_ip[48];
+} busy_t;
+
+/* One client connection. Kept small: it is what an idle connection costs (with the HTTP/2
+ * session and, over TLS, OpenSSL's state); everything else hangs off it while needed. */
+struct conn {
+    uv_tcp_t tcp;
+    gw_theap_node_t tnode; /* the connection's timeout in the worker's heap (TK_CONN) */
+    uint64_t deadline;     /* loop time the current timeout is due (the node may be earlier) */
+    gw_listener_t *l;
+    gw_list_t link;
+    gw_list_t dirty_link; /* in w->dirty while deferred work is due */
+    uint8_t state;        /* conn_state_t */
+    uint8_t dirty;
+    uint16_t flags;
+    unsigned requests;
+    gw_tls_conn_t *tls;
+    busy_t *b;     /* NULL while idle */
+    h1x_t *h1;     /* CS_H1 (and CS_CLOSING after it) */
+    thr_t *thr;    /* NULL without throttling */
+    size_t queued; /* bytes handed to uv_write and not yet written */
+    gw_h2_session_t *h2;
+    uint64_t last_active_ms; /* HTTP/2: last time a stream was open or a frame arrived */
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+    } addr; /* the peer (family 0 when unknown) */
+};
+
+/* The worker of a connection: its loop is embedded in the worker. */
+#define W(c) GW_CONTAINER_OF((c)->tcp.loop, gw_worker_t, loop)
+
+/* The peer as "ip:port" ("[ip6]:port") and as the bare address, into caller storage. */
+
+#define PEER(c) gw_front__conn_peer(c)
+
+/* An HTTP/2 stream as a client stream. */
+typedef struct {
+    gw_cstream_t cs;
+    conn_t *c;
+    uint32_t sid;
+    int gone;        /* closed by the session: ops are no-ops until the proxy is told */
+    int rst_after;   /* RST_STREAM(NO_ERROR) once the response is framed (early response) */
+    gw_list_t link;  /* in c->b->h2_streams, then c->b->h2_gone */
+    gw_bucket_t *rb; /* its route's bucket on this connection, or NULL */
+    size_t given;    /* stream data budget handed to the session */
+    size_t owed;     /* request body bytes passed on, window credit held back (upload rate) */
+} h2s_t;
+
+typedef struct {
+    uv_write_t req;
+    conn_t *c;
+    size_t len;
+    uint8_t data[];
+} wreq_t;
+
+/* conn.c: the connection */
+size_t gw_front__in_len(const conn_t *c);
+size_t gw_front__out_len(const conn_t *c);
+int gw_front__need_busy(conn_t *c);
+void gw_front__kick(conn_t *c);
+void gw_front__h2_tell_gone(conn_t *c);
+void gw_front__arm(conn_t *c, uint64_t ms);
+void gw_front__after_write(conn_t *c, size_t len, int status);
+int gw_front__send_iovq(conn_t *c, gw_iovq_t *q);
+int gw_front__flush(conn_t *c);
+void gw_front__finish(conn_t *c, const char *why);
+void gw_front__conn_close(conn_t *c, const char *why);
+void gw_front__on_timeout(conn_t *c);
+void gw_front__process(conn_t *c);
+void gw_front__release_idle_buffers(conn_t *c);
+const char *gw_front__conn_peer(const conn_t *c);
+
+/* server.c: the worker's timer heap (one loop timer for every connection's timeout and throttle
+ * wake-up) */
+void gw_front__worker_conn_gone(gw_worker_t *w);
+void gw_front__ticker_set(gw_worker_t *w, gw_theap_node_t *n, uint64_t due);
+int gw_front__timer_nodes_add(gw_worker_t *w, int k);
+
+/* throttle.c */
+uint64_t gw_front__now_us(void);
+void gw_front__thr_arm(conn_t *c, uint64_t wait_us);
+int gw_front__body_limited(const conn_t *c);
+size_t gw_front__out_avail(conn_t *c, uint64_t now, size_t want, gw_bucket_t *rb, uint64_t *wait);
+void gw_front__out_charge(conn_t *c, size_t n, gw_bucket_t *rb, uint64_t now);
+gw_bucket_t *gw_front__route_bucket(conn_t *c, const gw_cfg_route_t *r);
+uint64_t gw_front__tail_ms(conn_t *c);
+void gw_front__h2_budget(conn_t *c, uint64_t now);
+void gw_front__h2_charge(conn_t *c, uint64_t now);
+void gw_front__h2_credit_release(conn_t *c, uint64_t now);
+void gw_front__on_throttle(conn_t *c);
+
+/* h1_stream.c */
+void gw_front__process_h1(conn_t *c);
+int gw_front__start_h1(conn_t *c);
+
+/* h2_stream.c */
+int gw_front__start_h2(conn_t *c);
+void gw_front__h2_pump(conn_t *c);
+void gw_front__process_h2(conn_t *c);
+void gw_front__h2_timeout(conn_t *c);
 
 #endif

@@ -309,7 +309,8 @@ static void issue18_10_request_target_every_byte(void **state)
         if (gw_slice_is_authority(m) != authority || gw_slice_is_authority(st) != authority ||
             gw_slice_is_authority(en) != authority)
             fail_msg("authority byte 0x%02x: want %d", b, authority);
-        if (gw_slice_is_token(m) != token || gw_slice_is_token(one) != token)
+        if (gw_slice_is_token(m) != token || gw_slice_is_token(one) != token ||
+            gw_is_tchar((uint8_t)c) != token)
             fail_msg("token byte 0x%02x: want %d", b, token);
         /* percent-encoded, any byte value: passes as it is */
         char pct[8];

@@ -1,0 +1,262 @@
+/* front/h1_stream.c — the HTTP/1.1 front: requests parsed by h1/'s request parser become client
+ * streams (proxy/stream.h), one at a time per keep-alive connection; responses are serialized
+ * back (chunked, 1xx, trailers). */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/bucket.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "front/front_internal.h"
+#include "h1/serializer.h"
+#include "h2/errors.h"
+#include "h2/priority.h"
+#include "h2/session.h"
+
+/* ---- HTTP/1.1 front ------------------------------------------------------------------------ */
+
+static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n,
+                       int64_t content_length, int end_stream)
+{
+    conn_t *c = s->impl;
+    if (c->flags & GW_CONN_F_STOPPING)
+        c->h1->keep_alive = 0; /* graceful stop: this is the connection's last response */
+    /* RFC 9110 §15.5.9: a 408 means the server closes rather than wait on: say so */
+    if (status == 408)
+        c->h1->keep_alive = 0;
+    int64_t framing = end_stream && content_length < 0 ? 0 : content_length;
+    if (c->h1->http10 && framing < 0) {
+        /* RFC 9112 §6.1, §7: an HTTP/1.0 recipient knows no chunked coding; the body is
+         * delimited by the close (issue 18.11) */
+        framing = GW_H1_CLOSE_DELIMITED;
+        c->h1->keep_alive = 0;
+    }
+    c->h1->resp_chunked = framing == -1 && !s->head_only;
+    c->h1->resp_started = 1;
+    int rv = gw_h1_response_head(&c->b->out, status, f, n, framing, c->h1->keep_alive);
+    if (rv < 0)
+        return rv;
+    if (end_stream)
+        c->h1->resp_done = 1;
+    gw_front__kick(c); /* the head goes out with the first body bytes, or from the kick */
+    return 0;
+}
+
+static int h1s_interim(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n)
+{
+    conn_t *c = s->impl;
+    /* RFC 9110 §15.2: no 1xx to an HTTP/1.0 client (an HTTP/1.0 intermediary could take the
+     * 103 for the answer to its request): dropped (issue 18.11) */
+    if (c->h1->http10)
+        return 0;
+    /* A 1xx head carries no framing (RFC 9110 §15.2); keep_alive only adds no close line. */
+    int rv = gw_h1_response_head(&c->b->out, status, f, n, -1, 1);
+    return rv < 0 ? rv : gw_front__flush(c);
+}
+
+static int h1s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int end_stream)
+{
+    conn_t *c = s->impl;
+    int rv = 0;
+    if (!s->head_only && len) {
+        if (c->h1->resp_chunked) {
+            uint8_t hdr[GW_H1_CHUNK_HEAD_MAX];
+            rv = gw_bytes_append(&c->b->out, hdr, gw_h1_chunk_head(hdr, len));
+        }
+        if (rv == 0)
+            rv = gw_bytes_append(&c->b->out, b->data + off, len);
+        if (rv == 0 && c->h1->resp_chunked)
+            rv = gw_bytes_append(&c->b->out, GW_H1_CHUNK_END, GW_H1_CHUNK_END_LEN);
+    }
+    if (rv == 0 && end_stream && c->h1->resp_chunked)
+        rv = gw_h1_last_chunk(&c->b->out, NULL, 0);
+    if (rv < 0)
+        return rv;
+    if (end_stream) {
+        c->h1->resp_done = 1;
+        gw_front__kick(c);
+    }
+    return gw_front__flush(c);
+}
+
+/* RFC 9112 §7.1.2: trailer fields after the last chunk; dropped when the body had a length. */
+static int h1s_trailers(gw_cstream_t *s, const gw_field_t *f, size_t n)
+{
+    conn_t *c = s->impl;
+    int rv = 0;
+    if (c->h1->resp_chunked)
+        rv = gw_h1_last_chunk(&c->b->out, f, n);
+    if (rv < 0)
+        return rv;
+    c->h1->resp_done = 1;
+    gw_front__kick(c);
+    return gw_front__flush(c);
+}
+
+/* HTTP/1.1 has no stream reset: what was answered is flushed and the connection closes (a
+ * response cut short shows as a short body or a missing last chunk). */
+static void h1s_reset(gw_cstream_t *s, gw_cs_reset_t code)
+{
+    conn_t *c = s->impl;
+    GW_LOG_DEBUG("h1_reset", "peer=%s code=%d", PEER(c), (int)code);
+    c->h1->keep_alive = 0;
+    gw_front__finish(c, code == GW_CS_RESET_NO_ERROR ? "early_response" : "stream_reset");
+}
+
+static void h1s_credit(gw_cstream_t *s, size_t n)
+{
+    conn_t *c = s->impl;
+    int was_full = c->h1->inflight >= W(c)->srv->cfg->limits.body_buffer;
+    c->h1->inflight -= n;
+    if (was_full && c->h1->inflight < W(c)->srv->cfg->limits.body_buffer)
+        gw_front__kick(c); /* parse the body bytes waiting in c->b->in */
+}
+
+static size_t h1s_pending(gw_cstream_t *s)
+{
+    conn_t *c = s->impl;
+    return c->queued + gw_front__out_len(c);
+}
+
+static const gw_cstream_ops_t h1s_ops = {h1s_respond, h1s_interim, h1s_body,   h1s_trailers,
+                                         h1s_reset,   h1s_credit,  h1s_pending};
+
+static int h1_on_head(void *ud, const gw_h1_msg_t *m)
+{
+    conn_t *c = ud;
+    c->requests++;
+    c->h1->keep_alive = (m->flags & GW_H1_MSG_F_KEEP_ALIVE) && !(c->flags & GW_CONN_F_STOPPING);
+    c->h1->http10 = m->version_major == 1 && m->version_minor == 0;
+    /* RFC 9110 §10.1.1: a 100-continue expectation in an HTTP/1.0 request is ignored */
+    c->h1->expect_100 = (m->flags & GW_H1_MSG_F_EXPECT_100) && !c->h1->http10;
+    c->h1->resp_done = 0;
+    c->h1->resp_started = 0;
+    c->h1->req_complete = 0;
+    c->h1->inflight = 0;
+    if (m->fields_len > c->h1->fields_cap) {
+        gw_field_t *n = gw_realloc(c->h1->fields, m->fields_len * sizeof(*n));
+        if (!n)
+            return GW_E_NOMEM;
+        c->h1->fields = n;
+        c->h1->fields_cap = m->fields_len;
+    }
+    if (m->fields_len) /* an HTTP/1.0 request may have none: no memcpy from NULL */
+        memcpy(c->h1->fields, m->fields, m->fields_len * sizeof(gw_field_t));
+    const gw_h1_field_t *host = gw_h1_msg_field(m, "host");
+    gw_req_head_t h = {
+        .method = m->method,
+        .scheme = c->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http"),
+        .authority = host ? host->value : (gw_slice_t){0},
+        .path = m->target,
+        .fields = c->h1->fields,
+        .fields_len = m->fields_len,
+        .content_length = m->content_length,
+        .end_stream = m->content_length == 0,
+        .proto = "http/1.1",
+    };
+    c->h1->s = (gw_cstream_t){.ops = &h1s_ops,
+                              .impl = c,
+                              .peer = c->b->peer,
+                              .peer_ip = c->b->peer_ip,
+                              .addr = (const struct sockaddr *)&c->addr,
+                              .head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD")),
+                              .tls = c->tls != NULL};
+    c->h1->rb = W(c)->srv->route_rates
+                    ? gw_front__route_bucket(c, gw_proxy_route(W(c)->proxy, h.authority, h.path))
+                    : NULL;
+    /* RFC 9110 §10.1.1: the body is wanted, so say so before the client waits for it */
+    if (c->h1->expect_100 && !h.end_stream && gw_h1_continue(&c->b->out) < 0)
+        return GW_E_NOMEM;
+    /* the head is complete: the body has its own (idle) deadline */
+    gw_front__arm(c, W(c)->srv->cfg->timeouts.idle_ms);
+    c->h1->active = 1;
+    return gw_proxy_request(W(c)->proxy, &c->h1->s, &h);
+}
+
+static int h1_on_body(void *ud, const uint8_t *p, size_t n)
+{
+    conn_t *c = ud;
+    c->h1->inflight += n;
+    gw_proxy_body(W(c)->proxy, &c->h1->s, p, n);
+    return 0;
+}
+
+static int h1_on_complete(void *ud)
+{
+    conn_t *c = ud;
+    c->h1->req_complete = 1;
+    if (c->h1->active)
+        gw_proxy_body_end(W(c)->proxy, &c->h1->s, NULL, 0);
+    return 0;
+}
+
+static const gw_h1_callbacks_t h1_cbs = {h1_on_head, h1_on_body, h1_on_complete};
+
+/* Parse what is in c->b->in, one request at a time: the next request is read only once the
+ * current one is answered, and request body bytes only while the proxy holds less than
+ * limits.body_buffer of them. */
+void gw_front__process_h1(conn_t *c)
+{
+    size_t body_bound = W(c)->srv->cfg->limits.body_buffer;
+    while (!(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER | GW_CONN_F_READ_PAUSED))) {
+        if (c->h1->active && c->h1->resp_done && c->h1->req_complete) {
+            c->h1->active = 0;
+            gw_proxy_stream_closed(W(c)->proxy, &c->h1->s);
+        }
+        if (gw_h1_parser_paused(c->h1->p)) {
+            if (c->h1->active)
+                break; /* the response is still coming */
+            /* one request done; a graceful stop ends the connection here */
+            if (!c->h1->keep_alive || (c->flags & GW_CONN_F_STOPPING)) {
+                gw_front__finish(c, "connection_close");
+                return;
+            }
+            gw_h1_parser_resume(c->h1->p);
+            gw_front__arm(c, W(c)->srv->cfg->timeouts.idle_ms);
+        }
+        if (gw_front__in_len(c) == 0 || c->h1->inflight >= body_bound)
+            break;
+        int was_idle = !gw_h1_parser_in_message(c->h1->p);
+        size_t feed = c->b->in.len;
+        ssize_t n = gw_h1_parser_feed(c->h1->p, c->b->in.base, feed);
+        if (n < 0) {
+            unsigned st = gw_h1_parser_error_status(c->h1->p);
+            GW_LOG_INFO("bad_request", "peer=%s status=%u reason=\"%s\"", PEER(c), st,
+                        gw_h1_parser_error_reason(c->h1->p));
+            if (n != GW_E_NOMEM && st != 500 && !c->h1->resp_started) {
+                char body[160];
+                snprintf(body, sizeof(body), "h2gate: %s\n", gw_h1_parser_error_reason(c->h1->p));
+                gw_h1_simple_response(&c->b->out, st, body, 0, 0);
+            }
+            gw_front__finish(c, "bad_request");
+            return;
+        }
+        gw_bytes_consume(&c->b->in, (size_t)n);
+        if (was_idle && gw_h1_parser_in_message(c->h1->p) && !gw_h1_parser_paused(c->h1->p) &&
+            !c->h1->active)
+            gw_front__arm(c,
+                          W(c)->srv->cfg->timeouts.header_ms); /* whole-head deadline (slowloris) */
+        if (!gw_h1_parser_paused(c->h1->p) && n == 0)
+            break; /* need more input */
+    }
+    /* the peer closed its side: complete requests were answered above; a partial one never
+     * completes */
+    if ((c->flags & GW_CONN_F_EOF) && !(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)) &&
+        !(c->flags & GW_CONN_F_READ_PAUSED) && !(c->h1->active && !c->h1->resp_done))
+        gw_front__finish(c, "peer_closed");
+}
+
+int gw_front__start_h1(conn_t *c)
+{
+    gw_h1_limits_t lim = {W(c)->srv->cfg->limits.max_request_head, 256};
+    c->h1 = gw_calloc(1, sizeof(*c->h1));
+    if (!c->h1)
+        return GW_E_NOMEM;
+    c->h1->p = gw_h1_parser_new(GW_H1_REQUEST, &lim, &h1_cbs, c);
+    if (!c->h1->p)
+        return GW_E_NOMEM; /* c->h1 goes with the connection */
+    c->state = CS_H1;
+    return 0;
+}

@@ -1,0 +1,427 @@
+/* front/h2_stream.c — HTTP/2 connections: the sans-IO session of h2/ driven by the connection,
+ * every request a client stream (proxy/stream.h) handed to the worker's translator, and the
+ * pump that frames what the session has within the windows and the throttle budget. */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/bucket.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "front/front_internal.h"
+#include "h1/serializer.h"
+#include "h2/errors.h"
+#include "h2/priority.h"
+#include "h2/session.h"
+
+/* ---- HTTP/2 ------------------------------------------------------------------------------ */
+
+/* RFC 9218 §8: the origin's `priority` response field re-prioritises the stream; the
+ * parameters it names override the client's, the others stay. The field is still forwarded. */
+static void h2s_response_priority(h2s_t *x, const gw_field_t *f, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (!gw_slice_eq(f[k].name, GW_SLICE_LIT("priority")))
+            continue;
+        uint8_t u, inc;
+        int found = gw_h2_priority_parse(f[k].value, &u, &inc);
+        if (found)
+            (void)gw_h2_session_set_priority(x->c->h2, x->sid,
+                                             found & GW_H2_PRIO_F_URGENCY ? (int)u : -1,
+                                             found & GW_H2_PRIO_F_INCREMENTAL ? (int)inc : -1);
+    }
+}
+
+static int h2s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n,
+                       int64_t content_length, int end_stream)
+{
+    h2s_t *x = (h2s_t *)s;
+    gw_field_t fields[130];
+    char len[24];
+    if (x->gone)
+        return 0;
+    if (n + 1 > sizeof(fields) / sizeof(fields[0]))
+        return GW_E_LIMIT;
+    memcpy(fields, f, n * sizeof(*f));
+    if (content_length >= 0) {
+        size_t ll = gw_fmt_u64(len, (uint64_t)content_length);
+        fields[n++] = (gw_field_t){GW_SLICE_LIT("content-length"), {(const uint8_t *)len, ll}};
+    }
+    h2s_response_priority(x, fields, n);
+    int rv = gw_h2_session_submit_response(x->c->h2, x->sid, status, fields, n, end_stream);
+    gw_front__kick(x->c);
+    return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
+}
+
+static int h2s_interim(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n)
+{
+    h2s_t *x = (h2s_t *)s;
+    if (x->gone)
+        return 0;
+    int rv = gw_h2_session_submit_response(x->c->h2, x->sid, status, f, n, 0);
+    gw_front__kick(x->c);
+    return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
+}
+
+static int h2s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int end_stream)
+{
+    h2s_t *x = (h2s_t *)s;
+    if (x->gone)
+        return 0;
+    int rv = gw_h2_session_submit_data(x->c->h2, x->sid, b, off, len, end_stream);
+    gw_front__kick(x->c);
+    return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
+}
+
+static int h2s_trailers(gw_cstream_t *s, const gw_field_t *f, size_t n)
+{
+    h2s_t *x = (h2s_t *)s;
+    if (x->gone)
+        return 0;
+    int rv = gw_h2_session_submit_trailers(x->c->h2, x->sid, f, n);
+    gw_front__kick(x->c);
+    return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
+}
+
+/* gw_cs_reset_t values are the RFC 9113 §7 codes */
+static void h2s_reset(gw_cstream_t *s, gw_cs_reset_t code)
+{
+    h2s_t *x = (h2s_t *)s;
+    if (x->gone)
+        return;
+    if (code == GW_CS_RESET_NO_ERROR) {
+        /* the response is complete but may still be queued: a reset now would drop it
+         * (RFC 9113 §8.1 wants the whole response, then the reset) */
+        if (!x->rst_after) {
+            x->rst_after = 1;
+            x->c->b->h2_rst_after++;
+        }
+    } else {
+        gw_h2_session_submit_rst(x->c->h2, x->sid, (uint32_t)code); /* on_close: deferred */
+    }
+    gw_front__kick(x->c);
+}
+
+static void h2s_credit(gw_cstream_t *s, size_t n)
+{
+    h2s_t *x = (h2s_t *)s;
+    if (!x->gone && gw_front__body_limited(x->c)) {
+        x->owed += n; /* the window reopens at the upload rate */
+        gw_front__h2_credit_release(x->c, gw_front__now_us());
+        return;
+    }
+    /* a closed stream's bytes were credited to the connection when it closed */
+    if (x->gone || gw_h2_session_consume(x->c->h2, x->sid, n) < 0)
+        return;
+    if (gw_h2_session_want_write(x->c->h2))
+        gw_front__kick(x->c);
+}
+
+static size_t h2s_pending(gw_cstream_t *s)
+{
+    h2s_t *x = (h2s_t *)s;
+    return x->gone ? 0 : gw_h2_session_stream_queued(x->c->h2, x->sid);
+}
+
+static int h2s_urgency(gw_cstream_t *s)
+{
+    h2s_t *x = (h2s_t *)s;
+    uint8_t u;
+    int inc;
+    if (x->gone || gw_h2_session_get_priority(x->c->h2, x->sid, &u, &inc) < 0)
+        return GW_H2_PRIO_DEFAULT_URGENCY;
+    return u;
+}
+
+static const gw_cstream_ops_t h2s_ops = {h2s_respond, h2s_interim, h2s_body,    h2s_trailers,
+                                         h2s_reset,   h2s_credit,  h2s_pending, h2s_urgency};
+
+static int h2_on_request(void *ud, const gw_h2_head_t *h)
+{
+    conn_t *c = ud;
+    c->requests++;
+    h2s_t *x = gw_pool_get(&W(c)->h2s_pool);
+    if (!x)
+        return GW_E_NOMEM;
+    x->c = c;
+    x->sid = h->stream_id;
+    x->given = SIZE_MAX;
+    if (W(c)->srv->route_rates)
+        x->rb = gw_front__route_bucket(c, gw_proxy_route(W(c)->proxy, h->authority, h->path));
+    gw_list_push_back(&c->b->h2_streams, &x->link);
+    x->cs = (gw_cstream_t){.ops = &h2s_ops,
+                           .impl = x,
+                           .peer = c->b->peer,
+                           .peer_ip = c->b->peer_ip,
+                           .addr = (const struct sockaddr *)&c->addr,
+                           .head_only = gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")),
+                           .tls = c->tls != NULL};
+    if (gw_h2_session_set_stream_data(c->h2, h->stream_id, x) < 0) {
+        gw_list_remove(&x->link);
+        gw_pool_put(&W(c)->h2s_pool, x);
+        return GW_E_NOMEM;
+    }
+    gw_req_head_t rh = {
+        .method = h->method,
+        .scheme = h->scheme,
+        .authority = h->authority,
+        .path = h->path,
+        .fields = h->headers,
+        .fields_len = h->headers_len,
+        .content_length = h->content_length,
+        .end_stream = h->end_stream,
+        .proto = "h2",
+    };
+    int rv = gw_proxy_request(W(c)->proxy, &x->cs, &rh);
+    return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
+}
+
+static int h2_on_data(void *ud, uint32_t sid, const uint8_t *data, size_t len)
+{
+    conn_t *c = ud;
+    h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
+    /* window returned by the proxy (ops->credit) only for what it passed on: hop-by-hop flow
+     * control */
+    if (x && !x->gone)
+        gw_proxy_body(W(c)->proxy, &x->cs, data, len);
+    else
+        gw_h2_session_consume(c->h2, sid, len);
+    return 0;
+}
+
+static int h2_on_trailers(void *ud, uint32_t sid, const gw_h2_header_t *h, size_t n)
+{
+    conn_t *c = ud;
+    h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
+    if (x && !x->gone)
+        gw_proxy_body_end(W(c)->proxy, &x->cs, h, n);
+    return 0;
+}
+
+static int h2_on_end_stream(void *ud, uint32_t sid)
+{
+    conn_t *c = ud;
+    h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
+    if (x && !x->gone)
+        gw_proxy_body_end(W(c)->proxy, &x->cs, NULL, 0);
+    return 0;
+}
+
+static void h2_on_writable(void *ud, uint32_t sid)
+{
+    conn_t *c = ud;
+    h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
+    if (x && !x->gone)
+        gw_proxy_writable(W(c)->proxy, &x->cs);
+}
+
+/* PRIORITY_UPDATE (applied by the session already) or a request's priority field (before
+ * the proxy knows the stream: nothing to do) */
+static void h2_on_priority(void *ud, uint32_t sid, gw_slice_t value)
+{
+    conn_t *c = ud;
+    (void)value;
+    h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
+    if (x && !x->gone)
+        gw_proxy_reprioritize(W(c)->proxy, &x->cs);
+}
+
+/* The session closed a stream, possibly from inside an op the proxy called: the proxy is told
+ * from the kick handle. */
+static void h2_on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
+{
+    conn_t *c = ud;
+    (void)code, (void)by_peer;
+    h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
+    if (x && !x->gone) {
+        x->gone = 1;
+        if (x->rst_after) {
+            x->rst_after = 0;
+            c->b->h2_rst_after--;
+        }
+        gw_list_remove(&x->link);
+        gw_list_push_back(&c->b->h2_gone, &x->link);
+        gw_front__kick(c);
+    } else if (!x) {
+        gw_h2_session_stream_release(c->h2, sid);
+    }
+}
+
+static const gw_h2_callbacks_t h2_cbs = {
+    .on_request = h2_on_request,
+    .on_data = h2_on_data,
+    .on_trailers = h2_on_trailers,
+    .on_end_stream = h2_on_end_stream,
+    .on_close = h2_on_close,
+    .on_writable = h2_on_writable,
+    .on_priority = h2_on_priority,
+};
+
+static void h2_options(const gw_config_t *cfg, gw_h2_options_t *o)
+{
+    gw_h2_options_default(o);
+    o->max_concurrent_streams = cfg->h2.max_concurrent_streams;
+    o->initial_window_size = cfg->h2.initial_window_size;
+    o->connection_window_size = cfg->h2.connection_window_size;
+    o->max_frame_size = cfg->h2.max_frame_size;
+    o->header_table_size = cfg->h2.header_table_size;
+    o->max_header_list_size = cfg->h2.max_header_list_size;
+    o->settings_timeout_ms = cfg->h2.settings_timeout_ms;
+    o->max_requests_per_connection = cfg->h2.max_requests_per_connection;
+    o->reset_budget = cfg->h2.reset_budget;
+    o->reset_window_ms = cfg->h2.reset_window_ms;
+    o->control_frame_budget = cfg->h2.control_frame_budget;
+    o->empty_frame_budget = cfg->h2.empty_frame_budget;
+    o->max_queued_control = cfg->h2.max_queued_control;
+    o->max_priority_nodes = cfg->h2.max_priority_nodes;
+}
+
+int gw_front__start_h2(conn_t *c)
+{
+    gw_worker_t *w = W(c);
+    int rv;
+    if (!w->h2prof) {
+        /* one copy of the options and callbacks for all of the worker's sessions */
+        gw_h2_options_t o;
+        h2_options(w->srv->cfg, &o);
+        if ((rv = gw_h2_profile_new(&w->h2prof, &o, &h2_cbs)) < 0)
+            return rv;
+        /* h2s_t of closed streams are kept for the next ones (calloc and free were a tenth
+         * of the allocator's cost per request) */
+        gw_pool_init(&w->h2s_pool, sizeof(h2s_t), 0, GW_POOL_KEEP);
+    }
+    c->last_active_ms = gw_now_ms();
+    rv = gw_h2_session_new_with(&c->h2, w->h2prof, c, c->last_active_ms);
+    if (rv < 0)
+        return rv;
+    c->state = CS_H2;
+    return 0;
+}
+
+/* Arm the timer for the earlier of the session's own deadline and the idle timeout. */
+static void h2_arm(conn_t *c)
+{
+    uint64_t now = gw_now_ms();
+    uint64_t due = c->last_active_ms + W(c)->srv->cfg->timeouts.idle_ms;
+    uint64_t sd = gw_h2_session_next_deadline(c->h2);
+    if (sd < due)
+        due = sd;
+    /* Idle with its busy state still held (a response ended and no read came since): give it
+     * back in a while rather than at the next read, which may not come before the idle
+     * timeout. Not at once: a client sending one request after the other would make every
+     * request allocate it again. */
+    if (c->b && gw_h2_session_active_streams(c->h2) == 0 && now + H2_IDLE_RELEASE_MS < due)
+        due = now + H2_IDLE_RELEASE_MS;
+    gw_front__arm(c, due > now ? due - now : 1);
+}
+
+/* Frame what the session has and write it (through TLS). 0 or a negative code. */
+static int h2_send(conn_t *c)
+{
+    /* the socket is full: frames wait in the session (within the windows), not in our write
+     * queue; after_write kicks when it drains */
+    uint64_t tnow = gw_front__now_us();
+    gw_front__h2_budget(c, tnow);
+    ssize_t n =
+        c->queued < W(c)->srv->cfg->limits.write_buffer ? gw_h2_session_send(c->h2, &c->b->oq) : 0;
+    if (n >= 0 && c->b->h2_rst_after) {
+        /* early responses whose last DATA is framed: now the RST_STREAM(NO_ERROR) */
+        int any = 0;
+        gw_list_foreach_safe(it, tmp, &c->b->h2_streams) /* the reset moves x to h2_gone */
+        {
+            h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+            if (x->rst_after &&
+                gw_h2_session_stream_state(c->h2, x->sid) == GW_H2_SS_HALF_CLOSED_LOCAL) {
+                x->rst_after = 0;
+                c->b->h2_rst_after--;
+                gw_h2_session_submit_rst(c->h2, x->sid, GW_H2_NO_ERROR);
+                any = 1;
+            }
+        }
+        if (any) {
+            ssize_t m = gw_h2_session_send(c->h2, &c->b->oq);
+            n = m < 0 ? m : n + m;
+        }
+    }
+    gw_front__h2_charge(c, tnow);
+    int rv = 0;
+    if (c->tls) {
+        /* TLS encrypts into its own buffer anyway: feed it the iovecs in order */
+        struct iovec v[64];
+        size_t cnt;
+        while (rv == 0 && (cnt = gw_iovq_peek(&c->b->oq, v, 64)) > 0) {
+            size_t bytes = 0;
+            for (size_t i = 0; i < cnt; i++)
+                bytes += v[i].iov_len;
+            rv = gw_tls_writev(c->tls, v, cnt);
+            gw_iovq_consume(&c->b->oq, bytes);
+        }
+        if (rv == 0)
+            rv = gw_front__flush(c);
+    } else {
+        rv = gw_front__flush(c); /* anything queued before keeps its place */
+        if (rv == 0)
+            rv = gw_front__send_iovq(c, &c->b->oq);
+    }
+    return n < 0 ? (int)n : rv;
+}
+
+/* Session output → (TLS) → socket; then decide whether the connection is done. */
+void gw_front__h2_pump(conn_t *c)
+{
+    if (c->flags & GW_CONN_F_CLOSED)
+        return;
+    /* an idle connection (no busy state) with nothing to frame stays as small as it is, as
+     * when its timer only re-arms */
+    if (c->b || gw_h2_session_want_write(c->h2)) {
+        if (gw_front__need_busy(c) < 0 || h2_send(c) < 0) {
+            gw_front__conn_close(c, "h2_send_failed");
+            return;
+        }
+    }
+    /* streams the send just closed give their slot back now, before the peer's next
+     * HEADERS can be read (else a fast client sees REFUSED_STREAM at the limit) */
+    gw_front__h2_tell_gone(c);
+    if (gw_h2_session_active_streams(c->h2))
+        c->last_active_ms = gw_now_ms();
+    if (gw_h2_session_should_close(c->h2) ||
+        ((c->flags & GW_CONN_F_STOPPING) && gw_h2_session_active_streams(c->h2) == 0)) {
+        const char *reason = NULL;
+        uint32_t code = gw_h2_session_goaway_code(c->h2, &reason);
+        if (code)
+            GW_LOG_INFO("h2_goaway", "peer=%s code=%u reason=\"%s\"", PEER(c), code,
+                        reason ? reason : "");
+        gw_front__finish(c, code ? "h2_connection_error" : "h2_done");
+        return;
+    }
+    h2_arm(c);
+}
+
+void gw_front__process_h2(conn_t *c)
+{
+    gw_front__h2_tell_gone(c);
+    if (gw_front__in_len(c)) {
+        ssize_t n = gw_h2_session_recv(c->h2, c->b->in.base, c->b->in.len, gw_now_ms());
+        c->last_active_ms = gw_now_ms();
+        /* on a connection error the session has queued its GOAWAY: send it, then close */
+        gw_bytes_consume(&c->b->in, n < 0 ? c->b->in.len : (size_t)n);
+    }
+    gw_front__h2_pump(c);
+    if (!(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)) && (c->flags & GW_CONN_F_EOF))
+        gw_front__finish(c, "peer_closed");
+}
+
+void gw_front__h2_timeout(conn_t *c)
+{
+    uint64_t now = gw_now_ms();
+    gw_h2_session_tick(c->h2, now);
+    gw_front__release_idle_buffers(c); /* h2_arm's early wake-up for this, or any other timeout */
+    if (gw_h2_session_active_streams(c->h2) == 0 &&
+        now >= c->last_active_ms + W(c)->srv->cfg->timeouts.idle_ms) {
+        GW_LOG_DEBUG("timeout", "peer=%s kind=idle proto=h2", PEER(c));
+        gw_h2_session_shutdown(c->h2, 1);
+        c->flags |= GW_CONN_F_STOPPING;
+    }
+    gw_front__h2_pump(c);
+}
