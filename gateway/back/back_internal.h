@@ -1,14 +1,19 @@
 /* back/back_internal.h — structures shared by the files of back/ (not a public interface).
  *
+ * dispatch.c: gw_back_t and its exchanges: the per-upstream wait queue, dispatch to a server
+ *             and connection, retries, the public API (back.h); the per-loop deferred work
+ *             (pipelined writes, re-sent requests) run before the poll.
  * upstream.c: server selection (weighted round-robin, least-connections, hash ring) and
  *             passive health. Pure logic over gw_back_upstream_t, no IO.
- * conn.c:     one origin connection: dial with timeout, TLS handshake, write, read, timers,
- *             idle detection; its bytes are framed and parsed by the sans-IO h1 client codec
- *             (h1/client.h) and, for a TLS upstream, pass through the sans-IO client TLS
- *             (back/tls.h).
+ * conn.c:     one origin connection's lifecycle: resolve, dial with timeout, TLS handshake,
+ *             start, park, close, failure, and its timer.
+ * io.c:       its reading and writing: request bytes out (through the client TLS), response
+ *             bytes in and through the sans-IO h1 client codec (h1/client.h).
+ * pipeline.c: HTTP/1.1 pipelining: the ring of requests written behind the one being read,
+ *             and which busy connection takes one more.
+ * batch.c:    read batching (SO_RCVLOWAT) inside long response bodies.
+ * health.c:   active health checks and the purge of idle connections above max_idle.
  * tls.c:      client-side TLS over memory BIOs: verification, SNI, ALPN, session cache.
- * pool.c:     gw_back_t, exchanges, per-upstream queue, dispatch, retries, public API; the
- *             per-loop deferred work (pipelined writes, re-sent requests) run before the poll.
  */
 #ifndef GW_BACK_INTERNAL_H
 #define GW_BACK_INTERNAL_H
@@ -101,7 +106,7 @@ int gw_back__server_has_capacity(gw_back_server_t *s, int pipelined);
 void gw_back__server_fail(gw_back_server_t *s, uint64_t now);
 void gw_back__server_ok(gw_back_server_t *s);
 
-/* ---- connections (conn.c) ------------------------------------------------------------------- */
+/* ---- connections (conn.c, io.c, pipeline.c, batch.c, health.c) --------------------------- */
 
 typedef enum {
     GW_BACK_CONN_CONNECTING = 0,
@@ -261,9 +266,47 @@ void gw_back__conn_update_reading(gw_back_conn_t *c);
 /* Active health check of s: one GET of cfg->health_path on a fresh connection. */
 void gw_back__health_check(gw_back_server_t *s);
 
-/* ---- pool.c services used by conn.c --------------------------------------------------------- */
+/* Flags that describe the response being read: they start afresh with the next one. */
+#define GW_BACK_RESPONSE_FLAGS                                                                     \
+    (GW_BACK_CONN_F_GOT_BYTE | GW_BACK_CONN_F_PAUSED | GW_BACK_CONN_F_DISCARD |                    \
+     GW_BACK_CONN_F_LONG | GW_BACK_CONN_F_HEAD | GW_BACK_CONN_F_PIPELINED |                        \
+     GW_BACK_CONN_F_NOBATCH)
+
+static inline const gw_cfg_upstream_t *gw_back__ucfg(const gw_back_conn_t *c)
+{
+    return c->server->up->cfg;
+}
+
+/* Between the files of a connection (conn.c, io.c, pipeline.c, batch.c). */
+/* conn.c */
+void gw_back__arm(gw_back_conn_t *c, uint64_t ms);
+gw_back_exch_t *gw_back__detach(gw_back_conn_t *c);
+void gw_back__fail(gw_back_conn_t *c, int code, int count_failure);
+void gw_back__tls_handshake_step(gw_back_conn_t *c);
+gw_back_conn_t *gw_back__conn_new(gw_back_server_t *s);
+void gw_back__start_connect(gw_back_conn_t *c);
+/* io.c */
+void gw_back__write_more(gw_back_conn_t *c);
+extern const gw_h1_client_cbs_t gw_back__codec_cbs;
+/* pipeline.c */
+int gw_back__is_head(const gw_back_exch_t *x);
+void gw_back__begin_response(gw_back_conn_t *c, gw_back_exch_t *x, int head_only, unsigned flags);
+unsigned gw_back__pipe_cap(const gw_back_conn_t *c);
+gw_back_pipe_t *gw_back__pipe_at(gw_back_conn_t *c, unsigned i);
+unsigned gw_back__pipe_live(gw_back_conn_t *c);
+void gw_back__pipe_evacuate(gw_back_conn_t *c, int keep);
+/* batch.c */
+void gw_back__lowat_set(gw_back_conn_t *c, unsigned v);
+void gw_back__hold_end(gw_back_conn_t *c);
+
+/* ---- dispatch.c services used by the connection files
+ * --------------------------------------------------------- */
 
 uv_loop_t *gw_back__loop(gw_back_t *b);
+static inline uv_loop_t *gw_back__loop_of(const gw_back_conn_t *c)
+{
+    return gw_back__loop(c->server->up->back);
+}
 gw_back_stats_t *gw_back__stats(gw_back_t *b);
 /* The connection c of s is free again (exchange done, keep-alive): hand it to a queued
  * exchange or park it idle. */

@@ -1,4 +1,4 @@
-/* back/pool.c — gw_back_t: exchanges, the per-upstream wait queue, dispatch and retries.
+/* back/dispatch.c — gw_back_t: exchanges, the per-upstream wait queue, dispatch and retries.
  *
  * Dispatch order for an exchange: the balancer picks a healthy server with capacity; its most
  * recently used idle connection is taken (LIFO keeps a few connections warm and lets the
@@ -9,7 +9,7 @@
  *
  * Pipelining (an upstream's `pipeline` > 1, RFC 9112 §9.3.2): a bodyless idempotent request
  * joins the connection whose write is still pending in this loop iteration, else takes an idle
- * or new connection, else goes behind the requests in flight on a busy one (conn.c picks which)
+ * or new connection, else goes behind the requests in flight on a busy one (pipeline.c picks which)
  * instead of waiting in the queue. Writes are deferred to the back's `work` handle
  * (uv_prepare: after this iteration's callbacks, before the loop polls), so requests
  * dispatched together leave in one write(2). A pipelined
