@@ -154,7 +154,7 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
         .fields_len = m->fields_len,
         .content_length = m->content_length,
         .end_stream = m->content_length == 0,
-        .proto = "http/1.1",
+        .proto = GW_REQ_HTTP1,
     };
     c->h1->s = (gw_cstream_t){.ops = &h1s_ops,
                               .impl = c,

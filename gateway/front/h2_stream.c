@@ -171,7 +171,7 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
         .fields_len = h->headers_len,
         .content_length = h->content_length,
         .end_stream = h->end_stream,
-        .proto = "h2",
+        .proto = GW_REQ_H2,
     };
     int rv = gw_proxy_request(W(c)->proxy, &x->cs, &rh);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;

@@ -398,3 +398,24 @@ void gw_proxy__cbody_trim(gw_proxy__cbody_t *b, uint64_t upto)
     }
     b->base = b->end;
 }
+
+/* ---- in-flight index: coalescible exchanges before their response head ------------------- */
+
+void gw_proxy__unindex(ox_t *ox)
+{
+    if (ox->indexed) {
+        ox->indexed = 0;
+        gw_list_remove(&ox->klink);
+    }
+}
+
+ox_t *gw_proxy__find_inflight(gw_proxy_t *p, const char *key, size_t len, uint64_t hash)
+{
+    gw_list_foreach(it, &p->inflight)
+    {
+        ox_t *ox = GW_CONTAINER_OF(it, ox_t, klink);
+        if (ox->hash == hash && ox->keylen == len && !memcmp(ox->key, key, len) && ox->bx)
+            return ox;
+    }
+    return NULL;
+}

@@ -4,6 +4,7 @@
 
 #include "back/back.h"
 #include "common/list.h"
+#include "common/pool.h"
 #include "proxy/proxy.h"
 
 struct gw_proxy {
@@ -22,10 +23,8 @@ struct gw_proxy {
     gw_list_t inflight;    /* coalescible ox_t before their response head */
     gw_proxy_stats_t stats;
     gw_bucket_table_t *rates; /* request-rate buckets shared by all workers, or NULL */
-    /* exchange.c: freed px_t / ox_t kept for the next requests (a proxied request allocates
-     * neither), linked through their first word, at most PROXY_FREE_KEEP of each */
-    void *px_free, *ox_free;
-    size_t px_nfree, ox_nfree;
+    /* px_t / ox_t (exchange.c): a proxied request allocates neither once warm */
+    gw_pool_t px_pool, ox_pool;
 };
 
 /* route.c: a gateway-made answer (404, 502, 503, 504) with a short text body. */
@@ -93,5 +92,137 @@ int gw_proxy__cbody_append(gw_proxy__cbody_t *b, gw_rbuf_t *buf, size_t off, siz
 int gw_proxy__cbody_at(const gw_proxy__cbody_t *b, uint64_t pos, gw_rslice_t *out);
 /* Release the slices that end at or before offset upto (nobody needs them any more). */
 void gw_proxy__cbody_trim(gw_proxy__cbody_t *b, uint64_t upto);
+
+/* ---- exchanges: px_t (one client stream) and ox_t (one origin exchange) ------------------ */
+
+typedef struct ox ox_t;
+
+typedef struct {
+    gw_proxy_t *p;
+    gw_cstream_t *s;
+    const gw_cfg_route_t *route;
+    ox_t *ox;               /* the exchange serving this stream, NULL once it ended */
+    gw_list_t slink;        /* in ox->subs */
+    gw_list_t ulink;        /* in p->uploading while the request body is still coming */
+    uint64_t body_since;    /* loop ms of the last request body progress (read or credited) */
+    gw_rbuf_t *acc;         /* small request body pieces gathered for one write (acc_flush) */
+    gw_list_t alink;        /* in p->acc_pending while acc holds bytes */
+    gw_req_head_t head;     /* shallow copy: slices valid until the stream closes */
+    uint64_t body_inflight; /* request body bytes given to the back, not yet credited */
+    int64_t req_cl;         /* request Content-Length, -1 unknown */
+    uint64_t req_sent;      /* request body bytes received from the client */
+    uint64_t delivered;     /* cursor: response body bytes handed to the client stream (after
+                               a detach, bytes of the new response below it are not resent) */
+    int64_t resp_cl;        /* response content-length sent, -1 none */
+    unsigned status;        /* status of the response head sent, 0 before */
+    unsigned resp_started : 1;
+    unsigned resp_done : 1;
+    unsigned req_done : 1; /* the client ended its request body */
+    unsigned closed : 1;   /* the front is done with the stream: no more ops */
+    unsigned reset : 1;
+    unsigned follower : 1; /* joined another stream's exchange */
+    gw_req_proto_t proto;
+    uint64_t started_ms;
+    char method[16];
+    char path[160]; /* for the log, truncated */
+} px_t;
+
+struct ox {
+    gw_proxy_t *p;
+    const gw_cfg_route_t *route;
+    gw_back_exch_t *bx; /* NULL once ended */
+    gw_list_t subs;     /* px_t */
+    size_t nsubs;
+    px_t *owner;     /* the stream whose request (and body) this is */
+    gw_list_t klink; /* in p->inflight while others may join */
+    char *key;       /* coalescing key, NULL when not coalescible */
+    size_t keylen;
+    uint64_t hash;
+    gw_list_t plink; /* in p->paused */
+    uint64_t paused_since;
+    gw_proxy__cbody_t body; /* the response body from the slowest subscriber's cursor on */
+    gw_field_t *trailers;   /* translated response trailers (one block), sent after the body */
+    size_t ntrailers;
+    unsigned paused : 1;
+    unsigned indexed : 1;
+    unsigned complete : 1;   /* the origin response ended: subscribers finish at the body's end */
+    unsigned pumping : 1;    /* inside pump(): the last sub_remove leaves freeing to it */
+    unsigned authorized : 1; /* the requests carry Authorization (coalesce_private only) */
+};
+
+/* Per body write to the origin: what to credit back when it is written. */
+typedef struct {
+    px_t *px;
+    size_t len;
+} wctx_t;
+
+#define FOREACH_SUB(ox, px)                                                                        \
+    for (gw_list_t *it_ = (ox)->subs.next, *nx_ = it_->next; it_ != &(ox)->subs;                   \
+         it_ = nx_, nx_ = it_->next)                                                               \
+        for (px_t *px = GW_CONTAINER_OF(it_, px_t, slink); px; px = NULL)
+
+/* exchange.c */
+void gw_proxy__ox_unpause(ox_t *ox);
+void gw_proxy__ox_free(ox_t *ox);
+void gw_proxy__sub_remove(px_t *px);
+void gw_proxy__ox_end(ox_t *ox);
+void gw_proxy__do_reset(px_t *px, gw_cs_reset_t code);
+void gw_proxy__response_done(px_t *px);
+void gw_proxy__fail(px_t *px, int code);
+void gw_proxy__bad_request(px_t *px, const char *why);
+void gw_proxy__detach(px_t *px);
+/* flow.c */
+int gw_proxy__pump(ox_t *ox);
+void gw_proxy__ox_abort(ox_t *ox, int code);
+/* upload.c */
+void gw_proxy__upload_watch(px_t *px);
+void gw_proxy__upload_unwatch(px_t *px);
+void gw_proxy__acc_drop(px_t *px);
+/* coalesce.c */
+void gw_proxy__unindex(ox_t *ox);
+ox_t *gw_proxy__find_inflight(gw_proxy_t *p, const char *key, size_t len, uint64_t hash);
+
+/* ---- translate.c: request and response translation (pure functions) ---------------------- */
+
+/* Length first: most names differ there (strlen of a literal folds once inlined). */
+static inline int gw_proxy__name_is(gw_slice_t name, const char *lit)
+{
+    size_t n = strlen(lit);
+    return name.len == n && gw_slice_eq_nocase(name, (gw_slice_t){(const uint8_t *)lit, n});
+}
+
+/* Scratch space for the translated fields: one block, sized before anything is written, so
+ * the slices into it never move. */
+#define GW_PROXY_XLATE_FIELDS 32
+#define GW_PROXY_XLATE_BYTES 4096
+typedef struct {
+    gw_field_t *f;
+    size_t n, cap;
+    char *buf;
+    size_t used, size;
+    /* a usual request fits here, on the stack: no allocation per request */
+    gw_field_t fst[GW_PROXY_XLATE_FIELDS];
+    char bst[GW_PROXY_XLATE_BYTES];
+} gw_proxy_xlate_t;
+
+/* Build the origin request for h on route r, from client stream s (only its data fields are
+ * read: peer_ip, addr, tls) with the request's RFC 9218 urgency. x must start with f = buf =
+ * NULL, n = used = 0; the fields land in x (on its own arrays when they fit: free x->f and
+ * x->buf only when they are not x->fst / x->bst). 0, GW_E_PARSE (malformed: host disagrees
+ * with :authority, RFC 9113 §8.3.1; no authority; an authority with bytes outside RFC 3986
+ * §3.2), GW_E_NOMEM. */
+int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_req_head_t *h,
+                        uint8_t urgency, gw_proxy_xlate_t *x, gw_back_req_t *req);
+/* The request trailers that may go on to the origin, copied into out (room for n); returns how
+ * many. */
+size_t gw_proxy__req_trailers(const gw_field_t *in, size_t n, gw_field_t *out);
+
+#define GW_PROXY_MAX_RESP_FIELDS 128
+/* Response fields for the client, into out (room for GW_PROXY_MAX_RESP_FIELDS): connection-
+ * specific fields removed, names lowercased into `lower`, content-length taken out into *cl
+ * (-1 when absent or out of range), Via appended when `via` and the route adds it. Returns
+ * how many. */
+size_t gw_proxy__resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in, size_t n,
+                             gw_field_t *out, char *lower, size_t lower_size, int64_t *cl, int via);
 
 #endif

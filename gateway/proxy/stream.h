@@ -24,6 +24,15 @@
 /* Fields are gw_field_t (common/buf.h): lowercase names for HTTP/2, as received for
  * HTTP/1.1 (compare with gw_slice_eq_nocase). */
 
+/* The protocol a request came in: what the proxy decides on (cookie joining, the Host check of
+ * RFC 9113 §8.3.1, Via, how an early answer ends the stream). */
+typedef enum {
+    GW_REQ_HTTP1 = 1, /* HTTP/1.0 or HTTP/1.1 */
+    GW_REQ_H2 = 2,
+} gw_req_proto_t;
+/* "http/1.1" or "h2" (the ALPN names), for logs. */
+const char *gw_req_proto_str(gw_req_proto_t p);
+
 /* A request head in version-neutral form. Slices stay valid until the stream closes. */
 typedef struct {
     gw_slice_t method;
@@ -35,7 +44,7 @@ typedef struct {
     size_t fields_len;
     int64_t content_length; /* -1 when unknown (chunked or HTTP/2 without content-length) */
     int end_stream;         /* no request body follows */
-    const char *proto;      /* "h2" or "http/1.1", for logs */
+    gw_req_proto_t proto;
 } gw_req_head_t;
 
 typedef struct gw_cstream gw_cstream_t;

@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         .coalesce_private = (data[0] >> 3) & 1,
                         .coalesce_headers = names,
                         .coalesce_headers_len = nnames};
-    gw_req_head_t h = {.content_length = -1, .end_stream = (data[0] >> 4) & 1, .proto = "h2"};
+    gw_req_head_t h = {.content_length = -1, .end_stream = (data[0] >> 4) & 1, .proto = GW_REQ_H2};
     h.method = next_piece(&p, e);
     h.scheme = next_piece(&p, e);
     h.authority = next_piece(&p, e);

@@ -35,7 +35,7 @@ static gw_req_head_t get(const char *path, const gw_field_t *f, size_t n)
                            .fields_len = n,
                            .content_length = -1,
                            .end_stream = 1,
-                           .proto = "h2"};
+                           .proto = GW_REQ_H2};
 }
 
 /* ---- which requests coalesce (RFC 9111 §4, §3.5, §5.2.1; RFC 9110 §13, §14) ---- */

@@ -165,7 +165,7 @@ static void answers(void **state)
                        0,
                        0,
                        1,
-                       "h2"};
+                       GW_REQ_H2};
     assert_int_equal(gw_proxy_request(px, &x.s, &h), 0);
     assert_int_equal(x.status, 404);
     assert_true(x.ended);
@@ -270,7 +270,7 @@ static void rate_limited_answer(void **state)
                        0,
                        0,
                        1,
-                       "h2"};
+                       GW_REQ_H2};
     gw_proxy_stats_t st0, st1;
     gw_proxy_stats(px, &st0);
     for (int i = 0; i < 4; i++) {

@@ -1,0 +1,442 @@
+/* proxy/translate.c — request and response translation as pure functions: what the origin is
+ * told (connection-specific fields dropped, cookies joined, Host from :authority, the forwarding
+ * fields built from the connection and never from the client's words) and what the client is
+ * told of the origin's response (RFC 9110 §7.6, RFC 9113 §8.2-§8.3). No IO, no state: tested
+ * in tests/unit/test_proxy_translate.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "proxy/proxy_internal.h"
+
+const char *gw_req_proto_str(gw_req_proto_t p)
+{
+    return p == GW_REQ_H2 ? "h2" : "http/1.1";
+}
+
+/* ---- request translation (RFC 9113 §8.3, RFC 9110 §7.6) ------------------------------------ */
+
+/* Connection-specific fields never forwarded (RFC 9110 §7.6.1, RFC 9113 §8.2.2). host and
+ * content-length are rebuilt by the back from :authority and the body framing; expect is
+ * answered by the front. */
+static int hop_by_hop(gw_slice_t n)
+{
+    /* their lengths: 2, 7, 10, 14, 16, 17 (most names are none of these) */
+    if (n.len != 2 && n.len != 7 && n.len != 10 && n.len != 14 && n.len != 16 && n.len != 17)
+        return 0;
+    static const gw_slice_t hop[] = {
+        GW_SLICE_LIT("connection"),       GW_SLICE_LIT("keep-alive"),
+        GW_SLICE_LIT("proxy-connection"), GW_SLICE_LIT("transfer-encoding"),
+        GW_SLICE_LIT("upgrade"),          GW_SLICE_LIT("te"),
+        GW_SLICE_LIT("http2-settings"),   GW_SLICE_LIT("content-length")};
+    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+        if (n.len == hop[i].len && gw_slice_eq_nocase(n, hop[i]))
+            return 1;
+    return 0;
+}
+
+/* The tokens of a message's Connection fields (RFC 9110 §7.6.1), split once per message so
+ * that each field name is checked against a short list, not by re-parsing every Connection
+ * value per field. More tokens than fit: `overflow` says to fall back to re-parsing. */
+#define CONN_TOKENS 16
+typedef struct {
+    gw_slice_t tok[CONN_TOKENS];
+    size_t n;
+    int overflow;
+    uint64_t lens;       /* bit len % 64 set for each token: most names are ruled out by it */
+    const gw_field_t *f; /* the message's fields, for the fallback */
+    size_t fn;
+} conn_toks_t;
+
+/* The next token of a comma-separated list at *p (before e), skipping separators and
+ * whitespace; 0 at the end. */
+static int next_token(const uint8_t **p, const uint8_t *e, gw_slice_t *tok)
+{
+    const uint8_t *q = *p;
+    while (q < e && (*q == ' ' || *q == '\t' || *q == ','))
+        q++;
+    const uint8_t *b = q;
+    while (q < e && *q != ',' && *q != ' ' && *q != '\t')
+        q++;
+    *p = q;
+    *tok = (gw_slice_t){b, (size_t)(q - b)};
+    return q > b;
+}
+
+/* Split the message's Connection fields into t; non-zero when it has any (one pass over the
+ * fields for both questions). */
+static int conn_toks(conn_toks_t *t, const gw_field_t *f, size_t n)
+{
+    int any = 0;
+    t->n = 0;
+    t->overflow = 0;
+    t->lens = 0;
+    t->f = f;
+    t->fn = n;
+    for (size_t i = 0; i < n; i++) {
+        if (!gw_proxy__name_is(f[i].name, "connection"))
+            continue;
+        any = 1;
+        const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
+        gw_slice_t tok;
+        while (next_token(&p, e, &tok)) {
+            if (t->n == CONN_TOKENS) {
+                t->overflow = 1;
+                return 1;
+            }
+            t->tok[t->n++] = tok;
+            t->lens |= 1ull << (tok.len % 64);
+        }
+    }
+    return any;
+}
+
+/* named_by_connection() past the length filter: compare with the tokens, or re-parse the
+ * Connection fields when they had more tokens than fit. */
+static int named_by_connection_slow(const conn_toks_t *t, gw_slice_t name)
+{
+    if (!t->overflow) {
+        for (size_t i = 0; i < t->n; i++)
+            if (t->tok[i].len == name.len && gw_slice_eq_nocase(t->tok[i], name))
+                return 1;
+        return 0;
+    }
+    for (size_t i = 0; i < t->fn; i++) {
+        if (!gw_proxy__name_is(t->f[i].name, "connection"))
+            continue;
+        const uint8_t *p = t->f[i].value.base, *e = p + t->f[i].value.len;
+        gw_slice_t tok;
+        while (next_token(&p, e, &tok))
+            if (gw_slice_eq_nocase(tok, name))
+                return 1;
+    }
+    return 0;
+}
+
+/* Whether `name` is one of the comma-separated tokens of any Connection field. Inline: most
+ * names are ruled out by their length. */
+static inline int named_by_connection(const conn_toks_t *t, gw_slice_t name)
+{
+    if (!t->overflow && !(t->lens & (1ull << (name.len % 64))))
+        return 0;
+    return named_by_connection_slow(t, name);
+}
+
+static gw_slice_t put(gw_proxy_xlate_t *x, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static gw_slice_t put(gw_proxy_xlate_t *x, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(x->buf + x->used, x->size - x->used, fmt, ap);
+    va_end(ap);
+    GW_ASSERT(n >= 0 && (size_t)n < x->size - x->used);
+    gw_slice_t s = {(const uint8_t *)x->buf + x->used, (size_t)n};
+    x->used += (size_t)n + 1;
+    return s;
+}
+
+/* put() without printf, for the fields of every request: the parts end to end. */
+static gw_slice_t cat(gw_proxy_xlate_t *x, const gw_slice_t *parts, size_t n)
+{
+    char *d = x->buf + x->used;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        GW_ASSERT(len + parts[i].len < x->size - x->used);
+        if (parts[i].len)
+            memcpy(d + len, parts[i].base, parts[i].len);
+        len += parts[i].len;
+    }
+    d[len] = 0;
+    x->used += len + 1;
+    return (gw_slice_t){(const uint8_t *)d, len};
+}
+
+static void add(gw_proxy_xlate_t *x, gw_slice_t name, gw_slice_t value)
+{
+    GW_ASSERT(x->n < x->cap);
+    x->f[x->n++] = (gw_field_t){name, value};
+}
+
+/* Every value of fields named `name`, joined with sep, or {NULL,0} when there is none. */
+static gw_slice_t join(gw_proxy_xlate_t *x, const gw_req_head_t *h, gw_slice_t name, gw_slice_t sep)
+{
+    size_t start = x->used, seen = 0;
+    for (size_t i = 0; i < h->fields_len; i++) {
+        if (!gw_slice_eq_nocase(h->fields[i].name, name))
+            continue;
+        if (seen++) {
+            memcpy(x->buf + x->used, sep.base, sep.len);
+            x->used += sep.len;
+        }
+        memcpy(x->buf + x->used, h->fields[i].value.base, h->fields[i].value.len);
+        x->used += h->fields[i].value.len;
+    }
+    if (!seen)
+        return (gw_slice_t){0};
+    gw_slice_t s = {(const uint8_t *)x->buf + start, x->used - start};
+    x->buf[x->used++] = 0;
+    return s;
+}
+
+/* Whether v is a well-formed RFC 7239 §4 Forwarded value: 1#forwarded-element, each a list of
+ * token "=" (token / quoted-string) pairs. A client's value that is not (an open quote above
+ * all) could swallow the element we append (issue 18.3): such values are not forwarded. */
+static int forwarded_ok(gw_slice_t v)
+{
+    const uint8_t *p = v.base, *e = p + v.len;
+    while (p < e) {
+        if (*p == ' ' || *p == '\t' || *p == ',' || *p == ';') {
+            p++; /* OWS, empty list elements and pairs (RFC 9110 §5.6.1) */
+            continue;
+        }
+        const uint8_t *t = p;
+        while (p < e && gw_is_tchar(*p))
+            p++;
+        if (p == t || p == e || *p != '=')
+            return 0;
+        p++;
+        if (p < e && *p == '"') {
+            /* RFC 9110 §5.6.4: qdtext / quoted-pair, no controls but HTAB */
+            for (p++;; p++) {
+                if (p == e)
+                    return 0;
+                if (*p == '"')
+                    break;
+                if (*p == '\\' && ++p == e)
+                    return 0;
+                if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+                    return 0;
+            }
+            p++;
+        } else {
+            t = p;
+            while (p < e && gw_is_tchar(*p))
+                p++;
+            if (p == t)
+                return 0;
+        }
+        while (p < e && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p < e && *p != ',' && *p != ';')
+            return 0;
+    }
+    return 1;
+}
+
+/* v as an RFC 7239 §4 / RFC 9110 §5.6.4 quoted-string ("..." with '"' and '\\' escaped), in x. */
+static gw_slice_t quoted(gw_proxy_xlate_t *x, gw_slice_t v)
+{
+    char *d = x->buf + x->used;
+    size_t k = 0;
+    GW_ASSERT(2 * v.len + 3 <= x->size - x->used);
+    d[k++] = '"';
+    for (size_t i = 0; i < v.len; i++) {
+        if (v.base[i] == '"' || v.base[i] == '\\')
+            d[k++] = '\\';
+        d[k++] = (char)v.base[i];
+    }
+    d[k++] = '"';
+    d[k] = 0;
+    x->used += k + 1;
+    return (gw_slice_t){(const uint8_t *)d, k};
+}
+
+int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_req_head_t *h,
+                        uint8_t urgency, gw_proxy_xlate_t *x, gw_back_req_t *req)
+{
+    size_t bytes = 512 + h->authority.len + h->path.len;
+    for (size_t i = 0; i < h->fields_len; i++)
+        bytes += h->fields[i].name.len + h->fields[i].value.len + 4;
+    x->cap = h->fields_len + 4;
+    x->size = bytes * 2;
+    x->f = x->cap <= GW_PROXY_XLATE_FIELDS ? x->fst : gw_malloc(x->cap * sizeof(*x->f));
+    x->buf = x->size <= GW_PROXY_XLATE_BYTES ? x->bst : gw_malloc(x->size);
+    if (!x->f || !x->buf)
+        return GW_E_NOMEM;
+    int h2 = h->proto == GW_REQ_H2;
+    conn_toks_t toks;
+    int conn = conn_toks(&toks, h->fields, h->fields_len);
+    gw_slice_t authority = h->authority;
+    for (size_t i = 0; i < h->fields_len; i++) {
+        const gw_field_t *f = &h->fields[i];
+        if (gw_proxy__name_is(f->name, "host")) {
+            if (authority.len == 0)
+                authority = f->value;
+            else if (h2 && !gw_slice_eq_nocase(f->value, authority))
+                return GW_E_PARSE;
+            continue;
+        }
+        if (hop_by_hop(f->name) || gw_proxy__name_is(f->name, "expect") ||
+            (conn && named_by_connection(&toks, f->name)))
+            continue;
+        if (h2 && gw_proxy__name_is(f->name, "cookie"))
+            continue; /* joined below: RFC 9113 §8.2.3 */
+        if ((r->add_x_forwarded && (gw_proxy__name_is(f->name, "x-forwarded-for") ||
+                                    gw_proxy__name_is(f->name, "x-forwarded-proto"))) ||
+            (r->add_forwarded && gw_proxy__name_is(f->name, "forwarded")) ||
+            (r->add_via && gw_proxy__name_is(f->name, "via")))
+            continue; /* rebuilt below with ours appended */
+        add(x, f->name, f->value);
+    }
+    if (h2) {
+        gw_slice_t c = join(x, h, GW_SLICE_LIT("cookie"), GW_SLICE_LIT("; "));
+        if (c.base)
+            add(x, GW_SLICE_LIT("cookie"), c);
+    }
+    /* Issue 18.3: the authority becomes Host and Forwarded host=: RFC 3986 §3.2 characters
+     * only (the fronts check :authority and Host; an HTTP/2 host field standing in for a
+     * missing :authority is checked here) */
+    if (!gw_slice_is_authority(authority))
+        return GW_E_PARSE;
+    const char *ip = s->peer_ip ? s->peer_ip : "unknown";
+    /* the scheme the client used is the listener's, whatever :scheme says (DESIGN.md: what the
+     * origin is told about the client comes from the connection) */
+    gw_slice_t proto = s->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http");
+    if (r->add_x_forwarded) {
+        gw_slice_t prev = join(x, h, GW_SLICE_LIT("x-forwarded-for"), GW_SLICE_LIT(", "));
+        gw_slice_t xff[] = {prev, GW_SLICE_LIT(", "), gw_slice_str(ip)};
+        add(x, GW_SLICE_LIT("X-Forwarded-For"), prev.base ? cat(x, xff, 3) : cat(x, xff + 2, 1));
+        add(x, GW_SLICE_LIT("X-Forwarded-Proto"), proto);
+    }
+    if (r->add_forwarded) {
+        /* RFC 7239 §6: an IPv6 node is quoted and bracketed; §4: host is a quoted-string, its
+         * '"' and '\\' escaped (none pass the authority check: kept so that the value can never
+         * end the string early) */
+        int v6 = strchr(ip, ':') != NULL;
+        int prev_ok = 1;
+        for (size_t i = 0; i < h->fields_len && prev_ok; i++)
+            if (gw_proxy__name_is(h->fields[i].name, "forwarded"))
+                prev_ok = forwarded_ok(h->fields[i].value);
+        gw_slice_t prev =
+            prev_ok ? join(x, h, GW_SLICE_LIT("forwarded"), GW_SLICE_LIT(", ")) : (gw_slice_t){0};
+        gw_slice_t host = quoted(x, authority);
+        add(x, GW_SLICE_LIT("Forwarded"),
+            put(x, "%.*s%sfor=%s%s%s%s;proto=%.*s;host=%.*s", (int)prev.len,
+                prev.base ? (const char *)prev.base : "", prev.base ? ", " : "", v6 ? "\"[" : "",
+                ip, v6 ? "]" : "", v6 ? "\"" : "", (int)proto.len, proto.base, (int)host.len,
+                host.base));
+    }
+    if (r->add_via) {
+        /* RFC 9110 §7.6.3: received-protocol received-by */
+        gw_slice_t prev = join(x, h, GW_SLICE_LIT("via"), GW_SLICE_LIT(", "));
+        gw_slice_t via[] = {prev, GW_SLICE_LIT(", "),
+                            h2 ? GW_SLICE_LIT("2 h2gate") : GW_SLICE_LIT("1.1 h2gate")};
+        add(x, GW_SLICE_LIT("Via"), prev.base ? cat(x, via, 3) : cat(x, via + 2, 1));
+    }
+    if (authority.len == 0)
+        return GW_E_PARSE;
+    int idem = gw_slice_eq(h->method, GW_SLICE_LIT("GET")) ||
+               gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")) ||
+               gw_slice_eq(h->method, GW_SLICE_LIT("OPTIONS")) ||
+               gw_slice_eq(h->method, GW_SLICE_LIT("PUT")) ||
+               gw_slice_eq(h->method, GW_SLICE_LIT("DELETE")) ||
+               gw_slice_eq(h->method, GW_SLICE_LIT("TRACE"));
+    *req = (gw_back_req_t){
+        .method = h->method,
+        .target = h->path,
+        .host = authority,
+        .fields = x->f,
+        .fields_len = x->n,
+        .body_len = h->end_stream            ? 0
+                    : h->content_length >= 0 ? h->content_length
+                                             : -1,
+        .idempotent = idem,
+        .urgency = urgency,
+        .client = s->addr,
+    };
+    /* a zero-length body announced with content-length: 0 and no END_STREAM yet */
+    if (!h->end_stream && h->content_length == 0)
+        req->body_len = 0;
+    return 0;
+}
+
+/* The request trailers that may go on to the origin, copied into out (room for n): RFC 9110
+ * §6.5.1 forbids in trailers what frames, routes, authenticates, modifies the request or
+ * describes the content, since it is acted on before the content arrives; connection-specific
+ * fields never cross a hop (§7.6.1). An origin that merged them into the head would see a
+ * different request than the one we checked (issue 18.12). */
+size_t gw_proxy__req_trailers(const gw_field_t *in, size_t n, gw_field_t *out)
+{
+    static const char *const deny[] = {"host",
+                                       "content-length",
+                                       "expect",
+                                       "trailer",
+                                       "authorization",
+                                       "proxy-authorization",
+                                       "cookie",
+                                       "content-encoding",
+                                       "content-type",
+                                       "content-range",
+                                       "content-location",
+                                       "range",
+                                       "if-match",
+                                       "if-none-match",
+                                       "if-modified-since",
+                                       "if-unmodified-since",
+                                       "if-range",
+                                       "max-forwards",
+                                       "cache-control",
+                                       "pragma",
+                                       "forwarded",
+                                       "x-forwarded-for",
+                                       "x-forwarded-proto",
+                                       "x-forwarded-host",
+                                       "via",
+                                       "priority",
+                                       "http2-settings"};
+    conn_toks_t toks;
+    int conn = conn_toks(&toks, in, n);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        gw_slice_t name = in[i].name;
+        int drop = hop_by_hop(name) || (conn && named_by_connection(&toks, name));
+        for (size_t j = 0; !drop && j < sizeof(deny) / sizeof(deny[0]); j++)
+            drop = gw_proxy__name_is(name, deny[j]);
+        if (!drop)
+            out[k++] = in[i];
+    }
+    return k;
+}
+
+/* ---- response translation ----------------------------------------------------------------- */
+
+/* Response fields for the client: hop-by-hop removed, names lowercased (HTTP/2 requires it,
+ * HTTP/1.1 clients do not care), Via appended. `lower` holds the lowercased names. */
+size_t gw_proxy__resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in, size_t n,
+                             gw_field_t *out, char *lower, size_t lower_size, int64_t *cl, int via)
+{
+    size_t k = 0, used = 0;
+    conn_toks_t toks;
+    int conn = conn_toks(&toks, in, n);
+    *cl = -1;
+    for (size_t i = 0; i < n && k < GW_PROXY_MAX_RESP_FIELDS - 1; i++) {
+        gw_slice_t name = in[i].name;
+        if (gw_proxy__name_is(name, "content-length")) {
+            /* digits only, validated by the back's parser, which also refuses values past
+             * INT64_MAX; checked again here because a signed overflow is UB (issue 18.12):
+             * an out-of-range value is unknown (-1) rather than a wrapped one */
+            uint64_t v = 0;
+            for (size_t j = 0; j < in[i].value.len && v <= (uint64_t)INT64_MAX; j++) {
+                uint8_t d = in[i].value.base[j];
+                v = d >= '0' && d <= '9' && v <= ((uint64_t)INT64_MAX - (d - '0')) / 10
+                        ? v * 10 + (d - '0')
+                        : (uint64_t)INT64_MAX + 1;
+            }
+            *cl = v <= (uint64_t)INT64_MAX ? (int64_t)v : -1;
+            continue;
+        }
+        if (hop_by_hop(name) || (conn && named_by_connection(&toks, name)))
+            continue;
+        if (used + name.len > lower_size)
+            break;
+        gw_ascii_lower(lower + used, name.base, name.len);
+        out[k++] = (gw_field_t){{(const uint8_t *)lower + used, name.len}, in[i].value};
+        used += name.len;
+    }
+    if (via && route->add_via && k < GW_PROXY_MAX_RESP_FIELDS)
+        out[k++] = (gw_field_t){GW_SLICE_LIT("via"), GW_SLICE_LIT("1.1 h2gate")};
+    return k;
+}

@@ -1,0 +1,415 @@
+/* Unit tests of proxy/translate.c: what the origin is told of a client's request, and what the
+ * client is told of the origin's response, as tables of inputs and the fields that must (or
+ * must not) come out. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "proxy/proxy_internal.h"
+
+#define F(n, v)                                                                                    \
+    {                                                                                              \
+        GW_SLICE_LIT(n), GW_SLICE_LIT(v)                                                           \
+    }
+
+static const gw_cfg_route_t route_all = {.add_x_forwarded = 1, .add_forwarded = 1, .add_via = 1};
+static const gw_cfg_route_t route_none = {0};
+
+typedef struct {
+    gw_proxy_xlate_t x;
+    gw_back_req_t req;
+    int rv;
+} out_t;
+
+/* Translate h for a client at ip (TLS or not) on route r. */
+static void run(out_t *o, const gw_cfg_route_t *r, const char *ip, int tls, const gw_req_head_t *h)
+{
+    static struct sockaddr_in sa;
+    gw_cstream_t s = {.peer = "peer", .peer_ip = ip, .addr = (struct sockaddr *)&sa, .tls = tls};
+    memset(&o->x, 0, sizeof(o->x));
+    o->rv = gw_proxy__translate(r, &s, h, 5, &o->x, &o->req);
+}
+
+static void done(out_t *o)
+{
+    if (o->x.f != o->x.fst)
+        gw_free(o->x.f);
+    if (o->x.buf != o->x.bst)
+        gw_free(o->x.buf);
+}
+
+/* The value of the only field named n (case-insensitive), or NULL when there is none; fails
+ * the test when there are several. */
+static const char *field(const out_t *o, const char *n)
+{
+    static char v[4096];
+    int seen = 0;
+    for (size_t i = 0; i < o->req.fields_len; i++) {
+        const gw_field_t *f = &o->req.fields[i];
+        if (!gw_slice_eq_nocase(f->name, gw_slice_str(n)))
+            continue;
+        if (seen++)
+            fail_msg("field %s appears twice", n);
+        snprintf(v, sizeof(v), "%.*s", (int)f->value.len, (const char *)f->value.base);
+    }
+    return seen ? v : NULL;
+}
+
+static gw_req_head_t head(gw_req_proto_t proto, const char *method, const char *authority,
+                          const gw_field_t *f, size_t n)
+{
+    return (gw_req_head_t){.method = gw_slice_str(method),
+                           .scheme = GW_SLICE_LIT("https"),
+                           .authority = gw_slice_str(authority),
+                           .path = GW_SLICE_LIT("/a?b"),
+                           .fields = f,
+                           .fields_len = n,
+                           .content_length = -1,
+                           .end_stream = 1,
+                           .proto = proto};
+}
+
+/* RFC 9110 §7.6.1 and RFC 9113 §8.2.2: connection-specific fields, and the fields a
+ * Connection field names, never reach the origin; other fields pass unchanged, in order. */
+static void connection_specific_fields_dropped(void **state)
+{
+    (void)state;
+    const gw_field_t f[] = {F("connection", "close, x-secret"),
+                            F("keep-alive", "timeout=5"),
+                            F("proxy-connection", "keep-alive"),
+                            F("transfer-encoding", "chunked"),
+                            F("upgrade", "websocket"),
+                            F("te", "trailers"),
+                            F("http2-settings", "AAAA"),
+                            F("content-length", "5"),
+                            F("expect", "100-continue"),
+                            F("x-secret", "named by Connection"),
+                            F("accept", "*/*"),
+                            F("x-app", "1")};
+    static const char *const gone[] = {"connection",        "keep-alive",     "proxy-connection",
+                                       "transfer-encoding", "upgrade",        "te",
+                                       "http2-settings",    "content-length", "expect",
+                                       "x-secret"};
+    for (int proto = GW_REQ_HTTP1; proto <= GW_REQ_H2; proto++) {
+        gw_req_head_t h = head((gw_req_proto_t)proto, "GET", "a.test", f, 12);
+        out_t o;
+        run(&o, &route_none, "192.0.2.1", 0, &h);
+        assert_int_equal(o.rv, 0);
+        for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++)
+            if (field(&o, gone[i]))
+                fail_msg("proto %d: %s reached the origin", proto, gone[i]);
+        assert_int_equal(o.req.fields_len, 2);
+        assert_string_equal(field(&o, "accept"), "*/*");
+        assert_string_equal(field(&o, "x-app"), "1");
+        assert_true(gw_slice_eq(o.req.fields[0].name, GW_SLICE_LIT("accept")));
+        done(&o);
+    }
+}
+
+/* The forwarding fields come from the connection: the peer's address and the listener's
+ * scheme, never the client's :scheme; the client's own values are kept in front of ours. */
+static void forwarding_fields_from_the_connection(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *ip;
+        int tls;
+        gw_field_t in[3];
+        size_t n;
+        const char *xff, *xfp, *fwd, *via;
+    } cases[] = {
+        {"192.0.2.1",
+         0,
+         {{{0}}},
+         0,
+         "192.0.2.1",
+         "http",
+         "for=192.0.2.1;proto=http;host=\"a.test\"",
+         "2 h2gate"},
+        {"192.0.2.1",
+         1,
+         {{{0}}},
+         0,
+         "192.0.2.1",
+         "https",
+         "for=192.0.2.1;proto=https;host=\"a.test\"",
+         "2 h2gate"},
+        /* a client's claims are kept in front, never replace ours */
+        {"192.0.2.1",
+         0,
+         {F("x-forwarded-for", "10.0.0.1"), F("x-forwarded-proto", "https"), F("via", "1.0 fred")},
+         3,
+         "10.0.0.1, 192.0.2.1",
+         "http",
+         "for=192.0.2.1;proto=http;host=\"a.test\"",
+         "1.0 fred, 2 h2gate"},
+        /* RFC 7239 §6: an IPv6 node is quoted and bracketed */
+        {"2001:db8::1",
+         1,
+         {{{0}}},
+         0,
+         "2001:db8::1",
+         "https",
+         "for=\"[2001:db8::1]\";proto=https;host=\"a.test\"",
+         "2 h2gate"},
+        /* a well-formed Forwarded of the client goes in front of ours */
+        {"192.0.2.1",
+         0,
+         {F("forwarded", "for=10.0.0.1;proto=https")},
+         1,
+         "192.0.2.1",
+         "http",
+         "for=10.0.0.1;proto=https, for=192.0.2.1;proto=http;host=\"a.test\"",
+         "2 h2gate"},
+        /* an open quote could swallow ours (issue 18.3): the client's value is dropped */
+        {"192.0.2.1",
+         0,
+         {F("forwarded", "for=\"10.0.0.1")},
+         1,
+         "192.0.2.1",
+         "http",
+         "for=192.0.2.1;proto=http;host=\"a.test\"",
+         "2 h2gate"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gw_req_head_t h = head(GW_REQ_H2, "GET", "a.test", cases[i].in, cases[i].n);
+        out_t o;
+        run(&o, &route_all, cases[i].ip, cases[i].tls, &h);
+        assert_int_equal(o.rv, 0);
+        if (strcmp(field(&o, "x-forwarded-for"), cases[i].xff) ||
+            strcmp(field(&o, "x-forwarded-proto"), cases[i].xfp) ||
+            strcmp(field(&o, "forwarded"), cases[i].fwd) || strcmp(field(&o, "via"), cases[i].via))
+            fail_msg("case %zu: xff=%s xfp=%s fwd=%s via=%s", i, field(&o, "x-forwarded-for"),
+                     field(&o, "x-forwarded-proto"), field(&o, "forwarded"), field(&o, "via"));
+        done(&o);
+    }
+    /* a route that adds none passes the client's fields through untouched */
+    const gw_field_t f[] = {F("x-forwarded-for", "10.0.0.1"), F("via", "1.0 fred")};
+    gw_req_head_t h = head(GW_REQ_HTTP1, "GET", "a.test", f, 2);
+    out_t o;
+    run(&o, &route_none, "192.0.2.1", 1, &h);
+    assert_int_equal(o.rv, 0);
+    assert_string_equal(field(&o, "x-forwarded-for"), "10.0.0.1");
+    assert_string_equal(field(&o, "via"), "1.0 fred");
+    assert_null(field(&o, "x-forwarded-proto"));
+    assert_null(field(&o, "forwarded"));
+    done(&o);
+    /* HTTP/1.1 received: Via says 1.1 */
+    run(&o, &route_all, "192.0.2.1", 0, &h);
+    assert_string_equal(field(&o, "via"), "1.0 fred, 1.1 h2gate");
+    done(&o);
+}
+
+/* RFC 9113 §8.2.3: HTTP/2 cookie fields are joined with "; " into one; HTTP/1.1 has one
+ * already and passes as it came. */
+static void cookies_joined_for_h2_only(void **state)
+{
+    (void)state;
+    const gw_field_t f[] = {F("cookie", "a=1"), F("accept", "*/*"), F("cookie", "b=2")};
+    gw_req_head_t h = head(GW_REQ_H2, "GET", "a.test", f, 3);
+    out_t o;
+    run(&o, &route_none, "192.0.2.1", 0, &h);
+    assert_int_equal(o.rv, 0);
+    assert_string_equal(field(&o, "cookie"), "a=1; b=2");
+    done(&o);
+    const gw_field_t one[] = {F("cookie", "a=1; b=2")};
+    h = head(GW_REQ_HTTP1, "GET", "a.test", one, 1);
+    run(&o, &route_none, "192.0.2.1", 0, &h);
+    assert_string_equal(field(&o, "cookie"), "a=1; b=2");
+    done(&o);
+}
+
+/* Host: from :authority; RFC 9113 §8.3.1: an HTTP/2 host field that disagrees is malformed;
+ * no authority at all, or bytes outside RFC 3986 §3.2, is malformed too (a 400 upstream). */
+static void host_and_authority(void **state)
+{
+    (void)state;
+    static const struct {
+        gw_req_proto_t proto;
+        const char *authority;
+        gw_field_t host;
+        int nhost;
+        int rv;
+        const char *want;
+    } cases[] = {
+        {GW_REQ_H2, "a.test", {{0}}, 0, 0, "a.test"},
+        {GW_REQ_H2, "a.test", F("host", "A.TEST"), 1, 0, "a.test"},
+        {GW_REQ_H2, "a.test", F("host", "b.test"), 1, GW_E_PARSE, NULL},
+        {GW_REQ_H2, "", F("host", "c.test:8080"), 1, 0, "c.test:8080"},
+        {GW_REQ_H2, "", {{0}}, 0, GW_E_PARSE, NULL},
+        {GW_REQ_H2, "", F("host", "c\".test"), 1, GW_E_PARSE, NULL},
+        {GW_REQ_H2, "a b.test", {{0}}, 0, GW_E_PARSE, NULL},
+        {GW_REQ_H2, "user@a.test", {{0}}, 0, GW_E_PARSE, NULL},
+        {GW_REQ_HTTP1, "a.test", {{0}}, 0, 0, "a.test"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gw_req_head_t h =
+            head(cases[i].proto, "GET", cases[i].authority, &cases[i].host, (size_t)cases[i].nhost);
+        out_t o;
+        run(&o, &route_all, "192.0.2.1", 0, &h);
+        if (o.rv != cases[i].rv)
+            fail_msg("case %zu: rv %d, want %d", i, o.rv, cases[i].rv);
+        if (cases[i].want) {
+            char got[64];
+            snprintf(got, sizeof(got), "%.*s", (int)o.req.host.len, (const char *)o.req.host.base);
+            assert_string_equal(got, cases[i].want);
+            assert_null(field(&o, "host")); /* the back writes Host from req.host */
+        }
+        done(&o);
+    }
+}
+
+/* Method, target, body framing, retry safety and urgency of the origin request. */
+static void request_line_body_and_retry_safety(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *method;
+        int end_stream;
+        int64_t cl;
+        int64_t body_len;
+        int idem;
+    } cases[] = {
+        {"GET", 1, -1, 0, 1},   {"HEAD", 1, -1, 0, 1},   {"OPTIONS", 1, -1, 0, 1},
+        {"PUT", 0, 10, 10, 1},  {"DELETE", 1, -1, 0, 1}, {"TRACE", 1, -1, 0, 1},
+        {"POST", 0, -1, -1, 0}, {"POST", 0, 7, 7, 0},    {"POST", 0, 0, 0, 0},
+        {"PATCH", 1, -1, 0, 0}, {"get", 1, -1, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gw_req_head_t h = head(GW_REQ_H2, cases[i].method, "a.test", NULL, 0);
+        h.end_stream = cases[i].end_stream;
+        h.content_length = cases[i].cl;
+        out_t o;
+        run(&o, &route_none, "192.0.2.1", 0, &h);
+        assert_int_equal(o.rv, 0);
+        if (o.req.body_len != cases[i].body_len || o.req.idempotent != cases[i].idem)
+            fail_msg("case %zu (%s): body_len %lld idempotent %d", i, cases[i].method,
+                     (long long)o.req.body_len, o.req.idempotent);
+        assert_true(gw_slice_eq(o.req.method, gw_slice_str(cases[i].method)));
+        assert_true(gw_slice_eq(o.req.target, GW_SLICE_LIT("/a?b")));
+        assert_int_equal(o.req.urgency, 5);
+        done(&o);
+    }
+}
+
+/* Requests larger than the stack scratch (32 fields, 4 KiB) translate the same, on the heap. */
+static void large_request_on_the_heap(void **state)
+{
+    (void)state;
+    gw_field_t f[200];
+    char names[200][16];
+    static char big[3000];
+    memset(big, 'v', sizeof(big) - 1);
+    for (int i = 0; i < 200; i++) {
+        snprintf(names[i], sizeof(names[i]), "x-f%d", i);
+        f[i] = (gw_field_t){gw_slice_str(names[i]), i == 7 ? gw_slice_str(big) : GW_SLICE_LIT("1")};
+    }
+    gw_req_head_t h = head(GW_REQ_H2, "GET", "a.test", f, 200);
+    out_t o;
+    run(&o, &route_all, "192.0.2.1", 0, &h);
+    assert_int_equal(o.rv, 0);
+    assert_true(o.x.f != o.x.fst);
+    assert_int_equal(o.req.fields_len, 200 + 4);
+    assert_string_equal(field(&o, "x-f199"), "1");
+    assert_int_equal(strlen(field(&o, "x-f7")), sizeof(big) - 1);
+    assert_string_equal(field(&o, "x-forwarded-for"), "192.0.2.1");
+    done(&o);
+}
+
+/* RFC 9110 §6.5.1: trailers that frame, route, authenticate or describe the content are not
+ * forwarded (issue 18.12), nor are connection-specific fields; the rest are. */
+static void request_trailers_filtered(void **state)
+{
+    (void)state;
+    const gw_field_t in[] = {
+        F("x-checksum", "abc"),         F("host", "evil.test"), F("content-length", "9"),
+        F("authorization", "Bearer x"), F("cookie", "a=1"),     F("x-forwarded-for", "10.0.0.1"),
+        F("connection", "x-other"),     F("x-other", "named"),  F("te", "trailers"),
+        F("server-timing", "db;dur=5"), F("priority", "u=0"),   F("content-type", "text/plain")};
+    gw_field_t out[12];
+    size_t k = gw_proxy__req_trailers(in, 12, out);
+    assert_int_equal(k, 2);
+    assert_true(gw_slice_eq(out[0].name, GW_SLICE_LIT("x-checksum")));
+    assert_true(gw_slice_eq(out[1].name, GW_SLICE_LIT("server-timing")));
+}
+
+/* The origin's response fields as the client gets them: connection-specific fields and those
+ * its Connection names removed, names lowercased, content-length taken out (an out-of-range
+ * value is unknown, never wrapped), Via appended only when asked and the route adds it. */
+static void response_fields(void **state)
+{
+    (void)state;
+    const gw_field_t in[] = {F("Content-Type", "text/html"),
+                             F("Connection", "close, X-Hop"),
+                             F("X-Hop", "1"),
+                             F("Keep-Alive", "timeout=5"),
+                             F("Transfer-Encoding", "chunked"),
+                             F("Content-Length", "42"),
+                             F("Set-Cookie", "a=1"),
+                             F("Set-Cookie", "b=2")};
+    gw_field_t out[GW_PROXY_MAX_RESP_FIELDS];
+    char lower[256];
+    int64_t cl;
+    size_t k = gw_proxy__resp_fields(&route_all, in, 8, out, lower, sizeof(lower), &cl, 1);
+    assert_int_equal(cl, 42);
+    assert_int_equal(k, 4);
+    assert_true(gw_slice_eq(out[0].name, GW_SLICE_LIT("content-type")));
+    assert_true(gw_slice_eq(out[1].name, GW_SLICE_LIT("set-cookie")));
+    assert_true(gw_slice_eq(out[2].value, GW_SLICE_LIT("b=2")));
+    assert_true(gw_slice_eq(out[3].name, GW_SLICE_LIT("via")));
+    assert_true(gw_slice_eq(out[3].value, GW_SLICE_LIT("1.1 h2gate")));
+    /* no Via on interim heads and trailers (via = 0), nor on a route without it */
+    assert_int_equal(gw_proxy__resp_fields(&route_all, in, 8, out, lower, sizeof(lower), &cl, 0),
+                     3);
+    assert_int_equal(gw_proxy__resp_fields(&route_none, in, 8, out, lower, sizeof(lower), &cl, 1),
+                     3);
+    static const struct {
+        const char *v;
+        int64_t cl;
+    } lens[] = {{"0", 0},
+                {"9223372036854775807", INT64_MAX},
+                {"9223372036854775808", -1},
+                {"99999999999999999999999", -1}};
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        gw_field_t one = {GW_SLICE_LIT("content-length"), gw_slice_str(lens[i].v)};
+        assert_int_equal(
+            gw_proxy__resp_fields(&route_none, &one, 1, out, lower, sizeof(lower), &cl, 0), 0);
+        if (cl != lens[i].cl)
+            fail_msg("content-length %s: %lld", lens[i].v, (long long)cl);
+    }
+    gw_proxy__resp_fields(&route_none, in, 1, out, lower, sizeof(lower), &cl, 0);
+    assert_int_equal(cl, -1); /* none */
+}
+
+static void proto_names(void **state)
+{
+    (void)state;
+    assert_string_equal(gw_req_proto_str(GW_REQ_H2), "h2");
+    assert_string_equal(gw_req_proto_str(GW_REQ_HTTP1), "http/1.1");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(connection_specific_fields_dropped),
+        cmocka_unit_test(forwarding_fields_from_the_connection),
+        cmocka_unit_test(cookies_joined_for_h2_only),
+        cmocka_unit_test(host_and_authority),
+        cmocka_unit_test(request_line_body_and_retry_safety),
+        cmocka_unit_test(large_request_on_the_heap),
+        cmocka_unit_test(request_trailers_filtered),
+        cmocka_unit_test(response_fields),
+        cmocka_unit_test(proto_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
