@@ -11,15 +11,6 @@
  */
 #include "h2/session.h"
 
-/* The HPACK module is written at the same time as this file; until h2/hpack.h exists the
- * session compiles to nothing so that the tree keeps building. */
-#if defined(__has_include)
-#if __has_include("h2/hpack.h")
-#define GW_H2_HAVE_HPACK 1
-#endif
-#endif
-#ifdef GW_H2_HAVE_HPACK
-
 #include <string.h>
 
 #include "common/alloc.h"
@@ -126,7 +117,7 @@ typedef struct gw_h2_stream {
 #define STREAM_ARENA0 1024
 #define STREAM_BLK_OFF ((sizeof(gw_h2_stream_t) + 15) & ~(size_t)15)
 #define STREAM_BLK_SIZE (STREAM_BLK_OFF + sizeof(arena_blk_t) + STREAM_ARENA0)
-#define STREAM_FREE_KEEP 512 /* blocks kept on a profile's freelist (~650 KiB) */
+#define STREAM_FREE_KEEP GW_POOL_KEEP /* blocks kept on a profile's freelist (~650 KiB) */
 
 /* The arena block inside a stream block. */
 static arena_blk_t *blk_arena(void *blk)
@@ -232,11 +223,8 @@ struct gw_h2_session {
     uint8_t recent_rst_pos;
     unsigned got_settings : 1;
     unsigned settings_acked : 1;
-    /* shutdown */
-    unsigned goaway_sent : 1;      /* final GOAWAY queued: no new streams */
-    unsigned shutdown_pending : 1; /* first GOAWAY + PING sent, waiting for the ACK */
+    uint8_t phase; /* gw_h2_conn_phase_t: our side's shutdown */
     unsigned peer_goaway : 1;
-    unsigned closing : 1;      /* connection error: flush and close */
     unsigned owns_profile : 1; /* created by gw_h2_session_new: p is ours to free */
     uint32_t goaway_code;
     int fatal_rc;
@@ -456,14 +444,13 @@ static int map_code(uint32_t code)
  * flush. Returns the GW_E code recv reports. */
 static int conn_error_rc(gw_h2_session_t *s, uint32_t code, const char *reason, int rc)
 {
-    if (s->closing)
+    if (s->phase == GW_H2_CONN_CLOSING)
         return s->fatal_rc;
-    s->closing = 1;
+    s->phase = GW_H2_CONN_CLOSING;
     s->in_state = IN_DEAD;
     s->goaway_code = code;
     s->goaway_reason = reason;
     s->fatal_rc = rc;
-    s->goaway_sent = 1;
     size_t dlen = reason ? strlen(reason) : 0;
     if (dlen > MAX_DEBUG)
         dlen = MAX_DEBUG;
@@ -650,7 +637,8 @@ static int count_empty(gw_h2_session_t *s)
 static int credit_conn(gw_h2_session_t *s, uint64_t n)
 {
     s->conn_recv_pending += n;
-    if (s->conn_recv_pending >= s->p->o.connection_window_size / 2 && !s->closing) {
+    if (s->conn_recv_pending >= s->p->o.connection_window_size / 2 &&
+        s->phase != GW_H2_CONN_CLOSING) {
         int64_t inc = (int64_t)s->conn_recv_pending;
         if (s->conn_recv_window + inc > GW_H2_MAX_WINDOW)
             inc = GW_H2_MAX_WINDOW - s->conn_recv_window;
@@ -1247,11 +1235,11 @@ static int finish_block(gw_h2_session_t *s)
 
     /* a new stream: the idle ids below it are now closed (§5.1.1) */
     s->last_peer_id = sid;
-    if (s->goaway_sent || s->active >= s->p->o.max_concurrent_streams) {
+    if (s->phase >= GW_H2_CONN_GOAWAY_SENT || s->active >= s->p->o.max_concurrent_streams) {
         /* §5.1.2: REFUSED_STREAM; it also costs us a frame, so it counts as a provoked reset
          * unless we stopped accepting because of our own GOAWAY */
         COUNT(s, streams_refused);
-        rc = stream_error(s, sid, NULL, GW_H2_REFUSED_STREAM, !s->goaway_sent);
+        rc = stream_error(s, sid, NULL, GW_H2_REFUSED_STREAM, s->phase < GW_H2_CONN_GOAWAY_SENT);
         goto out;
     }
     if (overflow) {
@@ -1291,7 +1279,7 @@ static int finish_block(gw_h2_session_t *s)
         goto out;
     }
     if (s->p->o.max_requests_per_connection && s->requests >= s->p->o.max_requests_per_connection &&
-        !s->goaway_sent) {
+        s->phase < GW_H2_CONN_GOAWAY_SENT) {
         COUNT(s, max_requests_hits);
         if ((rc = gw_h2_session_shutdown(s, 1)) < 0) {
             rc = nomem(s);
@@ -1559,8 +1547,9 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
         return ctrl_check(s);
     case GW_H2_FT_PING:
         if (h->flags & GW_H2_F_ACK) {
-            if (s->shutdown_pending && memcmp(f.u.ping.opaque, SHUTDOWN_PING, 8) == 0) {
-                s->shutdown_pending = 0;
+            if (s->phase == GW_H2_CONN_SHUTDOWN_PENDING &&
+                memcmp(f.u.ping.opaque, SHUTDOWN_PING, 8) == 0) {
+                s->phase = GW_H2_CONN_OPEN;
                 if (gw_h2_session_shutdown(s, 1) < 0)
                     return nomem(s);
             }
@@ -1769,9 +1758,9 @@ ssize_t gw_h2_session_recv(gw_h2_session_t *s, const uint8_t *buf, size_t len, u
     size_t off = 0;
     int rc = 0;
 
-    if (s->closing)
+    if (s->phase == GW_H2_CONN_CLOSING)
         return GW_E_CLOSED;
-    while (off < len && !s->closing) {
+    while (off < len && s->phase != GW_H2_CONN_CLOSING) {
         switch (s->in_state) {
         case IN_PREFACE: {
             size_t n = GW_H2_PREFACE_LEN - s->preface_pos;
@@ -1840,14 +1829,14 @@ ssize_t gw_h2_session_recv(gw_h2_session_t *s, const uint8_t *buf, size_t len, u
             return GW_E_CLOSED;
         }
     }
-    if (s->closing)
+    if (s->phase == GW_H2_CONN_CLOSING)
         return s->fatal_rc;
     return (ssize_t)len;
 }
 
 int gw_h2_session_tick(gw_h2_session_t *s, uint64_t now_ms)
 {
-    if (s->closing)
+    if (s->phase == GW_H2_CONN_CLOSING)
         return 0;
     roll_budget(s, now_ms);
     if (!s->settings_acked && now_ms >= s->settings_sent_ms &&
@@ -1860,7 +1849,7 @@ int gw_h2_session_tick(gw_h2_session_t *s, uint64_t now_ms)
 
 uint64_t gw_h2_session_next_deadline(const gw_h2_session_t *s)
 {
-    if (s->closing || s->settings_acked)
+    if (s->phase == GW_H2_CONN_CLOSING || s->settings_acked)
         return UINT64_MAX;
     return s->settings_sent_ms + s->p->o.settings_timeout_ms;
 }
@@ -1888,7 +1877,7 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
         s->out.len = 0;
         s->ctrl_queued = 0;
     }
-    if (s->closing || !s->x)
+    if (s->phase == GW_H2_CONN_CLOSING || !s->x)
         return (ssize_t)(q->bytes - before);
 
     gw_h2_sched_node_t *node;
@@ -1985,9 +1974,9 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
 
 int gw_h2_session_want_read(const gw_h2_session_t *s)
 {
-    if (s->closing)
+    if (s->phase == GW_H2_CONN_CLOSING)
         return 0;
-    if (s->peer_goaway && s->goaway_sent && s->active == 0)
+    if (s->peer_goaway && s->phase >= GW_H2_CONN_GOAWAY_SENT && s->active == 0)
         return 0;
     return 1;
 }
@@ -1996,7 +1985,7 @@ int gw_h2_session_want_write(const gw_h2_session_t *s)
 {
     if (s->out.len)
         return 1;
-    if (s->closing || !s->x)
+    if (s->phase == GW_H2_CONN_CLOSING || !s->x)
         return 0;
     gw_list_foreach(it, &s->x->sched.queue)
     {
@@ -2008,12 +1997,23 @@ int gw_h2_session_want_write(const gw_h2_session_t *s)
     return 0;
 }
 
+const char *gw_h2_conn_phase_str(gw_h2_conn_phase_t p)
+{
+    static const char *const n[] = {"open", "shutdown_pending", "goaway_sent", "closing"};
+    return (unsigned)p < sizeof(n) / sizeof(n[0]) ? n[p] : "?";
+}
+
+gw_h2_conn_phase_t gw_h2_session_phase(const gw_h2_session_t *s)
+{
+    return (gw_h2_conn_phase_t)s->phase;
+}
+
 int gw_h2_session_should_close(const gw_h2_session_t *s)
 {
-    if (s->closing)
+    if (s->phase == GW_H2_CONN_CLOSING)
         return s->out.len == 0;
-    if ((s->goaway_sent || s->peer_goaway) && s->active == 0 && s->out.len == 0 &&
-        !s->shutdown_pending)
+    if ((s->phase >= GW_H2_CONN_GOAWAY_SENT || s->peer_goaway) && s->active == 0 &&
+        s->out.len == 0 && s->phase != GW_H2_CONN_SHUTDOWN_PENDING)
         return 1;
     return 0;
 }
@@ -2030,7 +2030,7 @@ uint32_t gw_h2_session_goaway_code(const gw_h2_session_t *s, const char **reason
 static gw_h2_stream_t *writable_stream(gw_h2_session_t *s, uint32_t sid)
 {
     gw_h2_stream_t *st = find_stream(s, sid);
-    if (!st || s->closing)
+    if (!st || s->phase == GW_H2_CONN_CLOSING)
         return NULL;
     if (st->state != GW_H2_SS_OPEN && st->state != GW_H2_SS_HALF_CLOSED_REMOTE)
         return NULL;
@@ -2207,7 +2207,7 @@ int gw_h2_session_submit_trailers(gw_h2_session_t *s, uint32_t stream_id,
 int gw_h2_session_submit_rst(gw_h2_session_t *s, uint32_t stream_id, uint32_t error_code)
 {
     gw_h2_stream_t *st = find_stream(s, stream_id);
-    if (!st || st->state == GW_H2_SS_CLOSED || s->closing)
+    if (!st || st->state == GW_H2_SS_CLOSED || s->phase == GW_H2_CONN_CLOSING)
         return GW_E_NOENT;
     if (gw_h2_frame_write_rst_stream(&s->out, stream_id, error_code) < 0)
         return GW_E_NOMEM;
@@ -2220,7 +2220,7 @@ int gw_h2_session_submit_rst(gw_h2_session_t *s, uint32_t stream_id, uint32_t er
 
 int gw_h2_session_submit_ping(gw_h2_session_t *s, const uint8_t *opaque8)
 {
-    if (s->closing)
+    if (s->phase == GW_H2_CONN_CLOSING)
         return GW_E_CLOSED;
     if (s->ctrl_queued >= s->p->o.max_queued_control)
         return GW_E_LIMIT;
@@ -2232,29 +2232,28 @@ int gw_h2_session_submit_ping(gw_h2_session_t *s, const uint8_t *opaque8)
 
 int gw_h2_session_shutdown(gw_h2_session_t *s, int final)
 {
-    if (s->closing || s->goaway_sent)
+    if (s->phase >= GW_H2_CONN_GOAWAY_SENT)
         return 0;
     if (!final) {
-        if (s->shutdown_pending)
+        if (s->phase == GW_H2_CONN_SHUTDOWN_PENDING)
             return 0;
         /* §6.8: a first GOAWAY with the maximum id, then a PING round trip, then the real
          * last-stream-id: streams in flight are not lost */
         if (gw_h2_frame_write_goaway(&s->out, GW_H2_STREAM_ID_MASK, GW_H2_NO_ERROR, NULL, 0) < 0 ||
             gw_h2_frame_write_ping(&s->out, 0, (const uint8_t *)SHUTDOWN_PING) < 0)
             return GW_E_NOMEM;
-        s->shutdown_pending = 1;
+        s->phase = GW_H2_CONN_SHUTDOWN_PENDING;
         return 0;
     }
     if (gw_h2_frame_write_goaway(&s->out, s->last_peer_id, GW_H2_NO_ERROR, NULL, 0) < 0)
         return GW_E_NOMEM;
-    s->goaway_sent = 1;
-    s->shutdown_pending = 0;
+    s->phase = GW_H2_CONN_GOAWAY_SENT;
     return 0;
 }
 
 int gw_h2_session_terminate(gw_h2_session_t *s, uint32_t error_code, const char *debug)
 {
-    if (s->closing)
+    if (s->phase == GW_H2_CONN_CLOSING)
         return 0;
     size_t before = s->out.len;
     conn_error_rc(s, error_code, debug, map_code(error_code));
@@ -2281,7 +2280,7 @@ int gw_h2_session_consume(gw_h2_session_t *s, uint32_t stream_id, size_t n)
     st->recv_pending += n;
     /* batch: announce once half the window has been consumed (RFC 9113 §6.9 leaves when to
      * the receiver) */
-    if (st->recv_pending >= s->p->o.initial_window_size / 2 && !s->closing) {
+    if (st->recv_pending >= s->p->o.initial_window_size / 2 && s->phase != GW_H2_CONN_CLOSING) {
         int64_t inc = (int64_t)st->recv_pending;
         if (st->recv_window + inc > GW_H2_MAX_WINDOW)
             inc = GW_H2_MAX_WINDOW - st->recv_window;
@@ -2424,5 +2423,3 @@ gw_h2_stats_t gw_h2_session_stats(const gw_h2_session_t *s)
     st.priority_evictions = s->x && s->x->tree ? gw_h2_tree_evictions(s->x->tree) : 0;
     return st;
 }
-
-#endif /* GW_H2_HAVE_HPACK */

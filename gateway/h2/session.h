@@ -246,6 +246,19 @@ int gw_h2_session_want_write(const gw_h2_session_t *s);
 /* Non-zero when the connection is finished: close it once q has been flushed. */
 int gw_h2_session_should_close(const gw_h2_session_t *s);
 
+/* Our side of the connection's life, in order (RFC 9113 §6.8): each phase only moves forward,
+ * except that a graceful shutdown's PING round trip ends in GOAWAY_SENT (or, when the final
+ * GOAWAY cannot be queued, back in OPEN). The peer's GOAWAY and SETTINGS are tracked apart. */
+typedef enum {
+    GW_H2_CONN_OPEN = 0,         /* new streams accepted */
+    GW_H2_CONN_SHUTDOWN_PENDING, /* first GOAWAY (last id 2^31-1) + PING sent, awaiting ACK */
+    GW_H2_CONN_GOAWAY_SENT,      /* final GOAWAY queued: no new streams, the open ones finish */
+    GW_H2_CONN_CLOSING,          /* connection error: GOAWAY queued, flush and close */
+} gw_h2_conn_phase_t;
+/* "open", "shutdown_pending", "goaway_sent", "closing". */
+const char *gw_h2_conn_phase_str(gw_h2_conn_phase_t p);
+gw_h2_conn_phase_t gw_h2_session_phase(const gw_h2_session_t *s);
+
 /* The GOAWAY error code we queued (or 0 when none) and its static reason for the log
  * (may be NULL). */
 uint32_t gw_h2_session_goaway_code(const gw_h2_session_t *s, const char **reason);

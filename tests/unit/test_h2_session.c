@@ -1897,7 +1897,10 @@ static void max_requests_and_shutdown(void **state)
     cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
     assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
     c.b.len = 0;
+    assert_int_equal(gw_h2_session_phase(s), GW_H2_CONN_OPEN);
     assert_int_equal(gw_h2_session_shutdown(s, 0), 0);
+    assert_int_equal(gw_h2_session_phase(s), GW_H2_CONN_SHUTDOWN_PENDING);
+    assert_string_equal(gw_h2_conn_phase_str(gw_h2_session_phase(s)), "shutdown_pending");
     drain(s, &o);
     g = find_type(&o, GW_H2_FT_GOAWAY, 0);
     assert_non_null(g);
@@ -1913,6 +1916,10 @@ static void max_requests_and_shutdown(void **state)
     assert_non_null(g);
     assert_int_equal(get32(g->p), 3);
     assert_non_null(strstr(r.log, "req 3 "));
+    /* the PING ACK ended the first step: the final GOAWAY is out */
+    assert_int_equal(gw_h2_session_phase(s), GW_H2_CONN_GOAWAY_SENT);
+    assert_int_equal(gw_h2_session_shutdown(s, 0), 0); /* nothing more to do */
+    assert_int_equal(gw_h2_session_phase(s), GW_H2_CONN_GOAWAY_SENT);
     cli_free(&c);
     gw_h2_session_del(s);
 }
@@ -2003,6 +2010,8 @@ static void priority_and_callbacks(void **state)
     /* the layer above ends the connection */
     assert_int_equal(gw_h2_session_terminate(s, GW_H2_INTERNAL_ERROR, "shutting down"), 0);
     assert_false(gw_h2_session_want_read(s));
+    assert_int_equal(gw_h2_session_phase(s), GW_H2_CONN_CLOSING);
+    assert_string_equal(gw_h2_conn_phase_str(GW_H2_CONN_CLOSING), "closing");
     drain(s, &o);
     expect_goaway(&o, GW_H2_INTERNAL_ERROR);
     assert_memory_equal(find_type(&o, GW_H2_FT_GOAWAY, 0)->p + 8, "shutting down", 13);
