@@ -30,7 +30,7 @@
 
 /* Freed request-head buffers kept for the next requests (a head is serialized into one per
  * request: a malloc and a free each time otherwise), up to this many and this size. */
-#define HEADS_KEEP 512
+#define HEADS_KEEP GW_POOL_KEEP
 #define HEADS_KEEP_CAP 4096
 
 struct gw_back {
