@@ -9,6 +9,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "h2/validate.h"
 #include "proxy/proxy_internal.h"
 
 const char *gw_req_proto_str(gw_req_proto_t p)
@@ -23,18 +24,9 @@ const char *gw_req_proto_str(gw_req_proto_t p)
  * answered by the front. */
 static int hop_by_hop(gw_slice_t n)
 {
-    /* their lengths: 2, 7, 10, 14, 16, 17 (most names are none of these) */
-    if (n.len != 2 && n.len != 7 && n.len != 10 && n.len != 14 && n.len != 16 && n.len != 17)
-        return 0;
-    static const gw_slice_t hop[] = {
-        GW_SLICE_LIT("connection"),       GW_SLICE_LIT("keep-alive"),
-        GW_SLICE_LIT("proxy-connection"), GW_SLICE_LIT("transfer-encoding"),
-        GW_SLICE_LIT("upgrade"),          GW_SLICE_LIT("te"),
-        GW_SLICE_LIT("http2-settings"),   GW_SLICE_LIT("content-length")};
-    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
-        if (n.len == hop[i].len && gw_slice_eq_nocase(n, hop[i]))
-            return 1;
-    return 0;
+    return gw_h2_field_is_connection_specific(n) ||
+           (n.len == 14 && (gw_slice_eq_nocase(n, GW_SLICE_LIT("http2-settings")) ||
+                            gw_slice_eq_nocase(n, GW_SLICE_LIT("content-length"))));
 }
 
 /* The tokens of a message's Connection fields (RFC 9110 §7.6.1), split once per message so

@@ -1,0 +1,384 @@
+/* h2/send.c — submitting responses, DATA, trailers, RST_STREAM and PING, and framing what is
+ * queued into the caller's iovq within the windows and in the scheduler's order. */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/list.h"
+#include "common/pool.h"
+#include "h2/frame.h"
+#include "h2/hpack.h"
+#include "h2/priority.h"
+#include "h2/sched.h"
+#include "h2/session_internal.h"
+#include "h2/tree.h"
+
+static int frame_trailers(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q);
+
+/* Encode fields into HEADERS + CONTINUATION frames within the peer's frame size. */
+int gw_h2__write_block(gw_h2_session_t *s, uint32_t sid, const gw_hpack_field_t *f, size_t n,
+                       int end_stream)
+{
+    int rc;
+    s->x->scratch.len = 0;
+    if ((rc = gw_hpack_encode(&s->enc, f, n, &s->x->scratch)) < 0)
+        return rc;
+    size_t off = 0, len = s->x->scratch.len;
+    int first = 1;
+    do {
+        size_t chunk = len - off;
+        if (chunk > s->peer_max_frame)
+            chunk = s->peer_max_frame;
+        uint8_t flags = (off + chunk == len) ? GW_H2_F_END_HEADERS : 0;
+        if (first) {
+            flags |= end_stream ? GW_H2_F_END_STREAM : 0;
+            rc = gw_h2_frame_write_headers(&s->out, sid, flags, NULL, s->x->scratch.base + off,
+                                           chunk, 0, 0);
+        } else {
+            rc = gw_h2_frame_write_continuation(&s->out, sid, flags, s->x->scratch.base + off,
+                                                chunk);
+        }
+        if (rc < 0)
+            return rc;
+        first = 0;
+        off += chunk;
+    } while (off < len);
+    return 0;
+}
+
+/* ---- public: output --------------------------------------------------------------------- */
+
+static int stream_can_send(const gw_h2_session_t *s, const gw_h2_stream_t *st)
+{
+    if (gw_list_empty(&st->chunks))
+        return 1; /* END_STREAM or trailers need no window */
+    return s->conn_send_window > 0 && st->send_window > 0 && s->data_budget > 0 &&
+           st->data_budget > 0;
+}
+
+ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
+{
+    size_t before = q->bytes;
+    uint8_t hdr[GW_H2_FRAME_HDR_LEN];
+
+    if (s->out.len) {
+        if (gw_iovq_copy(q, s->out.base, s->out.len) < 0)
+            return GW_E_NOMEM;
+        s->out.len = 0;
+        s->ctrl_queued = 0;
+    }
+    if (s->phase == GW_H2_CONN_CLOSING || !s->x)
+        return (ssize_t)(q->bytes - before);
+
+    gw_h2_sched_node_t *node;
+    while ((node = gw_h2_sched_next(&s->x->sched))) {
+        gw_h2_stream_t *st = GW_CONTAINER_OF(node, gw_h2_stream_t, node);
+        if (!gw_list_empty(&st->chunks)) {
+            if (s->conn_send_window <= 0 || s->data_budget == 0)
+                break; /* everyone waits for the connection window; streams stay queued */
+            if (st->send_window <= 0 || st->data_budget == 0) {
+                if (st->send_window <= 0)
+                    st->blocked = 1;
+                else
+                    st->budget_blocked = 1;
+                gw_h2_sched_remove(&s->x->sched, node);
+                continue;
+            }
+            data_chunk_t *c = GW_CONTAINER_OF(st->chunks.next, data_chunk_t, link);
+            size_t n = c->len;
+            if ((int64_t)n > s->conn_send_window)
+                n = (size_t)s->conn_send_window;
+            if ((int64_t)n > st->send_window)
+                n = (size_t)st->send_window;
+            if (n > s->peer_max_frame)
+                n = s->peer_max_frame;
+            if (n > s->data_budget)
+                n = s->data_budget;
+            if (n > st->data_budget)
+                n = st->data_budget;
+            int last = n == c->len && c->link.next == &st->chunks;
+            int eos = last && st->eos_queued && !st->has_trailers;
+            gw_h2_frame_hdr_t h = {(uint32_t)n, GW_H2_FT_DATA, eos ? GW_H2_F_END_STREAM : 0,
+                                   st->id};
+            gw_h2_frame_hdr_pack(hdr, &h);
+            if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0 || gw_iovq_ref(q, c->buf, c->off, n) < 0)
+                return GW_E_NOMEM;
+            s->frames_out++;
+            s->conn_send_window -= n;
+            st->send_window -= n;
+            st->queued -= n;
+            if (s->data_budget != SIZE_MAX)
+                s->data_budget -= n;
+            if (st->data_budget != SIZE_MAX)
+                st->data_budget -= n;
+            c->off += n;
+            c->len -= n;
+            if (c->len == 0) {
+                gw_list_remove(&c->link);
+                gw_h2__chunk_free(st, c);
+            }
+            if (eos) {
+                gw_h2__local_end(s, st);
+                if (!gw_h2__find_stream(s, h.stream_id) || st->state == GW_H2_SS_CLOSED ||
+                    st->state == GW_H2_SS_HALF_CLOSED_LOCAL) {
+                    if (gw_h2__find_stream(s, h.stream_id))
+                        gw_h2_sched_remove(&s->x->sched, &st->node);
+                    continue;
+                }
+            }
+            if (gw_list_empty(&st->chunks) && !st->eos_queued) {
+                gw_h2_sched_remove(&s->x->sched, node);
+                if (s->p->cb.on_writable)
+                    s->p->cb.on_writable(s->user_data, st->id);
+                continue;
+            }
+            gw_h2_sched_sent(&s->x->sched, node, n);
+            continue;
+        }
+        /* no data left: finish the stream */
+        gw_h2_sched_remove(&s->x->sched, node);
+        if (!st->eos_queued)
+            continue;
+        uint32_t sid = st->id;
+        if (st->has_trailers) {
+            int rc = frame_trailers(s, st, q);
+            if (rc < 0) {
+                /* the encoder's table may now differ from the peer's */
+                gw_h2__conn_error_rc(s, GW_H2_INTERNAL_ERROR, "header encoding failed", rc);
+                return rc;
+            }
+            st->has_trailers = 0;
+            st->trailers.len = 0;
+        } else {
+            gw_h2_frame_hdr_t h = {0, GW_H2_FT_DATA, GW_H2_F_END_STREAM, sid};
+            gw_h2_frame_hdr_pack(hdr, &h);
+            if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0)
+                return GW_E_NOMEM;
+        }
+        s->frames_out++;
+        st->eos_queued = 0;
+        gw_h2__local_end(s, st);
+    }
+    return (ssize_t)(q->bytes - before);
+}
+
+int gw_h2_session_want_write(const gw_h2_session_t *s)
+{
+    if (s->out.len)
+        return 1;
+    if (s->phase == GW_H2_CONN_CLOSING || !s->x)
+        return 0;
+    gw_list_foreach(it, &s->x->sched.queue)
+    {
+        const gw_h2_stream_t *st =
+            GW_CONTAINER_OF(GW_CONTAINER_OF(it, gw_h2_sched_node_t, link), gw_h2_stream_t, node);
+        if (stream_can_send(s, st))
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- public: submitting ----------------------------------------------------------------- */
+
+static gw_h2_stream_t *writable_stream(gw_h2_session_t *s, uint32_t sid)
+{
+    gw_h2_stream_t *st = gw_h2__find_stream(s, sid);
+    if (!st || s->phase == GW_H2_CONN_CLOSING)
+        return NULL;
+    if (st->state != GW_H2_SS_OPEN && st->state != GW_H2_SS_HALF_CLOSED_REMOTE)
+        return NULL;
+    return st;
+}
+
+static int encode_fields(gw_h2_session_t *s, uint32_t sid, const char *status,
+                         const gw_h2_header_t *fields, size_t n, int end_stream)
+{
+    size_t extra = status ? 1 : 0;
+    gw_hpack_field_t fst[48]; /* a usual head: no allocation */
+    gw_hpack_field_t *f = n + extra <= 48 ? fst : gw_malloc((n + extra) * sizeof(*f));
+    int rc;
+    if (!f)
+        return GW_E_NOMEM;
+    if (status)
+        f[0] = (gw_hpack_field_t){GW_SLICE_LIT(":status"), gw_slice_str(status), 0};
+    for (size_t i = 0; i < n; i++)
+        f[i + extra] = (gw_hpack_field_t){fields[i].name, fields[i].value, 0};
+    size_t mark = s->out.len;
+    rc = gw_h2__write_block(s, sid, f, n + extra, end_stream);
+    if (rc < 0)
+        s->out.len = mark;
+    if (f != fst)
+        gw_free(f);
+    if (rc == GW_E_NOMEM) {
+        /* the encoder's dynamic table may now differ from the peer's: fail the connection */
+        gw_h2__conn_error_rc(s, GW_H2_INTERNAL_ERROR, "header encoding failed", GW_E_NOMEM);
+    }
+    return rc;
+}
+
+int gw_h2_session_submit_response(gw_h2_session_t *s, uint32_t stream_id, unsigned status,
+                                  const gw_h2_header_t *fields, size_t n, int end_stream)
+{
+    gw_h2_stream_t *st = writable_stream(s, stream_id);
+    char code[4];
+    int rc;
+    if (!st)
+        return GW_E_NOENT;
+    if (st->head_sent || status < 100 || status > 999 || (status < 200 && end_stream))
+        return GW_E_INVAL;
+    code[0] = (char)('0' + status / 100);
+    code[1] = (char)('0' + status / 10 % 10);
+    code[2] = (char)('0' + status % 10);
+    code[3] = 0;
+    if ((rc = encode_fields(s, stream_id, code, fields, n, end_stream)) < 0)
+        return rc == GW_E_NOMEM ? GW_E_NOMEM : GW_E_INVAL;
+    s->frames_out++;
+    if (status >= 200)
+        st->head_sent = 1;
+    if (end_stream)
+        gw_h2__local_end(s, st);
+    return 0;
+}
+
+int gw_h2_session_submit_data(gw_h2_session_t *s, uint32_t stream_id, gw_rbuf_t *buf, size_t off,
+                              size_t len, int end_stream)
+{
+    gw_h2_stream_t *st = writable_stream(s, stream_id);
+    if (!st)
+        return GW_E_NOENT;
+    if (!st->head_sent || st->eos_queued)
+        return GW_E_INVAL;
+    if (len) {
+        if (!buf || off > buf->cap || len > buf->cap - off)
+            return GW_E_INVAL;
+        data_chunk_t *c = st->chunk0_used ? gw_malloc(sizeof(*c)) : &st->chunk0;
+        if (!c)
+            return GW_E_NOMEM;
+        if (c == &st->chunk0)
+            st->chunk0_used = 1;
+        c->buf = gw_rbuf_ref(buf);
+        c->off = off;
+        c->len = len;
+        gw_list_push_back(&st->chunks, &c->link);
+        st->queued += len;
+    }
+    if (end_stream)
+        st->eos_queued = 1;
+    if (len || end_stream) {
+        if (st->send_window > 0 || !len)
+            gw_h2_sched_add(&s->x->sched, &st->node);
+        else
+            st->blocked = 1;
+    }
+    return 0;
+}
+
+/* Trailer fields kept until they are framed: per field a uint32_t name length, a uint32_t
+ * value length, then the name and value bytes. */
+static int pack_fields(gw_bytes_t *b, const gw_h2_header_t *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t l[2] = {(uint32_t)f[i].name.len, (uint32_t)f[i].value.len};
+        if (f[i].name.len > UINT32_MAX || f[i].value.len > UINT32_MAX)
+            return GW_E_INVAL;
+        if (gw_bytes_append(b, l, sizeof(l)) < 0 ||
+            gw_bytes_append(b, f[i].name.base, f[i].name.len) < 0 ||
+            gw_bytes_append(b, f[i].value.base, f[i].value.len) < 0)
+            return GW_E_NOMEM;
+    }
+    return 0;
+}
+
+/* Encode st's kept trailers as HEADERS(+CONTINUATION) with END_STREAM and append them to q,
+ * after whatever s->out holds: s->out was encoded before, so it must reach the wire before
+ * (RFC 7541 §2.3.2: the decoder's table changes in the order blocks arrive; issue 18 item 4:
+ * trailers encoded at submit time but framed after their stream's DATA put the HEADERS of
+ * other streams, encoded later and written earlier, out of step with the peer). */
+static int frame_trailers(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q)
+{
+    size_t n = 0;
+    for (size_t at = 0; at < st->trailers.len; n++) {
+        uint32_t l[2];
+        memcpy(l, st->trailers.base + at, sizeof(l));
+        at += sizeof(l) + l[0] + l[1];
+    }
+    gw_hpack_field_t fst[16];
+    gw_hpack_field_t *f = n <= 16 ? fst : gw_malloc(n * sizeof(*f));
+    if (!f)
+        return GW_E_NOMEM;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t l[2];
+        memcpy(l, st->trailers.base + at, sizeof(l));
+        at += sizeof(l);
+        f[i] = (gw_hpack_field_t){
+            {st->trailers.base + at, l[0]}, {st->trailers.base + at + l[0], l[1]}, 0};
+        at += l[0] + l[1];
+    }
+    int rc = 0;
+    if (s->out.len) {
+        if (gw_iovq_copy(q, s->out.base, s->out.len) < 0)
+            rc = GW_E_NOMEM;
+        else
+            s->out.len = 0;
+    }
+    if (rc == 0)
+        rc = gw_h2__write_block(s, st->id, f, n, 1);
+    if (rc == 0 && gw_iovq_copy(q, s->out.base, s->out.len) < 0)
+        rc = GW_E_NOMEM;
+    s->out.len = 0;
+    if (f != fst)
+        gw_free(f);
+    return rc;
+}
+
+int gw_h2_session_submit_trailers(gw_h2_session_t *s, uint32_t stream_id,
+                                  const gw_h2_header_t *fields, size_t n)
+{
+    gw_h2_stream_t *st = writable_stream(s, stream_id);
+    int rc;
+    if (!st)
+        return GW_E_NOENT;
+    if (!st->head_sent || st->eos_queued)
+        return GW_E_INVAL;
+    for (size_t i = 0; i < n; i++) /* what gw_hpack_encode asks of names */
+        for (size_t k = 0; k < fields[i].name.len; k++)
+            if (fields[i].name.base[k] >= 'A' && fields[i].name.base[k] <= 'Z')
+                return GW_E_INVAL;
+    st->trailers.len = 0;
+    if ((rc = pack_fields(&st->trailers, fields, n)) < 0) {
+        st->trailers.len = 0;
+        return rc;
+    }
+    st->has_trailers = 1;
+    st->eos_queued = 1;
+    if (gw_list_empty(&st->chunks) || st->send_window > 0)
+        gw_h2_sched_add(&s->x->sched, &st->node);
+    return 0;
+}
+
+int gw_h2_session_submit_rst(gw_h2_session_t *s, uint32_t stream_id, uint32_t error_code)
+{
+    gw_h2_stream_t *st = gw_h2__find_stream(s, stream_id);
+    if (!st || st->state == GW_H2_SS_CLOSED || s->phase == GW_H2_CONN_CLOSING)
+        return GW_E_NOENT;
+    if (gw_h2_frame_write_rst_stream(&s->out, stream_id, error_code) < 0)
+        return GW_E_NOMEM;
+    COUNT(s, resets_sent);
+    gw_h2__remember_rst(s, stream_id);
+    st->rst_sent = 1;
+    gw_h2__close_stream(s, st, error_code, 0);
+    return 0;
+}
+
+int gw_h2_session_submit_ping(gw_h2_session_t *s, const uint8_t *opaque8)
+{
+    if (s->phase == GW_H2_CONN_CLOSING)
+        return GW_E_CLOSED;
+    if (s->ctrl_queued >= s->p->o.max_queued_control)
+        return GW_E_LIMIT;
+    if (gw_h2_frame_write_ping(&s->out, 0, opaque8) < 0)
+        return GW_E_NOMEM;
+    s->ctrl_queued++;
+    return 0;
+}

@@ -1,0 +1,246 @@
+/* h2/validate.c — request validation of RFC 9113 §8.1-§8.3: field names and values, pseudo-
+ * header fields, content-length, connection-specific fields; the decoded header block of a
+ * request checked as a whole. Pure functions over a decode context, tested in
+ * tests/unit/test_h2_validate.c. */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/list.h"
+#include "common/pool.h"
+#include "h2/frame.h"
+#include "h2/hpack.h"
+#include "h2/priority.h"
+#include "h2/sched.h"
+#include "h2/session_internal.h"
+#include "h2/validate.h"
+#include "h2/tree.h"
+
+void gw_h2__bad(decode_ctx_t *c, const char *why)
+{
+    if (!c->malformed) {
+        c->malformed = 1;
+        c->why = why;
+    }
+}
+
+/* §8.2.1: the bytes a field name may hold: no 0x00-0x20, no uppercase, no 0x7f-0xff, and ':'
+ * only as the pseudo prefix (checked apart). Row r holds bytes 32r..32r+31. */
+static const uint8_t name_ok[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1,
+    1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+};
+
+int gw_h2_field_name_valid(gw_slice_t n)
+{
+    if (n.len == 0)
+        return 0;
+    uint8_t all = name_ok[n.base[0]] | (n.base[0] == ':');
+    for (size_t i = 1; i < n.len; i++)
+        all &= name_ok[n.base[i]];
+    return all;
+}
+
+int gw_h2_field_value_valid(gw_slice_t v)
+{
+    if (gw_slice_has_crlfnul(v))
+        return 0;
+    if (v.len && (v.base[0] == ' ' || v.base[0] == '\t' || v.base[v.len - 1] == ' ' ||
+                  v.base[v.len - 1] == '\t'))
+        return 0;
+    return 1;
+}
+
+int gw_h2_field_is_connection_specific(gw_slice_t n)
+{
+    /* their lengths: 2, 7, 10, 16, 17 (most names are none of these) */
+    if (n.len != 2 && n.len != 7 && n.len != 10 && n.len != 16 && n.len != 17)
+        return 0;
+    static const gw_slice_t names[] = {
+        GW_SLICE_LIT("connection"),       GW_SLICE_LIT("keep-alive"),
+        GW_SLICE_LIT("proxy-connection"), GW_SLICE_LIT("transfer-encoding"),
+        GW_SLICE_LIT("upgrade"),          GW_SLICE_LIT("te"),
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (n.len == names[i].len && gw_slice_eq_nocase(n, names[i]))
+            return 1;
+    return 0;
+}
+
+int gw_h2_content_length_parse(gw_slice_t v, int64_t *out)
+{
+    int64_t x = 0;
+    if (v.len == 0 || v.len > 18)
+        return -1;
+    for (size_t i = 0; i < v.len; i++) {
+        if (v.base[i] < '0' || v.base[i] > '9')
+            return -1;
+        x = x * 10 + (v.base[i] - '0');
+    }
+    *out = x;
+    return 0;
+}
+
+static int set_pseudo(decode_ctx_t *c, gw_slice_t *slot, gw_slice_t v)
+{
+    if (slot->base) {
+        gw_h2__bad(c, "duplicate pseudo-header");
+        return 0;
+    }
+    *slot = v.base ? v : (gw_slice_t){(const uint8_t *)"", 0};
+    return 0;
+}
+
+int gw_h2__on_field(void *ud, const gw_hpack_field_t *f)
+{
+    decode_ctx_t *c = ud;
+    if (c->nomem)
+        return 0;
+    if (!gw_h2_field_name_valid(f->name)) {
+        gw_h2__bad(c, "invalid field name");
+        return 0;
+    }
+    if (!gw_h2_field_value_valid(f->value)) {
+        gw_h2__bad(c, "invalid field value");
+        return 0;
+    }
+    /* copy into the arena so the slices outlive the decoder's buffers */
+    uint8_t *p = gw_h2__arena_alloc(c->arena, f->name.len + f->value.len + 1);
+    if (!p) {
+        c->nomem = 1;
+        return 0;
+    }
+    memcpy(p, f->name.base, f->name.len);
+    if (f->value.len)
+        memcpy(p + f->name.len, f->value.base, f->value.len);
+    gw_slice_t name = {p, f->name.len}, value = {p + f->name.len, f->value.len};
+
+    if (name.base[0] == ':') {
+        /* §8.3: pseudo-headers only in requests, before regular fields, known ones only */
+        if (c->trailers) {
+            gw_h2__bad(c, "pseudo-header in trailers");
+            return 0;
+        }
+        if (c->regular_seen) {
+            gw_h2__bad(c, "pseudo-header after regular field");
+            return 0;
+        }
+        if (gw_slice_eq(name, GW_SLICE_LIT(":method")))
+            return set_pseudo(c, &c->head.method, value);
+        if (gw_slice_eq(name, GW_SLICE_LIT(":scheme")))
+            return set_pseudo(c, &c->head.scheme, value);
+        if (gw_slice_eq(name, GW_SLICE_LIT(":authority")))
+            return set_pseudo(c, &c->head.authority, value);
+        if (gw_slice_eq(name, GW_SLICE_LIT(":path")))
+            return set_pseudo(c, &c->head.path, value);
+        if (gw_slice_eq(name, GW_SLICE_LIT(":protocol")))
+            return set_pseudo(c, &c->head.protocol, value);
+        gw_h2__bad(c, "unknown or response pseudo-header");
+        return 0;
+    }
+    c->regular_seen = 1;
+    /* §8.2.2: connection-specific fields make the message malformed, te but "te: trailers"
+     * (the names checked below have lengths 2, 7, 8, 10, 14, 16 and 17: others skip the
+     * comparisons) */
+    size_t nl = name.len;
+    int special = nl == 2 || nl == 7 || nl == 8 || nl == 10 || nl == 14 || nl == 16 || nl == 17;
+    if (special && gw_h2_field_is_connection_specific(name)) {
+        if (nl != 2) {
+            gw_h2__bad(c, "connection-specific header field");
+            return 0;
+        }
+        if (!gw_slice_eq(value, GW_SLICE_LIT("trailers"))) {
+            gw_h2__bad(c, "te other than trailers");
+            return 0;
+        }
+    }
+    if (special && !c->trailers && gw_slice_eq(name, GW_SLICE_LIT("content-length"))) {
+        int64_t v;
+        if (gw_h2_content_length_parse(value, &v) < 0) {
+            gw_h2__bad(c, "invalid content-length");
+            return 0;
+        }
+        if (c->head.content_length >= 0 && c->head.content_length != v) {
+            gw_h2__bad(c, "conflicting content-length");
+            return 0;
+        }
+        c->head.content_length = v;
+    }
+    if (special && !c->trailers && gw_slice_eq(name, GW_SLICE_LIT("priority")))
+        c->priority = value;
+    if (c->n == c->cap) {
+        size_t ncap = c->cap ? c->cap * 2 : 16;
+        gw_h2_header_t *nh = gw_h2__arena_alloc(c->arena, ncap * sizeof(*nh));
+        if (!nh) {
+            c->nomem = 1;
+            return 0;
+        }
+        if (c->n)
+            memcpy(nh, c->h, c->n * sizeof(*nh));
+        c->h = nh;
+        c->cap = ncap;
+    }
+    c->h[c->n].name = name;
+    c->h[c->n].value = value;
+    c->n++;
+    return 0;
+}
+
+void gw_h2__check_request(decode_ctx_t *c)
+{
+    gw_h2_head_t *h = &c->head;
+    if (c->malformed)
+        return;
+    if (!h->method.base) {
+        gw_h2__bad(c, "missing :method");
+        return;
+    }
+    if (h->protocol.base) {
+        /* RFC 8441 §4: only after we advertised SETTINGS_ENABLE_CONNECT_PROTOCOL, we do not */
+        gw_h2__bad(c, ":protocol without extended CONNECT");
+        return;
+    }
+    if (gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT"))) {
+        /* §8.5: :authority only; :scheme and :path omitted */
+        if (!h->authority.base || h->authority.len == 0 || h->scheme.base || h->path.base ||
+            !gw_slice_is_authority(h->authority))
+            gw_h2__bad(c, "malformed CONNECT");
+        return;
+    }
+    if (!h->scheme.base || !h->path.base) {
+        gw_h2__bad(c, "missing :scheme or :path");
+        return;
+    }
+    if (h->path.len == 0) {
+        gw_h2__bad(c, "empty :path");
+        return;
+    }
+    if (h->method.len == 0) {
+        gw_h2__bad(c, "empty :method");
+        return;
+    }
+    /* The request head goes on as an HTTP/1.1 request line (RFC 9112 §3): the method is a token
+     * (RFC 9110 §9.1) and the target only RFC 3986 path and query characters; anything else
+     * is a malformed request, the client's fault, never an origin failure (RFC 9113 §8.1.1;
+     * issues 18.10, 19.3). */
+    if (!gw_slice_is_token(h->method)) {
+        gw_h2__bad(c, "invalid :method");
+        return;
+    }
+    if (!gw_slice_is_request_target(h->path)) {
+        gw_h2__bad(c, "invalid :path");
+        return;
+    }
+    /* §8.3.1: we only carry http and https URIs; the scheme the origin is told comes from the
+     * listener, never from here (issue 18.3) */
+    if (!gw_slice_eq(h->scheme, GW_SLICE_LIT("http")) &&
+        !gw_slice_eq(h->scheme, GW_SLICE_LIT("https"))) {
+        gw_h2__bad(c, "invalid :scheme");
+        return;
+    }
+    /* RFC 3986 §3.2 authority characters, without the userinfo §8.3.1 forbids */
+    if (h->authority.base && !gw_slice_is_authority(h->authority))
+        gw_h2__bad(c, "invalid :authority");
+}
