@@ -1,0 +1,160 @@
+/* back_test_util.h — helpers shared by the split test files of test_back_pool.c (see
+ * back_test_util.c). */
+#ifndef GW_TEST_BACK_TEST_UTIL_H
+#define GW_TEST_BACK_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <cmocka.h>
+#include "back/back.h"
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+
+/* ---- in-process origin ---------------------------------------------------------------------- */
+
+typedef enum {
+    O_OK = 0,     /* 200, Content-Length: 5, keep-alive */
+    O_CLOSE,      /* 200 with Connection: close, then close */
+    O_HTTP10,     /* HTTP/1.0 200 without keep-alive, then close */
+    O_SILENT,     /* read the request, never answer */
+    O_STALL_BODY, /* head with Content-Length: 100, 5 bytes, then nothing */
+    O_DROP_FIRST, /* close the first connection when its request arrives; then O_OK */
+    O_DROP_ALL,   /* close every connection when its request arrives */
+    O_BIG,        /* 200 with a 1 MiB body */
+    O_CHUNKED,    /* 103, then a chunked 200 with a trailer */
+    O_LATE_CLOSE, /* O_OK, then close the connection 30 ms later (idle close by the origin) */
+    O_CLOSE_NOW,  /* O_OK without Connection: close, but close right after writing it */
+    O_EARLY,      /* answer 413 as soon as the request head is in, ignore the body */
+    O_ECHO,       /* 200 whose body is the request target; what the target asks (oecho) */
+    O_DRIP, /* Content-Length drip_len: DRIP_PIECE bytes with the head, one more every drip_ms */
+} omode_t;
+
+#define DRIP_PIECE 4096
+
+typedef struct origin {
+    uv_tcp_t srv;
+    int port;
+    omode_t mode;
+    int accepted;
+    int open;
+    int requests;
+    int dropped;
+    int closed_handles;
+    int id;
+    int max_batch;    /* O_ECHO: most requests taken from one read */
+    int max_per_conn; /* O_ECHO: most requests answered on one connection */
+    size_t drip_len;  /* O_DRIP */
+    unsigned drip_ms;
+} origin_t;
+
+typedef struct {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    origin_t *o;
+    char buf[65536];
+    size_t len;
+    int handles;
+    int closing;
+    int answered;
+    /* O_ECHO: responses of one read leave in one write; `delayed` holds them (and everything
+     * after them, in order) until the timer fires. */
+    char out[16384];
+    size_t outlen;
+    int delayed;
+    int hung;
+    int close_after_flush;
+    int served;
+    size_t dripped; /* O_DRIP: body bytes sent */
+} oconn_t;
+
+typedef struct {
+    uv_write_t req;
+    oconn_t *c;
+    int close_after;
+    char *copy;
+} owrite_t;
+
+/* ---- config --------------------------------------------------------------------------------- */
+
+typedef struct {
+    gw_config_t cfg;
+    gw_cfg_upstream_t up;
+    gw_cfg_server_t srv[4];
+    char host[4][32];
+} tcfg_t;
+
+/* ---- client side ---------------------------------------------------------------------------- */
+
+typedef struct client {
+    gw_back_t *back;
+    int started, target, inflight, max_inflight;
+    int completed, errors, last_error, last_status, interim, noent;
+    size_t body_bytes;
+    size_t max_chunk, first_chunk; /* largest on_body slice; the first one of a response */
+    int body_calls;                /* on_body calls: socket reads that brought body bytes */
+    int pause_on_body;             /* pause the exchange at its first body bytes (paused_x) */
+    gw_back_exch_t *paused_x;
+    int cancel_on_body;
+    int trailers;
+    char body[64];
+    size_t body_len;
+    int idempotent;
+    const char *method;
+    struct sockaddr_in client_addr;
+    int use_client;
+} client_t;
+void start_one(client_t *cl);
+
+extern uv_loop_t loop;
+void oconn_closed(uv_handle_t *h);
+void oconn_close(oconn_t *c);
+void owrote(uv_write_t *req, int status);
+void osend(oconn_t *c, const char *p, size_t n, int close_after, int copy);
+void olate(uv_timer_t *t);
+void oflush(oconn_t *c);
+void odelayed(uv_timer_t *t);
+extern char big_body[1 << 20];
+void odrip(uv_timer_t *t);
+void oappend(oconn_t *c, const char *fmt, ...);
+void oecho(oconn_t *c, const char *req, size_t len);
+size_t request_len(const char *buf, size_t len);
+void oanswer(oconn_t *c);
+void oalloc(uv_handle_t *h, size_t hint, uv_buf_t *b);
+void oread(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
+void oaccept(uv_stream_t *srv, int status);
+void origin_start(origin_t *o, omode_t mode, int port);
+void origin_stop(origin_t *o);
+int closed_port(void);
+void tcfg_init(tcfg_t *t, const int *ports, const unsigned *weights, size_t n);
+void c_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h);
+void c_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h);
+void c_body(gw_back_exch_t *x, void *ud, gw_rslice_t b);
+void c_trailers(gw_back_exch_t *x, void *ud, const gw_back_field_t *f, size_t n);
+void c_complete(gw_back_exch_t *x, void *ud);
+void c_error(gw_back_exch_t *x, void *ud, int code);
+extern const gw_back_cbs_t ccbs;
+int request(client_t *cl, gw_back_exch_t **out);
+void start_one(client_t *cl);
+int run_until(int (*pred)(void *), void *arg, uint64_t ms);
+int done_pred(void *a);
+void wake(uv_timer_t *t);
+int flag_pred(void *a);
+void run_for(uint64_t ms);
+void teardown_all(gw_back_t *b, origin_t *o, size_t n);
+int setup(void **state);
+int teardown(void **state);
+gw_back_t *mkback(tcfg_t *t);
+
+#endif

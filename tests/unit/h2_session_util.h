@@ -1,0 +1,77 @@
+/* h2_session_util.h — helpers shared by the split test files of test_h2_session.c (see
+ * h2_session_util.c). */
+#ifndef GW_TEST_H2_SESSION_UTIL_H
+#define GW_TEST_H2_SESSION_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "h2/frame.h"
+#include "h2/hpack.h"
+#include "h2/session.h"
+
+/* ---- event recorder ------------------------------------------------------------------- */
+
+typedef struct {
+    char log[8192];
+    size_t len;
+    gw_h2_session_t *s;
+    int consume; /* consume data at once */
+    int release_on_close;
+} rec_t;
+void logf_(rec_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define SL(x) (int)(x).len, (const char *)(x).base
+
+/* ---- client side helpers --------------------------------------------------------------- */
+
+typedef struct {
+    gw_bytes_t b;
+    gw_hpack_enc_t enc;
+} cli_t;
+
+/* ---- output parsing -------------------------------------------------------------------- */
+
+typedef struct {
+    gw_h2_frame_hdr_t h;
+    uint8_t p[256];
+} outf_t;
+
+typedef struct {
+    outf_t f[64];
+    size_t n;
+} outs_t;
+
+void logf_(rec_t *r, const char *fmt, ...);
+int on_request(void *ud, const gw_h2_head_t *h);
+int on_data(void *ud, uint32_t sid, const uint8_t *d, size_t len);
+int on_trailers(void *ud, uint32_t sid, const gw_h2_header_t *h, size_t n);
+int on_end_stream(void *ud, uint32_t sid);
+void on_close(void *ud, uint32_t sid, uint32_t code, int by_peer);
+void on_goaway(void *ud, uint32_t last, uint32_t code, gw_slice_t dbg);
+extern const gw_h2_callbacks_t cbs;
+void cli_init(cli_t *c, int preface);
+void cli_free(cli_t *c);
+void block(cli_t *c, gw_bytes_t *out, const char *const *kv);
+void cli_headers(cli_t *c, uint32_t sid, uint8_t flags, const char *const *kv);
+extern const char *const GET[];
+extern const char *const GET_I[];
+extern const char *const GET_U0[];
+extern const char *const POST[];
+void drain(gw_h2_session_t *s, outs_t *o);
+uint32_t get32(const uint8_t *p);
+const outf_t *find_type(const outs_t *o, uint8_t type, size_t nth);
+void expect_goaway(const outs_t *o, uint32_t code);
+void expect_rst(const outs_t *o, uint32_t sid, uint32_t code);
+gw_h2_session_t *server(rec_t *r, const gw_h2_options_t *o);
+ssize_t feed(gw_h2_session_t *s, const gw_bytes_t *b);
+gw_h2_session_t *ready(rec_t *r, cli_t *c, const gw_h2_options_t *o);
+
+#endif
