@@ -14,9 +14,8 @@ import h2.settings
 import pytest
 
 from conftest import free_port, rss_kib
+from gwtest import Client, response, many_gets, origin_count
 from origin import ScriptedOrigin, pattern
-from test_h2 import Client
-from test_proxy import many_gets, origin_count
 
 APP_JS = pattern(5000)
 

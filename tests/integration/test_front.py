@@ -15,26 +15,7 @@ import h2.events
 import pytest
 
 from conftest import free_port, raw_exchange, run
-
-NO_PROXY = "h2gate: the origin failed to answer\n"
-
-
-def config(tls_port=None, plain_port=None, extra="", tls_extra="", workers=1, certdir="state",
-           plain_protocols=None):
-    lines = [f"workers: {workers}", "log_level: debug", "listen:"]
-    if tls_port:
-        lines += [f"  - address: 127.0.0.1:{tls_port}",
-                  "    tls:",
-                  f"      certificate: {certdir}/cert.pem",
-                  f"      key: {certdir}/key.pem",
-                  "      self_signed: true"] + (["      " + l for l in tls_extra.splitlines()] if tls_extra else [])
-    if plain_port:
-        lines.append(f"  - address: 127.0.0.1:{plain_port}")
-        if plain_protocols:
-            lines.append(f"    protocols: [{', '.join(plain_protocols)}]")
-    lines += ["upstreams:", "  app:", "    servers: [127.0.0.1:9]",
-              "routes:", "  - { host: '*', path: /, upstream: app }"]
-    return "\n".join(lines) + "\n" + extra
+from gwtest import NO_PROXY, config
 
 
 @pytest.fixture
@@ -93,7 +74,10 @@ def test_alpn_without_common_protocol_fails_handshake(gateway):
     gateway(config(tls_port=port), wait=[("127.0.0.1", port)])
     r = run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-alpn", "spdy/3"],
             timeout=15, input="")
-    assert "no application protocol" in (r.stdout + r.stderr) or "alert" in (r.stdout + r.stderr)
+    # RFC 7301 §3.2: the fatal no_application_protocol alert (120), nothing else
+    out = r.stdout + r.stderr
+    assert "alert no application protocol" in out and "SSL alert number 120" in out, out
+    assert "ALPN protocol:" not in out or "No ALPN negotiated" in out, out
 
 
 def test_self_signed_certificate_generated_for_localhost(gw):

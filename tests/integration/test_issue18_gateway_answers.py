@@ -8,7 +8,7 @@ import h2.events
 import pytest
 
 from conftest import free_port
-from test_h2 import Client
+from gwtest import Client, ended
 
 
 def config(port, extra=""):

@@ -12,7 +12,7 @@ import socket
 import time
 
 from conftest import free_port
-from test_front import config
+from gwtest import config
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 SETTINGS, HEADERS, RST_STREAM, GOAWAY, WINDOW_UPDATE = 0x4, 0x1, 0x3, 0x7, 0x8

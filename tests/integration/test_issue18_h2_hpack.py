@@ -10,9 +10,8 @@ import h2.settings
 import pytest
 
 from conftest import free_port
+from gwtest import Client, gw_config
 from origin import ScriptedOrigin
-from test_h2 import Client
-from test_proxy import gw_config
 
 
 @pytest.fixture

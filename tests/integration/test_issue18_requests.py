@@ -17,8 +17,8 @@ import h2.events
 import pytest
 
 from conftest import free_port, raw_exchange
+from gwtest import Client, response, ended, goaway_code
 from origin import ScriptedOrigin, pattern
-from test_h2 import Client, ended, goaway_code, response
 
 
 def gw_config(tls_port, plain_port, origin_port, route_extra=""):

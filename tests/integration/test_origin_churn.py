@@ -15,7 +15,7 @@ import socket
 import pytest
 
 from conftest import free_port, run
-from test_proxy import gw_config
+from gwtest import gw_config
 
 POOL = 64  # upstream max_connections (the default), one worker
 

@@ -14,7 +14,7 @@ import h2.events
 import pytest
 
 from conftest import free_port, run
-from test_proxy import gw_config
+from gwtest import gw_config
 
 
 class Fetcher:

@@ -15,9 +15,8 @@ import h2.events
 import pytest
 
 from conftest import free_port, rss_kib
+from gwtest import Client, gw_config
 from origin import ScriptedOrigin
-from test_h2 import Client
-from test_proxy import gw_config
 
 
 @pytest.fixture

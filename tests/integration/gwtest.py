@@ -1,0 +1,182 @@
+"""Helpers shared by the integration tests: config builders for the gateway under test, an
+HTTP/2 client over python3-h2, frame parsing, and origin-side counters. Test modules import
+from here (and from conftest/origin), never from one another."""
+import hashlib
+import json
+import os
+import socket
+import ssl
+import time
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import h2.settings
+
+from conftest import free_port, raw_exchange, run
+
+
+NO_PROXY = "h2gate: the origin failed to answer\n"
+
+
+def config(tls_port=None, plain_port=None, extra="", tls_extra="", workers=1, certdir="state",
+           plain_protocols=None):
+    lines = [f"workers: {workers}", "log_level: debug", "listen:"]
+    if tls_port:
+        lines += [f"  - address: 127.0.0.1:{tls_port}",
+                  "    tls:",
+                  f"      certificate: {certdir}/cert.pem",
+                  f"      key: {certdir}/key.pem",
+                  "      self_signed: true"] + (["      " + l for l in tls_extra.splitlines()] if tls_extra else [])
+    if plain_port:
+        lines.append(f"  - address: 127.0.0.1:{plain_port}")
+        if plain_protocols:
+            lines.append(f"    protocols: [{', '.join(plain_protocols)}]")
+    lines += ["upstreams:", "  app:", "    servers: [127.0.0.1:9]",
+              "routes:", "  - { host: '*', path: /, upstream: app }"]
+    return "\n".join(lines) + "\n" + extra
+
+
+class Client:
+    """A python3-h2 client over a raw socket (h2c) or TLS with ALPN h2."""
+
+    def __init__(self, port, tls=False, validate=True):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+        if tls:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            ctx.set_alpn_protocols(["h2"])
+            raw = ctx.wrap_socket(raw, server_hostname="localhost")
+            assert raw.selected_alpn_protocol() == "h2"
+        self.s = raw
+        cfg = h2.config.H2Configuration(client_side=True, header_encoding="utf-8",
+                                        validate_outbound_headers=validate,
+                                        normalize_outbound_headers=validate)
+        self.c = h2.connection.H2Connection(cfg)
+        self.c.initiate_connection()
+        self.flush()
+
+    def flush(self):
+        data = self.c.data_to_send()
+        if data:
+            self.s.sendall(data)
+
+    def events(self, until, timeout=5):
+        """Read until until(events) is true or the connection closes; returns all events."""
+        got = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not until(got):
+            self.s.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                data = self.s.recv(65536)
+            except socket.timeout:
+                break
+            if not data:
+                break
+            try:
+                got += self.c.receive_data(data)
+            except h2.exceptions.ProtocolError:
+                break
+            self.flush()
+        return got
+
+    def request(self, path="/", method="GET", body=None, extra=()):
+        sid = self.c.get_next_available_stream_id()
+        self.c.send_headers(sid, [(":method", method), (":path", path), (":scheme", "http"),
+                                  (":authority", "localhost"), *extra], end_stream=body is None)
+        if body is not None:
+            self.c.send_data(sid, body, end_stream=True)
+        self.flush()
+        return sid
+
+    def close(self):
+        self.s.close()
+
+
+def response(events, sid):
+    status, body, ended = None, b"", False
+    for e in events:
+        if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid:
+            status = dict(e.headers)[":status"]
+        elif isinstance(e, h2.events.DataReceived) and e.stream_id == sid:
+            body += e.data
+        elif isinstance(e, h2.events.StreamEnded) and e.stream_id == sid:
+            ended = True
+    return status, body, ended
+
+
+def ended(sid):
+    return lambda evs: any(isinstance(e, h2.events.StreamEnded) and e.stream_id == sid for e in evs)
+
+
+def terminated(evs):
+    return any(isinstance(e, h2.events.ConnectionTerminated) for e in evs)
+
+
+def raw_frames(port, payload):
+    return raw_exchange(port, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + payload)
+
+
+def goaway_code(data):
+    """Parse frames and return the GOAWAY error code, or None."""
+    i = 0
+    while i + 9 <= len(data):
+        length = int.from_bytes(data[i:i + 3], "big")
+        ftype = data[i + 3]
+        if ftype == 0x7:
+            return int.from_bytes(data[i + 13:i + 17], "big")
+        i += 9 + length
+    return None
+
+
+def gw_config(port, servers, upstream_extra="", route_extra="", extra="", workers=1):
+    srv = ", ".join(servers)
+    text = (f"workers: {workers}\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
+            f"upstreams:\n  app:\n    servers: [{srv}]\n")
+    for line in upstream_extra.splitlines():
+        text += f"    {line}\n"
+    text += "routes:\n  - host: '*'\n    path: /\n    upstream: app\n"
+    for line in route_extra.splitlines():
+        text += f"    {line}\n"
+    return text + extra
+
+
+def many_gets(port, path, n, extra=()):
+    """n identical GETs on one HTTP/2 connection, sent in one flight; windows wide open.
+    Returns {stream_id: (status, body)}."""
+    cl = Client(port)
+    cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+    cl.c.increment_flow_control_window(1 << 30)
+    cl.flush()
+    sids = []
+    for _ in range(n):
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                                (":authority", "localhost"), *extra], end_stream=True)
+        sids.append(sid)
+    cl.flush()
+    out = {s: [None, bytearray(), False] for s in sids}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(v[2] for v in out.values()):
+        cl.s.settimeout(5)
+        data = cl.s.recv(1 << 20)
+        if not data:
+            break
+        for e in cl.c.receive_data(data):
+            if isinstance(e, h2.events.ResponseReceived):
+                out[e.stream_id][0] = dict(e.headers)[":status"]
+            elif isinstance(e, h2.events.DataReceived):
+                out[e.stream_id][1] += e.data
+                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, (h2.events.StreamEnded, h2.events.StreamReset)):
+                out[e.stream_id][2] = True
+        cl.flush()
+    cl.close()
+    return {s: (v[0], bytes(v[1])) for s, v in out.items()}
+
+
+def origin_count(o, target):
+    return len([q for q in o.requests if q.target == target])
