@@ -19,25 +19,12 @@
 
 const char *gw_front__h1x_state_str(h1x_state_t st)
 {
-    switch (st) {
-    case H1X_IDLE:
-        return "idle";
-    case H1X_RECV:
-        return "recv";
-    case H1X_RECV_RESP:
-        return "recv_resp";
-    case H1X_RECV_DONE:
-        return "recv_done";
-    case H1X_WAIT:
-        return "wait";
-    case H1X_SENDING:
-        return "sending";
-    case H1X_DONE:
-        return "done";
-    case H1X_ENDED:
-        return "ended";
-    }
-    return "?";
+    static const char *const names[] = {
+        [H1X_IDLE] = "idle",           [H1X_RECV] = "recv",   [H1X_RECV_RESP] = "recv_resp",
+        [H1X_RECV_DONE] = "recv_done", [H1X_WAIT] = "wait",   [H1X_SENDING] = "sending",
+        [H1X_DONE] = "done",           [H1X_ENDED] = "ended",
+    };
+    return (size_t)st < sizeof(names) / sizeof(names[0]) ? names[st] : "?";
 }
 
 /* A response head was written (it may also be the whole response: see h1x_resp_whole). */
