@@ -7,12 +7,14 @@
  *              HTTP/2 preface against an HTTP/1.1 request line), write, close, timeouts,
  *              deferred work (the kick handle), idle connections giving back their buffers.
  * h1_stream.c: the HTTP/1.1 front: one request at a time as a client stream (proxy/stream.h),
- *              responses serialized back (chunked, 1xx, trailers).
+ *              responses serialized back (chunked, 1xx, trailers); the exchange's state
+ *              (h1x_state_t) and its transitions.
  * h2_stream.c: HTTP/2 connections: the h2/ session, its streams as client streams, the pump
  *              that frames what the session has.
  * throttle.c:  response buckets (connection, client address, route), the request body bucket,
  *              and the HTTP/2 data budget and window credit that follow them.
- * tls.c:       server-side TLS over memory BIOs (front/tls.h).
+ *
+ * TLS (contexts, handshakes, records) is its own layer: gateway/tls/ (tls/tls.h).
  */
 #ifndef GW_FRONT_INTERNAL_H
 #define GW_FRONT_INTERNAL_H
