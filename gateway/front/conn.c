@@ -217,7 +217,7 @@ void gw_front__after_write(conn_t *c, size_t len, int status)
             return;
     }
     if (c->queued < bound) {
-        if (c->state == CS_H1 && c->h1->active && !c->h1->resp_done)
+        if (c->state == CS_H1 && h1x_resp_owed(c->h1))
             gw_proxy_writable(W(c)->proxy, &c->h1->s);
         else if (c->state == CS_H2 && c->h2 && gw_h2_session_want_write(c->h2))
             gw_front__kick(c); /* frames held back while the socket was full */
@@ -392,10 +392,8 @@ static void on_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
     gw_worker_t *w = W(c);
-    if (c->h1 && c->h1->active) {
-        c->h1->active = 0;
-        gw_proxy_stream_closed(w->proxy, &c->h1->s);
-    }
+    if (c->h1)
+        gw_front__h1x_end(c);
     if (c->b)
         gw_list_foreach_safe(it, tmp, &c->b->h2_gone)
         {
@@ -488,7 +486,7 @@ void gw_front__on_timeout(conn_t *c)
         gw_front__conn_close(c, "first_request_timeout");
         return;
     case CS_H1:
-        if (c->h1->active && !c->h1->resp_done) {
+        if (h1x_resp_owed(c->h1)) {
             /* the origin side runs its own timeouts, and the proxy resets stalled clients */
             gw_front__arm(c, W(c)->srv->cfg->timeouts.idle_ms);
         } else if (gw_h1_parser_in_message(c->h1->p) && !gw_h1_parser_paused(c->h1->p)) {
@@ -606,7 +604,7 @@ void gw_front__process(conn_t *c)
          * (pipelined requests wait in the kernel), or while the proxy holds a full body
          * buffer */
         if (want && c->state == CS_H1 &&
-            ((c->h1->active && gw_h1_parser_paused(c->h1->p)) ||
+            ((h1x_active(c->h1) && gw_h1_parser_paused(c->h1->p)) ||
              c->h1->inflight >= W(c)->srv->cfg->limits.body_buffer))
             want = 0;
         if (want && !uv_is_active((uv_handle_t *)&c->tcp))
@@ -627,7 +625,7 @@ void gw_front__process(conn_t *c)
 void gw_front__release_idle_buffers(conn_t *c)
 {
     int idle = (c->state == CS_H2 && gw_h2_session_active_streams(c->h2) == 0) ||
-               (c->state == CS_H1 && !c->h1->active && !gw_h1_parser_in_message(c->h1->p));
+               (c->state == CS_H1 && !h1x_active(c->h1) && !gw_h1_parser_in_message(c->h1->p));
     if (!idle)
         return;
     if (c->tls)
@@ -702,7 +700,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         c->flags |= GW_CONN_F_EOF;
         uv_read_stop(s);
         if (c->state == CS_H1 && !gw_h1_parser_in_message(c->h1->p) && gw_front__in_len(c) == 0 &&
-            c->queued == 0 && !c->h1->active)
+            c->queued == 0 && !h1x_active(c->h1))
             gw_front__conn_close(c, "peer_closed");
         else if (c->state == CS_H2)
             gw_front__conn_close(c, "peer_closed");
@@ -892,8 +890,8 @@ void gw_front__conn_stop(gw_list_t *link, gw_stop_t how)
         return;
     }
     /* idle connections go now; one in the middle of a request finishes it first */
-    if (c->state != CS_H1 ||
-        (!c->h1->active && (!gw_h1_parser_in_message(c->h1->p) || gw_h1_parser_paused(c->h1->p)))) {
+    if (c->state != CS_H1 || (!h1x_active(c->h1) && (!gw_h1_parser_in_message(c->h1->p) ||
+                                                     gw_h1_parser_paused(c->h1->p)))) {
         if (c->queued)
             gw_front__finish(c, "shutdown");
         else

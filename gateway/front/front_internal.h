@@ -7,12 +7,14 @@
  *              HTTP/2 preface against an HTTP/1.1 request line), write, close, timeouts,
  *              deferred work (the kick handle), idle connections giving back their buffers.
  * h1_stream.c: the HTTP/1.1 front: one request at a time as a client stream (proxy/stream.h),
- *              responses serialized back (chunked, 1xx, trailers).
+ *              responses serialized back (chunked, 1xx, trailers); the exchange's state
+ *              (h1x_state_t) and its transitions.
  * h2_stream.c: HTTP/2 connections: the h2/ session, its streams as client streams, the pump
  *              that frames what the session has.
  * throttle.c:  response buckets (connection, client address, route), the request body bucket,
  *              and the HTTP/2 data budget and window credit that follow them.
- * TLS is gateway/tls/ (server role), shared with back/.
+ *
+ * TLS (contexts, handshakes, records) is its own layer: gateway/tls/ (tls/tls.h).
  */
 #ifndef GW_FRONT_INTERNAL_H
 #define GW_FRONT_INTERNAL_H
@@ -139,6 +141,22 @@ typedef struct conn conn_t;
 /* Timer nodes in the worker's heap (gw_theap_node_t.kind). */
 enum { TK_CONN = 0, TK_THR = 1 };
 
+/* Where the current HTTP/1.1 exchange is (h1_stream.c). The request and the response move on
+ * independently (a response may end before the request body does: an early response), so the
+ * states of an exchange known to the proxy are the pairs of request (body arriving, complete)
+ * and response (no head yet, head written, handed over whole). Set by the transitions of
+ * h1_stream.c only; logged with gw_front__h1x_state_str. */
+typedef enum {
+    H1X_IDLE = 0,  /* no exchange yet: nothing answered on this connection */
+    H1X_RECV,      /* known to the proxy; request body arriving; no response head */
+    H1X_RECV_RESP, /* request body arriving; response head written, body under way */
+    H1X_RECV_DONE, /* request body arriving; response handed over whole (early response) */
+    H1X_WAIT,      /* request complete; no response head yet */
+    H1X_SENDING,   /* request complete; response head written, body under way */
+    H1X_DONE,      /* request complete, response whole: closed to the proxy when processed */
+    H1X_ENDED,     /* closed to the proxy; a response was written; waiting for the next head */
+} h1x_state_t;
+
 /* HTTP/1.1 front state, from the protocol choice to the close (only HTTP/1.1 connections). */
 typedef struct {
     gw_h1_parser_t *p;
@@ -147,15 +165,25 @@ typedef struct {
     size_t fields_cap;
     uint64_t inflight; /* request body bytes given to the proxy and not credited yet */
     gw_bucket_t *rb;   /* route bucket of the current request (throttle), or NULL */
+    uint8_t state;     /* h1x_state_t */
+    /* how the current request is answered (set from its head, keep_alive also by the response) */
     unsigned keep_alive : 1;
     unsigned expect_100 : 1;   /* answered without 100 Continue: close after the response */
     unsigned resp_chunked : 1; /* response body framed as chunks */
-    unsigned resp_done : 1;    /* the response has been handed over whole */
-    unsigned active : 1;       /* s is known to the proxy */
-    unsigned req_complete : 1; /* the parser has seen the whole current request */
-    unsigned resp_started : 1; /* a final head was written */
     unsigned http10 : 1;       /* the current request is HTTP/1.0: no 1xx, no chunked */
 } h1x_t;
+
+/* The exchange is known to the proxy (s is a live client stream). */
+static inline int h1x_active(const h1x_t *h)
+{
+    return h->state >= H1X_RECV && h->state <= H1X_DONE;
+}
+
+/* The exchange is known to the proxy and its response is not handed over whole yet. */
+static inline int h1x_resp_owed(const h1x_t *h)
+{
+    return h1x_active(h) && h->state != H1X_RECV_DONE && h->state != H1X_DONE;
+}
 
 /* Throttling (issue 7): allocated at accept only when the gateway configures a throttle. */
 typedef struct {
@@ -274,6 +302,9 @@ void gw_front__h2_credit_release(conn_t *c, uint64_t now);
 void gw_front__on_throttle(conn_t *c);
 
 /* h1_stream.c */
+const char *gw_front__h1x_state_str(h1x_state_t st);
+/* The exchange is closed to the proxy (the connection is closing, or its exchange ended). */
+void gw_front__h1x_end(conn_t *c);
 void gw_front__process_h1(conn_t *c);
 int gw_front__start_h1(conn_t *c);
 

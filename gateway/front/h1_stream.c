@@ -15,6 +15,62 @@
 #include "h2/priority.h"
 #include "h2/session.h"
 
+/* ---- the exchange's state (h1x_state_t) ---------------------------------------------------- */
+
+const char *gw_front__h1x_state_str(h1x_state_t st)
+{
+    static const char *const names[] = {
+        [H1X_IDLE] = "idle",           [H1X_RECV] = "recv",   [H1X_RECV_RESP] = "recv_resp",
+        [H1X_RECV_DONE] = "recv_done", [H1X_WAIT] = "wait",   [H1X_SENDING] = "sending",
+        [H1X_DONE] = "done",           [H1X_ENDED] = "ended",
+    };
+    return (size_t)st < sizeof(names) / sizeof(names[0]) ? names[st] : "?";
+}
+
+/* A response head was written (it may also be the whole response: see h1x_resp_whole). */
+static void h1x_resp_head(h1x_t *h)
+{
+    if (h->state == H1X_RECV)
+        h->state = H1X_RECV_RESP;
+    else if (h->state == H1X_WAIT)
+        h->state = H1X_SENDING;
+}
+
+/* The response has been handed over whole. */
+static void h1x_resp_whole(h1x_t *h)
+{
+    if (h->state == H1X_RECV || h->state == H1X_RECV_RESP)
+        h->state = H1X_RECV_DONE;
+    else if (h->state == H1X_WAIT || h->state == H1X_SENDING)
+        h->state = H1X_DONE;
+}
+
+/* The parser has seen the whole request. */
+static void h1x_req_complete(h1x_t *h)
+{
+    if (h->state == H1X_RECV)
+        h->state = H1X_WAIT;
+    else if (h->state == H1X_RECV_RESP)
+        h->state = H1X_SENDING;
+    else if (h->state == H1X_RECV_DONE)
+        h->state = H1X_DONE;
+}
+
+/* A response head has been written on this connection, for this exchange or the last one: a
+ * parse error is then not answered with its own 400. */
+static int h1x_resp_started(const h1x_t *h)
+{
+    return h->state != H1X_IDLE && h->state != H1X_RECV && h->state != H1X_WAIT;
+}
+
+void gw_front__h1x_end(conn_t *c)
+{
+    if (!h1x_active(c->h1))
+        return;
+    c->h1->state = H1X_ENDED;
+    gw_proxy_stream_closed(W(c)->proxy, &c->h1->s);
+}
+
 /* ---- HTTP/1.1 front ------------------------------------------------------------------------ */
 
 static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n,
@@ -34,12 +90,12 @@ static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
         c->h1->keep_alive = 0;
     }
     c->h1->resp_chunked = framing == -1 && !s->head_only;
-    c->h1->resp_started = 1;
+    h1x_resp_head(c->h1);
     int rv = gw_h1_response_head(&c->b->out, status, f, n, framing, c->h1->keep_alive);
     if (rv < 0)
         return rv;
     if (end_stream)
-        c->h1->resp_done = 1;
+        h1x_resp_whole(c->h1);
     gw_front__kick(c); /* the head goes out with the first body bytes, or from the kick */
     return 0;
 }
@@ -75,7 +131,7 @@ static int h1s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int e
     if (rv < 0)
         return rv;
     if (end_stream) {
-        c->h1->resp_done = 1;
+        h1x_resp_whole(c->h1);
         gw_front__kick(c);
     }
     return gw_front__flush(c);
@@ -90,7 +146,7 @@ static int h1s_trailers(gw_cstream_t *s, const gw_field_t *f, size_t n)
         rv = gw_h1_last_chunk(&c->b->out, f, n);
     if (rv < 0)
         return rv;
-    c->h1->resp_done = 1;
+    h1x_resp_whole(c->h1);
     gw_front__kick(c);
     return gw_front__flush(c);
 }
@@ -100,7 +156,8 @@ static int h1s_trailers(gw_cstream_t *s, const gw_field_t *f, size_t n)
 static void h1s_reset(gw_cstream_t *s, gw_cs_reset_t code)
 {
     conn_t *c = s->impl;
-    GW_LOG_DEBUG("h1_reset", "peer=%s code=%d", PEER(c), (int)code);
+    GW_LOG_DEBUG("h1_reset", "peer=%s code=%d state=%s", PEER(c), (int)code,
+                 gw_front__h1x_state_str((h1x_state_t)c->h1->state));
     c->h1->keep_alive = 0;
     gw_front__finish(c, code == GW_CS_RESET_NO_ERROR ? "early_response" : "stream_reset");
 }
@@ -131,9 +188,7 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
     c->h1->http10 = m->version_major == 1 && m->version_minor == 0;
     /* RFC 9110 §10.1.1: a 100-continue expectation in an HTTP/1.0 request is ignored */
     c->h1->expect_100 = (m->flags & GW_H1_MSG_F_EXPECT_100) && !c->h1->http10;
-    c->h1->resp_done = 0;
-    c->h1->resp_started = 0;
-    c->h1->req_complete = 0;
+    c->h1->state = H1X_IDLE; /* a new request head: nothing answered yet */
     c->h1->inflight = 0;
     if (m->fields_len > c->h1->fields_cap) {
         gw_field_t *n = gw_realloc(c->h1->fields, m->fields_len * sizeof(*n));
@@ -171,7 +226,7 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
         return GW_E_NOMEM;
     /* the head is complete: the body has its own (idle) deadline */
     gw_front__arm(c, W(c)->srv->cfg->timeouts.idle_ms);
-    c->h1->active = 1;
+    c->h1->state = H1X_RECV;
     return gw_proxy_request(W(c)->proxy, &c->h1->s, &h);
 }
 
@@ -186,8 +241,8 @@ static int h1_on_body(void *ud, const uint8_t *p, size_t n)
 static int h1_on_complete(void *ud)
 {
     conn_t *c = ud;
-    c->h1->req_complete = 1;
-    if (c->h1->active)
+    h1x_req_complete(c->h1);
+    if (h1x_active(c->h1))
         gw_proxy_body_end(W(c)->proxy, &c->h1->s, NULL, 0);
     return 0;
 }
@@ -201,12 +256,10 @@ void gw_front__process_h1(conn_t *c)
 {
     size_t body_bound = W(c)->srv->cfg->limits.body_buffer;
     while (!(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER | GW_CONN_F_READ_PAUSED))) {
-        if (c->h1->active && c->h1->resp_done && c->h1->req_complete) {
-            c->h1->active = 0;
-            gw_proxy_stream_closed(W(c)->proxy, &c->h1->s);
-        }
+        if (c->h1->state == H1X_DONE)
+            gw_front__h1x_end(c);
         if (gw_h1_parser_paused(c->h1->p)) {
-            if (c->h1->active)
+            if (h1x_active(c->h1))
                 break; /* the response is still coming */
             /* one request done; a graceful stop ends the connection here */
             if (!c->h1->keep_alive || (c->flags & GW_CONN_F_STOPPING)) {
@@ -225,7 +278,7 @@ void gw_front__process_h1(conn_t *c)
             unsigned st = gw_h1_parser_error_status(c->h1->p);
             GW_LOG_INFO("bad_request", "peer=%s status=%u reason=\"%s\"", PEER(c), st,
                         gw_h1_parser_error_reason(c->h1->p));
-            if (n != GW_E_NOMEM && st != 500 && !c->h1->resp_started) {
+            if (n != GW_E_NOMEM && st != 500 && !h1x_resp_started(c->h1)) {
                 char body[160];
                 snprintf(body, sizeof(body), "h2gate: %s\n", gw_h1_parser_error_reason(c->h1->p));
                 gw_h1_simple_response(&c->b->out, st, body, 0, 0);
@@ -235,7 +288,7 @@ void gw_front__process_h1(conn_t *c)
         }
         gw_bytes_consume(&c->b->in, (size_t)n);
         if (was_idle && gw_h1_parser_in_message(c->h1->p) && !gw_h1_parser_paused(c->h1->p) &&
-            !c->h1->active)
+            !h1x_active(c->h1))
             gw_front__arm(c,
                           W(c)->srv->cfg->timeouts.header_ms); /* whole-head deadline (slowloris) */
         if (!gw_h1_parser_paused(c->h1->p) && n == 0)
@@ -244,7 +297,7 @@ void gw_front__process_h1(conn_t *c)
     /* the peer closed its side: complete requests were answered above; a partial one never
      * completes */
     if ((c->flags & GW_CONN_F_EOF) && !(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)) &&
-        !(c->flags & GW_CONN_F_READ_PAUSED) && !(c->h1->active && !c->h1->resp_done))
+        !(c->flags & GW_CONN_F_READ_PAUSED) && !h1x_resp_owed(c->h1))
         gw_front__finish(c, "peer_closed");
 }
 
