@@ -757,6 +757,10 @@ void gw_h1_parser_resume(gw_h1_parser_t *p)
         return;
     p->paused = 0;
     p->head_response = 0;
+    /* After an error (a callback or an allocation failed once the message had paused) the
+     * parser accepts nothing more: http-parser asserts when an errored parser is unpaused. */
+    if (p->failed || HTTP_PARSER_ERRNO(&p->hp) != HPE_PAUSED)
+        return;
     http_parser_pause(&p->hp, 0);
     reset_head(p);
 }
