@@ -1,9 +1,6 @@
 """Helpers shared by the integration tests: config builders for the gateway under test, an
 HTTP/2 client over python3-h2, frame parsing, and origin-side counters. Test modules import
 from here (and from conftest/origin), never from one another."""
-import hashlib
-import json
-import os
 import socket
 import ssl
 import time
@@ -15,7 +12,7 @@ import h2.events
 import h2.exceptions
 import h2.settings
 
-from conftest import free_port, raw_exchange, run
+from conftest import raw_exchange
 
 
 NO_PROXY = "h2gate: the origin failed to answer\n"
@@ -114,6 +111,16 @@ def ended(sid):
 
 def terminated(evs):
     return any(isinstance(e, h2.events.ConnectionTerminated) for e in evs)
+
+
+def was_reset(evs):
+    """For Client.events: true once a stream was reset."""
+    return any(isinstance(e, h2.events.StreamReset) for e in evs)
+
+
+def resets(evs):
+    """The StreamReset events among evs, in arrival order."""
+    return [e for e in evs if isinstance(e, h2.events.StreamReset)]
 
 
 def raw_frames(port, payload):

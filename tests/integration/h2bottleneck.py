@@ -145,3 +145,16 @@ def assert_all_done(b, size):
     for sid, n in b.done_bytes.items():
         assert n == size, (sid, n)
         assert b.heads[sid][":status"] == "200"
+
+
+def transfer(b, size):
+    """Open the stream windows, grant the connection window step by step until every stream
+    ended, and check each got a 200 with size body bytes."""
+    b.open_windows()
+    b.grant_until_done()
+    assert_all_done(b, size)
+
+
+def one_after_another(order, first, second):
+    """True if the DATA frames in order are all of first's, then all of second's."""
+    return order == [first] * order.count(first) + [second] * order.count(second)

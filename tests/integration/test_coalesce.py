@@ -14,7 +14,7 @@ import h2.settings
 import pytest
 
 from conftest import free_port, rss_kib
-from gwtest import Client, response, many_gets, origin_count
+from gwtest import Client, many_gets, origin_count
 from origin import ScriptedOrigin, pattern
 
 APP_JS = pattern(5000)
@@ -191,6 +191,24 @@ def test_issue18_1_get_with_body_not_coalesced(gwc):
     assert [q.body for q in gwc.origin.requests] in ([b"abc", b""], [b"", b"abc"])
 
 
+def proto_bodies(pairs):
+    """GET /c/proto from each (client, :scheme) pair, all sent before any is read; each
+    client's response body in that order. Closes the clients."""
+    sids = []
+    for cl, scheme in pairs:
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", "/c/proto"), (":scheme", scheme),
+                                (":authority", "localhost")], end_stream=True)
+        cl.flush()
+        sids.append(sid)
+    got = []
+    for (cl, _), sid in zip(pairs, sids):
+        evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamEnded) for x in e), timeout=10)
+        got.append(b"".join(e.data for e in evs if isinstance(e, h2.events.DataReceived)))
+        cl.close()
+    return got
+
+
 def test_issue18_1_scheme_is_in_the_key(gateway, corigin):
     """The cleartext and TLS listeners share the route: an http request's answer must not
     reach an https client that asked at the same time."""
@@ -198,19 +216,7 @@ def test_issue18_1_scheme_is_in_the_key(gateway, corigin):
     gateway(config(port, corigin.port, tls_port=tls_port),
             wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
     plain, tls = Client(port), Client(tls_port, tls=True)
-    sids = []
-    for cl, scheme in ((plain, "http"), (tls, "https")):
-        sid = cl.c.get_next_available_stream_id()
-        cl.c.send_headers(sid, [(":method", "GET"), (":path", "/c/proto"), (":scheme", scheme),
-                                (":authority", "localhost")], end_stream=True)
-        cl.flush()
-        sids.append(sid)
-    got = []
-    for cl, sid in zip((plain, tls), sids):
-        evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamEnded) for x in e), timeout=10)
-        got.append(b"".join(e.data for e in evs if isinstance(e, h2.events.DataReceived)))
-        cl.close()
-    assert got == [b"http", b"https"]
+    assert proto_bodies([(plain, "http"), (tls, "https")]) == [b"http", b"https"]
     assert origin_count(corigin, "/c/proto") == 2
 
 
@@ -222,19 +228,7 @@ def test_issue18_1_key_scheme_is_the_listeners_not_the_clients(gateway, corigin)
     gateway(config(port, corigin.port, tls_port=tls_port),
             wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
     plain, tls = Client(port), Client(tls_port, tls=True)
-    sids = []
-    for cl in (tls, plain):
-        sid = cl.c.get_next_available_stream_id()
-        cl.c.send_headers(sid, [(":method", "GET"), (":path", "/c/proto"), (":scheme", "https"),
-                                (":authority", "localhost")], end_stream=True)
-        cl.flush()
-        sids.append(sid)
-    got = []
-    for cl, sid in zip((tls, plain), sids):
-        evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamEnded) for x in e), timeout=10)
-        got.append(b"".join(e.data for e in evs if isinstance(e, h2.events.DataReceived)))
-        cl.close()
-    assert got == [b"https", b"http"]
+    assert proto_bodies([(tls, "https"), (plain, "https")]) == [b"https", b"http"]
     assert origin_count(corigin, "/c/proto") == 2
 
 

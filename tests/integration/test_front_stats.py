@@ -5,7 +5,7 @@ import signal
 import socket
 import time
 
-from conftest import free_port
+from conftest import free_port, h1_get
 
 
 def _config(port, workers):
@@ -15,14 +15,7 @@ def _config(port, workers):
 
 
 def _get(port):
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                return data
-            data += chunk
+    return h1_get(port, "/", timeout=5)
 
 
 def _usr1_counts(g, want_lines, timeout=5.0):

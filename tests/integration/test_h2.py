@@ -3,8 +3,6 @@ with nghttp and h2load. Their upstream refuses connections, so routed requests g
 import os
 import re
 import signal
-import socket
-import ssl
 import time
 
 import h2.config
@@ -15,8 +13,8 @@ import h2.exceptions
 import h2.settings
 import pytest
 
-from conftest import free_port, raw_exchange, run
-from gwtest import NO_PROXY, config, Client, response, ended, terminated, raw_frames, goaway_code
+from conftest import free_port, run
+from gwtest import NO_PROXY, config, Client, response, ended, terminated, raw_frames, goaway_code, resets, was_reset
 
 
 @pytest.fixture
@@ -118,21 +116,21 @@ def test_concurrency_limit_refuses_streams(gw):
                                 (":authority", "localhost")])
         sids.append(sid)
     cl.flush()
-    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
-    resets = [e for e in evs if isinstance(e, h2.events.StreamReset)]
-    assert resets, evs
-    assert resets[0].error_code == h2.errors.ErrorCodes.REFUSED_STREAM
-    assert resets[0].stream_id in sids[8:]
+    evs = cl.events(was_reset)
+    rst = resets(evs)
+    assert rst, evs
+    assert rst[0].error_code == h2.errors.ErrorCodes.REFUSED_STREAM
+    assert rst[0].stream_id in sids[8:]
     cl.close()
 
 
 def test_uppercase_header_name_is_stream_protocol_error(gw):
     cl = Client(gw.plain_port, validate=False)
     sid = cl.request("/", extra=[("X-Upper", "1")])
-    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
-    resets = [e for e in evs if isinstance(e, h2.events.StreamReset)]
-    assert resets and resets[0].stream_id == sid
-    assert resets[0].error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    evs = cl.events(was_reset)
+    rst = resets(evs)
+    assert rst and rst[0].stream_id == sid
+    assert rst[0].error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
     # the connection survives: a next request is answered
     sid2 = cl.request("/next")
     evs = cl.events(ended(sid2))
@@ -143,10 +141,10 @@ def test_uppercase_header_name_is_stream_protocol_error(gw):
 def test_connection_specific_header_is_malformed(gw):
     cl = Client(gw.plain_port, validate=False)
     sid = cl.request("/", extra=[("connection", "keep-alive")])
-    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
-    resets = [e for e in evs if isinstance(e, h2.events.StreamReset)]
-    assert resets and resets[0].stream_id == sid
-    assert resets[0].error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    evs = cl.events(was_reset)
+    rst = resets(evs)
+    assert rst and rst[0].stream_id == sid
+    assert rst[0].error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
     cl.close()
 
 

@@ -11,7 +11,7 @@ import hpack
 import pytest
 
 from conftest import free_port
-from gwtest import config, response
+from gwtest import config
 
 DATA, HEADERS, PRIORITY, RST, SETTINGS, PUSH, PING, GOAWAY, WU, CONT = range(10)
 END_STREAM, ACK, END_HEADERS, PADDED, PRIO = 0x1, 0x1, 0x4, 0x8, 0x20

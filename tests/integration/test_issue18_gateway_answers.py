@@ -8,7 +8,7 @@ import h2.events
 import pytest
 
 from conftest import free_port
-from gwtest import Client, ended
+from gwtest import Client
 
 
 def config(port, extra=""):

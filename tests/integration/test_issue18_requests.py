@@ -17,7 +17,7 @@ import h2.events
 import pytest
 
 from conftest import free_port, raw_exchange
-from gwtest import Client, response, ended, goaway_code
+from gwtest import Client, response, ended, goaway_code, was_reset
 from origin import ScriptedOrigin, pattern
 
 
@@ -69,7 +69,7 @@ def h2_get(port, headers, tls=False, validate=True):
     sid = cl.c.get_next_available_stream_id()
     cl.c.send_headers(sid, headers, end_stream=True)
     cl.flush()
-    evs = cl.events(lambda e: ended(sid)(e) or any(isinstance(x, h2.events.StreamReset) for x in e))
+    evs = cl.events(lambda e: ended(sid)(e) or was_reset(e))
     cl.close()
     rst = [e.error_code for e in evs if isinstance(e, h2.events.StreamReset) and e.stream_id == sid]
     status, body, _ = response(evs, sid)

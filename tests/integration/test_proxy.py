@@ -14,7 +14,7 @@ import h2.settings
 import pytest
 
 from conftest import free_port, raw_exchange, rss_kib, run
-from gwtest import Client, response, ended, gw_config, many_gets, origin_count
+from gwtest import Client, response, ended, gw_config, many_gets, origin_count, resets, was_reset
 from origin import ScriptedOrigin, pattern
 
 
@@ -86,8 +86,8 @@ def test_h2_host_disagreeing_with_authority_is_malformed(gwo):
     cl.c.send_headers(sid, [(":method", "GET"), (":path", "/echo"), (":scheme", "http"),
                             (":authority", "a.test"), ("host", "b.test")], end_stream=True)
     cl.flush()
-    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
-    rst = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    evs = cl.events(was_reset)
+    rst = resets(evs)
     assert rst and rst[0].error_code == 1  # PROTOCOL_ERROR
     assert gwo.origin.requests == []       # never reached the origin
     cl.close()
@@ -285,7 +285,7 @@ def test_origin_closing_mid_body_resets_the_stream(gwo):
     cl = Client(gwo.port)
     sid = cl.request("/truncate")
     evs = cl.events(lambda e: any(isinstance(x, (h2.events.StreamReset, h2.events.StreamEnded)) for x in e))
-    rst = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    rst = resets(evs)
     assert rst and rst[0].stream_id == sid
     assert rst[0].error_code == 2  # INTERNAL_ERROR: the client sees a broken response
     assert not any(isinstance(e, h2.events.StreamEnded) for e in evs)
@@ -537,10 +537,10 @@ def test_early_response_is_relayed_then_stream_reset_no_error(gwo):
                             (":authority", "x"), ("content-length", "100000")])
     cl.c.send_data(sid, b"x" * 1000)
     cl.flush()
-    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
+    evs = cl.events(was_reset)
     status, body, done = response(evs, sid)
     assert (status, body, done) == ("413", b"early\n", True)  # relayed whole, at once
-    rst = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    rst = resets(evs)
     assert rst and rst[0].error_code == 0  # NO_ERROR: stop sending (RFC 9113 §8.1)
     # the origin connection was not reused for the next request
     sid2 = cl.request("/bytes/5")
@@ -561,8 +561,8 @@ def test_content_length_disagreeing_with_data_resets_and_origin_never_gets_it(gw
                             (":authority", "x"), ("content-length", "10")])
     cl.c.send_data(sid, b"12345", end_stream=True)
     cl.flush()
-    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
-    rst = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    evs = cl.events(was_reset)
+    rst = resets(evs)
     assert rst and rst[0].error_code == 1  # PROTOCOL_ERROR (RFC 9113 §8.1.1)
     time.sleep(0.3)
     assert [q for q in gwo.origin.requests if q.target == "/echo"] == []  # never a complete request

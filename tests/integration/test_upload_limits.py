@@ -14,7 +14,7 @@ import time
 import h2.events
 import pytest
 
-from conftest import free_port, rss_kib
+from conftest import free_port, h1_get, recv_all, rss_kib
 from gwtest import Client, gw_config
 from origin import ScriptedOrigin
 
@@ -37,12 +37,7 @@ def h1_stalled(port, path="/echo"):
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nabc".encode())
     t0 = time.monotonic()
-    got = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        got += d
+    got = recv_all(s)
     s.close()
     return got, time.monotonic() - t0
 
@@ -55,14 +50,7 @@ def test_issue18_5_stalled_h1_uploads_get_408_and_do_not_eject_the_server(gatewa
         assert got.startswith(b"HTTP/1.1 408 "), got[:100]
         assert 0.4 <= secs < 3, secs
     # the server was never blamed: a normal request still reaches it
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"GET /echo HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-    resp = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        resp += d
+    resp = h1_get(port, "/echo")
     assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
     log = g.log()
     assert "event=request_body_timeout" in log
@@ -120,16 +108,8 @@ def test_issue18_5_one_h2_connection_holds_the_origin_connections_no_longer_than
     while origin.open_connections < 4 and time.monotonic() < t0 + 3:
         time.sleep(0.01)
     assert origin.open_connections == 4
-    other = socket.create_connection(("127.0.0.1", port), timeout=10)
-    other.sendall(b"GET /echo HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-    resp = b""
-    while True:
-        d = other.recv(65536)
-        if not d:
-            break
-        resp += d
+    resp = h1_get(port, "/echo")
     waited = time.monotonic() - t0
-    other.close()
     assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
     print(f"waited {waited:.2f} s")
     # it had to wait (every origin connection was taken), for request_body and no longer
@@ -148,12 +128,7 @@ def test_issue18_5_slow_but_steady_upload_completes(gateway, origin):
     for b in b"abcdefgh":
         time.sleep(0.2)
         s.sendall(bytes([b]))
-    resp = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        resp += d
+    resp = recv_all(s)
     assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
     body = json.loads(resp.split(b"\r\n\r\n", 1)[1])
     assert body["method"] == "POST"
@@ -238,14 +213,7 @@ def test_issue18_5_origin_waiting_for_a_stalled_body_is_not_blamed(gateway, path
             got, _ = h1_stalled(port, path)
             if path == "/hint":
                 assert b"HTTP/1.1 408 " in got, got[:300]
-        s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        s.sendall(b"GET /ok HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        resp = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            resp += d
+        resp = h1_get(port, "/ok")
         assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
         assert "back_server_eject" not in g.log()
     finally:
