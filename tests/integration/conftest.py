@@ -18,6 +18,8 @@ import time
 
 import pytest
 
+from origin import ScriptedOrigin
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 H2GATE_BIN = os.path.abspath(os.environ.get("H2GATE_BIN", os.path.join(ROOT, "build", "gateway", "h2gate")))
 
@@ -230,6 +232,13 @@ def nginx_origin(tmp_path):
     yield start
     for n in started:
         n.stop()
+
+
+@pytest.fixture
+def origin():
+    """A ScriptedOrigin (origin.py) on a free port, closed after the test."""
+    with ScriptedOrigin() as o:
+        yield o
 
 
 def run(cmd, timeout=20, **kw):

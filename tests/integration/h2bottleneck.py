@@ -17,15 +17,8 @@ import h2.settings
 import pytest
 
 from conftest import free_port
-from origin import ScriptedOrigin
 
 STEP = 16384
-
-
-@pytest.fixture
-def origin():
-    with ScriptedOrigin() as o:
-        yield o
 
 
 def bottleneck_gateway(gateway, origin, extra=""):

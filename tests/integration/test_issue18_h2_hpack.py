@@ -7,17 +7,9 @@ import time
 
 import h2.events
 import h2.settings
-import pytest
 
 from conftest import free_port
 from gwtest import Client, gw_config
-from origin import ScriptedOrigin
-
-
-@pytest.fixture
-def origin():
-    with ScriptedOrigin() as o:
-        yield o
 
 
 def test_issue18_4_late_trailers_keep_hpack_in_step(gateway, origin):

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import free_port, raw_exchange
 from gwtest import Client, response, ended, goaway_code, was_reset
-from origin import ScriptedOrigin, pattern
+from origin import pattern
 
 
 def gw_config(tls_port, plain_port, origin_port, route_extra=""):
@@ -31,12 +31,6 @@ def gw_config(tls_port, plain_port, origin_port, route_extra=""):
     for line in route_extra.splitlines():
         text += f"    {line}\n"
     return text
-
-
-@pytest.fixture
-def origin():
-    with ScriptedOrigin() as o:
-        yield o
 
 
 def start(gateway, origin_port):

@@ -14,13 +14,6 @@ import h2.events
 import pytest
 
 from conftest import free_port
-from origin import ScriptedOrigin
-
-
-@pytest.fixture
-def origin():
-    with ScriptedOrigin() as o:
-        yield o
 
 
 @pytest.fixture

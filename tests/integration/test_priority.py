@@ -7,7 +7,7 @@ the connection window 16 KiB at a time, recording the stream id of every DATA fr
 of those ids is the gateway's scheduling decision."""
 
 from h2bottleneck import (STEP, Bottleneck, assert_all_done, gwp, one_after_another,  # noqa: F401 (fixtures)
-                          origin, transfer)
+                          transfer)
 
 SIZE = 256 * 1024
 

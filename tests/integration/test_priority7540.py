@@ -12,7 +12,7 @@ import time
 import pytest
 
 from h2bottleneck import (STEP, Bottleneck, bottleneck_gateway,  # noqa: F401
-                          gwp, one_after_another, origin, transfer)
+                          gwp, one_after_another, transfer)
 
 SIZE = 512 * 1024
 

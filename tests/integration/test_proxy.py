@@ -15,13 +15,7 @@ import pytest
 
 from conftest import free_port, raw_exchange, rss_kib, run
 from gwtest import Client, response, ended, gw_config, many_gets, origin_count, resets, was_reset
-from origin import ScriptedOrigin, pattern
-
-
-@pytest.fixture
-def origin():
-    with ScriptedOrigin() as o:
-        yield o
+from origin import pattern
 
 
 @pytest.fixture

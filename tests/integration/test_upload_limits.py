@@ -16,13 +16,6 @@ import pytest
 
 from conftest import free_port, h1_get, recv_all, rss_kib
 from gwtest import Client, gw_config
-from origin import ScriptedOrigin
-
-
-@pytest.fixture
-def origin():
-    with ScriptedOrigin() as o:
-        yield o
 
 
 def cfg(port, origin, request_body="500ms"):
