@@ -14,7 +14,7 @@ import h2.connection
 import h2.events
 import pytest
 
-from conftest import free_port, raw_exchange, recv_all, run
+from conftest import free_port, raw_exchange, recv_all, run, send_for
 from gwtest import NO_PROXY, config
 
 
@@ -345,6 +345,17 @@ def test_sigterm_stops_cleanly(gateway):
     assert "event=stopped status=ok" in g.log()
 
 
+def sigterm_after(g, port, data, settle=0.2):
+    """Send data on a new connection to the gateway g, let it settle, send SIGTERM and give the
+    gateway 0.3 s to start its graceful stop; the connection."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(data)
+    time.sleep(settle)
+    g.signal(signal.SIGTERM)
+    time.sleep(0.3)
+    return s
+
+
 def test_graceful_stop_lets_request_in_flight_finish(gateway):
     from origin import ScriptedOrigin, pattern
     with ScriptedOrigin() as o:
@@ -352,11 +363,7 @@ def test_graceful_stop_lets_request_in_flight_finish(gateway):
         cfg = config(plain_port=port, extra="timeouts: {graceful_shutdown: 5s}\n").replace(
             "127.0.0.1:9]", f"127.0.0.1:{o.port}]")
         g = gateway(cfg, wait=[("127.0.0.1", port)])
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        s.sendall(b"GET /slow/5000 HTTP/1.1\r\nHost: x\r\n\r\n")  # 1 s of origin time
-        time.sleep(0.2)
-        g.signal(signal.SIGTERM)
-        time.sleep(0.3)
+        s = sigterm_after(g, port, b"GET /slow/5000 HTTP/1.1\r\nHost: x\r\n\r\n")  # 1 s of origin time
         assert g.proc.poll() is None  # still draining: the response is in flight
         resp = recv_all(s)
         head, _, body = resp.partition(b"\r\n\r\n")
@@ -369,11 +376,7 @@ def test_graceful_stop_lets_request_in_flight_finish(gateway):
 def test_graceful_stop_closes_keepalive_after_next_response(gateway):
     port = free_port()
     g = gateway(config(plain_port=port, extra="timeouts: {graceful_shutdown: 5s}\n"), wait=[("127.0.0.1", port)])
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # a head in progress
-    time.sleep(0.2)
-    g.signal(signal.SIGTERM)
-    time.sleep(0.3)
+    s = sigterm_after(g, port, b"GET /a HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # a head in progress
     assert g.proc.poll() is None
     s.sendall(b"1\r\n\r\n")
     resp = s.recv(65536)
@@ -386,11 +389,7 @@ def test_graceful_stop_closes_keepalive_after_next_response(gateway):
 def test_second_signal_stops_at_once(gateway):
     port = free_port()
     g = gateway(config(plain_port=port, extra="timeouts: {graceful_shutdown: 30s}\n"), wait=[("127.0.0.1", port)])
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n1")
-    time.sleep(0.3)
-    g.signal(signal.SIGTERM)
-    time.sleep(0.3)
+    s = sigterm_after(g, port, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n1", settle=0.3)
     start = time.monotonic()
     g.signal(signal.SIGINT)
     assert g.wait(10) == 0
@@ -575,14 +574,7 @@ def test_write_bound_pauses_reads_of_a_client_that_does_not_read(gateway):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(("127.0.0.1", port))
     data = b"GET /p HTTP/1.1\r\nHost: x\r\n\r\n" * n
-    s.setblocking(False)
-    sent = 0
-    deadline = time.monotonic() + 2
-    while sent < len(data) and time.monotonic() < deadline:
-        try:
-            sent += s.send(data[sent:sent + 65536])
-        except BlockingIOError:
-            time.sleep(0.02)
+    sent = send_for(s, data, 2)
     # a sanitizer build needs longer to answer enough of the pipeline to fill the socket
     assert "event=read_paused" in g.wait_log("event=read_paused", timeout=10.0)
     got, tail = 0, b""

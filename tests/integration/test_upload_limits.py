@@ -14,7 +14,7 @@ import time
 import h2.events
 import pytest
 
-from conftest import free_port, h1_get, recv_all, rss_kib
+from conftest import free_port, h1_get, recv_all, rss_kib, send_for
 from gwtest import Client, gw_config
 
 
@@ -270,15 +270,8 @@ def test_issue18_7_one_byte_chunks_cost_about_their_payload(gateway, origin, h2g
     before = rss_kib(g.proc.pid)
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(b"POST /echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
-    s.setblocking(False)
     data = b"1\r\nx\r\n" * (512 * 1024)  # 512 KiB of payload offered, 3 MB on the wire
-    sent = 0
-    deadline = time.monotonic() + 3
-    while sent < len(data) and time.monotonic() < deadline:
-        try:
-            sent += s.send(data[sent:sent + 65536])
-        except BlockingIOError:
-            time.sleep(0.01)
+    sent = send_for(s, data, 3, pause=0.01)
     time.sleep(0.5)
     grown = rss_kib(g.proc.pid) - before
     print(f"\none-byte chunks: {sent} wire bytes taken, gateway RSS grew {grown} KiB")
