@@ -124,13 +124,17 @@ def test_concurrency_limit_refuses_streams(gw):
     cl.close()
 
 
+def assert_reset(cl, sid, code):
+    """The first stream reset cl receives is of stream sid, with error code."""
+    rst = resets(cl.events(was_reset))
+    assert rst and rst[0].stream_id == sid
+    assert rst[0].error_code == code
+
+
 def test_uppercase_header_name_is_stream_protocol_error(gw):
     cl = Client(gw.plain_port, validate=False)
     sid = cl.request("/", extra=[("X-Upper", "1")])
-    evs = cl.events(was_reset)
-    rst = resets(evs)
-    assert rst and rst[0].stream_id == sid
-    assert rst[0].error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    assert_reset(cl, sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
     # the connection survives: a next request is answered
     sid2 = cl.request("/next")
     evs = cl.events(ended(sid2))
@@ -141,10 +145,7 @@ def test_uppercase_header_name_is_stream_protocol_error(gw):
 def test_connection_specific_header_is_malformed(gw):
     cl = Client(gw.plain_port, validate=False)
     sid = cl.request("/", extra=[("connection", "keep-alive")])
-    evs = cl.events(was_reset)
-    rst = resets(evs)
-    assert rst and rst[0].stream_id == sid
-    assert rst[0].error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    assert_reset(cl, sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
     cl.close()
 
 
