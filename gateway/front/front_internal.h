@@ -171,6 +171,7 @@ typedef struct {
     unsigned expect_100 : 1;   /* answered without 100 Continue: close after the response */
     unsigned resp_chunked : 1; /* response body framed as chunks */
     unsigned http10 : 1;       /* the current request is HTTP/1.0: no 1xx, no chunked */
+    uint8_t urgency;           /* RFC 9218 urgency of its priority field (ops->urgency) */
 } h1x_t;
 
 /* The exchange is known to the proxy (s is a live client stream). */

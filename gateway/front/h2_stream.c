@@ -147,8 +147,10 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
     x->c = c;
     x->sid = h->stream_id;
     x->given = SIZE_MAX;
+    /* the route is looked up once per request: the proxy takes it from the head */
+    const gw_cfg_route_t *route = gw_proxy_route(W(c)->proxy, h->authority, h->path);
     if (W(c)->srv->route_rates)
-        x->rb = gw_front__route_bucket(c, gw_proxy_route(W(c)->proxy, h->authority, h->path));
+        x->rb = gw_front__route_bucket(c, route);
     gw_list_push_back(&c->b->h2_streams, &x->link);
     x->cs = (gw_cstream_t){.ops = &h2s_ops,
                            .impl = x,
@@ -172,6 +174,7 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
         .content_length = h->content_length,
         .end_stream = h->end_stream,
         .proto = GW_REQ_H2,
+        .route = route,
     };
     int rv = gw_proxy_request(W(c)->proxy, &x->cs, &rh);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
