@@ -1310,13 +1310,8 @@ int gw_config_load_default(gw_config_t **out, gw_config_errors_t *errs)
 
 const char *gw_balance_str(gw_balance_t b)
 {
-    switch (b) {
-    case GW_BALANCE_ROUND_ROBIN:
-        return "round_robin";
-    case GW_BALANCE_LEAST_CONN:
-        return "least_conn";
-    case GW_BALANCE_HASH_CLIENT:
-        return "hash_client";
-    }
-    return "unknown";
+    static const char *const n[] = {[GW_BALANCE_ROUND_ROBIN] = "round_robin",
+                                    [GW_BALANCE_LEAST_CONN] = "least_conn",
+                                    [GW_BALANCE_HASH_CLIENT] = "hash_client"};
+    return GW_NAME_OF(n, b, "unknown");
 }

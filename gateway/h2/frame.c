@@ -20,31 +20,18 @@ static void put32(uint8_t *p, uint32_t v)
 
 const char *gw_h2_frame_type_str(unsigned type)
 {
-    switch (type) {
-    case GW_H2_FT_DATA:
-        return "DATA";
-    case GW_H2_FT_HEADERS:
-        return "HEADERS";
-    case GW_H2_FT_PRIORITY:
-        return "PRIORITY";
-    case GW_H2_FT_RST_STREAM:
-        return "RST_STREAM";
-    case GW_H2_FT_SETTINGS:
-        return "SETTINGS";
-    case GW_H2_FT_PUSH_PROMISE:
-        return "PUSH_PROMISE";
-    case GW_H2_FT_PING:
-        return "PING";
-    case GW_H2_FT_GOAWAY:
-        return "GOAWAY";
-    case GW_H2_FT_WINDOW_UPDATE:
-        return "WINDOW_UPDATE";
-    case GW_H2_FT_CONTINUATION:
-        return "CONTINUATION";
-    case GW_H2_FT_PRIORITY_UPDATE:
-        return "PRIORITY_UPDATE";
-    }
-    return "UNKNOWN";
+    static const char *const n[] = {[GW_H2_FT_DATA] = "DATA",
+                                    [GW_H2_FT_HEADERS] = "HEADERS",
+                                    [GW_H2_FT_PRIORITY] = "PRIORITY",
+                                    [GW_H2_FT_RST_STREAM] = "RST_STREAM",
+                                    [GW_H2_FT_SETTINGS] = "SETTINGS",
+                                    [GW_H2_FT_PUSH_PROMISE] = "PUSH_PROMISE",
+                                    [GW_H2_FT_PING] = "PING",
+                                    [GW_H2_FT_GOAWAY] = "GOAWAY",
+                                    [GW_H2_FT_WINDOW_UPDATE] = "WINDOW_UPDATE",
+                                    [GW_H2_FT_CONTINUATION] = "CONTINUATION",
+                                    [GW_H2_FT_PRIORITY_UPDATE] = "PRIORITY_UPDATE"};
+    return GW_NAME_OF(n, type, "UNKNOWN");
 }
 
 void gw_h2_frame_hdr_parse(const uint8_t *in, gw_h2_frame_hdr_t *h)

@@ -263,3 +263,11 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+@pytest.fixture
+def origin():
+    """A scripted HTTP/1.1 origin (origin.py) for one test."""
+    from origin import ScriptedOrigin
+    with ScriptedOrigin() as o:
+        yield o

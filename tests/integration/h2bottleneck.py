@@ -22,12 +22,6 @@ from origin import ScriptedOrigin
 STEP = 16384
 
 
-@pytest.fixture
-def origin():
-    with ScriptedOrigin() as o:
-        yield o
-
-
 def bottleneck_gateway(gateway, origin, extra=""):
     """A gateway in front of the scripted origin that buffers up to 1 MiB of every response;
     extra: more top-level config."""

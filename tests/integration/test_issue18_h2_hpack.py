@@ -14,12 +14,6 @@ from gwtest import Client, gw_config
 from origin import ScriptedOrigin
 
 
-@pytest.fixture
-def origin():
-    with ScriptedOrigin() as o:
-        yield o
-
-
 def test_issue18_4_late_trailers_keep_hpack_in_step(gateway, origin):
     port = free_port()
     gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra="coalesce: false"),

@@ -33,12 +33,6 @@ def gw_config(tls_port, plain_port, origin_port, route_extra=""):
     return text
 
 
-@pytest.fixture
-def origin():
-    with ScriptedOrigin() as o:
-        yield o
-
-
 def start(gateway, origin_port):
     tls_port, plain_port = free_port(), free_port()
     g = gateway(gw_config(tls_port, plain_port, origin_port),

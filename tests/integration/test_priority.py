@@ -6,7 +6,7 @@ gateway's body_buffer is larger than a response), then opens the stream windows 
 the connection window 16 KiB at a time, recording the stream id of every DATA frame. The order
 of those ids is the gateway's scheduling decision."""
 
-from h2bottleneck import STEP, Bottleneck, assert_all_done, gwp, origin  # noqa: F401 (fixtures)
+from h2bottleneck import STEP, Bottleneck, assert_all_done, gwp  # noqa: F401 (fixtures)
 
 SIZE = 256 * 1024
 

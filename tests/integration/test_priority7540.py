@@ -12,7 +12,7 @@ import time
 import pytest
 
 from h2bottleneck import (STEP, Bottleneck, assert_all_done, bottleneck_gateway,  # noqa: F401
-                          gwp, origin)
+                          gwp)
 
 SIZE = 512 * 1024
 

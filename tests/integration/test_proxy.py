@@ -19,12 +19,6 @@ from origin import ScriptedOrigin, pattern
 
 
 @pytest.fixture
-def origin():
-    with ScriptedOrigin() as o:
-        yield o
-
-
-@pytest.fixture
 def gwo(gateway, origin):
     """A gateway in front of the scripted origin."""
     port = free_port()

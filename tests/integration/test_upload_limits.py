@@ -19,12 +19,6 @@ from gwtest import Client, gw_config
 from origin import ScriptedOrigin
 
 
-@pytest.fixture
-def origin():
-    with ScriptedOrigin() as o:
-        yield o
-
-
 def cfg(port, origin, request_body="500ms"):
     return gw_config(port, [f"127.0.0.1:{origin.port}"],
                      upstream_extra="response_timeout: 300ms\nhealth: {fail_threshold: 2, eject: 30s}",
