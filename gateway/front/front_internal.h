@@ -267,6 +267,9 @@ typedef struct {
 } wreq_t;
 
 /* conn.c: the connection */
+/* A client stream of connection c (its peer, address and transport) for a request of method. */
+gw_cstream_t gw_front__cstream(conn_t *c, const gw_cstream_ops_t *ops, void *impl,
+                               gw_slice_t method);
 size_t gw_front__in_len(const conn_t *c);
 size_t gw_front__out_len(const conn_t *c);
 int gw_front__need_busy(conn_t *c);

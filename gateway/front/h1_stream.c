@@ -225,13 +225,7 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
         .proto = GW_REQ_HTTP1,
     };
     h.route = gw_proxy_route(W(c)->proxy, h.authority, h.path);
-    c->h1->s = (gw_cstream_t){.ops = &h1s_ops,
-                              .impl = c,
-                              .peer = c->b->peer,
-                              .peer_ip = c->b->peer_ip,
-                              .addr = (const struct sockaddr *)&c->addr,
-                              .head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD")),
-                              .tls = c->tls != NULL};
+    c->h1->s = gw_front__cstream(c, &h1s_ops, c, m->method);
     c->h1->rb = W(c)->srv->route_rates ? gw_front__route_bucket(c, h.route) : NULL;
     /* RFC 9110 §10.1.1: the body is wanted, so say so before the client waits for it */
     if (c->h1->expect_100 && !h.end_stream && gw_h1_continue(&c->b->out) < 0)

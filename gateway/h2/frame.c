@@ -20,17 +20,12 @@ static void put32(uint8_t *p, uint32_t v)
 
 const char *gw_h2_frame_type_str(unsigned type)
 {
-    static const char *const n[] = {[GW_H2_FT_DATA] = "DATA",
-                                    [GW_H2_FT_HEADERS] = "HEADERS",
-                                    [GW_H2_FT_PRIORITY] = "PRIORITY",
-                                    [GW_H2_FT_RST_STREAM] = "RST_STREAM",
-                                    [GW_H2_FT_SETTINGS] = "SETTINGS",
-                                    [GW_H2_FT_PUSH_PROMISE] = "PUSH_PROMISE",
-                                    [GW_H2_FT_PING] = "PING",
-                                    [GW_H2_FT_GOAWAY] = "GOAWAY",
-                                    [GW_H2_FT_WINDOW_UPDATE] = "WINDOW_UPDATE",
-                                    [GW_H2_FT_CONTINUATION] = "CONTINUATION",
-                                    [GW_H2_FT_PRIORITY_UPDATE] = "PRIORITY_UPDATE"};
+    /* RFC 9113 §6 numbers them 0x0 (DATA) to 0x9 (CONTINUATION) */
+    static const char *const n[] = {"DATA",          "HEADERS",      "PRIORITY", "RST_STREAM",
+                                    "SETTINGS",      "PUSH_PROMISE", "PING",     "GOAWAY",
+                                    "WINDOW_UPDATE", "CONTINUATION"};
+    if (type == GW_H2_FT_PRIORITY_UPDATE)
+        return "PRIORITY_UPDATE";
     return GW_NAME_OF(n, type, "UNKNOWN");
 }
 

@@ -60,13 +60,10 @@ void gw_h2__chunk_free(gw_h2_stream_t *st, data_chunk_t *c)
 
 const char *gw_h2_stream_state_str(gw_h2_stream_state_t st)
 {
-    static const char *const n[] = {[GW_H2_SS_IDLE] = "idle",
-                                    [GW_H2_SS_RESERVED_LOCAL] = "reserved_local",
-                                    [GW_H2_SS_RESERVED_REMOTE] = "reserved_remote",
-                                    [GW_H2_SS_OPEN] = "open",
-                                    [GW_H2_SS_HALF_CLOSED_LOCAL] = "half_closed_local",
-                                    [GW_H2_SS_HALF_CLOSED_REMOTE] = "half_closed_remote",
-                                    [GW_H2_SS_CLOSED] = "closed"};
+    /* in the order of gw_h2_stream_state_t (RFC 9113 §5.1) */
+    static const char *const n[] = {"idle",  "reserved_local",    "reserved_remote",
+                                    "open",  "half_closed_local", "half_closed_remote",
+                                    "closed"};
     return GW_NAME_OF(n, st, "unknown");
 }
 
