@@ -15,7 +15,7 @@ import h2.events
 import pytest
 
 from conftest import free_port, raw_exchange, run
-from gwtest import NO_PROXY, config
+from gwtest import NO_PROXY, config, send_for
 
 
 @pytest.fixture
@@ -580,14 +580,7 @@ def test_write_bound_pauses_reads_of_a_client_that_does_not_read(gateway):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(("127.0.0.1", port))
     data = b"GET /p HTTP/1.1\r\nHost: x\r\n\r\n" * n
-    s.setblocking(False)
-    sent = 0
-    deadline = time.monotonic() + 2
-    while sent < len(data) and time.monotonic() < deadline:
-        try:
-            sent += s.send(data[sent:sent + 65536])
-        except BlockingIOError:
-            time.sleep(0.02)
+    sent = send_for(s, data, 2)
     # a sanitizer build needs longer to answer enough of the pipeline to fill the socket
     assert "event=read_paused" in g.wait_log("event=read_paused", timeout=10.0)
     got, tail = 0, b""

@@ -14,7 +14,7 @@ import socket
 
 import pytest
 
-from conftest import free_port, run
+from conftest import free_port, run, raw_exchange
 from gwtest import gw_config
 
 POOL = 64  # upstream max_connections (the default), one worker
@@ -25,15 +25,7 @@ STATUS = "location = /nginx_status { stub_status; access_log off; }"
 
 def nginx_status(port):
     """(accepts, active) from nginx's stub_status, less the connection that asked for them."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(b"GET /nginx_status HTTP/1.0\r\nHost: localhost\r\n\r\n")
-    got = b""
-    while True:
-        d = s.recv(4096)
-        if not d:
-            break
-        got += d
-    s.close()
+    got = raw_exchange(port, b"GET /nginx_status HTTP/1.0\r\nHost: localhost\r\n\r\n")
     # "Active connections: 1 \nserver accepts handled requests\n 12 12 40 \n..."
     text = got.split(b"\r\n\r\n", 1)[1].decode()
     active = int(re.search(r"Active connections:\s*(\d+)", text).group(1))

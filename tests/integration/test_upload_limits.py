@@ -14,8 +14,8 @@ import time
 import h2.events
 import pytest
 
-from conftest import free_port, rss_kib
-from gwtest import Client, gw_config
+from conftest import free_port, rss_kib, raw_exchange
+from gwtest import Client, gw_config, send_for
 from origin import ScriptedOrigin
 
 
@@ -49,14 +49,8 @@ def test_issue18_5_stalled_h1_uploads_get_408_and_do_not_eject_the_server(gatewa
         assert got.startswith(b"HTTP/1.1 408 "), got[:100]
         assert 0.4 <= secs < 3, secs
     # the server was never blamed: a normal request still reaches it
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"GET /echo HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-    resp = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        resp += d
+    resp = raw_exchange(port, b"GET /echo HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+                        timeout=10)
     assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
     log = g.log()
     assert "event=request_body_timeout" in log
@@ -232,14 +226,8 @@ def test_issue18_5_origin_waiting_for_a_stalled_body_is_not_blamed(gateway, path
             got, _ = h1_stalled(port, path)
             if path == "/hint":
                 assert b"HTTP/1.1 408 " in got, got[:300]
-        s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        s.sendall(b"GET /ok HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        resp = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            resp += d
+        resp = raw_exchange(port, b"GET /ok HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+                            timeout=10)
         assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
         assert "back_server_eject" not in g.log()
     finally:
@@ -303,15 +291,8 @@ def test_issue18_7_one_byte_chunks_cost_about_their_payload(gateway, origin, h2g
     before = rss_kib(g.proc.pid)
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(b"POST /echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
-    s.setblocking(False)
     data = b"1\r\nx\r\n" * (512 * 1024)  # 512 KiB of payload offered, 3 MB on the wire
-    sent = 0
-    deadline = time.monotonic() + 3
-    while sent < len(data) and time.monotonic() < deadline:
-        try:
-            sent += s.send(data[sent:sent + 65536])
-        except BlockingIOError:
-            time.sleep(0.01)
+    sent = send_for(s, data, 3, pause=0.01)
     time.sleep(0.5)
     grown = rss_kib(g.proc.pid) - before
     print(f"\none-byte chunks: {sent} wire bytes taken, gateway RSS grew {grown} KiB")
