@@ -23,7 +23,7 @@
 #include "common/buf.h"
 #include "common/list.h"
 #include "common/pool.h"
-#include "back/tls.h"
+#include "tls/tls.h"
 #include "h1/client.h"
 
 typedef struct gw_back_upstream gw_back_upstream_t;
@@ -74,10 +74,10 @@ struct gw_back_upstream {
     unsigned queued;
     gw_back_queue_cmp_fn cmp;
     uv_timer_t queue_timer;
-    gw_back_tls_ctx_t *tls; /* client TLS context (cfg->tls), or NULL for cleartext */
-    gw_list_t holds;        /* connections with a read batch set (hlink) */
-    uv_timer_t batch_timer; /* every read_batch_wait while holds is not empty */
-    uv_timer_t purge_timer; /* every idle_purge while a server has more than max_idle idle */
+    gw_tls_client_ctx_t *tls; /* client TLS context (cfg->tls), or NULL for cleartext */
+    gw_list_t holds;          /* connections with a read batch set (hlink) */
+    uv_timer_t batch_timer;   /* every read_batch_wait while holds is not empty */
+    uv_timer_t purge_timer;   /* every idle_purge while a server has more than max_idle idle */
 };
 
 /* A response body longer than this (or of unknown length) lets nothing wait behind it. */
@@ -215,7 +215,7 @@ struct gw_back_conn {
     unsigned lowat;       /* SO_RCVLOWAT in effect, 0 for the default (1) */
     uint64_t batch_since; /* loop time the read batch was set (lowat > 0) */
     gw_list_t hlink;      /* in the upstream's holds while lowat > 0 and reading */
-    gw_back_tls_t *tls;   /* TLS upstream: the session (plaintext in c->out / c->in), else NULL */
+    gw_tls_conn_t *tls;   /* TLS upstream: the session (plaintext in c->out / c->in), else NULL */
     gw_bytes_t tls_out;   /* TLS: ciphertext of the write in flight (`writing` counts plaintext) */
 };
 

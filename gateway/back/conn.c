@@ -39,7 +39,7 @@ static void conn_unref(gw_back_conn_t *c)
     gw_rbuf_unref(c->in);
     gw_free(c->pipe);
     gw_h1_client_del(c->h1);
-    gw_back_tls_del(c->tls);
+    gw_tls_conn_del(c->tls);
     gw_bytes_free(&c->tls_out);
     gw_free(c);
 }
@@ -86,9 +86,9 @@ void gw_back__conn_close(gw_back_conn_t *c)
          * alert OpenSSL queued goes instead. Best effort: one non-blocking write, none while
          * a write is in flight (uv_try_write refuses to overtake it). */
         if (c->state != GW_BACK_CONN_CONNECTING)
-            gw_back_tls_shutdown(c->tls);
+            gw_tls_shutdown(c->tls);
         uint8_t tail[512];
-        size_t n = gw_back_tls_take_out(c->tls, tail, sizeof(tail));
+        size_t n = gw_tls_take_out(c->tls, tail, sizeof(tail));
         if (n) {
             uv_buf_t b = uv_buf_init((char *)tail, (unsigned)n);
             (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
@@ -250,13 +250,13 @@ static void connected(gw_back_conn_t *c)
  * running: connect, name resolution and handshake share connect_timeout. */
 void gw_back__tls_handshake_step(gw_back_conn_t *c)
 {
-    int rc = gw_back_tls_handshake(c->tls);
+    int rc = gw_tls_handshake(c->tls);
     gw_back__write_more(c); /* our flight, or the alert of a failure */
     if (c->state == GW_BACK_CONN_CLOSING)
         return;
     if (rc < 0) {
         GW_LOG_WARN("back_tls_handshake_failed", "upstream=%s server=%s reason=\"%s\"",
-                    gw_back__ucfg(c)->name, c->server->cfg->addr.text, gw_back_tls_reason(c->tls));
+                    gw_back__ucfg(c)->name, c->server->cfg->addr.text, gw_tls_reason(c->tls));
         c->dial_err = GW_E_IO;
         gw_back__fail(c, GW_E_IO, 1);
         return;
@@ -265,8 +265,8 @@ void gw_back__tls_handshake_step(gw_back_conn_t *c)
         return;
     c->flags &= ~GW_BACK_CONN_F_HANDSHAKE;
     GW_LOG_DEBUG("back_tls_connected", "server=%s version=%s cipher=%s alpn=%s resumed=%d",
-                 c->server->cfg->addr.text, gw_back_tls_version(c->tls), gw_back_tls_cipher(c->tls),
-                 gw_back_tls_alpn(c->tls), gw_back_tls_resumed(c->tls));
+                 c->server->cfg->addr.text, gw_tls_version(c->tls), gw_tls_cipher(c->tls),
+                 gw_tls_alpn(c->tls), gw_tls_resumed(c->tls));
     connected(c);
 }
 
@@ -300,7 +300,7 @@ gw_back_conn_t *gw_back__conn_new(gw_back_server_t *s)
     gw_h1_limits_t lim = {GW_BACK_MAX_HEAD, GW_BACK_MAX_FIELDS};
     c->h1 = gw_h1_client_new(&lim, &gw_back__codec_cbs, c);
     if (s->up->tls)
-        c->tls = gw_back_tls_new(s->up->tls, s->index, s->cfg->host);
+        c->tls = gw_tls_client_new(s->up->tls, s->index, s->cfg->host);
     if (!c->h1 || (s->up->tls && !c->tls)) {
         gw_h1_client_del(c->h1);
         gw_free(c);

@@ -540,7 +540,7 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
         }
         if (gw_back__ring_build(up) < 0)
             goto fail;
-        int trc = up->cfg->tls ? gw_back_tls_ctx_new(up->cfg, &up->tls) : 0;
+        int trc = up->cfg->tls ? gw_tls_client_ctx_new(up->cfg, &up->tls) : 0;
         if (trc < 0) {
             rc = trc; /* GW_E_INVAL: tls_ca cannot be loaded (logged) */
             goto fail;
@@ -578,7 +578,7 @@ fail:
         for (size_t i = 0; i < cfg->upstreams_len; i++) {
             gw_free(b->ups[i].servers);
             gw_free(b->ups[i].ring);
-            gw_back_tls_ctx_del(b->ups[i].tls);
+            gw_tls_client_ctx_del(b->ups[i].tls);
         }
     gw_free(b->ups);
     gw_free(b->heads);
@@ -617,7 +617,7 @@ void gw_back_del(gw_back_t *b)
         uv_close((uv_handle_t *)&up->purge_timer, on_timer_close);
         up->purge_timer.data = b;
         /* Connections still closing hold their own reference on the context. */
-        gw_back_tls_ctx_del(up->tls);
+        gw_tls_client_ctx_del(up->tls);
         up->tls = NULL;
     }
     uv_close((uv_handle_t *)&b->work, on_timer_close);

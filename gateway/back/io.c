@@ -146,10 +146,10 @@ static void tls_write_more(gw_back_conn_t *c)
             size_t n = iov[i].iov_len;
             if (n > TLS_WRITE_BATCH - plain)
                 n = TLS_WRITE_BATCH - plain;
-            if (gw_back_tls_write(c->tls, iov[i].iov_base, n) < 0) {
+            if (gw_tls_write(c->tls, iov[i].iov_base, n) < 0) {
                 GW_LOG_WARN("back_tls_error", "upstream=%s server=%s reason=\"%s\"",
                             gw_back__ucfg(c)->name, c->server->cfg->addr.text,
-                            gw_back_tls_reason(c->tls));
+                            gw_tls_reason(c->tls));
                 gw_back__fail(c, GW_E_IO, 1);
                 return;
             }
@@ -157,7 +157,7 @@ static void tls_write_more(gw_back_conn_t *c)
             body |= i >= from_out;
         }
     }
-    size_t pend = gw_back_tls_pending_out(c->tls);
+    size_t pend = gw_tls_pending_out(c->tls);
     if (pend == 0)
         return;
     c->tls_out.len = 0;
@@ -165,7 +165,7 @@ static void tls_write_more(gw_back_conn_t *c)
         gw_back__fail(c, GW_E_NOMEM, 0);
         return;
     }
-    c->tls_out.len = gw_back_tls_take_out(c->tls, c->tls_out.base, pend);
+    c->tls_out.len = gw_tls_take_out(c->tls, c->tls_out.base, pend);
     uv_buf_t b = uv_buf_init((char *)c->tls_out.base, (unsigned)c->tls_out.len);
     if (!body) {
         /* Head or handshake bytes only: one write(2) and no write request when it all fits,
@@ -445,7 +445,7 @@ static void read_end(gw_back_conn_t *c, ssize_t nread, int clean)
 static int tls_more_follows(gw_back_conn_t *c)
 {
     uint8_t probe[256];
-    return gw_back_tls_read(c->tls, probe, sizeof(probe)) != GW_E_AGAIN;
+    return gw_tls_read(c->tls, probe, sizeof(probe)) != GW_E_AGAIN;
 }
 
 /* n response bytes were just placed at the free tail of c->in: parse them. Returns 1 when
@@ -488,7 +488,7 @@ static int feed_in(gw_back_conn_t *c, size_t n)
 /* Ciphertext arrived on a TLS connection (in tls_rbuf). */
 static void tls_recv(gw_back_conn_t *c, size_t n)
 {
-    if (gw_back_tls_feed(c->tls, tls_rbuf, n) < 0) {
+    if (gw_tls_feed(c->tls, tls_rbuf, n) < 0) {
         if (c->state == GW_BACK_CONN_IDLE)
             gw_back__conn_close(c);
         else
@@ -503,7 +503,7 @@ static void tls_recv(gw_back_conn_t *c, size_t n)
         /* A TLS 1.3 ticket or a partial record keeps an idle connection; application data,
          * close_notify or any error is the RFC 9112 §9.3.1 case of the cleartext path. */
         uint8_t probe[256];
-        ssize_t r = gw_back_tls_read(c->tls, probe, sizeof(probe));
+        ssize_t r = gw_tls_read(c->tls, probe, sizeof(probe));
         if (r == GW_E_AGAIN)
             return;
         GW_LOG_DEBUG("back_idle_close", "server=%s reason=%s", c->server->cfg->addr.text,
@@ -521,7 +521,7 @@ static void tls_recv(gw_back_conn_t *c, size_t n)
             gw_back__fail(c, GW_E_NOMEM, 0);
             return;
         }
-        ssize_t r = gw_back_tls_read(c->tls, c->in->data + c->in->len, c->in->cap - c->in->len);
+        ssize_t r = gw_tls_read(c->tls, c->in->data + c->in->len, c->in->cap - c->in->len);
         if (r == GW_E_AGAIN)
             break;
         if (r == GW_E_CLOSED) {
@@ -530,8 +530,7 @@ static void tls_recv(gw_back_conn_t *c, size_t n)
         }
         if (r < 0) {
             GW_LOG_WARN("back_tls_error", "upstream=%s server=%s reason=\"%s\"",
-                        gw_back__ucfg(c)->name, c->server->cfg->addr.text,
-                        gw_back_tls_reason(c->tls));
+                        gw_back__ucfg(c)->name, c->server->cfg->addr.text, gw_tls_reason(c->tls));
             gw_back__fail(c, GW_E_IO, 1);
             return;
         }

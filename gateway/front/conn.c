@@ -751,12 +751,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
                 c->flags |= GW_CONN_F_EOF;
                 break;
             }
+            if (r == GW_E_AGAIN || r == 0)
+                break; /* no whole record buffered */
             if (r < 0) {
                 gw_front__conn_close(c, "tls_error");
                 return;
             }
-            if (r == 0)
-                break;
             c->b->in.len += (size_t)r;
             if (gw_tls_drained(c->tls))
                 break; /* the next read would only fail with "want read" */

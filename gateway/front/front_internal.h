@@ -27,7 +27,7 @@
 #include "common/theap.h"
 #include "config/config.h"
 #include "front/front.h"
-#include "front/tls.h"
+#include "tls/tls.h"
 #include "h1/parser.h"
 #include "h2/session.h"
 #include "proxy/proxy.h"

@@ -17,9 +17,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "back/tls.h"
 #include "common/err.h"
-#include "front/tls.h"
+#include "tls/tls.h"
 
 static char dir[64];
 static char cert_a[128], key_a[128], cert_b[128], key_b[128];
@@ -27,7 +26,7 @@ static char cert_a[128], key_a[128], cert_b[128], key_b[128];
 static int setup_all(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/gw_back_tls_test_XXXXXX");
+    snprintf(dir, sizeof(dir), "/tmp/gw_tls_conn_test_XXXXXX");
     if (!mkdtemp(dir))
         return -1;
     snprintf(cert_a, sizeof(cert_a), "%s/a/cert.pem", dir);
@@ -68,7 +67,7 @@ typedef struct {
     SSL *raw;
     BIO *raw_in, *raw_out;
     int server_done, server_failed;
-    gw_back_tls_t *cli;
+    gw_tls_conn_t *cli;
     int client_done, client_rc;
 } pair_t;
 
@@ -122,7 +121,7 @@ static void server_raw12(pair_t *p)
 
 static void pair_free(pair_t *p)
 {
-    gw_back_tls_del(p->cli);
+    gw_tls_conn_del(p->cli);
     gw_tls_conn_del(p->srv);
     gw_tls_ctx_del(p->sctx);
     SSL_free(p->raw);
@@ -165,7 +164,7 @@ static void client_step(pair_t *p)
 {
     if (p->client_done || p->client_rc < 0)
         return;
-    int rv = gw_back_tls_handshake(p->cli);
+    int rv = gw_tls_handshake(p->cli);
     p->client_rc = rv < 0 ? rv : 0;
     p->client_done = rv == 1;
 }
@@ -175,7 +174,7 @@ static void pump(pair_t *p, int byte_by_byte)
 {
     uint8_t buf[32768];
     size_t n;
-    while ((n = gw_back_tls_take_out(p->cli, buf, sizeof(buf))) > 0) {
+    while ((n = gw_tls_take_out(p->cli, buf, sizeof(buf))) > 0) {
         for (size_t i = 0; i < n; i += byte_by_byte ? 1 : n) {
             assert_int_equal(server_feed(p, buf + i, byte_by_byte ? 1 : n), 0);
             server_step(p);
@@ -184,7 +183,7 @@ static void pump(pair_t *p, int byte_by_byte)
     server_step(p);
     while ((n = server_take(p, buf, sizeof(buf))) > 0) {
         for (size_t i = 0; i < n; i += byte_by_byte ? 1 : n) {
-            assert_int_equal(gw_back_tls_feed(p->cli, buf + i, byte_by_byte ? 1 : n), 0);
+            assert_int_equal(gw_tls_feed(p->cli, buf + i, byte_by_byte ? 1 : n), 0);
             client_step(p);
         }
     }
@@ -207,12 +206,12 @@ static int handshake(pair_t *p, int byte_by_byte)
 
 /* A new client connection; the previous one is retired cleanly (close_notify), as back/conn.c
  * does, which keeps its session resumable. */
-static void client(pair_t *p, gw_back_tls_ctx_t *c, size_t server, const char *host)
+static void client(pair_t *p, gw_tls_client_ctx_t *c, size_t server, const char *host)
 {
     if (p->cli)
-        gw_back_tls_shutdown(p->cli);
-    gw_back_tls_del(p->cli);
-    p->cli = gw_back_tls_new(c, server, host);
+        gw_tls_shutdown(p->cli);
+    gw_tls_conn_del(p->cli);
+    p->cli = gw_tls_client_new(c, server, host);
     assert_non_null(p->cli);
 }
 
@@ -226,7 +225,7 @@ static gw_cfg_upstream_t upstream(const char *ca, int verify, size_t servers)
 static void round_trip(pair_t *p)
 {
     static const char req[] = "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
-    assert_int_equal(gw_back_tls_write(p->cli, req, sizeof(req) - 1), 0);
+    assert_int_equal(gw_tls_write(p->cli, req, sizeof(req) - 1), 0);
     pump(p, 0);
     char got[256];
     ssize_t n = gw_tls_read(p->srv, got, sizeof(got));
@@ -240,7 +239,7 @@ static void round_trip(pair_t *p)
     pump(p, 0);
     size_t have = 0;
     for (;;) {
-        ssize_t r = gw_back_tls_read(p->cli, back + have, 3000);
+        ssize_t r = gw_tls_read(p->cli, back + have, 3000);
         if (r == GW_E_AGAIN)
             break;
         assert_true(r > 0);
@@ -250,7 +249,7 @@ static void round_trip(pair_t *p)
     assert_memory_equal(back, body, sizeof(body));
     gw_tls_shutdown(p->srv);
     pump(p, 0);
-    assert_int_equal(gw_back_tls_read(p->cli, back, sizeof(back)), GW_E_CLOSED);
+    assert_int_equal(gw_tls_read(p->cli, back, sizeof(back)), GW_E_CLOSED);
 }
 
 /* ---- tests ------------------------------------------------------------------------------------
@@ -262,28 +261,28 @@ static void test_dns_name_verified_sni_alpn(void **state)
     pair_t p;
     server_front(&p, cert_a, key_a);
     gw_cfg_upstream_t u = upstream(cert_a, 1, 1);
-    gw_back_tls_ctx_t *c;
-    assert_int_equal(gw_back_tls_ctx_new(&u, &c), 0);
+    gw_tls_client_ctx_t *c;
+    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
     server_new_conn(&p);
     client(&p, c, 0, "localhost");
     assert_int_equal(handshake(&p, 0), 1);
     assert_true(p.server_done);
-    assert_string_equal(gw_back_tls_reason(p.cli), "");
+    assert_string_equal(gw_tls_reason(p.cli), "");
     assert_non_null(gw_tls_sni(p.srv));
     assert_string_equal(gw_tls_sni(p.srv), "localhost"); /* RFC 6066 §3 */
-    assert_string_equal(gw_back_tls_alpn(p.cli), "http/1.1");
+    assert_string_equal(gw_tls_alpn(p.cli), "http/1.1");
     assert_string_equal(gw_tls_alpn(p.srv), "http/1.1");
-    assert_string_equal(gw_back_tls_version(p.cli), "TLSv1.3");
-    assert_int_equal(gw_back_tls_resumed(p.cli), 0);
+    assert_string_equal(gw_tls_version(p.cli), "TLSv1.3");
+    assert_int_equal(gw_tls_resumed(p.cli), 0);
     round_trip(&p);
     /* our close_notify reaches the server */
-    gw_back_tls_shutdown(p.cli);
-    assert_true(gw_back_tls_pending_out(p.cli) > 0);
+    gw_tls_shutdown(p.cli);
+    assert_true(gw_tls_pending_out(p.cli) > 0);
     pump(&p, 0);
     char b[16];
     assert_int_equal(gw_tls_read(p.srv, b, sizeof(b)), GW_E_CLOSED);
     pair_free(&p);
-    gw_back_tls_ctx_del(c);
+    gw_tls_client_ctx_del(c);
 }
 
 static void test_ip_literals_checked_as_ip_without_sni(void **state)
@@ -291,8 +290,8 @@ static void test_ip_literals_checked_as_ip_without_sni(void **state)
     (void)state;
     const char *hosts[] = {"127.0.0.1", "::1"};
     gw_cfg_upstream_t u = upstream(cert_a, 1, 1);
-    gw_back_tls_ctx_t *c;
-    assert_int_equal(gw_back_tls_ctx_new(&u, &c), 0);
+    gw_tls_client_ctx_t *c;
+    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
     for (size_t i = 0; i < 2; i++) {
         pair_t p;
         server_front(&p, cert_a, key_a);
@@ -303,7 +302,7 @@ static void test_ip_literals_checked_as_ip_without_sni(void **state)
         round_trip(&p);
         pair_free(&p);
     }
-    gw_back_tls_ctx_del(c);
+    gw_tls_client_ctx_del(c);
 }
 
 /* Verification failures: the reason names the check, and the server gets our alert. */
@@ -312,17 +311,17 @@ static void expect_verify_failure(const char *ca, const char *host, const char *
     pair_t p;
     server_front(&p, cert_a, key_a);
     gw_cfg_upstream_t u = upstream(ca, 1, 1);
-    gw_back_tls_ctx_t *c;
-    assert_int_equal(gw_back_tls_ctx_new(&u, &c), 0);
+    gw_tls_client_ctx_t *c;
+    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
     server_new_conn(&p);
     client(&p, c, 0, host);
     assert_int_equal(handshake(&p, 0), GW_E_PROTO);
-    assert_string_equal(gw_back_tls_reason(p.cli), reason);
+    assert_string_equal(gw_tls_reason(p.cli), reason);
     /* the alert made the server fail too (it never sees a Finished) */
     char b[16];
     assert_true(p.server_failed || gw_tls_read(p.srv, b, sizeof(b)) < 0);
     pair_free(&p);
-    gw_back_tls_ctx_del(c);
+    gw_tls_client_ctx_del(c);
 }
 
 static void test_hostname_mismatch(void **state)
@@ -355,34 +354,33 @@ static void test_verify_off_accepts_anything_and_still_sends_sni(void **state)
     pair_t p;
     server_front(&p, cert_a, key_a);
     gw_cfg_upstream_t u = upstream(cert_b, 0, 1); /* tls_ca is ignored */
-    gw_back_tls_ctx_t *c;
-    assert_int_equal(gw_back_tls_ctx_new(&u, &c), 0);
+    gw_tls_client_ctx_t *c;
+    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
     server_new_conn(&p);
     client(&p, c, 0, "example.org");
     assert_int_equal(handshake(&p, 0), 1);
     assert_string_equal(gw_tls_sni(p.srv), "example.org");
     round_trip(&p);
     pair_free(&p);
-    gw_back_tls_ctx_del(c);
+    gw_tls_client_ctx_del(c);
 }
 
 static void test_verify_without_host_fails(void **state)
 {
     (void)state;
     gw_cfg_upstream_t u = upstream(cert_a, 1, 1);
-    gw_back_tls_ctx_t *c;
-    assert_int_equal(gw_back_tls_ctx_new(&u, &c), 0);
+    gw_tls_client_ctx_t *c;
+    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
     const char *hosts[] = {NULL, ""};
     for (size_t i = 0; i < 2; i++) {
-        gw_back_tls_t *t = gw_back_tls_new(c, 0, hosts[i]);
+        gw_tls_conn_t *t = gw_tls_client_new(c, 0, hosts[i]);
         assert_non_null(t);
-        assert_int_equal(gw_back_tls_handshake(t), GW_E_PROTO);
-        assert_string_equal(gw_back_tls_reason(t),
-                            "no host name to verify the certificate against");
-        assert_int_equal(gw_back_tls_pending_out(t), 0); /* nothing was sent */
-        gw_back_tls_del(t);
+        assert_int_equal(gw_tls_handshake(t), GW_E_PROTO);
+        assert_string_equal(gw_tls_reason(t), "no host name to verify the certificate against");
+        assert_int_equal(gw_tls_pending_out(t), 0); /* nothing was sent */
+        gw_tls_conn_del(t);
     }
-    gw_back_tls_ctx_del(c);
+    gw_tls_client_ctx_del(c);
 }
 
 static void test_bad_ca_file(void **state)
@@ -391,17 +389,17 @@ static void test_bad_ca_file(void **state)
     char missing[160];
     snprintf(missing, sizeof(missing), "%s/none.pem", dir);
     gw_cfg_upstream_t u = upstream(missing, 1, 1);
-    gw_back_tls_ctx_t *c = (gw_back_tls_ctx_t *)&u;
-    assert_int_equal(gw_back_tls_ctx_new(&u, &c), GW_E_INVAL);
+    gw_tls_client_ctx_t *c = (gw_tls_client_ctx_t *)&u;
+    assert_int_equal(gw_tls_client_ctx_new(&u, &c), GW_E_INVAL);
     assert_null(c);
     /* a key file is not a CA bundle */
     u.tls_ca = key_a;
-    assert_int_equal(gw_back_tls_ctx_new(&u, &c), GW_E_INVAL);
+    assert_int_equal(gw_tls_client_ctx_new(&u, &c), GW_E_INVAL);
     /* not verifying: the CA file is not even read */
     u.tls_verify = 0;
     u.tls_ca = missing;
-    assert_int_equal(gw_back_tls_ctx_new(&u, &c), 0);
-    gw_back_tls_ctx_del(c);
+    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
+    gw_tls_client_ctx_del(c);
 }
 
 static void test_byte_by_byte(void **state)
@@ -410,8 +408,8 @@ static void test_byte_by_byte(void **state)
     pair_t p;
     server_front(&p, cert_a, key_a);
     gw_cfg_upstream_t u = upstream(cert_a, 1, 1);
-    gw_back_tls_ctx_t *c;
-    assert_int_equal(gw_back_tls_ctx_new(&u, &c), 0);
+    gw_tls_client_ctx_t *c;
+    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
     server_new_conn(&p);
     client(&p, c, 0, "localhost");
     assert_int_equal(handshake(&p, 1), 1);
@@ -423,16 +421,16 @@ static void test_byte_by_byte(void **state)
     char got[128];
     size_t have = 0;
     for (size_t i = 0; i < n; i++) {
-        assert_int_equal(gw_back_tls_feed(p.cli, buf + i, 1), 0);
+        assert_int_equal(gw_tls_feed(p.cli, buf + i, 1), 0);
         ssize_t r;
-        while ((r = gw_back_tls_read(p.cli, got + have, sizeof(got) - have)) > 0)
+        while ((r = gw_tls_read(p.cli, got + have, sizeof(got) - have)) > 0)
             have += (size_t)r;
         assert_int_equal(r, GW_E_AGAIN);
     }
     assert_int_equal(have, sizeof(resp) - 1);
     assert_memory_equal(got, resp, have);
     pair_free(&p);
-    gw_back_tls_ctx_del(c);
+    gw_tls_client_ctx_del(c);
 }
 
 /* Read whatever the server sent after the handshake (TLS 1.3 tickets): no plaintext. */
@@ -440,7 +438,7 @@ static void take_tickets(pair_t *p)
 {
     pump(p, 0);
     char b[16];
-    assert_int_equal(gw_back_tls_read(p->cli, b, sizeof(b)), GW_E_AGAIN);
+    assert_int_equal(gw_tls_read(p->cli, b, sizeof(b)), GW_E_AGAIN);
 }
 
 static void test_tls13_tickets_resume_once_per_server(void **state)
@@ -449,46 +447,46 @@ static void test_tls13_tickets_resume_once_per_server(void **state)
     pair_t p;
     server_front(&p, cert_a, key_a);
     gw_cfg_upstream_t u = upstream(cert_a, 1, 2);
-    gw_back_tls_ctx_t *c;
-    assert_int_equal(gw_back_tls_ctx_new(&u, &c), 0);
+    gw_tls_client_ctx_t *c;
+    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
     /* 1: full handshake; its ticket is kept for server 0 */
     server_new_conn(&p);
     client(&p, c, 0, "localhost");
     assert_int_equal(handshake(&p, 0), 1);
-    assert_int_equal(gw_back_tls_resumed(p.cli), 0);
+    assert_int_equal(gw_tls_resumed(p.cli), 0);
     take_tickets(&p);
     /* 2: server 1 has no session of its own */
     server_new_conn(&p);
     client(&p, c, 1, "localhost");
     assert_int_equal(handshake(&p, 0), 1);
-    assert_int_equal(gw_back_tls_resumed(p.cli), 0);
+    assert_int_equal(gw_tls_resumed(p.cli), 0);
     /* 3: server 0 resumes with the ticket, which is then gone (RFC 8446 §C.4) */
     server_new_conn(&p);
     client(&p, c, 0, "localhost");
     assert_int_equal(handshake(&p, 0), 1);
-    assert_int_equal(gw_back_tls_resumed(p.cli), 1);
-    gw_back_tls_t *keep = p.cli; /* its new ticket is not read yet */
+    assert_int_equal(gw_tls_resumed(p.cli), 1);
+    gw_tls_conn_t *keep = p.cli; /* its new ticket is not read yet */
     p.cli = NULL;
     server_new_conn(&p);
     client(&p, c, 0, "localhost");
     assert_int_equal(handshake(&p, 0), 1);
-    assert_int_equal(gw_back_tls_resumed(p.cli), 0); /* 4: no ticket left: full handshake */
+    assert_int_equal(gw_tls_resumed(p.cli), 0); /* 4: no ticket left: full handshake */
     take_tickets(&p);
     /* 5: the ticket of connection 4 resumes, and the resumed session still verifies */
     server_new_conn(&p);
     client(&p, c, 0, "localhost");
     assert_int_equal(handshake(&p, 0), 1);
-    assert_int_equal(gw_back_tls_resumed(p.cli), 1);
+    assert_int_equal(gw_tls_resumed(p.cli), 1);
     round_trip(&p);
-    gw_back_tls_shutdown(keep);
-    gw_back_tls_del(keep);
+    gw_tls_shutdown(keep);
+    gw_tls_conn_del(keep);
     pair_free(&p);
     /* the context outlives its creator's reference while a connection holds it */
-    gw_back_tls_t *late = gw_back_tls_new(c, 0, "localhost");
+    gw_tls_conn_t *late = gw_tls_client_new(c, 0, "localhost");
     assert_non_null(late);
-    gw_back_tls_ctx_del(c);
-    assert_true(gw_back_tls_handshake(late) == 0 && gw_back_tls_pending_out(late) > 0);
-    gw_back_tls_del(late);
+    gw_tls_client_ctx_del(c);
+    assert_true(gw_tls_handshake(late) == 0 && gw_tls_pending_out(late) > 0);
+    gw_tls_conn_del(late);
 }
 
 static void test_tls12_session_kept_for_reuse(void **state)
@@ -497,32 +495,32 @@ static void test_tls12_session_kept_for_reuse(void **state)
     pair_t p;
     server_raw12(&p);
     gw_cfg_upstream_t u = upstream(cert_a, 1, 1);
-    gw_back_tls_ctx_t *c;
-    assert_int_equal(gw_back_tls_ctx_new(&u, &c), 0);
+    gw_tls_client_ctx_t *c;
+    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
     for (int i = 0; i < 3; i++) {
         server_new_conn(&p);
         client(&p, c, 0, "127.0.0.1");
         assert_int_equal(handshake(&p, 0), 1);
-        assert_string_equal(gw_back_tls_version(p.cli), "TLSv1.2");
-        assert_string_equal(gw_back_tls_alpn(p.cli), ""); /* this server does no ALPN */
+        assert_string_equal(gw_tls_version(p.cli), "TLSv1.2");
+        assert_string_equal(gw_tls_alpn(p.cli), ""); /* this server does no ALPN */
         /* the first is full, the next two resume the same session */
-        assert_int_equal(gw_back_tls_resumed(p.cli), i > 0);
+        assert_int_equal(gw_tls_resumed(p.cli), i > 0);
         assert_int_equal(SSL_session_reused(p.raw), i > 0);
     }
     /* a connection abandoned without close_notify (a failure) spoils the session */
-    gw_back_tls_del(p.cli);
+    gw_tls_conn_del(p.cli);
     p.cli = NULL;
     server_new_conn(&p);
     client(&p, c, 0, "127.0.0.1");
     assert_int_equal(handshake(&p, 0), 1);
-    assert_int_equal(gw_back_tls_resumed(p.cli), 0);
+    assert_int_equal(gw_tls_resumed(p.cli), 0);
     /* and the full handshake's new session is kept again */
     server_new_conn(&p);
     client(&p, c, 0, "127.0.0.1");
     assert_int_equal(handshake(&p, 0), 1);
-    assert_int_equal(gw_back_tls_resumed(p.cli), 1);
+    assert_int_equal(gw_tls_resumed(p.cli), 1);
     pair_free(&p);
-    gw_back_tls_ctx_del(c);
+    gw_tls_client_ctx_del(c);
 }
 
 int main(void)

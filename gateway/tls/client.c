@@ -1,13 +1,13 @@
-/* back/tls.c — client-side TLS over OpenSSL 3 memory BIOs (see tls.h). */
-#include "back/tls.h"
-
+/* tls/client.c — the client role, towards HTTPS origins: upstream contexts (verification
+ * against tls_ca or the system store, TLS 1.2 or later, ALPN "http/1.1", the session kept per
+ * server) and, per connection, the host checks and SNI (see tls.h). */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <unistd.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
-#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -15,12 +15,13 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "tls/tls_internal.h"
 
 /* RFC 7301 §3.1 wire format: one length-prefixed protocol name. */
 static const unsigned char alpn_h1[] = "\x08http/1.1";
 #define ALPN_H1_LEN (sizeof(alpn_h1) - 1)
 
-struct gw_back_tls_ctx {
+struct gw_tls_client_ctx {
     SSL_CTX *ssl_ctx;
     const gw_cfg_upstream_t *cfg;
     SSL_SESSION **sess; /* one slot per server: the session to offer next (or NULL) */
@@ -28,16 +29,7 @@ struct gw_back_tls_ctx {
     unsigned refs; /* the creator's, plus one per live connection */
 };
 
-struct gw_back_tls {
-    SSL *ssl;
-    BIO *rbio, *wbio; /* owned by ssl */
-    gw_back_tls_ctx_t *ctx;
-    size_t server;
-    int no_host; /* verification on, but nothing to verify against */
-    char reason[192];
-};
-
-/* ex_data slot of SSL objects pointing back at their gw_back_tls_t (for the session cb). */
+/* ex_data slot of SSL objects pointing back at their connection (for the session callback). */
 static int ex_index = -1;
 static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
 
@@ -46,7 +38,7 @@ static void ex_init(void)
     ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
 
-static void ctx_unref(gw_back_tls_ctx_t *c)
+void gw_tls__client_ctx_unref(gw_tls_client_ctx_t *c)
 {
     if (--c->refs > 0)
         return;
@@ -61,10 +53,10 @@ static void ctx_unref(gw_back_tls_ctx_t *c)
  * NewSessionTicket, after the handshake, while we read). Keep the latest one per server. */
 static int on_new_session(SSL *ssl, SSL_SESSION *sess)
 {
-    gw_back_tls_t *t = SSL_get_ex_data(ssl, ex_index);
-    if (!t || t->server >= t->ctx->sess_len || !SSL_SESSION_is_resumable(sess))
+    gw_tls_conn_t *t = SSL_get_ex_data(ssl, ex_index);
+    if (!t || !t->client || t->server >= t->client->sess_len || !SSL_SESSION_is_resumable(sess))
         return 0; /* not kept: OpenSSL frees it */
-    SSL_SESSION **slot = &t->ctx->sess[t->server];
+    SSL_SESSION **slot = &t->client->sess[t->server];
     SSL_SESSION_free(*slot);
     *slot = sess;
     return 1; /* we own the reference now */
@@ -78,13 +70,13 @@ static void ssl_reason(char *dst, size_t cap, const char *fallback)
     ERR_clear_error();
 }
 
-int gw_back_tls_ctx_new(const gw_cfg_upstream_t *u, gw_back_tls_ctx_t **out)
+int gw_tls_client_ctx_new(const gw_cfg_upstream_t *u, gw_tls_client_ctx_t **out)
 {
     *out = NULL;
     pthread_once(&ex_once, ex_init); /* workers build their contexts concurrently */
     if (ex_index < 0)
         return GW_E_NOMEM;
-    gw_back_tls_ctx_t *c = gw_calloc(1, sizeof(*c));
+    gw_tls_client_ctx_t *c = gw_calloc(1, sizeof(*c));
     if (!c)
         return GW_E_NOMEM;
     c->refs = 1;
@@ -94,7 +86,7 @@ int gw_back_tls_ctx_new(const gw_cfg_upstream_t *u, gw_back_tls_ctx_t **out)
     c->ssl_ctx = SSL_CTX_new(TLS_client_method());
     if (!c->sess || !c->ssl_ctx) {
         ERR_clear_error();
-        ctx_unref(c);
+        gw_tls__client_ctx_unref(c);
         return GW_E_NOMEM;
     }
     SSL_CTX *x = c->ssl_ctx;
@@ -105,7 +97,7 @@ int gw_back_tls_ctx_new(const gw_cfg_upstream_t *u, gw_back_tls_ctx_t **out)
     /* SSL_CTX_set_alpn_protos returns 0 on success. */
     if (SSL_CTX_set_alpn_protos(x, alpn_h1, (unsigned)ALPN_H1_LEN) != 0) {
         ERR_clear_error();
-        ctx_unref(c);
+        gw_tls__client_ctx_unref(c);
         return GW_E_NOMEM;
     }
     SSL_CTX_set_session_cache_mode(x, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
@@ -114,7 +106,7 @@ int gw_back_tls_ctx_new(const gw_cfg_upstream_t *u, gw_back_tls_ctx_t **out)
         if (u->tls_ca && access(u->tls_ca, R_OK) != 0) {
             GW_LOG_ERROR("back_tls_ca_invalid", "upstream=%s file=%s reason=\"%s\"", u->name,
                          u->tls_ca, strerror(errno));
-            ctx_unref(c);
+            gw_tls__client_ctx_unref(c);
             return GW_E_INVAL;
         }
         int ok = u->tls_ca ? SSL_CTX_load_verify_locations(x, u->tls_ca, NULL)
@@ -124,7 +116,7 @@ int gw_back_tls_ctx_new(const gw_cfg_upstream_t *u, gw_back_tls_ctx_t **out)
             ssl_reason(why, sizeof(why), "cannot load");
             GW_LOG_ERROR("back_tls_ca_invalid", "upstream=%s file=%s reason=\"%s\"", u->name,
                          u->tls_ca ? u->tls_ca : "(system store)", why);
-            ctx_unref(c);
+            gw_tls__client_ctx_unref(c);
             return GW_E_INVAL;
         }
         SSL_CTX_set_verify(x, SSL_VERIFY_PEER, NULL);
@@ -135,10 +127,10 @@ int gw_back_tls_ctx_new(const gw_cfg_upstream_t *u, gw_back_tls_ctx_t **out)
     return 0;
 }
 
-void gw_back_tls_ctx_del(gw_back_tls_ctx_t *c)
+void gw_tls_client_ctx_del(gw_tls_client_ctx_t *c)
 {
     if (c)
-        ctx_unref(c);
+        gw_tls__client_ctx_unref(c);
 }
 
 static int is_ip_literal(const char *host)
@@ -148,9 +140,9 @@ static int is_ip_literal(const char *host)
 }
 
 /* Name checks and SNI for one connection. 0 or -1 (out of memory). */
-static int set_peer(gw_back_tls_t *t, const char *host)
+static int set_peer(gw_tls_conn_t *t, const char *host)
 {
-    int verify = t->ctx->cfg->tls_verify;
+    int verify = t->client->cfg->tls_verify;
     if (!host || !*host) {
         t->no_host = verify;
         return 0;
@@ -172,26 +164,14 @@ static int set_peer(gw_back_tls_t *t, const char *host)
     return 0;
 }
 
-gw_back_tls_t *gw_back_tls_new(gw_back_tls_ctx_t *c, size_t server, const char *host)
+gw_tls_conn_t *gw_tls_client_new(gw_tls_client_ctx_t *c, size_t server, const char *host)
 {
-    gw_back_tls_t *t = gw_calloc(1, sizeof(*t));
+    gw_tls_conn_t *t = gw_tls__conn_alloc(c->ssl_ctx, 1);
     if (!t)
         return NULL;
-    t->ctx = c;
-    t->server = server;
+    t->client = c;
+    t->server = (uint32_t)server;
     c->refs++;
-    t->ssl = SSL_new(c->ssl_ctx);
-    t->rbio = BIO_new(BIO_s_mem());
-    t->wbio = BIO_new(BIO_s_mem());
-    if (!t->ssl || !t->rbio || !t->wbio) {
-        BIO_free(t->rbio);
-        BIO_free(t->wbio);
-        goto fail;
-    }
-    /* An empty read BIO means "retry later" (WANT_READ), not end of file. */
-    BIO_set_mem_eof_return(t->rbio, -1);
-    SSL_set_bio(t->ssl, t->rbio, t->wbio);
-    SSL_set_connect_state(t->ssl);
     if (!SSL_set_ex_data(t->ssl, ex_index, t) || set_peer(t, host) < 0)
         goto fail;
     if (server < c->sess_len && c->sess[server]) {
@@ -211,124 +191,14 @@ gw_back_tls_t *gw_back_tls_new(gw_back_tls_ctx_t *c, size_t server, const char *
     return t;
 fail:
     ERR_clear_error();
-    SSL_free(t->ssl);
-    ctx_unref(c);
-    gw_free(t);
+    gw_tls_conn_del(t); /* drops the reference taken above */
     return NULL;
 }
 
-void gw_back_tls_del(gw_back_tls_t *t)
+const char *gw_tls__client_verify_error(const gw_tls_conn_t *t)
 {
-    if (!t)
-        return;
-    SSL_free(t->ssl);
-    ctx_unref(t->ctx);
-    gw_free(t);
-}
-
-int gw_back_tls_feed(gw_back_tls_t *t, const void *p, size_t n)
-{
-    if (n == 0)
-        return 0;
-    return BIO_write(t->rbio, p, (int)n) == (int)n ? 0 : GW_E_NOMEM;
-}
-
-int gw_back_tls_handshake(gw_back_tls_t *t)
-{
-    if (t->no_host) {
-        snprintf(t->reason, sizeof(t->reason), "no host name to verify the certificate against");
-        return GW_E_PROTO;
-    }
-    int r = SSL_do_handshake(t->ssl);
-    if (r == 1)
-        return 1;
-    int e = SSL_get_error(t->ssl, r);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-        return 0;
     long vr = SSL_get_verify_result(t->ssl);
-    if (SSL_get_verify_mode(t->ssl) != SSL_VERIFY_NONE && vr != X509_V_OK) {
-        /* "unable to get local issuer certificate", "hostname mismatch", "IP address
-         * mismatch", "certificate has expired", ... */
-        snprintf(t->reason, sizeof(t->reason), "certificate verify failed: %s",
-                 X509_verify_cert_error_string(vr));
-        ERR_clear_error();
-    } else {
-        ssl_reason(t->reason, sizeof(t->reason), "handshake failed");
-    }
-    return GW_E_PROTO;
-}
-
-ssize_t gw_back_tls_read(gw_back_tls_t *t, void *buf, size_t cap)
-{
-    size_t n = 0;
-    int r = SSL_read_ex(t->ssl, buf, cap, &n);
-    if (r == 1)
-        return (ssize_t)n;
-    int e = SSL_get_error(t->ssl, r);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-        return GW_E_AGAIN;
-    if (e == SSL_ERROR_ZERO_RETURN)
-        return GW_E_CLOSED;
-    ssl_reason(t->reason, sizeof(t->reason), "read failed");
-    return GW_E_PROTO;
-}
-
-int gw_back_tls_write(gw_back_tls_t *t, const void *p, size_t n)
-{
-    size_t w = 0;
-    if (n == 0)
-        return 0;
-    if (SSL_write_ex(t->ssl, p, n, &w) != 1 || w != n) {
-        ssl_reason(t->reason, sizeof(t->reason), "write failed");
-        return GW_E_PROTO;
-    }
-    return 0;
-}
-
-size_t gw_back_tls_pending_out(const gw_back_tls_t *t)
-{
-    return BIO_ctrl_pending(t->wbio);
-}
-
-size_t gw_back_tls_take_out(gw_back_tls_t *t, void *buf, size_t cap)
-{
-    int n = BIO_read(t->wbio, buf, (int)(cap > 1u << 30 ? 1u << 30 : cap));
-    return n > 0 ? (size_t)n : 0;
-}
-
-void gw_back_tls_shutdown(gw_back_tls_t *t)
-{
-    if (SSL_is_init_finished(t->ssl))
-        SSL_shutdown(t->ssl);
-    ERR_clear_error();
-}
-
-const char *gw_back_tls_reason(const gw_back_tls_t *t)
-{
-    return t->reason;
-}
-
-const char *gw_back_tls_version(const gw_back_tls_t *t)
-{
-    return SSL_get_version(t->ssl);
-}
-
-const char *gw_back_tls_alpn(const gw_back_tls_t *t)
-{
-    const unsigned char *p = NULL;
-    unsigned len = 0;
-    SSL_get0_alpn_selected(t->ssl, &p, &len);
-    /* We offer one protocol: whatever the origin chose is it. */
-    return p && len == ALPN_H1_LEN - 1 && !memcmp(p, alpn_h1 + 1, len) ? "http/1.1" : "";
-}
-
-int gw_back_tls_resumed(const gw_back_tls_t *t)
-{
-    return SSL_session_reused(t->ssl) == 1;
-}
-
-const char *gw_back_tls_cipher(const gw_back_tls_t *t)
-{
-    const SSL_CIPHER *c = SSL_get_current_cipher(t->ssl);
-    return c ? SSL_CIPHER_get_name(c) : "-";
+    if (SSL_get_verify_mode(t->ssl) == SSL_VERIFY_NONE || vr == X509_V_OK)
+        return NULL;
+    return X509_verify_cert_error_string(vr);
 }

@@ -1,0 +1,113 @@
+/* tls/tls.h — TLS for both ends of the gateway as one sans-IO module: bytes in, bytes out, over
+ * OpenSSL 3 with a BIO of our own. No sockets and no event loop here: the connection glue
+ * (front/ for clients, back/ for origins) feeds the ciphertext it reads with gw_tls_feed(),
+ * drives gw_tls_handshake(), reads plaintext with gw_tls_read(), encrypts with gw_tls_write()
+ * or gw_tls_writev(), and sends what gw_tls_out_peek() / gw_tls_take_out() hand it.
+ *
+ * Two roles, one connection object and one contract:
+ * - server (front/): a context per listener, shared read-only by the workers: certificates
+ *   chosen by SNI, versions, ciphers, ALPN, session tickets with rotating keys;
+ * - client (back/): a context per TLS upstream and worker: verification of the origin's
+ *   certificate against its host (RFC 6125), SNI (RFC 6066 §3), ALPN "http/1.1", TLS 1.2 or
+ *   later (RFC 8996), one resumable session kept per server (a TLS 1.3 ticket used once,
+ *   RFC 8446 §C.4). A connection deleted after its handshake without gw_tls_shutdown() (it
+ *   failed) makes its session unusable. Client contexts belong to one worker: nothing locked.
+ */
+#ifndef GW_TLS_TLS_H
+#define GW_TLS_TLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "config/config.h"
+
+typedef struct gw_tls_ctx gw_tls_ctx_t;               /* server: per listener */
+typedef struct gw_tls_client_ctx gw_tls_client_ctx_t; /* client: per TLS upstream and worker */
+typedef struct gw_tls_conn gw_tls_conn_t;             /* one connection, either role */
+
+/* ---- server role (server.c) ------------------------------------------------------------- */
+
+/* Build the context of a TLS listener: certificates (SNI choice: exact names, then "*.suffix",
+ * then certs[0]), versions, ciphers, ALPN offer `alpn` (wire format, e.g. "\x08http/1.1").
+ * Generates the self-signed pair first when tls->self_signed and both files are missing.
+ * Logs the failing file and OpenSSL's reason; returns 0 or GW_E_INVAL / GW_E_IO / GW_E_NOMEM. */
+int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t alpn_len,
+                   gw_tls_ctx_t **out);
+void gw_tls_ctx_del(gw_tls_ctx_t *c);
+/* A server connection of listener context c. NULL when out of memory. */
+gw_tls_conn_t *gw_tls_conn_new(gw_tls_ctx_t *c);
+
+/* Tests only: the millisecond clock of ticket key rotation (NULL: CLOCK_MONOTONIC again). */
+void gw_tls__set_clock(uint64_t (*now_ms)(void));
+/* Generate a self-signed P-256 certificate for localhost / 127.0.0.1 / ::1 into cert_path and
+ * key_path (key file mode 0600, parent directory created). 0 or GW_E_IO. */
+int gw_tls_make_self_signed(const char *cert_path, const char *key_path);
+
+/* ---- client role (client.c) ------------------------------------------------------------- */
+
+/* Build the client context of upstream `u` (u->tls set): verification mode, CA file or system
+ * store, minimum version, ALPN, a session slot per server of `u`. `u` must outlive the context.
+ * Returns 0 and *out, GW_E_INVAL (tls_ca cannot be loaded; logged with OpenSSL's reason) or
+ * GW_E_NOMEM. */
+int gw_tls_client_ctx_new(const gw_cfg_upstream_t *u, gw_tls_client_ctx_t **out);
+/* Drop the creator's reference. Connections made from the context keep it alive until they
+ * are deleted, so it may be called while some are still closing. NULL is ignored. */
+void gw_tls_client_ctx_del(gw_tls_client_ctx_t *c);
+/* A client connection to server `server` (index into u->servers, < u->servers_len) whose
+ * certificate must match `host` (a DNS name, or an IPv4/IPv6 literal without brackets; copied).
+ * With verification on, a NULL or empty host fails the handshake. A cached session of that
+ * server is offered. Returns NULL when out of memory. */
+gw_tls_conn_t *gw_tls_client_new(gw_tls_client_ctx_t *c, size_t server, const char *host);
+
+/* ---- one connection, either role (conn.c) ----------------------------------------------- */
+
+void gw_tls_conn_del(gw_tls_conn_t *t);
+/* Ciphertext from the peer (copied). 0 or GW_E_NOMEM. */
+int gw_tls_feed(gw_tls_conn_t *t, const void *p, size_t n);
+/* Drive the handshake: 1 when complete, 0 when it needs more input (send what the output
+ * holds first), GW_E_PROTO on failure: gw_tls_reason() says why, and an alert for the peer
+ * may be waiting in the output. */
+int gw_tls_handshake(gw_tls_conn_t *t);
+/* Plaintext into buf[0..cap): bytes read (> 0), GW_E_AGAIN when no whole record is buffered
+ * (post-handshake messages such as TLS 1.3 tickets are consumed here), GW_E_CLOSED on the
+ * peer's close_notify, GW_E_PROTO on a TLS error (reason set). */
+ssize_t gw_tls_read(gw_tls_conn_t *t, void *buf, size_t cap);
+/* Non-zero when a gw_tls_read() now would find nothing: OpenSSL has read every byte fed and
+ * holds no record data, processed or not (SSL_has_pending). Lets a read loop stop without the
+ * call that fails with "want read". */
+int gw_tls_drained(const gw_tls_conn_t *t);
+/* Encrypt p[0..n) into the output (after the handshake). 0 or GW_E_PROTO (reason set). */
+int gw_tls_write(gw_tls_conn_t *t, const void *p, size_t n);
+/* Encrypt the pieces in order, small neighbours gathered into one record. 0 or GW_E_PROTO. */
+int gw_tls_writev(gw_tls_conn_t *t, const struct iovec *v, size_t cnt);
+/* Ciphertext waiting to be sent; a copy of up to cap bytes of it out (returns how many; they
+ * leave the output); or a zero-copy view of it (valid until the next TLS call on t) and how
+ * much of it was sent. */
+size_t gw_tls_pending_out(const gw_tls_conn_t *t);
+size_t gw_tls_take_out(gw_tls_conn_t *t, void *buf, size_t cap);
+const uint8_t *gw_tls_out_peek(const gw_tls_conn_t *t, size_t *len);
+void gw_tls_out_consume(gw_tls_conn_t *t, size_t n);
+/* Idle connection: give back the memory the empty ciphertext buffers grew to (no-op while
+ * either holds bytes; an allocation failure just keeps the old buffers). */
+void gw_tls_trim(gw_tls_conn_t *t);
+/* Queue a close_notify (RFC 8446 §6.1) when the handshake completed; no-op otherwise. */
+void gw_tls_shutdown(gw_tls_conn_t *t);
+
+/* Why the handshake, a read or a write failed, e.g. "certificate verify failed: hostname
+ * mismatch" or "wrong version number"; "" when nothing failed. Valid until the next call. */
+const char *gw_tls_reason(const gw_tls_conn_t *t);
+/* After the handshake: the ALPN protocol ("h2", "http/1.1", or "" if none), the TLS version
+ * ("TLSv1.3"), the cipher's name ("-" before), whether the session was resumed (1/0), and
+ * (server role) the SNI name the client sent, or NULL. */
+const char *gw_tls_alpn(const gw_tls_conn_t *t);
+const char *gw_tls_version(const gw_tls_conn_t *t);
+const char *gw_tls_cipher(const gw_tls_conn_t *t);
+int gw_tls_resumed(const gw_tls_conn_t *t);
+const char *gw_tls_sni(const gw_tls_conn_t *t);
+/* RFC 9113 §9.2.2: HTTP/2 over TLS 1.2 needs an ephemeral key exchange and an AEAD cipher.
+ * Non-zero when the negotiated parameters allow HTTP/2 (always for TLS 1.3). */
+int gw_tls_h2_cipher_ok(const gw_tls_conn_t *t);
+
+#endif

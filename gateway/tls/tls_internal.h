@@ -1,0 +1,43 @@
+/* tls/tls_internal.h — what the files of gateway/tls/ share (not a public interface).
+ *
+ * conn.c:   the connection of either role: our BIO over two byte buffers, feed, handshake,
+ *           read, write, the output, shutdown, reasons and the negotiated parameters.
+ * server.c: the server role: listener contexts (certificates by SNI, ALPN selection, ticket
+ *           keys and their rotation) and the self-signed certificate of the demo config.
+ * client.c: the client role: upstream contexts (verification, ALPN, the session kept per
+ *           server) and the host checks and SNI of each connection.
+ */
+#ifndef GW_TLS_INTERNAL_H
+#define GW_TLS_INTERNAL_H
+
+#include <openssl/ssl.h>
+
+#include "common/buf.h"
+#include "tls/tls.h"
+
+struct gw_tls_conn {
+    SSL *ssl;
+    BIO *bio;                    /* owned by ssl, both directions: reads from in, appends to out */
+    gw_bytes_t in;               /* ciphertext from the peer not read by OpenSSL yet */
+    size_t in_off;               /* how much of in OpenSSL has read */
+    gw_bytes_t out;              /* ciphertext records not yet taken */
+    size_t out_off;              /* how much of out was already taken */
+    gw_tls_client_ctx_t *client; /* client role: its context (one reference), else NULL */
+    uint32_t server;             /* client role: the origin server's session slot */
+    uint8_t no_host;             /* client role: verification on, nothing to verify against */
+    char *reason;                /* why the last call failed (allocated), or NULL */
+};
+
+/* A connection over ssl_ctx in the given role (client: connect state, else accept state), or
+ * NULL when out of memory. */
+gw_tls_conn_t *gw_tls__conn_alloc(SSL_CTX *ssl_ctx, int client);
+/* Set t's reason: fmt, or OpenSSL's last error reason when fmt is NULL (fallback when there is
+ * none). Clears OpenSSL's error queue. */
+void gw_tls__set_reason(gw_tls_conn_t *t, const char *fallback, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* client.c: the verification failure of a client connection, or NULL. */
+const char *gw_tls__client_verify_error(const gw_tls_conn_t *t);
+/* client.c: drop the connection's reference on its client context. */
+void gw_tls__client_ctx_unref(gw_tls_client_ctx_t *c);
+
+#endif
