@@ -12,7 +12,7 @@
  *              that frames what the session has.
  * throttle.c:  response buckets (connection, client address, route), the request body bucket,
  *              and the HTTP/2 data budget and window credit that follow them.
- * tls.c:       server-side TLS over memory BIOs (front/tls.h).
+ * TLS is gateway/tls/ (server role), shared with back/.
  */
 #ifndef GW_FRONT_INTERNAL_H
 #define GW_FRONT_INTERNAL_H

@@ -1,4 +1,18 @@
-/* proxy/proxy_internal.h — what the files of proxy/ share (not a public interface). */
+/* proxy/proxy_internal.h — what the files of proxy/ share (not a public interface).
+ *
+ * route.c:     route matching (host, wildcard, path prefix), request-rate buckets (429) and
+ *              the gateway's own answers (404, 400, 5xx).
+ * translate.c: request and response translation as pure functions (RFC 9110 §7.6, RFC 9113
+ *              §8.2-§8.3): what the origin and the client are told.
+ * exchange.c:  px_t (one client stream) and ox_t (one origin exchange): lifetime, dispatch to
+ *              the back, the back's callbacks, error answers, the front's entry points.
+ * flow.c:      the response body handed to each subscriber as its client takes it, the
+ *              origin paused while the slowest cannot, stalled streams given up.
+ * upload.c:    request bodies to the origin: by reference, credited back once written,
+ *              small pieces gathered per loop turn, the request_body timeout.
+ * coalesce.c:  the RFC 9111 rules of coalescing, the coalescing key, the shared body store
+ *              and the in-flight index.
+ */
 #ifndef GW_PROXY_INTERNAL_H
 #define GW_PROXY_INTERNAL_H
 

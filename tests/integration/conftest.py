@@ -46,7 +46,8 @@ def wait_port(host, port, timeout=10.0, proc=None):
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
 
 
-SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                     "WARNING: ThreadSanitizer")
 
 
 class Gateway:
