@@ -35,6 +35,11 @@ const char *gw_errname(int code)
     return r ? r->name : "GW_E_UNKNOWN";
 }
 
+const char *gw_name_of(const char *const *names, size_t n, size_t v, const char *unknown)
+{
+    return v < n && names[v] ? names[v] : unknown;
+}
+
 void gw__assert_fail(const char *expr, const char *file, int line)
 {
     fprintf(stderr, "level=fatal msg=\"assertion failed\" expr=\"%s\" at=%s:%d\n", expr, file,

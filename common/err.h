@@ -8,6 +8,8 @@
 #ifndef GW_COMMON_ERR_H
 #define GW_COMMON_ERR_H
 
+#include <stddef.h>
+
 /* X(name, value, description) */
 #define GW_ERRNO_MAP(X)                                                                            \
     X(GW_E_AGAIN, -1, "need more input")                                                           \
@@ -54,5 +56,11 @@ void gw__assert_fail(const char *expr, const char *file, int line) __attribute__
 #define GW_ASSERT(e) ((e) ? (void)0 : gw__assert_fail(#e, __FILE__, __LINE__))
 
 #define GW_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* names[v] when v < n and names[v] is set, else `unknown`: the _str functions of the state
+ * enums read their names from a table (designated initializers) through this. */
+const char *gw_name_of(const char *const *names, size_t n, size_t v, const char *unknown);
+#define GW_NAME_OF(names, v, unknown)                                                              \
+    gw_name_of((names), sizeof(names) / sizeof((names)[0]), (size_t)(v), (unknown))
 
 #endif

@@ -15,6 +15,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "config/config.h"
+#include "h2/defaults.h"
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
@@ -1134,20 +1135,20 @@ static void set_defaults(gw_config_t *c)
     c->workers = ncpu > 0 ? (unsigned)(ncpu > 256 ? 256 : ncpu) : 1;
     c->log_level = GW_LOG_INFO;
     c->h2 = (gw_cfg_h2_t){
-        .max_concurrent_streams = 128,
-        .initial_window_size = 256 * 1024,
-        .connection_window_size = 1024 * 1024,
-        .max_frame_size = 16384,
-        .header_table_size = 4096,
-        .max_header_list_size = 64 * 1024,
-        .settings_timeout_ms = 10000,
-        .max_requests_per_connection = 100000,
-        .reset_budget = 200,
-        .reset_window_ms = 10000,
-        .control_frame_budget = 1000,
-        .empty_frame_budget = 100,
-        .max_queued_control = 1000,
-        .max_priority_nodes = 0,
+        .max_concurrent_streams = GW_H2_DEF_MAX_CONCURRENT_STREAMS,
+        .initial_window_size = GW_H2_DEF_INITIAL_WINDOW_SIZE,
+        .connection_window_size = GW_H2_DEF_CONNECTION_WINDOW_SIZE,
+        .max_frame_size = GW_H2_DEF_MAX_FRAME_SIZE,
+        .header_table_size = GW_H2_DEF_HEADER_TABLE_SIZE,
+        .max_header_list_size = GW_H2_DEF_MAX_HEADER_LIST_SIZE,
+        .settings_timeout_ms = GW_H2_DEF_SETTINGS_TIMEOUT_MS,
+        .max_requests_per_connection = GW_H2_DEF_MAX_REQUESTS_PER_CONNECTION,
+        .reset_budget = GW_H2_DEF_RESET_BUDGET,
+        .reset_window_ms = GW_H2_DEF_RESET_WINDOW_MS,
+        .control_frame_budget = GW_H2_DEF_CONTROL_FRAME_BUDGET,
+        .empty_frame_budget = GW_H2_DEF_EMPTY_FRAME_BUDGET,
+        .max_queued_control = GW_H2_DEF_MAX_QUEUED_CONTROL,
+        .max_priority_nodes = GW_H2_DEF_MAX_PRIORITY_NODES,
     };
     c->timeouts = (gw_cfg_timeouts_t){
         .handshake_ms = 10000,
@@ -1309,13 +1310,8 @@ int gw_config_load_default(gw_config_t **out, gw_config_errors_t *errs)
 
 const char *gw_balance_str(gw_balance_t b)
 {
-    switch (b) {
-    case GW_BALANCE_ROUND_ROBIN:
-        return "round_robin";
-    case GW_BALANCE_LEAST_CONN:
-        return "least_conn";
-    case GW_BALANCE_HASH_CLIENT:
-        return "hash_client";
-    }
-    return "unknown";
+    static const char *const n[] = {[GW_BALANCE_ROUND_ROBIN] = "round_robin",
+                                    [GW_BALANCE_LEAST_CONN] = "least_conn",
+                                    [GW_BALANCE_HASH_CLIENT] = "hash_client"};
+    return GW_NAME_OF(n, b, "unknown");
 }

@@ -17,17 +17,11 @@ static void on_timer(uv_timer_t *t);
 
 const char *gw_back_conn_state_str(gw_back_conn_state_t s)
 {
-    switch (s) {
-    case GW_BACK_CONN_CONNECTING:
-        return "connecting";
-    case GW_BACK_CONN_ACTIVE:
-        return "active";
-    case GW_BACK_CONN_IDLE:
-        return "idle";
-    case GW_BACK_CONN_CLOSING:
-        return "closing";
-    }
-    return "?";
+    static const char *const n[] = {[GW_BACK_CONN_CONNECTING] = "connecting",
+                                    [GW_BACK_CONN_ACTIVE] = "active",
+                                    [GW_BACK_CONN_IDLE] = "idle",
+                                    [GW_BACK_CONN_CLOSING] = "closing"};
+    return GW_NAME_OF(n, s, "?");
 }
 
 /* Drop one of the handles/requests that keep c's memory alive; free on the last one. */

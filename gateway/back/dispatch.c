@@ -496,6 +496,14 @@ static void on_hc_timer(uv_timer_t *t)
     gw_back__health_check(t->data);
 }
 
+/* One more timer handle of b (each is closed, and counted down, in gw_back_del). */
+static void timer_init(gw_back_t *b, uv_timer_t *t, void *data)
+{
+    uv_timer_init(b->loop, t);
+    t->data = data;
+    b->handles++;
+}
+
 int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
 {
     int rc = GW_E_NOMEM;
@@ -552,20 +560,12 @@ int gw_back_new(uv_loop_t *loop, const gw_config_t *cfg, gw_back_t **out)
     b->handles++;
     for (size_t i = 0; i < cfg->upstreams_len; i++) {
         gw_back_upstream_t *up = &b->ups[i];
-        uv_timer_init(loop, &up->queue_timer);
-        up->queue_timer.data = up;
-        b->handles++;
-        uv_timer_init(loop, &up->batch_timer);
-        up->batch_timer.data = up;
-        b->handles++;
-        uv_timer_init(loop, &up->purge_timer);
-        up->purge_timer.data = up;
-        b->handles++;
+        timer_init(b, &up->queue_timer, up);
+        timer_init(b, &up->batch_timer, up);
+        timer_init(b, &up->purge_timer, up);
         for (size_t j = 0; j < up->servers_len; j++) {
             gw_back_server_t *s = &up->servers[j];
-            uv_timer_init(loop, &s->hc_timer);
-            s->hc_timer.data = s;
-            b->handles++;
+            timer_init(b, &s->hc_timer, s);
             if (up->cfg->health_path && up->cfg->health_interval_ms)
                 uv_timer_start(&s->hc_timer, on_hc_timer, up->cfg->health_interval_ms,
                                up->cfg->health_interval_ms);

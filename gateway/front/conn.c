@@ -51,6 +51,19 @@ static void format_peer(const conn_t *c, char *peer, size_t peer_cap, char *ip, 
 
 /* The peer for log lines: the busy state's copy, or (idle connection) formatted now into a
  * per-thread buffer that the next call overwrites. */
+gw_cstream_t gw_front__cstream(conn_t *c, const gw_cstream_ops_t *ops, void *impl,
+                               gw_slice_t method)
+{
+    /* what the origin is told about the client comes from the connection (issue 18.3) */
+    return (gw_cstream_t){.ops = ops,
+                          .impl = impl,
+                          .peer = c->b->peer,
+                          .peer_ip = c->b->peer_ip,
+                          .addr = (const struct sockaddr *)&c->addr,
+                          .head_only = gw_slice_eq(method, GW_SLICE_LIT("HEAD")),
+                          .tls = c->tls != NULL};
+}
+
 const char *gw_front__conn_peer(const conn_t *c)
 {
     static _Thread_local char peer[64];

@@ -171,6 +171,7 @@ typedef struct {
     unsigned expect_100 : 1;   /* answered without 100 Continue: close after the response */
     unsigned resp_chunked : 1; /* response body framed as chunks */
     unsigned http10 : 1;       /* the current request is HTTP/1.0: no 1xx, no chunked */
+    uint8_t urgency;           /* RFC 9218 urgency of its priority field (ops->urgency) */
 } h1x_t;
 
 /* The exchange is known to the proxy (s is a live client stream). */
@@ -266,6 +267,9 @@ typedef struct {
 } wreq_t;
 
 /* conn.c: the connection */
+/* A client stream of connection c (its peer, address and transport) for a request of method. */
+gw_cstream_t gw_front__cstream(conn_t *c, const gw_cstream_ops_t *ops, void *impl,
+                               gw_slice_t method);
 size_t gw_front__in_len(const conn_t *c);
 size_t gw_front__out_len(const conn_t *c);
 int gw_front__need_busy(conn_t *c);

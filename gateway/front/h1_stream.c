@@ -177,8 +177,16 @@ static size_t h1s_pending(gw_cstream_t *s)
     return c->queued + gw_front__out_len(c);
 }
 
-static const gw_cstream_ops_t h1s_ops = {h1s_respond, h1s_interim, h1s_body,   h1s_trailers,
-                                         h1s_reset,   h1s_credit,  h1s_pending};
+/* RFC 9218 §5: the request's priority field, parsed once when the head arrived (HTTP/1.1 has
+ * no PRIORITY_UPDATE: it cannot change afterwards). */
+static int h1s_urgency(gw_cstream_t *s)
+{
+    conn_t *c = s->impl;
+    return c->h1->urgency;
+}
+
+static const gw_cstream_ops_t h1s_ops = {h1s_respond, h1s_interim, h1s_body,    h1s_trailers,
+                                         h1s_reset,   h1s_credit,  h1s_pending, h1s_urgency};
 
 static int h1_on_head(void *ud, const gw_h1_msg_t *m)
 {
@@ -197,6 +205,11 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
         c->h1->fields = n;
         c->h1->fields_cap = m->fields_len;
     }
+    uint8_t urgency = GW_H2_PRIO_DEFAULT_URGENCY, inc;
+    for (size_t i = 0; i < m->fields_len; i++) /* §5: the last valid member wins */
+        if (gw_slice_eq_nocase(m->fields[i].name, GW_SLICE_LIT("priority")))
+            gw_h2_priority_parse(m->fields[i].value, &urgency, &inc);
+    c->h1->urgency = urgency;
     if (m->fields_len) /* an HTTP/1.0 request may have none: no memcpy from NULL */
         memcpy(c->h1->fields, m->fields, m->fields_len * sizeof(gw_field_t));
     const gw_h1_field_t *host = gw_h1_msg_field(m, "host");
@@ -211,16 +224,9 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
         .end_stream = m->content_length == 0,
         .proto = GW_REQ_HTTP1,
     };
-    c->h1->s = (gw_cstream_t){.ops = &h1s_ops,
-                              .impl = c,
-                              .peer = c->b->peer,
-                              .peer_ip = c->b->peer_ip,
-                              .addr = (const struct sockaddr *)&c->addr,
-                              .head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD")),
-                              .tls = c->tls != NULL};
-    c->h1->rb = W(c)->srv->route_rates
-                    ? gw_front__route_bucket(c, gw_proxy_route(W(c)->proxy, h.authority, h.path))
-                    : NULL;
+    h.route = gw_proxy_route(W(c)->proxy, h.authority, h.path);
+    c->h1->s = gw_front__cstream(c, &h1s_ops, c, m->method);
+    c->h1->rb = W(c)->srv->route_rates ? gw_front__route_bucket(c, h.route) : NULL;
     /* RFC 9110 §10.1.1: the body is wanted, so say so before the client waits for it */
     if (c->h1->expect_100 && !h.end_stream && gw_h1_continue(&c->b->out) < 0)
         return GW_E_NOMEM;

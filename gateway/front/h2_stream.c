@@ -147,16 +147,12 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
     x->c = c;
     x->sid = h->stream_id;
     x->given = SIZE_MAX;
+    /* the route is looked up once per request: the proxy takes it from the head */
+    const gw_cfg_route_t *route = gw_proxy_route(W(c)->proxy, h->authority, h->path);
     if (W(c)->srv->route_rates)
-        x->rb = gw_front__route_bucket(c, gw_proxy_route(W(c)->proxy, h->authority, h->path));
+        x->rb = gw_front__route_bucket(c, route);
     gw_list_push_back(&c->b->h2_streams, &x->link);
-    x->cs = (gw_cstream_t){.ops = &h2s_ops,
-                           .impl = x,
-                           .peer = c->b->peer,
-                           .peer_ip = c->b->peer_ip,
-                           .addr = (const struct sockaddr *)&c->addr,
-                           .head_only = gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")),
-                           .tls = c->tls != NULL};
+    x->cs = gw_front__cstream(c, &h2s_ops, x, h->method);
     if (gw_h2_session_set_stream_data(c->h2, h->stream_id, x) < 0) {
         gw_list_remove(&x->link);
         gw_pool_put(&W(c)->h2s_pool, x);
@@ -172,6 +168,7 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
         .content_length = h->content_length,
         .end_stream = h->end_stream,
         .proto = GW_REQ_H2,
+        .route = route,
     };
     int rv = gw_proxy_request(W(c)->proxy, &x->cs, &rh);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;

@@ -22,19 +22,12 @@ struct gw_h1_client {
 
 const char *gw_h1_client_state_str(gw_h1_client_state_t s)
 {
-    switch (s) {
-    case GW_H1_CLIENT_IDLE:
-        return "idle";
-    case GW_H1_CLIENT_HEAD:
-        return "head";
-    case GW_H1_CLIENT_BODY:
-        return "body";
-    case GW_H1_CLIENT_DONE:
-        return "done";
-    case GW_H1_CLIENT_FAILED:
-        return "failed";
-    }
-    return "?";
+    static const char *const n[] = {[GW_H1_CLIENT_IDLE] = "idle",
+                                    [GW_H1_CLIENT_HEAD] = "head",
+                                    [GW_H1_CLIENT_BODY] = "body",
+                                    [GW_H1_CLIENT_DONE] = "done",
+                                    [GW_H1_CLIENT_FAILED] = "failed"};
+    return GW_NAME_OF(n, s, "?");
 }
 
 /* A user callback's code: remembered, so that feed/eof return it rather than the parser's. */

@@ -20,31 +20,13 @@ static void put32(uint8_t *p, uint32_t v)
 
 const char *gw_h2_frame_type_str(unsigned type)
 {
-    switch (type) {
-    case GW_H2_FT_DATA:
-        return "DATA";
-    case GW_H2_FT_HEADERS:
-        return "HEADERS";
-    case GW_H2_FT_PRIORITY:
-        return "PRIORITY";
-    case GW_H2_FT_RST_STREAM:
-        return "RST_STREAM";
-    case GW_H2_FT_SETTINGS:
-        return "SETTINGS";
-    case GW_H2_FT_PUSH_PROMISE:
-        return "PUSH_PROMISE";
-    case GW_H2_FT_PING:
-        return "PING";
-    case GW_H2_FT_GOAWAY:
-        return "GOAWAY";
-    case GW_H2_FT_WINDOW_UPDATE:
-        return "WINDOW_UPDATE";
-    case GW_H2_FT_CONTINUATION:
-        return "CONTINUATION";
-    case GW_H2_FT_PRIORITY_UPDATE:
+    /* RFC 9113 §6 numbers them 0x0 (DATA) to 0x9 (CONTINUATION) */
+    static const char *const n[] = {"DATA",          "HEADERS",      "PRIORITY", "RST_STREAM",
+                                    "SETTINGS",      "PUSH_PROMISE", "PING",     "GOAWAY",
+                                    "WINDOW_UPDATE", "CONTINUATION"};
+    if (type == GW_H2_FT_PRIORITY_UPDATE)
         return "PRIORITY_UPDATE";
-    }
-    return "UNKNOWN";
+    return GW_NAME_OF(n, type, "UNKNOWN");
 }
 
 void gw_h2_frame_hdr_parse(const uint8_t *in, gw_h2_frame_hdr_t *h)

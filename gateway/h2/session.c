@@ -17,6 +17,7 @@
 #include "common/err.h"
 #include "common/list.h"
 #include "common/pool.h"
+#include "h2/defaults.h"
 #include "h2/frame.h"
 #include "h2/hpack.h"
 #include "h2/priority.h"
@@ -66,23 +67,23 @@ static void ext_free(sess_ext_t *x)
 void gw_h2_options_default(gw_h2_options_t *o)
 {
     memset(o, 0, sizeof(*o));
-    o->max_concurrent_streams = 100;
-    o->initial_window_size = 256 * 1024;
-    o->connection_window_size = 1024 * 1024;
-    o->max_frame_size = GW_H2_DEFAULT_MAX_FRAME_SIZE;
-    o->header_table_size = 4096;
-    o->max_header_list_size = 64 * 1024;
-    o->settings_timeout_ms = 10000;
-    o->max_requests_per_connection = 0;
-    o->reset_budget = 100;
-    o->reset_window_ms = 10000;
-    o->control_frame_budget = 1000;
-    o->empty_frame_budget = 100;
-    o->max_queued_control = 1000;
+    o->max_concurrent_streams = GW_H2_DEF_MAX_CONCURRENT_STREAMS;
+    o->initial_window_size = GW_H2_DEF_INITIAL_WINDOW_SIZE;
+    o->connection_window_size = GW_H2_DEF_CONNECTION_WINDOW_SIZE;
+    o->max_frame_size = GW_H2_DEF_MAX_FRAME_SIZE;
+    o->header_table_size = GW_H2_DEF_HEADER_TABLE_SIZE;
+    o->max_header_list_size = GW_H2_DEF_MAX_HEADER_LIST_SIZE;
+    o->settings_timeout_ms = GW_H2_DEF_SETTINGS_TIMEOUT_MS;
+    o->max_requests_per_connection = GW_H2_DEF_MAX_REQUESTS_PER_CONNECTION;
+    o->reset_budget = GW_H2_DEF_RESET_BUDGET;
+    o->reset_window_ms = GW_H2_DEF_RESET_WINDOW_MS;
+    o->control_frame_budget = GW_H2_DEF_CONTROL_FRAME_BUDGET;
+    o->empty_frame_budget = GW_H2_DEF_EMPTY_FRAME_BUDGET;
+    o->max_queued_control = GW_H2_DEF_MAX_QUEUED_CONTROL;
     o->encoder_table_size = 4096;
     o->max_header_block = 0; /* derived in fill_defaults */
     o->max_continuations = 64;
-    o->max_priority_nodes = 0; /* derived in fill_defaults */
+    o->max_priority_nodes = GW_H2_DEF_MAX_PRIORITY_NODES; /* derived in fill_defaults */
 }
 
 static void fill_defaults(gw_h2_options_t *o)

@@ -60,23 +60,11 @@ void gw_h2__chunk_free(gw_h2_stream_t *st, data_chunk_t *c)
 
 const char *gw_h2_stream_state_str(gw_h2_stream_state_t st)
 {
-    switch (st) {
-    case GW_H2_SS_IDLE:
-        return "idle";
-    case GW_H2_SS_RESERVED_LOCAL:
-        return "reserved_local";
-    case GW_H2_SS_RESERVED_REMOTE:
-        return "reserved_remote";
-    case GW_H2_SS_OPEN:
-        return "open";
-    case GW_H2_SS_HALF_CLOSED_LOCAL:
-        return "half_closed_local";
-    case GW_H2_SS_HALF_CLOSED_REMOTE:
-        return "half_closed_remote";
-    case GW_H2_SS_CLOSED:
-        return "closed";
-    }
-    return "unknown";
+    /* in the order of gw_h2_stream_state_t (RFC 9113 §5.1) */
+    static const char *const n[] = {"idle",  "reserved_local",    "reserved_remote",
+                                    "open",  "half_closed_local", "half_closed_remote",
+                                    "closed"};
+    return GW_NAME_OF(n, st, "unknown");
 }
 
 /* ---- small helpers -------------------------------------------------------------------- */

@@ -111,19 +111,12 @@ static void copy_cstr(char *dst, size_t size, gw_slice_t s)
 }
 
 /* RFC 9218 urgency of the request, for the origin queue (issue 7: waiting exchanges leave the
- * queue most urgent first). The front's view wins: PRIORITY_UPDATE may have changed it. */
-static uint8_t req_urgency(gw_cstream_t *s, const gw_req_head_t *h)
+ * queue most urgent first), as the front holds it: it parsed the priority field once, and
+ * PRIORITY_UPDATE may have changed it since. */
+static uint8_t req_urgency(gw_cstream_t *s)
 {
-    if (s->ops->urgency) {
-        int u = s->ops->urgency(s);
-        if (u >= 0 && u <= 7)
-            return (uint8_t)u;
-    }
-    uint8_t u = GW_H2_PRIO_DEFAULT_URGENCY, inc;
-    for (size_t i = 0; i < h->fields_len; i++)
-        if (gw_proxy__name_is(h->fields[i].name, "priority")) /* §5: the last valid member wins */
-            gw_h2_priority_parse(h->fields[i].value, &u, &inc);
-    return u;
+    int u = s->ops->urgency ? s->ops->urgency(s) : -1;
+    return u >= 0 && u <= 7 ? (uint8_t)u : GW_H2_PRIO_DEFAULT_URGENCY;
 }
 
 /* ---- ox lifetime --------------------------------------------------------------------------- */
@@ -289,8 +282,7 @@ static void dispatch(px_t *px, char *key, size_t keylen)
     x.n = 0;
     x.used = 0;
     gw_back_req_t req;
-    int rv =
-        gw_proxy__translate(px->route, px->s, &px->head, req_urgency(px->s, &px->head), &x, &req);
+    int rv = gw_proxy__translate(px->route, px->s, &px->head, req_urgency(px->s), &x, &req);
     if (rv == 0) {
         rv = p->back ? gw_back_request(p->back, px->route->upstream, &req, &back_cbs, ox, &ox->bx)
                      : GW_E_CLOSED;
@@ -488,7 +480,7 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
 {
     p->stats.requests++;
     s->proxy_data = NULL;
-    const gw_cfg_route_t *r = gw_proxy_route(p, h->authority, h->path);
+    const gw_cfg_route_t *r = h->route;
     if (!r) {
         GW_LOG_INFO("no_route", "peer=%s proto=%s method=%.*s authority=%.*s path=%.*s status=404",
                     s->peer, gw_req_proto_str(h->proto), (int)h->method.len, h->method.base,
@@ -566,7 +558,7 @@ void gw_proxy_reprioritize(gw_proxy_t *p, gw_cstream_t *s)
         px_t *q = GW_CONTAINER_OF(it, px_t, slink);
         if (q->closed)
             continue;
-        uint8_t v = req_urgency(q->s, &q->head);
+        uint8_t v = req_urgency(q->s);
         if (v < u)
             u = v;
     }

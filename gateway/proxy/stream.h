@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "common/buf.h"
+#include "config/config.h"
 
 /* Fields are gw_field_t (common/buf.h): lowercase names for HTTP/2, as received for
  * HTTP/1.1 (compare with gw_slice_eq_nocase). */
@@ -45,6 +46,9 @@ typedef struct {
     int64_t content_length; /* -1 when unknown (chunked or HTTP/2 without content-length) */
     int end_stream;         /* no request body follows */
     gw_req_proto_t proto;
+    /* gw_proxy_route() of authority and path (NULL: no route, answered 404), looked up once
+     * by the front, which also needs it for the route's response_rate bucket */
+    const gw_cfg_route_t *route;
 } gw_req_head_t;
 
 typedef struct gw_cstream gw_cstream_t;
@@ -80,9 +84,9 @@ typedef struct {
     /* Response bytes of this stream accepted by the front and not yet written to the client
      * socket or framed (the proxy's bound on what it pulls from the origin). */
     size_t (*pending)(gw_cstream_t *s);
-    /* Optional (NULL: the proxy reads the request's `priority` field itself): the stream's
-     * current RFC 9218 urgency, 0 (most urgent) .. 7, as the front's scheduler holds it (the
-     * request's `priority` field, then PRIORITY_UPDATE frames). Orders the origin queue. */
+    /* The stream's current RFC 9218 urgency, 0 (most urgent) .. 7, as the front holds it (the
+     * request's `priority` field, parsed once by the front, then PRIORITY_UPDATE frames).
+     * Orders the origin queue. Optional: NULL (or a value out of range) is the default, 3. */
     int (*urgency)(gw_cstream_t *s);
 } gw_cstream_ops_t;
 

@@ -152,14 +152,23 @@ static void body_write(px_t *px, gw_rbuf_t *b, size_t len)
 }
 
 /* Write what px->acc gathered (it goes before any later piece or the body's end). */
-static void acc_flush_one(px_t *px)
+/* What px->acc gathered, taken off px and the pending list (NULL: nothing). */
+static gw_rbuf_t *acc_take(px_t *px)
 {
     gw_rbuf_t *b = px->acc;
+    if (b) {
+        px->acc = NULL;
+        gw_list_remove(&px->alink);
+        gw_list_init(&px->alink);
+    }
+    return b;
+}
+
+static void acc_flush_one(px_t *px)
+{
+    gw_rbuf_t *b = acc_take(px);
     if (!b)
         return;
-    px->acc = NULL;
-    gw_list_remove(&px->alink);
-    gw_list_init(&px->alink);
     body_write(px, b, b->len);
     gw_rbuf_unref(b); /* the back holds its own reference */
 }
@@ -167,12 +176,9 @@ static void acc_flush_one(px_t *px)
 /* Drop what px->acc gathered (the stream or its exchange ended): credited back. */
 void gw_proxy__acc_drop(px_t *px)
 {
-    gw_rbuf_t *b = px->acc;
+    gw_rbuf_t *b = acc_take(px);
     if (!b)
         return;
-    px->acc = NULL;
-    gw_list_remove(&px->alink);
-    gw_list_init(&px->alink);
     px->body_inflight -= b->len;
     if (!px->closed)
         px->s->ops->credit(px->s, b->len);

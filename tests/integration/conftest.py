@@ -281,20 +281,6 @@ def h1_get(port, path, timeout=10):
         return recv_all(s)
 
 
-def send_for(s, data, seconds, pause=0.02):
-    """Offer data on socket s, made non-blocking (and left so), for at most seconds, sleeping
-    pause whenever the socket takes nothing more; how many bytes it took."""
-    s.setblocking(False)
-    sent = 0
-    deadline = time.monotonic() + seconds
-    while sent < len(data) and time.monotonic() < deadline:
-        try:
-            sent += s.send(data[sent:sent + 65536])
-        except BlockingIOError:
-            time.sleep(pause)
-    return sent
-
-
 def rss_kib(pid):
     """VmRSS of a process, KiB."""
     with open(f"/proc/{pid}/status") as f:

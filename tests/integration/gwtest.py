@@ -187,3 +187,17 @@ def many_gets(port, path, n, extra=()):
 
 def origin_count(o, target):
     return len([q for q in o.requests if q.target == target])
+
+
+def send_for(sock, data, seconds, pause=0.02):
+    """Offer data on a non-blocking socket for up to `seconds` (the peer may stop reading);
+    returns how many bytes were taken."""
+    sock.setblocking(False)
+    sent = 0
+    deadline = time.monotonic() + seconds
+    while sent < len(data) and time.monotonic() < deadline:
+        try:
+            sent += sock.send(data[sent:sent + 65536])
+        except BlockingIOError:
+            time.sleep(pause)
+    return sent

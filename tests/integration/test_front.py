@@ -14,8 +14,8 @@ import h2.connection
 import h2.events
 import pytest
 
-from conftest import free_port, raw_exchange, recv_all, run, send_for
-from gwtest import NO_PROXY, config
+from conftest import free_port, raw_exchange, recv_all, run
+from gwtest import NO_PROXY, config, send_for
 
 
 @pytest.fixture

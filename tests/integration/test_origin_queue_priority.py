@@ -14,15 +14,14 @@ import h2.events
 import pytest
 
 from conftest import free_port
+from gwtest import gw_config
 
 
 @pytest.fixture
 def gwq(gateway, origin):
     port = free_port()
-    text = (f"workers: 1\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
-            f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
-            "    max_connections: 1\n    queue_size: 64\n    queue_timeout: 20s\n"
-            "routes:\n  - host: '*'\n    path: /\n    upstream: app\n")
+    text = gw_config(port, [f"127.0.0.1:{origin.port}"],
+                     upstream_extra="max_connections: 1\nqueue_size: 64\nqueue_timeout: 20s")
     g = gateway(text, wait=[("127.0.0.1", port)])
     g.port = port
     return g
@@ -130,7 +129,6 @@ def test_http1_priority_field_orders_the_queue(gwq, origin):
     codes = [p.communicate(timeout=20)[0] for p in procs]
     assert codes == ["200"] * 6
     assert arrival(origin)[1] == "/bytes/10?k=urgent", arrival(origin)
-
 
 
 def test_priority_update_counts_for_the_queue(gwq, origin):

@@ -14,8 +14,8 @@ import time
 import h2.events
 import pytest
 
-from conftest import free_port, h1_get, recv_all, rss_kib, send_for
-from gwtest import Client, gw_config
+from conftest import free_port, h1_get, recv_all, rss_kib
+from gwtest import Client, gw_config, send_for
 
 
 def cfg(port, origin, request_body="500ms"):

@@ -1,14 +1,5 @@
 /* h2_session_util.c — helpers shared by the split test files of test_h2_session.c. */
 #include "h2_session_util.h"
-void logf_(rec_t *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(r->log + r->len, sizeof(r->log) - r->len, fmt, ap);
-    va_end(ap);
-    if (n > 0 && (size_t)n < sizeof(r->log) - r->len)
-        r->len += (size_t)n;
-}
 
 int on_request(void *ud, const gw_h2_head_t *h)
 {
@@ -42,7 +33,7 @@ int on_trailers(void *ud, uint32_t sid, const gw_h2_header_t *h, size_t n)
 
 int on_end_stream(void *ud, uint32_t sid)
 {
-    logf_(ud, "end %u;", sid);
+    logf_((rec_t *)ud, "end %u;", sid);
     return 0;
 }
 
@@ -56,7 +47,7 @@ void on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
 
 void on_goaway(void *ud, uint32_t last, uint32_t code, gw_slice_t dbg)
 {
-    logf_(ud, "goaway %u %s %.*s;", last, gw_h2_error_str(code), SL(dbg));
+    logf_((rec_t *)ud, "goaway %u %s %.*s;", last, gw_h2_error_str(code), SL(dbg));
 }
 
 const gw_h2_callbacks_t cbs = {on_request, on_data, on_trailers, on_end_stream,

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
+
+#include "test_util.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/err.h"
@@ -26,7 +28,6 @@ typedef struct {
     int consume; /* consume data at once */
     int release_on_close;
 } rec_t;
-void logf_(rec_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define SL(x) (int)(x).len, (const char *)(x).base
 
@@ -49,7 +50,6 @@ typedef struct {
     size_t n;
 } outs_t;
 
-void logf_(rec_t *r, const char *fmt, ...);
 int on_request(void *ud, const gw_h2_head_t *h);
 int on_data(void *ud, uint32_t sid, const uint8_t *d, size_t len);
 int on_trailers(void *ud, uint32_t sid, const gw_h2_header_t *h, size_t n);
@@ -73,5 +73,7 @@ void expect_rst(const outs_t *o, uint32_t sid, uint32_t code);
 gw_h2_session_t *server(rec_t *r, const gw_h2_options_t *o);
 ssize_t feed(gw_h2_session_t *s, const gw_bytes_t *b);
 gw_h2_session_t *ready(rec_t *r, cli_t *c, const gw_h2_options_t *o);
+
+#define logf_(r, ...) GW_TEST_LOGF(r, __VA_ARGS__)
 
 #endif

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "common/alloc.h"
 #include "common/err.h"
 #include "h1/client.h"
@@ -32,15 +34,7 @@ typedef struct {
     int head_only;
 } resp_case_t;
 
-static void addf(rec_t *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(r->log + r->len, sizeof(r->log) - r->len, fmt, ap);
-    va_end(ap);
-    if (n > 0 && (size_t)n < sizeof(r->log) - r->len)
-        r->len += (size_t)n;
-}
+#define addf(r, ...) GW_TEST_LOGF(r, __VA_ARGS__)
 
 static void add_fields(rec_t *r, const gw_field_t *f, size_t n)
 {

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "common/alloc.h"
 #include "common/err.h"
 #include "h1/parser.h"
@@ -21,15 +23,7 @@ typedef struct {
     int in_body; /* consecutive body pieces are rendered as one BODY line */
 } rec_t;
 
-static void addf(rec_t *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(r->log + r->len, sizeof(r->log) - r->len, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        r->len += (size_t)n < sizeof(r->log) - r->len ? (size_t)n : 0;
-}
+#define addf(r, ...) GW_TEST_LOGF(r, __VA_ARGS__)
 
 static int on_head(void *ud, const gw_h1_msg_t *m)
 {
@@ -61,7 +55,7 @@ static int on_body(void *ud, const uint8_t *p, size_t n)
 static int on_complete(void *ud)
 {
     ((rec_t *)ud)->in_body = 0;
-    addf(ud, "END\n");
+    addf((rec_t *)ud, "END\n");
     return 0;
 }
 

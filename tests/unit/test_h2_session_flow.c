@@ -554,7 +554,7 @@ static void issue18_9_settings_each_value_checked(void **state)
 
 static void on_priority(void *ud, uint32_t sid, gw_slice_t v)
 {
-    logf_(ud, "prio %u %.*s;", sid, SL(v));
+    logf_((rec_t *)ud, "prio %u %.*s;", sid, SL(v));
 }
 
 static int on_data_reset(void *ud, uint32_t sid, const uint8_t *d, size_t len)

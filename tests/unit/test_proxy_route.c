@@ -166,6 +166,7 @@ static void answers(void **state)
                        0,
                        1,
                        GW_REQ_H2};
+    h.route = gw_proxy_route(px, h.authority, h.path);
     assert_int_equal(gw_proxy_request(px, &x.s, &h), 0);
     assert_int_equal(x.status, 404);
     assert_true(x.ended);
@@ -174,6 +175,7 @@ static void answers(void **state)
 
     fake_t y = {.s = {.ops = &fops, .peer = "test"}};
     h.authority = GW_SLICE_LIT("www.example.com");
+    h.route = gw_proxy_route(px, h.authority, h.path);
     /* routed to web, whose server 127.0.0.1:9002 refuses: 502 from the gateway */
     assert_int_equal(gw_proxy_request(px, &y.s, &h), 0);
     wait_answer(&y);
@@ -271,6 +273,7 @@ static void rate_limited_answer(void **state)
                        0,
                        1,
                        GW_REQ_H2};
+    h.route = gw_proxy_route(px, h.authority, h.path);
     gw_proxy_stats_t st0, st1;
     gw_proxy_stats(px, &st0);
     for (int i = 0; i < 4; i++) {

@@ -17,44 +17,15 @@
 
 #include "common/err.h"
 #include "tls/tls.h"
+#include "tls_test_util.h"
 
-static char dir[64];
-static char cert_a[128], key_a[128], cert_b[128], key_b[128], cert_c[128], key_c[128];
-
-static int setup_all(void **state)
-{
-    (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/gw_tls_test_XXXXXX");
-    if (!mkdtemp(dir))
-        return -1;
-    snprintf(cert_a, sizeof(cert_a), "%s/a/cert.pem", dir);
-    snprintf(key_a, sizeof(key_a), "%s/a/key.pem", dir);
-    snprintf(cert_b, sizeof(cert_b), "%s/b/cert.pem", dir);
-    snprintf(key_b, sizeof(key_b), "%s/b/key.pem", dir);
-    snprintf(cert_c, sizeof(cert_c), "%s/c/cert.pem", dir);
-    snprintf(key_c, sizeof(key_c), "%s/c/key.pem", dir);
-    if (gw_tls_make_self_signed(cert_a, key_a) < 0 || gw_tls_make_self_signed(cert_b, key_b) < 0 ||
-        gw_tls_make_self_signed(cert_c, key_c) < 0)
-        return -1;
-    return 0;
-}
-
-static int teardown_all(void **state)
-{
-    (void)state;
-    const char *files[] = {cert_a, key_a, cert_b, key_b, cert_c, key_c};
-    for (size_t i = 0; i < 6; i++)
-        unlink(files[i]);
-    char p[128];
-    snprintf(p, sizeof(p), "%s/a", dir);
-    rmdir(p);
-    snprintf(p, sizeof(p), "%s/b", dir);
-    rmdir(p);
-    snprintf(p, sizeof(p), "%s/c", dir);
-    rmdir(p);
-    rmdir(dir);
-    return 0;
-}
+GW_TLS_TEST_CERTS(3, "/tmp/gw_tls_test_XXXXXX")
+#define cert_a tcert[0]
+#define key_a tkey[0]
+#define cert_b tcert[1]
+#define key_b tkey[1]
+#define cert_c tcert[2]
+#define key_c tkey[2]
 
 typedef struct {
     SSL_CTX *cctx;

@@ -1,0 +1,24 @@
+/* tests/unit/test_util.h — small helpers the unit test files share. */
+#ifndef GW_TEST_UTIL_H
+#define GW_TEST_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* Append a formatted line to log[0..cap) at *len; what does not fit is dropped whole. */
+__attribute__((format(printf, 4, 5))) static inline void
+gw_test_appendf(char *log, size_t cap, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(log + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0 && (size_t)n < cap - *len)
+        *len += (size_t)n;
+}
+
+/* The same into a recorder r with `char log[N]` and `size_t len`. */
+#define GW_TEST_LOGF(r, ...) gw_test_appendf((r)->log, sizeof((r)->log), &(r)->len, __VA_ARGS__)
+
+#endif

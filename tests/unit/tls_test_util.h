@@ -1,0 +1,62 @@
+/* tests/unit/tls_test_util.h — certificates for the TLS unit tests: n self-signed pairs (for
+ * localhost, 127.0.0.1 and ::1) in a fresh temporary directory, DIR/a/cert.pem, DIR/a/key.pem,
+ * DIR/b/..., and their removal. */
+#ifndef GW_TLS_TEST_UTIL_H
+#define GW_TLS_TEST_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "tls/tls.h"
+
+#define GW_TEST_PATH 128
+
+/* cert[i], key[i] for i < n get their paths under dir (a mkdtemp template, filled in). 0 or
+ * -1. */
+static inline int gw_test_certs_make(char *dir, int n, char (*cert)[GW_TEST_PATH],
+                                     char (*key)[GW_TEST_PATH])
+{
+    if (!mkdtemp(dir))
+        return -1;
+    for (int i = 0; i < n; i++) {
+        snprintf(cert[i], GW_TEST_PATH, "%s/%c/cert.pem", dir, 'a' + i);
+        snprintf(key[i], GW_TEST_PATH, "%s/%c/key.pem", dir, 'a' + i);
+        if (gw_tls_make_self_signed(cert[i], key[i]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static inline void gw_test_certs_remove(const char *dir, int n, char (*cert)[GW_TEST_PATH],
+                                        char (*key)[GW_TEST_PATH])
+{
+    char p[GW_TEST_PATH];
+    for (int i = 0; i < n; i++) {
+        unlink(cert[i]);
+        unlink(key[i]);
+        snprintf(p, sizeof(p), "%s/%c", dir, 'a' + i);
+        rmdir(p);
+    }
+    rmdir(dir);
+}
+
+/* The suite's certificates: dir, tcert[n], tkey[n], and the group setup/teardown that make
+ * and remove them (cert_a = tcert[0], ... in the test files). */
+#define GW_TLS_TEST_CERTS(n, tmpl)                                                                 \
+    static char dir[64];                                                                           \
+    static char tcert[n][GW_TEST_PATH], tkey[n][GW_TEST_PATH];                                     \
+    static int setup_all(void **state)                                                             \
+    {                                                                                              \
+        (void)state;                                                                               \
+        snprintf(dir, sizeof(dir), "%s", tmpl);                                                    \
+        return gw_test_certs_make(dir, n, tcert, tkey);                                            \
+    }                                                                                              \
+    static int teardown_all(void **state)                                                          \
+    {                                                                                              \
+        (void)state;                                                                               \
+        gw_test_certs_remove(dir, n, tcert, tkey);                                                 \
+        return 0;                                                                                  \
+    }
+
+#endif
