@@ -18,15 +18,20 @@ from conftest import raw_exchange
 NO_PROXY = "h2gate: the origin failed to answer\n"
 
 
+def tls_listener(port, tls_extra="", certdir="state"):
+    """The YAML lines of a TLS listener on 127.0.0.1:port with a self-signed certificate."""
+    return [f"  - address: 127.0.0.1:{port}",
+            "    tls:",
+            f"      certificate: {certdir}/cert.pem",
+            f"      key: {certdir}/key.pem",
+            "      self_signed: true"] + ["      " + l for l in tls_extra.splitlines()]
+
+
 def config(tls_port=None, plain_port=None, extra="", tls_extra="", workers=1, certdir="state",
            plain_protocols=None):
     lines = [f"workers: {workers}", "log_level: debug", "listen:"]
     if tls_port:
-        lines += [f"  - address: 127.0.0.1:{tls_port}",
-                  "    tls:",
-                  f"      certificate: {certdir}/cert.pem",
-                  f"      key: {certdir}/key.pem",
-                  "      self_signed: true"] + (["      " + l for l in tls_extra.splitlines()] if tls_extra else [])
+        lines += tls_listener(tls_port, tls_extra, certdir)
     if plain_port:
         lines.append(f"  - address: 127.0.0.1:{plain_port}")
         if plain_protocols:
@@ -139,10 +144,16 @@ def goaway_code(data):
     return None
 
 
-def gw_config(port, servers, upstream_extra="", route_extra="", extra="", workers=1):
+def gw_config(port, servers, upstream_extra="", route_extra="", extra="", workers=1, tls_port=None,
+              log_level="info"):
+    """A gateway with a cleartext listener on port (after a TLS one on tls_port, if given) and
+    one route to the upstream app of servers; upstream_extra and route_extra are more keys of
+    the upstream and the route, extra more top-level config."""
     srv = ", ".join(servers)
-    text = (f"workers: {workers}\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
-            f"upstreams:\n  app:\n    servers: [{srv}]\n")
+    text = f"workers: {workers}\nlog_level: {log_level}\nlisten:\n"
+    if tls_port:
+        text += "\n".join(tls_listener(tls_port)) + "\n"
+    text += f"  - address: 127.0.0.1:{port}\nupstreams:\n  app:\n    servers: [{srv}]\n"
     for line in upstream_extra.splitlines():
         text += f"    {line}\n"
     text += "routes:\n  - host: '*'\n    path: /\n    upstream: app\n"

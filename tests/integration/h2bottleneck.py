@@ -17,6 +17,7 @@ import h2.settings
 import pytest
 
 from conftest import free_port
+from gwtest import gw_config
 
 STEP = 16384
 
@@ -25,10 +26,7 @@ def bottleneck_gateway(gateway, origin, extra=""):
     """A gateway in front of the scripted origin that buffers up to 1 MiB of every response;
     extra: more top-level config."""
     port = free_port()
-    text = (f"workers: 1\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
-            f"limits:\n  body_buffer: 1048576\n{extra}"
-            f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
-            "routes:\n  - host: '*'\n    path: /\n    upstream: app\n")
+    text = gw_config(port, [f"127.0.0.1:{origin.port}"], extra="limits:\n  body_buffer: 1048576\n" + extra)
     g = gateway(text, wait=[("127.0.0.1", port)])
     g.port = port
     return g

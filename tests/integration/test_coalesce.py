@@ -14,7 +14,7 @@ import h2.settings
 import pytest
 
 from conftest import free_port, rss_kib
-from gwtest import Client, many_gets, origin_count
+from gwtest import Client, gw_config, many_gets, origin_count
 from origin import ScriptedOrigin, pattern
 
 APP_JS = pattern(5000)
@@ -74,14 +74,7 @@ class CacheOrigin(ScriptedOrigin):
 
 
 def config(port, origin_port, extra="", tls_port=None):
-    text = "workers: 1\nlog_level: debug\nlisten:\n"
-    if tls_port:
-        text += (f"  - address: 127.0.0.1:{tls_port}\n    tls:\n      certificate: state/cert.pem\n"
-                 "      key: state/key.pem\n      self_signed: true\n")
-    text += (f"  - address: 127.0.0.1:{port}\n"
-             f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin_port}]\n"
-             "routes:\n  - host: '*'\n    path: /\n    upstream: app\n")
-    return text + extra
+    return gw_config(port, [f"127.0.0.1:{origin_port}"], extra=extra, tls_port=tls_port, log_level="debug")
 
 
 @pytest.fixture

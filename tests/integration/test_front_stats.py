@@ -6,12 +6,11 @@ import socket
 import time
 
 from conftest import free_port, h1_get
+from gwtest import gw_config
 
 
 def _config(port, workers):
-    return (f"workers: {workers}\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
-            "upstreams:\n  app:\n    servers: [127.0.0.1:9]\n"
-            "routes:\n  - { host: '*', path: /, upstream: app }\n")
+    return gw_config(port, ["127.0.0.1:9"], workers=workers)
 
 
 def _get(port):

@@ -4,17 +4,16 @@ evicting another client's debt and getting an unthrottled connection."""
 import os
 
 from conftest import free_port, run
+from gwtest import gw_config
 
 KiB = 1024
 
 
 def config(port, origin_port):
     # table size = 2 x workers x max_connections = 4 addresses; burst 64 KiB refills in 64 s
-    return (f"workers: 1\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
-            f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin_port}]\n"
-            "routes:\n  - {host: '*', path: /, upstream: app}\n"
-            "limits: {max_connections: 2}\n"
-            "throttle: {per_client_rate: 1KB/s, per_client_burst: 64KiB}\n")
+    return gw_config(port, [f"127.0.0.1:{origin_port}"],
+                     extra="limits: {max_connections: 2}\n"
+                           "throttle: {per_client_rate: 1KB/s, per_client_burst: 64KiB}\n")
 
 
 def fetch(port, source):

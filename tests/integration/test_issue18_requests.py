@@ -17,25 +17,18 @@ import h2.events
 import pytest
 
 from conftest import free_port, raw_exchange
-from gwtest import Client, response, ended, goaway_code, was_reset
+from gwtest import Client, response, ended, goaway_code, gw_config, was_reset
 from origin import pattern
 
 
-def gw_config(tls_port, plain_port, origin_port, route_extra=""):
-    text = (f"workers: 1\nlog_level: info\nlisten:\n"
-            f"  - address: 127.0.0.1:{tls_port}\n    tls:\n      certificate: state/cert.pem\n"
-            f"      key: state/key.pem\n      self_signed: true\n"
-            f"  - address: 127.0.0.1:{plain_port}\n"
-            f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin_port}]\n"
-            f"routes:\n  - host: '*'\n    path: /\n    upstream: app\n    forwarded: true\n")
-    for line in route_extra.splitlines():
-        text += f"    {line}\n"
-    return text
+def cfg(tls_port, plain_port, origin_port, route_extra=""):
+    return gw_config(plain_port, [f"127.0.0.1:{origin_port}"], route_extra="forwarded: true\n" + route_extra,
+                     tls_port=tls_port)
 
 
 def start(gateway, origin_port):
     tls_port, plain_port = free_port(), free_port()
-    g = gateway(gw_config(tls_port, plain_port, origin_port),
+    g = gateway(cfg(tls_port, plain_port, origin_port),
                 wait=[("127.0.0.1", tls_port), ("127.0.0.1", plain_port)])
     g.tls_port, g.plain_port = tls_port, plain_port
     return g

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from conftest import H2GATE_BIN, free_port, rss_kib, run
+from gwtest import gw_config
 from origin import ScriptedOrigin
 
 MB = 1000 * 1000
@@ -18,14 +19,8 @@ MiB = 1 << 20
 
 
 def config(port, origin_port, throttle="", route_extra="", workers=2):
-    text = (f"workers: {workers}\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
-            f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin_port}]\n"
-            "routes:\n  - host: '*'\n    path: /\n    upstream: app\n")
-    for line in route_extra.splitlines():
-        text += f"    {line}\n"
-    if throttle:
-        text += "throttle:\n" + "".join(f"  {l}\n" for l in throttle.splitlines())
-    return text
+    extra = "throttle:\n" + "".join(f"  {l}\n" for l in throttle.splitlines()) if throttle else ""
+    return gw_config(port, [f"127.0.0.1:{origin_port}"], route_extra=route_extra, extra=extra, workers=workers)
 
 
 @pytest.fixture
