@@ -243,16 +243,24 @@ def raw_exchange(port, data, timeout=5):
     closed (or timeout seconds passed without a byte)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.sendall(data)
+    try:
+        return recv_all(s)
+    finally:
+        s.close()
+
+
+def recv_all(sock):
+    """What sock receives until the peer closes (or a timeout of the socket passes without a
+    byte: what came until then)."""
     out = b""
     try:
         while True:
-            d = s.recv(65536)
+            d = sock.recv(65536)
             if not d:
                 break
             out += d
     except socket.timeout:
         pass
-    s.close()
     return out
 
 

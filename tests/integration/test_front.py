@@ -14,7 +14,7 @@ import h2.connection
 import h2.events
 import pytest
 
-from conftest import free_port, raw_exchange, run
+from conftest import free_port, raw_exchange, recv_all, run
 from gwtest import NO_PROXY, config, send_for
 
 
@@ -358,12 +358,7 @@ def test_graceful_stop_lets_request_in_flight_finish(gateway):
         g.signal(signal.SIGTERM)
         time.sleep(0.3)
         assert g.proc.poll() is None  # still draining: the response is in flight
-        resp = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            resp += d
+        resp = recv_all(s)
         head, _, body = resp.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200"), head
         assert body == pattern(5000)

@@ -14,7 +14,7 @@ import time
 import h2.events
 import pytest
 
-from conftest import free_port, rss_kib, raw_exchange
+from conftest import free_port, raw_exchange, recv_all, rss_kib
 from gwtest import Client, gw_config, send_for
 from origin import ScriptedOrigin
 
@@ -31,12 +31,7 @@ def h1_stalled(port, path="/echo"):
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nabc".encode())
     t0 = time.monotonic()
-    got = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        got += d
+    got = recv_all(s)
     s.close()
     return got, time.monotonic() - t0
 
@@ -110,12 +105,7 @@ def test_issue18_5_one_h2_connection_holds_the_origin_connections_no_longer_than
     assert origin.open_connections == 4
     other = socket.create_connection(("127.0.0.1", port), timeout=10)
     other.sendall(b"GET /echo HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-    resp = b""
-    while True:
-        d = other.recv(65536)
-        if not d:
-            break
-        resp += d
+    resp = recv_all(other)
     waited = time.monotonic() - t0
     other.close()
     assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
@@ -136,12 +126,7 @@ def test_issue18_5_slow_but_steady_upload_completes(gateway, origin):
     for b in b"abcdefgh":
         time.sleep(0.2)
         s.sendall(bytes([b]))
-    resp = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        resp += d
+    resp = recv_all(s)
     assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
     body = json.loads(resp.split(b"\r\n\r\n", 1)[1])
     assert body["method"] == "POST"
