@@ -18,7 +18,7 @@ import pytest
 
 from conftest import free_port, raw_exchange
 from gwtest import Client, response, ended, goaway_code
-from origin import ScriptedOrigin, pattern
+from origin import ScriptedOrigin, ThreadedServer, pattern
 
 
 def gw_config(tls_port, plain_port, origin_port, route_extra=""):
@@ -214,27 +214,14 @@ def test_issue18_11_http10_no_1xx_no_chunked(gw):
 
 # ---- 18.12: smaller ones -------------------------------------------------------------------------
 
-class CannedOrigin:
+class CannedOrigin(ThreadedServer):
     """An origin answering each target with canned bytes, then closing; keeps the raw bytes of
     each request (head, chunked body and trailers)."""
 
     def __init__(self, answers):
         self.answers = answers
         self.raw = []
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._loop, daemon=True).start()
-
-    def _loop(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+        super().__init__(backlog=16)
 
     def _serve(self, c):
         c.settimeout(5)
@@ -260,9 +247,6 @@ class CannedOrigin:
             pass
         finally:
             c.close()
-
-    def close(self):
-        self.sock.close()
 
 
 @pytest.fixture

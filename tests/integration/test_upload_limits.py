@@ -16,7 +16,7 @@ import pytest
 
 from conftest import free_port, raw_exchange, recv_all, rss_kib
 from gwtest import Client, gw_config, send_for
-from origin import ScriptedOrigin
+from origin import ScriptedOrigin, ThreadedServer
 
 
 def cfg(port, origin, request_body="500ms"):
@@ -144,26 +144,10 @@ def test_issue18_5_h1_408_says_connection_close(gateway, origin):
     assert b"\r\nconnection: close" in head, got[:200]
 
 
-class WaitingOrigin:
+class WaitingOrigin(ThreadedServer):
     """An origin that does what real ones do while a request body is missing: /hint sends
     103 Early Hints before reading the body, then waits; /shut gives up on the body after
     100 ms and closes (its own body timeout); anything else gets 200 "ok"."""
-
-    def __init__(self):
-        self.srv = socket.socket()
-        self.srv.bind(("127.0.0.1", 0))
-        self.srv.listen(64)
-        self.port = self.srv.getsockname()[1]
-        self.stop = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while not self.stop:
-            try:
-                c, _ = self.srv.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, c):
         try:
@@ -188,9 +172,6 @@ class WaitingOrigin:
         finally:
             c.close()
 
-    def close(self):
-        self.stop = True
-        self.srv.close()
 
 
 @pytest.mark.parametrize("path", ["/hint", "/shut"], ids=["interim_then_wait", "origin_gives_up"])
