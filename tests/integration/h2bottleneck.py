@@ -118,6 +118,12 @@ class Bottleneck:
             self.c.increment_flow_control_window(STEP)
             self.flush()
 
+    def transfer_all(self, size):
+        """open_windows(), grant_until_done(), then assert_all_done(size): the usual run."""
+        self.open_windows()
+        self.grant_until_done()
+        assert_all_done(self, size)
+
     @property
     def order(self):
         """Stream ids of the DATA frames, in arrival order."""

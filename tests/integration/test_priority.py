@@ -23,9 +23,7 @@ def test_urgent_stream_opened_last_finishes_first(gwp):
     b = Bottleneck(gwp.port)
     slow = [b.request(f"/bytes/{SIZE}", "u=5") for _ in range(10)]
     fast = b.request(f"/bytes/{SIZE}", "u=0")
-    b.open_windows()
-    b.grant_until_done()
-    assert_all_done(b, SIZE)
+    b.transfer_all(SIZE)
     fin = b.finish_order()
     assert fin[0] == fast, fin
     # nothing of the u=5 streams is sent while the u=0 stream still has data
@@ -40,9 +38,7 @@ def test_incremental_streams_interleave(gwp):
     b = Bottleneck(gwp.port)
     a = b.request(f"/bytes/{SIZE}", "u=2, i")
     c = b.request(f"/bytes/{SIZE}", "u=2, i")
-    b.open_windows()
-    b.grant_until_done()
-    assert_all_done(b, SIZE)
+    b.transfer_all(SIZE)
     # one frame each in turn: every window of 4 frames holds both streams
     mid = b.order[8:-8]
     for k in range(0, len(mid) - 4):
@@ -56,9 +52,7 @@ def test_non_incremental_pair_in_id_order(gwp):
     b = Bottleneck(gwp.port)
     a = b.request(f"/bytes/{SIZE}", "u=3")
     c = b.request(f"/bytes/{SIZE}")  # default u=3, not incremental
-    b.open_windows()
-    b.grant_until_done()
-    assert_all_done(b, SIZE)
+    b.transfer_all(SIZE)
     # all of a, then all of c
     assert b.order == [a] * b.order.count(a) + [c] * b.order.count(c), b.order
     b.close()
@@ -101,9 +95,7 @@ def test_priority_update_before_the_stream(gwp):
     b.s.sendall(frame + nxt.to_bytes(4, "big") + b"u=0")
     c = b.request(f"/bytes/{SIZE}", "u=3")
     assert c == nxt
-    b.open_windows()
-    b.grant_until_done()
-    assert_all_done(b, SIZE)
+    b.transfer_all(SIZE)
     assert b.finish_order() == [c, a], b.finish_order()
     b.close()
 
@@ -113,9 +105,7 @@ def test_origin_priority_response_field(gwp):
     b = Bottleneck(gwp.port)
     a = b.request(f"/bytes/{SIZE}", "u=3")
     c = b.request(f"/prio/{SIZE}/0", "u=5")
-    b.open_windows()
-    b.grant_until_done()
-    assert_all_done(b, SIZE)
+    b.transfer_all(SIZE)
     assert b.heads[c]["priority"] == "u=0"
     # applied before the first DATA frame (the stream windows were still 0): all of c first
     assert b.order == [c] * b.order.count(c) + [a] * b.order.count(a), b.order
