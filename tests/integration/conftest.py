@@ -247,35 +247,35 @@ def run(cmd, timeout=20, **kw):
                           timeout=timeout, **kw)
 
 
-def recv_all(s, keep_on_timeout=False):
-    """What socket s receives until the peer closes. A read timeout raises socket.timeout, or
-    with keep_on_timeout ends the read: then what came so far."""
-    out = b""
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                return out
-            out += d
-    except socket.timeout:
-        if not keep_on_timeout:
-            raise
-        return out
-
-
 def raw_exchange(port, data, timeout=5):
     """Send data on a new TCP connection to 127.0.0.1:port; what came back until the peer
     closed (or timeout seconds passed without a byte)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.sendall(data)
-    out = recv_all(s, keep_on_timeout=True)
-    s.close()
+    try:
+        return recv_all(s)
+    finally:
+        s.close()
+
+
+def recv_all(sock):
+    """What sock receives until the peer closes (or a timeout of the socket passes without a
+    byte: what came until then)."""
+    out = b""
+    try:
+        while True:
+            d = sock.recv(65536)
+            if not d:
+                break
+            out += d
+    except socket.timeout:
+        pass
     return out
 
 
 def h1_get(port, path, timeout=10):
     """GET path over HTTP/1.1 with `Connection: close` on a new connection to 127.0.0.1:port;
-    the whole response. A read timeout raises socket.timeout."""
+    the whole response (what came, if a read timed out)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
         return recv_all(s)

@@ -115,6 +115,12 @@ class Bottleneck:
             self.c.increment_flow_control_window(STEP)
             self.flush()
 
+    def transfer_all(self, size):
+        """open_windows(), grant_until_done(), then assert_all_done(size): the usual run."""
+        self.open_windows()
+        self.grant_until_done()
+        assert_all_done(self, size)
+
     @property
     def order(self):
         """Stream ids of the DATA frames, in arrival order."""
@@ -136,14 +142,6 @@ def assert_all_done(b, size):
     for sid, n in b.done_bytes.items():
         assert n == size, (sid, n)
         assert b.heads[sid][":status"] == "200"
-
-
-def transfer(b, size):
-    """Open the stream windows, grant the connection window step by step until every stream
-    ended, and check each got a 200 with size body bytes."""
-    b.open_windows()
-    b.grant_until_done()
-    assert_all_done(b, size)
 
 
 def one_after_another(order, first, second):

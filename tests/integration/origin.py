@@ -301,3 +301,29 @@ class ScriptedOrigin:
         else:
             send(404, [("Content-Length", "10")], b"not found\n", reason="Not Found")
         return True
+
+
+class ThreadedServer:
+    """A TCP server on 127.0.0.1 that serves each connection on a thread of its own: a subclass
+    defines _serve(conn). For origins a test scripts by hand."""
+
+    def __init__(self, backlog=64):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(backlog)
+        self.port = self.sock.getsockname()[1]
+        self.stop = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def close(self):
+        self.stop = True
+        self.sock.close()

@@ -6,8 +6,6 @@ origin.py cannot make and request bytes it does not keep (trailers), a canned or
 Every malformed request is checked twice: the client-side answer (400 over HTTP/1.1, RST_STREAM
 PROTOCOL_ERROR over HTTP/2, never a 502) and that the origin saw nothing."""
 import json
-import socket
-import threading
 import time
 
 import h2.connection
@@ -18,7 +16,7 @@ import pytest
 
 from conftest import free_port, raw_exchange
 from gwtest import Client, response, ended, goaway_code, gw_config, was_reset
-from origin import pattern
+from origin import ThreadedServer, pattern
 
 
 def cfg(tls_port, plain_port, origin_port, route_extra=""):
@@ -207,27 +205,14 @@ def test_issue18_11_http10_no_1xx_no_chunked(gw):
 
 # ---- 18.12: smaller ones -------------------------------------------------------------------------
 
-class CannedOrigin:
+class CannedOrigin(ThreadedServer):
     """An origin answering each target with canned bytes, then closing; keeps the raw bytes of
     each request (head, chunked body and trailers)."""
 
     def __init__(self, answers):
         self.answers = answers
         self.raw = []
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._loop, daemon=True).start()
-
-    def _loop(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+        super().__init__(backlog=16)
 
     def _serve(self, c):
         c.settimeout(5)
@@ -253,9 +238,6 @@ class CannedOrigin:
             pass
         finally:
             c.close()
-
-    def close(self):
-        self.sock.close()
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ gateway's body_buffer is larger than a response), then opens the stream windows 
 the connection window 16 KiB at a time, recording the stream id of every DATA frame. The order
 of those ids is the gateway's scheduling decision."""
 
-from h2bottleneck import (STEP, Bottleneck, assert_all_done, gwp, one_after_another,  # noqa: F401 (fixtures)
-                          transfer)
+from h2bottleneck import STEP, Bottleneck, assert_all_done, gwp, one_after_another  # noqa: F401 (fixtures)
 
 SIZE = 256 * 1024
 
@@ -24,7 +23,7 @@ def test_urgent_stream_opened_last_finishes_first(gwp):
     b = Bottleneck(gwp.port)
     slow = [b.request(f"/bytes/{SIZE}", "u=5") for _ in range(10)]
     fast = b.request(f"/bytes/{SIZE}", "u=0")
-    transfer(b, SIZE)
+    b.transfer_all(SIZE)
     fin = b.finish_order()
     assert fin[0] == fast, fin
     # nothing of the u=5 streams is sent while the u=0 stream still has data
@@ -39,7 +38,7 @@ def test_incremental_streams_interleave(gwp):
     b = Bottleneck(gwp.port)
     a = b.request(f"/bytes/{SIZE}", "u=2, i")
     c = b.request(f"/bytes/{SIZE}", "u=2, i")
-    transfer(b, SIZE)
+    b.transfer_all(SIZE)
     # one frame each in turn: every window of 4 frames holds both streams
     mid = b.order[8:-8]
     for k in range(0, len(mid) - 4):
@@ -53,7 +52,7 @@ def test_non_incremental_pair_in_id_order(gwp):
     b = Bottleneck(gwp.port)
     a = b.request(f"/bytes/{SIZE}", "u=3")
     c = b.request(f"/bytes/{SIZE}")  # default u=3, not incremental
-    transfer(b, SIZE)
+    b.transfer_all(SIZE)
     # all of a, then all of c
     assert one_after_another(b.order, a, c), b.order
     b.close()
@@ -96,7 +95,7 @@ def test_priority_update_before_the_stream(gwp):
     b.s.sendall(frame + nxt.to_bytes(4, "big") + b"u=0")
     c = b.request(f"/bytes/{SIZE}", "u=3")
     assert c == nxt
-    transfer(b, SIZE)
+    b.transfer_all(SIZE)
     assert b.finish_order() == [c, a], b.finish_order()
     b.close()
 
@@ -106,7 +105,7 @@ def test_origin_priority_response_field(gwp):
     b = Bottleneck(gwp.port)
     a = b.request(f"/bytes/{SIZE}", "u=3")
     c = b.request(f"/prio/{SIZE}/0", "u=5")
-    transfer(b, SIZE)
+    b.transfer_all(SIZE)
     assert b.heads[c]["priority"] == "u=0"
     # applied before the first DATA frame (the stream windows were still 0): all of c first
     assert one_after_another(b.order, c, a), b.order

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from h2bottleneck import (STEP, Bottleneck, bottleneck_gateway,  # noqa: F401
-                          gwp, one_after_another, transfer)
+                          gwp, one_after_another)
 
 SIZE = 512 * 1024
 
@@ -36,7 +36,7 @@ def test_weights_1_3_split_bytes(gwp):
     b = Bottleneck(gwp.port)
     light = b.request(f"/bytes/{SIZE}", priority_weight=1, priority_depends_on=0)
     heavy = b.request(f"/bytes/{SIZE}", priority_weight=3, priority_depends_on=0)
-    transfer(b, SIZE)
+    b.transfer_all(SIZE)
     got = _bytes_while_all_active(b, [light, heavy])
     assert got[light] > 0, b.order
     ratio = got[heavy] / got[light]
@@ -51,7 +51,7 @@ def test_parent_before_child(gwp):
     b = Bottleneck(gwp.port)
     parent = b.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0)
     child = b.request(f"/bytes/{SIZE}", priority_weight=256, priority_depends_on=parent)
-    transfer(b, SIZE)
+    b.transfer_all(SIZE)
     assert one_after_another(b.order, parent, child), b.order
     b.close()
 
@@ -64,7 +64,7 @@ def test_exclusive_dependency(gwp):
     c = b.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0)
     top = b.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0,
                     priority_exclusive=True)
-    transfer(b, SIZE)
+    b.transfer_all(SIZE)
     n = b.order.count(top)
     assert b.order[:n] == [top] * n, b.order
     rest = b.order[n:]
@@ -85,7 +85,7 @@ def test_priority_frame_on_idle_stream(gwp):
     b.flush()
     later = b.request(f"/bytes/{SIZE}")
     assert later == nxt
-    transfer(b, SIZE)
+    b.transfer_all(SIZE)
     assert one_after_another(b.order, first, later), b.order
     b.close()
 
@@ -96,7 +96,7 @@ def test_rfc9218_signal_wins_over_the_tree(gwp):
     low = b.request(f"/bytes/{SIZE}", "u=4")
     tree = b.request(f"/bytes/{SIZE}", priority_weight=256, priority_depends_on=0)
     urgent = b.request(f"/bytes/{SIZE}", "u=3", priority_weight=1, priority_depends_on=0)
-    transfer(b, SIZE)
+    b.transfer_all(SIZE)
     runs = [sid for k, sid in enumerate(b.order) if k == 0 or b.order[k - 1] != sid]
     assert runs == [urgent, tree, low], b.order
     b.close()
@@ -116,7 +116,7 @@ def test_self_dependency_resets_the_stream(gwp):
     b.pump(lambda: victim in b.resets)
     assert b.resets[victim] == 1  # PROTOCOL_ERROR
     del b.done_bytes[victim]
-    transfer(b, SIZE)
+    b.transfer_all(SIZE)
     b.close()
 
 
@@ -138,7 +138,7 @@ def test_max_priority_nodes_evicts_the_oldest_placeholder(gw_small_tree):
     b.c.prioritize(later + 4, weight=16, depends_on=0)
     b.flush()
     assert b.request(f"/bytes/{SIZE}") == later
-    transfer(b, SIZE)
+    b.transfer_all(SIZE)
     half = b.order[:SIZE // STEP]
     assert first in half and later in half, b.order
     switches = sum(1 for x, y in zip(b.order, b.order[1:]) if x != y)

@@ -8,7 +8,6 @@ import json
 import os
 import struct
 import socket
-import threading
 import time
 
 import h2.events
@@ -16,6 +15,7 @@ import pytest
 
 from conftest import free_port, h1_get, recv_all, rss_kib
 from gwtest import Client, gw_config, send_for
+from origin import ThreadedServer
 
 
 def cfg(port, origin, request_body="500ms"):
@@ -101,7 +101,9 @@ def test_issue18_5_one_h2_connection_holds_the_origin_connections_no_longer_than
     while origin.open_connections < 4 and time.monotonic() < t0 + 3:
         time.sleep(0.01)
     assert origin.open_connections == 4
-    resp = h1_get(port, "/echo")
+    other = socket.create_connection(("127.0.0.1", port), timeout=10)
+    other.sendall(b"GET /echo HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    resp = recv_all(other)
     waited = time.monotonic() - t0
     assert resp.startswith(b"HTTP/1.1 200 "), resp[:200]
     print(f"waited {waited:.2f} s")
@@ -139,26 +141,10 @@ def test_issue18_5_h1_408_says_connection_close(gateway, origin):
     assert b"\r\nconnection: close" in head, got[:200]
 
 
-class WaitingOrigin:
+class WaitingOrigin(ThreadedServer):
     """An origin that does what real ones do while a request body is missing: /hint sends
     103 Early Hints before reading the body, then waits; /shut gives up on the body after
     100 ms and closes (its own body timeout); anything else gets 200 "ok"."""
-
-    def __init__(self):
-        self.srv = socket.socket()
-        self.srv.bind(("127.0.0.1", 0))
-        self.srv.listen(64)
-        self.port = self.srv.getsockname()[1]
-        self.stop = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while not self.stop:
-            try:
-                c, _ = self.srv.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, c):
         try:
@@ -183,9 +169,6 @@ class WaitingOrigin:
         finally:
             c.close()
 
-    def close(self):
-        self.stop = True
-        self.srv.close()
 
 
 @pytest.mark.parametrize("path", ["/hint", "/shut"], ids=["interim_then_wait", "origin_gives_up"])

@@ -113,7 +113,8 @@ static void hpack_sweep(void **state)
 /* ---- HTTP/1.1 request parser ------------------------------------------------------------ */
 
 typedef struct {
-    int heads, completes;
+    int completes; /* first: count_complete */
+    int heads;
     size_t body;
     char path[64];
 } req_t;
@@ -133,9 +134,10 @@ static int rq_body(void *ud, const uint8_t *p, size_t len)
     return 0;
 }
 
-static int rq_complete(void *ud)
+/* on_complete of both the parser and the client: the first member of req_t and resp_t */
+static int count_complete(void *ud)
 {
-    ((req_t *)ud)->completes++;
+    ++*(int *)ud;
     return 0;
 }
 
@@ -146,7 +148,7 @@ static const char two_requests[] = "POST /upload HTTP/1.1\r\nHost: a.test\r\nX-A
 
 static int h1_requests(unsigned long n)
 {
-    static const gw_h1_callbacks_t cb = {rq_head, rq_body, rq_complete, NULL};
+    static const gw_h1_callbacks_t cb = {rq_head, rq_body, count_complete, NULL};
     gw_h1_limits_t lim = {65536, 128};
     req_t r = {0};
     gw_h1_parser_t *p = gw_h1_parser_new(GW_H1_REQUEST, &lim, &cb, &r);
@@ -183,9 +185,9 @@ static void h1_request_parser_sweep(void **state)
 /* ---- HTTP/1.1 response client ----------------------------------------------------------- */
 
 typedef struct {
+    int done; /* first: count_complete */
     unsigned status;
     size_t body, trailers;
-    int done;
 } resp_t;
 
 static int rs_head(void *ud, const gw_h1_msg_t *m)
@@ -208,12 +210,6 @@ static int rs_trailers(void *ud, const gw_field_t *f, size_t n)
     return 0;
 }
 
-static int rs_complete(void *ud)
-{
-    ((resp_t *)ud)->done = 1;
-    return 0;
-}
-
 static const char response[] = "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
                                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
                                "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n"
@@ -222,7 +218,7 @@ static const char response[] = "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=
 static int h1_response(unsigned long n)
 {
     (void)n;
-    static const gw_h1_client_cbs_t cb = {rs_head, rs_body, rs_trailers, rs_complete};
+    static const gw_h1_client_cbs_t cb = {rs_head, rs_body, rs_trailers, count_complete};
     gw_h1_limits_t lim = {0, 0};
     resp_t r = {0};
     gw_h1_client_t *c = gw_h1_client_new(&lim, &cb, &r);

@@ -34,14 +34,16 @@ static void field_names_byte_by_byte(void **state)
     assert_false(gw_h2_field_name_valid(GW_SLICE_LIT("a:b")));
 }
 
+typedef struct {
+    const char *v; /* may hold a NUL: len says how long */
+    size_t len;
+    int ok;
+} value_case_t;
+
 static void field_values(void **state)
 {
     (void)state;
-    static const struct {
-        const char *v;
-        size_t len;
-        int ok;
-    } cases[] = {
+    static const value_case_t cases[] = {
         {"", 0, 1},     {"text/html", 9, 1}, {"a b", 3, 1},    {"a\tb", 3, 1}, {" a", 2, 0},
         {"a ", 2, 0},   {"\ta", 2, 0},       {"a\t", 2, 0},    {"a\rb", 3, 0}, {"a\nb", 3, 0},
         {"a\0b", 3, 0}, {"\x80\xff", 2, 1},  {"x\x7fy", 3, 1},
@@ -74,22 +76,24 @@ static void connection_specific_names(void **state)
             fail_msg("%s is not connection-specific", no[i]);
 }
 
+typedef struct {
+    const char *v;
+    int rv;    /* what gw_h2_content_length_parse returns */
+    int64_t n; /* and the value it reads, when 0 */
+} cl_case_t;
+
 static void content_length_values(void **state)
 {
     (void)state;
-    static const struct {
-        const char *v;
-        int rv;
-        int64_t n;
-    } cases[] = {{"0", 0, 0},
-                 {"42", 0, 42},
-                 {"999999999999999999", 0, 999999999999999999},
-                 {"1000000000000000000", -1, 0},
-                 {"", -1, 0},
-                 {"-1", -1, 0},
-                 {"1 ", -1, 0},
-                 {"0x10", -1, 0},
-                 {"+5", -1, 0}};
+    static const cl_case_t cases[] = {{"0", 0, 0},
+                                      {"42", 0, 42},
+                                      {"999999999999999999", 0, 999999999999999999},
+                                      {"1000000000000000000", -1, 0},
+                                      {"", -1, 0},
+                                      {"-1", -1, 0},
+                                      {"1 ", -1, 0},
+                                      {"0x10", -1, 0},
+                                      {"+5", -1, 0}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int64_t n = -7;
         int rv = gw_h2_content_length_parse(gw_slice_str(cases[i].v), &n);

@@ -270,16 +270,18 @@ static void host_and_authority(void **state)
 }
 
 /* Method, target, body framing, retry safety and urgency of the origin request. */
+typedef struct {
+    const char *method;
+    int end_stream;
+    int64_t cl;       /* content_length of the head */
+    int64_t body_len; /* what the back is told */
+    int idem;         /* RFC 9110 §9.2.2 */
+} line_case_t;
+
 static void request_line_body_and_retry_safety(void **state)
 {
     (void)state;
-    static const struct {
-        const char *method;
-        int end_stream;
-        int64_t cl;
-        int64_t body_len;
-        int idem;
-    } cases[] = {
+    static const line_case_t cases[] = {
         {"GET", 1, -1, 0, 1},   {"HEAD", 1, -1, 0, 1},   {"OPTIONS", 1, -1, 0, 1},
         {"PUT", 0, 10, 10, 1},  {"DELETE", 1, -1, 0, 1}, {"TRACE", 1, -1, 0, 1},
         {"POST", 0, -1, -1, 0}, {"POST", 0, 7, 7, 0},    {"POST", 0, 0, 0, 0},
