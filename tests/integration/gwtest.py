@@ -95,6 +95,17 @@ class Client:
     def close(self):
         self.s.close()
 
+    def wait_resets(self):
+        """Read until a RST_STREAM arrives: (the StreamReset events, every event read)."""
+        evs = self.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
+        return [e for e in evs if isinstance(e, h2.events.StreamReset)], evs
+
+    def expect_reset(self, sid, code):
+        """The first RST_STREAM to arrive is for sid, with code."""
+        resets, evs = self.wait_resets()
+        assert resets and resets[0].stream_id == sid, evs
+        assert resets[0].error_code == code, resets
+
 
 def response(events, sid):
     status, body, ended = None, b"", False

@@ -191,25 +191,30 @@ def test_issue18_1_get_with_body_not_coalesced(gwc):
     assert [q.body for q in gwc.origin.requests] in ([b"abc", b""], [b"", b"abc"])
 
 
-def test_issue18_1_scheme_is_in_the_key(gateway, corigin):
-    """The cleartext and TLS listeners share the route: an http request's answer must not
-    reach an https client that asked at the same time."""
-    port, tls_port = free_port(), free_port()
-    gateway(config(port, corigin.port, tls_port=tls_port),
-            wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
-    plain, tls = Client(port), Client(tls_port, tls=True)
+def proto_answers(clients):
+    """GET /c/proto (the origin answers with the scheme it was told) on each (client, :scheme),
+    all sent before any answer is read; the bodies, in order."""
     sids = []
-    for cl, scheme in ((plain, "http"), (tls, "https")):
+    for cl, scheme in clients:
         sid = cl.c.get_next_available_stream_id()
         cl.c.send_headers(sid, [(":method", "GET"), (":path", "/c/proto"), (":scheme", scheme),
                                 (":authority", "localhost")], end_stream=True)
         cl.flush()
         sids.append(sid)
     got = []
-    for cl, sid in zip((plain, tls), sids):
+    for (cl, _), sid in zip(clients, sids):
         evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamEnded) for x in e), timeout=10)
         got.append(b"".join(e.data for e in evs if isinstance(e, h2.events.DataReceived)))
         cl.close()
+    return got
+
+def test_issue18_1_scheme_is_in_the_key(gateway, corigin):
+    """The cleartext and TLS listeners share the route: an http request's answer must not
+    reach an https client that asked at the same time."""
+    port, tls_port = free_port(), free_port()
+    gateway(config(port, corigin.port, tls_port=tls_port),
+            wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
+    got = proto_answers([(Client(port), "http"), (Client(tls_port, tls=True), "https")])
     assert got == [b"http", b"https"]
     assert origin_count(corigin, "/c/proto") == 2
 
@@ -221,19 +226,7 @@ def test_issue18_1_key_scheme_is_the_listeners_not_the_clients(gateway, corigin)
     port, tls_port = free_port(), free_port()
     gateway(config(port, corigin.port, tls_port=tls_port),
             wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
-    plain, tls = Client(port), Client(tls_port, tls=True)
-    sids = []
-    for cl in (tls, plain):
-        sid = cl.c.get_next_available_stream_id()
-        cl.c.send_headers(sid, [(":method", "GET"), (":path", "/c/proto"), (":scheme", "https"),
-                                (":authority", "localhost")], end_stream=True)
-        cl.flush()
-        sids.append(sid)
-    got = []
-    for cl, sid in zip((tls, plain), sids):
-        evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamEnded) for x in e), timeout=10)
-        got.append(b"".join(e.data for e in evs if isinstance(e, h2.events.DataReceived)))
-        cl.close()
+    got = proto_answers([(Client(tls_port, tls=True), "https"), (Client(port), "https")])
     assert got == [b"https", b"http"]
     assert origin_count(corigin, "/c/proto") == 2
 

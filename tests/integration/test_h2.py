@@ -118,8 +118,7 @@ def test_concurrency_limit_refuses_streams(gw):
                                 (":authority", "localhost")])
         sids.append(sid)
     cl.flush()
-    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
-    resets = [e for e in evs if isinstance(e, h2.events.StreamReset)]
+    resets, evs = cl.wait_resets()
     assert resets, evs
     assert resets[0].error_code == h2.errors.ErrorCodes.REFUSED_STREAM
     assert resets[0].stream_id in sids[8:]
@@ -129,10 +128,7 @@ def test_concurrency_limit_refuses_streams(gw):
 def test_uppercase_header_name_is_stream_protocol_error(gw):
     cl = Client(gw.plain_port, validate=False)
     sid = cl.request("/", extra=[("X-Upper", "1")])
-    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
-    resets = [e for e in evs if isinstance(e, h2.events.StreamReset)]
-    assert resets and resets[0].stream_id == sid
-    assert resets[0].error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    cl.expect_reset(sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
     # the connection survives: a next request is answered
     sid2 = cl.request("/next")
     evs = cl.events(ended(sid2))
@@ -143,10 +139,7 @@ def test_uppercase_header_name_is_stream_protocol_error(gw):
 def test_connection_specific_header_is_malformed(gw):
     cl = Client(gw.plain_port, validate=False)
     sid = cl.request("/", extra=[("connection", "keep-alive")])
-    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamReset) for x in e))
-    resets = [e for e in evs if isinstance(e, h2.events.StreamReset)]
-    assert resets and resets[0].stream_id == sid
-    assert resets[0].error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    cl.expect_reset(sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
     cl.close()
 
 
