@@ -46,6 +46,11 @@ char *gw_cfg__xstrdup(ld_t *ld, const char *s)
 }
 
 static void add_msg(ld_t *ld, size_t line, size_t col, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+static void err_line(ld_t *ld, size_t line, size_t col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void add_msg(ld_t *ld, size_t line, size_t col, const char *fmt, va_list ap)
 {
     ld->nerr++;
     if (!ld->errs)
