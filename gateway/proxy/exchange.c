@@ -183,11 +183,23 @@ static void log_request(px_t *px)
                 "peer=%s proto=%s method=%s path=%s status=%u upstream=%s result=%s%s ms=%llu",
                 px->s->peer, gw_req_proto_str(px->proto), px->method, px->path, px->status,
                 px->route->upstream_name,
-                px->reset       ? "reset"
-                : px->resp_done ? "ok"
-                                : "client_gone",
+                px->reset                    ? "reset"
+                : (px->resp == PX_RESP_DONE) ? "ok"
+                                             : "client_gone",
                 px->follower ? " coalesced=1" : "",
                 (unsigned long long)(uv_now(px->p->loop) - px->started_ms));
+}
+
+const char *gw_proxy__resp_str(px_resp_t r)
+{
+    static const char *const n[] = {"none", "head", "done"};
+    return GW_NAME_OF(n, r, "?");
+}
+
+void gw_proxy__resp_reached(px_t *px, px_resp_t r)
+{
+    if (px->resp < r)
+        px->resp = r;
 }
 
 void gw_proxy__do_reset(px_t *px, gw_cs_reset_t code)
@@ -201,7 +213,7 @@ void gw_proxy__do_reset(px_t *px, gw_cs_reset_t code)
 /* The response is complete towards the client: a request body still coming is not wanted. */
 void gw_proxy__response_done(px_t *px)
 {
-    px->resp_done = 1;
+    gw_proxy__resp_reached(px, PX_RESP_DONE);
     if (!px->req_done)
         gw_proxy__do_reset(px, GW_CS_RESET_NO_ERROR); /* RFC 9113 §8.1: early response */
 }
@@ -210,10 +222,10 @@ void gw_proxy__fail(px_t *px, int code)
 {
     if (px->closed)
         return;
-    if (!px->resp_started) {
+    if (!(px->resp >= PX_RESP_HEAD)) {
         unsigned st = (unsigned)gw_back_status_for(code);
         px->status = st;
-        px->resp_started = 1;
+        gw_proxy__resp_reached(px, PX_RESP_HEAD);
         const char *text = st == 504   ? "h2gate: the origin did not answer in time\n"
                            : st == 503 ? "h2gate: the origin is busy, try again later\n"
                                        : "h2gate: the origin failed to answer\n";
@@ -225,8 +237,9 @@ void gw_proxy__fail(px_t *px, int code)
             gw_proxy__response_done(px);
     } else {
         /* the head is gone: the client must see a broken response, not a short one */
-        GW_LOG_INFO("origin_error", "peer=%s upstream=%s code=%s after_head=1", px->s->peer,
-                    px->route->upstream_name, gw_errname(code));
+        GW_LOG_INFO("origin_error", "peer=%s upstream=%s code=%s after_head=1 response=%s",
+                    px->s->peer, px->route->upstream_name, gw_errname(code),
+                    gw_proxy__resp_str((px_resp_t)px->resp));
         gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
     }
 }
@@ -240,13 +253,13 @@ void gw_proxy__bad_request(px_t *px, const char *why)
         return;
     GW_LOG_INFO("bad_request", "peer=%s proto=%s reason=\"%s\"", px->s->peer,
                 gw_req_proto_str(px->proto), why);
-    if (px->resp_started || px->proto != GW_REQ_HTTP1) {
-        px->resp_started = 1;
+    if ((px->resp >= PX_RESP_HEAD) || px->proto != GW_REQ_HTTP1) {
+        gw_proxy__resp_reached(px, PX_RESP_HEAD);
         gw_proxy__do_reset(px, GW_CS_RESET_PROTOCOL);
         return;
     }
     px->status = 400;
-    px->resp_started = 1;
+    gw_proxy__resp_reached(px, PX_RESP_HEAD);
     if (gw_proxy__answer(px->s, 400, "h2gate: malformed request\n") < 0)
         gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
     else
@@ -342,7 +355,7 @@ static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         gw_proxy__resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 0);
     FOREACH_SUB(ox, px)
     {
-        if (!px->closed && !px->resp_started && px->s->ops->interim(px->s, 103, f, n) < 0)
+        if (!px->closed && !(px->resp >= PX_RESP_HEAD) && px->s->ops->interim(px->s, 103, f, n) < 0)
             gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
     }
 }
@@ -373,7 +386,7 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     {
         if (px->closed || px->reset)
             continue;
-        if (px->resp_started) {
+        if ((px->resp >= PX_RESP_HEAD)) {
             /* a detached stream whose head went out: the new response must be the same one */
             if ((unsigned)h->status != px->status || cl != px->resp_cl)
                 gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL); /* leaves when the front closes it */
@@ -383,11 +396,12 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         int no_body = px->s->head_only || h->status == 204 || h->status == 304 || cl == 0;
         px->status = (unsigned)h->status;
         px->resp_cl = cl;
-        px->resp_started = 1;
+        gw_proxy__resp_reached(px, PX_RESP_HEAD);
         if (px->s->ops->respond(px->s, (unsigned)h->status, f, n, cl, no_body) < 0)
             gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
         else if (no_body)
-            px->resp_done = 1; /* response_done() at on_complete, when the origin is done */
+            gw_proxy__resp_reached(
+                px, PX_RESP_DONE); /* response_done() at on_complete, when the origin is done */
     }
 }
 

@@ -54,7 +54,7 @@ static void ox_pause(ox_t *ox)
 /* Whether px still takes body bytes. */
 static int wants_body(const px_t *px)
 {
-    return !px->closed && !px->reset && px->resp_started && !px->resp_done;
+    return !px->closed && !px->reset && (px->resp >= PX_RESP_HEAD) && !(px->resp == PX_RESP_DONE);
 }
 
 /* Hand px what its stream can take; at the end of a complete response, finish it (trailers or
@@ -68,9 +68,9 @@ static void feed(ox_t *ox, px_t *px)
             gw_proxy__sub_remove(px); /* the front closes it later */
         return;
     }
-    if (!px->resp_started)
+    if (!(px->resp >= PX_RESP_HEAD))
         return;
-    if (!px->resp_done) {
+    if (!(px->resp == PX_RESP_DONE)) {
         size_t bound = ox->p->cfg->limits.body_buffer;
         gw_rslice_t sl;
         while (px->delivered < ox->body.end && px->s->ops->pending(px->s) < bound &&
@@ -84,7 +84,7 @@ static void feed(ox_t *ox, px_t *px)
     }
     if (!ox->complete || px->delivered < ox->body.end)
         return;
-    if (!px->resp_done) {
+    if (!(px->resp == PX_RESP_DONE)) {
         int rv = ox->trailers ? px->s->ops->trailers(px->s, ox->trailers, ox->ntrailers)
                               : px->s->ops->body(px->s, NULL, 0, 0, 1);
         if (rv < 0) {

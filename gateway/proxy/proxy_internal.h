@@ -107,6 +107,17 @@ int gw_proxy__cbody_at(const gw_proxy__cbody_t *b, uint64_t pos, gw_rslice_t *ou
 /* Release the slices that end at or before offset upto (nobody needs them any more). */
 void gw_proxy__cbody_trim(gw_proxy__cbody_t *b, uint64_t upto);
 
+/* How far a client stream's response went; it only moves forward (gw_proxy__resp_reached).
+ * The request side (req_done), the end of the stream (closed, reset) and its role (follower)
+ * stay flags: they change independently of the response. */
+typedef enum {
+    PX_RESP_NONE = 0, /* no final head sent: an error can still be answered with a status */
+    PX_RESP_HEAD,     /* the head went out: body bytes flow, an error resets the stream */
+    PX_RESP_DONE,     /* handed over whole (END_STREAM, trailers, or a bodiless head) */
+} px_resp_t;
+/* "none", "head", "done". */
+const char *gw_proxy__resp_str(px_resp_t r);
+
 /* ---- exchanges: px_t (one client stream) and ox_t (one origin exchange) ------------------ */
 
 typedef struct ox ox_t;
@@ -129,10 +140,9 @@ typedef struct {
                                a detach, bytes of the new response below it are not resent) */
     int64_t resp_cl;        /* response content-length sent, -1 none */
     unsigned status;        /* status of the response head sent, 0 before */
-    unsigned resp_started : 1;
-    unsigned resp_done : 1;
-    unsigned req_done : 1; /* the client ended its request body */
-    unsigned closed : 1;   /* the front is done with the stream: no more ops */
+    uint8_t resp;           /* px_resp_t: how far the response towards the client went */
+    unsigned req_done : 1;  /* the client ended its request body */
+    unsigned closed : 1;    /* the front is done with the stream: no more ops */
     unsigned reset : 1;
     unsigned follower : 1; /* joined another stream's exchange */
     gw_req_proto_t proto;
@@ -176,6 +186,8 @@ typedef struct {
         for (px_t *px = GW_CONTAINER_OF(it_, px_t, slink); px; px = NULL)
 
 /* exchange.c */
+/* px's response reached r (never moves back). */
+void gw_proxy__resp_reached(px_t *px, px_resp_t r);
 void gw_proxy__ox_unpause(ox_t *ox);
 void gw_proxy__ox_free(ox_t *ox);
 void gw_proxy__sub_remove(px_t *px);

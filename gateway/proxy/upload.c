@@ -52,7 +52,7 @@ static void on_upload_sweep(uv_timer_t *t)
     gw_list_foreach_safe(it, tmp, &p->uploading)
     {
         px_t *px = GW_CONTAINER_OF(it, px_t, ulink);
-        if (px->req_done || px->closed || px->reset || px->resp_started) {
+        if (px->req_done || px->closed || px->reset || (px->resp >= PX_RESP_HEAD)) {
             gw_proxy__upload_unwatch(px); /* the response is under way: its own timeouts apply */
             continue;
         }
@@ -70,7 +70,7 @@ static void on_upload_sweep(uv_timer_t *t)
          * never be read; HTTP/2: RST_STREAM(NO_ERROR) after the response, RFC 9113 §8.1) */
         abort_own(px);
         px->status = 408;
-        px->resp_started = 1;
+        gw_proxy__resp_reached(px, PX_RESP_HEAD);
         if (gw_proxy__answer(px->s, 408, "h2gate: the request body stopped arriving\n") < 0)
             gw_proxy__do_reset(px, GW_CS_RESET_CANCEL);
         else
@@ -126,7 +126,7 @@ static void body_write(px_t *px, gw_rbuf_t *b, size_t len)
     gw_back_exch_t *bx = own_bx(px);
     int rv = GW_E_CLOSED;
     wctx_t *w = NULL;
-    if (bx && !px->resp_done && !px->reset) {
+    if (bx && !(px->resp == PX_RESP_DONE) && !px->reset) {
         w = gw_malloc(sizeof(*w));
         rv = GW_E_NOMEM;
         if (w) {
@@ -197,7 +197,7 @@ void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t l
 {
     px_t *px = s->proxy_data;
     gw_back_exch_t *bx = own_bx(px);
-    if (!bx || px->resp_done || px->reset || len == 0) {
+    if (!bx || (px->resp == PX_RESP_DONE) || px->reset || len == 0) {
         s->ops->credit(s, len); /* nobody wants these bytes: dropped */
         return;
     }

@@ -97,6 +97,17 @@ class Client:
     def close(self):
         self.s.close()
 
+    def wait_resets(self):
+        """Read until a RST_STREAM arrives: (the StreamReset events, every event read)."""
+        evs = self.events(was_reset)
+        return resets(evs), evs
+
+    def expect_reset(self, sid, code):
+        """The first RST_STREAM to arrive is for sid, with code."""
+        resets, evs = self.wait_resets()
+        assert resets and resets[0].stream_id == sid, evs
+        assert resets[0].error_code == code, resets
+
 
 def response(events, sid):
     status, body, ended = None, b"", False

@@ -184,18 +184,18 @@ def test_issue18_1_get_with_body_not_coalesced(gwc):
     assert [q.body for q in gwc.origin.requests] in ([b"abc", b""], [b"", b"abc"])
 
 
-def proto_bodies(pairs):
-    """GET /c/proto from each (client, :scheme) pair, all sent before any is read; each
-    client's response body in that order. Closes the clients."""
+def proto_answers(clients):
+    """GET /c/proto (the origin answers with the scheme it was told) on each (client, :scheme),
+    all sent before any answer is read; the bodies, in order."""
     sids = []
-    for cl, scheme in pairs:
+    for cl, scheme in clients:
         sid = cl.c.get_next_available_stream_id()
         cl.c.send_headers(sid, [(":method", "GET"), (":path", "/c/proto"), (":scheme", scheme),
                                 (":authority", "localhost")], end_stream=True)
         cl.flush()
         sids.append(sid)
     got = []
-    for (cl, _), sid in zip(pairs, sids):
+    for (cl, _), sid in zip(clients, sids):
         evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamEnded) for x in e), timeout=10)
         got.append(b"".join(e.data for e in evs if isinstance(e, h2.events.DataReceived)))
         cl.close()
@@ -208,8 +208,8 @@ def test_issue18_1_scheme_is_in_the_key(gateway, corigin):
     port, tls_port = free_port(), free_port()
     gateway(config(port, corigin.port, tls_port=tls_port),
             wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
-    plain, tls = Client(port), Client(tls_port, tls=True)
-    assert proto_bodies([(plain, "http"), (tls, "https")]) == [b"http", b"https"]
+    got = proto_answers([(Client(port), "http"), (Client(tls_port, tls=True), "https")])
+    assert got == [b"http", b"https"]
     assert origin_count(corigin, "/c/proto") == 2
 
 
@@ -220,8 +220,8 @@ def test_issue18_1_key_scheme_is_the_listeners_not_the_clients(gateway, corigin)
     port, tls_port = free_port(), free_port()
     gateway(config(port, corigin.port, tls_port=tls_port),
             wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
-    plain, tls = Client(port), Client(tls_port, tls=True)
-    assert proto_bodies([(tls, "https"), (plain, "https")]) == [b"https", b"http"]
+    got = proto_answers([(Client(tls_port, tls=True), "https"), (Client(port), "https")])
+    assert got == [b"https", b"http"]
     assert origin_count(corigin, "/c/proto") == 2
 
 

@@ -14,7 +14,7 @@ import h2.settings
 import pytest
 
 from conftest import free_port, run
-from gwtest import NO_PROXY, config, Client, response, ended, terminated, raw_frames, goaway_code, resets, was_reset
+from gwtest import NO_PROXY, config, Client, response, ended, terminated, raw_frames, goaway_code
 
 
 @pytest.fixture
@@ -116,25 +116,17 @@ def test_concurrency_limit_refuses_streams(gw):
                                 (":authority", "localhost")])
         sids.append(sid)
     cl.flush()
-    evs = cl.events(was_reset)
-    rst = resets(evs)
-    assert rst, evs
-    assert rst[0].error_code == h2.errors.ErrorCodes.REFUSED_STREAM
-    assert rst[0].stream_id in sids[8:]
+    resets, evs = cl.wait_resets()
+    assert resets, evs
+    assert resets[0].error_code == h2.errors.ErrorCodes.REFUSED_STREAM
+    assert resets[0].stream_id in sids[8:]
     cl.close()
-
-
-def assert_reset(cl, sid, code):
-    """The first stream reset cl receives is of stream sid, with error code."""
-    rst = resets(cl.events(was_reset))
-    assert rst and rst[0].stream_id == sid
-    assert rst[0].error_code == code
 
 
 def test_uppercase_header_name_is_stream_protocol_error(gw):
     cl = Client(gw.plain_port, validate=False)
     sid = cl.request("/", extra=[("X-Upper", "1")])
-    assert_reset(cl, sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+    cl.expect_reset(sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
     # the connection survives: a next request is answered
     sid2 = cl.request("/next")
     evs = cl.events(ended(sid2))
@@ -145,7 +137,7 @@ def test_uppercase_header_name_is_stream_protocol_error(gw):
 def test_connection_specific_header_is_malformed(gw):
     cl = Client(gw.plain_port, validate=False)
     sid = cl.request("/", extra=[("connection", "keep-alive")])
-    assert_reset(cl, sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+    cl.expect_reset(sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
     cl.close()
 
 

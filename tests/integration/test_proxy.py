@@ -14,7 +14,7 @@ import h2.settings
 import pytest
 
 from conftest import free_port, raw_exchange, rss_kib, run
-from gwtest import Client, response, ended, gw_config, many_gets, origin_count, resets, was_reset
+from gwtest import Client, response, ended, gw_config, many_gets, origin_count, resets
 from origin import pattern
 
 
@@ -80,8 +80,7 @@ def test_h2_host_disagreeing_with_authority_is_malformed(gwo):
     cl.c.send_headers(sid, [(":method", "GET"), (":path", "/echo"), (":scheme", "http"),
                             (":authority", "a.test"), ("host", "b.test")], end_stream=True)
     cl.flush()
-    evs = cl.events(was_reset)
-    rst = resets(evs)
+    rst, evs = cl.wait_resets()
     assert rst and rst[0].error_code == 1  # PROTOCOL_ERROR
     assert gwo.origin.requests == []       # never reached the origin
     cl.close()
@@ -531,10 +530,9 @@ def test_early_response_is_relayed_then_stream_reset_no_error(gwo):
                             (":authority", "x"), ("content-length", "100000")])
     cl.c.send_data(sid, b"x" * 1000)
     cl.flush()
-    evs = cl.events(was_reset)
+    rst, evs = cl.wait_resets()
     status, body, done = response(evs, sid)
     assert (status, body, done) == ("413", b"early\n", True)  # relayed whole, at once
-    rst = resets(evs)
     assert rst and rst[0].error_code == 0  # NO_ERROR: stop sending (RFC 9113 §8.1)
     # the origin connection was not reused for the next request
     sid2 = cl.request("/bytes/5")
@@ -555,8 +553,7 @@ def test_content_length_disagreeing_with_data_resets_and_origin_never_gets_it(gw
                             (":authority", "x"), ("content-length", "10")])
     cl.c.send_data(sid, b"12345", end_stream=True)
     cl.flush()
-    evs = cl.events(was_reset)
-    rst = resets(evs)
+    rst, evs = cl.wait_resets()
     assert rst and rst[0].error_code == 1  # PROTOCOL_ERROR (RFC 9113 §8.1.1)
     time.sleep(0.3)
     assert [q for q in gwo.origin.requests if q.target == "/echo"] == []  # never a complete request

@@ -1,0 +1,81 @@
+/* config/config_internal.h — what the files of config/ share (not a public interface).
+ *
+ * config.c:   the loader (ld_t), its error list, the node helpers, the table-driven scalar
+ *             fields, the scalar sections, the top level, the defaults and gw_config_del.
+ * sections.c: listen[] with TLS, upstreams with servers and health, routes[].
+ * units.c:    sizes, durations, rates and addresses as written in the file.
+ */
+#ifndef GW_CONFIG_INTERNAL_H
+#define GW_CONFIG_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <yaml.h>
+
+#include "config/config.h"
+
+typedef struct {
+    const char *file;
+    yaml_document_t doc;
+    gw_config_errors_t *errs;
+    gw_config_t *c;
+    int nomem;
+    size_t nerr;
+} ld_t;
+
+/* ---- table-driven scalar fields ------------------------------------------------------------ */
+
+typedef enum {
+    F_UINT,   /* unsigned */
+    F_U32,    /* uint32_t */
+    F_SIZE,   /* size_t, size units */
+    F_SIZE64, /* uint64_t, size units */
+    F_U32SZ,  /* uint32_t, size units */
+    F_DUR,    /* uint64_t ms */
+    F_RATE,   /* uint64_t bytes/s */
+    F_BOOL,   /* int */
+    F_STR,    /* char * */
+    F_LOG,    /* int gw_log_level_t */
+    F_BAL,    /* gw_balance_t */
+    F_TLSVER, /* int 12/13 */
+} fkind_t;
+
+typedef struct {
+    const char *name;
+    fkind_t kind;
+    size_t off;
+    uint64_t min, max;
+} field_t;
+
+#define FLD(type, member, kind, lo, hi)                                                            \
+    {                                                                                              \
+#member, kind, offsetof(type, member), lo, hi                                              \
+    }
+
+#define NTAB(t) (sizeof(t) / sizeof((t)[0]))
+#define MAXU32 4294967295ull
+#define DAY_MS 86400000ull
+
+typedef int (*pair_cb)(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj);
+
+/* config.c */
+char *gw_cfg__xstrdup(ld_t *ld, const char *s);
+void gw_cfg__err_at(ld_t *ld, yaml_node_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+yaml_node_t *gw_cfg__node(ld_t *ld, int id);
+const char *gw_cfg__kind_str(yaml_node_t *n);
+const char *gw_cfg__scalar(yaml_node_t *n);
+int gw_cfg__expect(ld_t *ld, yaml_node_t *n, yaml_node_type_t t, const char *key);
+void gw_cfg__each_pair(ld_t *ld, yaml_node_t *map, pair_cb cb, void *obj);
+int gw_cfg__set_field(ld_t *ld, const field_t *tab, size_t ntab, const char *key, yaml_node_t *v,
+                      void *obj);
+char **gw_cfg__load_str_list(ld_t *ld, yaml_node_t *v, const char *key, size_t *len);
+void gw_cfg__free_str_list(char **l, size_t n);
+
+/* sections.c */
+void gw_cfg__free_tls(gw_cfg_tls_t *t);
+void gw_cfg__load_listen(ld_t *ld, yaml_node_t *v);
+void gw_cfg__load_upstreams(ld_t *ld, yaml_node_t *v);
+void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v);
+
+#endif

@@ -1,0 +1,627 @@
+/* config/sections.c — the list sections of the config: listen[] (with its TLS certificates),
+ * upstreams (servers, health) and routes[], each checked as it is read (see config.c). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "config/config_internal.h"
+#include "h2/defaults.h"
+
+/* ---- tls ---- */
+
+static const field_t tls_fields[] = {
+    FLD(gw_cfg_tls_t, min_version, F_TLSVER, 0, 0),
+    FLD(gw_cfg_tls_t, prefer_h2, F_BOOL, 0, 0),
+    FLD(gw_cfg_tls_t, session_tickets, F_BOOL, 0, 0),
+    FLD(gw_cfg_tls_t, ticket_rotation_ms, F_DUR, 1000, 30 * DAY_MS),
+    FLD(gw_cfg_tls_t, ciphers, F_STR, 0, 0),
+    FLD(gw_cfg_tls_t, ciphersuites, F_STR, 0, 0),
+    FLD(gw_cfg_tls_t, self_signed, F_BOOL, 0, 0),
+};
+
+typedef struct {
+    gw_cfg_cert_t cert;
+    yaml_node_t *cert_node, *key_node;
+} cert_ld_t;
+
+static int cert_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    cert_ld_t *c = obj;
+    if (!strcmp(key, "certificate") || !strcmp(key, "key")) {
+        if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
+            return 0;
+        char **dst = !strcmp(key, "key") ? &c->cert.key : &c->cert.certificate;
+        gw_free(*dst);
+        *dst = gw_cfg__xstrdup(ld, gw_cfg__scalar(v));
+        if (!strcmp(key, "key"))
+            c->key_node = v;
+        else
+            c->cert_node = v;
+    } else if (!strcmp(key, "names")) {
+        gw_cfg__free_str_list(c->cert.names, c->cert.names_len);
+        c->cert.names = gw_cfg__load_str_list(ld, v, key, &c->cert.names_len);
+    } else {
+        gw_cfg__err_at(ld, k, "unknown key '%s' in a certificate", key);
+    }
+    return 0;
+}
+
+static int push_cert(ld_t *ld, gw_cfg_tls_t *t, cert_ld_t *c)
+{
+    gw_cfg_cert_t *n = gw_realloc(t->certs, (t->certs_len + 1) * sizeof(*n));
+    if (!n) {
+        ld->nomem = 1;
+        gw_free(c->cert.certificate);
+        gw_free(c->cert.key);
+        gw_cfg__free_str_list(c->cert.names, c->cert.names_len);
+        return GW_E_NOMEM;
+    }
+    t->certs = n;
+    t->certs[t->certs_len++] = c->cert;
+    return 0;
+}
+
+typedef struct {
+    gw_cfg_tls_t *tls;
+    cert_ld_t top; /* certificate/key written directly in tls: */
+    yaml_node_t *certs_node;
+    yaml_node_t *map;
+} tls_ld_t;
+
+static int tls_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    tls_ld_t *t = obj;
+    if (!strcmp(key, "certificate") || !strcmp(key, "key") || !strcmp(key, "names"))
+        return cert_pair(ld, key, k, v, &t->top);
+    if (!strcmp(key, "certificates")) {
+        if (!gw_cfg__expect(ld, v, YAML_SEQUENCE_NODE, key))
+            return 0;
+        t->certs_node = v;
+        return 0;
+    }
+    if (!strcmp(key, "alpn_preference")) {
+        const char *s = v->type == YAML_SCALAR_NODE ? gw_cfg__scalar(v) : NULL;
+        if (s && !strcmp(s, "h2"))
+            t->tls->prefer_h2 = 1;
+        else if (s && !strcmp(s, "http/1.1"))
+            t->tls->prefer_h2 = 0;
+        else
+            gw_cfg__err_at(ld, v, "'alpn_preference' must be h2 or http/1.1");
+        return 0;
+    }
+    if (!gw_cfg__set_field(ld, tls_fields, NTAB(tls_fields), key, v, t->tls))
+        gw_cfg__err_at(ld, k, "unknown key '%s' in tls", key);
+    return 0;
+}
+
+static void check_file(ld_t *ld, yaml_node_t *n, const char *what, const char *path)
+{
+    if (access(path, R_OK) != 0)
+        gw_cfg__err_at(ld, n, "%s file '%s' cannot be read: %s", what, path, strerror(errno));
+}
+
+static void check_cert(ld_t *ld, gw_cfg_tls_t *tls, cert_ld_t *c, yaml_node_t *where)
+{
+    if (!c->cert.certificate)
+        gw_cfg__err_at(ld, where, "missing required key 'certificate'");
+    if (!c->cert.key)
+        gw_cfg__err_at(ld, where, "missing required key 'key'");
+    if (!c->cert.certificate || !c->cert.key)
+        return;
+    /* A self-signed pair is generated at start when both files are missing. */
+    if (tls->self_signed && access(c->cert.certificate, F_OK) != 0 &&
+        access(c->cert.key, F_OK) != 0)
+        return;
+    check_file(ld, c->cert_node, "certificate", c->cert.certificate);
+    check_file(ld, c->key_node, "key", c->cert.key);
+}
+
+static gw_cfg_tls_t *load_tls(ld_t *ld, yaml_node_t *v)
+{
+    if (!gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "tls"))
+        return NULL;
+    gw_cfg_tls_t *tls = gw_calloc(1, sizeof(*tls));
+    if (!tls) {
+        ld->nomem = 1;
+        return NULL;
+    }
+    tls->min_version = 12;
+    tls->prefer_h2 = 1;
+    tls->session_tickets = 1;
+    tls->ticket_rotation_ms = 3600000;
+    tls_ld_t t = {.tls = tls, .map = v};
+    gw_cfg__each_pair(ld, v, tls_pair, &t);
+    int have_top = t.top.cert.certificate || t.top.cert.key || t.top.cert.names_len;
+    if (have_top || !t.certs_node) {
+        check_cert(ld, tls, &t.top, v);
+        push_cert(ld, tls, &t.top);
+    }
+    if (t.certs_node) {
+        yaml_node_item_t *it = t.certs_node->data.sequence.items.start;
+        for (; it < t.certs_node->data.sequence.items.top; it++) {
+            yaml_node_t *cn = gw_cfg__node(ld, *it);
+            if (!gw_cfg__expect(ld, cn, YAML_MAPPING_NODE, "certificates"))
+                continue;
+            cert_ld_t c = {0};
+            gw_cfg__each_pair(ld, cn, cert_pair, &c);
+            check_cert(ld, tls, &c, cn);
+            push_cert(ld, tls, &c);
+        }
+    }
+    return tls;
+}
+
+void gw_cfg__free_tls(gw_cfg_tls_t *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->certs_len; i++) {
+        gw_free(t->certs[i].certificate);
+        gw_free(t->certs[i].key);
+        gw_cfg__free_str_list(t->certs[i].names, t->certs[i].names_len);
+    }
+    gw_free(t->certs);
+    gw_free(t->ciphers);
+    gw_free(t->ciphersuites);
+    gw_free(t);
+}
+
+/* ---- listen ---- */
+
+typedef struct {
+    gw_cfg_listen_t *l;
+    yaml_node_t *addr_node, *proto_node;
+} listen_ld_t;
+
+static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    listen_ld_t *x = obj;
+    if (!strcmp(key, "address")) {
+        x->addr_node = v;
+        if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
+            return 0;
+        int rv = gw_parse_addr(gw_cfg__scalar(v), &x->l->addr);
+        if (rv < 0)
+            gw_cfg__err_at(ld, v, "'address' must be IP:PORT or [IPv6]:PORT, not '%s'",
+                           gw_cfg__scalar(v));
+    } else if (!strcmp(key, "tls")) {
+        gw_cfg__free_tls(x->l->tls);
+        x->l->tls = load_tls(ld, v);
+    } else if (!strcmp(key, "protocols")) {
+        x->proto_node = v;
+    } else if (!strcmp(key, "backlog")) {
+        static const field_t f[] = {FLD(gw_cfg_listen_t, backlog, F_UINT, 1, 65535)};
+        gw_cfg__set_field(ld, f, 1, key, v, x->l);
+    } else {
+        gw_cfg__err_at(ld, k, "unknown key '%s' in a listener", key);
+    }
+    return 0;
+}
+
+static void load_protocols(ld_t *ld, gw_cfg_listen_t *l, yaml_node_t *v)
+{
+    size_t n;
+    char **names = gw_cfg__load_str_list(ld, v, "protocols", &n);
+    unsigned flags = 0;
+    yaml_node_item_t *items = v->type == YAML_SEQUENCE_NODE ? v->data.sequence.items.start : NULL;
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *at = items ? gw_cfg__node(ld, items[i]) : v;
+        const char *s = names[i];
+        unsigned f = 0;
+        if (s && !strcmp(s, "h2") && l->tls)
+            f = GW_PROTO_F_H2;
+        else if (s && !strcmp(s, "h2c") && !l->tls)
+            f = GW_PROTO_F_H2C;
+        else if (s && !strcmp(s, "http/1.1"))
+            f = GW_PROTO_F_HTTP1;
+        if (!f)
+            gw_cfg__err_at(ld, at, "protocol '%s' is not allowed on a %s listener (use %s)",
+                           s ? s : "", l->tls ? "TLS" : "cleartext",
+                           l->tls ? "h2, http/1.1" : "h2c, http/1.1");
+        flags |= f;
+    }
+    if (n == 0)
+        gw_cfg__err_at(ld, v, "'protocols' must name at least one protocol");
+    gw_cfg__free_str_list(names, n);
+    l->protocols = flags;
+}
+
+/* The array for the non-empty YAML list v of key (elements of elem bytes, zeroed, *n of them),
+ * or NULL with the error reported: not a list, an empty list (`what` names one element), or no
+ * memory. */
+static void *load_list(ld_t *ld, yaml_node_t *v, const char *key, const char *what, size_t elem,
+                       size_t *n)
+{
+    if (!gw_cfg__expect(ld, v, YAML_SEQUENCE_NODE, key))
+        return NULL;
+    *n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+    if (*n == 0) {
+        gw_cfg__err_at(ld, v, "'%s' must have at least one %s", key, what);
+        return NULL;
+    }
+    void *a = gw_calloc(*n, elem);
+    if (!a)
+        ld->nomem = 1;
+    return a;
+}
+
+void gw_cfg__load_listen(ld_t *ld, yaml_node_t *v)
+{
+    size_t n;
+    gw_config_t *c = ld->c;
+    if (!(c->listen = load_list(ld, v, "listen", "listener", sizeof(*c->listen), &n)))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *ln = gw_cfg__node(ld, v->data.sequence.items.start[i]);
+        if (!gw_cfg__expect(ld, ln, YAML_MAPPING_NODE, "listen"))
+            continue;
+        gw_cfg_listen_t *l = &c->listen[c->listen_len++];
+        l->backlog = 511;
+        l->line = (int)ln->start_mark.line + 1;
+        listen_ld_t x = {.l = l};
+        gw_cfg__each_pair(ld, ln, listen_pair, &x);
+        if (!x.addr_node) {
+            gw_cfg__err_at(ld, ln, "missing required key 'address' in a listener");
+            continue;
+        }
+        if (x.proto_node)
+            load_protocols(ld, l, x.proto_node);
+        else
+            l->protocols = GW_PROTO_F_HTTP1 | (l->tls ? GW_PROTO_F_H2 : GW_PROTO_F_H2C);
+        for (size_t j = 0; j + 1 < c->listen_len && l->addr.len; j++)
+            if (c->listen[j].addr.len == l->addr.len &&
+                !memcmp(&c->listen[j].addr.ss, &l->addr.ss, l->addr.len))
+                gw_cfg__err_at(ld, x.addr_node, "duplicate listener %s (first declared on line %d)",
+                               l->addr.text, c->listen[j].line);
+    }
+}
+
+/* ---- upstreams ---- */
+
+static const field_t upstream_fields[] = {
+    FLD(gw_cfg_upstream_t, balance, F_BAL, 0, 0),
+    FLD(gw_cfg_upstream_t, tls, F_BOOL, 0, 0),
+    FLD(gw_cfg_upstream_t, tls_verify, F_BOOL, 0, 0),
+    FLD(gw_cfg_upstream_t, tls_ca, F_STR, 0, 0),
+    FLD(gw_cfg_upstream_t, max_connections, F_UINT, 1, 100000),
+    FLD(gw_cfg_upstream_t, max_idle, F_UINT, 0, 100000),
+    FLD(gw_cfg_upstream_t, idle_timeout_ms, F_DUR, 1, DAY_MS),
+    FLD(gw_cfg_upstream_t, idle_purge_ms, F_DUR, 1, DAY_MS),
+    FLD(gw_cfg_upstream_t, max_requests_per_connection, F_UINT, 0, 4000000000u),
+    FLD(gw_cfg_upstream_t, connect_timeout_ms, F_DUR, 1, DAY_MS),
+    FLD(gw_cfg_upstream_t, response_timeout_ms, F_DUR, 1, DAY_MS),
+    FLD(gw_cfg_upstream_t, read_timeout_ms, F_DUR, 1, DAY_MS),
+    FLD(gw_cfg_upstream_t, queue_size, F_UINT, 0, 1000000),
+    FLD(gw_cfg_upstream_t, queue_timeout_ms, F_DUR, 1, DAY_MS),
+    FLD(gw_cfg_upstream_t, retries, F_UINT, 0, 5),
+    FLD(gw_cfg_upstream_t, pipeline, F_UINT, 1, GW_CFG_PIPELINE_MAX),
+    FLD(gw_cfg_upstream_t, read_batch, F_SIZE, 0, 64u << 20),
+    FLD(gw_cfg_upstream_t, read_batch_wait_ms, F_DUR, 1, 60000),
+};
+
+static const field_t health_fields[] = {
+    FLD(gw_cfg_upstream_t, fail_threshold, F_UINT, 1, 1000),
+    FLD(gw_cfg_upstream_t, eject_ms, F_DUR, 1, DAY_MS),
+    {"path", F_STR, offsetof(gw_cfg_upstream_t, health_path), 0, 0},
+    {"interval", F_DUR, offsetof(gw_cfg_upstream_t, health_interval_ms), 100, DAY_MS},
+    {"expect_status", F_UINT, offsetof(gw_cfg_upstream_t, health_status), 100, 599},
+};
+
+static void load_server(ld_t *ld, gw_cfg_upstream_t *u, yaml_node_t *sn)
+{
+    gw_cfg_server_t *s = &u->servers[u->servers_len];
+    s->weight = 1;
+    yaml_node_t *addr = NULL;
+    if (sn->type == YAML_SCALAR_NODE) {
+        addr = sn;
+    } else if (sn->type == YAML_MAPPING_NODE) {
+        yaml_node_pair_t *p = sn->data.mapping.pairs.start;
+        for (; p < sn->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = gw_cfg__node(ld, p->key), *v = gw_cfg__node(ld, p->value);
+            const char *key = gw_cfg__scalar(k);
+            if (key && !strcmp(key, "address")) {
+                addr = v;
+            } else if (key && !strcmp(key, "weight")) {
+                static const field_t f[] = {FLD(gw_cfg_server_t, weight, F_UINT, 1, 1000)};
+                gw_cfg__set_field(ld, f, 1, key, v, s);
+            } else {
+                gw_cfg__err_at(ld, k, "unknown key '%s' in a server", key ? key : "?");
+            }
+        }
+        if (!addr) {
+            gw_cfg__err_at(ld, sn, "missing required key 'address' in a server");
+            return;
+        }
+    } else {
+        gw_cfg__err_at(ld, sn, "a server must be HOST:PORT or a map with 'address', not %s",
+                       gw_cfg__kind_str(sn));
+        return;
+    }
+    if (!gw_cfg__expect(ld, addr, YAML_SCALAR_NODE, "address"))
+        return;
+    const char *text = gw_cfg__scalar(addr);
+    int rv = gw_parse_addr(text, &s->addr);
+    if (rv == GW_E_NOENT) {
+        /* A host name: kept as text, resolved by back/ when it dials. */
+        const char *colon = strrchr(text, ':');
+        if (strlen(text) < sizeof(s->addr.text)) {
+            memset(&s->addr, 0, sizeof(s->addr));
+            strcpy(s->addr.text, text);
+        } else {
+            rv = GW_E_PARSE;
+        }
+        if (rv == GW_E_NOENT) {
+            size_t hl = (size_t)(colon - text);
+            s->host = gw_malloc(hl + 1);
+            if (!s->host) {
+                ld->nomem = 1;
+                return;
+            }
+            memcpy(s->host, text, hl);
+            s->host[hl] = 0;
+            u->servers_len++;
+            return;
+        }
+    }
+    if (rv < 0) {
+        gw_cfg__err_at(ld, addr, "server address must be HOST:PORT or [IPv6]:PORT, not '%s'", text);
+        return;
+    }
+    const char *end = text[0] == '[' ? strchr(text, ']') : strrchr(text, ':');
+    size_t hl = (size_t)(end - text) - (text[0] == '[');
+    s->host = gw_malloc(hl + 1);
+    if (!s->host) {
+        ld->nomem = 1;
+        return;
+    }
+    memcpy(s->host, text + (text[0] == '['), hl);
+    s->host[hl] = 0;
+    u->servers_len++;
+}
+
+typedef struct {
+    gw_cfg_upstream_t *u;
+    yaml_node_t *servers;
+} up_ld_t;
+
+static int health_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    if (!gw_cfg__set_field(ld, health_fields, NTAB(health_fields), key, v, obj))
+        gw_cfg__err_at(ld, k, "unknown key '%s' in health", key);
+    return 0;
+}
+
+static int upstream_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    up_ld_t *x = obj;
+    if (!strcmp(key, "servers")) {
+        x->servers = v;
+    } else if (!strcmp(key, "health")) {
+        if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, key))
+            gw_cfg__each_pair(ld, v, health_pair, x->u);
+    } else if (!gw_cfg__set_field(ld, upstream_fields, NTAB(upstream_fields), key, v, x->u)) {
+        gw_cfg__err_at(ld, k, "unknown key '%s' in upstream '%s'", key, x->u->name);
+    }
+    return 0;
+}
+
+static int upstreams_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    (void)obj;
+    gw_config_t *c = ld->c;
+    gw_cfg_upstream_t *u = &c->upstreams[c->upstreams_len++];
+    u->name = gw_cfg__xstrdup(ld, key);
+    u->balance = GW_BALANCE_ROUND_ROBIN;
+    u->tls_verify = 1;
+    u->max_connections = 64;
+    u->max_idle = UINT32_MAX; /* unset: min(32, max_connections) below */
+    u->idle_timeout_ms = 60000;
+    u->idle_purge_ms = 5000; /* HAProxy's pool-purge-delay default */
+    u->max_requests_per_connection = 10000;
+    u->connect_timeout_ms = 5000;
+    u->response_timeout_ms = 30000;
+    u->read_timeout_ms = 30000;
+    u->queue_size = 1024;
+    u->queue_timeout_ms = 10000;
+    u->retries = 1;
+    u->pipeline = 1;
+    u->read_batch = 256u << 10;
+    u->read_batch_wait_ms = 5;
+    u->fail_threshold = 5;
+    u->eject_ms = 10000;
+    u->health_interval_ms = 5000;
+    u->health_status = 200;
+    if (!u->name)
+        return 0;
+    if (!gw_cfg__expect(ld, v, YAML_MAPPING_NODE, key))
+        return 0;
+    up_ld_t x = {.u = u};
+    gw_cfg__each_pair(ld, v, upstream_pair, &x);
+    if (!x.servers) {
+        gw_cfg__err_at(ld, k, "missing required key 'servers' in upstream '%s'", key);
+        return 0;
+    }
+    yaml_node_t *sv = x.servers;
+    size_t n = sv->type == YAML_SEQUENCE_NODE
+                   ? (size_t)(sv->data.sequence.items.top - sv->data.sequence.items.start)
+                   : 1;
+    u->servers = gw_calloc(n ? n : 1, sizeof(*u->servers));
+    if (!u->servers) {
+        ld->nomem = 1;
+        return 0;
+    }
+    if (sv->type == YAML_SEQUENCE_NODE) {
+        if (n == 0)
+            gw_cfg__err_at(ld, sv, "upstream '%s' must have at least one server", key);
+        for (size_t i = 0; i < n; i++)
+            load_server(ld, u, gw_cfg__node(ld, sv->data.sequence.items.start[i]));
+    } else {
+        load_server(ld, u, sv);
+    }
+    if (u->max_idle == UINT32_MAX)
+        u->max_idle = u->max_connections < 32 ? u->max_connections : 32;
+    if (u->max_idle > u->max_connections)
+        gw_cfg__err_at(ld, v, "'max_idle' (%u) exceeds 'max_connections' (%u) in upstream '%s'",
+                       u->max_idle, u->max_connections, key);
+    return 0;
+}
+
+void gw_cfg__load_upstreams(ld_t *ld, yaml_node_t *v)
+{
+    if (!gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "upstreams"))
+        return;
+    size_t n = (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start);
+    if (n == 0) {
+        gw_cfg__err_at(ld, v, "'upstreams' must define at least one upstream");
+        return;
+    }
+    ld->c->upstreams = gw_calloc(n, sizeof(*ld->c->upstreams));
+    if (!ld->c->upstreams) {
+        ld->nomem = 1;
+        return;
+    }
+    gw_cfg__each_pair(ld, v, upstreams_pair, NULL);
+}
+
+/* Drop later duplicates from a list of field names, compared case-insensitively (field names
+ * are, RFC 9110 §5.1): `[accept, Accept]` is one field (issue 18 item 2). */
+static void dedup_nocase(char **l, size_t *n)
+{
+    if (!l)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++) {
+        int dup = 0;
+        for (size_t j = 0; j < k && !dup; j++)
+            dup = l[i] && l[j] && gw_slice_eq_nocase(gw_slice_str(l[i]), gw_slice_str(l[j]));
+        if (dup)
+            gw_free(l[i]);
+        else
+            l[k++] = l[i];
+    }
+    *n = k;
+}
+
+/* ---- routes ---- */
+
+static const field_t route_fields[] = {
+    {"coalesce", F_BOOL, offsetof(gw_cfg_route_t, coalesce), 0, 0},
+    {"coalesce_private", F_BOOL, offsetof(gw_cfg_route_t, coalesce_private), 0, 0},
+    {"x_forwarded", F_BOOL, offsetof(gw_cfg_route_t, add_x_forwarded), 0, 0},
+    {"forwarded", F_BOOL, offsetof(gw_cfg_route_t, add_forwarded), 0, 0},
+    {"via", F_BOOL, offsetof(gw_cfg_route_t, add_via), 0, 0},
+    FLD(gw_cfg_route_t, response_rate, F_RATE, 0, 1ull << 40),
+    FLD(gw_cfg_route_t, request_rate, F_UINT, 0, 1000000),
+    FLD(gw_cfg_route_t, request_burst, F_UINT, 0, 1000000),
+};
+
+typedef struct {
+    gw_cfg_route_t *r;
+    yaml_node_t *host, *path, *up;
+} route_ld_t;
+
+static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    route_ld_t *x = obj;
+    if (!strcmp(key, "host") || !strcmp(key, "path") || !strcmp(key, "upstream")) {
+        if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
+            return 0;
+        char **dst = key[0] == 'h'   ? &x->r->host
+                     : key[0] == 'p' ? &x->r->path
+                                     : &x->r->upstream_name;
+        *(key[0] == 'h' ? &x->host : key[0] == 'p' ? &x->path : &x->up) = v;
+        gw_free(*dst);
+        *dst = gw_cfg__xstrdup(ld, gw_cfg__scalar(v));
+    } else if (!strcmp(key, "coalesce_headers")) {
+        gw_cfg__free_str_list(x->r->coalesce_headers, x->r->coalesce_headers_len);
+        x->r->coalesce_headers = gw_cfg__load_str_list(ld, v, key, &x->r->coalesce_headers_len);
+        dedup_nocase(x->r->coalesce_headers, &x->r->coalesce_headers_len);
+    } else if (!gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
+        gw_cfg__err_at(ld, k, "unknown key '%s' in a route", key);
+    }
+    return 0;
+}
+
+static int valid_host_pattern(const char *h)
+{
+    if (!strcmp(h, "*"))
+        return 1;
+    if (h[0] == '*') {
+        if (h[1] != '.' || !h[2])
+            return 0;
+        h += 2;
+    }
+    if (!*h)
+        return 0;
+    for (; *h; h++) {
+        char ch = *h;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '.' || ch == ':' || ch == '[' || ch == ']'))
+            return 0;
+    }
+    return 1;
+}
+
+void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
+{
+    size_t n;
+    gw_config_t *c = ld->c;
+    if (!(c->routes = load_list(ld, v, "routes", "route", sizeof(*c->routes), &n)))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *rn = gw_cfg__node(ld, v->data.sequence.items.start[i]);
+        if (!gw_cfg__expect(ld, rn, YAML_MAPPING_NODE, "routes"))
+            continue;
+        gw_cfg_route_t *r = &c->routes[c->routes_len++];
+        r->line = (int)rn->start_mark.line + 1;
+        r->coalesce = 1;
+        r->add_x_forwarded = 1;
+        r->add_forwarded = 0;
+        r->add_via = 1;
+        route_ld_t x = {.r = r};
+        gw_cfg__each_pair(ld, rn, route_pair, &x);
+        if (!r->coalesce_headers && !ld->nomem) {
+            r->coalesce_headers = gw_calloc(1, sizeof(char *));
+            if (r->coalesce_headers) {
+                r->coalesce_headers[0] = gw_cfg__xstrdup(ld, "accept-encoding");
+                r->coalesce_headers_len = 1;
+            } else {
+                ld->nomem = 1;
+            }
+        }
+        if (ld->nomem)
+            return; /* strings may be missing: the load fails with GW_E_NOMEM anyway */
+        if (!r->host)
+            r->host = gw_cfg__xstrdup(ld, "*");
+        else if (!valid_host_pattern(r->host))
+            gw_cfg__err_at(ld, x.host, "route host must be a name, '*.suffix' or '*', not '%s'",
+                           r->host);
+        if (!r->path)
+            r->path = gw_cfg__xstrdup(ld, "/");
+        else if (r->path[0] != '/')
+            gw_cfg__err_at(ld, x.path, "route path must start with '/', not '%s'", r->path);
+        if (ld->nomem)
+            return;
+        if (!x.up) {
+            gw_cfg__err_at(ld, rn, "missing required key 'upstream' in a route");
+            continue;
+        }
+        size_t j = 0;
+        while (j < c->upstreams_len &&
+               (!c->upstreams[j].name || strcmp(c->upstreams[j].name, r->upstream_name)))
+            j++;
+        if (j == c->upstreams_len)
+            gw_cfg__err_at(ld, x.up, "route names unknown upstream '%s'", r->upstream_name);
+        r->upstream = j;
+    }
+}
