@@ -234,13 +234,6 @@ def nginx_origin(tmp_path):
         n.stop()
 
 
-@pytest.fixture
-def origin():
-    """A ScriptedOrigin (origin.py) on a free port, closed after the test."""
-    with ScriptedOrigin() as o:
-        yield o
-
-
 def run(cmd, timeout=20, **kw):
     """Run a client command with a bound on its time; returns CompletedProcess (text)."""
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
@@ -288,3 +281,10 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+@pytest.fixture
+def origin():
+    """A ScriptedOrigin (origin.py) on a free port, closed after the test."""
+    with ScriptedOrigin() as o:
+        yield o
