@@ -157,6 +157,18 @@ typedef struct {
     void *user_data;
 } gw_back_wmark_t;
 
+/* How far an exchange's response got; it only moves forward. Whether the exchange ended
+ * (dead: finished or cancelled, freed once no callback of ours is on the stack) is a flag
+ * apart: an exchange may end in any phase, and its connection still asks how far it got. */
+typedef enum {
+    GW_BACK_X_WAITING = 0, /* nothing delivered yet */
+    GW_BACK_X_INTERIM,     /* 1xx heads delivered (103 Early Hints, 100 Continue) */
+    GW_BACK_X_HEAD,        /* the final head delivered: body bytes follow */
+    GW_BACK_X_COMPLETE,    /* the whole response delivered (on_complete) */
+} gw_back_xphase_t;
+/* "waiting", "interim", "head", "complete". */
+const char *gw_back_xphase_str(gw_back_xphase_t p);
+
 struct gw_back_exch {
     gw_list_t qlink; /* in the upstream queue while waiting */
     gw_back_upstream_t *up;
@@ -176,7 +188,7 @@ struct gw_back_exch {
     int body_started_write; /* a body byte hit a socket: no more retries */
     unsigned tries;
     int no_pipeline; /* re-sent after it went unanswered behind another request: never again */
-    int head_seen;   /* final head delivered */
+    uint8_t phase;   /* gw_back_xphase_t: how far the response got */
     int paused;      /* gw_back_pause_reading() in effect */
     gw_list_t all;   /* in the back's list of live exchanges */
     gw_list_t rlink; /* in the back's list of unanswered exchanges to send again */

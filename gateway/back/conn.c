@@ -133,7 +133,7 @@ gw_back_exch_t *gw_back__detach(gw_back_conn_t *c)
 static int waiting_client(const gw_back_conn_t *c)
 {
     const gw_back_exch_t *x = c->exch;
-    return x && c->state == GW_BACK_CONN_ACTIVE && !x->head_seen && !x->body_ended &&
+    return x && c->state == GW_BACK_CONN_ACTIVE && (x->phase < GW_BACK_X_HEAD) && !x->body_ended &&
            x->body.bytes == 0 && c->out.bytes == 0 && !(c->flags & GW_BACK_CONN_F_WRITING);
 }
 

@@ -107,6 +107,12 @@ static void exch_free(gw_back_exch_t *x)
 }
 
 /* Fire marks without freeing x. status 0: those written so far; < 0: all of them. */
+const char *gw_back_xphase_str(gw_back_xphase_t p)
+{
+    static const char *const n[] = {"waiting", "interim", "head", "complete"};
+    return GW_NAME_OF(n, p, "?");
+}
+
 static void fire_marks(gw_back_exch_t *x, int status)
 {
     while (!gw_list_empty(&x->wmarks)) {
@@ -147,10 +153,12 @@ int gw_back__deliver_head(gw_back_exch_t *x, const gw_back_head_t *h, int interi
 {
     x->in_cb++;
     if (interim) {
+        if (x->phase < GW_BACK_X_INTERIM)
+            x->phase = GW_BACK_X_INTERIM;
         if (x->cbs.on_interim)
             x->cbs.on_interim(x, x->user_data, h);
     } else {
-        x->head_seen = 1;
+        x->phase = GW_BACK_X_HEAD;
         if (x->cbs.on_head)
             x->cbs.on_head(x, x->user_data, h);
     }
@@ -180,10 +188,12 @@ static void finish(gw_back_exch_t *x, int code)
     x->in_cb++;
     x->dead = 1;
     if (code == 0) {
+        x->phase = GW_BACK_X_COMPLETE;
         if (x->cbs.on_complete)
             x->cbs.on_complete(x, x->user_data);
     } else {
-        GW_LOG_DEBUG("back_exch_error", "upstream=%s code=%s", x->up->cfg->name, gw_errname(code));
+        GW_LOG_DEBUG("back_exch_error", "upstream=%s code=%s phase=%s", x->up->cfg->name,
+                     gw_errname(code), gw_back_xphase_str((gw_back_xphase_t)x->phase));
         if (x->cbs.on_error)
             x->cbs.on_error(x, x->user_data, code);
     }

@@ -62,7 +62,7 @@ static void on_write(uv_write_t *req, int status)
         x->body_started_write = 1;
     }
     if (x && c->state == GW_BACK_CONN_ACTIVE && !(c->flags & GW_BACK_CONN_F_GOT_BYTE) &&
-        !x->head_seen)
+        (x->phase < GW_BACK_X_HEAD))
         gw_back__arm(
             c,
             gw_back__ucfg(c)->response_timeout_ms); /* progress: the origin is taking the request */
@@ -247,7 +247,7 @@ void gw_back__conn_update_reading(gw_back_conn_t *c)
         c->flags &= ~GW_BACK_CONN_F_READING;
         gw_back__hold_end(c);
     }
-    if (c->state == GW_BACK_CONN_ACTIVE && c->exch && c->exch->head_seen) {
+    if (c->state == GW_BACK_CONN_ACTIVE && c->exch && (c->exch->phase >= GW_BACK_X_HEAD)) {
         if (c->flags & GW_BACK_CONN_F_PAUSED)
             uv_timer_stop(&c->timer); /* a slow client is not a slow origin */
         else if (!uv_is_active((uv_handle_t *)&c->timer))
@@ -456,7 +456,7 @@ static int feed_in(gw_back_conn_t *c, size_t n)
     size_t off = c->in->len;
     c->in->len += n;
     c->flags |= GW_BACK_CONN_F_GOT_BYTE;
-    if (c->exch && c->exch->head_seen && !(c->flags & GW_BACK_CONN_F_PAUSED))
+    if (c->exch && (c->exch->phase >= GW_BACK_X_HEAD) && !(c->flags & GW_BACK_CONN_F_PAUSED))
         gw_back__arm(c, gw_back__ucfg(c)->read_timeout_ms);
     for (;;) {
         c->msg_done = 0;
