@@ -337,6 +337,7 @@ static const char *const ms_keys[][2] = {
     {"header", "header_ms"},
     {"idle", "idle_ms"},
     {"graceful_shutdown", "graceful_shutdown_ms"},
+    {"drain_grace", "drain_grace_ms"},
     {"body", "body_ms"},
     {"request_body", "request_body_ms"},
     {"idle_timeout", "idle_timeout_ms"},
@@ -367,6 +368,7 @@ static const field_t timeout_fields[] = {
     FLD(gw_cfg_timeouts_t, header_ms, F_DUR, 1, DAY_MS),
     FLD(gw_cfg_timeouts_t, idle_ms, F_DUR, 1, DAY_MS),
     FLD(gw_cfg_timeouts_t, graceful_shutdown_ms, F_DUR, 0, DAY_MS),
+    FLD(gw_cfg_timeouts_t, drain_grace_ms, F_DUR, 0, 60000),
     FLD(gw_cfg_timeouts_t, body_ms, F_DUR, 1, DAY_MS),
     FLD(gw_cfg_timeouts_t, request_body_ms, F_DUR, 1, DAY_MS),
 };
@@ -377,6 +379,7 @@ static const field_t limit_fields[] = {
     FLD(gw_cfg_limits_t, max_request_head, F_SIZE, 1024, 16ull << 20),
     FLD(gw_cfg_limits_t, body_buffer, F_SIZE, 1024, 1ull << 30),
     FLD(gw_cfg_limits_t, coalesce_buffer, F_SIZE, 64 * 1024, 1ull << 30),
+    FLD(gw_cfg_limits_t, draining_generations, F_UINT, 1, 256),
 };
 
 static const field_t throttle_fields[] = {
@@ -514,6 +517,7 @@ static void set_defaults(gw_config_t *c)
         .header_ms = 10000,
         .idle_ms = 60000,
         .graceful_shutdown_ms = 30000,
+        .drain_grace_ms = 1000,
         .body_ms = 60000,
         .request_body_ms = 30000,
     };
@@ -526,6 +530,7 @@ static void set_defaults(gw_config_t *c)
         .body_buffer = 128 * 1024,
         /* a coalesced response is held once for all its subscribers (issue 19 item 2) */
         .coalesce_buffer = 1024 * 1024,
+        .draining_generations = 16,
     };
     c->throttle.ipv6_prefix = 64; /* one subscriber or host per /64 (RFC 6177) */
 }

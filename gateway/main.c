@@ -13,10 +13,12 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: h2gate [-c FILE] [--check-config FILE] [--version] [--help]\n"
+    fprintf(f, "usage: h2gate [-c FILE] [-t] [--check-config FILE] [--version] [--help]\n"
                "\n"
                "  -c, --config FILE        run with this config (default: the embedded one)\n"
-               "  -t, --check-config FILE  validate FILE, print what is wrong, exit 0 or 1\n"
+               "  -t, --test               check the config (-c FILE, or the embedded one) and\n"
+               "                           exit 0 or 1, as nginx -t\n"
+               "      --check-config FILE  check FILE, print what is wrong, exit 0 or 1\n"
                "      --print-default-config  print the embedded default config and exit\n"
                "  -V, --version            print the version and exit\n"
                "  -h, --help               this text\n");
@@ -38,7 +40,8 @@ int main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
-        {"check-config", required_argument, NULL, 't'},
+        {"check-config", required_argument, NULL, 'C'},
+        {"test", no_argument, NULL, 't'},
         {"print-default-config", no_argument, NULL, 'P'},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
@@ -46,14 +49,18 @@ int main(int argc, char **argv)
     };
     const char *config_path = NULL;
     const char *check_path = NULL;
+    int test = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "c:t:Vh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:tVh", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             config_path = optarg;
             break;
-        case 't':
+        case 'C':
             check_path = optarg;
+            break;
+        case 't':
+            test = 1;
             break;
         case 'P':
             fputs(gw_config_default_yaml, stdout);
@@ -76,11 +83,12 @@ int main(int argc, char **argv)
     }
 
     gw_config_t *cfg = NULL;
-    if (check_path) {
-        int rv = load(check_path, &cfg);
+    if (check_path || test) {
+        const char *path = check_path ? check_path : config_path;
+        int rv = load(path, &cfg);
         if (rv < 0)
             return 1;
-        printf("%s: ok\n", check_path);
+        printf("%s: ok\n", path ? path : "<embedded>");
         gw_config_del(cfg);
         return 0;
     }
@@ -91,16 +99,16 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     gw_server_t *srv = NULL;
-    int rv = gw_server_new(cfg, &srv);
+    unsigned workers = cfg->workers;
+    int rv = gw_server_new(cfg, &srv); /* cfg is the server's from here */
     if (rv < 0) {
         GW_LOG_ERROR("startup_failed", "err=%s", gw_errname(rv));
-        gw_config_del(cfg);
         return 1;
     }
-    GW_LOG_INFO("started", "version=%s config=%s workers=%u", GW_VERSION, cfg->path, cfg->workers);
+    GW_LOG_INFO("started", "version=%s config=%s workers=%u", GW_VERSION,
+                gw_server_config(srv)->path, workers);
     rv = gw_server_run(srv);
     gw_server_del(srv);
-    gw_config_del(cfg);
     GW_LOG_INFO("stopped", "status=%s", rv < 0 ? gw_errname(rv) : "ok");
     return rv < 0 ? 1 : 0;
 }

@@ -93,7 +93,7 @@ int gw_front__need_busy(conn_t *c)
     if (!b)
         return GW_E_NOMEM;
     /* pending input is at most one incomplete head (else 431) plus one read while paused */
-    gw_bytes_init(&b->in, W(c)->srv->cfg->limits.max_request_head + GW_FRONT_READ_BUF + 16384);
+    gw_bytes_init(&b->in, CFG(c)->limits.max_request_head + GW_FRONT_READ_BUF + 16384);
     gw_bytes_init(&b->out, 0);
     gw_iovq_init(&b->oq);
     gw_list_init(&b->h2_streams);
@@ -138,7 +138,7 @@ void gw_front__h2_tell_gone(conn_t *c)
     while (!gw_list_empty(&c->b->h2_gone)) {
         h2s_t *x = GW_CONTAINER_OF(c->b->h2_gone.next, h2s_t, link);
         gw_list_remove(&x->link);
-        gw_proxy_stream_closed(W(c)->proxy, &x->cs);
+        gw_proxy_stream_closed(PROXY(c), &x->cs);
         gw_h2_session_stream_release(c->h2, x->sid); /* nothing of ours runs for it any more */
         gw_pool_put(&W(c)->h2s_pool, x);
     }
@@ -221,7 +221,7 @@ void gw_front__after_write(conn_t *c, size_t len, int status)
         gw_front__conn_close(c, "done");
         return;
     }
-    size_t bound = W(c)->srv->cfg->limits.write_buffer;
+    size_t bound = CFG(c)->limits.write_buffer;
     if ((c->flags & GW_CONN_F_READ_PAUSED) && c->queued < bound) {
         c->flags &= ~GW_CONN_F_READ_PAUSED;
         GW_LOG_DEBUG("read_resumed", "peer=%s queued=%zu", PEER(c), c->queued);
@@ -231,7 +231,7 @@ void gw_front__after_write(conn_t *c, size_t len, int status)
     }
     if (c->queued < bound) {
         if (c->state == CS_H1 && h1x_resp_owed(c->h1))
-            gw_proxy_writable(W(c)->proxy, &c->h1->s);
+            gw_proxy_writable(PROXY(c), &c->h1->s);
         else if (c->state == CS_H2 && c->h2 && gw_h2_session_want_write(c->h2))
             gw_front__kick(c); /* frames held back while the socket was full */
     }
@@ -309,7 +309,7 @@ int gw_front__send_iovq(conn_t *c, gw_iovq_t *q)
         }
         c->queued += wv->len;
     }
-    if (c->queued >= W(c)->srv->cfg->limits.write_buffer)
+    if (c->queued >= CFG(c)->limits.write_buffer)
         pause_reads(c);
     return 0;
 }
@@ -378,7 +378,7 @@ int gw_front__flush(conn_t *c)
         rv = send_raw(c, c->b->out.base, k);
         gw_bytes_consume(&c->b->out, k);
     }
-    if (c->queued >= W(c)->srv->cfg->limits.write_buffer)
+    if (c->queued >= CFG(c)->limits.write_buffer)
         pause_reads(c);
     return rv;
 }
@@ -411,7 +411,7 @@ static void on_closed(uv_handle_t *h)
         gw_list_foreach_safe(it, tmp, &c->b->h2_gone)
         {
             h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
-            gw_proxy_stream_closed(w->proxy, &x->cs);
+            gw_proxy_stream_closed(c->g->proxy, &x->cs);
             gw_pool_put(&w->h2s_pool, x);
         }
     gw_tls_conn_del(c->tls);
@@ -425,18 +425,21 @@ static void on_closed(uv_handle_t *h)
         gw_list_foreach_safe(it, tmp, &c->b->h2_streams)
         {
             h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
-            gw_proxy_stream_closed(w->proxy, &x->cs);
+            gw_proxy_stream_closed(c->g->proxy, &x->cs);
             gw_pool_put(&w->h2s_pool, x);
         }
     drop_busy(c);
     gw_front__timer_nodes_add(w, -1);
     if (c->thr) {
-        gw_bucket_table_release(w->srv->clients, c->thr->client);
+        gw_bucket_table_release(c->g->gen->clients ? c->g->gen->clients->t : NULL,
+                                c->thr->client);
         gw_free(c->thr->route_b);
         gw_free(c->thr);
         gw_front__timer_nodes_add(w, -1);
     }
+    gw_wgen_t *g = c->g;
     gw_free(c);
+    gw_front__wgen_conn_gone(g);
     gw_front__worker_conn_gone(w);
 }
 
@@ -501,7 +504,7 @@ void gw_front__on_timeout(conn_t *c)
     case CS_H1:
         if (h1x_resp_owed(c->h1)) {
             /* the origin side runs its own timeouts, and the proxy resets stalled clients */
-            gw_front__arm(c, W(c)->srv->cfg->timeouts.idle_ms);
+            gw_front__arm(c, CFG(c)->timeouts.idle_ms);
         } else if (gw_h1_parser_in_message(c->h1->p) && !gw_h1_parser_paused(c->h1->p)) {
             /* RFC 9110 §15.5.9: 408 for a request that did not complete in time */
             GW_LOG_INFO("timeout", "peer=%s kind=header", PEER(c));
@@ -513,7 +516,7 @@ void gw_front__on_timeout(conn_t *c)
             gw_front__finish(c, "header_timeout");
         } else {
             GW_LOG_DEBUG("timeout", "peer=%s kind=idle", PEER(c));
-            gw_front__conn_close(c, "idle_timeout");
+            gw_front__conn_close(c, (c->flags & GW_CONN_F_STOPPING) ? "drained" : "idle_timeout");
         }
         return;
     case CS_H2:
@@ -572,7 +575,7 @@ static void sniff(conn_t *c)
      * §3.4): GOAWAY(PROTOCOL_ERROR) when the bytes begin like the preface ("PRI"), then close. A
      * line longer than a whole head goes to the HTTP/1.1 parser, which answers 431. */
     const uint8_t *nl = memchr(c->b->in.base, '\n', c->b->in.len);
-    if (!nl && c->b->in.len < W(c)->srv->cfg->limits.max_request_head)
+    if (!nl && c->b->in.len < CFG(c)->limits.max_request_head)
         return; /* the request line is not complete yet */
     if (nl) {
         size_t ll = (size_t)(nl - c->b->in.base);
@@ -618,7 +621,7 @@ void gw_front__process(conn_t *c)
          * buffer */
         if (want && c->state == CS_H1 &&
             ((h1x_active(c->h1) && gw_h1_parser_paused(c->h1->p)) ||
-             c->h1->inflight >= W(c)->srv->cfg->limits.body_buffer))
+             c->h1->inflight >= CFG(c)->limits.body_buffer))
             want = 0;
         if (want && !uv_is_active((uv_handle_t *)&c->tcp))
             uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
@@ -681,7 +684,7 @@ static void after_handshake(conn_t *c)
     GW_LOG_DEBUG("tls_established", "peer=%s version=%s alpn=%s sni=%s", PEER(c),
                  gw_tls_version(c->tls), alpn[0] ? alpn : "-",
                  gw_tls_sni(c->tls) ? gw_tls_sni(c->tls) : "-");
-    gw_front__arm(c, W(c)->srv->cfg->timeouts.first_request_ms);
+    gw_front__arm(c, CFG(c)->timeouts.first_request_ms);
     if (!strcmp(alpn, "h2")) {
         if (gw_front__start_h2(c) < 0) {
             gw_front__conn_close(c, "nomem");
@@ -812,7 +815,8 @@ void gw_front__on_connection(uv_stream_t *server, int status)
     if (status < 0)
         return;
     gw_worker_t *w = GW_CONTAINER_OF((uv_loop_t *)server->loop, gw_worker_t, loop);
-    gw_listener_t *l = server->data;
+    gw_whandle_t *wh = server->data;
+    gw_listener_t *l = wh->l;
     conn_t *c = gw_calloc(1, sizeof(*c));
     if (!c)
         return;
@@ -821,6 +825,8 @@ void gw_front__on_connection(uv_stream_t *server, int status)
         return;
     }
     c->l = l;
+    c->g = w->cur;
+    c->g->conns++;
     gw_list_init(&c->link);
     gw_list_init(&c->dirty_link);
     gw_theap_node_init(&c->tnode, TK_CONN);
@@ -833,7 +839,8 @@ void gw_front__on_connection(uv_stream_t *server, int status)
         return;
     }
     w->accepted++;
-    if (w->conns_len > w->srv->cfg->limits.max_connections) {
+    const gw_gen_t *gen = c->g->gen;
+    if (w->conns_len > gen->cfg->limits.max_connections) {
         gw_front__conn_close(c, "max_connections");
         return;
     }
@@ -843,8 +850,8 @@ void gw_front__on_connection(uv_stream_t *server, int status)
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0 &&
         (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
         memcpy(&c->addr, &ss, ss.ss_family == AF_INET ? sizeof(c->addr.in4) : sizeof(c->addr.in6));
-    const gw_cfg_throttle_t *th = &w->srv->cfg->throttle;
-    if (th->response_rate || th->request_body_rate || w->srv->clients || w->srv->route_rates) {
+    const gw_cfg_throttle_t *th = &gen->cfg->throttle;
+    if (th->response_rate || th->request_body_rate || gen->clients || gen->route_rates) {
         thr_t *t = gw_calloc(1, sizeof(*t));
         if (!t || gw_front__timer_nodes_add(w, 1) < 0) {
             gw_free(t);
@@ -857,8 +864,8 @@ void gw_front__on_connection(uv_stream_t *server, int status)
         uint64_t now = gw_front__now_us();
         gw_bucket_init(&t->resp_b, th->response_rate, th->response_burst, now);
         gw_bucket_init(&t->body_b, th->request_body_rate, th->request_body_burst, now);
-        if (w->srv->clients && gw_bucket_table_keyed(&c->addr.sa)) {
-            t->client = gw_bucket_table_acquire(w->srv->clients, &c->addr.sa, 0,
+        if (gen->clients && gw_bucket_table_keyed(&c->addr.sa)) {
+            t->client = gw_bucket_table_acquire(gen->clients->t, &c->addr.sa, 0,
                                                 th->per_client_rate, th->per_client_burst, now);
             if (!t->client) {
                 /* full of clients still in debt: fail closed (issue 18 item 12); an
@@ -868,7 +875,7 @@ void gw_front__on_connection(uv_stream_t *server, int status)
                 return;
             }
         }
-        t->out = gw_bucket_limited(&t->resp_b) || t->client || w->srv->route_rates;
+        t->out = gw_bucket_limited(&t->resp_b) || t->client || gen->route_rates;
     }
     if (l->tls) {
         c->tls = gw_tls_conn_new(l->tls);
@@ -877,10 +884,10 @@ void gw_front__on_connection(uv_stream_t *server, int status)
             return;
         }
         c->state = CS_HANDSHAKE;
-        gw_front__arm(c, w->srv->cfg->timeouts.handshake_ms);
+        gw_front__arm(c, gen->cfg->timeouts.handshake_ms);
     } else {
         c->state = CS_SNIFF;
-        gw_front__arm(c, w->srv->cfg->timeouts.first_request_ms);
+        gw_front__arm(c, gen->cfg->timeouts.first_request_ms);
     }
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (w->stop != GW_STOP_NONE)
@@ -894,20 +901,47 @@ void gw_front__conn_stop(gw_list_t *link, gw_stop_t how)
         gw_front__conn_close(c, "shutdown");
         return;
     }
-    c->flags |= GW_CONN_F_STOPPING;
+    if ((c->flags & GW_CONN_F_STOPPING) ||
+        (how == GW_STOP_DRAIN && (c->flags & GW_CONN_F_DRAIN)))
+        return;
+    const gw_config_t *cfg = CFG(c);
+    uint64_t grace = cfg->timeouts.drain_grace_ms;
     if (c->state == CS_H2) {
-        /* RFC 9113 §6.8: GOAWAY with the last stream we will process; streams in flight
-         * finish, then the connection closes */
-        gw_h2_session_shutdown(c->h2, 1);
-        gw_front__h2_pump(c);
+        if (how == GW_STOP_DRAIN) {
+            /* A reload: streams keep coming on this connection until it has been quiet for
+             * timeouts.drain_grace, or until half the drain deadline has passed, and only then
+             * the GOAWAY. A client that fails what it had queued on a connection that said
+             * GOAWAY (h2load does) loses nothing while the connection is busy; the other half
+             * of the deadline is for the streams in flight. */
+            c->flags |= GW_CONN_F_DRAIN;
+            uint64_t half = cfg->timeouts.graceful_shutdown_ms / 2;
+            c->stop_due = gw_now_ms() + (half > grace ? half : grace) + 1;
+            gw_front__h2_pump(c);
+            return;
+        }
+        gw_front__h2_goaway(c);
         return;
     }
-    /* idle connections go now; one in the middle of a request finishes it first */
-    if (c->state != CS_H1 || (!h1x_active(c->h1) && (!gw_h1_parser_in_message(c->h1->p) ||
-                                                     gw_h1_parser_paused(c->h1->p)))) {
+    if (c->state != CS_H1 && c->state != CS_CLOSING && how == GW_STOP_DRAIN)
+        c->flags |= GW_CONN_F_DRAIN; /* becomes HTTP/2: drains as above */
+    c->flags |= GW_CONN_F_STOPPING;
+    if (c->state == CS_CLOSING)
+        return;
+    /* one in the middle of a request finishes it, then closes (Connection: close) */
+    if (c->state == CS_H1 && (h1x_active(c->h1) || (gw_h1_parser_in_message(c->h1->p) &&
+                                                    !gw_h1_parser_paused(c->h1->p))))
+        return;
+    /* An idle one, or one still in its handshake or first bytes, stays open for
+     * timeouts.drain_grace: a request already on the wire is answered (with Connection:
+     * close), not reset, which is the race of closing idle keep-alive connections at once. */
+    if (grace == 0) {
         if (c->queued)
             gw_front__finish(c, "shutdown");
         else
             gw_front__conn_close(c, "shutdown");
+        return;
     }
+    uint64_t due = uv_now(&W(c)->loop) + grace;
+    if (!gw_theap_queued(&c->tnode) || due < c->deadline)
+        gw_front__arm(c, grace);
 }

@@ -13,9 +13,21 @@
 
 typedef struct gw_server gw_server_t;
 
-/* 0, or a negative GW_E* code after logging what is wrong. The server keeps a pointer to cfg,
- * which must outlive it. */
-int gw_server_new(const gw_config_t *cfg, gw_server_t **out);
+/* 0, or a negative GW_E* code after logging what is wrong. The server takes cfg over (it is
+ * freed with its generation, also on failure). */
+int gw_server_new(gw_config_t *cfg, gw_server_t **out);
+
+/* The current configuration (main thread; it changes with gw_server_reload). */
+const gw_config_t *gw_server_config(const gw_server_t *s);
+
+/* Reload (SIGHUP; main thread): re-read the configuration file of the current generation. An
+ * invalid file, or one whose listeners or certificates cannot be set up, changes nothing: 0 or
+ * a negative code, `event=reload_failed` logged with every FILE:LINE:COL error. A valid one
+ * becomes the new generation: new connections use it at once (listeners present in both keep
+ * their sockets, added ones open, removed ones close); connections of the old one drain (two-
+ * step GOAWAY, idle HTTP/1.1 closed after timeouts.drain_grace, busy ones with
+ * `Connection: close`) within timeouts.graceful_shutdown; its origin pools close after them. */
+int gw_server_reload(gw_server_t *s);
 
 /* Run until stopped: 0 on a clean stop, negative on a fatal error. */
 int gw_server_run(gw_server_t *s);

@@ -39,17 +39,74 @@
 /* client x route request-rate buckets kept (least recently used forgotten beyond) */
 #define GW_FRONT_RATE_TABLE 16384
 
+/* A bound address: one SO_REUSEPORT socket per worker. It outlives the generations that list
+ * it, so a reload never closes a listener present before and after (the kernel queue stays). */
+typedef struct {
+    gw_cfg_addr_t addr;
+    int *fds; /* one per worker, -1 once the worker's handle owns it (under srv->lock) */
+} gw_lsock_t;
+
+/* A listener of one generation: its settings and TLS context on a shared socket. */
 typedef struct {
     const gw_cfg_listen_t *cfg;
     gw_tls_ctx_t *tls; /* NULL for cleartext */
-    int *fds;          /* one bound socket per worker (SO_REUSEPORT), taken by the worker */
+    size_t sock;       /* index into srv->socks */
 } gw_listener_t;
+
+/* Shared per-client bucket table (throttle), kept across generations whose settings agree. */
+typedef struct {
+    atomic_uint refs;
+    gw_bucket_table_t *t;
+    size_t cap;
+    unsigned ipv6_prefix;
+} gw_shared_table_t;
+
+/* A configuration generation: immutable once published. The server holds a reference while
+ * it is current, each worker one while it serves connections accepted under it; the last
+ * reference frees the configuration, the TLS contexts and the tables. */
+typedef struct {
+    atomic_uint refs;
+    unsigned long long id; /* 1 at start, +1 per successful reload */
+    gw_config_t *cfg;      /* owned */
+    gw_listener_t *listeners;
+    size_t listeners_len;
+    gw_shared_table_t *clients; /* throttle.per_client_rate buckets, tag 0; NULL when off */
+    gw_shared_table_t *rates;   /* routes[].request_rate buckets, tag = route index + 1 */
+    int route_rates;            /* some route has a response_rate */
+} gw_gen_t;
 
 typedef struct gw_worker gw_worker_t;
 
+/* One worker's side of a generation: the translator and origin pools built from it, and its
+ * connections. An old one drains (its connections are told to stop), then is retired: its
+ * proxy closes, and it is freed once the proxy's handles and the drain timer are closed. */
+typedef struct {
+    gw_gen_t *gen;
+    gw_worker_t *w;
+    gw_proxy_t *proxy;
+    gw_h2_profile_t *h2prof; /* HTTP/2 options and callbacks of its sessions, on first use */
+    size_t conns;            /* connections of this worker accepted under it */
+    uv_timer_t drain;        /* drain deadline, once it is old */
+    gw_list_t link;          /* in w->old while draining */
+    int pending;             /* handles still closing after retirement */
+    int draining;            /* in w->old */
+    int forced;              /* over limits.draining_generations: its connections closed */
+} gw_wgen_t;
+
+/* A worker's listening handle on one socket, pointing at the current generation's listener. */
+typedef struct {
+    uv_tcp_t tcp;
+    gw_worker_t *w;
+    size_t sock;
+    gw_listener_t *l;
+    gw_list_t link; /* in w->handles */
+    int seen;       /* scratch: listed by the generation being installed */
+} gw_whandle_t;
+
 typedef enum {
     GW_STOP_NONE = 0,
-    GW_STOP_GRACEFUL,
+    GW_STOP_DRAIN,    /* a connection of an old generation (reload): finish, then close */
+    GW_STOP_GRACEFUL, /* the worker stops: no new requests, in-flight ones finish */
     GW_STOP_NOW,
 } gw_stop_t;
 
@@ -58,48 +115,52 @@ struct gw_worker {
     unsigned id;
     uv_thread_t thread;
     uv_loop_t loop;
-    uv_async_t wake;   /* another thread asked us to stop */
-    int wake_open;     /* under srv->lock: wake may still be signalled */
-    uv_tcp_t *servers; /* one per listener */
-    uv_timer_t drain;  /* graceful shutdown deadline */
+    uv_async_t wake;  /* another thread asked us to stop or to take a new generation */
+    int wake_open;    /* under srv->lock: wake may still be signalled */
+    gw_list_t handles; /* gw_whandle_t: one per listening socket of the current generation */
+    uv_timer_t drain; /* graceful shutdown deadline */
     gw_list_t conns;
     size_t conns_len;
     atomic_ullong accepted; /* connections accepted; read by the SIGUSR1 dump on the main thread */
     atomic_ullong busy;     /* connections holding busy state (buffers, stream lists, conn.c); an
                                idle one gives it back: read by the SIGUSR1 dump too */
-    gw_proxy_t *proxy;      /* this worker's translator */
+    gw_wgen_t *cur;         /* the generation new connections are accepted under */
+    gw_list_t old;          /* gw_wgen_t draining, oldest first */
     uv_idle_t kick;         /* runs deferred connection work (conn.c) on the next iteration */
     gw_list_t dirty;        /* connections with deferred work */
     gw_stop_t stop;
     int loop_ok;
     /* connection timers (conn.c): one loop timer for the earliest node of the heap */
     uv_timer_t ticker;
-    uint64_t ticker_due;     /* loop time ticker fires at, while active */
-    gw_theap_t timers;       /* timeouts and throttle wake-ups of the connections */
-    size_t timer_nodes;      /* nodes that may be queued (room reserved in timers) */
-    gw_h2_profile_t *h2prof; /* HTTP/2 options and callbacks of every session, on first use */
-    gw_pool_t h2s_pool;      /* conn.c's HTTP/2 client streams, set up with h2prof */
+    uint64_t ticker_due;  /* loop time ticker fires at, while active */
+    gw_theap_t timers;    /* timeouts and throttle wake-ups of the connections */
+    size_t timer_nodes;   /* nodes that may be queued (room reserved in timers) */
+    gw_pool_t h2s_pool;   /* conn.c's HTTP/2 client streams */
+    int h2s_pool_ok;
     uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */
 };
 
 struct gw_server {
-    const gw_config_t *cfg;
-    gw_listener_t *listeners;
-    size_t listeners_len;
+    gw_gen_t *gen; /* current generation (written by the main thread under lock) */
+    gw_lsock_t **socks;
+    size_t socks_len;
     gw_worker_t **workers;
     unsigned workers_len;
     atomic_int stop_request; /* gw_stop_t asked by gw_server_stop */
     uv_loop_t main_loop;
-    uv_signal_t sig_int, sig_term, sig_usr1; /* SIGUSR1: log per-worker stats, keep running */
+    uv_signal_t sig_int, sig_term, sig_usr1, sig_hup;
     uv_async_t main_wake;
     int signals_seen;
-    atomic_uint workers_done; /* workers whose loop has ended */
-    uv_mutex_t lock;          /* guards workers[i]->wake_open */
-    /* throttling (issue 7), shared by all workers; NULL when not configured */
-    gw_bucket_table_t *clients; /* throttle.per_client_rate buckets, tag 0 */
-    gw_bucket_table_t *rates;   /* routes[].request_rate buckets, tag = route index + 1 */
-    int route_rates;            /* some route has a response_rate */
+    atomic_uint workers_done;  /* workers whose loop has ended */
+    uv_mutex_t lock;           /* guards workers[i]->wake_open, gen, socks[i]->fds */
+    atomic_ullong reloads_ok;  /* successful reloads */
+    atomic_ullong reloads_failed;
 };
+
+/* The configuration of the connection's generation. */
+#define CFG(c) ((c)->g->gen->cfg)
+/* The translator of the connection's generation on its worker. */
+#define PROXY(c) ((c)->g->proxy)
 
 /* server.c: one `event=rate_tables` line (sizes, evictions, refusals of the shared per-client
  * tables), when = "sigusr1" or "stop"; nothing when no table is configured. */
@@ -134,6 +195,7 @@ enum {
     GW_CONN_F_STOPPING = 1u << 4,    /* graceful stop: no new requests after the current one */
     GW_CONN_F_THR_OUT = 1u << 5,     /* response bytes wait for tokens (throttle timer armed) */
     GW_CONN_F_THR_IN = 1u << 6,      /* reads stopped / window credit held: upload rate */
+    GW_CONN_F_DRAIN = 1u << 7,       /* HTTP/2 of an old generation: GOAWAY once quiet */
 };
 
 typedef struct conn conn_t;
@@ -226,12 +288,15 @@ struct conn {
     uint16_t flags;
     unsigned requests;
     gw_tls_conn_t *tls;
+    gw_wgen_t *g;  /* the generation it was accepted under */
     busy_t *b;     /* NULL while idle */
     h1x_t *h1;     /* CS_H1 (and CS_CLOSING after it) */
     thr_t *thr;    /* NULL without throttling */
     size_t queued; /* bytes handed to uv_write and not yet written */
     gw_h2_session_t *h2;
     uint64_t last_active_ms; /* HTTP/2: last time a stream was open or a frame arrived */
+    uint64_t stop_due; /* HTTP/2 draining: the first GOAWAY (F_DRAIN) or the final one
+                          (F_STOPPING) is due at this gw_now_ms(), or 0 */
     union {
         struct sockaddr sa;
         struct sockaddr_in in4;
@@ -289,6 +354,8 @@ const char *gw_front__conn_peer(const conn_t *c);
 /* server.c: the worker's timer heap (one loop timer for every connection's timeout and throttle
  * wake-up) */
 void gw_front__worker_conn_gone(gw_worker_t *w);
+/* conn.c's on_closed: a connection of g is gone (an old generation with none left retires). */
+void gw_front__wgen_conn_gone(gw_wgen_t *g);
 void gw_front__ticker_set(gw_worker_t *w, gw_theap_node_t *n, uint64_t due);
 int gw_front__timer_nodes_add(gw_worker_t *w, int k);
 
@@ -317,5 +384,7 @@ int gw_front__start_h2(conn_t *c);
 void gw_front__h2_pump(conn_t *c);
 void gw_front__process_h2(conn_t *c);
 void gw_front__h2_timeout(conn_t *c);
+/* Begin the two-step GOAWAY (RFC 9113 §6.8) of a connection being stopped. */
+void gw_front__h2_goaway(conn_t *c);
 
 #endif

@@ -68,7 +68,7 @@ void gw_front__h1x_end(conn_t *c)
     if (!h1x_active(c->h1))
         return;
     c->h1->state = H1X_ENDED;
-    gw_proxy_stream_closed(W(c)->proxy, &c->h1->s);
+    gw_proxy_stream_closed(PROXY(c), &c->h1->s);
 }
 
 /* ---- HTTP/1.1 front ------------------------------------------------------------------------ */
@@ -165,9 +165,9 @@ static void h1s_reset(gw_cstream_t *s, gw_cs_reset_t code)
 static void h1s_credit(gw_cstream_t *s, size_t n)
 {
     conn_t *c = s->impl;
-    int was_full = c->h1->inflight >= W(c)->srv->cfg->limits.body_buffer;
+    int was_full = c->h1->inflight >= CFG(c)->limits.body_buffer;
     c->h1->inflight -= n;
-    if (was_full && c->h1->inflight < W(c)->srv->cfg->limits.body_buffer)
+    if (was_full && c->h1->inflight < CFG(c)->limits.body_buffer)
         gw_front__kick(c); /* parse the body bytes waiting in c->b->in */
 }
 
@@ -224,23 +224,23 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
         .end_stream = m->content_length == 0,
         .proto = GW_REQ_HTTP1,
     };
-    h.route = gw_proxy_route(W(c)->proxy, h.authority, h.path);
+    h.route = gw_proxy_route(PROXY(c), h.authority, h.path);
     c->h1->s = gw_front__cstream(c, &h1s_ops, c, m->method);
-    c->h1->rb = W(c)->srv->route_rates ? gw_front__route_bucket(c, h.route) : NULL;
+    c->h1->rb = c->g->gen->route_rates ? gw_front__route_bucket(c, h.route) : NULL;
     /* RFC 9110 §10.1.1: the body is wanted, so say so before the client waits for it */
     if (c->h1->expect_100 && !h.end_stream && gw_h1_continue(&c->b->out) < 0)
         return GW_E_NOMEM;
     /* the head is complete: the body has its own (idle) deadline */
-    gw_front__arm(c, W(c)->srv->cfg->timeouts.idle_ms);
+    gw_front__arm(c, CFG(c)->timeouts.idle_ms);
     c->h1->state = H1X_RECV;
-    return gw_proxy_request(W(c)->proxy, &c->h1->s, &h);
+    return gw_proxy_request(PROXY(c), &c->h1->s, &h);
 }
 
 static int h1_on_body(void *ud, const uint8_t *p, size_t n)
 {
     conn_t *c = ud;
     c->h1->inflight += n;
-    gw_proxy_body(W(c)->proxy, &c->h1->s, p, n);
+    gw_proxy_body(PROXY(c), &c->h1->s, p, n);
     return 0;
 }
 
@@ -249,7 +249,7 @@ static int h1_on_complete(void *ud)
     conn_t *c = ud;
     h1x_req_complete(c->h1);
     if (h1x_active(c->h1))
-        gw_proxy_body_end(W(c)->proxy, &c->h1->s, NULL, 0);
+        gw_proxy_body_end(PROXY(c), &c->h1->s, NULL, 0);
     return 0;
 }
 
@@ -260,7 +260,7 @@ static const gw_h1_callbacks_t h1_cbs = {h1_on_head, h1_on_body, h1_on_complete}
  * limits.body_buffer of them. */
 void gw_front__process_h1(conn_t *c)
 {
-    size_t body_bound = W(c)->srv->cfg->limits.body_buffer;
+    size_t body_bound = CFG(c)->limits.body_buffer;
     while (!(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER | GW_CONN_F_READ_PAUSED))) {
         if (c->h1->state == H1X_DONE)
             gw_front__h1x_end(c);
@@ -273,7 +273,7 @@ void gw_front__process_h1(conn_t *c)
                 return;
             }
             gw_h1_parser_resume(c->h1->p);
-            gw_front__arm(c, W(c)->srv->cfg->timeouts.idle_ms);
+            gw_front__arm(c, CFG(c)->timeouts.idle_ms);
         }
         if (gw_front__in_len(c) == 0 || c->h1->inflight >= body_bound)
             break;
@@ -296,7 +296,7 @@ void gw_front__process_h1(conn_t *c)
         if (was_idle && gw_h1_parser_in_message(c->h1->p) && !gw_h1_parser_paused(c->h1->p) &&
             !h1x_active(c->h1))
             gw_front__arm(c,
-                          W(c)->srv->cfg->timeouts.header_ms); /* whole-head deadline (slowloris) */
+                          CFG(c)->timeouts.header_ms); /* whole-head deadline (slowloris) */
         if (!gw_h1_parser_paused(c->h1->p) && n == 0)
             break; /* need more input */
     }
@@ -309,7 +309,7 @@ void gw_front__process_h1(conn_t *c)
 
 int gw_front__start_h1(conn_t *c)
 {
-    gw_h1_limits_t lim = {W(c)->srv->cfg->limits.max_request_head, 256};
+    gw_h1_limits_t lim = {CFG(c)->limits.max_request_head, 256};
     c->h1 = gw_calloc(1, sizeof(*c->h1));
     if (!c->h1)
         return GW_E_NOMEM;

@@ -148,8 +148,8 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
     x->sid = h->stream_id;
     x->given = SIZE_MAX;
     /* the route is looked up once per request: the proxy takes it from the head */
-    const gw_cfg_route_t *route = gw_proxy_route(W(c)->proxy, h->authority, h->path);
-    if (W(c)->srv->route_rates)
+    const gw_cfg_route_t *route = gw_proxy_route(PROXY(c), h->authority, h->path);
+    if (c->g->gen->route_rates)
         x->rb = gw_front__route_bucket(c, route);
     gw_list_push_back(&c->b->h2_streams, &x->link);
     x->cs = gw_front__cstream(c, &h2s_ops, x, h->method);
@@ -170,7 +170,7 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
         .proto = GW_REQ_H2,
         .route = route,
     };
-    int rv = gw_proxy_request(W(c)->proxy, &x->cs, &rh);
+    int rv = gw_proxy_request(PROXY(c), &x->cs, &rh);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
 }
 
@@ -181,7 +181,7 @@ static int h2_on_data(void *ud, uint32_t sid, const uint8_t *data, size_t len)
     /* window returned by the proxy (ops->credit) only for what it passed on: hop-by-hop flow
      * control */
     if (x && !x->gone)
-        gw_proxy_body(W(c)->proxy, &x->cs, data, len);
+        gw_proxy_body(PROXY(c), &x->cs, data, len);
     else
         gw_h2_session_consume(c->h2, sid, len);
     return 0;
@@ -192,7 +192,7 @@ static int h2_on_trailers(void *ud, uint32_t sid, const gw_h2_header_t *h, size_
     conn_t *c = ud;
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
     if (x && !x->gone)
-        gw_proxy_body_end(W(c)->proxy, &x->cs, h, n);
+        gw_proxy_body_end(PROXY(c), &x->cs, h, n);
     return 0;
 }
 
@@ -201,7 +201,7 @@ static int h2_on_end_stream(void *ud, uint32_t sid)
     conn_t *c = ud;
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
     if (x && !x->gone)
-        gw_proxy_body_end(W(c)->proxy, &x->cs, NULL, 0);
+        gw_proxy_body_end(PROXY(c), &x->cs, NULL, 0);
     return 0;
 }
 
@@ -210,7 +210,7 @@ static void h2_on_writable(void *ud, uint32_t sid)
     conn_t *c = ud;
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
     if (x && !x->gone)
-        gw_proxy_writable(W(c)->proxy, &x->cs);
+        gw_proxy_writable(PROXY(c), &x->cs);
 }
 
 /* PRIORITY_UPDATE (applied by the session already) or a request's priority field (before
@@ -221,7 +221,7 @@ static void h2_on_priority(void *ud, uint32_t sid, gw_slice_t value)
     (void)value;
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
     if (x && !x->gone)
-        gw_proxy_reprioritize(W(c)->proxy, &x->cs);
+        gw_proxy_reprioritize(PROXY(c), &x->cs);
 }
 
 /* The session closed a stream, possibly from inside an op the proxy called: the proxy is told
@@ -278,21 +278,34 @@ int gw_front__start_h2(conn_t *c)
 {
     gw_worker_t *w = W(c);
     int rv;
-    if (!w->h2prof) {
-        /* one copy of the options and callbacks for all of the worker's sessions */
+    if (!c->g->h2prof) {
+        /* one copy of the options and callbacks for the sessions of the worker's generation */
         gw_h2_options_t o;
-        h2_options(w->srv->cfg, &o);
-        if ((rv = gw_h2_profile_new(&w->h2prof, &o, &h2_cbs)) < 0)
+        h2_options(CFG(c), &o);
+        if ((rv = gw_h2_profile_new(&c->g->h2prof, &o, &h2_cbs)) < 0)
             return rv;
+    }
+    if (!w->h2s_pool_ok) {
         /* h2s_t of closed streams are kept for the next ones (calloc and free were a tenth
          * of the allocator's cost per request) */
         gw_pool_init(&w->h2s_pool, sizeof(h2s_t), 0, GW_POOL_KEEP);
+        w->h2s_pool_ok = 1;
     }
     c->last_active_ms = gw_now_ms();
-    rv = gw_h2_session_new_with(&c->h2, w->h2prof, c, c->last_active_ms);
+    rv = gw_h2_session_new_with(&c->h2, c->g->h2prof, c, c->last_active_ms);
     if (rv < 0)
         return rv;
     c->state = CS_H2;
+    /* accepted just before a stop or a reload: its first requests are served, then GOAWAY
+     * (at once for a stop; once quiet for a reload) */
+    if (c->flags & GW_CONN_F_DRAIN) {
+        c->flags &= (uint16_t)~GW_CONN_F_STOPPING;
+        uint64_t half = CFG(c)->timeouts.graceful_shutdown_ms / 2;
+        c->stop_due = c->last_active_ms + half + 1;
+    } else if (c->flags & GW_CONN_F_STOPPING) {
+        c->flags &= (uint16_t)~GW_CONN_F_STOPPING;
+        gw_front__h2_goaway(c);
+    }
     return 0;
 }
 
@@ -300,10 +313,17 @@ int gw_front__start_h2(conn_t *c)
 static void h2_arm(conn_t *c)
 {
     uint64_t now = gw_now_ms();
-    uint64_t due = c->last_active_ms + W(c)->srv->cfg->timeouts.idle_ms;
+    uint64_t due = c->last_active_ms + CFG(c)->timeouts.idle_ms;
     uint64_t sd = gw_h2_session_next_deadline(c->h2);
     if (sd < due)
         due = sd;
+    if (c->stop_due && c->stop_due < due)
+        due = c->stop_due;
+    /* draining: the GOAWAY goes once the connection has been quiet for drain_grace */
+    uint64_t quiet = c->last_active_ms + CFG(c)->timeouts.drain_grace_ms;
+    if ((c->flags & GW_CONN_F_DRAIN) && !(c->flags & GW_CONN_F_STOPPING) &&
+        gw_h2_session_active_streams(c->h2) == 0 && quiet < due)
+        due = quiet;
     /* Idle with its busy state still held (a response ended and no read came since): give it
      * back in a while rather than at the next read, which may not come before the idle
      * timeout. Not at once: a client sending one request after the other would make every
@@ -321,7 +341,7 @@ static int h2_send(conn_t *c)
     uint64_t tnow = gw_front__now_us();
     gw_front__h2_budget(c, tnow);
     ssize_t n =
-        c->queued < W(c)->srv->cfg->limits.write_buffer ? gw_h2_session_send(c->h2, &c->b->oq) : 0;
+        c->queued < CFG(c)->limits.write_buffer ? gw_h2_session_send(c->h2, &c->b->oq) : 0;
     if (n >= 0 && c->b->h2_rst_after) {
         /* early responses whose last DATA is framed: now the RST_STREAM(NO_ERROR) */
         int any = 0;
@@ -383,7 +403,8 @@ void gw_front__h2_pump(conn_t *c)
     if (gw_h2_session_active_streams(c->h2))
         c->last_active_ms = gw_now_ms();
     if (gw_h2_session_should_close(c->h2) ||
-        ((c->flags & GW_CONN_F_STOPPING) && gw_h2_session_active_streams(c->h2) == 0)) {
+        ((c->flags & GW_CONN_F_STOPPING) && gw_h2_session_active_streams(c->h2) == 0 &&
+         gw_h2_session_phase(c->h2) != GW_H2_CONN_SHUTDOWN_PENDING)) {
         const char *reason = NULL;
         uint32_t code = gw_h2_session_goaway_code(c->h2, &reason);
         if (code)
@@ -409,13 +430,36 @@ void gw_front__process_h2(conn_t *c)
         gw_front__finish(c, "peer_closed");
 }
 
+void gw_front__h2_goaway(conn_t *c)
+{
+    if (c->flags & GW_CONN_F_STOPPING)
+        return;
+    /* RFC 9113 §6.8: GOAWAY with the highest id and a PING; when the PING comes back, the real
+     * last stream id. Streams the client sent meanwhile are served, not lost. A peer that does
+     * not answer the PING gets the final GOAWAY after timeouts.drain_grace. */
+    c->flags |= GW_CONN_F_STOPPING;
+    gw_h2_session_shutdown(c->h2, 0);
+    uint64_t grace = CFG(c)->timeouts.drain_grace_ms;
+    c->stop_due = gw_now_ms() + (grace ? grace : 1);
+    gw_front__h2_pump(c);
+}
+
 void gw_front__h2_timeout(conn_t *c)
 {
     uint64_t now = gw_now_ms();
     gw_h2_session_tick(c->h2, now);
+    if (!(c->flags & GW_CONN_F_STOPPING) && (c->flags & GW_CONN_F_DRAIN) &&
+        ((c->stop_due && now >= c->stop_due) ||
+         (gw_h2_session_active_streams(c->h2) == 0 &&
+          now >= c->last_active_ms + CFG(c)->timeouts.drain_grace_ms))) {
+        gw_front__h2_goaway(c); /* quiet, or half the drain deadline passed */
+    } else if ((c->flags & GW_CONN_F_STOPPING) && c->stop_due && now >= c->stop_due) {
+        c->stop_due = 0; /* the PING of the two-step GOAWAY was not answered in time */
+        gw_h2_session_shutdown(c->h2, 1);
+    }
     gw_front__release_idle_buffers(c); /* h2_arm's early wake-up for this, or any other timeout */
     if (gw_h2_session_active_streams(c->h2) == 0 &&
-        now >= c->last_active_ms + W(c)->srv->cfg->timeouts.idle_ms) {
+        now >= c->last_active_ms + CFG(c)->timeouts.idle_ms) {
         GW_LOG_DEBUG("timeout", "peer=%s kind=idle proto=h2", PEER(c));
         gw_h2_session_shutdown(c->h2, 1);
         c->flags |= GW_CONN_F_STOPPING;

@@ -55,24 +55,126 @@ static size_t alpn_for(const gw_cfg_listen_t *l, unsigned char *out)
     return n;
 }
 
-static void worker_free(gw_worker_t *w);
+/* ---- generations ----------------------------------------------------------------------- */
 
-int gw_server_new(const gw_config_t *cfg, gw_server_t **out)
+static gw_shared_table_t *table_get(gw_shared_table_t *prev, size_t cap, unsigned prefix)
 {
-    *out = NULL;
-    gw_server_t *s = gw_calloc(1, sizeof(*s));
-    if (!s)
-        return GW_E_NOMEM;
-    s->cfg = cfg;
-    if (uv_mutex_init(&s->lock) != 0) {
-        gw_free(s);
+    if (prev && prev->cap == cap && prev->ipv6_prefix == prefix) {
+        atomic_fetch_add(&prev->refs, 1);
+        return prev; /* the balances carry over a reload */
+    }
+    gw_shared_table_t *t = gw_calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    if (gw_bucket_table_new(cap, prefix, &t->t) < 0) {
+        gw_free(t);
+        return NULL;
+    }
+    atomic_init(&t->refs, 1);
+    t->cap = cap;
+    t->ipv6_prefix = prefix;
+    return t;
+}
+
+static void table_unref(gw_shared_table_t *t)
+{
+    if (t && atomic_fetch_sub(&t->refs, 1) == 1) {
+        gw_bucket_table_del(t->t);
+        gw_free(t);
+    }
+}
+
+static void gen_free(gw_gen_t *g)
+{
+    for (size_t i = 0; i < g->listeners_len; i++)
+        gw_tls_ctx_del(g->listeners[i].tls);
+    gw_free(g->listeners);
+    table_unref(g->clients);
+    table_unref(g->rates);
+    gw_config_del(g->cfg);
+    gw_free(g);
+}
+
+static void gen_unref(gw_gen_t *g)
+{
+    if (g && atomic_fetch_sub(&g->refs, 1) == 1)
+        gen_free(g);
+}
+
+static int same_addr(const gw_cfg_addr_t *a, const gw_cfg_addr_t *b)
+{
+    return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
+}
+
+/* A socket per worker for a listener address that the current generation does not have.
+ * The new entry is appended to s->socks (under the lock: workers read it). */
+static int sock_bind(gw_server_t *s, const gw_cfg_listen_t *lc, size_t *index)
+{
+    gw_lsock_t *ls = gw_calloc(1, sizeof(*ls));
+    int *fds = gw_malloc(s->workers_len * sizeof(int));
+    gw_lsock_t **socks = gw_realloc(s->socks, (s->socks_len + 1) * sizeof(*socks));
+    if (socks) {
+        uv_mutex_lock(&s->lock);
+        s->socks = socks;
+        uv_mutex_unlock(&s->lock);
+    }
+    if (!ls || !fds || !socks) {
+        gw_free(ls);
+        gw_free(fds);
         return GW_E_NOMEM;
     }
-    s->workers_len = cfg->workers ? cfg->workers : 1;
+    ls->addr = lc->addr;
+    ls->fds = fds;
+    for (unsigned k = 0; k < s->workers_len; k++)
+        fds[k] = -1;
+    for (unsigned k = 0; k < s->workers_len; k++) {
+        int e = bind_socket(lc, &fds[k]);
+        if (e < 0) {
+            GW_LOG_ERROR("listen_failed", "address=%s reason=\"%s\"", lc->addr.text, strerror(-e));
+            for (unsigned j = 0; j < k; j++)
+                close(fds[j]);
+            gw_free(fds);
+            gw_free(ls);
+            return GW_E_IO;
+        }
+    }
+    uv_mutex_lock(&s->lock);
+    s->socks[s->socks_len] = ls;
+    *index = s->socks_len++;
+    uv_mutex_unlock(&s->lock);
+    return 0;
+}
+
+/* Close the sockets no worker took (start-up failed, or a refused reload). */
+static void sock_close_untaken(gw_server_t *s, size_t i)
+{
+    uv_mutex_lock(&s->lock);
+    for (unsigned k = 0; k < s->workers_len; k++)
+        if (s->socks[i]->fds[k] >= 0) {
+            close(s->socks[i]->fds[k]);
+            s->socks[i]->fds[k] = -1;
+        }
+    uv_mutex_unlock(&s->lock);
+}
+
+/* Build a generation from cfg (taken over, freed on failure): every listener's socket (kept
+ * from prev when its address is there) and TLS context, and the shared tables. Logs what
+ * failed. */
+static int gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev, gw_gen_t **out)
+{
+    *out = NULL;
     int rv = 0;
-    s->listeners = gw_calloc(cfg->listen_len, sizeof(*s->listeners));
-    s->workers = gw_calloc(s->workers_len, sizeof(*s->workers));
-    if (!s->listeners || !s->workers) {
+    size_t socks_before = s->socks_len;
+    gw_gen_t *g = gw_calloc(1, sizeof(*g));
+    if (!g) {
+        gw_config_del(cfg);
+        return GW_E_NOMEM;
+    }
+    atomic_init(&g->refs, 1);
+    g->cfg = cfg;
+    g->id = prev ? prev->id + 1 : 1;
+    g->listeners = gw_calloc(cfg->listen_len ? cfg->listen_len : 1, sizeof(*g->listeners));
+    if (!g->listeners) {
         rv = GW_E_NOMEM;
         goto fail;
     }
@@ -82,28 +184,25 @@ int gw_server_new(const gw_config_t *cfg, gw_server_t **out)
         size_t cap = (size_t)cfg->limits.max_connections * s->workers_len * 2;
         if (cap > (1u << 22))
             cap = 1u << 22;
-        if ((rv = gw_bucket_table_new(cap, cfg->throttle.ipv6_prefix, &s->clients)) < 0)
-            goto fail;
-    }
-    for (size_t i = 0; i < cfg->routes_len; i++) {
-        if (cfg->routes[i].response_rate)
-            s->route_rates = 1;
-        if (cfg->routes[i].request_rate && !s->rates &&
-            (rv = gw_bucket_table_new(GW_FRONT_RATE_TABLE, cfg->throttle.ipv6_prefix, &s->rates)) <
-                0)
-            goto fail;
-    }
-    for (size_t i = 0; i < cfg->listen_len; i++) {
-        gw_listener_t *l = &s->listeners[i];
-        l->cfg = &cfg->listen[i];
-        s->listeners_len = i + 1;
-        l->fds = gw_malloc(s->workers_len * sizeof(int));
-        if (!l->fds) {
+        if (!(g->clients = table_get(prev ? prev->clients : NULL, cap, cfg->throttle.ipv6_prefix))) {
             rv = GW_E_NOMEM;
             goto fail;
         }
-        for (unsigned k = 0; k < s->workers_len; k++)
-            l->fds[k] = -1;
+    }
+    for (size_t i = 0; i < cfg->routes_len; i++) {
+        if (cfg->routes[i].response_rate)
+            g->route_rates = 1;
+        if (cfg->routes[i].request_rate && !g->rates &&
+            !(g->rates = table_get(prev ? prev->rates : NULL, GW_FRONT_RATE_TABLE,
+                                   cfg->throttle.ipv6_prefix))) {
+            rv = GW_E_NOMEM;
+            goto fail;
+        }
+    }
+    for (size_t i = 0; i < cfg->listen_len; i++) {
+        gw_listener_t *l = &g->listeners[i];
+        l->cfg = &cfg->listen[i];
+        g->listeners_len = i + 1;
         if (l->cfg->tls) {
             unsigned char alpn[32];
             size_t alen = alpn_for(l->cfg, alpn);
@@ -114,25 +213,61 @@ int gw_server_new(const gw_config_t *cfg, gw_server_t **out)
                 goto fail;
             }
         }
-        for (unsigned k = 0; k < s->workers_len; k++) {
-            int e = bind_socket(l->cfg, &l->fds[k]);
-            if (e < 0) {
-                GW_LOG_ERROR("listen_failed", "address=%s reason=\"%s\"", l->cfg->addr.text,
-                             strerror(-e));
-                rv = GW_E_IO;
-                goto fail;
+        int found = 0;
+        for (size_t j = 0; prev && j < prev->listeners_len && !found; j++)
+            if (same_addr(&prev->listeners[j].cfg->addr, &l->cfg->addr)) {
+                l->sock = prev->listeners[j].sock;
+                found = 1;
             }
-        }
-        GW_LOG_INFO("listening", "address=%s tls=%s protocols=%s%s%s", l->cfg->addr.text,
-                    l->cfg->tls ? "yes" : "no", l->cfg->protocols & GW_PROTO_F_H2 ? "h2," : "",
+        if (!found && (rv = sock_bind(s, l->cfg, &l->sock)) < 0)
+            goto fail;
+        GW_LOG_INFO("listening", "address=%s tls=%s protocols=%s%s%s generation=%llu%s",
+                    l->cfg->addr.text, l->cfg->tls ? "yes" : "no",
+                    l->cfg->protocols & GW_PROTO_F_H2 ? "h2," : "",
                     l->cfg->protocols & GW_PROTO_F_H2C ? "h2c," : "",
-                    l->cfg->protocols & GW_PROTO_F_HTTP1 ? "http/1.1" : "");
+                    l->cfg->protocols & GW_PROTO_F_HTTP1 ? "http/1.1" : "", g->id,
+                    found ? " socket=kept" : "");
+    }
+    *out = g;
+    return 0;
+fail:
+    for (size_t i = socks_before; i < s->socks_len; i++)
+        sock_close_untaken(s, i);
+    gen_free(g);
+    return rv < 0 ? rv : GW_E_NOMEM;
+}
+
+static void worker_free(gw_worker_t *w);
+
+int gw_server_new(gw_config_t *cfg, gw_server_t **out)
+{
+    *out = NULL;
+    gw_server_t *s = gw_calloc(1, sizeof(*s));
+    if (!s) {
+        gw_config_del(cfg);
+        return GW_E_NOMEM;
+    }
+    if (uv_mutex_init(&s->lock) != 0) {
+        gw_free(s);
+        gw_config_del(cfg);
+        return GW_E_NOMEM;
+    }
+    s->workers_len = cfg->workers ? cfg->workers : 1;
+    s->workers = gw_calloc(s->workers_len, sizeof(*s->workers));
+    int rv = s->workers ? gen_new(s, cfg, NULL, &s->gen) : GW_E_NOMEM;
+    if (!s->workers)
+        gw_config_del(cfg);
+    if (rv < 0) {
+        gw_server_del(s);
+        return rv;
     }
     *out = s;
     return 0;
-fail:
-    gw_server_del(s);
-    return rv;
+}
+
+const gw_config_t *gw_server_config(const gw_server_t *s)
+{
+    return s->gen->cfg;
 }
 
 static void on_wake(uv_async_t *a);
@@ -142,11 +277,210 @@ static void on_handle_closed(uv_handle_t *h)
     (void)h;
 }
 
+static void on_whandle_closed(uv_handle_t *h)
+{
+    gw_free(GW_CONTAINER_OF((uv_tcp_t *)h, gw_whandle_t, tcp));
+}
+
 static void close_listeners(gw_worker_t *w)
 {
-    for (size_t i = 0; i < w->srv->listeners_len; i++)
-        if (!uv_is_closing((uv_handle_t *)&w->servers[i]))
-            uv_close((uv_handle_t *)&w->servers[i], on_handle_closed);
+    gw_list_foreach_safe(it, tmp, &w->handles)
+    {
+        gw_whandle_t *wh = GW_CONTAINER_OF(it, gw_whandle_t, link);
+        gw_list_remove(&wh->link);
+        uv_close((uv_handle_t *)&wh->tcp, on_whandle_closed);
+    }
+}
+
+/* ---- a worker's generations ---------------------------------------------------------------- */
+
+static void wgen_part_closed(gw_wgen_t *g)
+{
+    if (--g->pending > 0)
+        return;
+    gw_proxy_del(g->proxy);
+    gw_h2_profile_del(g->h2prof);
+    GW_LOG_DEBUG("generation_released", "worker=%u generation=%llu", g->w->id, g->gen->id);
+    gen_unref(g->gen);
+    gw_free(g);
+}
+
+static void on_wgen_proxy_closed(gw_proxy_t *p, void *arg)
+{
+    (void)p;
+    wgen_part_closed(arg);
+}
+
+static void on_wgen_timer_closed(uv_handle_t *h)
+{
+    wgen_part_closed(h->data);
+}
+
+/* The worker is done with g: its origin pools close (their exchanges ended with the
+ * connections), then it is freed with its reference on the generation. */
+static void wgen_retire(gw_wgen_t *g)
+{
+    if (g->draining) {
+        gw_list_remove(&g->link);
+        g->draining = 0;
+    }
+    g->pending = 2;
+    g->drain.data = g;
+    uv_close((uv_handle_t *)&g->drain, on_wgen_timer_closed);
+    gw_proxy_close_then(g->proxy, on_wgen_proxy_closed, g);
+}
+
+void gw_front__wgen_conn_gone(gw_wgen_t *g)
+{
+    if (--g->conns == 0 && g->draining)
+        wgen_retire(g);
+}
+
+static void on_wgen_drain_deadline(uv_timer_t *t)
+{
+    gw_wgen_t *g = t->data;
+    gw_worker_t *w = g->w;
+    GW_LOG_WARN("drain_deadline", "worker=%u generation=%llu open_connections=%zu", w->id,
+                g->gen->id, g->conns);
+    gw_list_foreach_safe(it, tmp, &w->conns)
+    {
+        if (GW_CONTAINER_OF(it, conn_t, link)->g == g)
+            gw_front__conn_stop(it, GW_STOP_NOW);
+    }
+}
+
+static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
+{
+    gw_wgen_t *g = gw_calloc(1, sizeof(*g));
+    if (!g)
+        return GW_E_NOMEM;
+    int rv = gw_proxy_new(&w->loop, gen->cfg, &g->proxy);
+    if (rv < 0) {
+        gw_free(g);
+        return rv;
+    }
+    gw_proxy_set_rate_table(g->proxy, gen->rates ? gen->rates->t : NULL);
+    g->gen = gen;
+    g->w = w;
+    gw_list_init(&g->link);
+    uv_timer_init(&w->loop, &g->drain);
+    g->drain.data = g;
+    *out = g;
+    return 0;
+}
+
+/* Take the server's current generation if it is not ours yet (worker thread): a worker-side
+ * state for it, a listening handle for each of its sockets (kept when the socket was ours
+ * already; closed when it no longer lists it), then the connections of the previous one are
+ * told to drain. */
+static int worker_take_gen(gw_worker_t *w)
+{
+    gw_server_t *s = w->srv;
+    uv_mutex_lock(&s->lock);
+    gw_gen_t *gen = s->gen;
+    if (w->cur && w->cur->gen == gen) {
+        uv_mutex_unlock(&s->lock);
+        return 0;
+    }
+    atomic_fetch_add(&gen->refs, 1);
+    uv_mutex_unlock(&s->lock);
+    gw_wgen_t *ng;
+    int rv = wgen_new(w, gen, &ng);
+    if (rv < 0) {
+        GW_LOG_ERROR("generation_failed", "worker=%u generation=%llu reason=\"%s\"", w->id, gen->id,
+                     gw_strerror(rv));
+        gen_unref(gen);
+        return rv;
+    }
+    gw_list_foreach(it, &w->handles) GW_CONTAINER_OF(it, gw_whandle_t, link)->seen = 0;
+    for (size_t i = 0; i < gen->listeners_len; i++) {
+        gw_listener_t *l = &gen->listeners[i];
+        gw_whandle_t *wh = NULL;
+        gw_list_foreach(it, &w->handles)
+        {
+            gw_whandle_t *h = GW_CONTAINER_OF(it, gw_whandle_t, link);
+            if (h->sock == l->sock)
+                wh = h;
+        }
+        if (!wh) {
+            wh = gw_calloc(1, sizeof(*wh));
+            if (!wh) {
+                rv = GW_E_NOMEM;
+                break;
+            }
+            uv_tcp_init(&w->loop, &wh->tcp);
+            wh->tcp.data = wh;
+            wh->w = w;
+            wh->sock = l->sock;
+            gw_list_push_back(&w->handles, &wh->link);
+            uv_mutex_lock(&s->lock);
+            int fd = s->socks[l->sock]->fds[w->id];
+            s->socks[l->sock]->fds[w->id] = -1; /* the handle owns it from here */
+            uv_mutex_unlock(&s->lock);
+            int e = fd >= 0 ? uv_tcp_open(&wh->tcp, fd) : UV_EBADF;
+            if (e < 0 && fd >= 0)
+                close(fd); /* not the handle's */
+            if (e == 0)
+                e = uv_listen((uv_stream_t *)&wh->tcp, l->cfg->backlog, gw_front__on_connection);
+            if (e < 0) {
+                GW_LOG_ERROR("listen_failed", "address=%s worker=%u reason=\"%s\"",
+                             l->cfg->addr.text, w->id, uv_strerror(e));
+                rv = GW_E_IO;
+            }
+        }
+        wh->l = l;
+        wh->seen = 1;
+    }
+    /* sockets the new generation does not list close with their handles */
+    gw_list_foreach_safe(it, tmp, &w->handles)
+    {
+        gw_whandle_t *h = GW_CONTAINER_OF(it, gw_whandle_t, link);
+        if (!h->seen) {
+            gw_list_remove(&h->link);
+            uv_close((uv_handle_t *)&h->tcp, on_whandle_closed);
+        }
+    }
+    gw_wgen_t *old = w->cur;
+    w->cur = ng;
+    GW_LOG_INFO("generation", "worker=%u generation=%llu draining=%s", w->id, gen->id,
+                old ? "yes" : "no");
+    if (old) {
+        old->draining = 1;
+        gw_list_push_back(&w->old, &old->link);
+        if (old->conns == 0) {
+            wgen_retire(old);
+        } else {
+            uv_timer_start(&old->drain, on_wgen_drain_deadline,
+                           gen->cfg->timeouts.graceful_shutdown_ms, 0);
+            gw_list_foreach_safe(it, tmp, &w->conns)
+            {
+                if (GW_CONTAINER_OF(it, conn_t, link)->g == old)
+                    gw_front__conn_stop(it, GW_STOP_DRAIN);
+            }
+        }
+        /* a cap on the generations draining at once: beyond it the oldest stop as on SIGTERM
+         * (GOAWAY now, idle connections closed after drain_grace, requests in flight finish) */
+        size_t n = 0;
+        gw_list_foreach(it, &w->old) n += !GW_CONTAINER_OF(it, gw_wgen_t, link)->forced;
+        gw_list_foreach(it, &w->old)
+        {
+            gw_wgen_t *o = GW_CONTAINER_OF(it, gw_wgen_t, link);
+            if (n <= gen->cfg->limits.draining_generations)
+                break;
+            if (o->forced)
+                continue;
+            o->forced = 1;
+            n--;
+            GW_LOG_WARN("drain_cap", "worker=%u generation=%llu open_connections=%zu", w->id,
+                        o->gen->id, o->conns);
+            gw_list_foreach_safe(c_it, c_tmp, &w->conns)
+            {
+                if (GW_CONTAINER_OF(c_it, conn_t, link)->g == o)
+                    gw_front__conn_stop(c_it, GW_STOP_GRACEFUL);
+            }
+        }
+    }
+    return rv;
 }
 
 static void on_drain_deadline(uv_timer_t *t)
@@ -165,9 +499,9 @@ static void worker_stop(gw_worker_t *w, gw_stop_t how)
     w->stop = how;
     if (first) {
         close_listeners(w);
-        if (how == GW_STOP_GRACEFUL) {
-            uv_timer_start(&w->drain, on_drain_deadline, w->srv->cfg->timeouts.graceful_shutdown_ms,
-                           0);
+        if (how == GW_STOP_GRACEFUL && w->cur) {
+            uv_timer_start(&w->drain, on_drain_deadline,
+                           w->cur->gen->cfg->timeouts.graceful_shutdown_ms, 0);
         }
     }
     gw_list_foreach_safe(it, tmp, &w->conns) gw_front__conn_stop(it, how);
@@ -184,7 +518,14 @@ void gw_front__worker_conn_gone(gw_worker_t *w)
     uv_close((uv_handle_t *)&w->drain, on_handle_closed);
     uv_close((uv_handle_t *)&w->kick, on_handle_closed);
     uv_close((uv_handle_t *)&w->ticker, on_handle_closed);
-    gw_proxy_close(w->proxy); /* pooled origin connections: the loop can end */
+    /* pooled origin connections of every generation: the loop can end */
+    while (!gw_list_empty(&w->old))
+        wgen_retire(GW_CONTAINER_OF(w->old.next, gw_wgen_t, link));
+    if (w->cur) {
+        gw_wgen_t *g = w->cur;
+        w->cur = NULL;
+        wgen_retire(g);
+    }
     uv_mutex_lock(&w->srv->lock);
     w->wake_open = 0;
     uv_close((uv_handle_t *)&w->wake, on_handle_closed);
@@ -198,7 +539,10 @@ static void on_wake(uv_async_t *a)
     if (how != GW_STOP_NONE) {
         worker_stop(w, how);
         gw_front__worker_conn_gone(w);
+        return;
     }
+    if (w->stop == GW_STOP_NONE)
+        (void)worker_take_gen(w);
 }
 
 static void worker_main(void *arg)
@@ -220,23 +564,13 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     w->srv = s;
     w->id = id;
     gw_list_init(&w->conns);
-    w->servers = gw_calloc(s->listeners_len ? s->listeners_len : 1, sizeof(uv_tcp_t));
-    if (!w->servers || uv_loop_init(&w->loop) != 0) {
-        gw_free(w->servers);
+    gw_list_init(&w->handles);
+    gw_list_init(&w->old);
+    if (uv_loop_init(&w->loop) != 0) {
         gw_free(w);
         return GW_E_NOMEM;
     }
     w->loop_ok = 1;
-    int prv = gw_proxy_new(&w->loop, s->cfg, &w->proxy);
-    if (prv == 0)
-        gw_proxy_set_rate_table(w->proxy, s->rates);
-    if (prv < 0) {
-        GW_LOG_ERROR("proxy_failed", "worker=%u reason=\"%s\"", id, gw_strerror(prv));
-        uv_loop_close(&w->loop);
-        gw_free(w->servers);
-        gw_free(w);
-        return prv;
-    }
     *out = w;
     gw_list_init(&w->dirty);
     uv_idle_init(&w->loop, &w->kick);
@@ -247,25 +581,65 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     uv_timer_init(&w->loop, &w->drain);
     uv_timer_init(&w->loop, &w->ticker);
     gw_theap_init(&w->timers);
-    for (size_t i = 0; i < s->listeners_len; i++) {
-        uv_tcp_t *t = &w->servers[i];
-        uv_tcp_init(&w->loop, t);
-        t->data = &s->listeners[i];
-        int e = uv_tcp_open(t, s->listeners[i].fds[id]);
-        if (e == 0) {
-            s->listeners[i].fds[id] = -1; /* owned by the handle now */
-            e = uv_listen((uv_stream_t *)t, s->listeners[i].cfg->backlog, gw_front__on_connection);
-        }
-        if (e < 0) {
-            GW_LOG_ERROR("listen_failed", "address=%s reason=\"%s\"",
-                         s->listeners[i].cfg->addr.text, uv_strerror(e));
-            return GW_E_IO;
-        }
+    int rv = worker_take_gen(w);
+    if (rv < 0) {
+        if (!w->cur)
+            GW_LOG_ERROR("proxy_failed", "worker=%u reason=\"%s\"", id, gw_strerror(rv));
+        return rv;
     }
     if (uv_thread_create(&w->thread, worker_main, w) != 0)
         return GW_E_IO;
     return 0;
 }
+
+/* ---- reload ----------------------------------------------------------------------------- */
+
+int gw_server_reload(gw_server_t *s)
+{
+    gw_gen_t *cur = s->gen; /* only this (main) thread replaces it */
+    const char *path = cur->cfg->path;
+    int embedded = !strcmp(path, "<embedded>");
+    gw_config_t *cfg = NULL;
+    gw_config_errors_t errs = {0};
+    int rv = embedded ? gw_config_load_default(&cfg, &errs) : gw_config_load_file(path, &cfg, &errs);
+    if (rv < 0) {
+        atomic_fetch_add(&s->reloads_failed, 1);
+        for (size_t i = 0; i < errs.len; i++)
+            GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s\"", cur->id, errs.msgs[i]);
+        if (errs.len == 0)
+            GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s: %s\"", cur->id, path,
+                         gw_strerror(rv));
+        gw_config_errors_free(&errs);
+        return rv;
+    }
+    gw_config_errors_free(&errs);
+    if (cfg->workers != s->workers_len)
+        GW_LOG_WARN("reload_note", "workers=%u kept=%u reason=\"the number of workers changes "
+                    "with a restart or a binary upgrade (SIGUSR2) only\"",
+                    cfg->workers, s->workers_len);
+    gw_log_level_t level = (gw_log_level_t)cfg->log_level;
+    gw_gen_t *g;
+    if ((rv = gen_new(s, cfg, cur, &g)) < 0) {
+        atomic_fetch_add(&s->reloads_failed, 1);
+        GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s: %s\"", cur->id, path,
+                     gw_strerror(rv));
+        return rv;
+    }
+    uv_mutex_lock(&s->lock);
+    s->gen = g;
+    for (unsigned i = 0; i < s->workers_len; i++)
+        if (s->workers[i] && s->workers[i]->wake_open)
+            uv_async_send(&s->workers[i]->wake);
+    uv_mutex_unlock(&s->lock);
+    gen_unref(cur);
+    gw_log_set_level(level);
+    atomic_fetch_add(&s->reloads_ok, 1);
+    GW_LOG_INFO("reloaded", "generation=%llu config=%s listeners=%zu routes=%zu upstreams=%zu",
+                g->id, g->cfg->path, g->listeners_len, g->cfg->routes_len, g->cfg->upstreams_len);
+    return 0;
+}
+
+/* ---- signals ------------------------------------------------------------------------------ */
 
 static void on_signal(uv_signal_t *h, int signum)
 {
@@ -274,6 +648,18 @@ static void on_signal(uv_signal_t *h, int signum)
     GW_LOG_INFO("signal", "signal=%s action=%s", signum == SIGINT ? "SIGINT" : "SIGTERM",
                 s->signals_seen == 1 ? "graceful_stop" : "stop_now");
     gw_server_stop(s, s->signals_seen == 1);
+}
+
+static void on_hup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    gw_server_t *s = h->data;
+    if (s->signals_seen) {
+        GW_LOG_INFO("signal", "signal=SIGHUP action=ignored reason=stopping");
+        return;
+    }
+    GW_LOG_INFO("signal", "signal=SIGHUP action=reload");
+    (void)gw_server_reload(s);
 }
 
 /* SIGUSR1: one worker_stats line per worker, the same line as at shutdown, without stopping.
@@ -294,17 +680,19 @@ static void on_usr1(uv_signal_t *h, int signum)
 /* The per-client tables are shared by the workers: one line for them (issue 18 item 12). */
 void gw_front__log_rate_tables(gw_server_t *s, const char *when)
 {
-    if (!s->clients && !s->rates)
+    gw_bucket_table_t *c = s->gen->clients ? s->gen->clients->t : NULL;
+    gw_bucket_table_t *r = s->gen->rates ? s->gen->rates->t : NULL;
+    if (!c && !r)
         return;
     GW_LOG_INFO("rate_tables",
                 "when=%s clients_size=%zu clients_evictions=%llu clients_refused=%llu "
                 "rates_size=%zu rates_evictions=%llu rate_table_refused=%llu",
-                when, s->clients ? gw_bucket_table_size(s->clients) : 0,
-                (unsigned long long)(s->clients ? gw_bucket_table_evictions(s->clients) : 0),
-                (unsigned long long)(s->clients ? gw_bucket_table_refused(s->clients) : 0),
-                s->rates ? gw_bucket_table_size(s->rates) : 0,
-                (unsigned long long)(s->rates ? gw_bucket_table_evictions(s->rates) : 0),
-                (unsigned long long)(s->rates ? gw_bucket_table_refused(s->rates) : 0));
+                when, c ? gw_bucket_table_size(c) : 0,
+                (unsigned long long)(c ? gw_bucket_table_evictions(c) : 0),
+                (unsigned long long)(c ? gw_bucket_table_refused(c) : 0),
+                r ? gw_bucket_table_size(r) : 0,
+                (unsigned long long)(r ? gw_bucket_table_evictions(r) : 0),
+                (unsigned long long)(r ? gw_bucket_table_refused(r) : 0));
 }
 
 static void on_main_wake(uv_async_t *a)
@@ -317,14 +705,16 @@ int gw_server_run(gw_server_t *s)
     int rv = 0;
     if (uv_loop_init(&s->main_loop) != 0)
         return GW_E_NOMEM;
-    uv_signal_init(&s->main_loop, &s->sig_int);
-    uv_signal_init(&s->main_loop, &s->sig_term);
-    uv_signal_init(&s->main_loop, &s->sig_usr1);
+    uv_signal_t *sigs[] = {&s->sig_int, &s->sig_term, &s->sig_usr1, &s->sig_hup};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        uv_signal_init(&s->main_loop, sigs[i]);
+        sigs[i]->data = s;
+    }
     uv_async_init(&s->main_loop, &s->main_wake, on_main_wake);
-    s->sig_int.data = s->sig_term.data = s->sig_usr1.data = s;
     uv_signal_start(&s->sig_int, on_signal, SIGINT);
     uv_signal_start(&s->sig_term, on_signal, SIGTERM);
     uv_signal_start(&s->sig_usr1, on_usr1, SIGUSR1);
+    uv_signal_start(&s->sig_hup, on_hup, SIGHUP);
     unsigned started = 0;
     for (unsigned i = 0; i < s->workers_len; i++) {
         rv = worker_start(s, i, &s->workers[i]);
@@ -338,12 +728,13 @@ int gw_server_run(gw_server_t *s)
         gw_server_stop(s, 0);
         for (unsigned i = 0; i < started; i++)
             uv_thread_join(&s->workers[i]->thread);
-        if (s->workers[started]) {
-            worker_stop(s->workers[started], GW_STOP_NOW);
-            uv_run(&s->workers[started]->loop, UV_RUN_DEFAULT);
+        gw_worker_t *w = s->workers[started];
+        if (w) {
+            worker_stop(w, GW_STOP_NOW);
+            gw_front__worker_conn_gone(w);
+            uv_run(&w->loop, UV_RUN_DEFAULT);
         }
     } else {
-        /* the main loop only waits for signals until every worker has ended */
         /* the main loop keeps handling signals while the workers drain, so that a second
          * signal still stops them at once */
         while (atomic_load(&s->workers_done) < s->workers_len)
@@ -352,9 +743,8 @@ int gw_server_run(gw_server_t *s)
             uv_thread_join(&s->workers[i]->thread);
     }
     gw_front__log_rate_tables(s, "stop");
-    uv_close((uv_handle_t *)&s->sig_int, NULL);
-    uv_close((uv_handle_t *)&s->sig_term, NULL);
-    uv_close((uv_handle_t *)&s->sig_usr1, NULL);
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        uv_close((uv_handle_t *)sigs[i], NULL);
     uv_close((uv_handle_t *)&s->main_wake, NULL);
     uv_run(&s->main_loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->main_loop);
@@ -379,17 +769,12 @@ static void worker_free(gw_worker_t *w)
 {
     if (!w)
         return;
-    if (w->proxy) {
-        gw_proxy_close(w->proxy);
-        uv_run(&w->loop, UV_RUN_NOWAIT);
-    }
+    GW_ASSERT(w->cur == NULL && gw_list_empty(&w->old));
     if (w->loop_ok)
         uv_loop_close(&w->loop);
-    gw_proxy_del(w->proxy);
     gw_theap_free(&w->timers);
-    gw_h2_profile_del(w->h2prof);
-    gw_pool_free(&w->h2s_pool); /* every connection is closed: only the freelist is left */
-    gw_free(w->servers);
+    if (w->h2s_pool_ok)
+        gw_pool_free(&w->h2s_pool); /* every connection is closed: only the freelist is left */
     gw_free(w);
 }
 
@@ -400,18 +785,15 @@ void gw_server_del(gw_server_t *s)
     for (unsigned i = 0; i < s->workers_len && s->workers; i++)
         worker_free(s->workers[i]);
     gw_free(s->workers);
-    for (size_t i = 0; i < s->listeners_len; i++) {
-        gw_listener_t *l = &s->listeners[i];
-        if (l->fds)
-            for (unsigned k = 0; k < s->workers_len; k++)
-                if (l->fds[k] >= 0)
-                    close(l->fds[k]);
-        gw_free(l->fds);
-        gw_tls_ctx_del(l->tls);
+    for (size_t i = 0; i < s->socks_len; i++) {
+        for (unsigned k = 0; k < s->workers_len; k++)
+            if (s->socks[i]->fds[k] >= 0)
+                close(s->socks[i]->fds[k]);
+        gw_free(s->socks[i]->fds);
+        gw_free(s->socks[i]);
     }
-    gw_free(s->listeners);
-    gw_bucket_table_del(s->clients);
-    gw_bucket_table_del(s->rates);
+    gw_free(s->socks);
+    gen_unref(s->gen);
     uv_mutex_destroy(&s->lock);
     gw_free(s);
 }

@@ -81,7 +81,7 @@ size_t gw_front__out_avail(conn_t *c, uint64_t now, size_t want, gw_bucket_t *rb
     limit_by(&c->thr->resp_b, now, want, &a, wait);
     limit_by(rb, now, want, &a, wait);
     if (c->thr->client) {
-        gw_bucket_table_t *t = W(c)->srv->clients;
+        gw_bucket_table_t *t = c->g->gen->clients->t;
         uint64_t v = gw_bucket_table_avail(t, c->thr->client, now);
         size_t g = gw_bucket_table_grain(c->thr->client);
         if (g > want)
@@ -109,14 +109,14 @@ void gw_front__out_charge(conn_t *c, size_t n, gw_bucket_t *rb, uint64_t now)
     if (rb)
         gw_bucket_spend(rb, n, now);
     if (c->thr->client)
-        gw_bucket_table_spend(W(c)->srv->clients, c->thr->client, n, now);
+        gw_bucket_table_spend(c->g->gen->clients->t, c->thr->client, n, now);
 }
 
 /* The connection's bucket for route r, or NULL when r has no response_rate (or no memory for
  * the table: then the route is not throttled on this connection). */
 gw_bucket_t *gw_front__route_bucket(conn_t *c, const gw_cfg_route_t *r)
 {
-    const gw_config_t *cfg = W(c)->srv->cfg;
+    const gw_config_t *cfg = CFG(c);
     if (!r || !r->response_rate)
         return NULL;
     if (!c->thr->route_b &&
@@ -137,8 +137,8 @@ uint64_t gw_front__tail_ms(conn_t *c)
         return 0;
     if (c->thr->resp_b.rate)
         rate = c->thr->resp_b.rate;
-    if (c->thr->client && W(c)->srv->cfg->throttle.per_client_rate < rate)
-        rate = W(c)->srv->cfg->throttle.per_client_rate;
+    if (c->thr->client && CFG(c)->throttle.per_client_rate < rate)
+        rate = CFG(c)->throttle.per_client_rate;
     if (c->h1 && c->h1->rb && c->h1->rb->rate < rate)
         rate = c->h1->rb->rate;
     return rate == UINT64_MAX || !c->b->out.len ? 0 : (uint64_t)c->b->out.len * 1000 / rate + 1;

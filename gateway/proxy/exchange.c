@@ -58,6 +58,29 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     return 0;
 }
 
+static void on_proxy_handle_closed(uv_handle_t *h)
+{
+    gw_proxy_t *p = h->data;
+    if (--p->closing == 0 && p->closed_cb)
+        p->closed_cb(p, p->closed_arg);
+}
+
+static void close_handle(gw_proxy_t *p, uv_handle_t *h)
+{
+    h->data = p;
+    p->closing++;
+    uv_close(h, on_proxy_handle_closed);
+}
+
+void gw_proxy_close_then(gw_proxy_t *p, void (*cb)(gw_proxy_t *p, void *arg), void *arg)
+{
+    p->closed_cb = cb;
+    p->closed_arg = arg;
+    gw_proxy_close(p);
+    if (p->closing == 0 && cb) /* nothing was open: done now (the last use of p) */
+        cb(p, arg);
+}
+
 void gw_proxy_close(gw_proxy_t *p)
 {
     if (!p)
@@ -69,15 +92,15 @@ void gw_proxy_close(gw_proxy_t *p)
     }
     if (p->sweep_open) {
         p->sweep_open = 0;
-        uv_close((uv_handle_t *)&p->sweep, NULL);
+        close_handle(p, (uv_handle_t *)&p->sweep);
     }
     if (p->upload_open) {
         p->upload_open = 0;
-        uv_close((uv_handle_t *)&p->upload_sweep, NULL);
+        close_handle(p, (uv_handle_t *)&p->upload_sweep);
     }
     if (p->acc_open) {
         p->acc_open = 0;
-        uv_close((uv_handle_t *)&p->acc_flush, NULL);
+        close_handle(p, (uv_handle_t *)&p->acc_flush);
     }
 }
 
@@ -85,7 +108,7 @@ void gw_proxy_del(gw_proxy_t *p)
 {
     if (!p)
         return;
-    GW_ASSERT(!p->back && !p->sweep_open && !p->upload_open && !p->acc_open);
+    GW_ASSERT(!p->back && !p->sweep_open && !p->upload_open && !p->acc_open && !p->closing);
     gw_pool_free(&p->px_pool);
     gw_pool_free(&p->ox_pool);
     gw_free(p);

@@ -34,6 +34,9 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out);
 /* Close the origin side (every pooled connection, timers); exchanges still live fail. The
  * loop must run afterwards until the handles are closed. Idempotent. */
 void gw_proxy_close(gw_proxy_t *p);
+/* gw_proxy_close(), then cb(p, arg) once the proxy's handles are closed (at once when none
+ * was open): cb may free the proxy. */
+void gw_proxy_close_then(gw_proxy_t *p, void (*cb)(gw_proxy_t *p, void *arg), void *arg);
 /* Free; call gw_proxy_close() and run the loop first. NULL is ignored. */
 void gw_proxy_del(gw_proxy_t *p);
 

@@ -33,6 +33,9 @@ struct gw_proxy {
     gw_list_t uploading;    /* px_t whose request body is still coming (timeouts.request_body) */
     uv_prepare_t acc_flush; /* once per loop turn: gathered small request body pieces go out */
     int acc_open;
+    int closing; /* handles closing (gw_proxy_close) */
+    void (*closed_cb)(gw_proxy_t *p, void *arg);
+    void *closed_arg;
     gw_list_t acc_pending; /* px_t with gathered pieces */
     gw_list_t inflight;    /* coalescible ox_t before their response head */
     gw_proxy_stats_t stats;

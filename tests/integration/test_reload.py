@@ -1,0 +1,379 @@
+"""Configuration reload (issue 21 item 1): SIGHUP re-reads the file given with -c. A valid file
+becomes the new generation at once for new connections, while the old generation's connections
+drain without a failed request; an invalid one changes nothing."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import free_port, h1_get, recv_all, run, wait_port
+from gwtest import gw_config
+
+
+def roots(tmp_path, *names):
+    """One nginx root per name, each with /who answering that name."""
+    out = []
+    for n in names:
+        d = tmp_path / f"root-{n}"
+        d.mkdir()
+        (d / "who").write_text(n)
+        out.append(str(d))
+    return out
+
+
+def body_of(resp):
+    return resp.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in resp else b""
+
+
+def reload_to(g, text, generation, timeout=10):
+    """Write text as the gateway's config file, SIGHUP, and wait until every worker took
+    generation (or the reload was refused: return the log either way)."""
+    with open(g.config_path, "w") as f:
+        f.write(text)
+    g.signal(signal.SIGHUP)
+    deadline = time.monotonic() + timeout
+    want = f"generation=\\d+ draining"
+    while time.monotonic() < deadline:
+        log = g.log()
+        taken = re.findall(r"event=generation worker=(\d+) generation=(\d+)", log)
+        workers = {w for w, gen in taken if int(gen) == generation}
+        if workers and len(workers) == int(re.search(r"workers=(\d+)", log).group(1)):
+            return log
+        if log.count("event=reload_failed") and generation == 0:
+            return log
+        time.sleep(0.02)
+    raise AssertionError(f"generation {generation} not taken ({want}):\n{g.log()[-4000:]}")
+
+
+def h2load_summary(out):
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                  r"(\d+) failed, (\d+) errored, (\d+) timeout", out)
+    assert m, out
+    return dict(zip(["total", "started", "done", "succeeded", "failed", "errored", "timeout"],
+                    map(int, m.groups())))
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
+def test_reload_under_load_loses_no_request(gateway, nginx_origin, tmp_path, tls):
+    """h2load (200,000 requests, 50 connections x 10 streams) while the configuration is
+    reloaded 10 times, alternating two files that send the route to two origins: 0 failed,
+    0 errored; after each reload a new connection reaches that file's origin."""
+    ra, rb = roots(tmp_path, "A", "B")
+    a, b = nginx_origin(ra), nginx_origin(rb)
+    port, tls_port = free_port(), free_port()
+    # coalescing off: every request reaches an origin (identical GETs would share exchanges)
+    texts = [gw_config(port, [f"127.0.0.1:{o.port}"], workers=2, tls_port=tls_port,
+                       route_extra="coalesce: false") for o in (a, b)]
+    g = gateway(texts[0], wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
+    url = f"https://127.0.0.1:{tls_port}/who" if tls else f"http://127.0.0.1:{port}/who"
+    load = subprocess.Popen(["h2load", "-n", "200000", "-c", "50", "-m", "10", url],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(0.3)
+        for i in range(1, 11):
+            reload_to(g, texts[i % 2], i + 1)
+            assert body_of(h1_get(port, "/who")) == [b"A", b"B"][i % 2], i
+            assert load.poll() is None, "the load ended before the reloads did:\n" + (
+                load.communicate()[0])
+            time.sleep(0.05)
+        out, _ = load.communicate(timeout=120)
+    finally:
+        if load.poll() is None:
+            load.kill()
+    s = h2load_summary(out)
+    assert s["succeeded"] == 200000 and s["failed"] == 0 and s["errored"] == 0, out
+    assert "status codes: 200000 2xx" in out, out
+    assert a.requests() + b.requests() == 200000 + 10  # the load and the ten checks
+    log = g.log()
+    assert log.count("event=reloaded") == 10
+    assert "event=reload_failed" not in log
+    # the last file (10th reload: texts[0]) sends the route to A
+    assert body_of(h1_get(port, "/who")) == b"A"
+
+
+def test_invalid_file_changes_nothing(gateway, nginx_origin, tmp_path):
+    """A reload with an invalid file keeps the running configuration, logs every
+    FILE:LINE:COL error, and a later valid file still reloads."""
+    ra, rb = roots(tmp_path, "A", "B")
+    a, b = nginx_origin(ra), nginx_origin(rb)
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{a.port}"]), wait=[("127.0.0.1", port)])
+    with open(g.config_path, "w") as f:
+        f.write(gw_config(port, [f"127.0.0.1:{b.port}"]).replace("upstream: app", "upstream: nope")
+                + "bogus_key: 1\n")
+    g.signal(signal.SIGHUP)
+    log = g.wait_log("event=reload_failed")
+    time.sleep(0.3)
+    log = g.log()
+    errs = [l for l in log.splitlines() if "event=reload_failed" in l]
+    assert len(errs) == 2, log
+    path = re.escape(g.config_path)
+    assert any(re.search(path + r":\d+:\d+: unknown key 'bogus_key'", l) for l in errs), errs
+    assert any(re.search(path + r":\d+:\d+: .*nope", l) for l in errs), errs
+    assert "event=reloaded" not in log
+    assert body_of(h1_get(port, "/who")) == b"A"
+    reload_to(g, gw_config(port, [f"127.0.0.1:{b.port}"]), 2)
+    assert body_of(h1_get(port, "/who")) == b"B"
+
+
+def test_listeners_added_kept_and_removed(gateway, nginx_origin, tmp_path):
+    """A listener in both files keeps its socket (connects never fail across reloads); an
+    added one opens; a removed one closes."""
+    (ra,) = roots(tmp_path, "A")
+    a = nginx_origin(ra)
+    p1, p2 = free_port(), free_port()
+    one = gw_config(p1, [f"127.0.0.1:{a.port}"])
+    two = one.replace(f"  - address: 127.0.0.1:{p1}\n",
+                      f"  - address: 127.0.0.1:{p1}\n  - address: 127.0.0.1:{p2}\n")
+    g = gateway(one, wait=[("127.0.0.1", p1)])
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", p2), timeout=1).close()
+    reload_to(g, two, 2)
+    assert body_of(h1_get(p2, "/who")) == b"A"
+    assert "socket=kept" in g.log()
+    reload_to(g, one, 3)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", p2), timeout=1).close()
+            time.sleep(0.05)
+        except OSError:
+            break
+    else:
+        raise AssertionError("the removed listener still accepts")
+    assert body_of(h1_get(p1, "/who")) == b"A"
+
+
+def test_idle_keepalive_connection_answers_a_request_during_the_grace(gateway, nginx_origin,
+                                                                       tmp_path):
+    """An idle HTTP/1.1 keep-alive connection of the old generation is not closed at once: a
+    request sent right after the reload is answered, with Connection: close; an idle one is
+    closed after timeouts.drain_grace."""
+    (ra,) = roots(tmp_path, "A")
+    a = nginx_origin(ra)
+    port = free_port()
+    text = gw_config(port, [f"127.0.0.1:{a.port}"], extra="timeouts:\n  drain_grace: 2s\n")
+    g = gateway(text, wait=[("127.0.0.1", port)])
+    req = b"GET /who HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    busy = socket.create_connection(("127.0.0.1", port), timeout=5)
+    idle = socket.create_connection(("127.0.0.1", port), timeout=5)
+    for s in (busy, idle):
+        s.sendall(req)
+        assert s.recv(65536).endswith(b"\r\n\r\nA")
+    reload_to(g, text, 2)
+    t0 = time.monotonic()
+    busy.sendall(req)
+    resp = recv_all(busy)
+    assert resp.startswith(b"HTTP/1.1 200") and resp.endswith(b"A"), resp
+    assert b"connection: close" in resp.lower(), resp
+    idle.settimeout(5)
+    assert idle.recv(1) == b""  # closed by the gateway, without an answer to give
+    waited = time.monotonic() - t0
+    assert 1.5 < waited < 4, waited
+    busy.close()
+    idle.close()
+
+
+def frames(data):
+    """(type, flags, stream, payload) of each whole frame in data, and the rest."""
+    out, i = [], 0
+    while i + 9 <= len(data):
+        n = int.from_bytes(data[i:i + 3], "big")
+        if i + 9 + n > len(data):
+            break
+        out.append((data[i + 3], data[i + 4], int.from_bytes(data[i + 5:i + 9], "big") & 0x7fffffff,
+                    data[i + 9:i + 9 + n]))
+        i += 9 + n
+    return out, data[i:]
+
+
+def frame(ftype, flags, sid, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + payload
+
+
+def get_headers(sid, path):
+    """HEADERS+END_STREAM+END_HEADERS for GET path: literal fields without indexing (no
+    dynamic table state), static name indices (RFC 7541 Appendix A)."""
+    def lit(idx, value):
+        v = value.encode()
+        return bytes([idx]) + bytes([len(v)]) + v  # 0000xxxx: literal without indexing
+    block = bytes([0x82, 0x86]) + lit(4, path) + lit(1, "localhost")  # GET, http
+    return frame(0x1, 0x5, sid, block)
+
+
+def test_h2_connection_of_old_generation_drains_with_two_goaways(gateway, nginx_origin, tmp_path):
+    """An HTTP/2 connection open across a reload keeps its streams; once quiet for drain_grace
+    it gets GOAWAY with the highest stream id and a PING; a request sent before the PING
+    answer is still served; then the final GOAWAY names it and the connection closes."""
+    (ra,) = roots(tmp_path, "A")
+    a = nginx_origin(ra)
+    port = free_port()
+    text = gw_config(port, [f"127.0.0.1:{a.port}"], extra="timeouts:\n  drain_grace: 300ms\n")
+    g = gateway(text, wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(0x4, 0, 0) + get_headers(1, "/who"))
+    got, buf = [], b""
+
+    def read_until(pred, timeout=5):
+        nonlocal got, buf
+        deadline = time.monotonic() + timeout
+        while not pred() and time.monotonic() < deadline:
+            s.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                d = s.recv(65536)
+            except socket.timeout:
+                break
+            if not d:
+                break
+            fs, buf = frames(buf + d)
+            got += fs
+
+    read_until(lambda: any(f[0] == 0x0 and f[1] & 1 and f[2] == 1 for f in got))
+    assert any(f[0] == 0x0 and f[2] == 1 and f[3] == b"A" for f in got), got
+    got.clear()
+    t0 = time.monotonic()
+    reload_to(g, text, 2)
+    read_until(lambda: any(f[0] == 0x6 and not f[1] & 1 for f in got))
+    goaways = [f for f in got if f[0] == 0x7]
+    pings = [f for f in got if f[0] == 0x6 and not f[1] & 1]
+    assert len(goaways) == 1 and pings, got
+    assert int.from_bytes(goaways[0][3][:4], "big") == 2**31 - 1
+    assert int.from_bytes(goaways[0][3][4:8], "big") == 0  # NO_ERROR
+    assert time.monotonic() - t0 >= 0.25  # not before the connection was quiet for drain_grace
+    got.clear()
+    # a stream sent before the PING answer is served; the final GOAWAY follows the answer
+    s.sendall(get_headers(3, "/who") + frame(0x6, 0x1, 0, pings[0][3]))
+    read_until(lambda: False, timeout=5)  # until the gateway closes
+    assert any(f[0] == 0x0 and f[2] == 3 and f[3] == b"A" for f in got), got
+    final = [f for f in got if f[0] == 0x7]
+    assert final and int.from_bytes(final[-1][3][:4], "big") == 3, got
+    s.close()
+
+
+def test_busy_h2_connection_keeps_its_streams_until_quiet(gateway, nginx_origin, tmp_path):
+    """Streams keep flowing on an old HTTP/2 connection while it is busy (no GOAWAY), and keep
+    the routes of the generation they were accepted under."""
+    ra, rb = roots(tmp_path, "A", "B")
+    a, b = nginx_origin(ra), nginx_origin(rb)
+    port = free_port()
+    extra = "timeouts:\n  drain_grace: 1s\n"
+    g = gateway(gw_config(port, [f"127.0.0.1:{a.port}"], extra=extra), wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(0x4, 0, 0))
+    reload_to(g, gw_config(port, [f"127.0.0.1:{b.port}"], extra=extra), 2)
+    buf, seen = b"", []
+    for i in range(6):  # a request every 200 ms: never quiet for drain_grace
+        sid = 1 + 2 * i
+        s.sendall(get_headers(sid, "/who"))
+        deadline = time.monotonic() + 5
+        while not any(f[0] == 0x0 and f[1] & 1 and f[2] == sid for f in seen):
+            assert time.monotonic() < deadline, seen
+            fs, buf = frames(buf + s.recv(65536))
+            seen += fs
+        time.sleep(0.2)
+    assert not [f for f in seen if f[0] == 0x7], seen  # no GOAWAY while busy
+    bodies = [f[3] for f in seen if f[0] == 0x0 and f[3]]
+    assert bodies == [b"A"] * 6  # the old generation's route
+    assert body_of(h1_get(port, "/who")) == b"B"  # a new connection: the new one
+    s.close()
+
+
+def established_to(port):
+    """Established TCP connections to 127.0.0.1:port (from any local process)."""
+    r = run(["ss", "-Htn", "state", "established", "dst", f"127.0.0.1:{port}"])
+    return len([l for l in r.stdout.splitlines() if l.strip()])
+
+
+def test_old_origin_pool_closes_after_drain(gateway, nginx_origin, tmp_path):
+    """The old generation's origin connections close once its client connections are gone;
+    the new generation opens its own on demand."""
+    ra, rb = roots(tmp_path, "A", "B")
+    a, b = nginx_origin(ra), nginx_origin(rb)
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{a.port}"]), wait=[("127.0.0.1", port)])
+    for _ in range(3):
+        assert body_of(h1_get(port, "/who")) == b"A"
+    assert established_to(a.port) >= 1
+    reload_to(g, gw_config(port, [f"127.0.0.1:{b.port}"]), 2)
+    deadline = time.monotonic() + 5
+    while established_to(a.port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert established_to(a.port) == 0
+    assert body_of(h1_get(port, "/who")) == b"B"
+    assert established_to(b.port) >= 1
+
+
+def test_renewed_certificate_is_served_after_sighup(gateway, nginx_origin, tmp_path):
+    """A certificate replaced on disk is served to new connections after SIGHUP (its serial,
+    read with openssl s_client)."""
+    (ra,) = roots(tmp_path, "A")
+    a = nginx_origin(ra)
+    port, tls_port = free_port(), free_port()
+    certdir = tmp_path / "certs"
+    certdir.mkdir()
+
+    def make_cert(serial):
+        r = run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                 "-nodes", "-keyout", str(certdir / "key.pem"), "-out", str(certdir / "cert.pem"),
+                 "-days", "2", "-subj", "/CN=localhost", "-set_serial", str(serial)])
+        assert r.returncode == 0, r.stderr
+
+    def served_serial():
+        r = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{tls_port}",
+                            "-servername", "localhost"], input="", capture_output=True, text=True,
+                           timeout=20)
+        pem = r.stdout[r.stdout.index("-----BEGIN CERTIFICATE-----"):
+                       r.stdout.index("-----END CERTIFICATE-----") + 25]
+        x = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=pem,
+                           capture_output=True, text=True, timeout=20)
+        return x.stdout.strip()
+
+    make_cert(0x1111)
+    text = gw_config(port, [f"127.0.0.1:{a.port}"], tls_port=tls_port).replace(
+        "certificate: state/cert.pem", f"certificate: {certdir}/cert.pem").replace(
+        "key: state/key.pem", f"key: {certdir}/key.pem").replace("self_signed: true",
+                                                                 "self_signed: false")
+    g = gateway(text, wait=[("127.0.0.1", tls_port)])
+    assert served_serial() == "serial=1111"
+    make_cert(0x2222)
+    assert served_serial() == "serial=1111"  # not before the reload
+    reload_to(g, text, 2)
+    assert served_serial() == "serial=2222"
+
+
+def test_unreadable_certificate_refuses_the_reload(gateway, nginx_origin, tmp_path):
+    """A file that parses but whose certificate cannot be loaded changes nothing either."""
+    (ra,) = roots(tmp_path, "A")
+    a = nginx_origin(ra)
+    port, tls_port = free_port(), free_port()
+    text = gw_config(port, [f"127.0.0.1:{a.port}"], tls_port=tls_port)
+    g = gateway(text, wait=[("127.0.0.1", tls_port)])
+    bad = text.replace("certificate: state/cert.pem", "certificate: missing/cert.pem").replace(
+        "self_signed: true", "self_signed: false")
+    with open(g.config_path, "w") as f:
+        f.write(bad)
+    g.signal(signal.SIGHUP)
+    log = g.wait_log("event=reload_failed")
+    assert "event=reload_failed" in log and "event=reloaded" not in log
+    assert body_of(h1_get(port, "/who")) == b"A"
+    r = run(["curl", "-sk", f"https://127.0.0.1:{tls_port}/who"])
+    assert r.stdout == "A"
+
+
+def test_check_flag(h2gate_bin, tmp_path):
+    """-t checks the -c file (or the embedded default) as nginx -t does."""
+    r = run([h2gate_bin, "-t"])
+    assert r.returncode == 0 and r.stdout == "<embedded>: ok\n", r
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("listen: []\nbogus: 1\n")
+    r = run([h2gate_bin, "-t", "-c", str(bad)])
+    assert r.returncode == 1
+    assert re.search(re.escape(str(bad)) + r":2:1: unknown key 'bogus'", r.stderr), r.stderr
+    good = tmp_path / "good.yaml"
+    good.write_text(gw_config(free_port(), ["127.0.0.1:9"]))
+    r = run([h2gate_bin, "-c", str(good), "-t"])
+    assert r.returncode == 0 and r.stdout == f"{good}: ok\n", r
