@@ -192,6 +192,8 @@ static const char *kind_what(fkind_t k)
         return "one of round_robin, least_conn, hash_client";
     case F_TLSVER:
         return "tls1.2 or tls1.3";
+    case F_ALOGFMT:
+        return "combined or json";
     default:
         return "a non-negative integer";
     }
@@ -243,6 +245,14 @@ int gw_cfg__set_field(ld_t *ld, const field_t *tab, size_t ntab, const char *key
             *(gw_balance_t *)p = GW_BALANCE_LEAST_CONN;
         else if (!strcmp(s, "hash_client"))
             *(gw_balance_t *)p = GW_BALANCE_HASH_CLIENT;
+        else
+            gw_cfg__err_at(ld, v, "'%s' must be %s, not '%s'", key, kind_what(f->kind), s);
+        return 1;
+    case F_ALOGFMT:
+        if (!strcmp(s, "combined"))
+            *(int *)p = GW_CFG_ALOG_COMBINED;
+        else if (!strcmp(s, "json"))
+            *(int *)p = GW_CFG_ALOG_JSON;
         else
             gw_cfg__err_at(ld, v, "'%s' must be %s, not '%s'", key, kind_what(f->kind), s);
         return 1;
@@ -461,7 +471,31 @@ static const field_t top_fields[] = {
     FLD(gw_config_t, workers, F_UINT, 1, 256),
     FLD(gw_config_t, log_level, F_LOG, 0, 0),
     FLD(gw_config_t, state_dir, F_STR, 0, 0),
+    FLD(gw_config_t, pid_file, F_STR, 0, 0),
 };
+
+static const field_t access_log_fields[] = {
+    FLD(gw_cfg_access_log_t, path, F_STR, 0, 0),
+    FLD(gw_cfg_access_log_t, format, F_ALOGFMT, 0, 0),
+    FLD(gw_cfg_access_log_t, request_id, F_BOOL, 0, 0),
+};
+
+static int admin_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    gw_cfg_admin_t *a = obj;
+    if (strcmp(key, "address") != 0) {
+        gw_cfg__err_at(ld, k, "unknown key '%s' in admin", key);
+        return 0;
+    }
+    if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
+        return 0;
+    if (gw_parse_addr(gw_cfg__scalar(v), &a->addr) < 0)
+        gw_cfg__err_at(ld, v, "'address' must be IP:PORT or [IPv6]:PORT, not '%s'",
+                       gw_cfg__scalar(v));
+    else
+        a->enabled = 1;
+    return 0;
+}
 
 typedef struct {
     yaml_node_t *listen, *upstreams, *routes;
@@ -485,6 +519,22 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         load_table(ld, v, "limits", limit_fields, NTAB(limit_fields), &c->limits);
     else if (!strcmp(key, "throttle"))
         load_table(ld, v, "throttle", throttle_fields, NTAB(throttle_fields), &c->throttle);
+    else if (!strcmp(key, "access_log")) {
+        load_table(ld, v, "access_log", access_log_fields, NTAB(access_log_fields),
+                   &c->access_log);
+        if (c->access_log.path && !strcmp(c->access_log.path, "off")) {
+            gw_free(c->access_log.path);
+            c->access_log.path = NULL;
+        } else if (c->access_log.path && !c->access_log.path[0]) {
+            gw_cfg__err_at(ld, v, "access_log 'path' must be a file name, stderr or off");
+        }
+    } else if (!strcmp(key, "admin")) {
+        if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "admin")) {
+            gw_cfg__each_pair(ld, v, admin_pair, &c->admin);
+            if (!c->admin.enabled && v->data.mapping.pairs.top == v->data.mapping.pairs.start)
+                gw_cfg__err_at(ld, v, "missing required key 'address' in admin");
+        }
+    }
     else if (!gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c))
         gw_cfg__err_at(ld, k, "unknown key '%s'", key);
     return 0;
@@ -533,6 +583,7 @@ static void set_defaults(gw_config_t *c)
         .draining_generations = 16,
     };
     c->throttle.ipv6_prefix = 64; /* one subscriber or host per /64 (RFC 6177) */
+    c->access_log.request_id = 1;
 }
 
 void gw_config_del(gw_config_t *c)
@@ -541,6 +592,8 @@ void gw_config_del(gw_config_t *c)
         return;
     gw_free(c->path);
     gw_free(c->state_dir);
+    gw_free(c->pid_file);
+    gw_free(c->access_log.path);
     for (size_t i = 0; i < c->listen_len; i++)
         gw_cfg__free_tls(c->listen[i].tls);
     gw_free(c->listen);
@@ -556,6 +609,7 @@ void gw_config_del(gw_config_t *c)
     gw_free(c->upstreams);
     for (size_t i = 0; i < c->routes_len; i++) {
         gw_cfg_route_t *r = &c->routes[i];
+        gw_free(r->name);
         gw_free(r->host);
         gw_free(r->path);
         gw_free(r->upstream_name);

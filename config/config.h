@@ -99,6 +99,7 @@ typedef struct {
 } gw_cfg_upstream_t;
 
 typedef struct {
+    char *name; /* label of its metrics and log lines; default: host followed by path */
     char *host; /* "example.com", "*.example.com" or "*" */
     char *path; /* prefix, starts with '/' */
     char *upstream_name;
@@ -163,6 +164,19 @@ typedef struct {
     unsigned ipv6_prefix; /* per-client keys: IPv6 addresses cut to this many bits (64) */
 } gw_cfg_throttle_t;
 
+typedef enum { GW_CFG_ALOG_COMBINED = 0, GW_CFG_ALOG_JSON } gw_cfg_alog_format_t;
+
+typedef struct {
+    char *path;     /* NULL: off; "stderr"; otherwise a file (opened for appending) */
+    int format;     /* gw_cfg_alog_format_t */
+    int request_id; /* x-request-id kept (when sane) or made, forwarded, returned (default 1) */
+} gw_cfg_access_log_t;
+
+typedef struct {
+    int enabled;
+    gw_cfg_addr_t addr; /* the admin listener: plain HTTP/1.1, /metrics /healthz /readyz */
+} gw_cfg_admin_t;
+
 typedef struct gw_config {
     char *path;       /* file it came from ("<embedded>" for the default) */
     unsigned workers; /* default: number of cores */
@@ -178,6 +192,9 @@ typedef struct gw_config {
     gw_cfg_timeouts_t timeouts;
     gw_cfg_limits_t limits;
     gw_cfg_throttle_t throttle;
+    gw_cfg_access_log_t access_log;
+    gw_cfg_admin_t admin;
+    char *pid_file; /* written at start, replaced on upgrade; NULL: none */
 } gw_config_t;
 
 /* Error list filled by the loader: each entry "FILE:LINE:COL: message". */

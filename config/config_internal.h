@@ -38,6 +38,7 @@ typedef enum {
     F_LOG,    /* int gw_log_level_t */
     F_BAL,    /* gw_balance_t */
     F_TLSVER, /* int 12/13 */
+    F_ALOGFMT, /* int gw_cfg_alog_format_t */
 } fkind_t;
 
 typedef struct {

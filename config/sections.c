@@ -527,13 +527,19 @@ static const field_t route_fields[] = {
 
 typedef struct {
     gw_cfg_route_t *r;
-    yaml_node_t *host, *path, *up;
+    yaml_node_t *host, *path, *up, *name;
 } route_ld_t;
 
 static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
 {
     route_ld_t *x = obj;
-    if (!strcmp(key, "host") || !strcmp(key, "path") || !strcmp(key, "upstream")) {
+    if (!strcmp(key, "name")) {
+        if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
+            return 0;
+        gw_free(x->r->name);
+        x->r->name = gw_cfg__xstrdup(ld, gw_cfg__scalar(v));
+        x->name = v;
+    } else if (!strcmp(key, "host") || !strcmp(key, "path") || !strcmp(key, "upstream")) {
         if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
             return 0;
         char **dst = key[0] == 'h'   ? &x->r->host
@@ -612,6 +618,23 @@ void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
             gw_cfg__err_at(ld, x.path, "route path must start with '/', not '%s'", r->path);
         if (ld->nomem)
             return;
+        /* a route's name labels its metrics and log lines: by default its host and path */
+        if (!r->name) {
+            size_t hl = strlen(r->host), pl = strlen(r->path);
+            r->name = gw_malloc(hl + pl + 1);
+            if (!r->name) {
+                ld->nomem = 1;
+                return;
+            }
+            memcpy(r->name, r->host, hl);
+            memcpy(r->name + hl, r->path, pl + 1);
+        } else if (!r->name[0] || strlen(r->name) > 128) {
+            gw_cfg__err_at(ld, x.name, "route name must be 1 to 128 characters");
+        }
+        for (size_t j = 0; j + 1 < c->routes_len; j++)
+            if (x.name && c->routes[j].name && !strcmp(c->routes[j].name, r->name))
+                gw_cfg__err_at(ld, x.name, "duplicate route name '%s' (first on line %d)",
+                               r->name, c->routes[j].line);
         if (!x.up) {
             gw_cfg__err_at(ld, rn, "missing required key 'upstream' in a route");
             continue;

@@ -10,6 +10,7 @@
 #include "back/back_internal.h"
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 
@@ -218,6 +219,7 @@ static void on_timer(uv_timer_t *t)
  * start the bound exchange. */
 static void connected(gw_back_conn_t *c)
 {
+    c->connect_us = (gw_now_ns() - c->dial_ns) / 1000;
     if (c->flags & GW_BACK_CONN_F_HEALTH) {
         const gw_cfg_upstream_t *u = gw_back__ucfg(c);
         char line[1024];
@@ -307,6 +309,7 @@ gw_back_conn_t *gw_back__conn_new(gw_back_server_t *s)
     gw_iovq_init(&c->out);
     c->server = s;
     c->state = GW_BACK_CONN_CONNECTING;
+    c->dial_ns = gw_now_ns();
     uv_tcp_init(loop, &c->tcp);
     uv_timer_init(loop, &c->timer);
     c->tcp.data = c;

@@ -633,6 +633,13 @@ void gw_back_del(gw_back_t *b)
     uv_close((uv_handle_t *)&b->work, on_timer_close);
 }
 
+void gw_back_exch_info(const gw_back_exch_t *x, gw_back_exch_info_t *out)
+{
+    out->server = x->server ? x->server->cfg->addr.text : NULL;
+    out->retries = x->tries;
+    out->connect_us = x->conn && x->conn->requests == 1 ? (int64_t)x->conn->connect_us : -1;
+}
+
 int gw_back_request(gw_back_t *b, size_t upstream, const gw_back_req_t *req,
                     const gw_back_cbs_t *cbs, void *user_data, gw_back_exch_t **out)
 {

@@ -138,7 +138,7 @@ void gw_front__h2_tell_gone(conn_t *c)
     while (!gw_list_empty(&c->b->h2_gone)) {
         h2s_t *x = GW_CONTAINER_OF(c->b->h2_gone.next, h2s_t, link);
         gw_list_remove(&x->link);
-        gw_proxy_stream_closed(PROXY(c), &x->cs);
+        gw_front__stream_done(c, &x->cs, x->thr_mark);
         gw_h2_session_stream_release(c->h2, x->sid); /* nothing of ours runs for it any more */
         gw_pool_put(&W(c)->h2s_pool, x);
     }
@@ -411,7 +411,7 @@ static void on_closed(uv_handle_t *h)
         gw_list_foreach_safe(it, tmp, &c->b->h2_gone)
         {
             h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
-            gw_proxy_stream_closed(c->g->proxy, &x->cs);
+            gw_front__stream_done(c, &x->cs, x->thr_mark);
             gw_pool_put(&w->h2s_pool, x);
         }
     gw_tls_conn_del(c->tls);
@@ -425,7 +425,7 @@ static void on_closed(uv_handle_t *h)
         gw_list_foreach_safe(it, tmp, &c->b->h2_streams)
         {
             h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
-            gw_proxy_stream_closed(c->g->proxy, &x->cs);
+            gw_front__stream_done(c, &x->cs, x->thr_mark);
             gw_pool_put(&w->h2s_pool, x);
         }
     drop_busy(c);

@@ -77,6 +77,9 @@ typedef struct {
 
 typedef struct gw_worker gw_worker_t;
 
+/* The access log file shared by the workers (accesslog.c). */
+typedef struct gw_alog_file gw_alog_file_t;
+
 /* One worker's side of a generation: the translator and origin pools built from it, and its
  * connections. An old one drains (its connections are told to stop), then is retired: its
  * proxy closes, and it is freed once the proxy's handles and the drain timer are closed. */
@@ -137,6 +140,12 @@ struct gw_worker {
     size_t timer_nodes;   /* nodes that may be queued (room reserved in timers) */
     gw_pool_t h2s_pool;   /* conn.c's HTTP/2 client streams */
     int h2s_pool_ok;
+    /* access log (accesslog.c): lines waiting for the next write, flushed at 32 KiB, by the
+     * timer within a second, and at exit */
+    gw_bytes_t alog_buf;
+    uv_timer_t alog_timer;
+    atomic_ullong alog_lost; /* lines that could not be written */
+    uint64_t id_seed, id_count; /* request ids made by this worker */
     uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */
 };
 
@@ -155,6 +164,7 @@ struct gw_server {
     uv_mutex_t lock;           /* guards workers[i]->wake_open, gen, socks[i]->fds */
     atomic_ullong reloads_ok;  /* successful reloads */
     atomic_ullong reloads_failed;
+    gw_alog_file_t *alog; /* the access log file, NULL when off (under lock) */
 };
 
 /* The configuration of the connection's generation. */
@@ -227,6 +237,8 @@ typedef struct {
     size_t fields_cap;
     uint64_t inflight; /* request body bytes given to the proxy and not credited yet */
     gw_bucket_t *rb;   /* route bucket of the current request (throttle), or NULL */
+    gw_alog_t log;     /* the current request's record (accesslog.c) */
+    uint32_t thr_mark; /* c->thr->waits when it began */
     uint8_t state;     /* h1x_state_t */
     /* how the current request is answered (set from its head, keep_alive also by the response) */
     unsigned keep_alive : 1;
@@ -258,6 +270,7 @@ typedef struct {
     gw_bucket_entry_t *client; /* throttle.per_client_rate, shared by all workers */
     gw_bucket_t *route_b;      /* per route (routes[].response_rate), allocated on first use */
     size_t h2_given;           /* connection data budget handed to the session */
+    uint32_t waits;            /* times bytes waited for tokens (the access log's throttled) */
 } thr_t;
 
 /* What a connection needs only while bytes or requests are in flight. An idle connection
@@ -322,6 +335,8 @@ typedef struct {
     gw_bucket_t *rb; /* its route's bucket on this connection, or NULL */
     size_t given;    /* stream data budget handed to the session */
     size_t owed;     /* request body bytes passed on, window credit held back (upload rate) */
+    uint32_t thr_mark; /* c->thr->waits when the request began */
+    gw_alog_t log;     /* the request's record (accesslog.c) */
 } h2s_t;
 
 typedef struct {
@@ -371,6 +386,25 @@ void gw_front__h2_budget(conn_t *c, uint64_t now);
 void gw_front__h2_charge(conn_t *c, uint64_t now);
 void gw_front__h2_credit_release(conn_t *c, uint64_t now);
 void gw_front__on_throttle(conn_t *c);
+
+/* accesslog.c */
+int gw_front__alog_open(const char *path, gw_alog_file_t **out);
+void gw_front__alog_unref(gw_alog_file_t *f);
+const char *gw_front__alog_path(const gw_alog_file_t *f);
+/* Make path (NULL: off) the access log: reopened when force, else kept when unchanged. */
+int gw_front__alog_switch(gw_server_t *s, const char *path, int force);
+void gw_front__alog_flush(gw_worker_t *w);
+/* A request of c began: a fresh record from its head (user agent, referer, request id). */
+void gw_front__log_start(conn_t *c, gw_alog_t *r, const gw_req_head_t *h, const char *proto);
+/* The response head (status) was handed over; end_stream: it was the whole response. */
+void gw_front__log_head(gw_alog_t *r, unsigned status, int end_stream);
+void gw_front__log_reset(gw_alog_t *r, uint32_t code);
+/* f plus x-request-id (when the record has an id and f has none) into out (cap fields):
+ * the count, or SIZE_MAX when f does not fit. */
+size_t gw_front__with_request_id(const gw_alog_t *r, const gw_field_t *f, size_t n,
+                                 gw_field_t *out, size_t cap);
+/* The front is done with s: its line is logged, then the proxy is told. */
+void gw_front__stream_done(conn_t *c, gw_cstream_t *s, uint32_t thr_mark);
 
 /* h1_stream.c */
 const char *gw_front__h1x_state_str(h1x_state_t st);

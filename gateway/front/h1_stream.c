@@ -68,10 +68,13 @@ void gw_front__h1x_end(conn_t *c)
     if (!h1x_active(c->h1))
         return;
     c->h1->state = H1X_ENDED;
-    gw_proxy_stream_closed(PROXY(c), &c->h1->s);
+    gw_front__stream_done(c, &c->h1->s, c->h1->thr_mark);
 }
 
 /* ---- HTTP/1.1 front ------------------------------------------------------------------------ */
+
+/* Response fields with room for the x-request-id the front adds (more are sent as they are). */
+#define GW_H1_RESP_FIELDS_ID 128
 
 static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n,
                        int64_t content_length, int end_stream)
@@ -91,6 +94,12 @@ static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
     }
     c->h1->resp_chunked = framing == -1 && !s->head_only;
     h1x_resp_head(c->h1);
+    gw_front__log_head(s->log, status, end_stream);
+    gw_field_t withid[GW_H1_RESP_FIELDS_ID];
+    if (s->log && s->log->id_len && n < GW_H1_RESP_FIELDS_ID) {
+        n = gw_front__with_request_id(s->log, f, n, withid, GW_H1_RESP_FIELDS_ID);
+        f = withid;
+    }
     int rv = gw_h1_response_head(&c->b->out, status, f, n, framing, c->h1->keep_alive);
     if (rv < 0)
         return rv;
@@ -116,6 +125,11 @@ static int h1s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int e
 {
     conn_t *c = s->impl;
     int rv = 0;
+    if (s->log) {
+        s->log->bytes_out += s->head_only ? 0 : len;
+        if (end_stream)
+            s->log->last_ns = gw_now_ns();
+    }
     if (!s->head_only && len) {
         if (c->h1->resp_chunked) {
             uint8_t hdr[GW_H1_CHUNK_HEAD_MAX];
@@ -146,6 +160,8 @@ static int h1s_trailers(gw_cstream_t *s, const gw_field_t *f, size_t n)
         rv = gw_h1_last_chunk(&c->b->out, f, n);
     if (rv < 0)
         return rv;
+    if (s->log)
+        s->log->last_ns = gw_now_ns();
     h1x_resp_whole(c->h1);
     gw_front__kick(c);
     return gw_front__flush(c);
@@ -159,6 +175,7 @@ static void h1s_reset(gw_cstream_t *s, gw_cs_reset_t code)
     GW_LOG_DEBUG("h1_reset", "peer=%s code=%d state=%s", PEER(c), (int)code,
                  gw_front__h1x_state_str((h1x_state_t)c->h1->state));
     c->h1->keep_alive = 0;
+    gw_front__log_reset(s->log, (uint32_t)code);
     gw_front__finish(c, code == GW_CS_RESET_NO_ERROR ? "early_response" : "stream_reset");
 }
 
@@ -226,6 +243,9 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
     };
     h.route = gw_proxy_route(PROXY(c), h.authority, h.path);
     c->h1->s = gw_front__cstream(c, &h1s_ops, c, m->method);
+    c->h1->s.log = &c->h1->log;
+    c->h1->thr_mark = c->thr ? c->thr->waits : 0;
+    gw_front__log_start(c, &c->h1->log, &h, "http/1.1");
     c->h1->rb = c->g->gen->route_rates ? gw_front__route_bucket(c, h.route) : NULL;
     /* RFC 9110 §10.1.1: the body is wanted, so say so before the client waits for it */
     if (c->h1->expect_100 && !h.end_stream && gw_h1_continue(&c->b->out) < 0)
@@ -240,6 +260,7 @@ static int h1_on_body(void *ud, const uint8_t *p, size_t n)
 {
     conn_t *c = ud;
     c->h1->inflight += n;
+    c->h1->log.bytes_in += n;
     gw_proxy_body(PROXY(c), &c->h1->s, p, n);
     return 0;
 }

@@ -37,13 +37,14 @@ static int h2s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
                        int64_t content_length, int end_stream)
 {
     h2s_t *x = (h2s_t *)s;
-    gw_field_t fields[130];
+    gw_field_t fields[131];
     char len[24];
     if (x->gone)
         return 0;
-    if (n + 1 > sizeof(fields) / sizeof(fields[0]))
+    gw_front__log_head(s->log, status, end_stream);
+    n = gw_front__with_request_id(s->log, f, n, fields, sizeof(fields) / sizeof(fields[0]) - 1);
+    if (n == SIZE_MAX)
         return GW_E_LIMIT;
-    memcpy(fields, f, n * sizeof(*f));
     if (content_length >= 0) {
         size_t ll = gw_fmt_u64(len, (uint64_t)content_length);
         fields[n++] = (gw_field_t){GW_SLICE_LIT("content-length"), {(const uint8_t *)len, ll}};
@@ -69,6 +70,11 @@ static int h2s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int e
     h2s_t *x = (h2s_t *)s;
     if (x->gone)
         return 0;
+    if (s->log) {
+        s->log->bytes_out += s->head_only ? 0 : len;
+        if (end_stream)
+            s->log->last_ns = gw_now_ns();
+    }
     int rv = gw_h2_session_submit_data(x->c->h2, x->sid, b, off, len, end_stream);
     gw_front__kick(x->c);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
@@ -79,6 +85,8 @@ static int h2s_trailers(gw_cstream_t *s, const gw_field_t *f, size_t n)
     h2s_t *x = (h2s_t *)s;
     if (x->gone)
         return 0;
+    if (s->log)
+        s->log->last_ns = gw_now_ns();
     int rv = gw_h2_session_submit_trailers(x->c->h2, x->sid, f, n);
     gw_front__kick(x->c);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
@@ -90,6 +98,7 @@ static void h2s_reset(gw_cstream_t *s, gw_cs_reset_t code)
     h2s_t *x = (h2s_t *)s;
     if (x->gone)
         return;
+    gw_front__log_reset(s->log, (uint32_t)code);
     if (code == GW_CS_RESET_NO_ERROR) {
         /* the response is complete but may still be queued: a reset now would drop it
          * (RFC 9113 §8.1 wants the whole response, then the reset) */
@@ -153,6 +162,8 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
         x->rb = gw_front__route_bucket(c, route);
     gw_list_push_back(&c->b->h2_streams, &x->link);
     x->cs = gw_front__cstream(c, &h2s_ops, x, h->method);
+    x->cs.log = &x->log;
+    x->thr_mark = c->thr ? c->thr->waits : 0;
     if (gw_h2_session_set_stream_data(c->h2, h->stream_id, x) < 0) {
         gw_list_remove(&x->link);
         gw_pool_put(&W(c)->h2s_pool, x);
@@ -170,6 +181,7 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
         .proto = GW_REQ_H2,
         .route = route,
     };
+    gw_front__log_start(c, &x->log, &rh, "h2");
     int rv = gw_proxy_request(PROXY(c), &x->cs, &rh);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
 }
@@ -180,9 +192,10 @@ static int h2_on_data(void *ud, uint32_t sid, const uint8_t *data, size_t len)
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
     /* window returned by the proxy (ops->credit) only for what it passed on: hop-by-hop flow
      * control */
-    if (x && !x->gone)
+    if (x && !x->gone) {
+        x->log.bytes_in += len;
         gw_proxy_body(PROXY(c), &x->cs, data, len);
-    else
+    } else
         gw_h2_session_consume(c->h2, sid, len);
     return 0;
 }
@@ -229,10 +242,11 @@ static void h2_on_priority(void *ud, uint32_t sid, gw_slice_t value)
 static void h2_on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
 {
     conn_t *c = ud;
-    (void)code, (void)by_peer;
+    (void)by_peer;
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
     if (x && !x->gone) {
         x->gone = 1;
+        gw_front__log_reset(&x->log, code);
         if (x->rst_after) {
             x->rst_after = 0;
             c->b->h2_rst_after--;

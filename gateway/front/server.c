@@ -257,6 +257,8 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
     int rv = s->workers ? gen_new(s, cfg, NULL, &s->gen) : GW_E_NOMEM;
     if (!s->workers)
         gw_config_del(cfg);
+    if (rv == 0)
+        rv = gw_front__alog_switch(s, s->gen->cfg->access_log.path, 0);
     if (rv < 0) {
         gw_server_del(s);
         return rv;
@@ -518,6 +520,7 @@ void gw_front__worker_conn_gone(gw_worker_t *w)
     uv_close((uv_handle_t *)&w->drain, on_handle_closed);
     uv_close((uv_handle_t *)&w->kick, on_handle_closed);
     uv_close((uv_handle_t *)&w->ticker, on_handle_closed);
+    uv_close((uv_handle_t *)&w->alog_timer, on_handle_closed);
     /* pooled origin connections of every generation: the loop can end */
     while (!gw_list_empty(&w->old))
         wgen_retire(GW_CONTAINER_OF(w->old.next, gw_wgen_t, link));
@@ -549,6 +552,7 @@ static void worker_main(void *arg)
 {
     gw_worker_t *w = arg;
     uv_run(&w->loop, UV_RUN_DEFAULT);
+    gw_front__alog_flush(w);
     GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu busy=%llu", w->id,
                 (unsigned long long)atomic_load(&w->accepted),
                 (unsigned long long)atomic_load(&w->busy));
@@ -580,6 +584,8 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     uv_mutex_unlock(&s->lock);
     uv_timer_init(&w->loop, &w->drain);
     uv_timer_init(&w->loop, &w->ticker);
+    uv_timer_init(&w->loop, &w->alog_timer);
+    gw_bytes_init(&w->alog_buf, 0);
     gw_theap_init(&w->timers);
     int rv = worker_take_gen(w);
     if (rv < 0) {
@@ -619,6 +625,20 @@ int gw_server_reload(gw_server_t *s)
                     cfg->workers, s->workers_len);
     gw_log_level_t level = (gw_log_level_t)cfg->log_level;
     gw_gen_t *g;
+    const char *alog_path = cfg->access_log.path;
+    const char *cur_alog = gw_front__alog_path(s->alog);
+    if (alog_path && (!cur_alog || strcmp(alog_path, cur_alog) != 0)) {
+        /* a new access log file must open before anything changes */
+        gw_alog_file_t *probe;
+        if ((rv = gw_front__alog_open(alog_path, &probe)) < 0) {
+            atomic_fetch_add(&s->reloads_failed, 1);
+            GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s: access_log %s: %s\"",
+                         cur->id, path, alog_path, gw_strerror(rv));
+            gw_config_del(cfg);
+            return rv;
+        }
+        gw_front__alog_unref(probe);
+    }
     if ((rv = gen_new(s, cfg, cur, &g)) < 0) {
         atomic_fetch_add(&s->reloads_failed, 1);
         GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s: %s\"", cur->id, path,
@@ -631,6 +651,7 @@ int gw_server_reload(gw_server_t *s)
         if (s->workers[i] && s->workers[i]->wake_open)
             uv_async_send(&s->workers[i]->wake);
     uv_mutex_unlock(&s->lock);
+    (void)gw_front__alog_switch(s, g->cfg->access_log.path, 0);
     gen_unref(cur);
     gw_log_set_level(level);
     atomic_fetch_add(&s->reloads_ok, 1);
@@ -668,6 +689,12 @@ static void on_usr1(uv_signal_t *h, int signum)
 {
     (void)signum;
     gw_server_t *s = h->data;
+    /* logrotate's convention (nginx's too): the access log file is opened again by name */
+    if (s->alog) {
+        int rv = gw_front__alog_switch(s, gw_front__alog_path(s->alog), 1);
+        GW_LOG_INFO("signal", "signal=SIGUSR1 action=reopen_logs result=%s",
+                    rv < 0 ? gw_errname(rv) : "ok");
+    }
     for (unsigned i = 0; i < s->workers_len; i++)
         if (s->workers[i])
             GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu when=sigusr1 busy=%llu",
@@ -773,6 +800,7 @@ static void worker_free(gw_worker_t *w)
     if (w->loop_ok)
         uv_loop_close(&w->loop);
     gw_theap_free(&w->timers);
+    gw_bytes_free(&w->alog_buf);
     if (w->h2s_pool_ok)
         gw_pool_free(&w->h2s_pool); /* every connection is closed: only the freelist is left */
     gw_free(w);
@@ -793,6 +821,7 @@ void gw_server_del(gw_server_t *s)
         gw_free(s->socks[i]);
     }
     gw_free(s->socks);
+    gw_front__alog_unref(s->alog);
     gen_unref(s->gen);
     uv_mutex_destroy(&s->lock);
     gw_free(s);

@@ -37,6 +37,7 @@ void gw_front__thr_arm(conn_t *c, uint64_t wait_us)
 {
     if (c->flags & GW_CONN_F_CLOSED)
         return;
+    c->thr->waits++;
     uint64_t ms = (wait_us + 999) / 1000;
     if (ms == 0)
         ms = 1;

@@ -199,20 +199,6 @@ void gw_proxy__ox_end(ox_t *ox)
 
 /* ---- ending one stream ----------------------------------------------------------------------- */
 
-/* One line per routed request, when the front is done with it (the access log). */
-static void log_request(px_t *px)
-{
-    GW_LOG_INFO("request",
-                "peer=%s proto=%s method=%s path=%s status=%u upstream=%s result=%s%s ms=%llu",
-                px->s->peer, gw_req_proto_str(px->proto), px->method, px->path, px->status,
-                px->route->upstream_name,
-                px->reset                    ? "reset"
-                : (px->resp == PX_RESP_DONE) ? "ok"
-                                             : "client_gone",
-                px->follower ? " coalesced=1" : "",
-                (unsigned long long)(uv_now(px->p->loop) - px->started_ms));
-}
-
 const char *gw_proxy__resp_str(px_resp_t r)
 {
     static const char *const n[] = {"none", "head", "done"};
@@ -311,6 +297,7 @@ static void dispatch(px_t *px, char *key, size_t keylen)
     gw_list_init(&ox->klink);
     gw_proxy__cbody_init(&ox->body);
     ox->owner = px;
+    ox->started_ns = gw_now_ns();
     ox->authorized = gw_proxy__has_authorization(&px->head) != 0;
     gw_proxy_xlate_t x;
     x.f = NULL;
@@ -383,10 +370,28 @@ static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     }
 }
 
+/* What the origin side was, into the records of the exchange's streams (access log). */
+static void note_origin(ox_t *ox, gw_back_exch_t *x, int head)
+{
+    gw_back_exch_info_t in;
+    gw_back_exch_info(x, &in);
+    int64_t head_us = head ? (int64_t)((gw_now_ns() - ox->started_ns) / 1000) : -1;
+    FOREACH_SUB(ox, px)
+    {
+        gw_alog_t *r = px->s->log;
+        if (!r || px->closed)
+            continue;
+        r->server = in.server;
+        r->retries = (uint8_t)(in.retries > 255 ? 255 : in.retries);
+        r->connect_us = px->follower ? -1 : in.connect_us;
+        r->upstream_head_us = head_us;
+    }
+}
+
 static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
 {
-    (void)x;
     ox_t *ox = ud;
+    note_origin(ox, x, 1);
     gw_proxy__unindex(ox); /* from now on a new request gets an exchange of its own */
     if (ox->nsubs > 1 && !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields,
                                                        h->fields_len, ox->authorized)) {
@@ -486,8 +491,8 @@ static void b_complete(gw_back_exch_t *x, void *ud)
 
 static void b_error(gw_back_exch_t *x, void *ud, int code)
 {
-    (void)x;
     ox_t *ox = ud;
+    note_origin(ox, x, 0);
     ox->bx = NULL;
     FOREACH_SUB(ox, px)
     {
@@ -524,6 +529,10 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
                     (int)h->authority.len, h->authority.base, (int)h->path.len, h->path.base);
         return answer_early(s, h, 404, "h2gate: no route for this host and path\n", NULL, 0);
     }
+    if (s->log) {
+        s->log->route = r->name;
+        s->log->upstream = r->upstream_name;
+    }
     unsigned retry;
     if (!gw_proxy__rate_allow(p->rates, r, (size_t)(r - p->cfg->routes), s->addr,
                               gw_now_ns() / 1000, &retry)) {
@@ -550,8 +559,6 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     px->resp_cl = -1;
     px->req_done = h->end_stream != 0;
     px->proto = h->proto;
-    px->started_ms = uv_now(p->loop);
-    copy_cstr(px->method, sizeof(px->method), h->method);
     copy_cstr(px->path, sizeof(px->path), h->path);
     gw_list_init(&px->slink);
     gw_list_init(&px->ulink);
@@ -575,6 +582,8 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
             px->ox = ox;
             px->follower = 1;
             p->stats.coalesced++;
+            if (s->log)
+                s->log->coalesced = 1;
             return 0;
         }
     }
@@ -618,7 +627,6 @@ void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
     if (!px)
         return;
     s->proxy_data = NULL;
-    log_request(px);
     px->closed = 1;
     gw_proxy__upload_unwatch(px);
     gw_proxy__acc_drop(px);

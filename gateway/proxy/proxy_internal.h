@@ -149,8 +149,6 @@ typedef struct {
     unsigned reset : 1;
     unsigned follower : 1; /* joined another stream's exchange */
     gw_req_proto_t proto;
-    uint64_t started_ms;
-    char method[16];
     char path[160]; /* for the log, truncated */
 } px_t;
 
@@ -170,6 +168,7 @@ struct ox {
     gw_proxy__cbody_t body; /* the response body from the slowest subscriber's cursor on */
     gw_field_t *trailers;   /* translated response trailers (one block), sent after the body */
     size_t ntrailers;
+    uint64_t started_ns; /* gw_now_ns() when the origin exchange started */
     unsigned paused : 1;
     unsigned indexed : 1;
     unsigned complete : 1;   /* the origin response ended: subscribers finish at the body's end */

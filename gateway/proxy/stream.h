@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/alog.h"
 #include "common/buf.h"
 #include "config/config.h"
 
@@ -98,6 +99,8 @@ struct gw_cstream {
     const struct sockaddr *addr; /* client address, for consistent hashing */
     int head_only;               /* the request was HEAD: the front drops body bytes */
     void *proxy_data;            /* the proxy's own state for this stream */
+    gw_alog_t *log; /* the front's record of the request (access log, metrics); the proxy adds
+                       the route, the origin side, and forwards log->id as x-request-id */
     /* the client came through TLS: the only source of the scheme the origin is told
      * (X-Forwarded-Proto, Forwarded proto=), never the request's :scheme (issue 18.3) */
     int tls;

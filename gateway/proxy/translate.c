@@ -242,7 +242,7 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
     size_t bytes = 512 + h->authority.len + h->path.len;
     for (size_t i = 0; i < h->fields_len; i++)
         bytes += h->fields[i].name.len + h->fields[i].value.len + 4;
-    x->cap = h->fields_len + 4;
+    x->cap = h->fields_len + 5;
     x->size = bytes * 2;
     x->f = x->cap <= GW_PROXY_XLATE_FIELDS ? x->fst : gw_malloc(x->cap * sizeof(*x->f));
     x->buf = x->size <= GW_PROXY_XLATE_BYTES ? x->bst : gw_malloc(x->size);
@@ -271,6 +271,8 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
             (r->add_forwarded && gw_proxy__name_is(f->name, "forwarded")) ||
             (r->add_via && gw_proxy__name_is(f->name, "via")))
             continue; /* rebuilt below with ours appended */
+        if (s->log && s->log->id_len && gw_proxy__name_is(f->name, "x-request-id"))
+            continue; /* the front's (kept from this one when it was sane) goes below */
         add(x, f->name, f->value);
     }
     if (h2) {
@@ -318,6 +320,9 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
                             h2 ? GW_SLICE_LIT("2 h2gate") : GW_SLICE_LIT("1.1 h2gate")};
         add(x, GW_SLICE_LIT("Via"), prev.base ? cat(x, via, 3) : cat(x, via + 2, 1));
     }
+    if (s->log && s->log->id_len)
+        add(x, GW_SLICE_LIT("X-Request-Id"),
+            (gw_slice_t){(const uint8_t *)s->log->id, s->log->id_len});
     if (authority.len == 0)
         return GW_E_PARSE;
     int idem = gw_slice_eq(h->method, GW_SLICE_LIT("GET")) ||

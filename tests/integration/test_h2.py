@@ -20,7 +20,8 @@ from gwtest import NO_PROXY, config, Client, response, ended, terminated, raw_fr
 @pytest.fixture
 def gw(gateway):
     tls_port, plain_port = free_port(), free_port()
-    g = gateway(config(tls_port, plain_port, extra="h2: {max_concurrent_streams: 8}\n"),
+    g = gateway(config(tls_port, plain_port, extra="h2: {max_concurrent_streams: 8}\n"
+                       "access_log: {path: stderr, format: combined}\n"),
                 wait=[("127.0.0.1", tls_port), ("127.0.0.1", plain_port)])
     g.tls_port, g.plain_port = tls_port, plain_port
     return g
@@ -223,12 +224,13 @@ def test_idle_connection_keeps_hpack_state(gw, tls):
     assert (status, body.decode(), done) == ("502", NO_PROXY, True)
     hdrs = [dict(e.headers) for e in evs if isinstance(e, h2.events.ResponseReceived)]
     assert hdrs and hdrs[0]["server"] == "h2gate"
-    log = gw.wait_log("path=/idle-check status=502", timeout=5)
+    line = '"GET /idle-check HTTP/2.0" 502 '
+    log = gw.wait_log(line, timeout=5)
     deadline = time.monotonic() + 5
-    while log.count("path=/idle-check status=502") < 2 and time.monotonic() < deadline:
+    while log.count(line) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
         log = gw.log()
-    assert log.count("path=/idle-check status=502") == 2
+    assert log.count(line) == 2
     cl.close()
 
 

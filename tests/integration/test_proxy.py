@@ -22,7 +22,8 @@ from origin import pattern
 def gwo(gateway, origin):
     """A gateway in front of the scripted origin."""
     port = free_port()
-    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra="forwarded: true"),
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra="forwarded: true",
+                          extra="access_log: {path: stderr, format: json}\n"),
                 wait=[("127.0.0.1", port)])
     g.port, g.origin = port, origin
     return g
@@ -472,9 +473,9 @@ def test_coalescing_100_identical_gets_make_one_origin_request(gwo):
     assert all(v == ("200", want) for v in got.values()), {s: (v[0], len(v[1])) for s, v in got.items()}
     assert origin_count(gwo.origin, "/bytes/1048576") == 1
     deadline = time.monotonic() + 5  # request lines are written when the streams close
-    while gwo.log().count("coalesced=1") < 99 and time.monotonic() < deadline:
+    while gwo.log().count('"coalesced":true') < 99 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert gwo.log().count("coalesced=1") == 99
+    assert gwo.log().count('"coalesced":true') == 99
 
 
 def test_coalescing_off_sends_every_request(gateway, origin):

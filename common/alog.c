@@ -1,0 +1,349 @@
+/* common/alog.c — access log records and their line formats (alog.h). */
+#include "common/alog.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/err.h"
+
+void gw_alog_init(gw_alog_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->connect_us = -1;
+    r->upstream_head_us = -1;
+}
+
+static int is_id_byte(uint8_t c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == ':' || c == '-';
+}
+
+int gw_alog_id_valid(gw_slice_t v)
+{
+    if (v.len == 0 || v.len > GW_ALOG_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < v.len; i++)
+        if (!is_id_byte(v.base[i]))
+            return 0;
+    return 1;
+}
+
+void gw_alog_id_make(gw_alog_t *r, uint64_t seed, uint64_t counter)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint64_t v[2] = {seed, counter};
+    for (int w = 0; w < 2; w++)
+        for (int i = 0; i < 16; i++)
+            r->id[w * 16 + i] = hex[(v[w] >> (60 - 4 * i)) & 0xf];
+    r->id_len = 32;
+}
+
+/* ---- a small appender: the line is built in out, dropped whole when memory runs out ---- */
+
+typedef struct {
+    gw_bytes_t *out;
+    int nomem;
+} ap_t;
+
+static void put(ap_t *a, const void *p, size_t n)
+{
+    if (!a->nomem && gw_bytes_append(a->out, p, n) < 0)
+        a->nomem = 1;
+}
+
+static void puts_(ap_t *a, const char *s)
+{
+    put(a, s, strlen(s));
+}
+
+static void put_u64(ap_t *a, uint64_t v)
+{
+    char b[24];
+    put(a, b, gw_fmt_u64(b, v));
+}
+
+/* microseconds as milliseconds with three decimals */
+static void put_ms(ap_t *a, uint64_t us)
+{
+    char b[32];
+    size_t n = gw_fmt_u64(b, us / 1000);
+    b[n++] = '.';
+    b[n++] = (char)('0' + (us / 100) % 10);
+    b[n++] = (char)('0' + (us / 10) % 10);
+    b[n++] = (char)('0' + us % 10);
+    put(a, b, n);
+}
+
+static const char hexd[] = "0123456789abcdef";
+
+/* nginx's escaping of log variables: `"`, `\` and bytes outside printable ASCII as \xHH. */
+static void put_clf(ap_t *a, gw_slice_t s)
+{
+    if (!s.base || s.len == 0) {
+        put(a, "-", 1);
+        return;
+    }
+    size_t n = s.len > GW_ALOG_MAX_VALUE ? GW_ALOG_MAX_VALUE : s.len;
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = s.base[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+            continue;
+        put(a, s.base + run, i - run);
+        char e[4] = {'\\', 'x', hexd[c >> 4], hexd[c & 15]};
+        put(a, e, 4);
+        run = i + 1;
+    }
+    put(a, s.base + run, n - run);
+}
+
+/* Length of the UTF-8 sequence at p (RFC 3629 §4: shortest form, no surrogates, at most
+ * U+10FFFF), or 0 when the bytes there are not one. */
+static size_t utf8_len(const uint8_t *p, size_t n)
+{
+    uint8_t c = p[0];
+    size_t len;
+    uint32_t min, cp;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xe0) == 0xc0) {
+        len = 2, min = 0x80, cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3, min = 0x800, cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+        len = 4, min = 0x10000, cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* A JSON string (RFC 8259 §7), or null for a missing value. */
+static void put_json_str(ap_t *a, gw_slice_t s, int present)
+{
+    if (!present) {
+        puts_(a, "null");
+        return;
+    }
+    put(a, "\"", 1);
+    size_t n = s.len > GW_ALOG_MAX_VALUE ? GW_ALOG_MAX_VALUE : s.len;
+    size_t run = 0, i = 0;
+    while (i < n) {
+        uint8_t c = s.base[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            i++;
+            continue;
+        }
+        size_t ul = c >= 0x80 ? utf8_len(s.base + i, n - i) : 0;
+        if (ul == 3 && c == 0xe2 && s.base[i + 1] == 0x80 &&
+            (s.base[i + 2] == 0xa8 || s.base[i + 2] == 0xa9)) {
+            /* U+2028, U+2029: valid JSON, but line breaks to many readers of logs */
+            put(a, s.base + run, i - run);
+            put(a, s.base[i + 2] == 0xa8 ? "\\u2028" : "\\u2029", 6);
+            i += 3;
+            run = i;
+            continue;
+        }
+        if (ul) { /* valid UTF-8 passes as it is */
+            i += ul;
+            continue;
+        }
+        put(a, s.base + run, i - run);
+        if (c == '"')
+            put(a, "\\\"", 2);
+        else if (c == '\\')
+            put(a, "\\\\", 2);
+        else if (c == '\n')
+            put(a, "\\n", 2);
+        else if (c == '\r')
+            put(a, "\\r", 2);
+        else if (c == '\t')
+            put(a, "\\t", 2);
+        else if (c < 0x20 || c == 0x7f) {
+            char e[6] = {'\\', 'u', '0', '0', hexd[c >> 4], hexd[c & 15]};
+            put(a, e, 6);
+        } else {
+            put(a, "\\ufffd", 6); /* not UTF-8 (or cut by the length cap) */
+        }
+        i++;
+        run = i;
+    }
+    put(a, s.base + run, n - run);
+    put(a, "\"", 1);
+}
+
+static gw_slice_t cs(const char *s)
+{
+    return s ? gw_slice_str(s) : (gw_slice_t){NULL, 0};
+}
+
+static void key(ap_t *a, const char *k)
+{
+    put(a, ",\"", 2);
+    puts_(a, k);
+    put(a, "\":", 2);
+}
+
+/* "ip:port" / "[ip6]:port" into address and port slices */
+static void split_peer(const char *peer, gw_slice_t *ip, gw_slice_t *port)
+{
+    *ip = cs(peer);
+    *port = (gw_slice_t){NULL, 0};
+    if (!peer)
+        return;
+    const char *colon = strrchr(peer, ':');
+    if (!colon)
+        return;
+    const char *b = peer, *e = colon;
+    if (*b == '[' && e > b && e[-1] == ']') {
+        b++;
+        e--;
+    }
+    *ip = (gw_slice_t){(const uint8_t *)b, (size_t)(e - b)};
+    *port = gw_slice_str(colon + 1);
+}
+
+static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
+{
+    time_t t = (time_t)(now_us / 1000000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char ts[40];
+    size_t tl = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+    ts[tl++] = '.';
+    unsigned ms = (unsigned)(now_us / 1000 % 1000);
+    ts[tl++] = (char)('0' + ms / 100);
+    ts[tl++] = (char)('0' + ms / 10 % 10);
+    ts[tl++] = (char)('0' + ms % 10);
+    ts[tl++] = 'Z';
+    put(a, "{\"time\":\"", 9);
+    put(a, ts, tl);
+    put(a, "\"", 1);
+    gw_slice_t ip, port;
+    split_peer(r->peer, &ip, &port);
+    key(a, "client");
+    put_json_str(a, ip, r->peer != NULL);
+    key(a, "client_port");
+    if (port.len)
+        put(a, port.base, port.len);
+    else
+        puts_(a, "null");
+    key(a, "request_id");
+    put_json_str(a, (gw_slice_t){(const uint8_t *)r->id, r->id_len}, r->id_len > 0);
+    key(a, "protocol");
+    put_json_str(a, cs(r->proto), r->proto != NULL);
+    key(a, "tls_version");
+    put_json_str(a, cs(r->tls_version), r->tls_version != NULL);
+    key(a, "tls_cipher");
+    put_json_str(a, cs(r->tls_cipher), r->tls_cipher != NULL);
+    key(a, "sni");
+    put_json_str(a, cs(r->sni), r->sni != NULL);
+    key(a, "method");
+    put_json_str(a, r->method, r->method.base != NULL);
+    key(a, "authority");
+    put_json_str(a, r->authority, r->authority.base != NULL);
+    key(a, "path");
+    put_json_str(a, r->path, r->path.base != NULL);
+    key(a, "user_agent");
+    put_json_str(a, r->user_agent, r->user_agent.base != NULL);
+    key(a, "referer");
+    put_json_str(a, r->referer, r->referer.base != NULL);
+    key(a, "status");
+    put_u64(a, r->status);
+    key(a, "bytes_received");
+    put_u64(a, r->bytes_in);
+    key(a, "bytes_sent");
+    put_u64(a, r->bytes_out);
+    uint64_t end = r->end_ns > r->start_ns ? r->end_ns : r->start_ns;
+    key(a, "duration_ms");
+    put_ms(a, (end - r->start_ns) / 1000);
+    key(a, "time_to_head_ms");
+    if (r->head_ns >= r->start_ns && r->head_ns)
+        put_ms(a, (r->head_ns - r->start_ns) / 1000);
+    else
+        puts_(a, "null");
+    key(a, "time_to_last_byte_ms");
+    if (r->last_ns >= r->start_ns && r->last_ns)
+        put_ms(a, (r->last_ns - r->start_ns) / 1000);
+    else
+        puts_(a, "null");
+    key(a, "route");
+    put_json_str(a, cs(r->route), r->route != NULL);
+    key(a, "upstream");
+    put_json_str(a, cs(r->upstream), r->upstream != NULL);
+    key(a, "upstream_server");
+    put_json_str(a, cs(r->server), r->server != NULL);
+    key(a, "upstream_connect_ms");
+    if (r->connect_us >= 0)
+        put_ms(a, (uint64_t)r->connect_us);
+    else
+        puts_(a, "null");
+    key(a, "upstream_header_ms");
+    if (r->upstream_head_us >= 0)
+        put_ms(a, (uint64_t)r->upstream_head_us);
+    else
+        puts_(a, "null");
+    key(a, "retries");
+    put_u64(a, r->retries);
+    key(a, "coalesced");
+    puts_(a, r->coalesced ? "true" : "false");
+    key(a, "throttled");
+    puts_(a, r->throttled ? "true" : "false");
+    key(a, "h2_error");
+    put_json_str(a, cs(r->h2_error), r->h2_error != NULL);
+    put(a, "}\n", 2);
+}
+
+static void format_combined(ap_t *a, const gw_alog_t *r, uint64_t now_us)
+{
+    static const char *const mon[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t t = (time_t)(now_us / 1000000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    gw_slice_t ip, port;
+    split_peer(r->peer, &ip, &port);
+    put_clf(a, ip);
+    char ts[48];
+    int tl = snprintf(ts, sizeof(ts), " - - [%02d/%s/%04d:%02d:%02d:%02d +0000] \"", tm.tm_mday,
+                      mon[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    put(a, ts, (size_t)tl);
+    put_clf(a, r->method);
+    put(a, " ", 1);
+    put_clf(a, r->path);
+    puts_(a, r->proto && !strcmp(r->proto, "h2") ? " HTTP/2.0\" " : " HTTP/1.1\" ");
+    put_u64(a, r->status);
+    put(a, " ", 1);
+    put_u64(a, r->bytes_out);
+    put(a, " \"", 2);
+    put_clf(a, r->referer);
+    put(a, "\" \"", 3);
+    put_clf(a, r->user_agent);
+    put(a, "\"\n", 2);
+}
+
+int gw_alog_format(gw_bytes_t *out, gw_alog_format_t fmt, const gw_alog_t *r, uint64_t now_us)
+{
+    size_t before = out->len;
+    ap_t a = {out, 0};
+    if (fmt == GW_ALOG_JSON)
+        format_json(&a, r, now_us);
+    else
+        format_combined(&a, r, now_us);
+    if (a.nomem) {
+        out->len = before;
+        return GW_E_NOMEM;
+    }
+    return 0;
+}

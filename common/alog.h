@@ -1,0 +1,64 @@
+/* common/alog.h — one access log record per request, and its two line formats.
+ *
+ * The front fills a gw_alog_t while a request is under way (the proxy adds what it knows of
+ * the origin side) and formats it once, when the front is done with the request, into the
+ * worker's log buffer. Formatting is pure: the wall-clock time is an argument.
+ *
+ * combined (nginx, Apache):
+ *   127.0.0.1 - - [05/Dec/2026:11:40:22 +0000] "GET /a HTTP/2.0" 200 1024 "-" "curl/7.88.1"
+ *   with `"`, `\` and bytes outside 0x20..0x7e written as \xHH, as nginx does.
+ * json: one object per line, every value escaped (RFC 8259 §7): control characters as \uXXXX,
+ *   bytes that are not UTF-8 as U+FFFD; each string value cut at GW_ALOG_MAX_VALUE bytes.
+ */
+#ifndef GW_COMMON_ALOG_H
+#define GW_COMMON_ALOG_H
+
+#include <stdint.h>
+
+#include "common/buf.h"
+
+#define GW_ALOG_MAX_VALUE 4096
+#define GW_ALOG_ID_MAX 64 /* request id bytes kept */
+
+typedef enum { GW_ALOG_COMBINED = 0, GW_ALOG_JSON } gw_alog_format_t;
+
+typedef struct {
+    uint64_t start_ns; /* monotonic: the request head was complete */
+    uint64_t head_ns;  /* the response head was handed to the client side; 0: none */
+    uint64_t last_ns;  /* the response's last byte was handed to the client side; 0: none */
+    uint64_t end_ns;   /* the front was done with the request */
+    uint64_t bytes_in;  /* request body bytes received */
+    uint64_t bytes_out; /* response body bytes sent */
+    const char *peer;   /* "ip:port" or "[ip6]:port" */
+    const char *proto;  /* "h2" or "http/1.1" */
+    const char *tls_version, *tls_cipher, *sni; /* NULL without TLS (sni: none sent) */
+    gw_slice_t method, authority, path, referer, user_agent;
+    const char *route;    /* "host path" of the route, NULL when none matched */
+    const char *upstream; /* NULL when the request never went to one */
+    const char *server;   /* the origin server that answered (or was tried last) */
+    int64_t connect_us;   /* connecting to the origin for this request; -1: a kept connection */
+    int64_t upstream_head_us; /* from the origin exchange start to its response head; -1 none */
+    unsigned status;          /* 0: no response head was sent */
+    uint8_t retries;
+    uint8_t coalesced : 1;
+    uint8_t throttled : 1;
+    uint8_t has_upstream : 1;
+    const char *h2_error; /* RFC 9113 §7 name of the code the stream was reset with, or NULL */
+    uint8_t id_len;
+    char id[GW_ALOG_ID_MAX]; /* the request id (x-request-id); id_len 0: none */
+} gw_alog_t;
+
+/* A fresh record (times 0, no strings, connect_us and upstream_head_us -1). */
+void gw_alog_init(gw_alog_t *r);
+
+/* Append one line (with its '\n') for r at wall-clock time now_us (microseconds since the
+ * Unix epoch, UTC). 0 or GW_E_NOMEM (out is then unchanged). */
+int gw_alog_format(gw_bytes_t *out, gw_alog_format_t fmt, const gw_alog_t *r, uint64_t now_us);
+
+/* A request id is kept from the client when it is 1..GW_ALOG_ID_MAX bytes of [A-Za-z0-9._:-]
+ * (anything else could forge log lines or headers downstream); otherwise one is made. */
+int gw_alog_id_valid(gw_slice_t v);
+/* A fresh id: 32 lowercase hex digits of (seed, counter); writes r->id. */
+void gw_alog_id_make(gw_alog_t *r, uint64_t seed, uint64_t counter);
+
+#endif

@@ -1,0 +1,161 @@
+/* Unit tests of common/alog: the combined and JSON access log lines, escaping of hostile
+ * bytes, request ids. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/alog.h"
+
+/* 2026-12-05T11:40:22.123456Z */
+#define NOW_US 1796470822123456ull
+
+static gw_alog_t sample(void)
+{
+    gw_alog_t r;
+    gw_alog_init(&r);
+    r.start_ns = 1000000000;
+    r.head_ns = r.start_ns + 2500000;  /* 2.5 ms */
+    r.last_ns = r.start_ns + 3000000;  /* 3 ms */
+    r.end_ns = r.start_ns + 3250000;   /* 3.25 ms */
+    r.peer = "127.0.0.1:51234";
+    r.proto = "h2";
+    r.method = GW_SLICE_LIT("GET");
+    r.authority = GW_SLICE_LIT("example.com");
+    r.path = GW_SLICE_LIT("/a?b=1");
+    r.user_agent = GW_SLICE_LIT("curl/7.88.1");
+    r.status = 200;
+    r.bytes_out = 1024;
+    return r;
+}
+
+static const char *line(gw_bytes_t *b, gw_alog_format_t f, const gw_alog_t *r)
+{
+    b->len = 0;
+    assert_int_equal(gw_alog_format(b, f, r, NOW_US), 0);
+    assert_int_equal(gw_bytes_append(b, "", 1), 0); /* NUL for the string compare */
+    return (const char *)b->base;
+}
+
+static void combined_line(void **state)
+{
+    (void)state;
+    gw_bytes_t b;
+    gw_bytes_init(&b, 0);
+    gw_alog_t r = sample();
+    assert_string_equal(line(&b, GW_ALOG_COMBINED, &r),
+                        "127.0.0.1 - - [05/Dec/2026:11:40:22 +0000] \"GET /a?b=1 HTTP/2.0\" 200 "
+                        "1024 \"-\" \"curl/7.88.1\"\n");
+    r.proto = "http/1.1";
+    r.peer = "[::1]:443";
+    r.user_agent = GW_SLICE_LIT("a\"b\\c\x01\xff");
+    r.referer = GW_SLICE_LIT("x");
+    assert_string_equal(line(&b, GW_ALOG_COMBINED, &r),
+                        "::1 - - [05/Dec/2026:11:40:22 +0000] \"GET /a?b=1 HTTP/1.1\" 200 1024 "
+                        "\"x\" \"a\\x22b\\x5cc\\x01\\xff\"\n");
+    gw_bytes_free(&b);
+}
+
+static void json_line(void **state)
+{
+    (void)state;
+    gw_bytes_t b;
+    gw_bytes_init(&b, 0);
+    gw_alog_t r = sample();
+    r.upstream = "app";
+    r.route = "* /";
+    r.server = "127.0.0.1:8080";
+    r.connect_us = 150;
+    r.upstream_head_us = 2100;
+    r.retries = 1;
+    r.coalesced = 1;
+    r.tls_version = "TLSv1.3";
+    r.tls_cipher = "TLS_AES_128_GCM_SHA256";
+    r.sni = "example.com";
+    memcpy(r.id, "abc-1", 5);
+    r.id_len = 5;
+    r.bytes_in = 7;
+    assert_string_equal(
+        line(&b, GW_ALOG_JSON, &r),
+        "{\"time\":\"2026-12-05T11:40:22.123Z\",\"client\":\"127.0.0.1\",\"client_port\":51234,"
+        "\"request_id\":\"abc-1\",\"protocol\":\"h2\",\"tls_version\":\"TLSv1.3\","
+        "\"tls_cipher\":\"TLS_AES_128_GCM_SHA256\",\"sni\":\"example.com\",\"method\":\"GET\","
+        "\"authority\":\"example.com\",\"path\":\"/a?b=1\",\"user_agent\":\"curl/7.88.1\","
+        "\"referer\":null,\"status\":200,"
+        "\"bytes_received\":7,\"bytes_sent\":1024,\"duration_ms\":3.250,"
+        "\"time_to_head_ms\":2.500,\"time_to_last_byte_ms\":3.000,\"route\":\"* /\","
+        "\"upstream\":\"app\",\"upstream_server\":\"127.0.0.1:8080\","
+        "\"upstream_connect_ms\":0.150,\"upstream_header_ms\":2.100,\"retries\":1,"
+        "\"coalesced\":true,\"throttled\":false,\"h2_error\":null}\n");
+    gw_bytes_free(&b);
+}
+
+static void json_escapes_hostile_bytes(void **state)
+{
+    (void)state;
+    gw_bytes_t b;
+    gw_bytes_init(&b, 0);
+    gw_alog_t r = sample();
+    /* quote, backslash, controls, DEL, valid UTF-8 (é, €, 😀), invalid UTF-8: a lone
+     * continuation byte, an overlong '/', a surrogate, a truncated sequence */
+    r.path = GW_SLICE_LIT("/\"\\\n\t\x01\x7f\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\x80\xc0\xaf"
+                          "\xed\xa0\x80\xe2\x80\xa8\xe2\x82");
+    const char *s = line(&b, GW_ALOG_JSON, &r);
+    assert_non_null(strstr(s, "\"path\":\"/\\\"\\\\\\n\\t\\u0001\\u007f\xc3\xa9\xe2\x82\xac"
+                              "\xf0\x9f\x98\x80\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd"
+                              "\\u2028\\ufffd\\ufffd\","));
+    /* a value is cut at GW_ALOG_MAX_VALUE bytes: the line stays bounded */
+    static uint8_t big[100000];
+    memset(big, 'a', sizeof(big));
+    r.path = (gw_slice_t){big, sizeof(big)};
+    r.user_agent = (gw_slice_t){big, sizeof(big)};
+    s = line(&b, GW_ALOG_JSON, &r);
+    assert_true(b.len < 2 * GW_ALOG_MAX_VALUE + 1024);
+    assert_true(b.len > GW_ALOG_MAX_VALUE);
+    line(&b, GW_ALOG_COMBINED, &r);
+    assert_true(b.len < 2 * GW_ALOG_MAX_VALUE + 1024);
+    /* nothing present: nulls and dashes */
+    gw_alog_t e;
+    gw_alog_init(&e);
+    s = line(&b, GW_ALOG_JSON, &e);
+    assert_non_null(strstr(s, "\"client\":null,\"client_port\":null,\"request_id\":null"));
+    assert_non_null(strstr(s, "\"time_to_head_ms\":null"));
+    assert_non_null(strstr(s, "\"upstream_connect_ms\":null"));
+    s = line(&b, GW_ALOG_COMBINED, &e);
+    assert_string_equal(s, "- - - [05/Dec/2026:11:40:22 +0000] \"- - HTTP/1.1\" 0 0 \"-\" \"-\"\n");
+    gw_bytes_free(&b);
+}
+
+static void request_ids(void **state)
+{
+    (void)state;
+    assert_true(gw_alog_id_valid(GW_SLICE_LIT("abc-DEF_0.9:x")));
+    assert_false(gw_alog_id_valid(GW_SLICE_LIT("")));
+    assert_false(gw_alog_id_valid(GW_SLICE_LIT("a b")));
+    assert_false(gw_alog_id_valid(GW_SLICE_LIT("a\"b")));
+    assert_false(gw_alog_id_valid(GW_SLICE_LIT("a\r\nx-injected: 1")));
+    char long_id[GW_ALOG_ID_MAX + 1];
+    memset(long_id, 'a', sizeof(long_id));
+    assert_true(gw_alog_id_valid((gw_slice_t){(const uint8_t *)long_id, GW_ALOG_ID_MAX}));
+    assert_false(gw_alog_id_valid((gw_slice_t){(const uint8_t *)long_id, GW_ALOG_ID_MAX + 1}));
+    gw_alog_t r;
+    gw_alog_init(&r);
+    gw_alog_id_make(&r, 0x0123456789abcdefull, 42);
+    assert_int_equal(r.id_len, 32);
+    assert_memory_equal(r.id, "0123456789abcdef000000000000002a", 32);
+    assert_true(gw_alog_id_valid((gw_slice_t){(const uint8_t *)r.id, r.id_len}));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(combined_line),
+        cmocka_unit_test(json_line),
+        cmocka_unit_test(json_escapes_hostile_bytes),
+        cmocka_unit_test(request_ids),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
