@@ -1,9 +1,12 @@
 /* h2gate — HTTP/2 edge gateway. main.c: command line, config, signals, workers. */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/log.h"
@@ -22,6 +25,40 @@ static void usage(FILE *f)
                "      --print-default-config  print the embedded default config and exit\n"
                "  -V, --version            print the version and exit\n"
                "  -h, --help               this text\n");
+}
+
+/* pid_file: written whole (a temporary file renamed over it), so a reader never sees half;
+ * removed at exit only while it still names this process (an upgrade's new process
+ * replaced it). */
+static int pid_file_write(const char *path)
+{
+    char tmp[4096], line[32];
+    int n = snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof(tmp))
+        return GW_E_RANGE;
+    int len = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return GW_E_IO;
+    int ok = write(fd, line, (size_t)len) == len;
+    ok &= close(fd) == 0;
+    if (!ok || rename(tmp, path) < 0) {
+        unlink(tmp);
+        return GW_E_IO;
+    }
+    return 0;
+}
+
+static void pid_file_remove(const char *path)
+{
+    char buf[32] = "";
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n > 0 && strtol(buf, NULL, 10) == (long)getpid())
+        unlink(path);
 }
 
 static int load(const char *path, gw_config_t **cfg)
@@ -100,15 +137,26 @@ int main(int argc, char **argv)
 
     gw_server_t *srv = NULL;
     unsigned workers = cfg->workers;
+    char *pid_path = cfg->pid_file ? strdup(cfg->pid_file) : NULL;
     int rv = gw_server_new(cfg, &srv); /* cfg is the server's from here */
     if (rv < 0) {
         GW_LOG_ERROR("startup_failed", "err=%s", gw_errname(rv));
+        free(pid_path);
+        return 1;
+    }
+    if (pid_path && (rv = pid_file_write(pid_path)) < 0) {
+        GW_LOG_ERROR("startup_failed", "pid_file=%s reason=\"%s\"", pid_path, strerror(errno));
+        gw_server_del(srv);
+        free(pid_path);
         return 1;
     }
     GW_LOG_INFO("started", "version=%s config=%s workers=%u", GW_VERSION,
                 gw_server_config(srv)->path, workers);
     rv = gw_server_run(srv);
     gw_server_del(srv);
+    if (pid_path)
+        pid_file_remove(pid_path);
+    free(pid_path);
     GW_LOG_INFO("stopped", "status=%s", rv < 0 ? gw_errname(rv) : "ok");
     return rv < 0 ? 1 : 0;
 }

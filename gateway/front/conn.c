@@ -439,6 +439,7 @@ static void on_closed(uv_handle_t *h)
     }
     gw_wgen_t *g = c->g;
     gw_free(c);
+    w->conns_alive--;
     gw_front__wgen_conn_gone(g);
     gw_front__worker_conn_gone(w);
 }
@@ -834,6 +835,7 @@ void gw_front__on_connection(uv_stream_t *server, int status)
     c->tcp.data = c;
     gw_list_push_back(&w->conns, &c->link);
     w->conns_len++;
+    w->conns_alive++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
         gw_front__conn_close(c, "accept_failed");
         return;

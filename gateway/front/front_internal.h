@@ -123,7 +123,8 @@ struct gw_worker {
     gw_list_t handles; /* gw_whandle_t: one per listening socket of the current generation */
     uv_timer_t drain; /* graceful shutdown deadline */
     gw_list_t conns;
-    size_t conns_len;
+    size_t conns_len;   /* in conns: not closing */
+    size_t conns_alive; /* accepted and not yet freed (closing ones included) */
     atomic_ullong accepted; /* connections accepted; read by the SIGUSR1 dump on the main thread */
     atomic_ullong busy;     /* connections holding busy state (buffers, stream lists, conn.c); an
                                idle one gives it back: read by the SIGUSR1 dump too */
@@ -165,6 +166,7 @@ struct gw_server {
     atomic_ullong reloads_ok;  /* successful reloads */
     atomic_ullong reloads_failed;
     gw_alog_file_t *alog; /* the access log file, NULL when off (under lock) */
+    atomic_int ready;     /* every worker runs and none is stopping (/readyz) */
 };
 
 /* The configuration of the connection's generation. */
@@ -386,6 +388,9 @@ void gw_front__h2_budget(conn_t *c, uint64_t now);
 void gw_front__h2_charge(conn_t *c, uint64_t now);
 void gw_front__h2_credit_release(conn_t *c, uint64_t now);
 void gw_front__on_throttle(conn_t *c);
+
+/* notify.c: one sd_notify(3) datagram ("READY=1", ...) when NOTIFY_SOCKET is set */
+void gw_front__sd_notify(const char *state);
 
 /* accesslog.c */
 int gw_front__alog_open(const char *path, gw_alog_file_t **out);

@@ -515,7 +515,8 @@ static void worker_stop(gw_worker_t *w, gw_stop_t how)
 
 void gw_front__worker_conn_gone(gw_worker_t *w)
 {
-    if (w->stop == GW_STOP_NONE || w->conns_len != 0 || uv_is_closing((uv_handle_t *)&w->drain))
+    /* every connection freed: their streams were told to the proxy before it closes */
+    if (w->stop == GW_STOP_NONE || w->conns_alive != 0 || uv_is_closing((uv_handle_t *)&w->drain))
         return;
     uv_close((uv_handle_t *)&w->drain, on_handle_closed);
     uv_close((uv_handle_t *)&w->kick, on_handle_closed);
@@ -668,6 +669,8 @@ static void on_signal(uv_signal_t *h, int signum)
     s->signals_seen++;
     GW_LOG_INFO("signal", "signal=%s action=%s", signum == SIGINT ? "SIGINT" : "SIGTERM",
                 s->signals_seen == 1 ? "graceful_stop" : "stop_now");
+    if (s->signals_seen == 1)
+        gw_front__sd_notify("STOPPING=1");
     gw_server_stop(s, s->signals_seen == 1);
 }
 
@@ -680,7 +683,9 @@ static void on_hup(uv_signal_t *h, int signum)
         return;
     }
     GW_LOG_INFO("signal", "signal=SIGHUP action=reload");
+    gw_front__sd_notify("RELOADING=1");
     (void)gw_server_reload(s);
+    gw_front__sd_notify("READY=1");
 }
 
 /* SIGUSR1: one worker_stats line per worker, the same line as at shutdown, without stopping.
@@ -762,6 +767,8 @@ int gw_server_run(gw_server_t *s)
             uv_run(&w->loop, UV_RUN_DEFAULT);
         }
     } else {
+        s->ready = 1;
+        gw_front__sd_notify("READY=1");
         /* the main loop keeps handling signals while the workers drain, so that a second
          * signal still stops them at once */
         while (atomic_load(&s->workers_done) < s->workers_len)
@@ -780,6 +787,7 @@ int gw_server_run(gw_server_t *s)
 
 void gw_server_stop(gw_server_t *s, int graceful)
 {
+    s->ready = 0;
     int how = graceful ? GW_STOP_GRACEFUL : GW_STOP_NOW;
     int cur = atomic_load(&s->stop_request);
     while (cur < how && !atomic_compare_exchange_weak(&s->stop_request, &cur, how))

@@ -1,0 +1,77 @@
+"""Signals and readiness (issue 21 item 3): systemd's notify protocol, the pid file, a second
+SIGTERM stopping at once."""
+import os
+import signal
+import socket
+import time
+
+from conftest import free_port, h1_get
+from gwtest import gw_config
+
+
+def recv_states(sock, want, timeout=10):
+    """Datagrams received until `want` is among them (or timeout)."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while want not in got and time.monotonic() < deadline:
+        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            got.append(sock.recv(4096).decode())
+        except socket.timeout:
+            break
+    return got
+
+
+def test_sd_notify_ready_reloading_stopping(gateway, nginx_origin, tmp_path, monkeypatch):
+    """NOTIFY_SOCKET set: READY=1 once listening, RELOADING=1 then READY=1 around a SIGHUP,
+    STOPPING=1 at SIGTERM; the abstract namespace works too."""
+    for abstract in (False, True):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        name = f"@h2gate-test-{os.getpid()}-{time.monotonic_ns()}" if abstract else \
+            str(tmp_path / f"notify-{int(abstract)}.sock")
+        sock.bind("\0" + name[1:] if abstract else name)
+        monkeypatch.setenv("NOTIFY_SOCKET", name)
+        port = free_port()
+        text = gw_config(port, ["127.0.0.1:9"])
+        g = gateway(text, wait=[("127.0.0.1", port)])
+        assert recv_states(sock, "READY=1") == ["READY=1"]
+        g.signal(signal.SIGHUP)
+        assert recv_states(sock, "READY=1") == ["RELOADING=1", "READY=1"]
+        g.signal(signal.SIGTERM)
+        assert recv_states(sock, "STOPPING=1") == ["STOPPING=1"]
+        assert g.wait() == 0
+        sock.close()
+        monkeypatch.delenv("NOTIFY_SOCKET")
+
+
+def test_pid_file_written_and_removed(gateway, tmp_path):
+    port = free_port()
+    pid_path = tmp_path / "run" / "h2gate.pid"
+    pid_path.parent.mkdir()
+    g = gateway(gw_config(port, ["127.0.0.1:9"], extra=f"pid_file: {pid_path}\n"),
+                wait=[("127.0.0.1", port)])
+    assert pid_path.read_text() == f"{g.proc.pid}\n"
+    g.signal(signal.SIGTERM)
+    assert g.wait() == 0
+    assert not pid_path.exists()
+    assert not list(pid_path.parent.iterdir())  # no temporary file left either
+
+
+def test_second_sigterm_stops_at_once(gateway, origin):
+    """A graceful stop waits for a request in flight; a second SIGTERM does not."""
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"],
+                          extra="timeouts: {graceful_shutdown: 60s}\n"),
+                wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.3)
+    g.signal(signal.SIGTERM)
+    time.sleep(0.5)
+    assert g.proc.poll() is None  # draining: the request is still in flight
+    t0 = time.monotonic()
+    g.signal(signal.SIGTERM)
+    assert g.wait(timeout=10) == 0
+    assert time.monotonic() - t0 < 3
+    assert "action=stop_now" in g.log()
+    s.close()
