@@ -12,6 +12,7 @@ void gw_alog_init(gw_alog_t *r)
     memset(r, 0, sizeof(*r));
     r->connect_us = -1;
     r->upstream_head_us = -1;
+    r->route_ix = UINT32_MAX;
 }
 
 static int is_id_byte(uint8_t c)

@@ -33,7 +33,8 @@ typedef struct {
     const char *proto;  /* "h2" or "http/1.1" */
     const char *tls_version, *tls_cipher, *sni; /* NULL without TLS (sni: none sent) */
     gw_slice_t method, authority, path, referer, user_agent;
-    const char *route;    /* "host path" of the route, NULL when none matched */
+    const char *route;    /* the route's name, NULL when none matched */
+    uint32_t route_ix;    /* its index in the configuration, UINT32_MAX when none */
     const char *upstream; /* NULL when the request never went to one */
     const char *server;   /* the origin server that answered (or was tried last) */
     int64_t connect_us;   /* connecting to the origin for this request; -1: a kept connection */
@@ -42,7 +43,7 @@ typedef struct {
     uint8_t retries;
     uint8_t coalesced : 1;
     uint8_t throttled : 1;
-    uint8_t has_upstream : 1;
+    uint8_t rate_limited : 1; /* answered 429 by the gateway (routes[].request_rate) */
     const char *h2_error; /* RFC 9113 §7 name of the code the stream was reset with, or NULL */
     uint8_t id_len;
     char id[GW_ALOG_ID_MAX]; /* the request id (x-request-id); id_len 0: none */

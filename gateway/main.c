@@ -11,6 +11,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "config/config.h"
+#include "admin/admin.h"
 #include "front/front.h"
 #include "gw_version.h"
 
@@ -150,9 +151,20 @@ int main(int argc, char **argv)
         free(pid_path);
         return 1;
     }
+    gw_admin_t *admin = NULL;
+    const gw_cfg_admin_t *acfg = &gw_server_config(srv)->admin;
+    if (acfg->enabled && (rv = gw_admin_start(srv, &acfg->addr, &admin)) < 0) {
+        GW_LOG_ERROR("startup_failed", "err=%s", gw_errname(rv));
+        gw_server_del(srv);
+        if (pid_path)
+            pid_file_remove(pid_path);
+        free(pid_path);
+        return 1;
+    }
     GW_LOG_INFO("started", "version=%s config=%s workers=%u", GW_VERSION,
                 gw_server_config(srv)->path, workers);
     rv = gw_server_run(srv);
+    gw_admin_stop(admin);
     gw_server_del(srv);
     if (pid_path)
         pid_file_remove(pid_path);

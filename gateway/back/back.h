@@ -149,6 +149,8 @@ typedef struct {
     uint64_t unanswered;    /* pipelined requests sent again elsewhere, never answered */
     uint64_t batch_expired; /* responses whose read batch waited read_batch_wait: slow origin */
     uint64_t purged;        /* idle connections above max_idle closed by the purge */
+    uint64_t bytes_in;      /* bytes read from origin sockets (TLS records included) */
+    uint64_t bytes_out;     /* bytes handed to origin sockets */
     unsigned open;          /* connections open or connecting */
     unsigned active;        /* connections carrying an exchange */
     unsigned idle;          /* idle keep-alive connections */

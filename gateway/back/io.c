@@ -39,6 +39,13 @@ static _Thread_local uint8_t tls_rbuf[GW_BACK_READ_BUF];
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
+/* Bytes handed to the origin socket, for the metrics. */
+static void count_out(gw_back_conn_t *c, size_t n)
+{
+    c->server->st.bytes_out += n;
+    gw_back__stats(c->server->up->back)->bytes_out += n;
+}
+
 static void on_write(uv_write_t *req, int status)
 {
     gw_back_conn_t *c = GW_CONTAINER_OF(req, gw_back_conn_t, write_req);
@@ -99,6 +106,7 @@ void gw_back__write_more(gw_back_conn_t *c)
         }
         int n = uv_try_write((uv_stream_t *)&c->tcp, bufs, (unsigned)k);
         if (n > 0) {
+            count_out(c, (size_t)n);
             gw_iovq_consume(&c->out, (size_t)n);
             if ((size_t)n == total)
                 return;
@@ -117,6 +125,7 @@ void gw_back__write_more(gw_back_conn_t *c)
     }
     c->writing = total;
     c->flags |= GW_BACK_CONN_F_WRITING;
+    count_out(c, total);
     int rc = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, (unsigned)k, on_write);
     if (rc < 0) {
         c->flags &= ~GW_BACK_CONN_F_WRITING;
@@ -171,6 +180,8 @@ static void tls_write_more(gw_back_conn_t *c)
         /* Head or handshake bytes only: one write(2) and no write request when it all fits,
          * as in cleartext (no body progress to report). */
         int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        if (n > 0)
+            count_out(c, (size_t)n);
         if (n > 0 && (size_t)n == c->tls_out.len) {
             gw_iovq_consume(&c->out, plain);
             c->tls_out.len = 0;
@@ -181,6 +192,7 @@ static void tls_write_more(gw_back_conn_t *c)
     }
     c->writing = plain;
     c->flags |= GW_BACK_CONN_F_WRITING;
+    count_out(c, b.len);
     int rc = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
     if (rc < 0) {
         c->flags &= ~GW_BACK_CONN_F_WRITING;
@@ -549,6 +561,10 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         if (!c->tls)
             gw_back__batch_update(c);
         return;
+    }
+    if (nread > 0) {
+        c->server->st.bytes_in += (uint64_t)nread;
+        gw_back__stats(c->server->up->back)->bytes_in += (uint64_t)nread;
     }
     if (nread > 0 && c->tls) {
         tls_recv(c, (size_t)nread);

@@ -165,6 +165,8 @@ void gw_front__log_start(conn_t *c, gw_alog_t *r, const gw_req_head_t *h, const 
     r->authority = h->authority;
     r->path = h->path;
     const gw_cfg_access_log_t *al = &CFG(c)->access_log;
+    if (h->route)
+        r->route_ix = (uint32_t)(h->route - CFG(c)->routes);
     gw_slice_t id = {0};
     for (size_t i = 0; i < h->fields_len; i++) {
         const gw_field_t *f = &h->fields[i];
@@ -230,6 +232,7 @@ void gw_front__stream_done(conn_t *c, gw_cstream_t *s, uint32_t thr_mark)
     if (r && r->start_ns) {
         r->end_ns = gw_now_ns();
         r->throttled = c->thr && c->thr->waits != thr_mark;
+        gw_front__metrics_request(c, r);
         const gw_config_t *cfg = CFG(c);
         if (cfg->access_log.path) {
             gw_worker_t *w = W(c);

@@ -211,6 +211,8 @@ static void pause_reads(conn_t *c)
 void gw_front__after_write(conn_t *c, size_t len, int status)
 {
     c->queued -= len;
+    if (status >= 0)
+        W(c)->m.client_out += len;
     if (c->flags & GW_CONN_F_CLOSED)
         return;
     if (status < 0) {
@@ -276,7 +278,10 @@ static void on_writev(uv_write_t *req, int status)
 static size_t try_write(conn_t *c, const uv_buf_t *bufs, size_t n)
 {
     int w = uv_try_write((uv_stream_t *)&c->tcp, bufs, (unsigned)n);
-    return w > 0 ? (size_t)w : 0;
+    if (w <= 0)
+        return 0;
+    W(c)->m.client_out += (uint64_t)w;
+    return (size_t)w;
 }
 
 int gw_front__send_iovq(conn_t *c, gw_iovq_t *q)
@@ -452,6 +457,7 @@ void gw_front__conn_close(conn_t *c, const char *why)
     if (c->h2) {
         /* abuse limits the peer hit, for the logs (issue 3: every cap is counted) */
         gw_h2_stats_t st = gw_h2_session_stats(c->h2);
+        gw_front__metrics_h2_closed(W(c), &st);
         uint64_t hits = st.reset_budget_hits + st.control_flood_hits + st.empty_frame_hits +
                         st.queued_control_hits + st.header_list_hits + st.header_block_hits +
                         st.max_requests_hits + st.settings_timeouts + st.priority_evictions;
@@ -733,6 +739,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0 || c->state == CS_CLOSING)
         return;
+    W(c)->m.client_in += (uint64_t)nread;
     if (c->tls) {
         if (gw_tls_feed(c->tls, buf->base, (size_t)nread) < 0) {
             gw_front__conn_close(c, "nomem");
@@ -741,11 +748,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (c->state == CS_HANDSHAKE) {
             int h = gw_tls_handshake(c->tls);
             if (gw_front__flush(c) < 0 || h < 0) {
+                W(c)->m.tls[2]++;
                 gw_front__conn_close(c, "handshake_failed");
                 return;
             }
             if (h == 0)
                 return;
+            W(c)->m.tls[gw_tls_resumed(c->tls) ? 1 : 0]++;
             after_handshake(c);
             if (c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER))
                 return;

@@ -9,6 +9,7 @@
 #ifndef GW_FRONT_FRONT_H
 #define GW_FRONT_FRONT_H
 
+#include "common/buf.h"
 #include "config/config.h"
 
 typedef struct gw_server gw_server_t;
@@ -37,5 +38,12 @@ int gw_server_run(gw_server_t *s);
 void gw_server_stop(gw_server_t *s, int graceful);
 
 void gw_server_del(gw_server_t *s);
+
+/* The metrics of every worker, summed, in the Prometheus text format 0.0.4 (any thread; it
+ * waits up to a second for the workers' snapshots). 0 or GW_E_NOMEM. */
+int gw_server_metrics(gw_server_t *s, gw_bytes_t *out);
+
+/* 1 while every worker runs and no stop was asked (/readyz). */
+int gw_server_ready(const gw_server_t *s);
 
 #endif

@@ -25,6 +25,7 @@
 
 #include "common/bucket.h"
 #include "common/list.h"
+#include "common/metrics.h"
 #include "common/pool.h"
 #include "common/theap.h"
 #include "config/config.h"
@@ -77,6 +78,63 @@ typedef struct {
 
 typedef struct gw_worker gw_worker_t;
 
+/* ---- metrics (metrics.c): a worker's counters, keyed by configuration names ---------------- */
+
+#define GW_MNAME 136
+#define GW_MCODES 6     /* 1xx 2xx 3xx 4xx 5xx none */
+#define GW_MH2_KINDS 11 /* h2gate_h2_protocol_errors_total kinds (metrics.c) */
+
+typedef struct {
+    char name[GW_MNAME];
+    char upstream[GW_MNAME];
+    uint64_t req[GW_MCODES];
+    uint64_t rate_limited;
+    gw_hist_t dur;
+} gw_mroute_t;
+
+typedef struct {
+    char name[GW_MNAME];
+    gw_hist_t connect, header;
+    uint64_t retries;
+    uint64_t queued; /* gauge (snapshots) */
+} gw_mup_t;
+
+typedef struct {
+    char up[GW_MNAME];
+    char server[72];
+    uint64_t idle, active;  /* gauges (snapshots) */
+    uint64_t opened;        /* snapshots: retired_opened + the live pools' */
+    uint64_t retired_opened; /* dialled by pools of generations since retired */
+    int up_state;           /* snapshots: 1 up, 0 ejected, -1 not in the current generation */
+} gw_mserver_t;
+
+typedef struct {
+    char listener[64];
+    char proto[12];
+    uint64_t n;
+} gw_mconn_t;
+
+typedef struct {
+    /* scalars first: a snapshot copies them in one piece (metrics.c) */
+    uint64_t client_in, client_out;
+    uint64_t origin_in, origin_out; /* snapshots only: retired + the live pools' */
+    uint64_t origin_in_retired, origin_out_retired;
+    uint64_t coalesced, throttled_bytes;
+    uint64_t streams; /* gauge (snapshots) */
+    uint64_t alog_lost;
+    uint64_t h2err[GW_MH2_KINDS];
+    uint64_t tls[3]; /* full, resumed, failed */
+    uint64_t unrouted[GW_MCODES];
+    gw_mroute_t *routes;
+    size_t nroutes, routes_cap;
+    gw_mup_t *ups;
+    size_t nups, ups_cap;
+    gw_mserver_t *servers;
+    size_t nservers, servers_cap;
+    gw_mconn_t *conns; /* snapshots: client connections by listener and protocol */
+    size_t nconns, conns_cap;
+} gw_mset_t;
+
 /* The access log file shared by the workers (accesslog.c). */
 typedef struct gw_alog_file gw_alog_file_t;
 
@@ -91,6 +149,8 @@ typedef struct {
     size_t conns;            /* connections of this worker accepted under it */
     uv_timer_t drain;        /* drain deadline, once it is old */
     gw_list_t link;          /* in w->old while draining */
+    size_t *mroute, *mup;    /* route / upstream index -> entry of w->m (metrics.c) */
+    size_t *msrv, *msrv_off; /* server entries, by upstream offset + server index */
     int pending;             /* handles still closing after retirement */
     int draining;            /* in w->old */
     int forced;              /* over limits.draining_generations: its connections closed */
@@ -146,6 +206,13 @@ struct gw_worker {
     gw_bytes_t alog_buf;
     uv_timer_t alog_timer;
     atomic_ullong alog_lost; /* lines that could not be written */
+    /* metrics (metrics.c): written by this thread only; copied to snap when a scrape asks */
+    gw_mset_t m;
+    gw_mset_t snap;      /* under snap_lock */
+    uv_mutex_t snap_lock;
+    int snap_ok;         /* snap_lock initialised */
+    uv_async_t scrape;   /* a scrape asks for a snapshot (closed with wake) */
+    uint64_t snap_done;  /* under srv->snap_mu: the last ticket answered */
     uint64_t id_seed, id_count; /* request ids made by this worker */
     uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */
 };
@@ -167,6 +234,10 @@ struct gw_server {
     atomic_ullong reloads_failed;
     gw_alog_file_t *alog; /* the access log file, NULL when off (under lock) */
     atomic_int ready;     /* every worker runs and none is stopping (/readyz) */
+    atomic_ullong gen_id; /* the current generation's id (metrics) */
+    uv_mutex_t snap_mu;   /* scrapes: tickets and the workers' answers */
+    uv_cond_t snap_cond;
+    uint64_t snap_ticket;
 };
 
 /* The configuration of the connection's generation. */
@@ -391,6 +462,16 @@ void gw_front__on_throttle(conn_t *c);
 
 /* notify.c: one sd_notify(3) datagram ("READY=1", ...) when NOTIFY_SOCKET is set */
 void gw_front__sd_notify(const char *state);
+
+/* metrics.c */
+int gw_front__metrics_bind(gw_worker_t *w, gw_wgen_t *g);
+void gw_front__metrics_unbind(gw_wgen_t *g);
+void gw_front__metrics_request(conn_t *c, const gw_alog_t *r);
+void gw_front__metrics_h2_closed(gw_worker_t *w, const gw_h2_stats_t *st);
+void gw_front__metrics_retire(gw_wgen_t *g);
+void gw_front__metrics_snapshot(gw_worker_t *w, uint64_t ticket);
+void gw_front__on_scrape(uv_async_t *a);
+void gw_front__mset_free(gw_mset_t *m);
 
 /* accesslog.c */
 int gw_front__alog_open(const char *path, gw_alog_file_t **out);

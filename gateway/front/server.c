@@ -252,13 +252,17 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
         gw_config_del(cfg);
         return GW_E_NOMEM;
     }
+    uv_mutex_init(&s->snap_mu);
+    uv_cond_init(&s->snap_cond);
     s->workers_len = cfg->workers ? cfg->workers : 1;
     s->workers = gw_calloc(s->workers_len, sizeof(*s->workers));
     int rv = s->workers ? gen_new(s, cfg, NULL, &s->gen) : GW_E_NOMEM;
     if (!s->workers)
         gw_config_del(cfg);
-    if (rv == 0)
+    if (rv == 0) {
+        atomic_store(&s->gen_id, s->gen->id);
         rv = gw_front__alog_switch(s, s->gen->cfg->access_log.path, 0);
+    }
     if (rv < 0) {
         gw_server_del(s);
         return rv;
@@ -300,6 +304,7 @@ static void wgen_part_closed(gw_wgen_t *g)
 {
     if (--g->pending > 0)
         return;
+    gw_front__metrics_unbind(g);
     gw_proxy_del(g->proxy);
     gw_h2_profile_del(g->h2prof);
     GW_LOG_DEBUG("generation_released", "worker=%u generation=%llu", g->w->id, g->gen->id);
@@ -328,6 +333,7 @@ static void wgen_retire(gw_wgen_t *g)
     }
     g->pending = 2;
     g->drain.data = g;
+    gw_front__metrics_retire(g); /* before the pools close: their counters carry on */
     uv_close((uv_handle_t *)&g->drain, on_wgen_timer_closed);
     gw_proxy_close_then(g->proxy, on_wgen_proxy_closed, g);
 }
@@ -364,6 +370,14 @@ static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
     gw_proxy_set_rate_table(g->proxy, gen->rates ? gen->rates->t : NULL);
     g->gen = gen;
     g->w = w;
+    if ((rv = gw_front__metrics_bind(w, g)) < 0) {
+        gw_front__metrics_unbind(g);
+        gw_proxy_close(g->proxy);
+        uv_run(&w->loop, UV_RUN_NOWAIT);
+        gw_proxy_del(g->proxy);
+        gw_free(g);
+        return rv;
+    }
     gw_list_init(&g->link);
     uv_timer_init(&w->loop, &g->drain);
     g->drain.data = g;
@@ -533,6 +547,7 @@ void gw_front__worker_conn_gone(gw_worker_t *w)
     uv_mutex_lock(&w->srv->lock);
     w->wake_open = 0;
     uv_close((uv_handle_t *)&w->wake, on_handle_closed);
+    uv_close((uv_handle_t *)&w->scrape, on_handle_closed);
     uv_mutex_unlock(&w->srv->lock);
 }
 
@@ -554,6 +569,7 @@ static void worker_main(void *arg)
     gw_worker_t *w = arg;
     uv_run(&w->loop, UV_RUN_DEFAULT);
     gw_front__alog_flush(w);
+    gw_front__metrics_snapshot(w, UINT64_MAX); /* the last counters; scrapes stop waiting */
     GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu busy=%llu", w->id,
                 (unsigned long long)atomic_load(&w->accepted),
                 (unsigned long long)atomic_load(&w->busy));
@@ -576,11 +592,16 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
         return GW_E_NOMEM;
     }
     w->loop_ok = 1;
+    uv_mutex_lock(&s->lock); /* a scrape (admin thread) reads s->workers */
     *out = w;
+    uv_mutex_unlock(&s->lock);
     gw_list_init(&w->dirty);
     uv_idle_init(&w->loop, &w->kick);
     uv_async_init(&w->loop, &w->wake, on_wake);
+    uv_async_init(&w->loop, &w->scrape, gw_front__on_scrape);
+    uv_mutex_init(&w->snap_lock);
     uv_mutex_lock(&s->lock);
+    w->snap_ok = 1;
     w->wake_open = 1;
     uv_mutex_unlock(&s->lock);
     uv_timer_init(&w->loop, &w->drain);
@@ -648,6 +669,7 @@ int gw_server_reload(gw_server_t *s)
     }
     uv_mutex_lock(&s->lock);
     s->gen = g;
+    atomic_store(&s->gen_id, g->id);
     for (unsigned i = 0; i < s->workers_len; i++)
         if (s->workers[i] && s->workers[i]->wake_open)
             uv_async_send(&s->workers[i]->wake);
@@ -688,25 +710,15 @@ static void on_hup(uv_signal_t *h, int signum)
     gw_front__sd_notify("READY=1");
 }
 
-/* SIGUSR1: one worker_stats line per worker, the same line as at shutdown, without stopping.
- * The counters are atomics written by the worker threads. */
+/* SIGUSR1: reopen the log files (logrotate's convention, as nginx). The per-worker counters it
+ * used to print are metrics now (admin.h). */
 static void on_usr1(uv_signal_t *h, int signum)
 {
     (void)signum;
     gw_server_t *s = h->data;
-    /* logrotate's convention (nginx's too): the access log file is opened again by name */
-    if (s->alog) {
-        int rv = gw_front__alog_switch(s, gw_front__alog_path(s->alog), 1);
-        GW_LOG_INFO("signal", "signal=SIGUSR1 action=reopen_logs result=%s",
-                    rv < 0 ? gw_errname(rv) : "ok");
-    }
-    for (unsigned i = 0; i < s->workers_len; i++)
-        if (s->workers[i])
-            GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu when=sigusr1 busy=%llu",
-                        s->workers[i]->id,
-                        (unsigned long long)atomic_load(&s->workers[i]->accepted),
-                        (unsigned long long)atomic_load(&s->workers[i]->busy));
-    gw_front__log_rate_tables(s, "sigusr1");
+    int rv = s->alog ? gw_front__alog_switch(s, gw_front__alog_path(s->alog), 1) : 0;
+    GW_LOG_INFO("signal", "signal=SIGUSR1 action=reopen_logs result=%s",
+                rv < 0 ? gw_errname(rv) : "ok");
 }
 
 /* The per-client tables are shared by the workers: one line for them (issue 18 item 12). */
@@ -785,6 +797,11 @@ int gw_server_run(gw_server_t *s)
     return rv;
 }
 
+int gw_server_ready(const gw_server_t *s)
+{
+    return atomic_load(&s->ready);
+}
+
 void gw_server_stop(gw_server_t *s, int graceful)
 {
     s->ready = 0;
@@ -809,6 +826,10 @@ static void worker_free(gw_worker_t *w)
         uv_loop_close(&w->loop);
     gw_theap_free(&w->timers);
     gw_bytes_free(&w->alog_buf);
+    gw_front__mset_free(&w->m);
+    gw_front__mset_free(&w->snap);
+    if (w->snap_ok)
+        uv_mutex_destroy(&w->snap_lock);
     if (w->h2s_pool_ok)
         gw_pool_free(&w->h2s_pool); /* every connection is closed: only the freelist is left */
     gw_free(w);
@@ -832,6 +853,8 @@ void gw_server_del(gw_server_t *s)
     gw_front__alog_unref(s->alog);
     gen_unref(s->gen);
     uv_mutex_destroy(&s->lock);
+    uv_mutex_destroy(&s->snap_mu);
+    uv_cond_destroy(&s->snap_cond);
     gw_free(s);
 }
 

@@ -106,6 +106,7 @@ void gw_front__out_charge(conn_t *c, size_t n, gw_bucket_t *rb, uint64_t now)
 {
     if (!n)
         return;
+    W(c)->m.throttled_bytes += n;
     gw_bucket_spend(&c->thr->resp_b, n, now);
     if (rb)
         gw_bucket_spend(rb, n, now);

@@ -124,6 +124,32 @@ void gw_proxy_stats(const gw_proxy_t *p, gw_proxy_stats_t *out)
     *out = p->stats;
 }
 
+int gw_proxy_server_stats(const gw_proxy_t *p, size_t up, size_t srv, gw_proxy_server_stats_t *out)
+{
+    if (!p->back)
+        return GW_E_CLOSED;
+    gw_back_stats_t st;
+    int rv = gw_back_server_stats(p->back, up, srv, &st);
+    if (rv < 0)
+        return rv;
+    out->active = st.active;
+    out->idle = st.idle;
+    out->opened = st.opened;
+    out->bytes_in = st.bytes_in;
+    out->bytes_out = st.bytes_out;
+    out->up = gw_back_server_ejected(p->back, up, srv) == 0;
+    return 0;
+}
+
+unsigned gw_proxy_upstream_queued(const gw_proxy_t *p, size_t up)
+{
+    if (!p->back || up >= p->cfg->upstreams_len)
+        return 0;
+    gw_back_stats_t st;
+    gw_back_stats(p->back, up, &st);
+    return st.queued;
+}
+
 /* s into dst as a C string, cut to fit (for the access log). */
 static void copy_cstr(char *dst, size_t size, gw_slice_t s)
 {
@@ -541,6 +567,8 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
         snprintf(ra, sizeof(ra), "%u", retry);
         const gw_field_t f[] = {{GW_SLICE_LIT("retry-after"), gw_slice_str(ra)}};
         p->stats.rate_limited++;
+        if (s->log)
+            s->log->rate_limited = 1;
         GW_LOG_INFO("rate_limited",
                     "peer=%s proto=%s method=%.*s path=%.*s upstream=%s status=429 "
                     "retry_after=%u",

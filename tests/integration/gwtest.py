@@ -226,3 +226,37 @@ def send_for(sock, data, seconds, pause=0.02):
         except BlockingIOError:
             time.sleep(pause)
     return sent
+
+
+def scrape(admin_port, timeout=10):
+    """GET /metrics of the admin listener, parsed by Prometheus' own parser
+    (python3-prometheus-client): {family name: family}, and the raw text."""
+    from prometheus_client.parser import text_string_to_metric_families
+    with socket.create_connection(("127.0.0.1", admin_port), timeout=timeout) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n")
+        resp = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            resp += d
+    head, _, body = resp.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    assert b"content-type: text/plain; version=0.0.4" in head.lower(), head
+    text = body.decode()
+    return {f.name: f for f in text_string_to_metric_families(text)}, text
+
+
+def sample(families, name, **labels):
+    """The value of the sample `name` whose labels include `labels` (summed when several)."""
+    fam_name = name
+    for suffix in ("_total", "_bucket", "_sum", "_count"):
+        if name.endswith(suffix) and name[:-len(suffix)] in families:
+            fam_name = name[:-len(suffix)]
+    total, found = 0, False
+    for s in families[fam_name].samples:
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+            total += s.value
+            found = True
+    assert found, (name, labels)
+    return total
