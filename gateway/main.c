@@ -28,28 +28,8 @@ static void usage(FILE *f)
                "  -h, --help               this text\n");
 }
 
-/* pid_file: written whole (a temporary file renamed over it), so a reader never sees half;
- * removed at exit only while it still names this process (an upgrade's new process
- * replaced it). */
-static int pid_file_write(const char *path)
-{
-    char tmp[4096], line[32];
-    int n = snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof(tmp))
-        return GW_E_RANGE;
-    int len = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return GW_E_IO;
-    int ok = write(fd, line, (size_t)len) == len;
-    ok &= close(fd) == 0;
-    if (!ok || rename(tmp, path) < 0) {
-        unlink(tmp);
-        return GW_E_IO;
-    }
-    return 0;
-}
-
+/* The pid file is written by the server once it serves (front/upgrade.c); removed at exit
+ * only while it still names this process (an upgrade's new process replaced it). */
 static void pid_file_remove(const char *path)
 {
     char buf[32] = "";
@@ -145,19 +125,13 @@ int main(int argc, char **argv)
         free(pid_path);
         return 1;
     }
-    if (pid_path && (rv = pid_file_write(pid_path)) < 0) {
-        GW_LOG_ERROR("startup_failed", "pid_file=%s reason=\"%s\"", pid_path, strerror(errno));
-        gw_server_del(srv);
-        free(pid_path);
-        return 1;
-    }
+    if (gw_server_set_argv(srv, argv) < 0)
+        GW_LOG_WARN("upgrade_unavailable", "reason=\"the path of the binary is unknown\"");
     gw_admin_t *admin = NULL;
     const gw_cfg_admin_t *acfg = &gw_server_config(srv)->admin;
     if (acfg->enabled && (rv = gw_admin_start(srv, &acfg->addr, &admin)) < 0) {
         GW_LOG_ERROR("startup_failed", "err=%s", gw_errname(rv));
         gw_server_del(srv);
-        if (pid_path)
-            pid_file_remove(pid_path);
         free(pid_path);
         return 1;
     }

@@ -251,7 +251,17 @@ int gw_admin_start(gw_server_t *srv, const gw_cfg_addr_t *addr, gw_admin_t **out
     gw_list_init(&a->conns);
     uv_tcp_init(&a->loop, &a->listener);
     a->listener.data = a;
-    int e = uv_tcp_bind(&a->listener, (const struct sockaddr *)&addr->ss, 0);
+    /* SO_REUSEPORT: the new process of a binary upgrade binds it while the old one drains */
+    int e = 0, one = 1;
+    int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
+        bind(fd, (const struct sockaddr *)&addr->ss, addr->len) < 0)
+        e = uv_translate_sys_error(errno);
+    if (e < 0 && fd >= 0)
+        close(fd);
+    if (e == 0 && (e = uv_tcp_open(&a->listener, fd)) < 0)
+        close(fd);
     if (e == 0)
         e = uv_listen((uv_stream_t *)&a->listener, 64, on_connection);
     if (e < 0) {

@@ -43,6 +43,10 @@ void gw_server_del(gw_server_t *s);
  * waits up to a second for the workers' snapshots). 0 or GW_E_NOMEM. */
 int gw_server_metrics(gw_server_t *s, gw_bytes_t *out);
 
+/* The arguments the process was started with: SIGUSR2 starts the binary it was started from
+ * (as /proc/self/exe names it now) with them again. 0 or a negative code. */
+int gw_server_set_argv(gw_server_t *s, char *const *argv);
+
 /* 1 while every worker runs and no stop was asked (/readyz). */
 int gw_server_ready(const gw_server_t *s);
 

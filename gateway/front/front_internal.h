@@ -44,8 +44,26 @@
  * it, so a reload never closes a listener present before and after (the kernel queue stays). */
 typedef struct {
     gw_cfg_addr_t addr;
-    int *fds; /* one per worker, -1 once the worker's handle owns it (under srv->lock) */
+    int *fds;  /* one per worker, -1 once the worker's handle owns it (under srv->lock) */
+    int *live; /* one per worker: the fd its handle listens on, -1 when none (under lock) */
 } gw_lsock_t;
+
+/* A listening socket inherited from the process that started us (upgrade.c). */
+typedef struct {
+    char addr[64];
+    int fd; /* -1 once taken */
+} gw_inherited_t;
+
+/* A binary upgrade under way (upgrade.c): the new process and its readiness pipe. */
+typedef struct gw_upgrade {
+    gw_server_t *srv;
+    int child; /* pid */
+    uv_pipe_t pipe;
+    uv_timer_t timer;
+    char buf[32];
+    size_t len;
+    int handles;
+} gw_upgrade_t;
 
 /* A listener of one generation: its settings and TLS context on a shared socket. */
 typedef struct {
@@ -225,7 +243,7 @@ struct gw_server {
     unsigned workers_len;
     atomic_int stop_request; /* gw_stop_t asked by gw_server_stop */
     uv_loop_t main_loop;
-    uv_signal_t sig_int, sig_term, sig_usr1, sig_hup;
+    uv_signal_t sig_int, sig_term, sig_usr1, sig_hup, sig_usr2;
     uv_async_t main_wake;
     int signals_seen;
     atomic_uint workers_done;  /* workers whose loop has ended */
@@ -238,6 +256,12 @@ struct gw_server {
     uv_mutex_t snap_mu;   /* scrapes: tickets and the workers' answers */
     uv_cond_t snap_cond;
     uint64_t snap_ticket;
+    /* binary upgrade (upgrade.c) */
+    char *exe;              /* the binary we were started from (/proc/self/exe at start) */
+    char **argv;            /* our arguments, for the new process */
+    gw_inherited_t *inh;    /* sockets inherited at start, until the first generation took them */
+    size_t inh_len;
+    gw_upgrade_t *upgrade;  /* an upgrade under way (main thread) */
 };
 
 /* The configuration of the connection's generation. */
@@ -462,6 +486,17 @@ void gw_front__on_throttle(conn_t *c);
 
 /* notify.c: one sd_notify(3) datagram ("READY=1", ...) when NOTIFY_SOCKET is set */
 void gw_front__sd_notify(const char *state);
+
+/* upgrade.c */
+int gw_front__pid_file_write(const char *path, long pid);
+long gw_front__pid_file_read(const char *path);
+void gw_front__inherit_parse(gw_server_t *s);
+int gw_front__inherit_take(gw_server_t *s, const gw_cfg_addr_t *addr);
+void gw_front__inherit_close_rest(gw_server_t *s);
+void gw_front__upgrade_ready(void);
+void gw_front__upgrade_start(gw_server_t *s);
+/* server.c: stop accepting and drain as on a reload (the new process took over), then exit. */
+void gw_front__server_drain(gw_server_t *s);
 
 /* metrics.c */
 int gw_front__metrics_bind(gw_worker_t *w, gw_wgen_t *g);

@@ -112,32 +112,44 @@ static int sock_bind(gw_server_t *s, const gw_cfg_listen_t *lc, size_t *index)
 {
     gw_lsock_t *ls = gw_calloc(1, sizeof(*ls));
     int *fds = gw_malloc(s->workers_len * sizeof(int));
+    int *live = gw_malloc(s->workers_len * sizeof(int));
+    uv_mutex_lock(&s->lock);
     gw_lsock_t **socks = gw_realloc(s->socks, (s->socks_len + 1) * sizeof(*socks));
-    if (socks) {
-        uv_mutex_lock(&s->lock);
+    if (socks)
         s->socks = socks;
-        uv_mutex_unlock(&s->lock);
-    }
-    if (!ls || !fds || !socks) {
+    uv_mutex_unlock(&s->lock);
+    if (!ls || !fds || !socks || !live) {
         gw_free(ls);
         gw_free(fds);
+        gw_free(live);
         return GW_E_NOMEM;
     }
     ls->addr = lc->addr;
     ls->fds = fds;
+    ls->live = live;
     for (unsigned k = 0; k < s->workers_len; k++)
-        fds[k] = -1;
+        fds[k] = live[k] = -1;
+    unsigned inherited = 0;
     for (unsigned k = 0; k < s->workers_len; k++) {
+        /* a binary upgrade: the old process's sockets, with their queued connections */
+        if ((fds[k] = gw_front__inherit_take(s, &lc->addr)) >= 0) {
+            inherited++;
+            continue;
+        }
         int e = bind_socket(lc, &fds[k]);
         if (e < 0) {
             GW_LOG_ERROR("listen_failed", "address=%s reason=\"%s\"", lc->addr.text, strerror(-e));
             for (unsigned j = 0; j < k; j++)
                 close(fds[j]);
             gw_free(fds);
+            gw_free(live);
             gw_free(ls);
             return GW_E_IO;
         }
     }
+    if (inherited)
+        GW_LOG_INFO("socket_inherited", "address=%s sockets=%u of=%u", lc->addr.text, inherited,
+                    s->workers_len);
     uv_mutex_lock(&s->lock);
     s->socks[s->socks_len] = ls;
     *index = s->socks_len++;
@@ -256,7 +268,9 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
     uv_cond_init(&s->snap_cond);
     s->workers_len = cfg->workers ? cfg->workers : 1;
     s->workers = gw_calloc(s->workers_len, sizeof(*s->workers));
+    gw_front__inherit_parse(s);
     int rv = s->workers ? gen_new(s, cfg, NULL, &s->gen) : GW_E_NOMEM;
+    gw_front__inherit_close_rest(s);
     if (!s->workers)
         gw_config_del(cfg);
     if (rv == 0) {
@@ -288,14 +302,20 @@ static void on_whandle_closed(uv_handle_t *h)
     gw_free(GW_CONTAINER_OF((uv_tcp_t *)h, gw_whandle_t, tcp));
 }
 
+/* Close one listening handle: its socket is no longer ours to pass on. */
+static void whandle_close(gw_whandle_t *wh)
+{
+    gw_server_t *s = wh->w->srv;
+    uv_mutex_lock(&s->lock);
+    s->socks[wh->sock]->live[wh->w->id] = -1;
+    uv_mutex_unlock(&s->lock);
+    gw_list_remove(&wh->link);
+    uv_close((uv_handle_t *)&wh->tcp, on_whandle_closed);
+}
+
 static void close_listeners(gw_worker_t *w)
 {
-    gw_list_foreach_safe(it, tmp, &w->handles)
-    {
-        gw_whandle_t *wh = GW_CONTAINER_OF(it, gw_whandle_t, link);
-        gw_list_remove(&wh->link);
-        uv_close((uv_handle_t *)&wh->tcp, on_whandle_closed);
-    }
+    gw_list_foreach_safe(it, tmp, &w->handles) whandle_close(GW_CONTAINER_OF(it, gw_whandle_t, link));
 }
 
 /* ---- a worker's generations ---------------------------------------------------------------- */
@@ -436,6 +456,11 @@ static int worker_take_gen(gw_worker_t *w)
             int e = fd >= 0 ? uv_tcp_open(&wh->tcp, fd) : UV_EBADF;
             if (e < 0 && fd >= 0)
                 close(fd); /* not the handle's */
+            if (e == 0) {
+                uv_mutex_lock(&s->lock);
+                s->socks[l->sock]->live[w->id] = fd; /* passed on by an upgrade */
+                uv_mutex_unlock(&s->lock);
+            }
             if (e == 0)
                 e = uv_listen((uv_stream_t *)&wh->tcp, l->cfg->backlog, gw_front__on_connection);
             if (e < 0) {
@@ -451,10 +476,8 @@ static int worker_take_gen(gw_worker_t *w)
     gw_list_foreach_safe(it, tmp, &w->handles)
     {
         gw_whandle_t *h = GW_CONTAINER_OF(it, gw_whandle_t, link);
-        if (!h->seen) {
-            gw_list_remove(&h->link);
-            uv_close((uv_handle_t *)&h->tcp, on_whandle_closed);
-        }
+        if (!h->seen)
+            whandle_close(h);
     }
     gw_wgen_t *old = w->cur;
     w->cur = ng;
@@ -515,7 +538,7 @@ static void worker_stop(gw_worker_t *w, gw_stop_t how)
     w->stop = how;
     if (first) {
         close_listeners(w);
-        if (how == GW_STOP_GRACEFUL && w->cur) {
+        if ((how == GW_STOP_GRACEFUL || how == GW_STOP_DRAIN) && w->cur) {
             uv_timer_start(&w->drain, on_drain_deadline,
                            w->cur->gen->cfg->timeouts.graceful_shutdown_ms, 0);
         }
@@ -710,6 +733,31 @@ static void on_hup(uv_signal_t *h, int signum)
     gw_front__sd_notify("READY=1");
 }
 
+static void on_usr2(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    gw_server_t *s = h->data;
+    if (s->signals_seen || atomic_load(&s->stop_request) != GW_STOP_NONE) {
+        GW_LOG_INFO("signal", "signal=SIGUSR2 action=ignored reason=stopping");
+        return;
+    }
+    GW_LOG_INFO("signal", "signal=SIGUSR2 action=upgrade");
+    gw_front__upgrade_start(s);
+}
+
+void gw_front__server_drain(gw_server_t *s)
+{
+    s->ready = 0;
+    int cur = GW_STOP_NONE;
+    if (!atomic_compare_exchange_strong(&s->stop_request, &cur, GW_STOP_DRAIN))
+        return;
+    uv_mutex_lock(&s->lock);
+    for (unsigned i = 0; i < s->workers_len; i++)
+        if (s->workers[i] && s->workers[i]->wake_open)
+            uv_async_send(&s->workers[i]->wake);
+    uv_mutex_unlock(&s->lock);
+}
+
 /* SIGUSR1: reopen the log files (logrotate's convention, as nginx). The per-worker counters it
  * used to print are metrics now (admin.h). */
 static void on_usr1(uv_signal_t *h, int signum)
@@ -749,7 +797,7 @@ int gw_server_run(gw_server_t *s)
     int rv = 0;
     if (uv_loop_init(&s->main_loop) != 0)
         return GW_E_NOMEM;
-    uv_signal_t *sigs[] = {&s->sig_int, &s->sig_term, &s->sig_usr1, &s->sig_hup};
+    uv_signal_t *sigs[] = {&s->sig_int, &s->sig_term, &s->sig_usr1, &s->sig_hup, &s->sig_usr2};
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         uv_signal_init(&s->main_loop, sigs[i]);
         sigs[i]->data = s;
@@ -759,6 +807,7 @@ int gw_server_run(gw_server_t *s)
     uv_signal_start(&s->sig_term, on_signal, SIGTERM);
     uv_signal_start(&s->sig_usr1, on_usr1, SIGUSR1);
     uv_signal_start(&s->sig_hup, on_hup, SIGHUP);
+    uv_signal_start(&s->sig_usr2, on_usr2, SIGUSR2);
     unsigned started = 0;
     for (unsigned i = 0; i < s->workers_len; i++) {
         rv = worker_start(s, i, &s->workers[i]);
@@ -780,7 +829,11 @@ int gw_server_run(gw_server_t *s)
         }
     } else {
         s->ready = 1;
+        const char *pid_path = s->gen->cfg->pid_file;
+        if (pid_path && gw_front__pid_file_write(pid_path, (long)getpid()) < 0)
+            GW_LOG_ERROR("pid_file_failed", "path=%s reason=\"%s\"", pid_path, strerror(errno));
         gw_front__sd_notify("READY=1");
+        gw_front__upgrade_ready(); /* started by an upgrade: the old process may go */
         /* the main loop keeps handling signals while the workers drain, so that a second
          * signal still stops them at once */
         while (atomic_load(&s->workers_done) < s->workers_len)
@@ -795,6 +848,30 @@ int gw_server_run(gw_server_t *s)
     uv_run(&s->main_loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->main_loop);
     return rv;
+}
+
+int gw_server_set_argv(gw_server_t *s, char *const *argv)
+{
+    char path[4096];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+    if (n <= 0)
+        return GW_E_IO;
+    path[n] = 0;
+    size_t argc = 0;
+    while (argv[argc])
+        argc++;
+    s->exe = gw_malloc((size_t)n + 1);
+    s->argv = gw_calloc(argc + 1, sizeof(char *));
+    if (!s->exe || !s->argv)
+        return GW_E_NOMEM;
+    memcpy(s->exe, path, (size_t)n + 1);
+    for (size_t i = 0; i < argc; i++) {
+        s->argv[i] = gw_malloc(strlen(argv[i]) + 1);
+        if (!s->argv[i])
+            return GW_E_NOMEM;
+        strcpy(s->argv[i], argv[i]);
+    }
+    return 0;
 }
 
 int gw_server_ready(const gw_server_t *s)
@@ -847,9 +924,15 @@ void gw_server_del(gw_server_t *s)
             if (s->socks[i]->fds[k] >= 0)
                 close(s->socks[i]->fds[k]);
         gw_free(s->socks[i]->fds);
+        gw_free(s->socks[i]->live);
         gw_free(s->socks[i]);
     }
     gw_free(s->socks);
+    gw_free(s->exe);
+    if (s->argv)
+        for (char **a = s->argv; *a; a++)
+            gw_free(*a);
+    gw_free(s->argv);
     gw_front__alog_unref(s->alog);
     gen_unref(s->gen);
     uv_mutex_destroy(&s->lock);

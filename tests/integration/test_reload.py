@@ -66,8 +66,11 @@ def test_reload_under_load_loses_no_request(gateway, nginx_origin, tmp_path, tls
     a, b = nginx_origin(ra), nginx_origin(rb)
     port, tls_port = free_port(), free_port()
     # coalescing off: every request reaches an origin (identical GETs would share exchanges)
+    # graceful_shutdown 120s: a slow machine keeps the old connections busy for a while, and
+    # they get their GOAWAY only at half the deadline
     texts = [gw_config(port, [f"127.0.0.1:{o.port}"], workers=2, tls_port=tls_port,
-                       route_extra="coalesce: false") for o in (a, b)]
+                       route_extra="coalesce: false",
+                       extra="timeouts: {graceful_shutdown: 120s}\n") for o in (a, b)]
     g = gateway(texts[0], wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
     url = f"https://127.0.0.1:{tls_port}/who" if tls else f"http://127.0.0.1:{port}/who"
     load = subprocess.Popen(["h2load", "-n", "200000", "-c", "50", "-m", "10", url],

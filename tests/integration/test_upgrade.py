@@ -1,0 +1,138 @@
+"""Binary upgrade (issue 21 item 2): SIGUSR2 starts the binary again, which inherits the
+listening sockets; once it serves, the old process stops accepting, drains and exits, and no
+request fails."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import free_port, h1_get
+from gwtest import gw_config
+
+
+def wait_pid_change(pid_path, old, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pid = int(open(pid_path).read())
+            if pid != old:
+                return pid
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"pid file still names {old}")
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is gone for our purpose
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def stop_pid(pid):
+    if alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def h2load_summary(out):
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                  r"(\d+) failed, (\d+) errored, (\d+) timeout", out)
+    assert m, out
+    return dict(zip(["total", "started", "done", "succeeded", "failed", "errored", "timeout"],
+                    map(int, m.groups())))
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
+def test_upgrade_under_load_loses_no_request(gateway, nginx_origin, tmp_path, tls):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "who").write_text("A")
+    o = nginx_origin(str(root))
+    port, tls_port, admin = free_port(), free_port(), free_port()
+    pid_path = tmp_path / "h2gate.pid"
+    text = gw_config(port, [f"127.0.0.1:{o.port}"], workers=2, tls_port=tls_port,
+                     route_extra="coalesce: false",
+                     extra=f"pid_file: {pid_path}\nadmin: {{address: 127.0.0.1:{admin}}}\n"
+                           "timeouts: {graceful_shutdown: 120s}\n")
+    g = gateway(text, wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
+    old = g.proc.pid
+    deadline = time.monotonic() + 5
+    while not pid_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert int(pid_path.read_text()) == old
+    url = f"https://127.0.0.1:{tls_port}/who" if tls else f"http://127.0.0.1:{port}/who"
+    load = subprocess.Popen(["h2load", "-n", "200000", "-c", "50", "-m", "10", url],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    new = None
+    try:
+        time.sleep(0.5)
+        g.signal(signal.SIGUSR2)
+        new = wait_pid_change(pid_path, old)
+        assert load.poll() is None, "the load ended before the upgrade"
+        # new connections reach the new process while the old one drains
+        for _ in range(20):
+            assert h1_get(port, "/who").endswith(b"A")
+        out, _ = load.communicate(timeout=120)
+        assert g.wait(timeout=60) == 0  # the old process drained and exited
+    finally:
+        if load.poll() is None:
+            load.kill()
+        if new:
+            stop_pid(new)
+    s = h2load_summary(out)
+    assert s["succeeded"] == 200000 and s["failed"] == 0 and s["errored"] == 0, out
+    log = g.log()
+    assert f"event=upgrade_ready new_pid={new} action=drain" in log
+    assert re.search(r"event=socket_inherited address=127\.0\.0\.1:%d sockets=2 of=2" % port, log)
+    assert "event=upgrade_failed" not in log
+
+
+def test_failed_upgrade_keeps_the_old_process(gateway, nginx_origin, tmp_path):
+    """A new process that cannot start (its configuration became invalid) exits; the old one
+    logs why, keeps serving and keeps its pid file."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "who").write_text("A")
+    o = nginx_origin(str(root))
+    port = free_port()
+    pid_path = tmp_path / "h2gate.pid"
+    text = gw_config(port, [f"127.0.0.1:{o.port}"], extra=f"pid_file: {pid_path}\n")
+    g = gateway(text, wait=[("127.0.0.1", port)])
+    deadline = time.monotonic() + 5
+    while not pid_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with open(g.config_path, "w") as f:
+        f.write(text + "bogus: 1\n")
+    g.signal(signal.SIGUSR2)
+    log = g.wait_log("event=upgrade_failed", timeout=10)
+    assert re.search(r'event=upgrade_failed new_pid=\d+ reason="the new process exited before it '
+                     r'was ready" new_process="exit status 1" action=keep_serving', log), log
+    assert "unknown key 'bogus'" in log  # the new process said why on the same stderr
+    assert g.proc.poll() is None
+    assert int(pid_path.read_text()) == g.proc.pid
+    assert h1_get(port, "/who").endswith(b"A")
+    # a later upgrade with a good file works
+    with open(g.config_path, "w") as f:
+        f.write(text)
+    g.signal(signal.SIGUSR2)
+    new = wait_pid_change(pid_path, g.proc.pid)
+    try:
+        assert g.wait(timeout=20) == 0
+        assert h1_get(port, "/who").endswith(b"A")
+    finally:
+        stop_pid(new)
