@@ -215,13 +215,42 @@ static void split_peer(const char *peer, gw_slice_t *ip, gw_slice_t *port)
     *port = gw_slice_str(colon + 1);
 }
 
-static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
+/* The time of the last line, formatted once per second and thread (a worker logs thousands of
+ * lines a second; gmtime_r and the formatting cost more than the rest of a line). */
+typedef struct {
+    int64_t sec;
+    char iso[24];    /* 2026-12-05T11:40:22 */
+    size_t iso_len;
+    char clf[48];    /* " - - [05/Dec/2026:11:40:22 +0000] \"" */
+    size_t clf_len;
+} tcache_t;
+
+static const tcache_t *tcache(uint64_t now_us)
 {
-    time_t t = (time_t)(now_us / 1000000);
+    static _Thread_local tcache_t c = {.sec = -1};
+    static const char *const mon[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    int64_t sec = (int64_t)(now_us / 1000000);
+    if (sec == c.sec)
+        return &c;
+    time_t t = (time_t)sec;
     struct tm tm;
     gmtime_r(&t, &tm);
+    c.iso_len = strftime(c.iso, sizeof(c.iso), "%Y-%m-%dT%H:%M:%S", &tm);
+    int n = snprintf(c.clf, sizeof(c.clf), " - - [%02d/%s/%04d:%02d:%02d:%02d +0000] \"",
+                     tm.tm_mday, mon[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
+                     tm.tm_sec);
+    c.clf_len = n > 0 ? (size_t)n : 0;
+    c.sec = sec;
+    return &c;
+}
+
+static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
+{
+    const tcache_t *tc = tcache(now_us);
     char ts[40];
-    size_t tl = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+    memcpy(ts, tc->iso, tc->iso_len);
+    size_t tl = tc->iso_len;
     ts[tl++] = '.';
     unsigned ms = (unsigned)(now_us / 1000 % 1000);
     ts[tl++] = (char)('0' + ms / 100);
@@ -308,18 +337,11 @@ static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
 
 static void format_combined(ap_t *a, const gw_alog_t *r, uint64_t now_us)
 {
-    static const char *const mon[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-    time_t t = (time_t)(now_us / 1000000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
+    const tcache_t *tc = tcache(now_us);
     gw_slice_t ip, port;
     split_peer(r->peer, &ip, &port);
     put_clf(a, ip);
-    char ts[48];
-    int tl = snprintf(ts, sizeof(ts), " - - [%02d/%s/%04d:%02d:%02d:%02d +0000] \"", tm.tm_mday,
-                      mon[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    put(a, ts, (size_t)tl);
+    put(a, tc->clf, tc->clf_len);
     put_clf(a, r->method);
     put(a, " ", 1);
     put_clf(a, r->path);

@@ -23,7 +23,7 @@ import statistics
 import subprocess
 import sys
 
-PROXIES = ("h2gate", "h2gate-nopipe", "nghttpx")
+PROXIES = ("h2gate", "h2gate-nopipe", "h2gate-alog", "nghttpx")
 # Ratio rows of the table: (numerator, label); the denominator is always nghttpx. The chart
 # plots the first one.
 RATIOS = (("h2gate", "h2gate/nghttpx"), ("h2gate-nopipe", "h2gate-nopipe/nghttpx"))
@@ -389,6 +389,16 @@ def report(runs_dir, md_path, png_path):
         all_ratios.update(ratios)
         out += ["Idle h2 connections (TLS: handshake done; h2c: preface and SETTINGS exchanged; "
                 "no request), proxy RSS from /proc/PID/status before and after:", ""] + lines + [""]
+    # the access log's cost: h2gate-alog is h2gate-nopipe (the default) with the log on
+    cost = []
+    for case in load_cases:
+        a, b = agg[case].get("h2gate-alog"), agg[case].get("h2gate-nopipe")
+        if a and b and a["valid"] == a["n"] and b["valid"] == b["n"] and a.get("cpu_us_per_req") and b.get("cpu_us_per_req"):
+            cost.append(f"- {case}: {b['cpu_us_per_req']:.1f} → {a['cpu_us_per_req']:.1f} µs CPU per request "
+                        f"({(a['cpu_us_per_req'] / b['cpu_us_per_req'] - 1) * 100:+.0f} %)")
+    if cost:
+        out += ["Access log cost (h2gate-alog: the default configuration, h2gate-nopipe, with "
+                "`access_log: {format: combined}` to a file):", ""] + cost + [""]
     problems = []
     for case in sorted(agg, key=case_order):
         for proxy in PROXIES:
