@@ -380,3 +380,75 @@ def test_check_flag(h2gate_bin, tmp_path):
     good.write_text(gw_config(free_port(), ["127.0.0.1:9"]))
     r = run([h2gate_bin, "-c", str(good), "-t"])
     assert r.returncode == 0 and r.stdout == f"{good}: ok\n", r
+
+
+def test_old_generation_closed_at_the_drain_deadline(gateway, origin, tmp_path):
+    """A connection of an old generation that never finishes (a request on a hanging origin)
+    is closed at timeouts.graceful_shutdown, and its generation is released."""
+    port = free_port()
+    text = gw_config(port, [f"127.0.0.1:{origin.port}"],
+                     extra="timeouts: {graceful_shutdown: 1500ms, drain_grace: 200ms}\n")
+    g = gateway(text, wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    reload_to(g, text, 2)
+    s.settimeout(10)
+    got = recv_all(s)  # the gateway closes it at the deadline (nothing was answered)
+    waited = time.monotonic() - t0
+    assert 1.2 < waited < 4, waited
+    assert got == b"" or got.startswith(b"HTTP/1.1 5"), got
+    log = g.wait_log("event=drain_deadline worker=0 generation=1")
+    assert "event=drain_deadline worker=0 generation=1 open_connections=1" in log
+    assert h1_get(port, "/bytes/3").startswith(b"HTTP/1.1 200")
+    s.close()
+
+
+def test_draining_generations_cap(gateway, origin, tmp_path):
+    """limits.draining_generations 1: while generation 1 drains an HTTP/2 connection that is
+    busy (a stream waits on a hanging origin: no GOAWAY for half the 60 s deadline), a second
+    reload stops generation 1 as SIGTERM would: GOAWAY at once."""
+    port = free_port()
+    base = gw_config(port, [f"127.0.0.1:{origin.port}"],
+                     extra="limits: {draining_generations: 1}\n"
+                           "timeouts: {graceful_shutdown: 60s, drain_grace: 300ms}\n")
+    g = gateway(base, wait=[("127.0.0.1", port)])
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(0x4, 0, 0) + get_headers(1, "/hang"))
+    time.sleep(0.3)
+    reload_to(g, base, 2)
+    buf, seen = b"", []
+
+    def read_for(seconds):
+        nonlocal buf, seen
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            s.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                d = s.recv(65536)
+            except socket.timeout:
+                break
+            if not d:
+                break
+            fs, buf = frames(buf + d)
+            seen += fs
+
+    read_for(1.0)
+    assert not [f for f in seen if f[0] == 0x7], seen  # busy: no GOAWAY yet
+    busy2 = socket.create_connection(("127.0.0.1", port), timeout=5)  # generation 2's
+    busy2.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.3)
+    reload_to(g, base, 3)  # two old generations with connections: over the cap of 1
+    read_for(2.0)
+    goaways = [f for f in seen if f[0] == 0x7]
+    assert goaways, seen
+    log = g.log()
+    assert "event=drain_cap worker=0 generation=1 open_connections=1" in log
+    assert "event=drain_cap worker=0 generation=2" not in log
+    s.close()
+    busy2.close()
+    g.signal(signal.SIGTERM)  # the hanging requests would hold a graceful stop: stop now
+    time.sleep(0.2)
+    g.signal(signal.SIGTERM)
+    assert g.wait(10) == 0

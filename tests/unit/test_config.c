@@ -592,9 +592,77 @@ static void throttle_ipv6_prefix(void **state)
                  "t.yaml:8:25: 'ipv6_prefix' is out of range: 129 (allowed 16..128)");
 }
 
+/* Issue 21: operations keys, their defaults and their errors. */
+static void operations_keys(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(MINIMAL, &c, &e), 0);
+    assert_null(c->access_log.path);
+    assert_int_equal(c->access_log.format, GW_CFG_ALOG_COMBINED);
+    assert_int_equal(c->access_log.request_id, 1);
+    assert_int_equal(c->admin.enabled, 0);
+    assert_null(c->pid_file);
+    assert_int_equal(c->timeouts.drain_grace_ms, 1000);
+    assert_int_equal(c->limits.draining_generations, 16);
+    assert_string_equal(c->routes[0].name, "*/");
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    assert_int_equal(load(MINIMAL "access_log: {path: /var/log/a.log, format: json, "
+                                  "request_id: false}\n"
+                                  "admin: {address: '127.0.0.1:9901'}\npid_file: /run/h.pid\n"
+                                  "timeouts: {drain_grace: 0}\n"
+                                  "limits: {draining_generations: 2}\n",
+                          &c, &e),
+                     0);
+    assert_string_equal(c->access_log.path, "/var/log/a.log");
+    assert_int_equal(c->access_log.format, GW_CFG_ALOG_JSON);
+    assert_int_equal(c->access_log.request_id, 0);
+    assert_int_equal(c->admin.enabled, 1);
+    assert_string_equal(c->admin.addr.text, "127.0.0.1:9901");
+    assert_string_equal(c->pid_file, "/run/h.pid");
+    assert_int_equal(c->timeouts.drain_grace_ms, 0);
+    assert_int_equal(c->limits.draining_generations, 2);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    assert_int_equal(load(MINIMAL "access_log: {path: 'off'}\n", &c, &e), 0);
+    assert_null(c->access_log.path);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    assert_int_equal(load("listen:\n  - address: 127.0.0.1:8080\nupstreams:\n  app:\n"
+                          "    servers: [127.0.0.1:9000]\nroutes:\n"
+                          "  - { name: api, host: a.example, path: /v1/, upstream: app }\n"
+                          "  - { host: b.example, path: /, upstream: app }\n",
+                          &c, &e),
+                     0);
+    assert_string_equal(c->routes[0].name, "api");
+    assert_string_equal(c->routes[1].name, "b.example/");
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    expect_error(MINIMAL "access_log: {format: xml}\n",
+                 "t.yaml:8:22: 'format' must be combined or json, not 'xml'");
+    expect_error(MINIMAL "access_log: {path: ''}\n",
+                 "t.yaml:8:13: access_log 'path' must be a file name, stderr or off");
+    expect_error(MINIMAL "admin: {address: nowhere}\n",
+                 "t.yaml:8:18: 'address' must be IP:PORT or [IPv6]:PORT, not 'nowhere'");
+    expect_error(MINIMAL "admin: {port: 1}\n", "t.yaml:8:9: unknown key 'port' in admin");
+    expect_error(MINIMAL "admin: {}\n", "t.yaml:8:8: missing required key 'address' in admin");
+    expect_error(MINIMAL "limits: {draining_generations: 0}\n",
+                 "t.yaml:8:32: 'draining_generations' is out of range: 0 (allowed 1..256)");
+    expect_error(MINIMAL "timeouts: {drain_grace: 2m}\n",
+                 "t.yaml:8:25: 'drain_grace' is out of range: 2m (allowed 0..60000)");
+    expect_error("listen:\n  - address: 127.0.0.1:8080\nupstreams:\n  app:\n"
+                 "    servers: [127.0.0.1:9000]\nroutes:\n"
+                 "  - { name: x, path: /a, upstream: app }\n"
+                 "  - { name: x, path: /b, upstream: app }\n",
+                 "t.yaml:8:13: duplicate route name 'x' (first on line 7)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(operations_keys),
         cmocka_unit_test(minimal_contract_gets_defaults),
         cmocka_unit_test(full_config_values),
         cmocka_unit_test(error_unknown_key),
