@@ -17,8 +17,8 @@ void gw_alog_init(gw_alog_t *r)
 
 static int is_id_byte(uint8_t c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == ':' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '-';
 }
 
 int gw_alog_id_valid(gw_slice_t v)
@@ -219,9 +219,9 @@ static void split_peer(const char *peer, gw_slice_t *ip, gw_slice_t *port)
  * lines a second; gmtime_r and the formatting cost more than the rest of a line). */
 typedef struct {
     int64_t sec;
-    char iso[24];    /* 2026-12-05T11:40:22 */
+    char iso[24]; /* 2026-12-05T11:40:22 */
     size_t iso_len;
-    char clf[48];    /* " - - [05/Dec/2026:11:40:22 +0000] \"" */
+    char clf[48]; /* " - - [05/Dec/2026:11:40:22 +0000] \"" */
     size_t clf_len;
 } tcache_t;
 
@@ -237,9 +237,9 @@ static const tcache_t *tcache(uint64_t now_us)
     struct tm tm;
     gmtime_r(&t, &tm);
     c.iso_len = strftime(c.iso, sizeof(c.iso), "%Y-%m-%dT%H:%M:%S", &tm);
-    int n = snprintf(c.clf, sizeof(c.clf), " - - [%02d/%s/%04d:%02d:%02d:%02d +0000] \"",
-                     tm.tm_mday, mon[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec);
+    int n =
+        snprintf(c.clf, sizeof(c.clf), " - - [%02d/%s/%04d:%02d:%02d:%02d +0000] \"", tm.tm_mday,
+                 mon[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
     c.clf_len = n > 0 ? (size_t)n : 0;
     c.sec = sec;
     return &c;

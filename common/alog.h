@@ -23,28 +23,28 @@
 typedef enum { GW_ALOG_COMBINED = 0, GW_ALOG_JSON } gw_alog_format_t;
 
 typedef struct {
-    uint64_t start_ns; /* monotonic: the request head was complete */
-    uint64_t head_ns;  /* the response head was handed to the client side; 0: none */
-    uint64_t last_ns;  /* the response's last byte was handed to the client side; 0: none */
-    uint64_t end_ns;   /* the front was done with the request */
+    uint64_t start_ns;  /* monotonic: the request head was complete */
+    uint64_t head_ns;   /* the response head was handed to the client side; 0: none */
+    uint64_t last_ns;   /* the response's last byte was handed to the client side; 0: none */
+    uint64_t end_ns;    /* the front was done with the request */
     uint64_t bytes_in;  /* request body bytes received */
     uint64_t bytes_out; /* response body bytes sent */
     const char *peer;   /* "ip:port" or "[ip6]:port" */
     const char *proto;  /* "h2" or "http/1.1" */
     const char *tls_version, *tls_cipher, *sni; /* NULL without TLS (sni: none sent) */
     gw_slice_t method, authority, path, referer, user_agent;
-    const char *route;    /* the route's name, NULL when none matched */
-    uint32_t route_ix;    /* its index in the configuration, UINT32_MAX when none */
-    const char *upstream; /* NULL when the request never went to one */
-    const char *server;   /* the origin server that answered (or was tried last) */
-    int64_t connect_us;   /* connecting to the origin for this request; -1: a kept connection */
+    const char *route;        /* the route's name, NULL when none matched */
+    uint32_t route_ix;        /* its index in the configuration, UINT32_MAX when none */
+    const char *upstream;     /* NULL when the request never went to one */
+    const char *server;       /* the origin server that answered (or was tried last) */
+    int64_t connect_us;       /* connecting to the origin for this request; -1: a kept connection */
     int64_t upstream_head_us; /* from the origin exchange start to its response head; -1 none */
     unsigned status;          /* 0: no response head was sent */
     uint8_t retries;
     uint8_t coalesced : 1;
     uint8_t throttled : 1;
     uint8_t rate_limited : 1; /* answered 429 by the gateway (routes[].request_rate) */
-    const char *h2_error; /* RFC 9113 §7 name of the code the stream was reset with, or NULL */
+    const char *h2_error;     /* RFC 9113 §7 name of the code the stream was reset with, or NULL */
     uint8_t id_len;
     char id[GW_ALOG_ID_MAX]; /* the request id (x-request-id); id_len 0: none */
 } gw_alog_t;

@@ -520,8 +520,7 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
     else if (!strcmp(key, "throttle"))
         load_table(ld, v, "throttle", throttle_fields, NTAB(throttle_fields), &c->throttle);
     else if (!strcmp(key, "access_log")) {
-        load_table(ld, v, "access_log", access_log_fields, NTAB(access_log_fields),
-                   &c->access_log);
+        load_table(ld, v, "access_log", access_log_fields, NTAB(access_log_fields), &c->access_log);
         if (c->access_log.path && !strcmp(c->access_log.path, "off")) {
             gw_free(c->access_log.path);
             c->access_log.path = NULL;
@@ -534,8 +533,7 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
             if (!c->admin.enabled && v->data.mapping.pairs.top == v->data.mapping.pairs.start)
                 gw_cfg__err_at(ld, v, "missing required key 'address' in admin");
         }
-    }
-    else if (!gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c))
+    } else if (!gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c))
         gw_cfg__err_at(ld, k, "unknown key '%s'", key);
     return 0;
 }

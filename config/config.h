@@ -141,16 +141,16 @@ typedef struct {
     uint64_t idle_ms;
     uint64_t graceful_shutdown_ms; /* drain deadline after SIGTERM, and of an old generation */
     uint64_t drain_grace_ms;       /* an idle connection being drained stays open this long */
-    uint64_t body_ms;         /* a stream with no progress either way is reset */
-    uint64_t request_body_ms; /* a request body with no byte for this long: 408 / reset */
+    uint64_t body_ms;              /* a stream with no progress either way is reset */
+    uint64_t request_body_ms;      /* a request body with no byte for this long: 408 / reset */
 } gw_cfg_timeouts_t;
 
 typedef struct {
-    unsigned max_connections; /* per worker */
-    size_t write_buffer;      /* bytes queued to a client socket before reads pause */
-    size_t max_request_head;  /* HTTP/1.1 front: request line + headers */
-    size_t body_buffer;       /* per exchange, each direction */
-    size_t coalesce_buffer;   /* per coalesced exchange: span between slowest and fastest */
+    unsigned max_connections;      /* per worker */
+    size_t write_buffer;           /* bytes queued to a client socket before reads pause */
+    size_t max_request_head;       /* HTTP/1.1 front: request line + headers */
+    size_t body_buffer;            /* per exchange, each direction */
+    size_t coalesce_buffer;        /* per coalesced exchange: span between slowest and fastest */
     unsigned draining_generations; /* old configurations draining at once; beyond: closed */
 } gw_cfg_limits_t;
 

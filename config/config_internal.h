@@ -26,18 +26,18 @@ typedef struct {
 /* ---- table-driven scalar fields ------------------------------------------------------------ */
 
 typedef enum {
-    F_UINT,   /* unsigned */
-    F_U32,    /* uint32_t */
-    F_SIZE,   /* size_t, size units */
-    F_SIZE64, /* uint64_t, size units */
-    F_U32SZ,  /* uint32_t, size units */
-    F_DUR,    /* uint64_t ms */
-    F_RATE,   /* uint64_t bytes/s */
-    F_BOOL,   /* int */
-    F_STR,    /* char * */
-    F_LOG,    /* int gw_log_level_t */
-    F_BAL,    /* gw_balance_t */
-    F_TLSVER, /* int 12/13 */
+    F_UINT,    /* unsigned */
+    F_U32,     /* uint32_t */
+    F_SIZE,    /* size_t, size units */
+    F_SIZE64,  /* uint64_t, size units */
+    F_U32SZ,   /* uint32_t, size units */
+    F_DUR,     /* uint64_t ms */
+    F_RATE,    /* uint64_t bytes/s */
+    F_BOOL,    /* int */
+    F_STR,     /* char * */
+    F_LOG,     /* int gw_log_level_t */
+    F_BAL,     /* gw_balance_t */
+    F_TLSVER,  /* int 12/13 */
     F_ALOGFMT, /* int gw_cfg_alog_format_t */
 } fkind_t;
 

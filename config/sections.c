@@ -633,8 +633,8 @@ void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
         }
         for (size_t j = 0; j + 1 < c->routes_len; j++)
             if (x.name && c->routes[j].name && !strcmp(c->routes[j].name, r->name))
-                gw_cfg__err_at(ld, x.name, "duplicate route name '%s' (first on line %d)",
-                               r->name, c->routes[j].line);
+                gw_cfg__err_at(ld, x.name, "duplicate route name '%s' (first on line %d)", r->name,
+                               c->routes[j].line);
         if (!x.up) {
             gw_cfg__err_at(ld, rn, "missing required key 'upstream' in a route");
             continue;

@@ -72,8 +72,8 @@ static void on_written(uv_write_t *req, int status)
     aconn_close(req->data);
 }
 
-static void respond(aconn_t *c, unsigned status, const char *ctype, const uint8_t *body,
-                    size_t len, int head_only)
+static void respond(aconn_t *c, unsigned status, const char *ctype, const uint8_t *body, size_t len,
+                    int head_only)
 {
     c->answered = 1;
     char clen[24];
@@ -97,8 +97,7 @@ static void respond(aconn_t *c, unsigned status, const char *ctype, const uint8_
 
 static void respond_text(aconn_t *c, unsigned status, const char *text, int head_only)
 {
-    respond(c, status, "text/plain; charset=utf-8", (const uint8_t *)text, strlen(text),
-            head_only);
+    respond(c, status, "text/plain; charset=utf-8", (const uint8_t *)text, strlen(text), head_only);
 }
 
 static int on_head(void *ud, const gw_h1_msg_t *m)
@@ -119,8 +118,7 @@ static int on_head(void *ud, const gw_h1_msg_t *m)
         if (gw_server_metrics(c->a->srv, &body) < 0)
             respond_text(c, 500, "h2gate admin: out of memory\n", head);
         else
-            respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", body.base, body.len,
-                    head);
+            respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", body.base, body.len, head);
         gw_bytes_free(&body);
     } else if (gw_slice_eq(path, GW_SLICE_LIT("/healthz"))) {
         respond_text(c, 200, "ok\n", head);

@@ -214,7 +214,7 @@ struct gw_back_conn {
     gw_back_exch_t *exch; /* the exchange whose response is read now */
     gw_back_pipe_t *pipe; /* ring of pipeline - 1 requests behind it (allocated on first use) */
     unsigned pipe_first, pipe_len;
-    unsigned requests; /* exchanges carried (pipelined ones included) */
+    unsigned requests;   /* exchanges carried (pipelined ones included) */
     uint64_t dial_ns;    /* when the connect started (gw_now_ns) */
     uint64_t connect_us; /* connect (and TLS handshake) duration, once connected */
     gw_iovq_t out;

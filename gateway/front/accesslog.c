@@ -31,8 +31,8 @@
 struct gw_alog_file {
     atomic_uint refs;
     int fd;
-    int owned;    /* 0 for stderr */
-    int regular;  /* a regular file: one write per flush */
+    int owned;   /* 0 for stderr */
+    int regular; /* a regular file: one write per flush */
     char path[];
 };
 
@@ -210,8 +210,8 @@ void gw_front__log_reset(gw_alog_t *r, uint32_t code)
         r->h2_error = gw_h2_error_str(code);
 }
 
-size_t gw_front__with_request_id(const gw_alog_t *r, const gw_field_t *f, size_t n,
-                                 gw_field_t *out, size_t cap)
+size_t gw_front__with_request_id(const gw_alog_t *r, const gw_field_t *f, size_t n, gw_field_t *out,
+                                 size_t cap)
 {
     if (n > cap)
         return SIZE_MAX;

@@ -436,8 +436,7 @@ static void on_closed(uv_handle_t *h)
     drop_busy(c);
     gw_front__timer_nodes_add(w, -1);
     if (c->thr) {
-        gw_bucket_table_release(c->g->gen->clients ? c->g->gen->clients->t : NULL,
-                                c->thr->client);
+        gw_bucket_table_release(c->g->gen->clients ? c->g->gen->clients->t : NULL, c->thr->client);
         gw_free(c->thr->route_b);
         gw_free(c->thr);
         gw_front__timer_nodes_add(w, -1);
@@ -912,8 +911,7 @@ void gw_front__conn_stop(gw_list_t *link, gw_stop_t how)
         gw_front__conn_close(c, "shutdown");
         return;
     }
-    if ((c->flags & GW_CONN_F_STOPPING) ||
-        (how == GW_STOP_DRAIN && (c->flags & GW_CONN_F_DRAIN)))
+    if ((c->flags & GW_CONN_F_STOPPING) || (how == GW_STOP_DRAIN && (c->flags & GW_CONN_F_DRAIN)))
         return;
     const gw_config_t *cfg = CFG(c);
     uint64_t grace = cfg->timeouts.drain_grace_ms;

@@ -120,10 +120,10 @@ typedef struct {
 typedef struct {
     char up[GW_MNAME];
     char server[72];
-    uint64_t idle, active;  /* gauges (snapshots) */
-    uint64_t opened;        /* snapshots: retired_opened + the live pools' */
+    uint64_t idle, active;   /* gauges (snapshots) */
+    uint64_t opened;         /* snapshots: retired_opened + the live pools' */
     uint64_t retired_opened; /* dialled by pools of generations since retired */
-    int up_state;           /* snapshots: 1 up, 0 ejected, -1 not in the current generation */
+    int up_state;            /* snapshots: 1 up, 0 ejected, -1 not in the current generation */
 } gw_mserver_t;
 
 typedef struct {
@@ -196,13 +196,13 @@ struct gw_worker {
     unsigned id;
     uv_thread_t thread;
     uv_loop_t loop;
-    uv_async_t wake;  /* another thread asked us to stop or to take a new generation */
-    int wake_open;    /* under srv->lock: wake may still be signalled */
+    uv_async_t wake;   /* another thread asked us to stop or to take a new generation */
+    int wake_open;     /* under srv->lock: wake may still be signalled */
     gw_list_t handles; /* gw_whandle_t: one per listening socket of the current generation */
-    uv_timer_t drain; /* graceful shutdown deadline */
+    uv_timer_t drain;  /* graceful shutdown deadline */
     gw_list_t conns;
-    size_t conns_len;   /* in conns: not closing */
-    size_t conns_alive; /* accepted and not yet freed (closing ones included) */
+    size_t conns_len;       /* in conns: not closing */
+    size_t conns_alive;     /* accepted and not yet freed (closing ones included) */
     atomic_ullong accepted; /* connections accepted; read by the SIGUSR1 dump on the main thread */
     atomic_ullong busy;     /* connections holding busy state (buffers, stream lists, conn.c); an
                                idle one gives it back: read by the SIGUSR1 dump too */
@@ -214,10 +214,10 @@ struct gw_worker {
     int loop_ok;
     /* connection timers (conn.c): one loop timer for the earliest node of the heap */
     uv_timer_t ticker;
-    uint64_t ticker_due;  /* loop time ticker fires at, while active */
-    gw_theap_t timers;    /* timeouts and throttle wake-ups of the connections */
-    size_t timer_nodes;   /* nodes that may be queued (room reserved in timers) */
-    gw_pool_t h2s_pool;   /* conn.c's HTTP/2 client streams */
+    uint64_t ticker_due; /* loop time ticker fires at, while active */
+    gw_theap_t timers;   /* timeouts and throttle wake-ups of the connections */
+    size_t timer_nodes;  /* nodes that may be queued (room reserved in timers) */
+    gw_pool_t h2s_pool;  /* conn.c's HTTP/2 client streams */
     int h2s_pool_ok;
     /* access log (accesslog.c): lines waiting for the next write, flushed at 32 KiB, by the
      * timer within a second, and at exit */
@@ -226,12 +226,12 @@ struct gw_worker {
     atomic_ullong alog_lost; /* lines that could not be written */
     /* metrics (metrics.c): written by this thread only; copied to snap when a scrape asks */
     gw_mset_t m;
-    gw_mset_t snap;      /* under snap_lock */
+    gw_mset_t snap; /* under snap_lock */
     uv_mutex_t snap_lock;
-    int snap_ok;         /* snap_lock initialised */
-    uv_async_t scrape;   /* a scrape asks for a snapshot (closed with wake) */
-    uint64_t snap_done;  /* under srv->snap_mu: the last ticket answered */
-    uint64_t id_seed, id_count; /* request ids made by this worker */
+    int snap_ok;                        /* snap_lock initialised */
+    uv_async_t scrape;                  /* a scrape asks for a snapshot (closed with wake) */
+    uint64_t snap_done;                 /* under srv->snap_mu: the last ticket answered */
+    uint64_t id_seed, id_count;         /* request ids made by this worker */
     uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */
 };
 
@@ -246,9 +246,9 @@ struct gw_server {
     uv_signal_t sig_int, sig_term, sig_usr1, sig_hup, sig_usr2;
     uv_async_t main_wake;
     int signals_seen;
-    atomic_uint workers_done;  /* workers whose loop has ended */
-    uv_mutex_t lock;           /* guards workers[i]->wake_open, gen, socks[i]->fds */
-    atomic_ullong reloads_ok;  /* successful reloads */
+    atomic_uint workers_done; /* workers whose loop has ended */
+    uv_mutex_t lock;          /* guards workers[i]->wake_open, gen, socks[i]->fds */
+    atomic_ullong reloads_ok; /* successful reloads */
     atomic_ullong reloads_failed;
     gw_alog_file_t *alog; /* the access log file, NULL when off (under lock) */
     atomic_int ready;     /* every worker runs and none is stopping (/readyz) */
@@ -257,11 +257,11 @@ struct gw_server {
     uv_cond_t snap_cond;
     uint64_t snap_ticket;
     /* binary upgrade (upgrade.c) */
-    char *exe;              /* the binary we were started from (/proc/self/exe at start) */
-    char **argv;            /* our arguments, for the new process */
-    gw_inherited_t *inh;    /* sockets inherited at start, until the first generation took them */
+    char *exe;           /* the binary we were started from (/proc/self/exe at start) */
+    char **argv;         /* our arguments, for the new process */
+    gw_inherited_t *inh; /* sockets inherited at start, until the first generation took them */
     size_t inh_len;
-    gw_upgrade_t *upgrade;  /* an upgrade under way (main thread) */
+    gw_upgrade_t *upgrade; /* an upgrade under way (main thread) */
 };
 
 /* The configuration of the connection's generation. */
@@ -405,8 +405,8 @@ struct conn {
     size_t queued; /* bytes handed to uv_write and not yet written */
     gw_h2_session_t *h2;
     uint64_t last_active_ms; /* HTTP/2: last time a stream was open or a frame arrived */
-    uint64_t stop_due; /* HTTP/2 draining: the first GOAWAY (F_DRAIN) or the final one
-                          (F_STOPPING) is due at this gw_now_ms(), or 0 */
+    uint64_t stop_due;       /* HTTP/2 draining: the first GOAWAY (F_DRAIN) or the final one
+                                (F_STOPPING) is due at this gw_now_ms(), or 0 */
     union {
         struct sockaddr sa;
         struct sockaddr_in in4;
@@ -426,12 +426,12 @@ typedef struct {
     gw_cstream_t cs;
     conn_t *c;
     uint32_t sid;
-    int gone;        /* closed by the session: ops are no-ops until the proxy is told */
-    int rst_after;   /* RST_STREAM(NO_ERROR) once the response is framed (early response) */
-    gw_list_t link;  /* in c->b->h2_streams, then c->b->h2_gone */
-    gw_bucket_t *rb; /* its route's bucket on this connection, or NULL */
-    size_t given;    /* stream data budget handed to the session */
-    size_t owed;     /* request body bytes passed on, window credit held back (upload rate) */
+    int gone;          /* closed by the session: ops are no-ops until the proxy is told */
+    int rst_after;     /* RST_STREAM(NO_ERROR) once the response is framed (early response) */
+    gw_list_t link;    /* in c->b->h2_streams, then c->b->h2_gone */
+    gw_bucket_t *rb;   /* its route's bucket on this connection, or NULL */
+    size_t given;      /* stream data budget handed to the session */
+    size_t owed;       /* request body bytes passed on, window credit held back (upload rate) */
     uint32_t thr_mark; /* c->thr->waits when the request began */
     gw_alog_t log;     /* the request's record (accesslog.c) */
 } h2s_t;
@@ -522,8 +522,8 @@ void gw_front__log_head(gw_alog_t *r, unsigned status, int end_stream);
 void gw_front__log_reset(gw_alog_t *r, uint32_t code);
 /* f plus x-request-id (when the record has an id and f has none) into out (cap fields):
  * the count, or SIZE_MAX when f does not fit. */
-size_t gw_front__with_request_id(const gw_alog_t *r, const gw_field_t *f, size_t n,
-                                 gw_field_t *out, size_t cap);
+size_t gw_front__with_request_id(const gw_alog_t *r, const gw_field_t *f, size_t n, gw_field_t *out,
+                                 size_t cap);
 /* The front is done with s: its line is logged, then the proxy is told. */
 void gw_front__stream_done(conn_t *c, gw_cstream_t *s, uint32_t thr_mark);
 

@@ -316,8 +316,7 @@ void gw_front__process_h1(conn_t *c)
         gw_bytes_consume(&c->b->in, (size_t)n);
         if (was_idle && gw_h1_parser_in_message(c->h1->p) && !gw_h1_parser_paused(c->h1->p) &&
             !h1x_active(c->h1))
-            gw_front__arm(c,
-                          CFG(c)->timeouts.header_ms); /* whole-head deadline (slowloris) */
+            gw_front__arm(c, CFG(c)->timeouts.header_ms); /* whole-head deadline (slowloris) */
         if (!gw_h1_parser_paused(c->h1->p) && n == 0)
             break; /* need more input */
     }

@@ -354,8 +354,7 @@ static int h2_send(conn_t *c)
      * queue; after_write kicks when it drains */
     uint64_t tnow = gw_front__now_us();
     gw_front__h2_budget(c, tnow);
-    ssize_t n =
-        c->queued < CFG(c)->limits.write_buffer ? gw_h2_session_send(c->h2, &c->b->oq) : 0;
+    ssize_t n = c->queued < CFG(c)->limits.write_buffer ? gw_h2_session_send(c->h2, &c->b->oq) : 0;
     if (n >= 0 && c->b->h2_rst_after) {
         /* early responses whose last DATA is framed: now the RST_STREAM(NO_ERROR) */
         int any = 0;

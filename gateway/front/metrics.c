@@ -23,8 +23,8 @@
 
 static const char *const code_names[GW_MCODES] = {"1xx", "2xx", "3xx", "4xx", "5xx", "none"};
 static const char *const h2_kind_names[GW_MH2_KINDS] = {
-    "rapid_reset",    "control_flood",    "empty_frames",     "queued_control",
-    "header_list",    "header_block",     "max_requests",     "settings_timeout",
+    "rapid_reset",        "control_flood",     "empty_frames",   "queued_control",
+    "header_list",        "header_block",      "max_requests",   "settings_timeout",
     "priority_evictions", "malformed_request", "refused_stream",
 };
 static const char *const tls_result_names[3] = {"full", "resumed", "failed"};
@@ -506,9 +506,8 @@ static int render(gw_server_t *s, const gw_mset_t *t, const extra_t *x, gw_bytes
     }
     FAM("h2gate_upstream_connections", "gauge", "Origin connections now, idle or active.");
     for (size_t i = 0; i < t->nservers; i++) {
-        gw_label_t l[] = {{"upstream", t->servers[i].up},
-                          {"server", t->servers[i].server},
-                          {"state", "idle"}};
+        gw_label_t l[] = {
+            {"upstream", t->servers[i].up}, {"server", t->servers[i].server}, {"state", "idle"}};
         SAMPLE("h2gate_upstream_connections", l, 3, t->servers[i].idle);
         l[2].value = "active";
         SAMPLE("h2gate_upstream_connections", l, 3, t->servers[i].active);
@@ -601,7 +600,8 @@ static int render(gw_server_t *s, const gw_mset_t *t, const extra_t *x, gw_bytes
         l[0].value = "failed";
         SAMPLE("h2gate_config_reloads_total", l, 1, atomic_load(&s->reloads_failed));
     }
-    FAM("h2gate_config_generation", "gauge", "The configuration in use: 1 at start, +1 per reload.");
+    FAM("h2gate_config_generation", "gauge",
+        "The configuration in use: 1 at start, +1 per reload.");
     SAMPLE("h2gate_config_generation", NULL, 0, atomic_load(&s->gen_id));
     FAM("h2gate_build_info", "gauge", "Always 1; the version is a label.");
     {

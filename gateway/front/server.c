@@ -196,7 +196,8 @@ static int gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev, gw_ge
         size_t cap = (size_t)cfg->limits.max_connections * s->workers_len * 2;
         if (cap > (1u << 22))
             cap = 1u << 22;
-        if (!(g->clients = table_get(prev ? prev->clients : NULL, cap, cfg->throttle.ipv6_prefix))) {
+        if (!(g->clients =
+                  table_get(prev ? prev->clients : NULL, cap, cfg->throttle.ipv6_prefix))) {
             rv = GW_E_NOMEM;
             goto fail;
         }
@@ -315,7 +316,8 @@ static void whandle_close(gw_whandle_t *wh)
 
 static void close_listeners(gw_worker_t *w)
 {
-    gw_list_foreach_safe(it, tmp, &w->handles) whandle_close(GW_CONTAINER_OF(it, gw_whandle_t, link));
+    gw_list_foreach_safe(it, tmp, &w->handles)
+        whandle_close(GW_CONTAINER_OF(it, gw_whandle_t, link));
 }
 
 /* ---- a worker's generations ---------------------------------------------------------------- */
@@ -652,7 +654,8 @@ int gw_server_reload(gw_server_t *s)
     int embedded = !strcmp(path, "<embedded>");
     gw_config_t *cfg = NULL;
     gw_config_errors_t errs = {0};
-    int rv = embedded ? gw_config_load_default(&cfg, &errs) : gw_config_load_file(path, &cfg, &errs);
+    int rv =
+        embedded ? gw_config_load_default(&cfg, &errs) : gw_config_load_file(path, &cfg, &errs);
     if (rv < 0) {
         atomic_fetch_add(&s->reloads_failed, 1);
         for (size_t i = 0; i < errs.len; i++)
@@ -665,7 +668,8 @@ int gw_server_reload(gw_server_t *s)
     }
     gw_config_errors_free(&errs);
     if (cfg->workers != s->workers_len)
-        GW_LOG_WARN("reload_note", "workers=%u kept=%u reason=\"the number of workers changes "
+        GW_LOG_WARN("reload_note",
+                    "workers=%u kept=%u reason=\"the number of workers changes "
                     "with a restart or a binary upgrade (SIGUSR2) only\"",
                     cfg->workers, s->workers_len);
     gw_log_level_t level = (gw_log_level_t)cfg->log_level;

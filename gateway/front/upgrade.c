@@ -182,8 +182,9 @@ static void upgrade_failed(gw_server_t *s, const char *why)
         snprintf(how, sizeof(how), "exit status %d", WEXITSTATUS(st));
     else if (r == u->child && WIFSIGNALED(st))
         snprintf(how, sizeof(how), "killed by signal %d", WTERMSIG(st));
-    GW_LOG_ERROR("upgrade_failed", "new_pid=%ld reason=\"%s\" new_process=\"%s\" action=keep_serving",
-                 (long)u->child, why, how);
+    GW_LOG_ERROR("upgrade_failed",
+                 "new_pid=%ld reason=\"%s\" new_process=\"%s\" action=keep_serving", (long)u->child,
+                 why, how);
     /* the new process may have replaced the pid file before it failed */
     const char *pid_path = s->gen->cfg->pid_file;
     if (pid_path && gw_front__pid_file_read(pid_path) != (long)getpid())
@@ -289,7 +290,8 @@ void gw_front__upgrade_start(gw_server_t *s)
     }
     size_t k = 0;
     for (size_t i = 0; i < ne; i++)
-        if (strncmp(environ[i], "H2GATE_LISTEN_FDS=", 18) && strncmp(environ[i], "H2GATE_READY_FD=", 16))
+        if (strncmp(environ[i], "H2GATE_LISTEN_FDS=", 18) &&
+            strncmp(environ[i], "H2GATE_READY_FD=", 16))
             envp[k++] = environ[i];
     envp[k++] = fdenv;
     envp[k++] = readyenv;

@@ -709,8 +709,8 @@ static const gw_slice_t sensitive[] = {GW_SLICE_LIT("authorization"),
  * content-length, date, etag and last-modified are indexed: a gateway answers the same resource
  * (same size, validators) many times a second, and date changes once a second, so the dynamic
  * table turns them into one-byte references (a 1 KiB GET's response head: 9 bytes). */
-static const gw_slice_t volatile_values[] = {GW_SLICE_LIT(":path"), GW_SLICE_LIT("age"),
-                                             GW_SLICE_LIT("x-request-id"), {0}};
+static const gw_slice_t volatile_values[] = {
+    GW_SLICE_LIT(":path"), GW_SLICE_LIT("age"), GW_SLICE_LIT("x-request-id"), {0}};
 
 /* A 32-bit hash of s[0..n) continuing from h (multiply-xor, eight bytes a step; the last
  * step reads the final eight bytes, overlapping): the dynamic table is searched by comparing

@@ -89,10 +89,10 @@ void gw_proxy_stats(const gw_proxy_t *p, gw_proxy_stats_t *out);
 
 /* One origin server of upstream `up` (indices into the configuration) as the metrics show it. */
 typedef struct {
-    unsigned idle, active;      /* connections now: idle in the pool, carrying an exchange */
-    uint64_t opened;            /* connections dialled */
+    unsigned idle, active; /* connections now: idle in the pool, carrying an exchange */
+    uint64_t opened;       /* connections dialled */
     uint64_t bytes_in, bytes_out;
-    int up;                     /* 1 healthy, 0 ejected */
+    int up; /* 1 healthy, 0 ejected */
 } gw_proxy_server_stats_t;
 /* 0, GW_E_RANGE, or GW_E_CLOSED once the proxy is closed. */
 int gw_proxy_server_stats(const gw_proxy_t *p, size_t up, size_t srv, gw_proxy_server_stats_t *out);

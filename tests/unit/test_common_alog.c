@@ -18,9 +18,9 @@ static gw_alog_t sample(void)
     gw_alog_t r;
     gw_alog_init(&r);
     r.start_ns = 1000000000;
-    r.head_ns = r.start_ns + 2500000;  /* 2.5 ms */
-    r.last_ns = r.start_ns + 3000000;  /* 3 ms */
-    r.end_ns = r.start_ns + 3250000;   /* 3.25 ms */
+    r.head_ns = r.start_ns + 2500000; /* 2.5 ms */
+    r.last_ns = r.start_ns + 3000000; /* 3 ms */
+    r.end_ns = r.start_ns + 3250000;  /* 3.25 ms */
     r.peer = "127.0.0.1:51234";
     r.proto = "h2";
     r.method = GW_SLICE_LIT("GET");
