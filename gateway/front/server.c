@@ -667,6 +667,20 @@ int gw_server_reload(gw_server_t *s)
         return rv;
     }
     gw_config_errors_free(&errs);
+    const gw_config_t *old = cur->cfg;
+    if (cfg->admin.enabled != old->admin.enabled ||
+        (cfg->admin.enabled && strcmp(cfg->admin.addr.text, old->admin.addr.text) != 0))
+        GW_LOG_WARN("reload_note",
+                    "admin=%s kept=%s reason=\"the admin listener changes with a "
+                    "restart or a binary upgrade (SIGUSR2) only\"",
+                    cfg->admin.enabled ? cfg->admin.addr.text : "off",
+                    old->admin.enabled ? old->admin.addr.text : "off");
+    if ((cfg->pid_file == NULL) != (old->pid_file == NULL) ||
+        (cfg->pid_file && strcmp(cfg->pid_file, old->pid_file) != 0))
+        GW_LOG_WARN("reload_note",
+                    "pid_file=%s kept=%s reason=\"the pid file changes with a "
+                    "restart or a binary upgrade (SIGUSR2) only\"",
+                    cfg->pid_file ? cfg->pid_file : "none", old->pid_file ? old->pid_file : "none");
     if (cfg->workers != s->workers_len)
         GW_LOG_WARN("reload_note",
                     "workers=%u kept=%u reason=\"the number of workers changes "
