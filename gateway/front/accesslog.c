@@ -225,6 +225,46 @@ size_t gw_front__with_request_id(const gw_alog_t *r, const gw_field_t *f, size_t
     return n;
 }
 
+/* Count and log one record whose request is over (metrics, then the access log line). */
+static void log_done(conn_t *c, gw_alog_t *r)
+{
+    gw_front__metrics_request(c, r);
+    const gw_config_t *cfg = CFG(c);
+    if (!cfg->access_log.path)
+        return;
+    gw_worker_t *w = W(c);
+    r->peer = PEER(c);
+    if (c->tls) {
+        r->tls_version = gw_tls_version(c->tls);
+        r->tls_cipher = gw_tls_cipher(c->tls);
+        r->sni = gw_tls_sni(c->tls);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now_us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    gw_alog_format_t fmt =
+        cfg->access_log.format == GW_CFG_ALOG_JSON ? GW_ALOG_JSON : GW_ALOG_COMBINED;
+    if (gw_alog_format(&w->alog_buf, fmt, r, now_us) < 0)
+        atomic_fetch_add(&w->alog_lost, 1);
+    if (w->alog_buf.len >= ALOG_FLUSH_AT)
+        gw_front__alog_flush(w);
+    else if (w->alog_buf.len && !uv_is_active((uv_handle_t *)&w->alog_timer))
+        uv_timer_start(&w->alog_timer, on_alog_timer, ALOG_FLUSH_MS, 0);
+}
+
+/* An HTTP/1.1 request the front answered itself before it became a client stream (400 for a
+ * malformed head, 408, 431): a line and a count too, without method or path when the head
+ * did not get that far. */
+void gw_front__log_direct(conn_t *c, unsigned status)
+{
+    gw_alog_t r;
+    gw_alog_init(&r);
+    r.start_ns = r.end_ns = r.head_ns = r.last_ns = gw_now_ns();
+    r.proto = "http/1.1";
+    r.status = status;
+    log_done(c, &r);
+}
+
 /* The front is done with s: its record is complete; the line goes to the worker's buffer. */
 void gw_front__stream_done(conn_t *c, gw_cstream_t *s, uint32_t thr_mark)
 {
@@ -232,28 +272,7 @@ void gw_front__stream_done(conn_t *c, gw_cstream_t *s, uint32_t thr_mark)
     if (r && r->start_ns) {
         r->end_ns = gw_now_ns();
         r->throttled = c->thr && c->thr->waits != thr_mark;
-        gw_front__metrics_request(c, r);
-        const gw_config_t *cfg = CFG(c);
-        if (cfg->access_log.path) {
-            gw_worker_t *w = W(c);
-            r->peer = PEER(c);
-            if (c->tls) {
-                r->tls_version = gw_tls_version(c->tls);
-                r->tls_cipher = gw_tls_cipher(c->tls);
-                r->sni = gw_tls_sni(c->tls);
-            }
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            uint64_t now_us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-            gw_alog_format_t fmt =
-                cfg->access_log.format == GW_CFG_ALOG_JSON ? GW_ALOG_JSON : GW_ALOG_COMBINED;
-            if (gw_alog_format(&w->alog_buf, fmt, r, now_us) < 0)
-                atomic_fetch_add(&w->alog_lost, 1);
-            if (w->alog_buf.len >= ALOG_FLUSH_AT)
-                gw_front__alog_flush(w);
-            else if (w->alog_buf.len && !uv_is_active((uv_handle_t *)&w->alog_timer))
-                uv_timer_start(&w->alog_timer, on_alog_timer, ALOG_FLUSH_MS, 0);
-        }
+        log_done(c, r);
         r->start_ns = 0; /* logged once */
     }
     gw_proxy_stream_closed(c->g->proxy, s);

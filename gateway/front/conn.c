@@ -519,6 +519,7 @@ void gw_front__on_timeout(conn_t *c)
                 return;
             }
             gw_h1_simple_response(&c->b->out, 408, "h2gate: request not completed in time\n", 0, 0);
+            gw_front__log_direct(c, 408);
             gw_front__finish(c, "header_timeout");
         } else {
             GW_LOG_DEBUG("timeout", "peer=%s kind=idle", PEER(c));

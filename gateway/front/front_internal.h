@@ -1,8 +1,14 @@
 /* front/front_internal.h — what the files of gateway/front/ share (not a public interface).
  *
- * server.c:    gw_server_t and its workers: listeners, one libuv loop per worker thread,
- *              signals, graceful stop, the shared rate tables, and the worker's timer heap
- *              (one loop timer for every connection's timeout and throttle wake-up).
+ * server.c:    gw_server_t and its workers: one libuv loop per worker thread, signals,
+ *              graceful stop, and the worker's timer heap (one loop timer for every
+ *              connection's timeout and throttle wake-up).
+ * generation.c: configuration generations: listeners' sockets, TLS contexts, shared rate
+ *              tables; a worker taking the current one and draining the old; reload.
+ * upgrade.c:   binary upgrade (SIGUSR2: inherited sockets, readiness pipe), the pid file.
+ * accesslog.c: access log records, the per-worker buffer, the shared file (SIGUSR1 reopen).
+ * metrics.c:   per-worker counters by configuration name, snapshots, Prometheus rendering.
+ * notify.c:    systemd readiness datagrams.
  * conn.c:      one client connection: accept, read, TLS, the protocol choice (ALPN, or the
  *              HTTP/2 preface against an HTTP/1.1 request line), write, close, timeouts,
  *              deferred work (the kick handle), idle connections giving back their buffers.
@@ -463,6 +469,16 @@ void gw_front__process(conn_t *c);
 void gw_front__release_idle_buffers(conn_t *c);
 const char *gw_front__conn_peer(const conn_t *c);
 
+/* generation.c */
+int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev, gw_gen_t **out);
+void gw_front__gen_unref(gw_gen_t *g);
+/* Take the server's current generation if the worker does not serve it yet. */
+int gw_front__worker_take_gen(gw_worker_t *w);
+/* The worker is done with g: its pools close, then it is freed. */
+void gw_front__wgen_retire(gw_wgen_t *g);
+/* server.c: close one listening handle of a worker */
+void gw_front__whandle_close(gw_whandle_t *wh);
+
 /* server.c: the worker's timer heap (one loop timer for every connection's timeout and throttle
  * wake-up) */
 void gw_front__worker_conn_gone(gw_worker_t *w);
@@ -524,6 +540,8 @@ void gw_front__log_reset(gw_alog_t *r, uint32_t code);
  * the count, or SIZE_MAX when f does not fit. */
 size_t gw_front__with_request_id(const gw_alog_t *r, const gw_field_t *f, size_t n, gw_field_t *out,
                                  size_t cap);
+/* An HTTP/1.1 answer of the front itself (400, 408, 431): counted and logged. */
+void gw_front__log_direct(conn_t *c, unsigned status);
 /* The front is done with s: its line is logged, then the proxy is told. */
 void gw_front__stream_done(conn_t *c, gw_cstream_t *s, uint32_t thr_mark);
 

@@ -309,6 +309,7 @@ void gw_front__process_h1(conn_t *c)
                 char body[160];
                 snprintf(body, sizeof(body), "h2gate: %s\n", gw_h1_parser_error_reason(c->h1->p));
                 gw_h1_simple_response(&c->b->out, st, body, 0, 0);
+                gw_front__log_direct(c, st);
             }
             gw_front__finish(c, "bad_request");
             return;

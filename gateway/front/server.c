@@ -12,244 +12,6 @@
 #include "common/log.h"
 #include "front/front_internal.h"
 
-static int bind_socket(const gw_cfg_listen_t *l, int *out)
-{
-    int fd = socket(l->addr.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    /* Each worker binds its own socket; the kernel spreads new connections over them. */
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
-        goto fail;
-    if (l->addr.ss.ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-    if (bind(fd, (const struct sockaddr *)&l->addr.ss, l->addr.len) < 0)
-        goto fail;
-    if (listen(fd, l->backlog) < 0)
-        goto fail;
-    *out = fd;
-    return 0;
-fail:;
-    int e = errno;
-    close(fd);
-    return -e;
-}
-
-/* ALPN we offer, in the listener's server preference (RFC 7301 §3.2). */
-static size_t alpn_for(const gw_cfg_listen_t *l, unsigned char *out)
-{
-    size_t n = 0;
-    int h2 = (l->protocols & GW_PROTO_F_H2) != 0, h1 = (l->protocols & GW_PROTO_F_HTTP1) != 0;
-    int h2_first = l->tls->prefer_h2;
-    for (int pass = 0; pass < 2; pass++) {
-        int want_h2 = (pass == 0) == h2_first;
-        if (want_h2 && h2) {
-            memcpy(out + n, "\x02h2", 3);
-            n += 3;
-        } else if (!want_h2 && h1) {
-            memcpy(out + n, "\x08http/1.1", 9);
-            n += 9;
-        }
-    }
-    return n;
-}
-
-/* ---- generations ----------------------------------------------------------------------- */
-
-static gw_shared_table_t *table_get(gw_shared_table_t *prev, size_t cap, unsigned prefix)
-{
-    if (prev && prev->cap == cap && prev->ipv6_prefix == prefix) {
-        atomic_fetch_add(&prev->refs, 1);
-        return prev; /* the balances carry over a reload */
-    }
-    gw_shared_table_t *t = gw_calloc(1, sizeof(*t));
-    if (!t)
-        return NULL;
-    if (gw_bucket_table_new(cap, prefix, &t->t) < 0) {
-        gw_free(t);
-        return NULL;
-    }
-    atomic_init(&t->refs, 1);
-    t->cap = cap;
-    t->ipv6_prefix = prefix;
-    return t;
-}
-
-static void table_unref(gw_shared_table_t *t)
-{
-    if (t && atomic_fetch_sub(&t->refs, 1) == 1) {
-        gw_bucket_table_del(t->t);
-        gw_free(t);
-    }
-}
-
-static void gen_free(gw_gen_t *g)
-{
-    for (size_t i = 0; i < g->listeners_len; i++)
-        gw_tls_ctx_del(g->listeners[i].tls);
-    gw_free(g->listeners);
-    table_unref(g->clients);
-    table_unref(g->rates);
-    gw_config_del(g->cfg);
-    gw_free(g);
-}
-
-static void gen_unref(gw_gen_t *g)
-{
-    if (g && atomic_fetch_sub(&g->refs, 1) == 1)
-        gen_free(g);
-}
-
-static int same_addr(const gw_cfg_addr_t *a, const gw_cfg_addr_t *b)
-{
-    return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
-}
-
-/* A socket per worker for a listener address that the current generation does not have.
- * The new entry is appended to s->socks (under the lock: workers read it). */
-static int sock_bind(gw_server_t *s, const gw_cfg_listen_t *lc, size_t *index)
-{
-    gw_lsock_t *ls = gw_calloc(1, sizeof(*ls));
-    int *fds = gw_malloc(s->workers_len * sizeof(int));
-    int *live = gw_malloc(s->workers_len * sizeof(int));
-    uv_mutex_lock(&s->lock);
-    gw_lsock_t **socks = gw_realloc(s->socks, (s->socks_len + 1) * sizeof(*socks));
-    if (socks)
-        s->socks = socks;
-    uv_mutex_unlock(&s->lock);
-    if (!ls || !fds || !socks || !live) {
-        gw_free(ls);
-        gw_free(fds);
-        gw_free(live);
-        return GW_E_NOMEM;
-    }
-    ls->addr = lc->addr;
-    ls->fds = fds;
-    ls->live = live;
-    for (unsigned k = 0; k < s->workers_len; k++)
-        fds[k] = live[k] = -1;
-    unsigned inherited = 0;
-    for (unsigned k = 0; k < s->workers_len; k++) {
-        /* a binary upgrade: the old process's sockets, with their queued connections */
-        if ((fds[k] = gw_front__inherit_take(s, &lc->addr)) >= 0) {
-            inherited++;
-            continue;
-        }
-        int e = bind_socket(lc, &fds[k]);
-        if (e < 0) {
-            GW_LOG_ERROR("listen_failed", "address=%s reason=\"%s\"", lc->addr.text, strerror(-e));
-            for (unsigned j = 0; j < k; j++)
-                close(fds[j]);
-            gw_free(fds);
-            gw_free(live);
-            gw_free(ls);
-            return GW_E_IO;
-        }
-    }
-    if (inherited)
-        GW_LOG_INFO("socket_inherited", "address=%s sockets=%u of=%u", lc->addr.text, inherited,
-                    s->workers_len);
-    uv_mutex_lock(&s->lock);
-    s->socks[s->socks_len] = ls;
-    *index = s->socks_len++;
-    uv_mutex_unlock(&s->lock);
-    return 0;
-}
-
-/* Close the sockets no worker took (start-up failed, or a refused reload). */
-static void sock_close_untaken(gw_server_t *s, size_t i)
-{
-    uv_mutex_lock(&s->lock);
-    for (unsigned k = 0; k < s->workers_len; k++)
-        if (s->socks[i]->fds[k] >= 0) {
-            close(s->socks[i]->fds[k]);
-            s->socks[i]->fds[k] = -1;
-        }
-    uv_mutex_unlock(&s->lock);
-}
-
-/* Build a generation from cfg (taken over, freed on failure): every listener's socket (kept
- * from prev when its address is there) and TLS context, and the shared tables. Logs what
- * failed. */
-static int gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev, gw_gen_t **out)
-{
-    *out = NULL;
-    int rv = 0;
-    size_t socks_before = s->socks_len;
-    gw_gen_t *g = gw_calloc(1, sizeof(*g));
-    if (!g) {
-        gw_config_del(cfg);
-        return GW_E_NOMEM;
-    }
-    atomic_init(&g->refs, 1);
-    g->cfg = cfg;
-    g->id = prev ? prev->id + 1 : 1;
-    g->listeners = gw_calloc(cfg->listen_len ? cfg->listen_len : 1, sizeof(*g->listeners));
-    if (!g->listeners) {
-        rv = GW_E_NOMEM;
-        goto fail;
-    }
-    /* per-client buckets: one per live connection at most, plus as many idle ones (a client
-     * that reconnects keeps its balance until evicted) */
-    if (cfg->throttle.per_client_rate) {
-        size_t cap = (size_t)cfg->limits.max_connections * s->workers_len * 2;
-        if (cap > (1u << 22))
-            cap = 1u << 22;
-        if (!(g->clients =
-                  table_get(prev ? prev->clients : NULL, cap, cfg->throttle.ipv6_prefix))) {
-            rv = GW_E_NOMEM;
-            goto fail;
-        }
-    }
-    for (size_t i = 0; i < cfg->routes_len; i++) {
-        if (cfg->routes[i].response_rate)
-            g->route_rates = 1;
-        if (cfg->routes[i].request_rate && !g->rates &&
-            !(g->rates = table_get(prev ? prev->rates : NULL, GW_FRONT_RATE_TABLE,
-                                   cfg->throttle.ipv6_prefix))) {
-            rv = GW_E_NOMEM;
-            goto fail;
-        }
-    }
-    for (size_t i = 0; i < cfg->listen_len; i++) {
-        gw_listener_t *l = &g->listeners[i];
-        l->cfg = &cfg->listen[i];
-        g->listeners_len = i + 1;
-        if (l->cfg->tls) {
-            unsigned char alpn[32];
-            size_t alen = alpn_for(l->cfg, alpn);
-            rv = gw_tls_ctx_new(l->cfg->tls, alpn, alen, &l->tls);
-            if (rv < 0) {
-                GW_LOG_ERROR("listen_failed", "address=%s reason=\"TLS setup failed\"",
-                             l->cfg->addr.text);
-                goto fail;
-            }
-        }
-        int found = 0;
-        for (size_t j = 0; prev && j < prev->listeners_len && !found; j++)
-            if (same_addr(&prev->listeners[j].cfg->addr, &l->cfg->addr)) {
-                l->sock = prev->listeners[j].sock;
-                found = 1;
-            }
-        if (!found && (rv = sock_bind(s, l->cfg, &l->sock)) < 0)
-            goto fail;
-        GW_LOG_INFO("listening", "address=%s tls=%s protocols=%s%s%s generation=%llu%s",
-                    l->cfg->addr.text, l->cfg->tls ? "yes" : "no",
-                    l->cfg->protocols & GW_PROTO_F_H2 ? "h2," : "",
-                    l->cfg->protocols & GW_PROTO_F_H2C ? "h2c," : "",
-                    l->cfg->protocols & GW_PROTO_F_HTTP1 ? "http/1.1" : "", g->id,
-                    found ? " socket=kept" : "");
-    }
-    *out = g;
-    return 0;
-fail:
-    for (size_t i = socks_before; i < s->socks_len; i++)
-        sock_close_untaken(s, i);
-    gen_free(g);
-    return rv < 0 ? rv : GW_E_NOMEM;
-}
-
 static void worker_free(gw_worker_t *w);
 
 int gw_server_new(gw_config_t *cfg, gw_server_t **out)
@@ -270,7 +32,7 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
     s->workers_len = cfg->workers ? cfg->workers : 1;
     s->workers = gw_calloc(s->workers_len, sizeof(*s->workers));
     gw_front__inherit_parse(s);
-    int rv = s->workers ? gen_new(s, cfg, NULL, &s->gen) : GW_E_NOMEM;
+    int rv = s->workers ? gw_front__gen_new(s, cfg, NULL, &s->gen) : GW_E_NOMEM;
     gw_front__inherit_close_rest(s);
     if (!s->workers)
         gw_config_del(cfg);
@@ -304,7 +66,7 @@ static void on_whandle_closed(uv_handle_t *h)
 }
 
 /* Close one listening handle: its socket is no longer ours to pass on. */
-static void whandle_close(gw_whandle_t *wh)
+void gw_front__whandle_close(gw_whandle_t *wh)
 {
     gw_server_t *s = wh->w->srv;
     uv_mutex_lock(&s->lock);
@@ -317,211 +79,7 @@ static void whandle_close(gw_whandle_t *wh)
 static void close_listeners(gw_worker_t *w)
 {
     gw_list_foreach_safe(it, tmp, &w->handles)
-        whandle_close(GW_CONTAINER_OF(it, gw_whandle_t, link));
-}
-
-/* ---- a worker's generations ---------------------------------------------------------------- */
-
-static void wgen_part_closed(gw_wgen_t *g)
-{
-    if (--g->pending > 0)
-        return;
-    gw_front__metrics_unbind(g);
-    gw_proxy_del(g->proxy);
-    gw_h2_profile_del(g->h2prof);
-    GW_LOG_DEBUG("generation_released", "worker=%u generation=%llu", g->w->id, g->gen->id);
-    gen_unref(g->gen);
-    gw_free(g);
-}
-
-static void on_wgen_proxy_closed(gw_proxy_t *p, void *arg)
-{
-    (void)p;
-    wgen_part_closed(arg);
-}
-
-static void on_wgen_timer_closed(uv_handle_t *h)
-{
-    wgen_part_closed(h->data);
-}
-
-/* The worker is done with g: its origin pools close (their exchanges ended with the
- * connections), then it is freed with its reference on the generation. */
-static void wgen_retire(gw_wgen_t *g)
-{
-    if (g->draining) {
-        gw_list_remove(&g->link);
-        g->draining = 0;
-    }
-    g->pending = 2;
-    g->drain.data = g;
-    gw_front__metrics_retire(g); /* before the pools close: their counters carry on */
-    uv_close((uv_handle_t *)&g->drain, on_wgen_timer_closed);
-    gw_proxy_close_then(g->proxy, on_wgen_proxy_closed, g);
-}
-
-void gw_front__wgen_conn_gone(gw_wgen_t *g)
-{
-    if (--g->conns == 0 && g->draining)
-        wgen_retire(g);
-}
-
-static void on_wgen_drain_deadline(uv_timer_t *t)
-{
-    gw_wgen_t *g = t->data;
-    gw_worker_t *w = g->w;
-    GW_LOG_WARN("drain_deadline", "worker=%u generation=%llu open_connections=%zu", w->id,
-                g->gen->id, g->conns);
-    gw_list_foreach_safe(it, tmp, &w->conns)
-    {
-        if (GW_CONTAINER_OF(it, conn_t, link)->g == g)
-            gw_front__conn_stop(it, GW_STOP_NOW);
-    }
-}
-
-static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
-{
-    gw_wgen_t *g = gw_calloc(1, sizeof(*g));
-    if (!g)
-        return GW_E_NOMEM;
-    int rv = gw_proxy_new(&w->loop, gen->cfg, &g->proxy);
-    if (rv < 0) {
-        gw_free(g);
-        return rv;
-    }
-    gw_proxy_set_rate_table(g->proxy, gen->rates ? gen->rates->t : NULL);
-    g->gen = gen;
-    g->w = w;
-    if ((rv = gw_front__metrics_bind(w, g)) < 0) {
-        gw_front__metrics_unbind(g);
-        gw_proxy_close(g->proxy);
-        uv_run(&w->loop, UV_RUN_NOWAIT);
-        gw_proxy_del(g->proxy);
-        gw_free(g);
-        return rv;
-    }
-    gw_list_init(&g->link);
-    uv_timer_init(&w->loop, &g->drain);
-    g->drain.data = g;
-    *out = g;
-    return 0;
-}
-
-/* Take the server's current generation if it is not ours yet (worker thread): a worker-side
- * state for it, a listening handle for each of its sockets (kept when the socket was ours
- * already; closed when it no longer lists it), then the connections of the previous one are
- * told to drain. */
-static int worker_take_gen(gw_worker_t *w)
-{
-    gw_server_t *s = w->srv;
-    uv_mutex_lock(&s->lock);
-    gw_gen_t *gen = s->gen;
-    if (w->cur && w->cur->gen == gen) {
-        uv_mutex_unlock(&s->lock);
-        return 0;
-    }
-    atomic_fetch_add(&gen->refs, 1);
-    uv_mutex_unlock(&s->lock);
-    gw_wgen_t *ng;
-    int rv = wgen_new(w, gen, &ng);
-    if (rv < 0) {
-        GW_LOG_ERROR("generation_failed", "worker=%u generation=%llu reason=\"%s\"", w->id, gen->id,
-                     gw_strerror(rv));
-        gen_unref(gen);
-        return rv;
-    }
-    gw_list_foreach(it, &w->handles) GW_CONTAINER_OF(it, gw_whandle_t, link)->seen = 0;
-    for (size_t i = 0; i < gen->listeners_len; i++) {
-        gw_listener_t *l = &gen->listeners[i];
-        gw_whandle_t *wh = NULL;
-        gw_list_foreach(it, &w->handles)
-        {
-            gw_whandle_t *h = GW_CONTAINER_OF(it, gw_whandle_t, link);
-            if (h->sock == l->sock)
-                wh = h;
-        }
-        if (!wh) {
-            wh = gw_calloc(1, sizeof(*wh));
-            if (!wh) {
-                rv = GW_E_NOMEM;
-                break;
-            }
-            uv_tcp_init(&w->loop, &wh->tcp);
-            wh->tcp.data = wh;
-            wh->w = w;
-            wh->sock = l->sock;
-            gw_list_push_back(&w->handles, &wh->link);
-            uv_mutex_lock(&s->lock);
-            int fd = s->socks[l->sock]->fds[w->id];
-            s->socks[l->sock]->fds[w->id] = -1; /* the handle owns it from here */
-            uv_mutex_unlock(&s->lock);
-            int e = fd >= 0 ? uv_tcp_open(&wh->tcp, fd) : UV_EBADF;
-            if (e < 0 && fd >= 0)
-                close(fd); /* not the handle's */
-            if (e == 0) {
-                uv_mutex_lock(&s->lock);
-                s->socks[l->sock]->live[w->id] = fd; /* passed on by an upgrade */
-                uv_mutex_unlock(&s->lock);
-            }
-            if (e == 0)
-                e = uv_listen((uv_stream_t *)&wh->tcp, l->cfg->backlog, gw_front__on_connection);
-            if (e < 0) {
-                GW_LOG_ERROR("listen_failed", "address=%s worker=%u reason=\"%s\"",
-                             l->cfg->addr.text, w->id, uv_strerror(e));
-                rv = GW_E_IO;
-            }
-        }
-        wh->l = l;
-        wh->seen = 1;
-    }
-    /* sockets the new generation does not list close with their handles */
-    gw_list_foreach_safe(it, tmp, &w->handles)
-    {
-        gw_whandle_t *h = GW_CONTAINER_OF(it, gw_whandle_t, link);
-        if (!h->seen)
-            whandle_close(h);
-    }
-    gw_wgen_t *old = w->cur;
-    w->cur = ng;
-    GW_LOG_INFO("generation", "worker=%u generation=%llu draining=%s", w->id, gen->id,
-                old ? "yes" : "no");
-    if (old) {
-        old->draining = 1;
-        gw_list_push_back(&w->old, &old->link);
-        if (old->conns == 0) {
-            wgen_retire(old);
-        } else {
-            uv_timer_start(&old->drain, on_wgen_drain_deadline,
-                           gen->cfg->timeouts.graceful_shutdown_ms, 0);
-            gw_list_foreach_safe(it, tmp, &w->conns)
-            {
-                if (GW_CONTAINER_OF(it, conn_t, link)->g == old)
-                    gw_front__conn_stop(it, GW_STOP_DRAIN);
-            }
-        }
-        /* a cap on the generations draining at once: beyond it the oldest stop as on SIGTERM
-         * (GOAWAY now, idle connections closed after drain_grace, requests in flight finish) */
-        size_t n = 0;
-        gw_list_foreach(it, &w->old) n += !GW_CONTAINER_OF(it, gw_wgen_t, link)->forced;
-        gw_list_foreach(it, &w->old)
-        {
-            gw_wgen_t *o = GW_CONTAINER_OF(it, gw_wgen_t, link);
-            if (n <= gen->cfg->limits.draining_generations)
-                break;
-            if (o->forced)
-                continue;
-            o->forced = 1;
-            n--;
-            GW_LOG_WARN("drain_cap", "worker=%u generation=%llu open_connections=%zu", w->id,
-                        o->gen->id, o->conns);
-            gw_list_foreach_safe(c_it, c_tmp, &w->conns)
-            {
-                if (GW_CONTAINER_OF(c_it, conn_t, link)->g == o)
-                    gw_front__conn_stop(c_it, GW_STOP_GRACEFUL);
-            }
-        }
-    }
-    return rv;
+        gw_front__whandle_close(GW_CONTAINER_OF(it, gw_whandle_t, link));
 }
 
 static void on_drain_deadline(uv_timer_t *t)
@@ -563,11 +121,11 @@ void gw_front__worker_conn_gone(gw_worker_t *w)
     uv_close((uv_handle_t *)&w->alog_timer, on_handle_closed);
     /* pooled origin connections of every generation: the loop can end */
     while (!gw_list_empty(&w->old))
-        wgen_retire(GW_CONTAINER_OF(w->old.next, gw_wgen_t, link));
+        gw_front__wgen_retire(GW_CONTAINER_OF(w->old.next, gw_wgen_t, link));
     if (w->cur) {
         gw_wgen_t *g = w->cur;
         w->cur = NULL;
-        wgen_retire(g);
+        gw_front__wgen_retire(g);
     }
     uv_mutex_lock(&w->srv->lock);
     w->wake_open = 0;
@@ -586,7 +144,7 @@ static void on_wake(uv_async_t *a)
         return;
     }
     if (w->stop == GW_STOP_NONE)
-        (void)worker_take_gen(w);
+        (void)gw_front__worker_take_gen(w);
 }
 
 static void worker_main(void *arg)
@@ -634,7 +192,7 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     uv_timer_init(&w->loop, &w->alog_timer);
     gw_bytes_init(&w->alog_buf, 0);
     gw_theap_init(&w->timers);
-    int rv = worker_take_gen(w);
+    int rv = gw_front__worker_take_gen(w);
     if (rv < 0) {
         if (!w->cur)
             GW_LOG_ERROR("proxy_failed", "worker=%u reason=\"%s\"", id, gw_strerror(rv));
@@ -642,85 +200,6 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     }
     if (uv_thread_create(&w->thread, worker_main, w) != 0)
         return GW_E_IO;
-    return 0;
-}
-
-/* ---- reload ----------------------------------------------------------------------------- */
-
-int gw_server_reload(gw_server_t *s)
-{
-    gw_gen_t *cur = s->gen; /* only this (main) thread replaces it */
-    const char *path = cur->cfg->path;
-    int embedded = !strcmp(path, "<embedded>");
-    gw_config_t *cfg = NULL;
-    gw_config_errors_t errs = {0};
-    int rv =
-        embedded ? gw_config_load_default(&cfg, &errs) : gw_config_load_file(path, &cfg, &errs);
-    if (rv < 0) {
-        atomic_fetch_add(&s->reloads_failed, 1);
-        for (size_t i = 0; i < errs.len; i++)
-            GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s\"", cur->id, errs.msgs[i]);
-        if (errs.len == 0)
-            GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s: %s\"", cur->id, path,
-                         gw_strerror(rv));
-        gw_config_errors_free(&errs);
-        return rv;
-    }
-    gw_config_errors_free(&errs);
-    const gw_config_t *old = cur->cfg;
-    if (cfg->admin.enabled != old->admin.enabled ||
-        (cfg->admin.enabled && strcmp(cfg->admin.addr.text, old->admin.addr.text) != 0))
-        GW_LOG_WARN("reload_note",
-                    "admin=%s kept=%s reason=\"the admin listener changes with a "
-                    "restart or a binary upgrade (SIGUSR2) only\"",
-                    cfg->admin.enabled ? cfg->admin.addr.text : "off",
-                    old->admin.enabled ? old->admin.addr.text : "off");
-    if ((cfg->pid_file == NULL) != (old->pid_file == NULL) ||
-        (cfg->pid_file && strcmp(cfg->pid_file, old->pid_file) != 0))
-        GW_LOG_WARN("reload_note",
-                    "pid_file=%s kept=%s reason=\"the pid file changes with a "
-                    "restart or a binary upgrade (SIGUSR2) only\"",
-                    cfg->pid_file ? cfg->pid_file : "none", old->pid_file ? old->pid_file : "none");
-    if (cfg->workers != s->workers_len)
-        GW_LOG_WARN("reload_note",
-                    "workers=%u kept=%u reason=\"the number of workers changes "
-                    "with a restart or a binary upgrade (SIGUSR2) only\"",
-                    cfg->workers, s->workers_len);
-    gw_log_level_t level = (gw_log_level_t)cfg->log_level;
-    gw_gen_t *g;
-    const char *alog_path = cfg->access_log.path;
-    const char *cur_alog = gw_front__alog_path(s->alog);
-    if (alog_path && (!cur_alog || strcmp(alog_path, cur_alog) != 0)) {
-        /* a new access log file must open before anything changes */
-        gw_alog_file_t *probe;
-        if ((rv = gw_front__alog_open(alog_path, &probe)) < 0) {
-            atomic_fetch_add(&s->reloads_failed, 1);
-            GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s: access_log %s: %s\"",
-                         cur->id, path, alog_path, gw_strerror(rv));
-            gw_config_del(cfg);
-            return rv;
-        }
-        gw_front__alog_unref(probe);
-    }
-    if ((rv = gen_new(s, cfg, cur, &g)) < 0) {
-        atomic_fetch_add(&s->reloads_failed, 1);
-        GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s: %s\"", cur->id, path,
-                     gw_strerror(rv));
-        return rv;
-    }
-    uv_mutex_lock(&s->lock);
-    s->gen = g;
-    atomic_store(&s->gen_id, g->id);
-    for (unsigned i = 0; i < s->workers_len; i++)
-        if (s->workers[i] && s->workers[i]->wake_open)
-            uv_async_send(&s->workers[i]->wake);
-    uv_mutex_unlock(&s->lock);
-    (void)gw_front__alog_switch(s, g->cfg->access_log.path, 0);
-    gen_unref(cur);
-    gw_log_set_level(level);
-    atomic_fetch_add(&s->reloads_ok, 1);
-    GW_LOG_INFO("reloaded", "generation=%llu config=%s listeners=%zu routes=%zu upstreams=%zu",
-                g->id, g->cfg->path, g->listeners_len, g->cfg->routes_len, g->cfg->upstreams_len);
     return 0;
 }
 
@@ -952,7 +431,7 @@ void gw_server_del(gw_server_t *s)
             gw_free(*a);
     gw_free(s->argv);
     gw_front__alog_unref(s->alog);
-    gen_unref(s->gen);
+    gw_front__gen_unref(s->gen);
     uv_mutex_destroy(&s->lock);
     uv_mutex_destroy(&s->snap_mu);
     uv_cond_destroy(&s->snap_cond);

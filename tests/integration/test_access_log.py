@@ -188,3 +188,24 @@ def test_config_errors(h2gate_bin, tmp_path):
         r = run([h2gate_bin, "--check-config", str(p)])
         assert r.returncode == 1 and want in r.stderr, (text, r.stderr)
         assert re.search(re.escape(str(p)) + r":\d+:\d+: ", r.stderr)
+
+
+def test_requests_the_gateway_answers_itself_are_logged(gateway, origin, tmp_path):
+    """A malformed HTTP/1.1 head (400), one over limits.max_request_head (431) and one not
+    completed in time (408) are answered by the front itself: each still has its line."""
+    port = free_port()
+    log = str(tmp_path / "access.log")
+    gateway(alog_config(port, origin, log,
+                        extra="limits: {max_request_head: 2KiB}\ntimeouts: {header: 300ms}\n"),
+            wait=[("127.0.0.1", port)])
+    from conftest import raw_exchange
+    assert raw_exchange(port, b"GET / HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n").startswith(
+        b"HTTP/1.1 400")
+    assert raw_exchange(port, b"GET / HTTP/1.1\r\nHost: a\r\nX: " + b"a" * 4096 +
+                        b"\r\n\r\n").startswith(b"HTTP/1.1 431")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: a\r\n")
+        assert recv_all(s).startswith(b"HTTP/1.1 408")
+    recs = [json.loads(l) for l in lines_of(log, 3)]
+    assert sorted(r["status"] for r in recs) == [400, 408, 431]
+    assert all(r["protocol"] == "http/1.1" and r["route"] is None for r in recs)
