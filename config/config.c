@@ -474,6 +474,33 @@ static const field_t top_fields[] = {
     FLD(gw_config_t, pid_file, F_STR, 0, 0),
 };
 
+static const field_t compression_fields[] = {
+    FLD(gw_cfg_compression_t, min_size, F_SIZE, 0, 1ull << 30),
+    FLD(gw_cfg_compression_t, gzip_level, F_UINT, 1, 9),
+    FLD(gw_cfg_compression_t, gzip_window_bits, F_UINT, 9, 15),
+    FLD(gw_cfg_compression_t, gzip_mem_level, F_UINT, 1, 9),
+    FLD(gw_cfg_compression_t, max_concurrent, F_UINT, 1, 1000000),
+    FLD(gw_cfg_compression_t, skip_private, F_BOOL, 0, 0),
+};
+
+static int compression_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    gw_cfg_compression_t *z = obj;
+    if (!strcmp(key, "types")) {
+        gw_cfg__free_str_list(z->types, z->types_len);
+        z->types = gw_cfg__load_str_list(ld, v, key, &z->types_len);
+        for (size_t i = 0; i < z->types_len; i++)
+            if (z->types[i] && (!z->types[i][0] || strchr(z->types[i], ' ')))
+                gw_cfg__err_at(ld, v,
+                               "compression type '%s' must be a media type, "
+                               "'type/*' or '+suffix'",
+                               z->types[i]);
+    } else if (!gw_cfg__set_field(ld, compression_fields, NTAB(compression_fields), key, v, z)) {
+        gw_cfg__err_at(ld, k, "unknown key '%s' in compression", key);
+    }
+    return 0;
+}
+
 static const field_t access_log_fields[] = {
     FLD(gw_cfg_access_log_t, path, F_STR, 0, 0),
     FLD(gw_cfg_access_log_t, format, F_ALOGFMT, 0, 0),
@@ -519,7 +546,10 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         load_table(ld, v, "limits", limit_fields, NTAB(limit_fields), &c->limits);
     else if (!strcmp(key, "throttle"))
         load_table(ld, v, "throttle", throttle_fields, NTAB(throttle_fields), &c->throttle);
-    else if (!strcmp(key, "access_log")) {
+    else if (!strcmp(key, "compression")) {
+        if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "compression"))
+            gw_cfg__each_pair(ld, v, compression_pair, &c->compression);
+    } else if (!strcmp(key, "access_log")) {
         load_table(ld, v, "access_log", access_log_fields, NTAB(access_log_fields), &c->access_log);
         if (c->access_log.path && !strcmp(c->access_log.path, "off")) {
             gw_free(c->access_log.path);
@@ -582,6 +612,14 @@ static void set_defaults(gw_config_t *c)
     };
     c->throttle.ipv6_prefix = 64; /* one subscriber or host per /64 (RFC 6177) */
     c->access_log.request_id = 1;
+    c->compression = (gw_cfg_compression_t){
+        .min_size = 256,
+        .gzip_level = 5,
+        .gzip_window_bits = 15,
+        .gzip_mem_level = 8,
+        .max_concurrent = 1024,
+        .skip_private = 1,
+    };
 }
 
 void gw_config_del(gw_config_t *c)
@@ -591,6 +629,7 @@ void gw_config_del(gw_config_t *c)
     gw_free(c->path);
     gw_free(c->state_dir);
     gw_free(c->pid_file);
+    gw_cfg__free_str_list(c->compression.types, c->compression.types_len);
     gw_free(c->access_log.path);
     for (size_t i = 0; i < c->listen_len; i++)
         gw_cfg__free_tls(c->listen[i].tls);
@@ -669,6 +708,21 @@ int gw_config_load_string(const char *name, const char *text, size_t len, gw_con
             gw_cfg__load_routes(&ld, t.routes);
         else
             gw_cfg__err_at(&ld, root, "missing required key 'routes'");
+        if (!c->compression.types) {
+            /* what browsers fetch as text: worth compressing (issue 22) */
+            static const char *const def[] = {"text/*",
+                                              "application/javascript",
+                                              "application/json",
+                                              "application/xml",
+                                              "image/svg+xml",
+                                              "+json",
+                                              "+xml"};
+            c->compression.types = gw_calloc(NTAB(def), sizeof(char *));
+            if (!c->compression.types)
+                ld.nomem = 1;
+            for (size_t i = 0; c->compression.types && i < NTAB(def); i++)
+                c->compression.types[c->compression.types_len++] = gw_cfg__xstrdup(&ld, def[i]);
+        }
         if (c->h2.connection_window_size < c->h2.initial_window_size)
             gw_cfg__err_at(&ld, root,
                            "h2.connection_window_size (%u) is smaller than "

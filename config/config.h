@@ -113,6 +113,7 @@ typedef struct {
     int add_via;
     uint64_t response_rate; /* bytes/s per connection for this route; 0 = none */
     uint64_t request_rate;  /* requests/s per client; 0 = none */
+    int compress;           /* compress responses (compression: section) */
     unsigned request_burst;
     int line;
 } gw_cfg_route_t;
@@ -167,6 +168,17 @@ typedef struct {
 typedef enum { GW_CFG_ALOG_COMBINED = 0, GW_CFG_ALOG_JSON } gw_cfg_alog_format_t;
 
 typedef struct {
+    char **types; /* media types: "application/json", "text/ANY", "+json" (a suffix) */
+    size_t types_len;
+    size_t min_size;           /* bytes; a known length below it is sent as it is */
+    unsigned gzip_level;       /* 1..9 */
+    unsigned gzip_window_bits; /* 9..15: zlib memory per stream is 2^(w+2) + 2^(m+9) bytes */
+    unsigned gzip_mem_level;   /* 1..9 */
+    unsigned max_concurrent;   /* compressing streams per worker; beyond: identity */
+    int skip_private;          /* no compression of Set-Cookie / private / no-store answers */
+} gw_cfg_compression_t;
+
+typedef struct {
     char *path;     /* NULL: off; "stderr"; otherwise a file (opened for appending) */
     int format;     /* gw_cfg_alog_format_t */
     int request_id; /* x-request-id kept (when sane) or made, forwarded, returned (default 1) */
@@ -193,6 +205,7 @@ typedef struct gw_config {
     gw_cfg_limits_t limits;
     gw_cfg_throttle_t throttle;
     gw_cfg_access_log_t access_log;
+    gw_cfg_compression_t compression;
     gw_cfg_admin_t admin;
     char *pid_file; /* written at start, replaced on upgrade; NULL: none */
 } gw_config_t;

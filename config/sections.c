@@ -523,6 +523,7 @@ static const field_t route_fields[] = {
     FLD(gw_cfg_route_t, response_rate, F_RATE, 0, 1ull << 40),
     FLD(gw_cfg_route_t, request_rate, F_UINT, 0, 1000000),
     FLD(gw_cfg_route_t, request_burst, F_UINT, 0, 1000000),
+    {"compress", F_BOOL, offsetof(gw_cfg_route_t, compress), 0, 0},
 };
 
 typedef struct {

@@ -193,6 +193,11 @@ void gw_proxy__ox_free(ox_t *ox)
     gw_free(ox->key);
     gw_proxy__cbody_free(&ox->body);
     gw_free(ox->trailers);
+    if (ox->zip) {
+        gw_zstream_del(ox->zip);
+        ox->zip = NULL;
+        ox->p->zips--;
+    }
     gw_pool_put(&ox->p->ox_pool, ox);
 }
 
@@ -323,6 +328,7 @@ static void dispatch(px_t *px, char *key, size_t keylen)
     gw_list_init(&ox->klink);
     gw_proxy__cbody_init(&ox->body);
     ox->owner = px;
+    ox->zip = NULL;
     ox->started_ns = gw_now_ns();
     ox->authorized = gw_proxy__has_authorization(&px->head) != 0;
     gw_proxy_xlate_t x;
@@ -396,6 +402,37 @@ static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     }
 }
 
+/* Compression of this exchange's response (compress.c): decided from its first subscriber's
+ * request; a compressing exchange keeps its followers only until the head: they go to the
+ * origin on their own (a detached follower could not resume a compressed stream). */
+static gw_zskip_t compress_decide(ox_t *ox, unsigned status, const gw_field_t *f, size_t n,
+                                  int64_t cl)
+{
+    const gw_cfg_compression_t *z = &ox->p->cfg->compression;
+    px_t *first = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
+    gw_slice_t ae[16];
+    size_t nae = 0;
+    for (size_t i = 0; i < first->head.fields_len && nae < 16; i++)
+        if (gw_proxy__name_is(first->head.fields[i].name, "accept-encoding"))
+            ae[nae++] = first->head.fields[i].value;
+    gw_zcoding_t zc = gw_proxy__choose_coding(ae, nae, 1u << GW_ZC_GZIP);
+    gw_zskip_t zs = gw_proxy__zdecide(z, &first->head, status, f, n, cl, zc);
+    if (zs == GW_ZSKIP_NONE &&
+        (ox->p->zips >= z->max_concurrent || gw_zstream_new(z, &ox->zip) < 0))
+        zs = GW_ZSKIP_BUSY;
+    if (zs != GW_ZSKIP_NONE)
+        return zs;
+    ox->p->zips++;
+    FOREACH_SUB(ox, px)
+    {
+        if (px != first) {
+            ox->p->stats.not_shared++;
+            gw_proxy__detach(px);
+        }
+    }
+    return zs;
+}
+
 /* What the origin side was, into the records of the exchange's streams (access log). */
 static void note_origin(ox_t *ox, gw_back_exch_t *x, int head)
 {
@@ -432,10 +469,20 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         }
     }
     gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
-    char lower[16384];
+    char lower[16384], etag[256];
     int64_t cl;
     size_t n =
         gw_proxy__resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 1);
+    if (ox->route->compress && !gw_list_empty(&ox->subs)) {
+        gw_zskip_t zs = compress_decide(ox, (unsigned)h->status, f, n, cl);
+        /* Vary: Accept-Encoding also on what was sent as it is because of the client's
+         * Accept-Encoding (or load), so that caches behind the client stay right */
+        if (zs == GW_ZSKIP_NONE || zs == GW_ZSKIP_CLIENT || zs == GW_ZSKIP_BUSY)
+            n = gw_proxy__zhead(f, n, GW_PROXY_MAX_RESP_FIELDS, GW_ZC_GZIP, zs == GW_ZSKIP_NONE,
+                                etag, sizeof(etag));
+        if (zs == GW_ZSKIP_NONE)
+            cl = -1;
+    }
     FOREACH_SUB(ox, px)
     {
         if (px->closed || px->reset)
@@ -459,12 +506,15 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     }
 }
 
-/* Body bytes go into the store, and from there to every subscriber that can take them. */
+/* Body bytes go into the store (compressed first, when the exchange compresses), and from there
+ * to every subscriber that can take them. */
 static void b_body(gw_back_exch_t *x, void *ud, gw_rslice_t b)
 {
     (void)x;
     ox_t *ox = ud;
-    if (gw_proxy__cbody_append(&ox->body, b.buf, b.off, b.len) < 0) {
+    int rv = ox->zip ? gw_zstream_run(ox->zip, b.buf->data + b.off, b.len, 0, &ox->body)
+                     : gw_proxy__cbody_append(&ox->body, b.buf, b.off, b.len);
+    if (rv < 0) {
         gw_proxy__ox_abort(ox, GW_E_NOMEM);
         return;
     }
@@ -510,6 +560,16 @@ static void b_complete(gw_back_exch_t *x, void *ud)
     (void)x;
     ox_t *ox = ud;
     ox->bx = NULL;
+    if (ox->zip) { /* the end of the gzip stream (its trailer: CRC and length) */
+        int rv = gw_zstream_run(ox->zip, NULL, 0, 1, &ox->body);
+        gw_zstream_del(ox->zip);
+        ox->zip = NULL;
+        ox->p->zips--;
+        if (rv < 0) {
+            gw_proxy__ox_abort(ox, rv);
+            return;
+        }
+    }
     ox->complete = 1;
     gw_proxy__ox_unpause(ox);
     gw_proxy__pump(ox);

@@ -33,7 +33,8 @@ struct gw_proxy {
     gw_list_t uploading;    /* px_t whose request body is still coming (timeouts.request_body) */
     uv_prepare_t acc_flush; /* once per loop turn: gathered small request body pieces go out */
     int acc_open;
-    int closing; /* handles closing (gw_proxy_close) */
+    int closing;   /* handles closing (gw_proxy_close) */
+    unsigned zips; /* compressors running (compression.max_concurrent) */
     void (*closed_cb)(gw_proxy_t *p, void *arg);
     void *closed_arg;
     gw_list_t acc_pending; /* px_t with gathered pieces */
@@ -168,7 +169,8 @@ struct ox {
     gw_proxy__cbody_t body; /* the response body from the slowest subscriber's cursor on */
     gw_field_t *trailers;   /* translated response trailers (one block), sent after the body */
     size_t ntrailers;
-    uint64_t started_ns; /* gw_now_ns() when the origin exchange started */
+    uint64_t started_ns;    /* gw_now_ns() when the origin exchange started */
+    struct gw_zstream *zip; /* compressing the response (compress.c), or NULL */
     unsigned paused : 1;
     unsigned indexed : 1;
     unsigned complete : 1;   /* the origin response ended: subscribers finish at the body's end */
@@ -186,6 +188,42 @@ typedef struct {
     for (gw_list_t *it_ = (ox)->subs.next, *nx_ = it_->next; it_ != &(ox)->subs;                   \
          it_ = nx_, nx_ = it_->next)                                                               \
         for (px_t *px = GW_CONTAINER_OF(it_, px_t, slink); px; px = NULL)
+
+/* compress.c: codings, the rules of RFC 9110 §12.5.3 and issue 22, the gzip stream */
+typedef enum { GW_ZC_NONE = 0, GW_ZC_GZIP, GW_ZC_BR, GW_ZC_ZSTD } gw_zcoding_t;
+/* Why a response is sent as it is (GW_ZSKIP_NONE: it is compressed). */
+typedef enum {
+    GW_ZSKIP_NONE = 0,
+    GW_ZSKIP_STATUS,       /* not a 200, or a HEAD */
+    GW_ZSKIP_ENCODED,      /* the origin sent Content-Encoding */
+    GW_ZSKIP_NO_TRANSFORM, /* Cache-Control: no-transform */
+    GW_ZSKIP_TYPE,         /* a type not listed */
+    GW_ZSKIP_RANGE,        /* the request had Range */
+    GW_ZSKIP_PRIVATE,      /* skip_private: Set-Cookie, private, no-store */
+    GW_ZSKIP_SMALL,        /* a known length under min_size */
+    GW_ZSKIP_CLIENT,       /* the client's Accept-Encoding allows none we have */
+    GW_ZSKIP_BUSY,         /* max_concurrent compressors run already */
+} gw_zskip_t;
+/* The coding for these Accept-Encoding values (fields joined), among `available` (bit
+ * 1 << coding): the highest q, then zstd, br, gzip; GW_ZC_NONE when none is acceptable. */
+gw_zcoding_t gw_proxy__choose_coding(const gw_slice_t *vals, size_t n, unsigned available);
+const char *gw_proxy__coding_str(gw_zcoding_t c);
+int gw_proxy__type_listed(const gw_cfg_compression_t *z, gw_slice_t ctype);
+gw_zskip_t gw_proxy__zdecide(const gw_cfg_compression_t *z, const gw_req_head_t *req,
+                             unsigned status, const gw_field_t *rf, size_t rn, int64_t cl,
+                             gw_zcoding_t chosen);
+/* Rewrite the response fields in place (cap entries of room): compressed drops Content-Length
+ * and Accept-Ranges, weakens a strong ETag (into etag_buf) and adds Content-Encoding; Vary:
+ * Accept-Encoding is added unless the origin's Vary has it. The new count. */
+size_t gw_proxy__zhead(gw_field_t *f, size_t n, size_t cap, gw_zcoding_t c, int compressed,
+                       char *etag_buf, size_t etag_cap);
+typedef struct gw_zstream gw_zstream_t;
+int gw_zstream_new(const gw_cfg_compression_t *cfg, gw_zstream_t **out);
+void gw_zstream_del(gw_zstream_t *s);
+/* Compress in[0..len) (finish: and end the stream) into the store. 0 or a negative code. */
+int gw_zstream_run(gw_zstream_t *s, const uint8_t *in, size_t len, int finish,
+                   gw_proxy__cbody_t *store);
+size_t gw_zstream_mem(const gw_zstream_t *s);
 
 /* exchange.c */
 /* px's response reached r (never moves back). */

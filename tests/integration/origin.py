@@ -29,6 +29,9 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /reject/N         status N at once after the head, the request body left unread; then close
     /stall-read       read the head, then never read again (the uploader fills the socket)
     /drop-once/KEY    the first request for KEY: close without a byte; later ones: 200 "ok"
+    /text/N           200, N bytes of text/plain (content-length); ?h=NAME:VALUE adds a field
+    /text-chunked/N   the same, chunked in 7000-byte pieces
+    /text-slow/N      200, text/plain, no length, N bytes in 10 pieces 200 ms apart
 Anything else: 404.
 """
 import hashlib
@@ -36,6 +39,7 @@ import json
 import socket
 import threading
 import time
+import urllib.parse
 
 
 class Request:
@@ -49,6 +53,17 @@ class Request:
 
     def __repr__(self):
         return f"Request({self.method} {self.target} {self.headers!r} body={len(self.body)}B)"
+
+
+def text_pattern(n):
+    """n bytes of text that compresses (words with a counter)."""
+    out, i, have = [], 0, 0
+    while have < n:
+        line = f"line {i} of the text body, repeated with a number\n".encode()
+        out.append(line)
+        have += len(line)
+        i += 1
+    return b"".join(out)[:n]
 
 
 def pattern(n):
@@ -204,6 +219,31 @@ class ScriptedOrigin:
                 out += f"{k}: {v}\r\n"
             c.sendall(out.encode("latin-1") + b"\r\n" + (b"" if head_only else body))
 
+        query = req.target.split("?", 1)[1] if "?" in req.target else ""
+        extra = [tuple(urllib.parse.unquote(q[2:]).split(":", 1)) for q in query.split("&")
+                 if q.startswith("h=") and ":" in q]
+        if kind in ("text", "text-chunked", "text-slow"):
+            body = text_pattern(arg)
+            hs = [("Content-Type", "text/plain; charset=utf-8")] + extra
+            if kind == "text":
+                send(200, [("Content-Length", str(len(body)))] + hs, body)
+            elif kind == "text-chunked":
+                c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n" +
+                          b"".join(f"{k}: {v}\r\n".encode() for k, v in hs) + b"\r\n")
+                if not head_only:
+                    for i in range(0, len(body), 7000):
+                        piece = body[i:i + 7000]
+                        c.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+                    c.sendall(b"0\r\n\r\n")
+            else:
+                c.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n" +
+                          b"".join(f"{k}: {v}\r\n".encode() for k, v in hs) + b"\r\n")
+                step = max(1, len(body) // 10)
+                for i in range(0, len(body), step):
+                    c.sendall(body[i:i + step])
+                    time.sleep(0.2)
+                return False
+            return True
         if kind == "prio":
             body = pattern(arg)
             u = parts[2] if len(parts) > 2 else "3"

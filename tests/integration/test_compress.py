@@ -1,0 +1,202 @@
+"""Compression of origin responses (issue 22, gzip so far): independent clients (curl, python's
+gzip, h2load) decompress exactly the origin's bytes; the rules of negotiation and the head
+rewrite hold end to end."""
+import gzip
+import socket
+import time
+import zlib
+
+import h2.events
+import pytest
+
+from conftest import free_port, run
+from gwtest import Client, gw_config
+from origin import text_pattern
+
+
+def zconfig(port, origin, extra="", route_extra=""):
+    return gw_config(port, [f"127.0.0.1:{origin.port}"],
+                     route_extra="compress: true\n" + route_extra, extra=extra)
+
+
+@pytest.fixture
+def zgw(gateway, origin):
+    port = free_port()
+    g = gateway(zconfig(port, origin), wait=[("127.0.0.1", port)])
+    g.port = port
+    return g
+
+
+def h1(port, path, headers=()):
+    """One HTTP/1.1 GET: (status, {lowercased name: [values]}, body bytes decoded of chunking)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        req = f"GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
+        req += "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
+        s.sendall(req.encode())
+        data = b""
+        while True:
+            d = s.recv(1 << 20)
+            if not d:
+                break
+            data += d
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    fields = {}
+    for l in lines[1:]:
+        k, _, v = l.partition(":")
+        fields.setdefault(k.strip().lower(), []).append(v.strip())
+    if "chunked" in fields.get("transfer-encoding", [""])[0]:
+        out, rest = b"", body
+        while True:
+            size_line, _, rest = rest.partition(b"\r\n")
+            n = int(size_line.split(b";")[0], 16)
+            if n == 0:
+                break
+            out += rest[:n]
+            rest = rest[n + 2:]
+        body = out
+    return status, fields, body
+
+
+@pytest.mark.parametrize("size", [0, 1, 255, 256, 100 * 1024, 10 << 20])
+@pytest.mark.parametrize("kind", ["text", "text-chunked"])
+def test_gzip_round_trip_http1(zgw, size, kind):
+    want = text_pattern(size)
+    status, f, body = h1(zgw.port, f"/{kind}/{size}", [("Accept-Encoding", "gzip")])
+    assert status == 200
+    if kind == "text" and size < 256:  # a known length under min_size: sent as it is
+        assert "content-encoding" not in f and body == want
+        assert f["content-length"] == [str(size)]
+        return
+    assert f["content-encoding"] == ["gzip"], f
+    assert "content-length" not in f and f["transfer-encoding"] == ["chunked"]
+    assert f["vary"] == ["Accept-Encoding"]
+    assert gzip.decompress(body) == want
+
+
+@pytest.mark.parametrize("size", [1, 100 * 1024, 10 << 20])
+def test_curl_compressed_over_h2_and_h1(zgw, size):
+    want = text_pattern(size)
+    for proto in ("--http2-prior-knowledge", "--http1.1"):
+        r = run(["curl", "-sS", proto, "--compressed", "-D", "/dev/stderr",
+                 f"http://127.0.0.1:{zgw.port}/text-chunked/{size}"], timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.encode() == want
+        assert "content-encoding: gzip" in r.stderr.lower()
+
+
+def test_slow_origin_first_bytes_arrive_before_the_end(zgw):
+    """Bytes are compressed and flushed as they come: the first compressed piece reaches the
+    client while the origin still sends (10 pieces 200 ms apart)."""
+    size = 100000
+    cl = Client(zgw.port)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "GET"), (":path", f"/text-slow/{size}"), (":scheme", "http"),
+                            (":authority", "a"), ("accept-encoding", "gzip")], end_stream=True)
+    cl.flush()
+    t0 = time.monotonic()
+    d = zlib.decompressobj(16 + 15)
+    out, first_at, done = b"", None, False
+    while not done and time.monotonic() - t0 < 10:
+        data = cl.s.recv(65536)
+        if not data:
+            break
+        for e in cl.c.receive_data(data):
+            if isinstance(e, h2.events.ResponseReceived):
+                hd = dict(e.headers)
+                assert hd["content-encoding"] == "gzip"
+            elif isinstance(e, h2.events.DataReceived):
+                piece = d.decompress(e.data)
+                if piece and first_at is None:
+                    first_at = time.monotonic() - t0
+                out += piece
+                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, h2.events.StreamEnded):
+                done = True
+        cl.flush()
+    total = time.monotonic() - t0
+    assert done and out == text_pattern(size)
+    assert first_at is not None and first_at < 0.5 and total > 1.5, (first_at, total)
+    cl.close()
+
+
+def test_rules_end_to_end(zgw, origin):
+    port = zgw.port
+    ae = [("Accept-Encoding", "gzip")]
+    # no Accept-Encoding, identity only, gzip;q=0: as it is, with Vary
+    for hdrs in ([], [("Accept-Encoding", "identity")], [("Accept-Encoding", "gzip;q=0")],
+                 [("Accept-Encoding", "br")]):
+        status, f, body = h1(port, "/text/5000", hdrs)
+        assert "content-encoding" not in f and body == text_pattern(5000)
+        assert f["vary"] == ["Accept-Encoding"], hdrs
+    # "*" accepts gzip
+    status, f, body = h1(port, "/text/5000", [("Accept-Encoding", "*")])
+    assert f["content-encoding"] == ["gzip"] and gzip.decompress(body) == text_pattern(5000)
+    # a type not listed: untouched, no Vary
+    status, f, body = h1(port, "/bytes/5000", ae)
+    assert "content-encoding" not in f and "vary" not in f
+    # the origin's own encoding, no-transform, private, Set-Cookie, Range: untouched
+    for q in ("h=Content-Encoding:br", "h=Cache-Control:no-transform", "h=Cache-Control:private",
+              "h=Set-Cookie:a%3Db", "h=Cache-Control:no-store"):
+        status, f, body = h1(port, f"/text/5000?{q}", ae)
+        assert "content-encoding" not in f or f["content-encoding"] == ["br"], q
+        assert body == text_pattern(5000), q
+    status, f, body = h1(port, "/text/5000", ae + [("Range", "bytes=0-9")])
+    assert "content-encoding" not in f
+    # HEAD: nothing compressed
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"HEAD /text/5000 HTTP/1.1\r\nHost: a\r\nAccept-Encoding: gzip\r\n"
+                  b"Connection: close\r\n\r\n")
+        head = s.recv(65536).lower()
+    assert b"content-encoding" not in head and b"content-length: 5000" in head
+    # the origin's strong ETag becomes weak, its Vary is kept and extended, Accept-Ranges goes
+    status, f, body = h1(port, '/text/5000?h=ETag:%22v1%22&h=Vary:Origin&h=Accept-Ranges:bytes', ae)
+    assert f["content-encoding"] == ["gzip"]
+    assert f["etag"] == ['W/"v1"'] and "accept-ranges" not in f
+    assert sorted(f["vary"]) == ["Accept-Encoding", "Origin"]
+
+
+def test_route_without_compress_untouched(gateway, origin):
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"]), wait=[("127.0.0.1", port)])
+    status, f, body = h1(port, "/text/5000", [("Accept-Encoding", "gzip")])
+    assert "content-encoding" not in f and "vary" not in f and body == text_pattern(5000)
+
+
+def test_max_concurrent_sends_identity_beyond(gateway, origin):
+    """compression.max_concurrent 1: while one slow response is compressed, another is sent
+    as it is (with Vary), then compression works again."""
+    port = free_port()
+    gateway(zconfig(port, origin, extra="compression: {max_concurrent: 1}\n"),
+            wait=[("127.0.0.1", port)])
+    import threading
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault("slow", h1(port, "/text-slow/50000",
+                                                               [("Accept-Encoding", "gzip")])))
+    t.start()
+    time.sleep(0.5)
+    status, f, body = h1(port, "/text/5000", [("Accept-Encoding", "gzip")])
+    assert "content-encoding" not in f and f["vary"] == ["Accept-Encoding"]
+    t.join(10)
+    assert res["slow"][1]["content-encoding"] == ["gzip"]
+    assert gzip.decompress(res["slow"][2]) == text_pattern(50000)
+    status, f, body = h1(port, "/text/5000", [("Accept-Encoding", "gzip")])
+    assert f["content-encoding"] == ["gzip"]
+
+
+def test_h2load_many_compressed_responses(zgw):
+    r = run(["h2load", "-n", "2000", "-c", "10", "-m", "10", "-H", "accept-encoding: gzip",
+             f"http://127.0.0.1:{zgw.port}/text/20000"], timeout=60)
+    assert "2000 succeeded" in r.stdout, r.stdout
+    assert "0 failed, 0 errored" in r.stdout
+
+
+def test_config_errors(h2gate_bin, tmp_path):
+    for text, want in [("compression: {gzip_level: 10}\n", "'gzip_level' is out of range"),
+                       ("compression: {bogus: 1}\n", "unknown key 'bogus' in compression"),
+                       ("compression: {types: ['text html']}\n", "must be a media type")]:
+        p = tmp_path / "c.yaml"
+        p.write_text(gw_config(free_port(), ["127.0.0.1:9"]) + text)
+        r = run([h2gate_bin, "--check-config", str(p)])
+        assert r.returncode == 1 and want in r.stderr, (text, r.stderr)
