@@ -10,6 +10,15 @@ gw_slice_t gw_slice_str(const char *s)
     return (gw_slice_t){(const uint8_t *)s, strlen(s)};
 }
 
+gw_slice_t gw_slice_trim(gw_slice_t s)
+{
+    while (s.len && (s.base[0] == ' ' || s.base[0] == '\t'))
+        s.base++, s.len--;
+    while (s.len && (s.base[s.len - 1] == ' ' || s.base[s.len - 1] == '\t'))
+        s.len--;
+    return s;
+}
+
 static uint8_t lower(uint8_t c)
 {
     return (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : c;

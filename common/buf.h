@@ -28,6 +28,8 @@ typedef struct {
 
 #define GW_SLICE_LIT(s) ((gw_slice_t){(const uint8_t *)(s), sizeof(s) - 1})
 gw_slice_t gw_slice_str(const char *s);
+/* s without leading and trailing optional whitespace (SP, HTAB: RFC 9110 §5.6.3 OWS). */
+gw_slice_t gw_slice_trim(gw_slice_t s);
 /* Decimal digits of v into dst (at least 21 bytes), NUL-terminated; returns their count.
  * For the per-request numbers (Content-Length) where snprintf's cost shows in profiles. */
 size_t gw_fmt_u64(char *dst, uint64_t v);

@@ -179,22 +179,13 @@ static int on_header_value(http_parser *hp, const char *at, size_t len)
     return arena_add(p, at, len);
 }
 
-static gw_slice_t trim(gw_slice_t s)
-{
-    while (s.len && (s.base[0] == ' ' || s.base[0] == '\t'))
-        s.base++, s.len--;
-    while (s.len && (s.base[s.len - 1] == ' ' || s.base[s.len - 1] == '\t'))
-        s.len--;
-    return s;
-}
-
 /* Last comma-separated token of a list value, trimmed. */
 static gw_slice_t last_token(gw_slice_t v)
 {
     size_t i = v.len;
     while (i > 0 && v.base[i - 1] != ',')
         i--;
-    return trim((gw_slice_t){v.base + i, v.len - i});
+    return gw_slice_trim((gw_slice_t){v.base + i, v.len - i});
 }
 
 static int has_token(gw_slice_t v, const char *tok)
@@ -203,7 +194,7 @@ static int has_token(gw_slice_t v, const char *tok)
     size_t start = 0;
     for (size_t i = 0; i <= v.len; i++) {
         if (i == v.len || v.base[i] == ',') {
-            if (gw_slice_eq_nocase(trim((gw_slice_t){v.base + start, i - start}), t))
+            if (gw_slice_eq_nocase(gw_slice_trim((gw_slice_t){v.base + start, i - start}), t))
                 return 1;
             start = i + 1;
         }
@@ -224,7 +215,7 @@ static int build_fields(gw_h1_parser_t *p, const gw_bytes_t *arena, size_t first
     for (size_t i = 0; i < n; i++) {
         const field_off_t *o = &p->offs[first + i];
         (*out)[i].name = (gw_slice_t){arena->base + o->noff, o->nlen};
-        (*out)[i].value = trim((gw_slice_t){arena->base + o->voff, o->vlen});
+        (*out)[i].value = gw_slice_trim((gw_slice_t){arena->base + o->voff, o->vlen});
         /* RFC 9112 §5.1: no whitespace between name and colon; http-parser keeps SP in the
          * name. RFC 9110 §5.1: a field name is a token. */
         if (!gw_h1__is_token((*out)[i].name))
@@ -274,7 +265,7 @@ static int on_headers_complete(http_parser *hp)
          * before chunked ("gzip, chunked") would be lost on the way: the recipient would take
          * the gzip bytes for the content. RFC 9112 §6.1: a server answers a transfer coding it
          * does not understand with 501; from an origin the response is unusable (502). */
-        if (!gw_slice_eq_nocase(trim(te), GW_SLICE_LIT("chunked"))) {
+        if (!gw_slice_eq_nocase(gw_slice_trim(te), GW_SLICE_LIT("chunked"))) {
             if (p->kind == GW_H1_REQUEST)
                 return fail(p, GW_E_UNSUPPORTED, 501, "transfer coding not supported");
             return fail(p, GW_E_PARSE, 400, "transfer coding other than chunked");
@@ -302,7 +293,7 @@ static int on_headers_complete(http_parser *hp)
         for (size_t i = 0; i < p->offs_len; i++) {
             field_off_t *o = &p->offs[i];
             p->fields[i].name = (gw_slice_t){p->arena.base + o->noff, o->nlen};
-            p->fields[i].value = trim((gw_slice_t){p->arena.base + o->voff, o->vlen});
+            p->fields[i].value = gw_slice_trim((gw_slice_t){p->arena.base + o->voff, o->vlen});
         }
         m.method = (gw_slice_t){p->arena.base + p->method_off, p->method_len};
         m.target = (gw_slice_t){p->arena.base + p->target_off, p->target_len};

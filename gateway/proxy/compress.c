@@ -20,15 +20,6 @@ static int tok_eq(gw_slice_t a, const char *b)
     return gw_slice_eq_nocase(a, gw_slice_str(b));
 }
 
-static gw_slice_t trim(gw_slice_t s)
-{
-    while (s.len && (s.base[0] == ' ' || s.base[0] == '\t'))
-        s.base++, s.len--;
-    while (s.len && (s.base[s.len - 1] == ' ' || s.base[s.len - 1] == '\t'))
-        s.len--;
-    return s;
-}
-
 /* qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ), in thousandths; -1 if bad. */
 static int parse_q(gw_slice_t v)
 {
@@ -60,16 +51,16 @@ static int q_of(const gw_slice_t *vals, size_t n, const char *coding)
             gw_slice_t item = {p, (size_t)((c ? c : e) - p)};
             p = c ? c + 1 : e;
             const uint8_t *semi = memchr(item.base, ';', item.len);
-            gw_slice_t name =
-                trim((gw_slice_t){item.base, semi ? (size_t)(semi - item.base) : item.len});
+            gw_slice_t name = gw_slice_trim(
+                (gw_slice_t){item.base, semi ? (size_t)(semi - item.base) : item.len});
             int q = 1000;
             while (semi) { /* parameters: only q matters */
                 const uint8_t *ps = semi + 1, *pe = item.base + item.len;
                 const uint8_t *nx = memchr(ps, ';', (size_t)(pe - ps));
-                gw_slice_t param = trim((gw_slice_t){ps, (size_t)((nx ? nx : pe) - ps)});
+                gw_slice_t param = gw_slice_trim((gw_slice_t){ps, (size_t)((nx ? nx : pe) - ps)});
                 if (param.len >= 2 && (param.base[0] == 'q' || param.base[0] == 'Q') &&
                     param.base[1] == '=') {
-                    int v = parse_q(trim((gw_slice_t){param.base + 2, param.len - 2}));
+                    int v = parse_q(gw_slice_trim((gw_slice_t){param.base + 2, param.len - 2}));
                     q = v < 0 ? 0 : v; /* an invalid weight accepts nothing */
                 }
                 semi = nx;
@@ -133,11 +124,11 @@ static int list_has(const gw_field_t *f, size_t n, const char *name, const char 
         const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
         while (p < e) {
             const uint8_t *c = memchr(p, ',', (size_t)(e - p));
-            gw_slice_t t = trim((gw_slice_t){p, (size_t)((c ? c : e) - p)});
+            gw_slice_t t = gw_slice_trim((gw_slice_t){p, (size_t)((c ? c : e) - p)});
             const uint8_t *eq = memchr(t.base, '=', t.len);
             if (eq)
                 t.len = (size_t)(eq - t.base);
-            if (tok_eq(trim(t), token))
+            if (tok_eq(gw_slice_trim(t), token))
                 return 1;
             p = c ? c + 1 : e;
         }
@@ -148,7 +139,8 @@ static int list_has(const gw_field_t *f, size_t n, const char *name, const char 
 int gw_proxy__type_listed(const gw_cfg_compression_t *z, gw_slice_t ctype)
 {
     const uint8_t *semi = memchr(ctype.base, ';', ctype.len);
-    gw_slice_t t = trim((gw_slice_t){ctype.base, semi ? (size_t)(semi - ctype.base) : ctype.len});
+    gw_slice_t t =
+        gw_slice_trim((gw_slice_t){ctype.base, semi ? (size_t)(semi - ctype.base) : ctype.len});
     if (!t.len)
         return 0;
     for (size_t i = 0; i < z->types_len; i++) {

@@ -260,3 +260,13 @@ def sample(families, name, **labels):
             found = True
     assert found, (name, labels)
     return total
+
+
+def h2load_summary(out):
+    """h2load's request counts: {total, started, done, succeeded, failed, errored, timeout}."""
+    import re
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                  r"(\d+) failed, (\d+) errored, (\d+) timeout", out)
+    assert m, out
+    return dict(zip(["total", "started", "done", "succeeded", "failed", "errored", "timeout"],
+                    map(int, m.groups())))

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import free_port, h1_get
-from gwtest import gw_config
+from gwtest import gw_config, h2load_summary
 
 
 def wait_pid_change(pid_path, old, timeout=20):
@@ -47,14 +47,6 @@ def stop_pid(pid):
             time.sleep(0.05)
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
-
-
-def h2load_summary(out):
-    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
-                  r"(\d+) failed, (\d+) errored, (\d+) timeout", out)
-    assert m, out
-    return dict(zip(["total", "started", "done", "succeeded", "failed", "errored", "timeout"],
-                    map(int, m.groups())))
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
