@@ -479,6 +479,10 @@ static const field_t compression_fields[] = {
     FLD(gw_cfg_compression_t, gzip_level, F_UINT, 1, 9),
     FLD(gw_cfg_compression_t, gzip_window_bits, F_UINT, 9, 15),
     FLD(gw_cfg_compression_t, gzip_mem_level, F_UINT, 1, 9),
+    FLD(gw_cfg_compression_t, brotli_level, F_UINT, 0, 11),
+    FLD(gw_cfg_compression_t, brotli_window_bits, F_UINT, 10, 24),
+    FLD(gw_cfg_compression_t, zstd_level, F_UINT, 1, 19),
+    FLD(gw_cfg_compression_t, zstd_window_log, F_UINT, 10, 23),
     FLD(gw_cfg_compression_t, max_concurrent, F_UINT, 1, 1000000),
     FLD(gw_cfg_compression_t, skip_private, F_BOOL, 0, 0),
 };
@@ -617,6 +621,10 @@ static void set_defaults(gw_config_t *c)
         .gzip_level = 5,
         .gzip_window_bits = 15,
         .gzip_mem_level = 8,
+        .brotli_level = 4,
+        .brotli_window_bits = 18,
+        .zstd_level = 3,
+        .zstd_window_log = 18,
         .max_concurrent = 1024,
         .skip_private = 1,
     };

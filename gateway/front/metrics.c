@@ -218,11 +218,31 @@ void gw_front__metrics_h2_closed(gw_worker_t *w, const gw_h2_stats_t *st)
     e[10] += st->streams_refused;
 }
 
+/* Add a proxy's compression counters (and, with gauges, its running compressors) into d. */
+static void zadd(gw_proxy_zstats_t *d, const gw_proxy_zstats_t *s, int gauges)
+{
+    for (size_t c = 0; c < GW_ZC_N; c++) {
+        d->in[c] += s->in[c];
+        d->out[c] += s->out[c];
+        d->streams[c] += s->streams[c];
+    }
+    for (size_t k = 0; k < GW_ZSKIP_N; k++)
+        d->skipped[k] += s->skipped[k];
+    d->shared += s->shared;
+    if (gauges) {
+        d->active += s->active;
+        d->mem += s->mem;
+    }
+}
+
 /* Origin counters of a generation's pools that are about to close carry on in the entries. */
 void gw_front__metrics_retire(gw_wgen_t *g)
 {
     const gw_config_t *cfg = g->gen->cfg;
     gw_mset_t *m = &g->w->m;
+    gw_proxy_zstats_t z;
+    gw_proxy_zstats(g->proxy, &z);
+    zadd(&m->z_retired, &z, 0);
     for (size_t i = 0; i < cfg->upstreams_len; i++)
         for (size_t j = 0; j < cfg->upstreams[i].servers_len; j++) {
             gw_proxy_server_stats_t st;
@@ -273,6 +293,9 @@ static int snap_conns(gw_worker_t *w, gw_mset_t *dst)
 static void snap_pools(gw_wgen_t *g, gw_mset_t *dst, int current)
 {
     const gw_config_t *cfg = g->gen->cfg;
+    gw_proxy_zstats_t z;
+    gw_proxy_zstats(g->proxy, &z);
+    zadd(&dst->z, &z, 1);
     for (size_t i = 0; i < cfg->upstreams_len; i++) {
         dst->ups[g->mup[i]].queued += gw_proxy_upstream_queued(g->proxy, i);
         for (size_t j = 0; j < cfg->upstreams[i].servers_len; j++) {
@@ -337,6 +360,7 @@ static int snap_take(gw_worker_t *w, gw_mset_t *dst)
     }
     dst->origin_in = m->origin_in_retired;
     dst->origin_out = m->origin_out_retired;
+    dst->z = m->z_retired;
     if (w->cur)
         snap_pools(w->cur, dst, 1);
     gw_list_foreach(it, &w->old) snap_pools(GW_CONTAINER_OF(it, gw_wgen_t, link), dst, 0);
@@ -379,6 +403,7 @@ static void merge(gw_mset_t *t, const gw_mset_t *s)
     t->throttled_bytes += s->throttled_bytes;
     t->streams += s->streams;
     t->alog_lost += s->alog_lost;
+    zadd(&t->z, &s->z, 1);
     for (size_t i = 0; i < GW_MH2_KINDS; i++)
         t->h2err[i] += s->h2err[i];
     for (size_t i = 0; i < 3; i++)
@@ -576,6 +601,32 @@ static int render(gw_server_t *s, const gw_mset_t *t, const extra_t *x, gw_bytes
     }
     FAM("h2gate_coalesced_total", "counter", "Requests served by another request's exchange.");
     SAMPLE("h2gate_coalesced_total", NULL, 0, t->coalesced);
+    FAM("h2gate_compression_bytes_total", "counter",
+        "Bytes into the compressors (direction=in) and out of them (out), by content coding.");
+    for (size_t c = GW_ZC_GZIP; c < GW_ZC_N; c++) {
+        gw_label_t l[] = {{"coding", gw_proxy_coding_name((gw_zcoding_t)c)}, {"direction", "in"}};
+        SAMPLE("h2gate_compression_bytes_total", l, 2, t->z.in[c]);
+        l[1].value = "out";
+        SAMPLE("h2gate_compression_bytes_total", l, 2, t->z.out[c]);
+    }
+    FAM("h2gate_compressed_responses_total", "counter", "Responses compressed, by coding.");
+    for (size_t c = GW_ZC_GZIP; c < GW_ZC_N; c++) {
+        gw_label_t l[] = {{"coding", gw_proxy_coding_name((gw_zcoding_t)c)}};
+        SAMPLE("h2gate_compressed_responses_total", l, 1, t->z.streams[c]);
+    }
+    FAM("h2gate_compression_skipped_total", "counter",
+        "Responses of compressing routes sent as they came, by cause.");
+    for (size_t k = GW_ZSKIP_STATUS; k < GW_ZSKIP_N; k++) {
+        gw_label_t l[] = {{"cause", gw_proxy_zskip_name((gw_zskip_t)k)}};
+        SAMPLE("h2gate_compression_skipped_total", l, 1, t->z.skipped[k]);
+    }
+    FAM("h2gate_compression_shared_total", "counter",
+        "Coalesced requests served compressed bytes made for another request.");
+    SAMPLE("h2gate_compression_shared_total", NULL, 0, t->z.shared);
+    FAM("h2gate_compressors", "gauge", "Compressors running (compression.max_concurrent).");
+    SAMPLE("h2gate_compressors", NULL, 0, t->z.active);
+    FAM("h2gate_compressor_memory_bytes", "gauge", "Memory the running compressors hold.");
+    SAMPLE("h2gate_compressor_memory_bytes", NULL, 0, t->z.mem);
     FAM("h2gate_throttled_bytes_total", "counter",
         "Response bytes sent under a bandwidth limit (throttle, routes[].response_rate).");
     SAMPLE("h2gate_throttled_bytes_total", NULL, 0, t->throttled_bytes);

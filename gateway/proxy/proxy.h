@@ -74,6 +74,36 @@ void gw_proxy_writable(gw_proxy_t *p, gw_cstream_t *s);
  * No op is called on s afterwards. */
 void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s);
 
+/* Content codings the proxy compresses with (issue 22), and why a response of a compressing
+ * route went out as it was. */
+typedef enum { GW_ZC_NONE = 0, GW_ZC_GZIP, GW_ZC_BR, GW_ZC_ZSTD, GW_ZC_N } gw_zcoding_t;
+typedef enum {
+    GW_ZSKIP_NONE = 0,     /* compressed */
+    GW_ZSKIP_STATUS,       /* not a 200, or a HEAD */
+    GW_ZSKIP_ENCODED,      /* the origin sent Content-Encoding */
+    GW_ZSKIP_NO_TRANSFORM, /* Cache-Control: no-transform */
+    GW_ZSKIP_TYPE,         /* a type not listed */
+    GW_ZSKIP_RANGE,        /* the request had Range */
+    GW_ZSKIP_PRIVATE,      /* skip_private: Set-Cookie, private, no-store */
+    GW_ZSKIP_SMALL,        /* a known length under min_size */
+    GW_ZSKIP_CLIENT,       /* the client's Accept-Encoding allows none we have */
+    GW_ZSKIP_BUSY,         /* max_concurrent compressors run already (or no memory) */
+    GW_ZSKIP_N
+} gw_zskip_t;
+/* "identity", "gzip", "br", "zstd"; "compressed", "status", … (metric labels) */
+const char *gw_proxy_coding_name(gw_zcoding_t c);
+const char *gw_proxy_zskip_name(gw_zskip_t k);
+
+/* Compression counters (per worker proxy; the metrics add those of retired generations). */
+typedef struct {
+    uint64_t in[GW_ZC_N], out[GW_ZC_N]; /* bytes into and out of the compressors, by coding */
+    uint64_t streams[GW_ZC_N];          /* responses compressed, by coding */
+    uint64_t skipped[GW_ZSKIP_N];       /* responses of compressing routes sent as they were */
+    uint64_t shared;                    /* followers served compressed bytes made for another */
+    uint64_t active, mem;               /* gauges: compressors running, their bytes */
+} gw_proxy_zstats_t;
+void gw_proxy_zstats(const gw_proxy_t *p, gw_proxy_zstats_t *out);
+
 /* Counters of this worker's proxy, for logs and tests. */
 typedef struct {
     uint64_t requests;        /* client streams seen */

@@ -34,7 +34,7 @@ struct gw_proxy {
     uv_prepare_t acc_flush; /* once per loop turn: gathered small request body pieces go out */
     int acc_open;
     int closing;   /* handles closing (gw_proxy_close) */
-    unsigned zips; /* compressors running (compression.max_concurrent) */
+    gw_proxy_zstats_t zst; /* compression (zst.active: against compression.max_concurrent) */
     void (*closed_cb)(gw_proxy_t *p, void *arg);
     void *closed_arg;
     gw_list_t acc_pending; /* px_t with gathered pieces */
@@ -124,6 +124,15 @@ const char *gw_proxy__resp_str(px_resp_t r);
 
 /* ---- exchanges: px_t (one client stream) and ox_t (one origin exchange) ------------------ */
 
+/* The sizes of the origin reads a compressor was fed, one flush each. A follower of a
+ * compressing exchange that falls behind and fetches on its own (detach) feeds its new
+ * compressor the same pieces: the same input, cut and flushed at the same places, makes the
+ * same bytes, so it can go on from where its client is (compress.c). */
+typedef struct {
+    uint32_t *len;
+    size_t n, cap;
+} gw_zchunks_t;
+
 typedef struct ox ox_t;
 
 typedef struct {
@@ -145,6 +154,8 @@ typedef struct {
     int64_t resp_cl;        /* response content-length sent, -1 none */
     unsigned status;        /* status of the response head sent, 0 before */
     uint8_t resp;           /* px_resp_t: how far the response towards the client went */
+    uint8_t zc;             /* gw_zcoding_t of the response sent (GW_ZC_NONE: as it came) */
+    gw_zchunks_t zrep;      /* after a detach from a compressing exchange: its pieces */
     unsigned req_done : 1;  /* the client ended its request body */
     unsigned closed : 1;    /* the front is done with the stream: no more ops */
     unsigned reset : 1;
@@ -171,6 +182,12 @@ struct ox {
     size_t ntrailers;
     uint64_t started_ns;    /* gw_now_ns() when the origin exchange started */
     struct gw_zstream *zip; /* compressing the response (compress.c), or NULL */
+    gw_zchunks_t zchunks;   /* recorded (zrecord) or replayed (zreplay, from zrep_i on) */
+    size_t zrep_i;
+    uint8_t *zpend; /* replaying: input gathered towards the next piece (zchunks.len[zrep_i]) */
+    size_t zpend_len;
+    unsigned zrecord : 1;
+    unsigned zreplay : 1;
     unsigned paused : 1;
     unsigned indexed : 1;
     unsigned complete : 1;   /* the origin response ended: subscribers finish at the body's end */
@@ -190,20 +207,6 @@ typedef struct {
         for (px_t *px = GW_CONTAINER_OF(it_, px_t, slink); px; px = NULL)
 
 /* compress.c: codings, the rules of RFC 9110 §12.5.3 and issue 22, the gzip stream */
-typedef enum { GW_ZC_NONE = 0, GW_ZC_GZIP, GW_ZC_BR, GW_ZC_ZSTD } gw_zcoding_t;
-/* Why a response is sent as it is (GW_ZSKIP_NONE: it is compressed). */
-typedef enum {
-    GW_ZSKIP_NONE = 0,
-    GW_ZSKIP_STATUS,       /* not a 200, or a HEAD */
-    GW_ZSKIP_ENCODED,      /* the origin sent Content-Encoding */
-    GW_ZSKIP_NO_TRANSFORM, /* Cache-Control: no-transform */
-    GW_ZSKIP_TYPE,         /* a type not listed */
-    GW_ZSKIP_RANGE,        /* the request had Range */
-    GW_ZSKIP_PRIVATE,      /* skip_private: Set-Cookie, private, no-store */
-    GW_ZSKIP_SMALL,        /* a known length under min_size */
-    GW_ZSKIP_CLIENT,       /* the client's Accept-Encoding allows none we have */
-    GW_ZSKIP_BUSY,         /* max_concurrent compressors run already */
-} gw_zskip_t;
 /* The coding for these Accept-Encoding values (fields joined), among `available` (bit
  * 1 << coding): the highest q, then zstd, br, gzip; GW_ZC_NONE when none is acceptable. */
 gw_zcoding_t gw_proxy__choose_coding(const gw_slice_t *vals, size_t n, unsigned available);
@@ -218,12 +221,25 @@ gw_zskip_t gw_proxy__zdecide(const gw_cfg_compression_t *z, const gw_req_head_t 
 size_t gw_proxy__zhead(gw_field_t *f, size_t n, size_t cap, gw_zcoding_t c, int compressed,
                        char *etag_buf, size_t etag_cap);
 typedef struct gw_zstream gw_zstream_t;
-int gw_zstream_new(const gw_cfg_compression_t *cfg, gw_zstream_t **out);
+/* The codings this build has (bit 1 << coding): gzip always, br and zstd when linked. */
+unsigned gw_zstream_available(void);
+/* A compressor for coding c, its memory counted into *mem (bytes allocated now) for as long as
+ * it lives; GW_E_NOMEM, or GW_E_INVAL for a coding this build lacks. */
+int gw_zstream_new(const gw_cfg_compression_t *cfg, gw_zcoding_t c, uint64_t *mem,
+                   gw_zstream_t **out);
 void gw_zstream_del(gw_zstream_t *s);
-/* Compress in[0..len) (finish: and end the stream) into the store. 0 or a negative code. */
+/* Compress in[0..len) and flush what it makes (finish: and end the stream) into the store.
+ * 0 or a negative code. */
 int gw_zstream_run(gw_zstream_t *s, const uint8_t *in, size_t len, int finish,
                    gw_proxy__cbody_t *store);
+/* Its memory now (bytes from its allocator), its coding. */
 size_t gw_zstream_mem(const gw_zstream_t *s);
+gw_zcoding_t gw_zstream_coding(const gw_zstream_t *s);
+/* Append a piece size; 0 or GW_E_NOMEM. */
+int gw_zchunks_push(gw_zchunks_t *c, uint32_t len);
+/* A copy of src into dst (empty before); 0 or GW_E_NOMEM. */
+int gw_zchunks_copy(gw_zchunks_t *dst, const gw_zchunks_t *src);
+void gw_zchunks_free(gw_zchunks_t *c);
 
 /* exchange.c */
 /* px's response reached r (never moves back). */

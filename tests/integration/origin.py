@@ -32,6 +32,8 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /text/N           200, N bytes of text/plain (content-length); ?h=NAME:VALUE adds a field
     /text-chunked/N   the same, chunked in 7000-byte pieces
     /text-slow/N      200, text/plain, no length, N bytes in 10 pieces 200 ms apart
+    /text-paced/N     text_hex(N) as text/plain with its length, the head 0.3 s after the
+                      request (identical requests join it), then 64 KiB every 20 ms
 Anything else: 404.
 """
 import hashlib
@@ -63,6 +65,16 @@ def text_pattern(n):
         out.append(line)
         have += len(line)
         i += 1
+    return b"".join(out)[:n]
+
+
+def text_hex(n):
+    """n bytes of text that compresses about 2:1 (hex digits of a hash chain)."""
+    out, h, have = [], b"seed", 0
+    while have < n:
+        h = hashlib.sha256(h).digest()
+        out.append(h.hex().encode() + b"\n")
+        have += 65
     return b"".join(out)[:n]
 
 
@@ -222,6 +234,16 @@ class ScriptedOrigin:
         query = req.target.split("?", 1)[1] if "?" in req.target else ""
         extra = [tuple(urllib.parse.unquote(q[2:]).split(":", 1)) for q in query.split("&")
                  if q.startswith("h=") and ":" in q]
+        if kind == "text-paced":
+            time.sleep(0.3)
+            body = text_hex(arg)
+            c.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n".encode())
+            if not head_only:
+                for i in range(0, len(body), 65536):
+                    c.sendall(body[i:i + 65536])
+                    time.sleep(0.02)
+            return True
         if kind in ("text", "text-chunked", "text-slow"):
             body = text_pattern(arg)
             hs = [("Content-Type", "text/plain; charset=utf-8")] + extra

@@ -1,17 +1,50 @@
-"""Compression of origin responses (issue 22, gzip so far): independent clients (curl, python's
-gzip, h2load) decompress exactly the origin's bytes; the rules of negotiation and the head
-rewrite hold end to end."""
+"""Compression of origin responses (issue 22): independent clients (curl, python's gzip,
+brotli and zstandard, the brotli and zstd tools, h2load) decompress exactly the origin's bytes;
+the rules of negotiation and the head rewrite hold end to end."""
 import gzip
 import socket
+import subprocess
 import time
 import zlib
 
+import brotli
 import h2.events
 import pytest
+import zstandard
 
 from conftest import free_port, run
 from gwtest import Client, gw_config
 from origin import text_pattern
+
+CODINGS = ["gzip", "br", "zstd"]
+
+
+def decode(coding, body):
+    """The whole body decoded with python's own decoders (not h2gate's libraries' callers)."""
+    if coding == "gzip":
+        return gzip.decompress(body)
+    if coding == "br":
+        return brotli.decompress(body)
+    d = zstandard.ZstdDecompressor().decompressobj()
+    out = d.decompress(body)
+    assert d.eof, "the zstd frame did not end"
+    return out
+
+
+class Decoder:
+    """Incremental decoding of one coding: pieces decode as they arrive."""
+
+    def __init__(self, coding):
+        self.coding = coding
+        if coding == "gzip":
+            self.d = zlib.decompressobj(16 + 15)
+        elif coding == "br":
+            self.d = brotli.Decompressor()
+        else:
+            self.d = zstandard.ZstdDecompressor().decompressobj()
+
+    def feed(self, data):
+        return self.d.process(data) if self.coding == "br" else self.d.decompress(data)
 
 
 def zconfig(port, origin, extra="", route_extra=""):
@@ -61,42 +94,81 @@ def h1(port, path, headers=()):
 
 @pytest.mark.parametrize("size", [0, 1, 255, 256, 100 * 1024, 10 << 20])
 @pytest.mark.parametrize("kind", ["text", "text-chunked"])
-def test_gzip_round_trip_http1(zgw, size, kind):
+@pytest.mark.parametrize("coding", CODINGS)
+def test_round_trip_http1(zgw, coding, size, kind):
     want = text_pattern(size)
-    status, f, body = h1(zgw.port, f"/{kind}/{size}", [("Accept-Encoding", "gzip")])
+    status, f, body = h1(zgw.port, f"/{kind}/{size}", [("Accept-Encoding", coding)])
     assert status == 200
     if kind == "text" and size < 256:  # a known length under min_size: sent as it is
         assert "content-encoding" not in f and body == want
         assert f["content-length"] == [str(size)]
         return
-    assert f["content-encoding"] == ["gzip"], f
+    assert f["content-encoding"] == [coding], f
     assert "content-length" not in f and f["transfer-encoding"] == ["chunked"]
     assert f["vary"] == ["Accept-Encoding"]
-    assert gzip.decompress(body) == want
+    assert decode(coding, body) == want
 
 
 @pytest.mark.parametrize("size", [1, 100 * 1024, 10 << 20])
 def test_curl_compressed_over_h2_and_h1(zgw, size):
+    """curl --compressed offers "deflate, gzip, br, zstd": zstd wins (equal q); with one coding
+    asked for, that one. curl decodes each with its own libraries."""
     want = text_pattern(size)
     for proto in ("--http2-prior-knowledge", "--http1.1"):
-        r = run(["curl", "-sS", proto, "--compressed", "-D", "/dev/stderr",
-                 f"http://127.0.0.1:{zgw.port}/text-chunked/{size}"], timeout=60)
+        for ae, got in ((None, "zstd"), ("gzip", "gzip"), ("br", "br"), ("zstd", "zstd")):
+            hdr = ["-H", f"Accept-Encoding: {ae}"] if ae else []
+            r = run(["curl", "-sS", proto, "--compressed", *hdr, "-D", "/dev/stderr",
+                     f"http://127.0.0.1:{zgw.port}/text-chunked/{size}"], timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert r.stdout.encode() == want, (proto, ae)
+            assert f"content-encoding: {got}" in r.stderr.lower(), (proto, ae, r.stderr)
+
+
+def test_command_line_decoders(zgw, tmp_path):
+    """The brotli and zstd tools (and gzip) decode a 10 MiB response fetched as it is sent."""
+    want = text_pattern(10 << 20)
+    for coding, tool in (("gzip", ["gzip", "-dc"]), ("br", ["brotli", "-dc"]),
+                         ("zstd", ["zstd", "-dcq"])):
+        out = tmp_path / f"body.{coding}"
+        r = run(["curl", "-sS", "--http2-prior-knowledge", "-H", f"Accept-Encoding: {coding}",
+                 "-o", str(out), f"http://127.0.0.1:{zgw.port}/text-chunked/{10 << 20}"],
+                timeout=60)
         assert r.returncode == 0, r.stderr
-        assert r.stdout.encode() == want
-        assert "content-encoding: gzip" in r.stderr.lower()
+        assert out.stat().st_size < len(want) // 5
+        r = subprocess.run(tool + [str(out)], capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == want, coding
 
 
-def test_slow_origin_first_bytes_arrive_before_the_end(zgw):
+def test_negotiation_end_to_end(zgw):
+    """RFC 9110 §12.5.3: the highest q wins; among equals zstd, then br, then gzip; q=0 and
+    identity;q=0 are honoured."""
+    for ae, got in (("gzip, br, zstd", "zstd"), ("gzip, br", "br"), ("br;q=0.5, gzip", "gzip"),
+                    ("zstd;q=0.1, br;q=0.2", "br"), ("*, zstd;q=0", "br"),
+                    ("*;q=0.5, gzip;q=1", "gzip"), ("identity;q=0, gzip", "gzip"),
+                    ("deflate", None), ("zstd;q=0, br;q=0, gzip;q=0", None)):
+        status, f, body = h1(zgw.port, "/text/5000", [("Accept-Encoding", ae)])
+        assert status == 200
+        if got is None:
+            assert "content-encoding" not in f and body == text_pattern(5000), ae
+        else:
+            assert f["content-encoding"] == [got], ae
+            assert decode(got, body) == text_pattern(5000), ae
+        assert f["vary"] == ["Accept-Encoding"], ae
+
+
+@pytest.mark.parametrize("coding", CODINGS)
+def test_slow_origin_first_bytes_arrive_before_the_end(zgw, coding):
     """Bytes are compressed and flushed as they come: the first compressed piece reaches the
     client while the origin still sends (10 pieces 200 ms apart)."""
     size = 100000
     cl = Client(zgw.port)
     sid = cl.c.get_next_available_stream_id()
     cl.c.send_headers(sid, [(":method", "GET"), (":path", f"/text-slow/{size}"), (":scheme", "http"),
-                            (":authority", "a"), ("accept-encoding", "gzip")], end_stream=True)
+                            (":authority", "a"), ("accept-encoding", coding)], end_stream=True)
     cl.flush()
     t0 = time.monotonic()
-    d = zlib.decompressobj(16 + 15)
+    d = Decoder(coding)
     out, first_at, done = b"", None, False
     while not done and time.monotonic() - t0 < 10:
         data = cl.s.recv(65536)
@@ -105,9 +177,9 @@ def test_slow_origin_first_bytes_arrive_before_the_end(zgw):
         for e in cl.c.receive_data(data):
             if isinstance(e, h2.events.ResponseReceived):
                 hd = dict(e.headers)
-                assert hd["content-encoding"] == "gzip"
+                assert hd["content-encoding"] == coding
             elif isinstance(e, h2.events.DataReceived):
-                piece = d.decompress(e.data)
+                piece = d.feed(e.data)
                 if piece and first_at is None:
                     first_at = time.monotonic() - t0
                 out += piece
@@ -126,13 +198,13 @@ def test_rules_end_to_end(zgw, origin):
     ae = [("Accept-Encoding", "gzip")]
     # no Accept-Encoding, identity only, gzip;q=0: as it is, with Vary
     for hdrs in ([], [("Accept-Encoding", "identity")], [("Accept-Encoding", "gzip;q=0")],
-                 [("Accept-Encoding", "br")]):
+                 [("Accept-Encoding", "deflate")]):
         status, f, body = h1(port, "/text/5000", hdrs)
         assert "content-encoding" not in f and body == text_pattern(5000)
         assert f["vary"] == ["Accept-Encoding"], hdrs
-    # "*" accepts gzip
+    # "*" accepts every coding: zstd first
     status, f, body = h1(port, "/text/5000", [("Accept-Encoding", "*")])
-    assert f["content-encoding"] == ["gzip"] and gzip.decompress(body) == text_pattern(5000)
+    assert f["content-encoding"] == ["zstd"] and decode("zstd", body) == text_pattern(5000)
     # a type not listed: untouched, no Vary
     status, f, body = h1(port, "/bytes/5000", ae)
     assert "content-encoding" not in f and "vary" not in f
