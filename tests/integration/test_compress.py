@@ -47,9 +47,9 @@ class Decoder:
         return self.d.process(data) if self.coding == "br" else self.d.decompress(data)
 
 
-def zconfig(port, origin, extra="", route_extra=""):
+def zconfig(port, origin, extra="", route_extra="", log_level="info"):
     return gw_config(port, [f"127.0.0.1:{origin.port}"],
-                     route_extra="compress: true\n" + route_extra, extra=extra)
+                     route_extra="compress: true\n" + route_extra, extra=extra, log_level=log_level)
 
 
 @pytest.fixture
@@ -272,3 +272,218 @@ def test_config_errors(h2gate_bin, tmp_path):
         p.write_text(gw_config(free_port(), ["127.0.0.1:9"]) + text)
         r = run([h2gate_bin, "--check-config", str(p)])
         assert r.returncode == 1 and want in r.stderr, (text, r.stderr)
+
+
+# ---- coalescing: followers share the compressed bytes; one that falls behind replays ---------
+
+def many_conns_gets(port, path, conns, per_conn, ae):
+    """conns HTTP/2 connections with per_conn identical GETs each (sent in one flight per
+    connection, the connections together): [(headers, body)] of every stream."""
+    import select
+    import h2.settings
+    cls = []
+    for _ in range(conns):
+        cl = Client(port)
+        cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+        cl.c.increment_flow_control_window(1 << 30)
+        cl.flush()
+        cls.append(cl)
+    state = {}
+    for cl in cls:
+        for _ in range(per_conn):
+            sid = cl.c.get_next_available_stream_id()
+            cl.c.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                                    (":authority", "localhost"), ("accept-encoding", ae)],
+                              end_stream=True)
+            state[(id(cl), sid)] = [None, bytearray(), False]
+    for cl in cls:
+        cl.flush()
+    by_sock = {cl.s: cl for cl in cls}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(v[2] for v in state.values()):
+        r, _, _ = select.select(list(by_sock), [], [], 0.5)
+        for sock in r:
+            cl = by_sock[sock]
+            data = sock.recv(1 << 20)
+            if not data:
+                del by_sock[sock]
+                continue
+            for e in cl.c.receive_data(data):
+                k = (id(cl), getattr(e, "stream_id", 0))
+                if isinstance(e, h2.events.ResponseReceived):
+                    state[k][0] = dict(e.headers)
+                elif isinstance(e, h2.events.DataReceived):
+                    state[k][1] += e.data
+                    cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+                elif isinstance(e, (h2.events.StreamEnded, h2.events.StreamReset)):
+                    state[k][2] = True
+            cl.flush()
+    for cl in cls:
+        cl.close()
+    return [(v[0], bytes(v[1])) for v in state.values()]
+
+
+def zcoalesce_gateway(gateway, origin, admin, extra="", route_extra=""):
+    port = free_port()
+    g = gateway(zconfig(port, origin, route_extra=route_extra, log_level="debug",
+                        extra=f"admin:\n  address: 127.0.0.1:{admin}\n" + extra),
+                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    g.port = port
+    return g
+
+
+@pytest.mark.parametrize("coding", CODINGS)
+def test_coalesced_followers_share_compressed_bytes(gateway, origin, coding):
+    """15 identical requests over 3 connections while the origin prepares its answer: one
+    origin request, one compressor, the same compressed bytes to all, each decoding to the
+    origin's body; the metrics count 14 shared."""
+    from gwtest import origin_count, sample, scrape
+    from origin import text_hex
+    admin = free_port()
+    g = zcoalesce_gateway(gateway, origin, admin)
+    size = 300000
+    path = f"/text-paced/{size}"
+    res = many_conns_gets(g.port, path, 3, 5, coding)
+    assert len(res) == 15
+    bodies = set()
+    for hd, body in res:
+        assert hd[":status"] == "200" and hd["content-encoding"] == coding, hd
+        assert decode(coding, body) == text_hex(size)
+        bodies.add(body)
+    assert len(bodies) == 1  # one stream of compressed bytes, shared
+    assert origin_count(origin, path) == 1
+    fams, _ = scrape(admin)
+    assert sample(fams, "h2gate_compression_shared_total") == 14
+    assert sample(fams, "h2gate_compressed_responses_total", coding=coding) == 1
+    assert sample(fams, "h2gate_compression_bytes_total", coding=coding, direction="in") == size
+    assert sample(fams, "h2gate_compression_bytes_total", coding=coding,
+                  direction="out") == len(res[0][1])
+
+
+def test_followers_of_another_coding_fetch_on_their_own(gateway, origin):
+    """With coalesce_headers leaving Accept-Encoding out, requests that accept different codings
+    join one exchange; at the head, the follower whose request gets another coding leaves
+    and fetches on its own (two origin requests), and each gets its own coding."""
+    from gwtest import origin_count
+    from origin import text_hex
+    port = free_port()
+    gateway(zconfig(port, origin, route_extra="coalesce_headers: [x-none]"),
+            wait=[("127.0.0.1", port)])
+    size = 200000
+    path = f"/text-paced/{size}"
+    cl = Client(port)
+    sids = {}
+    for ae in ("gzip", "gzip", "br"):
+        sids[cl.request(path, extra=[("accept-encoding", ae)])] = ae
+    got = {sid: [None, b""] for sid in sids}
+    ended = set()
+    deadline = time.monotonic() + 20
+    while len(ended) < 3 and time.monotonic() < deadline:
+        for e in cl.c.receive_data(cl.s.recv(1 << 20)):
+            if isinstance(e, h2.events.ResponseReceived):
+                got[e.stream_id][0] = dict(e.headers)
+            elif isinstance(e, h2.events.DataReceived):
+                got[e.stream_id][1] += e.data
+                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, (h2.events.StreamEnded, h2.events.StreamReset)):
+                ended.add(e.stream_id)
+        cl.flush()
+    cl.close()
+    for sid, ae in sids.items():
+        hd, body = got[sid]
+        assert hd["content-encoding"] == ae
+        assert decode(ae, body) == text_hex(size)
+    assert origin_count(origin, path) == 2
+
+
+@pytest.mark.parametrize("coding", CODINGS)
+def test_follower_behind_compressed_stream_detaches_and_replays(gateway, origin, coding):
+    """A follower that reads nothing falls limits.coalesce_buffer behind the leader of a
+    compressed response: it detaches and fetches on its own while the leader goes on. The
+    bytes its client already has were cut by the first exchange's origin reads; its new
+    exchange is fed the same pieces and makes the same bytes, so the client's stream decodes
+    to exactly the origin's body."""
+    import select
+    import h2.settings
+    from gwtest import origin_count
+    from origin import text_hex
+    admin = free_port()
+    g = zcoalesce_gateway(gateway, origin, admin,
+                          extra="limits:\n  body_buffer: 64KiB\n  coalesce_buffer: 128KiB\n")
+    size = 3 << 20
+    path = f"/text-paced/{size}"
+    fast, slow = Client(g.port), Client(g.port)
+    fast.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+    fast.c.increment_flow_control_window(1 << 30)
+    slow.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 16384})
+    fast.flush(), slow.flush()
+    time.sleep(0.2)
+    hdr = [("accept-encoding", coding)]
+    fsid = fast.request(path, extra=hdr)
+    ssid = slow.request(path, extra=hdr)
+    bodies = {fast: bytearray(), slow: bytearray()}
+    done = set()
+    reading = {fast}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(done) < 2:
+        r, _, _ = select.select([c.s for c in (fast, slow)], [], [], 0.2)
+        for c in (fast, slow):
+            if c.s not in r or (c is slow and slow not in reading):
+                continue
+            data = c.s.recv(1 << 20)
+            assert data
+            for e in c.c.receive_data(data):
+                if isinstance(e, h2.events.ResponseReceived):
+                    assert dict(e.headers)["content-encoding"] == coding
+                elif isinstance(e, h2.events.DataReceived):
+                    bodies[c] += e.data
+                    if c is fast or slow in reading:
+                        c.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+                elif isinstance(e, h2.events.StreamEnded):
+                    done.add(c)
+                elif isinstance(e, h2.events.StreamReset):
+                    raise AssertionError(f"stream reset: {e}")
+            c.flush()
+        if fast in done and slow not in reading:
+            # the leader finished; the follower, 16 KiB in, starts reading now
+            assert "event=coalesce_detach" in g.log()
+            reading.add(slow)
+            slow.c.increment_flow_control_window(1 << 30)
+            slow.c.increment_flow_control_window(1 << 24, ssid)
+            slow.flush()
+    assert len(done) == 2, (len(bodies[fast]), len(bodies[slow]))
+    want = text_hex(size)
+    assert decode(coding, bytes(bodies[fast])) == want
+    assert decode(coding, bytes(bodies[slow])) == want
+    assert origin_count(origin, path) == 2
+    assert fsid and ssid
+
+
+def test_metrics_count_skips_by_cause_and_codings(gateway, origin):
+    from gwtest import sample, scrape
+    admin = free_port()
+    g = zcoalesce_gateway(gateway, origin, admin)
+    port = g.port
+    h1(port, "/text/5000", [("Accept-Encoding", "deflate")])          # client
+    h1(port, "/text/100", [("Accept-Encoding", "gzip")])              # small
+    h1(port, "/bytes/5000", [("Accept-Encoding", "gzip")])            # type
+    h1(port, "/text/5000?h=Set-Cookie:a%3Db", [("Accept-Encoding", "gzip")])  # private
+    h1(port, "/text/5000?h=Cache-Control:no-transform", [("Accept-Encoding", "gzip")])
+    h1(port, "/text/5000?h=Content-Encoding:br", [("Accept-Encoding", "gzip")])  # encoded
+    h1(port, "/text/5000", [("Accept-Encoding", "gzip"), ("Range", "bytes=0-1")])
+    h1(port, "/missing", [("Accept-Encoding", "gzip")])               # status (404)
+    for ae in ("gzip", "br", "zstd", "zstd"):
+        h1(port, "/text/5000", [("Accept-Encoding", ae)])
+    fams, _ = scrape(admin)
+    for cause in ("client", "small", "type", "private", "no_transform", "encoded", "range",
+                  "status"):
+        assert sample(fams, "h2gate_compression_skipped_total", cause=cause) == 1, cause
+    assert sample(fams, "h2gate_compression_skipped_total", cause="busy") == 0
+    for coding, n in (("gzip", 1), ("br", 1), ("zstd", 2)):
+        assert sample(fams, "h2gate_compressed_responses_total", coding=coding) == n
+        assert sample(fams, "h2gate_compression_bytes_total", coding=coding,
+                      direction="in") == 5000 * n
+        out = sample(fams, "h2gate_compression_bytes_total", coding=coding, direction="out")
+        assert 0 < out < 5000 * n // 3, (coding, out)
+    assert sample(fams, "h2gate_compressors") == 0
+    assert sample(fams, "h2gate_compressor_memory_bytes") == 0
