@@ -571,7 +571,12 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
         return 0;
     case GW_H2_FT_WINDOW_UPDATE: {
         uint32_t inc = f.u.window_update.increment;
-        if ((rc = gw_h2__count_control(s)) < 0)
+        /* RFC 9113 §6.9: a receiver credits the DATA it consumed. Updates that answer our DATA
+         * (a stream's and the connection's per frame) are flow control, not a flood: a client
+         * with small windows downloading fast sends thousands. Only the others count. */
+        if (s->wu_earned)
+            s->wu_earned--;
+        else if ((rc = gw_h2__count_control(s)) < 0)
             return rc;
         if (h->stream_id == 0) {
             if (s->conn_send_window + inc > GW_H2_MAX_WINDOW)

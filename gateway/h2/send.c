@@ -104,6 +104,8 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
             if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0 || gw_iovq_ref(q, c->buf, c->off, n) < 0)
                 return GW_E_NOMEM;
             s->frames_out++;
+            if (n && s->wu_earned < GW_H2_WU_EARNED_MAX)
+                s->wu_earned += 2;
             s->conn_send_window -= n;
             st->send_window -= n;
             st->queued -= n;

@@ -21,6 +21,8 @@
 #include "h2/session.h"
 #include "h2/tree.h"
 
+/* WINDOW_UPDATEs earned by DATA frames sent, at most (a peer cannot bank more than this). */
+#define GW_H2_WU_EARNED_MAX 4096u
 #define SHUTDOWN_PING "h2gate\x00\x01"
 #define MAX_DEBUG 256
 
@@ -174,6 +176,9 @@ struct gw_h2_session {
     /* budgets, one window for all */
     uint64_t budget_start_ms;
     uint32_t resets_in_window, control_in_window, empty_in_window;
+    /* WINDOW_UPDATEs the peer may send without counting as control frames: two (stream and
+     * connection) per DATA frame sent, capped (inbound.c) */
+    uint32_t wu_earned;
 
     uint32_t hb_sid; /* 0 = none; else CONTINUATION expected until END_HEADERS */
     uint32_t active; /* streams holding a slot */

@@ -159,7 +159,7 @@ http {{
     scgi_temp_path {dir}/scgi;
     keepalive_requests 100000;
     keepalive_timeout 60s;
-    types {{ text/html html; text/css css; application/javascript js; image/svg+xml svg; }}
+    types {{ text/html html; text/css css; application/javascript js; image/svg+xml svg; text/plain txt; }}
     default_type application/octet-stream;
     server {{
         listen 127.0.0.1:{port};

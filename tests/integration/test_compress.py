@@ -487,3 +487,81 @@ def test_metrics_count_skips_by_cause_and_codings(gateway, origin):
         assert 0 < out < 5000 * n // 3, (coding, out)
     assert sample(fams, "h2gate_compressors") == 0
     assert sample(fams, "h2gate_compressor_memory_bytes") == 0
+
+
+def slow_download(port, path, ae, pid):
+    """One GET over h2 with a 16 KiB stream window, credited as the bytes are read (a slow,
+    small-window client): (decoded length, sha256 of the decoded body, peak RSS KiB)."""
+    import hashlib
+    import h2.settings
+    from conftest import rss_kib
+    cl = Client(port)
+    cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 16384})
+    cl.flush()
+    extra = [("accept-encoding", ae)] if ae else []
+    sid = cl.request(path, extra=extra)
+    dec = Decoder(ae) if ae else None
+    h, n, peak, done = hashlib.sha256(), 0, 0, False
+    deadline = time.monotonic() + 120
+    reads = 0
+    while not done and time.monotonic() < deadline:
+        data = cl.s.recv(16384)
+        assert data
+        for e in cl.c.receive_data(data):
+            if isinstance(e, h2.events.ResponseReceived):
+                hd = dict(e.headers)
+                assert hd.get("content-encoding") == ae, hd
+            elif isinstance(e, h2.events.DataReceived):
+                piece = dec.feed(e.data) if dec else e.data
+                h.update(piece)
+                n += len(piece)
+                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, h2.events.StreamEnded):
+                done = True
+            elif isinstance(e, h2.events.StreamReset):
+                raise AssertionError(e)
+        cl.flush()
+        reads += 1
+        if reads % 64 == 0:
+            peak = max(peak, rss_kib(pid))
+    cl.close()
+    assert done and sid
+    return n, h.hexdigest(), peak
+
+
+def test_slow_small_window_client_100mib_rss_bounded(gateway, nginx_origin, tmp_path):
+    """A 100 MiB text file from nginx, read by a client with a 16 KiB window: compressed (each
+    coding) the gateway's RSS grows no more than sending it as it is, plus the compressor's
+    own memory: the origin read pauses for the client exactly as without compression."""
+    import hashlib
+    from conftest import rss_kib
+    root = tmp_path / "www"
+    root.mkdir()
+    size = 100 << 20
+    # hex digits of a hash chain: about 2:1, so the compressed body (50 MiB) is far more than
+    # any buffer and the client's window, not the compressor, sets the pace
+    with open(root / "big.txt", "wb") as f:
+        h = b"seed"
+        while f.tell() < size:
+            block = []
+            for _ in range(1000):
+                h = hashlib.sha256(h).digest()
+                block.append(h.hex().encode() + b"\n")
+            f.write(b"".join(block))
+        f.truncate(size)
+    want = hashlib.sha256((root / "big.txt").read_bytes()).hexdigest()
+    ng = nginx_origin(str(root))
+    port = free_port()
+    g = gateway(zconfig(port, ng), wait=[("127.0.0.1", port)])
+    base = rss_kib(g.proc.pid)
+    growth = {}
+    for ae in (None, "gzip", "br", "zstd"):
+        t0 = time.monotonic()
+        n, digest, peak = slow_download(port, "/big.txt", ae, g.proc.pid)
+        assert n == size and digest == want, ae
+        growth[ae] = peak - base
+        print(f"coding {ae}: {time.monotonic() - t0:.1f} s, RSS +{peak - base} KiB")
+    for ae in ("gzip", "br", "zstd"):
+        # the compressor's memory (about 2 MiB at most at the defaults) and allocator slack
+        assert growth[ae] < growth[None] + 6 * 1024, growth
+    assert max(growth.values()) < 24 * 1024, growth

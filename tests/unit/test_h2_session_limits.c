@@ -788,6 +788,59 @@ static void floods(void **state)
     gw_h2_session_del(s);
 }
 
+/* RFC 9113 §6.9: WINDOW_UPDATEs that credit DATA the gateway sent are flow control, not a
+ * flood: a client with small windows (here 1 KiB per stream) downloading many frames sends a
+ * stream and a connection update per frame, far past control_frame_budget, and is served to
+ * the end. Updates with no DATA to answer still count. */
+static void window_updates_answering_data_are_not_a_flood(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.control_frame_budget = 20;
+    gw_h2_session_t *s = ready(&r, &c, &opt);
+    const gw_h2_setting_t small = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1024};
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &small, 1), 0);
+    const char *const G[] = {":method", "GET", ":scheme", "https", ":path", "/", NULL};
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, G);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    drain(s, &o);
+    gw_rbuf_t *rb = gw_rbuf_new(200 * 1024);
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 200 * 1024, 1), 0);
+    size_t got = 0;
+    for (int round = 0; round < 400 && got < 200 * 1024; round++) {
+        drain(s, &o);
+        for (size_t i = 0; i < o.n; i++) {
+            if (o.f[i].h.type != GW_H2_FT_DATA || !o.f[i].h.length)
+                continue;
+            got += o.f[i].h.length;
+            assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, o.f[i].h.length), 0);
+            assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, o.f[i].h.length), 0);
+        }
+        if (c.b.len) {
+            assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+            c.b.len = 0;
+        }
+    }
+    assert_int_equal(got, 200 * 1024); /* 200 frames, 400 updates, a budget of 20 */
+    assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 0);
+    /* with nothing sent to answer (the earned ones spent), updates count again */
+    for (int i = 0; i < 21; i++)
+        assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 1), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_CALM);
+    drain(s, &o);
+    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+    assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
+    gw_rbuf_unref(rb);
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
 /* Issue 18 item 9: a SETTINGS frame of 2,730 SETTINGS_INITIAL_WINDOW_SIZE entries walks the
  * open streams once (the last value counts), and its entries, not the frame, are charged to
  * the control budget: a few such frames are a flood. */
@@ -955,6 +1008,7 @@ int main(void)
         cmocka_unit_test(stream_state_errors),
         cmocka_unit_test(closed_stream_frames),
         cmocka_unit_test(floods),
+        cmocka_unit_test(window_updates_answering_data_are_not_a_flood),
         cmocka_unit_test(issue18_9_settings_entries_budgeted),
         cmocka_unit_test(issue18_4_trailers_encoded_in_wire_order),
         cmocka_unit_test(issue18_6_blocks_on_reset_streams),
