@@ -177,7 +177,7 @@ typedef struct {
     unsigned brotli_level;     /* 0..11 (quality) */
     unsigned brotli_window_bits; /* 10..24: the ring buffer is 2^w bytes */
     unsigned zstd_level;       /* 1..19 */
-    unsigned zstd_window_log;  /* 10..23 (RFC 8878 §3: decoders need at most 8 MiB = 2^23) */
+    unsigned zstd_window_log;  /* 10..23 (RFC 8878 §3.1.1.1.2: decoders need at most 8 MiB = 2^23) */
     unsigned max_concurrent;   /* compressing streams per worker; beyond: identity */
     int skip_private;          /* no compression of Set-Cookie / private / no-store answers */
 } gw_cfg_compression_t;

@@ -23,11 +23,14 @@ import statistics
 import subprocess
 import sys
 
-PROXIES = ("h2gate", "h2gate-nopipe", "h2gate-alog", "nghttpx")
+PROXIES = ("h2gate", "h2gate-nopipe", "h2gate-alog", "nghttpx",
+           "h2gate-gzip", "nginx-gzip", "h2gate-br", "h2gate-zstd")
+# The compress scenario has its own table: h2gate's gzip against nginx's gzip module.
+ZPROXIES = ("h2gate-gzip", "nginx-gzip", "h2gate-br", "h2gate-zstd")
 # Ratio rows of the table: (numerator, label); the denominator is always nghttpx. The chart
 # plots the first one.
 RATIOS = (("h2gate", "h2gate/nghttpx"), ("h2gate-nopipe", "h2gate-nopipe/nghttpx"))
-SCENARIO_ORDER = ("small", "large", "manyconns", "upload", "idle")
+SCENARIO_ORDER = ("small", "large", "manyconns", "upload", "idle", "compress")
 
 
 def read_meta(run_dir):
@@ -52,6 +55,9 @@ def parse_h2load(text):
     if m:
         keys = ("total", "started", "done", "succeeded", "failed", "errored", "timeout")
         out.update({k: int(v) for k, v in zip(keys, m.groups())})
+    m = re.search(r"traffic: .*?\((\d+)\) total, .*?\((\d+)\) headers.*?, .*?\((\d+)\) data", text)
+    if m:
+        out["data_bytes"] = int(m.group(3))
     m = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
     if m:
         out.update({k: int(v) for k, v in zip(("s2xx", "s3xx", "s4xx", "s5xx"), m.groups())})
@@ -159,6 +165,8 @@ def summarize_run(run_dir):
             r["rps"] = h["rps"]
             done = h["done"] or 1
             r["cpu_us_per_req"] = cpu_s * 1e6 / done
+            if h.get("data_bytes") is not None:
+                r["body_bytes"] = h["data_bytes"] / done  # per response, as sent (compressed)
             if h["seconds"]:
                 # how busy the proxy's CPU was: near 100 % means the proxy is the bottleneck
                 r["cpu_pct"] = 100.0 * cpu_s / h["seconds"]
@@ -210,6 +218,13 @@ LOAD_METRICS = (
 )
 # informational: how busy the proxy was says where the bottleneck is, not which proxy is better
 NO_RATIO = {"cpu_pct"}
+ZMETRICS = (
+    ("rps", "req/s", 0, False),
+    ("p99_ms", "p99 ms", 2, True),
+    ("cpu_us_per_req", "CPU µs/req", 1, True),
+    ("body_bytes", "bytes/response", 0, True),
+    ("hwm_mib", "peak RSS MiB", 1, True),
+)
 IDLE_METRICS = (
     ("idle_conns", "connections", 0, True),
     ("rss_before_mib", "RSS before MiB", 1, True),
@@ -249,7 +264,7 @@ def aggregate(runs):
                 if not r["valid"]:
                     a["problems"].append(f"rep {r['rep']}: " + ", ".join(r["problems"]))
             idle = case.startswith("idle")
-            metrics = IDLE_METRICS if idle else LOAD_METRICS
+            metrics = IDLE_METRICS if idle else LOAD_METRICS + ZMETRICS
             for key, _, _, _ in metrics:
                 vals = [r[key] for r in rs if r.get(key) is not None]
                 a[key] = statistics.median(vals) if vals else None
@@ -304,6 +319,30 @@ def table(agg, cases, metrics):
                     cells.append("—")
             lines.append(f"| {case} | **{label}** | | " + " | ".join(cells) + " |")
     return lines, ratios
+
+
+def ztable(agg, cases):
+    head = ["scenario", "proxy", "runs"] + [m[1] for m in ZMETRICS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for case in cases:
+        row = agg[case]
+        for proxy in ZPROXIES:
+            a = row.get(proxy)
+            if a is None:
+                continue
+            if a["valid"] == a["n"]:
+                runs = f"{a['valid']}/{a['n']} valid"
+                cells = [fmt(a[k], d) for k, _, d, _ in ZMETRICS]
+            else:
+                runs = f"**INVALID** ({a['n'] - a['valid']}/{a['n']} runs)"
+                cells = ["—"] * len(ZMETRICS)
+            lines.append(f"| {case} | {proxy} | {runs} | " + " | ".join(cells) + " |")
+        g, n = row.get("h2gate-gzip"), row.get("nginx-gzip")
+        if g and n and g["valid"] == g["n"] and n["valid"] == n["n"]:
+            cells = [f"{g[k] / n[k]:.2f}" if g[k] is not None and n[k] else "—"
+                     for k, _, _, _ in ZMETRICS]
+            lines.append(f"| {case} | **h2gate-gzip/nginx-gzip** | | " + " | ".join(cells) + " |")
+    return lines
 
 
 def chart(ratios, png, title):
@@ -375,7 +414,9 @@ def report(runs_dir, md_path, png_path):
         with open(header_path) as f:
             out.append(f.read().rstrip("\n"))
         out.append("")
-    load_cases = sorted((c for c in agg if not c.startswith("idle")), key=case_order)
+    load_cases = sorted((c for c in agg if not c.startswith(("idle", "compress"))),
+                        key=case_order)
+    zcases = sorted((c for c in agg if c.startswith("compress")), key=case_order)
     idle_cases = sorted((c for c in agg if c.startswith("idle")), key=case_order)
     all_ratios = {}
     if load_cases:
@@ -389,6 +430,11 @@ def report(runs_dir, md_path, png_path):
         all_ratios.update(ratios)
         out += ["Idle h2 connections (TLS: handshake done; h2c: preface and SETTINGS exchanged; "
                 "no request), proxy RSS from /proc/PID/status before and after:", ""] + lines + [""]
+    if zcases:
+        out += ["Compression (a 64 KiB HTML page, gzip level 5; h2gate with `compress: true`, "
+                "otherwise its defaults; nginx-gzip: nginx's gzip module at the same level as "
+                "the reverse proxy of the same origin; br and zstd at h2gate's default levels "
+                "4 and 3). Ratio h2gate-gzip/nginx-gzip:", ""] + ztable(agg, zcases) + [""]
     # the access log's cost: h2gate-alog is h2gate-nopipe (the default) with the log on
     cost = []
     for case in load_cases:
