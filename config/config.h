@@ -170,16 +170,16 @@ typedef enum { GW_CFG_ALOG_COMBINED = 0, GW_CFG_ALOG_JSON } gw_cfg_alog_format_t
 typedef struct {
     char **types; /* media types: "application/json", "text/ANY", "+json" (a suffix) */
     size_t types_len;
-    size_t min_size;           /* bytes; a known length below it is sent as it is */
-    unsigned gzip_level;       /* 1..9 */
-    unsigned gzip_window_bits; /* 9..15: zlib memory per stream is 2^(w+2) + 2^(m+9) bytes */
-    unsigned gzip_mem_level;   /* 1..9 */
-    unsigned brotli_level;     /* 0..11 (quality) */
+    size_t min_size;             /* bytes; a known length below it is sent as it is */
+    unsigned gzip_level;         /* 1..9 */
+    unsigned gzip_window_bits;   /* 9..15: zlib memory per stream is 2^(w+2) + 2^(m+9) bytes */
+    unsigned gzip_mem_level;     /* 1..9 */
+    unsigned brotli_level;       /* 0..11 (quality) */
     unsigned brotli_window_bits; /* 10..24: the ring buffer is 2^w bytes */
-    unsigned zstd_level;       /* 1..19 */
-    unsigned zstd_window_log;  /* 10..23 (RFC 8878 §3.1.1.1.2: decoders need at most 8 MiB = 2^23) */
-    unsigned max_concurrent;   /* compressing streams per worker; beyond: identity */
-    int skip_private;          /* no compression of Set-Cookie / private / no-store answers */
+    unsigned zstd_level;         /* 1..19 */
+    unsigned zstd_window_log; /* 10..23 (RFC 8878 §3.1.1.1.2: decoders need at most 8 MiB = 2^23) */
+    unsigned max_concurrent;  /* compressing streams per worker; beyond: identity */
+    int skip_private;         /* no compression of Set-Cookie / private / no-store answers */
 } gw_cfg_compression_t;
 
 typedef struct {

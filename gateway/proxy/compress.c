@@ -125,8 +125,8 @@ const char *gw_proxy_coding_name(gw_zcoding_t c)
 
 const char *gw_proxy_zskip_name(gw_zskip_t k)
 {
-    static const char *const n[] = {"compressed", "status", "encoded", "no_transform", "type",
-                                    "range",      "private", "small",  "client",       "busy"};
+    static const char *const n[] = {"compressed", "status",  "encoded", "no_transform", "type",
+                                    "range",      "private", "small",   "client",       "busy"};
     return GW_NAME_OF(n, k, "?");
 }
 
@@ -254,8 +254,8 @@ typedef union {
 
 struct gw_zstream {
     gw_zcoding_t c;
-    size_t own;     /* bytes allocated now */
-    uint64_t *mem;  /* the proxy's total */
+    size_t own;    /* bytes allocated now */
+    uint64_t *mem; /* the proxy's total */
     union {
         z_stream z;
 #if GW_HAVE_BROTLI
@@ -324,9 +324,9 @@ int gw_zstream_new(const gw_cfg_compression_t *cfg, gw_zcoding_t c, uint64_t *me
         s->u.z.zfree = zlib_free;
         s->u.z.opaque = s;
         /* 16 + window bits: a gzip wrapper (RFC 1952), not raw zlib */
-        ok = deflateInit2(&s->u.z, (int)cfg->gzip_level, Z_DEFLATED,
-                          16 + (int)cfg->gzip_window_bits, (int)cfg->gzip_mem_level,
-                          Z_DEFAULT_STRATEGY) == Z_OK;
+        ok =
+            deflateInit2(&s->u.z, (int)cfg->gzip_level, Z_DEFLATED, 16 + (int)cfg->gzip_window_bits,
+                         (int)cfg->gzip_mem_level, Z_DEFAULT_STRATEGY) == Z_OK;
         break;
 #if GW_HAVE_BROTLI
     case GW_ZC_BR:

@@ -453,8 +453,8 @@ static gw_zskip_t compress_decide(ox_t *ox, unsigned status, const gw_field_t *f
     int resumed = first->resp >= PX_RESP_HEAD;
     if (resumed && (first->zc == GW_ZC_NONE || zs != GW_ZSKIP_NONE || zc != first->zc))
         return zs == GW_ZSKIP_NONE ? GW_ZSKIP_STATUS : zs; /* not compressed: checked by caller */
-    if (zs == GW_ZSKIP_NONE && (p->zst.active >= z->max_concurrent ||
-                                gw_zstream_new(z, zc, &p->zst.mem, &ox->zip) < 0))
+    if (zs == GW_ZSKIP_NONE &&
+        (p->zst.active >= z->max_concurrent || gw_zstream_new(z, zc, &p->zst.mem, &ox->zip) < 0))
         zs = GW_ZSKIP_BUSY;
     *coding = zs == GW_ZSKIP_NONE ? zc : GW_ZC_NONE;
     if (zs != GW_ZSKIP_NONE) {

@@ -33,7 +33,7 @@ struct gw_proxy {
     gw_list_t uploading;    /* px_t whose request body is still coming (timeouts.request_body) */
     uv_prepare_t acc_flush; /* once per loop turn: gathered small request body pieces go out */
     int acc_open;
-    int closing;   /* handles closing (gw_proxy_close) */
+    int closing;           /* handles closing (gw_proxy_close) */
     gw_proxy_zstats_t zst; /* compression (zst.active: against compression.max_concurrent) */
     void (*closed_cb)(gw_proxy_t *p, void *arg);
     void *closed_arg;

@@ -30,7 +30,7 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /stall-read       read the head, then never read again (the uploader fills the socket)
     /drop-once/KEY    the first request for KEY: close without a byte; later ones: 200 "ok"
     /text/N           200, N bytes of text/plain (content-length); ?h=NAME:VALUE adds a field
-    /text-chunked/N   the same, chunked in 7000-byte pieces
+    /text-chunked/N   the same, chunked in 7000-byte pieces (?trailer=1: an x-checksum trailer)
     /text-slow/N      200, text/plain, no length, N bytes in 10 pieces 200 ms apart
     /text-paced/N     text_hex(N) as text/plain with its length, the head 0.3 s after the
                       request (identical requests join it), then 64 KiB every 20 ms
@@ -256,7 +256,10 @@ class ScriptedOrigin:
                     for i in range(0, len(body), 7000):
                         piece = body[i:i + 7000]
                         c.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
-                    c.sendall(b"0\r\n\r\n")
+                    # ?trailer=1: a trailer field with the body's sha256
+                    tr = (b"x-checksum: " + hashlib.sha256(body).hexdigest().encode() + b"\r\n"
+                          if "trailer=1" in query else b"")
+                    c.sendall(b"0\r\n" + tr + b"\r\n")
             else:
                 c.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n" +
                           b"".join(f"{k}: {v}\r\n".encode() for k, v in hs) + b"\r\n")

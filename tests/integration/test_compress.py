@@ -565,3 +565,55 @@ def test_slow_small_window_client_100mib_rss_bounded(gateway, nginx_origin, tmp_
         # the compressor's memory (about 2 MiB at most at the defaults) and allocator slack
         assert growth[ae] < growth[None] + 6 * 1024, growth
     assert max(growth.values()) < 24 * 1024, growth
+
+
+@pytest.mark.parametrize("coding", CODINGS)
+def test_trailers_pass_through_compressed(zgw, coding):
+    """The origin's trailer follows the compressed body: over HTTP/2 a trailing HEADERS frame,
+    over HTTP/1.1 (TE: trailers) the chunked trailer section."""
+    import hashlib
+    size = 50000
+    want = text_pattern(size)
+    digest = hashlib.sha256(want).hexdigest()
+    cl = Client(zgw.port)
+    sid = cl.request(f"/text-chunked/{size}?trailer=1",
+                     extra=[("accept-encoding", coding), ("te", "trailers")])
+    body, trailers, ended = b"", None, False
+    deadline = time.monotonic() + 10
+    while not ended and time.monotonic() < deadline:
+        for e in cl.c.receive_data(cl.s.recv(1 << 20)):
+            if isinstance(e, h2.events.ResponseReceived):
+                assert dict(e.headers)["content-encoding"] == coding
+            elif isinstance(e, h2.events.DataReceived):
+                body += e.data
+                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, h2.events.TrailersReceived):
+                trailers = dict(e.headers)
+            elif isinstance(e, h2.events.StreamEnded):
+                ended = True
+        cl.flush()
+    cl.close()
+    assert ended and sid
+    assert decode(coding, body) == want
+    assert trailers == {"x-checksum": digest}
+    with socket.create_connection(("127.0.0.1", zgw.port), timeout=10) as s:
+        s.sendall(f"GET /text-chunked/{size}?trailer=1 HTTP/1.1\r\nHost: a\r\nTE: trailers\r\n"
+                  f"Accept-Encoding: {coding}\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            d = s.recv(1 << 20)
+            if not d:
+                break
+            data += d
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert f"content-encoding: {coding}".encode() in head.lower()
+    out = b""
+    while True:
+        line, _, rest = rest.partition(b"\r\n")
+        n = int(line.split(b";")[0], 16)
+        if n == 0:
+            break
+        out += rest[:n]
+        rest = rest[n + 2:]
+    assert decode(coding, out) == want
+    assert rest.lower().startswith(b"x-checksum: " + digest.encode() + b"\r\n"), rest[:200]

@@ -1,5 +1,6 @@
 /* Unit tests of proxy/compress.c: Accept-Encoding negotiation (RFC 9110 §12.5.3), the rules
- * that allow compression (issue 22), the head rewrite, and the compressors (gzip, br, zstd: decoded back). */
+ * that allow compression (issue 22), the head rewrite, and the compressors (gzip, br, zstd:
+ * decoded back). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -349,8 +350,7 @@ static void memory_bounds(void **state)
             *(k ? &small : &big) = peak;
         }
         print_message("coding %s: memory per stream %llu bytes at the defaults, %llu small\n",
-                      gw_proxy__coding_str(c), (unsigned long long)big,
-                      (unsigned long long)small);
+                      gw_proxy__coding_str(c), (unsigned long long)big, (unsigned long long)small);
         assert_true(small < big);
         assert_true(big < 4u << 20); /* the defaults stay well under 4 MiB a stream */
     }
@@ -359,10 +359,8 @@ static void memory_bounds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(negotiation),
-        cmocka_unit_test(rules),
-        cmocka_unit_test(head_rewrite),
-        cmocka_unit_test(stream_round_trip),
+        cmocka_unit_test(negotiation),   cmocka_unit_test(rules),
+        cmocka_unit_test(head_rewrite),  cmocka_unit_test(stream_round_trip),
         cmocka_unit_test(memory_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
