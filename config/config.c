@@ -350,6 +350,8 @@ static const char *const ms_keys[][2] = {
     {"drain_grace", "drain_grace_ms"},
     {"body", "body_ms"},
     {"request_body", "request_body_ms"},
+    {"tunnel_idle", "tunnel_idle_ms"},
+    {"tunnel_drain", "tunnel_drain_ms"},
     {"idle_timeout", "idle_timeout_ms"},
     {"idle_purge", "idle_purge_ms"},
     {"connect_timeout", "connect_timeout_ms"},
@@ -381,6 +383,8 @@ static const field_t timeout_fields[] = {
     FLD(gw_cfg_timeouts_t, drain_grace_ms, F_DUR, 0, 60000),
     FLD(gw_cfg_timeouts_t, body_ms, F_DUR, 1, DAY_MS),
     FLD(gw_cfg_timeouts_t, request_body_ms, F_DUR, 1, DAY_MS),
+    FLD(gw_cfg_timeouts_t, tunnel_idle_ms, F_DUR, 1, DAY_MS),
+    FLD(gw_cfg_timeouts_t, tunnel_drain_ms, F_DUR, 0, DAY_MS),
 };
 
 static const field_t limit_fields[] = {
@@ -390,6 +394,7 @@ static const field_t limit_fields[] = {
     FLD(gw_cfg_limits_t, body_buffer, F_SIZE, 1024, 1ull << 30),
     FLD(gw_cfg_limits_t, coalesce_buffer, F_SIZE, 64 * 1024, 1ull << 30),
     FLD(gw_cfg_limits_t, draining_generations, F_UINT, 1, 256),
+    FLD(gw_cfg_limits_t, max_tunnels, F_UINT, 0, 10000000),
 };
 
 static const field_t throttle_fields[] = {
@@ -602,6 +607,8 @@ static void set_defaults(gw_config_t *c)
         .drain_grace_ms = 1000,
         .body_ms = 60000,
         .request_body_ms = 30000,
+        .tunnel_idle_ms = 600000,
+        .tunnel_drain_ms = 300000,
     };
     c->limits = (gw_cfg_limits_t){
         .max_connections = 10000,
@@ -613,6 +620,7 @@ static void set_defaults(gw_config_t *c)
         /* a coalesced response is held once for all its subscribers (issue 19 item 2) */
         .coalesce_buffer = 1024 * 1024,
         .draining_generations = 16,
+        .max_tunnels = 10000,
     };
     c->throttle.ipv6_prefix = 64; /* one subscriber or host per /64 (RFC 6177) */
     c->access_log.request_id = 1;

@@ -114,6 +114,7 @@ typedef struct {
     uint64_t response_rate; /* bytes/s per connection for this route; 0 = none */
     uint64_t request_rate;  /* requests/s per client; 0 = none */
     int compress;           /* compress responses (compression: section) */
+    int websocket;          /* WebSocket: HTTP/1.1 Upgrade and RFC 8441 CONNECT (default on) */
     unsigned request_burst;
     int line;
 } gw_cfg_route_t;
@@ -144,6 +145,8 @@ typedef struct {
     uint64_t drain_grace_ms;       /* an idle connection being drained stays open this long */
     uint64_t body_ms;              /* a stream with no progress either way is reset */
     uint64_t request_body_ms;      /* a request body with no byte for this long: 408 / reset */
+    uint64_t tunnel_idle_ms;       /* a WebSocket tunnel with no byte either way is closed */
+    uint64_t tunnel_drain_ms;      /* tunnels of an old generation (reload, stop) close after */
 } gw_cfg_timeouts_t;
 
 typedef struct {
@@ -153,6 +156,7 @@ typedef struct {
     size_t body_buffer;            /* per exchange, each direction */
     size_t coalesce_buffer;        /* per coalesced exchange: span between slowest and fastest */
     unsigned draining_generations; /* old configurations draining at once; beyond: closed */
+    unsigned max_tunnels;          /* WebSocket tunnels per worker; beyond: 503 */
 } gw_cfg_limits_t;
 
 typedef struct {

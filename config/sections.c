@@ -524,6 +524,7 @@ static const field_t route_fields[] = {
     FLD(gw_cfg_route_t, request_rate, F_UINT, 0, 1000000),
     FLD(gw_cfg_route_t, request_burst, F_UINT, 0, 1000000),
     {"compress", F_BOOL, offsetof(gw_cfg_route_t, compress), 0, 0},
+    {"websocket", F_BOOL, offsetof(gw_cfg_route_t, websocket), 0, 0},
 };
 
 typedef struct {
@@ -592,6 +593,7 @@ void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
         gw_cfg_route_t *r = &c->routes[c->routes_len++];
         r->line = (int)rn->start_mark.line + 1;
         r->coalesce = 1;
+        r->websocket = 1;
         r->add_x_forwarded = 1;
         r->add_forwarded = 0;
         r->add_via = 1;

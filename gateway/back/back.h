@@ -10,6 +10,12 @@
  *   [gw_back_write_body()* gw_back_end_body()]   request body, if req->body_len != 0
  *   on_interim*  on_head  on_body*  [on_trailers]  on_complete        — success
  *   ... on_error(code)                                                — any failure
+ * A request with `upgrade` (WebSocket, RFC 9110 §7.8) whose answer is a 101 becomes a tunnel:
+ * on_head(101), then on_body* with every byte the origin sends, on_complete at its close;
+ * gw_back_write_body() sends bytes as they are and gw_back_end_body() half-closes (cleartext:
+ * shutdown(SHUT_WR); TLS: nothing, the close ends it). The connection never returns to the pool
+ * and does not count against max_connections; timeouts.tunnel_idle closes it when no byte moved
+ * either way for that long (GW_E_TIMEOUT, not a server failure).
  * on_complete and on_error are terminal: exactly one of them fires, once, and the exchange is
  * freed when it returns. gw_back_cancel() is the caller's way to end it early; after cancel no
  * callback fires.
@@ -88,6 +94,7 @@ typedef struct {
     int64_t body_len;              /* 0 = no body, >0 = Content-Length, -1 = chunked */
     int idempotent;                /* RFC 9110 §9.2.2: may be retried when nothing was seen */
     uint8_t urgency;               /* RFC 9218 urgency 0 (highest) .. 7; queue order input */
+    int upgrade;                   /* the fields ask to Upgrade (WebSocket): a 101 is a tunnel */
     const struct sockaddr *client; /* for consistent hashing; NULL hashes as all-zero */
 } gw_back_req_t;
 
@@ -155,6 +162,7 @@ typedef struct {
     unsigned active;        /* connections carrying an exchange */
     unsigned idle;          /* idle keep-alive connections */
     unsigned queued;        /* exchanges waiting for a connection */
+    unsigned tunnels;       /* connections upgraded to a tunnel (101), open now */
 } gw_back_stats_t;
 
 /* Create the back side of one worker for every upstream of `cfg`, with one client TLS

@@ -40,9 +40,10 @@ struct gw_back_server {
     gw_back_upstream_t *up;
     const gw_cfg_server_t *cfg;
     size_t index;
-    unsigned open;  /* connections open or connecting */
-    unsigned busy;  /* connections carrying an exchange (connecting included) */
-    gw_list_t idle; /* idle connections, most recently used first (LIFO) */
+    unsigned open;    /* connections open or connecting (tunnels included) */
+    unsigned tunnels; /* of those, upgraded to a tunnel: outside max_connections */
+    unsigned busy;    /* connections carrying an exchange (connecting included) */
+    gw_list_t idle;   /* idle connections, most recently used first (LIFO) */
     unsigned idle_cnt;
     unsigned fails;         /* consecutive failures */
     uint64_t ejected_until; /* loop time (ms); 0 = not ejected */
@@ -133,12 +134,14 @@ enum {
     GW_BACK_CONN_F_PIPELINED = 1u << 12, /* its request was pipelined behind another */
     GW_BACK_CONN_F_NOBATCH = 1u << 13,   /* its bytes came slower than read_batch_wait */
     GW_BACK_CONN_F_BUSY = 1u << 14,      /* counted in its server's busy (dial/start to detach) */
+    GW_BACK_CONN_F_TUNNEL = 1u << 15,    /* a 101 came: a byte tunnel, never pooled again */
+    GW_BACK_CONN_F_SHUT_WR = 1u << 16,   /* the tunnel's write side was shut down */
 };
 
 /* A request the back may send again on its own, on another connection: idempotent (RFC 9110
  * §9.2.2) and without a body. Only such requests are pipelined, or reuse an idle connection
  * without first peeking for the origin's close. */
-#define GW_BACK_RESENDABLE(req) ((req)->idempotent && (req)->body_len == 0)
+#define GW_BACK_RESENDABLE(req) ((req)->idempotent && (req)->body_len == 0 && !(req)->upgrade)
 
 /* A request written (or queued to be) behind the one being answered: HTTP/1.1 pipelining
  * (RFC 9112 §9.3.2). Only bodyless idempotent requests are pipelined, only on a connection
@@ -186,6 +189,7 @@ struct gw_back_exch {
     uint64_t body_written;   /* body stream bytes written to a socket */
     int body_ended;
     int body_started_write; /* a body byte hit a socket: no more retries */
+    int tunnel;             /* the 101 came: body writes go as they are */
     unsigned tries;
     int no_pipeline; /* re-sent after it went unanswered behind another request: never again */
     uint8_t phase;   /* gw_back_xphase_t: how far the response got */
@@ -317,6 +321,9 @@ void gw_back__hold_end(gw_back_conn_t *c);
  * --------------------------------------------------------- */
 
 uv_loop_t *gw_back__loop(gw_back_t *b);
+const gw_config_t *gw_back__config(gw_back_t *b);
+/* The tunnel's write side, once every byte queued for it is written and the body ended. */
+void gw_back__tunnel_shut(gw_back_conn_t *c);
 static inline uv_loop_t *gw_back__loop_of(const gw_back_conn_t *c)
 {
     return gw_back__loop(c->server->up->back);

@@ -100,6 +100,10 @@ void gw_back__conn_close(gw_back_conn_t *c)
         s->hc_conn = NULL;
         return; /* not counted in the pool */
     }
+    if (c->flags & GW_BACK_CONN_F_TUNNEL) {
+        s->tunnels--;
+        st->tunnels--;
+    }
     s->open--;
     st->open--;
     st->closed++;
@@ -199,6 +203,13 @@ static void on_timer(uv_timer_t *t)
          * ejected the server). */
         if (waiting_client(c)) {
             gw_back__arm(c, gw_back__ucfg(c)->response_timeout_ms);
+            break;
+        }
+        /* A silent tunnel (timeouts.tunnel_idle) is nobody's failure. */
+        if (c->flags & GW_BACK_CONN_F_TUNNEL) {
+            GW_LOG_INFO("tunnel_idle_close", "upstream=%s server=%s", gw_back__ucfg(c)->name,
+                        c->server->cfg->addr.text);
+            gw_back__fail(c, GW_E_TIMEOUT, 0);
             break;
         }
         /* Response head or body read timeout: the request may have taken effect, so it is

@@ -56,6 +56,11 @@ uv_loop_t *gw_back__loop(gw_back_t *b)
     return b->loop;
 }
 
+const gw_config_t *gw_back__config(gw_back_t *b)
+{
+    return b->cfg;
+}
+
 gw_back_stats_t *gw_back__stats(gw_back_t *b)
 {
     return &b->st;
@@ -712,8 +717,9 @@ int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len
                        gw_back_written_cb done_cb, void *user_data)
 {
     int rc;
-    /* len 0 is refused: its done_cb could only fire synchronously or never. */
-    if (x->dead || len == 0 || x->req.body_len == 0 || x->body_ended)
+    /* len 0 is refused: its done_cb could only fire synchronously or never. A tunnel takes
+     * bytes once its 101 came, as they are. */
+    if (x->dead || len == 0 || (x->req.body_len == 0 && !x->tunnel) || x->body_ended)
         return GW_E_INVAL;
     if (x->req.body_len > 0 && x->body_payload + len > (uint64_t)x->req.body_len)
         return GW_E_INVAL;
@@ -723,7 +729,7 @@ int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len
     if (len) {
         /* RFC 9112 §7.1: chunk = chunk-size CRLF chunk-data CRLF; a zero-size chunk would be
          * the last-chunk, so empty writes send nothing. */
-        if (x->req.body_len < 0) {
+        if (x->req.body_len < 0 && !x->tunnel) {
             uint8_t sz[GW_H1_CHUNK_HEAD_MAX];
             if ((rc = queue_body(x, sz, gw_h1_chunk_head(sz, len))) < 0)
                 goto fail;
@@ -731,7 +737,8 @@ int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len
         if ((rc = gw_iovq_ref(&x->body, buf, off, len)) < 0)
             goto fail;
         x->body_queued += len;
-        if (x->req.body_len < 0 && (rc = queue_body(x, GW_H1_CHUNK_END, GW_H1_CHUNK_END_LEN)) < 0)
+        if (x->req.body_len < 0 && !x->tunnel &&
+            (rc = queue_body(x, GW_H1_CHUNK_END, GW_H1_CHUNK_END_LEN)) < 0)
             goto fail;
     }
     x->body_payload += len;
@@ -752,6 +759,14 @@ int gw_back_end_body(gw_back_exch_t *x, const gw_back_field_t *trailers, size_t 
     int rc;
     if (x->dead || x->body_ended)
         return GW_E_INVAL;
+    if (x->tunnel) { /* the client's half-close: the origin's read side ends */
+        x->body_ended = 1;
+        if (x->conn)
+            gw_back__tunnel_shut(x->conn);
+        return 0;
+    }
+    if (x->req.body_len == 0)
+        return GW_E_INVAL; /* no body announced (an upgrade refused): nothing to end */
     if (x->req.body_len > 0) {
         if (x->body_payload != (uint64_t)x->req.body_len || n)
             return GW_E_INVAL;

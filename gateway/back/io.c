@@ -73,12 +73,31 @@ static void on_write(uv_write_t *req, int status)
         gw_back__arm(
             c,
             gw_back__ucfg(c)->response_timeout_ms); /* progress: the origin is taking the request */
+    if (x && n && (c->flags & GW_BACK_CONN_F_TUNNEL))
+        gw_back__arm(c, gw_back__config(c->server->up->back)->timeouts.tunnel_idle_ms);
     if (x && n) {
         gw_back__exch_marks(x, 0); /* may cancel x (and close c) */
         if (c->state == GW_BACK_CONN_CLOSING)
             return;
     }
     gw_back__write_more(c);
+    if (c->flags & GW_BACK_CONN_F_TUNNEL)
+        gw_back__tunnel_shut(c);
+}
+
+void gw_back__tunnel_shut(gw_back_conn_t *c)
+{
+    gw_back_exch_t *x = c->exch;
+    if (!x || !x->body_ended || (c->flags & (GW_BACK_CONN_F_SHUT_WR | GW_BACK_CONN_F_WRITING)) ||
+        x->body.bytes || c->out.bytes || c->state != GW_BACK_CONN_ACTIVE)
+        return;
+    c->flags |= GW_BACK_CONN_F_SHUT_WR;
+    /* Cleartext: the origin reads EOF (a WebSocket server answers with its own close). Over
+     * TLS a close_notify would end the session both ways for many servers: nothing is sent,
+     * the tunnel ends when either side closes. */
+    uv_os_fd_t fd;
+    if (!c->tls && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+        (void)shutdown(fd, SHUT_WR);
 }
 
 static void tls_write_more(gw_back_conn_t *c);
@@ -240,6 +259,14 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 void gw_back__conn_update_reading(gw_back_conn_t *c);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 
+/* The timeout between two reads of the response: a tunnel's is its idle timeout. */
+static uint64_t read_timeout(gw_back_conn_t *c)
+{
+    return (c->flags & GW_BACK_CONN_F_TUNNEL)
+               ? gw_back__config(c->server->up->back)->timeouts.tunnel_idle_ms
+               : gw_back__ucfg(c)->read_timeout_ms;
+}
+
 void gw_back__conn_update_reading(gw_back_conn_t *c)
 {
     int want = c->state == GW_BACK_CONN_IDLE ||
@@ -263,7 +290,7 @@ void gw_back__conn_update_reading(gw_back_conn_t *c)
         if (c->flags & GW_BACK_CONN_F_PAUSED)
             uv_timer_stop(&c->timer); /* a slow client is not a slow origin */
         else if (!uv_is_active((uv_handle_t *)&c->timer))
-            gw_back__arm(c, gw_back__ucfg(c)->read_timeout_ms);
+            gw_back__arm(c, read_timeout(c));
     }
 }
 
@@ -294,6 +321,22 @@ static int p_head(void *data, const gw_h1_msg_t *m)
         return 0;
     }
     gw_back_exch_t *x = c->exch;
+    if (h.status == 101 && x && x->req.upgrade) {
+        /* RFC 9110 §15.2.2: the switch the request asked for; the codec reports every byte
+         * after this head as tunnel data. Out of the pool's count from now on. */
+        gw_back__server_ok(c->server);
+        c->flags |= GW_BACK_CONN_F_TUNNEL | GW_BACK_CONN_F_LONG;
+        c->flags &= ~GW_BACK_CONN_F_PERSIST;
+        c->server->tunnels++;
+        gw_back__stats(c->server->up->back)->tunnels++;
+        x->tunnel = 1;
+        x->body_ended = 0; /* a new byte stream towards the origin opens */
+        gw_back__arm(c, read_timeout(c));
+        if (gw_back__deliver_head(x, &h, 0))
+            return GW_E_CLOSED;
+        gw_back__conn_update_reading(c);
+        return 0;
+    }
     if (h.status >= 200) {
         gw_back__server_ok(c->server);
         gw_back__arm(c, gw_back__ucfg(c)->read_timeout_ms);
@@ -469,7 +512,7 @@ static int feed_in(gw_back_conn_t *c, size_t n)
     c->in->len += n;
     c->flags |= GW_BACK_CONN_F_GOT_BYTE;
     if (c->exch && (c->exch->phase >= GW_BACK_X_HEAD) && !(c->flags & GW_BACK_CONN_F_PAUSED))
-        gw_back__arm(c, gw_back__ucfg(c)->read_timeout_ms);
+        gw_back__arm(c, read_timeout(c));
     for (;;) {
         c->msg_done = 0;
         ssize_t used = gw_h1_client_feed(c->h1, c->in->data, off, n);

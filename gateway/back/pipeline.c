@@ -45,6 +45,8 @@ void gw_back__begin_response(gw_back_conn_t *c, gw_back_exch_t *x, int head_only
     if (head_only)
         c->flags |= GW_BACK_CONN_F_HEAD;
     gw_h1_client_start(c->h1, head_only);
+    if (x && x->req.upgrade)
+        gw_h1_client_expect_upgrade(c->h1);
 }
 
 unsigned gw_back__pipe_cap(const gw_back_conn_t *c)

@@ -112,7 +112,9 @@ int gw_back__server_healthy(gw_back_server_t *s, uint64_t now)
 int gw_back__server_has_capacity(gw_back_server_t *s, int pipelined)
 {
     unsigned max = s->up->cfg->max_connections ? s->up->cfg->max_connections : 1;
-    return s->idle_cnt > 0 || s->open < max || (pipelined && gw_back__conn_pipe_slot(s));
+    /* tunnels (WebSocket) have their own cap, limits.max_tunnels, in the proxy */
+    return s->idle_cnt > 0 || s->open - s->tunnels < max ||
+           (pipelined && gw_back__conn_pipe_slot(s));
 }
 
 static int eligible(gw_back_server_t *s, gw_back_server_t *exclude, uint64_t now, int pipelined)

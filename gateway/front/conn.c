@@ -627,7 +627,7 @@ void gw_front__process(conn_t *c)
          * (pipelined requests wait in the kernel), or while the proxy holds a full body
          * buffer */
         if (want && c->state == CS_H1 &&
-            ((h1x_active(c->h1) && gw_h1_parser_paused(c->h1->p)) ||
+            ((h1x_active(c->h1) && gw_h1_parser_paused(c->h1->p) && !c->h1->tunnel) ||
              c->h1->inflight >= CFG(c)->limits.body_buffer))
             want = 0;
         if (want && !uv_is_active((uv_handle_t *)&c->tcp))

@@ -350,6 +350,9 @@ typedef struct {
     unsigned expect_100 : 1;   /* answered without 100 Continue: close after the response */
     unsigned resp_chunked : 1; /* response body framed as chunks */
     unsigned http10 : 1;       /* the current request is HTTP/1.0: no 1xx, no chunked */
+    unsigned ws : 1;           /* it asks for a WebSocket: its answer decides (101: tunnel) */
+    unsigned tunnel : 1;       /* the 101 went out: the connection is a byte tunnel */
+    unsigned tunnel_eof : 1;   /* the client's end of the tunnel was passed on */
     uint8_t urgency;           /* RFC 9218 urgency of its priority field (ops->urgency) */
 } h1x_t;
 

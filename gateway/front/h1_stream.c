@@ -76,10 +76,35 @@ void gw_front__h1x_end(conn_t *c)
 /* Response fields with room for the x-request-id the front adds (more are sent as they are). */
 #define GW_H1_RESP_FIELDS_ID 128
 
+/* The origin agreed to the WebSocket (issue 24): the 101 goes out with its Upgrade and
+ * Connection (the proxy put them there), and from now on the connection carries bytes both ways
+ * (gw_front__process_h1 → tunnel_in) until either side ends; timeouts.tunnel_idle watches it. */
+static int h1s_switch(conn_t *c, gw_cstream_t *s, const gw_field_t *f, size_t n)
+{
+    c->h1->tunnel = 1;
+    c->h1->resp_chunked = 0;
+    c->h1->keep_alive = 0; /* after a tunnel, nothing */
+    h1x_resp_head(c->h1);
+    gw_front__log_head(s->log, 101, 0);
+    int rv = gw_h1_response_head(&c->b->out, 101, f, n, -1, 1);
+    if (rv < 0)
+        return rv;
+    gw_front__arm(c, CFG(c)->timeouts.tunnel_idle_ms);
+    gw_front__kick(c); /* bytes the client sent after its request are the tunnel's now */
+    return gw_front__flush(c);
+}
+
 static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n,
                        int64_t content_length, int end_stream)
 {
     conn_t *c = s->impl;
+    if (c->h1->ws) {
+        c->h1->ws = 0;
+        if (status == 101)
+            return h1s_switch(c, s, f, n);
+        /* refused (or answered by the gateway): an ordinary response, and the connection goes
+         * on as HTTP/1.1 (the request had no body) */
+    }
     if (c->flags & GW_CONN_F_STOPPING)
         c->h1->keep_alive = 0; /* graceful stop: this is the connection's last response */
     /* RFC 9110 §15.5.9: a 408 means the server closes rather than wait on: say so */
@@ -130,6 +155,8 @@ static int h1s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int e
         if (end_stream)
             s->log->last_ns = gw_now_ns();
     }
+    if (c->h1->tunnel && len)
+        gw_front__arm(c, CFG(c)->timeouts.tunnel_idle_ms); /* the origin spoke */
     if (!s->head_only && len) {
         if (c->h1->resp_chunked) {
             uint8_t hdr[GW_H1_CHUNK_HEAD_MAX];
@@ -230,6 +257,7 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
     if (m->fields_len) /* an HTTP/1.0 request may have none: no memcpy from NULL */
         memcpy(c->h1->fields, m->fields, m->fields_len * sizeof(gw_field_t));
     const gw_h1_field_t *host = gw_h1_msg_field(m, "host");
+    c->h1->ws = c->h1->tunnel = c->h1->tunnel_eof = 0;
     gw_req_head_t h = {
         .method = m->method,
         .scheme = c->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http"),
@@ -242,6 +270,13 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
         .proto = GW_REQ_HTTP1,
     };
     h.route = gw_proxy_route(PROXY(c), h.authority, h.path);
+    /* RFC 6455 §4.1 on a route that allows it (HTTP/1.0 has no Upgrade: RFC 9110 §7.8) */
+    if (h.route && h.route->websocket && !c->h1->http10 &&
+        gw_proxy_ws_h1_request(m->method, c->h1->fields, m->fields_len)) {
+        c->h1->ws = 1;
+        h.protocol = GW_SLICE_LIT("websocket");
+        h.end_stream = 0; /* the tunnel's bytes may follow its 101 */
+    }
     c->h1->s = gw_front__cstream(c, &h1s_ops, c, m->method);
     c->h1->s.log = &c->h1->log;
     c->h1->thr_mark = c->thr ? c->thr->waits : 0;
@@ -269,9 +304,36 @@ static int h1_on_complete(void *ud)
 {
     conn_t *c = ud;
     h1x_req_complete(c->h1);
-    if (h1x_active(c->h1))
+    /* a WebSocket request: its end is the tunnel's (or the proxy knows none came) */
+    if (h1x_active(c->h1) && !c->h1->ws && !c->h1->tunnel)
         gw_proxy_body_end(PROXY(c), &c->h1->s, NULL, 0);
     return 0;
+}
+
+/* Tunnel bytes from the client (after the 101), as many as the proxy may hold, and its end. */
+static void tunnel_in(conn_t *c)
+{
+    size_t bound = CFG(c)->limits.body_buffer;
+    while (h1x_active(c->h1) && gw_front__in_len(c) && c->h1->inflight < bound &&
+           !(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER))) {
+        size_t n = gw_front__in_len(c);
+        if (n > bound - c->h1->inflight)
+            n = bound - c->h1->inflight;
+        c->h1->inflight += n;
+        c->h1->log.bytes_in += n;
+        gw_front__arm(c, CFG(c)->timeouts.tunnel_idle_ms);
+        gw_proxy_body(PROXY(c), &c->h1->s, c->b->in.base, n);
+        gw_bytes_consume(&c->b->in, n);
+    }
+    if ((c->flags & GW_CONN_F_EOF) && !gw_front__in_len(c) && !c->h1->tunnel_eof &&
+        h1x_active(c->h1)) {
+        c->h1->tunnel_eof = 1; /* half-close: the origin reads the end, may still answer */
+        gw_proxy_body_end(PROXY(c), &c->h1->s, NULL, 0);
+    }
+    if (c->h1->state == H1X_DONE) {
+        gw_front__h1x_end(c);
+        gw_front__finish(c, "tunnel_closed");
+    }
 }
 
 static const gw_h1_callbacks_t h1_cbs = {h1_on_head, h1_on_body, h1_on_complete};
@@ -282,6 +344,11 @@ static const gw_h1_callbacks_t h1_cbs = {h1_on_head, h1_on_body, h1_on_complete}
 void gw_front__process_h1(conn_t *c)
 {
     size_t body_bound = CFG(c)->limits.body_buffer;
+    if (c->h1->tunnel) {
+        if (!(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)))
+            tunnel_in(c);
+        return;
+    }
     while (!(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER | GW_CONN_F_READ_PAUSED))) {
         if (c->h1->state == H1X_DONE)
             gw_front__h1x_end(c);

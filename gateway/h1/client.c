@@ -18,15 +18,15 @@ struct gw_h1_client {
     unsigned status; /* final head */
     int keep_alive;  /* final head */
     int err;         /* first error, once FAILED */
+    int upgrade;     /* gw_h1_client_expect_upgrade() for the current request */
 };
 
 const char *gw_h1_client_state_str(gw_h1_client_state_t s)
 {
-    static const char *const n[] = {[GW_H1_CLIENT_IDLE] = "idle",
-                                    [GW_H1_CLIENT_HEAD] = "head",
-                                    [GW_H1_CLIENT_BODY] = "body",
-                                    [GW_H1_CLIENT_DONE] = "done",
-                                    [GW_H1_CLIENT_FAILED] = "failed"};
+    static const char *const n[] = {
+        [GW_H1_CLIENT_IDLE] = "idle",     [GW_H1_CLIENT_HEAD] = "head",
+        [GW_H1_CLIENT_BODY] = "body",     [GW_H1_CLIENT_DONE] = "done",
+        [GW_H1_CLIENT_FAILED] = "failed", [GW_H1_CLIENT_TUNNEL] = "tunnel"};
     return GW_NAME_OF(n, s, "?");
 }
 
@@ -41,7 +41,11 @@ static int user_rv(gw_h1_client_t *c, int rv)
 static int on_head(void *ud, const gw_h1_msg_t *m)
 {
     gw_h1_client_t *c = ud;
-    if (m->status >= 200) {
+    if (m->status == 101 && c->upgrade) { /* the parser only lets an awaited 101 through */
+        c->state = GW_H1_CLIENT_TUNNEL;
+        c->status = 101;
+        c->keep_alive = 0;
+    } else if (m->status >= 200) {
         c->state = GW_H1_CLIENT_BODY;
         c->status = m->status;
         c->keep_alive = !!(m->flags & GW_H1_MSG_F_KEEP_ALIVE);
@@ -65,6 +69,8 @@ static int on_trailers(void *ud, const gw_h1_field_t *f, size_t n)
 static int on_complete(void *ud)
 {
     gw_h1_client_t *c = ud;
+    if (c->state == GW_H1_CLIENT_TUNNEL)
+        return 0; /* the 101's head ended: the tunnel ends at the origin's close */
     c->state = GW_H1_CLIENT_DONE;
     return c->cbs.on_complete ? user_rv(c, c->cbs.on_complete(c->user_data)) : 0;
 }
@@ -106,6 +112,27 @@ void gw_h1_client_start(gw_h1_client_t *c, int head_only)
     c->state = GW_H1_CLIENT_HEAD;
     c->status = 0;
     c->keep_alive = 0;
+    c->upgrade = 0;
+}
+
+void gw_h1_client_expect_upgrade(gw_h1_client_t *c)
+{
+    GW_ASSERT(c->state == GW_H1_CLIENT_HEAD);
+    c->upgrade = 1;
+    gw_h1_parser_set_upgrade(c->p, 1);
+}
+
+/* Tunnel bytes: passed on as they are. */
+static ssize_t tunnel_bytes(gw_h1_client_t *c, size_t off, size_t len)
+{
+    if (len && c->cbs.on_body) {
+        int rv = user_rv(c, c->cbs.on_body(c->user_data, off, len));
+        if (rv < 0) {
+            c->state = GW_H1_CLIENT_FAILED;
+            return rv;
+        }
+    }
+    return (ssize_t)len;
 }
 
 static int failed(gw_h1_client_t *c, int code)
@@ -127,6 +154,8 @@ ssize_t gw_h1_client_feed(gw_h1_client_t *c, const uint8_t *buf, size_t off, siz
 {
     if (c->state == GW_H1_CLIENT_IDLE && len)
         return failed(c, GW_E_PARSE); /* a response nobody asked for */
+    if (c->state == GW_H1_CLIENT_TUNNEL)
+        return tunnel_bytes(c, off, len);
     if (!in_response(c))
         return c->state == GW_H1_CLIENT_FAILED ? c->err : 0;
     c->buf = buf;
@@ -134,11 +163,19 @@ ssize_t gw_h1_client_feed(gw_h1_client_t *c, const uint8_t *buf, size_t off, siz
     c->buf = NULL;
     if (n < 0)
         return failed(c, (int)n);
+    if (c->state == GW_H1_CLIENT_TUNNEL) { /* the 101 ended in this buffer: the rest is ours */
+        ssize_t t = tunnel_bytes(c, off + (size_t)n, len - (size_t)n);
+        return t < 0 ? t : (ssize_t)len;
+    }
     return n;
 }
 
 int gw_h1_client_eof(gw_h1_client_t *c)
 {
+    if (c->state == GW_H1_CLIENT_TUNNEL) {
+        c->state = GW_H1_CLIENT_DONE;
+        return c->cbs.on_complete ? user_rv(c, c->cbs.on_complete(c->user_data)) : 0;
+    }
     if (!in_response(c))
         return c->state == GW_H1_CLIENT_FAILED ? c->err : 0;
     /* RFC 9112 §6.3 rule 8: a body without framing ends at the close (the parser completes

@@ -50,6 +50,7 @@ typedef enum {
     GW_H1_CLIENT_BODY,     /* final head seen, body not finished */
     GW_H1_CLIENT_DONE,     /* the response is complete */
     GW_H1_CLIENT_FAILED,   /* malformed, cut short or stopped by a callback: feed no more */
+    GW_H1_CLIENT_TUNNEL,   /* an awaited 101 came: every later byte is on_body, EOF ends it */
 } gw_h1_client_state_t;
 const char *gw_h1_client_state_str(gw_h1_client_state_t s);
 
@@ -81,6 +82,13 @@ void gw_h1_client_del(gw_h1_client_t *c);
 /* A request was sent: expect its response. head_only: it was a HEAD, so the response has no
  * body whatever its fields say. Only from IDLE or DONE (asserted). */
 void gw_h1_client_start(gw_h1_client_t *c, int head_only);
+
+/* The request just started asked to Upgrade (RFC 9110 §7.8, WebSocket): a 101 is then its
+ * final head (on_head with status 101), after which the connection is a byte tunnel: every
+ * byte fed, from the one after that head, is reported by on_body as it is, and the origin's
+ * close completes it (on_complete from gw_h1_client_eof; keep-alive 0). Any other final
+ * answer is an ordinary response. Call it after gw_h1_client_start(). */
+void gw_h1_client_expect_upgrade(gw_h1_client_t *c);
 
 /* Parse buf[off..off+len). Returns the bytes consumed: all of them, or fewer when the response
  * completed before the end (the rest is not part of it: the caller must not reuse the

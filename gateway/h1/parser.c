@@ -67,6 +67,8 @@ struct gw_h1_parser {
     uint64_t chunk_left; /* chunk data bytes not yet handed to http-parser */
     int trailing;        /* the last chunk was seen: fields are trailers */
     int head_response;   /* the response answers HEAD: no body */
+    int upgrade_ok;      /* the request asked for an Upgrade: a 101 is its final answer */
+    int upgraded;        /* that 101 came: the bytes after its head are another protocol */
     int in_message;
     int paused;
     int yield; /* http-parser paused by us after an interim response: go on scanning */
@@ -308,9 +310,11 @@ static int on_headers_complete(http_parser *hp)
                 return fail(p, GW_E_PARSE, 400, "invalid host");
     } else {
         m.status = hp->status_code;
-        /* We never send Upgrade, so a 101 is a broken origin (RFC 9110 §15.2.2). */
-        if (m.status == 101)
+        /* RFC 9110 §15.2.2: a 101 answers an Upgrade request; without one it is a broken
+         * origin. With one, it ends the HTTP/1.1 part of the connection (§7.8). */
+        if (m.status == 101 && !p->upgrade_ok)
             return fail(p, GW_E_PARSE, 400, "101 without an upgrade request");
+        p->upgraded = m.status == 101;
     }
     /* RFC 9112 §6.3 rules 1-2: a response to HEAD, a 1xx, 204 or 304 ends at its head, whatever
      * its fields say. Said before http_should_keep_alive(), which reads F_SKIPBODY. */
@@ -318,9 +322,10 @@ static int on_headers_complete(http_parser *hp)
                   (p->head_response || m.status < 200 || m.status == 204 || m.status == 304);
     if (no_body)
         hp->flags |= F_SKIPBODY;
-    /* We never switch protocols on Upgrade (RFC 9113 §3.1 deprecates h2c upgrade): keep
-     * parsing the connection as HTTP/1.1. */
-    hp->upgrade = 0;
+    /* Requests: we never switch protocols on Upgrade (RFC 9113 §3.1 deprecates h2c upgrade;
+     * WebSocket is switched by the front once the origin agreed): keep parsing as HTTP/1.1.
+     * Responses: only an awaited 101 stops http-parser after its head. */
+    hp->upgrade = p->upgraded;
     m.version_major = hp->http_major;
     m.version_minor = hp->http_minor;
     m.fields = p->fields;
@@ -386,7 +391,7 @@ static int on_message_complete(http_parser *hp)
     p->in_message = 0;
     /* Give control back to feed(), so that the scanner sees the next message first. */
     http_parser_pause(hp, 1);
-    if (p->kind == GW_H1_RESPONSE && hp->status_code < 200) {
+    if (p->kind == GW_H1_RESPONSE && hp->status_code < 200 && !p->upgraded) {
         p->yield = 1; /* interim: the final response follows, no pause for the caller */
         return 0;
     }
@@ -748,6 +753,7 @@ void gw_h1_parser_resume(gw_h1_parser_t *p)
         return;
     p->paused = 0;
     p->head_response = 0;
+    p->upgrade_ok = p->upgraded = 0;
     /* After an error (a callback or an allocation failed once the message had paused) the
      * parser accepts nothing more: http-parser asserts when an errored parser is unpaused. */
     if (p->failed || HTTP_PARSER_ERRNO(&p->hp) != HPE_PAUSED)
@@ -759,6 +765,11 @@ void gw_h1_parser_resume(gw_h1_parser_t *p)
 void gw_h1_parser_set_head_response(gw_h1_parser_t *p, int head)
 {
     p->head_response = head;
+}
+
+void gw_h1_parser_set_upgrade(gw_h1_parser_t *p, int upgrade)
+{
+    p->upgrade_ok = upgrade;
 }
 
 int gw_h1_parser_in_message(const gw_h1_parser_t *p)

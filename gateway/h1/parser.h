@@ -99,6 +99,12 @@ int gw_h1_parser_eof(gw_h1_parser_t *p);
  * its fields say (RFC 9112 §6.3 rule 1). Set it before its first byte is fed; resume clears it. */
 void gw_h1_parser_set_head_response(gw_h1_parser_t *p, int head);
 
+/* GW_H1_RESPONSE: the message to parse next answers a request that asked to Upgrade (RFC 9110
+ * §7.8), so a 101 is its final answer: the parser stops after that head (paused, as after a
+ * complete message) and the bytes after it are not HTTP (feed returns fewer than given).
+ * Without it a 101 is an error. Set it before the first byte; resume clears it. */
+void gw_h1_parser_set_upgrade(gw_h1_parser_t *p, int upgrade);
+
 /* Non-zero while paused after a complete message. */
 int gw_h1_parser_paused(const gw_h1_parser_t *p);
 /* Ready for the next message: the previous head's slices become invalid. No-op unless paused. */

@@ -130,8 +130,8 @@ static int is_zero(gw_slice_t a)
 
 int gw_proxy__coalesce_request_ok(const gw_cfg_route_t *r, const gw_req_head_t *h)
 {
-    if (!r->coalesce)
-        return 0;
+    if (!r->coalesce || h->protocol.len)
+        return 0; /* a WebSocket is a conversation, never a shared answer */
     if (!gw_slice_eq(h->method, GW_SLICE_LIT("GET")) &&
         !gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")))
         return 0;

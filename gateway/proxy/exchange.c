@@ -28,6 +28,7 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
         return GW_E_NOMEM;
     p->cfg = cfg;
     p->loop = loop;
+    p->tunnels = &p->tunnels_own;
     /* STYLE.md: streams and exchanges come from freelists: malloc and free were the largest
      * part of the proxy's per-request cost, and a worker with 512 streams in flight (h2load
      * -c 32 -m 16) frees that many within a few loop turns and needs them again right after */
@@ -117,6 +118,21 @@ void gw_proxy_del(gw_proxy_t *p)
 void gw_proxy_set_rate_table(gw_proxy_t *p, gw_bucket_table_t *t)
 {
     p->rates = t;
+}
+
+void gw_proxy_set_tunnel_count(gw_proxy_t *p, unsigned *n)
+{
+    p->tunnels = n ? n : &p->tunnels_own;
+}
+
+unsigned gw_proxy_tunnels(const gw_proxy_t *p)
+{
+    return *p->tunnels;
+}
+
+int gw_proxy_ws_h1_request(gw_slice_t method, const gw_field_t *f, size_t n)
+{
+    return gw_proxy__ws_h1_request(method, f, n);
 }
 
 void gw_proxy_stats(const gw_proxy_t *p, gw_proxy_stats_t *out)
@@ -209,6 +225,8 @@ void gw_proxy__ox_free(ox_t *ox)
     gw_proxy__cbody_free(&ox->body);
     gw_free(ox->trailers);
     zip_end(ox);
+    if (ox->tunnel)
+        (*ox->p->tunnels)--;
     gw_zchunks_free(&ox->zchunks);
     gw_free(ox->zpend);
     gw_pool_put(&ox->p->ox_pool, ox);
@@ -253,6 +271,9 @@ void gw_proxy__resp_reached(px_t *px, px_resp_t r)
 {
     if (px->resp < r)
         px->resp = r;
+    /* a WebSocket answered otherwise than by a switch: its request had no body, it is whole */
+    if (px->ws && !px->tunnel && r >= PX_RESP_HEAD)
+        px->req_done = 1;
 }
 
 void gw_proxy__do_reset(px_t *px, gw_cs_reset_t code)
@@ -351,6 +372,8 @@ static void dispatch(px_t *px, char *key, size_t keylen)
     x.used = 0;
     gw_back_req_t req;
     int rv = gw_proxy__translate(px->route, px->s, &px->head, req_urgency(px->s), &x, &req);
+    if (rv == 0 && x.ws_key[0])
+        memcpy(ox->ws_key, x.ws_key, sizeof(ox->ws_key));
     if (rv == 0) {
         rv = p->back ? gw_back_request(p->back, px->route->upstream, &req, &back_cbs, ox, &ox->bx)
                      : GW_E_CLOSED;
@@ -565,10 +588,56 @@ static void note_origin(ox_t *ox, gw_back_exch_t *x, int head)
     }
 }
 
+/* The origin agreed to a WebSocket (101): checked, then the client is told (HTTP/1.1: the 101
+ * with Upgrade and Connection; HTTP/2: 200, RFC 8441 §5) and bytes flow both ways: the origin's
+ * through the body store and pump() as a response body, the client's through upload.c as a
+ * request body, written as they are (back/: a tunnel). */
+static void tunnel_open(ox_t *ox, const gw_back_head_t *h)
+{
+    px_t *px = GW_CONTAINER_OF(ox->subs.next, px_t, slink); /* never coalesced: alone */
+    gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
+    char lower[16384];
+    int64_t cl;
+    size_t n =
+        gw_proxy__resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 1);
+    const char *bad = gw_proxy__ws_check_101(h->fields, h->fields_len,
+                                             px->proto == GW_REQ_H2 ? ox->ws_key : NULL);
+    if (bad) {
+        GW_LOG_WARN("websocket_bad_101", "peer=%s path=%s upstream=%s reason=\"%s\" status=502",
+                    px->s->peer, px->path, px->route->upstream_name, bad);
+        gw_proxy__ox_abort(ox, GW_E_PARSE);
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) /* HTTP/2: the accept answered our key, not the client's */
+        if (!(px->proto == GW_REQ_H2 && gw_proxy__name_is(f[i].name, "sec-websocket-accept")))
+            f[k++] = f[i];
+    unsigned status = 200;
+    if (px->proto == GW_REQ_HTTP1 && k + 2 <= GW_PROXY_MAX_RESP_FIELDS) {
+        f[k++] = (gw_field_t){GW_SLICE_LIT("upgrade"), GW_SLICE_LIT("websocket")};
+        f[k++] = (gw_field_t){GW_SLICE_LIT("connection"), GW_SLICE_LIT("Upgrade")};
+        status = 101;
+    }
+    ox->tunnel = 1;
+    (*ox->p->tunnels)++;
+    px->tunnel = 1;
+    px->status = status;
+    px->resp_cl = -1;
+    gw_proxy__resp_reached(px, PX_RESP_HEAD);
+    if (px->s->ops->respond(px->s, status, f, k, -1, 0) < 0)
+        gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
+}
+
 static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
 {
     ox_t *ox = ud;
     note_origin(ox, x, 1);
+    if (h->status == 101) { /* only an upgrade request gets one through the back */
+        gw_proxy__unindex(ox);
+        if (!gw_list_empty(&ox->subs))
+            tunnel_open(ox, h);
+        return;
+    }
     gw_proxy__unindex(ox); /* from now on a new request gets an exchange of its own */
     if (ox->nsubs > 1 && !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields,
                                                        h->fields_len, ox->authorized)) {
@@ -732,6 +801,17 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
         s->log->route = r->name;
         s->log->upstream = r->upstream_name;
     }
+    if (h->protocol.len && !r->websocket) {
+        /* RFC 8441 over a route without WebSocket (HTTP/1.1 fronts do not ask then) */
+        GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s route=%s reason=off status=501",
+                    s->peer, (int)h->path.len, h->path.base, r->name);
+        return answer_early(s, h, 501, "h2gate: WebSocket is off for this route\n", NULL, 0);
+    }
+    if (h->protocol.len && *p->tunnels >= p->cfg->limits.max_tunnels) {
+        GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s route=%s reason=max_tunnels status=503",
+                    s->peer, (int)h->path.len, h->path.base, r->name);
+        return answer_early(s, h, 503, "h2gate: too many WebSocket tunnels\n", NULL, 0);
+    }
     unsigned retry;
     if (!gw_proxy__rate_allow(p->rates, r, (size_t)(r - p->cfg->routes), s->addr,
                               gw_now_ns() / 1000, &retry)) {
@@ -760,11 +840,16 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     px->resp_cl = -1;
     px->req_done = h->end_stream != 0;
     px->proto = h->proto;
+    if (h->protocol.len) { /* WebSocket: bytes may follow the 101, as many as they are */
+        px->ws = 1;
+        px->req_cl = -1;
+        px->req_done = 0;
+    }
     copy_cstr(px->path, sizeof(px->path), h->path);
     gw_list_init(&px->slink);
     gw_list_init(&px->ulink);
     gw_list_init(&px->alink);
-    if (!px->req_done)
+    if (!px->req_done && !px->ws) /* a tunnel's silence is timeouts.tunnel_idle's */
         gw_proxy__upload_watch(px);
     s->proxy_data = px;
 

@@ -45,6 +45,14 @@ void gw_proxy_del(gw_proxy_t *p);
  * deleted. NULL (the default) turns request-rate limits off. Over its rate a request is
  * answered 429 with Retry-After by the gateway and never reaches the origin. */
 void gw_proxy_set_rate_table(gw_proxy_t *p, gw_bucket_table_t *t);
+/* The worker's count of open WebSocket tunnels, shared by the proxies of its generations, so
+ * that limits.max_tunnels holds per worker (without it, per proxy). */
+void gw_proxy_set_tunnel_count(gw_proxy_t *p, unsigned *n);
+unsigned gw_proxy_tunnels(const gw_proxy_t *p);
+/* An HTTP/1.1 request head that opens a WebSocket (RFC 6455 §4.1): GET, `Upgrade: websocket`
+ * and `Connection: upgrade`. The front asks it, with the route's `websocket`, before it sets
+ * gw_req_head_t.protocol. */
+int gw_proxy_ws_h1_request(gw_slice_t method, const gw_field_t *f, size_t n);
 
 /* The route for a request, or NULL. authority may carry a port (ignored); host names compare
  * case-insensitively; "*.example.com" matches any name ending in ".example.com"; a route's path

@@ -35,6 +35,8 @@ struct gw_proxy {
     int acc_open;
     int closing;           /* handles closing (gw_proxy_close) */
     gw_proxy_zstats_t zst; /* compression (zst.active: against compression.max_concurrent) */
+    unsigned *tunnels;     /* WebSocket tunnels open in the worker (limits.max_tunnels) */
+    unsigned tunnels_own;  /* the count when the front gives none */
     void (*closed_cb)(gw_proxy_t *p, void *arg);
     void *closed_arg;
     gw_list_t acc_pending; /* px_t with gathered pieces */
@@ -133,6 +135,7 @@ typedef struct {
     size_t n, cap;
 } gw_zchunks_t;
 
+#define GW_WS_KEY_LEN_MAX 24
 typedef struct ox ox_t;
 
 typedef struct {
@@ -160,6 +163,8 @@ typedef struct {
     unsigned closed : 1;    /* the front is done with the stream: no more ops */
     unsigned reset : 1;
     unsigned follower : 1; /* joined another stream's exchange */
+    unsigned ws : 1;       /* a WebSocket request (tunnel.c): no body until the 101 */
+    unsigned tunnel : 1;   /* its 101 came: bytes both ways until either side ends */
     gw_req_proto_t proto;
     char path[160]; /* for the log, truncated */
 } px_t;
@@ -188,6 +193,8 @@ struct ox {
     size_t zpend_len;
     unsigned zrecord : 1;
     unsigned zreplay : 1;
+    unsigned tunnel : 1;                /* the origin switched to WebSocket: counted in tunnels */
+    char ws_key[GW_WS_KEY_LEN_MAX + 1]; /* an HTTP/2 WebSocket's key (its 101 is checked) */
     unsigned paused : 1;
     unsigned indexed : 1;
     unsigned complete : 1;   /* the origin response ended: subscribers finish at the body's end */
@@ -285,7 +292,21 @@ typedef struct {
     /* a usual request fits here, on the stack: no allocation per request */
     gw_field_t fst[GW_PROXY_XLATE_FIELDS];
     char bst[GW_PROXY_XLATE_BYTES];
+    char ws_key[25]; /* an HTTP/2 WebSocket: the Sec-WebSocket-Key the origin was given */
 } gw_proxy_xlate_t;
+
+/* tunnel.c: WebSocket (issue 24) */
+#define GW_WS_KEY_LEN 24    /* base64 of 16 bytes */
+#define GW_WS_ACCEPT_LEN 28 /* base64 of a SHA-1 */
+/* An HTTP/1.1 WebSocket opening handshake: GET, Upgrade: websocket, Connection: upgrade. */
+int gw_proxy__ws_h1_request(gw_slice_t method, const gw_field_t *f, size_t n);
+/* A fresh Sec-WebSocket-Key (NUL-terminated); 0 or GW_E_IO. */
+int gw_proxy__ws_key(char out[GW_WS_KEY_LEN + 1]);
+/* Sec-WebSocket-Accept for key (RFC 6455 §4.2.2); 0 or GW_E_NOMEM. */
+int gw_proxy__ws_accept(const char *key, size_t key_len, char out[GW_WS_ACCEPT_LEN + 1]);
+/* What is wrong with the origin's 101 (a static reason), or NULL: Upgrade must name websocket
+ * and, with key (HTTP/2 clients), Sec-WebSocket-Accept must be the one of key. */
+const char *gw_proxy__ws_check_101(const gw_field_t *f, size_t n, const char *key);
 
 /* Build the origin request for h on route r, from client stream s (only its data fields are
  * read: peer_ip, addr, tls) with the request's RFC 9218 urgency. x must start with f = buf =

@@ -50,6 +50,9 @@ typedef struct {
     /* gw_proxy_route() of authority and path (NULL: no route, answered 404), looked up once
      * by the front, which also needs it for the route's response_rate bucket */
     const gw_cfg_route_t *route;
+    /* "websocket" when the request asks for a WebSocket (an HTTP/1.1 Upgrade, or RFC 8441's
+     * :protocol of an extended CONNECT); empty otherwise */
+    gw_slice_t protocol;
 } gw_req_head_t;
 
 typedef struct gw_cstream gw_cstream_t;

@@ -242,13 +242,15 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
     size_t bytes = 512 + h->authority.len + h->path.len;
     for (size_t i = 0; i < h->fields_len; i++)
         bytes += h->fields[i].name.len + h->fields[i].value.len + 4;
-    x->cap = h->fields_len + 5;
+    x->cap = h->fields_len + 9;
     x->size = bytes * 2;
     x->f = x->cap <= GW_PROXY_XLATE_FIELDS ? x->fst : gw_malloc(x->cap * sizeof(*x->f));
     x->buf = x->size <= GW_PROXY_XLATE_BYTES ? x->bst : gw_malloc(x->size);
     if (!x->f || !x->buf)
         return GW_E_NOMEM;
     int h2 = h->proto == GW_REQ_H2;
+    int ws = h->protocol.len > 0;
+    x->ws_key[0] = 0;
     conn_toks_t toks;
     int conn = conn_toks(&toks, h->fields, h->fields_len);
     gw_slice_t authority = h->authority;
@@ -273,7 +275,22 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
             continue; /* rebuilt below with ours appended */
         if (s->log && s->log->id_len && gw_proxy__name_is(f->name, "x-request-id"))
             continue; /* the front's (kept from this one when it was sane) goes below */
+        if (ws && h2 &&
+            (gw_proxy__name_is(f->name, "sec-websocket-key") ||
+             gw_proxy__name_is(f->name, "sec-websocket-version")))
+            continue; /* RFC 8441 §5: ours go below */
         add(x, f->name, f->value);
+    }
+    if (ws) {
+        /* RFC 6455 §4.1 / RFC 9110 §7.8: the two hop-by-hop fields of the handshake, ours */
+        add(x, GW_SLICE_LIT("Connection"), GW_SLICE_LIT("Upgrade"));
+        add(x, GW_SLICE_LIT("Upgrade"), GW_SLICE_LIT("websocket"));
+        if (h2) { /* RFC 8441 §5: the key and version an HTTP/1.1 origin expects */
+            if (gw_proxy__ws_key(x->ws_key) < 0)
+                return GW_E_NOMEM;
+            add(x, GW_SLICE_LIT("Sec-WebSocket-Key"), gw_slice_str(x->ws_key));
+            add(x, GW_SLICE_LIT("Sec-WebSocket-Version"), GW_SLICE_LIT("13"));
+        }
     }
     if (h2) {
         gw_slice_t c = join(x, h, GW_SLICE_LIT("cookie"), GW_SLICE_LIT("; "));
@@ -332,7 +349,7 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
                gw_slice_eq(h->method, GW_SLICE_LIT("DELETE")) ||
                gw_slice_eq(h->method, GW_SLICE_LIT("TRACE"));
     *req = (gw_back_req_t){
-        .method = h->method,
+        .method = ws ? GW_SLICE_LIT("GET") : h->method, /* RFC 8441 §5: CONNECT → GET */
         .target = h->path,
         .host = authority,
         .fields = x->f,
@@ -347,6 +364,11 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
     /* a zero-length body announced with content-length: 0 and no END_STREAM yet */
     if (!h->end_stream && h->content_length == 0)
         req->body_len = 0;
+    if (ws) { /* no body: what follows the 101 is the tunnel's; never sent twice */
+        req->body_len = 0;
+        req->idempotent = 0;
+        req->upgrade = 1;
+    }
     return 0;
 }
 

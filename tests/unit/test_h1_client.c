@@ -837,6 +837,70 @@ static void chunked_request_round_trip(void **state)
     gw_bytes_free(&out);
 }
 
+/* RFC 9110 §7.8 (WebSocket): after gw_h1_client_expect_upgrade() a 101 is the final head and
+ * every byte after it, in the same feed or later ones, whatever it looks like, is tunnel data
+ * passed on as it is; the origin's close completes it. Interim 100/103 before it still count
+ * as interim. At every cut point. Without the expectation a 101 stays an error, and with it an
+ * ordinary final answer is an ordinary response. */
+static void upgrade_tunnel(void **state)
+{
+    (void)state;
+    static const char msg[] = "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+                              "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                              "Connection: Upgrade\r\n\r\n"
+                              "\x81\x05hello HTTP/1.1 200 OK\r\n\r\nnot a response";
+    size_t n = sizeof(msg) - 1;
+    size_t head_end = strstr(msg, "Upgrade\r\n\r\n") + 11 - msg;
+    for (size_t cut = 1; cut <= n; cut++) {
+        rec_t r = {0};
+        gw_h1_limits_t dl = {4096, 64};
+        gw_h1_client_t *c = gw_h1_client_new(&dl, &cbs, &r);
+        r.buf = (const uint8_t *)msg;
+        gw_h1_client_start(c, 0);
+        gw_h1_client_expect_upgrade(c);
+        size_t pos = 0;
+        while (pos < n) {
+            size_t k = pos < cut ? cut - pos : n - pos;
+            r.lo = pos;
+            r.hi = pos + k;
+            ssize_t used = gw_h1_client_feed(c, (const uint8_t *)msg, pos, k);
+            assert_int_equal(used, (ssize_t)k); /* a tunnel takes everything */
+            pos += k;
+        }
+        assert_int_equal(gw_h1_client_state(c), GW_H1_CLIENT_TUNNEL);
+        assert_int_equal(gw_h1_client_status(c), 101);
+        assert_int_equal(gw_h1_client_eof(c), 0);
+        assert_int_equal(gw_h1_client_state(c), GW_H1_CLIENT_DONE);
+        assert_int_equal(gw_h1_client_keep_alive(c), 0);
+        gw_h1_client_del(c);
+        char want[512];
+        snprintf(want, sizeof(want),
+                 "I103 [Link=</a>]\nI101 [Upgrade=websocket] [Connection=Upgrade]\nB%s\nC\n",
+                 msg + head_end);
+        assert_string_equal(r.log, want);
+        assert_int_equal(r.completes, 1);
+    }
+    /* not awaited: an error; awaited but refused: an ordinary response */
+    rec_t r = {0};
+    assert_int_equal(run("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", 56,
+                         WHOLE, 0, 0, &r, NULL, NULL, NULL),
+                     GW_E_PARSE);
+    rec_t r2 = {0};
+    gw_h1_limits_t dl = {4096, 64};
+    static const char ok[] = "HTTP/1.1 426 Upgrade Required\r\nContent-Length: 2\r\n\r\nnoHTTP";
+    gw_h1_client_t *c = gw_h1_client_new(&dl, &cbs, &r2);
+    r2.buf = (const uint8_t *)ok;
+    gw_h1_client_start(c, 0);
+    gw_h1_client_expect_upgrade(c);
+    r2.lo = 0;
+    r2.hi = sizeof(ok) - 1;
+    assert_int_equal(gw_h1_client_feed(c, (const uint8_t *)ok, 0, sizeof(ok) - 1),
+                     (ssize_t)(sizeof(ok) - 5));
+    assert_int_equal(gw_h1_client_state(c), GW_H1_CLIENT_DONE);
+    gw_h1_client_del(c);
+    assert_string_equal(r2.log, "H426 1.1 ka=1 [Content-Length=2]\nBno\nC\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -856,6 +920,7 @@ int main(void)
         cmocka_unit_test(request_head_checks_every_byte),
         cmocka_unit_test(chunk_framing),
         cmocka_unit_test(chunked_request_round_trip),
+        cmocka_unit_test(upgrade_tunnel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,116 @@
+/* proxy/tunnel.c — WebSocket through the gateway (issue 24): which requests ask for it, the
+ * handshake fields the origin is given, and the check of its 101.
+ *
+ * HTTP/1.1 (RFC 6455 §4.1, RFC 9110 §7.8): a GET with `Connection: upgrade` and `Upgrade:
+ * websocket` goes to the origin with those two fields (they are hop-by-hop: nothing else of
+ * the client's Connection or Upgrade passes; `h2c` never does); the client's Sec-WebSocket-*
+ * fields pass as they are, and the client checks the origin's Sec-WebSocket-Accept itself.
+ * HTTP/2 (RFC 8441 §4-5): an extended CONNECT becomes that GET with a key of the gateway's own
+ * (16 random bytes, base64), whose Sec-WebSocket-Accept the gateway checks (RFC 6455 §4.2.2:
+ * base64 of the SHA-1 of the key and the GUID); the client's Sec-WebSocket-Protocol and
+ * -Extensions pass, its Sec-WebSocket-Key (it sends none over HTTP/2) does not. */
+#include <string.h>
+#include <sys/random.h>
+
+#include <openssl/evp.h>
+
+#include "common/err.h"
+#include "proxy/proxy_internal.h"
+
+/* RFC 6455 §1.3 */
+static const char WS_GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+static size_t b64(const uint8_t *in, size_t n, char *out)
+{
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < n)
+            v |= in[i + 2];
+        out[k++] = t[(v >> 18) & 63];
+        out[k++] = t[(v >> 12) & 63];
+        out[k++] = i + 1 < n ? t[(v >> 6) & 63] : '=';
+        out[k++] = i + 2 < n ? t[v & 63] : '=';
+    }
+    out[k] = 0;
+    return k;
+}
+
+/* A comma-separated list (RFC 9110 §5.6.1) has `token`, case-insensitively. */
+static int has_token(gw_slice_t v, const char *token)
+{
+    const uint8_t *p = v.base, *e = p + v.len;
+    while (p < e) {
+        const uint8_t *c = memchr(p, ',', (size_t)(e - p));
+        gw_slice_t t = gw_slice_trim((gw_slice_t){p, (size_t)((c ? c : e) - p)});
+        if (gw_slice_eq_nocase(t, gw_slice_str(token)))
+            return 1;
+        p = c ? c + 1 : e;
+    }
+    return 0;
+}
+
+static int fields_have(const gw_field_t *f, size_t n, const char *name, const char *token)
+{
+    for (size_t i = 0; i < n; i++)
+        if (gw_proxy__name_is(f[i].name, name) && has_token(f[i].value, token))
+            return 1;
+    return 0;
+}
+
+int gw_proxy__ws_h1_request(gw_slice_t method, const gw_field_t *f, size_t n)
+{
+    /* RFC 6455 §4.1: a GET, Upgrade with "websocket", Connection with "upgrade" */
+    return gw_slice_eq(method, GW_SLICE_LIT("GET")) && fields_have(f, n, "upgrade", "websocket") &&
+           fields_have(f, n, "connection", "upgrade");
+}
+
+int gw_proxy__ws_key(char out[GW_WS_KEY_LEN + 1])
+{
+    uint8_t r[16];
+    if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+        return GW_E_IO;
+    b64(r, sizeof(r), out);
+    return 0;
+}
+
+int gw_proxy__ws_accept(const char *key, size_t key_len, char out[GW_WS_ACCEPT_LEN + 1])
+{
+    uint8_t md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha1(), NULL) &&
+             EVP_DigestUpdate(ctx, key, key_len) &&
+             EVP_DigestUpdate(ctx, WS_GUID, sizeof(WS_GUID) - 1) &&
+             EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen == 20;
+    EVP_MD_CTX_free(ctx);
+    if (!ok)
+        return GW_E_NOMEM;
+    b64(md, 20, out);
+    return 0;
+}
+
+const char *gw_proxy__ws_check_101(const gw_field_t *f, size_t n, const char *key)
+{
+    /* RFC 6455 §4.1 (the client's checks, which the gateway makes for an HTTP/2 client) */
+    if (!fields_have(f, n, "upgrade", "websocket"))
+        return "101 without Upgrade: websocket";
+    if (!key)
+        return NULL; /* an HTTP/1.1 client checks the rest itself */
+    char want[GW_WS_ACCEPT_LEN + 1];
+    if (gw_proxy__ws_accept(key, strlen(key), want) < 0)
+        return "out of memory";
+    const gw_field_t *acc = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (gw_proxy__name_is(f[i].name, "sec-websocket-accept")) {
+            if (acc)
+                return "Sec-WebSocket-Accept repeated";
+            acc = &f[i];
+        }
+    if (!acc || !gw_slice_eq(gw_slice_trim(acc->value), gw_slice_str(want)))
+        return "Sec-WebSocket-Accept does not match the key";
+    return NULL;
+}

@@ -1,0 +1,43 @@
+"""A WebSocket echo origin on python3-websockets (Debian's), for the WebSocket tests:
+`ws_origin.py PORT` serves ws://127.0.0.1:PORT/ and echoes every message (text as text, binary
+as binary); the path /count answers each message with the number of bytes it received so far
+(for backpressure tests), /flood/N sends N bytes in 64 KiB binary messages and then closes.
+Prints "ready" once listening."""
+import asyncio
+import sys
+
+import websockets
+
+
+async def handler(ws, path):
+    if path.startswith("/flood/"):
+        n = int(path.split("/")[2])
+        chunk = b"f" * 65536
+        sent = 0
+        while sent < n:
+            piece = chunk[:min(65536, n - sent)]
+            await ws.send(piece)
+            sent += len(piece)
+        await ws.close()
+        return
+    if path == "/count":
+        total = 0
+        async for m in ws:
+            total += len(m)
+            await ws.send(str(total))
+        return
+    if path == "/protocol":
+        await ws.send(ws.subprotocol or "none")
+    async for m in ws:
+        await ws.send(m)
+
+
+async def main(port):
+    async with websockets.serve(handler, "127.0.0.1", port, max_size=None,
+                                subprotocols=["chat", "superchat"], compression=None):
+        print("ready", flush=True)
+        await asyncio.Future()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1])))
