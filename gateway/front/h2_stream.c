@@ -180,6 +180,7 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
         .end_stream = h->end_stream,
         .proto = GW_REQ_H2,
         .route = route,
+        .protocol = h->protocol.base ? h->protocol : (gw_slice_t){0}, /* RFC 8441 */
     };
     gw_front__log_start(c, &x->log, &rh, "h2");
     int rv = gw_proxy_request(PROXY(c), &x->cs, &rh);
@@ -286,6 +287,11 @@ static void h2_options(const gw_config_t *cfg, gw_h2_options_t *o)
     o->empty_frame_budget = cfg->h2.empty_frame_budget;
     o->max_queued_control = cfg->h2.max_queued_control;
     o->max_priority_nodes = cfg->h2.max_priority_nodes;
+    /* RFC 8441 §3: offered only when a route would take a WebSocket (browsers do not fall back
+     * to HTTP/1.1 when the setting promises what the origin cannot do) */
+    for (size_t i = 0; i < cfg->routes_len; i++)
+        if (cfg->routes[i].websocket)
+            o->enable_connect_protocol = 1;
 }
 
 int gw_front__start_h2(conn_t *c)

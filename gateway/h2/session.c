@@ -328,7 +328,7 @@ int gw_h2_session_new_with(gw_h2_session_t **out, gw_h2_profile_t *p, void *user
     s->budget_start_ms = now_ms;
 
     /* server preface: our SETTINGS, then open the connection window (§3.4, §6.9.2) */
-    gw_h2_setting_t set[6];
+    gw_h2_setting_t set[7];
     size_t n = 0;
     set[n++] =
         (gw_h2_setting_t){GW_H2_SETTINGS_MAX_CONCURRENT_STREAMS, p->o.max_concurrent_streams};
@@ -337,6 +337,8 @@ int gw_h2_session_new_with(gw_h2_session_t **out, gw_h2_profile_t *p, void *user
     set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_MAX_HEADER_LIST_SIZE, p->o.max_header_list_size};
     if (p->o.header_table_size != 4096)
         set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_HEADER_TABLE_SIZE, p->o.header_table_size};
+    if (p->o.enable_connect_protocol) /* RFC 8441 §3 */
+        set[n++] = (gw_h2_setting_t){GW_H2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1};
     /* RFC 9218 §2.1: SETTINGS_NO_RFC7540_PRIORITIES is not sent, since we honour the RFC 7540
      * tree for streams without an RFC 9218 signal */
     if ((rc = gw_h2_frame_write_settings(&s->out, 0, set, n)) < 0)

@@ -74,6 +74,8 @@ typedef struct {
                                     sequence, cuts off endless CONTINUATION;
                                     def. max_header_list_size + 16 KiB */
     unsigned max_continuations;  /* CONTINUATION frames in one sequence; def. 64 */
+    int enable_connect_protocol; /* RFC 8441: SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 is sent and
+                                    extended CONNECT (with :protocol) accepted; def. 0 */
 } gw_h2_options_t;
 
 /* Fill o with the defaults documented above. */

@@ -198,11 +198,26 @@ void gw_h2__check_request(decode_ctx_t *c)
         return;
     }
     if (h->protocol.base) {
-        /* RFC 8441 §4: only after we advertised SETTINGS_ENABLE_CONNECT_PROTOCOL, we do not */
-        gw_h2__bad(c, ":protocol without extended CONNECT");
-        return;
-    }
-    if (gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT"))) {
+        /* RFC 8441 §4: :protocol only after we advertised SETTINGS_ENABLE_CONNECT_PROTOCOL, only
+         * on a CONNECT, and then :scheme, :path and :authority are required (checked below as
+         * for any request); anything else is malformed (§8.1.1: a stream error) */
+        if (!c->s->p->o.enable_connect_protocol) {
+            gw_h2__bad(c, ":protocol without SETTINGS_ENABLE_CONNECT_PROTOCOL");
+            return;
+        }
+        if (!gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT"))) {
+            gw_h2__bad(c, ":protocol on a request that is not CONNECT");
+            return;
+        }
+        if (h->protocol.len == 0 || !gw_slice_is_token(h->protocol)) {
+            gw_h2__bad(c, "invalid :protocol");
+            return;
+        }
+        if (!h->authority.base || h->authority.len == 0) {
+            gw_h2__bad(c, "extended CONNECT without :authority");
+            return;
+        }
+    } else if (gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT"))) {
         /* §8.5: :authority only; :scheme and :path omitted */
         if (!h->authority.base || h->authority.len == 0 || h->scheme.base || h->path.base ||
             !gw_slice_is_authority(h->authority))

@@ -801,6 +801,11 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
         s->log->route = r->name;
         s->log->upstream = r->upstream_name;
     }
+    if (h->protocol.len && !gw_slice_eq(h->protocol, GW_SLICE_LIT("websocket"))) {
+        GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s reason=protocol status=501", s->peer,
+                    (int)h->path.len, h->path.base);
+        return answer_early(s, h, 501, "h2gate: unsupported :protocol\n", NULL, 0);
+    }
     if (h->protocol.len && !r->websocket) {
         /* RFC 8441 over a route without WebSocket (HTTP/1.1 fronts do not ask then) */
         GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s route=%s reason=off status=501",

@@ -113,3 +113,166 @@ def test_h1_upgrade_h2c_still_dropped(gateway, origin):
     assert data.startswith(b"HTTP/1.1 200"), data[:200]
     got = [q for q in origin.requests if q.target == "/echo"]
     assert got and not got[0].header("upgrade") and not got[0].header("http2-settings")
+
+
+# ---- RFC 8441 over HTTP/2: python3-h2 speaking extended CONNECT, frames made here -----------
+
+import struct
+
+import h2.events
+import h2.settings
+
+from gwtest import Client
+
+
+def ws_frame(opcode, payload, mask=True):
+    """One WebSocket frame (RFC 6455 §5.2), masked as a client's must be."""
+    b0 = 0x80 | opcode
+    n = len(payload)
+    m = 0x80 if mask else 0
+    if n < 126:
+        head = struct.pack("!BB", b0, m | n)
+    elif n < 65536:
+        head = struct.pack("!BBH", b0, m | 126, n)
+    else:
+        head = struct.pack("!BBQ", b0, m | 127, n)
+    if not mask:
+        return head + payload
+    key = os.urandom(4)
+    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+def ws_parse_one(buf):
+    """The first complete frame of buf: ((opcode, payload), bytes it took), or (None, 0)."""
+    if len(buf) < 2:
+        return None, 0
+    op, n = buf[0] & 0x0f, buf[1] & 0x7f
+    masked = buf[1] & 0x80
+    off = 2
+    if n == 126:
+        if len(buf) < 4:
+            return None, 0
+        n = struct.unpack("!H", buf[2:4])[0]
+        off = 4
+    elif n == 127:
+        if len(buf) < 10:
+            return None, 0
+        n = struct.unpack("!Q", buf[2:10])[0]
+        off = 10
+    if masked:
+        off += 4
+    if len(buf) < off + n:
+        return None, 0
+    payload = buf[off:off + n]
+    if masked:
+        key = buf[off - 4:off]
+        payload = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    return (op, payload), off + n
+
+
+class H2WebSocket:
+    """An RFC 8441 WebSocket on one python3-h2 connection (h2c or TLS)."""
+
+    def __init__(self, port, tls=False, path="/", extra=()):
+        self.cl = Client(port, tls=tls)
+        self.cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 22})
+        self.cl.c.increment_flow_control_window(1 << 26)
+        self.cl.flush()
+        self.settings = {}
+        self.sid = None
+        self.buf = b""
+        self.ended = False
+        self.reset = None
+        self.headers = None
+        # the server's SETTINGS first
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not self.settings:
+            self._read()
+        self.path, self.extra = path, extra
+
+    def _read(self, timeout=5):
+        self.cl.s.settimeout(timeout)
+        data = self.cl.s.recv(1 << 20)
+        if not data:
+            raise ConnectionError("closed")
+        for e in self.cl.c.receive_data(data):
+            if isinstance(e, h2.events.RemoteSettingsChanged):
+                self.settings.update({k: v.new_value for k, v in e.changed_settings.items()})
+            elif isinstance(e, h2.events.ResponseReceived):
+                self.headers = dict(e.headers)
+            elif isinstance(e, h2.events.DataReceived):
+                self.buf += e.data
+                self.cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, h2.events.StreamEnded):
+                self.ended = True
+            elif isinstance(e, h2.events.StreamReset):
+                self.reset = e.error_code
+        self.cl.flush()
+
+    def open(self):
+        self.sid = self.cl.c.get_next_available_stream_id()
+        self.cl.c.send_headers(self.sid, [(":method", "CONNECT"), (":protocol", "websocket"),
+                                          (":scheme", "http"), (":path", self.path),
+                                          (":authority", "localhost"),
+                                          ("sec-websocket-version", "13"), *self.extra])
+        self.cl.flush()
+        deadline = time.monotonic() + 5
+        while self.headers is None and self.reset is None and time.monotonic() < deadline:
+            self._read()
+        return self.headers
+
+    def send(self, opcode, payload):
+        data = ws_frame(opcode, payload)
+        while data:
+            room = min(self.cl.c.local_flow_control_window(self.sid), 16384)
+            if room <= 0:
+                self._read()
+                continue
+            self.cl.c.send_data(self.sid, data[:room])
+            data = data[room:]
+            self.cl.flush()
+
+    def recv(self, timeout=10):
+        """The next frame from the origin, or None when the stream ended first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            frame, took = ws_parse_one(self.buf)
+            if frame:
+                self.buf = self.buf[took:]
+                return frame
+            if self.ended or self.reset is not None or time.monotonic() > deadline:
+                return None
+            self._read()
+
+
+def test_rfc8441_h2c_echo_and_close(gateway, wsorigin):
+    g = wsgw(gateway, wsorigin)
+    ws = H2WebSocket(g.port)
+    assert ws.settings.get(h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL) == 1
+    hd = ws.open()
+    assert hd and hd[":status"] == "200", (hd, ws.reset)
+    assert "sec-websocket-accept" not in hd
+    for m in sizes_mix(300):
+        if isinstance(m, str):
+            ws.send(0x1, m.encode())
+            assert ws.recv() == (0x1, m.encode())
+        else:
+            ws.send(0x2, m)
+            assert ws.recv() == (0x2, m)
+    # the close handshake (RFC 6455 §5.5.1): the origin answers and closes, the stream ends
+    ws.send(0x8, struct.pack("!H", 1000))
+    assert ws.recv() == (0x8, struct.pack("!H", 1000))
+    deadline = time.monotonic() + 5
+    while not ws.ended and time.monotonic() < deadline:
+        ws._read()
+    assert ws.ended
+    ws.cl.close()
+
+
+def test_rfc8441_over_tls(gateway, wsorigin):
+    g = wsgw(gateway, wsorigin, tls=True)
+    ws = H2WebSocket(g.tls_port, tls=True)
+    assert ws.open()[":status"] == "200"
+    ws.send(0x1, b"over tls")
+    assert ws.recv() == (0x1, b"over tls")
+    ws.cl.close()
