@@ -172,6 +172,7 @@ static int finish_block(gw_h2_session_t *s)
         blk = gw_h2__blk_get(s, &tmp);
     memset(&c, 0, sizeof(c));
     c.s = s;
+    c.connect_protocol = s->p->o.enable_connect_protocol;
     c.trailers = trailers;
     c.head.content_length = -1;
     c.head.stream_id = sid;

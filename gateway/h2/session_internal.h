@@ -138,6 +138,7 @@ typedef struct {
     gw_h2_session_t *s;
     arena_t *arena;
     int trailers;
+    int connect_protocol; /* we sent SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441 §3) */
     int malformed;
     const char *why;
     int nomem;

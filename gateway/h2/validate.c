@@ -201,7 +201,7 @@ void gw_h2__check_request(decode_ctx_t *c)
         /* RFC 8441 §4: :protocol only after we advertised SETTINGS_ENABLE_CONNECT_PROTOCOL, only
          * on a CONNECT, and then :scheme, :path and :authority are required (checked below as
          * for any request); anything else is malformed (§8.1.1: a stream error) */
-        if (!c->s->p->o.enable_connect_protocol) {
+        if (!c->connect_protocol) {
             gw_h2__bad(c, ":protocol without SETTINGS_ENABLE_CONNECT_PROTOCOL");
             return;
         }

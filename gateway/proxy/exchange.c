@@ -791,6 +791,13 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     p->stats.requests++;
     s->proxy_data = NULL;
     const gw_cfg_route_t *r = h->route;
+    if (gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT")) && !h->protocol.len) {
+        /* RFC 9113 §8.5: a TCP tunnel to :authority is not what a gateway in front of origins
+         * does (the HTTP/1.1 front answers CONNECT the same way) */
+        GW_LOG_INFO("connect_refused", "peer=%s authority=%.*s status=405", s->peer,
+                    (int)h->authority.len, h->authority.base);
+        return answer_early(s, h, 405, "h2gate: CONNECT is not supported\n", NULL, 0);
+    }
     if (!r) {
         GW_LOG_INFO("no_route", "peer=%s proto=%s method=%.*s authority=%.*s path=%.*s status=404",
                     s->peer, gw_req_proto_str(h->proto), (int)h->method.len, h->method.base,

@@ -32,6 +32,9 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /text/N           200, N bytes of text/plain (content-length); ?h=NAME:VALUE adds a field
     /text-chunked/N   the same, chunked in 7000-byte pieces (?trailer=1: an x-checksum trailer)
     /text-slow/N      200, text/plain, no length, N bytes in 10 pieces 200 ms apart
+    /ws-bad-accept    101 with Upgrade: websocket and a Sec-WebSocket-Accept that matches no key
+    /ws-no-upgrade    101 without an Upgrade field
+    /ws-refuse        403 with a body (an origin that refuses the WebSocket), keep-alive
     /text-paced/N     text_hex(N) as text/plain with its length, the head 0.3 s after the
                       request (identical requests join it), then 64 KiB every 20 ms
 Anything else: 404.
@@ -234,6 +237,18 @@ class ScriptedOrigin:
         query = req.target.split("?", 1)[1] if "?" in req.target else ""
         extra = [tuple(urllib.parse.unquote(q[2:]).split(":", 1)) for q in query.split("&")
                  if q.startswith("h=") and ":" in q]
+        if kind == "ws-bad-accept":
+            c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                      b"Connection: Upgrade\r\nSec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\n\r\n")
+            time.sleep(1)
+            return False
+        if kind == "ws-no-upgrade":
+            c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n")
+            time.sleep(1)
+            return False
+        if kind == "ws-refuse":
+            send(403, [("Content-Length", "8")], b"refused\n", reason="Forbidden")
+            return True
         if kind == "text-paced":
             time.sleep(0.3)
             body = text_hex(arg)

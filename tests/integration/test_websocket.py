@@ -276,3 +276,198 @@ def test_rfc8441_over_tls(gateway, wsorigin):
     ws.send(0x1, b"over tls")
     assert ws.recv() == (0x1, b"over tls")
     ws.cl.close()
+
+
+# ---- errors ----------------------------------------------------------------------------------
+
+def raw_connect(port, headers, validate=False):
+    """A python3-h2 client (header validation off) that sends one request head without
+    END_STREAM: (status or None, reset code or None)."""
+    cl = Client(port, validate=False)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, headers)
+    cl.flush()
+    status = reset = None
+    deadline = time.monotonic() + 5
+    while status is None and reset is None and time.monotonic() < deadline:
+        cl.s.settimeout(5)
+        data = cl.s.recv(65536)
+        if not data:
+            break
+        for e in cl.c.receive_data(data):
+            if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid:
+                status = int(dict(e.headers)[":status"])
+            elif isinstance(e, h2.events.StreamReset) and e.stream_id == sid:
+                reset = e.error_code
+        cl.flush()
+    cl.close()
+    # RFC 9113 §8.1: an answer before the request's end is followed by RST_STREAM(NO_ERROR)
+    return status, (None if status is not None and reset == 0 else reset)
+
+
+EXT = [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"), (":path", "/"),
+       (":authority", "localhost"), ("sec-websocket-version", "13")]
+
+
+def test_rfc8441_malformed_get_stream_errors(gateway, wsorigin):
+    g = wsgw(gateway, wsorigin)
+    # :protocol on a GET, a CONNECT with :scheme and :path but no :protocol, a :protocol with
+    # no :authority: malformed (RFC 8441 §4, RFC 9113 §8.1.1): RST_STREAM PROTOCOL_ERROR
+    for hd in ([(":method", "GET"), (":protocol", "websocket"), (":scheme", "http"),
+                (":path", "/"), (":authority", "localhost")],
+               [(":method", "CONNECT"), (":scheme", "http"), (":path", "/"),
+                (":authority", "localhost")],
+               [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+                (":path", "/")]):
+        assert raw_connect(g.port, hd) == (None, 1), hd  # PROTOCOL_ERROR
+    # another protocol than websocket: 501
+    other = [(k, "smtp" if k == ":protocol" else v) for k, v in EXT]
+    assert raw_connect(g.port, other) == (501, None)
+
+
+def test_rfc8441_without_the_setting(gateway, wsorigin):
+    """No route allows WebSocket: the setting is not sent, and :protocol is malformed."""
+    g = wsgw(gateway, wsorigin, route_extra="websocket: false")
+    cl = Client(g.port)
+    evs = cl.events(lambda e: any(isinstance(x, h2.events.RemoteSettingsChanged) for x in e))
+    cl.close()
+    changed = {}
+    for e in evs:
+        if isinstance(e, h2.events.RemoteSettingsChanged):
+            changed.update({k: v.new_value for k, v in e.changed_settings.items()})
+    assert h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS in changed
+    assert h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL not in changed
+    assert raw_connect(g.port, EXT) == (None, 1)
+
+
+def test_plain_connect_refused(gateway, wsorigin):
+    """A plain CONNECT (RFC 9113 §8.5, a TCP tunnel to :authority) is not something a gateway
+    in front of origins does: refused, never sent on."""
+    g = wsgw(gateway, wsorigin)
+    st, rst = raw_connect(g.port, [(":method", "CONNECT"), (":authority", "127.0.0.1:22")])
+    assert (st, rst) == (405, None)
+    assert "event=connect_refused" in g.wait_log("connect_refused")
+
+
+def two_upstream_config(port, ws_port, origin_port, route_ws=True, extra="", tls_port=None):
+    from gwtest import tls_listener
+    text = "workers: 1\nlog_level: info\nlisten:\n"
+    if tls_port:
+        text += "\n".join(tls_listener(tls_port)) + "\n"
+    text += (f"  - address: 127.0.0.1:{port}\nupstreams:\n"
+             f"  ws:\n    servers: [127.0.0.1:{ws_port}]\n"
+             f"  app:\n    servers: [127.0.0.1:{origin_port}]\n"
+             "routes:\n"
+             f"  - {{ host: '*', path: /ws, upstream: ws, websocket: {str(route_ws).lower()} }}\n"
+             "  - { host: '*', path: /, upstream: app, websocket: false }\n")
+    return text + extra
+
+
+def test_rfc8441_route_without_websocket_501(gateway, wsorigin, origin):
+    port = free_port()
+    gateway(two_upstream_config(port, wsorigin.port, origin.port), wait=[("127.0.0.1", port)])
+    on_app = [(k, "/other" if k == ":path" else v) for k, v in EXT]
+    assert raw_connect(port, on_app) == (501, None)
+    on_ws = [(k, "/ws" if k == ":path" else v) for k, v in EXT]
+    assert raw_connect(port, on_ws) == (200, None)
+
+
+@pytest.mark.parametrize("path", ["/ws-bad-accept", "/ws-no-upgrade"])
+def test_bad_101_is_502(gateway, origin, path):
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"]), wait=[("127.0.0.1", port)])
+    hd = [(k, path if k == ":path" else v) for k, v in EXT]
+    assert raw_connect(port, hd) == (502, None)
+    if path == "/ws-no-upgrade":  # HTTP/1.1: the gateway checks Upgrade (the client the rest)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\n"
+                      "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n".encode())
+            assert s.recv(65536).startswith(b"HTTP/1.1 502 ")
+    assert "event=websocket_bad_101" in g.wait_log("websocket_bad_101")
+
+
+def test_refused_upgrade_relayed_and_connection_goes_on(gateway, origin):
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"]), wait=[("127.0.0.1", port)])
+    hd = [(k, "/ws-refuse" if k == ":path" else v) for k, v in EXT]
+    assert raw_connect(port, hd)[0] == 403
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET /ws-refuse HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\n"
+                  b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        data = b""
+        while b"refused\n" not in data:
+            data += s.recv(65536)
+        assert data.startswith(b"HTTP/1.1 403 ")
+        # the same connection carries the next request as HTTP/1.1
+        s.sendall(b"GET /echo HTTP/1.1\r\nHost: a\r\n\r\n")
+        more = s.recv(65536)
+        assert more.startswith(b"HTTP/1.1 200 "), more[:100]
+
+
+def test_max_tunnels_503(gateway, wsorigin):
+    g = wsgw(gateway, wsorigin, extra="limits:\n  max_tunnels: 1\n")
+    first = H2WebSocket(g.port)
+    assert first.open()[":status"] == "200"
+    assert raw_connect(g.port, EXT) == (503, None)
+
+    async def h1():
+        with pytest.raises(websockets.exceptions.InvalidStatusCode) as e:
+            async with websockets.connect(f"ws://127.0.0.1:{g.port}/"):
+                pass
+        return e.value.status_code
+    assert asyncio.run(h1()) == 503
+    first.cl.close()
+    # the tunnel closed with its client: room again
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if raw_connect(g.port, EXT)[0] == 200:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the closed tunnel was not released")
+
+
+def test_tunnel_idle_timeout_closes(gateway, wsorigin):
+    g = wsgw(gateway, wsorigin, extra="timeouts:\n  tunnel_idle: 1s\n")
+    ws = H2WebSocket(g.port)
+    assert ws.open()[":status"] == "200"
+    ws.send(0x1, b"hello")
+    assert ws.recv() == (0x1, b"hello")
+    t0 = time.monotonic()
+    while not ws.ended and ws.reset is None and time.monotonic() - t0 < 5:
+        try:
+            ws._read(timeout=1)
+        except socket.timeout:
+            pass
+    assert ws.reset is not None or ws.ended
+    assert 0.8 < time.monotonic() - t0 < 4
+    assert "event=tunnel_idle_close" in g.wait_log("tunnel_idle_close")
+
+    async def h1():
+        async with websockets.connect(f"ws://127.0.0.1:{g.port}/") as c:
+            await c.send("x")
+            assert await c.recv() == "x"
+            t = time.monotonic()
+            with pytest.raises(websockets.exceptions.ConnectionClosed):
+                await asyncio.wait_for(c.recv(), 5)
+            return time.monotonic() - t
+    assert 0.8 < asyncio.run(h1()) < 4
+
+
+def test_half_close_and_reset(gateway, wsorigin):
+    """END_STREAM from the client half-closes the origin side (the echo origin then closes and
+    the stream ends); a client's RST_STREAM closes the origin connection."""
+    g = wsgw(gateway, wsorigin)
+    ws = H2WebSocket(g.port)
+    assert ws.open()[":status"] == "200"
+    ws.send(0x1, b"a")
+    assert ws.recv() == (0x1, b"a")
+    ws.cl.c.end_stream(ws.sid)
+    ws.cl.flush()
+    deadline = time.monotonic() + 5
+    while not ws.ended and ws.reset is None and time.monotonic() < deadline:
+        ws._read()
+    assert ws.ended or ws.reset is not None
+    ws.cl.close()

@@ -104,12 +104,15 @@ static void content_length_values(void **state)
 
 /* One header block: fields "name: value" (pseudo first as the client sent them), fed to the
  * decode callback, then the whole-request check. Returns the reason, or NULL when valid. */
+static int connect_protocol; /* the session sent SETTINGS_ENABLE_CONNECT_PROTOCOL */
+
 static const char *check(int trailers, const char *const *fields, size_t n, decode_ctx_t *c,
                          arena_t *a)
 {
     memset(c, 0, sizeof(*c));
     memset(a, 0, sizeof(*a));
     c->arena = a;
+    c->connect_protocol = connect_protocol;
     c->trailers = trailers;
     c->head.content_length = -1;
     for (size_t i = 0; i < n; i++) {
@@ -157,7 +160,11 @@ static void request_heads(void **state)
         {{REQ, "te: gzip"}, 4, "te other than trailers"},
         {{REQ, "content-length: 5", "content-length: 6"}, 5, "conflicting content-length"},
         {{REQ, "content-length: five"}, 4, "invalid content-length"},
-        {{REQ, ":protocol: websocket"}, 4, ":protocol without extended CONNECT"},
+        {{REQ, ":protocol: websocket"}, 4, ":protocol without SETTINGS_ENABLE_CONNECT_PROTOCOL"},
+        {{":method: CONNECT", ":protocol: websocket", ":scheme: https", ":path: /chat",
+          ":authority: a.test"},
+         5,
+         ":protocol without SETTINGS_ENABLE_CONNECT_PROTOCOL"},
         {{":method: CONNECT", ":authority: a.test", ":path: /"}, 3, "malformed CONNECT"},
         {{":method: CONNECT"}, 1, "malformed CONNECT"},
         {{":method: GET", ":scheme: https", ":path: "}, 3, "empty :path"},
@@ -182,6 +189,53 @@ static void request_heads(void **state)
         }
         gw_h2__arena_free(&a);
     }
+}
+
+/* RFC 8441 §4 once SETTINGS_ENABLE_CONNECT_PROTOCOL was sent: an extended CONNECT needs
+ * :protocol, :scheme, :path and :authority; :protocol on anything but CONNECT is malformed; a
+ * plain CONNECT stays what §8.5 says. */
+static void extended_connect(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *f[6];
+        size_t n;
+        const char *why;
+    } cases[] = {
+        {{":method: CONNECT", ":protocol: websocket", ":scheme: https", ":path: /chat",
+          ":authority: a.test"},
+         5,
+         NULL},
+        {{REQ, ":protocol: websocket"}, 4, ":protocol on a request that is not CONNECT"},
+        {{":method: CONNECT", ":protocol: websocket", ":scheme: https", ":authority: a.test"},
+         4,
+         "missing :scheme or :path"},
+        {{":method: CONNECT", ":protocol: websocket", ":path: /", ":authority: a.test"},
+         4,
+         "missing :scheme or :path"},
+        {{":method: CONNECT", ":protocol: websocket", ":scheme: https", ":path: /"},
+         4,
+         "extended CONNECT without :authority"},
+        {{":method: CONNECT", ":protocol: web socket", ":scheme: https", ":path: /",
+          ":authority: a"},
+         5,
+         "invalid :protocol"},
+        {{":method: CONNECT", ":scheme: https", ":path: /", ":authority: a.test"},
+         4,
+         "malformed CONNECT"},
+        {{":method: CONNECT", ":authority: a.test:443"}, 2, NULL},
+    };
+    connect_protocol = 1;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        decode_ctx_t c;
+        arena_t a;
+        const char *why = check(0, cases[i].f, cases[i].n, &c, &a);
+        if ((why == NULL) != (cases[i].why == NULL) || (why && strcmp(why, cases[i].why) != 0))
+            fail_msg("case %zu: got \"%s\", want \"%s\"", i, why ? why : "(valid)",
+                     cases[i].why ? cases[i].why : "(valid)");
+        gw_h2__arena_free(&a);
+    }
+    connect_protocol = 0;
 }
 
 /* Trailers: no pseudo-header fields, and content-length there is not the body's length. */
@@ -221,6 +275,7 @@ int main(void)
         cmocka_unit_test(content_length_values),
         cmocka_unit_test(request_heads),
         cmocka_unit_test(trailer_blocks),
+        cmocka_unit_test(extended_connect),
         cmocka_unit_test(priority_field_noted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
