@@ -269,6 +269,10 @@ void gw_front__log_direct(conn_t *c, unsigned status)
 void gw_front__stream_done(conn_t *c, gw_cstream_t *s, uint32_t thr_mark)
 {
     gw_alog_t *r = s->log;
+    if (s->tunnel) {
+        s->tunnel = 0;
+        c->tunnels--;
+    }
     if (r && r->start_ns) {
         r->end_ns = gw_now_ns();
         r->throttled = c->thr && c->thr->waits != thr_mark;

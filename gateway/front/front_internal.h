@@ -145,6 +145,7 @@ typedef struct {
     uint64_t origin_in_retired, origin_out_retired;
     uint64_t coalesced, throttled_bytes;
     uint64_t streams; /* gauge (snapshots) */
+    uint64_t tunnels; /* gauge (snapshots): WebSocket tunnels open */
     uint64_t alog_lost;
     uint64_t h2err[GW_MH2_KINDS];
     uint64_t tls[3]; /* full, resumed, failed */
@@ -180,6 +181,7 @@ typedef struct {
     int pending;             /* handles still closing after retirement */
     int draining;            /* in w->old */
     int forced;              /* over limits.draining_generations: its connections closed */
+    int tunnel_phase;        /* past graceful_shutdown: only tunnels left, until tunnel_drain */
 } gw_wgen_t;
 
 /* A worker's listening handle on one socket, pointing at the current generation's listener. */
@@ -204,10 +206,12 @@ struct gw_worker {
     unsigned id;
     uv_thread_t thread;
     uv_loop_t loop;
-    uv_async_t wake;   /* another thread asked us to stop or to take a new generation */
-    int wake_open;     /* under srv->lock: wake may still be signalled */
-    gw_list_t handles; /* gw_whandle_t: one per listening socket of the current generation */
-    uv_timer_t drain;  /* graceful shutdown deadline */
+    uv_async_t wake;       /* another thread asked us to stop or to take a new generation */
+    int wake_open;         /* under srv->lock: wake may still be signalled */
+    gw_list_t handles;     /* gw_whandle_t: one per listening socket of the current generation */
+    uv_timer_t drain;      /* graceful shutdown deadline */
+    unsigned tunnels_open; /* origin tunnels of all its generations' proxies (max_tunnels) */
+    int tunnel_phase; /* a drain (binary upgrade) past its deadline: tunnels until tunnel_drain */
     gw_list_t conns;
     size_t conns_len;       /* in conns: not closing */
     size_t conns_alive;     /* accepted and not yet freed (closing ones included) */
@@ -408,6 +412,7 @@ struct conn {
     uint8_t dirty;
     uint16_t flags;
     unsigned requests;
+    unsigned tunnels; /* WebSocket tunnels it carries (a drain waits timeouts.tunnel_drain) */
     gw_tls_conn_t *tls;
     gw_wgen_t *g;  /* the generation it was accepted under */
     busy_t *b;     /* NULL while idle */
@@ -445,6 +450,7 @@ typedef struct {
     size_t owed;       /* request body bytes passed on, window credit held back (upload rate) */
     uint32_t thr_mark; /* c->thr->waits when the request began */
     gw_alog_t log;     /* the request's record (accesslog.c) */
+    int ws;            /* an RFC 8441 extended CONNECT: its 200 opens a tunnel */
 } h2s_t;
 
 typedef struct {
@@ -488,6 +494,11 @@ void gw_front__whandle_close(gw_whandle_t *wh);
  * wake-up) */
 void gw_front__worker_conn_gone(gw_worker_t *w);
 /* conn.c's on_closed: a connection of g is gone (an old generation with none left retires). */
+/* At a drain deadline: close the connections of g (all the worker's when NULL) except, the
+ * first time, those carrying tunnels while timeouts.tunnel_drain allows more; those get a timer
+ * (t, cb) for the rest. 1 when some were kept. */
+int gw_front__drain_tunnels_kept(gw_worker_t *w, gw_wgen_t *g, uv_timer_t *t, uv_timer_cb cb,
+                                 int *phase);
 void gw_front__wgen_conn_gone(gw_wgen_t *g);
 void gw_front__ticker_set(gw_worker_t *w, gw_theap_node_t *n, uint64_t due);
 int gw_front__timer_nodes_add(gw_worker_t *w, int k);

@@ -298,17 +298,43 @@ void gw_front__wgen_conn_gone(gw_wgen_t *g)
         gw_front__wgen_retire(g);
 }
 
+/* Past timeouts.graceful_shutdown the old generation's connections close, except those that
+ * carry WebSocket tunnels: a conversation that lasts hours is not a request in flight, but an
+ * old generation must not live forever either (issue 24 item 4), so they get until
+ * timeouts.tunnel_drain (counted from the reload). Returns 1 when some were kept. */
+int gw_front__drain_tunnels_kept(gw_worker_t *w, gw_wgen_t *g, uv_timer_t *t, uv_timer_cb cb,
+                                 int *phase)
+{
+    const gw_config_t *cfg = (g ? g : w->cur)->gen->cfg;
+    uint64_t grace = cfg->timeouts.graceful_shutdown_ms, more = cfg->timeouts.tunnel_drain_ms;
+    more = more > grace ? more - grace : 0;
+    size_t kept = 0;
+    gw_list_foreach_safe(it, tmp, &w->conns)
+    {
+        conn_t *c = GW_CONTAINER_OF(it, conn_t, link);
+        if (g && c->g != g)
+            continue;
+        if (!*phase && more && c->tunnels)
+            kept++;
+        else
+            gw_front__conn_stop(it, GW_STOP_NOW);
+    }
+    if (!kept)
+        return 0;
+    *phase = 1;
+    GW_LOG_INFO("drain_tunnels", "worker=%u connections=%zu close_in_ms=%llu", w->id, kept,
+                (unsigned long long)more);
+    uv_timer_start(t, cb, more, 0);
+    return 1;
+}
+
 static void on_wgen_drain_deadline(uv_timer_t *t)
 {
     gw_wgen_t *g = t->data;
     gw_worker_t *w = g->w;
     GW_LOG_WARN("drain_deadline", "worker=%u generation=%llu open_connections=%zu", w->id,
                 g->gen->id, g->conns);
-    gw_list_foreach_safe(it, tmp, &w->conns)
-    {
-        if (GW_CONTAINER_OF(it, conn_t, link)->g == g)
-            gw_front__conn_stop(it, GW_STOP_NOW);
-    }
+    gw_front__drain_tunnels_kept(w, g, t, on_wgen_drain_deadline, &g->tunnel_phase);
 }
 
 static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
@@ -322,6 +348,7 @@ static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
         return rv;
     }
     gw_proxy_set_rate_table(g->proxy, gen->rates ? gen->rates->t : NULL);
+    gw_proxy_set_tunnel_count(g->proxy, &w->tunnels_open);
     g->gen = gen;
     g->w = w;
     if ((rv = gw_front__metrics_bind(w, g)) < 0) {

@@ -82,6 +82,8 @@ void gw_front__h1x_end(conn_t *c)
 static int h1s_switch(conn_t *c, gw_cstream_t *s, const gw_field_t *f, size_t n)
 {
     c->h1->tunnel = 1;
+    s->tunnel = 1;
+    c->tunnels++;
     c->h1->resp_chunked = 0;
     c->h1->keep_alive = 0; /* after a tunnel, nothing */
     h1x_resp_head(c->h1);

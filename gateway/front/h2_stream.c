@@ -50,6 +50,10 @@ static int h2s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
         fields[n++] = (gw_field_t){GW_SLICE_LIT("content-length"), {(const uint8_t *)len, ll}};
     }
     h2s_response_priority(x, fields, n);
+    if (x->ws && status == 200 && !end_stream && !s->tunnel) { /* RFC 8441 §5: the tunnel */
+        s->tunnel = 1;
+        x->c->tunnels++;
+    }
     int rv = gw_h2_session_submit_response(x->c->h2, x->sid, status, fields, n, end_stream);
     gw_front__kick(x->c);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
@@ -162,6 +166,7 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
         x->rb = gw_front__route_bucket(c, route);
     gw_list_push_back(&c->b->h2_streams, &x->link);
     x->cs = gw_front__cstream(c, &h2s_ops, x, h->method);
+    x->ws = h->protocol.base != NULL;
     x->cs.log = &x->log;
     x->thr_mark = c->thr ? c->thr->waits : 0;
     if (gw_h2_session_set_stream_data(c->h2, h->stream_id, x) < 0) {

@@ -261,12 +261,14 @@ static int snap_conns(gw_worker_t *w, gw_mset_t *dst)
 {
     dst->nconns = 0;
     dst->streams = 0;
+    dst->tunnels = 0;
     gw_list_foreach(it, &w->conns)
     {
         conn_t *c = GW_CONTAINER_OF(it, conn_t, link);
         const char *proto = c->state == CS_H2 ? "h2" : c->state == CS_H1 ? "http/1.1" : "pending";
         if (c->state == CS_CLOSING)
             proto = "closing";
+        dst->tunnels += c->tunnels;
         if (c->state == CS_H2)
             dst->streams += gw_h2_session_active_streams(c->h2);
         else if (c->state == CS_H1 && h1x_active(c->h1))
@@ -402,6 +404,7 @@ static void merge(gw_mset_t *t, const gw_mset_t *s)
     t->coalesced += s->coalesced;
     t->throttled_bytes += s->throttled_bytes;
     t->streams += s->streams;
+    t->tunnels += s->tunnels;
     t->alog_lost += s->alog_lost;
     zadd(&t->z, &s->z, 1);
     for (size_t i = 0; i < GW_MH2_KINDS; i++)
@@ -589,6 +592,9 @@ static int render(gw_server_t *s, const gw_mset_t *t, const extra_t *x, gw_bytes
     }
     FAM("h2gate_client_streams", "gauge", "Requests under way (HTTP/2 streams and HTTP/1.1).");
     SAMPLE("h2gate_client_streams", NULL, 0, t->streams);
+    FAM("h2gate_websocket_tunnels", "gauge",
+        "WebSocket tunnels open (HTTP/1.1 Upgrade and RFC 8441 streams).");
+    SAMPLE("h2gate_websocket_tunnels", NULL, 0, t->tunnels);
     FAM("h2gate_bytes_total", "counter",
         "Bytes on the client sockets (TLS records included) and the origin sockets.");
     {

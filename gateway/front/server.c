@@ -86,6 +86,11 @@ static void on_drain_deadline(uv_timer_t *t)
 {
     gw_worker_t *w = GW_CONTAINER_OF(t, gw_worker_t, drain);
     GW_LOG_WARN("drain_deadline", "worker=%u open_connections=%zu", w->id, w->conns_len);
+    /* a binary upgrade's old process keeps tunnels until timeouts.tunnel_drain, as a reload's
+     * old generation does; SIGTERM does not wait for them */
+    if (w->stop == GW_STOP_DRAIN && w->cur &&
+        gw_front__drain_tunnels_kept(w, NULL, t, on_drain_deadline, &w->tunnel_phase))
+        return;
     w->stop = GW_STOP_NOW;
     gw_list_foreach_safe(it, tmp, &w->conns) gw_front__conn_stop(it, GW_STOP_NOW);
 }

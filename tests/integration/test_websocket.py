@@ -471,3 +471,38 @@ def test_half_close_and_reset(gateway, wsorigin):
         ws._read()
     assert ws.ended or ws.reset is not None
     ws.cl.close()
+
+
+def test_reload_keeps_tunnels_until_tunnel_drain(gateway, wsorigin):
+    """A reload: the old generation's connections close at graceful_shutdown, except those with
+    tunnels, which keep working until timeouts.tunnel_drain and are closed then, so the old
+    generation goes. New tunnels open on the new generation meanwhile. (HTTP/1.1 tunnels:
+    python3-h2 ends its whole connection on the reload's GOAWAY, so it cannot show an HTTP/2
+    tunnel going on after one.)"""
+    import signal
+    g = wsgw(gateway, wsorigin,
+             extra="timeouts:\n  graceful_shutdown: 1s\n  tunnel_drain: 3s\n  drain_grace: 100ms\n")
+
+    async def session():
+        async with websockets.connect(f"ws://127.0.0.1:{g.port}/") as c, \
+                websockets.connect(f"ws://127.0.0.1:{g.port}/") as d:
+            await c.send("before")
+            assert await c.recv() == "before"
+            t0 = time.monotonic()
+            g.signal(signal.SIGHUP)
+            await asyncio.sleep(2.0)  # past graceful_shutdown, before tunnel_drain
+            for ws in (c, d):
+                await ws.send("during")
+                assert await ws.recv() == "during"
+            # a new tunnel, on the new generation, lives on after the old one's end
+            async with websockets.connect(f"ws://127.0.0.1:{g.port}/") as n:
+                with pytest.raises(websockets.exceptions.ConnectionClosed):
+                    await asyncio.wait_for(c.recv(), 5)
+                closed = time.monotonic() - t0
+                await n.send("new")
+                assert await n.recv() == "new"
+            return closed
+    closed_after = asyncio.run(session())
+    assert 2.5 < closed_after < 5, closed_after
+    log = g.wait_log("event=drain_tunnels")
+    assert "event=drain_tunnels" in log and "connections=2" in log, log[-2000:]
