@@ -67,3 +67,137 @@ def test_chromium_applies_compressed_css_and_js_over_h2(gateway, nginx_origin, t
     done = sum(sample(fams, "h2gate_compressed_responses_total", coding=c)
                for c in ("gzip", "br", "zstd"))
     assert done >= 3
+
+
+def page_text_when(url, tmp_path, done, timeout=90):
+    """Open url in headless Chromium and poll, over the DevTools protocol (python3-websockets
+    as its client), the text of #result until done(text) or timeout; returns the last text.
+    (--dump-dom dumps at the load event, before a WebSocket exchange can end.)"""
+    import asyncio
+    import time
+    import urllib.request
+    import websockets
+    dport = free_port()
+    chrome = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                               "--disable-background-networking", "--no-first-run",
+                               "--ignore-certificate-errors", f"--user-data-dir={tmp_path / 'cdp'}",
+                               f"--remote-debugging-port={dport}", "about:blank"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        targets, deadline = [], time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{dport}/json/list", timeout=2) as r:
+                    targets = [t for t in json.load(r) if t.get("type") == "page"]
+                if targets:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        assert targets, "no DevTools page target"
+
+        async def drive():
+            async with websockets.connect(targets[0]["webSocketDebuggerUrl"],
+                                          max_size=None) as cdp:
+                seq = 0
+
+                async def call(method, **params):
+                    nonlocal seq
+                    seq += 1
+                    await cdp.send(json.dumps({"id": seq, "method": method, "params": params}))
+                    while True:
+                        m = json.loads(await cdp.recv())
+                        if m.get("id") == seq:
+                            return m.get("result", {})
+                await call("Page.navigate", url=url)
+                text, end = "", time.monotonic() + timeout
+                while time.monotonic() < end:
+                    r = await call("Runtime.evaluate", expression=(
+                        "(document.getElementById('result')||{}).textContent||''"))
+                    text = r.get("result", {}).get("value", "")
+                    if done(text):
+                        break
+                    await asyncio.sleep(0.2)
+                return text
+        return asyncio.run(drive())
+    finally:
+        chrome.terminate()
+        chrome.wait(10)
+
+
+WS_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>ws</title></head>
+<body><p id="result">not run</p><script>
+const N = 1000, SIZES = [1, 2, 125, 126, 127, 65535, 65536, 100000, 1 << 20];
+const r = document.getElementById("result");
+function size(i) { return i % 10 == 0 ? SIZES[i % SIZES.length] : 1 + (i * 7919) % 4096; }
+function msg(i) {
+  const n = size(i);
+  if (i % 2) return "x".repeat(n);
+  const b = new Uint8Array(n);
+  for (let k = 0; k < n; k += 997) b[k] = (i + k) & 255;
+  return b.buffer;
+}
+function same(a, b) {
+  if (typeof a === "string") return a === b;
+  if (!(b instanceof ArrayBuffer) || a.byteLength !== b.byteLength) return false;
+  const x = new Uint8Array(a), y = new Uint8Array(b);
+  for (let k = 0; k < x.length; k += 997) if (x[k] !== y[k]) return false;
+  return true;
+}
+const ws = new WebSocket("wss://" + location.host + "/ws/echo");
+ws.binaryType = "arraybuffer";
+let i = 0, sent = null;
+ws.onopen = () => { sent = msg(0); ws.send(sent); };
+ws.onmessage = (e) => {
+  if (!same(sent, e.data)) { r.textContent = "mismatch at " + i; ws.close(); return; }
+  if (++i == N) { r.textContent = "echoed " + N; ws.close(); return; }
+  sent = msg(i); ws.send(sent);
+};
+ws.onerror = () => { r.textContent = "error after " + i; };
+</script></body></html>
+"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup does)")
+def test_chromium_websocket_over_h2(gateway, nginx_origin, tmp_path):
+    """Headless Chromium opens new WebSocket('wss://…') from a page served through the gateway
+    and exchanges 1,000 messages of 1 B to 1 MiB, text and binary, with a python3-websockets
+    echo origin; the access log shows the socket went over HTTP/2 (RFC 8441: CONNECT)."""
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_websocket import two_upstream_config
+    from conftest import free_port as fp
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "ws.html").write_text(WS_PAGE)
+    ng = nginx_origin(str(root))
+    wsport = fp()
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.Popen(["/usr/bin/python3", os.path.join(here, "ws_origin.py"), str(wsport)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        port, tls_port = fp(), fp()
+        alog = tmp_path / "access.log"
+        g = gateway(two_upstream_config(port, wsport, ng.port, tls_port=tls_port,
+                                        extra=f"access_log:\n  path: {alog}\n  format: json\n"),
+                    wait=[("127.0.0.1", tls_port)])
+        text = page_text_when(f"https://localhost:{tls_port}/ws.html", tmp_path,
+                              lambda t: "echoed" in t or "error" in t or "mismatch" in t)
+        assert text == "echoed 1000", text
+        g.signal(__import__("signal").SIGUSR1)
+        lines = []
+        for _ in range(50):
+            if alog.exists():
+                lines = [json.loads(l) for l in alog.read_text().splitlines() if l.strip()]
+            if any(x["path"] == "/ws/echo" for x in lines):
+                break
+            __import__("time").sleep(0.1)
+        wsl = [x for x in lines if x["path"] == "/ws/echo"]
+        assert wsl, lines
+        assert wsl[0]["protocol"] == "h2" and wsl[0]["method"] == "CONNECT", wsl[0]
+        assert wsl[0]["status"] == 200 and wsl[0]["bytes_sent"] > 10 << 20, wsl[0]
+    finally:
+        p.terminate()
+        p.wait(10)

@@ -358,7 +358,7 @@ def two_upstream_config(port, ws_port, origin_port, route_ws=True, extra="", tls
              f"  ws:\n    servers: [127.0.0.1:{ws_port}]\n"
              f"  app:\n    servers: [127.0.0.1:{origin_port}]\n"
              "routes:\n"
-             f"  - {{ host: '*', path: /ws, upstream: ws, websocket: {str(route_ws).lower()} }}\n"
+             f"  - {{ host: '*', path: /ws/, upstream: ws, websocket: {str(route_ws).lower()} }}\n"
              "  - { host: '*', path: /, upstream: app, websocket: false }\n")
     return text + extra
 
@@ -368,7 +368,7 @@ def test_rfc8441_route_without_websocket_501(gateway, wsorigin, origin):
     gateway(two_upstream_config(port, wsorigin.port, origin.port), wait=[("127.0.0.1", port)])
     on_app = [(k, "/other" if k == ":path" else v) for k, v in EXT]
     assert raw_connect(port, on_app) == (501, None)
-    on_ws = [(k, "/ws" if k == ":path" else v) for k, v in EXT]
+    on_ws = [(k, "/ws/" if k == ":path" else v) for k, v in EXT]
     assert raw_connect(port, on_ws) == (200, None)
 
 
@@ -506,3 +506,97 @@ def test_reload_keeps_tunnels_until_tunnel_drain(gateway, wsorigin):
     assert 2.5 < closed_after < 5, closed_after
     log = g.wait_log("event=drain_tunnels")
     assert "event=drain_tunnels" in log and "connections=2" in log, log[-2000:]
+
+
+# ---- backpressure -----------------------------------------------------------------------------
+
+def test_backpressure_client_not_reading_100mib(gateway, wsorigin):
+    """The origin sends 100 MiB while the client reads nothing (python3-websockets stops
+    reading its socket when its queue is full): the gateway stops reading the origin, its RSS
+    stays within the buffer bound; then the client reads all of it."""
+    from conftest import rss_kib
+    g = wsgw(gateway, wsorigin)
+    size = 100 << 20
+
+    async def go():
+        async with websockets.connect(f"ws://127.0.0.1:{g.port}/flood/{size}", max_size=None,
+                                      max_queue=4) as c:
+            base = rss_kib(g.proc.pid)
+            peak = base
+            for _ in range(20):
+                await asyncio.sleep(0.1)
+                peak = max(peak, rss_kib(g.proc.pid))
+            got = 0
+            async for m in c:
+                got += len(m)
+            return got, peak - base
+    got, grown = asyncio.run(go())
+    assert got == size
+    print(f"RSS grew {grown} KiB while the client did not read")
+    assert grown < 8 * 1024, grown
+
+
+def test_backpressure_h2_client_not_reading(gateway, wsorigin):
+    from conftest import rss_kib
+    g = wsgw(gateway, wsorigin)
+    size = 100 << 20
+    ws = H2WebSocket(g.port, path=f"/flood/{size}")
+    ws.cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 65535})
+    ws.cl.flush()
+    assert ws.open()[":status"] == "200"
+    base = rss_kib(g.proc.pid)
+    time.sleep(2)  # nothing credited beyond the first window: the origin must wait
+    grown = rss_kib(g.proc.pid) - base
+    got = 0
+    while True:
+        f = ws.recv(timeout=20)
+        if f is None or f[0] == 0x8:
+            break
+        got += len(f[1])
+    assert got == size
+    assert grown < 8 * 1024, grown
+    ws.cl.close()
+
+
+def test_backpressure_origin_not_reading(gateway, wsorigin):
+    """The client sends while the origin reads nothing: the gateway stops reading the client
+    (HTTP/1.1) or granting window (HTTP/2) once its buffer bound is full: what it took is
+    bounded by that and the sockets' buffers, and so is its RSS."""
+    from conftest import rss_kib
+    from gwtest import send_for
+    g = wsgw(gateway, wsorigin)
+    base = rss_kib(g.proc.pid)
+    s = socket.create_connection(("127.0.0.1", g.port), timeout=5)
+    s.sendall(b"GET /sleep HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+              b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    junk = ws_frame(0x2, b"j" * (1 << 20)) * 100  # 100 MiB of frames, never read
+    sent = send_for(s, junk, 3)
+    grown = rss_kib(g.proc.pid) - base
+    print(f"HTTP/1.1: the client got {sent >> 10} KiB in, RSS grew {grown} KiB")
+    assert sent < 24 << 20, sent  # socket buffers, the bound, the origin's 2 messages
+    assert grown < 8 * 1024, grown
+    s.close()
+    # HTTP/2: the window is credited only for what reached the origin
+    ws = H2WebSocket(g.port, path="/sleep")
+    assert ws.open()[":status"] == "200"
+    data, t0, sent = ws_frame(0x2, b"k" * (1 << 20)), time.monotonic(), 0
+    while time.monotonic() - t0 < 3:
+        room = min(ws.cl.c.local_flow_control_window(ws.sid), 16384)
+        if room <= 0:
+            try:
+                ws._read(timeout=0.2)
+            except socket.timeout:
+                pass
+            continue
+        ws.cl.c.send_data(ws.sid, data[:room])
+        ws.cl.flush()
+        sent += room
+    grown = rss_kib(g.proc.pid) - base
+    print(f"HTTP/2: {sent >> 10} KiB sent, RSS grew {grown} KiB")
+    assert sent < 24 << 20, sent  # socket buffers, the bound, the origin's 2 messages
+    assert grown < 8 * 1024, grown
+    ws.cl.close()

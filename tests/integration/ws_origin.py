@@ -1,7 +1,8 @@
 """A WebSocket echo origin on python3-websockets (Debian's), for the WebSocket tests:
 `ws_origin.py PORT` serves ws://127.0.0.1:PORT/ and echoes every message (text as text, binary
 as binary); the path /count answers each message with the number of bytes it received so far
-(for backpressure tests), /flood/N sends N bytes in 64 KiB binary messages and then closes.
+(for backpressure tests), /flood/N sends N bytes in 64 KiB binary messages and then closes,
+/sleep reads nothing for two minutes.
 Prints "ready" once listening."""
 import asyncio
 import sys
@@ -20,6 +21,9 @@ async def handler(ws, path):
             sent += len(piece)
         await ws.close()
         return
+    if path == "/sleep":  # never reads: what the client sends piles up before it
+        await asyncio.sleep(120)
+        return
     if path == "/count":
         total = 0
         async for m in ws:
@@ -34,7 +38,7 @@ async def handler(ws, path):
 
 async def main(port):
     async with websockets.serve(handler, "127.0.0.1", port, max_size=None,
-                                subprotocols=["chat", "superchat"], compression=None):
+                                subprotocols=["chat", "superchat"], compression=None, max_queue=2):
         print("ready", flush=True)
         await asyncio.Future()
 
