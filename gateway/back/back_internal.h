@@ -324,6 +324,8 @@ uv_loop_t *gw_back__loop(gw_back_t *b);
 const gw_config_t *gw_back__config(gw_back_t *b);
 /* The tunnel's write side, once every byte queued for it is written and the body ended. */
 void gw_back__tunnel_shut(gw_back_conn_t *c);
+/* A tunnel between bursts: its empty write queues go (io.c). */
+void gw_back__tunnel_trim(gw_back_conn_t *c);
 static inline uv_loop_t *gw_back__loop_of(const gw_back_conn_t *c)
 {
     return gw_back__loop(c->server->up->back);

@@ -330,7 +330,7 @@ static int assign(gw_back_exch_t *x, gw_back_server_t *s)
         gw_back__conn_start(c, x);
         return 0;
     }
-    if (s->open < (s->up->cfg->max_connections ? s->up->cfg->max_connections : 1))
+    if (s->open - s->tunnels < (s->up->cfg->max_connections ? s->up->cfg->max_connections : 1))
         return gw_back__conn_dial(s, x);
     if (pipe && (c = gw_back__conn_pipe_slot(s)) != NULL)
         return gw_back__conn_pipeline(c, x);

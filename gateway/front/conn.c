@@ -649,6 +649,20 @@ void gw_front__release_idle_buffers(conn_t *c)
 {
     int idle = (c->state == CS_H2 && gw_h2_session_active_streams(c->h2) == 0) ||
                (c->state == CS_H1 && !h1x_active(c->h1) && !gw_h1_parser_in_message(c->h1->p));
+    /* a WebSocket tunnel (HTTP/1.1) keeps its state but, between bursts, no empty buffers */
+    int tunnel = c->state == CS_H1 && c->h1->tunnel && c->b;
+    if (tunnel && c->tls)
+        gw_tls_trim(c->tls);
+    if (tunnel && c->b->in.len == 0 && c->b->in.cap) {
+        size_t max = c->b->in.max;
+        gw_bytes_free(&c->b->in);
+        gw_bytes_init(&c->b->in, max);
+    }
+    if (tunnel && c->b->out.len == 0 && c->b->out.cap) {
+        size_t max = c->b->out.max;
+        gw_bytes_free(&c->b->out);
+        gw_bytes_init(&c->b->out, max);
+    }
     if (!idle)
         return;
     if (c->tls)

@@ -93,7 +93,10 @@ static int h1s_switch(conn_t *c, gw_cstream_t *s, const gw_field_t *f, size_t n)
         return rv;
     gw_front__arm(c, CFG(c)->timeouts.tunnel_idle_ms);
     gw_front__kick(c); /* bytes the client sent after its request are the tunnel's now */
-    return gw_front__flush(c);
+    rv = gw_front__flush(c);
+    if (rv == 0)
+        gw_front__release_idle_buffers(c);
+    return rv;
 }
 
 static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n,
@@ -177,7 +180,10 @@ static int h1s_body(gw_cstream_t *s, gw_rbuf_t *b, size_t off, size_t len, int e
         h1x_resp_whole(c->h1);
         gw_front__kick(c);
     }
-    return gw_front__flush(c);
+    rv = gw_front__flush(c);
+    if (c->h1->tunnel && rv == 0)
+        gw_front__release_idle_buffers(c); /* a tunnel between bursts holds no empty buffers */
+    return rv;
 }
 
 /* RFC 9112 §7.1.2: trailer fields after the last chunk; dropped when the body had a length. */

@@ -600,3 +600,23 @@ def test_backpressure_origin_not_reading(gateway, wsorigin):
     assert sent < 24 << 20, sent  # socket buffers, the bound, the origin's 2 messages
     assert grown < 8 * 1024, grown
     ws.cl.close()
+
+
+def test_tunnels_outside_the_pool_cap(gateway, wsorigin):
+    """Upgraded connections do not count against the upstream's max_connections: with a cap
+    of 2, five tunnels stay open and ordinary requests still get origin connections."""
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{wsorigin.port}"], upstream_extra="max_connections: 2"),
+            wait=[("127.0.0.1", port)])
+
+    async def go():
+        conns = []
+        for i in range(5):
+            c = await websockets.connect(f"ws://127.0.0.1:{port}/")
+            conns.append(c)
+        for i, c in enumerate(conns):
+            await c.send(f"m{i}")
+            assert await c.recv() == f"m{i}"
+        for c in conns:
+            await c.close()
+    asyncio.run(go())
