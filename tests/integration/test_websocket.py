@@ -620,3 +620,19 @@ def test_tunnels_outside_the_pool_cap(gateway, wsorigin):
         for c in conns:
             await c.close()
     asyncio.run(go())
+
+
+def test_config_errors(h2gate_bin, tmp_path):
+    from conftest import run
+    for text, want in [("timeouts: {tunnel_idle: 0}\n", "'tunnel_idle' is out of range"),
+                       ("limits: {max_tunnels: x}\n", "max_tunnels"),
+                       ("routes:\n  - { host: '*', path: /, upstream: app, websocket: maybe }\n",
+                        "websocket")]:
+        p = tmp_path / "c.yaml"
+        base = gw_config(free_port(), ["127.0.0.1:9"])
+        if text.startswith("routes:"):
+            base = base[:base.index("routes:")] + text
+            text = ""
+        p.write_text(base + text)
+        r = run([h2gate_bin, "--check-config", str(p)])
+        assert r.returncode == 1 and want in r.stderr and "c.yaml:" in r.stderr, (text, r.stderr)
