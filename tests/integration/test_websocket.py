@@ -11,7 +11,7 @@ import time
 import pytest
 import websockets
 
-from conftest import free_port, wait_port
+from conftest import free_port, sanitized, wait_port
 from gwtest import gw_config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -533,7 +533,7 @@ def test_backpressure_client_not_reading_100mib(gateway, wsorigin):
     got, grown = asyncio.run(go())
     assert got == size
     print(f"RSS grew {grown} KiB while the client did not read")
-    assert grown < 8 * 1024, grown
+    assert grown < 8 * 1024 or sanitized(), grown  # ASan: quarantine
 
 
 def test_backpressure_h2_client_not_reading(gateway, wsorigin):
@@ -554,7 +554,7 @@ def test_backpressure_h2_client_not_reading(gateway, wsorigin):
             break
         got += len(f[1])
     assert got == size
-    assert grown < 8 * 1024, grown
+    assert grown < 8 * 1024 or sanitized(), grown  # ASan: quarantine
     ws.cl.close()
 
 
@@ -578,12 +578,12 @@ def test_backpressure_origin_not_reading(gateway, wsorigin):
     grown = rss_kib(g.proc.pid) - base
     print(f"HTTP/1.1: the client got {sent >> 10} KiB in, RSS grew {grown} KiB")
     assert sent < 24 << 20, sent  # socket buffers, the bound, the origin's 2 messages
-    assert grown < 8 * 1024, grown
+    assert grown < 8 * 1024 or sanitized(), grown  # ASan: quarantine
     s.close()
     # HTTP/2: the window is credited only for what reached the origin
     ws = H2WebSocket(g.port, path="/sleep")
     assert ws.open()[":status"] == "200"
-    data, t0, sent = ws_frame(0x2, b"k" * (1 << 20)), time.monotonic(), 0
+    frame, t0, sent = ws_frame(0x2, b"k" * (1 << 20)), time.monotonic(), 0
     while time.monotonic() - t0 < 3:
         room = min(ws.cl.c.local_flow_control_window(ws.sid), 16384)
         if room <= 0:
@@ -592,13 +592,16 @@ def test_backpressure_origin_not_reading(gateway, wsorigin):
             except socket.timeout:
                 pass
             continue
-        ws.cl.c.send_data(ws.sid, data[:room])
+        off = sent % len(frame)  # a stream of whole frames, one after the other
+        piece = frame[off:off + room]
+        ws.cl.c.send_data(ws.sid, piece)
         ws.cl.flush()
-        sent += room
+        sent += len(piece)
+    assert ws.reset is None and not ws.ended
     grown = rss_kib(g.proc.pid) - base
     print(f"HTTP/2: {sent >> 10} KiB sent, RSS grew {grown} KiB")
     assert sent < 24 << 20, sent  # socket buffers, the bound, the origin's 2 messages
-    assert grown < 8 * 1024, grown
+    assert grown < 8 * 1024 or sanitized(), grown  # ASan: quarantine
     ws.cl.close()
 
 
