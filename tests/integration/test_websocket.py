@@ -639,3 +639,51 @@ def test_config_errors(h2gate_bin, tmp_path):
         p.write_text(base + text)
         r = run([h2gate_bin, "--check-config", str(p)])
         assert r.returncode == 1 and want in r.stderr and "c.yaml:" in r.stderr, (text, r.stderr)
+
+
+def test_tunnels_gauge_and_client_reset(gateway, wsorigin):
+    """h2gate_websocket_tunnels counts open tunnels; a client's RST_STREAM ends its tunnel (the
+    origin connection closes, the tunnel's place under max_tunnels is free again)."""
+    from gwtest import sample, scrape
+    admin = free_port()
+    g = wsgw(gateway, wsorigin, extra=f"limits:\n  max_tunnels: 3\nadmin:\n  address: 127.0.0.1:{admin}\n")
+    wait_port("127.0.0.1", admin)
+
+    async def go():
+        a = await websockets.connect(f"ws://127.0.0.1:{g.port}/")
+        b = await websockets.connect(f"ws://127.0.0.1:{g.port}/")
+        ws = H2WebSocket(g.port)
+        assert ws.open()[":status"] == "200"
+        fams, _ = scrape(admin)
+        assert sample(fams, "h2gate_websocket_tunnels") == 3
+        assert raw_connect(g.port, EXT)[0] == 503  # the cap is reached
+        ws.cl.c.reset_stream(ws.sid)
+        ws.cl.flush()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            fams, _ = scrape(admin)
+            if sample(fams, "h2gate_websocket_tunnels") == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert sample(fams, "h2gate_websocket_tunnels") == 2
+        assert raw_connect(g.port, EXT)[0] == 200  # its place is free
+        await a.close()
+        await b.close()
+        ws.cl.close()
+    asyncio.run(go())
+
+
+def test_bandwidth_limit_applies_to_tunnels(gateway, wsorigin):
+    """throttle.response_rate holds a tunnel's bytes to the client like any response's."""
+    g = wsgw(gateway, wsorigin, extra="throttle:\n  response_rate: 256KiB/s\n  response_burst: 64KiB\n")
+
+    async def go():
+        async with websockets.connect(f"ws://127.0.0.1:{g.port}/flood/{1 << 20}",
+                                      max_size=None) as c:
+            t0, got = time.monotonic(), 0
+            async for m in c:
+                got += len(m)
+            return got, time.monotonic() - t0
+    got, took = asyncio.run(go())
+    assert got == 1 << 20
+    assert took > 2.5, took  # 1 MiB at 256 KiB/s after a 64 KiB burst: about 3.75 s
