@@ -351,6 +351,7 @@ static const char *const ms_keys[][2] = {
     {"body", "body_ms"},
     {"request_body", "request_body_ms"},
     {"tunnel_idle", "tunnel_idle_ms"},
+    {"learn_ttl", "learn_ttl_ms"},
     {"tunnel_drain", "tunnel_drain_ms"},
     {"idle_timeout", "idle_timeout_ms"},
     {"idle_purge", "idle_purge_ms"},
@@ -492,6 +493,18 @@ static const field_t compression_fields[] = {
     FLD(gw_cfg_compression_t, skip_private, F_BOOL, 0, 0),
 };
 
+static const field_t early_hints_fields[] = {
+    FLD(gw_cfg_early_hints_t, learn_entries, F_UINT, 1, 1000000),
+    FLD(gw_cfg_early_hints_t, learn_ttl_ms, F_DUR, 1, DAY_MS),
+};
+
+static int early_hints_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    if (!gw_cfg__set_field(ld, early_hints_fields, NTAB(early_hints_fields), key, v, obj))
+        gw_cfg__err_at(ld, k, "unknown key '%s' in early_hints", key);
+    return 0;
+}
+
 static int compression_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
 {
     gw_cfg_compression_t *z = obj;
@@ -555,7 +568,10 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         load_table(ld, v, "limits", limit_fields, NTAB(limit_fields), &c->limits);
     else if (!strcmp(key, "throttle"))
         load_table(ld, v, "throttle", throttle_fields, NTAB(throttle_fields), &c->throttle);
-    else if (!strcmp(key, "compression")) {
+    else if (!strcmp(key, "early_hints")) {
+        if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "early_hints"))
+            gw_cfg__each_pair(ld, v, early_hints_pair, &c->early_hints);
+    } else if (!strcmp(key, "compression")) {
         if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "compression"))
             gw_cfg__each_pair(ld, v, compression_pair, &c->compression);
     } else if (!strcmp(key, "access_log")) {
@@ -624,6 +640,8 @@ static void set_defaults(gw_config_t *c)
     };
     c->throttle.ipv6_prefix = 64; /* one subscriber or host per /64 (RFC 6177) */
     c->access_log.request_id = 1;
+    c->early_hints.learn_entries = 1024;
+    c->early_hints.learn_ttl_ms = 600000;
     c->compression = (gw_cfg_compression_t){
         .min_size = 256,
         .gzip_level = 5,
@@ -667,6 +685,7 @@ void gw_config_del(gw_config_t *c)
         gw_free(r->path);
         gw_free(r->upstream_name);
         gw_cfg__free_str_list(r->coalesce_headers, r->coalesce_headers_len);
+        gw_cfg__free_str_list(r->early_hints, r->early_hints_len);
     }
     gw_free(c->routes);
     gw_free(c);

@@ -115,6 +115,11 @@ typedef struct {
     uint64_t request_rate;  /* requests/s per client; 0 = none */
     int compress;           /* compress responses (compression: section) */
     int websocket;          /* WebSocket: HTTP/1.1 Upgrade and RFC 8441 CONNECT (default on) */
+    char **early_hints;     /* Link values sent in a 103 to navigations (RFC 8297) */
+    size_t early_hints_len;
+    int early_hints_h1;            /* HTTP/1.1 clients get the 103 too */
+    int early_hints_learn;         /* remember the preload links of shareable 2xx pages */
+    int early_hints_learn_private; /* learn from requests with Authorization or Cookie too */
     unsigned request_burst;
     int line;
 } gw_cfg_route_t;
@@ -187,6 +192,11 @@ typedef struct {
 } gw_cfg_compression_t;
 
 typedef struct {
+    unsigned learn_entries; /* learned pages kept per worker (LRU) */
+    uint64_t learn_ttl_ms;  /* a learned page's links are used this long */
+} gw_cfg_early_hints_t;
+
+typedef struct {
     char *path;     /* NULL: off; "stderr"; otherwise a file (opened for appending) */
     int format;     /* gw_cfg_alog_format_t */
     int request_id; /* x-request-id kept (when sane) or made, forwarded, returned (default 1) */
@@ -214,6 +224,7 @@ typedef struct gw_config {
     gw_cfg_throttle_t throttle;
     gw_cfg_access_log_t access_log;
     gw_cfg_compression_t compression;
+    gw_cfg_early_hints_t early_hints;
     gw_cfg_admin_t admin;
     char *pid_file; /* written at start, replaced on upgrade; NULL: none */
 } gw_config_t;

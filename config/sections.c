@@ -525,12 +525,34 @@ static const field_t route_fields[] = {
     FLD(gw_cfg_route_t, request_burst, F_UINT, 0, 1000000),
     {"compress", F_BOOL, offsetof(gw_cfg_route_t, compress), 0, 0},
     {"websocket", F_BOOL, offsetof(gw_cfg_route_t, websocket), 0, 0},
+    {"early_hints_h1", F_BOOL, offsetof(gw_cfg_route_t, early_hints_h1), 0, 0},
+    {"early_hints_learn", F_BOOL, offsetof(gw_cfg_route_t, early_hints_learn), 0, 0},
+    {"early_hints_learn_private", F_BOOL, offsetof(gw_cfg_route_t, early_hints_learn_private), 0,
+     0},
 };
 
 typedef struct {
     gw_cfg_route_t *r;
     yaml_node_t *host, *path, *up, *name;
 } route_ld_t;
+
+/* RFC 8288 §3: link-value = "<" URI-Reference ">" *( OWS ";" OWS link-param ); checked loosely
+ * (a target in angle brackets, then printable bytes), since it goes out as a field value. */
+static int link_value_ok(const char *s)
+{
+    if (s[0] != '<')
+        return 0;
+    const char *gt = strchr(s, '>');
+    if (!gt || gt == s + 1)
+        return 0;
+    for (const char *p = s; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
+            return 0;
+    for (const char *p = s + 1; p < gt; p++)
+        if (*p == ' ' || *p == '<')
+            return 0;
+    return 1;
+}
 
 static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
 {
@@ -554,6 +576,15 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
         gw_cfg__free_str_list(x->r->coalesce_headers, x->r->coalesce_headers_len);
         x->r->coalesce_headers = gw_cfg__load_str_list(ld, v, key, &x->r->coalesce_headers_len);
         dedup_nocase(x->r->coalesce_headers, &x->r->coalesce_headers_len);
+    } else if (!strcmp(key, "early_hints")) {
+        gw_cfg__free_str_list(x->r->early_hints, x->r->early_hints_len);
+        x->r->early_hints = gw_cfg__load_str_list(ld, v, key, &x->r->early_hints_len);
+        for (size_t i = 0; i < x->r->early_hints_len; i++)
+            if (x->r->early_hints[i] && !link_value_ok(x->r->early_hints[i]))
+                gw_cfg__err_at(ld, v,
+                               "early_hints entry '%s' must be a Link value like "
+                               "'</app.css>; rel=preload; as=style'",
+                               x->r->early_hints[i]);
     } else if (!gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
         gw_cfg__err_at(ld, k, "unknown key '%s' in a route", key);
     }

@@ -150,8 +150,10 @@ typedef struct {
     uint64_t h2err[GW_MH2_KINDS];
     uint64_t tls[3]; /* full, resumed, failed */
     uint64_t unrouted[GW_MCODES];
-    gw_proxy_zstats_t z;         /* snapshots only: z_retired + the live proxies' */
-    gw_proxy_zstats_t z_retired; /* compression counters of generations since retired */
+    gw_proxy_zstats_t z;                /* snapshots only: z_retired + the live proxies' */
+    gw_proxy_zstats_t z_retired;        /* compression counters of generations since retired */
+    gw_proxy_hint_stats_t hint;         /* snapshots only: hint_retired + the live proxies' */
+    gw_proxy_hint_stats_t hint_retired; /* early hints counters of retired generations */
     gw_mroute_t *routes;
     size_t nroutes, routes_cap;
     gw_mup_t *ups;

@@ -235,6 +235,19 @@ static void zadd(gw_proxy_zstats_t *d, const gw_proxy_zstats_t *s, int gauges)
     }
 }
 
+static void hadd(gw_proxy_hint_stats_t *d, const gw_proxy_hint_stats_t *s, int gauges)
+{
+    d->sent_configured += s->sent_configured;
+    d->sent_learned += s->sent_learned;
+    d->sent_origin += s->sent_origin;
+    d->dropped_origin += s->dropped_origin;
+    d->learned += s->learned;
+    d->evicted += s->evicted;
+    d->expired += s->expired;
+    if (gauges)
+        d->entries += s->entries;
+}
+
 /* Origin counters of a generation's pools that are about to close carry on in the entries. */
 void gw_front__metrics_retire(gw_wgen_t *g)
 {
@@ -243,6 +256,9 @@ void gw_front__metrics_retire(gw_wgen_t *g)
     gw_proxy_zstats_t z;
     gw_proxy_zstats(g->proxy, &z);
     zadd(&m->z_retired, &z, 0);
+    gw_proxy_hint_stats_t hs;
+    gw_proxy_hint_stats(g->proxy, &hs);
+    hadd(&m->hint_retired, &hs, 0);
     for (size_t i = 0; i < cfg->upstreams_len; i++)
         for (size_t j = 0; j < cfg->upstreams[i].servers_len; j++) {
             gw_proxy_server_stats_t st;
@@ -298,6 +314,9 @@ static void snap_pools(gw_wgen_t *g, gw_mset_t *dst, int current)
     gw_proxy_zstats_t z;
     gw_proxy_zstats(g->proxy, &z);
     zadd(&dst->z, &z, 1);
+    gw_proxy_hint_stats_t hs;
+    gw_proxy_hint_stats(g->proxy, &hs);
+    hadd(&dst->hint, &hs, 1);
     for (size_t i = 0; i < cfg->upstreams_len; i++) {
         dst->ups[g->mup[i]].queued += gw_proxy_upstream_queued(g->proxy, i);
         for (size_t j = 0; j < cfg->upstreams[i].servers_len; j++) {
@@ -363,6 +382,7 @@ static int snap_take(gw_worker_t *w, gw_mset_t *dst)
     dst->origin_in = m->origin_in_retired;
     dst->origin_out = m->origin_out_retired;
     dst->z = m->z_retired;
+    dst->hint = m->hint_retired;
     if (w->cur)
         snap_pools(w->cur, dst, 1);
     gw_list_foreach(it, &w->old) snap_pools(GW_CONTAINER_OF(it, gw_wgen_t, link), dst, 0);
@@ -407,6 +427,7 @@ static void merge(gw_mset_t *t, const gw_mset_t *s)
     t->tunnels += s->tunnels;
     t->alog_lost += s->alog_lost;
     zadd(&t->z, &s->z, 1);
+    hadd(&t->hint, &s->hint, 1);
     for (size_t i = 0; i < GW_MH2_KINDS; i++)
         t->h2err[i] += s->h2err[i];
     for (size_t i = 0; i < 3; i++)
@@ -592,6 +613,30 @@ static int render(gw_server_t *s, const gw_mset_t *t, const extra_t *x, gw_bytes
     }
     FAM("h2gate_client_streams", "gauge", "Requests under way (HTTP/2 streams and HTTP/1.1).");
     SAMPLE("h2gate_client_streams", NULL, 0, t->streams);
+    FAM("h2gate_early_hints_total", "counter",
+        "103 Early Hints sent, by where their links came from (configured, learned: the "
+        "gateway's; origin: relayed), and origin 103s dropped because one went out already.");
+    {
+        const char *src[] = {"configured", "learned", "origin", "origin_dropped"};
+        uint64_t v[] = {t->hint.sent_configured, t->hint.sent_learned, t->hint.sent_origin,
+                        t->hint.dropped_origin};
+        for (size_t i = 0; i < 4; i++) {
+            gw_label_t l[] = {{"source", src[i]}};
+            SAMPLE("h2gate_early_hints_total", l, 1, v[i]);
+        }
+    }
+    FAM("h2gate_early_hints_page_events_total", "counter",
+        "Pages whose preload links were learned, evicted by the LRU, or expired (learn_ttl).");
+    {
+        const char *ev[] = {"learned", "evicted", "expired"};
+        uint64_t v[] = {t->hint.learned, t->hint.evicted, t->hint.expired};
+        for (size_t i = 0; i < 3; i++) {
+            gw_label_t l[] = {{"event", ev[i]}};
+            SAMPLE("h2gate_early_hints_page_events_total", l, 1, v[i]);
+        }
+    }
+    FAM("h2gate_early_hints_pages", "gauge", "Pages with learned links kept now.");
+    SAMPLE("h2gate_early_hints_pages", NULL, 0, t->hint.entries);
     FAM("h2gate_websocket_tunnels", "gauge",
         "WebSocket tunnels open (HTTP/1.1 Upgrade and RFC 8441 streams).");
     SAMPLE("h2gate_websocket_tunnels", NULL, 0, t->tunnels);

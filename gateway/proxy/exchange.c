@@ -112,7 +112,14 @@ void gw_proxy_del(gw_proxy_t *p)
     GW_ASSERT(!p->back && !p->sweep_open && !p->upload_open && !p->acc_open && !p->closing);
     gw_pool_free(&p->px_pool);
     gw_pool_free(&p->ox_pool);
+    gw_proxy__hints_free(&p->hints);
     gw_free(p);
+}
+
+void gw_proxy_hint_stats(const gw_proxy_t *p, gw_proxy_hint_stats_t *out)
+{
+    *out = p->hints.st;
+    out->entries = p->hints.n;
 }
 
 void gw_proxy_set_rate_table(gw_proxy_t *p, gw_bucket_table_t *t)
@@ -439,7 +446,15 @@ static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         gw_proxy__resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 0);
     FOREACH_SUB(ox, px)
     {
-        if (!px->closed && !(px->resp >= PX_RESP_HEAD) && px->s->ops->interim(px->s, 103, f, n) < 0)
+        if (px->closed || px->resp >= PX_RESP_HEAD)
+            continue;
+        if (px->hinted) { /* one 103 per request: Chromium uses only the first */
+            ox->p->hints.st.dropped_origin++;
+            continue;
+        }
+        px->hinted = 1;
+        ox->p->hints.st.sent_origin++;
+        if (px->s->ops->interim(px->s, 103, f, n) < 0)
             gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
     }
 }
@@ -639,6 +654,9 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         return;
     }
     gw_proxy__unindex(ox); /* from now on a new request gets an exchange of its own */
+    if (ox->route->early_hints_learn && !gw_list_empty(&ox->subs))
+        gw_proxy__hints_learn(ox->p, ox->route, &GW_CONTAINER_OF(ox->subs.next, px_t, slink)->head,
+                              (unsigned)h->status, h->fields, h->fields_len);
     if (ox->nsubs > 1 && !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields,
                                                        h->fields_len, ox->authorized)) {
         /* the followers go to the origin on their own; the first subscriber keeps this one */
@@ -864,6 +882,9 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     if (!px->req_done && !px->ws) /* a tunnel's silence is timeouts.tunnel_idle's */
         gw_proxy__upload_watch(px);
     s->proxy_data = px;
+    /* RFC 8297: the hints go before anything is asked of the origin */
+    if (!px->ws)
+        px->hinted = gw_proxy__hints_send(p, s, r, h) != 0;
 
     /* the key holds the scheme the origin is told (the listener's, DESIGN.md "Safe
      * sharing"), not the client's :scheme */

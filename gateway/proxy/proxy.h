@@ -112,6 +112,16 @@ typedef struct {
 } gw_proxy_zstats_t;
 void gw_proxy_zstats(const gw_proxy_t *p, gw_proxy_zstats_t *out);
 
+/* 103 Early Hints made by the gateway (issue 23). */
+typedef struct {
+    uint64_t sent_configured, sent_learned; /* 103s with configured / learned links */
+    uint64_t sent_origin;    /* the origin's 103 relayed (the gateway had none to send) */
+    uint64_t dropped_origin; /* the origin's 103 not relayed: one 103 went out already */
+    uint64_t learned, evicted, expired; /* pages learned, pushed out by the LRU, too old */
+    uint64_t entries;                   /* gauge: pages known now */
+} gw_proxy_hint_stats_t;
+void gw_proxy_hint_stats(const gw_proxy_t *p, gw_proxy_hint_stats_t *out);
+
 /* Counters of this worker's proxy, for logs and tests. */
 typedef struct {
     uint64_t requests;        /* client streams seen */

@@ -21,6 +21,14 @@
 #include "common/pool.h"
 #include "proxy/proxy.h"
 
+/* The learned pages of hints.c: a hash table with an LRU list. */
+typedef struct {
+    struct gw_hint_ent **tab;
+    size_t tab_cap, n;
+    gw_list_t lru;
+    gw_proxy_hint_stats_t st;
+} gw_proxy_hints_t;
+
 struct gw_proxy {
     const gw_config_t *cfg;
     uv_loop_t *loop;
@@ -33,10 +41,11 @@ struct gw_proxy {
     gw_list_t uploading;    /* px_t whose request body is still coming (timeouts.request_body) */
     uv_prepare_t acc_flush; /* once per loop turn: gathered small request body pieces go out */
     int acc_open;
-    int closing;           /* handles closing (gw_proxy_close) */
-    gw_proxy_zstats_t zst; /* compression (zst.active: against compression.max_concurrent) */
-    unsigned *tunnels;     /* WebSocket tunnels open in the worker (limits.max_tunnels) */
-    unsigned tunnels_own;  /* the count when the front gives none */
+    int closing;            /* handles closing (gw_proxy_close) */
+    gw_proxy_zstats_t zst;  /* compression (zst.active: against compression.max_concurrent) */
+    gw_proxy_hints_t hints; /* learned early hints (hints.c) */
+    unsigned *tunnels;      /* WebSocket tunnels open in the worker (limits.max_tunnels) */
+    unsigned tunnels_own;   /* the count when the front gives none */
     void (*closed_cb)(gw_proxy_t *p, void *arg);
     void *closed_arg;
     gw_list_t acc_pending; /* px_t with gathered pieces */
@@ -46,6 +55,17 @@ struct gw_proxy {
     /* px_t / ox_t (exchange.c): a proxied request allocates neither once warm */
     gw_pool_t px_pool, ox_pool;
 };
+
+/* hints.c: 103 Early Hints (issue 23) */
+/* A GET that is a navigation: Sec-Fetch-Mode: navigate, or without it, Accept with text/html. */
+int gw_proxy__is_navigation(const gw_req_head_t *h);
+/* Send h's 103 with the route's configured and learned links, if any; 1 when one went out. */
+int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r,
+                         const gw_req_head_t *h);
+/* Learn (or forget) the page's preload links from the origin's final answer f[0..n). */
+void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_req_head_t *req,
+                           unsigned status, const gw_field_t *f, size_t n);
+void gw_proxy__hints_free(gw_proxy_hints_t *t);
 
 /* route.c: a gateway-made answer (404, 502, 503, 504) with a short text body. */
 int gw_proxy__answer(gw_cstream_t *s, unsigned status, const char *text);
@@ -164,6 +184,7 @@ typedef struct {
     unsigned reset : 1;
     unsigned follower : 1; /* joined another stream's exchange */
     unsigned ws : 1;       /* a WebSocket request (tunnel.c): no body until the 101 */
+    unsigned hinted : 1;   /* a 103 went to the client (at most one per request) */
     unsigned tunnel : 1;   /* its 101 came: bytes both ways until either side ends */
     gw_req_proto_t proto;
     char path[160]; /* for the log, truncated */

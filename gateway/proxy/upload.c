@@ -248,7 +248,7 @@ void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *tr, siz
     px->req_done = 1;
     gw_proxy__upload_unwatch(px);
     if (px->ws && !px->tunnel)
-        return; /* a WebSocket the origin refused (or not yet answered): no body was sent */
+        return;        /* a WebSocket the origin refused (or not yet answered): no body was sent */
     acc_flush_one(px); /* the gathered pieces go before the end */
     gw_back_exch_t *bx = own_bx(px);
     if (!bx || px->reset)

@@ -32,6 +32,8 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /text/N           200, N bytes of text/plain (content-length); ?h=NAME:VALUE adds a field
     /text-chunked/N   the same, chunked in 7000-byte pieces (?trailer=1: an x-checksum trailer)
     /text-slow/N      200, text/plain, no length, N bytes in 10 pieces 200 ms apart
+    /page-links/MS    after MS ms, 200 text/html with Link: preload, modulepreload, preconnect
+                      and prefetch values (?h=NAME:VALUE adds fields)
     /ws-bad-accept    101 with Upgrade: websocket and a Sec-WebSocket-Accept that matches no key
     /ws-no-upgrade    101 without an Upgrade field
     /ws-refuse        403 with a body (an origin that refuses the WebSocket), keep-alive
@@ -237,6 +239,20 @@ class ScriptedOrigin:
         query = req.target.split("?", 1)[1] if "?" in req.target else ""
         extra = [tuple(urllib.parse.unquote(q[2:]).split(":", 1)) for q in query.split("&")
                  if q.startswith("h=") and ":" in q]
+        if kind == "page-links":
+            time.sleep(arg / 1000.0)
+            body = b"<!doctype html><title>p</title>" + b"x" * 1000
+            send(200, [("Content-Type", "text/html"), ("Content-Length", str(len(body))),
+                       ("Link", "</hinted.css>; rel=preload; as=style, </app.mjs>; rel=modulepreload"),
+                       ("Link", "<https://cdn.example>; rel=preconnect, </later.html>; rel=prefetch")]
+                 + extra, body)
+            return True
+        if kind == "hinted.css":
+            body = b"body { color: rgb(1, 2, 3); }\n"
+            # cacheable: Chromium keeps what a 103 made it fetch in its HTTP cache
+            send(200, [("Content-Type", "text/css"), ("Content-Length", str(len(body))),
+                       ("Cache-Control", "max-age=60")], body)
+            return True
         if kind == "ws-bad-accept":
             c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                       b"Connection: Upgrade\r\nSec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\n\r\n")

@@ -1,0 +1,311 @@
+/* proxy/hints.c — 103 Early Hints made by the gateway (RFC 8297, issue 23): the Link values a
+ * route configures, and those it learns from the origin's shareable answers, sent to a
+ * navigation as soon as it is routed, before the origin is asked.
+ *
+ * Learning (per worker proxy, an LRU of `early_hints.learn_entries` pages with a TTL of
+ * `early_hints.learn_ttl`): the `Link` values with rel preload, modulepreload or preconnect of
+ * the last 2xx answer to a GET navigation, keyed by route, authority and path (without the
+ * query). Only from answers a shared cache could serve to anyone (no Set-Cookie, not private
+ * or no-store, a request without Authorization or Cookie unless the route says
+ * early_hints_learn_private): hints must never tell one visitor what another's personalised
+ * page links to. A 2xx with no such link forgets the page. At most one 103 goes to a request:
+ * the gateway's when it has hints, else the origin's first (Chromium uses only the first). */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "proxy/proxy_internal.h"
+
+#define HINTS_VALUE_MAX 4096 /* bytes of learned links kept per page */
+
+struct gw_hint_ent {
+    gw_list_t lru;            /* in the table's lru, most recent first */
+    struct gw_hint_ent *next; /* hash chain */
+    uint64_t hash, at_ms;
+    size_t keylen, vlen;
+    char data[]; /* key, then the links (one value per line) */
+};
+
+static uint64_t now_ms(void)
+{
+    return gw_now_ns() / 1000000;
+}
+
+static int field_has(const gw_field_t *f, size_t n, const char *name, const char *token)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!gw_proxy__name_is(f[i].name, name))
+            continue;
+        if (!token)
+            return 1;
+        const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
+        while (p < e) {
+            const uint8_t *c = memchr(p, ',', (size_t)(e - p));
+            gw_slice_t t = gw_slice_trim((gw_slice_t){p, (size_t)((c ? c : e) - p)});
+            const uint8_t *eq = memchr(t.base, '=', t.len);
+            if (eq)
+                t.len = (size_t)(eq - t.base);
+            if (gw_slice_eq_nocase(gw_slice_trim(t), gw_slice_str(token)))
+                return 1;
+            p = c ? c + 1 : e;
+        }
+    }
+    return 0;
+}
+
+static gw_slice_t field_value(const gw_field_t *f, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (gw_proxy__name_is(f[i].name, name))
+            return f[i].value;
+    return (gw_slice_t){0};
+}
+
+int gw_proxy__is_navigation(const gw_req_head_t *h)
+{
+    if (!gw_slice_eq(h->method, GW_SLICE_LIT("GET")))
+        return 0;
+    gw_slice_t mode = field_value(h->fields, h->fields_len, "sec-fetch-mode");
+    if (mode.base) /* the Fetch Metadata of the request says what it is */
+        return gw_slice_eq_nocase(gw_slice_trim(mode), GW_SLICE_LIT("navigate"));
+    gw_slice_t acc = field_value(h->fields, h->fields_len, "accept");
+    for (size_t i = 0; acc.base && i + 9 <= acc.len; i++)
+        if (gw_slice_eq_nocase((gw_slice_t){acc.base + i, 9}, GW_SLICE_LIT("text/html")))
+            return 1;
+    return 0;
+}
+
+/* ---- the table ------------------------------------------------------------------------------ */
+
+static size_t key_of(const gw_cfg_route_t *r, size_t route_index, const gw_req_head_t *h, char *out,
+                     size_t cap)
+{
+    (void)r;
+    gw_slice_t path = h->path;
+    const uint8_t *q = memchr(path.base, '?', path.len);
+    if (q)
+        path.len = (size_t)(q - path.base);
+    size_t n = 4 + h->authority.len + 1 + path.len;
+    if (n > cap)
+        return 0;
+    uint32_t ri = (uint32_t)route_index;
+    memcpy(out, &ri, 4);
+    for (size_t i = 0; i < h->authority.len; i++) { /* RFC 3986 §6.2.2.1 */
+        char c = (char)h->authority.base[i];
+        out[4 + i] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+    }
+    out[4 + h->authority.len] = 0;
+    memcpy(out + 5 + h->authority.len, path.base, path.len);
+    return n;
+}
+
+static struct gw_hint_ent **slot(gw_proxy_hints_t *t, const char *key, size_t n, uint64_t hash)
+{
+    struct gw_hint_ent **pp = &t->tab[hash & (t->tab_cap - 1)];
+    while (*pp && !((*pp)->hash == hash && (*pp)->keylen == n && !memcmp((*pp)->data, key, n)))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static void ent_remove(gw_proxy_hints_t *t, struct gw_hint_ent **pp)
+{
+    struct gw_hint_ent *e = *pp;
+    *pp = e->next;
+    gw_list_remove(&e->lru);
+    gw_free(e);
+    t->n--;
+}
+
+void gw_proxy__hints_free(gw_proxy_hints_t *t)
+{
+    for (size_t i = 0; i < t->tab_cap; i++)
+        while (t->tab[i])
+            ent_remove(t, &t->tab[i]);
+    gw_free(t->tab);
+    t->tab = NULL;
+    t->tab_cap = 0;
+}
+
+static int table_ready(gw_proxy_hints_t *t, size_t max)
+{
+    if (t->tab)
+        return 0;
+    size_t cap = 16;
+    while (cap < max && cap < (1u << 20))
+        cap <<= 1;
+    t->tab = gw_calloc(cap, sizeof(*t->tab));
+    if (!t->tab)
+        return GW_E_NOMEM;
+    t->tab_cap = cap;
+    gw_list_init(&t->lru);
+    return 0;
+}
+
+/* ---- learning ------------------------------------------------------------------------------- */
+
+/* Whether the link-value (one element of a Link field) has rel preload, modulepreload or
+ * preconnect (RFC 8288 §3.3: rel is a space-separated list, maybe quoted). */
+static int preload_like(gw_slice_t v)
+{
+    const uint8_t *gt = memchr(v.base, '>', v.len);
+    if (!gt || v.len == 0 || v.base[0] != '<')
+        return 0;
+    const uint8_t *p = gt + 1, *e = v.base + v.len;
+    while (p < e) {
+        const uint8_t *semi = memchr(p, ';', (size_t)(e - p));
+        gw_slice_t param = gw_slice_trim((gw_slice_t){p, (size_t)((semi ? semi : e) - p)});
+        p = semi ? semi + 1 : e;
+        if (param.len < 4 || !gw_slice_eq_nocase((gw_slice_t){param.base, 4}, GW_SLICE_LIT("rel=")))
+            continue;
+        gw_slice_t rel = {param.base + 4, param.len - 4};
+        if (rel.len >= 2 && rel.base[0] == '"' && rel.base[rel.len - 1] == '"')
+            rel = (gw_slice_t){rel.base + 1, rel.len - 2};
+        const uint8_t *q = rel.base, *re = rel.base + rel.len;
+        while (q < re) {
+            const uint8_t *sp = memchr(q, ' ', (size_t)(re - q));
+            gw_slice_t tok = {q, (size_t)((sp ? sp : re) - q)};
+            q = sp ? sp + 1 : re;
+            if (gw_slice_eq_nocase(tok, GW_SLICE_LIT("preload")) ||
+                gw_slice_eq_nocase(tok, GW_SLICE_LIT("modulepreload")) ||
+                gw_slice_eq_nocase(tok, GW_SLICE_LIT("preconnect")))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* The preload-like link values of the Link fields, one per line, into out; their length. */
+static size_t collect_links(const gw_field_t *f, size_t n, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!gw_proxy__name_is(f[i].name, "link"))
+            continue;
+        const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
+        while (p < e) {
+            /* a comma ends a link-value unless inside <...> or a quoted string */
+            const uint8_t *c = p;
+            int in_uri = 0, in_q = 0;
+            for (; c < e; c++) {
+                if (*c == '<' && !in_q)
+                    in_uri = 1;
+                else if (*c == '>' && !in_q)
+                    in_uri = 0;
+                else if (*c == '"' && !in_uri)
+                    in_q = !in_q;
+                else if (*c == ',' && !in_uri && !in_q)
+                    break;
+            }
+            gw_slice_t v = gw_slice_trim((gw_slice_t){p, (size_t)(c - p)});
+            p = c < e ? c + 1 : e;
+            if (!preload_like(v) || k + v.len + 1 > cap)
+                continue;
+            memcpy(out + k, v.base, v.len);
+            k += v.len;
+            out[k++] = '\n';
+        }
+    }
+    return k;
+}
+
+void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_req_head_t *req,
+                           unsigned status, const gw_field_t *f, size_t n)
+{
+    if (!r->early_hints_learn || status < 200 || status > 299 || !gw_proxy__is_navigation(req))
+        return;
+    /* only what a shared cache could give anyone (RFC 9111 §3, §3.5; Set-Cookie stricter) */
+    if (field_has(f, n, "set-cookie", NULL) || field_has(f, n, "cache-control", "private") ||
+        field_has(f, n, "cache-control", "no-store"))
+        return;
+    if (!r->early_hints_learn_private &&
+        (field_has(req->fields, req->fields_len, "authorization", NULL) ||
+         field_has(req->fields, req->fields_len, "cookie", NULL)))
+        return;
+    gw_proxy_hints_t *t = &p->hints;
+    size_t max = p->cfg->early_hints.learn_entries;
+    if (table_ready(t, max) < 0)
+        return;
+    char key[2048], links[HINTS_VALUE_MAX];
+    size_t kl = key_of(r, (size_t)(r - p->cfg->routes), req, key, sizeof(key));
+    if (!kl)
+        return;
+    uint64_t hash = gw_proxy__hash(key, kl);
+    struct gw_hint_ent **pp = slot(t, key, kl, hash);
+    size_t vl = collect_links(f, n, links, sizeof(links));
+    if (*pp) /* the new answer replaces what was learned */
+        ent_remove(t, pp);
+    if (!vl)
+        return; /* the page no longer preloads anything: forgotten */
+    while (t->n >= max && !gw_list_empty(&t->lru)) {
+        struct gw_hint_ent *old = GW_CONTAINER_OF(t->lru.prev, struct gw_hint_ent, lru);
+        ent_remove(t, slot(t, old->data, old->keylen, old->hash));
+        t->st.evicted++;
+    }
+    struct gw_hint_ent *e = gw_malloc(sizeof(*e) + kl + vl);
+    if (!e)
+        return;
+    e->hash = hash;
+    e->at_ms = now_ms();
+    e->keylen = kl;
+    e->vlen = vl;
+    memcpy(e->data, key, kl);
+    memcpy(e->data + kl, links, vl);
+    pp = slot(t, key, kl, hash);
+    e->next = NULL;
+    *pp = e;
+    gw_list_push_front(&t->lru, &e->lru);
+    t->n++;
+    t->st.learned++;
+}
+
+/* ---- sending ----------------------------------------------------------------------------- */
+
+int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r,
+                         const gw_req_head_t *h)
+{
+    if ((!r->early_hints_len && !r->early_hints_learn) || !gw_proxy__is_navigation(h) ||
+        (h->proto == GW_REQ_HTTP1 && !r->early_hints_h1))
+        return 0;
+    gw_field_t f[64];
+    size_t n = 0;
+    for (size_t i = 0; i < r->early_hints_len && n < 64; i++)
+        f[n++] = (gw_field_t){GW_SLICE_LIT("link"), gw_slice_str(r->early_hints[i])};
+    size_t configured = n, learned = 0;
+    gw_proxy_hints_t *t = &p->hints;
+    if (r->early_hints_learn && t->tab) {
+        char key[2048];
+        size_t kl = key_of(r, (size_t)(r - p->cfg->routes), h, key, sizeof(key));
+        struct gw_hint_ent **pp = kl ? slot(t, key, kl, gw_proxy__hash(key, kl)) : NULL;
+        if (pp && *pp && now_ms() - (*pp)->at_ms > p->cfg->early_hints.learn_ttl_ms) {
+            ent_remove(t, pp); /* stale */
+            t->st.expired++;
+        } else if (pp && *pp) {
+            struct gw_hint_ent *e = *pp;
+            gw_list_remove(&e->lru);
+            gw_list_push_front(&t->lru, &e->lru);
+            const char *v = e->data + e->keylen, *end = v + e->vlen;
+            while (v < end && n < 64) {
+                const char *nl = memchr(v, '\n', (size_t)(end - v));
+                gw_slice_t one = {(const uint8_t *)v, (size_t)(nl - v)};
+                v = nl + 1;
+                int dup = 0; /* a configured hint already says it */
+                for (size_t k = 0; k < configured && !dup; k++)
+                    dup = gw_slice_eq(f[k].value, one);
+                if (!dup) {
+                    f[n++] = (gw_field_t){GW_SLICE_LIT("link"), one};
+                    learned++;
+                }
+            }
+        }
+    }
+    if (!n)
+        return 0;
+    if (s->ops->interim(s, 103, f, n) < 0)
+        return 0;
+    if (configured)
+        t->st.sent_configured++;
+    if (learned)
+        t->st.sent_learned++;
+    return 1;
+}

@@ -1,0 +1,185 @@
+"""103 Early Hints made by the gateway (issue 23): configured per route, learned from the
+origin's shareable pages, at most one 103 per request; python3-h2 and raw HTTP/1.1 clients."""
+import socket
+import time
+
+import h2.events
+import pytest
+
+from conftest import free_port
+from gwtest import Client, gw_config, sample, scrape
+
+NAV = [("sec-fetch-mode", "navigate"), ("accept", "text/html")]
+CONF = ["</app.css>; rel=preload; as=style", "</app.js>; rel=preload; as=script"]
+
+
+def hgw(gateway, origin, route_extra="", extra="", admin=None):
+    port = free_port()
+    if admin:
+        extra += f"admin:\n  address: 127.0.0.1:{admin}\n"
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra=route_extra,
+                          extra=extra), wait=[("127.0.0.1", port)] + ([("127.0.0.1", admin)] if admin else []))
+    g.port = port
+    return g
+
+
+def h2_get(port, path, extra=()):
+    """One GET over h2c: ([(seconds after the request, 103 link values)], final status,
+    seconds to the final head)."""
+    cl = Client(port)
+    t0 = time.monotonic()
+    sid = cl.request(path, extra=list(extra))
+    hints, status, at = [], None, None
+    done = False
+    deadline = t0 + 10
+    while not done and time.monotonic() < deadline:
+        cl.s.settimeout(5)
+        data = cl.s.recv(1 << 20)
+        if not data:
+            break
+        for e in cl.c.receive_data(data):
+            if isinstance(e, h2.events.InformationalResponseReceived) and e.stream_id == sid:
+                hd = e.headers
+                assert dict(hd)[":status"] == "103"
+                hints.append((time.monotonic() - t0, [v for k, v in hd if k == "link"]))
+            elif isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid:
+                status, at = int(dict(e.headers)[":status"]), time.monotonic() - t0
+            elif isinstance(e, h2.events.DataReceived):
+                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, (h2.events.StreamEnded, h2.events.StreamReset)):
+                done = True
+        cl.flush()
+    cl.close()
+    return hints, status, at
+
+
+def h1_get(port, path, headers=()):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        req = f"GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
+        req += "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
+        s.sendall(req.encode())
+        data = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+    return data
+
+
+def yaml_list(items):
+    return "[" + ", ".join("'" + i + "'" for i in items) + "]"
+
+
+def test_configured_hints_h2_before_the_response(gateway, origin):
+    g = hgw(gateway, origin, route_extra=f"early_hints: {yaml_list(CONF)}")
+    hints, status, at = h2_get(g.port, "/slow/1000", NAV)  # /slow: ~1 s of pieces
+    assert status == 200
+    assert len(hints) == 1 and hints[0][1] == CONF
+    assert hints[0][0] < at
+    # Accept: text/html without Fetch Metadata is a navigation too; a subresource is not
+    assert len(h2_get(g.port, "/bytes/10", [("accept", "text/html,*/*")])[0]) == 1
+    assert h2_get(g.port, "/bytes/10", [("sec-fetch-mode", "no-cors"), ("accept", "text/html")])[0] == []
+    assert h2_get(g.port, "/bytes/10", [("accept", "image/png")])[0] == []
+
+
+def test_configured_hints_h1_only_when_asked(gateway, origin):
+    g = hgw(gateway, origin, route_extra=f"early_hints: {yaml_list(CONF)}")
+    data = h1_get(g.port, "/bytes/10", NAV)
+    assert data.startswith(b"HTTP/1.1 200 ") and b" 103 " not in data
+    g2 = hgw(gateway, origin, route_extra=f"early_hints: {yaml_list(CONF)}\nearly_hints_h1: true")
+    data = h1_get(g2.port, "/bytes/10", NAV)
+    assert data.startswith(b"HTTP/1.1 103 Early Hints\r\n"), data[:200]
+    head103, _, rest = data.partition(b"\r\n\r\n")
+    assert b"link: </app.css>; rel=preload; as=style" in head103.lower()
+    assert rest.startswith(b"HTTP/1.1 200 ")
+    # HTTP/1.0 never gets a 1xx (RFC 9110 §15.2)
+    with socket.create_connection(("127.0.0.1", g2.port), timeout=5) as s:
+        s.sendall(b"GET /bytes/10 HTTP/1.0\r\nHost: a\r\nSec-Fetch-Mode: navigate\r\n\r\n")
+        assert s.recv(65536).startswith(b"HTTP/1.1 200 ")
+
+
+def test_one_103_per_request(gateway, origin):
+    """The origin's 103 is relayed when the gateway has none; when the gateway sent its own,
+    the origin's is dropped (Chromium uses only the first)."""
+    admin = free_port()
+    g = hgw(gateway, origin, admin=admin)
+    hints, status, _ = h2_get(g.port, "/early-hints", NAV)
+    assert status == 200 and len(hints) == 1 and "</style.css>" in hints[0][1][0]
+    g2 = hgw(gateway, origin, route_extra=f"early_hints: {yaml_list(CONF)}", admin=free_port())
+    hints, status, _ = h2_get(g2.port, "/early-hints", NAV)
+    assert status == 200 and len(hints) == 1 and hints[0][1] == CONF
+    fams, _ = scrape(admin)
+    assert sample(fams, "h2gate_early_hints_total", source="origin") == 1
+
+
+def test_learned_hints(gateway, origin):
+    """Against an origin that takes 500 ms to answer a page with preload links: the first
+    navigation gets no 103, the second gets one within 50 ms with the preload-like links
+    (prefetch is not one); a query string is the same page."""
+    admin = free_port()
+    g = hgw(gateway, origin, route_extra="early_hints_learn: true", admin=admin)
+    hints, status, at = h2_get(g.port, "/page-links/500", NAV)
+    assert status == 200 and hints == [] and at >= 0.45
+    hints, status, at = h2_get(g.port, "/page-links/500?x=1", NAV)
+    assert status == 200 and len(hints) == 1, hints
+    t, links = hints[0]
+    print(f"learned 103 after {t * 1000:.1f} ms, the page after {at * 1000:.0f} ms")
+    assert t < 0.05, t
+    assert links == ["</hinted.css>; rel=preload; as=style", "</app.mjs>; rel=modulepreload",
+                     "<https://cdn.example>; rel=preconnect"]
+    fams, _ = scrape(admin)
+    assert sample(fams, "h2gate_early_hints_total", source="learned") == 1
+    assert sample(fams, "h2gate_early_hints_page_events_total", event="learned") == 2  # relearned
+    assert sample(fams, "h2gate_early_hints_pages") == 1
+
+
+@pytest.mark.parametrize("variant", ["set-cookie", "private", "no-store", "request-cookie",
+                                     "request-authorization"])
+def test_personal_pages_never_learned(gateway, origin, variant):
+    g = hgw(gateway, origin, route_extra="early_hints_learn: true")
+    q, hdr = "", list(NAV)
+    if variant == "set-cookie":
+        q = "?h=Set-Cookie:sid%3D1"
+    elif variant in ("private", "no-store"):
+        q = f"?h=Cache-Control:{variant}"
+    elif variant == "request-cookie":
+        hdr.append(("cookie", "sid=1"))
+    else:
+        hdr.append(("authorization", "Bearer x"))
+    for _ in range(2):
+        hints, status, _ = h2_get(g.port, f"/page-links/10{q}", hdr)
+        assert status == 200 and hints == [], (variant, hints)
+    # the same page without the personal part is learned
+    h2_get(g.port, "/page-links/10", NAV)
+    assert len(h2_get(g.port, "/page-links/10", NAV)[0]) == 1
+
+
+def test_learn_lru_and_ttl(gateway, origin):
+    admin = free_port()
+    g = hgw(gateway, origin, route_extra="early_hints_learn: true",
+            extra="early_hints:\n  learn_entries: 2\n  learn_ttl: 1s\n", admin=admin)
+    for p in ("a", "b", "c"):
+        h2_get(g.port, f"/page-links/1/{p}", NAV)
+    fams, _ = scrape(admin)
+    # /page-links/1/a, /b, /c are three pages; two fit: the oldest went
+    assert sample(fams, "h2gate_early_hints_pages") == 2
+    assert sample(fams, "h2gate_early_hints_page_events_total", event="evicted") == 1
+    assert h2_get(g.port, "/page-links/1/a", NAV)[0] == []
+    assert len(h2_get(g.port, "/page-links/1/c", NAV)[0]) == 1
+    time.sleep(1.2)
+    assert h2_get(g.port, "/page-links/1/c", NAV)[0] == []  # older than learn_ttl
+    fams, _ = scrape(admin)
+    assert sample(fams, "h2gate_early_hints_page_events_total", event="expired") == 1
+
+
+def test_config_errors(h2gate_bin, tmp_path):
+    from conftest import run
+    for route, extra, want in [("early_hints: ['app.css']", "", "must be a Link value"),
+                               ("early_hints: 5", "", "early_hints"),
+                               ("", "early_hints: {learn_entries: 0}\n", "'learn_entries' is out of range"),
+                               ("", "early_hints: {bogus: 1}\n", "unknown key 'bogus' in early_hints")]:
+        p = tmp_path / "c.yaml"
+        p.write_text(gw_config(free_port(), ["127.0.0.1:9"], route_extra=route, extra=extra))
+        r = run([h2gate_bin, "--check-config", str(p)])
+        assert r.returncode == 1 and want in r.stderr and "c.yaml:" in r.stderr, (route, r.stderr)

@@ -1,0 +1,162 @@
+/* Unit tests of proxy/hints.c: which requests are navigations, which Link values are learned
+ * (rel lists, commas inside targets and quoted strings), which answers are never learned, and
+ * the 103 a navigation then gets (configured first, learned without duplicates). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/err.h"
+#include "config/config.h"
+#include "proxy/proxy.h"
+#include "proxy/proxy_internal.h"
+
+#include <uv.h>
+
+static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
+                          "upstreams:\n"
+                          "  app: {servers: [127.0.0.1:9001]}\n"
+                          "routes:\n"
+                          "  - {host: '*', path: /, upstream: app, early_hints_learn: true,\n"
+                          "     early_hints: ['</conf.css>; rel=preload; as=style']}\n";
+
+static gw_config_t *cfg;
+static gw_proxy_t *px;
+
+/* A client stream that records the 103 it is sent. */
+static char got[4096];
+static size_t got_n;
+
+static int f_interim(gw_cstream_t *s, unsigned status, const gw_field_t *f, size_t n)
+{
+    (void)s;
+    assert_int_equal(status, 103);
+    got_n = n;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += (size_t)snprintf(got + k, sizeof(got) - k, "%.*s|", (int)f[i].value.len,
+                              (const char *)f[i].value.base);
+    return 0;
+}
+
+static const gw_cstream_ops_t fops = {.interim = f_interim};
+
+static int setup(void **state)
+{
+    (void)state;
+    gw_config_errors_t e = {0};
+    if (gw_config_load_string("t.yaml", yaml, strlen(yaml), &cfg, &e) < 0)
+        return -1;
+    return gw_proxy_new(uv_default_loop(), cfg, &px);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    gw_proxy_close(px);
+    uv_run(uv_default_loop(), UV_RUN_DEFAULT);
+    gw_proxy_del(px);
+    gw_config_del(cfg);
+    return 0;
+}
+
+static gw_req_head_t req(const char *path, const gw_field_t *f, size_t n)
+{
+    return (gw_req_head_t){.method = GW_SLICE_LIT("GET"),
+                           .scheme = GW_SLICE_LIT("https"),
+                           .authority = GW_SLICE_LIT("Shop.Test"),
+                           .path = gw_slice_str(path),
+                           .fields = f,
+                           .fields_len = n,
+                           .content_length = -1,
+                           .end_stream = 1,
+                           .proto = GW_REQ_H2};
+}
+
+static void navigation(void **state)
+{
+    (void)state;
+    gw_field_t nav[] = {{GW_SLICE_LIT("sec-fetch-mode"), GW_SLICE_LIT("navigate")}};
+    gw_field_t cors[] = {{GW_SLICE_LIT("sec-fetch-mode"), GW_SLICE_LIT("cors")},
+                         {GW_SLICE_LIT("accept"), GW_SLICE_LIT("text/html")}};
+    gw_field_t html[] = {{GW_SLICE_LIT("accept"), GW_SLICE_LIT("application/xhtml+xml,TEXT/HTML")}};
+    gw_field_t img[] = {{GW_SLICE_LIT("accept"), GW_SLICE_LIT("image/avif")}};
+    gw_req_head_t h = req("/", nav, 1);
+    assert_true(gw_proxy__is_navigation(&h));
+    h = req("/", cors, 2);
+    assert_false(gw_proxy__is_navigation(&h)); /* Fetch Metadata says what it is */
+    h = req("/", html, 1);
+    assert_true(gw_proxy__is_navigation(&h));
+    h = req("/", img, 1);
+    assert_false(gw_proxy__is_navigation(&h));
+    h = req("/", nav, 1);
+    h.method = GW_SLICE_LIT("POST");
+    assert_false(gw_proxy__is_navigation(&h));
+}
+
+static void learn_and_send(void **state)
+{
+    (void)state;
+    const gw_cfg_route_t *r = &cfg->routes[0];
+    gw_field_t nav[] = {{GW_SLICE_LIT("sec-fetch-mode"), GW_SLICE_LIT("navigate")}};
+    gw_field_t resp[] = {
+        {GW_SLICE_LIT("Link"),
+         GW_SLICE_LIT("</a,b.css>; rel=preload; as=style, "
+                      "</x.js>; rel=\"prefetch\", "
+                      "</m.js>; rel=\"modulepreload preload\"; title=\"a, b\"")},
+        {GW_SLICE_LIT("link"), GW_SLICE_LIT("<https://cdn.test>; rel=preconnect")},
+        {GW_SLICE_LIT("link"), GW_SLICE_LIT("</conf.css>; rel=preload; as=style")},
+        {GW_SLICE_LIT("link"), GW_SLICE_LIT("</next>; rel=next")},
+    };
+    gw_req_head_t h = req("/page?q=1", nav, 1);
+    gw_cstream_t s = {.ops = &fops, .peer = "t"};
+    /* nothing learned yet: the configured hint only */
+    got_n = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &h), 1);
+    assert_string_equal(got, "</conf.css>; rel=preload; as=style|");
+    gw_proxy__hints_learn(px, r, &h, 200, resp, 4);
+    /* the same page (other query, authority in other case): configured, then learned, the
+     * duplicate once; prefetch and next are not preload-like */
+    gw_req_head_t h2 = req("/page", nav, 1);
+    h2.authority = GW_SLICE_LIT("shop.test");
+    got_n = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &h2), 1);
+    assert_string_equal(got, "</conf.css>; rel=preload; as=style|"
+                             "</a,b.css>; rel=preload; as=style|"
+                             "</m.js>; rel=\"modulepreload preload\"; title=\"a, b\"|"
+                             "<https://cdn.test>; rel=preconnect|");
+    /* answers that must never be learned replace nothing either */
+    gw_field_t priv[] = {{GW_SLICE_LIT("cache-control"), GW_SLICE_LIT("max-age=0, PRIVATE")},
+                         {GW_SLICE_LIT("link"), GW_SLICE_LIT("</secret.css>; rel=preload")}};
+    gw_req_head_t other = req("/other", nav, 1);
+    gw_proxy__hints_learn(px, r, &other, 200, priv, 2);
+    gw_field_t ck[] = {{GW_SLICE_LIT("set-cookie"), GW_SLICE_LIT("a=b")},
+                       {GW_SLICE_LIT("link"), GW_SLICE_LIT("</secret.css>; rel=preload")}};
+    gw_proxy__hints_learn(px, r, &other, 200, ck, 2);
+    gw_field_t cookie[] = {{GW_SLICE_LIT("sec-fetch-mode"), GW_SLICE_LIT("navigate")},
+                           {GW_SLICE_LIT("cookie"), GW_SLICE_LIT("sid=1")}};
+    gw_req_head_t withc = req("/other", cookie, 2);
+    gw_proxy__hints_learn(px, r, &withc, 200, &priv[1], 1);
+    gw_proxy__hints_learn(px, r, &other, 404, &priv[1], 1); /* not a 2xx */
+    got_n = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &other), 1);
+    assert_string_equal(got, "</conf.css>; rel=preload; as=style|");
+    /* a 2xx without preload links forgets the page */
+    gw_proxy__hints_learn(px, r, &h, 200, &resp[3], 1);
+    got_n = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &h2), 1);
+    assert_int_equal(got_n, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(navigation),
+        cmocka_unit_test(learn_and_send),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
