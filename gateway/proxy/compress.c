@@ -132,35 +132,6 @@ const char *gw_proxy_zskip_name(gw_zskip_t k)
 
 /* ---- the rules ---------------------------------------------------------------------------- */
 
-static const gw_field_t *field(const gw_field_t *f, size_t n, const char *name)
-{
-    for (size_t i = 0; i < n; i++)
-        if (tok_eq(f[i].name, name))
-            return &f[i];
-    return NULL;
-}
-
-/* A token in a comma list (Cache-Control directives, Vary members), case-insensitively. */
-static int list_has(const gw_field_t *f, size_t n, const char *name, const char *token)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (!tok_eq(f[i].name, name))
-            continue;
-        const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
-        while (p < e) {
-            const uint8_t *c = memchr(p, ',', (size_t)(e - p));
-            gw_slice_t t = gw_slice_trim((gw_slice_t){p, (size_t)((c ? c : e) - p)});
-            const uint8_t *eq = memchr(t.base, '=', t.len);
-            if (eq)
-                t.len = (size_t)(eq - t.base);
-            if (tok_eq(gw_slice_trim(t), token))
-                return 1;
-            p = c ? c + 1 : e;
-        }
-    }
-    return 0;
-}
-
 int gw_proxy__type_listed(const gw_cfg_compression_t *z, gw_slice_t ctype)
 {
     const uint8_t *semi = memchr(ctype.base, ';', ctype.len);
@@ -190,20 +161,20 @@ gw_zskip_t gw_proxy__zdecide(const gw_cfg_compression_t *z, const gw_req_head_t 
                              unsigned status, const gw_field_t *rf, size_t rn, int64_t cl,
                              gw_zcoding_t chosen)
 {
-    const gw_field_t *ct = field(rf, rn, "content-type");
+    const gw_field_t *ct = gw_proxy__field(rf, rn, "content-type");
     if (status != 200 || gw_slice_eq(req->method, GW_SLICE_LIT("HEAD")))
         return GW_ZSKIP_STATUS;
-    if (field(rf, rn, "content-encoding"))
+    if (gw_proxy__field(rf, rn, "content-encoding"))
         return GW_ZSKIP_ENCODED;
-    if (list_has(rf, rn, "cache-control", "no-transform"))
+    if (gw_proxy__list_has(rf, rn, "cache-control", "no-transform"))
         return GW_ZSKIP_NO_TRANSFORM;
     if (!ct || !gw_proxy__type_listed(z, ct->value))
         return GW_ZSKIP_TYPE;
-    if (field(req->fields, req->fields_len, "range"))
+    if (gw_proxy__field(req->fields, req->fields_len, "range"))
         return GW_ZSKIP_RANGE;
-    if (z->skip_private &&
-        (field(rf, rn, "set-cookie") || list_has(rf, rn, "cache-control", "private") ||
-         list_has(rf, rn, "cache-control", "no-store")))
+    if (z->skip_private && (gw_proxy__field(rf, rn, "set-cookie") ||
+                            gw_proxy__list_has(rf, rn, "cache-control", "private") ||
+                            gw_proxy__list_has(rf, rn, "cache-control", "no-store")))
         return GW_ZSKIP_PRIVATE;
     if (cl >= 0 && (uint64_t)cl < z->min_size)
         return GW_ZSKIP_SMALL;
@@ -230,7 +201,8 @@ size_t gw_proxy__zhead(gw_field_t *f, size_t n, size_t cap, gw_zcoding_t c, int 
         }
         if (tok_eq(x.name, "vary") && !vary_done) {
             gw_field_t one = {x.name, x.value};
-            if (list_has(&one, 1, "vary", "accept-encoding") || list_has(&one, 1, "vary", "*"))
+            if (gw_proxy__list_has(&one, 1, "vary", "accept-encoding") ||
+                gw_proxy__list_has(&one, 1, "vary", "*"))
                 vary_done = 1;
         }
         f[k++] = x;

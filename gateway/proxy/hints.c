@@ -32,44 +32,15 @@ static uint64_t now_ms(void)
     return gw_now_ns() / 1000000;
 }
 
-static int field_has(const gw_field_t *f, size_t n, const char *name, const char *token)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (!gw_proxy__name_is(f[i].name, name))
-            continue;
-        if (!token)
-            return 1;
-        const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
-        while (p < e) {
-            const uint8_t *c = memchr(p, ',', (size_t)(e - p));
-            gw_slice_t t = gw_slice_trim((gw_slice_t){p, (size_t)((c ? c : e) - p)});
-            const uint8_t *eq = memchr(t.base, '=', t.len);
-            if (eq)
-                t.len = (size_t)(eq - t.base);
-            if (gw_slice_eq_nocase(gw_slice_trim(t), gw_slice_str(token)))
-                return 1;
-            p = c ? c + 1 : e;
-        }
-    }
-    return 0;
-}
-
-static gw_slice_t field_value(const gw_field_t *f, size_t n, const char *name)
-{
-    for (size_t i = 0; i < n; i++)
-        if (gw_proxy__name_is(f[i].name, name))
-            return f[i].value;
-    return (gw_slice_t){0};
-}
-
 int gw_proxy__is_navigation(const gw_req_head_t *h)
 {
     if (!gw_slice_eq(h->method, GW_SLICE_LIT("GET")))
         return 0;
-    gw_slice_t mode = field_value(h->fields, h->fields_len, "sec-fetch-mode");
-    if (mode.base) /* the Fetch Metadata of the request says what it is */
-        return gw_slice_eq_nocase(gw_slice_trim(mode), GW_SLICE_LIT("navigate"));
-    gw_slice_t acc = field_value(h->fields, h->fields_len, "accept");
+    const gw_field_t *mode = gw_proxy__field(h->fields, h->fields_len, "sec-fetch-mode");
+    if (mode) /* the Fetch Metadata of the request says what it is */
+        return gw_slice_eq_nocase(gw_slice_trim(mode->value), GW_SLICE_LIT("navigate"));
+    const gw_field_t *af = gw_proxy__field(h->fields, h->fields_len, "accept");
+    gw_slice_t acc = af ? af->value : (gw_slice_t){0};
     for (size_t i = 0; acc.base && i + 9 <= acc.len; i++)
         if (gw_slice_eq_nocase((gw_slice_t){acc.base + i, 9}, GW_SLICE_LIT("text/html")))
             return 1;
@@ -215,12 +186,13 @@ void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_req_
     if (!r->early_hints_learn || status < 200 || status > 299 || !gw_proxy__is_navigation(req))
         return;
     /* only what a shared cache could give anyone (RFC 9111 §3, §3.5; Set-Cookie stricter) */
-    if (field_has(f, n, "set-cookie", NULL) || field_has(f, n, "cache-control", "private") ||
-        field_has(f, n, "cache-control", "no-store"))
+    if (gw_proxy__field(f, n, "set-cookie") ||
+        gw_proxy__list_has(f, n, "cache-control", "private") ||
+        gw_proxy__list_has(f, n, "cache-control", "no-store"))
         return;
     if (!r->early_hints_learn_private &&
-        (field_has(req->fields, req->fields_len, "authorization", NULL) ||
-         field_has(req->fields, req->fields_len, "cookie", NULL)))
+        (gw_proxy__field(req->fields, req->fields_len, "authorization") ||
+         gw_proxy__field(req->fields, req->fields_len, "cookie")))
         return;
     gw_proxy_hints_t *t = &p->hints;
     size_t max = p->cfg->early_hints.learn_entries;

@@ -56,6 +56,12 @@ struct gw_proxy {
     gw_pool_t px_pool, ox_pool;
 };
 
+/* translate.c: the first field named `name` (case-insensitively), or NULL; whether a field
+ * named `name` has `token` in its comma list (RFC 9110 §5.6.1; a "token=value" element counts
+ * as its token: Cache-Control directives), case-insensitively. */
+const gw_field_t *gw_proxy__field(const gw_field_t *f, size_t n, const char *name);
+int gw_proxy__list_has(const gw_field_t *f, size_t n, const char *name, const char *token);
+
 /* hints.c: 103 Early Hints (issue 23) */
 /* A GET that is a navigation: Sec-Fetch-Mode: navigate, or without it, Accept with text/html. */
 int gw_proxy__is_navigation(const gw_req_head_t *h);

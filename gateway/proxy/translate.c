@@ -459,3 +459,34 @@ size_t gw_proxy__resp_fields(const gw_cfg_route_t *route, const gw_back_field_t 
         out[k++] = (gw_field_t){GW_SLICE_LIT("via"), GW_SLICE_LIT("1.1 h2gate")};
     return k;
 }
+
+/* ---- field lookups shared by the rules (compress.c, hints.c, tunnel.c) ---------------- */
+
+const gw_field_t *gw_proxy__field(const gw_field_t *f, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (gw_proxy__name_is(f[i].name, name))
+            return &f[i];
+    return NULL;
+}
+
+/* A token in a comma list (Cache-Control directives, Vary members), case-insensitively. */
+int gw_proxy__list_has(const gw_field_t *f, size_t n, const char *name, const char *token)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!gw_proxy__name_is(f[i].name, name))
+            continue;
+        const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
+        while (p < e) {
+            const uint8_t *c = memchr(p, ',', (size_t)(e - p));
+            gw_slice_t t = gw_slice_trim((gw_slice_t){p, (size_t)((c ? c : e) - p)});
+            const uint8_t *eq = memchr(t.base, '=', t.len);
+            if (eq)
+                t.len = (size_t)(eq - t.base);
+            if (gw_slice_eq_nocase(gw_slice_trim(t), gw_slice_str(token)))
+                return 1;
+            p = c ? c + 1 : e;
+        }
+    }
+    return 0;
+}

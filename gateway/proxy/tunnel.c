@@ -39,33 +39,12 @@ static size_t b64(const uint8_t *in, size_t n, char *out)
     return k;
 }
 
-/* A comma-separated list (RFC 9110 §5.6.1) has `token`, case-insensitively. */
-static int has_token(gw_slice_t v, const char *token)
-{
-    const uint8_t *p = v.base, *e = p + v.len;
-    while (p < e) {
-        const uint8_t *c = memchr(p, ',', (size_t)(e - p));
-        gw_slice_t t = gw_slice_trim((gw_slice_t){p, (size_t)((c ? c : e) - p)});
-        if (gw_slice_eq_nocase(t, gw_slice_str(token)))
-            return 1;
-        p = c ? c + 1 : e;
-    }
-    return 0;
-}
-
-static int fields_have(const gw_field_t *f, size_t n, const char *name, const char *token)
-{
-    for (size_t i = 0; i < n; i++)
-        if (gw_proxy__name_is(f[i].name, name) && has_token(f[i].value, token))
-            return 1;
-    return 0;
-}
-
 int gw_proxy__ws_h1_request(gw_slice_t method, const gw_field_t *f, size_t n)
 {
     /* RFC 6455 §4.1: a GET, Upgrade with "websocket", Connection with "upgrade" */
-    return gw_slice_eq(method, GW_SLICE_LIT("GET")) && fields_have(f, n, "upgrade", "websocket") &&
-           fields_have(f, n, "connection", "upgrade");
+    return gw_slice_eq(method, GW_SLICE_LIT("GET")) &&
+           gw_proxy__list_has(f, n, "upgrade", "websocket") &&
+           gw_proxy__list_has(f, n, "connection", "upgrade");
 }
 
 int gw_proxy__ws_key(char out[GW_WS_KEY_LEN + 1])
@@ -96,7 +75,7 @@ int gw_proxy__ws_accept(const char *key, size_t key_len, char out[GW_WS_ACCEPT_L
 const char *gw_proxy__ws_check_101(const gw_field_t *f, size_t n, const char *key)
 {
     /* RFC 6455 §4.1 (the client's checks, which the gateway makes for an HTTP/2 client) */
-    if (!fields_have(f, n, "upgrade", "websocket"))
+    if (!gw_proxy__list_has(f, n, "upgrade", "websocket"))
         return "101 without Upgrade: websocket";
     if (!key)
         return NULL; /* an HTTP/1.1 client checks the rest itself */
