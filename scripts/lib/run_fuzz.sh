@@ -12,7 +12,7 @@ for bin in "$build"/tests/fuzz/fuzz_*; do
   seeds="$root/tests/fuzz/corpus/$corpus_name"
   work=$(mktemp -d)
   [ -d "$seeds" ] && cp -r "$seeds"/. "$work"/ 2>/dev/null
-  if "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
        -artifact_prefix="$work/" "$work" >"$work.log" 2>&1; then
     pass=$((pass+1)); echo "  fuzz $name: ok ($(grep -o 'stat::number_of_executed_units: [0-9]*' "$work.log" | awk '{print $2}') runs)"
     grep -E '^#[0-9]+.*DONE' "$work.log" | tail -1 | sed 's/^/    /'
