@@ -50,7 +50,8 @@ typedef struct {
     gw_cfg_tls_t *tls;  /* NULL for cleartext */
     unsigned protocols; /* gw_proto_flags_t; default: TLS h2|http1, cleartext h2c|http1 */
     int backlog;
-    int line; /* where it was declared, for messages */
+    int early_hints; /* 103s made by the gateway go to this listener's clients (default 1) */
+    int line;        /* where it was declared, for messages */
 } gw_cfg_listen_t;
 
 /* Upper bound of an upstream's `pipeline` (requests in flight per origin connection). */

@@ -202,6 +202,10 @@ static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v
     } else if (!strcmp(key, "backlog")) {
         static const field_t f[] = {FLD(gw_cfg_listen_t, backlog, F_UINT, 1, 65535)};
         gw_cfg__set_field(ld, f, 1, key, v, x->l);
+    } else if (!strcmp(key, "early_hints")) {
+        static const field_t f[] = {
+            {"early_hints", F_BOOL, offsetof(gw_cfg_listen_t, early_hints), 0, 0}};
+        gw_cfg__set_field(ld, f, 1, key, v, x->l);
     } else {
         gw_cfg__err_at(ld, k, "unknown key '%s' in a listener", key);
     }
@@ -267,6 +271,7 @@ void gw_cfg__load_listen(ld_t *ld, yaml_node_t *v)
             continue;
         gw_cfg_listen_t *l = &c->listen[c->listen_len++];
         l->backlog = 511;
+        l->early_hints = 1;
         l->line = (int)ln->start_mark.line + 1;
         listen_ld_t x = {.l = l};
         gw_cfg__each_pair(ld, ln, listen_pair, &x);

@@ -61,7 +61,8 @@ gw_cstream_t gw_front__cstream(conn_t *c, const gw_cstream_ops_t *ops, void *imp
                           .peer_ip = c->b->peer_ip,
                           .addr = (const struct sockaddr *)&c->addr,
                           .head_only = gw_slice_eq(method, GW_SLICE_LIT("HEAD")),
-                          .tls = c->tls != NULL};
+                          .tls = c->tls != NULL,
+                          .no_hints = !c->l->cfg->early_hints};
 }
 
 const char *gw_front__conn_peer(const conn_t *c)

@@ -236,8 +236,8 @@ void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_req_
 int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r,
                          const gw_req_head_t *h)
 {
-    if ((!r->early_hints_len && !r->early_hints_learn) || !gw_proxy__is_navigation(h) ||
-        (h->proto == GW_REQ_HTTP1 && !r->early_hints_h1))
+    if ((!r->early_hints_len && !r->early_hints_learn) || s->no_hints ||
+        !gw_proxy__is_navigation(h) || (h->proto == GW_REQ_HTTP1 && !r->early_hints_h1))
         return 0;
     gw_field_t f[64];
     size_t n = 0;

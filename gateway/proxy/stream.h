@@ -107,7 +107,8 @@ struct gw_cstream {
     /* the client came through TLS: the only source of the scheme the origin is told
      * (X-Forwarded-Proto, Forwarded proto=), never the request's :scheme (issue 18.3) */
     int tls;
-    int tunnel; /* the front made it a WebSocket tunnel (counted in its connection's tunnels) */
+    int tunnel;   /* the front made it a WebSocket tunnel (counted in its connection's tunnels) */
+    int no_hints; /* its listener says early_hints: false: the gateway makes no 103 for it */
 };
 
 #endif

@@ -183,3 +183,15 @@ def test_config_errors(h2gate_bin, tmp_path):
         p.write_text(gw_config(free_port(), ["127.0.0.1:9"], route_extra=route, extra=extra))
         r = run([h2gate_bin, "--check-config", str(p)])
         assert r.returncode == 1 and want in r.stderr and "c.yaml:" in r.stderr, (route, r.stderr)
+
+
+def test_listener_without_hints(gateway, origin):
+    """A listener with early_hints: false gets no 103 made by the gateway; another listener of
+    the same routes does."""
+    off, on = free_port(), free_port()
+    text = gw_config(on, [f"127.0.0.1:{origin.port}"],
+                     route_extra=f"early_hints: {yaml_list(CONF)}")
+    text = text.replace("listen:\n", f"listen:\n  - address: 127.0.0.1:{off}\n    early_hints: false\n")
+    gateway(text, wait=[("127.0.0.1", off), ("127.0.0.1", on)])
+    assert h2_get(off, "/bytes/10", NAV)[0] == []
+    assert len(h2_get(on, "/bytes/10", NAV)[0]) == 1
