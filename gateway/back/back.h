@@ -12,13 +12,14 @@
  *   ... on_error(code)                                                — any failure
  * A request with `upgrade` (WebSocket, RFC 9110 §7.8) whose answer is a 101 becomes a tunnel:
  * on_head(101), then on_body* with every byte the origin sends, on_complete at its close;
- * gw_back_write_body() sends bytes as they are and gw_back_end_body() half-closes (cleartext:
- * shutdown(SHUT_WR); TLS: nothing, the close ends it). The connection never returns to the pool
- * and does not count against max_connections; timeouts.tunnel_idle closes it when no byte moved
- * either way for that long (GW_E_TIMEOUT, not a server failure).
- * on_complete and on_error are terminal: exactly one of them fires, once, and the exchange is
- * freed when it returns. gw_back_cancel() is the caller's way to end it early; after cancel no
- * callback fires.
+ * gw_back_write_body() sends bytes as they are (bytes given before the 101 wait for it, and are
+ * never sent when the answer is another: RFC 6455 §4.1, the client waits for the handshake;
+ * an HTTP/2 client may send DATA right after its CONNECT) and gw_back_end_body() half-closes
+ * (cleartext: shutdown(SHUT_WR); TLS: nothing, the close ends it). The connection never returns to
+ * the pool and does not count against max_connections; timeouts.tunnel_idle closes it when no byte
+ * moved either way for that long (GW_E_TIMEOUT, not a server failure). on_complete and on_error are
+ * terminal: exactly one of them fires, once, and the exchange is freed when it returns.
+ * gw_back_cancel() is the caller's way to end it early; after cancel no callback fires.
  *
  * Error codes passed to on_error or returned synchronously, and the status the gateway answers
  * with (gw_back_status_for()):

@@ -719,7 +719,8 @@ int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len
     int rc;
     /* len 0 is refused: its done_cb could only fire synchronously or never. A tunnel takes
      * bytes once its 101 came, as they are. */
-    if (x->dead || len == 0 || (x->req.body_len == 0 && !x->tunnel) || x->body_ended)
+    if (x->dead || len == 0 || (x->req.body_len == 0 && !x->req.upgrade) ||
+        (x->body_ended && !(x->req.upgrade && !x->tunnel)))
         return GW_E_INVAL;
     if (x->req.body_len > 0 && x->body_payload + len > (uint64_t)x->req.body_len)
         return GW_E_INVAL;
@@ -729,7 +730,7 @@ int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len
     if (len) {
         /* RFC 9112 §7.1: chunk = chunk-size CRLF chunk-data CRLF; a zero-size chunk would be
          * the last-chunk, so empty writes send nothing. */
-        if (x->req.body_len < 0 && !x->tunnel) {
+        if (x->req.body_len < 0 && !x->req.upgrade) {
             uint8_t sz[GW_H1_CHUNK_HEAD_MAX];
             if ((rc = queue_body(x, sz, gw_h1_chunk_head(sz, len))) < 0)
                 goto fail;
@@ -737,7 +738,7 @@ int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len
         if ((rc = gw_iovq_ref(&x->body, buf, off, len)) < 0)
             goto fail;
         x->body_queued += len;
-        if (x->req.body_len < 0 && !x->tunnel &&
+        if (x->req.body_len < 0 && !x->req.upgrade &&
             (rc = queue_body(x, GW_H1_CHUNK_END, GW_H1_CHUNK_END_LEN)) < 0)
             goto fail;
     }

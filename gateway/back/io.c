@@ -39,6 +39,12 @@ static _Thread_local uint8_t tls_rbuf[GW_BACK_READ_BUF];
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
+/* An upgrade request's bytes wait for its 101 (the tunnel): before, only its head goes. */
+static int body_held(const gw_back_exch_t *x)
+{
+    return x->req.upgrade && !x->tunnel;
+}
+
 /* Bytes handed to the origin socket, for the metrics. */
 static void count_out(gw_back_conn_t *c, size_t n)
 {
@@ -116,7 +122,7 @@ void gw_back__write_more(gw_back_conn_t *c)
     size_t k = gw_iovq_peek(&c->out, iov, MAX_IOV);
     size_t total = 0;
     uv_buf_t bufs[MAX_IOV];
-    if (k && (!c->exch || c->exch->body.count == 0)) {
+    if (k && (!c->exch || c->exch->body.count == 0 || body_held(c->exch))) {
         /* Head bytes only: try them with one write(2) and no write request. A uv_write that
          * completes at once still costs an epoll_ctl in libuv (the POLLOUT watcher is re-armed
          * on drain), i.e. one syscall per proxied GET. Body bytes keep the uv_write path, whose
@@ -136,7 +142,7 @@ void gw_back__write_more(gw_back_conn_t *c)
         total = 0;
     }
     /* Only whole queued head entries precede body bytes: peek returns them in order. */
-    if (k < MAX_IOV && c->exch && k == c->out.count)
+    if (k < MAX_IOV && c->exch && k == c->out.count && !body_held(c->exch))
         k += gw_iovq_peek(&c->exch->body, iov + k, MAX_IOV - k);
     if (k == 0)
         return;
@@ -170,7 +176,7 @@ static void tls_write_more(gw_back_conn_t *c)
         struct iovec iov[MAX_IOV];
         size_t k = gw_iovq_peek(&c->out, iov, MAX_IOV);
         size_t from_out = k;
-        if (k < MAX_IOV && c->exch && k == c->out.count)
+        if (k < MAX_IOV && c->exch && k == c->out.count && !body_held(c->exch))
             k += gw_iovq_peek(&c->exch->body, iov + k, MAX_IOV - k);
         for (size_t i = 0; i < k && plain < TLS_WRITE_BATCH; i++) {
             size_t n = iov[i].iov_len;
@@ -337,6 +343,7 @@ static int p_head(void *data, const gw_h1_msg_t *m)
         if (gw_back__deliver_head(x, &h, 0))
             return GW_E_CLOSED;
         gw_back__conn_update_reading(c);
+        gw_back__write_more(c);            /* bytes the client sent before the switch */
         gw_back__slot_released(c->server); /* a queued exchange may have its place */
         return 0;
     }

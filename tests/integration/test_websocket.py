@@ -687,3 +687,20 @@ def test_bandwidth_limit_applies_to_tunnels(gateway, wsorigin):
     got, took = asyncio.run(go())
     assert got == 1 << 20
     assert took > 2.5, took  # 1 MiB at 256 KiB/s after a 64 KiB burst: about 3.75 s
+
+
+def test_rfc8441_data_before_the_200_waits_for_the_switch(gateway, wsorigin):
+    """An HTTP/2 client may send DATA right after its extended CONNECT: the bytes wait for the
+    origin's 101 (an HTTP/1.1 origin must not see frames before its handshake answer) and then
+    go; they are not an error."""
+    g = wsgw(gateway, wsorigin)
+    ws = H2WebSocket(g.port)
+    ws.sid = ws.cl.c.get_next_available_stream_id()
+    ws.cl.c.send_headers(ws.sid, [(":method", "CONNECT"), (":protocol", "websocket"),
+                                  (":scheme", "http"), (":path", "/"),
+                                  (":authority", "localhost"), ("sec-websocket-version", "13")])
+    ws.cl.c.send_data(ws.sid, ws_frame(0x1, b"early"))
+    ws.cl.flush()
+    assert ws.recv() == (0x1, b"early")
+    assert ws.headers[":status"] == "200" and ws.reset is None
+    ws.cl.close()
