@@ -45,8 +45,13 @@ int gw_h2_field_name_valid(gw_slice_t n)
 
 int gw_h2_field_value_valid(gw_slice_t v)
 {
-    if (gw_slice_has_crlfnul(v))
-        return 0;
+    /* RFC 9113 §8.2.1 forbids NUL, CR and LF; RFC 9110 §5.5 allows no other control either
+     * (field-vchar, SP, HTAB): the value goes on in an HTTP/1.1 request, whose origin would
+     * reject it or read it otherwise, and the HTTP/1.1 front refuses it (found by
+     * fuzz_translate) */
+    for (size_t i = 0; i < v.len; i++)
+        if ((v.base[i] < 0x20 && v.base[i] != '\t') || v.base[i] == 0x7f)
+            return 0;
     if (v.len && (v.base[0] == ' ' || v.base[0] == '\t' || v.base[v.len - 1] == ' ' ||
                   v.base[v.len - 1] == '\t'))
         return 0;
@@ -246,6 +251,13 @@ void gw_h2__check_request(decode_ctx_t *c)
     }
     if (!gw_slice_is_request_target(h->path)) {
         gw_h2__bad(c, "invalid :path");
+        return;
+    }
+    /* §8.3.1: origin-form ("/..."), or "*" for OPTIONS; anything else would go to the origin
+     * as a request line it reads otherwise (found by fuzz_translate) */
+    if (h->path.base[0] != '/' && !(h->path.len == 1 && h->path.base[0] == '*' &&
+                                    gw_slice_eq(h->method, GW_SLICE_LIT("OPTIONS")))) {
+        gw_h2__bad(c, ":path neither origin-form nor * for OPTIONS");
         return;
     }
     /* §8.3.1: we only carry http and https URIs; the scheme the origin is told comes from the

@@ -297,3 +297,27 @@ def test_rapid_reset_is_cut_off_and_logged(gateway):
     while "event=h2_limits" not in g.log() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "rapid_reset=1" in g.log()
+
+
+def test_path_not_origin_form_and_control_bytes_are_malformed(gw):
+    """Found by fuzz_translate: a :path without its leading '/' (RFC 9113 §8.3.1) and a field
+    value with a control byte (RFC 9110 §5.5) used to go on to the origin; both are malformed
+    requests now (RST_STREAM PROTOCOL_ERROR), as the HTTP/1.1 front's parser has them."""
+    cl = Client(gw.plain_port, validate=False)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "GET"), (":path", "index.html"), (":scheme", "http"),
+                            (":authority", "localhost")], end_stream=True)
+    cl.flush()
+    cl.expect_reset(sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+    sid = cl.request("/", extra=[("x-a", "b\x10c")])
+    cl.expect_reset(sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+    sid = cl.request("/", extra=[("x-a", "b\x7fc")])
+    cl.expect_reset(sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+    # OPTIONS * is the one path that is not origin-form
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "OPTIONS"), (":path", "*"), (":scheme", "http"),
+                            (":authority", "localhost")], end_stream=True)
+    cl.flush()
+    evs = cl.events(ended(sid))
+    assert response(evs, sid)[0] is not None
+    cl.close()

@@ -1,0 +1,194 @@
+/* libFuzzer target: request translation, differentially (issue 26 item 4). A client request
+ * built from the input goes through gw_proxy__translate() and the HTTP/1.1 request serializer;
+ * the bytes are parsed back with the gateway's strict request parser (http-parser). Checked:
+ * whatever translation accepts, the serializer writes something the parser takes whole, as one
+ * message, with exactly the method, target, Host, fields (in order) and body framing the
+ * translated request says; no field the client named as hop-by-hop (RFC 9110 §7.6.1) or in its
+ * Connection reaches the origin; with the route's x_forwarded, X-Forwarded-For ends with the
+ * connection's address, never a client's word. A serializer refusal (GW_E_INVAL) is the 400 path
+ * and ends the run.
+ *
+ * The input is held to what the fronts let through first (a known method, an origin-form
+ * path: see below); the target found that an HTTP/2 :path without its leading '/' went to the
+ * origin as a request line, now refused by h2/validate.c.
+ *
+ * Input: byte 0 = flags (bit 0 HTTP/2, bit 1 TLS, bit 2 end_stream, bit 3 x_forwarded, bit 4
+ * forwarded, bit 5 via, bit 6 a content-length of byte 1); then pieces split at '\n': method,
+ * path, authority, then field name/value pairs (at most 40 fields). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "h1/client.h"
+#include "h1/parser.h"
+#include "h2/validate.h"
+#include "proxy/proxy_internal.h"
+
+#define MAX_FIELDS 40
+
+static gw_slice_t next_piece(const uint8_t **p, const uint8_t *e)
+{
+    const uint8_t *b = *p, *q = b;
+    while (q < e && *q != '\n')
+        q++;
+    *p = q < e ? q + 1 : q;
+    return (gw_slice_t){b, (size_t)(q - b)};
+}
+
+static void check_at(int ok, int line)
+{
+    if (!ok) {
+        fprintf(stderr, "fuzz_translate.c:%d: property failed\n", line);
+        abort();
+    }
+}
+#define check(ok) check_at((ok), __LINE__)
+
+typedef struct {
+    int heads, completes;
+    gw_h1_msg_t msg;
+    gw_field_t f[MAX_FIELDS + 16];
+    size_t n;
+    uint8_t copy[1 << 16];
+    size_t used;
+} seen_t;
+
+static gw_slice_t keep(seen_t *s, gw_slice_t v)
+{
+    check(s->used + v.len <= sizeof(s->copy));
+    if (v.len)
+        memcpy(s->copy + s->used, v.base, v.len);
+    gw_slice_t r = {s->copy + s->used, v.len};
+    s->used += v.len;
+    return r;
+}
+
+static int on_head(void *ud, const gw_h1_msg_t *m)
+{
+    seen_t *s = ud;
+    s->heads++;
+    s->msg = *m;
+    s->msg.method = keep(s, m->method);
+    s->msg.target = keep(s, m->target);
+    check(m->fields_len <= MAX_FIELDS + 16);
+    for (size_t i = 0; i < m->fields_len; i++)
+        s->f[i] = (gw_field_t){keep(s, m->fields[i].name), keep(s, m->fields[i].value)};
+    s->n = m->fields_len;
+    return 0;
+}
+
+static int on_complete(void *ud)
+{
+    ((seen_t *)ud)->completes++;
+    return 0;
+}
+
+static int named(gw_slice_t n, const char *lit)
+{
+    return gw_slice_eq_nocase(n, gw_slice_str(lit));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer entry */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 2)
+        return 0;
+    unsigned fl = data[0];
+    const uint8_t *p = data + 2, *e = data + size;
+    gw_field_t f[MAX_FIELDS];
+    size_t n = 0;
+    gw_req_head_t h = {.content_length = (fl & 64) ? data[1] : -1,
+                       .end_stream = (fl >> 2) & 1,
+                       .proto = (fl & 1) ? GW_REQ_H2 : GW_REQ_HTTP1};
+    h.method = next_piece(&p, e);
+    /* the parser used to read the origin request back (http-parser) knows a fixed list of
+     * methods; the gateway forwards any token (RFC 9110 §9.1): only known ones are compared */
+    static const char *const known[] = {"GET",    "HEAD",    "POST",  "PUT",
+                                        "DELETE", "OPTIONS", "PATCH", "TRACE"};
+    int ok = 0;
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        ok |= gw_slice_eq(h.method, gw_slice_str(known[i]));
+    if (!ok)
+        return 0;
+    h.path = next_piece(&p, e);
+    /* the HTTP/2 front's rule (h2/validate.c, RFC 9113 §8.3.1): origin-form, or * for
+     * OPTIONS; the HTTP/1.1 front's parser gives what http-parser takes */
+    if (!h.path.len || (h.path.base[0] != '/' && !(h.path.len == 1 && h.path.base[0] == '*' &&
+                                                   gw_slice_eq(h.method, GW_SLICE_LIT("OPTIONS")))))
+        return 0;
+    h.authority = next_piece(&p, e);
+    h.scheme = GW_SLICE_LIT("https");
+    while (p < e && n < MAX_FIELDS) {
+        gw_slice_t name = next_piece(&p, e);
+        f[n] = (gw_field_t){name, next_piece(&p, e)};
+        /* the fronts' field rules (h2/validate.c; http-parser is as strict): others never
+         * reach translation */
+        if (!gw_slice_is_token(f[n].name) || !gw_h2_field_value_valid(f[n].value))
+            return 0;
+        n++;
+    }
+    h.fields = f;
+    h.fields_len = n;
+    gw_cfg_route_t r = {
+        .add_x_forwarded = (fl >> 3) & 1, .add_forwarded = (fl >> 4) & 1, .add_via = (fl >> 5) & 1};
+    gw_cstream_t s = {.peer = "192.0.2.7:4000", .peer_ip = "192.0.2.7", .tls = (fl >> 1) & 1};
+    gw_proxy_xlate_t x;
+    x.f = NULL;
+    x.buf = NULL;
+    x.n = x.used = 0;
+    gw_back_req_t req;
+    int rv = gw_proxy__translate(&r, &s, &h, 3, &x, &req);
+    gw_bytes_t out;
+    gw_bytes_init(&out, 1 << 20);
+    if (rv == 0) {
+        gw_h1_request_t hr = {req.method, req.target,     req.host,
+                              req.fields, req.fields_len, req.body_len};
+        rv = gw_h1_request_head(&out, &hr);
+    }
+    if (rv == 0) {
+        seen_t *sn = calloc(1, sizeof(*sn));
+        check(sn != NULL);
+        gw_h1_callbacks_t cb = {on_head, NULL, on_complete, NULL};
+        gw_h1_limits_t lim = {1 << 20, 4096};
+        gw_h1_parser_t *ps = gw_h1_parser_new(GW_H1_REQUEST, &lim, &cb, sn);
+        check(ps != NULL);
+        ssize_t used = gw_h1_parser_feed(ps, out.base, out.len);
+        /* the whole head, one message (a body follows only when one was announced) */
+        check(used == (ssize_t)out.len && sn->heads == 1);
+        check(gw_slice_eq(sn->msg.method, req.method));
+        check(gw_slice_eq(sn->msg.target, req.target));
+        if (req.body_len > 0)
+            check(sn->msg.content_length == req.body_len);
+        else if (req.body_len < 0)
+            check(sn->msg.flags & GW_H1_MSG_F_CHUNKED);
+        else
+            check(sn->msg.content_length == 0 && sn->completes == 1);
+        /* Host first, then the translated fields in order, then the framing field */
+        check(sn->n >= 1 + req.fields_len && named(sn->f[0].name, "host") &&
+              gw_slice_eq(sn->f[0].value, req.host));
+        for (size_t i = 0; i < req.fields_len; i++) {
+            check(gw_slice_eq_nocase(sn->f[1 + i].name, req.fields[i].name));
+            check(gw_slice_eq(sn->f[1 + i].value, gw_slice_trim(req.fields[i].value)));
+        }
+        for (size_t i = 0; i < sn->n; i++) {
+            gw_slice_t nm = sn->f[i].name;
+            /* RFC 9110 §7.6.1: no hop-by-hop field of the client's goes on */
+            check(!named(nm, "connection") && !named(nm, "keep-alive") && !named(nm, "te") &&
+                  !named(nm, "upgrade") && !named(nm, "proxy-connection"));
+            if (named(nm, "x-forwarded-for") && r.add_x_forwarded) { /* ours, last */
+                gw_slice_t v = sn->f[i].value;
+                check(v.len >= 9 && !memcmp(v.base + v.len - 9, "192.0.2.7", 9));
+            }
+        }
+        gw_h1_parser_del(ps);
+        free(sn);
+    }
+    gw_bytes_free(&out);
+    if (x.f && x.f != x.fst)
+        gw_free(x.f);
+    if (x.buf && x.buf != x.bst)
+        gw_free(x.buf);
+    return 0;
+}
