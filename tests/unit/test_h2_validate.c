@@ -44,9 +44,23 @@ static void field_values(void **state)
 {
     (void)state;
     static const value_case_t cases[] = {
-        {"", 0, 1},     {"text/html", 9, 1}, {"a b", 3, 1},    {"a\tb", 3, 1},   {" a", 2, 0},
-        {"a ", 2, 0},   {"\ta", 2, 0},       {"a\t", 2, 0},    {"a\rb", 3, 0},   {"a\nb", 3, 0},
-        {"a\0b", 3, 0}, {"\x80\xff", 2, 1},  {"x\x7fy", 3, 0}, {"a\x10" "b", 3, 0}, {"\x01", 1, 0},
+        {"", 0, 1},
+        {"text/html", 9, 1},
+        {"a b", 3, 1},
+        {"a\tb", 3, 1},
+        {" a", 2, 0},
+        {"a ", 2, 0},
+        {"\ta", 2, 0},
+        {"a\t", 2, 0},
+        {"a\rb", 3, 0},
+        {"a\nb", 3, 0},
+        {"a\0b", 3, 0},
+        {"\x80\xff", 2, 1},
+        {"x\x7fy", 3, 0},
+        {"a\x10"
+         "b",
+         3, 0},
+        {"\x01", 1, 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (gw_h2_field_value_valid((gw_slice_t){(const uint8_t *)cases[i].v, cases[i].len}) !=
