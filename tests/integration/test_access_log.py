@@ -74,9 +74,10 @@ def test_json_lines_one_per_request_with_every_field(gateway, origin, tmp_path):
 
 
 def test_hostile_bytes_are_escaped(gateway, origin, tmp_path):
-    """Quotes, backslashes, control characters (HTTP/2 lets them through in values), bytes that
-    are not UTF-8 and very long values give lines that parse, in both formats; a forged
-    request id is replaced."""
+    """Quotes, backslashes, bytes that are not UTF-8, a U+2028 and very long values give lines
+    that parse, in both formats; a forged request id is replaced. (Control bytes in values no
+    longer get this far: both fronts refuse them, test_h2.py; the record's escaping of them is
+    unit-tested, test_common_alog.c, and fuzzed, fuzz_alog.)"""
     import h2.events
     from gwtest import Client
     for fmt in ("json", "combined"):
@@ -91,12 +92,12 @@ def test_hostile_bytes_are_escaped(gateway, origin, tmp_path):
             s.sendall(req)
             resp = recv_all(s)
         assert resp.startswith(b"HTTP/1.1 200"), resp[:200]
-        # HTTP/2: control characters in a value
+        # HTTP/2: a line separator and bytes that are not UTF-8 in a value
         cl = Client(port, validate=False)
         sid = cl.c.get_next_available_stream_id()
         cl.c.send_headers(sid, [(":method", "GET"), (":path", "/bytes/3"), (":scheme", "http"),
                                 (":authority", "localhost"),
-                                ("user-agent", "x\x01y\x1b[31mz\x7f\u2028")], end_stream=True)
+                                ("user-agent", b"x\xe2\x80\xa8y\xffz")], end_stream=True)
         cl.flush()
         cl.events(lambda es: any(isinstance(e, h2.events.StreamEnded) for e in es))
         cl.close()
@@ -113,7 +114,7 @@ def test_hostile_bytes_are_escaped(gateway, origin, tmp_path):
             assert len(h1["user_agent"]) < 4100
             assert h1["referer"] == '"quoted"'
             assert re.fullmatch(r"[0-9a-f]{32}", h1["request_id"])  # not the client's
-            assert h2r["user_agent"] == "x\x01y\x1b[31mz\x7f\u2028"
+            assert h2r["user_agent"] == "x\u2028y\ufffdz"
         else:
             h1 = [l for l in raw if "HTTP/1.1" in l][0]
             h2l = [l for l in raw if "HTTP/2.0" in l][0]
@@ -121,7 +122,7 @@ def test_hostile_bytes_are_escaped(gateway, origin, tmp_path):
                              r'"\\x22quoted\\x22" "a\\x22b\\x5cc\\xff\\xfe\\xc3\\xa9 z+"', h1)
             assert m, h1[:300]
             assert h2l.endswith('"GET /bytes/3 HTTP/2.0" 200 3 "-" '
-                                '"x\\x01y\\x1b[31mz\\x7f\\xe2\\x80\\xa8"'), h2l
+                                '"x\\xe2\\x80\\xa8y\\xffz"'), h2l
         g.stop()
 
 
