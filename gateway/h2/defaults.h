@@ -18,5 +18,6 @@
 #define GW_H2_DEF_EMPTY_FRAME_BUDGET 100
 #define GW_H2_DEF_MAX_QUEUED_CONTROL 1000
 #define GW_H2_DEF_MAX_PRIORITY_NODES 0 /* 0: derived from max_concurrent_streams */
+#define GW_H2_DEF_MAX_PUSHES 32        /* PUSH_PROMISEs per connection (RFC 9113 §8.4) */
 
 #endif

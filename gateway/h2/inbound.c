@@ -106,7 +106,7 @@ static int refuse_431(gw_h2_session_t *s, uint32_t sid, gw_h2_stream_t *st)
 {
     gw_hpack_field_t f = {GW_SLICE_LIT(":status"), GW_SLICE_LIT("431"), 0};
     COUNT(s, header_list_hits);
-    int rc = gw_h2__write_block(s, sid, &f, 1, 1);
+    int rc = gw_h2__write_block(s, sid, &f, 1, 1, 0);
     if (rc == GW_E_NOMEM)
         return gw_h2__nomem(s);
     if (rc < 0)
@@ -238,7 +238,9 @@ static int finish_block(gw_h2_session_t *s)
 
     /* a new stream: the idle ids below it are now closed (§5.1.1) */
     s->last_peer_id = sid;
-    if (s->phase >= GW_H2_CONN_GOAWAY_SENT || s->active >= s->p->o.max_concurrent_streams) {
+    /* pushed streams hold none of the client's slots */
+    if (s->phase >= GW_H2_CONN_GOAWAY_SENT ||
+        s->active - (gw_h2__push(s) ? gw_h2__push(s)->held : 0) >= s->p->o.max_concurrent_streams) {
         /* §5.1.2: REFUSED_STREAM; it also costs us a frame, so it counts as a provoked reset
          * unless we stopped accepting because of our own GOAWAY */
         COUNT(s, streams_refused);
@@ -318,6 +320,8 @@ static int on_data_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
     s->conn_recv_window -= flen;
 
     gw_h2_stream_t *st = gw_h2__find_stream(s, sid);
+    if (st && st->state == GW_H2_SS_RESERVED_LOCAL) /* §5.1 reserved (local) */
+        return gw_h2__conn_error(s, GW_H2_PROTOCOL_ERROR, "DATA on a reserved stream");
     if (!st || st->state == GW_H2_SS_HALF_CLOSED_REMOTE || st->state == GW_H2_SS_CLOSED) {
         if ((rc = gw_h2__credit_conn(s, flen)) < 0)
             return rc;
@@ -371,8 +375,8 @@ static int on_data_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
 }
 
 /* RFC 9218 §7.1 (frame.c already rejected a non-zero stream id and prioritized id 0 with
- * PROTOCOL_ERROR): re-queue an open stream at its new priority; remember one for an idle
- * client stream; ignore closed streams and even ids (we never push). */
+ * PROTOCOL_ERROR): re-queue an open (or pushed) stream at its new priority; remember one for
+ * an idle client stream; ignore closed streams and unknown even ids. */
 static int on_priority_update(gw_h2_session_t *s, uint32_t sid, gw_slice_t value)
 {
     uint8_t u, inc;
@@ -459,6 +463,12 @@ static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
         case GW_H2_SETTINGS_MAX_HEADER_LIST_SIZE:
             s->peer_max_header_list = st.value;
             break;
+        case GW_H2_SETTINGS_ENABLE_PUSH: /* §6.5.2; promises already made stand */
+            s->peer_no_push = st.value == 0;
+            break;
+        case GW_H2_SETTINGS_MAX_CONCURRENT_STREAMS: /* the streams we may open: pushes */
+            s->peer_max_streams = st.value;
+            break;
         default:
             break;
         }
@@ -488,8 +498,11 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
         return 0; /* unknown type */
     if (rc == GW_E_PROTO)
         return gw_h2__conn_error(s, err.code, err.reason);
-    /* §5.1 idle: only HEADERS and PRIORITY may open or touch an idle stream */
-    if (h->stream_id && h->stream_id > s->last_peer_id && h->type != GW_H2_FT_HEADERS &&
+    /* §5.1 idle: only HEADERS and PRIORITY may open or touch an idle stream; the client's
+     * streams are odd, ours (pushed) even and idle above the last one we promised */
+    uint32_t last_used =
+        (h->stream_id & 1) ? s->last_peer_id : (gw_h2__push(s) ? gw_h2__push(s)->last_id : 0);
+    if (h->stream_id && h->stream_id > last_used && h->type != GW_H2_FT_HEADERS &&
         h->type != GW_H2_FT_PRIORITY && h->type != GW_H2_FT_PUSH_PROMISE && !s->hb_sid)
         return gw_h2__conn_error(s, GW_H2_PROTOCOL_ERROR, "frame on an idle stream");
     int reject = 0;
@@ -529,8 +542,11 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
         COUNT(s, resets_received);
         if ((rc = gw_h2__count_reset(s)) < 0)
             return rc;
-        if (st && st->state != GW_H2_SS_CLOSED)
+        if (st && st->state != GW_H2_SS_CLOSED) {
+            if (st->pushed) /* §8.4.2: the client declines (or cancels) a pushed response */
+                COUNT(s, pushes_cancelled);
             gw_h2__close_stream(s, st, f.u.rst_stream.error_code, 1);
+        }
         return 0;
     }
     case GW_H2_FT_SETTINGS:

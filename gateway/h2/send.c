@@ -15,9 +15,10 @@
 
 static int frame_trailers(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q);
 
-/* Encode fields into HEADERS + CONTINUATION frames within the peer's frame size. */
+/* Encode fields into HEADERS (or PUSH_PROMISE, RFC 9113 §6.6) + CONTINUATION frames within the
+ * peer's frame size. */
 int gw_h2__write_block(gw_h2_session_t *s, uint32_t sid, const gw_hpack_field_t *f, size_t n,
-                       int end_stream)
+                       int end_stream, uint32_t promised)
 {
     int rc;
     s->x->scratch.len = 0;
@@ -27,10 +28,15 @@ int gw_h2__write_block(gw_h2_session_t *s, uint32_t sid, const gw_hpack_field_t 
     int first = 1;
     do {
         size_t chunk = len - off;
-        if (chunk > s->peer_max_frame)
-            chunk = s->peer_max_frame;
+        /* a PUSH_PROMISE spends 4 bytes of its payload on the promised id */
+        size_t room = first && promised ? s->peer_max_frame - 4 : s->peer_max_frame;
+        if (chunk > room)
+            chunk = room;
         uint8_t flags = (off + chunk == len) ? GW_H2_F_END_HEADERS : 0;
-        if (first) {
+        if (first && promised) {
+            rc = gw_h2_frame_write_push_promise(&s->out, sid, flags, promised,
+                                                s->x->scratch.base + off, chunk, 0, 0);
+        } else if (first) {
             flags |= end_stream ? GW_H2_F_END_STREAM : 0;
             rc = gw_h2_frame_write_headers(&s->out, sid, flags, NULL, s->x->scratch.base + off,
                                            chunk, 0, 0);
@@ -206,7 +212,7 @@ static int encode_fields(gw_h2_session_t *s, uint32_t sid, const char *status,
     for (size_t i = 0; i < n; i++)
         f[i + extra] = (gw_hpack_field_t){fields[i].name, fields[i].value, 0};
     size_t mark = s->out.len;
-    rc = gw_h2__write_block(s, sid, f, n + extra, end_stream);
+    rc = gw_h2__write_block(s, sid, f, n + extra, end_stream, 0);
     if (rc < 0)
         s->out.len = mark;
     if (f != fst)
@@ -223,9 +229,17 @@ int gw_h2_session_submit_response(gw_h2_session_t *s, uint32_t stream_id, unsign
 {
     gw_h2_stream_t *st = writable_stream(s, stream_id);
     char code[4];
-    int rc;
-    if (!st)
-        return GW_E_NOENT;
+    int rc, reserved = 0;
+    if (!st) {
+        /* a promised stream: its response HEADERS move it from reserved (local) to
+         * half-closed (remote) (RFC 9113 §5.1); a push has no interim responses (§8.4.2) */
+        st = gw_h2__find_stream(s, stream_id);
+        if (!st || st->state != GW_H2_SS_RESERVED_LOCAL || s->phase == GW_H2_CONN_CLOSING)
+            return GW_E_NOENT;
+        if (status < 200)
+            return GW_E_INVAL;
+        reserved = 1;
+    }
     if (st->head_sent || status < 100 || status > 999 || (status < 200 && end_stream))
         return GW_E_INVAL;
     code[0] = (char)('0' + status / 100);
@@ -237,6 +251,8 @@ int gw_h2_session_submit_response(gw_h2_session_t *s, uint32_t stream_id, unsign
     s->frames_out++;
     if (status >= 200)
         st->head_sent = 1;
+    if (reserved)
+        st->state = GW_H2_SS_HALF_CLOSED_REMOTE;
     if (end_stream)
         gw_h2__local_end(s, st);
     return 0;
@@ -325,7 +341,7 @@ static int frame_trailers(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q)
             s->out.len = 0;
     }
     if (rc == 0)
-        rc = gw_h2__write_block(s, st->id, f, n, 1);
+        rc = gw_h2__write_block(s, st->id, f, n, 1, 0);
     if (rc == 0 && gw_iovq_copy(q, s->out.base, s->out.len) < 0)
         rc = GW_E_NOMEM;
     s->out.len = 0;
@@ -382,5 +398,175 @@ int gw_h2_session_submit_ping(gw_h2_session_t *s, const uint8_t *opaque8)
     if (gw_h2_frame_write_ping(&s->out, 0, opaque8) < 0)
         return GW_E_NOMEM;
     s->ctrl_queued++;
+    return 0;
+}
+
+/* ---- public: server push (RFC 9113 §8.4) -------------------------------------------------- */
+
+int gw_h2_session_can_push(const gw_h2_session_t *s)
+{
+    if (s->peer_no_push)
+        return GW_E_UNSUPPORTED;
+    /* §6.8: nothing new after a GOAWAY, ours (the first one of a graceful shutdown too) or
+     * the peer's */
+    if (s->phase != GW_H2_CONN_OPEN || s->peer_goaway)
+        return GW_E_CLOSED;
+    const push_state_t *ps = gw_h2__push(s);
+    /* §5.1.2: the peer's SETTINGS_MAX_CONCURRENT_STREAMS bounds the streams we open; reserved
+     * ones are counted too, so that a promised response never waits for a slot */
+    if ((ps ? ps->promised : 0) >= s->p->o.max_pushes ||
+        (ps ? ps->open : 0) >= s->peer_max_streams ||
+        (ps ? ps->last_id : 0) >= GW_H2_STREAM_ID_MASK - 1)
+        return GW_E_LIMIT;
+    return 0;
+}
+
+/* FNV-1a of the authority (lowercased), a 0 byte and the path: one promise per resource. */
+static uint64_t push_key(gw_slice_t authority, gw_slice_t path)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < authority.len; i++) {
+        uint8_t c = authority.base[i];
+        h = (h ^ (c >= 'A' && c <= 'Z' ? c + 32u : c)) * 1099511628211ull;
+    }
+    h = (h ^ 0u) * 1099511628211ull;
+    for (size_t i = 0; i < path.len; i++)
+        h = (h ^ path.base[i]) * 1099511628211ull;
+    return h;
+}
+
+/* A copy of v in the arena (NULL, 0 stays so); 0 or GW_E_NOMEM. */
+static int arena_slice(arena_t *a, gw_slice_t *v)
+{
+    if (!v->len)
+        return 0;
+    uint8_t *d = gw_h2__arena_alloc(a, v->len);
+    if (!d)
+        return GW_E_NOMEM;
+    memcpy(d, v->base, v->len);
+    v->base = d;
+    return 0;
+}
+
+static int name_ok(gw_slice_t n)
+{
+    if (!n.len || n.base[0] == ':')
+        return 0;
+    for (size_t k = 0; k < n.len; k++)
+        if (n.base[k] >= 'A' && n.base[k] <= 'Z')
+            return 0;
+    return 1;
+}
+
+int gw_h2_session_submit_push(gw_h2_session_t *s, uint32_t parent_id, const gw_h2_head_t *req,
+                              uint32_t *promised_id, const gw_h2_head_t **stored)
+{
+    int rc = gw_h2_session_can_push(s);
+    if (rc < 0)
+        return rc;
+    /* §8.4: only on a stream the client opened, while it is open or half-closed (remote)
+     * for us, and not after we reset it */
+    gw_h2_stream_t *parent = (parent_id & 1) ? writable_stream(s, parent_id) : NULL;
+    if (!parent || parent->rst_sent)
+        return GW_E_NOENT;
+    /* §8.4.1: a safe, cacheable request without content: GET (or HEAD), a path */
+    if (!req->method.len || !req->scheme.len || !req->authority.len || !req->path.len ||
+        req->path.base[0] != '/' || req->headers_len > 64)
+        return GW_E_INVAL;
+    for (size_t i = 0; i < req->headers_len; i++)
+        if (!name_ok(req->headers[i].name))
+            return GW_E_INVAL;
+    cold_t *cold = gw_h2__cold_part(s);
+    if (!cold)
+        return GW_E_NOMEM;
+    if (!cold->push) {
+        cold->push = gw_calloc(1, sizeof(*cold->push) + s->p->o.max_pushes * sizeof(uint64_t));
+        if (!cold->push)
+            return GW_E_NOMEM;
+    }
+    push_state_t *ps = cold->push;
+    uint64_t key = push_key(req->authority, req->path);
+    for (uint32_t i = 0; i < ps->promised; i++)
+        if (ps->seen[i] == key)
+            return GW_E_EXIST;
+
+    /* the promised request, kept in the new stream's arena for the layer above */
+    arena_t tmp = {NULL};
+    void *blk = gw_h2__blk_get(s, &tmp);
+    if (!blk)
+        return GW_E_NOMEM;
+    uint32_t id = ps->last_id + 2; /* §5.1.1: even, increasing */
+    gw_h2_head_t *h = gw_h2__arena_alloc(&tmp, sizeof(*h));
+    gw_h2_header_t *hf =
+        req->headers_len ? gw_h2__arena_alloc(&tmp, req->headers_len * sizeof(*hf)) : NULL;
+    rc = h && (hf || !req->headers_len) ? 0 : GW_E_NOMEM;
+    if (rc == 0) {
+        *h = (gw_h2_head_t){.stream_id = id,
+                            .method = req->method,
+                            .scheme = req->scheme,
+                            .authority = req->authority,
+                            .path = req->path,
+                            .headers = hf,
+                            .headers_len = req->headers_len,
+                            .content_length = -1,
+                            .end_stream = 1};
+        if (arena_slice(&tmp, &h->method) < 0 || arena_slice(&tmp, &h->scheme) < 0 ||
+            arena_slice(&tmp, &h->authority) < 0 || arena_slice(&tmp, &h->path) < 0)
+            rc = GW_E_NOMEM;
+        for (size_t i = 0; rc == 0 && i < req->headers_len; i++) {
+            hf[i] = req->headers[i];
+            if (arena_slice(&tmp, &hf[i].name) < 0 || arena_slice(&tmp, &hf[i].value) < 0)
+                rc = GW_E_NOMEM;
+        }
+    }
+    gw_hpack_field_t f[68];
+    size_t n = 0;
+    if (rc == 0) {
+        f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":method"), h->method, 0};
+        f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":scheme"), h->scheme, 0};
+        f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":authority"), h->authority, 0};
+        f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":path"), h->path, 0};
+        for (size_t i = 0; i < h->headers_len; i++)
+            f[n++] = (gw_hpack_field_t){hf[i].name, hf[i].value, 0};
+        size_t mark = s->out.len;
+        rc = gw_h2__write_block(s, parent_id, f, n, 0, id);
+        if (rc < 0) {
+            s->out.len = mark;
+            /* the encoder's table may now differ from the peer's: fail the connection */
+            gw_h2__conn_error_rc(s, GW_H2_INTERNAL_ERROR, "header encoding failed", GW_E_NOMEM);
+            rc = GW_E_NOMEM;
+        }
+    }
+    if (rc < 0) {
+        gw_h2__arena_free(&tmp);
+        gw_pool_put(&s->p->blocks, blk);
+        return rc;
+    }
+    uint8_t pu = parent->node.urgency;
+    int pinc = parent->node.incremental, parent_tree = parent->node.tree;
+    gw_h2_stream_t *st = gw_h2__stream_new(s, id, blk, &tmp);
+    st->state = GW_H2_SS_RESERVED_LOCAL;
+    st->seen = 1; /* the layer above releases it */
+    st->pushed = 1;
+    st->push_open = 1;
+    st->recv_window = 0; /* the client sends nothing on it */
+    s->frames_out++;
+    ps->last_id = id;
+    ps->seen[ps->promised++] = key;
+    ps->open++;
+    ps->held++;
+    COUNT(s, pushes_promised);
+    /* A pushed response depends on its parent (RFC 7540 §5.3.5); with RFC 9218 priorities it
+     * is one level less urgent than the parent. */
+    if (parent_tree && s->x->tree && gw_h2_tree_set(s->x->tree, id, parent_id, 16, 0) == 0 &&
+        gw_h2_tree_open(s->x->tree, id) == 0) {
+        gw_h2_sched_set_tree(&s->x->sched, &st->node, 1);
+    } else {
+        st->prio9218 = 1;
+        gw_h2_sched_set_priority(&s->x->sched, &st->node, pu < 7 ? (uint8_t)(pu + 1) : 7, pinc);
+    }
+    *promised_id = id;
+    if (stored)
+        *stored = h;
     return 0;
 }

@@ -27,12 +27,18 @@
 
 /* Counters that only some connections ever move live apart; a lost count (no memory) goes to
  * a sink. */
+cold_t *gw_h2__cold_part(gw_h2_session_t *s)
+{
+    if (!s->cold)
+        s->cold = gw_calloc(1, sizeof(*s->cold));
+    return s->cold;
+}
+
 gw_h2_stats_t *gw_h2__cold(gw_h2_session_t *s)
 {
     static _Thread_local gw_h2_stats_t sink;
-    if (!s->cold && !(s->cold = gw_calloc(1, sizeof(*s->cold))))
-        return &sink;
-    return s->cold;
+    cold_t *c = gw_h2__cold_part(s);
+    return c ? &c->st : &sink;
 }
 
 /* The stream part, created on first need. NULL when out of memory. */
@@ -84,6 +90,7 @@ void gw_h2_options_default(gw_h2_options_t *o)
     o->max_header_block = 0; /* derived in fill_defaults */
     o->max_continuations = 64;
     o->max_priority_nodes = GW_H2_DEF_MAX_PRIORITY_NODES; /* derived in fill_defaults */
+    o->max_pushes = GW_H2_DEF_MAX_PUSHES;
 }
 
 static void fill_defaults(gw_h2_options_t *o)
@@ -322,6 +329,7 @@ int gw_h2_session_new_with(gw_h2_session_t **out, gw_h2_profile_t *p, void *user
     s->peer_initial_window = GW_H2_DEFAULT_WINDOW;
     s->peer_max_frame = GW_H2_DEFAULT_MAX_FRAME_SIZE;
     s->peer_max_header_list = UINT32_MAX;
+    s->peer_max_streams = UINT32_MAX; /* unlimited until the peer says (RFC 9113 §6.5.2) */
     s->conn_send_window = GW_H2_DEFAULT_WINDOW;
     s->conn_recv_window = GW_H2_DEFAULT_WINDOW;
     s->settings_sent_ms = now_ms;
@@ -390,6 +398,8 @@ void gw_h2_session_del(gw_h2_session_t *s)
     gw_hpack_dec_free(&s->dec);
     gw_hpack_enc_free(&s->enc);
     gw_bytes_free(&s->out);
+    if (s->cold)
+        gw_free(s->cold->push);
     gw_free(s->cold);
     gw_free(s->recent_rst);
     if (s->owns_profile)
@@ -654,7 +664,7 @@ gw_h2_stats_t gw_h2_session_stats(const gw_h2_session_t *s)
 {
     gw_h2_stats_t st;
     if (s->cold)
-        st = *s->cold;
+        st = s->cold->st;
     else
         memset(&st, 0, sizeof(st));
     st.frames_in = s->frames_in;

@@ -44,8 +44,9 @@ typedef struct gw_h2_profile gw_h2_profile_t;
 
 /* The first block mirrors gw_cfg_h2_t (config/config.h) field by field, so the front copies
  * them; the rest are engine limits with defaults from gw_h2_options_default(). A zero in any
- * field except header_table_size and max_requests_per_connection means "use the default"
- * (header_table_size 0 really advertises no dynamic table). */
+ * field except header_table_size, max_requests_per_connection and max_pushes means "use the
+ * default" (header_table_size 0 really advertises no dynamic table, max_pushes 0 pushes
+ * nothing). */
 typedef struct {
     unsigned max_concurrent_streams;      /* SETTINGS_MAX_CONCURRENT_STREAMS we send; def. 100 */
     uint32_t initial_window_size;         /* stream receive window we advertise; def. 256 KiB */
@@ -67,6 +68,8 @@ typedef struct {
     unsigned max_priority_nodes;          /* RFC 7540 tree nodes (open streams + idle/closed
                                              placeholders); when full the oldest placeholder
                                              is evicted; def. 2 x max_concurrent_streams */
+    unsigned max_pushes;                  /* PUSH_PROMISEs per connection (RFC 9113 §8.4);
+                                             def. 32; 0 = never push */
     /* engine-only fields */
     uint32_t encoder_table_size; /* our HPACK encoder table (bounded by the peer's
                                     SETTINGS_HEADER_TABLE_SIZE); def. 4096 */
@@ -172,6 +175,8 @@ typedef struct {
     uint64_t max_requests_hits;   /* max_requests_per_connection reached */
     uint64_t settings_timeouts;   /* no SETTINGS ACK in time */
     uint64_t priority_evictions;  /* RFC 7540 placeholders evicted at max_priority_nodes */
+    uint64_t pushes_promised;     /* PUSH_PROMISE sent */
+    uint64_t pushes_cancelled;    /* pushed streams the peer reset (RFC 9113 §8.4.2) */
 } gw_h2_stats_t;
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
@@ -294,6 +299,33 @@ int gw_h2_session_submit_rst(gw_h2_session_t *s, uint32_t stream_id, uint32_t er
 /* Queue a PING with the 8 opaque bytes (NULL = zeros). 0, GW_E_NOMEM, GW_E_LIMIT (too many
  * control frames unsent) or GW_E_CLOSED (connection failed). */
 int gw_h2_session_submit_ping(gw_h2_session_t *s, const uint8_t *opaque8);
+
+/* ---- server push (RFC 9113 §8.4) ------------------------------------------------------------ */
+
+/* Whether a PUSH_PROMISE may be sent now: 0, GW_E_UNSUPPORTED (the peer's SETTINGS_ENABLE_PUSH
+ * is 0), GW_E_CLOSED (a GOAWAY went either way, or the session is closing), GW_E_LIMIT
+ * (max_pushes promised on this connection, as many pushed streams open as the peer's
+ * SETTINGS_MAX_CONCURRENT_STREAMS, or the stream ids are used up). */
+int gw_h2_session_can_push(const gw_h2_session_t *s);
+
+/* Promise the response to `req` (method, scheme, authority, path and regular fields with
+ * lowercase names; the rest of the head is ignored) on client stream parent_id: a PUSH_PROMISE
+ * (+ CONTINUATION) is queued at once, before any frame submitted later, so a caller that
+ * promises before it submits the parent's response head has the promise precede every frame
+ * that refers to it (§8.4.1). The new stream (even id, *promised_id) is reserved (local); it
+ * behaves as a stream the layer above got through on_request: it answers with
+ * gw_h2_session_submit_response (final status only; the stream becomes half-closed (remote)),
+ * DATA and trailers, gets on_writable and on_close (the peer may reset it, §8.4.2), and
+ * releases it. It holds none of our SETTINGS_MAX_CONCURRENT_STREAMS slots. Its priority: a
+ * dependant of the parent in an RFC 7540 tree, else the parent's RFC 9218 urgency + 1. The
+ * same authority and path are promised at most once per connection. *stored (if not NULL)
+ * gets a copy of the request kept with the stream until it is released (end_stream 1).
+ * Returns 0, the codes of can_push, GW_E_NOENT (parent unknown, not a client stream, closed
+ * for sending or reset), GW_E_EXIST (promised before), GW_E_INVAL (no method, scheme,
+ * authority, a path not starting with '/', a pseudo or uppercase field name, more than 64
+ * fields), GW_E_NOMEM (when the encoding failed the connection fails, as for a response). */
+int gw_h2_session_submit_push(gw_h2_session_t *s, uint32_t parent_id, const gw_h2_head_t *req,
+                              uint32_t *promised_id, const gw_h2_head_t **stored);
 
 /* Graceful shutdown (RFC 9113 §6.8): GOAWAY NO_ERROR with last-stream-id 2^31-1 and a PING;
  * when the PING ACK comes back (or at once, if final), GOAWAY with the real last-stream-id.

@@ -61,6 +61,8 @@ typedef struct gw_h2_stream {
     unsigned blocked : 1;        /* data waiting on the stream send window */
     unsigned budget_blocked : 1; /* data waiting on the stream's data budget */
     unsigned prio9218 : 1;       /* has an RFC 9218 signal: never scheduled by the 7540 tree */
+    unsigned pushed : 1;         /* promised by us (even id, RFC 9113 §8.4) */
+    unsigned push_open : 1;      /* pushed and not closed: counted in push->open */
     size_t data_budget;          /* DATA payload bytes it may still frame; SIZE_MAX = no limit */
     int64_t send_window;
     int64_t recv_window;      /* what the peer may still send */
@@ -149,6 +151,22 @@ typedef struct {
     gw_slice_t priority;
 } decode_ctx_t;
 
+/* Server push (RFC 9113 §8.4), allocated with the first PUSH_PROMISE of a connection. */
+typedef struct {
+    uint32_t last_id;  /* the last promised stream id (even; 0 before the first) */
+    uint32_t promised; /* PUSH_PROMISEs sent (at most max_pushes) */
+    uint32_t open;     /* pushed streams not closed: reserved or half-closed (remote) */
+    uint32_t held;     /* pushed streams not released yet (they hold no client slot) */
+    uint64_t seen[];   /* keys of the promised authority + path, `promised` of them */
+} push_state_t;
+
+/* What a session allocates only when used (most connections never do): the counters other
+ * than the hot three, and the push state. */
+typedef struct {
+    gw_h2_stats_t st;
+    push_state_t *push; /* NULL until the first promise */
+} cold_t;
+
 /* Options (defaults filled in) and callbacks: one copy for all the sessions of a worker. */
 struct gw_h2_profile {
     gw_h2_options_t o;
@@ -163,7 +181,7 @@ struct gw_h2_session {
     gw_h2_profile_t *p;
     void *user_data;
     sess_ext_t *x;        /* NULL while idle */
-    gw_h2_stats_t *cold;  /* counters other than the three below, on first use */
+    cold_t *cold;         /* counters other than the three below, and push, on first use */
     uint32_t *recent_rst; /* RECENT_RST streams we reset and forgot, on the first reset */
     gw_hpack_dec_t dec;
     gw_hpack_enc_t enc;
@@ -202,14 +220,23 @@ struct gw_h2_session {
     unsigned settings_acked : 1;
     uint8_t phase; /* gw_h2_conn_phase_t: our side's shutdown */
     unsigned peer_goaway : 1;
+    unsigned peer_no_push : 1; /* SETTINGS_ENABLE_PUSH = 0 (RFC 9113 §6.5.2) */
     unsigned owns_profile : 1; /* created by gw_h2_session_new: p is ours to free */
     uint32_t goaway_code;
     int fatal_rc;
+    uint32_t peer_max_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS: bounds open pushed streams */
     const char *goaway_reason;
 };
 
+/* The push state of s, NULL before the first promise. */
+static inline push_state_t *gw_h2__push(const gw_h2_session_t *s)
+{
+    return s->cold ? s->cold->push : NULL;
+}
+
 /* session.c */
 gw_h2_stats_t *gw_h2__cold(gw_h2_session_t *s);
+cold_t *gw_h2__cold_part(gw_h2_session_t *s); /* NULL when out of memory */
 sess_ext_t *gw_h2__ext(gw_h2_session_t *s);
 int gw_h2__conn_error_rc(gw_h2_session_t *s, uint32_t code, const char *reason, int rc);
 int gw_h2__conn_error(gw_h2_session_t *s, uint32_t code, const char *reason);
@@ -249,7 +276,9 @@ int gw_h2__on_field(void *ud, const gw_hpack_field_t *f);
 void gw_h2__check_request(decode_ctx_t *c);
 
 /* send.c */
+/* Encode f[0..n) as HEADERS (promised 0) or PUSH_PROMISE (promised: the promised id) on sid,
+ * with CONTINUATIONs within the peer's frame size, into s->out. */
 int gw_h2__write_block(gw_h2_session_t *s, uint32_t sid, const gw_hpack_field_t *f, size_t n,
-                       int end_stream);
+                       int end_stream, uint32_t promised);
 
 #endif

@@ -109,6 +109,8 @@ void gw_h2__stream_free(gw_h2_session_t *s, gw_h2_stream_t *st)
     gw_bytes_free(&st->trailers);
     gw_h2__arena_free(&st->arena);
     s->active--;
+    if (st->pushed)
+        s->cold->push->held--;
     gw_pool_put(&s->p->blocks, st);
 }
 
@@ -281,6 +283,10 @@ int gw_h2__recently_reset(const gw_h2_session_t *s, uint32_t sid)
 void gw_h2__close_stream(gw_h2_session_t *s, gw_h2_stream_t *st, uint32_t code, int by_peer)
 {
     st->state = GW_H2_SS_CLOSED;
+    if (st->push_open) {
+        st->push_open = 0;
+        s->cold->push->open--;
+    }
     gw_h2_sched_remove(&s->x->sched, &st->node);
     if (s->x->tree) /* stays as a placeholder (RFC 7540 §5.3.4) */
         gw_h2_tree_close(s->x->tree, st->id);
