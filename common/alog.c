@@ -328,6 +328,8 @@ static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
     put_u64(a, r->retries);
     key(a, "coalesced");
     puts_(a, r->coalesced ? "true" : "false");
+    key(a, "pushed");
+    puts_(a, r->pushed ? "true" : "false");
     key(a, "throttled");
     puts_(a, r->throttled ? "true" : "false");
     key(a, "h2_error");

@@ -44,6 +44,7 @@ typedef struct {
     uint8_t coalesced : 1;
     uint8_t throttled : 1;
     uint8_t rate_limited : 1; /* answered 429 by the gateway (routes[].request_rate) */
+    uint8_t pushed : 1;       /* an HTTP/2 server push the gateway promised (RFC 9113 §8.4) */
     const char *h2_error;     /* RFC 9113 §7 name of the code the stream was reset with, or NULL */
     uint8_t id_len;
     char id[GW_ALOG_ID_MAX]; /* the request id (x-request-id); id_len 0: none */

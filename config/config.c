@@ -337,6 +337,7 @@ static const field_t h2_fields[] = {
     FLD(gw_cfg_h2_t, empty_frame_budget, F_UINT, 1, 1000000),
     FLD(gw_cfg_h2_t, max_queued_control, F_UINT, 1, 1000000),
     FLD(gw_cfg_h2_t, max_priority_nodes, F_UINT, 0, 1000000),
+    FLD(gw_cfg_h2_t, max_pushes, F_UINT, 0, 1000),
 };
 /* Keys are written without the _ms suffix in YAML; map them here. */
 static const char *const ms_keys[][2] = {
@@ -613,6 +614,7 @@ static void set_defaults(gw_config_t *c)
         .empty_frame_budget = GW_H2_DEF_EMPTY_FRAME_BUDGET,
         .max_queued_control = GW_H2_DEF_MAX_QUEUED_CONTROL,
         .max_priority_nodes = GW_H2_DEF_MAX_PRIORITY_NODES,
+        .max_pushes = GW_H2_DEF_MAX_PUSHES,
     };
     c->timeouts = (gw_cfg_timeouts_t){
         .handshake_ms = 10000,

@@ -51,6 +51,7 @@ typedef struct {
     unsigned protocols; /* gw_proto_flags_t; default: TLS h2|http1, cleartext h2c|http1 */
     int backlog;
     int early_hints; /* 103s made by the gateway go to this listener's clients (default 1) */
+    int push;        /* routes with push: true may push to its HTTP/2 clients (default 1) */
     int line;        /* where it was declared, for messages */
 } gw_cfg_listen_t;
 
@@ -121,6 +122,7 @@ typedef struct {
     int early_hints_h1;            /* HTTP/1.1 clients get the 103 too */
     int early_hints_learn;         /* remember the preload links of shareable 2xx pages */
     int early_hints_learn_private; /* learn from requests with Authorization or Cookie too */
+    int push; /* HTTP/2 server push of the response's Link rel=preload (RFC 9113 §8.4) */
     unsigned request_burst;
     int line;
 } gw_cfg_route_t;
@@ -140,6 +142,7 @@ typedef struct {
     unsigned empty_frame_budget;   /* empty DATA/HEADERS/CONTINUATION per window */
     unsigned max_queued_control;   /* outbound control frames queued before calm */
     unsigned max_priority_nodes;   /* RFC 7540 tree nodes; 0 = 2 x max_concurrent_streams */
+    unsigned max_pushes;           /* PUSH_PROMISEs per connection; 0 = never push */
 } gw_cfg_h2_t;
 
 typedef struct {

@@ -206,6 +206,9 @@ static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v
         static const field_t f[] = {
             {"early_hints", F_BOOL, offsetof(gw_cfg_listen_t, early_hints), 0, 0}};
         gw_cfg__set_field(ld, f, 1, key, v, x->l);
+    } else if (!strcmp(key, "push")) {
+        static const field_t f[] = {{"push", F_BOOL, offsetof(gw_cfg_listen_t, push), 0, 0}};
+        gw_cfg__set_field(ld, f, 1, key, v, x->l);
     } else {
         gw_cfg__err_at(ld, k, "unknown key '%s' in a listener", key);
     }
@@ -272,6 +275,7 @@ void gw_cfg__load_listen(ld_t *ld, yaml_node_t *v)
         gw_cfg_listen_t *l = &c->listen[c->listen_len++];
         l->backlog = 511;
         l->early_hints = 1;
+        l->push = 1;
         l->line = (int)ln->start_mark.line + 1;
         listen_ld_t x = {.l = l};
         gw_cfg__each_pair(ld, ln, listen_pair, &x);
@@ -534,11 +538,12 @@ static const field_t route_fields[] = {
     {"early_hints_learn", F_BOOL, offsetof(gw_cfg_route_t, early_hints_learn), 0, 0},
     {"early_hints_learn_private", F_BOOL, offsetof(gw_cfg_route_t, early_hints_learn_private), 0,
      0},
+    {"push", F_BOOL, offsetof(gw_cfg_route_t, push), 0, 0},
 };
 
 typedef struct {
     gw_cfg_route_t *r;
-    yaml_node_t *host, *path, *up, *name;
+    yaml_node_t *host, *path, *up, *name, *push;
 } route_ld_t;
 
 /* RFC 8288 §3: link-value = "<" URI-Reference ">" *( OWS ";" OWS link-param ); checked loosely
@@ -590,6 +595,9 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
                                "early_hints entry '%s' must be a Link value like "
                                "'</app.css>; rel=preload; as=style'",
                                x->r->early_hints[i]);
+    } else if (!strcmp(key, "push") &&
+               gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
+        x->push = v;
     } else if (!gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
         gw_cfg__err_at(ld, k, "unknown key '%s' in a route", key);
     }
@@ -614,6 +622,15 @@ static int valid_host_pattern(const char *h)
             return 0;
     }
     return 1;
+}
+
+/* Whether some listener could carry a push (RFC 9113 §8.4 is HTTP/2 only). */
+static int push_listener(const gw_config_t *c)
+{
+    for (size_t i = 0; i < c->listen_len; i++)
+        if (c->listen[i].push && (c->listen[i].protocols & (GW_PROTO_F_H2 | GW_PROTO_F_H2C)))
+            return 1;
+    return 0;
 }
 
 void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
@@ -674,6 +691,11 @@ void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
             if (x.name && c->routes[j].name && !strcmp(c->routes[j].name, r->name))
                 gw_cfg__err_at(ld, x.name, "duplicate route name '%s' (first on line %d)", r->name,
                                c->routes[j].line);
+        if (r->push && !push_listener(c))
+            gw_cfg__err_at(ld, x.push,
+                           "push: true needs a listener that speaks HTTP/2 (h2 or h2c) and does "
+                           "not say push: false; every listener here is HTTP/1.1 only or has push "
+                           "off");
         if (!x.up) {
             gw_cfg__err_at(ld, rn, "missing required key 'upstream' in a route");
             continue;

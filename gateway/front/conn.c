@@ -62,7 +62,8 @@ gw_cstream_t gw_front__cstream(conn_t *c, const gw_cstream_ops_t *ops, void *imp
                           .addr = (const struct sockaddr *)&c->addr,
                           .head_only = gw_slice_eq(method, GW_SLICE_LIT("HEAD")),
                           .tls = c->tls != NULL,
-                          .no_hints = !c->l->cfg->early_hints};
+                          .no_hints = !c->l->cfg->early_hints,
+                          .no_push = !c->l->cfg->push};
 }
 
 const char *gw_front__conn_peer(const conn_t *c)
@@ -99,6 +100,7 @@ int gw_front__need_busy(conn_t *c)
     gw_iovq_init(&b->oq);
     gw_list_init(&b->h2_streams);
     gw_list_init(&b->h2_gone);
+    gw_list_init(&b->h2_pushes);
     format_peer(c, b->peer, sizeof(b->peer), b->peer_ip, sizeof(b->peer_ip));
     c->b = b;
     atomic_fetch_add_explicit(&W(c)->busy, 1, memory_order_relaxed);
@@ -150,6 +152,7 @@ static void conn_deferred(conn_t *c)
     if (c->flags & GW_CONN_F_CLOSED)
         return;
     if (c->state == CS_H2) {
+        gw_front__h2_start_pushes(c);
         gw_front__h2_tell_gone(c);
         gw_front__h2_pump(c);
     } else if (c->state == CS_H1) {
@@ -413,13 +416,18 @@ static void on_closed(uv_handle_t *h)
     gw_worker_t *w = W(c);
     if (c->h1)
         gw_front__h1x_end(c);
-    if (c->b)
+    if (c->b) {
         gw_list_foreach_safe(it, tmp, &c->b->h2_gone)
         {
             h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
             gw_front__stream_done(c, &x->cs, x->thr_mark);
             gw_pool_put(&w->h2s_pool, x);
         }
+        gw_list_foreach_safe(it, tmp, &c->b->h2_pushes) /* promised, never started */
+        {
+            gw_pool_put(&w->h2s_pool, GW_CONTAINER_OF(it, h2s_t, link));
+        }
+    }
     gw_tls_conn_del(c->tls);
     if (c->h1) {
         gw_h1_parser_del(c->h1->p);
@@ -674,7 +682,7 @@ void gw_front__release_idle_buffers(conn_t *c)
     if (!b)
         return;
     if (b->in.len == 0 && b->out.len == 0 && b->oq.count == 0 && gw_list_empty(&b->h2_streams) &&
-        gw_list_empty(&b->h2_gone) && b->h2_rst_after == 0) {
+        gw_list_empty(&b->h2_gone) && gw_list_empty(&b->h2_pushes) && b->h2_rst_after == 0) {
         drop_busy(c);
         return;
     }

@@ -147,6 +147,7 @@ typedef struct {
     uint64_t streams; /* gauge (snapshots) */
     uint64_t tunnels; /* gauge (snapshots): WebSocket tunnels open */
     uint64_t alog_lost;
+    uint64_t push_cancelled; /* pushed streams the clients reset (closed connections) */
     uint64_t h2err[GW_MH2_KINDS];
     uint64_t tls[3]; /* full, resumed, failed */
     uint64_t unrouted[GW_MCODES];
@@ -396,6 +397,7 @@ typedef struct {
     gw_iovq_t oq;          /* frames from the HTTP/2 session */
     gw_list_t h2_streams;  /* h2s_t of the streams the proxy knows, freed with the conn */
     gw_list_t h2_gone;     /* h2s_t closed by the session, told to the proxy when kicked */
+    gw_list_t h2_pushes;   /* h2s_t of promised pushes, handed to the proxy when kicked */
     unsigned h2_rst_after; /* streams with rst_after set */
     char peer[64];         /* "ip:port", "[ip6]:port" (client streams point here) */
     char peer_ip[48];
@@ -453,6 +455,8 @@ typedef struct {
     uint32_t thr_mark; /* c->thr->waits when the request began */
     gw_alog_t log;     /* the request's record (accesslog.c) */
     int ws;            /* an RFC 8441 extended CONNECT: its 200 opens a tunnel */
+    /* a push we promised: its request, kept by the session until the stream is released */
+    const gw_h2_head_t *push_req;
 } h2s_t;
 
 typedef struct {
@@ -471,6 +475,8 @@ size_t gw_front__out_len(const conn_t *c);
 int gw_front__need_busy(conn_t *c);
 void gw_front__kick(conn_t *c);
 void gw_front__h2_tell_gone(conn_t *c);
+/* Hand the promised pushes (c->b->h2_pushes) to the proxy. */
+void gw_front__h2_start_pushes(conn_t *c);
 void gw_front__arm(conn_t *c, uint64_t ms);
 void gw_front__after_write(conn_t *c, size_t len, int status);
 int gw_front__send_iovq(conn_t *c, gw_iovq_t *q);

@@ -237,8 +237,10 @@ static int h1s_urgency(gw_cstream_t *s)
     return c->h1->urgency;
 }
 
-static const gw_cstream_ops_t h1s_ops = {h1s_respond, h1s_interim, h1s_body,    h1s_trailers,
-                                         h1s_reset,   h1s_credit,  h1s_pending, h1s_urgency};
+/* no push: HTTP/2 only (RFC 9113 §8.4) */
+static const gw_cstream_ops_t h1s_ops = {h1s_respond,  h1s_interim, h1s_body,
+                                         h1s_trailers, h1s_reset,   h1s_credit,
+                                         h1s_pending,  h1s_urgency, NULL};
 
 static int h1_on_head(void *ud, const gw_h1_msg_t *m)
 {

@@ -147,8 +147,95 @@ static int h2s_urgency(gw_cstream_t *s)
     return u;
 }
 
-static const gw_cstream_ops_t h2s_ops = {h2s_respond, h2s_interim, h2s_body,    h2s_trailers,
-                                         h2s_reset,   h2s_credit,  h2s_pending, h2s_urgency};
+static int h2s_push(gw_cstream_t *s, const gw_req_head_t *r);
+
+static const gw_cstream_ops_t h2s_ops = {h2s_respond,  h2s_interim, h2s_body,
+                                         h2s_trailers, h2s_reset,   h2s_credit,
+                                         h2s_pending,  h2s_urgency, h2s_push};
+
+/* ---- server push (RFC 9113 §8.4, issue 23) ------------------------------------------------ */
+
+/* The proxy asks for a push while it answers the parent: the session queues the PUSH_PROMISE
+ * now (ahead of the parent's response head, which the proxy sends next) and keeps the
+ * request; the promised stream waits on c->b->h2_pushes until the loop hands it to the proxy
+ * (an op never calls back into the proxy). */
+static int h2s_push(gw_cstream_t *s, const gw_req_head_t *r)
+{
+    h2s_t *x = (h2s_t *)s;
+    conn_t *c = x->c;
+    if (x->gone || !c->b)
+        return GW_E_NOENT;
+    if (!c->l->cfg->push)
+        return GW_E_UNSUPPORTED;
+    int rv = gw_h2_session_can_push(c->h2);
+    if (rv < 0)
+        return rv;
+    h2s_t *y = gw_pool_get(&W(c)->h2s_pool);
+    if (!y)
+        return GW_E_NOMEM;
+    gw_h2_head_t h = {.method = r->method,
+                      .scheme = r->scheme,
+                      .authority = r->authority,
+                      .path = r->path,
+                      .headers = r->fields,
+                      .headers_len = r->fields_len};
+    uint32_t id;
+    rv = gw_h2_session_submit_push(c->h2, x->sid, &h, &id, &y->push_req);
+    if (rv < 0) {
+        gw_pool_put(&W(c)->h2s_pool, y);
+        if (gw_err_is_fatal(rv))
+            gw_front__kick(c); /* the session failed the connection: flush its GOAWAY */
+        return rv;
+    }
+    y->c = c;
+    y->sid = id;
+    y->given = SIZE_MAX;
+    y->cs = gw_front__cstream(c, &h2s_ops, y, r->method);
+    y->cs.log = &y->log;
+    if (gw_h2_session_set_stream_data(c->h2, id, y) < 0) { /* cannot fail: the stream is new */
+        gw_pool_put(&W(c)->h2s_pool, y);
+        gw_h2_session_submit_rst(c->h2, id, GW_H2_CANCEL);
+        return 0;
+    }
+    gw_list_push_back(&c->b->h2_pushes, &y->link);
+    gw_front__kick(c);
+    return 0;
+}
+
+/* The promised requests go to the proxy as requests of their own: routing, coalescing,
+ * throttling and the access log as for any stream. */
+void gw_front__h2_start_pushes(conn_t *c)
+{
+    while (c->b && !gw_list_empty(&c->b->h2_pushes) && !(c->flags & GW_CONN_F_CLOSED)) {
+        h2s_t *y = GW_CONTAINER_OF(c->b->h2_pushes.next, h2s_t, link);
+        gw_list_remove(&y->link);
+        gw_list_push_back(&c->b->h2_streams, &y->link);
+        const gw_h2_head_t *h = y->push_req;
+        c->requests++;
+        const gw_cfg_route_t *route = gw_proxy_route(PROXY(c), h->authority, h->path);
+        if (c->g->gen->route_rates)
+            y->rb = gw_front__route_bucket(c, route);
+        y->thr_mark = c->thr ? c->thr->waits : 0;
+        gw_req_head_t rh = {
+            .method = h->method,
+            .scheme = h->scheme,
+            .authority = h->authority,
+            .path = h->path,
+            .fields = h->headers,
+            .fields_len = h->headers_len,
+            .content_length = -1,
+            .end_stream = 1,
+            .proto = GW_REQ_H2,
+            .route = route,
+            .pushed = 1,
+        };
+        gw_front__log_start(c, &y->log, &rh, "h2");
+        y->log.pushed = 1;
+        int rv = gw_proxy_request(PROXY(c), &y->cs, &rh);
+        if (rv < 0 && gw_err_is_fatal(rv))
+            gw_h2_session_terminate(c->h2, GW_H2_INTERNAL_ERROR, "push failed");
+    }
+}
 
 static int h2_on_request(void *ud, const gw_h2_head_t *h)
 {
@@ -292,6 +379,11 @@ static void h2_options(const gw_config_t *cfg, gw_h2_options_t *o)
     o->empty_frame_budget = cfg->h2.empty_frame_budget;
     o->max_queued_control = cfg->h2.max_queued_control;
     o->max_priority_nodes = cfg->h2.max_priority_nodes;
+    /* no route pushes: no promise can be made, whatever a client allows */
+    o->max_pushes = 0;
+    for (size_t i = 0; i < cfg->routes_len; i++)
+        if (cfg->routes[i].push)
+            o->max_pushes = cfg->h2.max_pushes;
     /* RFC 8441 §3: offered only when a route would take a WebSocket (browsers do not fall back
      * to HTTP/1.1 when the setting promises what the origin cannot do) */
     for (size_t i = 0; i < cfg->routes_len; i++)

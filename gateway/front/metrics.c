@@ -216,6 +216,7 @@ void gw_front__metrics_h2_closed(gw_worker_t *w, const gw_h2_stats_t *st)
     e[8] += st->priority_evictions;
     e[9] += st->malformed_requests;
     e[10] += st->streams_refused;
+    w->m.push_cancelled += st->pushes_cancelled;
 }
 
 /* Add a proxy's compression counters (and, with gauges, its running compressors) into d. */
@@ -244,6 +245,11 @@ static void hadd(gw_proxy_hint_stats_t *d, const gw_proxy_hint_stats_t *s, int g
     d->learned += s->learned;
     d->evicted += s->evicted;
     d->expired += s->expired;
+    d->push_promised += s->push_promised;
+    d->push_client += s->push_client;
+    d->push_limit += s->push_limit;
+    d->push_duplicate += s->push_duplicate;
+    d->push_closed += s->push_closed;
     if (gauges)
         d->entries += s->entries;
 }
@@ -426,6 +432,7 @@ static void merge(gw_mset_t *t, const gw_mset_t *s)
     t->streams += s->streams;
     t->tunnels += s->tunnels;
     t->alog_lost += s->alog_lost;
+    t->push_cancelled += s->push_cancelled;
     zadd(&t->z, &s->z, 1);
     hadd(&t->hint, &s->hint, 1);
     for (size_t i = 0; i < GW_MH2_KINDS; i++)
@@ -637,6 +644,21 @@ static int render(gw_server_t *s, const gw_mset_t *t, const extra_t *x, gw_bytes
     }
     FAM("h2gate_early_hints_pages", "gauge", "Pages with learned links kept now.");
     SAMPLE("h2gate_early_hints_pages", NULL, 0, t->hint.entries);
+    FAM("h2gate_push_total", "counter",
+        "HTTP/2 server push (routes' push: true): links promised, promises the client reset "
+        "(cancelled), and links not promised because the client disabled push (refused_client), "
+        "a limit (h2.max_pushes, the client's MAX_CONCURRENT_STREAMS: refused_limit), the path "
+        "was promised on the connection before (duplicate), or a GOAWAY (refused_closed).");
+    {
+        const char *res[] = {"promised",      "cancelled", "refused_client",
+                             "refused_limit", "duplicate", "refused_closed"};
+        uint64_t v[] = {t->hint.push_promised, t->push_cancelled,      t->hint.push_client,
+                        t->hint.push_limit,    t->hint.push_duplicate, t->hint.push_closed};
+        for (size_t i = 0; i < 6; i++) {
+            gw_label_t l[] = {{"result", res[i]}};
+            SAMPLE("h2gate_push_total", l, 1, v[i]);
+        }
+    }
     FAM("h2gate_websocket_tunnels", "gauge",
         "WebSocket tunnels open (HTTP/1.1 Upgrade and RFC 8441 streams).");
     SAMPLE("h2gate_websocket_tunnels", NULL, 0, t->tunnels);

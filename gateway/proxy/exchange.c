@@ -697,6 +697,9 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         }
         /* RFC 9110 §6.4.1: no content after HEAD, 204 and 304 */
         int no_body = px->s->head_only || h->status == 204 || h->status == 304 || cl == 0;
+        /* RFC 9113 §8.4.1: the promises go before the response that refers to them */
+        if (px->route->push)
+            gw_proxy__push_links(ox->p, px->s, px->route, &px->head, (unsigned)h->status, f, n);
         px->status = (unsigned)h->status;
         px->resp_cl = cl;
         px->zc = (uint8_t)zc;

@@ -119,6 +119,10 @@ typedef struct {
     uint64_t dropped_origin; /* the origin's 103 not relayed: one 103 went out already */
     uint64_t learned, evicted, expired; /* pages learned, pushed out by the LRU, too old */
     uint64_t entries;                   /* gauge: pages known now */
+    /* HTTP/2 server push (issue 23 item 3): links promised, and those not promised because
+     * the client disabled push, a limit (h2.max_pushes, the client's concurrency), the path
+     * was promised on the connection before, or a GOAWAY / the parent's end */
+    uint64_t push_promised, push_client, push_limit, push_duplicate, push_closed;
 } gw_proxy_hint_stats_t;
 void gw_proxy_hint_stats(const gw_proxy_t *p, gw_proxy_hint_stats_t *out);
 

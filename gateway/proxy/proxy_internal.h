@@ -72,6 +72,12 @@ int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r
 void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_req_head_t *req,
                            unsigned status, const gw_field_t *f, size_t n);
 void gw_proxy__hints_free(gw_proxy_hints_t *t);
+/* HTTP/2 server push (RFC 9113 §8.4): on a route with push, each same-origin Link
+ * `<target>; rel=preload` without nopush of a 2xx answer (f[0..n), as the client gets it) to
+ * the GET h becomes a promise on s (ops->push), before the caller sends the response head.
+ * Counted in p->hints.st; returns how many were promised. */
+int gw_proxy__push_links(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r,
+                         const gw_req_head_t *h, unsigned status, const gw_field_t *f, size_t n);
 
 /* route.c: a gateway-made answer (404, 502, 503, 504) with a short text body. */
 int gw_proxy__answer(gw_cstream_t *s, unsigned status, const char *text);

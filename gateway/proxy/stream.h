@@ -53,6 +53,7 @@ typedef struct {
     /* "websocket" when the request asks for a WebSocket (an HTTP/1.1 Upgrade, or RFC 8441's
      * :protocol of an extended CONNECT); empty otherwise */
     gw_slice_t protocol;
+    int pushed; /* the gateway promised it (HTTP/2 server push): its answer pushes nothing */
 } gw_req_head_t;
 
 typedef struct gw_cstream gw_cstream_t;
@@ -92,6 +93,16 @@ typedef struct {
      * request's `priority` field, parsed once by the front, then PRIORITY_UPDATE frames).
      * Orders the origin queue. Optional: NULL (or a value out of range) is the default, 3. */
     int (*urgency)(gw_cstream_t *s);
+    /* HTTP/2 server push (RFC 9113 §8.4; NULL for HTTP/1.1): promise the response to req (a
+     * GET with :scheme, :authority, :path and fields) on this stream. The PUSH_PROMISE is
+     * queued at once, ahead of anything the proxy sends on the stream afterwards, and the
+     * promised request comes back later, from the loop, through gw_proxy_request() as a
+     * stream of its own (req->pushed set). 0, or a negative code and nothing was promised:
+     * GW_E_UNSUPPORTED (the client disabled push), GW_E_LIMIT (h2.max_pushes on this
+     * connection, or as many pushes open as the client allows), GW_E_EXIST (promised on this
+     * connection before), GW_E_CLOSED (GOAWAY), GW_E_NOENT (the stream can no longer carry a
+     * promise), GW_E_INVAL, GW_E_NOMEM. */
+    int (*push)(gw_cstream_t *s, const gw_req_head_t *req);
 } gw_cstream_ops_t;
 
 struct gw_cstream {
@@ -109,6 +120,7 @@ struct gw_cstream {
     int tls;
     int tunnel;   /* the front made it a WebSocket tunnel (counted in its connection's tunnels) */
     int no_hints; /* its listener says early_hints: false: the gateway makes no 103 for it */
+    int no_push;  /* its listener says push: false */
 };
 
 #endif

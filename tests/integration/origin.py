@@ -247,6 +247,25 @@ class ScriptedOrigin:
                        ("Link", "<https://cdn.example>; rel=preconnect, </later.html>; rel=prefetch")]
                  + extra, body)
             return True
+        if kind == "push-page":
+            # /push-page/<ms>?p=<target>&p=...[&s=<status>]: a page after <ms> whose Link field
+            # preloads each target (server push, issue 23)
+            time.sleep(arg / 1000.0)
+            links = [urllib.parse.unquote(q[2:]) for q in query.split("&") if q.startswith("p=")]
+            body = b"<!doctype html><title>push</title>" + b"y" * 500
+            hs = [("Content-Type", "text/html"), ("Content-Length", str(len(body)))]
+            if links:
+                hs.append(("Link", ", ".join(f"<{t}>; rel=preload; as=style" for t in links)))
+            status = next((int(q[2:]) for q in query.split("&") if q.startswith("s=")), 200)
+            send(status, hs + extra, body)
+            return True
+        if kind == "late":
+            # /late/<ms>/<n>: n pattern bytes after <ms>, head and all (a slow subresource)
+            time.sleep(arg / 1000.0)
+            body = pattern(int(parts[2]) if len(parts) > 2 else 100)
+            send(200, [("Content-Type", "text/css"), ("Content-Length", str(len(body)))] + extra,
+                 body)
+            return True
         if kind == "hinted.css":
             body = b"body { color: rgb(1, 2, 3); }\n"
             # cacheable: Chromium keeps what a 103 made it fetch in its HTTP cache
