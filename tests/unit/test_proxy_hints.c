@@ -1,6 +1,8 @@
 /* Unit tests of proxy/hints.c: which requests are navigations, which Link values are learned
- * (rel lists, commas inside targets and quoted strings), which answers are never learned, and
- * the 103 a navigation then gets (configured first, learned without duplicates). */
+ * (rel lists, commas inside targets and quoted strings), which answers are never learned, the
+ * 103 a navigation then gets (configured first, learned without duplicates), and which Link
+ * targets a route with push promises (same origin, rel=preload, no nopush) with which
+ * request. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,7 +24,7 @@ static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
                           "  app: {servers: [127.0.0.1:9001]}\n"
                           "routes:\n"
                           "  - {host: '*', path: /, upstream: app, early_hints_learn: true,\n"
-                          "     early_hints: ['</conf.css>; rel=preload; as=style']}\n";
+                          "     early_hints: ['</conf.css>; rel=preload; as=style'], push: true}\n";
 
 static gw_config_t *cfg;
 static gw_proxy_t *px;
@@ -43,7 +45,31 @@ static int f_interim(gw_cstream_t *s, unsigned status, const gw_field_t *f, size
     return 0;
 }
 
-static const gw_cstream_ops_t fops = {.interim = f_interim};
+/* A push op that records the promised requests and answers from a script of return codes. */
+static char pushed[4096];
+static size_t pushed_k;
+static int push_rc[16];
+static size_t push_calls;
+
+static int f_push(gw_cstream_t *s, const gw_req_head_t *r)
+{
+    (void)s;
+    assert_true(r->pushed && r->end_stream && r->proto == GW_REQ_H2);
+    pushed_k += (size_t)snprintf(
+        pushed + pushed_k, sizeof(pushed) - pushed_k, "%.*s %.*s %.*s %.*s", (int)r->method.len,
+        (const char *)r->method.base, (int)r->scheme.len, (const char *)r->scheme.base,
+        (int)r->authority.len, (const char *)r->authority.base, (int)r->path.len,
+        (const char *)r->path.base);
+    for (size_t i = 0; i < r->fields_len; i++)
+        pushed_k +=
+            (size_t)snprintf(pushed + pushed_k, sizeof(pushed) - pushed_k, " %.*s=%.*s",
+                             (int)r->fields[i].name.len, (const char *)r->fields[i].name.base,
+                             (int)r->fields[i].value.len, (const char *)r->fields[i].value.base);
+    pushed_k += (size_t)snprintf(pushed + pushed_k, sizeof(pushed) - pushed_k, "|");
+    return push_rc[push_calls++ % 16];
+}
+
+static const gw_cstream_ops_t fops = {.interim = f_interim, .push = f_push};
 
 static int setup(void **state)
 {
@@ -152,11 +178,78 @@ static void learn_and_send(void **state)
     assert_int_equal(got_n, 1);
 }
 
+static void push_targets(void **state)
+{
+    (void)state;
+    const gw_cfg_route_t *r = &cfg->routes[0];
+    gw_field_t fields[] = {{GW_SLICE_LIT("accept"), GW_SLICE_LIT("text/html")},
+                           {GW_SLICE_LIT("cookie"), GW_SLICE_LIT("id=1")},
+                           {GW_SLICE_LIT("user-agent"), GW_SLICE_LIT("UA")},
+                           {GW_SLICE_LIT("accept-encoding"), GW_SLICE_LIT("gzip")},
+                           {GW_SLICE_LIT("accept-language"), GW_SLICE_LIT("de")}};
+    gw_field_t resp[] = {
+        {GW_SLICE_LIT("Link"),
+         GW_SLICE_LIT("</a.css>; rel=preload; as=style, </b.js>; rel=preload; nopush, "
+                      "</c.mjs>; rel=modulepreload, <d.css>; rel=preload, "
+                      "<//SHOP.test/e.css?v=1#top>; rel=\"stylesheet preload\"")},
+        {GW_SLICE_LIT("link"), GW_SLICE_LIT("<https://shop.test/f.css>; rel=preload, "
+                                            "<http://shop.test/g.css>; rel=preload, "
+                                            "<https://cdn.test/h.css>; rel=preload, "
+                                            "<https://shop.test>; rel=preload, "
+                                            "</sp ace.css>; rel=preload")},
+        {GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/html")},
+    };
+    gw_req_head_t h = req("/page", fields, 5);
+    gw_cstream_t s = {.ops = &fops, .peer = "t"};
+    memset(push_rc, 0, sizeof(push_rc));
+    pushed_k = push_calls = 0;
+    pushed[0] = 0;
+    assert_int_equal(gw_proxy__push_links(px, &s, r, &h, 200, resp, 3), 3);
+    assert_string_equal(pushed, "GET https Shop.Test /a.css accept=text/html user-agent=UA "
+                                "accept-encoding=gzip accept-language=de|"
+                                "GET https Shop.Test /e.css?v=1 accept=text/html user-agent=UA "
+                                "accept-encoding=gzip accept-language=de|"
+                                "GET https Shop.Test /f.css accept=text/html user-agent=UA "
+                                "accept-encoding=gzip accept-language=de|");
+    /* not a 2xx, not GET, a pushed request, HTTP/1.1, the listener's no_push: nothing */
+    pushed_k = push_calls = 0;
+    assert_int_equal(gw_proxy__push_links(px, &s, r, &h, 404, resp, 3), 0);
+    gw_req_head_t head = h;
+    head.method = GW_SLICE_LIT("HEAD");
+    assert_int_equal(gw_proxy__push_links(px, &s, r, &head, 200, resp, 3), 0);
+    gw_req_head_t p = h;
+    p.pushed = 1;
+    assert_int_equal(gw_proxy__push_links(px, &s, r, &p, 200, resp, 3), 0);
+    gw_req_head_t h1 = h;
+    h1.proto = GW_REQ_HTTP1;
+    assert_int_equal(gw_proxy__push_links(px, &s, r, &h1, 200, resp, 3), 0);
+    gw_cstream_t off = s;
+    off.no_push = 1;
+    assert_int_equal(gw_proxy__push_links(px, &off, r, &h, 200, resp, 3), 0);
+    assert_int_equal(push_calls, 0);
+    /* a duplicate lets the next link through; a limit stops the answer's other links */
+    gw_proxy_hint_stats_t before, after;
+    gw_proxy_hint_stats(px, &before);
+    push_rc[0] = GW_E_EXIST;
+    push_rc[1] = GW_E_LIMIT;
+    assert_int_equal(gw_proxy__push_links(px, &s, r, &h, 200, resp, 3), 0);
+    assert_int_equal(push_calls, 2);
+    gw_proxy_hint_stats(px, &after);
+    assert_int_equal(after.push_duplicate - before.push_duplicate, 1);
+    assert_int_equal(after.push_limit - before.push_limit, 1);
+    /* the client disabled push: the first refusal ends it */
+    push_calls = 0;
+    push_rc[0] = GW_E_UNSUPPORTED;
+    assert_int_equal(gw_proxy__push_links(px, &s, r, &h, 200, resp, 3), 0);
+    assert_int_equal(push_calls, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(navigation),
         cmocka_unit_test(learn_and_send),
+        cmocka_unit_test(push_targets),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
