@@ -9,7 +9,8 @@
  * Input: byte 0 = limits (as fuzz_h2_session); then ops of 4 bytes [kind, stream, flags, n]
  * followed by n payload bytes (n < 64): kind % 10 selects HEADERS (a request), DATA,
  * WINDOW_UPDATE, RST_STREAM, PRIORITY, PRIORITY_UPDATE, SETTINGS, PING, trailers, or a raw frame
- * of any type; stream % 16 picks one of 16 client stream ids (odd) or 0. */
+ * of any type; stream % 16 picks one of 16 client stream ids (odd) or 0, or, with flag 0x80 on
+ * other ops than HEADERS, the even id of a stream the session may have pushed. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,6 +42,25 @@ static int on_request(void *ud, const gw_h2_head_t *h)
     if (h->authority.base && !gw_slice_is_authority(h->authority))
         abort();
     const gw_h2_header_t hf[] = {{GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/plain")}};
+    /* server push (RFC 9113 §8.4): some GETs promise one or two resources; some promises are
+     * answered at once, others stay reserved for the client's frames to meet */
+    if (gw_slice_eq(h->method, GW_SLICE_LIT("GET")) && h->stream_id % 5 < 3 && h->authority.len) {
+        static const char *const paths[] = {"/p1", "/p2", "/p3"};
+        for (uint32_t i = 0; i < 1 + h->stream_id % 2; i++) {
+            gw_h2_head_t pr = {.method = GW_SLICE_LIT("GET"),
+                               .scheme = GW_SLICE_LIT("https"),
+                               .authority = h->authority,
+                               .path = gw_slice_str(paths[(h->stream_id + i) % 3])};
+            uint32_t pid;
+            const gw_h2_head_t *kept;
+            if (gw_h2_session_submit_push(f->s, h->stream_id, &pr, &pid, &kept) < 0)
+                break;
+            if (!kept || !gw_slice_eq(kept->path, pr.path) || pid % 2 || !kept->end_stream)
+                abort();
+            if (pid % 4 == 2 && gw_h2_session_submit_response(f->s, pid, 200, hf, 1, 0) == 0)
+                gw_h2_session_submit_data(f->s, pid, f->body, 0, 100, 1);
+        }
+    }
     if (gw_h2_session_submit_response(f->s, h->stream_id, 200, hf, 1, 0) == 0)
         gw_h2_session_submit_data(f->s, h->stream_id, f->body, 0, f->body->cap,
                                   h->stream_id % 3 == 0);
@@ -164,7 +184,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             n = size - off;
         const uint8_t *pl = data + off;
         off += n;
-        uint32_t sid = sk ? 2u * sk - 1 : 0;
+        /* flag 0x80 on a non-HEADERS op: an even (pushed) stream id */
+        uint32_t sid = sk ? 2u * sk - ((fl & 0x80) && kind != 0 && kind != 8 ? 0 : 1) : 0;
         uint32_t v32 = 0;
         for (size_t i = 0; i < n && i < 4; i++)
             v32 = v32 << 8 | pl[i];

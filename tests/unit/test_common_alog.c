@@ -89,7 +89,7 @@ static void json_line(void **state)
         "\"time_to_head_ms\":2.500,\"time_to_last_byte_ms\":3.000,\"route\":\"* /\","
         "\"upstream\":\"app\",\"upstream_server\":\"127.0.0.1:8080\","
         "\"upstream_connect_ms\":0.150,\"upstream_header_ms\":2.100,\"retries\":1,"
-        "\"coalesced\":true,\"throttled\":false,\"h2_error\":null}\n");
+        "\"coalesced\":true,\"pushed\":false,\"throttled\":false,\"h2_error\":null}\n");
     gw_bytes_free(&b);
 }
 
