@@ -418,3 +418,29 @@ def test_config_refuses_push_without_an_h2_listener(h2gate_bin, tmp_path):
                  "routes:\n  - upstream: app\n    push: true\n")
     r = subprocess.run([h2gate_bin, "--check-config", str(p)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_pushed_stream_keeps_to_its_routes_rate(gateway, origin):
+    # the pushed request is routed on its own path: /bytes/ has a response_rate, the page not
+    port = free_port()
+    cfg = gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra="push: true")
+    cfg = cfg.replace("routes:\n", "routes:\n  - host: '*'\n    path: /bytes/\n    upstream: app\n"
+                      "    response_rate: 100KiB/s\n")
+    gateway(cfg, wait=[("127.0.0.1", port)])
+    t0 = time.monotonic()
+    cl = Client(port)
+    cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+    cl.c.increment_flow_control_window(1 << 30)
+    cl.flush()
+    sid = cl.request(page(0, ["/bytes/250000"]))
+    run = Run()
+    collect(cl, run, lambda r: sid in r.ended)
+    t_page = time.monotonic() - t0
+    collect(cl, run, all_done(lambda: [sid] + list(run.promises)), timeout=15)
+    t_push = time.monotonic() - t0
+    cl.close()
+    pid, = run.promises
+    assert run.bodies[pid] == pattern(250000)
+    assert t_page < 1.0
+    # 250,000 bytes at 100 KiB/s after a 16 KiB burst: about 2.3 s
+    assert 1.8 < t_push < 6, (t_page, t_push)
