@@ -256,8 +256,9 @@ def test_chromium_learned_hints_fetch_before_the_html(gateway, origin, tmp_path)
     assert first.startswith("late ") and first.endswith(" link"), first
     # Chromium sometimes (about one run in three here) does not act on a 103 that arrives
     # within a millisecond of its request, which only loopback makes possible: the 103 goes
-    # out every time (counted below), and a fresh browser is tried up to three times.
-    for attempt in range(3):
+    # out every time (counted below), and a fresh browser is tried up to five times (three
+    # failed once in a full suite run on a loaded machine).
+    for attempt in range(5):
         second = page_text_when(url + f"?again{attempt}", tmp_path, ready, timeout=15,
                                 expression=EARLY, flags=flags, profile=f"second{attempt}")
         if second.endswith(" early-hints"):
