@@ -202,65 +202,16 @@ static int h2s_push(gw_cstream_t *s, const gw_req_head_t *r)
     return 0;
 }
 
-/* The promised requests go to the proxy as requests of their own: routing, coalescing,
- * throttling and the access log as for any stream. */
-void gw_front__h2_start_pushes(conn_t *c)
+/* Hand stream x, whose request is h (in the session's arena), to the translator: its route,
+ * looked up once (the proxy takes it from the head; the front needs it for the route's
+ * response_rate bucket), the access log record, then gw_proxy_request(). */
+static int h2s_begin(conn_t *c, h2s_t *x, const gw_h2_head_t *h, int pushed)
 {
-    while (c->b && !gw_list_empty(&c->b->h2_pushes) && !(c->flags & GW_CONN_F_CLOSED)) {
-        h2s_t *y = GW_CONTAINER_OF(c->b->h2_pushes.next, h2s_t, link);
-        gw_list_remove(&y->link);
-        gw_list_push_back(&c->b->h2_streams, &y->link);
-        const gw_h2_head_t *h = y->push_req;
-        c->requests++;
-        const gw_cfg_route_t *route = gw_proxy_route(PROXY(c), h->authority, h->path);
-        if (c->g->gen->route_rates)
-            y->rb = gw_front__route_bucket(c, route);
-        y->thr_mark = c->thr ? c->thr->waits : 0;
-        gw_req_head_t rh = {
-            .method = h->method,
-            .scheme = h->scheme,
-            .authority = h->authority,
-            .path = h->path,
-            .fields = h->headers,
-            .fields_len = h->headers_len,
-            .content_length = -1,
-            .end_stream = 1,
-            .proto = GW_REQ_H2,
-            .route = route,
-            .pushed = 1,
-        };
-        gw_front__log_start(c, &y->log, &rh, "h2");
-        y->log.pushed = 1;
-        int rv = gw_proxy_request(PROXY(c), &y->cs, &rh);
-        if (rv < 0 && gw_err_is_fatal(rv))
-            gw_h2_session_terminate(c->h2, GW_H2_INTERNAL_ERROR, "push failed");
-    }
-}
-
-static int h2_on_request(void *ud, const gw_h2_head_t *h)
-{
-    conn_t *c = ud;
     c->requests++;
-    h2s_t *x = gw_pool_get(&W(c)->h2s_pool);
-    if (!x)
-        return GW_E_NOMEM;
-    x->c = c;
-    x->sid = h->stream_id;
-    x->given = SIZE_MAX;
-    /* the route is looked up once per request: the proxy takes it from the head */
     const gw_cfg_route_t *route = gw_proxy_route(PROXY(c), h->authority, h->path);
     if (c->g->gen->route_rates)
         x->rb = gw_front__route_bucket(c, route);
-    gw_list_push_back(&c->b->h2_streams, &x->link);
-    x->cs = gw_front__cstream(c, &h2s_ops, x, h->method);
-    x->ws = h->protocol.base != NULL;
-    x->cs.log = &x->log;
     x->thr_mark = c->thr ? c->thr->waits : 0;
-    if (gw_h2_session_set_stream_data(c->h2, h->stream_id, x) < 0) {
-        gw_list_remove(&x->link);
-        gw_pool_put(&W(c)->h2s_pool, x);
-        return GW_E_NOMEM;
-    }
     gw_req_head_t rh = {
         .method = h->method,
         .scheme = h->scheme,
@@ -273,9 +224,45 @@ static int h2_on_request(void *ud, const gw_h2_head_t *h)
         .proto = GW_REQ_H2,
         .route = route,
         .protocol = h->protocol.base ? h->protocol : (gw_slice_t){0}, /* RFC 8441 */
+        .pushed = pushed,
     };
     gw_front__log_start(c, &x->log, &rh, "h2");
-    int rv = gw_proxy_request(PROXY(c), &x->cs, &rh);
+    x->log.pushed = pushed != 0;
+    return gw_proxy_request(PROXY(c), &x->cs, &rh);
+}
+
+/* The promised requests go to the proxy as requests of their own: routing, coalescing,
+ * throttling and the access log as for any stream. */
+void gw_front__h2_start_pushes(conn_t *c)
+{
+    while (c->b && !gw_list_empty(&c->b->h2_pushes) && !(c->flags & GW_CONN_F_CLOSED)) {
+        h2s_t *y = GW_CONTAINER_OF(c->b->h2_pushes.next, h2s_t, link);
+        gw_list_remove(&y->link);
+        gw_list_push_back(&c->b->h2_streams, &y->link);
+        int rv = h2s_begin(c, y, y->push_req, 1);
+        if (rv < 0 && gw_err_is_fatal(rv))
+            gw_h2_session_terminate(c->h2, GW_H2_INTERNAL_ERROR, "push failed");
+    }
+}
+
+static int h2_on_request(void *ud, const gw_h2_head_t *h)
+{
+    conn_t *c = ud;
+    h2s_t *x = gw_pool_get(&W(c)->h2s_pool);
+    if (!x)
+        return GW_E_NOMEM;
+    x->c = c;
+    x->sid = h->stream_id;
+    x->given = SIZE_MAX;
+    x->cs = gw_front__cstream(c, &h2s_ops, x, h->method);
+    x->ws = h->protocol.base != NULL;
+    x->cs.log = &x->log;
+    if (gw_h2_session_set_stream_data(c->h2, h->stream_id, x) < 0) {
+        gw_pool_put(&W(c)->h2s_pool, x);
+        return GW_E_NOMEM;
+    }
+    gw_list_push_back(&c->b->h2_streams, &x->link);
+    int rv = h2s_begin(c, x, h, 0);
     return rv < 0 && gw_err_is_fatal(rv) ? rv : 0;
 }
 

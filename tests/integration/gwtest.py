@@ -173,6 +173,20 @@ def gw_config(port, servers, upstream_extra="", route_extra="", extra="", worker
     return text + extra
 
 
+def origin_gateway(gateway, origin, route_extra="", extra="", admin=None):
+    """A gateway (gw_config) in front of a ScriptedOrigin, with more route keys and top-level
+    config, and an admin listener when admin is a port; g.port is its cleartext port."""
+    from conftest import free_port
+    port = free_port()
+    if admin:
+        extra += f"admin:\n  address: 127.0.0.1:{admin}\n"
+    wait = [("127.0.0.1", port)] + ([("127.0.0.1", admin)] if admin else [])
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra=route_extra,
+                          extra=extra), wait=wait)
+    g.port = port
+    return g
+
+
 def many_gets(port, path, n, extra=(), wide_windows=True):
     """n identical GETs on one HTTP/2 connection, sent in one flight; windows wide open (else
     python3-h2's default 64 KiB, credited as the data is read). Returns

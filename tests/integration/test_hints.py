@@ -7,20 +7,14 @@ import h2.events
 import pytest
 
 from conftest import free_port
-from gwtest import Client, gw_config, sample, scrape
+from gwtest import Client, gw_config, origin_gateway, sample, scrape
 
 NAV = [("sec-fetch-mode", "navigate"), ("accept", "text/html")]
 CONF = ["</app.css>; rel=preload; as=style", "</app.js>; rel=preload; as=script"]
 
 
 def hgw(gateway, origin, route_extra="", extra="", admin=None):
-    port = free_port()
-    if admin:
-        extra += f"admin:\n  address: 127.0.0.1:{admin}\n"
-    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra=route_extra,
-                          extra=extra), wait=[("127.0.0.1", port)] + ([("127.0.0.1", admin)] if admin else []))
-    g.port = port
-    return g
+    return origin_gateway(gateway, origin, route_extra, extra, admin)
 
 
 def h2_get(port, path, extra=()):

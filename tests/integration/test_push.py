@@ -13,18 +13,12 @@ import h2.settings
 import pytest
 
 from conftest import free_port
-from gwtest import Client, gw_config, sample, scrape
+from gwtest import Client, gw_config, origin_gateway, sample, scrape
 from origin import pattern
 
 
 def pgw(gateway, origin, route_extra="push: true", extra="", admin=None):
-    port = free_port()
-    if admin:
-        extra += f"admin:\n  address: 127.0.0.1:{admin}\n"
-    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra=route_extra,
-                          extra=extra), wait=[("127.0.0.1", port)] + ([("127.0.0.1", admin)] if admin else []))
-    g.port = port
-    return g
+    return origin_gateway(gateway, origin, route_extra, extra, admin)
 
 
 def page(ms=0, targets=(), links=(), status=None):
