@@ -26,12 +26,12 @@
  *   GW_E_TIMEOUT  connect, queue, response-head or body-read timeout          → 504
  *   GW_E_IO       connection refused, reset or closed before the response end → 502
  *   GW_E_PARSE    malformed response (never forwarded)                        → 502
- *   GW_E_NOENT    every server of the upstream is ejected (passive health)    → 502
+ *   GW_E_NOENT    every server of the upstream is ejected (passive health)    → 503
  *   GW_E_LIMIT    the upstream's queue is full                                → 503
  *   GW_E_NOMEM    out of memory                                               → 503
  *
  * Policy decisions:
- * - An upstream whose servers are all ejected answers 502 at once (GW_E_NOENT); it does not try
+ * - An upstream whose servers are all ejected answers 503 at once (GW_E_NOENT); it does not try
  *   the least recently ejected server. An ejected server comes back when its back-off ends or
  *   when an active health check sees the expected status.
  * - Consistent hashing sticks a client to its server while that server is healthy and has a

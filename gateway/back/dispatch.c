@@ -87,6 +87,7 @@ int gw_back_status_for(int code)
         return 504;
     case GW_E_LIMIT:
     case GW_E_NOMEM:
+    case GW_E_NOENT: /* every server ejected: unavailable for now, not a bad answer */
         return 503;
     default:
         return 502;

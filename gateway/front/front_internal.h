@@ -129,6 +129,8 @@ typedef struct {
     uint64_t idle, active;   /* gauges (snapshots) */
     uint64_t opened;         /* snapshots: retired_opened + the live pools' */
     uint64_t retired_opened; /* dialled by pools of generations since retired */
+    uint64_t failures, ejections;                 /* health, as opened */
+    uint64_t retired_failures, retired_ejections; /* of retired generations */
     int up_state;            /* snapshots: 1 up, 0 ejected, -1 not in the current generation */
 } gw_mserver_t;
 

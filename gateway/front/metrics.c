@@ -272,6 +272,8 @@ void gw_front__metrics_retire(gw_wgen_t *g)
                 continue;
             gw_mserver_t *ms = &m->servers[g->msrv[g->msrv_off[i] + j]];
             ms->retired_opened += st.opened;
+            ms->retired_failures += st.failures;
+            ms->retired_ejections += st.ejections;
             m->origin_in_retired += st.bytes_in;
             m->origin_out_retired += st.bytes_out;
         }
@@ -333,6 +335,8 @@ static void snap_pools(gw_wgen_t *g, gw_mset_t *dst, int current)
             ms->idle += st.idle;
             ms->active += st.active;
             ms->opened += st.opened;
+            ms->failures += st.failures;
+            ms->ejections += st.ejections;
             dst->origin_in += st.bytes_in;
             dst->origin_out += st.bytes_out;
             if (current)
@@ -383,6 +387,8 @@ static int snap_take(gw_worker_t *w, gw_mset_t *dst)
     for (size_t i = 0; i < dst->nservers; i++) {
         dst->servers[i].idle = dst->servers[i].active = 0;
         dst->servers[i].opened = dst->servers[i].retired_opened;
+        dst->servers[i].failures = dst->servers[i].retired_failures;
+        dst->servers[i].ejections = dst->servers[i].retired_ejections;
         dst->servers[i].up_state = -1;
     }
     dst->origin_in = m->origin_in_retired;
@@ -469,6 +475,8 @@ static void merge(gw_mset_t *t, const gw_mset_t *s)
         d->idle += s->servers[i].idle;
         d->active += s->servers[i].active;
         d->opened += s->servers[i].opened;
+        d->failures += s->servers[i].failures;
+        d->ejections += s->servers[i].ejections;
         if (s->servers[i].up_state >= 0)
             d->up_state = d->up_state == 0 ? 0 : s->servers[i].up_state; /* any worker: down */
     }
@@ -572,6 +580,19 @@ static int render(gw_server_t *s, const gw_mset_t *t, const extra_t *x, gw_bytes
     for (size_t i = 0; i < t->nservers; i++) {
         gw_label_t l[] = {{"upstream", t->servers[i].up}, {"server", t->servers[i].server}};
         SAMPLE("h2gate_upstream_connections_opened_total", l, 2, t->servers[i].opened);
+    }
+    FAM("h2gate_upstream_server_failures_total", "counter",
+        "Failed origin exchanges counted by passive health (and failed active checks); "
+        "health.fail_threshold in a row eject the server.");
+    for (size_t i = 0; i < t->nservers; i++) {
+        gw_label_t l[] = {{"upstream", t->servers[i].up}, {"server", t->servers[i].server}};
+        SAMPLE("h2gate_upstream_server_failures_total", l, 2, t->servers[i].failures);
+    }
+    FAM("h2gate_upstream_server_ejections_total", "counter",
+        "Times an origin server was ejected (health.eject) after failures.");
+    for (size_t i = 0; i < t->nservers; i++) {
+        gw_label_t l[] = {{"upstream", t->servers[i].up}, {"server", t->servers[i].server}};
+        SAMPLE("h2gate_upstream_server_ejections_total", l, 2, t->servers[i].ejections);
     }
     FAM("h2gate_upstream_server_up", "gauge",
         "1 while an origin server is healthy (passive and active checks), 0 while ejected.");

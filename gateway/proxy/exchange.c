@@ -165,6 +165,8 @@ int gw_proxy_server_stats(const gw_proxy_t *p, size_t up, size_t srv, gw_proxy_s
     out->opened = st.opened;
     out->bytes_in = st.bytes_in;
     out->bytes_out = st.bytes_out;
+    out->failures = st.failures;
+    out->ejections = st.ejections;
     out->up = gw_back_server_ejected(p->back, up, srv) == 0;
     return 0;
 }
@@ -307,7 +309,9 @@ void gw_proxy__fail(px_t *px, int code)
         unsigned st = (unsigned)gw_back_status_for(code);
         px->status = st;
         gw_proxy__resp_reached(px, PX_RESP_HEAD);
-        const char *text = st == 504   ? "h2gate: the origin did not answer in time\n"
+        const char *text = st == 504 ? "h2gate: the origin did not answer in time\n"
+                           : code == GW_E_NOENT
+                               ? "h2gate: no origin server is up (all ejected), try again later\n"
                            : st == 503 ? "h2gate: the origin is busy, try again later\n"
                                        : "h2gate: the origin failed to answer\n";
         GW_LOG_INFO("origin_error", "peer=%s upstream=%s code=%s status=%u", px->s->peer,

@@ -144,7 +144,8 @@ typedef struct {
     unsigned idle, active; /* connections now: idle in the pool, carrying an exchange */
     uint64_t opened;       /* connections dialled */
     uint64_t bytes_in, bytes_out;
-    int up; /* 1 healthy, 0 ejected */
+    uint64_t failures, ejections; /* passive (and active) health: failed exchanges, ejections */
+    int up;                       /* 1 healthy, 0 ejected */
 } gw_proxy_server_stats_t;
 /* 0, GW_E_RANGE, or GW_E_CLOSED once the proxy is closed. */
 int gw_proxy_server_stats(const gw_proxy_t *p, size_t up, size_t srv, gw_proxy_server_stats_t *out);

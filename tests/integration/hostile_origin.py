@@ -16,6 +16,11 @@
     /dribble-body          a Content-Length: 20 head at once, then a byte per 0.3 s
     /unsolicited           a normal 200 "ok", then, 0.2 s later, bytes nobody asked for
     /post-close            answers 200 at once without reading the body, then closes
+    /close-answer          200 "ok" with Connection: close, then a close (requests pipelined
+                           behind it are never read)
+    /close-but-stay        200 "ok" with Connection: close, then stays open and answers every
+                           later request on that connection with "evil" (RFC 9112 §9.6: the
+                           client must not read them)
     /ok                    200 "ok" (keep-alive)
 Counts requests per path and connections accepted.
 """
@@ -70,6 +75,7 @@ class HostileOrigin:
 
     def _serve(self, c):
         buf = b""
+        state = {}
         try:
             while True:
                 while b"\r\n\r\n" not in buf:
@@ -84,12 +90,24 @@ class HostileOrigin:
                 path = target.split("?")[0]
                 with self.lock:
                     self.requests[path] = self.requests.get(path, 0) + 1
-                if not self._answer(c, method, path):
+                if not self._answer(c, method, path, state):
                     return
         except OSError:
             pass
 
-    def _answer(self, c, method, path):
+    def _answer(self, c, method, path, state):
+        if state.get("evil"):
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil")
+            return True
+        if path == "/close-answer":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            time.sleep(0.05)
+            c.close()
+            return False
+        if path == "/close-but-stay":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            state["evil"] = True
+            return True
         if path == "/reset-before":
             self._rst(c)
             return False

@@ -1,7 +1,10 @@
-"""The gateway in front of an origin that misbehaves (issue 26 item 1, first part): for each
-fault (hostile_origin.py) the client's answer (502 before the response head, 504 on a timeout,
-a reset stream after it), the next request served, the faulty origin connection never reused,
-and a POST never sent twice."""
+"""The gateway in front of an origin that misbehaves (issue 26 item 1): for each fault
+(hostile_origin.py) the client's answer (502 before the response head, 504 on a timeout, a
+reset stream after it), the next request served, the faulty origin connection never reused, a
+POST never sent twice, the failure counted by passive health (ejection, 503 while every server
+is out), requests pipelined behind a Connection: close sent again, and memory bounded under
+repeated 1 MiB answers. An HTTPS origin that truncates a close-delimited body without
+close_notify: test_back_tls.py (test_close_delimited_body_needs_close_notify)."""
 import socket
 import time
 
@@ -9,7 +12,8 @@ import h2.events
 import pytest
 
 from conftest import free_port
-from gwtest import Client, gw_config
+from gwtest import Client, gw_config, sample, scrape
+from conftest import rss_kib
 from hostile_origin import HostileOrigin
 
 
@@ -20,11 +24,17 @@ def hostile():
 
 
 def hgw(gateway, origin, upstream_extra=""):
-    port = free_port()
-    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], upstream_extra=upstream_extra),
-                wait=[("127.0.0.1", port)])
-    g.port = port
+    port, admin = free_port(), free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], upstream_extra=upstream_extra,
+                          extra=f"admin:\n  address: 127.0.0.1:{admin}\n"),
+                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    g.port, g.admin = port, admin
     return g
+
+
+def failures(g):
+    """Passive health: the failures the gateway counted against the origin server."""
+    return sample(scrape(g.admin)[0], "h2gate_upstream_server_failures_total")
 
 
 def h2_req(port, path, method="GET", body=None, timeout=15):
@@ -66,6 +76,7 @@ def test_fault_before_the_head_is_502(gateway, hostile, path):
     g = hgw(gateway, hostile)
     status, body, reset = h2_req(g.port, path)
     assert (status, reset) == (502, None), (status, body[:100], reset)
+    assert failures(g) == 1  # passive health counted it
     before = hostile.connections
     assert h2_req(g.port, "/ok")[:2] == (200, b"ok")
     assert hostile.connections == before + 1  # the faulty connection was not reused
@@ -76,6 +87,7 @@ def test_fault_after_the_head_resets_the_stream(gateway, hostile, path):
     g = hgw(gateway, hostile)
     status, body, reset = h2_req(g.port, path)
     assert status == 200 and reset == 2, (status, len(body), reset)  # INTERNAL_ERROR
+    assert failures(g) == 1
     before = hostile.connections
     assert h2_req(g.port, "/ok")[:2] == (200, b"ok")
     assert hostile.connections == before + 1
@@ -169,3 +181,91 @@ def test_name_that_does_not_resolve_and_origin_that_never_accepts(gateway, hosti
     for f in fillers:
         f.close()
     s.close()
+
+
+@pytest.mark.parametrize("path", ["/close-answer", "/close-but-stay"])
+def test_connection_close_with_pipelined_requests_behind(gateway, hostile, path):
+    """RFC 9112 §9.6: a response with Connection: close ends the connection; the GETs the
+    gateway pipelined behind it got no answer there and go again on a new connection, and
+    nothing the origin sends on the closing one afterwards reaches a client."""
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{hostile.port}"],
+                      upstream_extra="pipeline: 4\nmax_connections: 1\nretries: 1",
+                      route_extra="coalesce: false"), wait=[("127.0.0.1", port)])
+    assert h2_req(port, "/ok?warm")[:2] == (200, b"ok")  # a kept-alive connection to pipeline on
+    cl = Client(port)
+    paths = [path] + [f"/ok?n={i}" for i in range(3)]
+    sids = []
+    for p in paths:  # in one write: dispatched together, pipelined on the warm connection
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", p), (":scheme", "http"),
+                                (":authority", "localhost")], end_stream=True)
+        sids.append(sid)
+    cl.flush()
+    got = {sid: [None, b"", None] for sid in sids}
+    ended = set()
+    deadline = time.monotonic() + 10
+    while len(ended) < len(sids) and time.monotonic() < deadline:
+        cl.s.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            chunk = cl.s.recv(1 << 20)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        for e in cl.c.receive_data(chunk):
+            if isinstance(e, h2.events.ResponseReceived):
+                got[e.stream_id][0] = int(dict(e.headers)[":status"])
+            elif isinstance(e, h2.events.DataReceived):
+                got[e.stream_id][1] += e.data
+                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, h2.events.StreamEnded):
+                ended.add(e.stream_id)
+            elif isinstance(e, h2.events.StreamReset):
+                got[e.stream_id][2] = e.error_code
+                ended.add(e.stream_id)
+        cl.flush()
+    cl.close()
+    assert [tuple(got[s][:2]) for s in sids] == [(200, b"ok")] * 4, got
+    assert hostile.count(path) == 1
+    assert hostile.connections >= 2  # the requests behind went on a new connection
+    if path == "/close-but-stay":
+        # they were pipelined: the origin read (and answered "evil" to) some of them on the
+        # first connection before the gateway closed it, and got all three again on a new
+        # one (plus the warm-up request)
+        assert hostile.count("/ok") >= 5
+
+
+def test_failures_eject_the_server_until_it_answers_again(gateway, hostile):
+    """health.fail_threshold failures in a row eject the server (503 at once, no connect);
+    after health.eject it is tried again and a good answer brings it back."""
+    g = hgw(gateway, hostile, upstream_extra="retries: 0\nhealth:\n  fail_threshold: 2\n"
+                                             "  eject: 1500ms")
+    assert h2_req(g.port, "/reset-mid-head")[0] == 502
+    assert h2_req(g.port, "/reset-before")[0] == 502
+    m = scrape(g.admin)[0]
+    assert sample(m, "h2gate_upstream_server_failures_total") == 2
+    assert sample(m, "h2gate_upstream_server_ejections_total") == 1
+    assert sample(m, "h2gate_upstream_server_up") == 0
+    before = hostile.connections
+    assert h2_req(g.port, "/ok")[0] == 503  # nothing to send it to
+    assert hostile.connections == before
+    time.sleep(1.7)
+    assert h2_req(g.port, "/ok")[:2] == (200, b"ok")
+    assert sample(scrape(g.admin)[0], "h2gate_upstream_server_up") == 1
+
+
+def test_large_hostile_answers_keep_memory_bounded(gateway, hostile):
+    """1 MiB header lines, trailers and chunk extensions, 100,000 fields: each is refused at a
+    bound, and doing it again and again does not grow the gateway."""
+    g = hgw(gateway, hostile)
+    paths = ["/long-header", "/many-headers", "/chunk-ext-1mib", "/trailer-1mib"]
+    for p in paths * 2:  # warm: buffers and pools at their working size
+        h2_req(g.port, p)
+    base = rss_kib(g.proc.pid)
+    for p in paths * 10:
+        status, _, reset = h2_req(g.port, p)
+        assert status == 502 or reset == 2
+    grown = rss_kib(g.proc.pid) - base
+    assert grown < 8 * 1024, f"RSS grew {grown} KiB over 40 hostile answers"
+    assert h2_req(g.port, "/ok")[:2] == (200, b"ok")
