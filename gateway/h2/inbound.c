@@ -318,6 +318,11 @@ static int on_data_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
     if ((int64_t)flen > s->conn_recv_window)
         return gw_h2__conn_error(s, GW_H2_FLOW_CONTROL_ERROR, "connection window exceeded");
     s->conn_recv_window -= flen;
+    /* empty DATA without END_STREAM carries nothing: counted whatever the stream's state (a
+     * flood on a stream we reset, whose frames are otherwise ignored, was free) */
+    size_t dlen = f->u.data.data.len;
+    if (dlen == 0 && !(f->hdr.flags & GW_H2_F_END_STREAM) && (rc = gw_h2__count_empty(s)) < 0)
+        return rc;
 
     gw_h2_stream_t *st = gw_h2__find_stream(s, sid);
     if (st && st->state == GW_H2_SS_RESERVED_LOCAL) /* §5.1 reserved (local) */
@@ -341,9 +346,6 @@ static int on_data_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
         if ((rc = gw_h2__credit_conn(s, f->u.data.pad_len)) < 0)
             return rc;
     }
-    size_t dlen = f->u.data.data.len;
-    if (dlen == 0 && !(f->hdr.flags & GW_H2_F_END_STREAM) && (rc = gw_h2__count_empty(s)) < 0)
-        return rc;
     st->data_recv += dlen;
     if (st->content_length >= 0 && st->data_recv > (uint64_t)st->content_length) {
         COUNT(s, malformed_requests);

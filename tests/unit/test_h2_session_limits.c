@@ -786,6 +786,24 @@ static void floods(void **state)
     assert_int_equal(gw_h2_session_stats(s).empty_frame_hits, 1);
     cli_free(&c);
     gw_h2_session_del(s);
+
+    /* ... on a stream the gateway reset (an early answer): ignored, but still counted (the
+     * attack soak found such a flood cost nothing) */
+    s = ready(&r, &c, &opt);
+    cli_headers(&c, 1, 0, P);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    c.b.len = 0;
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 405, NULL, 0, 1), 0);
+    assert_int_equal(gw_h2_session_submit_rst(s, 1, GW_H2_NO_ERROR), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, NULL, 0, 0, 0), 0);
+    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len); /* within the budget: ignored */
+    c.b.len = 0;
+    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, NULL, 0, 0, 0), 0);
+    assert_int_equal(feed(s, &c.b), GW_E_CALM);
+    assert_int_equal(gw_h2_session_stats(s).empty_frame_hits, 1);
+    cli_free(&c);
+    gw_h2_session_del(s);
 }
 
 /* RFC 9113 §6.9: WINDOW_UPDATEs that credit DATA the gateway sent are flow control, not a
