@@ -50,10 +50,10 @@ int gw_proxy__is_navigation(const gw_req_head_t *h)
 
 /* ---- the table ------------------------------------------------------------------------------ */
 
-static size_t key_of(const gw_cfg_route_t *r, size_t route_index, const gw_req_head_t *h, char *out,
-                     size_t cap)
+/* The learned table's key: the route's index, the authority (lowercased), a 0 byte, the path
+ * without its query; its length, or 0 when it does not fit cap. */
+static size_t key_of(size_t route_index, const gw_req_head_t *h, char *out, size_t cap)
 {
-    (void)r;
     gw_slice_t path = h->path;
     const uint8_t *q = memchr(path.base, '?', path.len);
     if (q)
@@ -232,7 +232,7 @@ void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_req_
     if (table_ready(t, max) < 0)
         return;
     char key[2048], links[HINTS_VALUE_MAX];
-    size_t kl = key_of(r, (size_t)(r - p->cfg->routes), req, key, sizeof(key));
+    size_t kl = key_of((size_t)(r - p->cfg->routes), req, key, sizeof(key));
     if (!kl)
         return;
     uint64_t hash = gw_proxy__hash(key, kl);
@@ -280,7 +280,7 @@ int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r
     gw_proxy_hints_t *t = &p->hints;
     if (r->early_hints_learn && t->tab) {
         char key[2048];
-        size_t kl = key_of(r, (size_t)(r - p->cfg->routes), h, key, sizeof(key));
+        size_t kl = key_of((size_t)(r - p->cfg->routes), h, key, sizeof(key));
         struct gw_hint_ent **pp = kl ? slot(t, key, kl, gw_proxy__hash(key, kl)) : NULL;
         if (pp && *pp && now_ms() - (*pp)->at_ms > p->cfg->early_hints.learn_ttl_ms) {
             ent_remove(t, pp); /* stale */

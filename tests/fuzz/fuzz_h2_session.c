@@ -12,55 +12,13 @@
 #include "h2/frame.h"
 #include "h2/session.h"
 
-typedef struct {
-    gw_h2_session_t *s;
-    gw_rbuf_t *body;
-} fz_t;
-
-static int on_request(void *ud, const gw_h2_head_t *h)
-{
-    fz_t *f = ud;
-    /* issue 18.10: what reaches the proxy can become an HTTP/1.1 request line as it is */
-    if (!gw_slice_is_token(h->method))
-        abort();
-    if (!gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT")) &&
-        (!gw_slice_is_request_target(h->path) || !(gw_slice_eq(h->scheme, GW_SLICE_LIT("http")) ||
-                                                   gw_slice_eq(h->scheme, GW_SLICE_LIT("https")))))
-        abort();
-    if (h->authority.base && !gw_slice_is_authority(h->authority))
-        abort();
-    const gw_h2_header_t hf[] = {{GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/plain")}};
-    if (gw_h2_session_submit_response(f->s, h->stream_id, 200, hf, 1, 0) == 0)
-        gw_h2_session_submit_data(f->s, h->stream_id, f->body, 0, f->body->cap,
-                                  h->stream_id % 3 == 0);
-    if (h->stream_id % 3 == 1) {
-        const gw_h2_header_t tr[] = {{GW_SLICE_LIT("x-t"), GW_SLICE_LIT("1")}};
-        gw_h2_session_submit_trailers(f->s, h->stream_id, tr, 1);
-    }
-    return 0;
-}
-
-static int on_data(void *ud, uint32_t sid, const uint8_t *d, size_t len)
-{
-    fz_t *f = ud;
-    (void)d;
-    gw_h2_session_consume(f->s, sid, len);
-    return 0;
-}
-
-static void on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
-{
-    fz_t *f = ud;
-    (void)code;
-    (void)by_peer;
-    gw_h2_session_stream_release(f->s, sid);
-}
+#include "h2_fuzz_answer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer entry */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const gw_h2_callbacks_t cb = {on_request, on_data, NULL, NULL,
-                                         on_close,   NULL,    NULL, NULL};
+    static const gw_h2_callbacks_t cb = {fz_on_request, fz_on_data, NULL, NULL,
+                                         fz_on_close,   NULL,       NULL, NULL};
     gw_h2_options_t o;
     fz_t f;
     gw_iovq_t q;
