@@ -7,7 +7,7 @@
                                    (per-request log), origin.log (nginx access log of the run); writes
                                    RUN_DIR/run.json and prints a one-line summary
   bench_stats.py report RUNS_DIR MD PNG
-                                   medians over repetitions, ratios h2gate/nghttpx; writes the
+                                   medians over repetitions, ratios h2gate / the best peer; the
                                    markdown table to MD (and stdout) and the ratio chart to PNG
   bench_stats.py readme MD README  replace the part of README between the bench markers by MD
 
@@ -23,13 +23,18 @@ import statistics
 import subprocess
 import sys
 
-PROXIES = ("h2gate", "h2gate-nopipe", "h2gate-alog", "nghttpx",
+# Table order: h2gate at its default configuration (the headline), its opt-in modes, the peers
+# a user would pick instead, and nginx serving the files itself (the floor: no proxy hop).
+PROXIES = ("h2gate", "h2gate-pipeline", "h2gate-alog", "nghttpx", "h2o", "haproxy",
+           "nginx-proxy", "nginx-static",
            "h2gate-gzip", "nginx-gzip", "h2gate-br", "h2gate-zstd")
+# The reverse proxies h2gate is compared with: each ratio row divides by the best of them.
+PEERS = ("nghttpx", "h2o", "haproxy", "nginx-proxy")
 # The compress scenario has its own table: h2gate's gzip against nginx's gzip module.
 ZPROXIES = ("h2gate-gzip", "nginx-gzip", "h2gate-br", "h2gate-zstd")
-# Ratio rows of the table: (numerator, label); the denominator is always nghttpx. The chart
-# plots the first one.
-RATIOS = (("h2gate", "h2gate/nghttpx"), ("h2gate-nopipe", "h2gate-nopipe/nghttpx"))
+# Ratio rows of the table: (numerator, label); the denominator is, per metric, the best valid
+# peer of PEERS in that case. The chart plots the first one.
+RATIOS = (("h2gate", "h2gate / best peer"), ("h2gate-pipeline", "h2gate-pipeline / best peer"))
 SCENARIO_ORDER = ("small", "large", "manyconns", "upload", "idle", "compress")
 
 
@@ -298,23 +303,25 @@ def table(agg, cases, metrics):
                 runs = f"**INVALID** ({a['n'] - a['valid']}/{a['n']} runs)"
                 cells = ["—"] * len(metrics)
             lines.append(f"| {case} | {proxy} | {runs} | " + " | ".join(cells) + " |")
-        n = row_by_proxy.get("nghttpx")
         ratios[case] = {}
+        peers = {p: row_by_proxy[p] for p in PEERS
+                 if p in row_by_proxy and row_by_proxy[p]["valid"] == row_by_proxy[p]["n"]}
         for num, label in RATIOS:
             g = row_by_proxy.get(num)
             if g is None:
                 continue
             cells = []
-            for k, _, _, _ in metrics:
+            for k, _, _, lower in metrics:
+                vals = {p: a[k] for p, a in peers.items() if a.get(k)}
                 if k in NO_RATIO:
                     cells.append("")
                     continue
-                if (n and g["valid"] == g["n"] and n["valid"] == n["n"]
-                        and g[k] is not None and n[k]):
-                    ratio = g[k] / n[k]
+                if g["valid"] == g["n"] and g[k] is not None and vals:
+                    best = (min if lower else max)(vals, key=vals.get)
+                    ratio = g[k] / vals[best]
                     if num == RATIOS[0][0]:
                         ratios[case][k] = ratio
-                    cells.append(f"{ratio:.2f}")
+                    cells.append(f"{ratio:.2f} ({best})")
                 else:
                     cells.append("—")
             lines.append(f"| {case} | **{label}** | | " + " | ".join(cells) + " |")
@@ -373,7 +380,7 @@ def chart(ratios, png, title):
         f"set output '{png}'",
         f"set title \"{title}\"",
         "set datafile missing 'NaN'",
-        "set ylabel 'h2gate / nghttpx (log scale; 1 = equal)'",
+        "set ylabel 'h2gate / best peer (log scale; 1 = equal)'",
         "set grid ytics",
         "set key outside right top",
     ]
@@ -422,9 +429,12 @@ def report(runs_dir, md_path, png_path):
     if load_cases:
         lines, ratios = table(agg, load_cases, LOAD_METRICS)
         all_ratios.update(ratios)
-        out += ["Medians over the repetitions (± is half the range of req/s over them). Ratios "
-                "h2gate/nghttpx: below 1 is better for h2gate except req/s (above 1 is better).",
-                ""] + lines + [""]
+        out += ["Medians over the repetitions (± is half the range of req/s over them). h2gate "
+                "is at its default configuration; h2gate-pipeline adds `pipeline: 8` to the "
+                "origin (opt-in); nginx-static serves the files itself (the floor, no proxy "
+                "hop). Ratios: h2gate over the best peer (" + ", ".join(PEERS) + ") for each "
+                "figure, that peer named: below 1 is better for h2gate except req/s (above 1 is "
+                "better).", ""] + lines + [""]
     if idle_cases:
         lines, ratios = table(agg, idle_cases, IDLE_METRICS)
         all_ratios.update(ratios)
@@ -435,15 +445,15 @@ def report(runs_dir, md_path, png_path):
                 "otherwise its defaults; nginx-gzip: nginx's gzip module at the same level as "
                 "the reverse proxy of the same origin; br and zstd at h2gate's default levels "
                 "4 and 3). Ratio h2gate-gzip/nginx-gzip:", ""] + ztable(agg, zcases) + [""]
-    # the access log's cost: h2gate-alog is h2gate-nopipe (the default) with the log on
+    # the access log's cost: h2gate-alog is h2gate (the default) with the log on
     cost = []
     for case in load_cases:
-        a, b = agg[case].get("h2gate-alog"), agg[case].get("h2gate-nopipe")
+        a, b = agg[case].get("h2gate-alog"), agg[case].get("h2gate")
         if a and b and a["valid"] == a["n"] and b["valid"] == b["n"] and a.get("cpu_us_per_req") and b.get("cpu_us_per_req"):
             cost.append(f"- {case}: {b['cpu_us_per_req']:.1f} → {a['cpu_us_per_req']:.1f} µs CPU per request "
                         f"({(a['cpu_us_per_req'] / b['cpu_us_per_req'] - 1) * 100:+.0f} %)")
     if cost:
-        out += ["Access log cost (h2gate-alog: the default configuration, h2gate-nopipe, with "
+        out += ["Access log cost (h2gate-alog: the default configuration, h2gate, with "
                 "`access_log: {format: combined}` to a file):", ""] + cost + [""]
     problems = []
     for case in sorted(agg, key=case_order):
@@ -467,7 +477,7 @@ def report(runs_dir, md_path, png_path):
     with open(md_path, "w") as f:
         f.write(text)
     sys.stdout.write(text)
-    chart(all_ratios, png_path, "h2gate / nghttpx, medians (lower is better except req/s)")
+    chart(all_ratios, png_path, "h2gate / the best peer, medians (lower is better except req/s)")
 
 
 README_BEGIN = "<!-- bench:begin (scripts/bench with BENCH_README=1 rewrites this part) -->"
