@@ -40,9 +40,19 @@ typedef struct {
     int prefer_h2;       /* ALPN server preference: 1 = h2 first, 0 = http/1.1 first */
     int session_tickets; /* 0/1 */
     uint64_t ticket_rotation_ms;
-    char *ciphers;      /* TLS 1.2 cipher list, OpenSSL syntax; NULL = built-in */
-    char *ciphersuites; /* TLS 1.3 suites; NULL = OpenSSL default */
-    int self_signed;    /* generate a self-signed pair at start if both files are missing */
+    /* tls.ticket_keys: the file's keys, read at load (and so again on reload), in the nghttpx
+     * format: ticket_key_len bytes each (48 for aes-128-cbc, 80 for aes-256-cbc: a 16-byte
+     * name, the AES key, the HMAC-SHA256 key of the AES key's size); the first encrypts, all
+     * decrypt, nothing rotates. NULL: keys made and rotated here (ticket_rotation). */
+    char *ticket_keys_path;
+    unsigned char *ticket_keys;
+    size_t ticket_keys_len;
+    unsigned ticket_key_len;  /* 48 or 80 (tls.ticket_key_cipher) */
+    char *session_id_context; /* OpenSSL's sid_ctx: sessions resume only where it is the same
+                                 (1..32 bytes; default "h2gate") */
+    char *ciphers;            /* TLS 1.2 cipher list, OpenSSL syntax; NULL = built-in */
+    char *ciphersuites;       /* TLS 1.3 suites; NULL = OpenSSL default */
+    int self_signed;          /* generate a self-signed pair at start if both files are missing */
 } gw_cfg_tls_t;
 
 typedef struct {

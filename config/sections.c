@@ -26,6 +26,7 @@ static const field_t tls_fields[] = {
     FLD(gw_cfg_tls_t, ticket_rotation_ms, F_DUR, 1000, 30 * DAY_MS),
     FLD(gw_cfg_tls_t, ciphers, F_STR, 0, 0),
     FLD(gw_cfg_tls_t, ciphersuites, F_STR, 0, 0),
+    FLD(gw_cfg_tls_t, session_id_context, F_STR, 0, 0),
     FLD(gw_cfg_tls_t, self_signed, F_BOOL, 0, 0),
 };
 
@@ -76,6 +77,7 @@ typedef struct {
     cert_ld_t top; /* certificate/key written directly in tls: */
     yaml_node_t *certs_node;
     yaml_node_t *map;
+    yaml_node_t *keys_node; /* ticket_keys */
 } tls_ld_t;
 
 static int tls_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
@@ -99,9 +101,63 @@ static int tls_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
             gw_cfg__err_at(ld, v, "'alpn_preference' must be h2 or http/1.1");
         return 0;
     }
+    if (!strcmp(key, "ticket_keys")) {
+        if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
+            return 0;
+        gw_free(t->tls->ticket_keys_path);
+        t->tls->ticket_keys_path = gw_cfg__xstrdup(ld, gw_cfg__scalar(v));
+        t->keys_node = v;
+        return 0;
+    }
+    if (!strcmp(key, "ticket_key_cipher")) {
+        const char *s = v->type == YAML_SCALAR_NODE ? gw_cfg__scalar(v) : NULL;
+        if (s && !strcmp(s, "aes-128-cbc"))
+            t->tls->ticket_key_len = 48;
+        else if (s && !strcmp(s, "aes-256-cbc"))
+            t->tls->ticket_key_len = 80;
+        else
+            gw_cfg__err_at(ld, v, "'ticket_key_cipher' must be aes-128-cbc or aes-256-cbc");
+        return 0;
+    }
     if (!gw_cfg__set_field(ld, tls_fields, NTAB(tls_fields), key, v, t->tls))
         gw_cfg__err_at(ld, k, "unknown key '%s' in tls", key);
     return 0;
+}
+
+#define TICKET_KEYS_MAX 64
+
+/* tls.ticket_keys (nghttpx's --tls-ticket-key-file format): read now, so that a bad file is a
+ * configuration error, and a reload reads the file again. */
+static void load_ticket_keys(ld_t *ld, gw_cfg_tls_t *tls, yaml_node_t *n)
+{
+    const char *path = tls->ticket_keys_path;
+    unsigned kl = tls->ticket_key_len;
+    if (!path)
+        return;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        gw_cfg__err_at(ld, n, "ticket_keys file '%s' cannot be read: %s", path, strerror(errno));
+        return;
+    }
+    unsigned char buf[TICKET_KEYS_MAX * 80 + 1];
+    size_t len = fread(buf, 1, sizeof(buf), f);
+    int err = ferror(f);
+    fclose(f);
+    if (err)
+        gw_cfg__err_at(ld, n, "ticket_keys file '%s' cannot be read", path);
+    else if (len == 0 || len % kl || len / kl > TICKET_KEYS_MAX)
+        gw_cfg__err_at(ld, n,
+                       "ticket_keys file '%s' has %zu bytes: it must hold 1 to %d keys of %u bytes "
+                       "(%s: a 16-byte name, a %u-byte AES key, a %u-byte HMAC key)",
+                       path, len, TICKET_KEYS_MAX, kl, kl == 48 ? "aes-128-cbc" : "aes-256-cbc",
+                       (kl - 16) / 2, (kl - 16) / 2);
+    else if (!(tls->ticket_keys = gw_malloc(len)))
+        ld->nomem = 1;
+    else {
+        memcpy(tls->ticket_keys, buf, len);
+        tls->ticket_keys_len = len;
+    }
+    explicit_bzero(buf, sizeof(buf));
 }
 
 static void check_file(ld_t *ld, yaml_node_t *n, const char *what, const char *path)
@@ -139,8 +195,15 @@ static gw_cfg_tls_t *load_tls(ld_t *ld, yaml_node_t *v)
     tls->prefer_h2 = 1;
     tls->session_tickets = 1;
     tls->ticket_rotation_ms = 3600000;
+    tls->ticket_key_len = 48;
     tls_ld_t t = {.tls = tls, .map = v};
     gw_cfg__each_pair(ld, v, tls_pair, &t);
+    if (t.keys_node)
+        load_ticket_keys(ld, tls, t.keys_node);
+    if (!tls->session_id_context)
+        tls->session_id_context = gw_cfg__xstrdup(ld, "h2gate");
+    else if (!tls->session_id_context[0] || strlen(tls->session_id_context) > 32)
+        gw_cfg__err_at(ld, v, "'session_id_context' must be 1 to 32 bytes");
     int have_top = t.top.cert.certificate || t.top.cert.key || t.top.cert.names_len;
     if (have_top || !t.certs_node) {
         check_cert(ld, tls, &t.top, v);
@@ -173,6 +236,11 @@ void gw_cfg__free_tls(gw_cfg_tls_t *t)
     gw_free(t->certs);
     gw_free(t->ciphers);
     gw_free(t->ciphersuites);
+    gw_free(t->ticket_keys_path);
+    gw_free(t->session_id_context);
+    if (t->ticket_keys)
+        explicit_bzero(t->ticket_keys, t->ticket_keys_len);
+    gw_free(t->ticket_keys);
     gw_free(t);
 }
 

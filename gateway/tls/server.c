@@ -30,13 +30,16 @@ typedef struct {
     size_t names_len;
 } cert_ent_t;
 
-/* A session ticket key (RFC 5077 layout of OpenSSL's callback: name, AES-256, HMAC-SHA256). */
+/* A session ticket key (RFC 5077 layout of OpenSSL's callback: name, AES-CBC, HMAC-SHA256).
+ * Keys made here are AES-256 with 32-byte HMAC keys; keys from tls.ticket_keys may be AES-128
+ * with 16-byte HMAC keys (nghttpx's 48-byte format). */
 typedef struct {
     unsigned char name[16];
     unsigned char aes[32];
     unsigned char hmac[32];
     uint64_t born_ms;
     int valid;
+    unsigned key_len; /* AES and HMAC key bytes: 16 or 32 */
 } ticket_key_t;
 
 struct gw_tls_ctx {
@@ -50,6 +53,10 @@ struct gw_tls_ctx {
     pthread_mutex_t ticket_lock;
     ticket_key_t keys[2]; /* [0] current, [1] previous */
     uint64_t rotation_ms;
+    /* tls.ticket_keys: the operator's keys, [0] encrypts, all decrypt, nothing rotates (the
+     * instances that share the file resume each other's sessions); NULL: keys[] above */
+    ticket_key_t *file_keys;
+    size_t file_keys_n;
 };
 
 static uint64_t mono_ms(void)
@@ -78,6 +85,7 @@ static int new_ticket_key(ticket_key_t *k, uint64_t born_ms)
         return -1;
     k->born_ms = born_ms;
     k->valid = 1;
+    k->key_len = 32;
     return 0;
 }
 
@@ -102,10 +110,10 @@ static void rotate_if_due(gw_tls_ctx_t *c)
     }
 }
 
-static int set_mac(EVP_MAC_CTX *hctx, unsigned char *key)
+static int set_mac(EVP_MAC_CTX *hctx, unsigned char *key, size_t len)
 {
     OSSL_PARAM params[3];
-    params[0] = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, key, 32);
+    params[0] = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, key, len);
     params[1] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
     params[2] = OSSL_PARAM_construct_end();
     return EVP_MAC_CTX_set_params(hctx, params);
@@ -116,14 +124,18 @@ static int ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EV
 {
     gw_tls_ctx_t *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
     int rv = 0;
+    ticket_key_t *keys = c->file_keys ? c->file_keys : c->keys;
+    size_t n = c->file_keys ? c->file_keys_n : 2;
     pthread_mutex_lock(&c->ticket_lock);
-    rotate_if_due(c);
+    if (!c->file_keys)
+        rotate_if_due(c);
     if (enc) {
-        ticket_key_t *k = &c->keys[0];
+        ticket_key_t *k = &keys[0];
         if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) == 1) {
             memcpy(key_name, k->name, 16);
-            if (EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv) == 1 &&
-                set_mac(hctx, k->hmac) == 1)
+            const EVP_CIPHER *cipher = k->key_len == 16 ? EVP_aes_128_cbc() : EVP_aes_256_cbc();
+            if (EVP_EncryptInit_ex(cctx, cipher, NULL, k->aes, iv) == 1 &&
+                set_mac(hctx, k->hmac, k->key_len) == 1)
                 rv = 1;
             else
                 rv = -1;
@@ -131,11 +143,12 @@ static int ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EV
             rv = -1;
         }
     } else {
-        for (int i = 0; i < 2; i++) {
-            ticket_key_t *k = &c->keys[i];
+        for (size_t i = 0; i < n; i++) {
+            ticket_key_t *k = &keys[i];
             if (k->valid && !memcmp(key_name, k->name, 16)) {
-                if (set_mac(hctx, k->hmac) == 1 &&
-                    EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv) == 1)
+                const EVP_CIPHER *cipher = k->key_len == 16 ? EVP_aes_128_cbc() : EVP_aes_256_cbc();
+                if (set_mac(hctx, k->hmac, k->key_len) == 1 &&
+                    EVP_DecryptInit_ex(cctx, cipher, NULL, k->aes, iv) == 1)
                     rv = i == 0 ? 1 : 2; /* 2: valid, but issue a ticket with the new key */
                 else
                     rv = -1;
@@ -341,6 +354,14 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
         log_ssl_error("tls_key_mismatch", cert->key);
         goto fail;
     }
+    /* sessions resume only under the same context: instances that share ticket keys share it
+     * too (nghttpx's is "shrpx", for a fleet that moves from one to the other) */
+    if (tls->session_id_context &&
+        SSL_CTX_set_session_id_context(ctx, (const unsigned char *)tls->session_id_context,
+                                       (unsigned)strlen(tls->session_id_context)) != 1) {
+        log_ssl_error("tls_session_id_context_invalid", tls->session_id_context);
+        goto fail;
+    }
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, c);
     SSL_CTX_set_app_data(ctx, c);
     if (tls->session_tickets) {
@@ -380,9 +401,29 @@ int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t al
         gw_free(c);
         return GW_E_IO;
     }
+    if (tls->ticket_keys && tls->ticket_key_len) {
+        /* nghttpx's layout: name, AES key, HMAC key, each key_len bytes after the name */
+        size_t kl = tls->ticket_key_len, half = (kl - 16) / 2;
+        c->file_keys_n = tls->ticket_keys_len / kl;
+        c->file_keys = gw_calloc(c->file_keys_n, sizeof(*c->file_keys));
+        if (!c->file_keys) {
+            pthread_mutex_destroy(&c->ticket_lock);
+            gw_free(c);
+            return GW_E_NOMEM;
+        }
+        for (size_t i = 0; i < c->file_keys_n; i++) {
+            const unsigned char *k = tls->ticket_keys + i * kl;
+            ticket_key_t *t = &c->file_keys[i];
+            memcpy(t->name, k, 16);
+            memcpy(t->aes, k + 16, half);
+            memcpy(t->hmac, k + 16 + half, half);
+            t->key_len = (unsigned)half;
+            t->valid = 1;
+        }
+    }
     c->certs = gw_calloc(tls->certs_len, sizeof(*c->certs));
     if (!c->certs) {
-        gw_free(c);
+        gw_tls_ctx_del(c);
         return GW_E_NOMEM;
     }
     for (size_t i = 0; i < tls->certs_len; i++) {
@@ -407,6 +448,9 @@ void gw_tls_ctx_del(gw_tls_ctx_t *c)
         SSL_CTX_free(c->certs[i].ctx);
     gw_free(c->certs);
     OPENSSL_cleanse(c->keys, sizeof(c->keys));
+    if (c->file_keys)
+        OPENSSL_cleanse(c->file_keys, c->file_keys_n * sizeof(*c->file_keys));
+    gw_free(c->file_keys);
     pthread_mutex_destroy(&c->ticket_lock);
     gw_free(c);
 }

@@ -36,7 +36,10 @@ def config(tls_port=None, plain_port=None, extra="", tls_extra="", workers=1, ce
         lines.append(f"  - address: 127.0.0.1:{plain_port}")
         if plain_protocols:
             lines.append(f"    protocols: [{', '.join(plain_protocols)}]")
+    # a refused origin: every routed request gets the gateway's own 502; never ejected (then
+    # it would be 503: test_proxy.py and test_hostile_origin.py test ejection)
     lines += ["upstreams:", "  app:", "    servers: [127.0.0.1:9]",
+              "    health: {fail_threshold: 1000}",
               "routes:", "  - { host: '*', path: /, upstream: app }"]
     return "\n".join(lines) + "\n" + extra
 

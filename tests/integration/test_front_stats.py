@@ -10,7 +10,9 @@ from gwtest import gw_config, scrape
 
 
 def _config(port, workers, admin):
+    # a refused origin, never ejected: every request is the gateway's own 502
     return gw_config(port, ["127.0.0.1:9"], workers=workers,
+                     upstream_extra="health: {fail_threshold: 1000}",
                      extra=f"admin: {{address: 127.0.0.1:{admin}}}\n")
 
 
