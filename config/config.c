@@ -667,8 +667,10 @@ void gw_config_del(gw_config_t *c)
     gw_free(c->pid_file);
     gw_cfg__free_str_list(c->compression.types, c->compression.types_len);
     gw_free(c->access_log.path);
-    for (size_t i = 0; i < c->listen_len; i++)
+    for (size_t i = 0; i < c->listen_len; i++) {
         gw_cfg__free_tls(c->listen[i].tls);
+        gw_free(c->listen[i].proxy_from);
+    }
     gw_free(c->listen);
     for (size_t i = 0; i < c->upstreams_len; i++) {
         gw_cfg_upstream_t *u = &c->upstreams[i];

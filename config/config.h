@@ -55,6 +55,16 @@ typedef struct {
     int self_signed;          /* generate a self-signed pair at start if both files are missing */
 } gw_cfg_tls_t;
 
+/* A network, "10.0.0.0/8", "::1", "2001:db8::/32" (an address alone: all its bits). */
+typedef struct {
+    int family;       /* AF_INET or AF_INET6 */
+    uint8_t addr[16]; /* network byte order; 4 bytes used for AF_INET */
+    unsigned bits;
+} gw_cfg_net_t;
+
+/* Whether sa (AF_INET, AF_INET6; an IPv4-mapped IPv6 address counts as IPv4) is in n. */
+int gw_cfg_net_match(const gw_cfg_net_t *n, const struct sockaddr *sa);
+
 typedef struct {
     gw_cfg_addr_t addr;
     gw_cfg_tls_t *tls;  /* NULL for cleartext */
@@ -62,7 +72,13 @@ typedef struct {
     int backlog;
     int early_hints; /* 103s made by the gateway go to this listener's clients (default 1) */
     int push;        /* routes with push: true may push to its HTTP/2 clients (default 1) */
-    int line;        /* where it was declared, for messages */
+    /* PROXY protocol (v1 and v2) before the client's bytes: the address it names is the
+     * client's everywhere; from proxy_from only (empty: any source); within proxy_timeout_ms */
+    int proxy_protocol;
+    gw_cfg_net_t *proxy_from;
+    size_t proxy_from_len;
+    uint64_t proxy_timeout_ms;
+    int line; /* where it was declared, for messages */
 } gw_cfg_listen_t;
 
 /* Upper bound of an upstream's `pipeline` (requests in flight per origin connection). */

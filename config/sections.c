@@ -1,5 +1,6 @@
 /* config/sections.c — the list sections of the config: listen[] (with its TLS certificates),
  * upstreams (servers, health) and routes[], each checked as it is read (see config.c). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -251,6 +252,8 @@ typedef struct {
     yaml_node_t *addr_node, *proto_node;
 } listen_ld_t;
 
+static void load_nets(ld_t *ld, gw_cfg_listen_t *l, yaml_node_t *v);
+
 static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
 {
     listen_ld_t *x = obj;
@@ -277,10 +280,75 @@ static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v
     } else if (!strcmp(key, "push")) {
         static const field_t f[] = {{"push", F_BOOL, offsetof(gw_cfg_listen_t, push), 0, 0}};
         gw_cfg__set_field(ld, f, 1, key, v, x->l);
+    } else if (!strcmp(key, "proxy_protocol")) {
+        static const field_t f[] = {
+            {"proxy_protocol", F_BOOL, offsetof(gw_cfg_listen_t, proxy_protocol), 0, 0}};
+        gw_cfg__set_field(ld, f, 1, key, v, x->l);
+    } else if (!strcmp(key, "proxy_protocol_timeout")) {
+        static const field_t f[] = {{"proxy_protocol_timeout", F_DUR,
+                                     offsetof(gw_cfg_listen_t, proxy_timeout_ms), 1, 3600000}};
+        gw_cfg__set_field(ld, f, 1, key, v, x->l);
+    } else if (!strcmp(key, "proxy_protocol_from")) {
+        load_nets(ld, x->l, v);
     } else {
         gw_cfg__err_at(ld, k, "unknown key '%s' in a listener", key);
     }
     return 0;
+}
+
+/* "10.0.0.0/8", "192.168.1.7", "::1", "2001:db8::/32": 0 and *n, or -1. */
+static int parse_net(const char *s, gw_cfg_net_t *n)
+{
+    char a[64];
+    const char *slash = strchr(s, '/');
+    size_t al = slash ? (size_t)(slash - s) : strlen(s);
+    if (al == 0 || al >= sizeof(a))
+        return -1;
+    memcpy(a, s, al);
+    a[al] = 0;
+    memset(n, 0, sizeof(*n));
+    unsigned max;
+    if (inet_pton(AF_INET, a, n->addr) == 1) {
+        n->family = AF_INET;
+        max = 32;
+    } else if (inet_pton(AF_INET6, a, n->addr) == 1) {
+        n->family = AF_INET6;
+        max = 128;
+    } else {
+        return -1;
+    }
+    n->bits = max;
+    if (slash) {
+        char *end;
+        unsigned long b = strtoul(slash + 1, &end, 10);
+        if (!slash[1] || *end || b > max)
+            return -1;
+        n->bits = (unsigned)b;
+    }
+    return 0;
+}
+
+static void load_nets(ld_t *ld, gw_cfg_listen_t *l, yaml_node_t *v)
+{
+    size_t n;
+    char **names = gw_cfg__load_str_list(ld, v, "proxy_protocol_from", &n);
+    yaml_node_item_t *items = v->type == YAML_SEQUENCE_NODE ? v->data.sequence.items.start : NULL;
+    gw_free(l->proxy_from);
+    l->proxy_from = n ? gw_calloc(n, sizeof(*l->proxy_from)) : NULL;
+    l->proxy_from_len = 0;
+    if (n && !l->proxy_from)
+        ld->nomem = 1;
+    for (size_t i = 0; i < n && l->proxy_from; i++) {
+        yaml_node_t *at = items ? gw_cfg__node(ld, items[i]) : v;
+        if (!names[i] || parse_net(names[i], &l->proxy_from[l->proxy_from_len]) < 0)
+            gw_cfg__err_at(ld, at,
+                           "'%s' is not a network (an address, or ADDRESS/BITS: 10.0.0.0/8, "
+                           "2001:db8::/32)",
+                           names[i] ? names[i] : "");
+        else
+            l->proxy_from_len++;
+    }
+    gw_cfg__free_str_list(names, n);
 }
 
 static void load_protocols(ld_t *ld, gw_cfg_listen_t *l, yaml_node_t *v)
@@ -344,6 +412,7 @@ void gw_cfg__load_listen(ld_t *ld, yaml_node_t *v)
         l->backlog = 511;
         l->early_hints = 1;
         l->push = 1;
+        l->proxy_timeout_ms = 5000;
         l->line = (int)ln->start_mark.line + 1;
         listen_ld_t x = {.l = l};
         gw_cfg__each_pair(ld, ln, listen_pair, &x);
@@ -776,4 +845,33 @@ void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
             gw_cfg__err_at(ld, x.up, "route names unknown upstream '%s'", r->upstream_name);
         r->upstream = j;
     }
+}
+
+int gw_cfg_net_match(const gw_cfg_net_t *n, const struct sockaddr *sa)
+{
+    const uint8_t *a;
+    int fam = sa->sa_family;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (fam == AF_INET) {
+        a = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+    } else if (fam == AF_INET6) {
+        a = (const uint8_t *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (n->family == AF_INET && !memcmp(a, mapped, 12)) {
+            a += 12; /* ::ffff:a.b.c.d is a.b.c.d */
+            fam = AF_INET;
+        }
+    } else {
+        return 0;
+    }
+    if (fam != n->family)
+        return 0;
+    unsigned full = n->bits / 8, rest = n->bits % 8;
+    if (memcmp(a, n->addr, full))
+        return 0;
+    if (rest) {
+        uint8_t mask = (uint8_t)(0xFF << (8 - rest));
+        if ((a[full] & mask) != (n->addr[full] & mask))
+            return 0;
+    }
+    return 1;
 }

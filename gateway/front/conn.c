@@ -15,6 +15,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "front/front_internal.h"
+#include "front/proxy_header.h"
 #include "h1/serializer.h"
 #include "h2/errors.h"
 #include "h2/frame.h"
@@ -23,10 +24,13 @@
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void on_data(conn_t *c, const char *data, size_t nread);
+static void proxy_header(conn_t *c, const char *data, size_t n);
+static int conn_begin(conn_t *c);
 
 static const char *conn_state_str(conn_state_t s)
 {
-    static const char *const n[] = {"handshake", "sniff", "h1", "h2", "closing"};
+    static const char *const n[] = {"handshake", "sniff", "h1", "h2", "closing", "proxy"};
     return n[s];
 }
 
@@ -541,6 +545,10 @@ void gw_front__on_timeout(conn_t *c)
     case CS_CLOSING:
         gw_front__conn_close(c, "close_timeout");
         return;
+    case CS_PROXY:
+        GW_LOG_INFO("timeout", "peer=%s kind=proxy_header", PEER(c));
+        gw_front__conn_close(c, "proxy_header_timeout");
+        return;
     }
 }
 
@@ -763,8 +771,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0 || c->state == CS_CLOSING)
         return;
     W(c)->m.client_in += (uint64_t)nread;
+    if (c->state == CS_PROXY)
+        proxy_header(c, buf->base, (size_t)nread);
+    else
+        on_data(c, buf->base, (size_t)nread);
+}
+
+/* Bytes from the client (after the PROXY header, if any). */
+static void on_data(conn_t *c, const char *data, size_t nread)
+{
+    uv_stream_t *s = (uv_stream_t *)&c->tcp;
     if (c->tls) {
-        if (gw_tls_feed(c->tls, buf->base, (size_t)nread) < 0) {
+        if (gw_tls_feed(c->tls, data, nread) < 0) {
             gw_front__conn_close(c, "nomem");
             return;
         }
@@ -814,7 +832,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             gw_front__conn_close(c, "nomem");
             return;
         }
-        if (gw_bytes_append(&c->b->in, buf->base, (size_t)nread) < 0) {
+        if (gw_bytes_append(&c->b->in, data, nread) < 0) {
             gw_front__conn_close(c, "input_overflow");
             return;
         }
@@ -825,7 +843,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
          * grain) the socket is not read until the timer says the tokens are back, so the
          * kernel's receive window pushes back on the client */
         uint64_t now = gw_front__now_us();
-        gw_bucket_spend(&c->thr->body_b, (size_t)nread, now);
+        gw_bucket_spend(&c->thr->body_b, nread, now);
         uint64_t w = gw_bucket_wait_us(&c->thr->body_b, gw_bucket_grain(&c->thr->body_b), now);
         if (w) {
             c->flags |= GW_CONN_F_THR_IN;
@@ -842,6 +860,99 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 }
 
 /* ---- accept ------------------------------------------------------------------------------- */
+
+/* The connection's client address is known (the socket's, or a PROXY header's): its throttle
+ * state, then the TLS handshake or the first bytes. 0, or -1 when it was closed. */
+static int conn_begin(conn_t *c)
+{
+    gw_worker_t *w = W(c);
+    gw_listener_t *l = c->l;
+    const gw_gen_t *gen = c->g->gen;
+    const gw_cfg_throttle_t *th = &gen->cfg->throttle;
+    if (th->response_rate || th->request_body_rate || gen->clients || gen->route_rates) {
+        thr_t *t = gw_calloc(1, sizeof(*t));
+        if (!t || gw_front__timer_nodes_add(w, 1) < 0) {
+            gw_free(t);
+            gw_front__conn_close(c, "nomem");
+            return -1;
+        }
+        c->thr = t;
+        t->c = c;
+        gw_theap_node_init(&t->tnode, TK_THR);
+        uint64_t now = gw_front__now_us();
+        gw_bucket_init(&t->resp_b, th->response_rate, th->response_burst, now);
+        gw_bucket_init(&t->body_b, th->request_body_rate, th->request_body_burst, now);
+        if (gen->clients && gw_bucket_table_keyed(&c->addr.sa)) {
+            t->client = gw_bucket_table_acquire(gen->clients->t, &c->addr.sa, 0,
+                                                th->per_client_rate, th->per_client_burst, now);
+            if (!t->client) {
+                /* full of clients still in debt: fail closed (issue 18 item 12); an
+                 * unthrottled connection would be the way around per_client_rate */
+                GW_LOG_INFO("client_table_full", "peer=%s", PEER(c));
+                gw_front__conn_close(c, "client_table_full");
+                return -1;
+            }
+        }
+        t->out = gw_bucket_limited(&t->resp_b) || t->client || gen->route_rates;
+    }
+    if (l->tls) {
+        c->tls = gw_tls_conn_new(l->tls);
+        if (!c->tls) {
+            gw_front__conn_close(c, "nomem");
+            return -1;
+        }
+        c->state = CS_HANDSHAKE;
+        gw_front__arm(c, gen->cfg->timeouts.handshake_ms);
+    } else {
+        c->state = CS_SNIFF;
+        gw_front__arm(c, gen->cfg->timeouts.first_request_ms);
+    }
+    return 0;
+}
+
+/* A proxy_protocol listener's first bytes: the PROXY header (front/proxy_header.c), whose
+ * address becomes the client's everywhere (logs, X-Forwarded-For, throttles, rate limits);
+ * what follows it is the client's own, handed on. */
+static void proxy_header(conn_t *c, const char *data, size_t n)
+{
+    if (gw_front__need_busy(c) < 0 || gw_bytes_append(&c->b->in, data, n) < 0) {
+        gw_front__conn_close(c, "nomem");
+        return;
+    }
+    gw_proxy_hdr_t h;
+    const char *why = NULL;
+    ssize_t hl = gw_proxy_hdr_parse(c->b->in.base, c->b->in.len, &h, &why);
+    if (hl == 0)
+        return;
+    if (hl < 0) {
+        GW_LOG_INFO("proxy_protocol_refused", "peer=%s reason=\"%s\"", PEER(c), why);
+        gw_front__conn_close(c, "proxy_header_invalid");
+        return;
+    }
+    if (!h.local && h.src_len <= sizeof(c->addr)) {
+        memcpy(&c->addr, &h.src, h.src_len);
+        format_peer(c, c->b->peer, sizeof(c->b->peer), c->b->peer_ip, sizeof(c->b->peer_ip));
+    }
+    GW_LOG_DEBUG("proxy_protocol", "peer=%s version=%d local=%d", PEER(c), h.version, h.local);
+    gw_bytes_consume(&c->b->in, (size_t)hl);
+    if (conn_begin(c) < 0)
+        return;
+    if (c->tls && c->b->in.len) {
+        /* the rest is TLS records: they go through the handshake like any read */
+        size_t left = c->b->in.len;
+        char *tmp = gw_malloc(left);
+        if (!tmp) {
+            gw_front__conn_close(c, "nomem");
+            return;
+        }
+        memcpy(tmp, c->b->in.base, left);
+        c->b->in.len = 0;
+        on_data(c, tmp, left);
+        gw_free(tmp);
+    } else if (c->b->in.len) {
+        gw_front__process(c);
+    }
+}
 
 void gw_front__on_connection(uv_stream_t *server, int status)
 {
@@ -884,44 +995,21 @@ void gw_front__on_connection(uv_stream_t *server, int status)
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0 &&
         (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
         memcpy(&c->addr, &ss, ss.ss_family == AF_INET ? sizeof(c->addr.in4) : sizeof(c->addr.in6));
-    const gw_cfg_throttle_t *th = &gen->cfg->throttle;
-    if (th->response_rate || th->request_body_rate || gen->clients || gen->route_rates) {
-        thr_t *t = gw_calloc(1, sizeof(*t));
-        if (!t || gw_front__timer_nodes_add(w, 1) < 0) {
-            gw_free(t);
-            gw_front__conn_close(c, "nomem");
+    if (l->cfg->proxy_protocol) {
+        /* the balancer's header comes first; the rest waits for the address it names */
+        int trusted = l->cfg->proxy_from_len == 0;
+        for (size_t i = 0; i < l->cfg->proxy_from_len && !trusted; i++)
+            trusted = gw_cfg_net_match(&l->cfg->proxy_from[i], &c->addr.sa);
+        if (!trusted) {
+            GW_LOG_INFO("proxy_protocol_refused", "peer=%s reason=\"not in proxy_protocol_from\"",
+                        PEER(c));
+            gw_front__conn_close(c, "proxy_untrusted");
             return;
         }
-        c->thr = t;
-        t->c = c;
-        gw_theap_node_init(&t->tnode, TK_THR);
-        uint64_t now = gw_front__now_us();
-        gw_bucket_init(&t->resp_b, th->response_rate, th->response_burst, now);
-        gw_bucket_init(&t->body_b, th->request_body_rate, th->request_body_burst, now);
-        if (gen->clients && gw_bucket_table_keyed(&c->addr.sa)) {
-            t->client = gw_bucket_table_acquire(gen->clients->t, &c->addr.sa, 0,
-                                                th->per_client_rate, th->per_client_burst, now);
-            if (!t->client) {
-                /* full of clients still in debt: fail closed (issue 18 item 12); an
-                 * unthrottled connection would be the way around per_client_rate */
-                GW_LOG_INFO("client_table_full", "peer=%s", PEER(c));
-                gw_front__conn_close(c, "client_table_full");
-                return;
-            }
-        }
-        t->out = gw_bucket_limited(&t->resp_b) || t->client || gen->route_rates;
-    }
-    if (l->tls) {
-        c->tls = gw_tls_conn_new(l->tls);
-        if (!c->tls) {
-            gw_front__conn_close(c, "nomem");
-            return;
-        }
-        c->state = CS_HANDSHAKE;
-        gw_front__arm(c, gen->cfg->timeouts.handshake_ms);
-    } else {
-        c->state = CS_SNIFF;
-        gw_front__arm(c, gen->cfg->timeouts.first_request_ms);
+        c->state = CS_PROXY;
+        gw_front__arm(c, l->cfg->proxy_timeout_ms);
+    } else if (conn_begin(c) < 0) {
+        return;
     }
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (w->stop != GW_STOP_NONE)

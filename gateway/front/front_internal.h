@@ -126,12 +126,12 @@ typedef struct {
 typedef struct {
     char up[GW_MNAME];
     char server[72];
-    uint64_t idle, active;   /* gauges (snapshots) */
-    uint64_t opened;         /* snapshots: retired_opened + the live pools' */
-    uint64_t retired_opened; /* dialled by pools of generations since retired */
-    uint64_t failures, ejections;                 /* health, as opened */
+    uint64_t idle, active;        /* gauges (snapshots) */
+    uint64_t opened;              /* snapshots: retired_opened + the live pools' */
+    uint64_t retired_opened;      /* dialled by pools of generations since retired */
+    uint64_t failures, ejections; /* health, as opened */
     uint64_t retired_failures, retired_ejections; /* of retired generations */
-    int up_state;            /* snapshots: 1 up, 0 ejected, -1 not in the current generation */
+    int up_state; /* snapshots: 1 up, 0 ejected, -1 not in the current generation */
 } gw_mserver_t;
 
 typedef struct {
@@ -308,6 +308,7 @@ typedef enum {
     CS_H1,            /* HTTP/1.1 front */
     CS_H2,            /* HTTP/2 session */
     CS_CLOSING,       /* flushing the last bytes, then close */
+    CS_PROXY,         /* a proxy_protocol listener: waiting for the PROXY header */
 } conn_state_t;
 
 /* GW_CONN_F_*: why a connection is paused or what it waits for. */

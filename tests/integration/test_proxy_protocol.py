@@ -1,0 +1,202 @@
+"""The PROXY protocol on listeners that say `proxy_protocol: true` (issue 27 item 4): the
+address a v1 or v2 header names is the client's everywhere (X-Forwarded-For, the access log,
+per-client limits); a connection without a valid header, from a source outside
+proxy_protocol_from, or too slow to send it, is closed. HAProxy (send-proxy-v2) and curl
+(--haproxy-protocol) are independent senders."""
+import json
+import os
+import socket
+import ssl
+import struct
+import subprocess
+import time
+
+from conftest import free_port, wait_port
+from gwtest import tls_listener
+
+SIG = b"\r\n\r\n\x00\r\nQUIT\n"
+
+
+def v2(src, dst, sport, dport, local=False):
+    fam = socket.AF_INET6 if ":" in src else socket.AF_INET
+    addrs = socket.inet_pton(fam, src) + socket.inet_pton(fam, dst) + struct.pack(">HH", sport, dport)
+    return SIG + bytes([0x20 if local else 0x21, 0x21 if fam == socket.AF_INET6 else 0x11]) + \
+        struct.pack(">H", len(addrs)) + addrs
+
+
+def pp_gateway(gateway, origin, tmp_path, listen_extra="", route_extra="", tls=False):
+    port, admin = free_port(), free_port()
+    alog = tmp_path / "access.log"
+    lines = ["workers: 1", "log_level: debug", "listen:"]
+    if tls:
+        lines += tls_listener(port)
+    else:
+        lines.append(f"  - address: 127.0.0.1:{port}")
+    lines += ["    proxy_protocol: true"] + [f"    {l}" for l in listen_extra.splitlines()]
+    lines += ["upstreams:", "  app:", f"    servers: [127.0.0.1:{origin.port}]",
+              "routes:", "  - upstream: app"] + [f"    {l}" for l in route_extra.splitlines()]
+    lines += [f"access_log:\n  path: {alog}\n  format: json"]
+    g = gateway("\n".join(lines) + "\n", wait=[("127.0.0.1", port)])
+    g.port, g.alog = port, alog
+    return g
+
+
+def raw_get(port, header, path="/echo", tls=False, timeout=10):
+    """Send header, then (over TLS when asked) a GET; the raw answer (b"" when closed)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(header)
+    if tls:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        s = ctx.wrap_socket(s, server_hostname="localhost")
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".encode())
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+    except (ConnectionResetError, socket.timeout):
+        pass
+    s.close()
+    return out
+
+
+def echoed(resp):
+    """The origin's echo of the request (origin.py /echo): the fields it got."""
+    body = resp.split(b"\r\n\r\n", 1)[1]
+    return {k.lower(): v for k, v in json.loads(body)["headers"]}
+
+
+def log_records(g, n, timeout=5):
+    deadline = time.monotonic() + timeout
+    recs = []
+    while time.monotonic() < deadline:
+        if g.alog.exists():
+            recs = [json.loads(l) for l in g.alog.read_text().splitlines() if l.strip()]
+            if len(recs) >= n:
+                break
+        time.sleep(0.05)
+    return recs
+
+
+def test_v1_and_v2_addresses_are_the_clients(gateway, origin, tmp_path):
+    g = pp_gateway(gateway, origin, tmp_path)
+    r = raw_get(g.port, b"PROXY TCP4 203.0.113.7 127.0.0.1 5555 80\r\n")
+    assert r.startswith(b"HTTP/1.1 200"), r[:200]
+    assert echoed(r)["x-forwarded-for"] == "203.0.113.7"
+    r = raw_get(g.port, v2("2001:db8::7", "::1", 4321, 80))
+    assert echoed(r)["x-forwarded-for"] == "2001:db8::7"
+    # the same connection's bytes may come in one segment or many
+    r = raw_get(g.port, b"PROXY TCP6 2001:db8::9 ::1 1 2\r\n")
+    assert echoed(r)["x-forwarded-for"] == "2001:db8::9"
+    # v2 LOCAL (the balancer's own health check): the socket's address
+    r = raw_get(g.port, v2("10.9.9.9", "10.0.0.1", 1, 2, local=True))
+    assert echoed(r)["x-forwarded-for"] == "127.0.0.1"
+    recs = log_records(g, 4)
+    assert [(x["client"], x["client_port"]) for x in recs[:2]] == [("203.0.113.7", 5555),
+                                                                 ("2001:db8::7", 4321)]
+
+
+def test_tls_after_the_header(gateway, origin, tmp_path):
+    g = pp_gateway(gateway, origin, tmp_path, tls=True)
+    r = raw_get(g.port, b"PROXY TCP4 198.51.100.4 127.0.0.1 40000 443\r\n", tls=True)
+    assert r.startswith(b"HTTP/1.1 200"), r[:200]
+    assert echoed(r)["x-forwarded-for"] == "198.51.100.4"
+    assert echoed(r)["x-forwarded-proto"] == "https"
+    # curl's own v1 header (the real local address), over TLS and HTTP/2
+    p = subprocess.run(["curl", "-sk", "--http2", "--haproxy-protocol", "-o", "/dev/null", "-w",
+                        "%{http_code} %{http_version} %{local_port}",
+                        f"https://127.0.0.1:{g.port}/echo"], capture_output=True, text=True,
+                       timeout=20)
+    code, version, lport = p.stdout.split()
+    assert (code, version) == ("200", "2"), p.stderr
+    recs = log_records(g, 2)
+    assert recs[-1]["client_port"] == int(lport)
+
+
+def test_haproxy_send_proxy_v2(gateway, origin, tmp_path):
+    """HAProxy in TCP mode in front, `send-proxy-v2`: the gateway's access log names the
+    client's own port (curl's), not HAProxy's connection."""
+    g = pp_gateway(gateway, origin, tmp_path)
+    hport = free_port()
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(f"""global
+    maxconn 100
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+frontend f
+    bind 127.0.0.1:{hport}
+    default_backend b
+backend b
+    server gw 127.0.0.1:{g.port} send-proxy-v2
+""")
+    h = subprocess.Popen(["haproxy", "-f", str(cfg)], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        wait_port("127.0.0.1", hport, proc=h)
+        for proto in ("--http1.1", "--http2-prior-knowledge"):
+            p = subprocess.run(["curl", "-s", proto, "-o", "/dev/null", "-w",
+                                "%{http_code} %{local_port}", f"http://127.0.0.1:{hport}/echo"],
+                               capture_output=True, text=True, timeout=20)
+            code, lport = p.stdout.split()
+            assert code == "200", p
+            recs = log_records(g, 1)
+            assert recs[-1]["client"] == "127.0.0.1" and recs[-1]["client_port"] == int(lport)
+            g.alog.write_text("")
+    finally:
+        h.terminate()
+        h.wait(timeout=10)
+
+
+def test_without_a_valid_header_the_connection_is_closed(gateway, origin, tmp_path):
+    g = pp_gateway(gateway, origin, tmp_path, "proxy_protocol_timeout: 500ms")
+    # a request without a header: closed, nothing answered, nothing sent to the origin
+    assert raw_get(g.port, b"") == b""
+    assert raw_get(g.port, b"PROXY TCP4 1.2.3.4 5.6.7.8 1 99999\r\n") == b""
+    assert raw_get(g.port, SIG + b"\x11\x11\x00\x0c" + b"\x00" * 12) == b""
+    assert "proxy_protocol_refused" in g.log() and "v2 version is not 2" in g.log()
+    # too slow: closed at proxy_protocol_timeout
+    s = socket.create_connection(("127.0.0.1", g.port), timeout=5)
+    t0 = time.monotonic()
+    s.sendall(b"PROXY TCP4 1.2.")
+    assert s.recv(100) == b""
+    assert 0.3 < time.monotonic() - t0 < 3
+    s.close()
+    assert "kind=proxy_header" in g.log()
+    assert not any(r.target == "/echo" for r in origin.requests)
+
+
+def test_only_trusted_sources_may_send_a_header(gateway, origin, tmp_path):
+    g = pp_gateway(gateway, origin, tmp_path, "proxy_protocol_from: [10.0.0.0/8, '::1']")
+    assert raw_get(g.port, b"PROXY TCP4 203.0.113.7 127.0.0.1 5555 80\r\n") == b""
+    assert "not in proxy_protocol_from" in g.log()
+    (tmp_path / "g2").mkdir()
+    g2 = pp_gateway(gateway, origin, tmp_path / "g2", "proxy_protocol_from: ['127.0.0.0/8']")
+    r = raw_get(g2.port, b"PROXY TCP4 203.0.113.8 127.0.0.1 5555 80\r\n")
+    assert echoed(r)["x-forwarded-for"] == "203.0.113.8"
+
+
+def test_per_client_limits_use_the_header_address(gateway, origin, tmp_path):
+    g = pp_gateway(gateway, origin, tmp_path, route_extra="request_rate: 1\nrequest_burst: 1")
+    a = b"PROXY TCP4 203.0.113.10 127.0.0.1 1000 80\r\n"
+    b = b"PROXY TCP4 203.0.113.11 127.0.0.1 1000 80\r\n"
+    assert raw_get(g.port, a).startswith(b"HTTP/1.1 200")
+    assert raw_get(g.port, b).startswith(b"HTTP/1.1 200")  # another client: its own budget
+    assert raw_get(g.port, a).startswith(b"HTTP/1.1 429")  # the same client again
+
+
+def test_config_errors(h2gate_bin, tmp_path):
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text("listen:\n  - address: 127.0.0.1:1\n    proxy_protocol: true\n"
+                   "    proxy_protocol_from: [10.0.0.0/33, nonsense]\n"
+                   "upstreams:\n  app:\n    servers: [127.0.0.1:2]\nroutes:\n  - upstream: app\n")
+    r = subprocess.run([h2gate_bin, "--check-config", str(cfg)], capture_output=True, text=True)
+    assert r.returncode == 1
+    assert f"{cfg}:4:27: '10.0.0.0/33' is not a network" in r.stderr, r.stderr
+    assert f"{cfg}:4:40: 'nonsense' is not a network" in r.stderr, r.stderr
