@@ -572,6 +572,55 @@ static void timeouts_request_body(void **state)
                  "t.yaml:8:26: 'request_body' is out of range: 0ms (allowed 1..86400000)");
 }
 
+/* listen[].proxy_protocol_from: networks parsed and matched (IPv4, IPv6 prefixes that end
+ * inside a byte, an address alone, IPv4-mapped IPv6 sources counted as IPv4). */
+static int in_net(const gw_cfg_net_t *n, const char *addr)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    if (strchr(addr, ':')) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        assert_int_equal(inet_pton(AF_INET6, addr, &a->sin6_addr), 1);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        assert_int_equal(inet_pton(AF_INET, addr, &a->sin_addr), 1);
+    }
+    return gw_cfg_net_match(n, (const struct sockaddr *)&ss);
+}
+
+static void proxy_protocol_networks(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    const char *y = "listen:\n"
+                    "  - address: 127.0.0.1:8080\n"
+                    "    proxy_protocol: true\n"
+                    "    proxy_protocol_from: [10.0.0.0/8, 192.168.1.7, '2001:db8::/33', "
+                    "172.16.0.0/12]\n"
+                    "upstreams:\n  app:\n    servers: [127.0.0.1:9001]\n"
+                    "routes:\n  - upstream: app\n";
+    assert_int_equal(load(y, &c, &e), 0);
+    const gw_cfg_listen_t *l = &c->listen[0];
+    assert_true(l->proxy_protocol);
+    assert_int_equal(l->proxy_timeout_ms, 5000);
+    assert_int_equal(l->proxy_from_len, 4);
+    assert_true(in_net(&l->proxy_from[0], "10.255.0.1"));
+    assert_false(in_net(&l->proxy_from[0], "11.0.0.1"));
+    assert_true(in_net(&l->proxy_from[0], "::ffff:10.1.2.3")); /* IPv4-mapped */
+    assert_true(in_net(&l->proxy_from[1], "192.168.1.7"));
+    assert_false(in_net(&l->proxy_from[1], "192.168.1.8"));
+    assert_true(in_net(&l->proxy_from[2], "2001:db8:7fff::1"));
+    assert_false(in_net(&l->proxy_from[2], "2001:db8:8000::1")); /* bit 33 differs */
+    assert_false(in_net(&l->proxy_from[2], "10.0.0.1"));
+    assert_true(in_net(&l->proxy_from[3], "172.31.255.255"));
+    assert_false(in_net(&l->proxy_from[3], "172.32.0.0"));
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+}
+
 /* throttle.ipv6_prefix (issue 18 item 12): default 64, range 16..128 with its position. */
 static void throttle_ipv6_prefix(void **state)
 {
@@ -683,6 +732,7 @@ int main(void)
         cmocka_unit_test(throttle_ipv6_prefix),
         cmocka_unit_test(upstream_idle_purge),
         cmocka_unit_test(timeouts_request_body),
+        cmocka_unit_test(proxy_protocol_networks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
