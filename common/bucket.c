@@ -11,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/list.h"
 
 #define US_PER_S UINT64_C(1000000)
@@ -228,9 +229,7 @@ static int addr_key(const gw_bucket_table_t *t, const struct sockaddr *sa, uint8
 
 static uint64_t key_hash(const uint8_t addr[16], int family, unsigned tag)
 {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)family ^ ((uint64_t)tag << 8);
-    for (int i = 0; i < 16; i++)
-        h = (h ^ addr[i]) * 1099511628211ull;
+    uint64_t h = gw_fnv1a64(GW_FNV64_BASIS ^ (uint64_t)family ^ ((uint64_t)tag << 8), addr, 16);
     return h ^ (h >> 29);
 }
 

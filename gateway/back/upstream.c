@@ -16,16 +16,13 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/log.h"
 
 /* FNV-1a then a final avalanche (murmur3 fmix32), so nearby inputs spread over the ring. */
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h)
 {
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 16777619u;
-    }
+    h = gw_fnv1a32(h, p, n);
     h ^= h >> 16;
     h *= 0x85ebca6bu;
     h ^= h >> 13;
@@ -40,13 +37,13 @@ uint32_t gw_back__hash_addr(const struct sockaddr *sa)
     static const uint8_t zero[16];
     if (sa && sa->sa_family == AF_INET) {
         const struct sockaddr_in *v4 = (const struct sockaddr_in *)sa;
-        return hash_bytes(&v4->sin_addr, 4, 2166136261u);
+        return hash_bytes(&v4->sin_addr, 4, GW_FNV32_BASIS);
     }
     if (sa && sa->sa_family == AF_INET6) {
         const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)sa;
-        return hash_bytes(&v6->sin6_addr, 16, 2166136261u);
+        return hash_bytes(&v6->sin6_addr, 16, GW_FNV32_BASIS);
     }
-    return hash_bytes(zero, 4, 2166136261u);
+    return hash_bytes(zero, 4, GW_FNV32_BASIS);
 }
 
 static int vnode_cmp(const void *a, const void *b)
@@ -80,7 +77,7 @@ int gw_back__ring_build(gw_back_upstream_t *up)
         const char *key = s->cfg->addr.text;
         size_t klen = strlen(key);
         for (unsigned v = 0; v < w * GW_BACK_VNODES; v++) {
-            uint32_t h = hash_bytes(key, klen, 2166136261u);
+            uint32_t h = hash_bytes(key, klen, GW_FNV32_BASIS);
             ring[k].hash = hash_bytes(&v, sizeof(v), h);
             ring[k].server = (uint32_t)i;
             k++;

@@ -4,6 +4,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/list.h"
 #include "common/pool.h"
 #include "h2/frame.h"
@@ -424,15 +425,13 @@ int gw_h2_session_can_push(const gw_h2_session_t *s)
 /* FNV-1a of the authority (lowercased), a 0 byte and the path: one promise per resource. */
 static uint64_t push_key(gw_slice_t authority, gw_slice_t path)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = GW_FNV64_BASIS;
     for (size_t i = 0; i < authority.len; i++) {
         uint8_t c = authority.base[i];
-        h = (h ^ (c >= 'A' && c <= 'Z' ? c + 32u : c)) * 1099511628211ull;
+        h = gw_fnv1a64_byte(h, (uint8_t)(c >= 'A' && c <= 'Z' ? c + 32u : c));
     }
-    h = (h ^ 0u) * 1099511628211ull;
-    for (size_t i = 0; i < path.len; i++)
-        h = (h ^ path.base[i]) * 1099511628211ull;
-    return h;
+    h = gw_fnv1a64_byte(h, 0);
+    return gw_fnv1a64(h, path.base, path.len);
 }
 
 /* A copy of v in the arena (NULL, 0 stays so); 0 or GW_E_NOMEM. */

@@ -66,6 +66,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "common/hash.h"
 #include "proxy/proxy_internal.h"
 
 static int name_is(gw_slice_t name, const char *lit)
@@ -312,11 +313,7 @@ int gw_proxy__coalesce_shareable(const gw_cfg_route_t *r, unsigned status, const
 
 uint64_t gw_proxy__hash(const void *p, size_t n)
 {
-    const uint8_t *s = p;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 1099511628211ull;
-    return h;
+    return gw_fnv1a64(GW_FNV64_BASIS, p, n);
 }
 
 /* ---- the shared body ------------------------------------------------------------------------ */
