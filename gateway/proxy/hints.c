@@ -192,23 +192,45 @@ static gw_slice_t next_link(const uint8_t **p, const uint8_t *e)
     return (gw_slice_t){0};
 }
 
+/* Every link-value of the Link fields f[0..n), in order. */
+typedef struct {
+    const gw_field_t *f;
+    size_t n, i;
+    const uint8_t *p, *e; /* the rest of the field being read (p NULL: none yet) */
+} link_iter_t;
+
+/* The next link-value and its rel bits (link_rels) in *rels; {NULL, 0} after the last. */
+static gw_slice_t link_next(link_iter_t *it, unsigned *rels)
+{
+    for (;;) {
+        gw_slice_t v = it->p ? next_link(&it->p, it->e) : (gw_slice_t){0};
+        if (v.base) {
+            *rels = link_rels(v);
+            return v;
+        }
+        while (it->i < it->n && !gw_proxy__name_is(it->f[it->i].name, "link"))
+            it->i++;
+        if (it->i == it->n)
+            return (gw_slice_t){0};
+        it->p = it->f[it->i].value.base;
+        it->e = it->p + it->f[it->i].value.len;
+        it->i++;
+    }
+}
+
 /* The preload-like link values of the Link fields, one per line, into out; their length. */
 static size_t collect_links(const gw_field_t *f, size_t n, char *out, size_t cap)
 {
     size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!gw_proxy__name_is(f[i].name, "link"))
+    link_iter_t it = {.f = f, .n = n};
+    gw_slice_t v;
+    unsigned rels;
+    while ((v = link_next(&it, &rels)).base) {
+        if (!(rels & (REL_PRELOAD | REL_MODULEPRELOAD | REL_PRECONNECT)) || k + v.len + 1 > cap)
             continue;
-        const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
-        gw_slice_t v;
-        while ((v = next_link(&p, e)).base) {
-            if (!(link_rels(v) & (REL_PRELOAD | REL_MODULEPRELOAD | REL_PRECONNECT)) ||
-                k + v.len + 1 > cap)
-                continue;
-            memcpy(out + k, v.base, v.len);
-            k += v.len;
-            out[k++] = '\n';
-        }
+        memcpy(out + k, v.base, v.len);
+        k += v.len;
+        out[k++] = '\n';
     }
     return k;
 }
@@ -392,52 +414,47 @@ int gw_proxy__push_links(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r
     gw_field_t pf[16];
     size_t pn = push_fields(h, pf, 16);
     int promised = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!gw_proxy__name_is(f[i].name, "link"))
+    link_iter_t it = {.f = f, .n = n};
+    gw_slice_t v;
+    unsigned rels;
+    while ((v = link_next(&it, &rels)).base) {
+        if (!(rels & REL_PRELOAD) || (rels & LINK_NOPUSH))
             continue;
-        const uint8_t *lp = f[i].value.base, *e = lp + f[i].value.len;
-        gw_slice_t v;
-        while ((v = next_link(&lp, e)).base) {
-            unsigned rels = link_rels(v);
-            if (!(rels & REL_PRELOAD) || (rels & LINK_NOPUSH))
-                continue;
-            const uint8_t *gt = memchr(v.base, '>', v.len);
-            gw_slice_t path =
-                same_origin_path((gw_slice_t){v.base + 1, (size_t)(gt - v.base - 1)}, h);
-            if (!path.base)
-                continue;
-            gw_req_head_t q = {.method = GW_SLICE_LIT("GET"),
-                               .scheme = h->scheme,
-                               .authority = h->authority,
-                               .path = path,
-                               .fields = pf,
-                               .fields_len = pn,
-                               .content_length = -1,
-                               .end_stream = 1,
-                               .proto = GW_REQ_H2,
-                               .pushed = 1};
-            int rv = s->ops->push(s, &q);
-            if (rv == 0) {
-                st->push_promised++;
-                promised++;
-                continue;
-            }
-            /* a duplicate (or a target the engine refuses) leaves room for the next link;
-             * anything else holds for every link of this answer */
-            if (rv == GW_E_EXIST) {
-                st->push_duplicate++;
-                continue;
-            }
-            if (rv == GW_E_INVAL)
-                continue;
-            if (rv == GW_E_UNSUPPORTED)
-                st->push_client++;
-            else if (rv == GW_E_LIMIT)
-                st->push_limit++;
-            else
-                st->push_closed++;
-            return promised;
+        const uint8_t *gt = memchr(v.base, '>', v.len);
+        gw_slice_t path = same_origin_path((gw_slice_t){v.base + 1, (size_t)(gt - v.base - 1)}, h);
+        if (!path.base)
+            continue;
+        gw_req_head_t q = {.method = GW_SLICE_LIT("GET"),
+                           .scheme = h->scheme,
+                           .authority = h->authority,
+                           .path = path,
+                           .fields = pf,
+                           .fields_len = pn,
+                           .content_length = -1,
+                           .end_stream = 1,
+                           .proto = GW_REQ_H2,
+                           .pushed = 1};
+        int rv = s->ops->push(s, &q);
+        if (rv == 0) {
+            st->push_promised++;
+            promised++;
+            continue;
         }
+        /* a duplicate (or a target the engine refuses) leaves room for the next link;
+         * anything else holds for every link of this answer */
+        if (rv == GW_E_EXIST) {
+            st->push_duplicate++;
+            continue;
+        }
+        if (rv == GW_E_INVAL)
+            continue;
+        if (rv == GW_E_UNSUPPORTED)
+            st->push_client++;
+        else if (rv == GW_E_LIMIT)
+            st->push_limit++;
+        else
+            st->push_closed++;
+        return promised;
     }
     return promised;
 }
