@@ -165,8 +165,7 @@ static int h2s_push(gw_cstream_t *s, const gw_req_head_t *r)
     conn_t *c = x->c;
     if (x->gone || !c->b)
         return GW_E_NOENT;
-    if (!c->l->cfg->push)
-        return GW_E_UNSUPPORTED;
+    /* the listener's push: false is the proxy's to honour (gw_cstream_t.no_push) */
     int rv = gw_h2_session_can_push(c->h2);
     if (rv < 0)
         return rv;
