@@ -915,43 +915,44 @@ static int conn_begin(conn_t *c)
  * what follows it is the client's own, handed on. */
 static void proxy_header(conn_t *c, const char *data, size_t n)
 {
-    if (gw_front__need_busy(c) < 0 || gw_bytes_append(&c->b->in, data, n) < 0) {
+    if (gw_front__need_busy(c) < 0) {
+        gw_front__conn_close(c, "nomem");
+        return;
+    }
+    /* Most headers come whole in the first read: parsed in place. A header split over reads
+     * is gathered in c->b->in; the bytes gathered then were all header (the parser wanted
+     * more), so what follows the header is always a tail of this read, handed on uncopied. */
+    gw_bytes_t *in = &c->b->in;
+    size_t prev = in->len;
+    if (prev && gw_bytes_append(in, data, n) < 0) {
         gw_front__conn_close(c, "nomem");
         return;
     }
     gw_proxy_hdr_t h;
     const char *why = NULL;
-    ssize_t hl = gw_proxy_hdr_parse(c->b->in.base, c->b->in.len, &h, &why);
-    if (hl == 0)
+    ssize_t hl = prev ? gw_proxy_hdr_parse(in->base, in->len, &h, &why)
+                      : gw_proxy_hdr_parse((const uint8_t *)data, n, &h, &why);
+    if (hl == 0) {
+        if (!prev && gw_bytes_append(in, data, n) < 0)
+            gw_front__conn_close(c, "nomem");
         return;
+    }
     if (hl < 0) {
         GW_LOG_INFO("proxy_protocol_refused", "peer=%s reason=\"%s\"", PEER(c), why);
         gw_front__conn_close(c, "proxy_header_invalid");
         return;
     }
+    in->len = 0;
     if (!h.local && h.src_len <= sizeof(c->addr)) {
         memcpy(&c->addr, &h.src, h.src_len);
         format_peer(c, c->b->peer, sizeof(c->b->peer), c->b->peer_ip, sizeof(c->b->peer_ip));
     }
     GW_LOG_DEBUG("proxy_protocol", "peer=%s version=%d local=%d", PEER(c), h.version, h.local);
-    gw_bytes_consume(&c->b->in, (size_t)hl);
     if (conn_begin(c) < 0)
         return;
-    if (c->tls && c->b->in.len) {
-        /* the rest is TLS records: they go through the handshake like any read */
-        size_t left = c->b->in.len;
-        char *tmp = gw_malloc(left);
-        if (!tmp) {
-            gw_front__conn_close(c, "nomem");
-            return;
-        }
-        memcpy(tmp, c->b->in.base, left);
-        c->b->in.len = 0;
-        on_data(c, tmp, left);
-        gw_free(tmp);
-    } else if (c->b->in.len) {
-        gw_front__process(c);
-    }
+    size_t used = (size_t)hl - prev; /* of this read */
+    if (used < n)
+        on_data(c, data + used, n - used); /* TLS records, or the first request's bytes */
 }
 
 void gw_front__on_connection(uv_stream_t *server, int status)
