@@ -180,18 +180,33 @@ ssize_t feed(gw_h2_session_t *s, const gw_bytes_t *b)
     return gw_h2_session_recv(s, b->base, b->len, 1);
 }
 
+/* Everything the client wrote, fed to the session, which takes all of it; c->b is empty
+ * again. */
+void cli_send(gw_h2_session_t *s, cli_t *c)
+{
+    assert_int_equal(feed(s, &c->b), (ssize_t)c->b.len);
+    c->b.len = 0;
+}
+
 /* A session past the handshake: preface + SETTINGS fed, initial output drained. */
 gw_h2_session_t *ready(rec_t *r, cli_t *c, const gw_h2_options_t *o)
 {
     gw_h2_session_t *s = server(r, o);
     outs_t out;
     cli_init(c, 1);
-    assert_int_equal(feed(s, &c->b), (ssize_t)c->b.len);
-    c->b.len = 0;
+    cli_send(s, c);
     /* acknowledge the server's SETTINGS */
     assert_int_equal(gw_h2_frame_write_settings(&c->b, 1, NULL, 0), 0);
-    assert_int_equal(feed(s, &c->b), (ssize_t)c->b.len);
-    c->b.len = 0;
+    cli_send(s, c);
     drain(s, &out);
+    return s;
+}
+
+/* ready(), then a GET on stream 1 (ended, delivered to the callbacks). */
+gw_h2_session_t *ready_get(rec_t *r, cli_t *c, const gw_h2_options_t *o)
+{
+    gw_h2_session_t *s = ready(r, c, o);
+    cli_headers(c, 1, GW_H2_F_END_STREAM, GET);
+    cli_send(s, c);
     return s;
 }

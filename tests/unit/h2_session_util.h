@@ -72,7 +72,9 @@ void expect_goaway(const outs_t *o, uint32_t code);
 void expect_rst(const outs_t *o, uint32_t sid, uint32_t code);
 gw_h2_session_t *server(rec_t *r, const gw_h2_options_t *o);
 ssize_t feed(gw_h2_session_t *s, const gw_bytes_t *b);
+void cli_send(gw_h2_session_t *s, cli_t *c);
 gw_h2_session_t *ready(rec_t *r, cli_t *c, const gw_h2_options_t *o);
+gw_h2_session_t *ready_get(rec_t *r, cli_t *c, const gw_h2_options_t *o);
 
 #define logf_(r, ...) GW_TEST_LOGF(r, __VA_ARGS__)
 

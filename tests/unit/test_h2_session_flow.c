@@ -31,8 +31,7 @@ static void flow_control_backpressure(void **state)
     memset(chunk, 'a', sizeof(chunk));
     for (int i = 0; i < 4; i++)
         assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, chunk, sizeof(chunk), 0, 0), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     /* no WINDOW_UPDATE while nothing is consumed */
     drain(s, &o);
     assert_null(find_type(&o, GW_H2_FT_WINDOW_UPDATE, 0));
@@ -109,8 +108,7 @@ static void round_robin_and_connection_window(void **state)
     /* incremental (RFC 9218 §4.2): the scheduler takes turns one frame each */
     cli_headers(&c, 1, GW_H2_F_END_STREAM, GET_I);
     cli_headers(&c, 3, GW_H2_F_END_STREAM, GET_I);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     drain(s, &o);
     gw_rbuf_t *rb = gw_rbuf_new(40000);
     for (uint32_t sid = 1; sid <= 3; sid += 2) {
@@ -174,8 +172,7 @@ static void priority_scheduling(void **state)
     cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
     cli_headers(&c, 5, GW_H2_F_END_STREAM, GET_U0);
     cli_headers(&c, 7, GW_H2_F_END_STREAM, GET_U0); /* the earlier frame wins: u=2 */
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     uint8_t u;
     int inc;
     assert_int_equal(gw_h2_session_get_priority(s, 5, &u, &inc), 0);
@@ -196,8 +193,7 @@ static void priority_scheduling(void **state)
      * window for all 80000 bytes */
     assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 3, "u=1", 3), 0);
     assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 100000), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     drain(s, &o);
     uint32_t ids[16];
     size_t n = data_order(&o, 0, ids, 16);
@@ -231,8 +227,7 @@ static void priority_set_and_pending_bound(void **state)
     assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &zero, 1), 0);
     cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
     cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     drain(s, &o);
     gw_rbuf_t *rb = gw_rbuf_new(100);
     for (uint32_t sid = 1; sid <= 3; sid += 2) {
@@ -256,8 +251,7 @@ static void priority_set_and_pending_bound(void **state)
     assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 9, "u=4, i", 6), 0);
     const gw_h2_setting_t some = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 100};
     assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &some, 1), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     drain(s, &o);
     uint32_t ids[8];
     assert_int_equal(data_order(&o, 0, ids, 8), 2);
@@ -268,8 +262,7 @@ static void priority_set_and_pending_bound(void **state)
     assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 1, "u=0", 3), 0); /* closed */
     cli_headers(&c, 5, GW_H2_F_END_STREAM, GET);
     cli_headers(&c, 9, GW_H2_F_END_STREAM, GET); /* 7 never opens */
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     assert_int_equal(gw_h2_session_get_priority(s, 5, &u, &inc), 0);
     assert_int_equal(u, 3); /* its update was the oldest and was dropped */
     assert_int_equal(gw_h2_session_get_priority(s, 9, &u, &inc), 0);
@@ -295,8 +288,7 @@ static void data_budget(void **state)
     assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 1 << 20), 0);
     cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
     cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     drain(s, &o);
     assert_true(gw_h2_session_data_budget(s, 0) == SIZE_MAX);
     assert_true(gw_h2_session_data_budget(s, 1) == SIZE_MAX);
@@ -395,8 +387,7 @@ static void writable_events(void **state)
     assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &zero, 1), 0);
     cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
     cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     gw_rbuf_t *rb = gw_rbuf_new(10);
     for (uint32_t sid = 1; sid <= 3; sid += 2) {
         assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
@@ -408,8 +399,7 @@ static void writable_events(void **state)
     r.log[0] = 0;
     const gw_h2_setting_t some = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 5};
     assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &some, 1), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     /* both woken; the callback released both (cancelled: RST_STREAM CANCEL) */
     assert_string_equal(r.log, "writable 1;writable 3;");
     assert_int_equal(gw_h2_session_active_streams(s), 0);
@@ -432,8 +422,7 @@ static void initial_window_change(void **state)
     const gw_h2_setting_t small = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 100};
     assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &small, 1), 0);
     cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     drain(s, &o);
     assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
     gw_rbuf_t *rb = gw_rbuf_new(1000);
@@ -445,16 +434,14 @@ static void initial_window_change(void **state)
     /* lowering makes the window negative (§6.9.2) */
     const gw_h2_setting_t lower = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 50};
     assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &lower, 1), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     assert_int_equal(gw_h2_session_send_window(s, 1), -50);
     drain(s, &o);
     assert_int_equal(o.n, 1); /* the ACK only */
     /* raising applies the delta to the open stream */
     const gw_h2_setting_t raise = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 450};
     assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &raise, 1), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     assert_int_equal(gw_h2_session_send_window(s, 1), 350);
     drain(s, &o);
     const outf_t *d = find_type(&o, GW_H2_FT_DATA, 0);
@@ -462,8 +449,7 @@ static void initial_window_change(void **state)
     assert_int_equal(d->h.length, 350);
     /* WINDOW_UPDATE opens the rest; END_STREAM rides on the last DATA */
     assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, 550), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     drain(s, &o);
     assert_int_equal(o.n, 1);
     assert_int_equal(o.f[0].h.length, 550);
@@ -483,8 +469,7 @@ static void window_overflow(void **state)
     gw_h2_session_t *s = ready(&r, &c, NULL);
     cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
     assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, GW_H2_MAX_WINDOW), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     drain(s, &o);
     expect_rst(&o, 1, GW_H2_FLOW_CONTROL_ERROR);
     assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, GW_H2_MAX_WINDOW), 0);
@@ -670,8 +655,7 @@ static void tree_headers_weights(void **state)
     for (uint32_t sid = 1; sid <= 7; sid += 2)
         assert_int_equal(gw_h2_frame_write_window_update(&c.b, sid, 1 << 20), 0);
     assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 8 * 16384 + 1000 - 65535), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     drain(s, &o);
     gw_rbuf_t *rb = gw_rbuf_new(200000);
     assert_int_equal(gw_h2_session_submit_response(s, 7, 200, NULL, 0, 0), 0);
@@ -714,8 +698,7 @@ static void tree_priority_frame_idle(void **state)
     cli_headers(&c, 5, GW_H2_F_END_STREAM, GET);
     assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 5, "u=2", 3), 0);
     assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 1 << 20), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     drain(s, &o);
     gw_rbuf_t *rb = gw_rbuf_new(40000);
     for (uint32_t sid = 3; sid <= 5; sid += 2) { /* the child's data is there first */
@@ -755,8 +738,7 @@ static void tree_errors_and_bound(void **state)
     gw_h2_frame_hdr_t h = {4, GW_H2_FT_PRIORITY, 0, 11};
     gw_h2_frame_hdr_pack(raw, &h);
     assert_int_equal(gw_bytes_append(&c.b, raw, sizeof(raw)), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     drain(s, &o);
     expect_rst(&o, 9, GW_H2_PROTOCOL_ERROR);
     expect_rst(&o, 11, GW_H2_FRAME_SIZE_ERROR);
@@ -766,12 +748,10 @@ static void tree_errors_and_bound(void **state)
     const gw_h2_priority_t p = {0, 15, 0};
     for (uint32_t sid = 13; sid <= 19; sid += 2)
         assert_int_equal(gw_h2_frame_write_priority(&c.b, sid, &p), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     assert_int_equal(gw_h2_session_stats(s).priority_evictions, 1);
     assert_int_equal(gw_h2_frame_write_priority(&c.b, 21, &p), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    c.b.len = 0;
+    cli_send(s, &c);
     assert_int_equal(gw_h2_session_stats(s).priority_evictions, 2);
     /* a request still works and is answered */
     cli_headers(&c, 23, GW_H2_F_END_STREAM, GET);
