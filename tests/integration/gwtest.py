@@ -142,20 +142,46 @@ def resets(evs):
     return [e for e in evs if isinstance(e, h2.events.StreamReset)]
 
 
-def raw_frames(port, payload):
-    return raw_exchange(port, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + payload)
+# ---- raw HTTP/2 frames (RFC 9113 §4.1), for the tests that write what python3-h2 would not ----
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def frame(ftype, flags, sid, payload=b""):
+    """One frame: the 9-byte header, then payload."""
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + \
+        payload
+
+
+def settings(*pairs):
+    """A SETTINGS frame with the (identifier, value) pairs."""
+    return frame(0x4, 0, 0, b"".join(i.to_bytes(2, "big") + v.to_bytes(4, "big")
+                                     for i, v in pairs))
+
+
+def frames_of(data):
+    """(type, flags, stream, payload) of every whole frame in data."""
+    out, i = [], 0
+    while i + 9 <= len(data):
+        n = int.from_bytes(data[i:i + 3], "big")
+        if i + 9 + n > len(data):
+            break
+        out.append((data[i + 3], data[i + 4], int.from_bytes(data[i + 5:i + 9], "big") & 0x7FFFFFFF,
+                    data[i + 9:i + 9 + n]))
+        i += 9 + n
+    return out
 
 
 def goaway_code(data):
-    """Parse frames and return the GOAWAY error code, or None."""
-    i = 0
-    while i + 9 <= len(data):
-        length = int.from_bytes(data[i:i + 3], "big")
-        ftype = data[i + 3]
-        if ftype == 0x7:
-            return int.from_bytes(data[i + 13:i + 17], "big")
-        i += 9 + length
+    """The error code of the first GOAWAY in data, or None."""
+    for t, _, _, p in frames_of(data):
+        if t == 0x7:
+            return int.from_bytes(p[4:8], "big")
     return None
+
+
+def raw_frames(port, payload):
+    return raw_exchange(port, PREFACE + payload)
 
 
 def gw_config(port, servers, upstream_extra="", route_extra="", extra="", workers=1, tls_port=None,
@@ -190,6 +216,65 @@ def origin_gateway(gateway, origin, route_extra="", extra="", admin=None):
     return g
 
 
+class Streams:
+    """What one python3-h2 connection received, stream by stream (collect() fills it)."""
+
+    def __init__(self):
+        self.promises = {}   # pushed stream id -> (parent, [(name, value)])
+        self.heads = {}      # stream id -> [(name, value)] of the final head
+        self.interim = {}    # stream id -> [[(name, value)], ...] of its 1xx heads
+        self.bodies = {}     # stream id -> bytes
+        self.ended = set()
+        self.resets = {}     # stream id -> error code
+        self.order = []      # ("promise", id) / ("head", id) / ("data", id), as they came
+
+    def status(self, sid):
+        """The final :status of sid as an int, None before its head."""
+        h = self.heads.get(sid)
+        return int(dict(h)[":status"]) if h else None
+
+    def done(self, sid):
+        return sid in self.ended or sid in self.resets
+
+
+def collect(cl, run, until, timeout=10):
+    """Read cl's connection into run (a Streams) until until(run), the timeout or the end of
+    the connection; received DATA is credited back at once. Returns run."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not until(run):
+        cl.s.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            data = cl.s.recv(1 << 20)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not data:
+            break
+        for e in cl.c.receive_data(data):
+            if isinstance(e, h2.events.PushedStreamReceived):
+                run.promises[e.pushed_stream_id] = (e.parent_stream_id, list(e.headers))
+                run.order.append(("promise", e.pushed_stream_id))
+            elif isinstance(e, h2.events.InformationalResponseReceived):
+                run.interim.setdefault(e.stream_id, []).append(list(e.headers))
+            elif isinstance(e, h2.events.ResponseReceived):
+                run.heads[e.stream_id] = list(e.headers)
+                run.order.append(("head", e.stream_id))
+            elif isinstance(e, h2.events.DataReceived):
+                run.bodies[e.stream_id] = run.bodies.get(e.stream_id, b"") + e.data
+                run.order.append(("data", e.stream_id))
+                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, h2.events.StreamEnded):
+                run.ended.add(e.stream_id)
+            elif isinstance(e, h2.events.StreamReset):
+                run.resets[e.stream_id] = e.error_code
+        cl.flush()
+    return run
+
+
+def all_done(sids):
+    """until= for collect(): every stream of sids ended or was reset."""
+    return lambda run: all(run.done(s) for s in sids)
+
+
 def many_gets(port, path, n, extra=(), wide_windows=True):
     """n identical GETs on one HTTP/2 connection, sent in one flight; windows wide open (else
     python3-h2's default 64 KiB, credited as the data is read). Returns
@@ -207,24 +292,10 @@ def many_gets(port, path, n, extra=(), wide_windows=True):
                                 (":authority", "localhost"), *extra], end_stream=True)
         sids.append(sid)
     cl.flush()
-    out = {s: [None, bytearray(), False] for s in sids}
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not all(v[2] for v in out.values()):
-        cl.s.settimeout(5)
-        data = cl.s.recv(1 << 20)
-        if not data:
-            break
-        for e in cl.c.receive_data(data):
-            if isinstance(e, h2.events.ResponseReceived):
-                out[e.stream_id][0] = dict(e.headers)[":status"]
-            elif isinstance(e, h2.events.DataReceived):
-                out[e.stream_id][1] += e.data
-                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
-            elif isinstance(e, (h2.events.StreamEnded, h2.events.StreamReset)):
-                out[e.stream_id][2] = True
-        cl.flush()
+    run = collect(cl, Streams(), all_done(sids), timeout=60)
     cl.close()
-    return {s: (v[0], bytes(v[1])) for s, v in out.items()}
+    return {s: (dict(run.heads[s])[":status"] if s in run.heads else None,
+                run.bodies.get(s, b"")) for s in sids}
 
 
 def origin_count(o, target):

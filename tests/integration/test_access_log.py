@@ -5,7 +5,6 @@ import os
 import re
 import signal
 import socket
-import ssl
 import subprocess
 import time
 

@@ -1,25 +1,22 @@
 """RFC 9113 / RFC 7541 conformance at frame level, case by case, against the running gateway's
 h2c and TLS ports: each case sends hand-made frames after a valid handshake and checks the
 answer a client can observe (GOAWAY code, RST_STREAM code, an ACK, or a response). Frames are
-built here with struct; header blocks with python3-hpack (an independent encoder)."""
+built with gwtest.frame; header blocks with python3-hpack (an independent encoder)."""
 import socket
 import ssl
-import struct
 import time
 
 import hpack
 import pytest
 
 from conftest import free_port
-from gwtest import config
+from gwtest import config, frame
 
 DATA, HEADERS, PRIORITY, RST, SETTINGS, PUSH, PING, GOAWAY, WU, CONT = range(10)
 END_STREAM, ACK, END_HEADERS, PADDED, PRIO = 0x1, 0x1, 0x4, 0x8, 0x20
 NO_ERROR, PROTOCOL, INTERNAL, FLOW, TIMEOUT, CLOSED, FRAME_SIZE, REFUSED, CANCEL, COMPRESSION = range(10)
 
 
-def frame(ftype, flags, sid, payload=b""):
-    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
 
 
 def block(headers):

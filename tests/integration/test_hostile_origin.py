@@ -8,11 +8,10 @@ close_notify: test_back_tls.py (test_close_delimited_body_needs_close_notify).""
 import socket
 import time
 
-import h2.events
 import pytest
 
 from conftest import free_port
-from gwtest import Client, gw_config, sample, scrape
+from gwtest import Client, Streams, all_done, collect, gw_config, sample, scrape
 from conftest import rss_kib
 from hostile_origin import HostileOrigin
 
@@ -41,29 +40,9 @@ def h2_req(port, path, method="GET", body=None, timeout=15):
     """(status or None, body bytes, reset code or None) of one request over h2c."""
     cl = Client(port)
     sid = cl.request(path, method=method, body=body)
-    status, data, reset, done = None, b"", None, False
-    deadline = time.monotonic() + timeout
-    while not done and time.monotonic() < deadline:
-        cl.s.settimeout(max(0.1, deadline - time.monotonic()))
-        try:
-            chunk = cl.s.recv(1 << 20)
-        except socket.timeout:
-            break
-        if not chunk:
-            break
-        for e in cl.c.receive_data(chunk):
-            if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid:
-                status = int(dict(e.headers)[":status"])
-            elif isinstance(e, h2.events.DataReceived) and e.stream_id == sid:
-                data += e.data
-                cl.c.acknowledge_received_data(e.flow_controlled_length, sid)
-            elif isinstance(e, h2.events.StreamEnded) and e.stream_id == sid:
-                done = True
-            elif isinstance(e, h2.events.StreamReset) and e.stream_id == sid:
-                reset, done = e.error_code, True
-        cl.flush()
+    run = collect(cl, Streams(), lambda r: r.done(sid), timeout)
     cl.close()
-    return status, data, reset
+    return run.status(sid), run.bodies.get(sid, b""), run.resets.get(sid)
 
 
 BEFORE_HEAD = ["/reset-mid-head", "/many-headers", "/long-header"]
@@ -202,31 +181,10 @@ def test_connection_close_with_pipelined_requests_behind(gateway, hostile, path)
                                 (":authority", "localhost")], end_stream=True)
         sids.append(sid)
     cl.flush()
-    got = {sid: [None, b"", None] for sid in sids}
-    ended = set()
-    deadline = time.monotonic() + 10
-    while len(ended) < len(sids) and time.monotonic() < deadline:
-        cl.s.settimeout(max(0.1, deadline - time.monotonic()))
-        try:
-            chunk = cl.s.recv(1 << 20)
-        except socket.timeout:
-            break
-        if not chunk:
-            break
-        for e in cl.c.receive_data(chunk):
-            if isinstance(e, h2.events.ResponseReceived):
-                got[e.stream_id][0] = int(dict(e.headers)[":status"])
-            elif isinstance(e, h2.events.DataReceived):
-                got[e.stream_id][1] += e.data
-                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
-            elif isinstance(e, h2.events.StreamEnded):
-                ended.add(e.stream_id)
-            elif isinstance(e, h2.events.StreamReset):
-                got[e.stream_id][2] = e.error_code
-                ended.add(e.stream_id)
-        cl.flush()
+    run = collect(cl, Streams(), all_done(sids))
     cl.close()
-    assert [tuple(got[s][:2]) for s in sids] == [(200, b"ok")] * 4, got
+    got = [(run.status(s), run.bodies.get(s, b"")) for s in sids]
+    assert got == [(200, b"ok")] * 4, got
     assert hostile.count(path) == 1
     assert hostile.connections >= 2  # the requests behind went on a new connection
     if path == "/close-but-stay":

@@ -12,43 +12,12 @@ import socket
 import time
 
 from conftest import free_port
-from gwtest import config
+from gwtest import PREFACE, config, frame, frames_of, goaway_code, settings
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 SETTINGS, HEADERS, RST_STREAM, GOAWAY, WINDOW_UPDATE = 0x4, 0x1, 0x3, 0x7, 0x8
 END_STREAM, END_HEADERS = 0x1, 0x4
 IWS = 0x4
 FLOW_CONTROL_ERROR, ENHANCE_YOUR_CALM, PROTOCOL_ERROR = 0x3, 0xB, 0x1
-
-
-def frame(ftype, flags, sid, payload=b""):
-    head = len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big")
-    return head + payload
-
-
-def settings(*pairs):
-    return frame(SETTINGS, 0, 0, b"".join(i.to_bytes(2, "big") + v.to_bytes(4, "big")
-                                          for i, v in pairs))
-
-
-def frames_of(data):
-    """(type, flags, stream, payload) of every whole frame in data."""
-    out, i = [], 0
-    while i + 9 <= len(data):
-        n = int.from_bytes(data[i:i + 3], "big")
-        if i + 9 + n > len(data):
-            break
-        out.append((data[i + 3], data[i + 4], int.from_bytes(data[i + 5:i + 9], "big") & 0x7FFFFFFF,
-                    data[i + 9:i + 9 + n]))
-        i += 9 + n
-    return out
-
-
-def goaway_code(data):
-    for t, _, _, p in frames_of(data):
-        if t == GOAWAY:
-            return int.from_bytes(p[4:8], "big")
-    return None
 
 
 class Raw:

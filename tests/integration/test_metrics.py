@@ -153,7 +153,6 @@ def test_reload_counters_and_generation(gateway, origin, tmp_path):
 def test_h2_abuse_is_counted_by_kind(gateway, origin):
     """An HTTP/2 abuse limit hit shows under its kind once the connection is closed."""
     from gwtest import Client
-    import h2.events
     port, admin = free_port(), free_port()
     g = gateway(admin_config(port, origin, admin, workers=1,
                              extra="h2: {max_concurrent_streams: 2}\n"),

@@ -4,7 +4,6 @@ per-client limits); a connection without a valid header, from a source outside
 proxy_protocol_from, or too slow to send it, is closed. HAProxy (send-proxy-v2) and curl
 (--haproxy-protocol) are independent senders."""
 import json
-import os
 import socket
 import ssl
 import struct

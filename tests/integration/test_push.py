@@ -13,7 +13,7 @@ import h2.settings
 import pytest
 
 from conftest import free_port
-from gwtest import Client, gw_config, origin_gateway, sample, scrape
+from gwtest import Client, Streams, collect, gw_config, origin_gateway, sample, scrape
 from origin import pattern
 
 
@@ -36,49 +36,9 @@ def page_body():
     return b"<!doctype html><title>push</title>" + b"y" * 500
 
 
-class Run:
-    """What one python3-h2 connection saw: promises, responses and the order of events."""
-
-    def __init__(self):
-        self.promises = {}   # pushed stream id -> (parent, [(name, value)])
-        self.heads = {}      # stream id -> [(name, value)]
-        self.bodies = {}     # stream id -> bytes
-        self.ended = set()
-        self.resets = {}     # stream id -> error code
-        self.order = []      # ("promise", id) / ("head", id) / ("data", id)
-
-
-def collect(cl, run, until, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not until(run):
-        cl.s.settimeout(max(0.05, deadline - time.monotonic()))
-        try:
-            data = cl.s.recv(1 << 20)
-        except socket.timeout:
-            break
-        if not data:
-            break
-        for e in cl.c.receive_data(data):
-            if isinstance(e, h2.events.PushedStreamReceived):
-                run.promises[e.pushed_stream_id] = (e.parent_stream_id, list(e.headers))
-                run.order.append(("promise", e.pushed_stream_id))
-            elif isinstance(e, h2.events.ResponseReceived):
-                run.heads[e.stream_id] = list(e.headers)
-                run.order.append(("head", e.stream_id))
-            elif isinstance(e, h2.events.DataReceived):
-                run.bodies[e.stream_id] = run.bodies.get(e.stream_id, b"") + e.data
-                run.order.append(("data", e.stream_id))
-                cl.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
-            elif isinstance(e, h2.events.StreamEnded):
-                run.ended.add(e.stream_id)
-            elif isinstance(e, h2.events.StreamReset):
-                run.resets[e.stream_id] = e.error_code
-        cl.flush()
-    return run
-
-
-def all_done(sids):
-    return lambda r: all(s in r.ended or s in r.resets for s in sids()) and sids()
+def all_ended(sids):
+    """until= for collect(): sids() (evaluated as promises arrive) is not empty and done."""
+    return lambda r: all(r.done(s) for s in sids()) and sids()
 
 
 def fetch(port, path, settings=None, extra=(), cl=None, timeout=10):
@@ -89,8 +49,8 @@ def fetch(port, path, settings=None, extra=(), cl=None, timeout=10):
         cl.c.update_settings(settings)
         cl.flush()
     sid = cl.request(path, extra=list(extra))
-    run = Run()
-    collect(cl, run, all_done(lambda: [sid] + list(run.promises)), timeout)
+    run = Streams()
+    collect(cl, run, all_ended(lambda: [sid] + list(run.promises)), timeout)
     run.sid = sid
     if own:
         cl.close()
@@ -220,7 +180,7 @@ def test_no_push_where_it_does_not_apply(gateway, origin, case):
         cl = Client(g.port)
         sid = cl.request(page(0, ["/bytes/10"]), method=case.upper(),
                          body=b"x" if case == "post" else None)
-        run = Run()
+        run = Streams()
         collect(cl, run, lambda r: sid in r.ended or sid in r.resets)
         cl.close()
         assert dict(run.heads[sid])[":status"] == "200"
@@ -292,7 +252,7 @@ def test_no_push_after_goaway(gateway, origin):
     sid = cl.request(page(300, ["/bytes/44"]))
     # the client's GOAWAY (written behind python3-h2's back, which would stop reading)
     cl.s.sendall(struct.pack(">I", 8)[1:] + bytes([7, 0]) + struct.pack(">III", 0, 0, 0))
-    run = Run()
+    run = Streams()
     collect(cl, run, lambda r: sid in r.ended)
     cl.close()
     assert run.bodies[sid] == page_body()
@@ -308,7 +268,7 @@ def test_no_push_for_a_reset_parent(gateway, origin):
     time.sleep(0.1)
     cl.c.reset_stream(sid, error_code=8)
     cl.flush()
-    run = Run()
+    run = Streams()
     collect(cl, run, lambda r: False, timeout=0.8)
     assert run.promises == {}
     # the connection goes on
@@ -324,7 +284,7 @@ def test_cancelled_push_cancels_its_origin_exchange(gateway, origin):
     cl = Client(g.port)
     # a body the origin sends in ten pieces over a second
     sid = cl.request(page(0, ["/slow/100000"]))
-    run = Run()
+    run = Streams()
     collect(cl, run, lambda r: r.promises and sid in r.ended and any(
         k == "data" and i in r.promises for k, i in r.order))
     pid, = run.promises
@@ -351,7 +311,7 @@ def test_pushed_resource_and_real_request_share_one_origin_exchange(gateway, ori
     target = "/late/700/30000"
     cl = Client(g.port)
     sid = cl.request(page(0, [target]))
-    run = Run()
+    run = Streams()
     collect(cl, run, lambda r: r.promises)
     pid, = run.promises
     # a real request for the same resource while the pushed one is in flight (another client)
@@ -362,11 +322,11 @@ def test_pushed_resource_and_real_request_share_one_origin_exchange(gateway, ori
         # the push's client declines it: the exchange goes on for the real request
         cl.c.reset_stream(pid, error_code=8)
         cl.flush()
-    other = Run()
+    other = Streams()
     collect(other_cl, other, lambda r: osid in r.ended or osid in r.resets)
     other_cl.close()
     if not cancel_push:
-        collect(cl, run, all_done(lambda: [sid, pid]))
+        collect(cl, run, all_ended(lambda: [sid, pid]))
         assert run.bodies[pid] == pattern(30000)
     cl.close()
     assert other.bodies[osid] == pattern(30000)
@@ -427,10 +387,10 @@ def test_pushed_stream_keeps_to_its_routes_rate(gateway, origin):
     cl.c.increment_flow_control_window(1 << 30)
     cl.flush()
     sid = cl.request(page(0, ["/bytes/250000"]))
-    run = Run()
+    run = Streams()
     collect(cl, run, lambda r: sid in r.ended)
     t_page = time.monotonic() - t0
-    collect(cl, run, all_done(lambda: [sid] + list(run.promises)), timeout=15)
+    collect(cl, run, all_ended(lambda: [sid] + list(run.promises)), timeout=15)
     t_push = time.monotonic() - t0
     cl.close()
     pid, = run.promises

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import free_port, h1_get, recv_all, run
-from gwtest import gw_config, h2load_summary
+from gwtest import frame, gw_config, h2load_summary
 
 
 def roots(tmp_path, *names):
@@ -185,8 +185,6 @@ def frames(data):
     return out, data[i:]
 
 
-def frame(ftype, flags, sid, payload=b""):
-    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + payload
 
 
 def get_headers(sid, path):

@@ -5,7 +5,6 @@ import asyncio
 import os
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
