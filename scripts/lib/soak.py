@@ -33,8 +33,6 @@ import os
 import random
 import re
 import signal
-import socket
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -47,6 +45,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import h2.events  # noqa: E402
 import h2.settings  # noqa: E402
 
+import rig  # noqa: E402
 from conftest import Nginx, free_port, rss_kib, wait_port  # noqa: E402
 from gwtest import Client, sample, scrape, tls_listener  # noqa: E402
 from hostile_origin import HostileOrigin  # noqa: E402
@@ -119,13 +118,13 @@ def h2load_loop(stop, tally, url_base, kind, tls):
         if not m or not st:
             tally.add(kind, "unexpected", 1, "h2load output: " + p.stdout[-300:])
             continue
-        done, failed, errored, tmo = int(m[3]), int(m[5]), int(m[6]), int(m[7])
+        # requests still in flight when -D ended (started, not done) are neither: h2load
+        # stops them
+        failed, errored, tmo = int(m[5]), int(m[6]), int(m[7])
         tally.add(kind, "ok", int(st[1]))
         bad = failed + errored + tmo + int(st[2]) + int(st[3]) + int(st[4])
         if bad:
             tally.add(kind, "unexpected", bad, f"h2load: {m[0]}; {st[0]}")
-        # requests still in flight when -D ended are neither (h2load stops them)
-        del done
 
 
 def h1_download_loop(stop, tally, port, digests):
@@ -288,12 +287,6 @@ def reload_loop(stop, tally, gw):
 
 # ---- sampling and the verdict ------------------------------------------------------------------
 
-def cpu_ticks(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return int(parts[11]) + int(parts[12])  # utime, stime (fields 14, 15)
-
-
 def origin_conns(admin):
     try:
         fams, _ = scrape(admin, timeout=5)
@@ -380,7 +373,7 @@ def main():
     hz = os.sysconf("SC_CLK_TCK")
     rows = []  # (seconds, rss KiB, cpu %, fds, origin conns, requests)
     t0 = time.monotonic()
-    last_cpu, last_t = cpu_ticks(pid), t0
+    last_cpu, last_t = rig.cpu_ticks(pid), t0
     alive = True
     end = t0 + minutes * 60
     print(f"soak: {minutes:g} min, gateway pid {pid}, h2c :{h2c}, tls :{tls}, admin :{admin}",
@@ -392,7 +385,7 @@ def main():
             print(f"soak: the gateway exited ({gw.returncode})", flush=True)
             break
         now = time.monotonic()
-        cpu = cpu_ticks(pid)
+        cpu = rig.cpu_ticks(pid)
         cpu_pct = 100.0 * (cpu - last_cpu) / hz / (now - last_t)
         last_cpu, last_t = cpu, now
         fds = len(os.listdir(f"/proc/{pid}/fd"))
@@ -437,11 +430,7 @@ def main():
                    f"done (h2gate_config_reloads_total)")
     verdict.append(f"{'ok' if bad == 0 else 'FAIL'}: {ok + inj + bad} requests: {ok} ok, "
                    f"{inj} failed by injected faults as expected, {bad} unexpected")
-    gw.send_signal(signal.SIGTERM)
-    try:
-        gw.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        gw.kill()
+    rig.stop_gateway(gw)
     log.close()
     nginx.stop()
     app.close()
@@ -456,11 +445,9 @@ def main():
                "by kind: ok " + repr(tally.ok) + ", injected " + repr(tally.injected) +
                ", unexpected " + repr(tally.unexpected)] + \
         (["unexpected failures (first 50):"] + tally.examples if tally.examples else [])
-    with open(os.path.join(out, "summary.txt"), "w") as f:
-        f.write("\n".join(summary) + "\n")
-    print("\n".join(summary), flush=True)
+    rc = rig.finish(out, summary, verdict)
     print(f"soak: {out}/soak.png, {out}/soak.tsv, {out}/summary.txt, {out}/gateway.log")
-    return 0 if all(v.startswith("ok") for v in verdict) else 1
+    return rc
 
 
 if __name__ == "__main__":
