@@ -121,6 +121,44 @@ def test_tls_after_the_header(gateway, origin, tmp_path):
     assert recs[-1]["client_port"] == int(lport)
 
 
+def test_a_header_split_over_reads(gateway, origin, tmp_path):
+    """The header in pieces (each its own read), its last piece in one write with the start of
+    the client's own bytes: those reach the protocol whole, in clear text and under TLS."""
+    def pieces(port, parts, tls=False):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for p in parts:
+            s.sendall(p)
+            time.sleep(0.1)
+        if tls:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            s = ctx.wrap_socket(s, server_hostname="localhost")
+            s.sendall(b"GET /echo HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        out = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+        s.close()
+        return out
+
+    g = pp_gateway(gateway, origin, tmp_path)
+    get = b"GET /echo HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+    h1 = b"PROXY TCP4 203.0.113.21 127.0.0.1 5555 80\r\n"
+    r = pieces(g.port, [h1[:5], h1[5:20], h1[20:] + get[:10], get[10:]])
+    assert echoed(r)["x-forwarded-for"] == "203.0.113.21"
+    h2 = v2("2001:db8::21", "::1", 4321, 80)
+    r = pieces(g.port, [h2[:7], h2[7:17], h2[17:] + get])
+    assert echoed(r)["x-forwarded-for"] == "2001:db8::21"
+    (tmp_path / "tls").mkdir()
+    gt = pp_gateway(gateway, origin, tmp_path / "tls", tls=True)
+    r = pieces(gt.port, [h1[:9], h1[9:]], tls=True)
+    assert echoed(r)["x-forwarded-for"] == "203.0.113.21"
+
+
 def test_haproxy_send_proxy_v2(gateway, origin, tmp_path):
     """HAProxy in TCP mode in front, `send-proxy-v2`: the gateway's access log names the
     client's own port (curl's), not HAProxy's connection."""
