@@ -364,6 +364,8 @@ static const char *const ms_keys[][2] = {
     {"eject", "eject_ms"},
     {"health_interval", "health_interval_ms"},
     {"ticket_rotation", "ticket_rotation_ms"},
+    {"timeout", "timeout_ms"},
+    {"poll_interval", "poll_interval_ms"},
 };
 
 static const char *internal_name(const char *key)
@@ -547,6 +549,52 @@ static int admin_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
     return 0;
 }
 
+static const field_t cluster_fields[] = {
+    FLD(gw_cfg_cluster_t, password, F_STR, 0, 0),
+    FLD(gw_cfg_cluster_t, db, F_UINT, 0, 1000000),
+    FLD(gw_cfg_cluster_t, key_prefix, F_STR, 0, 0),
+    FLD(gw_cfg_cluster_t, timeout_ms, F_DUR, 1, 60000),
+    FLD(gw_cfg_cluster_t, connect_timeout_ms, F_DUR, 1, 600000),
+    FLD(gw_cfg_cluster_t, poll_interval_ms, F_DUR, 10, 3600000),
+    FLD(gw_cfg_cluster_t, ticket_rotation_ms, F_DUR, 1000, 7 * DAY_MS),
+};
+
+static int cluster_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    gw_cfg_cluster_t *cl = obj;
+    if (strcmp(key, "redis") != 0) {
+        if (!gw_cfg__set_field(ld, cluster_fields, NTAB(cluster_fields), key, v, obj))
+            gw_cfg__err_at(ld, k, "unknown key '%s' in cluster", key);
+        return 0;
+    }
+    if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
+        return 0;
+    const char *text = gw_cfg__scalar(v);
+    int rv = gw_parse_addr(text, &cl->redis);
+    if (rv == GW_E_NOENT && strlen(text) < sizeof(cl->redis.text)) {
+        /* a host name: kept as text, resolved when the client connects */
+        memset(&cl->redis, 0, sizeof(cl->redis));
+        strcpy(cl->redis.text, text);
+        rv = 0;
+    }
+    if (rv < 0) {
+        gw_cfg__err_at(ld, v, "'redis' must be HOST:PORT or [IPv6]:PORT, not '%s'", text);
+        return 0;
+    }
+    const char *end = text[0] == '[' ? strchr(text, ']') : strrchr(text, ':');
+    size_t hl = (size_t)(end - text) - (text[0] == '[');
+    gw_free(cl->redis_host);
+    cl->redis_host = gw_malloc(hl + 1);
+    if (!cl->redis_host) {
+        ld->nomem = 1;
+        return 0;
+    }
+    memcpy(cl->redis_host, text + (text[0] == '['), hl);
+    cl->redis_host[hl] = 0;
+    cl->enabled = 1;
+    return 0;
+}
+
 typedef struct {
     yaml_node_t *listen, *upstreams, *routes;
 } top_ld_t;
@@ -582,6 +630,14 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
             c->access_log.path = NULL;
         } else if (c->access_log.path && !c->access_log.path[0]) {
             gw_cfg__err_at(ld, v, "access_log 'path' must be a file name, stderr or off");
+        }
+    } else if (!strcmp(key, "cluster")) {
+        if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "cluster")) {
+            gw_cfg__each_pair(ld, v, cluster_pair, &c->cluster);
+            if (!c->cluster.enabled)
+                gw_cfg__err_at(ld, v, "missing required key 'redis' in cluster");
+            else if (c->cluster.key_prefix && !c->cluster.key_prefix[0])
+                gw_cfg__err_at(ld, v, "cluster 'key_prefix' must not be empty");
         }
     } else if (!strcmp(key, "admin")) {
         if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "admin")) {
@@ -644,6 +700,10 @@ static void set_defaults(gw_config_t *c)
     c->access_log.request_id = 1;
     c->early_hints.learn_entries = 1024;
     c->early_hints.learn_ttl_ms = 600000;
+    c->cluster.timeout_ms = 20; /* Envoy's global rate limit default */
+    c->cluster.connect_timeout_ms = 1000;
+    c->cluster.poll_interval_ms = 1000;
+    c->cluster.ticket_rotation_ms = 3600000;
     c->compression = (gw_cfg_compression_t){
         .min_size = 256,
         .gzip_level = 5,
@@ -667,6 +727,9 @@ void gw_config_del(gw_config_t *c)
     gw_free(c->pid_file);
     gw_cfg__free_str_list(c->compression.types, c->compression.types_len);
     gw_free(c->access_log.path);
+    gw_free(c->cluster.redis_host);
+    gw_free(c->cluster.password);
+    gw_free(c->cluster.key_prefix);
     for (size_t i = 0; i < c->listen_len; i++) {
         gw_cfg__free_tls(c->listen[i].tls);
         gw_free(c->listen[i].proxy_from);
@@ -747,6 +810,8 @@ int gw_config_load_string(const char *name, const char *text, size_t len, gw_con
             gw_cfg__load_routes(&ld, t.routes);
         else
             gw_cfg__err_at(&ld, root, "missing required key 'routes'");
+        if (c->cluster.enabled && !c->cluster.key_prefix)
+            c->cluster.key_prefix = gw_cfg__xstrdup(&ld, "h2gate:");
         if (!c->compression.types) {
             /* what browsers fetch as text: worth compressing (issue 22) */
             static const char *const def[] = {"text/*",

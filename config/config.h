@@ -237,6 +237,20 @@ typedef struct {
     gw_cfg_addr_t addr; /* the admin listener: plain HTTP/1.1, /metrics /healthz /readyz */
 } gw_cfg_admin_t;
 
+/* cluster: the Redis instances share (issue 27): TLS ticket keys now, limits later. */
+typedef struct {
+    int enabled;                 /* `cluster.redis` was given */
+    gw_cfg_addr_t redis;         /* numeric, or only .text when the host is a name */
+    char *redis_host;            /* the host part as written (a name is resolved at each connect) */
+    char *password;              /* AUTH; NULL: none */
+    unsigned db;                 /* SELECT; 0: none sent */
+    char *key_prefix;            /* prepended to every key (default "h2gate:") */
+    uint64_t timeout_ms;         /* each Redis call; past it the local fallback decides */
+    uint64_t connect_timeout_ms; /* resolve + connect + AUTH/SELECT */
+    uint64_t poll_interval_ms;   /* shared ticket keys are read this often */
+    uint64_t ticket_rotation_ms; /* the shared encrypting key is replaced when this old */
+} gw_cfg_cluster_t;
+
 typedef struct gw_config {
     char *path;       /* file it came from ("<embedded>" for the default) */
     unsigned workers; /* default: number of cores */
@@ -256,6 +270,7 @@ typedef struct gw_config {
     gw_cfg_compression_t compression;
     gw_cfg_early_hints_t early_hints;
     gw_cfg_admin_t admin;
+    gw_cfg_cluster_t cluster;
     char *pid_file; /* written at start, replaced on upgrade; NULL: none */
 } gw_config_t;
 

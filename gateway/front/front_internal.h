@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "cluster/cluster.h"
 #include "common/bucket.h"
 #include "common/list.h"
 #include "common/metrics.h"
@@ -279,7 +280,15 @@ struct gw_server {
     gw_inherited_t *inh; /* sockets inherited at start, until the first generation took them */
     size_t inh_len;
     gw_upgrade_t *upgrade; /* an upgrade under way (main thread) */
+    /* cluster (issue 27): the ticket keys every TLS listener uses while it holds some, kept
+     * equal to Redis's by the cluster client on the main loop (NULL: no cluster:) */
+    gw_tls_keyring_t *keyring;
+    gw_cluster_t *cluster; /* replaced under lock (scrapes read its counters) */
 };
+
+/* server.c: start, keep or stop the cluster client for the current configuration (main
+ * thread, main loop running). */
+void gw_front__cluster_apply(gw_server_t *s);
 
 /* The configuration of the connection's generation. */
 #define CFG(c) ((c)->g->gen->cfg)

@@ -227,6 +227,7 @@ int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev, gw
                              l->cfg->addr.text);
                 goto fail;
             }
+            gw_tls_ctx_set_keyring(l->tls, s->keyring); /* used while it holds keys */
         }
         int found = 0;
         for (size_t j = 0; prev && j < prev->listeners_len && !found; j++)
@@ -554,6 +555,7 @@ int gw_server_reload(gw_server_t *s)
             uv_async_send(&s->workers[i]->wake);
     uv_mutex_unlock(&s->lock);
     (void)gw_front__alog_switch(s, g->cfg->access_log.path, 0);
+    gw_front__cluster_apply(s);
     gw_front__gen_unref(cur);
     gw_log_set_level(level);
     atomic_fetch_add(&s->reloads_ok, 1);

@@ -515,6 +515,8 @@ typedef struct {
     unsigned n;
     uint64_t accepted[GW_FRONT_MAX_WORKERS], busy[GW_FRONT_MAX_WORKERS];
     table_stats_t tables[2]; /* clients, rates */
+    int cluster_on;
+    gw_cluster_stats_t cluster;
 } extra_t;
 
 static int render(gw_server_t *s, const gw_mset_t *t, const extra_t *x, gw_bytes_t *out)
@@ -745,6 +747,30 @@ static int render(gw_server_t *s, const gw_mset_t *t, const extra_t *x, gw_bytes
         l[0].value = "failed";
         SAMPLE("h2gate_config_reloads_total", l, 1, atomic_load(&s->reloads_failed));
     }
+    if (x->cluster_on) {
+        const gw_cluster_stats_t *cs = &x->cluster;
+        FAM("h2gate_cluster_up", "gauge",
+            "1 while the cluster's Redis answers (the last call succeeded), else 0.");
+        SAMPLE("h2gate_cluster_up", NULL, 0, (uint64_t)cs->up);
+        FAM("h2gate_cluster_degraded_total", "counter",
+            "Times the cluster's Redis stopped answering (event=cluster_degraded).");
+        SAMPLE("h2gate_cluster_degraded_total", NULL, 0, cs->degraded);
+        FAM("h2gate_cluster_calls_total", "counter", "Calls to the cluster's Redis, by result.");
+        {
+            gw_label_t l[] = {{"result", "ok"}};
+            SAMPLE("h2gate_cluster_calls_total", l, 1, cs->calls_ok);
+            l[0].value = "failed";
+            SAMPLE("h2gate_cluster_calls_total", l, 1, cs->calls_failed);
+            l[0].value = "timeout";
+            SAMPLE("h2gate_cluster_calls_total", l, 1, cs->calls_timeout);
+        }
+        FAM("h2gate_cluster_ticket_rotations_total", "counter",
+            "New shared TLS ticket keys this instance made (under the rotation lock).");
+        SAMPLE("h2gate_cluster_ticket_rotations_total", NULL, 0, cs->rotations);
+        FAM("h2gate_cluster_ticket_key_updates_total", "counter",
+            "Changes of the shared TLS ticket keys this instance took from Redis.");
+        SAMPLE("h2gate_cluster_ticket_key_updates_total", NULL, 0, cs->key_updates);
+    }
     FAM("h2gate_config_generation", "gauge",
         "The configuration in use: 1 at start, +1 per reload.");
     SAMPLE("h2gate_config_generation", NULL, 0, atomic_load(&s->gen_id));
@@ -790,6 +816,10 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
             x->tables[i].evictions = gw_bucket_table_evictions(tabs[i]->t);
             x->tables[i].refused = gw_bucket_table_refused(tabs[i]->t);
         }
+    if (s->cluster) {
+        x->cluster_on = 1;
+        x->cluster = gw_cluster_stats(s->cluster);
+    }
     uv_mutex_unlock(&s->lock);
     uint64_t deadline = uv_hrtime() + (uint64_t)SCRAPE_WAIT_MS * 1000000u;
     uv_mutex_lock(&s->snap_mu);

@@ -29,6 +29,14 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
     }
     uv_mutex_init(&s->snap_mu);
     uv_cond_init(&s->snap_cond);
+    if (gw_tls_keyring_new(&s->keyring) < 0) {
+        uv_mutex_destroy(&s->lock);
+        uv_mutex_destroy(&s->snap_mu);
+        uv_cond_destroy(&s->snap_cond);
+        gw_free(s);
+        gw_config_del(cfg);
+        return GW_E_NOMEM;
+    }
     s->workers_len = cfg->workers ? cfg->workers : 1;
     s->workers = gw_calloc(s->workers_len, sizeof(*s->workers));
     gw_front__inherit_parse(s);
@@ -310,6 +318,7 @@ int gw_server_run(gw_server_t *s)
     uv_signal_start(&s->sig_usr1, on_usr1, SIGUSR1);
     uv_signal_start(&s->sig_hup, on_hup, SIGHUP);
     uv_signal_start(&s->sig_usr2, on_usr2, SIGUSR2);
+    gw_front__cluster_apply(s);
     unsigned started = 0;
     for (unsigned i = 0; i < s->workers_len; i++) {
         rv = worker_start(s, i, &s->workers[i]);
@@ -344,12 +353,36 @@ int gw_server_run(gw_server_t *s)
             uv_thread_join(&s->workers[i]->thread);
     }
     gw_front__log_rate_tables(s, "stop");
+    uv_mutex_lock(&s->lock);
+    gw_cluster_t *cl = s->cluster;
+    s->cluster = NULL;
+    uv_mutex_unlock(&s->lock);
+    gw_cluster_close(cl);
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
         uv_close((uv_handle_t *)sigs[i], NULL);
     uv_close((uv_handle_t *)&s->main_wake, NULL);
     uv_run(&s->main_loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->main_loop);
     return rv;
+}
+
+void gw_front__cluster_apply(gw_server_t *s)
+{
+    const gw_cfg_cluster_t *cfg = &s->gen->cfg->cluster;
+    if (s->cluster && gw_cluster_same(s->cluster, cfg))
+        return;
+    gw_cluster_t *old = s->cluster, *c = NULL;
+    if (cfg->enabled && gw_cluster_new(&s->main_loop, cfg, s->keyring, &c) < 0)
+        GW_LOG_ERROR("cluster_failed", "redis=%s reason=\"out of memory\"", cfg->redis.text);
+    uv_mutex_lock(&s->lock);
+    s->cluster = c;
+    uv_mutex_unlock(&s->lock);
+    if (old) {
+        gw_cluster_close(old);
+        if (!c) /* no cluster any more: each listener rotates its own keys again */
+            gw_tls_keyring_set(s->keyring, NULL, 0);
+        GW_LOG_INFO("cluster_stop", "reason=reload");
+    }
 }
 
 int gw_server_set_argv(gw_server_t *s, char *const *argv)
@@ -437,6 +470,7 @@ void gw_server_del(gw_server_t *s)
     gw_free(s->argv);
     gw_front__alog_unref(s->alog);
     gw_front__gen_unref(s->gen);
+    gw_tls_keyring_del(s->keyring);
     uv_mutex_destroy(&s->lock);
     uv_mutex_destroy(&s->snap_mu);
     uv_cond_destroy(&s->snap_cond);

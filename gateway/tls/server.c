@@ -57,6 +57,13 @@ struct gw_tls_ctx {
      * instances that share the file resume each other's sessions); NULL: keys[] above */
     ticket_key_t *file_keys;
     size_t file_keys_n;
+    gw_tls_keyring_t *ring; /* shared keys (the cluster's); used while not empty */
+};
+
+struct gw_tls_keyring {
+    pthread_mutex_t lock;
+    ticket_key_t keys[GW_TLS_KEYRING_MAX];
+    size_t n;
 };
 
 static uint64_t mono_ms(void)
@@ -119,45 +126,108 @@ static int set_mac(EVP_MAC_CTX *hctx, unsigned char *key, size_t len)
     return EVP_MAC_CTX_set_params(hctx, params);
 }
 
+/* OpenSSL's ticket callback over keys[0..n): keys[0] encrypts; a ticket of keys[0] decrypts
+ * as 1, of another key as 2 (valid, renew it), of none as 0 (full handshake). */
+static int ticket_crypt(const ticket_key_t *keys, size_t n, unsigned char key_name[16],
+                        unsigned char *iv, EVP_CIPHER_CTX *cctx, EVP_MAC_CTX *hctx, int enc)
+{
+    if (enc) {
+        const ticket_key_t *k = &keys[0];
+        if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) != 1)
+            return -1;
+        memcpy(key_name, k->name, 16);
+        const EVP_CIPHER *cipher = k->key_len == 16 ? EVP_aes_128_cbc() : EVP_aes_256_cbc();
+        if (EVP_EncryptInit_ex(cctx, cipher, NULL, k->aes, iv) == 1 &&
+            set_mac(hctx, (unsigned char *)k->hmac, k->key_len) == 1)
+            return 1;
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const ticket_key_t *k = &keys[i];
+        if (k->valid && !memcmp(key_name, k->name, 16)) {
+            const EVP_CIPHER *cipher = k->key_len == 16 ? EVP_aes_128_cbc() : EVP_aes_256_cbc();
+            if (set_mac(hctx, (unsigned char *)k->hmac, k->key_len) == 1 &&
+                EVP_DecryptInit_ex(cctx, cipher, NULL, k->aes, iv) == 1)
+                return i == 0 ? 1 : 2;
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
                      EVP_MAC_CTX *hctx, int enc)
 {
     gw_tls_ctx_t *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
-    int rv = 0;
-    ticket_key_t *keys = c->file_keys ? c->file_keys : c->keys;
-    size_t n = c->file_keys ? c->file_keys_n : 2;
-    pthread_mutex_lock(&c->ticket_lock);
-    if (!c->file_keys)
-        rotate_if_due(c);
-    if (enc) {
-        ticket_key_t *k = &keys[0];
-        if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) == 1) {
-            memcpy(key_name, k->name, 16);
-            const EVP_CIPHER *cipher = k->key_len == 16 ? EVP_aes_128_cbc() : EVP_aes_256_cbc();
-            if (EVP_EncryptInit_ex(cctx, cipher, NULL, k->aes, iv) == 1 &&
-                set_mac(hctx, k->hmac, k->key_len) == 1)
-                rv = 1;
-            else
-                rv = -1;
-        } else {
-            rv = -1;
-        }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            ticket_key_t *k = &keys[i];
-            if (k->valid && !memcmp(key_name, k->name, 16)) {
-                const EVP_CIPHER *cipher = k->key_len == 16 ? EVP_aes_128_cbc() : EVP_aes_256_cbc();
-                if (set_mac(hctx, k->hmac, k->key_len) == 1 &&
-                    EVP_DecryptInit_ex(cctx, cipher, NULL, k->aes, iv) == 1)
-                    rv = i == 0 ? 1 : 2; /* 2: valid, but issue a ticket with the new key */
-                else
-                    rv = -1;
-                break;
-            }
-        }
+    int rv;
+    if (c->file_keys) /* never changes: no lock */
+        return ticket_crypt(c->file_keys, c->file_keys_n, key_name, iv, cctx, hctx, enc);
+    if (c->ring) {
+        pthread_mutex_lock(&c->ring->lock);
+        size_t n = c->ring->n;
+        rv = n ? ticket_crypt(c->ring->keys, n, key_name, iv, cctx, hctx, enc) : 0;
+        pthread_mutex_unlock(&c->ring->lock);
+        if (n)
+            return rv;
     }
+    pthread_mutex_lock(&c->ticket_lock);
+    rotate_if_due(c);
+    rv = ticket_crypt(c->keys, 2, key_name, iv, cctx, hctx, enc);
     pthread_mutex_unlock(&c->ticket_lock);
     return rv;
+}
+
+int gw_tls_keyring_new(gw_tls_keyring_t **out)
+{
+    gw_tls_keyring_t *r = gw_calloc(1, sizeof(*r));
+    if (!r)
+        return GW_E_NOMEM;
+    pthread_mutex_init(&r->lock, NULL);
+    *out = r;
+    return 0;
+}
+
+void gw_tls_keyring_del(gw_tls_keyring_t *r)
+{
+    if (!r)
+        return;
+    OPENSSL_cleanse(r->keys, sizeof(r->keys));
+    pthread_mutex_destroy(&r->lock);
+    gw_free(r);
+}
+
+int gw_tls_keyring_set(gw_tls_keyring_t *r, const uint8_t *keys, size_t n)
+{
+    if (n > GW_TLS_KEYRING_MAX)
+        return GW_E_INVAL;
+    ticket_key_t k[GW_TLS_KEYRING_MAX] = {0};
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *p = keys + i * GW_TLS_KEY_LEN;
+        memcpy(k[i].name, p, 16);
+        memcpy(k[i].aes, p + 16, 32);
+        memcpy(k[i].hmac, p + 48, 32);
+        k[i].key_len = 32;
+        k[i].valid = 1;
+    }
+    pthread_mutex_lock(&r->lock);
+    memcpy(r->keys, k, sizeof(k));
+    r->n = n;
+    pthread_mutex_unlock(&r->lock);
+    OPENSSL_cleanse(k, sizeof(k));
+    return 0;
+}
+
+size_t gw_tls_keyring_len(gw_tls_keyring_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    size_t n = r->n;
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
+void gw_tls_ctx_set_keyring(gw_tls_ctx_t *c, gw_tls_keyring_t *r)
+{
+    c->ring = r;
 }
 
 static void log_ssl_error(const char *event, const char *file)

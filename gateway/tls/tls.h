@@ -39,6 +39,24 @@ void gw_tls_ctx_del(gw_tls_ctx_t *c);
 /* A server connection of listener context c. NULL when out of memory. */
 gw_tls_conn_t *gw_tls_conn_new(gw_tls_ctx_t *c);
 
+/* A ring of session ticket keys that listener contexts share, filled from outside (the cluster
+ * module keeps it equal to the keys in Redis, so every instance resumes every other's
+ * sessions). While it holds keys, a context given it encrypts tickets with its first key and
+ * decrypts with any, and does not rotate its own; while it is empty the context's own rotating
+ * keys serve. A listener's tls.ticket_keys file still comes first. Thread-safe; it must outlive
+ * the contexts given it. */
+typedef struct gw_tls_keyring gw_tls_keyring_t;
+#define GW_TLS_KEY_LEN 80 /* a key: name 16 bytes, AES-256 key 32, HMAC-SHA256 key 32 */
+#define GW_TLS_KEYRING_MAX 4
+int gw_tls_keyring_new(gw_tls_keyring_t **out);
+void gw_tls_keyring_del(gw_tls_keyring_t *r);
+/* Replace the ring's keys with n (0..GW_TLS_KEYRING_MAX) keys of GW_TLS_KEY_LEN bytes, the first
+ * the one that encrypts. 0, or GW_E_INVAL for too many. */
+int gw_tls_keyring_set(gw_tls_keyring_t *r, const uint8_t *keys, size_t n);
+size_t gw_tls_keyring_len(gw_tls_keyring_t *r);
+/* Give context c the ring (NULL: none) before it serves a connection. */
+void gw_tls_ctx_set_keyring(gw_tls_ctx_t *c, gw_tls_keyring_t *r);
+
 /* Tests only: the millisecond clock of ticket key rotation (NULL: CLOCK_MONOTONIC again). */
 void gw_tls__set_clock(uint64_t (*now_ms)(void));
 /* Generate a self-signed P-256 certificate for localhost / 127.0.0.1 / ::1 into cert_path and

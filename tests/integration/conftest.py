@@ -234,6 +234,94 @@ def nginx_origin(tmp_path):
         n.stop()
 
 
+class Redis:
+    """Debian's redis-server on a free loopback port, nothing persisted; cmd() speaks RESP."""
+
+    def __init__(self, password=None, port=None):
+        self.dir = tempfile.mkdtemp(prefix="redis-")
+        self.port = port or free_port()
+        self.password = password
+        self.start()
+
+    def start(self):
+        args = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+                "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
+                "--enable-debug-command", "local"]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port("127.0.0.1", self.port, proc=self.proc)
+
+    def cmd(self, *args, timeout=10):
+        """One command; the reply (bytes, int, None, list, or an Exception for an error)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            out = b""
+            if self.password:
+                out += self._enc(["AUTH", self.password])
+            out += self._enc(args)
+            s.sendall(out)
+            f = s.makefile("rb")
+            if self.password:
+                self._read(f)
+            return self._read(f)
+
+    @staticmethod
+    def _enc(args):
+        parts = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        return b"".join(parts)
+
+    def _read(self, f):
+        line = f.readline()
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"+":
+            return rest
+        if kind == b"-":
+            return Exception(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = f.read(n + 2)
+            return data[:-2]
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._read(f) for _ in range(n)]
+        raise ValueError(f"bad RESP line {line!r}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def redis_server():
+    """Factory: redis_server(password=None) -> Redis on a free port; all stopped at teardown."""
+    started = []
+
+    def start(password=None):
+        r = Redis(password)
+        started.append(r)
+        return r
+
+    yield start
+    for r in started:
+        r.close()
+
+
 def run(cmd, timeout=20, **kw):
     """Run a client command with a bound on its time; returns CompletedProcess (text)."""
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",

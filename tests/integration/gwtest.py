@@ -184,6 +184,28 @@ def raw_frames(port, payload):
     return raw_exchange(port, PREFACE + payload)
 
 
+def tls_client_ctx(version=None):
+    """A client context that trusts anything (self-signed test certificates); version pins
+    both the minimum and the maximum TLS version."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if version:
+        ctx.minimum_version = ctx.maximum_version = version
+    return ctx
+
+
+def tls_exchange(ctx, port, session=None):
+    """One HTTP/1.1 exchange over TLS, offering session: (the session, whether it was
+    resumed)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            while s.recv(65536):  # reading also takes a TLS 1.3 ticket in
+                pass
+            return s.session, s.session_reused
+
+
 def gw_config(port, servers, upstream_extra="", route_extra="", extra="", workers=1, tls_port=None,
               log_level="info"):
     """A gateway with a cleartext listener on port (after a TLS one on tls_port, if given) and

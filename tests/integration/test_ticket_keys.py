@@ -5,7 +5,6 @@ nghttpx's included."""
 import os
 import re
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -13,7 +12,7 @@ import time
 import pytest
 
 from conftest import free_port, wait_port
-from gwtest import config
+from gwtest import config, tls_client_ctx as client_ctx, tls_exchange as connect
 
 
 def write_keys(path, *keys):
@@ -27,24 +26,6 @@ def gw_with_keys(gateway, keyfile, extra=""):
                 wait=[("127.0.0.1", port)])
     g.port = port
     return g
-
-
-def client_ctx(version):
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    ctx.minimum_version = ctx.maximum_version = version
-    return ctx
-
-
-def connect(ctx, port, session=None):
-    """One HTTP/1.1 exchange over TLS: (the session, whether it was resumed)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as raw:
-        with ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
-            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            while s.recv(65536):  # reading also takes a TLS 1.3 ticket in
-                pass
-            return s.session, s.session_reused
 
 
 VERSIONS = [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3]

@@ -43,6 +43,10 @@ static const unsigned char ALPN_H1_FIRST[] = "\x08http/1.1\x02h2";
  * client over memory BIOs, neither started. */
 static void pair_connect(pair_t *p)
 {
+    /* as if closed cleanly: OpenSSL makes the session of a connection freed without a
+     * shutdown unresumable (ssl_clear_bad_session), and the ticket tests resume it */
+    if (p->cli)
+        SSL_set_shutdown(p->cli, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     SSL_free(p->cli);
     gw_tls_conn_del(p->srv);
     p->srv = gw_tls_conn_new(p->sctx);
@@ -478,6 +482,79 @@ static void test_ticket_rotation_ends_with_a_moving_clock(void **state)
     gw_tls__set_clock(NULL);
 }
 
+/* A full TLS 1.2 handshake on p, then the session its client got. */
+static SSL_SESSION *first_session(pair_t *p)
+{
+    handshake(p, 0);
+    assert_int_equal(SSL_session_reused(p->cli), 0);
+    SSL_SESSION *sess = SSL_get1_session(p->cli);
+    assert_non_null(sess);
+    return sess;
+}
+
+/* A new connection of p offering sess: whether the server resumed it. */
+static int resumes(pair_t *p, SSL_SESSION *sess)
+{
+    pair_connect(p);
+    assert_int_equal(SSL_set_session(p->cli, sess), 1);
+    handshake(p, 0);
+    return SSL_session_reused(p->cli);
+}
+
+/* Issue 27: listeners given one keyring resume each other's sessions (as instances sharing the
+ * keys in Redis do); an empty ring leaves each to its own keys; a ticket of the ring's second
+ * key still resumes. */
+static void test_keyring_shared_between_contexts(void **state)
+{
+    (void)state;
+    gw_cfg_cert_t c = {cert_a, key_a, NULL, 0};
+    gw_cfg_tls_t cfg = base_cfg(&c, 1);
+    cfg.session_tickets = 1;
+    gw_tls_keyring_t *ring;
+    assert_int_equal(gw_tls_keyring_new(&ring), 0);
+    uint8_t keys[2 * GW_TLS_KEY_LEN];
+    for (size_t i = 0; i < sizeof(keys); i++)
+        keys[i] = (uint8_t)(i * 7 + 1);
+    assert_int_equal(gw_tls_keyring_set(ring, keys, 1), 0);
+    assert_int_equal(gw_tls_keyring_len(ring), 1);
+    pair_t a, b;
+    pair_init(&a, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, NULL, 0, NULL, TLS1_2_VERSION,
+              NULL);
+    pair_init(&b, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, NULL, 0, NULL, TLS1_2_VERSION,
+              NULL);
+    /* without the ring, b does not know a's keys */
+    SSL_SESSION *s0 = first_session(&a);
+    assert_int_equal(resumes(&b, s0), 0);
+    SSL_SESSION_free(s0);
+    gw_tls_ctx_set_keyring(a.sctx, ring);
+    gw_tls_ctx_set_keyring(b.sctx, ring);
+    pair_connect(&a);
+    SSL_SESSION *s1 = first_session(&a);
+    assert_int_equal(resumes(&a, s1), 1);
+    assert_int_equal(resumes(&b, s1), 1);
+    /* the ring rotates: a new key encrypts, the old one (second) still decrypts */
+    uint8_t rotated[2 * GW_TLS_KEY_LEN];
+    memset(rotated, 0x5a, GW_TLS_KEY_LEN);
+    memcpy(rotated + GW_TLS_KEY_LEN, keys, GW_TLS_KEY_LEN);
+    assert_int_equal(gw_tls_keyring_set(ring, rotated, 2), 0);
+    assert_int_equal(resumes(&b, s1), 1);
+    /* a ring with only the new key: the old ticket needs a full handshake */
+    assert_int_equal(gw_tls_keyring_set(ring, rotated, 1), 0);
+    assert_int_equal(resumes(&a, s1), 0);
+    SSL_SESSION_free(s1);
+    /* emptied: each context's own keys again, not shared */
+    assert_int_equal(gw_tls_keyring_set(ring, NULL, 0), 0);
+    pair_connect(&a);
+    SSL_SESSION *s2 = first_session(&a);
+    assert_int_equal(resumes(&b, s2), 0);
+    assert_int_equal(resumes(&a, s2), 1);
+    SSL_SESSION_free(s2);
+    assert_int_equal(gw_tls_keyring_set(ring, keys, GW_TLS_KEYRING_MAX + 1), GW_E_INVAL);
+    pair_free(&a);
+    pair_free(&b);
+    gw_tls_keyring_del(ring);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -490,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_drained_stops_reads_without_loss),
         cmocka_unit_test(test_missing_key_file_fails),
         cmocka_unit_test(test_ticket_rotation_ends_with_a_moving_clock),
+        cmocka_unit_test(test_keyring_shared_between_contexts),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }

@@ -1,0 +1,349 @@
+/* cluster/cluster.c — the shared ticket keys kept in step with Redis (see cluster.h), on the
+ * main thread's loop. One poll at a time: GET the keys; when they are due, SET NX PX the
+ * rotation lock of that generation and, holding it, SET the next keys; install what was read
+ * or written into the keyring. */
+#include "cluster/cluster.h"
+
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster/cluster_internal.h"
+#include "cluster/redis.h"
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+
+/* how long a rotation lock is held: far more than the GET → SET NX → SET chain can take (each
+ * step has cluster.timeout), far less than a rotation period */
+#define LOCK_MS 10000
+
+struct gw_cluster {
+    uv_loop_t *loop;
+    gw_tls_keyring_t *ring;
+    gw_redis_t *redis;
+    uv_timer_t poll;
+    char *host, *password, *prefix;
+    char text[64];
+    unsigned db;
+    uint64_t timeout_ms, connect_timeout_ms, poll_interval_ms, rotation_ms;
+    char *k_keys;           /* PREFIX "tls:ticket-keys" */
+    int busy;               /* a poll is under way */
+    int degraded;           /* the last call failed (or the connection is down) */
+    int seen;               /* some call answered since the start */
+    gw_cluster_keys_t cur;  /* what the keyring holds (n 0: nothing from Redis yet) */
+    gw_cluster_keys_t next; /* a rotation being written */
+    atomic_int st_up;
+    atomic_ullong st_degraded, st_ok, st_failed, st_timeout, st_rotations, st_updates;
+};
+
+static uint64_t unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static char *dup_str(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = gw_malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static char *join(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    char *d = gw_malloc(na + nb + 1);
+    if (d) {
+        memcpy(d, a, na);
+        memcpy(d + na, b, nb + 1);
+    }
+    return d;
+}
+
+/* ---- up and down ---------------------------------------------------------------------------- */
+
+static void degrade(gw_cluster_t *c, const char *why)
+{
+    atomic_store(&c->st_up, 0);
+    if (c->degraded)
+        return;
+    c->degraded = 1;
+    atomic_fetch_add(&c->st_degraded, 1);
+    GW_LOG_WARN("cluster_degraded", "redis=%s reason=\"%s\" ticket_keys=%s", c->text, why,
+                c->cur.n ? "last_known" : "local");
+}
+
+static void recovered(gw_cluster_t *c)
+{
+    atomic_store(&c->st_up, 1);
+    if (!c->degraded && c->seen)
+        return;
+    if (c->degraded)
+        GW_LOG_INFO("cluster_recovered", "redis=%s", c->text);
+    c->degraded = 0;
+    c->seen = 1;
+}
+
+/* A call's outcome: 0 when it answered (an error reply counts as a failure too). */
+static int outcome(gw_cluster_t *c, const redisReply *r, int err, const char *what)
+{
+    char why[200];
+    if (err == GW_E_TIMEOUT) {
+        atomic_fetch_add(&c->st_timeout, 1);
+        snprintf(why, sizeof(why), "%s: no answer within %llu ms", what,
+                 (unsigned long long)c->timeout_ms);
+        degrade(c, why);
+        return -1;
+    }
+    if (err == GW_E_CLOSED)
+        return -1; /* we are stopping */
+    if (err < 0 || !r) {
+        atomic_fetch_add(&c->st_failed, 1);
+        snprintf(why, sizeof(why), "%s: connection lost", what);
+        degrade(c, why);
+        return -1;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        atomic_fetch_add(&c->st_failed, 1);
+        snprintf(why, sizeof(why), "%s: %.*s", what, (int)(r->len > 150 ? 150 : r->len),
+                 r->str ? r->str : "");
+        degrade(c, why);
+        return -1;
+    }
+    atomic_fetch_add(&c->st_ok, 1);
+    recovered(c);
+    return 0;
+}
+
+static void on_redis_state(void *ud, int up, const char *why)
+{
+    gw_cluster_t *c = ud;
+    if (!up) {
+        char w[200];
+        snprintf(w, sizeof(w), "connection: %s", why);
+        degrade(c, w);
+    }
+}
+
+/* ---- the keys ------------------------------------------------------------------------------- */
+
+static void install(gw_cluster_t *c, const gw_cluster_keys_t *k, const char *how)
+{
+    if (c->cur.n == k->n && c->cur.born_ms == k->born_ms &&
+        !memcmp(c->cur.keys, k->keys, k->n * GW_TLS_KEY_LEN))
+        return;
+    if (gw_tls_keyring_set(c->ring, k->keys, k->n) < 0)
+        return;
+    c->cur = *k;
+    atomic_fetch_add(&c->st_updates, 1);
+    GW_LOG_INFO("tls_ticket_keys_updated", "source=cluster how=%s keys=%zu age_ms=%lld", how, k->n,
+                (long long)(unix_ms() - k->born_ms));
+}
+
+static void on_set(void *ud, const redisReply *r, int err)
+{
+    gw_cluster_t *c = ud;
+    c->busy = 0;
+    if (outcome(c, r, err, "SET ticket keys") < 0)
+        return; /* the lock lapses after LOCK_MS; the next poll of any instance tries again */
+    atomic_fetch_add(&c->st_rotations, 1);
+    GW_LOG_INFO("tls_ticket_key_rotated", "source=cluster period_ms=%llu",
+                (unsigned long long)c->rotation_ms);
+    install(c, &c->next, "rotated");
+}
+
+static void on_lock(void *ud, const redisReply *r, int err)
+{
+    gw_cluster_t *c = ud;
+    if (outcome(c, r, err, "SET NX rotation lock") < 0 || r->type != REDIS_REPLY_STATUS) {
+        /* nil: another instance rotates this generation; its keys come with the next poll */
+        c->busy = 0;
+        return;
+    }
+    uint8_t v[GW_CLUSTER_KEYS_MAX_LEN];
+    size_t vl = gw_cluster__keys_write(&c->next, v);
+    const char *argv[] = {"SET", c->k_keys, (const char *)v};
+    size_t lens[] = {3, strlen(c->k_keys), vl};
+    if (gw_redis_command(c->redis, 3, argv, lens, on_set, c) < 0) {
+        degrade(c, "SET ticket keys: not connected");
+        c->busy = 0;
+    }
+}
+
+/* The keys are due: draw the next and take the lock of the generation they replace. */
+static void rotate(gw_cluster_t *c, const gw_cluster_keys_t *cur)
+{
+    uint8_t fresh[GW_TLS_KEY_LEN];
+    if (RAND_bytes(fresh, sizeof(fresh)) != 1) {
+        c->busy = 0;
+        return;
+    }
+    gw_cluster__keys_rotate(cur, fresh, unix_ms(), &c->next);
+    memset(fresh, 0, sizeof(fresh));
+    char lock[512], token[32], px[24];
+    snprintf(lock, sizeof(lock), "%s:rotate:%llu", c->k_keys,
+             (unsigned long long)(cur ? cur->born_ms : 0));
+    snprintf(token, sizeof(token), "%d", (int)getpid());
+    snprintf(px, sizeof(px), "%d", LOCK_MS);
+    const char *argv[] = {"SET", lock, token, "NX", "PX", px};
+    size_t lens[] = {3, strlen(lock), strlen(token), 2, 2, strlen(px)};
+    if (gw_redis_command(c->redis, 6, argv, lens, on_lock, c) < 0) {
+        degrade(c, "SET NX rotation lock: not connected");
+        c->busy = 0;
+    }
+}
+
+static void on_get(void *ud, const redisReply *r, int err)
+{
+    gw_cluster_t *c = ud;
+    if (outcome(c, r, err, "GET ticket keys") < 0) {
+        c->busy = 0;
+        return;
+    }
+    gw_cluster_keys_t k;
+    int have = r->type == REDIS_REPLY_STRING &&
+               gw_cluster__keys_parse((const uint8_t *)r->str, r->len, &k) == 0;
+    if (r->type == REDIS_REPLY_STRING && !have)
+        GW_LOG_WARN("cluster_bad_value", "redis=%s key=%s reason=\"not h2gate ticket keys\"",
+                    c->text, c->k_keys);
+    if (have)
+        install(c, &k, "read");
+    if (gw_cluster__keys_due(have ? &k : NULL, unix_ms(), c->rotation_ms)) {
+        rotate(c, have ? &k : NULL);
+        return;
+    }
+    c->busy = 0;
+}
+
+static void on_poll(uv_timer_t *t)
+{
+    gw_cluster_t *c = t->data;
+    if (c->busy)
+        return;
+    if (!gw_redis_up(c->redis))
+        return; /* the client reconnects by itself; its failure was reported */
+    const char *argv[] = {"GET", c->k_keys};
+    size_t lens[] = {3, strlen(c->k_keys)};
+    if (gw_redis_command(c->redis, 2, argv, lens, on_get, c) == 0)
+        c->busy = 1;
+}
+
+static void on_redis_up(void *ud, int up, const char *why)
+{
+    gw_cluster_t *c = ud;
+    on_redis_state(ud, up, why);
+    if (up)
+        on_poll(&c->poll); /* no need to wait a whole interval for the keys */
+}
+
+/* ---- public --------------------------------------------------------------------------------- */
+
+static void on_poll_closed(uv_handle_t *h);
+
+int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_t *ring,
+                   gw_cluster_t **out)
+{
+    *out = NULL;
+    gw_cluster_t *c = gw_calloc(1, sizeof(*c));
+    if (!c)
+        return GW_E_NOMEM;
+    c->loop = loop;
+    c->ring = ring;
+    c->host = dup_str(cfg->redis_host);
+    c->password = dup_str(cfg->password);
+    c->prefix = dup_str(cfg->key_prefix ? cfg->key_prefix : "h2gate:");
+    c->k_keys = c->prefix ? join(c->prefix, "tls:ticket-keys") : NULL;
+    if (!c->host || (cfg->password && !c->password) || !c->k_keys) {
+        gw_free(c->host);
+        gw_free(c->password);
+        gw_free(c->prefix);
+        gw_free(c->k_keys);
+        gw_free(c);
+        return GW_E_NOMEM;
+    }
+    snprintf(c->text, sizeof(c->text), "%s", cfg->redis.text);
+    c->db = cfg->db;
+    c->timeout_ms = cfg->timeout_ms;
+    c->connect_timeout_ms = cfg->connect_timeout_ms;
+    c->poll_interval_ms = cfg->poll_interval_ms;
+    c->rotation_ms = cfg->ticket_rotation_ms;
+    const char *colon = strrchr(cfg->redis.text, ':');
+    gw_redis_opts_t o = {.host = c->host,
+                         .port = colon ? (unsigned)atoi(colon + 1) : 6379,
+                         .password = c->password,
+                         .db = c->db,
+                         .timeout_ms = c->timeout_ms,
+                         .connect_timeout_ms = c->connect_timeout_ms,
+                         .on_state = on_redis_up,
+                         .ud = c};
+    uv_timer_init(loop, &c->poll);
+    c->poll.data = c;
+    int rv = gw_redis_new(loop, &o, &c->redis);
+    if (rv < 0) {
+        c->redis = NULL;
+        uv_close((uv_handle_t *)&c->poll, on_poll_closed); /* frees c when the loop runs */
+        return rv;
+    }
+    uv_timer_start(&c->poll, on_poll, c->poll_interval_ms, c->poll_interval_ms);
+    GW_LOG_INFO("cluster_start", "redis=%s db=%u key_prefix=%s timeout_ms=%llu", c->text, c->db,
+                c->prefix, (unsigned long long)c->timeout_ms);
+    *out = c;
+    return 0;
+}
+
+int gw_cluster_same(const gw_cluster_t *c, const gw_cfg_cluster_t *cfg)
+{
+#define STR_EQ(a, b) ((!(a) && !(b)) || ((a) && (b) && !strcmp((a), (b))))
+    return cfg->enabled && !strcmp(c->text, cfg->redis.text) &&
+           STR_EQ(c->password, cfg->password) && c->db == cfg->db &&
+           STR_EQ(c->prefix, cfg->key_prefix) && c->timeout_ms == cfg->timeout_ms &&
+           c->connect_timeout_ms == cfg->connect_timeout_ms &&
+           c->poll_interval_ms == cfg->poll_interval_ms &&
+           c->rotation_ms == cfg->ticket_rotation_ms;
+#undef STR_EQ
+}
+
+gw_cluster_stats_t gw_cluster_stats(const gw_cluster_t *c)
+{
+    gw_cluster_t *m = (gw_cluster_t *)c; /* atomics only */
+    return (gw_cluster_stats_t){.up = atomic_load(&m->st_up),
+                                .degraded = atomic_load(&m->st_degraded),
+                                .calls_ok = atomic_load(&m->st_ok),
+                                .calls_failed = atomic_load(&m->st_failed),
+                                .calls_timeout = atomic_load(&m->st_timeout),
+                                .rotations = atomic_load(&m->st_rotations),
+                                .key_updates = atomic_load(&m->st_updates)};
+}
+
+static void on_poll_closed(uv_handle_t *h)
+{
+    gw_cluster_t *c = h->data;
+    gw_free(c->host);
+    gw_free(c->password);
+    gw_free(c->prefix);
+    gw_free(c->k_keys);
+    OPENSSL_cleanse(&c->cur, sizeof(c->cur));
+    OPENSSL_cleanse(&c->next, sizeof(c->next));
+    gw_free(c);
+}
+
+void gw_cluster_close(gw_cluster_t *c)
+{
+    if (!c)
+        return;
+    if (c->redis)
+        gw_redis_close(c->redis); /* pending callbacks run now, with GW_E_CLOSED */
+    c->redis = NULL;
+    uv_close((uv_handle_t *)&c->poll, on_poll_closed);
+}

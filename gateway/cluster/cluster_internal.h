@@ -1,0 +1,46 @@
+/* cluster/cluster_internal.h — what the files of cluster/ share (not a public interface).
+ *
+ * redis.c:   the asynchronous Redis client (redis.h).
+ * tickets.c: the shared ticket keys as stored in Redis (sans-IO): the value's layout, when
+ *            they are due for rotation, and the next set.
+ * cluster.c: the poll loop on the main thread's loop that keeps the keyring equal to Redis,
+ *            rotates under a lock, and reports when Redis fails.
+ */
+#ifndef GW_CLUSTER_INTERNAL_H
+#define GW_CLUSTER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tls/tls.h"
+
+/* The value of KEY_PREFIX "tls:ticket-keys": "h2gk", version 1, n (1..GW_TLS_KEYRING_MAX),
+ * the encrypting key's birth (Unix ms, 8 bytes big-endian), then n keys of GW_TLS_KEY_LEN
+ * bytes, the encrypting one first. Written whole with SET, so readers never see half. */
+#define GW_CLUSTER_KEYS_MAGIC "h2gk"
+#define GW_CLUSTER_KEYS_HEAD 14
+#define GW_CLUSTER_KEYS_MAX_LEN (GW_CLUSTER_KEYS_HEAD + GW_TLS_KEYRING_MAX * GW_TLS_KEY_LEN)
+/* keys kept after a rotation: the new one and the one it replaces (tickets issued under the
+ * replaced key resume for one more rotation period, then need a full handshake) */
+#define GW_CLUSTER_KEYS_KEPT 2
+
+typedef struct {
+    uint64_t born_ms; /* when keys[0] began to encrypt */
+    size_t n;
+    uint8_t keys[GW_TLS_KEYRING_MAX * GW_TLS_KEY_LEN];
+} gw_cluster_keys_t;
+
+/* 0, or GW_E_PARSE when p[0..len) is not a value of the layout above. */
+int gw_cluster__keys_parse(const uint8_t *p, size_t len, gw_cluster_keys_t *out);
+/* The value of k into out (GW_CLUSTER_KEYS_MAX_LEN bytes): its length. */
+size_t gw_cluster__keys_write(const gw_cluster_keys_t *k, uint8_t *out);
+/* Whether cur (NULL: Redis holds none, or nothing valid) must be replaced at now_ms: no keys,
+ * or the encrypting one rotation_ms old or more. A key born in the future (another instance's
+ * clock is ahead) is not due. */
+int gw_cluster__keys_due(const gw_cluster_keys_t *cur, uint64_t now_ms, uint64_t rotation_ms);
+/* The set after cur (NULL: none): fresh encrypts from now_ms, cur's encrypting key is kept to
+ * decrypt (GW_CLUSTER_KEYS_KEPT in all). */
+void gw_cluster__keys_rotate(const gw_cluster_keys_t *cur, const uint8_t fresh[GW_TLS_KEY_LEN],
+                             uint64_t now_ms, gw_cluster_keys_t *next);
+
+#endif

@@ -1,0 +1,522 @@
+/* cluster/redis.c — the Redis client of cluster/ (see redis.h): hiredis for the protocol, libuv
+ * for the socket, a deadline on everything. */
+#include "cluster/redis.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/list.h"
+#include "common/log.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+/* A connection whose oldest unanswered command is this many timeouts old (at least 1 s) is
+ * given up and made again: replies are in order, so everything behind it is stuck too. */
+#define STALL_TIMEOUTS 10
+#define STALL_MIN_MS 1000
+
+typedef enum { RS_DOWN, RS_RESOLVING, RS_CONNECTING, RS_HANDSHAKE, RS_UP, RS_CLOSED } rstate_t;
+
+typedef struct {
+    gw_list_t link;
+    gw_redis_cb cb; /* NULL: AUTH or SELECT of the handshake */
+    void *ud;
+    uint64_t sent_ms, deadline_ms;
+    int timed_out; /* its callback has run: the reply, when it comes, is dropped */
+} pend_t;
+
+/* One TCP connection; it outlives its client's interest in it (uv_close is asynchronous):
+ * r is NULL once the client has let it go. */
+typedef struct {
+    uv_tcp_t tcp;
+    uv_connect_t creq;
+    gw_redis_t *r;
+} rconn_t;
+
+typedef struct {
+    uv_write_t req;
+    char *cmd;
+} wreq_t;
+
+struct gw_redis {
+    uv_loop_t *loop;
+    rstate_t state;
+    char *host, *password;
+    char port[8];
+    unsigned db;
+    uint64_t timeout_ms, connect_timeout_ms, stall_ms;
+    void (*on_state)(void *ud, int up, const char *why);
+    void *ud;
+    uv_timer_t timer; /* connect deadline, the first command's deadline, or the backoff */
+    uv_getaddrinfo_t gai;
+    int resolving;
+    rconn_t *c;
+    redisReader *reader;
+    gw_list_t pending;  /* pend_t, in the order sent (replies come in that order) */
+    unsigned handshake; /* AUTH/SELECT replies still awaited */
+    uint64_t connect_started_ms, backoff_ms;
+    int timer_open;
+    char rbuf[16384];
+    gw_redis_stats_t st;
+};
+
+static void arm(gw_redis_t *r);
+static void start_connect(gw_redis_t *r);
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = gw_malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static void maybe_free(gw_redis_t *r)
+{
+    if (r->state != RS_CLOSED || r->timer_open || r->resolving)
+        return;
+    if (r->reader)
+        redisReaderFree(r->reader);
+    gw_free(r->host);
+    gw_free(r->password);
+    gw_free(r);
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    gw_free(GW_CONTAINER_OF((uv_tcp_t *)h, rconn_t, tcp));
+}
+
+/* Every pending command's callback, with err (those that timed out already had theirs). */
+static void fail_pending(gw_redis_t *r, int err)
+{
+    gw_list_t *n;
+    while ((n = gw_list_pop_front(&r->pending)) != NULL) {
+        pend_t *p = GW_CONTAINER_OF(n, pend_t, link);
+        if (p->cb && !p->timed_out) {
+            if (err == GW_E_IO)
+                r->st.errors++;
+            p->cb(p->ud, NULL, err);
+        }
+        gw_free(p);
+    }
+}
+
+/* Let the connection go (if any), fail what was pending and wait before the next try. */
+static void conn_down(gw_redis_t *r, const char *why)
+{
+    int was_up = r->state == RS_UP;
+    if (r->c) {
+        r->c->r = NULL;
+        uv_close((uv_handle_t *)&r->c->tcp, on_conn_closed);
+        r->c = NULL;
+    }
+    if (r->reader) {
+        redisReaderFree(r->reader);
+        r->reader = NULL;
+    }
+    r->state = RS_DOWN;
+    r->handshake = 0;
+    if (was_up)
+        r->st.disconnects++;
+    GW_LOG_DEBUG("redis_down", "redis=%s:%s reason=\"%s\" retry_ms=%llu", r->host, r->port, why,
+                 (unsigned long long)r->backoff_ms);
+    fail_pending(r, GW_E_IO);
+    if (r->on_state)
+        r->on_state(r->ud, 0, why);
+    arm(r);
+    /* the next wait is longer, up to BACKOFF_MAX_MS; a connection that comes up resets it */
+    r->backoff_ms = r->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : r->backoff_ms * 2;
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+    (void)status; /* a failed write shows as a read error or a timeout */
+    wreq_t *w = GW_CONTAINER_OF(req, wreq_t, req);
+    redisFreeCommand(w->cmd);
+    gw_free(w);
+}
+
+/* Queue one formatted command on the connection, expecting a reply. */
+static int send_cmd(gw_redis_t *r, int argc, const char **argv, const size_t *argvlen,
+                    gw_redis_cb cb, void *ud)
+{
+    pend_t *p = gw_calloc(1, sizeof(*p));
+    wreq_t *w = gw_calloc(1, sizeof(*w));
+    char *cmd = NULL;
+    int len = p && w ? redisFormatCommandArgv(&cmd, argc, argv, argvlen) : -1;
+    if (len < 0) {
+        gw_free(p);
+        gw_free(w);
+        return GW_E_NOMEM;
+    }
+    w->cmd = cmd;
+    uv_buf_t b = uv_buf_init(cmd, (unsigned)len);
+    if (uv_write(&w->req, (uv_stream_t *)&r->c->tcp, &b, 1, on_written) != 0) {
+        redisFreeCommand(cmd);
+        gw_free(w);
+        gw_free(p);
+        return GW_E_IO;
+    }
+    p->cb = cb;
+    p->ud = ud;
+    p->sent_ms = uv_now(r->loop);
+    p->deadline_ms = p->sent_ms + r->timeout_ms;
+    gw_list_push_back(&r->pending, &p->link);
+    return 0;
+}
+
+static void became_up(gw_redis_t *r)
+{
+    r->state = RS_UP;
+    r->backoff_ms = BACKOFF_MIN_MS;
+    r->st.connects++;
+    GW_LOG_DEBUG("redis_up", "redis=%s:%s", r->host, r->port);
+    if (r->on_state)
+        r->on_state(r->ud, 1, "connected");
+    arm(r);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    (void)hint;
+    rconn_t *c = h->data;
+    if (!c->r) {
+        *buf = uv_buf_init(NULL, 0);
+        return;
+    }
+    *buf = uv_buf_init(c->r->rbuf, sizeof(c->r->rbuf));
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    rconn_t *c = s->data;
+    gw_redis_t *r = c->r;
+    if (!r || nread == 0)
+        return;
+    if (nread < 0) {
+        conn_down(r, nread == UV_EOF ? "closed by redis" : uv_strerror((int)nread));
+        return;
+    }
+    if (redisReaderFeed(r->reader, r->rbuf, (size_t)nread) != REDIS_OK) {
+        conn_down(r, "protocol error");
+        return;
+    }
+    for (;;) {
+        void *rep = NULL;
+        if (redisReaderGetReply(r->reader, &rep) != REDIS_OK) {
+            conn_down(r, "protocol error");
+            return;
+        }
+        if (!rep)
+            break;
+        gw_list_t *n = gw_list_pop_front(&r->pending);
+        if (!n) { /* a reply nobody asked for */
+            freeReplyObject(rep);
+            conn_down(r, "unexpected reply");
+            return;
+        }
+        pend_t *p = GW_CONTAINER_OF(n, pend_t, link);
+        const redisReply *rr = rep;
+        r->st.replies++;
+        if (!p->cb) { /* AUTH or SELECT */
+            char why[160];
+            int bad = rr->type == REDIS_REPLY_ERROR;
+            if (bad)
+                snprintf(why, sizeof(why), "handshake refused: %.*s",
+                         (int)(rr->len > 120 ? 120 : rr->len), rr->str ? rr->str : "");
+            freeReplyObject(rep);
+            gw_free(p);
+            if (bad) {
+                GW_LOG_WARN("redis_handshake_failed", "redis=%s:%s reason=\"%s\"", r->host, r->port,
+                            why);
+                conn_down(r, why);
+                return;
+            }
+            if (--r->handshake == 0)
+                became_up(r);
+            continue;
+        }
+        if (!p->timed_out)
+            p->cb(p->ud, rr, 0);
+        freeReplyObject(rep);
+        gw_free(p);
+        if (r->state != RS_UP)
+            return; /* (not reached: callbacks do not close the client) */
+    }
+    arm(r);
+}
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    rconn_t *c = GW_CONTAINER_OF(req, rconn_t, creq);
+    gw_redis_t *r = c->r;
+    if (!r)
+        return; /* given up (timeout or close): the handle is closing */
+    if (status < 0) {
+        conn_down(r, uv_strerror(status));
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    r->reader = redisReaderCreate();
+    if (!r->reader || uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
+        conn_down(r, "out of memory");
+        return;
+    }
+    r->state = RS_HANDSHAKE;
+    if (r->password) {
+        const char *argv[] = {"AUTH", r->password};
+        size_t lens[] = {4, strlen(r->password)};
+        if (send_cmd(r, 2, argv, lens, NULL, NULL) < 0) {
+            conn_down(r, "cannot send AUTH");
+            return;
+        }
+        r->handshake++;
+    }
+    if (r->db) {
+        char db[16];
+        snprintf(db, sizeof(db), "%u", r->db);
+        const char *argv[] = {"SELECT", db};
+        size_t lens[] = {6, strlen(db)};
+        if (send_cmd(r, 2, argv, lens, NULL, NULL) < 0) {
+            conn_down(r, "cannot send SELECT");
+            return;
+        }
+        r->handshake++;
+    }
+    if (r->handshake == 0)
+        became_up(r);
+}
+
+static void dial(gw_redis_t *r, const struct sockaddr *sa)
+{
+    rconn_t *c = gw_calloc(1, sizeof(*c));
+    if (!c) {
+        conn_down(r, "out of memory");
+        return;
+    }
+    uv_tcp_init(r->loop, &c->tcp);
+    c->tcp.data = c;
+    c->r = r;
+    r->c = c;
+    r->state = RS_CONNECTING;
+    int rc = uv_tcp_connect(&c->creq, &c->tcp, sa, on_connect);
+    if (rc < 0)
+        conn_down(r, uv_strerror(rc));
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    gw_redis_t *r = GW_CONTAINER_OF(req, gw_redis_t, gai);
+    r->resolving = 0;
+    if (r->state != RS_RESOLVING) { /* timed out or closed meanwhile */
+        uv_freeaddrinfo(res);
+        maybe_free(r);
+        return;
+    }
+    if (status < 0 || !res) {
+        uv_freeaddrinfo(res);
+        conn_down(r, status < 0 ? uv_strerror(status) : "no address");
+        return;
+    }
+    dial(r, res->ai_addr);
+    uv_freeaddrinfo(res);
+}
+
+static void start_connect(gw_redis_t *r)
+{
+    r->connect_started_ms = uv_now(r->loop);
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    unsigned port = (unsigned)atoi(r->port);
+    if (inet_pton(AF_INET, r->host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        dial(r, (struct sockaddr *)&ss);
+    } else if (inet_pton(AF_INET6, r->host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        dial(r, (struct sockaddr *)&ss);
+    } else {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        r->state = RS_RESOLVING;
+        int rc = uv_getaddrinfo(r->loop, &r->gai, on_resolved, r->host, r->port, &hints);
+        if (rc < 0) {
+            conn_down(r, uv_strerror(rc));
+            return;
+        }
+        r->resolving = 1;
+    }
+    if (r->state != RS_DOWN)
+        arm(r);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    gw_redis_t *r = t->data;
+    uint64_t now = uv_now(r->loop);
+    switch (r->state) {
+    case RS_DOWN:
+        start_connect(r);
+        return;
+    case RS_RESOLVING:
+        uv_cancel((uv_req_t *)&r->gai); /* on_resolved still runs (UV_ECANCELED or late) */
+        conn_down(r, "connect timed out (resolving)");
+        return;
+    case RS_CONNECTING:
+    case RS_HANDSHAKE:
+        conn_down(r, "connect timed out");
+        return;
+    case RS_UP: {
+        gw_list_t *it = r->pending.next;
+        if (it != &r->pending) {
+            pend_t *head = GW_CONTAINER_OF(it, pend_t, link);
+            if (now - head->sent_ms >= r->stall_ms) {
+                conn_down(r, "no reply (stalled)");
+                return;
+            }
+        }
+        /* callbacks may send more (appended behind): the walk stops at the first not due */
+        for (it = r->pending.next; it != &r->pending; it = it->next) {
+            pend_t *p = GW_CONTAINER_OF(it, pend_t, link);
+            if (p->timed_out)
+                continue;
+            if (p->deadline_ms > now)
+                break;
+            p->timed_out = 1;
+            r->st.timeouts++;
+            if (p->cb)
+                p->cb(p->ud, NULL, GW_E_TIMEOUT);
+        }
+        arm(r);
+        return;
+    }
+    case RS_CLOSED:
+        return;
+    }
+}
+
+/* The timer for the state: connect deadline, backoff, or the next command deadline (or the
+ * stall check of a timed-out head). */
+static void arm(gw_redis_t *r)
+{
+    uint64_t now = uv_now(r->loop), at = 0;
+    switch (r->state) {
+    case RS_DOWN:
+        at = now + r->backoff_ms;
+        break;
+    case RS_RESOLVING:
+    case RS_CONNECTING:
+    case RS_HANDSHAKE:
+        at = r->connect_started_ms + r->connect_timeout_ms;
+        break;
+    case RS_UP:
+        gw_list_foreach(it, &r->pending)
+        {
+            pend_t *p = GW_CONTAINER_OF(it, pend_t, link);
+            uint64_t d = p->timed_out ? p->sent_ms + r->stall_ms : p->deadline_ms;
+            if (!at || d < at)
+                at = d;
+            if (!p->timed_out)
+                break; /* deadlines grow along the list */
+        }
+        break;
+    case RS_CLOSED:
+        return;
+    }
+    if (!at) {
+        uv_timer_stop(&r->timer);
+        return;
+    }
+    uv_timer_start(&r->timer, on_timer, at > now ? at - now : 0, 0);
+}
+
+int gw_redis_new(uv_loop_t *loop, const gw_redis_opts_t *o, gw_redis_t **out)
+{
+    *out = NULL;
+    gw_redis_t *r = gw_calloc(1, sizeof(*r));
+    if (!r)
+        return GW_E_NOMEM;
+    r->loop = loop;
+    r->host = dup_str(o->host);
+    r->password = o->password ? dup_str(o->password) : NULL;
+    if (!r->host || (o->password && !r->password)) {
+        gw_free(r->host);
+        gw_free(r->password);
+        gw_free(r);
+        return GW_E_NOMEM;
+    }
+    snprintf(r->port, sizeof(r->port), "%u", o->port);
+    r->db = o->db;
+    r->timeout_ms = o->timeout_ms ? o->timeout_ms : 20;
+    r->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 1000;
+    r->stall_ms = r->timeout_ms * STALL_TIMEOUTS;
+    if (r->stall_ms < STALL_MIN_MS)
+        r->stall_ms = STALL_MIN_MS;
+    r->on_state = o->on_state;
+    r->ud = o->ud;
+    r->backoff_ms = BACKOFF_MIN_MS;
+    gw_list_init(&r->pending);
+    uv_timer_init(loop, &r->timer);
+    r->timer.data = r;
+    r->timer_open = 1;
+    r->state = RS_DOWN;
+    start_connect(r);
+    *out = r;
+    return 0;
+}
+
+int gw_redis_command(gw_redis_t *r, int argc, const char **argv, const size_t *argvlen,
+                     gw_redis_cb cb, void *ud)
+{
+    if (r->state != RS_UP)
+        return GW_E_IO;
+    int rv = send_cmd(r, argc, argv, argvlen, cb, ud);
+    if (rv < 0)
+        return rv;
+    r->st.commands++;
+    if (!uv_is_active((uv_handle_t *)&r->timer))
+        arm(r);
+    return 0;
+}
+
+int gw_redis_up(const gw_redis_t *r)
+{
+    return r->state == RS_UP;
+}
+
+gw_redis_stats_t gw_redis_stats(const gw_redis_t *r)
+{
+    return r->st;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    gw_redis_t *r = h->data;
+    r->timer_open = 0;
+    maybe_free(r);
+}
+
+void gw_redis_close(gw_redis_t *r)
+{
+    if (!r || r->state == RS_CLOSED)
+        return;
+    if (r->state == RS_RESOLVING)
+        uv_cancel((uv_req_t *)&r->gai);
+    if (r->c) {
+        r->c->r = NULL;
+        uv_close((uv_handle_t *)&r->c->tcp, on_conn_closed);
+        r->c = NULL;
+    }
+    r->state = RS_CLOSED;
+    fail_pending(r, GW_E_CLOSED);
+    uv_close((uv_handle_t *)&r->timer, on_timer_closed);
+}

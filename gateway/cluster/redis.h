@@ -1,0 +1,59 @@
+/* cluster/redis.h — an asynchronous Redis client on one libuv loop (internal to cluster/).
+ *
+ * hiredis 0.14 does the protocol only (redisFormatCommandArgv writes a command, a redisReader
+ * parses replies); this file drives the socket: the name is resolved with uv_getaddrinfo, the
+ * connection made with uv_tcp_connect, AUTH and SELECT sent first, commands pipelined, every
+ * command given a deadline (a timer), and a lost connection made again with backoff (100 ms
+ * doubling to 5 s). Nothing here blocks: hiredis's own connect (synchronous name resolution)
+ * and its libuv adapter (no timeouts) are not used.
+ *
+ * A command's callback runs exactly once, from the loop: with the reply, or with err
+ * GW_E_TIMEOUT (no reply within the timeout: the reply, if it comes, is then read and dropped),
+ * GW_E_IO (the connection was lost before the reply) or GW_E_CLOSED (gw_redis_close). While
+ * the client is not connected, gw_redis_command refuses at once (GW_E_IO) and calls nothing:
+ * the caller falls back to what it decides alone.
+ */
+#ifndef GW_CLUSTER_REDIS_H
+#define GW_CLUSTER_REDIS_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct gw_redis gw_redis_t;
+
+/* r: the reply (NULL unless err is 0; an error reply is a reply, type REDIS_REPLY_ERROR);
+ * freed after the callback returns. */
+typedef void (*gw_redis_cb)(void *ud, const redisReply *r, int err);
+
+typedef struct {
+    const char *host; /* name or address (copied) */
+    unsigned port;
+    const char *password;        /* NULL: no AUTH (copied) */
+    unsigned db;                 /* 0: no SELECT */
+    uint64_t timeout_ms;         /* per command */
+    uint64_t connect_timeout_ms; /* resolve + connect + AUTH/SELECT */
+    /* The connection came up (up = 1) or went down (0, why says how); may be NULL. */
+    void (*on_state)(void *ud, int up, const char *why);
+    void *ud;
+} gw_redis_opts_t;
+
+typedef struct {
+    uint64_t commands, replies, timeouts, errors; /* errors: GW_E_IO callbacks */
+    uint64_t connects, disconnects;
+} gw_redis_stats_t;
+
+/* A client on loop, connecting at once. 0 or GW_E_NOMEM. */
+int gw_redis_new(uv_loop_t *loop, const gw_redis_opts_t *o, gw_redis_t **out);
+/* Send a command (argv[0..argc), lengths in argvlen); cb(ud, ...) later. 0, or GW_E_IO when
+ * not connected, GW_E_NOMEM. */
+int gw_redis_command(gw_redis_t *r, int argc, const char **argv, const size_t *argvlen,
+                     gw_redis_cb cb, void *ud);
+int gw_redis_up(const gw_redis_t *r);
+gw_redis_stats_t gw_redis_stats(const gw_redis_t *r);
+/* Close: pending callbacks get GW_E_CLOSED now; the memory goes when the handles are closed
+ * (the loop must run once more). Never from inside a callback of r. */
+void gw_redis_close(gw_redis_t *r);
+
+#endif

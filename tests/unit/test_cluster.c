@@ -1,0 +1,109 @@
+/* Unit tests of cluster/tickets.c: the shared ticket keys' value in Redis, when they are due,
+ * and what a rotation keeps. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cluster/cluster_internal.h"
+#include "common/err.h"
+
+static gw_cluster_keys_t two_keys(void)
+{
+    gw_cluster_keys_t k = {.born_ms = 0x0102030405060708ull, .n = 2};
+    for (size_t i = 0; i < 2 * GW_TLS_KEY_LEN; i++)
+        k.keys[i] = (uint8_t)(i * 13);
+    return k;
+}
+
+static void test_value_round_trip(void **state)
+{
+    (void)state;
+    gw_cluster_keys_t k = two_keys(), back;
+    uint8_t v[GW_CLUSTER_KEYS_MAX_LEN];
+    size_t n = gw_cluster__keys_write(&k, v);
+    assert_int_equal(n, GW_CLUSTER_KEYS_HEAD + 2 * GW_TLS_KEY_LEN);
+    assert_memory_equal(v, "h2gk\x01\x02\x01\x02\x03\x04\x05\x06\x07\x08", 14);
+    memset(&back, 0, sizeof(back));
+    assert_int_equal(gw_cluster__keys_parse(v, n, &back), 0);
+    assert_int_equal(back.n, 2);
+    assert_true(back.born_ms == k.born_ms);
+    assert_memory_equal(back.keys, k.keys, 2 * GW_TLS_KEY_LEN);
+}
+
+/* Whatever else sits under the key (another program's value, a truncated write, a later
+ * version) is not taken for keys. */
+static void test_value_refused(void **state)
+{
+    (void)state;
+    gw_cluster_keys_t k = two_keys(), back;
+    uint8_t v[GW_CLUSTER_KEYS_MAX_LEN];
+    size_t n = gw_cluster__keys_write(&k, v);
+    assert_int_equal(gw_cluster__keys_parse(v, n - 1, &back), GW_E_PARSE); /* short */
+    assert_int_equal(gw_cluster__keys_parse(v, 13, &back), GW_E_PARSE);    /* no head */
+    assert_int_equal(gw_cluster__keys_parse((const uint8_t *)"hello", 5, &back), GW_E_PARSE);
+    v[4] = 2; /* version */
+    assert_int_equal(gw_cluster__keys_parse(v, n, &back), GW_E_PARSE);
+    v[4] = 1;
+    v[5] = 0; /* no key */
+    assert_int_equal(gw_cluster__keys_parse(v, GW_CLUSTER_KEYS_HEAD, &back), GW_E_PARSE);
+    v[5] = GW_TLS_KEYRING_MAX + 1; /* too many */
+    assert_int_equal(gw_cluster__keys_parse(v, GW_CLUSTER_KEYS_MAX_LEN, &back), GW_E_PARSE);
+    v[5] = 3; /* says three, holds two */
+    assert_int_equal(gw_cluster__keys_parse(v, n, &back), GW_E_PARSE);
+    v[0] = 'x';
+    v[5] = 2;
+    assert_int_equal(gw_cluster__keys_parse(v, n, &back), GW_E_PARSE);
+}
+
+static void test_due(void **state)
+{
+    (void)state;
+    gw_cluster_keys_t k = two_keys();
+    k.born_ms = 1000000;
+    assert_true(gw_cluster__keys_due(NULL, 5, 1000));      /* none in Redis */
+    assert_false(gw_cluster__keys_due(&k, 1000999, 1000)); /* young */
+    assert_true(gw_cluster__keys_due(&k, 1001000, 1000));  /* exactly a period */
+    assert_true(gw_cluster__keys_due(&k, 9000000, 1000));  /* long overdue */
+    assert_false(gw_cluster__keys_due(&k, 10, 1000));      /* born in our future */
+    k.n = 0;
+    assert_true(gw_cluster__keys_due(&k, 1000001, 1000));
+}
+
+/* A rotation puts the fresh key first, keeps the one it replaces second and drops older ones;
+ * the first rotation (nothing in Redis) has the fresh key alone. */
+static void test_rotate(void **state)
+{
+    (void)state;
+    uint8_t fresh[GW_TLS_KEY_LEN];
+    memset(fresh, 0xee, sizeof(fresh));
+    gw_cluster_keys_t none_next;
+    gw_cluster__keys_rotate(NULL, fresh, 77, &none_next);
+    assert_int_equal(none_next.n, 1);
+    assert_true(none_next.born_ms == 77);
+    assert_memory_equal(none_next.keys, fresh, GW_TLS_KEY_LEN);
+    gw_cluster_keys_t cur = two_keys(), next;
+    gw_cluster__keys_rotate(&cur, fresh, 99, &next);
+    assert_int_equal(next.n, 2);
+    assert_true(next.born_ms == 99);
+    assert_memory_equal(next.keys, fresh, GW_TLS_KEY_LEN);
+    assert_memory_equal(next.keys + GW_TLS_KEY_LEN, cur.keys, GW_TLS_KEY_LEN);
+    gw_cluster_keys_t after;
+    gw_cluster__keys_rotate(&next, cur.keys + GW_TLS_KEY_LEN, 120, &after);
+    assert_int_equal(after.n, 2);
+    assert_memory_equal(after.keys + GW_TLS_KEY_LEN, fresh, GW_TLS_KEY_LEN);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_value_round_trip),
+        cmocka_unit_test(test_value_refused),
+        cmocka_unit_test(test_due),
+        cmocka_unit_test(test_rotate),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
