@@ -24,16 +24,14 @@ import h2.connection
 import h2.events
 import h2.settings
 
+from ports import free_ports  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KEY = b"dGhlIHNhbXBsZSBub25jZQ=="
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    return free_ports(1)[0]
 
 
 def wait_port(port, proc, secs=10):
