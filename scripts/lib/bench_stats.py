@@ -9,7 +9,6 @@
   bench_stats.py report RUNS_DIR MD PNG
                                    medians over repetitions, ratios h2gate / the best peer; the
                                    markdown table to MD (and stdout) and the ratio chart to PNG
-  bench_stats.py readme MD README  replace the part of README between the bench markers by MD
 
 A run is valid only when h2load got a 2xx for every request it was asked to make (no 3xx/4xx/5xx,
 no failed, errored or timed-out request); an invalid run's figures never reach the table.
@@ -171,6 +170,9 @@ def summarize_run(run_dir):
             r["rps"] = h["rps"]
             done = h["done"] or 1
             r["cpu_us_per_req"] = cpu_s * 1e6 / done
+            if "sys_after" in meta and cpu_s > 0:
+                sys_s = (int(meta["sys_after"]) - int(meta["sys_before"])) / clk
+                r["sys_pct"] = 100.0 * sys_s / cpu_s  # the kernel's share of that CPU
             if h.get("data_bytes") is not None:
                 r["body_bytes"] = h["data_bytes"] / done  # per response, as sent (compressed)
             if h["seconds"]:
@@ -218,12 +220,13 @@ LOAD_METRICS = (
     ("mean_ms", "mean ms", 2, True),
     ("p99_ms", "p99 ms", 2, True),
     ("cpu_us_per_req", "CPU µs/req", 1, True),
+    ("sys_pct", "of which kernel %", 0, True),
     ("cpu_pct", "proxy CPU %", 0, True),
     ("origin_conns", "origin conns opened", 0, True),
     ("hwm_mib", "peak RSS MiB", 1, True),
 )
 # informational: how busy the proxy was says where the bottleneck is, not which proxy is better
-NO_RATIO = {"cpu_pct"}
+NO_RATIO = {"cpu_pct", "sys_pct"}
 ZMETRICS = (
     ("rps", "req/s", 0, False),
     ("p99_ms", "p99 ms", 2, True),
@@ -481,28 +484,6 @@ def report(runs_dir, md_path, png_path):
     chart(all_ratios, png_path, "h2gate / the best peer, medians (lower is better except req/s)")
 
 
-README_BEGIN = "<!-- bench:begin (scripts/bench with BENCH_README=1 rewrites this part) -->"
-README_END = "<!-- bench:end -->"
-
-
-def readme(md_path, readme_path):
-    """Put the report MD between the bench markers of README (the markers must be there)."""
-    with open(readme_path) as f:
-        text = f.read()
-    begin, end = text.find(README_BEGIN), text.find(README_END)
-    if begin < 0 or end < begin:
-        sys.stderr.write(f"bench_stats: no bench markers in {readme_path}\n")
-        return 1
-    with open(md_path) as f:
-        table = f.read().rstrip("\n")
-    # the chart lives in the gitignored results dir: do not link it from the README
-    table = "\n".join(l for l in table.split("\n") if not l.startswith("Chart of the ratios"))
-    text = text[:begin + len(README_BEGIN)] + "\n" + table.rstrip("\n") + "\n" + text[end:]
-    with open(readme_path, "w") as f:
-        f.write(text)
-    return 0
-
-
 def main(argv):
     if len(argv) >= 2 and argv[1] == "run" and len(argv) == 3:
         print(one_line(summarize_run(argv[2])))
@@ -510,8 +491,6 @@ def main(argv):
     if len(argv) == 5 and argv[1] == "report":
         report(argv[2], argv[3], argv[4])
         return 0
-    if len(argv) == 4 and argv[1] == "readme":
-        return readme(argv[2], argv[3])
     sys.stderr.write(__doc__)
     return 2
 
