@@ -238,6 +238,44 @@ def test_reload_moves_to_another_redis(gateway, redis_server, tmp_path):
     assert "h2gate_cluster_up" not in scrape(g.admin)[1]
 
 
+def test_connect_timeout_and_names(gateway, tmp_path):
+    """A Redis that never accepts (its listen queue full) is given up after
+    cluster.connect_timeout, and a name that does not resolve is reported, both without
+    holding the listener up; the client keeps trying with backoff."""
+    import socket
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(0)
+    fill = []
+    for _ in range(3):  # the queue takes one; the SYNs of the rest are dropped
+        c = socket.socket()
+        c.setblocking(False)
+        c.connect_ex(hole.getsockname())
+        fill.append(c)
+    port, admin = free_port(), free_port()
+    g = gateway(config(tls_port=port, extra=f"cluster:\n  redis: 127.0.0.1:{hole.getsockname()[1]}\n"
+                       "  connect_timeout: 300ms\n"
+                       f"admin: {{address: 127.0.0.1:{admin}}}\n"),
+                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    t0 = time.monotonic()
+    g.wait_log("event=cluster_degraded", timeout=5)
+    assert time.monotonic() - t0 < 3
+    assert 'reason="connection: connect timed out" ticket_keys=local' in g.log(), g.log()[-2000:]
+    t1 = time.monotonic()
+    _, reused = tls_exchange(tls_client_ctx(), port)
+    assert time.monotonic() - t1 < 1.0 and not reused
+    assert sample(scrape(admin)[0], "h2gate_cluster_up") == 0
+    port2 = free_port()
+    g2 = gateway(config(tls_port=port2, extra="cluster:\n  redis: no-such-redis.invalid:6379\n"),
+                 wait=[("127.0.0.1", port2)])
+    g2.wait_log("event=cluster_degraded", timeout=10)
+    assert re.search(r'reason="connection: [^"]*(unknown|not known|resolv|name)', g2.log(), re.I), \
+        g2.log()[-2000:]
+    for c in fill:
+        c.close()
+    hole.close()
+
+
 @pytest.mark.parametrize("body,msg", [
     ("cluster:\n  timeout: 5ms\n", "4:3: missing required key 'redis' in cluster"),
     ("cluster:\n  redis: nohost\n", "4:10: 'redis' must be HOST:PORT or [IPv6]:PORT, not 'nohost'"),
