@@ -170,6 +170,17 @@ http {{
 """
 
 
+def stop_proc(proc, timeout=10):
+    """SIGTERM, then SIGKILL after timeout; waits for the process either way."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class Nginx:
     """nginx serving root on a free port; with cert and key, over TLS (`listen ... ssl`)."""
 
@@ -209,13 +220,7 @@ class Nginx:
             return f.read().splitlines()
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_proc(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -294,13 +299,7 @@ class Redis:
         raise ValueError(f"bad RESP line {line!r}")
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_proc(self.proc)
 
     def close(self):
         self.stop()

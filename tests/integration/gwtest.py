@@ -159,8 +159,8 @@ def settings(*pairs):
                                      for i, v in pairs))
 
 
-def frames_of(data):
-    """(type, flags, stream, payload) of every whole frame in data."""
+def split_frames(data):
+    """(type, flags, stream, payload) of every whole frame in data, and the bytes after them."""
     out, i = [], 0
     while i + 9 <= len(data):
         n = int.from_bytes(data[i:i + 3], "big")
@@ -169,7 +169,12 @@ def frames_of(data):
         out.append((data[i + 3], data[i + 4], int.from_bytes(data[i + 5:i + 9], "big") & 0x7FFFFFFF,
                     data[i + 9:i + 9 + n]))
         i += 9 + n
-    return out
+    return out, data[i:]
+
+
+def frames_of(data):
+    """(type, flags, stream, payload) of every whole frame in data."""
+    return split_frames(data)[0]
 
 
 def goaway_code(data):

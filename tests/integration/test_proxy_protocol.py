@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from conftest import free_port, wait_port
-from gwtest import tls_listener
+from gwtest import tls_client_ctx, tls_listener
 
 SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 
@@ -46,10 +46,7 @@ def raw_get(port, header, path="/echo", tls=False, timeout=10):
     try:
         s.sendall(header)
         if tls:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-            s = ctx.wrap_socket(s, server_hostname="localhost")
+            s = tls_client_ctx().wrap_socket(s, server_hostname="localhost")
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".encode())
     except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
         # The gateway may close a refused connection before the GET is written.
@@ -131,10 +128,7 @@ def test_a_header_split_over_reads(gateway, origin, tmp_path):
             s.sendall(p)
             time.sleep(0.1)
         if tls:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-            s = ctx.wrap_socket(s, server_hostname="localhost")
+            s = tls_client_ctx().wrap_socket(s, server_hostname="localhost")
             s.sendall(b"GET /echo HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
         out = b""
         while True:

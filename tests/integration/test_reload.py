@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import free_port, h1_get, recv_all, run
-from gwtest import frame, gw_config, h2load_summary
+from gwtest import frame, gw_config, h2load_summary, split_frames as frames
 
 
 def roots(tmp_path, *names):
@@ -170,21 +170,6 @@ def test_idle_keepalive_connection_answers_a_request_during_the_grace(gateway, n
     assert 1.5 < waited < 4, waited
     busy.close()
     idle.close()
-
-
-def frames(data):
-    """(type, flags, stream, payload) of each whole frame in data, and the rest."""
-    out, i = [], 0
-    while i + 9 <= len(data):
-        n = int.from_bytes(data[i:i + 3], "big")
-        if i + 9 + n > len(data):
-            break
-        out.append((data[i + 3], data[i + 4], int.from_bytes(data[i + 5:i + 9], "big") & 0x7fffffff,
-                    data[i + 9:i + 9 + n]))
-        i += 9 + n
-    return out, data[i:]
-
-
 
 
 def get_headers(sid, path):
