@@ -38,9 +38,25 @@ struct gw_cluster {
     int seen;               /* some call answered since the start */
     gw_cluster_keys_t cur;  /* what the keyring holds (n 0: nothing from Redis yet) */
     gw_cluster_keys_t next; /* a rotation being written */
+    char sha[48];           /* the rate script's SHA1 once SCRIPT LOAD answered ("" before) */
     atomic_int st_up;
     atomic_ullong st_degraded, st_ok, st_failed, st_timeout, st_rotations, st_updates;
+    atomic_ullong st_rate_allowed, st_rate_denied, st_rate_local, st_rate_calls;
 };
+
+/* GCRA (the generic cell rate algorithm) for n requests at once, atomic in Redis: the key
+ * holds the theoretical arrival time (TAT, Unix µs by Redis's clock, so that instances' clocks
+ * do not matter); a request may go when TAT - now <= tau, and moves TAT on by T. Returns how
+ * many of the n may go, and in how many µs the next one could. ARGV: T = 1e6 / rate, tau =
+ * (burst - 1) * T, n. */
+static const char RATE_LUA[] =
+    "local T = tonumber(ARGV[1]) local tau = tonumber(ARGV[2]) local n = tonumber(ARGV[3]) "
+    "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+    "local tat = tonumber(redis.call('GET', KEYS[1]) or now) if tat < now then tat = now end "
+    "local ok = 0 for i = 1, n do if tat - now > tau then break end tat = tat + T ok = ok + 1 "
+    "end if ok > 0 then redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', "
+    "math.floor((tat - now) / 1000) + 1000) end local retry = 0 if ok < n then retry = "
+    "math.floor(tat - tau - now) end return {ok, retry}";
 
 static uint64_t unix_ms(void)
 {
@@ -239,12 +255,153 @@ static void on_poll(uv_timer_t *t)
         c->busy = 1;
 }
 
+static void on_script_loaded(void *ud, const redisReply *r, int err)
+{
+    gw_cluster_t *c = ud;
+    if (outcome(c, r, err, "SCRIPT LOAD") < 0)
+        return;
+    if (r->type == REDIS_REPLY_STRING && r->len < sizeof(c->sha)) {
+        memcpy(c->sha, r->str, r->len);
+        c->sha[r->len] = 0;
+    }
+}
+
+static void load_script(gw_cluster_t *c)
+{
+    c->sha[0] = 0;
+    const char *argv[] = {"SCRIPT", "LOAD", RATE_LUA};
+    size_t lens[] = {6, 4, sizeof(RATE_LUA) - 1};
+    if (gw_redis_command(c->redis, 3, argv, lens, on_script_loaded, c) < 0)
+        degrade(c, "SCRIPT LOAD: not connected");
+}
+
 static void on_redis_up(void *ud, int up, const char *why)
 {
     gw_cluster_t *c = ud;
     on_redis_state(ud, up, why);
-    if (up)
-        on_poll(&c->poll); /* no need to wait a whole interval for the keys */
+    if (!up) {
+        c->sha[0] = 0;
+        return;
+    }
+    load_script(c);
+    on_poll(&c->poll); /* no need to wait a whole interval for the keys */
+}
+
+/* ---- shared request rates ------------------------------------------------------------------ */
+
+/* The questions of one key in one loop turn: one script call decides them all. */
+typedef struct {
+    gw_cluster_t *c;
+    gw_rate_q_t *qs; /* in arrival order */
+    uint64_t n;
+} rgroup_t;
+
+static void answer_group(gw_cluster_t *c, gw_rate_q_t *q, gw_rate_verdict_t v, unsigned retry)
+{
+    while (q) {
+        gw_rate_q_t *next = q->next;
+        atomic_fetch_add(v == GW_RATE_ALLOW  ? &c->st_rate_allowed
+                         : v == GW_RATE_DENY ? &c->st_rate_denied
+                                             : &c->st_rate_local,
+                         1);
+        gw_cluster__answer(q, v, retry);
+        q = next;
+    }
+}
+
+static void on_rate(void *ud, const redisReply *r, int err)
+{
+    rgroup_t *g = ud;
+    gw_cluster_t *c = g->c;
+    gw_rate_q_t *qs = g->qs;
+    gw_free(g);
+    if (r && r->type == REDIS_REPLY_ERROR && r->str && !strncmp(r->str, "NOSCRIPT", 8)) {
+        /* Redis restarted (or flushed its scripts): load it again; these decide locally */
+        atomic_fetch_add(&c->st_failed, 1);
+        if (c->redis)
+            load_script(c);
+        answer_group(c, qs, GW_RATE_LOCAL, 0);
+        return;
+    }
+    if (outcome(c, r, err, "EVALSHA rate") < 0 || r->type != REDIS_REPLY_ARRAY ||
+        r->elements != 2 || r->element[0]->type != REDIS_REPLY_INTEGER ||
+        r->element[1]->type != REDIS_REPLY_INTEGER) {
+        answer_group(c, qs, GW_RATE_LOCAL, 0);
+        return;
+    }
+    long long ok = r->element[0]->integer, retry_us = r->element[1]->integer;
+    /* RFC 9110 §10.2.3 delay-seconds, rounded up so that a client that waits succeeds */
+    unsigned retry = retry_us > 0 ? (unsigned)((retry_us + 999999) / 1000000) : 1;
+    gw_rate_q_t *q = qs;
+    for (long long i = 0; q && i < ok; i++) {
+        gw_rate_q_t *next = q->next;
+        q->next = NULL;
+        answer_group(c, q, GW_RATE_ALLOW, 0);
+        q = next;
+    }
+    answer_group(c, q, GW_RATE_DENY, retry ? retry : 1);
+}
+
+void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *list)
+{
+    if (!c->redis || !gw_redis_up(c->redis) || !c->sha[0]) {
+        answer_group(c, list, GW_RATE_LOCAL, 0);
+        return;
+    }
+    while (list) {
+        /* the first question's key, and every later one with the same key and limit */
+        gw_rate_q_t *first = list, **tail = &first->next;
+        list = first->next;
+        first->next = NULL;
+        uint64_t n = 1;
+        gw_rate_q_t **lp = &list;
+        while (*lp) {
+            gw_rate_q_t *q = *lp;
+            if (q->klen == first->klen && !memcmp(q->key, first->key, q->klen) &&
+                q->rate == first->rate && q->burst == first->burst) {
+                *lp = q->next;
+                q->next = NULL;
+                *tail = q;
+                tail = &q->next;
+                n++;
+            } else {
+                lp = &q->next;
+            }
+        }
+        rgroup_t *g = gw_calloc(1, sizeof(*g));
+        if (!g) {
+            answer_group(c, first, GW_RATE_LOCAL, 0);
+            continue;
+        }
+        g->c = c;
+        g->qs = first;
+        g->n = n;
+        uint64_t rate = first->rate ? first->rate : 1;
+        uint64_t T = 1000000 / rate ? 1000000 / rate : 1;
+        uint64_t burst = first->burst ? first->burst : rate;
+        uint64_t tau = (burst - 1) * T;
+        char key[512], a1[24], a2[24], a3[24];
+        size_t pl = strlen(c->prefix);
+        if (pl + 5 + first->klen > sizeof(key)) { /* a prefix too long for a rate key */
+            gw_free(g);
+            answer_group(c, first, GW_RATE_LOCAL, 0);
+            continue;
+        }
+        memcpy(key, c->prefix, pl);
+        memcpy(key + pl, "rate:", 5);
+        memcpy(key + pl + 5, first->key, first->klen);
+        size_t kl = pl + 5 + first->klen;
+        snprintf(a1, sizeof(a1), "%llu", (unsigned long long)T);
+        snprintf(a2, sizeof(a2), "%llu", (unsigned long long)tau);
+        snprintf(a3, sizeof(a3), "%llu", (unsigned long long)n);
+        const char *argv[] = {"EVALSHA", c->sha, "1", key, a1, a2, a3};
+        size_t lens[] = {7, strlen(c->sha), 1, kl, strlen(a1), strlen(a2), strlen(a3)};
+        atomic_fetch_add(&c->st_rate_calls, 1);
+        if (gw_redis_command(c->redis, 7, argv, lens, on_rate, g) < 0) {
+            gw_free(g);
+            answer_group(c, first, GW_RATE_LOCAL, 0);
+        }
+    }
 }
 
 /* ---- public --------------------------------------------------------------------------------- */
@@ -323,7 +480,11 @@ gw_cluster_stats_t gw_cluster_stats(const gw_cluster_t *c)
                                 .calls_failed = atomic_load(&m->st_failed),
                                 .calls_timeout = atomic_load(&m->st_timeout),
                                 .rotations = atomic_load(&m->st_rotations),
-                                .key_updates = atomic_load(&m->st_updates)};
+                                .key_updates = atomic_load(&m->st_updates),
+                                .rate_allowed = atomic_load(&m->st_rate_allowed),
+                                .rate_denied = atomic_load(&m->st_rate_denied),
+                                .rate_local = atomic_load(&m->st_rate_local),
+                                .rate_calls = atomic_load(&m->st_rate_calls)};
 }
 
 static void on_poll_closed(uv_handle_t *h)

@@ -25,12 +25,54 @@
 
 typedef struct gw_cluster gw_cluster_t;
 
+/* ---- shared request rates (routes[].request_rate across instances) ------------------------
+ *
+ * A worker asks (gw_cluster_hub_ask, any thread) whether one more request of a client on a
+ * route may go; the main loop gathers the questions of a loop turn, asks Redis once per key
+ * (GCRA in one Lua script: how many of the n may go, and when the next one could), and
+ * answers each on its worker's loop through that worker's sink. Without a cluster, with Redis
+ * down, slow or answering nonsense, the answer is GW_RATE_LOCAL: the worker decides with its
+ * own bucket, as a single instance would (fail open to the local limit, never to none). Every
+ * question gets exactly one answer unless its sink was closed first. */
+typedef enum { GW_RATE_ALLOW = 0, GW_RATE_DENY = 1, GW_RATE_LOCAL = 2 } gw_rate_verdict_t;
+
+typedef struct gw_cluster_sink gw_cluster_sink_t;
+typedef struct gw_cluster_hub gw_cluster_hub_t;
+
+typedef struct {
+    uint64_t token; /* the asker's; 0: nobody waits (the request was let through
+                     * locally and is only charged to the shared budget) */
+    gw_rate_verdict_t verdict;
+    unsigned retry_after_s; /* with GW_RATE_DENY: whole seconds until one more would go */
+} gw_cluster_answer_t;
+
+/* A worker's mailbox on its own loop; cb runs there, once per answer. */
+int gw_cluster_sink_new(uv_loop_t *loop, void (*cb)(void *ud, const gw_cluster_answer_t *a),
+                        void *ud, gw_cluster_sink_t **out);
+/* On the sink's loop; later answers are dropped. The memory goes when the hub holds no more
+ * questions of it and the loop has closed the handle. */
+void gw_cluster_sink_close(gw_cluster_sink_t *k);
+
+/* The main loop's end of the questions; c (gw_cluster_hub_set) answers them. */
+int gw_cluster_hub_new(uv_loop_t *main_loop, gw_cluster_hub_t **out);
+void gw_cluster_hub_set(gw_cluster_hub_t *h, gw_cluster_t *c); /* main thread; NULL: none */
+/* Any thread: may one more request with this key (at most 200 bytes, the route and the
+ * client) go, at rate requests/s with burst? The answer goes to sink with token. 0, or
+ * GW_E_NOMEM and no answer will come (decide locally). */
+int gw_cluster_hub_ask(gw_cluster_hub_t *h, gw_cluster_sink_t *sink, const uint8_t *key,
+                       size_t klen, uint64_t rate, uint64_t burst, uint64_t token);
+/* Main thread: questions still queued are answered GW_RATE_LOCAL; then the memory goes once
+ * the loop has closed the handle. */
+void gw_cluster_hub_close(gw_cluster_hub_t *h);
+
 typedef struct {
     int up;            /* connected, and the last call answered */
     uint64_t degraded; /* times it went from up to down */
     uint64_t calls_ok, calls_failed, calls_timeout;
     uint64_t rotations;   /* new ticket keys this instance put in Redis */
     uint64_t key_updates; /* keyring changes read from Redis (own rotations included) */
+    uint64_t rate_allowed, rate_denied, rate_local; /* shared rate answers, by verdict */
+    uint64_t rate_calls; /* Redis calls for them (one per key and batch) */
 } gw_cluster_stats_t;
 
 /* Start sharing per cfg (copied) on loop, keeping ring equal to the shared keys. 0 or

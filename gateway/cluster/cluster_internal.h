@@ -4,7 +4,10 @@
  * tickets.c: the shared ticket keys as stored in Redis (sans-IO): the value's layout, when
  *            they are due for rotation, and the next set.
  * cluster.c: the poll loop on the main thread's loop that keeps the keyring equal to Redis,
- *            rotates under a lock, and reports when Redis fails.
+ *            rotates under a lock, and reports when Redis fails; the shared rate decisions
+ *            (one GCRA script call per key and loop turn).
+ * rates.c:   the questions' way from workers to the main loop (the hub) and the answers' way
+ *            back (one sink per worker), across threads.
  */
 #ifndef GW_CLUSTER_INTERNAL_H
 #define GW_CLUSTER_INTERNAL_H
@@ -12,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cluster/cluster.h"
 #include "tls/tls.h"
 
 /* The value of KEY_PREFIX "tls:ticket-keys": "h2gk", version 1, n (1..GW_TLS_KEYRING_MAX),
@@ -42,5 +46,22 @@ int gw_cluster__keys_due(const gw_cluster_keys_t *cur, uint64_t now_ms, uint64_t
  * decrypt (GW_CLUSTER_KEYS_KEPT in all). */
 void gw_cluster__keys_rotate(const gw_cluster_keys_t *cur, const uint8_t fresh[GW_TLS_KEY_LEN],
                              uint64_t now_ms, gw_cluster_keys_t *next);
+
+/* One worker's question (gw_cluster_hub_ask), queued on the hub, then decided on the main
+ * loop. */
+#define GW_CLUSTER_RATE_KEY_MAX 200
+typedef struct gw_rate_q {
+    struct gw_rate_q *next;
+    gw_cluster_sink_t *sink;
+    uint64_t token, rate, burst;
+    size_t klen;
+    uint8_t key[GW_CLUSTER_RATE_KEY_MAX];
+} gw_rate_q_t;
+
+/* cluster.c: decide the questions of one loop turn (a list linked by next); each is answered
+ * (gw_cluster__answer) now or when Redis replies. */
+void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *list);
+/* rates.c: send q's answer to its sink and free q. */
+void gw_cluster__answer(gw_rate_q_t *q, gw_rate_verdict_t v, unsigned retry_after_s);
 
 #endif

@@ -232,10 +232,12 @@ struct gw_worker {
     int loop_ok;
     /* connection timers (conn.c): one loop timer for the earliest node of the heap */
     uv_timer_t ticker;
-    uint64_t ticker_due; /* loop time ticker fires at, while active */
-    gw_theap_t timers;   /* timeouts and throttle wake-ups of the connections */
-    size_t timer_nodes;  /* nodes that may be queued (room reserved in timers) */
-    gw_pool_t h2s_pool;  /* conn.c's HTTP/2 client streams */
+    uint64_t ticker_due;     /* loop time ticker fires at, while active */
+    gw_theap_t timers;       /* timeouts and throttle wake-ups of the connections */
+    size_t timer_nodes;      /* nodes that may be queued (room reserved in timers) */
+    gw_pool_t h2s_pool;      /* conn.c's HTTP/2 client streams */
+    gw_cluster_sink_t *sink; /* the cluster's answers to this worker's rate questions */
+    uint64_t rate_token;     /* the last question's token */
     int h2s_pool_ok;
     /* access log (accesslog.c): lines waiting for the next write, flushed at 32 KiB, by the
      * timer within a second, and at exit */
@@ -284,7 +286,12 @@ struct gw_server {
      * equal to Redis's by the cluster client on the main loop (NULL: no cluster:) */
     gw_tls_keyring_t *keyring;
     gw_cluster_t *cluster; /* replaced under lock (scrapes read its counters) */
+    gw_cluster_hub_t *hub; /* the workers' rate questions to the cluster (main loop) */
 };
+
+/* server.c: a proxy's question to the cluster (gw_proxy_rate_asker_t.ask; ud: the worker). */
+uint64_t gw_front__rate_ask(void *ud, const uint8_t *key, size_t klen, uint64_t rate,
+                            uint64_t burst, int wait);
 
 /* server.c: start, keep or stop the cluster client for the current configuration (main
  * thread, main loop running). */

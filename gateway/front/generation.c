@@ -349,6 +349,10 @@ static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
         return rv;
     }
     gw_proxy_set_rate_table(g->proxy, gen->rates ? gen->rates->t : NULL);
+    if (gen->cfg->cluster.enabled && w->sink) { /* request rates shared across instances */
+        gw_proxy_rate_asker_t a = {.ask = gw_front__rate_ask, .ud = w};
+        gw_proxy_set_rate_asker(g->proxy, &a);
+    }
     gw_proxy_set_tunnel_count(g->proxy, &w->tunnels_open);
     g->gen = gen;
     g->w = w;

@@ -770,6 +770,20 @@ static int render(gw_server_t *s, const gw_mset_t *t, const extra_t *x, gw_bytes
         FAM("h2gate_cluster_ticket_key_updates_total", "counter",
             "Changes of the shared TLS ticket keys this instance took from Redis.");
         SAMPLE("h2gate_cluster_ticket_key_updates_total", NULL, 0, cs->key_updates);
+        FAM("h2gate_cluster_rate_decisions_total", "counter",
+            "Shared request-rate answers to the workers (routes[].request_rate), by verdict: "
+            "allowed and limited by Redis, local when the worker's own bucket decided.");
+        {
+            gw_label_t l[] = {{"verdict", "allowed"}};
+            SAMPLE("h2gate_cluster_rate_decisions_total", l, 1, cs->rate_allowed);
+            l[0].value = "limited";
+            SAMPLE("h2gate_cluster_rate_decisions_total", l, 1, cs->rate_denied);
+            l[0].value = "local";
+            SAMPLE("h2gate_cluster_rate_decisions_total", l, 1, cs->rate_local);
+        }
+        FAM("h2gate_cluster_rate_calls_total", "counter",
+            "Redis script calls for shared request rates (one per client key and batch).");
+        SAMPLE("h2gate_cluster_rate_calls_total", NULL, 0, cs->rate_calls);
     }
     FAM("h2gate_config_generation", "gauge",
         "The configuration in use: 1 at start, +1 per reload.");

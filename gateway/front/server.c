@@ -145,6 +145,8 @@ void gw_front__worker_conn_gone(gw_worker_t *w)
     uv_close((uv_handle_t *)&w->wake, on_handle_closed);
     uv_close((uv_handle_t *)&w->scrape, on_handle_closed);
     uv_mutex_unlock(&w->srv->lock);
+    gw_cluster_sink_close(w->sink);
+    w->sink = NULL;
 }
 
 static void on_wake(uv_async_t *a)
@@ -158,6 +160,35 @@ static void on_wake(uv_async_t *a)
     }
     if (w->stop == GW_STOP_NONE)
         (void)gw_front__worker_take_gen(w);
+}
+
+/* The cluster's answer to one of this worker's rate questions: to whichever proxy of its
+ * generations asked (tokens are the worker's; the others ignore it). */
+static void on_rate_answer(void *ud, const gw_cluster_answer_t *a)
+{
+    gw_worker_t *w = ud;
+    int v = a->verdict == GW_RATE_ALLOW  ? GW_PROXY_RATE_ALLOW
+            : a->verdict == GW_RATE_DENY ? GW_PROXY_RATE_DENY
+                                         : GW_PROXY_RATE_LOCAL;
+    if (w->cur)
+        gw_proxy_rate_answer(w->cur->proxy, a->token, v, a->retry_after_s);
+    gw_list_foreach(it, &w->old)
+    {
+        gw_wgen_t *g = GW_CONTAINER_OF(it, gw_wgen_t, link);
+        gw_proxy_rate_answer(g->proxy, a->token, v, a->retry_after_s);
+    }
+}
+
+uint64_t gw_front__rate_ask(void *ud, const uint8_t *key, size_t klen, uint64_t rate,
+                            uint64_t burst, int wait)
+{
+    gw_worker_t *w = ud;
+    if (!w->sink || !w->srv->hub)
+        return 0;
+    uint64_t token = wait ? ++w->rate_token : 0;
+    if (gw_cluster_hub_ask(w->srv->hub, w->sink, key, klen, rate, burst, token) < 0)
+        return 0;
+    return token;
 }
 
 static void worker_main(void *arg)
@@ -195,6 +226,8 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     uv_idle_init(&w->loop, &w->kick);
     uv_async_init(&w->loop, &w->wake, on_wake);
     uv_async_init(&w->loop, &w->scrape, gw_front__on_scrape);
+    if (s->hub && gw_cluster_sink_new(&w->loop, on_rate_answer, w, &w->sink) < 0)
+        w->sink = NULL; /* rates are decided locally in this worker */
     uv_mutex_init(&w->snap_lock);
     uv_mutex_lock(&s->lock);
     w->snap_ok = 1;
@@ -318,6 +351,8 @@ int gw_server_run(gw_server_t *s)
     uv_signal_start(&s->sig_usr1, on_usr1, SIGUSR1);
     uv_signal_start(&s->sig_hup, on_hup, SIGHUP);
     uv_signal_start(&s->sig_usr2, on_usr2, SIGUSR2);
+    if (gw_cluster_hub_new(&s->main_loop, &s->hub) < 0)
+        GW_LOG_ERROR("cluster_failed", "reason=\"out of memory\"");
     gw_front__cluster_apply(s);
     unsigned started = 0;
     for (unsigned i = 0; i < s->workers_len; i++) {
@@ -357,7 +392,11 @@ int gw_server_run(gw_server_t *s)
     gw_cluster_t *cl = s->cluster;
     s->cluster = NULL;
     uv_mutex_unlock(&s->lock);
+    if (s->hub)
+        gw_cluster_hub_set(s->hub, NULL);
     gw_cluster_close(cl);
+    gw_cluster_hub_close(s->hub);
+    s->hub = NULL;
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
         uv_close((uv_handle_t *)sigs[i], NULL);
     uv_close((uv_handle_t *)&s->main_wake, NULL);
@@ -377,6 +416,8 @@ void gw_front__cluster_apply(gw_server_t *s)
     uv_mutex_lock(&s->lock);
     s->cluster = c;
     uv_mutex_unlock(&s->lock);
+    if (s->hub)
+        gw_cluster_hub_set(s->hub, c);
     if (old) {
         gw_cluster_close(old);
         if (!c) /* no cluster any more: each listener rotates its own keys again */

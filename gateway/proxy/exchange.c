@@ -36,6 +36,7 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     gw_pool_init(&p->ox_pool, sizeof(ox_t), 0, GW_POOL_KEEP);
     gw_list_init(&p->paused);
     gw_list_init(&p->inflight);
+    gw_list_init(&p->rate_waits);
     int rv = gw_back_new(loop, cfg, &p->back);
     if (rv < 0) {
         gw_free(p);
@@ -125,6 +126,11 @@ void gw_proxy_hint_stats(const gw_proxy_t *p, gw_proxy_hint_stats_t *out)
 void gw_proxy_set_rate_table(gw_proxy_t *p, gw_bucket_table_t *t)
 {
     p->rates = t;
+}
+
+void gw_proxy_set_rate_asker(gw_proxy_t *p, const gw_proxy_rate_asker_t *a)
+{
+    p->asker = a ? *a : (gw_proxy_rate_asker_t){0};
 }
 
 void gw_proxy_set_tunnel_count(gw_proxy_t *p, unsigned *n)
@@ -811,6 +817,13 @@ static int answer_early(gw_cstream_t *s, const gw_req_head_t *h, unsigned status
     return rv;
 }
 
+static px_t *px_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
+                    const gw_cfg_route_t *r);
+static int px_go(px_t *px);
+static int px_local_rate(px_t *px);
+static int rate_429(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
+                    unsigned retry);
+
 int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
 {
     p->stats.requests++;
@@ -849,26 +862,96 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
                     s->peer, (int)h->path.len, h->path.base, r->name);
         return answer_early(s, h, 503, "h2gate: too many WebSocket tunnels\n", NULL, 0);
     }
-    unsigned retry;
-    if (!gw_proxy__rate_allow(p->rates, r, (size_t)(r - p->cfg->routes), s->addr,
-                              gw_now_ns() / 1000, &retry)) {
-        /* RFC 6585 §4: 429 Too Many Requests, answered here: the origin never sees it */
-        char ra[16];
-        snprintf(ra, sizeof(ra), "%u", retry);
-        const gw_field_t f[] = {{GW_SLICE_LIT("retry-after"), gw_slice_str(ra)}};
-        p->stats.rate_limited++;
-        if (s->log)
-            s->log->rate_limited = 1;
-        GW_LOG_INFO("rate_limited",
-                    "peer=%s proto=%s method=%.*s path=%.*s upstream=%s status=429 "
-                    "retry_after=%u",
-                    s->peer, gw_req_proto_str(h->proto), (int)h->method.len, h->method.base,
-                    (int)h->path.len, h->path.base, r->upstream_name, retry);
-        return answer_early(s, h, 429, "h2gate: too many requests, slow down\n", f, 1);
+    int shared = r->request_rate && p->asker.ask && s->addr && gw_bucket_table_keyed(s->addr);
+    uint8_t key[GW_PROXY_RATE_KEY_MAX];
+    size_t kl = shared ? gw_proxy__rate_key(p, r, s->addr, key, sizeof(key)) : 0;
+    uint64_t burst = r->request_burst ? r->request_burst : r->request_rate;
+    px_t *px;
+    if (!kl || !h->end_stream || h->protocol.len) {
+        /* decided here; with a cluster, a request with a body (it cannot wait without holding
+         * its body) is only charged to the shared budget (issue 27) */
+        if (kl)
+            (void)p->asker.ask(p->asker.ud, key, kl, r->request_rate, burst, 0);
+        unsigned retry;
+        if (!gw_proxy__rate_allow(p->rates, r, (size_t)(r - p->cfg->routes), s->addr,
+                                  gw_now_ns() / 1000, &retry))
+            return rate_429(p, s, h, r, retry);
+        if (!(px = px_new(p, s, h, r)))
+            return GW_E_NOMEM;
+        return px_go(px);
     }
+    /* issue 27: the cluster decides across instances; the stream waits for the answer (within
+     * cluster.timeout; then, or without Redis, the local bucket decides) */
+    if (!(px = px_new(p, s, h, r)))
+        return GW_E_NOMEM;
+    px->token = p->asker.ask(p->asker.ud, key, kl, r->request_rate, burst, 1);
+    if (!px->token)
+        return px_local_rate(px);
+    px->rate_wait = 1;
+    gw_list_push_back(&p->rate_waits, &px->rlink);
+    return 0;
+}
+
+/* RFC 6585 §4: 429 Too Many Requests, answered here: the origin never sees it. */
+static int rate_429(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
+                    unsigned retry)
+{
+    char ra[16];
+    snprintf(ra, sizeof(ra), "%u", retry);
+    const gw_field_t f[] = {{GW_SLICE_LIT("retry-after"), gw_slice_str(ra)}};
+    p->stats.rate_limited++;
+    if (s->log)
+        s->log->rate_limited = 1;
+    GW_LOG_INFO("rate_limited",
+                "peer=%s proto=%s method=%.*s path=%.*s upstream=%s status=429 retry_after=%u",
+                s->peer, gw_req_proto_str(h->proto), (int)h->method.len, h->method.base,
+                (int)h->path.len, h->path.base, r->upstream_name, retry);
+    return answer_early(s, h, 429, "h2gate: too many requests, slow down\n", f, 1);
+}
+
+/* A waiting stream (no body) refused: its 429, and nothing more goes anywhere. */
+static int px_limited(px_t *px, unsigned retry)
+{
+    px->resp = PX_RESP_DONE;
+    return rate_429(px->p, px->s, &px->head, px->route, retry);
+}
+
+/* The local bucket decides a waiting stream (the cluster said GW_PROXY_RATE_LOCAL, or could
+ * not be asked): on, or 429. */
+static int px_local_rate(px_t *px)
+{
+    gw_proxy_t *p = px->p;
+    unsigned retry;
+    if (!gw_proxy__rate_allow(p->rates, px->route, (size_t)(px->route - p->cfg->routes),
+                              px->s->addr, gw_now_ns() / 1000, &retry))
+        return px_limited(px, retry);
+    return px_go(px);
+}
+
+void gw_proxy_rate_answer(gw_proxy_t *p, uint64_t token, int verdict, unsigned retry_after_s)
+{
+    gw_list_foreach(it, &p->rate_waits)
+    {
+        px_t *px = GW_CONTAINER_OF(it, px_t, rlink);
+        if (px->token != token)
+            continue;
+        gw_list_remove(&px->rlink);
+        px->rate_wait = 0;
+        int rv = verdict == GW_PROXY_RATE_ALLOW  ? px_go(px)
+                 : verdict == GW_PROXY_RATE_DENY ? px_limited(px, retry_after_s)
+                                                 : px_local_rate(px);
+        if (rv < 0 && !px->closed)
+            gw_proxy__fail(px, rv);
+        return;
+    }
+}
+
+/* A stream's state before it goes anywhere. */
+static px_t *px_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r)
+{
     px_t *px = gw_pool_get(&p->px_pool);
     if (!px)
-        return GW_E_NOMEM;
+        return NULL;
     px->p = p;
     px->s = s;
     px->route = r;
@@ -886,9 +969,20 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     gw_list_init(&px->slink);
     gw_list_init(&px->ulink);
     gw_list_init(&px->alink);
+    gw_list_init(&px->rlink);
     if (!px->req_done && !px->ws) /* a tunnel's silence is timeouts.tunnel_idle's */
         gw_proxy__upload_watch(px);
     s->proxy_data = px;
+    return px;
+}
+
+/* On to the origin: early hints, then a coalesced exchange to join or a new one. */
+static int px_go(px_t *px)
+{
+    gw_proxy_t *p = px->p;
+    gw_cstream_t *s = px->s;
+    const gw_cfg_route_t *r = px->route;
+    const gw_req_head_t *h = &px->head;
     /* RFC 8297: the hints go before anything is asked of the origin */
     if (!px->ws)
         px->hinted = gw_proxy__hints_send(p, s, r, h) != 0;
@@ -954,6 +1048,7 @@ void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
         return;
     s->proxy_data = NULL;
     px->closed = 1;
+    gw_list_remove(&px->rlink); /* a stream that waited for the cluster's answer */
     gw_proxy__upload_unwatch(px);
     gw_proxy__acc_drop(px);
     /* a leader cancelled by its client does not cancel the followers: the exchange goes on

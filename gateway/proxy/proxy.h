@@ -45,6 +45,22 @@ void gw_proxy_del(gw_proxy_t *p);
  * deleted. NULL (the default) turns request-rate limits off. Over its rate a request is
  * answered 429 with Retry-After by the gateway and never reaches the origin. */
 void gw_proxy_set_rate_table(gw_proxy_t *p, gw_bucket_table_t *t);
+/* Request rates shared across instances (issue 27, `cluster:`). With an asker, a request
+ * without a body on a route with request_rate waits for ask's answer before it goes anywhere;
+ * the answer comes back through gw_proxy_rate_answer on this proxy's loop. ask(ud, key, klen,
+ * rate, burst, wait) returns the question's token (never 0), or 0 when no answer will come
+ * (without wait, or when it could not ask): the local bucket decides then. The key names the
+ * route and the client (gw_proxy__rate_key). */
+typedef struct {
+    uint64_t (*ask)(void *ud, const uint8_t *key, size_t klen, uint64_t rate, uint64_t burst,
+                    int wait);
+    void *ud;
+} gw_proxy_rate_asker_t;
+void gw_proxy_set_rate_asker(gw_proxy_t *p, const gw_proxy_rate_asker_t *a);
+enum { GW_PROXY_RATE_ALLOW = 0, GW_PROXY_RATE_DENY = 1, GW_PROXY_RATE_LOCAL = 2 };
+/* The answer to token (unknown tokens, of streams gone meanwhile, are ignored): ALLOW goes on,
+ * DENY is answered 429 with retry_after_s, LOCAL lets the local bucket decide. */
+void gw_proxy_rate_answer(gw_proxy_t *p, uint64_t token, int verdict, unsigned retry_after_s);
 /* The worker's count of open WebSocket tunnels, shared by the proxies of its generations, so
  * that limits.max_tunnels holds per worker (without it, per proxy). */
 void gw_proxy_set_tunnel_count(gw_proxy_t *p, unsigned *n);

@@ -51,10 +51,18 @@ struct gw_proxy {
     gw_list_t acc_pending; /* px_t with gathered pieces */
     gw_list_t inflight;    /* coalescible ox_t before their response head */
     gw_proxy_stats_t stats;
-    gw_bucket_table_t *rates; /* request-rate buckets shared by all workers, or NULL */
+    gw_bucket_table_t *rates;    /* request-rate buckets shared by all workers, or NULL */
+    gw_proxy_rate_asker_t asker; /* the cluster's shared rates (ask NULL: none) */
+    gw_list_t rate_waits;        /* px_t waiting for the cluster's answer */
     /* px_t / ox_t (exchange.c): a proxied request allocates neither once warm */
     gw_pool_t px_pool, ox_pool;
 };
+
+/* route.c: the shared rate key of a client on route r: "ROUTE NAME|ADDRESS", the address cut
+ * to throttle.ipv6_prefix bits for IPv6 as the local tables do; its length (0: no key). */
+#define GW_PROXY_RATE_KEY_MAX 180
+size_t gw_proxy__rate_key(const gw_proxy_t *p, const gw_cfg_route_t *r, const struct sockaddr *sa,
+                          uint8_t *out, size_t cap);
 
 /* translate.c: the first field named `name` (case-insensitively), or NULL; whether a field
  * named `name` has `token` in its comma list (RFC 9110 §5.6.1; a "token=value" element counts
@@ -194,10 +202,13 @@ typedef struct {
     unsigned req_done : 1;  /* the client ended its request body */
     unsigned closed : 1;    /* the front is done with the stream: no more ops */
     unsigned reset : 1;
-    unsigned follower : 1; /* joined another stream's exchange */
-    unsigned ws : 1;       /* a WebSocket request (tunnel.c): no body until the 101 */
-    unsigned hinted : 1;   /* a 103 went to the client (at most one per request) */
-    unsigned tunnel : 1;   /* its 101 came: bytes both ways until either side ends */
+    unsigned follower : 1;  /* joined another stream's exchange */
+    unsigned ws : 1;        /* a WebSocket request (tunnel.c): no body until the 101 */
+    unsigned hinted : 1;    /* a 103 went to the client (at most one per request) */
+    unsigned tunnel : 1;    /* its 101 came: bytes both ways until either side ends */
+    unsigned rate_wait : 1; /* waits for the cluster's rate answer (in p->rate_waits) */
+    gw_list_t rlink;
+    uint64_t token; /* of the cluster question it waits for */
     gw_req_proto_t proto;
     char path[160]; /* for the log, truncated */
 } px_t;

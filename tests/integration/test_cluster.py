@@ -5,6 +5,7 @@ keys stay, `event=cluster_degraded` and h2gate_cluster_up say so, and recovery i
 Debian's redis-server, Python's ssl and `openssl s_client` as the clients."""
 import re
 import signal
+import socket
 import ssl
 import subprocess
 import time
@@ -12,7 +13,8 @@ import time
 import pytest
 
 from conftest import free_port, run
-from gwtest import config, sample, scrape, tls_client_ctx, tls_exchange
+from gwtest import (config, many_gets, origin_gateway, sample, scrape, tls_client_ctx,
+                    tls_exchange)
 
 KEYS = "h2gate:tls:ticket-keys"
 
@@ -242,7 +244,6 @@ def test_connect_timeout_and_names(gateway, tmp_path):
     """A Redis that never accepts (its listen queue full) is given up after
     cluster.connect_timeout, and a name that does not resolve is reported, both without
     holding the listener up; the client keeps trying with backoff."""
-    import socket
     hole = socket.socket()
     hole.bind(("127.0.0.1", 0))
     hole.listen(0)
@@ -291,3 +292,114 @@ def test_config_errors(h2gate_bin, tmp_path, body, msg):
     p = subprocess.run([h2gate_bin, "--check-config", str(cfg)], capture_output=True, text=True)
     assert p.returncode == 1
     assert f"{cfg}:{msg}" in p.stderr, p.stderr
+
+
+# ---- request rates shared across instances -------------------------------------------------
+
+def rate_gw(gateway, origin, redis, rate=2, burst=3, extra=""):
+    admin = free_port()
+    cl = f"cluster:\n  redis: 127.0.0.1:{redis.port}\n" + "".join(f"  {l}\n" for l in
+                                                                   extra.splitlines())
+    g = origin_gateway(gateway, origin, route_extra=f"request_rate: {rate}\nrequest_burst: {burst}",
+                       extra=cl, admin=admin)
+    g.admin = admin
+    wait_for(lambda: metric(g, "h2gate_cluster_up") == 1, 5, "the cluster up")
+    time.sleep(0.1)  # the rate script loaded
+    return g
+
+
+def status_of(port, method="GET", body=None):
+    """The status of one HTTP/1.1 request (a new connection), and its Retry-After."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        head = f"{method} /echo HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
+        if body is not None:
+            head += f"Content-Length: {len(body)}\r\n"
+        s.sendall(head.encode() + b"\r\n" + (body or b""))
+        resp = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            resp += d
+    first, _, rest = resp.partition(b"\r\n")
+    ra = re.search(rb"(?i)\r\nretry-after: (\d+)", b"\r\n" + rest)
+    return int(first.split()[1]), int(ra.group(1)) if ra else None
+
+
+def decisions(g, verdict):
+    return metric(g, "h2gate_cluster_rate_decisions_total", verdict=verdict)
+
+
+def test_a_request_rate_holds_across_instances(gateway, origin, redis_server):
+    """request_rate 2/s, burst 3 on two instances: a client alternating between them gets 3
+    requests through in a burst, not 3 on each; the 429s carry Retry-After."""
+    r = redis_server()
+    a, b = rate_gw(gateway, origin, r), rate_gw(gateway, origin, r)
+    got = [status_of(g.port) for g in (a, b, a, b, a, b)]
+    codes = [c for c, _ in got]
+    assert codes.count(200) in (3, 4), got  # 4: the budget refilled one while we asked
+    assert codes[:3] == [200, 200, 200], got
+    assert all(ra and ra >= 1 for c, ra in got if c == 429), got
+    allowed = decisions(a, "allowed") + decisions(b, "allowed")
+    limited = decisions(a, "limited") + decisions(b, "limited")
+    assert (allowed, limited) == (codes.count(200), codes.count(429))
+    assert decisions(a, "local") + decisions(b, "local") == 0
+    # another client address is another budget (the key is the route and the client)
+    keys = [k.decode() for k in r.cmd("KEYS", "h2gate:rate:*")]
+    assert keys == ["h2gate:rate:*/|127.0.0.1"], keys
+    # one waits, and may go again
+    time.sleep(1.1)
+    assert status_of(b.port)[0] == 200
+
+
+def test_decisions_of_a_loop_turn_are_one_call(gateway, origin, redis_server):
+    """Twelve GETs in one HTTP/2 flight: their questions reach Redis in a few calls, not twelve,
+    and exactly the burst goes through."""
+    r = redis_server()
+    g = rate_gw(gateway, origin, r, rate=1, burst=5)
+    before = metric(g, "h2gate_cluster_rate_calls_total")
+    got = many_gets(g.port, "/echo", 12)
+    statuses = sorted(str(st) for st, _ in got.values())
+    assert statuses.count("200") == 5 and statuses.count("429") == 7, statuses
+    calls = metric(g, "h2gate_cluster_rate_calls_total") - before
+    assert 1 <= calls <= 4, calls
+
+
+def test_a_request_with_a_body_is_decided_here_and_charged(gateway, origin, redis_server):
+    """A POST cannot wait without holding its body: its own instance decides it, and it still
+    spends the shared budget, so the other instance refuses the next GET."""
+    r = redis_server()
+    a, b = rate_gw(gateway, origin, r), rate_gw(gateway, origin, r)
+    assert [status_of(a.port, "POST", b"x" * 100)[0] for _ in range(3)] == [200] * 3
+    time.sleep(0.1)  # the charges are in Redis
+    assert status_of(b.port)[0] == 429
+
+
+def test_without_redis_each_instance_falls_back_to_its_own_limit(gateway, origin, redis_server):
+    r = redis_server()
+    a = rate_gw(gateway, origin, r)
+    r.stop()
+    a.wait_log("event=cluster_degraded", timeout=5)
+    t0 = time.monotonic()
+    codes = [status_of(a.port)[0] for _ in range(5)]
+    assert time.monotonic() - t0 < 2.5
+    assert codes[:3] == [200] * 3 and codes[3:] == [429, 429], codes  # the local bucket
+    assert decisions(a, "local") == 5
+
+
+def test_a_slow_redis_costs_at_most_the_timeout(gateway, origin, redis_server):
+    """Redis blocked (DEBUG SLEEP): a request waits cluster.timeout (50 ms here) for the shared
+    answer, then its instance decides; it is never held up longer."""
+    r = redis_server()
+    g = rate_gw(gateway, origin, r, extra="timeout: 50ms")
+    sleeper = subprocess.Popen(["redis-cli", "-p", str(r.port), "DEBUG", "SLEEP", "2"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        code, _ = status_of(g.port)
+        took = time.monotonic() - t0
+        assert code == 200 and took < 0.5, (code, took)
+        assert decisions(g, "local") >= 1
+    finally:
+        sleeper.wait(timeout=10)

@@ -1,0 +1,224 @@
+/* cluster/rates.c — shared rate questions from the workers to the main loop (the hub) and
+ * their answers back to each worker's loop (its sink): mutex-guarded queues and uv_async
+ * wake-ups, nothing else. What the answers are is cluster.c's. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "cluster/cluster.h"
+#include "cluster/cluster_internal.h"
+#include "common/alloc.h"
+#include "common/err.h"
+
+struct gw_cluster_sink {
+    uv_async_t async;
+    pthread_mutex_t mu;
+    gw_cluster_answer_t *ans; /* answers not yet handed to cb */
+    size_t n, cap;
+    int open;         /* under mu: async may be sent */
+    atomic_uint refs; /* the owner's, and one per question on its way */
+    void (*cb)(void *ud, const gw_cluster_answer_t *a);
+    void *ud;
+};
+
+struct gw_cluster_hub {
+    uv_async_t async;
+    pthread_mutex_t mu;
+    gw_rate_q_t *head, **tail; /* questions not yet taken by the main loop */
+    int open;
+    gw_cluster_t *c;
+};
+
+/* ---- sinks ----------------------------------------------------------------------------------- */
+
+static void sink_unref(gw_cluster_sink_t *k)
+{
+    if (atomic_fetch_sub(&k->refs, 1) != 1)
+        return;
+    pthread_mutex_destroy(&k->mu);
+    gw_free(k->ans);
+    gw_free(k);
+}
+
+static void on_sink_wake(uv_async_t *a)
+{
+    gw_cluster_sink_t *k = a->data;
+    for (;;) {
+        gw_cluster_answer_t batch[64];
+        size_t n;
+        pthread_mutex_lock(&k->mu);
+        n = k->n < 64 ? k->n : 64;
+        memcpy(batch, k->ans, n * sizeof(*batch));
+        memmove(k->ans, k->ans + n, (k->n - n) * sizeof(*batch));
+        k->n -= n;
+        int open = k->open;
+        pthread_mutex_unlock(&k->mu);
+        if (!n || !open)
+            return;
+        for (size_t i = 0; i < n; i++)
+            k->cb(k->ud, &batch[i]);
+    }
+}
+
+int gw_cluster_sink_new(uv_loop_t *loop, void (*cb)(void *ud, const gw_cluster_answer_t *a),
+                        void *ud, gw_cluster_sink_t **out)
+{
+    *out = NULL;
+    gw_cluster_sink_t *k = gw_calloc(1, sizeof(*k));
+    if (!k)
+        return GW_E_NOMEM;
+    if (uv_async_init(loop, &k->async, on_sink_wake) != 0) {
+        gw_free(k);
+        return GW_E_NOMEM;
+    }
+    pthread_mutex_init(&k->mu, NULL);
+    k->async.data = k;
+    k->open = 1;
+    atomic_init(&k->refs, 1);
+    k->cb = cb;
+    k->ud = ud;
+    *out = k;
+    return 0;
+}
+
+static void on_sink_closed(uv_handle_t *h)
+{
+    sink_unref(h->data);
+}
+
+void gw_cluster_sink_close(gw_cluster_sink_t *k)
+{
+    if (!k)
+        return;
+    pthread_mutex_lock(&k->mu);
+    k->open = 0;
+    k->n = 0;
+    pthread_mutex_unlock(&k->mu);
+    uv_close((uv_handle_t *)&k->async, on_sink_closed);
+}
+
+void gw_cluster__answer(gw_rate_q_t *q, gw_rate_verdict_t v, unsigned retry_after_s)
+{
+    gw_cluster_sink_t *k = q->sink;
+    gw_cluster_answer_t a = {.token = q->token, .verdict = v, .retry_after_s = retry_after_s};
+    gw_free(q);
+    pthread_mutex_lock(&k->mu);
+    if (k->open && a.token) {
+        if (k->n == k->cap) {
+            size_t cap = k->cap ? k->cap * 2 : 16;
+            gw_cluster_answer_t *na = gw_realloc(k->ans, cap * sizeof(*na));
+            if (na) {
+                k->ans = na;
+                k->cap = cap;
+            }
+        }
+        /* out of memory: the answer is lost and the request waits for the front's own
+         * deadline (timeouts.header / the client) — never reached in practice */
+        if (k->n < k->cap) {
+            k->ans[k->n++] = a;
+            uv_async_send(&k->async);
+        }
+    }
+    pthread_mutex_unlock(&k->mu);
+    sink_unref(k);
+}
+
+/* ---- the hub --------------------------------------------------------------------------------- */
+
+static gw_rate_q_t *take_all(gw_cluster_hub_t *h)
+{
+    pthread_mutex_lock(&h->mu);
+    gw_rate_q_t *list = h->head;
+    h->head = NULL;
+    h->tail = &h->head;
+    pthread_mutex_unlock(&h->mu);
+    return list;
+}
+
+static void answer_all_local(gw_rate_q_t *list)
+{
+    while (list) {
+        gw_rate_q_t *next = list->next;
+        gw_cluster__answer(list, GW_RATE_LOCAL, 0);
+        list = next;
+    }
+}
+
+static void on_hub_wake(uv_async_t *a)
+{
+    gw_cluster_hub_t *h = a->data;
+    gw_rate_q_t *list = take_all(h);
+    if (!list)
+        return;
+    if (h->c)
+        gw_cluster__rates(h->c, list);
+    else
+        answer_all_local(list);
+}
+
+int gw_cluster_hub_new(uv_loop_t *main_loop, gw_cluster_hub_t **out)
+{
+    *out = NULL;
+    gw_cluster_hub_t *h = gw_calloc(1, sizeof(*h));
+    if (!h)
+        return GW_E_NOMEM;
+    if (uv_async_init(main_loop, &h->async, on_hub_wake) != 0) {
+        gw_free(h);
+        return GW_E_NOMEM;
+    }
+    pthread_mutex_init(&h->mu, NULL);
+    h->async.data = h;
+    h->tail = &h->head;
+    h->open = 1;
+    *out = h;
+    return 0;
+}
+
+void gw_cluster_hub_set(gw_cluster_hub_t *h, gw_cluster_t *c)
+{
+    h->c = c;
+}
+
+int gw_cluster_hub_ask(gw_cluster_hub_t *h, gw_cluster_sink_t *sink, const uint8_t *key,
+                       size_t klen, uint64_t rate, uint64_t burst, uint64_t token)
+{
+    gw_rate_q_t *q = gw_calloc(1, sizeof(*q));
+    if (!q)
+        return GW_E_NOMEM;
+    atomic_fetch_add(&sink->refs, 1);
+    q->sink = sink;
+    q->token = token;
+    q->rate = rate;
+    q->burst = burst;
+    q->klen = klen < sizeof(q->key) ? klen : sizeof(q->key);
+    memcpy(q->key, key, q->klen);
+    pthread_mutex_lock(&h->mu);
+    if (!h->open) {
+        pthread_mutex_unlock(&h->mu);
+        gw_cluster__answer(q, GW_RATE_LOCAL, 0);
+        return 0;
+    }
+    *h->tail = q;
+    h->tail = &q->next;
+    uv_async_send(&h->async);
+    pthread_mutex_unlock(&h->mu);
+    return 0;
+}
+
+static void on_hub_closed(uv_handle_t *hd)
+{
+    gw_cluster_hub_t *h = hd->data;
+    pthread_mutex_destroy(&h->mu);
+    gw_free(h);
+}
+
+void gw_cluster_hub_close(gw_cluster_hub_t *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->open = 0;
+    pthread_mutex_unlock(&h->mu);
+    answer_all_local(take_all(h));
+    uv_close((uv_handle_t *)&h->async, on_hub_closed);
+}
