@@ -10,10 +10,11 @@ import ssl
 import subprocess
 import time
 
+import h2.events
 import pytest
 
 from conftest import free_port, run
-from gwtest import (config, many_gets, origin_gateway, sample, scrape, tls_client_ctx,
+from gwtest import (Client, config, many_gets, origin_gateway, sample, scrape, tls_client_ctx,
                     tls_exchange)
 
 KEYS = "h2gate:tls:ticket-keys"
@@ -403,3 +404,33 @@ def test_a_slow_redis_costs_at_most_the_timeout(gateway, origin, redis_server):
         assert decisions(g, "local") >= 1
     finally:
         sleeper.wait(timeout=10)
+
+
+def test_a_stream_reset_while_it_waits(gateway, origin, redis_server):
+    """HTTP/2 streams reset while their question is with Redis (blocked by DEBUG SLEEP, the
+    timeout long): the late answers find nobody, and the connection goes on serving."""
+    r = redis_server()
+    g = rate_gw(gateway, origin, r, rate=100, burst=100, extra="timeout: 400ms")
+    sleeper = subprocess.Popen(["redis-cli", "-p", str(r.port), "DEBUG", "SLEEP", "1"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.1)
+        cl = Client(g.port)
+        for _ in range(5):
+            sid = cl.request("/echo")
+            cl.c.reset_stream(sid)
+        cl.flush()
+        time.sleep(0.6)  # their answers (local, after the timeout) come now
+        sid = cl.request("/echo")
+        evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamEnded) and
+                                      x.stream_id == sid for x in e), timeout=5)
+        heads = [dict(e.headers) for e in evs if isinstance(e, h2.events.ResponseReceived)]
+        assert heads and heads[-1][":status"] == "200", evs
+        cl.close()
+    finally:
+        sleeper.wait(timeout=10)
+    # the five reset ones were answered too (after the timeout, to nobody); the last one by
+    # Redis once it woke, or locally
+    assert decisions(g, "local") >= 5
+    assert decisions(g, "local") + decisions(g, "allowed") == 6
+    assert "AddressSanitizer" not in g.log()
