@@ -5,8 +5,10 @@
  * With rate, burst and debt bounded by 2^40, every product below stays under 2^63. */
 #include "common/bucket.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -140,6 +142,14 @@ struct gw_bucket_entry {
     uint32_t refs;
     uint32_t next;  /* hash chain, or free list */
     gw_list_t idle; /* in t->idle while refs == 0, oldest release first */
+    /* leases (t->leased): bytes the cluster granted and not yet spent (negative: spent
+     * beyond, paid from the next grant), whether a request for more is out, and until when
+     * the local bucket alone decides (the cluster could not answer) */
+    int64_t lease;
+    uint32_t gen; /* +1 each time the slot holds another client: stale grants are dropped */
+    uint8_t asking;
+    uint64_t asked_us; /* an answer lost (never expected) frees the way after a second */
+    uint64_t local_until_us;
 };
 
 struct gw_bucket_table {
@@ -155,6 +165,7 @@ struct gw_bucket_table {
     unsigned v6_bytes; /* IPv6 prefix kept in keys, whole bytes ... */
     uint8_t v6_mask;   /* ... and the mask of the byte after them (0 when the prefix is whole) */
     gw_list_t idle;
+    int leased; /* gw_bucket_table_set_leased */
 };
 
 int gw_bucket_table_new(size_t capacity, unsigned ipv6_prefix, gw_bucket_table_t **out)
@@ -291,6 +302,10 @@ gw_bucket_entry_t *gw_bucket_table_acquire(gw_bucket_table_t *t, const struct so
         e->tag = tag;
         e->hash = h;
         e->refs = 0;
+        e->lease = 0;
+        e->asking = 0;
+        e->local_until_us = 0;
+        e->gen++;
         gw_bucket_init(&e->b, rate, burst, now_us);
         e->grain = gw_bucket_grain(&e->b);
         e->next = *head;
@@ -335,7 +350,83 @@ void gw_bucket_table_spend(gw_bucket_table_t *t, gw_bucket_entry_t *e, size_t n,
 {
     pthread_mutex_lock(&t->lock);
     gw_bucket_spend(&e->b, n, now_us);
+    if (t->leased && now_us >= e->local_until_us)
+        e->lease -= (int64_t)n;
     pthread_mutex_unlock(&t->lock);
+}
+
+/* ---- leases ---------------------------------------------------------------------------------- */
+
+void gw_bucket_table_set_leased(gw_bucket_table_t *t, int on)
+{
+    pthread_mutex_lock(&t->lock);
+    t->leased = on;
+    pthread_mutex_unlock(&t->lock);
+}
+
+int gw_bucket_table_lease(gw_bucket_table_t *t, gw_bucket_entry_t *e, uint64_t size,
+                          uint64_t now_us, uint64_t *v, uint64_t *ask, uint64_t *token)
+{
+    *ask = 0;
+    pthread_mutex_lock(&t->lock);
+    int on = t->leased && now_us >= e->local_until_us;
+    if (on) {
+        if (e->asking && now_us - e->asked_us > GW_BUCKET_LEASE_LOCAL_US)
+            e->asking = 0;
+        if (!e->asking && e->lease < (int64_t)(size / 2)) {
+            e->asking = 1;
+            e->asked_us = now_us;
+            *ask = size;
+            *token = (uint64_t)(e - t->e) << 32 | e->gen;
+        }
+        uint64_t bal = e->lease > 0 ? (uint64_t)e->lease : 0;
+        if (bal < *v)
+            *v = bal;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return on;
+}
+
+void gw_bucket_table_lease_grant(gw_bucket_table_t *t, uint64_t token, uint64_t bytes, int local,
+                                 uint64_t now_us)
+{
+    size_t idx = (size_t)(token >> 32);
+    if (idx >= t->cap)
+        return;
+    pthread_mutex_lock(&t->lock);
+    gw_bucket_entry_t *e = &t->e[idx];
+    if (e->family && e->gen == (uint32_t)token) {
+        e->asking = 0;
+        if (local) /* the cluster could not answer: the local bucket decides for a while */
+            e->local_until_us = now_us + GW_BUCKET_LEASE_LOCAL_US;
+        else
+            e->lease += (int64_t)bytes;
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+int gw_bucket_addr_text(const struct sockaddr *sa, unsigned ipv6_prefix, char *out, size_t cap)
+{
+    char ip[INET6_ADDRSTRLEN];
+    if (sa->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
+    } else if (sa->sa_family == AF_INET6) {
+        struct in6_addr a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(&a)) {
+            inet_ntop(AF_INET, a.s6_addr + 12, ip, sizeof(ip));
+        } else {
+            unsigned bits = ipv6_prefix ? ipv6_prefix : 64;
+            for (unsigned i = 0; i < 16; i++) { /* a client is its prefix, as in the tables */
+                unsigned keep = bits >= 8 * (i + 1) ? 8 : bits > 8 * i ? bits - 8 * i : 0;
+                a.s6_addr[i] &= (uint8_t)(0xff00u >> keep);
+            }
+            inet_ntop(AF_INET6, &a, ip, sizeof(ip));
+        }
+    } else {
+        return 0;
+    }
+    int n = snprintf(out, cap, "%s", ip);
+    return n > 0 && (size_t)n < cap ? n : 0;
 }
 
 void gw_bucket_table_refund(gw_bucket_table_t *t, gw_bucket_entry_t *e, size_t n)

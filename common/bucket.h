@@ -111,6 +111,25 @@ uint64_t gw_bucket_table_wait_us(gw_bucket_table_t *t, gw_bucket_entry_t *e, siz
 /* The entry's grain (gw_bucket_grain); constant for the entry's life. */
 size_t gw_bucket_table_grain(const gw_bucket_entry_t *e);
 
+/* Leases (issue 27, per-client bandwidth across instances): in a leased table an entry may
+ * spend, besides its own bucket, only the bytes the cluster granted it; a grant is asked for
+ * (by the caller, asynchronously) when fewer than half a lease are left. When the cluster
+ * cannot answer, the entry's own bucket alone decides for GW_BUCKET_LEASE_LOCAL_US. */
+#define GW_BUCKET_LEASE_LOCAL_US 1000000u
+void gw_bucket_table_set_leased(gw_bucket_table_t *t, int on);
+/* Caps *v (what the bucket allows) by e's lease balance; 1 when leases apply to e now. When a
+ * grant should be asked for, *ask is its size (size) and *token names e for
+ * gw_bucket_table_lease_grant; else *ask is 0. */
+int gw_bucket_table_lease(gw_bucket_table_t *t, gw_bucket_entry_t *e, uint64_t size,
+                          uint64_t now_us, uint64_t *v, uint64_t *ask, uint64_t *token);
+/* The answer to token: bytes granted, or local (no answer: the bucket alone for a while). A
+ * token of an entry that has since held another client is dropped. */
+void gw_bucket_table_lease_grant(gw_bucket_table_t *t, uint64_t token, uint64_t bytes, int local,
+                                 uint64_t now_us);
+/* The client address as the tables key it (IPv4, or IPv6 cut to ipv6_prefix bits) as text;
+ * its length, 0 for other families. */
+int gw_bucket_addr_text(const struct sockaddr *sa, unsigned ipv6_prefix, char *out, size_t cap);
+
 /* Entries in use (held or idle), evictions and refused acquisitions so far, for tests, stats
  * and logs. */
 size_t gw_bucket_table_size(gw_bucket_table_t *t);

@@ -39,6 +39,8 @@ struct gw_cluster {
     gw_cluster_keys_t cur;  /* what the keyring holds (n 0: nothing from Redis yet) */
     gw_cluster_keys_t next; /* a rotation being written */
     char sha[48];           /* the rate script's SHA1 once SCRIPT LOAD answered ("" before) */
+    char lsha[48];          /* the lease script's */
+    atomic_ullong st_lease_calls, st_lease_bytes, st_lease_local;
     atomic_int st_up;
     atomic_ullong st_degraded, st_ok, st_failed, st_timeout, st_rotations, st_updates;
     atomic_ullong st_rate_allowed, st_rate_denied, st_rate_local, st_rate_calls;
@@ -57,6 +59,19 @@ static const char RATE_LUA[] =
     "end if ok > 0 then redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', "
     "math.floor((tat - now) / 1000) + 1000) end local retry = 0 if ok < n then retry = "
     "math.floor(tat - tau - now) end return {ok, retry}";
+
+/* A token bucket of a client's bytes shared by every instance, in one hash: up to want bytes
+ * granted from what has refilled (Redis's clock) since the last call, at most burst held.
+ * ARGV: rate (bytes/s), burst (bytes), want. Returns the bytes granted. */
+static const char LEASE_LUA[] =
+    "local rate = tonumber(ARGV[1]) local burst = tonumber(ARGV[2]) local want = "
+    "tonumber(ARGV[3]) local t = redis.call('TIME') local now = tonumber(t[1]) * 1000000 + "
+    "tonumber(t[2]) local v = redis.call('HMGET', KEYS[1], 'tok', 'ts') local tok = "
+    "tonumber(v[1]) or burst local ts = tonumber(v[2]) or now if now > ts then tok = tok + "
+    "(now - ts) * rate / 1000000 end if tok > burst then tok = burst end local g = "
+    "math.floor(math.min(want, tok)) if g < 0 then g = 0 end tok = tok - g "
+    "redis.call('HSET', KEYS[1], 'tok', tostring(tok), 'ts', string.format('%d', now)) "
+    "redis.call('PEXPIRE', KEYS[1], math.floor(burst * 1000 / rate) + 1000) return g";
 
 static uint64_t unix_ms(void)
 {
@@ -255,23 +270,37 @@ static void on_poll(uv_timer_t *t)
         c->busy = 1;
 }
 
-static void on_script_loaded(void *ud, const redisReply *r, int err)
+static void keep_sha(gw_cluster_t *c, char *dst, const redisReply *r, int err)
 {
-    gw_cluster_t *c = ud;
     if (outcome(c, r, err, "SCRIPT LOAD") < 0)
         return;
     if (r->type == REDIS_REPLY_STRING && r->len < sizeof(c->sha)) {
-        memcpy(c->sha, r->str, r->len);
-        c->sha[r->len] = 0;
+        memcpy(dst, r->str, r->len);
+        dst[r->len] = 0;
     }
+}
+
+static void on_script_loaded(void *ud, const redisReply *r, int err)
+{
+    gw_cluster_t *c = ud;
+    keep_sha(c, c->sha, r, err);
+}
+
+static void on_lease_script_loaded(void *ud, const redisReply *r, int err)
+{
+    gw_cluster_t *c = ud;
+    keep_sha(c, c->lsha, r, err);
 }
 
 static void load_script(gw_cluster_t *c)
 {
-    c->sha[0] = 0;
+    c->sha[0] = c->lsha[0] = 0;
     const char *argv[] = {"SCRIPT", "LOAD", RATE_LUA};
     size_t lens[] = {6, 4, sizeof(RATE_LUA) - 1};
-    if (gw_redis_command(c->redis, 3, argv, lens, on_script_loaded, c) < 0)
+    const char *largv[] = {"SCRIPT", "LOAD", LEASE_LUA};
+    size_t llens[] = {6, 4, sizeof(LEASE_LUA) - 1};
+    if (gw_redis_command(c->redis, 3, argv, lens, on_script_loaded, c) < 0 ||
+        gw_redis_command(c->redis, 3, largv, llens, on_lease_script_loaded, c) < 0)
         degrade(c, "SCRIPT LOAD: not connected");
 }
 
@@ -280,7 +309,7 @@ static void on_redis_up(void *ud, int up, const char *why)
     gw_cluster_t *c = ud;
     on_redis_state(ud, up, why);
     if (!up) {
-        c->sha[0] = 0;
+        c->sha[0] = c->lsha[0] = 0;
         return;
     }
     load_script(c);
@@ -342,8 +371,27 @@ static void on_rate(void *ud, const redisReply *r, int err)
     answer_group(c, q, GW_RATE_DENY, retry ? retry : 1);
 }
 
-void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *list)
+static void leases(gw_cluster_t *c, gw_rate_q_t *list);
+
+void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *all)
 {
+    gw_rate_q_t *list = NULL, **lt = &list, *lease = NULL, **lst = &lease;
+    while (all) { /* rate questions and bandwidth leases go their own ways */
+        gw_rate_q_t *q = all;
+        all = q->next;
+        q->next = NULL;
+        if (q->lease) {
+            *lst = q;
+            lst = &q->next;
+        } else {
+            *lt = q;
+            lt = &q->next;
+        }
+    }
+    if (lease)
+        leases(c, lease);
+    if (!list)
+        return;
     if (!c->redis || !gw_redis_up(c->redis) || !c->sha[0]) {
         answer_group(c, list, GW_RATE_LOCAL, 0);
         return;
@@ -471,6 +519,96 @@ int gw_cluster_same(const gw_cluster_t *c, const gw_cfg_cluster_t *cfg)
 #undef STR_EQ
 }
 
+/* ---- shared bandwidth (throttle.per_client_rate across instances) ------------------------- */
+
+static void grant_local(gw_cluster_t *c, gw_rate_q_t *q)
+{
+    while (q) {
+        gw_rate_q_t *next = q->next;
+        atomic_fetch_add(&c->st_lease_local, 1);
+        gw_cluster__grant(q, 0, 1);
+        q = next;
+    }
+}
+
+static void on_lease(void *ud, const redisReply *r, int err)
+{
+    rgroup_t *g = ud;
+    gw_cluster_t *c = g->c;
+    gw_rate_q_t *qs = g->qs;
+    gw_free(g);
+    if (r && r->type == REDIS_REPLY_ERROR && r->str && !strncmp(r->str, "NOSCRIPT", 8)) {
+        atomic_fetch_add(&c->st_failed, 1);
+        if (c->redis)
+            load_script(c);
+        grant_local(c, qs);
+        return;
+    }
+    if (outcome(c, r, err, "EVALSHA lease") < 0 || r->type != REDIS_REPLY_INTEGER) {
+        grant_local(c, qs);
+        return;
+    }
+    uint64_t left = r->integer > 0 ? (uint64_t)r->integer : 0;
+    atomic_fetch_add(&c->st_lease_bytes, left);
+    while (qs) { /* in arrival order, each up to what it asked */
+        gw_rate_q_t *next = qs->next;
+        uint64_t give = qs->want < left ? qs->want : left;
+        left -= give;
+        gw_cluster__grant(qs, give, 0);
+        qs = next;
+    }
+}
+
+static void leases(gw_cluster_t *c, gw_rate_q_t *list)
+{
+    if (!c->redis || !gw_redis_up(c->redis) || !c->lsha[0]) {
+        grant_local(c, list);
+        return;
+    }
+    while (list) {
+        gw_rate_q_t *first = list, **tail = &first->next;
+        list = first->next;
+        first->next = NULL;
+        uint64_t want = first->want;
+        gw_rate_q_t **lp = &list;
+        while (*lp) {
+            gw_rate_q_t *q = *lp;
+            if (q->klen == first->klen && !memcmp(q->key, first->key, q->klen)) {
+                *lp = q->next;
+                q->next = NULL;
+                *tail = q;
+                tail = &q->next;
+                want += q->want;
+            } else {
+                lp = &q->next;
+            }
+        }
+        char key[512], a1[24], a2[24], a3[24];
+        size_t pl = strlen(c->prefix);
+        rgroup_t *g = pl + 3 + first->klen <= sizeof(key) ? gw_calloc(1, sizeof(*g)) : NULL;
+        if (!g) {
+            grant_local(c, first);
+            continue;
+        }
+        g->c = c;
+        g->qs = first;
+        memcpy(key, c->prefix, pl);
+        memcpy(key + pl, "bw:", 3);
+        memcpy(key + pl + 3, first->key, first->klen);
+        size_t kl = pl + 3 + first->klen;
+        snprintf(a1, sizeof(a1), "%llu", (unsigned long long)(first->rate ? first->rate : 1));
+        snprintf(a2, sizeof(a2), "%llu", (unsigned long long)first->burst);
+        snprintf(a3, sizeof(a3), "%llu", (unsigned long long)want);
+        const char *argv[] = {"EVALSHA", c->lsha, "1", key, a1, a2, a3};
+        size_t lens[] = {7, strlen(c->lsha), 1, kl, strlen(a1), strlen(a2), strlen(a3)};
+        atomic_fetch_add(&c->st_lease_calls, 1);
+        if (gw_redis_command(c->redis, 7, argv, lens, on_lease, g) < 0) {
+            gw_free(g);
+            grant_local(c, first);
+        }
+    }
+}
+
 gw_cluster_stats_t gw_cluster_stats(const gw_cluster_t *c)
 {
     gw_cluster_t *m = (gw_cluster_t *)c; /* atomics only */
@@ -484,7 +622,10 @@ gw_cluster_stats_t gw_cluster_stats(const gw_cluster_t *c)
                                 .rate_allowed = atomic_load(&m->st_rate_allowed),
                                 .rate_denied = atomic_load(&m->st_rate_denied),
                                 .rate_local = atomic_load(&m->st_rate_local),
-                                .rate_calls = atomic_load(&m->st_rate_calls)};
+                                .rate_calls = atomic_load(&m->st_rate_calls),
+                                .lease_calls = atomic_load(&m->st_lease_calls),
+                                .lease_bytes = atomic_load(&m->st_lease_bytes),
+                                .lease_local = atomic_load(&m->st_lease_local)};
 }
 
 static void on_poll_closed(uv_handle_t *h)

@@ -40,6 +40,8 @@ typedef struct gw_cluster_sink gw_cluster_sink_t;
 typedef struct gw_cluster_hub gw_cluster_hub_t;
 
 typedef struct {
+    int lease; /* the answer to gw_cluster_hub_lease (granted: its bytes) */
+    uint64_t granted;
     uint64_t token; /* the asker's; 0: nobody waits (the request was let through
                      * locally and is only charged to the shared budget) */
     gw_rate_verdict_t verdict;
@@ -61,6 +63,11 @@ void gw_cluster_hub_set(gw_cluster_hub_t *h, gw_cluster_t *c); /* main thread; N
  * GW_E_NOMEM and no answer will come (decide locally). */
 int gw_cluster_hub_ask(gw_cluster_hub_t *h, gw_cluster_sink_t *sink, const uint8_t *key,
                        size_t klen, uint64_t rate, uint64_t burst, uint64_t token);
+/* Any thread: a lease of want bytes of a client's bandwidth (rate bytes/s, burst bytes, shared
+ * by every instance: a token bucket in Redis); the answer (lease set, granted bytes, possibly
+ * fewer or none) goes to sink with token; GW_RATE_LOCAL when Redis could not answer. */
+int gw_cluster_hub_lease(gw_cluster_hub_t *h, gw_cluster_sink_t *sink, const uint8_t *key,
+                         size_t klen, uint64_t rate, uint64_t burst, uint64_t want, uint64_t token);
 /* Main thread: questions still queued are answered GW_RATE_LOCAL; then the memory goes once
  * the loop has closed the handle. */
 void gw_cluster_hub_close(gw_cluster_hub_t *h);
@@ -73,6 +80,8 @@ typedef struct {
     uint64_t key_updates; /* keyring changes read from Redis (own rotations included) */
     uint64_t rate_allowed, rate_denied, rate_local; /* shared rate answers, by verdict */
     uint64_t rate_calls; /* Redis calls for them (one per key and batch) */
+    uint64_t lease_calls, lease_bytes,
+        lease_local; /* bandwidth leases: calls, bytes granted, unanswered */
 } gw_cluster_stats_t;
 
 /* Start sharing per cfg (copied) on loop, keeping ring equal to the shared keys. 0 or

@@ -54,6 +54,8 @@ typedef struct gw_rate_q {
     struct gw_rate_q *next;
     gw_cluster_sink_t *sink;
     uint64_t token, rate, burst;
+    int lease; /* a bandwidth lease of want bytes, not a request-rate question */
+    uint64_t want;
     size_t klen;
     uint8_t key[GW_CLUSTER_RATE_KEY_MAX];
 } gw_rate_q_t;
@@ -63,5 +65,7 @@ typedef struct gw_rate_q {
 void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *list);
 /* rates.c: send q's answer to its sink and free q. */
 void gw_cluster__answer(gw_rate_q_t *q, gw_rate_verdict_t v, unsigned retry_after_s);
+/* rates.c: send the answer to q's lease (granted bytes; local: Redis could not answer). */
+void gw_cluster__grant(gw_rate_q_t *q, uint64_t granted, int local);
 
 #endif

@@ -97,10 +97,29 @@ void gw_cluster_sink_close(gw_cluster_sink_t *k)
     uv_close((uv_handle_t *)&k->async, on_sink_closed);
 }
 
+static void deliver(gw_rate_q_t *q, gw_cluster_answer_t a);
+
 void gw_cluster__answer(gw_rate_q_t *q, gw_rate_verdict_t v, unsigned retry_after_s)
 {
+    if (q->lease) {
+        gw_cluster__grant(q, 0, 1);
+        return;
+    }
+    deliver(q,
+            (gw_cluster_answer_t){.token = q->token, .verdict = v, .retry_after_s = retry_after_s});
+}
+
+void gw_cluster__grant(gw_rate_q_t *q, uint64_t granted, int local)
+{
+    deliver(q, (gw_cluster_answer_t){.lease = 1,
+                                     .granted = granted,
+                                     .token = q->token,
+                                     .verdict = local ? GW_RATE_LOCAL : GW_RATE_ALLOW});
+}
+
+static void deliver(gw_rate_q_t *q, gw_cluster_answer_t a)
+{
     gw_cluster_sink_t *k = q->sink;
-    gw_cluster_answer_t a = {.token = q->token, .verdict = v, .retry_after_s = retry_after_s};
     gw_free(q);
     pthread_mutex_lock(&k->mu);
     if (k->open && a.token) {
@@ -179,12 +198,30 @@ void gw_cluster_hub_set(gw_cluster_hub_t *h, gw_cluster_t *c)
     h->c = c;
 }
 
+static int enqueue(gw_cluster_hub_t *h, gw_cluster_sink_t *sink, const uint8_t *key, size_t klen,
+                   uint64_t rate, uint64_t burst, uint64_t token, uint64_t want);
+
 int gw_cluster_hub_ask(gw_cluster_hub_t *h, gw_cluster_sink_t *sink, const uint8_t *key,
                        size_t klen, uint64_t rate, uint64_t burst, uint64_t token)
+{
+    return enqueue(h, sink, key, klen, rate, burst, token, 0);
+}
+
+int gw_cluster_hub_lease(gw_cluster_hub_t *h, gw_cluster_sink_t *sink, const uint8_t *key,
+                         size_t klen, uint64_t rate, uint64_t burst, uint64_t want, uint64_t token)
+{
+    return enqueue(h, sink, key, klen, rate, burst, token, want ? want : 1);
+}
+
+/* want 0: a rate question; else a lease of want bytes. */
+static int enqueue(gw_cluster_hub_t *h, gw_cluster_sink_t *sink, const uint8_t *key, size_t klen,
+                   uint64_t rate, uint64_t burst, uint64_t token, uint64_t want)
 {
     gw_rate_q_t *q = gw_calloc(1, sizeof(*q));
     if (!q)
         return GW_E_NOMEM;
+    q->lease = want != 0;
+    q->want = want;
     atomic_fetch_add(&sink->refs, 1);
     q->sink = sink;
     q->token = token;

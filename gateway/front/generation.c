@@ -203,6 +203,8 @@ int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev, gw
             rv = GW_E_NOMEM;
             goto fail;
         }
+        /* with a cluster, a client's bytes are leased from Redis (issue 27) */
+        gw_bucket_table_set_leased(g->clients->t, cfg->cluster.enabled);
     }
     for (size_t i = 0; i < cfg->routes_len; i++) {
         if (cfg->routes[i].response_rate)

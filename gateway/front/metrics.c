@@ -784,6 +784,16 @@ static int render(gw_server_t *s, const gw_mset_t *t, const extra_t *x, gw_bytes
         FAM("h2gate_cluster_rate_calls_total", "counter",
             "Redis script calls for shared request rates (one per client key and batch).");
         SAMPLE("h2gate_cluster_rate_calls_total", NULL, 0, cs->rate_calls);
+        FAM("h2gate_cluster_lease_calls_total", "counter",
+            "Redis script calls for bandwidth leases (throttle.per_client_rate across "
+            "instances).");
+        SAMPLE("h2gate_cluster_lease_calls_total", NULL, 0, cs->lease_calls);
+        FAM("h2gate_cluster_lease_bytes_total", "counter",
+            "Response bytes Redis granted this instance's clients in leases.");
+        SAMPLE("h2gate_cluster_lease_bytes_total", NULL, 0, cs->lease_bytes);
+        FAM("h2gate_cluster_lease_local_total", "counter",
+            "Lease requests Redis did not answer in time (the local bucket decided).");
+        SAMPLE("h2gate_cluster_lease_local_total", NULL, 0, cs->lease_local);
     }
     FAM("h2gate_config_generation", "gauge",
         "The configuration in use: 1 at start, +1 per reload.");

@@ -167,6 +167,12 @@ static void on_wake(uv_async_t *a)
 static void on_rate_answer(void *ud, const gw_cluster_answer_t *a)
 {
     gw_worker_t *w = ud;
+    if (a->lease) { /* a client's bandwidth: into the shared table, for every worker */
+        if (w->cur && w->cur->gen->clients)
+            gw_bucket_table_lease_grant(w->cur->gen->clients->t, a->token, a->granted,
+                                        a->verdict == GW_RATE_LOCAL, gw_front__now_us());
+        return;
+    }
     int v = a->verdict == GW_RATE_ALLOW  ? GW_PROXY_RATE_ALLOW
             : a->verdict == GW_RATE_DENY ? GW_PROXY_RATE_DENY
                                          : GW_PROXY_RATE_LOCAL;

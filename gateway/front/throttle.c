@@ -73,6 +73,33 @@ static void limit_by(gw_bucket_t *b, uint64_t now, size_t want, size_t *a, uint6
     }
 }
 
+/* While a client's bytes wait for a lease, its writers look again this often. */
+#define LEASE_POLL_US 5000
+
+/* A lease: about 100 ms of the client's rate (issue 27), at least a grain. */
+static uint64_t lease_size(conn_t *c)
+{
+    uint64_t rate = CFG(c)->throttle.per_client_rate;
+    uint64_t l = rate / 10;
+    size_t g = gw_bucket_table_grain(c->thr->client);
+    return l > g ? l : g;
+}
+
+/* Ask the cluster for want bytes of the client's rate; 0, or negative (decide locally). */
+static int lease_ask(conn_t *c, uint64_t want, uint64_t token)
+{
+    gw_worker_t *w = W(c);
+    const gw_cfg_throttle_t *th = &CFG(c)->throttle;
+    char key[64];
+    int kl = gw_bucket_addr_text(&c->addr.sa, th->ipv6_prefix, key, sizeof(key));
+    if (!kl || !w->sink || !w->srv->hub)
+        return GW_E_INVAL;
+    uint64_t burst =
+        th->per_client_burst ? th->per_client_burst : gw_bucket_default_burst(th->per_client_rate);
+    return gw_cluster_hub_lease(w->srv->hub, w->sink, (const uint8_t *)key, (size_t)kl,
+                                th->per_client_rate, burst, want, token);
+}
+
 /* Response bytes the connection may emit now (SIZE_MAX: unlimited), under the connection and
  * client buckets and rb (a route's, may be NULL). 0 with *wait > 0: wake up then. */
 size_t gw_front__out_avail(conn_t *c, uint64_t now, size_t want, gw_bucket_t *rb, uint64_t *wait)
@@ -85,11 +112,17 @@ size_t gw_front__out_avail(conn_t *c, uint64_t now, size_t want, gw_bucket_t *rb
         gw_bucket_table_t *t = c->g->gen->clients->t;
         uint64_t v = gw_bucket_table_avail(t, c->thr->client, now);
         size_t g = gw_bucket_table_grain(c->thr->client);
+        uint64_t ask = 0, token = 0;
+        /* issue 27: with a cluster, also no more than the bytes Redis granted this instance */
+        int leased = gw_bucket_table_lease(t, c->thr->client, lease_size(c), now, &v, &ask, &token);
+        if (ask && lease_ask(c, ask, token) < 0)
+            gw_bucket_table_lease_grant(t, token, 0, 1, now); /* could not ask: local */
         if (g > want)
             g = want;
         if (v < g) {
             a = 0;
-            uint64_t w = gw_bucket_table_wait_us(t, c->thr->client, g, now);
+            uint64_t w =
+                leased ? LEASE_POLL_US : gw_bucket_table_wait_us(t, c->thr->client, g, now);
             if (w > *wait)
                 *wait = w;
         } else if (v < a) {

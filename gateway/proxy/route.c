@@ -1,6 +1,4 @@
 /* proxy/route.c — routing and the gateway's own answers. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -106,20 +104,9 @@ int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t i
 size_t gw_proxy__rate_key(const gw_proxy_t *p, const gw_cfg_route_t *r, const struct sockaddr *sa,
                           uint8_t *out, size_t cap)
 {
-    char ip[INET6_ADDRSTRLEN];
-    if (sa->sa_family == AF_INET) {
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
-    } else if (sa->sa_family == AF_INET6) {
-        struct in6_addr a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
-        unsigned bits = p->cfg->throttle.ipv6_prefix ? p->cfg->throttle.ipv6_prefix : 64;
-        for (unsigned i = 0; i < 16; i++) { /* a client is its prefix, as in the local tables */
-            unsigned keep = bits >= 8 * (i + 1) ? 8 : bits > 8 * i ? bits - 8 * i : 0;
-            a.s6_addr[i] &= (uint8_t)(0xff00u >> keep);
-        }
-        inet_ntop(AF_INET6, &a, ip, sizeof(ip));
-    } else {
+    char ip[64];
+    if (!gw_bucket_addr_text(sa, p->cfg->throttle.ipv6_prefix, ip, sizeof(ip)))
         return 0;
-    }
     int n = snprintf((char *)out, cap, "%s|%s", r->name ? r->name : "", ip);
     return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }

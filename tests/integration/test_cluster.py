@@ -434,3 +434,61 @@ def test_a_stream_reset_while_it_waits(gateway, origin, redis_server):
     assert decisions(g, "local") >= 5
     assert decisions(g, "local") + decisions(g, "allowed") == 6
     assert "AddressSanitizer" not in g.log()
+
+
+# ---- bandwidth shared across instances -----------------------------------------------------
+
+def test_a_client_bandwidth_holds_across_instances(gateway, origin, redis_server):
+    """throttle.per_client_rate 1 MB/s on two instances: one client downloading 1.5 MB from
+    each at once gets 1 MB/s from the two together (within 10 %), not 1 MB/s from each; the
+    bytes come from Redis in leases of about 100 ms."""
+    r = redis_server()
+    gws = []
+    for _ in range(2):
+        admin = free_port()
+        g = origin_gateway(gateway, origin, extra=f"throttle: {{per_client_rate: 1MB/s}}\n"
+                           f"cluster:\n  redis: 127.0.0.1:{r.port}\n", admin=admin)
+        g.admin = admin
+        wait_for(lambda: metric(g, "h2gate_cluster_up") == 1, 5, "the cluster up")
+        gws.append(g)
+    time.sleep(0.2)
+    n = 1_500_000
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download} %{time_total}",
+                               f"http://127.0.0.1:{g.port}/bytes/{n}"], stdout=subprocess.PIPE,
+                              text=True) for g in gws]
+    outs = [p.communicate(timeout=30)[0].split() for p in procs]
+    took = time.monotonic() - t0
+    assert [int(o[0]) for o in outs] == [n, n], outs
+    burst = 100_000  # the shared bucket starts full: 100 ms of the rate
+    expect = (2 * n - burst) / 1_000_000
+    print(f"\ntwo instances, 2 x 1.5 MB at 1 MB/s shared: {took:.2f} s (expected {expect:.2f})")
+    assert expect * 0.9 <= took <= expect * 1.1, (took, expect)
+    leased = sum(metric(g, "h2gate_cluster_lease_bytes_total") for g in gws)
+    assert leased >= 2 * n * 0.95, leased
+
+
+def test_a_client_bandwidth_falls_back_to_each_instance(gateway, origin, redis_server):
+    """Redis down: each instance limits the client to the rate alone again (fail open to the
+    local limit), so the same two downloads take about half as long."""
+    r = redis_server()
+    gws = []
+    for _ in range(2):
+        admin = free_port()
+        g = origin_gateway(gateway, origin, extra=f"throttle: {{per_client_rate: 1MB/s}}\n"
+                           f"cluster:\n  redis: 127.0.0.1:{r.port}\n", admin=admin)
+        g.admin = admin
+        gws.append(g)
+    r.stop()
+    for g in gws:
+        g.wait_log("event=cluster_degraded", timeout=5)
+    n = 1_500_000
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}",
+                               f"http://127.0.0.1:{g.port}/bytes/{n}"], stdout=subprocess.PIPE,
+                              text=True) for g in gws]
+    outs = [p.communicate(timeout=30)[0] for p in procs]
+    took = time.monotonic() - t0
+    assert outs == [str(n), str(n)], outs
+    expect = (n - 100_000) / 1_000_000
+    assert expect * 0.85 <= took <= expect * 1.2, (took, expect)

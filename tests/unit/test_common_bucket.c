@@ -396,6 +396,85 @@ static void table_nomem(void **state)
     }
 }
 
+/* Issue 27: in a leased table an entry spends no more than the cluster granted it; it asks for
+ * a lease when under half of one (once until answered), a grant adds, a grant for a slot that
+ * since holds another client is dropped, and "local" lets the bucket alone decide for a while. */
+static void table_leases(void **state)
+{
+    (void)state;
+    gw_bucket_table_t *t;
+    assert_int_equal(gw_bucket_table_new(2, 64, &t), 0);
+    struct sockaddr_storage a = v4("10.0.0.1", 1);
+    uint64_t now = 1000000;
+    gw_bucket_entry_t *e =
+        gw_bucket_table_acquire(t, (struct sockaddr *)&a, 0, 1000000, 100000, now);
+    assert_non_null(e);
+    uint64_t v = gw_bucket_table_avail(t, e, now), ask, tok;
+    assert_int_equal(v, 100000);
+    /* not leased: the bucket alone */
+    assert_int_equal(gw_bucket_table_lease(t, e, 100000, now, &v, &ask, &tok), 0);
+    assert_int_equal(v, 100000);
+    assert_int_equal(ask, 0);
+    gw_bucket_table_set_leased(t, 1);
+    assert_int_equal(gw_bucket_table_lease(t, e, 100000, now, &v, &ask, &tok), 1);
+    assert_int_equal(v, 0); /* nothing granted yet */
+    assert_int_equal(ask, 100000);
+    uint64_t v2 = 100000, ask2 = 0, tok2 = 0;
+    gw_bucket_table_lease(t, e, 100000, now, &v2, &ask2, &tok2);
+    assert_int_equal(ask2, 0); /* one question at a time */
+    gw_bucket_table_lease_grant(t, tok, 60000, 0, now);
+    v = gw_bucket_table_avail(t, e, now);
+    gw_bucket_table_lease(t, e, 100000, now, &v, &ask, &tok);
+    assert_int_equal(v, 60000);
+    assert_int_equal(ask, 0); /* more than half a lease left */
+    gw_bucket_table_spend(t, e, 20000, now);
+    v = gw_bucket_table_avail(t, e, now);
+    gw_bucket_table_lease(t, e, 100000, now, &v, &ask, &tok);
+    assert_int_equal(v, 40000);
+    assert_int_equal(ask, 100000); /* under half: the next lease */
+    /* the slot goes to another client before the answer: the grant is dropped */
+    gw_bucket_table_release(t, e);
+    struct sockaddr_storage b = v4("10.0.0.2", 1), c = v4("10.0.0.3", 1);
+    gw_bucket_entry_t *eb =
+        gw_bucket_table_acquire(t, (struct sockaddr *)&b, 0, 1000000, 100000, now);
+    gw_bucket_table_release(t, eb);
+    now += 2000000; /* both idle and full again: the oldest (10.0.0.1) may go */
+    gw_bucket_entry_t *ec =
+        gw_bucket_table_acquire(t, (struct sockaddr *)&c, 0, 1000000, 100000, now);
+    assert_ptr_equal(ec, e);
+    gw_bucket_table_lease_grant(t, tok, 50000, 0, now);
+    v = 100000;
+    gw_bucket_table_lease(t, ec, 100000, now, &v, &ask, &tok);
+    assert_int_equal(v, 0);
+    /* no answer from the cluster: the bucket alone for GW_BUCKET_LEASE_LOCAL_US */
+    gw_bucket_table_lease_grant(t, tok, 0, 1, now);
+    v = gw_bucket_table_avail(t, ec, now);
+    assert_int_equal(gw_bucket_table_lease(t, ec, 100000, now, &v, &ask, &tok), 0);
+    assert_int_equal(v, 100000);
+    now += GW_BUCKET_LEASE_LOCAL_US;
+    assert_int_equal(gw_bucket_table_lease(t, ec, 100000, now, &v, &ask, &tok), 1);
+    gw_bucket_table_release(t, ec);
+    gw_bucket_table_del(t);
+}
+
+/* The tables' key of an address as text: IPv4 whole, IPv4-mapped as IPv4, IPv6 cut. */
+static void addr_text(void **state)
+{
+    (void)state;
+    char out[64];
+    struct sockaddr_storage a = v4("192.0.2.7", 80), b = v6("2001:db8:1:2:3:4:5:6", 80),
+                            m = v6("::ffff:192.0.2.9", 80);
+    assert_int_equal(gw_bucket_addr_text((struct sockaddr *)&a, 64, out, sizeof(out)), 9);
+    assert_string_equal(out, "192.0.2.7");
+    assert_true(gw_bucket_addr_text((struct sockaddr *)&b, 64, out, sizeof(out)) > 0);
+    assert_string_equal(out, "2001:db8:1:2::");
+    assert_true(gw_bucket_addr_text((struct sockaddr *)&b, 24, out, sizeof(out)) > 0);
+    assert_string_equal(out, "2001:d00::");
+    assert_true(gw_bucket_addr_text((struct sockaddr *)&m, 64, out, sizeof(out)) > 0);
+    assert_string_equal(out, "192.0.2.9");
+    assert_int_equal(gw_bucket_addr_text((struct sockaddr *)&a, 64, out, 4), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +493,8 @@ int main(void)
         cmocka_unit_test(table_ipv6_prefix),
         cmocka_unit_test(table_threads),
         cmocka_unit_test(table_nomem),
+        cmocka_unit_test(table_leases),
+        cmocka_unit_test(addr_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
