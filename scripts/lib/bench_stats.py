@@ -24,7 +24,8 @@ import sys
 
 # Table order: h2gate at its default configuration (the headline), its opt-in modes, the peers
 # a user would pick instead, and nginx serving the files itself (the floor: no proxy hop).
-PROXIES = ("h2gate", "h2gate-pipeline", "h2gate-alog", "nghttpx", "h2o", "haproxy",
+PROXIES = ("h2gate", "h2gate-pipeline", "h2gate-alog", "h2gate-cluster", "h2gate-cluster-rate",
+           "nghttpx", "h2o", "haproxy",
            "nginx-proxy", "nginx-static",
            "h2gate-gzip", "nginx-gzip", "h2gate-br", "h2gate-zstd")
 # The reverse proxies h2gate is compared with: each ratio row divides by the best of them.
@@ -449,16 +450,22 @@ def report(runs_dir, md_path, png_path):
                 "otherwise its defaults; nginx-gzip: nginx's gzip module at the same level as "
                 "the reverse proxy of the same origin; br and zstd at h2gate's default levels "
                 "4 and 3). Ratio h2gate-gzip/nginx-gzip:", ""] + ztable(agg, zcases) + [""]
-    # the access log's cost: h2gate-alog is h2gate (the default) with the log on
-    cost = []
-    for case in load_cases:
-        a, b = agg[case].get("h2gate-alog"), agg[case].get("h2gate")
-        if a and b and a["valid"] == a["n"] and b["valid"] == b["n"] and a.get("cpu_us_per_req") and b.get("cpu_us_per_req"):
-            cost.append(f"- {case}: {b['cpu_us_per_req']:.1f} → {a['cpu_us_per_req']:.1f} µs CPU per request "
-                        f"({(a['cpu_us_per_req'] / b['cpu_us_per_req'] - 1) * 100:+.0f} %)")
-    if cost:
-        out += ["Access log cost (h2gate-alog: the default configuration, h2gate, with "
-                "`access_log: {format: combined}` to a file):", ""] + cost + [""]
+    # the cost of opt-in modes against h2gate (the default): the access log, the cluster
+    for mode, title in (("h2gate-alog", "Access log cost (h2gate-alog: the default configuration, "
+                                        "h2gate, with `access_log: {format: combined}` to a file):"),
+                        ("h2gate-cluster", "Cluster cost (h2gate-cluster: `cluster.redis` set, no "
+                                           "limit configured):"),
+                        ("h2gate-cluster-rate", "Shared request rate cost (h2gate-cluster-rate: "
+                                                "a request rate that Redis decides for every "
+                                                "request and never refuses):")):
+        cost = []
+        for case in load_cases:
+            a, b = agg[case].get(mode), agg[case].get("h2gate")
+            if a and b and a["valid"] == a["n"] and b["valid"] == b["n"] and a.get("cpu_us_per_req") and b.get("cpu_us_per_req"):
+                cost.append(f"- {case}: {b['cpu_us_per_req']:.1f} → {a['cpu_us_per_req']:.1f} µs CPU per request "
+                            f"({(a['cpu_us_per_req'] / b['cpu_us_per_req'] - 1) * 100:+.0f} %)")
+        if cost:
+            out += [title, ""] + cost + [""]
     problems = []
     for case in sorted(agg, key=case_order):
         for proxy in PROXIES:

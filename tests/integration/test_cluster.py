@@ -492,3 +492,115 @@ def test_a_client_bandwidth_falls_back_to_each_instance(gateway, origin, redis_s
     assert outs == [str(n), str(n)], outs
     expect = (n - 100_000) / 1_000_000
     assert expect * 0.85 <= took <= expect * 1.2, (took, expect)
+
+
+# ---- issue 27's "Must show": three instances, clients spread over them -----------------------
+
+def three(gateway, origin, redis, route_extra="", extra=""):
+    gws = []
+    for _ in range(3):
+        admin = free_port()
+        g = origin_gateway(gateway, origin, route_extra=route_extra,
+                           extra=extra + f"cluster:\n  redis: 127.0.0.1:{redis.port}\n",
+                           admin=admin)
+        g.admin = admin
+        gws.append(g)
+    for g in gws:
+        wait_for(lambda: metric(g, "h2gate_cluster_up") == 1, 5, "the cluster up")
+    time.sleep(0.2)  # the scripts loaded
+    return gws
+
+
+def load(gws, secs, rps_per_client=60, clients=2):
+    """h2load against each instance at once (h2c, one request at a time per client, rps per
+    client): the 2xx and 4xx answers summed over the instances."""
+    procs = [subprocess.Popen(["h2load", "-c", str(clients), "-m", "1", "--rps",
+                               str(rps_per_client), "-D", str(secs), "--warm-up-time", "0",
+                               f"http://127.0.0.1:{g.port}/echo"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for g in gws]
+    ok = limited = 0
+    for p in procs:
+        out = p.communicate(timeout=secs + 30)[0]
+        m = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
+        assert m, out
+        assert int(m[2]) == 0 and int(m[4]) == 0, out
+        ok += int(m[1])
+        limited += int(m[3])
+    return ok, limited
+
+
+def test_three_instances_request_rate_of_100_per_second(gateway, origin, redis_server):
+    """request_rate 100/s (burst 10) over three instances loaded round-robin at 360 requests/s
+    in all for 10 s: about 1,000 answered 2xx by the cluster, the rest 429."""
+    r = redis_server()
+    gws = three(gateway, origin, r, route_extra="request_rate: 100\nrequest_burst: 10")
+    ok, limited = load(gws, 10)
+    print(f"\nthree instances, request_rate 100/s for 10 s: {ok} 2xx, {limited} 429")
+    assert 900 <= ok <= 1100, (ok, limited)
+    assert limited >= 2000, (ok, limited)
+    calls = sum(metric(g, "h2gate_cluster_rate_calls_total") for g in gws)
+    print(f"Redis calls for the decisions: {calls:.0f} ({calls / 10:.0f}/s)")
+
+
+def test_three_instances_bandwidth_of_1_mb_per_second(gateway, origin, redis_server):
+    r = redis_server()
+    gws = three(gateway, origin, r, extra="throttle: {per_client_rate: 1MB/s}\n")
+    n = 1_000_000
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}",
+                               f"http://127.0.0.1:{g.port}/bytes/{n}"], stdout=subprocess.PIPE,
+                              text=True) for g in gws]
+    outs = [p.communicate(timeout=30)[0] for p in procs]
+    took = time.monotonic() - t0
+    assert outs == [str(n)] * 3, outs
+    rate = (3 * n - 100_000) / took  # the shared bucket starts with its burst
+    print(f"\nthree instances, 3 x 1 MB at 1 MB/s shared: {took:.2f} s, {rate / 1e6:.3f} MB/s")
+    assert 0.9e6 <= rate <= 1.1e6, rate
+
+
+def test_three_instances_resume_a_session_made_on_one(gateway, redis_server, tmp_path):
+    r = redis_server()
+    gws = [cluster_gw(gateway, r) for _ in range(3)]
+    for g in gws:
+        has_keys(g)
+    sess = tmp_path / "a.pem"
+
+    def s_client(port, *more):
+        p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-tls1_3",
+                            "-ign_eof", *more], input=b"GET / HTTP/1.1\r\nHost: x\r\n"
+                           b"Connection: close\r\n\r\n", capture_output=True, timeout=20)
+        return p.stdout.decode(errors="replace")
+
+    assert re.search(r"^New, TLSv1\.3", s_client(gws[0].port, "-sess_out", str(sess)), re.M)
+    for g in gws[1:]:
+        out = s_client(g.port, "-sess_in", str(sess))
+        assert re.search(r"^Reused, TLSv1\.3", out, re.M), out[-2000:]
+
+
+def test_three_instances_redis_stopped_mid_test(gateway, origin, redis_server):
+    """request_rate 20/s (burst 5): 3 s shared, then Redis stopped (each instance alone: about
+    three times as many 2xx, none failing otherwise; the degraded event and metric), then Redis
+    started again: the shared limit is back within seconds."""
+    r = redis_server()
+    gws = three(gateway, origin, r, route_extra="request_rate: 20\nrequest_burst: 5")
+    shared, _ = load(gws, 3, rps_per_client=20)
+    r.stop()
+    for g in gws:
+        g.wait_log("event=cluster_degraded", timeout=5)
+        assert metric(g, "h2gate_cluster_up") == 0
+    alone, _ = load(gws, 3, rps_per_client=20)
+    r.start()
+    t0 = time.monotonic()
+    for g in gws:
+        g.wait_log("event=cluster_recovered", timeout=10)
+    for g in gws:
+        wait_for(lambda: metric(g, "h2gate_cluster_up") == 1, 10, "up again")
+    back_in = time.monotonic() - t0
+    time.sleep(0.3)
+    again, _ = load(gws, 3, rps_per_client=20)
+    print(f"\n2xx in 3 s: shared {shared}, Redis down {alone}, Redis back (after {back_in:.1f} s)"
+          f" {again}")
+    assert 55 <= shared <= 75, shared          # 20/s x 3 s + 5
+    assert 165 <= alone <= 215, alone          # three instances alone
+    assert 55 <= again <= 75, again
+    assert back_in < 10
