@@ -50,6 +50,11 @@ def test_pid_file_written_and_removed(gateway, tmp_path):
     pid_path.parent.mkdir()
     g = gateway(gw_config(port, ["127.0.0.1:9"], extra=f"pid_file: {pid_path}\n"),
                 wait=[("127.0.0.1", port)])
+    # the main thread writes it once every worker runs, which may be just after the first one
+    # accepts: the port answering does not mean it is there yet
+    deadline = time.monotonic() + 5
+    while not pid_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert pid_path.read_text() == f"{g.proc.pid}\n"
     g.signal(signal.SIGTERM)
     assert g.wait() == 0
