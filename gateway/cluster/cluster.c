@@ -338,17 +338,52 @@ static void answer_group(gw_cluster_t *c, gw_rate_q_t *q, gw_rate_verdict_t v, u
     }
 }
 
+/* A NOSCRIPT error (Redis restarted, or its scripts were flushed): the scripts are loaded
+ * again and 1 is returned (the questions then decide locally). */
+static int noscript(gw_cluster_t *c, const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_ERROR || !r->str || strncmp(r->str, "NOSCRIPT", 8) != 0)
+        return 0;
+    atomic_fetch_add(&c->st_failed, 1);
+    if (c->redis)
+        load_script(c);
+    return 1;
+}
+
+/* The first question of *list and every later one with the same key (and, with same_limit,
+ * the same rate and burst), taken out of *list in arrival order; *want sums their want. */
+static gw_rate_q_t *take_group(gw_rate_q_t **list, int same_limit, uint64_t *n, uint64_t *want)
+{
+    gw_rate_q_t *first = *list, **tail = &first->next;
+    *list = first->next;
+    first->next = NULL;
+    *n = 1;
+    *want = first->want;
+    gw_rate_q_t **lp = list;
+    while (*lp) {
+        gw_rate_q_t *q = *lp;
+        if (q->klen == first->klen && !memcmp(q->key, first->key, q->klen) &&
+            (!same_limit || (q->rate == first->rate && q->burst == first->burst))) {
+            *lp = q->next;
+            q->next = NULL;
+            *tail = q;
+            tail = &q->next;
+            ++*n;
+            *want += q->want;
+        } else {
+            lp = &q->next;
+        }
+    }
+    return first;
+}
+
 static void on_rate(void *ud, const redisReply *r, int err)
 {
     rgroup_t *g = ud;
     gw_cluster_t *c = g->c;
     gw_rate_q_t *qs = g->qs;
     gw_free(g);
-    if (r && r->type == REDIS_REPLY_ERROR && r->str && !strncmp(r->str, "NOSCRIPT", 8)) {
-        /* Redis restarted (or flushed its scripts): load it again; these decide locally */
-        atomic_fetch_add(&c->st_failed, 1);
-        if (c->redis)
-            load_script(c);
+    if (noscript(c, r)) {
         answer_group(c, qs, GW_RATE_LOCAL, 0);
         return;
     }
@@ -398,24 +433,8 @@ void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *all)
     }
     while (list) {
         /* the first question's key, and every later one with the same key and limit */
-        gw_rate_q_t *first = list, **tail = &first->next;
-        list = first->next;
-        first->next = NULL;
-        uint64_t n = 1;
-        gw_rate_q_t **lp = &list;
-        while (*lp) {
-            gw_rate_q_t *q = *lp;
-            if (q->klen == first->klen && !memcmp(q->key, first->key, q->klen) &&
-                q->rate == first->rate && q->burst == first->burst) {
-                *lp = q->next;
-                q->next = NULL;
-                *tail = q;
-                tail = &q->next;
-                n++;
-            } else {
-                lp = &q->next;
-            }
-        }
+        uint64_t n, unused;
+        gw_rate_q_t *first = take_group(&list, 1, &n, &unused);
         rgroup_t *g = gw_calloc(1, sizeof(*g));
         if (!g) {
             answer_group(c, first, GW_RATE_LOCAL, 0);
@@ -537,10 +556,7 @@ static void on_lease(void *ud, const redisReply *r, int err)
     gw_cluster_t *c = g->c;
     gw_rate_q_t *qs = g->qs;
     gw_free(g);
-    if (r && r->type == REDIS_REPLY_ERROR && r->str && !strncmp(r->str, "NOSCRIPT", 8)) {
-        atomic_fetch_add(&c->st_failed, 1);
-        if (c->redis)
-            load_script(c);
+    if (noscript(c, r)) {
         grant_local(c, qs);
         return;
     }
@@ -566,23 +582,8 @@ static void leases(gw_cluster_t *c, gw_rate_q_t *list)
         return;
     }
     while (list) {
-        gw_rate_q_t *first = list, **tail = &first->next;
-        list = first->next;
-        first->next = NULL;
-        uint64_t want = first->want;
-        gw_rate_q_t **lp = &list;
-        while (*lp) {
-            gw_rate_q_t *q = *lp;
-            if (q->klen == first->klen && !memcmp(q->key, first->key, q->klen)) {
-                *lp = q->next;
-                q->next = NULL;
-                *tail = q;
-                tail = &q->next;
-                want += q->want;
-            } else {
-                lp = &q->next;
-            }
-        }
+        uint64_t n, want;
+        gw_rate_q_t *first = take_group(&list, 0, &n, &want);
         char key[512], a1[24], a2[24], a3[24];
         size_t pl = strlen(c->prefix);
         rgroup_t *g = pl + 3 + first->klen <= sizeof(key) ? gw_calloc(1, sizeof(*g)) : NULL;
