@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 #include <stdlib.h>
+#include <string.h>
 
 static _Thread_local unsigned long fail_countdown;
 static _Thread_local int fail_hit;
@@ -36,6 +37,17 @@ void *gw_malloc(size_t n)
     void *p = malloc(n ? n : 1);
     count_add(p, 1);
     return p;
+}
+
+char *gw_strdup(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = gw_malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
 }
 
 void *gw_calloc(size_t count, size_t size)

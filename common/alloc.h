@@ -12,6 +12,8 @@ void *gw_malloc(size_t n);
 void *gw_calloc(size_t count, size_t size);
 void *gw_realloc(void *p, size_t n);
 void gw_free(void *p);
+/* A gw_malloc'd copy of the string s; NULL for a NULL s or when out of memory. */
+char *gw_strdup(const char *s);
 
 /* Test hook: make the n-th allocation from now fail (1 = the next one), 0 disables.
  * gw_alloc_fail_hit() tells whether an injected failure has happened since the last arm. */

@@ -35,13 +35,9 @@ void gw_config_errors_free(gw_config_errors_t *e)
 
 char *gw_cfg__xstrdup(ld_t *ld, const char *s)
 {
-    size_t n = strlen(s) + 1;
-    char *p = gw_malloc(n);
-    if (!p) {
+    char *p = gw_strdup(s);
+    if (!p)
         ld->nomem = 1;
-        return NULL;
-    }
-    memcpy(p, s, n);
     return p;
 }
 

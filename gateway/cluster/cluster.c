@@ -80,17 +80,6 @@ static uint64_t unix_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static char *dup_str(const char *s)
-{
-    if (!s)
-        return NULL;
-    size_t n = strlen(s) + 1;
-    char *d = gw_malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 static char *join(const char *a, const char *b)
 {
     size_t na = strlen(a), nb = strlen(b);
@@ -484,9 +473,9 @@ int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_
         return GW_E_NOMEM;
     c->loop = loop;
     c->ring = ring;
-    c->host = dup_str(cfg->redis_host);
-    c->password = dup_str(cfg->password);
-    c->prefix = dup_str(cfg->key_prefix ? cfg->key_prefix : "h2gate:");
+    c->host = gw_strdup(cfg->redis_host);
+    c->password = gw_strdup(cfg->password);
+    c->prefix = gw_strdup(cfg->key_prefix ? cfg->key_prefix : "h2gate:");
     c->k_keys = c->prefix ? join(c->prefix, "tls:ticket-keys") : NULL;
     if (!c->host || (cfg->password && !c->password) || !c->k_keys) {
         gw_free(c->host);

@@ -67,15 +67,6 @@ struct gw_redis {
 static void arm(gw_redis_t *r);
 static void start_connect(gw_redis_t *r);
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = gw_malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 static void maybe_free(gw_redis_t *r)
 {
     if (r->state != RS_CLOSED || r->timer_open || r->resolving)
@@ -446,8 +437,8 @@ int gw_redis_new(uv_loop_t *loop, const gw_redis_opts_t *o, gw_redis_t **out)
     if (!r)
         return GW_E_NOMEM;
     r->loop = loop;
-    r->host = dup_str(o->host);
-    r->password = o->password ? dup_str(o->password) : NULL;
+    r->host = gw_strdup(o->host);
+    r->password = gw_strdup(o->password);
     if (!r->host || (o->password && !r->password)) {
         gw_free(r->host);
         gw_free(r->password);

@@ -129,10 +129,7 @@ void gw_tls__set_reason(gw_tls_conn_t *t, const char *fallback, const char *fmt,
     }
     ERR_clear_error();
     gw_free(t->reason);
-    size_t n = strlen(buf) + 1;
-    t->reason = gw_malloc(n); /* NULL (no memory): the reason reads "" */
-    if (t->reason)
-        memcpy(t->reason, buf, n);
+    t->reason = gw_strdup(buf); /* NULL (no memory): the reason reads "" */
 }
 
 void gw_tls_conn_del(gw_tls_conn_t *t)
