@@ -41,6 +41,35 @@ char *gw_cfg__xstrdup(ld_t *ld, const char *s)
     return p;
 }
 
+int gw_cfg__host_port(ld_t *ld, const char *text, gw_cfg_addr_t *addr, char **host)
+{
+    int rv = gw_parse_addr(text, addr);
+    const char *end;
+    size_t skip = 0;
+    if (rv == GW_E_NOENT) {
+        /* a host name: kept as text, resolved by whoever dials it */
+        if (strlen(text) >= sizeof(addr->text))
+            return GW_E_PARSE;
+        memset(addr, 0, sizeof(*addr));
+        strcpy(addr->text, text);
+        end = strrchr(text, ':');
+    } else if (rv < 0) {
+        return GW_E_PARSE;
+    } else {
+        skip = text[0] == '['; /* an IPv6 literal's host is inside the brackets */
+        end = skip ? strchr(text, ']') : strrchr(text, ':');
+    }
+    size_t hl = (size_t)(end - text) - skip;
+    gw_free(*host);
+    if (!(*host = gw_malloc(hl + 1))) {
+        ld->nomem = 1;
+        return GW_E_NOMEM;
+    }
+    memcpy(*host, text + skip, hl);
+    (*host)[hl] = 0;
+    return 0;
+}
+
 static void add_msg(ld_t *ld, size_t line, size_t col, const char *fmt, va_list ap)
     __attribute__((format(printf, 4, 0)));
 static void err_line(ld_t *ld, size_t line, size_t col, const char *fmt, ...)
@@ -566,28 +595,12 @@ static int cluster_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *
     if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
         return 0;
     const char *text = gw_cfg__scalar(v);
-    int rv = gw_parse_addr(text, &cl->redis);
-    if (rv == GW_E_NOENT && strlen(text) < sizeof(cl->redis.text)) {
-        /* a host name: kept as text, resolved when the client connects */
-        memset(&cl->redis, 0, sizeof(cl->redis));
-        strcpy(cl->redis.text, text);
-        rv = 0;
-    }
-    if (rv < 0) {
+    /* a host name is resolved when the client connects */
+    int rv = gw_cfg__host_port(ld, text, &cl->redis, &cl->redis_host);
+    if (rv == GW_E_PARSE)
         gw_cfg__err_at(ld, v, "'redis' must be HOST:PORT or [IPv6]:PORT, not '%s'", text);
-        return 0;
-    }
-    const char *end = text[0] == '[' ? strchr(text, ']') : strrchr(text, ':');
-    size_t hl = (size_t)(end - text) - (text[0] == '[');
-    gw_free(cl->redis_host);
-    cl->redis_host = gw_malloc(hl + 1);
-    if (!cl->redis_host) {
-        ld->nomem = 1;
-        return 0;
-    }
-    memcpy(cl->redis_host, text + (text[0] == '['), hl);
-    cl->redis_host[hl] = 0;
-    cl->enabled = 1;
+    else if (rv == 0)
+        cl->enabled = 1;
     return 0;
 }
 

@@ -71,6 +71,10 @@ void gw_cfg__each_pair(ld_t *ld, yaml_node_t *map, pair_cb cb, void *obj);
 int gw_cfg__set_field(ld_t *ld, const field_t *tab, size_t ntab, const char *key, yaml_node_t *v,
                       void *obj);
 char **gw_cfg__load_str_list(ld_t *ld, yaml_node_t *v, const char *key, size_t *len);
+/* HOST:PORT, [IPv6]:PORT or NAME:PORT into *addr (for a name only .text is set: it is resolved
+ * when dialled) and its host part, allocated, into *host (replacing what was there). 0,
+ * GW_E_PARSE (not an address: the caller says so) or GW_E_NOMEM (ld->nomem is set). */
+int gw_cfg__host_port(ld_t *ld, const char *text, gw_cfg_addr_t *addr, char **host);
 void gw_cfg__free_str_list(char **l, size_t n);
 
 /* sections.c */

@@ -496,43 +496,12 @@ static void load_server(ld_t *ld, gw_cfg_upstream_t *u, yaml_node_t *sn)
     if (!gw_cfg__expect(ld, addr, YAML_SCALAR_NODE, "address"))
         return;
     const char *text = gw_cfg__scalar(addr);
-    int rv = gw_parse_addr(text, &s->addr);
-    if (rv == GW_E_NOENT) {
-        /* A host name: kept as text, resolved by back/ when it dials. */
-        const char *colon = strrchr(text, ':');
-        if (strlen(text) < sizeof(s->addr.text)) {
-            memset(&s->addr, 0, sizeof(s->addr));
-            strcpy(s->addr.text, text);
-        } else {
-            rv = GW_E_PARSE;
-        }
-        if (rv == GW_E_NOENT) {
-            size_t hl = (size_t)(colon - text);
-            s->host = gw_malloc(hl + 1);
-            if (!s->host) {
-                ld->nomem = 1;
-                return;
-            }
-            memcpy(s->host, text, hl);
-            s->host[hl] = 0;
-            u->servers_len++;
-            return;
-        }
-    }
-    if (rv < 0) {
+    /* a host name is resolved by back/ when it dials */
+    int rv = gw_cfg__host_port(ld, text, &s->addr, &s->host);
+    if (rv == GW_E_PARSE)
         gw_cfg__err_at(ld, addr, "server address must be HOST:PORT or [IPv6]:PORT, not '%s'", text);
-        return;
-    }
-    const char *end = text[0] == '[' ? strchr(text, ']') : strrchr(text, ':');
-    size_t hl = (size_t)(end - text) - (text[0] == '[');
-    s->host = gw_malloc(hl + 1);
-    if (!s->host) {
-        ld->nomem = 1;
-        return;
-    }
-    memcpy(s->host, text + (text[0] == '['), hl);
-    s->host[hl] = 0;
-    u->servers_len++;
+    if (rv == 0)
+        u->servers_len++;
 }
 
 typedef struct {
