@@ -364,11 +364,12 @@ void gw_bucket_table_set_leased(gw_bucket_table_t *t, int on)
     pthread_mutex_unlock(&t->lock);
 }
 
-int gw_bucket_table_lease(gw_bucket_table_t *t, gw_bucket_entry_t *e, uint64_t size,
-                          uint64_t now_us, uint64_t *v, uint64_t *ask, uint64_t *token)
+int gw_bucket_table_avail_leased(gw_bucket_table_t *t, gw_bucket_entry_t *e, uint64_t size,
+                                 uint64_t now_us, uint64_t *v, uint64_t *ask, uint64_t *token)
 {
     *ask = 0;
     pthread_mutex_lock(&t->lock);
+    *v = gw_bucket_avail(&e->b, now_us);
     int on = t->leased && now_us >= e->local_until_us;
     if (on) {
         if (e->asking && now_us - e->asked_us > GW_BUCKET_LEASE_LOCAL_US)

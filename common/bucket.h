@@ -117,11 +117,11 @@ size_t gw_bucket_table_grain(const gw_bucket_entry_t *e);
  * cannot answer, the entry's own bucket alone decides for GW_BUCKET_LEASE_LOCAL_US. */
 #define GW_BUCKET_LEASE_LOCAL_US 1000000u
 void gw_bucket_table_set_leased(gw_bucket_table_t *t, int on);
-/* Caps *v (what the bucket allows) by e's lease balance; 1 when leases apply to e now. When a
- * grant should be asked for, *ask is its size (size) and *token names e for
- * gw_bucket_table_lease_grant; else *ask is 0. */
-int gw_bucket_table_lease(gw_bucket_table_t *t, gw_bucket_entry_t *e, uint64_t size,
-                          uint64_t now_us, uint64_t *v, uint64_t *ask, uint64_t *token);
+/* gw_bucket_table_avail into *v, capped by e's lease balance, under one lock; 1 when leases
+ * apply to e now. When a grant should be asked for, *ask is its size (size) and *token names e
+ * for gw_bucket_table_lease_grant; else *ask is 0. */
+int gw_bucket_table_avail_leased(gw_bucket_table_t *t, gw_bucket_entry_t *e, uint64_t size,
+                                 uint64_t now_us, uint64_t *v, uint64_t *ask, uint64_t *token);
 /* The answer to token: bytes granted, or local (no answer: the bucket alone for a while). A
  * token of an entry that has since held another client is dropped. */
 void gw_bucket_table_lease_grant(gw_bucket_table_t *t, uint64_t token, uint64_t bytes, int local,

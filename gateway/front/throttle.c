@@ -110,13 +110,18 @@ size_t gw_front__out_avail(conn_t *c, uint64_t now, size_t want, gw_bucket_t *rb
     limit_by(rb, now, want, &a, wait);
     if (c->thr->client) {
         gw_bucket_table_t *t = c->g->gen->clients->t;
-        uint64_t v = gw_bucket_table_avail(t, c->thr->client, now);
         size_t g = gw_bucket_table_grain(c->thr->client);
-        uint64_t ask = 0, token = 0;
-        /* issue 27: with a cluster, also no more than the bytes Redis granted this instance */
-        int leased = gw_bucket_table_lease(t, c->thr->client, lease_size(c), now, &v, &ask, &token);
-        if (ask && lease_ask(c, ask, token) < 0)
-            gw_bucket_table_lease_grant(t, token, 0, 1, now); /* could not ask: local */
+        uint64_t v, ask = 0, token = 0;
+        int leased = 0;
+        if (CFG(c)->cluster.enabled) {
+            /* issue 27: also no more than the bytes Redis granted this instance */
+            leased = gw_bucket_table_avail_leased(t, c->thr->client, lease_size(c), now, &v, &ask,
+                                                  &token);
+            if (ask && lease_ask(c, ask, token) < 0)
+                gw_bucket_table_lease_grant(t, token, 0, 1, now); /* could not ask: local */
+        } else {
+            v = gw_bucket_table_avail(t, c->thr->client, now);
+        }
         if (g > want)
             g = want;
         if (v < g) {

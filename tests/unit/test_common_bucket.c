@@ -412,24 +412,22 @@ static void table_leases(void **state)
     uint64_t v = gw_bucket_table_avail(t, e, now), ask, tok;
     assert_int_equal(v, 100000);
     /* not leased: the bucket alone */
-    assert_int_equal(gw_bucket_table_lease(t, e, 100000, now, &v, &ask, &tok), 0);
+    assert_int_equal(gw_bucket_table_avail_leased(t, e, 100000, now, &v, &ask, &tok), 0);
     assert_int_equal(v, 100000);
     assert_int_equal(ask, 0);
     gw_bucket_table_set_leased(t, 1);
-    assert_int_equal(gw_bucket_table_lease(t, e, 100000, now, &v, &ask, &tok), 1);
+    assert_int_equal(gw_bucket_table_avail_leased(t, e, 100000, now, &v, &ask, &tok), 1);
     assert_int_equal(v, 0); /* nothing granted yet */
     assert_int_equal(ask, 100000);
-    uint64_t v2 = 100000, ask2 = 0, tok2 = 0;
-    gw_bucket_table_lease(t, e, 100000, now, &v2, &ask2, &tok2);
+    uint64_t v2, ask2 = 0, tok2 = 0;
+    gw_bucket_table_avail_leased(t, e, 100000, now, &v2, &ask2, &tok2);
     assert_int_equal(ask2, 0); /* one question at a time */
     gw_bucket_table_lease_grant(t, tok, 60000, 0, now);
-    v = gw_bucket_table_avail(t, e, now);
-    gw_bucket_table_lease(t, e, 100000, now, &v, &ask, &tok);
+    gw_bucket_table_avail_leased(t, e, 100000, now, &v, &ask, &tok);
     assert_int_equal(v, 60000);
     assert_int_equal(ask, 0); /* more than half a lease left */
     gw_bucket_table_spend(t, e, 20000, now);
-    v = gw_bucket_table_avail(t, e, now);
-    gw_bucket_table_lease(t, e, 100000, now, &v, &ask, &tok);
+    gw_bucket_table_avail_leased(t, e, 100000, now, &v, &ask, &tok);
     assert_int_equal(v, 40000);
     assert_int_equal(ask, 100000); /* under half: the next lease */
     /* the slot goes to another client before the answer: the grant is dropped */
@@ -443,16 +441,14 @@ static void table_leases(void **state)
         gw_bucket_table_acquire(t, (struct sockaddr *)&c, 0, 1000000, 100000, now);
     assert_ptr_equal(ec, e);
     gw_bucket_table_lease_grant(t, tok, 50000, 0, now);
-    v = 100000;
-    gw_bucket_table_lease(t, ec, 100000, now, &v, &ask, &tok);
+    gw_bucket_table_avail_leased(t, ec, 100000, now, &v, &ask, &tok);
     assert_int_equal(v, 0);
     /* no answer from the cluster: the bucket alone for GW_BUCKET_LEASE_LOCAL_US */
     gw_bucket_table_lease_grant(t, tok, 0, 1, now);
-    v = gw_bucket_table_avail(t, ec, now);
-    assert_int_equal(gw_bucket_table_lease(t, ec, 100000, now, &v, &ask, &tok), 0);
+    assert_int_equal(gw_bucket_table_avail_leased(t, ec, 100000, now, &v, &ask, &tok), 0);
     assert_int_equal(v, 100000);
     now += GW_BUCKET_LEASE_LOCAL_US;
-    assert_int_equal(gw_bucket_table_lease(t, ec, 100000, now, &v, &ask, &tok), 1);
+    assert_int_equal(gw_bucket_table_avail_leased(t, ec, 100000, now, &v, &ask, &tok), 1);
     gw_bucket_table_release(t, ec);
     gw_bucket_table_del(t);
 }
