@@ -311,7 +311,6 @@ static void on_redis_up(void *ud, int up, const char *why)
 typedef struct {
     gw_cluster_t *c;
     gw_rate_q_t *qs; /* in arrival order */
-    uint64_t n;
 } rgroup_t;
 
 static void answer_group(gw_cluster_t *c, gw_rate_q_t *q, gw_rate_verdict_t v, unsigned retry)
@@ -431,7 +430,6 @@ void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *all)
         }
         g->c = c;
         g->qs = first;
-        g->n = n;
         uint64_t rate = first->rate ? first->rate : 1;
         uint64_t T = 1000000 / rate ? 1000000 / rate : 1;
         uint64_t burst = first->burst ? first->burst : rate;

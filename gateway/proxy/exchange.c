@@ -887,7 +887,6 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     px->token = p->asker.ask(p->asker.ud, key, kl, r->request_rate, burst, 1);
     if (!px->token)
         return px_local_rate(px);
-    px->rate_wait = 1;
     gw_list_push_back(&p->rate_waits, &px->rlink);
     return 0;
 }
@@ -936,7 +935,6 @@ void gw_proxy_rate_answer(gw_proxy_t *p, uint64_t token, int verdict, unsigned r
         if (px->token != token)
             continue;
         gw_list_remove(&px->rlink);
-        px->rate_wait = 0;
         int rv = verdict == GW_PROXY_RATE_ALLOW  ? px_go(px)
                  : verdict == GW_PROXY_RATE_DENY ? px_limited(px, retry_after_s)
                                                  : px_local_rate(px);
