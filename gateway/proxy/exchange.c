@@ -821,6 +821,14 @@ static px_t *px_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
                     const gw_cfg_route_t *r);
 static int px_go(px_t *px);
 static int px_local_rate(px_t *px);
+
+/* The local bucket of r's request_rate for s's client (gw_proxy__rate_allow). */
+static int local_allow(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_cstream_t *s,
+                       unsigned *retry)
+{
+    return gw_proxy__rate_allow(p->rates, r, (size_t)(r - p->cfg->routes), s->addr,
+                                gw_now_ns() / 1000, retry);
+}
 static int rate_429(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
                     unsigned retry);
 
@@ -873,8 +881,7 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
         if (kl)
             (void)p->asker.ask(p->asker.ud, key, kl, r->request_rate, burst, 0);
         unsigned retry;
-        if (!gw_proxy__rate_allow(p->rates, r, (size_t)(r - p->cfg->routes), s->addr,
-                                  gw_now_ns() / 1000, &retry))
+        if (!local_allow(p, r, s, &retry))
             return rate_429(p, s, h, r, retry);
         if (!(px = px_new(p, s, h, r)))
             return GW_E_NOMEM;
@@ -919,10 +926,8 @@ static int px_limited(px_t *px, unsigned retry)
  * not be asked): on, or 429. */
 static int px_local_rate(px_t *px)
 {
-    gw_proxy_t *p = px->p;
     unsigned retry;
-    if (!gw_proxy__rate_allow(p->rates, px->route, (size_t)(px->route - p->cfg->routes),
-                              px->s->addr, gw_now_ns() / 1000, &retry))
+    if (!local_allow(px->p, px->route, px->s, &retry))
         return px_limited(px, retry);
     return px_go(px);
 }
