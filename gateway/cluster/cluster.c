@@ -146,16 +146,6 @@ static int outcome(gw_cluster_t *c, const redisReply *r, int err, const char *wh
     return 0;
 }
 
-static void on_redis_state(void *ud, int up, const char *why)
-{
-    gw_cluster_t *c = ud;
-    if (!up) {
-        char w[200];
-        snprintf(w, sizeof(w), "connection: %s", why);
-        degrade(c, w);
-    }
-}
-
 /* ---- the keys ------------------------------------------------------------------------------- */
 
 static void install(gw_cluster_t *c, const gw_cluster_keys_t *k, const char *how)
@@ -293,11 +283,14 @@ static void load_script(gw_cluster_t *c)
         degrade(c, "SCRIPT LOAD: not connected");
 }
 
+/* The client connected (the scripts are loaded, the keys read at once) or lost Redis. */
 static void on_redis_up(void *ud, int up, const char *why)
 {
     gw_cluster_t *c = ud;
-    on_redis_state(ud, up, why);
     if (!up) {
+        char w[200];
+        snprintf(w, sizeof(w), "connection: %s", why);
+        degrade(c, w);
         c->sha[0] = c->lsha[0] = 0;
         return;
     }
@@ -365,6 +358,33 @@ static gw_rate_q_t *take_group(gw_rate_q_t **list, int same_limit, uint64_t *n, 
     return first;
 }
 
+/* One script call for the group of questions that starts with first: EVALSHA sha on the key
+ * PREFIX KIND CLIENT with three integer arguments, cb getting the group (an rgroup_t). 0, or
+ * -1 and nothing was sent (the caller answers the group itself). */
+static int call_script(gw_cluster_t *c, const char *sha, const char *kind, gw_rate_q_t *first,
+                       const uint64_t arg[3], gw_redis_cb cb)
+{
+    char key[512], a[3][24];
+    size_t pl = strlen(c->prefix), kn = strlen(kind), kl = pl + kn + first->klen;
+    rgroup_t *g = kl <= sizeof(key) ? gw_calloc(1, sizeof(*g)) : NULL;
+    if (!g)
+        return -1; /* no memory, or a prefix too long for the key */
+    g->c = c;
+    g->qs = first;
+    memcpy(key, c->prefix, pl);
+    memcpy(key + pl, kind, kn);
+    memcpy(key + pl + kn, first->key, first->klen);
+    for (int i = 0; i < 3; i++)
+        snprintf(a[i], sizeof(a[i]), "%llu", (unsigned long long)arg[i]);
+    const char *argv[] = {"EVALSHA", sha, "1", key, a[0], a[1], a[2]};
+    size_t lens[] = {7, strlen(sha), 1, kl, strlen(a[0]), strlen(a[1]), strlen(a[2])};
+    if (gw_redis_command(c->redis, 7, argv, lens, cb, g) < 0) {
+        gw_free(g);
+        return -1;
+    }
+    return 0;
+}
+
 static void on_rate(void *ud, const redisReply *r, int err)
 {
     rgroup_t *g = ud;
@@ -423,38 +443,14 @@ void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *all)
         /* the first question's key, and every later one with the same key and limit */
         uint64_t n, unused;
         gw_rate_q_t *first = take_group(&list, 1, &n, &unused);
-        rgroup_t *g = gw_calloc(1, sizeof(*g));
-        if (!g) {
-            answer_group(c, first, GW_RATE_LOCAL, 0);
-            continue;
-        }
-        g->c = c;
-        g->qs = first;
         uint64_t rate = first->rate ? first->rate : 1;
         uint64_t T = 1000000 / rate ? 1000000 / rate : 1;
         uint64_t burst = first->burst ? first->burst : rate;
-        uint64_t tau = (burst - 1) * T;
-        char key[512], a1[24], a2[24], a3[24];
-        size_t pl = strlen(c->prefix);
-        if (pl + 5 + first->klen > sizeof(key)) { /* a prefix too long for a rate key */
-            gw_free(g);
+        const uint64_t arg[3] = {T, (burst - 1) * T, n}; /* T, tau, n: see RATE_LUA */
+        if (call_script(c, c->sha, "rate:", first, arg, on_rate) < 0)
             answer_group(c, first, GW_RATE_LOCAL, 0);
-            continue;
-        }
-        memcpy(key, c->prefix, pl);
-        memcpy(key + pl, "rate:", 5);
-        memcpy(key + pl + 5, first->key, first->klen);
-        size_t kl = pl + 5 + first->klen;
-        snprintf(a1, sizeof(a1), "%llu", (unsigned long long)T);
-        snprintf(a2, sizeof(a2), "%llu", (unsigned long long)tau);
-        snprintf(a3, sizeof(a3), "%llu", (unsigned long long)n);
-        const char *argv[] = {"EVALSHA", c->sha, "1", key, a1, a2, a3};
-        size_t lens[] = {7, strlen(c->sha), 1, kl, strlen(a1), strlen(a2), strlen(a3)};
-        atomic_fetch_add(&c->st_rate_calls, 1);
-        if (gw_redis_command(c->redis, 7, argv, lens, on_rate, g) < 0) {
-            gw_free(g);
-            answer_group(c, first, GW_RATE_LOCAL, 0);
-        }
+        else
+            atomic_fetch_add(&c->st_rate_calls, 1);
     }
 }
 
@@ -571,29 +567,11 @@ static void leases(gw_cluster_t *c, gw_rate_q_t *list)
     while (list) {
         uint64_t n, want;
         gw_rate_q_t *first = take_group(&list, 0, &n, &want);
-        char key[512], a1[24], a2[24], a3[24];
-        size_t pl = strlen(c->prefix);
-        rgroup_t *g = pl + 3 + first->klen <= sizeof(key) ? gw_calloc(1, sizeof(*g)) : NULL;
-        if (!g) {
+        const uint64_t arg[3] = {first->rate ? first->rate : 1, first->burst, want};
+        if (call_script(c, c->lsha, "bw:", first, arg, on_lease) < 0)
             grant_local(c, first);
-            continue;
-        }
-        g->c = c;
-        g->qs = first;
-        memcpy(key, c->prefix, pl);
-        memcpy(key + pl, "bw:", 3);
-        memcpy(key + pl + 3, first->key, first->klen);
-        size_t kl = pl + 3 + first->klen;
-        snprintf(a1, sizeof(a1), "%llu", (unsigned long long)(first->rate ? first->rate : 1));
-        snprintf(a2, sizeof(a2), "%llu", (unsigned long long)first->burst);
-        snprintf(a3, sizeof(a3), "%llu", (unsigned long long)want);
-        const char *argv[] = {"EVALSHA", c->lsha, "1", key, a1, a2, a3};
-        size_t lens[] = {7, strlen(c->lsha), 1, kl, strlen(a1), strlen(a2), strlen(a3)};
-        atomic_fetch_add(&c->st_lease_calls, 1);
-        if (gw_redis_command(c->redis, 7, argv, lens, on_lease, g) < 0) {
-            gw_free(g);
-            grant_local(c, first);
-        }
+        else
+            atomic_fetch_add(&c->st_lease_calls, 1);
     }
 }
 
