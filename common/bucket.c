@@ -217,6 +217,16 @@ void gw_bucket_table_del(gw_bucket_table_t *t)
  * prefix (default /64): one subscriber or host usually holds a whole /64 (RFC 6177 §2,
  * RFC 8981 temporary addresses), so keying on all 128 bits would hand it 2^64 buckets.
  * 0 for another family. */
+/* The IPv6 address a cut to its first bytes, then the next byte under mask, the rest zero:
+ * how the tables key a client by its prefix. */
+static void v6_cut(uint8_t out[16], const uint8_t a[16], unsigned bytes, uint8_t mask)
+{
+    memset(out, 0, 16);
+    memcpy(out, a, bytes);
+    if (bytes < 16)
+        out[bytes] = a[bytes] & mask;
+}
+
 static int addr_key(const gw_bucket_table_t *t, const struct sockaddr *sa, uint8_t addr[16])
 {
     memset(addr, 0, 16);
@@ -230,9 +240,7 @@ static int addr_key(const gw_bucket_table_t *t, const struct sockaddr *sa, uint8
             memcpy(addr, a->s6_addr + 12, 4);
             return 4;
         }
-        memcpy(addr, a->s6_addr, t->v6_bytes);
-        if (t->v6_bytes < 16)
-            addr[t->v6_bytes] = a->s6_addr[t->v6_bytes] & t->v6_mask;
+        v6_cut(addr, a->s6_addr, t->v6_bytes, t->v6_mask);
         return 6;
     }
     return 0;
@@ -412,16 +420,14 @@ int gw_bucket_addr_text(const struct sockaddr *sa, unsigned ipv6_prefix, char *o
     if (sa->sa_family == AF_INET) {
         inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
     } else if (sa->sa_family == AF_INET6) {
-        struct in6_addr a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(&a)) {
-            inet_ntop(AF_INET, a.s6_addr + 12, ip, sizeof(ip));
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            inet_ntop(AF_INET, a->s6_addr + 12, ip, sizeof(ip));
         } else {
-            unsigned bits = ipv6_prefix ? ipv6_prefix : 64;
-            for (unsigned i = 0; i < 16; i++) { /* a client is its prefix, as in the tables */
-                unsigned keep = bits >= 8 * (i + 1) ? 8 : bits > 8 * i ? bits - 8 * i : 0;
-                a.s6_addr[i] &= (uint8_t)(0xff00u >> keep);
-            }
-            inet_ntop(AF_INET6, &a, ip, sizeof(ip));
+            unsigned bits = !ipv6_prefix ? 64 : ipv6_prefix > 128 ? 128 : ipv6_prefix;
+            struct in6_addr cut; /* a client is its prefix, as in the tables */
+            v6_cut(cut.s6_addr, a->s6_addr, bits / 8, (uint8_t)(0xff00u >> (bits % 8)));
+            inet_ntop(AF_INET6, &cut, ip, sizeof(ip));
         }
     } else {
         return 0;
