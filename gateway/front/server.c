@@ -197,6 +197,19 @@ uint64_t gw_front__rate_ask(void *ud, const uint8_t *key, size_t klen, uint64_t 
     return token;
 }
 
+/* c (or NULL) becomes the server's cluster, for scrapes (under lock) and for the workers'
+ * questions (the hub); the one it replaces is returned, for the caller to close. */
+static gw_cluster_t *cluster_swap(gw_server_t *s, gw_cluster_t *c)
+{
+    uv_mutex_lock(&s->lock);
+    gw_cluster_t *old = s->cluster;
+    s->cluster = c;
+    uv_mutex_unlock(&s->lock);
+    if (s->hub)
+        gw_cluster_hub_set(s->hub, c);
+    return old;
+}
+
 static void worker_main(void *arg)
 {
     gw_worker_t *w = arg;
@@ -394,13 +407,7 @@ int gw_server_run(gw_server_t *s)
             uv_thread_join(&s->workers[i]->thread);
     }
     gw_front__log_rate_tables(s, "stop");
-    uv_mutex_lock(&s->lock);
-    gw_cluster_t *cl = s->cluster;
-    s->cluster = NULL;
-    uv_mutex_unlock(&s->lock);
-    if (s->hub)
-        gw_cluster_hub_set(s->hub, NULL);
-    gw_cluster_close(cl);
+    gw_cluster_close(cluster_swap(s, NULL));
     gw_cluster_hub_close(s->hub);
     s->hub = NULL;
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
@@ -416,14 +423,10 @@ void gw_front__cluster_apply(gw_server_t *s)
     const gw_cfg_cluster_t *cfg = &s->gen->cfg->cluster;
     if (s->cluster && gw_cluster_same(s->cluster, cfg))
         return;
-    gw_cluster_t *old = s->cluster, *c = NULL;
+    gw_cluster_t *c = NULL;
     if (cfg->enabled && gw_cluster_new(&s->main_loop, cfg, s->keyring, &c) < 0)
         GW_LOG_ERROR("cluster_failed", "redis=%s reason=\"out of memory\"", cfg->redis.text);
-    uv_mutex_lock(&s->lock);
-    s->cluster = c;
-    uv_mutex_unlock(&s->lock);
-    if (s->hub)
-        gw_cluster_hub_set(s->hub, c);
+    gw_cluster_t *old = cluster_swap(s, c);
     if (old) {
         gw_cluster_close(old);
         if (!c) /* no cluster any more: each listener rotates its own keys again */
