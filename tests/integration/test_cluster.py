@@ -304,16 +304,36 @@ def test_config_errors(h2gate_bin, tmp_path, body, msg):
 
 # ---- request rates shared across instances -------------------------------------------------
 
+def instances(gateway, origin, redis, n, route_extra="", extra="", cluster_extra=""):
+    """n gateways in front of origin sharing redis (more cluster keys in cluster_extra), each
+    with an admin listener, once each has the cluster up and its scripts loaded."""
+    gws = []
+    cl = f"cluster:\n  redis: 127.0.0.1:{redis.port}\n" + "".join(
+        f"  {l}\n" for l in cluster_extra.splitlines())
+    for _ in range(n):
+        admin = free_port()
+        g = origin_gateway(gateway, origin, route_extra=route_extra, extra=extra + cl, admin=admin)
+        g.admin = admin
+        gws.append(g)
+    for g in gws:
+        wait_for(lambda: metric(g, "h2gate_cluster_up") == 1, 5, "the cluster up")
+    time.sleep(0.2)  # the scripts loaded
+    return gws
+
+
 def rate_gw(gateway, origin, redis, rate=2, burst=3, extra=""):
-    admin = free_port()
-    cl = f"cluster:\n  redis: 127.0.0.1:{redis.port}\n" + "".join(f"  {l}\n" for l in
-                                                                   extra.splitlines())
-    g = origin_gateway(gateway, origin, route_extra=f"request_rate: {rate}\nrequest_burst: {burst}",
-                       extra=cl, admin=admin)
-    g.admin = admin
-    wait_for(lambda: metric(g, "h2gate_cluster_up") == 1, 5, "the cluster up")
-    time.sleep(0.1)  # the rate script loaded
-    return g
+    return instances(gateway, origin, redis, 1, f"request_rate: {rate}\nrequest_burst: {burst}",
+                     cluster_extra=extra)[0]
+
+
+def downloads(gws, n):
+    """/bytes/n through each of gws at once with curl: (the sizes received, seconds for all)."""
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}",
+                               f"http://127.0.0.1:{g.port}/bytes/{n}"], stdout=subprocess.PIPE,
+                              text=True) for g in gws]
+    sizes = [int(p.communicate(timeout=30)[0] or 0) for p in procs]
+    return sizes, time.monotonic() - t0
 
 
 def status_of(port, method="GET", body=None):
@@ -443,23 +463,10 @@ def test_a_client_bandwidth_holds_across_instances(gateway, origin, redis_server
     each at once gets 1 MB/s from the two together (within 10 %), not 1 MB/s from each; the
     bytes come from Redis in leases of about 100 ms."""
     r = redis_server()
-    gws = []
-    for _ in range(2):
-        admin = free_port()
-        g = origin_gateway(gateway, origin, extra=f"throttle: {{per_client_rate: 1MB/s}}\n"
-                           f"cluster:\n  redis: 127.0.0.1:{r.port}\n", admin=admin)
-        g.admin = admin
-        wait_for(lambda: metric(g, "h2gate_cluster_up") == 1, 5, "the cluster up")
-        gws.append(g)
-    time.sleep(0.2)
+    gws = instances(gateway, origin, r, 2, extra="throttle: {per_client_rate: 1MB/s}\n")
     n = 1_500_000
-    t0 = time.monotonic()
-    procs = [subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download} %{time_total}",
-                               f"http://127.0.0.1:{g.port}/bytes/{n}"], stdout=subprocess.PIPE,
-                              text=True) for g in gws]
-    outs = [p.communicate(timeout=30)[0].split() for p in procs]
-    took = time.monotonic() - t0
-    assert [int(o[0]) for o in outs] == [n, n], outs
+    sizes, took = downloads(gws, n)
+    assert sizes == [n, n], sizes
     burst = 100_000  # the shared bucket starts full: 100 ms of the rate
     expect = (2 * n - burst) / 1_000_000
     print(f"\ntwo instances, 2 x 1.5 MB at 1 MB/s shared: {took:.2f} s (expected {expect:.2f})")
@@ -472,44 +479,18 @@ def test_a_client_bandwidth_falls_back_to_each_instance(gateway, origin, redis_s
     """Redis down: each instance limits the client to the rate alone again (fail open to the
     local limit), so the same two downloads take about half as long."""
     r = redis_server()
-    gws = []
-    for _ in range(2):
-        admin = free_port()
-        g = origin_gateway(gateway, origin, extra=f"throttle: {{per_client_rate: 1MB/s}}\n"
-                           f"cluster:\n  redis: 127.0.0.1:{r.port}\n", admin=admin)
-        g.admin = admin
-        gws.append(g)
+    gws = instances(gateway, origin, r, 2, extra="throttle: {per_client_rate: 1MB/s}\n")
     r.stop()
     for g in gws:
         g.wait_log("event=cluster_degraded", timeout=5)
     n = 1_500_000
-    t0 = time.monotonic()
-    procs = [subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}",
-                               f"http://127.0.0.1:{g.port}/bytes/{n}"], stdout=subprocess.PIPE,
-                              text=True) for g in gws]
-    outs = [p.communicate(timeout=30)[0] for p in procs]
-    took = time.monotonic() - t0
-    assert outs == [str(n), str(n)], outs
+    sizes, took = downloads(gws, n)
+    assert sizes == [n, n], sizes
     expect = (n - 100_000) / 1_000_000
     assert expect * 0.85 <= took <= expect * 1.2, (took, expect)
 
 
 # ---- issue 27's "Must show": three instances, clients spread over them -----------------------
-
-def three(gateway, origin, redis, route_extra="", extra=""):
-    gws = []
-    for _ in range(3):
-        admin = free_port()
-        g = origin_gateway(gateway, origin, route_extra=route_extra,
-                           extra=extra + f"cluster:\n  redis: 127.0.0.1:{redis.port}\n",
-                           admin=admin)
-        g.admin = admin
-        gws.append(g)
-    for g in gws:
-        wait_for(lambda: metric(g, "h2gate_cluster_up") == 1, 5, "the cluster up")
-    time.sleep(0.2)  # the scripts loaded
-    return gws
-
 
 def load(gws, secs, rps_per_client=60, clients=2):
     """h2load against each instance at once (h2c, one request at a time per client, rps per
@@ -535,7 +516,7 @@ def test_three_instances_request_rate_of_100_per_second(gateway, origin, redis_s
     if sanitized():  # counts over seconds of load: the plain build measures them (CI time)
         pytest.skip("a measurement of the plain build; the ASan run covers these paths")
     r = redis_server()
-    gws = three(gateway, origin, r, route_extra="request_rate: 100\nrequest_burst: 10")
+    gws = instances(gateway, origin, r, 3, route_extra="request_rate: 100\nrequest_burst: 10")
     ok, limited = load(gws, 10)
     print(f"\nthree instances, request_rate 100/s for 10 s: {ok} 2xx, {limited} 429")
     assert 900 <= ok <= 1100, (ok, limited)
@@ -546,15 +527,10 @@ def test_three_instances_request_rate_of_100_per_second(gateway, origin, redis_s
 
 def test_three_instances_bandwidth_of_1_mb_per_second(gateway, origin, redis_server):
     r = redis_server()
-    gws = three(gateway, origin, r, extra="throttle: {per_client_rate: 1MB/s}\n")
+    gws = instances(gateway, origin, r, 3, extra="throttle: {per_client_rate: 1MB/s}\n")
     n = 1_000_000
-    t0 = time.monotonic()
-    procs = [subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}",
-                               f"http://127.0.0.1:{g.port}/bytes/{n}"], stdout=subprocess.PIPE,
-                              text=True) for g in gws]
-    outs = [p.communicate(timeout=30)[0] for p in procs]
-    took = time.monotonic() - t0
-    assert outs == [str(n)] * 3, outs
+    sizes, took = downloads(gws, n)
+    assert sizes == [n] * 3, sizes
     rate = (3 * n - 100_000) / took  # the shared bucket starts with its burst
     print(f"\nthree instances, 3 x 1 MB at 1 MB/s shared: {took:.2f} s, {rate / 1e6:.3f} MB/s")
     assert 0.9e6 <= rate <= 1.1e6, rate
@@ -580,7 +556,7 @@ def test_three_instances_redis_stopped_mid_test(gateway, origin, redis_server):
     if sanitized():  # counts over seconds of load: the plain build measures them (CI time)
         pytest.skip("a measurement of the plain build; the ASan run covers these paths")
     r = redis_server()
-    gws = three(gateway, origin, r, route_extra="request_rate: 20\nrequest_burst: 5")
+    gws = instances(gateway, origin, r, 3, route_extra="request_rate: 20\nrequest_burst: 5")
     shared, _ = load(gws, 3, rps_per_client=20)
     r.stop()
     for g in gws:
