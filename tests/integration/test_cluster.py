@@ -297,7 +297,7 @@ def test_config_errors(h2gate_bin, tmp_path, body, msg):
     cfg = tmp_path / "gw.yaml"
     cfg.write_text("listen:\n  - address: 127.0.0.1:1\n" + body +
                    "upstreams:\n  app:\n    servers: [127.0.0.1:2]\nroutes:\n  - upstream: app\n")
-    p = subprocess.run([h2gate_bin, "--check-config", str(cfg)], capture_output=True, text=True)
+    p = run([h2gate_bin, "--check-config", str(cfg)])
     assert p.returncode == 1
     assert f"{cfg}:{msg}" in p.stderr, p.stderr
 

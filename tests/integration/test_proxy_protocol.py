@@ -10,7 +10,7 @@ import struct
 import subprocess
 import time
 
-from conftest import free_port, wait_port
+from conftest import free_port, recv_all, run, wait_port
 from gwtest import tls_client_ctx, tls_listener
 
 SIG = b"\r\n\r\n\x00\r\nQUIT\n"
@@ -24,7 +24,7 @@ def v2(src, dst, sport, dport, local=False):
 
 
 def pp_gateway(gateway, origin, tmp_path, listen_extra="", route_extra="", tls=False):
-    port, admin = free_port(), free_port()
+    port = free_port()
     alog = tmp_path / "access.log"
     lines = ["workers: 1", "log_level: debug", "listen:"]
     if tls:
@@ -130,14 +130,8 @@ def test_a_header_split_over_reads(gateway, origin, tmp_path):
         if tls:
             s = tls_client_ctx().wrap_socket(s, server_hostname="localhost")
             s.sendall(b"GET /echo HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
-        out = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            out += d
-        s.close()
-        return out
+        with s:
+            return recv_all(s)
 
     g = pp_gateway(gateway, origin, tmp_path)
     get = b"GET /echo HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
@@ -232,7 +226,7 @@ def test_config_errors(h2gate_bin, tmp_path):
     cfg.write_text("listen:\n  - address: 127.0.0.1:1\n    proxy_protocol: true\n"
                    "    proxy_protocol_from: [10.0.0.0/33, nonsense]\n"
                    "upstreams:\n  app:\n    servers: [127.0.0.1:2]\nroutes:\n  - upstream: app\n")
-    r = subprocess.run([h2gate_bin, "--check-config", str(cfg)], capture_output=True, text=True)
+    r = run([h2gate_bin, "--check-config", str(cfg)])
     assert r.returncode == 1
     assert f"{cfg}:4:27: '10.0.0.0/33' is not a network" in r.stderr, r.stderr
     assert f"{cfg}:4:40: 'nonsense' is not a network" in r.stderr, r.stderr
