@@ -61,7 +61,6 @@ struct gw_redis {
     uint64_t connect_started_ms, backoff_ms;
     int timer_open;
     char rbuf[16384];
-    gw_redis_stats_t st;
 };
 
 static void arm(gw_redis_t *r);
@@ -89,11 +88,8 @@ static void fail_pending(gw_redis_t *r, int err)
     gw_list_t *n;
     while ((n = gw_list_pop_front(&r->pending)) != NULL) {
         pend_t *p = GW_CONTAINER_OF(n, pend_t, link);
-        if (p->cb && !p->timed_out) {
-            if (err == GW_E_IO)
-                r->st.errors++;
+        if (p->cb && !p->timed_out)
             p->cb(p->ud, NULL, err);
-        }
         gw_free(p);
     }
 }
@@ -101,7 +97,6 @@ static void fail_pending(gw_redis_t *r, int err)
 /* Let the connection go (if any), fail what was pending and wait before the next try. */
 static void conn_down(gw_redis_t *r, const char *why)
 {
-    int was_up = r->state == RS_UP;
     if (r->c) {
         r->c->r = NULL;
         uv_close((uv_handle_t *)&r->c->tcp, on_conn_closed);
@@ -113,8 +108,6 @@ static void conn_down(gw_redis_t *r, const char *why)
     }
     r->state = RS_DOWN;
     r->handshake = 0;
-    if (was_up)
-        r->st.disconnects++;
     GW_LOG_DEBUG("redis_down", "redis=%s:%s reason=\"%s\" retry_ms=%llu", r->host, r->port, why,
                  (unsigned long long)r->backoff_ms);
     fail_pending(r, GW_E_IO);
@@ -166,7 +159,6 @@ static void became_up(gw_redis_t *r)
 {
     r->state = RS_UP;
     r->backoff_ms = BACKOFF_MIN_MS;
-    r->st.connects++;
     GW_LOG_DEBUG("redis_up", "redis=%s:%s", r->host, r->port);
     if (r->on_state)
         r->on_state(r->ud, 1, "connected");
@@ -215,7 +207,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         pend_t *p = GW_CONTAINER_OF(n, pend_t, link);
         const redisReply *rr = rep;
-        r->st.replies++;
         if (!p->cb) { /* AUTH or SELECT */
             char why[160];
             int bad = rr->type == REDIS_REPLY_ERROR;
@@ -383,7 +374,6 @@ static void on_timer(uv_timer_t *t)
             if (p->deadline_ms > now)
                 break;
             p->timed_out = 1;
-            r->st.timeouts++;
             if (p->cb)
                 p->cb(p->ud, NULL, GW_E_TIMEOUT);
         }
@@ -473,7 +463,6 @@ int gw_redis_command(gw_redis_t *r, int argc, const char **argv, const size_t *a
     int rv = send_cmd(r, argc, argv, argvlen, cb, ud);
     if (rv < 0)
         return rv;
-    r->st.commands++;
     if (!uv_is_active((uv_handle_t *)&r->timer))
         arm(r);
     return 0;
@@ -482,11 +471,6 @@ int gw_redis_command(gw_redis_t *r, int argc, const char **argv, const size_t *a
 int gw_redis_up(const gw_redis_t *r)
 {
     return r->state == RS_UP;
-}
-
-gw_redis_stats_t gw_redis_stats(const gw_redis_t *r)
-{
-    return r->st;
 }
 
 static void on_timer_closed(uv_handle_t *h)

@@ -39,11 +39,6 @@ typedef struct {
     void *ud;
 } gw_redis_opts_t;
 
-typedef struct {
-    uint64_t commands, replies, timeouts, errors; /* errors: GW_E_IO callbacks */
-    uint64_t connects, disconnects;
-} gw_redis_stats_t;
-
 /* A client on loop, connecting at once. 0 or GW_E_NOMEM. */
 int gw_redis_new(uv_loop_t *loop, const gw_redis_opts_t *o, gw_redis_t **out);
 /* Send a command (argv[0..argc), lengths in argvlen); cb(ud, ...) later. 0, or GW_E_IO when
@@ -51,7 +46,6 @@ int gw_redis_new(uv_loop_t *loop, const gw_redis_opts_t *o, gw_redis_t **out);
 int gw_redis_command(gw_redis_t *r, int argc, const char **argv, const size_t *argvlen,
                      gw_redis_cb cb, void *ud);
 int gw_redis_up(const gw_redis_t *r);
-gw_redis_stats_t gw_redis_stats(const gw_redis_t *r);
 /* Close: pending callbacks get GW_E_CLOSED now; the memory goes when the handles are closed
  * (the loop must run once more). Never from inside a callback of r. */
 void gw_redis_close(gw_redis_t *r);
