@@ -24,11 +24,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 H2GATE_BIN = os.path.abspath(os.environ.get("H2GATE_BIN", os.path.join(ROOT, "build", "gateway", "h2gate")))
 
 
+_given_ports = set()
+
+
 def free_port(family=socket.AF_INET, host="127.0.0.1"):
-    """A TCP port that is free right now on `host` (the OS picks it)."""
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A TCP port that is free right now on `host` (the OS picks it), never one this process
+    was given before: two calls in a row may otherwise get the same port back from the kernel
+    (seen as "duplicate listener" when a test asked for a TLS and a cleartext port)."""
+    while True:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port not in _given_ports:
+            _given_ports.add(port)
+            return port
 
 
 def wait_port(host, port, timeout=10.0, proc=None):
