@@ -24,7 +24,7 @@ import sys
 
 # Table order: h2gate at its default configuration (the headline), its opt-in modes, the peers
 # a user would pick instead, and nginx serving the files itself (the floor: no proxy hop).
-PROXIES = ("h2gate", "h2gate-pipeline", "h2gate-alog", "h2gate-cluster", "h2gate-cluster-rate",
+PROXIES = ("h2gate", "h2gate-base", "h2gate-pipeline", "h2gate-alog", "h2gate-cluster", "h2gate-cluster-rate",
            "nghttpx", "h2o", "haproxy",
            "nginx-proxy", "nginx-static",
            "h2gate-gzip", "nginx-gzip", "h2gate-br", "h2gate-zstd")
@@ -35,7 +35,7 @@ ZPROXIES = ("h2gate-gzip", "nginx-gzip", "h2gate-br", "h2gate-zstd")
 # Ratio rows of the table: (numerator, label); the denominator is, per metric, the best valid
 # peer of PEERS in that case. The chart plots the first one.
 RATIOS = (("h2gate", "h2gate / best peer"), ("h2gate-pipeline", "h2gate-pipeline / best peer"))
-SCENARIO_ORDER = ("small", "large", "manyconns", "upload", "idle", "compress")
+SCENARIO_ORDER = ("small", "large", "manyconns", "upload", "post", "idle", "compress")
 
 
 def read_meta(run_dir):
@@ -466,6 +466,17 @@ def report(runs_dir, md_path, png_path):
                             f"({(a['cpu_us_per_req'] / b['cpu_us_per_req'] - 1) * 100:+.0f} %)")
         if cost:
             out += [title, ""] + cost + [""]
+    # before and after a change: h2gate-base is another build (BENCH_BASE) at the same config
+    change = []
+    for case in load_cases + idle_cases:
+        a, b = agg[case].get("h2gate"), agg[case].get("h2gate-base")
+        for key, unit in (("cpu_us_per_req", "µs CPU per request"), ("kib_per_conn", "KiB per connection")):
+            if a and b and a["valid"] == a["n"] and b["valid"] == b["n"] and a.get(key) and b.get(key):
+                change.append(f"- {case}: {b[key]:.1f} → {a[key]:.1f} {unit} "
+                              f"({(a[key] / b[key] - 1) * 100:+.1f} %)")
+    if change:
+        out += ["Before → after (h2gate-base: the build given as BENCH_BASE, at the same "
+                "configuration as h2gate; medians):", ""] + change + [""]
     problems = []
     for case in sorted(agg, key=case_order):
         for proxy in PROXIES:
