@@ -209,6 +209,9 @@ static gw_cfg_tls_t *load_tls(ld_t *ld, yaml_node_t *v)
     if (have_top || !t.certs_node) {
         check_cert(ld, tls, &t.top, v);
         push_cert(ld, tls, &t.top);
+    } else {
+        /* a `names:` with no name (empty, or every item refused) beside `certificates:` */
+        gw_cfg__free_str_list(t.top.cert.names, t.top.cert.names_len);
     }
     if (t.certs_node) {
         yaml_node_item_t *it = t.certs_node->data.sequence.items.start;

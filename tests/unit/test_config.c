@@ -304,6 +304,25 @@ static void error_tls_checks(void **state)
     assert_int_equal(c->listen[0].tls->certs_len, 1);
     assert_int_equal(c->listen[0].protocols, GW_PROTO_F_H2 | GW_PROTO_F_HTTP1);
     gw_config_del(c);
+    /* fuzz_config's one-hour run: a `names:` whose every item is refused, beside
+     * `certificates:`, was neither used nor freed (a leak LeakSanitizer reports in the ASan
+     * build); an empty one is accepted and freed the same way */
+    expect_error("listen:\n  - address: 127.0.0.1:8443\n"
+                 "    tls:\n      certificates:\n"
+                 "        - {certificate: /x/c.pem, key: /x/k.pem}\n"
+                 "      self_signed: true\n      names: [b.example: 1]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:7:15: 'names' must be a scalar, not a map");
+    assert_int_equal(load("listen:\n  - address: 127.0.0.1:8443\n"
+                          "    tls:\n      certificates:\n"
+                          "        - {certificate: /x/c.pem, key: /x/k.pem}\n"
+                          "      self_signed: true\n      names: []\n"
+                          "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                          "routes: [{upstream: app}]\n",
+                          &c, &e),
+                     0);
+    assert_int_equal(c->listen[0].tls->certs_len, 1);
+    gw_config_del(c);
 }
 
 static void all_errors_collected(void **state)
