@@ -199,12 +199,6 @@ int gw_back_write_body(gw_back_exch_t *x, gw_rbuf_t *buf, size_t off, size_t len
  * GW_E_INVAL. Returns 0, GW_E_INVAL or GW_E_NOMEM. */
 int gw_back_end_body(gw_back_exch_t *x, const gw_back_field_t *trailers, size_t n);
 
-/* The back defers some writes to the end of the loop turn (a request head whose body is still
- * coming, so that the two leave in one segment) and does them from a prepare callback. A
- * prepare callback of the caller's that may have started a request calls this last: a
- * prepare handle started while the prepare phase runs would only run after the next poll. */
-void gw_back_run_deferred(gw_back_t *b);
-
 /* Stop reading the origin socket of this exchange (the client side is full). Takes effect at
  * the next socket read: the rest of the current read buffer (at most GW_BACK_READ_BUF_MAX bytes;
  * over TLS, the plaintext of one read of ciphertext plus a record left partial by the previous

@@ -278,8 +278,7 @@ int gw_back__conn_pipeline(gw_back_conn_t *c, gw_back_exch_t *x);
 void gw_back__conn_park(gw_back_conn_t *c);
 /* Close now (any state); the exchange, if any, must have been detached. */
 void gw_back__conn_close(gw_back_conn_t *c);
-/* Write c's queued output now, unless a write is due before the loop polls (c is on the
- * back's flush list): it will take these bytes too. */
+/* Move queued body bytes of x to its connection and write. */
 void gw_back__conn_flush(gw_back_conn_t *c);
 void gw_back__conn_update_reading(gw_back_conn_t *c);
 /* Active health check of s: one GET of cfg->health_path on a fresh connection. */
@@ -346,11 +345,6 @@ void gw_back__exch_failed(gw_back_exch_t *x, int code, int retryable);
 void gw_back__exch_unanswered(gw_back_exch_t *x);
 /* Write c's queued output before the loop polls again (pipelined requests). */
 void gw_back__flush_later(gw_back_conn_t *c);
-/* The same for the head of a request whose body is still coming: what the client's read
- * delivers in this loop turn (the head, its DATA frames, a chunked body's last chunk) leaves
- * in one write(2), so in one segment, and nothing waits for a later turn. Body bytes are
- * written at once (gw_back__conn_flush) unless such a write is due. */
-void gw_back__write_soon(gw_back_conn_t *c);
 void gw_back__flush_cancel(gw_back_conn_t *c);
 /* Event delivery to the exchange's owner; each returns non-zero if x is gone afterwards. */
 int gw_back__deliver_head(gw_back_exch_t *x, const gw_back_head_t *h, int interim);

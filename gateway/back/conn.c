@@ -443,8 +443,6 @@ void gw_back__conn_start(gw_back_conn_t *c, gw_back_exch_t *x)
     gw_back__conn_update_reading(c);
     if (gw_back__ucfg(c)->pipeline > 1)
         gw_back__flush_later(c); /* requests dispatched with this one may join its write */
-    else if (x->req.body_len != 0 && !x->req.upgrade && !x->body_ended)
-        gw_back__write_soon(c); /* with the body bytes of this turn: one segment, not two */
     else
         gw_back__write_more(c);
 }

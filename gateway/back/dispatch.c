@@ -405,8 +405,9 @@ static void dispatch_queue(gw_back_upstream_t *up)
 /* Deferred work, before the loop polls: first the unanswered exchanges (at the front of the
  * queue when they must wait: they were sent before the ones waiting), then the pipelined
  * writes. Either may add to the other (a failed write leaves exchanges unanswered). */
-static void run_work(gw_back_t *b)
+static void on_work(uv_prepare_t *h)
 {
+    gw_back_t *b = h->data;
     for (;;) {
         gw_list_t *n = gw_list_pop_front(&b->unanswered);
         if (n) {
@@ -424,18 +425,7 @@ static void run_work(gw_back_t *b)
         }
         break;
     }
-}
-
-static void on_work(uv_prepare_t *h)
-{
-    run_work(h->data);
     uv_prepare_stop(h);
-}
-
-void gw_back_run_deferred(gw_back_t *b)
-{
-    if (!b->deleting)
-        run_work(b);
 }
 
 void gw_back__conn_free_again(gw_back_conn_t *c)
@@ -475,14 +465,6 @@ void gw_back__flush_later(gw_back_conn_t *c)
         return;
     gw_list_push_back(&b->flush, &c->flink);
     work_later(b);
-}
-
-void gw_back__write_soon(gw_back_conn_t *c)
-{
-    if (gw_list_linked(&c->flink))
-        return;
-    gw_list_push_back(&c->server->up->back->flush, &c->flink);
-    work_later(c->server->up->back);
 }
 
 void gw_back__flush_cancel(gw_back_conn_t *c)

@@ -230,8 +230,6 @@ static void tls_write_more(gw_back_conn_t *c)
 
 void gw_back__conn_flush(gw_back_conn_t *c)
 {
-    if (gw_list_linked(&c->flink))
-        return;
     gw_back__write_more(c);
 }
 

@@ -191,8 +191,6 @@ static void on_acc_flush(uv_prepare_t *h)
     while (!gw_list_empty(&p->acc_pending))
         acc_flush_one(GW_CONTAINER_OF(p->acc_pending.next, px_t, alink));
     uv_prepare_stop(h);
-    if (p->back)
-        gw_back_run_deferred(p->back); /* a write this flush deferred (a request sent again) */
 }
 
 void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t len)
