@@ -414,6 +414,22 @@ def chart(ratios, png, title):
     os.unlink(data)
 
 
+CPU_LINE = (("cpu_us_per_req", "µs CPU per request"),)
+
+
+def before_after(agg, cases, before, after, keys, digits):
+    """Lines `- case: B → A unit (+x %)` for each (key, unit) of keys where both proxies' runs
+    of the case were all valid and have the figure; digits: decimals of the percentage."""
+    lines = []
+    for case in cases:
+        a, b = agg[case].get(after), agg[case].get(before)
+        for key, unit in keys:
+            if a and b and a["valid"] == a["n"] and b["valid"] == b["n"] and a.get(key) and b.get(key):
+                lines.append(f"- {case}: {b[key]:.1f} → {a[key]:.1f} {unit} "
+                             f"({(a[key] / b[key] - 1) * 100:+.{digits}f} %)")
+    return lines
+
+
 def report(runs_dir, md_path, png_path):
     runs = []
     for path in sorted(glob.glob(os.path.join(runs_dir, "*", "run.json"))):
@@ -458,22 +474,12 @@ def report(runs_dir, md_path, png_path):
                         ("h2gate-cluster-rate", "Shared request rate cost (h2gate-cluster-rate: "
                                                 "a request rate that Redis decides for every "
                                                 "request and never refuses):")):
-        cost = []
-        for case in load_cases:
-            a, b = agg[case].get(mode), agg[case].get("h2gate")
-            if a and b and a["valid"] == a["n"] and b["valid"] == b["n"] and a.get("cpu_us_per_req") and b.get("cpu_us_per_req"):
-                cost.append(f"- {case}: {b['cpu_us_per_req']:.1f} → {a['cpu_us_per_req']:.1f} µs CPU per request "
-                            f"({(a['cpu_us_per_req'] / b['cpu_us_per_req'] - 1) * 100:+.0f} %)")
+        cost = before_after(agg, load_cases, "h2gate", mode, CPU_LINE, 0)
         if cost:
             out += [title, ""] + cost + [""]
     # before and after a change: h2gate-base is another build (BENCH_BASE) at the same config
-    change = []
-    for case in load_cases + idle_cases:
-        a, b = agg[case].get("h2gate"), agg[case].get("h2gate-base")
-        for key, unit in (("cpu_us_per_req", "µs CPU per request"), ("kib_per_conn", "KiB per connection")):
-            if a and b and a["valid"] == a["n"] and b["valid"] == b["n"] and a.get(key) and b.get(key):
-                change.append(f"- {case}: {b[key]:.1f} → {a[key]:.1f} {unit} "
-                              f"({(a[key] / b[key] - 1) * 100:+.1f} %)")
+    change = before_after(agg, load_cases + idle_cases, "h2gate-base", "h2gate",
+                          CPU_LINE + (("kib_per_conn", "KiB per connection"),), 1)
     if change:
         out += ["Before → after (h2gate-base: the build given as BENCH_BASE, at the same "
                 "configuration as h2gate; medians):", ""] + change + [""]
