@@ -421,6 +421,37 @@ static void promote(gw_back_conn_t *c)
     gw_back__conn_update_reading(c);
 }
 
+/* A uv_write the kernel took whole reports in libuv's pending phase of the next loop turn; one
+ * started in the prepare phase (proxy/upload.c hands gathered body pieces over there) reports
+ * only after the next poll, which may already bring the origin's answer. With libuv's queue
+ * empty every byte is the kernel's: account for them now, as on_write would, so that a request
+ * sent whole lets its connection be reused. The write request stays in flight (WRITING, so
+ * nothing else uses it); on_write then finds nothing left to account and only writes what
+ * queued since. The exchange's write marks fire when it completes. Returns whether no write
+ * is owed to the kernel. */
+static int settle_write(gw_back_conn_t *c)
+{
+    if (!(c->flags & GW_BACK_CONN_F_WRITING))
+        return 1;
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) != 0)
+        return 0;
+    if (c->writing == 0)
+        return 1;
+    size_t n = c->writing;
+    c->writing = 0;
+    c->tls_out.len = 0;
+    size_t h = n < c->out.bytes ? n : c->out.bytes;
+    gw_iovq_consume(&c->out, h);
+    n -= h;
+    gw_back_exch_t *x = c->exch;
+    if (x && n) {
+        gw_iovq_consume(&x->body, n);
+        x->body_written += n;
+        x->body_started_write = 1;
+    }
+    return 1;
+}
+
 /* The response being read ended, with `rest` more bytes in this read after it; eof: it was
  * ended by the origin's close. Returns 1 when c goes on with the next pipelined response (the
  * `rest` bytes are its own), 0 when c was parked or closed. */
@@ -453,9 +484,11 @@ static int complete(gw_back_conn_t *c, size_t rest, int eof)
     /* Nothing (alive) behind it: the cleartext rules. An origin that sent bytes after the
      * response has desynchronised the connection; with requests behind it, the connection ends
      * here (the origin closes it, or only placeholders remain) and they are sent again. */
-    int request_done = !x || (x->body_ended && x->body.bytes == 0 &&
-                              ((c->flags & GW_BACK_CONN_F_PIPELINED) || c->pipe_len ||
-                               (c->out.bytes == 0 && !(c->flags & GW_BACK_CONN_F_WRITING))));
+    int written = settle_write(c);
+    int request_done =
+        !x ||
+        (x->body_ended && x->body.bytes == 0 &&
+         ((c->flags & GW_BACK_CONN_F_PIPELINED) || c->pipe_len || (c->out.bytes == 0 && written)));
     int reuse = keep_alive && c->pipe_len == 0 && rest == 0 && !(c->tls && tls_more_follows(c)) &&
                 request_done && !(maxr && c->requests >= maxr);
     GW_LOG_DEBUG("back_exch_done", "server=%s status=%u reuse=%d requests=%u", s->cfg->addr.text,

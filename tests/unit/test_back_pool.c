@@ -504,6 +504,114 @@ static void post_content_length_body(void **state)
     teardown_all(b, &o, 1);
 }
 
+/* ---- a body written in libuv's prepare phase, answered before its write reports ----------- */
+
+/* Read from fd until `want` is in the bytes read (or 2 s pass); returns the bytes read. */
+static size_t recv_until(int fd, char *buf, size_t cap, const char *want)
+{
+    size_t len = 0;
+    uint64_t end = gw_now_ms() + 2000;
+    buf[0] = 0;
+    while (!strstr(buf, want) && len + 1 < cap && gw_now_ms() < end) {
+        ssize_t n = recv(fd, buf + len, cap - 1 - len, MSG_DONTWAIT);
+        if (n > 0) {
+            len += (size_t)n;
+            buf[len] = 0;
+        } else {
+            usleep(1000);
+        }
+    }
+    return len;
+}
+
+typedef struct {
+    gw_back_exch_t *x;
+    gw_rbuf_t *rb;
+    wctx_t w;
+} late_body_t;
+
+static void write_body_in_prepare(uv_prepare_t *h)
+{
+    late_body_t *lb = h->data;
+    assert_int_equal(gw_back_write_body(lb->x, lb->rb, 0, 5, on_written, &lb->w), 0);
+    assert_int_equal(gw_back_end_body(lb->x, NULL, 0), 0);
+    uv_prepare_stop(h);
+}
+
+/* proxy/upload.c hands gathered body pieces to the back from a prepare callback. A uv_write
+ * the kernel takes whole there reports only after the next poll, and a fast origin's answer
+ * can come in that poll: the request was sent whole, so its connection goes back to the pool
+ * (it was closed, and a busy gateway opened origin connections past its pool's size). */
+static void body_written_in_prepare_phase_keeps_connection(void **state)
+{
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    socklen_t al = sizeof(a);
+    getsockname(lfd, (struct sockaddr *)&a, &al);
+    int port = ntohs(a.sin_port);
+    tcfg_t t;
+    tcfg_init(&t, &port, NULL, 1);
+    gw_back_t *b = mkback(&t);
+    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    gw_back_req_t r = {.method = GW_SLICE_LIT("POST"),
+                       .target = GW_SLICE_LIT("/up"),
+                       .host = GW_SLICE_LIT("h"),
+                       .body_len = 5};
+    late_body_t lb = {0};
+    assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl, &lb.x), 0);
+    cl.inflight = 1;
+    cl.started = 1;
+    run_for(30); /* connected, the head written */
+    int ofd = accept(lfd, NULL, NULL);
+    assert_true(ofd >= 0);
+    char buf[4096];
+    recv_until(ofd, buf, sizeof(buf), "\r\n\r\n");
+    assert_non_null(strstr(buf, "POST /up HTTP/1.1\r\n"));
+    /* The origin answers at once (loopback: the bytes are in the gateway's socket now). */
+    static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    assert_int_equal(send(ofd, resp, sizeof(resp) - 1, 0), (ssize_t)sizeof(resp) - 1);
+    lb.rb = gw_rbuf_new(16);
+    memcpy(lb.rb->data, "abcde", 5);
+    lb.rb->len = 5;
+    uv_prepare_t prep;
+    uv_prepare_init(&loop, &prep);
+    prep.data = &lb;
+    uv_prepare_start(&prep, write_body_in_prepare);
+    /* One turn: the prepare callback writes the body (the kernel takes it whole, libuv reports
+     * it in the next turn), then the poll reads the answer. */
+    uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(cl.completed, 1);
+    assert_int_equal(cl.last_status, 200);
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.idle, 1);
+    assert_int_equal(st.closed, 0);
+    assert_int_equal(lb.w.calls, 1); /* its write mark fired when the exchange completed */
+    recv_until(ofd, buf, sizeof(buf), "abcde");
+    assert_string_equal(buf, "abcde");
+    /* The next request goes out on the same connection, and its answer comes back. */
+    cl.target = 2;
+    start_one(&cl);
+    run_for(30);
+    recv_until(ofd, buf, sizeof(buf), "\r\n\r\n");
+    assert_non_null(strstr(buf, "GET "));
+    assert_int_equal(send(ofd, resp, sizeof(resp) - 1, 0), (ssize_t)sizeof(resp) - 1);
+    assert_true(run_until(done_pred, &cl, 3000));
+    assert_int_equal(cl.completed, 2);
+    assert_int_equal(cl.errors, 0);
+    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(st.opened, 1);
+    assert_int_equal(st.reused, 1);
+    gw_rbuf_unref(lb.rb);
+    uv_close((uv_handle_t *)&prep, NULL);
+    close(ofd);
+    close(lfd);
+    teardown_all(b, NULL, 0);
+}
+
 /* Issue 18 item 5: while the origin holds every byte the client sent and waits for the rest
  * of the body, the response timer does not run: a slow (or stalled) client is not a failing
  * server. The response timeout starts once the request was sent whole. */
@@ -769,6 +877,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(no_retry_post_with_streamed_body, setup, teardown),
         cmocka_unit_test_setup_teardown(no_retry_non_idempotent, setup, teardown),
         cmocka_unit_test_setup_teardown(post_content_length_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(body_written_in_prepare_phase_keeps_connection, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(early_response_not_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_request_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(tls_upstream_bad_ca, setup, teardown),
