@@ -15,6 +15,7 @@ struct gw_cluster_sink {
     pthread_mutex_t mu;
     gw_cluster_answer_t *ans; /* answers not yet handed to cb */
     size_t n, cap;
+    size_t owed;      /* questions on their way: each has a slot of ans kept for its answer */
     int open;         /* under mu: async may be sent */
     atomic_uint refs; /* the owner's, and one per question on its way */
     void (*cb)(void *ud, const gw_cluster_answer_t *a);
@@ -117,26 +118,32 @@ void gw_cluster__grant(gw_rate_q_t *q, uint64_t granted, int local)
                                      .verdict = local ? GW_RATE_LOCAL : GW_RATE_ALLOW});
 }
 
+/* Keep a slot of k->ans for one more answer (under k->mu): the question is refused here, where
+ * its asker can decide without it, rather than its answer lost for want of memory later (a
+ * request would wait for it until the client gave up). */
+static int sink_reserve(gw_cluster_sink_t *k)
+{
+    if (k->n + k->owed == k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 16;
+        gw_cluster_answer_t *na = gw_realloc(k->ans, cap * sizeof(*na));
+        if (!na)
+            return GW_E_NOMEM;
+        k->ans = na;
+        k->cap = cap;
+    }
+    k->owed++;
+    return 0;
+}
+
 static void deliver(gw_rate_q_t *q, gw_cluster_answer_t a)
 {
     gw_cluster_sink_t *k = q->sink;
     gw_free(q);
     pthread_mutex_lock(&k->mu);
+    k->owed--; /* its slot: n + owed never exceeds cap */
     if (k->open && a.token) {
-        if (k->n == k->cap) {
-            size_t cap = k->cap ? k->cap * 2 : 16;
-            gw_cluster_answer_t *na = gw_realloc(k->ans, cap * sizeof(*na));
-            if (na) {
-                k->ans = na;
-                k->cap = cap;
-            }
-        }
-        /* out of memory: the answer is lost and the request waits for the front's own
-         * deadline (timeouts.header / the client) — never reached in practice */
-        if (k->n < k->cap) {
-            k->ans[k->n++] = a;
-            uv_async_send(&k->async);
-        }
+        k->ans[k->n++] = a;
+        uv_async_send(&k->async);
     }
     pthread_mutex_unlock(&k->mu);
     sink_unref(k);
@@ -220,6 +227,13 @@ static int enqueue(gw_cluster_hub_t *h, gw_cluster_sink_t *sink, const uint8_t *
     gw_rate_q_t *q = gw_calloc(1, sizeof(*q));
     if (!q)
         return GW_E_NOMEM;
+    pthread_mutex_lock(&sink->mu);
+    int rc = sink_reserve(sink);
+    pthread_mutex_unlock(&sink->mu);
+    if (rc < 0) {
+        gw_free(q);
+        return rc;
+    }
     q->lease = want != 0;
     q->want = want;
     atomic_fetch_add(&sink->refs, 1);

@@ -1,5 +1,6 @@
 /* Unit tests of cluster/tickets.c: the shared ticket keys' value in Redis, when they are due,
- * and what a rotation keeps. */
+ * and what a rotation keeps; and of cluster/rates.c: a question the hub accepted is answered,
+ * whatever memory does. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <cmocka.h>
 
 #include "cluster/cluster_internal.h"
+#include "common/alloc.h"
 #include "common/err.h"
 
 static gw_cluster_keys_t two_keys(void)
@@ -97,6 +99,65 @@ static void test_rotate(void **state)
     assert_memory_equal(after.keys + GW_TLS_KEY_LEN, fresh, GW_TLS_KEY_LEN);
 }
 
+/* ---- rate questions: every one accepted gets its answer ---------------------------------- */
+
+typedef struct {
+    int answers;
+    uint64_t tokens; /* bit i: token i answered */
+    int not_local;
+} answers_t;
+
+static void on_answer(void *ud, const gw_cluster_answer_t *a)
+{
+    answers_t *r = ud;
+    r->answers++;
+    if (a->token < 64)
+        r->tokens |= 1ull << a->token;
+    r->not_local += a->verdict != GW_RATE_LOCAL;
+}
+
+/* Without a cluster the hub answers GW_RATE_LOCAL. With the n-th allocation failing, for every
+ * n: each question ask() accepted (0) gets exactly its answer; a refused one (GW_E_NOMEM) gets
+ * none, its asker decides alone. An answer lost for want of memory would leave its request
+ * waiting until the client gave up. */
+static void test_accepted_questions_answered(void **state)
+{
+    (void)state;
+    const uint8_t key[] = "route client";
+    for (unsigned long fail = 1; fail <= 80; fail++) {
+        uv_loop_t loop;
+        assert_int_equal(uv_loop_init(&loop), 0);
+        gw_cluster_hub_t *hub;
+        gw_cluster_sink_t *sink;
+        answers_t r = {0};
+        assert_int_equal(gw_cluster_hub_new(&loop, &hub), 0);
+        assert_int_equal(gw_cluster_sink_new(&loop, on_answer, &r, &sink), 0);
+        uint64_t accepted = 0;
+        int n_accepted = 0;
+        gw_alloc_fail_after(fail);
+        for (uint64_t t = 1; t <= 40; t++) {
+            int rc = t % 2 ? gw_cluster_hub_ask(hub, sink, key, sizeof(key), 10, 10, t)
+                           : gw_cluster_hub_lease(hub, sink, key, sizeof(key), 1000, 1000, 100, t);
+            if (rc == 0) {
+                accepted |= 1ull << t;
+                n_accepted++;
+            } else {
+                assert_int_equal(rc, GW_E_NOMEM);
+            }
+        }
+        for (int i = 0; i < 10 && r.answers < n_accepted; i++)
+            uv_run(&loop, UV_RUN_NOWAIT);
+        gw_alloc_fail_after(0);
+        assert_int_equal(r.answers, n_accepted);
+        assert_true(r.tokens == accepted);
+        assert_int_equal(r.not_local, 0);
+        gw_cluster_sink_close(sink);
+        gw_cluster_hub_close(hub);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_int_equal(uv_loop_close(&loop), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -104,6 +165,7 @@ int main(void)
         cmocka_unit_test(test_value_refused),
         cmocka_unit_test(test_due),
         cmocka_unit_test(test_rotate),
+        cmocka_unit_test(test_accepted_questions_answered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
