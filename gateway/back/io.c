@@ -52,17 +52,11 @@ static void count_out(gw_back_conn_t *c, size_t n)
     gw_back__stats(c->server->up->back)->bytes_out += n;
 }
 
-static void on_write(uv_write_t *req, int status)
+/* The write in flight is done: its bytes (plaintext, over TLS too) leave the head queue, then
+ * the exchange's body. Returns how many were body bytes. */
+static size_t account_written(gw_back_conn_t *c)
 {
-    gw_back_conn_t *c = GW_CONTAINER_OF(req, gw_back_conn_t, write_req);
-    c->flags &= ~GW_BACK_CONN_F_WRITING;
-    if (c->state == GW_BACK_CONN_CLOSING)
-        return;
-    if (status < 0) {
-        gw_back__fail(c, GW_E_IO, 1);
-        return;
-    }
-    size_t n = c->writing; /* plaintext bytes, over TLS too */
+    size_t n = c->writing;
     c->writing = 0;
     c->tls_out.len = 0;
     size_t h = n < c->out.bytes ? n : c->out.bytes;
@@ -74,6 +68,21 @@ static void on_write(uv_write_t *req, int status)
         x->body_written += n;
         x->body_started_write = 1;
     }
+    return n;
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    gw_back_conn_t *c = GW_CONTAINER_OF(req, gw_back_conn_t, write_req);
+    c->flags &= ~GW_BACK_CONN_F_WRITING;
+    if (c->state == GW_BACK_CONN_CLOSING)
+        return;
+    if (status < 0) {
+        gw_back__fail(c, GW_E_IO, 1);
+        return;
+    }
+    size_t n = account_written(c);
+    gw_back_exch_t *x = c->exch;
     if (x && c->state == GW_BACK_CONN_ACTIVE && !(c->flags & GW_BACK_CONN_F_GOT_BYTE) &&
         (x->phase < GW_BACK_X_HEAD))
         gw_back__arm(
@@ -435,20 +444,7 @@ static int settle_write(gw_back_conn_t *c)
         return 1;
     if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) != 0)
         return 0;
-    if (c->writing == 0)
-        return 1;
-    size_t n = c->writing;
-    c->writing = 0;
-    c->tls_out.len = 0;
-    size_t h = n < c->out.bytes ? n : c->out.bytes;
-    gw_iovq_consume(&c->out, h);
-    n -= h;
-    gw_back_exch_t *x = c->exch;
-    if (x && n) {
-        gw_iovq_consume(&x->body, n);
-        x->body_written += n;
-        x->body_started_write = 1;
-    }
+    (void)account_written(c);
     return 1;
 }
 
