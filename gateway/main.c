@@ -119,6 +119,7 @@ int main(int argc, char **argv)
     gw_server_t *srv = NULL;
     unsigned workers = cfg->workers;
     char *pid_path = cfg->pid_file ? strdup(cfg->pid_file) : NULL;
+    gw_server_hold_signals();          /* until gw_server_run handles them */
     int rv = gw_server_new(cfg, &srv); /* cfg is the server's from here */
     if (rv < 0) {
         GW_LOG_ERROR("startup_failed", "err=%s", gw_errname(rv));

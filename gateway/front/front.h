@@ -14,6 +14,12 @@
 
 typedef struct gw_server gw_server_t;
 
+/* Block, on the calling thread, the signals gw_server_run handles (SIGINT, SIGTERM, SIGHUP,
+ * SIGUSR1, SIGUSR2). Called before gw_server_new binds the listeners: a signal sent as soon as
+ * a port answers then waits for its handler instead of ending the process with its default
+ * action; gw_server_run unblocks them once their handlers are in place. */
+void gw_server_hold_signals(void);
+
 /* 0, or a negative GW_E* code after logging what is wrong. The server takes cfg over (it is
  * freed with its generation, also on failure). */
 int gw_server_new(gw_config_t *cfg, gw_server_t **out);

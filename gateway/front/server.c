@@ -2,6 +2,8 @@
  * worker threads with one libuv loop each, signals and shutdown. */
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -354,6 +356,23 @@ static void on_main_wake(uv_async_t *a)
     (void)a;
 }
 
+static void handled_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+    sigaddset(set, SIGUSR2);
+}
+
+void gw_server_hold_signals(void)
+{
+    sigset_t set;
+    handled_signals(&set);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
 int gw_server_run(gw_server_t *s)
 {
     int rv = 0;
@@ -370,6 +389,11 @@ int gw_server_run(gw_server_t *s)
     uv_signal_start(&s->sig_usr1, on_usr1, SIGUSR1);
     uv_signal_start(&s->sig_hup, on_hup, SIGHUP);
     uv_signal_start(&s->sig_usr2, on_usr2, SIGUSR2);
+    /* held since before the listeners were bound (gw_server_hold_signals); one that came
+     * meanwhile is delivered now, to its handler. The workers start with them unblocked. */
+    sigset_t held;
+    handled_signals(&held);
+    pthread_sigmask(SIG_UNBLOCK, &held, NULL);
     if (gw_cluster_hub_new(&s->main_loop, &s->hub) < 0)
         GW_LOG_ERROR("cluster_failed", "reason=\"out of memory\"");
     gw_front__cluster_apply(s);

@@ -347,6 +347,31 @@ def test_sigterm_stops_cleanly(gateway):
     assert "event=stopped status=ok" in g.log()
 
 
+def test_sigterm_at_startup_stops_cleanly(tmp_path, h2gate_bin):
+    """A SIGTERM sent the moment the first listener is bound (its `event=listening` line), while
+    the others are still being set up and before the signal handlers run, stops the gateway as
+    gracefully as a later one: it waits, blocked, instead of killing the process with the
+    default action (exit by signal 15). Ten starts with twelve listeners each."""
+    for i in range(10):
+        ports = [free_port() for _ in range(12)]
+        cfg = config(plain_port=ports[0]).replace(
+            "listen:\n", "listen:\n" + "".join(f"  - address: 127.0.0.1:{p}\n" for p in ports[1:]))
+        path = tmp_path / f"gw{i}.yaml"
+        path.write_text(cfg)
+        p = subprocess.Popen([h2gate_bin, "-c", str(path)], stderr=subprocess.PIPE, text=True)
+        log = ""
+        while "event=listening" not in log:
+            line = p.stderr.readline()
+            assert line, log
+            log += line
+        p.send_signal(signal.SIGTERM)
+        p.wait(20)
+        log += p.stderr.read()
+        p.stderr.close()
+        assert p.returncode == 0, (i, p.returncode, log[-2000:])
+        assert "event=stopped status=ok" in log, log[-2000:]
+
+
 def sigterm_after(g, port, data, settle=0.2):
     """Send data on a new connection to the gateway g, let it settle, send SIGTERM and give the
     gateway 0.3 s to start its graceful stop; the connection."""
