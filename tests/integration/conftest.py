@@ -64,7 +64,7 @@ SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime
 class Gateway:
     """A running h2gate. `log()` is its stderr so far; `stop()` sends SIGTERM and waits."""
 
-    def __init__(self, workdir, config_text, wait=(), args=()):
+    def __init__(self, workdir, config_text, wait=(), args=(), prefix=()):
         self.workdir = workdir
         self.config_path = os.path.join(workdir, "gateway.yaml")
         with open(self.config_path, "w") as f:
@@ -73,7 +73,9 @@ class Gateway:
         self._log = open(self.log_path, "wb")
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
-        self.proc = subprocess.Popen([H2GATE_BIN, "-c", self.config_path, *args], cwd=workdir,
+        # prefix: a command the gateway runs under (strace ...); proc is then that command
+        self.proc = subprocess.Popen([*prefix, H2GATE_BIN, "-c", self.config_path, *args],
+                                     cwd=workdir,
                                      stdout=self._log, stderr=subprocess.STDOUT, env=env)
         self.returncode = None
         try:
@@ -130,13 +132,13 @@ def h2gate_bin():
 
 @pytest.fixture
 def gateway(tmp_path, h2gate_bin):
-    """Factory: gateway(config_text, wait=[(host, port), ...]) -> Gateway. All are stopped at
-    teardown; a sanitizer report in the log fails the test."""
+    """Factory: gateway(config_text, wait=[(host, port), ...], args=(), prefix=()) -> Gateway.
+    All are stopped at teardown; a sanitizer report in the log fails the test."""
     started = []
 
-    def start(config_text, wait=(), args=()):
+    def start(config_text, wait=(), args=(), prefix=()):
         d = tempfile.mkdtemp(dir=tmp_path, prefix="gw-")
-        g = Gateway(d, config_text, wait=wait, args=args)
+        g = Gateway(d, config_text, wait=wait, args=args, prefix=prefix)
         started.append(g)
         return g
 
