@@ -259,3 +259,87 @@ def test_unit_sandbox_allows_every_system_call_the_gateway_makes(installed, gate
     assert not calls - allowed, f"system calls the unit forbids: {sorted(calls - allowed)}"
     assert socket_families <= families, socket_families
 
+
+# ---- the man pages --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("page", ["man8/h2gate.8", "man5/h2gate.yaml.5"])
+def test_man_pages_pass_mandoc_lint(installed, page):
+    """`mandoc -T lint` prints nothing: no missing date, no paragraph macro after a heading,
+    no source line past 80 bytes (Debian's lintian runs the same checks)."""
+    if not shutil.which("mandoc"):
+        pytest.skip("mandoc is not installed (scripts/setup does)")
+    _dest, prefix = installed
+    r = run(["mandoc", "-T", "lint", os.path.join(prefix, "share/man", page)])
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == "", r.stdout + r.stderr
+
+
+def test_man_pages_are_dated_and_versioned_from_the_source(installed):
+    """The .TH line carries a fixed date and the project's version, never the build time: the
+    generated page is the same on every run (gen_man.py --check)."""
+    _dest, prefix = installed
+    version = re.search(r"version\s*:\s*'([^']+)'", open(os.path.join(ROOT, "meson.build")).read())
+    for page in ("man8/h2gate.8", "man5/h2gate.yaml.5"):
+        th = open(os.path.join(prefix, "share/man", page)).readline()
+        m = re.match(r'\.TH \S+ [58] (\d{4}-\d{2}-\d{2}) "h2gate ([^"]+)"', th)
+        assert m and m.group(2) == version.group(1), th
+    for _ in range(2):
+        assert run([PY, os.path.join(ROOT, "scripts", "gen_man.py"), "--check"]).returncode == 0
+
+
+def test_cli_page_names_the_installed_config_path(installed):
+    """man 8 names the file the unit reads where meson put it (/usr/local/etc/... with the
+    default prefix), not a fixed /etc/h2gate."""
+    dest, prefix = installed
+    page = open(os.path.join(prefix, "share/man/man8/h2gate.8")).read()
+    cfg = [os.path.join(r, f) for r, _d, fs in os.walk(dest) for f in fs
+           if f == "h2gate.yaml" and r.endswith("/h2gate")][0][len(dest):]
+    assert f"\n.I {cfg}\n" in page, cfg
+    assert "@" not in page
+    assert f"-c {cfg}" in unit_text(installed)
+
+
+def rendered(path):
+    r = run(["groff", "-man", "-Tutf8", "-P", "-cbou", path])
+    assert r.returncode == 0
+    return r.stdout
+
+
+def test_yaml_page_lists_every_top_level_key(h2gate_bin, tmp_path):
+    """Every key the loader accepts at the top level is a tag in the page's TOP LEVEL section
+    (`compression` and `early_hints` were missing). The loader is asked: a file with every
+    word README.md writes as code as a top-level key; those not refused as unknown are the
+    top-level keys."""
+    md = open(os.path.join(ROOT, "config", "README.md")).read()
+    words = sorted(set(re.findall(r"`([a-z_][a-z0-9_]*)`", md)) - {"listen", "upstreams",
+                                                                   "routes"})
+    cfg = tmp_path / "probe.yaml"
+    cfg.write_text("listen:\n  - address: 127.0.0.1:1\nupstreams:\n  a:\n    servers: "
+                   "[127.0.0.1:2]\nroutes:\n  - { host: \"*\", path: /, upstream: a }\n" +
+                   "".join(f"{w}: ~\n" for w in words))
+    r = run([h2gate_bin, "-t", "-c", str(cfg)])
+    unknown = set(re.findall(r"unknown key '([a-z0-9_]+)'", r.stdout + r.stderr))
+    top = {"listen", "upstreams", "routes"} | (set(words) - unknown)
+    assert {"workers", "h2", "compression", "early_hints", "access_log"} <= top, top
+    page = open(os.path.join(ROOT, "docs", "h2gate.yaml.5")).read()
+    section = page.split('.SH "TOP LEVEL"\n', 1)[1].split("\n.SH ", 1)[0]
+    tags = set(re.findall(r"^\.T[PQ]\n\\fB([a-z0-9_]+)\\fR$", section, re.M))
+    assert not top - tags, f"top-level keys missing from the page: {sorted(top - tags)}"
+
+
+def test_yaml_page_has_examples_and_no_source_paths():
+    """The page is read where h2gate is installed: it quotes shipped configurations under
+    EXAMPLES and names no source file (`config/config.h`, `common/bucket.h`, `x.py`); table
+    rows read as sentences (no `allowed.; examples:` fragments)."""
+    path = os.path.join(ROOT, "docs", "h2gate.yaml.5")
+    page = open(path).read()
+    text = rendered(path)
+    assert "\nEXAMPLES\n" in text
+    examples = text.split("\nEXAMPLES\n", 1)[1]
+    assert "servers: [127.0.0.1:9000]" in examples and "self_signed: true" in examples
+    assert "- address: 127.0.0.1:8080" in examples  # a minus, copied from the page, is a minus
+    leaks = re.findall(r"\b[\w/.-]+\.(?:c|h|py)\b", text)
+    assert not leaks, leaks
+    for path_like in ("config/config.h", "common/", "gateway/"):
+        assert path_like not in page, path_like
+    assert ".;" not in text and "; examples:" not in text
+    assert "Examples: 4096, 64KiB" in " ".join(text.split())
