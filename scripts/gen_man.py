@@ -68,8 +68,16 @@ def roff_chars(text):
 
 
 def code(text):
-    """Literal text (a code span or a code block line): a minus is a minus, not a hyphen."""
+    """A code block line: a minus is a minus (`\\-`), not a hyphen, so that what is copied
+    from the page runs."""
     return roff_chars(text).replace("-", "\\-")
+
+
+def code_span(text):
+    """A code span: real minus signs (`aes-128-cbc`, `-t` copied from the page work), and a
+    break point after each inner one (`\\:`), since a typesetter never breaks a line at a
+    minus and long names (`Cross-Origin-Embedder-Policy`) must fit somewhere."""
+    return re.sub(r"(?<=\w)\\-(?=\w)", r"\\-\\:", code(text))
 
 
 def inline(text):
@@ -79,7 +87,7 @@ def inline(text):
     spans = []
 
     def keep(m):
-        spans.append("\\fB" + code(m.group(1)) + "\\fR")
+        spans.append("\\fB" + code_span(m.group(1)) + "\\fR")
         return f"\x00{len(spans) - 1}\x00"
 
     text = re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text)
@@ -214,6 +222,9 @@ def row_out(out, header, cells):
 
 def convert(md, examples):
     out = [f'.TH H2GATE.YAML 5 {DATE} "h2gate {project_version()}" "File Formats"',
+           '.\\" generated from config/README.md by scripts/gen_man.py: edit those, not this',
+           '.\\" ragged right: long key and metric names leave too few spaces to justify',
+           ".ad l",
            ".SH NAME",
            "h2gate.yaml \\- configuration file of the h2gate HTTP/2 edge gateway",
            ".SH SYNOPSIS",
