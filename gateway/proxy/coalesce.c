@@ -51,8 +51,10 @@
  *      → requests with Authorization do not coalesce, nor do those with Cookie (a local rule:
  *        origins personalise by cookie without saying Vary: Cookie), unless the route says
  *        coalesce_private (the operator's decision that its origin answers alike). Even then
- *        authorised and anonymous requests have different keys, and a response to authorised
- *        ones is shared only with public, s-maxage or must-revalidate (§3.5).
+ *        Cookie counts exactly as Authorization does: requests with credentials (either) and
+ *        anonymous ones have different keys, and a response to requests with credentials is
+ *        shared only with public, s-maxage or must-revalidate (§3.5). A cookie holder's page
+ *        reached anonymous clients when only Authorization counted.
  *  Set-Cookie (RFC 9111 §7.3: it "does not inhibit caching", which leaks sessions when the
  *        origin forgets Cache-Control)
  *      → stricter than RFC 9111 §3: a response that sets a cookie is never shared.
@@ -194,11 +196,12 @@ static size_t key_write(const gw_cfg_route_t *r, const gw_req_head_t *h, char *o
 {
     size_t at = 0;
     kput(out, cap, &at, h->scheme.base, h->scheme.len, 1);
-    /* with coalesce_private, requests with and without credentials never share an exchange:
-     * a response to an authorised request may reach only authorised ones, and then only when
-     * a shared cache could serve it (RFC 9111 §3.5, gw_proxy__coalesce_shareable) */
+    /* with coalesce_private, requests with and without credentials (Authorization or Cookie)
+     * never share an exchange: a response to a request with credentials may reach only other
+     * such requests, and then only when a shared cache could serve it (RFC 9111 §3.5,
+     * gw_proxy__coalesce_shareable) */
     if (r->coalesce_private)
-        kput(out, cap, &at, (const uint8_t *)(gw_proxy__has_authorization(h) ? "A" : "-"), 1, 0);
+        kput(out, cap, &at, (const uint8_t *)(gw_proxy__has_credentials(h) ? "A" : "-"), 1, 0);
     kput(out, cap, &at, h->method.base, h->method.len, 0);
     kput(out, cap, &at, h->authority.base, h->authority.len, 1);
     kput(out, cap, &at, h->path.base, h->path.len, 0);
@@ -257,16 +260,25 @@ static int heuristic_status(unsigned st)
     }
 }
 
-int gw_proxy__has_authorization(const gw_req_head_t *h)
+int gw_proxy__has_credentials(const gw_req_head_t *h)
 {
+    /* RFC 9111 §3.5 names Authorization; a Cookie identifies the user as well (the reason the
+     * coalescing rules never share a cookie holder's answer with others) */
     for (size_t i = 0; i < h->fields_len; i++)
-        if (name_is(h->fields[i].name, "authorization"))
+        if (name_is(h->fields[i].name, "authorization") || name_is(h->fields[i].name, "cookie"))
             return 1;
     return 0;
 }
 
 int gw_proxy__coalesce_shareable(const gw_cfg_route_t *r, unsigned status, const gw_field_t *f,
-                                 size_t n, int authorized)
+                                 size_t n, int credentials)
+{
+    return gw_proxy__reusable(status, f, n, (const char *const *)r->coalesce_headers,
+                              r->coalesce_headers_len, credentials);
+}
+
+int gw_proxy__reusable(unsigned status, const gw_field_t *f, size_t n, const char *const *vary_ok,
+                       size_t nvary, int credentials)
 {
     /* 304 only answers a conditional request and 206 a range request: neither coalesces */
     if (status < 200 || status == 206 || status == 304)
@@ -297,16 +309,16 @@ int gw_proxy__coalesce_shareable(const gw_cfg_route_t *r, unsigned status, const
                 if (gw_slice_eq(d, GW_SLICE_LIT("*")))
                     return 0; /* RFC 9111 §4.1: never matches */
                 int in_key = 0;
-                for (size_t k = 0; k < r->coalesce_headers_len && !in_key; k++)
-                    in_key = gw_slice_eq_nocase(d, gw_slice_str(r->coalesce_headers[k]));
+                for (size_t k = 0; k < nvary && !in_key; k++)
+                    in_key = gw_slice_eq_nocase(d, gw_slice_str(vary_ok[k]));
                 if (!in_key)
-                    return 0; /* the joiners may differ in that field */
+                    return 0; /* the other requests may differ in that field */
             }
         }
     }
     /* RFC 9111 §3.5: a shared cache stores a response to a request with Authorization only
-     * when it says public, s-maxage or must-revalidate */
-    if (authorized && !auth_ok)
+     * when it says public, s-maxage or must-revalidate (Cookie counts the same here) */
+    if (credentials && !auth_ok)
         return 0;
     return heuristic_status(status) || explicit_fresh; /* RFC 9111 §3 */
 }

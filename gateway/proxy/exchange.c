@@ -381,7 +381,7 @@ static void dispatch(px_t *px, char *key, size_t keylen)
     ox->owner = px;
     ox->zip = NULL;
     ox->started_ns = gw_now_ns();
-    ox->authorized = gw_proxy__has_authorization(&px->head) != 0;
+    ox->credentials = gw_proxy__has_credentials(&px->head) != 0;
     gw_proxy_xlate_t x;
     x.f = NULL;
     x.buf = NULL;
@@ -668,7 +668,7 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         gw_proxy__hints_learn(ox->p, ox->route, &GW_CONTAINER_OF(ox->subs.next, px_t, slink)->head,
                               (unsigned)h->status, h->fields, h->fields_len);
     if (ox->nsubs > 1 && !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields,
-                                                       h->fields_len, ox->authorized)) {
+                                                       h->fields_len, ox->credentials)) {
         /* the followers go to the origin on their own; the first subscriber keeps this one */
         px_t *keep = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
         FOREACH_SUB(ox, px)

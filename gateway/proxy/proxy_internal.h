@@ -109,23 +109,32 @@ int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t i
 int gw_proxy__coalesce_request_ok(const gw_cfg_route_t *r, const gw_req_head_t *h);
 
 /* The coalescing key of h on r (scheme, method, lowercased authority, path, and every value of
- * each of the route's coalesce_headers; with coalesce_private, whether it carries
- * Authorization), as a heap string of *len bytes (NUL-terminated; may
+ * each of the route's coalesce_headers; with coalesce_private, whether it carries credentials:
+ * gw_proxy__has_credentials), as a heap string of *len bytes (NUL-terminated; may
  * hold NUL bytes: compare with the length), owned by the caller (gw_free). NULL when the request
  * may not coalesce (gw_proxy__coalesce_request_ok) or out of memory. */
 char *gw_proxy__coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h, size_t *len);
 
-/* Whether a response head (status, origin fields) may answer every request that joined its
- * exchange on route r: a heuristically cacheable status (RFC 9110 §15.1, not 206/304) or
- * explicit freshness; no Set-Cookie; no Cache-Control no-store/private/no-cache; no Vary
- * outside the route's coalesce_headers, no Vary: *. */
-int gw_proxy__coalesce_shareable(const gw_cfg_route_t *r, unsigned status, const gw_field_t *f,
-                                 size_t n, int authorized);
+/* Whether a shared cache could give a response head (status, origin fields f[0..n)) to
+ * another request that agrees with the first on the fields vary_ok[0..nvary): a heuristically
+ * cacheable status (RFC 9110 §15.1, not 206/304) or explicit freshness; no Set-Cookie; no
+ * Cache-Control no-store/private/no-cache; no Vary naming a field outside vary_ok, no Vary: *;
+ * with `credentials` (the requests carry Authorization or Cookie), Cache-Control public,
+ * s-maxage or must-revalidate (RFC 9111 §3.5). The one rule behind coalescing and learned
+ * hints. */
+int gw_proxy__reusable(unsigned status, const gw_field_t *f, size_t n, const char *const *vary_ok,
+                       size_t nvary, int credentials);
 
-/* Whether the request carries an Authorization field. With `authorized` set (the exchange's
- * requests carry one: only with coalesce_private), gw_proxy__coalesce_shareable also asks for
- * Cache-Control public, s-maxage or must-revalidate (RFC 9111 §3.5). */
-int gw_proxy__has_authorization(const gw_req_head_t *h);
+/* gw_proxy__reusable with the route's coalesce_headers: whether the response may answer every
+ * request that joined its exchange on route r. */
+int gw_proxy__coalesce_shareable(const gw_cfg_route_t *r, unsigned status, const gw_field_t *f,
+                                 size_t n, int credentials);
+
+/* Whether the request carries credentials: an Authorization or a Cookie field. With
+ * `credentials` set (the exchange's requests carry them: only with coalesce_private),
+ * gw_proxy__coalesce_shareable also asks for Cache-Control public, s-maxage or must-revalidate
+ * (RFC 9111 §3.5). */
+int gw_proxy__has_credentials(const gw_req_head_t *h);
 
 /* FNV-1a of n bytes (the index of in-flight keys). */
 uint64_t gw_proxy__hash(const void *p, size_t n);
@@ -240,9 +249,10 @@ struct ox {
     char ws_key[GW_WS_KEY_LEN_MAX + 1]; /* an HTTP/2 WebSocket's key (its 101 is checked) */
     unsigned paused : 1;
     unsigned indexed : 1;
-    unsigned complete : 1;   /* the origin response ended: subscribers finish at the body's end */
-    unsigned pumping : 1;    /* inside pump(): the last sub_remove leaves freeing to it */
-    unsigned authorized : 1; /* the requests carry Authorization (coalesce_private only) */
+    unsigned complete : 1;    /* the origin response ended: subscribers finish at the body's end */
+    unsigned pumping : 1;     /* inside pump(): the last sub_remove leaves freeing to it */
+    unsigned credentials : 1; /* the requests carry Authorization or Cookie (coalesce_private
+                                 only: gw_proxy__has_credentials) */
 };
 
 /* Per body write to the origin: what to credit back when it is written. */

@@ -34,6 +34,11 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /text-slow/N      200, text/plain, no length, N bytes in 10 pieces 200 ms apart
     /page-links/MS    after MS ms, 200 text/html with Link: preload, modulepreload, preconnect
                       and prefetch values (?h=NAME:VALUE adds fields)
+    /hints-for/MS     after MS/2 ms a 103 whose Link preloads what the request carried:
+                      </lang/<accept-language>.css> and, with a Cookie, </private/<cookie>/inbox.json>
+                      (?i=NAME:VALUE adds fields to the 103); MS/2 ms later 200 text/html
+                      "Hello <cookie>" ("Hello anonymous" without one), then " in <accept-language>"
+                      when there is one (?h=NAME:VALUE adds fields)
     /ws-bad-accept    101 with Upgrade: websocket and a Sec-WebSocket-Accept that matches no key
     /ws-no-upgrade    101 without an Upgrade field
     /ws-refuse        403 with a body (an origin that refuses the WebSocket), keep-alive
@@ -246,6 +251,24 @@ class ScriptedOrigin:
                        ("Link", "</hinted.css>; rel=preload; as=style, </app.mjs>; rel=modulepreload"),
                        ("Link", "<https://cdn.example>; rel=preconnect, </later.html>; rel=prefetch")]
                  + extra, body)
+            return True
+        if kind == "hints-for":
+            lang, cookie = req.header("accept-language") or "none", req.header("cookie")
+            links = [f"</lang/{lang}.css>; rel=preload; as=style"]
+            if cookie:
+                links.append(f"</private/{cookie}/inbox.json>; rel=preload; as=fetch")
+            interim = [tuple(urllib.parse.unquote(q[2:]).split(":", 1)) for q in query.split("&")
+                       if q.startswith("i=") and ":" in q]
+            time.sleep(arg / 2000.0)
+            c.sendall(b"HTTP/1.1 103 Early Hints\r\n" +
+                      b"".join(f"{k}: {v}\r\n".encode() for k, v in
+                               [("Link", ", ".join(links))] + interim) + b"\r\n")
+            time.sleep(arg / 2000.0)
+            body = f"Hello {cookie or 'anonymous'}".encode()
+            if req.header("accept-language"):
+                body += f" in {lang}".encode()
+            send(200, [("Content-Type", "text/html"), ("Content-Length", str(len(body))),
+                       ("Link", ", ".join(links))] + extra, body)
             return True
         if kind == "push-page":
             # /push-page/<ms>?p=<target>&p=...[&s=<status>]: a page after <ms> whose Link field

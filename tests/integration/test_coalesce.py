@@ -14,7 +14,8 @@ import h2.settings
 import pytest
 
 from conftest import free_port, rss_kib
-from gwtest import Client, gw_config, many_gets, origin_count
+from gwtest import (Client, Streams, all_done, collect, gw_config, many_gets, origin_count,
+                    origin_gateway, sample, scrape)
 from origin import ScriptedOrigin, pattern
 
 APP_JS = pattern(5000)
@@ -459,3 +460,61 @@ def test_issue19_2_fanout_over_ten_connections_is_bounded_and_a_stalled_follower
     assert grown < 6 * 1024, f"RSS grew {grown} KiB"
     for c in conns + [late, stalled]:
         c.cl.close()
+
+
+# ---- interim answers and credentials: nothing reaches a follower before "may it share?" --------
+
+def leader_and_follower(origin, port, path, leader, follower):
+    """GET path (a /hints-for/ page of the scripted origin: its 103 comes half-way to its
+    answer) with the fields leader on one connection; once the origin has it, the same GET
+    with the fields follower on another connection: it joins the waiting exchange before the
+    origin's 103. Both read to their end: (Streams, stream id) of the leader, then the
+    follower's."""
+    a, b = Client(port), Client(port)
+    sa = a.request(path, extra=[("sec-fetch-mode", "navigate"), *leader])
+    wait_origin(origin, path, 1)
+    sb = b.request(path, extra=[("sec-fetch-mode", "navigate"), *follower])
+    ra = collect(a, Streams(), all_done([sa]))
+    rb = collect(b, Streams(), all_done([sb]))
+    a.close()
+    b.close()
+    assert sa in ra.interim, "the leader got no 103"
+    return (ra, sa), (rb, sb)
+
+
+def wait_origin(origin, target, n, timeout=5):
+    """Until the origin has received n requests for target."""
+    deadline = time.monotonic() + timeout
+    while origin_count(origin, target) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert origin_count(origin, target) >= n
+
+
+def test_cookie_holders_page_not_shared_with_an_anonymous_follower(gateway, origin):
+    """coalesce_private: Alice's request with a session cookie and an anonymous one used to
+    share a key (only Authorization was told apart), and her page went to the anonymous
+    client."""
+    g = origin_gateway(gateway, origin, route_extra="coalesce_private: true")
+    (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, "/hints-for/500",
+                                             [("cookie", "session=alice-secret")], [])
+    assert ra.bodies[sa] == b"Hello session=alice-secret"
+    assert rb.bodies[sb] == b"Hello anonymous"
+    assert origin_count(origin, "/hints-for/500") == 2
+
+
+def test_cookie_holders_page_shared_only_when_a_shared_cache_could(gateway, origin):
+    """RFC 9111 §3.5 for Cookie as for Authorization: two cookie holders share an exchange,
+    but the answer goes to both only when it says public, s-maxage or must-revalidate."""
+    admin = free_port()
+    g = origin_gateway(gateway, origin, route_extra="coalesce_private: true", admin=admin)
+    (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, "/hints-for/500",
+                                             [("cookie", "session=alice")],
+                                             [("cookie", "session=bob")])
+    assert ra.bodies[sa] == b"Hello session=alice" and rb.bodies[sb] == b"Hello session=bob"
+    path = "/hints-for/500?h=Cache-Control:public"
+    (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, path, [("cookie", "session=alice")],
+                                             [("cookie", "session=bob")])
+    assert ra.bodies[sa] == rb.bodies[sb] == b"Hello session=alice"  # the operator's word
+    assert origin_count(origin, path) == 1
+    fams, _ = scrape(admin)
+    assert sample(fams, "h2gate_coalesced_total") == 2

@@ -263,9 +263,9 @@ static void response_rules(void **state)
     }
 }
 
-/* RFC 9111 §3.5: with coalesce_private, a response to requests with Authorization is shared
- * only when it says public, s-maxage or must-revalidate; authorised and anonymous requests
- * never share a key. */
+/* RFC 9111 §3.5: with coalesce_private, a response to requests with Authorization or Cookie
+ * is shared only when it says public, s-maxage or must-revalidate; requests with credentials
+ * and anonymous ones never share a key. */
 static void authorized_requests(void **state)
 {
     (void)state;
@@ -305,8 +305,8 @@ static void authorized_requests(void **state)
     a.content_length = b.content_length = anon.content_length = -1;
     a.fields = fa, a.fields_len = 1;
     b.fields = fb, b.fields_len = 1;
-    assert_true(gw_proxy__has_authorization(&a));
-    assert_false(gw_proxy__has_authorization(&anon));
+    assert_true(gw_proxy__has_credentials(&a));
+    assert_false(gw_proxy__has_credentials(&anon));
     size_t la, lb, ln;
     char *ka = gw_proxy__coalesce_key(&priv, &a, &la);
     char *kb = gw_proxy__coalesce_key(&priv, &b, &lb);
@@ -319,6 +319,22 @@ static void authorized_requests(void **state)
     gw_free(ka);
     gw_free(kb);
     gw_free(kn);
+    /* a Cookie is a credential as Authorization is: never the anonymous key, the same key as
+     * other requests with credentials (a cookie holder's page reached anonymous clients) */
+    gw_field_t fc[] = {{gw_slice_str("Cookie"), gw_slice_str("session=alice-secret")}};
+    gw_req_head_t c = a;
+    c.fields = fc;
+    assert_true(gw_proxy__has_credentials(&c));
+    size_t lc;
+    char *kc = gw_proxy__coalesce_key(&priv, &c, &lc);
+    kn = gw_proxy__coalesce_key(&priv, &anon, &ln);
+    ka = gw_proxy__coalesce_key(&priv, &a, &la);
+    assert_non_null(kc);
+    assert_false(lc == ln && memcmp(kc, kn, lc) == 0);
+    assert_true(lc == la && memcmp(kc, ka, lc) == 0);
+    gw_free(kc);
+    gw_free(kn);
+    gw_free(ka);
 }
 
 /* ---- the shared body store ---- */
