@@ -664,9 +664,11 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         return;
     }
     gw_proxy__unindex(ox); /* from now on a new request gets an exchange of its own */
-    if (ox->route->early_hints_learn && !gw_list_empty(&ox->subs))
-        gw_proxy__hints_learn(ox->p, ox->route, &GW_CONTAINER_OF(ox->subs.next, px_t, slink)->head,
-                              (unsigned)h->status, h->fields, h->fields_len);
+    if (ox->route->early_hints_learn && !gw_list_empty(&ox->subs)) {
+        px_t *first = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
+        gw_proxy__hints_learn(ox->p, ox->route, first->s->tls, &first->head, (unsigned)h->status,
+                              h->fields, h->fields_len);
+    }
     if (ox->nsubs > 1 && !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields,
                                                        h->fields_len, ox->credentials)) {
         /* the followers go to the origin on their own; the first subscriber keeps this one */

@@ -4,12 +4,24 @@
  *
  * Learning (per worker proxy, an LRU of `early_hints.learn_entries` pages with a TTL of
  * `early_hints.learn_ttl`): the `Link` values with rel preload, modulepreload or preconnect of
- * the last 2xx answer to a GET navigation, keyed by route, authority and path (without the
- * query). Only from answers a shared cache could serve to anyone (no Set-Cookie, not private
- * or no-store, a request without Authorization or Cookie unless the route says
- * early_hints_learn_private): hints must never tell one visitor what another's personalised
- * page links to. A 2xx with no such link forgets the page. At most one 103 goes to a request:
- * the gateway's when it has hints, else the origin's first (Chromium uses only the first). */
+ * the last 2xx answer to a GET navigation. Learned hints are a shared cache of those links, so
+ * they follow its rules (DESIGN.md "Safe sharing"; RFC 9111 §4: the stored response is reused
+ * only for the same target URI and the same fields its Vary names):
+ *  - the key is the route, the listener's scheme, the authority, the path WITH its query (a
+ *    page learned from a request with a token in its query was hinted to every visitor of the
+ *    path, token included), and, with early_hints_learn_private, whether the request carries
+ *    credentials (what was learned from those goes only to those);
+ *  - only from answers a shared cache could give anyone (gw_proxy__reusable: no Set-Cookie,
+ *    not private, no-store or no-cache, heuristically cacheable or fresh), without a Vary
+ *    other than Accept-Encoding (the links may depend on a field the key does not hold), and
+ *    for a request without Authorization or Cookie unless the route says
+ *    early_hints_learn_private (then RFC 9111 §3.5 asks public, s-maxage or must-revalidate);
+ *  - a link whose target repeats a name or a value of the request's query is not learned: a
+ *    token or an id reflected into a Link is that visitor's, and a reflecting URL must not
+ *    let anyone plant links in the hints of a page.
+ * Hints must never tell one visitor what another's personalised page links to. A 2xx with no
+ * link left to learn forgets the page. At most one 103 goes to a request: the gateway's when it
+ * has hints, else the origin's first (Chromium uses only the first). */
 #include <string.h>
 
 #include "common/alloc.h"
@@ -18,6 +30,10 @@
 #include "proxy/proxy_internal.h"
 
 #define HINTS_VALUE_MAX 4096 /* bytes of learned links kept per page */
+/* Query parameters a page learned from may have: every link target is searched for each of
+ * their names and values (repeats_query), so this bounds that work (at most 32 x 2 x 2
+ * searches over 2 x 4 KiB per answer, about a millisecond); a page with more is not learned. */
+#define HINTS_QUERY_PARAMS_MAX 32
 
 struct gw_hint_ent {
     gw_list_t lru;            /* in the table's lru, most recent first */
@@ -50,25 +66,31 @@ int gw_proxy__is_navigation(const gw_req_head_t *h)
 
 /* ---- the table ------------------------------------------------------------------------------ */
 
-/* The learned table's key: the route's index, the authority (lowercased), a 0 byte, the path
- * without its query; its length, or 0 when it does not fit cap. */
-static size_t key_of(size_t route_index, const gw_req_head_t *h, char *out, size_t cap)
+/* The learned table's key of request h on route r (the config's index ri), received on a
+ * listener with TLS (tls) or not: ri, the scheme, whether the request carries credentials on a
+ * route that learns from those (early_hints_learn_private: the pages learned from them go only
+ * to them; elsewhere they are never learned from, and get what anonymous answers taught), the
+ * authority (lowercased), a 0 byte, the path with its query (byte for byte, as the coalescing
+ * key); its length, or 0 when it does not fit cap. */
+#define KEY_HEAD 6
+static size_t key_of(const gw_cfg_route_t *r, size_t ri, int tls, const gw_req_head_t *h, char *out,
+                     size_t cap)
 {
-    gw_slice_t path = h->path;
-    const uint8_t *q = memchr(path.base, '?', path.len);
-    if (q)
-        path.len = (size_t)(q - path.base);
-    size_t n = 4 + h->authority.len + 1 + path.len;
+    size_t n = KEY_HEAD + h->authority.len + 1 + h->path.len;
     if (n > cap)
         return 0;
-    uint32_t ri = (uint32_t)route_index;
-    memcpy(out, &ri, 4);
+    uint32_t ri32 = (uint32_t)ri;
+    memcpy(out, &ri32, 4);
+    out[4] = tls ? 's' : '-';
+    out[5] = r->early_hints_learn_private && gw_proxy__has_credentials(h) ? 'A' : '-';
+    char *a = out + KEY_HEAD;
     for (size_t i = 0; i < h->authority.len; i++) { /* RFC 3986 §6.2.2.1 */
         char c = (char)h->authority.base[i];
-        out[4 + i] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+        a[i] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
     }
-    out[4 + h->authority.len] = 0;
-    memcpy(out + 5 + h->authority.len, path.base, path.len);
+    a[h->authority.len] = 0;
+    if (h->path.len)
+        memcpy(a + h->authority.len + 1, h->path.base, h->path.len);
     return n;
 }
 
@@ -218,8 +240,88 @@ static gw_slice_t link_next(link_iter_t *it, unsigned *rels)
     }
 }
 
-/* The preload-like link values of the Link fields, one per line, into out; their length. */
-static size_t collect_links(const gw_field_t *f, size_t n, char *out, size_t cap)
+static int hexval(uint8_t c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* s lowercased (ASCII: an origin may change the case) into out, which has room for s.len bytes;
+ * with decode, percent-decoded too (RFC 3986 §2.1; '+' as a space, as forms encode it; a '%'
+ * without two hex digits stays as it is), which never makes it longer. */
+static gw_slice_t fold(gw_slice_t s, uint8_t *out, int decode)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < s.len; i++) {
+        uint8_t c = s.base[i];
+        int hi = decode && c == '%' && i + 2 < s.len ? hexval(s.base[i + 1]) : -1;
+        int lo = hi >= 0 ? hexval(s.base[i + 2]) : -1;
+        if (lo >= 0) {
+            c = (uint8_t)(hi << 4 | lo);
+            i += 2;
+        } else if (decode && c == '+') {
+            c = ' ';
+        }
+        out[k++] = c >= 'A' && c <= 'Z' ? (uint8_t)(c + 32) : c;
+    }
+    return (gw_slice_t){out, k};
+}
+
+/* The number of parameters of the query of path (0 without one). */
+static size_t query_params(gw_slice_t path)
+{
+    const uint8_t *q = memchr(path.base, '?', path.len);
+    size_t n = 0;
+    for (const uint8_t *p = q, *e = path.base + path.len; p && p < e; n++)
+        p = memchr(p + 1, '&', (size_t)(e - p - 1));
+    return n;
+}
+
+/* Whether the link target t repeats a name or a value of the query of path: any of them, as
+ * sent or percent-decoded, found in the target as written or decoded, case aside. Errs towards
+ * "yes": a short name or value found by chance costs one learned link, a reflected one would
+ * go to every visitor. The query fits the learned key (2 KiB) and has at most
+ * HINTS_QUERY_PARAMS_MAX parameters, the target fits the links kept (HINTS_VALUE_MAX). */
+static int repeats_query(gw_slice_t t, gw_slice_t path)
+{
+    const uint8_t *q = memchr(path.base, '?', path.len);
+    if (!q)
+        return 0;
+    uint8_t tbuf[2][HINTS_VALUE_MAX], pbuf[2][2048];
+    if (t.len > sizeof(tbuf[0]))
+        return 1;
+    gw_slice_t hay[2] = {fold(t, tbuf[0], 0), fold(t, tbuf[1], 1)};
+    int nhay = gw_slice_eq(hay[0], hay[1]) ? 1 : 2; /* nothing to decode: one search */
+    const uint8_t *p = q + 1, *e = path.base + path.len;
+    while (p < e) {
+        const uint8_t *amp = memchr(p, '&', (size_t)(e - p));
+        const uint8_t *end = amp ? amp : e;
+        const uint8_t *eq = memchr(p, '=', (size_t)(end - p));
+        gw_slice_t parts[2] = {{p, (size_t)((eq ? eq : end) - p)},
+                               eq ? (gw_slice_t){eq + 1, (size_t)(end - eq - 1)} : (gw_slice_t){0}};
+        for (int k = 0; k < 2; k++) {
+            if (!parts[k].len)
+                continue;
+            if (parts[k].len > sizeof(pbuf[0]))
+                return 1;
+            gw_slice_t needle[2] = {fold(parts[k], pbuf[0], 0), fold(parts[k], pbuf[1], 1)};
+            int nneedle = gw_slice_eq(needle[0], needle[1]) ? 1 : 2;
+            for (int h = 0; h < nhay; h++)
+                for (int n = 0; n < nneedle; n++)
+                    if (needle[n].len &&
+                        memmem(hay[h].base, hay[h].len, needle[n].base, needle[n].len))
+                        return 1;
+        }
+        p = amp ? amp + 1 : e;
+    }
+    return 0;
+}
+
+/* The preload-like link values of the Link fields, one per line, into out, but those whose
+ * target repeats the query of path (repeats_query); their length. */
+static size_t collect_links(const gw_field_t *f, size_t n, gw_slice_t path, char *out, size_t cap)
 {
     size_t k = 0;
     link_iter_t it = {.f = f, .n = n};
@@ -228,6 +330,9 @@ static size_t collect_links(const gw_field_t *f, size_t n, char *out, size_t cap
     while ((v = link_next(&it, &rels)).base) {
         if (!(rels & (REL_PRELOAD | REL_MODULEPRELOAD | REL_PRECONNECT)) || k + v.len + 1 > cap)
             continue;
+        const uint8_t *gt = memchr(v.base, '>', v.len); /* link_rels: <target> is there */
+        if (repeats_query((gw_slice_t){v.base + 1, (size_t)(gt - v.base - 1)}, path))
+            continue;
         memcpy(out + k, v.base, v.len);
         k += v.len;
         out[k++] = '\n';
@@ -235,31 +340,32 @@ static size_t collect_links(const gw_field_t *f, size_t n, char *out, size_t cap
     return k;
 }
 
-void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_req_head_t *req,
-                           unsigned status, const gw_field_t *f, size_t n)
+void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, int tls,
+                           const gw_req_head_t *req, unsigned status, const gw_field_t *f, size_t n)
 {
     if (!r->early_hints_learn || status < 200 || status > 299 || !gw_proxy__is_navigation(req))
         return;
-    /* only what a shared cache could give anyone (RFC 9111 §3, §3.5; Set-Cookie stricter) */
-    if (gw_proxy__field(f, n, "set-cookie") ||
-        gw_proxy__list_has(f, n, "cache-control", "private") ||
-        gw_proxy__list_has(f, n, "cache-control", "no-store"))
+    int creds = gw_proxy__has_credentials(req);
+    if ((creds && !r->early_hints_learn_private) ||
+        query_params(req->path) > HINTS_QUERY_PARAMS_MAX)
         return;
-    if (!r->early_hints_learn_private &&
-        (gw_proxy__field(req->fields, req->fields_len, "authorization") ||
-         gw_proxy__field(req->fields, req->fields_len, "cookie")))
+    /* only what a shared cache could give anyone who opens the same URL (RFC 9111 §3, §3.5,
+     * §4.1; Set-Cookie stricter): the links of an answer that varies on anything but the
+     * encoding may depend on a field the key does not hold */
+    static const char *const vary_ok[] = {"accept-encoding"};
+    if (!gw_proxy__reusable(status, f, n, vary_ok, 1, creds))
         return;
     gw_proxy_hints_t *t = &p->hints;
     size_t max = p->cfg->early_hints.learn_entries;
     if (table_ready(t, max) < 0)
         return;
     char key[2048], links[HINTS_VALUE_MAX];
-    size_t kl = key_of((size_t)(r - p->cfg->routes), req, key, sizeof(key));
+    size_t kl = key_of(r, (size_t)(r - p->cfg->routes), tls, req, key, sizeof(key));
     if (!kl)
         return;
     uint64_t hash = gw_proxy__hash(key, kl);
     struct gw_hint_ent **pp = slot(t, key, kl, hash);
-    size_t vl = collect_links(f, n, links, sizeof(links));
+    size_t vl = collect_links(f, n, req->path, links, sizeof(links));
     if (*pp) /* the new answer replaces what was learned */
         ent_remove(t, pp);
     if (!vl)
@@ -302,7 +408,7 @@ int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r
     gw_proxy_hints_t *t = &p->hints;
     if (r->early_hints_learn && t->tab) {
         char key[2048];
-        size_t kl = key_of((size_t)(r - p->cfg->routes), h, key, sizeof(key));
+        size_t kl = key_of(r, (size_t)(r - p->cfg->routes), s->tls, h, key, sizeof(key));
         struct gw_hint_ent **pp = kl ? slot(t, key, kl, gw_proxy__hash(key, kl)) : NULL;
         if (pp && *pp && now_ms() - (*pp)->at_ms > p->cfg->early_hints.learn_ttl_ms) {
             ent_remove(t, pp); /* stale */

@@ -76,9 +76,11 @@ int gw_proxy__is_navigation(const gw_req_head_t *h);
 /* Send h's 103 with the route's configured and learned links, if any; 1 when one went out. */
 int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r,
                          const gw_req_head_t *h);
-/* Learn (or forget) the page's preload links from the origin's final answer f[0..n). */
-void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_req_head_t *req,
-                           unsigned status, const gw_field_t *f, size_t n);
+/* Learn (or forget) the page's preload links from the origin's final answer f[0..n) to req,
+ * received on a listener with TLS (tls) or without; the rules are at the top of hints.c. */
+void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, int tls,
+                           const gw_req_head_t *req, unsigned status, const gw_field_t *f,
+                           size_t n);
 void gw_proxy__hints_free(gw_proxy_hints_t *t);
 /* HTTP/2 server push (RFC 9113 §8.4): on a route with push, each same-origin Link
  * `<target>; rel=preload` without nopush of a 2xx answer (f[0..n), as the client gets it) to

@@ -39,6 +39,8 @@ The path chooses the behaviour (query strings are ignored unless noted):
                       (?i=NAME:VALUE adds fields to the 103); MS/2 ms later 200 text/html
                       "Hello <cookie>" ("Hello anonymous" without one), then " in <accept-language>"
                       when there is one (?h=NAME:VALUE adds fields)
+    /reflect/MS       after MS ms 200 text/html whose Link preloads </api/data?<the query>> and,
+                      for each query parameter, </p/<its value>>
     /ws-bad-accept    101 with Upgrade: websocket and a Sec-WebSocket-Accept that matches no key
     /ws-no-upgrade    101 without an Upgrade field
     /ws-refuse        403 with a body (an origin that refuses the WebSocket), keep-alive
@@ -269,6 +271,16 @@ class ScriptedOrigin:
                 body += f" in {lang}".encode()
             send(200, [("Content-Type", "text/html"), ("Content-Length", str(len(body))),
                        ("Link", ", ".join(links))] + extra, body)
+            return True
+        if kind == "reflect":
+            time.sleep(arg / 1000.0)
+            links = [f"</api/data?{query}>; rel=preload; as=fetch"] if query else []
+            links += [f"</p/{q.partition('=')[2]}>; rel=preload; as=fetch"
+                      for q in query.split("&") if q.partition("=")[2]]
+            links.append("</static/site.css>; rel=preload; as=style")
+            body = b"<!doctype html><title>r</title>"
+            send(200, [("Content-Type", "text/html"), ("Content-Length", str(len(body))),
+                       ("Link", ", ".join(links))], body)
             return True
         if kind == "push-page":
             # /push-page/<ms>?p=<target>&p=...[&s=<status>]: a page after <ms> whose Link field

@@ -110,12 +110,13 @@ def test_one_103_per_request(gateway, origin):
 def test_learned_hints(gateway, origin):
     """Against an origin that takes 500 ms to answer a page with preload links: the first
     navigation gets no 103, the second gets one within 50 ms with the preload-like links
-    (prefetch is not one); a query string is the same page."""
+    (prefetch is not one). The query is part of the page: another query is another page."""
     admin = free_port()
     g = hgw(gateway, origin, route_extra="early_hints_learn: true", admin=admin)
     hints, status, at = h2_get(g.port, "/page-links/500", NAV)
     assert status == 200 and hints == [] and at >= 0.45
-    hints, status, at = h2_get(g.port, "/page-links/500?x=1", NAV)
+    assert h2_get(g.port, "/page-links/500?x=1", NAV)[0] == []
+    hints, status, at = h2_get(g.port, "/page-links/500", NAV)
     assert status == 200 and len(hints) == 1, hints
     t, links = hints[0]
     print(f"learned 103 after {t * 1000:.1f} ms, the page after {at * 1000:.0f} ms")
@@ -124,8 +125,9 @@ def test_learned_hints(gateway, origin):
                      "<https://cdn.example>; rel=preconnect"]
     fams, _ = scrape(admin)
     assert sample(fams, "h2gate_early_hints_total", source="learned") == 1
-    assert sample(fams, "h2gate_early_hints_page_events_total", event="learned") == 2  # relearned
-    assert sample(fams, "h2gate_early_hints_pages") == 1
+    # /page-links/500 learned twice, /page-links/500?x=1 once
+    assert sample(fams, "h2gate_early_hints_page_events_total", event="learned") == 3
+    assert sample(fams, "h2gate_early_hints_pages") == 2
 
 
 @pytest.mark.parametrize("variant", ["set-cookie", "private", "no-store", "request-cookie",
@@ -189,3 +191,49 @@ def test_listener_without_hints(gateway, origin):
     gateway(text, wait=[("127.0.0.1", off), ("127.0.0.1", on)])
     assert h2_get(off, "/bytes/10", NAV)[0] == []
     assert len(h2_get(on, "/bytes/10", NAV)[0]) == 1
+
+
+def links_of(hints):
+    return [v for _, vs in hints for v in vs]
+
+
+def test_learned_hints_keyed_on_the_query(gateway, origin):
+    """Alice's GET /reflect/10?token=SECRET-OF-ALICE (the origin preloads
+    </api/data?token=...>): another client's GET /reflect/10 used to get a 103 with Alice's
+    token, learned under the path alone."""
+    g = hgw(gateway, origin, route_extra="early_hints_learn: true")
+    for _ in range(2):
+        h2_get(g.port, "/reflect/10?token=SECRET-OF-ALICE", NAV)
+    hints, status, _ = h2_get(g.port, "/reflect/10", NAV)
+    assert status == 200
+    assert not any("SECRET" in v for v in links_of(hints)), hints
+    # the page without a query is a page of its own: learned from its own answer
+    hints, _, _ = h2_get(g.port, "/reflect/10", NAV)
+    assert links_of(hints) == ["</static/site.css>; rel=preload; as=style"]
+
+
+def test_learned_hints_never_repeat_the_requests_query(gateway, origin):
+    """A link whose target repeats a query parameter of the request (a token, an id, or what
+    an attacker put in a reflecting URL) is not learned: neither the visitor of the same URL
+    nor anyone else gets it from the gateway; the page's other links are learned."""
+    g = hgw(gateway, origin, route_extra="early_hints_learn: true")
+    url = "/reflect/10?x=evil.example%2Fx.js&token=SECRET"
+    h2_get(g.port, url, NAV)  # the attacker's visit plants nothing
+    hints, status, _ = h2_get(g.port, url, NAV)
+    assert status == 200
+    assert links_of(hints) == ["</static/site.css>; rel=preload; as=style"], hints
+
+
+def test_learned_hints_not_from_an_answer_that_varies(gateway, origin):
+    """An answer with Vary (other than accept-encoding) depends on fields outside the learned
+    key: a `fr` reader's </lang/fr.css> used to be hinted to an `en` reader."""
+    g = hgw(gateway, origin, route_extra="early_hints_learn: true")
+    path = "/page-links/10?h=Vary:accept-language&h=Link:%3C/lang/fr.css%3E;%20rel=preload"
+    for _ in range(2):
+        h2_get(g.port, path, NAV + [("accept-language", "fr")])
+    hints, status, _ = h2_get(g.port, path, NAV + [("accept-language", "en")])
+    assert status == 200 and hints == [], hints
+    # Vary: accept-encoding alone still learns
+    path = "/page-links/10?h=Vary:Accept-Encoding"
+    h2_get(g.port, path, NAV)
+    assert len(h2_get(g.port, path, NAV)[0]) == 1

@@ -139,15 +139,15 @@ static void learn_and_send(void **state)
         {GW_SLICE_LIT("link"), GW_SLICE_LIT("</next>; rel=next")},
     };
     gw_req_head_t h = req("/page?q=1", nav, 1);
-    gw_cstream_t s = {.ops = &fops, .peer = "t"};
+    gw_cstream_t s = {.ops = &fops, .peer = "t", .tls = 1};
     /* nothing learned yet: the configured hint only */
     got_n = 0;
     assert_int_equal(gw_proxy__hints_send(px, &s, r, &h), 1);
     assert_string_equal(got, "</conf.css>; rel=preload; as=style|");
-    gw_proxy__hints_learn(px, r, &h, 200, resp, 4);
-    /* the same page (other query, authority in other case): configured, then learned, the
-     * duplicate once; prefetch and next are not preload-like */
-    gw_req_head_t h2 = req("/page", nav, 1);
+    gw_proxy__hints_learn(px, r, 1, &h, 200, resp, 4);
+    /* the same page (authority in other case): configured, then learned, the duplicate once;
+     * prefetch and next are not preload-like */
+    gw_req_head_t h2 = req("/page?q=1", nav, 1);
     h2.authority = GW_SLICE_LIT("shop.test");
     got_n = 0;
     assert_int_equal(gw_proxy__hints_send(px, &s, r, &h2), 1);
@@ -155,27 +155,144 @@ static void learn_and_send(void **state)
                              "</a,b.css>; rel=preload; as=style|"
                              "</m.js>; rel=\"modulepreload preload\"; title=\"a, b\"|"
                              "<https://cdn.test>; rel=preconnect|");
+    /* another query, the same page over cleartext: other pages, nothing learned for them */
+    gw_req_head_t q2 = req("/page?q=2", nav, 1), q0 = req("/page", nav, 1);
+    got_n = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &q2), 1);
+    assert_int_equal(got_n, 1);
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &q0), 1);
+    assert_int_equal(got_n, 1);
+    gw_cstream_t plain = s;
+    plain.tls = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &plain, r, &h), 1);
+    assert_int_equal(got_n, 1);
     /* answers that must never be learned replace nothing either */
     gw_field_t priv[] = {{GW_SLICE_LIT("cache-control"), GW_SLICE_LIT("max-age=0, PRIVATE")},
                          {GW_SLICE_LIT("link"), GW_SLICE_LIT("</secret.css>; rel=preload")}};
     gw_req_head_t other = req("/other", nav, 1);
-    gw_proxy__hints_learn(px, r, &other, 200, priv, 2);
+    gw_proxy__hints_learn(px, r, 1, &other, 200, priv, 2);
     gw_field_t ck[] = {{GW_SLICE_LIT("set-cookie"), GW_SLICE_LIT("a=b")},
                        {GW_SLICE_LIT("link"), GW_SLICE_LIT("</secret.css>; rel=preload")}};
-    gw_proxy__hints_learn(px, r, &other, 200, ck, 2);
+    gw_proxy__hints_learn(px, r, 1, &other, 200, ck, 2);
     gw_field_t cookie[] = {{GW_SLICE_LIT("sec-fetch-mode"), GW_SLICE_LIT("navigate")},
                            {GW_SLICE_LIT("cookie"), GW_SLICE_LIT("sid=1")}};
     gw_req_head_t withc = req("/other", cookie, 2);
-    gw_proxy__hints_learn(px, r, &withc, 200, &priv[1], 1);
-    gw_proxy__hints_learn(px, r, &other, 404, &priv[1], 1); /* not a 2xx */
+    gw_proxy__hints_learn(px, r, 1, &withc, 200, &priv[1], 1);
+    gw_proxy__hints_learn(px, r, 1, &other, 404, &priv[1], 1); /* not a 2xx */
+    /* an answer that varies on a field outside the key (RFC 9111 §4.1), or may not be
+     * reused without validation (§5.2.2.4) */
+    gw_field_t vary[] = {{GW_SLICE_LIT("vary"), GW_SLICE_LIT("Accept-Encoding, Accept-Language")},
+                         {GW_SLICE_LIT("link"), GW_SLICE_LIT("</fr.css>; rel=preload")}};
+    gw_proxy__hints_learn(px, r, 1, &other, 200, vary, 2);
+    gw_field_t nocache[] = {{GW_SLICE_LIT("cache-control"), GW_SLICE_LIT("no-cache")},
+                            {GW_SLICE_LIT("link"), GW_SLICE_LIT("</fr.css>; rel=preload")}};
+    gw_proxy__hints_learn(px, r, 1, &other, 200, nocache, 2);
     got_n = 0;
     assert_int_equal(gw_proxy__hints_send(px, &s, r, &other), 1);
     assert_string_equal(got, "</conf.css>; rel=preload; as=style|");
+    /* Vary: Accept-Encoding alone is learned */
+    vary[0].value = GW_SLICE_LIT("accept-encoding");
+    gw_proxy__hints_learn(px, r, 1, &other, 200, vary, 2);
+    got_n = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &other), 1);
+    assert_string_equal(got, "</conf.css>; rel=preload; as=style|</fr.css>; rel=preload|");
     /* a 2xx without preload links forgets the page */
-    gw_proxy__hints_learn(px, r, &h, 200, &resp[3], 1);
+    gw_proxy__hints_learn(px, r, 1, &h, 200, &resp[3], 1);
     got_n = 0;
     assert_int_equal(gw_proxy__hints_send(px, &s, r, &h2), 1);
     assert_int_equal(got_n, 1);
+}
+
+/* A link whose target repeats a name or a value of the request's query (as sent or decoded,
+ * in any case) is not learned; the others are. */
+static void learn_not_the_query(void **state)
+{
+    (void)state;
+    const gw_cfg_route_t *r = &cfg->routes[0];
+    gw_field_t nav[] = {{GW_SLICE_LIT("sec-fetch-mode"), GW_SLICE_LIT("navigate")}};
+    gw_field_t resp[] = {{GW_SLICE_LIT("link"), GW_SLICE_LIT("</api?token=S3CRET>; rel=preload, "
+                                                             "</u/s3cret.css>; rel=preload, "
+                                                             "</a%2Fb.js>; rel=preload, "
+                                                             "</evil.js>; rel=preload, "
+                                                             "</tracking/data.json>; rel=preload, "
+                                                             "</site.css>; rel=preload")}};
+    gw_req_head_t h = req("/q?token=S3CRET&x=a/b&u=%2Fevil%2Ejs&sessionid&utm+name=", nav, 1);
+    gw_cstream_t s = {.ops = &fops, .peer = "t", .tls = 1};
+    gw_proxy__hints_learn(px, r, 1, &h, 200, resp, 1);
+    got_n = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &h), 1);
+    /* S3CRET (value, any case), a/b (decoded in the target), /evil.js (decoded in the
+     * query), tracking/data.json... holds no name or value: learned, as site.css */
+    assert_string_equal(got, "</conf.css>; rel=preload; as=style|"
+                             "</tracking/data.json>; rel=preload|</site.css>; rel=preload|");
+    /* a name without a value counts too */
+    gw_req_head_t h2 = req("/q2?data", nav, 1);
+    gw_proxy__hints_learn(px, r, 1, &h2, 200, resp, 1);
+    got_n = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &h2), 1);
+    assert_string_equal(got, "</conf.css>; rel=preload; as=style|</api?token=S3CRET>; rel=preload|"
+                             "</u/s3cret.css>; rel=preload|</a%2Fb.js>; rel=preload|"
+                             "</evil.js>; rel=preload|</site.css>; rel=preload|");
+    /* 32 parameters are searched for; a page with a 33rd is not learned at all */
+    char path[512];
+    size_t k = (size_t)snprintf(path, sizeof(path), "/many?p0=0");
+    for (int i = 1; i < 32; i++)
+        k += (size_t)snprintf(path + k, sizeof(path) - k, "&p%d=%d", i, i);
+    gw_req_head_t h32 = req(path, nav, 1);
+    gw_proxy__hints_learn(px, r, 1, &h32, 200, resp, 1);
+    got_n = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &h32), 1);
+    /* conf.css, and the targets without a digit or a 'p': evil.js, tracking/data.json,
+     * site.css */
+    assert_int_equal(got_n, 4);
+    snprintf(path + k, sizeof(path) - k, "&p32=32");
+    gw_req_head_t h33 = req(path, nav, 1);
+    gw_proxy__hints_learn(px, r, 1, &h33, 200, resp, 1);
+    got_n = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &h33), 1);
+    assert_int_equal(got_n, 1);
+}
+
+/* RFC 9111 §3.5 with early_hints_learn_private: a page learned from a request with
+ * credentials is hinted only to requests with credentials, and only when the answer says
+ * public, s-maxage or must-revalidate; anonymous requests never get it. */
+static void learn_private_keyed_on_credentials(void **state)
+{
+    (void)state;
+    gw_cfg_route_t pr = cfg->routes[0];
+    pr.early_hints_learn_private = 1;
+    pr.early_hints_len = 0;
+    /* hints_send finds the route's index from its address: use the config's own slot */
+    gw_cfg_route_t saved = cfg->routes[0];
+    cfg->routes[0] = pr;
+    const gw_cfg_route_t *r = &cfg->routes[0];
+    gw_field_t alice[] = {{GW_SLICE_LIT("sec-fetch-mode"), GW_SLICE_LIT("navigate")},
+                          {GW_SLICE_LIT("cookie"), GW_SLICE_LIT("sid=alice")}};
+    gw_field_t bob[] = {{GW_SLICE_LIT("sec-fetch-mode"), GW_SLICE_LIT("navigate")},
+                        {GW_SLICE_LIT("authorization"), GW_SLICE_LIT("Bearer bob")}};
+    gw_field_t anon[] = {{GW_SLICE_LIT("sec-fetch-mode"), GW_SLICE_LIT("navigate")}};
+    gw_field_t plain[] = {{GW_SLICE_LIT("link"), GW_SLICE_LIT("</inbox.css>; rel=preload")}};
+    gw_field_t pub[] = {{GW_SLICE_LIT("cache-control"), GW_SLICE_LIT("public, max-age=60")},
+                        {GW_SLICE_LIT("link"), GW_SLICE_LIT("</inbox.css>; rel=preload")}};
+    gw_req_head_t ha = req("/inbox", alice, 2), hb = req("/inbox", bob, 2),
+                  hn = req("/inbox", anon, 1);
+    gw_cstream_t s = {.ops = &fops, .peer = "t", .tls = 1};
+    gw_proxy__hints_learn(px, r, 1, &ha, 200, plain, 1); /* §3.5: not without public */
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &hb), 0);
+    gw_proxy__hints_learn(px, r, 1, &ha, 200, pub, 2);
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &hn), 0); /* anonymous: another key */
+    got_n = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &s, r, &hb), 1);
+    assert_string_equal(got, "</inbox.css>; rel=preload|");
+    cfg->routes[0] = saved;
+    /* without early_hints_learn_private, a request with credentials gets what anonymous
+     * answers taught (nothing personal in it): the same key */
+    gw_field_t pub2[] = {{GW_SLICE_LIT("link"), GW_SLICE_LIT("</public.css>; rel=preload")}};
+    gw_req_head_t hn2 = req("/news", anon, 1), ha2 = req("/news", alice, 2);
+    gw_proxy__hints_learn(px, &cfg->routes[0], 1, &hn2, 200, pub2, 1);
+    got_n = 0;
+    assert_int_equal(gw_proxy__hints_send(px, &s, &cfg->routes[0], &ha2), 1);
+    assert_string_equal(got, "</conf.css>; rel=preload; as=style|</public.css>; rel=preload|");
 }
 
 static void push_targets(void **state)
@@ -247,8 +364,8 @@ static void push_targets(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(navigation),
-        cmocka_unit_test(learn_and_send),
+        cmocka_unit_test(navigation),          cmocka_unit_test(learn_and_send),
+        cmocka_unit_test(learn_not_the_query), cmocka_unit_test(learn_private_keyed_on_credentials),
         cmocka_unit_test(push_targets),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
