@@ -239,6 +239,7 @@ void gw_proxy__ox_free(ox_t *ox)
     gw_free(ox->key);
     gw_proxy__cbody_free(&ox->body);
     gw_free(ox->trailers);
+    gw_free(ox->hint);
     zip_end(ox);
     if (ox->tunnel)
         (*ox->p->tunnels)--;
@@ -441,12 +442,57 @@ void gw_proxy__detach(px_t *px)
 
 /* ---- back callbacks ---------------------------------------------------------------------- */
 
+/* A copy of f[0..n) in one block (names and values after the array), into *out; 0 or
+ * GW_E_NOMEM. */
+static int fields_dup(const gw_field_t *f, size_t n, gw_field_t **out)
+{
+    size_t bytes = n * sizeof(gw_field_t) + 1;
+    for (size_t i = 0; i < n; i++)
+        bytes += f[i].name.len + f[i].value.len;
+    gw_field_t *t = gw_malloc(bytes);
+    if (!t)
+        return GW_E_NOMEM;
+    uint8_t *d = (uint8_t *)(t + n);
+    for (size_t i = 0; i < n; i++) {
+        gw_slice_t nv[2] = {f[i].name, f[i].value};
+        for (int k = 0; k < 2; k++) {
+            if (nv[k].len)
+                memcpy(d, nv[k].base, nv[k].len);
+            nv[k].base = d;
+            d += nv[k].len;
+        }
+        t[i] = (gw_field_t){nv[0], nv[1]};
+    }
+    *out = t;
+    return 0;
+}
+
+/* The origin's 103 f[0..n) to px, unless px already had one (one 103 per request: Chromium
+ * uses only the first) or its final head went out. */
+static void hint_relay(ox_t *ox, px_t *px, const gw_field_t *f, size_t n)
+{
+    if (px->closed || px->reset || px->resp >= PX_RESP_HEAD)
+        return;
+    if (px->hinted) {
+        ox->p->hints.st.dropped_origin++;
+        return;
+    }
+    px->hinted = 1;
+    ox->p->hints.st.sent_origin++;
+    if (px->s->ops->interim(px->s, 103, f, n) < 0)
+        gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
+}
+
+/* 100 Continue answers our own request body handling; 103 Early Hints goes to the client
+ * (RFC 8297), with only the fields a 103 may carry (gw_proxy__hint_fields). It answers the
+ * owner's request: the owner gets it now. Whether the followers may see anything of this
+ * answer is known only at the final head (gw_proxy__coalesce_shareable): until then the first
+ * 103 is held for them (b_head sends it to those that share the answer; those that fetch on
+ * their own get their own exchange's 103 instead). */
 static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
 {
     (void)x;
     ox_t *ox = ud;
-    /* 100 Continue answers our own request body handling; 103 Early Hints goes to the
-     * client (RFC 8297) */
     if (h->status != 103)
         return;
     gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
@@ -454,19 +500,13 @@ static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     int64_t cl;
     size_t n =
         gw_proxy__resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 0);
-    FOREACH_SUB(ox, px)
-    {
-        if (px->closed || px->resp >= PX_RESP_HEAD)
-            continue;
-        if (px->hinted) { /* one 103 per request: Chromium uses only the first */
-            ox->p->hints.st.dropped_origin++;
-            continue;
-        }
-        px->hinted = 1;
-        ox->p->hints.st.sent_origin++;
-        if (px->s->ops->interim(px->s, 103, f, n) < 0)
-            gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
-    }
+    n = gw_proxy__hint_fields(f, n);
+    if (!n)
+        return; /* nothing to hint at */
+    if (ox->owner)
+        hint_relay(ox, ox->owner, f, n);
+    if (ox->key && !ox->hint && fields_dup(f, n, &ox->hint) == 0)
+        ox->nhint = n; /* out of memory: the followers get no 103, nothing worse */
 }
 
 /* The coding a request gets for this response head, and why not when none. */
@@ -671,7 +711,9 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     }
     if (ox->nsubs > 1 && !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields,
                                                        h->fields_len, ox->credentials)) {
-        /* the followers go to the origin on their own; the first subscriber keeps this one */
+        /* the followers go to the origin on their own; the first subscriber keeps this one.
+         * Their held 103 is dropped with it: their own exchange's 103 reaches them (they had
+         * none yet) */
         px_t *keep = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
         FOREACH_SUB(ox, px)
         {
@@ -707,6 +749,9 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
                 gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL); /* leaves when the front closes it */
             continue;
         }
+        /* the answer is shared: so is the 103 it came with */
+        if (px->follower && ox->hint)
+            hint_relay(ox, px, ox->hint, ox->nhint);
         /* RFC 9110 §6.4.1: no content after HEAD, 204 and 304 */
         int no_body = px->s->head_only || h->status == 204 || h->status == 304 || cl == 0;
         /* RFC 9113 §8.4.1: the promises go before the response that refers to them */
@@ -748,24 +793,10 @@ static void b_trailers(gw_back_exch_t *x, void *ud, const gw_back_field_t *tf, s
     char lower[8192];
     int64_t cl;
     size_t n = gw_proxy__resp_fields(ox->route, tf, tn, f, lower, sizeof(lower), &cl, 0);
-    size_t bytes = n * sizeof(gw_field_t) + 1;
-    for (size_t i = 0; i < n; i++)
-        bytes += f[i].name.len + f[i].value.len;
-    gw_field_t *t = gw_malloc(bytes);
-    if (!t) {
+    gw_field_t *t;
+    if (fields_dup(f, n, &t) < 0) {
         gw_proxy__ox_abort(ox, GW_E_NOMEM);
         return;
-    }
-    uint8_t *d = (uint8_t *)(t + n);
-    for (size_t i = 0; i < n; i++) {
-        gw_slice_t nv[2] = {f[i].name, f[i].value};
-        for (int k = 0; k < 2; k++) {
-            if (nv[k].len)
-                memcpy(d, nv[k].base, nv[k].len);
-            nv[k].base = d;
-            d += nv[k].len;
-        }
-        t[i] = (gw_field_t){nv[0], nv[1]};
     }
     gw_free(ox->trailers);
     ox->trailers = t;

@@ -443,6 +443,28 @@ int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r
     return 1;
 }
 
+/* ---- the origin's 103 -------------------------------------------------------------------- */
+
+size_t gw_proxy__hint_fields(gw_field_t *f, size_t n)
+{
+    /* RFC 8297 §2: a 103 tells the client the fields the final answer will probably carry, so
+     * that it can start on them (the Link fields: RFC 8288); a browser reads from it only the
+     * Link fields and the policies that bound what those make it fetch (HTML, "early hints":
+     * Content-Security-Policy, Referrer-Policy, Cross-Origin-Embedder-Policy). Anything else
+     * (a Set-Cookie, a field about the user) has no use in one and is not relayed. */
+    static const char *const keep[] = {"link", "content-security-policy", "referrer-policy",
+                                       "cross-origin-embedder-policy"};
+    size_t k = 0, links = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < sizeof(keep) / sizeof(keep[0]); j++)
+            if (gw_proxy__name_is(f[i].name, keep[j])) {
+                links += j == 0;
+                f[k++] = f[i];
+                break;
+            }
+    return links ? k : 0;
+}
+
 /* ---- server push (RFC 9113 §8.4) ------------------------------------------------------------- */
 
 /* The path a link target names on the request's own authority and scheme, or {NULL, 0}: an

@@ -81,6 +81,10 @@ int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r
 void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, int tls,
                            const gw_req_head_t *req, unsigned status, const gw_field_t *f,
                            size_t n);
+/* Keep, in place, only the fields of an origin's 103 that a 103 may carry (Link, and the
+ * policies a browser applies to what the links fetch); their number, or 0 when no Link is
+ * among them (nothing to send). */
+size_t gw_proxy__hint_fields(gw_field_t *f, size_t n);
 void gw_proxy__hints_free(gw_proxy_hints_t *t);
 /* HTTP/2 server push (RFC 9113 §8.4): on a route with push, each same-origin Link
  * `<target>; rel=preload` without nopush of a 2xx answer (f[0..n), as the client gets it) to
@@ -239,6 +243,9 @@ struct ox {
     gw_proxy__cbody_t body; /* the response body from the slowest subscriber's cursor on */
     gw_field_t *trailers;   /* translated response trailers (one block), sent after the body */
     size_t ntrailers;
+    gw_field_t *hint; /* the origin's first 103 (its hint fields, one block), held for the
+                         followers until the final head says they may share the answer */
+    size_t nhint;
     uint64_t started_ns;    /* gw_now_ns() when the origin exchange started */
     struct gw_zstream *zip; /* compressing the response (compress.c), or NULL */
     gw_zchunks_t zchunks;   /* recorded (zrecord) or replayed (zreplay, from zrep_i on) */

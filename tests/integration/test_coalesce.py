@@ -490,6 +490,75 @@ def wait_origin(origin, target, n, timeout=5):
     assert origin_count(origin, target) >= n
 
 
+def links_103(run, sid):
+    """The Link values of every 103 sid received."""
+    return [v for h in run.interim.get(sid, []) for k, v in h if k == "link"]
+
+
+def test_103_not_sent_to_followers_of_a_private_answer(gateway, origin):
+    """coalesce_private: Alice and Bob both send a session cookie, so they may share an
+    exchange; the origin's 103 names Alice's inbox, its final answer is private. Bob used to
+    get Alice's 103 at once (and then no 103 of his own: one per request)."""
+    admin = free_port()
+    g = origin_gateway(gateway, origin, route_extra="coalesce_private: true", admin=admin)
+    (ra, sa), (rb, sb) = leader_and_follower(
+        origin, g.port, "/hints-for/500?h=Cache-Control:private",
+        [("cookie", "session=alice")], [("cookie", "session=bob")])
+    assert ra.status(sa) == 200 and rb.status(sb) == 200
+    assert ra.bodies[sa] == b"Hello session=alice" and rb.bodies[sb] == b"Hello session=bob"
+    assert "session=alice" in " ".join(links_103(ra, sa))
+    bob = links_103(rb, sb)
+    assert not any("alice" in v for v in bob), bob
+    # his own exchange's 103 reached him
+    assert any("/private/session=bob/inbox.json" in v for v in bob), bob
+    fams, _ = scrape(admin)
+    assert sample(fams, "h2gate_coalesced_total") == 1  # Bob did join Alice's exchange
+    assert origin_count(origin, "/hints-for/500?h=Cache-Control:private") == 2
+
+
+def test_103_not_sent_to_followers_of_an_answer_that_varies(gateway, origin):
+    """The default route: accept-language is not in the key, so an `en` reader joins a `fr`
+    reader's exchange; the origin's 103 preloads fr.css and its final answer says
+    Vary: accept-language (not shared). The `en` reader used to get </lang/fr.css>."""
+    admin = free_port()
+    g = origin_gateway(gateway, origin, admin=admin)
+    path = "/hints-for/500?h=Vary:accept-language"
+    (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, path, [("accept-language", "fr")],
+                                             [("accept-language", "en")])
+    assert ra.bodies[sa] == b"Hello anonymous in fr" and rb.bodies[sb] == b"Hello anonymous in en"
+    assert links_103(ra, sa) == ["</lang/fr.css>; rel=preload; as=style"]
+    assert links_103(rb, sb) == ["</lang/en.css>; rel=preload; as=style"]
+    fams, _ = scrape(admin)
+    assert sample(fams, "h2gate_coalesced_total") == 1
+    assert origin_count(origin, path) == 2
+
+
+def test_103_held_for_followers_reaches_them_when_the_answer_is_shared(gateway, origin):
+    """A shareable answer: the follower gets the 103 the exchange got (held until the final
+    head said it may share), then the shared answer; one origin request."""
+    admin = free_port()
+    g = origin_gateway(gateway, origin, admin=admin)
+    (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, "/hints-for/500",
+                                             [("accept-language", "fr")], [])
+    assert ra.bodies[sa] == rb.bodies[sb] == b"Hello anonymous in fr"
+    assert links_103(rb, sb) == links_103(ra, sa) == ["</lang/fr.css>; rel=preload; as=style"]
+    assert origin_count(origin, "/hints-for/500") == 1
+
+
+def test_103_carries_only_link_fields(gateway, origin):
+    """RFC 8297: a 103 hints at the final answer's Link fields; whatever else an origin puts
+    in one (a cookie, a field about the user) is not relayed."""
+    g = origin_gateway(gateway, origin)
+    cl = Client(g.port)
+    sid = cl.request("/hints-for/10?i=Set-Cookie:sid%3Dalice&i=X-User:alice",
+                     extra=[("sec-fetch-mode", "navigate")])
+    run = collect(cl, Streams(), all_done([sid]))
+    cl.close()
+    assert run.status(sid) == 200
+    (head,) = run.interim[sid]
+    assert [k for k, _ in head if not k.startswith(":")] == ["link"], head
+
+
 def test_cookie_holders_page_not_shared_with_an_anonymous_follower(gateway, origin):
     """coalesce_private: Alice's request with a session cookie and an anonymous one used to
     share a key (only Authorization was told apart), and her page went to the anonymous

@@ -295,6 +295,25 @@ static void learn_private_keyed_on_credentials(void **state)
     assert_string_equal(got, "</conf.css>; rel=preload; as=style|</public.css>; rel=preload|");
 }
 
+/* RFC 8297: the origin's 103 keeps its Link fields and the policies that bound them, nothing
+ * else; without a Link there is nothing to send. */
+static void hint_fields(void **state)
+{
+    (void)state;
+    gw_field_t f[] = {{GW_SLICE_LIT("set-cookie"), GW_SLICE_LIT("sid=alice")},
+                      {GW_SLICE_LIT("link"), GW_SLICE_LIT("</a.css>; rel=preload")},
+                      {GW_SLICE_LIT("x-user"), GW_SLICE_LIT("alice")},
+                      {GW_SLICE_LIT("content-security-policy"), GW_SLICE_LIT("default-src 'self'")},
+                      {GW_SLICE_LIT("link"), GW_SLICE_LIT("</b.js>; rel=preload")}};
+    assert_int_equal(gw_proxy__hint_fields(f, 5), 3);
+    assert_true(gw_proxy__name_is(f[0].name, "link"));
+    assert_true(gw_proxy__name_is(f[1].name, "content-security-policy"));
+    assert_true(gw_slice_eq(f[2].value, GW_SLICE_LIT("</b.js>; rel=preload")));
+    gw_field_t g[] = {{GW_SLICE_LIT("referrer-policy"), GW_SLICE_LIT("no-referrer")},
+                      {GW_SLICE_LIT("set-cookie"), GW_SLICE_LIT("a=b")}};
+    assert_int_equal(gw_proxy__hint_fields(g, 2), 0);
+}
+
 static void push_targets(void **state)
 {
     (void)state;
@@ -366,7 +385,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(navigation),          cmocka_unit_test(learn_and_send),
         cmocka_unit_test(learn_not_the_query), cmocka_unit_test(learn_private_keyed_on_credentials),
-        cmocka_unit_test(push_targets),
+        cmocka_unit_test(hint_fields),         cmocka_unit_test(push_targets),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
