@@ -704,23 +704,32 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         return;
     }
     gw_proxy__unindex(ox); /* from now on a new request gets an exchange of its own */
-    if (ox->route->early_hints_learn && !gw_list_empty(&ox->subs)) {
-        px_t *first = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
-        gw_proxy__hints_learn(ox->p, ox->route, first->s->tls, &first->head, (unsigned)h->status,
+    if (gw_list_empty(&ox->subs))
+        return; /* nobody to answer (the front closes what is left) */
+    /* the request the origin answered is the owner's; without it, a follower's (same key) */
+    px_t *asker = ox->owner ? ox->owner : GW_CONTAINER_OF(ox->subs.next, px_t, slink);
+    if (ox->route->early_hints_learn)
+        gw_proxy__hints_learn(ox->p, ox->route, asker->s->tls, &asker->head, (unsigned)h->status,
                               h->fields, h->fields_len);
-    }
-    if (ox->nsubs > 1 && !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields,
-                                                       h->fields_len, ox->credentials)) {
-        /* the followers go to the origin on their own; the first subscriber keeps this one.
-         * Their held 103 is dropped with it: their own exchange's 103 reaches them (they had
-         * none yet) */
-        px_t *keep = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
+    /* anyone but the owner (a follower, or every subscriber once the owner's client left) gets
+     * this answer only when it may be shared */
+    if (ox->nsubs > (ox->owner ? 1u : 0u) &&
+        !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields, h->fields_len,
+                                      ox->credentials)) {
+        /* the followers go to the origin on their own; the owner keeps this one. Their held
+         * 103 is dropped with it: their own exchange's 103 reaches them (they had none yet) */
+        ox->pumping = 1; /* the last detach must not free ox under us */
         FOREACH_SUB(ox, px)
         {
-            if (px != keep) {
+            if (px != ox->owner) {
                 ox->p->stats.not_shared++;
                 gw_proxy__detach(px);
             }
+        }
+        ox->pumping = 0;
+        if (ox->nsubs == 0) { /* the owner had gone: nobody may have this answer */
+            gw_proxy__ox_free(ox);
+            return;
         }
     }
     gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];

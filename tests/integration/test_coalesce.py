@@ -533,6 +533,28 @@ def test_103_not_sent_to_followers_of_an_answer_that_varies(gateway, origin):
     assert origin_count(origin, path) == 2
 
 
+def test_answer_to_a_cancelled_leader_not_given_to_its_follower(gateway, origin):
+    """The leader's client resets its stream while the exchange waits: the follower was left
+    alone in it and got the leader's answer whatever it said (only more than one subscriber
+    was checked), here a page in French for a reader of English with Vary: accept-language.
+    It fetches on its own."""
+    g = origin_gateway(gateway, origin)
+    path = "/hints-for/500?h=Vary:accept-language"
+    a, b = Client(g.port), Client(g.port)
+    sa = a.request(path, extra=[("sec-fetch-mode", "navigate"), ("accept-language", "fr")])
+    wait_origin(origin, path, 1)
+    sb = b.request(path, extra=[("sec-fetch-mode", "navigate"), ("accept-language", "en")])
+    assert sa in collect(a, Streams(), lambda r: sa in r.interim).interim
+    a.c.reset_stream(sa)
+    a.flush()
+    rb = collect(b, Streams(), all_done([sb]))
+    a.close()
+    b.close()
+    assert rb.bodies.get(sb) == b"Hello anonymous in en", rb.bodies
+    assert links_103(rb, sb) == ["</lang/en.css>; rel=preload; as=style"]
+    assert origin_count(origin, path) == 2
+
+
 def test_103_held_for_followers_reaches_them_when_the_answer_is_shared(gateway, origin):
     """A shareable answer: the follower gets the 103 the exchange got (held until the final
     head said it may share), then the shared answer; one origin request."""
