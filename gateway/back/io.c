@@ -456,7 +456,10 @@ static int complete(gw_back_conn_t *c, size_t rest, int eof)
     gw_back_exch_t *x = c->exch;
     gw_back_server_t *s = c->server;
     unsigned maxr = gw_back__ucfg(c)->max_requests_per_connection;
-    int keep_alive = gw_h1_client_keep_alive(c->h1) && !eof;
+    /* An upgrade answered otherwise than by a 101 (RFC 9110 §7.8: the server may ignore
+     * Upgrade) ends the connection's use all the same: an origin that half switched may send
+     * bytes after this answer, and they must not become the next request's answer. */
+    int keep_alive = gw_h1_client_keep_alive(c->h1) && !eof && !(x && x->req.upgrade);
     /* Only placeholders behind (their exchanges left for another connection): their answers
      * are on the way and short ones are cheaper to read and drop than a new connection, which
      * the next pause or long response would cost again. Not past max_requests_per_connection:

@@ -665,8 +665,8 @@ static void tunnel_open(ox_t *ox, const gw_back_head_t *h)
     int64_t cl;
     size_t n =
         gw_proxy__resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 1);
-    const char *bad = gw_proxy__ws_check_101(h->fields, h->fields_len,
-                                             px->proto == GW_REQ_H2 ? ox->ws_key : NULL);
+    const char *bad =
+        gw_proxy__ws_check_101(h->fields, h->fields_len, ox->ws_key[0] ? ox->ws_key : NULL);
     if (bad) {
         GW_LOG_WARN("websocket_bad_101", "peer=%s path=%s upstream=%s reason=\"%s\" status=502",
                     px->s->peer, px->path, px->route->upstream_name, bad);
@@ -693,6 +693,25 @@ static void tunnel_open(ox_t *ox, const gw_back_head_t *h)
         gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
 }
 
+/* RFC 8441 §5, RFC 9113 §8.5: to an HTTP/2 client a 2xx answer to its extended CONNECT is the
+ * switch itself. An origin that ignored Upgrade and answered 2xx (a page, a 204) did not
+ * switch, and its body is no WebSocket: the client gets a 502, never that 2xx. Other answers
+ * (a 403, a 426) are refusals and pass as they are; an HTTP/1.1 client sees any of them as the
+ * plain answer it is (RFC 9110 §7.8: a server may ignore Upgrade). 1 when it was answered. */
+static int ws_false_switch(ox_t *ox, const gw_back_head_t *h)
+{
+    if (!ox->ws_key[0] || gw_list_empty(&ox->subs)) /* not a WebSocket, or nobody to tell */
+        return 0;
+    px_t *px = GW_CONTAINER_OF(ox->subs.next, px_t, slink); /* never coalesced: alone */
+    if (px->proto != GW_REQ_H2 || h->status < 200 || h->status > 299)
+        return 0;
+    GW_LOG_WARN("websocket_bad_101",
+                "peer=%s path=%s upstream=%s reason=\"%d instead of 101\" status=502", px->s->peer,
+                px->path, px->route->upstream_name, h->status);
+    gw_proxy__ox_abort(ox, GW_E_PARSE);
+    return 1;
+}
+
 static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
 {
     ox_t *ox = ud;
@@ -703,6 +722,8 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
             tunnel_open(ox, h);
         return;
     }
+    if (ws_false_switch(ox, h))
+        return;
     gw_proxy__unindex(ox); /* from now on a new request gets an exchange of its own */
     if (gw_list_empty(&ox->subs))
         return; /* nobody to answer (the front closes what is left) */
@@ -906,6 +927,15 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
         GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s route=%s reason=off status=501",
                     s->peer, (int)h->path.len, h->path.base, r->name);
         return answer_early(s, h, 501, "h2gate: WebSocket is off for this route\n", NULL, 0);
+    }
+    if (h->protocol.len && h->proto == GW_REQ_HTTP1 &&
+        gw_proxy__ws_h1_key(h->fields, h->fields_len, NULL) < 0) {
+        /* RFC 6455 §4.2.1: the gateway is the server the client speaks to; without the one key
+         * the origin's 101 could not be checked (tunnel.c) */
+        GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s route=%s reason=key status=400",
+                    s->peer, (int)h->path.len, h->path.base, r->name);
+        return answer_early(s, h, 400,
+                            "h2gate: a WebSocket handshake needs one Sec-WebSocket-Key\n", NULL, 0);
     }
     if (h->protocol.len && *p->tunnels >= p->cfg->limits.max_tunnels) {
         GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s route=%s reason=max_tunnels status=503",

@@ -255,7 +255,7 @@ struct ox {
     unsigned zrecord : 1;
     unsigned zreplay : 1;
     unsigned tunnel : 1;                /* the origin switched to WebSocket: counted in tunnels */
-    char ws_key[GW_WS_KEY_LEN_MAX + 1]; /* an HTTP/2 WebSocket's key (its 101 is checked) */
+    char ws_key[GW_WS_KEY_LEN_MAX + 1]; /* a WebSocket's key as the origin got it (tunnel.c) */
     unsigned paused : 1;
     unsigned indexed : 1;
     unsigned complete : 1;    /* the origin response ended: subscribers finish at the body's end */
@@ -354,7 +354,7 @@ typedef struct {
     /* a usual request fits here, on the stack: no allocation per request */
     gw_field_t fst[GW_PROXY_XLATE_FIELDS];
     char bst[GW_PROXY_XLATE_BYTES];
-    char ws_key[25]; /* an HTTP/2 WebSocket: the Sec-WebSocket-Key the origin was given */
+    char ws_key[25]; /* a WebSocket: the Sec-WebSocket-Key the origin was given */
 } gw_proxy_xlate_t;
 
 /* tunnel.c: WebSocket (issue 24) */
@@ -366,8 +366,14 @@ int gw_proxy__ws_h1_request(gw_slice_t method, const gw_field_t *f, size_t n);
 int gw_proxy__ws_key(char out[GW_WS_KEY_LEN + 1]);
 /* Sec-WebSocket-Accept for key (RFC 6455 §4.2.2); 0 or GW_E_NOMEM. */
 int gw_proxy__ws_accept(const char *key, size_t key_len, char out[GW_WS_ACCEPT_LEN + 1]);
-/* What is wrong with the origin's 101 (a static reason), or NULL: Upgrade must name websocket
- * and, with key (HTTP/2 clients), Sec-WebSocket-Accept must be the one of key. */
+/* The one Sec-WebSocket-Key of an HTTP/1.1 handshake's fields f[0..n), when it is one and of
+ * 16 bytes in base64 (RFC 6455 §4.1): 0 and, with out, the key copied there NUL-terminated;
+ * GW_E_PARSE when it is missing, repeated or malformed. */
+int gw_proxy__ws_h1_key(const gw_field_t *f, size_t n, char out[GW_WS_KEY_LEN + 1]);
+/* What is wrong with the origin's 101 fields f[0..n) (a static reason), or NULL when it is a
+ * WebSocket switch (RFC 6455 §4.1): one Upgrade whose value is websocket, Connection naming
+ * upgrade, and one Sec-WebSocket-Accept that is the one of key (the key the origin was given:
+ * the gateway's for an HTTP/2 client, the client's own for HTTP/1.1; NULL fails). */
 const char *gw_proxy__ws_check_101(const gw_field_t *f, size_t n, const char *key);
 
 /* Build the origin request for h on route r, from client stream s (only its data fields are

@@ -290,6 +290,8 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
                 return GW_E_NOMEM;
             add(x, GW_SLICE_LIT("Sec-WebSocket-Key"), gw_slice_str(x->ws_key));
             add(x, GW_SLICE_LIT("Sec-WebSocket-Version"), GW_SLICE_LIT("13"));
+        } else if (gw_proxy__ws_h1_key(h->fields, h->fields_len, x->ws_key) < 0) {
+            return GW_E_PARSE; /* the client's key, which passed above, answers its 101 */
         }
     }
     if (h2) {

@@ -4,11 +4,16 @@
  * HTTP/1.1 (RFC 6455 §4.1, RFC 9110 §7.8): a GET with `Connection: upgrade` and `Upgrade:
  * websocket` goes to the origin with those two fields (they are hop-by-hop: nothing else of
  * the client's Connection or Upgrade passes; `h2c` never does); the client's Sec-WebSocket-*
- * fields pass as they are, and the client checks the origin's Sec-WebSocket-Accept itself.
+ * fields pass as they are (its key must be one, of 16 bytes: RFC 6455 §4.2.1, else 400).
  * HTTP/2 (RFC 8441 §4-5): an extended CONNECT becomes that GET with a key of the gateway's own
- * (16 random bytes, base64), whose Sec-WebSocket-Accept the gateway checks (RFC 6455 §4.2.2:
- * base64 of the SHA-1 of the key and the GUID); the client's Sec-WebSocket-Protocol and
- * -Extensions pass, its Sec-WebSocket-Key (it sends none over HTTP/2) does not. */
+ * (16 random bytes, base64); the client's Sec-WebSocket-Protocol and -Extensions pass, its
+ * Sec-WebSocket-Key (it sends none over HTTP/2) does not.
+ *
+ * The origin's 101 is checked for both before any tunnel opens, as a WebSocket client checks
+ * it (RFC 6455 §4.1): the gateway rewrites the 101's Upgrade and Connection for an HTTP/1.1
+ * client and turns it into a 200 for an HTTP/2 one, so neither client can check what the
+ * origin said, and the tunnel (a connection out of the pool, a max_tunnels slot) is held on
+ * the origin's word. STYLE.md: a peer's word that a protocol switched is checked, not relayed. */
 #include <string.h>
 #include <sys/random.h>
 
@@ -72,23 +77,58 @@ int gw_proxy__ws_accept(const char *key, size_t key_len, char out[GW_WS_ACCEPT_L
     return 0;
 }
 
+int gw_proxy__ws_h1_key(const gw_field_t *f, size_t n, char out[GW_WS_KEY_LEN + 1])
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const gw_field_t *key = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (gw_proxy__name_is(f[i].name, "sec-websocket-key")) {
+            if (key)
+                return GW_E_PARSE; /* repeated: which one would the origin answer? */
+            key = &f[i];
+        }
+    if (!key)
+        return GW_E_PARSE;
+    /* RFC 6455 §4.1: "a base64-encoded value that, when decoded, is 16 bytes in length": 22
+     * characters of the alphabet and "==" */
+    gw_slice_t v = gw_slice_trim(key->value);
+    if (v.len != GW_WS_KEY_LEN || v.base[22] != '=' || v.base[23] != '=')
+        return GW_E_PARSE;
+    for (size_t i = 0; i < 22; i++)
+        if (!memchr(alphabet, v.base[i], sizeof(alphabet) - 1))
+            return GW_E_PARSE;
+    if (out) {
+        memcpy(out, v.base, GW_WS_KEY_LEN);
+        out[GW_WS_KEY_LEN] = 0;
+    }
+    return 0;
+}
+
 const char *gw_proxy__ws_check_101(const gw_field_t *f, size_t n, const char *key)
 {
-    /* RFC 6455 §4.1 (the client's checks, which the gateway makes for an HTTP/2 client) */
-    if (!gw_proxy__list_has(f, n, "upgrade", "websocket"))
-        return "101 without Upgrade: websocket";
-    if (!key)
-        return NULL; /* an HTTP/1.1 client checks the rest itself */
-    char want[GW_WS_ACCEPT_LEN + 1];
-    if (gw_proxy__ws_accept(key, strlen(key), want) < 0)
-        return "out of memory";
-    const gw_field_t *acc = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (gw_proxy__name_is(f[i].name, "sec-websocket-accept")) {
+    /* RFC 6455 §4.1, the client's checks of the server's handshake answer, in its order */
+    const gw_field_t *up = NULL, *acc = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (gw_proxy__name_is(f[i].name, "upgrade")) {
+            if (up)
+                return "Upgrade repeated";
+            up = &f[i];
+        } else if (gw_proxy__name_is(f[i].name, "sec-websocket-accept")) {
             if (acc)
                 return "Sec-WebSocket-Accept repeated";
             acc = &f[i];
         }
+    }
+    /* the value is "websocket", nothing more: RFC 9110 §7.8 lets a server switch only to what
+     * the request named, and the request named websocket alone */
+    if (!up || !gw_slice_eq_nocase(gw_slice_trim(up->value), GW_SLICE_LIT("websocket")))
+        return "101 without Upgrade: websocket";
+    if (!gw_proxy__list_has(f, n, "connection", "upgrade"))
+        return "101 without Connection: upgrade";
+    char want[GW_WS_ACCEPT_LEN + 1];
+    if (!key || gw_proxy__ws_accept(key, strlen(key), want) < 0)
+        return "no key to check Sec-WebSocket-Accept against";
     if (!acc || !gw_slice_eq(gw_slice_trim(acc->value), gw_slice_str(want)))
         return "Sec-WebSocket-Accept does not match the key";
     return NULL;

@@ -44,10 +44,22 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /ws-bad-accept    101 with Upgrade: websocket and a Sec-WebSocket-Accept that matches no key
     /ws-no-upgrade    101 without an Upgrade field
     /ws-refuse        403 with a body (an origin that refuses the WebSocket), keep-alive
+    /ws-200-html      200 text/html with a body instead of a 101 (an origin that ignores
+                      Upgrade), keep-alive
+    /ws-204           204 instead of a 101
+    /ws-200-then-frame  200 with Content-Length: 2 "ok", then at once a WebSocket text frame
+                      "hello" as if the switch had happened anyway; the connection stays open
+    /ws-200-then-late  200 with Content-Length: 2 "ok", then 0.3 s later a 200 "evil" nobody
+                      asked for (an origin that switched to something after all)
+    /ws-101           a 101 made from the request's Sec-WebSocket-Key, then a WebSocket text
+                      frame "hello"; ?u=TOKEN sets its Upgrade (default websocket, "-" none),
+                      ?c=TOKEN its Connection (default Upgrade, "-" none), ?a=bad a wrong
+                      Sec-WebSocket-Accept, ?a=- none, ?a=twice the right one twice
     /text-paced/N     text_hex(N) as text/plain with its length, the head 0.3 s after the
                       request (identical requests join it), then 64 KiB every 20 ms
 Anything else: 404.
 """
+import base64
 import hashlib
 import json
 import socket
@@ -319,6 +331,41 @@ class ScriptedOrigin:
         if kind == "ws-refuse":
             send(403, [("Content-Length", "8")], b"refused\n", reason="Forbidden")
             return True
+        if kind == "ws-200-html":
+            body = b"<!doctype html><title>not a websocket</title><p>hello</p>\n"
+            send(200, [("Content-Type", "text/html"), ("Content-Length", str(len(body)))], body)
+            return True
+        if kind == "ws-204":
+            send(204, [], reason="No Content")
+            return True
+        if kind == "ws-200-then-frame":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok\x81\x05hello")
+            return True
+        if kind == "ws-200-then-late":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            time.sleep(0.3)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil")
+            return True
+        if kind == "ws-101":
+            opt = dict(q.split("=", 1) for q in query.split("&") if "=" in q)
+            key = req.header("sec-websocket-key") or ""
+            key = key[0] if isinstance(key, list) else key
+            acc = base64.b64encode(hashlib.sha1(
+                (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+            hs = []
+            if opt.get("u", "websocket") != "-":
+                hs.append(("Upgrade", opt.get("u", "websocket")))
+            if opt.get("c", "Upgrade") != "-":
+                hs.append(("Connection", opt.get("c", "Upgrade")))
+            a = opt.get("a", "good")
+            if a == "bad":
+                hs.append(("Sec-WebSocket-Accept", base64.b64encode(b"x" * 20).decode()))
+            elif a != "-":
+                hs += [("Sec-WebSocket-Accept", acc)] * (2 if a == "twice" else 1)
+            send(101, hs, reason="Switching Protocols")
+            c.sendall(b"\x81\x05hello")
+            time.sleep(1)
+            return False
         if kind == "text-paced":
             time.sleep(0.3)
             body = text_hex(arg)

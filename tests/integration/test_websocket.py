@@ -720,3 +720,176 @@ def test_rfc8441_data_before_the_200_waits_for_the_switch(gateway, wsorigin):
     assert ws.recv() == (0x1, b"early")
     assert ws.headers[":status"] == "200" and ws.reset is None
     ws.cl.close()
+
+
+# ---- the origin's word that the protocol switched is checked, not relayed (RFC 8441 §5,
+# RFC 6455 §4.1, RFC 9110 §7.8) --------------------------------------------------------------
+
+H1_WS_KEY = "dGhlIHNhbXBsZSBub25jZQ=="  # RFC 6455 §1.3's example key
+
+
+def h1_ws_request(path, key=H1_WS_KEY, extra=""):
+    req = (f"GET {path} HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+           f"Sec-WebSocket-Version: 13\r\n")
+    if key is not None:
+        req += f"Sec-WebSocket-Key: {key}\r\n"
+    return (req + extra + "\r\n").encode()
+
+
+def h1_read_response(s, timeout=5):
+    """One HTTP/1.1 response with a Content-Length (or none: a 101, a bodiless 204) off s:
+    (status, {lowercased name: value}, body, bytes read past it)."""
+    s.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    fields = {}
+    for l in lines[1:]:
+        k, _, v = l.partition(":")
+        fields[k.strip().lower()] = v.strip()
+    n = int(fields.get("content-length", "0"))
+    while len(rest) < n:
+        d = s.recv(65536)
+        if not d:
+            break
+        rest += d
+    return int(lines[0].split()[1]), fields, rest[:n], rest[n:]
+
+
+def h2_ws_answer(port, path):
+    """An RFC 8441 extended CONNECT to path: (response head, body bytes, reset code)."""
+    ws = H2WebSocket(port, path=path)
+    hd = ws.open()
+    deadline = time.monotonic() + 5
+    while not ws.ended and ws.reset is None and time.monotonic() < deadline:
+        try:
+            ws._read(timeout=1)
+        except (socket.timeout, ConnectionError):
+            break
+    ws.cl.close()
+    return hd, ws.buf, ws.reset
+
+
+@pytest.mark.parametrize("path", ["/ws-200-html", "/ws-204", "/ws-200-then-frame"])
+def test_rfc8441_origin_2xx_instead_of_101_is_502(gateway, origin, path):
+    """An origin that ignores Upgrade and answers 2xx must not tell the HTTP/2 client that its
+    tunnel is open (RFC 8441 §5: a 2xx to an extended CONNECT is the switch): 502, and not one
+    byte of the origin's body reaches the client as WebSocket data."""
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"]), wait=[("127.0.0.1", port)])
+    hd, body, reset = h2_ws_answer(port, path)
+    assert hd and hd[":status"] == "502", (hd, body, reset)
+    assert body.startswith(b"h2gate: ") and b"html" not in body and b"hello" not in body, body
+    assert "event=websocket_bad_101" in g.wait_log("websocket_bad_101")
+    # the gateway counts no tunnel for it
+    assert raw_connect(port, [(k, "/ws-refuse" if k == ":path" else v) for k, v in EXT])[0] == 403
+
+
+def test_h1_origin_2xx_instead_of_101_relayed_as_a_plain_answer(gateway, origin):
+    """HTTP/1.1: the origin's 200 goes to the client as the ordinary answer it is (RFC 9110
+    §7.8: a server may ignore Upgrade); no tunnel opens: bytes the origin sends past the body
+    never reach the client, and the next request on the connection is HTTP/1.1 again."""
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"]), wait=[("127.0.0.1", port)])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(h1_ws_request("/ws-200-html"))
+        st, f, body, rest = h1_read_response(s)
+        assert st == 200 and f["content-type"] == "text/html" and b"not a websocket" in body
+        assert "upgrade" not in f and rest == b""
+        s.sendall(h1_ws_request("/ws-200-then-frame"))
+        st, f, body, rest = h1_read_response(s)
+        assert (st, body) == (200, b"ok") and "upgrade" not in f, (st, f, body)
+        s.sendall(b"GET /echo HTTP/1.1\r\nHost: a\r\n\r\n")
+        st, f, body, more = h1_read_response(s)
+        assert st == 200 and b'"target": "/echo"' in body, body[:200]
+        assert b"hello" not in rest + more
+        # the origin connection that carried an upgrade request is not used again: what the
+        # origin sends on it later is no answer to anyone's next request
+        s.sendall(h1_ws_request("/ws-200-then-late"))
+        st, f, body, rest = h1_read_response(s)
+        assert (st, body) == (200, b"ok"), (st, f, body)
+        s.sendall(b"GET /echo HTTP/1.1\r\nHost: a\r\n\r\n")
+        st, f, body, more = h1_read_response(s)
+        assert st == 200 and b'"target": "/echo"' in body, body[:200]
+
+
+@pytest.mark.parametrize("query", ["u=h2c", "u=-", "u=websocket,%20h2c", "c=-", "c=keep-alive",
+                                   "a=bad", "a=-", "a=twice"])
+def test_bad_101_is_502_for_both_clients(gateway, origin, query):
+    """Every check a WebSocket client makes of a 101 (RFC 6455 §4.1: Upgrade websocket,
+    Connection upgrade, the Sec-WebSocket-Accept of its key) the gateway makes before it opens
+    a tunnel, for HTTP/2 clients (which never see the 101) and HTTP/1.1 clients (whose 101 the
+    gateway rewrites, and whose tunnel it holds open on the origin's word): 502, and the bytes
+    after the bad 101 reach nobody."""
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"]), wait=[("127.0.0.1", port)])
+    hd, body, reset = h2_ws_answer(port, f"/ws-101?{query}")
+    assert hd and hd[":status"] == "502", (query, hd, body, reset)
+    assert b"hello" not in body
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(h1_ws_request(f"/ws-101?{query}"))
+        st, f, body, rest = h1_read_response(s)
+        assert st == 502 and b"hello" not in body + rest, (query, st, f, body, rest)
+    assert "event=websocket_bad_101" in g.wait_log("websocket_bad_101")
+
+
+def test_good_101_opens_the_tunnel_for_both_clients(gateway, origin):
+    """The scripted origin's right 101 (the counterpart of the test above): the tunnel opens,
+    the frame after the 101 reaches each client."""
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"]), wait=[("127.0.0.1", port)])
+    ws = H2WebSocket(port, path="/ws-101")
+    assert ws.open()[":status"] == "200"
+    assert ws.recv() == (0x1, b"hello")
+    ws.cl.close()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(h1_ws_request("/ws-101"))
+        st, f, body, rest = h1_read_response(s)
+        assert st == 101 and f["upgrade"] == "websocket", (st, f)
+        assert f["sec-websocket-accept"] == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="  # RFC 6455 §1.3
+        while len(rest) < 7:
+            rest += s.recv(100)
+        assert rest == b"\x81\x05hello"
+
+
+@pytest.mark.parametrize("key", [None, "short", "dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Key: "
+                                 "dGhlIHNhbXBsZSBub25jZQ=="])
+def test_h1_ws_request_without_one_valid_key_is_400(gateway, origin, key):
+    """RFC 6455 §4.2.1: a handshake without exactly one Sec-WebSocket-Key of 16 bytes in base64
+    is refused with 400 by the gateway (the server the client speaks to): the origin could
+    not prove it understood the request, the gateway could not check its 101."""
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"]), wait=[("127.0.0.1", port)])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(h1_ws_request("/ws-101", key=key))
+        st, f, body, rest = h1_read_response(s)
+        assert st == 400, (st, f, body)
+    assert not [q for q in origin.requests if q.target.startswith("/ws-101")]
+
+
+def test_101_to_a_request_without_upgrade_is_502(gateway, origin):
+    """RFC 9110 §15.2.2: a 101 answers a request that asked to upgrade; to any other request
+    (a plain GET, or a WebSocket handshake on a route without websocket, whose Upgrade is
+    dropped as hop-by-hop) it is a broken origin: 502, no tunnel, over both protocols."""
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra="websocket: false"),
+            wait=[("127.0.0.1", port)])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET /ws-101 HTTP/1.1\r\nHost: a\r\n\r\n")
+        st, f, body, rest = h1_read_response(s)
+        assert st == 502 and b"hello" not in body + rest
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(h1_ws_request("/ws-101"))
+        st, f, body, rest = h1_read_response(s)
+        assert st == 502 and b"hello" not in body + rest
+    from gwtest import ended, response
+    cl = Client(port)
+    sid = cl.request("/ws-101")
+    st, body, _ = response(cl.events(ended(sid)), sid)
+    cl.close()
+    assert st == "502" and b"hello" not in body, (st, body)
