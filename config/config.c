@@ -518,6 +518,7 @@ static const field_t compression_fields[] = {
     FLD(gw_cfg_compression_t, zstd_level, F_UINT, 1, 19),
     FLD(gw_cfg_compression_t, zstd_window_log, F_UINT, 10, 23),
     FLD(gw_cfg_compression_t, max_concurrent, F_UINT, 1, 1000000),
+    FLD(gw_cfg_compression_t, max_memory, F_SIZE64, 64 * 1024, 1ull << 40),
     FLD(gw_cfg_compression_t, skip_private, F_BOOL, 0, 0),
 };
 
@@ -723,6 +724,8 @@ static void set_defaults(gw_config_t *c)
         .zstd_level = 3,
         .zstd_window_log = 18,
         .max_concurrent = 1024,
+        /* 1024 br streams at the defaults would hold 2 GiB a worker */
+        .max_memory = 64ull << 20,
         .skip_private = 1,
     };
 }

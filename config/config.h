@@ -218,6 +218,7 @@ typedef struct {
     unsigned zstd_level;         /* 1..19 */
     unsigned zstd_window_log; /* 10..23 (RFC 8878 §3.1.1.1.2: decoders need at most 8 MiB = 2^23) */
     unsigned max_concurrent;  /* compressing streams per worker; beyond: identity */
+    uint64_t max_memory;      /* bytes the worker's compressors may be charged; beyond: identity */
     int skip_private;         /* no compression of Set-Cookie / private / no-store answers */
 } gw_cfg_compression_t;
 

@@ -217,6 +217,7 @@ struct gw_worker {
     gw_list_t handles;     /* gw_whandle_t: one per listening socket of the current generation */
     uv_timer_t drain;      /* graceful shutdown deadline */
     unsigned tunnels_open; /* origin tunnels of all its generations' proxies (max_tunnels) */
+    uint64_t zmem_charged; /* compression memory charged by all its generations' proxies */
     int tunnel_phase; /* a drain (binary upgrade) past its deadline: tunnels until tunnel_drain */
     gw_list_t conns;
     size_t conns_len;       /* in conns: not closing */

@@ -356,6 +356,7 @@ static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
         gw_proxy_set_rate_asker(g->proxy, &a);
     }
     gw_proxy_set_tunnel_count(g->proxy, &w->tunnels_open);
+    gw_proxy_set_zmem_count(g->proxy, &w->zmem_charged); /* compression.max_memory */
     g->gen = gen;
     g->w = w;
     if ((rv = gw_front__metrics_bind(w, g)) < 0) {

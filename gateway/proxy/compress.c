@@ -1,7 +1,8 @@
 /* proxy/compress.c — compression of origin responses (issue 22): the choice of a coding from
  * Accept-Encoding (RFC 9110 §12.5.3), the rules that allow it, the rewrite of the response
  * head, and a streaming gzip compressor whose output goes into the exchange's body store by
- * reference, so it counts toward the same bounds as the bytes it replaces.
+ * reference, so it counts toward the same bounds as the bytes it replaces; the memory of the
+ * compressors, counted by their allocator and charged against compression.max_memory.
  *
  * gzip (zlib) is always there; br (libbrotlienc) and zstd (libzstd) when the build found them
  * (meson features `brotli`, `zstd`). */
@@ -125,8 +126,9 @@ const char *gw_proxy_coding_name(gw_zcoding_t c)
 
 const char *gw_proxy_zskip_name(gw_zskip_t k)
 {
-    static const char *const n[] = {"compressed", "status",  "encoded", "no_transform", "type",
-                                    "range",      "private", "small",   "client",       "busy"};
+    static const char *const n[] = {"compressed", "status", "encoded", "no_transform",
+                                    "type",       "range",  "private", "small",
+                                    "client",     "busy",   "memory"};
     return GW_NAME_OF(n, k, "?");
 }
 
@@ -155,6 +157,17 @@ int gw_proxy__type_listed(const gw_cfg_compression_t *z, gw_slice_t ctype)
         }
     }
     return 0;
+}
+
+gw_zskip_t gw_proxy__zadmit(const gw_cfg_compression_t *z, uint64_t active, uint64_t charged,
+                            uint64_t weight)
+{
+    if (active >= z->max_concurrent)
+        return GW_ZSKIP_BUSY;
+    /* unsigned and without a sum that could wrap: a weight can be anything a config makes */
+    if (charged > z->max_memory || weight > z->max_memory - charged)
+        return GW_ZSKIP_MEMORY;
+    return GW_ZSKIP_NONE;
 }
 
 gw_zskip_t gw_proxy__zdecide(const gw_cfg_compression_t *z, const gw_req_head_t *req,
@@ -218,7 +231,11 @@ size_t gw_proxy__zhead(gw_field_t *f, size_t n, size_t cap, gw_zcoding_t c, int 
 /* ---- the compressors ------------------------------------------------------------------- */
 
 /* Every allocation of a compressor goes through these, so its memory is what it weighs, not an
- * estimate: a header before each block keeps the size (brotli and zstd free without one). */
+ * estimate: a header before each block keeps the size (brotli and zstd free without one).
+ *
+ * Its charge against compression.max_memory is the larger of its weight (the peak measured
+ * once per coding, gw_zstream_weigh) and what it holds: admitted on its weight, before it
+ * allocated much, it stays charged that much, and more if it grows past it. */
 typedef union {
     size_t n;
     max_align_t align;
@@ -226,8 +243,11 @@ typedef union {
 
 struct gw_zstream {
     gw_zcoding_t c;
-    size_t own;    /* bytes allocated now */
-    uint64_t *mem; /* the proxy's total */
+    size_t own;        /* bytes allocated now */
+    size_t peak;       /* the most it held at once (gw_zstream_weigh) */
+    size_t weight;     /* what it was admitted on */
+    uint64_t *mem;     /* the proxy's total of own */
+    uint64_t *charged; /* the worker's total of charge_of() */
     union {
         z_stream z;
 #if GW_HAVE_BROTLI
@@ -239,15 +259,26 @@ struct gw_zstream {
     } u;
 };
 
+static size_t charge_of(const gw_zstream_t *s)
+{
+    return s->own > s->weight ? s->own : s->weight;
+}
+
 static void *zs_alloc(void *opaque, size_t n)
 {
     gw_zstream_t *s = opaque;
+    if (n > SIZE_MAX - sizeof(zhdr_t))
+        return NULL;
     zhdr_t *h = gw_malloc(sizeof(zhdr_t) + n);
     if (!h)
         return NULL;
     h->n = n;
+    size_t before = charge_of(s);
     s->own += n;
+    if (s->own > s->peak)
+        s->peak = s->own;
     *s->mem += n;
+    *s->charged += charge_of(s) - before;
     return h + 1;
 }
 
@@ -257,9 +288,20 @@ static void zs_free(void *opaque, void *p)
         return;
     gw_zstream_t *s = opaque;
     zhdr_t *h = (zhdr_t *)p - 1;
+    size_t before = charge_of(s);
     s->own -= h->n;
     *s->mem -= h->n;
+    *s->charged -= before - charge_of(s);
     gw_free(h);
+}
+
+/* The last of s: what it still holds (nothing, once its library freed its state) and its
+ * weight leave the counts. */
+static void zs_release(gw_zstream_t *s)
+{
+    *s->mem -= s->own;
+    *s->charged -= charge_of(s);
+    gw_free(s);
 }
 
 static voidpf zlib_alloc(voidpf opaque, uInt items, uInt size)
@@ -279,7 +321,7 @@ unsigned gw_zstream_available(void)
 }
 
 int gw_zstream_new(const gw_cfg_compression_t *cfg, gw_zcoding_t c, uint64_t *mem,
-                   gw_zstream_t **out)
+                   uint64_t *charged, size_t weight, gw_zstream_t **out)
 {
     *out = NULL;
     if (c <= GW_ZC_NONE || c >= GW_ZC_N || !(gw_zstream_available() & (1u << c)))
@@ -289,6 +331,9 @@ int gw_zstream_new(const gw_cfg_compression_t *cfg, gw_zcoding_t c, uint64_t *me
         return GW_E_NOMEM;
     s->c = c;
     s->mem = mem;
+    s->charged = charged;
+    s->weight = weight;
+    *charged += weight; /* charge_of() with nothing held yet */
     int ok = 0;
     switch (c) {
     case GW_ZC_GZIP:
@@ -327,7 +372,7 @@ int gw_zstream_new(const gw_cfg_compression_t *cfg, gw_zcoding_t c, uint64_t *me
     if (!ok) {
         if (c == GW_ZC_GZIP) {
             /* deflateInit2 frees what it took when it fails */
-            gw_free(s);
+            zs_release(s);
         } else {
             gw_zstream_del(s);
         }
@@ -359,7 +404,7 @@ void gw_zstream_del(gw_zstream_t *s)
     default:
         break;
     }
-    gw_free(s);
+    zs_release(s);
 }
 
 #define ZOUT_CHUNK 16384
@@ -468,6 +513,46 @@ int gw_zstream_run(gw_zstream_t *s, const uint8_t *in, size_t len, int finish,
 size_t gw_zstream_mem(const gw_zstream_t *s)
 {
     return s->own;
+}
+
+size_t gw_zstream_weigh(const gw_cfg_compression_t *cfg, gw_zcoding_t c)
+{
+    /* brotli grows its ring buffer and block buffers with its input, up to what one origin
+     * read brings; zlib takes all it needs in deflateInit2, zstd its whole workspace at its
+     * first input, whatever its size (measured with Debian's libraries at every level and
+     * window): a small piece weighs them as well, without a whole read at a high level */
+    const size_t piece = c == GW_ZC_BR ? GW_BACK_READ_BUF_MAX : 1024;
+    uint64_t mem = 0, charged = 0;
+    gw_zstream_t *s;
+    uint8_t *in = gw_malloc(piece);
+    if (!in)
+        return 0;
+    if (gw_zstream_new(cfg, c, &mem, &charged, 0, &s) < 0) {
+        gw_free(in);
+        return 0;
+    }
+    /* text-like input (brotli's and zstd's tables fill with matches and literals alike):
+     * letters and markup from a fixed LCG, every seventh byte a repeat of an earlier one */
+    uint32_t x = 1;
+    for (size_t i = 0; i < piece; i++) {
+        x = x * 1103515245u + 12345u;
+        in[i] = (uint8_t) "abcdefghij klmnop<>/=\"\n"[(x >> 16) % 24];
+        if (i % 7 == 0)
+            in[i] = in[i / 3];
+    }
+    gw_proxy__cbody_t store;
+    gw_proxy__cbody_init(&store);
+    int rv = 0;
+    for (int k = 0; k < 2 && rv == 0; k++) { /* the second read is the one that fills them */
+        rv = gw_zstream_run(s, in, piece, 0, &store);
+        gw_proxy__cbody_trim(&store, store.end);
+    }
+    size_t peak = s->peak;
+    gw_zstream_del(s);
+    gw_proxy__cbody_free(&store);
+    gw_free(in);
+    GW_ASSERT(mem == 0 && charged == 0);
+    return rv == 0 ? peak : 0;
 }
 
 gw_zcoding_t gw_zstream_coding(const gw_zstream_t *s)

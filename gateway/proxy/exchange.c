@@ -29,6 +29,7 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     p->cfg = cfg;
     p->loop = loop;
     p->tunnels = &p->tunnels_own;
+    p->zcharged = &p->zcharged_own;
     /* STYLE.md: streams and exchanges come from freelists: malloc and free were the largest
      * part of the proxy's per-request cost, and a worker with 512 streams in flight (h2load
      * -c 32 -m 16) frees that many within a few loop turns and needs them again right after */
@@ -37,6 +38,19 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     gw_list_init(&p->paused);
     gw_list_init(&p->inflight);
     gw_list_init(&p->rate_waits);
+    /* what one compressor of each coding weighs against compression.max_memory: measured
+     * here, off the request path, when some route compresses */
+    for (size_t i = 0; i < cfg->routes_len; i++) {
+        if (!cfg->routes[i].compress)
+            continue;
+        for (gw_zcoding_t c = GW_ZC_GZIP; c < GW_ZC_N; c++)
+            if ((gw_zstream_available() & (1u << c)) &&
+                !(p->zweight[c] = gw_zstream_weigh(&cfg->compression, c))) {
+                gw_free(p);
+                return GW_E_NOMEM;
+            }
+        break;
+    }
     int rv = gw_back_new(loop, cfg, &p->back);
     if (rv < 0) {
         gw_free(p);
@@ -136,6 +150,12 @@ void gw_proxy_set_rate_asker(gw_proxy_t *p, const gw_proxy_rate_asker_t *a)
 void gw_proxy_set_tunnel_count(gw_proxy_t *p, unsigned *n)
 {
     p->tunnels = n ? n : &p->tunnels_own;
+}
+
+void gw_proxy_set_zmem_count(gw_proxy_t *p, uint64_t *n)
+{
+    GW_ASSERT(p->zst.active == 0); /* the charges made so far went to the other count */
+    p->zcharged = n ? n : &p->zcharged_own;
 }
 
 unsigned gw_proxy_tunnels(const gw_proxy_t *p)
@@ -541,8 +561,11 @@ static gw_zskip_t compress_decide(ox_t *ox, unsigned status, const gw_field_t *f
     int resumed = first->resp >= PX_RESP_HEAD;
     if (resumed && (first->zc == GW_ZC_NONE || zs != GW_ZSKIP_NONE || zc != first->zc))
         return zs == GW_ZSKIP_NONE ? GW_ZSKIP_STATUS : zs; /* not compressed: checked by caller */
+    /* within max_concurrent and max_memory, each compressor charged its coding's weight */
+    if (zs == GW_ZSKIP_NONE)
+        zs = gw_proxy__zadmit(z, p->zst.active, *p->zcharged, p->zweight[zc]);
     if (zs == GW_ZSKIP_NONE &&
-        (p->zst.active >= z->max_concurrent || gw_zstream_new(z, zc, &p->zst.mem, &ox->zip) < 0))
+        gw_zstream_new(z, zc, &p->zst.mem, p->zcharged, p->zweight[zc], &ox->zip) < 0)
         zs = GW_ZSKIP_BUSY;
     *coding = zs == GW_ZSKIP_NONE ? zc : GW_ZC_NONE;
     if (zs != GW_ZSKIP_NONE) {
@@ -763,7 +786,8 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         gw_zskip_t zs = compress_decide(ox, (unsigned)h->status, f, n, cl, &zc);
         /* Vary: Accept-Encoding also on what was sent as it is because of the client's
          * Accept-Encoding (or load), so that caches behind the client stay right */
-        if (zs == GW_ZSKIP_NONE || zs == GW_ZSKIP_CLIENT || zs == GW_ZSKIP_BUSY)
+        if (zs == GW_ZSKIP_NONE || zs == GW_ZSKIP_CLIENT || zs == GW_ZSKIP_BUSY ||
+            zs == GW_ZSKIP_MEMORY)
             n = gw_proxy__zhead(f, n, GW_PROXY_MAX_RESP_FIELDS, zc, zs == GW_ZSKIP_NONE, etag,
                                 sizeof(etag));
         if (zs == GW_ZSKIP_NONE)

@@ -64,6 +64,10 @@ void gw_proxy_rate_answer(gw_proxy_t *p, uint64_t token, int verdict, unsigned r
 /* The worker's count of open WebSocket tunnels, shared by the proxies of its generations, so
  * that limits.max_tunnels holds per worker (without it, per proxy). */
 void gw_proxy_set_tunnel_count(gw_proxy_t *p, unsigned *n);
+/* The worker's count of bytes its compressors are charged (compression.max_memory), shared by
+ * the proxies of its generations in the same way; *n outlives p, and every compressor of p
+ * uncharges it before p is deleted. Without it, per proxy. Set before the first request. */
+void gw_proxy_set_zmem_count(gw_proxy_t *p, uint64_t *n);
 unsigned gw_proxy_tunnels(const gw_proxy_t *p);
 /* An HTTP/1.1 request head that opens a WebSocket (RFC 6455 §4.1): GET, `Upgrade: websocket`
  * and `Connection: upgrade`. The front asks it, with the route's `websocket`, before it sets
@@ -112,6 +116,7 @@ typedef enum {
     GW_ZSKIP_SMALL,        /* a known length under min_size */
     GW_ZSKIP_CLIENT,       /* the client's Accept-Encoding allows none we have */
     GW_ZSKIP_BUSY,         /* max_concurrent compressors run already (or no memory) */
+    GW_ZSKIP_MEMORY,       /* the worker's compressors hold compression.max_memory already */
     GW_ZSKIP_N
 } gw_zskip_t;
 /* "identity", "gzip", "br", "zstd"; "compressed", "status", … (metric labels) */

@@ -41,11 +41,14 @@ struct gw_proxy {
     gw_list_t uploading;    /* px_t whose request body is still coming (timeouts.request_body) */
     uv_prepare_t acc_flush; /* once per loop turn: gathered small request body pieces go out */
     int acc_open;
-    int closing;            /* handles closing (gw_proxy_close) */
-    gw_proxy_zstats_t zst;  /* compression (zst.active: against compression.max_concurrent) */
-    gw_proxy_hints_t hints; /* learned early hints (hints.c) */
-    unsigned *tunnels;      /* WebSocket tunnels open in the worker (limits.max_tunnels) */
-    unsigned tunnels_own;   /* the count when the front gives none */
+    int closing;             /* handles closing (gw_proxy_close) */
+    gw_proxy_zstats_t zst;   /* compression (zst.active: against compression.max_concurrent) */
+    uint64_t *zcharged;      /* bytes the worker's compressors are charged (max_memory) */
+    uint64_t zcharged_own;   /* the count when the front gives none */
+    size_t zweight[GW_ZC_N]; /* a compressor's measured peak bytes, by coding (compress.c) */
+    gw_proxy_hints_t hints;  /* learned early hints (hints.c) */
+    unsigned *tunnels;       /* WebSocket tunnels open in the worker (limits.max_tunnels) */
+    unsigned tunnels_own;    /* the count when the front gives none */
     void (*closed_cb)(gw_proxy_t *p, void *arg);
     void *closed_arg;
     gw_list_t acc_pending; /* px_t with gathered pieces */
@@ -281,6 +284,11 @@ typedef struct {
 gw_zcoding_t gw_proxy__choose_coding(const gw_slice_t *vals, size_t n, unsigned available);
 const char *gw_proxy__coding_str(gw_zcoding_t c);
 int gw_proxy__type_listed(const gw_cfg_compression_t *z, gw_slice_t ctype);
+/* Whether one more compressor of `weight` bytes may start beside `active` ones charged
+ * `charged` bytes in all: GW_ZSKIP_BUSY past max_concurrent, GW_ZSKIP_MEMORY past max_memory,
+ * else GW_ZSKIP_NONE. */
+gw_zskip_t gw_proxy__zadmit(const gw_cfg_compression_t *z, uint64_t active, uint64_t charged,
+                            uint64_t weight);
 gw_zskip_t gw_proxy__zdecide(const gw_cfg_compression_t *z, const gw_req_head_t *req,
                              unsigned status, const gw_field_t *rf, size_t rn, int64_t cl,
                              gw_zcoding_t chosen);
@@ -292,11 +300,20 @@ size_t gw_proxy__zhead(gw_field_t *f, size_t n, size_t cap, gw_zcoding_t c, int 
 typedef struct gw_zstream gw_zstream_t;
 /* The codings this build has (bit 1 << coding): gzip always, br and zstd when linked. */
 unsigned gw_zstream_available(void);
-/* A compressor for coding c, its memory counted into *mem (bytes allocated now) for as long as
- * it lives; GW_E_NOMEM, or GW_E_INVAL for a coding this build lacks. */
+/* A compressor for coding c. For as long as it lives, its memory is counted into *mem (the
+ * bytes its allocator holds now) and its charge into *charged: the larger of `weight` (what it
+ * is expected to reach, gw_zstream_weigh) and what it holds, so that compressors admitted
+ * together cannot outgrow a bound that counted only their start. Both counts get back what it
+ * added when it is deleted, whatever it did meanwhile (and when gw_zstream_new fails).
+ * GW_E_NOMEM, or GW_E_INVAL for a coding this build lacks. */
 int gw_zstream_new(const gw_cfg_compression_t *cfg, gw_zcoding_t c, uint64_t *mem,
-                   gw_zstream_t **out);
+                   uint64_t *charged, size_t weight, gw_zstream_t **out);
 void gw_zstream_del(gw_zstream_t *s);
+/* The peak bytes a compressor of coding c with cfg's settings holds, measured by running one
+ * on two origin reads of the largest size the back delivers (GW_BACK_READ_BUF_MAX): brotli and
+ * zstd allocate most of their memory lazily, at their first input, so a compressor's weight
+ * is only known once it ran. 0 out of memory or for a coding this build lacks. */
+size_t gw_zstream_weigh(const gw_cfg_compression_t *cfg, gw_zcoding_t c);
 /* Compress in[0..len) and flush what it makes (finish: and end the stream) into the store.
  * 0 or a negative code. */
 int gw_zstream_run(gw_zstream_t *s, const uint8_t *in, size_t len, int finish,

@@ -614,3 +614,152 @@ def test_trailers_pass_through_compressed(zgw, coding):
     assert status == 200 and fields["content-encoding"] == [coding]
     assert decode(coding, out) == want
     assert tr == {"x-checksum": digest}
+
+
+# ---- compression.max_memory: a worker's compressors are bounded together ----------
+
+# room for two gzip compressors at these settings (each weighs about 262 KiB: zlib's
+# 2^(15+2) + 2^(8+9) bytes and its state), not three
+TWO_GZIP = "compression: {max_memory: 640KiB, gzip_window_bits: 15, gzip_mem_level: 8}\n"
+
+
+def open_slow_h2(port, paths, headers_of=None):
+    """One python3-h2 connection with a GET (accept-encoding: gzip) per path, read until every
+    response head came: (client, [stream ids], {stream id: head})."""
+    cl = Client(port)
+    sids = [cl.request(p, extra=[("accept-encoding", "gzip")]) for p in paths]
+    heads = {}
+
+    def got_all(evs):
+        for e in evs:
+            if isinstance(e, h2.events.ResponseReceived):
+                heads[e.stream_id] = dict(e.headers)
+        return all(s in heads for s in sids)
+    cl.events(got_all, timeout=10)
+    assert all(s in heads for s in sids), heads
+    return cl, sids, heads
+
+
+def identity_while_full(port):
+    """A compressible answer that finds max_memory taken: sent as it is, with Vary."""
+    status, f, body = h1(port, "/text/5000", [("Accept-Encoding", "gzip")])
+    assert status == 200 and "content-encoding" not in f, f
+    assert f["vary"] == ["Accept-Encoding"] and body == text_pattern(5000)
+
+
+def test_max_memory_sends_identity_beyond(gateway, origin):
+    """Four slow compressible downloads at once with room for two compressors: two come back
+    gzip, two as they are (with Vary), counted as `memory`, not `busy`; all four bodies are
+    whole; once they are done the memory is back (gauges at 0, the next answer compressed)."""
+    import threading
+    from gwtest import sample, scrape
+    admin = free_port()
+    g = zcoalesce_gateway(gateway, origin, admin, extra=TWO_GZIP)
+    res = {}
+
+    def get(i):
+        res[i] = h1(g.port, f"/text-slow/60000?i={i}", [("Accept-Encoding", "gzip")])
+    ts = [threading.Thread(target=get, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(20)
+    codings = sorted(r[1].get("content-encoding", ["identity"])[0] for r in res.values())
+    assert codings == ["gzip", "gzip", "identity", "identity"], codings
+    for status, f, body in res.values():
+        assert status == 200 and f["vary"] == ["Accept-Encoding"]
+        got = gzip.decompress(body) if "content-encoding" in f else body
+        assert got == text_pattern(60000)
+    fams, _ = scrape(admin)
+    assert sample(fams, "h2gate_compression_skipped_total", cause="memory") == 2
+    assert sample(fams, "h2gate_compression_skipped_total", cause="busy") == 0
+    assert sample(fams, "h2gate_compressed_responses_total", coding="gzip") == 2
+    assert sample(fams, "h2gate_compressors") == 0
+    assert sample(fams, "h2gate_compressor_memory_bytes") == 0
+    status, f, body = h1(g.port, "/text/5000", [("Accept-Encoding", "gzip")])
+    assert f["content-encoding"] == ["gzip"] and gzip.decompress(body) == text_pattern(5000)
+
+
+def test_max_memory_given_back_on_reset_client_gone_and_followers(gateway, origin):
+    """The charge of a compressor comes back however its response ends early: HTTP/2 streams
+    reset mid-body, HTTP/1.1 clients gone mid-body, and a coalesced response whose leader and
+    followers (one compressor, one charge for all of them) all leave. After each, two new
+    slow downloads are compressed again, and a third, meanwhile, is not."""
+    from gwtest import sample, scrape
+    admin = free_port()
+    g = zcoalesce_gateway(gateway, origin, admin, extra=TWO_GZIP)
+    port = g.port
+
+    def two_compressed(tag):
+        cl, sids, heads = open_slow_h2(port, [f"/text-slow/600000?{tag}={i}" for i in range(2)])
+        assert [heads[s].get("content-encoding") for s in sids] == ["gzip", "gzip"], (tag, heads)
+        identity_while_full(port)
+        return cl, sids
+
+    # HTTP/2 streams reset mid-body (the connection stays)
+    cl, sids = two_compressed("a")
+    for s in sids:
+        cl.c.reset_stream(s)
+    cl.flush()
+    time.sleep(0.3)
+    cl2, sids2 = two_compressed("b")
+    cl.close()
+    # the client goes away (the whole connection) mid-body
+    cl2.close()
+    time.sleep(0.3)
+    # HTTP/1.1 clients gone mid-body
+    socks = []
+    for i in range(2):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(f"GET /text-slow/600000?c={i} HTTP/1.1\r\nHost: a\r\n"
+                  "Accept-Encoding: gzip\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += s.recv(65536)
+        assert b"content-encoding: gzip" in head.lower(), head
+        socks.append(s)
+    identity_while_full(port)
+    for s in socks:
+        s.close()
+    time.sleep(0.3)
+    # a coalesced response: three identical requests share one compressor and one charge,
+    # beside one more of their own; then everybody leaves
+    cl = Client(port)
+    paced = [cl.request("/text-paced/3000000", extra=[("accept-encoding", "gzip")])
+             for _ in range(3)]
+    time.sleep(0.1)  # they join while the origin prepares its head
+    cl3, sids3, heads3 = open_slow_h2(port, ["/text-slow/600000?d=0"])
+    heads = {}
+    cl.events(lambda evs: [heads.setdefault(e.stream_id, dict(e.headers)) for e in evs
+                           if isinstance(e, h2.events.ResponseReceived)] is None or
+              len(heads) == 3, timeout=10)
+    assert [heads[s].get("content-encoding") for s in paced] == ["gzip"] * 3, heads
+    assert heads3[sids3[0]].get("content-encoding") == "gzip"
+    identity_while_full(port)
+    for s in paced:
+        cl.c.reset_stream(s)
+    cl.flush()
+    cl3.close()
+    time.sleep(0.3)
+    cl4, sids4 = two_compressed("e")
+    cl4.close()
+    cl.close()
+    time.sleep(0.3)
+    fams, _ = scrape(admin)
+    assert sample(fams, "h2gate_compression_shared_total") == 2
+    assert sample(fams, "h2gate_compressors") == 0
+    assert sample(fams, "h2gate_compressor_memory_bytes") == 0
+
+
+def test_max_memory_config(h2gate_bin, tmp_path):
+    for text, ok in [("compression: {max_memory: 64MiB}\n", True),
+                     ("compression: {max_memory: 64KiB}\n", True),
+                     ("compression: {max_memory: 1KiB}\n", "'max_memory' is out of range"),
+                     ("compression: {max_memory: lots}\n", "'max_memory' must be a size")]:
+        p = tmp_path / "c.yaml"
+        p.write_text(gw_config(free_port(), ["127.0.0.1:9"]) + text)
+        r = run([h2gate_bin, "--check-config", str(p)])
+        if ok is True:
+            assert r.returncode == 0, (text, r.stderr)
+        else:
+            assert r.returncode == 1 and ok in r.stderr and "c.yaml:" in r.stderr, (text, r.stderr)
