@@ -49,16 +49,16 @@ static void round_trip(gw_zcoding_t c, const uint8_t *body, size_t n, size_t pie
                               .brotli_window_bits = 18,
                               .zstd_level = 3,
                               .zstd_window_log = 18};
-    uint64_t mem = 0;
+    uint64_t mem = 0, charged = 0;
     gw_zstream_t *s;
-    check(gw_zstream_new(&z, c, &mem, &s) == 0);
+    check(gw_zstream_new(&z, c, &mem, &charged, 4096, &s) == 0);
     gw_proxy__cbody_t store;
     gw_proxy__cbody_init(&store);
     for (size_t off = 0; off < n; off += piece)
         check(gw_zstream_run(s, body + off, n - off < piece ? n - off : piece, 0, &store) == 0);
     check(gw_zstream_run(s, NULL, 0, 1, &store) == 0);
     gw_zstream_del(s);
-    check(mem == 0);
+    check(mem == 0 && charged == 0);
     size_t clen = (size_t)store.end;
     uint8_t *comp = malloc(clen + 1), *out = malloc(n + 1);
     check(comp && out);
