@@ -107,12 +107,26 @@ int gw_prom_sample(gw_bytes_t *out, const char *name, const gw_label_t *l, size_
     return sample_le(out, name, NULL, l, n, NULL, num);
 }
 
-/* microseconds as seconds, exactly (six decimals) */
-static void fmt_seconds(char *dst, uint64_t us)
+size_t gw_prom_fmt_us(char *dst, uint64_t us)
 {
-    char whole[24];
-    whole[gw_fmt_u64(whole, us / 1000000)] = 0;
-    snprintf(dst, 40, "%s.%06u", whole, (unsigned)(us % 1000000));
+    size_t n = gw_fmt_u64(dst, us / 1000000);
+    unsigned frac = (unsigned)(us % 1000000);
+    dst[n++] = '.';
+    /* six digits, then the trailing zeros dropped down to one digit */
+    for (unsigned d = 100000; d; d /= 10) {
+        dst[n++] = (char)('0' + frac / d % 10);
+        if (frac % d == 0)
+            break;
+    }
+    dst[n] = 0;
+    return n;
+}
+
+int gw_prom_sample_us(gw_bytes_t *out, const char *name, const gw_label_t *l, size_t n, uint64_t us)
+{
+    char num[GW_PROM_NUM];
+    gw_prom_fmt_us(num, us);
+    return sample_le(out, name, NULL, l, n, NULL, num);
 }
 
 int gw_prom_hist(gw_bytes_t *out, const char *name, const gw_label_t *l, size_t n,
@@ -120,18 +134,18 @@ int gw_prom_hist(gw_bytes_t *out, const char *name, const gw_label_t *l, size_t 
 {
     int rv = 0;
     uint64_t cum = 0;
-    char le[40], num[24];
+    char le[GW_PROM_NUM], num[24];
     for (size_t i = 0; i <= GW_HIST_BUCKETS && rv == 0; i++) {
         cum += h->b[i];
         if (i < GW_HIST_BUCKETS)
-            fmt_seconds(le, gw_hist_bounds_us[i]);
+            gw_prom_fmt_us(le, gw_hist_bounds_us[i]);
         else
             strcpy(le, "+Inf");
         num[gw_fmt_u64(num, cum)] = 0;
         rv = sample_le(out, name, "_bucket", l, n, le, num);
     }
-    char sum[40];
-    fmt_seconds(sum, h->sum_us);
+    char sum[GW_PROM_NUM];
+    gw_prom_fmt_us(sum, h->sum_us);
     if (rv == 0)
         rv = sample_le(out, name, "_sum", l, n, NULL, sum);
     num[gw_fmt_u64(num, h->count)] = 0;
