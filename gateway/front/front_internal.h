@@ -106,8 +106,22 @@ typedef struct gw_worker gw_worker_t;
 /* ---- metrics (metrics.c): a worker's counters, keyed by configuration names ---------------- */
 
 #define GW_MNAME 136
-#define GW_MCODES 6     /* 1xx 2xx 3xx 4xx 5xx none */
-#define GW_MH2_KINDS 11 /* h2gate_h2_protocol_errors_total kinds (metrics.c) */
+#define GW_MCODES 6 /* 1xx 2xx 3xx 4xx 5xx none */
+
+/* The kinds of h2gate_h2_protocol_errors_total: a limit the client broke, or a malformed or
+ * refused request (metrics.c names them). */
+typedef enum {
+    GW_MH2_RAPID_RESET = 0,
+    GW_MH2_CONTROL_FLOOD,
+    GW_MH2_EMPTY_FRAMES,
+    GW_MH2_QUEUED_CONTROL,
+    GW_MH2_HEADER_LIST,
+    GW_MH2_HEADER_BLOCK,
+    GW_MH2_SETTINGS_TIMEOUT,
+    GW_MH2_MALFORMED_REQUEST,
+    GW_MH2_REFUSED_STREAM,
+    GW_MH2_KINDS
+} gw_mh2_kind_t;
 
 typedef struct {
     char name[GW_MNAME];
@@ -152,7 +166,9 @@ typedef struct {
     uint64_t alog_lost;
     uint64_t push_cancelled; /* pushed streams the clients reset (closed connections) */
     uint64_t h2err[GW_MH2_KINDS];
-    uint64_t tls[3]; /* full, resumed, failed */
+    uint64_t h2_max_requests;       /* connections retired at h2.max_requests_per_connection */
+    uint64_t h2_priority_evictions; /* RFC 7540 tree placeholders evicted (max_priority_nodes) */
+    uint64_t tls[3];                /* full, resumed, failed */
     uint64_t unrouted[GW_MCODES];
     gw_proxy_zstats_t z;                /* snapshots only: z_retired + the live proxies' */
     gw_proxy_zstats_t z_retired;        /* compression counters of generations since retired */

@@ -9,8 +9,16 @@
  * A scrape (gw_server_metrics, from the admin thread) asks every worker, through an async
  * handle, to copy its set into its snapshot (in the worker's own thread, where the gauges are
  * counted too: connections, streams, origin pools), waits for the copies (at most a second:
- * a stuck worker's last copy is used), and sums them by name. */
+ * a stuck worker's last copy is used), and sums them by name over a set seeded with every
+ * series the current configuration names, at 0 (issue 37). The families are one table
+ * (fams[]: each name, type and help written once, and where its numbers are); the standard
+ * process_* series are read from /proc as the Prometheus client libraries read them. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/err.h"
@@ -22,12 +30,6 @@
 #define SCRAPE_WAIT_MS 1000
 
 static const char *const code_names[GW_MCODES] = {"1xx", "2xx", "3xx", "4xx", "5xx", "none"};
-static const char *const h2_kind_names[GW_MH2_KINDS] = {
-    "rapid_reset",        "control_flood",     "empty_frames",   "queued_control",
-    "header_list",        "header_block",      "max_requests",   "settings_timeout",
-    "priority_evictions", "malformed_request", "refused_stream",
-};
-static const char *const tls_result_names[3] = {"full", "resumed", "failed"};
 
 static void copy_name(char *dst, const char *src)
 {
@@ -205,17 +207,18 @@ void gw_front__metrics_request(conn_t *c, const gw_alog_t *r)
 void gw_front__metrics_h2_closed(gw_worker_t *w, const gw_h2_stats_t *st)
 {
     uint64_t *e = w->m.h2err;
-    e[0] += st->reset_budget_hits;
-    e[1] += st->control_flood_hits;
-    e[2] += st->empty_frame_hits;
-    e[3] += st->queued_control_hits;
-    e[4] += st->header_list_hits;
-    e[5] += st->header_block_hits;
-    e[6] += st->max_requests_hits;
-    e[7] += st->settings_timeouts;
-    e[8] += st->priority_evictions;
-    e[9] += st->malformed_requests;
-    e[10] += st->streams_refused;
+    e[GW_MH2_RAPID_RESET] += st->reset_budget_hits;
+    e[GW_MH2_CONTROL_FLOOD] += st->control_flood_hits;
+    e[GW_MH2_EMPTY_FRAMES] += st->empty_frame_hits;
+    e[GW_MH2_QUEUED_CONTROL] += st->queued_control_hits;
+    e[GW_MH2_HEADER_LIST] += st->header_list_hits;
+    e[GW_MH2_HEADER_BLOCK] += st->header_block_hits;
+    e[GW_MH2_SETTINGS_TIMEOUT] += st->settings_timeouts;
+    e[GW_MH2_MALFORMED_REQUEST] += st->malformed_requests;
+    e[GW_MH2_REFUSED_STREAM] += st->streams_refused;
+    /* not errors: a connection that served its quota, a client tree larger than we keep */
+    w->m.h2_max_requests += st->max_requests_hits;
+    w->m.h2_priority_evictions += st->priority_evictions;
     w->m.push_cancelled += st->pushes_cancelled;
 }
 
@@ -281,6 +284,25 @@ void gw_front__metrics_retire(gw_wgen_t *g)
 
 /* ---- snapshots (worker thread) --------------------------------------------------------------- */
 
+/* The entry of client connections on listener in state proto, added at 0 when missing: its
+ * index, or -1 without memory. */
+static long conn_entry(gw_mset_t *m, const char *listener, const char *proto)
+{
+    size_t i = 0;
+    while (i < m->nconns &&
+           (strcmp(m->conns[i].listener, listener) || strcmp(m->conns[i].proto, proto)))
+        i++;
+    if (i == m->nconns) {
+        if (grow((void **)&m->conns, &m->conns_cap, m->nconns, sizeof(*m->conns)) < 0)
+            return -1;
+        snprintf(m->conns[i].listener, sizeof(m->conns[i].listener), "%s", listener);
+        snprintf(m->conns[i].proto, sizeof(m->conns[i].proto), "%s", proto);
+        m->conns[i].n = 0;
+        m->nconns++;
+    }
+    return (long)i;
+}
+
 static int snap_conns(gw_worker_t *w, gw_mset_t *dst)
 {
     dst->nconns = 0;
@@ -297,19 +319,9 @@ static int snap_conns(gw_worker_t *w, gw_mset_t *dst)
             dst->streams += gw_h2_session_active_streams(c->h2);
         else if (c->state == CS_H1 && h1x_active(c->h1))
             dst->streams++;
-        const char *lname = c->l->cfg->addr.text;
-        size_t i = 0;
-        while (i < dst->nconns &&
-               (strcmp(dst->conns[i].listener, lname) || strcmp(dst->conns[i].proto, proto)))
-            i++;
-        if (i == dst->nconns) {
-            if (grow((void **)&dst->conns, &dst->conns_cap, dst->nconns, sizeof(*dst->conns)) < 0)
-                return GW_E_NOMEM;
-            snprintf(dst->conns[i].listener, sizeof(dst->conns[i].listener), "%s", lname);
-            snprintf(dst->conns[i].proto, sizeof(dst->conns[i].proto), "%s", proto);
-            dst->conns[i].n = 0;
-            dst->nconns++;
-        }
+        long i = conn_entry(dst, c->l->cfg->addr.text, proto);
+        if (i < 0)
+            return GW_E_NOMEM;
         dst->conns[i].n++;
     }
     return 0;
@@ -439,6 +451,8 @@ static void merge(gw_mset_t *t, const gw_mset_t *s)
     t->tunnels += s->tunnels;
     t->alog_lost += s->alog_lost;
     t->push_cancelled += s->push_cancelled;
+    t->h2_max_requests += s->h2_max_requests;
+    t->h2_priority_evictions += s->h2_priority_evictions;
     zadd(&t->z, &s->z, 1);
     hadd(&t->hint, &s->hint, 1);
     for (size_t i = 0; i < GW_MH2_KINDS; i++)
@@ -481,328 +495,537 @@ static void merge(gw_mset_t *t, const gw_mset_t *s)
             d->up_state = d->up_state == 0 ? 0 : s->servers[i].up_state; /* any worker: down */
     }
     for (size_t i = 0; i < s->nconns; i++) {
-        size_t k = 0;
-        while (k < t->nconns && (strcmp(t->conns[k].listener, s->conns[i].listener) ||
-                                 strcmp(t->conns[k].proto, s->conns[i].proto)))
-            k++;
-        if (k == t->nconns) {
-            if (grow((void **)&t->conns, &t->conns_cap, t->nconns, sizeof(*t->conns)) < 0)
-                continue;
-            t->conns[k] = s->conns[i];
-            t->conns[k].n = 0;
-            t->nconns++;
-        }
-        t->conns[k].n += s->conns[i].n;
+        long k = conn_entry(t, s->conns[i].listener, s->conns[i].proto);
+        if (k >= 0)
+            t->conns[k].n += s->conns[i].n;
     }
 }
 
-#define FAM(n, t, h)                                                                               \
-    if (rv == 0)                                                                                   \
-    rv = gw_prom_family(out, n, t, h)
-#define SAMPLE(n, l, k, v)                                                                         \
-    if (rv == 0)                                                                                   \
-    rv = gw_prom_sample(out, n, l, k, v)
-#define HIST(n, l, k, h)                                                                           \
-    if (rv == 0)                                                                                   \
-    rv = gw_prom_hist(out, n, l, k, h)
+/* Every series the configuration names, at 0 before any worker's numbers are added: a series
+ * that appeared only once non-zero would make rate() and absent() alerts wrong from the start.
+ * Under s->lock (the current generation). */
+static void seed(gw_mset_t *t, const gw_config_t *cfg)
+{
+    for (size_t i = 0; i < cfg->upstreams_len; i++) {
+        add_up(t, cfg->upstreams[i].name);
+        for (size_t j = 0; j < cfg->upstreams[i].servers_len; j++) {
+            long k = add_server(t, cfg->upstreams[i].name, cfg->upstreams[i].servers[j].addr.text);
+            /* a pool's server starts healthy; any worker that saw it ejected says 0 (merge) */
+            if (k >= 0)
+                t->servers[k].up_state = 1;
+        }
+    }
+    for (size_t i = 0; i < cfg->routes_len; i++)
+        add_route(t, cfg->routes[i].name, cfg->routes[i].upstream_name);
+    for (size_t i = 0; i < cfg->listen_len; i++) {
+        const gw_cfg_listen_t *l = &cfg->listen[i];
+        /* the states snap_conns() counts, those of protocols the listener speaks */
+        if (l->protocols & (GW_PROTO_F_H2 | GW_PROTO_F_H2C))
+            conn_entry(t, l->addr.text, "h2");
+        if (l->protocols & GW_PROTO_F_HTTP1)
+            conn_entry(t, l->addr.text, "http/1.1");
+        conn_entry(t, l->addr.text, "pending");
+        conn_entry(t, l->addr.text, "closing");
+    }
+}
+
+/* The process, as the Prometheus client libraries read it from /proc (client_golang's and
+ * client_python's process collectors): the standard process_* series. */
+typedef struct {
+    int ok;
+    uint64_t cpu_us;   /* user + system time */
+    uint64_t start_us; /* since the epoch */
+    uint64_t rss, vsize, open_fds, max_fds;
+} proc_stats_t;
+
+static void read_proc(proc_stats_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* proc(5): the command name is in parentheses and may hold spaces: count from the last
+     * ')'; fields 3.. follow: utime 14, stime 15, starttime 22, vsize 23, rss 24 */
+    const char *q = strrchr(buf, ')');
+    if (!q)
+        return;
+    uint64_t v[25] = {0};
+    int field = 2;
+    for (q++; *q && field < 24;) {
+        while (*q == ' ')
+            q++;
+        if (!*q)
+            break;
+        char *end;
+        field++;
+        v[field] = strtoull(q, &end, 10);
+        while (*end && *end != ' ')
+            end++; /* the state letter, or a negative number */
+        q = end;
+    }
+    uint64_t btime = 0;
+    if ((f = fopen("/proc/stat", "r"))) {
+        char line[256];
+        while (fgets(line, sizeof(line), f))
+            if (!strncmp(line, "btime ", 6)) {
+                btime = strtoull(line + 6, NULL, 10);
+                break;
+            }
+        fclose(f);
+    }
+    long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    if (field < 24 || tck <= 0 || page <= 0 || !btime)
+        return;
+    p->cpu_us = (v[14] + v[15]) * 1000000u / (uint64_t)tck;
+    p->start_us = btime * 1000000u + v[22] * 1000000u / (uint64_t)tck;
+    p->vsize = v[23];
+    p->rss = v[24] * (uint64_t)page;
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)))
+            p->open_fds += e->d_name[0] != '.';
+        closedir(d);
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        p->max_fds = (uint64_t)rl.rlim_cur;
+    p->ok = 1;
+}
 
 typedef struct {
     uint64_t size, evictions, refused;
     int on;
 } table_stats_t;
 
+/* Everything a scrape shows: the workers' sets summed, and what the admin thread reads. */
 typedef struct {
-    unsigned n;
+    gw_mset_t t;
+    unsigned nworkers;
     uint64_t accepted[GW_FRONT_MAX_WORKERS], busy[GW_FRONT_MAX_WORKERS];
     table_stats_t tables[2]; /* clients, rates */
     int cluster_on;
     gw_cluster_stats_t cluster;
-} extra_t;
+    uint64_t cluster_up;
+    uint64_t reloads_ok, reloads_failed, gen_id;
+    proc_stats_t proc;
+} scrape_t;
 
-static int render(gw_server_t *s, const gw_mset_t *t, const extra_t *x, gw_bytes_t *out)
+/* ---- the families: each one's name, type and help written once ------------------------------ */
+
+/* What a family's samples are taken over: each entity gives its labels and the base its
+ * numbers are found from. */
+typedef enum {
+    OVER_ONE = 0, /* the scrape itself, no label */
+    OVER_ROUTES,  /* {route}: t.routes[i] */
+    OVER_UPS,     /* {upstream}: t.ups[i] */
+    OVER_SERVERS, /* {upstream, server}: t.servers[i] */
+    OVER_WORKERS, /* {worker}: arrays of uint64_t indexed by worker */
+    OVER_TABLES,  /* {table}: the shared rate tables that are on, tables[i] */
+    OVER_CODINGS, /* {coding}: arrays of uint64_t indexed by content coding */
+    OVER_CAUSES,  /* {cause}: arrays of uint64_t indexed by compression skip cause */
+    OVER_CUSTOM,  /* fam->write */
+} over_t;
+
+/* When a family is shown at all. */
+typedef enum {
+    NEED_NONE = 0,
+    NEED_TABLES,  /* a shared rate table is configured */
+    NEED_CLUSTER, /* a cluster section is configured */
+    NEED_PROC,    /* /proc could be read */
+} need_t;
+
+/* One value of a family's second label, and where its number is (from the entity's base). */
+typedef struct {
+    const char *value;
+    size_t off;
+} point_t;
+
+typedef struct fam fam_t;
+struct fam {
+    const char *name, *type, *help;
+    over_t over;
+    size_t off;            /* the number (uint64_t, or gw_hist_t for a histogram), from the base */
+    const char *label;     /* with points: the label that tells them apart */
+    const point_t *points; /* NULL: one sample per entity, at off */
+    size_t npoints;
+    need_t need;
+    int us; /* the number is microseconds, shown as seconds */
+    int (*write)(const fam_t *f, const scrape_t *sc, gw_bytes_t *out); /* OVER_CUSTOM */
+};
+
+#define AT(m) offsetof(scrape_t, m)
+#define POINTS(p) .points = (p), .npoints = sizeof(p) / sizeof((p)[0])
+
+static const point_t h2_kinds[] = {
+    {"rapid_reset", AT(t.h2err[GW_MH2_RAPID_RESET])},
+    {"control_flood", AT(t.h2err[GW_MH2_CONTROL_FLOOD])},
+    {"empty_frames", AT(t.h2err[GW_MH2_EMPTY_FRAMES])},
+    {"queued_control", AT(t.h2err[GW_MH2_QUEUED_CONTROL])},
+    {"header_list", AT(t.h2err[GW_MH2_HEADER_LIST])},
+    {"header_block", AT(t.h2err[GW_MH2_HEADER_BLOCK])},
+    {"settings_timeout", AT(t.h2err[GW_MH2_SETTINGS_TIMEOUT])},
+    {"malformed_request", AT(t.h2err[GW_MH2_MALFORMED_REQUEST])},
+    {"refused_stream", AT(t.h2err[GW_MH2_REFUSED_STREAM])},
+};
+static const point_t tls_results[] = {
+    {"full", AT(t.tls[0])}, {"resumed", AT(t.tls[1])}, {"failed", AT(t.tls[2])}};
+static const point_t conn_states[] = {{"idle", offsetof(gw_mserver_t, idle)},
+                                      {"active", offsetof(gw_mserver_t, active)}};
+static const point_t hint_sources[] = {{"configured", AT(t.hint.sent_configured)},
+                                       {"learned", AT(t.hint.sent_learned)},
+                                       {"origin", AT(t.hint.sent_origin)},
+                                       {"origin_dropped", AT(t.hint.dropped_origin)}};
+static const point_t hint_events[] = {{"learned", AT(t.hint.learned)},
+                                      {"evicted", AT(t.hint.evicted)},
+                                      {"expired", AT(t.hint.expired)}};
+static const point_t push_results[] = {
+    {"promised", AT(t.hint.push_promised)},     {"cancelled", AT(t.push_cancelled)},
+    {"refused_client", AT(t.hint.push_client)}, {"refused_limit", AT(t.hint.push_limit)},
+    {"duplicate", AT(t.hint.push_duplicate)},   {"refused_closed", AT(t.hint.push_closed)}};
+static const point_t client_dirs[] = {{"in", AT(t.client_in)}, {"out", AT(t.client_out)}};
+static const point_t origin_dirs[] = {{"in", AT(t.origin_in)}, {"out", AT(t.origin_out)}};
+static const point_t zdirs[] = {{"in", AT(t.z.in)}, {"out", AT(t.z.out)}};
+static const point_t reload_results[] = {{"ok", AT(reloads_ok)}, {"failed", AT(reloads_failed)}};
+static const point_t cluster_calls[] = {{"ok", AT(cluster.calls_ok)},
+                                        {"failed", AT(cluster.calls_failed)},
+                                        {"timeout", AT(cluster.calls_timeout)}};
+static const point_t cluster_verdicts[] = {{"allowed", AT(cluster.rate_allowed)},
+                                           {"limited", AT(cluster.rate_denied)},
+                                           {"local", AT(cluster.rate_local)}};
+
+static int write_requests(const fam_t *f, const scrape_t *sc, gw_bytes_t *out)
 {
     int rv = 0;
-    FAM("h2gate_requests_total", "counter",
-        "Requests by route, its upstream and the status class of the answer (none: no "
-        "response head was sent).");
-    for (size_t i = 0; i < t->nroutes; i++)
-        for (size_t c = 0; c < GW_MCODES; c++) {
+    const gw_mset_t *t = &sc->t;
+    for (size_t i = 0; i < t->nroutes && rv == 0; i++)
+        for (size_t c = 0; c < GW_MCODES && rv == 0; c++) {
             gw_label_t l[] = {{"route", t->routes[i].name},
                               {"upstream", t->routes[i].upstream},
                               {"code", code_names[c]}};
-            SAMPLE("h2gate_requests_total", l, 3, t->routes[i].req[c]);
+            rv = gw_prom_sample(out, f->name, l, 3, t->routes[i].req[c]);
         }
-    for (size_t c = 0; c < GW_MCODES; c++) {
+    /* requests that matched no route */
+    for (size_t c = 0; c < GW_MCODES && rv == 0; c++) {
         gw_label_t l[] = {{"route", ""}, {"upstream", ""}, {"code", code_names[c]}};
-        SAMPLE("h2gate_requests_total", l, 3, t->unrouted[c]);
+        rv = gw_prom_sample(out, f->name, l, 3, t->unrouted[c]);
     }
-    FAM("h2gate_request_duration_seconds", "histogram",
-        "From a request's head to the end of its answer, by route.");
-    for (size_t i = 0; i < t->nroutes; i++) {
-        gw_label_t l[] = {{"route", t->routes[i].name}};
-        HIST("h2gate_request_duration_seconds", l, 1, &t->routes[i].dur);
-    }
-    FAM("h2gate_rate_limited_total", "counter", "Requests answered 429 (routes[].request_rate).");
-    for (size_t i = 0; i < t->nroutes; i++) {
-        gw_label_t l[] = {{"route", t->routes[i].name}};
-        SAMPLE("h2gate_rate_limited_total", l, 1, t->routes[i].rate_limited);
-    }
-    FAM("h2gate_upstream_connect_duration_seconds", "histogram",
-        "Connecting to an origin (TLS handshake included) for a request, by upstream.");
-    for (size_t i = 0; i < t->nups; i++) {
-        gw_label_t l[] = {{"upstream", t->ups[i].name}};
-        HIST("h2gate_upstream_connect_duration_seconds", l, 1, &t->ups[i].connect);
-    }
-    FAM("h2gate_upstream_response_header_duration_seconds", "histogram",
-        "From the start of an origin exchange to its response head, by upstream.");
-    for (size_t i = 0; i < t->nups; i++) {
-        gw_label_t l[] = {{"upstream", t->ups[i].name}};
-        HIST("h2gate_upstream_response_header_duration_seconds", l, 1, &t->ups[i].header);
-    }
-    FAM("h2gate_upstream_retries_total", "counter",
-        "Requests sent again to another connection or server after a failure.");
-    for (size_t i = 0; i < t->nups; i++) {
-        gw_label_t l[] = {{"upstream", t->ups[i].name}};
-        SAMPLE("h2gate_upstream_retries_total", l, 1, t->ups[i].retries);
-    }
-    FAM("h2gate_upstream_queue_length", "gauge", "Requests waiting for an origin connection.");
-    for (size_t i = 0; i < t->nups; i++) {
-        gw_label_t l[] = {{"upstream", t->ups[i].name}};
-        SAMPLE("h2gate_upstream_queue_length", l, 1, t->ups[i].queued);
-    }
-    FAM("h2gate_upstream_connections", "gauge", "Origin connections now, idle or active.");
-    for (size_t i = 0; i < t->nservers; i++) {
-        gw_label_t l[] = {
-            {"upstream", t->servers[i].up}, {"server", t->servers[i].server}, {"state", "idle"}};
-        SAMPLE("h2gate_upstream_connections", l, 3, t->servers[i].idle);
-        l[2].value = "active";
-        SAMPLE("h2gate_upstream_connections", l, 3, t->servers[i].active);
-    }
-    FAM("h2gate_upstream_connections_opened_total", "counter", "Origin connections dialled.");
-    for (size_t i = 0; i < t->nservers; i++) {
-        gw_label_t l[] = {{"upstream", t->servers[i].up}, {"server", t->servers[i].server}};
-        SAMPLE("h2gate_upstream_connections_opened_total", l, 2, t->servers[i].opened);
-    }
-    FAM("h2gate_upstream_server_failures_total", "counter",
-        "Failed origin exchanges counted by passive health (and failed active checks); "
-        "health.fail_threshold in a row eject the server.");
-    for (size_t i = 0; i < t->nservers; i++) {
-        gw_label_t l[] = {{"upstream", t->servers[i].up}, {"server", t->servers[i].server}};
-        SAMPLE("h2gate_upstream_server_failures_total", l, 2, t->servers[i].failures);
-    }
-    FAM("h2gate_upstream_server_ejections_total", "counter",
-        "Times an origin server was ejected (health.eject) after failures.");
-    for (size_t i = 0; i < t->nservers; i++) {
-        gw_label_t l[] = {{"upstream", t->servers[i].up}, {"server", t->servers[i].server}};
-        SAMPLE("h2gate_upstream_server_ejections_total", l, 2, t->servers[i].ejections);
-    }
-    FAM("h2gate_upstream_server_up", "gauge",
-        "1 while an origin server is healthy (passive and active checks), 0 while ejected.");
-    for (size_t i = 0; i < t->nservers; i++) {
+    return rv;
+}
+
+static int write_server_up(const fam_t *f, const scrape_t *sc, gw_bytes_t *out)
+{
+    int rv = 0;
+    const gw_mset_t *t = &sc->t;
+    for (size_t i = 0; i < t->nservers && rv == 0; i++) {
         if (t->servers[i].up_state < 0)
             continue; /* not in the current configuration */
         gw_label_t l[] = {{"upstream", t->servers[i].up}, {"server", t->servers[i].server}};
-        SAMPLE("h2gate_upstream_server_up", l, 2, (uint64_t)t->servers[i].up_state);
+        rv = gw_prom_sample(out, f->name, l, 2, (uint64_t)t->servers[i].up_state);
     }
-    FAM("h2gate_client_connections", "gauge",
-        "Client connections now, by listener and protocol (pending: TLS handshake or first "
-        "bytes).");
-    for (size_t i = 0; i < t->nconns; i++) {
+    return rv;
+}
+
+static int write_client_conns(const fam_t *f, const scrape_t *sc, gw_bytes_t *out)
+{
+    int rv = 0;
+    const gw_mset_t *t = &sc->t;
+    for (size_t i = 0; i < t->nconns && rv == 0; i++) {
         gw_label_t l[] = {{"listener", t->conns[i].listener}, {"protocol", t->conns[i].proto}};
-        SAMPLE("h2gate_client_connections", l, 2, t->conns[i].n);
+        rv = gw_prom_sample(out, f->name, l, 2, t->conns[i].n);
     }
-    FAM("h2gate_client_connections_accepted_total", "counter", "Client connections accepted.");
-    for (unsigned i = 0; i < x->n; i++) {
-        char id[16];
-        snprintf(id, sizeof(id), "%u", i);
-        gw_label_t l[] = {{"worker", id}};
-        SAMPLE("h2gate_client_connections_accepted_total", l, 1, x->accepted[i]);
+    return rv;
+}
+
+static int write_build_info(const fam_t *f, const scrape_t *sc, gw_bytes_t *out)
+{
+    (void)sc;
+    gw_label_t l[] = {{"version", GW_VERSION}};
+    return gw_prom_sample(out, f->name, l, 1, 1);
+}
+
+static const fam_t fams[] = {
+    {"h2gate_requests_total", "counter",
+     "Requests by route, its upstream and the status class of the answer (none: no response "
+     "head was sent).",
+     .over = OVER_CUSTOM, .write = write_requests},
+    {"h2gate_request_duration_seconds", "histogram",
+     "From a request's head to the end of its answer, by route.", .over = OVER_ROUTES,
+     .off = offsetof(gw_mroute_t, dur)},
+    {"h2gate_rate_limited_total", "counter", "Requests answered 429 (routes[].request_rate).",
+     .over = OVER_ROUTES, .off = offsetof(gw_mroute_t, rate_limited)},
+    {"h2gate_upstream_connect_duration_seconds", "histogram",
+     "Connecting to an origin (TLS handshake included) for a request, by upstream.",
+     .over = OVER_UPS, .off = offsetof(gw_mup_t, connect)},
+    {"h2gate_upstream_response_header_duration_seconds", "histogram",
+     "From the start of an origin exchange to its response head, by upstream.", .over = OVER_UPS,
+     .off = offsetof(gw_mup_t, header)},
+    {"h2gate_upstream_retries_total", "counter",
+     "Requests sent again to another connection or server after a failure.", .over = OVER_UPS,
+     .off = offsetof(gw_mup_t, retries)},
+    {"h2gate_upstream_queue_length", "gauge", "Requests waiting for an origin connection.",
+     .over = OVER_UPS, .off = offsetof(gw_mup_t, queued)},
+    {"h2gate_upstream_connections", "gauge", "Origin connections now, idle or active.",
+     .over = OVER_SERVERS, .label = "state", POINTS(conn_states)},
+    {"h2gate_upstream_connections_opened_total", "counter", "Origin connections dialled.",
+     .over = OVER_SERVERS, .off = offsetof(gw_mserver_t, opened)},
+    {"h2gate_upstream_server_failures_total", "counter",
+     "Failed origin exchanges counted by passive health (and failed active checks); "
+     "health.fail_threshold in a row eject the server.",
+     .over = OVER_SERVERS, .off = offsetof(gw_mserver_t, failures)},
+    {"h2gate_upstream_server_ejections_total", "counter",
+     "Times an origin server was ejected (health.eject) after failures.", .over = OVER_SERVERS,
+     .off = offsetof(gw_mserver_t, ejections)},
+    {"h2gate_upstream_server_up", "gauge",
+     "1 while an origin server is healthy (passive and active checks), 0 while ejected.",
+     .over = OVER_CUSTOM, .write = write_server_up},
+    {"h2gate_client_connections", "gauge",
+     "Client connections now, by listener and protocol (pending: TLS handshake or first "
+     "bytes).",
+     .over = OVER_CUSTOM, .write = write_client_conns},
+    {"h2gate_client_connections_accepted_total", "counter", "Client connections accepted.",
+     .over = OVER_WORKERS, .off = AT(accepted)},
+    {"h2gate_client_connections_busy", "gauge",
+     "Client connections holding buffers (requests or bytes in flight); an idle one gives "
+     "them back.",
+     .over = OVER_WORKERS, .off = AT(busy)},
+    {"h2gate_rate_table_entries", "gauge",
+     "Clients in the shared tables of throttle.per_client_rate (clients) and "
+     "routes[].request_rate (rates).",
+     .over = OVER_TABLES, .off = offsetof(table_stats_t, size), .need = NEED_TABLES},
+    {"h2gate_rate_table_evictions_total", "counter", "Idle clients forgotten to make room.",
+     .over = OVER_TABLES, .off = offsetof(table_stats_t, evictions), .need = NEED_TABLES},
+    {"h2gate_rate_table_refused_total", "counter",
+     "Clients refused because the table was full of clients still in debt.", .over = OVER_TABLES,
+     .off = offsetof(table_stats_t, refused), .need = NEED_TABLES},
+    {"h2gate_client_streams", "gauge", "Requests under way (HTTP/2 streams and HTTP/1.1).",
+     .off = AT(t.streams)},
+    {"h2gate_early_hints_total", "counter",
+     "103 Early Hints sent, by where their links came from (configured, learned: the "
+     "gateway's; origin: relayed), and origin 103s dropped because one went out already.",
+     .label = "source", POINTS(hint_sources)},
+    {"h2gate_early_hints_page_events_total", "counter",
+     "Pages whose preload links were learned, evicted by the LRU, or expired (learn_ttl).",
+     .label = "event", POINTS(hint_events)},
+    {"h2gate_early_hints_pages", "gauge", "Pages with learned links kept now.",
+     .off = AT(t.hint.entries)},
+    {"h2gate_push_total", "counter",
+     "HTTP/2 server push (routes' push: true): links promised, promises the client reset "
+     "(cancelled), and links not promised because the client disabled push (refused_client), "
+     "a limit (h2.max_pushes, the client's MAX_CONCURRENT_STREAMS: refused_limit), the path "
+     "was promised on the connection before (duplicate), or a GOAWAY (refused_closed).",
+     .label = "result", POINTS(push_results)},
+    {"h2gate_websocket_tunnels", "gauge",
+     "WebSocket tunnels open (HTTP/1.1 Upgrade and RFC 8441 streams).", .off = AT(t.tunnels)},
+    {"h2gate_client_bytes_total", "counter",
+     "Bytes read from (in) and written to (out) the client sockets, TLS records included.",
+     .label = "direction", POINTS(client_dirs)},
+    {"h2gate_origin_bytes_total", "counter",
+     "Bytes read from (in) and written to (out) the origin sockets, TLS records included.",
+     .label = "direction", POINTS(origin_dirs)},
+    {"h2gate_coalesced_total", "counter", "Requests served by another request's exchange.",
+     .off = AT(t.coalesced)},
+    {"h2gate_compression_bytes_total", "counter",
+     "Bytes into the compressors (direction=in) and out of them (out), by content coding.",
+     .over = OVER_CODINGS, .label = "direction", POINTS(zdirs)},
+    {"h2gate_compressed_responses_total", "counter", "Responses compressed, by coding.",
+     .over = OVER_CODINGS, .off = AT(t.z.streams)},
+    {"h2gate_compression_skipped_total", "counter",
+     "Responses of compressing routes sent as they came, by cause.", .over = OVER_CAUSES,
+     .off = AT(t.z.skipped)},
+    {"h2gate_compression_shared_total", "counter",
+     "Coalesced requests served compressed bytes made for another request.", .off = AT(t.z.shared)},
+    {"h2gate_compressors", "gauge", "Compressors running (compression.max_concurrent).",
+     .off = AT(t.z.active)},
+    {"h2gate_compressor_memory_bytes", "gauge", "Memory the running compressors hold.",
+     .off = AT(t.z.mem)},
+    {"h2gate_throttled_bytes_total", "counter",
+     "Response bytes sent under a bandwidth limit (throttle, routes[].response_rate).",
+     .off = AT(t.throttled_bytes)},
+    {"h2gate_h2_protocol_errors_total", "counter",
+     "HTTP/2 abuse limits hit and malformed requests, by kind (counted when the connection "
+     "closes).",
+     .label = "kind", POINTS(h2_kinds)},
+    {"h2gate_h2_max_requests_total", "counter",
+     "HTTP/2 connections that served h2.max_requests_per_connection requests and were retired "
+     "with a graceful GOAWAY (not an error; counted when the connection closes).",
+     .off = AT(t.h2_max_requests)},
+    {"h2gate_h2_priority_evictions_total", "counter",
+     "RFC 7540 priority tree placeholders evicted to stay within h2.max_priority_nodes (not "
+     "an error; counted when the connection closes).",
+     .off = AT(t.h2_priority_evictions)},
+    {"h2gate_tls_handshakes_total", "counter", "TLS handshakes with clients, by result.",
+     .label = "result", POINTS(tls_results)},
+    {"h2gate_access_log_lost_total", "counter", "Access log lines that could not be written.",
+     .off = AT(t.alog_lost)},
+    {"h2gate_config_reloads_total", "counter", "Configuration reloads (SIGHUP), by result.",
+     .label = "result", POINTS(reload_results)},
+    {"h2gate_cluster_up", "gauge",
+     "1 while the cluster's Redis answers (the last call succeeded), else 0.",
+     .off = AT(cluster_up), .need = NEED_CLUSTER},
+    {"h2gate_cluster_degraded_total", "counter",
+     "Times the cluster's Redis stopped answering (event=cluster_degraded).",
+     .off = AT(cluster.degraded), .need = NEED_CLUSTER},
+    {"h2gate_cluster_calls_total", "counter", "Calls to the cluster's Redis, by result.",
+     .label = "result", POINTS(cluster_calls), .need = NEED_CLUSTER},
+    {"h2gate_cluster_ticket_rotations_total", "counter",
+     "New shared TLS ticket keys this instance made (under the rotation lock).",
+     .off = AT(cluster.rotations), .need = NEED_CLUSTER},
+    {"h2gate_cluster_ticket_key_updates_total", "counter",
+     "Changes of the shared TLS ticket keys this instance took from Redis.",
+     .off = AT(cluster.key_updates), .need = NEED_CLUSTER},
+    {"h2gate_cluster_rate_decisions_total", "counter",
+     "Shared request-rate answers to the workers (routes[].request_rate), by verdict: allowed "
+     "and limited by Redis, local when the worker's own bucket decided.",
+     .label = "verdict", POINTS(cluster_verdicts), .need = NEED_CLUSTER},
+    {"h2gate_cluster_rate_calls_total", "counter",
+     "Redis script calls for shared request rates (one per client key and batch).",
+     .off = AT(cluster.rate_calls), .need = NEED_CLUSTER},
+    {"h2gate_cluster_lease_calls_total", "counter",
+     "Redis script calls for bandwidth leases (throttle.per_client_rate across instances).",
+     .off = AT(cluster.lease_calls), .need = NEED_CLUSTER},
+    {"h2gate_cluster_lease_bytes_total", "counter",
+     "Response bytes Redis granted this instance's clients in leases.",
+     .off = AT(cluster.lease_bytes), .need = NEED_CLUSTER},
+    {"h2gate_cluster_lease_local_total", "counter",
+     "Lease requests Redis did not answer in time (the local bucket decided).",
+     .off = AT(cluster.lease_local), .need = NEED_CLUSTER},
+    {"h2gate_config_generation", "gauge", "The configuration in use: 1 at start, +1 per reload.",
+     .off = AT(gen_id)},
+    {"h2gate_build_info", "gauge", "Always 1; the version is a label.", .over = OVER_CUSTOM,
+     .write = write_build_info},
+    /* the standard process series, named and explained as the Prometheus client libraries do */
+    {"process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+     .off = AT(proc.cpu_us), .us = 1, .need = NEED_PROC},
+    {"process_open_fds", "gauge", "Number of open file descriptors.", .off = AT(proc.open_fds),
+     .need = NEED_PROC},
+    {"process_max_fds", "gauge", "Maximum number of open file descriptors.",
+     .off = AT(proc.max_fds), .need = NEED_PROC},
+    {"process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
+     .off = AT(proc.vsize), .need = NEED_PROC},
+    {"process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+     .off = AT(proc.rss), .need = NEED_PROC},
+    {"process_start_time_seconds", "gauge",
+     "Start time of the process since unix epoch in seconds.", .off = AT(proc.start_us), .us = 1,
+     .need = NEED_PROC},
+};
+
+/* One sample (or a histogram's) of f: the number at base + off, labels l[0..n). */
+static int write_value(const fam_t *f, const void *base, size_t off, const gw_label_t *l, size_t n,
+                       gw_bytes_t *out)
+{
+    const char *p = (const char *)base + off;
+    if (!strcmp(f->type, "histogram"))
+        return gw_prom_hist(out, f->name, l, n, (const gw_hist_t *)(const void *)p);
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return f->us ? gw_prom_sample_us(out, f->name, l, n, v) : gw_prom_sample(out, f->name, l, n, v);
+}
+
+/* The samples of one entity: one, or one per point (l has room for the point's label). */
+static int write_entity(const fam_t *f, const void *base, gw_label_t *l, size_t n, gw_bytes_t *out)
+{
+    if (!f->points)
+        return write_value(f, base, f->off, l, n, out);
+    int rv = 0;
+    for (size_t i = 0; i < f->npoints && rv == 0; i++) {
+        l[n] = (gw_label_t){f->label, f->points[i].value};
+        rv = write_value(f, base, f->points[i].off, l, n + 1, out);
     }
-    FAM("h2gate_client_connections_busy", "gauge",
-        "Client connections holding buffers (requests or bytes in flight); an idle one gives "
-        "them back.");
-    for (unsigned i = 0; i < x->n; i++) {
-        char id[16];
-        snprintf(id, sizeof(id), "%u", i);
-        gw_label_t l[] = {{"worker", id}};
-        SAMPLE("h2gate_client_connections_busy", l, 1, x->busy[i]);
-    }
-    FAM("h2gate_rate_table_entries", "gauge",
-        "Clients in the shared tables of throttle.per_client_rate (clients) and "
-        "routes[].request_rate (rates).");
-    FAM("h2gate_rate_table_evictions_total", "counter", "Idle clients forgotten to make room.");
-    FAM("h2gate_rate_table_refused_total", "counter",
-        "Clients refused because the table was full of clients still in debt.");
-    for (int i = 0; i < 2; i++) {
-        if (!x->tables[i].on)
-            continue;
-        gw_label_t l[] = {{"table", i == 0 ? "clients" : "rates"}};
-        SAMPLE("h2gate_rate_table_entries", l, 1, x->tables[i].size);
-        SAMPLE("h2gate_rate_table_evictions_total", l, 1, x->tables[i].evictions);
-        SAMPLE("h2gate_rate_table_refused_total", l, 1, x->tables[i].refused);
-    }
-    FAM("h2gate_client_streams", "gauge", "Requests under way (HTTP/2 streams and HTTP/1.1).");
-    SAMPLE("h2gate_client_streams", NULL, 0, t->streams);
-    FAM("h2gate_early_hints_total", "counter",
-        "103 Early Hints sent, by where their links came from (configured, learned: the "
-        "gateway's; origin: relayed), and origin 103s dropped because one went out already.");
-    {
-        const char *src[] = {"configured", "learned", "origin", "origin_dropped"};
-        uint64_t v[] = {t->hint.sent_configured, t->hint.sent_learned, t->hint.sent_origin,
-                        t->hint.dropped_origin};
-        for (size_t i = 0; i < 4; i++) {
-            gw_label_t l[] = {{"source", src[i]}};
-            SAMPLE("h2gate_early_hints_total", l, 1, v[i]);
+    return rv;
+}
+
+static int write_family(const fam_t *f, const scrape_t *sc, gw_bytes_t *out)
+{
+    const gw_mset_t *t = &sc->t;
+    const char *const table_names[2] = {"clients", "rates"};
+    gw_label_t l[3];
+    char id[16];
+    int rv = gw_prom_family(out, f->name, f->type, f->help);
+    switch (f->over) {
+    case OVER_ONE:
+        if (rv == 0)
+            rv = write_entity(f, sc, l, 0, out);
+        break;
+    case OVER_ROUTES:
+        for (size_t i = 0; i < t->nroutes && rv == 0; i++) {
+            l[0] = (gw_label_t){"route", t->routes[i].name};
+            rv = write_entity(f, &t->routes[i], l, 1, out);
         }
-    }
-    FAM("h2gate_early_hints_page_events_total", "counter",
-        "Pages whose preload links were learned, evicted by the LRU, or expired (learn_ttl).");
-    {
-        const char *ev[] = {"learned", "evicted", "expired"};
-        uint64_t v[] = {t->hint.learned, t->hint.evicted, t->hint.expired};
-        for (size_t i = 0; i < 3; i++) {
-            gw_label_t l[] = {{"event", ev[i]}};
-            SAMPLE("h2gate_early_hints_page_events_total", l, 1, v[i]);
+        break;
+    case OVER_UPS:
+        for (size_t i = 0; i < t->nups && rv == 0; i++) {
+            l[0] = (gw_label_t){"upstream", t->ups[i].name};
+            rv = write_entity(f, &t->ups[i], l, 1, out);
         }
-    }
-    FAM("h2gate_early_hints_pages", "gauge", "Pages with learned links kept now.");
-    SAMPLE("h2gate_early_hints_pages", NULL, 0, t->hint.entries);
-    FAM("h2gate_push_total", "counter",
-        "HTTP/2 server push (routes' push: true): links promised, promises the client reset "
-        "(cancelled), and links not promised because the client disabled push (refused_client), "
-        "a limit (h2.max_pushes, the client's MAX_CONCURRENT_STREAMS: refused_limit), the path "
-        "was promised on the connection before (duplicate), or a GOAWAY (refused_closed).");
-    {
-        const char *res[] = {"promised",      "cancelled", "refused_client",
-                             "refused_limit", "duplicate", "refused_closed"};
-        uint64_t v[] = {t->hint.push_promised, t->push_cancelled,      t->hint.push_client,
-                        t->hint.push_limit,    t->hint.push_duplicate, t->hint.push_closed};
-        for (size_t i = 0; i < 6; i++) {
-            gw_label_t l[] = {{"result", res[i]}};
-            SAMPLE("h2gate_push_total", l, 1, v[i]);
+        break;
+    case OVER_SERVERS:
+        for (size_t i = 0; i < t->nservers && rv == 0; i++) {
+            l[0] = (gw_label_t){"upstream", t->servers[i].up};
+            l[1] = (gw_label_t){"server", t->servers[i].server};
+            rv = write_entity(f, &t->servers[i], l, 2, out);
         }
-    }
-    FAM("h2gate_websocket_tunnels", "gauge",
-        "WebSocket tunnels open (HTTP/1.1 Upgrade and RFC 8441 streams).");
-    SAMPLE("h2gate_websocket_tunnels", NULL, 0, t->tunnels);
-    FAM("h2gate_bytes_total", "counter",
-        "Bytes on the client sockets (TLS records included) and the origin sockets.");
-    {
-        const char *dir[] = {"client_in", "client_out", "origin_in", "origin_out"};
-        uint64_t v[] = {t->client_in, t->client_out, t->origin_in, t->origin_out};
-        for (size_t i = 0; i < 4; i++) {
-            gw_label_t l[] = {{"direction", dir[i]}};
-            SAMPLE("h2gate_bytes_total", l, 1, v[i]);
+        break;
+    case OVER_WORKERS:
+        for (unsigned i = 0; i < sc->nworkers && rv == 0; i++) {
+            snprintf(id, sizeof(id), "%u", i);
+            l[0] = (gw_label_t){"worker", id};
+            rv = write_entity(f, (const char *)sc + i * sizeof(uint64_t), l, 1, out);
         }
-    }
-    FAM("h2gate_coalesced_total", "counter", "Requests served by another request's exchange.");
-    SAMPLE("h2gate_coalesced_total", NULL, 0, t->coalesced);
-    FAM("h2gate_compression_bytes_total", "counter",
-        "Bytes into the compressors (direction=in) and out of them (out), by content coding.");
-    for (size_t c = GW_ZC_GZIP; c < GW_ZC_N; c++) {
-        gw_label_t l[] = {{"coding", gw_proxy_coding_name((gw_zcoding_t)c)}, {"direction", "in"}};
-        SAMPLE("h2gate_compression_bytes_total", l, 2, t->z.in[c]);
-        l[1].value = "out";
-        SAMPLE("h2gate_compression_bytes_total", l, 2, t->z.out[c]);
-    }
-    FAM("h2gate_compressed_responses_total", "counter", "Responses compressed, by coding.");
-    for (size_t c = GW_ZC_GZIP; c < GW_ZC_N; c++) {
-        gw_label_t l[] = {{"coding", gw_proxy_coding_name((gw_zcoding_t)c)}};
-        SAMPLE("h2gate_compressed_responses_total", l, 1, t->z.streams[c]);
-    }
-    FAM("h2gate_compression_skipped_total", "counter",
-        "Responses of compressing routes sent as they came, by cause.");
-    for (size_t k = GW_ZSKIP_STATUS; k < GW_ZSKIP_N; k++) {
-        gw_label_t l[] = {{"cause", gw_proxy_zskip_name((gw_zskip_t)k)}};
-        SAMPLE("h2gate_compression_skipped_total", l, 1, t->z.skipped[k]);
-    }
-    FAM("h2gate_compression_shared_total", "counter",
-        "Coalesced requests served compressed bytes made for another request.");
-    SAMPLE("h2gate_compression_shared_total", NULL, 0, t->z.shared);
-    FAM("h2gate_compressors", "gauge", "Compressors running (compression.max_concurrent).");
-    SAMPLE("h2gate_compressors", NULL, 0, t->z.active);
-    FAM("h2gate_compressor_memory_bytes", "gauge", "Memory the running compressors hold.");
-    SAMPLE("h2gate_compressor_memory_bytes", NULL, 0, t->z.mem);
-    FAM("h2gate_throttled_bytes_total", "counter",
-        "Response bytes sent under a bandwidth limit (throttle, routes[].response_rate).");
-    SAMPLE("h2gate_throttled_bytes_total", NULL, 0, t->throttled_bytes);
-    FAM("h2gate_h2_protocol_errors_total", "counter",
-        "HTTP/2 abuse limits hit and malformed requests, by kind (counted when the connection "
-        "closes).");
-    for (size_t i = 0; i < GW_MH2_KINDS; i++) {
-        gw_label_t l[] = {{"kind", h2_kind_names[i]}};
-        SAMPLE("h2gate_h2_protocol_errors_total", l, 1, t->h2err[i]);
-    }
-    FAM("h2gate_tls_handshakes_total", "counter", "TLS handshakes with clients, by result.");
-    for (size_t i = 0; i < 3; i++) {
-        gw_label_t l[] = {{"result", tls_result_names[i]}};
-        SAMPLE("h2gate_tls_handshakes_total", l, 1, t->tls[i]);
-    }
-    FAM("h2gate_access_log_lost_total", "counter", "Access log lines that could not be written.");
-    SAMPLE("h2gate_access_log_lost_total", NULL, 0, t->alog_lost);
-    FAM("h2gate_config_reloads_total", "counter", "Configuration reloads (SIGHUP), by result.");
-    {
-        gw_label_t l[] = {{"result", "ok"}};
-        SAMPLE("h2gate_config_reloads_total", l, 1, atomic_load(&s->reloads_ok));
-        l[0].value = "failed";
-        SAMPLE("h2gate_config_reloads_total", l, 1, atomic_load(&s->reloads_failed));
-    }
-    if (x->cluster_on) {
-        const gw_cluster_stats_t *cs = &x->cluster;
-        FAM("h2gate_cluster_up", "gauge",
-            "1 while the cluster's Redis answers (the last call succeeded), else 0.");
-        SAMPLE("h2gate_cluster_up", NULL, 0, (uint64_t)cs->up);
-        FAM("h2gate_cluster_degraded_total", "counter",
-            "Times the cluster's Redis stopped answering (event=cluster_degraded).");
-        SAMPLE("h2gate_cluster_degraded_total", NULL, 0, cs->degraded);
-        FAM("h2gate_cluster_calls_total", "counter", "Calls to the cluster's Redis, by result.");
-        {
-            gw_label_t l[] = {{"result", "ok"}};
-            SAMPLE("h2gate_cluster_calls_total", l, 1, cs->calls_ok);
-            l[0].value = "failed";
-            SAMPLE("h2gate_cluster_calls_total", l, 1, cs->calls_failed);
-            l[0].value = "timeout";
-            SAMPLE("h2gate_cluster_calls_total", l, 1, cs->calls_timeout);
+        break;
+    case OVER_TABLES:
+        for (size_t i = 0; i < 2 && rv == 0; i++) {
+            if (!sc->tables[i].on)
+                continue;
+            l[0] = (gw_label_t){"table", table_names[i]};
+            rv = write_entity(f, &sc->tables[i], l, 1, out);
         }
-        FAM("h2gate_cluster_ticket_rotations_total", "counter",
-            "New shared TLS ticket keys this instance made (under the rotation lock).");
-        SAMPLE("h2gate_cluster_ticket_rotations_total", NULL, 0, cs->rotations);
-        FAM("h2gate_cluster_ticket_key_updates_total", "counter",
-            "Changes of the shared TLS ticket keys this instance took from Redis.");
-        SAMPLE("h2gate_cluster_ticket_key_updates_total", NULL, 0, cs->key_updates);
-        FAM("h2gate_cluster_rate_decisions_total", "counter",
-            "Shared request-rate answers to the workers (routes[].request_rate), by verdict: "
-            "allowed and limited by Redis, local when the worker's own bucket decided.");
-        {
-            gw_label_t l[] = {{"verdict", "allowed"}};
-            SAMPLE("h2gate_cluster_rate_decisions_total", l, 1, cs->rate_allowed);
-            l[0].value = "limited";
-            SAMPLE("h2gate_cluster_rate_decisions_total", l, 1, cs->rate_denied);
-            l[0].value = "local";
-            SAMPLE("h2gate_cluster_rate_decisions_total", l, 1, cs->rate_local);
+        break;
+    case OVER_CODINGS:
+        for (size_t c = GW_ZC_GZIP; c < GW_ZC_N && rv == 0; c++) {
+            l[0] = (gw_label_t){"coding", gw_proxy_coding_name((gw_zcoding_t)c)};
+            rv = write_entity(f, (const char *)sc + c * sizeof(uint64_t), l, 1, out);
         }
-        FAM("h2gate_cluster_rate_calls_total", "counter",
-            "Redis script calls for shared request rates (one per client key and batch).");
-        SAMPLE("h2gate_cluster_rate_calls_total", NULL, 0, cs->rate_calls);
-        FAM("h2gate_cluster_lease_calls_total", "counter",
-            "Redis script calls for bandwidth leases (throttle.per_client_rate across "
-            "instances).");
-        SAMPLE("h2gate_cluster_lease_calls_total", NULL, 0, cs->lease_calls);
-        FAM("h2gate_cluster_lease_bytes_total", "counter",
-            "Response bytes Redis granted this instance's clients in leases.");
-        SAMPLE("h2gate_cluster_lease_bytes_total", NULL, 0, cs->lease_bytes);
-        FAM("h2gate_cluster_lease_local_total", "counter",
-            "Lease requests Redis did not answer in time (the local bucket decided).");
-        SAMPLE("h2gate_cluster_lease_local_total", NULL, 0, cs->lease_local);
+        break;
+    case OVER_CAUSES:
+        for (size_t k = GW_ZSKIP_STATUS; k < GW_ZSKIP_N && rv == 0; k++) {
+            l[0] = (gw_label_t){"cause", gw_proxy_zskip_name((gw_zskip_t)k)};
+            rv = write_entity(f, (const char *)sc + k * sizeof(uint64_t), l, 1, out);
+        }
+        break;
+    case OVER_CUSTOM:
+        if (rv == 0)
+            rv = f->write(f, sc, out);
+        break;
     }
-    FAM("h2gate_config_generation", "gauge",
-        "The configuration in use: 1 at start, +1 per reload.");
-    SAMPLE("h2gate_config_generation", NULL, 0, atomic_load(&s->gen_id));
-    FAM("h2gate_build_info", "gauge", "Always 1; the version is a label.");
-    {
-        gw_label_t l[] = {{"version", GW_VERSION}};
-        SAMPLE("h2gate_build_info", l, 1, 1);
+    return rv;
+}
+
+static int shown(const fam_t *f, const scrape_t *sc)
+{
+    switch (f->need) {
+    case NEED_TABLES:
+        return sc->tables[0].on || sc->tables[1].on;
+    case NEED_CLUSTER:
+        return sc->cluster_on;
+    case NEED_PROC:
+        return sc->proc.ok;
+    case NEED_NONE:
+        break;
     }
+    return 1;
+}
+
+static int render(const scrape_t *sc, gw_bytes_t *out)
+{
+    int rv = 0;
+    for (size_t i = 0; i < sizeof(fams) / sizeof(fams[0]) && rv == 0; i++)
+        if (shown(&fams[i], sc))
+            rv = write_family(&fams[i], sc, out);
     return rv;
 }
 
@@ -811,8 +1034,8 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
     /* the workers that run (their async handles are open), asked for a fresh copy */
     gw_worker_t *ws[GW_FRONT_MAX_WORKERS];
     unsigned n = 0;
-    extra_t *x = gw_calloc(1, sizeof(*x));
-    if (!x)
+    scrape_t *sc = gw_calloc(1, sizeof(*sc));
+    if (!sc)
         return GW_E_NOMEM;
     uv_mutex_lock(&s->snap_mu);
     uint64_t ticket = ++s->snap_ticket;
@@ -828,23 +1051,29 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
     }
     for (unsigned i = 0; i < s->workers_len && i < GW_FRONT_MAX_WORKERS; i++) {
         gw_worker_t *w = s->workers[i];
-        x->accepted[i] = w ? atomic_load(&w->accepted) : 0;
-        x->busy[i] = w ? atomic_load(&w->busy) : 0;
-        x->n = i + 1;
+        sc->accepted[i] = w ? atomic_load(&w->accepted) : 0;
+        sc->busy[i] = w ? atomic_load(&w->busy) : 0;
+        sc->nworkers = i + 1;
     }
     gw_shared_table_t *tabs[2] = {s->gen->clients, s->gen->rates};
     for (int i = 0; i < 2; i++)
         if (tabs[i]) {
-            x->tables[i].on = 1;
-            x->tables[i].size = gw_bucket_table_size(tabs[i]->t);
-            x->tables[i].evictions = gw_bucket_table_evictions(tabs[i]->t);
-            x->tables[i].refused = gw_bucket_table_refused(tabs[i]->t);
+            sc->tables[i].on = 1;
+            sc->tables[i].size = gw_bucket_table_size(tabs[i]->t);
+            sc->tables[i].evictions = gw_bucket_table_evictions(tabs[i]->t);
+            sc->tables[i].refused = gw_bucket_table_refused(tabs[i]->t);
         }
     if (s->cluster) {
-        x->cluster_on = 1;
-        x->cluster = gw_cluster_stats(s->cluster);
+        sc->cluster_on = 1;
+        sc->cluster = gw_cluster_stats(s->cluster);
+        sc->cluster_up = sc->cluster.up ? 1 : 0;
     }
+    seed(&sc->t, s->gen->cfg);
     uv_mutex_unlock(&s->lock);
+    sc->reloads_ok = atomic_load(&s->reloads_ok);
+    sc->reloads_failed = atomic_load(&s->reloads_failed);
+    sc->gen_id = atomic_load(&s->gen_id);
+    read_proc(&sc->proc);
     uint64_t deadline = uv_hrtime() + (uint64_t)SCRAPE_WAIT_MS * 1000000u;
     uv_mutex_lock(&s->snap_mu);
     for (;;) {
@@ -857,15 +1086,13 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
         (void)uv_cond_timedwait(&s->snap_cond, &s->snap_mu, deadline - now);
     }
     uv_mutex_unlock(&s->snap_mu);
-    gw_mset_t t;
-    memset(&t, 0, sizeof(t));
     for (unsigned i = 0; i < n; i++) {
         uv_mutex_lock(&ws[i]->snap_lock);
-        merge(&t, &ws[i]->snap);
+        merge(&sc->t, &ws[i]->snap);
         uv_mutex_unlock(&ws[i]->snap_lock);
     }
-    int rv = render(s, &t, x, out);
-    gw_front__mset_free(&t);
-    gw_free(x);
+    int rv = render(sc, out);
+    gw_front__mset_free(&sc->t);
+    gw_free(sc);
     return rv;
 }
