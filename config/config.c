@@ -606,7 +606,7 @@ static int cluster_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *
 }
 
 typedef struct {
-    yaml_node_t *listen, *upstreams, *routes;
+    yaml_node_t *listen, *upstreams, *routes, *forwarded_for;
 } top_ld_t;
 
 static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
@@ -655,6 +655,19 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
             if (!c->admin.enabled && v->data.mapping.pairs.top == v->data.mapping.pairs.start)
                 gw_cfg__err_at(ld, v, "missing required key 'address' in admin");
         }
+    } else if (!strcmp(key, "forwarded_for")) {
+        if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
+            return 0;
+        t->forwarded_for = v;
+        const char *m = gw_cfg__scalar(v);
+        if (!strcmp(m, "append"))
+            c->forwarded_append = 1;
+        else if (!strcmp(m, "replace"))
+            c->forwarded_append = 0;
+        else
+            gw_cfg__err_at(ld, v, "'forwarded_for' must be replace or append, not '%s'", m);
+    } else if (!strcmp(key, "trusted_proxies")) {
+        gw_cfg__load_nets(ld, v, key, &c->trusted_proxies, &c->trusted_proxies_len);
     } else if (!gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c))
         gw_cfg__err_at(ld, k, "unknown key '%s'", key);
     return 0;
@@ -737,6 +750,7 @@ void gw_config_del(gw_config_t *c)
     gw_free(c->path);
     gw_free(c->state_dir);
     gw_free(c->pid_file);
+    gw_free(c->trusted_proxies);
     gw_cfg__free_str_list(c->compression.types, c->compression.types_len);
     gw_free(c->access_log.path);
     gw_free(c->cluster.redis_host);
@@ -822,6 +836,15 @@ int gw_config_load_string(const char *name, const char *text, size_t len, gw_con
             gw_cfg__load_routes(&ld, t.routes);
         else
             gw_cfg__err_at(&ld, root, "missing required key 'routes'");
+        if (c->forwarded_append && !c->trusted_proxies_len)
+            gw_cfg__err_at(&ld, t.forwarded_for,
+                           "forwarded_for: append needs trusted_proxies (the networks of the "
+                           "proxies whose X-Forwarded-For is kept)");
+        for (size_t i = 0; i < c->routes_len; i++) {
+            c->routes[i].forwarded_append = c->forwarded_append;
+            c->routes[i].trusted_proxies = c->trusted_proxies;
+            c->routes[i].trusted_proxies_len = c->trusted_proxies_len;
+        }
         if (c->cluster.enabled && !c->cluster.key_prefix)
             c->cluster.key_prefix = gw_cfg__xstrdup(&ld, "h2gate:");
         if (!c->compression.types) {

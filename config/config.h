@@ -139,6 +139,11 @@ typedef struct {
     int add_x_forwarded;  /* X-Forwarded-For / -Proto */
     int add_forwarded;    /* RFC 7239 Forwarded */
     int add_via;
+    /* the top level's forwarded_for and trusted_proxies (the list is the config's): the
+     * client's forwarding fields are kept only from a trusted peer under append */
+    int forwarded_append;
+    const gw_cfg_net_t *trusted_proxies;
+    size_t trusted_proxies_len;
     uint64_t response_rate; /* bytes/s per connection for this route; 0 = none */
     uint64_t request_rate;  /* requests/s per client; 0 = none */
     int compress;           /* compress responses (compression: section) */
@@ -273,6 +278,12 @@ typedef struct gw_config {
     gw_cfg_admin_t admin;
     gw_cfg_cluster_t cluster;
     char *pid_file; /* written at start, replaced on upgrade; NULL: none */
+    /* forwarded_for: append keeps the X-Forwarded-For / Forwarded / X-Forwarded-Proto /
+     * X-Forwarded-Host a peer in trusted_proxies sent (ours appended); otherwise (replace, the
+     * default, or any other peer) the origin hears only of the connection */
+    int forwarded_append;
+    gw_cfg_net_t *trusted_proxies;
+    size_t trusted_proxies_len;
 } gw_config_t;
 
 /* Error list filled by the loader: each entry "FILE:LINE:COL: message". */

@@ -255,8 +255,6 @@ typedef struct {
     yaml_node_t *addr_node, *proto_node;
 } listen_ld_t;
 
-static void load_nets(ld_t *ld, gw_cfg_listen_t *l, yaml_node_t *v);
-
 static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
 {
     listen_ld_t *x = obj;
@@ -292,7 +290,7 @@ static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v
                                      offsetof(gw_cfg_listen_t, proxy_timeout_ms), 1, 3600000}};
         gw_cfg__set_field(ld, f, 1, key, v, x->l);
     } else if (!strcmp(key, "proxy_protocol_from")) {
-        load_nets(ld, x->l, v);
+        gw_cfg__load_nets(ld, v, key, &x->l->proxy_from, &x->l->proxy_from_len);
     } else {
         gw_cfg__err_at(ld, k, "unknown key '%s' in a listener", key);
     }
@@ -331,25 +329,25 @@ static int parse_net(const char *s, gw_cfg_net_t *n)
     return 0;
 }
 
-static void load_nets(ld_t *ld, gw_cfg_listen_t *l, yaml_node_t *v)
+void gw_cfg__load_nets(ld_t *ld, yaml_node_t *v, const char *key, gw_cfg_net_t **out, size_t *len)
 {
     size_t n;
-    char **names = gw_cfg__load_str_list(ld, v, "proxy_protocol_from", &n);
+    char **names = gw_cfg__load_str_list(ld, v, key, &n);
     yaml_node_item_t *items = v->type == YAML_SEQUENCE_NODE ? v->data.sequence.items.start : NULL;
-    gw_free(l->proxy_from);
-    l->proxy_from = n ? gw_calloc(n, sizeof(*l->proxy_from)) : NULL;
-    l->proxy_from_len = 0;
-    if (n && !l->proxy_from)
+    gw_free(*out);
+    *out = n ? gw_calloc(n, sizeof(**out)) : NULL;
+    *len = 0;
+    if (n && !*out)
         ld->nomem = 1;
-    for (size_t i = 0; i < n && l->proxy_from; i++) {
+    for (size_t i = 0; i < n && *out; i++) {
         yaml_node_t *at = items ? gw_cfg__node(ld, items[i]) : v;
-        if (!names[i] || parse_net(names[i], &l->proxy_from[l->proxy_from_len]) < 0)
+        if (!names[i] || parse_net(names[i], &(*out)[*len]) < 0)
             gw_cfg__err_at(ld, at,
                            "'%s' is not a network (an address, or ADDRESS/BITS: 10.0.0.0/8, "
                            "2001:db8::/32)",
                            names[i] ? names[i] : "");
         else
-            l->proxy_from_len++;
+            (*len)++;
     }
     gw_cfg__free_str_list(names, n);
 }

@@ -1,6 +1,7 @@
 /* proxy/translate.c — request and response translation as pure functions: what the origin is
  * told (connection-specific fields dropped, cookies joined, Host from :authority, the forwarding
- * fields built from the connection and never from the client's words) and what the client is
+ * fields built from the connection, never from the client's words unless it is a proxy the
+ * operator trusts: forwarded_for: append, trusted_proxies) and what the client is
  * told of the origin's response (RFC 9110 §7.6, RFC 9113 §8.2-§8.3). No IO, no state: tested
  * in tests/unit/test_proxy_translate.c. */
 #include <stdarg.h>
@@ -236,6 +237,38 @@ static gw_slice_t quoted(gw_proxy_xlate_t *x, gw_slice_t v)
     return (gw_slice_t){(const uint8_t *)d, k};
 }
 
+/* Whether the connection's peer may speak for the clients before it: forwarded_for: append
+ * and the peer (the address a PROXY header named, if any) in trusted_proxies. Anyone else's
+ * X-Forwarded-For, Forwarded, X-Forwarded-Proto and X-Forwarded-Host are its own words and
+ * are replaced (RFC 7239 §8.1: a client can forge them). */
+static int peer_trusted(const gw_cfg_route_t *r, const gw_cstream_t *s)
+{
+    if (!r->forwarded_append || !s->addr)
+        return 0;
+    for (size_t i = 0; i < r->trusted_proxies_len; i++)
+        if (gw_cfg_net_match(&r->trusted_proxies[i], s->addr))
+            return 1;
+    return 0;
+}
+
+/* The scheme a trusted proxy says its client used: its one X-Forwarded-Proto when that is
+ * http or https; otherwise ours (the listener's), since a value we cannot read is no word. */
+static gw_slice_t trusted_proto(const gw_req_head_t *h, gw_slice_t ours)
+{
+    gw_slice_t v = {0};
+    size_t seen = 0;
+    for (size_t i = 0; i < h->fields_len; i++)
+        if (gw_proxy__name_is(h->fields[i].name, "x-forwarded-proto") && !seen++)
+            v = gw_slice_trim(h->fields[i].value);
+    if (seen != 1)
+        return ours;
+    if (gw_slice_eq_nocase(v, GW_SLICE_LIT("https")))
+        return GW_SLICE_LIT("https");
+    if (gw_slice_eq_nocase(v, GW_SLICE_LIT("http")))
+        return GW_SLICE_LIT("http");
+    return ours;
+}
+
 int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_req_head_t *h,
                         uint8_t urgency, gw_proxy_xlate_t *x, gw_back_req_t *req)
 {
@@ -253,6 +286,7 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
     x->ws_key[0] = 0;
     conn_toks_t toks;
     int conn = conn_toks(&toks, h->fields, h->fields_len);
+    int trusted = peer_trusted(r, s);
     gw_slice_t authority = h->authority;
     for (size_t i = 0; i < h->fields_len; i++) {
         const gw_field_t *f = &h->fields[i];
@@ -273,6 +307,8 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
             (r->add_forwarded && gw_proxy__name_is(f->name, "forwarded")) ||
             (r->add_via && gw_proxy__name_is(f->name, "via")))
             continue; /* rebuilt below with ours appended */
+        if (r->add_x_forwarded && !trusted && gw_proxy__name_is(f->name, "x-forwarded-host"))
+            continue; /* the X-Forwarded-* family speaks for us: never the client's words */
         if (s->log && s->log->id_len && gw_proxy__name_is(f->name, "x-request-id"))
             continue; /* the front's (kept from this one when it was sane) goes below */
         if (ws && h2 &&
@@ -309,17 +345,19 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
      * origin is told about the client comes from the connection) */
     gw_slice_t proto = s->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http");
     if (r->add_x_forwarded) {
-        gw_slice_t prev = join(x, h, GW_SLICE_LIT("x-forwarded-for"), GW_SLICE_LIT(", "));
+        /* replace: the connection's peer only; append: a trusted proxy's list, then it */
+        gw_slice_t prev = trusted ? join(x, h, GW_SLICE_LIT("x-forwarded-for"), GW_SLICE_LIT(", "))
+                                  : (gw_slice_t){0};
         gw_slice_t xff[] = {prev, GW_SLICE_LIT(", "), gw_slice_str(ip)};
         add(x, GW_SLICE_LIT("X-Forwarded-For"), prev.base ? cat(x, xff, 3) : cat(x, xff + 2, 1));
-        add(x, GW_SLICE_LIT("X-Forwarded-Proto"), proto);
+        add(x, GW_SLICE_LIT("X-Forwarded-Proto"), trusted ? trusted_proto(h, proto) : proto);
     }
     if (r->add_forwarded) {
         /* RFC 7239 §6: an IPv6 node is quoted and bracketed; §4: host is a quoted-string, its
          * '"' and '\\' escaped (none pass the authority check: kept so that the value can never
          * end the string early) */
         int v6 = strchr(ip, ':') != NULL;
-        int prev_ok = 1;
+        int prev_ok = trusted; /* a trusted proxy's elements go first, ours for this hop last */
         for (size_t i = 0; i < h->fields_len && prev_ok; i++)
             if (gw_proxy__name_is(h->fields[i].name, "forwarded"))
                 prev_ok = forwarded_ok(h->fields[i].value);

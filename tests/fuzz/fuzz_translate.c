@@ -4,17 +4,22 @@
  * whatever translation accepts, the serializer writes something the parser takes whole, as one
  * message, with exactly the method, target, Host, fields (in order) and body framing the
  * translated request says; no field the client named as hop-by-hop (RFC 9110 §7.6.1) or in its
- * Connection reaches the origin; with the route's x_forwarded, X-Forwarded-For ends with the
- * connection's address, never a client's word. A serializer refusal (GW_E_INVAL) is the 400 path
- * and ends the run.
+ * Connection reaches the origin; with the route's x_forwarded, X-Forwarded-For is the
+ * connection's address alone, never a client's word (forwarded_for: replace), or ends with it
+ * when the peer is a trusted proxy (append), and a client's X-Forwarded-Host reaches the origin
+ * only from such a proxy; Forwarded always ends with our element for the connection. A
+ * serializer refusal (GW_E_INVAL) is the 400 path and ends the run.
  *
  * The input is held to what the fronts let through first (a known method, an origin-form
  * path: see below); the target found that an HTTP/2 :path without its leading '/' went to the
  * origin as a request line, now refused by h2/validate.c.
  *
  * Input: byte 0 = flags (bit 0 HTTP/2, bit 1 TLS, bit 2 end_stream, bit 3 x_forwarded, bit 4
- * forwarded, bit 5 via, bit 6 a content-length of byte 1); then pieces split at '\n': method,
- * path, authority, then field name/value pairs (at most 40 fields). */
+ * forwarded, bit 5 via, bit 6 a content-length of byte 1, bit 7 forwarded_for: append with the
+ * peer 192.0.2.7 in trusted_proxies); then pieces split at '\n': method, path, authority, then
+ * field name/value pairs (at most 40 fields). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,9 +136,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     h.fields = f;
     h.fields_len = n;
-    gw_cfg_route_t r = {
-        .add_x_forwarded = (fl >> 3) & 1, .add_forwarded = (fl >> 4) & 1, .add_via = (fl >> 5) & 1};
-    gw_cstream_t s = {.peer = "192.0.2.7:4000", .peer_ip = "192.0.2.7", .tls = (fl >> 1) & 1};
+    static const gw_cfg_net_t trusted[] = {{AF_INET, {192, 0, 2, 0}, 24}};
+    int trust = (fl >> 7) & 1;
+    gw_cfg_route_t r = {.add_x_forwarded = (fl >> 3) & 1,
+                        .add_forwarded = (fl >> 4) & 1,
+                        .add_via = (fl >> 5) & 1,
+                        .forwarded_append = trust,
+                        .trusted_proxies = trusted,
+                        .trusted_proxies_len = 1};
+    struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(4000)};
+    peer.sin_addr.s_addr = htonl(0xC0000207); /* 192.0.2.7 */
+    gw_cstream_t s = {.peer = "192.0.2.7:4000",
+                      .peer_ip = "192.0.2.7",
+                      .addr = (const struct sockaddr *)&peer,
+                      .tls = (fl >> 1) & 1};
     gw_proxy_xlate_t x;
     x.f = NULL;
     x.buf = NULL;
@@ -172,16 +188,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check(gw_slice_eq_nocase(sn->f[1 + i].name, req.fields[i].name));
             check(gw_slice_eq(sn->f[1 + i].value, gw_slice_trim(req.fields[i].value)));
         }
+        int xff = 0, fwd = 0;
         for (size_t i = 0; i < sn->n; i++) {
             gw_slice_t nm = sn->f[i].name;
             /* RFC 9110 §7.6.1: no hop-by-hop field of the client's goes on */
             check(!named(nm, "connection") && !named(nm, "keep-alive") && !named(nm, "te") &&
                   !named(nm, "upgrade") && !named(nm, "proxy-connection"));
-            if (named(nm, "x-forwarded-for") && r.add_x_forwarded) { /* ours, last */
-                gw_slice_t v = sn->f[i].value;
+            gw_slice_t v = sn->f[i].value;
+            if (named(nm, "x-forwarded-for") && r.add_x_forwarded) {
+                xff++; /* ours, last; alone unless the peer is a trusted proxy */
                 check(v.len >= 9 && !memcmp(v.base + v.len - 9, "192.0.2.7", 9));
+                check(trust || v.len == 9);
+            }
+            if (named(nm, "x-forwarded-host") && r.add_x_forwarded)
+                check(trust);
+            if (named(nm, "forwarded") && r.add_forwarded) {
+                /* our element for this hop ends the value (nothing the client wrote swallows
+                 * it), alone unless the peer is a trusted proxy */
+                fwd++;
+                size_t cap = req.host.len + 64;
+                char *ours = malloc(cap);
+                check(ours != NULL);
+                int k = snprintf(ours, cap, "for=192.0.2.7;proto=%s;host=\"%.*s\"",
+                                 s.tls ? "https" : "http", (int)req.host.len,
+                                 (const char *)req.host.base);
+                check(k > 0 && (size_t)k < cap && v.len >= (size_t)k &&
+                      !memcmp(v.base + v.len - k, ours, (size_t)k));
+                check(v.len == (size_t)k || (trust && v.len >= (size_t)k + 2 &&
+                                             !memcmp(v.base + v.len - k - 2, ", ", 2)));
+                free(ours);
             }
         }
+        check(xff == r.add_x_forwarded && fwd == r.add_forwarded);
         gw_h1_parser_del(ps);
         free(sn);
     }

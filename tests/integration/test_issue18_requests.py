@@ -19,14 +19,14 @@ from gwtest import Client, response, ended, goaway_code, gw_config, was_reset
 from origin import ThreadedServer, pattern
 
 
-def cfg(tls_port, plain_port, origin_port, route_extra=""):
+def cfg(tls_port, plain_port, origin_port, route_extra="", extra=""):
     return gw_config(plain_port, [f"127.0.0.1:{origin_port}"], route_extra="forwarded: true\n" + route_extra,
-                     tls_port=tls_port)
+                     tls_port=tls_port, extra=extra)
 
 
-def start(gateway, origin_port):
+def start(gateway, origin_port, extra=""):
     tls_port, plain_port = free_port(), free_port()
-    g = gateway(cfg(tls_port, plain_port, origin_port),
+    g = gateway(cfg(tls_port, plain_port, origin_port, extra=extra),
                 wait=[("127.0.0.1", tls_port), ("127.0.0.1", plain_port)])
     g.tls_port, g.plain_port = tls_port, plain_port
     return g
@@ -118,9 +118,12 @@ def test_issue18_3_forged_forwarded_elements_are_refused(gw):
     assert_origin_saw_nothing(gw)
 
 
-def test_issue18_3_client_forwarded_cannot_swallow_ours(gw):
-    # a client's Forwarded with an open quote would make our element part of its string: not
+def test_issue18_3_client_forwarded_cannot_swallow_ours(gateway, origin):
+    # from a trusted proxy (forwarded_for: append; by default no client's Forwarded is kept),
+    # a Forwarded with an open quote would make our element part of its string: not
     # forwarded; a well-formed one stays in front of ours
+    gw = start(gateway, origin.port,
+               extra="forwarded_for: append\ntrusted_proxies: [127.0.0.1]\n")
     for given, want in ((['for="abc'], ['for=127.0.0.1;proto=http;host="a.test"']),
                         (['for=1.2.3.4;proto=https', 'for="x\\"y"'],
                          ['for=1.2.3.4;proto=https, for="x\\"y", for=127.0.0.1;proto=http;host="a.test"']),

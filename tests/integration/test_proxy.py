@@ -66,13 +66,63 @@ def test_h2_request_translation(gwo):
     assert values(got, "host") == ["app.test:8080"]          # :authority → Host
     assert values(got, "cookie") == ["a=1; b=2"]             # RFC 9113 §8.2.3
     assert values(got, "te") == []                           # hop-by-hop
-    assert values(got, "x-forwarded-for") == ["10.0.0.1, 127.0.0.1"]
+    assert values(got, "x-forwarded-for") == ["127.0.0.1"]  # the client is no trusted proxy
     assert values(got, "x-forwarded-proto") == ["http"]
     assert values(got, "forwarded") == ['for=127.0.0.1;proto=http;host="app.test:8080"']
     assert values(got, "via") == ["1.1 upstream-proxy, 2 h2gate"]
     assert values(got, "x-custom") == ["kept"]
     assert values(got, "content-length") == [] and values(got, "transfer-encoding") == []
     cl.close()
+
+
+CLAIMS = ["X-Forwarded-For: 6.6.6.6", "X-Forwarded-Proto: https", "X-Forwarded-Host: www.app.test",
+          "Forwarded: for=6.6.6.6;proto=https"]
+
+
+def claimed(gateway, origin, extra, proto):
+    """What the origin hears when a curl client (HTTP/1.1 or h2c) sends CLAIMS through a
+    gateway with the top-level extra config."""
+    port = free_port()
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra="forwarded: true",
+                      extra=extra), wait=[("127.0.0.1", port)])
+    args = [a for c in CLAIMS for a in ("-H", c)]
+    r = curl(proto, *args, f"http://127.0.0.1:{port}/echo")
+    assert r.returncode == 0, r.stderr
+    return echo(r.stdout)
+
+
+@pytest.mark.parametrize("proto", ["--http1.1", "--http2-prior-knowledge"])
+def test_client_forwarding_claims_are_replaced_by_default(gateway, origin, proto):
+    """forwarded_for: replace (the default): a client's X-Forwarded-For, -Proto, -Host and
+    Forwarded never reach the origin; it hears only of the connection's peer."""
+    got = claimed(gateway, origin, "", proto)
+    host = values(got, "host")[0]
+    assert values(got, "x-forwarded-for") == ["127.0.0.1"]
+    assert values(got, "x-forwarded-proto") == ["http"]
+    assert values(got, "x-forwarded-host") == []
+    assert values(got, "forwarded") == [f'for=127.0.0.1;proto=http;host="{host}"']
+
+
+@pytest.mark.parametrize("proto", ["--http1.1", "--http2-prior-knowledge"])
+def test_trusted_proxy_claims_are_kept_with_append(gateway, origin, proto):
+    """forwarded_for: append with the peer in trusted_proxies: the proxy's list is kept and the
+    peer appended (X-Forwarded-For: 6.6.6.6, 127.0.0.1), its scheme and host believed; a peer
+    outside trusted_proxies is replaced as by default."""
+    got = claimed(gateway, origin, "forwarded_for: append\ntrusted_proxies: [127.0.0.0/8]\n",
+                  proto)
+    host = values(got, "host")[0]
+    assert values(got, "x-forwarded-for") == ["6.6.6.6, 127.0.0.1"]
+    assert values(got, "x-forwarded-proto") == ["https"]
+    assert values(got, "x-forwarded-host") == ["www.app.test"]
+    assert values(got, "forwarded") == [
+        f'for=6.6.6.6;proto=https, for=127.0.0.1;proto=http;host="{host}"']
+    got = claimed(gateway, origin, "forwarded_for: append\ntrusted_proxies: [10.0.0.0/8]\n",
+                  proto)
+    host = values(got, "host")[0]
+    assert values(got, "x-forwarded-for") == ["127.0.0.1"]
+    assert values(got, "x-forwarded-proto") == ["http"]
+    assert values(got, "x-forwarded-host") == []
+    assert values(got, "forwarded") == [f'for=127.0.0.1;proto=http;host="{host}"']
 
 
 def test_h2_host_disagreeing_with_authority_is_malformed(gwo):

@@ -640,6 +640,49 @@ static void proxy_protocol_networks(void **state)
     gw_config_errors_free(&e);
 }
 
+/* forwarded_for (replace | append) and trusted_proxies: every route gets them; append needs
+ * someone to trust; bad values and networks are refused where they are written. */
+static void forwarded_for_and_trusted_proxies(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(MINIMAL, &c, &e), 0);
+    assert_false(c->forwarded_append);
+    assert_int_equal(c->trusted_proxies_len, 0);
+    assert_false(c->routes[0].forwarded_append);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    assert_int_equal(load(MINIMAL "forwarded_for: append\n"
+                                  "trusted_proxies: [10.0.0.0/8, '2001:db8::/32']\n",
+                          &c, &e),
+                     0);
+    assert_true(c->forwarded_append);
+    assert_int_equal(c->trusted_proxies_len, 2);
+    assert_true(c->routes[0].forwarded_append);
+    assert_ptr_equal(c->routes[0].trusted_proxies, c->trusted_proxies);
+    assert_int_equal(c->routes[0].trusted_proxies_len, 2);
+    assert_true(in_net(&c->routes[0].trusted_proxies[0], "10.1.2.3"));
+    assert_true(in_net(&c->routes[0].trusted_proxies[1], "2001:db8::1"));
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    /* a list under replace trusts no one, and is accepted (switching modes keeps it) */
+    assert_int_equal(load(MINIMAL "forwarded_for: replace\ntrusted_proxies: 10.0.0.1\n", &c, &e),
+                     0);
+    assert_false(c->routes[0].forwarded_append);
+    assert_int_equal(c->trusted_proxies_len, 1);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    expect_error(MINIMAL "forwarded_for: append\n",
+                 "t.yaml:8:16: forwarded_for: append needs trusted_proxies (the networks of the "
+                 "proxies whose X-Forwarded-For is kept)");
+    expect_error(MINIMAL "forwarded_for: keep\ntrusted_proxies: [10.0.0.0/8]\n",
+                 "t.yaml:8:16: 'forwarded_for' must be replace or append, not 'keep'");
+    expect_error(MINIMAL "forwarded_for: append\ntrusted_proxies: [10.0.0.0/8, 10.0.0.0/33]\n",
+                 "t.yaml:9:31: '10.0.0.0/33' is not a network (an address, or ADDRESS/BITS: "
+                 "10.0.0.0/8, 2001:db8::/32)");
+}
+
 /* throttle.ipv6_prefix (issue 18 item 12): default 64, range 16..128 with its position. */
 static void throttle_ipv6_prefix(void **state)
 {
@@ -752,6 +795,7 @@ int main(void)
         cmocka_unit_test(upstream_idle_purge),
         cmocka_unit_test(timeouts_request_body),
         cmocka_unit_test(proxy_protocol_networks),
+        cmocka_unit_test(forwarded_for_and_trusted_proxies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,8 +34,15 @@ typedef struct {
 /* Translate h for a client at ip (TLS or not) on route r. */
 static void run(out_t *o, const gw_cfg_route_t *r, const char *ip, int tls, const gw_req_head_t *h)
 {
-    static struct sockaddr_in sa;
-    gw_cstream_t s = {.peer = "peer", .peer_ip = ip, .addr = (struct sockaddr *)&sa, .tls = tls};
+    static struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, ip, &in4->sin_addr) == 1)
+        in4->sin_family = AF_INET;
+    else if (inet_pton(AF_INET6, ip, &in6->sin6_addr) == 1)
+        in6->sin6_family = AF_INET6;
+    gw_cstream_t s = {.peer = "peer", .peer_ip = ip, .addr = (struct sockaddr *)&ss, .tls = tls};
     memset(&o->x, 0, sizeof(o->x));
     o->rv = gw_proxy__translate(r, &s, h, 5, &o->x, &o->req);
 }
@@ -116,87 +123,112 @@ static void connection_specific_fields_dropped(void **state)
     }
 }
 
-/* The forwarding fields come from the connection: the peer's address and the listener's
- * scheme, never the client's :scheme; the client's own values are kept in front of ours. */
+/* What the origin is told of the client, per forwarded_for (0 replace, 1 append) and whether
+ * the peer is in trusted_proxies: its address and the listener's scheme, never the client's
+ * :scheme; a client's own X-Forwarded-For / -Proto / -Host and Forwarded are kept (in front
+ * of ours) only from a trusted proxy under append. */
 static void forwarding_fields_from_the_connection(void **state)
 {
     (void)state;
+    static const gw_cfg_net_t nets[] = {
+        {AF_INET, {192, 0, 2, 0}, 24},
+        {AF_INET6, {0x20, 0x01, 0x0d, 0xb8}, 32},
+    };
+    gw_cfg_route_t replace = route_all, append = route_all, append_other = route_all;
+    append.forwarded_append = 1;
+    append.trusted_proxies = nets;
+    append.trusted_proxies_len = 2;
+    /* append, but the peer is not one of the trusted proxies */
+    static const gw_cfg_net_t ten[] = {{AF_INET, {10}, 8}};
+    append_other.forwarded_append = 1;
+    append_other.trusted_proxies = ten;
+    append_other.trusted_proxies_len = 1;
+    /* replace with the same list: the list alone trusts no one */
+    replace.trusted_proxies = nets;
+    replace.trusted_proxies_len = 2;
+    const gw_field_t claims[] = {F("x-forwarded-for", "10.0.0.1"), F("x-forwarded-proto", "https"),
+                                 F("via", "1.0 fred"), F("x-forwarded-host", "www.a.test"),
+                                 F("forwarded", "for=10.0.0.1;proto=https")};
     static const struct {
+        int route; /* 0 replace, 1 append (192.0.2.0/24 and 2001:db8::/32 trusted), 2 append
+                      (10.0.0.0/8 trusted) */
         const char *ip;
         int tls;
-        gw_field_t in[3];
-        size_t n;
-        const char *xff, *xfp, *fwd, *via;
+        int claims; /* the client sent claims[] */
+        const char *xff, *xfp, *xfh, *fwd, *via;
     } cases[] = {
-        {"192.0.2.1",
-         0,
-         {{{0}}},
-         0,
-         "192.0.2.1",
-         "http",
-         "for=192.0.2.1;proto=http;host=\"a.test\"",
-         "2 h2gate"},
-        {"192.0.2.1",
-         1,
-         {{{0}}},
-         0,
-         "192.0.2.1",
-         "https",
-         "for=192.0.2.1;proto=https;host=\"a.test\"",
-         "2 h2gate"},
-        /* a client's claims are kept in front, never replace ours */
-        {"192.0.2.1",
-         0,
-         {F("x-forwarded-for", "10.0.0.1"), F("x-forwarded-proto", "https"), F("via", "1.0 fred")},
-         3,
-         "10.0.0.1, 192.0.2.1",
-         "http",
-         "for=192.0.2.1;proto=http;host=\"a.test\"",
-         "1.0 fred, 2 h2gate"},
+        {0, "192.0.2.1", 0, 0, "192.0.2.1", "http", NULL,
+         "for=192.0.2.1;proto=http;host=\"a.test\"", "2 h2gate"},
+        {0, "192.0.2.1", 1, 0, "192.0.2.1", "https", NULL,
+         "for=192.0.2.1;proto=https;host=\"a.test\"", "2 h2gate"},
         /* RFC 7239 §6: an IPv6 node is quoted and bracketed */
-        {"2001:db8::1",
-         1,
-         {{{0}}},
-         0,
-         "2001:db8::1",
-         "https",
-         "for=\"[2001:db8::1]\";proto=https;host=\"a.test\"",
-         "2 h2gate"},
-        /* a well-formed Forwarded of the client goes in front of ours */
-        {"192.0.2.1",
-         0,
-         {F("forwarded", "for=10.0.0.1;proto=https")},
-         1,
-         "192.0.2.1",
-         "http",
+        {0, "2001:db8::1", 1, 0, "2001:db8::1", "https", NULL,
+         "for=\"[2001:db8::1]\";proto=https;host=\"a.test\"", "2 h2gate"},
+        /* replace (the default): the client's claims are dropped, Via still appends */
+        {0, "192.0.2.1", 0, 1, "192.0.2.1", "http", NULL,
+         "for=192.0.2.1;proto=http;host=\"a.test\"", "1.0 fred, 2 h2gate"},
+        /* append from a peer that is not trusted: the same */
+        {2, "192.0.2.1", 0, 1, "192.0.2.1", "http", NULL,
+         "for=192.0.2.1;proto=http;host=\"a.test\"", "1.0 fred, 2 h2gate"},
+        /* append from a trusted proxy: its list, then the peer; its scheme and host */
+        {1, "192.0.2.1", 0, 1, "10.0.0.1, 192.0.2.1", "https", "www.a.test",
          "for=10.0.0.1;proto=https, for=192.0.2.1;proto=http;host=\"a.test\"",
-         "2 h2gate"},
-        /* an open quote could swallow ours (issue 18.3): the client's value is dropped */
-        {"192.0.2.1",
-         0,
-         {F("forwarded", "for=\"10.0.0.1")},
-         1,
-         "192.0.2.1",
-         "http",
-         "for=192.0.2.1;proto=http;host=\"a.test\"",
-         "2 h2gate"},
+         "1.0 fred, 2 h2gate"},
+        {1, "2001:db8::7", 1, 1, "10.0.0.1, 2001:db8::7", "https", "www.a.test",
+         "for=10.0.0.1;proto=https, for=\"[2001:db8::7]\";proto=https;host=\"a.test\"",
+         "1.0 fred, 2 h2gate"},
+        /* a trusted proxy that sent nothing: ours alone */
+        {1, "192.0.2.1", 0, 0, "192.0.2.1", "http", NULL,
+         "for=192.0.2.1;proto=http;host=\"a.test\"", "2 h2gate"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        gw_req_head_t h = head(GW_REQ_H2, "GET", "a.test", cases[i].in, cases[i].n);
+        const gw_cfg_route_t *r = cases[i].route == 0   ? &replace
+                                  : cases[i].route == 1 ? &append
+                                                        : &append_other;
+        gw_req_head_t h = head(GW_REQ_H2, "GET", "a.test", claims, cases[i].claims ? 5 : 0);
         out_t o;
-        run(&o, &route_all, cases[i].ip, cases[i].tls, &h);
+        run(&o, r, cases[i].ip, cases[i].tls, &h);
         assert_int_equal(o.rv, 0);
-        if (strcmp(field(&o, "x-forwarded-for"), cases[i].xff) ||
-            strcmp(field(&o, "x-forwarded-proto"), cases[i].xfp) ||
-            strcmp(field(&o, "forwarded"), cases[i].fwd) || strcmp(field(&o, "via"), cases[i].via))
-            fail_msg("case %zu: xff=%s xfp=%s fwd=%s via=%s", i, field(&o, "x-forwarded-for"),
-                     field(&o, "x-forwarded-proto"), field(&o, "forwarded"), field(&o, "via"));
+        /* field() answers in one static buffer: copy each */
+        char got[5][512];
+        const char *names[5] = {"x-forwarded-for", "x-forwarded-proto", "x-forwarded-host",
+                                "forwarded", "via"};
+        const char *want[5] = {cases[i].xff, cases[i].xfp, cases[i].xfh, cases[i].fwd,
+                               cases[i].via};
+        int bad = 0;
+        for (size_t k = 0; k < 5; k++) {
+            const char *v = field(&o, names[k]);
+            snprintf(got[k], sizeof(got[k]), "%s", v ? v : "(none)");
+            bad |= !v != !want[k] || (v && strcmp(v, want[k]));
+        }
+        if (bad)
+            fail_msg("case %zu: xff=%s xfp=%s xfh=%s fwd=%s via=%s", i, got[0], got[1], got[2],
+                     got[3], got[4]);
         done(&o);
     }
+    /* from a trusted proxy: an open quote could swallow ours (issue 18.3), so its Forwarded
+     * is dropped; an X-Forwarded-Proto that is not one http/https value is not believed */
+    const gw_field_t odd[][2] = {
+        {F("forwarded", "for=\"10.0.0.1"), F("x-forwarded-proto", "gopher")},
+        {F("x-forwarded-proto", "https"), F("x-forwarded-proto", "http")},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        gw_req_head_t h = head(GW_REQ_H2, "GET", "a.test", odd[i], 2);
+        out_t o;
+        run(&o, &append, "192.0.2.1", 0, &h);
+        assert_string_equal(field(&o, "forwarded"), "for=192.0.2.1;proto=http;host=\"a.test\"");
+        assert_string_equal(field(&o, "x-forwarded-proto"), "http");
+        done(&o);
+    }
+    /* an IPv4-mapped IPv6 peer counts as IPv4 */
+    gw_req_head_t h = head(GW_REQ_H2, "GET", "a.test", claims, 1);
+    out_t o;
+    run(&o, &append, "::ffff:192.0.2.9", 0, &h);
+    assert_string_equal(field(&o, "x-forwarded-for"), "10.0.0.1, ::ffff:192.0.2.9");
+    done(&o);
     /* a route that adds none passes the client's fields through untouched */
     const gw_field_t f[] = {F("x-forwarded-for", "10.0.0.1"), F("via", "1.0 fred")};
-    gw_req_head_t h = head(GW_REQ_HTTP1, "GET", "a.test", f, 2);
-    out_t o;
+    h = head(GW_REQ_HTTP1, "GET", "a.test", f, 2);
     run(&o, &route_none, "192.0.2.1", 1, &h);
     assert_int_equal(o.rv, 0);
     assert_string_equal(field(&o, "x-forwarded-for"), "10.0.0.1");
