@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,21 +33,29 @@ extern char **environ;
 
 /* ---- the pid file --------------------------------------------------------------------------- */
 
-/* Written whole: a temporary file renamed over it, so a reader never sees half. */
+/* Written whole: a temporary file renamed over it, so a reader never sees half. The temporary
+ * name is unpredictable and created exclusively (mkostemp: O_CREAT|O_EXCL, which never follows
+ * a symlink): the gateway often runs as root, and a name such as `<path>.<pid>.tmp` opened with
+ * O_TRUNC would let whoever can write into the pid file's directory plant a symlink there and
+ * have it overwrite the symlink's target. rename(2) replaces a symlink at the final name too,
+ * instead of writing through it. */
 int gw_front__pid_file_write(const char *path, long pid)
 {
     char tmp[4096], line[32];
-    int n = snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, pid);
+    int n = snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
     if (n < 0 || (size_t)n >= sizeof(tmp))
         return GW_E_RANGE;
     int len = snprintf(line, sizeof(line), "%ld\n", pid);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return GW_E_IO;
-    int ok = write(fd, line, (size_t)len) == len;
+    int ok = fchmod(fd, 0644) == 0; /* mkostemp makes it 0600: the pid file is for everyone */
+    ok &= write(fd, line, (size_t)len) == len;
     ok &= close(fd) == 0;
     if (!ok || rename(tmp, path) < 0) {
+        int e = errno;
         unlink(tmp);
+        errno = e;
         return GW_E_IO;
     }
     return 0;

@@ -64,7 +64,7 @@ SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime
 class Gateway:
     """A running h2gate. `log()` is its stderr so far; `stop()` sends SIGTERM and waits."""
 
-    def __init__(self, workdir, config_text, wait=(), args=(), prefix=()):
+    def __init__(self, workdir, config_text, wait=(), args=(), prefix=(), preexec_fn=None):
         self.workdir = workdir
         self.config_path = os.path.join(workdir, "gateway.yaml")
         with open(self.config_path, "w") as f:
@@ -73,10 +73,12 @@ class Gateway:
         self._log = open(self.log_path, "wb")
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
-        # prefix: a command the gateway runs under (strace ...); proc is then that command
+        # prefix: a command the gateway runs under (strace ...); proc is then that command.
+        # preexec_fn runs in the child just before the exec.
         self.proc = subprocess.Popen([*prefix, H2GATE_BIN, "-c", self.config_path, *args],
                                      cwd=workdir,
-                                     stdout=self._log, stderr=subprocess.STDOUT, env=env)
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                     preexec_fn=preexec_fn)
         self.returncode = None
         try:
             for host, port in wait:
@@ -132,13 +134,15 @@ def h2gate_bin():
 
 @pytest.fixture
 def gateway(tmp_path, h2gate_bin):
-    """Factory: gateway(config_text, wait=[(host, port), ...], args=(), prefix=()) -> Gateway.
-    All are stopped at teardown; a sanitizer report in the log fails the test."""
+    """Factory: gateway(config_text, wait=[(host, port), ...], args=(), prefix=(),
+    preexec_fn=None) -> Gateway. All are stopped at teardown; a sanitizer report in the log
+    fails the test. preexec_fn runs in the child just before the exec (os.getpid() there is the
+    gateway's pid when there is no prefix)."""
     started = []
 
-    def start(config_text, wait=(), args=(), prefix=()):
+    def start(config_text, wait=(), args=(), prefix=(), preexec_fn=None):
         d = tempfile.mkdtemp(dir=tmp_path, prefix="gw-")
-        g = Gateway(d, config_text, wait=wait, args=args, prefix=prefix)
+        g = Gateway(d, config_text, wait=wait, args=args, prefix=prefix, preexec_fn=preexec_fn)
         started.append(g)
         return g
 

@@ -62,6 +62,40 @@ def test_pid_file_written_and_removed(gateway, tmp_path):
     assert not list(pid_path.parent.iterdir())  # no temporary file left either
 
 
+def test_pid_file_is_not_written_through_planted_symlinks(gateway, tmp_path):
+    """Someone who can write into the pid file's directory plants symlinks at the names the
+    gateway (often root) writes: the temporary name it used to derive from its pid, and the pid
+    file itself. Neither target changes; the pid file ends up a regular file naming the
+    gateway, and the planted temporary link is left as it was."""
+    run = tmp_path / "run"
+    run.mkdir()
+    pid_path = run / "h2gate.pid"
+    victims = {name: tmp_path / name for name in ("victim-tmp", "victim-final")}
+    for v in victims.values():
+        v.write_text("precious\n")
+    os.symlink(victims["victim-final"], pid_path)
+
+    def plant():  # in the child, before exec: its pid is the gateway's
+        os.symlink(victims["victim-tmp"], f"{pid_path}.{os.getpid()}.tmp")
+
+    port = free_port()
+    g = gateway(gw_config(port, ["127.0.0.1:9"], extra=f"pid_file: {pid_path}\n"),
+                wait=[("127.0.0.1", port)], preexec_fn=plant)
+    tmp_name = f"{pid_path}.{g.proc.pid}.tmp"
+    deadline = time.monotonic() + 5
+    while pid_path.read_text() == "precious\n" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for v in victims.values():
+        assert v.read_text() == "precious\n", v
+    assert not os.path.islink(pid_path)
+    assert pid_path.read_text() == f"{g.proc.pid}\n"
+    assert os.readlink(tmp_name) == str(victims["victim-tmp"])
+    g.signal(signal.SIGTERM)
+    assert g.wait() == 0
+    assert not pid_path.exists()
+    assert sorted(os.listdir(run)) == [os.path.basename(tmp_name)]  # only the planted link
+
+
 def test_second_sigterm_stops_at_once(gateway, origin):
     """A graceful stop waits for a request in flight; a second SIGTERM does not."""
     port = free_port()
