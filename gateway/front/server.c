@@ -272,11 +272,17 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
 
 /* ---- signals ------------------------------------------------------------------------------ */
 
+/* SIGTERM, SIGINT and SIGQUIT: a graceful stop, the second one (of any of them) at once.
+ * SIGQUIT stops gracefully as it does in nginx and nghttpx; SIGTERM does too here, because it
+ * is what systemd and Kubernetes send to stop a service. */
 static void on_signal(uv_signal_t *h, int signum)
 {
     gw_server_t *s = h->data;
     s->signals_seen++;
-    GW_LOG_INFO("signal", "signal=%s action=%s", signum == SIGINT ? "SIGINT" : "SIGTERM",
+    GW_LOG_INFO("signal", "signal=%s action=%s",
+                signum == SIGINT    ? "SIGINT"
+                : signum == SIGQUIT ? "SIGQUIT"
+                                    : "SIGTERM",
                 s->signals_seen == 1 ? "graceful_stop" : "stop_now");
     if (s->signals_seen == 1)
         gw_front__sd_notify("STOPPING=1");
@@ -361,6 +367,7 @@ static void handled_signals(sigset_t *set)
     sigemptyset(set);
     sigaddset(set, SIGINT);
     sigaddset(set, SIGTERM);
+    sigaddset(set, SIGQUIT);
     sigaddset(set, SIGHUP);
     sigaddset(set, SIGUSR1);
     sigaddset(set, SIGUSR2);
@@ -378,7 +385,8 @@ int gw_server_run(gw_server_t *s)
     int rv = 0;
     if (uv_loop_init(&s->main_loop) != 0)
         return GW_E_NOMEM;
-    uv_signal_t *sigs[] = {&s->sig_int, &s->sig_term, &s->sig_usr1, &s->sig_hup, &s->sig_usr2};
+    uv_signal_t *sigs[] = {&s->sig_int,  &s->sig_term, &s->sig_quit,
+                           &s->sig_usr1, &s->sig_hup,  &s->sig_usr2};
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         uv_signal_init(&s->main_loop, sigs[i]);
         sigs[i]->data = s;
@@ -386,6 +394,7 @@ int gw_server_run(gw_server_t *s)
     uv_async_init(&s->main_loop, &s->main_wake, on_main_wake);
     uv_signal_start(&s->sig_int, on_signal, SIGINT);
     uv_signal_start(&s->sig_term, on_signal, SIGTERM);
+    uv_signal_start(&s->sig_quit, on_signal, SIGQUIT);
     uv_signal_start(&s->sig_usr1, on_usr1, SIGUSR1);
     uv_signal_start(&s->sig_hup, on_hup, SIGHUP);
     uv_signal_start(&s->sig_usr2, on_usr2, SIGUSR2);

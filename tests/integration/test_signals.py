@@ -5,7 +5,7 @@ import signal
 import socket
 import time
 
-from conftest import free_port
+from conftest import free_port, recv_all
 from gwtest import gw_config
 
 
@@ -114,3 +114,30 @@ def test_second_sigterm_stops_at_once(gateway, origin):
     assert time.monotonic() - t0 < 3
     assert "action=stop_now" in g.log()
     s.close()
+
+
+def test_sigquit_stops_gracefully(gateway, origin, tmp_path):
+    """SIGQUIT is a graceful stop, as in nginx and nghttpx (it used to kill the gateway at once
+    with a core, leaving its pid file): a request in flight completes, the exit status is 0 and
+    the pid file is removed."""
+    port = free_port()
+    pid_path = tmp_path / "h2gate.pid"
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"],
+                          extra=f"pid_file: {pid_path}\ntimeouts: {{graceful_shutdown: 30s}}\n"),
+                wait=[("127.0.0.1", port)])
+    deadline = time.monotonic() + 5
+    while not pid_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pid_path.exists()
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /slow/10000 HTTP/1.1\r\nHost: x\r\n\r\n")  # about a second
+    time.sleep(0.3)
+    g.signal(signal.SIGQUIT)
+    resp = recv_all(s)  # the gateway closes after this response: it is stopping
+    s.close()
+    head, _, body = resp.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), resp[:200]
+    assert len(body) == 10000
+    assert g.wait(timeout=10) == 0
+    assert "signal=SIGQUIT action=graceful_stop" in g.log()
+    assert not pid_path.exists()
