@@ -48,11 +48,15 @@
 #define GW_FRONT_RATE_TABLE 16384
 
 /* A bound address: one SO_REUSEPORT socket per worker. It outlives the generations that list
- * it, so a reload never closes a listener present before and after (the kernel queue stays). */
+ * it, so a reload never closes a listener present before and after (the kernel queue stays).
+ * A binary upgrade to fewer workers inherits more sockets than it has workers: it keeps them
+ * all (closing one would reset the connections waiting in its queue), and worker w listens on
+ * the sockets k with k % workers_len == w. */
 typedef struct {
     gw_cfg_addr_t addr;
-    int *fds;  /* one per worker, -1 once the worker's handle owns it (under srv->lock) */
-    int *live; /* one per worker: the fd its handle listens on, -1 when none (under lock) */
+    unsigned n; /* sockets: workers_len, or more when inherited so (immutable) */
+    int *fds;   /* n of them, -1 once a worker's handle owns it (under srv->lock) */
+    int *live;  /* n: the fd a handle listens on, -1 when none (under lock) */
 } gw_lsock_t;
 
 /* A listening socket inherited from the process that started us (upgrade.c). */
@@ -210,7 +214,8 @@ typedef struct {
 typedef struct {
     uv_tcp_t tcp;
     gw_worker_t *w;
-    size_t sock;
+    size_t sock;   /* index into srv->socks */
+    unsigned slot; /* which of that address's sockets (gw_lsock_t.fds) */
     gw_listener_t *l;
     gw_list_t link; /* in w->handles */
     int seen;       /* scratch: listed by the generation being installed */
@@ -568,6 +573,8 @@ int gw_front__pid_file_write(const char *path, long pid);
 long gw_front__pid_file_read(const char *path);
 void gw_front__inherit_parse(gw_server_t *s);
 int gw_front__inherit_take(gw_server_t *s, const gw_cfg_addr_t *addr);
+/* How many inherited sockets listen on addr and are not taken yet. */
+unsigned gw_front__inherit_count(const gw_server_t *s, const gw_cfg_addr_t *addr);
 void gw_front__inherit_close_rest(gw_server_t *s);
 void gw_front__upgrade_ready(void);
 void gw_front__upgrade_start(gw_server_t *s);

@@ -112,9 +112,13 @@ static int same_addr(const gw_cfg_addr_t *a, const gw_cfg_addr_t *b)
  * The new entry is appended to s->socks (under the lock: workers read it). */
 static int sock_bind(gw_server_t *s, const gw_cfg_listen_t *lc, size_t *index)
 {
+    /* a binary upgrade: the old process's sockets, with their queued connections; all of them,
+     * when it had more workers than we have (see gw_lsock_t) */
+    unsigned inherited = gw_front__inherit_count(s, &lc->addr);
+    unsigned n = inherited > s->workers_len ? inherited : s->workers_len;
     gw_lsock_t *ls = gw_calloc(1, sizeof(*ls));
-    int *fds = gw_malloc(s->workers_len * sizeof(int));
-    int *live = gw_malloc(s->workers_len * sizeof(int));
+    int *fds = gw_malloc(n * sizeof(int));
+    int *live = gw_malloc(n * sizeof(int));
     uv_mutex_lock(&s->lock);
     gw_lsock_t **socks = gw_realloc(s->socks, (s->socks_len + 1) * sizeof(*socks));
     if (socks)
@@ -127,17 +131,14 @@ static int sock_bind(gw_server_t *s, const gw_cfg_listen_t *lc, size_t *index)
         return GW_E_NOMEM;
     }
     ls->addr = lc->addr;
+    ls->n = n;
     ls->fds = fds;
     ls->live = live;
-    for (unsigned k = 0; k < s->workers_len; k++)
+    for (unsigned k = 0; k < n; k++)
         fds[k] = live[k] = -1;
-    unsigned inherited = 0;
-    for (unsigned k = 0; k < s->workers_len; k++) {
-        /* a binary upgrade: the old process's sockets, with their queued connections */
-        if ((fds[k] = gw_front__inherit_take(s, &lc->addr)) >= 0) {
-            inherited++;
+    for (unsigned k = 0; k < n; k++) {
+        if ((fds[k] = gw_front__inherit_take(s, &lc->addr)) >= 0)
             continue;
-        }
         int e = bind_socket(lc, &fds[k]);
         if (e < 0) {
             GW_LOG_ERROR("listen_failed", "address=%s reason=\"%s\"", lc->addr.text, strerror(-e));
@@ -150,8 +151,11 @@ static int sock_bind(gw_server_t *s, const gw_cfg_listen_t *lc, size_t *index)
         }
     }
     if (inherited)
-        GW_LOG_INFO("socket_inherited", "address=%s sockets=%u of=%u", lc->addr.text, inherited,
-                    s->workers_len);
+        GW_LOG_INFO("socket_inherited", "address=%s sockets=%u of=%u%s", lc->addr.text, inherited,
+                    s->workers_len,
+                    inherited > s->workers_len ? " kept=all reason=\"more sockets than workers: "
+                                                 "closing one would reset its queue\""
+                                               : "");
     uv_mutex_lock(&s->lock);
     s->socks[s->socks_len] = ls;
     *index = s->socks_len++;
@@ -163,7 +167,7 @@ static int sock_bind(gw_server_t *s, const gw_cfg_listen_t *lc, size_t *index)
 static void sock_close_untaken(gw_server_t *s, size_t i)
 {
     uv_mutex_lock(&s->lock);
-    for (unsigned k = 0; k < s->workers_len; k++)
+    for (unsigned k = 0; k < s->socks[i]->n; k++)
         if (s->socks[i]->fds[k] >= 0) {
             close(s->socks[i]->fds[k]);
             s->socks[i]->fds[k] = -1;
@@ -374,6 +378,45 @@ static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
     return 0;
 }
 
+/* A listening handle of worker w on socket slot of listener l's address (the handle owns the
+ * socket from here), in w->handles; NULL when out of memory. A socket that does not listen is
+ * logged and *rv set to GW_E_IO: the handle stays, to be closed with the others. */
+static gw_whandle_t *whandle_open(gw_worker_t *w, gw_listener_t *l, unsigned slot, int *rv)
+{
+    gw_server_t *s = w->srv;
+    gw_whandle_t *wh = gw_calloc(1, sizeof(*wh));
+    if (!wh) {
+        *rv = GW_E_NOMEM;
+        return NULL;
+    }
+    uv_tcp_init(&w->loop, &wh->tcp);
+    wh->tcp.data = wh;
+    wh->w = w;
+    wh->sock = l->sock;
+    wh->slot = slot;
+    gw_list_push_back(&w->handles, &wh->link);
+    uv_mutex_lock(&s->lock);
+    int fd = s->socks[l->sock]->fds[slot];
+    s->socks[l->sock]->fds[slot] = -1; /* the handle owns it from here */
+    uv_mutex_unlock(&s->lock);
+    int e = fd >= 0 ? uv_tcp_open(&wh->tcp, fd) : UV_EBADF;
+    if (e < 0 && fd >= 0)
+        close(fd); /* not the handle's */
+    if (e == 0) {
+        uv_mutex_lock(&s->lock);
+        s->socks[l->sock]->live[slot] = fd; /* passed on by an upgrade */
+        uv_mutex_unlock(&s->lock);
+    }
+    if (e == 0)
+        e = uv_listen((uv_stream_t *)&wh->tcp, l->cfg->backlog, gw_front__on_connection);
+    if (e < 0) {
+        GW_LOG_ERROR("listen_failed", "address=%s worker=%u reason=\"%s\"", l->cfg->addr.text,
+                     w->id, uv_strerror(e));
+        *rv = GW_E_IO;
+    }
+    return wh;
+}
+
 /* Take the server's current generation if it is not ours yet (worker thread): a worker-side
  * state for it, a listening handle for each of its sockets (kept when the socket was ours
  * already; closed when it no longer lists it), then the connections of the previous one are
@@ -400,46 +443,23 @@ int gw_front__worker_take_gen(gw_worker_t *w)
     gw_list_foreach(it, &w->handles) GW_CONTAINER_OF(it, gw_whandle_t, link)->seen = 0;
     for (size_t i = 0; i < gen->listeners_len; i++) {
         gw_listener_t *l = &gen->listeners[i];
-        gw_whandle_t *wh = NULL;
-        gw_list_foreach(it, &w->handles)
-        {
-            gw_whandle_t *h = GW_CONTAINER_OF(it, gw_whandle_t, link);
-            if (h->sock == l->sock)
-                wh = h;
-        }
-        if (!wh) {
-            wh = gw_calloc(1, sizeof(*wh));
-            if (!wh) {
-                rv = GW_E_NOMEM;
+        uv_mutex_lock(&s->lock);
+        unsigned n = s->socks[l->sock]->n;
+        uv_mutex_unlock(&s->lock);
+        /* this worker's sockets of the address: one, or more after an upgrade to fewer workers */
+        for (unsigned slot = w->id; slot < n; slot += s->workers_len) {
+            gw_whandle_t *wh = NULL;
+            gw_list_foreach(it, &w->handles)
+            {
+                gw_whandle_t *h = GW_CONTAINER_OF(it, gw_whandle_t, link);
+                if (h->sock == l->sock && h->slot == slot)
+                    wh = h;
+            }
+            if (!wh && !(wh = whandle_open(w, l, slot, &rv)))
                 break;
-            }
-            uv_tcp_init(&w->loop, &wh->tcp);
-            wh->tcp.data = wh;
-            wh->w = w;
-            wh->sock = l->sock;
-            gw_list_push_back(&w->handles, &wh->link);
-            uv_mutex_lock(&s->lock);
-            int fd = s->socks[l->sock]->fds[w->id];
-            s->socks[l->sock]->fds[w->id] = -1; /* the handle owns it from here */
-            uv_mutex_unlock(&s->lock);
-            int e = fd >= 0 ? uv_tcp_open(&wh->tcp, fd) : UV_EBADF;
-            if (e < 0 && fd >= 0)
-                close(fd); /* not the handle's */
-            if (e == 0) {
-                uv_mutex_lock(&s->lock);
-                s->socks[l->sock]->live[w->id] = fd; /* passed on by an upgrade */
-                uv_mutex_unlock(&s->lock);
-            }
-            if (e == 0)
-                e = uv_listen((uv_stream_t *)&wh->tcp, l->cfg->backlog, gw_front__on_connection);
-            if (e < 0) {
-                GW_LOG_ERROR("listen_failed", "address=%s worker=%u reason=\"%s\"",
-                             l->cfg->addr.text, w->id, uv_strerror(e));
-                rv = GW_E_IO;
-            }
+            wh->l = l;
+            wh->seen = 1;
         }
-        wh->l = l;
-        wh->seen = 1;
     }
     /* sockets the new generation does not list close with their handles */
     gw_list_foreach_safe(it, tmp, &w->handles)

@@ -80,7 +80,7 @@ void gw_front__whandle_close(gw_whandle_t *wh)
 {
     gw_server_t *s = wh->w->srv;
     uv_mutex_lock(&s->lock);
-    s->socks[wh->sock]->live[wh->w->id] = -1;
+    s->socks[wh->sock]->live[wh->slot] = -1;
     uv_mutex_unlock(&s->lock);
     gw_list_remove(&wh->link);
     uv_close((uv_handle_t *)&wh->tcp, on_whandle_closed);
@@ -538,7 +538,7 @@ void gw_server_del(gw_server_t *s)
         worker_free(s->workers[i]);
     gw_free(s->workers);
     for (size_t i = 0; i < s->socks_len; i++) {
-        for (unsigned k = 0; k < s->workers_len; k++)
+        for (unsigned k = 0; k < s->socks[i]->n; k++)
             if (s->socks[i]->fds[k] >= 0)
                 close(s->socks[i]->fds[k]);
         gw_free(s->socks[i]->fds);

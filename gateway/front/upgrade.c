@@ -125,6 +125,14 @@ int gw_front__inherit_take(gw_server_t *s, const gw_cfg_addr_t *addr)
     return -1;
 }
 
+unsigned gw_front__inherit_count(const gw_server_t *s, const gw_cfg_addr_t *addr)
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < s->inh_len; i++)
+        n += s->inh[i].fd >= 0 && strcmp(s->inh[i].addr, addr->text) == 0;
+    return n;
+}
+
 /* Inherited sockets the configuration does not use: closed (their addresses are gone). */
 void gw_front__inherit_close_rest(gw_server_t *s)
 {
@@ -246,7 +254,7 @@ static size_t listen_fds(gw_server_t *s, char *env, size_t cap, int *fds, size_t
     for (size_t i = 0; i < s->socks_len; i++) {
         gw_lsock_t *ls = s->socks[i];
         int first = 1;
-        for (unsigned k = 0; k < s->workers_len; k++) {
+        for (unsigned k = 0; k < ls->n; k++) {
             int fd = ls->live[k];
             if (fd < 0 || n == fds_cap)
                 continue;

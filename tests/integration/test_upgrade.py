@@ -4,12 +4,13 @@ request fails."""
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 
 import pytest
 
-from conftest import free_port, h1_get
+from conftest import free_port, h1_get, recv_all
 from gwtest import gw_config, h2load_summary
 
 
@@ -128,3 +129,55 @@ def test_failed_upgrade_keeps_the_old_process(gateway, nginx_origin, tmp_path):
         assert h1_get(port, "/who").endswith(b"A")
     finally:
         stop_pid(new)
+
+
+def test_upgrade_to_fewer_workers_resets_no_queued_connection(gateway, nginx_origin, tmp_path):
+    """An upgrade from three workers to two: the new process inherits three listening sockets
+    (one per old worker) and has two workers. Connections that wait in the accept queues while
+    the old process does not accept (stopped here, then killed, so it never accepts them) must
+    all be served by the new process; none may be reset with a socket the new process closed."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "who").write_text("A")
+    o = nginx_origin(str(root))
+    port = free_port()
+    pid_path = tmp_path / "h2gate.pid"
+    text = gw_config(port, [f"127.0.0.1:{o.port}"], workers=3, route_extra="coalesce: false",
+                     extra=f"pid_file: {pid_path}\n")
+    g = gateway(text, wait=[("127.0.0.1", port)])
+    old = g.proc.pid
+    deadline = time.monotonic() + 5
+    while not pid_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with open(g.config_path, "w") as f:
+        f.write(text.replace("workers: 3", "workers: 2"))
+    g.signal(signal.SIGUSR2)
+    g.wait_log("event=upgrade_started", timeout=10)
+    os.kill(old, signal.SIGSTOP)  # the old process accepts nothing from here
+    new = None
+    socks = []
+    try:
+        new = wait_pid_change(pid_path, old)
+        for _ in range(40):  # spread by the kernel over the three sockets
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            socks.append(s)
+        time.sleep(0.3)
+        os.kill(old, signal.SIGKILL)  # its copies of the sockets close, unaccepted
+        g.wait(timeout=10)
+        answers = []
+        for s in socks:
+            try:
+                answers.append(recv_all(s))
+            except ConnectionResetError:
+                answers.append(b"reset")
+        bad = [a[:40] for a in answers if not (a.startswith(b"HTTP/1.1 200") and a.endswith(b"A"))]
+        assert not bad, f"{len(bad)} of {len(answers)} connections not answered: {bad}"
+        assert h1_get(port, "/who").endswith(b"A")
+        assert re.search(r"event=socket_inherited address=127\.0\.0\.1:%d sockets=3 of=2 "
+                         r"kept=all" % port, g.log())
+    finally:
+        for s in socks:
+            s.close()
+        if new:
+            stop_pid(new)
