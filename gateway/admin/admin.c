@@ -249,26 +249,24 @@ int gw_admin_start(gw_server_t *srv, const gw_cfg_addr_t *addr, gw_admin_t **out
     gw_list_init(&a->conns);
     uv_tcp_init(&a->loop, &a->listener);
     a->listener.data = a;
-    /* SO_REUSEPORT: the new process of a binary upgrade binds it while the old one drains */
-    int e = 0, one = 1;
-    int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
-        bind(fd, (const struct sockaddr *)&addr->ss, addr->len) < 0)
-        e = uv_translate_sys_error(errno);
-    if (e < 0 && fd >= 0)
+    /* the server's: refused when another process listens there; inherited from the old
+     * process of a binary upgrade (both accept on it while the old one drains) */
+    int fd, e;
+    int rv = gw_server_admin_socket(srv, addr, &fd);
+    if (rv == 0 && (e = uv_tcp_open(&a->listener, fd)) < 0)
         close(fd);
-    if (e == 0 && (e = uv_tcp_open(&a->listener, fd)) < 0)
-        close(fd);
-    if (e == 0)
+    if (rv == 0 && e == 0)
         e = uv_listen((uv_stream_t *)&a->listener, 64, on_connection);
-    if (e < 0) {
+    if (rv == 0 && e < 0) {
         GW_LOG_ERROR("admin_failed", "address=%s reason=\"%s\"", addr->text, uv_strerror(e));
+        rv = GW_E_IO;
+    }
+    if (rv < 0) {
         uv_close((uv_handle_t *)&a->listener, NULL);
         uv_run(&a->loop, UV_RUN_DEFAULT);
         uv_loop_close(&a->loop);
         gw_free(a);
-        return GW_E_IO;
+        return rv;
     }
     uv_async_init(&a->loop, &a->stop, on_stop);
     a->stop.data = a;

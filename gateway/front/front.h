@@ -53,6 +53,13 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out);
  * (as /proc/self/exe names it now) with them again. 0 or a negative code. */
 int gw_server_set_argv(gw_server_t *s, char *const *argv);
 
+/* The admin listener's socket, bound to addr and listening (main thread, before
+ * gw_server_run): the one the process that started us passed on, if it listens on addr (a
+ * binary upgrade), else a new one. It stays the caller's to close; a later binary upgrade
+ * passes it on. 0 and *out; GW_E_EXIST when another process listens on addr, GW_E_IO when it
+ * cannot be bound (both logged as event=admin_failed). */
+int gw_server_admin_socket(gw_server_t *s, const gw_cfg_addr_t *addr, int *out);
+
 /* 1 while every worker runs and no stop was asked (/readyz). */
 int gw_server_ready(const gw_server_t *s);
 

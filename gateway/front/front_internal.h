@@ -3,9 +3,11 @@
  * server.c:    gw_server_t and its workers: one libuv loop per worker thread, signals,
  *              graceful stop, and the worker's timer heap (one loop timer for every
  *              connection's timeout and throttle wake-up).
- * generation.c: configuration generations: listeners' sockets, TLS contexts, shared rate
- *              tables; a worker taking the current one and draining the old; reload.
- * upgrade.c:   binary upgrade (SIGUSR2: inherited sockets, readiness pipe), the pid file.
+ * generation.c: configuration generations: listeners' sockets (the probe that refuses an
+ *              address another process listens on), TLS contexts, shared rate tables; a
+ *              worker taking the current one and draining the old; reload.
+ * upgrade.c:   binary upgrade (SIGUSR2: inherited sockets, the admin socket too, readiness
+ *              pipe), the pid file (refused while it names another running gateway).
  * accesslog.c: access log records, the per-worker buffer, the shared file (SIGUSR1 reopen).
  * metrics.c:   per-worker counters by configuration name, snapshots, Prometheus rendering.
  * notify.c:    systemd readiness datagrams.
@@ -303,6 +305,10 @@ struct gw_server {
     char **argv;         /* our arguments, for the new process */
     gw_inherited_t *inh; /* sockets inherited at start, until the first generation took them */
     size_t inh_len;
+    int inh_admin;      /* the admin socket inherited at start, until the admin takes it, or -1 */
+    int admin_passed;   /* started by an upgrade that passed its admin socket (or said none) */
+    int upgrade_parent; /* started by a binary upgrade: the old process's pid; else 0 */
+    int admin_fd;       /* the admin listener's socket (passed on by an upgrade), or -1 */
     gw_upgrade_t *upgrade; /* an upgrade under way (main thread) */
     /* cluster (issue 27): the ticket keys every TLS listener uses while it holds some, kept
      * equal to Redis's by the cluster client on the main loop (NULL: no cluster:) */
@@ -530,6 +536,13 @@ void gw_front__release_idle_buffers(conn_t *c);
 const char *gw_front__conn_peer(const conn_t *c);
 
 /* generation.c */
+/* A SO_REUSEPORT socket bound to a, listening: 0 and *out, or -errno. */
+int gw_front__bind_reuseport(const gw_cfg_addr_t *a, int backlog, int *out);
+/* 0 when no other socket listens on a (a bind without SO_REUSEPORT succeeds), else -errno
+ * (-EADDRINUSE: another process listens there). */
+int gw_front__addr_probe(const gw_cfg_addr_t *a);
+/* Log `event=<event> address=A reason="bind() to A failed (98: ...): another process ..."`. */
+void gw_front__log_addr_in_use(const char *event, const char *addr, int err);
 int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev, gw_gen_t **out);
 void gw_front__gen_unref(gw_gen_t *g);
 /* Take the server's current generation if the worker does not serve it yet. */
@@ -571,6 +584,10 @@ void gw_front__sd_notify(const char *state);
 /* upgrade.c */
 int gw_front__pid_file_write(const char *path, long pid);
 long gw_front__pid_file_read(const char *path);
+/* 0, or GW_E_EXIST (logged) when the pid file at path names another running gateway. */
+int gw_front__pid_file_check(const gw_server_t *s, const char *path);
+/* Close the inherited admin socket if the admin listener did not take it. */
+void gw_front__inherit_admin_close(gw_server_t *s);
 void gw_front__inherit_parse(gw_server_t *s);
 int gw_front__inherit_take(gw_server_t *s, const gw_cfg_addr_t *addr);
 /* How many inherited sockets listen on addr and are not taken yet. */

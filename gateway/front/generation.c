@@ -14,9 +14,10 @@
 #include "common/log.h"
 #include "front/front_internal.h"
 
-static int bind_socket(const gw_cfg_listen_t *l, int *out)
+/* One SO_REUSEPORT socket bound to a and listening with backlog: 0 and *out, or -errno. */
+int gw_front__bind_reuseport(const gw_cfg_addr_t *a, int backlog, int *out)
 {
-    int fd = socket(l->addr.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
     int one = 1;
@@ -24,11 +25,11 @@ static int bind_socket(const gw_cfg_listen_t *l, int *out)
     /* Each worker binds its own socket; the kernel spreads new connections over them. */
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
         goto fail;
-    if (l->addr.ss.ss_family == AF_INET6)
+    if (a->ss.ss_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-    if (bind(fd, (const struct sockaddr *)&l->addr.ss, l->addr.len) < 0)
+    if (bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
         goto fail;
-    if (listen(fd, l->backlog) < 0)
+    if (listen(fd, backlog) < 0)
         goto fail;
     *out = fd;
     return 0;
@@ -36,6 +37,35 @@ fail:;
     int e = errno;
     close(fd);
     return -e;
+}
+
+/* SO_REUSEPORT would let our binds join the sockets of any process of the same user listening
+ * on a: a second gateway started with the same file would take half the connections. A plain
+ * bind without SO_REUSEPORT fails with EADDRINUSE while any socket listens there (with
+ * SO_REUSEPORT or not, on a or on a wildcard address that covers it); SO_REUSEADDR keeps the
+ * connections of an earlier run in TIME_WAIT from failing it. 0 or -errno. */
+int gw_front__addr_probe(const gw_cfg_addr_t *a)
+{
+    int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1, rv = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (a->ss.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
+        rv = -errno;
+    close(fd);
+    return rv;
+}
+
+/* A refused address, said once: what nginx says (bind() ... failed (98: ...)), and why. */
+void gw_front__log_addr_in_use(const char *event, const char *addr, int err)
+{
+    GW_LOG_ERROR(event,
+                 "address=%s reason=\"bind() to %s failed (%d: %s): another process listens "
+                 "there\"",
+                 addr, addr, err, strerror(err));
 }
 
 /* ALPN we offer, in the listener's server preference (RFC 7301 §3.2). */
@@ -108,6 +138,20 @@ static int same_addr(const gw_cfg_addr_t *a, const gw_cfg_addr_t *b)
     return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
 }
 
+/* Whether one of our own sockets still listens on a (an address a reload dropped, whose
+ * handles the workers have not closed yet, and that the next reload lists again). */
+static int own_socket(gw_server_t *s, const gw_cfg_addr_t *a)
+{
+    int found = 0;
+    uv_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->socks_len && !found; i++)
+        if (same_addr(&s->socks[i]->addr, a))
+            for (unsigned k = 0; k < s->socks[i]->n && !found; k++)
+                found = s->socks[i]->fds[k] >= 0 || s->socks[i]->live[k] >= 0;
+    uv_mutex_unlock(&s->lock);
+    return found;
+}
+
 /* A socket per worker for a listener address that the current generation does not have.
  * The new entry is appended to s->socks (under the lock: workers read it). */
 static int sock_bind(gw_server_t *s, const gw_cfg_listen_t *lc, size_t *index)
@@ -116,6 +160,12 @@ static int sock_bind(gw_server_t *s, const gw_cfg_listen_t *lc, size_t *index)
      * when it had more workers than we have (see gw_lsock_t) */
     unsigned inherited = gw_front__inherit_count(s, &lc->addr);
     unsigned n = inherited > s->workers_len ? inherited : s->workers_len;
+    /* not inherited, not ours: nobody else may listen there */
+    int e = inherited || own_socket(s, &lc->addr) ? 0 : gw_front__addr_probe(&lc->addr);
+    if (e == -EADDRINUSE) {
+        gw_front__log_addr_in_use("listen_failed", lc->addr.text, EADDRINUSE);
+        return GW_E_EXIST;
+    }
     gw_lsock_t *ls = gw_calloc(1, sizeof(*ls));
     int *fds = gw_malloc(n * sizeof(int));
     int *live = gw_malloc(n * sizeof(int));
@@ -139,8 +189,7 @@ static int sock_bind(gw_server_t *s, const gw_cfg_listen_t *lc, size_t *index)
     for (unsigned k = 0; k < n; k++) {
         if ((fds[k] = gw_front__inherit_take(s, &lc->addr)) >= 0)
             continue;
-        int e = bind_socket(lc, &fds[k]);
-        if (e < 0) {
+        if ((e = gw_front__bind_reuseport(&lc->addr, lc->backlog, &fds[k])) < 0) {
             GW_LOG_ERROR("listen_failed", "address=%s reason=\"%s\"", lc->addr.text, strerror(-e));
             for (unsigned j = 0; j < k; j++)
                 close(fds[j]);

@@ -41,11 +41,17 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
     }
     s->workers_len = cfg->workers ? cfg->workers : 1;
     s->workers = gw_calloc(s->workers_len, sizeof(*s->workers));
+    s->admin_fd = s->inh_admin = -1;
     gw_front__inherit_parse(s);
-    int rv = s->workers ? gw_front__gen_new(s, cfg, NULL, &s->gen) : GW_E_NOMEM;
-    gw_front__inherit_close_rest(s);
-    if (!s->workers)
+    /* before anything is bound: a second instance changes nothing of the first one's */
+    int rv = !s->workers     ? GW_E_NOMEM
+             : cfg->pid_file ? gw_front__pid_file_check(s, cfg->pid_file)
+                             : 0;
+    if (rv == 0)
+        rv = gw_front__gen_new(s, cfg, NULL, &s->gen); /* cfg is the generation's */
+    else
         gw_config_del(cfg);
+    gw_front__inherit_close_rest(s);
     if (rv == 0) {
         atomic_store(&s->gen_id, s->gen->id);
         rv = gw_front__alog_switch(s, s->gen->cfg->access_log.path, 0);
@@ -403,6 +409,7 @@ int gw_server_run(gw_server_t *s)
     sigset_t held;
     handled_signals(&held);
     pthread_sigmask(SIG_UNBLOCK, &held, NULL);
+    gw_front__inherit_admin_close(s); /* the admin listener did not want it */
     if (gw_cluster_hub_new(&s->main_loop, &s->hub) < 0)
         GW_LOG_ERROR("cluster_failed", "reason=\"out of memory\"");
     gw_front__cluster_apply(s);
@@ -546,6 +553,7 @@ void gw_server_del(gw_server_t *s)
         gw_free(s->socks[i]);
     }
     gw_free(s->socks);
+    gw_front__inherit_admin_close(s);
     gw_free(s->exe);
     if (s->argv)
         for (char **a = s->argv; *a; a++)

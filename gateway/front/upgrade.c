@@ -10,9 +10,17 @@
  * a reload: HTTP/2 connections get GOAWAY once quiet, idle HTTP/1.1 ones a grace period, and
  * it exits when the last one is gone or at timeouts.graceful_shutdown. Under systemd it hands
  * the main pid over (MAINPID=). If the new process exits or stays silent for a minute, the old
- * one logs `event=upgrade_failed` with the reason and keeps serving. */
+ * one logs `event=upgrade_failed` with the reason and keeps serving.
+ *
+ * The admin listener's socket is passed on the same way (the entry "admin=fd", or "admin=-1"
+ * when there is none: a gateway older than this entry closes it as an unknown address), so that
+ * nothing but the new process and its parent ever listen on an address of ours: a gateway refuses
+ * to start where another process listens (generation.c's probe, and gw_server_admin_socket), or
+ * when the pid file names another running h2gate. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +72,7 @@ int gw_front__pid_file_write(const char *path, long pid)
 long gw_front__pid_file_read(const char *path)
 {
     char buf[32] = "";
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO there blocks nothing */
     if (fd < 0)
         return -1;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -72,15 +80,67 @@ long gw_front__pid_file_read(const char *path)
     return n > 0 ? strtol(buf, NULL, 10) : -1;
 }
 
+/* The command name of a process (/proc/PID/comm, "self" for ours) into out: 0, or -1. */
+static int proc_comm(const char *pid, char *out, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%s/comm", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, out, cap - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    out[n] = 0;
+    out[strcspn(out, "\n")] = 0;
+    return 0;
+}
+
+/* The pid file must not name another running gateway: a second instance would replace it and
+ * remove it at exit, under the first one. Our own pid (a container's pid 1 again after a
+ * restart) and the parent of a binary upgrade do not count; nor does a pid whose process is
+ * gone, or that now names another program (a file left by a crash, its number reused). */
+int gw_front__pid_file_check(const gw_server_t *s, const char *path)
+{
+    long pid = gw_front__pid_file_read(path);
+    if (pid <= 0 || pid > INT_MAX || pid == (long)getpid() ||
+        (s->upgrade_parent && pid == (long)s->upgrade_parent))
+        return 0;
+    if (kill((pid_t)pid, 0) < 0 && errno != EPERM)
+        return 0;
+    char num[24], theirs[64], ours[64];
+    snprintf(num, sizeof(num), "%ld", pid);
+    /* unreadable (another user's process behind hidepid): taken as running */
+    if (proc_comm(num, theirs, sizeof(theirs)) == 0 && proc_comm("self", ours, sizeof(ours)) == 0 &&
+        strcmp(theirs, ours) != 0)
+        return 0;
+    GW_LOG_ERROR("pid_file_in_use",
+                 "path=%s pid=%ld reason=\"the pid file names a running process: another "
+                 "instance runs with it\"",
+                 path, pid);
+    return GW_E_EXIST;
+}
+
 /* ---- the new process: inherited sockets ------------------------------------------------------ */
 
-/* Parse H2GATE_LISTEN_FDS into s->inh (and forget the variable: a later upgrade makes its own).
- * A number that is not a listening TCP socket is ignored. */
+static int is_listening(int fd)
+{
+    int acc = 0;
+    socklen_t al = sizeof(acc);
+    return fd >= 3 && getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && acc;
+}
+
+/* Parse H2GATE_LISTEN_FDS into s->inh and s->inh_admin (and forget the variable: a later
+ * upgrade makes its own). A number that is not a listening TCP socket is ignored. */
 void gw_front__inherit_parse(gw_server_t *s)
 {
+    s->inh_admin = -1;
     const char *env = getenv("H2GATE_LISTEN_FDS");
     if (!env)
         return;
+    if (getenv("H2GATE_READY_FD"))
+        s->upgrade_parent = (int)getppid();
     char *copy = gw_malloc(strlen(env) + 1);
     if (!copy)
         return;
@@ -92,12 +152,20 @@ void gw_front__inherit_parse(gw_server_t *s)
         if (!eq)
             continue;
         *eq = 0;
+        if (!strcmp(item, "admin")) {
+            /* without this entry the parent is a gateway older than it: its admin socket is
+             * joined with SO_REUSEPORT, as it expects (gw_server_admin_socket) */
+            s->admin_passed = 1;
+            if (is_listening(atoi(eq + 1))) {
+                s->inh_admin = atoi(eq + 1);
+                (void)fcntl(s->inh_admin, F_SETFD, FD_CLOEXEC);
+            }
+            continue;
+        }
         char *save2 = NULL;
         for (char *num = strtok_r(eq + 1, ",", &save2); num; num = strtok_r(NULL, ",", &save2)) {
             int fd = atoi(num);
-            int acc = 0;
-            socklen_t al = sizeof(acc);
-            if (fd < 3 || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0 || !acc)
+            if (!is_listening(fd))
                 continue;
             gw_inherited_t *n = gw_realloc(s->inh, (s->inh_len + 1) * sizeof(*n));
             if (!n)
@@ -146,6 +214,59 @@ void gw_front__inherit_close_rest(gw_server_t *s)
     gw_free(s->inh);
     s->inh = NULL;
     s->inh_len = 0;
+}
+
+/* Whether fd is bound to a (family, port and address; the scope of a link-local one). */
+static int bound_to(int fd, const gw_cfg_addr_t *a)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0 || ss.ss_family != a->ss.ss_family)
+        return 0;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const void *)&ss, *y = (const void *)&a->ss;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const void *)&ss, *y = (const void *)&a->ss;
+        return x->sin6_port == y->sin6_port && x->sin6_scope_id == y->sin6_scope_id &&
+               !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr));
+    }
+    return 0;
+}
+
+int gw_server_admin_socket(gw_server_t *s, const gw_cfg_addr_t *addr, int *out)
+{
+    *out = -1;
+    int fd = s->inh_admin;
+    s->inh_admin = -1;
+    if (fd >= 0 && bound_to(fd, addr)) {
+        GW_LOG_INFO("socket_inherited", "address=%s admin=yes", addr->text);
+        *out = s->admin_fd = fd;
+        return 0;
+    }
+    if (fd >= 0)
+        close(fd); /* the old process's admin address is not ours any more */
+    /* a new address, or a parent that did not pass its admin socket (it holds the address
+     * with SO_REUSEPORT, and the new socket joins it) */
+    int e = s->upgrade_parent && !s->admin_passed ? 0 : gw_front__addr_probe(addr);
+    if (e == -EADDRINUSE) {
+        gw_front__log_addr_in_use("admin_failed", addr->text, EADDRINUSE);
+        return GW_E_EXIST;
+    }
+    if ((e = gw_front__bind_reuseport(addr, 64, &fd)) < 0) {
+        GW_LOG_ERROR("admin_failed", "address=%s reason=\"%s\"", addr->text, strerror(-e));
+        return GW_E_IO;
+    }
+    *out = s->admin_fd = fd;
+    return 0;
+}
+
+void gw_front__inherit_admin_close(gw_server_t *s)
+{
+    if (s->inh_admin >= 0)
+        close(s->inh_admin);
+    s->inh_admin = -1;
 }
 
 /* The new process is serving: say so to the old one. */
@@ -246,7 +367,8 @@ static void on_ready_timeout(uv_timer_t *t)
     upgrade_failed(u->srv, "the new process was not ready within a minute");
 }
 
-/* "ADDRESS=fd,fd;..." of every socket our workers listen on, and their numbers into fds. */
+/* "ADDRESS=fd,fd;...;admin=fd" of every socket our workers and the admin listener listen on
+ * (admin=-1 when there is none), and their numbers into fds. */
 static size_t listen_fds(gw_server_t *s, char *env, size_t cap, int *fds, size_t fds_cap)
 {
     size_t n = 0, len = 0;
@@ -268,6 +390,10 @@ static size_t listen_fds(gw_server_t *s, char *env, size_t cap, int *fds, size_t
         }
     }
     uv_mutex_unlock(&s->lock);
+    int admin = s->admin_fd >= 0 && n < fds_cap ? s->admin_fd : -1;
+    int w = snprintf(env + len, cap - len, "%sadmin=%d", len ? ";" : "", admin);
+    if (w > 0 && (size_t)w < cap - len && admin >= 0)
+        fds[n++] = admin;
     return n;
 }
 

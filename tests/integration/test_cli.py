@@ -2,10 +2,15 @@
 import glob
 import os
 import re
+import signal
+import socket
+import subprocess
+import time
 
 import pytest
 
-from conftest import ROOT, run
+from conftest import ROOT, free_port, h1_get, run
+from gwtest import gw_config
 
 
 def test_version(h2gate_bin):
@@ -85,3 +90,103 @@ def test_gateway_refuses_to_start_on_bad_config(h2gate_bin, tmp_path):
     r = run([h2gate_bin, "-c", str(p)], timeout=10)
     assert r.returncode == 1
     assert f"{p}:3:" in r.stderr
+
+
+def refused_start(cmd, timeout=5):
+    """Run a gateway that must refuse to start: (exit status, stderr); fails the test if it
+    is still running after timeout seconds (then it started)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.terminate()
+        _, err = p.communicate()
+        raise AssertionError("the second instance started:\n" + err)
+    return p.returncode, err
+
+
+def wait_pid_file(path, timeout=5):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return open(path).read()
+
+
+@pytest.mark.parametrize("same", ["file", "listener", "admin", "pid_file"])
+def test_second_instance_on_the_same_addresses_or_pid_file_is_refused(gateway, h2gate_bin,
+                                                                      tmp_path, same):
+    """A second gateway must not start next to a running one: with the same file, on one of
+    its listener addresses (SO_REUSEPORT would let it share the port and take half the
+    connections), on its admin address, or with the pid file of a running gateway (it would
+    replace it, then remove it at exit). Each is refused with an error line that says why and
+    exit status 1; the first instance's pid file is neither rewritten nor removed."""
+    port, admin = free_port(), free_port()
+    pid_path = tmp_path / "h2gate.pid"
+
+    def conf(port, admin, pid):
+        return gw_config(port, ["127.0.0.1:9"], extra=f"admin: {{address: 127.0.0.1:{admin}}}\n"
+                         + (f"pid_file: {pid}\n" if pid else ""))
+
+    g = gateway(conf(port, admin, pid_path), wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    assert wait_pid_file(pid_path) == f"{g.proc.pid}\n"
+    before = os.stat(pid_path)
+    in_use = ('address=127.0.0.1:{0} reason="bind() to 127.0.0.1:{0} failed (98: Address '
+              'already in use): another process listens there"')
+    pid_in_use = f"event=pid_file_in_use path={pid_path} pid={g.proc.pid} "
+    other_pid = tmp_path / "other.pid"
+    text, line = {
+        "file": (conf(port, admin, pid_path), pid_in_use),
+        "listener": (conf(port, free_port(), other_pid),
+                     "event=listen_failed " + in_use.format(port)),
+        "admin": (conf(free_port(), admin, None), "event=admin_failed " + in_use.format(admin)),
+        "pid_file": (conf(free_port(), free_port(), pid_path), pid_in_use),
+    }[same]
+    p = tmp_path / "second.yaml"
+    p.write_text(text)
+    rc, err = refused_start([h2gate_bin, "-c", str(p)])
+    assert rc == 1, err
+    errors = [l for l in err.splitlines() if "level=error" in l]
+    assert line in errors[0], err
+    assert not other_pid.exists()
+    after = os.stat(pid_path)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert pid_path.read_text() == f"{g.proc.pid}\n"
+    # the first one still serves, and removes its pid file at exit
+    assert g.proc.poll() is None
+    assert h1_get(port, "/").startswith(b"HTTP/1.1 502")
+    g.signal(signal.SIGTERM)
+    assert g.wait() == 0
+    assert not pid_path.exists()
+
+
+def test_a_foreign_reuseport_socket_on_the_address_is_refused(h2gate_bin, tmp_path):
+    """Any process of the same user listening with SO_REUSEPORT (which the gateway's own
+    sockets would silently join) makes the start fail."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    port = s.getsockname()[1]
+    try:
+        p = tmp_path / "gw.yaml"
+        p.write_text(gw_config(port, ["127.0.0.1:9"]))
+        rc, err = refused_start([h2gate_bin, "-c", str(p)])
+        assert rc == 1, err
+        assert f'event=listen_failed address=127.0.0.1:{port} reason="bind() to' in err
+    finally:
+        s.close()
+
+
+def test_a_stale_pid_file_does_not_stop_the_start(gateway, tmp_path):
+    """A pid file left by a crash names a process that is gone, or whose number now belongs to
+    another program: the gateway starts and replaces it."""
+    port = free_port()
+    pid_path = tmp_path / "h2gate.pid"
+    pid_path.write_text(f"{os.getpid()}\n")  # this test's interpreter: not an h2gate
+    g = gateway(gw_config(port, ["127.0.0.1:9"], extra=f"pid_file: {pid_path}\n"),
+                wait=[("127.0.0.1", port)])
+    deadline = time.monotonic() + 5
+    while pid_path.read_text() != f"{g.proc.pid}\n" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pid_path.read_text() == f"{g.proc.pid}\n"

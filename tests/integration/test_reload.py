@@ -142,6 +142,40 @@ def test_listeners_added_kept_and_removed(gateway, nginx_origin, tmp_path):
     assert body_of(h1_get(p1, "/who")) == b"A"
 
 
+def test_reload_refuses_an_address_another_process_listens_on(gateway, nginx_origin, tmp_path):
+    """A reload that adds a listener where another process already listens (here with
+    SO_REUSEPORT, which the gateway's own sockets would otherwise join and share) is refused
+    and changes nothing; once the address is free, the same file reloads."""
+    (ra,) = roots(tmp_path, "A")
+    a = nginx_origin(ra)
+    p1 = free_port()
+    other = socket.socket()
+    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    other.bind(("127.0.0.1", 0))
+    other.listen()
+    p2 = other.getsockname()[1]
+    one = gw_config(p1, [f"127.0.0.1:{a.port}"])
+    two = one.replace(f"  - address: 127.0.0.1:{p1}\n",
+                      f"  - address: 127.0.0.1:{p1}\n  - address: 127.0.0.1:{p2}\n")
+    g = gateway(one, wait=[("127.0.0.1", p1)])
+    try:
+        log = reload_to(g, two, 0)
+        assert f'event=listen_failed address=127.0.0.1:{p2} reason="bind() to 127.0.0.1:{p2} ' \
+               'failed (98: Address already in use): another process listens there"' in log, log
+        assert "event=reload_failed" in log and "event=reloaded" not in log
+        for _ in range(10):  # every connection still reaches the other process
+            c = socket.create_connection(("127.0.0.1", p2), timeout=2)
+            other.settimeout(2)
+            other.accept()[0].close()
+            c.close()
+        assert body_of(h1_get(p1, "/who")) == b"A"
+    finally:
+        other.close()
+    reload_to(g, two, 2)
+    assert body_of(h1_get(p2, "/who")) == b"A"
+
+
 def test_idle_keepalive_connection_answers_a_request_during_the_grace(gateway, nginx_origin,
                                                                        tmp_path):
     """An idle HTTP/1.1 keep-alive connection of the old generation is not closed at once: a

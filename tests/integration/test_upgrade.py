@@ -181,3 +181,38 @@ def test_upgrade_to_fewer_workers_resets_no_queued_connection(gateway, nginx_ori
             s.close()
         if new:
             stop_pid(new)
+
+
+def test_upgrades_pass_the_admin_socket_on(gateway, nginx_origin, tmp_path):
+    """The admin socket is inherited like the listeners (a second process binding it would
+    be refused): two upgrades in a row, and the admin address answers from the newest process
+    once the older ones are gone."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "who").write_text("A")
+    o = nginx_origin(str(root))
+    port, admin = free_port(), free_port()
+    pid_path = tmp_path / "h2gate.pid"
+    g = gateway(gw_config(port, [f"127.0.0.1:{o.port}"], workers=2,
+                          extra=f"pid_file: {pid_path}\nadmin: {{address: 127.0.0.1:{admin}}}\n"),
+                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    pids = [g.proc.pid]
+    deadline = time.monotonic() + 5
+    while not pid_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        for n in (1, 2):
+            os.kill(pids[-1], signal.SIGUSR2)
+            pids.append(wait_pid_change(pid_path, pids[-1]))
+            deadline = time.monotonic() + 20
+            while alive(pids[-2]) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not alive(pids[-2])
+            assert h1_get(admin, "/healthz").startswith(b"HTTP/1.1 200")
+            assert h1_get(port, "/who").endswith(b"A")
+        assert g.proc.returncode == 0 or g.wait() == 0
+        log = g.log()
+        assert log.count(f"event=socket_inherited address=127.0.0.1:{admin} admin=yes") == 2, log
+        assert "event=upgrade_failed" not in log and "event=admin_failed" not in log
+    finally:
+        stop_pid(pids[-1])
