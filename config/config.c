@@ -667,7 +667,7 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         else
             gw_cfg__err_at(ld, v, "'forwarded_for' must be replace or append, not '%s'", m);
     } else if (!strcmp(key, "trusted_proxies")) {
-        gw_cfg__load_nets(ld, v, key, &c->trusted_proxies, &c->trusted_proxies_len);
+        gw_cfg__load_nets(ld, v, key, 0, &c->trusted_proxies, &c->trusted_proxies_len);
     } else if (!gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c))
         gw_cfg__err_at(ld, k, "unknown key '%s'", key);
     return 0;

@@ -73,7 +73,8 @@ typedef struct {
     int early_hints; /* 103s made by the gateway go to this listener's clients (default 1) */
     int push;        /* routes with push: true may push to its HTTP/2 clients (default 1) */
     /* PROXY protocol (v1 and v2) before the client's bytes: the address it names is the
-     * client's everywhere; from proxy_from only (empty: any source); within proxy_timeout_ms */
+     * client's everywhere; from proxy_from only (never empty: the loader requires it, `any`
+     * being 0.0.0.0/0 and ::/0); within proxy_timeout_ms */
     int proxy_protocol;
     gw_cfg_net_t *proxy_from;
     size_t proxy_from_len;

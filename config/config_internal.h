@@ -79,8 +79,10 @@ void gw_cfg__free_str_list(char **l, size_t n);
 
 /* sections.c */
 /* A list of networks (ADDRESS or ADDRESS/BITS) at v for key, into *out (replacing it, freed
- * with gw_free) and *len; each bad entry is an error at its node. */
-void gw_cfg__load_nets(ld_t *ld, yaml_node_t *v, const char *key, gw_cfg_net_t **out, size_t *len);
+ * with gw_free) and *len; each bad entry is an error at its node. allow_any: `any` is every
+ * IPv4 and IPv6 source. Returns how many names were given (0: an empty list). */
+int gw_cfg__load_nets(ld_t *ld, yaml_node_t *v, const char *key, int allow_any, gw_cfg_net_t **out,
+                      size_t *len);
 void gw_cfg__free_tls(gw_cfg_tls_t *t);
 void gw_cfg__load_listen(ld_t *ld, yaml_node_t *v);
 void gw_cfg__load_upstreams(ld_t *ld, yaml_node_t *v);

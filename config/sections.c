@@ -253,6 +253,8 @@ void gw_cfg__free_tls(gw_cfg_tls_t *t)
 typedef struct {
     gw_cfg_listen_t *l;
     yaml_node_t *addr_node, *proto_node;
+    yaml_node_t *pp_node; /* proxy_protocol's value */
+    int pp_from;          /* proxy_protocol_from named a network, or any (valid or not) */
 } listen_ld_t;
 
 static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
@@ -282,6 +284,7 @@ static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v
         static const field_t f[] = {{"push", F_BOOL, offsetof(gw_cfg_listen_t, push), 0, 0}};
         gw_cfg__set_field(ld, f, 1, key, v, x->l);
     } else if (!strcmp(key, "proxy_protocol")) {
+        x->pp_node = v;
         static const field_t f[] = {
             {"proxy_protocol", F_BOOL, offsetof(gw_cfg_listen_t, proxy_protocol), 0, 0}};
         gw_cfg__set_field(ld, f, 1, key, v, x->l);
@@ -290,7 +293,7 @@ static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v
                                      offsetof(gw_cfg_listen_t, proxy_timeout_ms), 1, 3600000}};
         gw_cfg__set_field(ld, f, 1, key, v, x->l);
     } else if (!strcmp(key, "proxy_protocol_from")) {
-        gw_cfg__load_nets(ld, v, key, &x->l->proxy_from, &x->l->proxy_from_len);
+        x->pp_from = gw_cfg__load_nets(ld, v, key, 1, &x->l->proxy_from, &x->l->proxy_from_len) > 0;
     } else {
         gw_cfg__err_at(ld, k, "unknown key '%s' in a listener", key);
     }
@@ -329,27 +332,41 @@ static int parse_net(const char *s, gw_cfg_net_t *n)
     return 0;
 }
 
-void gw_cfg__load_nets(ld_t *ld, yaml_node_t *v, const char *key, gw_cfg_net_t **out, size_t *len)
+/* A list of networks at v into *out; with allow_any, `any` (alone or in the list) is every IPv4
+ * and IPv6 source, spelled out because (for proxy_protocol_from) it lets any client name any
+ * address. Returns how many names were given (0: an empty list), each bad one reported. */
+int gw_cfg__load_nets(ld_t *ld, yaml_node_t *v, const char *key, int allow_any, gw_cfg_net_t **out,
+                      size_t *len)
 {
     size_t n;
     char **names = gw_cfg__load_str_list(ld, v, key, &n);
     yaml_node_item_t *items = v->type == YAML_SEQUENCE_NODE ? v->data.sequence.items.start : NULL;
     gw_free(*out);
-    *out = n ? gw_calloc(n, sizeof(**out)) : NULL;
+    /* one more than the names: `any` takes two (0.0.0.0/0 and ::/0) */
+    *out = n ? gw_calloc(n + 1, sizeof(**out)) : NULL;
     *len = 0;
     if (n && !*out)
         ld->nomem = 1;
+    int any = 0;
     for (size_t i = 0; i < n && *out; i++) {
         yaml_node_t *at = items ? gw_cfg__node(ld, items[i]) : v;
-        if (!names[i] || parse_net(names[i], &(*out)[*len]) < 0)
+        if (allow_any && names[i] && !strcmp(names[i], "any")) {
+            if (!any) {
+                (*out)[(*len)++] = (gw_cfg_net_t){.family = AF_INET};
+                (*out)[(*len)++] = (gw_cfg_net_t){.family = AF_INET6};
+            }
+            any = 1;
+        } else if (!names[i] || parse_net(names[i], &(*out)[*len]) < 0) {
             gw_cfg__err_at(ld, at,
                            "'%s' is not a network (an address, or ADDRESS/BITS: 10.0.0.0/8, "
-                           "2001:db8::/32)",
-                           names[i] ? names[i] : "");
-        else
+                           "2001:db8::/32%s)",
+                           names[i] ? names[i] : "", allow_any ? "; or any" : "");
+        } else {
             (*len)++;
+        }
     }
     gw_cfg__free_str_list(names, n);
+    return (int)n;
 }
 
 static void load_protocols(ld_t *ld, gw_cfg_listen_t *l, yaml_node_t *v)
@@ -417,6 +434,13 @@ void gw_cfg__load_listen(ld_t *ld, yaml_node_t *v)
         l->line = (int)ln->start_mark.line + 1;
         listen_ld_t x = {.l = l};
         gw_cfg__each_pair(ld, ln, listen_pair, &x);
+        /* an empty list once meant "any source": anyone could then name any address (and so
+         * pass per-client limits, forge X-Forwarded-For and the logs), so trust is explicit */
+        if (l->proxy_protocol && !x.pp_from)
+            gw_cfg__err_at(ld, x.pp_node,
+                           "proxy_protocol needs proxy_protocol_from: the addresses of the "
+                           "balancers allowed to send the header (or any, to let every source "
+                           "name the client's address)");
         if (!x.addr_node) {
             gw_cfg__err_at(ld, ln, "missing required key 'address' in a listener");
             continue;

@@ -998,7 +998,7 @@ void gw_front__on_connection(uv_stream_t *server, int status)
         memcpy(&c->addr, &ss, ss.ss_family == AF_INET ? sizeof(c->addr.in4) : sizeof(c->addr.in6));
     if (l->cfg->proxy_protocol) {
         /* the balancer's header comes first; the rest waits for the address it names */
-        int trusted = l->cfg->proxy_from_len == 0;
+        int trusted = 0; /* the loader requires proxy_protocol_from (any: 0/0, ::/0) */
         for (size_t i = 0; i < l->cfg->proxy_from_len && !trusted; i++)
             trusted = gw_cfg_net_match(&l->cfg->proxy_from[i], &c->addr.sa);
         if (!trusted) {

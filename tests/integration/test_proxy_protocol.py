@@ -24,7 +24,10 @@ def v2(src, dst, sport, dport, local=False):
 
 
 def pp_gateway(gateway, origin, tmp_path, listen_extra="", route_extra="", tls=False):
+    """A proxy_protocol listener; its balancers are loopback unless listen_extra names them."""
     port = free_port()
+    if "proxy_protocol_from" not in listen_extra:
+        listen_extra += "\nproxy_protocol_from: ['127.0.0.0/8', '::1']"
     alog = tmp_path / "access.log"
     lines = ["workers: 1", "log_level: debug", "listen:"]
     if tls:
@@ -219,6 +222,25 @@ def test_per_client_limits_use_the_header_address(gateway, origin, tmp_path):
     assert raw_get(g.port, a).startswith(b"HTTP/1.1 200")
     assert raw_get(g.port, b).startswith(b"HTTP/1.1 200")  # another client: its own budget
     assert raw_get(g.port, a).startswith(b"HTTP/1.1 429")  # the same client again
+
+
+def test_proxy_protocol_without_its_sources_is_refused(h2gate_bin, gateway, origin, tmp_path):
+    """`proxy_protocol: true` alone once trusted every source (any client could name any
+    address): the configuration is refused and says why; `proxy_protocol_from: any` spelled out
+    trusts every source."""
+    cfg = tmp_path / "gw.yaml"
+    tail = "upstreams:\n  app:\n    servers: [127.0.0.1:2]\nroutes:\n  - upstream: app\n"
+    for extra in ("", "    proxy_protocol_from: []\n"):
+        cfg.write_text("listen:\n  - address: 127.0.0.1:1\n    proxy_protocol: true\n" + extra +
+                       tail)
+        r = run([h2gate_bin, "--check-config", str(cfg)])
+        assert r.returncode == 1
+        assert (f"{cfg}:3:21: proxy_protocol needs proxy_protocol_from: the addresses of the "
+                "balancers allowed to send the header (or any, to let every source name the "
+                "client's address)") in r.stderr, r.stderr
+    g = pp_gateway(gateway, origin, tmp_path, "proxy_protocol_from: any")
+    r = raw_get(g.port, b"PROXY TCP4 203.0.113.30 127.0.0.1 5555 80\r\n")
+    assert echoed(r)["x-forwarded-for"] == "203.0.113.30"
 
 
 def test_config_errors(h2gate_bin, tmp_path):

@@ -683,6 +683,55 @@ static void forwarded_for_and_trusted_proxies(void **state)
                  "10.0.0.0/8, 2001:db8::/32)");
 }
 
+/* proxy_protocol without proxy_protocol_from used to trust every source: it is refused, with
+ * where and why; `any` spelled out (alone or in the list) trusts every IPv4 and IPv6 source. */
+static void proxy_protocol_needs_its_sources(void **state)
+{
+    (void)state;
+#define PP_HEAD "listen:\n  - address: 127.0.0.1:8080\n    proxy_protocol: true\n"
+#define PP_TAIL "upstreams:\n  app:\n    servers: [127.0.0.1:9001]\nroutes:\n  - upstream: app\n"
+    const char *why = "proxy_protocol needs proxy_protocol_from: the addresses of the balancers "
+                      "allowed to send the header (or any, to let every source name the "
+                      "client's address)";
+    char msg[300];
+    snprintf(msg, sizeof(msg), "t.yaml:3:21: %s", why);
+    expect_error(PP_HEAD PP_TAIL, msg);
+    expect_error(PP_HEAD "    proxy_protocol_from: []\n" PP_TAIL, msg);
+    /* a bad network is reported as such, not as a missing list */
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(PP_HEAD "    proxy_protocol_from: [nonsense]\n" PP_TAIL, &c, &e),
+                     GW_E_PARSE);
+    assert_int_equal(e.len, 1);
+    assert_string_equal(e.msgs[0], "t.yaml:4:27: 'nonsense' is not a network (an address, or "
+                                   "ADDRESS/BITS: 10.0.0.0/8, 2001:db8::/32; or any)");
+    gw_config_errors_free(&e);
+    /* off: nothing to trust, nothing needed */
+    assert_int_equal(
+        load("listen:\n  - address: 127.0.0.1:8080\n    proxy_protocol: false\n" PP_TAIL, &c, &e),
+        0);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
+    const char *anys[] = {PP_HEAD "    proxy_protocol_from: any\n" PP_TAIL,
+                          PP_HEAD "    proxy_protocol_from: [10.0.0.0/8, any, any]\n" PP_TAIL};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(load(anys[i], &c, &e), 0);
+        const gw_cfg_listen_t *l = &c->listen[0];
+        int v4 = 0, v6 = 0, mapped = 0;
+        for (size_t k = 0; k < l->proxy_from_len; k++) {
+            v4 |= in_net(&l->proxy_from[k], "203.0.113.9");
+            v6 |= in_net(&l->proxy_from[k], "2001:db8::9");
+            mapped |= in_net(&l->proxy_from[k], "::ffff:198.51.100.1");
+        }
+        assert_true(v4 && v6 && mapped);
+        assert_int_equal(l->proxy_from_len, i == 0 ? 2 : 3);
+        gw_config_del(c);
+        gw_config_errors_free(&e);
+    }
+#undef PP_HEAD
+#undef PP_TAIL
+}
+
 /* throttle.ipv6_prefix (issue 18 item 12): default 64, range 16..128 with its position. */
 static void throttle_ipv6_prefix(void **state)
 {
@@ -796,6 +845,7 @@ int main(void)
         cmocka_unit_test(timeouts_request_body),
         cmocka_unit_test(proxy_protocol_networks),
         cmocka_unit_test(forwarded_for_and_trusted_proxies),
+        cmocka_unit_test(proxy_protocol_needs_its_sources),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
