@@ -583,6 +583,7 @@ static const field_t cluster_fields[] = {
     FLD(gw_cfg_cluster_t, connect_timeout_ms, F_DUR, 1, 600000),
     FLD(gw_cfg_cluster_t, poll_interval_ms, F_DUR, 10, 3600000),
     FLD(gw_cfg_cluster_t, ticket_rotation_ms, F_DUR, 1000, 7 * DAY_MS),
+    FLD(gw_cfg_cluster_t, max_reply, F_SIZE, 1024, 16 * 1024 * 1024),
 };
 
 static int cluster_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
@@ -727,6 +728,9 @@ static void set_defaults(gw_config_t *c)
     c->cluster.connect_timeout_ms = 1000;
     c->cluster.poll_interval_ms = 1000;
     c->cluster.ticket_rotation_ms = 3600000;
+    /* the largest reply the cluster expects is the ticket keys' value (GET: 14 + 4 x 80 bytes)
+     * or an error line (a script error names the script and its line): well under 1 KiB */
+    c->cluster.max_reply = 16 * 1024;
     c->compression = (gw_cfg_compression_t){
         .min_size = 256,
         .gzip_level = 5,

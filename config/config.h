@@ -256,6 +256,7 @@ typedef struct {
     uint64_t connect_timeout_ms; /* resolve + connect + AUTH/SELECT */
     uint64_t poll_interval_ms;   /* shared ticket keys are read this often */
     uint64_t ticket_rotation_ms; /* the shared encrypting key is replaced when this old */
+    size_t max_reply;            /* a Redis reply past this many bytes drops the connection */
 } gw_cfg_cluster_t;
 
 typedef struct gw_config {

@@ -32,6 +32,7 @@ struct gw_cluster {
     char text[64];
     unsigned db;
     uint64_t timeout_ms, connect_timeout_ms, poll_interval_ms, rotation_ms;
+    size_t max_reply;
     char *k_keys;           /* PREFIX "tls:ticket-keys" */
     int busy;               /* a poll is under way */
     int degraded;           /* the last call failed (or the connection is down) */
@@ -44,6 +45,7 @@ struct gw_cluster {
     atomic_int st_up;
     atomic_ullong st_degraded, st_ok, st_failed, st_timeout, st_rotations, st_updates;
     atomic_ullong st_rate_allowed, st_rate_denied, st_rate_local, st_rate_calls;
+    atomic_ullong st_oversized, st_bad_replies;
 };
 
 /* GCRA (the generic cell rate algorithm) for n requests at once, atomic in Redis: the key
@@ -135,15 +137,33 @@ static int outcome(gw_cluster_t *c, const redisReply *r, int err, const char *wh
         return -1;
     }
     if (r->type == REDIS_REPLY_ERROR) {
+        char text[151];
+        gw_cluster__log_text(text, sizeof(text), r->str, r->len);
         atomic_fetch_add(&c->st_failed, 1);
-        snprintf(why, sizeof(why), "%s: %.*s", what, (int)(r->len > 150 ? 150 : r->len),
-                 r->str ? r->str : "");
+        snprintf(why, sizeof(why), "%s: %s", what, text);
         degrade(c, why);
         return -1;
     }
     atomic_fetch_add(&c->st_ok, 1);
     recovered(c);
     return 0;
+}
+
+/* An answer of the right type whose value cannot be Redis's (or our script's): counted and
+ * logged, and the caller decides locally. */
+static void bad_reply(gw_cluster_t *c, const char *what, const char *why)
+{
+    atomic_fetch_add(&c->st_bad_replies, 1);
+    GW_LOG_WARN("cluster_bad_reply", "redis=%s call=\"%s\" reason=\"%s\"", c->text, what, why);
+}
+
+/* The Redis client dropped a reply past cluster.max_reply (the connection goes down next, and
+ * with it to local decisions). */
+static void on_oversized(void *ud, uint64_t bytes)
+{
+    gw_cluster_t *c = ud;
+    (void)bytes;
+    atomic_fetch_add(&c->st_oversized, 1);
 }
 
 /* ---- the keys ------------------------------------------------------------------------------- */
@@ -253,9 +273,11 @@ static void keep_sha(gw_cluster_t *c, char *dst, const redisReply *r, int err)
 {
     if (outcome(c, r, err, "SCRIPT LOAD") < 0)
         return;
-    if (r->type == REDIS_REPLY_STRING && r->len < sizeof(c->sha)) {
+    if (r->type == REDIS_REPLY_STRING && gw_cluster__sha_ok(r->str, r->len)) {
         memcpy(dst, r->str, r->len);
         dst[r->len] = 0;
+    } else {
+        bad_reply(c, "SCRIPT LOAD", "not a SHA1");
     }
 }
 
@@ -401,17 +423,24 @@ static void on_rate(void *ud, const redisReply *r, int err)
         answer_group(c, qs, GW_RATE_LOCAL, 0);
         return;
     }
-    long long ok = r->element[0]->integer, retry_us = r->element[1]->integer;
-    /* RFC 9110 §10.2.3 delay-seconds, rounded up so that a client that waits succeeds */
-    unsigned retry = retry_us > 0 ? (unsigned)((retry_us + 999999) / 1000000) : 1;
+    uint64_t n = 0, ok;
+    unsigned retry;
+    for (gw_rate_q_t *q = qs; q; q = q->next)
+        n++;
+    if (gw_cluster__rate_reply(r->element[0]->integer, r->element[1]->integer, n, &ok, &retry) <
+        0) {
+        bad_reply(c, "EVALSHA rate", "allowed count out of range");
+        answer_group(c, qs, GW_RATE_LOCAL, 0);
+        return;
+    }
     gw_rate_q_t *q = qs;
-    for (long long i = 0; q && i < ok; i++) {
+    for (uint64_t i = 0; q && i < ok; i++) {
         gw_rate_q_t *next = q->next;
         q->next = NULL;
         answer_group(c, q, GW_RATE_ALLOW, 0);
         q = next;
     }
-    answer_group(c, q, GW_RATE_DENY, retry ? retry : 1);
+    answer_group(c, q, GW_RATE_DENY, retry);
 }
 
 static void leases(gw_cluster_t *c, gw_rate_q_t *list);
@@ -485,6 +514,7 @@ int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_
     c->connect_timeout_ms = cfg->connect_timeout_ms;
     c->poll_interval_ms = cfg->poll_interval_ms;
     c->rotation_ms = cfg->ticket_rotation_ms;
+    c->max_reply = cfg->max_reply;
     const char *colon = strrchr(cfg->redis.text, ':');
     gw_redis_opts_t o = {.host = c->host,
                          .port = colon ? (unsigned)atoi(colon + 1) : 6379,
@@ -492,7 +522,9 @@ int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_
                          .db = c->db,
                          .timeout_ms = c->timeout_ms,
                          .connect_timeout_ms = c->connect_timeout_ms,
+                         .max_reply = c->max_reply,
                          .on_state = on_redis_up,
+                         .on_oversized = on_oversized,
                          .ud = c};
     uv_timer_init(loop, &c->poll);
     c->poll.data = c;
@@ -517,7 +549,7 @@ int gw_cluster_same(const gw_cluster_t *c, const gw_cfg_cluster_t *cfg)
            STR_EQ(c->prefix, cfg->key_prefix) && c->timeout_ms == cfg->timeout_ms &&
            c->connect_timeout_ms == cfg->connect_timeout_ms &&
            c->poll_interval_ms == cfg->poll_interval_ms &&
-           c->rotation_ms == cfg->ticket_rotation_ms;
+           c->rotation_ms == cfg->ticket_rotation_ms && c->max_reply == cfg->max_reply;
 #undef STR_EQ
 }
 
@@ -547,7 +579,14 @@ static void on_lease(void *ud, const redisReply *r, int err)
         grant_local(c, qs);
         return;
     }
-    uint64_t left = r->integer > 0 ? (uint64_t)r->integer : 0;
+    uint64_t want = 0, left;
+    for (gw_rate_q_t *q = qs; q; q = q->next)
+        want += q->want; /* each at most a few seconds of a configured rate */
+    if (gw_cluster__lease_reply(r->integer, want, &left) < 0) {
+        bad_reply(c, "EVALSHA lease", "grant out of range");
+        grant_local(c, qs);
+        return;
+    }
     atomic_fetch_add(&c->st_lease_bytes, left);
     while (qs) { /* in arrival order, each up to what it asked */
         gw_rate_q_t *next = qs->next;
@@ -591,7 +630,9 @@ gw_cluster_stats_t gw_cluster_stats(const gw_cluster_t *c)
                                 .rate_calls = atomic_load(&m->st_rate_calls),
                                 .lease_calls = atomic_load(&m->st_lease_calls),
                                 .lease_bytes = atomic_load(&m->st_lease_bytes),
-                                .lease_local = atomic_load(&m->st_lease_local)};
+                                .lease_local = atomic_load(&m->st_lease_local),
+                                .replies_oversized = atomic_load(&m->st_oversized),
+                                .replies_bad = atomic_load(&m->st_bad_replies)};
 }
 
 static void on_poll_closed(uv_handle_t *h)

@@ -81,7 +81,9 @@ typedef struct {
     uint64_t rate_allowed, rate_denied, rate_local; /* shared rate answers, by verdict */
     uint64_t rate_calls; /* Redis calls for them (one per key and batch) */
     uint64_t lease_calls, lease_bytes,
-        lease_local; /* bandwidth leases: calls, bytes granted, unanswered */
+        lease_local;            /* bandwidth leases: calls, bytes granted, unanswered */
+    uint64_t replies_oversized; /* replies past cluster.max_reply (the connection dropped) */
+    uint64_t replies_bad;       /* answers out of range (decided locally) */
 } gw_cluster_stats_t;
 
 /* Start sharing per cfg (copied) on loop, keeping ring equal to the shared keys. 0 or

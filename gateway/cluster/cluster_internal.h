@@ -8,6 +8,8 @@
  *            (one GCRA script call per key and loop turn).
  * rates.c:   the questions' way from workers to the main loop (the hub) and the answers' way
  *            back (one sink per worker), across threads.
+ * replies.c: what Redis answers, checked before use (sans-IO): the scripts' numbers bounded,
+ *            a script's SHA1, a peer's text made safe for a log line.
  */
 #ifndef GW_CLUSTER_INTERNAL_H
 #define GW_CLUSTER_INTERNAL_H
@@ -38,9 +40,12 @@ typedef struct {
 int gw_cluster__keys_parse(const uint8_t *p, size_t len, gw_cluster_keys_t *out);
 /* The value of k into out (GW_CLUSTER_KEYS_MAX_LEN bytes): its length. */
 size_t gw_cluster__keys_write(const gw_cluster_keys_t *k, uint8_t *out);
+/* A key born more than this far in our future is not another instance's clock running ahead
+ * but a wrong clock or a bad value: it is replaced, or no key would rotate until that date. */
+#define GW_CLUSTER_KEYS_FUTURE_MS (24ull * 3600 * 1000)
 /* Whether cur (NULL: Redis holds none, or nothing valid) must be replaced at now_ms: no keys,
- * or the encrypting one rotation_ms old or more. A key born in the future (another instance's
- * clock is ahead) is not due. */
+ * the encrypting one rotation_ms old or more, or born more than GW_CLUSTER_KEYS_FUTURE_MS
+ * ahead. A key born a little in the future (another instance's clock is ahead) is not due. */
 int gw_cluster__keys_due(const gw_cluster_keys_t *cur, uint64_t now_ms, uint64_t rotation_ms);
 /* The set after cur (NULL: none): fresh encrypts from now_ms, cur's encrypting key is kept to
  * decrypt (GW_CLUSTER_KEYS_KEPT in all). */
@@ -59,6 +64,28 @@ typedef struct gw_rate_q {
     size_t klen;
     uint8_t key[GW_CLUSTER_RATE_KEY_MAX];
 } gw_rate_q_t;
+
+/* ---- replies.c: Redis's answers, checked ---- */
+
+/* The longest Retry-After a shared refusal gives (1 day), whatever Redis says. */
+#define GW_CLUSTER_RETRY_MAX_S 86400u
+/* SCRIPT LOAD's answer: the script's SHA1 in lowercase hex. */
+#define GW_CLUSTER_SHA_LEN 40
+
+/* The rate script's {ok, retry_us} for n questions: *allowed = ok and *retry_s its retry in
+ * whole seconds, rounded up, 1..GW_CLUSTER_RETRY_MAX_S. 0, or GW_E_PARSE when ok is not in
+ * 0..n (the questions are then decided locally). */
+int gw_cluster__rate_reply(long long ok, long long retry_us, uint64_t n, uint64_t *allowed,
+                           unsigned *retry_s);
+/* The lease script's grant for want bytes in all: 0 and *out, or GW_E_PARSE when it is not in
+ * 0..want. */
+int gw_cluster__lease_reply(long long granted, uint64_t want, uint64_t *out);
+/* Whether s[0..len) is a script SHA1 as SCRIPT LOAD answers it. */
+int gw_cluster__sha_ok(const char *s, size_t len);
+/* src[0..len) (a Redis error or status line; NULL is empty) into dst (cap bytes, NUL-ended,
+ * cut to fit): printable ASCII kept, anything else and '"' and '\' as '?', so that a peer's
+ * text cannot end a log value or add a line. */
+void gw_cluster__log_text(char *dst, size_t cap, const char *src, size_t len);
 
 /* cluster.c: decide the questions of one loop turn (a list linked by next); each is answered
  * (gw_cluster__answer) now or when Redis replies. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster/cluster_internal.h"
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/list.h"
@@ -50,14 +51,21 @@ struct gw_redis {
     unsigned db;
     uint64_t timeout_ms, connect_timeout_ms, stall_ms;
     void (*on_state)(void *ud, int up, const char *why);
+    void (*on_oversized)(void *ud, uint64_t bytes);
     void *ud;
     uv_timer_t timer; /* connect deadline, the first command's deadline, or the backoff */
     uv_getaddrinfo_t gai;
     int resolving;
     rconn_t *c;
     redisReader *reader;
-    gw_list_t pending;  /* pend_t, in the order sent (replies come in that order) */
-    unsigned handshake; /* AUTH/SELECT replies still awaited */
+    redisReplyObjectFunctions fns; /* hiredis's own, but an array's size is checked first */
+    void *(*hi_create_array)(const redisReadTask *, int); /* hiredis's own */
+    size_t max_reply;                                     /* bytes of input one reply may take */
+    uint64_t fed;         /* bytes of this connection fed to the reader */
+    uint64_t reply_start; /* where in them the reply being read began */
+    int too_many;         /* an array announced more elements than max_reply allows */
+    gw_list_t pending;    /* pend_t, in the order sent (replies come in that order) */
+    unsigned handshake;   /* AUTH/SELECT replies still awaited */
     uint64_t connect_started_ms, backoff_ms;
     int timer_open;
     char rbuf[16384];
@@ -176,6 +184,40 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init(c->r->rbuf, sizeof(c->r->rbuf));
 }
 
+/* Bytes of input the reply being read has taken: from where it began to what was fed. */
+static uint64_t reply_bytes(const gw_redis_t *r)
+{
+    return r->fed - r->reply_start;
+}
+
+/* The reply in progress is past max_reply: say so and let the connection go. hiredis 0.14
+ * keeps a whole bulk string in its buffer before handing it over, and anything that ends with
+ * a line keeps growing it until the line ends, so without this one reply announcing 300 MB
+ * takes 300 MB (until the stall timer, 10 x cluster.timeout). */
+static void oversized(gw_redis_t *r)
+{
+    uint64_t n = reply_bytes(r);
+    GW_LOG_WARN("redis_reply_too_large", "redis=%s:%s bytes=%llu max_reply=%zu%s", r->host, r->port,
+                (unsigned long long)n, r->max_reply,
+                r->too_many ? " reason=\"array of too many elements\"" : "");
+    if (r->on_oversized)
+        r->on_oversized(r->ud, n);
+    conn_down(r, "reply larger than cluster.max_reply");
+}
+
+/* hiredis's createArray, once the count is known to fit: each element takes 4 bytes at least
+ * (":0\r\n"), so an array of more than max_reply / 4 cannot be a reply we accept, and its table
+ * of element pointers (8 bytes each, allocated at the announcement) is never made. */
+static void *create_array(const redisReadTask *t, int elements)
+{
+    gw_redis_t *r = t->privdata;
+    if (elements < 0 || (size_t)elements > r->max_reply / 4) {
+        r->too_many = 1;
+        return NULL; /* hiredis reports "out of memory": the reply is refused */
+    }
+    return r->hi_create_array(t, elements);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
@@ -191,14 +233,20 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         conn_down(r, "protocol error");
         return;
     }
+    r->fed += (uint64_t)nread;
     for (;;) {
         void *rep = NULL;
         if (redisReaderGetReply(r->reader, &rep) != REDIS_OK) {
-            conn_down(r, "protocol error");
+            if (r->too_many)
+                oversized(r);
+            else
+                conn_down(r, "protocol error");
             return;
         }
         if (!rep)
             break;
+        /* the next reply begins where hiredis stopped reading: what it holds unread is its */
+        r->reply_start = r->fed - (uint64_t)(r->reader->len - r->reader->pos);
         gw_list_t *n = gw_list_pop_front(&r->pending);
         if (!n) { /* a reply nobody asked for */
             freeReplyObject(rep);
@@ -210,9 +258,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (!p->cb) { /* AUTH or SELECT */
             char why[160];
             int bad = rr->type == REDIS_REPLY_ERROR;
-            if (bad)
-                snprintf(why, sizeof(why), "handshake refused: %.*s",
-                         (int)(rr->len > 120 ? 120 : rr->len), rr->str ? rr->str : "");
+            if (bad) {
+                char text[121];
+                gw_cluster__log_text(text, sizeof(text), rr->str, rr->len);
+                snprintf(why, sizeof(why), "handshake refused: %s", text);
+            }
             freeReplyObject(rep);
             gw_free(p);
             if (bad) {
@@ -231,6 +281,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         gw_free(p);
         if (r->state != RS_UP)
             return; /* (not reached: callbacks do not close the client) */
+    }
+    if (reply_bytes(r) > r->max_reply) {
+        oversized(r);
+        return;
     }
     arm(r);
 }
@@ -251,6 +305,13 @@ static void on_connect(uv_connect_t *req, int status)
         conn_down(r, "out of memory");
         return;
     }
+    r->fns = *r->reader->fn;
+    r->hi_create_array = r->fns.createArray;
+    r->fns.createArray = create_array;
+    r->reader->fn = &r->fns;
+    r->reader->privdata = r; /* handed to every read task */
+    r->fed = r->reply_start = 0;
+    r->too_many = 0;
     r->state = RS_HANDSHAKE;
     if (r->password) {
         const char *argv[] = {"AUTH", r->password};
@@ -443,6 +504,8 @@ int gw_redis_new(uv_loop_t *loop, const gw_redis_opts_t *o, gw_redis_t **out)
     if (r->stall_ms < STALL_MIN_MS)
         r->stall_ms = STALL_MIN_MS;
     r->on_state = o->on_state;
+    r->on_oversized = o->on_oversized;
+    r->max_reply = o->max_reply ? o->max_reply : 16 * 1024;
     r->ud = o->ud;
     r->backoff_ms = BACKOFF_MIN_MS;
     gw_list_init(&r->pending);

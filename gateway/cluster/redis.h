@@ -12,6 +12,12 @@
  * GW_E_IO (the connection was lost before the reply) or GW_E_CLOSED (gw_redis_close). While
  * the client is not connected, gw_redis_command refuses at once (GW_E_IO) and calls nothing:
  * the caller falls back to what it decides alone.
+ *
+ * A reply is bounded: once the reply being read has taken more than max_reply bytes of input
+ * (a bulk string announced bigger, a line that does not end, an array of too many elements),
+ * the connection is dropped (on_oversized, then on_state down) before hiredis buffers more;
+ * an array may announce at most max_reply / 4 elements (each takes 4 bytes at least), so its
+ * table of elements is bounded by the same number.
  */
 #ifndef GW_CLUSTER_REDIS_H
 #define GW_CLUSTER_REDIS_H
@@ -34,8 +40,12 @@ typedef struct {
     unsigned db;                 /* 0: no SELECT */
     uint64_t timeout_ms;         /* per command */
     uint64_t connect_timeout_ms; /* resolve + connect + AUTH/SELECT */
+    size_t max_reply; /* bytes of input one reply may take (cluster.max_reply; 0: 16 KiB) */
     /* The connection came up (up = 1) or went down (0, why says how); may be NULL. */
     void (*on_state)(void *ud, int up, const char *why);
+    /* A reply passed max_reply (bytes: what it had taken); the connection goes down next. May
+     * be NULL. */
+    void (*on_oversized)(void *ud, uint64_t bytes);
     void *ud;
 } gw_redis_opts_t;
 

@@ -36,7 +36,9 @@ int gw_cluster__keys_due(const gw_cluster_keys_t *cur, uint64_t now_ms, uint64_t
 {
     if (!cur || cur->n == 0)
         return 1;
-    return now_ms >= cur->born_ms && now_ms - cur->born_ms >= rotation_ms;
+    if (cur->born_ms > now_ms)
+        return cur->born_ms - now_ms > GW_CLUSTER_KEYS_FUTURE_MS;
+    return now_ms - cur->born_ms >= rotation_ms;
 }
 
 void gw_cluster__keys_rotate(const gw_cluster_keys_t *cur, const uint8_t fresh[GW_TLS_KEY_LEN],

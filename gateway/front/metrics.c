@@ -694,6 +694,8 @@ static const point_t reload_results[] = {{"ok", AT(reloads_ok)}, {"failed", AT(r
 static const point_t cluster_calls[] = {{"ok", AT(cluster.calls_ok)},
                                         {"failed", AT(cluster.calls_failed)},
                                         {"timeout", AT(cluster.calls_timeout)}};
+static const point_t cluster_bad_replies[] = {{"too_large", AT(cluster.replies_oversized)},
+                                              {"out_of_range", AT(cluster.replies_bad)}};
 static const point_t cluster_verdicts[] = {{"allowed", AT(cluster.rate_allowed)},
                                            {"limited", AT(cluster.rate_denied)},
                                            {"local", AT(cluster.rate_local)}};
@@ -894,6 +896,10 @@ static const fam_t fams[] = {
     {"h2gate_cluster_lease_local_total", "counter",
      "Lease requests Redis did not answer in time (the local bucket decided).",
      .off = AT(cluster.lease_local), .need = NEED_CLUSTER},
+    {"h2gate_cluster_bad_replies_total", "counter",
+     "Redis replies refused: too_large (past cluster.max_reply, the connection dropped), "
+     "out_of_range (a number no script returns; decided locally).",
+     .label = "reason", POINTS(cluster_bad_replies), .need = NEED_CLUSTER},
     {"h2gate_config_generation", "gauge", "The configuration in use: 1 at start, +1 per reload.",
      .off = AT(gen_id)},
     {"h2gate_build_info", "gauge", "Always 1; the version is a label.", .over = OVER_CUSTOM,

@@ -8,12 +8,14 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 
 import h2.events
 import pytest
 
-from conftest import free_port, raw_exchange, run, sanitized
+from conftest import free_port, raw_exchange, rss_kib, run, sanitized
+from fake_redis import FakeRedis
 from gwtest import (Client, config, many_gets, origin_gateway, sample, scrape, tls_client_ctx,
                     tls_exchange)
 
@@ -292,6 +294,7 @@ def test_connect_timeout_and_names(gateway, tmp_path):
     ("cluster:\n  redis: 127.0.0.1:6379\n  timeout: 0ms\n", "5:12: "),
     ("cluster:\n  redis: 127.0.0.1:6379\n  key_prefix: ''\n", "4:3: cluster 'key_prefix' must not be empty"),
     ("cluster:\n  redis: 127.0.0.1:6379\n  ticket_rotation: 10ms\n", "5:20: "),
+    ("cluster:\n  redis: 127.0.0.1:6379\n  max_reply: 100\n", "5:14: 'max_reply' is out of range"),
 ])
 def test_config_errors(h2gate_bin, tmp_path, body, msg):
     cfg = tmp_path / "gw.yaml"
@@ -578,3 +581,146 @@ def test_three_instances_redis_stopped_mid_test(gateway, origin, redis_server):
     assert 165 <= alone <= 215, alone          # three instances alone
     assert 55 <= again <= 75, again
     assert back_in < 10
+
+
+# ---- a broken or hostile Redis (fake_redis.py) ------------------------------------------------
+
+def fake_gw(gateway, origin, fake, route_extra="request_rate: 2\nrequest_burst: 3", extra="",
+            cluster_extra="", wait_up=True):
+    """One gateway in front of origin whose cluster is fake (a FakeRedis), with an admin
+    listener, once the cluster is up and its scripts are loaded (unless not wait_up)."""
+    admin = free_port()
+    g = origin_gateway(gateway, origin, route_extra=route_extra,
+                       extra=extra + f"cluster:\n  redis: 127.0.0.1:{fake.port}\n"
+                       "  poll_interval: 100ms\n" + cluster_extra, admin=admin)
+    g.admin = admin
+    if not wait_up:
+        return g
+    wait_for(lambda: metric(g, "h2gate_cluster_up") == 1, 5, "the cluster up")
+    wait_for(lambda: fake.names().count(b"SCRIPT") >= 2, 5, "the scripts loaded")
+    time.sleep(0.1)  # their answers read
+    return g
+
+
+@pytest.mark.parametrize("flood,filler,total,why", [
+    (b"$300000000\r\n", b"x", 300 << 20, ""),  # a bulk string announced huge, then streamed
+    (b"+", b"x", 300 << 20, ""),  # a status line that never ends
+    # an array announced with 2^31 - 1 elements (16 GiB of element pointers at once), then
+    # elements of 4 bytes (48 bytes of reply object each)
+    (b"*2147483647\r\n", b":1\r\n", 8 << 20, ' reason="array of too many elements"'),
+], ids=["bulk", "line", "array"])
+def test_a_huge_reply_drops_the_connection_and_requests_go_on_locally(gateway, origin, flood,
+                                                                      filler, total, why):
+    """A Redis that answers a poll with a reply of hundreds of MB: the client drops the
+    connection once the reply passes cluster.max_reply (16 KiB), so the main thread's memory
+    does not follow it (it once held the whole reply until the stall timer, 10 x
+    cluster.timeout: 300 MiB sent, RSS +300 MiB); each reconnect meets the same fate,
+    counted; requests are decided by the local bucket meanwhile."""
+    with FakeRedis(flood=flood, filler=filler, flood_bytes=total) as fake:
+        g = fake_gw(gateway, origin, fake, cluster_extra="  timeout: 1s\n")  # stall: 10 s
+        base = rss_kib(g.proc.pid)
+        peak, stop = [base], threading.Event()
+
+        def sample_rss():
+            while not stop.is_set():
+                peak[0] = max(peak[0], rss_kib(g.proc.pid))
+                time.sleep(0.005)
+
+        sampler = threading.Thread(target=sample_rss)
+        sampler.start()
+        try:
+            fake.arm()
+            wait_for(lambda: len(fake.floods) >= 1, 15, "a flood over")
+            # a reconnect (100 ms later) is flooded too
+            if fake.floods[0][0] < 16 << 20:
+                wait_for(lambda: len(fake.floods) >= 2, 5, "a second flood over")
+        finally:
+            stop.set()
+            sampler.join()
+        print(f"\n{len(fake.floods)} floods: {fake.floods} (sent, closed by h2gate); RSS "
+              f"{base} KiB, peak {peak[0]} KiB")
+        for sent, closed in list(fake.floods):
+            # what the gateway read before closing, plus what the kernel's buffers held (a few
+            # MB on loopback)
+            assert closed and sent < 16 << 20, fake.floods
+        g.wait_log("event=redis_reply_too_large")
+        assert re.search(r"event=redis_reply_too_large redis=127\.0\.0\.1:\d+ bytes=\d+ "
+                         r"max_reply=16384" + re.escape(why) + "\n", g.log()), g.log()[-3000:]
+        assert "event=cluster_degraded" in g.log()
+        assert metric(g, "h2gate_cluster_bad_replies_total", reason="too_large") >= 2
+        if not sanitized():  # ASan's allocator keeps freed memory: RSS says nothing there
+            assert (peak[0] - base) < 16 * 1024, (base, peak[0])
+        before = decisions(g, "local")
+        codes = [status_of(g.port)[0] for _ in range(5)]
+        # the local bucket (burst 3, then 2/s: a slow machine may refill one meanwhile)
+        assert codes[:3] == [200, 200, 200] and 429 in codes[3:], codes
+        assert decisions(g, "local") - before == 5
+
+
+def test_cluster_max_reply_is_the_bound(gateway, origin):
+    """A 40 KiB bulk reply to GET: past the default bound (16 KiB), the connection is dropped;
+    with cluster.max_reply 64 KiB it is read whole and judged (not ticket keys), and a
+    100 KiB one is dropped."""
+    value = b"$40000\r\n" + b"k" * 40000 + b"\r\n"
+    with FakeRedis(get=value) as fake:
+        g = fake_gw(gateway, origin, fake, route_extra="", wait_up=False)
+        g.wait_log("event=redis_reply_too_large")
+        assert re.search(r"event=redis_reply_too_large redis=\S+ bytes=\d+ max_reply=16384\n",
+                         g.log()), g.log()[-2000:]
+        assert "event=cluster_bad_value" not in g.log()
+    with FakeRedis(get=value) as fake:
+        g = fake_gw(gateway, origin, fake, route_extra="", cluster_extra="  max_reply: 64KiB\n",
+                    wait_up=False)
+        g.wait_log("event=cluster_bad_value")
+        assert "reason=\"not h2gate ticket keys\"" in g.log()
+        assert "redis_reply_too_large" not in g.log()
+        fake.get = b"$100000\r\n" + b"k" * 100000 + b"\r\n"
+        g.wait_log("event=redis_reply_too_large")
+        assert re.search(r"event=redis_reply_too_large redis=\S+ bytes=\d+ max_reply=65536\n",
+                         g.log()), g.log()[-2000:]
+        assert metric(g, "h2gate_cluster_bad_replies_total", reason="too_large") >= 1
+
+
+def test_a_huge_retry_after_from_redis_is_clamped(gateway, origin):
+    """The rate script answering a retry of 2^63 - 1 µs: Retry-After is a day at most (it was
+    rounded in signed arithmetic: undefined behaviour, UBSan's report, and
+    `Retry-After: 2217714955`)."""
+    with FakeRedis(rate=b"*2\r\n:0\r\n:9223372036854775807\r\n") as fake:
+        g = fake_gw(gateway, origin, fake)
+        assert status_of(g.port) == (429, 86400)
+        assert decisions(g, "limited") == 1
+    with FakeRedis(rate=b"*2\r\n:0\r\n:-9223372036854775807\r\n") as fake:
+        g = fake_gw(gateway, origin, fake)
+        assert status_of(g.port) == (429, 1)
+
+
+def test_answers_out_of_range_are_decided_locally(gateway, origin):
+    """The rate script saying -1 of 1 may go, the lease script granting 2^63 - 1 bytes: neither
+    is an answer our scripts give; the local bucket decides, and the bytes are not counted as
+    granted."""
+    with FakeRedis(rate=b"*2\r\n:-1\r\n:1000000\r\n", lease=b":9223372036854775807\r\n") as fake:
+        g = fake_gw(gateway, origin, fake, extra="throttle: {per_client_rate: 1MB/s}\n")
+        assert status_of(g.port) == (200, None)  # a burst of 3 locally
+        assert decisions(g, "local") == 1 and decisions(g, "limited") == 0
+        sizes, _ = downloads([g], 20000)
+        assert sizes == [20000]
+        assert metric(g, "h2gate_cluster_lease_bytes_total") <= 1_000_000
+        assert metric(g, "h2gate_cluster_lease_local_total") >= 1
+        assert metric(g, "h2gate_cluster_bad_replies_total", reason="out_of_range") >= 2
+        assert "event=cluster_bad_reply" in g.log()
+
+
+def test_redis_error_text_cannot_forge_log_lines(gateway, origin):
+    """An error reply carrying a line break and quotes: the degraded line keeps it inside its
+    quoted reason, no line of Redis's making appears in the log."""
+    evil = b'-ERR evil" x=1\nts=2026-01-01T00:00:00Z level=error event=forged_by_redis\r\n'
+    with FakeRedis(get=evil) as fake:
+        admin = free_port()
+        g = origin_gateway(gateway, origin, extra=f"cluster:\n  redis: 127.0.0.1:{fake.port}\n"
+                           "  poll_interval: 100ms\n", admin=admin)
+        g.wait_log("event=cluster_degraded")
+        log = g.log()
+        assert re.search(r'event=cluster_degraded redis=\S+ reason="GET ticket keys: ERR evil\? '
+                         r'x=1\?ts=2026-01-01T00:00:00Z level=error event=forged_by_redis" ', log), \
+            log[-2000:]
+        assert not re.search(r"^ts=2026-01-01", log, re.M)

@@ -1,6 +1,7 @@
 /* Unit tests of cluster/tickets.c: the shared ticket keys' value in Redis, when they are due,
- * and what a rotation keeps; and of cluster/rates.c: a question the hub accepted is answered,
- * whatever memory does. */
+ * and what a rotation keeps; of cluster/replies.c: every number Redis answers is bounded before
+ * use; and of cluster/rates.c: a question the hub accepted is answered, whatever memory does. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -71,6 +72,14 @@ static void test_due(void **state)
     assert_true(gw_cluster__keys_due(&k, 1001000, 1000));  /* exactly a period */
     assert_true(gw_cluster__keys_due(&k, 9000000, 1000));  /* long overdue */
     assert_false(gw_cluster__keys_due(&k, 10, 1000));      /* born in our future */
+    /* a birth more than a day ahead is not a clock running ahead: left alone, no key would
+     * rotate until that date (born_ms is any 64-bit number Redis holds) */
+    k.born_ms = 1000000 + GW_CLUSTER_KEYS_FUTURE_MS;
+    assert_false(gw_cluster__keys_due(&k, 1000000, 1000));
+    assert_true(gw_cluster__keys_due(&k, 999999, 1000));
+    k.born_ms = UINT64_MAX;
+    assert_true(gw_cluster__keys_due(&k, 1000000, 1000));
+    assert_true(gw_cluster__keys_due(&k, 0, 1000));
     k.n = 0;
     assert_true(gw_cluster__keys_due(&k, 1000001, 1000));
 }
@@ -97,6 +106,84 @@ static void test_rotate(void **state)
     gw_cluster__keys_rotate(&next, cur.keys + GW_TLS_KEY_LEN, 120, &after);
     assert_int_equal(after.n, 2);
     assert_memory_equal(after.keys + GW_TLS_KEY_LEN, fresh, GW_TLS_KEY_LEN);
+}
+
+/* ---- Redis's answers, bounded ------------------------------------------------------------- */
+
+/* The rate script's {ok, retry_us}: Retry-After is whole seconds rounded up, between 1 s and a
+ * day whatever Redis says (LLONG_MAX µs once overflowed `retry_us + 999999` in signed
+ * arithmetic: undefined behaviour, and `Retry-After: 2217714955`); an allowed count outside
+ * 0..n is refused (the questions are decided locally). */
+static void test_rate_reply_bounded(void **state)
+{
+    (void)state;
+    uint64_t ok = 99;
+    unsigned retry = 99;
+    assert_int_equal(gw_cluster__rate_reply(2, 1, 3, &ok, &retry), 0);
+    assert_true(ok == 2);
+    assert_int_equal(retry, 1);
+    assert_int_equal(gw_cluster__rate_reply(0, 1000000, 3, &ok, &retry), 0);
+    assert_int_equal(retry, 1);
+    assert_int_equal(gw_cluster__rate_reply(0, 1000001, 3, &ok, &retry), 0);
+    assert_int_equal(retry, 2);
+    assert_int_equal(gw_cluster__rate_reply(3, 0, 3, &ok, &retry), 0);
+    assert_true(ok == 3);
+    assert_int_equal(retry, 1);
+    assert_int_equal(gw_cluster__rate_reply(0, -5, 1, &ok, &retry), 0);
+    assert_int_equal(retry, 1);
+    assert_int_equal(gw_cluster__rate_reply(0, LLONG_MIN, 1, &ok, &retry), 0);
+    assert_int_equal(retry, 1);
+    assert_int_equal(gw_cluster__rate_reply(0, 86400ll * 1000000, 1, &ok, &retry), 0);
+    assert_int_equal(retry, GW_CLUSTER_RETRY_MAX_S);
+    assert_int_equal(gw_cluster__rate_reply(0, 86400ll * 1000000 + 1, 1, &ok, &retry), 0);
+    assert_int_equal(retry, GW_CLUSTER_RETRY_MAX_S);
+    assert_int_equal(gw_cluster__rate_reply(0, LLONG_MAX, 1, &ok, &retry), 0);
+    assert_int_equal(retry, 86400);
+    assert_int_equal(gw_cluster__rate_reply(0, LLONG_MAX - 999998, 1, &ok, &retry), 0);
+    assert_int_equal(retry, 86400);
+    ok = 7;
+    assert_int_equal(gw_cluster__rate_reply(4, 0, 3, &ok, &retry), GW_E_PARSE);
+    assert_int_equal(gw_cluster__rate_reply(-1, 0, 3, &ok, &retry), GW_E_PARSE);
+    assert_int_equal(gw_cluster__rate_reply(LLONG_MIN, 0, 3, &ok, &retry), GW_E_PARSE);
+    assert_int_equal(gw_cluster__rate_reply(LLONG_MAX, 0, 3, &ok, &retry), GW_E_PARSE);
+    assert_true(ok == 7); /* untouched when refused */
+}
+
+/* The lease script's grant: 0..want, anything else refused (the bytes were once counted as
+ * granted whatever their number). */
+static void test_lease_reply_bounded(void **state)
+{
+    (void)state;
+    uint64_t g = 99;
+    assert_int_equal(gw_cluster__lease_reply(0, 100, &g), 0);
+    assert_true(g == 0);
+    assert_int_equal(gw_cluster__lease_reply(100, 100, &g), 0);
+    assert_true(g == 100);
+    assert_int_equal(gw_cluster__lease_reply(101, 100, &g), GW_E_PARSE);
+    assert_int_equal(gw_cluster__lease_reply(LLONG_MAX, UINT64_MAX / 2, &g), 0);
+    assert_int_equal(gw_cluster__lease_reply(-1, 100, &g), GW_E_PARSE);
+    assert_int_equal(gw_cluster__lease_reply(LLONG_MIN, 100, &g), GW_E_PARSE);
+}
+
+/* SCRIPT LOAD's answer is a SHA1 (40 lowercase hex digits), or it is not kept; a peer's text
+ * in a log line cannot end the quoted value or start a line of its own. */
+static void test_sha_and_log_text(void **state)
+{
+    (void)state;
+    const char *sha = "0123456789abcdef0123456789abcdef01234567";
+    assert_true(gw_cluster__sha_ok(sha, 40));
+    assert_false(gw_cluster__sha_ok(sha, 39));
+    assert_false(gw_cluster__sha_ok("0123456789abcdef0123456789abcdef0123456X", 40));
+    assert_false(gw_cluster__sha_ok("0123456789ABCDEF0123456789abcdef01234567", 40));
+    assert_false(gw_cluster__sha_ok(NULL, 40));
+    char out[64];
+    const char evil[] = "ERR x\" level=error\nevent=forged\\\x01\xff";
+    gw_cluster__log_text(out, sizeof(out), evil, sizeof(evil) - 1);
+    assert_string_equal(out, "ERR x? level=error?event=forged???");
+    gw_cluster__log_text(out, 4, "abcdef", 6);
+    assert_string_equal(out, "abc");
+    gw_cluster__log_text(out, sizeof(out), NULL, 5);
+    assert_string_equal(out, "");
 }
 
 /* ---- rate questions: every one accepted gets its answer ---------------------------------- */
@@ -165,6 +252,9 @@ int main(void)
         cmocka_unit_test(test_value_refused),
         cmocka_unit_test(test_due),
         cmocka_unit_test(test_rotate),
+        cmocka_unit_test(test_rate_reply_bounded),
+        cmocka_unit_test(test_lease_reply_bounded),
+        cmocka_unit_test(test_sha_and_log_text),
         cmocka_unit_test(test_accepted_questions_answered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
