@@ -558,13 +558,22 @@ static const field_t access_log_fields[] = {
     FLD(gw_cfg_access_log_t, request_id, F_BOOL, 0, 0),
 };
 
+typedef struct {
+    gw_cfg_admin_t *a;
+    int address; /* the key was there (valid or not) */
+} admin_ld_t;
+
 static int admin_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
 {
-    gw_cfg_admin_t *a = obj;
+    admin_ld_t *x = obj;
+    gw_cfg_admin_t *a = x->a;
+    static const field_t f[] = {FLD(gw_cfg_admin_t, timeout_ms, F_DUR, 10, 60000)};
     if (strcmp(key, "address") != 0) {
-        gw_cfg__err_at(ld, k, "unknown key '%s' in admin", key);
+        if (!gw_cfg__set_field(ld, f, NTAB(f), key, v, a))
+            gw_cfg__err_at(ld, k, "unknown key '%s' in admin", key);
         return 0;
     }
+    x->address = 1;
     if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
         return 0;
     if (gw_parse_addr(gw_cfg__scalar(v), &a->addr) < 0)
@@ -652,8 +661,9 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         }
     } else if (!strcmp(key, "admin")) {
         if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "admin")) {
-            gw_cfg__each_pair(ld, v, admin_pair, &c->admin);
-            if (!c->admin.enabled && v->data.mapping.pairs.top == v->data.mapping.pairs.start)
+            admin_ld_t x = {.a = &c->admin};
+            gw_cfg__each_pair(ld, v, admin_pair, &x);
+            if (!x.address)
                 gw_cfg__err_at(ld, v, "missing required key 'address' in admin");
         }
     } else if (!strcmp(key, "forwarded_for")) {
@@ -724,6 +734,7 @@ static void set_defaults(gw_config_t *c)
     c->access_log.request_id = 1;
     c->early_hints.learn_entries = 1024;
     c->early_hints.learn_ttl_ms = 600000;
+    c->admin.timeout_ms = 2000; /* a probe's or a scraper's head is in one packet */
     c->cluster.timeout_ms = 20; /* Envoy's global rate limit default */
     c->cluster.connect_timeout_ms = 1000;
     c->cluster.poll_interval_ms = 1000;

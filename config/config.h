@@ -241,7 +241,8 @@ typedef struct {
 
 typedef struct {
     int enabled;
-    gw_cfg_addr_t addr; /* the admin listener: plain HTTP/1.1, /metrics /healthz /readyz */
+    gw_cfg_addr_t addr;  /* the admin listener: plain HTTP/1.1, /metrics /healthz /readyz */
+    uint64_t timeout_ms; /* a request head must come within this; an answer go out within it */
 } gw_cfg_admin_t;
 
 /* cluster: the Redis instances share (issue 27): TLS ticket keys now, limits later. */

@@ -130,7 +130,7 @@ int main(int argc, char **argv)
         GW_LOG_WARN("upgrade_unavailable", "reason=\"the path of the binary is unknown\"");
     gw_admin_t *admin = NULL;
     const gw_cfg_admin_t *acfg = &gw_server_config(srv)->admin;
-    if (acfg->enabled && (rv = gw_admin_start(srv, &acfg->addr, &admin)) < 0) {
+    if (acfg->enabled && (rv = gw_admin_start(srv, acfg, &admin)) < 0) {
         GW_LOG_ERROR("startup_failed", "err=%s", gw_errname(rv));
         gw_server_del(srv);
         free(pid_path);

@@ -1,5 +1,16 @@
-/* admin/admin.c — the admin listener (admin.h): one libuv loop on its own thread, so a scrape
- * that waits for the workers' snapshots never holds up the signal loop or a client. */
+/* admin/admin.c — the admin listener (admin.h): one libuv loop on its own thread, so nothing on
+ * it holds up the signal loop or a client.
+ *
+ * It must keep answering probes whatever its other clients do:
+ * - a request head must come within admin.timeout of the accept, and an answer go out within
+ *   admin.timeout of being made, or the connection is closed;
+ * - at ADMIN_CONNS_MAX connections a new one still gets in: the oldest connection not waiting
+ *   for a scrape is closed for it (one still reading its head first);
+ * - scrapes never take the last ADMIN_PROBE_SLOTS connections, so there is always one to
+ *   close for a probe;
+ * - a scrape (gw_server_metrics) waits up to a second for the workers' snapshots: it runs on a
+ *   thread of its own (the scraper), and the connections that ask while one runs share the
+ *   next, so the admin loop goes on answering /healthz and /readyz meanwhile. */
 #include "admin/admin.h"
 
 #include <errno.h>
@@ -18,17 +29,54 @@
 
 #define ADMIN_HEAD_MAX 8192
 #define ADMIN_CONNS_MAX 64
-#define ADMIN_TIMEOUT_MS 10000
+/* connections a scrape may never take: a health probe always finds one to take over */
+#define ADMIN_PROBE_SLOTS 4
+
+/* One admin connection's life: the head is read, then (for /metrics) it waits for a scrape,
+ * then its answer is written and it closes. */
+typedef enum {
+    AC_HEAD,   /* reading the request head (timer: admin.timeout from the accept) */
+    AC_SCRAPE, /* /metrics: waiting for the scraper (no timer: a scrape ends within ~1 s) */
+    AC_WRITE,  /* the answer is being written (timer: admin.timeout) */
+} astate_t;
+
+static const char *astate_str(astate_t s)
+{
+    switch (s) {
+    case AC_HEAD:
+        return "head";
+    case AC_SCRAPE:
+        return "scrape";
+    case AC_WRITE:
+        return "write";
+    }
+    return "?";
+}
 
 struct gw_admin {
     gw_server_t *srv;
     uv_loop_t loop;
     uv_tcp_t listener;
     uv_async_t stop;
+    uv_async_t scraped; /* the scraper has a result */
     uv_thread_t thread;
-    gw_list_t conns;
+    gw_list_t conns; /* aconn_t, oldest first */
     size_t nconns;
+    gw_list_t waiting; /* AC_SCRAPE connections for the next scrape */
+    gw_list_t batch;   /* AC_SCRAPE connections the running scrape answers */
+    size_t nscrape;    /* connections in AC_SCRAPE (waiting and batch) */
+    int scraping;      /* the scraper runs for batch */
+    uint64_t timeout_ms;
     char addr[64];
+    /* the scraper's thread, and what it shares with the loop (under mu) */
+    uv_thread_t scraper;
+    uv_mutex_t mu;
+    uv_cond_t cond;
+    int want; /* a scrape is asked for */
+    int quit;
+    int done; /* result holds a finished scrape */
+    int result_rv;
+    gw_bytes_t result;
 };
 
 typedef struct {
@@ -36,11 +84,13 @@ typedef struct {
     uv_timer_t timer;
     uv_write_t wreq;
     gw_admin_t *a;
-    gw_list_t link;
+    gw_list_t link;  /* in a->conns */
+    gw_list_t wlink; /* in a->waiting or a->batch while AC_SCRAPE */
     gw_h1_parser_t *p;
     gw_bytes_t in, out;
     int handles; /* open handles before free */
-    int answered;
+    astate_t state;
+    int head_only; /* a HEAD request */
     int closing;
 } aconn_t;
 
@@ -55,57 +105,142 @@ static void on_aconn_closed(uv_handle_t *h)
     gw_free(c);
 }
 
-static void aconn_close(aconn_t *c)
+static void aconn_close(aconn_t *c, const char *why)
 {
     if (c->closing)
         return;
     c->closing = 1;
+    if (why)
+        GW_LOG_DEBUG("admin_conn_closed", "address=%s state=%s reason=%s", c->a->addr,
+                     astate_str(c->state), why);
+    if (c->state == AC_SCRAPE) {
+        gw_list_remove(&c->wlink);
+        c->a->nscrape--;
+    }
     gw_list_remove(&c->link);
     c->a->nconns--;
     uv_close((uv_handle_t *)&c->tcp, on_aconn_closed);
     uv_close((uv_handle_t *)&c->timer, on_aconn_closed);
 }
 
+static void on_timeout(uv_timer_t *t)
+{
+    aconn_close(t->data, "timeout");
+}
+
 static void on_written(uv_write_t *req, int status)
 {
     (void)status;
-    aconn_close(req->data);
+    aconn_close(req->data, NULL);
 }
 
-static void respond(aconn_t *c, unsigned status, const char *ctype, const uint8_t *body, size_t len,
-                    int head_only)
+static void respond(aconn_t *c, unsigned status, const char *ctype, const uint8_t *body, size_t len)
 {
-    c->answered = 1;
+    if (c->state == AC_SCRAPE) {
+        gw_list_remove(&c->wlink);
+        c->a->nscrape--;
+    }
+    c->state = AC_WRITE;
     char clen[24];
     clen[gw_fmt_u64(clen, len)] = 0;
     gw_field_t f[] = {{GW_SLICE_LIT("server"), GW_SLICE_LIT("h2gate")},
                       {GW_SLICE_LIT("content-type"), gw_slice_str(ctype)},
                       {GW_SLICE_LIT("cache-control"), GW_SLICE_LIT("no-store")}};
     int rv = gw_h1_response_head(&c->out, status, f, 3, (int64_t)len, 0);
-    if (rv == 0 && !head_only && len)
+    if (rv == 0 && !c->head_only && len)
         rv = gw_bytes_append(&c->out, body, len);
     if (rv < 0) {
-        aconn_close(c);
+        aconn_close(c, "out of memory");
         return;
     }
     uv_read_stop((uv_stream_t *)&c->tcp);
+    uv_timer_start(&c->timer, on_timeout, c->a->timeout_ms, 0); /* a reader that never reads */
     uv_buf_t b = uv_buf_init((char *)c->out.base, (unsigned)c->out.len);
     c->wreq.data = c;
     if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0)
-        aconn_close(c);
+        aconn_close(c, "write failed");
 }
 
-static void respond_text(aconn_t *c, unsigned status, const char *text, int head_only)
+static void respond_text(aconn_t *c, unsigned status, const char *text)
 {
-    respond(c, status, "text/plain; charset=utf-8", (const uint8_t *)text, strlen(text), head_only);
+    respond(c, status, "text/plain; charset=utf-8", (const uint8_t *)text, strlen(text));
 }
+
+/* ---- scrapes ------------------------------------------------------------------------------ */
+
+/* The scraper's thread: one gw_server_metrics at a time, when the loop asks. */
+static void scraper_main(void *arg)
+{
+    gw_admin_t *a = arg;
+    uv_mutex_lock(&a->mu);
+    for (;;) {
+        while (!a->want && !a->quit)
+            uv_cond_wait(&a->cond, &a->mu);
+        if (a->quit)
+            break;
+        a->want = 0;
+        uv_mutex_unlock(&a->mu);
+        gw_bytes_t body;
+        gw_bytes_init(&body, 0);
+        int rv = gw_server_metrics(a->srv, &body); /* up to a second */
+        uv_mutex_lock(&a->mu);
+        gw_bytes_free(&a->result);
+        a->result = body;
+        a->result_rv = rv;
+        a->done = 1;
+        uv_async_send(&a->scraped);
+    }
+    uv_mutex_unlock(&a->mu);
+}
+
+/* Start a scrape for the connections waiting, unless one runs (they get the next). */
+static void scrape_kick(gw_admin_t *a)
+{
+    if (a->scraping || gw_list_empty(&a->waiting))
+        return;
+    gw_list_t *n;
+    while ((n = gw_list_pop_front(&a->waiting)) != NULL)
+        gw_list_push_back(&a->batch, n);
+    a->scraping = 1;
+    uv_mutex_lock(&a->mu);
+    a->want = 1;
+    uv_cond_signal(&a->cond);
+    uv_mutex_unlock(&a->mu);
+}
+
+static void on_scraped(uv_async_t *h)
+{
+    gw_admin_t *a = h->data;
+    uv_mutex_lock(&a->mu);
+    int done = a->done, rv = a->result_rv;
+    gw_bytes_t body = a->result;
+    gw_bytes_init(&a->result, 0);
+    a->done = 0;
+    uv_mutex_unlock(&a->mu);
+    if (!done)
+        return;
+    a->scraping = 0;
+    gw_list_t *n;
+    while ((n = a->batch.next) != &a->batch) { /* respond() takes each out of the batch */
+        aconn_t *c = GW_CONTAINER_OF(n, aconn_t, wlink);
+        if (rv < 0)
+            respond_text(c, 500, "h2gate admin: out of memory\n");
+        else
+            respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", body.base, body.len);
+    }
+    gw_bytes_free(&body);
+    scrape_kick(a);
+}
+
+/* ---- requests ----------------------------------------------------------------------------- */
 
 static int on_head(void *ud, const gw_h1_msg_t *m)
 {
     aconn_t *c = ud;
-    int head = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD"));
-    if (!head && !gw_slice_eq(m->method, GW_SLICE_LIT("GET"))) {
-        respond_text(c, 405, "h2gate admin: GET only\n", 0);
+    gw_admin_t *a = c->a;
+    c->head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD"));
+    if (!c->head_only && !gw_slice_eq(m->method, GW_SLICE_LIT("GET"))) {
+        respond_text(c, 405, "h2gate admin: GET only\n");
         return 0;
     }
     gw_slice_t path = m->target;
@@ -113,22 +248,25 @@ static int on_head(void *ud, const gw_h1_msg_t *m)
         if (path.base[i] == '?')
             path.len = i;
     if (gw_slice_eq(path, GW_SLICE_LIT("/metrics"))) {
-        gw_bytes_t body;
-        gw_bytes_init(&body, 0);
-        if (gw_server_metrics(c->a->srv, &body) < 0)
-            respond_text(c, 500, "h2gate admin: out of memory\n", head);
-        else
-            respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", body.base, body.len, head);
-        gw_bytes_free(&body);
+        if (a->nscrape >= ADMIN_CONNS_MAX - ADMIN_PROBE_SLOTS) {
+            respond_text(c, 503, "h2gate admin: too many scrapes at once\n");
+            return 0;
+        }
+        c->state = AC_SCRAPE;
+        a->nscrape++;
+        gw_list_push_back(&a->waiting, &c->wlink);
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        uv_timer_stop(&c->timer);
+        scrape_kick(a);
     } else if (gw_slice_eq(path, GW_SLICE_LIT("/healthz"))) {
-        respond_text(c, 200, "ok\n", head);
+        respond_text(c, 200, "ok\n");
     } else if (gw_slice_eq(path, GW_SLICE_LIT("/readyz"))) {
-        if (gw_server_ready(c->a->srv))
-            respond_text(c, 200, "ready\n", head);
+        if (gw_server_ready(a->srv))
+            respond_text(c, 200, "ready\n");
         else
-            respond_text(c, 503, "not ready: starting or draining\n", head);
+            respond_text(c, 503, "not ready: starting or draining\n");
     } else {
-        respond_text(c, 404, "h2gate admin: /metrics, /healthz, /readyz\n", head);
+        respond_text(c, 404, "h2gate admin: /metrics, /healthz, /readyz\n");
     }
     return 0;
 }
@@ -165,10 +303,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     (void)buf;
     aconn_t *c = s->data;
     if (nread < 0) {
-        aconn_close(c);
+        aconn_close(c, NULL);
         return;
     }
-    if (nread == 0 || c->answered)
+    if (nread == 0 || c->state != AC_HEAD)
         return;
     c->in.len += (size_t)nread;
     const uint8_t *end = NULL;
@@ -177,21 +315,30 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             end = c->in.base + i + 1;
     if (!end) {
         if (c->in.len > ADMIN_HEAD_MAX)
-            respond_text(c, 431, "h2gate admin: request head too large\n", 0);
+            respond_text(c, 431, "h2gate admin: request head too large\n");
         return;
     }
     ssize_t n = gw_h1_parser_feed(c->p, c->in.base, (size_t)(end - c->in.base));
-    if (n < 0 && !c->answered) {
-        unsigned st = gw_h1_parser_error_status(c->p);
-        respond_text(c, st ? st : 400, "h2gate admin: bad request\n", 0);
-    } else if (!c->answered) {
-        respond_text(c, 400, "h2gate admin: bad request\n", 0);
-    }
+    if (c->state != AC_HEAD)
+        return; /* on_head took it */
+    unsigned st = n < 0 ? gw_h1_parser_error_status(c->p) : 0;
+    respond_text(c, st ? st : 400, "h2gate admin: bad request\n");
 }
 
-static void on_timeout(uv_timer_t *t)
+/* At ADMIN_CONNS_MAX, the connection to close for a new one: the oldest still reading its head,
+ * else the oldest writing (never one waiting for a scrape: scrapes leave ADMIN_PROBE_SLOTS). */
+static aconn_t *victim(gw_admin_t *a)
 {
-    aconn_close(t->data);
+    aconn_t *writing = NULL;
+    gw_list_foreach(it, &a->conns)
+    {
+        aconn_t *c = GW_CONTAINER_OF(it, aconn_t, link);
+        if (c->state == AC_HEAD)
+            return c;
+        if (c->state == AC_WRITE && !writing)
+            writing = c;
+    }
+    return writing;
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -199,10 +346,16 @@ static void on_connection(uv_stream_t *server, int status)
     gw_admin_t *a = server->data;
     if (status < 0)
         return;
+    if (a->nconns >= ADMIN_CONNS_MAX) {
+        aconn_t *v = victim(a);
+        if (v)
+            aconn_close(v, "evicted");
+    }
     aconn_t *c = gw_calloc(1, sizeof(*c));
     if (!c)
         return;
     c->a = a;
+    c->state = AC_HEAD;
     gw_bytes_init(&c->in, ADMIN_HEAD_MAX + 4096);
     gw_bytes_init(&c->out, 0);
     gw_h1_limits_t lim = {ADMIN_HEAD_MAX, 64};
@@ -215,19 +368,22 @@ static void on_connection(uv_stream_t *server, int status)
     gw_list_push_back(&a->conns, &c->link);
     a->nconns++;
     if (!c->p || uv_accept(server, (uv_stream_t *)&c->tcp) < 0 || a->nconns > ADMIN_CONNS_MAX) {
-        aconn_close(c);
+        aconn_close(c, "refused");
         return;
     }
-    uv_timer_start(&c->timer, on_timeout, ADMIN_TIMEOUT_MS, 0);
+    uv_timer_start(&c->timer, on_timeout, a->timeout_ms, 0);
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
+
+/* ---- start and stop ----------------------------------------------------------------------- */
 
 static void on_stop(uv_async_t *h)
 {
     gw_admin_t *a = h->data;
     uv_close((uv_handle_t *)&a->listener, NULL);
     uv_close((uv_handle_t *)&a->stop, NULL);
-    gw_list_foreach_safe(it, tmp, &a->conns) aconn_close(GW_CONTAINER_OF(it, aconn_t, link));
+    uv_close((uv_handle_t *)&a->scraped, NULL);
+    gw_list_foreach_safe(it, tmp, &a->conns) aconn_close(GW_CONTAINER_OF(it, aconn_t, link), NULL);
 }
 
 static void admin_main(void *arg)
@@ -236,22 +392,59 @@ static void admin_main(void *arg)
     uv_run(&a->loop, UV_RUN_DEFAULT);
 }
 
-int gw_admin_start(gw_server_t *srv, const gw_cfg_addr_t *addr, gw_admin_t **out)
+static void scraper_stop(gw_admin_t *a)
+{
+    uv_mutex_lock(&a->mu);
+    a->quit = 1;
+    uv_cond_signal(&a->cond);
+    uv_mutex_unlock(&a->mu);
+    uv_thread_join(&a->scraper);
+}
+
+/* What gw_admin_start made, when its loop's thread does not run. */
+static void admin_free(gw_admin_t *a)
+{
+    uv_close((uv_handle_t *)&a->listener, NULL);
+    uv_close((uv_handle_t *)&a->scraped, NULL);
+    uv_close((uv_handle_t *)&a->stop, NULL);
+    uv_run(&a->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&a->loop);
+    uv_mutex_destroy(&a->mu);
+    uv_cond_destroy(&a->cond);
+    gw_bytes_free(&a->result);
+    gw_free(a);
+}
+
+int gw_admin_start(gw_server_t *srv, const gw_cfg_admin_t *cfg, gw_admin_t **out)
 {
     *out = NULL;
+    const gw_cfg_addr_t *addr = &cfg->addr;
     gw_admin_t *a = gw_calloc(1, sizeof(*a));
     if (!a || uv_loop_init(&a->loop) != 0) {
         gw_free(a);
         return GW_E_NOMEM;
     }
+    if (uv_mutex_init(&a->mu) != 0 || uv_cond_init(&a->cond) != 0) {
+        uv_loop_close(&a->loop);
+        gw_free(a);
+        return GW_E_NOMEM;
+    }
     a->srv = srv;
+    a->timeout_ms = cfg->timeout_ms;
     snprintf(a->addr, sizeof(a->addr), "%s", addr->text);
     gw_list_init(&a->conns);
+    gw_list_init(&a->waiting);
+    gw_list_init(&a->batch);
+    gw_bytes_init(&a->result, 0);
     uv_tcp_init(&a->loop, &a->listener);
     a->listener.data = a;
+    uv_async_init(&a->loop, &a->scraped, on_scraped);
+    a->scraped.data = a;
+    uv_async_init(&a->loop, &a->stop, on_stop);
+    a->stop.data = a;
     /* the server's: refused when another process listens there; inherited from the old
      * process of a binary upgrade (both accept on it while the old one drains) */
-    int fd, e;
+    int fd, e = 0;
     int rv = gw_server_admin_socket(srv, addr, &fd);
     if (rv == 0 && (e = uv_tcp_open(&a->listener, fd)) < 0)
         close(fd);
@@ -262,23 +455,20 @@ int gw_admin_start(gw_server_t *srv, const gw_cfg_addr_t *addr, gw_admin_t **out
         rv = GW_E_IO;
     }
     if (rv < 0) {
-        uv_close((uv_handle_t *)&a->listener, NULL);
-        uv_run(&a->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&a->loop);
-        gw_free(a);
+        admin_free(a);
         return rv;
     }
-    uv_async_init(&a->loop, &a->stop, on_stop);
-    a->stop.data = a;
-    if (uv_thread_create(&a->thread, admin_main, a) != 0) {
-        uv_close((uv_handle_t *)&a->listener, NULL);
-        uv_close((uv_handle_t *)&a->stop, NULL);
-        uv_run(&a->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&a->loop);
-        gw_free(a);
+    if (uv_thread_create(&a->scraper, scraper_main, a) != 0) {
+        admin_free(a);
         return GW_E_IO;
     }
-    GW_LOG_INFO("admin_listening", "address=%s paths=/metrics,/healthz,/readyz", addr->text);
+    if (uv_thread_create(&a->thread, admin_main, a) != 0) {
+        scraper_stop(a);
+        admin_free(a);
+        return GW_E_IO;
+    }
+    GW_LOG_INFO("admin_listening", "address=%s paths=/metrics,/healthz,/readyz timeout_ms=%llu",
+                addr->text, (unsigned long long)a->timeout_ms);
     *out = a;
     return 0;
 }
@@ -287,8 +477,13 @@ void gw_admin_stop(gw_admin_t *a)
 {
     if (!a)
         return;
+    /* the scraper first: its last uv_async_send must find the loop still open */
+    scraper_stop(a);
     uv_async_send(&a->stop);
     uv_thread_join(&a->thread);
     uv_loop_close(&a->loop);
+    uv_mutex_destroy(&a->mu);
+    uv_cond_destroy(&a->cond);
+    gw_bytes_free(&a->result);
     gw_free(a);
 }

@@ -4,7 +4,10 @@
  *   GET /healthz   200 while the process runs
  *   GET /readyz    200 while every worker runs and no stop was asked; 503 during start-up and
  *                  while draining
- * Other paths are 404, other methods 405; every answer closes the connection. */
+ * Other paths are 404, other methods 405; every answer closes the connection. A head must come
+ * within admin.timeout; at 64 connections the oldest idle one makes room for a new one, and
+ * scrapes never take the last few, so probes are answered whatever else is connected; a scrape
+ * waits for the workers on a thread of its own, never on the listener's loop. */
 #ifndef GW_ADMIN_ADMIN_H
 #define GW_ADMIN_ADMIN_H
 
@@ -13,8 +16,10 @@
 
 typedef struct gw_admin gw_admin_t;
 
-/* Bind addr and start the thread; 0, or a negative code after logging why. */
-int gw_admin_start(gw_server_t *srv, const gw_cfg_addr_t *addr, gw_admin_t **out);
+/* Bind cfg->addr and start the threads (the listener's loop, and the scraper that waits for
+ * the workers' metrics off that loop); cfg->timeout_ms bounds reading a request head and
+ * writing an answer. 0, or a negative code after logging why. */
+int gw_admin_start(gw_server_t *srv, const gw_cfg_admin_t *cfg, gw_admin_t **out);
 /* Stop the thread and close every admin connection. NULL is ignored. */
 void gw_admin_stop(gw_admin_t *a);
 

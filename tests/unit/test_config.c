@@ -763,6 +763,7 @@ static void operations_keys(void **state)
     assert_int_equal(c->access_log.format, GW_CFG_ALOG_COMBINED);
     assert_int_equal(c->access_log.request_id, 1);
     assert_int_equal(c->admin.enabled, 0);
+    assert_int_equal(c->admin.timeout_ms, 2000);
     assert_null(c->pid_file);
     assert_int_equal(c->timeouts.drain_grace_ms, 1000);
     assert_int_equal(c->limits.draining_generations, 16);
@@ -771,7 +772,8 @@ static void operations_keys(void **state)
     gw_config_errors_free(&e);
     assert_int_equal(load(MINIMAL "access_log: {path: /var/log/a.log, format: json, "
                                   "request_id: false}\n"
-                                  "admin: {address: '127.0.0.1:9901'}\npid_file: /run/h.pid\n"
+                                  "admin: {address: '127.0.0.1:9901', timeout: 500ms}\n"
+                                  "pid_file: /run/h.pid\n"
                                   "timeouts: {drain_grace: 0}\n"
                                   "limits: {draining_generations: 2}\n",
                           &c, &e),
@@ -781,6 +783,7 @@ static void operations_keys(void **state)
     assert_int_equal(c->access_log.request_id, 0);
     assert_int_equal(c->admin.enabled, 1);
     assert_string_equal(c->admin.addr.text, "127.0.0.1:9901");
+    assert_int_equal(c->admin.timeout_ms, 500);
     assert_string_equal(c->pid_file, "/run/h.pid");
     assert_int_equal(c->timeouts.drain_grace_ms, 0);
     assert_int_equal(c->limits.draining_generations, 2);
@@ -808,6 +811,10 @@ static void operations_keys(void **state)
                  "t.yaml:8:18: 'address' must be IP:PORT or [IPv6]:PORT, not 'nowhere'");
     expect_error(MINIMAL "admin: {port: 1}\n", "t.yaml:8:9: unknown key 'port' in admin");
     expect_error(MINIMAL "admin: {}\n", "t.yaml:8:8: missing required key 'address' in admin");
+    expect_error(MINIMAL "admin: {timeout: 1s}\n",
+                 "t.yaml:8:8: missing required key 'address' in admin");
+    expect_error(MINIMAL "admin: {address: '127.0.0.1:9901', timeout: 5ms}\n",
+                 "t.yaml:8:45: 'timeout' is out of range: 5ms (allowed 10..60000)");
     expect_error(MINIMAL "limits: {draining_generations: 0}\n",
                  "t.yaml:8:32: 'draining_generations' is out of range: 0 (allowed 1..256)");
     expect_error(MINIMAL "timeouts: {drain_grace: 2m}\n",

@@ -1,0 +1,171 @@
+"""The admin listener cannot be blinded: idle connections are closed after admin.timeout, a
+probe always finds a connection slot (the oldest idle connection makes room), and a slow scrape
+(a worker that does not answer for its snapshot: here one blocked writing its access log to a
+full pipe) never holds up /healthz and /readyz."""
+import fcntl
+import os
+import socket
+import threading
+import time
+
+from conftest import free_port, recv_all
+from gwtest import gw_config
+
+F_SETPIPE_SZ = 1031
+
+
+def admin_gw(gateway, origin, admin_extra="", extra="", workers=1):
+    port, admin = free_port(), free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], workers=workers,
+                          extra=f"admin:\n  address: 127.0.0.1:{admin}\n{admin_extra}{extra}"),
+                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    g.port, g.admin = port, admin
+    return g
+
+
+def get(port, path, timeout=5):
+    """(status or None when closed without an answer, seconds it took)."""
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: a\r\n\r\n".encode())
+        out = b""
+        try:
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                out += d
+        except ConnectionResetError:
+            pass
+    took = time.monotonic() - t0
+    return (int(out.split()[1]) if out.startswith(b"HTTP/1.1 ") else None), took
+
+
+def closed_after(s, limit):
+    """Seconds until the peer closes s (recv gives b"" or a reset), None past limit."""
+    s.settimeout(limit)
+    t0 = time.monotonic()
+    try:
+        while s.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    except socket.timeout:
+        return None
+    return time.monotonic() - t0
+
+
+def test_probes_answer_with_64_idle_connections_open(gateway, origin):
+    """70 connections that send nothing (the listener took 64, each for 10 s, and refused the
+    rest): /readyz and /healthz still answer 200 at once, each taking the place of the oldest
+    idle connection."""
+    g = admin_gw(gateway, origin)
+    idle = [socket.create_connection(("127.0.0.1", g.admin), timeout=5) for _ in range(70)]
+    try:
+        time.sleep(0.2)  # all accepted
+        for path in ("/readyz", "/healthz", "/readyz"):
+            status, took = get(g.admin, path)
+            assert status == 200 and took < 0.5, (path, status, took)
+        # the oldest gave their places: they were closed, without an answer
+        assert closed_after(idle[0], 1) is not None
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_an_idle_admin_connection_is_closed_after_the_timeout(gateway, origin):
+    """A connection that sends nothing, or half a head, is closed at admin.timeout (2 s by
+    default; it was 10 s), with no answer."""
+    g = admin_gw(gateway, origin)
+    s = socket.create_connection(("127.0.0.1", g.admin), timeout=5)
+    took = closed_after(s, 4)
+    s.close()
+    assert took is not None and 1.5 < took < 3.5, took
+    g2 = admin_gw(gateway, origin, admin_extra="  timeout: 300ms\n")
+    for first in (b"", b"GET /healthz HTTP/1.1\r\nHost: a\r\n"):
+        s = socket.create_connection(("127.0.0.1", g2.admin), timeout=5)
+        s.sendall(first)
+        took = closed_after(s, 3)
+        s.close()
+        assert took is not None and 0.2 < took < 1.5, (first, took)
+    assert "event=admin_listening" in g2.log() and "timeout_ms=300" in g2.log()
+    # a whole head is still answered
+    assert get(g2.admin, "/healthz")[0] == 200
+
+
+class StuckWorker:
+    """The only worker blocked in write(2): its access log is a FIFO of one page that nobody
+    reads. A scrape then waits its full second for that worker's snapshot."""
+
+    def __init__(self, tmp_path):
+        self.path = str(tmp_path / "access.fifo")
+        os.mkfifo(self.path)
+        self.fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        fcntl.fcntl(self.fd, F_SETPIPE_SZ, 4096)
+        self.draining = None
+
+    def block(self, port):
+        """Enough requests for more than a page of log lines, then the worker's flush (at
+        least once a second) fills the pipe and blocks."""
+        for i in range(60):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(f"GET /status/204?{i:0100d} HTTP/1.1\r\nHost: a\r\n"
+                          "Connection: close\r\n\r\n".encode())
+                assert recv_all(s).startswith(b"HTTP/1.1 204")
+        time.sleep(1.5)
+
+    def drain(self):
+        """Read the pipe until the gateway closes it (after the test, so it can stop)."""
+        def run():
+            while True:
+                try:
+                    if not os.read(self.fd, 65536):
+                        break
+                except BlockingIOError:
+                    time.sleep(0.01)
+            os.close(self.fd)
+        self.draining = threading.Thread(target=run, daemon=True)
+        self.draining.start()
+
+
+def test_a_probe_is_answered_during_a_slow_scrape(gateway, origin, tmp_path):
+    """A scrape that waits a second for a stuck worker: /healthz and /readyz asked meanwhile
+    answer at once (the scrape held the admin thread for its second); 70 scrapes at once do
+    not take every connection either."""
+    stuck = StuckWorker(tmp_path)
+    g = admin_gw(gateway, origin, extra=f"access_log:\n  path: {stuck.path}\n")
+    try:
+        stuck.block(g.port)
+        scrape = {}
+
+        def slow_scrape():
+            scrape["result"] = get(g.admin, "/metrics")
+
+        t = threading.Thread(target=slow_scrape)
+        t.start()
+        time.sleep(0.2)
+        for path in ("/healthz", "/readyz"):
+            status, took = get(g.admin, path)
+            assert status == 200 and took < 0.3, (path, status, took)
+        t.join()
+        status, took = scrape["result"]
+        assert status == 200 and took >= 0.7, scrape  # it was slow indeed
+
+        # 70 scrapes at once: at most 60 wait (the rest: 503, or closed to make room), and a
+        # probe still answers at once
+        results = []
+
+        def one():
+            results.append(get(g.admin, "/metrics", timeout=10)[0])
+
+        many = [threading.Thread(target=one) for _ in range(70)]
+        for th in many:
+            th.start()
+        time.sleep(0.3)
+        status, took = get(g.admin, "/healthz")
+        assert status == 200 and took < 0.3, (status, took)
+        for th in many:
+            th.join()
+        assert results.count(200) <= 60 and results.count(503) >= 1, sorted(map(str, results))
+    finally:
+        stuck.drain()
