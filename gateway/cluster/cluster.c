@@ -177,8 +177,13 @@ static void install(gw_cluster_t *c, const gw_cluster_keys_t *k, const char *how
         return;
     c->cur = *k;
     atomic_fetch_add(&c->st_updates, 1);
-    GW_LOG_INFO("tls_ticket_keys_updated", "source=cluster how=%s keys=%zu age_ms=%lld", how, k->n,
-                (long long)(unix_ms() - k->born_ms));
+    /* born_ms is whatever Redis holds: a birth ahead of our clock is a negative age, and the
+     * difference is taken in unsigned arithmetic either way */
+    uint64_t now = unix_ms();
+    int ahead = k->born_ms > now;
+    uint64_t age = ahead ? k->born_ms - now : now - k->born_ms;
+    GW_LOG_INFO("tls_ticket_keys_updated", "source=cluster how=%s keys=%zu age_ms=%s%llu", how,
+                k->n, ahead ? "-" : "", (unsigned long long)age);
 }
 
 static void on_set(void *ud, const redisReply *r, int err)

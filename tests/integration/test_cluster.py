@@ -724,3 +724,18 @@ def test_redis_error_text_cannot_forge_log_lines(gateway, origin):
                          r'x=1\?ts=2026-01-01T00:00:00Z level=error event=forged_by_redis" ', log), \
             log[-2000:]
         assert not re.search(r"^ts=2026-01-01", log, re.M)
+
+
+def test_keys_born_far_in_the_future_are_replaced(gateway, origin):
+    """Ticket keys in Redis that say they were born at 2^64 - 1 ms (a broken clock, or a bad
+    value): taken, but replaced at once rather than trusted to rotate in some billions of
+    years."""
+    value = b"h2gk\x01\x01" + (2**64 - 1).to_bytes(8, "big") + bytes(range(80))
+    with FakeRedis(get=b"$94\r\n" + value + b"\r\n") as fake:
+        g = fake_gw(gateway, origin, fake, route_extra="", wait_up=False)
+        g.wait_log("event=tls_ticket_key_rotated")
+        assert re.search(r"event=tls_ticket_keys_updated source=cluster how=read keys=1 "
+                         r"age_ms=-\d+\n", g.log()), g.log()[-2000:]
+        assert "event=tls_ticket_key_rotated" in g.log()
+        sets = [c for c in fake.commands if c[0] == b"SET" and c[1] == b"h2gate:tls:ticket-keys"]
+        assert sets and sets[0][2][6:14] != b"\xff" * 8, sets
