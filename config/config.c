@@ -54,7 +54,7 @@ int gw_cfg__host_port(ld_t *ld, const char *text, gw_cfg_addr_t *addr, char **ho
         strcpy(addr->text, text);
         end = strrchr(text, ':');
     } else if (rv < 0) {
-        return GW_E_PARSE;
+        return rv == GW_E_RANGE ? GW_E_RANGE : GW_E_PARSE;
     } else {
         skip = text[0] == '['; /* an IPv6 literal's host is inside the brackets */
         end = skip ? strchr(text, ']') : strrchr(text, ':');
@@ -75,6 +75,27 @@ static void add_msg(ld_t *ld, size_t line, size_t col, const char *fmt, va_list 
 static void err_line(ld_t *ld, size_t line, size_t col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Append "FILE:LINE:COL: body" (or "FILE: body" for line 0) to e. 0 or GW_E_NOMEM. */
+static int push_msg(gw_config_errors_t *e, const char *file, size_t line, size_t col,
+                    const char *body)
+{
+    size_t n = strlen(file) + strlen(body) + 48;
+    char *m = gw_malloc(n);
+    char **nv = gw_realloc(e->msgs, (e->len + 1) * sizeof(char *));
+    if (nv)
+        e->msgs = nv;
+    if (!m || !nv) {
+        gw_free(m);
+        return GW_E_NOMEM;
+    }
+    if (line)
+        snprintf(m, n, "%s:%zu:%zu: %s", file, line, col, body);
+    else
+        snprintf(m, n, "%s: %s", file, body);
+    e->msgs[e->len++] = m;
+    return 0;
+}
+
 static void add_msg(ld_t *ld, size_t line, size_t col, const char *fmt, va_list ap)
 {
     ld->nerr++;
@@ -82,19 +103,26 @@ static void add_msg(ld_t *ld, size_t line, size_t col, const char *fmt, va_list 
         return;
     char body[512];
     vsnprintf(body, sizeof(body), fmt, ap);
-    size_t n = strlen(ld->file) + strlen(body) + 48;
-    char *m = gw_malloc(n);
-    char **nv = gw_realloc(ld->errs->msgs, (ld->errs->len + 1) * sizeof(char *));
-    if (!m || !nv) {
-        gw_free(m);
-        if (nv)
-            ld->errs->msgs = nv;
+    if (push_msg(ld->errs, ld->file, line, col, body) < 0)
         ld->nomem = 1;
-        return;
-    }
-    ld->errs->msgs = nv;
-    snprintf(m, n, "%s:%zu:%zu: %s", ld->file, line, col, body);
-    ld->errs->msgs[ld->errs->len++] = m;
+}
+
+int gw_config_error_add(gw_config_errors_t *e, const gw_cfg_pos_t *at, const char *fmt, ...)
+{
+    char body[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof(body), fmt, ap);
+    va_end(ap);
+    return push_msg(e, at && at->file ? at->file : "<config>", at ? at->line : 0, at ? at->col : 0,
+                    body);
+}
+
+gw_cfg_pos_t gw_cfg__pos(ld_t *ld, yaml_node_t *n)
+{
+    return (gw_cfg_pos_t){.file = ld->c ? ld->c->path : NULL,
+                          .line = (unsigned)n->start_mark.line + 1,
+                          .col = (unsigned)n->start_mark.column + 1};
 }
 
 void gw_cfg__err_at(ld_t *ld, yaml_node_t *n, const char *fmt, ...)
@@ -157,6 +185,20 @@ int gw_cfg__expect(ld_t *ld, yaml_node_t *n, yaml_node_type_t t, const char *key
                                                  : "a map";
     gw_cfg__err_at(ld, n, "'%s' must be %s, not %s", key, want, gw_cfg__kind_str(n));
     return 0;
+}
+
+/* The value of key in map (a mapping node; its first occurrence), or NULL. */
+static yaml_node_t *map_value(ld_t *ld, yaml_node_t *map, const char *key)
+{
+    if (map->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        const char *k = gw_cfg__scalar(gw_cfg__node(ld, p->key));
+        if (k && !strcmp(k, key))
+            return gw_cfg__node(ld, p->value);
+    }
+    return NULL;
 }
 
 /* Iterate a mapping; reports duplicate keys and non-scalar keys. */
@@ -403,6 +445,14 @@ static const char *internal_name(const char *key)
     return key;
 }
 
+const char *gw_cfg__yaml_name(const char *name)
+{
+    for (size_t i = 0; i < NTAB(ms_keys); i++)
+        if (!strcmp(ms_keys[i][1], name))
+            return ms_keys[i][0];
+    return name;
+}
+
 static const field_t timeout_fields[] = {
     FLD(gw_cfg_timeouts_t, handshake_ms, F_DUR, 1, DAY_MS),
     FLD(gw_cfg_timeouts_t, first_request_ms, F_DUR, 1, DAY_MS),
@@ -447,7 +497,7 @@ static int table_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
     table_obj_t *t = ((table_obj_t **)obj)[0];
     void *target = ((void **)obj)[1];
     if (!gw_cfg__set_field(ld, t->tab, t->n, key, v, target))
-        gw_cfg__err_at(ld, k, "unknown key '%s' in %s", key, t->section);
+        gw_cfg__err_unknown_key(ld, k, key, t->section, t->tab, t->n, NULL);
     return 0;
 }
 
@@ -530,7 +580,8 @@ static const field_t early_hints_fields[] = {
 static int early_hints_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
 {
     if (!gw_cfg__set_field(ld, early_hints_fields, NTAB(early_hints_fields), key, v, obj))
-        gw_cfg__err_at(ld, k, "unknown key '%s' in early_hints", key);
+        gw_cfg__err_unknown_key(ld, k, key, "early_hints", early_hints_fields,
+                                NTAB(early_hints_fields), NULL);
     return 0;
 }
 
@@ -547,7 +598,9 @@ static int compression_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node
                                "'type/*' or '+suffix'",
                                z->types[i]);
     } else if (!gw_cfg__set_field(ld, compression_fields, NTAB(compression_fields), key, v, z)) {
-        gw_cfg__err_at(ld, k, "unknown key '%s' in compression", key);
+        static const char *const more[] = {"types", NULL};
+        gw_cfg__err_unknown_key(ld, k, key, "compression", compression_fields,
+                                NTAB(compression_fields), more);
     }
     return 0;
 }
@@ -569,16 +622,18 @@ static int admin_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
     gw_cfg_admin_t *a = x->a;
     static const field_t f[] = {FLD(gw_cfg_admin_t, timeout_ms, F_DUR, 10, 60000)};
     if (strcmp(key, "address") != 0) {
-        if (!gw_cfg__set_field(ld, f, NTAB(f), key, v, a))
-            gw_cfg__err_at(ld, k, "unknown key '%s' in admin", key);
+        if (!gw_cfg__set_field(ld, f, NTAB(f), key, v, a)) {
+            static const char *const more[] = {"address", NULL};
+            gw_cfg__err_unknown_key(ld, k, key, "admin", f, NTAB(f), more);
+        }
         return 0;
     }
     x->address = 1;
     if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
         return 0;
-    if (gw_parse_addr(gw_cfg__scalar(v), &a->addr) < 0)
-        gw_cfg__err_at(ld, v, "'address' must be IP:PORT or [IPv6]:PORT, not '%s'",
-                       gw_cfg__scalar(v));
+    int rv = gw_parse_addr(gw_cfg__scalar(v), &a->addr);
+    if (rv < 0)
+        gw_cfg__err_addr(ld, v, "address", rv, 1, "IP:PORT or [IPv6]:PORT");
     else
         a->enabled = 1;
     return 0;
@@ -599,8 +654,10 @@ static int cluster_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *
 {
     gw_cfg_cluster_t *cl = obj;
     if (strcmp(key, "redis") != 0) {
+        static const char *const more[] = {"redis", NULL};
         if (!gw_cfg__set_field(ld, cluster_fields, NTAB(cluster_fields), key, v, obj))
-            gw_cfg__err_at(ld, k, "unknown key '%s' in cluster", key);
+            gw_cfg__err_unknown_key(ld, k, key, "cluster", cluster_fields, NTAB(cluster_fields),
+                                    more);
         return 0;
     }
     if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
@@ -608,8 +665,8 @@ static int cluster_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *
     const char *text = gw_cfg__scalar(v);
     /* a host name is resolved when the client connects */
     int rv = gw_cfg__host_port(ld, text, &cl->redis, &cl->redis_host);
-    if (rv == GW_E_PARSE)
-        gw_cfg__err_at(ld, v, "'redis' must be HOST:PORT or [IPv6]:PORT, not '%s'", text);
+    if (rv == GW_E_PARSE || rv == GW_E_RANGE)
+        gw_cfg__err_addr(ld, v, "redis", rv, 0, "HOST:PORT or [IPv6]:PORT");
     else if (rv == 0)
         cl->enabled = 1;
     return 0;
@@ -645,6 +702,9 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
             gw_cfg__each_pair(ld, v, compression_pair, &c->compression);
     } else if (!strcmp(key, "access_log")) {
         load_table(ld, v, "access_log", access_log_fields, NTAB(access_log_fields), &c->access_log);
+        yaml_node_t *pv = map_value(ld, v, "path");
+        if (pv)
+            c->access_log.path_at = gw_cfg__pos(ld, pv);
         if (c->access_log.path && !strcmp(c->access_log.path, "off")) {
             gw_free(c->access_log.path);
             c->access_log.path = NULL;
@@ -679,8 +739,16 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
             gw_cfg__err_at(ld, v, "'forwarded_for' must be replace or append, not '%s'", m);
     } else if (!strcmp(key, "trusted_proxies")) {
         gw_cfg__load_nets(ld, v, key, 0, &c->trusted_proxies, &c->trusted_proxies_len);
-    } else if (!gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c))
-        gw_cfg__err_at(ld, k, "unknown key '%s'", key);
+    } else if (!strcmp(key, "pid_file")) {
+        gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c);
+        c->pid_file_at = gw_cfg__pos(ld, v);
+    } else if (!gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c)) {
+        static const char *const more[] = {
+            "listen",        "upstreams",       "routes",      "h2",         "timeouts", "limits",
+            "throttle",      "early_hints",     "compression", "access_log", "admin",    "cluster",
+            "forwarded_for", "trusted_proxies", NULL};
+        gw_cfg__err_unknown_key(ld, k, key, NULL, top_fields, NTAB(top_fields), more);
+    }
     return 0;
 }
 
@@ -814,9 +882,12 @@ int gw_config_load_string(const char *name, const char *text, size_t len, gw_con
             rv = GW_E_NOMEM;
         } else {
             yaml_mark_t m = parser.problem_mark;
-            err_line(&ld, m.line + 1, m.column + 1, "YAML syntax error: %s%s%s",
+            err_line(&ld, m.line + 1, m.column + 1, "YAML syntax error: %s%s%s%s",
                      parser.problem ? parser.problem : "unknown", parser.context ? " " : "",
-                     parser.context ? parser.context : "");
+                     parser.context ? parser.context : "",
+                     gw_cfg__tab_at(text, len, m.line, m.column)
+                         ? " (a tab: tabs cannot indent YAML, indent with spaces)"
+                         : "");
         }
         yaml_parser_delete(&parser);
         return rv;
@@ -899,11 +970,19 @@ int gw_config_load_string(const char *name, const char *text, size_t len, gw_con
 int gw_config_load_file(const char *path, gw_config_t **out, gw_config_errors_t *errs)
 {
     *out = NULL;
+    ld_t ld = {.file = path, .errs = errs};
     FILE *f = fopen(path, "rb");
     if (!f) {
-        ld_t ld = {.file = path, .errs = errs};
-        err_line(&ld, 1, 1, "cannot open: %s", strerror(errno));
-        return errno == ENOENT ? GW_E_NOENT : GW_E_IO;
+        int e = errno;
+        err_line(&ld, 1, 1, "cannot open: %s", strerror(e));
+        return e == ENOENT ? GW_E_NOENT : GW_E_IO;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* fopen opens a directory for reading; reading it then fails (EISDIR) */
+        fclose(f);
+        err_line(&ld, 1, 1, "is a directory, not a config file");
+        return GW_E_IO;
     }
     gw_bytes_t b;
     gw_bytes_init(&b, 16u << 20);
@@ -913,9 +992,12 @@ int gw_config_load_file(const char *path, gw_config_t **out, gw_config_errors_t 
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
         if ((rv = gw_bytes_append(&b, chunk, n)) < 0)
             break;
+    if (rv == 0 && ferror(f)) {
+        err_line(&ld, 1, 1, "cannot read: %s", strerror(errno));
+        rv = GW_E_IO;
+    }
     fclose(f);
     if (rv == GW_E_LIMIT) {
-        ld_t ld = {.file = path, .errs = errs};
         err_line(&ld, 1, 1, "file is larger than 16 MiB");
         rv = GW_E_PARSE;
     }

@@ -20,6 +20,16 @@ typedef enum {
     GW_PROTO_F_HTTP1 = 1u << 2 /* HTTP/1.1 (ALPN http/1.1, or a cleartext request line) */
 } gw_proto_flags_t;
 
+/* Where a value was written in the config file, kept for the keys whose value only a later
+ * stage can judge (a file they name, an OpenSSL cipher list): what start-up, a reload or
+ * `h2gate -t` finds wrong with it is reported as "FILE:LINE:COL: message" like the loader's own
+ * errors (gw_config_error_add). file points to the gw_config_t's path (owned by it); line and
+ * col count from 1; line 0: not written in the file. */
+typedef struct {
+    const char *file;
+    unsigned line, col;
+} gw_cfg_pos_t;
+
 typedef struct {
     struct sockaddr_storage ss; /* parsed address, port included */
     socklen_t len;
@@ -31,6 +41,7 @@ typedef struct {
     char *key;         /* PEM file */
     char **names;      /* SNI names it serves: exact or "*.suffix"; empty = default only */
     size_t names_len;
+    gw_cfg_pos_t certificate_at, key_at;
 } gw_cfg_cert_t;
 
 typedef struct {
@@ -53,6 +64,7 @@ typedef struct {
     char *ciphers;            /* TLS 1.2 cipher list, OpenSSL syntax; NULL = built-in */
     char *ciphersuites;       /* TLS 1.3 suites; NULL = OpenSSL default */
     int self_signed;          /* generate a self-signed pair at start if both files are missing */
+    gw_cfg_pos_t ciphers_at, ciphersuites_at;
 } gw_cfg_tls_t;
 
 /* A network, "10.0.0.0/8", "::1", "2001:db8::/32" (an address alone: all its bits). */
@@ -103,9 +115,10 @@ typedef struct {
     gw_cfg_server_t *servers;
     size_t servers_len;
     gw_balance_t balance;
-    int tls;                  /* HTTPS to the origin */
-    int tls_verify;           /* verify the origin's certificate (default 1) */
-    char *tls_ca;             /* CA file; NULL = system store */
+    int tls;        /* HTTPS to the origin */
+    int tls_verify; /* verify the origin's certificate (default 1) */
+    char *tls_ca;   /* CA file; NULL = system store */
+    gw_cfg_pos_t tls_ca_at;
     unsigned max_connections; /* per server */
     unsigned max_idle;        /* per server */
     uint64_t idle_timeout_ms;
@@ -237,6 +250,7 @@ typedef struct {
     char *path;     /* NULL: off; "stderr"; otherwise a file (opened for appending) */
     int format;     /* gw_cfg_alog_format_t */
     int request_id; /* x-request-id kept (when sane) or made, forwarded, returned (default 1) */
+    gw_cfg_pos_t path_at;
 } gw_cfg_access_log_t;
 
 typedef struct {
@@ -287,6 +301,7 @@ typedef struct gw_config {
     int forwarded_append;
     gw_cfg_net_t *trusted_proxies;
     size_t trusted_proxies_len;
+    gw_cfg_pos_t pid_file_at;
 } gw_config_t;
 
 /* Error list filled by the loader: each entry "FILE:LINE:COL: message". */
@@ -295,6 +310,13 @@ typedef struct {
     size_t len;
 } gw_config_errors_t;
 void gw_config_errors_free(gw_config_errors_t *e);
+
+/* Append "FILE:LINE:COL: message" (at->file, or "<config>"; "FILE: message" when at->line is
+ * 0) to e: what a later stage (TLS, the access log, `h2gate -t`) finds wrong with a value the
+ * loader accepted. Out of memory: the message is lost (e->len does not grow); returns 0 or
+ * GW_E_NOMEM. */
+int gw_config_error_add(gw_config_errors_t *e, const gw_cfg_pos_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Load and validate `path`. On success returns 0 and *out (free with gw_config_del). On
  * failure returns GW_E_PARSE (or GW_E_NOENT / GW_E_NOMEM), *out is NULL and errs holds every

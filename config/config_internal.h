@@ -3,6 +3,7 @@
  * config.c:   the loader (ld_t), its error list, the node helpers, the table-driven scalar
  *             fields, the scalar sections, the top level, the defaults and gw_config_del.
  * sections.c: listen[] with TLS, upstreams with servers and health, routes[].
+ * hints.c:    messages that help: "did you mean", a port alone or out of range, tabs.
  * units.c:    sizes, durations, rates and addresses as written in the file.
  */
 #ifndef GW_CONFIG_INTERNAL_H
@@ -73,9 +74,37 @@ int gw_cfg__set_field(ld_t *ld, const field_t *tab, size_t ntab, const char *key
 char **gw_cfg__load_str_list(ld_t *ld, yaml_node_t *v, const char *key, size_t *len);
 /* HOST:PORT, [IPv6]:PORT or NAME:PORT into *addr (for a name only .text is set: it is resolved
  * when dialled) and its host part, allocated, into *host (replacing what was there). 0,
- * GW_E_PARSE (not an address: the caller says so) or GW_E_NOMEM (ld->nomem is set). */
+ * GW_E_PARSE (not an address: the caller says so, gw_cfg__err_addr), GW_E_RANGE (the port is
+ * not 1..65535) or GW_E_NOMEM (ld->nomem is set). */
 int gw_cfg__host_port(ld_t *ld, const char *text, gw_cfg_addr_t *addr, char **host);
 void gw_cfg__free_str_list(char **l, size_t n);
+/* Where n was written, for the gw_config_t (see gw_cfg_pos_t). */
+gw_cfg_pos_t gw_cfg__pos(ld_t *ld, yaml_node_t *n);
+/* The YAML spelling of a table's field name (settings_timeout_ms is written settings_timeout). */
+const char *gw_cfg__yaml_name(const char *name);
+
+/* hints.c */
+/* The closest candidate to a word written where it is not valid: feed every valid word with
+ * gw_cfg__suggest(); best stays NULL unless one is a typo away (a few edits, case ignored). */
+typedef struct {
+    const char *best; /* points to the candidate given */
+    size_t dist;      /* start with SIZE_MAX */
+} gw_cfg_suggest_t;
+void gw_cfg__suggest(gw_cfg_suggest_t *sg, const char *word, const char *cand);
+/* "unknown key 'KEY'" (" in WHERE" when where is not NULL), then "; did you mean 'X'?" when a
+ * key valid there is close to it: the names of tab[0..ntab) as written in YAML, and the
+ * NULL-terminated list more (tab and more may be NULL). */
+void gw_cfg__err_unknown_key(ld_t *ld, yaml_node_t *k, const char *key, const char *where,
+                             const field_t *tab, size_t ntab, const char *const *more);
+/* An address that gw_parse_addr (or gw_cfg__host_port) refused with rv, reported at v:
+ * a port out of range says so; a port alone (`8443`, `:8443`) says how to write it (listen=1:
+ * with the interfaces to bind; 0: with the host to reach); anything else "'KEY' must be FORMS,
+ * not 'TEXT'". */
+void gw_cfg__err_addr(ld_t *ld, yaml_node_t *v, const char *key, int rv, int listen,
+                      const char *forms);
+/* Whether a tab is where libyaml stopped (line and column from 0) or in that line's
+ * indentation (text[0..len) is the document). */
+int gw_cfg__tab_at(const char *text, size_t len, size_t line, size_t column);
 
 /* sections.c */
 /* A list of networks (ADDRESS or ADDRESS/BITS) at v for key, into *out (replacing it, freed

@@ -45,15 +45,19 @@ static int cert_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, 
         char **dst = !strcmp(key, "key") ? &c->cert.key : &c->cert.certificate;
         gw_free(*dst);
         *dst = gw_cfg__xstrdup(ld, gw_cfg__scalar(v));
-        if (!strcmp(key, "key"))
+        if (!strcmp(key, "key")) {
             c->key_node = v;
-        else
+            c->cert.key_at = gw_cfg__pos(ld, v);
+        } else {
             c->cert_node = v;
+            c->cert.certificate_at = gw_cfg__pos(ld, v);
+        }
     } else if (!strcmp(key, "names")) {
         gw_cfg__free_str_list(c->cert.names, c->cert.names_len);
         c->cert.names = gw_cfg__load_str_list(ld, v, key, &c->cert.names_len);
     } else {
-        gw_cfg__err_at(ld, k, "unknown key '%s' in a certificate", key);
+        static const char *const more[] = {"certificate", "key", "names", NULL};
+        gw_cfg__err_unknown_key(ld, k, key, "a certificate", NULL, 0, more);
     }
     return 0;
 }
@@ -120,8 +124,16 @@ static int tls_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
             gw_cfg__err_at(ld, v, "'ticket_key_cipher' must be aes-128-cbc or aes-256-cbc");
         return 0;
     }
-    if (!gw_cfg__set_field(ld, tls_fields, NTAB(tls_fields), key, v, t->tls))
-        gw_cfg__err_at(ld, k, "unknown key '%s' in tls", key);
+    if (!strcmp(key, "ciphers"))
+        t->tls->ciphers_at = gw_cfg__pos(ld, v);
+    else if (!strcmp(key, "ciphersuites"))
+        t->tls->ciphersuites_at = gw_cfg__pos(ld, v);
+    if (!gw_cfg__set_field(ld, tls_fields, NTAB(tls_fields), key, v, t->tls)) {
+        static const char *const more[] = {"certificate",     "key",         "names",
+                                           "certificates",    "ticket_keys", "ticket_key_cipher",
+                                           "alpn_preference", NULL};
+        gw_cfg__err_unknown_key(ld, k, key, "tls", tls_fields, NTAB(tls_fields), more);
+    }
     return 0;
 }
 
@@ -266,8 +278,7 @@ static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v
             return 0;
         int rv = gw_parse_addr(gw_cfg__scalar(v), &x->l->addr);
         if (rv < 0)
-            gw_cfg__err_at(ld, v, "'address' must be IP:PORT or [IPv6]:PORT, not '%s'",
-                           gw_cfg__scalar(v));
+            gw_cfg__err_addr(ld, v, "address", rv, 1, "IP:PORT or [IPv6]:PORT");
     } else if (!strcmp(key, "tls")) {
         gw_cfg__free_tls(x->l->tls);
         x->l->tls = load_tls(ld, v);
@@ -295,7 +306,17 @@ static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v
     } else if (!strcmp(key, "proxy_protocol_from")) {
         x->pp_from = gw_cfg__load_nets(ld, v, key, 1, &x->l->proxy_from, &x->l->proxy_from_len) > 0;
     } else {
-        gw_cfg__err_at(ld, k, "unknown key '%s' in a listener", key);
+        static const char *const more[] = {"address",
+                                           "tls",
+                                           "protocols",
+                                           "backlog",
+                                           "early_hints",
+                                           "push",
+                                           "proxy_protocol",
+                                           "proxy_protocol_timeout",
+                                           "proxy_protocol_from",
+                                           NULL};
+        gw_cfg__err_unknown_key(ld, k, key, "a listener", NULL, 0, more);
     }
     return 0;
 }
@@ -420,6 +441,23 @@ void gw_cfg__load_listen(ld_t *ld, yaml_node_t *v)
 {
     size_t n;
     gw_config_t *c = ld->c;
+    if (v->type == YAML_SCALAR_NODE) {
+        /* nginx's `listen 8443;` written here: say what the list looks like */
+        gw_cfg_addr_t a;
+        const char *text = gw_cfg__scalar(v), *port = text;
+        while (*port == ':' || *port == '*')
+            port++;
+        int digits = *port && strspn(port, "0123456789") == strlen(port);
+        int ok = gw_parse_addr(text, &a) == 0;
+        gw_cfg__err_at(ld, v,
+                       "'listen' must be a list of listeners, not a scalar: write "
+                       "'listen: [{address: %s%s}]'",
+                       ok       ? text
+                       : digits ? "0.0.0.0:"
+                                : "IP:PORT",
+                       ok || !digits ? "" : port);
+        return;
+    }
     if (!(c->listen = load_list(ld, v, "listen", "listener", sizeof(*c->listen), &n)))
         return;
     for (size_t i = 0; i < n; i++) {
@@ -505,8 +543,11 @@ static void load_server(ld_t *ld, gw_cfg_upstream_t *u, yaml_node_t *sn)
             } else if (key && !strcmp(key, "weight")) {
                 static const field_t f[] = {FLD(gw_cfg_server_t, weight, F_UINT, 1, 1000)};
                 gw_cfg__set_field(ld, f, 1, key, v, s);
+            } else if (key) {
+                static const char *const more[] = {"address", "weight", NULL};
+                gw_cfg__err_unknown_key(ld, k, key, "a server", NULL, 0, more);
             } else {
-                gw_cfg__err_at(ld, k, "unknown key '%s' in a server", key ? key : "?");
+                gw_cfg__err_at(ld, k, "map keys must be scalars");
             }
         }
         if (!addr) {
@@ -523,8 +564,8 @@ static void load_server(ld_t *ld, gw_cfg_upstream_t *u, yaml_node_t *sn)
     const char *text = gw_cfg__scalar(addr);
     /* a host name is resolved by back/ when it dials */
     int rv = gw_cfg__host_port(ld, text, &s->addr, &s->host);
-    if (rv == GW_E_PARSE)
-        gw_cfg__err_at(ld, addr, "server address must be HOST:PORT or [IPv6]:PORT, not '%s'", text);
+    if (rv == GW_E_PARSE || rv == GW_E_RANGE)
+        gw_cfg__err_addr(ld, addr, "address", rv, 0, "HOST:PORT or [IPv6]:PORT");
     if (rv == 0)
         u->servers_len++;
 }
@@ -537,7 +578,7 @@ typedef struct {
 static int health_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
 {
     if (!gw_cfg__set_field(ld, health_fields, NTAB(health_fields), key, v, obj))
-        gw_cfg__err_at(ld, k, "unknown key '%s' in health", key);
+        gw_cfg__err_unknown_key(ld, k, key, "health", health_fields, NTAB(health_fields), NULL);
     return 0;
 }
 
@@ -550,7 +591,12 @@ static int upstream_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t 
         if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, key))
             gw_cfg__each_pair(ld, v, health_pair, x->u);
     } else if (!gw_cfg__set_field(ld, upstream_fields, NTAB(upstream_fields), key, v, x->u)) {
-        gw_cfg__err_at(ld, k, "unknown key '%s' in upstream '%s'", key, x->u->name);
+        static const char *const more[] = {"servers", "health", NULL};
+        char where[160];
+        snprintf(where, sizeof(where), "upstream '%s'", x->u->name);
+        gw_cfg__err_unknown_key(ld, k, key, where, upstream_fields, NTAB(upstream_fields), more);
+    } else if (!strcmp(key, "tls_ca")) {
+        x->u->tls_ca_at = gw_cfg__pos(ld, v);
     }
     return 0;
 }
@@ -730,7 +776,9 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
                gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
         x->push = v;
     } else if (!gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
-        gw_cfg__err_at(ld, k, "unknown key '%s' in a route", key);
+        static const char *const more[] = {
+            "name", "host", "path", "upstream", "coalesce_headers", "early_hints", NULL};
+        gw_cfg__err_unknown_key(ld, k, key, "a route", route_fields, NTAB(route_fields), more);
     }
     return 0;
 }
@@ -753,6 +801,32 @@ static int valid_host_pattern(const char *h)
             return 0;
     }
     return 1;
+}
+
+/* "route names unknown upstream 'X'", the closest name if one is a typo away, and the names
+ * there are (as many as the message holds). */
+static void err_unknown_upstream(ld_t *ld, yaml_node_t *at, const char *name)
+{
+    const gw_config_t *c = ld->c;
+    gw_cfg_suggest_t sg = {.dist = SIZE_MAX};
+    char known[320];
+    size_t kl = 0;
+    known[0] = 0;
+    for (size_t i = 0; i < c->upstreams_len; i++) {
+        const char *n = c->upstreams[i].name;
+        if (!n)
+            continue;
+        gw_cfg__suggest(&sg, name, n);
+        size_t need = strlen(n) + 2;
+        if (kl + need + 5 >= sizeof(known)) {
+            memcpy(known + kl, ", ...", 6);
+            break;
+        }
+        kl += (size_t)snprintf(known + kl, sizeof(known) - kl, "%s%s", kl ? ", " : "", n);
+    }
+    gw_cfg__err_at(ld, at, "route names unknown upstream '%s'%s%s%s (upstreams: %s)", name,
+                   sg.best ? "; did you mean '" : "", sg.best ? sg.best : "", sg.best ? "'?" : "",
+                   known);
 }
 
 /* Whether some listener could carry a push (RFC 9113 §8.4 is HTTP/2 only). */
@@ -836,7 +910,7 @@ void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
                (!c->upstreams[j].name || strcmp(c->upstreams[j].name, r->upstream_name)))
             j++;
         if (j == c->upstreams_len)
-            gw_cfg__err_at(ld, x.up, "route names unknown upstream '%s'", r->upstream_name);
+            err_unknown_upstream(ld, x.up, r->upstream_name);
         r->upstream = j;
     }
 }

@@ -159,13 +159,14 @@ int gw_parse_addr(const char *s, gw_cfg_addr_t *out)
         host[c - s] = 0;
         port = c + 1;
     }
-    if (!*port || strlen(port) > 5)
+    if (!*port || !host[0])
         return GW_E_PARSE;
     unsigned long p = 0;
     for (const char *q = port; *q; q++) {
         if (!isdigit((unsigned char)*q))
             return GW_E_PARSE;
-        p = p * 10 + (unsigned long)(*q - '0');
+        if (p <= 65535) /* past it the number only has to stay out of range */
+            p = p * 10 + (unsigned long)(*q - '0');
     }
     if (p == 0 || p > 65535)
         return GW_E_RANGE;

@@ -84,6 +84,15 @@ def test_check_config_missing_file(h2gate_bin, tmp_path):
     assert "absent.yaml" in r.stderr
 
 
+def test_config_path_that_is_a_directory_is_said_so(h2gate_bin, tmp_path):
+    """`-c DIRECTORY` read as an empty file and said "the config is empty"."""
+    for args in (["-t", "-c", str(tmp_path)], ["--check-config", str(tmp_path)],
+                 ["-c", str(tmp_path)]):
+        r = run([h2gate_bin, *args], timeout=10)
+        assert r.returncode == 1, args
+        assert r.stderr == f"{tmp_path}:1:1: is a directory, not a config file\n", args
+
+
 def test_gateway_refuses_to_start_on_bad_config(h2gate_bin, tmp_path):
     p = tmp_path / "broken.yaml"
     p.write_text(BROKEN)

@@ -161,7 +161,8 @@ static void error_unknown_key(void **state)
                  "t.yaml:3:5: unknown key 'colour' in a listener");
     expect_error(MINIMAL "frobnicate: 1\n", "t.yaml:8:1: unknown key 'frobnicate'");
     expect_error(MINIMAL "h2:\n  settings_timeout_ms: 5\n",
-                 "t.yaml:9:3: unknown key 'settings_timeout_ms' in h2");
+                 "t.yaml:9:3: unknown key 'settings_timeout_ms' in h2; did you mean "
+                 "'settings_timeout'?");
 }
 
 static void error_bad_type(void **state)
@@ -169,8 +170,10 @@ static void error_bad_type(void **state)
     (void)state;
     expect_error("listen: 127.0.0.1:8080\nupstreams: {app: {servers: [127.0.0.1:9000]}}\n"
                  "routes: [{upstream: app}]\n",
-                 "t.yaml:1:9: 'listen' must be a list, not a scalar");
-    expect_error(MINIMAL "upstreams2: x\n", "t.yaml:8:1: unknown key 'upstreams2'");
+                 "t.yaml:1:9: 'listen' must be a list of listeners, not a scalar: write "
+                 "'listen: [{address: 127.0.0.1:8080}]'");
+    expect_error(MINIMAL "upstreams2: x\n",
+                 "t.yaml:8:1: unknown key 'upstreams2'; did you mean 'upstreams'?");
     expect_error("listen: [{address: 127.0.0.1:8080}]\n"
                  "upstreams: {app: {servers: [127.0.0.1:9000], max_connections: lots}}\n"
                  "routes: [{upstream: app}]\n",
@@ -229,7 +232,7 @@ static void error_out_of_range(void **state)
                  "1..256)");
     expect_error("listen: [{address: 127.0.0.1:99999}]\n"
                  "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
-                 "t.yaml:1:20: 'address' must be IP:PORT or [IPv6]:PORT, not '127.0.0.1:99999'");
+                 "t.yaml:1:20: 'address' port is out of range (1-65535): '127.0.0.1:99999'");
 }
 
 static void error_missing_required(void **state)
@@ -267,7 +270,7 @@ static void error_route_checks(void **state)
     expect_error("listen: [{address: 127.0.0.1:8080}]\n"
                  "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
                  "routes: [{upstream: nowhere}]\n",
-                 "t.yaml:3:21: route names unknown upstream 'nowhere'");
+                 "t.yaml:3:21: route names unknown upstream 'nowhere' (upstreams: app)");
     expect_error("listen: [{address: 127.0.0.1:8080}]\n"
                  "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
                  "routes: [{upstream: app, path: api}]\n",
@@ -338,7 +341,7 @@ static void all_errors_collected(void **state)
     assert_int_equal(e.len, 4);
     assert_has(&e, "t.yaml:3:5: unknown key 'colour' in a listener");
     assert_has(&e, "t.yaml:7:22: 'max_connections' must be a non-negative integer, not 'lots'");
-    assert_has(&e, "t.yaml:9:37: route names unknown upstream 'nowhere'");
+    assert_has(&e, "t.yaml:9:37: route names unknown upstream 'nowhere' (upstreams: app)");
     assert_has(&e, "t.yaml:10:18: 'idle' must be a duration (e.g. 500ms, 30s, 5m), not 'forever'");
     gw_config_errors_free(&e);
 }
@@ -826,6 +829,194 @@ static void operations_keys(void **state)
                  "t.yaml:8:13: duplicate route name 'x' (first on line 7)");
 }
 
+/* A misspelt key gets the closest key valid at that place (a few edits away, a swap of two
+ * neighbours counting one); a key far from every valid one gets no guess. */
+static void unknown_key_did_you_mean(void **state)
+{
+    (void)state;
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams:\n  app:\n    sevrers: [127.0.0.1:9000]\n"
+                 "routes: [{upstream: app}]\n",
+                 "t.yaml:4:5: unknown key 'sevrers' in upstream 'app'; did you mean 'servers'?");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000], max_conections: 3}}\n"
+                 "routes: [{upstream: app}]\n",
+                 "t.yaml:2:46: unknown key 'max_conections' in upstream 'app'; did you mean "
+                 "'max_connections'?");
+    expect_error(MINIMAL "Timeouts: {idle: 5s}\n",
+                 "t.yaml:8:1: unknown key 'Timeouts'; did you mean 'timeouts'?");
+    expect_error(MINIMAL "timeouts: {idel: 5s}\n",
+                 "t.yaml:8:12: unknown key 'idel' in timeouts; did you mean 'idle'?");
+    expect_error(MINIMAL "timeouts: {handshake_ms: 5s}\n",
+                 "t.yaml:8:12: unknown key 'handshake_ms' in timeouts; did you mean "
+                 "'handshake'?");
+    expect_error("listen: [{address: 127.0.0.1:8080, protocol: [h2c]}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:1:36: unknown key 'protocol' in a listener; did you mean 'protocols'?");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                 "routes: [{upstream: app, hots: a.example}]\n",
+                 "t.yaml:3:26: unknown key 'hots' in a route; did you mean 'host'?");
+    expect_error(MINIMAL "admin: {adress: 127.0.0.1:9100}\n",
+                 "t.yaml:8:9: unknown key 'adress' in admin; did you mean 'address'?");
+    /* nothing close: the plain message */
+    expect_error(MINIMAL "h2: {colour: blue}\n", "t.yaml:8:6: unknown key 'colour' in h2");
+}
+
+/* A port outside 1..65535 says so, wherever an address is written. */
+static void address_port_out_of_range(void **state)
+{
+    (void)state;
+    expect_error("listen: [{address: '127.0.0.1:0'}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:1:20: 'address' port is out of range (1-65535): '127.0.0.1:0'");
+    expect_error("listen: [{address: '[::1]:65536'}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:1:20: 'address' port is out of range (1-65535): '[::1]:65536'");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: ['origin.example:123456789012']}}\n"
+                 "routes: [{upstream: app}]\n",
+                 "t.yaml:2:29: 'address' port is out of range (1-65535): "
+                 "'origin.example:123456789012'");
+    expect_error(MINIMAL "admin: {address: 127.0.0.1:70000}\n",
+                 "t.yaml:8:18: 'address' port is out of range (1-65535): '127.0.0.1:70000'");
+    expect_error(MINIMAL "cluster: {redis: 'redis.example:0'}\n",
+                 "t.yaml:8:18: 'redis' port is out of range (1-65535): 'redis.example:0'");
+    gw_cfg_addr_t a;
+    assert_int_equal(gw_parse_addr("127.0.0.1:65535", &a), 0);
+    assert_int_equal(gw_parse_addr("127.0.0.1:99999999999999999999", &a), GW_E_RANGE);
+    assert_int_equal(gw_parse_addr(":8080", &a), GW_E_PARSE); /* not a host named "" */
+}
+
+/* nginx's `listen 8443` habit: a port alone is refused with the addresses that would say it
+ * (the interfaces are the operator's choice, not a default). */
+static void address_port_alone_says_how(void **state)
+{
+    (void)state;
+    expect_error("listen: [{address: 8443}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:1:20: 'address' names a port but no interface: write '0.0.0.0:8443' "
+                 "(every IPv4 interface), '[::]:8443' (every IPv6 interface) or "
+                 "'127.0.0.1:8443' (this host only), not '8443'");
+    expect_error("listen: [{address: ':8443'}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:1:20: 'address' names a port but no interface: write '0.0.0.0:8443' "
+                 "(every IPv4 interface), '[::]:8443' (every IPv6 interface) or "
+                 "'127.0.0.1:8443' (this host only), not ':8443'");
+    expect_error(MINIMAL "admin: {address: '*:9100'}\n",
+                 "t.yaml:8:18: 'address' names a port but no interface: write '0.0.0.0:9100' "
+                 "(every IPv4 interface), '[::]:9100' (every IPv6 interface) or "
+                 "'127.0.0.1:9100' (this host only), not '*:9100'");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [':9000']}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:2:29: 'address' names a port but no host: write '127.0.0.1:9000' "
+                 "(this host) or HOST:9000, not ':9000'");
+    expect_error("listen: 8443\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\nroutes: [{upstream: app}]\n",
+                 "t.yaml:1:9: 'listen' must be a list of listeners, not a scalar: write "
+                 "'listen: [{address: 0.0.0.0:8443}]'");
+}
+
+/* libyaml only says "found character that cannot start any token" for a tab. */
+static void yaml_tab_says_tabs_cannot_indent(void **state)
+{
+    (void)state;
+    expect_error("listen:\n\t- address: 127.0.0.1:8080\n",
+                 "t.yaml:2:1: YAML syntax error: found character that cannot start any token "
+                 "while scanning for the next token (a tab: tabs cannot indent YAML, indent "
+                 "with spaces)");
+    expect_error(MINIMAL "h2:\n  \tmax_pushes: 1\n",
+                 "t.yaml:9:3: YAML syntax error: found character that cannot start any token "
+                 "while scanning for the next token (a tab: tabs cannot indent YAML, indent "
+                 "with spaces)");
+    /* another syntax error gets no word about tabs */
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load("listen: [\n  {address: 1\n", &c, &e), GW_E_PARSE);
+    assert_int_equal(e.len, 1);
+    assert_null(strstr(e.msgs[0], "tab"));
+    gw_config_errors_free(&e);
+}
+
+/* -c DIRECTORY: said to be a directory (it read as an empty config). */
+static void config_path_is_a_directory(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e = {0};
+    const char *dir = GW_SOURCE_ROOT "/config";
+    assert_int_equal(gw_config_load_file(dir, &c, &e), GW_E_IO);
+    assert_null(c);
+    assert_int_equal(e.len, 1);
+    assert_string_equal(e.msgs[0], GW_SOURCE_ROOT "/config:1:1: is a directory, not a config file");
+    gw_config_errors_free(&e);
+}
+
+/* A route naming an upstream that does not exist: the upstreams there are, and the closest. */
+static void unknown_upstream_lists_known(void **state)
+{
+    (void)state;
+    const char *head = "listen: [{address: 127.0.0.1:8080}]\n"
+                       "upstreams:\n"
+                       "  app: {servers: [127.0.0.1:9000]}\n"
+                       "  static: {servers: [127.0.0.1:9001]}\n";
+    char y[512];
+    snprintf(y, sizeof(y), "%sroutes: [{upstream: statc}]\n", head);
+    expect_error(y, "t.yaml:5:21: route names unknown upstream 'statc'; did you mean 'static'? "
+                    "(upstreams: app, static)");
+    snprintf(y, sizeof(y), "%sroutes: [{upstream: images}]\n", head);
+    expect_error(y, "t.yaml:5:21: route names unknown upstream 'images' (upstreams: app, static)");
+}
+
+/* The keys that name files keep where they were written, so that what only start-up can
+ * find (a key that does not match its certificate, a log directory missing) is reported at
+ * FILE:LINE:COL too; gw_config_error_add writes such a line. */
+static void file_keys_keep_their_position(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    const char *y = "listen:\n"
+                    "  - address: 127.0.0.1:8443\n"
+                    "    tls:\n"
+                    "      certificate: /x/c.pem\n"
+                    "      key:   /x/k.pem\n"
+                    "      self_signed: true\n"
+                    "      ciphers: ECDHE-ECDSA-AES128-GCM-SHA256\n"
+                    "upstreams:\n"
+                    "  app: {servers: [127.0.0.1:9000], tls: true, tls_ca: /x/ca.pem}\n"
+                    "routes: [{upstream: app}]\n"
+                    "access_log: {format: json, path: /x/access.log}\n"
+                    "pid_file: /x/h2gate.pid\n";
+    assert_int_equal(load(y, &c, &e), 0);
+    const gw_cfg_cert_t *cert = &c->listen[0].tls->certs[0];
+    assert_string_equal(cert->certificate_at.file, "t.yaml");
+    assert_int_equal(cert->certificate_at.line, 4);
+    assert_int_equal(cert->certificate_at.col, 20);
+    assert_int_equal(cert->key_at.line, 5);
+    assert_int_equal(cert->key_at.col, 14);
+    assert_int_equal(c->listen[0].tls->ciphers_at.line, 7);
+    assert_int_equal(c->listen[0].tls->ciphersuites_at.line, 0); /* not written */
+    assert_int_equal(c->upstreams[0].tls_ca_at.line, 9);
+    assert_int_equal(c->upstreams[0].tls_ca_at.col, 55);
+    assert_int_equal(c->access_log.path_at.line, 11);
+    assert_int_equal(c->access_log.path_at.col, 34);
+    assert_int_equal(c->pid_file_at.line, 12);
+    assert_int_equal(c->pid_file_at.col, 11);
+    gw_config_errors_t later = {0};
+    assert_int_equal(gw_config_error_add(&later, &cert->key_at,
+                                         "key '%s' does not match certificate '%s'", cert->key,
+                                         cert->certificate),
+                     0);
+    assert_int_equal(gw_config_error_add(&later, NULL, "no position"), 0);
+    assert_int_equal(later.len, 2);
+    assert_string_equal(later.msgs[0],
+                        "t.yaml:5:14: key '/x/k.pem' does not match certificate '/x/c.pem'");
+    assert_string_equal(later.msgs[1], "<config>: no position");
+    gw_config_errors_free(&later);
+    gw_config_del(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -853,6 +1044,13 @@ int main(void)
         cmocka_unit_test(proxy_protocol_networks),
         cmocka_unit_test(forwarded_for_and_trusted_proxies),
         cmocka_unit_test(proxy_protocol_needs_its_sources),
+        cmocka_unit_test(unknown_key_did_you_mean),
+        cmocka_unit_test(address_port_out_of_range),
+        cmocka_unit_test(address_port_alone_says_how),
+        cmocka_unit_test(yaml_tab_says_tabs_cannot_indent),
+        cmocka_unit_test(config_path_is_a_directory),
+        cmocka_unit_test(unknown_upstream_lists_known),
+        cmocka_unit_test(file_keys_keep_their_position),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
