@@ -106,8 +106,18 @@ int main(int argc, char **argv)
         int rv = load(path, &cfg);
         if (rv < 0)
             return 1;
-        printf("%s: ok\n", path ? path : "<embedded>");
+        /* what start-up would open, opened by its code: certificates, keys, CA files, logs */
+        gw_config_errors_t errs = {0};
+        rv = gw_server_check(cfg, &errs);
+        for (size_t i = 0; i < errs.len; i++)
+            fprintf(stderr, "%s\n", errs.msgs[i]);
+        if (rv < 0 && errs.len == 0)
+            fprintf(stderr, "%s: %s\n", path ? path : "<embedded>", gw_strerror(rv));
+        gw_config_errors_free(&errs);
         gw_config_del(cfg);
+        if (rv < 0)
+            return 1;
+        printf("%s: ok\n", path ? path : "<embedded>");
         return 0;
     }
 

@@ -36,6 +36,27 @@ struct gw_alog_file {
     char path[];
 };
 
+/* How the log file is opened, by gw_front__alog_open and by its probe. */
+#define ALOG_OPEN_FLAGS (O_WRONLY | O_APPEND | O_CLOEXEC)
+
+int gw_front__alog_probe(const char *path)
+{
+    if (!strcmp(path, "stderr"))
+        return 0;
+    /* O_NONBLOCK: a FIFO nobody reads yet must not hang `h2gate -t` (ENXIO: fine) */
+    int fd = open(path, ALOG_OPEN_FLAGS | O_NONBLOCK);
+    if (fd < 0 && errno == ENOENT) {
+        /* O_EXCL: the file removed below is the one made here, never someone else's */
+        fd = open(path, ALOG_OPEN_FLAGS | O_NONBLOCK | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0)
+            unlink(path);
+    }
+    if (fd < 0)
+        return errno == ENXIO ? 0 : -errno;
+    close(fd);
+    return 0;
+}
+
 int gw_front__alog_open(const char *path, gw_alog_file_t **out)
 {
     *out = NULL;
@@ -47,7 +68,7 @@ int gw_front__alog_open(const char *path, gw_alog_file_t **out)
     if (!strcmp(path, "stderr")) {
         f->fd = 2;
     } else {
-        f->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        f->fd = open(path, ALOG_OPEN_FLAGS | O_CREAT, 0644);
         if (f->fd < 0) {
             int e = errno;
             GW_LOG_ERROR("access_log_failed", "path=%s reason=\"%s\"", path, strerror(e));

@@ -24,6 +24,15 @@ void gw_server_hold_signals(void);
  * freed with its generation, also on failure). */
 int gw_server_new(gw_config_t *cfg, gw_server_t **out);
 
+/* What gw_server_new would open for cfg besides its sockets, checked by the same code without
+ * binding, writing or creating anything (`h2gate -t`): every TLS listener's certificates and
+ * keys (gw_tls_ctx_check: a key must match its certificate; a self_signed pair not there yet
+ * is left to start-up), every TLS upstream's tls_ca, the access log (opened for appending, not
+ * truncated; a file not there is created and removed again), the pid file's directory. Each
+ * problem is appended to errs as "FILE:LINE:COL: message" at the key naming the file; start-up
+ * and reload report the same problems the same way. 0 or the first negative code. */
+int gw_server_check(const gw_config_t *cfg, gw_config_errors_t *errs);
+
 /* The current configuration (main thread; it changes with gw_server_reload). */
 const gw_config_t *gw_server_config(const gw_server_t *s);
 

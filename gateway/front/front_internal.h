@@ -6,6 +6,8 @@
  * generation.c: configuration generations: listeners' sockets (the probe that refuses an
  *              address another process listens on), TLS contexts, shared rate tables; a
  *              worker taking the current one and draining the old; reload.
+ * check.c:     what a configuration needs besides sockets, checked by start-up's code: CA
+ *              files, the access log, the pid file's directory, certificates (h2gate -t).
  * upgrade.c:   binary upgrade (SIGUSR2: inherited sockets, the admin socket too, readiness
  *              pipe), the pid file (refused while it names another running gateway).
  * accesslog.c: access log records, the per-worker buffer, the shared file (SIGUSR1 reopen).
@@ -535,6 +537,16 @@ void gw_front__process(conn_t *c);
 void gw_front__release_idle_buffers(conn_t *c);
 const char *gw_front__conn_peer(const conn_t *c);
 
+/* check.c: what cfg needs besides sockets and listener certificates, checked by the code
+ * start-up runs: gw_tls_client_ctx_check for every TLS upstream, gw_front__alog_probe for the
+ * access log. Each problem appended to errs as "FILE:LINE:COL: message"; 0 or the first
+ * negative code. */
+int gw_front__check_files(const gw_config_t *cfg, gw_config_errors_t *errs);
+/* The pid file's directory must be a writable directory (upgrade.c writes a temporary file
+ * there and renames it over the pid file), the path itself no directory. 0 (also without a
+ * pid_file) or a negative code with the problem appended to errs. */
+int gw_front__check_pid_file(const gw_config_t *cfg, gw_config_errors_t *errs);
+
 /* generation.c */
 /* A SO_REUSEPORT socket bound to a, listening: 0 and *out, or -errno. */
 int gw_front__bind_reuseport(const gw_cfg_addr_t *a, int backlog, int *out);
@@ -543,7 +555,11 @@ int gw_front__bind_reuseport(const gw_cfg_addr_t *a, int backlog, int *out);
 int gw_front__addr_probe(const gw_cfg_addr_t *a);
 /* Log `event=<event> address=A reason="bind() to A failed (98: ...): another process ..."`. */
 void gw_front__log_addr_in_use(const char *event, const char *addr, int err);
-int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev, gw_gen_t **out);
+/* build a generation from cfg (taken over; freed on failure): the checks of
+ * gw_front__check_files, every listener's TLS context and socket. What is
+ * wrong with a file is appended to errs ("FILE:LINE:COL: ..."), the rest is logged. */
+int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev,
+                      gw_config_errors_t *errs, gw_gen_t **out);
 void gw_front__gen_unref(gw_gen_t *g);
 /* Take the server's current generation if the worker does not serve it yet. */
 int gw_front__worker_take_gen(gw_worker_t *w);
@@ -610,6 +626,10 @@ void gw_front__mset_free(gw_mset_t *m);
 
 /* accesslog.c */
 int gw_front__alog_open(const char *path, gw_alog_file_t **out);
+/* Whether gw_front__alog_open(path) would open the file, found without changing anything: the
+ * file opened for appending as it does (never truncated), and when it is not there, created
+ * and removed again (the directory must allow it). 0 or -errno. */
+int gw_front__alog_probe(const char *path);
 void gw_front__alog_unref(gw_alog_file_t *f);
 const char *gw_front__alog_path(const gw_alog_file_t *f);
 /* Make path (NULL: off) the access log: reopened when force, else kept when unchanged. */

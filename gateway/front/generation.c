@@ -225,13 +225,17 @@ static void sock_close_untaken(gw_server_t *s, size_t i)
 }
 
 /* Build a generation from cfg (taken over, freed on failure): every listener's socket (kept
- * from prev when its address is there) and TLS context, and the shared tables. Logs what
- * failed. */
-int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev, gw_gen_t **out)
+ * from prev when its address is there) and TLS context, and the shared tables. What is wrong
+ * with a file goes to errs; the rest is logged. */
+int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev,
+                      gw_config_errors_t *errs, gw_gen_t **out)
 {
     *out = NULL;
-    int rv = 0;
     size_t socks_before = s->socks_len;
+    /* files first (CA files, the access log), every listener's TLS context next, sockets last:
+     * each file that cannot be used is reported, and nothing is bound when one is */
+    int files_rv = gw_front__check_files(cfg, errs);
+    int rv = 0;
     gw_gen_t *g = gw_calloc(1, sizeof(*g));
     if (!g) {
         gw_config_del(cfg);
@@ -276,14 +280,18 @@ int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev, gw
         if (l->cfg->tls) {
             unsigned char alpn[32];
             size_t alen = alpn_for(l->cfg, alpn);
-            rv = gw_tls_ctx_new(l->cfg->tls, alpn, alen, &l->tls);
-            if (rv < 0) {
-                GW_LOG_ERROR("listen_failed", "address=%s reason=\"TLS setup failed\"",
-                             l->cfg->addr.text);
-                goto fail;
+            int r = gw_tls_ctx_new(l->cfg->tls, alpn, alen, errs, &l->tls);
+            if (r < 0) {
+                files_rv = files_rv < 0 ? files_rv : r; /* what failed is in errs */
+                continue;
             }
             gw_tls_ctx_set_keyring(l->tls, s->keyring); /* used while it holds keys */
         }
+    }
+    if ((rv = files_rv) < 0)
+        goto fail;
+    for (size_t i = 0; i < cfg->listen_len; i++) {
+        gw_listener_t *l = &g->listeners[i];
         int found = 0;
         for (size_t j = 0; prev && j < prev->listeners_len && !found; j++)
             if (same_addr(&prev->listeners[j].cfg->addr, &l->cfg->addr)) {
@@ -562,6 +570,20 @@ int gw_front__worker_take_gen(gw_worker_t *w)
 
 /* ---- reload ----------------------------------------------------------------------------- */
 
+/* A refused reload: every error as FILE:LINE:COL (or the file and the code when there is no
+ * message), counted; errs is emptied. */
+static void reload_failed(gw_server_t *s, unsigned long long gen, const char *path, int rv,
+                          gw_config_errors_t *errs)
+{
+    atomic_fetch_add(&s->reloads_failed, 1);
+    for (size_t i = 0; i < errs->len; i++)
+        GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s\"", gen, errs->msgs[i]);
+    if (errs->len == 0)
+        GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s: %s\"", gen, path,
+                     gw_strerror(rv));
+    gw_config_errors_free(errs);
+}
+
 int gw_server_reload(gw_server_t *s)
 {
     gw_gen_t *cur = s->gen; /* only this (main) thread replaces it */
@@ -572,16 +594,9 @@ int gw_server_reload(gw_server_t *s)
     int rv =
         embedded ? gw_config_load_default(&cfg, &errs) : gw_config_load_file(path, &cfg, &errs);
     if (rv < 0) {
-        atomic_fetch_add(&s->reloads_failed, 1);
-        for (size_t i = 0; i < errs.len; i++)
-            GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s\"", cur->id, errs.msgs[i]);
-        if (errs.len == 0)
-            GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s: %s\"", cur->id, path,
-                         gw_strerror(rv));
-        gw_config_errors_free(&errs);
+        reload_failed(s, cur->id, path, rv, &errs);
         return rv;
     }
-    gw_config_errors_free(&errs);
     const gw_config_t *old = cur->cfg;
     if (cfg->admin.enabled != old->admin.enabled ||
         (cfg->admin.enabled && strcmp(cfg->admin.addr.text, old->admin.addr.text) != 0))
@@ -603,26 +618,13 @@ int gw_server_reload(gw_server_t *s)
                     cfg->workers, s->workers_len);
     gw_log_level_t level = (gw_log_level_t)cfg->log_level;
     gw_gen_t *g;
-    const char *alog_path = cfg->access_log.path;
-    const char *cur_alog = gw_front__alog_path(s->alog);
-    if (alog_path && (!cur_alog || strcmp(alog_path, cur_alog) != 0)) {
-        /* a new access log file must open before anything changes */
-        gw_alog_file_t *probe;
-        if ((rv = gw_front__alog_open(alog_path, &probe)) < 0) {
-            atomic_fetch_add(&s->reloads_failed, 1);
-            GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s: access_log %s: %s\"",
-                         cur->id, path, alog_path, gw_strerror(rv));
-            gw_config_del(cfg);
-            return rv;
-        }
-        gw_front__alog_unref(probe);
-    }
-    if ((rv = gw_front__gen_new(s, cfg, cur, &g)) < 0) {
-        atomic_fetch_add(&s->reloads_failed, 1);
-        GW_LOG_ERROR("reload_failed", "generation=%llu error=\"%s: %s\"", cur->id, path,
-                     gw_strerror(rv));
+    /* the access log, the CA files and the certificates are checked there before anything
+     * changes; a new access log file is opened below */
+    if ((rv = gw_front__gen_new(s, cfg, cur, &errs, &g)) < 0) {
+        reload_failed(s, cur->id, path, rv, &errs);
         return rv;
     }
+    gw_config_errors_free(&errs);
     uv_mutex_lock(&s->lock);
     s->gen = g;
     atomic_store(&s->gen_id, g->id);

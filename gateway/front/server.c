@@ -43,14 +43,22 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
     s->workers = gw_calloc(s->workers_len, sizeof(*s->workers));
     s->admin_fd = s->inh_admin = -1;
     gw_front__inherit_parse(s);
-    /* before anything is bound: a second instance changes nothing of the first one's */
+    /* before anything is bound: a second instance changes nothing of the first one's; the pid
+     * file's directory too (a reload keeps the pid file), the other files in gen_new: each
+     * failure is logged as FILE:LINE:COL */
+    gw_config_errors_t errs = {0};
     int rv = !s->workers     ? GW_E_NOMEM
              : cfg->pid_file ? gw_front__pid_file_check(s, cfg->pid_file)
                              : 0;
     if (rv == 0)
-        rv = gw_front__gen_new(s, cfg, NULL, &s->gen); /* cfg is the generation's */
+        rv = gw_front__check_pid_file(cfg, &errs);
+    if (rv == 0)
+        rv = gw_front__gen_new(s, cfg, NULL, &errs, &s->gen); /* cfg is the generation's */
     else
         gw_config_del(cfg);
+    for (size_t i = 0; i < errs.len; i++)
+        GW_LOG_ERROR("startup_failed", "error=\"%s\"", errs.msgs[i]);
+    gw_config_errors_free(&errs);
     gw_front__inherit_close_rest(s);
     if (rv == 0) {
         atomic_store(&s->gen_id, s->gen->id);

@@ -70,7 +70,26 @@ static void ssl_reason(char *dst, size_t cap, const char *fallback)
     ERR_clear_error();
 }
 
-int gw_tls_client_ctx_new(const gw_cfg_upstream_t *u, gw_tls_client_ctx_t **out)
+/* The CA file (or the system store) cannot be used: into errs at tls_ca's position, or logged
+ * when errs is NULL (a worker building its context). */
+static void ca_failed(const gw_cfg_upstream_t *u, gw_config_errors_t *errs, const char *verb,
+                      const char *why)
+{
+    if (!errs)
+        GW_LOG_ERROR("back_tls_ca_invalid", "upstream=%s file=%s reason=\"%s\"", u->name,
+                     u->tls_ca ? u->tls_ca : "(system store)", why);
+    else if (u->tls_ca)
+        gw_config_error_add(errs, &u->tls_ca_at, "tls_ca '%s' of upstream '%s' cannot be %s: %s",
+                            u->tls_ca, u->name, verb, why);
+    else
+        gw_config_error_add(errs, &u->tls_ca_at,
+                            "upstream '%s': the system's CA store cannot be loaded: %s", u->name,
+                            why);
+}
+
+/* The context of u, built by the one code path of workers and checks. */
+static int client_ctx_build(const gw_cfg_upstream_t *u, gw_config_errors_t *errs,
+                            gw_tls_client_ctx_t **out)
 {
     *out = NULL;
     pthread_once(&ex_once, ex_init); /* workers build their contexts concurrently */
@@ -104,8 +123,7 @@ int gw_tls_client_ctx_new(const gw_cfg_upstream_t *u, gw_tls_client_ctx_t **out)
     SSL_CTX_sess_set_new_cb(x, on_new_session);
     if (u->tls_verify) {
         if (u->tls_ca && access(u->tls_ca, R_OK) != 0) {
-            GW_LOG_ERROR("back_tls_ca_invalid", "upstream=%s file=%s reason=\"%s\"", u->name,
-                         u->tls_ca, strerror(errno));
+            ca_failed(u, errs, "read", strerror(errno));
             gw_tls__client_ctx_unref(c);
             return GW_E_INVAL;
         }
@@ -114,8 +132,7 @@ int gw_tls_client_ctx_new(const gw_cfg_upstream_t *u, gw_tls_client_ctx_t **out)
         if (ok != 1) {
             char why[160];
             ssl_reason(why, sizeof(why), "cannot load");
-            GW_LOG_ERROR("back_tls_ca_invalid", "upstream=%s file=%s reason=\"%s\"", u->name,
-                         u->tls_ca ? u->tls_ca : "(system store)", why);
+            ca_failed(u, errs, "loaded", why);
             gw_tls__client_ctx_unref(c);
             return GW_E_INVAL;
         }
@@ -125,6 +142,20 @@ int gw_tls_client_ctx_new(const gw_cfg_upstream_t *u, gw_tls_client_ctx_t **out)
     }
     *out = c;
     return 0;
+}
+
+int gw_tls_client_ctx_new(const gw_cfg_upstream_t *u, gw_tls_client_ctx_t **out)
+{
+    return client_ctx_build(u, NULL, out);
+}
+
+int gw_tls_client_ctx_check(const gw_cfg_upstream_t *u, gw_config_errors_t *errs)
+{
+    gw_tls_client_ctx_t *c;
+    int rv = client_ctx_build(u, errs, &c);
+    if (rv == 0)
+        gw_tls__client_ctx_unref(c);
+    return rv;
 }
 
 void gw_tls_client_ctx_del(gw_tls_client_ctx_t *c)

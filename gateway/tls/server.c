@@ -12,6 +12,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -391,11 +393,87 @@ static int sni_cb(SSL *ssl, int *al, void *arg)
     return SSL_TLSEXT_ERR_OK;
 }
 
-static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_tls_ctx_t *c)
+/* OpenSSL's reason for the last failure (its error queue emptied), e.g. "no start line". */
+static void ssl_reason(char *dst, size_t cap)
 {
+    unsigned long e = ERR_peek_last_error();
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    snprintf(dst, cap, "%s", r ? r : "unknown reason");
+    ERR_clear_error();
+}
+
+/* Whether the PEM file at path holds a certificate, a private key (the first 64 KiB looked
+ * at): what a file given as the other one holds, for the message. -1 when it cannot be read
+ * (errno set). */
+static int pem_holds(const char *path, int *cert, int *key)
+{
+    char buf[65536];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        errno = EIO;
+        return -1;
+    }
+    buf[n] = 0;
+    *cert = strstr(buf, "-----BEGIN CERTIFICATE-----") != NULL;
+    *key = strstr(buf, "PRIVATE KEY-----") != NULL;
+    return 0;
+}
+
+/* A certificate or key file of a listener cannot be used: into errs at the position of the key
+ * that names it ("FILE:LINE:COL: key '...' does not match certificate '...'"), or logged as
+ * event (file=, reason=) when errs is NULL. */
+static void cert_failed(gw_config_errors_t *errs, const gw_cfg_pos_t *at, const char *event,
+                        const char *file, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void cert_failed(gw_config_errors_t *errs, const gw_cfg_pos_t *at, const char *event,
+                        const char *file, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (errs)
+        gw_config_error_add(errs, at, "%s", msg);
+    else
+        GW_LOG_ERROR(event, "file=%s reason=\"%s\"", file ? file : "-", msg);
+}
+
+/* Why `path`, given as `what` (certificate or key) and refused by OpenSSL, is wrong: the file
+ * cannot be read, it holds the other kind of PEM, or OpenSSL's reason. */
+static void file_failed(gw_config_errors_t *errs, const gw_cfg_pos_t *at, const char *event,
+                        const char *what, const char *path)
+{
+    char why[160];
+    ssl_reason(why, sizeof(why));
+    int has_cert = 0, has_key = 0;
+    int want_key = !strcmp(what, "key");
+    if (pem_holds(path, &has_cert, &has_key) < 0)
+        cert_failed(errs, at, event, path, "%s '%s' cannot be read: %s", what, path,
+                    strerror(errno));
+    else if (want_key && has_cert && !has_key)
+        cert_failed(errs, at, event, path, "key '%s' holds a certificate, not a private key", path);
+    else if (!want_key && has_key && !has_cert)
+        cert_failed(errs, at, event, path,
+                    "certificate '%s' holds a private key, not a certificate", path);
+    else
+        cert_failed(errs, at, event, path, "%s '%s' cannot be loaded: %s", what, path, why);
+}
+
+static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_tls_ctx_t *c,
+                         gw_config_errors_t *errs)
+{
+    char why[160];
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx) {
-        log_ssl_error("tls_ctx_failed", NULL);
+        ssl_reason(why, sizeof(why));
+        cert_failed(errs, &cert->certificate_at, "tls_ctx_failed", NULL,
+                    "no TLS context for certificate '%s': %s", cert->certificate, why);
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, tls->min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION);
@@ -405,23 +483,41 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
         SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     if (!SSL_CTX_set_cipher_list(ctx, tls->ciphers ? tls->ciphers : default_ciphers)) {
-        log_ssl_error("tls_ciphers_invalid", tls->ciphers);
+        ssl_reason(why, sizeof(why));
+        cert_failed(errs, &tls->ciphers_at, "tls_ciphers_invalid", tls->ciphers,
+                    "'ciphers' is not a cipher list OpenSSL accepts: '%s' (%s)",
+                    tls->ciphers ? tls->ciphers : default_ciphers, why);
         goto fail;
     }
     if (tls->ciphersuites && !SSL_CTX_set_ciphersuites(ctx, tls->ciphersuites)) {
-        log_ssl_error("tls_ciphersuites_invalid", tls->ciphersuites);
+        ssl_reason(why, sizeof(why));
+        cert_failed(errs, &tls->ciphersuites_at, "tls_ciphersuites_invalid", tls->ciphersuites,
+                    "'ciphersuites' is not a TLS 1.3 suite list OpenSSL accepts: '%s' (%s)",
+                    tls->ciphersuites, why);
         goto fail;
     }
     if (SSL_CTX_use_certificate_chain_file(ctx, cert->certificate) != 1) {
-        log_ssl_error("tls_certificate_invalid", cert->certificate);
+        file_failed(errs, &cert->certificate_at, "tls_certificate_invalid", "certificate",
+                    cert->certificate);
         goto fail;
     }
+    /* OpenSSL checks the key against the certificate as it loads it (X509_check_private_key)
+     * and once more below */
     if (SSL_CTX_use_PrivateKey_file(ctx, cert->key, SSL_FILETYPE_PEM) != 1) {
-        log_ssl_error("tls_key_invalid", cert->key);
+        unsigned long e = ERR_peek_last_error();
+        if (ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH) {
+            ERR_clear_error();
+            cert_failed(errs, &cert->key_at, "tls_key_mismatch", cert->key,
+                        "key '%s' does not match certificate '%s'", cert->key, cert->certificate);
+        } else {
+            file_failed(errs, &cert->key_at, "tls_key_invalid", "key", cert->key);
+        }
         goto fail;
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
-        log_ssl_error("tls_key_mismatch", cert->key);
+        ERR_clear_error();
+        cert_failed(errs, &cert->key_at, "tls_key_mismatch", cert->key,
+                    "key '%s' does not match certificate '%s'", cert->key, cert->certificate);
         goto fail;
     }
     /* sessions resume only under the same context: instances that share ticket keys share it
@@ -429,7 +525,10 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
     if (tls->session_id_context &&
         SSL_CTX_set_session_id_context(ctx, (const unsigned char *)tls->session_id_context,
                                        (unsigned)strlen(tls->session_id_context)) != 1) {
-        log_ssl_error("tls_session_id_context_invalid", tls->session_id_context);
+        ssl_reason(why, sizeof(why));
+        cert_failed(errs, &cert->certificate_at, "tls_session_id_context_invalid",
+                    tls->session_id_context, "'session_id_context' '%s' refused: %s",
+                    tls->session_id_context, why);
         goto fail;
     }
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, c);
@@ -447,17 +546,29 @@ fail:
     return NULL;
 }
 
+/* Whether start-up makes the default pair (tls.self_signed, both files missing). */
+static int self_signed_due(const gw_cfg_tls_t *tls)
+{
+    return tls->self_signed && access(tls->certs[0].certificate, F_OK) != 0 &&
+           access(tls->certs[0].key, F_OK) != 0;
+}
+
 int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t alpn_len,
-                   gw_tls_ctx_t **out)
+                   gw_config_errors_t *errs, gw_tls_ctx_t **out)
 {
     *out = NULL;
     if (alpn_len > sizeof(((gw_tls_ctx_t *)0)->alpn) || tls->certs_len == 0)
         return GW_E_INVAL;
-    if (tls->self_signed && access(tls->certs[0].certificate, F_OK) != 0 &&
-        access(tls->certs[0].key, F_OK) != 0) {
+    if (self_signed_due(tls)) {
         int rv = gw_tls_make_self_signed(tls->certs[0].certificate, tls->certs[0].key);
-        if (rv < 0)
+        if (rv < 0) {
+            if (errs)
+                gw_config_error_add(errs, &tls->certs[0].certificate_at,
+                                    "the self-signed pair '%s', '%s' cannot be made (see "
+                                    "event=tls_self_signed_failed)",
+                                    tls->certs[0].certificate, tls->certs[0].key);
             return rv;
+        }
     }
     gw_tls_ctx_t *c = gw_calloc(1, sizeof(*c));
     if (!c)
@@ -497,7 +608,7 @@ int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t al
         return GW_E_NOMEM;
     }
     for (size_t i = 0; i < tls->certs_len; i++) {
-        c->certs[i].ctx = make_ctx(tls, &tls->certs[i], c);
+        c->certs[i].ctx = make_ctx(tls, &tls->certs[i], c, errs);
         if (!c->certs[i].ctx) {
             gw_tls_ctx_del(c);
             return GW_E_INVAL;
@@ -508,6 +619,19 @@ int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t al
     }
     *out = c;
     return 0;
+}
+
+int gw_tls_ctx_check(const gw_cfg_tls_t *tls, gw_config_errors_t *errs)
+{
+    int rv = 0;
+    /* a pair start-up would generate is not generated here: nothing to load yet */
+    for (size_t i = self_signed_due(tls) ? 1 : 0; i < tls->certs_len; i++) {
+        SSL_CTX *ctx = make_ctx(tls, &tls->certs[i], NULL, errs);
+        if (!ctx)
+            rv = GW_E_INVAL; /* and the other pairs are checked too */
+        SSL_CTX_free(ctx);
+    }
+    return rv;
 }
 
 void gw_tls_ctx_del(gw_tls_ctx_t *c)

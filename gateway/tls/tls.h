@@ -32,9 +32,18 @@ typedef struct gw_tls_conn gw_tls_conn_t;             /* one connection, either 
 /* Build the context of a TLS listener: certificates (SNI choice: exact names, then "*.suffix",
  * then certs[0]), versions, ciphers, ALPN offer `alpn` (wire format, e.g. "\x08http/1.1").
  * Generates the self-signed pair first when tls->self_signed and both files are missing.
- * Logs the failing file and OpenSSL's reason; returns 0 or GW_E_INVAL / GW_E_IO / GW_E_NOMEM. */
+ * Returns 0 or GW_E_INVAL / GW_E_IO / GW_E_NOMEM. What is wrong (a file that cannot be read,
+ * holds the other kind of PEM or is refused, a key that does not match its certificate, a
+ * cipher list OpenSSL refuses) is appended to errs as "FILE:LINE:COL: message" at the key
+ * that names it, e.g. "gw.yaml:7:12: key 'k.pem' does not match certificate 'c.pem'"; with
+ * errs NULL it is logged (event=tls_key_mismatch file=... reason=...). */
 int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t alpn_len,
-                   gw_tls_ctx_t **out);
+                   gw_config_errors_t *errs, gw_tls_ctx_t **out);
+/* What gw_tls_ctx_new would load for tls, loaded by the same code and freed (`h2gate -t`):
+ * every certificate/key pair (chain, key, that they match), cipher lists. Nothing is created:
+ * a pair tls->self_signed would generate (both files missing) is skipped. Every pair is
+ * checked; each failure is appended to errs as gw_tls_ctx_new does. 0 or GW_E_INVAL. */
+int gw_tls_ctx_check(const gw_cfg_tls_t *tls, gw_config_errors_t *errs);
 void gw_tls_ctx_del(gw_tls_ctx_t *c);
 /* A server connection of listener context c. NULL when out of memory. */
 gw_tls_conn_t *gw_tls_conn_new(gw_tls_ctx_t *c);
@@ -70,6 +79,12 @@ int gw_tls_make_self_signed(const char *cert_path, const char *key_path);
  * Returns 0 and *out, GW_E_INVAL (tls_ca cannot be loaded; logged with OpenSSL's reason) or
  * GW_E_NOMEM. */
 int gw_tls_client_ctx_new(const gw_cfg_upstream_t *u, gw_tls_client_ctx_t **out);
+/* What gw_tls_client_ctx_new would load for u, loaded by the same code and freed: its tls_ca
+ * (or the system store) when it verifies. The main thread runs it before the workers build
+ * their contexts (start-up, reload) and `h2gate -t` runs it. 0, or GW_E_INVAL / GW_E_NOMEM
+ * with the failure appended to errs as "FILE:LINE:COL: tls_ca '...' of upstream '...' cannot
+ * be loaded: REASON" (at tls_ca's position). */
+int gw_tls_client_ctx_check(const gw_cfg_upstream_t *u, gw_config_errors_t *errs);
 /* Drop the creator's reference. Connections made from the context keep it alive until they
  * are deleted, so it may be called while some are still closing. NULL is ignored. */
 void gw_tls_client_ctx_del(gw_tls_client_ctx_t *c);

@@ -1,8 +1,10 @@
 """Helpers shared by the integration tests: config builders for the gateway under test, an
 HTTP/2 client over python3-h2, frame parsing, and origin-side counters. Test modules import
 from here (and from conftest/origin), never from one another."""
+import os
 import socket
 import ssl
+import subprocess
 import time
 
 import h2.config
@@ -385,3 +387,77 @@ def h2load_summary(out):
     assert m, out
     return dict(zip(["total", "started", "done", "succeeded", "failed", "errored", "timeout"],
                     map(int, m.groups())))
+
+
+def self_signed_pair(d, name):
+    """A self-signed P-256 certificate for localhost and its key, made by the openssl command in
+    directory d: (certificate path, key path)."""
+    cert, key = os.path.join(d, f"{name}.crt"), os.path.join(d, f"{name}.key")
+    p = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "2", "-subj", f"/CN={name}", "-addext",
+                        "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return cert, key
+
+
+def pos_of(text, needle, skip=0):
+    """'LINE:COL' (from 1), as config errors say it, of the first occurrence of needle in text
+    (plus skip characters: pos_of(t, "key: k.pem", 5) is where the value k.pem starts)."""
+    i = text.index(needle) + skip
+    return f"{text.count(chr(10), 0, i) + 1}:{i - text.rfind(chr(10), 0, i)}"
+
+
+class FileConfigs:
+    """A gateway config whose files all work (a TLS listener with its own certificate, a
+    cleartext one, an access log), and others that load but name a file start-up cannot use:
+    a key that does not match its certificate, a key file that is the certificate, an access
+    log or a pid file in a missing directory, a tls_ca that cannot be read (mode 000; as root,
+    where modes do not stop reads, it is not PEM either). bad[name] is (config text, FILE-relative
+    "LINE:COL" the error must name, the message that must follow)."""
+
+    def __init__(self, d, port, tls_port, origin_port):
+        self.dir = str(d)
+        cert, key = self_signed_pair(self.dir, "a")
+        _, other_key = self_signed_pair(self.dir, "b")
+        self.log = os.path.join(self.dir, "logs", "access.log")
+        os.makedirs(os.path.dirname(self.log), exist_ok=True)
+        ca = os.path.join(self.dir, "ca.pem")
+        with open(ca, "w") as f:
+            f.write("not a certificate\n")
+        os.chmod(ca, 0)
+        self.good = (f"workers: 1\nlisten:\n  - address: 127.0.0.1:{tls_port}\n    tls:\n"
+                     f"      certificate: {cert}\n      key: {key}\n"
+                     f"  - address: 127.0.0.1:{port}\n"
+                     f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin_port}]\n"
+                     f"routes:\n  - {{host: '*', path: /, upstream: app}}\n"
+                     f"access_log: {{path: {self.log}}}\n")
+        missing = os.path.join(self.dir, "missing", "access.log")
+        texts = {
+            "key_mismatch": self.good.replace(f"key: {key}", f"key: {other_key}"),
+            "key_is_certificate": self.good.replace(f"key: {key}", f"key: {cert}"),
+            "log_dir_missing": self.good.replace(self.log, missing),
+            "pid_dir_missing": self.good + f"pid_file: {missing}.pid\n",
+            "tls_ca_unreadable": self.good.replace(
+                f"servers: [127.0.0.1:{origin_port}]\n",
+                f"servers: [127.0.0.1:{origin_port}]\n    tls: true\n    tls_ca: {ca}\n"),
+        }
+        self.bad = {
+            "key_mismatch": (texts["key_mismatch"], pos_of(texts["key_mismatch"], other_key),
+                             f"key '{other_key}' does not match certificate '{cert}'"),
+            "key_is_certificate": (texts["key_is_certificate"],
+                                   pos_of(texts["key_is_certificate"], f"key: {cert}", 5),
+                                   f"key '{cert}' holds a certificate, not a private key"),
+            "log_dir_missing": (texts["log_dir_missing"], pos_of(texts["log_dir_missing"], missing),
+                                f"access_log path '{missing}' cannot be opened for appending: "
+                                "No such file or directory"),
+            "pid_dir_missing": (texts["pid_dir_missing"],
+                                pos_of(texts["pid_dir_missing"], f"{missing}.pid"),
+                                f"pid_file '{missing}.pid' cannot be written in directory "
+                                f"'{os.path.dirname(missing)}': No such file or directory"),
+            "tls_ca_unreadable": (texts["tls_ca_unreadable"], pos_of(texts["tls_ca_unreadable"], ca),
+                                  f"tls_ca '{ca}' of upstream 'app' cannot be "
+                                  + ("loaded: no certificate or crl found" if os.geteuid() == 0
+                                     else "read: Permission denied")),
+        }

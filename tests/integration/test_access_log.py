@@ -176,7 +176,9 @@ def test_access_log_off_by_default_and_bad_path_refused(gateway, origin, tmp_pat
     bad.write_text(alog_config(free_port(), origin, "/nonexistent-dir/access.log"))
     r = subprocess.run([h2gate_bin, "-c", str(bad)], capture_output=True, text=True, timeout=20)
     assert r.returncode == 1
-    assert "event=access_log_failed path=/nonexistent-dir/access.log" in r.stderr
+    assert re.search(r'event=startup_failed error="' + re.escape(str(bad)) + r":\d+:\d+: "
+                     r"access_log path '/nonexistent-dir/access.log' cannot be opened for "
+                     r'appending: No such file or directory"', r.stderr), r.stderr
 
 
 def test_config_errors(h2gate_bin, tmp_path):

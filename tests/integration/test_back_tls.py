@@ -6,6 +6,7 @@ session resumption, and whether each connection ended with a close_notify). A th
 certificates are made with the openssl command line in the test's tmp dir."""
 import hashlib
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -481,7 +482,9 @@ def test_unreadable_tls_ca_refuses_to_start(gateway, h2gate_bin, tmp_path):
     p.write_text(cfg)
     r = run([h2gate_bin, "-c", str(p)], timeout=20)
     assert r.returncode != 0
-    assert "back_tls_ca_invalid" in r.stderr + r.stdout
+    assert re.search(r'event=startup_failed error="' + re.escape(str(p)) + r":\d+:\d+: tls_ca '"
+                     + re.escape(f"{tmp_path}/missing-ca.pem") + "' of upstream 'app' cannot be "
+                     "read: No such file or directory", r.stderr), r.stderr
 
 
 def test_active_health_checks_over_tls(gateway, tls_origin, certs):

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import ROOT, free_port, h1_get, run
-from gwtest import gw_config
+from gwtest import FileConfigs, gw_config
 
 
 def test_version(h2gate_bin):
@@ -91,6 +91,40 @@ def test_config_path_that_is_a_directory_is_said_so(h2gate_bin, tmp_path):
         r = run([h2gate_bin, *args], timeout=10)
         assert r.returncode == 1, args
         assert r.stderr == f"{tmp_path}:1:1: is a directory, not a config file\n", args
+
+
+@pytest.mark.parametrize("case", ["key_mismatch", "key_is_certificate", "log_dir_missing",
+                                  "tls_ca_unreadable", "pid_dir_missing"])
+def test_check_opens_every_file_start_up_opens(h2gate_bin, tmp_path, case):
+    """-t (and --check-config) said ok to a config that start-up then refused: it now loads
+    each certificate with its key, each TLS upstream's tls_ca and the access log as start-up
+    does, and says FILE:LINE:COL at the key that names the file; start-up says the same."""
+    fc = FileConfigs(tmp_path, free_port(), free_port(), 9)
+    text, pos, msg = fc.bad[case]
+    p = tmp_path / "gw.yaml"
+    p.write_text(text)
+    for args in (["-t", "-c", str(p)], ["--check-config", str(p)]):
+        r = run([h2gate_bin, *args], timeout=20)
+        assert (r.returncode, r.stdout) == (1, ""), (args, r.stdout, r.stderr)
+        assert r.stderr == f"{p}:{pos}: {msg}\n", args
+    r = run([h2gate_bin, "-c", str(p)], timeout=20)
+    assert r.returncode == 1
+    assert f'event=startup_failed error="{p}:{pos}: {msg}"' in r.stderr, r.stderr
+
+
+def test_check_neither_creates_nor_truncates_the_access_log(h2gate_bin, tmp_path):
+    fc = FileConfigs(tmp_path, free_port(), free_port(), 9)
+    p = tmp_path / "gw.yaml"
+    p.write_text(fc.good)
+    r = run([h2gate_bin, "-t", "-c", str(p)], timeout=20)
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"{p}: ok\n", "")
+    assert os.listdir(os.path.dirname(fc.log)) == []  # not created (nor left behind)
+    with open(fc.log, "w") as f:
+        f.write("a line from before\n")
+    r = run([h2gate_bin, "-t", "-c", str(p)], timeout=20)
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"{p}: ok\n", "")
+    with open(fc.log) as f:
+        assert f.read() == "a line from before\n"
 
 
 def test_gateway_refuses_to_start_on_bad_config(h2gate_bin, tmp_path):

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import free_port, h1_get, recv_all, run
-from gwtest import frame, gw_config, h2load_summary, split_frames as frames
+from gwtest import FileConfigs, frame, gw_config, h2load_summary, split_frames as frames
 
 
 def roots(tmp_path, *names):
@@ -373,6 +373,34 @@ def test_unreadable_certificate_refuses_the_reload(gateway, nginx_origin, tmp_pa
     assert body_of(h1_get(port, "/who")) == b"A"
     r = run(["curl", "-sk", f"https://127.0.0.1:{tls_port}/who"])
     assert r.stdout == "A"
+
+
+def test_reload_refuses_files_start_up_could_not_use(gateway, nginx_origin, tmp_path):
+    """A key that does not match its certificate, a key file that is the certificate, an access
+    log in a missing directory, an unreadable tls_ca: each reload is refused with
+    FILE:LINE:COL and the reason (it said "gw.yaml: invalid argument", or took the tls_ca one
+    and left the workers on the old generation), and the old configuration keeps serving."""
+    (ra,) = roots(tmp_path, "A")
+    a = nginx_origin(ra)
+    port, tls_port = free_port(), free_port()
+    d = tmp_path / "files"
+    d.mkdir()
+    fc = FileConfigs(d, port, tls_port, a.port)
+    g = gateway(fc.good, wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
+    for n, case in enumerate(["key_mismatch", "key_is_certificate", "log_dir_missing",
+                              "tls_ca_unreadable"]):
+        text, pos, msg = fc.bad[case]
+        with open(g.config_path, "w") as f:
+            f.write(text)
+        g.signal(signal.SIGHUP)
+        want = f'event=reload_failed generation=1 error="{g.config_path}:{pos}: {msg}"'
+        log = g.wait_log(want)
+        assert want in log, (case, log[-3000:])
+        assert log.count("event=reload_failed") == n + 1, (case, log[-3000:])
+        assert body_of(h1_get(port, "/who")) == b"A", case
+        r = run(["curl", "-sk", f"https://127.0.0.1:{tls_port}/who"])
+        assert r.stdout == "A", case
+    assert "event=reloaded" not in g.log()
 
 
 def test_check_flag(h2gate_bin, tmp_path):

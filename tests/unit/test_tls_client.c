@@ -55,7 +55,7 @@ static void server_front(pair_t *p, const char *cert, const char *key)
                              .prefer_h2 = 0,
                              .session_tickets = 1,
                              .ticket_rotation_ms = 3600000};
-    assert_int_equal(gw_tls_ctx_new(&p->scfg, ALPN_H1, sizeof(ALPN_H1) - 1, &p->sctx), 0);
+    assert_int_equal(gw_tls_ctx_new(&p->scfg, ALPN_H1, sizeof(ALPN_H1) - 1, NULL, &p->sctx), 0);
 }
 
 static void server_new_conn(pair_t *p)

@@ -66,7 +66,7 @@ static void pair_init(pair_t *p, gw_cfg_tls_t *cfg, const unsigned char *alpn, s
                       int max_version, const char *ciphers)
 {
     memset(p, 0, sizeof(*p));
-    assert_int_equal(gw_tls_ctx_new(cfg, alpn, alpn_len, &p->sctx), 0);
+    assert_int_equal(gw_tls_ctx_new(cfg, alpn, alpn_len, NULL, &p->sctx), 0);
     p->cctx = SSL_CTX_new(TLS_client_method());
     assert_non_null(p->cctx);
     SSL_CTX_set_verify(p->cctx, SSL_VERIFY_NONE, NULL);
@@ -367,9 +367,70 @@ static void test_missing_key_file_fails(void **state)
     gw_cfg_cert_t certs[1] = {{.certificate = cert_a, .key = missing}};
     gw_cfg_tls_t cfg = base_cfg(certs, 1);
     gw_tls_ctx_t *c = NULL;
-    int rv = gw_tls_ctx_new(&cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, &c);
+    int rv = gw_tls_ctx_new(&cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, NULL, &c);
     assert_true(rv < 0);
     assert_null(c);
+}
+
+/* The message of each failure names the file and is placed at the key naming it: what
+ * `h2gate -t`, start-up and reload print. gw_tls_ctx_check loads every pair as
+ * gw_tls_ctx_new does, reports them all, and generates no self-signed pair. */
+static void test_check_says_which_file_and_why(void **state)
+{
+    (void)state;
+    static const gw_cfg_pos_t cpos = {"t.yaml", 4, 20}, kpos = {"t.yaml", 5, 12},
+                              cipos = {"t.yaml", 6, 16};
+    char want[4][512];
+    gw_cfg_cert_t certs[3] = {
+        {.certificate = cert_a, .key = key_b, .certificate_at = cpos, .key_at = kpos},
+        {.certificate = cert_b, .key = cert_b, .certificate_at = cpos, .key_at = kpos},
+        {.certificate = key_c, .key = key_c, .certificate_at = cpos, .key_at = kpos},
+    };
+    snprintf(want[0], sizeof(want[0]), "t.yaml:5:12: key '%s' does not match certificate '%s'",
+             key_b, cert_a);
+    snprintf(want[1], sizeof(want[1]),
+             "t.yaml:5:12: key '%s' holds a certificate, not a private key", cert_b);
+    snprintf(want[2], sizeof(want[2]),
+             "t.yaml:4:20: certificate '%s' holds a private key, not a certificate", key_c);
+    gw_cfg_tls_t cfg = base_cfg(certs, 3);
+    gw_config_errors_t e = {0};
+    assert_int_equal(gw_tls_ctx_check(&cfg, &e), GW_E_INVAL);
+    assert_int_equal(e.len, 3); /* every pair, not only the first */
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(e.msgs[i], want[i]);
+    gw_config_errors_free(&e);
+    /* gw_tls_ctx_new says the same, and logs nothing of it when given the list */
+    gw_tls_ctx_t *c = NULL;
+    assert_int_equal(gw_tls_ctx_new(&cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, &e, &c),
+                     GW_E_INVAL);
+    assert_null(c);
+    assert_int_equal(e.len, 1);
+    assert_string_equal(e.msgs[0], want[0]);
+    gw_config_errors_free(&e);
+    /* a cipher list OpenSSL refuses, at `ciphers` */
+    gw_cfg_cert_t good[1] = {{.certificate = cert_a, .key = key_a}};
+    cfg = base_cfg(good, 1);
+    cfg.ciphers = "NOPE-CIPHER";
+    cfg.ciphers_at = cipos;
+    assert_int_equal(gw_tls_ctx_check(&cfg, &e), GW_E_INVAL);
+    assert_int_equal(e.len, 1);
+    assert_string_equal(e.msgs[0], "t.yaml:6:16: 'ciphers' is not a cipher list OpenSSL accepts: "
+                                   "'NOPE-CIPHER' (no cipher match)");
+    gw_config_errors_free(&e);
+    cfg.ciphers = NULL;
+    assert_int_equal(gw_tls_ctx_check(&cfg, &e), 0);
+    assert_int_equal(e.len, 0);
+    /* a self-signed pair start-up would make: skipped, and not made */
+    char sc[200], sk[200];
+    snprintf(sc, sizeof(sc), "%s/ss/cert.pem", dir);
+    snprintf(sk, sizeof(sk), "%s/ss/key.pem", dir);
+    gw_cfg_cert_t ss[1] = {{.certificate = sc, .key = sk}};
+    cfg = base_cfg(ss, 1);
+    cfg.self_signed = 1;
+    assert_int_equal(gw_tls_ctx_check(&cfg, &e), 0);
+    assert_int_equal(e.len, 0);
+    assert_int_equal(access(sc, F_OK), -1);
+    assert_int_equal(access(sk, F_OK), -1);
 }
 
 /* Client side: read exactly n plaintext bytes, pumping as needed (tickets may come first). */
@@ -566,6 +627,7 @@ int main(void)
         cmocka_unit_test(test_writev_gathers_small_pieces),
         cmocka_unit_test(test_drained_stops_reads_without_loss),
         cmocka_unit_test(test_missing_key_file_fails),
+        cmocka_unit_test(test_check_says_which_file_and_why),
         cmocka_unit_test(test_ticket_rotation_ends_with_a_moving_clock),
         cmocka_unit_test(test_keyring_shared_between_contexts),
     };
