@@ -14,6 +14,7 @@
 #include "admin/admin.h"
 #include "front/front.h"
 #include "gw_version.h"
+#include "version.h"
 
 static void usage(FILE *f)
 {
@@ -24,7 +25,8 @@ static void usage(FILE *f)
                "                           exit 0 or 1, as nginx -t\n"
                "      --check-config FILE  check FILE, print what is wrong, exit 0 or 1\n"
                "      --print-default-config  print the embedded default config and exit\n"
-               "  -V, --version            print the version and exit\n"
+               "  -V, --version            print the version, compiler, meson options and library\n"
+               "                           versions (built with, running) and exit\n"
                "  -h, --help               this text\n");
 }
 
@@ -84,7 +86,7 @@ int main(int argc, char **argv)
             fputs(gw_config_default_yaml, stdout);
             return 0;
         case 'V':
-            printf("h2gate %s\n", GW_VERSION);
+            gw_version_print(stdout);
             return 0;
         case 'h':
             usage(stdout);

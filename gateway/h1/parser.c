@@ -805,3 +805,10 @@ const gw_h1_field_t *gw_h1_msg_field(const gw_h1_msg_t *msg, const char *name)
             return &msg->fields[i];
     return NULL;
 }
+
+void gw_h1_http_parser_version(unsigned long *built, unsigned long *running)
+{
+    *built = (unsigned long)HTTP_PARSER_VERSION_MAJOR << 16 |
+             (unsigned long)HTTP_PARSER_VERSION_MINOR << 8 | HTTP_PARSER_VERSION_PATCH;
+    *running = http_parser_version();
+}

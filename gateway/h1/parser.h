@@ -124,4 +124,9 @@ const char *gw_h1_parser_error_reason(const gw_h1_parser_t *p);
 /* The first field named `name` (case-insensitive) in msg, or NULL. */
 const gw_h1_field_t *gw_h1_msg_field(const gw_h1_msg_t *msg, const char *name);
 
+/* The http-parser this codec was compiled against (*built) and the one it runs with (*running),
+ * each as major << 16 | minor << 8 | patch: for `h2gate --version` (this file alone includes
+ * http_parser.h). */
+void gw_h1_http_parser_version(unsigned long *built, unsigned long *running);
+
 #endif

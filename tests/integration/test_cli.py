@@ -13,10 +13,88 @@ from conftest import ROOT, free_port, h1_get, run
 from gwtest import FileConfigs, gw_config
 
 
-def test_version(h2gate_bin):
+def version_of(h2gate_bin):
+    """`h2gate --version`: its first line, and the lines after it as {name: text}."""
     r = run([h2gate_bin, "--version"])
-    assert r.returncode == 0
-    assert re.fullmatch(r"h2gate \d+\.\d+\.\d+\n", r.stdout)
+    assert r.returncode == 0 and r.stderr == ""
+    assert run([h2gate_bin, "-V"]).stdout == r.stdout
+    lines = r.stdout.splitlines()
+    return lines[0], dict(line.split(": ", 1) for line in lines[1:])
+
+
+def built_running(text):
+    m = re.fullmatch(r"built with (.+), running (.+)", text)
+    assert m, text
+    return m.groups()
+
+
+def pkg_config_version(name):
+    return run(["pkg-config", "--modversion", name]).stdout.strip()
+
+
+def test_version(h2gate_bin):
+    first, _ = version_of(h2gate_bin)
+    assert re.fullmatch(r"h2gate \d+\.\d+\.\d+", first)
+
+
+def test_version_prints_the_build(h2gate_bin):
+    """--version printed the version number alone; it now says what a bug report needs, as
+    nginx -V does. Each library's running version is checked against another user of the same
+    shared library (openssl(1), Python's ssl and zlib modules, the zstd and brotli tools, the
+    library's own version function called through ctypes); the versions built with against
+    pkg-config (what meson compiled against); the compiler against the binary's .comment
+    section; the configure line against the build directory's meson options."""
+    import ctypes
+    import ctypes.util
+    import json
+    import ssl
+    import zlib
+    _, v = version_of(h2gate_bin)
+    built, running = built_running(v["OpenSSL"])
+    library = re.search(r"\(Library: (.+)\)", run(["openssl", "version"]).stdout)
+    assert running == (library.group(1) if library else run(["openssl", "version"]).stdout.strip())
+    assert running == ssl.OPENSSL_VERSION
+    assert built.startswith(f"OpenSSL {pkg_config_version('openssl')} ")
+    assert built_running(v["zlib"]) == (pkg_config_version("zlib"), zlib.ZLIB_RUNTIME_VERSION)
+
+    def lib(name):
+        return ctypes.CDLL(ctypes.util.find_library(name))
+
+    uv = lib("uv")
+    uv.uv_version_string.restype = ctypes.c_char_p
+    assert built_running(v["libuv"]) == (pkg_config_version("libuv"),
+                                         uv.uv_version_string().decode())
+    yaml = lib("yaml")
+    yaml.yaml_get_version_string.restype = ctypes.c_char_p
+    assert built_running(v["libyaml"]) == (pkg_config_version("yaml-0.1"),
+                                           yaml.yaml_get_version_string().decode())
+    hp = lib("http_parser")
+    hp.http_parser_version.restype = ctypes.c_ulong
+    n = hp.http_parser_version()
+    header = open("/usr/include/http_parser.h").read()
+    major, minor, patch = (re.search(rf"#define HTTP_PARSER_VERSION_{k} (\d+)", header).group(1)
+                           for k in ("MAJOR", "MINOR", "PATCH"))
+    assert built_running(v["http-parser"]) == (f"{major}.{minor}.{patch}",
+                                               f"{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}")
+    assert v["hiredis"] == f"built with {pkg_config_version('hiredis')}"
+    if v["zstd"] != "not built in":
+        tool = re.search(r"v(\d+\.\d+\.\d+)", run(["zstd", "--version"]).stdout).group(1)
+        assert built_running(v["zstd"]) == (pkg_config_version("libzstd"), tool)
+    if v["brotli"] != "not built in":
+        tool = run(["brotli", "--version"]).stdout.split()[1]
+        assert built_running(v["brotli"]) == (pkg_config_version("libbrotlienc"), tool)
+    cc, cc_version = v["compiler"].split(" ", 1)
+    comment = run(["readelf", "-p", ".comment", h2gate_bin]).stdout
+    assert cc in ("gcc", "clang") and cc_version in comment, (v["compiler"], comment)
+    opts = dict(kv.split("=", 1) for kv in v["configure"].split(" ") if "=" in kv)
+    intro = os.path.join(os.path.dirname(os.path.dirname(h2gate_bin)), "meson-info",
+                         "intro-buildoptions.json")
+    if os.path.exists(intro):  # a build directory's binary, not an installed one
+        with open(intro) as f:
+            meson = {o["name"]: o["value"] for o in json.load(f)}
+        for k in ("buildtype", "b_sanitize", "prefix", "sysconfdir"):
+            assert opts[k] == str(meson[k]), k
+        assert opts["tests"] == str(meson["tests"]).lower()
 
 
 def test_help_lists_options(h2gate_bin):
