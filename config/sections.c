@@ -819,7 +819,7 @@ static void err_unknown_upstream(ld_t *ld, yaml_node_t *at, const char *name)
         gw_cfg__suggest(&sg, name, n);
         size_t need = strlen(n) + 2;
         if (kl + need + 5 >= sizeof(known)) {
-            memcpy(known + kl, ", ...", 6);
+            memcpy(known + kl, kl ? ", ..." : "...", kl ? 6 : 4);
             break;
         }
         kl += (size_t)snprintf(known + kl, sizeof(known) - kl, "%s%s", kl ? ", " : "", n);

@@ -966,6 +966,15 @@ static void unknown_upstream_lists_known(void **state)
                     "(upstreams: app, static)");
     snprintf(y, sizeof(y), "%sroutes: [{upstream: images}]\n", head);
     expect_error(y, "t.yaml:5:21: route names unknown upstream 'images' (upstreams: app, static)");
+    /* a list that does not fit the message ends with "..." (never starts with a comma) */
+    char longname[401], big[1024];
+    memset(longname, 'u', 400);
+    longname[400] = 0;
+    snprintf(big, sizeof(big),
+             "listen: [{address: 127.0.0.1:8080}]\nupstreams: {%s: {servers: [127.0.0.1:9000]}}\n"
+             "routes: [{upstream: app}]\n",
+             longname);
+    expect_error(big, "t.yaml:3:21: route names unknown upstream 'app' (upstreams: ...)");
 }
 
 /* The keys that name files keep where they were written, so that what only start-up can
