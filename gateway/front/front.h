@@ -37,8 +37,9 @@ int gw_server_check(const gw_config_t *cfg, gw_config_errors_t *errs);
 const gw_config_t *gw_server_config(const gw_server_t *s);
 
 /* Reload (SIGHUP; main thread): re-read the configuration file of the current generation. An
- * invalid file, or one whose listeners or certificates cannot be set up, changes nothing: 0 or
- * a negative code, `event=reload_failed` logged with every FILE:LINE:COL error. A valid one
+ * invalid file, or one whose listeners, certificates, CA files or access log cannot be set up,
+ * changes nothing: 0 or a negative code, `event=reload_failed` logged with every FILE:LINE:COL
+ * error (a file that cannot be used at the key naming it, as gw_server_check says it). A valid one
  * becomes the new generation: new connections use it at once (listeners present in both keep
  * their sockets, added ones open, removed ones close); connections of the old one drain (two-
  * step GOAWAY, idle HTTP/1.1 closed after timeouts.drain_grace, busy ones with
