@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/method.h"
 #include "h1/client.h"
 #include "h1/h1_internal.h"
 
@@ -177,7 +178,7 @@ int gw_h1_request_head(gw_bytes_t *out, const gw_h1_request_t *req)
 {
     /* the fronts refuse these before (issue 18.10: one rule, common/buf.c); kept here so that
      * no path can put a desynchronising request line on an origin connection */
-    if (!gw_h1__is_token(req->method) || !gw_slice_is_request_target(req->target) ||
+    if (!gw_method_valid(req->method) || !gw_slice_is_request_target(req->target) ||
         !clean(req->host) || !fields_ok(req->fields, req->fields_len))
         return GW_E_INVAL;
     char line[48];

@@ -7,6 +7,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/list.h"
+#include "common/method.h"
 #include "common/pool.h"
 #include "h2/frame.h"
 #include "h2/hpack.h"
@@ -210,7 +211,7 @@ void gw_h2__check_request(decode_ctx_t *c)
             gw_h2__bad(c, ":protocol without SETTINGS_ENABLE_CONNECT_PROTOCOL");
             return;
         }
-        if (!gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT"))) {
+        if (!gw_method_is_connect(h->method)) {
             gw_h2__bad(c, ":protocol on a request that is not CONNECT");
             return;
         }
@@ -222,7 +223,7 @@ void gw_h2__check_request(decode_ctx_t *c)
             gw_h2__bad(c, "extended CONNECT without :authority");
             return;
         }
-    } else if (gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT"))) {
+    } else if (gw_method_is_connect(h->method)) {
         /* §8.5: :authority only; :scheme and :path omitted */
         if (!h->authority.base || h->authority.len == 0 || h->scheme.base || h->path.base ||
             !gw_slice_is_authority(h->authority))
@@ -242,10 +243,10 @@ void gw_h2__check_request(decode_ctx_t *c)
         return;
     }
     /* The request head goes on as an HTTP/1.1 request line (RFC 9112 §3): the method is a token
-     * (RFC 9110 §9.1) and the target only RFC 3986 path and query characters; anything else
-     * is a malformed request, the client's fault, never an origin failure (RFC 9113 §8.1.1;
-     * issues 18.10, 19.3). */
-    if (!gw_slice_is_token(h->method)) {
+     * (RFC 9110 §9.1, the rule of both fronts: common/method.h) and the target only RFC 3986
+     * path and query characters; anything else is a malformed request, the client's fault,
+     * never an origin failure (RFC 9113 §8.1.1; issues 18.10, 19.3). */
+    if (!gw_method_valid(h->method)) {
         gw_h2__bad(c, "invalid :method");
         return;
     }

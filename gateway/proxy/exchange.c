@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/method.h"
 #include "h2/priority.h"
 #include "proxy/proxy_internal.h"
 
@@ -924,7 +925,7 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     p->stats.requests++;
     s->proxy_data = NULL;
     const gw_cfg_route_t *r = h->route;
-    if (gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT")) && !h->protocol.len) {
+    if (gw_method_is_connect(h->method) && !h->protocol.len) {
         /* RFC 9113 §8.5: a TCP tunnel to :authority is not what a gateway in front of origins
          * does (the HTTP/1.1 front answers CONNECT the same way) */
         GW_LOG_INFO("connect_refused", "peer=%s authority=%.*s status=405", s->peer,

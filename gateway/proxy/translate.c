@@ -10,6 +10,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "common/method.h"
 #include "h2/validate.h"
 #include "proxy/proxy_internal.h"
 
@@ -382,12 +383,9 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
             (gw_slice_t){(const uint8_t *)s->log->id, s->log->id_len});
     if (authority.len == 0)
         return GW_E_PARSE;
-    int idem = gw_slice_eq(h->method, GW_SLICE_LIT("GET")) ||
-               gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")) ||
-               gw_slice_eq(h->method, GW_SLICE_LIT("OPTIONS")) ||
-               gw_slice_eq(h->method, GW_SLICE_LIT("PUT")) ||
-               gw_slice_eq(h->method, GW_SLICE_LIT("DELETE")) ||
-               gw_slice_eq(h->method, GW_SLICE_LIT("TRACE"));
+    /* RFC 9110 §9.2.2: only an idempotent method may be sent again (retry, pipelining); a
+     * method the gateway does not know is not (common/method.h) */
+    int idem = gw_method_idempotent(h->method);
     *req = (gw_back_req_t){
         .method = ws ? GW_SLICE_LIT("GET") : h->method, /* RFC 8441 §5: CONNECT → GET */
         .target = h->path,
