@@ -15,6 +15,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "common/method.h"
 #include "h1/h1_internal.h"
 
 /* A chunk-size line with extensions longer than this is refused (RFC 9112 §7.1.1 sets no
@@ -28,7 +29,8 @@ typedef struct {
 } field_off_t;
 
 typedef enum {
-    SCAN_HEAD = 0,   /* bytes of a message head: checked byte by byte before http-parser */
+    SCAN_METHOD = 0, /* a request's method: ours alone, http-parser gets a stand-in */
+    SCAN_HEAD,       /* bytes of a message head: checked byte by byte before http-parser */
     SCAN_BODY,       /* Content-Length or close-delimited body: unchecked */
     SCAN_CHUNK_LINE, /* chunk-size [ chunk-ext ] CRLF */
     SCAN_CHUNK_DATA, /* chunk_left bytes of chunk data */
@@ -47,13 +49,15 @@ struct gw_h1_parser {
     gw_h1_callbacks_t cb;
     void *user_data;
 
-    gw_bytes_t arena;  /* method, target and field bytes of the current head */
+    gw_bytes_t line;   /* requests: the request line as received, up to its CR (the method is
+                          its first method_len bytes) */
+    gw_bytes_t arena;  /* target and field bytes of the current head */
     gw_bytes_t tarena; /* trailer field bytes (the head's slices stay valid meanwhile) */
     field_off_t *offs; /* head fields, then trailer fields from trailer_first */
     size_t offs_len, offs_cap, trailer_first;
     gw_h1_field_t *fields;  /* built at headers-complete */
     gw_h1_field_t *tfields; /* built at message-complete */
-    size_t method_off, method_len, target_off, target_len;
+    size_t method_len, target_off, target_len;
     int last_was_value; /* header callbacks: which one came last */
 
     scan_state_t scan;
@@ -279,25 +283,17 @@ static int on_headers_complete(http_parser *hp)
         hp->content_length > (uint64_t)INT64_MAX)
         return fail(p, GW_E_PARSE, 400, "content-length too large");
     if (p->kind == GW_H1_REQUEST) {
-        if (hp->method == HTTP_CONNECT)
-            return fail(p, GW_E_UNSUPPORTED, 405, "CONNECT is not supported");
+        /* RFC 9110 §6.2, §15.6.6: a major version other than 1 is not ours to read (a higher
+         * minor is read as HTTP/1.1, its highest minor we speak) */
+        if (hp->http_major != 1)
+            return fail(p, GW_E_PARSE, 505, "HTTP version not supported");
         /* RFC 9112 §3.2: exactly one Host in HTTP/1.1. */
-        if (hp->http_major == 1 && hp->http_minor == 1 && n_host != 1)
+        if (hp->http_minor >= 1 && n_host != 1)
             return fail(p, GW_E_PARSE, 400, n_host ? "repeated host" : "missing host");
         if (n_host > 1)
             return fail(p, GW_E_PARSE, 400, "repeated host");
-        const char *meth = http_method_str((enum http_method)hp->method);
-        p->method_off = p->arena.len;
-        p->method_len = strlen(meth);
-        if (arena_add(p, meth, p->method_len) < 0)
-            return -1;
-        /* arena may have moved: rebuild slices */
-        for (size_t i = 0; i < p->offs_len; i++) {
-            field_off_t *o = &p->offs[i];
-            p->fields[i].name = (gw_slice_t){p->arena.base + o->noff, o->nlen};
-            p->fields[i].value = gw_slice_trim((gw_slice_t){p->arena.base + o->voff, o->vlen});
-        }
-        m.method = (gw_slice_t){p->arena.base + p->method_off, p->method_len};
+        /* the method as the client wrote it (scan_method), not http-parser's stand-in */
+        m.method = (gw_slice_t){p->line.base, p->method_len};
         m.target = (gw_slice_t){p->arena.base + p->target_off, p->target_len};
         /* http-parser lets some bytes through the target (HTAB, FF, DEL, >= 0x80, ...): only RFC
          * 3986 path and query characters go on to an origin (issue 18.10; the rule is shared
@@ -416,11 +412,11 @@ static int on_message_complete(http_parser *hp)
 
 static void reset_head(gw_h1_parser_t *p)
 {
-    p->arena.len = p->tarena.len = 0;
+    p->arena.len = p->tarena.len = p->line.len = 0;
     p->offs_len = p->trailer_first = 0;
     p->target_len = p->method_len = 0;
     p->last_was_value = 0;
-    p->scan = SCAN_HEAD;
+    p->scan = p->kind == GW_H1_REQUEST ? SCAN_METHOD : SCAN_HEAD;
     p->prev = 0;
     p->line_len = p->lines = p->head_bytes = 0;
     p->trailing = 0;
@@ -454,6 +450,7 @@ gw_h1_parser_t *gw_h1_parser_new(gw_h1_kind_t kind, const gw_h1_limits_t *limits
     p->settings.on_chunk_header = on_chunk_header;
     gw_bytes_init(&p->arena, p->limits.max_head);
     gw_bytes_init(&p->tarena, p->limits.max_head);
+    gw_bytes_init(&p->line, p->limits.max_head);
     reset_head(p);
     return p;
 }
@@ -464,6 +461,7 @@ void gw_h1_parser_del(gw_h1_parser_t *p)
         return;
     gw_bytes_free(&p->arena);
     gw_bytes_free(&p->tarena);
+    gw_bytes_free(&p->line);
     gw_free(p->offs);
     gw_free(p->fields);
     gw_free(p->tfields);
@@ -487,6 +485,82 @@ static int status_line_ok(const gw_h1_parser_t *p)
     return p->line_len == STATUS_FIXED - 1 || s[12] == ' ';
 }
 
+/* The head passed limits.max_head: 414 while still on a request line (RFC 9110 §15.5.15), 431
+ * once among the fields (RFC 6585 §5). Returns -1. */
+static int too_large(gw_h1_parser_t *p)
+{
+    if (p->lines == 0 && p->kind == GW_H1_REQUEST)
+        return fail(p, GW_E_LIMIT, 414, "request line too long");
+    return fail(p, GW_E_LIMIT, 431, "message head too large");
+}
+
+/* Bytes of a request line, kept for the method and for the access log of a request refused
+ * before its head was whole (bounded by max_head, as the line is). 0 or -1 (failed). */
+static int keep_line(gw_h1_parser_t *p, const uint8_t *b, size_t n)
+{
+    if (gw_bytes_append(&p->line, b, n) < 0)
+        return fail(p, GW_E_NOMEM, 500, "out of memory");
+    return 0;
+}
+
+/* A request line refused at data[i]: what is left of it in data (up to its CR or LF) is kept
+ * with it, so the access log shows the line the client sent (nginx's $request), then the
+ * error. Returns -1. */
+static int fail_line(gw_h1_parser_t *p, const uint8_t *data, size_t i, size_t len, int code,
+                     unsigned status, const char *reason)
+{
+    size_t e = i;
+    while (e < len && data[e] != '\r' && data[e] != '\n' &&
+           p->line.len + (e - i) < p->limits.max_head)
+        e++;
+    (void)gw_bytes_append(&p->line, data + i, e - i); /* for the log only: best effort */
+    return fail(p, code, status, reason);
+}
+
+/* RFC 9112 §3: the method of a request line, up to the SP after it. http-parser 2.9 knows a
+ * fixed list of methods and refuses any other (HPE_INVALID_METHOD) where RFC 9110 §9.1 makes
+ * any token a method, so the method is scanned here and never shown to it: once the SP is
+ * seen, feed() gives http-parser "GET " in its place (the same framing rules apply to every
+ * request method, RFC 9112 §6.3) and the rest of the line as received. Empty lines before the
+ * request line are skipped (§2.2), a bare CR or LF among them refused. Returns the bytes of
+ * data[0..len) consumed (p->scan is SCAN_HEAD once the method is complete), or -1. */
+static ssize_t scan_method(gw_h1_parser_t *p, const uint8_t *data, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        uint8_t c = data[i];
+        if (++p->head_bytes > p->limits.max_head)
+            return too_large(p);
+        if (p->method_len == 0 && (c == '\r' || c == '\n' || p->prev == '\r')) {
+            if (p->prev == '\r' && c != '\n')
+                return fail(p, GW_E_PARSE, 400, "bare CR in message head");
+            if (c == '\n' && p->prev != '\r')
+                return fail(p, GW_E_PARSE, 400, "bare LF in message head");
+            p->prev = c;
+            continue;
+        }
+        if (c == ' ' && p->method_len) {
+            if (gw_method_is_connect((gw_slice_t){p->line.base, p->method_len}))
+                /* §9.3.6: a tunnel is not what a gateway in front of origins does (the
+                 * HTTP/2 front answers it the same way); what follows it would not be HTTP */
+                return fail(p, GW_E_UNSUPPORTED, 405, "CONNECT is not supported");
+            if (keep_line(p, &c, 1) < 0)
+                return -1;
+            p->line_len = p->method_len + 1;
+            p->prev = c;
+            p->scan = SCAN_HEAD;
+            return (ssize_t)(i + 1);
+        }
+        if (c == 0)
+            return fail_line(p, data, i, len, GW_E_PARSE, 400, "NUL in message head");
+        if (!gw_is_tchar(c))
+            return fail_line(p, data, i, len, GW_E_PARSE, 400, "invalid method");
+        if (keep_line(p, &c, 1) < 0)
+            return -1;
+        p->method_len++;
+    }
+    return (ssize_t)len;
+}
+
 /* Check the lines of a head or trailer section before http-parser sees them; returns how many
  * of data[0..len) belong to it (all of them if it does not end here), or -1 on a violation. */
 static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
@@ -504,8 +578,7 @@ static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
             size_t run = j - i;
             if (p->head_bytes + run > p->limits.max_head) {
                 p->head_bytes = p->limits.max_head + 1;
-                fail(p, GW_E_LIMIT, 431, "message head too large");
-                return -1;
+                return too_large(p);
             }
             p->head_bytes += run;
             p->line_len += run;
@@ -513,11 +586,31 @@ static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
             i = j - 1;
             continue;
         }
-        if (++p->head_bytes > p->limits.max_head) {
-            fail(p, GW_E_LIMIT, 431, "message head too large");
-            return -1;
+        if (p->lines == 0 && p->kind == GW_H1_REQUEST && (cls[c] & BC_PLAIN)) {
+            /* the rest of a request line, kept whole (keep_line) */
+            size_t j = i + 1;
+            while (j < len && (cls[data[j]] & BC_PLAIN))
+                j++;
+            size_t run = j - i;
+            if (p->head_bytes + run > p->limits.max_head) {
+                /* the log shows the line up to the limit */
+                (void)gw_bytes_append(&p->line, data + i, p->limits.max_head - p->head_bytes);
+                p->head_bytes = p->limits.max_head + 1;
+                return too_large(p);
+            }
+            if (keep_line(p, data + i, run) < 0)
+                return -1;
+            p->head_bytes += run;
+            p->line_len += run;
+            p->prev = data[j - 1];
+            i = j - 1;
+            continue;
         }
+        if (++p->head_bytes > p->limits.max_head)
+            return too_large(p);
         if (c == 0) {
+            if (p->lines == 0 && p->kind == GW_H1_REQUEST)
+                return fail_line(p, data, i, len, GW_E_PARSE, 400, "NUL in message head");
             fail(p, GW_E_PARSE, 400, "NUL in message head");
             return -1;
         }
@@ -554,6 +647,8 @@ static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
                 fail(p, GW_E_PARSE, 400, "control byte in field line");
                 return -1;
             }
+            if (p->lines == 0 && p->kind == GW_H1_REQUEST && keep_line(p, &c, 1) < 0)
+                return -1;
             if (p->lines == 0 && p->kind == GW_H1_RESPONSE) {
                 if (p->line_len < STATUS_FIXED) {
                     p->start[p->line_len] = c;
@@ -643,6 +738,8 @@ static ssize_t scan_chunk_line(gw_h1_parser_t *p, const uint8_t *data, size_t le
 static ssize_t scan(gw_h1_parser_t *p, const uint8_t *data, size_t len)
 {
     switch (p->scan) {
+    case SCAN_METHOD:
+        return scan_method(p, data, len);
     case SCAN_HEAD:
     case SCAN_TRAILER:
         return scan_head(p, data, len);
@@ -698,12 +795,31 @@ ssize_t gw_h1_parser_feed(gw_h1_parser_t *p, const uint8_t *data, size_t len)
         return p->cb_rv ? p->cb_rv : GW_E_PARSE;
     size_t off = 0;
     while (off < len && !p->paused) {
+        int method = p->scan == SCAN_METHOD;
         ssize_t h = scan(p, data + off, len - off);
         if (h < 0) {
             p->failed = 1;
             return p->cb_rv;
         }
         size_t chunk = (size_t)h;
+        if (method) {
+            /* method bytes (or empty lines) are ours alone; once the method is complete,
+             * http-parser reads its stand-in (scan_method) */
+            off += chunk;
+            if (p->scan == SCAN_METHOD)
+                continue;
+            ssize_t k = run(p, (const uint8_t *)"GET ", 4);
+            if (k < 0)
+                return k;
+            if (k != 4) {
+                p->failed = 1;
+                p->cb_rv = GW_E_PARSE;
+                p->err_status = 400;
+                p->err_reason = "parser stopped";
+                return p->cb_rv;
+            }
+            continue;
+        }
         ssize_t n = run(p, data + off, chunk);
         if (n < 0)
             return n;
@@ -735,6 +851,8 @@ int gw_h1_parser_eof(gw_h1_parser_t *p)
         return 0;
     if (p->paused)
         return 0;
+    if (p->scan == SCAN_METHOD)
+        return p->method_len ? GW_E_PARSE : 0; /* a method cut short, or only empty lines */
     /* Lets http-parser finish a close-delimited response body. */
     http_parser_execute(&p->hp, &p->settings, NULL, 0);
     if (HTTP_PARSER_ERRNO(&p->hp) == HPE_OK || p->paused)
@@ -795,6 +913,12 @@ unsigned gw_h1_parser_error_status(const gw_h1_parser_t *p)
 const char *gw_h1_parser_error_reason(const gw_h1_parser_t *p)
 {
     return p->err_reason ? p->err_reason : "malformed message";
+}
+
+gw_slice_t gw_h1_parser_request_line(const gw_h1_parser_t *p)
+{
+    return p->kind == GW_H1_REQUEST ? (gw_slice_t){p->line.base, p->line.len}
+                                    : (gw_slice_t){NULL, 0};
 }
 
 const gw_h1_field_t *gw_h1_msg_field(const gw_h1_msg_t *msg, const char *name)

@@ -16,10 +16,14 @@
  * field name, a malformed status line, a malformed chunk line, Content-Length together with
  * Transfer-Encoding, differing or repeated Content-Length, Transfer-Encoding whose final coding
  * is not chunked, and a missing Host in an HTTP/1.1 request are errors: for a request the
- * caller answers 400 and closes. A head larger than the limit is 431. Also refused (issue 18):
- * a request-target with bytes outside RFC 3986 path and query characters and a Host that is
- * not an RFC 3986 authority (400), a transfer coding other than chunked alone (request 501;
- * the coding would be lost when the body is re-framed), a Content-Length past 2^63 - 1.
+ * caller answers 400 and closes. A head larger than the limit is 431 (414 while the request
+ * line alone passes it). Also refused (issue 18): a request-target with bytes outside RFC 3986
+ * path and query characters and a Host that is not an RFC 3986 authority (400), a transfer
+ * coding other than chunked alone (request 501; the coding would be lost when the body is
+ * re-framed), a Content-Length past 2^63 - 1, an HTTP major version other than 1 (505).
+ *
+ * A request's method is any token (RFC 9110 §9.1, common/method.h), passed on as written;
+ * http-parser, which knows a fixed list, never sees it. CONNECT is refused (405).
  */
 #ifndef GW_H1_PARSER_H
 #define GW_H1_PARSER_H
@@ -117,9 +121,15 @@ int gw_h1_parser_in_message(const gw_h1_parser_t *p);
  * between bodies, a chunked or close-delimited body, a body skipped (HEAD, 1xx, 204, 304). */
 int64_t gw_h1_parser_body_left(const gw_h1_parser_t *p);
 
-/* After an error: the status to answer (400 or 431) and a static reason for the log. */
+/* After an error: the status to answer (400, 405, 414, 431, 501, 505) and a static reason for
+ * the log. */
 unsigned gw_h1_parser_error_status(const gw_h1_parser_t *p);
 const char *gw_h1_parser_error_reason(const gw_h1_parser_t *p);
+
+/* GW_H1_REQUEST: the request line of the current request as received so far, without its CR
+ * LF (empty before its first byte and for responses), for the log of a request refused before
+ * its head was whole (nginx's $request). Valid until the parser is resumed or freed. */
+gw_slice_t gw_h1_parser_request_line(const gw_h1_parser_t *p);
 
 /* The first field named `name` (case-insensitive) in msg, or NULL. */
 const gw_h1_field_t *gw_h1_msg_field(const gw_h1_msg_t *msg, const char *name);

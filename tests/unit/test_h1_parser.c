@@ -402,6 +402,121 @@ static void issue18_11_close_delimited_head(void **state)
     gw_bytes_free(&b);
 }
 
+/* RFC 9110 §9.1: any token is a method, passed on as written (http-parser 2.9 alone refuses
+ * BREW with HPE_INVALID_METHOD, and the HTTP/2 front forwards it): whole, byte by byte and
+ * split at every cut point, pipelined, after empty lines (RFC 9112 §2.2). */
+static void any_token_is_a_method(void **state)
+{
+    (void)state;
+    check_all_splits("BREW /pot HTTP/1.1\r\nHost: h\r\n\r\n",
+                     "HEAD BREW /pot 1.1 cl=0 f=1 [Host=h]\nEND\n");
+    check_all_splits("\r\nget / HTTP/1.1\r\nHost: h\r\n\r\n"
+                     "PROPFIND /d HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nok\r\n"
+                     "M-SEARCH /x?y HTTP/1.1\r\nHost: h\r\n\r\n"
+                     "!#$%&'*+-.^_`|~09azAZ /t HTTP/1.0\r\n\r\n",
+                     "HEAD get / 1.1 cl=0 f=1 [Host=h]\nEND\n"
+                     "HEAD PROPFIND /d 1.1 cl=2 f=1 [Host=h] [Content-Length=2]\nBODY ok\nEND\n"
+                     "HEAD M-SEARCH /x?y 1.1 cl=0 f=1 [Host=h]\nEND\n"
+                     "HEAD !#$%&'*+-.^_`|~09azAZ /t 1.0 cl=0 f=0\nEND\n");
+    /* the methods http-parser knows keep their meaning (HEAD, a body on any method) */
+    check_all_splits("HEAD / HTTP/1.1\r\nHost: h\r\n\r\nPURGE / HTTP/1.1\r\nHost: h\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n",
+                     "HEAD HEAD / 1.1 cl=0 f=1 [Host=h]\nEND\n"
+                     "HEAD PURGE / 1.1 cl=-1 f=3 [Host=h] [Transfer-Encoding=chunked]\nBODY ab\n"
+                     "END\n");
+    /* not tokens, or no method at all */
+    expect_reject("BR@W / HTTP/1.1\r\nHost: h\r\n\r\n", 400, "invalid method");
+    expect_reject("GET\t/ HTTP/1.1\r\nHost: h\r\n\r\n", 400, "invalid method");
+    expect_reject(" GET / HTTP/1.1\r\nHost: h\r\n\r\n", 400, "invalid method");
+    expect_reject("G\xc3\xa9T / HTTP/1.1\r\nHost: h\r\n\r\n", 400, "invalid method");
+    expect_reject("\nGET / HTTP/1.1\r\nHost: h\r\n\r\n", 400, "bare LF in message head");
+    expect_reject("\r\rGET / HTTP/1.1\r\nHost: h\r\n\r\n", 400, "bare CR in message head");
+    expect_reject("CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n", 405, "CONNECT is not supported");
+    /* a method cut short by the end of input is a truncated request, not a clean end */
+    rec_t t = {0};
+    feed_split("BRE", 0, 0, &t, NULL);
+    assert_string_equal(t.log, "TRUNCATED\n");
+    rec_t e = {0};
+    feed_split("\r\n", 0, 0, &e, NULL);
+    assert_string_equal(e.log, "");
+}
+
+/* RFC 9110 §15.6.6: a major version other than 1 is 505; a higher minor reads as HTTP/1.1
+ * (§6.2: Host required). RFC 9110 §15.5.15: a request line longer than the head limit is 414,
+ * a head that passes it among the fields 431. */
+static void version_and_line_length(void **state)
+{
+    (void)state;
+    expect_reject("GET / HTTP/2.0\r\nHost: h\r\n\r\n", 505, "HTTP version not supported");
+    expect_reject("GET / HTTP/0.9\r\n\r\n", 505, "HTTP version not supported");
+    expect_reject("GET / HTTP/1.2\r\n\r\n", 400, "missing host");
+    check_all_splits("GET / HTTP/1.2\r\nHost: h\r\n\r\n",
+                     "HEAD GET / 1.2 cl=0 f=1 [Host=h]\nEND\n");
+    char line[700];
+    snprintf(line, sizeof(line), "GET /%0600d HTTP/1.1\r\nHost: h\r\n\r\n", 0);
+    gw_h1_limits_t small = {512, 32};
+    for (int bytewise = 0; bytewise < 2; bytewise++) {
+        rec_t r = {0};
+        assert_int_equal(feed_split(line, 0, bytewise, &r, &small), GW_E_LIMIT);
+        assert_string_equal(r.log, "ERROR 414 request line too long\n");
+    }
+    char method[700];
+    snprintf(method, sizeof(method), "%0600d / HTTP/1.1\r\nHost: h\r\n\r\n", 0);
+    rec_t m = {0};
+    assert_int_equal(feed_split(method, 0, 0, &m, &small), GW_E_LIMIT);
+    assert_string_equal(m.log, "ERROR 414 request line too long\n");
+}
+
+/* The request line as received, for the access log of a refused request: whole when the
+ * error is found inside it (the rest of the line in hand is kept), as parsed otherwise. */
+static void request_line_kept_for_the_log(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *line;
+        unsigned status;
+    } cases[] = {
+        {"BR@W /pot HTTP/1.1\r\nHost: h\r\n\r\n", "BR@W /pot HTTP/1.1", 400},
+        {"GET /a\x01b HTTP/1.1\r\nHost: h\r\n\r\n", "GET /a\x01b HTTP/1.1", 400},
+        {"\r\nBREW /x HTTP/1.1\r\nHost: h\r\nBad Name: v\r\n\r\n", "BREW /x HTTP/1.1", 400},
+        {"GET / HTTP/3.0\r\nHost: h\r\n\r\n", "GET / HTTP/3.0", 505},
+        {"GET / HTTP/1.1\r\nHost: h\r\nX: a\x7f\r\n\r\n", "GET / HTTP/1.1", 400},
+        {"\x16\x03\x01\x02", "\x16\x03\x01\x02", 400},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        rec_t r = {0};
+        gw_h1_limits_t l = {4096, 32};
+        gw_h1_parser_t *p = gw_h1_parser_new(GW_H1_REQUEST, &l, &cbs, &r);
+        assert_non_null(p);
+        assert_int_equal(gw_h1_parser_request_line(p).len, 0);
+        ssize_t n = gw_h1_parser_feed(p, (const uint8_t *)cases[k].in, strlen(cases[k].in));
+        assert_true(n < 0);
+        assert_int_equal(gw_h1_parser_error_status(p), cases[k].status);
+        gw_slice_t line = gw_h1_parser_request_line(p);
+        if (line.len != strlen(cases[k].line) || memcmp(line.base, cases[k].line, line.len))
+            fail_msg("case %zu: line '%.*s', want '%s'", k, (int)line.len, line.base,
+                     cases[k].line);
+        gw_h1_parser_del(p);
+    }
+    /* a request that parsed keeps its line until the parser resumes for the next one */
+    rec_t r = {0};
+    gw_h1_limits_t l = {4096, 32};
+    gw_h1_parser_t *p = gw_h1_parser_new(GW_H1_REQUEST, &l, &cbs, &r);
+    const char *two = "BREW /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n";
+    ssize_t n = gw_h1_parser_feed(p, (const uint8_t *)two, strlen(two));
+    assert_true(n > 0 && gw_h1_parser_paused(p));
+    gw_slice_t line = gw_h1_parser_request_line(p);
+    assert_int_equal(line.len, strlen("BREW /1 HTTP/1.1"));
+    assert_memory_equal(line.base, "BREW /1 HTTP/1.1", line.len);
+    gw_h1_parser_resume(p);
+    assert_int_equal(gw_h1_parser_request_line(p).len, 0);
+    assert_int_equal(gw_h1_parser_feed(p, (const uint8_t *)two + n, strlen(two) - (size_t)n),
+                     (ssize_t)(strlen(two) - (size_t)n));
+    line = gw_h1_parser_request_line(p);
+    assert_memory_equal(line.base, "GET /2 HTTP/1.1", line.len);
+    gw_h1_parser_del(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -418,6 +533,9 @@ int main(void)
         cmocka_unit_test(serializer_bytes),
         cmocka_unit_test(issue18_10_request_target_bytes),
         cmocka_unit_test(issue18_11_close_delimited_head),
+        cmocka_unit_test(any_token_is_a_method),
+        cmocka_unit_test(version_and_line_length),
+        cmocka_unit_test(request_line_kept_for_the_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
