@@ -379,6 +379,15 @@ int gw_front__flush(conn_t *c)
             return rv;
         if (k)
             gw_bytes_consume(&c->b->out, k);
+        /* Closing: the close_notify goes after the last plaintext byte (a gateway-made 400
+         * or 408 included), never before it: OpenSSL refuses to write after SSL_shutdown, and
+         * the answer was lost (RFC 8446 §6.1: close_notify ends the data we send). A tail
+         * the throttle holds back gets it once the timer has written it. */
+        if ((c->flags & GW_CONN_F_CLOSE_AFTER) && !(c->flags & GW_CONN_F_TLS_BYE) &&
+            gw_front__out_len(c) == 0) {
+            c->flags |= GW_CONN_F_TLS_BYE;
+            gw_tls_shutdown(c->tls);
+        }
         /* records go out from the TLS sink's own buffer: the socket first, and only what it
          * did not take is copied into a write request */
         size_t n;
@@ -403,9 +412,7 @@ void gw_front__finish(conn_t *c, const char *why)
         return;
     GW_LOG_DEBUG("conn_finish", "peer=%s reason=%s", PEER(c), why);
     c->state = CS_CLOSING;
-    c->flags |= GW_CONN_F_CLOSE_AFTER;
-    if (c->tls)
-        gw_tls_shutdown(c->tls);
+    c->flags |= GW_CONN_F_CLOSE_AFTER; /* flush sends TLS's close_notify after the rest */
     if (gw_front__flush(c) < 0 || (c->queued == 0 && gw_front__out_len(c) == 0))
         gw_front__conn_close(c, why);
     else
@@ -581,14 +588,17 @@ static void sniff(conn_t *c)
         gw_front__finish(c, "bad_preface");
         return;
     }
-    /* RFC 9112 §3: request-line = method SP request-target SP HTTP-version; the method is a
-     * token. Anything else on the first bytes closes the connection. */
-    size_t i = 0;
-    while (i < c->b->in.len && gw_is_tchar(c->b->in.base[i]))
+    /* RFC 9112 §3: request-line = method SP request-target SP HTTP-version. Visible ASCII up
+     * to the first SP may be a method: the line then goes to the HTTP/1.1 parser if it ends
+     * like one (below), which answers a method that is not a token (`BR@W`) with 400 as it
+     * does on a TLS listener (common/method.h: one rule). Anything else on the first bytes (a
+     * TLS ClientHello, binary) closes the connection at once. */
+    size_t i = 0, head_max = CFG(c)->limits.max_request_head;
+    while (i < c->b->in.len && c->b->in.base[i] > 0x20 && c->b->in.base[i] < 0x7f)
         i++;
-    if (i == c->b->in.len && i < 32)
+    if (i == c->b->in.len && i < head_max)
         return; /* still inside a plausible method */
-    if (i == 0 || i >= 32 || c->b->in.base[i] != ' ') {
+    if (i == 0 || (i < c->b->in.len && c->b->in.base[i] != ' ')) {
         GW_LOG_INFO("bad_preface", "peer=%s first_byte=0x%02x", PEER(c), c->b->in.base[0]);
         gw_front__conn_close(c, "bad_preface");
         return;
@@ -599,7 +609,7 @@ static void sniff(conn_t *c)
      * §3.4): GOAWAY(PROTOCOL_ERROR) when the bytes begin like the preface ("PRI"), then close. A
      * line longer than a whole head goes to the HTTP/1.1 parser, which answers 431. */
     const uint8_t *nl = memchr(c->b->in.base, '\n', c->b->in.len);
-    if (!nl && c->b->in.len < CFG(c)->limits.max_request_head)
+    if (!nl && c->b->in.len < head_max)
         return; /* the request line is not complete yet */
     if (nl) {
         size_t ll = (size_t)(nl - c->b->in.base);

@@ -367,6 +367,7 @@ enum {
     GW_CONN_F_THR_OUT = 1u << 5,     /* response bytes wait for tokens (throttle timer armed) */
     GW_CONN_F_THR_IN = 1u << 6,      /* reads stopped / window credit held: upload rate */
     GW_CONN_F_DRAIN = 1u << 7,       /* HTTP/2 of an old generation: GOAWAY once quiet */
+    GW_CONN_F_TLS_BYE = 1u << 8,     /* closing: TLS close_notify queued after the last byte */
 };
 
 typedef struct conn conn_t;

@@ -56,11 +56,15 @@ static void h1x_req_complete(h1x_t *h)
         h->state = H1X_DONE;
 }
 
-/* A response head has been written on this connection, for this exchange or the last one: a
- * parse error is then not answered with its own 400. */
+/* A response head has been written for the current exchange: a parse error in what is left of
+ * its request is then not answered with a 400 of its own. After an exchange that ended
+ * (H1X_ENDED: its response handed over whole) the bytes are the next request's, which gets
+ * its 400 like the first one (a malformed second request on a keep-alive connection was
+ * closed without an answer or a log line). */
 static int h1x_resp_started(const h1x_t *h)
 {
-    return h->state != H1X_IDLE && h->state != H1X_RECV && h->state != H1X_WAIT;
+    return h->state != H1X_IDLE && h->state != H1X_RECV && h->state != H1X_WAIT &&
+           h->state != H1X_ENDED;
 }
 
 void gw_front__h1x_end(conn_t *c)
