@@ -752,7 +752,8 @@ static void after_handshake(conn_t *c)
         gw_front__conn_close(c, "no_protocol");
         return;
     }
-    /* ALPN http/1.1, or no ALPN at all (RFC 7301: HTTP/1.1 is the default) */
+    /* ALPN http/1.1 or http/1.0 (generation.c's alpn_for), or no ALPN at all (RFC 7301:
+     * HTTP/1.1 is the default) */
     if (gw_front__start_h1(c) < 0)
         gw_front__conn_close(c, "nomem");
 }

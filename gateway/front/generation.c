@@ -84,6 +84,14 @@ static size_t alpn_for(const gw_cfg_listen_t *l, unsigned char *out)
             n += 9;
         }
     }
+    /* Last, so chosen only when the client offers nothing else we speak: `http/1.0` (curl
+     * --http1.0 offers it alone), which an HTTP/1.1 server serves (RFC 9110 §2.5, RFC 9112
+     * §2.3) instead of failing the handshake with no_application_protocol (RFC 7301 §3.2), as
+     * nginx and HAProxy do. The request line then says HTTP/1.0 and is answered as such. */
+    if (h1) {
+        memcpy(out + n, "\x08http/1.0", 9);
+        n += 9;
+    }
     return n;
 }
 

@@ -1,7 +1,7 @@
 """The HTTP/1.1 front as a client meets it: the gateway's own answers to requests it refuses
 reach the client over TLS too (then close_notify), methods follow one rule on both fronts
-(any token is a method, RFC 9110 §9.1). Clients: python's ssl, curl, openssl s_client,
-python3-h2."""
+(any token is a method, RFC 9110 §9.1), and HTTP/1.0 clients get through TLS (ALPN
+`http/1.0`). Clients: python's ssl, curl, openssl s_client, python3-h2."""
 import json
 import socket
 import ssl
@@ -205,3 +205,35 @@ def test_long_method_on_a_cleartext_listener(gwt):
     m = "X-" + "A" * 60
     code, body = curl_method(m, f"http://127.0.0.1:{gwt.port}/echo", "--http1.1")
     assert code == "200" and json.loads(body)["method"] == m
+
+
+# ---- HTTP/1.0 over TLS ---------------------------------------------------------------------
+
+
+def test_http10_over_tls_offering_alpn_http10(gwt):
+    """curl --http1.0 offers ALPN `http/1.0` alone: the handshake picks it (it failed with
+    no_application_protocol) and the request is answered as HTTP/1.0: an HTTP/1.1 status line
+    (RFC 9110 §6.2), no chunked coding, the connection closed after it."""
+    r = run(["curl", "-sS", "-k", "-v", "--max-time", "10", "--http1.0", "-o", "/dev/null", "-w",
+             "%{http_code}", f"https://localhost:{gwt.tls_port}/text-chunked/20000"])
+    assert r.stdout == "200", r.stderr[-1500:]
+    assert "ALPN: offers http/1.0" in r.stderr and "ALPN: server accepted http/1.0" in r.stderr
+    assert "< HTTP/1.1 200" in r.stderr and "transfer-encoding" not in r.stderr.lower()
+    assert gwt.origin.requests[-1].target == "/text-chunked/20000"
+    # h2 and http/1.1 still win when offered with it
+    r = run(["openssl", "s_client", "-connect", f"127.0.0.1:{gwt.tls_port}", "-alpn",
+             "http/1.0,http/1.1"], input="", timeout=15)
+    assert "ALPN protocol: http/1.1" in r.stdout
+
+
+def test_http10_alpn_refused_where_http1_is_not_spoken(gateway):
+    """A listener without http/1.1 does not take http/1.0 either (RFC 7301 §3.2 alert)."""
+    from gwtest import config
+    port = free_port()
+    gateway(config(tls_port=port).replace(
+        "      self_signed: true", "      self_signed: true\n    protocols: [h2]"),
+        wait=[("127.0.0.1", port)])
+    r = run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-alpn", "http/1.0"],
+            input="", timeout=15)
+    out = r.stdout + r.stderr
+    assert "alert no application protocol" in out, out[-1500:]
