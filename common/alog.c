@@ -12,7 +12,28 @@ void gw_alog_init(gw_alog_t *r)
     memset(r, 0, sizeof(*r));
     r->connect_us = -1;
     r->upstream_head_us = -1;
+    r->upstream_resp_us = -1;
     r->route_ix = UINT32_MAX;
+}
+
+unsigned gw_alog_clf_status(const gw_alog_t *r)
+{
+    if (r->status)
+        return r->status;
+    if (r->client_gone)
+        return 499; /* nginx: client closed request */
+    static const struct {
+        const char *code;
+        unsigned status;
+    } by_code[] = {
+        {"PROTOCOL_ERROR", 400},    {"FRAME_SIZE_ERROR", 400},  {"FLOW_CONTROL_ERROR", 400},
+        {"STREAM_CLOSED", 400},     {"COMPRESSION_ERROR", 400}, {"REFUSED_STREAM", 503},
+        {"ENHANCE_YOUR_CALM", 429}, {"INTERNAL_ERROR", 500},
+    };
+    for (size_t i = 0; r->h2_error && i < sizeof(by_code) / sizeof(by_code[0]); i++)
+        if (!strcmp(r->h2_error, by_code[i].code))
+            return by_code[i].status;
+    return 444; /* nginx: the connection closed without a response */
 }
 
 static int is_id_byte(uint8_t c)
@@ -74,6 +95,19 @@ static void put_ms(ap_t *a, uint64_t us)
     b[n++] = (char)('0' + (us / 100) % 10);
     b[n++] = (char)('0' + (us / 10) % 10);
     b[n++] = (char)('0' + us % 10);
+    put(a, b, n);
+}
+
+/* microseconds as seconds with three decimals (nginx's $request_time) */
+static void put_sec(ap_t *a, uint64_t us)
+{
+    uint64_t ms = us / 1000;
+    char b[32];
+    size_t n = gw_fmt_u64(b, ms / 1000);
+    b[n++] = '.';
+    b[n++] = (char)('0' + (ms / 100) % 10);
+    b[n++] = (char)('0' + (ms / 10) % 10);
+    b[n++] = (char)('0' + ms % 10);
     put(a, b, n);
 }
 
@@ -285,6 +319,8 @@ static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
     put_json_str(a, r->authority, r->authority.base != NULL);
     key(a, "path");
     put_json_str(a, r->path, r->path.base != NULL);
+    key(a, "request_line");
+    put_json_str(a, r->request_line, r->request_line.len && !r->method.len);
     key(a, "user_agent");
     put_json_str(a, r->user_agent, r->user_agent.base != NULL);
     key(a, "referer");
@@ -324,6 +360,11 @@ static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
         put_ms(a, (uint64_t)r->upstream_head_us);
     else
         puts_(a, "null");
+    key(a, "upstream_response_ms");
+    if (r->upstream_resp_us >= 0)
+        put_ms(a, (uint64_t)r->upstream_resp_us);
+    else
+        puts_(a, "null");
     key(a, "retries");
     put_u64(a, r->retries);
     key(a, "coalesced");
@@ -337,6 +378,16 @@ static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
     put(a, "}\n", 2);
 }
 
+/* HTTP/2.0, HTTP/1.0 or HTTP/1.1, as the combined request shows the version */
+static const char *clf_version(const char *proto)
+{
+    if (proto && !strcmp(proto, "h2"))
+        return " HTTP/2.0";
+    if (proto && !strcmp(proto, "http/1.0"))
+        return " HTTP/1.0";
+    return " HTTP/1.1";
+}
+
 static void format_combined(ap_t *a, const gw_alog_t *r, uint64_t now_us)
 {
     const tcache_t *tc = tcache(now_us);
@@ -344,28 +395,67 @@ static void format_combined(ap_t *a, const gw_alog_t *r, uint64_t now_us)
     split_peer(r->peer, &ip, &port);
     put_clf(a, ip);
     put(a, tc->clf, tc->clf_len);
-    put_clf(a, r->method);
-    put(a, " ", 1);
-    put_clf(a, r->path);
-    puts_(a, r->proto && !strcmp(r->proto, "h2") ? " HTTP/2.0\" " : " HTTP/1.1\" ");
-    put_u64(a, r->status);
+    if (r->method.len) {
+        put_clf(a, r->method);
+        put(a, " ", 1);
+        put_clf(a, r->path);
+        puts_(a, clf_version(r->proto));
+    } else {
+        put_clf(a, r->request_line); /* "-" when no byte of it came */
+    }
+    put(a, "\" ", 2);
+    put_u64(a, gw_alog_clf_status(r));
     put(a, " ", 1);
     put_u64(a, r->bytes_out);
     put(a, " \"", 2);
     put_clf(a, r->referer);
     put(a, "\" \"", 3);
     put_clf(a, r->user_agent);
-    put(a, "\"\n", 2);
+    put(a, "\"", 1);
+}
+
+/* " 0.003 0.000 0.002 0.003 <id>": nginx's $request_time $upstream_connect_time
+ * $upstream_header_time $upstream_response_time, then the request id. The connect time is 0 on a
+ * kept connection (as nginx logs it) and `-` when no origin server was tried. */
+static void format_timing(ap_t *a, const gw_alog_t *r)
+{
+    uint64_t end = r->end_ns > r->start_ns ? r->end_ns : r->start_ns;
+    put(a, " ", 1);
+    put_sec(a, (end - r->start_ns) / 1000);
+    put(a, " ", 1);
+    if (!r->server)
+        put(a, "-", 1);
+    else
+        put_sec(a, r->connect_us >= 0 ? (uint64_t)r->connect_us : 0);
+    put(a, " ", 1);
+    if (r->upstream_head_us >= 0)
+        put_sec(a, (uint64_t)r->upstream_head_us);
+    else
+        put(a, "-", 1);
+    put(a, " ", 1);
+    if (r->upstream_resp_us >= 0)
+        put_sec(a, (uint64_t)r->upstream_resp_us);
+    else
+        put(a, "-", 1);
+    put(a, " ", 1);
+    if (r->id_len)
+        put(a, r->id, r->id_len);
+    else
+        put(a, "-", 1);
 }
 
 int gw_alog_format(gw_bytes_t *out, gw_alog_format_t fmt, const gw_alog_t *r, uint64_t now_us)
 {
     size_t before = out->len;
     ap_t a = {out, 0};
-    if (fmt == GW_ALOG_JSON)
+    if (fmt == GW_ALOG_JSON) {
         format_json(&a, r, now_us);
-    else
+    } else {
         format_combined(&a, r, now_us);
+        if (fmt == GW_ALOG_COMBINED_TIMING)
+            format_timing(&a, r);
+        put(&a, "\n", 1);
+    }
     if (a.nomem) {
         out->len = before;
         return GW_E_NOMEM;

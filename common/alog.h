@@ -1,4 +1,4 @@
-/* common/alog.h — one access log record per request, and its two line formats.
+/* common/alog.h — one access log record per request, and its line formats.
  *
  * The front fills a gw_alog_t while a request is under way (the proxy adds what it knows of
  * the origin side) and formats it once, when the front is done with the request, into the
@@ -6,7 +6,14 @@
  *
  * combined (nginx, Apache):
  *   127.0.0.1 - - [05/Dec/2026:11:40:22 +0000] "GET /a HTTP/2.0" 200 1024 "-" "curl/7.88.1"
- *   with `"`, `\` and bytes outside 0x20..0x7e written as \xHH, as nginx does.
+ *   with `"`, `\` and bytes outside 0x20..0x7e written as \xHH, as nginx does. The request is
+ *   `"-"` when none was read, and the raw request line (escaped) for an HTTP/1.1 request
+ *   refused before its head was whole. A request that got no response head shows the status
+ *   nginx would log (gw_alog_clf_status), since log readers refuse 0.
+ * combined_timing: combined, then nginx's $request_time $upstream_connect_time
+ *   $upstream_header_time $upstream_response_time (seconds, ms resolution, `-` when unknown)
+ *   and the request id (`-` when none):
+ *   ... "curl/7.88.1" 0.003 0.000 0.002 0.003 4f1c0a0e9d3b2a1c0000000000000001
  * json: one object per line, every value escaped (RFC 8259 §7): control characters as \uXXXX,
  *   bytes that are not UTF-8 as U+FFFD; each string value cut at GW_ALOG_MAX_VALUE bytes.
  */
@@ -20,7 +27,7 @@
 #define GW_ALOG_MAX_VALUE 4096
 #define GW_ALOG_ID_MAX 64 /* request id bytes kept */
 
-typedef enum { GW_ALOG_COMBINED = 0, GW_ALOG_JSON } gw_alog_format_t;
+typedef enum { GW_ALOG_COMBINED = 0, GW_ALOG_JSON, GW_ALOG_COMBINED_TIMING } gw_alog_format_t;
 
 typedef struct {
     uint64_t start_ns;  /* monotonic: the request head was complete */
@@ -30,32 +37,45 @@ typedef struct {
     uint64_t bytes_in;  /* request body bytes received */
     uint64_t bytes_out; /* response body bytes sent */
     const char *peer;   /* "ip:port" or "[ip6]:port" */
-    const char *proto;  /* "h2" or "http/1.1" */
+    const char *proto;  /* "h2", "http/1.1" or "http/1.0" (the request line's version) */
     const char *tls_version, *tls_cipher, *sni; /* NULL without TLS (sni: none sent) */
     gw_slice_t method, authority, path, referer, user_agent;
+    gw_slice_t request_line;  /* HTTP/1.1 refused before its head was whole (method empty): the
+                                 request line as received, possibly cut short or empty */
     const char *route;        /* the route's name, NULL when none matched */
     uint32_t route_ix;        /* its index in the configuration, UINT32_MAX when none */
     const char *upstream;     /* NULL when the request never went to one */
     const char *server;       /* the origin server that answered (or was tried last) */
     int64_t connect_us;       /* connecting to the origin for this request; -1: a kept connection */
     int64_t upstream_head_us; /* from the origin exchange start to its response head; -1 none */
+    int64_t upstream_resp_us; /* ... to its last byte (or its failure); -1 none */
     unsigned status;          /* 0: no response head was sent */
     uint8_t retries;
     uint8_t coalesced : 1;
     uint8_t throttled : 1;
     uint8_t rate_limited : 1; /* answered 429 by the gateway (routes[].request_rate) */
     uint8_t pushed : 1;       /* an HTTP/2 server push the gateway promised (RFC 9113 §8.4) */
+    uint8_t client_gone : 1;  /* the client reset the stream or closed the connection before
+                                 the front was done with the request */
     const char *h2_error;     /* RFC 9113 §7 name of the code the stream was reset with, or NULL */
     uint8_t id_len;
     char id[GW_ALOG_ID_MAX]; /* the request id (x-request-id); id_len 0: none */
 } gw_alog_t;
 
-/* A fresh record (times 0, no strings, connect_us and upstream_head_us -1). */
+/* A fresh record (times 0, no strings, connect_us and the upstream times -1). */
 void gw_alog_init(gw_alog_t *r);
 
 /* Append one line (with its '\n') for r at wall-clock time now_us (microseconds since the
  * Unix epoch, UTC). 0 or GW_E_NOMEM (out is then unchanged). */
 int gw_alog_format(gw_bytes_t *out, gw_alog_format_t fmt, const gw_alog_t *r, uint64_t now_us);
+
+/* The status the combined formats show: the response's, or for a request that got no response
+ * head the one nginx would log: 499 when the client went away first, 400 when the gateway reset
+ * it for the client's protocol error (PROTOCOL_ERROR, FRAME_SIZE_ERROR, FLOW_CONTROL_ERROR,
+ * STREAM_CLOSED, COMPRESSION_ERROR), 503 for REFUSED_STREAM (RFC 9113 §8.7: not processed),
+ * 429 for ENHANCE_YOUR_CALM, 500 for INTERNAL_ERROR, and 444 (closed without a response)
+ * otherwise. */
+unsigned gw_alog_clf_status(const gw_alog_t *r);
 
 /* A request id is kept from the client when it is 1..GW_ALOG_ID_MAX bytes of [A-Za-z0-9._:-]
  * (anything else could forge log lines or headers downstream); otherwise one is made. */

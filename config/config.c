@@ -260,7 +260,7 @@ static const char *kind_what(fkind_t k)
     case F_TLSVER:
         return "tls1.2 or tls1.3";
     case F_ALOGFMT:
-        return "combined or json";
+        return "combined, combined_timing or json";
     default:
         return "a non-negative integer";
     }
@@ -320,6 +320,8 @@ int gw_cfg__set_field(ld_t *ld, const field_t *tab, size_t ntab, const char *key
             *(int *)p = GW_CFG_ALOG_COMBINED;
         else if (!strcmp(s, "json"))
             *(int *)p = GW_CFG_ALOG_JSON;
+        else if (!strcmp(s, "combined_timing"))
+            *(int *)p = GW_CFG_ALOG_COMBINED_TIMING;
         else
             gw_cfg__err_at(ld, v, "'%s' must be %s, not '%s'", key, kind_what(f->kind), s);
         return 1;

@@ -223,7 +223,11 @@ typedef struct {
     unsigned ipv6_prefix; /* per-client keys: IPv6 addresses cut to this many bits (64) */
 } gw_cfg_throttle_t;
 
-typedef enum { GW_CFG_ALOG_COMBINED = 0, GW_CFG_ALOG_JSON } gw_cfg_alog_format_t;
+typedef enum {
+    GW_CFG_ALOG_COMBINED = 0,
+    GW_CFG_ALOG_JSON,
+    GW_CFG_ALOG_COMBINED_TIMING, /* combined + request and upstream times + request id */
+} gw_cfg_alog_format_t;
 
 typedef struct {
     char **types; /* media types: "application/json", "text/ANY", "+json" (a suffix) */

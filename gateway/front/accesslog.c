@@ -263,8 +263,10 @@ static void log_done(conn_t *c, gw_alog_t *r)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t now_us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-    gw_alog_format_t fmt =
-        cfg->access_log.format == GW_CFG_ALOG_JSON ? GW_ALOG_JSON : GW_ALOG_COMBINED;
+    gw_alog_format_t fmt = cfg->access_log.format == GW_CFG_ALOG_JSON ? GW_ALOG_JSON
+                           : cfg->access_log.format == GW_CFG_ALOG_COMBINED_TIMING
+                               ? GW_ALOG_COMBINED_TIMING
+                               : GW_ALOG_COMBINED;
     if (gw_alog_format(&w->alog_buf, fmt, r, now_us) < 0)
         atomic_fetch_add(&w->alog_lost, 1);
     if (w->alog_buf.len >= ALOG_FLUSH_AT)
@@ -273,16 +275,34 @@ static void log_done(conn_t *c, gw_alog_t *r)
         uv_timer_start(&w->alog_timer, on_alog_timer, ALOG_FLUSH_MS, 0);
 }
 
-/* An HTTP/1.1 request the front answered itself before it became a client stream (400 for a
- * malformed head, 408, 431): a line and a count too, without method or path when the head
- * did not get that far. */
-void gw_front__log_direct(conn_t *c, unsigned status)
+void gw_front__log_direct(conn_t *c, unsigned status, gw_slice_t request_line)
 {
     gw_alog_t r;
     gw_alog_init(&r);
     r.start_ns = r.end_ns = r.head_ns = r.last_ns = gw_now_ns();
     r.proto = "http/1.1";
     r.status = status;
+    r.request_line = request_line;
+    log_done(c, &r);
+}
+
+void gw_front__log_refused(conn_t *c, const gw_h2_head_t *h, unsigned status, uint32_t code)
+{
+    gw_alog_t r;
+    gw_req_head_t rh = {.method = h->method,
+                        .scheme = h->scheme,
+                        .authority = h->authority,
+                        .path = h->path,
+                        .fields = h->headers,
+                        .fields_len = h->headers_len,
+                        .proto = GW_REQ_H2};
+    gw_front__log_start(c, &r, &rh, "h2");
+    r.end_ns = gw_now_ns();
+    if (status) {
+        r.status = status;
+        r.head_ns = r.last_ns = r.end_ns;
+    }
+    gw_front__log_reset(&r, code);
     log_done(c, &r);
 }
 
@@ -296,6 +316,10 @@ void gw_front__stream_done(conn_t *c, gw_cstream_t *s, uint32_t thr_mark)
     }
     if (r && r->start_ns) {
         r->end_ns = gw_now_ns();
+        /* no response before the client closed its side (or reset the connection): nginx's
+         * 499 in the combined formats */
+        if (!r->status && (c->flags & GW_CONN_F_EOF))
+            r->client_gone = 1;
         r->throttled = c->thr && c->thr->waits != thr_mark;
         log_done(c, r);
         r->start_ns = 0; /* logged once */

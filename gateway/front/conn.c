@@ -539,7 +539,7 @@ void gw_front__on_timeout(conn_t *c)
                 return;
             }
             gw_h1_simple_response(&c->b->out, 408, "h2gate: request not completed in time\n", 0, 0);
-            gw_front__log_direct(c, 408);
+            gw_front__log_direct(c, 408, gw_h1_parser_request_line(c->h1->p));
             gw_front__finish(c, "header_timeout");
         } else {
             GW_LOG_DEBUG("timeout", "peer=%s kind=idle", PEER(c));
@@ -776,6 +776,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread < 0) {
+        c->flags |= GW_CONN_F_EOF; /* the client is gone (the access log's 499) */
         gw_front__conn_close(c, "read_error");
         return;
     }

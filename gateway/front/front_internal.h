@@ -645,8 +645,14 @@ void gw_front__log_reset(gw_alog_t *r, uint32_t code);
  * the count, or SIZE_MAX when f does not fit. */
 size_t gw_front__with_request_id(const gw_alog_t *r, const gw_field_t *f, size_t n, gw_field_t *out,
                                  size_t cap);
-/* An HTTP/1.1 answer of the front itself (400, 408, 431): counted and logged. */
-void gw_front__log_direct(conn_t *c, unsigned status);
+/* An HTTP/1.1 request the front answered itself before it became a client stream (400, 405,
+ * 408, 414, 431, 501, 505): counted and logged with the request line as received (empty: `-`;
+ * the slice is read during the call only). */
+void gw_front__log_direct(conn_t *c, unsigned status, gw_slice_t request_line);
+/* An HTTP/2 request the session answered (431) or reset (malformed: PROTOCOL_ERROR; refused:
+ * REFUSED_STREAM) before it became a client stream: counted and logged with what was decoded
+ * of its head (read during the call only). status 0 when only the reset went out. */
+void gw_front__log_refused(conn_t *c, const gw_h2_head_t *h, unsigned status, uint32_t code);
 /* The front is done with s: its line is logged, then the proxy is told. */
 void gw_front__stream_done(conn_t *c, gw_cstream_t *s, uint32_t thr_mark);
 

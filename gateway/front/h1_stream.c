@@ -294,7 +294,7 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
     c->h1->s = gw_front__cstream(c, &h1s_ops, c, m->method);
     c->h1->s.log = &c->h1->log;
     c->h1->thr_mark = c->thr ? c->thr->waits : 0;
-    gw_front__log_start(c, &c->h1->log, &h, "http/1.1");
+    gw_front__log_start(c, &c->h1->log, &h, c->h1->http10 ? "http/1.0" : "http/1.1");
     c->h1->rb = c->g->gen->route_rates ? gw_front__route_bucket(c, h.route) : NULL;
     /* RFC 9110 §10.1.1: the body is wanted, so say so before the client waits for it */
     if (c->h1->expect_100 && !h.end_stream && gw_h1_continue(&c->b->out) < 0)
@@ -386,11 +386,21 @@ void gw_front__process_h1(conn_t *c)
             unsigned st = gw_h1_parser_error_status(c->h1->p);
             GW_LOG_INFO("bad_request", "peer=%s status=%u reason=\"%s\"", PEER(c), st,
                         gw_h1_parser_error_reason(c->h1->p));
-            if (n != GW_E_NOMEM && st != 500 && !h1x_resp_started(c->h1)) {
+            int answer = n != GW_E_NOMEM && st != 500 && !h1x_resp_started(c->h1);
+            if (answer) {
                 char body[160];
                 snprintf(body, sizeof(body), "h2gate: %s\n", gw_h1_parser_error_reason(c->h1->p));
                 gw_h1_simple_response(&c->b->out, st, body, 0, 0);
-                gw_front__log_direct(c, st);
+            }
+            if (h1x_active(c->h1)) {
+                /* its head went to the proxy (the body was malformed): the answer goes into
+                 * its own record, and the proxy lets go of it now, so that nothing more is
+                 * written after the 400 and the request has one line */
+                if (answer)
+                    gw_front__log_head(&c->h1->log, st, 1);
+                gw_front__h1x_end(c);
+            } else if (answer) {
+                gw_front__log_direct(c, st, gw_h1_parser_request_line(c->h1->p));
             }
             gw_front__finish(c, "bad_request");
             return;

@@ -321,11 +321,12 @@ static void h2_on_priority(void *ud, uint32_t sid, gw_slice_t value)
 static void h2_on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
 {
     conn_t *c = ud;
-    (void)by_peer;
     h2s_t *x = gw_h2_session_get_stream_data(c->h2, sid);
     if (x && !x->gone) {
         x->gone = 1;
         gw_front__log_reset(&x->log, code);
+        if (by_peer)
+            x->log.client_gone = 1;
         if (x->rst_after) {
             x->rst_after = 0;
             c->b->h2_rst_after--;
@@ -338,6 +339,16 @@ static void h2_on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
     }
 }
 
+/* A request the session answered (431) or reset itself (malformed, refused): its line. */
+static void h2_on_refused(void *ud, const gw_h2_head_t *h, unsigned status, uint32_t code,
+                          const char *why)
+{
+    conn_t *c = ud;
+    GW_LOG_DEBUG("h2_request_refused", "peer=%s stream=%u status=%u code=%s reason=\"%s\"", PEER(c),
+                 h->stream_id, status, gw_h2_error_str(code), why ? why : "");
+    gw_front__log_refused(c, h, status, code);
+}
+
 static const gw_h2_callbacks_t h2_cbs = {
     .on_request = h2_on_request,
     .on_data = h2_on_data,
@@ -346,6 +357,7 @@ static const gw_h2_callbacks_t h2_cbs = {
     .on_close = h2_on_close,
     .on_writable = h2_on_writable,
     .on_priority = h2_on_priority,
+    .on_refused = h2_on_refused,
 };
 
 static void h2_options(const gw_config_t *cfg, gw_h2_options_t *o)

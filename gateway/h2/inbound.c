@@ -126,6 +126,19 @@ static int refuse_431(gw_h2_session_t *s, uint32_t sid, gw_h2_stream_t *st)
     return gw_h2__ctrl_check(s);
 }
 
+/* A new stream's request the session answers or resets itself: told to the layer above
+ * (on_refused), with what was decoded of its head. */
+static void refused(gw_h2_session_t *s, decode_ctx_t *c, unsigned status, uint32_t code,
+                    const char *why)
+{
+    if (!s->p->cb.on_refused)
+        return;
+    c->head.headers = c->h;
+    c->head.headers_len = c->n;
+    c->head.end_stream = s->x->hb_end_stream;
+    s->p->cb.on_refused(s->user_data, &c->head, status, code, why);
+}
+
 static int finish_block(gw_h2_session_t *s)
 {
     uint32_t sid = s->hb_sid;
@@ -246,16 +259,19 @@ static int finish_block(gw_h2_session_t *s)
         COUNT(s, streams_refused);
         rc = gw_h2__stream_error(s, sid, NULL, GW_H2_REFUSED_STREAM,
                                  s->phase < GW_H2_CONN_GOAWAY_SENT);
+        refused(s, &c, 0, GW_H2_REFUSED_STREAM, NULL);
         goto out;
     }
     if (overflow) {
         rc = refuse_431(s, sid, NULL);
+        refused(s, &c, 431, GW_H2_NO_ERROR, "header list too large");
         goto out;
     }
     gw_h2__check_request(&c);
     if (c.malformed || s->x->hb_reject) {
         COUNT(s, malformed_requests);
         rc = gw_h2__stream_error(s, sid, NULL, GW_H2_PROTOCOL_ERROR, 1);
+        refused(s, &c, 0, GW_H2_PROTOCOL_ERROR, c.why ? c.why : "invalid HEADERS frame");
         goto out;
     }
     if (!blk) {
@@ -281,6 +297,8 @@ static int finish_block(gw_h2_session_t *s)
     if (c.head.end_stream && c.head.content_length > 0) {
         st->seen = 0;
         COUNT(s, malformed_requests);
+        /* before the reset: the stream's arena, which holds the head, goes with it */
+        refused(s, &c, 0, GW_H2_PROTOCOL_ERROR, "content-length without content");
         rc = gw_h2__stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
         goto out;
     }

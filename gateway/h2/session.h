@@ -138,6 +138,16 @@ typedef struct {
      * session applies both to its scheduler itself (gw_h2_session_set_priority), a
      * PRIORITY_UPDATE before this call. */
     void (*on_priority)(void *user_data, uint32_t stream_id, gw_slice_t value);
+    /* A request the session answered or reset itself, never reported with on_request (for the
+     * access log: every request gets one line): malformed (RFC 9113 §8.1.1, the rules of
+     * on_request; error_code PROTOCOL_ERROR), refused (§5.1.2, past
+     * SETTINGS_MAX_CONCURRENT_STREAMS or after our GOAWAY; REFUSED_STREAM), or a header list
+     * past SETTINGS_MAX_HEADER_LIST_SIZE (status 431, error_code NO_ERROR: a RST_STREAM
+     * follows the 431 only when the request had not ended). head holds what was decoded of it (any
+     * field may be absent; valid during the call only); reason is static (NULL for a refusal).
+     * Informational: the callback must not call into the session. */
+    void (*on_refused)(void *user_data, const gw_h2_head_t *head, unsigned status,
+                       uint32_t error_code, const char *reason);
 } gw_h2_callbacks_t;
 
 /* ---- stream states (RFC 9113 §5.1) ------------------------------------------------------ */

@@ -677,6 +677,19 @@ static void note_origin(ox_t *ox, gw_back_exch_t *x, int head)
     }
 }
 
+/* The origin side is over (its last byte, or its failure): the time since the exchange started
+ * into the records of its streams (the access log's upstream response time, nginx's
+ * $upstream_response_time). */
+static void note_origin_end(ox_t *ox)
+{
+    int64_t us = (int64_t)((gw_now_ns() - ox->started_ns) / 1000);
+    FOREACH_SUB(ox, px)
+    {
+        if (px->s->log && !px->closed)
+            px->s->log->upstream_resp_us = us;
+    }
+}
+
 /* The origin agreed to a WebSocket (101): checked, then the client is told (HTTP/1.1: the 101
  * with Upgrade and Connection; HTTP/2: 200, RFC 8441 §5) and bytes flow both ways: the origin's
  * through the body store and pump() as a response body, the client's through upload.c as a
@@ -864,6 +877,7 @@ static void b_complete(gw_back_exch_t *x, void *ud)
     (void)x;
     ox_t *ox = ud;
     ox->bx = NULL;
+    note_origin_end(ox);
     if (ox->zip) { /* the end of the compressed stream (gzip: its CRC and length) */
         int rv = zfinish(ox);
         if (rv < 0) {
@@ -880,6 +894,7 @@ static void b_error(gw_back_exch_t *x, void *ud, int code)
 {
     ox_t *ox = ud;
     note_origin(ox, x, 0);
+    note_origin_end(ox);
     ox->bx = NULL;
     FOREACH_SUB(ox, px)
     {

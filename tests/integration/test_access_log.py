@@ -8,6 +8,8 @@ import socket
 import subprocess
 import time
 
+import pytest
+
 from conftest import free_port, h1_get, recv_all, run
 from gwtest import gw_config
 
@@ -182,7 +184,7 @@ def test_access_log_off_by_default_and_bad_path_refused(gateway, origin, tmp_pat
 
 
 def test_config_errors(h2gate_bin, tmp_path):
-    for text, want in [("access_log: {format: xml}\n", "'format' must be combined or json"),
+    for text, want in [("access_log: {format: xml}\n", "'format' must be combined, combined_timing or json"),
                        ("access_log: {bogus: 1}\n", "unknown key 'bogus' in access_log"),
                        ("admin: {}\n", "missing required key 'address' in admin")]:
         p = tmp_path / "c.yaml"
@@ -211,3 +213,187 @@ def test_requests_the_gateway_answers_itself_are_logged(gateway, origin, tmp_pat
     recs = [json.loads(l) for l in lines_of(log, 3)]
     assert sorted(r["status"] for r in recs) == [400, 408, 431]
     assert all(r["protocol"] == "http/1.1" and r["route"] is None for r in recs)
+
+
+def h2_refusals(port):
+    """On one h2c connection (the gateway's h2.max_concurrent_streams 1, max_header_list_size
+    1 KiB): a stream over the limit (REFUSED_STREAM), the client's reset of the stream that held
+    the slot, a malformed request (PROTOCOL_ERROR), a head over the list size (431), then an
+    answered request. Returns the events."""
+    import h2.events
+    from gwtest import Client
+    cl = Client(port, validate=False)
+    hold = cl.request("/hang")
+    over = cl.request("/bytes/1")  # sent before the gateway's SETTINGS could be read
+    cl.expect_reset(over, 7)  # REFUSED_STREAM
+    cl.c.reset_stream(hold, error_code=8)  # CANCEL
+    cl.c.ping(b"freeslot")  # its ACK comes once the reset was read (and the slot given back)
+    cl.flush()
+    cl.events(lambda es: any(isinstance(e, h2.events.PingAckReceived) for e in es))
+    bad = cl.request("/a", method="BR@W")
+    cl.expect_reset(bad, 1)  # PROTOCOL_ERROR
+    big = cl.request("/big", extra=[("x-big", "b" * 2000)])
+    evs = cl.events(lambda es: any(isinstance(e, h2.events.StreamEnded) and e.stream_id == big
+                                   for e in es))
+    assert any(isinstance(e, h2.events.ResponseReceived) and e.stream_id == big and
+               dict(e.headers)[":status"] == "431" for e in evs), evs
+    ok = cl.request("/bytes/10")
+    cl.events(lambda es: any(isinstance(e, h2.events.StreamEnded) and e.stream_id == ok
+                             for e in es))
+    cl.close()
+
+
+def test_http2_requests_refused_or_reset_have_their_line(gateway, origin, tmp_path):
+    """Every HTTP/2 request the gateway answered or reset has one line, including those the
+    session refuses before the proxy sees them (a malformed request reset with PROTOCOL_ERROR
+    wrote none): JSON gives status 0 and the code; combined the status nginx would log (400
+    malformed, 503 refused, 499 reset by the client), which log readers accept where 0 is not."""
+    for fmt in ("json", "combined"):
+        port = free_port()
+        log = str(tmp_path / f"access-{fmt}.log")
+        g = gateway(alog_config(port, origin, log, fmt=fmt,
+                                extra="h2: {max_concurrent_streams: 1, "
+                                      "max_header_list_size: 1KiB}\n"),
+                    wait=[("127.0.0.1", port)])
+        h2_refusals(port)
+        lines = lines_of(log, 5)
+        time.sleep(0.3)
+        assert len(lines_of(log, 6, timeout=0.5)) == 5, lines  # one each, no more
+        if fmt == "json":
+            recs = {r["path"]: r for r in map(json.loads, lines)}
+            assert {p: (r["method"], r["status"], r["h2_error"]) for p, r in recs.items()} == {
+                "/bytes/1": ("GET", 0, "REFUSED_STREAM"), "/hang": ("GET", 0, "CANCEL"),
+                "/a": ("BR@W", 0, "PROTOCOL_ERROR"), "/big": ("GET", 431, None),
+                "/bytes/10": ("GET", 200, None)}
+            assert all(r["protocol"] == "h2" and r["request_id"] for r in recs.values())
+        else:
+            got = sorted(re.search(r'"(\S+ \S+) HTTP/2\.0" (\d+) ', l).groups() for l in lines)
+            assert got == [("BR@W /a", "400"), ("GET /big", "431"), ("GET /bytes/1", "503"),
+                           ("GET /bytes/10", "200"), ("GET /hang", "499")], got
+        g.stop()
+
+
+def test_bad_http1_requests_log_the_request_line(gateway, origin, tmp_path):
+    """A request refused before its head was whole logs the request line as received (escaped
+    and bounded, nginx's $request), or "-" when none came; never "- - HTTP/1.1". HTTP/1.0
+    requests say HTTP/1.0."""
+    from conftest import raw_exchange
+    port = free_port()
+    log = str(tmp_path / "access.log")
+    gateway(alog_config(port, origin, log, fmt="combined",
+                        extra="limits: {max_request_head: 2KiB}\ntimeouts: {header: 300ms}\n"),
+            wait=[("127.0.0.1", port)])
+    cases = [
+        (b"BR@W /pot HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        (b"GET /x HTTP/1.1\r\nHost: a\r\nX: a\x01b\r\n\r\n", 400),
+        (b"G\x01T /esc\"aped HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        (b"GET /" + b"t" * 3000 + b" HTTP/1.1\r\nHost: a\r\n\r\n", 414),
+        (b"GET /h HTTP/1.1\r\nHost: a\r\nX: " + b"a" * 3000 + b"\r\n\r\n", 431),
+        (b"GET /bytes/2 HTTP/1.0\r\nHost: a\r\n\r\n", 200),
+    ]
+    for req, status in cases:
+        # after a first request on the connection: the second request's line is its own
+        out = raw_exchange(port, b"GET /bytes/1 HTTP/1.1\r\nHost: a\r\n\r\n" + req)
+        assert f"HTTP/1.1 {status} ".encode() in out, (req[:40], out[-300:])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET /slow-head HTTP/1.1\r\nHost: a\r\n")
+        assert recv_all(s).startswith(b"HTTP/1.1 408")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        # after a request, an empty line (RFC 9112 §2.2) and nothing more
+        s.sendall(b"GET /bytes/1 HTTP/1.1\r\nHost: a\r\n\r\n\r\n")
+        out = recv_all(s)
+        assert out.startswith(b"HTTP/1.1 200") and b"HTTP/1.1 408" in out, out
+    lines = lines_of(log, 2 * len(cases) + 3)
+    refused = [l for l in lines if "/bytes/1 " not in l]
+    want = ['"BR@W /pot HTTP/1.1" 400 ', '"GET /x HTTP/1.1" 400 ',
+            '"G\\x01T /esc\\x22aped HTTP/1.1" 400 ', '"GET /' + "t" * 2043 + '" 414 ',
+            '"GET /h HTTP/1.1" 431 ', '"GET /bytes/2 HTTP/1.0" 200 2 ',
+            '"GET /slow-head HTTP/1.1" 408 ', '"-" 408 ']
+    assert len(refused) == len(want), refused
+    for w in want:
+        assert sum(w in l for l in refused) == 1, (w, refused)
+    assert not any("- - HTTP/1.1" in l for l in lines)
+    assert sum('"GET /bytes/1 HTTP/1.1" 200 1 ' in l for l in lines) == len(cases) + 1
+
+
+def test_combined_timing_lines_and_goaccess(gateway, origin, tmp_path):
+    """combined_timing: combined, then request time, upstream connect, header and response
+    times and the request id; `-` where the gateway answered itself. goaccess (when installed)
+    reads every line with the log-format string config/README.md documents."""
+    import shutil
+    port, dead = free_port(), free_port()
+    log = str(tmp_path / "access.log")
+    text = (f"workers: 1\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
+            f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
+            f"  gone:\n    servers: [127.0.0.1:{dead}]\n    retries: 0\n"
+            "routes:\n  - {host: '*', path: /status/, upstream: app, request_rate: 1, "
+            "request_burst: 1}\n  - {host: '*', path: /gone/, upstream: gone}\n"
+            "  - {host: '*', path: /, upstream: app}\n"
+            f"access_log: {{path: {log}, format: combined_timing}}\n")
+    gateway(text, wait=[("127.0.0.1", port)])
+    codes = []
+    for args in (["--http1.1", "/bytes/100"], ["--http2-prior-knowledge", "/bytes/200"],
+                 ["--http1.1", "/gone/x"], ["--http1.1", "-X", "BREW", "/echo"]):
+        r = run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", *args[:-1],
+                 f"http://127.0.0.1:{port}{args[-1]}"])
+        codes.append(r.stdout)
+    assert codes == ["200", "200", "502", "200"], codes
+    from conftest import raw_exchange
+    # request_rate 1/s, burst 1: the second of two back-to-back requests is the gateway's 429
+    out = raw_exchange(port, b"GET /status/200 HTTP/1.1\r\nHost: a\r\n\r\n"
+                             b"GET /status/201 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 200 ") and b"HTTP/1.1 429 " in out, out
+    assert raw_exchange(port, b"BR@W / HTTP/1.1\r\nHost: a\r\n\r\n").startswith(b"HTTP/1.1 400")
+    lines = lines_of(log, 7)
+    assert len(lines) == 7, lines
+    num = r"(\d+\.\d{3})"
+    pat = re.compile(r'127\.0\.0\.1 - - \[[^\]]+\] "([^"]*)" (\d{3}) (\d+) "[^"]*" "[^"]*" ' + num +
+                     r" (-|\d+\.\d{3}) (-|\d+\.\d{3}) (-|\d+\.\d{3}) (-|[0-9a-f]{32})$")
+    recs = {}
+    for l in lines:
+        m = pat.fullmatch(l)
+        assert m, l
+        recs[m.group(1)] = m.groups()[1:]
+    ok = recs["GET /bytes/100 HTTP/1.1"]
+    assert ok[0] == "200" and ok[1] == "100" and "-" not in ok[3:6] and ok[6] != "-"
+    assert float(ok[2]) >= float(ok[5]) >= float(ok[4])  # request ≥ response ≥ header time
+    assert recs["GET /bytes/200 HTTP/2.0"][0] == "200"
+    gone = recs["GET /gone/x HTTP/1.1"]  # tried, no answer: connect time, no header time
+    assert gone[0] == "502" and gone[3] != "-" and gone[4] == "-"
+    limited = recs["GET /status/201 HTTP/1.1"]  # answered by the gateway: no origin times
+    assert limited[0] == "429" and limited[3:6] == ("-", "-", "-") and limited[6] != "-"
+    assert recs["BREW /echo HTTP/1.1"][0] == "200"
+    bad = recs["BR@W / HTTP/1.1"]
+    assert bad[0] == "400" and bad[3:7] == ("-", "-", "-", "-")
+    if not shutil.which("goaccess"):
+        pytest.skip("goaccess not installed")
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "config", "README.md")).read()
+    fmt = re.search(r"--log-format='([^']+)'", readme).group(1)
+    out = str(tmp_path / "report.json")
+    r = run(["goaccess", log, "--log-format=" + fmt, "--date-format=%d/%b/%Y",
+             "--time-format=%T", "-o", out])
+    assert r.returncode == 0, r.stderr
+    general = json.load(open(out))["general"]
+    assert general["total_requests"] == 7 and general["valid_requests"] == 7, general
+    assert general["failed_requests"] == 0
+
+
+def test_http10_requests_say_http10(gateway, origin, tmp_path):
+    """An HTTP/1.0 request, over TLS (ALPN http/1.0) or in cleartext, is logged as HTTP/1.0
+    (it said HTTP/1.1), and answered with an HTTP/1.1 status line (RFC 9110 §6.2)."""
+    for fmt in ("combined", "json"):
+        port, tls_port = free_port(), free_port()
+        log = str(tmp_path / f"access-{fmt}.log")
+        g = gateway(alog_config(port, origin, log, fmt=fmt, tls_port=tls_port),
+                    wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
+        for url in (f"https://localhost:{tls_port}/bytes/7", f"http://127.0.0.1:{port}/bytes/8"):
+            r = run(["curl", "-sS", "-k", "-i", "--http1.0", url])
+            assert r.stdout.startswith("HTTP/1.1 200 OK"), (url, r.stdout[:200], r.stderr)
+        lines = lines_of(log, 2)
+        if fmt == "combined":
+            assert sorted(re.search(r'"GET (/bytes/\d) (HTTP/1\.\d)" 200 ', l).groups()
+                          for l in lines) == [("/bytes/7", "HTTP/1.0"), ("/bytes/8", "HTTP/1.0")]
+        else:
+            assert sorted((json.loads(l)["protocol"], json.loads(l)["tls_version"] is None)
+                          for l in lines) == [("http/1.0", False), ("http/1.0", True)]
+        g.stop()

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -83,12 +84,14 @@ static void json_line(void **state)
         "{\"time\":\"2026-12-05T11:40:22.123Z\",\"client\":\"127.0.0.1\",\"client_port\":51234,"
         "\"request_id\":\"abc-1\",\"protocol\":\"h2\",\"tls_version\":\"TLSv1.3\","
         "\"tls_cipher\":\"TLS_AES_128_GCM_SHA256\",\"sni\":\"example.com\",\"method\":\"GET\","
-        "\"authority\":\"example.com\",\"path\":\"/a?b=1\",\"user_agent\":\"curl/7.88.1\","
+        "\"authority\":\"example.com\",\"path\":\"/a?b=1\",\"request_line\":null,"
+        "\"user_agent\":\"curl/7.88.1\","
         "\"referer\":null,\"status\":200,"
         "\"bytes_received\":7,\"bytes_sent\":1024,\"duration_ms\":3.250,"
         "\"time_to_head_ms\":2.500,\"time_to_last_byte_ms\":3.000,\"route\":\"* /\","
         "\"upstream\":\"app\",\"upstream_server\":\"127.0.0.1:8080\","
-        "\"upstream_connect_ms\":0.150,\"upstream_header_ms\":2.100,\"retries\":1,"
+        "\"upstream_connect_ms\":0.150,\"upstream_header_ms\":2.100,"
+        "\"upstream_response_ms\":null,\"retries\":1,"
         "\"coalesced\":true,\"pushed\":false,\"throttled\":false,\"h2_error\":null}\n");
     gw_bytes_free(&b);
 }
@@ -125,7 +128,99 @@ static void json_escapes_hostile_bytes(void **state)
     assert_non_null(strstr(s, "\"time_to_head_ms\":null"));
     assert_non_null(strstr(s, "\"upstream_connect_ms\":null"));
     s = line(&b, GW_ALOG_COMBINED, &e);
-    assert_string_equal(s, "- - - [05/Dec/2026:11:40:22 +0000] \"- - HTTP/1.1\" 0 0 \"-\" \"-\"\n");
+    /* no request line read, no response: "-" and 444 (a status log readers take) */
+    assert_string_equal(s, "- - - [05/Dec/2026:11:40:22 +0000] \"-\" 444 0 \"-\" \"-\"\n");
+    gw_bytes_free(&b);
+}
+
+/* combined_timing: combined, then nginx's $request_time $upstream_connect_time
+ * $upstream_header_time $upstream_response_time and the request id; `-` for what is unknown,
+ * 0.000 for the connect of a kept connection (as nginx logs it). */
+static void combined_timing_line(void **state)
+{
+    (void)state;
+    gw_bytes_t b;
+    gw_bytes_init(&b, 0);
+    gw_alog_t r = sample();
+    r.proto = "http/1.0";
+    r.server = "127.0.0.1:8080";
+    r.connect_us = 1250;
+    r.upstream_head_us = 2100;
+    r.upstream_resp_us = 2900;
+    memcpy(r.id, "abc-1", 5);
+    r.id_len = 5;
+    assert_string_equal(line(&b, GW_ALOG_COMBINED_TIMING, &r),
+                        "127.0.0.1 - - [05/Dec/2026:11:40:22 +0000] \"GET /a?b=1 HTTP/1.0\" 200 "
+                        "1024 \"-\" \"curl/7.88.1\" 0.003 0.001 0.002 0.002 abc-1\n");
+    r.connect_us = -1; /* a kept connection */
+    r.end_ns = r.start_ns + 1234567890ull;
+    assert_non_null(strstr(line(&b, GW_ALOG_COMBINED_TIMING, &r),
+                           "\"curl/7.88.1\" 1.234 0.000 0.002 0.002 abc-1\n"));
+    /* answered by the gateway itself: no server tried, no origin times, no id */
+    gw_alog_t g = sample();
+    g.status = 429;
+    assert_non_null(strstr(line(&b, GW_ALOG_COMBINED_TIMING, &g),
+                           "\" 429 1024 \"-\" \"curl/7.88.1\" 0.003 - - - -\n"));
+    /* the same record in plain combined has nothing after the user agent */
+    const char *c = line(&b, GW_ALOG_COMBINED, &r);
+    const char *tail = "\"curl/7.88.1\"\n";
+    assert_string_equal(c + strlen(c) - strlen(tail), tail);
+    gw_bytes_free(&b);
+}
+
+/* What the combined formats show for a request refused before its head was whole (the raw
+ * request line, escaped, or "-") and for one that got no response head (the status nginx would
+ * log: goaccess refuses a line with status 0); JSON keeps status 0 and gives the line. */
+static void refused_and_unanswered_requests(void **state)
+{
+    (void)state;
+    gw_bytes_t b;
+    gw_bytes_init(&b, 0);
+    gw_alog_t r;
+    gw_alog_init(&r);
+    r.peer = "10.0.0.1:4000";
+    r.proto = "http/1.1";
+    r.status = 400;
+    r.request_line = GW_SLICE_LIT("BR@W /x\"y\x01 HTTP/1.1");
+    assert_string_equal(line(&b, GW_ALOG_COMBINED, &r),
+                        "10.0.0.1 - - [05/Dec/2026:11:40:22 +0000] \"BR@W /x\\x22y\\x01 "
+                        "HTTP/1.1\" 400 0 \"-\" \"-\"\n");
+    assert_non_null(strstr(line(&b, GW_ALOG_JSON, &r),
+                           "\"method\":null,\"authority\":null,\"path\":null,"
+                           "\"request_line\":\"BR@W /x\\\"y\\u0001 HTTP/1.1\""));
+    r.request_line = (gw_slice_t){NULL, 0};
+    r.status = 408;
+    assert_non_null(strstr(line(&b, GW_ALOG_COMBINED, &r), "] \"-\" 408 0 "));
+    static const struct {
+        const char *h2_error;
+        int client_gone;
+        unsigned clf;
+    } cases[] = {
+        {NULL, 0, 444},
+        {NULL, 1, 499},
+        {"CANCEL", 1, 499},
+        {"PROTOCOL_ERROR", 0, 400},
+        {"REFUSED_STREAM", 0, 503},
+        {"ENHANCE_YOUR_CALM", 0, 429},
+        {"INTERNAL_ERROR", 0, 500},
+        {"CANCEL", 0, 444},
+        {"FLOW_CONTROL_ERROR", 0, 400},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gw_alog_t u = sample();
+        u.status = 0;
+        u.h2_error = cases[i].h2_error;
+        u.client_gone = (uint8_t)cases[i].client_gone;
+        assert_int_equal(gw_alog_clf_status(&u), cases[i].clf);
+        char want[64];
+        snprintf(want, sizeof(want), "HTTP/2.0\" %u 1024 ", cases[i].clf);
+        assert_non_null(strstr(line(&b, GW_ALOG_COMBINED_TIMING, &u), want));
+        assert_non_null(strstr(line(&b, GW_ALOG_JSON, &u), "\"status\":0,"));
+    }
+    gw_alog_t a = sample();
+    a.status = 204;
+    a.client_gone = 1; /* answered: the answer's status */
+    assert_int_equal(gw_alog_clf_status(&a), 204);
     gw_bytes_free(&b);
 }
 
@@ -156,6 +251,8 @@ int main(void)
         cmocka_unit_test(json_line),
         cmocka_unit_test(json_escapes_hostile_bytes),
         cmocka_unit_test(request_ids),
+        cmocka_unit_test(combined_timing_line),
+        cmocka_unit_test(refused_and_unanswered_requests),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

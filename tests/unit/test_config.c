@@ -807,7 +807,7 @@ static void operations_keys(void **state)
     gw_config_del(c);
     gw_config_errors_free(&e);
     expect_error(MINIMAL "access_log: {format: xml}\n",
-                 "t.yaml:8:22: 'format' must be combined or json, not 'xml'");
+                 "t.yaml:8:22: 'format' must be combined, combined_timing or json, not 'xml'");
     expect_error(MINIMAL "access_log: {path: ''}\n",
                  "t.yaml:8:13: access_log 'path' must be a file name, stderr or off");
     expect_error(MINIMAL "admin: {address: nowhere}\n",

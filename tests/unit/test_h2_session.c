@@ -724,6 +724,77 @@ static void stream_blocks_reused(void **state)
     cli_free(&cb);
 }
 
+static void on_refused_rec(void *ud, const gw_h2_head_t *h, unsigned status, uint32_t code,
+                           const char *why)
+{
+    rec_t *r = ud;
+    logf_(r, "refused %u %.*s %.*s %u %s %s;", h->stream_id, SL(h->method), SL(h->path), status,
+          gw_h2_error_str(code), why ? why : "-");
+}
+
+/* Every request the session answers or resets itself, never reported with on_request, is told
+ * once through on_refused (the access log's line): a stream over the concurrency limit, a
+ * malformed head, a head over the list size (431), content-length on a request without
+ * content. Streams the layer above saw are not (on_close tells those). */
+static void refused_requests_are_told(void **state)
+{
+    (void)state;
+    gw_h2_callbacks_t cb = cbs;
+    cb.on_refused = on_refused_rec;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.max_concurrent_streams = 1;
+    opt.max_header_list_size = 1024;
+    rec_t r;
+    cli_t c;
+    outs_t o;
+    memset(&r, 0, sizeof(r));
+    gw_h2_session_t *s;
+    assert_int_equal(gw_h2_session_new(&s, &opt, &cb, &r, 0), 0);
+    r.s = s;
+    r.release_on_close = 1;
+    cli_init(&c, 1);
+    cli_send(s, &c);
+    assert_int_equal(gw_h2_frame_write_settings(&c.b, 1, NULL, 0), 0);
+    cli_send(s, &c);
+    drain(s, &o);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET); /* over the limit */
+    cli_send(s, &c);
+    drain(s, &o);
+    expect_rst(&o, 3, GW_H2_REFUSED_STREAM);
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 204, NULL, 0, 1), 0);
+    drain(s, &o);
+    const char *const brew_bad[] = {":method",     "BR@W",  ":scheme", "https", ":authority",
+                                    "example.com", ":path", "/b",      NULL};
+    cli_headers(&c, 5, GW_H2_F_END_STREAM, brew_bad);
+    char big[1500];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    const char *const large[] = {":method", "GET",  ":scheme", "https", ":authority", "example.com",
+                                 ":path",   "/big", "x-big",   big,     NULL};
+    cli_headers(&c, 7, GW_H2_F_END_STREAM, large);
+    const char *const cl[] = {":method",        "POST",        ":scheme", "https",
+                              ":authority",     "example.com", ":path",   "/cl",
+                              "content-length", "5",           NULL};
+    cli_headers(&c, 9, GW_H2_F_END_STREAM, cl);
+    const char *const brew[] = {":method",     "BREW",  ":scheme", "https", ":authority",
+                                "example.com", ":path", "/pot",    NULL};
+    cli_headers(&c, 11, GW_H2_F_END_STREAM, brew);
+    cli_send(s, &c);
+    drain(s, &o);
+    expect_rst(&o, 5, GW_H2_PROTOCOL_ERROR);
+    expect_rst(&o, 9, GW_H2_PROTOCOL_ERROR);
+    assert_string_equal(r.log, "req 1 GET https example.com /a cl=-1 es=1;end 1;"
+                               "refused 3 GET /a 0 REFUSED_STREAM -;close 1 NO_ERROR 0;"
+                               "refused 5 BR@W /b 0 PROTOCOL_ERROR invalid :method;"
+                               "refused 7 GET /big 431 NO_ERROR header list too large;"
+                               "refused 9 POST /cl 0 PROTOCOL_ERROR content-length without content;"
+                               "req 11 BREW https example.com /pot cl=-1 es=1;end 11;");
+    cli_free(&c);
+    gw_h2_session_del(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -741,6 +812,7 @@ int main(void)
         cmocka_unit_test(alloc_failure_sweep),
         cmocka_unit_test(compact_is_invisible),
         cmocka_unit_test(idle_session_memory),
+        cmocka_unit_test(refused_requests_are_told),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
