@@ -1,7 +1,7 @@
 /* libFuzzer target: access log lines (common/alog.c) from hostile request bytes. The input is
- * split into the path, the user agent and the referer; each line must end with its only '\n',
- * a JSON line must hold no control byte and be valid UTF-8, and a combined line must hold
- * printable ASCII only. */
+ * split into the path (or the raw request line of a refused request), the user agent and the
+ * referer; each line must end with its only '\n', a JSON line must hold no control byte and be
+ * valid UTF-8, and a combined (or combined_timing) line must hold printable ASCII only. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,15 +38,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     r.end_ns = 2;
     r.peer = "[::1]:443";
     r.proto = size & 1 ? "h2" : "http/1.1";
-    r.method = GW_SLICE_LIT("GET");
-    r.path = (gw_slice_t){data, a};
+    if (size & 2) {
+        r.request_line = (gw_slice_t){data, a}; /* refused before its head was whole */
+        r.status = 400;
+    } else {
+        r.method = GW_SLICE_LIT("GET");
+        r.path = (gw_slice_t){data, a};
+    }
     r.user_agent = (gw_slice_t){data + a, b - a};
     r.referer = (gw_slice_t){data + b, size - b};
     gw_bytes_t out;
     gw_bytes_init(&out, 0);
-    for (int f = 0; f < 2; f++) {
+    static const gw_alog_format_t fmts[] = {GW_ALOG_COMBINED, GW_ALOG_JSON,
+                                            GW_ALOG_COMBINED_TIMING};
+    for (int k = 0; k < 3; k++) {
+        int f = fmts[k] == GW_ALOG_JSON;
         out.len = 0;
-        if (gw_alog_format(&out, f ? GW_ALOG_JSON : GW_ALOG_COMBINED, &r, 1796470822123456ull) < 0)
+        if (gw_alog_format(&out, fmts[k], &r, 1796470822123456ull) < 0)
             continue;
         const uint8_t *nl = memchr(out.base, '\n', out.len);
         if (!nl || (size_t)(nl - out.base) != out.len - 1)
