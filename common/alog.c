@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/alloc.h"
 #include "common/err.h"
 
 void gw_alog_init(gw_alog_t *r)
@@ -255,9 +256,12 @@ typedef struct {
     int64_t sec;
     char iso[24]; /* 2026-12-05T11:40:22 */
     size_t iso_len;
-    char clf[48]; /* " - - [05/Dec/2026:11:40:22 +0000] \"" */
+    char clf[48]; /* " - - [05/Dec/2026:11:40:22 +0000] \"" (the date at CLF_DATE_OFF) */
     size_t clf_len;
 } tcache_t;
+
+#define CLF_DATE_OFF 6  /* " - - [" */
+#define CLF_DATE_LEN 26 /* "05/Dec/2026:11:40:22 +0000" */
 
 static const tcache_t *tcache(uint64_t now_us)
 {
@@ -456,6 +460,282 @@ int gw_alog_format(gw_bytes_t *out, gw_alog_format_t fmt, const gw_alog_t *r, ui
             format_timing(&a, r);
         put(&a, "\n", 1);
     }
+    if (a.nomem) {
+        out->len = before;
+        return GW_E_NOMEM;
+    }
+    return 0;
+}
+
+/* ---- log_format templates ------------------------------------------------------------ */
+
+/* The variables of a template, nginx's names where nginx has the same thing. */
+#define ALOG_VARS(X)                                                                               \
+    X(REMOTE_ADDR, "remote_addr")                                                                  \
+    X(REMOTE_PORT, "remote_port")                                                                  \
+    X(REMOTE_USER, "remote_user")                                                                  \
+    X(TIME_LOCAL, "time_local")                                                                    \
+    X(TIME_ISO8601, "time_iso8601")                                                                \
+    X(MSEC, "msec")                                                                                \
+    X(REQUEST, "request")                                                                          \
+    X(REQUEST_METHOD, "request_method")                                                            \
+    X(REQUEST_URI, "request_uri")                                                                  \
+    X(SERVER_PROTOCOL, "server_protocol")                                                          \
+    X(HOST, "host")                                                                                \
+    X(STATUS, "status")                                                                            \
+    X(BODY_BYTES_SENT, "body_bytes_sent")                                                          \
+    X(REQUEST_BODY_LENGTH, "request_body_length")                                                  \
+    X(HTTP_REFERER, "http_referer")                                                                \
+    X(HTTP_USER_AGENT, "http_user_agent")                                                          \
+    X(REQUEST_TIME, "request_time")                                                                \
+    X(UPSTREAM_ADDR, "upstream_addr")                                                              \
+    X(UPSTREAM_CONNECT_TIME, "upstream_connect_time")                                              \
+    X(UPSTREAM_HEADER_TIME, "upstream_header_time")                                                \
+    X(UPSTREAM_RESPONSE_TIME, "upstream_response_time")                                            \
+    X(REQUEST_ID, "request_id")                                                                    \
+    X(SSL_PROTOCOL, "ssl_protocol")                                                                \
+    X(SSL_CIPHER, "ssl_cipher")                                                                    \
+    X(SSL_SERVER_NAME, "ssl_server_name")                                                          \
+    X(ROUTE, "route")                                                                              \
+    X(UPSTREAM, "upstream")                                                                        \
+    X(RETRIES, "retries")                                                                          \
+    X(H2_ERROR, "h2_error")
+
+enum {
+#define X(id, name) V_##id,
+    ALOG_VARS(X)
+#undef X
+        V_COUNT,
+    V_LITERAL = 255,
+};
+
+static const char *const var_names[] = {
+#define X(id, name) name,
+    ALOG_VARS(X)
+#undef X
+};
+
+typedef struct {
+    uint8_t var;       /* V_*, or V_LITERAL */
+    uint16_t off, len; /* the literal's bytes in text */
+} tmpl_op_t;
+
+struct gw_alog_tmpl {
+    size_t n;
+    tmpl_op_t ops[GW_ALOG_TMPL_MAX_OPS];
+    char text[]; /* the template as written */
+};
+
+static int is_name_byte(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+int gw_alog_tmpl_new(const char *text, gw_alog_tmpl_t **out, const char **why, size_t *at)
+{
+    *out = NULL;
+    *why = NULL;
+    *at = 0;
+    size_t tl = strlen(text);
+    if (tl == 0 || tl > GW_ALOG_TMPL_MAX) {
+        *why = tl ? "longer than 2048 bytes" : "empty";
+        return GW_E_INVAL;
+    }
+    for (size_t i = 0; i < tl; i++) {
+        /* a line holds no control byte of the template's own (escaping is for values) */
+        if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f) {
+            *why = "control byte";
+            *at = i;
+            return GW_E_INVAL;
+        }
+    }
+    gw_alog_tmpl_t *t = gw_calloc(1, sizeof(*t) + tl + 1);
+    if (!t)
+        return GW_E_NOMEM;
+    memcpy(t->text, text, tl + 1);
+    size_t i = 0;
+    while (i < tl) {
+        if (t->n == GW_ALOG_TMPL_MAX_OPS) {
+            *why = "more than 64 variables and literals";
+            *at = i;
+            goto fail;
+        }
+        tmpl_op_t *op = &t->ops[t->n++];
+        if (text[i] != '$') {
+            size_t j = i;
+            while (j < tl && text[j] != '$')
+                j++;
+            *op = (tmpl_op_t){V_LITERAL, (uint16_t)i, (uint16_t)(j - i)};
+            i = j;
+            continue;
+        }
+        /* $name or ${name} (the braces let a name be followed by name bytes) */
+        size_t b = i + 1, braced = b < tl && text[b] == '{';
+        b += braced;
+        size_t e = b;
+        while (e < tl && is_name_byte(text[e]))
+            e++;
+        if (e == b || (braced && (e >= tl || text[e] != '}'))) {
+            *why = braced ? "a ${ without a variable name and }" : "a $ without a variable name";
+            *at = i;
+            goto fail;
+        }
+        size_t v = 0;
+        while (v < V_COUNT &&
+               (strlen(var_names[v]) != e - b || memcmp(var_names[v], text + b, e - b) != 0))
+            v++;
+        if (v == V_COUNT) {
+            *why = "unknown variable";
+            *at = i;
+            goto fail;
+        }
+        *op = (tmpl_op_t){(uint8_t)v, 0, 0};
+        i = e + braced;
+    }
+    *out = t;
+    return 0;
+fail:
+    gw_free(t);
+    return GW_E_INVAL;
+}
+
+void gw_alog_tmpl_del(gw_alog_tmpl_t *t)
+{
+    gw_free(t);
+}
+
+const char *gw_alog_tmpl_vars(size_t i)
+{
+    return i < V_COUNT ? var_names[i] : NULL;
+}
+
+/* a time in microseconds as seconds.mmm, or `-` when negative (unknown) */
+static void put_sec_or_dash(ap_t *a, int64_t us)
+{
+    if (us < 0)
+        put(a, "-", 1);
+    else
+        put_sec(a, (uint64_t)us);
+}
+
+static void put_var(ap_t *a, unsigned v, const gw_alog_t *r, uint64_t now_us)
+{
+    gw_slice_t ip, port;
+    switch (v) {
+    case V_REMOTE_ADDR:
+    case V_REMOTE_PORT:
+        split_peer(r->peer, &ip, &port);
+        put_clf(a, v == V_REMOTE_ADDR ? ip : port);
+        return;
+    case V_REMOTE_USER:
+        put(a, "-", 1); /* no authentication yet */
+        return;
+    case V_TIME_LOCAL:
+        put(a, tcache(now_us)->clf + CLF_DATE_OFF, CLF_DATE_LEN);
+        return;
+    case V_TIME_ISO8601: {
+        const tcache_t *tc = tcache(now_us);
+        put(a, tc->iso, tc->iso_len);
+        put(a, "+00:00", 6);
+        return;
+    }
+    case V_MSEC: /* seconds since the epoch, ms resolution */
+        put_sec(a, now_us);
+        return;
+    case V_REQUEST:
+        if (r->method.len) {
+            put_clf(a, r->method);
+            put(a, " ", 1);
+            put_clf(a, r->path);
+            puts_(a, clf_version(r->proto));
+        } else {
+            put_clf(a, r->request_line);
+        }
+        return;
+    case V_REQUEST_METHOD:
+        put_clf(a, r->method);
+        return;
+    case V_REQUEST_URI:
+        put_clf(a, r->path);
+        return;
+    case V_SERVER_PROTOCOL:
+        puts_(a, clf_version(r->proto) + 1);
+        return;
+    case V_HOST:
+        put_clf(a, r->authority);
+        return;
+    case V_STATUS:
+        put_u64(a, gw_alog_clf_status(r));
+        return;
+    case V_BODY_BYTES_SENT:
+        put_u64(a, r->bytes_out);
+        return;
+    case V_REQUEST_BODY_LENGTH:
+        put_u64(a, r->bytes_in);
+        return;
+    case V_HTTP_REFERER:
+        put_clf(a, r->referer);
+        return;
+    case V_HTTP_USER_AGENT:
+        put_clf(a, r->user_agent);
+        return;
+    case V_REQUEST_TIME: {
+        uint64_t end = r->end_ns > r->start_ns ? r->end_ns : r->start_ns;
+        put_sec(a, (end - r->start_ns) / 1000);
+        return;
+    }
+    case V_UPSTREAM_ADDR:
+        put_clf(a, cs(r->server));
+        return;
+    case V_UPSTREAM_CONNECT_TIME:
+        put_sec_or_dash(a, !r->server ? -1 : r->connect_us >= 0 ? r->connect_us : 0);
+        return;
+    case V_UPSTREAM_HEADER_TIME:
+        put_sec_or_dash(a, r->upstream_head_us);
+        return;
+    case V_UPSTREAM_RESPONSE_TIME:
+        put_sec_or_dash(a, r->upstream_resp_us);
+        return;
+    case V_REQUEST_ID:
+        put_clf(a, (gw_slice_t){(const uint8_t *)r->id, r->id_len});
+        return;
+    case V_SSL_PROTOCOL:
+        put_clf(a, cs(r->tls_version));
+        return;
+    case V_SSL_CIPHER:
+        put_clf(a, cs(r->tls_cipher));
+        return;
+    case V_SSL_SERVER_NAME:
+        put_clf(a, cs(r->sni));
+        return;
+    case V_ROUTE:
+        put_clf(a, cs(r->route));
+        return;
+    case V_UPSTREAM:
+        put_clf(a, cs(r->upstream));
+        return;
+    case V_RETRIES:
+        put_u64(a, r->retries);
+        return;
+    case V_H2_ERROR:
+        put_clf(a, cs(r->h2_error));
+        return;
+    }
+}
+
+int gw_alog_format_tmpl(gw_bytes_t *out, const gw_alog_tmpl_t *t, const gw_alog_t *r,
+                        uint64_t now_us)
+{
+    size_t before = out->len;
+    ap_t a = {out, 0};
+    for (size_t i = 0; i < t->n; i++) {
+        const tmpl_op_t *op = &t->ops[i];
+        if (op->var == V_LITERAL)
+            put(&a, t->text + op->off, op->len);
+        else
+            put_var(&a, op->var, r, now_us);
+    }
+    put(&a, "\n", 1);
     if (a.nomem) {
         out->len = before;
         return GW_E_NOMEM;

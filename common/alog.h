@@ -77,6 +77,30 @@ int gw_alog_format(gw_bytes_t *out, gw_alog_format_t fmt, const gw_alog_t *r, ui
  * otherwise. */
 unsigned gw_alog_clf_status(const gw_alog_t *r);
 
+/* ---- log_format templates (nginx's log_format) ----
+ *
+ * A template is text with variables, `$name` or `${name}`: remote_addr, remote_port,
+ * remote_user (always `-`), time_local, time_iso8601, msec, request, request_method,
+ * request_uri, server_protocol, host, status (gw_alog_clf_status), body_bytes_sent,
+ * request_body_length, http_referer, http_user_agent, request_time, upstream_addr,
+ * upstream_connect_time, upstream_header_time, upstream_response_time, request_id,
+ * ssl_protocol, ssl_cipher, ssl_server_name, route, upstream, retries, h2_error. Values are
+ * escaped as in combined (`"`, `\` and bytes outside printable ASCII as \xHH) and `-` when
+ * empty or unknown. */
+#define GW_ALOG_TMPL_MAX 2048   /* template bytes */
+#define GW_ALOG_TMPL_MAX_OPS 64 /* variables and literal runs */
+typedef struct gw_alog_tmpl gw_alog_tmpl_t;
+
+/* Compile text into *out (the caller frees it with gw_alog_tmpl_del). 0; GW_E_NOMEM;
+ * GW_E_INVAL with *why (static: "unknown variable", ...) and *at (the byte offset in text). */
+int gw_alog_tmpl_new(const char *text, gw_alog_tmpl_t **out, const char **why, size_t *at);
+void gw_alog_tmpl_del(gw_alog_tmpl_t *t);
+/* The name of variable i (0, 1, ...), NULL past the last: for docs and tests. */
+const char *gw_alog_tmpl_vars(size_t i);
+/* Append r's line (with its '\n') as t says, as gw_alog_format does. 0 or GW_E_NOMEM. */
+int gw_alog_format_tmpl(gw_bytes_t *out, const gw_alog_tmpl_t *t, const gw_alog_t *r,
+                        uint64_t now_us);
+
 /* A request id is kept from the client when it is 1..GW_ALOG_ID_MAX bytes of [A-Za-z0-9._:-]
  * (anything else could forge log lines or headers downstream); otherwise one is made. */
 int gw_alog_id_valid(gw_slice_t v);

@@ -14,6 +14,7 @@
 #include <yaml.h>
 
 #include "common/alloc.h"
+#include "common/alog.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -607,9 +608,32 @@ static int compression_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node
     return 0;
 }
 
+/* access_log.log_format: compiled once here (the workers format every line with it); an error
+ * points at the value. */
+static void access_log_template(ld_t *ld, yaml_node_t *map, gw_cfg_access_log_t *al)
+{
+    yaml_node_t *at = map;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = gw_cfg__node(ld, p->key);
+        const char *ks = k ? gw_cfg__scalar(k) : NULL;
+        if (ks && !strcmp(ks, "log_format"))
+            at = gw_cfg__node(ld, p->value);
+    }
+    const char *why;
+    size_t off;
+    int rv = gw_alog_tmpl_new(al->log_format, &al->tmpl, &why, &off);
+    if (rv == GW_E_NOMEM)
+        gw_cfg__err_at(ld, at, "out of memory");
+    else if (rv < 0)
+        gw_cfg__err_at(ld, at, "access_log 'log_format': %s at byte %zu ('%.20s')", why, off,
+                       al->log_format + off);
+}
+
 static const field_t access_log_fields[] = {
     FLD(gw_cfg_access_log_t, path, F_STR, 0, 0),
     FLD(gw_cfg_access_log_t, format, F_ALOGFMT, 0, 0),
+    FLD(gw_cfg_access_log_t, log_format, F_STR, 0, 0),
     FLD(gw_cfg_access_log_t, request_id, F_BOOL, 0, 0),
 };
 
@@ -713,6 +737,8 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         } else if (c->access_log.path && !c->access_log.path[0]) {
             gw_cfg__err_at(ld, v, "access_log 'path' must be a file name, stderr or off");
         }
+        if (c->access_log.log_format && !c->access_log.tmpl)
+            access_log_template(ld, v, &c->access_log);
     } else if (!strcmp(key, "cluster")) {
         if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "cluster")) {
             gw_cfg__each_pair(ld, v, cluster_pair, &c->cluster);
@@ -838,6 +864,8 @@ void gw_config_del(gw_config_t *c)
     gw_free(c->trusted_proxies);
     gw_cfg__free_str_list(c->compression.types, c->compression.types_len);
     gw_free(c->access_log.path);
+    gw_free(c->access_log.log_format);
+    gw_alog_tmpl_del(c->access_log.tmpl);
     gw_free(c->cluster.redis_host);
     gw_free(c->cluster.password);
     gw_free(c->cluster.key_prefix);

@@ -250,9 +250,13 @@ typedef struct {
     uint64_t learn_ttl_ms;  /* a learned page's links are used this long */
 } gw_cfg_early_hints_t;
 
+typedef struct gw_alog_tmpl gw_alog_tmpl_t; /* common/alog.h */
+
 typedef struct {
-    char *path;     /* NULL: off; "stderr"; otherwise a file (opened for appending) */
-    int format;     /* gw_cfg_alog_format_t */
+    char *path;           /* NULL: off; "stderr"; otherwise a file (opened for appending) */
+    int format;           /* gw_cfg_alog_format_t */
+    char *log_format;     /* a template (common/alog.h): used instead of format; NULL: none */
+    gw_alog_tmpl_t *tmpl; /* log_format compiled (owned) */
     int request_id; /* x-request-id kept (when sane) or made, forwarded, returned (default 1) */
     gw_cfg_pos_t path_at;
 } gw_cfg_access_log_t;

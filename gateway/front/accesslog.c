@@ -267,7 +267,10 @@ static void log_done(conn_t *c, gw_alog_t *r)
                            : cfg->access_log.format == GW_CFG_ALOG_COMBINED_TIMING
                                ? GW_ALOG_COMBINED_TIMING
                                : GW_ALOG_COMBINED;
-    if (gw_alog_format(&w->alog_buf, fmt, r, now_us) < 0)
+    int rv = cfg->access_log.tmpl
+                 ? gw_alog_format_tmpl(&w->alog_buf, cfg->access_log.tmpl, r, now_us)
+                 : gw_alog_format(&w->alog_buf, fmt, r, now_us);
+    if (rv < 0)
         atomic_fetch_add(&w->alog_lost, 1);
     if (w->alog_buf.len >= ALOG_FLUSH_AT)
         gw_front__alog_flush(w);

@@ -397,3 +397,31 @@ def test_http10_requests_say_http10(gateway, origin, tmp_path):
             assert sorted((json.loads(l)["protocol"], json.loads(l)["tls_version"] is None)
                           for l in lines) == [("http/1.0", False), ("http/1.0", True)]
         g.stop()
+
+
+def test_log_format_template(gateway, origin, tmp_path, h2gate_bin):
+    """access_log.log_format: nginx-style variables, escaped values, `-` for what is unknown;
+    an unknown variable is refused with its place."""
+    port = free_port()
+    log = str(tmp_path / "access.log")
+    fmt = "$remote_addr [$time_iso8601] \\\"$request\\\" $status $body_bytes_sent " \
+          "up=$upstream_addr uct=$upstream_connect_time rt=$request_time route=$route " \
+          "ssl=$ssl_protocol ua=\\\"$http_user_agent\\\" id=${request_id}."
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"],
+                      extra=f"access_log:\n  path: {log}\n  log_format: \"{fmt}\"\n"),
+            wait=[("127.0.0.1", port)])
+    r = run(["curl", "-sS", "-o", "/dev/null", "-A", 'a"b', "-H", "x-request-id: r-1",
+             f"http://127.0.0.1:{port}/bytes/5"])
+    assert r.returncode == 0, r.stderr
+    line = lines_of(log, 1)[0]
+    m = re.fullmatch(r'127\.0\.0\.1 \[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00\] "GET /bytes/5 '
+                     r'HTTP/1\.1" 200 5 up=127\.0\.0\.1:(\d+) uct=\d+\.\d{3} rt=\d+\.\d{3} '
+                     r'route=\*/ ssl=- ua="a\\x22b" id=r-1\.', line)
+    assert m and int(m.group(1)) == origin.port, line
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(gw_config(free_port(), ["127.0.0.1:9"],
+                             extra="access_log:\n  log_format: '$status $statuz'\n"))
+    r = run([h2gate_bin, "--check-config", str(bad)])
+    assert r.returncode == 1
+    assert f"{bad}:" in r.stderr and "access_log 'log_format': unknown variable at byte 8 " \
+        "('$statuz')" in r.stderr, r.stderr

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "common/alog.h"
+#include "common/err.h"
 
 /* 2026-12-05T11:40:22.123456Z */
 #define NOW_US 1796470822123456ull
@@ -224,6 +225,108 @@ static void refused_and_unanswered_requests(void **state)
     gw_bytes_free(&b);
 }
 
+/* log_format templates: every variable, nginx's escaping and dashes, and the two combined
+ * formats written as templates give the same lines as the built-in ones. */
+static void templates(void **state)
+{
+    (void)state;
+    gw_bytes_t b;
+    gw_bytes_init(&b, 0);
+    gw_alog_tmpl_t *t;
+    const char *why;
+    size_t at;
+    static const struct {
+        const char *text, *why;
+        size_t at;
+    } bad[] = {
+        {"", "empty", 0},
+        {"$status $nope", "unknown variable", 8},
+        {"a $ b", "a $ without a variable name", 2},
+        {"${status", "a ${ without a variable name and }", 0},
+        {"${}", "a ${ without a variable name and }", 0},
+        {"x\ty", "control byte", 1},
+        {"$Status", "a $ without a variable name", 0},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(gw_alog_tmpl_new(bad[i].text, &t, &why, &at), GW_E_INVAL);
+        assert_null(t);
+        assert_string_equal(why, bad[i].why);
+        assert_int_equal(at, bad[i].at);
+    }
+    char many[600] = "";
+    for (int i = 0; i < 65; i++)
+        strcat(many, "$status ");
+    assert_int_equal(gw_alog_tmpl_new(many, &t, &why, &at), GW_E_INVAL);
+    /* every variable */
+    gw_alog_t r = sample();
+    r.server = "127.0.0.1:8080";
+    r.route = "api";
+    r.upstream = "app";
+    r.connect_us = -1;
+    r.upstream_head_us = 2100;
+    r.upstream_resp_us = 2900;
+    r.retries = 2;
+    r.bytes_in = 9;
+    r.tls_version = "TLSv1.3";
+    r.referer = GW_SLICE_LIT("r\"ef");
+    memcpy(r.id, "id-1", 4);
+    r.id_len = 4;
+    char all[1024] = "";
+    for (size_t i = 0; gw_alog_tmpl_vars(i); i++) {
+        strcat(all, i ? "|${" : "${");
+        strcat(all, gw_alog_tmpl_vars(i));
+        strcat(all, "}");
+    }
+    assert_int_equal(gw_alog_tmpl_new(all, &t, &why, &at), 0);
+    b.len = 0;
+    assert_int_equal(gw_alog_format_tmpl(&b, t, &r, NOW_US), 0);
+    assert_int_equal(gw_bytes_append(&b, "", 1), 0);
+    assert_string_equal((const char *)b.base,
+                        "127.0.0.1|51234|-|05/Dec/2026:11:40:22 +0000|2026-12-05T11:40:22+00:00|"
+                        "1796470822.123|GET /a?b=1 HTTP/2.0|GET|/a?b=1|HTTP/2.0|example.com|200|"
+                        "1024|9|r\\x22ef|curl/7.88.1|0.003|127.0.0.1:8080|0.000|0.002|0.002|id-1|"
+                        "TLSv1.3|-|-|api|app|2|-\n");
+    gw_alog_tmpl_del(t);
+    /* combined and combined_timing as templates */
+    static const char *const combined =
+        "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent "
+        "\"$http_referer\" \"$http_user_agent\"";
+    char timing[512];
+    snprintf(timing, sizeof(timing), "%s %s", combined,
+             "$request_time $upstream_connect_time $upstream_header_time "
+             "$upstream_response_time $request_id");
+    gw_alog_t recs[4];
+    recs[0] = r;
+    recs[1] = sample();
+    recs[1].status = 0;
+    recs[1].client_gone = 1;
+    gw_alog_init(&recs[2]);
+    recs[2].status = 400;
+    recs[2].request_line = GW_SLICE_LIT("BR@W /\x01 HTTP/1.1");
+    gw_alog_init(&recs[3]);
+    gw_alog_tmpl_t *tc, *tt;
+    assert_int_equal(gw_alog_tmpl_new(combined, &tc, &why, &at), 0);
+    assert_int_equal(gw_alog_tmpl_new(timing, &tt, &why, &at), 0);
+    gw_bytes_t want;
+    gw_bytes_init(&want, 0);
+    for (int k = 0; k < 4; k++) {
+        for (int f = 0; f < 2; f++) {
+            b.len = want.len = 0;
+            assert_int_equal(gw_alog_format_tmpl(&b, f ? tt : tc, &recs[k], NOW_US), 0);
+            assert_int_equal(gw_alog_format(&want, f ? GW_ALOG_COMBINED_TIMING : GW_ALOG_COMBINED,
+                                            &recs[k], NOW_US),
+                             0);
+            if (b.len != want.len || memcmp(b.base, want.base, b.len))
+                fail_msg("record %d format %d:\n%.*s%.*s", k, f, (int)b.len, (const char *)b.base,
+                         (int)want.len, (const char *)want.base);
+        }
+    }
+    gw_alog_tmpl_del(tc);
+    gw_alog_tmpl_del(tt);
+    gw_bytes_free(&want);
+    gw_bytes_free(&b);
+}
+
 static void request_ids(void **state)
 {
     (void)state;
@@ -253,6 +356,7 @@ int main(void)
         cmocka_unit_test(request_ids),
         cmocka_unit_test(combined_timing_line),
         cmocka_unit_test(refused_and_unanswered_requests),
+        cmocka_unit_test(templates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

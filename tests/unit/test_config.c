@@ -808,6 +808,13 @@ static void operations_keys(void **state)
     gw_config_errors_free(&e);
     expect_error(MINIMAL "access_log: {format: xml}\n",
                  "t.yaml:8:22: 'format' must be combined, combined_timing or json, not 'xml'");
+    expect_error(MINIMAL "access_log: {log_format: '$remote_addr $bogus'}\n",
+                 "t.yaml:8:26: access_log 'log_format': unknown variable at byte 13 ('$bogus')");
+    assert_int_equal(
+        load(MINIMAL "access_log: {path: stderr, log_format: '$status ${request}'}\n", &c, &e), 0);
+    assert_non_null(c->access_log.tmpl);
+    gw_config_del(c);
+    gw_config_errors_free(&e);
     expect_error(MINIMAL "access_log: {path: ''}\n",
                  "t.yaml:8:13: access_log 'path' must be a file name, stderr or off");
     expect_error(MINIMAL "admin: {address: nowhere}\n",
