@@ -416,14 +416,22 @@ def test_graceful_stop_closes_keepalive_after_next_response(gateway):
 
 
 def test_second_signal_stops_at_once(gateway):
-    port = free_port()
-    g = gateway(config(plain_port=port, extra="timeouts: {graceful_shutdown: 30s}\n"), wait=[("127.0.0.1", port)])
-    s = sigterm_after(g, port, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n1", settle=0.3)
-    start = time.monotonic()
-    g.signal(signal.SIGINT)
-    assert g.wait(10) == 0
-    assert time.monotonic() - start < 3
-    s.close()
+    from origin import ScriptedOrigin
+    with ScriptedOrigin() as o:
+        port = free_port()
+        cfg = config(plain_port=port, extra="timeouts: {graceful_shutdown: 30s}\n").replace(
+            "127.0.0.1:9]", f"127.0.0.1:{o.port}]")
+        g = gateway(cfg, wait=[("127.0.0.1", port)])
+        # an answer that takes the origin 20 s keeps the graceful stop waiting (a refused origin
+        # answered 502 at once, the stop ended by itself, and the second signal met a process
+        # already exiting: killed by SIGINT's default action)
+        s = sigterm_after(g, port, b"GET /slow/100000 HTTP/1.1\r\nHost: x\r\n\r\n", settle=0.3)
+        assert g.proc.poll() is None  # still draining
+        start = time.monotonic()
+        g.signal(signal.SIGINT)
+        assert g.wait(10) == 0
+        assert time.monotonic() - start < 3
+        s.close()
 
 
 def test_h2_over_tls12_with_blocklisted_cipher_is_inadequate_security(gateway):
