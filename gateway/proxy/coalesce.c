@@ -5,7 +5,7 @@
  * Coalescing is a cache with a lifetime of one exchange: a request that arrives while an
  * identical one waits for its response head joins it, and the response is handed to both. So
  * a response is shared only where a shared cache could serve it to every joiner (RFC 9111,
- * DESIGN.md "Safe sharing"). Review of the rules against RFC 9111 §4 (reusing a stored
+ * docs/ARCHITECTURE.md "Safe sharing"). Review of the rules against RFC 9111 §4 (reusing a stored
  * response), clause by clause, with the storing rules of §3 it refers to:
  *
  *  §4 "the presented target URI and that of the stored response match"

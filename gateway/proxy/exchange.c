@@ -31,7 +31,7 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     p->loop = loop;
     p->tunnels = &p->tunnels_own;
     p->zcharged = &p->zcharged_own;
-    /* STYLE.md: streams and exchanges come from freelists: malloc and free were the largest
+    /* docs/STYLE.md: streams and exchanges come from freelists: malloc and free were the largest
      * part of the proxy's per-request cost, and a worker with 512 streams in flight (h2load
      * -c 32 -m 16) frees that many within a few loop turns and needs them again right after */
     gw_pool_init(&p->px_pool, sizeof(px_t), 0, GW_POOL_KEEP);
@@ -1102,8 +1102,8 @@ static int px_go(px_t *px)
     if (!px->ws)
         px->hinted = gw_proxy__hints_send(p, s, r, h) != 0;
 
-    /* the key holds the scheme the origin is told (the listener's, DESIGN.md "Safe
-     * sharing"), not the client's :scheme */
+    /* the key holds the scheme the origin is told (the listener's, docs/ARCHITECTURE.md
+     * "Safe sharing"), not the client's :scheme */
     gw_req_head_t kh = *h;
     kh.scheme = s->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http");
     size_t klen;

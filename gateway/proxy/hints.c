@@ -5,8 +5,8 @@
  * Learning (per worker proxy, an LRU of `early_hints.learn_entries` pages with a TTL of
  * `early_hints.learn_ttl`): the `Link` values with rel preload, modulepreload or preconnect of
  * the last 2xx answer to a GET navigation. Learned hints are a shared cache of those links, so
- * they follow its rules (DESIGN.md "Safe sharing"; RFC 9111 §4: the stored response is reused
- * only for the same target URI and the same fields its Vary names):
+ * they follow its rules (docs/ARCHITECTURE.md "Safe sharing"; RFC 9111 §4: the stored
+ * response is reused only for the same target URI and the same fields its Vary names):
  *  - the key is the route, the listener's scheme, the authority, the path WITH its query (a
  *    page learned from a request with a token in its query was hinted to every visitor of the
  *    path, token included), and, with early_hints_learn_private, whether the request carries

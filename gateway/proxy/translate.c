@@ -342,8 +342,8 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
     if (!gw_slice_is_authority(authority))
         return GW_E_PARSE;
     const char *ip = s->peer_ip ? s->peer_ip : "unknown";
-    /* the scheme the client used is the listener's, whatever :scheme says (DESIGN.md: what the
-     * origin is told about the client comes from the connection) */
+    /* the scheme the client used is the listener's, whatever :scheme says (docs/ARCHITECTURE.md
+     * "Safe sharing": what the origin is told about the client comes from the connection) */
     gw_slice_t proto = s->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http");
     if (r->add_x_forwarded) {
         /* replace: the connection's peer only; append: a trusted proxy's list, then it */

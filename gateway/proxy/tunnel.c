@@ -13,7 +13,8 @@
  * it (RFC 6455 §4.1): the gateway rewrites the 101's Upgrade and Connection for an HTTP/1.1
  * client and turns it into a 200 for an HTTP/2 one, so neither client can check what the
  * origin said, and the tunnel (a connection out of the pool, a max_tunnels slot) is held on
- * the origin's word. STYLE.md: a peer's word that a protocol switched is checked, not relayed. */
+ * the origin's word. docs/STYLE.md: a peer's word that a protocol switched is checked, not
+ * relayed. */
 #include <string.h>
 #include <sys/random.h>
 

@@ -1,7 +1,8 @@
 """docs/ARCHITECTURE.md in step with the tree: the include graph drawn by
 scripts/include_graph.py is current, points down the declared layer order and has no cycle
 (and the script does flag an upward arrow, a sideways one, a cycle, an undeclared folder and a
-stale drawing); every source file has a row in the file tables."""
+stale drawing); every source file has a row in the file tables; no file of the tree cites a
+document that is not in it."""
 import importlib.util
 import os
 import re
@@ -119,3 +120,39 @@ def test_every_source_file_has_a_row_in_the_file_tables():
                if f not in named and not any(f.startswith(n) for n in named if n.endswith("/"))]
     assert missing == [], "files without a row in docs/ARCHITECTURE.md: " + ", ".join(missing)
 
+
+def tracked():
+    r = subprocess.run(["git", "-C", ROOT, "ls-files"], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("not a git checkout")
+    return [f for f in r.stdout.splitlines() if os.path.isfile(os.path.join(ROOT, f))]
+
+
+# the machine's work folder, the shared notes beside the repository (written so that this file
+# does not match itself)
+OUTSIDE = re.compile(r"/w[o]rk/|\.\.[/]shared|shared[/]DESIGN")
+
+
+def test_no_file_cites_a_document_outside_the_tree():
+    """No path into the machine the code was written on, and every `NAME.md` that a source
+    file, a build file or a document names exists (beside the file or from the root)."""
+    bad = []
+    for rel in tracked():
+        if rel.endswith((".png", ".gz")) or "/corpus/" in rel:
+            continue
+        try:
+            text = open(os.path.join(ROOT, rel), encoding="utf-8").read()
+        except UnicodeDecodeError:
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            if OUTSIDE.search(line):
+                bad.append(f"{rel}:{n}: {line.strip()}")
+        if not rel.endswith((".c", ".h", ".md", "meson.build")):
+            continue  # scripts name the .md files they generate
+        here = os.path.dirname(rel)
+        for n, line in enumerate(text.splitlines(), 1):
+            for name in re.findall(r"[A-Za-z0-9_./-]*[A-Za-z0-9_]\.md\b", line):
+                if not (os.path.exists(os.path.join(ROOT, here, name))
+                        or os.path.exists(os.path.join(ROOT, name))):
+                    bad.append(f"{rel}:{n}: {name}")
+    assert bad == [], "\n".join(bad)

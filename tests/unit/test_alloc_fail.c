@@ -1,4 +1,4 @@
-/* The failing-allocation sweep (STYLE.md) over the codecs: HPACK (encoder and decoder), the
+/* The failing-allocation sweep (docs/STYLE.md) over the codecs: HPACK (encoder and decoder), the
  * HTTP/1.1 request parser, the response client and the serializers. For n = 1, 2, ... the n-th
  * allocation fails: the call must report GW_E_NOMEM (never another error, never success with a
  * wrong result), leak nothing (the ASan build runs this with leak detection), and leave the
