@@ -1,15 +1,11 @@
 /* back/batch.c — read batching of origin responses (SO_RCVLOWAT). */
-#include <errno.h>
-#include <string.h>
 
 #include <netdb.h>
 #include <sys/socket.h>
 
 #include "back/back_internal.h"
 
-#include "common/alloc.h"
 #include "common/err.h"
-#include "common/log.h"
 
 /* ---- read batching ---------------------------------------------------------------------------
  *

@@ -1,6 +1,5 @@
 /* back/health.c — what a server's pool does outside any request: active health checks and
  * the purge of idle connections above max_idle. */
-#include <errno.h>
 #include <string.h>
 
 #include <netdb.h>
@@ -8,7 +7,6 @@
 
 #include "back/back_internal.h"
 
-#include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
 

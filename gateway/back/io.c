@@ -12,7 +12,6 @@
  * idempotent one caught by that race is sent again elsewhere (fail: unanswered).
  * Memory is freed only from the uv_close callbacks.
  */
-#include <errno.h>
 #include <string.h>
 
 #include <netdb.h>
@@ -20,7 +19,6 @@
 
 #include "back/back_internal.h"
 
-#include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
 

@@ -13,17 +13,14 @@
  * connection sends close_notify (RFC 8446 §6.1) before it closes; a close-delimited body
  * needs the origin's close_notify to count as complete (read_end).
  */
-#include <errno.h>
 #include <string.h>
 
 #include <netdb.h>
-#include <sys/socket.h>
 
 #include "back/back_internal.h"
 
 #include "common/alloc.h"
 #include "common/err.h"
-#include "common/log.h"
 
 /* ---- pipeline ring -------------------------------------------------------------------------- */
 
