@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
-#include "common/buf.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "tls/tls_internal.h"
