@@ -1,5 +1,4 @@
 /* h2gate — HTTP/2 edge gateway. main.c: command line, config, signals, workers. */
-#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>

@@ -13,7 +13,6 @@
  *   next, so the admin loop goes on answering /healthz and /readyz meanwhile. */
 #include "admin/admin.h"
 
-#include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
