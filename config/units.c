@@ -1,7 +1,6 @@
 /* config/units.c — sizes, durations, rates and addresses as written in the config file. */
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
