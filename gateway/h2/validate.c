@@ -4,18 +4,10 @@
  * tests/unit/test_h2_validate.c. */
 #include <string.h>
 
-#include "common/alloc.h"
-#include "common/err.h"
-#include "common/list.h"
 #include "common/method.h"
-#include "common/pool.h"
-#include "h2/frame.h"
 #include "h2/hpack.h"
-#include "h2/priority.h"
-#include "h2/sched.h"
 #include "h2/session_internal.h"
 #include "h2/validate.h"
-#include "h2/tree.h"
 
 void gw_h2__bad(decode_ctx_t *c, const char *why)
 {
