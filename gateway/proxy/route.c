@@ -2,9 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/alloc.h"
 #include "common/err.h"
-#include "common/log.h"
 #include "proxy/proxy_internal.h"
 
 /* The host part of an authority: "[::1]:8443" → "[::1]", "a.example:80" → "a.example". */
