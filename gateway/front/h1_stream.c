@@ -4,16 +4,13 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "common/bucket.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "front/front_internal.h"
 #include "h1/serializer.h"
-#include "h2/errors.h"
 #include "h2/priority.h"
-#include "h2/session.h"
 
 /* ---- the exchange's state (h1x_state_t) ---------------------------------------------------- */
 

@@ -5,13 +5,10 @@
 
 #include "common/alloc.h"
 #include "common/bucket.h"
-#include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "front/front_internal.h"
-#include "h1/serializer.h"
-#include "h2/errors.h"
 #include "h2/priority.h"
 #include "h2/session.h"
 
