@@ -15,6 +15,7 @@ void gw_free(void *p);
 /* A gw_malloc'd copy of the string s; NULL for a NULL s or when out of memory. */
 char *gw_strdup(const char *s);
 
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* Test hook: make the n-th allocation from now fail (1 = the next one), 0 disables.
  * gw_alloc_fail_hit() tells whether an injected failure has happened since the last arm. */
 void gw_alloc_fail_after(unsigned long n);
@@ -29,5 +30,6 @@ void gw_alloc_count_start(void);
 void gw_alloc_count_stop(void);
 long long gw_alloc_count_live(void);   /* bytes live now (may be negative, see above) */
 long long gw_alloc_count_allocs(void); /* allocations since the start */
+#endif
 
 #endif

@@ -604,10 +604,12 @@ void gw_alog_tmpl_del(gw_alog_tmpl_t *t)
     gw_free(t);
 }
 
+#ifdef GW_TEST_API
 const char *gw_alog_tmpl_vars(size_t i)
 {
     return i < V_COUNT ? var_names[i] : NULL;
 }
+#endif
 
 /* a time in microseconds as seconds.mmm, or `-` when negative (unknown) */
 static void put_sec_or_dash(ap_t *a, int64_t us)

@@ -95,8 +95,10 @@ typedef struct gw_alog_tmpl gw_alog_tmpl_t;
  * GW_E_INVAL with *why (static: "unknown variable", ...) and *at (the byte offset in text). */
 int gw_alog_tmpl_new(const char *text, gw_alog_tmpl_t **out, const char **why, size_t *at);
 void gw_alog_tmpl_del(gw_alog_tmpl_t *t);
-/* The name of variable i (0, 1, ...), NULL past the last: for docs and tests. */
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
+/* The name of variable i (0, 1, ...), NULL past the last. */
 const char *gw_alog_tmpl_vars(size_t i);
+#endif
 /* Append r's line (with its '\n') as t says, as gw_alog_format does. 0 or GW_E_NOMEM. */
 int gw_alog_format_tmpl(gw_bytes_t *out, const gw_alog_tmpl_t *t, const gw_alog_t *r,
                         uint64_t now_us);

@@ -39,10 +39,12 @@ gw_log_level_t gw_log_get_level(void)
     return (gw_log_level_t)atomic_load_explicit(&cur_level, memory_order_relaxed);
 }
 
+#ifdef GW_TEST_API
 void gw_log_set_fd(int fd)
 {
     atomic_store(&log_fd, fd);
 }
+#endif
 
 void gw_log(gw_log_level_t l, const char *event, const char *fmt, ...)
 {

@@ -22,8 +22,10 @@ int gw_log_level_parse(const char *s, gw_log_level_t *out);
 
 void gw_log_set_level(gw_log_level_t l);
 gw_log_level_t gw_log_get_level(void);
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* Redirect output to fd (default 2); tests use a pipe. */
 void gw_log_set_fd(int fd);
+#endif
 
 void gw_log(gw_log_level_t l, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
