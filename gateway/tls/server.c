@@ -76,10 +76,12 @@ static uint64_t mono_ms(void)
 
 static uint64_t (*clock_ms)(void) = mono_ms;
 
+#ifdef GW_TEST_API
 void gw_tls__set_clock(uint64_t (*now_ms)(void))
 {
     clock_ms = now_ms ? now_ms : mono_ms;
 }
+#endif
 
 static uint64_t wall_ms(void)
 {
@@ -218,6 +220,7 @@ int gw_tls_keyring_set(gw_tls_keyring_t *r, const uint8_t *keys, size_t n)
     return 0;
 }
 
+#ifdef GW_TEST_API
 size_t gw_tls_keyring_len(gw_tls_keyring_t *r)
 {
     pthread_mutex_lock(&r->lock);
@@ -225,6 +228,7 @@ size_t gw_tls_keyring_len(gw_tls_keyring_t *r)
     pthread_mutex_unlock(&r->lock);
     return n;
 }
+#endif
 
 void gw_tls_ctx_set_keyring(gw_tls_ctx_t *c, gw_tls_keyring_t *r)
 {

@@ -62,12 +62,15 @@ void gw_tls_keyring_del(gw_tls_keyring_t *r);
 /* Replace the ring's keys with n (0..GW_TLS_KEYRING_MAX) keys of GW_TLS_KEY_LEN bytes, the first
  * the one that encrypts. 0, or GW_E_INVAL for too many. */
 int gw_tls_keyring_set(gw_tls_keyring_t *r, const uint8_t *keys, size_t n);
-size_t gw_tls_keyring_len(gw_tls_keyring_t *r);
 /* Give context c the ring (NULL: none) before it serves a connection. */
 void gw_tls_ctx_set_keyring(gw_tls_ctx_t *c, gw_tls_keyring_t *r);
 
-/* Tests only: the millisecond clock of ticket key rotation (NULL: CLOCK_MONOTONIC again). */
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
+/* The number of keys in the ring now. */
+size_t gw_tls_keyring_len(gw_tls_keyring_t *r);
+/* The millisecond clock of ticket key rotation (NULL: CLOCK_MONOTONIC again). */
 void gw_tls__set_clock(uint64_t (*now_ms)(void));
+#endif
 /* Generate a self-signed P-256 certificate for localhost / 127.0.0.1 / ::1 into cert_path and
  * key_path (key file mode 0600, parent directory created). 0 or GW_E_IO. */
 int gw_tls_make_self_signed(const char *cert_path, const char *key_path);
