@@ -595,6 +595,7 @@ size_t gw_h2_session_stream_queued(const gw_h2_session_t *s, uint32_t stream_id)
     return st ? st->queued : 0;
 }
 
+#ifdef GW_TEST_API
 int64_t gw_h2_session_send_window(const gw_h2_session_t *s, uint32_t stream_id)
 {
     if (stream_id == 0)
@@ -602,6 +603,7 @@ int64_t gw_h2_session_send_window(const gw_h2_session_t *s, uint32_t stream_id)
     const gw_h2_stream_t *st = gw_h2__find_stream(s, stream_id);
     return st ? st->send_window : 0;
 }
+#endif
 
 int gw_h2_session_set_priority(gw_h2_session_t *s, uint32_t stream_id, int urgency, int incremental)
 {

@@ -370,9 +370,11 @@ void *gw_h2_session_get_stream_data(const gw_h2_session_t *s, uint32_t stream_id
 /* Bytes of DATA submitted on stream_id and not framed yet (for the proxy's buffer bound). */
 size_t gw_h2_session_stream_queued(const gw_h2_session_t *s, uint32_t stream_id);
 
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* Current send window of stream_id (0 = the connection's); may be negative after a
  * SETTINGS_INITIAL_WINDOW_SIZE decrease (RFC 9113 §6.9.2). */
 int64_t gw_h2_session_send_window(const gw_h2_session_t *s, uint32_t stream_id);
+#endif
 
 /* RFC 9218 priority of stream_id, e.g. from the origin's `priority` response field (§8).
  * urgency 0-7 or -1 to keep the current one; incremental 0/1 or -1 to keep it. The session

@@ -385,6 +385,7 @@ void gw_h2_tree_sent(gw_h2_tree_t *t, uint32_t id, size_t bytes)
         t->n[x].vt += b * 256u / t->n[x].weight;
 }
 
+#ifdef GW_TEST_API
 int gw_h2_tree_get(const gw_h2_tree_t *t, uint32_t id, uint32_t *dep, unsigned *weight)
 {
     int32_t x = find(t, id);
@@ -401,6 +402,7 @@ size_t gw_h2_tree_size(const gw_h2_tree_t *t)
 {
     return t->used;
 }
+#endif
 
 uint64_t gw_h2_tree_evictions(const gw_h2_tree_t *t)
 {

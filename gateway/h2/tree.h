@@ -64,11 +64,14 @@ void *gw_h2_tree_pick(gw_h2_tree_t *t);
 /* Stream id framed bytes of DATA: charge its subtree's virtual times up to the root. */
 void gw_h2_tree_sent(gw_h2_tree_t *t, uint32_t id, size_t bytes);
 
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* Parent and weight (1..256) of id: 0 or GW_E_NOENT. */
 int gw_h2_tree_get(const gw_h2_tree_t *t, uint32_t id, uint32_t *dep, unsigned *weight);
-
-/* Nodes in use (root not counted), and placeholders evicted to respect max_nodes. */
+/* Nodes in use (root not counted). */
 size_t gw_h2_tree_size(const gw_h2_tree_t *t);
+#endif
+
+/* Placeholders evicted to respect max_nodes. */
 uint64_t gw_h2_tree_evictions(const gw_h2_tree_t *t);
 
 #endif
