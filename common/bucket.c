@@ -106,16 +106,6 @@ void gw_bucket_spend(gw_bucket_t *b, size_t n, uint64_t now_us)
         b->tokens = -(int64_t)GW_BUCKET_MAX;
 }
 
-void gw_bucket_refund(gw_bucket_t *b, size_t n)
-{
-    if (!b->rate)
-        return;
-    uint64_t k = n > GW_BUCKET_MAX ? GW_BUCKET_MAX : n;
-    b->tokens += (int64_t)k;
-    if (b->tokens > (int64_t)b->burst)
-        b->tokens = (int64_t)b->burst;
-}
-
 size_t gw_bucket_grain(const gw_bucket_t *b)
 {
     if (!b->rate)
@@ -434,13 +424,6 @@ int gw_bucket_addr_text(const struct sockaddr *sa, unsigned ipv6_prefix, char *o
     }
     int n = snprintf(out, cap, "%s", ip);
     return n > 0 && (size_t)n < cap ? n : 0;
-}
-
-void gw_bucket_table_refund(gw_bucket_table_t *t, gw_bucket_entry_t *e, size_t n)
-{
-    pthread_mutex_lock(&t->lock);
-    gw_bucket_refund(&e->b, n);
-    pthread_mutex_unlock(&t->lock);
 }
 
 uint64_t gw_bucket_table_wait_us(gw_bucket_table_t *t, gw_bucket_entry_t *e, size_t n,

@@ -63,9 +63,6 @@ size_t gw_bucket_take(gw_bucket_t *b, size_t n, uint64_t now_us, uint64_t *wait_
  * -GW_BUCKET_MAX. */
 void gw_bucket_spend(gw_bucket_t *b, size_t n, uint64_t now_us);
 
-/* Give back n tokens taken and not used (capped at burst). */
-void gw_bucket_refund(gw_bucket_t *b, size_t n);
-
 /* Microseconds from now until at least n tokens (clamped to burst) are available; 0 if they
  * are now or the bucket is unlimited. */
 uint64_t gw_bucket_wait_us(gw_bucket_t *b, size_t n, uint64_t now_us);
@@ -105,7 +102,6 @@ uint64_t gw_bucket_table_avail(gw_bucket_table_t *t, gw_bucket_entry_t *e, uint6
 size_t gw_bucket_table_take(gw_bucket_table_t *t, gw_bucket_entry_t *e, size_t n, uint64_t now_us,
                             uint64_t *wait_us);
 void gw_bucket_table_spend(gw_bucket_table_t *t, gw_bucket_entry_t *e, size_t n, uint64_t now_us);
-void gw_bucket_table_refund(gw_bucket_table_t *t, gw_bucket_entry_t *e, size_t n);
 uint64_t gw_bucket_table_wait_us(gw_bucket_table_t *t, gw_bucket_entry_t *e, size_t n,
                                  uint64_t now_us);
 /* The entry's grain (gw_bucket_grain); constant for the entry's life. */
