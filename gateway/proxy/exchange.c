@@ -720,164 +720,9 @@ static void b_error(gw_back_exch_t *x, void *ud, int code)
 
 static const gw_back_cbs_t back_cbs = {b_interim, b_head, b_body, b_trailers, b_complete, b_error};
 
-/* A final answer made here, before any exchange (no route, 429), to a request that may still
- * be sending its body. Over HTTP/2 the stream is then reset with NO_ERROR once the answer is
- * framed (RFC 9113 §8.1: "a server can send a complete response prior to the client sending an
- * entire request ... by sending a RST_STREAM with an error code of NO_ERROR"): left
- * half-closed, the stream would keep the connection out of its idle timeout for ever (issue 18
- * item 8). HTTP/1.1 reads and drops the body as before, keeping the connection. */
-static int answer_early(gw_cstream_t *s, const gw_req_head_t *h, unsigned status, const char *text,
-                        const gw_field_t *f, size_t n)
-{
-    int rv = gw_proxy__answer_fields(s, status, text, f, n);
-    if (rv >= 0 && !h->end_stream && h->proto != GW_REQ_HTTP1)
-        s->ops->reset(s, GW_CS_RESET_NO_ERROR);
-    return rv;
-}
-
-static px_t *px_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
-                    const gw_cfg_route_t *r);
-static int px_go(px_t *px);
-static int px_local_rate(px_t *px);
-
-/* The local bucket of r's request_rate for s's client (gw_proxy__rate_allow). */
-static int local_allow(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_cstream_t *s,
-                       unsigned *retry)
-{
-    return gw_proxy__rate_allow(p->rates, r, (size_t)(r - p->cfg->routes), s->addr,
-                                gw_now_ns() / 1000, retry);
-}
-static int rate_429(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
-                    unsigned retry);
-
-int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
-{
-    p->stats.requests++;
-    s->proxy_data = NULL;
-    const gw_cfg_route_t *r = h->route;
-    if (gw_method_is_connect(h->method) && !h->protocol.len) {
-        /* RFC 9113 §8.5: a TCP tunnel to :authority is not what a gateway in front of origins
-         * does (the HTTP/1.1 front answers CONNECT the same way) */
-        GW_LOG_INFO("connect_refused", "peer=%s authority=%.*s status=405", s->peer,
-                    (int)h->authority.len, h->authority.base);
-        return answer_early(s, h, 405, "h2gate: CONNECT is not supported\n", NULL, 0);
-    }
-    if (!r) {
-        GW_LOG_INFO("no_route", "peer=%s proto=%s method=%.*s authority=%.*s path=%.*s status=404",
-                    s->peer, gw_req_proto_str(h->proto), (int)h->method.len, h->method.base,
-                    (int)h->authority.len, h->authority.base, (int)h->path.len, h->path.base);
-        return answer_early(s, h, 404, "h2gate: no route for this host and path\n", NULL, 0);
-    }
-    if (s->log) {
-        s->log->route = r->name;
-        s->log->upstream = r->upstream_name;
-    }
-    if (h->protocol.len && !gw_slice_eq(h->protocol, GW_SLICE_LIT("websocket"))) {
-        GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s reason=protocol status=501", s->peer,
-                    (int)h->path.len, h->path.base);
-        return answer_early(s, h, 501, "h2gate: unsupported :protocol\n", NULL, 0);
-    }
-    if (h->protocol.len && !r->websocket) {
-        /* RFC 8441 over a route without WebSocket (HTTP/1.1 fronts do not ask then) */
-        GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s route=%s reason=off status=501",
-                    s->peer, (int)h->path.len, h->path.base, r->name);
-        return answer_early(s, h, 501, "h2gate: WebSocket is off for this route\n", NULL, 0);
-    }
-    if (h->protocol.len && h->proto == GW_REQ_HTTP1 &&
-        gw_proxy__ws_h1_key(h->fields, h->fields_len, NULL) < 0) {
-        /* RFC 6455 §4.2.1: the gateway is the server the client speaks to; without the one key
-         * the origin's 101 could not be checked (tunnel.c) */
-        GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s route=%s reason=key status=400",
-                    s->peer, (int)h->path.len, h->path.base, r->name);
-        return answer_early(s, h, 400,
-                            "h2gate: a WebSocket handshake needs one Sec-WebSocket-Key\n", NULL, 0);
-    }
-    if (h->protocol.len && *p->tunnels >= p->cfg->limits.max_tunnels) {
-        GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s route=%s reason=max_tunnels status=503",
-                    s->peer, (int)h->path.len, h->path.base, r->name);
-        return answer_early(s, h, 503, "h2gate: too many WebSocket tunnels\n", NULL, 0);
-    }
-    int shared = r->request_rate && p->asker.ask && s->addr && gw_bucket_table_keyed(s->addr);
-    uint8_t key[GW_PROXY_RATE_KEY_MAX];
-    size_t kl = shared ? gw_proxy__rate_key(p, r, s->addr, key, sizeof(key)) : 0;
-    uint64_t burst = r->request_burst ? r->request_burst : r->request_rate;
-    px_t *px;
-    if (!kl || !h->end_stream || h->protocol.len) {
-        /* decided here; with a cluster, a request with a body (it cannot wait without holding
-         * its body) is only charged to the shared budget (issue 27) */
-        if (kl)
-            (void)p->asker.ask(p->asker.ud, key, kl, r->request_rate, burst, 0);
-        unsigned retry;
-        if (!local_allow(p, r, s, &retry))
-            return rate_429(p, s, h, r, retry);
-        if (!(px = px_new(p, s, h, r)))
-            return GW_E_NOMEM;
-        return px_go(px);
-    }
-    /* issue 27: the cluster decides across instances; the stream waits for the answer (within
-     * cluster.timeout; then, or without Redis, the local bucket decides) */
-    if (!(px = px_new(p, s, h, r)))
-        return GW_E_NOMEM;
-    px->token = p->asker.ask(p->asker.ud, key, kl, r->request_rate, burst, 1);
-    if (!px->token)
-        return px_local_rate(px);
-    gw_list_push_back(&p->rate_waits, &px->rlink);
-    return 0;
-}
-
-/* RFC 6585 §4: 429 Too Many Requests, answered here: the origin never sees it. */
-static int rate_429(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
-                    unsigned retry)
-{
-    char ra[16];
-    snprintf(ra, sizeof(ra), "%u", retry);
-    const gw_field_t f[] = {{GW_SLICE_LIT("retry-after"), gw_slice_str(ra)}};
-    p->stats.rate_limited++;
-    if (s->log)
-        s->log->rate_limited = 1;
-    GW_LOG_INFO("rate_limited",
-                "peer=%s proto=%s method=%.*s path=%.*s upstream=%s status=429 retry_after=%u",
-                s->peer, gw_req_proto_str(h->proto), (int)h->method.len, h->method.base,
-                (int)h->path.len, h->path.base, r->upstream_name, retry);
-    return answer_early(s, h, 429, "h2gate: too many requests, slow down\n", f, 1);
-}
-
-/* A waiting stream (no body) refused: its 429, and nothing more goes anywhere. */
-static int px_limited(px_t *px, unsigned retry)
-{
-    px->resp = PX_RESP_DONE;
-    return rate_429(px->p, px->s, &px->head, px->route, retry);
-}
-
-/* The local bucket decides a waiting stream (the cluster said GW_PROXY_RATE_LOCAL, or could
- * not be asked): on, or 429. */
-static int px_local_rate(px_t *px)
-{
-    unsigned retry;
-    if (!local_allow(px->p, px->route, px->s, &retry))
-        return px_limited(px, retry);
-    return px_go(px);
-}
-
-void gw_proxy_rate_answer(gw_proxy_t *p, uint64_t token, int verdict, unsigned retry_after_s)
-{
-    gw_list_foreach(it, &p->rate_waits)
-    {
-        px_t *px = GW_CONTAINER_OF(it, px_t, rlink);
-        if (px->token != token)
-            continue;
-        gw_list_remove(&px->rlink);
-        int rv = verdict == GW_PROXY_RATE_ALLOW  ? px_go(px)
-                 : verdict == GW_PROXY_RATE_DENY ? px_limited(px, retry_after_s)
-                                                 : px_local_rate(px);
-        if (rv < 0 && !px->closed)
-            gw_proxy__fail(px, rv);
-        return;
-    }
-}
-
 /* A stream's state before it goes anywhere. */
-static px_t *px_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r)
+px_t *gw_proxy__stream_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
+                           const gw_cfg_route_t *r)
 {
     px_t *px = gw_pool_get(&p->px_pool);
     if (!px)
@@ -907,7 +752,7 @@ static px_t *px_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, cons
 }
 
 /* On to the origin: early hints, then a coalesced exchange to join or a new one. */
-static int px_go(px_t *px)
+int gw_proxy__serve(px_t *px)
 {
     gw_proxy_t *p = px->p;
     gw_cstream_t *s = px->s;

@@ -328,6 +328,13 @@ int gw_zchunks_copy(gw_zchunks_t *dst, const gw_zchunks_t *src);
 void gw_zchunks_free(gw_zchunks_t *c);
 
 /* exchange.c */
+/* A stream's state for request h of s on route r, before it goes anywhere (s->proxy_data
+ * points to it); NULL out of memory. */
+px_t *gw_proxy__stream_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
+                           const gw_cfg_route_t *r);
+/* On to the origin: early hints, then a coalesced exchange to join or a new one. 0, or a
+ * negative code (the front resets the stream). */
+int gw_proxy__serve(px_t *px);
 /* px's response reached r (never moves back). */
 void gw_proxy__resp_reached(px_t *px, px_resp_t r);
 void gw_proxy__ox_unpause(ox_t *ox);
