@@ -505,65 +505,6 @@ static void note_origin_end(ox_t *ox)
     }
 }
 
-/* The origin agreed to a WebSocket (101): checked, then the client is told (HTTP/1.1: the 101
- * with Upgrade and Connection; HTTP/2: 200, RFC 8441 §5) and bytes flow both ways: the origin's
- * through the body store and pump() as a response body, the client's through upload.c as a
- * request body, written as they are (back/: a tunnel). */
-static void tunnel_open(ox_t *ox, const gw_back_head_t *h)
-{
-    px_t *px = GW_CONTAINER_OF(ox->subs.next, px_t, slink); /* never coalesced: alone */
-    gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
-    char lower[16384];
-    int64_t cl;
-    size_t n =
-        gw_proxy__resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 1);
-    const char *bad =
-        gw_proxy__ws_check_101(h->fields, h->fields_len, ox->ws_key[0] ? ox->ws_key : NULL);
-    if (bad) {
-        GW_LOG_WARN("websocket_bad_101", "peer=%s path=%s upstream=%s reason=\"%s\" status=502",
-                    px->s->peer, px->path, px->route->upstream_name, bad);
-        gw_proxy__ox_abort(ox, GW_E_PARSE);
-        return;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) /* HTTP/2: the accept answered our key, not the client's */
-        if (!(px->proto == GW_REQ_H2 && gw_proxy__name_is(f[i].name, "sec-websocket-accept")))
-            f[k++] = f[i];
-    unsigned status = 200;
-    if (px->proto == GW_REQ_HTTP1 && k + 2 <= GW_PROXY_MAX_RESP_FIELDS) {
-        f[k++] = (gw_field_t){GW_SLICE_LIT("upgrade"), GW_SLICE_LIT("websocket")};
-        f[k++] = (gw_field_t){GW_SLICE_LIT("connection"), GW_SLICE_LIT("Upgrade")};
-        status = 101;
-    }
-    ox->tunnel = 1;
-    (*ox->p->tunnels)++;
-    px->tunnel = 1;
-    px->status = status;
-    px->resp_cl = -1;
-    gw_proxy__resp_reached(px, PX_RESP_HEAD);
-    if (px->s->ops->respond(px->s, status, f, k, -1, 0) < 0)
-        gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
-}
-
-/* RFC 8441 §5, RFC 9113 §8.5: to an HTTP/2 client a 2xx answer to its extended CONNECT is the
- * switch itself. An origin that ignored Upgrade and answered 2xx (a page, a 204) did not
- * switch, and its body is no WebSocket: the client gets a 502, never that 2xx. Other answers
- * (a 403, a 426) are refusals and pass as they are; an HTTP/1.1 client sees any of them as the
- * plain answer it is (RFC 9110 §7.8: a server may ignore Upgrade). 1 when it was answered. */
-static int ws_false_switch(ox_t *ox, const gw_back_head_t *h)
-{
-    if (!ox->ws_key[0] || gw_list_empty(&ox->subs)) /* not a WebSocket, or nobody to tell */
-        return 0;
-    px_t *px = GW_CONTAINER_OF(ox->subs.next, px_t, slink); /* never coalesced: alone */
-    if (px->proto != GW_REQ_H2 || h->status < 200 || h->status > 299)
-        return 0;
-    GW_LOG_WARN("websocket_bad_101",
-                "peer=%s path=%s upstream=%s reason=\"%d instead of 101\" status=502", px->s->peer,
-                px->path, px->route->upstream_name, h->status);
-    gw_proxy__ox_abort(ox, GW_E_PARSE);
-    return 1;
-}
-
 static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
 {
     ox_t *ox = ud;
@@ -571,10 +512,10 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
     if (h->status == 101) { /* only an upgrade request gets one through the back */
         gw_proxy__unindex(ox);
         if (!gw_list_empty(&ox->subs))
-            tunnel_open(ox, h);
+            gw_proxy__tunnel_open(ox, h);
         return;
     }
-    if (ws_false_switch(ox, h))
+    if (gw_proxy__ws_false_switch(ox, h))
         return;
     gw_proxy__unindex(ox); /* from now on a new request gets an exchange of its own */
     if (gw_list_empty(&ox->subs))

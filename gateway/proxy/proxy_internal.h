@@ -399,6 +399,13 @@ int gw_proxy__ws_h1_key(const gw_field_t *f, size_t n, char out[GW_WS_KEY_LEN + 
  * upgrade, and one Sec-WebSocket-Accept that is the one of key (the key the origin was given:
  * the gateway's for an HTTP/2 client, the client's own for HTTP/1.1; NULL fails). */
 const char *gw_proxy__ws_check_101(const gw_field_t *f, size_t n, const char *key);
+/* The origin agreed to a WebSocket (a 101 to ox, whose one subscriber asked for it): checked
+ * (gw_proxy__ws_check_101, a bad one aborts the exchange with a 502), then the client is told
+ * and ox becomes a tunnel. */
+void gw_proxy__tunnel_open(ox_t *ox, const gw_back_head_t *h);
+/* An HTTP/2 client's extended CONNECT answered 2xx by an origin that did not switch: the
+ * exchange is aborted (502); 1 when it was, else 0. */
+int gw_proxy__ws_false_switch(ox_t *ox, const gw_back_head_t *h);
 
 /* Build the origin request for h on route r, from client stream s (only its data fields are
  * read: peer_ip, addr, tls) with the request's RFC 9218 urgency. x must start with f = buf =

@@ -21,6 +21,7 @@
 #include <openssl/evp.h>
 
 #include "common/err.h"
+#include "common/log.h"
 #include "proxy/proxy_internal.h"
 
 /* RFC 6455 §1.3 */
@@ -133,4 +134,63 @@ const char *gw_proxy__ws_check_101(const gw_field_t *f, size_t n, const char *ke
     if (!acc || !gw_slice_eq(gw_slice_trim(acc->value), gw_slice_str(want)))
         return "Sec-WebSocket-Accept does not match the key";
     return NULL;
+}
+
+/* The origin agreed to a WebSocket (101): checked, then the client is told (HTTP/1.1: the 101
+ * with Upgrade and Connection; HTTP/2: 200, RFC 8441 §5) and bytes flow both ways: the origin's
+ * through the body store and pump() as a response body, the client's through upload.c as a
+ * request body, written as they are (back/: a tunnel). */
+void gw_proxy__tunnel_open(ox_t *ox, const gw_back_head_t *h)
+{
+    px_t *px = GW_CONTAINER_OF(ox->subs.next, px_t, slink); /* never coalesced: alone */
+    gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
+    char lower[16384];
+    int64_t cl;
+    size_t n =
+        gw_proxy__resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 1);
+    const char *bad =
+        gw_proxy__ws_check_101(h->fields, h->fields_len, ox->ws_key[0] ? ox->ws_key : NULL);
+    if (bad) {
+        GW_LOG_WARN("websocket_bad_101", "peer=%s path=%s upstream=%s reason=\"%s\" status=502",
+                    px->s->peer, px->path, px->route->upstream_name, bad);
+        gw_proxy__ox_abort(ox, GW_E_PARSE);
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) /* HTTP/2: the accept answered our key, not the client's */
+        if (!(px->proto == GW_REQ_H2 && gw_proxy__name_is(f[i].name, "sec-websocket-accept")))
+            f[k++] = f[i];
+    unsigned status = 200;
+    if (px->proto == GW_REQ_HTTP1 && k + 2 <= GW_PROXY_MAX_RESP_FIELDS) {
+        f[k++] = (gw_field_t){GW_SLICE_LIT("upgrade"), GW_SLICE_LIT("websocket")};
+        f[k++] = (gw_field_t){GW_SLICE_LIT("connection"), GW_SLICE_LIT("Upgrade")};
+        status = 101;
+    }
+    ox->tunnel = 1;
+    (*ox->p->tunnels)++;
+    px->tunnel = 1;
+    px->status = status;
+    px->resp_cl = -1;
+    gw_proxy__resp_reached(px, PX_RESP_HEAD);
+    if (px->s->ops->respond(px->s, status, f, k, -1, 0) < 0)
+        gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
+}
+
+/* RFC 8441 §5, RFC 9113 §8.5: to an HTTP/2 client a 2xx answer to its extended CONNECT is the
+ * switch itself. An origin that ignored Upgrade and answered 2xx (a page, a 204) did not
+ * switch, and its body is no WebSocket: the client gets a 502, never that 2xx. Other answers
+ * (a 403, a 426) are refusals and pass as they are; an HTTP/1.1 client sees any of them as the
+ * plain answer it is (RFC 9110 §7.8: a server may ignore Upgrade). 1 when it was answered. */
+int gw_proxy__ws_false_switch(ox_t *ox, const gw_back_head_t *h)
+{
+    if (!ox->ws_key[0] || gw_list_empty(&ox->subs)) /* not a WebSocket, or nobody to tell */
+        return 0;
+    px_t *px = GW_CONTAINER_OF(ox->subs.next, px_t, slink); /* never coalesced: alone */
+    if (px->proto != GW_REQ_H2 || h->status < 200 || h->status > 299)
+        return 0;
+    GW_LOG_WARN("websocket_bad_101",
+                "peer=%s path=%s upstream=%s reason=\"%d instead of 101\" status=502", px->s->peer,
+                px->path, px->route->upstream_name, h->status);
+    gw_proxy__ox_abort(ox, GW_E_PARSE);
+    return 1;
 }
