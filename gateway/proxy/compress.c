@@ -1,0 +1,209 @@
+/* proxy/compress.c — compression of origin responses: the choice of a coding from
+ * Accept-Encoding (RFC 9110 §12.5.3), the rules that allow it, and the rewrite of the response
+ * head. The compressors themselves, and the memory they are charged, are in zstream.c. */
+#include <string.h>
+
+#include "common/err.h"
+#include "proxy/proxy_internal.h"
+
+/* ---- negotiation (RFC 9110 §12.5.3) -----------------------------------------------------------
+ */
+
+static int tok_eq(gw_slice_t a, const char *b)
+{
+    return gw_slice_eq_nocase(a, gw_slice_str(b));
+}
+
+/* qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ), in thousandths; -1 if bad. */
+static int parse_q(gw_slice_t v)
+{
+    if (v.len == 0 || v.len > 5 || (v.base[0] != '0' && v.base[0] != '1'))
+        return -1;
+    int q = (v.base[0] - '0') * 1000;
+    if (v.len == 1)
+        return q;
+    if (v.base[1] != '.')
+        return -1;
+    int scale = 100;
+    for (size_t i = 2; i < v.len; i++, scale /= 10) {
+        if (v.base[i] < '0' || v.base[i] > '9')
+            return -1;
+        q += (v.base[i] - '0') * scale;
+    }
+    return q > 1000 ? -1 : q;
+}
+
+/* The q of coding in the Accept-Encoding values (several fields join with ","): its own entry,
+ * else "*"'s, else -1 (not mentioned). */
+static int q_of(const gw_slice_t *vals, size_t n, const char *coding)
+{
+    int q_self = -1, q_star = -1;
+    for (size_t k = 0; k < n; k++) {
+        const uint8_t *p = vals[k].base, *e = p + vals[k].len;
+        while (p < e) {
+            const uint8_t *c = memchr(p, ',', (size_t)(e - p));
+            gw_slice_t item = {p, (size_t)((c ? c : e) - p)};
+            p = c ? c + 1 : e;
+            const uint8_t *semi = memchr(item.base, ';', item.len);
+            gw_slice_t name = gw_slice_trim(
+                (gw_slice_t){item.base, semi ? (size_t)(semi - item.base) : item.len});
+            int q = 1000;
+            while (semi) { /* parameters: only q matters */
+                const uint8_t *ps = semi + 1, *pe = item.base + item.len;
+                const uint8_t *nx = memchr(ps, ';', (size_t)(pe - ps));
+                gw_slice_t param = gw_slice_trim((gw_slice_t){ps, (size_t)((nx ? nx : pe) - ps)});
+                if (param.len >= 2 && (param.base[0] == 'q' || param.base[0] == 'Q') &&
+                    param.base[1] == '=') {
+                    int v = parse_q(gw_slice_trim((gw_slice_t){param.base + 2, param.len - 2}));
+                    q = v < 0 ? 0 : v; /* an invalid weight accepts nothing */
+                }
+                semi = nx;
+            }
+            if (name.len == 0)
+                continue;
+            if (tok_eq(name, coding) && q > q_self)
+                q_self = q;
+            else if (tok_eq(name, "*") && q > q_star)
+                q_star = q;
+        }
+    }
+    return q_self >= 0 ? q_self : q_star;
+}
+
+gw_zcoding_t gw_proxy__choose_coding(const gw_slice_t *vals, size_t n, unsigned available)
+{
+    if (n == 0)
+        return GW_ZC_NONE; /* no Accept-Encoding: any coding is allowed, but none is asked */
+    /* the highest q wins; among equals, zstd, then br, then gzip */
+    static const struct {
+        gw_zcoding_t c;
+        const char *name;
+    } order[] = {{GW_ZC_ZSTD, "zstd"}, {GW_ZC_BR, "br"}, {GW_ZC_GZIP, "gzip"}};
+    gw_zcoding_t best = GW_ZC_NONE;
+    int best_q = 0;
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+        if (!(available & (1u << order[i].c)))
+            continue;
+        int q = q_of(vals, n, order[i].name);
+        if (q > best_q) {
+            best = order[i].c;
+            best_q = q;
+        }
+    }
+    return best;
+}
+
+const char *gw_proxy__coding_str(gw_zcoding_t c)
+{
+    static const char *const n[] = {"identity", "gzip", "br", "zstd"};
+    return GW_NAME_OF(n, c, "?");
+}
+
+const char *gw_proxy_coding_name(gw_zcoding_t c)
+{
+    return gw_proxy__coding_str(c);
+}
+
+const char *gw_proxy_zskip_name(gw_zskip_t k)
+{
+    static const char *const n[] = {"compressed", "status", "encoded", "no_transform",
+                                    "type",       "range",  "private", "small",
+                                    "client",     "busy",   "memory"};
+    return GW_NAME_OF(n, k, "?");
+}
+
+/* ---- the rules ---------------------------------------------------------------------------- */
+
+int gw_proxy__type_listed(const gw_cfg_compression_t *z, gw_slice_t ctype)
+{
+    const uint8_t *semi = memchr(ctype.base, ';', ctype.len);
+    gw_slice_t t =
+        gw_slice_trim((gw_slice_t){ctype.base, semi ? (size_t)(semi - ctype.base) : ctype.len});
+    if (!t.len)
+        return 0;
+    for (size_t i = 0; i < z->types_len; i++) {
+        const char *want = z->types[i];
+        size_t wl = strlen(want);
+        if (want[0] == '+') { /* a structured syntax suffix (RFC 6838 §4.2.8) */
+            if (t.len > wl &&
+                gw_slice_eq_nocase((gw_slice_t){t.base + t.len - wl, wl}, gw_slice_str(want)))
+                return 1;
+        } else if (wl >= 2 && want[wl - 1] == '*' && want[wl - 2] == '/') {
+            if (t.len >= wl - 1 && gw_slice_eq_nocase((gw_slice_t){t.base, wl - 1},
+                                                      (gw_slice_t){(const uint8_t *)want, wl - 1}))
+                return 1;
+        } else if (gw_slice_eq_nocase(t, gw_slice_str(want))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+gw_zskip_t gw_proxy__zadmit(const gw_cfg_compression_t *z, uint64_t active, uint64_t charged,
+                            uint64_t weight)
+{
+    if (active >= z->max_concurrent)
+        return GW_ZSKIP_BUSY;
+    /* unsigned and without a sum that could wrap: a weight can be anything a config makes */
+    if (charged > z->max_memory || weight > z->max_memory - charged)
+        return GW_ZSKIP_MEMORY;
+    return GW_ZSKIP_NONE;
+}
+
+gw_zskip_t gw_proxy__zdecide(const gw_cfg_compression_t *z, const gw_req_head_t *req,
+                             unsigned status, const gw_field_t *rf, size_t rn, int64_t cl,
+                             gw_zcoding_t chosen)
+{
+    const gw_field_t *ct = gw_proxy__field(rf, rn, "content-type");
+    if (status != 200 || gw_slice_eq(req->method, GW_SLICE_LIT("HEAD")))
+        return GW_ZSKIP_STATUS;
+    if (gw_proxy__field(rf, rn, "content-encoding"))
+        return GW_ZSKIP_ENCODED;
+    if (gw_proxy__list_has(rf, rn, "cache-control", "no-transform"))
+        return GW_ZSKIP_NO_TRANSFORM;
+    if (!ct || !gw_proxy__type_listed(z, ct->value))
+        return GW_ZSKIP_TYPE;
+    if (gw_proxy__field(req->fields, req->fields_len, "range"))
+        return GW_ZSKIP_RANGE;
+    if (z->skip_private && (gw_proxy__field(rf, rn, "set-cookie") ||
+                            gw_proxy__list_has(rf, rn, "cache-control", "private") ||
+                            gw_proxy__list_has(rf, rn, "cache-control", "no-store")))
+        return GW_ZSKIP_PRIVATE;
+    if (cl >= 0 && (uint64_t)cl < z->min_size)
+        return GW_ZSKIP_SMALL;
+    if (chosen == GW_ZC_NONE)
+        return GW_ZSKIP_CLIENT;
+    return GW_ZSKIP_NONE;
+}
+
+size_t gw_proxy__zhead(gw_field_t *f, size_t n, size_t cap, gw_zcoding_t c, int compressed,
+                       char *etag_buf, size_t etag_cap)
+{
+    size_t k = 0;
+    int vary_done = 0;
+    for (size_t i = 0; i < n; i++) {
+        gw_field_t x = f[i];
+        if (compressed && (tok_eq(x.name, "content-length") || tok_eq(x.name, "accept-ranges")))
+            continue;
+        if (compressed && tok_eq(x.name, "etag") && x.value.len >= 2 && x.value.base[0] == '"' &&
+            x.value.len + 2 <= etag_cap) {
+            /* RFC 9110 §8.8.3: another representation; a weak validator still matches */
+            memcpy(etag_buf, "W/", 2);
+            memcpy(etag_buf + 2, x.value.base, x.value.len);
+            x.value = (gw_slice_t){(const uint8_t *)etag_buf, x.value.len + 2};
+        }
+        if (tok_eq(x.name, "vary") && !vary_done) {
+            gw_field_t one = {x.name, x.value};
+            if (gw_proxy__list_has(&one, 1, "vary", "accept-encoding") ||
+                gw_proxy__list_has(&one, 1, "vary", "*"))
+                vary_done = 1;
+        }
+        f[k++] = x;
+    }
+    if (!vary_done && k < cap) /* added to the origin's Vary, which stays */
+        f[k++] = (gw_field_t){GW_SLICE_LIT("vary"), GW_SLICE_LIT("Accept-Encoding")};
+    if (compressed && k < cap)
+        f[k++] =
+            (gw_field_t){GW_SLICE_LIT("content-encoding"), gw_slice_str(gw_proxy__coding_str(c))};
+    return k;
+}
