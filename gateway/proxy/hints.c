@@ -138,108 +138,6 @@ static int table_ready(gw_proxy_hints_t *t, size_t max)
 
 /* ---- learning ------------------------------------------------------------------------------- */
 
-/* The parameters of a link-value after its <target>, one per call: *p moves past it; the
- * trimmed parameter, or {NULL, 0} at the end. */
-static gw_slice_t next_param(const uint8_t **p, const uint8_t *e)
-{
-    if (*p >= e)
-        return (gw_slice_t){0};
-    const uint8_t *semi = memchr(*p, ';', (size_t)(e - *p));
-    gw_slice_t param = gw_slice_trim((gw_slice_t){*p, (size_t)((semi ? semi : e) - *p)});
-    *p = semi ? semi + 1 : e;
-    return param; /* never NULL-based: an empty parameter is not the end */
-}
-
-/* Which of the rel tokens the link-value (one element of a Link field) has (RFC 8288 §3.3: rel
- * is a space-separated list, maybe quoted): bit 0 preload, 1 modulepreload, 2 preconnect; bit 3
- * a nopush parameter (the W3C Preload convention: preload, do not push). */
-#define REL_PRELOAD 1u
-#define REL_MODULEPRELOAD 2u
-#define REL_PRECONNECT 4u
-#define LINK_NOPUSH 8u
-static unsigned link_rels(gw_slice_t v)
-{
-    const uint8_t *gt = memchr(v.base, '>', v.len);
-    if (!gt || v.len == 0 || v.base[0] != '<')
-        return 0;
-    unsigned out = 0;
-    const uint8_t *p = gt + 1, *e = v.base + v.len;
-    gw_slice_t param;
-    while ((param = next_param(&p, e)).base) {
-        if (gw_slice_eq_nocase(param, GW_SLICE_LIT("nopush")))
-            out |= LINK_NOPUSH;
-        if (param.len < 4 || !gw_slice_eq_nocase((gw_slice_t){param.base, 4}, GW_SLICE_LIT("rel=")))
-            continue;
-        gw_slice_t rel = {param.base + 4, param.len - 4};
-        if (rel.len >= 2 && rel.base[0] == '"' && rel.base[rel.len - 1] == '"')
-            rel = (gw_slice_t){rel.base + 1, rel.len - 2};
-        const uint8_t *q = rel.base, *re = rel.base + rel.len;
-        while (q < re) {
-            const uint8_t *sp = memchr(q, ' ', (size_t)(re - q));
-            gw_slice_t tok = {q, (size_t)((sp ? sp : re) - q)};
-            q = sp ? sp + 1 : re;
-            if (gw_slice_eq_nocase(tok, GW_SLICE_LIT("preload")))
-                out |= REL_PRELOAD;
-            else if (gw_slice_eq_nocase(tok, GW_SLICE_LIT("modulepreload")))
-                out |= REL_MODULEPRELOAD;
-            else if (gw_slice_eq_nocase(tok, GW_SLICE_LIT("preconnect")))
-                out |= REL_PRECONNECT;
-        }
-    }
-    return out;
-}
-
-/* The next link-value of a Link field value (RFC 8288 §3: a comma ends one unless inside
- * <...> or a quoted string), trimmed; *p moves past it. {NULL, 0} at the end. */
-static gw_slice_t next_link(const uint8_t **p, const uint8_t *e)
-{
-    while (*p < e) {
-        const uint8_t *c = *p;
-        int in_uri = 0, in_q = 0;
-        for (; c < e; c++) {
-            if (*c == '<' && !in_q)
-                in_uri = 1;
-            else if (*c == '>' && !in_q)
-                in_uri = 0;
-            else if (*c == '"' && !in_uri)
-                in_q = !in_q;
-            else if (*c == ',' && !in_uri && !in_q)
-                break;
-        }
-        gw_slice_t v = gw_slice_trim((gw_slice_t){*p, (size_t)(c - *p)});
-        *p = c < e ? c + 1 : e;
-        if (v.len)
-            return v;
-    }
-    return (gw_slice_t){0};
-}
-
-/* Every link-value of the Link fields f[0..n), in order. */
-typedef struct {
-    const gw_field_t *f;
-    size_t n, i;
-    const uint8_t *p, *e; /* the rest of the field being read (p NULL: none yet) */
-} link_iter_t;
-
-/* The next link-value and its rel bits (link_rels) in *rels; {NULL, 0} after the last. */
-static gw_slice_t link_next(link_iter_t *it, unsigned *rels)
-{
-    for (;;) {
-        gw_slice_t v = it->p ? next_link(&it->p, it->e) : (gw_slice_t){0};
-        if (v.base) {
-            *rels = link_rels(v);
-            return v;
-        }
-        while (it->i < it->n && !gw_proxy__name_is(it->f[it->i].name, "link"))
-            it->i++;
-        if (it->i == it->n)
-            return (gw_slice_t){0};
-        it->p = it->f[it->i].value.base;
-        it->e = it->p + it->f[it->i].value.len;
-        it->i++;
-    }
-}
-
 static int hexval(uint8_t c)
 {
     return c >= '0' && c <= '9'   ? c - '0'
@@ -324,11 +222,13 @@ static int repeats_query(gw_slice_t t, gw_slice_t path)
 static size_t collect_links(const gw_field_t *f, size_t n, gw_slice_t path, char *out, size_t cap)
 {
     size_t k = 0;
-    link_iter_t it = {.f = f, .n = n};
+    gw_proxy__link_iter_t it = {.f = f, .n = n};
     gw_slice_t v;
     unsigned rels;
-    while ((v = link_next(&it, &rels)).base) {
-        if (!(rels & (REL_PRELOAD | REL_MODULEPRELOAD | REL_PRECONNECT)) || k + v.len + 1 > cap)
+    while ((v = gw_proxy__link_next(&it, &rels)).base) {
+        if (!(rels &
+              (GW_PROXY_LINK_PRELOAD | GW_PROXY_LINK_MODULEPRELOAD | GW_PROXY_LINK_PRECONNECT)) ||
+            k + v.len + 1 > cap)
             continue;
         const uint8_t *gt = memchr(v.base, '>', v.len); /* link_rels: <target> is there */
         if (repeats_query((gw_slice_t){v.base + 1, (size_t)(gt - v.base - 1)}, path))
@@ -463,126 +363,4 @@ size_t gw_proxy__hint_fields(gw_field_t *f, size_t n)
                 break;
             }
     return links ? k : 0;
-}
-
-/* ---- server push (RFC 9113 §8.4) ------------------------------------------------------------- */
-
-/* The path a link target names on the request's own authority and scheme, or {NULL, 0}: an
- * absolute path ("/app.css"), or an absolute URI or network-path reference ("//host/app.css")
- * whose authority is the request's (RFC 3986 §6.2.2.1: compared case-insensitively) and, for
- * an absolute URI, whose scheme is too. The fragment is dropped (§3.5: never sent); a target
- * with bytes a request target may not carry (RFC 3986 §3.3-§3.4) or relative ("app.css") is
- * not pushed. */
-static gw_slice_t same_origin_path(gw_slice_t t, const gw_req_head_t *h)
-{
-    gw_slice_t none = {0};
-    const uint8_t *hash = memchr(t.base, '#', t.len);
-    if (hash)
-        t.len = (size_t)(hash - t.base);
-    if (t.len >= 2 && t.base[0] == '/' && t.base[1] == '/') {
-        t.base += 2, t.len -= 2;
-    } else if (t.len && t.base[0] != '/') {
-        const uint8_t *colon = memchr(t.base, ':', t.len);
-        if (!colon ||
-            !gw_slice_eq_nocase((gw_slice_t){t.base, (size_t)(colon - t.base)}, h->scheme))
-            return none;
-        size_t skip = (size_t)(colon - t.base) + 1;
-        if (t.len < skip + 2 || t.base[skip] != '/' || t.base[skip + 1] != '/')
-            return none;
-        t.base += skip + 2, t.len -= skip + 2;
-    } else {
-        goto path; /* an absolute path */
-    }
-    {
-        const uint8_t *slash = memchr(t.base, '/', t.len);
-        size_t alen = slash ? (size_t)(slash - t.base) : t.len;
-        if (!gw_slice_eq_nocase((gw_slice_t){t.base, alen}, h->authority))
-            return none;
-        if (!slash)
-            return none; /* the authority alone: "/" would be the page itself */
-        t.base += alen, t.len -= alen;
-    }
-path:
-    if (!t.len || t.len > 2048)
-        return none;
-    for (size_t i = 0; i < t.len; i++) {
-        uint8_t c = t.base[i];
-        if (c <= 0x20 || c >= 0x7f || c == '"' || c == '<' || c == '>' || c == '\\' || c == '^' ||
-            c == '`' || c == '{' || c == '|' || c == '}')
-            return none;
-    }
-    return t;
-}
-
-/* The fields a promised request carries: the parent's accept, accept-encoding, accept-language
- * and user-agent (issue 23: what selects the representation and what the origin logs), into
- * out[0..cap); their number. */
-static size_t push_fields(const gw_req_head_t *h, gw_field_t *out, size_t cap)
-{
-    static const char *const keep[] = {"accept", "accept-encoding", "accept-language",
-                                       "user-agent"};
-    size_t k = 0;
-    for (size_t i = 0; i < h->fields_len && k < cap; i++)
-        for (size_t j = 0; j < sizeof(keep) / sizeof(keep[0]); j++)
-            if (gw_slice_eq_nocase(h->fields[i].name, gw_slice_str(keep[j]))) {
-                /* HTTP/2 names are lowercase already; HTTP/1.1 never pushes */
-                out[k++] = (gw_field_t){gw_slice_str(keep[j]), h->fields[i].value};
-                break;
-            }
-    return k;
-}
-
-int gw_proxy__push_links(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r,
-                         const gw_req_head_t *h, unsigned status, const gw_field_t *f, size_t n)
-{
-    if (!r->push || !s->ops->push || s->no_push || h->pushed || h->proto != GW_REQ_H2 ||
-        status < 200 || status > 299 || !gw_slice_eq(h->method, GW_SLICE_LIT("GET")))
-        return 0;
-    gw_proxy_hint_stats_t *st = &p->hints.st;
-    gw_field_t pf[16];
-    size_t pn = push_fields(h, pf, 16);
-    int promised = 0;
-    link_iter_t it = {.f = f, .n = n};
-    gw_slice_t v;
-    unsigned rels;
-    while ((v = link_next(&it, &rels)).base) {
-        if (!(rels & REL_PRELOAD) || (rels & LINK_NOPUSH))
-            continue;
-        const uint8_t *gt = memchr(v.base, '>', v.len);
-        gw_slice_t path = same_origin_path((gw_slice_t){v.base + 1, (size_t)(gt - v.base - 1)}, h);
-        if (!path.base)
-            continue;
-        gw_req_head_t q = {.method = GW_SLICE_LIT("GET"),
-                           .scheme = h->scheme,
-                           .authority = h->authority,
-                           .path = path,
-                           .fields = pf,
-                           .fields_len = pn,
-                           .content_length = -1,
-                           .end_stream = 1,
-                           .proto = GW_REQ_H2,
-                           .pushed = 1};
-        int rv = s->ops->push(s, &q);
-        if (rv == 0) {
-            st->push_promised++;
-            promised++;
-            continue;
-        }
-        /* a duplicate (or a target the engine refuses) leaves room for the next link;
-         * anything else holds for every link of this answer */
-        if (rv == GW_E_EXIST) {
-            st->push_duplicate++;
-            continue;
-        }
-        if (rv == GW_E_INVAL)
-            continue;
-        if (rv == GW_E_UNSUPPORTED)
-            st->push_client++;
-        else if (rv == GW_E_LIMIT)
-            st->push_limit++;
-        else
-            st->push_closed++;
-        return promised;
-    }
-    return promised;
 }

@@ -89,6 +89,25 @@ void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, int tls,
  * among them (nothing to send). */
 size_t gw_proxy__hint_fields(gw_field_t *f, size_t n);
 void gw_proxy__hints_free(gw_proxy_hints_t *t);
+
+/* link.c: the Link fields (RFC 8288). The rel tokens of a link-value and its nopush
+ * parameter (the W3C Preload convention: preload, do not push), as bits. */
+#define GW_PROXY_LINK_PRELOAD 1u
+#define GW_PROXY_LINK_MODULEPRELOAD 2u
+#define GW_PROXY_LINK_PRECONNECT 4u
+#define GW_PROXY_LINK_NOPUSH 8u
+/* Which of the bits above the link-value v (one element of a Link field: "<target>" and its
+ * parameters) has; 0 when it does not start with a <target>. */
+unsigned gw_proxy__link_rels(gw_slice_t v);
+/* Every link-value of the Link fields f[0..n), in order: start with {.f = f, .n = n}. */
+typedef struct {
+    const gw_field_t *f;
+    size_t n, i;
+    const uint8_t *p, *e; /* the rest of the field being read (p NULL: none yet) */
+} gw_proxy__link_iter_t;
+/* The next link-value (trimmed) and its bits (gw_proxy__link_rels) in *rels; {NULL, 0} after
+ * the last. */
+gw_slice_t gw_proxy__link_next(gw_proxy__link_iter_t *it, unsigned *rels);
 /* HTTP/2 server push (RFC 9113 §8.4): on a route with push, each same-origin Link
  * `<target>; rel=preload` without nopush of a 2xx answer (f[0..n), as the client gets it) to
  * the GET h becomes a promise on s (ops->push), before the caller sends the response head.
