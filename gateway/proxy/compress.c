@@ -3,6 +3,7 @@
  * head. The compressors themselves, and the memory they are charged, are in zstream.c. */
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/err.h"
 #include "proxy/proxy_internal.h"
 
@@ -206,4 +207,145 @@ size_t gw_proxy__zhead(gw_field_t *f, size_t n, size_t cap, gw_zcoding_t c, int 
         f[k++] =
             (gw_field_t){GW_SLICE_LIT("content-encoding"), gw_slice_str(gw_proxy__coding_str(c))};
     return k;
+}
+
+/* ---- one exchange's compression ----------------------------------------------------- */
+
+/* The compressor is done (or dropped): its slot and memory go back. */
+void gw_proxy__zip_end(ox_t *ox)
+{
+    if (!ox->zip)
+        return;
+    gw_zstream_del(ox->zip);
+    ox->zip = NULL;
+    ox->p->zst.active--;
+}
+
+/* The coding a request gets for this response head, and why not when none. */
+static gw_zskip_t zchoice(const gw_cfg_compression_t *z, const px_t *px, unsigned status,
+                          const gw_field_t *f, size_t n, int64_t cl, gw_zcoding_t *zc)
+{
+    gw_slice_t ae[16];
+    size_t nae = 0;
+    for (size_t i = 0; i < px->head.fields_len && nae < 16; i++)
+        if (gw_proxy__name_is(px->head.fields[i].name, "accept-encoding"))
+            ae[nae++] = px->head.fields[i].value;
+    *zc = gw_proxy__choose_coding(ae, nae, gw_zstream_available());
+    return gw_proxy__zdecide(z, &px->head, status, f, n, cl, *zc);
+}
+
+/* Compression of this exchange's response (compress.c), decided from its first subscriber's
+ * request. Followers whose own request gets the same answer share the compressed bytes (the
+ * coalescing key holds Accept-Encoding unless the route's coalesce_headers leave it out); the
+ * others go to the origin on their own. While followers remain, the sizes of the pieces fed
+ * to the compressor are kept, so one that falls behind can remake the same bytes alone.
+ *
+ * A detached stream whose head went out (first->resp >= PX_RESP_HEAD) must get the coding it
+ * was promised, or be reset. */
+gw_zskip_t gw_proxy__compress_decide(ox_t *ox, unsigned status, const gw_field_t *f, size_t n,
+                                     int64_t cl, gw_zcoding_t *coding)
+{
+    gw_proxy_t *p = ox->p;
+    const gw_cfg_compression_t *z = &p->cfg->compression;
+    px_t *first = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
+    gw_zcoding_t zc;
+    gw_zskip_t zs = zchoice(z, first, status, f, n, cl, &zc);
+    int resumed = first->resp >= PX_RESP_HEAD;
+    if (resumed && (first->zc == GW_ZC_NONE || zs != GW_ZSKIP_NONE || zc != first->zc))
+        return zs == GW_ZSKIP_NONE ? GW_ZSKIP_STATUS : zs; /* not compressed: checked by caller */
+    /* within max_concurrent and max_memory, each compressor charged its coding's weight */
+    if (zs == GW_ZSKIP_NONE)
+        zs = gw_proxy__zadmit(z, p->zst.active, *p->zcharged, p->zweight[zc]);
+    if (zs == GW_ZSKIP_NONE &&
+        gw_zstream_new(z, zc, &p->zst.mem, p->zcharged, p->zweight[zc], &ox->zip) < 0)
+        zs = GW_ZSKIP_BUSY;
+    *coding = zs == GW_ZSKIP_NONE ? zc : GW_ZC_NONE;
+    if (zs != GW_ZSKIP_NONE) {
+        p->zst.skipped[zs]++;
+        return zs;
+    }
+    p->zst.active++;
+    p->zst.streams[zc]++;
+    if (resumed) {
+        ox->zchunks = first->zrep; /* moved: this exchange replays them */
+        first->zrep = (gw_zchunks_t){0};
+        ox->zreplay = ox->zchunks.n > 0;
+        return zs;
+    }
+    FOREACH_SUB(ox, px)
+    {
+        if (px == first)
+            continue;
+        gw_zcoding_t fc;
+        if (zchoice(z, px, status, f, n, cl, &fc) == GW_ZSKIP_NONE && fc == zc) {
+            p->zst.shared++;
+        } else {
+            p->stats.not_shared++;
+            gw_proxy__detach(px);
+        }
+    }
+    ox->zrecord = ox->nsubs > 1;
+    return zs;
+}
+
+/* Feed origin bytes to the compressor. Replaying, they are gathered into the pieces the
+ * first exchange was fed (each flushed); recording, each read's size is kept. */
+int gw_proxy__zfeed(ox_t *ox, const uint8_t *in, size_t len)
+{
+    gw_proxy_t *p = ox->p;
+    gw_zcoding_t c = gw_zstream_coding(ox->zip);
+    uint64_t before = ox->body.end;
+    int rv = 0;
+    p->zst.in[c] += len;
+    while (ox->zreplay && len) {
+        size_t want = ox->zchunks.len[ox->zrep_i];
+        if (!ox->zpend && !(ox->zpend = gw_malloc(want ? want : 1)))
+            return GW_E_NOMEM;
+        size_t take = want - ox->zpend_len < len ? want - ox->zpend_len : len;
+        memcpy(ox->zpend + ox->zpend_len, in, take);
+        ox->zpend_len += take;
+        in += take;
+        len -= take;
+        if (ox->zpend_len < want)
+            break; /* the piece is not complete yet */
+        rv = gw_zstream_run(ox->zip, ox->zpend, want, 0, &ox->body);
+        gw_free(ox->zpend);
+        ox->zpend = NULL;
+        ox->zpend_len = 0;
+        if (rv < 0)
+            break;
+        if (++ox->zrep_i == ox->zchunks.n) {
+            ox->zreplay = 0; /* past what the first exchange made: its own pace from now */
+            gw_zchunks_free(&ox->zchunks);
+        }
+    }
+    if (rv == 0 && !ox->zreplay && len) {
+        if (ox->zrecord && ox->nsubs < 2) { /* nobody left who could fall behind */
+            ox->zrecord = 0;
+            gw_zchunks_free(&ox->zchunks);
+        }
+        if (ox->zrecord && len > UINT32_MAX)
+            return GW_E_FATAL;
+        rv = ox->zrecord ? gw_zchunks_push(&ox->zchunks, (uint32_t)len) : 0;
+        if (rv == 0)
+            rv = gw_zstream_run(ox->zip, in, len, 0, &ox->body);
+    }
+    p->zst.out[c] += ox->body.end - before;
+    return rv;
+}
+
+/* The origin's body ended: what is still gathered goes in, and the stream ends. */
+int gw_proxy__zfinish(ox_t *ox)
+{
+    gw_proxy_t *p = ox->p;
+    gw_zcoding_t c = gw_zstream_coding(ox->zip);
+    uint64_t before = ox->body.end;
+    int rv = 0;
+    if (ox->zpend_len)
+        rv = gw_zstream_run(ox->zip, ox->zpend, ox->zpend_len, 0, &ox->body);
+    if (rv == 0)
+        rv = gw_zstream_run(ox->zip, NULL, 0, 1, &ox->body);
+    p->zst.out[c] += ox->body.end - before;
+    gw_proxy__zip_end(ox);
+    return rv;
 }

@@ -53,16 +53,6 @@ void gw_proxy__ox_unpause(ox_t *ox)
 }
 
 /* Drop the exchange: no subscriber left, or it ended. */
-/* The compressor is done (or dropped): its slot and memory go back. */
-static void zip_end(ox_t *ox)
-{
-    if (!ox->zip)
-        return;
-    gw_zstream_del(ox->zip);
-    ox->zip = NULL;
-    ox->p->zst.active--;
-}
-
 void gw_proxy__ox_free(ox_t *ox)
 {
     gw_proxy__ox_unpause(ox);
@@ -76,7 +66,7 @@ void gw_proxy__ox_free(ox_t *ox)
     gw_proxy__cbody_free(&ox->body);
     gw_free(ox->trailers);
     gw_free(ox->hint);
-    zip_end(ox);
+    gw_proxy__zip_end(ox);
     if (ox->tunnel)
         (*ox->p->tunnels)--;
     gw_zchunks_free(&ox->zchunks);
@@ -345,135 +335,6 @@ static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         ox->nhint = n; /* out of memory: the followers get no 103, nothing worse */
 }
 
-/* The coding a request gets for this response head, and why not when none. */
-static gw_zskip_t zchoice(const gw_cfg_compression_t *z, const px_t *px, unsigned status,
-                          const gw_field_t *f, size_t n, int64_t cl, gw_zcoding_t *zc)
-{
-    gw_slice_t ae[16];
-    size_t nae = 0;
-    for (size_t i = 0; i < px->head.fields_len && nae < 16; i++)
-        if (gw_proxy__name_is(px->head.fields[i].name, "accept-encoding"))
-            ae[nae++] = px->head.fields[i].value;
-    *zc = gw_proxy__choose_coding(ae, nae, gw_zstream_available());
-    return gw_proxy__zdecide(z, &px->head, status, f, n, cl, *zc);
-}
-
-/* Compression of this exchange's response (compress.c), decided from its first subscriber's
- * request. Followers whose own request gets the same answer share the compressed bytes (the
- * coalescing key holds Accept-Encoding unless the route's coalesce_headers leave it out); the
- * others go to the origin on their own. While followers remain, the sizes of the pieces fed
- * to the compressor are kept, so one that falls behind can remake the same bytes alone.
- *
- * A detached stream whose head went out (first->resp >= PX_RESP_HEAD) must get the coding it
- * was promised, or be reset. */
-static gw_zskip_t compress_decide(ox_t *ox, unsigned status, const gw_field_t *f, size_t n,
-                                  int64_t cl, gw_zcoding_t *coding)
-{
-    gw_proxy_t *p = ox->p;
-    const gw_cfg_compression_t *z = &p->cfg->compression;
-    px_t *first = GW_CONTAINER_OF(ox->subs.next, px_t, slink);
-    gw_zcoding_t zc;
-    gw_zskip_t zs = zchoice(z, first, status, f, n, cl, &zc);
-    int resumed = first->resp >= PX_RESP_HEAD;
-    if (resumed && (first->zc == GW_ZC_NONE || zs != GW_ZSKIP_NONE || zc != first->zc))
-        return zs == GW_ZSKIP_NONE ? GW_ZSKIP_STATUS : zs; /* not compressed: checked by caller */
-    /* within max_concurrent and max_memory, each compressor charged its coding's weight */
-    if (zs == GW_ZSKIP_NONE)
-        zs = gw_proxy__zadmit(z, p->zst.active, *p->zcharged, p->zweight[zc]);
-    if (zs == GW_ZSKIP_NONE &&
-        gw_zstream_new(z, zc, &p->zst.mem, p->zcharged, p->zweight[zc], &ox->zip) < 0)
-        zs = GW_ZSKIP_BUSY;
-    *coding = zs == GW_ZSKIP_NONE ? zc : GW_ZC_NONE;
-    if (zs != GW_ZSKIP_NONE) {
-        p->zst.skipped[zs]++;
-        return zs;
-    }
-    p->zst.active++;
-    p->zst.streams[zc]++;
-    if (resumed) {
-        ox->zchunks = first->zrep; /* moved: this exchange replays them */
-        first->zrep = (gw_zchunks_t){0};
-        ox->zreplay = ox->zchunks.n > 0;
-        return zs;
-    }
-    FOREACH_SUB(ox, px)
-    {
-        if (px == first)
-            continue;
-        gw_zcoding_t fc;
-        if (zchoice(z, px, status, f, n, cl, &fc) == GW_ZSKIP_NONE && fc == zc) {
-            p->zst.shared++;
-        } else {
-            p->stats.not_shared++;
-            gw_proxy__detach(px);
-        }
-    }
-    ox->zrecord = ox->nsubs > 1;
-    return zs;
-}
-
-/* Feed origin bytes to the compressor. Replaying, they are gathered into the pieces the
- * first exchange was fed (each flushed); recording, each read's size is kept. */
-static int zfeed(ox_t *ox, const uint8_t *in, size_t len)
-{
-    gw_proxy_t *p = ox->p;
-    gw_zcoding_t c = gw_zstream_coding(ox->zip);
-    uint64_t before = ox->body.end;
-    int rv = 0;
-    p->zst.in[c] += len;
-    while (ox->zreplay && len) {
-        size_t want = ox->zchunks.len[ox->zrep_i];
-        if (!ox->zpend && !(ox->zpend = gw_malloc(want ? want : 1)))
-            return GW_E_NOMEM;
-        size_t take = want - ox->zpend_len < len ? want - ox->zpend_len : len;
-        memcpy(ox->zpend + ox->zpend_len, in, take);
-        ox->zpend_len += take;
-        in += take;
-        len -= take;
-        if (ox->zpend_len < want)
-            break; /* the piece is not complete yet */
-        rv = gw_zstream_run(ox->zip, ox->zpend, want, 0, &ox->body);
-        gw_free(ox->zpend);
-        ox->zpend = NULL;
-        ox->zpend_len = 0;
-        if (rv < 0)
-            break;
-        if (++ox->zrep_i == ox->zchunks.n) {
-            ox->zreplay = 0; /* past what the first exchange made: its own pace from now */
-            gw_zchunks_free(&ox->zchunks);
-        }
-    }
-    if (rv == 0 && !ox->zreplay && len) {
-        if (ox->zrecord && ox->nsubs < 2) { /* nobody left who could fall behind */
-            ox->zrecord = 0;
-            gw_zchunks_free(&ox->zchunks);
-        }
-        if (ox->zrecord && len > UINT32_MAX)
-            return GW_E_FATAL;
-        rv = ox->zrecord ? gw_zchunks_push(&ox->zchunks, (uint32_t)len) : 0;
-        if (rv == 0)
-            rv = gw_zstream_run(ox->zip, in, len, 0, &ox->body);
-    }
-    p->zst.out[c] += ox->body.end - before;
-    return rv;
-}
-
-/* The origin's body ended: what is still gathered goes in, and the stream ends. */
-static int zfinish(ox_t *ox)
-{
-    gw_proxy_t *p = ox->p;
-    gw_zcoding_t c = gw_zstream_coding(ox->zip);
-    uint64_t before = ox->body.end;
-    int rv = 0;
-    if (ox->zpend_len)
-        rv = gw_zstream_run(ox->zip, ox->zpend, ox->zpend_len, 0, &ox->body);
-    if (rv == 0)
-        rv = gw_zstream_run(ox->zip, NULL, 0, 1, &ox->body);
-    p->zst.out[c] += ox->body.end - before;
-    zip_end(ox);
-    return rv;
-}
-
 /* What the origin side was, into the records of the exchange's streams (access log). */
 static void note_origin(ox_t *ox, gw_back_exch_t *x, int head)
 {
@@ -553,7 +414,7 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         gw_proxy__resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 1);
     gw_zcoding_t zc = GW_ZC_NONE;
     if (ox->route->compress && !gw_list_empty(&ox->subs)) {
-        gw_zskip_t zs = compress_decide(ox, (unsigned)h->status, f, n, cl, &zc);
+        gw_zskip_t zs = gw_proxy__compress_decide(ox, (unsigned)h->status, f, n, cl, &zc);
         /* Vary: Accept-Encoding also on what was sent as it is because of the client's
          * Accept-Encoding (or load), so that caches behind the client stay right */
         if (zs == GW_ZSKIP_NONE || zs == GW_ZSKIP_CLIENT || zs == GW_ZSKIP_BUSY ||
@@ -599,7 +460,7 @@ static void b_body(gw_back_exch_t *x, void *ud, gw_rslice_t b)
 {
     (void)x;
     ox_t *ox = ud;
-    int rv = ox->zip ? zfeed(ox, b.buf->data + b.off, b.len)
+    int rv = ox->zip ? gw_proxy__zfeed(ox, b.buf->data + b.off, b.len)
                      : gw_proxy__cbody_append(&ox->body, b.buf, b.off, b.len);
     if (rv < 0) {
         gw_proxy__ox_abort(ox, GW_E_NOMEM);
@@ -635,7 +496,7 @@ static void b_complete(gw_back_exch_t *x, void *ud)
     ox->bx = NULL;
     note_origin_end(ox);
     if (ox->zip) { /* the end of the compressed stream (gzip: its CRC and length) */
-        int rv = zfinish(ox);
+        int rv = gw_proxy__zfinish(ox);
         if (rv < 0) {
             gw_proxy__ox_abort(ox, rv);
             return;

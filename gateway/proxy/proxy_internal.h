@@ -345,6 +345,14 @@ int gw_zchunks_push(gw_zchunks_t *c, uint32_t len);
 /* A copy of src into dst (empty before); 0 or GW_E_NOMEM. */
 int gw_zchunks_copy(gw_zchunks_t *dst, const gw_zchunks_t *src);
 void gw_zchunks_free(gw_zchunks_t *c);
+/* One exchange's compression (compress.c): the decision at the response head (the coding in
+ * *coding, GW_ZC_NONE and why not otherwise; followers that cannot share it detach), the
+ * origin's bytes fed into ox->body, the end of the stream, and the compressor's release. */
+gw_zskip_t gw_proxy__compress_decide(ox_t *ox, unsigned status, const gw_field_t *f, size_t n,
+                                     int64_t cl, gw_zcoding_t *coding);
+int gw_proxy__zfeed(ox_t *ox, const uint8_t *in, size_t len);
+int gw_proxy__zfinish(ox_t *ox);
+void gw_proxy__zip_end(ox_t *ox);
 
 /* exchange.c */
 /* A stream's state for request h of s on route r, before it goes anywhere (s->proxy_data
