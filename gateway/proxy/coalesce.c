@@ -430,3 +430,36 @@ ox_t *gw_proxy__find_inflight(gw_proxy_t *p, const char *key, size_t len, uint64
     }
     return NULL;
 }
+
+/* ---- the filter: who may share the answer ---------------------------------------------------- */
+
+static int share_wants(const gw_cfg_route_t *r)
+{
+    return r->coalesce;
+}
+
+/* Anyone but the owner (a follower, or every subscriber once the owner's client left) gets
+ * this answer only when it may be shared; the others go to the origin on their own, and the
+ * owner keeps this one. Their held 103 is dropped with it: their own exchange's 103 reaches
+ * them (they had none yet). With the owner gone, nobody may be left (the chain frees ox). */
+static int share_head(ox_t *ox, gw_proxy_resp_t *r)
+{
+    if (ox->nsubs > (ox->owner ? 1u : 0u) &&
+        !gw_proxy__coalesce_shareable(ox->route, r->status, r->origin->fields,
+                                      r->origin->fields_len, ox->credentials)) {
+        FOREACH_SUB(ox, px)
+        {
+            if (px != ox->owner) {
+                ox->p->stats.not_shared++;
+                gw_proxy__detach(px);
+            }
+        }
+    }
+    return 0;
+}
+
+const gw_proxy_filter_t gw_proxy__filter_coalesce = {
+    .name = "coalesce",
+    .wants = share_wants,
+    .on_head = share_head,
+};

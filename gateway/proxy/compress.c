@@ -212,7 +212,7 @@ size_t gw_proxy__zhead(gw_field_t *f, size_t n, size_t cap, gw_zcoding_t c, int 
 /* ---- one exchange's compression ----------------------------------------------------- */
 
 /* The compressor is done (or dropped): its slot and memory go back. */
-void gw_proxy__zip_end(ox_t *ox)
+static void zip_end(ox_t *ox)
 {
     if (!ox->zip)
         return;
@@ -242,8 +242,8 @@ static gw_zskip_t zchoice(const gw_cfg_compression_t *z, const px_t *px, unsigne
  *
  * A detached stream whose head went out (first->resp >= PX_RESP_HEAD) must get the coding it
  * was promised, or be reset. */
-gw_zskip_t gw_proxy__compress_decide(ox_t *ox, unsigned status, const gw_field_t *f, size_t n,
-                                     int64_t cl, gw_zcoding_t *coding)
+static gw_zskip_t compress_decide(ox_t *ox, unsigned status, const gw_field_t *f, size_t n,
+                                  int64_t cl, gw_zcoding_t *coding)
 {
     gw_proxy_t *p = ox->p;
     const gw_cfg_compression_t *z = &p->cfg->compression;
@@ -290,7 +290,7 @@ gw_zskip_t gw_proxy__compress_decide(ox_t *ox, unsigned status, const gw_field_t
 
 /* Feed origin bytes to the compressor. Replaying, they are gathered into the pieces the
  * first exchange was fed (each flushed); recording, each read's size is kept. */
-int gw_proxy__zfeed(ox_t *ox, const uint8_t *in, size_t len)
+static int zfeed(ox_t *ox, const uint8_t *in, size_t len)
 {
     gw_proxy_t *p = ox->p;
     gw_zcoding_t c = gw_zstream_coding(ox->zip);
@@ -335,7 +335,7 @@ int gw_proxy__zfeed(ox_t *ox, const uint8_t *in, size_t len)
 }
 
 /* The origin's body ended: what is still gathered goes in, and the stream ends. */
-int gw_proxy__zfinish(ox_t *ox)
+static int zfinish(ox_t *ox)
 {
     gw_proxy_t *p = ox->p;
     gw_zcoding_t c = gw_zstream_coding(ox->zip);
@@ -346,6 +346,76 @@ int gw_proxy__zfinish(ox_t *ox)
     if (rv == 0)
         rv = gw_zstream_run(ox->zip, NULL, 0, 1, &ox->body);
     p->zst.out[c] += ox->body.end - before;
-    gw_proxy__zip_end(ox);
+    zip_end(ox);
     return rv;
 }
+
+/* ---- the filter ----------------------------------------------------------------------------- */
+
+static int compress_wants(const gw_cfg_route_t *r)
+{
+    return r->compress;
+}
+
+static int compress_head(ox_t *ox, gw_proxy_resp_t *r)
+{
+    if (gw_list_empty(&ox->subs))
+        return 0;
+    gw_zcoding_t zc = GW_ZC_NONE;
+    gw_zskip_t zs = compress_decide(ox, r->status, r->f, r->n, r->cl, &zc);
+    /* Vary: Accept-Encoding also on what was sent as it is because of the client's
+     * Accept-Encoding (or load), so that caches behind the client stay right */
+    if (zs == GW_ZSKIP_NONE || zs == GW_ZSKIP_CLIENT || zs == GW_ZSKIP_BUSY ||
+        zs == GW_ZSKIP_MEMORY) {
+        char *etag = gw_proxy__resp_room(r, 256);
+        r->n = gw_proxy__zhead(r->f, r->n, GW_PROXY_MAX_RESP_FIELDS, zc, zs == GW_ZSKIP_NONE, etag,
+                               etag ? 256 : 0);
+    }
+    if (zs == GW_ZSKIP_NONE)
+        r->cl = -1;
+    r->coding = zc;
+    return 0;
+}
+
+/* The origin's bytes go into the compressor, whose output goes into the store. */
+static int compress_body(ox_t *ox, gw_rslice_t *b)
+{
+    if (!ox->zip)
+        return 0;
+    int rv = zfeed(ox, b->buf->data + b->off, b->len);
+    return rv < 0 ? rv : GW_PROXY_F_TAKEN;
+}
+
+/* The end of the compressed stream (gzip: its CRC and length). */
+static int compress_end(ox_t *ox)
+{
+    return ox->zip ? zfinish(ox) : 0;
+}
+
+/* Compressed bytes went out: the new exchange must remake them, piece by piece. */
+static int compress_detach(ox_t *ox, px_t *px)
+{
+    if (px->resp < PX_RESP_HEAD || px->zc == GW_ZC_NONE)
+        return 0;
+    if (!ox->zrecord)
+        return GW_E_INVAL; /* the pieces were not kept: the same bytes cannot be made again */
+    return gw_zchunks_copy(&px->zrep, &ox->zchunks);
+}
+
+static void compress_release(ox_t *ox)
+{
+    zip_end(ox);
+    gw_zchunks_free(&ox->zchunks);
+    gw_free(ox->zpend);
+    ox->zpend = NULL;
+}
+
+const gw_proxy_filter_t gw_proxy__filter_compress = {
+    .name = "compress",
+    .wants = compress_wants,
+    .on_head = compress_head,
+    .on_body = compress_body,
+    .on_end = compress_end,
+    .on_detach = compress_detach,
+    .release = compress_release,
+};

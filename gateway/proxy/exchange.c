@@ -65,12 +65,9 @@ void gw_proxy__ox_free(ox_t *ox)
     gw_free(ox->key);
     gw_proxy__cbody_free(&ox->body);
     gw_free(ox->trailers);
-    gw_free(ox->hint);
-    gw_proxy__zip_end(ox);
+    gw_proxy__chain_release(ox); /* what the filters hold for it */
     if (ox->tunnel)
         (*ox->p->tunnels)--;
-    gw_zchunks_free(&ox->zchunks);
-    gw_free(ox->zpend);
     gw_pool_put(&ox->p->ox_pool, ox);
 }
 
@@ -201,12 +198,12 @@ static void dispatch(px_t *px, char *key, size_t keylen)
     }
     ox->p = p;
     ox->route = px->route;
+    ox->chain = gw_proxy__chain_of(p, px->route);
     gw_list_init(&ox->subs);
     gw_list_init(&ox->plink);
     gw_list_init(&ox->klink);
     gw_proxy__cbody_init(&ox->body);
     ox->owner = px;
-    ox->zip = NULL;
     ox->started_ns = gw_now_ns();
     ox->credentials = gw_proxy__has_credentials(&px->head) != 0;
     gw_proxy_xlate_t x;
@@ -255,9 +252,8 @@ static void dispatch(px_t *px, char *key, size_t keylen)
 /* A follower leaves the shared exchange and fetches on its own (not coalescible again). */
 void gw_proxy__detach(px_t *px)
 {
-    /* compressed bytes went out: the new exchange must remake them, piece by piece */
-    if (px->resp >= PX_RESP_HEAD && px->zc != GW_ZC_NONE && px->ox &&
-        (!px->ox->zrecord || gw_zchunks_copy(&px->zrep, &px->ox->zchunks) < 0)) {
+    /* what went out of this exchange's filters to px must be made again by the next one */
+    if (px->ox && gw_proxy__chain_detach(px->ox, px) < 0) {
         gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
         return;
     }
@@ -267,73 +263,6 @@ void gw_proxy__detach(px_t *px)
 }
 
 /* ---- back callbacks ---------------------------------------------------------------------- */
-
-/* A copy of f[0..n) in one block (names and values after the array), into *out; 0 or
- * GW_E_NOMEM. */
-static int fields_dup(const gw_field_t *f, size_t n, gw_field_t **out)
-{
-    size_t bytes = n * sizeof(gw_field_t) + 1;
-    for (size_t i = 0; i < n; i++)
-        bytes += f[i].name.len + f[i].value.len;
-    gw_field_t *t = gw_malloc(bytes);
-    if (!t)
-        return GW_E_NOMEM;
-    uint8_t *d = (uint8_t *)(t + n);
-    for (size_t i = 0; i < n; i++) {
-        gw_slice_t nv[2] = {f[i].name, f[i].value};
-        for (int k = 0; k < 2; k++) {
-            if (nv[k].len)
-                memcpy(d, nv[k].base, nv[k].len);
-            nv[k].base = d;
-            d += nv[k].len;
-        }
-        t[i] = (gw_field_t){nv[0], nv[1]};
-    }
-    *out = t;
-    return 0;
-}
-
-/* The origin's 103 f[0..n) to px, unless px already had one (one 103 per request: Chromium
- * uses only the first) or its final head went out. */
-static void hint_relay(ox_t *ox, px_t *px, const gw_field_t *f, size_t n)
-{
-    if (px->closed || px->reset || px->resp >= PX_RESP_HEAD)
-        return;
-    if (px->hinted) {
-        ox->p->hints.st.dropped_origin++;
-        return;
-    }
-    px->hinted = 1;
-    ox->p->hints.st.sent_origin++;
-    if (px->s->ops->interim(px->s, 103, f, n) < 0)
-        gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
-}
-
-/* 100 Continue answers our own request body handling; 103 Early Hints goes to the client
- * (RFC 8297), with only the fields a 103 may carry (gw_proxy__hint_fields). It answers the
- * owner's request: the owner gets it now. Whether the followers may see anything of this
- * answer is known only at the final head (gw_proxy__coalesce_shareable): until then the first
- * 103 is held for them (b_head sends it to those that share the answer; those that fetch on
- * their own get their own exchange's 103 instead). */
-static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
-{
-    (void)x;
-    ox_t *ox = ud;
-    if (h->status != 103)
-        return;
-    gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
-    char lower[8192];
-    int64_t cl;
-    size_t n =
-        gw_proxy__resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 0);
-    n = gw_proxy__hint_fields(f, n);
-    if (!n)
-        return; /* nothing to hint at */
-    if (ox->owner)
-        hint_relay(ox, ox->owner, f, n);
-    if (ox->key && !ox->hint && fields_dup(f, n, &ox->hint) == 0)
-        ox->nhint = n; /* out of memory: the followers get no 103, nothing worse */
-}
 
 /* What the origin side was, into the records of the exchange's streams (access log). */
 static void note_origin(ox_t *ox, gw_back_exch_t *x, int head)
@@ -366,6 +295,14 @@ static void note_origin_end(ox_t *ox)
     }
 }
 
+/* An interim answer (100 Continue, 103 Early Hints) goes through the route's filters, which
+ * decide what reaches whom (hints.c). */
+static void b_interim(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
+{
+    (void)x;
+    gw_proxy__chain_interim(ud, h);
+}
+
 static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
 {
     ox_t *ox = ud;
@@ -380,112 +317,24 @@ static void b_head(gw_back_exch_t *x, void *ud, const gw_back_head_t *h)
         return;
     gw_proxy__unindex(ox); /* from now on a new request gets an exchange of its own */
     if (gw_list_empty(&ox->subs))
-        return; /* nobody to answer (the front closes what is left) */
-    /* the request the origin answered is the owner's; without it, a follower's (same key) */
-    px_t *asker = ox->owner ? ox->owner : GW_CONTAINER_OF(ox->subs.next, px_t, slink);
-    if (ox->route->early_hints_learn)
-        gw_proxy__hints_learn(ox->p, ox->route, asker->s->tls, &asker->head, (unsigned)h->status,
-                              h->fields, h->fields_len);
-    /* anyone but the owner (a follower, or every subscriber once the owner's client left) gets
-     * this answer only when it may be shared */
-    if (ox->nsubs > (ox->owner ? 1u : 0u) &&
-        !gw_proxy__coalesce_shareable(ox->route, (unsigned)h->status, h->fields, h->fields_len,
-                                      ox->credentials)) {
-        /* the followers go to the origin on their own; the owner keeps this one. Their held
-         * 103 is dropped with it: their own exchange's 103 reaches them (they had none yet) */
-        ox->pumping = 1; /* the last detach must not free ox under us */
-        FOREACH_SUB(ox, px)
-        {
-            if (px != ox->owner) {
-                ox->p->stats.not_shared++;
-                gw_proxy__detach(px);
-            }
-        }
-        ox->pumping = 0;
-        if (ox->nsubs == 0) { /* the owner had gone: nobody may have this answer */
-            gw_proxy__ox_free(ox);
-            return;
-        }
-    }
-    gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
-    char lower[16384], etag[256];
-    int64_t cl;
-    size_t n =
-        gw_proxy__resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 1);
-    gw_zcoding_t zc = GW_ZC_NONE;
-    if (ox->route->compress && !gw_list_empty(&ox->subs)) {
-        gw_zskip_t zs = gw_proxy__compress_decide(ox, (unsigned)h->status, f, n, cl, &zc);
-        /* Vary: Accept-Encoding also on what was sent as it is because of the client's
-         * Accept-Encoding (or load), so that caches behind the client stay right */
-        if (zs == GW_ZSKIP_NONE || zs == GW_ZSKIP_CLIENT || zs == GW_ZSKIP_BUSY ||
-            zs == GW_ZSKIP_MEMORY)
-            n = gw_proxy__zhead(f, n, GW_PROXY_MAX_RESP_FIELDS, zc, zs == GW_ZSKIP_NONE, etag,
-                                sizeof(etag));
-        if (zs == GW_ZSKIP_NONE)
-            cl = -1;
-    }
-    FOREACH_SUB(ox, px)
-    {
-        if (px->closed || px->reset)
-            continue;
-        if ((px->resp >= PX_RESP_HEAD)) {
-            /* a detached stream whose head went out: the new response must be the same one */
-            if ((unsigned)h->status != px->status || cl != px->resp_cl || zc != px->zc)
-                gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL); /* leaves when the front closes it */
-            continue;
-        }
-        /* the answer is shared: so is the 103 it came with */
-        if (px->follower && ox->hint)
-            hint_relay(ox, px, ox->hint, ox->nhint);
-        /* RFC 9110 §6.4.1: no content after HEAD, 204 and 304 */
-        int no_body = px->s->head_only || h->status == 204 || h->status == 304 || cl == 0;
-        /* RFC 9113 §8.4.1: the promises go before the response that refers to them */
-        if (px->route->push)
-            gw_proxy__push_links(ox->p, px->s, px->route, &px->head, (unsigned)h->status, f, n);
-        px->status = (unsigned)h->status;
-        px->resp_cl = cl;
-        px->zc = (uint8_t)zc;
-        gw_proxy__resp_reached(px, PX_RESP_HEAD);
-        if (px->s->ops->respond(px->s, (unsigned)h->status, f, n, cl, no_body) < 0)
-            gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
-        else if (no_body)
-            gw_proxy__resp_reached(
-                px, PX_RESP_DONE); /* response_done() at on_complete, when the origin is done */
-    }
+        return;                  /* nobody to answer (the front closes what is left) */
+    gw_proxy__chain_head(ox, h); /* the route's filters, then to each subscriber */
 }
 
-/* Body bytes go into the store (compressed first, when the exchange compresses), and from there
- * to every subscriber that can take them. */
+/* Body bytes go through the route's filters into the store, and from there to every subscriber
+ * that can take them. */
 static void b_body(gw_back_exch_t *x, void *ud, gw_rslice_t b)
 {
     (void)x;
-    ox_t *ox = ud;
-    int rv = ox->zip ? gw_proxy__zfeed(ox, b.buf->data + b.off, b.len)
-                     : gw_proxy__cbody_append(&ox->body, b.buf, b.off, b.len);
-    if (rv < 0) {
-        gw_proxy__ox_abort(ox, GW_E_NOMEM);
-        return;
-    }
-    gw_proxy__pump(ox);
+    gw_proxy__chain_body(ud, b);
 }
 
-/* Trailers are kept (translated, in one block) until each subscriber reached the body's end. */
+/* Trailers go through the route's filters and are kept until each subscriber reached the
+ * body's end. */
 static void b_trailers(gw_back_exch_t *x, void *ud, const gw_back_field_t *tf, size_t tn)
 {
     (void)x;
-    ox_t *ox = ud;
-    gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
-    char lower[8192];
-    int64_t cl;
-    size_t n = gw_proxy__resp_fields(ox->route, tf, tn, f, lower, sizeof(lower), &cl, 0);
-    gw_field_t *t;
-    if (fields_dup(f, n, &t) < 0) {
-        gw_proxy__ox_abort(ox, GW_E_NOMEM);
-        return;
-    }
-    gw_free(ox->trailers);
-    ox->trailers = t;
-    ox->ntrailers = n;
+    gw_proxy__chain_trailers(ud, tf, tn);
 }
 
 /* The origin is done: subscribers at the end finish now, the others as they catch up. */
@@ -495,16 +344,7 @@ static void b_complete(gw_back_exch_t *x, void *ud)
     ox_t *ox = ud;
     ox->bx = NULL;
     note_origin_end(ox);
-    if (ox->zip) { /* the end of the compressed stream (gzip: its CRC and length) */
-        int rv = gw_proxy__zfinish(ox);
-        if (rv < 0) {
-            gw_proxy__ox_abort(ox, rv);
-            return;
-        }
-    }
-    ox->complete = 1;
-    gw_proxy__ox_unpause(ox);
-    gw_proxy__pump(ox);
+    gw_proxy__chain_end(ox);
 }
 
 static void b_error(gw_back_exch_t *x, void *ud, int code)
@@ -560,9 +400,7 @@ int gw_proxy__serve(px_t *px)
     gw_cstream_t *s = px->s;
     const gw_cfg_route_t *r = px->route;
     const gw_req_head_t *h = &px->head;
-    /* RFC 8297: the hints go before anything is asked of the origin */
-    if (!px->ws)
-        px->hinted = gw_proxy__hints_send(p, s, r, h) != 0;
+    gw_proxy__chain_request(px); /* before anything is asked of the origin */
 
     /* the key holds the scheme the origin is told (the listener's, docs/ARCHITECTURE.md
      * "Safe sharing"), not the client's :scheme */

@@ -364,3 +364,80 @@ size_t gw_proxy__hint_fields(gw_field_t *f, size_t n)
             }
     return links ? k : 0;
 }
+
+/* ---- the filter ----------------------------------------------------------------------------- */
+
+/* The origin's 103 f[0..n) to px, unless px already had one (one 103 per request: Chromium
+ * uses only the first) or its final head went out. */
+static void relay(ox_t *ox, px_t *px, const gw_field_t *f, size_t n)
+{
+    if (px->closed || px->reset || px->resp >= PX_RESP_HEAD)
+        return;
+    if (px->hinted) {
+        ox->p->hints.st.dropped_origin++;
+        return;
+    }
+    px->hinted = 1;
+    ox->p->hints.st.sent_origin++;
+    if (px->s->ops->interim(px->s, 103, f, n) < 0)
+        gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
+}
+
+/* RFC 8297: the gateway's hints go before anything is asked of the origin. */
+static void hints_request(px_t *px)
+{
+    if (!px->ws)
+        px->hinted = gw_proxy__hints_send(px->p, px->s, px->route, &px->head) != 0;
+}
+
+/* 100 Continue answers our own request body handling; 103 Early Hints goes to the client
+ * (RFC 8297), with only the fields a 103 may carry (gw_proxy__hint_fields). It answers the
+ * owner's request: the owner gets it now. Whether the followers may see anything of this
+ * answer is known only at the final head (the coalesce filter): until then the first 103 is
+ * held for them (hints_deliver sends it to those that share the answer; those that fetch on
+ * their own get their own exchange's 103 instead). */
+static void hints_interim(ox_t *ox, gw_proxy_resp_t *r)
+{
+    if (r->status != 103)
+        return;
+    r->n = gw_proxy__hint_fields(r->f, r->n);
+    if (!r->n)
+        return; /* nothing to hint at */
+    if (ox->owner)
+        relay(ox, ox->owner, r->f, r->n);
+    if (ox->key && !ox->hint && gw_proxy__fields_dup(r->f, r->n, &ox->hint) == 0)
+        ox->nhint = r->n; /* out of memory: the followers get no 103, nothing worse */
+}
+
+/* Learn (or forget) the page's links from the answer to the request the origin answered. */
+static int hints_head(ox_t *ox, gw_proxy_resp_t *r)
+{
+    if (ox->route->early_hints_learn)
+        gw_proxy__hints_learn(ox->p, ox->route, r->asker->s->tls, &r->asker->head, r->status,
+                              r->origin->fields, r->origin->fields_len);
+    return 0;
+}
+
+/* The answer is shared: so is the 103 it came with. */
+static void hints_deliver(ox_t *ox, px_t *px, const gw_proxy_resp_t *r)
+{
+    (void)r;
+    if (px->follower && ox->hint)
+        relay(ox, px, ox->hint, ox->nhint);
+}
+
+static void hints_release(ox_t *ox)
+{
+    gw_free(ox->hint);
+    ox->hint = NULL;
+}
+
+/* On every route: an origin's 103 is relayed wherever it comes from. */
+const gw_proxy_filter_t gw_proxy__filter_hints = {
+    .name = "hints",
+    .on_request = hints_request,
+    .on_interim = hints_interim,
+    .on_head = hints_head,
+    .on_deliver = hints_deliver,
+    .release = hints_release,
+};

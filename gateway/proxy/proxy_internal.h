@@ -21,6 +21,9 @@
 #include "common/pool.h"
 #include "proxy/proxy.h"
 
+/* A route's response filters (chain.c). */
+typedef struct gw_proxy_chain gw_proxy_chain_t;
+
 /* The learned pages of hints.c: a hash table with an LRU list. */
 typedef struct {
     struct gw_hint_ent **tab;
@@ -57,6 +60,7 @@ struct gw_proxy {
     gw_bucket_table_t *rates;    /* request-rate buckets shared by all workers, or NULL */
     gw_proxy_rate_asker_t asker; /* the cluster's shared rates (ask NULL: none) */
     gw_list_t rate_waits;        /* px_t waiting for the cluster's answer */
+    gw_proxy_chain_t *chains;    /* the response filters of each route (index in cfg->routes) */
     /* px_t / ox_t (exchange.c): a proxied request allocates neither once warm */
     gw_pool_t px_pool, ox_pool;
 };
@@ -72,6 +76,9 @@ size_t gw_proxy__rate_key(const gw_proxy_t *p, const gw_cfg_route_t *r, const st
  * as its token: Cache-Control directives), case-insensitively. */
 const gw_field_t *gw_proxy__field(const gw_field_t *f, size_t n, const char *name);
 int gw_proxy__list_has(const gw_field_t *f, size_t n, const char *name, const char *token);
+/* A copy of f[0..n) in one block (names and values after the array), into *out (gw_free it);
+ * 0 or GW_E_NOMEM. */
+int gw_proxy__fields_dup(const gw_field_t *f, size_t n, gw_field_t **out);
 
 /* hints.c: 103 Early Hints (issue 23) */
 /* A GET that is a navigation: Sec-Fetch-Mode: navigate, or without it, Accept with text/html. */
@@ -252,8 +259,9 @@ typedef struct {
 struct ox {
     gw_proxy_t *p;
     const gw_cfg_route_t *route;
-    gw_back_exch_t *bx; /* NULL once ended */
-    gw_list_t subs;     /* px_t */
+    const gw_proxy_chain_t *chain; /* the route's response filters */
+    gw_back_exch_t *bx;            /* NULL once ended */
+    gw_list_t subs;                /* px_t */
     size_t nsubs;
     px_t *owner;     /* the stream whose request (and body) this is */
     gw_list_t klink; /* in p->inflight while others may join */
@@ -296,6 +304,124 @@ typedef struct {
     for (gw_list_t *it_ = (ox)->subs.next, *nx_ = it_->next; it_ != &(ox)->subs;                   \
          it_ = nx_, nx_ = it_->next)                                                               \
         for (px_t *px = GW_CONTAINER_OF(it_, px_t, slink); px; px = NULL)
+
+/* ---- the response filter chain (chain.c) ---------------------------------------------------
+ *
+ * A request's way through the proxy, in order:
+ *  1. the request stage (request.c), before any exchange exists: CONNECT refused, the route
+ *     (404 without one), the WebSocket checks, the route's request policy (its place is marked
+ *     there), the request rate (429, or the cluster's answer waited for);
+ *  2. the stream is served (gw_proxy__serve): the on_request hook of each filter of its route,
+ *     then it joins an identical exchange in flight or starts one of its own;
+ *  3. the origin's response passes the filters of the route in the order of GW_PROXY_FILTERS,
+ *     then the end of the chain (chain.c): the final head to each subscriber, the body into the
+ *     exchange's store (from which flow.c hands it to each client as it reads), the trailers
+ *     after the body.
+ *
+ * A filter is an ops table (gw_proxy_filter_t) defined in a file of its own; every hook is
+ * optional (NULL: the filter has nothing to do at that point). Hooks run on the worker's loop,
+ * from the back's callbacks or the front's entry points; they may call the client stream's ops
+ * (which never call back into the proxy) and the exchange functions of exchange.c. A filter
+ * keeps its state of one exchange in ox_t (its fields say whose they are) and drops it in
+ * release. Negative returns are GW_E_* codes: the exchange is aborted with that code (its
+ * streams answered or reset, as gw_proxy__ox_abort does). */
+
+/* A response head (final or interim) or the trailers, on their way through the chain. The
+ * filters read and rewrite f[0..n), cl and coding; what the clients get is what the last left. */
+#define GW_PROXY_MAX_RESP_FIELDS 128
+typedef struct {
+    const gw_back_head_t *origin; /* the origin's head as it came (NULL for trailers): the rules
+                                     of sharing read its fields, not the translated ones */
+    px_t *asker;                  /* final head: the stream whose request the origin answered
+                                     (the owner; a follower once the owner's client left) */
+    unsigned status;              /* 0 for trailers */
+    gw_field_t f[GW_PROXY_MAX_RESP_FIELDS]; /* translated for the clients (gw_proxy__resp_fields) */
+    size_t n;
+    int64_t cl;          /* final head: the content-length the clients are told, -1 none */
+    gw_zcoding_t coding; /* final head: the content coding the chain gave the body */
+    char names[16384];   /* the lowercased names of f */
+    char room[1024];     /* bytes of rewritten values (gw_proxy__resp_room) */
+    size_t room_used;
+} gw_proxy_resp_t;
+/* n bytes that live as long as r (until its head or trailers went out), for a value a filter
+ * rewrites; NULL when r has no more room. */
+char *gw_proxy__resp_room(gw_proxy_resp_t *r, size_t n);
+
+/* on_body: the filter put what it made of the bytes into ox->body itself; the filters after it
+ * and the end of the chain do not see them. */
+#define GW_PROXY_F_TAKEN 1
+
+typedef struct {
+    const char *name;
+    /* Whether the filter runs on route r: asked once per route when the proxy is made (NULL:
+     * on every route). */
+    int (*wants)(const gw_cfg_route_t *r);
+    /* px is routed and about to be served (before it joins or starts an exchange, before the
+     * origin is asked). */
+    void (*on_request)(px_t *px);
+    /* An interim (1xx) head of the origin; the filters decide what of it reaches whom (no 1xx
+     * reaches a client otherwise). */
+    void (*on_interim)(ox_t *ox, gw_proxy_resp_t *r);
+    /* The final head, once per exchange, before any subscriber gets it: decide, rewrite r,
+     * detach subscribers that may not have this answer (gw_proxy__detach: ox stays valid until
+     * the chain is done with it). 0 or a negative code. */
+    int (*on_head)(ox_t *ox, gw_proxy_resp_t *r);
+    /* px is about to get the final head r (after every on_head): what must reach its client
+     * before the head (a 103, push promises) goes now. */
+    void (*on_deliver)(ox_t *ox, px_t *px, const gw_proxy_resp_t *r);
+    /* Body bytes of the origin (the reference in b is lent for the call): 0 to pass them on
+     * (the filter may change b), GW_PROXY_F_TAKEN, or a negative code. */
+    int (*on_body)(ox_t *ox, gw_rslice_t *b);
+    /* The origin's trailers (r->origin NULL, r->status 0). 0 or a negative code. */
+    int (*on_trailers)(ox_t *ox, gw_proxy_resp_t *r);
+    /* The origin's response ended (before the subscribers are told): what the filter still
+     * holds goes into ox->body. 0 or a negative code. */
+    int (*on_end)(ox_t *ox);
+    /* px, whose head may have gone out, leaves ox to fetch on its own (gw_proxy__detach): the
+     * new exchange must hand it the same bytes. 0, or a negative code when that cannot be
+     * (px is reset instead). */
+    int (*on_detach)(ox_t *ox, px_t *px);
+    /* ox is freed (whatever happened): drop what the filter holds for it. */
+    void (*release)(ox_t *ox);
+} gw_proxy_filter_t;
+
+/* The response filters, in the order they run. A filter is a file that defines
+ * `const gw_proxy_filter_t gw_proxy__filter_<name>`, and one line here. */
+#define GW_PROXY_FILTERS(X) /* (a cache store goes first) */                                       \
+    X(coalesce)                                                                                    \
+    /* coalesce.c: which subscribers may share the answer (RFC 9111) */ X(                         \
+        hints) /* hints.c: 103 Early Hints: the gateway's, the learned, the origin's */            \
+        X(push) /* push.c: HTTP/2 server push of the answer's preload links */ X(                  \
+            compress) /* compress.c: gzip, br or zstd, as the client accepts */ /* (response       \
+                                                                                   header rules go \
+                                                                                   last) */
+#define GW_PROXY_FILTER_DECLARE(name) extern const gw_proxy_filter_t gw_proxy__filter_##name;
+GW_PROXY_FILTERS(GW_PROXY_FILTER_DECLARE)
+#define GW_PROXY_FILTER_COUNT(name) +1
+enum { GW_PROXY_FILTER_N = 0 GW_PROXY_FILTERS(GW_PROXY_FILTER_COUNT) };
+
+/* The filters of one route, in chain order. */
+struct gw_proxy_chain {
+    const gw_proxy_filter_t *f[GW_PROXY_FILTER_N];
+    size_t n;
+};
+/* Register each route's filters (p->chains); 0 or GW_E_NOMEM. Freed by gw_proxy__chains_free. */
+int gw_proxy__chains_new(gw_proxy_t *p);
+void gw_proxy__chains_free(gw_proxy_t *p);
+/* Route r's chain (r is one of p->cfg->routes). */
+const gw_proxy_chain_t *gw_proxy__chain_of(const gw_proxy_t *p, const gw_cfg_route_t *r);
+/* Each hook over ox->chain (px's route's for on_request): the back's callbacks call these
+ * (exchange.c). chain_head translates the origin's head, runs on_head, frees ox when nobody is
+ * left to answer, then delivers the head; chain_body and chain_end end by handing the store
+ * on (gw_proxy__pump); chain_detach returns the first negative code of on_detach, or 0. */
+void gw_proxy__chain_request(px_t *px);
+void gw_proxy__chain_interim(ox_t *ox, const gw_back_head_t *h);
+void gw_proxy__chain_head(ox_t *ox, const gw_back_head_t *h);
+void gw_proxy__chain_body(ox_t *ox, gw_rslice_t b);
+void gw_proxy__chain_trailers(ox_t *ox, const gw_field_t *f, size_t n);
+void gw_proxy__chain_end(ox_t *ox);
+int gw_proxy__chain_detach(ox_t *ox, px_t *px);
+void gw_proxy__chain_release(ox_t *ox);
 
 /* compress.c: codings, the rules of RFC 9110 §12.5.3 and issue 22, the gzip stream */
 /* The coding for these Accept-Encoding values (fields joined), among `available` (bit
@@ -345,14 +471,6 @@ int gw_zchunks_push(gw_zchunks_t *c, uint32_t len);
 /* A copy of src into dst (empty before); 0 or GW_E_NOMEM. */
 int gw_zchunks_copy(gw_zchunks_t *dst, const gw_zchunks_t *src);
 void gw_zchunks_free(gw_zchunks_t *c);
-/* One exchange's compression (compress.c): the decision at the response head (the coding in
- * *coding, GW_ZC_NONE and why not otherwise; followers that cannot share it detach), the
- * origin's bytes fed into ox->body, the end of the stream, and the compressor's release. */
-gw_zskip_t gw_proxy__compress_decide(ox_t *ox, unsigned status, const gw_field_t *f, size_t n,
-                                     int64_t cl, gw_zcoding_t *coding);
-int gw_proxy__zfeed(ox_t *ox, const uint8_t *in, size_t len);
-int gw_proxy__zfinish(ox_t *ox);
-void gw_proxy__zip_end(ox_t *ox);
 
 /* exchange.c */
 /* A stream's state for request h of s on route r, before it goes anywhere (s->proxy_data
@@ -446,7 +564,6 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
  * many. */
 size_t gw_proxy__req_trailers(const gw_field_t *in, size_t n, gw_field_t *out);
 
-#define GW_PROXY_MAX_RESP_FIELDS 128
 /* Response fields for the client, into out (room for GW_PROXY_MAX_RESP_FIELDS): connection-
  * specific fields removed, names lowercased into `lower`, content-length taken out into *cl
  * (-1 when absent or out of range), Via appended when `via` and the route adds it. Returns

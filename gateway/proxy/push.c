@@ -126,3 +126,22 @@ int gw_proxy__push_links(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r
     }
     return promised;
 }
+
+/* ---- the filter ----------------------------------------------------------------------------- */
+
+static int push_wants(const gw_cfg_route_t *r)
+{
+    return r->push;
+}
+
+/* RFC 9113 §8.4.1: the promises go before the response that refers to them. */
+static void push_deliver(ox_t *ox, px_t *px, const gw_proxy_resp_t *r)
+{
+    gw_proxy__push_links(ox->p, px->s, px->route, &px->head, r->status, r->f, r->n);
+}
+
+const gw_proxy_filter_t gw_proxy__filter_push = {
+    .name = "push",
+    .wants = push_wants,
+    .on_deliver = push_deliver,
+};

@@ -528,3 +528,26 @@ int gw_proxy__list_has(const gw_field_t *f, size_t n, const char *name, const ch
     }
     return 0;
 }
+
+int gw_proxy__fields_dup(const gw_field_t *f, size_t n, gw_field_t **out)
+{
+    size_t bytes = n * sizeof(gw_field_t) + 1;
+    for (size_t i = 0; i < n; i++)
+        bytes += f[i].name.len + f[i].value.len;
+    gw_field_t *t = gw_malloc(bytes);
+    if (!t)
+        return GW_E_NOMEM;
+    uint8_t *d = (uint8_t *)(t + n);
+    for (size_t i = 0; i < n; i++) {
+        gw_slice_t nv[2] = {f[i].name, f[i].value};
+        for (int k = 0; k < 2; k++) {
+            if (nv[k].len)
+                memcpy(d, nv[k].base, nv[k].len);
+            nv[k].base = d;
+            d += nv[k].len;
+        }
+        t[i] = (gw_field_t){nv[0], nv[1]};
+    }
+    *out = t;
+    return 0;
+}
