@@ -42,16 +42,6 @@ static uint8_t req_urgency(gw_cstream_t *s)
 
 /* ---- ox lifetime --------------------------------------------------------------------------- */
 
-void gw_proxy__ox_unpause(ox_t *ox)
-{
-    if (!ox->paused)
-        return;
-    ox->paused = 0;
-    gw_list_remove(&ox->plink);
-    if (ox->bx)
-        gw_back_resume_reading(ox->bx);
-}
-
 /* Drop the exchange: no subscriber left, or it ended. */
 void gw_proxy__ox_free(ox_t *ox)
 {
@@ -96,6 +86,22 @@ void gw_proxy__ox_end(ox_t *ox)
     }
     for (size_t i = 0; i < n; i++) /* the last removal frees ox: do not look at it after */
         gw_proxy__sub_remove(GW_CONTAINER_OF(ox->subs.next, px_t, slink));
+}
+
+/* The exchange cannot go on (out of memory while holding the response): every subscriber
+ * fails, the origin exchange is dropped. */
+void gw_proxy__ox_abort(ox_t *ox, int code)
+{
+    if (ox->bx) {
+        gw_back_exch_t *bx = ox->bx;
+        ox->bx = NULL;
+        gw_back_cancel(bx);
+    }
+    FOREACH_SUB(ox, px)
+    {
+        gw_proxy__fail(px, code);
+    }
+    gw_proxy__ox_end(ox);
 }
 
 /* ---- ending one stream ----------------------------------------------------------------------- */
@@ -444,16 +450,6 @@ void gw_proxy_reprioritize(gw_proxy_t *p, gw_cstream_t *s)
             u = v;
     }
     gw_back_set_urgency(px->ox->bx, u);
-}
-
-void gw_proxy_writable(gw_proxy_t *p, gw_cstream_t *s)
-{
-    (void)p;
-    px_t *px = s->proxy_data;
-    if (!px || !px->ox)
-        return;
-    /* the stream takes bytes held for it; the origin read resumes if it may (regulate()) */
-    gw_proxy__pump(px->ox);
 }
 
 void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)

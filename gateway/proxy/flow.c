@@ -34,6 +34,16 @@ static void ox_pause(ox_t *ox)
     }
 }
 
+void gw_proxy__ox_unpause(ox_t *ox)
+{
+    if (!ox->paused)
+        return;
+    ox->paused = 0;
+    gw_list_remove(&ox->plink);
+    if (ox->bx)
+        gw_back_resume_reading(ox->bx);
+}
+
 /* The response body is held once, in ox->body, by reference, for every subscriber (issue 19
  * item 2). Each subscriber's cursor (px->delivered) says how far it got; a client stream is
  * handed bytes while it holds less than limits.body_buffer (ops->pending), and the store keeps
@@ -163,22 +173,6 @@ int gw_proxy__pump(ox_t *ox)
     return 0;
 }
 
-/* The exchange cannot go on (out of memory while holding the response): every subscriber
- * fails, the origin exchange is dropped. */
-void gw_proxy__ox_abort(ox_t *ox, int code)
-{
-    if (ox->bx) {
-        gw_back_exch_t *bx = ox->bx;
-        ox->bx = NULL;
-        gw_back_cancel(bx);
-    }
-    FOREACH_SUB(ox, px)
-    {
-        gw_proxy__fail(px, code);
-    }
-    gw_proxy__ox_end(ox);
-}
-
 /* A client that keeps its window shut holds at most the buffer bound, and only for
  * timeouts.body: then its stream is reset and the origin exchange dropped. */
 static void on_sweep(uv_timer_t *t)
@@ -209,4 +203,14 @@ static void on_sweep(uv_timer_t *t)
     }
     if (gw_list_empty(&p->paused))
         uv_timer_stop(&p->sweep);
+}
+
+void gw_proxy_writable(gw_proxy_t *p, gw_cstream_t *s)
+{
+    (void)p;
+    px_t *px = s->proxy_data;
+    if (!px || !px->ox)
+        return;
+    /* the stream takes bytes held for it; the origin read resumes if it may (regulate()) */
+    gw_proxy__pump(px->ox);
 }
