@@ -42,16 +42,21 @@ static uint8_t req_urgency(gw_cstream_t *s)
 
 /* ---- ox lifetime --------------------------------------------------------------------------- */
 
+void gw_proxy__ox_cancel(ox_t *ox)
+{
+    if (!ox->bx)
+        return;
+    gw_back_exch_t *bx = ox->bx;
+    ox->bx = NULL;
+    gw_back_cancel(bx); /* pending body writes report back: their streams are closed */
+}
+
 /* Drop the exchange: no subscriber left, or it ended. */
 void gw_proxy__ox_free(ox_t *ox)
 {
     gw_proxy__ox_unpause(ox);
     gw_proxy__unindex(ox);
-    if (ox->bx) {
-        gw_back_exch_t *bx = ox->bx;
-        ox->bx = NULL;
-        gw_back_cancel(bx); /* pending body writes report back: their streams are closed */
-    }
+    gw_proxy__ox_cancel(ox);
     gw_free(ox->key);
     gw_proxy__cbody_free(&ox->body);
     gw_free(ox->trailers);
@@ -92,11 +97,7 @@ void gw_proxy__ox_end(ox_t *ox)
  * fails, the origin exchange is dropped. */
 void gw_proxy__ox_abort(ox_t *ox, int code)
 {
-    if (ox->bx) {
-        gw_back_exch_t *bx = ox->bx;
-        ox->bx = NULL;
-        gw_back_cancel(bx);
-    }
+    gw_proxy__ox_cancel(ox);
     FOREACH_SUB(ox, px)
     {
         gw_proxy__fail(px, code);

@@ -194,11 +194,7 @@ static void on_sweep(uv_timer_t *t)
             gw_proxy__do_reset(px, GW_CS_RESET_CANCEL);
         }
         /* the streams leave when the front closes them; the origin read stops now */
-        if (ox->bx) {
-            gw_back_exch_t *bx = ox->bx;
-            ox->bx = NULL;
-            gw_back_cancel(bx);
-        }
+        gw_proxy__ox_cancel(ox);
         gw_proxy__unindex(ox);
     }
     if (gw_list_empty(&p->paused))

@@ -385,16 +385,19 @@ typedef struct {
     void (*release)(ox_t *ox);
 } gw_proxy_filter_t;
 
-/* The response filters, in the order they run. A filter is a file that defines
- * `const gw_proxy_filter_t gw_proxy__filter_<name>`, and one line here. */
-#define GW_PROXY_FILTERS(X) /* (a cache store goes first) */                                       \
+/* The response filters, in the order they run; a filter is a file that defines
+ * `const gw_proxy_filter_t gw_proxy__filter_<name>`, and one line here:
+ *   (a cache store, when there is one, goes first: it keeps what the origin sent)
+ *   coalesce  coalesce.c: which subscribers may share the answer (RFC 9111)
+ *   hints     hints.c: 103 Early Hints: the gateway's, the learned, the origin's
+ *   push      push.c: HTTP/2 server push of the answer's preload links
+ *   compress  compress.c: gzip, br or zstd, as the client accepts
+ *   (response header rules, when there are some, go last: they see what the client gets) */
+#define GW_PROXY_FILTERS(X)                                                                        \
     X(coalesce)                                                                                    \
-    /* coalesce.c: which subscribers may share the answer (RFC 9111) */ X(                         \
-        hints) /* hints.c: 103 Early Hints: the gateway's, the learned, the origin's */            \
-        X(push) /* push.c: HTTP/2 server push of the answer's preload links */ X(                  \
-            compress) /* compress.c: gzip, br or zstd, as the client accepts */ /* (response       \
-                                                                                   header rules go \
-                                                                                   last) */
+    X(hints)                                                                                       \
+    X(push)                                                                                        \
+    X(compress)
 #define GW_PROXY_FILTER_DECLARE(name) extern const gw_proxy_filter_t gw_proxy__filter_##name;
 GW_PROXY_FILTERS(GW_PROXY_FILTER_DECLARE)
 #define GW_PROXY_FILTER_COUNT(name) +1
@@ -484,6 +487,7 @@ int gw_proxy__serve(px_t *px);
 void gw_proxy__resp_reached(px_t *px, px_resp_t r);
 void gw_proxy__ox_unpause(ox_t *ox);
 void gw_proxy__ox_free(ox_t *ox);
+void gw_proxy__ox_cancel(ox_t *ox);
 void gw_proxy__sub_remove(px_t *px);
 void gw_proxy__ox_end(ox_t *ox);
 void gw_proxy__do_reset(px_t *px, gw_cs_reset_t code);

@@ -102,11 +102,8 @@ static gw_back_exch_t *own_bx(px_t *px)
 static void abort_own(px_t *px)
 {
     ox_t *ox = px->ox;
-    if (ox && ox->bx) {
-        gw_back_exch_t *bx = ox->bx;
-        ox->bx = NULL;
-        gw_back_cancel(bx);
-    }
+    if (ox)
+        gw_proxy__ox_cancel(ox);
     gw_proxy__sub_remove(px);
 }
 
