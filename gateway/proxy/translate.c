@@ -270,31 +270,23 @@ static gw_slice_t trusted_proto(const gw_req_head_t *h, gw_slice_t ours)
     return ours;
 }
 
-int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_req_head_t *h,
-                        uint8_t urgency, gw_proxy_xlate_t *x, gw_back_req_t *req)
+/* The client's fields that go on, into x: not Host (its value stands in for a missing
+ * authority, *authority; HTTP/2: it must agree with :authority, else GW_E_PARSE), nor the
+ * connection-specific ones, nor those rebuilt here (cookies of HTTP/2, the forwarding fields,
+ * X-Request-Id, a WebSocket's key and version over HTTP/2). */
+static int copy_fields(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_req_head_t *h,
+                       int trusted, gw_proxy_xlate_t *x, gw_slice_t *authority)
 {
-    size_t bytes = 512 + h->authority.len + h->path.len;
-    for (size_t i = 0; i < h->fields_len; i++)
-        bytes += h->fields[i].name.len + h->fields[i].value.len + 4;
-    x->cap = h->fields_len + 9;
-    x->size = bytes * 2;
-    x->f = x->cap <= GW_PROXY_XLATE_FIELDS ? x->fst : gw_malloc(x->cap * sizeof(*x->f));
-    x->buf = x->size <= GW_PROXY_XLATE_BYTES ? x->bst : gw_malloc(x->size);
-    if (!x->f || !x->buf)
-        return GW_E_NOMEM;
     int h2 = h->proto == GW_REQ_H2;
     int ws = h->protocol.len > 0;
-    x->ws_key[0] = 0;
     conn_toks_t toks;
     int conn = conn_toks(&toks, h->fields, h->fields_len);
-    int trusted = peer_trusted(r, s);
-    gw_slice_t authority = h->authority;
     for (size_t i = 0; i < h->fields_len; i++) {
         const gw_field_t *f = &h->fields[i];
         if (gw_proxy__name_is(f->name, "host")) {
-            if (authority.len == 0)
-                authority = f->value;
-            else if (h2 && !gw_slice_eq_nocase(f->value, authority))
+            if (authority->len == 0)
+                *authority = f->value;
+            else if (h2 && !gw_slice_eq_nocase(f->value, *authority))
                 return GW_E_PARSE;
             continue;
         }
@@ -318,29 +310,34 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
             continue; /* RFC 8441 §5: ours go below */
         add(x, f->name, f->value);
     }
-    if (ws) {
-        /* RFC 6455 §4.1 / RFC 9110 §7.8: the two hop-by-hop fields of the handshake, ours */
-        add(x, GW_SLICE_LIT("Connection"), GW_SLICE_LIT("Upgrade"));
-        add(x, GW_SLICE_LIT("Upgrade"), GW_SLICE_LIT("websocket"));
-        if (h2) { /* RFC 8441 §5: the key and version an HTTP/1.1 origin expects */
-            if (gw_proxy__ws_key(x->ws_key) < 0)
-                return GW_E_NOMEM;
-            add(x, GW_SLICE_LIT("Sec-WebSocket-Key"), gw_slice_str(x->ws_key));
-            add(x, GW_SLICE_LIT("Sec-WebSocket-Version"), GW_SLICE_LIT("13"));
-        } else if (gw_proxy__ws_h1_key(h->fields, h->fields_len, x->ws_key) < 0) {
-            return GW_E_PARSE; /* the client's key, which passed above, answers its 101 */
-        }
+    return 0;
+}
+
+/* A WebSocket's handshake fields (RFC 6455 §4.1 / RFC 9110 §7.8; RFC 8441 §5 for HTTP/2),
+ * ours; x->ws_key gets the key the origin is given. 0, GW_E_NOMEM, GW_E_PARSE. */
+static int add_websocket(gw_proxy_xlate_t *x, const gw_req_head_t *h)
+{
+    /* RFC 6455 §4.1 / RFC 9110 §7.8: the two hop-by-hop fields of the handshake, ours */
+    add(x, GW_SLICE_LIT("Connection"), GW_SLICE_LIT("Upgrade"));
+    add(x, GW_SLICE_LIT("Upgrade"), GW_SLICE_LIT("websocket"));
+    if (h->proto == GW_REQ_H2) { /* RFC 8441 §5: the key and version an HTTP/1.1 origin expects */
+        if (gw_proxy__ws_key(x->ws_key) < 0)
+            return GW_E_NOMEM;
+        add(x, GW_SLICE_LIT("Sec-WebSocket-Key"), gw_slice_str(x->ws_key));
+        add(x, GW_SLICE_LIT("Sec-WebSocket-Version"), GW_SLICE_LIT("13"));
+    } else if (gw_proxy__ws_h1_key(h->fields, h->fields_len, x->ws_key) < 0) {
+        return GW_E_PARSE; /* the client's key, which passed above, answers its 101 */
     }
-    if (h2) {
-        gw_slice_t c = join(x, h, GW_SLICE_LIT("cookie"), GW_SLICE_LIT("; "));
-        if (c.base)
-            add(x, GW_SLICE_LIT("cookie"), c);
-    }
-    /* Issue 18.3: the authority becomes Host and Forwarded host=: RFC 3986 §3.2 characters
-     * only (the fronts check :authority and Host; an HTTP/2 host field standing in for a
-     * missing :authority is checked here) */
-    if (!gw_slice_is_authority(authority))
-        return GW_E_PARSE;
+    return 0;
+}
+
+/* The forwarding fields the route adds (X-Forwarded-For and -Proto, Forwarded, Via) and the
+ * front's X-Request-Id, into x: the client is the connection's peer, appended to what a trusted
+ * proxy said (trusted), never to the client's own words. */
+static void add_forwarding(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_req_head_t *h,
+                           int trusted, gw_slice_t authority, gw_proxy_xlate_t *x)
+{
+    int h2 = h->proto == GW_REQ_H2;
     const char *ip = s->peer_ip ? s->peer_ip : "unknown";
     /* the scheme the client used is the listener's, whatever :scheme says (docs/ARCHITECTURE.md
      * "Safe sharing": what the origin is told about the client comes from the connection) */
@@ -381,6 +378,41 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
     if (s->log && s->log->id_len)
         add(x, GW_SLICE_LIT("X-Request-Id"),
             (gw_slice_t){(const uint8_t *)s->log->id, s->log->id_len});
+}
+
+int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_req_head_t *h,
+                        uint8_t urgency, gw_proxy_xlate_t *x, gw_back_req_t *req)
+{
+    size_t bytes = 512 + h->authority.len + h->path.len;
+    for (size_t i = 0; i < h->fields_len; i++)
+        bytes += h->fields[i].name.len + h->fields[i].value.len + 4;
+    x->cap = h->fields_len + 9;
+    x->size = bytes * 2;
+    x->f = x->cap <= GW_PROXY_XLATE_FIELDS ? x->fst : gw_malloc(x->cap * sizeof(*x->f));
+    x->buf = x->size <= GW_PROXY_XLATE_BYTES ? x->bst : gw_malloc(x->size);
+    if (!x->f || !x->buf)
+        return GW_E_NOMEM;
+    int h2 = h->proto == GW_REQ_H2;
+    int ws = h->protocol.len > 0;
+    x->ws_key[0] = 0;
+    int trusted = peer_trusted(r, s);
+    gw_slice_t authority = h->authority;
+    int rv = copy_fields(r, s, h, trusted, x, &authority);
+    if (rv < 0)
+        return rv;
+    if (ws && (rv = add_websocket(x, h)) < 0)
+        return rv;
+    if (h2) {
+        gw_slice_t c = join(x, h, GW_SLICE_LIT("cookie"), GW_SLICE_LIT("; "));
+        if (c.base)
+            add(x, GW_SLICE_LIT("cookie"), c);
+    }
+    /* Issue 18.3: the authority becomes Host and Forwarded host=: RFC 3986 §3.2 characters
+     * only (the fronts check :authority and Host; an HTTP/2 host field standing in for a
+     * missing :authority is checked here) */
+    if (!gw_slice_is_authority(authority))
+        return GW_E_PARSE;
+    add_forwarding(r, s, h, trusted, authority, x);
     if (authority.len == 0)
         return GW_E_PARSE;
     /* RFC 9110 §9.2.2: only an idempotent method may be sent again (retry, pipelining); a
