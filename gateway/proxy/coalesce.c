@@ -4,9 +4,10 @@
  *
  * Coalescing is a cache with a lifetime of one exchange: a request that arrives while an
  * identical one waits for its response head joins it, and the response is handed to both. So
- * a response is shared only where a shared cache could serve it to every joiner (RFC 9111,
- * docs/ARCHITECTURE.md "Safe sharing"). Review of the rules against RFC 9111 §4 (reusing a stored
- * response), clause by clause, with the storing rules of §3 it refers to:
+ * a response is shared only where a shared cache could serve it to every joiner (RFC 9111:
+ * what is shared between clients is keyed on every input that can change it). Review of the rules
+ * against RFC 9111 §4 (reusing a stored response), clause by clause, with the storing rules of §3
+ * it refers to:
  *
  *  §4 "the presented target URI and that of the stored response match"
  *      → the key holds the scheme, the authority (lowercased, RFC 3986 §6.2.2.1) and the path
@@ -192,8 +193,9 @@ static void kput(char *out, size_t cap, size_t *at, const uint8_t *p, size_t n, 
 }
 
 /* The key into out (cap bytes; out may be NULL to measure). The same code measures and writes,
- * and every write is checked against cap: the size cannot disagree with what is written (issue
- * 18 item 2: it did, when coalesce_headers named one field twice). Returns the key's length. */
+ * and every write is checked against cap: the size cannot disagree with what is written (two
+ * passes that counted apart did, when coalesce_headers named one field twice). Returns the
+ * key's length. */
 static size_t key_write(const gw_cfg_route_t *r, const gw_req_head_t *h, char *out, size_t cap)
 {
     size_t at = 0;

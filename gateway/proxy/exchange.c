@@ -31,8 +31,8 @@ static void copy_cstr(char *dst, size_t size, gw_slice_t s)
     dst[n] = 0;
 }
 
-/* RFC 9218 urgency of the request, for the origin queue (issue 7: waiting exchanges leave the
- * queue most urgent first), as the front holds it: it parsed the priority field once, and
+/* RFC 9218 urgency of the request, for the origin queue (waiting exchanges leave the queue
+ * most urgent first), as the front holds it: it parsed the priority field once, and
  * PRIORITY_UPDATE may have changed it since. */
 static uint8_t req_urgency(gw_cstream_t *s)
 {
@@ -166,8 +166,8 @@ void gw_proxy__fail(px_t *px, int code)
     }
 }
 
-/* A malformed request is the client's fault, never the origin's (issue 19.3; RFC 9113 §8.1.1,
- * RFC 9112 §3): HTTP/2 resets the stream with PROTOCOL_ERROR, HTTP/1.1 is answered 400 while
+/* A malformed request is the client's fault, never the origin's (RFC 9113 §8.1.1, RFC 9112
+ * §3): HTTP/2 resets the stream with PROTOCOL_ERROR, HTTP/1.1 is answered 400 while
  * no response head went out; never a 502, which would blame the origin in logs and metrics. */
 void gw_proxy__bad_request(px_t *px, const char *why)
 {
@@ -238,7 +238,7 @@ static void dispatch(px_t *px, char *key, size_t keylen)
         if (rv == GW_E_PARSE) /* translate(): the head's authority */
             gw_proxy__bad_request(
                 px, "missing or invalid authority, or host does not match :authority");
-        else if (rv == GW_E_INVAL) /* the back's serializer refused the head (issue 19.3) */
+        else if (rv == GW_E_INVAL) /* the back's serializer refused the head: the client's */
             gw_proxy__bad_request(px, "request head cannot be sent as HTTP/1.1");
         else
             gw_proxy__fail(px, rv);
@@ -409,8 +409,8 @@ int gw_proxy__serve(px_t *px)
     const gw_req_head_t *h = &px->head;
     gw_proxy__chain_request(px); /* before anything is asked of the origin */
 
-    /* the key holds the scheme the origin is told (the listener's, docs/ARCHITECTURE.md
-     * "Safe sharing"), not the client's :scheme */
+    /* the key holds the scheme the origin is told (the listener's: what is shared is keyed on
+     * what the connection says, never on the client's words), not the client's :scheme */
     gw_req_head_t kh = *h;
     kh.scheme = s->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http");
     size_t klen;

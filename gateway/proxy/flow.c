@@ -15,8 +15,6 @@
 
 static void on_sweep(uv_timer_t *t);
 
-/* ---- lifetime -------------------------------------------------------------------------------- */
-
 /* ---- flow control --------------------------------------------------------------------------- */
 
 static void ox_pause(ox_t *ox)
@@ -44,12 +42,12 @@ void gw_proxy__ox_unpause(ox_t *ox)
         gw_back_resume_reading(ox->bx);
 }
 
-/* The response body is held once, in ox->body, by reference, for every subscriber (issue 19
- * item 2). Each subscriber's cursor (px->delivered) says how far it got; a client stream is
- * handed bytes while it holds less than limits.body_buffer (ops->pending), and the store keeps
- * the bytes from the slowest cursor to what the origin sent last. So an exchange holds the span
- * between its slowest and fastest subscriber (plus what each client stream has queued, which
- * references the same buffers), however many subscribe:
+/* The response body is held once, in ox->body, by reference, for every subscriber. Each
+ * subscriber's cursor (px->delivered) says how far it got; a client stream is handed bytes while it
+ * holds less than limits.body_buffer (ops->pending), and the store keeps the bytes from the slowest
+ * cursor to what the origin sent last. So an exchange holds the span between its slowest and
+ * fastest subscriber (plus what each client stream has queued, which references the same buffers),
+ * however many subscribe:
  *
  *  - the origin is read while some subscriber has everything and can take more ("hungry": its
  *    cursor is at the end and its stream holds less than body_buffer) and the span is under

@@ -1,12 +1,12 @@
-/* proxy/hints.c — 103 Early Hints made by the gateway (RFC 8297, issue 23): the Link values a
+/* proxy/hints.c — 103 Early Hints made by the gateway (RFC 8297): the Link values a
  * route configures, and those it learns from the origin's shareable answers, sent to a
  * navigation as soon as it is routed, before the origin is asked.
  *
  * Learning (per worker proxy, an LRU of `early_hints.learn_entries` pages with a TTL of
  * `early_hints.learn_ttl`): the `Link` values with rel preload, modulepreload or preconnect of
  * the last 2xx answer to a GET navigation. Learned hints are a shared cache of those links, so
- * they follow its rules (docs/ARCHITECTURE.md "Safe sharing"; RFC 9111 §4: the stored
- * response is reused only for the same target URI and the same fields its Vary names):
+ * they follow its rules (RFC 9111 §4: the stored response is reused
+ * only for the same target URI and the same fields its Vary names):
  *  - the key is the route, the listener's scheme, the authority, the path WITH its query (a
  *    page learned from a request with a token in its query was hinted to every visitor of the
  *    path, token included), and, with early_hints_learn_private, whether the request carries

@@ -13,7 +13,7 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     p->loop = loop;
     p->tunnels = &p->tunnels_own;
     p->zcharged = &p->zcharged_own;
-    /* docs/STYLE.md: streams and exchanges come from freelists: malloc and free were the largest
+    /* streams and exchanges come from freelists: malloc and free were the largest
      * part of the proxy's per-request cost, and a worker with 512 streams in flight (h2load
      * -c 32 -m 16) frees that many within a few loop turns and needs them again right after */
     gw_pool_init(&p->px_pool, sizeof(px_t), 0, GW_POOL_KEEP);

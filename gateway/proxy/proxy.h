@@ -45,7 +45,7 @@ void gw_proxy_del(gw_proxy_t *p);
  * deleted. NULL (the default) turns request-rate limits off. Over its rate a request is
  * answered 429 with Retry-After by the gateway and never reaches the origin. */
 void gw_proxy_set_rate_table(gw_proxy_t *p, gw_bucket_table_t *t);
-/* Request rates shared across instances (issue 27, `cluster:`). With an asker, a request
+/* Request rates shared across instances (`cluster:`). With an asker, a request
  * without a body on a route with request_rate waits for ask's answer before it goes anywhere;
  * the answer comes back through gw_proxy_rate_answer on this proxy's loop. ask(ud, key, klen,
  * rate, burst, wait) returns the question's token (never 0), or 0 when no answer will come
@@ -102,7 +102,7 @@ void gw_proxy_writable(gw_proxy_t *p, gw_cstream_t *s);
  * No op is called on s afterwards. */
 void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s);
 
-/* Content codings the proxy compresses with (issue 22), and why a response of a compressing
+/* Content codings the proxy compresses with, and why a response of a compressing
  * route went out as it was. */
 typedef enum { GW_ZC_NONE = 0, GW_ZC_GZIP, GW_ZC_BR, GW_ZC_ZSTD, GW_ZC_N } gw_zcoding_t;
 typedef enum {
@@ -133,14 +133,14 @@ typedef struct {
 } gw_proxy_zstats_t;
 void gw_proxy_zstats(const gw_proxy_t *p, gw_proxy_zstats_t *out);
 
-/* 103 Early Hints made by the gateway (issue 23). */
+/* 103 Early Hints made by the gateway, and server push. */
 typedef struct {
     uint64_t sent_configured, sent_learned; /* 103s with configured / learned links */
     uint64_t sent_origin;    /* the origin's 103 relayed (the gateway had none to send) */
     uint64_t dropped_origin; /* the origin's 103 not relayed: one 103 went out already */
     uint64_t learned, evicted, expired; /* pages learned, pushed out by the LRU, too old */
     uint64_t entries;                   /* gauge: pages known now */
-    /* HTTP/2 server push (issue 23 item 3): links promised, and those not promised because
+    /* HTTP/2 server push: links promised, and those not promised because
      * the client disabled push, a limit (h2.max_pushes, the client's concurrency), the path
      * was promised on the connection before, or a GOAWAY / the parent's end */
     uint64_t push_promised, push_client, push_limit, push_duplicate, push_closed;

@@ -5,8 +5,6 @@
 #include "common/err.h"
 #include "proxy/proxy_internal.h"
 
-/* ---- server push (RFC 9113 §8.4) ------------------------------------------------------------- */
-
 /* The path a link target names on the request's own authority and scheme, or {NULL, 0}: an
  * absolute path ("/app.css"), or an absolute URI or network-path reference ("//host/app.css")
  * whose authority is the request's (RFC 3986 §6.2.2.1: compared case-insensitively) and, for
@@ -55,7 +53,7 @@ path:
 }
 
 /* The fields a promised request carries: the parent's accept, accept-encoding, accept-language
- * and user-agent (issue 23: what selects the representation and what the origin logs), into
+ * and user-agent (what selects the representation and what the origin logs), into
  * out[0..cap); their number. */
 static size_t push_fields(const gw_req_head_t *h, gw_field_t *out, size_t cap)
 {

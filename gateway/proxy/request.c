@@ -14,8 +14,8 @@
  * be sending its body. Over HTTP/2 the stream is then reset with NO_ERROR once the answer is
  * framed (RFC 9113 §8.1: "a server can send a complete response prior to the client sending an
  * entire request ... by sending a RST_STREAM with an error code of NO_ERROR"): left
- * half-closed, the stream would keep the connection out of its idle timeout for ever (issue 18
- * item 8). HTTP/1.1 reads and drops the body as before, keeping the connection. */
+ * half-closed, the stream would keep the connection out of its idle timeout for ever.
+ * HTTP/1.1 reads and drops the body as before, keeping the connection. */
 static int answer_early(gw_cstream_t *s, const gw_req_head_t *h, unsigned status, const char *text,
                         const gw_field_t *f, size_t n)
 {
@@ -91,7 +91,7 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     px_t *px;
     if (!kl || !h->end_stream || h->protocol.len) {
         /* decided here; with a cluster, a request with a body (it cannot wait without holding
-         * its body) is only charged to the shared budget (issue 27) */
+         * its body) is only charged to the shared budget */
         if (kl)
             (void)p->asker.ask(p->asker.ud, key, kl, r->request_rate, burst, 0);
         unsigned retry;
@@ -101,7 +101,7 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
             return GW_E_NOMEM;
         return gw_proxy__serve(px);
     }
-    /* issue 27: the cluster decides across instances; the stream waits for the answer (within
+    /* the cluster decides across instances; the stream waits for the answer (within
      * cluster.timeout; then, or without Redis, the local bucket decides) */
     if (!(px = gw_proxy__stream_new(p, s, h, r)))
         return GW_E_NOMEM;

@@ -83,8 +83,9 @@ int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t i
     if (!e) {
         if (!gw_bucket_table_keyed(sa))
             return 1; /* not an IP client: no per-address limit applies */
-        /* the table is full of clients still in debt: fail closed for the newcomer (issue 18
-         * item 12), counted by the table (gw_bucket_table_refused) */
+        /* the table is full of clients still in debt: fail closed for the newcomer (failing
+         * open would let whoever fills the table with addresses go unlimited), counted by the
+         * table (gw_bucket_table_refused) */
         *retry_after_s = 1;
         return 0;
     }

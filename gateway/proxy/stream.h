@@ -116,7 +116,7 @@ struct gw_cstream {
     gw_alog_t *log; /* the front's record of the request (access log, metrics); the proxy adds
                        the route, the origin side, and forwards log->id as x-request-id */
     /* the client came through TLS: the only source of the scheme the origin is told
-     * (X-Forwarded-Proto, Forwarded proto=), never the request's :scheme (issue 18.3) */
+     * (X-Forwarded-Proto, Forwarded proto=), never the request's :scheme */
     int tls;
     int tunnel;   /* the front made it a WebSocket tunnel (counted in its connection's tunnels) */
     int no_hints; /* its listener says early_hints: false: the gateway makes no 103 for it */

@@ -177,7 +177,7 @@ static gw_slice_t join(gw_proxy_xlate_t *x, const gw_req_head_t *h, gw_slice_t n
 
 /* Whether v is a well-formed RFC 7239 §4 Forwarded value: 1#forwarded-element, each a list of
  * token "=" (token / quoted-string) pairs. A client's value that is not (an open quote above
- * all) could swallow the element we append (issue 18.3): such values are not forwarded. */
+ * all) could swallow the element we append: such values are not forwarded. */
 static int forwarded_ok(gw_slice_t v)
 {
     const uint8_t *p = v.base, *e = p + v.len;
@@ -339,8 +339,8 @@ static void add_forwarding(const gw_cfg_route_t *r, const gw_cstream_t *s, const
 {
     int h2 = h->proto == GW_REQ_H2;
     const char *ip = s->peer_ip ? s->peer_ip : "unknown";
-    /* the scheme the client used is the listener's, whatever :scheme says (docs/ARCHITECTURE.md
-     * "Safe sharing": what the origin is told about the client comes from the connection) */
+    /* the scheme the client used is the listener's, whatever :scheme says (what the origin is
+     * told about the client comes from the connection, never from the client's words) */
     gw_slice_t proto = s->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http");
     if (r->add_x_forwarded) {
         /* replace: the connection's peer only; append: a trusted proxy's list, then it */
@@ -407,7 +407,7 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
         if (c.base)
             add(x, GW_SLICE_LIT("cookie"), c);
     }
-    /* Issue 18.3: the authority becomes Host and Forwarded host=: RFC 3986 §3.2 characters
+    /* the authority becomes Host and Forwarded host=: RFC 3986 §3.2 characters
      * only (the fronts check :authority and Host; an HTTP/2 host field standing in for a
      * missing :authority is checked here) */
     if (!gw_slice_is_authority(authority))
@@ -446,7 +446,7 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
  * §6.5.1 forbids in trailers what frames, routes, authenticates, modifies the request or
  * describes the content, since it is acted on before the content arrives; connection-specific
  * fields never cross a hop (§7.6.1). An origin that merged them into the head would see a
- * different request than the one we checked (issue 18.12). */
+ * different request than the one we checked. */
 size_t gw_proxy__req_trailers(const gw_field_t *in, size_t n, gw_field_t *out)
 {
     static const char *const deny[] = {"host",
@@ -505,7 +505,7 @@ size_t gw_proxy__resp_fields(const gw_cfg_route_t *route, const gw_back_field_t 
         gw_slice_t name = in[i].name;
         if (gw_proxy__name_is(name, "content-length")) {
             /* digits only, validated by the back's parser, which also refuses values past
-             * INT64_MAX; checked again here because a signed overflow is UB (issue 18.12):
+             * INT64_MAX; checked again here because a signed overflow is UB:
              * an out-of-range value is unknown (-1) rather than a wrapped one */
             uint64_t v = 0;
             for (size_t j = 0; j < in[i].value.len && v <= (uint64_t)INT64_MAX; j++) {

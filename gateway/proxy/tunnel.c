@@ -1,5 +1,5 @@
-/* proxy/tunnel.c — WebSocket through the gateway (issue 24): which requests ask for it, the
- * handshake fields the origin is given, and the check of its 101.
+/* proxy/tunnel.c — WebSocket through the gateway: which requests ask for it, the handshake
+ * fields the origin is given, the check of its 101, and the exchange that becomes a tunnel.
  *
  * HTTP/1.1 (RFC 6455 §4.1, RFC 9110 §7.8): a GET with `Connection: upgrade` and `Upgrade:
  * websocket` goes to the origin with those two fields (they are hop-by-hop: nothing else of
@@ -13,8 +13,7 @@
  * it (RFC 6455 §4.1): the gateway rewrites the 101's Upgrade and Connection for an HTTP/1.1
  * client and turns it into a 200 for an HTTP/2 one, so neither client can check what the
  * origin said, and the tunnel (a connection out of the pool, a max_tunnels slot) is held on
- * the origin's word. docs/STYLE.md: a peer's word that a protocol switched is checked, not
- * relayed. */
+ * the origin's word: a peer's word that a protocol switched is checked, not relayed. */
 #include <string.h>
 #include <sys/random.h>
 

@@ -1,6 +1,6 @@
 /* proxy/upload.c — request bodies on their way to the origin: bytes written by reference and
  * credited back to the client once written, small pieces gathered into one write per loop turn
- * (acc), and the request body timeout (timeouts.request_body, issue 18 item 5). */
+ * (acc), and the request body timeout (timeouts.request_body). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,9 +15,7 @@
 static void on_upload_sweep(uv_timer_t *t);
 static void abort_own(px_t *px);
 
-/* ---- front entry points ---------------------------------------------------------------------- */
-
-/* ---- request body timeout (timeouts.request_body, issue 18 item 5) ---------------------------
+/* ---- request body timeout (timeouts.request_body) ------------------------------------------
  *
  * A request whose body stops arriving must not hold an origin connection until the origin's
  * response_timeout fires and blames the origin: five such requests per server ejected it, and
@@ -107,7 +105,7 @@ static void abort_own(px_t *px)
     gw_proxy__sub_remove(px);
 }
 
-/* Request body pieces (issue 18 item 7). Each write to the back costs a buffer, a write
+/* Request body pieces. Each write to the back costs a buffer, a write
  * context, a write mark and a queue entry, about 150 bytes, while the bounds
  * (limits.body_buffer, the HTTP/2 window) count payload bytes: one-byte DATA frames or chunks
  * made the memory 150 times the bound. So pieces smaller than ACC_SMALL are copied into one
@@ -148,7 +146,6 @@ static void body_write(px_t *px, gw_rbuf_t *b, size_t len)
         gw_proxy__fail(px, rv);
 }
 
-/* Write what px->acc gathered (it goes before any later piece or the body's end). */
 /* What px->acc gathered, taken off px and the pending list (NULL: nothing). */
 static gw_rbuf_t *acc_take(px_t *px)
 {
@@ -161,6 +158,7 @@ static gw_rbuf_t *acc_take(px_t *px)
     return b;
 }
 
+/* Write what px->acc gathered (it goes before any later piece or the body's end). */
 static void acc_flush_one(px_t *px)
 {
     gw_rbuf_t *b = acc_take(px);
@@ -189,6 +187,8 @@ static void on_acc_flush(uv_prepare_t *h)
         acc_flush_one(GW_CONTAINER_OF(p->acc_pending.next, px_t, alink));
     uv_prepare_stop(h);
 }
+
+/* ---- the front's entry points -------------------------------------------------------------- */
 
 void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t len)
 {
@@ -274,7 +274,7 @@ void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *tr, siz
         gw_free(f);
     if (rv < 0) {
         abort_own(px);
-        if (rv == GW_E_INVAL) /* a trailer the serializer refused: the client's (issue 19.3) */
+        if (rv == GW_E_INVAL) /* a trailer the serializer refused: the client's */
             gw_proxy__bad_request(px, "invalid request trailer");
         else
             gw_proxy__fail(px, rv);
