@@ -1,17 +1,36 @@
 /* proxy/proxy_internal.h — what the files of proxy/ share (not a public interface).
  *
+ * The files, in the order a request meets them:
+ * proxy.c:     the proxy of one worker: its lifetime, what the front sets on it, its counters.
+ * request.c:   the request stage, before any exchange exists: what is refused (CONNECT, no
+ *              route, WebSocket), the place of the route's request policy, the request rate
+ *              (the local bucket, or the cluster's answer waited for).
  * route.c:     route matching (host, wildcard, path prefix), request-rate buckets (429) and
  *              the gateway's own answers (404, 400, 5xx).
+ * exchange.c:  px_t (one client stream) and ox_t (one origin exchange): their lifetimes,
+ *              dispatch to the back, the back's callbacks (into the chain), error answers.
  * translate.c: request and response translation as pure functions (RFC 9110 §7.6, RFC 9113
  *              §8.2-§8.3): what the origin and the client are told.
- * exchange.c:  px_t (one client stream) and ox_t (one origin exchange): lifetime, dispatch to
- *              the back, the back's callbacks, error answers, the front's entry points.
+ * chain.c:     the response filter chain: each route's filters, each hook run over them, and
+ *              the end of the chain (the head to each subscriber, the body into the store).
+ * The filters, in the order of the chain (GW_PROXY_FILTERS below):
+ * coalesce.c:  the RFC 9111 rules of coalescing, the key, the shared body store, the in-flight
+ *              index, and the filter that decides who may share an answer.
+ * hints.c:     103 Early Hints: the gateway's (configured, learned in an LRU per worker), the
+ *              origin's (relayed, held for followers until the answer is shared).
+ * push.c:      HTTP/2 server push of an answer's preload links.
+ * compress.c:  Accept-Encoding negotiation, the rules, the head rewrite, and one exchange's
+ *              compression (fed, finished, made again for a follower that detaches).
+ * What they use:
+ * link.c:      the Link fields (RFC 8288), read for hints.c and push.c.
+ * zstream.c:   the gzip, br and zstd compressors and the memory they are charged.
+ * And the body's way:
  * flow.c:      the response body handed to each subscriber as its client takes it, the
  *              origin paused while the slowest cannot, stalled streams given up.
  * upload.c:    request bodies to the origin: by reference, credited back once written,
  *              small pieces gathered per loop turn, the request_body timeout.
- * coalesce.c:  the RFC 9111 rules of coalescing, the coalescing key, the shared body store
- *              and the in-flight index.
+ * tunnel.c:    WebSocket: the handshake, the check of the origin's 101, the exchange that
+ *              becomes a tunnel.
  */
 #ifndef GW_PROXY_INTERNAL_H
 #define GW_PROXY_INTERNAL_H
@@ -65,13 +84,16 @@ struct gw_proxy {
     gw_pool_t px_pool, ox_pool;
 };
 
-/* route.c: the shared rate key of a client on route r: "ROUTE NAME|ADDRESS", the address cut
- * to throttle.ipv6_prefix bits for IPv6 as the local tables do; its length (0: no key). */
-#define GW_PROXY_RATE_KEY_MAX 180
-size_t gw_proxy__rate_key(const gw_proxy_t *p, const gw_cfg_route_t *r, const struct sockaddr *sa,
-                          uint8_t *out, size_t cap);
+/* ---- fields (translate.c) -------------------------------------------------------------- */
 
-/* translate.c: the first field named `name` (case-insensitively), or NULL; whether a field
+/* Length first: most names differ there (strlen of a literal folds once inlined). */
+static inline int gw_proxy__name_is(gw_slice_t name, const char *lit)
+{
+    size_t n = strlen(lit);
+    return name.len == n && gw_slice_eq_nocase(name, (gw_slice_t){(const uint8_t *)lit, n});
+}
+
+/* The first field named `name` (case-insensitively), or NULL; whether a field
  * named `name` has `token` in its comma list (RFC 9110 §5.6.1; a "token=value" element counts
  * as its token: Cache-Control directives), case-insensitively. */
 const gw_field_t *gw_proxy__field(const gw_field_t *f, size_t n, const char *name);
@@ -80,102 +102,10 @@ int gw_proxy__list_has(const gw_field_t *f, size_t n, const char *name, const ch
  * 0 or GW_E_NOMEM. */
 int gw_proxy__fields_dup(const gw_field_t *f, size_t n, gw_field_t **out);
 
-/* hints.c: 103 Early Hints (issue 23) */
-/* A GET that is a navigation: Sec-Fetch-Mode: navigate, or without it, Accept with text/html. */
-int gw_proxy__is_navigation(const gw_req_head_t *h);
-/* Send h's 103 with the route's configured and learned links, if any; 1 when one went out. */
-int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r,
-                         const gw_req_head_t *h);
-/* Learn (or forget) the page's preload links from the origin's final answer f[0..n) to req,
- * received on a listener with TLS (tls) or without; the rules are at the top of hints.c. */
-void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, int tls,
-                           const gw_req_head_t *req, unsigned status, const gw_field_t *f,
-                           size_t n);
-/* Keep, in place, only the fields of an origin's 103 that a 103 may carry (Link, and the
- * policies a browser applies to what the links fetch); their number, or 0 when no Link is
- * among them (nothing to send). */
-size_t gw_proxy__hint_fields(gw_field_t *f, size_t n);
-void gw_proxy__hints_free(gw_proxy_hints_t *t);
+/* ---- exchanges: px_t (one client stream) and ox_t (one origin exchange) ------------------ */
 
-/* link.c: the Link fields (RFC 8288). The rel tokens of a link-value and its nopush
- * parameter (the W3C Preload convention: preload, do not push), as bits. */
-#define GW_PROXY_LINK_PRELOAD 1u
-#define GW_PROXY_LINK_MODULEPRELOAD 2u
-#define GW_PROXY_LINK_PRECONNECT 4u
-#define GW_PROXY_LINK_NOPUSH 8u
-/* Which of the bits above the link-value v (one element of a Link field: "<target>" and its
- * parameters) has; 0 when it does not start with a <target>. */
-unsigned gw_proxy__link_rels(gw_slice_t v);
-/* Every link-value of the Link fields f[0..n), in order: start with {.f = f, .n = n}. */
-typedef struct {
-    const gw_field_t *f;
-    size_t n, i;
-    const uint8_t *p, *e; /* the rest of the field being read (p NULL: none yet) */
-} gw_proxy__link_iter_t;
-/* The next link-value (trimmed) and its bits (gw_proxy__link_rels) in *rels; {NULL, 0} after
- * the last. */
-gw_slice_t gw_proxy__link_next(gw_proxy__link_iter_t *it, unsigned *rels);
-/* HTTP/2 server push (RFC 9113 §8.4): on a route with push, each same-origin Link
- * `<target>; rel=preload` without nopush of a 2xx answer (f[0..n), as the client gets it) to
- * the GET h becomes a promise on s (ops->push), before the caller sends the response head.
- * Counted in p->hints.st; returns how many were promised. */
-int gw_proxy__push_links(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r,
-                         const gw_req_head_t *h, unsigned status, const gw_field_t *f, size_t n);
-
-/* route.c: a gateway-made answer (404, 502, 503, 504) with a short text body. */
-int gw_proxy__answer(gw_cstream_t *s, unsigned status, const char *text);
-
-/* The same with extra fields after server and content-type (e.g. Retry-After). */
-int gw_proxy__answer_fields(gw_cstream_t *s, unsigned status, const char *text,
-                            const gw_field_t *extra, size_t n);
-
-/* route.c: whether a request of client sa on route r (index idx in the config) is within the
- * route's request_rate; when not, *retry_after_s is the whole seconds until one more request
- * is allowed (at least 1). Always 1 when the route has no rate, t is NULL or the address is
- * not IP (unlimited). */
-int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t idx,
-                         const struct sockaddr *sa, uint64_t now_us, unsigned *retry_after_s);
-
-/* ---- coalesce.c: the rules of coalescing (RFC 9111 review at the top of the file) ---------- */
-
-/* Whether request h on route r may lead or join a shared exchange: the route coalesces, GET or
- * HEAD, no content, no Expect, no Range/If-* conditionals, no request Cache-Control no-cache,
- * no-store or max-age=0 nor Pragma no-cache, no Authorization/Cookie unless coalesce_private. */
-int gw_proxy__coalesce_request_ok(const gw_cfg_route_t *r, const gw_req_head_t *h);
-
-/* The coalescing key of h on r (scheme, method, lowercased authority, path, and every value of
- * each of the route's coalesce_headers; with coalesce_private, whether it carries credentials:
- * gw_proxy__has_credentials), as a heap string of *len bytes (NUL-terminated; may
- * hold NUL bytes: compare with the length), owned by the caller (gw_free). NULL when the request
- * may not coalesce (gw_proxy__coalesce_request_ok) or out of memory. */
-char *gw_proxy__coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h, size_t *len);
-
-/* Whether a shared cache could give a response head (status, origin fields f[0..n)) to
- * another request that agrees with the first on the fields vary_ok[0..nvary): a heuristically
- * cacheable status (RFC 9110 §15.1, not 206/304) or explicit freshness; no Set-Cookie; no
- * Cache-Control no-store/private/no-cache; no Vary naming a field outside vary_ok, no Vary: *;
- * with `credentials` (the requests carry Authorization or Cookie), Cache-Control public,
- * s-maxage or must-revalidate (RFC 9111 §3.5). The one rule behind coalescing and learned
- * hints. */
-int gw_proxy__reusable(unsigned status, const gw_field_t *f, size_t n, const char *const *vary_ok,
-                       size_t nvary, int credentials);
-
-/* gw_proxy__reusable with the route's coalesce_headers: whether the response may answer every
- * request that joined its exchange on route r. */
-int gw_proxy__coalesce_shareable(const gw_cfg_route_t *r, unsigned status, const gw_field_t *f,
-                                 size_t n, int credentials);
-
-/* Whether the request carries credentials: an Authorization or a Cookie field. With
- * `credentials` set (the exchange's requests carry them: only with coalesce_private),
- * gw_proxy__coalesce_shareable also asks for Cache-Control public, s-maxage or must-revalidate
- * (RFC 9111 §3.5). */
-int gw_proxy__has_credentials(const gw_req_head_t *h);
-
-/* FNV-1a of n bytes (the index of in-flight keys). */
-uint64_t gw_proxy__hash(const void *p, size_t n);
-
-/* A response body held once for every subscriber of an exchange: the slices the origin read
- * delivered, by reference, from the first byte some subscriber still needs (base) to the last
+/* A response body held once for every subscriber of an exchange (coalesce.c): the slices the origin
+ * read delivered, by reference, from the first byte some subscriber still needs (base) to the last
  * byte received (end). Offsets count from the first body byte of the response. */
 typedef struct {
     gw_rslice_t *c; /* ring of c[(head + i) % cap], i < n; each holds one reference */
@@ -207,8 +137,6 @@ typedef enum {
 } px_resp_t;
 /* "none", "head", "done". */
 const char *gw_proxy__resp_str(px_resp_t r);
-
-/* ---- exchanges: px_t (one client stream) and ox_t (one origin exchange) ------------------ */
 
 /* The sizes of the origin reads a compressor was fed, one flush each. A follower of a
  * compressing exchange that falls behind and fetches on its own (detach) feeds its new
@@ -360,7 +288,8 @@ typedef struct {
      * origin is asked). */
     void (*on_request)(px_t *px);
     /* An interim (1xx) head of the origin; the filters decide what of it reaches whom (no 1xx
-     * reaches a client otherwise). */
+     * reaches a client otherwise: the hints filter sends a 103 itself, so a filter that
+     * rewrites one goes before it). */
     void (*on_interim)(ox_t *ox, gw_proxy_resp_t *r);
     /* The final head, once per exchange, before any subscriber gets it: decide, rewrite r,
      * detach subscribers that may not have this answer (gw_proxy__detach: ox stays valid until
@@ -426,7 +355,190 @@ void gw_proxy__chain_end(ox_t *ox);
 int gw_proxy__chain_detach(ox_t *ox, px_t *px);
 void gw_proxy__chain_release(ox_t *ox);
 
-/* compress.c: codings, the rules of RFC 9110 §12.5.3 and issue 22, the gzip stream */
+/* ---- exchange.c: the lifetimes of streams and exchanges ------------------------------------
+ *
+ * What the other files may do to a px_t or an ox_t. A px_t lives from gw_proxy__stream_new
+ * until the front closes its stream (gw_proxy_stream_closed), which the front never does from
+ * inside a call into the proxy or an op: a px_t stays valid through every call below, whatever
+ * they answer or reset. An ox_t lives while it has subscribers: the last gw_proxy__sub_remove
+ * frees it, unless ox->pumping says the caller will (flow.c's pump, the chain's on_head). After
+ * a call that can free ox (sub_remove, detach, ox_end, ox_abort, pump returning 1), ox is
+ * looked at again only under ox->pumping. Calls on a stream the front closed do nothing. */
+
+/* A stream's state for request h of s on route r, before it goes anywhere (s->proxy_data
+ * points to it); NULL out of memory. */
+px_t *gw_proxy__stream_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
+                           const gw_cfg_route_t *r);
+/* On to the origin: each filter's on_request, then a coalesced exchange to join or a new one.
+ * 0, or a negative code (the front resets the stream). */
+int gw_proxy__serve(px_t *px);
+
+/* px's response reached r (never moves back; a WebSocket answered otherwise than by a switch
+ * has a whole request from then on). */
+void gw_proxy__resp_reached(px_t *px, px_resp_t r);
+/* Reset px's stream with code (once). */
+void gw_proxy__do_reset(px_t *px, gw_cs_reset_t code);
+/* px's response is complete towards the client: a request body still coming is not wanted
+ * (RFC 9113 §8.1: the stream is reset with NO_ERROR). */
+void gw_proxy__response_done(px_t *px);
+/* The origin side failed with code: before the head, the gateway answers (gw_back_status_for:
+ * 502, 503, 504); after it, the stream is reset (a broken response, never a short one). */
+void gw_proxy__fail(px_t *px, int code);
+/* A malformed request (the client's fault, never the origin's): HTTP/2 resets the stream with
+ * PROTOCOL_ERROR, HTTP/1.1 is answered 400 while no head went out; why goes to the log. */
+void gw_proxy__bad_request(px_t *px, const char *why);
+
+/* px leaves its exchange (nothing when it has none). */
+void gw_proxy__sub_remove(px_t *px);
+/* A follower leaves its exchange for one of its own, dispatched now and never coalescible
+ * again; what it was handed carries over (the filters' on_detach), else it is reset. */
+void gw_proxy__detach(px_t *px);
+/* Take the back exchange off ox and cancel it: no back callback follows, the subscribers stay
+ * (their pending request body writes report back). */
+void gw_proxy__ox_cancel(ox_t *ox);
+/* The exchange ended (complete or failed, ox->bx gone): every subscriber leaves it. */
+void gw_proxy__ox_end(ox_t *ox);
+/* The exchange cannot go on (out of memory while holding the response, a bad answer):
+ * cancelled, every subscriber fails with code (gw_proxy__fail), then gw_proxy__ox_end. */
+void gw_proxy__ox_abort(ox_t *ox, int code);
+/* Free ox, whose subscribers are gone: off the paused list and the in-flight index, its back
+ * exchange cancelled, its store, trailers and the filters' state (release) dropped. */
+void gw_proxy__ox_free(ox_t *ox);
+
+/* ---- flow.c: response bodies, as each client reads ---------------------------------------- */
+
+/* Hand every subscriber what its stream can take (finishing those at the end of a complete
+ * response), then pause or resume the origin read and detach the followers past
+ * limits.coalesce_buffer. 1 when ox was freed (every subscriber finished), else 0. */
+int gw_proxy__pump(ox_t *ox);
+/* The origin read resumes (ox leaves p->paused); nothing when it was not paused. */
+void gw_proxy__ox_unpause(ox_t *ox);
+
+/* ---- upload.c: request bodies --------------------------------------------------------------- */
+
+/* Watch px's request body, still coming, for timeouts.request_body; unwatch it (it ended, the
+ * response is under way, or the stream closed). */
+void gw_proxy__upload_watch(px_t *px);
+void gw_proxy__upload_unwatch(px_t *px);
+/* Drop the small request body pieces px gathered (credited back to the client). */
+void gw_proxy__acc_drop(px_t *px);
+
+/* ---- route.c: routes, rates and the gateway's answers --------------------------------------- */
+
+/* The shared rate key of a client on route r: "ROUTE NAME|ADDRESS", the address cut
+ * to throttle.ipv6_prefix bits for IPv6 as the local tables do; its length (0: no key). */
+#define GW_PROXY_RATE_KEY_MAX 180
+size_t gw_proxy__rate_key(const gw_proxy_t *p, const gw_cfg_route_t *r, const struct sockaddr *sa,
+                          uint8_t *out, size_t cap);
+
+/* A gateway-made answer (404, 502, 503, 504) with a short text body. */
+int gw_proxy__answer(gw_cstream_t *s, unsigned status, const char *text);
+
+/* The same with extra fields after server and content-type (e.g. Retry-After). */
+int gw_proxy__answer_fields(gw_cstream_t *s, unsigned status, const char *text,
+                            const gw_field_t *extra, size_t n);
+
+/* Whether a request of client sa on route r (index idx in the config) is within the
+ * route's request_rate; when not, *retry_after_s is the whole seconds until one more request
+ * is allowed (at least 1). Always 1 when the route has no rate, t is NULL or the address is
+ * not IP (unlimited). */
+int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t idx,
+                         const struct sockaddr *sa, uint64_t now_us, unsigned *retry_after_s);
+
+/* ---- coalesce.c: the rules of coalescing (RFC 9111 review at the top of the file) ---------- */
+
+/* Whether request h on route r may lead or join a shared exchange: the route coalesces, GET or
+ * HEAD, no content, no Expect, no Range/If-* conditionals, no request Cache-Control no-cache,
+ * no-store or max-age=0 nor Pragma no-cache, no Authorization/Cookie unless coalesce_private. */
+int gw_proxy__coalesce_request_ok(const gw_cfg_route_t *r, const gw_req_head_t *h);
+
+/* The coalescing key of h on r (scheme, method, lowercased authority, path, and every value of
+ * each of the route's coalesce_headers; with coalesce_private, whether it carries credentials:
+ * gw_proxy__has_credentials), as a heap string of *len bytes (NUL-terminated; may
+ * hold NUL bytes: compare with the length), owned by the caller (gw_free). NULL when the request
+ * may not coalesce (gw_proxy__coalesce_request_ok) or out of memory. */
+char *gw_proxy__coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h, size_t *len);
+
+/* Whether a shared cache could give a response head (status, origin fields f[0..n)) to
+ * another request that agrees with the first on the fields vary_ok[0..nvary): a heuristically
+ * cacheable status (RFC 9110 §15.1, not 206/304) or explicit freshness; no Set-Cookie; no
+ * Cache-Control no-store/private/no-cache; no Vary naming a field outside vary_ok, no Vary: *;
+ * with `credentials` (the requests carry Authorization or Cookie), Cache-Control public,
+ * s-maxage or must-revalidate (RFC 9111 §3.5). The one rule behind coalescing and learned
+ * hints. */
+int gw_proxy__reusable(unsigned status, const gw_field_t *f, size_t n, const char *const *vary_ok,
+                       size_t nvary, int credentials);
+
+/* gw_proxy__reusable with the route's coalesce_headers: whether the response may answer every
+ * request that joined its exchange on route r. */
+int gw_proxy__coalesce_shareable(const gw_cfg_route_t *r, unsigned status, const gw_field_t *f,
+                                 size_t n, int credentials);
+
+/* Whether the request carries credentials: an Authorization or a Cookie field. With
+ * `credentials` set (the exchange's requests carry them: only with coalesce_private),
+ * gw_proxy__coalesce_shareable also asks for Cache-Control public, s-maxage or must-revalidate
+ * (RFC 9111 §3.5). */
+int gw_proxy__has_credentials(const gw_req_head_t *h);
+
+/* FNV-1a of n bytes (the index of in-flight keys). */
+uint64_t gw_proxy__hash(const void *p, size_t n);
+
+/* ox leaves the in-flight index: no request joins it from now on. */
+void gw_proxy__unindex(ox_t *ox);
+/* The exchange in flight under key (len bytes, hash gw_proxy__hash of it) that a request may
+ * still join, or NULL. */
+ox_t *gw_proxy__find_inflight(gw_proxy_t *p, const char *key, size_t len, uint64_t hash);
+
+/* ---- hints.c: 103 Early Hints ------------------------------------------------------------- */
+
+/* A GET that is a navigation: Sec-Fetch-Mode: navigate, or without it, Accept with text/html. */
+int gw_proxy__is_navigation(const gw_req_head_t *h);
+/* Send h's 103 with the route's configured and learned links, if any; 1 when one went out. */
+int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r,
+                         const gw_req_head_t *h);
+/* Learn (or forget) the page's preload links from the origin's final answer f[0..n) to req,
+ * received on a listener with TLS (tls) or without; the rules are at the top of hints.c. */
+void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, int tls,
+                           const gw_req_head_t *req, unsigned status, const gw_field_t *f,
+                           size_t n);
+/* Keep, in place, only the fields of an origin's 103 that a 103 may carry (Link, and the
+ * policies a browser applies to what the links fetch); their number, or 0 when no Link is
+ * among them (nothing to send). */
+size_t gw_proxy__hint_fields(gw_field_t *f, size_t n);
+void gw_proxy__hints_free(gw_proxy_hints_t *t);
+
+/* ---- push.c: HTTP/2 server push (RFC 9113 §8.4) ------------------------------------------- */
+
+/* On a route with push, each same-origin Link
+ * `<target>; rel=preload` without nopush of a 2xx answer (f[0..n), as the client gets it) to
+ * the GET h becomes a promise on s (ops->push), before the caller sends the response head.
+ * Counted in p->hints.st; returns how many were promised. */
+int gw_proxy__push_links(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r,
+                         const gw_req_head_t *h, unsigned status, const gw_field_t *f, size_t n);
+
+/* ---- link.c: the Link fields (RFC 8288) ---------------------------------------------------- */
+
+/* The rel tokens of a link-value and its nopush
+ * parameter (the W3C Preload convention: preload, do not push), as bits. */
+#define GW_PROXY_LINK_PRELOAD 1u
+#define GW_PROXY_LINK_MODULEPRELOAD 2u
+#define GW_PROXY_LINK_PRECONNECT 4u
+#define GW_PROXY_LINK_NOPUSH 8u
+/* Which of the bits above the link-value v (one element of a Link field: "<target>" and its
+ * parameters) has; 0 when it does not start with a <target>. */
+unsigned gw_proxy__link_rels(gw_slice_t v);
+/* Every link-value of the Link fields f[0..n), in order: start with {.f = f, .n = n}. */
+typedef struct {
+    const gw_field_t *f;
+    size_t n, i;
+    const uint8_t *p, *e; /* the rest of the field being read (p NULL: none yet) */
+} gw_proxy__link_iter_t;
+/* The next link-value (trimmed) and its bits (gw_proxy__link_rels) in *rels; {NULL, 0} after
+ * the last. */
+gw_slice_t gw_proxy__link_next(gw_proxy__link_iter_t *it, unsigned *rels);
+
+/* ---- compress.c: codings and the rules of RFC 9110 §12.5.3 ---------------------------------- */
+
 /* The coding for these Accept-Encoding values (fields joined), among `available` (bit
  * 1 << coding): the highest q, then zstd, br, gzip; GW_ZC_NONE when none is acceptable. */
 gw_zcoding_t gw_proxy__choose_coding(const gw_slice_t *vals, size_t n, unsigned available);
@@ -445,6 +557,9 @@ gw_zskip_t gw_proxy__zdecide(const gw_cfg_compression_t *z, const gw_req_head_t 
  * Accept-Encoding is added unless the origin's Vary has it. The new count. */
 size_t gw_proxy__zhead(gw_field_t *f, size_t n, size_t cap, gw_zcoding_t c, int compressed,
                        char *etag_buf, size_t etag_cap);
+
+/* ---- zstream.c: the compressors ------------------------------------------------------------ */
+
 typedef struct gw_zstream gw_zstream_t;
 /* The codings this build has (bit 1 << coding): gzip always, br and zstd when linked. */
 unsigned gw_zstream_available(void);
@@ -475,45 +590,7 @@ int gw_zchunks_push(gw_zchunks_t *c, uint32_t len);
 int gw_zchunks_copy(gw_zchunks_t *dst, const gw_zchunks_t *src);
 void gw_zchunks_free(gw_zchunks_t *c);
 
-/* exchange.c */
-/* A stream's state for request h of s on route r, before it goes anywhere (s->proxy_data
- * points to it); NULL out of memory. */
-px_t *gw_proxy__stream_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
-                           const gw_cfg_route_t *r);
-/* On to the origin: early hints, then a coalesced exchange to join or a new one. 0, or a
- * negative code (the front resets the stream). */
-int gw_proxy__serve(px_t *px);
-/* px's response reached r (never moves back). */
-void gw_proxy__resp_reached(px_t *px, px_resp_t r);
-void gw_proxy__ox_unpause(ox_t *ox);
-void gw_proxy__ox_free(ox_t *ox);
-void gw_proxy__ox_cancel(ox_t *ox);
-void gw_proxy__sub_remove(px_t *px);
-void gw_proxy__ox_end(ox_t *ox);
-void gw_proxy__do_reset(px_t *px, gw_cs_reset_t code);
-void gw_proxy__response_done(px_t *px);
-void gw_proxy__fail(px_t *px, int code);
-void gw_proxy__bad_request(px_t *px, const char *why);
-void gw_proxy__detach(px_t *px);
-/* flow.c */
-int gw_proxy__pump(ox_t *ox);
-void gw_proxy__ox_abort(ox_t *ox, int code);
-/* upload.c */
-void gw_proxy__upload_watch(px_t *px);
-void gw_proxy__upload_unwatch(px_t *px);
-void gw_proxy__acc_drop(px_t *px);
-/* coalesce.c */
-void gw_proxy__unindex(ox_t *ox);
-ox_t *gw_proxy__find_inflight(gw_proxy_t *p, const char *key, size_t len, uint64_t hash);
-
 /* ---- translate.c: request and response translation (pure functions) ---------------------- */
-
-/* Length first: most names differ there (strlen of a literal folds once inlined). */
-static inline int gw_proxy__name_is(gw_slice_t name, const char *lit)
-{
-    size_t n = strlen(lit);
-    return name.len == n && gw_slice_eq_nocase(name, (gw_slice_t){(const uint8_t *)lit, n});
-}
 
 /* Scratch space for the translated fields: one block, sized before anything is written, so
  * the slices into it never move. */
@@ -530,7 +607,27 @@ typedef struct {
     char ws_key[25]; /* a WebSocket: the Sec-WebSocket-Key the origin was given */
 } gw_proxy_xlate_t;
 
-/* tunnel.c: WebSocket (issue 24) */
+/* Build the origin request for h on route r, from client stream s (only its data fields are
+ * read: peer_ip, addr, tls) with the request's RFC 9218 urgency. x must start with f = buf =
+ * NULL, n = used = 0; the fields land in x (on its own arrays when they fit: free x->f and
+ * x->buf only when they are not x->fst / x->bst). 0, GW_E_PARSE (malformed: host disagrees
+ * with :authority, RFC 9113 §8.3.1; no authority; an authority with bytes outside RFC 3986
+ * §3.2), GW_E_NOMEM. */
+int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_req_head_t *h,
+                        uint8_t urgency, gw_proxy_xlate_t *x, gw_back_req_t *req);
+/* The request trailers that may go on to the origin, copied into out (room for n); returns how
+ * many. */
+size_t gw_proxy__req_trailers(const gw_field_t *in, size_t n, gw_field_t *out);
+
+/* Response fields for the client, into out (room for GW_PROXY_MAX_RESP_FIELDS): connection-
+ * specific fields removed, names lowercased into `lower`, content-length taken out into *cl
+ * (-1 when absent or out of range), Via appended when `via` and the route adds it. Returns
+ * how many. */
+size_t gw_proxy__resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in, size_t n,
+                             gw_field_t *out, char *lower, size_t lower_size, int64_t *cl, int via);
+
+/* ---- tunnel.c: WebSocket -------------------------------------------------------------------- */
+
 #define GW_WS_KEY_LEN 24    /* base64 of 16 bytes */
 #define GW_WS_ACCEPT_LEN 28 /* base64 of a SHA-1 */
 /* An HTTP/1.1 WebSocket opening handshake: GET, Upgrade: websocket, Connection: upgrade. */
@@ -555,24 +652,5 @@ void gw_proxy__tunnel_open(ox_t *ox, const gw_back_head_t *h);
 /* An HTTP/2 client's extended CONNECT answered 2xx by an origin that did not switch: the
  * exchange is aborted (502); 1 when it was, else 0. */
 int gw_proxy__ws_false_switch(ox_t *ox, const gw_back_head_t *h);
-
-/* Build the origin request for h on route r, from client stream s (only its data fields are
- * read: peer_ip, addr, tls) with the request's RFC 9218 urgency. x must start with f = buf =
- * NULL, n = used = 0; the fields land in x (on its own arrays when they fit: free x->f and
- * x->buf only when they are not x->fst / x->bst). 0, GW_E_PARSE (malformed: host disagrees
- * with :authority, RFC 9113 §8.3.1; no authority; an authority with bytes outside RFC 3986
- * §3.2), GW_E_NOMEM. */
-int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_req_head_t *h,
-                        uint8_t urgency, gw_proxy_xlate_t *x, gw_back_req_t *req);
-/* The request trailers that may go on to the origin, copied into out (room for n); returns how
- * many. */
-size_t gw_proxy__req_trailers(const gw_field_t *in, size_t n, gw_field_t *out);
-
-/* Response fields for the client, into out (room for GW_PROXY_MAX_RESP_FIELDS): connection-
- * specific fields removed, names lowercased into `lower`, content-length taken out into *cl
- * (-1 when absent or out of range), Via appended when `via` and the route adds it. Returns
- * how many. */
-size_t gw_proxy__resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in, size_t n,
-                             gw_field_t *out, char *lower, size_t lower_size, int64_t *cl, int via);
 
 #endif
