@@ -2,9 +2,11 @@
  *
  * One gw_proxy_t per worker loop; it owns that worker's back side (origin pools). For each
  * client stream it picks a route (host: exact, "*.suffix" or "*"; path prefix; first match
- * wins; no match → 404 from the gateway), translates the request head (RFC 9113 §8.3,
- * RFC 9110 §7.6), starts an origin exchange, and relays the response: head, 1xx interims, body
- * by reference, trailers, or a gateway-made 502/503/504 when the back fails before the head.
+ * wins; no match → 404 from the gateway), checks the request (the route's request rate: 429),
+ * translates the request head (RFC 9113 §8.3, RFC 9110 §7.6), starts an origin exchange, and
+ * relays the response through the route's filters (who may share it, 103 Early Hints and
+ * server push, compression; their order is in proxy_internal.h): head, body by reference,
+ * trailers, or a gateway-made 502/503/504 when the back fails before the head.
  *
  * Flow control is hop by hop, with at most limits.body_buffer bytes held per exchange and
  * direction: response bytes are pulled from the origin only while the client stream has less
@@ -15,7 +17,7 @@
  * origin exchange, whose response body is held once, by reference, for all of them: at most
  * limits.coalesce_buffer bytes between the slowest and the fastest (plus body_buffer queued per
  * client stream); a follower further behind detaches and fetches on its own. The rules (RFC
- * 9111) are in coalesce.c, the shared body in exchange.c.
+ * 9111) and the shared body are in coalesce.c, its flow to each client in flow.c.
  */
 #ifndef GW_PROXY_PROXY_H
 #define GW_PROXY_PROXY_H
