@@ -1,6 +1,7 @@
-/* proxy/request.c — a request head's way to an exchange: what is refused before anything
- * exists (CONNECT, no route, WebSocket), the route's request rate (the local bucket, or the
- * cluster's answer waited for), then the stream is served (exchange.c). */
+/* proxy/request.c — the request stage: a request head's way to an exchange. What is refused
+ * before anything exists (CONNECT, no route, WebSocket), the place of the route's request
+ * policy, the route's request rate (the local bucket, or the cluster's answer waited for),
+ * then the stream is served (exchange.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -37,53 +38,71 @@ static int local_allow(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_cstream_
 static int rate_429(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
                     unsigned retry);
 
-int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
+/* What no route can carry: CONNECT (405), a request without a route (404). 1 when answered
+ * (*rv: what the answer returned), else 0. */
+static int unroutable(gw_cstream_t *s, const gw_req_head_t *h, int *rv)
 {
-    p->stats.requests++;
-    s->proxy_data = NULL;
     const gw_cfg_route_t *r = h->route;
     if (gw_method_is_connect(h->method) && !h->protocol.len) {
         /* RFC 9113 §8.5: a TCP tunnel to :authority is not what a gateway in front of origins
          * does (the HTTP/1.1 front answers CONNECT the same way) */
         GW_LOG_INFO("connect_refused", "peer=%s authority=%.*s status=405", s->peer,
                     (int)h->authority.len, h->authority.base);
-        return answer_early(s, h, 405, "h2gate: CONNECT is not supported\n", NULL, 0);
+        *rv = answer_early(s, h, 405, "h2gate: CONNECT is not supported\n", NULL, 0);
+        return 1;
     }
     if (!r) {
         GW_LOG_INFO("no_route", "peer=%s proto=%s method=%.*s authority=%.*s path=%.*s status=404",
                     s->peer, gw_req_proto_str(h->proto), (int)h->method.len, h->method.base,
                     (int)h->authority.len, h->authority.base, (int)h->path.len, h->path.base);
-        return answer_early(s, h, 404, "h2gate: no route for this host and path\n", NULL, 0);
+        *rv = answer_early(s, h, 404, "h2gate: no route for this host and path\n", NULL, 0);
+        return 1;
     }
-    if (s->log) {
-        s->log->route = r->name;
-        s->log->upstream = r->upstream_name;
-    }
-    if (h->protocol.len && !gw_slice_eq(h->protocol, GW_SLICE_LIT("websocket"))) {
+    return 0;
+}
+
+/* A WebSocket request the gateway cannot carry on route r: another :protocol (501), a route
+ * without WebSocket (501), an HTTP/1.1 handshake without its one key (400), limits.max_tunnels
+ * reached (503). 1 when answered (*rv: what the answer returned), else 0. */
+static int ws_refused(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
+                      const gw_cfg_route_t *r, int *rv)
+{
+    if (!gw_slice_eq(h->protocol, GW_SLICE_LIT("websocket"))) {
         GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s reason=protocol status=501", s->peer,
                     (int)h->path.len, h->path.base);
-        return answer_early(s, h, 501, "h2gate: unsupported :protocol\n", NULL, 0);
+        *rv = answer_early(s, h, 501, "h2gate: unsupported :protocol\n", NULL, 0);
+        return 1;
     }
-    if (h->protocol.len && !r->websocket) {
+    if (!r->websocket) {
         /* RFC 8441 over a route without WebSocket (HTTP/1.1 fronts do not ask then) */
         GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s route=%s reason=off status=501",
                     s->peer, (int)h->path.len, h->path.base, r->name);
-        return answer_early(s, h, 501, "h2gate: WebSocket is off for this route\n", NULL, 0);
+        *rv = answer_early(s, h, 501, "h2gate: WebSocket is off for this route\n", NULL, 0);
+        return 1;
     }
-    if (h->protocol.len && h->proto == GW_REQ_HTTP1 &&
-        gw_proxy__ws_h1_key(h->fields, h->fields_len, NULL) < 0) {
+    if (h->proto == GW_REQ_HTTP1 && gw_proxy__ws_h1_key(h->fields, h->fields_len, NULL) < 0) {
         /* RFC 6455 §4.2.1: the gateway is the server the client speaks to; without the one key
          * the origin's 101 could not be checked (tunnel.c) */
         GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s route=%s reason=key status=400",
                     s->peer, (int)h->path.len, h->path.base, r->name);
-        return answer_early(s, h, 400,
-                            "h2gate: a WebSocket handshake needs one Sec-WebSocket-Key\n", NULL, 0);
+        *rv = answer_early(s, h, 400, "h2gate: a WebSocket handshake needs one Sec-WebSocket-Key\n",
+                           NULL, 0);
+        return 1;
     }
-    if (h->protocol.len && *p->tunnels >= p->cfg->limits.max_tunnels) {
+    if (*p->tunnels >= p->cfg->limits.max_tunnels) {
         GW_LOG_INFO("websocket_refused", "peer=%s path=%.*s route=%s reason=max_tunnels status=503",
                     s->peer, (int)h->path.len, h->path.base, r->name);
-        return answer_early(s, h, 503, "h2gate: too many WebSocket tunnels\n", NULL, 0);
+        *rv = answer_early(s, h, 503, "h2gate: too many WebSocket tunnels\n", NULL, 0);
+        return 1;
     }
+    return 0;
+}
+
+/* The route's request rate decides (here, or the cluster's answer later), then the stream is
+ * served. */
+static int rate_then_serve(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
+                           const gw_cfg_route_t *r)
+{
     int shared = r->request_rate && p->asker.ask && s->addr && gw_bucket_table_keyed(s->addr);
     uint8_t key[GW_PROXY_RATE_KEY_MAX];
     size_t kl = shared ? gw_proxy__rate_key(p, r, s->addr, key, sizeof(key)) : 0;
@@ -110,6 +129,30 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
         return px_local_rate(px);
     gw_list_push_back(&p->rate_waits, &px->rlink);
     return 0;
+}
+
+int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
+{
+    p->stats.requests++;
+    s->proxy_data = NULL;
+    int rv;
+    if (unroutable(s, h, &rv))
+        return rv;
+    const gw_cfg_route_t *r = h->route;
+    if (s->log) {
+        s->log->route = r->name;
+        s->log->upstream = r->upstream_name;
+    }
+    if (h->protocol.len && ws_refused(p, s, h, r, &rv))
+        return rv;
+    /* The route's request policy goes here, once it exists, in this order: access list,
+     * client certificate, basic auth, redirect or fixed answer, request header rules. Each
+     * decides on the head and the connection alone, before any exchange exists, and a refusal
+     * is a gateway answer (answer_early) that the origin never sees.
+     * Whether the request rate goes before them instead (a client guessing passwords is then
+     * slowed like any other; a stream waiting for the cluster's answer goes on in
+     * gw_proxy_rate_answer) is to be decided with them. */
+    return rate_then_serve(p, s, h, r);
 }
 
 /* RFC 6585 §4: 429 Too Many Requests, answered here: the origin never sees it. */
