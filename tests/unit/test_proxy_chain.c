@@ -1,0 +1,133 @@
+/* Unit tests of proxy/chain: which response filters each route runs, in which order, and the
+ * hooks the chain runs for a follower that detaches. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/err.h"
+#include "config/config.h"
+#include "proxy/proxy.h"
+#include "proxy/proxy_internal.h"
+
+#include <uv.h>
+
+static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
+                          "upstreams:\n"
+                          "  u: {servers: [127.0.0.1:9001]}\n"
+                          "routes:\n"
+                          "  - {host: plain.test, path: /, upstream: u, coalesce: false}\n"
+                          "  - {host: shared.test, path: /, upstream: u}\n"
+                          "  - {host: push.test, path: /, upstream: u, coalesce: false, "
+                          "push: true}\n"
+                          "  - {host: zip.test, path: /, upstream: u, coalesce: false, "
+                          "compress: true}\n"
+                          "  - {host: all.test, path: /, upstream: u, push: true, compress: "
+                          "true, early_hints_learn: true}\n";
+
+static gw_config_t *cfg;
+static gw_proxy_t *px;
+
+static int setup(void **state)
+{
+    (void)state;
+    gw_config_errors_t e = {0};
+    if (gw_config_load_string("t.yaml", yaml, strlen(yaml), &cfg, &e) < 0)
+        return -1;
+    return gw_proxy_new(uv_default_loop(), cfg, &px);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    gw_proxy_close(px);
+    uv_run(uv_default_loop(), UV_RUN_DEFAULT);
+    gw_proxy_del(px);
+    gw_config_del(cfg);
+    return 0;
+}
+
+/* The names of the filters of the route for host, space-separated, into out. */
+static const char *chain_names(const char *host, char *out, size_t cap)
+{
+    const gw_cfg_route_t *r = gw_proxy_route(px, gw_slice_str(host), GW_SLICE_LIT("/"));
+    assert_non_null(r);
+    const gw_proxy_chain_t *c = gw_proxy__chain_of(px, r);
+    size_t k = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < c->n; i++)
+        k += (size_t)snprintf(out + k, cap - k, "%s%s", i ? " " : "", c->f[i]->name);
+    return out;
+}
+
+/* Each route runs the filters its configuration asks for, always in the chain's order; the
+ * early hints filter runs everywhere (an origin's 103 is relayed on any route). */
+static void filters_registered_per_route_in_chain_order(void **state)
+{
+    (void)state;
+    char b[128];
+    assert_string_equal(chain_names("plain.test", b, sizeof(b)), "hints");
+    assert_string_equal(chain_names("shared.test", b, sizeof(b)), "coalesce hints");
+    assert_string_equal(chain_names("push.test", b, sizeof(b)), "hints push");
+    assert_string_equal(chain_names("zip.test", b, sizeof(b)), "hints compress");
+    assert_string_equal(chain_names("all.test", b, sizeof(b)), "coalesce hints push compress");
+    assert_int_equal(GW_PROXY_FILTER_N, 4);
+}
+
+/* A filter rewriting a value takes bytes that live as long as the head: up to the room, then
+ * NULL (never an overflow). */
+static void resp_room_is_bounded(void **state)
+{
+    (void)state;
+    static gw_proxy_resp_t r;
+    r.room_used = 0;
+    char *a = gw_proxy__resp_room(&r, 256);
+    assert_ptr_equal(a, r.room);
+    char *b = gw_proxy__resp_room(&r, sizeof(r.room) - 256);
+    assert_ptr_equal(b, r.room + 256);
+    assert_null(gw_proxy__resp_room(&r, 1));
+}
+
+/* A follower whose head went out compressed may leave the exchange only when the pieces the
+ * compressor was fed were kept: the compression filter's on_detach copies them to the stream
+ * (its new exchange makes the same bytes again) or refuses (the stream is reset). Through the
+ * chain of a compressing route; a route without compression never refuses. */
+static void detach_of_a_compressed_follower_through_the_chain(void **state)
+{
+    (void)state;
+    const gw_cfg_route_t *zr = gw_proxy_route(px, GW_SLICE_LIT("zip.test"), GW_SLICE_LIT("/"));
+    const gw_cfg_route_t *pr = gw_proxy_route(px, GW_SLICE_LIT("plain.test"), GW_SLICE_LIT("/"));
+    ox_t ox = {.p = px, .route = zr, .chain = gw_proxy__chain_of(px, zr)};
+    px_t s = {.p = px, .route = zr, .resp = PX_RESP_HEAD, .zc = GW_ZC_GZIP};
+    assert_true(gw_proxy__chain_detach(&ox, &s) < 0); /* nothing recorded */
+
+    ox.zrecord = 1;
+    assert_int_equal(gw_zchunks_push(&ox.zchunks, 100), 0);
+    assert_int_equal(gw_zchunks_push(&ox.zchunks, 7), 0);
+    assert_int_equal(gw_proxy__chain_detach(&ox, &s), 0);
+    assert_int_equal(s.zrep.n, 2);
+    assert_int_equal(s.zrep.len[0], 100);
+    assert_int_equal(s.zrep.len[1], 7);
+    gw_zchunks_free(&s.zrep);
+
+    px_t plain = {.p = px, .route = zr, .resp = PX_RESP_HEAD}; /* sent as it came */
+    ox.zrecord = 0;
+    assert_int_equal(gw_proxy__chain_detach(&ox, &plain), 0);
+    ox_t other = {.p = px, .route = pr, .chain = gw_proxy__chain_of(px, pr)};
+    assert_int_equal(gw_proxy__chain_detach(&other, &s), 0);
+    gw_zchunks_free(&ox.zchunks);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(filters_registered_per_route_in_chain_order),
+        cmocka_unit_test(resp_room_is_bounded),
+        cmocka_unit_test(detach_of_a_compressed_follower_through_the_chain),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
