@@ -76,27 +76,6 @@ static inline int gw_slice_eq_nocase(gw_slice_t a, gw_slice_t b)
 {
     return a.len == b.len && gw_mem_eq_nocase(a.base, b.base, a.len);
 }
-/* Non-zero when s holds a CR, LF or NUL (the bytes no field value may carry, RFC 9110 §5.5,
- * RFC 9113 §8.2.1). Eight bytes at a time: for the values of every request and response. */
-int gw_slice_has_crlfnul(gw_slice_t s);
-/* ---- request-head syntax (one home for each rule; both fronts and the serializer call it) --- */
-
-/* Non-zero when c is a tchar (RFC 9110 §5.6.2). */
-int gw_is_tchar(uint8_t c);
-/* Non-zero when s is a non-empty token (RFC 9110 §5.6.2): a valid method or field name. */
-int gw_slice_is_token(gw_slice_t s);
-/* Non-zero when s is a non-empty request-target made only of RFC 3986 path and query
- * characters (§3.3 pchar and "/", §3.4 "?"): unreserved, sub-delims, ":", "@", "/", "?", and
- * "%" followed by two hex digits (pct-encoded, passed on as it is, never decoded). No control
- * byte, space, DEL, byte >= 0x80, '#', or other delimiter: an origin that splits the request
- * line on whitespace must see the request we checked (issue 18.10). Covers origin-form,
- * absolute-form without IP-literal and asterisk-form. */
-int gw_slice_is_request_target(gw_slice_t s);
-/* Non-zero when s (may be empty) holds only RFC 3986 §3.2 authority characters without
- * userinfo: unreserved, pct-encoded, sub-delims, ":", "[" and "]" (IP-literal). '@' is refused:
- * RFC 9113 §8.3.1 and RFC 9110 §4.2.4 forbid userinfo in http(s) URIs. */
-int gw_slice_is_authority(gw_slice_t s);
-
 /* dst[0..n) = src[0..n) with A-Z lowercased, other bytes as they are (dst may equal src). */
 void gw_ascii_lower(char *dst, const uint8_t *src, size_t n);
 

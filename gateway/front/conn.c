@@ -591,7 +591,7 @@ static void sniff(conn_t *c)
     /* RFC 9112 §3: request-line = method SP request-target SP HTTP-version. Visible ASCII up
      * to the first SP may be a method: the line then goes to the HTTP/1.1 parser if it ends
      * like one (below), which answers a method that is not a token (`BR@W`) with 400 as it
-     * does on a TLS listener (common/method.h: one rule). Anything else on the first bytes (a
+     * does on a TLS listener (http/http.h: one rule). Anything else on the first bytes (a
      * TLS ClientHello, binary) closes the connection at once. */
     size_t i = 0, head_max = CFG(c)->limits.max_request_head;
     while (i < c->b->in.len && c->b->in.base[i] > 0x20 && c->b->in.base[i] < 0x7f)

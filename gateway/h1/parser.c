@@ -15,8 +15,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
-#include "common/method.h"
-#include "h1/h1_internal.h"
+#include "http/http.h"
 
 /* A chunk-size line with extensions longer than this is refused (RFC 9112 §7.1.1 sets no
  * limit; a recipient may). */
@@ -81,29 +80,6 @@ struct gw_h1_parser {
     unsigned err_status;
     const char *err_reason;
 };
-
-/* RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" /
- * "_" / "`" / "|" / "~" / DIGIT / ALPHA */
-/* Byte classes: BC_TCHAR = RFC 9110 §5.6.2 tchar; BC_PLAIN = a byte that may appear inside a
- * field line (RFC 9110 §5.5 field-vchar, SP, HTAB, obs-text: anything but CR, LF, NUL, the
- * other controls and DEL). Generated from those rules; row r holds bytes 32r..32r+31. */
-enum { BC_TCHAR = 1, BC_PLAIN = 2 };
-static const uint8_t byte_class[256] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    2, 3, 2, 3, 3, 3, 3, 3, 2, 2, 3, 3, 2, 3, 3, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2,
-    2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 3, 3,
-    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 3, 2, 3, 0,
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
-};
-
-/* The token rule has one home, common/buf.c, shared with the HTTP/2 side. */
-int gw_h1__is_token(gw_slice_t s)
-{
-    return gw_slice_is_token(s);
-}
 
 static gw_h1_parser_t *of(http_parser *hp)
 {
@@ -224,7 +200,7 @@ static int build_fields(gw_h1_parser_t *p, const gw_bytes_t *arena, size_t first
         (*out)[i].value = gw_slice_trim((gw_slice_t){arena->base + o->voff, o->vlen});
         /* RFC 9112 §5.1: no whitespace between name and colon; http-parser keeps SP in the
          * name. RFC 9110 §5.1: a field name is a token. */
-        if (!gw_h1__is_token((*out)[i].name))
+        if (!gw_http_is_token((*out)[i].name))
             return fail(p, GW_E_PARSE, 400, "invalid field name");
     }
     return 0;
@@ -298,11 +274,11 @@ static int on_headers_complete(http_parser *hp)
         /* http-parser lets some bytes through the target (HTAB, FF, DEL, >= 0x80, ...): only RFC
          * 3986 path and query characters go on to an origin (issue 18.10; the rule is shared
          * with the HTTP/2 side), and the Host an authority (RFC 9112 §3.2, RFC 3986 §3.2) */
-        if (!gw_slice_is_request_target(m.target))
+        if (!gw_http_is_request_target(m.target))
             return fail(p, GW_E_PARSE, 400, "invalid request-target");
         for (size_t i = 0; i < p->offs_len; i++)
             if (gw_slice_eq_nocase(p->fields[i].name, GW_SLICE_LIT("host")) &&
-                !gw_slice_is_authority(p->fields[i].value))
+                !gw_http_is_authority(p->fields[i].value))
                 return fail(p, GW_E_PARSE, 400, "invalid host");
     } else {
         m.status = hp->status_code;
@@ -539,7 +515,7 @@ static ssize_t scan_method(gw_h1_parser_t *p, const uint8_t *data, size_t len)
             continue;
         }
         if (c == ' ' && p->method_len) {
-            if (gw_method_is_connect((gw_slice_t){p->line.base, p->method_len}))
+            if (gw_http_method_is_connect((gw_slice_t){p->line.base, p->method_len}))
                 /* §9.3.6: a tunnel is not what a gateway in front of origins does (the
                  * HTTP/2 front answers it the same way); what follows it would not be HTTP */
                 return fail(p, GW_E_UNSUPPORTED, 405, "CONNECT is not supported");
@@ -552,7 +528,7 @@ static ssize_t scan_method(gw_h1_parser_t *p, const uint8_t *data, size_t len)
         }
         if (c == 0)
             return fail_line(p, data, i, len, GW_E_PARSE, 400, "NUL in message head");
-        if (!gw_is_tchar(c))
+        if (!gw_http_is_tchar(c))
             return fail_line(p, data, i, len, GW_E_PARSE, 400, "invalid method");
         if (keep_line(p, &c, 1) < 0)
             return -1;
@@ -565,15 +541,14 @@ static ssize_t scan_method(gw_h1_parser_t *p, const uint8_t *data, size_t len)
  * of data[0..len) belong to it (all of them if it does not end here), or -1 on a violation. */
 static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
 {
-    const uint8_t *cls = byte_class;
     for (size_t i = 0; i < len; i++) {
         uint8_t c = data[i];
-        if (p->lines > 0 && (cls[c] & BC_PLAIN) && p->prev != '\r' &&
+        if (p->lines > 0 && gw_http_is_field_byte(c) && p->prev != '\r' &&
             (p->line_len > 0 || (c != ' ' && c != '\t'))) {
             /* Fast path: a run of ordinary bytes inside a field line needs no per-byte state;
              * the verdict (and the byte at which a limit hits) is the slow path's. */
             size_t j = i + 1;
-            while (j < len && (cls[data[j]] & BC_PLAIN))
+            while (j < len && gw_http_is_field_byte(data[j]))
                 j++;
             size_t run = j - i;
             if (p->head_bytes + run > p->limits.max_head) {
@@ -586,10 +561,10 @@ static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
             i = j - 1;
             continue;
         }
-        if (p->lines == 0 && p->kind == GW_H1_REQUEST && (cls[c] & BC_PLAIN)) {
+        if (p->lines == 0 && p->kind == GW_H1_REQUEST && gw_http_is_field_byte(c)) {
             /* the rest of a request line, kept whole (keep_line) */
             size_t j = i + 1;
-            while (j < len && (cls[data[j]] & BC_PLAIN))
+            while (j < len && gw_http_is_field_byte(data[j]))
                 j++;
             size_t run = j - i;
             if (p->head_bytes + run > p->limits.max_head) {

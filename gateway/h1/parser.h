@@ -22,7 +22,7 @@
  * coding other than chunked alone (request 501; the coding would be lost when the body is
  * re-framed), a Content-Length past 2^63 - 1, an HTTP major version other than 1 (505).
  *
- * A request's method is any token (RFC 9110 §9.1, common/method.h), passed on as written;
+ * A request's method is any token (RFC 9110 §9.1, http/http.h), passed on as written;
  * http-parser, which knows a fixed list, never sees it. CONNECT is refused (405).
  */
 #ifndef GW_H1_PARSER_H

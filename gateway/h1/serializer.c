@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "common/method.h"
 #include "h1/client.h"
-#include "h1/h1_internal.h"
+#include "http/http.h"
 
 const char *gw_h1_reason(unsigned status)
 {
@@ -72,7 +71,7 @@ const char *gw_h1_reason(unsigned status)
 
 static int clean(gw_slice_t s)
 {
-    return !gw_slice_has_crlfnul(s);
+    return !gw_http_has_crlfnul(s);
 }
 
 /* Copy s to *o and advance it. */
@@ -169,16 +168,16 @@ int gw_h1_continue(gw_bytes_t *out)
 static int fields_ok(const gw_field_t *f, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (!gw_h1__is_token(f[i].name) || !clean(f[i].value))
+        if (!gw_http_is_token(f[i].name) || !clean(f[i].value))
             return 0;
     return 1;
 }
 
 int gw_h1_request_head(gw_bytes_t *out, const gw_h1_request_t *req)
 {
-    /* the fronts refuse these before (issue 18.10: one rule, common/buf.c); kept here so that
-     * no path can put a desynchronising request line on an origin connection */
-    if (!gw_method_valid(req->method) || !gw_slice_is_request_target(req->target) ||
+    /* the fronts refuse these before (one rule, http/http.h); kept here so that no path can
+     * put a desynchronising request line on an origin connection */
+    if (!gw_http_method_valid(req->method) || !gw_http_is_request_target(req->target) ||
         !clean(req->host) || !fields_ok(req->fields, req->fields_len))
         return GW_E_INVAL;
     char line[48];

@@ -4,7 +4,12 @@
  * tests/unit/test_h2_validate.c. */
 #include <string.h>
 
-#include "common/method.h"
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/list.h"
+#include "http/http.h"
+#include "common/pool.h"
+#include "h2/frame.h"
 #include "h2/hpack.h"
 #include "h2/session_internal.h"
 #include "h2/validate.h"
@@ -17,68 +22,16 @@ void gw_h2__bad(decode_ctx_t *c, const char *why)
     }
 }
 
-/* §8.2.1: the bytes a field name may hold: no 0x00-0x20, no uppercase, no 0x7f-0xff, and ':'
- * only as the pseudo prefix (checked apart). Row r holds bytes 32r..32r+31. */
-static const uint8_t name_ok[256] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1,
-    1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
-};
-
 int gw_h2_field_name_valid(gw_slice_t n)
 {
+    /* §8.2.1: no 0x00-0x20, no uppercase, no 0x7f-0xff, and ':' only as the pseudo prefix
+     * (the pseudo-header fields are checked apart) */
     if (n.len == 0)
         return 0;
-    uint8_t all = name_ok[n.base[0]] | (n.base[0] == ':');
+    uint8_t all = n.base[0] == ':' ? GW_HTTP_C_H2NAME : gw_http_char_class[n.base[0]];
     for (size_t i = 1; i < n.len; i++)
-        all &= name_ok[n.base[i]];
-    return all;
-}
-
-int gw_h2_field_value_valid(gw_slice_t v)
-{
-    /* RFC 9113 §8.2.1 forbids NUL, CR and LF; RFC 9110 §5.5 allows no other control either
-     * (field-vchar, SP, HTAB): the value goes on in an HTTP/1.1 request, whose origin would
-     * reject it or read it otherwise, and the HTTP/1.1 front refuses it (found by
-     * fuzz_translate) */
-    for (size_t i = 0; i < v.len; i++)
-        if ((v.base[i] < 0x20 && v.base[i] != '\t') || v.base[i] == 0x7f)
-            return 0;
-    if (v.len && (v.base[0] == ' ' || v.base[0] == '\t' || v.base[v.len - 1] == ' ' ||
-                  v.base[v.len - 1] == '\t'))
-        return 0;
-    return 1;
-}
-
-int gw_h2_field_is_connection_specific(gw_slice_t n)
-{
-    /* their lengths: 2, 7, 10, 16, 17 (most names are none of these) */
-    if (n.len != 2 && n.len != 7 && n.len != 10 && n.len != 16 && n.len != 17)
-        return 0;
-    static const gw_slice_t names[] = {
-        GW_SLICE_LIT("connection"),       GW_SLICE_LIT("keep-alive"),
-        GW_SLICE_LIT("proxy-connection"), GW_SLICE_LIT("transfer-encoding"),
-        GW_SLICE_LIT("upgrade"),          GW_SLICE_LIT("te"),
-    };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (n.len == names[i].len && gw_slice_eq_nocase(n, names[i]))
-            return 1;
-    return 0;
-}
-
-int gw_h2_content_length_parse(gw_slice_t v, int64_t *out)
-{
-    int64_t x = 0;
-    if (v.len == 0 || v.len > 18)
-        return -1;
-    for (size_t i = 0; i < v.len; i++) {
-        if (v.base[i] < '0' || v.base[i] > '9')
-            return -1;
-        x = x * 10 + (v.base[i] - '0');
-    }
-    *out = x;
-    return 0;
+        all &= gw_http_char_class[n.base[i]];
+    return (all & GW_HTTP_C_H2NAME) != 0;
 }
 
 static int set_pseudo(decode_ctx_t *c, gw_slice_t *slot, gw_slice_t v)
@@ -100,7 +53,7 @@ int gw_h2__on_field(void *ud, const gw_hpack_field_t *f)
         gw_h2__bad(c, "invalid field name");
         return 0;
     }
-    if (!gw_h2_field_value_valid(f->value)) {
+    if (!gw_http_field_value_valid(f->value)) {
         gw_h2__bad(c, "invalid field value");
         return 0;
     }
@@ -144,7 +97,7 @@ int gw_h2__on_field(void *ud, const gw_hpack_field_t *f)
      * comparisons) */
     size_t nl = name.len;
     int special = nl == 2 || nl == 7 || nl == 8 || nl == 10 || nl == 14 || nl == 16 || nl == 17;
-    if (special && gw_h2_field_is_connection_specific(name)) {
+    if (special && gw_http_field_is_connection_specific(name)) {
         if (nl != 2) {
             gw_h2__bad(c, "connection-specific header field");
             return 0;
@@ -156,7 +109,7 @@ int gw_h2__on_field(void *ud, const gw_hpack_field_t *f)
     }
     if (special && !c->trailers && gw_slice_eq(name, GW_SLICE_LIT("content-length"))) {
         int64_t v;
-        if (gw_h2_content_length_parse(value, &v) < 0) {
+        if (gw_http_content_length_parse(value, &v) < 0) {
             gw_h2__bad(c, "invalid content-length");
             return 0;
         }
@@ -203,11 +156,11 @@ void gw_h2__check_request(decode_ctx_t *c)
             gw_h2__bad(c, ":protocol without SETTINGS_ENABLE_CONNECT_PROTOCOL");
             return;
         }
-        if (!gw_method_is_connect(h->method)) {
+        if (!gw_http_method_is_connect(h->method)) {
             gw_h2__bad(c, ":protocol on a request that is not CONNECT");
             return;
         }
-        if (h->protocol.len == 0 || !gw_slice_is_token(h->protocol)) {
+        if (h->protocol.len == 0 || !gw_http_is_token(h->protocol)) {
             gw_h2__bad(c, "invalid :protocol");
             return;
         }
@@ -215,10 +168,10 @@ void gw_h2__check_request(decode_ctx_t *c)
             gw_h2__bad(c, "extended CONNECT without :authority");
             return;
         }
-    } else if (gw_method_is_connect(h->method)) {
+    } else if (gw_http_method_is_connect(h->method)) {
         /* §8.5: :authority only; :scheme and :path omitted */
         if (!h->authority.base || h->authority.len == 0 || h->scheme.base || h->path.base ||
-            !gw_slice_is_authority(h->authority))
+            !gw_http_is_authority(h->authority))
             gw_h2__bad(c, "malformed CONNECT");
         return;
     }
@@ -235,14 +188,14 @@ void gw_h2__check_request(decode_ctx_t *c)
         return;
     }
     /* The request head goes on as an HTTP/1.1 request line (RFC 9112 §3): the method is a token
-     * (RFC 9110 §9.1, the rule of both fronts: common/method.h) and the target only RFC 3986
+     * (RFC 9110 §9.1, the rule of both fronts: http/http.h) and the target only RFC 3986
      * path and query characters; anything else is a malformed request, the client's fault,
      * never an origin failure (RFC 9113 §8.1.1; issues 18.10, 19.3). */
-    if (!gw_method_valid(h->method)) {
+    if (!gw_http_method_valid(h->method)) {
         gw_h2__bad(c, "invalid :method");
         return;
     }
-    if (!gw_slice_is_request_target(h->path)) {
+    if (!gw_http_is_request_target(h->path)) {
         gw_h2__bad(c, "invalid :path");
         return;
     }
@@ -261,6 +214,6 @@ void gw_h2__check_request(decode_ctx_t *c)
         return;
     }
     /* RFC 3986 §3.2 authority characters, without the userinfo §8.3.1 forbids */
-    if (h->authority.base && !gw_slice_is_authority(h->authority))
+    if (h->authority.base && !gw_http_is_authority(h->authority))
         gw_h2__bad(c, "invalid :authority");
 }

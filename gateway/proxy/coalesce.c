@@ -70,7 +70,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/hash.h"
-#include "common/method.h"
+#include "http/http.h"
 #include "proxy/proxy_internal.h"
 
 static int name_is(gw_slice_t name, const char *lit)
@@ -138,8 +138,8 @@ int gw_proxy__coalesce_request_ok(const gw_cfg_route_t *r, const gw_req_head_t *
     if (!r->coalesce || h->protocol.len)
         return 0; /* a WebSocket is a conversation, never a shared answer */
     /* safe and cacheable: GET and HEAD; never a method the gateway does not know */
-    unsigned mf = gw_method_flags(h->method);
-    if (!(mf & GW_METHOD_F_SAFE) || !(mf & GW_METHOD_F_CACHEABLE))
+    unsigned mf = gw_http_method_flags(h->method);
+    if (!(mf & GW_HTTP_METHOD_F_SAFE) || !(mf & GW_HTTP_METHOD_F_CACHEABLE))
         return 0;
     if (!h->end_stream || h->content_length > 0)
         return 0; /* content: RFC 9110 §9.3.1 */

@@ -18,7 +18,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "common/method.h"
+#include "http/http.h"
 #include "h2/priority.h"
 #include "proxy/proxy_internal.h"
 

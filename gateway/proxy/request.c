@@ -8,7 +8,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "common/method.h"
+#include "http/http.h"
 #include "proxy/proxy_internal.h"
 
 /* A final answer made here, before any exchange (no route, 429), to a request that may still
@@ -43,7 +43,7 @@ static int rate_429(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, cons
 static int unroutable(gw_cstream_t *s, const gw_req_head_t *h, int *rv)
 {
     const gw_cfg_route_t *r = h->route;
-    if (gw_method_is_connect(h->method) && !h->protocol.len) {
+    if (gw_http_method_is_connect(h->method) && !h->protocol.len) {
         /* RFC 9113 §8.5: a TCP tunnel to :authority is not what a gateway in front of origins
          * does (the HTTP/1.1 front answers CONNECT the same way) */
         GW_LOG_INFO("connect_refused", "peer=%s authority=%.*s status=405", s->peer,

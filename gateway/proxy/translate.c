@@ -10,8 +10,8 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
-#include "common/method.h"
-#include "h2/validate.h"
+#include "http/http.h"
+#include "http/http.h"
 #include "proxy/proxy_internal.h"
 
 const char *gw_req_proto_str(gw_req_proto_t p)
@@ -26,7 +26,7 @@ const char *gw_req_proto_str(gw_req_proto_t p)
  * answered by the front. */
 static int hop_by_hop(gw_slice_t n)
 {
-    return gw_h2_field_is_connection_specific(n) ||
+    return gw_http_field_is_connection_specific(n) ||
            (n.len == 14 && (gw_slice_eq_nocase(n, GW_SLICE_LIT("http2-settings")) ||
                             gw_slice_eq_nocase(n, GW_SLICE_LIT("content-length"))));
 }
@@ -187,7 +187,7 @@ static int forwarded_ok(gw_slice_t v)
             continue;
         }
         const uint8_t *t = p;
-        while (p < e && gw_is_tchar(*p))
+        while (p < e && gw_http_is_tchar(*p))
             p++;
         if (p == t || p == e || *p != '=')
             return 0;
@@ -207,7 +207,7 @@ static int forwarded_ok(gw_slice_t v)
             p++;
         } else {
             t = p;
-            while (p < e && gw_is_tchar(*p))
+            while (p < e && gw_http_is_tchar(*p))
                 p++;
             if (p == t)
                 return 0;
@@ -410,14 +410,14 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
     /* the authority becomes Host and Forwarded host=: RFC 3986 §3.2 characters
      * only (the fronts check :authority and Host; an HTTP/2 host field standing in for a
      * missing :authority is checked here) */
-    if (!gw_slice_is_authority(authority))
+    if (!gw_http_is_authority(authority))
         return GW_E_PARSE;
     add_forwarding(r, s, h, trusted, authority, x);
     if (authority.len == 0)
         return GW_E_PARSE;
     /* RFC 9110 §9.2.2: only an idempotent method may be sent again (retry, pipelining); a
      * method the gateway does not know is not (common/method.h) */
-    int idem = gw_method_idempotent(h->method);
+    int idem = gw_http_method_idempotent(h->method);
     *req = (gw_back_req_t){
         .method = ws ? GW_SLICE_LIT("GET") : h->method, /* RFC 8441 §5: CONNECT → GET */
         .target = h->path,

@@ -12,6 +12,7 @@
 #include "common/err.h"
 #include "h1/client.h"
 #include "h1/parser.h"
+#include "http/http.h"
 
 typedef struct {
     int reparse; /* parsing our own serialized head: just record it */
@@ -50,10 +51,10 @@ static int on_head(void *ud, const gw_h1_msg_t *m)
         f->target = (gw_slice_t){f->copy + m->method.len, m->target.len};
         return 0;
     }
-    if (!gw_slice_is_token(m->method) || !gw_slice_is_request_target(m->target))
+    if (!gw_http_is_token(m->method) || !gw_http_is_request_target(m->target))
         abort();
     const gw_h1_field_t *host = gw_h1_msg_field(m, "host");
-    if (host && !gw_slice_is_authority(host->value))
+    if (host && !gw_http_is_authority(host->value))
         abort();
     /* what the back would write to the origin: must be accepted and read back the same */
     gw_h1_request_t req = {m->method, m->target, host ? host->value : GW_SLICE_LIT("h"),

@@ -28,7 +28,7 @@
 #include "common/alloc.h"
 #include "h1/client.h"
 #include "h1/parser.h"
-#include "h2/validate.h"
+#include "http/http.h"
 #include "proxy/proxy_internal.h"
 
 #define MAX_FIELDS 40
@@ -128,9 +128,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (p < e && n < MAX_FIELDS) {
         gw_slice_t name = next_piece(&p, e);
         f[n] = (gw_field_t){name, next_piece(&p, e)};
-        /* the fronts' field rules (h2/validate.c; http-parser is as strict): others never
+        /* the fronts' field rules (http/http.h; http-parser is as strict): others never
          * reach translation */
-        if (!gw_slice_is_token(f[n].name) || !gw_h2_field_value_valid(f[n].value))
+        if (!gw_http_is_token(f[n].name) || !gw_http_field_value_valid(f[n].value))
             return 0;
         n++;
     }

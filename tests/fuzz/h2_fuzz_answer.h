@@ -11,6 +11,7 @@
 
 #include "common/buf.h"
 #include "h2/session.h"
+#include "http/http.h"
 
 typedef struct {
     gw_h2_session_t *s;
@@ -22,16 +23,16 @@ typedef struct {
  * an authority without userinfo. */
 static inline void fz_check_request(const gw_h2_head_t *h)
 {
-    if (!gw_slice_is_token(h->method))
+    if (!gw_http_is_token(h->method))
         abort();
     if (!gw_slice_eq(h->method, GW_SLICE_LIT("CONNECT")) &&
-        (!gw_slice_is_request_target(h->path) || h->path.base[0] != '/' ||
+        (!gw_http_is_request_target(h->path) || h->path.base[0] != '/' ||
          !(gw_slice_eq(h->scheme, GW_SLICE_LIT("http")) ||
            gw_slice_eq(h->scheme, GW_SLICE_LIT("https")))) &&
         !(gw_slice_eq(h->method, GW_SLICE_LIT("OPTIONS")) &&
           gw_slice_eq(h->path, GW_SLICE_LIT("*"))))
         abort();
-    if (h->authority.base && !gw_slice_is_authority(h->authority))
+    if (h->authority.base && !gw_http_is_authority(h->authority))
         abort();
 }
 

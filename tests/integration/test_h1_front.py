@@ -106,7 +106,7 @@ def test_openssl_s_client_reads_the_400(gwt):
     assert r.stdout.startswith("HTTP/1.1 400 Bad Request"), (r.stdout[:300], r.stderr[-500:])
 
 
-# ---- methods: one rule for both fronts (common/method.h) ----------------------------------
+# ---- methods: one rule for both fronts (http/http.h) ----------------------------------
 
 
 def curl_method(method, url, *args):

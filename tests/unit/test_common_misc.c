@@ -15,7 +15,6 @@
 #include "common/clock.h"
 #include "common/theap.h"
 #include "common/alloc.h"
-#include "common/method.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TEST_ASAN 1
@@ -255,41 +254,10 @@ static void theap_reserve_and_nomem(void **state)
     assert_false(gw_theap_queued(&n[1]));
 }
 
-/* RFC 9110 §9: any token is a method; only the standard ones have known properties, compared
- * case-sensitively, and every other one is neither safe nor idempotent (never sent twice,
- * never coalesced). */
-static void methods_one_rule(void **state)
-{
-    (void)state;
-    enum { S = GW_METHOD_F_SAFE, I = GW_METHOD_F_IDEMPOTENT, C = GW_METHOD_F_CACHEABLE };
-    static const struct {
-        const char *m;
-        unsigned flags;
-    } cases[] = {
-        {"GET", S | I | C}, {"HEAD", S | I | C}, {"OPTIONS", S | I}, {"TRACE", S | I}, {"PUT", I},
-        {"DELETE", I},      {"POST", C},         {"PATCH", 0},       {"CONNECT", 0},   {"BREW", 0},
-        {"get", 0},         {"PROPFIND", 0},     {"GET ", 0},        {"GETX", 0},      {"GE", 0},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        gw_slice_t m = gw_slice_str(cases[i].m);
-        assert_int_equal(gw_method_flags(m), cases[i].flags);
-        assert_int_equal(gw_method_idempotent(m), (cases[i].flags & I) != 0);
-    }
-    assert_true(gw_method_valid(GW_SLICE_LIT("BREW")));
-    assert_true(gw_method_valid(GW_SLICE_LIT("!#$%&'*+-.^_`|~09azAZ")));
-    assert_false(gw_method_valid(GW_SLICE_LIT("")));
-    assert_false(gw_method_valid(GW_SLICE_LIT("BR@W")));
-    assert_false(gw_method_valid(GW_SLICE_LIT("GE T")));
-    assert_false(gw_method_valid(GW_SLICE_LIT("G\xc3\xa9T")));
-    assert_true(gw_method_is_connect(GW_SLICE_LIT("CONNECT")));
-    assert_false(gw_method_is_connect(GW_SLICE_LIT("connect")));
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(err_table),
-        cmocka_unit_test(methods_one_rule),
         cmocka_unit_test(log_one_line_key_value),
         cmocka_unit_test(time_is_monotonic),
         cmocka_unit_test(list_order_and_removal),

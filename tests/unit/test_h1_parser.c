@@ -14,6 +14,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "h1/parser.h"
+#include "http/http.h"
 #include "h1/serializer.h"
 
 /* Events rendered as text, so whole/byte-by-byte/split runs can be compared. */
@@ -363,7 +364,7 @@ static void issue18_10_request_target_bytes(void **state)
         char in[64];
         snprintf(in, sizeof(in), "GET /a%cb HTTP/1.1\r\nHost: h\r\n\r\n", (char)b);
         uint8_t t[3] = {'/', 'a', (uint8_t)b};
-        int want = gw_slice_is_request_target((gw_slice_t){t, 3});
+        int want = gw_http_is_request_target((gw_slice_t){t, 3});
         rec_t r = {0};
         int rv = feed_split(in, 0, 0, &r, NULL);
         if (want && rv < 0)

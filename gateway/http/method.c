@@ -1,14 +1,18 @@
-/* common/method.c — the request methods the gateway knows (method.h). */
-#include "common/method.h"
+/* http/method.c — the request methods the gateway knows (RFC 9110 §9, RFC 5789). */
+#include "http/http.h"
 
-int gw_method_valid(gw_slice_t m)
+int gw_http_method_valid(gw_slice_t m)
 {
-    return gw_slice_is_token(m);
+    return gw_http_is_token(m);
 }
 
-unsigned gw_method_flags(gw_slice_t m)
+unsigned gw_http_method_flags(gw_slice_t m)
 {
-    enum { S = GW_METHOD_F_SAFE, I = GW_METHOD_F_IDEMPOTENT, C = GW_METHOD_F_CACHEABLE };
+    enum {
+        S = GW_HTTP_METHOD_F_SAFE,
+        I = GW_HTTP_METHOD_F_IDEMPOTENT,
+        C = GW_HTTP_METHOD_F_CACHEABLE
+    };
     static const struct {
         gw_slice_t name;
         unsigned flags;
@@ -25,7 +29,7 @@ unsigned gw_method_flags(gw_slice_t m)
     return 0;
 }
 
-int gw_method_is_connect(gw_slice_t m)
+int gw_http_method_is_connect(gw_slice_t m)
 {
     return gw_slice_eq(m, GW_SLICE_LIT("CONNECT"));
 }

@@ -1,0 +1,104 @@
+/* http/chars.c — the byte classes of HTTP's syntax (one table) and the predicates over them. */
+#include <string.h>
+
+#include "http/http.h"
+
+/* GW_HTTP_C_* of every byte value, sixteen a row (the row's first byte and, for the printable
+ * rows, its characters in the comment). Generated from the character lists written beside
+ * GW_HTTP_C_*; tests/unit/test_http_chars.c checks every byte against them. */
+const uint8_t gw_http_char_class[256] = {
+    0,  0,  0,  0,  0,  0,  0,  0,  0,  8,  0,  0,  0,  0,  0,  0,  // 00
+    0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  // 10
+    8,  31, 24, 25, 31, 25, 31, 31, 30, 30, 31, 31, 30, 31, 31, 26, // 20  !"#$%&'()*+,-./
+    31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 14, 30, 24, 30, 24, 26, // 30 0123456789:;<=>?
+    26, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, // 40 @ABCDEFGHIJKLMNO
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 28, 24, 28, 25, 31, // 50 PQRSTUVWXYZ[\]^_
+    25, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, // 60 `abcdefghijklmno
+    31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 24, 25, 24, 31, 0,  // 70 pqrstuvwxyz{|}~.
+    8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  // 80
+    8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  // 90
+    8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  // a0
+    8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  // b0
+    8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  // c0
+    8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  // d0
+    8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  // e0
+    8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  // f0
+};
+
+static int is_hex(uint8_t c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* Every byte of s in class `cls`, "%" only as the start of %HH when pct is set. */
+static int all_of(gw_slice_t s, uint8_t cls, int pct)
+{
+    for (size_t i = 0; i < s.len; i++) {
+        uint8_t c = s.base[i];
+        if (gw_http_char_class[c] & cls)
+            continue;
+        if (!pct || c != '%' || i + 2 >= s.len || !is_hex(s.base[i + 1]) || !is_hex(s.base[i + 2]))
+            return 0;
+        i += 2;
+    }
+    return 1;
+}
+
+int gw_http_is_token(gw_slice_t s)
+{
+    return s.len && all_of(s, GW_HTTP_C_TCHAR, 0);
+}
+
+int gw_http_is_request_target(gw_slice_t s)
+{
+    return s.len && all_of(s, GW_HTTP_C_TARGET, 1);
+}
+
+int gw_http_is_authority(gw_slice_t s)
+{
+    return all_of(s, GW_HTTP_C_AUTHORITY, 1);
+}
+
+/* Non-zero when a byte of x is CR, LF or NUL: the zero-byte test of x, x ^ CR.. and x ^ LF..
+ * ((v - 0x01..) & ~v & 0x80.. is non-zero exactly when v has a zero byte). */
+static uint64_t crlfnul8(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t cr = x ^ ('\r' * ones), lf = x ^ ('\n' * ones);
+    return ((x - ones) & ~x & highs) | ((cr - ones) & ~cr & highs) | ((lf - ones) & ~lf & highs);
+}
+
+/* crlfnul8() behind a one-test filter: field values rarely hold a byte below 0x0e (of those,
+ * only HTAB is allowed), and (x - 0x0e..) & ~x & 0x80.. is non-zero exactly when one does. */
+static int crlfnul_word(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    return ((x - 0x0e * ones) & ~x & highs) && crlfnul8(x);
+}
+
+int gw_http_has_crlfnul(gw_slice_t s)
+{
+    const uint8_t *p = s.base;
+    size_t n = s.len;
+    uint64_t x;
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&x, p + i, 8);
+            if (crlfnul_word(x))
+                return 1;
+        }
+        memcpy(&x, p + n - 8, 8); /* the last word, overlapping the previous one */
+        return crlfnul_word(x);
+    }
+    if (n >= 4) { /* two overlapping halves cover every byte */
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        return crlfnul_word((uint64_t)hi << 32 | lo);
+    }
+    if (n == 0)
+        return 0;
+    /* 1 to 3 bytes: first, middle and last, padded with spaces */
+    x = 0x2020202020000000ull | p[0] | (uint64_t)p[n / 2] << 8 | (uint64_t)p[n - 1] << 16;
+    return crlfnul_word(x);
+}

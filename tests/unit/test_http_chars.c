@@ -1,0 +1,178 @@
+/* Unit tests of http/chars.c: the one table of byte classes, checked for every byte value
+ * against the grammar of RFC 9110, RFC 3986 and RFC 9113 written out as character lists, and
+ * the predicates built on it (token, request-target, authority, CR/LF/NUL). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "http/http.h"
+
+static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+static int in_list(uint8_t c, const char *list)
+{
+    return c && strchr(list, c) != NULL;
+}
+
+/* Every bit of every byte of gw_http_char_class against the rule it stands for. */
+static void char_class_every_byte(void **state)
+{
+    (void)state;
+    for (unsigned b = 0; b < 256; b++) {
+        uint8_t c = (uint8_t)b;
+        unsigned want = 0;
+        /* RFC 9110 §5.6.2 tchar */
+        if (in_list(c, alnum) || in_list(c, "!#$%&'*+-.^_`|~"))
+            want |= GW_HTTP_C_TCHAR;
+        /* RFC 3986 §3.3 pchar / "/", §3.4 "?": unreserved, sub-delims, ":", "@" */
+        if (in_list(c, alnum) || in_list(c, "-._~!$&'()*+,;=:@/?"))
+            want |= GW_HTTP_C_TARGET;
+        /* RFC 3986 §3.2.2-§3.2.3 host and port chars, IP-literal brackets; no userinfo '@' */
+        if (in_list(c, alnum) || in_list(c, "-._~!$&'()*+,;=:[]"))
+            want |= GW_HTTP_C_AUTHORITY;
+        /* RFC 9110 §5.5: field-vchar = VCHAR / obs-text, and SP, HTAB between them */
+        if ((c >= 0x21 && c <= 0x7e) || c >= 0x80 || c == ' ' || c == '\t')
+            want |= GW_HTTP_C_FIELD;
+        /* RFC 9113 §8.2.1: "MUST NOT contain characters in the ranges 0x00-0x20, 0x41-0x5a,
+         * or 0x7f-0xff"; ':' only as a pseudo-header field's first character */
+        if (c > 0x20 && !(c >= 0x41 && c <= 0x5a) && c < 0x7f && c != ':')
+            want |= GW_HTTP_C_H2NAME;
+        if (gw_http_char_class[c] != want)
+            fail_msg("byte 0x%02x: class %u, want %u", b, gw_http_char_class[c], want);
+        if (gw_http_is_tchar(c) != ((want & GW_HTTP_C_TCHAR) != 0))
+            fail_msg("gw_http_is_tchar(0x%02x)", b);
+        if (gw_http_is_field_byte(c) != ((want & GW_HTTP_C_FIELD) != 0))
+            fail_msg("gw_http_is_field_byte(0x%02x)", b);
+    }
+}
+
+/* The request-head predicates with every byte value in the middle, at the start and at the end
+ * of a slice, and "%" followed by every byte value. */
+static void predicates_every_byte(void **state)
+{
+    (void)state;
+    for (unsigned b = 0; b < 256; b++) {
+        uint8_t c = (uint8_t)b;
+        int target = (gw_http_char_class[c] & GW_HTTP_C_TARGET) != 0;
+        int authority = (gw_http_char_class[c] & GW_HTTP_C_AUTHORITY) != 0;
+        int token = (gw_http_char_class[c] & GW_HTTP_C_TCHAR) != 0;
+        uint8_t mid[3] = {'a', c, 'b'}, start[2] = {c, 'a'}, end[2] = {'a', c};
+        gw_slice_t m = {mid, 3}, st = {start, 2}, en = {end, 2}, one = {&mid[1], 1};
+        if (gw_http_is_request_target(m) != target || gw_http_is_request_target(st) != target ||
+            gw_http_is_request_target(en) != target || gw_http_is_request_target(one) != target)
+            fail_msg("request-target byte 0x%02x: want %d", b, target);
+        if (gw_http_is_authority(m) != authority || gw_http_is_authority(st) != authority ||
+            gw_http_is_authority(en) != authority)
+            fail_msg("authority byte 0x%02x: want %d", b, authority);
+        if (gw_http_is_token(m) != token || gw_http_is_token(one) != token)
+            fail_msg("token byte 0x%02x: want %d", b, token);
+        /* percent-encoded, any byte value: passes as it is */
+        char pct[8];
+        snprintf(pct, sizeof(pct), "/%%%02X", b);
+        assert_true(gw_http_is_request_target(gw_slice_str(pct)));
+        snprintf(pct, sizeof(pct), "/%%%02x/", b);
+        assert_true(gw_http_is_request_target(gw_slice_str(pct)));
+        assert_true(gw_http_is_authority(gw_slice_str(pct + 1)) == 0); /* '/' */
+    }
+}
+
+/* A request line an origin would split otherwise never passes: a '%' not followed by two hex
+ * digits, whitespace, '#', controls, DEL, bytes >= 0x80, and the delimiters RFC 3986 leaves
+ * out. */
+static void request_target_vectors(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"/%",
+                                      "/%4",
+                                      "/%4g",
+                                      "/a%",
+                                      "/%%41",
+                                      "",
+                                      "/a b",
+                                      "/a#b",
+                                      "/a\x0b"
+                                      "HTTP/1.0",
+                                      "/\x7f",
+                                      "/\xc3\xa9",
+                                      "/a\tb",
+                                      "/a\"",
+                                      "/<x>",
+                                      "/a\\b",
+                                      "/{}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (gw_http_is_request_target(gw_slice_str(bad[i])))
+            fail_msg("bad target %zu accepted", i);
+    static const char *const good[] = {
+        "/", "*", "/a/b?c=d&e=%2F", "http://a.test:80/x?y", "/~u/!$&'()*+,;=:@", "/?/?"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        if (!gw_http_is_request_target(gw_slice_str(good[i])))
+            fail_msg("good target %zu refused", i);
+    assert_true(gw_http_is_authority(GW_SLICE_LIT("")));
+    assert_true(gw_http_is_authority(GW_SLICE_LIT("[::1]:8443")));
+    assert_true(gw_http_is_authority(GW_SLICE_LIT("a.test:80")));
+    assert_true(gw_http_is_authority(GW_SLICE_LIT("%61.test")));
+    assert_false(gw_http_is_authority(GW_SLICE_LIT("u@a.test")));
+    assert_false(gw_http_is_authority(GW_SLICE_LIT("a\".test")));
+    assert_false(gw_http_is_authority(GW_SLICE_LIT("a.test%4")));
+}
+
+/* RFC 9110 §5.6.2: token = 1*tchar. The names and methods the RFC itself writes are tokens;
+ * the separators it lists (DQUOTE and "(),/:;<=>?@[\]{}"), whitespace, controls and non-ASCII
+ * are not. */
+static void token_grammar_vectors(void **state)
+{
+    (void)state;
+    static const char *const good[] = {
+        "GET", "Content-Type", "X-Forwarded-For", "accept-encoding", "PROPFIND", "!#$%&'*+-.^_`|~",
+        "0",   "a.b_c-d"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        if (!gw_http_is_token(gw_slice_str(good[i])))
+            fail_msg("token \"%s\" refused", good[i]);
+    static const char *const bad[] = {"",      "GE T",  "a\tb", "\"q\"", "a(b)", "a,b",
+                                      "a/b",   "a:b",   "a;b",  "a<b",   "a=b",  "a>b",
+                                      "a?b",   "a@b",   "a[b]", "a\\b",  "a{b}", "G\xc3\xa9T",
+                                      "a\x7f", "a\x01", "host:"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (gw_http_is_token(gw_slice_str(bad[i])))
+            fail_msg("non-token %zu accepted", i);
+    /* a token is checked to its length, not to a NUL */
+    assert_false(gw_http_is_token((gw_slice_t){(const uint8_t *)"ab\0c", 4}));
+    assert_true(gw_http_is_token((gw_slice_t){(const uint8_t *)"ab\0c", 2}));
+}
+
+/* gw_http_has_crlfnul (eight bytes at a time) against its byte-by-byte definition: every byte
+ * value at every position of every length up to 24 (the word loop, the halves and the tail). */
+static void crlfnul_matches_bytewise(void **state)
+{
+    (void)state;
+    uint8_t s[24];
+    for (size_t n = 0; n <= sizeof(s); n++) {
+        for (size_t pos = 0; pos < (n ? n : 1); pos++) {
+            for (int c = 0; c < 256; c++) {
+                for (size_t i = 0; i < n; i++)
+                    s[i] = (uint8_t)(0x41 + (i * 7 + n) % 60); /* letters and others, no CR/LF */
+                if (n)
+                    s[pos] = (uint8_t)c;
+                int want = 0;
+                for (size_t i = 0; i < n; i++)
+                    want |= s[i] == '\r' || s[i] == '\n' || s[i] == 0;
+                assert_int_equal(gw_http_has_crlfnul((gw_slice_t){s, n}), want);
+            }
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(char_class_every_byte),    cmocka_unit_test(predicates_every_byte),
+        cmocka_unit_test(request_target_vectors),   cmocka_unit_test(token_grammar_vectors),
+        cmocka_unit_test(crlfnul_matches_bytewise),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
