@@ -19,7 +19,6 @@
 #include "h1/serializer.h"
 #include "h2/errors.h"
 #include "h2/frame.h"
-#include "h2/priority.h"
 #include "h2/session.h"
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);

@@ -10,7 +10,9 @@
 #include "common/log.h"
 #include "front/front_internal.h"
 #include "h1/serializer.h"
-#include "h2/priority.h"
+#include "http/http.h"
+#include "h2/errors.h"
+#include "h2/session.h"
 
 /* ---- the exchange's state (h1x_state_t) ---------------------------------------------------- */
 
@@ -260,10 +262,10 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
         c->h1->fields = n;
         c->h1->fields_cap = m->fields_len;
     }
-    uint8_t urgency = GW_H2_PRIO_DEFAULT_URGENCY, inc;
+    uint8_t urgency = GW_HTTP_PRIO_DEFAULT_URGENCY, inc;
     for (size_t i = 0; i < m->fields_len; i++) /* §5: the last valid member wins */
         if (gw_slice_eq_nocase(m->fields[i].name, GW_SLICE_LIT("priority")))
-            gw_h2_priority_parse(m->fields[i].value, &urgency, &inc);
+            gw_http_priority_parse(m->fields[i].value, &urgency, &inc);
     c->h1->urgency = urgency;
     if (m->fields_len) /* an HTTP/1.0 request may have none: no memcpy from NULL */
         memcpy(c->h1->fields, m->fields, m->fields_len * sizeof(gw_field_t));

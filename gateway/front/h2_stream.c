@@ -9,7 +9,7 @@
 #include "common/log.h"
 #include "front/front_internal.h"
 #include "h2/errors.h"
-#include "h2/priority.h"
+#include "http/http.h"
 #include "h2/session.h"
 
 /* ---- HTTP/2 ------------------------------------------------------------------------------ */
@@ -22,11 +22,11 @@ static void h2s_response_priority(h2s_t *x, const gw_field_t *f, size_t n)
         if (!gw_slice_eq(f[k].name, GW_SLICE_LIT("priority")))
             continue;
         uint8_t u, inc;
-        int found = gw_h2_priority_parse(f[k].value, &u, &inc);
+        int found = gw_http_priority_parse(f[k].value, &u, &inc);
         if (found)
             (void)gw_h2_session_set_priority(x->c->h2, x->sid,
-                                             found & GW_H2_PRIO_F_URGENCY ? (int)u : -1,
-                                             found & GW_H2_PRIO_F_INCREMENTAL ? (int)inc : -1);
+                                             found & GW_HTTP_PRIO_F_URGENCY ? (int)u : -1,
+                                             found & GW_HTTP_PRIO_F_INCREMENTAL ? (int)inc : -1);
     }
 }
 
@@ -140,7 +140,7 @@ static int h2s_urgency(gw_cstream_t *s)
     uint8_t u;
     int inc;
     if (x->gone || gw_h2_session_get_priority(x->c->h2, x->sid, &u, &inc) < 0)
-        return GW_H2_PRIO_DEFAULT_URGENCY;
+        return GW_HTTP_PRIO_DEFAULT_URGENCY;
     return u;
 }
 

@@ -9,7 +9,9 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "front/front_internal.h"
-#include "h2/priority.h"
+#include "http/http.h"
+#include "h1/serializer.h"
+#include "h2/errors.h"
 #include "h2/session.h"
 
 /* ---- throttle (issue 7) ------------------------------------------------------------------ */

@@ -9,7 +9,7 @@
 #include "common/pool.h"
 #include "h2/frame.h"
 #include "h2/hpack.h"
-#include "h2/priority.h"
+#include "http/http.h"
 #include "h2/sched.h"
 #include "h2/session_internal.h"
 #include "h2/tree.h"
@@ -400,7 +400,7 @@ static int on_data_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
 static int on_priority_update(gw_h2_session_t *s, uint32_t sid, gw_slice_t value)
 {
     uint8_t u, inc;
-    gw_h2_priority_parse(value, &u, &inc);
+    gw_http_priority_parse(value, &u, &inc);
     gw_h2_stream_t *st = gw_h2__find_stream(s, sid);
     if (st) {
         if (st->state != GW_H2_SS_CLOSED) {

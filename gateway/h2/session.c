@@ -20,7 +20,6 @@
 #include "h2/defaults.h"
 #include "h2/frame.h"
 #include "h2/hpack.h"
-#include "h2/priority.h"
 #include "h2/sched.h"
 #include "h2/session_internal.h"
 #include "h2/tree.h"

@@ -16,7 +16,6 @@
 #include "common/pool.h"
 #include "h2/frame.h"
 #include "h2/hpack.h"
-#include "h2/priority.h"
 #include "h2/sched.h"
 #include "h2/session.h"
 #include "h2/tree.h"

@@ -8,7 +8,8 @@
 #include "common/list.h"
 #include "common/pool.h"
 #include "h2/frame.h"
-#include "h2/priority.h"
+#include "http/http.h"
+#include "h2/hpack.h"
 #include "h2/sched.h"
 #include "h2/session_internal.h"
 #include "h2/tree.h"
@@ -248,11 +249,11 @@ int gw_h2__apply_7540(gw_h2_session_t *s, uint32_t sid, const gw_h2_priority_t *
  * PRIORITY_UPDATE that arrived before the stream (§7.1: the frame is the later signal). */
 void gw_h2__apply_open_priority(gw_h2_session_t *s, gw_h2_stream_t *st, gw_slice_t field)
 {
-    uint8_t u = GW_H2_PRIO_DEFAULT_URGENCY, inc = 0;
+    uint8_t u = GW_HTTP_PRIO_DEFAULT_URGENCY, inc = 0;
     if (prio_pending_take(s, st->id, &u, &inc))
         st->prio9218 = 1;
     else if (field.base) {
-        gw_h2_priority_parse(field, &u, &inc);
+        gw_http_priority_parse(field, &u, &inc);
         st->prio9218 = 1;
     }
     gw_h2_sched_set_priority(&s->x->sched, &st->node, u, inc);

@@ -11,6 +11,7 @@
 #include "common/pool.h"
 #include "h2/frame.h"
 #include "h2/hpack.h"
+#include "h2/sched.h"
 #include "h2/session_internal.h"
 #include "h2/validate.h"
 

@@ -7,11 +7,13 @@
  * allocates or keeps state: every function reads the slice it is given and returns.
  *
  * Files: chars.c (the byte classes and the syntax predicates over them), fields.c (field lists
- * and values), method.c (request methods).
+ * and values), method.c (request methods), sf.c (Structured Field Values), priority.c (the
+ * Priority field of RFC 9218).
  */
 #ifndef GW_HTTP_HTTP_H
 #define GW_HTTP_HTTP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/buf.h"
@@ -115,5 +117,78 @@ static inline int gw_http_method_idempotent(gw_slice_t m)
 
 /* Non-zero for CONNECT (§9.3.6), which asks for a tunnel rather than a representation. */
 int gw_http_method_is_connect(gw_slice_t m);
+
+/* ---- Structured Field Values (sf.c) ---------------------------------------------------- */
+
+/* RFC 8941, read one member or parameter at a time: nothing is allocated, every slice points
+ * into the value given. A Dictionary (§3.2) is read with gw_http_sf_dict_next(), the
+ * parameters of a member (§3.1.2) with gw_http_sf_param_next() over its `params`. An Inner
+ * List (§3.1.1) is checked and returned whole; its items are not read. */
+
+typedef enum {
+    GW_HTTP_SF_INTEGER = 1, /* §3.3.1: at most 15 digits, the value in .integer */
+    GW_HTTP_SF_DECIMAL,     /* §3.3.2 */
+    GW_HTTP_SF_STRING,      /* §3.3.3: raw with its quotes and escapes */
+    GW_HTTP_SF_TOKEN,       /* §3.3.4 */
+    GW_HTTP_SF_BYTES,       /* §3.3.5: raw with its colons, base64 not decoded */
+    GW_HTTP_SF_BOOLEAN,     /* §3.3.6: 0 or 1 in .integer */
+    GW_HTTP_SF_INNER_LIST,  /* §3.1.1: raw from "(" to the end of the list's parameters */
+} gw_http_sf_type_t;
+
+typedef struct {
+    gw_http_sf_type_t type;
+    int64_t integer; /* an Integer's value, a Boolean's 0 or 1; 0 for the other types */
+    gw_slice_t raw;  /* the item as written (empty for the true of a bare key, §3.2) */
+} gw_http_sf_item_t;
+
+typedef struct {
+    gw_slice_t key;          /* §3.1.2: lcalpha or "*", then lcalpha, DIGIT, "_-.*" */
+    gw_http_sf_item_t value; /* a key without "=" is Boolean true (§3.2) */
+    gw_slice_t params;       /* its parameters as written, from the first ";" (may be empty) */
+} gw_http_sf_member_t;
+
+/* A cursor over a field value (or over a member's params): p moves towards end. */
+typedef struct {
+    const uint8_t *p, *end;
+} gw_http_sf_t;
+
+/* A cursor at the start of v (v.base may be NULL when v.len is 0). */
+static inline gw_http_sf_t gw_http_sf(gw_slice_t v)
+{
+    return (gw_http_sf_t){v.base, v.base ? v.base + v.len : v.base};
+}
+
+/* The next member of a Dictionary into *m: 1, 0 after the last one, or -1 for a malformed
+ * member (no key, an item that is none of §3.3's, junk before the next ","), which the cursor
+ * skips up to and past the next top-level comma (a comma inside a String does not count), *m
+ * then unspecified. RFC 8941 §4.2 fails the whole field on a malformed member; RFC 9218 §4
+ * ignores that member only: the caller chooses by going on or not. A later member with the
+ * same key replaces an earlier one (§4.2.2): the caller keeps the last. */
+int gw_http_sf_dict_next(gw_http_sf_t *c, gw_http_sf_member_t *m);
+
+/* The next parameter at c (a cursor over a member's params) into *key and *value: 1, 0 after
+ * the last one, or -1 when the parameters are malformed (never for the params of a member
+ * gw_http_sf_dict_next() returned). A key without "=" is Boolean true. */
+int gw_http_sf_param_next(gw_http_sf_t *c, gw_slice_t *key, gw_http_sf_item_t *value);
+
+/* ---- the Priority field (priority.c) --------------------------------------------------- */
+
+/* RFC 9218 (extensible priorities). The same value travels in the `priority` request and
+ * response field (§5, §8) and in HTTP/2's PRIORITY_UPDATE frame (§7.1). It is a Dictionary of
+ * which §4 defines `u` (urgency, Integer 0-7, default 3) and `i` (incremental, Boolean, default
+ * false). Unknown keys, their values and parameters are skipped; a malformed member is ignored
+ * up to the next top-level comma; a `u` outside 0-7 or of another type is ignored (§4.1), so is
+ * an `i` that is not a Boolean (§4.2). The last occurrence of a key wins (RFC 8941 §4.2.2), so
+ * `u=1, u=9` leaves the default. */
+
+#define GW_HTTP_PRIO_DEFAULT_URGENCY 3
+#define GW_HTTP_PRIO_F_URGENCY 0x1     /* a valid `u` was present */
+#define GW_HTTP_PRIO_F_INCREMENTAL 0x2 /* a valid `i` was present */
+
+/* Parse the Priority field value v (v.base may be NULL: no field). *urgency and *incremental
+ * are set to the defaults (3, 0) and then to the values found. Returns the GW_HTTP_PRIO_F_*
+ * bits of the parameters present (0 = none, defaults apply); never fails. urgency and
+ * incremental must not be NULL. */
+int gw_http_priority_parse(gw_slice_t v, uint8_t *urgency, uint8_t *incremental);
 
 #endif

@@ -19,7 +19,6 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "http/http.h"
-#include "h2/priority.h"
 #include "proxy/proxy_internal.h"
 
 /* s into dst as a C string, cut to fit (for the access log). */
@@ -37,7 +36,7 @@ static void copy_cstr(char *dst, size_t size, gw_slice_t s)
 static uint8_t req_urgency(gw_cstream_t *s)
 {
     int u = s->ops->urgency ? s->ops->urgency(s) : -1;
-    return u >= 0 && u <= 7 ? (uint8_t)u : GW_H2_PRIO_DEFAULT_URGENCY;
+    return u >= 0 && u <= 7 ? (uint8_t)u : GW_HTTP_PRIO_DEFAULT_URGENCY;
 }
 
 /* ---- ox lifetime --------------------------------------------------------------------------- */

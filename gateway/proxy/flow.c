@@ -10,7 +10,6 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "h2/priority.h"
 #include "proxy/proxy_internal.h"
 
 static void on_sweep(uv_timer_t *t);

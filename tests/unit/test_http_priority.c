@@ -1,4 +1,4 @@
-/* Unit tests of h2/priority: the RFC 9218 §4 Priority field (u, i) over the RFC 8941
+/* Unit tests of http/priority.c: the RFC 9218 §4 Priority field (u, i) over the RFC 8941
  * dictionary syntax, with the defaults, the ignore rules of §4.1/§4.2 and malformed members. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "h2/priority.h"
+#include "http/http.h"
 
 typedef struct {
     const char *in;
@@ -21,16 +21,16 @@ static const vec_t vectors[] = {
     {"", 3, 0, 0},
     {"   ", 3, 0, 0},
     /* RFC 9218 §4.1, §4.2 and §5 examples */
-    {"u=5", 5, 0, GW_H2_PRIO_F_URGENCY},
-    {"u=0", 0, 0, GW_H2_PRIO_F_URGENCY},
-    {"u=7", 7, 0, GW_H2_PRIO_F_URGENCY},
-    {"i", 3, 1, GW_H2_PRIO_F_INCREMENTAL},
-    {"i=?1", 3, 1, GW_H2_PRIO_F_INCREMENTAL},
-    {"i=?0", 3, 0, GW_H2_PRIO_F_INCREMENTAL},
-    {"u=5, i", 5, 1, GW_H2_PRIO_F_URGENCY | GW_H2_PRIO_F_INCREMENTAL},
-    {"u=1,i", 1, 1, GW_H2_PRIO_F_URGENCY | GW_H2_PRIO_F_INCREMENTAL},
-    {"i, u=2", 2, 1, GW_H2_PRIO_F_URGENCY | GW_H2_PRIO_F_INCREMENTAL},
-    {" u=4 ,\ti ", 4, 1, GW_H2_PRIO_F_URGENCY | GW_H2_PRIO_F_INCREMENTAL},
+    {"u=5", 5, 0, GW_HTTP_PRIO_F_URGENCY},
+    {"u=0", 0, 0, GW_HTTP_PRIO_F_URGENCY},
+    {"u=7", 7, 0, GW_HTTP_PRIO_F_URGENCY},
+    {"i", 3, 1, GW_HTTP_PRIO_F_INCREMENTAL},
+    {"i=?1", 3, 1, GW_HTTP_PRIO_F_INCREMENTAL},
+    {"i=?0", 3, 0, GW_HTTP_PRIO_F_INCREMENTAL},
+    {"u=5, i", 5, 1, GW_HTTP_PRIO_F_URGENCY | GW_HTTP_PRIO_F_INCREMENTAL},
+    {"u=1,i", 1, 1, GW_HTTP_PRIO_F_URGENCY | GW_HTTP_PRIO_F_INCREMENTAL},
+    {"i, u=2", 2, 1, GW_HTTP_PRIO_F_URGENCY | GW_HTTP_PRIO_F_INCREMENTAL},
+    {" u=4 ,\ti ", 4, 1, GW_HTTP_PRIO_F_URGENCY | GW_HTTP_PRIO_F_INCREMENTAL},
     /* §4.1: out of range or wrong type is ignored */
     {"u=8", 3, 0, 0},
     {"u=-1", 3, 0, 0},
@@ -40,31 +40,31 @@ static const vec_t vectors[] = {
     {"u=\"1\"", 3, 0, 0},
     {"u=?1", 3, 0, 0},
     {"u", 3, 0, 0}, /* Boolean true */
-    {"u=8, i", 3, 1, GW_H2_PRIO_F_INCREMENTAL},
+    {"u=8, i", 3, 1, GW_HTTP_PRIO_F_INCREMENTAL},
     /* §4.2: i must be a Boolean */
     {"i=1", 3, 0, 0},
     {"i=?2", 3, 0, 0},
-    {"i=yes, u=2", 2, 0, GW_H2_PRIO_F_URGENCY},
+    {"i=yes, u=2", 2, 0, GW_HTTP_PRIO_F_URGENCY},
     /* last occurrence wins (RFC 8941 §4.2.2) */
-    {"u=1, u=6", 6, 0, GW_H2_PRIO_F_URGENCY},
+    {"u=1, u=6", 6, 0, GW_HTTP_PRIO_F_URGENCY},
     {"u=1, u=9", 3, 0, 0},
-    {"i, i=?0", 3, 0, GW_H2_PRIO_F_INCREMENTAL},
+    {"i, i=?0", 3, 0, GW_HTTP_PRIO_F_INCREMENTAL},
     /* unknown keys, parameters, other value types are skipped */
-    {"foo=bar, u=2", 2, 0, GW_H2_PRIO_F_URGENCY},
-    {"x=\"a,b\", u=2", 2, 0, GW_H2_PRIO_F_URGENCY},
-    {"x=(1 2 \"c\");p=1, u=2, y=:aGk=:, z=1.25", 2, 0, GW_H2_PRIO_F_URGENCY},
-    {"u=2;foo=1, i;bar", 2, 1, GW_H2_PRIO_F_URGENCY | GW_H2_PRIO_F_INCREMENTAL},
-    {"*a=1, u=6", 6, 0, GW_H2_PRIO_F_URGENCY},
+    {"foo=bar, u=2", 2, 0, GW_HTTP_PRIO_F_URGENCY},
+    {"x=\"a,b\", u=2", 2, 0, GW_HTTP_PRIO_F_URGENCY},
+    {"x=(1 2 \"c\");p=1, u=2, y=:aGk=:, z=1.25", 2, 0, GW_HTTP_PRIO_F_URGENCY},
+    {"u=2;foo=1, i;bar", 2, 1, GW_HTTP_PRIO_F_URGENCY | GW_HTTP_PRIO_F_INCREMENTAL},
+    {"*a=1, u=6", 6, 0, GW_HTTP_PRIO_F_URGENCY},
     {"urgency=1, ii", 3, 0, 0},
     /* malformed members are ignored, the others still count */
-    {"U=1, u=4", 4, 0, GW_H2_PRIO_F_URGENCY},
-    {"u=4 5, i", 3, 1, GW_H2_PRIO_F_INCREMENTAL},
-    {"=, u=1", 1, 0, GW_H2_PRIO_F_URGENCY},
-    {"u=, i", 3, 1, GW_H2_PRIO_F_INCREMENTAL},
+    {"U=1, u=4", 4, 0, GW_HTTP_PRIO_F_URGENCY},
+    {"u=4 5, i", 3, 1, GW_HTTP_PRIO_F_INCREMENTAL},
+    {"=, u=1", 1, 0, GW_HTTP_PRIO_F_URGENCY},
+    {"u=, i", 3, 1, GW_HTTP_PRIO_F_INCREMENTAL},
     {"x=\"unterminated, u=1", 3, 0, 0},
-    {"x=(1 2, u=1", 1, 0, GW_H2_PRIO_F_URGENCY},
-    {",,u=2,,", 2, 0, GW_H2_PRIO_F_URGENCY},
-    {"u=2;=3, i", 3, 1, GW_H2_PRIO_F_INCREMENTAL},
+    {"x=(1 2, u=1", 1, 0, GW_HTTP_PRIO_F_URGENCY},
+    {",,u=2,,", 2, 0, GW_HTTP_PRIO_F_URGENCY},
+    {"u=2;=3, i", 3, 1, GW_HTTP_PRIO_F_INCREMENTAL},
     {"u=1x", 3, 0, 0},
 };
 
@@ -74,7 +74,7 @@ static int parse_exact(const char *in, size_t len, uint8_t *u, uint8_t *i)
     uint8_t *b = malloc(len ? len : 1);
     assert_non_null(b);
     memcpy(b, in, len);
-    int rc = gw_h2_priority_parse((gw_slice_t){b, len}, u, i);
+    int rc = gw_http_priority_parse((gw_slice_t){b, len}, u, i);
     free(b);
     return rc;
 }
@@ -98,7 +98,7 @@ static void null_slice_is_default(void **state)
 {
     (void)state;
     uint8_t u = 0, i = 1;
-    assert_int_equal(gw_h2_priority_parse((gw_slice_t){NULL, 0}, &u, &i), 0);
+    assert_int_equal(gw_http_priority_parse((gw_slice_t){NULL, 0}, &u, &i), 0);
     assert_int_equal(u, 3);
     assert_int_equal(i, 0);
 }
