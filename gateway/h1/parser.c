@@ -170,17 +170,14 @@ static gw_slice_t last_token(gw_slice_t v)
     return gw_slice_trim((gw_slice_t){v.base + i, v.len - i});
 }
 
+/* Whether tok is an element of the list v (RFC 9110 §5.6.1), compared case-insensitively. */
 static int has_token(gw_slice_t v, const char *tok)
 {
-    gw_slice_t t = gw_slice_str(tok);
-    size_t start = 0;
-    for (size_t i = 0; i <= v.len; i++) {
-        if (i == v.len || v.base[i] == ',') {
-            if (gw_slice_eq_nocase(gw_slice_trim((gw_slice_t){v.base + start, i - start}), t))
-                return 1;
-            start = i + 1;
-        }
-    }
+    gw_http_list_t l = gw_http_list(v, ',', 0);
+    gw_slice_t e;
+    while (gw_http_list_next(&l, &e))
+        if (gw_slice_eq_nocase(e, gw_slice_str(tok)))
+            return 1;
     return 0;
 }
 

@@ -7,8 +7,8 @@
  * allocates or keeps state: every function reads the slice it is given and returns.
  *
  * Files: chars.c (the byte classes and the syntax predicates over them), fields.c (field lists
- * and values), method.c (request methods), sf.c (Structured Field Values), priority.c (the
- * Priority field of RFC 9218).
+ * and values), method.c (request methods), list.c (lists and their parameters), sf.c
+ * (Structured Field Values), priority.c (the Priority field of RFC 9218).
  */
 #ifndef GW_HTTP_HTTP_H
 #define GW_HTTP_HTTP_H
@@ -117,6 +117,55 @@ static inline int gw_http_method_idempotent(gw_slice_t m)
 
 /* Non-zero for CONNECT (§9.3.6), which asks for a tunnel rather than a representation. */
 int gw_http_method_is_connect(gw_slice_t m);
+
+/* ---- lists and parameters (list.c) ----------------------------------------------------- */
+
+/* The comma-separated lists of RFC 9110 §5.6.1 (`#element`) and the ";"-separated parameters
+ * of one element (§5.6.6), read one element at a time: every slice points into the value
+ * given, nothing is allocated. Empty elements are skipped, as §5.6.1 asks of a recipient; the
+ * elements come without the OWS around them. Where a separator does not split is the
+ * caller's choice (GW_HTTP_LIST_F_*): by default every separator splits, which a caller that
+ * only looks for names (Cache-Control directives, Pragma) may prefer, since a piece of a
+ * quoted string then errs towards the stricter answer. */
+
+/* GW_HTTP_LIST_F_*: how a list is split. */
+enum {
+    GW_HTTP_LIST_F_QUOTED = 1u << 0, /* a separator inside a quoted-string (§5.6.4, quoted-pairs
+                                        included) does not split */
+    GW_HTTP_LIST_F_ANGLE = 1u << 1,  /* nor one inside "<" ... ">" (RFC 8288 §3: the
+                                        URI-Reference of a link-value) */
+    GW_HTTP_LIST_F_SPACE = 1u << 2,  /* SP and HTAB separate too: a list of bare tokens
+                                        (Connection, RFC 9110 §7.6.1) */
+};
+
+/* A cursor over a list: p moves towards end. */
+typedef struct {
+    const uint8_t *p, *end;
+    uint8_t sep;   /* ',' for a list, ';' for parameters */
+    uint8_t flags; /* GW_HTTP_LIST_F_* */
+} gw_http_list_t;
+
+/* A cursor at the start of v (v.base may be NULL when v.len is 0), splitting at sep. */
+static inline gw_http_list_t gw_http_list(gw_slice_t v, uint8_t sep, unsigned flags)
+{
+    return (gw_http_list_t){v.base, v.base ? v.base + v.len : v.base, sep, (uint8_t)flags};
+}
+
+/* The next non-empty element into *elem, without the OWS around it: 1, or 0 after the last
+ * one. A quoted-string's quotes and escapes stay as written. */
+int gw_http_list_next(gw_http_list_t *l, gw_slice_t *elem);
+
+/* An element `value *( OWS ";" OWS parameter )` (RFC 9110 §5.6.6, the media types of §8.3.1,
+ * the codings of §12.5.3, the link-values of RFC 8288 §3): returns its value before the first
+ * ";" that splits under flags (trimmed; may be empty) and sets *params to a cursor over its
+ * parameters (sep ';', the same flags). */
+gw_slice_t gw_http_elem_params(gw_slice_t elem, unsigned flags, gw_http_list_t *params);
+
+/* A parameter or directive `name [ BWS "=" BWS value ]` split at its first "=": *name
+ * trimmed, *value trimmed with a quoted-string's outer quotes removed (its quoted-pairs left as
+ * written). Returns 1 when there is an "=" (the value may be empty), 0 when not (*value is
+ * then {NULL, 0}). */
+int gw_http_param_split(gw_slice_t param, gw_slice_t *name, gw_slice_t *value);
 
 /* ---- Structured Field Values (sf.c) ---------------------------------------------------- */
 
