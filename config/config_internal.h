@@ -1,10 +1,19 @@
 /* config/config_internal.h — what the files of config/ share (not a public interface).
  *
- * config.c:   the loader (ld_t), its error list, the node helpers, the table-driven scalar
- *             fields, the scalar sections, the top level, the defaults and gw_config_del.
- * sections.c: listen[] with TLS, upstreams with servers and health, routes[].
- * hints.c:    messages that help: "did you mean", a port alone or out of range, tabs.
- * units.c:    sizes, durations, rates and addresses as written in the file.
+ * toplevel.c:  the entry points (string, file, embedded default), the top level and its
+ *              scalar sections, the defaults, the checks across sections.
+ * listen.c:    listen[] with protocols, PROXY protocol sources and TLS.
+ * upstreams.c: upstreams with servers, pool fields and health checks.
+ * routes.c:    routes[].
+ * load.c:      the loader's machinery (ld_t): errors at a node, the node helpers, the
+ *              table-driven scalar fields, lists of strings and of networks.
+ * config.c:    the configuration object: its release (gw_config_del) and its error list.
+ * hints.c:     messages that help: "did you mean", a port alone or out of range, tabs.
+ * units.c:     sizes, durations, rates, addresses and networks as written in the file.
+ *
+ * The calls go one way, down this list: toplevel.c calls the sections; they and toplevel.c
+ * call load.c and hints.c; hints.c calls load.c; load.c calls units.c and config.c; units.c and
+ * config.c call no file of config/.
  */
 #ifndef GW_CONFIG_INTERNAL_H
 #define GW_CONFIG_INTERNAL_H
@@ -60,24 +69,47 @@ typedef struct {
 
 typedef int (*pair_cb)(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj);
 
-/* config.c */
+/* load.c */
 char *gw_cfg__xstrdup(ld_t *ld, const char *s);
+/* An error at n's position (line 1, column 1 when n is NULL); counted in ld->nerr. */
 void gw_cfg__err_at(ld_t *ld, yaml_node_t *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* An error at line:col (from 1; line 0 leaves the position out). */
+void gw_cfg__err_line(ld_t *ld, size_t line, size_t col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 yaml_node_t *gw_cfg__node(ld_t *ld, int id);
 const char *gw_cfg__kind_str(yaml_node_t *n);
 const char *gw_cfg__scalar(yaml_node_t *n);
+/* A scalar written as plain `null`, `~` or nothing. */
+int gw_cfg__is_null(yaml_node_t *n);
 int gw_cfg__expect(ld_t *ld, yaml_node_t *n, yaml_node_type_t t, const char *key);
+/* The value of key in map (a mapping node; its first occurrence), or NULL. */
+yaml_node_t *gw_cfg__map_value(ld_t *ld, yaml_node_t *map, const char *key);
+/* cb for every pair of the mapping map; duplicate keys and non-scalar keys are reported and
+ * skipped. */
 void gw_cfg__each_pair(ld_t *ld, yaml_node_t *map, pair_cb cb, void *obj);
+/* Parse v into the field of tab named key (its YAML spelling) in obj; returns 1 if `key` is in
+ * the table (handled, errors reported), 0 if unknown. */
 int gw_cfg__set_field(ld_t *ld, const field_t *tab, size_t ntab, const char *key, yaml_node_t *v,
                       void *obj);
+/* A scalar or a list of scalars at v for key, as an allocated array of *len strings (freed
+ * with gw_cfg__free_str_list); NULL when it is neither (reported) or out of memory. */
 char **gw_cfg__load_str_list(ld_t *ld, yaml_node_t *v, const char *key, size_t *len);
+/* The array for the non-empty YAML list v of key (elements of elem bytes, zeroed, *n of them),
+ * or NULL with the error reported: not a list, an empty list (`what` names one element), or no
+ * memory. */
+void *gw_cfg__load_list(ld_t *ld, yaml_node_t *v, const char *key, const char *what, size_t elem,
+                        size_t *n);
+/* A list of networks (ADDRESS or ADDRESS/BITS) at v for key, into *out (replacing it, freed
+ * with gw_free) and *len; each bad entry is an error at its node. allow_any: `any` is every
+ * IPv4 and IPv6 source. Returns how many names were given (0: an empty list). */
+int gw_cfg__load_nets(ld_t *ld, yaml_node_t *v, const char *key, int allow_any, gw_cfg_net_t **out,
+                      size_t *len);
 /* HOST:PORT, [IPv6]:PORT or NAME:PORT into *addr (for a name only .text is set: it is resolved
  * when dialled) and its host part, allocated, into *host (replacing what was there). 0,
  * GW_E_PARSE (not an address: the caller says so, gw_cfg__err_addr), GW_E_RANGE (the port is
  * not 1..65535) or GW_E_NOMEM (ld->nomem is set). */
 int gw_cfg__host_port(ld_t *ld, const char *text, gw_cfg_addr_t *addr, char **host);
-void gw_cfg__free_str_list(char **l, size_t n);
 /* Where n was written, for the gw_config_t (see gw_cfg_pos_t). */
 gw_cfg_pos_t gw_cfg__pos(ld_t *ld, yaml_node_t *n);
 /* The YAML spelling of a table's field name (settings_timeout_ms is written settings_timeout). */
@@ -106,15 +138,22 @@ void gw_cfg__err_addr(ld_t *ld, yaml_node_t *v, const char *key, int rv, int lis
  * indentation (text[0..len) is the document). */
 int gw_cfg__tab_at(const char *text, size_t len, size_t line, size_t column);
 
-/* sections.c */
-/* A list of networks (ADDRESS or ADDRESS/BITS) at v for key, into *out (replacing it, freed
- * with gw_free) and *len; each bad entry is an error at its node. allow_any: `any` is every
- * IPv4 and IPv6 source. Returns how many names were given (0: an empty list). */
-int gw_cfg__load_nets(ld_t *ld, yaml_node_t *v, const char *key, int allow_any, gw_cfg_net_t **out,
-                      size_t *len);
-void gw_cfg__free_tls(gw_cfg_tls_t *t);
+/* listen.c */
 void gw_cfg__load_listen(ld_t *ld, yaml_node_t *v);
+/* upstreams.c */
 void gw_cfg__load_upstreams(ld_t *ld, yaml_node_t *v);
+/* routes.c (after the listeners and the upstreams: a route names them) */
 void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v);
+
+/* config.c */
+/* Append "FILE:LINE:COL: body" (or "FILE: body" for line 0) to e: 0 or GW_E_NOMEM. */
+int gw_cfg__push_msg(gw_config_errors_t *e, const char *file, size_t line, size_t col,
+                     const char *body);
+void gw_cfg__free_str_list(char **l, size_t n);
+void gw_cfg__free_tls(gw_cfg_tls_t *t);
+
+/* units.c */
+/* "10.0.0.0/8", "192.168.1.7", "::1", "2001:db8::/32" into *n: 0, or -1. */
+int gw_cfg__parse_net(const char *s, gw_cfg_net_t *n);
 
 #endif

@@ -1,4 +1,5 @@
-/* config/units.c — sizes, durations, rates and addresses as written in the config file. */
+/* config/units.c — sizes, durations, rates, addresses and networks as written in the config
+ * file, and the match of an address against a network. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <netinet/in.h>
@@ -8,7 +9,7 @@
 #include <strings.h>
 
 #include "common/err.h"
-#include "config/config.h"
+#include "config/config_internal.h"
 
 /* Split "123unit" into the number and the unit; the number is a non-negative integer. */
 static int split_num(const char *s, uint64_t *num, const char **unit)
@@ -186,4 +187,64 @@ int gw_parse_addr(const char *s, gw_cfg_addr_t *out)
     }
     memcpy(out->text, s, n + 1);
     return 0;
+}
+
+int gw_cfg__parse_net(const char *s, gw_cfg_net_t *n)
+{
+    char a[64];
+    const char *slash = strchr(s, '/');
+    size_t al = slash ? (size_t)(slash - s) : strlen(s);
+    if (al == 0 || al >= sizeof(a))
+        return -1;
+    memcpy(a, s, al);
+    a[al] = 0;
+    memset(n, 0, sizeof(*n));
+    unsigned max;
+    if (inet_pton(AF_INET, a, n->addr) == 1) {
+        n->family = AF_INET;
+        max = 32;
+    } else if (inet_pton(AF_INET6, a, n->addr) == 1) {
+        n->family = AF_INET6;
+        max = 128;
+    } else {
+        return -1;
+    }
+    n->bits = max;
+    if (slash) {
+        char *end;
+        unsigned long b = strtoul(slash + 1, &end, 10);
+        if (!slash[1] || *end || b > max)
+            return -1;
+        n->bits = (unsigned)b;
+    }
+    return 0;
+}
+
+int gw_cfg_net_match(const gw_cfg_net_t *n, const struct sockaddr *sa)
+{
+    const uint8_t *a;
+    int fam = sa->sa_family;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (fam == AF_INET) {
+        a = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+    } else if (fam == AF_INET6) {
+        a = (const uint8_t *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (n->family == AF_INET && !memcmp(a, mapped, 12)) {
+            a += 12; /* ::ffff:a.b.c.d is a.b.c.d */
+            fam = AF_INET;
+        }
+    } else {
+        return 0;
+    }
+    if (fam != n->family)
+        return 0;
+    unsigned full = n->bits / 8, rest = n->bits % 8;
+    if (memcmp(a, n->addr, full))
+        return 0;
+    if (rest) {
+        uint8_t mask = (uint8_t)(0xFF << (8 - rest));
+        if ((a[full] & mask) != (n->addr[full] & mask))
+            return 0;
+    }
+    return 1;
 }

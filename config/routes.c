@@ -1,0 +1,249 @@
+/* config/routes.c — the routes[] section: host and path patterns, the upstream each names
+ * (checked against the upstreams read before), the per-route switches and lists. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "config/config_internal.h"
+
+/* Drop later duplicates from a list of field names, compared case-insensitively (field names
+ * are, RFC 9110 §5.1): `[accept, Accept]` is one field (issue 18 item 2). */
+static void dedup_nocase(char **l, size_t *n)
+{
+    if (!l)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++) {
+        int dup = 0;
+        for (size_t j = 0; j < k && !dup; j++)
+            dup = l[i] && l[j] && gw_slice_eq_nocase(gw_slice_str(l[i]), gw_slice_str(l[j]));
+        if (dup)
+            gw_free(l[i]);
+        else
+            l[k++] = l[i];
+    }
+    *n = k;
+}
+
+/* ---- routes ---- */
+
+static const field_t route_fields[] = {
+    {"coalesce", F_BOOL, offsetof(gw_cfg_route_t, coalesce), 0, 0},
+    {"coalesce_private", F_BOOL, offsetof(gw_cfg_route_t, coalesce_private), 0, 0},
+    {"x_forwarded", F_BOOL, offsetof(gw_cfg_route_t, add_x_forwarded), 0, 0},
+    {"forwarded", F_BOOL, offsetof(gw_cfg_route_t, add_forwarded), 0, 0},
+    {"via", F_BOOL, offsetof(gw_cfg_route_t, add_via), 0, 0},
+    FLD(gw_cfg_route_t, response_rate, F_RATE, 0, 1ull << 40),
+    FLD(gw_cfg_route_t, request_rate, F_UINT, 0, 1000000),
+    FLD(gw_cfg_route_t, request_burst, F_UINT, 0, 1000000),
+    {"compress", F_BOOL, offsetof(gw_cfg_route_t, compress), 0, 0},
+    {"websocket", F_BOOL, offsetof(gw_cfg_route_t, websocket), 0, 0},
+    {"early_hints_h1", F_BOOL, offsetof(gw_cfg_route_t, early_hints_h1), 0, 0},
+    {"early_hints_learn", F_BOOL, offsetof(gw_cfg_route_t, early_hints_learn), 0, 0},
+    {"early_hints_learn_private", F_BOOL, offsetof(gw_cfg_route_t, early_hints_learn_private), 0,
+     0},
+    {"push", F_BOOL, offsetof(gw_cfg_route_t, push), 0, 0},
+};
+
+typedef struct {
+    gw_cfg_route_t *r;
+    yaml_node_t *host, *path, *up, *name, *push;
+} route_ld_t;
+
+/* RFC 8288 §3: link-value = "<" URI-Reference ">" *( OWS ";" OWS link-param ); checked loosely
+ * (a target in angle brackets, then printable bytes), since it goes out as a field value. */
+static int link_value_ok(const char *s)
+{
+    if (s[0] != '<')
+        return 0;
+    const char *gt = strchr(s, '>');
+    if (!gt || gt == s + 1)
+        return 0;
+    for (const char *p = s; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
+            return 0;
+    for (const char *p = s + 1; p < gt; p++)
+        if (*p == ' ' || *p == '<')
+            return 0;
+    return 1;
+}
+
+static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    route_ld_t *x = obj;
+    if (!strcmp(key, "name")) {
+        if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
+            return 0;
+        gw_free(x->r->name);
+        x->r->name = gw_cfg__xstrdup(ld, gw_cfg__scalar(v));
+        x->name = v;
+    } else if (!strcmp(key, "host") || !strcmp(key, "path") || !strcmp(key, "upstream")) {
+        if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
+            return 0;
+        char **dst = key[0] == 'h'   ? &x->r->host
+                     : key[0] == 'p' ? &x->r->path
+                                     : &x->r->upstream_name;
+        *(key[0] == 'h' ? &x->host : key[0] == 'p' ? &x->path : &x->up) = v;
+        gw_free(*dst);
+        *dst = gw_cfg__xstrdup(ld, gw_cfg__scalar(v));
+    } else if (!strcmp(key, "coalesce_headers")) {
+        gw_cfg__free_str_list(x->r->coalesce_headers, x->r->coalesce_headers_len);
+        x->r->coalesce_headers = gw_cfg__load_str_list(ld, v, key, &x->r->coalesce_headers_len);
+        dedup_nocase(x->r->coalesce_headers, &x->r->coalesce_headers_len);
+    } else if (!strcmp(key, "early_hints")) {
+        gw_cfg__free_str_list(x->r->early_hints, x->r->early_hints_len);
+        x->r->early_hints = gw_cfg__load_str_list(ld, v, key, &x->r->early_hints_len);
+        for (size_t i = 0; i < x->r->early_hints_len; i++)
+            if (x->r->early_hints[i] && !link_value_ok(x->r->early_hints[i]))
+                gw_cfg__err_at(ld, v,
+                               "early_hints entry '%s' must be a Link value like "
+                               "'</app.css>; rel=preload; as=style'",
+                               x->r->early_hints[i]);
+    } else if (!strcmp(key, "push") &&
+               gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
+        x->push = v;
+    } else if (!gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
+        static const char *const more[] = {
+            "name", "host", "path", "upstream", "coalesce_headers", "early_hints", NULL};
+        gw_cfg__err_unknown_key(ld, k, key, "a route", route_fields, NTAB(route_fields), more);
+    }
+    return 0;
+}
+
+static int valid_host_pattern(const char *h)
+{
+    if (!strcmp(h, "*"))
+        return 1;
+    if (h[0] == '*') {
+        if (h[1] != '.' || !h[2])
+            return 0;
+        h += 2;
+    }
+    if (!*h)
+        return 0;
+    for (; *h; h++) {
+        char ch = *h;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '.' || ch == ':' || ch == '[' || ch == ']'))
+            return 0;
+    }
+    return 1;
+}
+
+/* "route names unknown upstream 'X'", the closest name if one is a typo away, and the names
+ * there are (as many as the message holds). */
+static void err_unknown_upstream(ld_t *ld, yaml_node_t *at, const char *name)
+{
+    const gw_config_t *c = ld->c;
+    gw_cfg_suggest_t sg = {.dist = SIZE_MAX};
+    char known[320];
+    size_t kl = 0;
+    known[0] = 0;
+    for (size_t i = 0; i < c->upstreams_len; i++) {
+        const char *n = c->upstreams[i].name;
+        if (!n)
+            continue;
+        gw_cfg__suggest(&sg, name, n);
+        size_t need = strlen(n) + 2;
+        if (kl + need + 5 >= sizeof(known)) {
+            memcpy(known + kl, kl ? ", ..." : "...", kl ? 6 : 4);
+            break;
+        }
+        kl += (size_t)snprintf(known + kl, sizeof(known) - kl, "%s%s", kl ? ", " : "", n);
+    }
+    gw_cfg__err_at(ld, at, "route names unknown upstream '%s'%s%s%s (upstreams: %s)", name,
+                   sg.best ? "; did you mean '" : "", sg.best ? sg.best : "", sg.best ? "'?" : "",
+                   known);
+}
+
+/* Whether some listener could carry a push (RFC 9113 §8.4 is HTTP/2 only). */
+static int push_listener(const gw_config_t *c)
+{
+    for (size_t i = 0; i < c->listen_len; i++)
+        if (c->listen[i].push && (c->listen[i].protocols & (GW_PROTO_F_H2 | GW_PROTO_F_H2C)))
+            return 1;
+    return 0;
+}
+
+void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
+{
+    size_t n;
+    gw_config_t *c = ld->c;
+    if (!(c->routes = gw_cfg__load_list(ld, v, "routes", "route", sizeof(*c->routes), &n)))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *rn = gw_cfg__node(ld, v->data.sequence.items.start[i]);
+        if (!gw_cfg__expect(ld, rn, YAML_MAPPING_NODE, "routes"))
+            continue;
+        gw_cfg_route_t *r = &c->routes[c->routes_len++];
+        r->line = (int)rn->start_mark.line + 1;
+        r->coalesce = 1;
+        r->websocket = 1;
+        r->add_x_forwarded = 1;
+        r->add_forwarded = 0;
+        r->add_via = 1;
+        route_ld_t x = {.r = r};
+        gw_cfg__each_pair(ld, rn, route_pair, &x);
+        if (!r->coalesce_headers && !ld->nomem) {
+            r->coalesce_headers = gw_calloc(1, sizeof(char *));
+            if (r->coalesce_headers) {
+                r->coalesce_headers[0] = gw_cfg__xstrdup(ld, "accept-encoding");
+                r->coalesce_headers_len = 1;
+            } else {
+                ld->nomem = 1;
+            }
+        }
+        if (ld->nomem)
+            return; /* strings may be missing: the load fails with GW_E_NOMEM anyway */
+        if (!r->host)
+            r->host = gw_cfg__xstrdup(ld, "*");
+        else if (!valid_host_pattern(r->host))
+            gw_cfg__err_at(ld, x.host, "route host must be a name, '*.suffix' or '*', not '%s'",
+                           r->host);
+        if (!r->path)
+            r->path = gw_cfg__xstrdup(ld, "/");
+        else if (r->path[0] != '/')
+            gw_cfg__err_at(ld, x.path, "route path must start with '/', not '%s'", r->path);
+        if (ld->nomem)
+            return;
+        /* a route's name labels its metrics and log lines: by default its host and path */
+        if (!r->name) {
+            size_t hl = strlen(r->host), pl = strlen(r->path);
+            r->name = gw_malloc(hl + pl + 1);
+            if (!r->name) {
+                ld->nomem = 1;
+                return;
+            }
+            memcpy(r->name, r->host, hl);
+            memcpy(r->name + hl, r->path, pl + 1);
+        } else if (!r->name[0] || strlen(r->name) > 128) {
+            gw_cfg__err_at(ld, x.name, "route name must be 1 to 128 characters");
+        }
+        for (size_t j = 0; j + 1 < c->routes_len; j++)
+            if (x.name && c->routes[j].name && !strcmp(c->routes[j].name, r->name))
+                gw_cfg__err_at(ld, x.name, "duplicate route name '%s' (first on line %d)", r->name,
+                               c->routes[j].line);
+        if (r->push && !push_listener(c))
+            gw_cfg__err_at(ld, x.push,
+                           "push: true needs a listener that speaks HTTP/2 (h2 or h2c) and does "
+                           "not say push: false; every listener here is HTTP/1.1 only or has push "
+                           "off");
+        if (!x.up) {
+            gw_cfg__err_at(ld, rn, "missing required key 'upstream' in a route");
+            continue;
+        }
+        size_t j = 0;
+        while (j < c->upstreams_len &&
+               (!c->upstreams[j].name || strcmp(c->upstreams[j].name, r->upstream_name)))
+            j++;
+        if (j == c->upstreams_len)
+            err_unknown_upstream(ld, x.up, r->upstream_name);
+        r->upstream = j;
+    }
+}
