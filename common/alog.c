@@ -620,9 +620,62 @@ static void put_sec_or_dash(ap_t *a, int64_t us)
         put_sec(a, (uint64_t)us);
 }
 
+/* The value of a variable that is one text of the record (a field, a name, a peer's word):
+ * 1 with it in *out (written through put_clf), or 0 for the others. */
+static int var_text(unsigned v, const gw_alog_t *r, gw_slice_t *out)
+{
+    switch (v) {
+    case V_REQUEST_METHOD:
+        *out = r->method;
+        return 1;
+    case V_REQUEST_URI:
+        *out = r->path;
+        return 1;
+    case V_HOST:
+        *out = r->authority;
+        return 1;
+    case V_HTTP_REFERER:
+        *out = r->referer;
+        return 1;
+    case V_HTTP_USER_AGENT:
+        *out = r->user_agent;
+        return 1;
+    case V_UPSTREAM_ADDR:
+        *out = cs(r->server);
+        return 1;
+    case V_REQUEST_ID:
+        *out = (gw_slice_t){(const uint8_t *)r->id, r->id_len};
+        return 1;
+    case V_SSL_PROTOCOL:
+        *out = cs(r->tls_version);
+        return 1;
+    case V_SSL_CIPHER:
+        *out = cs(r->tls_cipher);
+        return 1;
+    case V_SSL_SERVER_NAME:
+        *out = cs(r->sni);
+        return 1;
+    case V_ROUTE:
+        *out = cs(r->route);
+        return 1;
+    case V_UPSTREAM:
+        *out = cs(r->upstream);
+        return 1;
+    case V_H2_ERROR:
+        *out = cs(r->h2_error);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static void put_var(ap_t *a, unsigned v, const gw_alog_t *r, uint64_t now_us)
 {
-    gw_slice_t ip, port;
+    gw_slice_t ip, port, text;
+    if (var_text(v, r, &text)) {
+        put_clf(a, text);
+        return;
+    }
     switch (v) {
     case V_REMOTE_ADDR:
     case V_REMOTE_PORT:
@@ -654,17 +707,8 @@ static void put_var(ap_t *a, unsigned v, const gw_alog_t *r, uint64_t now_us)
             put_clf(a, r->request_line);
         }
         return;
-    case V_REQUEST_METHOD:
-        put_clf(a, r->method);
-        return;
-    case V_REQUEST_URI:
-        put_clf(a, r->path);
-        return;
     case V_SERVER_PROTOCOL:
         puts_(a, clf_version(r->proto) + 1);
-        return;
-    case V_HOST:
-        put_clf(a, r->authority);
         return;
     case V_STATUS:
         put_u64(a, gw_alog_clf_status(r));
@@ -675,20 +719,11 @@ static void put_var(ap_t *a, unsigned v, const gw_alog_t *r, uint64_t now_us)
     case V_REQUEST_BODY_LENGTH:
         put_u64(a, r->bytes_in);
         return;
-    case V_HTTP_REFERER:
-        put_clf(a, r->referer);
-        return;
-    case V_HTTP_USER_AGENT:
-        put_clf(a, r->user_agent);
-        return;
     case V_REQUEST_TIME: {
         uint64_t end = r->end_ns > r->start_ns ? r->end_ns : r->start_ns;
         put_sec(a, (end - r->start_ns) / 1000);
         return;
     }
-    case V_UPSTREAM_ADDR:
-        put_clf(a, cs(r->server));
-        return;
     case V_UPSTREAM_CONNECT_TIME:
         put_sec_or_dash(a, !r->server ? -1 : r->connect_us >= 0 ? r->connect_us : 0);
         return;
@@ -698,29 +733,8 @@ static void put_var(ap_t *a, unsigned v, const gw_alog_t *r, uint64_t now_us)
     case V_UPSTREAM_RESPONSE_TIME:
         put_sec_or_dash(a, r->upstream_resp_us);
         return;
-    case V_REQUEST_ID:
-        put_clf(a, (gw_slice_t){(const uint8_t *)r->id, r->id_len});
-        return;
-    case V_SSL_PROTOCOL:
-        put_clf(a, cs(r->tls_version));
-        return;
-    case V_SSL_CIPHER:
-        put_clf(a, cs(r->tls_cipher));
-        return;
-    case V_SSL_SERVER_NAME:
-        put_clf(a, cs(r->sni));
-        return;
-    case V_ROUTE:
-        put_clf(a, cs(r->route));
-        return;
-    case V_UPSTREAM:
-        put_clf(a, cs(r->upstream));
-        return;
     case V_RETRIES:
         put_u64(a, r->retries);
-        return;
-    case V_H2_ERROR:
-        put_clf(a, cs(r->h2_error));
         return;
     }
 }

@@ -203,80 +203,110 @@ static int build_fields(gw_h1_parser_t *p, const gw_bytes_t *arena, size_t first
     return 0;
 }
 
+/* What a head's fields say about its framing and about the parser's checks. */
+typedef struct {
+    size_t n_cl, n_te, n_host; /* Content-Length, Transfer-Encoding and Host fields */
+    gw_slice_t te;             /* the last Transfer-Encoding value */
+    unsigned flags;            /* GW_H1_MSG_F_EXPECT_100, GW_H1_MSG_F_UPGRADE_H2C */
+} head_fields_t;
+
+static void count_fields(const gw_h1_parser_t *p, head_fields_t *hf)
+{
+    *hf = (head_fields_t){0};
+    for (size_t i = 0; i < p->offs_len; i++) {
+        const gw_h1_field_t *f = &p->fields[i];
+        if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("content-length")))
+            hf->n_cl++;
+        else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("transfer-encoding")))
+            hf->n_te++, hf->te = f->value;
+        else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("host")))
+            hf->n_host++;
+        else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("expect")) &&
+                 gw_slice_eq_nocase(f->value, GW_SLICE_LIT("100-continue")))
+            hf->flags |= GW_H1_MSG_F_EXPECT_100;
+        else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("upgrade")) && has_token(f->value, "h2c"))
+            hf->flags |= GW_H1_MSG_F_UPGRADE_H2C;
+    }
+}
+
+/* The body's framing (RFC 9112 §6): one Content-Length or a Transfer-Encoding of chunked alone,
+ * never both. 0, or -1 with the error recorded (fail). */
+static int check_framing(gw_h1_parser_t *p, const http_parser *hp, const head_fields_t *hf)
+{
+    /* RFC 9112 §6.1 / §6.3: both framings at once is a smuggling attempt. */
+    if (hf->n_cl && hf->n_te)
+        return fail(p, GW_E_PARSE, 400, "content-length with transfer-encoding");
+    /* Repeated Content-Length, even with equal values: refused rather than merged. */
+    if (hf->n_cl > 1)
+        return fail(p, GW_E_PARSE, 400, "repeated content-length");
+    if (hf->n_te) {
+        if (p->kind == GW_H1_REQUEST && hp->http_major == 1 && hp->http_minor == 0)
+            return fail(p, GW_E_PARSE, 400, "transfer-encoding in an HTTP/1.0 request");
+        /* RFC 9112 §6.3: chunked must be the final coding of a request. A response whose final
+         * coding is not chunked would be close-delimited (§6.3 rule 4); we refuse it too rather
+         * than lose the connection to a framing an intermediary may read differently. */
+        if (hf->n_te > 1 || !gw_slice_eq_nocase(last_token(hf->te), GW_SLICE_LIT("chunked")))
+            return fail(p, GW_E_PARSE, 400, "transfer-encoding does not end in chunked");
+        /* We de-chunk and re-frame the body but apply no other coding, so a coding before
+         * chunked ("gzip, chunked") would be lost on the way: the recipient would take the
+         * gzip bytes for the content. RFC 9112 §6.1: a server answers a transfer coding it
+         * does not understand with 501; from an origin the response is unusable (502). */
+        if (!gw_slice_eq_nocase(gw_slice_trim(hf->te), GW_SLICE_LIT("chunked"))) {
+            if (p->kind == GW_H1_REQUEST)
+                return fail(p, GW_E_UNSUPPORTED, 501, "transfer coding not supported");
+            return fail(p, GW_E_PARSE, 400, "transfer coding other than chunked");
+        }
+    }
+    /* http-parser takes a Content-Length up to 2^64 - 2; ours are int64_t everywhere
+     * downstream (2^63 and above would turn negative) */
+    if (hf->n_cl && !(hp->flags & F_CHUNKED) && hp->content_length != ULLONG_MAX &&
+        hp->content_length > (uint64_t)INT64_MAX)
+        return fail(p, GW_E_PARSE, 400, "content-length too large");
+    return 0;
+}
+
+/* A request's version, Host, method and target into *m. 0, or -1 with the error recorded. */
+static int check_request(gw_h1_parser_t *p, const http_parser *hp, const head_fields_t *hf,
+                         gw_h1_msg_t *m)
+{
+    /* RFC 9110 §6.2, §15.6.6: a major version other than 1 is not ours to read (a higher
+     * minor is read as HTTP/1.1, its highest minor we speak) */
+    if (hp->http_major != 1)
+        return fail(p, GW_E_PARSE, 505, "HTTP version not supported");
+    /* RFC 9112 §3.2: exactly one Host in HTTP/1.1. */
+    if (hp->http_minor >= 1 && hf->n_host != 1)
+        return fail(p, GW_E_PARSE, 400, hf->n_host ? "repeated host" : "missing host");
+    if (hf->n_host > 1)
+        return fail(p, GW_E_PARSE, 400, "repeated host");
+    /* the method as the client wrote it (scan_method), not http-parser's stand-in */
+    m->method = (gw_slice_t){p->line.base, p->method_len};
+    m->target = (gw_slice_t){p->arena.base + p->target_off, p->target_len};
+    /* http-parser lets some bytes through the target (HTAB, FF, DEL, >= 0x80, ...): only RFC
+     * 3986 path and query characters go on to an origin (the rule of both fronts,
+     * http/http.h), and the Host an authority (RFC 9112 §3.2, RFC 3986 §3.2) */
+    if (!gw_http_is_request_target(m->target))
+        return fail(p, GW_E_PARSE, 400, "invalid request-target");
+    for (size_t i = 0; i < p->offs_len; i++)
+        if (gw_slice_eq_nocase(p->fields[i].name, GW_SLICE_LIT("host")) &&
+            !gw_http_is_authority(p->fields[i].value))
+            return fail(p, GW_E_PARSE, 400, "invalid host");
+    return 0;
+}
+
 static int on_headers_complete(http_parser *hp)
 {
     gw_h1_parser_t *p = of(hp);
     if (build_fields(p, &p->arena, 0, p->offs_len, &p->fields) < 0)
         return -1;
     gw_h1_msg_t m = {0};
-    size_t n_cl = 0, n_te = 0, n_host = 0;
-    gw_slice_t te = {0};
-    m.flags = 0;
-    for (size_t i = 0; i < p->offs_len; i++) {
-        gw_h1_field_t *f = &p->fields[i];
-        if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("content-length")))
-            n_cl++;
-        else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("transfer-encoding")))
-            n_te++, te = f->value;
-        else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("host")))
-            n_host++;
-        else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("expect")) &&
-                 gw_slice_eq_nocase(f->value, GW_SLICE_LIT("100-continue")))
-            m.flags |= GW_H1_MSG_F_EXPECT_100;
-        else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("upgrade")) && has_token(f->value, "h2c"))
-            m.flags |= GW_H1_MSG_F_UPGRADE_H2C;
-    }
-    /* RFC 9112 §6.1 / §6.3: both framings at once is a smuggling attempt. */
-    if (n_cl && n_te)
-        return fail(p, GW_E_PARSE, 400, "content-length with transfer-encoding");
-    /* Repeated Content-Length, even with equal values: refused rather than merged. */
-    if (n_cl > 1)
-        return fail(p, GW_E_PARSE, 400, "repeated content-length");
-    if (n_te) {
-        if (p->kind == GW_H1_REQUEST && hp->http_major == 1 && hp->http_minor == 0)
-            return fail(p, GW_E_PARSE, 400, "transfer-encoding in an HTTP/1.0 request");
-        /* RFC 9112 §6.3: chunked must be the final coding of a request. A response whose final
-         * coding is not chunked would be close-delimited (§6.3 rule 4); we refuse it too rather
-         * than lose the connection to a framing an intermediary may read differently. */
-        if (n_te > 1 || !gw_slice_eq_nocase(last_token(te), GW_SLICE_LIT("chunked")))
-            return fail(p, GW_E_PARSE, 400, "transfer-encoding does not end in chunked");
-        /* Issue 18.12: we de-chunk and re-frame the body but apply no other coding, so a coding
-         * before chunked ("gzip, chunked") would be lost on the way: the recipient would take
-         * the gzip bytes for the content. RFC 9112 §6.1: a server answers a transfer coding it
-         * does not understand with 501; from an origin the response is unusable (502). */
-        if (!gw_slice_eq_nocase(gw_slice_trim(te), GW_SLICE_LIT("chunked"))) {
-            if (p->kind == GW_H1_REQUEST)
-                return fail(p, GW_E_UNSUPPORTED, 501, "transfer coding not supported");
-            return fail(p, GW_E_PARSE, 400, "transfer coding other than chunked");
-        }
-    }
-    /* Issue 18.12: http-parser takes a Content-Length up to 2^64 - 2; ours are int64_t
-     * everywhere downstream (2^63 and above would turn negative) */
-    if (n_cl && !(hp->flags & F_CHUNKED) && hp->content_length != ULLONG_MAX &&
-        hp->content_length > (uint64_t)INT64_MAX)
-        return fail(p, GW_E_PARSE, 400, "content-length too large");
+    head_fields_t hf;
+    count_fields(p, &hf);
+    m.flags = hf.flags;
+    if (check_framing(p, hp, &hf) < 0)
+        return -1;
     if (p->kind == GW_H1_REQUEST) {
-        /* RFC 9110 §6.2, §15.6.6: a major version other than 1 is not ours to read (a higher
-         * minor is read as HTTP/1.1, its highest minor we speak) */
-        if (hp->http_major != 1)
-            return fail(p, GW_E_PARSE, 505, "HTTP version not supported");
-        /* RFC 9112 §3.2: exactly one Host in HTTP/1.1. */
-        if (hp->http_minor >= 1 && n_host != 1)
-            return fail(p, GW_E_PARSE, 400, n_host ? "repeated host" : "missing host");
-        if (n_host > 1)
-            return fail(p, GW_E_PARSE, 400, "repeated host");
-        /* the method as the client wrote it (scan_method), not http-parser's stand-in */
-        m.method = (gw_slice_t){p->line.base, p->method_len};
-        m.target = (gw_slice_t){p->arena.base + p->target_off, p->target_len};
-        /* http-parser lets some bytes through the target (HTAB, FF, DEL, >= 0x80, ...): only RFC
-         * 3986 path and query characters go on to an origin (issue 18.10; the rule is shared
-         * with the HTTP/2 side), and the Host an authority (RFC 9112 §3.2, RFC 3986 §3.2) */
-        if (!gw_http_is_request_target(m.target))
-            return fail(p, GW_E_PARSE, 400, "invalid request-target");
-        for (size_t i = 0; i < p->offs_len; i++)
-            if (gw_slice_eq_nocase(p->fields[i].name, GW_SLICE_LIT("host")) &&
-                !gw_http_is_authority(p->fields[i].value))
-                return fail(p, GW_E_PARSE, 400, "invalid host");
+        if (check_request(p, hp, &hf, &m) < 0)
+            return -1;
     } else {
         m.status = hp->status_code;
         /* RFC 9110 §15.2.2: a 101 answers an Upgrade request; without one it is a broken
@@ -302,7 +332,7 @@ static int on_headers_complete(http_parser *hp)
     m.content_length = (hp->flags & F_CHUNKED) || hp->content_length == ULLONG_MAX
                            ? -1
                            : (int64_t)hp->content_length;
-    if (n_cl == 0 && !(hp->flags & F_CHUNKED) && p->kind == GW_H1_REQUEST)
+    if (hf.n_cl == 0 && !(hp->flags & F_CHUNKED) && p->kind == GW_H1_REQUEST)
         m.content_length = 0; /* RFC 9112 §6.3 rule 6: a request without framing has no body */
     if (hp->flags & F_CHUNKED)
         m.flags |= GW_H1_MSG_F_CHUNKED;
@@ -534,6 +564,55 @@ static ssize_t scan_method(gw_h1_parser_t *p, const uint8_t *data, size_t len)
     return (ssize_t)len;
 }
 
+/* A LF in a head (after its CR): the end of a line, or of the head when the line is empty.
+ * 1 at the end of the head, 0, or -1 on a violation. */
+static int scan_lf(gw_h1_parser_t *p)
+{
+    if (p->prev != '\r') {
+        fail(p, GW_E_PARSE, 400, "bare LF in message head");
+        return -1;
+    }
+    if (p->line_len == 0 && p->lines > 0)
+        return 1;
+    if (p->line_len > 0 && p->lines == 0 && p->kind == GW_H1_RESPONSE && !status_line_ok(p)) {
+        fail(p, GW_E_PARSE, 400, "malformed status line");
+        return -1;
+    }
+    if (p->line_len > 0)
+        p->lines++;
+    p->line_len = 0;
+    return 0;
+}
+
+/* Any other byte of a head line (not CR, LF or NUL) on the slow path: 0, or -1 on a violation. */
+static int scan_line_byte(gw_h1_parser_t *p, uint8_t c)
+{
+    /* RFC 9112 §5.2: obs-fold (a field line starting with SP/HT) is rejected. */
+    if (p->line_len == 0 && p->lines > 0 && (c == ' ' || c == '\t')) {
+        fail(p, GW_E_PARSE, 400, "obs-fold in message head");
+        return -1;
+    }
+    /* RFC 9110 §5.5: field values are VCHAR, obs-text, SP and HTAB; checked here so that the
+     * verdict never depends on how the input was split */
+    if (p->lines > 0 && !gw_http_is_field_byte(c)) {
+        fail(p, GW_E_PARSE, 400, "control byte in field line");
+        return -1;
+    }
+    if (p->lines == 0 && p->kind == GW_H1_REQUEST && keep_line(p, &c, 1) < 0)
+        return -1;
+    if (p->lines == 0 && p->kind == GW_H1_RESPONSE) {
+        if (p->line_len < STATUS_FIXED) {
+            p->start[p->line_len] = c;
+        } else if (!gw_http_is_field_byte(c)) {
+            /* reason-phrase = 1*( HTAB / SP / VCHAR / obs-text ) */
+            fail(p, GW_E_PARSE, 400, "control byte in reason phrase");
+            return -1;
+        }
+    }
+    p->line_len++;
+    return 0;
+}
+
 /* Check the lines of a head or trailer section before http-parser sees them; returns how many
  * of data[0..len) belong to it (all of them if it does not end here), or -1 on a violation. */
 static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
@@ -591,46 +670,15 @@ static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
             return -1;
         }
         if (c == '\n') {
-            if (p->prev != '\r') {
-                fail(p, GW_E_PARSE, 400, "bare LF in message head");
+            int end = scan_lf(p);
+            if (end < 0)
                 return -1;
-            }
-            if (p->line_len == 0 && p->lines > 0) {
+            if (end) {
                 p->prev = c;
                 return (ssize_t)(i + 1); /* end of head */
             }
-            if (p->line_len > 0 && p->lines == 0 && p->kind == GW_H1_RESPONSE &&
-                !status_line_ok(p)) {
-                fail(p, GW_E_PARSE, 400, "malformed status line");
-                return -1;
-            }
-            if (p->line_len > 0)
-                p->lines++;
-            p->line_len = 0;
-        } else if (c != '\r') {
-            /* RFC 9112 §5.2: obs-fold (a field line starting with SP/HT) is rejected. */
-            if (p->line_len == 0 && p->lines > 0 && (c == ' ' || c == '\t')) {
-                fail(p, GW_E_PARSE, 400, "obs-fold in message head");
-                return -1;
-            }
-            /* RFC 9110 §5.5: field values are VCHAR, obs-text, SP and HTAB; checked here so
-             * that the verdict never depends on how the input was split */
-            if (p->lines > 0 && ((c < 0x20 && c != '\t') || c == 0x7f)) {
-                fail(p, GW_E_PARSE, 400, "control byte in field line");
-                return -1;
-            }
-            if (p->lines == 0 && p->kind == GW_H1_REQUEST && keep_line(p, &c, 1) < 0)
-                return -1;
-            if (p->lines == 0 && p->kind == GW_H1_RESPONSE) {
-                if (p->line_len < STATUS_FIXED) {
-                    p->start[p->line_len] = c;
-                } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
-                    /* reason-phrase = 1*( HTAB / SP / VCHAR / obs-text ) */
-                    fail(p, GW_E_PARSE, 400, "control byte in reason phrase");
-                    return -1;
-                }
-            }
-            p->line_len++;
+        } else if (c != '\r' && scan_line_byte(p, c) < 0) {
+            return -1;
         }
         p->prev = c;
     }

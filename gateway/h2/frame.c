@@ -136,138 +136,196 @@ gw_h2_setting_t gw_h2_settings_get(const gw_h2_frame_t *f, size_t i)
     return s;
 }
 
+/* §6.1 */
+static int parse_data(const gw_h2_frame_hdr_t *h, const uint8_t *p, size_t len, gw_h2_frame_t *f,
+                      gw_h2_frame_err_t *err)
+{
+    uint32_t pad_total;
+    int rc;
+    if (h->stream_id == 0)
+        return fail(err, 1, GW_H2_PROTOCOL_ERROR, "DATA on stream 0");
+    if ((rc = strip_padding(h, &p, &len, 0, &pad_total, err)) < 0)
+        return rc;
+    f->u.data.data = (gw_slice_t){p, len};
+    f->u.data.pad_len = pad_total;
+    return 0;
+}
+
+/* §6.2 */
+static int parse_headers(const gw_h2_frame_hdr_t *h, const uint8_t *p, size_t len, gw_h2_frame_t *f,
+                         gw_h2_frame_err_t *err)
+{
+    size_t fixed = (h->flags & GW_H2_F_PRIORITY) ? 5 : 0;
+    uint32_t pad_total;
+    int rc;
+    if (h->stream_id == 0)
+        return fail(err, 1, GW_H2_PROTOCOL_ERROR, "HEADERS on stream 0");
+    if ((rc = strip_padding(h, &p, &len, fixed, &pad_total, err)) < 0)
+        return rc;
+    if (fixed) {
+        f->u.headers.has_priority = 1;
+        parse_priority(p, &f->u.headers.pri);
+        p += 5;
+        len -= 5;
+    }
+    f->u.headers.block = (gw_slice_t){p, len};
+    if (fixed && f->u.headers.pri.dependency == h->stream_id)
+        return fail(err, 0, GW_H2_PROTOCOL_ERROR, "stream depends on itself");
+    return 0;
+}
+
+/* §6.3 */
+static int parse_priority_frame(const gw_h2_frame_hdr_t *h, const uint8_t *p, size_t len,
+                                gw_h2_frame_t *f, gw_h2_frame_err_t *err)
+{
+    if (h->stream_id == 0)
+        return fail(err, 1, GW_H2_PROTOCOL_ERROR, "PRIORITY on stream 0");
+    if (len != 5)
+        return fail(err, 0, GW_H2_FRAME_SIZE_ERROR, "PRIORITY length not 5");
+    parse_priority(p, &f->u.priority);
+    if (f->u.priority.dependency == h->stream_id)
+        return fail(err, 0, GW_H2_PROTOCOL_ERROR, "stream depends on itself");
+    return 0;
+}
+
+/* §6.4 */
+static int parse_rst_stream(const gw_h2_frame_hdr_t *h, const uint8_t *p, size_t len,
+                            gw_h2_frame_t *f, gw_h2_frame_err_t *err)
+{
+    if (h->stream_id == 0)
+        return fail(err, 1, GW_H2_PROTOCOL_ERROR, "RST_STREAM on stream 0");
+    if (len != 4)
+        return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "RST_STREAM length not 4");
+    f->u.rst_stream.error_code = get32(p);
+    return 0;
+}
+
+/* §6.5 */
+static int parse_settings(const gw_h2_frame_hdr_t *h, const uint8_t *p, size_t len,
+                          gw_h2_frame_t *f, gw_h2_frame_err_t *err)
+{
+    int rc;
+    if (h->stream_id != 0)
+        return fail(err, 1, GW_H2_PROTOCOL_ERROR, "SETTINGS on a stream");
+    if ((h->flags & GW_H2_F_ACK) && len != 0)
+        return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
+    if (len % 6 != 0)
+        return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "SETTINGS length not a multiple of 6");
+    f->u.settings.raw = p;
+    f->u.settings.n = len / 6;
+    for (size_t i = 0; i < f->u.settings.n; i++) {
+        gw_h2_setting_t st = gw_h2_settings_get(f, i);
+        if ((rc = check_setting(st.id, st.value, err)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* §6.6 */
+static int parse_push_promise(const gw_h2_frame_hdr_t *h, const uint8_t *p, size_t len,
+                              gw_h2_frame_t *f, gw_h2_frame_err_t *err)
+{
+    uint32_t pad_total;
+    int rc;
+    if (h->stream_id == 0)
+        return fail(err, 1, GW_H2_PROTOCOL_ERROR, "PUSH_PROMISE on stream 0");
+    if ((rc = strip_padding(h, &p, &len, 4, &pad_total, err)) < 0)
+        return rc;
+    f->u.push_promise.promised_id = get32(p) & GW_H2_STREAM_ID_MASK;
+    f->u.push_promise.block = (gw_slice_t){p + 4, len - 4};
+    return 0;
+}
+
+/* §6.7 */
+static int parse_ping(const gw_h2_frame_hdr_t *h, const uint8_t *p, size_t len, gw_h2_frame_t *f,
+                      gw_h2_frame_err_t *err)
+{
+    if (h->stream_id != 0)
+        return fail(err, 1, GW_H2_PROTOCOL_ERROR, "PING on a stream");
+    if (len != 8)
+        return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "PING length not 8");
+    memcpy(f->u.ping.opaque, p, 8);
+    return 0;
+}
+
+/* §6.8 */
+static int parse_goaway(const gw_h2_frame_hdr_t *h, const uint8_t *p, size_t len, gw_h2_frame_t *f,
+                        gw_h2_frame_err_t *err)
+{
+    if (h->stream_id != 0)
+        return fail(err, 1, GW_H2_PROTOCOL_ERROR, "GOAWAY on a stream");
+    if (len < 8)
+        return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "GOAWAY shorter than 8");
+    f->u.goaway.last_stream_id = get32(p) & GW_H2_STREAM_ID_MASK;
+    f->u.goaway.error_code = get32(p + 4);
+    f->u.goaway.debug = (gw_slice_t){p + 8, len - 8};
+    return 0;
+}
+
+/* §6.9 */
+static int parse_window_update(const gw_h2_frame_hdr_t *h, const uint8_t *p, size_t len,
+                               gw_h2_frame_t *f, gw_h2_frame_err_t *err)
+{
+    if (len != 4)
+        return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "WINDOW_UPDATE length not 4");
+    f->u.window_update.increment = get32(p) & GW_H2_STREAM_ID_MASK;
+    if (f->u.window_update.increment == 0)
+        return fail(err, h->stream_id == 0, GW_H2_PROTOCOL_ERROR, "WINDOW_UPDATE increment 0");
+    return 0;
+}
+
+/* §6.10 */
+static int parse_continuation(const gw_h2_frame_hdr_t *h, const uint8_t *p, size_t len,
+                              gw_h2_frame_t *f, gw_h2_frame_err_t *err)
+{
+    if (h->stream_id == 0)
+        return fail(err, 1, GW_H2_PROTOCOL_ERROR, "CONTINUATION on stream 0");
+    f->u.continuation.block = (gw_slice_t){p, len};
+    return 0;
+}
+
+/* RFC 9218 §7.1 */
+static int parse_priority_update(const gw_h2_frame_hdr_t *h, const uint8_t *p, size_t len,
+                                 gw_h2_frame_t *f, gw_h2_frame_err_t *err)
+{
+    if (h->stream_id != 0)
+        return fail(err, 1, GW_H2_PROTOCOL_ERROR, "PRIORITY_UPDATE on a stream");
+    if (len < 4)
+        return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "PRIORITY_UPDATE shorter than 4");
+    f->u.priority_update.prioritized_id = get32(p) & GW_H2_STREAM_ID_MASK;
+    if (f->u.priority_update.prioritized_id == 0)
+        return fail(err, 1, GW_H2_PROTOCOL_ERROR, "PRIORITY_UPDATE about stream 0");
+    f->u.priority_update.value = (gw_slice_t){p + 4, len - 4};
+    return 0;
+}
+
 int gw_h2_frame_parse(const gw_h2_frame_hdr_t *h, const uint8_t *payload, gw_h2_frame_t *f,
                       gw_h2_frame_err_t *err)
 {
-    const uint8_t *p = payload;
-    size_t len = h->length;
-    uint32_t pad_total;
-    int rc;
-
+    typedef int (*parse_fn)(const gw_h2_frame_hdr_t *, const uint8_t *, size_t, gw_h2_frame_t *,
+                            gw_h2_frame_err_t *);
+    static const parse_fn parse[] = {
+        [GW_H2_FT_DATA] = parse_data,
+        [GW_H2_FT_HEADERS] = parse_headers,
+        [GW_H2_FT_PRIORITY] = parse_priority_frame,
+        [GW_H2_FT_RST_STREAM] = parse_rst_stream,
+        [GW_H2_FT_SETTINGS] = parse_settings,
+        [GW_H2_FT_PUSH_PROMISE] = parse_push_promise,
+        [GW_H2_FT_PING] = parse_ping,
+        [GW_H2_FT_GOAWAY] = parse_goaway,
+        [GW_H2_FT_WINDOW_UPDATE] = parse_window_update,
+        [GW_H2_FT_CONTINUATION] = parse_continuation,
+        [GW_H2_FT_PRIORITY_UPDATE] = parse_priority_update,
+    };
     memset(f, 0, sizeof(*f));
     f->hdr = *h;
     err->code = GW_H2_NO_ERROR;
     err->conn = 0;
     err->reason = NULL;
-
-    switch (h->type) {
-    case GW_H2_FT_DATA: /* §6.1 */
-        if (h->stream_id == 0)
-            return fail(err, 1, GW_H2_PROTOCOL_ERROR, "DATA on stream 0");
-        if ((rc = strip_padding(h, &p, &len, 0, &pad_total, err)) < 0)
-            return rc;
-        f->u.data.data = (gw_slice_t){p, len};
-        f->u.data.pad_len = pad_total;
-        return 0;
-
-    case GW_H2_FT_HEADERS: { /* §6.2 */
-        size_t fixed = (h->flags & GW_H2_F_PRIORITY) ? 5 : 0;
-        if (h->stream_id == 0)
-            return fail(err, 1, GW_H2_PROTOCOL_ERROR, "HEADERS on stream 0");
-        if ((rc = strip_padding(h, &p, &len, fixed, &pad_total, err)) < 0)
-            return rc;
-        if (fixed) {
-            f->u.headers.has_priority = 1;
-            parse_priority(p, &f->u.headers.pri);
-            p += 5;
-            len -= 5;
-        }
-        f->u.headers.block = (gw_slice_t){p, len};
-        if (fixed && f->u.headers.pri.dependency == h->stream_id)
-            return fail(err, 0, GW_H2_PROTOCOL_ERROR, "stream depends on itself");
-        return 0;
-    }
-
-    case GW_H2_FT_PRIORITY: /* §6.3 */
-        if (h->stream_id == 0)
-            return fail(err, 1, GW_H2_PROTOCOL_ERROR, "PRIORITY on stream 0");
-        if (len != 5)
-            return fail(err, 0, GW_H2_FRAME_SIZE_ERROR, "PRIORITY length not 5");
-        parse_priority(p, &f->u.priority);
-        if (f->u.priority.dependency == h->stream_id)
-            return fail(err, 0, GW_H2_PROTOCOL_ERROR, "stream depends on itself");
-        return 0;
-
-    case GW_H2_FT_RST_STREAM: /* §6.4 */
-        if (h->stream_id == 0)
-            return fail(err, 1, GW_H2_PROTOCOL_ERROR, "RST_STREAM on stream 0");
-        if (len != 4)
-            return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "RST_STREAM length not 4");
-        f->u.rst_stream.error_code = get32(p);
-        return 0;
-
-    case GW_H2_FT_SETTINGS: /* §6.5 */
-        if (h->stream_id != 0)
-            return fail(err, 1, GW_H2_PROTOCOL_ERROR, "SETTINGS on a stream");
-        if ((h->flags & GW_H2_F_ACK) && len != 0)
-            return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
-        if (len % 6 != 0)
-            return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "SETTINGS length not a multiple of 6");
-        f->u.settings.raw = p;
-        f->u.settings.n = len / 6;
-        for (size_t i = 0; i < f->u.settings.n; i++) {
-            gw_h2_setting_t st = gw_h2_settings_get(f, i);
-            if ((rc = check_setting(st.id, st.value, err)) < 0)
-                return rc;
-        }
-        return 0;
-
-    case GW_H2_FT_PUSH_PROMISE: /* §6.6 */
-        if (h->stream_id == 0)
-            return fail(err, 1, GW_H2_PROTOCOL_ERROR, "PUSH_PROMISE on stream 0");
-        if ((rc = strip_padding(h, &p, &len, 4, &pad_total, err)) < 0)
-            return rc;
-        f->u.push_promise.promised_id = get32(p) & GW_H2_STREAM_ID_MASK;
-        f->u.push_promise.block = (gw_slice_t){p + 4, len - 4};
-        return 0;
-
-    case GW_H2_FT_PING: /* §6.7 */
-        if (h->stream_id != 0)
-            return fail(err, 1, GW_H2_PROTOCOL_ERROR, "PING on a stream");
-        if (len != 8)
-            return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "PING length not 8");
-        memcpy(f->u.ping.opaque, p, 8);
-        return 0;
-
-    case GW_H2_FT_GOAWAY: /* §6.8 */
-        if (h->stream_id != 0)
-            return fail(err, 1, GW_H2_PROTOCOL_ERROR, "GOAWAY on a stream");
-        if (len < 8)
-            return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "GOAWAY shorter than 8");
-        f->u.goaway.last_stream_id = get32(p) & GW_H2_STREAM_ID_MASK;
-        f->u.goaway.error_code = get32(p + 4);
-        f->u.goaway.debug = (gw_slice_t){p + 8, len - 8};
-        return 0;
-
-    case GW_H2_FT_WINDOW_UPDATE: /* §6.9 */
-        if (len != 4)
-            return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "WINDOW_UPDATE length not 4");
-        f->u.window_update.increment = get32(p) & GW_H2_STREAM_ID_MASK;
-        if (f->u.window_update.increment == 0)
-            return fail(err, h->stream_id == 0, GW_H2_PROTOCOL_ERROR, "WINDOW_UPDATE increment 0");
-        return 0;
-
-    case GW_H2_FT_CONTINUATION: /* §6.10 */
-        if (h->stream_id == 0)
-            return fail(err, 1, GW_H2_PROTOCOL_ERROR, "CONTINUATION on stream 0");
-        f->u.continuation.block = (gw_slice_t){p, len};
-        return 0;
-
-    case GW_H2_FT_PRIORITY_UPDATE: /* RFC 9218 §7.1 */
-        if (h->stream_id != 0)
-            return fail(err, 1, GW_H2_PROTOCOL_ERROR, "PRIORITY_UPDATE on a stream");
-        if (len < 4)
-            return fail(err, 1, GW_H2_FRAME_SIZE_ERROR, "PRIORITY_UPDATE shorter than 4");
-        f->u.priority_update.prioritized_id = get32(p) & GW_H2_STREAM_ID_MASK;
-        if (f->u.priority_update.prioritized_id == 0)
-            return fail(err, 1, GW_H2_PROTOCOL_ERROR, "PRIORITY_UPDATE about stream 0");
-        f->u.priority_update.value = (gw_slice_t){p + 4, len - 4};
-        return 0;
-
-    default:
-        /* §4.1, §5.5: unknown types MUST be ignored and discarded. */
+    /* §4.1, §5.5: unknown types MUST be ignored and discarded. */
+    if (h->type >= sizeof(parse) / sizeof(parse[0]) || !parse[h->type])
         return 1;
-    }
+    return parse[h->type](h, payload, h->length, f, err);
 }
 
 /* ---- serializers ---------------------------------------------------------------------- */

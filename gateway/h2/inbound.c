@@ -139,186 +139,207 @@ static void refused(gw_h2_session_t *s, decode_ctx_t *c, unsigned status, uint32
     s->p->cb.on_refused(s->user_data, &c->head, status, code, why);
 }
 
-static int finish_block(gw_h2_session_t *s)
+/* A block on a stream we reset (known, or forgotten since) is decoded only for the HPACK
+ * state (RFC 9113 §4.3, §5.1: such frames may be in flight): its fields are not copied
+ * anywhere, and each such block is charged to the control budget (thousands of small HEADERS
+ * frames, each naming a 4 KB table entry, would otherwise make the stream's arena grow by
+ * their whole decoded size and cost nothing). */
+static int discard_block(gw_h2_session_t *s)
 {
-    uint32_t sid = s->hb_sid;
-    gw_h2_stream_t *st = gw_h2__find_stream(s, sid);
-    int trailers = st != NULL;
-    arena_t tmp = {NULL};
-    void *blk = NULL; /* a new stream's block, holding tmp's first block */
-    decode_ctx_t c;
-    int rc = 0;
-
-    s->hb_sid = 0;
-    /* A block on a stream we reset (known, or forgotten since) is decoded only for the HPACK
-     * state (RFC 9113 §4.3, §5.1: such frames may be in flight): its fields are not copied
-     * anywhere, and each such block is charged to the control budget (issue 18 item 6:
-     * thousands of small HEADERS frames, each naming a 4 KB table entry, made the stream's
-     * arena grow by their whole decoded size and cost nothing). */
-    int discard =
-        (!st && s->x->hb_reject == 2) || (st && st->state == GW_H2_SS_CLOSED && st->rst_sent);
-    if (discard) {
-        COUNT(s, discarded_blocks);
-        if ((rc = gw_h2__count_control(s)) < 0) {
-            s->x->hb.len = 0;
-            return rc;
-        }
-        gw_hpack_dec_begin(&s->dec, s->p->o.max_header_list_size);
-        size_t dlen = s->x->hb.len;
-        static const uint8_t none[1];
-        /* no callback: the decoder's table-only mode, which updates the table and copies no
-         * field that does not enter it */
-        ssize_t dn =
-            gw_hpack_decode(&s->dec, s->x->hb.base ? s->x->hb.base : none, dlen, 1, NULL, NULL);
-        int dend = dn < 0 ? (int)dn : gw_hpack_dec_end(&s->dec);
+    int rc;
+    COUNT(s, discarded_blocks);
+    if ((rc = gw_h2__count_control(s)) < 0) {
         s->x->hb.len = 0;
-        if (dn == GW_E_NOMEM || dend == GW_E_NOMEM)
-            return gw_h2__nomem(s);
-        if (dn < 0 || (size_t)dn != dlen || (dend < 0 && dend != GW_E_LIMIT))
-            return gw_h2__conn_error(s, GW_H2_COMPRESSION_ERROR, "HPACK decoding failed");
-        return 0;
+        return rc;
     }
-    /* a new stream's fields are decoded into the block it will live in; without memory for
-     * one the block is decoded all the same (the HPACK state is shared, RFC 9113 §4.3) and
-     * opening the stream fails below */
-    if (!st)
-        blk = gw_h2__blk_get(s, &tmp);
-    memset(&c, 0, sizeof(c));
-    c.s = s;
-    c.connect_protocol = s->p->o.enable_connect_protocol;
-    c.trailers = trailers;
-    c.head.content_length = -1;
-    c.head.stream_id = sid;
-    c.arena = st ? &st->arena : &tmp;
+    gw_hpack_dec_begin(&s->dec, s->p->o.max_header_list_size);
+    size_t dlen = s->x->hb.len;
+    static const uint8_t none[1];
+    /* no callback: the decoder's table-only mode, which updates the table and copies no field
+     * that does not enter it */
+    ssize_t dn =
+        gw_hpack_decode(&s->dec, s->x->hb.base ? s->x->hb.base : none, dlen, 1, NULL, NULL);
+    int dend = dn < 0 ? (int)dn : gw_hpack_dec_end(&s->dec);
+    s->x->hb.len = 0;
+    if (dn == GW_E_NOMEM || dend == GW_E_NOMEM)
+        return gw_h2__nomem(s);
+    if (dn < 0 || (size_t)dn != dlen || (dend < 0 && dend != GW_E_LIMIT))
+        return gw_h2__conn_error(s, GW_H2_COMPRESSION_ERROR, "HPACK decoding failed");
+    return 0;
+}
 
-    /* Decode whatever happens to the stream: the HPACK state is shared (RFC 9113 §4.3). */
+/* Decode the block into c, whatever happens to the stream: the HPACK state is shared (RFC 9113
+ * §4.3). Returns 0, 1 when the field list passed SETTINGS_MAX_HEADER_LIST_SIZE (what fitted
+ * is in c), or -1 on a connection error, whose code is then in *rc. */
+static int decode_block(gw_h2_session_t *s, decode_ctx_t *c, int *rc)
+{
     gw_hpack_dec_begin(&s->dec, s->p->o.max_header_list_size);
     size_t blen = s->x->hb.len;
     static const uint8_t empty[1];
     /* an empty block may have no buffer yet: never pass NULL + 0 (UB in pointer arithmetic) */
     ssize_t n = gw_hpack_decode(&s->dec, s->x->hb.base ? s->x->hb.base : empty, blen, 1,
-                                gw_h2__on_field, &c);
+                                gw_h2__on_field, c);
     int end = n < 0 ? (int)n : gw_hpack_dec_end(&s->dec);
     s->x->hb.len = 0;
-    if (n == GW_E_NOMEM || end == GW_E_NOMEM || c.nomem) {
-        rc = gw_h2__nomem(s);
-        goto out;
+    if (n == GW_E_NOMEM || end == GW_E_NOMEM || c->nomem) {
+        *rc = gw_h2__nomem(s);
+        return -1;
     }
     if (n < 0 || (size_t)n != blen || (end < 0 && end != GW_E_LIMIT)) {
-        rc = gw_h2__conn_error(s, GW_H2_COMPRESSION_ERROR, "HPACK decoding failed");
-        goto out;
+        *rc = gw_h2__conn_error(s, GW_H2_COMPRESSION_ERROR, "HPACK decoding failed");
+        return -1;
     }
-    int overflow = end == GW_E_LIMIT;
-    if (s->x->hb_reject == 2 && !st)
-        goto out; /* a forgotten stream we reset */
+    return end == GW_E_LIMIT;
+}
 
-    if (trailers) {
-        /* HEADERS on a stream we know: trailers, or a frame on a closed half */
-        if (st->state == GW_H2_SS_HALF_CLOSED_REMOTE ||
-            (st->state == GW_H2_SS_CLOSED && !st->rst_sent)) {
-            rc = gw_h2__stream_error(s, sid, st, GW_H2_STREAM_CLOSED, 1);
-            goto out;
-        }
-        if (st->state == GW_H2_SS_CLOSED)
-            goto out; /* we reset it: ignore (§5.1) */
-        if (overflow) {
-            /* Issue 18.12: a 431 here would be a second final response head on a stream
-             * whose request already went on (and whose response may be under way): the
-             * stream is reset instead. RFC 9113 §10.5.1 offers 431 for a request head only;
-             * a trailer section past our SETTINGS_MAX_HEADER_LIST_SIZE is load we refuse. */
-            COUNT(s, header_list_hits);
-            rc = gw_h2__stream_error(s, sid, st, GW_H2_ENHANCE_YOUR_CALM, 1);
-            goto out;
-        }
-        if (!c.malformed && !s->x->hb_end_stream)
-            gw_h2__bad(&c, "trailers without END_STREAM");
-        if (!c.malformed && st->content_length >= 0 &&
-            st->data_recv != (uint64_t)st->content_length)
-            gw_h2__bad(&c, "content-length mismatch");
-        if (c.malformed || s->x->hb_reject) {
-            COUNT(s, malformed_requests);
-            rc = gw_h2__stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
-            goto out;
-        }
-        if (s->p->cb.on_trailers && st->seen) {
-            rc = call_rc(s, sid, s->p->cb.on_trailers(s->user_data, sid, c.h, c.n), &st);
-            if (rc < 0 || !st)
-                goto out;
-        }
-        rc = gw_h2__remote_end(s, st);
-        goto out;
+/* HEADERS on stream st, which we know: trailers, or a frame on a closed half. */
+static int finish_trailers(gw_h2_session_t *s, uint32_t sid, gw_h2_stream_t *st, decode_ctx_t *c,
+                           int overflow)
+{
+    if (st->state == GW_H2_SS_HALF_CLOSED_REMOTE || (st->state == GW_H2_SS_CLOSED && !st->rst_sent))
+        return gw_h2__stream_error(s, sid, st, GW_H2_STREAM_CLOSED, 1);
+    if (st->state == GW_H2_SS_CLOSED)
+        return 0; /* we reset it: ignore (§5.1) */
+    if (overflow) {
+        /* a 431 here would be a second final response head on a stream whose request already
+         * went on (and whose response may be under way): the stream is reset instead. RFC 9113
+         * §10.5.1 offers 431 for a request head only; a trailer section past our
+         * SETTINGS_MAX_HEADER_LIST_SIZE is load we refuse. */
+        COUNT(s, header_list_hits);
+        return gw_h2__stream_error(s, sid, st, GW_H2_ENHANCE_YOUR_CALM, 1);
     }
+    if (!c->malformed && !s->x->hb_end_stream)
+        gw_h2__bad(c, "trailers without END_STREAM");
+    if (!c->malformed && st->content_length >= 0 && st->data_recv != (uint64_t)st->content_length)
+        gw_h2__bad(c, "content-length mismatch");
+    if (c->malformed || s->x->hb_reject) {
+        COUNT(s, malformed_requests);
+        return gw_h2__stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
+    }
+    if (s->p->cb.on_trailers && st->seen) {
+        int rc = call_rc(s, sid, s->p->cb.on_trailers(s->user_data, sid, c->h, c->n), &st);
+        if (rc < 0 || !st)
+            return rc;
+    }
+    return gw_h2__remote_end(s, st);
+}
 
-    /* a new stream: the idle ids below it are now closed (§5.1.1) */
-    s->last_peer_id = sid;
-    /* pushed streams hold none of the client's slots */
+/* Whether a new stream may open: not after our GOAWAY, not past SETTINGS_MAX_CONCURRENT_STREAMS
+ * (pushed streams hold none of the client's slots), not with a head past
+ * SETTINGS_MAX_HEADER_LIST_SIZE, not malformed. 1, or 0 with the stream refused, reset and
+ * reported (on_refused) and the code to return in *rc. */
+static int may_open(gw_h2_session_t *s, uint32_t sid, decode_ctx_t *c, int overflow, int *rc)
+{
     if (s->phase >= GW_H2_CONN_GOAWAY_SENT ||
         s->active - (gw_h2__push(s) ? gw_h2__push(s)->held : 0) >= s->p->o.max_concurrent_streams) {
         /* §5.1.2: REFUSED_STREAM; it also costs us a frame, so it counts as a provoked reset
          * unless we stopped accepting because of our own GOAWAY */
         COUNT(s, streams_refused);
-        rc = gw_h2__stream_error(s, sid, NULL, GW_H2_REFUSED_STREAM,
-                                 s->phase < GW_H2_CONN_GOAWAY_SENT);
-        refused(s, &c, 0, GW_H2_REFUSED_STREAM, NULL);
-        goto out;
+        *rc = gw_h2__stream_error(s, sid, NULL, GW_H2_REFUSED_STREAM,
+                                  s->phase < GW_H2_CONN_GOAWAY_SENT);
+        refused(s, c, 0, GW_H2_REFUSED_STREAM, NULL);
+        return 0;
     }
     if (overflow) {
-        rc = refuse_431(s, sid, NULL);
-        refused(s, &c, 431, GW_H2_NO_ERROR, "header list too large");
-        goto out;
+        *rc = refuse_431(s, sid, NULL);
+        refused(s, c, 431, GW_H2_NO_ERROR, "header list too large");
+        return 0;
     }
-    gw_h2__check_request(&c);
-    if (c.malformed || s->x->hb_reject) {
+    gw_h2__check_request(c);
+    if (c->malformed || s->x->hb_reject) {
         COUNT(s, malformed_requests);
-        rc = gw_h2__stream_error(s, sid, NULL, GW_H2_PROTOCOL_ERROR, 1);
-        refused(s, &c, 0, GW_H2_PROTOCOL_ERROR, c.why ? c.why : "invalid HEADERS frame");
-        goto out;
+        *rc = gw_h2__stream_error(s, sid, NULL, GW_H2_PROTOCOL_ERROR, 1);
+        refused(s, c, 0, GW_H2_PROTOCOL_ERROR, c->why ? c->why : "invalid HEADERS frame");
+        return 0;
     }
-    if (!blk) {
-        rc = gw_h2__nomem(s);
-        goto out;
-    }
-    st = gw_h2__stream_new(s, sid, blk, &tmp);
-    blk = NULL;
-    st->content_length = c.head.content_length;
+    return 1;
+}
+
+/* A request head on a new stream: open it in the block *blk (decoded there, tmp its arena;
+ * *blk becomes NULL once the stream owns it), give it its priority and hand it up. */
+static int open_stream(gw_h2_session_t *s, uint32_t sid, decode_ctx_t *c, int overflow, void **blk,
+                       arena_t *tmp)
+{
+    int rc = 0;
+    /* a new stream: the idle ids below it are now closed (§5.1.1) */
+    s->last_peer_id = sid;
+    if (!may_open(s, sid, c, overflow, &rc))
+        return rc;
+    if (!*blk)
+        return gw_h2__nomem(s);
+    gw_h2_stream_t *st = gw_h2__stream_new(s, sid, *blk, tmp);
+    *blk = NULL;
+    st->content_length = c->head.content_length;
     st->seen = 1;
-    gw_h2__apply_open_priority(s, st, c.priority);
+    gw_h2__apply_open_priority(s, st, c->priority);
     if (s->x->hb_has_pri && (rc = gw_h2__apply_7540(s, sid, &s->x->hb_pri)) < 0)
-        goto out;
+        return rc;
     if (s->x->tree && gw_h2_tree_open(s->x->tree, sid) == 0) {
         if (!st->prio9218)
             gw_h2_sched_set_tree(&s->x->sched, &st->node, 1);
     }
     s->streams_opened++;
     s->requests++;
-    c.head.headers = c.h;
-    c.head.headers_len = c.n;
-    c.head.end_stream = s->x->hb_end_stream;
-    if (c.head.end_stream && c.head.content_length > 0) {
+    c->head.headers = c->h;
+    c->head.headers_len = c->n;
+    c->head.end_stream = s->x->hb_end_stream;
+    if (c->head.end_stream && c->head.content_length > 0) {
         st->seen = 0;
         COUNT(s, malformed_requests);
         /* before the reset: the stream's arena, which holds the head, goes with it */
-        refused(s, &c, 0, GW_H2_PROTOCOL_ERROR, "content-length without content");
-        rc = gw_h2__stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
-        goto out;
+        refused(s, c, 0, GW_H2_PROTOCOL_ERROR, "content-length without content");
+        return gw_h2__stream_error(s, sid, st, GW_H2_PROTOCOL_ERROR, 1);
     }
     if (s->p->o.max_requests_per_connection && s->requests >= s->p->o.max_requests_per_connection &&
         s->phase < GW_H2_CONN_GOAWAY_SENT) {
         COUNT(s, max_requests_hits);
-        if ((rc = gw_h2_session_shutdown(s, 1)) < 0) {
-            rc = gw_h2__nomem(s);
-            goto out;
-        }
+        if ((rc = gw_h2_session_shutdown(s, 1)) < 0)
+            return gw_h2__nomem(s);
     }
-    if (c.priority.base && s->p->cb.on_priority)
-        s->p->cb.on_priority(s->user_data, sid, c.priority);
+    if (c->priority.base && s->p->cb.on_priority)
+        s->p->cb.on_priority(s->user_data, sid, c->priority);
     if (s->p->cb.on_request) {
-        rc = call_rc(s, sid, s->p->cb.on_request(s->user_data, &c.head), &st);
+        rc = call_rc(s, sid, s->p->cb.on_request(s->user_data, &c->head), &st);
         if (rc < 0 || !st)
-            goto out;
+            return rc;
     }
     if (s->x->hb_end_stream)
         rc = gw_h2__remote_end(s, st);
+    return rc;
+}
+
+/* The end of a header block (END_HEADERS): trailers of a stream we know, or a new stream. */
+static int finish_block(gw_h2_session_t *s)
+{
+    uint32_t sid = s->hb_sid;
+    gw_h2_stream_t *st = gw_h2__find_stream(s, sid);
+    arena_t tmp = {NULL};
+    void *blk = NULL; /* a new stream's block, holding tmp's first block */
+    decode_ctx_t c;
+    int rc = 0;
+
+    s->hb_sid = 0;
+    if ((!st && s->x->hb_reject == 2) || (st && st->state == GW_H2_SS_CLOSED && st->rst_sent))
+        return discard_block(s);
+    /* a new stream's fields are decoded into the block it will live in; without memory for
+     * one the block is decoded all the same (the HPACK state is shared, RFC 9113 §4.3) and
+     * opening the stream fails */
+    if (!st)
+        blk = gw_h2__blk_get(s, &tmp);
+    memset(&c, 0, sizeof(c));
+    c.s = s;
+    c.connect_protocol = s->p->o.enable_connect_protocol;
+    c.trailers = st != NULL;
+    c.head.content_length = -1;
+    c.head.stream_id = sid;
+    c.arena = st ? &st->arena : &tmp;
+    int overflow = decode_block(s, &c, &rc);
+    if (overflow < 0)
+        goto out;
+    if (st)
+        rc = finish_trailers(s, sid, st, &c, overflow);
+    else if (s->x->hb_reject != 2) /* 2: a forgotten stream we reset */
+        rc = open_stream(s, sid, &c, overflow, &blk, &tmp);
 out:
     gw_h2__arena_free(&tmp);
     if (blk)
@@ -496,46 +517,170 @@ static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
     return iws_seen ? apply_initial_window(s, iws, iws_peak) : 0;
 }
 
-static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_t *payload,
-                    uint64_t now)
+/* RFC 9218 §7.1 */
+static int on_priority_update_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
 {
-    gw_h2_frame_t f;
-    gw_h2_frame_err_t err;
     int rc;
+    if ((rc = gw_h2__count_control(s)) < 0)
+        return rc;
+    /* applied first, so the callback sees the new priority (the front moves a queued origin
+     * exchange by it) */
+    rc = on_priority_update(s, f->u.priority_update.prioritized_id, f->u.priority_update.value);
+    if (rc == 0 && s->p->cb.on_priority)
+        s->p->cb.on_priority(s->user_data, f->u.priority_update.prioritized_id,
+                             f->u.priority_update.value);
+    return rc;
+}
 
-    s->frames_in++;
-    gw_h2__roll_budget(s, now);
-    /* §6.10: nothing may come between HEADERS and its last CONTINUATION */
-    if (s->hb_sid && (h->type != GW_H2_FT_CONTINUATION || h->stream_id != s->hb_sid))
-        return gw_h2__conn_error(s, GW_H2_PROTOCOL_ERROR, "frame inside a header block");
-    /* §3.4: the client preface ends with a SETTINGS frame */
-    if (!s->got_settings) {
-        if (h->type != GW_H2_FT_SETTINGS || (h->flags & GW_H2_F_ACK))
-            return gw_h2__conn_error(s, GW_H2_PROTOCOL_ERROR, "first frame is not SETTINGS");
+/* §6.4 */
+static int on_rst_stream_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
+{
+    gw_h2_stream_t *st = gw_h2__find_stream(s, f->hdr.stream_id);
+    int rc;
+    COUNT(s, resets_received);
+    if ((rc = gw_h2__count_reset(s)) < 0)
+        return rc;
+    if (st && st->state != GW_H2_SS_CLOSED) {
+        if (st->pushed) /* §8.4.2: the client declines (or cancels) a pushed response */
+            COUNT(s, pushes_cancelled);
+        gw_h2__close_stream(s, st, f->u.rst_stream.error_code, 1);
     }
-    rc = gw_h2_frame_parse(h, payload, &f, &err);
-    if (rc == 1)
+    return 0;
+}
+
+/* §6.5 */
+static int on_settings_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
+{
+    int rc;
+    if (f->hdr.flags & GW_H2_F_ACK) {
+        if (!s->settings_acked)
+            gw_hpack_dec_set_max_table_size(&s->dec, s->p->o.header_table_size);
+        s->settings_acked = 1;
+        return 0;
+    }
+    s->got_settings = 1;
+    /* entries, not frames, are charged: one frame may carry thousands */
+    if ((rc = gw_h2__count_control_n(s, f->u.settings.n ? f->u.settings.n : 1)) < 0)
+        return rc;
+    if ((rc = apply_settings(s, f)) < 0)
+        return rc;
+    if (gw_h2_frame_write_settings(&s->out, 1, NULL, 0) < 0)
+        return gw_h2__nomem(s);
+    return gw_h2__ctrl_check(s);
+}
+
+/* §6.7 */
+static int on_ping_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
+{
+    int rc;
+    if (f->hdr.flags & GW_H2_F_ACK) {
+        if (s->phase == GW_H2_CONN_SHUTDOWN_PENDING &&
+            memcmp(f->u.ping.opaque, SHUTDOWN_PING, 8) == 0) {
+            s->phase = GW_H2_CONN_OPEN;
+            if (gw_h2_session_shutdown(s, 1) < 0)
+                return gw_h2__nomem(s);
+        }
+        return 0;
+    }
+    if ((rc = gw_h2__count_control(s)) < 0)
+        return rc;
+    if (gw_h2_frame_write_ping(&s->out, 1, f->u.ping.opaque) < 0)
+        return gw_h2__nomem(s);
+    return gw_h2__ctrl_check(s);
+}
+
+/* §6.9 */
+static int on_window_update_frame(gw_h2_session_t *s, const gw_h2_frame_t *f)
+{
+    uint32_t inc = f->u.window_update.increment, sid = f->hdr.stream_id;
+    int rc;
+    /* RFC 9113 §6.9: a receiver credits the DATA it consumed. Updates that answer our DATA (a
+     * stream's and the connection's per frame) are flow control, not a flood: a client with
+     * small windows downloading fast sends thousands. Only the others count. */
+    if (s->wu_earned)
+        s->wu_earned--;
+    else if ((rc = gw_h2__count_control(s)) < 0)
+        return rc;
+    if (sid == 0) {
+        if (s->conn_send_window + inc > GW_H2_MAX_WINDOW)
+            return gw_h2__conn_error(s, GW_H2_FLOW_CONTROL_ERROR, "connection window overflow");
+        s->conn_send_window += inc;
+        return 0;
+    }
+    gw_h2_stream_t *st = gw_h2__find_stream(s, sid);
+    if (!st || st->state == GW_H2_SS_CLOSED)
+        return 0; /* may cross our END_STREAM or RST_STREAM (§6.9) */
+    if (st->send_window + inc > GW_H2_MAX_WINDOW)
+        return gw_h2__stream_error(s, sid, st, GW_H2_FLOW_CONTROL_ERROR, 1);
+    st->send_window += inc;
+    if (st->blocked && st->send_window > 0) {
+        st->blocked = 0;
+        gw_h2_sched_add(&s->x->sched, &st->node);
+        if (s->p->cb.on_writable)
+            s->p->cb.on_writable(s->user_data, st->id);
+    }
+    return 0;
+}
+
+/* The checks every frame passes before its own: the header block's CONTINUATIONs (§6.10), the
+ * preface's SETTINGS (§3.4), the frame's syntax (frame.c), idle streams (§5.1). Returns 1 to
+ * go on with f parsed (*reject set when a HEADERS frame is to be decoded, then reset), or 0
+ * with the frame handled and the code to return in *rc. */
+static int frame_ok(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_t *payload,
+                    gw_h2_frame_t *f, int *reject, int *rc)
+{
+    gw_h2_frame_err_t err;
+    *rc = 0;
+    /* §6.10: nothing may come between HEADERS and its last CONTINUATION */
+    if (s->hb_sid && (h->type != GW_H2_FT_CONTINUATION || h->stream_id != s->hb_sid)) {
+        *rc = gw_h2__conn_error(s, GW_H2_PROTOCOL_ERROR, "frame inside a header block");
+        return 0;
+    }
+    /* §3.4: the client preface ends with a SETTINGS frame */
+    if (!s->got_settings && (h->type != GW_H2_FT_SETTINGS || (h->flags & GW_H2_F_ACK))) {
+        *rc = gw_h2__conn_error(s, GW_H2_PROTOCOL_ERROR, "first frame is not SETTINGS");
+        return 0;
+    }
+    int prc = gw_h2_frame_parse(h, payload, f, &err);
+    if (prc == 1)
         return 0; /* unknown type */
-    if (rc == GW_E_PROTO)
-        return gw_h2__conn_error(s, err.code, err.reason);
+    if (prc == GW_E_PROTO) {
+        *rc = gw_h2__conn_error(s, err.code, err.reason);
+        return 0;
+    }
     /* §5.1 idle: only HEADERS and PRIORITY may open or touch an idle stream; the client's
      * streams are odd, ours (pushed) even and idle above the last one we promised */
     uint32_t last_used =
         (h->stream_id & 1) ? s->last_peer_id : (gw_h2__push(s) ? gw_h2__push(s)->last_id : 0);
     if (h->stream_id && h->stream_id > last_used && h->type != GW_H2_FT_HEADERS &&
-        h->type != GW_H2_FT_PRIORITY && h->type != GW_H2_FT_PUSH_PROMISE && !s->hb_sid)
-        return gw_h2__conn_error(s, GW_H2_PROTOCOL_ERROR, "frame on an idle stream");
-    int reject = 0;
-    if (rc == GW_E_STREAM) {
+        h->type != GW_H2_FT_PRIORITY && h->type != GW_H2_FT_PUSH_PROMISE && !s->hb_sid) {
+        *rc = gw_h2__conn_error(s, GW_H2_PROTOCOL_ERROR, "frame on an idle stream");
+        return 0;
+    }
+    *reject = 0;
+    if (prc == GW_E_STREAM) {
         if (h->type != GW_H2_FT_HEADERS) {
             gw_h2_stream_t *st = gw_h2__find_stream(s, h->stream_id);
-            if (h->type == GW_H2_FT_PRIORITY && (rc = gw_h2__count_control(s)) < 0)
-                return rc;
-            return gw_h2__stream_error(s, h->stream_id, st, err.code, 1);
+            if (h->type == GW_H2_FT_PRIORITY && (*rc = gw_h2__count_control(s)) < 0)
+                return 0;
+            *rc = gw_h2__stream_error(s, h->stream_id, st, err.code, 1);
+            return 0;
         }
-        reject = 1; /* decode the block for HPACK's sake, then reset */
+        *reject = 1; /* decode the block for HPACK's sake, then reset */
     }
+    return 1;
+}
 
+static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_t *payload,
+                    uint64_t now)
+{
+    gw_h2_frame_t f;
+    int rc, reject;
+
+    s->frames_in++;
+    gw_h2__roll_budget(s, now);
+    if (!frame_ok(s, h, payload, &f, &reject, &rc))
+        return rc;
     switch (h->type) {
     case GW_H2_FT_DATA:
         return on_data_frame(s, &f);
@@ -548,93 +693,21 @@ static int on_frame(gw_h2_session_t *s, const gw_h2_frame_hdr_t *h, const uint8_
             return rc;
         return gw_h2__apply_7540(s, h->stream_id, &f.u.priority);
     case GW_H2_FT_PRIORITY_UPDATE:
-        if ((rc = gw_h2__count_control(s)) < 0)
-            return rc;
-        /* applied first, so the callback sees the new priority (the front moves a queued
-         * origin exchange by it) */
-        rc = on_priority_update(s, f.u.priority_update.prioritized_id, f.u.priority_update.value);
-        if (rc == 0 && s->p->cb.on_priority)
-            s->p->cb.on_priority(s->user_data, f.u.priority_update.prioritized_id,
-                                 f.u.priority_update.value);
-        return rc;
-    case GW_H2_FT_RST_STREAM: {
-        gw_h2_stream_t *st = gw_h2__find_stream(s, h->stream_id);
-        COUNT(s, resets_received);
-        if ((rc = gw_h2__count_reset(s)) < 0)
-            return rc;
-        if (st && st->state != GW_H2_SS_CLOSED) {
-            if (st->pushed) /* §8.4.2: the client declines (or cancels) a pushed response */
-                COUNT(s, pushes_cancelled);
-            gw_h2__close_stream(s, st, f.u.rst_stream.error_code, 1);
-        }
-        return 0;
-    }
+        return on_priority_update_frame(s, &f);
+    case GW_H2_FT_RST_STREAM:
+        return on_rst_stream_frame(s, &f);
     case GW_H2_FT_SETTINGS:
-        if (h->flags & GW_H2_F_ACK) {
-            if (!s->settings_acked)
-                gw_hpack_dec_set_max_table_size(&s->dec, s->p->o.header_table_size);
-            s->settings_acked = 1;
-            return 0;
-        }
-        s->got_settings = 1;
-        /* entries, not frames, are charged (issue 18 item 9): one frame may carry thousands */
-        if ((rc = gw_h2__count_control_n(s, f.u.settings.n ? f.u.settings.n : 1)) < 0)
-            return rc;
-        if ((rc = apply_settings(s, &f)) < 0)
-            return rc;
-        if (gw_h2_frame_write_settings(&s->out, 1, NULL, 0) < 0)
-            return gw_h2__nomem(s);
-        return gw_h2__ctrl_check(s);
+        return on_settings_frame(s, &f);
     case GW_H2_FT_PING:
-        if (h->flags & GW_H2_F_ACK) {
-            if (s->phase == GW_H2_CONN_SHUTDOWN_PENDING &&
-                memcmp(f.u.ping.opaque, SHUTDOWN_PING, 8) == 0) {
-                s->phase = GW_H2_CONN_OPEN;
-                if (gw_h2_session_shutdown(s, 1) < 0)
-                    return gw_h2__nomem(s);
-            }
-            return 0;
-        }
-        if ((rc = gw_h2__count_control(s)) < 0)
-            return rc;
-        if (gw_h2_frame_write_ping(&s->out, 1, f.u.ping.opaque) < 0)
-            return gw_h2__nomem(s);
-        return gw_h2__ctrl_check(s);
+        return on_ping_frame(s, &f);
     case GW_H2_FT_GOAWAY:
         s->peer_goaway = 1;
         if (s->p->cb.on_goaway)
             s->p->cb.on_goaway(s->user_data, f.u.goaway.last_stream_id, f.u.goaway.error_code,
                                f.u.goaway.debug);
         return 0;
-    case GW_H2_FT_WINDOW_UPDATE: {
-        uint32_t inc = f.u.window_update.increment;
-        /* RFC 9113 §6.9: a receiver credits the DATA it consumed. Updates that answer our DATA
-         * (a stream's and the connection's per frame) are flow control, not a flood: a client
-         * with small windows downloading fast sends thousands. Only the others count. */
-        if (s->wu_earned)
-            s->wu_earned--;
-        else if ((rc = gw_h2__count_control(s)) < 0)
-            return rc;
-        if (h->stream_id == 0) {
-            if (s->conn_send_window + inc > GW_H2_MAX_WINDOW)
-                return gw_h2__conn_error(s, GW_H2_FLOW_CONTROL_ERROR, "connection window overflow");
-            s->conn_send_window += inc;
-            return 0;
-        }
-        gw_h2_stream_t *st = gw_h2__find_stream(s, h->stream_id);
-        if (!st || st->state == GW_H2_SS_CLOSED)
-            return 0; /* may cross our END_STREAM or RST_STREAM (§6.9) */
-        if (st->send_window + inc > GW_H2_MAX_WINDOW)
-            return gw_h2__stream_error(s, h->stream_id, st, GW_H2_FLOW_CONTROL_ERROR, 1);
-        st->send_window += inc;
-        if (st->blocked && st->send_window > 0) {
-            st->blocked = 0;
-            gw_h2_sched_add(&s->x->sched, &st->node);
-            if (s->p->cb.on_writable)
-                s->p->cb.on_writable(s->user_data, st->id);
-        }
-        return 0;
-    }
+    case GW_H2_FT_WINDOW_UPDATE:
+        return on_window_update_frame(s, &f);
     case GW_H2_FT_PUSH_PROMISE:
         /* §8.4: a client cannot push */
         return gw_h2__conn_error(s, GW_H2_PROTOCOL_ERROR, "PUSH_PROMISE from a client");

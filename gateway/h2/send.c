@@ -62,11 +62,118 @@ static int stream_can_send(const gw_h2_session_t *s, const gw_h2_stream_t *st)
            st->data_budget > 0;
 }
 
+/* The length of st's next DATA frame from chunk c: what every window, budget and the peer's
+ * SETTINGS_MAX_FRAME_SIZE allow. */
+static size_t data_len(const gw_h2_session_t *s, const gw_h2_stream_t *st, const data_chunk_t *c)
+{
+    size_t n = c->len;
+    if ((int64_t)n > s->conn_send_window)
+        n = (size_t)s->conn_send_window;
+    if ((int64_t)n > st->send_window)
+        n = (size_t)st->send_window;
+    if (n > s->peer_max_frame)
+        n = s->peer_max_frame;
+    if (n > s->data_budget)
+        n = s->data_budget;
+    if (n > st->data_budget)
+        n = st->data_budget;
+    return n;
+}
+
+/* The next DATA frame of st, which has chunks queued, into q (the payload by reference), and
+ * what it takes from the windows and budgets; st leaves the scheduler when it must wait or is
+ * done. Returns 0, 1 when the connection's window or budget is spent (every stream waits, and
+ * stays queued), or GW_E_NOMEM. */
+static int send_data(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q)
+{
+    gw_h2_sched_node_t *node = &st->node;
+    uint8_t hdr[GW_H2_FRAME_HDR_LEN];
+    if (s->conn_send_window <= 0 || s->data_budget == 0)
+        return 1;
+    if (st->send_window <= 0 || st->data_budget == 0) {
+        if (st->send_window <= 0)
+            st->blocked = 1;
+        else
+            st->budget_blocked = 1;
+        gw_h2_sched_remove(&s->x->sched, node);
+        return 0;
+    }
+    data_chunk_t *c = GW_CONTAINER_OF(st->chunks.next, data_chunk_t, link);
+    size_t n = data_len(s, st, c);
+    int last = n == c->len && c->link.next == &st->chunks;
+    int eos = last && st->eos_queued && !st->has_trailers;
+    gw_h2_frame_hdr_t h = {(uint32_t)n, GW_H2_FT_DATA, eos ? GW_H2_F_END_STREAM : 0, st->id};
+    gw_h2_frame_hdr_pack(hdr, &h);
+    if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0 || gw_iovq_ref(q, c->buf, c->off, n) < 0)
+        return GW_E_NOMEM;
+    s->frames_out++;
+    if (n && s->wu_earned < GW_H2_WU_EARNED_MAX)
+        s->wu_earned += 2;
+    s->conn_send_window -= n;
+    st->send_window -= n;
+    st->queued -= n;
+    if (s->data_budget != SIZE_MAX)
+        s->data_budget -= n;
+    if (st->data_budget != SIZE_MAX)
+        st->data_budget -= n;
+    c->off += n;
+    c->len -= n;
+    if (c->len == 0) {
+        gw_list_remove(&c->link);
+        gw_h2__chunk_free(st, c);
+    }
+    if (eos) {
+        gw_h2__local_end(s, st);
+        if (!gw_h2__find_stream(s, h.stream_id) || st->state == GW_H2_SS_CLOSED ||
+            st->state == GW_H2_SS_HALF_CLOSED_LOCAL) {
+            if (gw_h2__find_stream(s, h.stream_id))
+                gw_h2_sched_remove(&s->x->sched, &st->node);
+            return 0;
+        }
+    }
+    if (gw_list_empty(&st->chunks) && !st->eos_queued) {
+        gw_h2_sched_remove(&s->x->sched, node);
+        if (s->p->cb.on_writable)
+            s->p->cb.on_writable(s->user_data, st->id);
+        return 0;
+    }
+    gw_h2_sched_sent(&s->x->sched, node, n);
+    return 0;
+}
+
+/* st has no data left: it leaves the scheduler and, when its end was asked for, its trailers
+ * or an empty DATA frame with END_STREAM go into q. 0 or a negative code (the connection is
+ * then in error when the trailers could not be encoded). */
+static int send_end(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q)
+{
+    uint8_t hdr[GW_H2_FRAME_HDR_LEN];
+    gw_h2_sched_remove(&s->x->sched, &st->node);
+    if (!st->eos_queued)
+        return 0;
+    if (st->has_trailers) {
+        int rc = frame_trailers(s, st, q);
+        if (rc < 0) {
+            /* the encoder's table may now differ from the peer's */
+            gw_h2__conn_error_rc(s, GW_H2_INTERNAL_ERROR, "header encoding failed", rc);
+            return rc;
+        }
+        st->has_trailers = 0;
+        st->trailers.len = 0;
+    } else {
+        gw_h2_frame_hdr_t h = {0, GW_H2_FT_DATA, GW_H2_F_END_STREAM, st->id};
+        gw_h2_frame_hdr_pack(hdr, &h);
+        if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0)
+            return GW_E_NOMEM;
+    }
+    s->frames_out++;
+    st->eos_queued = 0;
+    gw_h2__local_end(s, st);
+    return 0;
+}
+
 ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
 {
     size_t before = q->bytes;
-    uint8_t hdr[GW_H2_FRAME_HDR_LEN];
-
     if (s->out.len) {
         if (gw_iovq_copy(q, s->out.base, s->out.len) < 0)
             return GW_E_NOMEM;
@@ -75,97 +182,14 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
     }
     if (s->phase == GW_H2_CONN_CLOSING || !s->x)
         return (ssize_t)(q->bytes - before);
-
     gw_h2_sched_node_t *node;
     while ((node = gw_h2_sched_next(&s->x->sched))) {
         gw_h2_stream_t *st = GW_CONTAINER_OF(node, gw_h2_stream_t, node);
-        if (!gw_list_empty(&st->chunks)) {
-            if (s->conn_send_window <= 0 || s->data_budget == 0)
-                break; /* everyone waits for the connection window; streams stay queued */
-            if (st->send_window <= 0 || st->data_budget == 0) {
-                if (st->send_window <= 0)
-                    st->blocked = 1;
-                else
-                    st->budget_blocked = 1;
-                gw_h2_sched_remove(&s->x->sched, node);
-                continue;
-            }
-            data_chunk_t *c = GW_CONTAINER_OF(st->chunks.next, data_chunk_t, link);
-            size_t n = c->len;
-            if ((int64_t)n > s->conn_send_window)
-                n = (size_t)s->conn_send_window;
-            if ((int64_t)n > st->send_window)
-                n = (size_t)st->send_window;
-            if (n > s->peer_max_frame)
-                n = s->peer_max_frame;
-            if (n > s->data_budget)
-                n = s->data_budget;
-            if (n > st->data_budget)
-                n = st->data_budget;
-            int last = n == c->len && c->link.next == &st->chunks;
-            int eos = last && st->eos_queued && !st->has_trailers;
-            gw_h2_frame_hdr_t h = {(uint32_t)n, GW_H2_FT_DATA, eos ? GW_H2_F_END_STREAM : 0,
-                                   st->id};
-            gw_h2_frame_hdr_pack(hdr, &h);
-            if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0 || gw_iovq_ref(q, c->buf, c->off, n) < 0)
-                return GW_E_NOMEM;
-            s->frames_out++;
-            if (n && s->wu_earned < GW_H2_WU_EARNED_MAX)
-                s->wu_earned += 2;
-            s->conn_send_window -= n;
-            st->send_window -= n;
-            st->queued -= n;
-            if (s->data_budget != SIZE_MAX)
-                s->data_budget -= n;
-            if (st->data_budget != SIZE_MAX)
-                st->data_budget -= n;
-            c->off += n;
-            c->len -= n;
-            if (c->len == 0) {
-                gw_list_remove(&c->link);
-                gw_h2__chunk_free(st, c);
-            }
-            if (eos) {
-                gw_h2__local_end(s, st);
-                if (!gw_h2__find_stream(s, h.stream_id) || st->state == GW_H2_SS_CLOSED ||
-                    st->state == GW_H2_SS_HALF_CLOSED_LOCAL) {
-                    if (gw_h2__find_stream(s, h.stream_id))
-                        gw_h2_sched_remove(&s->x->sched, &st->node);
-                    continue;
-                }
-            }
-            if (gw_list_empty(&st->chunks) && !st->eos_queued) {
-                gw_h2_sched_remove(&s->x->sched, node);
-                if (s->p->cb.on_writable)
-                    s->p->cb.on_writable(s->user_data, st->id);
-                continue;
-            }
-            gw_h2_sched_sent(&s->x->sched, node, n);
-            continue;
-        }
-        /* no data left: finish the stream */
-        gw_h2_sched_remove(&s->x->sched, node);
-        if (!st->eos_queued)
-            continue;
-        uint32_t sid = st->id;
-        if (st->has_trailers) {
-            int rc = frame_trailers(s, st, q);
-            if (rc < 0) {
-                /* the encoder's table may now differ from the peer's */
-                gw_h2__conn_error_rc(s, GW_H2_INTERNAL_ERROR, "header encoding failed", rc);
-                return rc;
-            }
-            st->has_trailers = 0;
-            st->trailers.len = 0;
-        } else {
-            gw_h2_frame_hdr_t h = {0, GW_H2_FT_DATA, GW_H2_F_END_STREAM, sid};
-            gw_h2_frame_hdr_pack(hdr, &h);
-            if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0)
-                return GW_E_NOMEM;
-        }
-        s->frames_out++;
-        st->eos_queued = 0;
-        gw_h2__local_end(s, st);
+        int rc = gw_list_empty(&st->chunks) ? send_end(s, st, q) : send_data(s, st, q);
+        if (rc < 0)
+            return rc;
+        if (rc == 1)
+            break; /* everyone waits for the connection window; streams stay queued */
     }
     return (ssize_t)(q->bytes - before);
 }
@@ -456,6 +480,86 @@ static int name_ok(gw_slice_t n)
     return 1;
 }
 
+/* §8.4.1: a promised request is safe, cacheable and without content: GET (or HEAD), a path;
+ * its fields are regular ones in lowercase (at most 64). */
+static int push_request_ok(const gw_h2_head_t *req)
+{
+    if (!req->method.len || !req->scheme.len || !req->authority.len || !req->path.len ||
+        req->path.base[0] != '/' || req->headers_len > 64)
+        return 0;
+    for (size_t i = 0; i < req->headers_len; i++)
+        if (!name_ok(req->headers[i].name))
+            return 0;
+    return 1;
+}
+
+/* The promised request, copied into arena a (the new stream's) as stream id's head, into
+ * *out: 0 or GW_E_NOMEM. */
+static int copy_head(arena_t *a, uint32_t id, const gw_h2_head_t *req, gw_h2_head_t **out)
+{
+    gw_h2_head_t *h = gw_h2__arena_alloc(a, sizeof(*h));
+    gw_h2_header_t *hf =
+        req->headers_len ? gw_h2__arena_alloc(a, req->headers_len * sizeof(*hf)) : NULL;
+    if (!h || (!hf && req->headers_len))
+        return GW_E_NOMEM;
+    *h = (gw_h2_head_t){.stream_id = id,
+                        .method = req->method,
+                        .scheme = req->scheme,
+                        .authority = req->authority,
+                        .path = req->path,
+                        .headers = hf,
+                        .headers_len = req->headers_len,
+                        .content_length = -1,
+                        .end_stream = 1};
+    if (arena_slice(a, &h->method) < 0 || arena_slice(a, &h->scheme) < 0 ||
+        arena_slice(a, &h->authority) < 0 || arena_slice(a, &h->path) < 0)
+        return GW_E_NOMEM;
+    for (size_t i = 0; i < req->headers_len; i++) {
+        hf[i] = req->headers[i];
+        if (arena_slice(a, &hf[i].name) < 0 || arena_slice(a, &hf[i].value) < 0)
+            return GW_E_NOMEM;
+    }
+    *out = h;
+    return 0;
+}
+
+/* PUSH_PROMISE of h (promising stream id) on parent_id into the session's output. 0, or
+ * GW_E_NOMEM with the connection failed: the encoder's table may now differ from the peer's. */
+static int write_promise(gw_h2_session_t *s, uint32_t parent_id, const gw_h2_head_t *h, uint32_t id)
+{
+    gw_hpack_field_t f[68];
+    size_t n = 0;
+    f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":method"), h->method, 0};
+    f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":scheme"), h->scheme, 0};
+    f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":authority"), h->authority, 0};
+    f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":path"), h->path, 0};
+    for (size_t i = 0; i < h->headers_len; i++)
+        f[n++] = (gw_hpack_field_t){h->headers[i].name, h->headers[i].value, 0};
+    size_t mark = s->out.len;
+    if (gw_h2__write_block(s, parent_id, f, n, 0, id) < 0) {
+        s->out.len = mark;
+        gw_h2__conn_error_rc(s, GW_H2_INTERNAL_ERROR, "header encoding failed", GW_E_NOMEM);
+        return GW_E_NOMEM;
+    }
+    return 0;
+}
+
+/* A pushed response depends on its parent (RFC 7540 §5.3.5); with RFC 9218 priorities it is one
+ * level less urgent than the parent. */
+static void push_priority(gw_h2_session_t *s, gw_h2_stream_t *st, uint32_t parent_id,
+                          uint8_t parent_urgency, int parent_inc, int parent_tree)
+{
+    if (parent_tree && s->x->tree && gw_h2_tree_set(s->x->tree, st->id, parent_id, 16, 0) == 0 &&
+        gw_h2_tree_open(s->x->tree, st->id) == 0) {
+        gw_h2_sched_set_tree(&s->x->sched, &st->node, 1);
+    } else {
+        st->prio9218 = 1;
+        gw_h2_sched_set_priority(&s->x->sched, &st->node,
+                                 parent_urgency < 7 ? (uint8_t)(parent_urgency + 1) : 7,
+                                 parent_inc);
+    }
+}
+
 int gw_h2_session_submit_push(gw_h2_session_t *s, uint32_t parent_id, const gw_h2_head_t *req,
                               uint32_t *promised_id, const gw_h2_head_t **stored)
 {
@@ -467,13 +571,8 @@ int gw_h2_session_submit_push(gw_h2_session_t *s, uint32_t parent_id, const gw_h
     gw_h2_stream_t *parent = (parent_id & 1) ? writable_stream(s, parent_id) : NULL;
     if (!parent || parent->rst_sent)
         return GW_E_NOENT;
-    /* §8.4.1: a safe, cacheable request without content: GET (or HEAD), a path */
-    if (!req->method.len || !req->scheme.len || !req->authority.len || !req->path.len ||
-        req->path.base[0] != '/' || req->headers_len > 64)
+    if (!push_request_ok(req))
         return GW_E_INVAL;
-    for (size_t i = 0; i < req->headers_len; i++)
-        if (!name_ok(req->headers[i].name))
-            return GW_E_INVAL;
     cold_t *cold = gw_h2__cold_part(s);
     if (!cold)
         return GW_E_NOMEM;
@@ -494,48 +593,8 @@ int gw_h2_session_submit_push(gw_h2_session_t *s, uint32_t parent_id, const gw_h
     if (!blk)
         return GW_E_NOMEM;
     uint32_t id = ps->last_id + 2; /* §5.1.1: even, increasing */
-    gw_h2_head_t *h = gw_h2__arena_alloc(&tmp, sizeof(*h));
-    gw_h2_header_t *hf =
-        req->headers_len ? gw_h2__arena_alloc(&tmp, req->headers_len * sizeof(*hf)) : NULL;
-    rc = h && (hf || !req->headers_len) ? 0 : GW_E_NOMEM;
-    if (rc == 0) {
-        *h = (gw_h2_head_t){.stream_id = id,
-                            .method = req->method,
-                            .scheme = req->scheme,
-                            .authority = req->authority,
-                            .path = req->path,
-                            .headers = hf,
-                            .headers_len = req->headers_len,
-                            .content_length = -1,
-                            .end_stream = 1};
-        if (arena_slice(&tmp, &h->method) < 0 || arena_slice(&tmp, &h->scheme) < 0 ||
-            arena_slice(&tmp, &h->authority) < 0 || arena_slice(&tmp, &h->path) < 0)
-            rc = GW_E_NOMEM;
-        for (size_t i = 0; rc == 0 && i < req->headers_len; i++) {
-            hf[i] = req->headers[i];
-            if (arena_slice(&tmp, &hf[i].name) < 0 || arena_slice(&tmp, &hf[i].value) < 0)
-                rc = GW_E_NOMEM;
-        }
-    }
-    gw_hpack_field_t f[68];
-    size_t n = 0;
-    if (rc == 0) {
-        f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":method"), h->method, 0};
-        f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":scheme"), h->scheme, 0};
-        f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":authority"), h->authority, 0};
-        f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":path"), h->path, 0};
-        for (size_t i = 0; i < h->headers_len; i++)
-            f[n++] = (gw_hpack_field_t){hf[i].name, hf[i].value, 0};
-        size_t mark = s->out.len;
-        rc = gw_h2__write_block(s, parent_id, f, n, 0, id);
-        if (rc < 0) {
-            s->out.len = mark;
-            /* the encoder's table may now differ from the peer's: fail the connection */
-            gw_h2__conn_error_rc(s, GW_H2_INTERNAL_ERROR, "header encoding failed", GW_E_NOMEM);
-            rc = GW_E_NOMEM;
-        }
-    }
-    if (rc < 0) {
+    gw_h2_head_t *h = NULL;
+    if ((rc = copy_head(&tmp, id, req, &h)) < 0 || (rc = write_promise(s, parent_id, h, id)) < 0) {
         gw_h2__arena_free(&tmp);
         gw_pool_put(&s->p->blocks, blk);
         return rc;
@@ -554,15 +613,7 @@ int gw_h2_session_submit_push(gw_h2_session_t *s, uint32_t parent_id, const gw_h
     ps->open++;
     ps->held++;
     COUNT(s, pushes_promised);
-    /* A pushed response depends on its parent (RFC 7540 §5.3.5); with RFC 9218 priorities it
-     * is one level less urgent than the parent. */
-    if (parent_tree && s->x->tree && gw_h2_tree_set(s->x->tree, id, parent_id, 16, 0) == 0 &&
-        gw_h2_tree_open(s->x->tree, id) == 0) {
-        gw_h2_sched_set_tree(&s->x->sched, &st->node, 1);
-    } else {
-        st->prio9218 = 1;
-        gw_h2_sched_set_priority(&s->x->sched, &st->node, pu < 7 ? (uint8_t)(pu + 1) : 7, pinc);
-    }
+    push_priority(s, st, parent_id, pu, pinc, parent_tree);
     *promised_id = id;
     if (stored)
         *stored = h;
