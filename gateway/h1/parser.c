@@ -15,6 +15,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "h1/h1_internal.h"
 #include "http/http.h"
 
 /* A chunk-size line with extensions longer than this is refused (RFC 9112 §7.1.1 sets no
@@ -161,26 +162,6 @@ static int on_header_value(http_parser *hp, const char *at, size_t len)
     return arena_add(p, at, len);
 }
 
-/* Last comma-separated token of a list value, trimmed. */
-static gw_slice_t last_token(gw_slice_t v)
-{
-    size_t i = v.len;
-    while (i > 0 && v.base[i - 1] != ',')
-        i--;
-    return gw_slice_trim((gw_slice_t){v.base + i, v.len - i});
-}
-
-/* Whether tok is an element of the list v (RFC 9110 §5.6.1), compared case-insensitively. */
-static int has_token(gw_slice_t v, const char *tok)
-{
-    gw_http_list_t l = gw_http_list(v, ',', 0);
-    gw_slice_t e;
-    while (gw_http_list_next(&l, &e))
-        if (gw_slice_eq_nocase(e, gw_slice_str(tok)))
-            return 1;
-    return 0;
-}
-
 /* Slices of offs[first..first+n) into arena, into *out (grown to n). 0 or -1 (failed). */
 static int build_fields(gw_h1_parser_t *p, const gw_bytes_t *arena, size_t first, size_t n,
                         gw_h1_field_t **out)
@@ -203,111 +184,32 @@ static int build_fields(gw_h1_parser_t *p, const gw_bytes_t *arena, size_t first
     return 0;
 }
 
-/* What a head's fields say about its framing and about the parser's checks. */
-typedef struct {
-    size_t n_cl, n_te, n_host; /* Content-Length, Transfer-Encoding and Host fields */
-    gw_slice_t te;             /* the last Transfer-Encoding value */
-    unsigned flags;            /* GW_H1_MSG_F_EXPECT_100, GW_H1_MSG_F_UPGRADE_H2C */
-} head_fields_t;
-
-static void count_fields(const gw_h1_parser_t *p, head_fields_t *hf)
-{
-    *hf = (head_fields_t){0};
-    for (size_t i = 0; i < p->offs_len; i++) {
-        const gw_h1_field_t *f = &p->fields[i];
-        if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("content-length")))
-            hf->n_cl++;
-        else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("transfer-encoding")))
-            hf->n_te++, hf->te = f->value;
-        else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("host")))
-            hf->n_host++;
-        else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("expect")) &&
-                 gw_slice_eq_nocase(f->value, GW_SLICE_LIT("100-continue")))
-            hf->flags |= GW_H1_MSG_F_EXPECT_100;
-        else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("upgrade")) && has_token(f->value, "h2c"))
-            hf->flags |= GW_H1_MSG_F_UPGRADE_H2C;
-    }
-}
-
-/* The body's framing (RFC 9112 §6): one Content-Length or a Transfer-Encoding of chunked alone,
- * never both. 0, or -1 with the error recorded (fail). */
-static int check_framing(gw_h1_parser_t *p, const http_parser *hp, const head_fields_t *hf)
-{
-    /* RFC 9112 §6.1 / §6.3: both framings at once is a smuggling attempt. */
-    if (hf->n_cl && hf->n_te)
-        return fail(p, GW_E_PARSE, 400, "content-length with transfer-encoding");
-    /* Repeated Content-Length, even with equal values: refused rather than merged. */
-    if (hf->n_cl > 1)
-        return fail(p, GW_E_PARSE, 400, "repeated content-length");
-    if (hf->n_te) {
-        if (p->kind == GW_H1_REQUEST && hp->http_major == 1 && hp->http_minor == 0)
-            return fail(p, GW_E_PARSE, 400, "transfer-encoding in an HTTP/1.0 request");
-        /* RFC 9112 §6.3: chunked must be the final coding of a request. A response whose final
-         * coding is not chunked would be close-delimited (§6.3 rule 4); we refuse it too rather
-         * than lose the connection to a framing an intermediary may read differently. */
-        if (hf->n_te > 1 || !gw_slice_eq_nocase(last_token(hf->te), GW_SLICE_LIT("chunked")))
-            return fail(p, GW_E_PARSE, 400, "transfer-encoding does not end in chunked");
-        /* We de-chunk and re-frame the body but apply no other coding, so a coding before
-         * chunked ("gzip, chunked") would be lost on the way: the recipient would take the
-         * gzip bytes for the content. RFC 9112 §6.1: a server answers a transfer coding it
-         * does not understand with 501; from an origin the response is unusable (502). */
-        if (!gw_slice_eq_nocase(gw_slice_trim(hf->te), GW_SLICE_LIT("chunked"))) {
-            if (p->kind == GW_H1_REQUEST)
-                return fail(p, GW_E_UNSUPPORTED, 501, "transfer coding not supported");
-            return fail(p, GW_E_PARSE, 400, "transfer coding other than chunked");
-        }
-    }
-    /* http-parser takes a Content-Length up to 2^64 - 2; ours are int64_t everywhere
-     * downstream (2^63 and above would turn negative) */
-    if (hf->n_cl && !(hp->flags & F_CHUNKED) && hp->content_length != ULLONG_MAX &&
-        hp->content_length > (uint64_t)INT64_MAX)
-        return fail(p, GW_E_PARSE, 400, "content-length too large");
-    return 0;
-}
-
-/* A request's version, Host, method and target into *m. 0, or -1 with the error recorded. */
-static int check_request(gw_h1_parser_t *p, const http_parser *hp, const head_fields_t *hf,
-                         gw_h1_msg_t *m)
-{
-    /* RFC 9110 §6.2, §15.6.6: a major version other than 1 is not ours to read (a higher
-     * minor is read as HTTP/1.1, its highest minor we speak) */
-    if (hp->http_major != 1)
-        return fail(p, GW_E_PARSE, 505, "HTTP version not supported");
-    /* RFC 9112 §3.2: exactly one Host in HTTP/1.1. */
-    if (hp->http_minor >= 1 && hf->n_host != 1)
-        return fail(p, GW_E_PARSE, 400, hf->n_host ? "repeated host" : "missing host");
-    if (hf->n_host > 1)
-        return fail(p, GW_E_PARSE, 400, "repeated host");
-    /* the method as the client wrote it (scan_method), not http-parser's stand-in */
-    m->method = (gw_slice_t){p->line.base, p->method_len};
-    m->target = (gw_slice_t){p->arena.base + p->target_off, p->target_len};
-    /* http-parser lets some bytes through the target (HTAB, FF, DEL, >= 0x80, ...): only RFC
-     * 3986 path and query characters go on to an origin (the rule of both fronts,
-     * http/http.h), and the Host an authority (RFC 9112 §3.2, RFC 3986 §3.2) */
-    if (!gw_http_is_request_target(m->target))
-        return fail(p, GW_E_PARSE, 400, "invalid request-target");
-    for (size_t i = 0; i < p->offs_len; i++)
-        if (gw_slice_eq_nocase(p->fields[i].name, GW_SLICE_LIT("host")) &&
-            !gw_http_is_authority(p->fields[i].value))
-            return fail(p, GW_E_PARSE, 400, "invalid host");
-    return 0;
-}
-
 static int on_headers_complete(http_parser *hp)
 {
     gw_h1_parser_t *p = of(hp);
     if (build_fields(p, &p->arena, 0, p->offs_len, &p->fields) < 0)
         return -1;
     gw_h1_msg_t m = {0};
-    head_fields_t hf;
-    count_fields(p, &hf);
+    gw_h1__fields_t hf;
+    gw_h1__count_fields(p->fields, p->offs_len, &hf);
     m.flags = hf.flags;
-    if (check_framing(p, hp, &hf) < 0)
-        return -1;
     if (p->kind == GW_H1_REQUEST) {
-        if (check_request(p, hp, &hf, &m) < 0)
-            return -1;
-    } else {
+        /* the method as the client wrote it (scan_method), not http-parser's stand-in */
+        m.method = (gw_slice_t){p->line.base, p->method_len};
+        m.target = (gw_slice_t){p->arena.base + p->target_off, p->target_len};
+    }
+    gw_h1__head_t h = {.kind = p->kind,
+                       .major = hp->http_major,
+                       .minor = hp->http_minor,
+                       .chunked = (hp->flags & F_CHUNKED) != 0,
+                       .content_length = hp->content_length,
+                       .target = m.target,
+                       .fields = p->fields,
+                       .fields_len = p->offs_len};
+    gw_h1__refusal_t why;
+    if (gw_h1__check_head(&h, &hf, &why) < 0)
+        return fail(p, why.code, why.status, why.reason);
+    if (p->kind == GW_H1_RESPONSE) {
         m.status = hp->status_code;
         /* RFC 9110 §15.2.2: a 101 answers an Upgrade request; without one it is a broken
          * origin. With one, it ends the HTTP/1.1 part of the connection (§7.8). */
