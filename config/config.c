@@ -123,11 +123,3 @@ void gw_config_del(gw_config_t *c)
     gw_free(c->routes);
     gw_free(c);
 }
-
-const char *gw_balance_str(gw_balance_t b)
-{
-    static const char *const n[] = {[GW_BALANCE_ROUND_ROBIN] = "round_robin",
-                                    [GW_BALANCE_LEAST_CONN] = "least_conn",
-                                    [GW_BALANCE_HASH_CLIENT] = "hash_client"};
-    return GW_NAME_OF(n, b, "unknown");
-}

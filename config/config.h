@@ -102,7 +102,6 @@ typedef enum {
     GW_BALANCE_LEAST_CONN,
     GW_BALANCE_HASH_CLIENT,
 } gw_balance_t;
-const char *gw_balance_str(gw_balance_t b);
 
 typedef struct {
     gw_cfg_addr_t addr;

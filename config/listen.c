@@ -2,7 +2,6 @@
  * and TLS (certificates by name, ticket keys), each checked as it is read. */
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <yaml.h>

@@ -4,7 +4,6 @@
  * top level (config.c) and the list sections (listen.c, upstreams.c, routes.c) call it. */
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <yaml.h>

@@ -1,15 +1,11 @@
 /* config/routes.c — the routes[] section: host and path patterns, the upstream each names
  * (checked against the upstreams read before), the per-route switches and lists. */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <yaml.h>
 
 #include "common/alloc.h"
 #include "common/buf.h"
-#include "common/err.h"
 #include "config/config_internal.h"
 
 /* Drop later duplicates from a list of field names, compared case-insensitively (field names

@@ -1,10 +1,7 @@
 /* config/upstreams.c — the upstreams section: per upstream its servers (addresses or names,
  * weights), pool and timeout fields and active health checks. */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <yaml.h>
 
 #include "common/alloc.h"

@@ -1,7 +1,5 @@
 /* h1/head.c — the rules a complete HTTP/1.1 message head must meet, whatever parser read it:
  * its framing (RFC 9112 §6), and for a request its version, its Host and its target. */
-#include <string.h>
-
 #include "common/err.h"
 #include "h1/h1_internal.h"
 #include "http/http.h"

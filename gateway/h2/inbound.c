@@ -9,10 +9,10 @@
 #include "common/pool.h"
 #include "h2/frame.h"
 #include "h2/hpack.h"
-#include "http/http.h"
 #include "h2/sched.h"
 #include "h2/session_internal.h"
 #include "h2/tree.h"
+#include "http/http.h"
 
 static int finish_block(gw_h2_session_t *s);
 

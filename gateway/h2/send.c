@@ -413,18 +413,6 @@ int gw_h2_session_submit_rst(gw_h2_session_t *s, uint32_t stream_id, uint32_t er
     return 0;
 }
 
-int gw_h2_session_submit_ping(gw_h2_session_t *s, const uint8_t *opaque8)
-{
-    if (s->phase == GW_H2_CONN_CLOSING)
-        return GW_E_CLOSED;
-    if (s->ctrl_queued >= s->p->o.max_queued_control)
-        return GW_E_LIMIT;
-    if (gw_h2_frame_write_ping(&s->out, 0, opaque8) < 0)
-        return GW_E_NOMEM;
-    s->ctrl_queued++;
-    return 0;
-}
-
 /* ---- public: server push (RFC 9113 §8.4) -------------------------------------------------- */
 
 int gw_h2_session_can_push(const gw_h2_session_t *s)

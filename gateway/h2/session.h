@@ -161,7 +161,6 @@ typedef enum {
     GW_H2_SS_HALF_CLOSED_REMOTE,
     GW_H2_SS_CLOSED,
 } gw_h2_stream_state_t;
-const char *gw_h2_stream_state_str(gw_h2_stream_state_t st);
 
 /* ---- counters for logs ------------------------------------------------------------------ */
 
@@ -305,10 +304,6 @@ int gw_h2_session_submit_trailers(gw_h2_session_t *s, uint32_t stream_id,
 /* Reset the stream with error_code (e.g. CANCEL, INTERNAL_ERROR); queued DATA is dropped.
  * on_close fires. Returns 0 or GW_E_NOENT (unknown or already closed). */
 int gw_h2_session_submit_rst(gw_h2_session_t *s, uint32_t stream_id, uint32_t error_code);
-
-/* Queue a PING with the 8 opaque bytes (NULL = zeros). 0, GW_E_NOMEM, GW_E_LIMIT (too many
- * control frames unsent) or GW_E_CLOSED (connection failed). */
-int gw_h2_session_submit_ping(gw_h2_session_t *s, const uint8_t *opaque8);
 
 /* ---- server push (RFC 9113 §8.4) ------------------------------------------------------------ */
 

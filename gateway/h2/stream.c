@@ -8,11 +8,10 @@
 #include "common/list.h"
 #include "common/pool.h"
 #include "h2/frame.h"
-#include "http/http.h"
-#include "h2/hpack.h"
 #include "h2/sched.h"
 #include "h2/session_internal.h"
 #include "h2/tree.h"
+#include "http/http.h"
 
 void *gw_h2__arena_alloc(arena_t *a, size_t n)
 {
@@ -56,15 +55,6 @@ void gw_h2__chunk_free(gw_h2_stream_t *st, data_chunk_t *c)
         st->chunk0_used = 0;
     else
         gw_free(c);
-}
-
-const char *gw_h2_stream_state_str(gw_h2_stream_state_t st)
-{
-    /* in the order of gw_h2_stream_state_t (RFC 9113 §5.1) */
-    static const char *const n[] = {"idle",  "reserved_local",    "reserved_remote",
-                                    "open",  "half_closed_local", "half_closed_remote",
-                                    "closed"};
-    return GW_NAME_OF(n, st, "unknown");
 }
 
 /* ---- small helpers -------------------------------------------------------------------- */

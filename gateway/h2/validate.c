@@ -1,19 +1,13 @@
-/* h2/validate.c — request validation of RFC 9113 §8.1-§8.3: field names and values, pseudo-
- * header fields, content-length, connection-specific fields; the decoded header block of a
- * request checked as a whole. Pure functions over a decode context, tested in
- * tests/unit/test_h2_validate.c. */
+/* h2/validate.c — request validation of RFC 9113 §8.1-§8.3: field names, pseudo-header
+ * fields, and (by the rules of HTTP, http/http.h) field values, Content-Length and
+ * connection-specific fields; the decoded header block of a request checked as a whole. Pure
+ * functions over a decode context, tested in tests/unit/test_h2_validate.c. */
 #include <string.h>
 
-#include "common/alloc.h"
-#include "common/err.h"
-#include "common/list.h"
-#include "http/http.h"
-#include "common/pool.h"
-#include "h2/frame.h"
 #include "h2/hpack.h"
-#include "h2/sched.h"
 #include "h2/session_internal.h"
 #include "h2/validate.h"
+#include "http/http.h"
 
 void gw_h2__bad(decode_ctx_t *c, const char *why)
 {

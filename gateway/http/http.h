@@ -13,7 +13,6 @@
 #ifndef GW_HTTP_HTTP_H
 #define GW_HTTP_HTTP_H
 
-#include <stddef.h>
 #include <stdint.h>
 
 #include "common/buf.h"
