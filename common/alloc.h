@@ -1,7 +1,8 @@
 /* common/alloc.h — the allocator every h2gate module uses.
  *
  * Thin wrappers over malloc so that tests can make the n-th allocation fail (the
- * failing-allocation sweep of docs/STYLE.md). The countdown is per thread.
+ * failing-allocation sweep of the unit tests, tests/unit/test_alloc_fail.c). The countdown is
+ * per thread.
  */
 #ifndef GW_COMMON_ALLOC_H
 #define GW_COMMON_ALLOC_H

@@ -107,7 +107,7 @@ uint64_t gw_bucket_table_wait_us(gw_bucket_table_t *t, gw_bucket_entry_t *e, siz
 /* The entry's grain (gw_bucket_grain); constant for the entry's life. */
 size_t gw_bucket_table_grain(const gw_bucket_entry_t *e);
 
-/* Leases (issue 27, per-client bandwidth across instances): in a leased table an entry may
+/* Leases (per-client bandwidth across instances): in a leased table an entry may
  * spend, besides its own bucket, only the bytes the cluster granted it; a grant is asked for
  * (by the caller, asynchronously) when fewer than half a lease are left. When the cluster
  * cannot answer, the entry's own bucket alone decides for GW_BUCKET_LEASE_LOCAL_US. */

@@ -266,7 +266,8 @@ typedef struct {
     uint64_t timeout_ms; /* a request head must come within this; an answer go out within it */
 } gw_cfg_admin_t;
 
-/* cluster: the Redis instances share (issue 27): TLS ticket keys now, limits later. */
+/* cluster: what the instances share through Redis: TLS ticket keys, request rates, client
+ * bandwidth leases. */
 typedef struct {
     int enabled;                 /* `cluster.redis` was given */
     gw_cfg_addr_t redis;         /* numeric, or only .text when the host is a name */

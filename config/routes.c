@@ -9,7 +9,7 @@
 #include "config/config_internal.h"
 
 /* Drop later duplicates from a list of field names, compared case-insensitively (field names
- * are, RFC 9110 §5.1): `[accept, Accept]` is one field (issue 18 item 2). */
+ * are, RFC 9110 §5.1): `[accept, Accept]` is one field. */
 static void dedup_nocase(char **l, size_t *n)
 {
     if (!l)

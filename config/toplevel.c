@@ -366,7 +366,7 @@ static void set_defaults(gw_config_t *c)
         /* 64 KiB cost ~50% more CPU per 256 KiB response (origin read pause/resume churn);
          * nghttpx's backend response buffer is 128K too */
         .body_buffer = 128 * 1024,
-        /* a coalesced response is held once for all its subscribers (issue 19 item 2) */
+        /* a coalesced response is held once for all its subscribers */
         .coalesce_buffer = 1024 * 1024,
         .draining_generations = 16,
         .max_tunnels = 10000,

@@ -570,7 +570,7 @@ ssize_t gw_hpack_decode(gw_hpack_dec_t *d, const uint8_t *in, size_t len, int fi
             /* Table-only mode: a field that is not reported (no callback, as for a block on a
              * stream we reset, or past max_list_size) and not added to the table is checked
              * (Huffman code, §5.2) and counted but not materialised: no copy, no buffer
-             * (issue 18 item 6: a 3-byte literal naming a 4 KB entry must not cost 4 KB). */
+             * (a 3-byte literal naming a 4 KB entry must not cost 4 KB). */
             size_t nl = name.len, vl;
             if (!idx && (rv = skip_str(&p, end, &nl)))
                 goto partial_or_err;

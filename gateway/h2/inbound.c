@@ -482,8 +482,8 @@ static int apply_settings(gw_h2_session_t *s, const gw_h2_frame_t *f)
 {
     /* SETTINGS_INITIAL_WINDOW_SIZE walks every open stream: applied once per frame, with the
      * last value the frame carries (§6.5.3 processes the values in order, so the last one is
-     * the one in force after the frame), not once per entry (issue 18 item 9: a 16 KB frame
-     * carries 2,730 entries). The frame codec already refused a value above 2^31-1. */
+     * the one in force after the frame), not once per entry (a 16 KB frame carries 2,730
+     * entries). The frame codec already refused a value above 2^31-1. */
     int iws_seen = 0;
     uint32_t iws = 0, iws_peak = 0;
     for (size_t i = 0; i < f->u.settings.n; i++) {

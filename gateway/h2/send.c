@@ -333,8 +333,8 @@ static int pack_fields(gw_bytes_t *b, const gw_h2_header_t *f, size_t n)
 
 /* Encode st's kept trailers as HEADERS(+CONTINUATION) with END_STREAM and append them to q,
  * after whatever s->out holds: s->out was encoded before, so it must reach the wire before
- * (RFC 7541 §2.3.2: the decoder's table changes in the order blocks arrive; issue 18 item 4:
- * trailers encoded at submit time but framed after their stream's DATA put the HEADERS of
+ * (RFC 7541 §2.3.2: the decoder's table changes in the order blocks arrive; trailers
+ * encoded at submit time but framed after their stream's DATA put the HEADERS of
  * other streams, encoded later and written earlier, out of step with the peer). */
 static int frame_trailers(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q)
 {

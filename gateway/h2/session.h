@@ -383,7 +383,7 @@ int gw_h2_session_set_priority(gw_h2_session_t *s, uint32_t stream_id, int urgen
 /* Current priority of stream_id (default u=3, not incremental). 0 or GW_E_NOENT. */
 int gw_h2_session_get_priority(const gw_h2_session_t *s, uint32_t stream_id, uint8_t *urgency,
                                int *incremental);
-/* Bandwidth hook (the front's token buckets, issue 7): at most `budget` more DATA payload
+/* Bandwidth hook (the front's token buckets): at most `budget` more DATA payload
  * bytes are framed by gw_h2_session_send() — on the whole connection for stream_id 0, on that
  * stream otherwise — and each budget goes down by what is framed. SIZE_MAX (the default) means
  * no limit. A DATA frame is cut to fit the budget; with the connection budget at 0, send()

@@ -185,7 +185,7 @@ void gw_h2__check_request(decode_ctx_t *c)
     /* The request head goes on as an HTTP/1.1 request line (RFC 9112 §3): the method is a token
      * (RFC 9110 §9.1, the rule of both fronts: http/http.h) and the target only RFC 3986
      * path and query characters; anything else is a malformed request, the client's fault,
-     * never an origin failure (RFC 9113 §8.1.1; issues 18.10, 19.3). */
+     * never an origin failure (RFC 9113 §8.1.1). */
     if (!gw_http_method_valid(h->method)) {
         gw_h2__bad(c, "invalid :method");
         return;
@@ -202,7 +202,7 @@ void gw_h2__check_request(decode_ctx_t *c)
         return;
     }
     /* §8.3.1: we only carry http and https URIs; the scheme the origin is told comes from the
-     * listener, never from here (issue 18.3) */
+     * listener, never from here */
     if (!gw_slice_eq(h->scheme, GW_SLICE_LIT("http")) &&
         !gw_slice_eq(h->scheme, GW_SLICE_LIT("https"))) {
         gw_h2__bad(c, "invalid :scheme");
