@@ -32,6 +32,7 @@ LAYERS = [
     "tls",
     "config",
     "h2 h1",
+    "http",
     "common",
 ]
 

@@ -6,8 +6,8 @@
  *             the priorities of a stream (RFC 9218, RFC 7540 tree).
  * validate.c: request validation (RFC 9113 §8.1-§8.3) over a decoded header block.
  * inbound.c:  the input state machine and every inbound frame type.
- * send.c:     submitting (responses, DATA, trailers, RST_STREAM, PING) and framing into the
- *             caller's iovq.
+ * send.c:     submitting (responses, DATA, trailers, RST_STREAM, push promises) and
+ *             framing into the caller's iovq.
  */
 #ifndef GW_H2_SESSION_INTERNAL_H
 #define GW_H2_SESSION_INTERNAL_H
