@@ -95,8 +95,8 @@ static void request_target_vectors(void **state)
                                       "",
                                       "/a b",
                                       "/a#b",
-                                      "/a\x0b"
-                                      "HTTP/1.0",
+                                      ("/a\x0b"
+                                       "HTTP/1.0"), /* a VT, then what looks like a version */
                                       "/\x7f",
                                       "/\xc3\xa9",
                                       "/a\tb",
