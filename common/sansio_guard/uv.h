@@ -1,2 +1,2 @@
 /* Sans-IO guard: codecs (common, h1, h2, config) must not use libuv or OpenSSL. */
-#error "a sans-IO module must not include <uv.h> (docs/ARCHITECTURE.md: the sans-IO layers)"
+#error "a sans-IO module must not include <uv.h> (see docs/ARCHITECTURE.md)"

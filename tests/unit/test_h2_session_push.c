@@ -5,7 +5,6 @@
  * what a client may not do on one. */
 #include "h2_session_util.h"
 
-
 static const gw_h2_header_t CSS_FIELDS[] = {{GW_SLICE_LIT("accept"), GW_SLICE_LIT("text/css")},
                                             {GW_SLICE_LIT("user-agent"), GW_SLICE_LIT("t/1")}};
 
