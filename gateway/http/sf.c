@@ -152,22 +152,16 @@ static int parse_bare(gw_http_sf_t *c, gw_http_sf_item_t *it)
     return t;
 }
 
-/* §3.1.2 Parameters: *( ";" *SP key [ "=" bare-item ] ). 0, or -1 when malformed. */
+/* §3.1.2 Parameters: *( ";" *SP key [ "=" bare-item ] ), read to their end. 0, or -1 when
+ * malformed. */
 static int skip_params(gw_http_sf_t *c)
 {
-    while (at(c, ';')) {
-        c->p++;
-        skip_sp(c);
-        if (!parse_key(c).len)
-            return -1;
-        if (at(c, '=')) {
-            c->p++;
-            gw_http_sf_item_t it;
-            if (!parse_bare(c, &it))
-                return -1;
-        }
-    }
-    return 0;
+    gw_slice_t key;
+    gw_http_sf_item_t value;
+    int rv;
+    while ((rv = gw_http_sf_param_next(c, &key, &value)) > 0)
+        ;
+    return rv;
 }
 
 /* §3.1.1 Inner List: "(" *SP [ item *( 1*SP item ) *SP ] ")" parameters, the parameters of
