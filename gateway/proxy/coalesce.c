@@ -78,50 +78,8 @@ static int name_is(gw_slice_t name, const char *lit)
     return gw_slice_eq_nocase(name, gw_slice_str(lit));
 }
 
-/* The next element of a comma-separated list (RFC 9110 §5.6.1) at *p (before e), without the
- * surrounding whitespace; 0 at the end. A quoted comma splits too: the pieces are never one of
- * the names we look for, so the result only errs towards "not shared". */
-static int next_elem(const uint8_t **p, const uint8_t *e, gw_slice_t *out)
-{
-    const uint8_t *q = *p;
-    while (q < e && (*q == ' ' || *q == '\t' || *q == ','))
-        q++;
-    if (q == e) {
-        *p = q;
-        return 0;
-    }
-    const uint8_t *b = q;
-    while (q < e && *q != ',')
-        q++;
-    const uint8_t *t = q;
-    while (t > b && (t[-1] == ' ' || t[-1] == '\t'))
-        t--;
-    *p = q;
-    *out = (gw_slice_t){b, (size_t)(t - b)};
-    return 1;
-}
-
-/* A Cache-Control directive (RFC 9111 §5.2) split into name and argument (quotes removed). */
-static void directive(gw_slice_t d, gw_slice_t *name, gw_slice_t *arg)
-{
-    size_t i = 0;
-    while (i < d.len && d.base[i] != '=')
-        i++;
-    size_t n = i;
-    while (n > 0 && (d.base[n - 1] == ' ' || d.base[n - 1] == '\t'))
-        n--;
-    *name = (gw_slice_t){d.base, n};
-    *arg = (gw_slice_t){0};
-    if (i < d.len) {
-        const uint8_t *a = d.base + i + 1, *e = d.base + d.len;
-        while (a < e && (*a == ' ' || *a == '\t'))
-            a++;
-        if (e - a >= 2 && *a == '"' && e[-1] == '"')
-            a++, e--;
-        *arg = (gw_slice_t){a, (size_t)(e - a)};
-    }
-}
-
+/* Lists are split at every comma, quoted or not (no GW_HTTP_LIST_F_QUOTED): a piece of a quoted
+ * string is never one of the names looked for, so the answer only errs towards "not shared". */
 /* delta-seconds of value 0 (RFC 9111 §1.2.2: "0", "00", …); an empty argument is not 0. */
 static int is_zero(gw_slice_t a)
 {
@@ -155,19 +113,19 @@ int gw_proxy__coalesce_request_ok(const gw_cfg_route_t *r, const gw_req_head_t *
             (name_is(f->name, "authorization") || name_is(f->name, "cookie")))
             return 0; /* RFC 9111 §3.5 */
         if (name_is(f->name, "cache-control")) {
-            const uint8_t *p = f->value.base, *e = p + f->value.len;
+            gw_http_list_t l = gw_http_list(f->value, ',', 0);
             gw_slice_t d, dn, da;
-            while (next_elem(&p, e, &d)) {
-                directive(d, &dn, &da);
+            while (gw_http_list_next(&l, &d)) {
+                gw_http_param_split(d, &dn, &da); /* RFC 9111 §5.2: name[=arg] */
                 if (name_is(dn, "no-cache") || name_is(dn, "no-store") ||
                     (name_is(dn, "max-age") && is_zero(da)))
                     return 0; /* RFC 9111 §5.2.1.4, §5.2.1.5, §5.2.1.1 */
             }
         }
         if (name_is(f->name, "pragma")) {
-            const uint8_t *p = f->value.base, *e = p + f->value.len;
+            gw_http_list_t l = gw_http_list(f->value, ',', 0);
             gw_slice_t d;
-            while (next_elem(&p, e, &d))
+            while (gw_http_list_next(&l, &d))
                 if (name_is(d, "no-cache"))
                     return 0; /* RFC 9111 §5.4 */
         }
@@ -290,7 +248,7 @@ int gw_proxy__reusable(unsigned status, const gw_field_t *f, size_t n, const cha
     int explicit_fresh = 0, auth_ok = 0;
     for (size_t i = 0; i < n; i++) {
         gw_slice_t name = f[i].name;
-        const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
+        gw_http_list_t l = gw_http_list(f[i].value, ',', 0);
         gw_slice_t d;
         if (name_is(name, "set-cookie"))
             return 0;
@@ -298,8 +256,8 @@ int gw_proxy__reusable(unsigned status, const gw_field_t *f, size_t n, const cha
             explicit_fresh = 1; /* RFC 9111 §5.3 */
         } else if (name_is(name, "cache-control")) {
             gw_slice_t dn, da;
-            while (next_elem(&p, e, &d)) {
-                directive(d, &dn, &da);
+            while (gw_http_list_next(&l, &d)) {
+                gw_http_param_split(d, &dn, &da); /* RFC 9111 §5.2: name[=arg] */
                 if (name_is(dn, "no-store") || name_is(dn, "private") || name_is(dn, "no-cache"))
                     return 0; /* RFC 9111 §5.2.2.5, §5.2.2.7, §5.2.2.4 */
                 if (name_is(dn, "public") || name_is(dn, "s-maxage") || name_is(dn, "max-age"))
@@ -309,7 +267,7 @@ int gw_proxy__reusable(unsigned status, const gw_field_t *f, size_t n, const cha
                     auth_ok = 1; /* RFC 9111 §3.5 */
             }
         } else if (name_is(name, "vary")) {
-            while (next_elem(&p, e, &d)) {
+            while (gw_http_list_next(&l, &d)) {
                 if (gw_slice_eq(d, GW_SLICE_LIT("*")))
                     return 0; /* RFC 9111 §4.1: never matches */
                 int in_key = 0;

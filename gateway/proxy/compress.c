@@ -5,6 +5,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "http/http.h"
 #include "proxy/proxy_internal.h"
 
 /* ---- negotiation (RFC 9110 §12.5.3) -----------------------------------------------------------
@@ -40,25 +41,20 @@ static int q_of(const gw_slice_t *vals, size_t n, const char *coding)
 {
     int q_self = -1, q_star = -1;
     for (size_t k = 0; k < n; k++) {
-        const uint8_t *p = vals[k].base, *e = p + vals[k].len;
-        while (p < e) {
-            const uint8_t *c = memchr(p, ',', (size_t)(e - p));
-            gw_slice_t item = {p, (size_t)((c ? c : e) - p)};
-            p = c ? c + 1 : e;
-            const uint8_t *semi = memchr(item.base, ';', item.len);
-            gw_slice_t name = gw_slice_trim(
-                (gw_slice_t){item.base, semi ? (size_t)(semi - item.base) : item.len});
+        gw_http_list_t items = gw_http_list(vals[k], ',', 0);
+        gw_slice_t item;
+        while (gw_http_list_next(&items, &item)) {
+            gw_http_list_t params;
+            gw_slice_t name = gw_http_elem_params(item, 0, &params);
+            gw_slice_t param, pn, pv;
             int q = 1000;
-            while (semi) { /* parameters: only q matters */
-                const uint8_t *ps = semi + 1, *pe = item.base + item.len;
-                const uint8_t *nx = memchr(ps, ';', (size_t)(pe - ps));
-                gw_slice_t param = gw_slice_trim((gw_slice_t){ps, (size_t)((nx ? nx : pe) - ps)});
-                if (param.len >= 2 && (param.base[0] == 'q' || param.base[0] == 'Q') &&
-                    param.base[1] == '=') {
-                    int v = parse_q(gw_slice_trim((gw_slice_t){param.base + 2, param.len - 2}));
+            while (gw_http_list_next(&params, &param)) { /* parameters: only q matters */
+                /* weight = OWS ";" OWS "q=" qvalue (RFC 9110 §12.4.2): no space around "=" */
+                if (gw_http_param_split(param, &pn, &pv) && pn.len == 1 &&
+                    (pn.base[0] | 0x20) == 'q' && param.base[1] == '=') {
+                    int v = parse_q(pv);
                     q = v < 0 ? 0 : v; /* an invalid weight accepts nothing */
                 }
-                semi = nx;
             }
             if (name.len == 0)
                 continue;
@@ -117,9 +113,8 @@ const char *gw_proxy_zskip_name(gw_zskip_t k)
 
 int gw_proxy__type_listed(const gw_cfg_compression_t *z, gw_slice_t ctype)
 {
-    const uint8_t *semi = memchr(ctype.base, ';', ctype.len);
-    gw_slice_t t =
-        gw_slice_trim((gw_slice_t){ctype.base, semi ? (size_t)(semi - ctype.base) : ctype.len});
+    gw_http_list_t params; /* the media type without its parameters (RFC 9110 §8.3.1) */
+    gw_slice_t t = gw_http_elem_params(ctype, GW_HTTP_LIST_F_QUOTED, &params);
     if (!t.len)
         return 0;
     for (size_t i = 0; i < z->types_len; i++) {

@@ -11,7 +11,6 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "http/http.h"
-#include "http/http.h"
 #include "proxy/proxy_internal.h"
 
 const char *gw_req_proto_str(gw_req_proto_t p)
@@ -44,21 +43,6 @@ typedef struct {
     size_t fn;
 } conn_toks_t;
 
-/* The next token of a comma-separated list at *p (before e), skipping separators and
- * whitespace; 0 at the end. */
-static int next_token(const uint8_t **p, const uint8_t *e, gw_slice_t *tok)
-{
-    const uint8_t *q = *p;
-    while (q < e && (*q == ' ' || *q == '\t' || *q == ','))
-        q++;
-    const uint8_t *b = q;
-    while (q < e && *q != ',' && *q != ' ' && *q != '\t')
-        q++;
-    *p = q;
-    *tok = (gw_slice_t){b, (size_t)(q - b)};
-    return q > b;
-}
-
 /* Split the message's Connection fields into t; non-zero when it has any (one pass over the
  * fields for both questions). */
 static int conn_toks(conn_toks_t *t, const gw_field_t *f, size_t n)
@@ -73,9 +57,9 @@ static int conn_toks(conn_toks_t *t, const gw_field_t *f, size_t n)
         if (!gw_proxy__name_is(f[i].name, "connection"))
             continue;
         any = 1;
-        const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
+        gw_http_list_t l = gw_http_list(f[i].value, ',', GW_HTTP_LIST_F_SPACE);
         gw_slice_t tok;
-        while (next_token(&p, e, &tok)) {
+        while (gw_http_list_next(&l, &tok)) {
             if (t->n == CONN_TOKENS) {
                 t->overflow = 1;
                 return 1;
@@ -100,9 +84,9 @@ static int named_by_connection_slow(const conn_toks_t *t, gw_slice_t name)
     for (size_t i = 0; i < t->fn; i++) {
         if (!gw_proxy__name_is(t->f[i].name, "connection"))
             continue;
-        const uint8_t *p = t->f[i].value.base, *e = p + t->f[i].value.len;
+        gw_http_list_t l = gw_http_list(t->f[i].value, ',', GW_HTTP_LIST_F_SPACE);
         gw_slice_t tok;
-        while (next_token(&p, e, &tok))
+        while (gw_http_list_next(&l, &tok))
             if (gw_slice_eq_nocase(tok, name))
                 return 1;
     }
@@ -546,16 +530,12 @@ int gw_proxy__list_has(const gw_field_t *f, size_t n, const char *name, const ch
     for (size_t i = 0; i < n; i++) {
         if (!gw_proxy__name_is(f[i].name, name))
             continue;
-        const uint8_t *p = f[i].value.base, *e = p + f[i].value.len;
-        while (p < e) {
-            const uint8_t *c = memchr(p, ',', (size_t)(e - p));
-            gw_slice_t t = gw_slice_trim((gw_slice_t){p, (size_t)((c ? c : e) - p)});
-            const uint8_t *eq = memchr(t.base, '=', t.len);
-            if (eq)
-                t.len = (size_t)(eq - t.base);
-            if (gw_slice_eq_nocase(gw_slice_trim(t), gw_slice_str(token)))
+        gw_http_list_t l = gw_http_list(f[i].value, ',', 0);
+        gw_slice_t elem, tname, arg;
+        while (gw_http_list_next(&l, &elem)) {
+            gw_http_param_split(elem, &tname, &arg);
+            if (gw_slice_eq_nocase(tname, gw_slice_str(token)))
                 return 1;
-            p = c ? c + 1 : e;
         }
     }
     return 0;

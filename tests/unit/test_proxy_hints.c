@@ -380,12 +380,62 @@ static void push_targets(void **state)
     assert_int_equal(push_calls, 1);
 }
 
+/* The rel bits of one link-value (RFC 8288 §3): parameters split at ";" outside quoted
+ * strings, "=" with optional whitespace around it, rel a space-separated list. */
+static void link_rels(void **state)
+{
+    (void)state;
+    struct {
+        const char *v;
+        unsigned want;
+    } cases[] = {
+        {"</a.css>; rel=preload", GW_PROXY_LINK_PRELOAD},
+        {"</a.css>;rel=\"preload  modulepreload\"",
+         GW_PROXY_LINK_PRELOAD | GW_PROXY_LINK_MODULEPRELOAD},
+        {"</a.css>; REL = Preconnect", GW_PROXY_LINK_PRECONNECT},
+        {"</a.css>; rel=preload; nopush", GW_PROXY_LINK_PRELOAD | GW_PROXY_LINK_NOPUSH},
+        {"</a;b.css>; rel=preload", GW_PROXY_LINK_PRELOAD},
+        /* a quoted ";" does not start a parameter: the title is one value */
+        {"</a.css>; title=\"x;rel=preload;y\"", 0},
+        {"</a.css>; title=\"x;nopush\"; rel=preconnect", GW_PROXY_LINK_PRECONNECT},
+        {"</a.css>; rel=prefetch", 0},
+        {"</a.css>", 0},
+        {"/a.css; rel=preload", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        unsigned bits = gw_proxy__link_rels(gw_slice_str(cases[i].v));
+        if (bits != cases[i].want)
+            fail_msg("%s: %u, want %u", cases[i].v, bits, cases[i].want);
+    }
+    /* the link-values of two Link fields, in order: a comma in a <target> or a quoted string
+     * does not end one */
+    gw_field_t f[] = {
+        {GW_SLICE_LIT("link"), GW_SLICE_LIT("</a,b.css>; rel=preload, , </c.js>; title=\"1,2\"; "
+                                            "rel=modulepreload")},
+        {GW_SLICE_LIT("vary"), GW_SLICE_LIT("accept")},
+        {GW_SLICE_LIT("Link"), GW_SLICE_LIT("<https://cdn.example>; rel=preconnect")},
+    };
+    gw_proxy__link_iter_t it = {.f = f, .n = 3};
+    const char *want[] = {"</a,b.css>; rel=preload", "</c.js>; title=\"1,2\"; rel=modulepreload",
+                          "<https://cdn.example>; rel=preconnect"};
+    unsigned want_rels[] = {GW_PROXY_LINK_PRELOAD, GW_PROXY_LINK_MODULEPRELOAD,
+                            GW_PROXY_LINK_PRECONNECT};
+    unsigned rels;
+    for (size_t i = 0; i < 3; i++) {
+        gw_slice_t v = gw_proxy__link_next(&it, &rels);
+        assert_true(gw_slice_eq(v, gw_slice_str(want[i])));
+        assert_int_equal(rels, want_rels[i]);
+    }
+    assert_null(gw_proxy__link_next(&it, &rels).base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(navigation),          cmocka_unit_test(learn_and_send),
         cmocka_unit_test(learn_not_the_query), cmocka_unit_test(learn_private_keyed_on_credentials),
         cmocka_unit_test(hint_fields),         cmocka_unit_test(push_targets),
+        cmocka_unit_test(link_rels),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
