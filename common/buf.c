@@ -328,6 +328,7 @@ size_t gw_iovq_take(gw_iovq_t *q, gw_iovq_ent_t *out, size_t max)
     return n;
 }
 
+#ifdef GW_TEST_API
 size_t gw_iovq_flatten(const gw_iovq_t *q, uint8_t *dst, size_t cap)
 {
     size_t off = 0;
@@ -339,3 +340,4 @@ size_t gw_iovq_flatten(const gw_iovq_t *q, uint8_t *dst, size_t cap)
     }
     return off;
 }
+#endif

@@ -166,7 +166,9 @@ size_t gw_iovq_peek(const gw_iovq_t *q, struct iovec *out, size_t max);
 size_t gw_iovq_take(gw_iovq_t *q, gw_iovq_ent_t *out, size_t max);
 /* n bytes were written: drop them from the head, releasing pins. */
 void gw_iovq_consume(gw_iovq_t *q, size_t n);
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* Copy the whole queue into dst (tests); returns bytes copied, at most cap. */
 size_t gw_iovq_flatten(const gw_iovq_t *q, uint8_t *dst, size_t cap);
+#endif
 
 #endif

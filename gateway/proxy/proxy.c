@@ -148,20 +148,17 @@ void gw_proxy_set_zmem_count(gw_proxy_t *p, uint64_t *n)
     p->zcharged = n ? n : &p->zcharged_own;
 }
 
-unsigned gw_proxy_tunnels(const gw_proxy_t *p)
-{
-    return *p->tunnels;
-}
-
 int gw_proxy_ws_h1_request(gw_slice_t method, const gw_field_t *f, size_t n)
 {
     return gw_proxy__ws_h1_request(method, f, n);
 }
 
+#ifdef GW_TEST_API
 void gw_proxy_stats(const gw_proxy_t *p, gw_proxy_stats_t *out)
 {
     *out = p->stats;
 }
+#endif
 
 void gw_proxy_zstats(const gw_proxy_t *p, gw_proxy_zstats_t *out)
 {

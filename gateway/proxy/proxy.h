@@ -70,7 +70,6 @@ void gw_proxy_set_tunnel_count(gw_proxy_t *p, unsigned *n);
  * the proxies of its generations in the same way; *n outlives p, and every compressor of p
  * uncharges it before p is deleted. Without it, per proxy. Set before the first request. */
 void gw_proxy_set_zmem_count(gw_proxy_t *p, uint64_t *n);
-unsigned gw_proxy_tunnels(const gw_proxy_t *p);
 /* An HTTP/1.1 request head that opens a WebSocket (RFC 6455 §4.1): GET, `Upgrade: websocket`
  * and `Connection: upgrade`. The front asks it, with the route's `websocket`, before it sets
  * gw_req_head_t.protocol. */
@@ -160,7 +159,9 @@ typedef struct {
     uint64_t upload_stalled;  /* requests ended by timeouts.request_body (408 or reset) */
     uint64_t rate_limited;    /* requests answered 429 (routes[].request_rate) */
 } gw_proxy_stats_t;
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 void gw_proxy_stats(const gw_proxy_t *p, gw_proxy_stats_t *out);
+#endif
 
 /* One origin server of upstream `up` (indices into the configuration) as the metrics show it. */
 typedef struct {

@@ -581,8 +581,11 @@ size_t gw_zstream_weigh(const gw_cfg_compression_t *cfg, gw_zcoding_t c);
  * 0 or a negative code. */
 int gw_zstream_run(gw_zstream_t *s, const uint8_t *in, size_t len, int finish,
                    gw_proxy__cbody_t *store);
-/* Its memory now (bytes from its allocator), its coding. */
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
+/* Its memory now (bytes from its allocator). */
 size_t gw_zstream_mem(const gw_zstream_t *s);
+#endif
+/* Its coding. */
 gw_zcoding_t gw_zstream_coding(const gw_zstream_t *s);
 /* Append a piece size; 0 or GW_E_NOMEM. */
 int gw_zchunks_push(gw_zchunks_t *c, uint32_t len);

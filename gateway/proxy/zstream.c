@@ -307,10 +307,12 @@ int gw_zstream_run(gw_zstream_t *s, const uint8_t *in, size_t len, int finish,
     }
 }
 
+#ifdef GW_TEST_API
 size_t gw_zstream_mem(const gw_zstream_t *s)
 {
     return s->own;
 }
+#endif
 
 size_t gw_zstream_weigh(const gw_cfg_compression_t *cfg, gw_zcoding_t c)
 {
