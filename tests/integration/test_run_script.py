@@ -96,7 +96,8 @@ def test_scripts_run_serves_on_the_ports_of_the_environment_and_stops_on_ctrl_c(
     assert "h2gate_requests_total" in r.stdout, r.stdout[:500]
     # Ctrl-C reaches the whole foreground process group
     os.killpg(p.pid, signal.SIGINT)
-    assert p.wait(timeout=20) in (0, 130)
+    st = p.wait(timeout=20)
+    assert st in (0, 130), output()
     time.sleep(0.2)
     for port in ports.values():
         assert not port_busy(port), f"port {port} still in use after Ctrl-C"
