@@ -1,4 +1,4 @@
-/* back_test_util.c — helpers shared by the split test files of test_back_pool.c. */
+/* back_test_util.c — the fixture of the back/ unit tests (back_test_util.h). */
 #include "back_test_util.h"
 
 uv_loop_t loop;
@@ -342,6 +342,7 @@ int closed_port(void)
 void tcfg_init(tcfg_t *t, const int *ports, const unsigned *weights, size_t n)
 {
     memset(t, 0, sizeof(*t));
+    assert_true(n <= GW_TEST_SERVERS);
     for (size_t i = 0; i < n; i++) {
         struct sockaddr_in *a = (struct sockaddr_in *)&t->srv[i].addr.ss;
         uv_ip4_addr("127.0.0.1", ports[i], a);
@@ -538,14 +539,16 @@ void teardown_all(gw_back_t *b, origin_t *o, size_t n)
 
 int setup(void **state)
 {
-    (void)state;
+    static bfix_t fixture;
+    memset(&fixture, 0, sizeof(fixture));
+    *state = &fixture;
     gw_log_set_level(getenv("GW_TEST_DEBUG") ? GW_LOG_DEBUG : GW_LOG_WARN);
     return uv_loop_init(&loop);
 }
 
 int teardown(void **state)
 {
-    (void)state;
+    fix_end(*state);
     uv_run(&loop, UV_RUN_NOWAIT);
     assert_int_equal(uv_loop_close(&loop), 0); /* every handle of ours was closed */
     return 0;
@@ -556,4 +559,109 @@ gw_back_t *mkback(tcfg_t *t)
     gw_back_t *b = NULL;
     assert_int_equal(gw_back_new(&loop, &t->cfg, &b), 0);
     return b;
+}
+
+void fix_origins(bfix_t *f, const omode_t *modes, const unsigned *weights, size_t n)
+{
+    int ports[3];
+    memset(f, 0, sizeof(*f));
+    assert_true(n <= sizeof(f->o) / sizeof(f->o[0]));
+    for (size_t i = 0; i < n; i++) {
+        origin_start(&f->o[i], modes[i], 0);
+        ports[i] = f->o[i].port;
+    }
+    f->n = n;
+    tcfg_init(&f->t, ports, weights, n);
+}
+
+origin_t *fix_origin(bfix_t *f, omode_t mode)
+{
+    fix_origins(f, &mode, NULL, 1);
+    return &f->o[0];
+}
+
+void fix_port(bfix_t *f, int port)
+{
+    memset(f, 0, sizeof(*f));
+    tcfg_init(&f->t, &port, NULL, 1);
+}
+
+int listen_fd(int backlog, bfix_t *f)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(fd, backlog), 0);
+    socklen_t l = sizeof(a);
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    fix_port(f, ntohs(a.sin_port));
+    return fd;
+}
+
+origin_t *fix_origin_at_port(bfix_t *f, omode_t mode)
+{
+    const struct sockaddr_in *a = (const struct sockaddr_in *)&f->t.srv[0].addr.ss;
+    assert_int_equal(f->n, 0);
+    origin_start(&f->o[0], mode, ntohs(a->sin_port));
+    f->n = 1;
+    return &f->o[0];
+}
+
+gw_back_t *fix_back(bfix_t *f)
+{
+    f->b = mkback(&f->t);
+    return f->b;
+}
+
+void fix_end(bfix_t *f)
+{
+    teardown_all(f->b, f->o, f->n);
+    f->b = NULL;
+    f->n = 0;
+}
+
+gw_back_stats_t stats_of(gw_back_t *b)
+{
+    gw_back_stats_t st;
+    gw_back_stats(b, SIZE_MAX, &st);
+    return st;
+}
+
+void run_client(client_t *cl, uint64_t ms)
+{
+    while (cl->started < cl->target && cl->inflight < cl->max_inflight)
+        start_one(cl);
+    assert_true(run_until(done_pred, cl, ms));
+}
+
+gw_back_exch_t *upload(client_t *cl, const char *method, const char *target, int64_t body_len)
+{
+    gw_back_req_t r = {.method = gw_slice_str(method),
+                       .target = gw_slice_str(target),
+                       .host = GW_SLICE_LIT("h"),
+                       .body_len = body_len,
+                       .idempotent = strcmp(method, "POST") != 0};
+    gw_back_exch_t *x = NULL;
+    assert_int_equal(gw_back_request(cl->back, 0, &r, &ccbs, cl, &x), 0);
+    cl->started++;
+    cl->inflight++;
+    return x;
+}
+
+gw_rbuf_t *rbuf_of(const char *s)
+{
+    size_t n = strlen(s);
+    gw_rbuf_t *rb = gw_rbuf_new(n ? n : 1);
+    memcpy(rb->data, s, n);
+    rb->len = n;
+    return rb;
+}
+
+int back_tests_run(const char *group, const struct CMUnitTest *tests, size_t n)
+{
+    signal(SIGPIPE, SIG_IGN); /* as the gateway: a write to a closed origin is an EPIPE */
+    memset(big_body, 'b', sizeof(big_body));
+    if (getenv("GW_TEST_FILTER")) /* e.g. GW_TEST_FILTER='pipeline_*' */
+        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
+    return _cmocka_run_group_tests(group, tests, n, NULL, NULL);
 }

@@ -1,5 +1,6 @@
-/* back_test_util.h — helpers shared by the split test files of test_back_pool.c (see
- * back_test_util.c). */
+/* back_test_util.h — the fixture of every back/ unit test: in-process origins on the test's
+ * libuv loop, the config of one upstream over them, a back, and clients that count what their
+ * exchanges got (see back_test_util.c). */
 #ifndef GW_TEST_BACK_TEST_UTIL_H
 #define GW_TEST_BACK_TEST_UTIL_H
 
@@ -88,11 +89,13 @@ typedef struct {
 
 /* ---- config --------------------------------------------------------------------------------- */
 
+#define GW_TEST_SERVERS 8 /* at most, in a tcfg_t */
+
 typedef struct {
     gw_config_t cfg;
     gw_cfg_upstream_t up;
-    gw_cfg_server_t srv[4];
-    char host[4][32];
+    gw_cfg_server_t srv[GW_TEST_SERVERS];
+    char host[GW_TEST_SERVERS][32];
 } tcfg_t;
 
 /* ---- client side ---------------------------------------------------------------------------- */
@@ -127,7 +130,7 @@ void oflush(oconn_t *c);
 void odelayed(uv_timer_t *t);
 extern char big_body[1 << 20];
 void odrip(uv_timer_t *t);
-void oappend(oconn_t *c, const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) void oappend(oconn_t *c, const char *fmt, ...);
 void oecho(oconn_t *c, const char *req, size_t len);
 size_t request_len(const char *buf, size_t len);
 void oanswer(oconn_t *c);
@@ -153,8 +156,55 @@ void wake(uv_timer_t *t);
 int flag_pred(void *a);
 void run_for(uint64_t ms);
 void teardown_all(gw_back_t *b, origin_t *o, size_t n);
+/* cmocka's setup and teardown of a back test: the loop, and a fixture (bfix_t) in *state that
+ * teardown ends (fix_end) and whose loop must then have no handle left. */
 int setup(void **state);
 int teardown(void **state);
 gw_back_t *mkback(tcfg_t *t);
+
+/* ---- the fixture: origins, the config of one upstream over them, the back ------------------ */
+
+typedef struct {
+    origin_t o[3]; /* the origins, started by fix_origins() (o[0] by fix_origin()) */
+    size_t n;      /* how many of o[] run */
+    tcfg_t t;      /* one upstream with a server per origin; change t.up before fix_back() */
+    gw_back_t *b;  /* fix_back() */
+} bfix_t;
+
+/* One origin in mode and the upstream whose only server it is (tcfg_init's defaults); returns
+ * the origin. */
+origin_t *fix_origin(bfix_t *f, omode_t mode);
+/* n origins in modes[0..n), the upstream over them with weights (NULL: 1 each). */
+void fix_origins(bfix_t *f, const omode_t *modes, const unsigned *weights, size_t n);
+/* No origin: the upstream's only server is port (a closed_port(), or one the test serves). */
+void fix_port(bfix_t *f, int port);
+/* A listening socket on 127.0.0.1 with backlog that nothing accepts from (the test does, or
+ * not), and the upstream whose only server it is (fix_port); returns the socket. */
+int listen_fd(int backlog, bfix_t *f);
+/* Start an origin in mode on the port of f's only server (a fix_port() that was closed). */
+origin_t *fix_origin_at_port(bfix_t *f, omode_t mode);
+/* The back over f->t. */
+gw_back_t *fix_back(bfix_t *f);
+/* gw_back_del (unless the test deleted it and set f->b to NULL), stop the origins, run the
+ * loop until their handles closed; f can start again. teardown() does it after each test. */
+void fix_end(bfix_t *f);
+
+/* The counters of the whole back. */
+gw_back_stats_t stats_of(gw_back_t *b);
+/* Start cl's requests (up to max_inflight at a time, the rest as those finish) and run the
+ * loop until target of them completed or failed; fails the test after ms. */
+void run_client(client_t *cl, uint64_t ms);
+/* Start a request with a body for cl: method to target, body_len bytes (-1: chunked);
+ * counted as started and in flight. */
+gw_back_exch_t *upload(client_t *cl, const char *method, const char *target, int64_t body_len);
+/* A new buffer holding the bytes of s (one reference, the caller's). */
+gw_rbuf_t *rbuf_of(const char *s);
+
+/* One test of a back test file: the loop set up before, checked empty after. */
+#define BACK_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+/* Run a back test file's tests (GW_TEST_FILTER='name*' selects some), SIGPIPE ignored as in
+ * the gateway, big_body filled. */
+int back_tests_run(const char *group, const struct CMUnitTest *tests, size_t n);
+#define RUN_BACK_TESTS(t) back_tests_run(#t, t, sizeof(t) / sizeof((t)[0]))
 
 #endif

@@ -1,34 +1,14 @@
-/* test_back_balance.c — split from test_back_pool.c (same helpers, back_test_util.h). */
-#include <setjmp.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <cmocka.h>
-#include "back/back.h"
-#include "common/alloc.h"
-#include "common/clock.h"
-#include "common/err.h"
-#include "common/log.h"
+/* Unit tests of back/: the queue (bounds, timeouts, order by urgency), passive and active
+ * health, and balancing over several origins. */
 #include "back_test_util.h"
 
 static void queue_full_503(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_SILENT, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.max_connections = 1;
-    t.up.queue_size = 2;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    fix_origin(f, O_SILENT);
+    f->t.up.max_connections = 1;
+    f->t.up.queue_size = 2;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 4, .max_inflight = 4};
     gw_back_exch_t *x[3];
     for (int i = 0; i < 3; i++)
@@ -36,29 +16,22 @@ static void queue_full_503(void **state)
     int rc = request(&cl, NULL);
     assert_int_equal(rc, GW_E_LIMIT);
     assert_int_equal(gw_back_status_for(rc), 503);
-    gw_back_stats_t st;
-    gw_back_stats(b, 0, &st);
-    assert_int_equal(st.queued, 2);
+    assert_int_equal(stats_of(b).queued, 2);
     gw_back_cancel(x[1]); /* leaves the queue */
-    gw_back_stats(b, 0, &st);
-    assert_int_equal(st.queued, 1);
+    assert_int_equal(stats_of(b).queued, 1);
     assert_int_equal(request(&cl, &x[1]), 0);
     for (int i = 0; i < 3; i++)
         gw_back_cancel(x[i]);
     assert_int_equal(cl.errors, 0); /* cancel fires nothing */
-    teardown_all(b, &o, 1);
 }
 
 static void queue_timeout_504(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_SILENT, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.max_connections = 1;
-    t.up.queue_timeout_ms = 100;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    fix_origin(f, O_SILENT);
+    f->t.up.max_connections = 1;
+    f->t.up.queue_timeout_ms = 100;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 2, .max_inflight = 2};
     gw_back_exch_t *x0, *x1;
     assert_int_equal(request(&cl, &x0), 0);
@@ -72,212 +45,160 @@ static void queue_timeout_504(void **state)
     assert_int_equal(gw_back_status_for(cl.last_error), 504);
     assert_true(dt >= 90 && dt < 1500);
     gw_back_cancel(x0);
-    teardown_all(b, &o, 1);
 }
 
-static void queue_order_urgency(void **state)
+/* A back over one origin with one connection, its queue ordered by urgency; one client and
+ * one request per urgency of urg[0..n) (cl[0]'s takes the connection, the rest wait). */
+static gw_back_t *urgency_queue(bfix_t *f, client_t *cl, gw_back_exch_t **x, const uint8_t *urg,
+                                size_t n)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_OK, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.max_connections = 1;
-    gw_back_t *b = mkback(&t);
+    fix_origin(f, O_OK);
+    f->t.up.max_connections = 1;
+    gw_back_t *b = fix_back(f);
     assert_int_equal(gw_back_set_queue_order(b, 0, gw_back_queue_urgency), 0);
-    client_t cl[4];
-    gw_back_exch_t *x;
-    const uint8_t urg[4] = {3, 7, 0, 3};
-    for (int i = 0; i < 4; i++) {
-        cl[i] = (client_t){.back = b, .target = 1, .max_inflight = 1};
+    for (size_t i = 0; i < n; i++) {
+        cl[i] = (client_t){.back = b, .target = 1, .started = 1, .inflight = 1, .max_inflight = 1};
         gw_back_req_t r = {.method = GW_SLICE_LIT("GET"),
                            .target = GW_SLICE_LIT("/"),
                            .host = GW_SLICE_LIT("h"),
                            .urgency = urg[i]};
-        assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl[i], &x), 0);
+        assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl[i], &x[i]), 0);
     }
-    /* cl[0] holds the only connection; the queue serves urgency 0, then 3 (FIFO), then 7. */
-    int order[4], k = 0;
+    return b;
+}
+
+/* Run the loop until each of cl[0..n) completed; the indexes of cl in the order they did
+ * must be want[0..n). */
+static void assert_completion_order(client_t *cl, const int *want, size_t n)
+{
+    int order[8], seen[8] = {0};
+    size_t k = 0;
     uint64_t end = gw_now_ms() + 3000;
-    int seen[4] = {0};
-    while (k < 4 && gw_now_ms() < end) {
+    assert_true(n <= 8);
+    while (k < n && gw_now_ms() < end) {
         uv_run(&loop, UV_RUN_ONCE);
-        for (int i = 0; i < 4; i++)
+        for (size_t i = 0; i < n; i++)
             if (cl[i].completed && !seen[i]) {
                 seen[i] = 1;
-                order[k++] = i;
+                order[k++] = (int)i;
             }
     }
-    assert_int_equal(k, 4);
-    assert_int_equal(order[0], 0);
-    assert_int_equal(order[1], 2);
-    assert_int_equal(order[2], 3);
-    assert_int_equal(order[3], 1);
-    teardown_all(b, &o, 1);
+    assert_int_equal(k, n);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(order[i], want[i]);
+}
+
+static void queue_order_urgency(void **state)
+{
+    bfix_t *f = *state;
+    client_t cl[4];
+    gw_back_exch_t *x[4];
+    urgency_queue(f, cl, x, (const uint8_t[]){3, 7, 0, 3}, 4);
+    /* cl[0] holds the only connection; the queue serves urgency 0, then 3 (FIFO), then 7. */
+    assert_completion_order(cl, (const int[]){0, 2, 3, 1}, 4);
 }
 
 /* gw_back_set_urgency moves a waiting exchange: raised to urgency 0 it leaves the queue
  * first, lowered to 7 it goes behind everything; the one on the connection is unaffected. */
 static void queue_reprioritize(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_OK, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.max_connections = 1;
-    gw_back_t *b = mkback(&t);
-    assert_int_equal(gw_back_set_queue_order(b, 0, gw_back_queue_urgency), 0);
+    bfix_t *f = *state;
     client_t cl[5];
     gw_back_exch_t *x[5];
-    for (int i = 0; i < 5; i++) {
-        cl[i] = (client_t){.back = b, .target = 1, .max_inflight = 1};
-        gw_back_req_t r = {.method = GW_SLICE_LIT("GET"),
-                           .target = GW_SLICE_LIT("/"),
-                           .host = GW_SLICE_LIT("h"),
-                           .urgency = 3};
-        assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl[i], &x[i]), 0);
-    }
+    gw_back_t *b = urgency_queue(f, cl, x, (const uint8_t[]){3, 3, 3, 3, 3}, 5);
     /* cl[0] holds the connection; queue 1 2 3 4 at urgency 3 */
     gw_back_set_urgency(x[4], 0); /* to the front */
     gw_back_set_urgency(x[1], 7); /* to the back */
     gw_back_set_urgency(x[3], 3); /* unchanged: keeps its place */
     gw_back_set_urgency(x[0], 7); /* already started: no effect on order */
-    int order[5], k = 0;
-    uint64_t end = gw_now_ms() + 3000;
-    int seen[5] = {0};
-    while (k < 5 && gw_now_ms() < end) {
-        uv_run(&loop, UV_RUN_ONCE);
-        for (int i = 0; i < 5; i++)
-            if (cl[i].completed && !seen[i]) {
-                seen[i] = 1;
-                order[k++] = i;
-            }
-    }
-    assert_int_equal(k, 5);
-    const int want[5] = {0, 4, 2, 3, 1};
-    for (int i = 0; i < 5; i++)
-        assert_int_equal(order[i], want[i]);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
-    assert_int_equal(st.queued, 0);
-    teardown_all(b, &o, 1);
+    assert_completion_order(cl, (const int[]){0, 4, 2, 3, 1}, 5);
+    assert_int_equal(stats_of(b).queued, 0);
 }
 
 static void ejection_and_return(void **state)
 {
-    (void)state;
-    int port = closed_port();
-    tcfg_t t;
-    tcfg_init(&t, &port, NULL, 1);
-    t.up.fail_threshold = 2;
-    t.up.eject_ms = 200;
-    t.up.retries = 0;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    fix_port(f, closed_port());
+    f->t.up.fail_threshold = 2;
+    f->t.up.eject_ms = 200;
+    f->t.up.retries = 0;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 2, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.errors, 2);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 1);
     int rc = request(&cl, NULL);
     assert_int_equal(rc, GW_E_NOENT);
     assert_int_equal(gw_back_status_for(rc), 503); /* every server out: unavailable */
     /* The origin comes up on that port; after the back-off the server is used again. */
-    origin_t o;
-    origin_start(&o, O_OK, port);
+    fix_origin_at_port(f, O_OK);
     run_for(250);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
     cl.target = 3;
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.completed, 1);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.ejections, 1);
-    teardown_all(b, &o, 1);
 }
 
 static void active_health_check_returns_server(void **state)
 {
-    (void)state;
-    int port = closed_port();
-    tcfg_t t;
-    tcfg_init(&t, &port, NULL, 1);
-    t.up.fail_threshold = 1;
-    t.up.eject_ms = 60000; /* only the health check can bring it back */
-    t.up.retries = 0;
-    t.up.health_path = "/health";
-    t.up.health_interval_ms = 50;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    fix_port(f, closed_port());
+    f->t.up.fail_threshold = 1;
+    f->t.up.eject_ms = 60000; /* only the health check can bring it back */
+    f->t.up.retries = 0;
+    f->t.up.health_path = "/health";
+    f->t.up.health_interval_ms = 50;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 1);
-    origin_t o;
-    origin_start(&o, O_OK, port);
+    origin_t *o = fix_origin_at_port(f, O_OK);
     run_for(300);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
-    assert_true(o.requests >= 1);
-    teardown_all(b, &o, 1);
+    assert_true(o->requests >= 1);
 }
 
 static void all_ejected_fails_queued(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* Every server ejected while exchanges wait: they fail with GW_E_NOENT, not at timeout. */
-    int port = closed_port();
-    tcfg_t t;
-    tcfg_init(&t, &port, NULL, 1);
-    t.up.fail_threshold = 1;
-    t.up.retries = 0;
-    t.up.max_connections = 1;
-    gw_back_t *b = mkback(&t);
+    fix_port(f, closed_port());
+    f->t.up.fail_threshold = 1;
+    f->t.up.retries = 0;
+    f->t.up.max_connections = 1;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 3, .max_inflight = 3};
-    for (int i = 0; i < 3; i++)
-        start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.errors, 3);
     assert_int_equal(cl.noent, 2); /* the first one failed with GW_E_IO and ejected it */
     assert_int_equal(cl.last_error, GW_E_IO);
-    teardown_all(b, NULL, 0);
 }
 
 static void round_robin_weights(void **state)
 {
-    (void)state;
-    origin_t o[3];
-    unsigned w[3] = {1, 2, 1};
-    int ports[3];
-    for (int i = 0; i < 3; i++) {
-        origin_start(&o[i], O_OK, 0);
-        ports[i] = o[i].port;
-    }
-    tcfg_t t;
-    tcfg_init(&t, ports, w, 3);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    fix_origins(f, (omode_t[]){O_OK, O_OK, O_OK}, (unsigned[]){1, 2, 1}, 3);
+    origin_t *o = f->o;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 400, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 5000));
+    run_client(&cl, 5000);
     assert_int_equal(cl.completed, 400);
     assert_int_equal(o[0].requests, 100);
     assert_int_equal(o[1].requests, 200);
     assert_int_equal(o[2].requests, 100);
     for (int i = 0; i < 3; i++)
         assert_int_equal(o[i].accepted, 1);
-    teardown_all(b, o, 3);
 }
 
 static void least_connections(void **state)
 {
-    (void)state;
-    origin_t o[2];
-    origin_start(&o[0], O_SILENT, 0);
-    origin_start(&o[1], O_OK, 0);
-    int ports[2] = {o[0].port, o[1].port};
-    tcfg_t t;
-    tcfg_init(&t, ports, NULL, 2);
-    t.up.balance = GW_BALANCE_LEAST_CONN;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    fix_origins(f, (omode_t[]){O_SILENT, O_OK}, NULL, 2);
+    origin_t *o = f->o;
+    f->t.up.balance = GW_BALANCE_LEAST_CONN;
+    gw_back_t *b = fix_back(f);
     client_t hold = {.back = b, .target = 1, .max_inflight = 1};
     gw_back_exch_t *held[2];
     /* Two held requests: least-conn spreads them one per server. */
@@ -291,28 +212,20 @@ static void least_connections(void **state)
     /* o[1] finishes its request; from then on it always has fewer busy connections. */
     assert_true(run_until(done_pred, &hold, 3000));
     client_t cl = {.back = b, .target = 20, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.completed, 20);
     assert_int_equal(o[1].requests, 21);
     assert_int_equal(o[0].requests, 1);
     gw_back_cancel(held[0]);
-    teardown_all(b, o, 2);
 }
 
 static void hash_sticky(void **state)
 {
-    (void)state;
-    origin_t o[3];
-    int ports[3];
-    for (int i = 0; i < 3; i++) {
-        origin_start(&o[i], O_OK, 0);
-        ports[i] = o[i].port;
-    }
-    tcfg_t t;
-    tcfg_init(&t, ports, NULL, 3);
-    t.up.balance = GW_BALANCE_HASH_CLIENT;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    fix_origins(f, (omode_t[]){O_OK, O_OK, O_OK}, NULL, 3);
+    origin_t *o = f->o;
+    f->t.up.balance = GW_BALANCE_HASH_CLIENT;
+    gw_back_t *b = fix_back(f);
     int used[3] = {0};
     for (int c = 0; c < 30; c++) {
         client_t cl = {.back = b, .target = 5, .max_inflight = 1, .use_client = 1};
@@ -320,8 +233,7 @@ static void hash_sticky(void **state)
         snprintf(ip, sizeof(ip), "10.0.%d.%d", c / 7, c * 13 % 250 + 1);
         uv_ip4_addr(ip, 1000 + c, &cl.client_addr);
         int before[3] = {o[0].requests, o[1].requests, o[2].requests};
-        start_one(&cl);
-        assert_true(run_until(done_pred, &cl, 3000));
+        run_client(&cl, 3000);
         assert_int_equal(cl.completed, 5);
         int hit = 0;
         for (int i = 0; i < 3; i++) {
@@ -335,26 +247,16 @@ static void hash_sticky(void **state)
         assert_int_equal(hit, 1);
     }
     assert_true(used[0] + used[1] + used[2] >= 2); /* spread over servers */
-    teardown_all(b, o, 3);
 }
 
 int main(void)
 {
-    signal(SIGPIPE, SIG_IGN); /* as the gateway: a write to a closed origin is an EPIPE */
-    memset(big_body, 'b', sizeof(big_body));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(queue_full_503, setup, teardown),
-        cmocka_unit_test_setup_teardown(queue_timeout_504, setup, teardown),
-        cmocka_unit_test_setup_teardown(queue_order_urgency, setup, teardown),
-        cmocka_unit_test_setup_teardown(queue_reprioritize, setup, teardown),
-        cmocka_unit_test_setup_teardown(ejection_and_return, setup, teardown),
-        cmocka_unit_test_setup_teardown(active_health_check_returns_server, setup, teardown),
-        cmocka_unit_test_setup_teardown(all_ejected_fails_queued, setup, teardown),
-        cmocka_unit_test_setup_teardown(round_robin_weights, setup, teardown),
-        cmocka_unit_test_setup_teardown(least_connections, setup, teardown),
-        cmocka_unit_test_setup_teardown(hash_sticky, setup, teardown),
+        BACK_TEST(queue_full_503),           BACK_TEST(queue_timeout_504),
+        BACK_TEST(queue_order_urgency),      BACK_TEST(queue_reprioritize),
+        BACK_TEST(ejection_and_return),      BACK_TEST(active_health_check_returns_server),
+        BACK_TEST(all_ejected_fails_queued), BACK_TEST(round_robin_weights),
+        BACK_TEST(least_connections),        BACK_TEST(hash_sticky),
     };
-    if (getenv("GW_TEST_FILTER")) /* e.g. GW_TEST_FILTER='pipeline_issue19*' */
-        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return RUN_BACK_TESTS(tests);
 }

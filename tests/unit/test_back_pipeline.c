@@ -1,22 +1,5 @@
-/* test_back_pipeline.c — split from test_back_pool.c (same helpers, back_test_util.h). */
-#include <setjmp.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <cmocka.h>
-#include "back/back.h"
-#include "common/alloc.h"
-#include "common/clock.h"
-#include "common/err.h"
-#include "common/log.h"
+/* Unit tests of back/: HTTP/1.1 pipelining to origins (RFC 9112 §9.3.2): what may go behind
+ * what, what is sent again when a connection ends early, and answers that never cross. */
 #include "back_test_util.h"
 
 /* ---- pipelining ------------------------------------------------------------------------------ */
@@ -124,14 +107,13 @@ static void assert_echoed(const preq_t *r, size_t n)
 
 /* One origin in O_ECHO mode, one server with max_connections 1 and the given pipeline; one
  * request completed first, so the connection is proven persistent and idle. */
-static gw_back_t *pipe_setup(origin_t *o, tcfg_t *t, unsigned pipeline)
+static gw_back_t *pipe_setup(bfix_t *f, unsigned pipeline)
 {
-    origin_start(o, O_ECHO, 0);
-    tcfg_init(t, &o->port, NULL, 1);
-    t->up.max_connections = 1;
-    t->up.max_idle = 1;
-    t->up.pipeline = pipeline;
-    gw_back_t *b = mkback(t);
+    fix_origin(f, O_ECHO);
+    f->t.up.max_connections = 1;
+    f->t.up.max_idle = 1;
+    f->t.up.pipeline = pipeline;
+    gw_back_t *b = fix_back(f);
     preq_t warm;
     psend(b, &warm, "GET", "/warm");
     run_all(&warm, 1);
@@ -139,19 +121,10 @@ static gw_back_t *pipe_setup(origin_t *o, tcfg_t *t, unsigned pipeline)
     return b;
 }
 
-static gw_back_stats_t stats_of(gw_back_t *b)
-{
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
-    return st;
-}
-
 static void pipeline_requests_share_a_connection_and_a_write(void **state)
 {
-    (void)state;
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
+    bfix_t *f = *state;
+    gw_back_t *b = pipe_setup(f, 4);
     preq_t r[4];
     psend(b, &r[0], "GET", "/a");
     psend(b, &r[1], "GET", "/bb");
@@ -166,48 +139,41 @@ static void pipeline_requests_share_a_connection_and_a_write(void **state)
     r[2].body_len = 4; /* the echo check below, for the others */
     memcpy(r[2].body, "/ccc", 4);
     assert_echoed(r, 4);
-    assert_int_equal(o.accepted, 1);
-    assert_int_equal(o.requests, 5);
+    assert_int_equal(f->o[0].accepted, 1);
+    assert_int_equal(f->o[0].requests, 5);
     /* The four left in one deferred write: the origin read them together (loopback keeps
      * one small write whole). */
-    assert_int_equal(o.max_batch, 4);
+    assert_int_equal(f->o[0].max_batch, 4);
     st = stats_of(b);
     assert_int_equal(st.idle, 1);
     assert_int_equal(st.unanswered, 0);
     assert_int_equal(st.retries, 0);
-    teardown_all(b, &o, 1);
 }
 
 static void pipeline_never_on_a_fresh_connection(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* RFC 9112 §9.3.2: not before a response proved the connection persistent. */
-    origin_t o;
-    origin_start(&o, O_ECHO, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.max_connections = 1;
-    t.up.pipeline = 8;
-    gw_back_t *b = mkback(&t);
+    origin_t *o = fix_origin(f, O_ECHO);
+    f->t.up.max_connections = 1;
+    f->t.up.pipeline = 8;
+    gw_back_t *b = fix_back(f);
     preq_t r[3];
     psend_with_two_behind(b, r, "/slow");
     run_for(30);
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.pipelined, 0);
     assert_int_equal(st.queued, 2);
-    assert_int_equal(o.requests, 1);
+    assert_int_equal(o->requests, 1);
     run_all(r, 3);
     assert_echoed(r, 3);
-    assert_int_equal(o.accepted, 1);
-    teardown_all(b, &o, 1);
+    assert_int_equal(o->accepted, 1);
 }
 
 static void pipeline_only_bodyless_idempotent(void **state)
 {
-    (void)state;
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
+    bfix_t *f = *state;
+    gw_back_t *b = pipe_setup(f, 4);
     /* Nothing goes behind a POST, and a POST goes behind nothing. */
     preq_t r[4];
     psend(b, &r[0], "POST", "/post1");
@@ -223,19 +189,16 @@ static void pipeline_only_bodyless_idempotent(void **state)
     assert_int_equal(st.queued, 1);
     run_all(r + 2, 2);
     assert_echoed(r, 4);
-    assert_int_equal(o.accepted, 1);
-    teardown_all(b, &o, 1);
+    assert_int_equal(f->o[0].accepted, 1);
 }
 
 static void pipeline_connection_close_sends_the_rest_again(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* The first answer says Connection: close: the two behind it were never answered. They
      * go again on a new connection, and that is not a retry. */
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
-    t.up.retries = 0;
+    gw_back_t *b = pipe_setup(f, 4);
+    f->t.up.retries = 0;
     preq_t r[3];
     psend_with_two_behind(b, r, "/close");
     run_all(r, 3);
@@ -244,20 +207,17 @@ static void pipeline_connection_close_sends_the_rest_again(void **state)
     assert_int_equal(st.pipelined, 2);
     assert_int_equal(st.unanswered, 2);
     assert_int_equal(st.retries, 0);
-    assert_int_equal(o.accepted, 2);
+    assert_int_equal(f->o[0].accepted, 2);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
-    teardown_all(b, &o, 1);
 }
 
 static void pipeline_origin_close_after_answer(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* The origin closes after its first answer without saying so: the EOF ends the wait of
      * the pipelined ones, which are sent again; the server is not counted as failing. */
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
-    t.up.fail_threshold = 1;
+    gw_back_t *b = pipe_setup(f, 4);
+    f->t.up.fail_threshold = 1;
     preq_t r[3];
     psend_with_two_behind(b, r, "/dropafter");
     run_all(r, 3);
@@ -266,16 +226,13 @@ static void pipeline_origin_close_after_answer(void **state)
     assert_int_equal(st.unanswered, 2);
     assert_int_equal(st.failures, 0);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
-    teardown_all(b, &o, 1);
 }
 
 static void pipeline_timeout_of_the_first_frees_the_rest(void **state)
 {
-    (void)state;
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
-    t.up.response_timeout_ms = 200;
+    bfix_t *f = *state;
+    gw_back_t *b = pipe_setup(f, 4);
+    f->t.up.response_timeout_ms = 200;
     preq_t r[3];
     psend_with_two_behind(b, r, "/hang");
     run_all(r, 3);
@@ -283,24 +240,21 @@ static void pipeline_timeout_of_the_first_frees_the_rest(void **state)
     assert_echoed(r + 1, 2);
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.unanswered, 2);
-    assert_int_equal(o.accepted, 2);
-    teardown_all(b, &o, 1);
+    assert_int_equal(f->o[0].accepted, 2);
 }
 
 static void pipeline_long_response_sends_the_rest_elsewhere(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* A chunked answer may never end: the requests behind it leave as soon as its head says
      * so; their answers on that connection are read and dropped after the long one, and the
      * connection is kept (issue 19 item 1). Same for a large Content-Length. */
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
+    gw_back_t *b = pipe_setup(f, 4);
     preq_t r[3];
     psend_with_two_behind(b, r, "/long");
     /* Only now a second connection may open: the two had to be pipelined first. Both leave
      * for it before /long ends (300 ms). */
-    t.up.max_connections = 2;
+    f->t.up.max_connections = 2;
     pset_t rest = {r + 1, 2};
     assert_true(run_until(pset_done, &rest, 250));
     assert_false(r[0].done);
@@ -327,17 +281,14 @@ static void pipeline_long_response_sends_the_rest_elsewhere(void **state)
     assert_int_equal(stats_of(b).pipelined, 2 + 3); /* a batch again: three behind q0 */
     run_all(q, 4);
     assert_echoed(q, 4);
-    teardown_all(b, &o, 1);
 }
 
 static void pipeline_large_length_moves_the_rest_but_not_a_middling_one(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* Up to GW_BACK_PIPE_LONG (1 MiB) a body is waited for; past it the requests behind it
      * leave. */
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
+    gw_back_t *b = pipe_setup(f, 4);
     preq_t r[3];
     psend_with_two_behind(b, r, "/mid");
     run_all(r, 3);
@@ -346,21 +297,18 @@ static void pipeline_large_length_moves_the_rest_but_not_a_middling_one(void **s
     assert_int_equal(stats_of(b).pipelined, 2);
     assert_int_equal(stats_of(b).unanswered, 0);
     psend_with_two_behind(b, r, "/big");
-    t.up.max_connections = 2;
+    f->t.up.max_connections = 2;
     run_all(r, 3);
     assert_int_equal(r[0].body_total, 2000000);
     assert_echoed(r + 1, 2);
     assert_int_equal(stats_of(b).pipelined, 4);
     assert_int_equal(stats_of(b).unanswered, 2);
-    teardown_all(b, &o, 1);
 }
 
 static void pipeline_cancelled_one_gets_no_answer_of_another(void **state)
 {
-    (void)state;
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
+    bfix_t *f = *state;
+    gw_back_t *b = pipe_setup(f, 4);
     preq_t r[3];
     psend_with_two_behind(b, r, "/slow");
     gw_back_cancel(r[1].x); /* its answer comes anyway, and is dropped */
@@ -370,17 +318,14 @@ static void pipeline_cancelled_one_gets_no_answer_of_another(void **state)
     assert_echoed(r, 1);
     assert_int_equal(r[1].status, 0);
     gw_back_stats_t st = stats_of(b);
-    assert_int_equal(o.accepted, 1);
+    assert_int_equal(f->o[0].accepted, 1);
     assert_int_equal(st.idle, 1); /* /c was alive behind the dropped one: drained, reused */
-    teardown_all(b, &o, 1);
 }
 
 static void pipeline_cancelled_first_sends_the_rest_again(void **state)
 {
-    (void)state;
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
+    bfix_t *f = *state;
+    gw_back_t *b = pipe_setup(f, 4);
     preq_t r[3];
     psend_with_two_behind(b, r, "/slow");
     run_for(10);
@@ -390,22 +335,19 @@ static void pipeline_cancelled_first_sends_the_rest_again(void **state)
     assert_echoed(r + 1, 2);
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.unanswered, 2);
-    assert_int_equal(o.accepted, 2);
-    teardown_all(b, &o, 1);
+    assert_int_equal(f->o[0].accepted, 2);
 }
 
 static void pipeline_paused_first_sends_the_rest_again(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* A consumer that pauses the response being read would hold everything behind it. */
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
+    gw_back_t *b = pipe_setup(f, 4);
     preq_t r[3];
     psend_with_two_behind(b, r, "/part");
     r[0].pause_on_head = 1; /* read at its head, which comes later */
     assert_int_equal(stats_of(b).pipelined, 2);
-    t.up.max_connections = 2;
+    f->t.up.max_connections = 2;
     pset_t rest = {r + 1, 2};
     assert_true(run_until(pset_done, &rest, 2000));
     assert_echoed(r + 1, 2);
@@ -416,7 +358,6 @@ static void pipeline_paused_first_sends_the_rest_again(void **state)
     assert_memory_equal(r[0].body, "helloworld", 10);
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.unanswered, 2);
-    teardown_all(b, &o, 1);
 }
 
 /* Issue 19 item 1: the requests behind a paused response left for another connection, and
@@ -425,15 +366,13 @@ static void pipeline_paused_first_sends_the_rest_again(void **state)
  * batch then finds both connections and opens nothing. */
 static void pipeline_issue19_1_paused_first_keeps_its_connection(void **state)
 {
-    (void)state;
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
+    bfix_t *f = *state;
+    gw_back_t *b = pipe_setup(f, 4);
     preq_t r[3];
     psend_with_two_behind(b, r, "/part");
     r[0].pause_on_head = 1;
-    t.up.max_connections = 2;
-    t.up.max_idle = 2;
+    f->t.up.max_connections = 2;
+    f->t.up.max_idle = 2;
     pset_t rest = {r + 1, 2};
     assert_true(run_until(pset_done, &rest, 2000));
     assert_echoed(r + 1, 2);
@@ -446,7 +385,7 @@ static void pipeline_issue19_1_paused_first_keeps_its_connection(void **state)
     assert_int_equal(st.unanswered, 2);
     assert_int_equal(st.closed, 0);
     assert_int_equal(st.active, 0);
-    assert_int_equal(o.accepted, 2);
+    assert_int_equal(f->o[0].accepted, 2);
     preq_t q[4];
     for (int i = 0; i < 4; i++) {
         char tg[8];
@@ -455,9 +394,8 @@ static void pipeline_issue19_1_paused_first_keeps_its_connection(void **state)
     }
     run_all(q, 4);
     assert_echoed(q, 4);
-    assert_int_equal(o.accepted, 2);
+    assert_int_equal(f->o[0].accepted, 2);
     assert_int_equal(stats_of(b).closed, 0);
-    teardown_all(b, &o, 1);
 }
 
 /* The chain on a connection ends on a placeholder: /x answered, /part (cancelled before its
@@ -465,10 +403,8 @@ static void pipeline_issue19_1_paused_first_keeps_its_connection(void **state)
  * is parked, and stops counting as busy (before: closed, and counted active forever). */
 static void pipeline_issue19_1_chain_ending_on_placeholders_is_parked(void **state)
 {
-    (void)state;
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
+    bfix_t *f = *state;
+    gw_back_t *b = pipe_setup(f, 4);
     preq_t r[3];
     psend(b, &r[0], "GET", "/x");
     psend(b, &r[1], "GET", "/part");
@@ -488,23 +424,20 @@ static void pipeline_issue19_1_chain_ending_on_placeholders_is_parked(void **sta
     assert_int_equal(st.idle, 1);
     assert_int_equal(st.active, 0);
     assert_int_equal(st.closed, 0);
-    assert_int_equal(o.accepted, 1);
+    assert_int_equal(f->o[0].accepted, 1);
     preq_t q;
     psend(b, &q, "GET", "/again");
     run_all(&q, 1);
     assert_echoed(&q, 1);
-    assert_int_equal(o.accepted, 1);
-    teardown_all(b, &o, 1);
+    assert_int_equal(f->o[0].accepted, 1);
 }
 
 /* A placeholder whose own answer turns out long (chunked here) closes its connection at the
  * head: nobody reads that body, and it may not end. */
 static void pipeline_issue19_1_long_placeholder_closes(void **state)
 {
-    (void)state;
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
+    bfix_t *f = *state;
+    gw_back_t *b = pipe_setup(f, 4);
     preq_t r[3];
     psend(b, &r[0], "GET", "/x");
     psend(b, &r[1], "GET", "/long");
@@ -515,26 +448,23 @@ static void pipeline_issue19_1_long_placeholder_closes(void **state)
     assert_echoed(r, 1);
     /* /long's head and first chunk are in (its end comes 300 ms later): closed at its head,
      * and /c, behind it, sent again on a new connection. */
-    t.up.max_connections = 2;
+    f->t.up.max_connections = 2;
     assert_true(run_until(pset_done, &(pset_t){r + 2, 1}, 250));
     assert_echoed(r + 2, 1);
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.closed, 1);
     assert_int_equal(st.unanswered, 1);
     assert_int_equal(st.active, 0);
-    assert_int_equal(o.accepted, 2);
-    teardown_all(b, &o, 1);
+    assert_int_equal(f->o[0].accepted, 2);
 }
 
 static void pipeline_del_fails_every_exchange_once(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* gw_back_del with a response being read, three requests behind it (one already dropped
      * by its owner) and one waiting in the queue: each live one gets GW_E_CLOSED once, nothing
      * leaks (ASan). */
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 4);
+    gw_back_t *b = pipe_setup(f, 4);
     preq_t r[5];
     psend_with_two_behind(b, r, "/slow");
     psend(b, &r[3], "GET", "/d");
@@ -543,21 +473,19 @@ static void pipeline_del_fails_every_exchange_once(void **state)
     run_for(10);
     psend(b, &r[4], "GET", "/e"); /* queued: the connection is full */
     gw_back_del(b);
+    f->b = NULL;
     for (int i = 0; i < 5; i++)
         if (i != 2) {
             assert_true(r[i].done);
             assert_int_equal(r[i].error, GW_E_CLOSED);
         }
-    teardown_all(NULL, &o, 1);
 }
 
 static void pipeline_bounded_by_depth_and_max_requests(void **state)
 {
-    (void)state;
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 3);
-    t.up.max_requests_per_connection = 4;
+    bfix_t *f = *state;
+    gw_back_t *b = pipe_setup(f, 3);
+    f->t.up.max_requests_per_connection = 4;
     enum { N = 12 };
     preq_t r[N];
     char tg[N][16];
@@ -570,9 +498,8 @@ static void pipeline_bounded_by_depth_and_max_requests(void **state)
     assert_int_equal(st.queued, N - 3);
     run_all(r, N);
     assert_echoed(r, N);
-    assert_true(o.max_per_conn <= 4);
-    assert_int_equal(o.requests, N + 1);
-    teardown_all(b, &o, 1);
+    assert_true(f->o[0].max_per_conn <= 4);
+    assert_int_equal(f->o[0].requests, N + 1);
 }
 
 /* origin_closing_every_connection_never_fails with 8 requests at a time over 2 connections:
@@ -580,52 +507,42 @@ static void pipeline_bounded_by_depth_and_max_requests(void **state)
  * way into those connections (reused in the same loop iteration without a peek, or pipelined).
  * They go again on other connections as often as needed; none may fail, none uses up its
  * retry, the server is never counted as failing. */
-static void closing_origin_under_concurrency(unsigned pipeline)
+static void closing_origin_under_concurrency(bfix_t *f, unsigned pipeline)
 {
-    origin_t o;
-    origin_start(&o, O_CLOSE_NOW, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.fail_threshold = 1;
-    t.up.max_connections = 2;
-    t.up.retries = 0;
-    t.up.pipeline = pipeline;
-    gw_back_t *b = mkback(&t);
+    fix_origin(f, O_CLOSE_NOW);
+    f->t.up.fail_threshold = 1;
+    f->t.up.max_connections = 2;
+    f->t.up.retries = 0;
+    f->t.up.pipeline = pipeline;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 200, .max_inflight = 8};
-    while (cl.started < 8)
-        start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 10000));
+    run_client(&cl, 10000);
     assert_int_equal(cl.completed, 200);
     assert_int_equal(cl.errors, 0);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
     if (pipeline > 1)
         assert_true(stats_of(b).pipelined > 0);
-    teardown_all(b, &o, 1);
 }
 
 static void origin_closing_every_connection_concurrent(void **state)
 {
-    (void)state;
-    closing_origin_under_concurrency(1);
+    closing_origin_under_concurrency(*state, 1);
 }
 
 static void pipeline_origin_closing_every_connection_never_fails(void **state)
 {
-    (void)state;
-    closing_origin_under_concurrency(4);
+    closing_origin_under_concurrency(*state, 4);
 }
 
 static void pipeline_concurrent_load_stays_in_order(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* 2000 requests, 64 at a time, over 4 connections pipelining 8 deep: every answer is the
      * request's own, the connection count stays at the cap, and most requests were
      * pipelined. */
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = pipe_setup(&o, &t, 8);
-    t.up.max_connections = 4;
-    t.up.max_idle = 4;
+    gw_back_t *b = pipe_setup(f, 8);
+    f->t.up.max_connections = 4;
+    f->t.up.max_idle = 4;
     enum { N = 2000, W = 64 };
     static preq_t r[N];
     static char tg[N][16];
@@ -651,52 +568,33 @@ static void pipeline_concurrent_load_stays_in_order(void **state)
         }
     assert_echoed(r, N);
     gw_back_stats_t st = stats_of(b);
-    assert_true(o.accepted <= 4);
+    assert_true(f->o[0].accepted <= 4);
     assert_true(st.pipelined > N / 2);
     assert_int_equal(st.unanswered, 0);
-    teardown_all(b, &o, 1);
 }
 
 int main(void)
 {
-    signal(SIGPIPE, SIG_IGN); /* as the gateway: a write to a closed origin is an EPIPE */
-    memset(big_body, 'b', sizeof(big_body));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(pipeline_requests_share_a_connection_and_a_write, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pipeline_never_on_a_fresh_connection, setup, teardown),
-        cmocka_unit_test_setup_teardown(pipeline_only_bodyless_idempotent, setup, teardown),
-        cmocka_unit_test_setup_teardown(pipeline_connection_close_sends_the_rest_again, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pipeline_origin_close_after_answer, setup, teardown),
-        cmocka_unit_test_setup_teardown(pipeline_timeout_of_the_first_frees_the_rest, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pipeline_long_response_sends_the_rest_elsewhere, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pipeline_large_length_moves_the_rest_but_not_a_middling_one,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(pipeline_cancelled_one_gets_no_answer_of_another, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pipeline_cancelled_first_sends_the_rest_again, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pipeline_paused_first_sends_the_rest_again, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pipeline_issue19_1_paused_first_keeps_its_connection, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pipeline_issue19_1_chain_ending_on_placeholders_is_parked,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(pipeline_issue19_1_long_placeholder_closes, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pipeline_del_fails_every_exchange_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(pipeline_bounded_by_depth_and_max_requests, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(origin_closing_every_connection_concurrent, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pipeline_origin_closing_every_connection_never_fails, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(pipeline_concurrent_load_stays_in_order, setup, teardown),
+        BACK_TEST(pipeline_requests_share_a_connection_and_a_write),
+        BACK_TEST(pipeline_never_on_a_fresh_connection),
+        BACK_TEST(pipeline_only_bodyless_idempotent),
+        BACK_TEST(pipeline_connection_close_sends_the_rest_again),
+        BACK_TEST(pipeline_origin_close_after_answer),
+        BACK_TEST(pipeline_timeout_of_the_first_frees_the_rest),
+        BACK_TEST(pipeline_long_response_sends_the_rest_elsewhere),
+        BACK_TEST(pipeline_large_length_moves_the_rest_but_not_a_middling_one),
+        BACK_TEST(pipeline_cancelled_one_gets_no_answer_of_another),
+        BACK_TEST(pipeline_cancelled_first_sends_the_rest_again),
+        BACK_TEST(pipeline_paused_first_sends_the_rest_again),
+        BACK_TEST(pipeline_issue19_1_paused_first_keeps_its_connection),
+        BACK_TEST(pipeline_issue19_1_chain_ending_on_placeholders_is_parked),
+        BACK_TEST(pipeline_issue19_1_long_placeholder_closes),
+        BACK_TEST(pipeline_del_fails_every_exchange_once),
+        BACK_TEST(pipeline_bounded_by_depth_and_max_requests),
+        BACK_TEST(origin_closing_every_connection_concurrent),
+        BACK_TEST(pipeline_origin_closing_every_connection_never_fails),
+        BACK_TEST(pipeline_concurrent_load_stays_in_order),
     };
-    if (getenv("GW_TEST_FILTER")) /* e.g. GW_TEST_FILTER='pipeline_issue19*' */
-        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return RUN_BACK_TESTS(tests);
 }

@@ -1,81 +1,48 @@
 /* Unit tests of back/: pools, queue, timeouts, retries, health and balancing over a real libuv
  * loop, against in-process origins (uv TCP servers on 127.0.0.1 in the same loop) that count
  * the connections they accept and misbehave on command. Every test runs under a deadline. */
-#include <setjmp.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <cmocka.h>
-#include "back/back.h"
-#include "common/alloc.h"
-#include "common/clock.h"
-#include "common/err.h"
-#include "common/log.h"
 #include "back_test_util.h"
-
-/* ---- tests ---------------------------------------------------------------------------------- */
 
 static void reuse_sequential_1000(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_OK, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_OK);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1000, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 10000));
+    run_client(&cl, 10000);
     assert_int_equal(cl.completed, 1000);
     assert_int_equal(cl.errors, 0);
-    assert_int_equal(o.accepted, 1);
-    assert_int_equal(o.requests, 1000);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(o->accepted, 1);
+    assert_int_equal(o->requests, 1000);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.opened, 1);
     assert_int_equal(st.reused, 999);
     assert_int_equal(st.idle, 1);
     assert_int_equal(st.requests, 1000);
-    teardown_all(b, &o, 1);
 }
 
 static void reuse_concurrent_100_over_8(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_OK, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_OK);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1000, .max_inflight = 100};
     while (cl.started < 100)
         start_one(&cl);
-    gw_back_stats_t st;
-    gw_back_stats(b, 0, &st);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.open, 8);
     assert_int_equal(st.queued, 92);
-    assert_true(run_until(done_pred, &cl, 10000));
+    run_client(&cl, 10000);
     assert_int_equal(cl.completed, 1000);
     assert_int_equal(cl.errors, 0);
-    assert_true(o.accepted <= 8);
-    assert_int_equal(o.requests, 1000);
-    teardown_all(b, &o, 1);
+    assert_true(o->accepted <= 8);
+    assert_int_equal(o->requests, 1000);
 }
 
 static int idle_pred(void *a)
 {
     void **v = a;
-    gw_back_stats_t st;
-    gw_back_stats(v[0], SIZE_MAX, &st);
-    return st.idle == *(unsigned *)v[1];
+    return stats_of(v[0]).idle == *(unsigned *)v[1];
 }
 
 /* Issue 19 item 1: connections above max_idle are not closed on the turn they become idle;
@@ -83,25 +50,19 @@ static int idle_pred(void *a)
  * used first; idle_timeout then closes the rest. */
 static void max_idle_and_idle_timeout(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_OK, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.max_connections = 4;
-    t.up.max_idle = 2;
-    t.up.idle_purge_ms = 60;
-    t.up.idle_timeout_ms = 600;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_OK);
+    f->t.up.max_connections = 4;
+    f->t.up.max_idle = 2;
+    f->t.up.idle_purge_ms = 60;
+    f->t.up.idle_timeout_ms = 600;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 4, .max_inflight = 4};
     uint64_t t0 = gw_now_ms();
-    for (int i = 0; i < 4; i++)
-        start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.completed, 4);
-    assert_int_equal(o.accepted, 4);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(o->accepted, 4);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.idle, 4); /* all four parked: none closed as it became idle */
     assert_int_equal(st.closed, 0);
     unsigned three = 3, two = 2, zero = 0;
@@ -111,53 +72,45 @@ static void max_idle_and_idle_timeout(void **state)
     assert_true(t3 - t0 >= 55);
     assert_true(run_until(idle_pred, a2, 2000)); /* second period: half of 1, rounded up */
     assert_true(gw_now_ms() - t3 >= 40);
-    gw_back_stats(b, SIZE_MAX, &st);
+    st = stats_of(b);
     assert_int_equal(st.purged, 2);
     assert_int_equal(st.closed, 2);
     run_for(200); /* max_idle kept: no more purging */
-    gw_back_stats(b, SIZE_MAX, &st);
+    st = stats_of(b);
     assert_int_equal(st.idle, 2);
     assert_true(run_until(idle_pred, a0, 2000)); /* idle_timeout */
     assert_true(gw_now_ms() - t0 >= 590);
-    gw_back_stats(b, SIZE_MAX, &st);
+    st = stats_of(b);
     assert_int_equal(st.open, 0);
     assert_int_equal(st.closed, 4);
     assert_int_equal(st.purged, 2);
-    teardown_all(b, &o, 1);
 }
 
 /* Issue 19 item 1: a burst, a dip to one request at a time, and a burst again within
  * idle_purge open no new connection (before: the dip closed all but max_idle, and the second
  * burst dialled them again). With pipelining a burst twice the pool's size: the pool grows to
  * its cap in the first burst and never again. */
-static void burst_dip_burst(unsigned pipeline, int inflight)
+static void burst_dip_burst(bfix_t *f, unsigned pipeline, int inflight)
 {
-    origin_t o;
-    origin_start(&o, O_OK, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.max_connections = 8;
-    t.up.max_idle = 1;
-    t.up.pipeline = pipeline;
-    gw_back_t *b = mkback(&t);
+    origin_t *o = fix_origin(f, O_OK);
+    f->t.up.max_connections = 8;
+    f->t.up.max_idle = 1;
+    f->t.up.pipeline = pipeline;
+    gw_back_t *b = fix_back(f);
     int after_first = 0;
     for (int round = 0; round < 3; round++) {
         client_t burst = {.back = b, .target = 64 * inflight / 8, .max_inflight = inflight};
-        while (burst.started < inflight)
-            start_one(&burst);
-        assert_true(run_until(done_pred, &burst, 5000));
+        run_client(&burst, 5000);
         assert_int_equal(burst.errors, 0);
         if (round == 0)
-            after_first = o.accepted;
+            after_first = o->accepted;
         client_t dip = {.back = b, .target = 20, .max_inflight = 1};
-        start_one(&dip);
-        assert_true(run_until(done_pred, &dip, 5000));
+        run_client(&dip, 5000);
         assert_int_equal(dip.errors, 0);
     }
     assert_true(after_first <= 8);
-    assert_int_equal(o.accepted, after_first);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(o->accepted, after_first);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.opened, (uint64_t)after_first);
     assert_int_equal(st.closed, 0);
     assert_int_equal(st.active, 0);
@@ -165,19 +118,16 @@ static void burst_dip_burst(unsigned pipeline, int inflight)
         assert_true(st.pipelined > 0);
     else
         assert_int_equal(after_first, 8);
-    teardown_all(b, &o, 1);
 }
 
 static void burst_dip_burst_opens_nothing(void **state)
 {
-    (void)state;
-    burst_dip_burst(1, 8);
+    burst_dip_burst(*state, 1, 8);
 }
 
 static void burst_dip_burst_pipelined_opens_nothing(void **state)
 {
-    (void)state;
-    burst_dip_burst(8, 16);
+    burst_dip_burst(*state, 8, 16);
 }
 
 /* The idle timeout counts from the last use: a connection reused before its idle deadline and
@@ -185,120 +135,88 @@ static void burst_dip_burst_pipelined_opens_nothing(void **state)
  * return fires in between and must not close it, nor time out the exchange on it). */
 static void idle_timeout_restarts_on_reuse(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_OK, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.idle_timeout_ms = 300;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_OK);
+    f->t.up.idle_timeout_ms = 300;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     run_for(200); /* 2/3 of the idle timeout */
     cl.target = 2;
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     run_for(200); /* past the first return's deadline, within the second's */
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.idle, 1);
     cl.target = 3;
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.completed, 3);
     assert_int_equal(cl.errors, 0);
-    assert_int_equal(o.accepted, 1); /* all three on the first connection */
+    assert_int_equal(o->accepted, 1); /* all three on the first connection */
     unsigned zero = 0;
     void *arg[2] = {b, &zero};
     uint64_t t0 = gw_now_ms();
     assert_true(run_until(idle_pred, arg, 2000)); /* and it does close once idle long enough */
     assert_true(gw_now_ms() - t0 >= 250);
-    teardown_all(b, &o, 1);
 }
 
 static void max_requests_per_connection(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_OK, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.max_requests_per_connection = 3;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_OK);
+    f->t.up.max_requests_per_connection = 3;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 10, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.completed, 10);
-    assert_int_equal(o.accepted, 4); /* 3 + 3 + 3 + 1 */
-    teardown_all(b, &o, 1);
+    assert_int_equal(o->accepted, 4); /* 3 + 3 + 3 + 1 */
 }
 
-static void retire_mode(omode_t mode)
+static void retire_mode(bfix_t *f, omode_t mode)
 {
-    origin_t o;
-    origin_start(&o, mode, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    origin_t *o = fix_origin(f, mode);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 5, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.completed, 5);
     assert_int_equal(cl.errors, 0);
     assert_int_equal(cl.last_status, 200);
-    assert_int_equal(o.accepted, 5);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(o->accepted, 5);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.reused, 0);
     assert_int_equal(st.idle, 0);
-    teardown_all(b, &o, 1);
 }
 
 static void connection_close_retires(void **state)
 {
-    (void)state;
-    retire_mode(O_CLOSE);
+    retire_mode(*state, O_CLOSE);
 }
 
 static void http10_retires(void **state)
 {
-    (void)state;
-    retire_mode(O_HTTP10);
+    retire_mode(*state, O_HTTP10);
 }
 
 static void connect_timeout_504(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* A listener with backlog 0 that never accepts: once its queue is full the kernel drops
      * further SYNs, so a connect hangs until our timeout. */
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(lfd, 0), 0);
-    socklen_t l = sizeof(a);
-    getsockname(lfd, (struct sockaddr *)&a, &l);
+    int lfd = listen_fd(0, f);
     int fill[4];
     for (int i = 0; i < 4; i++) {
         fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-        connect(fill[i], (struct sockaddr *)&a, sizeof(a));
+        connect(fill[i], (struct sockaddr *)&f->t.srv[0].addr.ss, f->t.srv[0].addr.len);
     }
     usleep(50000);
     uv_update_time(&loop); /* timers count from the cached loop time */
-    int port = ntohs(a.sin_port);
-    tcfg_t t;
-    tcfg_init(&t, &port, NULL, 1);
-    t.up.connect_timeout_ms = 150;
-    t.up.retries = 0;
-    gw_back_t *b = mkback(&t);
-    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
+    f->t.up.connect_timeout_ms = 150;
+    f->t.up.retries = 0;
+    client_t cl = {.back = fix_back(f), .target = 1, .max_inflight = 1};
     uint64_t t0 = gw_now_ms();
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.errors, 1);
     assert_int_equal(cl.last_error, GW_E_TIMEOUT);
     assert_true(gw_now_ms() - t0 >= 140);
-    teardown_all(b, NULL, 0);
     for (int i = 0; i < 4; i++)
         close(fill[i]);
     close(lfd);
@@ -306,101 +224,71 @@ static void connect_timeout_504(void **state)
 
 static void response_timeout_504_not_retried(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_SILENT, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.response_timeout_ms = 100;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_SILENT);
+    f->t.up.response_timeout_ms = 100;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.last_error, GW_E_TIMEOUT);
-    assert_int_equal(o.accepted, 1);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(o->accepted, 1);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.retries, 0);
     assert_int_equal(st.open, 0); /* the timed-out connection is closed, not pooled */
-    teardown_all(b, &o, 1);
 }
 
 static void body_timeout_504(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_STALL_BODY, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.read_timeout_ms = 100;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    fix_origin(f, O_STALL_BODY);
+    f->t.up.read_timeout_ms = 100;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.last_status, 200);
     assert_int_equal(cl.body_bytes, 5);
     assert_int_equal(cl.errors, 1);
     assert_int_equal(cl.last_error, GW_E_TIMEOUT);
-    teardown_all(b, &o, 1);
 }
 
 static void refused_502_retried_once(void **state)
 {
-    (void)state;
-    int port = closed_port();
-    tcfg_t t;
-    tcfg_init(&t, &port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    fix_port(f, closed_port());
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.last_error, GW_E_IO);
     assert_int_equal(gw_back_status_for(cl.last_error), 502);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.retries, 1);
     assert_int_equal(st.opened, 2);
-    teardown_all(b, NULL, 0);
 }
 
 static void retry_get_after_silent_close(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_DROP_FIRST, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_DROP_FIRST);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.completed, 1);
     assert_int_equal(cl.last_status, 200);
-    assert_int_equal(o.accepted, 2);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(o->accepted, 2);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.retries, 1);
-    teardown_all(b, &o, 1);
 }
 
 static void retry_goes_to_other_server(void **state)
 {
-    (void)state;
-    origin_t o[2];
-    origin_start(&o[0], O_DROP_ALL, 0);
-    origin_start(&o[1], O_OK, 0);
-    int ports[2] = {o[0].port, o[1].port};
-    tcfg_t t;
-    tcfg_init(&t, ports, NULL, 2);
-    gw_back_t *b = mkback(&t);
-    client_t cl = {.back = b, .target = 4, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    bfix_t *f = *state;
+    fix_origins(f, (omode_t[]){O_DROP_ALL, O_OK}, NULL, 2);
+    client_t cl = {.back = fix_back(f), .target = 4, .max_inflight = 1};
+    run_client(&cl, 3000);
     assert_int_equal(cl.completed, 4);
     assert_int_equal(cl.errors, 0);
-    assert_int_equal(o[0].dropped, 2); /* round-robin sent two there; both retried on o[1] */
-    assert_int_equal(o[1].requests, 4);
-    teardown_all(b, o, 2);
+    assert_int_equal(f->o[0].dropped, 2); /* round-robin sent two there; both retried on o[1] */
+    assert_int_equal(f->o[1].requests, 4);
 }
 
 typedef struct {
@@ -416,24 +304,12 @@ static void on_written(void *ud, int status)
 
 static void no_retry_post_with_streamed_body(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_DROP_FIRST, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_DROP_FIRST);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    gw_back_req_t r = {.method = GW_SLICE_LIT("PUT"), /* idempotent, but its body went out */
-                       .target = GW_SLICE_LIT("/up"),
-                       .host = GW_SLICE_LIT("h"),
-                       .body_len = -1,
-                       .idempotent = 1};
-    gw_back_exch_t *x;
-    assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl, &x), 0);
-    cl.inflight = 1;
-    gw_rbuf_t *rb = gw_rbuf_new(16);
-    memcpy(rb->data, "0123456789", 10);
-    rb->len = 10;
+    gw_back_exch_t *x = upload(&cl, "PUT", "/up", -1); /* idempotent, but its body went out */
+    gw_rbuf_t *rb = rbuf_of("0123456789");
     wctx_t w = {0};
     assert_int_equal(gw_back_write_body(x, rb, 0, 10, on_written, &w), 0);
     gw_rbuf_unref(rb); /* the back holds its own reference */
@@ -444,48 +320,30 @@ static void no_retry_post_with_streamed_body(void **state)
     assert_int_equal(w.status, 0);
     assert_int_equal(cl.errors, 1);
     assert_int_equal(cl.last_error, GW_E_IO);
-    assert_int_equal(o.accepted, 1);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(o->accepted, 1);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.retries, 0);
-    teardown_all(b, &o, 1);
 }
 
 static void no_retry_non_idempotent(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_DROP_FIRST, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_DROP_FIRST);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1, .method = "POST", .idempotent = 0};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.last_error, GW_E_IO);
-    assert_int_equal(o.accepted, 1);
-    teardown_all(b, &o, 1);
+    assert_int_equal(o->accepted, 1);
 }
 
 static void post_content_length_body(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_OK, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_OK);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    gw_back_req_t r = {.method = GW_SLICE_LIT("POST"),
-                       .target = GW_SLICE_LIT("/up"),
-                       .host = GW_SLICE_LIT("h"),
-                       .body_len = 6};
-    gw_back_exch_t *x;
-    assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl, &x), 0);
-    cl.inflight = 1;
-    cl.started = 1;
-    gw_rbuf_t *rb = gw_rbuf_new(16);
-    memcpy(rb->data, "abcdef", 6);
+    gw_back_exch_t *x = upload(&cl, "POST", "/up", 6);
+    gw_rbuf_t *rb = rbuf_of("abcdef");
     wctx_t w = {0};
     assert_int_equal(gw_back_end_body(x, NULL, 0), GW_E_INVAL); /* 0 of 6 bytes */
     assert_int_equal(gw_back_write_body(x, rb, 0, 7, on_written, &w), GW_E_INVAL);
@@ -496,12 +354,10 @@ static void post_content_length_body(void **state)
     assert_true(run_until(done_pred, &cl, 3000));
     assert_int_equal(cl.completed, 1);
     assert_int_equal(w.calls, 2);
-    assert_int_equal(o.requests, 1);
+    assert_int_equal(o->requests, 1);
     /* the connection went back to the pool: the request was complete */
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.idle, 1);
-    teardown_all(b, &o, 1);
 }
 
 /* ---- a body written in libuv's prepare phase, answered before its write reports ----------- */
@@ -544,26 +400,11 @@ static void write_body_in_prepare(uv_prepare_t *h)
  * (it was closed, and a busy gateway opened origin connections past its pool's size). */
 static void body_written_in_prepare_phase_keeps_connection(void **state)
 {
-    (void)state;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(lfd, 4), 0);
-    socklen_t al = sizeof(a);
-    getsockname(lfd, (struct sockaddr *)&a, &al);
-    int port = ntohs(a.sin_port);
-    tcfg_t t;
-    tcfg_init(&t, &port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    int lfd = listen_fd(4, f);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    gw_back_req_t r = {.method = GW_SLICE_LIT("POST"),
-                       .target = GW_SLICE_LIT("/up"),
-                       .host = GW_SLICE_LIT("h"),
-                       .body_len = 5};
-    late_body_t lb = {0};
-    assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl, &lb.x), 0);
-    cl.inflight = 1;
-    cl.started = 1;
+    late_body_t lb = {.x = upload(&cl, "POST", "/up", 5)};
     run_for(30); /* connected, the head written */
     int ofd = accept(lfd, NULL, NULL);
     assert_true(ofd >= 0);
@@ -573,9 +414,7 @@ static void body_written_in_prepare_phase_keeps_connection(void **state)
     /* The origin answers at once (loopback: the bytes are in the gateway's socket now). */
     static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
     assert_int_equal(send(ofd, resp, sizeof(resp) - 1, 0), (ssize_t)sizeof(resp) - 1);
-    lb.rb = gw_rbuf_new(16);
-    memcpy(lb.rb->data, "abcde", 5);
-    lb.rb->len = 5;
+    lb.rb = rbuf_of("abcde");
     uv_prepare_t prep;
     uv_prepare_init(&loop, &prep);
     prep.data = &lb;
@@ -585,8 +424,7 @@ static void body_written_in_prepare_phase_keeps_connection(void **state)
     uv_run(&loop, UV_RUN_ONCE);
     assert_int_equal(cl.completed, 1);
     assert_int_equal(cl.last_status, 200);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.idle, 1);
     assert_int_equal(st.closed, 0);
     assert_int_equal(lb.w.calls, 1); /* its write mark fired when the exchange completed */
@@ -602,14 +440,13 @@ static void body_written_in_prepare_phase_keeps_connection(void **state)
     assert_true(run_until(done_pred, &cl, 3000));
     assert_int_equal(cl.completed, 2);
     assert_int_equal(cl.errors, 0);
-    gw_back_stats(b, SIZE_MAX, &st);
+    st = stats_of(b);
     assert_int_equal(st.opened, 1);
     assert_int_equal(st.reused, 1);
     gw_rbuf_unref(lb.rb);
     uv_close((uv_handle_t *)&prep, NULL);
     close(ofd);
     close(lfd);
-    teardown_all(b, NULL, 0);
 }
 
 /* Issue 18 item 5: while the origin holds every byte the client sent and waits for the rest
@@ -617,25 +454,14 @@ static void body_written_in_prepare_phase_keeps_connection(void **state)
  * server. The response timeout starts once the request was sent whole. */
 static void response_timer_waits_for_the_whole_request(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_OK, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.response_timeout_ms = 80;
-    t.up.fail_threshold = 1;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    fix_origin(f, O_OK);
+    f->t.up.response_timeout_ms = 80;
+    f->t.up.fail_threshold = 1;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    gw_back_req_t r = {.method = GW_SLICE_LIT("POST"),
-                       .target = GW_SLICE_LIT("/up"),
-                       .host = GW_SLICE_LIT("h"),
-                       .body_len = 6};
-    gw_back_exch_t *x;
-    assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl, &x), 0);
-    cl.inflight = 1;
-    cl.started = 1;
-    gw_rbuf_t *rb = gw_rbuf_new(16);
-    memcpy(rb->data, "abcdef", 6);
+    gw_back_exch_t *x = upload(&cl, "POST", "/up", 6);
+    gw_rbuf_t *rb = rbuf_of("abcdef");
     wctx_t w = {0};
     assert_int_equal(gw_back_write_body(x, rb, 0, 3, on_written, &w), 0);
     run_for(300); /* almost four response timeouts with half a body */
@@ -647,33 +473,21 @@ static void response_timer_waits_for_the_whole_request(void **state)
     assert_true(run_until(done_pred, &cl, 3000));
     assert_int_equal(cl.completed, 1);
     assert_int_equal(cl.last_status, 200);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.failures, 0);
     assert_int_equal(st.ejections, 0);
-    teardown_all(b, &o, 1);
 }
 
 static void early_response_not_reused(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* RFC 9112 §9.3 / issue 6: an origin that answers before the request body is complete gets
      * its response relayed; the connection is not reused (the rest of the body is owed). */
-    origin_t o;
-    origin_start(&o, O_EARLY, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    fix_origin(f, O_EARLY);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    gw_back_req_t r = {.method = GW_SLICE_LIT("POST"),
-                       .target = GW_SLICE_LIT("/up"),
-                       .host = GW_SLICE_LIT("h"),
-                       .body_len = 1000};
-    gw_back_exch_t *x;
-    assert_int_equal(gw_back_request(b, 0, &r, &ccbs, &cl, &x), 0);
-    cl.inflight = 1;
-    cl.started = 1;
-    gw_rbuf_t *rb = gw_rbuf_new(16);
+    gw_back_exch_t *x = upload(&cl, "POST", "/up", 1000);
+    gw_rbuf_t *rb = rbuf_of("0123456789");
     wctx_t w = {0};
     assert_int_equal(gw_back_write_body(x, rb, 0, 10, on_written, &w), 0);
     assert_int_equal(gw_back_write_body(x, rb, 0, 0, on_written, &w), GW_E_INVAL);
@@ -682,150 +496,124 @@ static void early_response_not_reused(void **state)
     assert_int_equal(cl.completed, 1);
     assert_int_equal(cl.last_status, 413);
     assert_int_equal(w.calls, 1);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.idle, 0);
     assert_int_equal(st.open, 0);
-    teardown_all(b, &o, 1);
 }
 
 static void bad_request_fields(void **state)
 {
-    (void)state;
-    tcfg_t t;
-    int port = closed_port();
-    tcfg_init(&t, &port, NULL, 1);
-    gw_back_t *b = mkback(&t);
-    gw_back_field_t f[] = {{GW_SLICE_LIT("X-A"), GW_SLICE_LIT("a\r\nX-Smuggle: 1")}};
+    bfix_t *f = *state;
+    fix_port(f, closed_port());
+    gw_back_t *b = fix_back(f);
+    gw_back_field_t fields[] = {{GW_SLICE_LIT("X-A"), GW_SLICE_LIT("a\r\nX-Smuggle: 1")}};
     gw_back_req_t r = {.method = GW_SLICE_LIT("GET"),
                        .target = GW_SLICE_LIT("/"),
                        .host = GW_SLICE_LIT("h"),
-                       .fields = f,
+                       .fields = fields,
                        .fields_len = 1};
     gw_back_exch_t *x;
     assert_int_equal(gw_back_request(b, 0, &r, &ccbs, NULL, &x), GW_E_INVAL);
     assert_null(x);
     assert_int_equal(gw_back_request(b, 7, &r, &ccbs, NULL, &x), GW_E_RANGE);
-    teardown_all(b, NULL, 0);
 }
 
 /* A TLS upstream whose CA file cannot be read is refused at creation (logged), not at the
  * first request. */
 static void tls_upstream_bad_ca(void **state)
 {
-    (void)state;
-    tcfg_t t;
-    int port = 443;
-    tcfg_init(&t, &port, NULL, 1);
-    t.up.tls = 1;
-    t.up.tls_verify = 1;
-    t.up.tls_ca = "/nonexistent/ca.pem";
-    gw_back_t *b = (gw_back_t *)&t;
-    assert_int_equal(gw_back_new(&loop, &t.cfg, &b), GW_E_INVAL);
+    bfix_t *f = *state;
+    fix_port(f, 443);
+    f->t.up.tls = 1;
+    f->t.up.tls_verify = 1;
+    f->t.up.tls_ca = "/nonexistent/ca.pem";
+    gw_back_t *b = (gw_back_t *)&f;
+    assert_int_equal(gw_back_new(&loop, &f->t.cfg, &b), GW_E_INVAL);
     assert_null(b);
     /* without verification the CA file is not used: the back starts */
-    t.up.tls_verify = 0;
-    b = mkback(&t);
-    teardown_all(b, NULL, 0);
+    f->t.up.tls_verify = 0;
+    fix_back(f);
 }
 
 /* The TLS handshake runs under connect_timeout: an origin that accepts and never answers the
  * ClientHello is a connect timeout (504), counted by passive health, and no request is sent. */
 static void tls_handshake_bounded_by_connect_timeout(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_SILENT, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.tls = 1;
-    t.up.tls_verify = 0;
-    t.up.connect_timeout_ms = 100;
-    t.up.response_timeout_ms = 5000;
-    t.up.retries = 0;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_SILENT);
+    f->t.up.tls = 1;
+    f->t.up.tls_verify = 0;
+    f->t.up.connect_timeout_ms = 100;
+    f->t.up.response_timeout_ms = 5000;
+    f->t.up.retries = 0;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
     uint64_t t0 = gw_now_ms();
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.errors, 1);
     assert_int_equal(cl.last_error, GW_E_TIMEOUT);
     assert_true(gw_now_ms() - t0 < 1000);
-    assert_int_equal(o.accepted, 1);
-    assert_int_equal(o.requests, 0); /* the ClientHello is not an HTTP request */
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    assert_int_equal(o->accepted, 1);
+    assert_int_equal(o->requests, 0); /* the ClientHello is not an HTTP request */
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.failures, 1);
     assert_int_equal(st.open, 0);
-    teardown_all(b, &o, 1);
 }
 
 static void del_fails_live_exchanges(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_SILENT, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.max_connections = 1;
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    fix_origin(f, O_SILENT);
+    f->t.up.max_connections = 1;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 3, .max_inflight = 3};
     for (int i = 0; i < 3; i++)
         start_one(&cl);
     run_for(50);
     gw_back_del(b);
+    f->b = NULL;
     assert_int_equal(cl.errors, 3);
     assert_int_equal(cl.last_error, GW_E_CLOSED);
-    teardown_all(NULL, &o, 1);
 }
 
 static void server_by_name_resolved(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_OK, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_OK);
     /* As the loader leaves a NAME:PORT server: no parsed address, text and host kept. A
      * numeric name resolves without DNS. */
-    memset(&t.srv[0].addr.ss, 0, sizeof(t.srv[0].addr.ss));
-    t.srv[0].addr.len = 0;
-    gw_back_t *b = mkback(&t);
+    memset(&f->t.srv[0].addr.ss, 0, sizeof(f->t.srv[0].addr.ss));
+    f->t.srv[0].addr.len = 0;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 3, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.completed, 3);
-    assert_int_equal(o.accepted, 1);
+    assert_int_equal(o->accepted, 1);
     /* A name that does not resolve: 502; and a cancel while resolving leaks nothing. */
-    snprintf(t.host[0], sizeof(t.host[0]), "no-such-host.invalid");
-    snprintf(t.srv[0].addr.text, sizeof(t.srv[0].addr.text), "no-such-host.invalid:80");
+    snprintf(f->t.host[0], sizeof(f->t.host[0]), "no-such-host.invalid");
+    snprintf(f->t.srv[0].addr.text, sizeof(f->t.srv[0].addr.text), "no-such-host.invalid:80");
     gw_back_del(b);
     uv_run(&loop, UV_RUN_NOWAIT);
-    b = mkback(&t);
-    cl.back = b;
+    cl.back = fix_back(f);
     gw_back_exch_t *x;
     assert_int_equal(request(&cl, &x), 0);
     gw_back_cancel(x);
-    cl.target = 4;
+    cl.target = 4; /* the cancelled one started, and ends without a callback */
     cl.inflight = 0;
     start_one(&cl);
     assert_true(run_until(done_pred, &cl, 5000));
     assert_int_equal(cl.errors, 1);
     assert_int_equal(cl.last_error, GW_E_IO);
-    teardown_all(b, &o, 1);
 }
 
 static void alloc_failure_sweep(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* Fail the n-th allocation of ours (n = 1, 2, ...) during a whole exchange: it fails
      * cleanly (synchronously with GW_E_NOMEM, or through on_error) or succeeds; never a leak
      * (ASan) nor a hang. */
-    origin_t o;
-    origin_start(&o, O_CHUNKED, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    fix_origin(f, O_CHUNKED);
+    gw_back_t *b = fix_back(f);
     for (unsigned long n = 1;; n++) {
         assert_true(n < 100);
         client_t cl = {.back = b, .target = 1, .max_inflight = 1};
@@ -849,45 +637,38 @@ static void alloc_failure_sweep(void **state)
             break;
         }
     }
-    teardown_all(b, &o, 1);
 }
 
 int main(void)
 {
-    signal(SIGPIPE, SIG_IGN); /* as the gateway: a write to a closed origin is an EPIPE */
-    memset(big_body, 'b', sizeof(big_body));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(reuse_sequential_1000, setup, teardown),
-        cmocka_unit_test_setup_teardown(reuse_concurrent_100_over_8, setup, teardown),
-        cmocka_unit_test_setup_teardown(max_idle_and_idle_timeout, setup, teardown),
-        cmocka_unit_test_setup_teardown(response_timer_waits_for_the_whole_request, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(burst_dip_burst_opens_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(burst_dip_burst_pipelined_opens_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(idle_timeout_restarts_on_reuse, setup, teardown),
-        cmocka_unit_test_setup_teardown(max_requests_per_connection, setup, teardown),
-        cmocka_unit_test_setup_teardown(connection_close_retires, setup, teardown),
-        cmocka_unit_test_setup_teardown(http10_retires, setup, teardown),
-        cmocka_unit_test_setup_teardown(connect_timeout_504, setup, teardown),
-        cmocka_unit_test_setup_teardown(response_timeout_504_not_retried, setup, teardown),
-        cmocka_unit_test_setup_teardown(body_timeout_504, setup, teardown),
-        cmocka_unit_test_setup_teardown(refused_502_retried_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(retry_get_after_silent_close, setup, teardown),
-        cmocka_unit_test_setup_teardown(retry_goes_to_other_server, setup, teardown),
-        cmocka_unit_test_setup_teardown(no_retry_post_with_streamed_body, setup, teardown),
-        cmocka_unit_test_setup_teardown(no_retry_non_idempotent, setup, teardown),
-        cmocka_unit_test_setup_teardown(post_content_length_body, setup, teardown),
-        cmocka_unit_test_setup_teardown(body_written_in_prepare_phase_keeps_connection, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(early_response_not_reused, setup, teardown),
-        cmocka_unit_test_setup_teardown(bad_request_fields, setup, teardown),
-        cmocka_unit_test_setup_teardown(tls_upstream_bad_ca, setup, teardown),
-        cmocka_unit_test_setup_teardown(tls_handshake_bounded_by_connect_timeout, setup, teardown),
-        cmocka_unit_test_setup_teardown(del_fails_live_exchanges, setup, teardown),
-        cmocka_unit_test_setup_teardown(server_by_name_resolved, setup, teardown),
-        cmocka_unit_test_setup_teardown(alloc_failure_sweep, setup, teardown),
+        BACK_TEST(reuse_sequential_1000),
+        BACK_TEST(reuse_concurrent_100_over_8),
+        BACK_TEST(max_idle_and_idle_timeout),
+        BACK_TEST(response_timer_waits_for_the_whole_request),
+        BACK_TEST(burst_dip_burst_opens_nothing),
+        BACK_TEST(burst_dip_burst_pipelined_opens_nothing),
+        BACK_TEST(idle_timeout_restarts_on_reuse),
+        BACK_TEST(max_requests_per_connection),
+        BACK_TEST(connection_close_retires),
+        BACK_TEST(http10_retires),
+        BACK_TEST(connect_timeout_504),
+        BACK_TEST(response_timeout_504_not_retried),
+        BACK_TEST(body_timeout_504),
+        BACK_TEST(refused_502_retried_once),
+        BACK_TEST(retry_get_after_silent_close),
+        BACK_TEST(retry_goes_to_other_server),
+        BACK_TEST(no_retry_post_with_streamed_body),
+        BACK_TEST(no_retry_non_idempotent),
+        BACK_TEST(post_content_length_body),
+        BACK_TEST(body_written_in_prepare_phase_keeps_connection),
+        BACK_TEST(early_response_not_reused),
+        BACK_TEST(bad_request_fields),
+        BACK_TEST(tls_upstream_bad_ca),
+        BACK_TEST(tls_handshake_bounded_by_connect_timeout),
+        BACK_TEST(del_fails_live_exchanges),
+        BACK_TEST(server_by_name_resolved),
+        BACK_TEST(alloc_failure_sweep),
     };
-    if (getenv("GW_TEST_FILTER")) /* e.g. GW_TEST_FILTER='pipeline_issue19*' */
-        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return RUN_BACK_TESTS(tests);
 }

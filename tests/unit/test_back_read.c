@@ -1,69 +1,40 @@
-/* test_back_read.c — split from test_back_pool.c (same helpers, back_test_util.h). */
-#include <setjmp.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <cmocka.h>
-#include "back/back.h"
-#include "common/alloc.h"
-#include "common/clock.h"
-#include "common/err.h"
-#include "common/log.h"
+/* Unit tests of back/: reading responses (chunked bodies, trailers and interim answers, large
+ * bodies, read batching), pausing and cancelling them, and origins that close. */
 #include "back_test_util.h"
 
 static void chunked_trailers_interim(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_CHUNKED, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_CHUNKED);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 3, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.completed, 3);
     assert_int_equal(cl.interim, 3);
     assert_int_equal(cl.trailers, 3);
     assert_int_equal(cl.body_len, 33);
     assert_memory_equal(cl.body, "hello worldhello worldhello world", 33);
-    assert_int_equal(o.accepted, 1);
-    teardown_all(b, &o, 1);
+    assert_int_equal(o->accepted, 1);
 }
 
 static void cancel_mid_body_closes(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_BIG, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_BIG);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1, .cancel_on_body = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.completed, 0);
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.open, 0);
     assert_int_equal(st.idle, 0);
     cl.cancel_on_body = 0;
     cl.body_bytes = 0;
     cl.target = 2;
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 5000));
+    run_client(&cl, 5000);
     assert_int_equal(cl.completed, 1);
     assert_int_equal(cl.body_bytes, 1 << 20);
-    assert_int_equal(o.accepted, 2); /* the cancelled connection was not reused */
-    teardown_all(b, &o, 1);
+    assert_int_equal(o->accepted, 2); /* the cancelled connection was not reused */
 }
 
 /* A response body larger than the read buffer is read in GW_BACK_READ_BUF_MAX pieces once a
@@ -71,15 +42,11 @@ static void cancel_mid_body_closes(void **state)
  * again (the next response starts with GW_BACK_READ_BUF). */
 static void large_body_reads_grow(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_BIG, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_BIG);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 5000));
+    run_client(&cl, 5000);
     assert_int_equal(cl.completed, 1);
     assert_int_equal(cl.body_bytes, 1 << 20);
     assert_true(cl.first_chunk <= GW_BACK_READ_BUF);
@@ -87,36 +54,30 @@ static void large_body_reads_grow(void **state)
     assert_true(cl.max_chunk <= GW_BACK_READ_BUF_MAX);
     cl.target = 2;
     cl.body_bytes = cl.max_chunk = cl.first_chunk = 0;
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 5000));
+    run_client(&cl, 5000);
     assert_int_equal(cl.completed, 2);
-    assert_int_equal(o.accepted, 1); /* reused */
+    assert_int_equal(o->accepted, 1); /* reused */
     assert_true(cl.first_chunk <= GW_BACK_READ_BUF);
     assert_int_equal(cl.body_bytes, 1 << 20);
-    teardown_all(b, &o, 1);
 }
 
 /* Read batching: a body that trickles in 4 KiB pieces (one a millisecond) is read in a few
  * large reads once it is all there, not one read per piece. */
-static int drip_run(const char *what, unsigned read_batch, unsigned wait_ms, size_t len,
+static int drip_run(bfix_t *f, const char *what, unsigned read_batch, unsigned wait_ms, size_t len,
                     unsigned every_ms, gw_back_stats_t *st)
 {
-    origin_t o;
-    origin_start(&o, O_DRIP, 0);
-    o.drip_len = len;
-    o.drip_ms = every_ms;
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.read_batch = read_batch;
-    t.up.read_batch_wait_ms = wait_ms;
-    gw_back_t *b = mkback(&t);
+    origin_t *o = fix_origin(f, O_DRIP);
+    o->drip_len = len;
+    o->drip_ms = every_ms;
+    f->t.up.read_batch = read_batch;
+    f->t.up.read_batch_wait_ms = wait_ms;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 10000));
+    run_client(&cl, 10000);
     assert_int_equal(cl.completed, 1);
     assert_int_equal(cl.body_bytes, len);
-    gw_back_stats(b, SIZE_MAX, st);
-    teardown_all(b, &o, 1);
+    *st = stats_of(b);
+    fix_end(f);
     if (getenv("GW_TEST_DEBUG"))
         fprintf(stderr, "%s: %d reads\n", what, cl.body_calls);
     return cl.body_calls;
@@ -124,14 +85,13 @@ static int drip_run(const char *what, unsigned read_batch, unsigned wait_ms, siz
 
 static void read_batch_takes_a_trickle_in_few_reads(void **state)
 {
-    (void)state;
     gw_back_stats_t st;
     /* read_batch_wait far above the 64 ms the body takes: the batch is never cut short. */
-    int calls = drip_run("batched", 256u << 10, 5000, 256u << 10, 1, &st);
+    int calls = drip_run(*state, "batched", 256u << 10, 5000, 256u << 10, 1, &st);
     assert_true(calls <= 12); /* the head's read, then the rest once it is all queued */
     assert_int_equal(st.batch_expired, 0);
     /* read_batch: 0 turns it off: each piece is a read of its own. */
-    calls = drip_run("unbatched", 0, 5000, 256u << 10, 1, &st);
+    calls = drip_run(*state, "unbatched", 0, 5000, 256u << 10, 1, &st);
     assert_true(calls >= 32);
     assert_int_equal(st.batch_expired, 0);
 }
@@ -140,31 +100,27 @@ static void read_batch_takes_a_trickle_in_few_reads(void **state)
  * read_batch_wait without a read the connection reads every piece as it comes. */
 static void read_batch_lets_a_slow_origin_stream(void **state)
 {
-    (void)state;
     gw_back_stats_t st;
-    int calls = drip_run("slow", 256u << 10, 10, 64u << 10, 20, &st);
+    int calls = drip_run(*state, "slow", 256u << 10, 10, 64u << 10, 20, &st);
     assert_true(calls >= 12); /* 16 pieces; held back they would come in one read */
     assert_int_equal(st.batch_expired, 1);
 }
 
 /* An O_BIG origin (1 MiB bodies) and a back whose body-read timeout (100 ms) must not fire
  * while the exchange is paused. */
-static gw_back_t *big_paused_setup(origin_t *o, tcfg_t *t)
+static gw_back_t *big_paused_setup(bfix_t *f)
 {
-    origin_start(o, O_BIG, 0);
-    tcfg_init(t, &o->port, NULL, 1);
-    t->up.read_timeout_ms = 100;
-    return mkback(t);
+    fix_origin(f, O_BIG);
+    f->t.up.read_timeout_ms = 100;
+    return fix_back(f);
 }
 
 /* A response paused by its consumer in the middle of a batched body (the socket keeps its
  * low-water mark while nobody reads) completes once resumed, whole. */
 static void read_batch_pause_mid_body(void **state)
 {
-    (void)state;
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = big_paused_setup(&o, &t);
+    bfix_t *f = *state;
+    gw_back_t *b = big_paused_setup(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1, .pause_on_body = 1};
     start_one(&cl);
     uint64_t end = gw_now_ms() + 3000;
@@ -178,7 +134,6 @@ static void read_batch_pause_mid_body(void **state)
     assert_true(run_until(done_pred, &cl, 3000));
     assert_int_equal(cl.completed, 1);
     assert_int_equal(cl.body_bytes, 1 << 20);
-    teardown_all(b, &o, 1);
 }
 
 typedef struct {
@@ -189,10 +144,8 @@ typedef struct {
 
 static void pause_resume_backpressure(void **state)
 {
-    (void)state;
-    origin_t o;
-    tcfg_t t;
-    gw_back_t *b = big_paused_setup(&o, &t);
+    bfix_t *f = *state;
+    gw_back_t *b = big_paused_setup(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
     gw_back_exch_t *x;
     assert_int_equal(request(&cl, &x), 0);
@@ -208,78 +161,60 @@ static void pause_resume_backpressure(void **state)
     assert_true(run_until(done_pred, &cl, 3000));
     assert_int_equal(cl.completed, 1);
     assert_int_equal(cl.body_bytes, 1 << 20);
-    teardown_all(b, &o, 1);
 }
 
 static void idle_close_by_origin_detected(void **state)
 {
-    (void)state;
-    origin_t o;
-    origin_start(&o, O_LATE_CLOSE, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    gw_back_t *b = mkback(&t);
+    bfix_t *f = *state;
+    origin_t *o = fix_origin(f, O_LATE_CLOSE);
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
-    gw_back_stats_t st;
-    gw_back_stats(b, SIZE_MAX, &st);
+    run_client(&cl, 3000);
+    gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.idle, 1);
     run_for(150); /* the origin closes the idle connection after 30 ms */
-    gw_back_stats(b, SIZE_MAX, &st);
+    st = stats_of(b);
     assert_int_equal(st.idle, 0);
     assert_int_equal(st.open, 0);
     cl.target = 2;
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 3000));
+    run_client(&cl, 3000);
     assert_int_equal(cl.completed, 2);
     assert_int_equal(cl.errors, 0);
-    gw_back_stats(b, SIZE_MAX, &st);
+    st = stats_of(b);
     assert_int_equal(st.retries, 0);
     assert_int_equal(st.reused, 0);
-    assert_int_equal(o.accepted, 2);
-    teardown_all(b, &o, 1);
+    assert_int_equal(o->accepted, 2);
 }
 
 static void origin_closing_every_connection_never_fails(void **state)
 {
-    (void)state;
+    bfix_t *f = *state;
     /* Each response is followed by a close the origin did not announce. The next request,
      * started from on_complete, either sees the close first (read or peek on reuse) or races
      * it and is retried: no request may fail, and the race is not counted against the server. */
-    origin_t o;
-    origin_start(&o, O_CLOSE_NOW, 0);
-    tcfg_t t;
-    tcfg_init(&t, &o.port, NULL, 1);
-    t.up.fail_threshold = 1;
-    gw_back_t *b = mkback(&t);
+    origin_t *o = fix_origin(f, O_CLOSE_NOW);
+    f->t.up.fail_threshold = 1;
+    gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 50, .max_inflight = 1};
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 5000));
+    run_client(&cl, 5000);
     assert_int_equal(cl.completed, 50);
     assert_int_equal(cl.errors, 0);
-    assert_int_equal(o.requests, 50);
+    assert_int_equal(o->requests, 50);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
-    teardown_all(b, &o, 1);
 }
 
 int main(void)
 {
-    signal(SIGPIPE, SIG_IGN); /* as the gateway: a write to a closed origin is an EPIPE */
-    memset(big_body, 'b', sizeof(big_body));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(chunked_trailers_interim, setup, teardown),
-        cmocka_unit_test_setup_teardown(cancel_mid_body_closes, setup, teardown),
-        cmocka_unit_test_setup_teardown(large_body_reads_grow, setup, teardown),
-        cmocka_unit_test_setup_teardown(pause_resume_backpressure, setup, teardown),
-        cmocka_unit_test_setup_teardown(idle_close_by_origin_detected, setup, teardown),
-        cmocka_unit_test_setup_teardown(origin_closing_every_connection_never_fails, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(read_batch_takes_a_trickle_in_few_reads, setup, teardown),
-        cmocka_unit_test_setup_teardown(read_batch_lets_a_slow_origin_stream, setup, teardown),
-        cmocka_unit_test_setup_teardown(read_batch_pause_mid_body, setup, teardown),
+        BACK_TEST(chunked_trailers_interim),
+        BACK_TEST(cancel_mid_body_closes),
+        BACK_TEST(large_body_reads_grow),
+        BACK_TEST(pause_resume_backpressure),
+        BACK_TEST(idle_close_by_origin_detected),
+        BACK_TEST(origin_closing_every_connection_never_fails),
+        BACK_TEST(read_batch_takes_a_trickle_in_few_reads),
+        BACK_TEST(read_batch_lets_a_slow_origin_stream),
+        BACK_TEST(read_batch_pause_mid_body),
     };
-    if (getenv("GW_TEST_FILTER")) /* e.g. GW_TEST_FILTER='pipeline_issue19*' */
-        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return RUN_BACK_TESTS(tests);
 }

@@ -2,58 +2,38 @@
  * least-connections with weights, the consistent-hash ring (spread, and how few clients move
  * when a server goes away), exclusion for retries, capacity and passive-health ejection.
  * Pure logic: the upstream is built by hand; `now` is passed in. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-#include <arpa/inet.h>
-
-#include <cmocka.h>
-
 #include "back/back_internal.h"
-
-#include "common/alloc.h"
-#include "common/err.h"
-#include "common/log.h"
+#include "back_test_util.h"
 
 typedef struct {
-    uv_loop_t loop;
-    gw_config_t cfg;
-    gw_cfg_upstream_t ucfg;
-    gw_cfg_server_t scfg[8];
-    gw_back_server_t srv[8];
+    tcfg_t t; /* the config: servers 10.0.0.1:80, 10.0.0.2:80, ... (never dialled) */
+    gw_back_server_t srv[GW_TEST_SERVERS];
     gw_back_upstream_t up;
     gw_back_t *back;
 } fx_t;
 
 static void fx_init(fx_t *f, size_t n, const unsigned *w, gw_balance_t bal)
 {
+    int ports[GW_TEST_SERVERS];
     memset(f, 0, sizeof(*f));
-    assert_int_equal(uv_loop_init(&f->loop), 0);
+    for (size_t i = 0; i < n; i++)
+        ports[i] = 80;
+    tcfg_init(&f->t, ports, w, n);
     for (size_t i = 0; i < n; i++) {
-        snprintf(f->scfg[i].addr.text, sizeof(f->scfg[i].addr.text), "10.0.0.%zu:80", i + 1);
-        f->scfg[i].weight = w ? w[i] : 1;
-        f->srv[i].cfg = &f->scfg[i];
+        /* the consistent-hash ring is keyed by this text */
+        snprintf(f->t.srv[i].addr.text, sizeof(f->t.srv[i].addr.text), "10.0.0.%zu:80", i + 1);
+        f->srv[i].cfg = &f->t.srv[i];
         f->srv[i].up = &f->up;
         f->srv[i].index = i;
         gw_list_init(&f->srv[i].idle);
     }
-    f->ucfg.name = "t";
-    f->ucfg.servers = f->scfg;
-    f->ucfg.servers_len = n;
-    f->ucfg.balance = bal;
-    f->ucfg.max_connections = 4;
-    f->ucfg.fail_threshold = 3;
-    f->ucfg.eject_ms = 1000;
-    f->cfg.upstreams = &f->ucfg;
-    f->cfg.upstreams_len = 1;
+    f->t.up.balance = bal;
+    f->t.up.max_connections = 4;
+    f->t.up.fail_threshold = 3;
     /* A real gw_back_t holds the counters gw_back__server_fail updates. */
-    assert_int_equal(gw_back_new(&f->loop, &f->cfg, &f->back), 0);
+    f->back = mkback(&f->t);
     f->up.back = f->back;
-    f->up.cfg = &f->ucfg;
+    f->up.cfg = &f->t.up;
     f->up.servers = f->srv;
     f->up.servers_len = n;
     gw_list_init(&f->up.queue);
@@ -63,9 +43,7 @@ static void fx_init(fx_t *f, size_t n, const unsigned *w, gw_balance_t bal)
 static void fx_free(fx_t *f)
 {
     gw_free(f->up.ring);
-    gw_back_del(f->back);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&f->loop), 0);
+    teardown_all(f->back, NULL, 0);
 }
 
 static size_t pick(fx_t *f, const struct sockaddr *client, gw_back_server_t *ex, uint64_t now)
@@ -194,7 +172,7 @@ static void hash_spread_and_minimal_move(void **state)
         assert_true(count[s] > N / 5 / 2 && count[s] < N / 5 * 2);
     /* Remove server 4 (the config now lists 0..3): only its clients move. */
     f.up.servers_len = 4;
-    f.ucfg.servers_len = 4;
+    f.t.up.servers_len = 4;
     assert_int_equal(gw_back__ring_build(&f.up), 0);
     size_t moved = 0;
     for (unsigned i = 0; i < N; i++) {
@@ -257,7 +235,7 @@ static void passive_health_threshold(void **state)
     (void)state;
     fx_t f;
     fx_init(&f, 2, NULL, GW_BALANCE_ROUND_ROBIN);
-    gw_log_set_level(GW_LOG_ERROR);
+    gw_log_set_level(GW_LOG_ERROR); /* the ejection's warning */
     gw_back_server_t *s = &f.srv[0];
     gw_back__server_fail(s, 10);
     gw_back__server_fail(s, 10);
@@ -270,11 +248,9 @@ static void passive_health_threshold(void **state)
     assert_int_equal(s->ejected_until, 1010);
     assert_false(gw_back__server_healthy(s, 1009));
     assert_true(gw_back__server_healthy(s, 1010));
-    gw_back_stats_t st;
-    gw_back_stats(f.back, SIZE_MAX, &st);
+    gw_back_stats_t st = stats_of(f.back);
     assert_int_equal(st.ejections, 1);
     assert_int_equal(st.failures, 5);
-    gw_log_set_level(GW_LOG_INFO);
     fx_free(&f);
 }
 
@@ -298,7 +274,7 @@ static void back_new_alloc_sweep(void **state)
     for (unsigned long n = 1;; n++) {
         gw_back_t *b = NULL;
         gw_alloc_fail_after(n);
-        int rc = gw_back_new(&f.loop, &f.cfg, &b);
+        int rc = gw_back_new(&loop, &f.t.cfg, &b);
         int hit = gw_alloc_fail_hit();
         gw_alloc_fail_after(0);
         if (!hit) {
@@ -316,17 +292,17 @@ static void back_new_alloc_sweep(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(smooth_wrr_sequence),
-        cmocka_unit_test(rr_skips_ejected_and_full),
-        cmocka_unit_test(all_full_or_all_ejected),
-        cmocka_unit_test(exclude_for_retry),
-        cmocka_unit_test(least_conn_weighted),
-        cmocka_unit_test(hash_spread_and_minimal_move),
-        cmocka_unit_test(hash_ejected_server_only_moves_its_clients),
-        cmocka_unit_test(hash_addr_ignores_port),
-        cmocka_unit_test(passive_health_threshold),
-        cmocka_unit_test(ring_alloc_failure),
-        cmocka_unit_test(back_new_alloc_sweep),
+        BACK_TEST(smooth_wrr_sequence),
+        BACK_TEST(rr_skips_ejected_and_full),
+        BACK_TEST(all_full_or_all_ejected),
+        BACK_TEST(exclude_for_retry),
+        BACK_TEST(least_conn_weighted),
+        BACK_TEST(hash_spread_and_minimal_move),
+        BACK_TEST(hash_ejected_server_only_moves_its_clients),
+        BACK_TEST(hash_addr_ignores_port),
+        BACK_TEST(passive_health_threshold),
+        BACK_TEST(ring_alloc_failure),
+        BACK_TEST(back_new_alloc_sweep),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return RUN_BACK_TESTS(tests);
 }
