@@ -1,4 +1,4 @@
-/* h2_session_util.c — helpers shared by the split test files of test_h2_session.c. */
+/* h2_session_util.c — the fixture of the HTTP/2 session unit tests (h2_session_util.h). */
 #include "h2_session_util.h"
 
 int on_request(void *ud, const gw_h2_head_t *h)
@@ -102,6 +102,15 @@ void cli_headers(cli_t *c, uint32_t sid, uint8_t flags, const char *const *kv)
                                                blk.base, blk.len, 0, 0),
                      0);
     gw_bytes_free(&blk);
+}
+
+void cli_blocks(cli_t *c, uint32_t sid, const uint8_t *blk, size_t len, int times)
+{
+    for (int i = 0; i < times; i++)
+        assert_int_equal(gw_h2_frame_write_headers(&c->b, sid,
+                                                   GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS, NULL,
+                                                   blk, len, 0, 0),
+                         0);
 }
 
 const char *const GET[] = {":method",     "GET",   ":scheme", "https", ":authority",
@@ -209,4 +218,42 @@ gw_h2_session_t *ready_get(rec_t *r, cli_t *c, const gw_h2_options_t *o)
     cli_headers(c, 1, GW_H2_F_END_STREAM, GET);
     cli_send(s, c);
     return s;
+}
+
+int sfix_setup(void **state)
+{
+    static sfix_t fixture;
+    memset(&fixture, 0, sizeof(fixture));
+    gw_h2_options_default(&fixture.opt);
+    *state = &fixture;
+    return 0;
+}
+
+void fend(sfix_t *f)
+{
+    if (!f->s)
+        return;
+    cli_free(&f->c);
+    gw_h2_session_del(f->s);
+    f->s = NULL;
+}
+
+int sfix_teardown(void **state)
+{
+    fend(*state);
+    return 0;
+}
+
+gw_h2_session_t *fready(sfix_t *f)
+{
+    fend(f);
+    f->s = ready(&f->r, &f->c, &f->opt);
+    return f->s;
+}
+
+gw_h2_session_t *fready_get(sfix_t *f)
+{
+    fend(f);
+    f->s = ready_get(&f->r, &f->c, &f->opt);
+    return f->s;
 }

@@ -1,5 +1,6 @@
-/* h2_session_util.h — helpers shared by the split test files of test_h2_session.c (see
- * h2_session_util.c). */
+/* h2_session_util.h — the fixture of the HTTP/2 session unit tests (test_h2_session*.c): a
+ * server session, an event recorder on its callbacks, a client that writes frames to it, and the
+ * frames it answered (see h2_session_util.c). */
 #ifndef GW_TEST_H2_SESSION_UTIL_H
 #define GW_TEST_H2_SESSION_UTIL_H
 
@@ -61,6 +62,8 @@ void cli_init(cli_t *c, int preface);
 void cli_free(cli_t *c);
 void block(cli_t *c, gw_bytes_t *out, const char *const *kv);
 void cli_headers(cli_t *c, uint32_t sid, uint8_t flags, const char *const *kv);
+/* times HEADERS frames on sid, each the whole block blk[0..len) with END_STREAM. */
+void cli_blocks(cli_t *c, uint32_t sid, const uint8_t *blk, size_t len, int times);
 extern const char *const GET[];
 extern const char *const GET_I[];
 extern const char *const GET_U0[];
@@ -77,5 +80,26 @@ gw_h2_session_t *ready(rec_t *r, cli_t *c, const gw_h2_options_t *o);
 gw_h2_session_t *ready_get(rec_t *r, cli_t *c, const gw_h2_options_t *o);
 
 #define logf_(r, ...) GW_TEST_LOGF(r, __VA_ARGS__)
+
+/* ---- the fixture: one session at a time and its client -------------------------------- */
+
+typedef struct {
+    rec_t r;             /* what the session's callbacks saw */
+    cli_t c;             /* the client's pending bytes and its HPACK encoder */
+    outs_t o;            /* the frames of the last drain */
+    gw_h2_options_t opt; /* the session's options: defaults, which a test changes first */
+    gw_h2_session_t *s;  /* the session of fready()/fready_get() */
+} sfix_t;
+
+/* cmocka's setup and teardown of a SESSION_TEST: a fresh fixture in *state; teardown frees the
+ * session and the client it holds. */
+int sfix_setup(void **state);
+int sfix_teardown(void **state);
+#define SESSION_TEST(fn) cmocka_unit_test_setup_teardown(fn, sfix_setup, sfix_teardown)
+/* Free the session f holds (and its client), if any. */
+void fend(sfix_t *f);
+/* fend(), then ready() (or ready_get()) with f->opt: the new session, also in f->s. */
+gw_h2_session_t *fready(sfix_t *f);
+gw_h2_session_t *fready_get(sfix_t *f);
 
 #endif

@@ -131,13 +131,11 @@ static void settings_timeout(void **state)
 
 static void get_and_response_by_reference(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    assert_string_equal(r.log, "req 1 GET https example.com /a cl=-1 es=1;end 1;");
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
+    assert_string_equal(f->r.log, "req 1 GET https example.com /a cl=-1 es=1;end 1;");
     assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_HALF_CLOSED_REMOTE);
 
     const gw_h2_header_t hf[] = {{GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/plain")}};
@@ -161,25 +159,20 @@ static void get_and_response_by_reference(void **state)
     gw_iovq_free(&q);
     assert_int_equal(rb->refs, 1);
     gw_rbuf_unref(rb);
-    assert_string_equal(r.log,
+    assert_string_equal(f->r.log,
                         "req 1 GET https example.com /a cl=-1 es=1;end 1;close 1 NO_ERROR 0;");
     assert_int_equal(gw_h2_session_active_streams(s), 1); /* until released */
     assert_int_equal(gw_h2_session_stream_release(s, 1), 0);
     assert_int_equal(gw_h2_session_active_streams(s), 0);
     assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_CLOSED);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 static void response_frames(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
     assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
     assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), GW_E_INVAL);
     gw_rbuf_t *rb = gw_rbuf_new(40000);
@@ -187,22 +180,20 @@ static void response_frames(void **state)
     assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 40000, 0), 0);
     const gw_h2_header_t tr[] = {{GW_SLICE_LIT("grpc-status"), GW_SLICE_LIT("0")}};
     assert_int_equal(gw_h2_session_submit_trailers(s, 1, tr, 1), 0);
-    drain(s, &o);
+    drain(s, &f->o);
     /* HEADERS, DATA 16384 + 16384 + 7232 (peer max frame), trailers HEADERS END_STREAM */
-    assert_int_equal(o.n, 5);
-    assert_int_equal(o.f[0].h.type, GW_H2_FT_HEADERS);
-    assert_int_equal(o.f[0].h.flags, GW_H2_F_END_HEADERS);
-    assert_int_equal(o.f[1].h.length, 16384);
-    assert_int_equal(o.f[2].h.length, 16384);
-    assert_int_equal(o.f[3].h.length, 40000 - 32768);
-    assert_int_equal(o.f[3].h.flags, 0);
-    assert_int_equal(o.f[4].h.type, GW_H2_FT_HEADERS);
-    assert_int_equal(o.f[4].h.flags, GW_H2_F_END_HEADERS | GW_H2_F_END_STREAM);
+    assert_int_equal(f->o.n, 5);
+    assert_int_equal(f->o.f[0].h.type, GW_H2_FT_HEADERS);
+    assert_int_equal(f->o.f[0].h.flags, GW_H2_F_END_HEADERS);
+    assert_int_equal(f->o.f[1].h.length, 16384);
+    assert_int_equal(f->o.f[2].h.length, 16384);
+    assert_int_equal(f->o.f[3].h.length, 40000 - 32768);
+    assert_int_equal(f->o.f[3].h.flags, 0);
+    assert_int_equal(f->o.f[4].h.type, GW_H2_FT_HEADERS);
+    assert_int_equal(f->o.f[4].h.flags, GW_H2_F_END_HEADERS | GW_H2_F_END_STREAM);
     assert_int_equal(gw_h2_session_send_window(s, 0), 65535 - 40000);
     assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_CLOSED);
     gw_rbuf_unref(rb);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 /* The same input whole, byte by byte and cut at every point gives the same events. */
@@ -248,78 +239,65 @@ static void split_feeding(void **state)
 
 static void max_requests_and_shutdown(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    opt.max_requests_per_connection = 2;
-    gw_h2_session_t *s = ready(&r, &c, &opt);
-    r.release_on_close = 1;
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &c);
-    drain(s, &o);
-    const outf_t *g = find_type(&o, GW_H2_FT_GOAWAY, 0);
+    sfix_t *f = *state;
+    f->opt.max_requests_per_connection = 2;
+    gw_h2_session_t *s = fready(f);
+    f->r.release_on_close = 1;
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
+    const outf_t *g = find_type(&f->o, GW_H2_FT_GOAWAY, 0);
     assert_non_null(g);
     assert_int_equal(get32(g->p), 3);
     assert_int_equal(get32(g->p + 4), GW_H2_NO_ERROR);
     /* a later stream is refused, not processed */
-    cli_headers(&c, 5, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &c);
-    drain(s, &o);
-    expect_rst(&o, 5, GW_H2_REFUSED_STREAM);
+    cli_headers(&f->c, 5, GW_H2_F_END_STREAM, GET);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
+    expect_rst(&f->o, 5, GW_H2_REFUSED_STREAM);
     assert_false(gw_h2_session_should_close(s));
     assert_int_equal(gw_h2_session_submit_response(s, 1, 204, NULL, 0, 1), 0);
     assert_int_equal(gw_h2_session_submit_response(s, 3, 204, NULL, 0, 1), 0);
-    drain(s, &o);
+    drain(s, &f->o);
     assert_true(gw_h2_session_should_close(s));
-    cli_free(&c);
-    gw_h2_session_del(s);
 
     /* graceful two-step shutdown */
-    s = ready(&r, &c, NULL);
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &c);
+    s = fready(f);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    cli_send(s, &f->c);
     assert_int_equal(gw_h2_session_phase(s), GW_H2_CONN_OPEN);
     assert_int_equal(gw_h2_session_shutdown(s, 0), 0);
     assert_int_equal(gw_h2_session_phase(s), GW_H2_CONN_SHUTDOWN_PENDING);
     assert_string_equal(gw_h2_conn_phase_str(gw_h2_session_phase(s)), "shutdown_pending");
-    drain(s, &o);
-    g = find_type(&o, GW_H2_FT_GOAWAY, 0);
+    drain(s, &f->o);
+    g = find_type(&f->o, GW_H2_FT_GOAWAY, 0);
     assert_non_null(g);
     assert_int_equal(get32(g->p), GW_H2_STREAM_ID_MASK);
-    const outf_t *p = find_type(&o, GW_H2_FT_PING, 0);
+    const outf_t *p = find_type(&f->o, GW_H2_FT_PING, 0);
     assert_non_null(p);
-    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET); /* in flight: still served */
-    assert_int_equal(gw_h2_frame_write_ping(&c.b, 1, p->p), 0);
-    cli_send(s, &c);
-    drain(s, &o);
-    g = find_type(&o, GW_H2_FT_GOAWAY, 0);
+    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET); /* in flight: still served */
+    assert_int_equal(gw_h2_frame_write_ping(&f->c.b, 1, p->p), 0);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
+    g = find_type(&f->o, GW_H2_FT_GOAWAY, 0);
     assert_non_null(g);
     assert_int_equal(get32(g->p), 3);
-    assert_non_null(strstr(r.log, "req 3 "));
+    assert_non_null(strstr(f->r.log, "req 3 "));
     /* the PING ACK ended the first step: the final GOAWAY is out */
     assert_int_equal(gw_h2_session_phase(s), GW_H2_CONN_GOAWAY_SENT);
     assert_int_equal(gw_h2_session_shutdown(s, 0), 0); /* nothing more to do */
     assert_int_equal(gw_h2_session_phase(s), GW_H2_CONN_GOAWAY_SENT);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 static void peer_goaway(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
-    assert_int_equal(gw_h2_frame_write_goaway(&c.b, 0, GW_H2_NO_ERROR, "bye", 3), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    assert_string_equal(r.log, "goaway 0 NO_ERROR bye;");
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
+    assert_int_equal(gw_h2_frame_write_goaway(&f->c.b, 0, GW_H2_NO_ERROR, "bye", 3), 0);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
+    assert_string_equal(f->r.log, "goaway 0 NO_ERROR bye;");
     assert_true(gw_h2_session_should_close(s));
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 /* Failing-allocation sweep over a whole request/response exchange: fail the n-th
@@ -804,11 +782,11 @@ int main(void)
         cmocka_unit_test(bad_preface),
         cmocka_unit_test(first_frame_not_settings),
         cmocka_unit_test(settings_timeout),
-        cmocka_unit_test(get_and_response_by_reference),
-        cmocka_unit_test(response_frames),
+        SESSION_TEST(get_and_response_by_reference),
+        SESSION_TEST(response_frames),
         cmocka_unit_test(split_feeding),
-        cmocka_unit_test(max_requests_and_shutdown),
-        cmocka_unit_test(peer_goaway),
+        SESSION_TEST(max_requests_and_shutdown),
+        SESSION_TEST(peer_goaway),
         cmocka_unit_test(alloc_failure_sweep),
         cmocka_unit_test(compact_is_invisible),
         cmocka_unit_test(idle_session_memory),

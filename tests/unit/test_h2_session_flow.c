@@ -72,78 +72,66 @@ static void flow_control_backpressure(void **state)
 
 static void connection_window_exceeded(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    opt.initial_window_size = 65535;
-    opt.connection_window_size = 65535;
-    gw_h2_session_t *s = ready(&r, &c, &opt);
+    sfix_t *f = *state;
+    f->opt.initial_window_size = 65535;
+    f->opt.connection_window_size = 65535;
+    gw_h2_session_t *s = fready(f);
     static uint8_t chunk[16384];
     const char *const P[] = {":method", "POST", ":scheme", "https", ":path", "/", NULL};
-    cli_headers(&c, 1, 0, P);
-    cli_headers(&c, 3, 0, P);
+    cli_headers(&f->c, 1, 0, P);
+    cli_headers(&f->c, 3, 0, P);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, chunk, sizeof(chunk), 0, 0), 0);
+        assert_int_equal(gw_h2_frame_write_data(&f->c.b, 1, 0, chunk, sizeof(chunk), 0, 0), 0);
     for (int i = 0; i < 2; i++)
-        assert_int_equal(gw_h2_frame_write_data(&c.b, 3, 0, chunk, sizeof(chunk), 0, 0), 0);
-    assert_int_equal(feed(s, &c.b), GW_E_FLOW);
-    drain(s, &o);
-    expect_goaway(&o, GW_H2_FLOW_CONTROL_ERROR);
-    cli_free(&c);
-    gw_h2_session_del(s);
+        assert_int_equal(gw_h2_frame_write_data(&f->c.b, 3, 0, chunk, sizeof(chunk), 0, 0), 0);
+    assert_int_equal(feed(s, &f->c.b), GW_E_FLOW);
+    drain(s, &f->o);
+    expect_goaway(&f->o, GW_H2_FLOW_CONTROL_ERROR);
 }
 
 static void round_robin_and_connection_window(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
     const gw_h2_setting_t big = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20};
-    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &big, 1), 0);
+    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &big, 1), 0);
     /* incremental (RFC 9218 §4.2): the scheduler takes turns one frame each */
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET_I);
-    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET_I);
-    cli_send(s, &c);
-    drain(s, &o);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET_I);
+    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET_I);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
     gw_rbuf_t *rb = gw_rbuf_new(40000);
     for (uint32_t sid = 1; sid <= 3; sid += 2) {
         assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
         assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 40000, 1), 0);
     }
-    drain(s, &o);
+    drain(s, &f->o);
     /* 2 HEADERS, then DATA alternating between the streams until the connection window
      * (65535) is spent */
-    assert_int_equal(o.n, 6);
+    assert_int_equal(f->o.n, 6);
     const uint32_t order[] = {1, 3, 1, 3};
     const uint32_t lens[] = {16384, 16384, 16384, 16383};
     for (size_t i = 0; i < 4; i++) {
-        assert_int_equal(o.f[2 + i].h.type, GW_H2_FT_DATA);
-        assert_int_equal(o.f[2 + i].h.stream_id, order[i]);
-        assert_int_equal(o.f[2 + i].h.length, lens[i]);
+        assert_int_equal(f->o.f[2 + i].h.type, GW_H2_FT_DATA);
+        assert_int_equal(f->o.f[2 + i].h.stream_id, order[i]);
+        assert_int_equal(f->o.f[2 + i].h.length, lens[i]);
     }
     assert_int_equal(gw_h2_session_send_window(s, 0), 0);
     assert_false(gw_h2_session_want_write(s));
-    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 100000), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, 100000), 0);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
     assert_true(gw_h2_session_want_write(s));
-    drain(s, &o);
+    drain(s, &f->o);
     size_t total = 0;
     int eos = 0;
-    for (size_t i = 0; i < o.n; i++) {
-        total += o.f[i].h.length;
-        eos += (o.f[i].h.flags & GW_H2_F_END_STREAM) != 0;
+    for (size_t i = 0; i < f->o.n; i++) {
+        total += f->o.f[i].h.length;
+        eos += (f->o.f[i].h.flags & GW_H2_F_END_STREAM) != 0;
     }
     assert_int_equal(total, 80000 - 65535);
     assert_int_equal(eos, 2);
     assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_CLOSED);
     gw_rbuf_unref(rb);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 /* Stream ids of the DATA frames in o, from index from; returns the count. */
@@ -161,18 +149,15 @@ static size_t data_order(const outs_t *o, size_t from, uint32_t *ids, size_t max
  * open stream (3 raised to u=1) and, sent before the stream, applies when it opens (7). */
 static void priority_scheduling(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
     /* PRIORITY_UPDATE about idle stream 7 first (§7.1), then the requests */
-    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 7, "u=2", 3), 0);
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
-    cli_headers(&c, 5, GW_H2_F_END_STREAM, GET_U0);
-    cli_headers(&c, 7, GW_H2_F_END_STREAM, GET_U0); /* the earlier frame wins: u=2 */
-    cli_send(s, &c);
+    assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 7, "u=2", 3), 0);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET);
+    cli_headers(&f->c, 5, GW_H2_F_END_STREAM, GET_U0);
+    cli_headers(&f->c, 7, GW_H2_F_END_STREAM, GET_U0); /* the earlier frame wins: u=2 */
+    cli_send(s, &f->c);
     uint8_t u;
     int inc;
     assert_int_equal(gw_h2_session_get_priority(s, 5, &u, &inc), 0);
@@ -182,7 +167,7 @@ static void priority_scheduling(void **state)
     assert_int_equal(gw_h2_session_get_priority(s, 1, &u, &inc), 0);
     assert_int_equal(u, 3);
     assert_int_equal(inc, 0);
-    drain(s, &o);
+    drain(s, &f->o);
     /* 20000 bytes each: two frames per stream at the default 16384 max frame size */
     gw_rbuf_t *rb = gw_rbuf_new(20000);
     for (uint32_t sid = 1; sid <= 7; sid += 2) {
@@ -191,12 +176,12 @@ static void priority_scheduling(void **state)
     }
     /* raise 3 above 1 (but below 5 and 7) before anything is framed; open the connection
      * window for all 80000 bytes */
-    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 3, "u=1", 3), 0);
-    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 100000), 0);
-    cli_send(s, &c);
-    drain(s, &o);
+    assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 3, "u=1", 3), 0);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, 100000), 0);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
     uint32_t ids[16];
-    size_t n = data_order(&o, 0, ids, 16);
+    size_t n = data_order(&f->o, 0, ids, 16);
     const uint32_t want[] = {5, 5, 3, 3, 7, 7, 1, 1};
     assert_int_equal(n, 8);
     for (size_t i = 0; i < n; i++)
@@ -205,8 +190,6 @@ static void priority_scheduling(void **state)
     assert_int_equal(gw_h2_session_set_priority(s, 5, 1, 0), GW_E_NOENT);
     assert_int_equal(gw_h2_session_set_priority(s, 99, 1, 0), GW_E_NOENT);
     gw_rbuf_unref(rb);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 /* gw_h2_session_set_priority re-queues a stream with DATA waiting (RFC 9218 §8), -1 keeps a
@@ -214,27 +197,22 @@ static void priority_scheduling(void **state)
  * buffer keeps at most max_concurrent_streams entries, the oldest dropped. */
 static void priority_set_and_pending_bound(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    opt.max_concurrent_streams = 2;
-    gw_h2_session_t *s = ready(&r, &c, &opt);
+    sfix_t *f = *state;
+    f->opt.max_concurrent_streams = 2;
+    gw_h2_session_t *s = fready(f);
     /* the connection window stays shut, so DATA waits */
     const gw_h2_setting_t zero = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
-    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &zero, 1), 0);
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &c);
-    drain(s, &o);
+    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &zero, 1), 0);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
     gw_rbuf_t *rb = gw_rbuf_new(100);
     for (uint32_t sid = 1; sid <= 3; sid += 2) {
         assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
         assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 100, 1), 0);
     }
-    drain(s, &o);
+    drain(s, &f->o);
     assert_int_equal(gw_h2_session_set_priority(s, 3, 8, 0), GW_E_INVAL);
     assert_int_equal(gw_h2_session_set_priority(s, 3, 2, -1), 0);
     assert_int_equal(gw_h2_session_set_priority(s, 1, -1, 1), 0);
@@ -244,33 +222,31 @@ static void priority_set_and_pending_bound(void **state)
     assert_int_equal(u, 3);
     assert_int_equal(inc, 1);
     /* even id and ids that opened already are ignored; 5, 7, 9 buffered, 5 dropped (cap 2) */
-    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 2, "u=0", 3), 0);
-    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 5, "u=0", 3), 0);
-    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 7, "u=6", 3), 0);
-    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 9, "u=1", 3), 0);
-    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 9, "u=4, i", 6), 0);
+    assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 2, "u=0", 3), 0);
+    assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 5, "u=0", 3), 0);
+    assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 7, "u=6", 3), 0);
+    assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 9, "u=1", 3), 0);
+    assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 9, "u=4, i", 6), 0);
     const gw_h2_setting_t some = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 100};
-    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &some, 1), 0);
-    cli_send(s, &c);
-    drain(s, &o);
+    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &some, 1), 0);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
     uint32_t ids[8];
-    assert_int_equal(data_order(&o, 0, ids, 8), 2);
+    assert_int_equal(data_order(&f->o, 0, ids, 8), 2);
     assert_int_equal(ids[0], 3); /* u=2 before u=3 */
     assert_int_equal(ids[1], 1);
     for (uint32_t sid = 1; sid <= 3; sid += 2)
         assert_int_equal(gw_h2_session_stream_release(s, sid), 0);
-    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 1, "u=0", 3), 0); /* closed */
-    cli_headers(&c, 5, GW_H2_F_END_STREAM, GET);
-    cli_headers(&c, 9, GW_H2_F_END_STREAM, GET); /* 7 never opens */
-    cli_send(s, &c);
+    assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 1, "u=0", 3), 0); /* closed */
+    cli_headers(&f->c, 5, GW_H2_F_END_STREAM, GET);
+    cli_headers(&f->c, 9, GW_H2_F_END_STREAM, GET); /* 7 never opens */
+    cli_send(s, &f->c);
     assert_int_equal(gw_h2_session_get_priority(s, 5, &u, &inc), 0);
     assert_int_equal(u, 3); /* its update was the oldest and was dropped */
     assert_int_equal(gw_h2_session_get_priority(s, 9, &u, &inc), 0);
     assert_int_equal(u, 4); /* the most recent update for 9 */
     assert_int_equal(inc, 1);
     gw_rbuf_unref(rb);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 /* The bandwidth hook: the connection budget cuts DATA frames to fit and stops DATA at 0
@@ -278,18 +254,15 @@ static void priority_set_and_pending_bound(void **state)
  * it again. */
 static void data_budget(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
     const gw_h2_setting_t big = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20};
-    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &big, 1), 0);
-    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 1 << 20), 0);
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &c);
-    drain(s, &o);
+    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &big, 1), 0);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, 1 << 20), 0);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
     assert_true(gw_h2_session_data_budget(s, 0) == SIZE_MAX);
     assert_true(gw_h2_session_data_budget(s, 1) == SIZE_MAX);
     assert_int_equal(gw_h2_session_data_budget(s, 99), 0);
@@ -303,22 +276,22 @@ static void data_budget(void **state)
         assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 40000, 1), 0);
     }
     /* budget 0: the heads go, no DATA; want_write says nothing is left */
-    drain(s, &o);
-    assert_int_equal(o.n, 2);
-    assert_int_equal(o.f[0].h.type, GW_H2_FT_HEADERS);
-    assert_int_equal(o.f[1].h.type, GW_H2_FT_HEADERS);
+    drain(s, &f->o);
+    assert_int_equal(f->o.n, 2);
+    assert_int_equal(f->o.f[0].h.type, GW_H2_FT_HEADERS);
+    assert_int_equal(f->o.f[1].h.type, GW_H2_FT_HEADERS);
     assert_false(gw_h2_session_want_write(s));
 
     /* 20000 bytes: 16384 then 3616 on stream 1 (a frame cut to fit; the RFC 9218 scheduler
      * serves non-incremental streams of one urgency one at a time) */
     assert_int_equal(gw_h2_session_set_data_budget(s, 0, 20000), 0);
     assert_true(gw_h2_session_want_write(s));
-    drain(s, &o);
-    assert_int_equal(o.n, 2);
-    assert_int_equal(o.f[0].h.stream_id, 1);
-    assert_int_equal(o.f[0].h.length, 16384);
-    assert_int_equal(o.f[1].h.stream_id, 1);
-    assert_int_equal(o.f[1].h.length, 3616);
+    drain(s, &f->o);
+    assert_int_equal(f->o.n, 2);
+    assert_int_equal(f->o.f[0].h.stream_id, 1);
+    assert_int_equal(f->o.f[0].h.length, 16384);
+    assert_int_equal(f->o.f[1].h.stream_id, 1);
+    assert_int_equal(f->o.f[1].h.length, 3616);
     assert_int_equal(gw_h2_session_data_budget(s, 0), 0);
     assert_int_equal(gw_h2_session_stream_queued(s, 1), 40000 - 20000);
     assert_int_equal(gw_h2_session_stream_queued(s, 3), 40000);
@@ -328,37 +301,35 @@ static void data_budget(void **state)
      * sends 1000 and waits */
     assert_int_equal(gw_h2_session_set_data_budget(s, 1, 1000), 0);
     assert_int_equal(gw_h2_session_set_data_budget(s, 0, SIZE_MAX), 0);
-    drain(s, &o);
+    drain(s, &f->o);
     size_t on1 = 0, on3 = 0;
     int eos3 = 0;
-    for (size_t i = 0; i < o.n; i++) {
-        assert_int_equal(o.f[i].h.type, GW_H2_FT_DATA);
-        if (o.f[i].h.stream_id == 1)
-            on1 += o.f[i].h.length;
+    for (size_t i = 0; i < f->o.n; i++) {
+        assert_int_equal(f->o.f[i].h.type, GW_H2_FT_DATA);
+        if (f->o.f[i].h.stream_id == 1)
+            on1 += f->o.f[i].h.length;
         else
-            on3 += o.f[i].h.length, eos3 |= o.f[i].h.flags & GW_H2_F_END_STREAM;
+            on3 += f->o.f[i].h.length, eos3 |= f->o.f[i].h.flags & GW_H2_F_END_STREAM;
     }
     assert_int_equal(on1, 1000);
     assert_int_equal(on3, 40000);
     assert_true(eos3);
     assert_int_equal(gw_h2_session_data_budget(s, 1), 0);
     assert_false(gw_h2_session_want_write(s));
-    drain(s, &o);
-    assert_int_equal(o.n, 0); /* held back: nothing spins */
+    drain(s, &f->o);
+    assert_int_equal(f->o.n, 0); /* held back: nothing spins */
 
     /* a new stream budget queues it again; SIZE_MAX lets it finish */
     assert_int_equal(gw_h2_session_set_data_budget(s, 1, SIZE_MAX), 0);
     assert_true(gw_h2_session_want_write(s));
-    drain(s, &o);
+    drain(s, &f->o);
     size_t rest = 0;
-    for (size_t i = 0; i < o.n; i++)
-        rest += o.f[i].h.length;
+    for (size_t i = 0; i < f->o.n; i++)
+        rest += f->o.f[i].h.length;
     assert_int_equal(rest, 40000 - 20000 - 1000);
-    assert_true(o.f[o.n - 1].h.flags & GW_H2_F_END_STREAM);
+    assert_true(f->o.f[f->o.n - 1].h.flags & GW_H2_F_END_STREAM);
     assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_CLOSED);
     gw_rbuf_unref(rb);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 static void on_writable(void *ud, uint32_t sid)
@@ -414,81 +385,69 @@ static void writable_events(void **state)
 
 static void initial_window_change(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
     const gw_h2_setting_t small = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 100};
-    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &small, 1), 0);
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &c);
-    drain(s, &o);
+    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &small, 1), 0);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
     assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
     gw_rbuf_t *rb = gw_rbuf_new(1000);
     assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 1000, 1), 0);
-    drain(s, &o);
-    assert_int_equal(o.n, 2);
-    assert_int_equal(o.f[1].h.length, 100);
+    drain(s, &f->o);
+    assert_int_equal(f->o.n, 2);
+    assert_int_equal(f->o.f[1].h.length, 100);
     assert_false(gw_h2_session_want_write(s));
     /* lowering makes the window negative (§6.9.2) */
     const gw_h2_setting_t lower = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 50};
-    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &lower, 1), 0);
-    cli_send(s, &c);
+    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &lower, 1), 0);
+    cli_send(s, &f->c);
     assert_int_equal(gw_h2_session_send_window(s, 1), -50);
-    drain(s, &o);
-    assert_int_equal(o.n, 1); /* the ACK only */
+    drain(s, &f->o);
+    assert_int_equal(f->o.n, 1); /* the ACK only */
     /* raising applies the delta to the open stream */
     const gw_h2_setting_t raise = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 450};
-    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &raise, 1), 0);
-    cli_send(s, &c);
+    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &raise, 1), 0);
+    cli_send(s, &f->c);
     assert_int_equal(gw_h2_session_send_window(s, 1), 350);
-    drain(s, &o);
-    const outf_t *d = find_type(&o, GW_H2_FT_DATA, 0);
+    drain(s, &f->o);
+    const outf_t *d = find_type(&f->o, GW_H2_FT_DATA, 0);
     assert_non_null(d);
     assert_int_equal(d->h.length, 350);
     /* WINDOW_UPDATE opens the rest; END_STREAM rides on the last DATA */
-    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, 550), 0);
-    cli_send(s, &c);
-    drain(s, &o);
-    assert_int_equal(o.n, 1);
-    assert_int_equal(o.f[0].h.length, 550);
-    assert_int_equal(o.f[0].h.flags, GW_H2_F_END_STREAM);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 1, 550), 0);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
+    assert_int_equal(f->o.n, 1);
+    assert_int_equal(f->o.f[0].h.length, 550);
+    assert_int_equal(f->o.f[0].h.flags, GW_H2_F_END_STREAM);
     /* overflow of a stream window via SETTINGS is a connection error */
     gw_rbuf_unref(rb);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 static void window_overflow(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, GW_H2_MAX_WINDOW), 0);
-    cli_send(s, &c);
-    drain(s, &o);
-    expect_rst(&o, 1, GW_H2_FLOW_CONTROL_ERROR);
-    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, GW_H2_MAX_WINDOW), 0);
-    assert_int_equal(feed(s, &c.b), GW_E_FLOW);
-    drain(s, &o);
-    expect_goaway(&o, GW_H2_FLOW_CONTROL_ERROR);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 1, GW_H2_MAX_WINDOW), 0);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
+    expect_rst(&f->o, 1, GW_H2_FLOW_CONTROL_ERROR);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, GW_H2_MAX_WINDOW), 0);
+    assert_int_equal(feed(s, &f->c.b), GW_E_FLOW);
+    drain(s, &f->o);
+    expect_goaway(&f->o, GW_H2_FLOW_CONTROL_ERROR);
     /* SETTINGS_INITIAL_WINDOW_SIZE pushing an open stream past 2^31-1 */
-    s = ready(&r, &c, NULL);
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, GW_H2_MAX_WINDOW - 65535), 0);
+    s = fready(f);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 1, GW_H2_MAX_WINDOW - 65535), 0);
     const gw_h2_setting_t big = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 65536};
-    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &big, 1), 0);
-    assert_int_equal(feed(s, &c.b), GW_E_FLOW);
-    drain(s, &o);
-    expect_goaway(&o, GW_H2_FLOW_CONTROL_ERROR);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &big, 1), 0);
+    assert_int_equal(feed(s, &f->c.b), GW_E_FLOW);
+    drain(s, &f->o);
+    expect_goaway(&f->o, GW_H2_FLOW_CONTROL_ERROR);
 }
 
 /* Issue 18 item 9, the other half: applied once per frame, the values are still checked one by
@@ -642,21 +601,18 @@ static const char *const GET_U3[] = {":method",    "GET",         ":scheme", "ht
  * nothing is sent about the tree in SETTINGS. */
 static void tree_headers_weights(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
     const gw_h2_priority_t w1 = {0, 0, 0}, w3 = {0, 2, 0};
-    cli_headers_pri(&c, 1, &w1, GET);
-    cli_headers_pri(&c, 3, &w3, GET);
-    cli_headers(&c, 7, GW_H2_F_END_STREAM, GET_U3);
+    cli_headers_pri(&f->c, 1, &w1, GET);
+    cli_headers_pri(&f->c, 3, &w3, GET);
+    cli_headers(&f->c, 7, GW_H2_F_END_STREAM, GET_U3);
     /* stream windows wide open; the connection window holds 8 frames + 1000 bytes */
     for (uint32_t sid = 1; sid <= 7; sid += 2)
-        assert_int_equal(gw_h2_frame_write_window_update(&c.b, sid, 1 << 20), 0);
-    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 8 * 16384 + 1000 - 65535), 0);
-    cli_send(s, &c);
-    drain(s, &o);
+        assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, sid, 1 << 20), 0);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, 8 * 16384 + 1000 - 65535), 0);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
     gw_rbuf_t *rb = gw_rbuf_new(200000);
     assert_int_equal(gw_h2_session_submit_response(s, 7, 200, NULL, 0, 0), 0);
     assert_int_equal(gw_h2_session_submit_data(s, 7, rb, 0, 1000, 1), 0);
@@ -664,9 +620,9 @@ static void tree_headers_weights(void **state)
         assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
         assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 200000, 1), 0);
     }
-    drain(s, &o);
+    drain(s, &f->o);
     uint32_t ids[32] = {0};
-    size_t n = data_order(&o, 0, ids, 32), c1 = 0, c3 = 0;
+    size_t n = data_order(&f->o, 0, ids, 32), c1 = 0, c3 = 0;
     assert_int_equal(n, 9);
     assert_int_equal(ids[0], 7);
     for (size_t i = 1; i < n; i++) {
@@ -676,8 +632,6 @@ static void tree_headers_weights(void **state)
     assert_int_equal(c1, 2);
     assert_int_equal(c3, 6);
     gw_rbuf_unref(rb);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 /* A PRIORITY frame on an idle stream (RFC 7540 §5.3.4 placeholder) gives the stream its place
@@ -685,21 +639,18 @@ static void tree_headers_weights(void **state)
  * PRIORITY_UPDATE (RFC 9218) takes 5 out of the tree: it goes first at u=2. */
 static void tree_priority_frame_idle(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
     const gw_h2_priority_t on1 = {1, 255, 0};
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(gw_h2_frame_write_priority(&c.b, 3, &on1), 0);
-    assert_int_equal(gw_h2_frame_write_priority(&c.b, 5, &on1), 0);
-    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
-    cli_headers(&c, 5, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(gw_h2_frame_write_priority_update(&c.b, 5, "u=2", 3), 0);
-    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 1 << 20), 0);
-    cli_send(s, &c);
-    drain(s, &o);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(gw_h2_frame_write_priority(&f->c.b, 3, &on1), 0);
+    assert_int_equal(gw_h2_frame_write_priority(&f->c.b, 5, &on1), 0);
+    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET);
+    cli_headers(&f->c, 5, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 5, "u=2", 3), 0);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, 1 << 20), 0);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
     gw_rbuf_t *rb = gw_rbuf_new(40000);
     for (uint32_t sid = 3; sid <= 5; sid += 2) { /* the child's data is there first */
         assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
@@ -707,16 +658,14 @@ static void tree_priority_frame_idle(void **state)
     }
     assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
     assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 40000, 1), 0);
-    drain(s, &o);
+    drain(s, &f->o);
     uint32_t ids[16];
-    size_t n = data_order(&o, 0, ids, 16);
+    size_t n = data_order(&f->o, 0, ids, 16);
     const uint32_t want[] = {5, 5, 1, 1, 1, 3, 3};
     assert_int_equal(n, 7);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(ids[i], want[i]);
     gw_rbuf_unref(rb);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 /* PRIORITY errors are stream errors (RFC 9113 §5.3.1, §6.3): self-dependency ->
@@ -724,63 +673,56 @@ static void tree_priority_frame_idle(void **state)
  * connection lives on. max_priority_nodes bounds the placeholders: the oldest is evicted. */
 static void tree_errors_and_bound(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    opt.max_priority_nodes = 3;
-    gw_h2_session_t *s = ready(&r, &c, &opt);
+    sfix_t *f = *state;
+    f->opt.max_priority_nodes = 3;
+    gw_h2_session_t *s = fready(f);
     const gw_h2_priority_t self = {9, 15, 0};
-    assert_int_equal(gw_h2_frame_write_priority(&c.b, 9, &self), 0);
+    assert_int_equal(gw_h2_frame_write_priority(&f->c.b, 9, &self), 0);
     uint8_t raw[GW_H2_FRAME_HDR_LEN + 4] = {0};
     gw_h2_frame_hdr_t h = {4, GW_H2_FT_PRIORITY, 0, 11};
     gw_h2_frame_hdr_pack(raw, &h);
-    assert_int_equal(gw_bytes_append(&c.b, raw, sizeof(raw)), 0);
-    cli_send(s, &c);
-    drain(s, &o);
-    expect_rst(&o, 9, GW_H2_PROTOCOL_ERROR);
-    expect_rst(&o, 11, GW_H2_FRAME_SIZE_ERROR);
-    assert_null(find_type(&o, GW_H2_FT_GOAWAY, 0));
+    assert_int_equal(gw_bytes_append(&f->c.b, raw, sizeof(raw)), 0);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
+    expect_rst(&f->o, 9, GW_H2_PROTOCOL_ERROR);
+    expect_rst(&f->o, 11, GW_H2_FRAME_SIZE_ERROR);
+    assert_null(find_type(&f->o, GW_H2_FT_GOAWAY, 0));
     assert_true(gw_h2_session_want_read(s));
     /* four placeholders in a tree of three: one eviction; a fifth, two */
     const gw_h2_priority_t p = {0, 15, 0};
     for (uint32_t sid = 13; sid <= 19; sid += 2)
-        assert_int_equal(gw_h2_frame_write_priority(&c.b, sid, &p), 0);
-    cli_send(s, &c);
+        assert_int_equal(gw_h2_frame_write_priority(&f->c.b, sid, &p), 0);
+    cli_send(s, &f->c);
     assert_int_equal(gw_h2_session_stats(s).priority_evictions, 1);
-    assert_int_equal(gw_h2_frame_write_priority(&c.b, 21, &p), 0);
-    cli_send(s, &c);
+    assert_int_equal(gw_h2_frame_write_priority(&f->c.b, 21, &p), 0);
+    cli_send(s, &f->c);
     assert_int_equal(gw_h2_session_stats(s).priority_evictions, 2);
     /* a request still works and is answered */
-    cli_headers(&c, 23, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    cli_headers(&f->c, 23, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
     assert_int_equal(gw_h2_session_stats(s).priority_evictions, 3);
     assert_int_equal(gw_h2_session_submit_response(s, 23, 204, NULL, 0, 1), 0);
-    drain(s, &o);
-    assert_int_equal(o.f[0].h.type, GW_H2_FT_HEADERS);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    drain(s, &f->o);
+    assert_int_equal(f->o.f[0].h.type, GW_H2_FT_HEADERS);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(flow_control_backpressure),
-        cmocka_unit_test(connection_window_exceeded),
-        cmocka_unit_test(round_robin_and_connection_window),
-        cmocka_unit_test(data_budget),
+        SESSION_TEST(connection_window_exceeded),
+        SESSION_TEST(round_robin_and_connection_window),
+        SESSION_TEST(data_budget),
         cmocka_unit_test(writable_events),
-        cmocka_unit_test(initial_window_change),
-        cmocka_unit_test(window_overflow),
+        SESSION_TEST(initial_window_change),
+        SESSION_TEST(window_overflow),
         cmocka_unit_test(issue18_9_settings_each_value_checked),
         cmocka_unit_test(priority_and_callbacks),
-        cmocka_unit_test(priority_scheduling),
-        cmocka_unit_test(priority_set_and_pending_bound),
-        cmocka_unit_test(tree_headers_weights),
-        cmocka_unit_test(tree_priority_frame_idle),
-        cmocka_unit_test(tree_errors_and_bound),
+        SESSION_TEST(priority_scheduling),
+        SESSION_TEST(priority_set_and_pending_bound),
+        SESSION_TEST(tree_headers_weights),
+        SESSION_TEST(tree_priority_frame_idle),
+        SESSION_TEST(tree_errors_and_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

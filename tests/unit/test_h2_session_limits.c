@@ -14,69 +14,77 @@
 #include "h2/session.h"
 #include "h2_session_util.h"
 
+/* Stream 1 opened with a malformed head (an uppercase field name): the session resets it. */
+static void reset_stream_1(sfix_t *f)
+{
+    static const char *const BAD[] = {":method", "GET", ":scheme", "https", ":path",
+                                      "/",       "Bad", "x",       NULL};
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, BAD);
+    cli_send(f->s, &f->c);
+    drain(f->s, &f->o);
+    expect_rst(&f->o, 1, GW_H2_PROTOCOL_ERROR);
+}
+
+/* A header block on stream 1 that adds one entry to the table: a literal with incremental
+ * indexing and a new name (RFC 7541 §6.2.1) of name_len 'n' bytes and value_len 'v' bytes, no
+ * Huffman coding. */
+static void table_entry_on_stream_1(sfix_t *f, size_t name_len, size_t value_len)
+{
+    static uint8_t blk[2 * (3 + 4096) + 1];
+    size_t k = 0;
+    blk[k++] = 0x40;
+    for (int part = 0; part < 2; part++) {
+        size_t n = part ? value_len : name_len;
+        assert_true(n <= 4096);
+        if (n < 127) { /* a 7-bit prefix integer (§5.1) */
+            blk[k++] = (uint8_t)n;
+        } else {
+            blk[k++] = 0x7f;
+            blk[k++] = 0x80 | ((n - 127) & 0x7f);
+            blk[k++] = (uint8_t)((n - 127) >> 7);
+        }
+        memset(blk + k, part ? 'v' : 'n', n);
+        k += n;
+    }
+    cli_blocks(&f->c, 1, blk, k, 1);
+    cli_send(f->s, &f->c);
+}
+
+/* What the client wrote is a flood: the session says ENHANCE_YOUR_CALM and counts it. */
+static void expect_calm(sfix_t *f)
+{
+    assert_int_equal(feed(f->s, &f->c.b), GW_E_CALM);
+    drain(f->s, &f->o);
+    expect_goaway(&f->o, GW_H2_ENHANCE_YOUR_CALM);
+    assert_int_equal(gw_h2_session_stats(f->s).control_flood_hits, 1);
+}
+
 /* Issue 18 item 6: header blocks on a stream the gateway reset are decoded for the HPACK
  * state only (the table follows), nothing is copied per field, and each block is charged to
  * the control budget. */
 static void issue18_6_blocks_on_reset_streams(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    opt.control_frame_budget = 300;
-    gw_h2_session_t *s = ready(&r, &c, &opt);
-    /* stream 1 is malformed (uppercase name): the gateway resets it */
-    static const char *const BAD[] = {":method", "GET", ":scheme", "https", ":path",
-                                      "/",       "Bad", "x",       NULL};
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, BAD);
-    cli_send(s, &c);
-    drain(s, &o);
-    expect_rst(&o, 1, GW_H2_PROTOCOL_ERROR);
-    /* a 4000-byte entry enters the table through a block on the reset stream: literal with
-     * incremental indexing, new name "x" (RFC 7541 §6.2.1), value length 4000 = 127 + 3873 */
-    static uint8_t big[4 + 2 + 4000];
-    size_t k = 0;
-    big[k++] = 0x40;
-    big[k++] = 0x01;
-    big[k++] = 'x';
-    big[k++] = 0x7f;
-    big[k++] = 0x80 | (3873 & 0x7f);
-    big[k++] = (uint8_t)(3873 >> 7);
-    memset(big + k, 'a', 4000);
-    k += 4000;
-    assert_int_equal(gw_h2_frame_write_headers(&c.b, 1, GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS,
-                                               NULL, big, k, 0, 0),
-                     0);
-    cli_send(s, &c);
+    sfix_t *f = *state;
+    f->opt.control_frame_budget = 300;
+    gw_h2_session_t *s = fready(f);
+    reset_stream_1(f);
+    /* a 4000-byte entry enters the table through a block on the reset stream: new name "x",
+     * a value of 4000 bytes */
+    table_entry_on_stream_1(f, 1, 4000);
     /* then blocks of one byte naming that entry (index 62): nothing kept for any of them */
     const uint8_t idx62 = 0x80 | 62;
     gw_alloc_count_start();
-    for (int i = 0; i < 250; i++)
-        assert_int_equal(gw_h2_frame_write_headers(&c.b, 1,
-                                                   GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS, NULL,
-                                                   &idx62, 1, 0, 0),
-                         0);
-    cli_send(s, &c);
+    cli_blocks(&f->c, 1, &idx62, 1, 250);
+    cli_send(s, &f->c);
     long long live = gw_alloc_count_live();
     gw_alloc_count_stop();
     if (live > 64 * 1024)
         fail_msg("250 blocks on a reset stream kept %lld bytes", live);
     assert_int_equal(gw_h2_session_stats(s).discarded_blocks, 251);
-    drain(s, &o);
+    drain(s, &f->o);
     /* the budget: 300 control units, 251 spent: fifty more blocks are a flood */
-    for (int i = 0; i < 50; i++)
-        assert_int_equal(gw_h2_frame_write_headers(&c.b, 1,
-                                                   GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS, NULL,
-                                                   &idx62, 1, 0, 0),
-                         0);
-    assert_int_equal(feed(s, &c.b), GW_E_CALM);
-    drain(s, &o);
-    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
-    assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    cli_blocks(&f->c, 1, &idx62, 1, 50);
+    expect_calm(f);
 }
 
 /* Issue 18 item 6, literals: blocks on a reset stream made of 3-byte literals without
@@ -85,35 +93,12 @@ static void issue18_6_blocks_on_reset_streams(void **state)
  * name before: 400 MB of copying for 100 frames of 3 KB), and the budget still ends it. */
 static void issue18_6_literals_on_reset_streams_copy_nothing(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    opt.control_frame_budget = 150;
-    gw_h2_session_t *s = ready(&r, &c, &opt);
-    static const char *const BAD[] = {":method", "GET", ":scheme", "https", ":path",
-                                      "/",       "Bad", "x",       NULL};
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, BAD);
-    cli_send(s, &c);
-    drain(s, &o);
-    expect_rst(&o, 1, GW_H2_PROTOCOL_ERROR);
-    /* an entry with a 4000-byte name, "v" as value (§6.2.1, new name) */
-    static uint8_t big[4 + 4000 + 2];
-    size_t k = 0;
-    big[k++] = 0x40;
-    big[k++] = 0x7f;
-    big[k++] = 0x80 | (3873 & 0x7f);
-    big[k++] = (uint8_t)(3873 >> 7);
-    memset(big + k, 'n', 4000);
-    k += 4000;
-    big[k++] = 0x01;
-    big[k++] = 'v';
-    assert_int_equal(gw_h2_frame_write_headers(&c.b, 1, GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS,
-                                               NULL, big, k, 0, 0),
-                     0);
-    cli_send(s, &c);
+    sfix_t *f = *state;
+    f->opt.control_frame_budget = 150;
+    gw_h2_session_t *s = fready(f);
+    reset_stream_1(f);
+    /* an entry with a 4000-byte name, a 1-byte value */
+    table_entry_on_stream_1(f, 4000, 1);
     enum { REPS = 1000, FRAMES = 100 };
     static uint8_t lit[REPS * 3];
     for (size_t i = 0; i < REPS; i++) {
@@ -121,33 +106,20 @@ static void issue18_6_literals_on_reset_streams_copy_nothing(void **state)
         lit[3 * i + 1] = 0x2f;
         lit[3 * i + 2] = 0x00;
     }
-    for (int i = 0; i < FRAMES; i++)
-        assert_int_equal(gw_h2_frame_write_headers(&c.b, 1,
-                                                   GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS, NULL,
-                                                   lit, sizeof(lit), 0, 0),
-                         0);
+    cli_blocks(&f->c, 1, lit, sizeof(lit), FRAMES);
     gw_alloc_count_start();
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
     long long allocs = gw_alloc_count_allocs();
     gw_alloc_count_stop();
-    c.b.len = 0;
+    f->c.b.len = 0;
     if (allocs != 0)
         fail_msg("%d blocks on a reset stream made %lld allocations", FRAMES, allocs);
     assert_int_equal(gw_h2_session_stats(s).discarded_blocks, FRAMES + 1);
-    drain(s, &o);
-    assert_null(find_type(&o, GW_H2_FT_GOAWAY, 0));
+    drain(s, &f->o);
+    assert_null(find_type(&f->o, GW_H2_FT_GOAWAY, 0));
     /* 101 of 150 spent: fifty more blocks are a flood */
-    for (int i = 0; i < 50; i++)
-        assert_int_equal(gw_h2_frame_write_headers(&c.b, 1,
-                                                   GW_H2_F_END_STREAM | GW_H2_F_END_HEADERS, NULL,
-                                                   lit, sizeof(lit), 0, 0),
-                         0);
-    assert_int_equal(feed(s, &c.b), GW_E_CALM);
-    drain(s, &o);
-    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
-    assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    cli_blocks(&f->c, 1, lit, sizeof(lit), 50);
+    expect_calm(f);
 }
 
 /* ---- issue 18 item 4: header blocks are encoded in wire order ---- */
@@ -242,158 +214,125 @@ static void issue18_4_trailers_encoded_in_wire_order(void **state)
 
 static void max_concurrent_streams(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    opt.max_concurrent_streams = 2;
-    gw_h2_session_t *s = ready(&r, &c, &opt);
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
-    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
-    cli_headers(&c, 5, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &c);
-    drain(s, &o);
-    expect_rst(&o, 5, GW_H2_REFUSED_STREAM);
+    sfix_t *f = *state;
+    f->opt.max_concurrent_streams = 2;
+    gw_h2_session_t *s = fready(f);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET);
+    cli_headers(&f->c, 5, GW_H2_F_END_STREAM, GET);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
+    expect_rst(&f->o, 5, GW_H2_REFUSED_STREAM);
     assert_int_equal(gw_h2_session_stats(s).streams_refused, 1);
     /* a reset stream still holds its slot until released */
     assert_int_equal(gw_h2_session_submit_rst(s, 1, GW_H2_CANCEL), 0);
-    cli_headers(&c, 7, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &c);
-    drain(s, &o);
-    expect_rst(&o, 7, GW_H2_REFUSED_STREAM);
+    cli_headers(&f->c, 7, GW_H2_F_END_STREAM, GET);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
+    expect_rst(&f->o, 7, GW_H2_REFUSED_STREAM);
     assert_int_equal(gw_h2_session_stream_release(s, 1), 0);
-    cli_headers(&c, 9, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    drain(s, &o);
-    assert_null(find_type(&o, GW_H2_FT_RST_STREAM, 0));
-    assert_non_null(strstr(r.log, "req 9 "));
-    cli_free(&c);
-    gw_h2_session_del(s);
+    cli_headers(&f->c, 9, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
+    drain(s, &f->o);
+    assert_null(find_type(&f->o, GW_H2_FT_RST_STREAM, 0));
+    assert_non_null(strstr(f->r.log, "req 9 "));
 }
 
 static void rapid_reset_budget(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    opt.reset_budget = 5;
-    gw_h2_session_t *s = ready(&r, &c, &opt);
-    r.release_on_close = 1;
+    sfix_t *f = *state;
+    f->opt.reset_budget = 5;
+    gw_h2_session_t *s = fready(f);
+    f->r.release_on_close = 1;
     uint32_t sid = 1;
     for (int i = 0; i < 5; i++, sid += 2) {
-        cli_headers(&c, sid, 0, GET);
-        assert_int_equal(gw_h2_frame_write_rst_stream(&c.b, sid, GW_H2_CANCEL), 0);
+        cli_headers(&f->c, sid, 0, GET);
+        assert_int_equal(gw_h2_frame_write_rst_stream(&f->c.b, sid, GW_H2_CANCEL), 0);
     }
-    cli_send(s, &c);
+    cli_send(s, &f->c);
     /* a reset we send because of a peer error counts too (MadeYouReset) */
-    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, 0), 0);
-    cli_headers(&c, sid, 0, GET);
-    assert_int_equal(gw_h2_frame_write_window_update(&c.b, sid, 0), 0);
-    assert_int_equal(feed(s, &c.b), GW_E_CALM);
-    drain(s, &o);
-    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 1, 0), 0);
+    cli_headers(&f->c, sid, 0, GET);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, sid, 0), 0);
+    assert_int_equal(feed(s, &f->c.b), GW_E_CALM);
+    drain(s, &f->o);
+    expect_goaway(&f->o, GW_H2_ENHANCE_YOUR_CALM);
     assert_int_equal(gw_h2_session_stats(s).reset_budget_hits, 1);
     assert_int_equal(gw_h2_session_stats(s).resets_received, 5);
     assert_true(gw_h2_session_stats(s).resets_provoked >= 1);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 static void continuation_flood(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
     gw_bytes_t blk;
-    block(&c, &blk, GET);
-    assert_int_equal(gw_h2_frame_write_headers(&c.b, 1, 0, NULL, blk.base, 3, 0, 0), 0);
+    block(&f->c, &blk, GET);
+    assert_int_equal(gw_h2_frame_write_headers(&f->c.b, 1, 0, NULL, blk.base, 3, 0, 0), 0);
     static uint8_t junk[4096];
     ssize_t rc = 0;
     for (int i = 0; i < 100 && rc >= 0; i++) {
-        assert_int_equal(gw_h2_frame_write_continuation(&c.b, 1, 0, junk, sizeof(junk)), 0);
-        rc = feed(s, &c.b);
-        c.b.len = 0;
+        assert_int_equal(gw_h2_frame_write_continuation(&f->c.b, 1, 0, junk, sizeof(junk)), 0);
+        rc = feed(s, &f->c.b);
+        f->c.b.len = 0;
     }
     assert_int_equal(rc, GW_E_CALM);
-    drain(s, &o);
-    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+    drain(s, &f->o);
+    expect_goaway(&f->o, GW_H2_ENHANCE_YOUR_CALM);
     assert_int_equal(gw_h2_session_stats(s).header_block_hits, 1);
     gw_bytes_free(&blk);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 static void continuation_sequence(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
     gw_bytes_t blk;
-    block(&c, &blk, GET);
+    block(&f->c, &blk, GET);
     /* split over HEADERS + 2 CONTINUATION: one request */
     assert_int_equal(
-        gw_h2_frame_write_headers(&c.b, 1, GW_H2_F_END_STREAM, NULL, blk.base, 5, 0, 0), 0);
-    assert_int_equal(gw_h2_frame_write_continuation(&c.b, 1, 0, blk.base + 5, 5), 0);
-    assert_int_equal(
-        gw_h2_frame_write_continuation(&c.b, 1, GW_H2_F_END_HEADERS, blk.base + 10, blk.len - 10),
-        0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    assert_string_equal(r.log, "req 1 GET https example.com /a cl=-1 es=1;end 1;");
-    c.b.len = 0;
+        gw_h2_frame_write_headers(&f->c.b, 1, GW_H2_F_END_STREAM, NULL, blk.base, 5, 0, 0), 0);
+    assert_int_equal(gw_h2_frame_write_continuation(&f->c.b, 1, 0, blk.base + 5, 5), 0);
+    assert_int_equal(gw_h2_frame_write_continuation(&f->c.b, 1, GW_H2_F_END_HEADERS, blk.base + 10,
+                                                    blk.len - 10),
+                     0);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
+    assert_string_equal(f->r.log, "req 1 GET https example.com /a cl=-1 es=1;end 1;");
+    f->c.b.len = 0;
     gw_bytes_free(&blk);
     /* another frame in the middle of a block */
-    block(&c, &blk, GET);
-    assert_int_equal(gw_h2_frame_write_headers(&c.b, 3, 0, NULL, blk.base, 5, 0, 0), 0);
-    assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, NULL), 0);
-    assert_int_equal(feed(s, &c.b), GW_E_PROTO);
-    drain(s, &o);
-    expect_goaway(&o, GW_H2_PROTOCOL_ERROR);
+    block(&f->c, &blk, GET);
+    assert_int_equal(gw_h2_frame_write_headers(&f->c.b, 3, 0, NULL, blk.base, 5, 0, 0), 0);
+    assert_int_equal(gw_h2_frame_write_ping(&f->c.b, 0, NULL), 0);
+    assert_int_equal(feed(s, &f->c.b), GW_E_PROTO);
+    drain(s, &f->o);
+    expect_goaway(&f->o, GW_H2_PROTOCOL_ERROR);
     gw_bytes_free(&blk);
-    cli_free(&c);
-    gw_h2_session_del(s);
     /* CONTINUATION without HEADERS */
-    s = ready(&r, &c, NULL);
-    assert_int_equal(gw_h2_frame_write_continuation(&c.b, 1, GW_H2_F_END_HEADERS, "", 0), 0);
-    assert_int_equal(feed(s, &c.b), GW_E_PROTO);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    s = fready(f);
+    assert_int_equal(gw_h2_frame_write_continuation(&f->c.b, 1, GW_H2_F_END_HEADERS, "", 0), 0);
+    assert_int_equal(feed(s, &f->c.b), GW_E_PROTO);
 }
 
 static void header_list_overflow(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    opt.max_header_list_size = 200;
-    gw_h2_session_t *s = ready(&r, &c, &opt);
+    sfix_t *f = *state;
+    f->opt.max_header_list_size = 200;
+    gw_h2_session_t *s = fready(f);
     static char big[300];
     memset(big, 'v', sizeof(big) - 1);
     const char *const H[] = {":method", "GET",   ":scheme", "https", ":path",
                              "/",       "x-big", big,       NULL};
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, H);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    drain(s, &o);
-    const outf_t *h = find_type(&o, GW_H2_FT_HEADERS, 0);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, H);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
+    drain(s, &f->o);
+    const outf_t *h = find_type(&f->o, GW_H2_FT_HEADERS, 0);
     assert_non_null(h);
     assert_int_equal(h->h.stream_id, 1);
     assert_true(h->h.flags & GW_H2_F_END_STREAM);
     assert_int_equal(gw_h2_session_stats(s).header_list_hits, 1);
-    assert_int_equal(r.len, 0); /* the layer above never saw it */
+    assert_int_equal(f->r.len, 0); /* the layer above never saw it */
     assert_int_equal(gw_h2_session_active_streams(s), 0);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 /* One request per rule of RFC 9113 §8.1-§8.3: each must be reset with PROTOCOL_ERROR. */
@@ -680,117 +619,97 @@ static void stream_state_errors(void **state)
  * a stream error; RST_STREAM on a closed stream is harmless. */
 static void closed_stream_frames(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_session_t *s = ready(&r, &c, NULL);
-    r.release_on_close = 1;
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
+    f->r.release_on_close = 1;
     const char *const P[] = {":method", "POST", ":scheme", "https", ":path", "/", NULL};
-    cli_headers(&c, 1, 0, P);
-    cli_send(s, &c);
+    cli_headers(&f->c, 1, 0, P);
+    cli_send(s, &f->c);
     assert_int_equal(gw_h2_session_submit_rst(s, 1, GW_H2_CANCEL), 0);
     assert_int_equal(gw_h2_session_submit_rst(s, 1, GW_H2_CANCEL), GW_E_NOENT);
-    drain(s, &o);
-    expect_rst(&o, 1, GW_H2_CANCEL);
-    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, "late", 4, 0, 0), 0);
-    assert_int_equal(gw_h2_frame_write_rst_stream(&c.b, 1, GW_H2_CANCEL), 0);
-    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, 10), 0);
-    assert_int_equal(gw_h2_frame_write_raw(&c.b, GW_H2_FT_PRIORITY, 0, 1, "\0\0\0\0", 4), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    drain(s, &o);
-    assert_int_equal(o.n, 1); /* only the PRIORITY frame size error */
-    expect_rst(&o, 1, GW_H2_FRAME_SIZE_ERROR);
+    drain(s, &f->o);
+    expect_rst(&f->o, 1, GW_H2_CANCEL);
+    assert_int_equal(gw_h2_frame_write_data(&f->c.b, 1, 0, "late", 4, 0, 0), 0);
+    assert_int_equal(gw_h2_frame_write_rst_stream(&f->c.b, 1, GW_H2_CANCEL), 0);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 1, 10), 0);
+    assert_int_equal(gw_h2_frame_write_raw(&f->c.b, GW_H2_FT_PRIORITY, 0, 1, "\0\0\0\0", 4), 0);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
+    drain(s, &f->o);
+    assert_int_equal(f->o.n, 1); /* only the PRIORITY frame size error */
+    expect_rst(&f->o, 1, GW_H2_FRAME_SIZE_ERROR);
     assert_int_equal(gw_h2_session_stream_state(s, 1), GW_H2_SS_CLOSED);
     assert_true(gw_h2_session_want_read(s));
-    assert_string_equal(r.log, "req 1 POST https  / cl=-1 es=0;close 1 CANCEL 0;");
+    assert_string_equal(f->r.log, "req 1 POST https  / cl=-1 es=0;close 1 CANCEL 0;");
     /* trailers in flight for the forgotten stream are decoded and dropped; a later request
      * on a new stream still decodes (HPACK in sync) */
-    c.b.len = 0;
+    f->c.b.len = 0;
     const char *const T[] = {"x-t", "1", NULL};
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, T);
-    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    assert_non_null(strstr(r.log, "req 3 GET https example.com /a"));
-    drain(s, &o);
-    assert_null(find_type(&o, GW_H2_FT_GOAWAY, 0));
-    cli_free(&c);
-    gw_h2_session_del(s);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, T);
+    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
+    assert_non_null(strstr(f->r.log, "req 3 GET https example.com /a"));
+    drain(s, &f->o);
+    assert_null(find_type(&f->o, GW_H2_FT_GOAWAY, 0));
 }
 
 static void floods(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    opt.control_frame_budget = 10;
-    gw_h2_session_t *s = ready(&r, &c, &opt);
+    sfix_t *f = *state;
+    f->opt.control_frame_budget = 10;
+    gw_h2_session_t *s = fready(f);
     for (int i = 0; i < 11; i++)
-        assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, NULL), 0);
-    assert_int_equal(feed(s, &c.b), GW_E_CALM);
-    drain(s, &o);
-    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+        assert_int_equal(gw_h2_frame_write_ping(&f->c.b, 0, NULL), 0);
+    assert_int_equal(feed(s, &f->c.b), GW_E_CALM);
+    drain(s, &f->o);
+    expect_goaway(&f->o, GW_H2_ENHANCE_YOUR_CALM);
     assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
-    cli_free(&c);
-    gw_h2_session_del(s);
 
     /* the budget is per window: spread over time it is fine */
-    s = ready(&r, &c, &opt);
+    s = fready(f);
     for (int i = 0; i < 30; i++) {
-        assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, NULL), 0);
-        assert_int_equal(gw_h2_session_recv(s, c.b.base, c.b.len, 1 + (uint64_t)i * 2000),
-                         (ssize_t)c.b.len);
-        c.b.len = 0;
-        drain(s, &o);
+        assert_int_equal(gw_h2_frame_write_ping(&f->c.b, 0, NULL), 0);
+        assert_int_equal(gw_h2_session_recv(s, f->c.b.base, f->c.b.len, 1 + (uint64_t)i * 2000),
+                         (ssize_t)f->c.b.len);
+        f->c.b.len = 0;
+        drain(s, &f->o);
     }
-    cli_free(&c);
-    gw_h2_session_del(s);
 
     /* queued control frames: the peer does not read our PING ACKs */
-    gw_h2_options_default(&opt);
-    opt.max_queued_control = 5;
-    s = ready(&r, &c, &opt);
+    gw_h2_options_default(&f->opt);
+    f->opt.max_queued_control = 5;
+    s = fready(f);
     for (int i = 0; i < 6; i++)
-        assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, NULL), 0);
-    assert_int_equal(feed(s, &c.b), GW_E_CALM);
-    drain(s, &o);
-    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+        assert_int_equal(gw_h2_frame_write_ping(&f->c.b, 0, NULL), 0);
+    assert_int_equal(feed(s, &f->c.b), GW_E_CALM);
+    drain(s, &f->o);
+    expect_goaway(&f->o, GW_H2_ENHANCE_YOUR_CALM);
     assert_int_equal(gw_h2_session_stats(s).queued_control_hits, 1);
-    cli_free(&c);
-    gw_h2_session_del(s);
 
     /* empty DATA frames */
-    gw_h2_options_default(&opt);
-    opt.empty_frame_budget = 3;
-    s = ready(&r, &c, &opt);
+    gw_h2_options_default(&f->opt);
+    f->opt.empty_frame_budget = 3;
+    s = fready(f);
     const char *const P[] = {":method", "POST", ":scheme", "https", ":path", "/", NULL};
-    cli_headers(&c, 1, 0, P);
+    cli_headers(&f->c, 1, 0, P);
     for (int i = 0; i < 4; i++)
-        assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, NULL, 0, 0, 0), 0);
-    assert_int_equal(feed(s, &c.b), GW_E_CALM);
+        assert_int_equal(gw_h2_frame_write_data(&f->c.b, 1, 0, NULL, 0, 0, 0), 0);
+    assert_int_equal(feed(s, &f->c.b), GW_E_CALM);
     assert_int_equal(gw_h2_session_stats(s).empty_frame_hits, 1);
-    cli_free(&c);
-    gw_h2_session_del(s);
 
     /* ... on a stream the gateway reset (an early answer): ignored, but still counted (the
      * attack soak found such a flood cost nothing) */
-    s = ready(&r, &c, &opt);
-    cli_headers(&c, 1, 0, P);
-    cli_send(s, &c);
+    s = fready(f);
+    cli_headers(&f->c, 1, 0, P);
+    cli_send(s, &f->c);
     assert_int_equal(gw_h2_session_submit_response(s, 1, 405, NULL, 0, 1), 0);
     assert_int_equal(gw_h2_session_submit_rst(s, 1, GW_H2_NO_ERROR), 0);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, NULL, 0, 0, 0), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len); /* within the budget: ignored */
-    c.b.len = 0;
-    assert_int_equal(gw_h2_frame_write_data(&c.b, 1, 0, NULL, 0, 0, 0), 0);
-    assert_int_equal(feed(s, &c.b), GW_E_CALM);
+        assert_int_equal(gw_h2_frame_write_data(&f->c.b, 1, 0, NULL, 0, 0, 0), 0);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len); /* within the budget: ignored */
+    f->c.b.len = 0;
+    assert_int_equal(gw_h2_frame_write_data(&f->c.b, 1, 0, NULL, 0, 0, 0), 0);
+    assert_int_equal(feed(s, &f->c.b), GW_E_CALM);
     assert_int_equal(gw_h2_session_stats(s).empty_frame_hits, 1);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 /* RFC 9113 §6.9: WINDOW_UPDATEs that credit DATA the gateway sent are flow control, not a
@@ -799,49 +718,42 @@ static void floods(void **state)
  * the end. Updates with no DATA to answer still count. */
 static void window_updates_answering_data_are_not_a_flood(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    opt.control_frame_budget = 20;
-    gw_h2_session_t *s = ready(&r, &c, &opt);
+    sfix_t *f = *state;
+    f->opt.control_frame_budget = 20;
+    gw_h2_session_t *s = fready(f);
     const gw_h2_setting_t small = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1024};
-    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &small, 1), 0);
+    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &small, 1), 0);
     const char *const G[] = {":method", "GET", ":scheme", "https", ":path", "/", NULL};
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, G);
-    cli_send(s, &c);
-    drain(s, &o);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, G);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
     gw_rbuf_t *rb = gw_rbuf_new(200 * 1024);
     assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
     assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 200 * 1024, 1), 0);
     size_t got = 0;
     for (int round = 0; round < 400 && got < 200 * 1024; round++) {
-        drain(s, &o);
-        for (size_t i = 0; i < o.n; i++) {
-            if (o.f[i].h.type != GW_H2_FT_DATA || !o.f[i].h.length)
+        drain(s, &f->o);
+        for (size_t i = 0; i < f->o.n; i++) {
+            if (f->o.f[i].h.type != GW_H2_FT_DATA || !f->o.f[i].h.length)
                 continue;
-            got += o.f[i].h.length;
-            assert_int_equal(gw_h2_frame_write_window_update(&c.b, 1, o.f[i].h.length), 0);
-            assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, o.f[i].h.length), 0);
+            got += f->o.f[i].h.length;
+            assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 1, f->o.f[i].h.length), 0);
+            assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, f->o.f[i].h.length), 0);
         }
-        if (c.b.len) {
-            cli_send(s, &c);
+        if (f->c.b.len) {
+            cli_send(s, &f->c);
         }
     }
     assert_int_equal(got, 200 * 1024); /* 200 frames, 400 updates, a budget of 20 */
     assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 0);
     /* with nothing sent to answer (the earned ones spent), updates count again */
     for (int i = 0; i < 21; i++)
-        assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 1), 0);
-    assert_int_equal(feed(s, &c.b), GW_E_CALM);
-    drain(s, &o);
-    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+        assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, 1), 0);
+    assert_int_equal(feed(s, &f->c.b), GW_E_CALM);
+    drain(s, &f->o);
+    expect_goaway(&f->o, GW_H2_ENHANCE_YOUR_CALM);
     assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
     gw_rbuf_unref(rb);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 /* Issue 18 item 9: a SETTINGS frame of 2,730 SETTINGS_INITIAL_WINDOW_SIZE entries walks the
@@ -849,57 +761,46 @@ static void window_updates_answering_data_are_not_a_flood(void **state)
  * the control budget: a few such frames are a flood. */
 static void issue18_9_settings_entries_budgeted(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    gw_h2_session_t *s = ready(&r, &c, &opt);
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
     const char *const G[] = {":method", "GET", ":scheme", "https", ":path", "/", NULL};
     for (uint32_t id = 1; id <= 39; id += 2)
-        cli_headers(&c, id, 1, G);
-    cli_send(s, &c);
-    drain(s, &o);
+        cli_headers(&f->c, id, 1, G);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
     enum { N = 2730 };
     static gw_h2_setting_t set[N];
     for (size_t i = 0; i < N; i++)
         set[i] = (gw_h2_setting_t){GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)(1000 + i)};
-    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, set, N), 0);
+    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, set, N), 0);
     uint64_t walks0 = gw_h2_session_stats(s).window_walks;
-    assert_int_equal(feed(s, &c.b), GW_E_CALM); /* 2,730 entries > the budget of 1000 */
-    drain(s, &o);
-    expect_goaway(&o, GW_H2_ENHANCE_YOUR_CALM);
+    assert_int_equal(feed(s, &f->c.b), GW_E_CALM); /* 2,730 entries > the budget of 1000 */
+    drain(s, &f->o);
+    expect_goaway(&f->o, GW_H2_ENHANCE_YOUR_CALM);
     assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
     assert_int_equal(gw_h2_session_stats(s).window_walks, walks0); /* refused before any walk */
-    cli_free(&c);
-    gw_h2_session_del(s);
 
     /* within the budget: one walk per frame, with the last value */
-    opt.control_frame_budget = 100000;
-    s = ready(&r, &c, &opt);
+    f->opt.control_frame_budget = 100000;
+    s = fready(f);
     for (uint32_t id = 1; id <= 39; id += 2)
-        cli_headers(&c, id, 1, G);
-    cli_send(s, &c);
-    drain(s, &o);
+        cli_headers(&f->c, id, 1, G);
+    cli_send(s, &f->c);
+    drain(s, &f->o);
     walks0 = gw_h2_session_stats(s).window_walks;
     for (int k = 0; k < 3; k++)
-        assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, set, N), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
+        assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, set, N), 0);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
     assert_int_equal(gw_h2_session_stats(s).window_walks, walks0 + 3);
     assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 0);
-    drain(s, &o);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    drain(s, &f->o);
 
     /* 40 frames of 2,730 entries: 109,200 entries charged, past 100,000 */
-    s = ready(&r, &c, &opt);
+    s = fready(f);
     for (int k = 0; k < 40; k++)
-        assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, set, N), 0);
-    assert_int_equal(feed(s, &c.b), GW_E_CALM);
+        assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, set, N), 0);
+    assert_int_equal(feed(s, &f->c.b), GW_E_CALM);
     assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 /* Issues 18.3, 18.10, 19.3: a request head that cannot become a clean HTTP/1.1 request line is
@@ -964,57 +865,50 @@ static void issue18_10_request_head_syntax(void **state)
  * stream (ENHANCE_YOUR_CALM) instead of sending a second final HEADERS (a 431). */
 static void issue18_12_trailers_overflow_resets(void **state)
 {
-    (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
-    gw_h2_options_t opt;
-    gw_h2_options_default(&opt);
-    opt.max_header_list_size = 200;
-    gw_h2_session_t *s = ready(&r, &c, &opt);
-    cli_headers(&c, 1, 0, POST);
-    cli_send(s, &c);
-    assert_non_null(strstr(r.log, "req 1"));
+    sfix_t *f = *state;
+    f->opt.max_header_list_size = 200;
+    gw_h2_session_t *s = fready(f);
+    cli_headers(&f->c, 1, 0, POST);
+    cli_send(s, &f->c);
+    assert_non_null(strstr(f->r.log, "req 1"));
     /* the response head goes out before the trailers arrive */
     assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
-    drain(s, &o);
-    assert_non_null(find_type(&o, GW_H2_FT_HEADERS, 0));
+    drain(s, &f->o);
+    assert_non_null(find_type(&f->o, GW_H2_FT_HEADERS, 0));
     static char big[300];
     memset(big, 'v', sizeof(big) - 1);
     const char *const tr[] = {"x-big", big, NULL};
-    cli_headers(&c, 1, GW_H2_F_END_STREAM, tr);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    drain(s, &o);
-    assert_null(find_type(&o, GW_H2_FT_HEADERS, 0)); /* no second final head */
-    expect_rst(&o, 1, GW_H2_ENHANCE_YOUR_CALM);
-    assert_null(strstr(r.log, "trailers 1"));
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, tr);
+    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
+    drain(s, &f->o);
+    assert_null(find_type(&f->o, GW_H2_FT_HEADERS, 0)); /* no second final head */
+    expect_rst(&f->o, 1, GW_H2_ENHANCE_YOUR_CALM);
+    assert_null(strstr(f->r.log, "trailers 1"));
     assert_int_equal(gw_h2_session_stats(s).header_list_hits, 1);
-    cli_free(&c);
-    gw_h2_session_del(s);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(max_concurrent_streams),
-        cmocka_unit_test(rapid_reset_budget),
-        cmocka_unit_test(continuation_flood),
-        cmocka_unit_test(continuation_sequence),
-        cmocka_unit_test(header_list_overflow),
+        SESSION_TEST(max_concurrent_streams),
+        SESSION_TEST(rapid_reset_budget),
+        SESSION_TEST(continuation_flood),
+        SESSION_TEST(continuation_sequence),
+        SESSION_TEST(header_list_overflow),
         cmocka_unit_test(request_validation),
         cmocka_unit_test(field_bytes_at_every_position),
         cmocka_unit_test(field_name_every_byte_value),
         cmocka_unit_test(content_length_and_trailers),
         cmocka_unit_test(stream_state_errors),
-        cmocka_unit_test(closed_stream_frames),
-        cmocka_unit_test(floods),
-        cmocka_unit_test(window_updates_answering_data_are_not_a_flood),
-        cmocka_unit_test(issue18_9_settings_entries_budgeted),
+        SESSION_TEST(closed_stream_frames),
+        SESSION_TEST(floods),
+        SESSION_TEST(window_updates_answering_data_are_not_a_flood),
+        SESSION_TEST(issue18_9_settings_entries_budgeted),
         cmocka_unit_test(issue18_4_trailers_encoded_in_wire_order),
-        cmocka_unit_test(issue18_6_blocks_on_reset_streams),
-        cmocka_unit_test(issue18_6_literals_on_reset_streams_copy_nothing),
+        SESSION_TEST(issue18_6_blocks_on_reset_streams),
+        SESSION_TEST(issue18_6_literals_on_reset_streams_copy_nothing),
         cmocka_unit_test(issue18_10_request_head_syntax),
-        cmocka_unit_test(issue18_12_trailers_overflow_resets),
+        SESSION_TEST(issue18_12_trailers_overflow_resets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
