@@ -37,7 +37,6 @@ import os
 import random
 import select
 import socket
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -45,11 +44,11 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 
 import rig  # noqa: E402
-from conftest import Nginx, free_port, rss_kib, wait_port  # noqa: E402
-from gwtest import PREFACE, frame, frames_of, settings, tls_listener  # noqa: E402
+from procs import Nginx, free_port, rss_kib, wait_port  # noqa: E402
+from gwtest import PREFACE, RawH2, frame, settings, tls_listener  # noqa: E402
 
 DATA, HEADERS, RST, SETTINGS, PING, GOAWAY, WU, CONT = 0, 1, 3, 4, 6, 7, 8, 9
 END_STREAM, END_HEADERS = 1, 4
@@ -67,51 +66,13 @@ def req_block(path, method_byte=0x82):
     return bytes([method_byte, 0x86]) + lit(4, path) + lit(1, b"localhost")
 
 
-class Conn:
-    def __init__(self, port, tls=False, settings_pairs=(), preface=True):
-        s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        if tls:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-            ctx.set_alpn_protocols(["h2"])
-            s = ctx.wrap_socket(s, server_hostname="localhost")
-        self.s = s
-        self.buf = b""
-        self.eof = False
-        if preface:
-            self.send(PREFACE + settings(*settings_pairs) + frame(SETTINGS, 1, 0))
-
-    def send(self, data):
-        try:
-            self.s.sendall(data)
-            return True
-        except OSError:
-            return False
+class Conn(RawH2):
+    """An abuser's connection (gwtest.RawH2) and how the gateway ended it."""
 
     def poll(self, timeout=0.0, streams=True):
-        """Read what is there within timeout; returns the outcome seen so far or None."""
-        end = time.monotonic() + timeout
-        while not self.eof:
-            left = max(0.0, end - time.monotonic())
-            r, _, _ = select.select([self.s], [], [], left)
-            if not r:
-                break
-            try:
-                d = self.s.recv(1 << 20)
-            except (ConnectionResetError, ssl.SSLError, OSError):
-                self.eof = True
-                break
-            if not d:
-                self.eof = True
-                break
-            self.buf += d
-            if time.monotonic() >= end:
-                break
+        """Read what comes within timeout; returns the outcome seen so far or None."""
+        self.read_for(timeout)
         return self.outcome(streams)
-
-    def frames(self):
-        return frames_of(self.buf)
 
     def outcome(self, streams=True):
         """How the gateway ended it: a GOAWAY with an error code, else (with streams) the first
@@ -144,12 +105,6 @@ class Conn:
                 if st:
                     out.append(int(st))
         return out
-
-    def close(self):
-        try:
-            self.s.close()
-        except OSError:
-            pass
 
 
 def flood(conn, make, batch=50, limit=60.0):

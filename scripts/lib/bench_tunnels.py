@@ -3,7 +3,7 @@
 
   bench_tunnels.py H2GATE N [CPU_PROXY CPU_LOAD]
 
-Starts a python3-websockets echo origin (tests/integration/ws_origin.py), h2gate (one worker,
+Starts a python3-websockets echo origin (tests/lib/ws_origin.py), h2gate (one worker,
 no access log) and nginx as the WebSocket reverse proxy a user would write by hand (HTTP/1.1
 only: nginx has no RFC 8441), each in front of it; opens N tunnels through each and leaves them
 idle: over HTTP/1.1 (N connections, Upgrade), and for h2gate over HTTP/2 (RFC 8441: N streams on
@@ -24,35 +24,18 @@ import h2.connection
 import h2.events
 import h2.settings
 
-from ports import free_ports  # noqa: E402
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+
+import ws_origin  # noqa: E402
+from ports import free_ports  # noqa: E402
+from procs import rss_kib, wait_port  # noqa: E402
+
 KEY = b"dGhlIHNhbXBsZSBub25jZQ=="
 
 
 def free_port():
     return free_ports(1)[0]
-
-
-def wait_port(port, proc, secs=10):
-    end = time.monotonic() + secs
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def h1_tunnels(port, n):
@@ -139,8 +122,7 @@ def main(argv):
         procs.append(p)
         return p
     try:
-        origin = start(["/usr/bin/python3", os.path.join(ROOT, "tests/integration/ws_origin.py"),
-                        str(wsport)], cpu_l)
+        origin = start(["/usr/bin/python3", ws_origin.PATH, str(wsport)], cpu_l)
         assert origin.stdout.readline().strip() == "ready"
         with open(os.path.join(tmp, "h2gate.yaml"), "w") as f:
             f.write(f"workers: 1\nlog_level: warn\nlisten:\n  - address: 127.0.0.1:{gport}\n"
@@ -179,7 +161,7 @@ http {{
                 ("nginx", ngx_cmd, nport, lambda: h1_tunnels(nport, n)),
                 ("h2gate (RFC 8441, h2c)", gw_cmd, gport, lambda: h2_tunnels(gport, n))):
             proxy = start(cmd, cpu_p)
-            wait_port(port, proxy)
+            wait_port("127.0.0.1", port, proc=proxy)
             before, after, took, handles = measure(proxy.pid, opener)
             rows.append((name, "HTTP/2" if "8441" in name else "HTTP/1.1", n, before, after,
                          (after - before) / n, took))

@@ -29,6 +29,7 @@ mean of the last third of the samples at most max(10 %, 8) above the first third
 unexpected failure; the gateway process never exited (same pid, alive at every sample)."""
 import hashlib
 import http.client
+import itertools
 import os
 import random
 import re
@@ -40,13 +41,13 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 
 import h2.events  # noqa: E402
 import h2.settings  # noqa: E402
 
 import rig  # noqa: E402
-from conftest import Nginx, free_port, rss_kib, wait_port  # noqa: E402
+from procs import Nginx, free_port, rss_kib, wait_port  # noqa: E402
 from gwtest import Client, sample, scrape, tls_listener  # noqa: E402
 from hostile_origin import HostileOrigin  # noqa: E402
 from origin import ScriptedOrigin  # noqa: E402
@@ -127,21 +128,34 @@ def h2load_loop(stop, tally, url_base, kind, tls):
             tally.add(kind, "unexpected", bad, f"h2load: {m[0]}; {st[0]}")
 
 
-def h1_download_loop(stop, tally, port, digests):
-    names = ["f1m", "f10m"]
-    i = 0
+def repeat(stop, tally, kind, pause, once, errors=(OSError,)):
+    """Run once() until stop is set, pause seconds apart, and count each outcome under kind:
+    "ok" when it returns None, else "unexpected" with what it returned (why), or with the
+    exception (of errors) it raised."""
     while not stop.is_set():
-        name = names[i % 2]
-        i += 1
+        try:
+            why = once()
+        except errors as e:
+            why = repr(e)
+        if why is None:
+            tally.add(kind, "ok")
+        else:
+            tally.add(kind, "unexpected", 1, why)
+        stop.wait(pause)
+
+
+def h1_download_loop(stop, tally, port, digests):
+    names = itertools.cycle(["f1m", "f10m"])
+
+    def once():
+        name = next(names)
         p = subprocess.run(["curl", "-sS", "--http1.1", "--max-time", "60",
                             f"http://127.0.0.1:{port}/{name}"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=90)
         if p.returncode == 0 and hashlib.sha256(p.stdout).hexdigest() == digests[name]:
-            tally.add("h1-download", "ok")
-        else:
-            tally.add("h1-download", "unexpected", 1,
-                      f"curl rc={p.returncode} len={len(p.stdout)} {p.stderr.decode()[:200]}")
-        stop.wait(0.5)
+            return None
+        return f"curl rc={p.returncode} len={len(p.stdout)} {p.stderr.decode()[:200]}"
+    repeat(stop, tally, "h1-download", 0.5, once, errors=())
 
 
 def h2_fetch(cl, path, method="GET", body=None, read_limit=None, rate=None, authority="localhost"):
@@ -204,58 +218,48 @@ def h2_fetch(cl, path, method="GET", body=None, read_limit=None, rate=None, auth
 def upload_loop(stop, tally, port, tls_port):
     body = random.Random(7).randbytes(1 << 20)
     sha1 = hashlib.sha1(body).hexdigest()
-    i = 0
-    while not stop.is_set():
-        i += 1
-        try:
-            if i % 2:
-                cl = Client(tls_port if i % 4 == 1 else port, tls=i % 4 == 1)
-                status, got, reset = h2_fetch(cl, "/echo", "POST", body)
-                cl.close()
-            else:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                c.request("POST", "/echo", body=body)
-                r = c.getresponse()
-                status, got, reset = r.status, r.read(), None
-                c.close()
-            if status == 200 and sha1.encode() in got and reset is None:
-                tally.add("upload", "ok")
-            else:
-                tally.add("upload", "unexpected", 1, f"status={status} reset={reset} {got[:120]!r}")
-        except (OSError, http.client.HTTPException) as e:
-            tally.add("upload", "unexpected", 1, repr(e))
-        stop.wait(0.3)
+    turns = itertools.count(1)
+
+    def once():
+        i = next(turns)
+        if i % 2:
+            cl = Client(tls_port if i % 4 == 1 else port, tls=i % 4 == 1)
+            status, got, reset = h2_fetch(cl, "/echo", "POST", body)
+            cl.close()
+        else:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            c.request("POST", "/echo", body=body)
+            r = c.getresponse()
+            status, got, reset = r.status, r.read(), None
+            c.close()
+        if status == 200 and sha1.encode() in got and reset is None:
+            return None
+        return f"status={status} reset={reset} {got[:120]!r}"
+    repeat(stop, tally, "upload", 0.3, once, errors=(OSError, http.client.HTTPException))
 
 
 def cancel_loop(stop, tally, port, digests):
-    while not stop.is_set():
-        try:
-            cl = Client(port)
-            st, got, how = h2_fetch(cl, "/f10m", read_limit=256 << 10)
-            st2, small, reset = h2_fetch(cl, "/f1k")
-            cl.close()
-            if how == "cancelled" and st == 200 and st2 == 200 and \
-                    hashlib.sha256(small).hexdigest() == digests["f1k"] and reset is None:
-                tally.add("cancel", "ok")
-            else:
-                tally.add("cancel", "unexpected", 1, f"{st} {how} / {st2} {len(small)} {reset}")
-        except OSError as e:
-            tally.add("cancel", "unexpected", 1, repr(e))
-        stop.wait(0.5)
+    def once():
+        cl = Client(port)
+        st, got, how = h2_fetch(cl, "/f10m", read_limit=256 << 10)
+        st2, small, reset = h2_fetch(cl, "/f1k")
+        cl.close()
+        if how == "cancelled" and st == 200 and st2 == 200 and \
+                hashlib.sha256(small).hexdigest() == digests["f1k"] and reset is None:
+            return None
+        return f"{st} {how} / {st2} {len(small)} {reset}"
+    repeat(stop, tally, "cancel", 0.5, once)
 
 
 def slow_reader_loop(stop, tally, port, digests):
-    while not stop.is_set():
-        try:
-            cl = Client(port)
-            st, got, reset = h2_fetch(cl, "/f10m", rate=2 << 20)
-            cl.close()
-            if st == 200 and reset is None and hashlib.sha256(got).hexdigest() == digests["f10m"]:
-                tally.add("slow-reader", "ok")
-            else:
-                tally.add("slow-reader", "unexpected", 1, f"{st} {len(got)} {reset}")
-        except OSError as e:
-            tally.add("slow-reader", "unexpected", 1, repr(e))
+    def once():
+        cl = Client(port)
+        st, got, reset = h2_fetch(cl, "/f10m", rate=2 << 20)
+        cl.close()
+        if st == 200 and reset is None and hashlib.sha256(got).hexdigest() == digests["f10m"]:
+            return None
+        return f"{st} {len(got)} {reset}"
+    repeat(stop, tally, "slow-reader", 0, once)
 
 
 def fault_loop(stop, tally, port):

@@ -17,40 +17,20 @@ Records the commands received (lists of bytes), the connections accepted and, pe
 connection, how many bytes were sent and whether the gateway closed it (`floods`).
 """
 import hashlib
-import socket
 import threading
 
+from origin import ThreadedServer
 
-class FakeRedis:
+
+class FakeRedis(ThreadedServer):
     def __init__(self, rate=None, lease=None, get=None, flood=None, filler=b"x",
                  flood_bytes=300 << 20):
         self.rate, self.lease, self.get, self.flood = rate, lease, get, flood
         self.filler, self.flood_bytes = filler, flood_bytes
         self.armed = threading.Event()
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.lock = threading.Lock()
         self.commands = []
-        self.connections = 0
         self.floods = []  # (bytes sent, closed by the gateway)
-        self.stopping = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.close()
-
-    def close(self):
-        self.stopping = True
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        super().__init__()
 
     def arm(self):
         self.armed.set()
@@ -59,16 +39,6 @@ class FakeRedis:
         """The command names received, in order (b"SCRIPT", b"GET", ...)."""
         with self.lock:
             return [c[0].upper() for c in self.commands if c]
-
-    def _accept(self):
-        while not self.stopping:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.connections += 1
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, c):
         buf = b""

@@ -16,7 +16,7 @@ import h2.events
 import h2.settings
 import pytest
 
-from conftest import free_port
+from procs import free_port
 from gwtest import gw_config
 
 STEP = 16384
@@ -35,6 +35,14 @@ def bottleneck_gateway(gateway, origin, extra=""):
 @pytest.fixture
 def gwp(gateway, origin):
     return bottleneck_gateway(gateway, origin)
+
+
+@pytest.fixture
+def bn(gwp):
+    """A Bottleneck client of gwp, closed after the test."""
+    b = Bottleneck(gwp.port)
+    yield b
+    b.close()
 
 
 class Bottleneck:

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from conftest import free_port, h1_get, recv_all, run
-from gwtest import gw_config
+from procs import free_port, h1_get, recv_all, run
+from gwtest import check_config, gw_config
 
 
 def alog_config(port, origin, path, fmt="json", extra="", tls_port=None, workers=1):
@@ -187,11 +187,9 @@ def test_config_errors(h2gate_bin, tmp_path):
     for text, want in [("access_log: {format: xml}\n", "'format' must be combined, combined_timing or json"),
                        ("access_log: {bogus: 1}\n", "unknown key 'bogus' in access_log"),
                        ("admin: {}\n", "missing required key 'address' in admin")]:
-        p = tmp_path / "c.yaml"
-        p.write_text(gw_config(free_port(), ["127.0.0.1:9"]) + text)
-        r = run([h2gate_bin, "--check-config", str(p)])
+        r = check_config(h2gate_bin, tmp_path, gw_config(free_port(), ["127.0.0.1:9"]) + text)
         assert r.returncode == 1 and want in r.stderr, (text, r.stderr)
-        assert re.search(re.escape(str(p)) + r":\d+:\d+: ", r.stderr)
+        assert re.search(re.escape(str(tmp_path / "c.yaml")) + r":\d+:\d+: ", r.stderr)
 
 
 def test_requests_the_gateway_answers_itself_are_logged(gateway, origin, tmp_path):
@@ -202,7 +200,7 @@ def test_requests_the_gateway_answers_itself_are_logged(gateway, origin, tmp_pat
     gateway(alog_config(port, origin, log,
                         extra="limits: {max_request_head: 2KiB}\ntimeouts: {header: 300ms}\n"),
             wait=[("127.0.0.1", port)])
-    from conftest import raw_exchange
+    from procs import raw_exchange
     assert raw_exchange(port, b"GET / HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n").startswith(
         b"HTTP/1.1 400")
     assert raw_exchange(port, b"GET / HTTP/1.1\r\nHost: a\r\nX: " + b"a" * 4096 +
@@ -277,7 +275,7 @@ def test_bad_http1_requests_log_the_request_line(gateway, origin, tmp_path):
     """A request refused before its head was whole logs the request line as received (escaped
     and bounded, nginx's $request), or "-" when none came; never "- - HTTP/1.1". HTTP/1.0
     requests say HTTP/1.0."""
-    from conftest import raw_exchange
+    from procs import raw_exchange
     port = free_port()
     log = str(tmp_path / "access.log")
     gateway(alog_config(port, origin, log, fmt="combined",
@@ -338,7 +336,7 @@ def test_combined_timing_lines_and_goaccess(gateway, origin, tmp_path):
                  f"http://127.0.0.1:{port}{args[-1]}"])
         codes.append(r.stdout)
     assert codes == ["200", "200", "502", "200"], codes
-    from conftest import raw_exchange
+    from procs import raw_exchange
     # request_rate 1/s, burst 1: the second of two back-to-back requests is the gateway's 429
     out = raw_exchange(port, b"GET /status/200 HTTP/1.1\r\nHost: a\r\n\r\n"
                              b"GET /status/201 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")

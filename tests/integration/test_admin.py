@@ -8,19 +8,15 @@ import socket
 import threading
 import time
 
-from conftest import free_port, recv_all
-from gwtest import gw_config
+from procs import recv_all
+from gwtest import origin_gateway
 
 F_SETPIPE_SZ = 1031
 
 
 def admin_gw(gateway, origin, admin_extra="", extra="", workers=1):
-    port, admin = free_port(), free_port()
-    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], workers=workers,
-                          extra=f"admin:\n  address: 127.0.0.1:{admin}\n{admin_extra}{extra}"),
-                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
-    g.port, g.admin = port, admin
-    return g
+    return origin_gateway(gateway, origin, extra=extra, admin=True, admin_extra=admin_extra,
+                          workers=workers)
 
 
 def get(port, path, timeout=5):
@@ -28,15 +24,7 @@ def get(port, path, timeout=5):
     t0 = time.monotonic()
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: a\r\n\r\n".encode())
-        out = b""
-        try:
-            while True:
-                d = s.recv(65536)
-                if not d:
-                    break
-                out += d
-        except ConnectionResetError:
-            pass
+        out = recv_all(s, resets_end=True)
     took = time.monotonic() - t0
     return (int(out.split()[1]) if out.startswith(b"HTTP/1.1 ") else None), took
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT
+from procs import ROOT
 
 PY = "/usr/bin/python3"
 SCRIPT = os.path.join(ROOT, "scripts", "include_graph.py")

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import Nginx, free_port, run
+from procs import Nginx, factory, free_port, run
 from origin import ScriptedOrigin, pattern
 
 
@@ -148,30 +148,13 @@ class TLSNginx(Nginx):
 @pytest.fixture
 def tls_origin(certs):
     """Factory: tls_origin(cert_name="good") -> TLSOrigin; closed at teardown."""
-    started = []
-
-    def start(name="good"):
-        o = TLSOrigin(*certs.pair(name))
-        started.append(o)
-        return o
-
-    yield start
-    for o in started:
-        o.close()
+    yield from factory(lambda name="good": TLSOrigin(*certs.pair(name)), TLSOrigin.close)
 
 
 @pytest.fixture
 def tls_nginx(certs, tmp_path):
-    started = []
-
-    def start(root, extra=""):
-        n = TLSNginx(root, *certs.pair("good"), extra=extra)
-        started.append(n)
-        return n
-
-    yield start
-    for n in started:
-        n.stop()
+    yield from factory(lambda root, extra="": TLSNginx(root, *certs.pair("good"), extra=extra),
+                       TLSNginx.stop)
 
 
 # ---- gateway --------------------------------------------------------------------------------

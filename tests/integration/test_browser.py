@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import free_port
+from procs import free_port
 from gwtest import gw_config, sample, scrape
 
 CHROMIUM = shutil.which("chromium")
@@ -27,6 +27,20 @@ document.getElementById("result").textContent =
 """ + PAD
 
 
+def browser_gateway(gateway, tmp_path, origin_port, route_extra):
+    """A gateway with a TLS listener, an admin one and a JSON access log (tmp_path/access.log)
+    in front of origin_port: g.tls_port, g.admin, g.alog."""
+    port, tls_port, admin = free_port(), free_port(), free_port()
+    alog = tmp_path / "access.log"
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin_port}"], tls_port=tls_port,
+                          route_extra=route_extra,
+                          extra=f"admin:\n  address: 127.0.0.1:{admin}\n"
+                                f"access_log:\n  path: {alog}\n  format: json\n"),
+                wait=[("127.0.0.1", tls_port), ("127.0.0.1", admin)])
+    g.tls_port, g.admin, g.alog = tls_port, admin, alog
+    return g
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup does)")
 def test_chromium_applies_compressed_css_and_js_over_h2(gateway, nginx_origin, tmp_path):
     root = tmp_path / "www"
@@ -34,13 +48,8 @@ def test_chromium_applies_compressed_css_and_js_over_h2(gateway, nginx_origin, t
     for name, text in (("index.html", INDEX), ("style.css", STYLE), ("app.js", APP)):
         (root / name).write_text(text)
     ng = nginx_origin(str(root))
-    port, tls_port, admin = free_port(), free_port(), free_port()
-    alog = tmp_path / "access.log"
-    g = gateway(gw_config(port, [f"127.0.0.1:{ng.port}"], tls_port=tls_port,
-                          route_extra="compress: true",
-                          extra=f"admin:\n  address: 127.0.0.1:{admin}\n"
-                                f"access_log:\n  path: {alog}\n  format: json\n"),
-                wait=[("127.0.0.1", tls_port), ("127.0.0.1", admin)])
+    g = browser_gateway(gateway, tmp_path, ng.port, "compress: true")
+    tls_port, admin, alog = g.tls_port, g.admin, g.alog
     r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
                         "--disable-background-networking", "--no-first-run",
                         "--ignore-certificate-errors", f"--user-data-dir={tmp_path / 'prof'}",
@@ -179,21 +188,16 @@ def test_chromium_websocket_over_h2(gateway, nginx_origin, tmp_path):
     """Headless Chromium opens new WebSocket('wss://…') from a page served through the gateway
     and exchanges 1,000 messages of 1 B to 1 MiB, text and binary, with a python3-websockets
     echo origin; the access log shows the socket went over HTTP/2 (RFC 8441: CONNECT)."""
-    import sys
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from test_websocket import two_upstream_config
-    from conftest import free_port as fp
+    from gwtest import two_upstream_config
+    from ws_origin import spawn
     root = tmp_path / "www"
     root.mkdir()
     (root / "ws.html").write_text(WS_PAGE)
     ng = nginx_origin(str(root))
-    wsport = fp()
-    here = os.path.dirname(os.path.abspath(__file__))
-    p = subprocess.Popen(["/usr/bin/python3", os.path.join(here, "ws_origin.py"), str(wsport)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wsport = free_port()
+    p = spawn(wsport)
     try:
-        assert p.stdout.readline().strip() == "ready"
-        port, tls_port = fp(), fp()
+        port, tls_port = free_port(), free_port()
         alog = tmp_path / "access.log"
         g = gateway(two_upstream_config(port, wsport, ng.port, tls_port=tls_port,
                                         extra=f"access_log:\n  path: {alog}\n  format: json\n"),
@@ -240,13 +244,8 @@ def test_chromium_learned_hints_fetch_before_the_html(gateway, origin, tmp_path)
     page's head was sent). Chromium's resource timing reports such an entry from when the page
     used it, so the order is read from the gateway's log."""
     from datetime import datetime
-    port, tls_port, admin = free_port(), free_port(), free_port()
-    alog = tmp_path / "access.log"
-    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], tls_port=tls_port,
-                          route_extra="early_hints_learn: true",
-                          extra=f"access_log:\n  path: {alog}\n  format: json\n"
-                                f"admin:\n  address: 127.0.0.1:{admin}\n"),
-                wait=[("127.0.0.1", tls_port)])
+    g = browser_gateway(gateway, tmp_path, origin.port, "early_hints_learn: true")
+    tls_port, admin, alog = g.tls_port, g.admin, g.alog
     flags = [spki_flag(os.path.join(g.workdir, "state", "cert.pem"))]
     url = f"https://localhost:{tls_port}/page-links/500"
     # a browser with an empty cache each time: the second one gets the learned 103

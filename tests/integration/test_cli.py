@@ -3,13 +3,12 @@ import glob
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 
 import pytest
 
-from conftest import ROOT, free_port, h1_get, run
+from procs import ROOT, free_port, h1_get, reuseport_listener, run
 from gwtest import FileConfigs, gw_config
 
 
@@ -288,11 +287,7 @@ def test_second_instance_on_the_same_addresses_or_pid_file_is_refused(gateway, h
 def test_a_foreign_reuseport_socket_on_the_address_is_refused(h2gate_bin, tmp_path):
     """Any process of the same user listening with SO_REUSEPORT (which the gateway's own
     sockets would silently join) makes the start fail."""
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    s.bind(("127.0.0.1", 0))
-    s.listen()
+    s = reuseport_listener()
     port = s.getsockname()[1]
     try:
         p = tmp_path / "gw.yaml"

@@ -5,7 +5,6 @@ keys stay, `event=cluster_degraded` and h2gate_cluster_up say so, and recovery i
 Debian's redis-server, Python's ssl and `openssl s_client` as the clients."""
 import re
 import signal
-import socket
 import ssl
 import subprocess
 import threading
@@ -14,7 +13,7 @@ import time
 import h2.events
 import pytest
 
-from conftest import free_port, raw_exchange, rss_kib, run, sanitized
+from procs import Unanswered, free_port, raw_exchange, rss_kib, run, sanitized
 from fake_redis import FakeRedis
 from gwtest import (Client, config, many_gets, origin_gateway, sample, scrape, tls_client_ctx,
                     tls_exchange)
@@ -254,17 +253,9 @@ def test_connect_timeout_and_names(gateway, tmp_path):
     """A Redis that never accepts (its listen queue full) is given up after
     cluster.connect_timeout, and a name that does not resolve is reported, both without
     holding the listener up; the client keeps trying with backoff."""
-    hole = socket.socket()
-    hole.bind(("127.0.0.1", 0))
-    hole.listen(0)
-    fill = []
-    for _ in range(3):  # the queue takes one; the SYNs of the rest are dropped
-        c = socket.socket()
-        c.setblocking(False)
-        c.connect_ex(hole.getsockname())
-        fill.append(c)
+    hole = Unanswered(fillers=3)  # the queue takes one; the SYNs of the rest are dropped
     port, admin = free_port(), free_port()
-    g = gateway(config(tls_port=port, extra=f"cluster:\n  redis: 127.0.0.1:{hole.getsockname()[1]}\n"
+    g = gateway(config(tls_port=port, extra=f"cluster:\n  redis: 127.0.0.1:{hole.port}\n"
                        "  connect_timeout: 300ms\n"
                        f"admin: {{address: 127.0.0.1:{admin}}}\n"),
                 wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
@@ -282,8 +273,6 @@ def test_connect_timeout_and_names(gateway, tmp_path):
     g2.wait_log("event=cluster_degraded", timeout=10)
     assert re.search(r'reason="connection: [^"]*(unknown|not known|resolv|name)', g2.log(), re.I), \
         g2.log()[-2000:]
-    for c in fill:
-        c.close()
     hole.close()
 
 

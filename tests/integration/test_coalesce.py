@@ -13,7 +13,7 @@ import h2.events
 import h2.settings
 import pytest
 
-from conftest import free_port, rss_kib
+from procs import free_port, rss_kib
 from gwtest import (Client, Streams, all_done, collect, gw_config, many_gets, origin_count,
                     origin_gateway, sample, scrape)
 from origin import ScriptedOrigin, pattern

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT
+from procs import ROOT
 
 HOOK = os.path.join(ROOT, "scripts", "hooks", "commit-msg")
 INSTALL = os.path.join(ROOT, "scripts", "install-hooks")

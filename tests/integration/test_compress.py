@@ -12,8 +12,8 @@ import h2.events
 import pytest
 import zstandard
 
-from conftest import free_port, run
-from gwtest import Client, gw_config
+from procs import free_port, h1_get, run
+from gwtest import Client, check_config, gw_config
 from origin import text_pattern
 
 CODINGS = ["gzip", "br", "zstd"]
@@ -63,16 +63,7 @@ def zgw(gateway, origin):
 def h1_full(port, path, headers=()):
     """One HTTP/1.1 GET: (status, {lowercased name: [values]}, body bytes decoded of chunking,
     the chunked trailer section's {lowercased name: value})."""
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
-        req = f"GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
-        req += "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
-        s.sendall(req.encode())
-        data = b""
-        while True:
-            d = s.recv(1 << 20)
-            if not d:
-                break
-            data += d
+    data = h1_get(port, path, timeout=20, headers=headers, host="a")
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split()[1])
@@ -279,9 +270,7 @@ def test_config_errors(h2gate_bin, tmp_path):
     for text, want in [("compression: {gzip_level: 10}\n", "'gzip_level' is out of range"),
                        ("compression: {bogus: 1}\n", "unknown key 'bogus' in compression"),
                        ("compression: {types: ['text html']}\n", "must be a media type")]:
-        p = tmp_path / "c.yaml"
-        p.write_text(gw_config(free_port(), ["127.0.0.1:9"]) + text)
-        r = run([h2gate_bin, "--check-config", str(p)])
+        r = check_config(h2gate_bin, tmp_path, gw_config(free_port(), ["127.0.0.1:9"]) + text)
         assert r.returncode == 1 and want in r.stderr, (text, r.stderr)
 
 
@@ -505,7 +494,7 @@ def slow_download(port, path, ae, pid):
     small-window client): (decoded length, sha256 of the decoded body, peak RSS KiB)."""
     import hashlib
     import h2.settings
-    from conftest import rss_kib
+    from procs import rss_kib
     cl = Client(port)
     cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 16384})
     cl.flush()
@@ -545,7 +534,7 @@ def test_slow_small_window_client_100mib_rss_bounded(gateway, nginx_origin, tmp_
     coding) the gateway's RSS grows no more than sending it as it is, plus the compressor's
     own memory: the origin read pauses for the client exactly as without compression."""
     import hashlib
-    from conftest import rss_kib, sanitized
+    from procs import rss_kib, sanitized
     if sanitized():  # as test_proxy.py's RSS tests: ASan's quarantine makes RSS say nothing
         pytest.skip("sanitizer builds keep freed memory in quarantine: RSS says nothing")
     root = tmp_path / "www"
@@ -756,9 +745,7 @@ def test_max_memory_config(h2gate_bin, tmp_path):
                      ("compression: {max_memory: 64KiB}\n", True),
                      ("compression: {max_memory: 1KiB}\n", "'max_memory' is out of range"),
                      ("compression: {max_memory: lots}\n", "'max_memory' must be a size")]:
-        p = tmp_path / "c.yaml"
-        p.write_text(gw_config(free_port(), ["127.0.0.1:9"]) + text)
-        r = run([h2gate_bin, "--check-config", str(p)])
+        r = check_config(h2gate_bin, tmp_path, gw_config(free_port(), ["127.0.0.1:9"]) + text)
         if ok is True:
             assert r.returncode == 0, (text, r.stderr)
         else:

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import H2GATE_BIN, ROOT
+from procs import H2GATE_BIN, ROOT
 
 # Called by the unit tests only, and kept in every build on purpose.
 KEPT = {

@@ -15,8 +15,8 @@ import h2.connection
 import h2.events
 import pytest
 
-from conftest import free_port, raw_exchange, recv_all, run
-from gwtest import NO_PROXY, config, send_for
+from procs import free_port, raw_exchange, recv_all, run
+from gwtest import NO_PROXY, config, send_for, tls_client_ctx, tls_exchange
 
 
 @pytest.fixture
@@ -178,11 +178,17 @@ def test_head_request_has_no_body(gw):
     assert body == b""
 
 
-def test_header_timeout_cuts_slowloris(gateway):
+def timed_out_gateway(gateway, timeouts, tls=False, timeout=5):
+    """A gateway with `timeouts: {timeouts}` (a cleartext listener, or with tls a TLS one) and
+    a TCP connection to it: (the gateway, the socket)."""
     port = free_port()
-    g = gateway(config(plain_port=port, extra="timeouts: {header: 1s, idle: 30s, first_request: 30s}\n"),
-                wait=[("127.0.0.1", port)])
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    listener = {"tls_port" if tls else "plain_port": port}
+    g = gateway(config(**listener, extra=f"timeouts: {{{timeouts}}}\n"), wait=[("127.0.0.1", port)])
+    return g, socket.create_connection(("127.0.0.1", port), timeout=timeout)
+
+
+def test_header_timeout_cuts_slowloris(gateway):
+    g, s = timed_out_gateway(gateway, "header: 1s, idle: 30s, first_request: 30s", timeout=10)
     start = time.monotonic()
     got = b""
     try:
@@ -203,9 +209,7 @@ def test_header_timeout_cuts_slowloris(gateway):
 
 
 def test_idle_timeout_closes_keepalive_connection(gateway):
-    port = free_port()
-    gateway(config(plain_port=port, extra="timeouts: {idle: 500ms}\n"), wait=[("127.0.0.1", port)])
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    _, s = timed_out_gateway(gateway, "idle: 500ms")
     s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     first = s.recv(65536)
     assert first.startswith(b"HTTP/1.1 502")
@@ -218,9 +222,7 @@ def test_idle_timeout_closes_keepalive_connection(gateway):
 def test_idle_timeout_counts_from_the_last_request(gateway):
     """A request before the idle deadline restarts it: the connection is still open after the
     first request's deadline has passed, and closes idle-timeout after the last request."""
-    port = free_port()
-    gateway(config(plain_port=port, extra="timeouts: {idle: 800ms}\n"), wait=[("127.0.0.1", port)])
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    _, s = timed_out_gateway(gateway, "idle: 800ms")
     for _ in range(3):  # at 0, 0.5 s and 1.0 s: past the first deadline (0.8 s)
         s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s.recv(65536).startswith(b"HTTP/1.1 502")
@@ -232,10 +234,7 @@ def test_idle_timeout_counts_from_the_last_request(gateway):
 
 
 def test_first_request_timeout(gateway):
-    port = free_port()
-    g = gateway(config(plain_port=port, extra="timeouts: {first_request: 500ms}\n"),
-                wait=[("127.0.0.1", port)])
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    g, s = timed_out_gateway(gateway, "first_request: 500ms")
     start = time.monotonic()
     assert s.recv(10) == b""
     assert time.monotonic() - start < 3
@@ -244,10 +243,7 @@ def test_first_request_timeout(gateway):
 
 
 def test_tls_handshake_timeout(gateway):
-    port = free_port()
-    g = gateway(config(tls_port=port, extra="timeouts: {handshake: 500ms}\n"),
-                wait=[("127.0.0.1", port)])
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    g, s = timed_out_gateway(gateway, "handshake: 500ms", tls=True)
     s.sendall(b"\x16\x03\x01")  # a ClientHello that never completes
     start = time.monotonic()
     assert s.recv(10) == b""
@@ -478,19 +474,12 @@ def test_session_tickets_resume_and_rotate(gateway):
     second on handshakes), the last one after more than two."""
     port = free_port()
     gateway(config(tls_port=port, tls_extra="ticket_rotation: 2s"), wait=[("127.0.0.1", port)])
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx = tls_client_ctx(ssl.TLSVersion.TLSv1_2)
 
     def connect(session=None):
-        # a generous timeout: a full handshake on a loaded 2-core machine can take seconds
-        with socket.create_connection(("127.0.0.1", port), timeout=20) as raw:
-            with ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
-                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                while s.recv(65536):
-                    pass
-                return s.session, s.session_reused
+        # tls_exchange's timeout is generous: a full handshake on a loaded 2-core machine can
+        # take seconds
+        return tls_exchange(ctx, port, session)
 
     first, reused = connect()
     issued = time.monotonic()
@@ -509,16 +498,8 @@ def test_session_tickets_resume_and_rotate(gateway):
 def test_session_tickets_can_be_disabled(gateway):
     port = free_port()
     gateway(config(tls_port=port, tls_extra="session_tickets: false"), wait=[("127.0.0.1", port)])
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
-            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            while s.recv(65536):
-                pass
-            assert not s.session.has_ticket
+    session, _ = tls_exchange(tls_client_ctx(ssl.TLSVersion.TLSv1_2), port)
+    assert not session.has_ticket
 
 
 ROUTED = """access_log: {{path: stderr, format: json}}

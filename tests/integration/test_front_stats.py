@@ -5,7 +5,7 @@ import signal
 import socket
 import time
 
-from conftest import free_port, h1_get
+from procs import free_port, h1_get
 from gwtest import gw_config, scrape
 
 

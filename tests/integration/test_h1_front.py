@@ -11,7 +11,7 @@ import time
 import h2.events
 import pytest
 
-from conftest import free_port, recv_all, run
+from procs import free_port, recv_all, run
 from gwtest import Client, gw_config, origin_count, resets, tls_client_ctx, was_reset
 
 

@@ -13,7 +13,7 @@ import h2.exceptions
 import h2.settings
 import pytest
 
-from conftest import free_port, run
+from procs import free_port, run
 from gwtest import NO_PROXY, config, Client, response, ended, terminated, raw_frames, goaway_code
 
 
@@ -249,7 +249,7 @@ def test_h2c_response_is_a_gathered_write(tmp_path, h2gate_bin):
                           h2gate_bin, "-c", str(cfgp)], cwd=tmp_path,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        from conftest import wait_port
+        from procs import wait_port
         wait_port("127.0.0.1", port, proc=p, timeout=20)
         cl = Client(port)
         sid = cl.request("/gathered")

@@ -2,15 +2,13 @@
 h2c and TLS ports: each case sends hand-made frames after a valid handshake and checks the
 answer a client can observe (GOAWAY code, RST_STREAM code, an ACK, or a response). Frames are
 built with gwtest.frame; header blocks with python3-hpack (an independent encoder)."""
-import socket
-import ssl
 import time
 
 import hpack
 import pytest
 
-from conftest import free_port
-from gwtest import config, frame
+from procs import free_port
+from gwtest import RawH2, config, frame
 
 DATA, HEADERS, PRIORITY, RST, SETTINGS, PUSH, PING, GOAWAY, WU, CONT = range(10)
 END_STREAM, ACK, END_HEADERS, PADDED, PRIO = 0x1, 0x1, 0x4, 0x8, 0x20
@@ -29,7 +27,7 @@ POST = [(":method", "POST"), (":scheme", "https"), (":path", "/"), (":authority"
 
 @pytest.fixture(scope="module")
 def ports(tmp_path_factory, h2gate_bin_module):
-    from conftest import Gateway
+    from procs import Gateway
     d = tmp_path_factory.mktemp("conf")
     tls_port, plain_port = free_port(), free_port()
     g = Gateway(str(d), config(tls_port, plain_port, extra="h2: {max_concurrent_streams: 4}\n"),
@@ -41,56 +39,19 @@ def ports(tmp_path_factory, h2gate_bin_module):
 
 @pytest.fixture(scope="module")
 def h2gate_bin_module():
-    from conftest import H2GATE_BIN
+    from procs import H2GATE_BIN
     return H2GATE_BIN
 
 
-class Conn:
+class Conn(RawH2):
+    """A connection past the handshake: the client's preface and SETTINGS, the gateway's
+    SETTINGS, then its ACK."""
+
     def __init__(self, port, tls):
-        s = socket.create_connection(("127.0.0.1", port), timeout=3)
-        if tls:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-            ctx.set_alpn_protocols(["h2"])
-            s = ctx.wrap_socket(s, server_hostname="localhost")
-        self.s = s
-        self.buf = b""
-        self.s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(SETTINGS, 0, 0))
-        # wait for the server's SETTINGS, then ACK it
+        super().__init__(port, tls, ack=False, timeout=3)
         f = self.next_frame()
         assert f and f[0] == SETTINGS and not f[1] & ACK
-        self.s.sendall(frame(SETTINGS, ACK, 0))
-
-    def send(self, data):
-        try:
-            self.s.sendall(data)
-        except OSError:
-            pass
-
-    def next_frame(self, timeout=2.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            if len(self.buf) >= 9:
-                n = int.from_bytes(self.buf[:3], "big")
-                if len(self.buf) >= 9 + n:
-                    f = (self.buf[3], self.buf[4], int.from_bytes(self.buf[5:9], "big") & 0x7fffffff,
-                         self.buf[9:9 + n])
-                    self.buf = self.buf[9 + n:]
-                    return f
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            self.s.settimeout(left)
-            try:
-                d = self.s.recv(65536)
-            except (socket.timeout, ssl.SSLError):
-                return None
-            except OSError:
-                return "closed"
-            if not d:
-                return "closed"
-            self.buf += d
+        self.send(frame(SETTINGS, ACK, 0))
 
     def outcome(self, timeout=2.0):
         """First decisive answer: ('goaway', code), ('rst', sid, code), ('closed',) or
@@ -115,9 +76,6 @@ class Conn:
                 headers = ("headers", sid)
                 deadline = min(deadline, time.monotonic() + 0.5)
         return headers or ("timeout",)
-
-    def close(self):
-        self.s.close()
 
 
 def conn_error(code):

@@ -6,8 +6,8 @@ import time
 import h2.events
 import pytest
 
-from conftest import free_port
-from gwtest import Client, gw_config, origin_gateway, sample, scrape
+from procs import free_port, h1_get
+from gwtest import Client, check_config, gw_config, origin_gateway, sample, scrape
 
 NAV = [("sec-fetch-mode", "navigate"), ("accept", "text/html")]
 CONF = ["</app.css>; rel=preload; as=style", "</app.js>; rel=preload; as=script"]
@@ -47,20 +47,6 @@ def h2_get(port, path, extra=()):
     return hints, status, at
 
 
-def h1_get(port, path, headers=()):
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        req = f"GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
-        req += "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
-        s.sendall(req.encode())
-        data = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            data += d
-    return data
-
-
 def yaml_list(items):
     return "[" + ", ".join("'" + i + "'" for i in items) + "]"
 
@@ -79,10 +65,10 @@ def test_configured_hints_h2_before_the_response(gateway, origin):
 
 def test_configured_hints_h1_only_when_asked(gateway, origin):
     g = hgw(gateway, origin, route_extra=f"early_hints: {yaml_list(CONF)}")
-    data = h1_get(g.port, "/bytes/10", NAV)
+    data = h1_get(g.port, "/bytes/10", headers=NAV, host="a")
     assert data.startswith(b"HTTP/1.1 200 ") and b" 103 " not in data
     g2 = hgw(gateway, origin, route_extra=f"early_hints: {yaml_list(CONF)}\nearly_hints_h1: true")
-    data = h1_get(g2.port, "/bytes/10", NAV)
+    data = h1_get(g2.port, "/bytes/10", headers=NAV, host="a")
     assert data.startswith(b"HTTP/1.1 103 Early Hints\r\n"), data[:200]
     head103, _, rest = data.partition(b"\r\n\r\n")
     assert b"link: </app.css>; rel=preload; as=style" in head103.lower()
@@ -170,14 +156,12 @@ def test_learn_lru_and_ttl(gateway, origin):
 
 
 def test_config_errors(h2gate_bin, tmp_path):
-    from conftest import run
     for route, extra, want in [("early_hints: ['app.css']", "", "must be a Link value"),
                                ("early_hints: 5", "", "early_hints"),
                                ("", "early_hints: {learn_entries: 0}\n", "'learn_entries' is out of range"),
                                ("", "early_hints: {bogus: 1}\n", "unknown key 'bogus' in early_hints")]:
-        p = tmp_path / "c.yaml"
-        p.write_text(gw_config(free_port(), ["127.0.0.1:9"], route_extra=route, extra=extra))
-        r = run([h2gate_bin, "--check-config", str(p)])
+        r = check_config(h2gate_bin, tmp_path,
+                         gw_config(free_port(), ["127.0.0.1:9"], route_extra=route, extra=extra))
         assert r.returncode == 1 and want in r.stderr and "c.yaml:" in r.stderr, (route, r.stderr)
 
 

@@ -5,14 +5,12 @@ POST never sent twice, the failure counted by passive health (ejection, 503 whil
 is out), requests pipelined behind a Connection: close sent again, and memory bounded under
 repeated 1 MiB answers. An HTTPS origin that truncates a close-delimited body without
 close_notify: test_back_tls.py (test_close_delimited_body_needs_close_notify)."""
-import socket
 import time
 
 import pytest
 
-from conftest import free_port
-from gwtest import Client, Streams, all_done, collect, gw_config, sample, scrape
-from conftest import rss_kib
+from procs import Unanswered, free_port, rss_kib
+from gwtest import Client, Streams, all_done, collect, gw_config, origin_gateway, sample, scrape
 from hostile_origin import HostileOrigin
 
 
@@ -23,12 +21,7 @@ def hostile():
 
 
 def hgw(gateway, origin, upstream_extra=""):
-    port, admin = free_port(), free_port()
-    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], upstream_extra=upstream_extra,
-                          extra=f"admin:\n  address: 127.0.0.1:{admin}\n"),
-                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
-    g.port, g.admin = port, admin
-    return g
+    return origin_gateway(gateway, origin, upstream_extra=upstream_extra, admin=True)
 
 
 def failures(g):
@@ -138,28 +131,15 @@ def test_name_that_does_not_resolve_and_origin_that_never_accepts(gateway, hosti
     gateway(gw_config(port, ["does-not-exist.invalid:80"]), wait=[("127.0.0.1", port)])
     assert h2_req(port, "/ok")[0] == 502
     # a listening socket whose backlog is full and never accepted: the connect times out
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(0)
-    fillers = []
-    for _ in range(8):
-        f = socket.socket()
-        f.setblocking(False)
-        try:
-            f.connect(s.getsockname())
-        except BlockingIOError:
-            pass
-        fillers.append(f)
+    hole = Unanswered(fillers=8)
     port2 = free_port()
-    gateway(gw_config(port2, [f"127.0.0.1:{s.getsockname()[1]}"],
+    gateway(gw_config(port2, [f"127.0.0.1:{hole.port}"],
                       upstream_extra="connect_timeout: 1s\nretries: 0"),
             wait=[("127.0.0.1", port2)])
     t0 = time.monotonic()
     assert h2_req(port2, "/ok")[0] in (502, 504)
     assert time.monotonic() - t0 < 6
-    for f in fillers:
-        f.close()
-    s.close()
+    hole.close()
 
 
 @pytest.mark.parametrize("path", ["/close-answer", "/close-but-stay"])
@@ -216,7 +196,7 @@ def test_failures_eject_the_server_until_it_answers_again(gateway, hostile):
 def test_large_hostile_answers_keep_memory_bounded(gateway, hostile):
     """1 MiB header lines, trailers and chunk extensions, 100,000 fields: each is refused at a
     bound, and doing it again and again does not grow the gateway."""
-    from conftest import sanitized
+    from procs import sanitized
     if sanitized():  # as test_proxy.py's RSS tests: ASan's quarantine makes RSS say nothing
         pytest.skip("sanitizer builds keep freed memory in quarantine: RSS says nothing")
     g = hgw(gateway, hostile)

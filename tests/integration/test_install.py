@@ -6,11 +6,10 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 
-from conftest import H2GATE_BIN, ROOT, free_port, run, sanitized
+from procs import H2GATE_BIN, ROOT, free_port, run, sanitized, wait_new_pid
 
 PY = "/usr/bin/python3"
 
@@ -218,16 +217,9 @@ def test_unit_sandbox_allows_every_system_call_the_gateway_makes(installed, gate
             assert r.stdout == "200", (cmd, r.stdout, r.stderr)
 
     def wait_pid(old):
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                pid = int(open(pid_file).read())
-                if pid != old:
-                    return pid
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.05)
-        raise AssertionError("the pid file did not change:\n" + g.log())
+        pid = wait_new_pid(pid_file, old, timeout=20)
+        assert pid, "the pid file did not change:\n" + g.log()
+        return pid
 
     pid = wait_pid(None)
     traffic()

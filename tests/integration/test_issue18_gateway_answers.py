@@ -7,7 +7,7 @@ import time
 import h2.events
 import pytest
 
-from conftest import free_port
+from procs import free_port
 from gwtest import Client
 
 

@@ -8,50 +8,14 @@
   of literals naming a large dynamic-table entry costs its own bytes, not the entry's size
   times the number of literals."""
 import os
-import socket
-import time
 
-from conftest import free_port
-from gwtest import PREFACE, config, frame, frames_of, goaway_code, settings
+from procs import free_port
+from gwtest import RawH2, config, frame, frames_of, goaway_code, settings
 
 SETTINGS, HEADERS, RST_STREAM, GOAWAY, WINDOW_UPDATE = 0x4, 0x1, 0x3, 0x7, 0x8
 END_STREAM, END_HEADERS = 0x1, 0x4
 IWS = 0x4
 FLOW_CONTROL_ERROR, ENHANCE_YOUR_CALM, PROTOCOL_ERROR = 0x3, 0xB, 0x1
-
-
-class Raw:
-    """A raw HTTP/2 connection: the client preface and an empty SETTINGS are sent at once."""
-
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        # the gateway's SETTINGS are acknowledged at once (it sends them first)
-        self.s.sendall(PREFACE + settings() + frame(SETTINGS, 1, 0))
-        self.got = b""
-
-    def send(self, data):
-        try:
-            self.s.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the gateway closed after its GOAWAY: read what it said
-
-    def read_until(self, pred, timeout=10):
-        deadline = time.monotonic() + timeout
-        while not pred(self.got) and time.monotonic() < deadline:
-            self.s.settimeout(max(0.05, deadline - time.monotonic()))
-            try:
-                d = self.s.recv(65536)
-            except socket.timeout:
-                break
-            except ConnectionResetError:
-                break
-            if not d:
-                break
-            self.got += d
-        return self.got
-
-    def close(self):
-        self.s.close()
 
 
 def gw_cfg(port, extra=""):
@@ -71,20 +35,20 @@ def test_issue18_9_settings_entries_are_charged_to_the_control_budget(gateway):
     port = free_port()
     gateway(gw_cfg(port), wait=[("127.0.0.1", port)])
     # 2,730 entries in one 16 KB frame: one frame, but 2,730 units of the default budget (1000)
-    c = Raw(port)
+    c = RawH2(port)
     c.send(settings(*[(IWS, 1000 + i) for i in range(2730)]))
     out = c.read_until(lambda d: goaway_code(d) is not None)
     c.close()
     assert goaway_code(out) == ENHANCE_YOUR_CALM, frames_of(out)
     # the same entries spread over frames of 200 are the same load: five frames are a flood
-    c = Raw(port)
+    c = RawH2(port)
     for k in range(5):
         c.send(settings(*[(IWS, 1000 + i) for i in range(200)]))
     out = c.read_until(lambda d: goaway_code(d) is not None, timeout=3)
     c.close()
     assert goaway_code(out) == ENHANCE_YOUR_CALM, frames_of(out)
     # while a few small SETTINGS frames are fine
-    c = Raw(port)
+    c = RawH2(port)
     for k in range(5):
         c.send(settings((IWS, 70000 + k)))
     c.send(frame(0x6, 0, 0, b"12345678"))  # PING: its ACK shows everything before was taken
@@ -100,7 +64,7 @@ def test_issue18_9_every_initial_window_value_is_checked(gateway):
     # first value takes it past 2^31-1 and whose last value brings it back is still a
     # FLOW_CONTROL_ERROR (RFC 9113 §6.9.2): all in one write, before any response can leave
     get = b"\x82\x86\x84" + lit(b":authority", b"localhost")
-    c = Raw(port)
+    c = RawH2(port)
     c.send(settings((IWS, 0)) + frame(HEADERS, END_STREAM | END_HEADERS, 1, get) +
            frame(WINDOW_UPDATE, 0, 1, (1).to_bytes(4, "big")) +
            settings((IWS, 0x7FFFFFFF), (IWS, 0)))
@@ -108,7 +72,7 @@ def test_issue18_9_every_initial_window_value_is_checked(gateway):
     c.close()
     assert goaway_code(out) == FLOW_CONTROL_ERROR, frames_of(out)
     # the boundary, 2^31-1 reached exactly, is not an error
-    c = Raw(port)
+    c = RawH2(port)
     c.send(settings((IWS, 0)) + frame(HEADERS, END_STREAM | END_HEADERS, 1, get) +
            frame(WINDOW_UPDATE, 0, 1, (1).to_bytes(4, "big")) +
            settings((IWS, 0x7FFFFFFE), (IWS, 0)) + frame(0x6, 0, 0, b"abcdefgh"))
@@ -132,7 +96,7 @@ BIG_NAME = b"\x40\x7f" + bytes([0x80 | (3873 & 0x7F), 3873 >> 7]) + b"n" * 4000 
 def test_issue18_6_blocks_on_a_reset_stream_spend_the_budget(gateway):
     port = free_port()
     gateway(gw_cfg(port), wait=[("127.0.0.1", port)])
-    c = Raw(port)
+    c = RawH2(port)
     reset_stream_1(c)
     c.send(frame(HEADERS, END_STREAM | END_HEADERS, 1, BIG_NAME))
     # one-byte blocks naming that entry (index 62): each is a block to decode, charged to the
@@ -173,7 +137,7 @@ def test_issue18_6_literals_naming_a_big_entry_cost_their_bytes(gateway):
 
     def spend(block):
         """CPU the gateway spends on 2000 frames of `block` on a reset stream."""
-        c = Raw(port)
+        c = RawH2(port)
         reset_stream_1(c)
         c.send(frame(HEADERS, END_STREAM | END_HEADERS, 1, BIG_NAME))
         before = cpu_seconds(pid)

@@ -8,7 +8,7 @@ import time
 import h2.events
 import h2.settings
 
-from conftest import free_port
+from procs import free_port
 from gwtest import Client, gw_config
 
 

@@ -3,7 +3,7 @@ still owe tokens: a new address is refused (connection closed, logged, counted) 
 evicting another client's debt and getting an unthrottled connection."""
 import os
 
-from conftest import free_port, run
+from procs import free_port, run
 from gwtest import gw_config
 
 KiB = 1024

@@ -14,7 +14,7 @@ import h2.errors
 import h2.events
 import pytest
 
-from conftest import free_port, raw_exchange
+from procs import free_port, raw_exchange
 from gwtest import Client, response, ended, goaway_code, gw_config, was_reset
 from origin import ThreadedServer, pattern
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import free_port, h1_get, recv_all, run
+from procs import free_port, h1_get, recv_all, run
 from gwtest import Client, gw_config, sample, scrape, tls_listener
 
 NAMES = [

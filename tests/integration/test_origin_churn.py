@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from conftest import free_port, h1_get, run
+from procs import free_port, h1_get, run
 from gwtest import gw_config
 
 POOL = 64  # upstream max_connections (the default), one worker

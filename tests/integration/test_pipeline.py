@@ -13,7 +13,7 @@ import h2.connection
 import h2.events
 import pytest
 
-from conftest import free_port, run
+from procs import free_port, run
 from gwtest import gw_config
 
 

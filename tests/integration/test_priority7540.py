@@ -12,7 +12,7 @@ import time
 import pytest
 
 from h2bottleneck import (STEP, Bottleneck, bottleneck_gateway,  # noqa: F401
-                          gwp, one_after_another)
+                          bn, gwp, one_after_another)
 
 SIZE = 512 * 1024
 
@@ -31,75 +31,65 @@ def _bytes_while_all_active(b, sids):
     return got
 
 
-def test_weights_1_3_split_bytes(gwp):
+def test_weights_1_3_split_bytes(bn):
     """RFC 7540 weights 1:3 split the bytes about 1:3 while both are active (§5.3.2)."""
-    b = Bottleneck(gwp.port)
-    light = b.request(f"/bytes/{SIZE}", priority_weight=1, priority_depends_on=0)
-    heavy = b.request(f"/bytes/{SIZE}", priority_weight=3, priority_depends_on=0)
-    b.transfer_all(SIZE)
-    got = _bytes_while_all_active(b, [light, heavy])
-    assert got[light] > 0, b.order
+    light = bn.request(f"/bytes/{SIZE}", priority_weight=1, priority_depends_on=0)
+    heavy = bn.request(f"/bytes/{SIZE}", priority_weight=3, priority_depends_on=0)
+    bn.transfer_all(SIZE)
+    got = _bytes_while_all_active(bn, [light, heavy])
+    assert got[light] > 0, bn.order
     ratio = got[heavy] / got[light]
-    assert 2.0 <= ratio <= 4.5, (ratio, got, b.order)
+    assert 2.0 <= ratio <= 4.5, (ratio, got, bn.order)
     # the heavier stream finished first; the light one then had the whole connection
-    assert b.order[-1] == light
-    b.close()
+    assert bn.order[-1] == light
 
 
-def test_parent_before_child(gwp):
+def test_parent_before_child(bn):
     """A stream that can send goes before the streams that depend on it (§5.3)."""
-    b = Bottleneck(gwp.port)
-    parent = b.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0)
-    child = b.request(f"/bytes/{SIZE}", priority_weight=256, priority_depends_on=parent)
-    b.transfer_all(SIZE)
-    assert one_after_another(b.order, parent, child), b.order
-    b.close()
+    parent = bn.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0)
+    child = bn.request(f"/bytes/{SIZE}", priority_weight=256, priority_depends_on=parent)
+    bn.transfer_all(SIZE)
+    assert one_after_another(bn.order, parent, child), bn.order
 
 
-def test_exclusive_dependency(gwp):
+def test_exclusive_dependency(bn):
     """An exclusive dependency on the root puts the stream above its former siblings (§5.3.1):
     it sends all of its body first, then the two others share the connection."""
-    b = Bottleneck(gwp.port)
-    a = b.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0)
-    c = b.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0)
-    top = b.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0,
+    a = bn.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0)
+    c = bn.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0)
+    top = bn.request(f"/bytes/{SIZE}", priority_weight=16, priority_depends_on=0,
                     priority_exclusive=True)
-    b.transfer_all(SIZE)
-    n = b.order.count(top)
-    assert b.order[:n] == [top] * n, b.order
-    rest = b.order[n:]
+    bn.transfer_all(SIZE)
+    n = bn.order.count(top)
+    assert bn.order[:n] == [top] * n, bn.order
+    rest = bn.order[n:]
     # equal weights under `top`: both in every window of 4 frames while both are active
     both = rest[:2 * (SIZE // STEP) - 4]
     for k in range(0, len(both) - 4):
         assert {a, c} <= set(both[k:k + 4]), rest
-    b.close()
 
 
-def test_priority_frame_on_idle_stream(gwp):
+def test_priority_frame_on_idle_stream(bn):
     """A PRIORITY frame for a stream not opened yet makes a placeholder (§5.3.4): the stream
     opens below its parent and waits for it."""
-    b = Bottleneck(gwp.port)
-    first = b.request(f"/bytes/{SIZE}")
-    nxt = b.c.get_next_available_stream_id()
-    b.c.prioritize(nxt, weight=200, depends_on=first)
-    b.flush()
-    later = b.request(f"/bytes/{SIZE}")
+    first = bn.request(f"/bytes/{SIZE}")
+    nxt = bn.c.get_next_available_stream_id()
+    bn.c.prioritize(nxt, weight=200, depends_on=first)
+    bn.flush()
+    later = bn.request(f"/bytes/{SIZE}")
     assert later == nxt
-    b.transfer_all(SIZE)
-    assert one_after_another(b.order, first, later), b.order
-    b.close()
+    bn.transfer_all(SIZE)
+    assert one_after_another(bn.order, first, later), bn.order
 
 
-def test_rfc9218_signal_wins_over_the_tree(gwp):
+def test_rfc9218_signal_wins_over_the_tree(bn):
     """Mixing rule: a u=3 RFC 9218 stream goes before the tree class, a u=4 one after it."""
-    b = Bottleneck(gwp.port)
-    low = b.request(f"/bytes/{SIZE}", "u=4")
-    tree = b.request(f"/bytes/{SIZE}", priority_weight=256, priority_depends_on=0)
-    urgent = b.request(f"/bytes/{SIZE}", "u=3", priority_weight=1, priority_depends_on=0)
-    b.transfer_all(SIZE)
-    runs = [sid for k, sid in enumerate(b.order) if k == 0 or b.order[k - 1] != sid]
-    assert runs == [urgent, tree, low], b.order
-    b.close()
+    low = bn.request(f"/bytes/{SIZE}", "u=4")
+    tree = bn.request(f"/bytes/{SIZE}", priority_weight=256, priority_depends_on=0)
+    urgent = bn.request(f"/bytes/{SIZE}", "u=3", priority_weight=1, priority_depends_on=0)
+    bn.transfer_all(SIZE)
+    runs = [sid for k, sid in enumerate(bn.order) if k == 0 or bn.order[k - 1] != sid]
+    assert runs == [urgent, tree, low], bn.order
 
 
 def test_self_dependency_resets_the_stream(gwp):

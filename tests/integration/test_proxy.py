@@ -13,7 +13,7 @@ import h2.events
 import h2.settings
 import pytest
 
-from conftest import free_port, raw_exchange, rss_kib, run
+from procs import Unanswered, free_port, raw_exchange, rss_kib, run
 from gwtest import Client, response, ended, gw_config, many_gets, origin_count, resets
 from origin import pattern
 
@@ -382,28 +382,15 @@ def test_slow_origin_body_is_relayed_as_it_comes(gwo):
 
 def test_connect_timeout_is_504(gateway):
     # a listener that never accepts, with its backlog full: SYNs go unanswered
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(0)
-    fillers = []
-    for _ in range(4):
-        f = socket.socket()
-        f.setblocking(False)
-        try:
-            f.connect(ls.getsockname())
-        except BlockingIOError:
-            pass
-        fillers.append(f)
+    hole = Unanswered(fillers=4)
     time.sleep(0.2)
     port = free_port()
-    g = gateway(gw_config(port, [f"127.0.0.1:{ls.getsockname()[1]}"],
+    g = gateway(gw_config(port, [f"127.0.0.1:{hole.port}"],
                           "connect_timeout: 300ms\nretries: 0"), wait=[("127.0.0.1", port)])
     r = curl("--http2-prior-knowledge", f"http://127.0.0.1:{port}/", "-w", "\n%{http_code}")
     assert r.stdout.endswith("\n504"), r.stdout
     assert "GW_E_TIMEOUT" in g.log()
-    for f in fillers:
-        f.close()
-    ls.close()
+    hole.close()
 
 
 def test_refused_origin_is_502_and_server_is_ejected_then_503(gateway):

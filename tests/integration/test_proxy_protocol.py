@@ -10,7 +10,7 @@ import struct
 import subprocess
 import time
 
-from conftest import free_port, recv_all, run, wait_port
+from procs import free_port, recv_all, run, wait_port
 from gwtest import tls_client_ctx, tls_listener
 
 SIG = b"\r\n\r\n\x00\r\nQUIT\n"
@@ -55,15 +55,7 @@ def raw_get(port, header, path="/echo", tls=False, timeout=10):
         # The gateway may close a refused connection before the GET is written.
         s.close()
         return b""
-    out = b""
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            out += d
-    except (ConnectionResetError, socket.timeout):
-        pass
+    out = recv_all(s, resets_end=True)
     s.close()
     return out
 

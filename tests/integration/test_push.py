@@ -2,7 +2,6 @@
 same-origin `Link: <path>; rel=preload` targets of a 2xx answer to a GET. nghttp (which accepts
 push) and python3-h2 clients; every limit the issue names has a test."""
 import re
-import socket
 import struct
 import subprocess
 import time
@@ -12,7 +11,7 @@ import h2.events
 import h2.settings
 import pytest
 
-from conftest import free_port
+from procs import free_port, h1_get
 from gwtest import Client, Streams, collect, gw_config, origin_gateway, sample, scrape
 from origin import pattern
 
@@ -162,15 +161,7 @@ def test_no_push_where_it_does_not_apply(gateway, origin, case):
     else:
         g = pgw(gateway, origin, route_extra=route_extra)
     if case == "h1":
-        with socket.create_connection(("127.0.0.1", g.port), timeout=5) as s:
-            s.sendall(f"GET {page(0, ['/bytes/10'])} HTTP/1.1\r\nHost: localhost\r\n"
-                      f"Connection: close\r\n\r\n".encode())
-            got = b""
-            while True:
-                d = s.recv(65536)
-                if not d:
-                    break
-                got += d
+        got = h1_get(g.port, page(0, ['/bytes/10']), timeout=5)
         assert got.startswith(b"HTTP/1.1 200") and got.endswith(page_body())
     elif case == "404":
         run = fetch(g.port, page(0, ["/bytes/10"], status=404))

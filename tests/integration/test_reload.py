@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from conftest import free_port, h1_get, recv_all, run
-from gwtest import FileConfigs, frame, gw_config, h2load_summary, split_frames as frames
+from procs import free_port, h1_get, recv_all, reuseport_listener, run
+from gwtest import FileConfigs, RawH2, frame, gw_config, h2load_summary
 
 
 def roots(tmp_path, *names):
@@ -149,11 +149,7 @@ def test_reload_refuses_an_address_another_process_listens_on(gateway, nginx_ori
     (ra,) = roots(tmp_path, "A")
     a = nginx_origin(ra)
     p1 = free_port()
-    other = socket.socket()
-    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    other.bind(("127.0.0.1", 0))
-    other.listen()
+    other = reuseport_listener()
     p2 = other.getsockname()[1]
     one = gw_config(p1, [f"127.0.0.1:{a.port}"])
     two = one.replace(f"  - address: 127.0.0.1:{p1}\n",
@@ -225,44 +221,30 @@ def test_h2_connection_of_old_generation_drains_with_two_goaways(gateway, nginx_
     port = free_port()
     text = gw_config(port, [f"127.0.0.1:{a.port}"], extra="timeouts:\n  drain_grace: 300ms\n")
     g = gateway(text, wait=[("127.0.0.1", port)])
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(0x4, 0, 0) + get_headers(1, "/who"))
-    got, buf = [], b""
-
-    def read_until(pred, timeout=5):
-        nonlocal got, buf
-        deadline = time.monotonic() + timeout
-        while not pred() and time.monotonic() < deadline:
-            s.settimeout(max(0.05, deadline - time.monotonic()))
-            try:
-                d = s.recv(65536)
-            except socket.timeout:
-                break
-            if not d:
-                break
-            fs, buf = frames(buf + d)
-            got += fs
-
-    read_until(lambda: any(f[0] == 0x0 and f[1] & 1 and f[2] == 1 for f in got))
-    assert any(f[0] == 0x0 and f[2] == 1 and f[3] == b"A" for f in got), got
-    got.clear()
+    c = RawH2(port, ack=False)
+    c.send(get_headers(1, "/who"))
+    c.read_until(lambda _: any(f[0] == 0x0 and f[1] & 1 and f[2] == 1 for f in c.frames()), 5)
+    assert any(f[0] == 0x0 and f[2] == 1 and f[3] == b"A" for f in c.frames()), c.frames()
+    c.mark()
     t0 = time.monotonic()
     reload_to(g, text, 2)
-    read_until(lambda: any(f[0] == 0x6 and not f[1] & 1 for f in got))
+    c.read_until(lambda _: any(f[0] == 0x6 and not f[1] & 1 for f in c.frames(True)), 5)
+    got = c.frames(since_mark=True)
     goaways = [f for f in got if f[0] == 0x7]
     pings = [f for f in got if f[0] == 0x6 and not f[1] & 1]
     assert len(goaways) == 1 and pings, got
     assert int.from_bytes(goaways[0][3][:4], "big") == 2**31 - 1
     assert int.from_bytes(goaways[0][3][4:8], "big") == 0  # NO_ERROR
     assert time.monotonic() - t0 >= 0.25  # not before the connection was quiet for drain_grace
-    got.clear()
+    c.mark()
     # a stream sent before the PING answer is served; the final GOAWAY follows the answer
-    s.sendall(get_headers(3, "/who") + frame(0x6, 0x1, 0, pings[0][3]))
-    read_until(lambda: False, timeout=5)  # until the gateway closes
+    c.send(get_headers(3, "/who") + frame(0x6, 0x1, 0, pings[0][3]))
+    c.read_for(5)  # until the gateway closes
+    got = c.frames(since_mark=True)
     assert any(f[0] == 0x0 and f[2] == 3 and f[3] == b"A" for f in got), got
     final = [f for f in got if f[0] == 0x7]
     assert final and int.from_bytes(final[-1][3][:4], "big") == 3, got
-    s.close()
+    c.close()
 
 
 def test_busy_h2_connection_keeps_its_streams_until_quiet(gateway, nginx_origin, tmp_path):
@@ -273,24 +255,20 @@ def test_busy_h2_connection_keeps_its_streams_until_quiet(gateway, nginx_origin,
     port = free_port()
     extra = "timeouts:\n  drain_grace: 1s\n"
     g = gateway(gw_config(port, [f"127.0.0.1:{a.port}"], extra=extra), wait=[("127.0.0.1", port)])
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(0x4, 0, 0))
+    c = RawH2(port, ack=False)
     reload_to(g, gw_config(port, [f"127.0.0.1:{b.port}"], extra=extra), 2)
-    buf, seen = b"", []
     for i in range(6):  # a request every 200 ms: never quiet for drain_grace
         sid = 1 + 2 * i
-        s.sendall(get_headers(sid, "/who"))
-        deadline = time.monotonic() + 5
-        while not any(f[0] == 0x0 and f[1] & 1 and f[2] == sid for f in seen):
-            assert time.monotonic() < deadline, seen
-            fs, buf = frames(buf + s.recv(65536))
-            seen += fs
+        c.send(get_headers(sid, "/who"))
+        c.read_until(lambda _: any(f[0] == 0x0 and f[1] & 1 and f[2] == sid for f in c.frames()), 5)
+        assert any(f[0] == 0x0 and f[1] & 1 and f[2] == sid for f in c.frames()), c.frames()
         time.sleep(0.2)
+    seen = c.frames()
     assert not [f for f in seen if f[0] == 0x7], seen  # no GOAWAY while busy
     bodies = [f[3] for f in seen if f[0] == 0x0 and f[3]]
     assert bodies == [b"A"] * 6  # the old generation's route
     assert body_of(h1_get(port, "/who")) == b"B"  # a new connection: the new one
-    s.close()
+    c.close()
 
 
 def established_to(port):
@@ -450,39 +428,23 @@ def test_draining_generations_cap(gateway, origin, tmp_path):
                      extra="limits: {draining_generations: 1}\n"
                            "timeouts: {graceful_shutdown: 60s, drain_grace: 300ms}\n")
     g = gateway(base, wait=[("127.0.0.1", port)])
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(0x4, 0, 0) + get_headers(1, "/hang"))
+    c = RawH2(port, ack=False)
+    c.send(get_headers(1, "/hang"))
     time.sleep(0.3)
     reload_to(g, base, 2)
-    buf, seen = b"", []
-
-    def read_for(seconds):
-        nonlocal buf, seen
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            s.settimeout(max(0.05, deadline - time.monotonic()))
-            try:
-                d = s.recv(65536)
-            except socket.timeout:
-                break
-            if not d:
-                break
-            fs, buf = frames(buf + d)
-            seen += fs
-
-    read_for(1.0)
-    assert not [f for f in seen if f[0] == 0x7], seen  # busy: no GOAWAY yet
+    c.read_for(1.0)
+    assert not [f for f in c.frames() if f[0] == 0x7], c.frames()  # busy: no GOAWAY yet
     busy2 = socket.create_connection(("127.0.0.1", port), timeout=5)  # generation 2's
     busy2.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
     time.sleep(0.3)
     reload_to(g, base, 3)  # two old generations with connections: over the cap of 1
-    read_for(2.0)
-    goaways = [f for f in seen if f[0] == 0x7]
-    assert goaways, seen
+    c.read_for(2.0)
+    goaways = [f for f in c.frames() if f[0] == 0x7]
+    assert goaways, c.frames()
     log = g.log()
     assert "event=drain_cap worker=0 generation=1 open_connections=1" in log
     assert "event=drain_cap worker=0 generation=2" not in log
-    s.close()
+    c.close()
     busy2.close()
     g.signal(signal.SIGTERM)  # the hanging requests would hold a graceful stop: stop now
     time.sleep(0.2)

@@ -5,7 +5,7 @@ import signal
 import socket
 import time
 
-from conftest import free_port, recv_all
+from procs import free_port, recv_all
 from gwtest import gw_config
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import H2GATE_BIN, free_port, rss_kib, run
+from procs import H2GATE_BIN, free_port, rss_kib, run
 from gwtest import gw_config
 from origin import ScriptedOrigin
 

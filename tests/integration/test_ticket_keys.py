@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import free_port, wait_port
+from procs import free_port, wait_port
 from gwtest import config, tls_client_ctx as client_ctx, tls_exchange as connect
 
 

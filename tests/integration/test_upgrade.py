@@ -10,21 +10,14 @@ import time
 
 import pytest
 
-from conftest import free_port, h1_get, recv_all
+from procs import free_port, h1_get, recv_all, wait_new_pid
 from gwtest import gw_config, h2load_summary
 
 
 def wait_pid_change(pid_path, old, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            pid = int(open(pid_path).read())
-            if pid != old:
-                return pid
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.02)
-    raise AssertionError(f"pid file still names {old}")
+    pid = wait_new_pid(pid_path, old, timeout)
+    assert pid, f"pid file still names {old}"
+    return pid
 
 
 def alive(pid):
@@ -50,23 +43,32 @@ def stop_pid(pid):
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
-def test_upgrade_under_load_loses_no_request(gateway, nginx_origin, tmp_path, tls):
+def pid_file_gateway(gateway, nginx_origin, tmp_path, extra="", wait=(), **kw):
+    """A gateway (gw_config with **kw) with a pid file, in front of nginx serving /who = "A",
+    once the pid file is there: (the gateway, its config text, its cleartext port, the pid
+    file's path). wait: more (host, port) to wait for."""
     root = tmp_path / "root"
     root.mkdir()
     (root / "who").write_text("A")
     o = nginx_origin(str(root))
-    port, tls_port, admin = free_port(), free_port(), free_port()
+    port = free_port()
     pid_path = tmp_path / "h2gate.pid"
-    text = gw_config(port, [f"127.0.0.1:{o.port}"], workers=2, tls_port=tls_port,
-                     route_extra="coalesce: false",
-                     extra=f"pid_file: {pid_path}\nadmin: {{address: 127.0.0.1:{admin}}}\n"
-                           "timeouts: {graceful_shutdown: 120s}\n")
-    g = gateway(text, wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
-    old = g.proc.pid
+    text = gw_config(port, [f"127.0.0.1:{o.port}"], extra=f"pid_file: {pid_path}\n" + extra, **kw)
+    g = gateway(text, wait=[("127.0.0.1", port), *wait])
     deadline = time.monotonic() + 5
     while not pid_path.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
+    return g, text, port, pid_path
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
+def test_upgrade_under_load_loses_no_request(gateway, nginx_origin, tmp_path, tls):
+    tls_port, admin = free_port(), free_port()
+    g, text, port, pid_path = pid_file_gateway(
+        gateway, nginx_origin, tmp_path, workers=2, tls_port=tls_port, route_extra="coalesce: false",
+        extra=f"admin: {{address: 127.0.0.1:{admin}}}\ntimeouts: {{graceful_shutdown: 120s}}\n",
+        wait=[("127.0.0.1", tls_port)])
+    old = g.proc.pid
     assert int(pid_path.read_text()) == old
     url = f"https://127.0.0.1:{tls_port}/who" if tls else f"http://127.0.0.1:{port}/who"
     load = subprocess.Popen(["h2load", "-n", "200000", "-c", "50", "-m", "10", url],
@@ -98,17 +100,7 @@ def test_upgrade_under_load_loses_no_request(gateway, nginx_origin, tmp_path, tl
 def test_failed_upgrade_keeps_the_old_process(gateway, nginx_origin, tmp_path):
     """A new process that cannot start (its configuration became invalid) exits; the old one
     logs why, keeps serving and keeps its pid file."""
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "who").write_text("A")
-    o = nginx_origin(str(root))
-    port = free_port()
-    pid_path = tmp_path / "h2gate.pid"
-    text = gw_config(port, [f"127.0.0.1:{o.port}"], extra=f"pid_file: {pid_path}\n")
-    g = gateway(text, wait=[("127.0.0.1", port)])
-    deadline = time.monotonic() + 5
-    while not pid_path.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    g, text, port, pid_path = pid_file_gateway(gateway, nginx_origin, tmp_path)
     with open(g.config_path, "w") as f:
         f.write(text + "bogus: 1\n")
     g.signal(signal.SIGUSR2)
@@ -136,19 +128,9 @@ def test_upgrade_to_fewer_workers_resets_no_queued_connection(gateway, nginx_ori
     (one per old worker) and has two workers. Connections that wait in the accept queues while
     the old process does not accept (stopped here, then killed, so it never accepts them) must
     all be served by the new process; none may be reset with a socket the new process closed."""
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "who").write_text("A")
-    o = nginx_origin(str(root))
-    port = free_port()
-    pid_path = tmp_path / "h2gate.pid"
-    text = gw_config(port, [f"127.0.0.1:{o.port}"], workers=3, route_extra="coalesce: false",
-                     extra=f"pid_file: {pid_path}\n")
-    g = gateway(text, wait=[("127.0.0.1", port)])
+    g, text, port, pid_path = pid_file_gateway(gateway, nginx_origin, tmp_path, workers=3,
+                                               route_extra="coalesce: false")
     old = g.proc.pid
-    deadline = time.monotonic() + 5
-    while not pid_path.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
     with open(g.config_path, "w") as f:
         f.write(text.replace("workers: 3", "workers: 2"))
     g.signal(signal.SIGUSR2)
@@ -187,19 +169,11 @@ def test_upgrades_pass_the_admin_socket_on(gateway, nginx_origin, tmp_path):
     """The admin socket is inherited like the listeners (a second process binding it would
     be refused): two upgrades in a row, and the admin address answers from the newest process
     once the older ones are gone."""
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "who").write_text("A")
-    o = nginx_origin(str(root))
-    port, admin = free_port(), free_port()
-    pid_path = tmp_path / "h2gate.pid"
-    g = gateway(gw_config(port, [f"127.0.0.1:{o.port}"], workers=2,
-                          extra=f"pid_file: {pid_path}\nadmin: {{address: 127.0.0.1:{admin}}}\n"),
-                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    admin = free_port()
+    g, _, port, pid_path = pid_file_gateway(gateway, nginx_origin, tmp_path, workers=2,
+                                            extra=f"admin: {{address: 127.0.0.1:{admin}}}\n",
+                                            wait=[("127.0.0.1", admin)])
     pids = [g.proc.pid]
-    deadline = time.monotonic() + 5
-    while not pid_path.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
     try:
         for n in (1, 2):
             os.kill(pids[-1], signal.SIGUSR2)

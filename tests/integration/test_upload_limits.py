@@ -13,7 +13,7 @@ import time
 import h2.events
 import pytest
 
-from conftest import free_port, h1_get, recv_all, rss_kib
+from procs import free_port, h1_get, recv_all, recv_head, rss_kib
 from gwtest import Client, gw_config, send_for
 from origin import ThreadedServer
 
@@ -148,12 +148,9 @@ class WaitingOrigin(ThreadedServer):
 
     def _serve(self, c):
         try:
-            buf = b""
-            while b"\r\n\r\n" not in buf:
-                d = c.recv(65536)
-                if not d:
-                    return
-                buf += d
+            buf = recv_head(c)
+            if b"\r\n\r\n" not in buf:
+                return
             path = buf.split(b" ", 2)[1]
             if path == b"/hint":
                 c.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")

@@ -4,25 +4,19 @@ HTTP/1.1 (ws:// and wss://)."""
 import asyncio
 import os
 import socket
-import subprocess
 import time
 
 import pytest
 import websockets
 
-from conftest import free_port, sanitized, wait_port
-from gwtest import gw_config
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from procs import free_port, recv_head, sanitized, wait_port
+from gwtest import check_config, gw_config, two_upstream_config
+from ws_origin import spawn
 
 
 @pytest.fixture
 def wsorigin():
-    port = free_port()
-    p = subprocess.Popen(["/usr/bin/python3", os.path.join(HERE, "ws_origin.py"), str(port)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready", p.stderr.read()
-    p.port = port
+    p = spawn(free_port())
     yield p
     p.terminate()
     p.wait(10)
@@ -52,6 +46,17 @@ async def echo_session(uri, messages, **kw):
             got = await ws.recv()
             assert got == m, (type(m), len(m), type(got), len(got))
         return ws.response_headers
+
+
+def refused_status(uri):
+    """The status of the answer with which the gateway refuses a WebSocket opening to uri
+    (python3-websockets over HTTP/1.1); fails if it is accepted."""
+    async def go():
+        with pytest.raises(websockets.exceptions.InvalidStatusCode) as e:
+            async with websockets.connect(uri):
+                pass
+        return e.value.status_code
+    return asyncio.run(go())
 
 
 def sizes_mix(n):
@@ -91,13 +96,7 @@ def test_h1_ws_route_off_is_refused_by_origin(gateway, wsorigin):
     """websocket: false: Upgrade is dropped as hop-by-hop, as before; the origin refuses a
     plain GET (websockets answers 426 Upgrade Required), the client sees that refusal."""
     g = wsgw(gateway, wsorigin, route_extra="websocket: false")
-
-    async def go():
-        with pytest.raises(websockets.exceptions.InvalidStatusCode) as e:
-            async with websockets.connect(f"ws://127.0.0.1:{g.port}/"):
-                pass
-        return e.value.status_code
-    assert asyncio.run(go()) == 426
+    assert refused_status(f"ws://127.0.0.1:{g.port}/") == 426
 
 
 def test_h1_upgrade_h2c_still_dropped(gateway, origin):
@@ -348,20 +347,6 @@ def test_plain_connect_refused(gateway, wsorigin):
     assert "event=connect_refused" in g.wait_log("connect_refused")
 
 
-def two_upstream_config(port, ws_port, origin_port, route_ws=True, extra="", tls_port=None):
-    from gwtest import tls_listener
-    text = "workers: 1\nlog_level: info\nlisten:\n"
-    if tls_port:
-        text += "\n".join(tls_listener(tls_port)) + "\n"
-    text += (f"  - address: 127.0.0.1:{port}\nupstreams:\n"
-             f"  ws:\n    servers: [127.0.0.1:{ws_port}]\n"
-             f"  app:\n    servers: [127.0.0.1:{origin_port}]\n"
-             "routes:\n"
-             f"  - {{ host: '*', path: /ws/, upstream: ws, websocket: {str(route_ws).lower()} }}\n"
-             "  - { host: '*', path: /, upstream: app, websocket: false }\n")
-    return text + extra
-
-
 def test_rfc8441_route_without_websocket_501(gateway, wsorigin, origin):
     port = free_port()
     gateway(two_upstream_config(port, wsorigin.port, origin.port), wait=[("127.0.0.1", port)])
@@ -410,13 +395,7 @@ def test_max_tunnels_503(gateway, wsorigin):
     first = H2WebSocket(g.port)
     assert first.open()[":status"] == "200"
     assert raw_connect(g.port, EXT) == (503, None)
-
-    async def h1():
-        with pytest.raises(websockets.exceptions.InvalidStatusCode) as e:
-            async with websockets.connect(f"ws://127.0.0.1:{g.port}/"):
-                pass
-        return e.value.status_code
-    assert asyncio.run(h1()) == 503
+    assert refused_status(f"ws://127.0.0.1:{g.port}/") == 503
     first.cl.close()
     # the tunnel closed with its client: room again
     deadline = time.monotonic() + 5
@@ -515,7 +494,7 @@ def test_backpressure_client_not_reading_100mib(gateway, wsorigin):
     stays within the buffer bound; then the client reads all of it."""
     if sanitized():  # 100 MiB through the ASan build proves nothing the plain build does not
         pytest.skip("sanitizer builds keep freed memory in quarantine: RSS says nothing")
-    from conftest import rss_kib
+    from procs import rss_kib
     g = wsgw(gateway, wsorigin)
     size = 100 << 20
 
@@ -540,7 +519,7 @@ def test_backpressure_client_not_reading_100mib(gateway, wsorigin):
 def test_backpressure_h2_client_not_reading(gateway, wsorigin):
     if sanitized():  # 100 MiB through the ASan build proves nothing the plain build does not
         pytest.skip("sanitizer builds keep freed memory in quarantine: RSS says nothing")
-    from conftest import rss_kib
+    from procs import rss_kib
     g = wsgw(gateway, wsorigin)
     size = 100 << 20
     ws = H2WebSocket(g.port, path=f"/flood/{size}")
@@ -577,7 +556,7 @@ def test_backpressure_origin_not_reading(gateway, wsorigin):
     """The client sends while the origin reads nothing: the gateway stops reading the client
     (HTTP/1.1) or granting window (HTTP/2) once its buffer bound is full: what it took is
     bounded by that and the sockets' buffers, and so is its RSS."""
-    from conftest import rss_kib
+    from procs import rss_kib
     from gwtest import send_for
     g = wsgw(gateway, wsorigin)
     base = rss_kib(g.proc.pid)
@@ -642,18 +621,15 @@ def test_tunnels_outside_the_pool_cap(gateway, wsorigin):
 
 
 def test_config_errors(h2gate_bin, tmp_path):
-    from conftest import run
     for text, want in [("timeouts: {tunnel_idle: 0}\n", "'tunnel_idle' is out of range"),
                        ("limits: {max_tunnels: x}\n", "max_tunnels"),
                        ("routes:\n  - { host: '*', path: /, upstream: app, websocket: maybe }\n",
                         "websocket")]:
-        p = tmp_path / "c.yaml"
         base = gw_config(free_port(), ["127.0.0.1:9"])
         if text.startswith("routes:"):
             base = base[:base.index("routes:")] + text
             text = ""
-        p.write_text(base + text)
-        r = run([h2gate_bin, "--check-config", str(p)])
+        r = check_config(h2gate_bin, tmp_path, base + text)
         assert r.returncode == 1 and want in r.stderr and "c.yaml:" in r.stderr, (text, r.stderr)
 
 
@@ -740,13 +716,7 @@ def h1_read_response(s, timeout=5):
     """One HTTP/1.1 response with a Content-Length (or none: a 101, a bodiless 204) off s:
     (status, {lowercased name: value}, body, bytes read past it)."""
     s.settimeout(timeout)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        d = s.recv(65536)
-        if not d:
-            break
-        data += d
-    head, _, rest = data.partition(b"\r\n\r\n")
+    head, _, rest = recv_head(s).partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     fields = {}
     for l in lines[1:]:

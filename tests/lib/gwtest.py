@@ -1,6 +1,7 @@
-"""Helpers shared by the integration tests: config builders for the gateway under test, an
-HTTP/2 client over python3-h2, frame parsing, and origin-side counters. Test modules import
-from here (and from conftest/origin), never from one another."""
+"""HTTP/2 clients and gateway configs for the integration tests and the long runs of scripts/:
+config builders for the gateway under test, a python3-h2 client, raw frames and a raw-frame
+connection for what python3-h2 would not send, metrics scraping, and origin-side counters.
+Test modules import from here (and from procs/origin), never from one another."""
 import os
 import socket
 import ssl
@@ -14,7 +15,7 @@ import h2.events
 import h2.exceptions
 import h2.settings
 
-from conftest import raw_exchange
+from procs import raw_exchange, recv_all
 
 
 NO_PROXY = "h2gate: the origin failed to answer\n"
@@ -46,19 +47,23 @@ def config(tls_port=None, plain_port=None, extra="", tls_extra="", workers=1, ce
     return "\n".join(lines) + "\n" + extra
 
 
+def h2_socket(port, tls=False, timeout=5):
+    """A connection to 127.0.0.1:port; with tls, over TLS with ALPN h2 (the only protocol
+    offered, and the one selected), any certificate accepted."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    if tls:
+        ctx = tls_client_ctx()
+        ctx.set_alpn_protocols(["h2"])
+        s = ctx.wrap_socket(s, server_hostname="localhost")
+        assert s.selected_alpn_protocol() == "h2"
+    return s
+
+
 class Client:
     """A python3-h2 client over a raw socket (h2c) or TLS with ALPN h2."""
 
     def __init__(self, port, tls=False, validate=True):
-        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
-        if tls:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-            ctx.set_alpn_protocols(["h2"])
-            raw = ctx.wrap_socket(raw, server_hostname="localhost")
-            assert raw.selected_alpn_protocol() == "h2"
-        self.s = raw
+        self.s = h2_socket(port, tls)
         cfg = h2.config.H2Configuration(client_side=True, header_encoding="utf-8",
                                         validate_outbound_headers=validate,
                                         normalize_outbound_headers=validate)
@@ -161,6 +166,96 @@ def settings(*pairs):
                                      for i, v in pairs))
 
 
+class RawH2:
+    """A raw HTTP/2 connection (h2c, or TLS with ALPN h2), for frames python3-h2 would not
+    write: with preface, the client preface and a SETTINGS of settings_pairs go out at once,
+    and with ack the ACK of the gateway's SETTINGS too (it sends them first). What the gateway
+    sends accumulates in buf; eof says it closed."""
+
+    def __init__(self, port, tls=False, settings_pairs=(), preface=True, ack=True, timeout=10):
+        self.s = h2_socket(port, tls, timeout)
+        self.buf = b""
+        self.eof = False
+        self.taken = 0  # bytes of buf that next_frame() returned
+        self.marked = 0  # bytes of buf before the last mark()
+        if preface:
+            self.send(PREFACE + settings(*settings_pairs) + (frame(0x4, 0x1, 0) if ack else b""))
+
+    def send(self, data):
+        """Write data; False when the gateway closed first (read what it said)."""
+        try:
+            self.s.sendall(data)
+            return True
+        except OSError:
+            return False
+
+    def read(self, timeout):
+        """One read into buf, waiting at most timeout seconds: whether bytes came (not at a
+        timeout, nor at the end of the connection)."""
+        if self.eof:
+            return False
+        self.s.settimeout(max(0.001, timeout))
+        try:
+            d = self.s.recv(1 << 20)
+        except (socket.timeout, ssl.SSLWantReadError):
+            return False
+        except OSError:  # a reset, or TLS ended without close_notify
+            d = b""
+        if not d:
+            self.eof = True
+            return False
+        self.buf += d
+        return True
+
+    def read_until(self, pred, timeout=10):
+        """Read until pred(buf), the end of the connection or the timeout; returns buf."""
+        deadline = time.monotonic() + timeout
+        while not pred(self.buf) and time.monotonic() < deadline:
+            if not self.read(deadline - time.monotonic()) and self.eof:
+                break
+        return self.buf
+
+    def read_for(self, timeout):
+        """Read for timeout seconds, or until the end of the connection (0: one read of what
+        is there now)."""
+        deadline = time.monotonic() + timeout
+        while not self.eof:
+            self.read(deadline - time.monotonic())
+            if time.monotonic() >= deadline:
+                break
+
+    def frames(self, since_mark=False):
+        """(type, flags, stream, payload) of every whole frame received (since_mark: after the
+        last mark())."""
+        return frames_of(self.buf[self.marked if since_mark else 0:])
+
+    def mark(self):
+        """frames(since_mark=True) leaves out the frames received so far."""
+        self.marked = len(self.buf) - len(split_frames(self.buf)[1])
+
+    def next_frame(self, timeout=2.0):
+        """The next whole frame (type, flags, stream, payload) that this did not return yet,
+        reading up to timeout seconds for it: None at the timeout, "closed" at the end."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got, _ = split_frames(self.buf[self.taken:])
+            if got:
+                t, flags, sid, p = got[0]
+                self.taken += 9 + len(p)
+                return got[0]
+            if self.eof:
+                return "closed"
+            if deadline <= time.monotonic():
+                return None
+            self.read(deadline - time.monotonic())
+
+    def close(self):
+        try:
+            self.s.close()
+        except OSError:
+            pass
+
+
 def split_frames(data):
     """(type, flags, stream, payload) of every whole frame in data, and the bytes after them."""
     out, i = [], 0
@@ -231,17 +326,44 @@ def gw_config(port, servers, upstream_extra="", route_extra="", extra="", worker
     return text + extra
 
 
-def origin_gateway(gateway, origin, route_extra="", extra="", admin=None):
-    """A gateway (gw_config) in front of a ScriptedOrigin, with more route keys and top-level
-    config, and an admin listener when admin is a port; g.port is its cleartext port."""
-    from conftest import free_port
+def two_upstream_config(port, ws_port, origin_port, route_ws=True, extra="", tls_port=None):
+    """A gateway whose /ws/ goes to the WebSocket origin on ws_port (websocket: route_ws) and
+    everything else to origin_port (websocket: false)."""
+    text = "workers: 1\nlog_level: info\nlisten:\n"
+    if tls_port:
+        text += "\n".join(tls_listener(tls_port)) + "\n"
+    text += (f"  - address: 127.0.0.1:{port}\nupstreams:\n"
+             f"  ws:\n    servers: [127.0.0.1:{ws_port}]\n"
+             f"  app:\n    servers: [127.0.0.1:{origin_port}]\n"
+             "routes:\n"
+             f"  - {{ host: '*', path: /ws/, upstream: ws, websocket: {str(route_ws).lower()} }}\n"
+             "  - { host: '*', path: /, upstream: app, websocket: false }\n")
+    return text + extra
+
+
+def check_config(h2gate_bin, tmp_path, text):
+    """`h2gate --check-config` of text (written to tmp_path/c.yaml): the CompletedProcess."""
+    from procs import run
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return run([h2gate_bin, "--check-config", str(p)])
+
+
+def origin_gateway(gateway, origin, route_extra="", extra="", admin=None, admin_extra="",
+                   upstream_extra="", workers=1):
+    """A gateway (gw_config) in front of a ScriptedOrigin, with more route, upstream and
+    top-level config, and an admin listener when admin is a port (True: a free one) with the
+    admin_extra lines under it; g.port is its cleartext port, g.admin the admin's."""
+    from procs import free_port
     port = free_port()
+    if admin is True:
+        admin = free_port()
     if admin:
-        extra += f"admin:\n  address: 127.0.0.1:{admin}\n"
+        extra += f"admin:\n  address: 127.0.0.1:{admin}\n{admin_extra}"
     wait = [("127.0.0.1", port)] + ([("127.0.0.1", admin)] if admin else [])
     g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra=route_extra,
-                          extra=extra), wait=wait)
-    g.port = port
+                          upstream_extra=upstream_extra, extra=extra, workers=workers), wait=wait)
+    g.port, g.admin = port, admin
     return g
 
 
@@ -351,12 +473,7 @@ def scrape(admin_port, timeout=10):
     from prometheus_client.parser import text_string_to_metric_families
     with socket.create_connection(("127.0.0.1", admin_port), timeout=timeout) as s:
         s.sendall(b"GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n")
-        resp = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            resp += d
+        resp = recv_all(s)
     head, _, body = resp.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 "), head
     assert b"content-type: text/plain; version=0.0.4" in head.lower(), head

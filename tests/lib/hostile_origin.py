@@ -26,47 +26,19 @@ Counts requests per path and connections accepted.
 """
 import socket
 import struct
-import threading
 import time
 
+from origin import ThreadedServer, ok_then_unsolicited
 
-class HostileOrigin:
+
+class HostileOrigin(ThreadedServer):
     def __init__(self):
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(128)
-        self.port = self.sock.getsockname()[1]
-        self.lock = threading.Lock()
         self.requests = {}
-        self.connections = 0
-        self.stopping = False
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.stopping = True
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        super().__init__(backlog=128)
 
     def count(self, path):
         with self.lock:
             return self.requests.get(path, 0)
-
-    def _accept(self):
-        while not self.stopping:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.connections += 1
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     @staticmethod
     def _rst(c):
@@ -170,9 +142,7 @@ class HostileOrigin:
                 c.sendall(b"d")
             return True
         if path == "/unsolicited":
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-            time.sleep(0.2)
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nevil!")
+            ok_then_unsolicited(c, 0.2, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nevil!")
             return True
         if path == "/post-close":
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")

@@ -3,11 +3,25 @@
 as binary); the path /count answers each message with the number of bytes it received so far
 (for backpressure tests), /flood/N sends N bytes in 64 KiB binary messages and then closes,
 /sleep reads nothing for two minutes.
-Prints "ready" once listening."""
+Prints "ready" once listening; spawn() starts it and waits for that."""
 import asyncio
+import os
+import subprocess
 import sys
 
 import websockets
+
+PATH = os.path.abspath(__file__)
+
+
+def spawn(port, prefix=(), **popen):
+    """The origin on 127.0.0.1:port in a process of its own (under prefix, e.g. taskset), once
+    it listens: the Popen, with .port."""
+    p = subprocess.Popen([*prefix, "/usr/bin/python3", PATH, str(port)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, **popen)
+    assert p.stdout.readline().strip() == "ready", p.stderr.read()
+    p.port = port
+    return p
 
 
 async def handler(ws, path):

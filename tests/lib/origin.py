@@ -107,23 +107,41 @@ def pattern(n):
     return (base * (n // len(base) + 1))[:n]
 
 
-class ScriptedOrigin:
-    def __init__(self, host="127.0.0.1"):
+def ok_then_unsolicited(c, delay, late):
+    """A 200 "ok" on c, then, delay seconds later, late: bytes nobody asked for."""
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    time.sleep(delay)
+    c.sendall(late)
+
+
+# Answers written as they are, after which the connection closes: cut short or malformed.
+CUT_ANSWERS = {
+    "truncate": b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789",
+    "garbage": b"\x00\x01garbage that is not HTTP\r\n\r\n",
+    "dup-cl": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+    "cl-te": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+             b"5\r\nhello\r\n0\r\n\r\n",
+    "bad-header": b"HTTP/1.1 200 OK\r\nX-Bad: a\rb\r\nContent-Length: 2\r\n\r\nok",
+}
+
+
+class ThreadedServer:
+    """A TCP server on a free port of host that serves each connection on a thread of its own:
+    a subclass defines _serve(conn), and sets what _serve uses before calling this __init__
+    (the first connection may come at once). Counts the connections accepted; stopping tells
+    the threads to end."""
+
+    def __init__(self, backlog=64, host="127.0.0.1"):
         self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, 0))
-        self.sock.listen(512)
+        self.sock.listen(backlog)
         self.port = self.sock.getsockname()[1]
         self.lock = threading.Lock()
         self.connections = 0
-        self.open_connections = 0
-        self.max_open_connections = 0
-        self.requests = []
-        self._stop = False
-        self._dropped = set()
-        self._clients = []
-        self._thread = threading.Thread(target=self._accept_loop, daemon=True)
-        self._thread.start()
+        self.stopping = False
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
 
     def __enter__(self):
         return self
@@ -131,31 +149,54 @@ class ScriptedOrigin:
     def __exit__(self, *exc):
         self.close()
 
-    def close(self):
-        self._stop = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-        for c in list(self._clients):
-            try:
-                c.close()
-            except OSError:
-                pass
+    def _accepted(self, c):
+        """Called under the lock for each connection accepted, before it is served."""
 
-    def _accept_loop(self):
-        while not self._stop:
+    def _accept(self):
+        while not self.stopping:
             try:
                 c, _ = self.sock.accept()
             except OSError:
                 return
             with self.lock:
                 self.connections += 1
-                self.open_connections += 1
-                self.max_open_connections = max(self.max_open_connections, self.open_connections)
-                self._clients.append(c)
+                self._accepted(c)
             threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def close(self):
+        self.stopping = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class ScriptedOrigin(ThreadedServer):
+    def __init__(self, host="127.0.0.1"):
+        self.open_connections = 0
+        self.max_open_connections = 0
+        self.requests = []
+        self._dropped = set()
+        self._clients = []
+        super().__init__(backlog=512, host=host)
+
+    def close(self):
+        self.stopping = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        super().close()
+        for c in list(self._clients):
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def _accepted(self, c):
+        self.open_connections += 1
+        self.max_open_connections = max(self.max_open_connections, self.open_connections)
+        self._clients.append(c)
 
     # -- parsing -------------------------------------------------------------------------------
     @staticmethod
@@ -200,7 +241,7 @@ class ScriptedOrigin:
     def _serve(self, c):
         buf = b""
         try:
-            while not self._stop:
+            while not self.stopping:
                 head, buf = self._read_head(c, buf)
                 if head is None:
                     return
@@ -218,7 +259,7 @@ class ScriptedOrigin:
                     with self.lock:
                         self.requests.append(req)
                     if early == "/stall-read":
-                        while not self._stop:
+                        while not self.stopping:
                             time.sleep(0.05)
                         return
                     st = int(early.split("/")[2])
@@ -342,9 +383,7 @@ class ScriptedOrigin:
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok\x81\x05hello")
             return True
         if kind == "ws-200-then-late":
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-            time.sleep(0.3)
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil")
+            ok_then_unsolicited(c, 0.3, b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil")
             return True
         if kind == "ws-101":
             opt = dict(q.split("=", 1) for q in query.split("&") if "=" in q)
@@ -440,29 +479,17 @@ class ScriptedOrigin:
         elif kind == "continue":
             c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
             send(200, [("Content-Length", "2")], b"ok")
-        elif kind == "truncate":
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+        elif kind in CUT_ANSWERS:
+            c.sendall(CUT_ANSWERS[kind])
             return False
         elif kind == "hang":
-            while not self._stop and c.recv(65536):
+            while not self.stopping and c.recv(65536):
                 pass
             return False
         elif kind == "hang-body":
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
-            while not self._stop and c.recv(65536):
+            while not self.stopping and c.recv(65536):
                 pass
-            return False
-        elif kind == "garbage":
-            c.sendall(b"\x00\x01garbage that is not HTTP\r\n\r\n")
-            return False
-        elif kind == "dup-cl":
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!")
-            return False
-        elif kind == "cl-te":
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
-            return False
-        elif kind == "bad-header":
-            c.sendall(b"HTTP/1.1 200 OK\r\nX-Bad: a\rb\r\nContent-Length: 2\r\n\r\nok")
             return False
         elif kind == "conn-close":
             send(200, [("Content-Length", "2"), ("Connection", "close")], b"ok")
@@ -498,29 +525,3 @@ class ScriptedOrigin:
         else:
             send(404, [("Content-Length", "10")], b"not found\n", reason="Not Found")
         return True
-
-
-class ThreadedServer:
-    """A TCP server on 127.0.0.1 that serves each connection on a thread of its own: a subclass
-    defines _serve(conn). For origins a test scripts by hand."""
-
-    def __init__(self, backlog=64):
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(backlog)
-        self.port = self.sock.getsockname()[1]
-        self.stop = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while not self.stop:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    def close(self):
-        self.stop = True
-        self.sock.close()
