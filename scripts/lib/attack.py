@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Attack soak (issue 26 item 3): every abuse class the HTTP/2 engine limits, from many
+"""Attack soak: every abuse class the HTTP/2 engine limits, from many
 connections at once for ATTACK_MINUTES, while legitimate clients keep loading.
 
 Usage: attack.py H2GATE_BIN OUT_DIR MINUTES [CLASSES]

@@ -491,8 +491,8 @@ def report(runs_dir, md_path, png_path):
                 problems.append(f"- {case}, {proxy}: " + "; ".join(a["problems"]))
     if problems:
         out += ["Invalid runs (their figures are left out of the table):", ""] + problems + [""]
-    # Started cold, h2gate opens at most its pool cap of origin connections when it reuses them
-    # (issue 19 item 1); more means connections closed and dialled again during the run.
+    # Started cold, h2gate opens at most its pool cap of origin connections when it reuses
+    # them; more means connections closed and dialled again during the run.
     churn = [f"- {case_key(r)}, {r['proxy']}, rep {r['rep']}: {r['origin_conns']} opened, "
              f"pool cap {r['pool']}"
              for r in sorted(runs, key=lambda r: (case_order(case_key(r)), r["proxy"], r["rep"]))

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Idle WebSocket tunnels for scripts/bench (scenario `tunnels`, issue 24).
+"""Idle WebSocket tunnels for scripts/bench (scenario `tunnels`).
 
   bench_tunnels.py H2GATE N [CPU_PROXY CPU_LOAD]
 

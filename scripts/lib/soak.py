@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Soak (issue 26 item 2): one gateway under mixed load for SOAK_MINUTES, sampled every 10 s.
+"""Soak: one gateway under mixed load for SOAK_MINUTES, sampled every 10 s.
 
 Usage: soak.py H2GATE_BIN OUT_DIR MINUTES
 
@@ -104,7 +104,7 @@ def config(h2c, tls, admin, nginx, app, hostile):
     return "\n".join(lines) + "\n"
 
 
-# ---- load --------------------------------------------------------------------------------------
+# ---- load ----------------------------------------------------------------------------------------
 
 def h2load_loop(stop, tally, url_base, kind, tls):
     urls = [f"{url_base}/f1k", f"{url_base}/f1k", f"{url_base}/f64k", f"{url_base}/f1m"]
@@ -263,7 +263,7 @@ def slow_reader_loop(stop, tally, port, digests):
 
 
 def fault_loop(stop, tally, port):
-    """Hostile-origin faults; each has one right answer (issue 26 item 1)."""
+    """Hostile-origin faults; each has one right answer."""
     faults = [("/reset-mid-body-cl", "reset"), ("/reset-mid-head", 502),
               ("/many-headers", 502), ("/fewer-then-close", "reset")]
     i = 0
@@ -289,7 +289,7 @@ def reload_loop(stop, tally, gw):
         tally.add("reload", "ok")
 
 
-# ---- sampling and the verdict ------------------------------------------------------------------
+# ---- sampling and the verdict --------------------------------------------------------------------
 
 def origin_conns(admin):
     try:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/lib/throttle_cpu.sh — issue 7's idle-cost figure: the gateway's CPU time (utime+stime
+# scripts/lib/throttle_cpu.sh — the idle-cost figure: the gateway's CPU time (utime+stime
 # from /proc) during a 20 MiB h2c download throttled to response_rate 1MB/s (~21 s), then the same
 # download unthrottled. nginx is the origin. BIN overrides the binary (default build/gateway/h2gate).
 set -euo pipefail

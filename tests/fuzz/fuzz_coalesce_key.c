@@ -1,5 +1,5 @@
 /* libFuzzer target: the coalescing rules of proxy/coalesce.c over arbitrary requests and routes
- * (issue 18 item 2: the key overflowed its buffer when coalesce_headers named one field twice in
+ * (the key overflowed its buffer when coalesce_headers named one field twice in
  * different case, which a hand-built or fuzzed route still can: only the loader de-duplicates).
  *
  * Input: byte 0 = number of coalesce_headers names (low 3 bits), coalesce_private (bit 3),

@@ -1,6 +1,6 @@
 /* libFuzzer target: the HTTP/1.1 front's request parser over arbitrary bytes, as a client
  * connection feeds it (pipelined requests, resumed one at a time). Every request head it lets
- * through must be one we can forward without desynchronising an origin (issue 18.10): a token
+ * through must be one we can forward without desynchronising an origin: a token
  * method, a request-target of RFC 3986 path and query characters only, a Host that is an
  * authority; and the serializer must write it as an HTTP/1.1 request line that parses back to
  * the same method and target. The first byte picks the split size. */

@@ -1,4 +1,4 @@
-/* libFuzzer target: a frame-structured HTTP/2 client (issue 26 item 4). Where fuzz_h2_session
+/* libFuzzer target: a frame-structured HTTP/2 client. Where fuzz_h2_session
  * feeds raw bytes (most inputs die at the first frame header), this one builds well-formed
  * frames from the input, with HEADERS blocks encoded by our HPACK encoder from a small
  * vocabulary of request fields, so the fuzzer spends its time in the stream states, flow

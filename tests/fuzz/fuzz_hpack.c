@@ -47,7 +47,7 @@ static int same_table(const gw_hpack_table_t *x, const gw_hpack_table_t *y)
 }
 
 /* The table-only mode (no callback; or past max_list_size) must decode exactly as a reporting
- * decoder does: same result, same list size, same table (issue 18 item 6). The input is fed
+ * decoder does: same result, same list size, same table. The input is fed
  * as two blocks, so the second one can name what the first added. */
 static void table_only_agrees(const uint8_t *data, size_t size)
 {

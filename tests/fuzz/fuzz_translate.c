@@ -1,4 +1,4 @@
-/* libFuzzer target: request translation, differentially (issue 26 item 4). A client request
+/* libFuzzer target: request translation, differentially. A client request
  * built from the input goes through gw_proxy__translate() and the HTTP/1.1 request serializer;
  * the bytes are parsed back with the gateway's strict request parser (http-parser). Checked:
  * whatever translation accepts, the serializer writes something the parser takes whole, as one

@@ -18,7 +18,7 @@ typedef struct {
     gw_rbuf_t *body;
 } fz_t;
 
-/* Issue 18.10 and 26: what reaches the proxy can become an HTTP/1.1 request line as it is: a
+/* What reaches the proxy can become an HTTP/1.1 request line as it is: a
  * token method, an origin-form target (or * for OPTIONS) with an http(s) scheme unless CONNECT,
  * an authority without userinfo. */
 static inline void fz_check_request(const gw_h2_head_t *h)

@@ -1,4 +1,4 @@
-"""The access log (issue 21 item 4): one line per request, combined or JSON, written through a
+"""The access log: one line per request, combined or JSON, written through a
 buffer, reopened by SIGUSR1 without losing a line; the request id ties it to the origin."""
 import json
 import os

@@ -1,4 +1,4 @@
-"""HTTPS origins (issue #5 item 2: `tls: true` upstreams with certificate verification and SNI).
+"""HTTPS origins (`tls: true` upstreams with certificate verification and SNI).
 
 The origins are independent TLS servers: nginx with its ssl module, and the scripted origin of
 origin.py wrapped in Python's ssl module (which records the SNI name, the ALPN protocol,
@@ -21,7 +21,7 @@ from procs import Nginx, factory, free_port, run
 from origin import ScriptedOrigin, pattern
 
 
-# ---- certificates ---------------------------------------------------------------------------
+# ---- certificates --------------------------------------------------------------------------------
 
 def _openssl(*args, cwd):
     p = subprocess.run(["openssl", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -69,7 +69,7 @@ def certs():
         shutil.rmtree(d, ignore_errors=True)
 
 
-# ---- origins --------------------------------------------------------------------------------
+# ---- origins -------------------------------------------------------------------------------------
 
 class _Tracked:
     """The TLS socket as the scripted origin sees it; records how the peer ended it."""
@@ -157,7 +157,7 @@ def tls_nginx(certs, tmp_path):
                        TLSNginx.stop)
 
 
-# ---- gateway --------------------------------------------------------------------------------
+# ---- gateway -------------------------------------------------------------------------------------
 
 def gw_config(port, servers, tls_lines, upstream_extra="", log_level="info"):
     # coalescing off: identical concurrent GETs must each reach the origin
@@ -190,7 +190,7 @@ def get(g, path, *extra):
     return int(code or 0), body
 
 
-# ---- the happy paths ------------------------------------------------------------------------
+# ---- the happy paths -----------------------------------------------------------------------------
 
 def test_get_from_nginx_https_origin_with_keep_alive(gateway, tls_nginx, certs, tmp_path):
     site = tmp_path / "site"
@@ -356,7 +356,7 @@ def test_idle_close_by_tls_origin_is_detected(gateway, tls_nginx, certs, tmp_pat
     assert n.connections() == 2
 
 
-# ---- verification failures ------------------------------------------------------------------
+# ---- verification failures -----------------------------------------------------------------------
 
 def test_unknown_ca_is_502_and_logged(gateway, tls_origin, certs):
     o = tls_origin("unknown")

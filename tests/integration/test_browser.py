@@ -1,4 +1,4 @@
-"""A real browser through the gateway (issue 22 "Must show"): headless Chromium loads a page
+"""A real browser through the gateway: headless Chromium loads a page
 over HTTP/2 and TLS whose stylesheet and script the gateway compressed; the page proves it
 applied both (the script reads the style's computed colour into the DOM)."""
 import json

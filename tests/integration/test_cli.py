@@ -1,4 +1,4 @@
-"""The h2gate command line (issue 2): --version, --help, --check-config, refusal of bad configs."""
+"""The h2gate command line: --version, --help, --check-config, refusal of bad configs."""
 import glob
 import os
 import re

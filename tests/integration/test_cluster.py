@@ -1,4 +1,4 @@
-"""Instances sharing TLS ticket keys through Redis (issue 27 item 2, `cluster:`): a session made
+"""Instances sharing TLS ticket keys through Redis (`cluster:`): a session made
 on one instance resumes on another; the keys rotate under a lock, once per period however many
 instances poll; when Redis is down or slow, calls give up within `cluster.timeout`, the last
 keys stay, `event=cluster_degraded` and h2gate_cluster_up say so, and recovery is automatic.
@@ -294,7 +294,7 @@ def test_config_errors(h2gate_bin, tmp_path, body, msg):
     assert f"{cfg}:{msg}" in p.stderr, p.stderr
 
 
-# ---- request rates shared across instances -------------------------------------------------
+# ---- request rates shared across instances -------------------------------------------------------
 
 def instances(gateway, origin, redis, n, route_extra="", extra="", cluster_extra=""):
     """n gateways in front of origin sharing redis (more cluster keys in cluster_extra), each
@@ -448,7 +448,7 @@ def test_a_stream_reset_while_it_waits(gateway, origin, redis_server):
     assert "AddressSanitizer" not in g.log()
 
 
-# ---- bandwidth shared across instances -----------------------------------------------------
+# ---- bandwidth shared across instances -----------------------------------------------------------
 
 def test_a_client_bandwidth_holds_across_instances(gateway, origin, redis_server):
     """throttle.per_client_rate 1 MB/s on two instances: one client downloading 1.5 MB from
@@ -482,7 +482,7 @@ def test_a_client_bandwidth_falls_back_to_each_instance(gateway, origin, redis_s
     assert expect * 0.85 <= took <= expect * 1.2, (took, expect)
 
 
-# ---- issue 27's "Must show": three instances, clients spread over them -----------------------
+# ---- three instances, clients spread over them ---------------------------------------------------
 
 def load(gws, secs, rps_per_client=60, clients=2):
     """h2load against each instance at once (h2c, one request at a time per client, rps per
@@ -572,7 +572,7 @@ def test_three_instances_redis_stopped_mid_test(gateway, origin, redis_server):
     assert back_in < 10
 
 
-# ---- a broken or hostile Redis (fake_redis.py) ------------------------------------------------
+# ---- a broken or hostile Redis (fake_redis.py) ---------------------------------------------------
 
 def fake_gw(gateway, origin, fake, route_extra="request_rate: 2\nrequest_burst: 3", extra="",
             cluster_extra="", wait_up=True):

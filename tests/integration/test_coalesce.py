@@ -1,8 +1,8 @@
 """Coalescing (proxy/coalesce.c, proxy/exchange.c) end to end: which requests share one origin
 exchange, which responses are shared, and how a shared response is held once for every
-subscriber. Issue 18 item 1 (conditional and partial responses served to others, the scheme
-in the key, uncacheable responses shared) and issue 19 item 2 (followers on one connection
-detached one by one). Origin requests are counted at the scripted origin."""
+subscriber: conditional and partial requests neither lead nor join, the scheme is in the key,
+uncacheable responses are not shared, and followers on one connection do not detach one by
+one. Origin requests are counted at the scripted origin."""
 import hashlib
 import select
 import time
@@ -118,7 +118,7 @@ def pair(port, first, second):
     return out
 
 
-# ---- issue 18 item 1: requests that must neither lead nor join ----------------------------------
+# ---- requests that must neither lead nor join ----------------------------------------------------
 
 EXCLUDED = {
     "range": [("range", "bytes=0-0")],
@@ -148,8 +148,8 @@ def expected(extra):
 
 
 @pytest.mark.parametrize("kind", list(EXCLUDED))
-def test_issue18_1_special_request_then_plain_get_not_coalesced(gwc, kind):
-    """The issue's reproduction: `range: bytes=0-0` then a plain GET on one connection gave
+def test_special_request_then_plain_get_not_coalesced(gwc, kind):
+    """`range: bytes=0-0` then a plain GET on one connection gave
     the plain GET a 206 with 1 byte; `if-none-match: *` gave it a 304."""
     special, plain = pair(gwc.port, EXCLUDED[kind], [])
     assert plain == ("200", APP_JS), plain
@@ -158,20 +158,20 @@ def test_issue18_1_special_request_then_plain_get_not_coalesced(gwc, kind):
 
 
 @pytest.mark.parametrize("kind", list(EXCLUDED))
-def test_issue18_1_plain_get_then_special_request_not_coalesced(gwc, kind):
+def test_plain_get_then_special_request_not_coalesced(gwc, kind):
     plain, special = pair(gwc.port, [], EXCLUDED[kind])
     assert plain == ("200", APP_JS)
     assert special == expected(EXCLUDED[kind]), special
     assert origin_count(gwc.origin, "/c/app.js") == 2
 
 
-def test_issue18_1_plain_gets_still_coalesce(gwc):
+def test_plain_gets_still_coalesce(gwc):
     a, b = pair(gwc.port, [("accept", "*/*")], [("user-agent", "x")])
     assert a == b == ("200", APP_JS)
     assert origin_count(gwc.origin, "/c/app.js") == 1
 
 
-def test_issue18_1_get_with_body_not_coalesced(gwc):
+def test_get_with_body_not_coalesced(gwc):
     cl = Client(gwc.port)
     a = cl.c.get_next_available_stream_id()
     cl.c.send_headers(a, [(":method", "GET"), (":path", "/c/app.js"), (":scheme", "http"),
@@ -203,7 +203,7 @@ def proto_answers(clients):
     return got
 
 
-def test_issue18_1_scheme_is_in_the_key(gateway, corigin):
+def test_scheme_is_in_the_coalescing_key(gateway, corigin):
     """The cleartext and TLS listeners share the route: an http request's answer must not
     reach an https client that asked at the same time."""
     port, tls_port = free_port(), free_port()
@@ -214,9 +214,9 @@ def test_issue18_1_scheme_is_in_the_key(gateway, corigin):
     assert origin_count(corigin, "/c/proto") == 2
 
 
-def test_issue18_1_key_scheme_is_the_listeners_not_the_clients(gateway, corigin):
+def test_coalescing_key_scheme_is_the_listeners_not_the_clients(gateway, corigin):
     """A cleartext client that claims `:scheme: https` is told apart from a TLS client all the
-    same: the origin is told the listener's scheme (issue 18 item 3), so the key holds that one,
+    same: the origin is told the listener's scheme, so the key holds that one,
     and the cleartext client never gets the answer made for https."""
     port, tls_port = free_port(), free_port()
     gateway(config(port, corigin.port, tls_port=tls_port),
@@ -226,9 +226,9 @@ def test_issue18_1_key_scheme_is_the_listeners_not_the_clients(gateway, corigin)
     assert origin_count(corigin, "/c/proto") == 2
 
 
-# ---- issue 18 item 2: coalesce_headers naming a field twice -------------------------------------
+# ---- coalesce_headers naming a field twice -------------------------------------------------------
 
-def test_issue18_2_duplicate_coalesce_headers_with_a_long_value(gateway, corigin):
+def test_coalesce_headers_naming_a_field_twice_with_a_long_value(gateway, corigin):
     """[accept, Accept]: the key was sized for each field once but written once per matching
     name, so a long accept value overflowed the heap with client bytes (under ASan the gateway
     aborts; the fixture fails on its report)."""
@@ -243,7 +243,7 @@ def test_issue18_2_duplicate_coalesce_headers_with_a_long_value(gateway, corigin
     assert g.proc.poll() is None
 
 
-# ---- issue 18 item 1: responses that must not be shared -----------------------------------------
+# ---- responses that must not be shared -----------------------------------------------------------
 
 @pytest.mark.parametrize("path", [
     "/c/status/302", "/c/status/307", "/c/status/500", "/c/status/503", "/c/status/400",
@@ -252,7 +252,7 @@ def test_issue18_2_duplicate_coalesce_headers_with_a_long_value(gateway, corigin
     "/c/hdr/cache-control?private", "/c/hdr/cache-control?max-age=60,%20Private",
     "/c/hdr/set-cookie?id=1",
 ])
-def test_issue18_1_unshareable_response_followers_refetch(gwc, path):
+def test_unshareable_response_followers_refetch(gwc, path):
     got = many_gets(gwc.port, path, 10)
     st = path.split("/")[3] if "/status/" in path else "200"
     body = f"status {st}\n".encode() if "/status/" in path else pattern(100)
@@ -264,13 +264,13 @@ def test_issue18_1_unshareable_response_followers_refetch(gwc, path):
     "/c/status/404", "/c/status/301", "/c/hdr/vary?Accept-Encoding",
     "/c/hdr/cache-control?public,%20max-age=60",
 ])
-def test_issue18_1_shareable_response_is_shared(gwc, path):
+def test_shareable_response_is_shared(gwc, path):
     got = many_gets(gwc.port, path, 10)
     assert len({v for v in got.values()}) == 1
     assert origin_count(gwc.origin, path) == 1
 
 
-def test_issue18_1_explicit_freshness_makes_a_302_shareable(gwc):
+def test_explicit_freshness_makes_a_302_shareable(gwc):
     # RFC 9111 §3: a status that is not heuristically cacheable, with max-age
     path = "/c/hdr/cache-control?max-age=60"
     got = many_gets(gwc.port, path, 5)
@@ -278,9 +278,9 @@ def test_issue18_1_explicit_freshness_makes_a_302_shareable(gwc):
     assert origin_count(gwc.origin, path) == 1
 
 
-# ---- issue 19 item 2: the response held once for every subscriber -------------------------------
+# ---- the response held once for every subscriber -------------------------------------------------
 
-def test_issue19_2_followers_on_one_connection_make_one_origin_request(gwc):
+def test_followers_on_one_connection_make_one_origin_request(gwc):
     """50 identical GETs for 200 KB on ONE connection with python3-h2's default 64 KiB windows:
     the scheduler serves the streams one after another, so the later ones wait with the body
     held for them; they used to fall body_buffer behind and detach (49 origin requests)."""
@@ -292,7 +292,7 @@ def test_issue19_2_followers_on_one_connection_make_one_origin_request(gwc):
     assert origin_count(gwc.origin, f"/bytes/{size}") == 1
 
 
-def test_issue19_2_trailers_reach_followers_that_finish_after_the_origin(gwc):
+def test_trailers_reach_followers_that_finish_after_the_origin(gwc):
     """The followers on one connection reach the end of the body after the origin is done:
     the trailers are held with the body and sent to each of them."""
     n, size = 5, 300000
@@ -390,7 +390,7 @@ class Conn:
         self.cl.flush()
 
 
-def test_issue19_2_fanout_over_ten_connections_is_bounded_and_a_stalled_follower_detaches(
+def test_fanout_over_ten_connections_is_bounded_and_a_stalled_follower_detaches(
         gateway, corigin):
     """100 followers over 10 connections with windows from 16 KiB to 1 MiB (incremental
     priority, so the streams of a connection advance together), a late reader whose window
@@ -462,7 +462,7 @@ def test_issue19_2_fanout_over_ten_connections_is_bounded_and_a_stalled_follower
         c.cl.close()
 
 
-# ---- interim answers and credentials: nothing reaches a follower before "may it share?" --------
+# ---- interim answers and credentials: nothing reaches a follower before "may it share?" ----------
 
 def leader_and_follower(origin, port, path, leader, follower):
     """GET path (a /hints-for/ page of the scripted origin: its 103 comes half-way to its

@@ -1,4 +1,4 @@
-"""Compression of origin responses (issue 22): independent clients (curl, python's gzip,
+"""Compression of origin responses: independent clients (curl, python's gzip,
 brotli and zstandard, the brotli and zstd tools, h2load) decompress exactly the origin's bytes;
 the rules of negotiation and the head rewrite hold end to end."""
 import gzip
@@ -274,7 +274,7 @@ def test_config_errors(h2gate_bin, tmp_path):
         assert r.returncode == 1 and want in r.stderr, (text, r.stderr)
 
 
-# ---- coalescing: followers share the compressed bytes; one that falls behind replays ---------
+# ---- coalescing: followers share the compressed bytes; one that falls behind replays -------------
 
 def many_conns_gets(port, path, conns, per_conn, ae):
     """conns HTTP/2 connections with per_conn identical GETs each (sent in one flight per
@@ -605,7 +605,7 @@ def test_trailers_pass_through_compressed(zgw, coding):
     assert tr == {"x-checksum": digest}
 
 
-# ---- compression.max_memory: a worker's compressors are bounded together ----------
+# ---- compression.max_memory: a worker's compressors are bounded together -------------------------
 
 # room for two gzip compressors at these settings (each weighs about 262 KiB: zlib's
 # 2^(15+2) + 2^(8+9) bytes and its state), not three

@@ -85,7 +85,7 @@ def test_refused_request_answered_over_tls_then_close_notify(gwt, name, req, sta
     assert end == "close_notify", end
     # the same bytes in cleartext get the same answer, here after a first request on the
     # connection (the first bytes of a cleartext connection must look like HTTP/1.0 or 1.1 to
-    # get an HTTP/1.1 answer at all: HTTP/2.0 is closed, test_issue18_requests.py's 19.4)
+    # get an HTTP/1.1 answer at all: HTTP/2.0 is closed, see test_request_validation.py)
     with socket.create_connection(("127.0.0.1", gwt.port), timeout=10) as s:
         s.sendall(b"GET /status/200 HTTP/1.1\r\nHost: a\r\n\r\n" + req)
         plain = recv_all(s)

@@ -1,4 +1,4 @@
-"""103 Early Hints made by the gateway (issue 23): configured per route, learned from the
+"""103 Early Hints made by the gateway: configured per route, learned from the
 origin's shareable pages, at most one 103 per request; python3-h2 and raw HTTP/1.1 clients."""
 import socket
 import time

@@ -1,4 +1,4 @@
-"""The gateway in front of an origin that misbehaves (issue 26 item 1): for each fault
+"""The gateway in front of an origin that misbehaves: for each fault
 (hostile_origin.py) the client's answer (502 before the response head, 504 on a timeout, a
 reset stream after it), the next request served, the faulty origin connection never reused, a
 POST never sent twice, the failure counted by passive health (ejection, 503 while every server

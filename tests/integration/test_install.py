@@ -1,4 +1,4 @@
-"""`meson install` (issue 20 item 4): the binary, both man pages, the default config and the
+"""`meson install`: the binary, both man pages, the default config and the
 systemd unit land where they should, the pages render without warnings and match the config
 reference, the installed config is valid, and systemd accepts the unit."""
 import os
@@ -99,7 +99,7 @@ def test_systemd_accepts_the_unit(installed, tmp_path):
     assert r.returncode == 0 and not problems, r.stdout + r.stderr
 
 
-# ---- the unit's sandbox ---------------------------------------------------------------------
+# ---- the unit's sandbox --------------------------------------------------------------------------
 
 def unit_text(installed):
     _dest, prefix = installed
@@ -252,7 +252,7 @@ def test_unit_sandbox_allows_every_system_call_the_gateway_makes(installed, gate
     assert socket_families <= families, socket_families
 
 
-# ---- the man pages --------------------------------------------------------------------------
+# ---- the man pages -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("page", ["man8/h2gate.8", "man5/h2gate.yaml.5"])
 def test_man_pages_pass_mandoc_lint(installed, page):

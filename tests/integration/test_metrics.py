@@ -1,4 +1,4 @@
-"""Metrics and health (issue 21 item 5): the admin listener's /metrics parsed by Prometheus'
+"""Metrics and health: the admin listener's /metrics parsed by Prometheus'
 own parser (python3-prometheus-client) and checked by promtool, /healthz and /readyz."""
 import os
 import re
@@ -53,7 +53,7 @@ def http(port, path, method="GET"):
 
 def test_every_name_typed_and_requests_counted(gateway, origin):
     """After N requests through a route over HTTP/1.1, h2c and TLS, h2gate_requests_total for
-    it sums to N; every name of the issue is present with its # TYPE; histograms count the same
+    it sums to N; every metric name is present with its # TYPE; histograms count the same
     requests; gauges and byte counters move."""
     port, tls_port, admin = free_port(), free_port(), free_port()
     g = gateway(admin_config(port, origin, admin, tls_port=tls_port,
@@ -203,7 +203,7 @@ def test_admin_address_in_use_refuses_start(h2gate_bin, tmp_path, origin):
     assert f"event=admin_failed address=127.0.0.1:{admin}" in r.stderr
 
 
-# ---- every configured series from the start; process_*; le; bytes by side ------------------
+# ---- every configured series from the start; process_*; le; bytes by side ------------------------
 
 # le as the Prometheus client libraries write a float (client_python's floatToGoString, the
 # normal form of Prometheus 3): a selector {le="0.5"} must match the series

@@ -1,4 +1,4 @@
-"""Issue 19 item 1: a warm gateway under steady load opens no new origin connections.
+"""A warm gateway under steady load opens no new origin connections.
 
 Before 48d0a48, `gw_back__conn_park` closed a connection whenever max_idle were already idle,
 so every dip in load (between two h2load runs, and inside one run when responses land in
@@ -54,7 +54,7 @@ def opened_per_run(n, port, runs):
 
 
 @pytest.mark.parametrize("pipeline", [1, 8], ids=["default", "pipeline8"])
-def test_issue19_1_warm_gateway_opens_no_origin_connections(gateway, nginx_origin, tmp_path,
+def test_warm_gateway_opens_no_origin_connections(gateway, nginx_origin, tmp_path,
                                                              pipeline):
     root = tmp_path / "www"
     root.mkdir()
@@ -82,7 +82,7 @@ def test_issue19_1_warm_gateway_opens_no_origin_connections(gateway, nginx_origi
     assert used == 0
 
 
-def test_issue19_1_pipelined_pauses_keep_their_connections(gateway, nginx_origin, tmp_path):
+def test_pipelined_pauses_keep_their_connections(gateway, nginx_origin, tmp_path):
     """256 KiB answers to 32 streams: the gateway pauses some of them (its client-side write
     buffer is full), which moves the requests pipelined behind them to other connections. The
     connection drains the answers nobody waits for and goes back to the pool; before, it was

@@ -1,4 +1,4 @@
-"""Issue 7, item 3: when an upstream's pool is saturated, waiting exchanges leave the queue most
+"""When an upstream's pool is saturated, waiting exchanges leave the queue most
 urgent first (RFC 9218 urgency of the request), in arrival order within one urgency.
 
 The upstream has one connection (`max_connections: 1`). A first request to `/slow/…` holds it

@@ -49,7 +49,7 @@ def values(got, name):
     return [v for k, v in hdrs(got) if k == name]
 
 
-# ---- request translation ------------------------------------------------------------------------
+# ---- request translation -------------------------------------------------------------------------
 
 def test_h2_request_translation(gwo):
     cl = Client(gwo.port)
@@ -196,7 +196,7 @@ def test_chunked_and_large_uploads(gwo, proto, tmp_path):
     assert got["body_sha1"] == hashlib.sha1(data).hexdigest()
 
 
-# ---- response translation ----------------------------------------------------------------------
+# ---- response translation ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("size", [0, 1, 16384, 1 << 20])
 @pytest.mark.parametrize("proto", ["--http1.1", "--http2-prior-knowledge"])
@@ -313,7 +313,7 @@ def test_response_fields_named_by_connection_removed(gwo):
     assert "x-hoq: 2" in head and "x-" + "l" * 67 + ": 3" in head
 
 
-# ---- errors from the back ----------------------------------------------------------------------
+# ---- errors from the back ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", ["/garbage", "/dup-cl", "/cl-te", "/bad-header"])
 def test_malformed_origin_response_is_502_never_forwarded(gwo, path):
@@ -443,7 +443,7 @@ def test_client_reset_aborts_the_origin_exchange(gwo):
     assert gwo.origin.connections >= 2
 
 
-# ---- pools, counted at the origin ---------------------------------------------------------------
+# ---- pools, counted at the origin ----------------------------------------------------------------
 
 def test_pool_reuse_10k_sequential_and_10k_concurrent(gateway, nginx_origin, tmp_path):
     root = tmp_path / "www"
@@ -466,7 +466,7 @@ def test_pool_reuse_10k_sequential_and_10k_concurrent(gateway, nginx_origin, tmp
     assert 2 <= used <= 8  # concurrency did use the pool, within its cap
 
 
-# ---- bounded memory -----------------------------------------------------------------------------
+# ---- bounded memory ------------------------------------------------------------------------------
 
 def test_slow_reader_keeps_memory_bounded_and_is_timed_out(gateway, nginx_origin, tmp_path, h2gate_bin):
     if "san" in os.path.basename(os.path.dirname(os.path.dirname(h2gate_bin))):
@@ -504,7 +504,7 @@ def test_slow_reader_keeps_memory_bounded_and_is_timed_out(gateway, nginx_origin
     cl.close()
 
 
-# ---- coalescing ---------------------------------------------------------------------------------
+# ---- coalescing ----------------------------------------------------------------------------------
 
 
 def test_coalescing_100_identical_gets_make_one_origin_request(gwo):
@@ -562,7 +562,7 @@ def test_cancelled_leader_does_not_cancel_followers(gwo):
     cl.close()
 
 
-# ---- early responses, bad request bodies, slow origins ------------------------------------------
+# ---- early responses, bad request bodies, slow origins -------------------------------------------
 
 def test_early_response_is_relayed_then_stream_reset_no_error(gwo):
     cl = Client(gwo.port)

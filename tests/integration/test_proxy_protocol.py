@@ -1,4 +1,4 @@
-"""The PROXY protocol on listeners that say `proxy_protocol: true` (issue 27 item 4): the
+"""The PROXY protocol on listeners that say `proxy_protocol: true`: the
 address a v1 or v2 header names is the client's everywhere (X-Forwarded-For, the access log,
 per-client limits); a connection without a valid header, from a source outside
 proxy_protocol_from, or too slow to send it, is closed. HAProxy (send-proxy-v2) and curl

@@ -1,6 +1,6 @@
-"""HTTP/2 server push (issue 23 item 3, RFC 9113 §8.4): a route with `push: true` promises the
+"""HTTP/2 server push (RFC 9113 §8.4): a route with `push: true` promises the
 same-origin `Link: <path>; rel=preload` targets of a 2xx answer to a GET. nghttp (which accepts
-push) and python3-h2 clients; every limit the issue names has a test."""
+push) and python3-h2 clients; every limit has a test."""
 import re
 import struct
 import subprocess
@@ -184,7 +184,7 @@ def test_no_push_where_it_does_not_apply(gateway, origin, case):
     assert "/bytes/10" not in origin_paths(origin)
 
 
-# ---- limits ----------------------------------------------------------------------------------
+# ---- limits --------------------------------------------------------------------------------------
 
 def test_max_pushes_per_connection(gateway, origin):
     admin = free_port()
@@ -340,7 +340,7 @@ def test_push_and_access_log(gateway, origin, tmp_path):
     assert [r["pushed"] for r in recs if r["path"].startswith("/push-page")] == [False]
 
 
-# ---- configuration ---------------------------------------------------------------------------
+# ---- configuration -------------------------------------------------------------------------------
 
 def test_config_refuses_push_without_an_h2_listener(h2gate_bin, tmp_path):
     p = tmp_path / "push.yaml"

@@ -1,4 +1,4 @@
-"""Configuration reload (issue 21 item 1): SIGHUP re-reads the file given with -c. A valid file
+"""Configuration reload: SIGHUP re-reads the file given with -c. A valid file
 becomes the new generation at once for new connections, while the old generation's connections
 drain without a failed request; an invalid one changes nothing."""
 import re

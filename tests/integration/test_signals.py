@@ -1,4 +1,4 @@
-"""Signals and readiness (issue 21 item 3): systemd's notify protocol, the pid file, a second
+"""Signals and readiness: systemd's notify protocol, the pid file, a second
 SIGTERM stopping at once."""
 import os
 import signal

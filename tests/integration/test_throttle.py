@@ -1,4 +1,4 @@
-"""Issue 7 items 4-5: bandwidth throttling and request rate limiting, end to end.
+"""Bandwidth throttling and request rate limiting, end to end.
 
 curl (HTTP/2 prior knowledge and HTTP/1.1) → h2gate → nginx serving random files, or the
 scripted origin for uploads (/echo). Tolerances are generous: the machine is a noisy 2-core VM.

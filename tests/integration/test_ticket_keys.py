@@ -1,4 +1,4 @@
-"""TLS session ticket keys from a file (issue 27 item 1): `tls.ticket_keys: PATH` in nghttpx's
+"""TLS session ticket keys from a file: `tls.ticket_keys: PATH` in nghttpx's
 format (48-byte aes-128-cbc or 80-byte aes-256-cbc keys; the first encrypts, all decrypt),
 read at load and again on reload. Instances given the same file resume each other's sessions,
 nghttpx's included."""

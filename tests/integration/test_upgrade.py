@@ -1,4 +1,4 @@
-"""Binary upgrade (issue 21 item 2): SIGUSR2 starts the binary again, which inherits the
+"""Binary upgrade: SIGUSR2 starts the binary again, which inherits the
 listening sockets; once it serves, the old process stops accepting, drains and exits, and no
 request fails."""
 import os

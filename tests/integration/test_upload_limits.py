@@ -1,4 +1,4 @@
-"""Issue 18 item 5: a stalled upload is the client's fault. timeouts.request_body ends it with
+"""A stalled upload is the client's fault. timeouts.request_body ends it with
 408 (HTTP/1.1, connection closed) or 408 + RST_STREAM(NO_ERROR) (HTTP/2); the origin's
 response timer does not run while the gateway waits for the client; and none of it counts
 against the server's passive health (before: the origin's response_timeout fired, counted as
@@ -35,7 +35,7 @@ def h1_stalled(port, path="/echo"):
     return got, time.monotonic() - t0
 
 
-def test_issue18_5_stalled_h1_uploads_get_408_and_do_not_eject_the_server(gateway, origin):
+def test_stalled_h1_uploads_get_408_and_do_not_eject_the_server(gateway, origin):
     port = free_port()
     g = gateway(cfg(port, origin), wait=[("127.0.0.1", port)])
     for _ in range(6):
@@ -51,7 +51,7 @@ def test_issue18_5_stalled_h1_uploads_get_408_and_do_not_eject_the_server(gatewa
     assert "back_eject" not in log and "ejected" not in log
 
 
-def test_issue18_5_stalled_h2_upload_gets_408_then_reset(gateway, origin):
+def test_stalled_h2_upload_gets_408_then_reset(gateway, origin):
     port = free_port()
     gateway(cfg(port, origin), wait=[("127.0.0.1", port)])
     cl = Client(port)
@@ -78,7 +78,7 @@ def test_issue18_5_stalled_h2_upload_gets_408_then_reset(gateway, origin):
     cl.close()
 
 
-def test_issue18_5_one_h2_connection_holds_the_origin_connections_no_longer_than_request_body(
+def test_one_h2_connection_holds_the_origin_connections_no_longer_than_request_body(
         gateway, origin):
     """Stalled uploads on one HTTP/2 connection take every origin connection of the worker
     (max_connections: 4); another client's GET waits in the upstream queue and is served once
@@ -112,7 +112,7 @@ def test_issue18_5_one_h2_connection_holds_the_origin_connections_no_longer_than
     cl.close()
 
 
-def test_issue18_5_slow_but_steady_upload_completes(gateway, origin):
+def test_slow_but_steady_upload_completes(gateway, origin):
     """A byte every 0.2 s against request_body 1 s: never a gap of a second, so it completes
     although the whole upload takes longer than both request_body and response_timeout."""
     port = free_port()
@@ -130,7 +130,7 @@ def test_issue18_5_slow_but_steady_upload_completes(gateway, origin):
     assert origin.requests[-1].body == b"abcdefgh"
 
 
-def test_issue18_5_h1_408_says_connection_close(gateway, origin):
+def test_h1_408_says_connection_close(gateway, origin):
     """RFC 9110 §15.5.9: the server SHOULD send the "close" connection option with a 408 (it
     closes rather than wait on; the client must not reuse the connection)."""
     port = free_port()
@@ -169,7 +169,7 @@ class WaitingOrigin(ThreadedServer):
 
 
 @pytest.mark.parametrize("path", ["/hint", "/shut"], ids=["interim_then_wait", "origin_gives_up"])
-def test_issue18_5_origin_waiting_for_a_stalled_body_is_not_blamed(gateway, path):
+def test_origin_waiting_for_a_stalled_body_is_not_blamed(gateway, path):
     """The origin's timer or close while it waits for a body the client does not send is the
     client's failure, not the server's: after an interim response (the response timer kept
     running and counted), or when the origin closes on its own body timeout (counted as a
@@ -193,7 +193,7 @@ def test_issue18_5_origin_waiting_for_a_stalled_body_is_not_blamed(gateway, path
         o.close()
 
 
-# ---- issue 18 item 7: memory per request body byte -----------------------------------------
+# ---- memory per request body byte ----------------------------------------------------------------
 
 def skip_san(h2gate_bin):
     if "san" in os.path.basename(os.path.dirname(os.path.dirname(h2gate_bin))):
@@ -207,7 +207,7 @@ def mem_cfg(port, origin):
                      route_extra="coalesce: false")
 
 
-def test_issue18_7_one_byte_data_frames_cost_about_their_payload(gateway, origin, h2gate_bin):
+def test_one_byte_data_frames_cost_about_their_payload(gateway, origin, h2gate_bin):
     """4 streams of 262,144 one-byte DATA frames (their whole 256 KiB window) waiting in the
     upstream queue: about 150 MB before (a buffer, a write context, a mark and an iovec entry
     per byte), now about the payload."""
@@ -238,7 +238,7 @@ def test_issue18_7_one_byte_data_frames_cost_about_their_payload(gateway, origin
     cl.close()
 
 
-def test_issue18_7_one_byte_chunks_cost_about_their_payload(gateway, origin, h2gate_bin):
+def test_one_byte_chunks_cost_about_their_payload(gateway, origin, h2gate_bin):
     """HTTP/1.1 chunks of one byte while the upload waits: the front reads up to
     limits.body_buffer (128 KiB) of payload; that cost about 19 MB before."""
     skip_san(h2gate_bin)
@@ -262,7 +262,7 @@ def test_issue18_7_one_byte_chunks_cost_about_their_payload(gateway, origin, h2g
     hold.close()
 
 
-def test_issue18_7_gathered_one_byte_frames_reach_the_origin_whole(gateway, origin):
+def test_gathered_one_byte_frames_reach_the_origin_whole(gateway, origin):
     """The gathering of small body pieces keeps every byte in order: 4 streams of one-byte DATA
     frames (two with content-length, two sent on chunked) wait in the upstream queue, then the
     origin connection frees up and each body reaches the origin whole."""

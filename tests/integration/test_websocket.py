@@ -1,4 +1,4 @@
-"""WebSocket through the gateway (issue 24): a real WebSocket echo origin
+"""WebSocket through the gateway: a real WebSocket echo origin
 (python3-websockets, ws_origin.py) and clients no one here wrote: python3-websockets over
 HTTP/1.1 (ws:// and wss://)."""
 import asyncio
@@ -113,7 +113,7 @@ def test_h1_upgrade_h2c_still_dropped(gateway, origin):
     assert got and not got[0].header("upgrade") and not got[0].header("http2-settings")
 
 
-# ---- RFC 8441 over HTTP/2: python3-h2 speaking extended CONNECT, frames made here -----------
+# ---- RFC 8441 over HTTP/2: python3-h2 speaking extended CONNECT, frames made here ----------------
 
 import struct
 
@@ -276,7 +276,7 @@ def test_rfc8441_over_tls(gateway, wsorigin):
     ws.cl.close()
 
 
-# ---- errors ----------------------------------------------------------------------------------
+# ---- errors --------------------------------------------------------------------------------------
 
 def raw_connect(port, headers, validate=False):
     """A python3-h2 client (header validation off) that sends one request head without
@@ -486,7 +486,7 @@ def test_reload_keeps_tunnels_until_tunnel_drain(gateway, wsorigin):
     assert "event=drain_tunnels" in log and "connections=2" in log, log[-2000:]
 
 
-# ---- backpressure -----------------------------------------------------------------------------
+# ---- backpressure --------------------------------------------------------------------------------
 
 def test_backpressure_client_not_reading_100mib(gateway, wsorigin):
     """The origin sends 100 MiB while the client reads nothing (python3-websockets stops

@@ -149,7 +149,7 @@ def resets(evs):
     return [e for e in evs if isinstance(e, h2.events.StreamReset)]
 
 
-# ---- raw HTTP/2 frames (RFC 9113 §4.1), for the tests that write what python3-h2 would not ----
+# ---- raw HTTP/2 frames (RFC 9113 §4.1), for the tests that write what python3-h2 would not -------
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 

@@ -1,4 +1,4 @@
-"""A hostile HTTP/1.1 origin for the fault tests (issue 26): each path misbehaves one way.
+"""A hostile HTTP/1.1 origin for the fault tests: each path misbehaves one way.
 
     /reset-before          RST (SO_LINGER 0) before any byte of a response
     /reset-mid-head        part of a status line and fields, then RST

@@ -337,7 +337,7 @@ class ScriptedOrigin(ThreadedServer):
             return True
         if kind == "push-page":
             # /push-page/<ms>?p=<target>&p=...[&s=<status>]: a page after <ms> whose Link field
-            # preloads each target (server push, issue 23)
+            # preloads each target (server push)
             time.sleep(arg / 1000.0)
             links = [urllib.parse.unquote(q[2:]) for q in query.split("&") if q.startswith("p=")]
             body = b"<!doctype html><title>push</title>" + b"y" * 500

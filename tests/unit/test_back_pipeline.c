@@ -248,7 +248,7 @@ static void pipeline_long_response_sends_the_rest_elsewhere(void **state)
     bfix_t *f = *state;
     /* A chunked answer may never end: the requests behind it leave as soon as its head says
      * so; their answers on that connection are read and dropped after the long one, and the
-     * connection is kept (issue 19 item 1). Same for a large Content-Length. */
+     * connection is kept. Same for a large Content-Length. */
     gw_back_t *b = pipe_setup(f, 4);
     preq_t r[3];
     psend_with_two_behind(b, r, "/long");
@@ -360,11 +360,11 @@ static void pipeline_paused_first_sends_the_rest_again(void **state)
     assert_int_equal(st.unanswered, 2);
 }
 
-/* Issue 19 item 1: the requests behind a paused response left for another connection, and
+/* The requests behind a paused response left for another connection, and
  * their answers still come on the first: it reads and drops them and goes back to the pool
  * (before: closed once only placeholders remained, so every pause cost a dial). The next
  * batch then finds both connections and opens nothing. */
-static void pipeline_issue19_1_paused_first_keeps_its_connection(void **state)
+static void pipeline_paused_first_keeps_its_connection(void **state)
 {
     bfix_t *f = *state;
     gw_back_t *b = pipe_setup(f, 4);
@@ -401,7 +401,7 @@ static void pipeline_issue19_1_paused_first_keeps_its_connection(void **state)
 /* The chain on a connection ends on a placeholder: /x answered, /part (cancelled before its
  * answer) read and dropped, and /c cancelled while it is read. The connection drains both,
  * is parked, and stops counting as busy (before: closed, and counted active forever). */
-static void pipeline_issue19_1_chain_ending_on_placeholders_is_parked(void **state)
+static void pipeline_chain_ending_on_placeholders_is_parked(void **state)
 {
     bfix_t *f = *state;
     gw_back_t *b = pipe_setup(f, 4);
@@ -434,7 +434,7 @@ static void pipeline_issue19_1_chain_ending_on_placeholders_is_parked(void **sta
 
 /* A placeholder whose own answer turns out long (chunked here) closes its connection at the
  * head: nobody reads that body, and it may not end. */
-static void pipeline_issue19_1_long_placeholder_closes(void **state)
+static void pipeline_long_placeholder_closes(void **state)
 {
     bfix_t *f = *state;
     gw_back_t *b = pipe_setup(f, 4);
@@ -587,9 +587,9 @@ int main(void)
         BACK_TEST(pipeline_cancelled_one_gets_no_answer_of_another),
         BACK_TEST(pipeline_cancelled_first_sends_the_rest_again),
         BACK_TEST(pipeline_paused_first_sends_the_rest_again),
-        BACK_TEST(pipeline_issue19_1_paused_first_keeps_its_connection),
-        BACK_TEST(pipeline_issue19_1_chain_ending_on_placeholders_is_parked),
-        BACK_TEST(pipeline_issue19_1_long_placeholder_closes),
+        BACK_TEST(pipeline_paused_first_keeps_its_connection),
+        BACK_TEST(pipeline_chain_ending_on_placeholders_is_parked),
+        BACK_TEST(pipeline_long_placeholder_closes),
         BACK_TEST(pipeline_del_fails_every_exchange_once),
         BACK_TEST(pipeline_bounded_by_depth_and_max_requests),
         BACK_TEST(origin_closing_every_connection_concurrent),

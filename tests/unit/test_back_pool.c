@@ -45,7 +45,7 @@ static int idle_pred(void *a)
     return stats_of(v[0]).idle == *(unsigned *)v[1];
 }
 
-/* Issue 19 item 1: connections above max_idle are not closed on the turn they become idle;
+/* Connections above max_idle are not closed on the turn they become idle;
  * the purge closes half of the excess per idle_purge period (at least one), least recently
  * used first; idle_timeout then closes the rest. */
 static void max_idle_and_idle_timeout(void **state)
@@ -86,7 +86,7 @@ static void max_idle_and_idle_timeout(void **state)
     assert_int_equal(st.purged, 2);
 }
 
-/* Issue 19 item 1: a burst, a dip to one request at a time, and a burst again within
+/* A burst, a dip to one request at a time, and a burst again within
  * idle_purge open no new connection (before: the dip closed all but max_idle, and the second
  * burst dialled them again). With pipelining a burst twice the pool's size: the pool grows to
  * its cap in the first burst and never again. */
@@ -449,7 +449,7 @@ static void body_written_in_prepare_phase_keeps_connection(void **state)
     close(lfd);
 }
 
-/* Issue 18 item 5: while the origin holds every byte the client sent and waits for the rest
+/* While the origin holds every byte the client sent and waits for the rest
  * of the body, the response timer does not run: a slow (or stalled) client is not a failing
  * server. The response timeout starts once the request was sent whole. */
 static void response_timer_waits_for_the_whole_request(void **state)
@@ -481,7 +481,7 @@ static void response_timer_waits_for_the_whole_request(void **state)
 static void early_response_not_reused(void **state)
 {
     bfix_t *f = *state;
-    /* RFC 9112 §9.3 / issue 6: an origin that answers before the request body is complete gets
+    /* RFC 9112 §9.3: an origin that answers before the request body is complete gets
      * its response relayed; the connection is not reused (the rest of the body is owed). */
     fix_origin(f, O_EARLY);
     gw_back_t *b = fix_back(f);

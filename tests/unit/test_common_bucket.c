@@ -261,7 +261,7 @@ static void table_eviction(void **state)
     assert_int_equal(gw_bucket_table_avail(t, ed, 0), 100); /* fresh */
     assert_int_equal(gw_bucket_table_size(t), 3);
     /* a is gone and b (oldest idle) still owes its 100 tokens: b is not forgotten, a is
-     * refused (fail closed, issue 18 item 12; before, b's debt was wiped and a let in) */
+     * refused (fail closed; before, b's debt was wiped and a let in) */
     assert_null(gw_bucket_table_acquire(t, SA(a), 0, 100, 100, 0));
     assert_int_equal(gw_bucket_table_refused(t), 2); /* d, all held; a, b in debt */
     assert_int_equal(gw_bucket_table_evictions(t), 1);
@@ -275,7 +275,7 @@ static void table_eviction(void **state)
     gw_bucket_table_del(t);
 }
 
-/* Issue 18 item 12: many fresh addresses cannot wipe the limit of the clients already in the
+/* Many fresh addresses cannot wipe the limit of the clients already in the
  * table; they are refused, counted, while the table is full of debts. */
 static void table_full_fails_closed(void **state)
 {
@@ -307,7 +307,7 @@ static void table_full_fails_closed(void **state)
     gw_bucket_table_del(t);
 }
 
-/* Issue 18 item 12: IPv6 clients are keyed by their /64 (configurable). */
+/* IPv6 clients are keyed by their /64 (configurable). */
 static void table_ipv6_prefix(void **state)
 {
     (void)state;
@@ -390,7 +390,7 @@ static void table_nomem(void **state)
     }
 }
 
-/* Issue 27: in a leased table an entry spends no more than the cluster granted it; it asks for
+/* In a leased table an entry spends no more than the cluster granted it; it asks for
  * a lease when under half of one (once until answered), a grant adds, a grant for a slot that
  * since holds another client is dropped, and "local" lets the bucket alone decide for a while. */
 static void table_leases(void **state)

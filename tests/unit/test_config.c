@@ -504,7 +504,7 @@ static void alloc_failure_sweep(void **state)
     assert_true(saw_success);
 }
 
-/* limits.coalesce_buffer (issue 19 item 2): default 1 MiB, sizes accepted, out of range
+/* limits.coalesce_buffer: default 1 MiB, sizes accepted, out of range
  * reported with its position. */
 static void coalesce_buffer_limit(void **state)
 {
@@ -531,7 +531,7 @@ static void coalesce_buffer_limit(void **state)
         "t.yaml:8:27: 'coalesce_buffer' must be a size (e.g. 64KiB, 1MB, 4096), not 'many'");
 }
 
-/* routes[].coalesce_headers names one field once, whatever the case (issue 18 item 2: a name
+/* routes[].coalesce_headers names one field once, whatever the case (a name
  * listed twice in different case overflowed the coalescing key's buffer). */
 static void coalesce_headers_deduplicated(void **state)
 {
@@ -553,7 +553,7 @@ static void coalesce_headers_deduplicated(void **state)
     gw_config_errors_free(&e);
 }
 
-/* upstreams.*.idle_purge (issue 19 item 1): default 5 s, a duration, positions on error. */
+/* upstreams.*.idle_purge: default 5 s, a duration, positions on error. */
 static void upstream_idle_purge(void **state)
 {
     (void)state;
@@ -576,7 +576,7 @@ static void upstream_idle_purge(void **state)
                  "t.yaml:2:58: 'idle_purge' must be a duration (e.g. 500ms, 30s, 5m), not 'soon'");
 }
 
-/* timeouts.request_body (issue 18 item 5): default 30 s, a duration. */
+/* timeouts.request_body: default 30 s, a duration. */
 static void timeouts_request_body(void **state)
 {
     (void)state;
@@ -735,7 +735,7 @@ static void proxy_protocol_needs_its_sources(void **state)
 #undef PP_TAIL
 }
 
-/* throttle.ipv6_prefix (issue 18 item 12): default 64, range 16..128 with its position. */
+/* throttle.ipv6_prefix: default 64, range 16..128 with its position. */
 static void throttle_ipv6_prefix(void **state)
 {
     (void)state;
@@ -755,7 +755,7 @@ static void throttle_ipv6_prefix(void **state)
                  "t.yaml:8:25: 'ipv6_prefix' is out of range: 129 (allowed 16..128)");
 }
 
-/* Issue 21: operations keys, their defaults and their errors. */
+/* Operations keys, their defaults and their errors. */
 static void operations_keys(void **state)
 {
     (void)state;

@@ -155,7 +155,7 @@ static const vec_t good[] = {
      0, 0, 1,
      "H200 1.1 ka=1 [Transfer-Encoding=chunked]\nBhello world0123456789\n"
      "T [X-Sum=42] [X-More=a b]\nC\n"},
-    /* "gzip, chunked" was accepted here: issue 18.12 refuses it (see bad[]) */
+    /* "gzip, chunked" was accepted here: it is refused now (see bad[]) */
     {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 0, 0, 1,
      "H200 1.1 ka=1 [Transfer-Encoding=chunked]\nC\n"},
     /* RFC 9112 §6.3 rule 8: close-delimited */
@@ -426,7 +426,7 @@ static const bad_t bad[] = {
     BAD("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\nraw", 0),
     BAD("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n", 0),
     BAD("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunkedx\r\n\r\n", 0),
-    /* issue 18.12: a coding before chunked would be lost when we re-frame the body; a
+    /* A coding before chunked would be lost when we re-frame the body; a
      * Content-Length of 2^63 or more does not fit the int64_t it becomes */
     BAD("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 0),
     BAD("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", 0),
@@ -632,7 +632,7 @@ static void request_head_rejects_injection(void **state)
     assert_int_equal(gw_h1_request_head(&out, &r), GW_E_INVAL);
     r.method = GW_SLICE_LIT("GE T");
     assert_int_equal(gw_h1_request_head(&out, &r), GW_E_INVAL);
-    /* issue 18.10: the serializer keeps its own check, the shared request-target rule */
+    /* The serializer keeps its own check, the shared request-target rule */
     r.method = GW_SLICE_LIT("GET");
     r.target = GW_SLICE_LIT("/a\x0bHTTP/1.0");
     assert_int_equal(gw_h1_request_head(&out, &r), GW_E_INVAL);

@@ -352,11 +352,11 @@ static void serializer_bytes(void **state)
     gw_bytes_free(&b);
 }
 
-/* Issue 18.10: every byte value inside the request-target is accepted exactly when the shared
- * RFC 3986 rule allows it (http-parser alone lets HTAB, FF, DEL and bytes >= 0x80 through);
- * issue 18.3: a Host that is not an authority is refused; issue 18.12: a transfer coding
- * before chunked (501) and a Content-Length past 2^63 - 1 (400). */
-static void issue18_10_request_target_bytes(void **state)
+/* Every byte value inside the request-target is accepted exactly when the shared
+ * RFC 3986 rule allows it (http-parser alone lets HTAB, FF, DEL and bytes >= 0x80 through); a
+ * Host that is not an authority is refused, and so are a transfer coding before chunked (501)
+ * and a Content-Length past 2^63 - 1 (400). */
+static void request_target_bytes(void **state)
 {
     (void)state;
     /* NUL aside: the helpers take C strings (nul_is_reported_exactly covers it) */
@@ -386,9 +386,9 @@ static void issue18_10_request_target_bytes(void **state)
                      "HEAD GET /a/b%20c?d=e&f=/g:@ 1.1 cl=0 f=1 [Host=[::1]:80]\nEND\n");
 }
 
-/* Issue 18.11: a head for an HTTP/1.0 client without chunked framing: no framing field, and
+/* A head for an HTTP/1.0 client without chunked framing: no framing field, and
  * only with Connection: close (the close ends the body). */
-static void issue18_11_close_delimited_head(void **state)
+static void close_delimited_head(void **state)
 {
     (void)state;
     gw_bytes_t b;
@@ -532,8 +532,8 @@ int main(void)
         cmocka_unit_test(truncated_at_eof),
         cmocka_unit_test(alloc_failure_sweep),
         cmocka_unit_test(serializer_bytes),
-        cmocka_unit_test(issue18_10_request_target_bytes),
-        cmocka_unit_test(issue18_11_close_delimited_head),
+        cmocka_unit_test(request_target_bytes),
+        cmocka_unit_test(close_delimited_head),
         cmocka_unit_test(any_token_is_a_method),
         cmocka_unit_test(version_and_line_length),
         cmocka_unit_test(request_line_kept_for_the_log),

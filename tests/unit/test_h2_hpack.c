@@ -414,7 +414,7 @@ static void list_size_overflow_keeps_table_in_sync(void **state)
     gw_hpack_dec_free(&d);
 }
 
-/* Issue 18 item 6: a block whose fields nobody reads (no callback: a block on a stream the
+/* A block whose fields nobody reads (no callback: a block on a stream the
  * gateway reset; or past max_list_size) updates the table and counts its list size exactly,
  * but a literal that does not enter the table is not materialised: a 3-byte literal naming a
  * 4000-byte entry copies nothing (it copied the name each time, 4000 bytes per 3 read). */
@@ -425,7 +425,7 @@ static int count(void *ud, const gw_hpack_field_t *fld)
     return 0;
 }
 
-static void issue18_6_table_only_decoding(void **state)
+static void table_only_decoding(void **state)
 {
     (void)state;
     enum { NAMELEN = 4000, REPS = 2000 };
@@ -938,7 +938,7 @@ int main(void)
         cmocka_unit_test(table_size_changes),
         cmocka_unit_test(eviction_and_oversized_entry),
         cmocka_unit_test(alloc_failure_sweep),
-        cmocka_unit_test(issue18_6_table_only_decoding),
+        cmocka_unit_test(table_only_decoding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

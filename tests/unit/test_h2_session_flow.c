@@ -450,10 +450,10 @@ static void window_overflow(void **state)
     expect_goaway(&f->o, GW_H2_FLOW_CONTROL_ERROR);
 }
 
-/* Issue 18 item 9, the other half: applied once per frame, the values are still checked one by
+/* SETTINGS_INITIAL_WINDOW_SIZE: applied once per frame, the values are still checked one by
  * one (RFC 9113 §6.5.3 processes them in order, §6.9.2: any change that takes a stream window
  * past 2^31-1 is a FLOW_CONTROL_ERROR), whichever entry carries it. */
-static void issue18_9_settings_each_value_checked(void **state)
+static void settings_each_initial_window_value_checked(void **state)
 {
     (void)state;
     rec_t r;
@@ -716,7 +716,7 @@ int main(void)
         cmocka_unit_test(writable_events),
         SESSION_TEST(initial_window_change),
         SESSION_TEST(window_overflow),
-        cmocka_unit_test(issue18_9_settings_each_value_checked),
+        cmocka_unit_test(settings_each_initial_window_value_checked),
         cmocka_unit_test(priority_and_callbacks),
         SESSION_TEST(priority_scheduling),
         SESSION_TEST(priority_set_and_pending_bound),

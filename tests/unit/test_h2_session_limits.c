@@ -59,10 +59,10 @@ static void expect_calm(sfix_t *f)
     assert_int_equal(gw_h2_session_stats(f->s).control_flood_hits, 1);
 }
 
-/* Issue 18 item 6: header blocks on a stream the gateway reset are decoded for the HPACK
+/* Header blocks on a stream the gateway reset are decoded for the HPACK
  * state only (the table follows), nothing is copied per field, and each block is charged to
  * the control budget. */
-static void issue18_6_blocks_on_reset_streams(void **state)
+static void blocks_on_a_reset_stream_spend_the_budget(void **state)
 {
     sfix_t *f = *state;
     f->opt.control_frame_budget = 300;
@@ -87,11 +87,11 @@ static void issue18_6_blocks_on_reset_streams(void **state)
     expect_calm(f);
 }
 
-/* Issue 18 item 6, literals: blocks on a reset stream made of 3-byte literals without
+/* Blocks on a reset stream made of 3-byte literals without
  * indexing that name a 4000-byte table entry (RFC 7541 §6.2.2) are decoded in the decoder's
  * table-only mode: nothing is allocated or copied for them (each literal copied the 4000-byte
  * name before: 400 MB of copying for 100 frames of 3 KB), and the budget still ends it. */
-static void issue18_6_literals_on_reset_streams_copy_nothing(void **state)
+static void literals_on_a_reset_stream_copy_nothing(void **state)
 {
     sfix_t *f = *state;
     f->opt.control_frame_budget = 150;
@@ -122,7 +122,7 @@ static void issue18_6_literals_on_reset_streams_copy_nothing(void **state)
     expect_calm(f);
 }
 
-/* ---- issue 18 item 4: header blocks are encoded in wire order ---- */
+/* ---- header blocks are encoded in wire order ---- */
 
 typedef struct {
     char s[512];
@@ -159,7 +159,7 @@ static void decode_headers(gw_hpack_dec_t *d, const outs_t *o, uint32_t sid, fie
     }
 }
 
-static void issue18_4_trailers_encoded_in_wire_order(void **state)
+static void trailers_encoded_in_wire_order(void **state)
 {
     (void)state;
     for (int reset = 0; reset < 2; reset++) {
@@ -756,10 +756,10 @@ static void window_updates_answering_data_are_not_a_flood(void **state)
     gw_rbuf_unref(rb);
 }
 
-/* Issue 18 item 9: a SETTINGS frame of 2,730 SETTINGS_INITIAL_WINDOW_SIZE entries walks the
+/* A SETTINGS frame of 2,730 SETTINGS_INITIAL_WINDOW_SIZE entries walks the
  * open streams once (the last value counts), and its entries, not the frame, are charged to
  * the control budget: a few such frames are a flood. */
-static void issue18_9_settings_entries_budgeted(void **state)
+static void settings_entries_budgeted(void **state)
 {
     sfix_t *f = *state;
     gw_h2_session_t *s = fready(f);
@@ -803,11 +803,11 @@ static void issue18_9_settings_entries_budgeted(void **state)
     assert_int_equal(gw_h2_session_stats(s).control_flood_hits, 1);
 }
 
-/* Issues 18.3, 18.10, 19.3: a request head that cannot become a clean HTTP/1.1 request line is
+/* A request head that cannot become a clean HTTP/1.1 request line is
  * malformed (RST_STREAM PROTOCOL_ERROR, never reaches the proxy): :method not a token, :path
  * with bytes outside RFC 3986 path/query characters, :scheme other than http/https, an
  * :authority with non-authority characters or userinfo. Their clean neighbours pass. */
-static void issue18_10_request_head_syntax(void **state)
+static void request_head_syntax(void **state)
 {
     (void)state;
     static const char *const bad_cases[][3] = {
@@ -861,9 +861,9 @@ static void issue18_10_request_head_syntax(void **state)
     gw_h2_session_del(s);
 }
 
-/* Issue 18.12: trailers past max_header_list_size, after the response head went out, reset the
+/* Trailers past max_header_list_size, after the response head went out, reset the
  * stream (ENHANCE_YOUR_CALM) instead of sending a second final HEADERS (a 431). */
-static void issue18_12_trailers_overflow_resets(void **state)
+static void trailers_overflow_resets(void **state)
 {
     sfix_t *f = *state;
     f->opt.max_header_list_size = 200;
@@ -903,12 +903,12 @@ int main(void)
         SESSION_TEST(closed_stream_frames),
         SESSION_TEST(floods),
         SESSION_TEST(window_updates_answering_data_are_not_a_flood),
-        SESSION_TEST(issue18_9_settings_entries_budgeted),
-        cmocka_unit_test(issue18_4_trailers_encoded_in_wire_order),
-        SESSION_TEST(issue18_6_blocks_on_reset_streams),
-        SESSION_TEST(issue18_6_literals_on_reset_streams_copy_nothing),
-        cmocka_unit_test(issue18_10_request_head_syntax),
-        SESSION_TEST(issue18_12_trailers_overflow_resets),
+        SESSION_TEST(settings_entries_budgeted),
+        cmocka_unit_test(trailers_encoded_in_wire_order),
+        SESSION_TEST(blocks_on_a_reset_stream_spend_the_budget),
+        SESSION_TEST(literals_on_a_reset_stream_copy_nothing),
+        cmocka_unit_test(request_head_syntax),
+        SESSION_TEST(trailers_overflow_resets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* test_h2_session_push.c — server push in the HTTP/2 engine (RFC 9113 §8.4, issue 23 item 3):
+/* test_h2_session_push.c — server push in the HTTP/2 engine (RFC 9113 §8.4):
  * PUSH_PROMISE framing and its header block, the promised stream's states, the client's
  * SETTINGS_ENABLE_PUSH and SETTINGS_MAX_CONCURRENT_STREAMS, max_pushes, one promise per path,
  * no push after GOAWAY or on a reset parent, the client's RST_STREAM on a pushed stream, and

@@ -1,6 +1,6 @@
 /* Unit tests of proxy/coalesce.c: which requests may coalesce, their key, which responses may
- * be shared (issue 18 item 1), the key's sizing (issue 18 item 2), and the store that holds a
- * shared body once (issue 19 item 2). */
+ * be shared, the key's sizing, and the store that holds a
+ * shared body once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -150,7 +150,7 @@ static void key_parts(void **state)
     b.authority = GW_SLICE_LIT("APP.test");
     assert_true(same_key(&route_default, &a, &b)); /* RFC 3986 §6.2.2.1 */
     b.scheme = GW_SLICE_LIT("http");
-    assert_false(same_key(&route_default, &a, &b)); /* issue 18.1: scheme in the key */
+    assert_false(same_key(&route_default, &a, &b)); /* Scheme in the key */
     b = get("/x", gz2, NF(gz2));
     b.method = GW_SLICE_LIT("HEAD");
     assert_false(same_key(&route_default, &a, &b));
@@ -176,7 +176,7 @@ static void key_parts(void **state)
     assert_false(same_key(&route_default, &a, &b));
 }
 
-/* Issue 18 item 2: coalesce_headers naming one field twice (as a hand-built route can: the
+/* Coalesce_headers naming one field twice (as a hand-built route can: the
  * loader de-duplicates) made the key longer than its buffer; a long value overflowed the heap.
  * Run under ASan, an overflow is reported here. */
 static void key_duplicate_headers_fit(void **state)

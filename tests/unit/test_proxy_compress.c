@@ -1,5 +1,5 @@
 /* Unit tests of proxy/compress.c: Accept-Encoding negotiation (RFC 9110 §12.5.3), the rules
- * that allow compression (issue 22), the head rewrite, and the compressors (gzip, br, zstd:
+ * that allow compression, the head rewrite, and the compressors (gzip, br, zstd:
  * decoded back). */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -241,7 +241,7 @@ static void rate_decision(void **state)
     assert_true(gw_proxy__rate_allow(NULL, rl, il, sa, 0, &ra));
     gw_bucket_table_del(t);
 
-    /* a table full of clients in debt fails closed for a new address (issue 18 item 12; it
+    /* a table full of clients in debt fails closed for a new address (it once
      * failed open: every new address got through unlimited) */
     assert_int_equal(gw_bucket_table_new(2, 64, &t), 0);
     assert_true(gw_proxy__rate_allow(t, r0, i0, sa, 0, &ra));

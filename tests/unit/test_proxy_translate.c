@@ -206,7 +206,7 @@ static void forwarding_fields_from_the_connection(void **state)
                      got[3], got[4]);
         done(&o);
     }
-    /* from a trusted proxy: an open quote could swallow ours (issue 18.3), so its Forwarded
+    /* from a trusted proxy: an open quote could swallow ours, so its Forwarded
      * is dropped; an X-Forwarded-Proto that is not one http/https value is not believed */
     const gw_field_t odd[][2] = {
         {F("forwarded", "for=\"10.0.0.1"), F("x-forwarded-proto", "gopher")},
@@ -361,7 +361,7 @@ static void large_request_on_the_heap(void **state)
 }
 
 /* RFC 9110 §6.5.1: trailers that frame, route, authenticate or describe the content are not
- * forwarded (issue 18.12), nor are connection-specific fields; the rest are. */
+ * forwarded, nor are connection-specific fields; the rest are. */
 static void request_trailers_filtered(void **state)
 {
     (void)state;

@@ -339,7 +339,7 @@ static void test_drained_stops_reads_without_loss(void **state)
                         closed = 1;
                         break;
                     }
-                    if (r == GW_E_AGAIN) /* one contract for both roles (issue 20 item 2) */
+                    if (r == GW_E_AGAIN) /* one contract for both roles */
                         break;
                     assert_true(r > 0);
                     have += (size_t)r;
@@ -513,7 +513,7 @@ static uint64_t moving_clock(void)
     return fake_ms++; /* every reading a millisecond later than the one before */
 }
 
-/* Regression (issue 4's ticket test hung under load): a rotation must end whatever the clock
+/* A rotation must end whatever the clock
  * does between two readings. A new key used to take a second reading of the clock, a
  * millisecond later than the `now` it was compared with; the unsigned age wrapped and the
  * rotation looped forever (the worker hung). Handshakes a rotation period apart, with a clock
@@ -562,7 +562,7 @@ static int resumes(pair_t *p, SSL_SESSION *sess)
     return SSL_session_reused(p->cli);
 }
 
-/* Issue 27: listeners given one keyring resume each other's sessions (as instances sharing the
+/* Listeners given one keyring resume each other's sessions (as instances sharing the
  * keys in Redis do); an empty ring leaves each to its own keys; a ticket of the ring's second
  * key still resumes. */
 static void test_keyring_shared_between_contexts(void **state)

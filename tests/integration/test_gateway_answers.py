@@ -1,4 +1,4 @@
-"""Issue 18 item 8: a final response made by the gateway itself (no route, 429) on an HTTP/2
+"""A final response made by the gateway itself (no route, 429) on an HTTP/2
 stream whose request is still open is followed by RST_STREAM(NO_ERROR) (RFC 9113 §8.1), so the
 stream closes and the connection's idle timeout can fire; before, the half-closed stream kept
 the connection open past timeouts.idle for ever."""
@@ -32,7 +32,7 @@ def open_request(cl, path):
 
 @pytest.mark.parametrize("path,status,warm", [("/nowhere", "404", 0), ("/limited", "429", 1)],
                          ids=["no_route", "rate_limited"])
-def test_issue18_8_gateway_answer_resets_open_request_and_idle_fires(gateway, path, status, warm):
+def test_gateway_answer_resets_the_open_request_and_idle_fires(gateway, path, status, warm):
     port = free_port()
     gateway(config(port), wait=[("127.0.0.1", port)])
     cl = Client(port)

@@ -1,4 +1,4 @@
-"""Issue 18 item 12: the per-client bandwidth table fails closed when it is full of clients that
+"""The per-client bandwidth table fails closed when it is full of clients that
 still owe tokens: a new address is refused (connection closed, logged, counted) instead of
 evicting another client's debt and getting an unthrottled connection."""
 import os
@@ -22,7 +22,7 @@ def fetch(port, source):
     return r.stdout.strip()
 
 
-def test_issue18_12_full_client_table_fails_closed(gateway, nginx_origin, tmp_path):
+def test_full_client_table_fails_closed(gateway, nginx_origin, tmp_path):
     root = tmp_path / "www"
     root.mkdir()
     (root / "f.bin").write_bytes(os.urandom(60 * KiB))  # within the burst: served at once

@@ -1,4 +1,4 @@
-"""Issues 18 and 19: request-head validation and what the origin is told, end to end.
+"""Request-head validation and what the origin is told, end to end.
 
 The gateway runs a TLS listener and a mixed cleartext listener (h2c and HTTP/1.1) in front of the
 scripted origin of origin.py (which records every request it gets) or, for responses that
@@ -76,9 +76,9 @@ def h1_status(out):
     return int(line.split(b" ")[1]) if line.startswith(b"HTTP/1.1 ") else None
 
 
-# ---- 18.3: X-Forwarded-Proto and Forwarded come from the listener ------------------------------
+# ---- X-Forwarded-Proto and Forwarded come from the listener --------------------------------------
 
-def test_issue18_3_forwarded_proto_from_listener(gw):
+def test_forwarded_proto_is_the_listeners(gw):
     # h2c claiming https: the origin is told http (the listener), never the client's word
     status, body, _ = h2_get(gw.plain_port, [(":method", "GET"), (":path", "/echo"),
                                              (":scheme", "https"), (":authority", "app.test")])
@@ -101,7 +101,7 @@ def test_issue18_3_forwarded_proto_from_listener(gw):
     assert values(h, "forwarded") == ['for=127.0.0.1;proto=http;host="app.test"']
 
 
-def test_issue18_3_forged_forwarded_elements_are_refused(gw):
+def test_forged_forwarded_elements_are_refused(gw):
     base = [(":method", "GET"), (":path", "/echo")]
     # a :scheme that would append a forged element, or is no http(s) scheme
     assert_h2_malformed(gw, base + [(":scheme", "https,for=127.0.0.1"), (":authority", "a.test")])
@@ -118,7 +118,7 @@ def test_issue18_3_forged_forwarded_elements_are_refused(gw):
     assert_origin_saw_nothing(gw)
 
 
-def test_issue18_3_client_forwarded_cannot_swallow_ours(gateway, origin):
+def test_client_forwarded_cannot_swallow_ours(gateway, origin):
     # from a trusted proxy (forwarded_for: append; by default no client's Forwarded is kept),
     # a Forwarded with an open quote would make our element part of its string: not
     # forwarded; a well-formed one stays in front of ours
@@ -135,13 +135,13 @@ def test_issue18_3_client_forwarded_cannot_swallow_ours(gateway, origin):
         assert values(echo_headers(body), "forwarded") == want, given
 
 
-# ---- 18.10 / 19.3: request targets and methods ---------------------------------------------------
+# ---- request targets and methods -----------------------------------------------------------------
 
 BAD_PATHS = [b"/a b", b"/a\x0bHTTP/1.0", b"/a\tb", b"/a\x0cb", b"/a\x7f", b"/\x80", b"/\xc3\xa9",
              b"/a\x01", b"/a#f", b"/a%zz", b"/a\"b", b"/<x>", b"/a{b}"]
 
 
-def test_issue18_10_h2_path_bytes_are_protocol_errors(gw):
+def test_h2_path_bytes_are_protocol_errors(gw):
     for p in BAD_PATHS:
         assert_h2_malformed(gw, [(b":method", b"GET"), (b":path", p), (b":scheme", b"http"),
                                  (b":authority", b"a.test")])
@@ -154,7 +154,7 @@ def test_issue18_10_h2_path_bytes_are_protocol_errors(gw):
     assert json.loads(body)["target"] == "/echo/%0b%20%C3%A9?a=b/c?d&e=;:@!$'()*+,~"
 
 
-def test_issue18_10_h1_target_bytes_are_400(gw):
+def test_h1_target_bytes_are_400(gw):
     for p in BAD_PATHS[1:]:  # "/a b" has no HTTP/1.1 form: the space ends the target
         out = raw_exchange(gw.plain_port, b"GET " + p + b" HTTP/1.1\r\nHost: a.test\r\n\r\n")
         assert h1_status(out) == 400, (p, out[:80])
@@ -164,9 +164,9 @@ def test_issue18_10_h1_target_bytes_are_400(gw):
     assert json.loads(out.partition(b"\r\n\r\n")[2])["target"] == "/echo/%0b?x=/y"
 
 
-def test_issue19_3_malformed_heads_are_the_clients_fault(gw):
+def test_malformed_heads_are_the_clients_fault(gw):
     base = [(":scheme", "http"), (":authority", "a.test")]
-    # the cases of the issue: a space in :path or :method was a 502 with nothing sent
+    # a space in :path or :method was a 502 with nothing sent
     assert_h2_malformed(gw, [(":method", "GET"), (":path", "/a b")] + base)
     assert_h2_malformed(gw, [(":method", "GE T"), (":path", "/echo")] + base)
     assert_h2_malformed(gw, [(":method", "G(T"), (":path", "/echo")] + base)
@@ -182,9 +182,9 @@ def test_issue19_3_malformed_heads_are_the_clients_fault(gw):
     assert "status=502" not in gw.log()
 
 
-# ---- 18.11: HTTP/1.0 clients ---------------------------------------------------------------------
+# ---- HTTP/1.0 clients ----------------------------------------------------------------------------
 
-def test_issue18_11_http10_no_1xx_no_chunked(gw):
+def test_http10_client_gets_no_1xx_and_no_chunked(gw):
     out = raw_exchange(gw.plain_port, b"GET /early-hints HTTP/1.0\r\nHost: a\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 200 "), out
     assert b" 103 " not in out
@@ -206,7 +206,7 @@ def test_issue18_11_http10_no_1xx_no_chunked(gw):
     assert out.startswith(b"HTTP/1.1 103 ")
 
 
-# ---- 18.12: smaller ones -------------------------------------------------------------------------
+# ---- what reaches the origin, and what it may answer ---------------------------------------------
 
 class CannedOrigin(ThreadedServer):
     """An origin answering each target with canned bytes, then closing; keeps the raw bytes of
@@ -256,7 +256,7 @@ def canned():
     o.close()
 
 
-def test_issue18_12a_content_length_past_int64_is_502(gateway, canned):
+def test_origin_content_length_past_int64_is_502(gateway, canned):
     g = start(gateway, canned.port)
     for path in ("/cl-2-63", "/cl-2-64"):
         out = raw_exchange(g.plain_port, f"GET {path} HTTP/1.1\r\nHost: a\r\n\r\n".encode())
@@ -266,7 +266,7 @@ def test_issue18_12a_content_length_past_int64_is_502(gateway, canned):
         assert status == "502"
 
 
-def test_issue18_12d_gzip_chunked_from_the_origin_is_502(gateway, canned):
+def test_gzip_chunked_from_the_origin_is_502(gateway, canned):
     g = start(gateway, canned.port)
     out = raw_exchange(g.plain_port, b"GET /gzip-chunked HTTP/1.1\r\nHost: a\r\n\r\n")
     assert h1_status(out) == 502, out
@@ -281,7 +281,7 @@ def test_issue18_12d_gzip_chunked_from_the_origin_is_502(gateway, canned):
     assert not [r for r in canned.raw if b"/upload" in r.split(b"\r\n")[0]]
 
 
-def test_issue18_12c_request_trailers_are_filtered(gateway, canned):
+def test_request_trailers_are_filtered(gateway, canned):
     g = start(gateway, canned.port)
     cl = Client(g.plain_port)
     sid = cl.c.get_next_available_stream_id()
@@ -308,9 +308,9 @@ def test_issue18_12c_request_trailers_are_filtered(gateway, canned):
         assert name not in trailer, trailer
 
 
-# ---- 19.4: garbage on a mixed cleartext listener -------------------------------------------------
+# ---- garbage on a mixed cleartext listener -------------------------------------------------------
 
-def test_issue19_4_mixed_listener_garbage_gets_no_http1_answer(gw):
+def test_mixed_listener_garbage_gets_no_http1_answer(gw):
     # not an HTTP/1.x request line: closed without an HTTP/1.1 answer
     for data in (b"INVALID CONNECTION PREFACE\r\n\r\n", b"GET /\r\n\r\n", b"GET / HTTP/2.0\r\n\r\n",
                  b"GET / HTTP/1.2\r\nHost: a\r\n\r\n", b"GET / FOO\r\n\r\n"):
@@ -334,7 +334,7 @@ def test_issue19_4_mixed_listener_garbage_gets_no_http1_answer(gw):
     assert status == "200"
 
 
-def test_issue19_3_invalid_request_trailer_is_the_clients_fault(gateway, canned):
+def test_invalid_request_trailer_is_the_clients_fault(gateway, canned):
     # a trailer name HTTP/2 lets through but that is no HTTP/1.1 token: the serializer refuses
     # it at the end of the body; that was a 502, it is the client's malformed request
     g = start(gateway, canned.port)

@@ -1,12 +1,12 @@
-"""Issue 18 items 6 and 9 through the running gateway, with hand-made frames on a raw socket
-(item 4, HPACK order with late trailers, is test_issue18_h2_hpack.py).
+"""The HTTP/2 control budget through the running gateway, with hand-made frames on a raw socket
+(HPACK order with late trailers is test_h2_late_trailers.py).
 
-- 18.9: SETTINGS entries, not frames, are charged to h2.control_frame_budget; every
+- SETTINGS entries, not frames, are charged to h2.control_frame_budget; every
   SETTINGS_INITIAL_WINDOW_SIZE value of a frame is checked against the stream windows
   (RFC 9113 §6.5.3, §6.9.2), though the change is applied once per frame.
-- 18.6: header blocks on a stream the gateway reset are charged to the same budget, and a block
-  of literals naming a large dynamic-table entry costs its own bytes, not the entry's size
-  times the number of literals."""
+- Header blocks on a stream the gateway reset are charged to the same budget, and a block of
+  literals naming a large dynamic-table entry costs its own bytes, not the entry's size times
+  the number of literals."""
 import os
 
 from procs import free_port
@@ -31,7 +31,7 @@ def lit(name, value):
 BAD_REQUEST = b"\x82\x86\x84" + lit(b":authority", b"localhost") + lit(b"X-Bad", b"1")
 
 
-def test_issue18_9_settings_entries_are_charged_to_the_control_budget(gateway):
+def test_settings_entries_are_charged_to_the_control_budget(gateway):
     port = free_port()
     gateway(gw_cfg(port), wait=[("127.0.0.1", port)])
     # 2,730 entries in one 16 KB frame: one frame, but 2,730 units of the default budget (1000)
@@ -57,7 +57,7 @@ def test_issue18_9_settings_entries_are_charged_to_the_control_budget(gateway):
     assert goaway_code(out) is None, frames_of(out)
 
 
-def test_issue18_9_every_initial_window_value_is_checked(gateway):
+def test_every_initial_window_value_is_checked(gateway):
     port = free_port()
     gateway(gw_cfg(port), wait=[("127.0.0.1", port)])
     # stream 1 open with a send window of 1 (initial 0, then WINDOW_UPDATE 1); a frame whose
@@ -93,7 +93,7 @@ def reset_stream_1(c):
 BIG_NAME = b"\x40\x7f" + bytes([0x80 | (3873 & 0x7F), 3873 >> 7]) + b"n" * 4000 + b"\x01v"
 
 
-def test_issue18_6_blocks_on_a_reset_stream_spend_the_budget(gateway):
+def test_blocks_on_a_reset_stream_spend_the_budget(gateway):
     port = free_port()
     gateway(gw_cfg(port), wait=[("127.0.0.1", port)])
     c = RawH2(port)
@@ -129,7 +129,7 @@ def cpu_seconds(pid):
     return total
 
 
-def test_issue18_6_literals_naming_a_big_entry_cost_their_bytes(gateway):
+def test_literals_naming_a_big_entry_cost_their_bytes(gateway):
     port = free_port()
     g = gateway(gw_cfg(port, extra="h2: {control_frame_budget: 100000}\n"),
                 wait=[("127.0.0.1", port)])

@@ -1,4 +1,4 @@
-"""Issue 18 item 4: response trailers that wait behind flow-controlled DATA are HPACK-encoded
+"""Response trailers that wait behind flow-controlled DATA are HPACK-encoded
 when they are framed, not when they arrive, so the HEADERS of other streams written meanwhile
 decode right in an independent client (python3-h2). Before, the trailer entries were already in
 the gateway's encoder table while the client had not seen them: the next stream's HEADERS
@@ -12,7 +12,7 @@ from procs import free_port
 from gwtest import Client, gw_config
 
 
-def test_issue18_4_late_trailers_keep_hpack_in_step(gateway, origin):
+def test_late_trailers_keep_hpack_in_step(gateway, origin):
     port = free_port()
     gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra="coalesce: false"),
             wait=[("127.0.0.1", port)])
