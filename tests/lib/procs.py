@@ -336,6 +336,67 @@ def factory(make, stop):
         stop(x)
 
 
+class RedisMonitor:
+    """MONITOR on a connection of its own to a Redis: every command Redis runs from then on,
+    in order; none is missed however late they are read (they wait in the socket)."""
+
+    def __init__(self, redis):
+        self.redis = redis
+        self.marks = 0
+        self.s = socket.create_connection(("127.0.0.1", redis.port), timeout=30)
+        self.f = self.s.makefile("rb")
+        auth = Redis._enc(["AUTH", redis.password]) if redis.password else b""
+        self.s.sendall(auth + Redis._enc(["MONITOR"]))
+        if redis.password:
+            assert self.f.readline() == b"+OK\r\n"
+        assert self.f.readline() == b"+OK\r\n"
+
+    def commands(self):
+        """The commands (lists of bytes: name and arguments) Redis ran since the last call, up
+        to a mark this sends (ECHO) on another connection."""
+        self.marks += 1
+        mark = f"monitor-mark-{self.marks}".encode()
+        self.redis.cmd("ECHO", mark)
+        out = []
+        while True:
+            args = self.parse(self.f.readline())
+            if args == [b"ECHO", mark]:
+                return out
+            out.append(args)
+
+    @staticmethod
+    def parse(line):
+        """The arguments of one MONITOR line: `+TIME [DB ADDR] "ARG" ...`, each argument quoted
+        with C-like escapes (\\xHH for the bytes that are not printable)."""
+        esc = {b"n": b"\n", b"r": b"\r", b"t": b"\t", b"a": b"\a", b"b": b"\b", b'"': b'"',
+               b"\\": b"\\"}
+        line = line.rstrip(b"\r\n")
+        j = line.index(b"] ") + 2
+        args = []
+        while j < len(line):
+            if line[j:j + 1] != b'"':
+                j += 1
+                continue
+            j += 1
+            arg = bytearray()
+            while line[j:j + 1] != b'"':
+                if line[j:j + 1] == b"\\" and line[j + 1:j + 2] == b"x":
+                    arg.append(int(line[j + 2:j + 4], 16))
+                    j += 4
+                elif line[j:j + 1] == b"\\":
+                    arg += esc[line[j + 1:j + 2]]
+                    j += 2
+                else:
+                    arg += line[j:j + 1]
+                    j += 1
+            args.append(bytes(arg))
+            j += 1
+        return args
+
+    def close(self):
+        self.s.close()
+
+
 def run(cmd, timeout=20, **kw):
     """Run a client command with a bound on its time; returns CompletedProcess (text)."""
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
