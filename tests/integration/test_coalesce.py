@@ -5,6 +5,7 @@ uncacheable responses are not shared, and followers on one connection do not det
 one. Origin requests are counted at the scripted origin."""
 import hashlib
 import select
+import threading
 import time
 
 import h2.connection
@@ -28,8 +29,24 @@ class CacheOrigin(ScriptedOrigin):
         /c/proto         200 whose body is the X-Forwarded-Proto the origin received
         /c/status/N      status N, body "status N\\n" (3xx with a Location)
         /c/hdr/NAME      200 with 100 bytes and the response field NAME: the query string value
-        /c/paced/N       200 with N bytes (content-length) sent 16 KiB every 50 ms
+        /c/gated/N       200 with N bytes (content-length), the body sent as far as the test
+                         released it (release(upto)): the pace of the clients, not of a clock
     """
+
+    def __init__(self):
+        self.gate = threading.Condition()
+        self.allowed = 0  # /c/gated/: body bytes each answer may send so far
+        super().__init__()
+
+    def release(self, upto):
+        """/c/gated/ answers may send their bodies up to byte upto."""
+        with self.gate:
+            self.allowed = max(self.allowed, upto)
+            self.gate.notify_all()
+
+    def close(self):
+        super().close()
+        self.release(1 << 62)
 
     def _respond(self, c, req):
         path, _, query = req.target.partition("?")
@@ -63,12 +80,16 @@ class CacheOrigin(ScriptedOrigin):
                  f"status {st}\n".encode())
         elif parts[0] == "hdr":
             send(200, [(parts[1], query.replace("%20", " "))], pattern(100))
-        elif parts[0] == "paced":
+        elif parts[0] == "gated":
             body = pattern(int(parts[1]))
             c.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode())
-            for i in range(0, len(body), 16384):
-                c.sendall(body[i:i + 16384])
-                time.sleep(0.05)
+            sent = 0
+            while sent < len(body) and not self.stopping:
+                with self.gate:
+                    self.gate.wait_for(lambda: self.allowed > sent)
+                    upto = min(self.allowed, len(body))
+                c.sendall(body[sent:upto])
+                sent = upto
         else:
             send(404, [], b"not found\n")
         return True
@@ -405,7 +426,13 @@ def test_fanout_over_ten_connections_is_bounded_and_a_stalled_follower_detaches(
                        extra="limits:\n  body_buffer: 64KiB\n  coalesce_buffer: 256KiB\n"),
                 wait=[("127.0.0.1", port)])
     size = 768 * 1024
-    path = f"/c/paced/{size}"
+    path = f"/c/gated/{size}"
+    # The origin sends what the test releases: 32 KiB more once every reader that keeps up has
+    # all but 64 KiB of it, so a reader is never more than 96 KiB behind the origin however
+    # slowly this client runs; 192 KiB at most until the late reader opens (then it is 192 KiB
+    # behind: past body_buffer, short of coalesce_buffer). Only the shut one falls
+    # coalesce_buffer behind.
+    step, ahead, before_late = 32 * 1024, 64 * 1024, 192 * 1024
     windows = [16384, 32768, 65535, 65535, 131072, 262144, 262144, 524288, 1 << 20, 1 << 20]
     conns = [Conn(port, w) for w in windows]
     late, stalled = Conn(port, 0), Conn(port, 0)
@@ -421,17 +448,21 @@ def test_fanout_over_ten_connections_is_bounded_and_a_stalled_follower_detaches(
     late.cl.flush()
     stalled.cl.flush()
     peak = base
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     socks = {c.cl.s: c for c in conns}
     while time.monotonic() < deadline and not (all(len(c.done) == 10 for c in conns) and
                                                lsid in late.done):
         r, _, _ = select.select(list(socks), [], [], 0.2)
         for s in r:
             socks[s].read()
-        if late.cl.s not in socks and max(min(len(b) for b in c.bodies.values())
-                                          for c in conns) >= 192 * 1024:
+        keeping_up = conns + ([late] if late.cl.s in socks else [])
+        got = min(len(b) for c in keeping_up for b in c.bodies.values())
+        if late.cl.s not in socks and got >= before_late:
             late.open()
             socks[late.cl.s] = late
+        cap = size if late.cl.s in socks else before_late
+        if corigin.allowed < cap and got >= corigin.allowed - ahead:
+            corigin.release(min(cap, corigin.allowed + step))
         peak = max(peak, rss_kib(g.proc.pid))
     want = pattern(size)
     for c in conns:

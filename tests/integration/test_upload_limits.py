@@ -201,10 +201,13 @@ def skip_san(h2gate_bin):
 
 
 def mem_cfg(port, origin):
-    # one origin connection, held by a request that is never answered: the uploads queue
+    # one origin connection, held by a request that is never answered: the uploads queue.
+    # A paused upload is not read, so the gateway does not see its client leave, and the stop
+    # after the test waits for the graceful_shutdown deadline: 1 s, not the default 30 s (the
+    # fixture's stop gives up and kills after 15 s).
     return gw_config(port, [f"127.0.0.1:{origin.port}"],
                      upstream_extra="max_connections: 1\nresponse_timeout: 30s",
-                     route_extra="coalesce: false")
+                     route_extra="coalesce: false", extra="timeouts: {graceful_shutdown: 1s}\n")
 
 
 def test_one_byte_data_frames_cost_about_their_payload(gateway, origin, h2gate_bin):
