@@ -657,11 +657,10 @@ gw_rbuf_t *rbuf_of(const char *s)
     return rb;
 }
 
-int back_tests_run(const char *group, const struct CMUnitTest *tests, size_t n)
+int back_group_setup(void **state)
 {
+    (void)state;
     signal(SIGPIPE, SIG_IGN); /* as the gateway: a write to a closed origin is an EPIPE */
     memset(big_body, 'b', sizeof(big_body));
-    if (getenv("GW_TEST_FILTER")) /* e.g. GW_TEST_FILTER='pipeline_*' */
-        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
-    return _cmocka_run_group_tests(group, tests, n, NULL, NULL);
+    return 0;
 }

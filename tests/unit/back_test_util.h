@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <cmocka.h>
+#include "test_util.h"
 #include "back/back.h"
 #include "common/alloc.h"
 #include "common/clock.h"
@@ -202,9 +203,8 @@ gw_rbuf_t *rbuf_of(const char *s);
 
 /* One test of a back test file: the loop set up before, checked empty after. */
 #define BACK_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-/* Run a back test file's tests (GW_TEST_FILTER='name*' selects some), SIGPIPE ignored as in
- * the gateway, big_body filled. */
-int back_tests_run(const char *group, const struct CMUnitTest *tests, size_t n);
-#define RUN_BACK_TESTS(t) back_tests_run(#t, t, sizeof(t) / sizeof((t)[0]))
+/* The group setup of a back test file (GW_TEST_MAIN_GROUP): SIGPIPE ignored as in the
+ * gateway, big_body filled. */
+int back_group_setup(void **state);
 
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -271,13 +272,11 @@ static void h1_serializer_sweep(void **state)
     assert_true(sweep(h1_serialize, "h1 serializer") >= 1);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(hpack_sweep),
-        cmocka_unit_test(h1_request_parser_sweep),
-        cmocka_unit_test(h1_response_client_sweep),
-        cmocka_unit_test(h1_serializer_sweep),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(hpack_sweep),
+    cmocka_unit_test(h1_request_parser_sweep),
+    cmocka_unit_test(h1_response_client_sweep),
+    cmocka_unit_test(h1_serializer_sweep),
+};
+
+GW_TEST_MAIN(tests)

@@ -249,14 +249,12 @@ static void hash_sticky(void **state)
     assert_true(used[0] + used[1] + used[2] >= 2); /* spread over servers */
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        BACK_TEST(queue_full_503),           BACK_TEST(queue_timeout_504),
-        BACK_TEST(queue_order_urgency),      BACK_TEST(queue_reprioritize),
-        BACK_TEST(ejection_and_return),      BACK_TEST(active_health_check_returns_server),
-        BACK_TEST(all_ejected_fails_queued), BACK_TEST(round_robin_weights),
-        BACK_TEST(least_connections),        BACK_TEST(hash_sticky),
-    };
-    return RUN_BACK_TESTS(tests);
-}
+static const struct CMUnitTest tests[] = {
+    BACK_TEST(queue_full_503),           BACK_TEST(queue_timeout_504),
+    BACK_TEST(queue_order_urgency),      BACK_TEST(queue_reprioritize),
+    BACK_TEST(ejection_and_return),      BACK_TEST(active_health_check_returns_server),
+    BACK_TEST(all_ejected_fails_queued), BACK_TEST(round_robin_weights),
+    BACK_TEST(least_connections),        BACK_TEST(hash_sticky),
+};
+
+GW_TEST_MAIN_GROUP(tests, back_group_setup, NULL)

@@ -573,28 +573,26 @@ static void pipeline_concurrent_load_stays_in_order(void **state)
     assert_int_equal(st.unanswered, 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        BACK_TEST(pipeline_requests_share_a_connection_and_a_write),
-        BACK_TEST(pipeline_never_on_a_fresh_connection),
-        BACK_TEST(pipeline_only_bodyless_idempotent),
-        BACK_TEST(pipeline_connection_close_sends_the_rest_again),
-        BACK_TEST(pipeline_origin_close_after_answer),
-        BACK_TEST(pipeline_timeout_of_the_first_frees_the_rest),
-        BACK_TEST(pipeline_long_response_sends_the_rest_elsewhere),
-        BACK_TEST(pipeline_large_length_moves_the_rest_but_not_a_middling_one),
-        BACK_TEST(pipeline_cancelled_one_gets_no_answer_of_another),
-        BACK_TEST(pipeline_cancelled_first_sends_the_rest_again),
-        BACK_TEST(pipeline_paused_first_sends_the_rest_again),
-        BACK_TEST(pipeline_paused_first_keeps_its_connection),
-        BACK_TEST(pipeline_chain_ending_on_placeholders_is_parked),
-        BACK_TEST(pipeline_long_placeholder_closes),
-        BACK_TEST(pipeline_del_fails_every_exchange_once),
-        BACK_TEST(pipeline_bounded_by_depth_and_max_requests),
-        BACK_TEST(origin_closing_every_connection_concurrent),
-        BACK_TEST(pipeline_origin_closing_every_connection_never_fails),
-        BACK_TEST(pipeline_concurrent_load_stays_in_order),
-    };
-    return RUN_BACK_TESTS(tests);
-}
+static const struct CMUnitTest tests[] = {
+    BACK_TEST(pipeline_requests_share_a_connection_and_a_write),
+    BACK_TEST(pipeline_never_on_a_fresh_connection),
+    BACK_TEST(pipeline_only_bodyless_idempotent),
+    BACK_TEST(pipeline_connection_close_sends_the_rest_again),
+    BACK_TEST(pipeline_origin_close_after_answer),
+    BACK_TEST(pipeline_timeout_of_the_first_frees_the_rest),
+    BACK_TEST(pipeline_long_response_sends_the_rest_elsewhere),
+    BACK_TEST(pipeline_large_length_moves_the_rest_but_not_a_middling_one),
+    BACK_TEST(pipeline_cancelled_one_gets_no_answer_of_another),
+    BACK_TEST(pipeline_cancelled_first_sends_the_rest_again),
+    BACK_TEST(pipeline_paused_first_sends_the_rest_again),
+    BACK_TEST(pipeline_paused_first_keeps_its_connection),
+    BACK_TEST(pipeline_chain_ending_on_placeholders_is_parked),
+    BACK_TEST(pipeline_long_placeholder_closes),
+    BACK_TEST(pipeline_del_fails_every_exchange_once),
+    BACK_TEST(pipeline_bounded_by_depth_and_max_requests),
+    BACK_TEST(origin_closing_every_connection_concurrent),
+    BACK_TEST(pipeline_origin_closing_every_connection_never_fails),
+    BACK_TEST(pipeline_concurrent_load_stays_in_order),
+};
+
+GW_TEST_MAIN_GROUP(tests, back_group_setup, NULL)

@@ -639,36 +639,34 @@ static void alloc_failure_sweep(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        BACK_TEST(reuse_sequential_1000),
-        BACK_TEST(reuse_concurrent_100_over_8),
-        BACK_TEST(max_idle_and_idle_timeout),
-        BACK_TEST(response_timer_waits_for_the_whole_request),
-        BACK_TEST(burst_dip_burst_opens_nothing),
-        BACK_TEST(burst_dip_burst_pipelined_opens_nothing),
-        BACK_TEST(idle_timeout_restarts_on_reuse),
-        BACK_TEST(max_requests_per_connection),
-        BACK_TEST(connection_close_retires),
-        BACK_TEST(http10_retires),
-        BACK_TEST(connect_timeout_504),
-        BACK_TEST(response_timeout_504_not_retried),
-        BACK_TEST(body_timeout_504),
-        BACK_TEST(refused_502_retried_once),
-        BACK_TEST(retry_get_after_silent_close),
-        BACK_TEST(retry_goes_to_other_server),
-        BACK_TEST(no_retry_post_with_streamed_body),
-        BACK_TEST(no_retry_non_idempotent),
-        BACK_TEST(post_content_length_body),
-        BACK_TEST(body_written_in_prepare_phase_keeps_connection),
-        BACK_TEST(early_response_not_reused),
-        BACK_TEST(bad_request_fields),
-        BACK_TEST(tls_upstream_bad_ca),
-        BACK_TEST(tls_handshake_bounded_by_connect_timeout),
-        BACK_TEST(del_fails_live_exchanges),
-        BACK_TEST(server_by_name_resolved),
-        BACK_TEST(alloc_failure_sweep),
-    };
-    return RUN_BACK_TESTS(tests);
-}
+static const struct CMUnitTest tests[] = {
+    BACK_TEST(reuse_sequential_1000),
+    BACK_TEST(reuse_concurrent_100_over_8),
+    BACK_TEST(max_idle_and_idle_timeout),
+    BACK_TEST(response_timer_waits_for_the_whole_request),
+    BACK_TEST(burst_dip_burst_opens_nothing),
+    BACK_TEST(burst_dip_burst_pipelined_opens_nothing),
+    BACK_TEST(idle_timeout_restarts_on_reuse),
+    BACK_TEST(max_requests_per_connection),
+    BACK_TEST(connection_close_retires),
+    BACK_TEST(http10_retires),
+    BACK_TEST(connect_timeout_504),
+    BACK_TEST(response_timeout_504_not_retried),
+    BACK_TEST(body_timeout_504),
+    BACK_TEST(refused_502_retried_once),
+    BACK_TEST(retry_get_after_silent_close),
+    BACK_TEST(retry_goes_to_other_server),
+    BACK_TEST(no_retry_post_with_streamed_body),
+    BACK_TEST(no_retry_non_idempotent),
+    BACK_TEST(post_content_length_body),
+    BACK_TEST(body_written_in_prepare_phase_keeps_connection),
+    BACK_TEST(early_response_not_reused),
+    BACK_TEST(bad_request_fields),
+    BACK_TEST(tls_upstream_bad_ca),
+    BACK_TEST(tls_handshake_bounded_by_connect_timeout),
+    BACK_TEST(del_fails_live_exchanges),
+    BACK_TEST(server_by_name_resolved),
+    BACK_TEST(alloc_failure_sweep),
+};
+
+GW_TEST_MAIN_GROUP(tests, back_group_setup, NULL)

@@ -203,18 +203,16 @@ static void origin_closing_every_connection_never_fails(void **state)
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        BACK_TEST(chunked_trailers_interim),
-        BACK_TEST(cancel_mid_body_closes),
-        BACK_TEST(large_body_reads_grow),
-        BACK_TEST(pause_resume_backpressure),
-        BACK_TEST(idle_close_by_origin_detected),
-        BACK_TEST(origin_closing_every_connection_never_fails),
-        BACK_TEST(read_batch_takes_a_trickle_in_few_reads),
-        BACK_TEST(read_batch_lets_a_slow_origin_stream),
-        BACK_TEST(read_batch_pause_mid_body),
-    };
-    return RUN_BACK_TESTS(tests);
-}
+static const struct CMUnitTest tests[] = {
+    BACK_TEST(chunked_trailers_interim),
+    BACK_TEST(cancel_mid_body_closes),
+    BACK_TEST(large_body_reads_grow),
+    BACK_TEST(pause_resume_backpressure),
+    BACK_TEST(idle_close_by_origin_detected),
+    BACK_TEST(origin_closing_every_connection_never_fails),
+    BACK_TEST(read_batch_takes_a_trickle_in_few_reads),
+    BACK_TEST(read_batch_lets_a_slow_origin_stream),
+    BACK_TEST(read_batch_pause_mid_body),
+};
+
+GW_TEST_MAIN_GROUP(tests, back_group_setup, NULL)

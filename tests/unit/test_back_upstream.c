@@ -289,20 +289,18 @@ static void back_new_alloc_sweep(void **state)
     fx_free(&f);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        BACK_TEST(smooth_wrr_sequence),
-        BACK_TEST(rr_skips_ejected_and_full),
-        BACK_TEST(all_full_or_all_ejected),
-        BACK_TEST(exclude_for_retry),
-        BACK_TEST(least_conn_weighted),
-        BACK_TEST(hash_spread_and_minimal_move),
-        BACK_TEST(hash_ejected_server_only_moves_its_clients),
-        BACK_TEST(hash_addr_ignores_port),
-        BACK_TEST(passive_health_threshold),
-        BACK_TEST(ring_alloc_failure),
-        BACK_TEST(back_new_alloc_sweep),
-    };
-    return RUN_BACK_TESTS(tests);
-}
+static const struct CMUnitTest tests[] = {
+    BACK_TEST(smooth_wrr_sequence),
+    BACK_TEST(rr_skips_ejected_and_full),
+    BACK_TEST(all_full_or_all_ejected),
+    BACK_TEST(exclude_for_retry),
+    BACK_TEST(least_conn_weighted),
+    BACK_TEST(hash_spread_and_minimal_move),
+    BACK_TEST(hash_ejected_server_only_moves_its_clients),
+    BACK_TEST(hash_addr_ignores_port),
+    BACK_TEST(passive_health_threshold),
+    BACK_TEST(ring_alloc_failure),
+    BACK_TEST(back_new_alloc_sweep),
+};
+
+GW_TEST_MAIN_GROUP(tests, back_group_setup, NULL)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "cluster/cluster_internal.h"
 #include "common/alloc.h"
@@ -245,17 +246,15 @@ static void test_accepted_questions_answered(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_value_round_trip),
-        cmocka_unit_test(test_value_refused),
-        cmocka_unit_test(test_due),
-        cmocka_unit_test(test_rotate),
-        cmocka_unit_test(test_rate_reply_bounded),
-        cmocka_unit_test(test_lease_reply_bounded),
-        cmocka_unit_test(test_sha_and_log_text),
-        cmocka_unit_test(test_accepted_questions_answered),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_value_round_trip),
+    cmocka_unit_test(test_value_refused),
+    cmocka_unit_test(test_due),
+    cmocka_unit_test(test_rotate),
+    cmocka_unit_test(test_rate_reply_bounded),
+    cmocka_unit_test(test_lease_reply_bounded),
+    cmocka_unit_test(test_sha_and_log_text),
+    cmocka_unit_test(test_accepted_questions_answered),
+};
+
+GW_TEST_MAIN(tests)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/alog.h"
 #include "common/err.h"
@@ -347,16 +348,14 @@ static void request_ids(void **state)
     assert_true(gw_alog_id_valid((gw_slice_t){(const uint8_t *)r.id, r.id_len}));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(combined_line),
-        cmocka_unit_test(json_line),
-        cmocka_unit_test(json_escapes_hostile_bytes),
-        cmocka_unit_test(request_ids),
-        cmocka_unit_test(combined_timing_line),
-        cmocka_unit_test(refused_and_unanswered_requests),
-        cmocka_unit_test(templates),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(combined_line),
+    cmocka_unit_test(json_line),
+    cmocka_unit_test(json_escapes_hostile_bytes),
+    cmocka_unit_test(request_ids),
+    cmocka_unit_test(combined_timing_line),
+    cmocka_unit_test(refused_and_unanswered_requests),
+    cmocka_unit_test(templates),
+};
+
+GW_TEST_MAIN(tests)

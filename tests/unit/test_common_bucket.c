@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/alloc.h"
 #include "common/bucket.h"
@@ -465,26 +466,24 @@ static void addr_text(void **state)
     assert_int_equal(gw_bucket_addr_text((struct sockaddr *)&a, 64, out, 4), 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(default_burst),
-        cmocka_unit_test(unlimited),
-        cmocka_unit_test(take_and_refill),
-        cmocka_unit_test(no_drift_on_small_steps),
-        cmocka_unit_test(wait_rounds_up),
-        cmocka_unit_test(spend_and_bounded_debt),
-        cmocka_unit_test(grain),
-        cmocka_unit_test(huge_values),
-        cmocka_unit_test(long_run_rate),
-        cmocka_unit_test(table_keys),
-        cmocka_unit_test(table_eviction),
-        cmocka_unit_test(table_full_fails_closed),
-        cmocka_unit_test(table_ipv6_prefix),
-        cmocka_unit_test(table_threads),
-        cmocka_unit_test(table_nomem),
-        cmocka_unit_test(table_leases),
-        cmocka_unit_test(addr_text),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(default_burst),
+    cmocka_unit_test(unlimited),
+    cmocka_unit_test(take_and_refill),
+    cmocka_unit_test(no_drift_on_small_steps),
+    cmocka_unit_test(wait_rounds_up),
+    cmocka_unit_test(spend_and_bounded_debt),
+    cmocka_unit_test(grain),
+    cmocka_unit_test(huge_values),
+    cmocka_unit_test(long_run_rate),
+    cmocka_unit_test(table_keys),
+    cmocka_unit_test(table_eviction),
+    cmocka_unit_test(table_full_fails_closed),
+    cmocka_unit_test(table_ipv6_prefix),
+    cmocka_unit_test(table_threads),
+    cmocka_unit_test(table_nomem),
+    cmocka_unit_test(table_leases),
+    cmocka_unit_test(addr_text),
+};
+
+GW_TEST_MAIN(tests)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -278,20 +279,18 @@ static void fmt_u64_matches_printf(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(fmt_u64_matches_printf),
-        cmocka_unit_test(slices_compare),
-        cmocka_unit_test(rbuf_refcount),
-        cmocka_unit_test(bytes_grow_and_limit),
-        cmocka_unit_test(iovq_copy_merges_and_ref_pins),
-        cmocka_unit_test(iovq_many_entries_wrap),
-        cmocka_unit_test(iovq_alloc_failure_is_reported),
-        cmocka_unit_test(iovq_take_moves_pins),
-        cmocka_unit_test(ascii_lower_matches_bytewise),
-        cmocka_unit_test(mem_eq_matches_bytewise),
-        cmocka_unit_test(bytes_reserve_fast_path),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(fmt_u64_matches_printf),
+    cmocka_unit_test(slices_compare),
+    cmocka_unit_test(rbuf_refcount),
+    cmocka_unit_test(bytes_grow_and_limit),
+    cmocka_unit_test(iovq_copy_merges_and_ref_pins),
+    cmocka_unit_test(iovq_many_entries_wrap),
+    cmocka_unit_test(iovq_alloc_failure_is_reported),
+    cmocka_unit_test(iovq_take_moves_pins),
+    cmocka_unit_test(ascii_lower_matches_bytewise),
+    cmocka_unit_test(mem_eq_matches_bytewise),
+    cmocka_unit_test(bytes_reserve_fast_path),
+};
+
+GW_TEST_MAIN(tests)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/metrics.h"
 
@@ -112,12 +113,10 @@ static void seconds_text(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(histogram_buckets),
-        cmocka_unit_test(exposition),
-        cmocka_unit_test(seconds_text),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(histogram_buckets),
+    cmocka_unit_test(exposition),
+    cmocka_unit_test(seconds_text),
+};
+
+GW_TEST_MAIN(tests)

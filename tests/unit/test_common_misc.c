@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/err.h"
 #include "common/list.h"
@@ -254,17 +255,15 @@ static void theap_reserve_and_nomem(void **state)
     assert_false(gw_theap_queued(&n[1]));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(err_table),
-        cmocka_unit_test(log_one_line_key_value),
-        cmocka_unit_test(time_is_monotonic),
-        cmocka_unit_test(list_order_and_removal),
-        cmocka_unit_test(pool_caps_and_reuses),
-        cmocka_unit_test(pool_raw_and_poison),
-        cmocka_unit_test(theap_matches_model),
-        cmocka_unit_test(theap_reserve_and_nomem),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(err_table),
+    cmocka_unit_test(log_one_line_key_value),
+    cmocka_unit_test(time_is_monotonic),
+    cmocka_unit_test(list_order_and_removal),
+    cmocka_unit_test(pool_caps_and_reuses),
+    cmocka_unit_test(pool_raw_and_poison),
+    cmocka_unit_test(theap_matches_model),
+    cmocka_unit_test(theap_reserve_and_nomem),
+};
+
+GW_TEST_MAIN(tests)

@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/alloc.h"
 #include "common/err.h"
@@ -1033,40 +1034,38 @@ static void file_keys_keep_their_position(void **state)
     gw_config_del(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(operations_keys),
-        cmocka_unit_test(minimal_contract_gets_defaults),
-        cmocka_unit_test(full_config_values),
-        cmocka_unit_test(error_unknown_key),
-        cmocka_unit_test(error_bad_type),
-        cmocka_unit_test(error_bad_unit),
-        cmocka_unit_test(error_out_of_range),
-        cmocka_unit_test(error_missing_required),
-        cmocka_unit_test(error_duplicate_listener_and_key),
-        cmocka_unit_test(error_route_checks),
-        cmocka_unit_test(error_tls_checks),
-        cmocka_unit_test(all_errors_collected),
-        cmocka_unit_test(yaml_syntax_error_has_position),
-        cmocka_unit_test(shipped_configs_load),
-        cmocka_unit_test(unit_parsers),
-        cmocka_unit_test(alloc_failure_sweep),
-        cmocka_unit_test(coalesce_buffer_limit),
-        cmocka_unit_test(coalesce_headers_deduplicated),
-        cmocka_unit_test(throttle_ipv6_prefix),
-        cmocka_unit_test(upstream_idle_purge),
-        cmocka_unit_test(timeouts_request_body),
-        cmocka_unit_test(proxy_protocol_networks),
-        cmocka_unit_test(forwarded_for_and_trusted_proxies),
-        cmocka_unit_test(proxy_protocol_needs_its_sources),
-        cmocka_unit_test(unknown_key_did_you_mean),
-        cmocka_unit_test(address_port_out_of_range),
-        cmocka_unit_test(address_port_alone_says_how),
-        cmocka_unit_test(yaml_tab_says_tabs_cannot_indent),
-        cmocka_unit_test(config_path_is_a_directory),
-        cmocka_unit_test(unknown_upstream_lists_known),
-        cmocka_unit_test(file_keys_keep_their_position),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(operations_keys),
+    cmocka_unit_test(minimal_contract_gets_defaults),
+    cmocka_unit_test(full_config_values),
+    cmocka_unit_test(error_unknown_key),
+    cmocka_unit_test(error_bad_type),
+    cmocka_unit_test(error_bad_unit),
+    cmocka_unit_test(error_out_of_range),
+    cmocka_unit_test(error_missing_required),
+    cmocka_unit_test(error_duplicate_listener_and_key),
+    cmocka_unit_test(error_route_checks),
+    cmocka_unit_test(error_tls_checks),
+    cmocka_unit_test(all_errors_collected),
+    cmocka_unit_test(yaml_syntax_error_has_position),
+    cmocka_unit_test(shipped_configs_load),
+    cmocka_unit_test(unit_parsers),
+    cmocka_unit_test(alloc_failure_sweep),
+    cmocka_unit_test(coalesce_buffer_limit),
+    cmocka_unit_test(coalesce_headers_deduplicated),
+    cmocka_unit_test(throttle_ipv6_prefix),
+    cmocka_unit_test(upstream_idle_purge),
+    cmocka_unit_test(timeouts_request_body),
+    cmocka_unit_test(proxy_protocol_networks),
+    cmocka_unit_test(forwarded_for_and_trusted_proxies),
+    cmocka_unit_test(proxy_protocol_needs_its_sources),
+    cmocka_unit_test(unknown_key_did_you_mean),
+    cmocka_unit_test(address_port_out_of_range),
+    cmocka_unit_test(address_port_alone_says_how),
+    cmocka_unit_test(yaml_tab_says_tabs_cannot_indent),
+    cmocka_unit_test(config_path_is_a_directory),
+    cmocka_unit_test(unknown_upstream_lists_known),
+    cmocka_unit_test(file_keys_keep_their_position),
+};
+
+GW_TEST_MAIN(tests)

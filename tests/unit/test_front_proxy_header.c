@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <cmocka.h>
+#include "test_util.h"
 #include <netinet/in.h>
 
 #include "common/err.h"
@@ -204,13 +205,11 @@ static void v2_malformed(void **state)
     assert_int_equal(gw_proxy_hdr_parse(b, 16, &h, &why), GW_E_PARSE);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(v1_vectors),
-        cmocka_unit_test(v1_malformed),
-        cmocka_unit_test(v2_vectors),
-        cmocka_unit_test(v2_malformed),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(v1_vectors),
+    cmocka_unit_test(v1_malformed),
+    cmocka_unit_test(v2_vectors),
+    cmocka_unit_test(v2_malformed),
+};
+
+GW_TEST_MAIN(tests)

@@ -901,26 +901,24 @@ static void upgrade_tunnel(void **state)
     assert_string_equal(r2.log, "H426 1.1 ka=1 [Content-Length=2]\nBno\nC\n");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(framings_whole),
-        cmocka_unit_test(framings_byte_by_byte),
-        cmocka_unit_test(framings_every_cut),
-        cmocka_unit_test(pipelined_boundary),
-        cmocka_unit_test(truncated_is_io_error),
-        cmocka_unit_test(eof_outside_a_response),
-        cmocka_unit_test(body_left_tracks_content_length),
-        cmocka_unit_test(malformed_rejected),
-        cmocka_unit_test(limits_configurable),
-        cmocka_unit_test(callback_stops_feed),
-        cmocka_unit_test(alloc_sweep),
-        cmocka_unit_test(request_head_vector),
-        cmocka_unit_test(request_head_rejects_injection),
-        cmocka_unit_test(request_head_checks_every_byte),
-        cmocka_unit_test(chunk_framing),
-        cmocka_unit_test(chunked_request_round_trip),
-        cmocka_unit_test(upgrade_tunnel),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(framings_whole),
+    cmocka_unit_test(framings_byte_by_byte),
+    cmocka_unit_test(framings_every_cut),
+    cmocka_unit_test(pipelined_boundary),
+    cmocka_unit_test(truncated_is_io_error),
+    cmocka_unit_test(eof_outside_a_response),
+    cmocka_unit_test(body_left_tracks_content_length),
+    cmocka_unit_test(malformed_rejected),
+    cmocka_unit_test(limits_configurable),
+    cmocka_unit_test(callback_stops_feed),
+    cmocka_unit_test(alloc_sweep),
+    cmocka_unit_test(request_head_vector),
+    cmocka_unit_test(request_head_rejects_injection),
+    cmocka_unit_test(request_head_checks_every_byte),
+    cmocka_unit_test(chunk_framing),
+    cmocka_unit_test(chunked_request_round_trip),
+    cmocka_unit_test(upgrade_tunnel),
+};
+
+GW_TEST_MAIN(tests)

@@ -518,25 +518,23 @@ static void request_line_kept_for_the_log(void **state)
     gw_h1_parser_del(p);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(simple_get),
-        cmocka_unit_test(pipelined_in_order),
-        cmocka_unit_test(chunked_body),
-        cmocka_unit_test(expect_continue_and_upgrade_flags),
-        cmocka_unit_test(http10_keepalive),
-        cmocka_unit_test(smuggling_defences),
-        cmocka_unit_test(nul_is_reported_exactly),
-        cmocka_unit_test(limits),
-        cmocka_unit_test(truncated_at_eof),
-        cmocka_unit_test(alloc_failure_sweep),
-        cmocka_unit_test(serializer_bytes),
-        cmocka_unit_test(request_target_bytes),
-        cmocka_unit_test(close_delimited_head),
-        cmocka_unit_test(any_token_is_a_method),
-        cmocka_unit_test(version_and_line_length),
-        cmocka_unit_test(request_line_kept_for_the_log),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(simple_get),
+    cmocka_unit_test(pipelined_in_order),
+    cmocka_unit_test(chunked_body),
+    cmocka_unit_test(expect_continue_and_upgrade_flags),
+    cmocka_unit_test(http10_keepalive),
+    cmocka_unit_test(smuggling_defences),
+    cmocka_unit_test(nul_is_reported_exactly),
+    cmocka_unit_test(limits),
+    cmocka_unit_test(truncated_at_eof),
+    cmocka_unit_test(alloc_failure_sweep),
+    cmocka_unit_test(serializer_bytes),
+    cmocka_unit_test(request_target_bytes),
+    cmocka_unit_test(close_delimited_head),
+    cmocka_unit_test(any_token_is_a_method),
+    cmocka_unit_test(version_and_line_length),
+    cmocka_unit_test(request_line_kept_for_the_log),
+};
+
+GW_TEST_MAIN(tests)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -369,21 +370,19 @@ static void serializer_alloc_failure(void **state)
     gw_bytes_free(&b);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(header_layout),
-        cmocka_unit_test(data_roundtrip),
-        cmocka_unit_test(headers_roundtrip),
-        cmocka_unit_test(priority_rst_roundtrip),
-        cmocka_unit_test(settings_roundtrip),
-        cmocka_unit_test(push_promise_roundtrip),
-        cmocka_unit_test(ping_goaway_window_roundtrip),
-        cmocka_unit_test(continuation_priority_update_roundtrip),
-        cmocka_unit_test(unknown_type_and_flags_ignored),
-        cmocka_unit_test(oversized_frame),
-        cmocka_unit_test(malformed_rules),
-        cmocka_unit_test(serializer_alloc_failure),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(header_layout),
+    cmocka_unit_test(data_roundtrip),
+    cmocka_unit_test(headers_roundtrip),
+    cmocka_unit_test(priority_rst_roundtrip),
+    cmocka_unit_test(settings_roundtrip),
+    cmocka_unit_test(push_promise_roundtrip),
+    cmocka_unit_test(ping_goaway_window_roundtrip),
+    cmocka_unit_test(continuation_priority_update_roundtrip),
+    cmocka_unit_test(unknown_type_and_flags_ignored),
+    cmocka_unit_test(oversized_frame),
+    cmocka_unit_test(malformed_rules),
+    cmocka_unit_test(serializer_alloc_failure),
+};
+
+GW_TEST_MAIN(tests)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/alloc.h"
 #include "common/err.h"
@@ -913,32 +914,30 @@ static void alloc_failure_sweep(void **state)
     assert_true(done);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(c1_integers),
-        cmocka_unit_test(c2_literals),
-        cmocka_unit_test(c3_requests_plain),
-        cmocka_unit_test(c4_requests_huffman),
-        cmocka_unit_test(c4_encoder_reproduces_bytes),
-        cmocka_unit_test(c5_responses_plain),
-        cmocka_unit_test(c6_responses_huffman),
-        cmocka_unit_test(split_at_every_cut),
-        cmocka_unit_test(huffman_all_bytes_round_trip),
-        cmocka_unit_test(huffman_errors),
-        cmocka_unit_test(huffman_shortest_codes_fit),
-        cmocka_unit_test(decoding_errors),
-        cmocka_unit_test(list_size_overflow_keeps_table_in_sync),
-        cmocka_unit_test(callback_error_aborts),
-        cmocka_unit_test(sensitive_never_indexed),
-        cmocka_unit_test(repeated_response_is_one_byte_per_field),
-        cmocka_unit_test(encoder_finds_entries_among_many),
-        cmocka_unit_test(encoder_index_matches_ring_walk),
-        cmocka_unit_test(encoder_cap_is_exact),
-        cmocka_unit_test(table_size_changes),
-        cmocka_unit_test(eviction_and_oversized_entry),
-        cmocka_unit_test(alloc_failure_sweep),
-        cmocka_unit_test(table_only_decoding),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(c1_integers),
+    cmocka_unit_test(c2_literals),
+    cmocka_unit_test(c3_requests_plain),
+    cmocka_unit_test(c4_requests_huffman),
+    cmocka_unit_test(c4_encoder_reproduces_bytes),
+    cmocka_unit_test(c5_responses_plain),
+    cmocka_unit_test(c6_responses_huffman),
+    cmocka_unit_test(split_at_every_cut),
+    cmocka_unit_test(huffman_all_bytes_round_trip),
+    cmocka_unit_test(huffman_errors),
+    cmocka_unit_test(huffman_shortest_codes_fit),
+    cmocka_unit_test(decoding_errors),
+    cmocka_unit_test(list_size_overflow_keeps_table_in_sync),
+    cmocka_unit_test(callback_error_aborts),
+    cmocka_unit_test(sensitive_never_indexed),
+    cmocka_unit_test(repeated_response_is_one_byte_per_field),
+    cmocka_unit_test(encoder_finds_entries_among_many),
+    cmocka_unit_test(encoder_index_matches_ring_walk),
+    cmocka_unit_test(encoder_cap_is_exact),
+    cmocka_unit_test(table_size_changes),
+    cmocka_unit_test(eviction_and_oversized_entry),
+    cmocka_unit_test(alloc_failure_sweep),
+    cmocka_unit_test(table_only_decoding),
+};
+
+GW_TEST_MAIN(tests)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/err.h"
 #include "h2/sched.h"
@@ -300,13 +301,11 @@ static void priority_queue_matches_model(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(defaults_and_policy_names), cmocka_unit_test(round_robin_order),
-        cmocka_unit_test(priority_mixed_order),      cmocka_unit_test(priority_late_urgent_stream),
-        cmocka_unit_test(priority_blocked_and_back), cmocka_unit_test(priority_reprioritise),
-        cmocka_unit_test(priority_queue_sorted),     cmocka_unit_test(priority_queue_matches_model),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(defaults_and_policy_names), cmocka_unit_test(round_robin_order),
+    cmocka_unit_test(priority_mixed_order),      cmocka_unit_test(priority_late_urgent_stream),
+    cmocka_unit_test(priority_blocked_and_back), cmocka_unit_test(priority_reprioritise),
+    cmocka_unit_test(priority_queue_sorted),     cmocka_unit_test(priority_queue_matches_model),
+};
+
+GW_TEST_MAIN(tests)

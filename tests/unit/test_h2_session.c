@@ -773,24 +773,22 @@ static void refused_requests_are_told(void **state)
     gw_h2_session_del(s);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(handshake_and_ping),
-        cmocka_unit_test(stream_blocks_reused),
-        cmocka_unit_test(stream_lookup_colliding_ids),
-        cmocka_unit_test(bad_preface),
-        cmocka_unit_test(first_frame_not_settings),
-        cmocka_unit_test(settings_timeout),
-        SESSION_TEST(get_and_response_by_reference),
-        SESSION_TEST(response_frames),
-        cmocka_unit_test(split_feeding),
-        SESSION_TEST(max_requests_and_shutdown),
-        SESSION_TEST(peer_goaway),
-        cmocka_unit_test(alloc_failure_sweep),
-        cmocka_unit_test(compact_is_invisible),
-        cmocka_unit_test(idle_session_memory),
-        cmocka_unit_test(refused_requests_are_told),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(handshake_and_ping),
+    cmocka_unit_test(stream_blocks_reused),
+    cmocka_unit_test(stream_lookup_colliding_ids),
+    cmocka_unit_test(bad_preface),
+    cmocka_unit_test(first_frame_not_settings),
+    cmocka_unit_test(settings_timeout),
+    SESSION_TEST(get_and_response_by_reference),
+    SESSION_TEST(response_frames),
+    cmocka_unit_test(split_feeding),
+    SESSION_TEST(max_requests_and_shutdown),
+    SESSION_TEST(peer_goaway),
+    cmocka_unit_test(alloc_failure_sweep),
+    cmocka_unit_test(compact_is_invisible),
+    cmocka_unit_test(idle_session_memory),
+    cmocka_unit_test(refused_requests_are_told),
+};
+
+GW_TEST_MAIN(tests)

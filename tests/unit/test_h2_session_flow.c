@@ -706,23 +706,21 @@ static void tree_errors_and_bound(void **state)
     assert_int_equal(f->o.f[0].h.type, GW_H2_FT_HEADERS);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(flow_control_backpressure),
-        SESSION_TEST(connection_window_exceeded),
-        SESSION_TEST(round_robin_and_connection_window),
-        SESSION_TEST(data_budget),
-        cmocka_unit_test(writable_events),
-        SESSION_TEST(initial_window_change),
-        SESSION_TEST(window_overflow),
-        cmocka_unit_test(settings_each_initial_window_value_checked),
-        cmocka_unit_test(priority_and_callbacks),
-        SESSION_TEST(priority_scheduling),
-        SESSION_TEST(priority_set_and_pending_bound),
-        SESSION_TEST(tree_headers_weights),
-        SESSION_TEST(tree_priority_frame_idle),
-        SESSION_TEST(tree_errors_and_bound),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(flow_control_backpressure),
+    SESSION_TEST(connection_window_exceeded),
+    SESSION_TEST(round_robin_and_connection_window),
+    SESSION_TEST(data_budget),
+    cmocka_unit_test(writable_events),
+    SESSION_TEST(initial_window_change),
+    SESSION_TEST(window_overflow),
+    cmocka_unit_test(settings_each_initial_window_value_checked),
+    cmocka_unit_test(priority_and_callbacks),
+    SESSION_TEST(priority_scheduling),
+    SESSION_TEST(priority_set_and_pending_bound),
+    SESSION_TEST(tree_headers_weights),
+    SESSION_TEST(tree_priority_frame_idle),
+    SESSION_TEST(tree_errors_and_bound),
+};
+
+GW_TEST_MAIN(tests)

@@ -887,28 +887,26 @@ static void trailers_overflow_resets(void **state)
     assert_int_equal(gw_h2_session_stats(s).header_list_hits, 1);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        SESSION_TEST(max_concurrent_streams),
-        SESSION_TEST(rapid_reset_budget),
-        SESSION_TEST(continuation_flood),
-        SESSION_TEST(continuation_sequence),
-        SESSION_TEST(header_list_overflow),
-        cmocka_unit_test(request_validation),
-        cmocka_unit_test(field_bytes_at_every_position),
-        cmocka_unit_test(field_name_every_byte_value),
-        cmocka_unit_test(content_length_and_trailers),
-        cmocka_unit_test(stream_state_errors),
-        SESSION_TEST(closed_stream_frames),
-        SESSION_TEST(floods),
-        SESSION_TEST(window_updates_answering_data_are_not_a_flood),
-        SESSION_TEST(settings_entries_budgeted),
-        cmocka_unit_test(trailers_encoded_in_wire_order),
-        SESSION_TEST(blocks_on_a_reset_stream_spend_the_budget),
-        SESSION_TEST(literals_on_a_reset_stream_copy_nothing),
-        cmocka_unit_test(request_head_syntax),
-        SESSION_TEST(trailers_overflow_resets),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    SESSION_TEST(max_concurrent_streams),
+    SESSION_TEST(rapid_reset_budget),
+    SESSION_TEST(continuation_flood),
+    SESSION_TEST(continuation_sequence),
+    SESSION_TEST(header_list_overflow),
+    cmocka_unit_test(request_validation),
+    cmocka_unit_test(field_bytes_at_every_position),
+    cmocka_unit_test(field_name_every_byte_value),
+    cmocka_unit_test(content_length_and_trailers),
+    cmocka_unit_test(stream_state_errors),
+    SESSION_TEST(closed_stream_frames),
+    SESSION_TEST(floods),
+    SESSION_TEST(window_updates_answering_data_are_not_a_flood),
+    SESSION_TEST(settings_entries_budgeted),
+    cmocka_unit_test(trailers_encoded_in_wire_order),
+    SESSION_TEST(blocks_on_a_reset_stream_spend_the_budget),
+    SESSION_TEST(literals_on_a_reset_stream_copy_nothing),
+    cmocka_unit_test(request_head_syntax),
+    SESSION_TEST(trailers_overflow_resets),
+};
+
+GW_TEST_MAIN(tests)

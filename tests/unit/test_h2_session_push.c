@@ -396,20 +396,18 @@ static void pushed_data_scheduled_after_parent(void **state)
     assert_int_equal(gw_h2_session_send_window(s, 2), 65535 - 100);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        SESSION_TEST(promise_and_pushed_response),
-        SESSION_TEST(long_promise_continues),
-        SESSION_TEST(enable_push_zero),
-        SESSION_TEST(max_pushes_and_same_path),
-        SESSION_TEST(parent_rules),
-        SESSION_TEST(no_push_after_goaway),
-        SESSION_TEST(concurrency_both_ways),
-        SESSION_TEST(client_cancels_push),
-        SESSION_TEST(client_errors_on_pushed_streams),
-        SESSION_TEST(pushed_priority),
-        SESSION_TEST(pushed_data_scheduled_after_parent),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    SESSION_TEST(promise_and_pushed_response),
+    SESSION_TEST(long_promise_continues),
+    SESSION_TEST(enable_push_zero),
+    SESSION_TEST(max_pushes_and_same_path),
+    SESSION_TEST(parent_rules),
+    SESSION_TEST(no_push_after_goaway),
+    SESSION_TEST(concurrency_both_ways),
+    SESSION_TEST(client_cancels_push),
+    SESSION_TEST(client_errors_on_pushed_streams),
+    SESSION_TEST(pushed_priority),
+    SESSION_TEST(pushed_data_scheduled_after_parent),
+};
+
+GW_TEST_MAIN(tests)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/err.h"
 #include "h2/sched.h"
@@ -316,18 +317,16 @@ static void test_sched_mix(void **state)
     gw_h2_tree_del(t);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_and_errors),
-        cmocka_unit_test(test_exclusive),
-        cmocka_unit_test(test_reparent_to_descendant),
-        cmocka_unit_test(test_idle_closed_unknown),
-        cmocka_unit_test(test_eviction_at_bound),
-        cmocka_unit_test(test_parent_before_child),
-        cmocka_unit_test(test_weights_split),
-        cmocka_unit_test(test_sched_mix),
-        cmocka_unit_test(test_index_churn),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_defaults_and_errors),
+    cmocka_unit_test(test_exclusive),
+    cmocka_unit_test(test_reparent_to_descendant),
+    cmocka_unit_test(test_idle_closed_unknown),
+    cmocka_unit_test(test_eviction_at_bound),
+    cmocka_unit_test(test_parent_before_child),
+    cmocka_unit_test(test_weights_split),
+    cmocka_unit_test(test_sched_mix),
+    cmocka_unit_test(test_index_churn),
+};
+
+GW_TEST_MAIN(tests)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/err.h"
 #include "h2/session_internal.h"
@@ -206,12 +207,10 @@ static void priority_field_noted(void **state)
     gw_h2__arena_free(&a);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(field_names_byte_by_byte), cmocka_unit_test(request_heads),
-        cmocka_unit_test(trailer_blocks),           cmocka_unit_test(extended_connect),
-        cmocka_unit_test(priority_field_noted),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(field_names_byte_by_byte), cmocka_unit_test(request_heads),
+    cmocka_unit_test(trailer_blocks),           cmocka_unit_test(extended_connect),
+    cmocka_unit_test(priority_field_noted),
+};
+
+GW_TEST_MAIN(tests)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "http/http.h"
 
@@ -167,12 +168,10 @@ static void crlfnul_matches_bytewise(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(char_class_every_byte),    cmocka_unit_test(predicates_every_byte),
-        cmocka_unit_test(request_target_vectors),   cmocka_unit_test(token_grammar_vectors),
-        cmocka_unit_test(crlfnul_matches_bytewise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(char_class_every_byte),    cmocka_unit_test(predicates_every_byte),
+    cmocka_unit_test(request_target_vectors),   cmocka_unit_test(token_grammar_vectors),
+    cmocka_unit_test(crlfnul_matches_bytewise),
+};
+
+GW_TEST_MAIN(tests)

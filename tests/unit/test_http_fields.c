@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "http/http.h"
 
@@ -111,13 +112,11 @@ static void field_values_every_byte(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(field_values),
-        cmocka_unit_test(field_values_every_byte),
-        cmocka_unit_test(connection_specific_names),
-        cmocka_unit_test(content_length_values),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(field_values),
+    cmocka_unit_test(field_values_every_byte),
+    cmocka_unit_test(connection_specific_names),
+    cmocka_unit_test(content_length_values),
+};
+
+GW_TEST_MAIN(tests)

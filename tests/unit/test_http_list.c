@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "http/http.h"
 
@@ -205,12 +206,10 @@ static void every_prefix(void **state)
             }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(rfc9110_lists),   cmocka_unit_test(quoted_strings),
-        cmocka_unit_test(link_values),     cmocka_unit_test(element_parameters),
-        cmocka_unit_test(parameter_split), cmocka_unit_test(every_prefix),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(rfc9110_lists),   cmocka_unit_test(quoted_strings),
+    cmocka_unit_test(link_values),     cmocka_unit_test(element_parameters),
+    cmocka_unit_test(parameter_split), cmocka_unit_test(every_prefix),
+};
+
+GW_TEST_MAIN(tests)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "http/http.h"
 
@@ -43,10 +44,8 @@ static void methods_one_rule(void **state)
     assert_false(gw_http_method_is_connect(GW_SLICE_LIT("connect")));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(methods_one_rule),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(methods_one_rule),
+};
+
+GW_TEST_MAIN(tests)

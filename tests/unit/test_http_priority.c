@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "http/http.h"
 
@@ -129,12 +130,10 @@ static void every_prefix(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(known_vectors),
-        cmocka_unit_test(null_slice_is_default),
-        cmocka_unit_test(every_prefix),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(known_vectors),
+    cmocka_unit_test(null_slice_is_default),
+    cmocka_unit_test(every_prefix),
+};
+
+GW_TEST_MAIN(tests)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "http/http.h"
 
@@ -148,13 +149,11 @@ static void every_prefix(void **state)
     assert_int_equal(gw_http_sf_dict_next(&c, &m), 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(rfc8941_examples),
-        cmocka_unit_test(malformed_members),
-        cmocka_unit_test(parameters),
-        cmocka_unit_test(every_prefix),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(rfc8941_examples),
+    cmocka_unit_test(malformed_members),
+    cmocka_unit_test(parameters),
+    cmocka_unit_test(every_prefix),
+};
+
+GW_TEST_MAIN(tests)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/err.h"
 #include "config/config.h"
@@ -122,12 +123,10 @@ static void detach_of_a_compressed_follower_through_the_chain(void **state)
     gw_zchunks_free(&ox.zchunks);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(filters_registered_per_route_in_chain_order),
-        cmocka_unit_test(resp_room_is_bounded),
-        cmocka_unit_test(detach_of_a_compressed_follower_through_the_chain),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(filters_registered_per_route_in_chain_order),
+    cmocka_unit_test(resp_room_is_bounded),
+    cmocka_unit_test(detach_of_a_compressed_follower_through_the_chain),
+};
+
+GW_TEST_MAIN_GROUP(tests, setup, teardown)

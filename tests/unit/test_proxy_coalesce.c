@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/alloc.h"
 #include "common/err.h"
@@ -401,15 +402,13 @@ static void store(void **state)
     gw_rbuf_unref(r2);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(request_rules),
-        cmocka_unit_test(key_parts),
-        cmocka_unit_test(key_duplicate_headers_fit),
-        cmocka_unit_test(response_rules),
-        cmocka_unit_test(authorized_requests),
-        cmocka_unit_test(store),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(request_rules),
+    cmocka_unit_test(key_parts),
+    cmocka_unit_test(key_duplicate_headers_fit),
+    cmocka_unit_test(response_rules),
+    cmocka_unit_test(authorized_requests),
+    cmocka_unit_test(store),
+};
+
+GW_TEST_MAIN(tests)

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/alloc.h"
 #include "gw_version.h"
@@ -444,12 +445,10 @@ static void memory_charges(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(negotiation),   cmocka_unit_test(rules),
-        cmocka_unit_test(head_rewrite),  cmocka_unit_test(stream_round_trip),
-        cmocka_unit_test(memory_bounds), cmocka_unit_test(memory_charges),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(negotiation),   cmocka_unit_test(rules),
+    cmocka_unit_test(head_rewrite),  cmocka_unit_test(stream_round_trip),
+    cmocka_unit_test(memory_bounds), cmocka_unit_test(memory_charges),
+};
+
+GW_TEST_MAIN(tests)

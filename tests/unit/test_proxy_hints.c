@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/err.h"
 #include "config/config.h"
@@ -429,13 +430,11 @@ static void link_rels(void **state)
     assert_null(gw_proxy__link_next(&it, &rels).base);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(navigation),          cmocka_unit_test(learn_and_send),
-        cmocka_unit_test(learn_not_the_query), cmocka_unit_test(learn_private_keyed_on_credentials),
-        cmocka_unit_test(hint_fields),         cmocka_unit_test(push_targets),
-        cmocka_unit_test(link_rels),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(navigation),          cmocka_unit_test(learn_and_send),
+    cmocka_unit_test(learn_not_the_query), cmocka_unit_test(learn_private_keyed_on_credentials),
+    cmocka_unit_test(hint_fields),         cmocka_unit_test(push_targets),
+    cmocka_unit_test(link_rels),
+};
+
+GW_TEST_MAIN_GROUP(tests, setup, teardown)

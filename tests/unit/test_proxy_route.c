@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -299,13 +300,11 @@ static void rate_limited_answer(void **state)
     gw_bucket_table_del(t);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(matching),
-        cmocka_unit_test(answers),
-        cmocka_unit_test(rate_decision),
-        cmocka_unit_test(rate_limited_answer),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(matching),
+    cmocka_unit_test(answers),
+    cmocka_unit_test(rate_decision),
+    cmocka_unit_test(rate_limited_answer),
+};
+
+GW_TEST_MAIN_GROUP(tests, setup, teardown)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -432,18 +433,16 @@ static void proto_names(void **state)
     assert_string_equal(gw_req_proto_str(GW_REQ_HTTP1), "http/1.1");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(connection_specific_fields_dropped),
-        cmocka_unit_test(forwarding_fields_from_the_connection),
-        cmocka_unit_test(cookies_joined_for_h2_only),
-        cmocka_unit_test(host_and_authority),
-        cmocka_unit_test(request_line_body_and_retry_safety),
-        cmocka_unit_test(large_request_on_the_heap),
-        cmocka_unit_test(request_trailers_filtered),
-        cmocka_unit_test(response_fields),
-        cmocka_unit_test(proto_names),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(connection_specific_fields_dropped),
+    cmocka_unit_test(forwarding_fields_from_the_connection),
+    cmocka_unit_test(cookies_joined_for_h2_only),
+    cmocka_unit_test(host_and_authority),
+    cmocka_unit_test(request_line_body_and_retry_safety),
+    cmocka_unit_test(large_request_on_the_heap),
+    cmocka_unit_test(request_trailers_filtered),
+    cmocka_unit_test(response_fields),
+    cmocka_unit_test(proto_names),
+};
+
+GW_TEST_MAIN(tests)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 
 #include "common/err.h"
 #include "proxy/proxy_internal.h"
@@ -128,12 +129,10 @@ static void origin_101(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(accept_of_the_rfc_example),
-        cmocka_unit_test(client_key),
-        cmocka_unit_test(origin_101),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(accept_of_the_rfc_example),
+    cmocka_unit_test(client_key),
+    cmocka_unit_test(origin_101),
+};
+
+GW_TEST_MAIN(tests)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
@@ -497,20 +498,18 @@ static void test_tls12_session_kept_for_reuse(void **state)
     gw_tls_client_ctx_del(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dns_name_verified_sni_alpn),
-        cmocka_unit_test(test_ip_literals_checked_as_ip_without_sni),
-        cmocka_unit_test(test_hostname_mismatch),
-        cmocka_unit_test(test_ip_mismatch),
-        cmocka_unit_test(test_unknown_ca),
-        cmocka_unit_test(test_verify_off_accepts_anything_and_still_sends_sni),
-        cmocka_unit_test(test_verify_without_host_fails),
-        cmocka_unit_test(test_bad_ca_file),
-        cmocka_unit_test(test_byte_by_byte),
-        cmocka_unit_test(test_tls13_tickets_resume_once_per_server),
-        cmocka_unit_test(test_tls12_session_kept_for_reuse),
-    };
-    return cmocka_run_group_tests(tests, setup_all, teardown_all);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_dns_name_verified_sni_alpn),
+    cmocka_unit_test(test_ip_literals_checked_as_ip_without_sni),
+    cmocka_unit_test(test_hostname_mismatch),
+    cmocka_unit_test(test_ip_mismatch),
+    cmocka_unit_test(test_unknown_ca),
+    cmocka_unit_test(test_verify_off_accepts_anything_and_still_sends_sni),
+    cmocka_unit_test(test_verify_without_host_fails),
+    cmocka_unit_test(test_bad_ca_file),
+    cmocka_unit_test(test_byte_by_byte),
+    cmocka_unit_test(test_tls13_tickets_resume_once_per_server),
+    cmocka_unit_test(test_tls12_session_kept_for_reuse),
+};
+
+GW_TEST_MAIN_GROUP(tests, setup_all, teardown_all)

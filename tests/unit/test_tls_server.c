@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_util.h"
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -616,20 +617,18 @@ static void test_keyring_shared_between_contexts(void **state)
     gw_tls_keyring_del(ring);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_alpn_server_preference),
-        cmocka_unit_test(test_sni_picks_certificate),
-        cmocka_unit_test(test_tls12_cipher_rule_for_h2),
-        cmocka_unit_test(test_round_trip_whole),
-        cmocka_unit_test(test_round_trip_byte_by_byte),
-        cmocka_unit_test(test_writev_gathers_small_pieces),
-        cmocka_unit_test(test_drained_stops_reads_without_loss),
-        cmocka_unit_test(test_missing_key_file_fails),
-        cmocka_unit_test(test_check_says_which_file_and_why),
-        cmocka_unit_test(test_ticket_rotation_ends_with_a_moving_clock),
-        cmocka_unit_test(test_keyring_shared_between_contexts),
-    };
-    return cmocka_run_group_tests(tests, setup_all, teardown_all);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_alpn_server_preference),
+    cmocka_unit_test(test_sni_picks_certificate),
+    cmocka_unit_test(test_tls12_cipher_rule_for_h2),
+    cmocka_unit_test(test_round_trip_whole),
+    cmocka_unit_test(test_round_trip_byte_by_byte),
+    cmocka_unit_test(test_writev_gathers_small_pieces),
+    cmocka_unit_test(test_drained_stops_reads_without_loss),
+    cmocka_unit_test(test_missing_key_file_fails),
+    cmocka_unit_test(test_check_says_which_file_and_why),
+    cmocka_unit_test(test_ticket_rotation_ends_with_a_moving_clock),
+    cmocka_unit_test(test_keyring_shared_between_contexts),
+};
+
+GW_TEST_MAIN_GROUP(tests, setup_all, teardown_all)

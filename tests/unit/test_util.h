@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* Append a formatted line to log[0..cap) at *len; what does not fit is dropped whole. */
 __attribute__((format(printf, 4, 5))) static inline void
@@ -20,5 +21,17 @@ gw_test_appendf(char *log, size_t cap, size_t *len, const char *fmt, ...)
 
 /* The same into a recorder r with `char log[N]` and `size_t len`. */
 #define GW_TEST_LOGF(r, ...) gw_test_appendf((r)->log, sizeof((r)->log), &(r)->len, __VA_ARGS__)
+
+/* The main() of a unit test file (cmocka.h included first): the tests of the array `tests`, run
+ * in order, the group between setup and teardown (NULL: none); GW_TEST_FILTER='name*' runs only
+ * the tests whose names match. */
+#define GW_TEST_MAIN_GROUP(tests, setup, teardown)                                                 \
+    int main(void)                                                                                 \
+    {                                                                                              \
+        if (getenv("GW_TEST_FILTER"))                                                              \
+            cmocka_set_test_filter(getenv("GW_TEST_FILTER"));                                      \
+        return cmocka_run_group_tests(tests, setup, teardown);                                     \
+    }
+#define GW_TEST_MAIN(tests) GW_TEST_MAIN_GROUP(tests, NULL, NULL)
 
 #endif
