@@ -15,17 +15,10 @@
 #include "common/alloc.h"
 #include "proxy/proxy_internal.h"
 
+#include "fuzz_input.h"
+
 #define MAX_FIELDS 64
 #define MAX_NAMES 7
-
-static gw_slice_t next_piece(const uint8_t **p, const uint8_t *e)
-{
-    const uint8_t *b = *p, *q = b;
-    while (q < e && *q != '\n')
-        q++;
-    *p = q < e ? q + 1 : q;
-    return (gw_slice_t){b, (size_t)(q - b)};
-}
 
 static char *cstr(gw_slice_t s)
 {
@@ -46,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *p = data + 2, *e = data + size;
     char *names[MAX_NAMES], *upper[MAX_NAMES];
     for (unsigned i = 0; i < nnames; i++) {
-        names[i] = cstr(next_piece(&p, e));
+        names[i] = cstr(fz_next_piece(&p, e));
         upper[i] = cstr(gw_slice_str(names[i]));
         for (char *c = upper[i]; *c; c++)
             if (*c >= 'a' && *c <= 'z')
@@ -57,15 +50,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         .coalesce_headers = names,
                         .coalesce_headers_len = nnames};
     gw_req_head_t h = {.content_length = -1, .end_stream = (data[0] >> 4) & 1, .proto = GW_REQ_H2};
-    h.method = next_piece(&p, e);
-    h.scheme = next_piece(&p, e);
-    h.authority = next_piece(&p, e);
-    h.path = next_piece(&p, e);
+    h.method = fz_next_piece(&p, e);
+    h.scheme = fz_next_piece(&p, e);
+    h.authority = fz_next_piece(&p, e);
+    h.path = fz_next_piece(&p, e);
     gw_field_t f[MAX_FIELDS];
     size_t n = 0;
     while (p < e && n < MAX_FIELDS) {
-        f[n].name = next_piece(&p, e);
-        f[n].value = next_piece(&p, e);
+        f[n].name = fz_next_piece(&p, e);
+        f[n].value = fz_next_piece(&p, e);
         n++;
     }
     h.fields = f;

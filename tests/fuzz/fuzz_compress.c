@@ -20,18 +20,11 @@
 #endif
 #if GW_HAVE_ZSTD
 #include <zstd.h>
+
+#include "fuzz_input.h"
 #endif
 
 #define MAX_FIELDS 32
-
-static gw_slice_t next_piece(const uint8_t **p, const uint8_t *e)
-{
-    const uint8_t *b = *p, *q = b;
-    while (q < e && *q != '\n')
-        q++;
-    *p = q < e ? q + 1 : q;
-    return (gw_slice_t){b, (size_t)(q - b)};
-}
 
 static void check(int ok)
 {
@@ -116,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gw_slice_t ae[8];
     size_t nae = 0;
     while (p < e && nae < 8) {
-        gw_slice_t v = next_piece(&p, e);
+        gw_slice_t v = fz_next_piece(&p, e);
         if (!v.len)
             break;
         ae[nae++] = v;
@@ -128,10 +121,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gw_field_t f[MAX_FIELDS + 2];
     size_t n = 0;
     while (p < e && n < MAX_FIELDS) {
-        gw_slice_t name = next_piece(&p, e);
+        gw_slice_t name = fz_next_piece(&p, e);
         if (!name.len)
             break;
-        f[n++] = (gw_field_t){name, next_piece(&p, e)};
+        f[n++] = (gw_field_t){name, fz_next_piece(&p, e)};
     }
     gw_cfg_compression_t z = {0};
     char *types[] = {"text/*", "+json", "application/javascript"};

@@ -69,39 +69,16 @@ static void request_block(gw_hpack_enc_t *e, const uint8_t *p, size_t n, int tra
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer entry */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const gw_h2_callbacks_t cb = {fz_on_request, fz_on_data, NULL, NULL,
-                                         fz_on_close,   NULL,       NULL, NULL};
     gw_h2_options_t o;
     fz_t f;
     gw_iovq_t q;
-    gw_h2_options_default(&o);
-    if (size > 0) {
-        uint8_t k = data[0];
-        data++;
-        size--;
-        if (k & 1) {
-            o.max_concurrent_streams = 4;
-            o.reset_budget = 8;
-            o.control_frame_budget = 32;
-            o.empty_frame_budget = 8;
-            o.max_queued_control = 16;
-            o.max_header_list_size = 512;
-            o.max_requests_per_connection = 5;
-        }
-        if (k & 2) {
-            o.initial_window_size = 100;
-            o.connection_window_size = 65535;
-        }
-        o.enable_connect_protocol = (k & 4) != 0;
-    }
-    f.body = gw_rbuf_new(3000);
-    if (!f.body)
+    uint8_t pick = size ? data[0] : 0; /* the limits, and bit 2: extended CONNECT on */
+    data += size ? 1 : 0;
+    size -= size ? 1 : 0;
+    fz_options(&o, pick);
+    o.enable_connect_protocol = (pick & 4) != 0;
+    if (fz_start(&f, &o) < 0)
         return 0;
-    memset(f.body->data, 'b', 3000);
-    if (gw_h2_session_new(&f.s, &o, &cb, &f, 0) < 0) {
-        gw_rbuf_unref(f.body);
-        return 0;
-    }
     gw_iovq_init(&q);
     gw_hpack_enc_t enc;
     gw_hpack_enc_init(&enc, 4096);

@@ -31,16 +31,9 @@
 #include "http/http.h"
 #include "proxy/proxy_internal.h"
 
-#define MAX_FIELDS 40
+#include "fuzz_input.h"
 
-static gw_slice_t next_piece(const uint8_t **p, const uint8_t *e)
-{
-    const uint8_t *b = *p, *q = b;
-    while (q < e && *q != '\n')
-        q++;
-    *p = q < e ? q + 1 : q;
-    return (gw_slice_t){b, (size_t)(q - b)};
-}
+#define MAX_FIELDS 40
 
 static void check_at(int ok, int line)
 {
@@ -107,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gw_req_head_t h = {.content_length = (fl & 64) ? data[1] : -1,
                        .end_stream = (fl >> 2) & 1,
                        .proto = (fl & 1) ? GW_REQ_H2 : GW_REQ_HTTP1};
-    h.method = next_piece(&p, e);
+    h.method = fz_next_piece(&p, e);
     /* the parser used to read the origin request back (http-parser) knows a fixed list of
      * methods; the gateway forwards any token (RFC 9110 §9.1): only known ones are compared */
     static const char *const known[] = {"GET",    "HEAD",    "POST",  "PUT",
@@ -117,17 +110,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ok |= gw_slice_eq(h.method, gw_slice_str(known[i]));
     if (!ok)
         return 0;
-    h.path = next_piece(&p, e);
+    h.path = fz_next_piece(&p, e);
     /* the HTTP/2 front's rule (h2/validate.c, RFC 9113 §8.3.1): origin-form, or * for
      * OPTIONS; the HTTP/1.1 front's parser gives what http-parser takes */
     if (!h.path.len || (h.path.base[0] != '/' && !(h.path.len == 1 && h.path.base[0] == '*' &&
                                                    gw_slice_eq(h.method, GW_SLICE_LIT("OPTIONS")))))
         return 0;
-    h.authority = next_piece(&p, e);
+    h.authority = fz_next_piece(&p, e);
     h.scheme = GW_SLICE_LIT("https");
     while (p < e && n < MAX_FIELDS) {
-        gw_slice_t name = next_piece(&p, e);
-        f[n] = (gw_field_t){name, next_piece(&p, e)};
+        gw_slice_t name = fz_next_piece(&p, e);
+        f[n] = (gw_field_t){name, fz_next_piece(&p, e)};
         /* the fronts' field rules (http/http.h; http-parser is as strict): others never
          * reach translation */
         if (!gw_http_is_token(f[n].name) || !gw_http_field_value_valid(f[n].value))

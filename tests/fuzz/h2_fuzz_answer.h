@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/buf.h"
 #include "h2/session.h"
@@ -85,6 +86,43 @@ static inline void fz_on_close(void *ud, uint32_t sid, uint32_t code, int by_pee
     (void)code;
     (void)by_peer;
     gw_h2_session_stream_release(f->s, sid);
+}
+
+/* The limits the first input byte k picks: with bit 0 small caps (streams, budgets, header
+ * list, requests), reached quickly; with bit 1 small windows. */
+static inline void fz_options(gw_h2_options_t *o, uint8_t k)
+{
+    gw_h2_options_default(o);
+    if (k & 1) {
+        o->max_concurrent_streams = 4;
+        o->reset_budget = 8;
+        o->control_frame_budget = 32;
+        o->empty_frame_budget = 8;
+        o->max_queued_control = 16;
+        o->max_header_list_size = 512;
+        o->max_requests_per_connection = 5;
+    }
+    if (k & 2) {
+        o->initial_window_size = 100;
+        o->connection_window_size = 65535;
+    }
+}
+
+/* A server session with options o and the fz_* callbacks, and the body it answers with:
+ * 0, or -1 (nothing to free). */
+static inline int fz_start(fz_t *f, const gw_h2_options_t *o)
+{
+    static const gw_h2_callbacks_t cb = {
+        .on_request = fz_on_request, .on_data = fz_on_data, .on_close = fz_on_close};
+    f->body = gw_rbuf_new(3000);
+    if (!f->body)
+        return -1;
+    memset(f->body->data, 'b', 3000);
+    if (gw_h2_session_new(&f->s, o, &cb, f, 0) < 0) {
+        gw_rbuf_unref(f->body);
+        return -1;
+    }
+    return 0;
 }
 
 #endif

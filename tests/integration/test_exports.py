@@ -92,7 +92,7 @@ def exports():
     for o in tests:
         test_refs |= syms[o][1]
     fuzz = strip_comments("".join(open(f, encoding="utf-8").read()
-                                  for f in glob.glob(os.path.join(ROOT, "tests/fuzz/*.c"))))
+                                  for f in glob.glob(os.path.join(ROOT, "tests/fuzz/*.[ch]"))))
     return classify(build, defs, prod_refs, test_refs, fuzz)
 
 
