@@ -11,7 +11,7 @@ import time
 import pytest
 
 from procs import free_port, h1_get, recv_all, run
-from gwtest import check_config, gw_config
+from gwtest import config_refused, gw_config
 
 
 def alog_config(port, origin, path, fmt="json", extra="", tls_port=None, workers=1):
@@ -187,9 +187,7 @@ def test_config_errors(h2gate_bin, tmp_path):
     for text, want in [("access_log: {format: xml}\n", "'format' must be combined, combined_timing or json"),
                        ("access_log: {bogus: 1}\n", "unknown key 'bogus' in access_log"),
                        ("admin: {}\n", "missing required key 'address' in admin")]:
-        r = check_config(h2gate_bin, tmp_path, gw_config(free_port(), ["127.0.0.1:9"]) + text)
-        assert r.returncode == 1 and want in r.stderr, (text, r.stderr)
-        assert re.search(re.escape(str(tmp_path / "c.yaml")) + r":\d+:\d+: ", r.stderr)
+        config_refused(h2gate_bin, tmp_path, text, want)
 
 
 def test_requests_the_gateway_answers_itself_are_logged(gateway, origin, tmp_path):

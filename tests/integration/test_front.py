@@ -381,13 +381,18 @@ def sigterm_after(g, port, data, settle=0.2):
     return s
 
 
+def graceful_gateway(gateway, o, grace):
+    """A gateway in front of origin o with graceful_shutdown grace: (it, its cleartext port)."""
+    port = free_port()
+    cfg = config(plain_port=port, extra=f"timeouts: {{graceful_shutdown: {grace}}}\n").replace(
+        "127.0.0.1:9]", f"127.0.0.1:{o.port}]")
+    return gateway(cfg, wait=[("127.0.0.1", port)]), port
+
+
 def test_graceful_stop_lets_request_in_flight_finish(gateway):
     from origin import ScriptedOrigin, pattern
     with ScriptedOrigin() as o:
-        port = free_port()
-        cfg = config(plain_port=port, extra="timeouts: {graceful_shutdown: 5s}\n").replace(
-            "127.0.0.1:9]", f"127.0.0.1:{o.port}]")
-        g = gateway(cfg, wait=[("127.0.0.1", port)])
+        g, port = graceful_gateway(gateway, o, "5s")
         s = sigterm_after(g, port, b"GET /slow/5000 HTTP/1.1\r\nHost: x\r\n\r\n")  # 1 s of origin time
         assert g.proc.poll() is None  # still draining: the response is in flight
         resp = recv_all(s)
@@ -414,10 +419,7 @@ def test_graceful_stop_closes_keepalive_after_next_response(gateway):
 def test_second_signal_stops_at_once(gateway):
     from origin import ScriptedOrigin
     with ScriptedOrigin() as o:
-        port = free_port()
-        cfg = config(plain_port=port, extra="timeouts: {graceful_shutdown: 30s}\n").replace(
-            "127.0.0.1:9]", f"127.0.0.1:{o.port}]")
-        g = gateway(cfg, wait=[("127.0.0.1", port)])
+        g, port = graceful_gateway(gateway, o, "30s")
         # an answer that takes the origin 20 s keeps the graceful stop waiting (a refused origin
         # answered 502 at once, the stop ended by itself, and the second signal met a process
         # already exiting: killed by SIGINT's default action)

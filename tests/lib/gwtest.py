@@ -349,6 +349,17 @@ def check_config(h2gate_bin, tmp_path, text):
     return run([h2gate_bin, "--check-config", str(p)])
 
 
+def config_refused(h2gate_bin, tmp_path, text, want):
+    """`h2gate --check-config` of a gw_config with text added refuses it: exit 1, want in its
+    message, which starts at a position of the file (FILE:LINE:COL)."""
+    import re
+    from procs import free_port
+    r = check_config(h2gate_bin, tmp_path, gw_config(free_port(), ["127.0.0.1:9"]) + text)
+    assert r.returncode == 1 and want in r.stderr, (text, r.stderr)
+    assert re.search(re.escape(str(tmp_path / "c.yaml")) + r":\d+:\d+: ", r.stderr), r.stderr
+    return r
+
+
 def origin_gateway(gateway, origin, route_extra="", extra="", admin=None, admin_extra="",
                    upstream_extra="", workers=1):
     """A gateway (gw_config) in front of a ScriptedOrigin, with more route, upstream and

@@ -634,6 +634,59 @@ void run_client(client_t *cl, uint64_t ms)
     assert_true(run_until(done_pred, cl, ms));
 }
 
+typedef struct {
+    const char *name;
+    long long value;
+} named_t;
+
+/* Every "NAME=VALUE" of spec is have[k].value for the have[k] of that name (what: whose). */
+static void expect_named(const named_t *have, size_t n, const char *spec, const char *what)
+{
+    char name[40];
+    long long want;
+    int used;
+    while (sscanf(spec, " %39[a-z_]=%lld%n", name, &want, &used) == 2) {
+        size_t k = 0;
+        while (k < n && strcmp(have[k].name, name) != 0)
+            k++;
+        if (k == n)
+            fail_msg("%s has no counter %s", what, name);
+        if (have[k].value != want)
+            fail_msg("%s %s: %lld, want %lld", what, name, have[k].value, want);
+        spec += used;
+    }
+    assert_true(*spec == '\0');
+}
+
+void expect_stats(gw_back_t *b, const char *spec)
+{
+    gw_back_stats_t st = stats_of(b);
+#define STAT(name)                                                                                 \
+    {                                                                                              \
+#name, (long long)st.name                                                                  \
+    }
+    const named_t have[] = {STAT(opened),     STAT(reused),        STAT(closed),    STAT(requests),
+                            STAT(retries),    STAT(failures),      STAT(ejections), STAT(pipelined),
+                            STAT(unanswered), STAT(batch_expired), STAT(purged),    STAT(bytes_in),
+                            STAT(bytes_out),  STAT(open),          STAT(active),    STAT(idle),
+                            STAT(queued),     STAT(tunnels)};
+#undef STAT
+    expect_named(have, sizeof(have) / sizeof(have[0]), spec, "back");
+}
+
+client_t *fix_run(bfix_t *f, gw_back_t *b, int n, int inflight, uint64_t ms)
+{
+    f->cl = (client_t){.back = b, .target = n, .max_inflight = inflight};
+    run_client(&f->cl, ms);
+    return &f->cl;
+}
+
+void expect_done(const client_t *cl, int completed, int errors)
+{
+    assert_int_equal(cl->completed, completed);
+    assert_int_equal(cl->errors, errors);
+}
+
 gw_back_exch_t *upload(client_t *cl, const char *method, const char *target, int64_t body_len)
 {
     gw_back_req_t r = {.method = gw_slice_str(method),

@@ -170,6 +170,7 @@ typedef struct {
     size_t n;      /* how many of o[] run */
     tcfg_t t;      /* one upstream with a server per origin; change t.up before fix_back() */
     gw_back_t *b;  /* fix_back() */
+    client_t cl;   /* fix_run() */
 } bfix_t;
 
 /* One origin in mode and the upstream whose only server it is (tcfg_init's defaults); returns
@@ -192,9 +193,17 @@ void fix_end(bfix_t *f);
 
 /* The counters of the whole back. */
 gw_back_stats_t stats_of(gw_back_t *b);
+/* b's counters are as spec says: "NAME=VALUE" pairs, space-separated (opened, reused, closed,
+ * requests, retries, failures, pipelined, unanswered, purged, open, active, idle, queued, ...:
+ * the fields of gw_back_stats_t); the others are not checked. */
+void expect_stats(gw_back_t *b, const char *spec);
 /* Start cl's requests (up to max_inflight at a time, the rest as those finish) and run the
  * loop until target of them completed or failed; fails the test after ms. */
 void run_client(client_t *cl, uint64_t ms);
+/* f->cl made anew: n requests on b, at most inflight at once, run (run_client) within ms. */
+client_t *fix_run(bfix_t *f, gw_back_t *b, int n, int inflight, uint64_t ms);
+/* cl completed `completed` requests and failed `errors`. */
+void expect_done(const client_t *cl, int completed, int errors);
 /* Start a request with a body for cl: method to target, body_len bytes (-1: chunked);
  * counted as started and in flight. */
 gw_back_exch_t *upload(client_t *cl, const char *method, const char *target, int64_t body_len);

@@ -124,6 +124,31 @@ const char *const POST[] = {":method", "POST",           ":scheme", "https", ":p
                             "/up",     "content-length", "5",       NULL};
 
 /* Drain the session into a fresh iovq and split the bytes into frames. */
+void cli_setting(cli_t *c, uint16_t id, uint32_t value)
+{
+    gw_h2_setting_t st = {id, value};
+    assert_int_equal(gw_h2_frame_write_settings(&c->b, 0, &st, 1), 0);
+}
+
+static int dec_cb(void *ud, const gw_hpack_field_t *f)
+{
+    dec_log_t *l = ud;
+    int w = snprintf(l->text + l->len, sizeof(l->text) - l->len, "%.*s=%.*s;", SL(f->name),
+                     SL(f->value));
+    if (w > 0)
+        l->len += (size_t)w < sizeof(l->text) - l->len ? (size_t)w : 0;
+    return 0;
+}
+
+int decode_block(gw_hpack_dec_t *d, const uint8_t *p, size_t len, dec_log_t *l)
+{
+    memset(l, 0, sizeof(*l));
+    gw_hpack_dec_begin(d, 1 << 20);
+    ssize_t n = gw_hpack_decode(d, p, len, 1, dec_cb, l);
+    int end = gw_hpack_dec_end(d);
+    return n == (ssize_t)len && end == 0 ? 0 : -1;
+}
+
 void drain(gw_h2_session_t *s, outs_t *o)
 {
     gw_iovq_t q;
@@ -195,6 +220,18 @@ void cli_send(gw_h2_session_t *s, cli_t *c)
 {
     assert_int_equal(feed(s, &c->b), (ssize_t)c->b.len);
     c->b.len = 0;
+}
+
+void cli_exchange(gw_h2_session_t *s, cli_t *c, outs_t *o)
+{
+    cli_send(s, c);
+    drain(s, o);
+}
+
+void session_end(gw_h2_session_t *s, cli_t *c)
+{
+    cli_free(c);
+    gw_h2_session_del(s);
 }
 
 /* A session past the handshake: preface + SETTINGS fed, initial output drained. */

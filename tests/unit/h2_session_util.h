@@ -62,6 +62,8 @@ void cli_init(cli_t *c, int preface);
 void cli_free(cli_t *c);
 void block(cli_t *c, gw_bytes_t *out, const char *const *kv);
 void cli_headers(cli_t *c, uint32_t sid, uint8_t flags, const char *const *kv);
+/* A client SETTINGS frame with the one setting id = value. */
+void cli_setting(cli_t *c, uint16_t id, uint32_t value);
 /* times HEADERS frames on sid, each the whole block blk[0..len) with END_STREAM. */
 void cli_blocks(cli_t *c, uint32_t sid, const uint8_t *blk, size_t len, int times);
 extern const char *const GET[];
@@ -69,6 +71,17 @@ extern const char *const GET_I[];
 extern const char *const GET_U0[];
 extern const char *const POST[];
 void drain(gw_h2_session_t *s, outs_t *o);
+
+/* The fields of a header block the gateway sent, as the client decoded them: "name=value;"
+ * each, in order. */
+typedef struct {
+    char text[1024];
+    size_t len;
+} dec_log_t;
+
+/* Decode the header block p[0..len) with the client's decoder d (its table carried across
+ * calls) into l; returns the decoder's verdict (0, or < 0 when the block is bad). */
+int decode_block(gw_hpack_dec_t *d, const uint8_t *p, size_t len, dec_log_t *l);
 uint32_t get32(const uint8_t *p);
 const outf_t *find_type(const outs_t *o, uint8_t type, size_t nth);
 void expect_goaway(const outs_t *o, uint32_t code);
@@ -76,6 +89,10 @@ void expect_rst(const outs_t *o, uint32_t sid, uint32_t code);
 gw_h2_session_t *server(rec_t *r, const gw_h2_options_t *o);
 ssize_t feed(gw_h2_session_t *s, const gw_bytes_t *b);
 void cli_send(gw_h2_session_t *s, cli_t *c);
+/* cli_send(), then the session's answer drained into o. */
+void cli_exchange(gw_h2_session_t *s, cli_t *c, outs_t *o);
+/* The client freed, then the session. */
+void session_end(gw_h2_session_t *s, cli_t *c);
 gw_h2_session_t *ready(rec_t *r, cli_t *c, const gw_h2_options_t *o);
 gw_h2_session_t *ready_get(rec_t *r, cli_t *c, const gw_h2_options_t *o);
 

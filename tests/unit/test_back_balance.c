@@ -123,20 +123,19 @@ static void ejection_and_return(void **state)
     f->t.up.eject_ms = 200;
     f->t.up.retries = 0;
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 2, .max_inflight = 1};
-    run_client(&cl, 3000);
-    assert_int_equal(cl.errors, 2);
+    client_t *cl = fix_run(f, b, 2, 1, 3000);
+    assert_int_equal(cl->errors, 2);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 1);
-    int rc = request(&cl, NULL);
+    int rc = request(cl, NULL);
     assert_int_equal(rc, GW_E_NOENT);
     assert_int_equal(gw_back_status_for(rc), 503); /* every server out: unavailable */
     /* The origin comes up on that port; after the back-off the server is used again. */
     fix_origin_at_port(f, O_OK);
     run_for(250);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
-    cl.target = 3;
-    run_client(&cl, 3000);
-    assert_int_equal(cl.completed, 1);
+    cl->target = 3;
+    run_client(cl, 3000);
+    assert_int_equal(cl->completed, 1);
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.ejections, 1);
 }
@@ -151,8 +150,7 @@ static void active_health_check_returns_server(void **state)
     f->t.up.health_path = "/health";
     f->t.up.health_interval_ms = 50;
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    run_client(&cl, 3000);
+    fix_run(f, b, 1, 1, 3000);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 1);
     origin_t *o = fix_origin_at_port(f, O_OK);
     run_for(300);
@@ -169,11 +167,10 @@ static void all_ejected_fails_queued(void **state)
     f->t.up.retries = 0;
     f->t.up.max_connections = 1;
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 3, .max_inflight = 3};
-    run_client(&cl, 3000);
-    assert_int_equal(cl.errors, 3);
-    assert_int_equal(cl.noent, 2); /* the first one failed with GW_E_IO and ejected it */
-    assert_int_equal(cl.last_error, GW_E_IO);
+    client_t *cl = fix_run(f, b, 3, 3, 3000);
+    assert_int_equal(cl->errors, 3);
+    assert_int_equal(cl->noent, 2); /* the first one failed with GW_E_IO and ejected it */
+    assert_int_equal(cl->last_error, GW_E_IO);
 }
 
 static void round_robin_weights(void **state)
@@ -182,9 +179,8 @@ static void round_robin_weights(void **state)
     fix_origins(f, (omode_t[]){O_OK, O_OK, O_OK}, (unsigned[]){1, 2, 1}, 3);
     origin_t *o = f->o;
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 400, .max_inflight = 1};
-    run_client(&cl, 5000);
-    assert_int_equal(cl.completed, 400);
+    client_t *cl = fix_run(f, b, 400, 1, 5000);
+    assert_int_equal(cl->completed, 400);
     assert_int_equal(o[0].requests, 100);
     assert_int_equal(o[1].requests, 200);
     assert_int_equal(o[2].requests, 100);
@@ -211,9 +207,8 @@ static void least_connections(void **state)
     assert_int_equal(s1.active, 1);
     /* o[1] finishes its request; from then on it always has fewer busy connections. */
     assert_true(run_until(done_pred, &hold, 3000));
-    client_t cl = {.back = b, .target = 20, .max_inflight = 1};
-    run_client(&cl, 3000);
-    assert_int_equal(cl.completed, 20);
+    client_t *cl = fix_run(f, b, 20, 1, 3000);
+    assert_int_equal(cl->completed, 20);
     assert_int_equal(o[1].requests, 21);
     assert_int_equal(o[0].requests, 1);
     gw_back_cancel(held[0]);

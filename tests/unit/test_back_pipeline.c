@@ -161,9 +161,7 @@ static void pipeline_never_on_a_fresh_connection(void **state)
     preq_t r[3];
     psend_with_two_behind(b, r, "/slow");
     run_for(30);
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.pipelined, 0);
-    assert_int_equal(st.queued, 2);
+    expect_stats(b, "pipelined=0 queued=2");
     assert_int_equal(o->requests, 1);
     run_all(r, 3);
     assert_echoed(r, 3);
@@ -203,10 +201,7 @@ static void pipeline_connection_close_sends_the_rest_again(void **state)
     psend_with_two_behind(b, r, "/close");
     run_all(r, 3);
     assert_echoed(r, 3);
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.pipelined, 2);
-    assert_int_equal(st.unanswered, 2);
-    assert_int_equal(st.retries, 0);
+    expect_stats(b, "pipelined=2 unanswered=2 retries=0");
     assert_int_equal(f->o[0].accepted, 2);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
 }
@@ -222,9 +217,7 @@ static void pipeline_origin_close_after_answer(void **state)
     psend_with_two_behind(b, r, "/dropafter");
     run_all(r, 3);
     assert_echoed(r, 3);
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.unanswered, 2);
-    assert_int_equal(st.failures, 0);
+    expect_stats(b, "unanswered=2 failures=0");
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
 }
 
@@ -262,9 +255,7 @@ static void pipeline_long_response_sends_the_rest_elsewhere(void **state)
     assert_int_equal(r[0].status, 200);
     assert_int_equal(r[0].body_len, 5);
     assert_echoed(r + 1, 2);
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.pipelined, 2);
-    assert_int_equal(st.unanswered, 2);
+    expect_stats(b, "pipelined=2 unanswered=2");
     /* For a second, that server gets no pipelined request: a batch spreads or waits. */
     preq_t q[4];
     psend(b, &q[0], "GET", "/q0");
@@ -380,11 +371,7 @@ static void pipeline_paused_first_keeps_its_connection(void **state)
     run_all(r, 1);
     assert_memory_equal(r[0].body, "helloworld", 10);
     run_for(100); /* the placeholders' answers came with the end of /part's: drained */
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.idle, 2);
-    assert_int_equal(st.unanswered, 2);
-    assert_int_equal(st.closed, 0);
-    assert_int_equal(st.active, 0);
+    expect_stats(b, "idle=2 unanswered=2 closed=0 active=0");
     assert_int_equal(f->o[0].accepted, 2);
     preq_t q[4];
     for (int i = 0; i < 4; i++) {
@@ -420,10 +407,7 @@ static void pipeline_chain_ending_on_placeholders_is_parked(void **state)
     r[2].done = 1;
     assert_int_equal(stats_of(b).active, 1);
     run_for(400); /* the rest of /part and /c's answer come 300 ms after /part's head */
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.idle, 1);
-    assert_int_equal(st.active, 0);
-    assert_int_equal(st.closed, 0);
+    expect_stats(b, "idle=1 active=0 closed=0");
     assert_int_equal(f->o[0].accepted, 1);
     preq_t q;
     psend(b, &q, "GET", "/again");
@@ -451,10 +435,7 @@ static void pipeline_long_placeholder_closes(void **state)
     f->t.up.max_connections = 2;
     assert_true(run_until(pset_done, &(pset_t){r + 2, 1}, 250));
     assert_echoed(r + 2, 1);
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.closed, 1);
-    assert_int_equal(st.unanswered, 1);
-    assert_int_equal(st.active, 0);
+    expect_stats(b, "closed=1 unanswered=1 active=0");
     assert_int_equal(f->o[0].accepted, 2);
 }
 
@@ -515,10 +496,8 @@ static void closing_origin_under_concurrency(bfix_t *f, unsigned pipeline)
     f->t.up.retries = 0;
     f->t.up.pipeline = pipeline;
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 200, .max_inflight = 8};
-    run_client(&cl, 10000);
-    assert_int_equal(cl.completed, 200);
-    assert_int_equal(cl.errors, 0);
+    client_t *cl = fix_run(f, b, 200, 8, 10000);
+    expect_done(cl, 200, 0);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
     if (pipeline > 1)
         assert_true(stats_of(b).pipelined > 0);

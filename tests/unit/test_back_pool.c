@@ -8,17 +8,11 @@ static void reuse_sequential_1000(void **state)
     bfix_t *f = *state;
     origin_t *o = fix_origin(f, O_OK);
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 1000, .max_inflight = 1};
-    run_client(&cl, 10000);
-    assert_int_equal(cl.completed, 1000);
-    assert_int_equal(cl.errors, 0);
+    client_t *cl = fix_run(f, b, 1000, 1, 10000);
+    expect_done(cl, 1000, 0);
     assert_int_equal(o->accepted, 1);
     assert_int_equal(o->requests, 1000);
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.opened, 1);
-    assert_int_equal(st.reused, 999);
-    assert_int_equal(st.idle, 1);
-    assert_int_equal(st.requests, 1000);
+    expect_stats(b, "opened=1 reused=999 idle=1 requests=1000");
 }
 
 static void reuse_concurrent_100_over_8(void **state)
@@ -29,12 +23,9 @@ static void reuse_concurrent_100_over_8(void **state)
     client_t cl = {.back = b, .target = 1000, .max_inflight = 100};
     while (cl.started < 100)
         start_one(&cl);
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.open, 8);
-    assert_int_equal(st.queued, 92);
+    expect_stats(b, "open=8 queued=92");
     run_client(&cl, 10000);
-    assert_int_equal(cl.completed, 1000);
-    assert_int_equal(cl.errors, 0);
+    expect_done(&cl, 1000, 0);
     assert_true(o->accepted <= 8);
     assert_int_equal(o->requests, 1000);
 }
@@ -139,18 +130,16 @@ static void idle_timeout_restarts_on_reuse(void **state)
     origin_t *o = fix_origin(f, O_OK);
     f->t.up.idle_timeout_ms = 300;
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    run_client(&cl, 3000);
+    client_t *cl = fix_run(f, b, 1, 1, 3000);
     run_for(200); /* 2/3 of the idle timeout */
-    cl.target = 2;
-    run_client(&cl, 3000);
+    cl->target = 2;
+    run_client(cl, 3000);
     run_for(200); /* past the first return's deadline, within the second's */
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.idle, 1);
-    cl.target = 3;
-    run_client(&cl, 3000);
-    assert_int_equal(cl.completed, 3);
-    assert_int_equal(cl.errors, 0);
+    cl->target = 3;
+    run_client(cl, 3000);
+    expect_done(cl, 3, 0);
     assert_int_equal(o->accepted, 1); /* all three on the first connection */
     unsigned zero = 0;
     void *arg[2] = {b, &zero};
@@ -177,13 +166,10 @@ static void retire_mode(bfix_t *f, omode_t mode)
     gw_back_t *b = fix_back(f);
     client_t cl = {.back = b, .target = 5, .max_inflight = 1};
     run_client(&cl, 3000);
-    assert_int_equal(cl.completed, 5);
-    assert_int_equal(cl.errors, 0);
+    expect_done(&cl, 5, 0);
     assert_int_equal(cl.last_status, 200);
     assert_int_equal(o->accepted, 5);
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.reused, 0);
-    assert_int_equal(st.idle, 0);
+    expect_stats(b, "reused=0 idle=0");
 }
 
 static void connection_close_retires(void **state)
@@ -228,9 +214,8 @@ static void response_timeout_504_not_retried(void **state)
     origin_t *o = fix_origin(f, O_SILENT);
     f->t.up.response_timeout_ms = 100;
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    run_client(&cl, 3000);
-    assert_int_equal(cl.last_error, GW_E_TIMEOUT);
+    client_t *cl = fix_run(f, b, 1, 1, 3000);
+    assert_int_equal(cl->last_error, GW_E_TIMEOUT);
     assert_int_equal(o->accepted, 1);
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.retries, 0);
@@ -243,12 +228,11 @@ static void body_timeout_504(void **state)
     fix_origin(f, O_STALL_BODY);
     f->t.up.read_timeout_ms = 100;
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    run_client(&cl, 3000);
-    assert_int_equal(cl.last_status, 200);
-    assert_int_equal(cl.body_bytes, 5);
-    assert_int_equal(cl.errors, 1);
-    assert_int_equal(cl.last_error, GW_E_TIMEOUT);
+    client_t *cl = fix_run(f, b, 1, 1, 3000);
+    assert_int_equal(cl->last_status, 200);
+    assert_int_equal(cl->body_bytes, 5);
+    assert_int_equal(cl->errors, 1);
+    assert_int_equal(cl->last_error, GW_E_TIMEOUT);
 }
 
 static void refused_502_retried_once(void **state)
@@ -256,13 +240,10 @@ static void refused_502_retried_once(void **state)
     bfix_t *f = *state;
     fix_port(f, closed_port());
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    run_client(&cl, 3000);
-    assert_int_equal(cl.last_error, GW_E_IO);
-    assert_int_equal(gw_back_status_for(cl.last_error), 502);
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.retries, 1);
-    assert_int_equal(st.opened, 2);
+    client_t *cl = fix_run(f, b, 1, 1, 3000);
+    assert_int_equal(cl->last_error, GW_E_IO);
+    assert_int_equal(gw_back_status_for(cl->last_error), 502);
+    expect_stats(b, "retries=1 opened=2");
 }
 
 static void retry_get_after_silent_close(void **state)
@@ -270,10 +251,9 @@ static void retry_get_after_silent_close(void **state)
     bfix_t *f = *state;
     origin_t *o = fix_origin(f, O_DROP_FIRST);
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    run_client(&cl, 3000);
-    assert_int_equal(cl.completed, 1);
-    assert_int_equal(cl.last_status, 200);
+    client_t *cl = fix_run(f, b, 1, 1, 3000);
+    assert_int_equal(cl->completed, 1);
+    assert_int_equal(cl->last_status, 200);
     assert_int_equal(o->accepted, 2);
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.retries, 1);
@@ -285,8 +265,7 @@ static void retry_goes_to_other_server(void **state)
     fix_origins(f, (omode_t[]){O_DROP_ALL, O_OK}, NULL, 2);
     client_t cl = {.back = fix_back(f), .target = 4, .max_inflight = 1};
     run_client(&cl, 3000);
-    assert_int_equal(cl.completed, 4);
-    assert_int_equal(cl.errors, 0);
+    expect_done(&cl, 4, 0);
     assert_int_equal(f->o[0].dropped, 2); /* round-robin sent two there; both retried on o[1] */
     assert_int_equal(f->o[1].requests, 4);
 }
@@ -438,8 +417,7 @@ static void body_written_in_prepare_phase_keeps_connection(void **state)
     assert_non_null(strstr(buf, "GET "));
     assert_int_equal(send(ofd, resp, sizeof(resp) - 1, 0), (ssize_t)sizeof(resp) - 1);
     assert_true(run_until(done_pred, &cl, 3000));
-    assert_int_equal(cl.completed, 2);
-    assert_int_equal(cl.errors, 0);
+    expect_done(&cl, 2, 0);
     st = stats_of(b);
     assert_int_equal(st.opened, 1);
     assert_int_equal(st.reused, 1);
@@ -473,9 +451,7 @@ static void response_timer_waits_for_the_whole_request(void **state)
     assert_true(run_until(done_pred, &cl, 3000));
     assert_int_equal(cl.completed, 1);
     assert_int_equal(cl.last_status, 200);
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.failures, 0);
-    assert_int_equal(st.ejections, 0);
+    expect_stats(b, "failures=0 ejections=0");
 }
 
 static void early_response_not_reused(void **state)
@@ -496,9 +472,7 @@ static void early_response_not_reused(void **state)
     assert_int_equal(cl.completed, 1);
     assert_int_equal(cl.last_status, 413);
     assert_int_equal(w.calls, 1);
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.idle, 0);
-    assert_int_equal(st.open, 0);
+    expect_stats(b, "idle=0 open=0");
 }
 
 static void bad_request_fields(void **state)
@@ -555,9 +529,7 @@ static void tls_handshake_bounded_by_connect_timeout(void **state)
     assert_true(gw_now_ms() - t0 < 1000);
     assert_int_equal(o->accepted, 1);
     assert_int_equal(o->requests, 0); /* the ClientHello is not an HTTP request */
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.failures, 1);
-    assert_int_equal(st.open, 0);
+    expect_stats(b, "failures=1 open=0");
 }
 
 static void del_fails_live_exchanges(void **state)
@@ -585,25 +557,24 @@ static void server_by_name_resolved(void **state)
     memset(&f->t.srv[0].addr.ss, 0, sizeof(f->t.srv[0].addr.ss));
     f->t.srv[0].addr.len = 0;
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 3, .max_inflight = 1};
-    run_client(&cl, 3000);
-    assert_int_equal(cl.completed, 3);
+    client_t *cl = fix_run(f, b, 3, 1, 3000);
+    assert_int_equal(cl->completed, 3);
     assert_int_equal(o->accepted, 1);
     /* A name that does not resolve: 502; and a cancel while resolving leaks nothing. */
     snprintf(f->t.host[0], sizeof(f->t.host[0]), "no-such-host.invalid");
     snprintf(f->t.srv[0].addr.text, sizeof(f->t.srv[0].addr.text), "no-such-host.invalid:80");
     gw_back_del(b);
     uv_run(&loop, UV_RUN_NOWAIT);
-    cl.back = fix_back(f);
+    cl->back = fix_back(f);
     gw_back_exch_t *x;
-    assert_int_equal(request(&cl, &x), 0);
+    assert_int_equal(request(cl, &x), 0);
     gw_back_cancel(x);
-    cl.target = 4; /* the cancelled one started, and ends without a callback */
-    cl.inflight = 0;
-    start_one(&cl);
-    assert_true(run_until(done_pred, &cl, 5000));
-    assert_int_equal(cl.errors, 1);
-    assert_int_equal(cl.last_error, GW_E_IO);
+    cl->target = 4; /* the cancelled one started, and ends without a callback */
+    cl->inflight = 0;
+    start_one(cl);
+    assert_true(run_until(done_pred, cl, 5000));
+    assert_int_equal(cl->errors, 1);
+    assert_int_equal(cl->last_error, GW_E_IO);
 }
 
 static void alloc_failure_sweep(void **state)

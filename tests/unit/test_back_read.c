@@ -7,13 +7,12 @@ static void chunked_trailers_interim(void **state)
     bfix_t *f = *state;
     origin_t *o = fix_origin(f, O_CHUNKED);
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 3, .max_inflight = 1};
-    run_client(&cl, 3000);
-    assert_int_equal(cl.completed, 3);
-    assert_int_equal(cl.interim, 3);
-    assert_int_equal(cl.trailers, 3);
-    assert_int_equal(cl.body_len, 33);
-    assert_memory_equal(cl.body, "hello worldhello worldhello world", 33);
+    client_t *cl = fix_run(f, b, 3, 1, 3000);
+    assert_int_equal(cl->completed, 3);
+    assert_int_equal(cl->interim, 3);
+    assert_int_equal(cl->trailers, 3);
+    assert_int_equal(cl->body_len, 33);
+    assert_memory_equal(cl->body, "hello worldhello worldhello world", 33);
     assert_int_equal(o->accepted, 1);
 }
 
@@ -22,18 +21,17 @@ static void cancel_mid_body_closes(void **state)
     bfix_t *f = *state;
     origin_t *o = fix_origin(f, O_BIG);
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 1, .max_inflight = 1, .cancel_on_body = 1};
-    run_client(&cl, 3000);
-    assert_int_equal(cl.completed, 0);
-    gw_back_stats_t st = stats_of(b);
-    assert_int_equal(st.open, 0);
-    assert_int_equal(st.idle, 0);
-    cl.cancel_on_body = 0;
-    cl.body_bytes = 0;
-    cl.target = 2;
-    run_client(&cl, 5000);
-    assert_int_equal(cl.completed, 1);
-    assert_int_equal(cl.body_bytes, 1 << 20);
+    f->cl = (client_t){.back = b, .target = 1, .max_inflight = 1, .cancel_on_body = 1};
+    client_t *cl = &f->cl;
+    run_client(cl, 3000);
+    assert_int_equal(cl->completed, 0);
+    expect_stats(b, "open=0 idle=0");
+    cl->cancel_on_body = 0;
+    cl->body_bytes = 0;
+    cl->target = 2;
+    run_client(cl, 5000);
+    assert_int_equal(cl->completed, 1);
+    assert_int_equal(cl->body_bytes, 1 << 20);
     assert_int_equal(o->accepted, 2); /* the cancelled connection was not reused */
 }
 
@@ -168,18 +166,16 @@ static void idle_close_by_origin_detected(void **state)
     bfix_t *f = *state;
     origin_t *o = fix_origin(f, O_LATE_CLOSE);
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 1, .max_inflight = 1};
-    run_client(&cl, 3000);
+    client_t *cl = fix_run(f, b, 1, 1, 3000);
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.idle, 1);
     run_for(150); /* the origin closes the idle connection after 30 ms */
     st = stats_of(b);
     assert_int_equal(st.idle, 0);
     assert_int_equal(st.open, 0);
-    cl.target = 2;
-    run_client(&cl, 3000);
-    assert_int_equal(cl.completed, 2);
-    assert_int_equal(cl.errors, 0);
+    cl->target = 2;
+    run_client(cl, 3000);
+    expect_done(cl, 2, 0);
     st = stats_of(b);
     assert_int_equal(st.retries, 0);
     assert_int_equal(st.reused, 0);
@@ -195,10 +191,8 @@ static void origin_closing_every_connection_never_fails(void **state)
     origin_t *o = fix_origin(f, O_CLOSE_NOW);
     f->t.up.fail_threshold = 1;
     gw_back_t *b = fix_back(f);
-    client_t cl = {.back = b, .target = 50, .max_inflight = 1};
-    run_client(&cl, 5000);
-    assert_int_equal(cl.completed, 50);
-    assert_int_equal(cl.errors, 0);
+    client_t *cl = fix_run(f, b, 50, 1, 5000);
+    expect_done(cl, 50, 0);
     assert_int_equal(o->requests, 50);
     assert_int_equal(gw_back_server_ejected(b, 0, 0), 0);
 }

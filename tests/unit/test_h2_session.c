@@ -65,8 +65,7 @@ static void handshake_and_ping(void **state)
     cli_init(&c, 1);
     assert_int_equal(gw_h2_frame_write_ping(&c.b, 0, (const uint8_t *)"12345678"), 0);
     assert_int_equal(gw_h2_frame_write_settings(&c.b, 1, NULL, 0), 0);
-    assert_int_equal(feed(s, &c.b), (ssize_t)c.b.len);
-    drain(s, &o);
+    cli_exchange(s, &c, &o);
     assert_int_equal(o.n, 2);
     assert_int_equal(o.f[0].h.type, GW_H2_FT_SETTINGS);
     assert_int_equal(o.f[0].h.flags, GW_H2_F_ACK);
@@ -76,8 +75,7 @@ static void handshake_and_ping(void **state)
     assert_int_equal(gw_h2_session_next_deadline(s), UINT64_MAX);
     assert_true(gw_h2_session_want_read(s));
     assert_false(gw_h2_session_want_write(s));
-    cli_free(&c);
-    gw_h2_session_del(s);
+    session_end(s, &c);
 }
 
 static void bad_preface(void **state)
@@ -111,8 +109,7 @@ static void first_frame_not_settings(void **state)
     assert_int_equal(feed(s, &c.b), GW_E_PROTO);
     drain(s, &o);
     expect_goaway(&o, GW_H2_PROTOCOL_ERROR);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    session_end(s, &c);
 }
 
 static void settings_timeout(void **state)
@@ -245,16 +242,14 @@ static void max_requests_and_shutdown(void **state)
     f->r.release_on_close = 1;
     cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
     cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     const outf_t *g = find_type(&f->o, GW_H2_FT_GOAWAY, 0);
     assert_non_null(g);
     assert_int_equal(get32(g->p), 3);
     assert_int_equal(get32(g->p + 4), GW_H2_NO_ERROR);
     /* a later stream is refused, not processed */
     cli_headers(&f->c, 5, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     expect_rst(&f->o, 5, GW_H2_REFUSED_STREAM);
     assert_false(gw_h2_session_should_close(s));
     assert_int_equal(gw_h2_session_submit_response(s, 1, 204, NULL, 0, 1), 0);
@@ -278,8 +273,7 @@ static void max_requests_and_shutdown(void **state)
     assert_non_null(p);
     cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET); /* in flight: still served */
     assert_int_equal(gw_h2_frame_write_ping(&f->c.b, 1, p->p), 0);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     g = find_type(&f->o, GW_H2_FT_GOAWAY, 0);
     assert_non_null(g);
     assert_int_equal(get32(g->p), 3);
@@ -633,8 +627,7 @@ static void stream_lookup_colliding_ids(void **state)
             assert_ptr_equal(gw_h2_session_get_stream_data(s, sid), &tags[sid]);
     }
     gw_rbuf_unref(rb);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    session_end(s, &c);
 }
 
 /* A closed stream's memory is the next stream's: on a warm session, a request is decoded and
@@ -734,12 +727,10 @@ static void refused_requests_are_told(void **state)
     cli_init(&c, 1);
     cli_send(s, &c);
     assert_int_equal(gw_h2_frame_write_settings(&c.b, 1, NULL, 0), 0);
-    cli_send(s, &c);
-    drain(s, &o);
+    cli_exchange(s, &c, &o);
     cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
     cli_headers(&c, 3, GW_H2_F_END_STREAM, GET); /* over the limit */
-    cli_send(s, &c);
-    drain(s, &o);
+    cli_exchange(s, &c, &o);
     expect_rst(&o, 3, GW_H2_REFUSED_STREAM);
     assert_int_equal(gw_h2_session_submit_response(s, 1, 204, NULL, 0, 1), 0);
     drain(s, &o);
@@ -759,8 +750,7 @@ static void refused_requests_are_told(void **state)
     const char *const brew[] = {":method",     "BREW",  ":scheme", "https", ":authority",
                                 "example.com", ":path", "/pot",    NULL};
     cli_headers(&c, 11, GW_H2_F_END_STREAM, brew);
-    cli_send(s, &c);
-    drain(s, &o);
+    cli_exchange(s, &c, &o);
     expect_rst(&o, 5, GW_H2_PROTOCOL_ERROR);
     expect_rst(&o, 9, GW_H2_PROTOCOL_ERROR);
     assert_string_equal(r.log, "req 1 GET https example.com /a cl=-1 es=1;end 1;"
@@ -769,8 +759,7 @@ static void refused_requests_are_told(void **state)
                                "refused 7 GET /big 431 NO_ERROR header list too large;"
                                "refused 9 POST /cl 0 PROTOCOL_ERROR content-length without content;"
                                "req 11 BREW https example.com /pot cl=-1 es=1;end 11;");
-    cli_free(&c);
-    gw_h2_session_del(s);
+    session_end(s, &c);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -14,6 +14,15 @@
 #include "h2/session.h"
 #include "h2_session_util.h"
 
+/* Streams 1 and 3 of s answered: a 200 head, then rb[0..len) (end: with END_STREAM). */
+static void answer_1_and_3(gw_h2_session_t *s, gw_rbuf_t *rb, size_t len, int end)
+{
+    for (uint32_t sid = 1; sid <= 3; sid += 2) {
+        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
+        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, len, end), 0);
+    }
+}
+
 static void flow_control_backpressure(void **state)
 {
     (void)state;
@@ -44,11 +53,9 @@ static void flow_control_backpressure(void **state)
     for (int i = 0; i < 4; i++)
         assert_int_equal(gw_h2_frame_write_data(&c2.b, 1, 0, chunk, sizeof(chunk), 0, 0), 0);
     assert_int_equal(gw_h2_frame_write_data(&c2.b, 1, 0, "x", 1, 0, 0), 0);
-    assert_int_equal(feed(s2, &c2.b), (ssize_t)c2.b.len);
-    drain(s2, &o);
+    cli_exchange(s2, &c2, &o);
     expect_rst(&o, 1, GW_H2_FLOW_CONTROL_ERROR);
-    cli_free(&c2);
-    gw_h2_session_del(s2);
+    session_end(s2, &c2);
 
     /* consuming less than half: still nothing; half: stream and connection updates */
     assert_int_equal(gw_h2_session_consume(s, 1, 16384), 0);
@@ -66,8 +73,7 @@ static void flow_control_backpressure(void **state)
     drain(s, &o);
     assert_non_null(find_type(&o, GW_H2_FT_WINDOW_UPDATE, 0));
     assert_int_equal(gw_h2_session_consume(s, 99, 1), GW_E_NOENT);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    session_end(s, &c);
 }
 
 static void connection_window_exceeded(void **state)
@@ -93,18 +99,13 @@ static void round_robin_and_connection_window(void **state)
 {
     sfix_t *f = *state;
     gw_h2_session_t *s = fready(f);
-    const gw_h2_setting_t big = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20};
-    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &big, 1), 0);
+    cli_setting(&f->c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20);
     /* incremental (RFC 9218 §4.2): the scheduler takes turns one frame each */
     cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET_I);
     cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET_I);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     gw_rbuf_t *rb = gw_rbuf_new(40000);
-    for (uint32_t sid = 1; sid <= 3; sid += 2) {
-        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
-        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 40000, 1), 0);
-    }
+    answer_1_and_3(s, rb, 40000, 1);
     drain(s, &f->o);
     /* 2 HEADERS, then DATA alternating between the streams until the connection window
      * (65535) is spent */
@@ -178,8 +179,7 @@ static void priority_scheduling(void **state)
      * window for all 80000 bytes */
     assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 3, "u=1", 3), 0);
     assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, 100000), 0);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     uint32_t ids[16];
     size_t n = data_order(&f->o, 0, ids, 16);
     const uint32_t want[] = {5, 5, 3, 3, 7, 7, 1, 1};
@@ -201,17 +201,12 @@ static void priority_set_and_pending_bound(void **state)
     f->opt.max_concurrent_streams = 2;
     gw_h2_session_t *s = fready(f);
     /* the connection window stays shut, so DATA waits */
-    const gw_h2_setting_t zero = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
-    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &zero, 1), 0);
+    cli_setting(&f->c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 0);
     cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
     cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     gw_rbuf_t *rb = gw_rbuf_new(100);
-    for (uint32_t sid = 1; sid <= 3; sid += 2) {
-        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
-        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 100, 1), 0);
-    }
+    answer_1_and_3(s, rb, 100, 1);
     drain(s, &f->o);
     assert_int_equal(gw_h2_session_set_priority(s, 3, 8, 0), GW_E_INVAL);
     assert_int_equal(gw_h2_session_set_priority(s, 3, 2, -1), 0);
@@ -227,10 +222,8 @@ static void priority_set_and_pending_bound(void **state)
     assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 7, "u=6", 3), 0);
     assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 9, "u=1", 3), 0);
     assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 9, "u=4, i", 6), 0);
-    const gw_h2_setting_t some = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 100};
-    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &some, 1), 0);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_setting(&f->c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 100);
+    cli_exchange(s, &f->c, &f->o);
     uint32_t ids[8];
     assert_int_equal(data_order(&f->o, 0, ids, 8), 2);
     assert_int_equal(ids[0], 3); /* u=2 before u=3 */
@@ -256,13 +249,11 @@ static void data_budget(void **state)
 {
     sfix_t *f = *state;
     gw_h2_session_t *s = fready(f);
-    const gw_h2_setting_t big = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20};
-    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &big, 1), 0);
+    cli_setting(&f->c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20);
     assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, 1 << 20), 0);
     cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
     cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     assert_true(gw_h2_session_data_budget(s, 0) == SIZE_MAX);
     assert_true(gw_h2_session_data_budget(s, 1) == SIZE_MAX);
     assert_int_equal(gw_h2_session_data_budget(s, 99), 0);
@@ -271,10 +262,7 @@ static void data_budget(void **state)
     assert_int_equal(gw_h2_session_set_data_budget(s, 0, 0), 0);
     gw_rbuf_t *rb = gw_rbuf_new(40000);
     rb->len = 40000;
-    for (uint32_t sid = 1; sid <= 3; sid += 2) {
-        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
-        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 40000, 1), 0);
-    }
+    answer_1_and_3(s, rb, 40000, 1);
     /* budget 0: the heads go, no DATA; want_write says nothing is left */
     drain(s, &f->o);
     assert_int_equal(f->o.n, 2);
@@ -354,22 +342,17 @@ static void writable_events(void **state)
     assert_int_equal(gw_h2_session_new(&s, NULL, &cb2, &r, 0), 0);
     r.s = s;
     cli_init(&c, 1);
-    const gw_h2_setting_t zero = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
-    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &zero, 1), 0);
+    cli_setting(&c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 0);
     cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
     cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
     cli_send(s, &c);
     gw_rbuf_t *rb = gw_rbuf_new(10);
-    for (uint32_t sid = 1; sid <= 3; sid += 2) {
-        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
-        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 10, 0), 0);
-    }
+    answer_1_and_3(s, rb, 10, 0);
     drain(s, &o);
     assert_null(find_type(&o, GW_H2_FT_DATA, 0));
     r.len = 0;
     r.log[0] = 0;
-    const gw_h2_setting_t some = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 5};
-    assert_int_equal(gw_h2_frame_write_settings(&c.b, 0, &some, 1), 0);
+    cli_setting(&c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 5);
     cli_send(s, &c);
     /* both woken; the callback released both (cancelled: RST_STREAM CANCEL) */
     assert_string_equal(r.log, "writable 1;writable 3;");
@@ -379,19 +362,16 @@ static void writable_events(void **state)
     expect_rst(&o, 3, GW_H2_CANCEL);
     assert_null(find_type(&o, GW_H2_FT_DATA, 0));
     gw_rbuf_unref(rb);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    session_end(s, &c);
 }
 
 static void initial_window_change(void **state)
 {
     sfix_t *f = *state;
     gw_h2_session_t *s = fready(f);
-    const gw_h2_setting_t small = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 100};
-    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &small, 1), 0);
+    cli_setting(&f->c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 100);
     cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
     gw_rbuf_t *rb = gw_rbuf_new(1000);
     assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 1000, 1), 0);
@@ -400,15 +380,13 @@ static void initial_window_change(void **state)
     assert_int_equal(f->o.f[1].h.length, 100);
     assert_false(gw_h2_session_want_write(s));
     /* lowering makes the window negative (§6.9.2) */
-    const gw_h2_setting_t lower = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 50};
-    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &lower, 1), 0);
+    cli_setting(&f->c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 50);
     cli_send(s, &f->c);
     assert_int_equal(gw_h2_session_send_window(s, 1), -50);
     drain(s, &f->o);
     assert_int_equal(f->o.n, 1); /* the ACK only */
     /* raising applies the delta to the open stream */
-    const gw_h2_setting_t raise = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 450};
-    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &raise, 1), 0);
+    cli_setting(&f->c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 450);
     cli_send(s, &f->c);
     assert_int_equal(gw_h2_session_send_window(s, 1), 350);
     drain(s, &f->o);
@@ -417,8 +395,7 @@ static void initial_window_change(void **state)
     assert_int_equal(d->h.length, 350);
     /* WINDOW_UPDATE opens the rest; END_STREAM rides on the last DATA */
     assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 1, 550), 0);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     assert_int_equal(f->o.n, 1);
     assert_int_equal(f->o.f[0].h.length, 550);
     assert_int_equal(f->o.f[0].h.flags, GW_H2_F_END_STREAM);
@@ -432,8 +409,7 @@ static void window_overflow(void **state)
     gw_h2_session_t *s = fready(f);
     cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
     assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 1, GW_H2_MAX_WINDOW), 0);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     expect_rst(&f->o, 1, GW_H2_FLOW_CONTROL_ERROR);
     assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, GW_H2_MAX_WINDOW), 0);
     assert_int_equal(feed(s, &f->c.b), GW_E_FLOW);
@@ -443,8 +419,7 @@ static void window_overflow(void **state)
     s = fready(f);
     cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
     assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 1, GW_H2_MAX_WINDOW - 65535), 0);
-    const gw_h2_setting_t big = {GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 65536};
-    assert_int_equal(gw_h2_frame_write_settings(&f->c.b, 0, &big, 1), 0);
+    cli_setting(&f->c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 65536);
     assert_int_equal(feed(s, &f->c.b), GW_E_FLOW);
     drain(s, &f->o);
     expect_goaway(&f->o, GW_H2_FLOW_CONTROL_ERROR);
@@ -481,8 +456,7 @@ static void settings_each_initial_window_value_checked(void **state)
             drain(s, &o);
             expect_goaway(&o, GW_H2_FLOW_CONTROL_ERROR);
         }
-        cli_free(&c);
-        gw_h2_session_del(s);
+        session_end(s, &c);
     }
     /* a value above 2^31-1 is a FLOW_CONTROL_ERROR in any entry, not only the last */
     s = ready(&r, &c, NULL);
@@ -492,8 +466,7 @@ static void settings_each_initial_window_value_checked(void **state)
     assert_int_equal(feed(s, &c.b), GW_E_FLOW);
     drain(s, &o);
     expect_goaway(&o, GW_H2_FLOW_CONTROL_ERROR);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    session_end(s, &c);
 }
 
 static void on_priority(void *ud, uint32_t sid, gw_slice_t v)
@@ -575,8 +548,7 @@ static void priority_and_callbacks(void **state)
     assert_memory_equal(find_type(&o, GW_H2_FT_GOAWAY, 0)->p + 8, "shutting down", 13);
     assert_true(gw_h2_session_should_close(s));
     gw_rbuf_unref(rb);
-    cli_free(&c);
-    gw_h2_session_del(s);
+    session_end(s, &c);
 }
 
 /* ---- RFC 7540 priority tree ------------------------------------------------------------- */
@@ -611,15 +583,11 @@ static void tree_headers_weights(void **state)
     for (uint32_t sid = 1; sid <= 7; sid += 2)
         assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, sid, 1 << 20), 0);
     assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, 8 * 16384 + 1000 - 65535), 0);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     gw_rbuf_t *rb = gw_rbuf_new(200000);
     assert_int_equal(gw_h2_session_submit_response(s, 7, 200, NULL, 0, 0), 0);
     assert_int_equal(gw_h2_session_submit_data(s, 7, rb, 0, 1000, 1), 0);
-    for (uint32_t sid = 1; sid <= 3; sid += 2) {
-        assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
-        assert_int_equal(gw_h2_session_submit_data(s, sid, rb, 0, 200000, 1), 0);
-    }
+    answer_1_and_3(s, rb, 200000, 1);
     drain(s, &f->o);
     uint32_t ids[32] = {0};
     size_t n = data_order(&f->o, 0, ids, 32), c1 = 0, c3 = 0;
@@ -649,8 +617,7 @@ static void tree_priority_frame_idle(void **state)
     cli_headers(&f->c, 5, GW_H2_F_END_STREAM, GET);
     assert_int_equal(gw_h2_frame_write_priority_update(&f->c.b, 5, "u=2", 3), 0);
     assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, 1 << 20), 0);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     gw_rbuf_t *rb = gw_rbuf_new(40000);
     for (uint32_t sid = 3; sid <= 5; sid += 2) { /* the child's data is there first */
         assert_int_equal(gw_h2_session_submit_response(s, sid, 200, NULL, 0, 0), 0);
@@ -682,8 +649,7 @@ static void tree_errors_and_bound(void **state)
     gw_h2_frame_hdr_t h = {4, GW_H2_FT_PRIORITY, 0, 11};
     gw_h2_frame_hdr_pack(raw, &h);
     assert_int_equal(gw_bytes_append(&f->c.b, raw, sizeof(raw)), 0);
-    cli_send(s, &f->c);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     expect_rst(&f->o, 9, GW_H2_PROTOCOL_ERROR);
     expect_rst(&f->o, 11, GW_H2_FRAME_SIZE_ERROR);
     assert_null(find_type(&f->o, GW_H2_FT_GOAWAY, 0));

@@ -18,35 +18,6 @@ static gw_h2_head_t push_req(const char *authority, const char *path)
                           .headers_len = 2};
 }
 
-/* A client settings frame with one setting. */
-static void cli_setting(cli_t *c, uint16_t id, uint32_t value)
-{
-    gw_h2_setting_t st = {id, value};
-    assert_int_equal(gw_h2_frame_write_settings(&c->b, 0, &st, 1), 0);
-}
-
-typedef struct {
-    char text[1024];
-    size_t len;
-} dec_log_t;
-
-static int dec_cb(void *ud, const gw_hpack_field_t *f)
-{
-    dec_log_t *l = ud;
-    l->len += (size_t)snprintf(l->text + l->len, sizeof(l->text) - l->len, "%.*s=%.*s;",
-                               SL(f->name), SL(f->value));
-    return 0;
-}
-
-/* Decode a header block as the client would (its own decoder across calls). */
-static void decode_block(gw_hpack_dec_t *d, const uint8_t *p, size_t len, dec_log_t *l)
-{
-    memset(l, 0, sizeof(*l));
-    gw_hpack_dec_begin(d, 1 << 20);
-    assert_int_equal(gw_hpack_decode(d, p, len, 1, dec_cb, l), (ssize_t)len);
-    assert_int_equal(gw_hpack_dec_end(d), 0);
-}
-
 /* A session with a GET open on stream 1 (the parent of the pushes); the recorder keeps its
  * streams after they close. */
 static gw_h2_session_t *with_get(rec_t *r, cli_t *c, const gw_h2_options_t *o)
@@ -61,6 +32,15 @@ static gw_h2_session_t *fwith_get(sfix_t *f)
     fend(f);
     f->s = with_get(&f->r, &f->c, &f->opt);
     return f->s;
+}
+
+/* fwith_get(), and a promise of /a.css on stream 1: the session, the promised id in *id. */
+static gw_h2_session_t *fwith_push(sfix_t *f, uint32_t *id)
+{
+    gw_h2_head_t a = push_req("example.com", "/a.css");
+    gw_h2_session_t *s = fwith_get(f);
+    assert_int_equal(gw_h2_session_submit_push(s, 1, &a, id, NULL), 0);
+    return s;
 }
 
 /* The promise goes before the parent's response, names the request, and the promised stream
@@ -97,10 +77,10 @@ static void promise_and_pushed_response(void **state)
     assert_int_equal(get32(f->o.f[0].p), 2);
     assert_int_equal(f->o.f[1].h.type, GW_H2_FT_HEADERS);
     assert_int_equal(gw_hpack_dec_init(&d, 4096), 0);
-    decode_block(&d, f->o.f[0].p + 4, f->o.f[0].h.length - 4, &l);
+    assert_int_equal(decode_block(&d, f->o.f[0].p + 4, f->o.f[0].h.length - 4, &l), 0);
     assert_string_equal(l.text, ":method=GET;:scheme=https;:authority=example.com;:path=/app.css;"
                                 "accept=text/css;user-agent=t/1;");
-    decode_block(&d, f->o.f[1].p, f->o.f[1].h.length, &l);
+    assert_int_equal(decode_block(&d, f->o.f[1].p, f->o.f[1].h.length, &l), 0);
     assert_string_equal(l.text, ":status=200;");
 
     const gw_h2_header_t ct[] = {{GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/css")}};
@@ -114,7 +94,7 @@ static void promise_and_pushed_response(void **state)
     assert_int_equal(f->o.n, 2);
     assert_int_equal(f->o.f[0].h.type, GW_H2_FT_HEADERS);
     assert_int_equal(f->o.f[0].h.stream_id, 2);
-    decode_block(&d, f->o.f[0].p, f->o.f[0].h.length, &l);
+    assert_int_equal(decode_block(&d, f->o.f[0].p, f->o.f[0].h.length, &l), 0);
     assert_string_equal(l.text, ":status=200;content-type=text/css;");
     assert_int_equal(f->o.f[1].h.type, GW_H2_FT_DATA);
     assert_int_equal(f->o.f[1].h.stream_id, 2);
@@ -158,8 +138,7 @@ static void enable_push_zero(void **state)
     sfix_t *f = *state;
     gw_h2_session_t *s = fwith_get(f);
     cli_setting(&f->c, GW_H2_SETTINGS_ENABLE_PUSH, 0);
-    cli_send(s, &f->c);
-    drain(s, &f->o); /* the SETTINGS ACK */
+    cli_exchange(s, &f->c, &f->o); /* the SETTINGS ACK */
     gw_h2_head_t req = push_req("example.com", "/app.css");
     uint32_t id;
     assert_int_equal(gw_h2_session_can_push(s), GW_E_UNSUPPORTED);
@@ -308,17 +287,14 @@ static void client_errors_on_pushed_streams(void **state)
 {
     sfix_t *f = *state;
     uint32_t id;
-    gw_h2_head_t a = push_req("example.com", "/a.css");
-    gw_h2_session_t *s = fwith_get(f);
-    assert_int_equal(gw_h2_session_submit_push(s, 1, &a, &id, NULL), 0);
+    gw_h2_session_t *s = fwith_push(f, &id);
     drain(s, &f->o);
     assert_int_equal(gw_h2_frame_write_data(&f->c.b, 2, 0, "x", 1, 0, 0), 0);
     assert_true(feed(s, &f->c.b) < 0);
     drain(s, &f->o);
     expect_goaway(&f->o, GW_H2_PROTOCOL_ERROR);
 
-    s = fwith_get(f);
-    assert_int_equal(gw_h2_session_submit_push(s, 1, &a, &id, NULL), 0);
+    s = fwith_push(f, &id);
     drain(s, &f->o);
     assert_int_equal(gw_h2_frame_write_rst_stream(&f->c.b, 4, GW_H2_CANCEL), 0);
     assert_true(feed(s, &f->c.b) < 0);
@@ -327,13 +303,11 @@ static void client_errors_on_pushed_streams(void **state)
 
     /* DATA on a pushed stream whose response is under way: half-closed (remote) for us, a
      * stream error STREAM_CLOSED (§5.1) */
-    s = fwith_get(f);
-    assert_int_equal(gw_h2_session_submit_push(s, 1, &a, &id, NULL), 0);
+    s = fwith_push(f, &id);
     assert_int_equal(gw_h2_session_submit_response(s, 2, 200, NULL, 0, 0), 0);
     drain(s, &f->o);
     assert_int_equal(gw_h2_frame_write_data(&f->c.b, 2, 0, "x", 1, 0, 0), 0);
-    assert_int_equal(feed(s, &f->c.b), (ssize_t)f->c.b.len);
-    drain(s, &f->o);
+    cli_exchange(s, &f->c, &f->o);
     expect_rst(&f->o, 2, GW_H2_STREAM_CLOSED);
 }
 
@@ -377,9 +351,7 @@ static void pushed_data_scheduled_after_parent(void **state)
 {
     sfix_t *f = *state;
     uint32_t id;
-    gw_h2_head_t a = push_req("example.com", "/a.css");
-    gw_h2_session_t *s = fwith_get(f);
-    assert_int_equal(gw_h2_session_submit_push(s, 1, &a, &id, NULL), 0);
+    gw_h2_session_t *s = fwith_push(f, &id);
     assert_int_equal(gw_h2_session_submit_response(s, 2, 200, NULL, 0, 0), 0);
     assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
     gw_rbuf_t *rb = gw_rbuf_new(100);

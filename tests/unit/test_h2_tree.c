@@ -32,6 +32,18 @@ static void expect_dep(gw_h2_tree_t *t, uint32_t id, uint32_t dep, unsigned w)
     assert_int_equal(ww, w);
 }
 
+/* expect_dep() for each "ID:DEP:WEIGHT" of spec, space-separated. */
+static void expect_deps(gw_h2_tree_t *t, const char *spec)
+{
+    unsigned id, dep, w;
+    int used;
+    while (sscanf(spec, " %u:%u:%u%n", &id, &dep, &w, &used) == 3) {
+        expect_dep(t, id, dep, w);
+        spec += used;
+    }
+    assert_true(*spec == '\0');
+}
+
 static void test_defaults_and_errors(void **state)
 {
     (void)state;
@@ -61,13 +73,10 @@ static void test_exclusive(void **state)
     assert_int_equal(gw_h2_tree_set(t, 3, 1, 10, 0), 0); /* B */
     assert_int_equal(gw_h2_tree_set(t, 5, 1, 20, 0), 0); /* C */
     assert_int_equal(gw_h2_tree_set(t, 7, 1, 30, 1), 0); /* D, exclusive */
-    expect_dep(t, 7, 1, 30);
-    expect_dep(t, 3, 7, 10);
-    expect_dep(t, 5, 7, 20);
+    expect_deps(t, "7:1:30 3:7:10 5:7:20");
     /* non-exclusive insertion keeps the siblings */
     assert_int_equal(gw_h2_tree_set(t, 9, 1, 5, 0), 0);
-    expect_dep(t, 9, 1, 5);
-    expect_dep(t, 7, 1, 30);
+    expect_deps(t, "9:1:5 7:1:30");
     gw_h2_tree_del(t);
 }
 
@@ -90,22 +99,13 @@ static void test_reparent_to_descendant(void **state)
     gw_h2_tree_t *t = mk(16);
     build_533(t);
     assert_int_equal(gw_h2_tree_set(t, 1, 7, 16, 0), 0);
-    expect_dep(t, 7, 0, 16);
-    expect_dep(t, 1, 7, 16);
-    expect_dep(t, 11, 7, 16);
-    expect_dep(t, 3, 1, 16);
-    expect_dep(t, 5, 1, 16);
-    expect_dep(t, 9, 5, 16);
+    expect_deps(t, "7:0:16 1:7:16 11:7:16 3:1:16 5:1:16 9:5:16");
     gw_h2_tree_del(t);
 
     t = mk(16);
     build_533(t);
     assert_int_equal(gw_h2_tree_set(t, 1, 7, 16, 1), 0); /* exclusive */
-    expect_dep(t, 7, 0, 16);
-    expect_dep(t, 1, 7, 16);
-    expect_dep(t, 11, 1, 16);
-    expect_dep(t, 3, 1, 16);
-    expect_dep(t, 5, 1, 16);
+    expect_deps(t, "7:0:16 1:7:16 11:1:16 3:1:16 5:1:16");
     gw_h2_tree_del(t);
 }
 

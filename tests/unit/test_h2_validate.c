@@ -61,6 +61,17 @@ static const char *check(int trailers, const char *const *fields, size_t n, deco
     return c->malformed ? c->why : NULL;
 }
 
+/* check() of the request fields f[0..n) (case i) says want (NULL: valid); returns it. */
+static const char *expect_verdict(size_t i, const char *const *f, size_t n, const char *want,
+                                  decode_ctx_t *c, arena_t *a)
+{
+    const char *why = check(0, f, n, c, a);
+    if ((why == NULL) != (want == NULL) || (why && strcmp(why, want) != 0))
+        fail_msg("case %zu: got \"%s\", want \"%s\"", i, why ? why : "(valid)",
+                 want ? want : "(valid)");
+    return why;
+}
+
 #define REQ ":method: GET", ":scheme: https", ":path: /"
 
 static void request_heads(void **state)
@@ -118,10 +129,7 @@ static void request_heads(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         decode_ctx_t c;
         arena_t a;
-        const char *why = check(0, cases[i].f, cases[i].n, &c, &a);
-        if ((why == NULL) != (cases[i].why == NULL) || (why && strcmp(why, cases[i].why) != 0))
-            fail_msg("case %zu: got \"%s\", want \"%s\"", i, why ? why : "(valid)",
-                     cases[i].why ? cases[i].why : "(valid)");
+        const char *why = expect_verdict(i, cases[i].f, cases[i].n, cases[i].why, &c, &a);
         if (!why) { /* regular fields kept, in order; pseudo-header fields apart */
             size_t regular = 0;
             for (size_t k = 0; k < cases[i].n; k++)
@@ -170,10 +178,7 @@ static void extended_connect(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         decode_ctx_t c;
         arena_t a;
-        const char *why = check(0, cases[i].f, cases[i].n, &c, &a);
-        if ((why == NULL) != (cases[i].why == NULL) || (why && strcmp(why, cases[i].why) != 0))
-            fail_msg("case %zu: got \"%s\", want \"%s\"", i, why ? why : "(valid)",
-                     cases[i].why ? cases[i].why : "(valid)");
+        expect_verdict(i, cases[i].f, cases[i].n, cases[i].why, &c, &a);
         gw_h2__arena_free(&a);
     }
     connect_protocol = 0;

@@ -1,21 +1,9 @@
 /* Unit tests of proxy/chain: which response filters each route runs, in which order, and the
  * hooks the chain runs for a follower that detaches. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-#include <cmocka.h>
-#include "test_util.h"
+#define GW_PROXY_TEST_FIXTURE
+#include "proxy_test_util.h"
 
 #include "common/err.h"
-#include "config/config.h"
-#include "proxy/proxy.h"
-#include "proxy/proxy_internal.h"
-
-#include <uv.h>
 
 static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
                           "upstreams:\n"
@@ -29,28 +17,6 @@ static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
                           "compress: true}\n"
                           "  - {host: all.test, path: /, upstream: u, push: true, compress: "
                           "true, early_hints_learn: true}\n";
-
-static gw_config_t *cfg;
-static gw_proxy_t *px;
-
-static int setup(void **state)
-{
-    (void)state;
-    gw_config_errors_t e = {0};
-    if (gw_config_load_string("t.yaml", yaml, strlen(yaml), &cfg, &e) < 0)
-        return -1;
-    return gw_proxy_new(uv_default_loop(), cfg, &px);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    gw_proxy_close(px);
-    uv_run(uv_default_loop(), UV_RUN_DEFAULT);
-    gw_proxy_del(px);
-    gw_config_del(cfg);
-    return 0;
-}
 
 /* The names of the filters of the route for host, space-separated, into out. */
 static const char *chain_names(const char *host, char *out, size_t cap)

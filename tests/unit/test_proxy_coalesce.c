@@ -1,15 +1,7 @@
 /* Unit tests of proxy/coalesce.c: which requests may coalesce, their key, which responses may
  * be shared, the key's sizing, and the store that holds a
  * shared body once. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-#include <cmocka.h>
-#include "test_util.h"
+#include "proxy_test_util.h"
 
 #include "common/alloc.h"
 #include "common/err.h"
@@ -28,15 +20,7 @@ static gw_cfg_route_t route_default = {
 
 static gw_req_head_t get(const char *path, const gw_field_t *f, size_t n)
 {
-    return (gw_req_head_t){.method = GW_SLICE_LIT("GET"),
-                           .scheme = GW_SLICE_LIT("https"),
-                           .authority = GW_SLICE_LIT("app.test"),
-                           .path = gw_slice_str(path),
-                           .fields = f,
-                           .fields_len = n,
-                           .content_length = -1,
-                           .end_stream = 1,
-                           .proto = GW_REQ_H2};
+    return test_req(GW_REQ_H2, "GET", "app.test", path, f, n);
 }
 
 /* ---- which requests coalesce (RFC 9111 §4, §3.5, §5.2.1; RFC 9110 §13, §14) ---- */

@@ -3,22 +3,10 @@
  * 103 a navigation then gets (configured first, learned without duplicates), and which Link
  * targets a route with push promises (same origin, rel=preload, no nopush) with which
  * request. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-#include <cmocka.h>
-#include "test_util.h"
+#define GW_PROXY_TEST_FIXTURE
+#include "proxy_test_util.h"
 
 #include "common/err.h"
-#include "config/config.h"
-#include "proxy/proxy.h"
-#include "proxy/proxy_internal.h"
-
-#include <uv.h>
 
 static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
                           "upstreams:\n"
@@ -26,9 +14,6 @@ static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
                           "routes:\n"
                           "  - {host: '*', path: /, upstream: app, early_hints_learn: true,\n"
                           "     early_hints: ['</conf.css>; rel=preload; as=style'], push: true}\n";
-
-static gw_config_t *cfg;
-static gw_proxy_t *px;
 
 /* A client stream that records the 103 it is sent. */
 static char got[4096];
@@ -72,36 +57,9 @@ static int f_push(gw_cstream_t *s, const gw_req_head_t *r)
 
 static const gw_cstream_ops_t fops = {.interim = f_interim, .push = f_push};
 
-static int setup(void **state)
-{
-    (void)state;
-    gw_config_errors_t e = {0};
-    if (gw_config_load_string("t.yaml", yaml, strlen(yaml), &cfg, &e) < 0)
-        return -1;
-    return gw_proxy_new(uv_default_loop(), cfg, &px);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    gw_proxy_close(px);
-    uv_run(uv_default_loop(), UV_RUN_DEFAULT);
-    gw_proxy_del(px);
-    gw_config_del(cfg);
-    return 0;
-}
-
 static gw_req_head_t req(const char *path, const gw_field_t *f, size_t n)
 {
-    return (gw_req_head_t){.method = GW_SLICE_LIT("GET"),
-                           .scheme = GW_SLICE_LIT("https"),
-                           .authority = GW_SLICE_LIT("Shop.Test"),
-                           .path = gw_slice_str(path),
-                           .fields = f,
-                           .fields_len = n,
-                           .content_length = -1,
-                           .end_stream = 1,
-                           .proto = GW_REQ_H2};
+    return test_req(GW_REQ_H2, "GET", "Shop.Test", path, f, n);
 }
 
 static void navigation(void **state)

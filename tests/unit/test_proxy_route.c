@@ -1,25 +1,13 @@
 /* Unit tests of proxy/route: route matching and the gateway's own answers through the
  * client-stream interface. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-#include <cmocka.h>
-#include "test_util.h"
+#define GW_PROXY_TEST_FIXTURE
+#include "proxy_test_util.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include "common/bucket.h"
 #include "common/err.h"
-#include "config/config.h"
-#include "proxy/proxy.h"
-#include "proxy/proxy_internal.h"
-
-#include <uv.h>
 
 static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
                           "upstreams:\n"
@@ -33,28 +21,6 @@ static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
                           "  - {host: 'rl.test', path: /, upstream: any, request_rate: 2, "
                           "request_burst: 3}\n"
                           "  - {host: 'rl0.test', path: /, upstream: any, request_rate: 1}\n";
-
-static gw_config_t *cfg;
-static gw_proxy_t *px;
-
-static int setup(void **state)
-{
-    (void)state;
-    gw_config_errors_t e = {0};
-    if (gw_config_load_string("t.yaml", yaml, strlen(yaml), &cfg, &e) < 0)
-        return -1;
-    return gw_proxy_new(uv_default_loop(), cfg, &px);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    gw_proxy_close(px);
-    uv_run(uv_default_loop(), UV_RUN_DEFAULT);
-    gw_proxy_del(px);
-    gw_config_del(cfg);
-    return 0;
-}
 
 static const char *route(const char *authority, const char *path)
 {

@@ -1,15 +1,7 @@
 /* Unit tests of proxy/translate.c: what the origin is told of a client's request, and what the
  * client is told of the origin's response, as tables of inputs and the fields that must (or
  * must not) come out. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-#include <cmocka.h>
-#include "test_util.h"
+#include "proxy_test_util.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -76,15 +68,7 @@ static const char *field(const out_t *o, const char *n)
 static gw_req_head_t head(gw_req_proto_t proto, const char *method, const char *authority,
                           const gw_field_t *f, size_t n)
 {
-    return (gw_req_head_t){.method = gw_slice_str(method),
-                           .scheme = GW_SLICE_LIT("https"),
-                           .authority = gw_slice_str(authority),
-                           .path = GW_SLICE_LIT("/a?b"),
-                           .fields = f,
-                           .fields_len = n,
-                           .content_length = -1,
-                           .end_stream = 1,
-                           .proto = proto};
+    return test_req(proto, method, authority, "/a?b", f, n);
 }
 
 /* RFC 9110 §7.6.1 and RFC 9113 §8.2.2: connection-specific fields, and the fields a

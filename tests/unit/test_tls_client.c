@@ -196,6 +196,27 @@ static gw_cfg_upstream_t upstream(const char *ca, int verify, size_t servers)
         .name = "u", .servers_len = servers, .tls = 1, .tls_verify = verify, .tls_ca = (char *)ca};
 }
 
+/* The server side of p (cert_a) and a client context for an upstream of servers servers
+ * that trusts ca (verify: checks the certificate). */
+static gw_tls_client_ctx_t *front_and_ctx(pair_t *p, const char *ca, int verify, size_t servers)
+{
+    server_front(p, cert_a, key_a);
+    gw_cfg_upstream_t u = upstream(ca, verify, servers);
+    gw_tls_client_ctx_t *c;
+    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
+    return c;
+}
+
+/* A new connection of p: the client of c for server and host, and their handshake
+ * (byte_by_byte: one byte at a time); the handshake's result. */
+static int connect_to(pair_t *p, gw_tls_client_ctx_t *c, size_t server, const char *host,
+                      int byte_by_byte)
+{
+    server_new_conn(p);
+    client(p, c, server, host);
+    return handshake(p, byte_by_byte);
+}
+
 /* Plaintext both ways after the handshake, then the server's close_notify. */
 static void round_trip(pair_t *p)
 {
@@ -234,13 +255,8 @@ static void test_dns_name_verified_sni_alpn(void **state)
 {
     (void)state;
     pair_t p;
-    server_front(&p, cert_a, key_a);
-    gw_cfg_upstream_t u = upstream(cert_a, 1, 1);
-    gw_tls_client_ctx_t *c;
-    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
-    server_new_conn(&p);
-    client(&p, c, 0, "localhost");
-    assert_int_equal(handshake(&p, 0), 1);
+    gw_tls_client_ctx_t *c = front_and_ctx(&p, cert_a, 1, 1);
+    assert_int_equal(connect_to(&p, c, 0, "localhost", 0), 1);
     assert_true(p.server_done);
     assert_string_equal(gw_tls_reason(p.cli), "");
     assert_non_null(gw_tls_sni(p.srv));
@@ -270,9 +286,7 @@ static void test_ip_literals_checked_as_ip_without_sni(void **state)
     for (size_t i = 0; i < 2; i++) {
         pair_t p;
         server_front(&p, cert_a, key_a);
-        server_new_conn(&p);
-        client(&p, c, 0, hosts[i]);
-        assert_int_equal(handshake(&p, 0), 1);
+        assert_int_equal(connect_to(&p, c, 0, hosts[i], 0), 1);
         assert_null(gw_tls_sni(p.srv)); /* RFC 6066 §3: no literal addresses in HostName */
         round_trip(&p);
         pair_free(&p);
@@ -284,13 +298,8 @@ static void test_ip_literals_checked_as_ip_without_sni(void **state)
 static void expect_verify_failure(const char *ca, const char *host, const char *reason)
 {
     pair_t p;
-    server_front(&p, cert_a, key_a);
-    gw_cfg_upstream_t u = upstream(ca, 1, 1);
-    gw_tls_client_ctx_t *c;
-    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
-    server_new_conn(&p);
-    client(&p, c, 0, host);
-    assert_int_equal(handshake(&p, 0), GW_E_PROTO);
+    gw_tls_client_ctx_t *c = front_and_ctx(&p, ca, 1, 1);
+    assert_int_equal(connect_to(&p, c, 0, host, 0), GW_E_PROTO);
     assert_string_equal(gw_tls_reason(p.cli), reason);
     /* the alert made the server fail too (it never sees a Finished) */
     char b[16];
@@ -327,13 +336,8 @@ static void test_verify_off_accepts_anything_and_still_sends_sni(void **state)
 {
     (void)state;
     pair_t p;
-    server_front(&p, cert_a, key_a);
-    gw_cfg_upstream_t u = upstream(cert_b, 0, 1); /* tls_ca is ignored */
-    gw_tls_client_ctx_t *c;
-    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
-    server_new_conn(&p);
-    client(&p, c, 0, "example.org");
-    assert_int_equal(handshake(&p, 0), 1);
+    gw_tls_client_ctx_t *c = front_and_ctx(&p, cert_b, 0, 1); /* tls_ca is ignored */
+    assert_int_equal(connect_to(&p, c, 0, "example.org", 0), 1);
     assert_string_equal(gw_tls_sni(p.srv), "example.org");
     round_trip(&p);
     pair_free(&p);
@@ -381,13 +385,8 @@ static void test_byte_by_byte(void **state)
 {
     (void)state;
     pair_t p;
-    server_front(&p, cert_a, key_a);
-    gw_cfg_upstream_t u = upstream(cert_a, 1, 1);
-    gw_tls_client_ctx_t *c;
-    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
-    server_new_conn(&p);
-    client(&p, c, 0, "localhost");
-    assert_int_equal(handshake(&p, 1), 1);
+    gw_tls_client_ctx_t *c = front_and_ctx(&p, cert_a, 1, 1);
+    assert_int_equal(connect_to(&p, c, 0, "localhost", 1), 1);
     /* a response split at every byte still decrypts whole */
     static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
     assert_int_equal(gw_tls_write(p.srv, resp, sizeof(resp) - 1), 0);
@@ -420,37 +419,24 @@ static void test_tls13_tickets_resume_once_per_server(void **state)
 {
     (void)state;
     pair_t p;
-    server_front(&p, cert_a, key_a);
-    gw_cfg_upstream_t u = upstream(cert_a, 1, 2);
-    gw_tls_client_ctx_t *c;
-    assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
+    gw_tls_client_ctx_t *c = front_and_ctx(&p, cert_a, 1, 2);
     /* 1: full handshake; its ticket is kept for server 0 */
-    server_new_conn(&p);
-    client(&p, c, 0, "localhost");
-    assert_int_equal(handshake(&p, 0), 1);
+    assert_int_equal(connect_to(&p, c, 0, "localhost", 0), 1);
     assert_int_equal(gw_tls_resumed(p.cli), 0);
     take_tickets(&p);
     /* 2: server 1 has no session of its own */
-    server_new_conn(&p);
-    client(&p, c, 1, "localhost");
-    assert_int_equal(handshake(&p, 0), 1);
+    assert_int_equal(connect_to(&p, c, 1, "localhost", 0), 1);
     assert_int_equal(gw_tls_resumed(p.cli), 0);
     /* 3: server 0 resumes with the ticket, which is then gone (RFC 8446 §C.4) */
-    server_new_conn(&p);
-    client(&p, c, 0, "localhost");
-    assert_int_equal(handshake(&p, 0), 1);
+    assert_int_equal(connect_to(&p, c, 0, "localhost", 0), 1);
     assert_int_equal(gw_tls_resumed(p.cli), 1);
     gw_tls_conn_t *keep = p.cli; /* its new ticket is not read yet */
     p.cli = NULL;
-    server_new_conn(&p);
-    client(&p, c, 0, "localhost");
-    assert_int_equal(handshake(&p, 0), 1);
+    assert_int_equal(connect_to(&p, c, 0, "localhost", 0), 1);
     assert_int_equal(gw_tls_resumed(p.cli), 0); /* 4: no ticket left: full handshake */
     take_tickets(&p);
     /* 5: the ticket of connection 4 resumes, and the resumed session still verifies */
-    server_new_conn(&p);
-    client(&p, c, 0, "localhost");
-    assert_int_equal(handshake(&p, 0), 1);
+    assert_int_equal(connect_to(&p, c, 0, "localhost", 0), 1);
     assert_int_equal(gw_tls_resumed(p.cli), 1);
     round_trip(&p);
     gw_tls_shutdown(keep);
@@ -473,9 +459,7 @@ static void test_tls12_session_kept_for_reuse(void **state)
     gw_tls_client_ctx_t *c;
     assert_int_equal(gw_tls_client_ctx_new(&u, &c), 0);
     for (int i = 0; i < 3; i++) {
-        server_new_conn(&p);
-        client(&p, c, 0, "127.0.0.1");
-        assert_int_equal(handshake(&p, 0), 1);
+        assert_int_equal(connect_to(&p, c, 0, "127.0.0.1", 0), 1);
         assert_string_equal(gw_tls_version(p.cli), "TLSv1.2");
         assert_string_equal(gw_tls_alpn(p.cli), ""); /* this server does no ALPN */
         /* the first is full, the next two resume the same session */
@@ -485,14 +469,10 @@ static void test_tls12_session_kept_for_reuse(void **state)
     /* a connection abandoned without close_notify (a failure) spoils the session */
     gw_tls_conn_del(p.cli);
     p.cli = NULL;
-    server_new_conn(&p);
-    client(&p, c, 0, "127.0.0.1");
-    assert_int_equal(handshake(&p, 0), 1);
+    assert_int_equal(connect_to(&p, c, 0, "127.0.0.1", 0), 1);
     assert_int_equal(gw_tls_resumed(p.cli), 0);
     /* and the full handshake's new session is kept again */
-    server_new_conn(&p);
-    client(&p, c, 0, "127.0.0.1");
-    assert_int_equal(handshake(&p, 0), 1);
+    assert_int_equal(connect_to(&p, c, 0, "127.0.0.1", 0), 1);
     assert_int_equal(gw_tls_resumed(p.cli), 1);
     pair_free(&p);
     gw_tls_client_ctx_del(c);

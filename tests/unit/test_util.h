@@ -22,6 +22,15 @@ gw_test_appendf(char *log, size_t cap, size_t *len, const char *fmt, ...)
 /* The same into a recorder r with `char log[N]` and `size_t len`. */
 #define GW_TEST_LOGF(r, ...) gw_test_appendf((r)->log, sizeof((r)->log), &(r)->len, __VA_ARGS__)
 
+/* pred(gw_slice_str(x)) is true (want 1) or false (want 0) for every string x of the list. */
+#define GW_EXPECT_EACH(pred, want, ...)                                                            \
+    do {                                                                                           \
+        static const char *const each_[] = {__VA_ARGS__};                                          \
+        for (size_t i_ = 0; i_ < sizeof(each_) / sizeof(each_[0]); i_++)                           \
+            if (!!pred(gw_slice_str(each_[i_])) != (want))                                         \
+                fail_msg("%s(\"%s\") is not %d", #pred, each_[i_], (want));                        \
+    } while (0)
+
 /* The main() of a unit test file (cmocka.h included first): the tests of the array `tests`, run
  * in order, the group between setup and teardown (NULL: none); GW_TEST_FILTER='name*' runs only
  * the tests whose names match. */
