@@ -87,29 +87,28 @@ static void put_u64(ap_t *a, uint64_t v)
     put(a, b, gw_fmt_u64(b, v));
 }
 
+/* a count of thousandths as a decimal with three places: 1234 is "1.234" */
+static void put_milli(ap_t *a, uint64_t v)
+{
+    char b[32];
+    size_t n = gw_fmt_u64(b, v / 1000);
+    b[n++] = '.';
+    b[n++] = (char)('0' + (v / 100) % 10);
+    b[n++] = (char)('0' + (v / 10) % 10);
+    b[n++] = (char)('0' + v % 10);
+    put(a, b, n);
+}
+
 /* microseconds as milliseconds with three decimals */
 static void put_ms(ap_t *a, uint64_t us)
 {
-    char b[32];
-    size_t n = gw_fmt_u64(b, us / 1000);
-    b[n++] = '.';
-    b[n++] = (char)('0' + (us / 100) % 10);
-    b[n++] = (char)('0' + (us / 10) % 10);
-    b[n++] = (char)('0' + us % 10);
-    put(a, b, n);
+    put_milli(a, us);
 }
 
 /* microseconds as seconds with three decimals (nginx's $request_time) */
 static void put_sec(ap_t *a, uint64_t us)
 {
-    uint64_t ms = us / 1000;
-    char b[32];
-    size_t n = gw_fmt_u64(b, ms / 1000);
-    b[n++] = '.';
-    b[n++] = (char)('0' + (ms / 100) % 10);
-    b[n++] = (char)('0' + (ms / 10) % 10);
-    b[n++] = (char)('0' + ms % 10);
-    put(a, b, n);
+    put_milli(a, us / 1000);
 }
 
 static const char hexd[] = "0123456789abcdef";
@@ -231,6 +230,34 @@ static void key(ap_t *a, const char *k)
     put(a, "\":", 2);
 }
 
+/* ,"k":"v" (escaped), or ,"k":null when not present */
+static void kv_str(ap_t *a, const char *k, gw_slice_t v, int present)
+{
+    key(a, k);
+    put_json_str(a, v, present);
+}
+
+static void kv_cstr(ap_t *a, const char *k, const char *v)
+{
+    kv_str(a, k, cs(v), v != NULL);
+}
+
+/* ,"k":1.234 (microseconds as milliseconds), or ,"k":null for a negative (unknown) time */
+static void kv_ms(ap_t *a, const char *k, int64_t us)
+{
+    key(a, k);
+    if (us >= 0)
+        put_ms(a, (uint64_t)us);
+    else
+        puts_(a, "null");
+}
+
+static void kv_bool(ap_t *a, const char *k, int v)
+{
+    key(a, k);
+    puts_(a, v ? "true" : "false");
+}
+
 /* "ip:port" / "[ip6]:port" into address and port slices */
 static void split_peer(const char *peer, gw_slice_t *ip, gw_slice_t *port)
 {
@@ -307,28 +334,17 @@ static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
         put(a, port.base, port.len);
     else
         puts_(a, "null");
-    key(a, "request_id");
-    put_json_str(a, (gw_slice_t){(const uint8_t *)r->id, r->id_len}, r->id_len > 0);
-    key(a, "protocol");
-    put_json_str(a, cs(r->proto), r->proto != NULL);
-    key(a, "tls_version");
-    put_json_str(a, cs(r->tls_version), r->tls_version != NULL);
-    key(a, "tls_cipher");
-    put_json_str(a, cs(r->tls_cipher), r->tls_cipher != NULL);
-    key(a, "sni");
-    put_json_str(a, cs(r->sni), r->sni != NULL);
-    key(a, "method");
-    put_json_str(a, r->method, r->method.base != NULL);
-    key(a, "authority");
-    put_json_str(a, r->authority, r->authority.base != NULL);
-    key(a, "path");
-    put_json_str(a, r->path, r->path.base != NULL);
-    key(a, "request_line");
-    put_json_str(a, r->request_line, r->request_line.len && !r->method.len);
-    key(a, "user_agent");
-    put_json_str(a, r->user_agent, r->user_agent.base != NULL);
-    key(a, "referer");
-    put_json_str(a, r->referer, r->referer.base != NULL);
+    kv_str(a, "request_id", (gw_slice_t){(const uint8_t *)r->id, r->id_len}, r->id_len > 0);
+    kv_cstr(a, "protocol", r->proto);
+    kv_cstr(a, "tls_version", r->tls_version);
+    kv_cstr(a, "tls_cipher", r->tls_cipher);
+    kv_cstr(a, "sni", r->sni);
+    kv_str(a, "method", r->method, r->method.base != NULL);
+    kv_str(a, "authority", r->authority, r->authority.base != NULL);
+    kv_str(a, "path", r->path, r->path.base != NULL);
+    kv_str(a, "request_line", r->request_line, r->request_line.len && !r->method.len);
+    kv_str(a, "user_agent", r->user_agent, r->user_agent.base != NULL);
+    kv_str(a, "referer", r->referer, r->referer.base != NULL);
     key(a, "status");
     put_u64(a, r->status);
     key(a, "bytes_received");
@@ -336,49 +352,25 @@ static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
     key(a, "bytes_sent");
     put_u64(a, r->bytes_out);
     uint64_t end = r->end_ns > r->start_ns ? r->end_ns : r->start_ns;
-    key(a, "duration_ms");
-    put_ms(a, (end - r->start_ns) / 1000);
-    key(a, "time_to_head_ms");
-    if (r->head_ns >= r->start_ns && r->head_ns)
-        put_ms(a, (r->head_ns - r->start_ns) / 1000);
-    else
-        puts_(a, "null");
-    key(a, "time_to_last_byte_ms");
-    if (r->last_ns >= r->start_ns && r->last_ns)
-        put_ms(a, (r->last_ns - r->start_ns) / 1000);
-    else
-        puts_(a, "null");
-    key(a, "route");
-    put_json_str(a, cs(r->route), r->route != NULL);
-    key(a, "upstream");
-    put_json_str(a, cs(r->upstream), r->upstream != NULL);
-    key(a, "upstream_server");
-    put_json_str(a, cs(r->server), r->server != NULL);
-    key(a, "upstream_connect_ms");
-    if (r->connect_us >= 0)
-        put_ms(a, (uint64_t)r->connect_us);
-    else
-        puts_(a, "null");
-    key(a, "upstream_header_ms");
-    if (r->upstream_head_us >= 0)
-        put_ms(a, (uint64_t)r->upstream_head_us);
-    else
-        puts_(a, "null");
-    key(a, "upstream_response_ms");
-    if (r->upstream_resp_us >= 0)
-        put_ms(a, (uint64_t)r->upstream_resp_us);
-    else
-        puts_(a, "null");
+    kv_ms(a, "duration_ms", (int64_t)((end - r->start_ns) / 1000));
+    kv_ms(a, "time_to_head_ms",
+          r->head_ns >= r->start_ns && r->head_ns ? (int64_t)((r->head_ns - r->start_ns) / 1000)
+                                                  : -1);
+    kv_ms(a, "time_to_last_byte_ms",
+          r->last_ns >= r->start_ns && r->last_ns ? (int64_t)((r->last_ns - r->start_ns) / 1000)
+                                                  : -1);
+    kv_cstr(a, "route", r->route);
+    kv_cstr(a, "upstream", r->upstream);
+    kv_cstr(a, "upstream_server", r->server);
+    kv_ms(a, "upstream_connect_ms", r->connect_us);
+    kv_ms(a, "upstream_header_ms", r->upstream_head_us);
+    kv_ms(a, "upstream_response_ms", r->upstream_resp_us);
     key(a, "retries");
     put_u64(a, r->retries);
-    key(a, "coalesced");
-    puts_(a, r->coalesced ? "true" : "false");
-    key(a, "pushed");
-    puts_(a, r->pushed ? "true" : "false");
-    key(a, "throttled");
-    puts_(a, r->throttled ? "true" : "false");
-    key(a, "h2_error");
-    put_json_str(a, cs(r->h2_error), r->h2_error != NULL);
+    kv_bool(a, "coalesced", r->coalesced);
+    kv_bool(a, "pushed", r->pushed);
+    kv_bool(a, "throttled", r->throttled);
+    kv_cstr(a, "h2_error", r->h2_error);
     put(a, "}\n", 2);
 }
 
@@ -392,6 +384,20 @@ static const char *clf_version(const char *proto)
     return " HTTP/1.1";
 }
 
+/* $request: "GET /path HTTP/2.0", or the bytes of a request line that never parsed ("-" when
+ * no byte of it came) */
+static void put_request(ap_t *a, const gw_alog_t *r)
+{
+    if (r->method.len) {
+        put_clf(a, r->method);
+        put(a, " ", 1);
+        put_clf(a, r->path);
+        puts_(a, clf_version(r->proto));
+    } else {
+        put_clf(a, r->request_line);
+    }
+}
+
 static void format_combined(ap_t *a, const gw_alog_t *r, uint64_t now_us)
 {
     const tcache_t *tc = tcache(now_us);
@@ -399,14 +405,7 @@ static void format_combined(ap_t *a, const gw_alog_t *r, uint64_t now_us)
     split_peer(r->peer, &ip, &port);
     put_clf(a, ip);
     put(a, tc->clf, tc->clf_len);
-    if (r->method.len) {
-        put_clf(a, r->method);
-        put(a, " ", 1);
-        put_clf(a, r->path);
-        puts_(a, clf_version(r->proto));
-    } else {
-        put_clf(a, r->request_line); /* "-" when no byte of it came */
-    }
+    put_request(a, r);
     put(a, "\" ", 2);
     put_u64(a, gw_alog_clf_status(r));
     put(a, " ", 1);
@@ -698,14 +697,7 @@ static void put_var(ap_t *a, unsigned v, const gw_alog_t *r, uint64_t now_us)
         put_sec(a, now_us);
         return;
     case V_REQUEST:
-        if (r->method.len) {
-            put_clf(a, r->method);
-            put(a, " ", 1);
-            put_clf(a, r->path);
-            puts_(a, clf_version(r->proto));
-        } else {
-            put_clf(a, r->request_line);
-        }
+        put_request(a, r);
         return;
     case V_SERVER_PROTOCOL:
         puts_(a, clf_version(r->proto) + 1);
