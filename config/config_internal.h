@@ -83,6 +83,9 @@ const char *gw_cfg__scalar(yaml_node_t *n);
 /* A scalar written as plain `null`, `~` or nothing. */
 int gw_cfg__is_null(yaml_node_t *n);
 int gw_cfg__expect(ld_t *ld, yaml_node_t *n, yaml_node_type_t t, const char *key);
+/* Which of two words the scalar v of key is: 0 for a, 1 for b; -1 after reporting
+ * "'key' must be a or b, not '...'" (or that v is not a scalar). */
+int gw_cfg__one_of(ld_t *ld, yaml_node_t *v, const char *key, const char *a, const char *b);
 /* The value of key in map (a mapping node; its first occurrence), or NULL. */
 yaml_node_t *gw_cfg__map_value(ld_t *ld, yaml_node_t *map, const char *key);
 /* cb for every pair of the mapping map; duplicate keys and non-scalar keys are reported and

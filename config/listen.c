@@ -89,13 +89,9 @@ static int tls_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         return 0;
     }
     if (!strcmp(key, "alpn_preference")) {
-        const char *s = v->type == YAML_SCALAR_NODE ? gw_cfg__scalar(v) : NULL;
-        if (s && !strcmp(s, "h2"))
-            t->tls->prefer_h2 = 1;
-        else if (s && !strcmp(s, "http/1.1"))
-            t->tls->prefer_h2 = 0;
-        else
-            gw_cfg__err_at(ld, v, "'alpn_preference' must be h2 or http/1.1");
+        int w = gw_cfg__one_of(ld, v, key, "h2", "http/1.1");
+        if (w >= 0)
+            t->tls->prefer_h2 = w == 0;
         return 0;
     }
     if (!strcmp(key, "ticket_keys")) {
@@ -107,13 +103,9 @@ static int tls_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         return 0;
     }
     if (!strcmp(key, "ticket_key_cipher")) {
-        const char *s = v->type == YAML_SCALAR_NODE ? gw_cfg__scalar(v) : NULL;
-        if (s && !strcmp(s, "aes-128-cbc"))
-            t->tls->ticket_key_len = 48;
-        else if (s && !strcmp(s, "aes-256-cbc"))
-            t->tls->ticket_key_len = 80;
-        else
-            gw_cfg__err_at(ld, v, "'ticket_key_cipher' must be aes-128-cbc or aes-256-cbc");
+        int w = gw_cfg__one_of(ld, v, key, "aes-128-cbc", "aes-256-cbc");
+        if (w >= 0)
+            t->tls->ticket_key_len = w == 0 ? 48 : 80; /* key name, HMAC and AES key bytes */
         return 0;
     }
     if (!strcmp(key, "ciphers"))

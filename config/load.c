@@ -134,6 +134,19 @@ int gw_cfg__expect(ld_t *ld, yaml_node_t *n, yaml_node_type_t t, const char *key
     return 0;
 }
 
+int gw_cfg__one_of(ld_t *ld, yaml_node_t *v, const char *key, const char *a, const char *b)
+{
+    if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
+        return -1;
+    const char *s = gw_cfg__scalar(v);
+    if (!strcmp(s, a))
+        return 0;
+    if (!strcmp(s, b))
+        return 1;
+    gw_cfg__err_at(ld, v, "'%s' must be %s or %s, not '%s'", key, a, b, s);
+    return -1;
+}
+
 yaml_node_t *gw_cfg__map_value(ld_t *ld, yaml_node_t *map, const char *key)
 {
     if (map->type != YAML_MAPPING_NODE)

@@ -300,16 +300,11 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
                 gw_cfg__err_at(ld, v, "missing required key 'address' in admin");
         }
     } else if (!strcmp(key, "forwarded_for")) {
-        if (!gw_cfg__expect(ld, v, YAML_SCALAR_NODE, key))
+        int w = gw_cfg__one_of(ld, v, key, "replace", "append");
+        if (w < 0)
             return 0;
         t->forwarded_for = v;
-        const char *m = gw_cfg__scalar(v);
-        if (!strcmp(m, "append"))
-            c->forwarded_append = 1;
-        else if (!strcmp(m, "replace"))
-            c->forwarded_append = 0;
-        else
-            gw_cfg__err_at(ld, v, "'forwarded_for' must be replace or append, not '%s'", m);
+        c->forwarded_append = w == 1;
     } else if (!strcmp(key, "trusted_proxies")) {
         gw_cfg__load_nets(ld, v, key, 0, &c->trusted_proxies, &c->trusted_proxies_len);
     } else if (!strcmp(key, "pid_file")) {

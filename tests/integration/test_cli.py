@@ -160,6 +160,38 @@ def test_check_config_rejects_broken_file_with_file_line_col(h2gate_bin, tmp_pat
     assert any(l.startswith(f"{p}:9:") and "nowhere" in l for l in lines), r.stderr
 
 
+TWO_WORDS = """listen:
+  - address: 127.0.0.1:8443
+    tls:
+      certificate: cert.pem
+      key: key.pem
+      alpn_preference: {alpn}
+      ticket_key_cipher: {cipher}
+forwarded_for: {fwd}
+upstreams:
+  app: {{servers: [127.0.0.1:9000]}}
+routes:
+  - {{path: /, upstream: app}}
+"""
+
+
+def test_a_key_of_two_words_names_both_and_the_bad_one(h2gate_bin, tmp_path):
+    p = tmp_path / "words.yaml"
+    p.write_text(TWO_WORDS.format(alpn="h3", cipher="des", fwd="keep"))
+    r = run([h2gate_bin, "--check-config", str(p)])
+    assert r.returncode == 1
+    for want in (f"{p}:6:24: 'alpn_preference' must be h2 or http/1.1, not 'h3'",
+                 f"{p}:7:26: 'ticket_key_cipher' must be aes-128-cbc or aes-256-cbc, not 'des'",
+                 f"{p}:8:16: 'forwarded_for' must be replace or append, not 'keep'"):
+        assert want in r.stderr, r.stderr
+    # both words of each are taken (the certificate files are missing: that is the only error)
+    for alpn, cipher, fwd in (("h2", "aes-128-cbc", "replace"),
+                              ("http/1.1", "aes-256-cbc", "replace")):
+        p.write_text(TWO_WORDS.format(alpn=alpn, cipher=cipher, fwd=fwd))
+        r = run([h2gate_bin, "--check-config", str(p)])
+        assert "must be" not in r.stderr, r.stderr
+
+
 def test_check_config_missing_file(h2gate_bin, tmp_path):
     r = run([h2gate_bin, "--check-config", str(tmp_path / "absent.yaml")])
     assert r.returncode == 1
