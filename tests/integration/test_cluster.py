@@ -796,9 +796,10 @@ def test_redis_error_text_cannot_forge_log_lines(gateway, origin):
     evil = b'-ERR evil" x=1\nts=2026-01-01T00:00:00Z level=error event=forged_by_redis\r\n'
     with FakeRedis(get=evil) as fake:
         admin = free_port()
+        # a timeout long enough that a slow answer under load is not the first degradation
         g = origin_gateway(gateway, origin, extra=f"cluster:\n  redis: 127.0.0.1:{fake.port}\n"
-                           "  poll_interval: 100ms\n", admin=admin)
-        g.wait_log("event=cluster_degraded")
+                           "  poll_interval: 100ms\n  timeout: 2s\n", admin=admin)
+        g.wait_log('reason="GET ticket keys')
         log = g.log()
         assert re.search(r'event=cluster_degraded redis=\S+ reason="GET ticket keys: ERR evil\? '
                          r'x=1\?ts=2026-01-01T00:00:00Z level=error event=forged_by_redis" ', log), \
