@@ -170,26 +170,36 @@ static void long_run_rate(void **state)
 
 /* ---- table ------------------------------------------------------------------------------- */
 
-static struct sockaddr_storage v4(const char *ip, uint16_t port)
+/* The address ip (IPv6 when it has a colon) and port; an ip that does not parse fails the test. */
+static struct sockaddr_storage addr(const char *ip, uint16_t port)
 {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
-    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-    a->sin_family = AF_INET;
-    a->sin_port = htons(port);
-    inet_pton(AF_INET, ip, &a->sin_addr);
+    int ok;
+    if (strchr(ip, ':')) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(port);
+        ok = inet_pton(AF_INET6, ip, &a->sin6_addr);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons(port);
+        ok = inet_pton(AF_INET, ip, &a->sin_addr);
+    }
+    if (ok != 1)
+        fail_msg("address %s does not parse", ip);
     return ss;
 }
 
-static struct sockaddr_storage v6(const char *ip, uint16_t port)
+/* A table of capacity entries keying IPv6 clients by their first ipv6_prefix bits. */
+static gw_bucket_table_t *table_new(size_t capacity, unsigned ipv6_prefix)
 {
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof(ss));
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons(port);
-    inet_pton(AF_INET6, ip, &a->sin6_addr);
-    return ss;
+    gw_bucket_table_t *t = NULL;
+    int rv = gw_bucket_table_new(capacity, ipv6_prefix, &t);
+    if (rv != 0 || !t)
+        fail_msg("gw_bucket_table_new(%zu, %u): %d", capacity, ipv6_prefix, rv);
+    return t;
 }
 
 #define SA(x) ((const struct sockaddr *)&(x))
@@ -202,9 +212,9 @@ static void table_keys(void **state)
     assert_int_equal(gw_bucket_table_new(8, 0, &t), GW_E_INVAL);
     assert_int_equal(gw_bucket_table_new(8, 129, &t), GW_E_INVAL);
     assert_int_equal(gw_bucket_table_new(8, 128, &t), 0); /* whole IPv6 addresses here */
-    struct sockaddr_storage a1 = v4("127.0.0.1", 1000), a2 = v4("127.0.0.1", 2000),
-                            b = v4("127.0.0.2", 1000), m = v6("::ffff:127.0.0.1", 5),
-                            c = v6("::1", 1000), d = v6("::2", 1000);
+    struct sockaddr_storage a1 = addr("127.0.0.1", 1000), a2 = addr("127.0.0.1", 2000),
+                            b = addr("127.0.0.2", 1000), m = addr("::ffff:127.0.0.1", 5),
+                            c = addr("::1", 1000), d = addr("::2", 1000);
     gw_bucket_entry_t *e1 = gw_bucket_table_acquire(t, SA(a1), 0, 1000, 1000, 0);
     gw_bucket_entry_t *e2 = gw_bucket_table_acquire(t, SA(a2), 0, 5, 5, 0);
     gw_bucket_entry_t *eb = gw_bucket_table_acquire(t, SA(b), 0, 1000, 1000, 0);
@@ -238,10 +248,9 @@ static void table_keys(void **state)
 static void table_eviction(void **state)
 {
     (void)state;
-    gw_bucket_table_t *t;
-    assert_int_equal(gw_bucket_table_new(3, 64, &t), 0);
-    struct sockaddr_storage a = v4("10.0.0.1", 1), b = v4("10.0.0.2", 1), c = v4("10.0.0.3", 1),
-                            d = v4("10.0.0.4", 1);
+    gw_bucket_table_t *t = table_new(3, 64);
+    struct sockaddr_storage a = addr("10.0.0.1", 1), b = addr("10.0.0.2", 1),
+                            c = addr("10.0.0.3", 1), d = addr("10.0.0.4", 1);
     gw_bucket_entry_t *ea = gw_bucket_table_acquire(t, SA(a), 0, 100, 100, 0);
     gw_bucket_entry_t *eb = gw_bucket_table_acquire(t, SA(b), 0, 100, 100, 0);
     gw_bucket_entry_t *ec = gw_bucket_table_acquire(t, SA(c), 0, 100, 100, 0);
@@ -281,12 +290,11 @@ static void table_eviction(void **state)
 static void table_full_fails_closed(void **state)
 {
     (void)state;
-    gw_bucket_table_t *t;
-    assert_int_equal(gw_bucket_table_new(4, 64, &t), 0);
+    gw_bucket_table_t *t = table_new(4, 64);
     char ip[32];
     for (int i = 0; i < 4; i++) { /* four clients spend their whole burst, then leave */
         snprintf(ip, sizeof(ip), "198.51.100.%d", i + 1);
-        struct sockaddr_storage a = v4(ip, 1);
+        struct sockaddr_storage a = addr(ip, 1);
         gw_bucket_entry_t *e = gw_bucket_table_acquire(t, SA(a), 1, 10, 10, 0);
         assert_non_null(e);
         assert_int_equal(gw_bucket_table_take(t, e, 10, 0, NULL), 10);
@@ -294,13 +302,13 @@ static void table_full_fails_closed(void **state)
     }
     for (int i = 0; i < 1000; i++) { /* an attacker's fresh addresses, at once */
         snprintf(ip, sizeof(ip), "203.0.%d.%d", i / 250, i % 250 + 1);
-        struct sockaddr_storage a = v4(ip, 1);
+        struct sockaddr_storage a = addr(ip, 1);
         assert_null(gw_bucket_table_acquire(t, SA(a), 1, 10, 10, 1000));
     }
     assert_int_equal(gw_bucket_table_refused(t), 1000);
     assert_int_equal(gw_bucket_table_evictions(t), 0);
     /* the first client is still limited: its debt was kept */
-    struct sockaddr_storage a1 = v4("198.51.100.1", 2);
+    struct sockaddr_storage a1 = addr("198.51.100.1", 2);
     gw_bucket_entry_t *e1 = gw_bucket_table_acquire(t, SA(a1), 1, 10, 10, 1000);
     assert_non_null(e1);
     assert_int_equal(gw_bucket_table_take(t, e1, 1, 1000, NULL), 0);
@@ -328,9 +336,8 @@ static void table_ipv6_prefix(void **state)
         {48, "::ffff:192.0.2.1", "::ffff:192.0.2.2", 0}, /* IPv4-mapped: whole IPv4 address */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        gw_bucket_table_t *t;
-        assert_int_equal(gw_bucket_table_new(8, cases[i].prefix, &t), 0);
-        struct sockaddr_storage a = v6(cases[i].a, 1), b = v6(cases[i].b, 1);
+        gw_bucket_table_t *t = table_new(8, cases[i].prefix);
+        struct sockaddr_storage a = addr(cases[i].a, 1), b = addr(cases[i].b, 1);
         gw_bucket_entry_t *ea = gw_bucket_table_acquire(t, SA(a), 0, 10, 10, 0);
         gw_bucket_entry_t *eb = gw_bucket_table_acquire(t, SA(b), 0, 10, 10, 0);
         if ((ea == eb) != cases[i].same)
@@ -358,9 +365,8 @@ static void *taker(void *p)
 static void table_threads(void **state)
 {
     (void)state;
-    gw_bucket_table_t *t;
-    assert_int_equal(gw_bucket_table_new(4, 64, &t), 0);
-    struct sockaddr_storage a = v4("192.0.2.1", 1);
+    gw_bucket_table_t *t = table_new(4, 64);
+    struct sockaddr_storage a = addr("192.0.2.1", 1);
     gw_bucket_entry_t *e = gw_bucket_table_acquire(t, SA(a), 0, 1, 500000, 0);
     thr_arg_t x = {t, e, 0}, y = {t, e, 0};
     pthread_t tx, ty;
@@ -397,9 +403,8 @@ static void table_nomem(void **state)
 static void table_leases(void **state)
 {
     (void)state;
-    gw_bucket_table_t *t;
-    assert_int_equal(gw_bucket_table_new(2, 64, &t), 0);
-    struct sockaddr_storage a = v4("10.0.0.1", 1);
+    gw_bucket_table_t *t = table_new(2, 64);
+    struct sockaddr_storage a = addr("10.0.0.1", 1);
     uint64_t now = 1000000;
     gw_bucket_entry_t *e =
         gw_bucket_table_acquire(t, (struct sockaddr *)&a, 0, 1000000, 100000, now);
@@ -427,7 +432,7 @@ static void table_leases(void **state)
     assert_int_equal(ask, 100000); /* under half: the next lease */
     /* the slot goes to another client before the answer: the grant is dropped */
     gw_bucket_table_release(t, e);
-    struct sockaddr_storage b = v4("10.0.0.2", 1), c = v4("10.0.0.3", 1);
+    struct sockaddr_storage b = addr("10.0.0.2", 1), c = addr("10.0.0.3", 1);
     gw_bucket_entry_t *eb =
         gw_bucket_table_acquire(t, (struct sockaddr *)&b, 0, 1000000, 100000, now);
     gw_bucket_table_release(t, eb);
@@ -453,8 +458,8 @@ static void addr_text(void **state)
 {
     (void)state;
     char out[64];
-    struct sockaddr_storage a = v4("192.0.2.7", 80), b = v6("2001:db8:1:2:3:4:5:6", 80),
-                            m = v6("::ffff:192.0.2.9", 80);
+    struct sockaddr_storage a = addr("192.0.2.7", 80), b = addr("2001:db8:1:2:3:4:5:6", 80),
+                            m = addr("::ffff:192.0.2.9", 80);
     assert_int_equal(gw_bucket_addr_text((struct sockaddr *)&a, 64, out, sizeof(out)), 9);
     assert_string_equal(out, "192.0.2.7");
     assert_true(gw_bucket_addr_text((struct sockaddr *)&b, 64, out, sizeof(out)) > 0);
