@@ -263,11 +263,7 @@ static void limits(void **state)
     assert_int_equal(feed_split(big, 0, 0, &r, &small), GW_E_LIMIT);
     assert_non_null(strstr(r.log, "ERROR 431"));
     char many[4000] = "GET / HTTP/1.1\r\nHost: h\r\n";
-    for (int i = 0; i < 40; i++) {
-        char l[32];
-        snprintf(l, sizeof(l), "X-%d: v\r\n", i);
-        strcat(many, l);
-    }
+    gw_test_append_fields(many, sizeof(many), 40);
     strcat(many, "\r\n");
     gw_h1_limits_t few = {8192, 10};
     rec_t m = {0};

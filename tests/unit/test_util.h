@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Append a formatted line to log[0..cap) at *len; what does not fit is dropped whole. */
 __attribute__((format(printf, 4, 5))) static inline void
@@ -21,6 +22,28 @@ gw_test_appendf(char *log, size_t cap, size_t *len, const char *fmt, ...)
 
 /* The same into a recorder r with `char log[N]` and `size_t len`. */
 #define GW_TEST_LOGF(r, ...) gw_test_appendf((r)->log, sizeof((r)->log), &(r)->len, __VA_ARGS__)
+
+/* Append the fields "X-0: v\r\n" .. "X-<n-1>: v\r\n" to the string buf[0..cap). */
+static inline void gw_test_append_fields(char *buf, size_t cap, int n)
+{
+    size_t len = strlen(buf);
+    for (int i = 0; i < n; i++)
+        gw_test_appendf(buf, cap, &len, "X-%d: v\r\n", i);
+}
+
+/* A write into out (a gw_bytes_t bounded to cap bytes) that returned rv: GW_E_LIMIT and nothing
+ * written when want_len bytes do not fit, else 0 and exactly want[0..want_len). */
+#define GW_EXPECT_BOUNDED_WRITE(rv, out, cap, want, want_len)                                      \
+    do {                                                                                           \
+        if ((cap) < (want_len)) {                                                                  \
+            assert_int_equal((rv), GW_E_LIMIT);                                                    \
+            assert_int_equal((out).len, 0);                                                        \
+        } else {                                                                                   \
+            assert_int_equal((rv), 0);                                                             \
+            assert_int_equal((out).len, (want_len));                                               \
+            assert_memory_equal((out).base, (want), (want_len));                                   \
+        }                                                                                          \
+    } while (0)
 
 /* pred(gw_slice_str(x)) is true (want 1) or false (want 0) for every string x of the list. */
 #define GW_EXPECT_EACH(pred, want, ...)                                                            \
