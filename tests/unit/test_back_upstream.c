@@ -151,6 +151,14 @@ static void client_addr(struct sockaddr_in *a, unsigned i)
     a->sin_port = htons((uint16_t)(1024 + i));
 }
 
+/* The server picked at time now for client i (client_addr) with nothing excluded. */
+static size_t pick_client(fx_t *f, unsigned i, uint64_t now)
+{
+    struct sockaddr_in a;
+    client_addr(&a, i);
+    return pick(f, (struct sockaddr *)&a, NULL, now);
+}
+
 static void hash_spread_and_minimal_move(void **state)
 {
     (void)state;
@@ -176,9 +184,7 @@ static void hash_spread_and_minimal_move(void **state)
     assert_int_equal(gw_back__ring_build(&f.up), 0);
     size_t moved = 0;
     for (unsigned i = 0; i < N; i++) {
-        struct sockaddr_in a;
-        client_addr(&a, i);
-        size_t now = pick(&f, (struct sockaddr *)&a, NULL, 0);
+        size_t now = pick_client(&f, i, 0);
         if (now != before[i]) {
             assert_int_equal(before[i], 4);
             moved++;
@@ -192,19 +198,14 @@ static void hash_ejected_server_only_moves_its_clients(void **state)
 {
     (void)state;
     enum { N = 500 };
-    static size_t before[N];
+    size_t before[N];
     fx_t f;
     fx_init(&f, 3, NULL, GW_BALANCE_HASH_CLIENT);
-    for (unsigned i = 0; i < N; i++) {
-        struct sockaddr_in a;
-        client_addr(&a, i);
-        before[i] = pick(&f, (struct sockaddr *)&a, NULL, 0);
-    }
+    for (unsigned i = 0; i < N; i++)
+        before[i] = pick_client(&f, i, 0);
     f.srv[1].ejected_until = 1000;
     for (unsigned i = 0; i < N; i++) {
-        struct sockaddr_in a;
-        client_addr(&a, i);
-        size_t s = pick(&f, (struct sockaddr *)&a, NULL, 10);
+        size_t s = pick_client(&f, i, 10);
         assert_int_not_equal(s, 1);
         if (before[i] != 1)
             assert_int_equal(s, before[i]);

@@ -52,6 +52,19 @@ static void bytes_grow_and_limit(void **state)
     gw_bytes_free(&b);
 }
 
+/* A fresh buffer (one reference) holding len bytes: a copy of src, or the byte fill when src is
+ * NULL. */
+static gw_rbuf_t *rbuf_with(const void *src, int fill, size_t len)
+{
+    gw_rbuf_t *b = gw_rbuf_new(len);
+    assert_non_null(b);
+    if (src)
+        memcpy(b->data, src, len);
+    else
+        memset(b->data, fill, len);
+    return b;
+}
+
 static void iovq_copy_merges_and_ref_pins(void **state)
 {
     (void)state;
@@ -61,8 +74,7 @@ static void iovq_copy_merges_and_ref_pins(void **state)
     assert_int_equal(gw_iovq_copy(&q, "world", 5), 0);
     struct iovec v[8];
     assert_int_equal(gw_iovq_peek(&q, v, 8), 1); /* adjacent copies merged */
-    gw_rbuf_t *payload = gw_rbuf_new(4);
-    memcpy(payload->data, "DATA", 4);
+    gw_rbuf_t *payload = rbuf_with("DATA", 0, 4);
     assert_int_equal(gw_iovq_ref(&q, payload, 1, 3), 0);
     assert_int_equal(payload->refs, 2);
     assert_int_equal(gw_iovq_copy(&q, "!", 1), 0);
@@ -87,8 +99,7 @@ static void iovq_many_entries_wrap(void **state)
     (void)state;
     gw_iovq_t q;
     gw_iovq_init(&q);
-    gw_rbuf_t *p = gw_rbuf_new(1000);
-    memset(p->data, 'z', 1000);
+    gw_rbuf_t *p = rbuf_with(NULL, 'z', 1000);
     size_t total = 0;
     for (int round = 0; round < 50; round++) {
         for (int i = 0; i < 7; i++) {
@@ -128,8 +139,7 @@ static void iovq_take_moves_pins(void **state)
     (void)state;
     gw_iovq_t q;
     gw_iovq_init(&q);
-    gw_rbuf_t *p = gw_rbuf_new(16);
-    memcpy(p->data, "payload-payload!", 16);
+    gw_rbuf_t *p = rbuf_with("payload-payload!", 0, 16);
     assert_int_equal(gw_iovq_copy(&q, "HDR1", 4), 0);
     assert_int_equal(gw_iovq_ref(&q, p, 0, 16), 0);
     assert_int_equal(gw_iovq_copy(&q, "HDR2", 4), 0);
