@@ -129,21 +129,28 @@ static void parameters(void **state)
     assert_int_equal(gw_http_sf_param_next(&p, &k, &v), -1);
 }
 
+/* describe() of s[0..cut) (it checks where the cursor ends). */
+static void describe_prefix(const char *s, size_t cut, void *user_data)
+{
+    (void)user_data;
+    char out[512];
+    describe(s, cut, out, sizeof(out));
+}
+
+static const char *const sf_examples[] = {
+    "en=\"Applepie\", da=:w4ZibGV0w6ZydGU=:",
+    "a=(1 2), b=3, c=4;aa=bb, d=(5 6);valid",
+    "int=-42, dec=4.5, str=\"h\\\"i\", tok=foo123/456, yes=?1, *star",
+    "x=(1 2 \"c\");p=1, u=2, y=:aGk=:, z=1.25",
+};
+
 /* Every prefix of every example parses without reading past its end (the exact heap copy),
  * and the cursor ends at the end; a NULL value has no member. */
 static void every_prefix(void **state)
 {
     (void)state;
-    static const char *const in[] = {
-        "en=\"Applepie\", da=:w4ZibGV0w6ZydGU=:",
-        "a=(1 2), b=3, c=4;aa=bb, d=(5 6);valid",
-        "int=-42, dec=4.5, str=\"h\\\"i\", tok=foo123/456, yes=?1, *star",
-        "x=(1 2 \"c\");p=1, u=2, y=:aGk=:, z=1.25",
-    };
-    char out[512];
-    for (size_t k = 0; k < sizeof(in) / sizeof(in[0]); k++)
-        for (size_t cut = 0; cut <= strlen(in[k]); cut++)
-            describe(in[k], cut, out, sizeof(out));
+    gw_test_each_prefix(sf_examples, sizeof(sf_examples) / sizeof(sf_examples[0]), describe_prefix,
+                        NULL);
     gw_http_sf_t c = gw_http_sf((gw_slice_t){NULL, 0});
     gw_http_sf_member_t m;
     assert_int_equal(gw_http_sf_dict_next(&c, &m), 0);

@@ -45,6 +45,17 @@ static inline void gw_test_append_fields(char *buf, size_t cap, int n)
         }                                                                                          \
     } while (0)
 
+/* check(s, cut, user_data) for every string s of in[0..n) and every prefix length cut of it,
+ * 0 to strlen(s): the split-feeding sweep of a parser over its examples. */
+static inline void gw_test_each_prefix(const char *const *in, size_t n,
+                                       void (*check)(const char *s, size_t cut, void *user_data),
+                                       void *user_data)
+{
+    for (size_t k = 0; k < n; k++)
+        for (size_t cut = 0; cut <= strlen(in[k]); cut++)
+            check(in[k], cut, user_data);
+}
+
 /* pred(gw_slice_str(x)) is true (want 1) or false (want 0) for every string x of the list. */
 #define GW_EXPECT_EACH(pred, want, ...)                                                            \
     do {                                                                                           \
