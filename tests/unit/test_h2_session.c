@@ -117,9 +117,9 @@ static void settings_timeout(void **state)
     (void)state;
     rec_t r;
     gw_h2_session_t *s = server(&r, NULL);
-    outs_t o;
     assert_int_equal(gw_h2_session_tick(s, 9999), 0);
     assert_int_equal(gw_h2_session_tick(s, 10000), GW_E_TIMEOUT);
+    outs_t o;
     drain(s, &o);
     expect_goaway(&o, GW_H2_SETTINGS_TIMEOUT);
     assert_int_equal(gw_h2_session_stats(s).settings_timeouts, 1);

@@ -136,12 +136,7 @@ static void handshake(pair_t *p, int byte_by_byte)
 
 static gw_cfg_tls_t base_cfg(gw_cfg_cert_t *certs, size_t n)
 {
-    gw_cfg_tls_t t = {0};
-    t.certs = certs;
-    t.certs_len = n;
-    t.min_version = 12;
-    t.prefer_h2 = 1;
-    return t;
+    return (gw_cfg_tls_t){.certs = certs, .certs_len = n, .min_version = 12, .prefer_h2 = 1};
 }
 
 static void test_alpn_server_preference(void **state)
@@ -183,6 +178,20 @@ static X509 *load_cert(const char *path)
     return x;
 }
 
+/* Which of cert_a, cert_b, cert_c x is: 'a', 'b', 'c', or '?' for none. */
+static char cert_letter(X509 *x)
+{
+    const char *paths[] = {cert_a, cert_b, cert_c};
+    char which = '?';
+    for (int i = 0; i < 3; i++) {
+        X509 *c = load_cert(paths[i]);
+        if (X509_cmp(c, x) == 0)
+            which = (char)('a' + i);
+        X509_free(c);
+    }
+    return which;
+}
+
 /* Which of the three certificates the client was shown for this SNI name. */
 static char served_for(gw_cfg_tls_t *cfg, const char *sni)
 {
@@ -193,14 +202,7 @@ static char served_for(gw_cfg_tls_t *cfg, const char *sni)
         assert_string_equal(gw_tls_sni(p.srv), sni);
     X509 *peer = SSL_get1_peer_certificate(p.cli);
     assert_non_null(peer);
-    const char *paths[] = {cert_a, cert_b, cert_c};
-    char which = '?';
-    for (int i = 0; i < 3; i++) {
-        X509 *x = load_cert(paths[i]);
-        if (X509_cmp(x, peer) == 0)
-            which = (char)('a' + i);
-        X509_free(x);
-    }
+    char which = cert_letter(peer);
     X509_free(peer);
     pair_free(&p);
     return which;
