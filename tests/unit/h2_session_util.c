@@ -200,13 +200,18 @@ void expect_rst(const outs_t *o, uint32_t sid, uint32_t code)
     fail_msg("no RST_STREAM on stream %u", sid);
 }
 
-gw_h2_session_t *server(rec_t *r, const gw_h2_options_t *o)
+gw_h2_session_t *server_cb(rec_t *r, const gw_h2_options_t *o, const gw_h2_callbacks_t *cb)
 {
     gw_h2_session_t *s;
     memset(r, 0, sizeof(*r));
-    assert_int_equal(gw_h2_session_new(&s, o, &cbs, r, 0), 0);
+    assert_int_equal(gw_h2_session_new(&s, o, cb, r, 0), 0);
     r->s = s;
     return s;
+}
+
+gw_h2_session_t *server(rec_t *r, const gw_h2_options_t *o)
+{
+    return server_cb(r, o, &cbs);
 }
 
 ssize_t feed(gw_h2_session_t *s, const gw_bytes_t *b)

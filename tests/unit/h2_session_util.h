@@ -87,6 +87,8 @@ const outf_t *find_type(const outs_t *o, uint8_t type, size_t nth);
 void expect_goaway(const outs_t *o, uint32_t code);
 void expect_rst(const outs_t *o, uint32_t sid, uint32_t code);
 gw_h2_session_t *server(rec_t *r, const gw_h2_options_t *o);
+/* server() with the callbacks cb instead of cbs (r is still their user data). */
+gw_h2_session_t *server_cb(rec_t *r, const gw_h2_options_t *o, const gw_h2_callbacks_t *cb);
 ssize_t feed(gw_h2_session_t *s, const gw_bytes_t *b);
 void cli_send(gw_h2_session_t *s, cli_t *c);
 /* cli_send(), then the session's answer drained into o. */

@@ -95,18 +95,27 @@ static void connection_window_exceeded(void **state)
     expect_goaway(&f->o, GW_H2_FLOW_CONTROL_ERROR);
 }
 
+/* The fixture's client asks kv on streams 1 and 3 under the initial window; s answers both
+ * whole from a new len-byte buffer (returned: the caller unrefs it), drained into f->o. */
+static gw_rbuf_t *get_1_and_3_answered(sfix_t *f, gw_h2_session_t *s, uint32_t window,
+                                       const char *const *kv, size_t len)
+{
+    cli_setting(&f->c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, window);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, kv);
+    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, kv);
+    cli_exchange(s, &f->c, &f->o);
+    gw_rbuf_t *rb = gw_rbuf_new(len);
+    answer_1_and_3(s, rb, len, 1);
+    drain(s, &f->o);
+    return rb;
+}
+
 static void round_robin_and_connection_window(void **state)
 {
     sfix_t *f = *state;
     gw_h2_session_t *s = fready(f);
-    cli_setting(&f->c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20);
     /* incremental (RFC 9218 §4.2): the scheduler takes turns one frame each */
-    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET_I);
-    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET_I);
-    cli_exchange(s, &f->c, &f->o);
-    gw_rbuf_t *rb = gw_rbuf_new(40000);
-    answer_1_and_3(s, rb, 40000, 1);
-    drain(s, &f->o);
+    gw_rbuf_t *rb = get_1_and_3_answered(f, s, 1 << 20, GET_I, 40000);
     /* 2 HEADERS, then DATA alternating between the streams until the connection window
      * (65535) is spent */
     assert_int_equal(f->o.n, 6);
@@ -201,13 +210,7 @@ static void priority_set_and_pending_bound(void **state)
     f->opt.max_concurrent_streams = 2;
     gw_h2_session_t *s = fready(f);
     /* the connection window stays shut, so DATA waits */
-    cli_setting(&f->c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 0);
-    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
-    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET);
-    cli_exchange(s, &f->c, &f->o);
-    gw_rbuf_t *rb = gw_rbuf_new(100);
-    answer_1_and_3(s, rb, 100, 1);
-    drain(s, &f->o);
+    gw_rbuf_t *rb = get_1_and_3_answered(f, s, 0, GET, 100);
     assert_int_equal(gw_h2_session_set_priority(s, 3, 8, 0), GW_E_INVAL);
     assert_int_equal(gw_h2_session_set_priority(s, 3, 2, -1), 0);
     assert_int_equal(gw_h2_session_set_priority(s, 1, -1, 1), 0);
@@ -332,15 +335,12 @@ static void on_writable(void *ud, uint32_t sid)
 static void writable_events(void **state)
 {
     (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
     gw_h2_callbacks_t cb2 = cbs;
     cb2.on_writable = on_writable;
-    gw_h2_session_t *s;
-    memset(&r, 0, sizeof(r));
-    assert_int_equal(gw_h2_session_new(&s, NULL, &cb2, &r, 0), 0);
-    r.s = s;
+    rec_t r;
+    gw_h2_session_t *s = server_cb(&r, NULL, &cb2);
+    cli_t c;
+    outs_t o;
     cli_init(&c, 1);
     cli_setting(&c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 0);
     cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
@@ -487,16 +487,13 @@ static int on_data_reset(void *ud, uint32_t sid, const uint8_t *d, size_t len)
 static void priority_and_callbacks(void **state)
 {
     (void)state;
-    rec_t r;
-    cli_t c;
-    outs_t o;
     gw_h2_callbacks_t cb2 = cbs;
     cb2.on_priority = on_priority;
     cb2.on_data = on_data_reset;
-    gw_h2_session_t *s;
-    memset(&r, 0, sizeof(r));
-    assert_int_equal(gw_h2_session_new(&s, NULL, &cb2, &r, 0), 0);
-    r.s = s;
+    rec_t r;
+    gw_h2_session_t *s = server_cb(&r, NULL, &cb2);
+    cli_t c;
+    outs_t o;
     r.release_on_close = 1;
     cli_init(&c, 1);
     const char *const P[] = {":method", "POST",     ":scheme", "https", ":path",
