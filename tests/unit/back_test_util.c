@@ -90,6 +90,18 @@ void oappend(oconn_t *c, const char *fmt, ...)
     c->outlen += (size_t)n;
 }
 
+/* An answer in two parts: first now (unless a delay already holds the output), rest 300 ms
+ * later. */
+static void osplit(oconn_t *c, const char *first, const char *rest)
+{
+    oappend(c, "%s", first);
+    if (!c->delayed)
+        oflush(c);
+    c->delayed = 1;
+    oappend(c, "%s", rest);
+    uv_timer_start(&c->timer, odelayed, 300, 0);
+}
+
 /* O_ECHO: answer one request (req[0..len)) by its target:
  *   /close...     200 with Connection: close, then close
  *   /dropafter... 200 (keep-alive announced), then close the connection
@@ -121,21 +133,12 @@ void oecho(oconn_t *c, const char *req, size_t len)
         uv_timer_start(&c->timer, odelayed, 50, 0);
     }
     if (!strncmp(target, "/long", 5)) {
-        oappend(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n");
-        if (!c->delayed)
-            oflush(c);
-        c->delayed = 1;
-        oappend(c, "0\r\n\r\n");
-        uv_timer_start(&c->timer, odelayed, 300, 0);
+        osplit(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+               "0\r\n\r\n");
         return;
     }
     if (!strncmp(target, "/part", 5)) {
-        oappend(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello");
-        if (!c->delayed)
-            oflush(c);
-        c->delayed = 1;
-        oappend(c, "world");
-        uv_timer_start(&c->timer, odelayed, 300, 0);
+        osplit(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", "world");
         return;
     }
     if (!strncmp(target, "/mid", 4)) {
