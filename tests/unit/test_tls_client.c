@@ -248,6 +248,19 @@ static void round_trip(pair_t *p)
     assert_int_equal(gw_tls_read(p->cli, back, sizeof(back)), GW_E_CLOSED);
 }
 
+/* front_and_ctx(), then a first connection to server 0 for host (byte_by_byte: one byte at a
+ * time) whose handshake must succeed; the client context. */
+static gw_tls_client_ctx_t *connected(pair_t *p, const char *ca, int verify, size_t servers,
+                                      const char *host, int byte_by_byte)
+{
+    gw_tls_client_ctx_t *c = front_and_ctx(p, ca, verify, servers);
+    int rv = connect_to(p, c, 0, host, byte_by_byte);
+    if (rv != 1)
+        fail_msg("handshake with %s (verify %d, byte by byte %d): %d", host, verify, byte_by_byte,
+                 rv);
+    return c;
+}
+
 /* ---- tests ------------------------------------------------------------------------------------
  */
 
@@ -255,8 +268,7 @@ static void test_dns_name_verified_sni_alpn(void **state)
 {
     (void)state;
     pair_t p;
-    gw_tls_client_ctx_t *c = front_and_ctx(&p, cert_a, 1, 1);
-    assert_int_equal(connect_to(&p, c, 0, "localhost", 0), 1);
+    gw_tls_client_ctx_t *c = connected(&p, cert_a, 1, 1, "localhost", 0);
     assert_true(p.server_done);
     assert_string_equal(gw_tls_reason(p.cli), "");
     assert_non_null(gw_tls_sni(p.srv));
@@ -336,8 +348,7 @@ static void test_verify_off_accepts_anything_and_still_sends_sni(void **state)
 {
     (void)state;
     pair_t p;
-    gw_tls_client_ctx_t *c = front_and_ctx(&p, cert_b, 0, 1); /* tls_ca is ignored */
-    assert_int_equal(connect_to(&p, c, 0, "example.org", 0), 1);
+    gw_tls_client_ctx_t *c = connected(&p, cert_b, 0, 1, "example.org", 0); /* tls_ca is ignored */
     assert_string_equal(gw_tls_sni(p.srv), "example.org");
     round_trip(&p);
     pair_free(&p);
@@ -385,8 +396,7 @@ static void test_byte_by_byte(void **state)
 {
     (void)state;
     pair_t p;
-    gw_tls_client_ctx_t *c = front_and_ctx(&p, cert_a, 1, 1);
-    assert_int_equal(connect_to(&p, c, 0, "localhost", 1), 1);
+    gw_tls_client_ctx_t *c = connected(&p, cert_a, 1, 1, "localhost", 1);
     /* a response split at every byte still decrypts whole */
     static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
     assert_int_equal(gw_tls_write(p.srv, resp, sizeof(resp) - 1), 0);
@@ -419,9 +429,8 @@ static void test_tls13_tickets_resume_once_per_server(void **state)
 {
     (void)state;
     pair_t p;
-    gw_tls_client_ctx_t *c = front_and_ctx(&p, cert_a, 1, 2);
     /* 1: full handshake; its ticket is kept for server 0 */
-    assert_int_equal(connect_to(&p, c, 0, "localhost", 0), 1);
+    gw_tls_client_ctx_t *c = connected(&p, cert_a, 1, 2, "localhost", 0);
     assert_int_equal(gw_tls_resumed(p.cli), 0);
     take_tickets(&p);
     /* 2: server 1 has no session of its own */
