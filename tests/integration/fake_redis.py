@@ -41,12 +41,8 @@ class FakeRedis(ThreadedServer):
             return [c[0].upper() for c in self.commands if c]
 
     def _serve(self, c):
-        buf = b""
         try:
-            while not self.stopping:
-                cmd, buf = self._command(c, buf)
-                if cmd is None:
-                    return
+            for cmd in self._commands(c):
                 with self.lock:
                     self.commands.append(cmd)
                 if self.flood is not None and self.armed.is_set():
@@ -57,6 +53,15 @@ class FakeRedis(ThreadedServer):
             pass
         finally:
             c.close()
+
+    def _commands(self, c):
+        """The commands read from c, one after the other, until it closes or the server stops."""
+        buf = b""
+        while not self.stopping:
+            cmd, buf = self._command(c, buf)
+            if cmd is None:
+                return
+            yield cmd
 
     def _flood(self, c):
         sent, closed = 0, False
