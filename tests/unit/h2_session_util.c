@@ -190,14 +190,20 @@ void expect_goaway(const outs_t *o, uint32_t code)
     assert_int_equal(get32(g->p + 4), code);
 }
 
-void expect_rst(const outs_t *o, uint32_t sid, uint32_t code)
+const outf_t *find_rst(const outs_t *o, uint32_t sid)
 {
     for (size_t i = 0; i < o->n; i++)
-        if (o->f[i].h.type == GW_H2_FT_RST_STREAM && o->f[i].h.stream_id == sid) {
-            assert_int_equal(get32(o->f[i].p), code);
-            return;
-        }
-    fail_msg("no RST_STREAM on stream %u", sid);
+        if (o->f[i].h.type == GW_H2_FT_RST_STREAM && o->f[i].h.stream_id == sid)
+            return &o->f[i];
+    return NULL;
+}
+
+void expect_rst(const outs_t *o, uint32_t sid, uint32_t code)
+{
+    const outf_t *f = find_rst(o, sid);
+    if (!f)
+        fail_msg("no RST_STREAM on stream %u", sid);
+    assert_int_equal(get32(f->p), code);
 }
 
 gw_h2_session_t *server_cb(rec_t *r, const gw_h2_options_t *o, const gw_h2_callbacks_t *cb)

@@ -85,6 +85,8 @@ int decode_block(gw_hpack_dec_t *d, const uint8_t *p, size_t len, dec_log_t *l);
 uint32_t get32(const uint8_t *p);
 const outf_t *find_type(const outs_t *o, uint8_t type, size_t nth);
 void expect_goaway(const outs_t *o, uint32_t code);
+/* The first RST_STREAM on stream sid in o, or NULL. */
+const outf_t *find_rst(const outs_t *o, uint32_t sid);
 void expect_rst(const outs_t *o, uint32_t sid, uint32_t code);
 gw_h2_session_t *server(rec_t *r, const gw_h2_options_t *o);
 /* server() with the callbacks cb instead of cbs (r is still their user data). */
