@@ -43,30 +43,43 @@ static const char *line(gw_bytes_t *b, gw_alog_format_t f, const gw_alog_t *r)
     return (const char *)b->base;
 }
 
+/* The tests that format lines get an empty buffer in *state, freed after them. */
+static int buf_setup(void **state)
+{
+    gw_bytes_t *b = malloc(sizeof(*b));
+    if (!b)
+        return -1;
+    gw_bytes_init(b, 0);
+    *state = b;
+    return 0;
+}
+
+static int buf_teardown(void **state)
+{
+    gw_bytes_free(*state);
+    free(*state);
+    return 0;
+}
+
 static void combined_line(void **state)
 {
-    (void)state;
-    gw_bytes_t b;
-    gw_bytes_init(&b, 0);
+    gw_bytes_t *b = *state;
     gw_alog_t r = sample();
-    assert_string_equal(line(&b, GW_ALOG_COMBINED, &r),
+    assert_string_equal(line(b, GW_ALOG_COMBINED, &r),
                         "127.0.0.1 - - [05/Dec/2026:11:40:22 +0000] \"GET /a?b=1 HTTP/2.0\" 200 "
                         "1024 \"-\" \"curl/7.88.1\"\n");
     r.proto = "http/1.1";
     r.peer = "[::1]:443";
     r.user_agent = GW_SLICE_LIT("a\"b\\c\x01\xff");
     r.referer = GW_SLICE_LIT("x");
-    assert_string_equal(line(&b, GW_ALOG_COMBINED, &r),
+    assert_string_equal(line(b, GW_ALOG_COMBINED, &r),
                         "::1 - - [05/Dec/2026:11:40:22 +0000] \"GET /a?b=1 HTTP/1.1\" 200 1024 "
                         "\"x\" \"a\\x22b\\x5cc\\x01\\xff\"\n");
-    gw_bytes_free(&b);
 }
 
 static void json_line(void **state)
 {
-    (void)state;
-    gw_bytes_t b;
-    gw_bytes_init(&b, 0);
+    gw_bytes_t *b = *state;
     gw_alog_t r = sample();
     r.upstream = "app";
     r.route = "* /";
@@ -82,7 +95,7 @@ static void json_line(void **state)
     r.id_len = 5;
     r.bytes_in = 7;
     assert_string_equal(
-        line(&b, GW_ALOG_JSON, &r),
+        line(b, GW_ALOG_JSON, &r),
         "{\"time\":\"2026-12-05T11:40:22.123Z\",\"client\":\"127.0.0.1\",\"client_port\":51234,"
         "\"request_id\":\"abc-1\",\"protocol\":\"h2\",\"tls_version\":\"TLSv1.3\","
         "\"tls_cipher\":\"TLS_AES_128_GCM_SHA256\",\"sni\":\"example.com\",\"method\":\"GET\","
@@ -95,20 +108,17 @@ static void json_line(void **state)
         "\"upstream_connect_ms\":0.150,\"upstream_header_ms\":2.100,"
         "\"upstream_response_ms\":null,\"retries\":1,"
         "\"coalesced\":true,\"pushed\":false,\"throttled\":false,\"h2_error\":null}\n");
-    gw_bytes_free(&b);
 }
 
 static void json_escapes_hostile_bytes(void **state)
 {
-    (void)state;
-    gw_bytes_t b;
-    gw_bytes_init(&b, 0);
+    gw_bytes_t *b = *state;
     gw_alog_t r = sample();
     /* quote, backslash, controls, DEL, valid UTF-8 (é, €, 😀), invalid UTF-8: a lone
      * continuation byte, an overlong '/', a surrogate, a truncated sequence */
     r.path = GW_SLICE_LIT("/\"\\\n\t\x01\x7f\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\x80\xc0\xaf"
                           "\xed\xa0\x80\xe2\x80\xa8\xe2\x82");
-    const char *s = line(&b, GW_ALOG_JSON, &r);
+    const char *s = line(b, GW_ALOG_JSON, &r);
     assert_non_null(strstr(s, "\"path\":\"/\\\"\\\\\\n\\t\\u0001\\u007f\xc3\xa9\xe2\x82\xac"
                               "\xf0\x9f\x98\x80\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd"
                               "\\u2028\\ufffd\\ufffd\","));
@@ -117,22 +127,21 @@ static void json_escapes_hostile_bytes(void **state)
     memset(big, 'a', sizeof(big));
     r.path = (gw_slice_t){big, sizeof(big)};
     r.user_agent = (gw_slice_t){big, sizeof(big)};
-    s = line(&b, GW_ALOG_JSON, &r);
-    assert_true(b.len < 2 * GW_ALOG_MAX_VALUE + 1024);
-    assert_true(b.len > GW_ALOG_MAX_VALUE);
-    line(&b, GW_ALOG_COMBINED, &r);
-    assert_true(b.len < 2 * GW_ALOG_MAX_VALUE + 1024);
+    s = line(b, GW_ALOG_JSON, &r);
+    assert_true(b->len < 2 * GW_ALOG_MAX_VALUE + 1024);
+    assert_true(b->len > GW_ALOG_MAX_VALUE);
+    line(b, GW_ALOG_COMBINED, &r);
+    assert_true(b->len < 2 * GW_ALOG_MAX_VALUE + 1024);
     /* nothing present: nulls and dashes */
     gw_alog_t e;
     gw_alog_init(&e);
-    s = line(&b, GW_ALOG_JSON, &e);
+    s = line(b, GW_ALOG_JSON, &e);
     assert_non_null(strstr(s, "\"client\":null,\"client_port\":null,\"request_id\":null"));
     assert_non_null(strstr(s, "\"time_to_head_ms\":null"));
     assert_non_null(strstr(s, "\"upstream_connect_ms\":null"));
-    s = line(&b, GW_ALOG_COMBINED, &e);
+    s = line(b, GW_ALOG_COMBINED, &e);
     /* no request line read, no response: "-" and 444 (a status log readers take) */
     assert_string_equal(s, "- - - [05/Dec/2026:11:40:22 +0000] \"-\" 444 0 \"-\" \"-\"\n");
-    gw_bytes_free(&b);
 }
 
 /* combined_timing: combined, then nginx's $request_time $upstream_connect_time
@@ -140,9 +149,7 @@ static void json_escapes_hostile_bytes(void **state)
  * 0.000 for the connect of a kept connection (as nginx logs it). */
 static void combined_timing_line(void **state)
 {
-    (void)state;
-    gw_bytes_t b;
-    gw_bytes_init(&b, 0);
+    gw_bytes_t *b = *state;
     gw_alog_t r = sample();
     r.proto = "http/1.0";
     r.server = "127.0.0.1:8080";
@@ -151,23 +158,22 @@ static void combined_timing_line(void **state)
     r.upstream_resp_us = 2900;
     memcpy(r.id, "abc-1", 5);
     r.id_len = 5;
-    assert_string_equal(line(&b, GW_ALOG_COMBINED_TIMING, &r),
+    assert_string_equal(line(b, GW_ALOG_COMBINED_TIMING, &r),
                         "127.0.0.1 - - [05/Dec/2026:11:40:22 +0000] \"GET /a?b=1 HTTP/1.0\" 200 "
                         "1024 \"-\" \"curl/7.88.1\" 0.003 0.001 0.002 0.002 abc-1\n");
     r.connect_us = -1; /* a kept connection */
     r.end_ns = r.start_ns + 1234567890ull;
-    assert_non_null(strstr(line(&b, GW_ALOG_COMBINED_TIMING, &r),
+    assert_non_null(strstr(line(b, GW_ALOG_COMBINED_TIMING, &r),
                            "\"curl/7.88.1\" 1.234 0.000 0.002 0.002 abc-1\n"));
     /* answered by the gateway itself: no server tried, no origin times, no id */
     gw_alog_t g = sample();
     g.status = 429;
-    assert_non_null(strstr(line(&b, GW_ALOG_COMBINED_TIMING, &g),
+    assert_non_null(strstr(line(b, GW_ALOG_COMBINED_TIMING, &g),
                            "\" 429 1024 \"-\" \"curl/7.88.1\" 0.003 - - - -\n"));
     /* the same record in plain combined has nothing after the user agent */
-    const char *c = line(&b, GW_ALOG_COMBINED, &r);
+    const char *c = line(b, GW_ALOG_COMBINED, &r);
     const char *tail = "\"curl/7.88.1\"\n";
     assert_string_equal(c + strlen(c) - strlen(tail), tail);
-    gw_bytes_free(&b);
 }
 
 /* What the combined formats show for a request refused before its head was whole (the raw
@@ -175,24 +181,22 @@ static void combined_timing_line(void **state)
  * log: goaccess refuses a line with status 0); JSON keeps status 0 and gives the line. */
 static void refused_and_unanswered_requests(void **state)
 {
-    (void)state;
-    gw_bytes_t b;
-    gw_bytes_init(&b, 0);
+    gw_bytes_t *b = *state;
     gw_alog_t r;
     gw_alog_init(&r);
     r.peer = "10.0.0.1:4000";
     r.proto = "http/1.1";
     r.status = 400;
     r.request_line = GW_SLICE_LIT("BR@W /x\"y\x01 HTTP/1.1");
-    assert_string_equal(line(&b, GW_ALOG_COMBINED, &r),
+    assert_string_equal(line(b, GW_ALOG_COMBINED, &r),
                         "10.0.0.1 - - [05/Dec/2026:11:40:22 +0000] \"BR@W /x\\x22y\\x01 "
                         "HTTP/1.1\" 400 0 \"-\" \"-\"\n");
-    assert_non_null(strstr(line(&b, GW_ALOG_JSON, &r),
+    assert_non_null(strstr(line(b, GW_ALOG_JSON, &r),
                            "\"method\":null,\"authority\":null,\"path\":null,"
                            "\"request_line\":\"BR@W /x\\\"y\\u0001 HTTP/1.1\""));
     r.request_line = (gw_slice_t){NULL, 0};
     r.status = 408;
-    assert_non_null(strstr(line(&b, GW_ALOG_COMBINED, &r), "] \"-\" 408 0 "));
+    assert_non_null(strstr(line(b, GW_ALOG_COMBINED, &r), "] \"-\" 408 0 "));
     static const struct {
         const char *h2_error;
         int client_gone;
@@ -216,14 +220,13 @@ static void refused_and_unanswered_requests(void **state)
         assert_int_equal(gw_alog_clf_status(&u), cases[i].clf);
         char want[64];
         snprintf(want, sizeof(want), "HTTP/2.0\" %u 1024 ", cases[i].clf);
-        assert_non_null(strstr(line(&b, GW_ALOG_COMBINED_TIMING, &u), want));
-        assert_non_null(strstr(line(&b, GW_ALOG_JSON, &u), "\"status\":0,"));
+        assert_non_null(strstr(line(b, GW_ALOG_COMBINED_TIMING, &u), want));
+        assert_non_null(strstr(line(b, GW_ALOG_JSON, &u), "\"status\":0,"));
     }
     gw_alog_t a = sample();
     a.status = 204;
     a.client_gone = 1; /* answered: the answer's status */
     assert_int_equal(gw_alog_clf_status(&a), 204);
-    gw_bytes_free(&b);
 }
 
 /* gw_alog_tmpl_new() refuses text with GW_E_INVAL, no template, the reason why at offset at. */
@@ -243,9 +246,7 @@ static void expect_bad_template(const char *text, const char *why, size_t at)
  * formats written as templates give the same lines as the built-in ones. */
 static void templates(void **state)
 {
-    (void)state;
-    gw_bytes_t b;
-    gw_bytes_init(&b, 0);
+    gw_bytes_t *b = *state;
     gw_alog_tmpl_t *t;
     const char *why;
     size_t at;
@@ -281,10 +282,10 @@ static void templates(void **state)
         strcat(all, "}");
     }
     assert_int_equal(gw_alog_tmpl_new(all, &t, &why, &at), 0);
-    b.len = 0;
-    assert_int_equal(gw_alog_format_tmpl(&b, t, &r, NOW_US), 0);
-    assert_int_equal(gw_bytes_append(&b, "", 1), 0);
-    assert_string_equal((const char *)b.base,
+    b->len = 0;
+    assert_int_equal(gw_alog_format_tmpl(b, t, &r, NOW_US), 0);
+    assert_int_equal(gw_bytes_append(b, "", 1), 0);
+    assert_string_equal((const char *)b->base,
                         "127.0.0.1|51234|-|05/Dec/2026:11:40:22 +0000|2026-12-05T11:40:22+00:00|"
                         "1796470822.123|GET /a?b=1 HTTP/2.0|GET|/a?b=1|HTTP/2.0|example.com|200|"
                         "1024|9|r\\x22ef|curl/7.88.1|0.003|127.0.0.1:8080|0.000|0.002|0.002|id-1|"
@@ -314,20 +315,19 @@ static void templates(void **state)
     gw_bytes_init(&want, 0);
     for (int k = 0; k < 4; k++) {
         for (int f = 0; f < 2; f++) {
-            b.len = want.len = 0;
-            assert_int_equal(gw_alog_format_tmpl(&b, f ? tt : tc, &recs[k], NOW_US), 0);
+            b->len = want.len = 0;
+            assert_int_equal(gw_alog_format_tmpl(b, f ? tt : tc, &recs[k], NOW_US), 0);
             assert_int_equal(gw_alog_format(&want, f ? GW_ALOG_COMBINED_TIMING : GW_ALOG_COMBINED,
                                             &recs[k], NOW_US),
                              0);
-            if (b.len != want.len || memcmp(b.base, want.base, b.len))
-                fail_msg("record %d format %d:\n%.*s%.*s", k, f, (int)b.len, (const char *)b.base,
+            if (b->len != want.len || memcmp(b->base, want.base, b->len))
+                fail_msg("record %d format %d:\n%.*s%.*s", k, f, (int)b->len, (const char *)b->base,
                          (int)want.len, (const char *)want.base);
         }
     }
     gw_alog_tmpl_del(tc);
     gw_alog_tmpl_del(tt);
     gw_bytes_free(&want);
-    gw_bytes_free(&b);
 }
 
 static void request_ids(void **state)
@@ -348,13 +348,13 @@ static void request_ids(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(combined_line),
-    cmocka_unit_test(json_line),
-    cmocka_unit_test(json_escapes_hostile_bytes),
+    cmocka_unit_test_setup_teardown(combined_line, buf_setup, buf_teardown),
+    cmocka_unit_test_setup_teardown(json_line, buf_setup, buf_teardown),
+    cmocka_unit_test_setup_teardown(json_escapes_hostile_bytes, buf_setup, buf_teardown),
     cmocka_unit_test(request_ids),
-    cmocka_unit_test(combined_timing_line),
-    cmocka_unit_test(refused_and_unanswered_requests),
-    cmocka_unit_test(templates),
+    cmocka_unit_test_setup_teardown(combined_timing_line, buf_setup, buf_teardown),
+    cmocka_unit_test_setup_teardown(refused_and_unanswered_requests, buf_setup, buf_teardown),
+    cmocka_unit_test_setup_teardown(templates, buf_setup, buf_teardown),
 };
 
 GW_TEST_MAIN(tests)
