@@ -32,6 +32,23 @@ static void fx_init(fx_t *f, const gw_h2_sched_ops_t *ops)
         gw_h2_sched_node_init(&f->n[k], 2 * k + 1);
 }
 
+/* cmocka setup: a fixture in *state whose scheduler runs gw_h2_sched_priority. */
+static int priority_setup(void **state)
+{
+    fx_t *f = malloc(sizeof(*f));
+    if (!f)
+        return -1;
+    fx_init(f, &gw_h2_sched_priority);
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state)
+{
+    free(*state);
+    return 0;
+}
+
 static void add(fx_t *f, uint32_t sid, uint8_t u, int inc)
 {
     gw_h2_sched_node_t *n = node(f, sid);
@@ -100,17 +117,15 @@ static void round_robin_order(void **state)
  * urgency 3 incremental 5,7 and non-incremental 11 and 13 (13 added before 11). */
 static void priority_mixed_order(void **state)
 {
-    (void)state;
-    fx_t f;
-    fx_init(&f, &gw_h2_sched_priority);
-    add(&f, 3, 5, 0);
-    add(&f, 1, 5, 0);
-    add(&f, 5, 3, 1);
-    add(&f, 7, 3, 1);
-    add(&f, 13, 3, 0);
-    add(&f, 11, 3, 0);
-    add(&f, 9, 0, 0);
-    assert_int_equal(f.s.count, 7);
+    fx_t *f = *state; /* priority_setup() */
+    add(f, 3, 5, 0);
+    add(f, 1, 5, 0);
+    add(f, 5, 3, 1);
+    add(f, 7, 3, 1);
+    add(f, 13, 3, 0);
+    add(f, 11, 3, 0);
+    add(f, 9, 0, 0);
+    assert_int_equal(f->s.count, 7);
     unsigned frames[MAXN] = {0};
     frames[0] = 2; /* 1 */
     frames[1] = 2; /* 3 */
@@ -120,108 +135,100 @@ static void priority_mixed_order(void **state)
     frames[5] = 2; /* 11 */
     frames[6] = 1; /* 13 */
     uint32_t got[32];
-    size_t n = run(&f, frames, got, 32);
+    size_t n = run(f, frames, got, 32);
     const uint32_t want[] = {9,  9,            /* u=0 first */
                              11, 11, 13,       /* u=3 non-incremental, by id, one at a time */
                              5,  7,  5,  7, 5, /* u=3 incremental, one frame each */
                              1,  1,  3,  3};   /* u=5 non-incremental by id */
     expect_order(got, n, want, sizeof(want) / sizeof(want[0]));
-    assert_int_equal(f.s.count, 0);
+    assert_int_equal(f->s.count, 0);
 }
 
 /* A stream that arrives while others are being served takes its place at once. */
 static void priority_late_urgent_stream(void **state)
 {
-    (void)state;
-    fx_t f;
-    fx_init(&f, &gw_h2_sched_priority);
+    fx_t *f = *state; /* priority_setup() */
     for (uint32_t sid = 1; sid <= 19; sid += 2)
-        add(&f, sid, 5, 0);
-    assert_int_equal(gw_h2_sched_next(&f.s)->stream_id, 1);
-    gw_h2_sched_sent(&f.s, node(&f, 1), 100);
-    assert_int_equal(gw_h2_sched_next(&f.s)->stream_id, 1); /* keeps its turn */
-    add(&f, 21, 0, 0);
-    assert_int_equal(gw_h2_sched_next(&f.s)->stream_id, 21);
+        add(f, sid, 5, 0);
+    assert_int_equal(gw_h2_sched_next(&f->s)->stream_id, 1);
+    gw_h2_sched_sent(&f->s, node(f, 1), 100);
+    assert_int_equal(gw_h2_sched_next(&f->s)->stream_id, 1); /* keeps its turn */
+    add(f, 21, 0, 0);
+    assert_int_equal(gw_h2_sched_next(&f->s)->stream_id, 21);
     /* adding a queued node again is a no-op */
-    gw_h2_sched_add(&f.s, node(&f, 21));
-    assert_int_equal(f.s.count, 11);
-    gw_h2_sched_remove(&f.s, node(&f, 21));
-    gw_h2_sched_remove(&f.s, node(&f, 21)); /* no-op */
-    assert_int_equal(f.s.count, 10);
-    assert_int_equal(gw_h2_sched_next(&f.s)->stream_id, 1);
+    gw_h2_sched_add(&f->s, node(f, 21));
+    assert_int_equal(f->s.count, 11);
+    gw_h2_sched_remove(&f->s, node(f, 21));
+    gw_h2_sched_remove(&f->s, node(f, 21)); /* no-op */
+    assert_int_equal(f->s.count, 10);
+    assert_int_equal(gw_h2_sched_next(&f->s)->stream_id, 1);
 }
 
 /* Blocked non-incremental stream (removed) lets the next id send; when it comes back it
  * sends before the higher id again. */
 static void priority_blocked_and_back(void **state)
 {
-    (void)state;
-    fx_t f;
-    fx_init(&f, &gw_h2_sched_priority);
-    add(&f, 1, 3, 0);
-    add(&f, 3, 3, 0);
-    gw_h2_sched_remove(&f.s, node(&f, 1)); /* window closed */
-    assert_int_equal(gw_h2_sched_next(&f.s)->stream_id, 3);
-    gw_h2_sched_sent(&f.s, node(&f, 3), 10);
-    gw_h2_sched_add(&f.s, node(&f, 1)); /* window opened */
-    assert_int_equal(gw_h2_sched_next(&f.s)->stream_id, 1);
+    fx_t *f = *state; /* priority_setup() */
+    add(f, 1, 3, 0);
+    add(f, 3, 3, 0);
+    gw_h2_sched_remove(&f->s, node(f, 1)); /* window closed */
+    assert_int_equal(gw_h2_sched_next(&f->s)->stream_id, 3);
+    gw_h2_sched_sent(&f->s, node(f, 3), 10);
+    gw_h2_sched_add(&f->s, node(f, 1)); /* window opened */
+    assert_int_equal(gw_h2_sched_next(&f->s)->stream_id, 1);
 }
 
 static void priority_reprioritise(void **state)
 {
-    (void)state;
-    fx_t f;
-    fx_init(&f, &gw_h2_sched_priority);
-    add(&f, 1, 3, 0);
-    add(&f, 3, 3, 0);
-    add(&f, 5, 3, 0);
-    assert_int_equal(gw_h2_sched_next(&f.s)->stream_id, 1);
+    fx_t *f = *state; /* priority_setup() */
+    add(f, 1, 3, 0);
+    add(f, 3, 3, 0);
+    add(f, 5, 3, 0);
+    assert_int_equal(gw_h2_sched_next(&f->s)->stream_id, 1);
     /* raise 5 above all */
-    gw_h2_sched_set_priority(&f.s, node(&f, 5), 1, 0);
-    assert_true(gw_h2_sched_queued(node(&f, 5)));
-    assert_int_equal(f.s.count, 3);
-    assert_int_equal(gw_h2_sched_next(&f.s)->stream_id, 5);
+    gw_h2_sched_set_priority(&f->s, node(f, 5), 1, 0);
+    assert_true(gw_h2_sched_queued(node(f, 5)));
+    assert_int_equal(f->s.count, 3);
+    assert_int_equal(gw_h2_sched_next(&f->s)->stream_id, 5);
     /* lower 1 below 3 */
-    gw_h2_sched_set_priority(&f.s, node(&f, 1), 6, 0);
+    gw_h2_sched_set_priority(&f->s, node(f, 1), 6, 0);
     unsigned frames[MAXN] = {1, 1, 1};
     uint32_t got[8];
-    size_t n = run(&f, frames, got, 8);
+    size_t n = run(f, frames, got, 8);
     const uint32_t want[] = {5, 3, 1};
     expect_order(got, n, want, 3);
 
     /* incremental <-> non-incremental within one urgency */
-    fx_init(&f, &gw_h2_sched_priority);
-    add(&f, 1, 3, 1);
-    add(&f, 3, 3, 1);
-    add(&f, 5, 3, 0);
-    assert_int_equal(gw_h2_sched_next(&f.s)->stream_id, 5);
-    gw_h2_sched_set_priority(&f.s, node(&f, 5), 3, 1); /* joins the back of the rotation */
+    fx_init(f, &gw_h2_sched_priority);
+    add(f, 1, 3, 1);
+    add(f, 3, 3, 1);
+    add(f, 5, 3, 0);
+    assert_int_equal(gw_h2_sched_next(&f->s)->stream_id, 5);
+    gw_h2_sched_set_priority(&f->s, node(f, 5), 3, 1); /* joins the back of the rotation */
     unsigned fr2[MAXN] = {2, 2, 2};
-    n = run(&f, fr2, got, 8);
+    n = run(f, fr2, got, 8);
     const uint32_t want2[] = {1, 3, 5, 1, 3, 5};
     expect_order(got, n, want2, 6);
 
     /* an unqueued node keeps the values; urgency above 7 is clamped */
-    gw_h2_sched_set_priority(&f.s, node(&f, 7), 200, 1);
-    assert_false(gw_h2_sched_queued(node(&f, 7)));
-    assert_int_equal(node(&f, 7)->urgency, 7);
-    assert_int_equal(node(&f, 7)->incremental, 1);
-    assert_int_equal(f.s.count, 0);
+    gw_h2_sched_set_priority(&f->s, node(f, 7), 200, 1);
+    assert_false(gw_h2_sched_queued(node(f, 7)));
+    assert_int_equal(node(f, 7)->urgency, 7);
+    assert_int_equal(node(f, 7)->incremental, 1);
+    assert_int_equal(f->s.count, 0);
 }
 
 /* The queue stays sorted for walkers (the session's want_write walks s->queue). */
 static void priority_queue_sorted(void **state)
 {
-    (void)state;
-    fx_t f;
-    fx_init(&f, &gw_h2_sched_priority);
+    fx_t *f = *state; /* priority_setup() */
     const uint8_t u[MAXN] = {7, 0, 3, 3, 5, 0, 1, 3, 2, 6, 4, 3, 0, 7, 1, 2};
     for (uint32_t k = 0; k < MAXN; k++)
-        add(&f, 2 * k + 1, u[k], (int)(k % 3 == 0));
-    assert_int_equal(f.s.count, MAXN);
+        add(f, 2 * k + 1, u[k], (int)(k % 3 == 0));
+    assert_int_equal(f->s.count, MAXN);
     unsigned prev_class = 0;
     uint32_t prev_id = 0;
-    gw_list_foreach(it, &f.s.queue)
+    gw_list_foreach(it, &f->s.queue)
     {
         gw_h2_sched_node_t *n = GW_CONTAINER_OF(it, gw_h2_sched_node_t, link);
         unsigned cls = n->urgency * 2u + n->incremental;
@@ -238,16 +245,14 @@ static void priority_queue_sorted(void **state)
  * random urgency and incrementalness; the queue's order must equal the model's after each. */
 static void priority_queue_matches_model(void **state)
 {
-    (void)state;
-    fx_t f;
-    fx_init(&f, &gw_h2_sched_priority);
+    fx_t *f = *state; /* priority_setup() */
     uint32_t model[MAXN], mn = 0, rnd = 7;
     for (int step = 0; step < 20000; step++) {
         rnd ^= rnd << 13;
         rnd ^= rnd >> 17;
         rnd ^= rnd << 5;
         uint32_t sid = 2 * (rnd % MAXN) + 1;
-        gw_h2_sched_node_t *n = node(&f, sid);
+        gw_h2_sched_node_t *n = node(f, sid);
         size_t at = mn;
         for (size_t i = 0; i < mn; i++)
             if (model[i] == sid)
@@ -255,11 +260,11 @@ static void priority_queue_matches_model(void **state)
         unsigned op = (rnd >> 8) % 4;
         if (at < mn && (op == 0 || op == 3)) { /* remove (op 3: the sent() turn below) */
             if (op == 3) {
-                gw_h2_sched_sent(&f.s, n, 100);
+                gw_h2_sched_sent(&f->s, n, 100);
                 if (!n->incremental)
                     continue; /* keeps its place */
             } else {
-                gw_h2_sched_remove(&f.s, n);
+                gw_h2_sched_remove(&f->s, n);
             }
             memmove(model + at, model + at + 1, (mn - at - 1) * sizeof(*model));
             mn--;
@@ -268,18 +273,18 @@ static void priority_queue_matches_model(void **state)
         } else if (at < mn) { /* re-prioritise a queued node */
             memmove(model + at, model + at + 1, (mn - at - 1) * sizeof(*model));
             mn--;
-            gw_h2_sched_set_priority(&f.s, n, (uint8_t)((rnd >> 12) % 8), (int)((rnd >> 16) & 1));
+            gw_h2_sched_set_priority(&f->s, n, (uint8_t)((rnd >> 12) % 8), (int)((rnd >> 16) & 1));
         } else { /* add */
             n->urgency = (uint8_t)((rnd >> 12) % 8);
             n->incremental = (uint8_t)((rnd >> 16) & 1);
-            gw_h2_sched_add(&f.s, n);
+            gw_h2_sched_add(&f->s, n);
         }
         /* the model's insertion: before the first node it precedes (class, then id for
          * non-incremental; incremental joins the back of its class) */
         unsigned cn = n->urgency * 3u + n->incremental;
         size_t pos = mn;
         for (size_t i = 0; i < mn; i++) {
-            const gw_h2_sched_node_t *m = node(&f, model[i]);
+            const gw_h2_sched_node_t *m = node(f, model[i]);
             unsigned cm = m->urgency * 3u + m->incremental;
             if (cn < cm || (cn == cm && !n->incremental && sid < model[i])) {
                 pos = i;
@@ -290,22 +295,26 @@ static void priority_queue_matches_model(void **state)
         model[pos] = sid;
         mn++;
         size_t k = 0;
-        gw_list_foreach(it, &f.s.queue)
+        gw_list_foreach(it, &f->s.queue)
         {
             assert_true(k < mn);
             assert_int_equal(GW_CONTAINER_OF(it, gw_h2_sched_node_t, link)->stream_id, model[k]);
             k++;
         }
         assert_int_equal(k, mn);
-        assert_int_equal(f.s.count, mn);
+        assert_int_equal(f->s.count, mn);
     }
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(defaults_and_policy_names), cmocka_unit_test(round_robin_order),
-    cmocka_unit_test(priority_mixed_order),      cmocka_unit_test(priority_late_urgent_stream),
-    cmocka_unit_test(priority_blocked_and_back), cmocka_unit_test(priority_reprioritise),
-    cmocka_unit_test(priority_queue_sorted),     cmocka_unit_test(priority_queue_matches_model),
+    cmocka_unit_test(defaults_and_policy_names),
+    cmocka_unit_test(round_robin_order),
+    cmocka_unit_test_setup_teardown(priority_mixed_order, priority_setup, fx_teardown),
+    cmocka_unit_test_setup_teardown(priority_late_urgent_stream, priority_setup, fx_teardown),
+    cmocka_unit_test_setup_teardown(priority_blocked_and_back, priority_setup, fx_teardown),
+    cmocka_unit_test_setup_teardown(priority_reprioritise, priority_setup, fx_teardown),
+    cmocka_unit_test_setup_teardown(priority_queue_sorted, priority_setup, fx_teardown),
+    cmocka_unit_test_setup_teardown(priority_queue_matches_model, priority_setup, fx_teardown),
 };
 
 GW_TEST_MAIN(tests)
