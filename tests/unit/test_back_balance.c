@@ -115,13 +115,20 @@ static void queue_reprioritize(void **state)
     assert_int_equal(stats_of(b).queued, 0);
 }
 
+/* The one server on a port where nothing listens: ejected after fail_threshold failures, and
+ * no retry elsewhere. */
+static void dead_server(bfix_t *f, unsigned fail_threshold)
+{
+    fix_port(f, closed_port());
+    f->t.up.fail_threshold = fail_threshold;
+    f->t.up.retries = 0;
+}
+
 static void ejection_and_return(void **state)
 {
     bfix_t *f = *state;
-    fix_port(f, closed_port());
-    f->t.up.fail_threshold = 2;
+    dead_server(f, 2);
     f->t.up.eject_ms = 200;
-    f->t.up.retries = 0;
     gw_back_t *b = fix_back(f);
     client_t *cl = fix_run(f, b, 2, 1, 3000);
     assert_int_equal(cl->errors, 2);
@@ -143,10 +150,8 @@ static void ejection_and_return(void **state)
 static void active_health_check_returns_server(void **state)
 {
     bfix_t *f = *state;
-    fix_port(f, closed_port());
-    f->t.up.fail_threshold = 1;
+    dead_server(f, 1);
     f->t.up.eject_ms = 60000; /* only the health check can bring it back */
-    f->t.up.retries = 0;
     f->t.up.health_path = "/health";
     f->t.up.health_interval_ms = 50;
     gw_back_t *b = fix_back(f);
@@ -162,9 +167,7 @@ static void all_ejected_fails_queued(void **state)
 {
     bfix_t *f = *state;
     /* Every server ejected while exchanges wait: they fail with GW_E_NOENT, not at timeout. */
-    fix_port(f, closed_port());
-    f->t.up.fail_threshold = 1;
-    f->t.up.retries = 0;
+    dead_server(f, 1);
     f->t.up.max_connections = 1;
     gw_back_t *b = fix_back(f);
     client_t *cl = fix_run(f, b, 3, 3, 3000);
