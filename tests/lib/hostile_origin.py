@@ -31,6 +31,25 @@ import time
 from origin import ThreadedServer, ok_then_unsolicited
 
 
+# The paths answered with the same bytes every time, the connection then kept open (after
+# /more-than-cl too: the gateway must not reuse it).
+FIXED = {
+    "/more-than-cl": b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n" + b"z" * 20,
+    "/chunk-overflow": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       b"fffffffffffffffffff1\r\nabc\r\n0\r\n\r\n",
+    "/chunk-ext-1mib": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;e=" +
+                       b"e" * (1 << 20) + b"\r\nhello\r\n0\r\n\r\n",
+    "/trailer-1mib": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n"
+                     b"x-t: " + b"t" * (1 << 20) + b"\r\n\r\n",
+    "/many-headers": b"HTTP/1.1 200 OK\r\n" + b"x-h: v\r\n" * 100000 +
+                     b"Content-Length: 2\r\n\r\nok",
+    "/long-header": b"HTTP/1.1 200 OK\r\nx-long: " + b"l" * (1 << 20) +
+                    b"\r\nContent-Length: 2\r\n\r\nok",
+    "/interim-flood": b"HTTP/1.1 100 Continue\r\n\r\n" * 10000 +
+                      b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+}
+
+
 class HostileOrigin(ThreadedServer):
     def __init__(self):
         self.requests = {}
@@ -99,37 +118,10 @@ class HostileOrigin(ThreadedServer):
             time.sleep(0.1)
             self._rst(c)
             return False
-        if path == "/more-than-cl":
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n" + b"z" * 20)
-            return True  # kept open: the gateway must not reuse it
         if path == "/fewer-then-close":
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + b"w" * 50)
             c.close()
             return False
-        if path == "/chunk-overflow":
-            c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                      b"fffffffffffffffffff1\r\nabc\r\n0\r\n\r\n")
-            return True
-        if path == "/chunk-ext-1mib":
-            c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;e=" +
-                      b"e" * (1 << 20) + b"\r\nhello\r\n0\r\n\r\n")
-            return True
-        if path == "/trailer-1mib":
-            c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n"
-                      b"x-t: " + b"t" * (1 << 20) + b"\r\n\r\n")
-            return True
-        if path == "/many-headers":
-            c.sendall(b"HTTP/1.1 200 OK\r\n" + b"x-h: v\r\n" * 100000 +
-                      b"Content-Length: 2\r\n\r\nok")
-            return True
-        if path == "/long-header":
-            c.sendall(b"HTTP/1.1 200 OK\r\nx-long: " + b"l" * (1 << 20) +
-                      b"\r\nContent-Length: 2\r\n\r\nok")
-            return True
-        if path == "/interim-flood":
-            c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n" * 10000 +
-                      b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-            return True
         if path == "/dribble-head":
             for b in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok":
                 c.sendall(bytes([b]))
@@ -140,6 +132,9 @@ class HostileOrigin(ThreadedServer):
             for _ in range(20):
                 time.sleep(0.3)
                 c.sendall(b"d")
+            return True
+        if path in FIXED:
+            c.sendall(FIXED[path])
             return True
         if path == "/unsolicited":
             ok_then_unsolicited(c, 0.2, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nevil!")
