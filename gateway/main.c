@@ -11,7 +11,7 @@
 #include "common/log.h"
 #include "config/config.h"
 #include "admin/admin.h"
-#include "front/front.h"
+#include "server/server.h"
 #include "gw_version.h"
 #include "version.h"
 

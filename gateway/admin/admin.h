@@ -12,7 +12,7 @@
 #define GW_ADMIN_ADMIN_H
 
 #include "config/config.h"
-#include "front/front.h"
+#include "server/server.h"
 
 typedef struct gw_admin gw_admin_t;
 

@@ -40,7 +40,7 @@
 #include "common/pool.h"
 #include "common/theap.h"
 #include "config/config.h"
-#include "front/front.h"
+#include "server/server.h"
 #include "tls/tls.h"
 #include "h1/parser.h"
 #include "h2/session.h"
