@@ -1,8 +1,9 @@
 /* front/front_internal.h — what the files of gateway/front/ share (not a public interface).
  *
  * server.c:    gw_server_t and its workers: one libuv loop per worker thread, signals,
- *              graceful stop, and the worker's timer heap (one loop timer for every
- *              connection's timeout and throttle wake-up).
+ *              graceful stop.
+ * ticker.c:    the worker's timer heap: one loop timer for every connection's timeout and
+ *              throttle wake-up.
  * generation.c: configuration generations: listeners' sockets (the probe that refuses an
  *              address another process listens on), TLS contexts, shared rate tables; a
  *              worker taking the current one and draining the old; reload.
@@ -569,8 +570,7 @@ void gw_front__wgen_retire(gw_wgen_t *g);
 /* server.c: close one listening handle of a worker */
 void gw_front__whandle_close(gw_whandle_t *wh);
 
-/* server.c: the worker's timer heap (one loop timer for every connection's timeout and throttle
- * wake-up) */
+/* server.c: a connection of the worker is gone (a stopping worker with none left ends) */
 void gw_front__worker_conn_gone(gw_worker_t *w);
 /* conn.c's on_closed: a connection of g is gone (an old generation with none left retires). */
 /* At a drain deadline: close the connections of g (all the worker's when NULL) except, the
@@ -579,6 +579,8 @@ void gw_front__worker_conn_gone(gw_worker_t *w);
 int gw_front__drain_tunnels_kept(gw_worker_t *w, gw_wgen_t *g, uv_timer_t *t, uv_timer_cb cb,
                                  int *phase);
 void gw_front__wgen_conn_gone(gw_wgen_t *g);
+/* ticker.c: the worker's timer heap (one loop timer for every connection's timeout and throttle
+ * wake-up) */
 void gw_front__ticker_set(gw_worker_t *w, gw_theap_node_t *n, uint64_t due);
 int gw_front__timer_nodes_add(gw_worker_t *w, int k);
 
