@@ -3,8 +3,9 @@
  * done with the request into the worker's buffer, and written through it: at 32 KiB, at least
  * once a second, on reopen and at exit; never a write(2) per request.
  *
- * The file is shared by the workers and replaced by SIGUSR1 (reopen after logrotate's mv) or
- * a reload naming another path: a worker takes a reference on the current file for one write,
+ * The file is shared by the workers (gw_front_alog_t, held by the server) and replaced by
+ * SIGUSR1 (reopen after logrotate's mv) or a reload naming another path: a worker takes a
+ * reference on the current file for one write,
  * so a file is closed only when no worker writes to it. Lines a worker buffered before a
  * reopen go to the new file: none is lost. Over a pipe (stderr under a supervisor), a write
  * carries whole lines of at most PIPE_BUF bytes, which the kernel never interleaves with the
@@ -36,7 +37,7 @@ struct gw_alog_file {
     char path[];
 };
 
-/* How the log file is opened, by gw_front__alog_open and by its probe. */
+/* How the log file is opened, by alog_open and by its probe. */
 #define ALOG_OPEN_FLAGS (O_WRONLY | O_APPEND | O_CLOEXEC)
 
 int gw_front__alog_probe(const char *path)
@@ -57,7 +58,7 @@ int gw_front__alog_probe(const char *path)
     return 0;
 }
 
-int gw_front__alog_open(const char *path, gw_alog_file_t **out)
+static int alog_open(const char *path, gw_alog_file_t **out)
 {
     *out = NULL;
     size_t pl = strlen(path);
@@ -84,7 +85,7 @@ int gw_front__alog_open(const char *path, gw_alog_file_t **out)
     return 0;
 }
 
-void gw_front__alog_unref(gw_alog_file_t *f)
+static void alog_unref(gw_alog_file_t *f)
 {
     if (f && atomic_fetch_sub(&f->refs, 1) == 1) {
         if (f->owned)
@@ -93,41 +94,54 @@ void gw_front__alog_unref(gw_alog_file_t *f)
     }
 }
 
-const char *gw_front__alog_path(const gw_alog_file_t *f)
+void gw_front__alog_init(gw_front_alog_t *a)
 {
-    return f ? f->path : NULL;
+    uv_mutex_init(&a->lock);
+    a->file = NULL;
+}
+
+void gw_front__alog_free(gw_front_alog_t *a)
+{
+    alog_unref(a->file);
+    a->file = NULL;
+    uv_mutex_destroy(&a->lock);
 }
 
 /* Open path (or keep the current file when it is the same path and !force) and make it the
- * server's. 0 or a negative code (the current file stays). */
-int gw_front__alog_switch(gw_server_t *s, const char *path, int force)
+ * one the workers write to. 0 or a negative code (the current file stays). */
+int gw_front__alog_switch(gw_front_alog_t *a, const char *path, int force)
 {
-    gw_alog_file_t *cur = s->alog, *nf = NULL;
+    gw_alog_file_t *cur = a->file, *nf = NULL;
     if (!path) {
         nf = NULL;
     } else if (!force && cur && !strcmp(cur->path, path)) {
         return 0;
     } else {
-        int rv = gw_front__alog_open(path, &nf);
+        int rv = alog_open(path, &nf);
         if (rv < 0)
             return rv;
     }
-    uv_mutex_lock(&s->lock);
-    s->alog = nf;
-    uv_mutex_unlock(&s->lock);
-    gw_front__alog_unref(cur);
+    uv_mutex_lock(&a->lock);
+    a->file = nf;
+    uv_mutex_unlock(&a->lock);
+    alog_unref(cur);
     return 0;
+}
+
+int gw_front__alog_reopen(gw_front_alog_t *a)
+{
+    return a->file ? gw_front__alog_switch(a, a->file->path, 1) : 0;
 }
 
 /* Write buf through the current file; lines that cannot be written are counted. */
 static void alog_write(gw_worker_t *w, const uint8_t *p, size_t n)
 {
-    gw_server_t *s = w->srv;
-    uv_mutex_lock(&s->lock);
-    gw_alog_file_t *f = s->alog;
+    gw_front_alog_t *a = w->alog;
+    uv_mutex_lock(&a->lock);
+    gw_alog_file_t *f = a->file;
     if (f)
         atomic_fetch_add(&f->refs, 1);
-    uv_mutex_unlock(&s->lock);
+    uv_mutex_unlock(&a->lock);
     if (!f)
         return;
     while (n) {
@@ -157,7 +171,7 @@ static void alog_write(gw_worker_t *w, const uint8_t *p, size_t n)
         p += k;
         n -= (size_t)k;
     }
-    gw_front__alog_unref(f);
+    alog_unref(f);
 }
 
 void gw_front__alog_flush(gw_worker_t *w)

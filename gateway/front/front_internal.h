@@ -193,8 +193,16 @@ typedef struct {
     size_t nconns, conns_cap;
 } gw_mset_t;
 
-/* The access log file shared by the workers (accesslog.c). */
+/* An access log file, opened once and shared by the workers (accesslog.c). */
 typedef struct gw_alog_file gw_alog_file_t;
+
+/* The access log of the process: the file every worker writes to, held by the server, which
+ * switches it on a reload and on SIGUSR1 (accesslog.c). A worker takes a reference on the
+ * current file for one write. */
+typedef struct {
+    uv_mutex_t lock;
+    gw_alog_file_t *file; /* NULL when off (under lock; replaced by the main thread only) */
+} gw_front_alog_t;
 
 /* One worker's side of a generation: the translator and origin pools built from it, and its
  * connections. An old one drains (its connections are told to stop), then is retired: its
@@ -268,6 +276,7 @@ struct gw_worker {
     int h2s_pool_ok;
     /* access log (accesslog.c): lines waiting for the next write, flushed at 32 KiB, by the
      * timer within a second, and at exit */
+    gw_front_alog_t *alog; /* the process's access log file */
     gw_bytes_t alog_buf;
     uv_timer_t alog_timer;
     atomic_ullong alog_lost; /* lines that could not be written */
@@ -297,7 +306,7 @@ struct gw_server {
     uv_mutex_t lock;          /* guards workers[i]->wake_open, gen, socks[i]->fds */
     atomic_ullong reloads_ok; /* successful reloads */
     atomic_ullong reloads_failed;
-    gw_alog_file_t *alog; /* the access log file, NULL when off (under lock) */
+    gw_front_alog_t alog; /* the access log file the workers write to */
     atomic_int ready;     /* every worker runs and none is stopping (/readyz) */
     atomic_ullong gen_id; /* the current generation's id (metrics) */
     uv_mutex_t snap_mu;   /* scrapes: tickets and the workers' answers */
@@ -628,15 +637,18 @@ void gw_front__on_scrape(uv_async_t *a);
 void gw_front__mset_free(gw_mset_t *m);
 
 /* accesslog.c */
-int gw_front__alog_open(const char *path, gw_alog_file_t **out);
-/* Whether gw_front__alog_open(path) would open the file, found without changing anything: the
- * file opened for appending as it does (never truncated), and when it is not there, created
- * and removed again (the directory must allow it). 0 or -errno. */
+/* Whether gw_front__alog_switch would open the file at path, found without changing anything:
+ * the file opened for appending as it does (never truncated), and when it is not there,
+ * created and removed again (the directory must allow it). 0 or -errno. */
 int gw_front__alog_probe(const char *path);
-void gw_front__alog_unref(gw_alog_file_t *f);
-const char *gw_front__alog_path(const gw_alog_file_t *f);
-/* Make path (NULL: off) the access log: reopened when force, else kept when unchanged. */
-int gw_front__alog_switch(gw_server_t *s, const char *path, int force);
+/* a without a file (off) / its file closed once the last writer is done, its lock gone. */
+void gw_front__alog_init(gw_front_alog_t *a);
+void gw_front__alog_free(gw_front_alog_t *a);
+/* Make path (NULL: off) a's file (main thread): reopened when force, else kept when unchanged.
+ * 0, or a negative code with the current file kept. */
+int gw_front__alog_switch(gw_front_alog_t *a, const char *path, int force);
+/* SIGUSR1: open a's path again (logrotate moved the file away); 0 when off. */
+int gw_front__alog_reopen(gw_front_alog_t *a);
 void gw_front__alog_flush(gw_worker_t *w);
 /* A request of c began: a fresh record from its head (user agent, referer, request id). */
 void gw_front__log_start(conn_t *c, gw_alog_t *r, const gw_req_head_t *h, const char *proto);

@@ -640,7 +640,7 @@ int gw_server_reload(gw_server_t *s)
         if (s->workers[i] && s->workers[i]->wake_open)
             uv_async_send(&s->workers[i]->wake);
     uv_mutex_unlock(&s->lock);
-    (void)gw_front__alog_switch(s, g->cfg->access_log.path, 0);
+    (void)gw_front__alog_switch(&s->alog, g->cfg->access_log.path, 0);
     gw_front__cluster_apply(s);
     gw_front__gen_unref(cur);
     gw_log_set_level(level);

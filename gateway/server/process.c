@@ -31,10 +31,12 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
     }
     uv_mutex_init(&s->snap_mu);
     uv_cond_init(&s->snap_cond);
+    gw_front__alog_init(&s->alog);
     if (gw_tls_keyring_new(&s->keyring) < 0) {
         uv_mutex_destroy(&s->lock);
         uv_mutex_destroy(&s->snap_mu);
         uv_cond_destroy(&s->snap_cond);
+        gw_front__alog_free(&s->alog);
         gw_free(s);
         gw_config_del(cfg);
         return GW_E_NOMEM;
@@ -62,7 +64,7 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
     gw_front__inherit_close_rest(s);
     if (rv == 0) {
         atomic_store(&s->gen_id, s->gen->id);
-        rv = gw_front__alog_switch(s, s->gen->cfg->access_log.path, 0);
+        rv = gw_front__alog_switch(&s->alog, s->gen->cfg->access_log.path, 0);
     }
     if (rv < 0) {
         gw_server_del(s);
@@ -271,6 +273,7 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     uv_timer_init(&w->loop, &w->drain);
     uv_timer_init(&w->loop, &w->ticker);
     uv_timer_init(&w->loop, &w->alog_timer);
+    w->alog = &s->alog;
     gw_bytes_init(&w->alog_buf, 0);
     gw_theap_init(&w->timers);
     int rv = gw_front__worker_take_gen(w);
@@ -348,7 +351,7 @@ static void on_usr1(uv_signal_t *h, int signum)
 {
     (void)signum;
     gw_server_t *s = h->data;
-    int rv = s->alog ? gw_front__alog_switch(s, gw_front__alog_path(s->alog), 1) : 0;
+    int rv = gw_front__alog_reopen(&s->alog);
     GW_LOG_INFO("signal", "signal=SIGUSR1 action=reopen_logs result=%s",
                 rv < 0 ? gw_errname(rv) : "ok");
 }
@@ -567,7 +570,7 @@ void gw_server_del(gw_server_t *s)
         for (char **a = s->argv; *a; a++)
             gw_free(*a);
     gw_free(s->argv);
-    gw_front__alog_unref(s->alog);
+    gw_front__alog_free(&s->alog);
     gw_front__gen_unref(s->gen);
     gw_tls_keyring_del(s->keyring);
     uv_mutex_destroy(&s->lock);
