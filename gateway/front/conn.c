@@ -463,8 +463,8 @@ static void on_closed(uv_handle_t *h)
     gw_wgen_t *g = c->g;
     gw_free(c);
     w->conns_alive--;
-    gw_front__wgen_conn_gone(g);
-    gw_front__worker_conn_gone(w);
+    g->conns--;
+    w->ops->conn_freed(w, g);
 }
 
 void gw_front__conn_close(conn_t *c, const char *why)

@@ -111,6 +111,21 @@ typedef struct {
 } gw_gen_t;
 
 typedef struct gw_worker gw_worker_t;
+typedef struct gw_wgen gw_wgen_t;
+
+/* What the connections of a worker ask of the process that runs them (server/), filled in with
+ * designated initialisers. Every call is made on the worker's loop thread. */
+typedef struct {
+    /* A connection accepted under g was freed (g->conns and w->conns_alive count it out
+     * already): a draining generation, or a stopping worker, with none left may end. */
+    void (*conn_freed)(gw_worker_t *w, gw_wgen_t *g);
+    /* Lease want bytes of a client's bandwidth (rate bytes/s, burst bytes) from what the
+     * instances share; key is the client's address as the shared tables write it. The answer
+     * comes later, with token. 0, or a negative code when it cannot be asked (no cluster): the
+     * local bucket decides. */
+    int (*lease)(gw_worker_t *w, const uint8_t *key, size_t klen, uint64_t rate, uint64_t burst,
+                 uint64_t want, uint64_t token);
+} gw_front_ops_t;
 
 /* ---- metrics (metrics.c): a worker's counters, keyed by configuration names ---------------- */
 
@@ -207,7 +222,7 @@ typedef struct {
 /* One worker's side of a generation: the translator and origin pools built from it, and its
  * connections. An old one drains (its connections are told to stop), then is retired: its
  * proxy closes, and it is freed once the proxy's handles and the drain timer are closed. */
-typedef struct {
+struct gw_wgen {
     gw_gen_t *gen;
     gw_worker_t *w;
     gw_proxy_t *proxy;
@@ -221,7 +236,7 @@ typedef struct {
     int draining;            /* in w->old */
     int forced;              /* over limits.draining_generations: its connections closed */
     int tunnel_phase;        /* past graceful_shutdown: only tunnels left, until tunnel_drain */
-} gw_wgen_t;
+};
 
 /* A worker's listening handle on one socket, pointing at the current generation's listener. */
 typedef struct {
@@ -243,6 +258,7 @@ typedef enum {
 
 struct gw_worker {
     gw_server_t *srv;
+    const gw_front_ops_t *ops; /* the process's side of its connections */
     unsigned id;
     uv_thread_t thread;
     uv_loop_t loop;
@@ -579,15 +595,14 @@ void gw_front__wgen_retire(gw_wgen_t *g);
 /* server.c: close one listening handle of a worker */
 void gw_front__whandle_close(gw_whandle_t *wh);
 
-/* server.c: a connection of the worker is gone (a stopping worker with none left ends) */
+/* server.c: the worker's last connection may be gone: a stopping worker then closes its
+ * handles and its generations, and its loop ends */
 void gw_front__worker_conn_gone(gw_worker_t *w);
-/* conn.c's on_closed: a connection of g is gone (an old generation with none left retires). */
 /* At a drain deadline: close the connections of g (all the worker's when NULL) except, the
  * first time, those carrying tunnels while timeouts.tunnel_drain allows more; those get a timer
  * (t, cb) for the rest. 1 when some were kept. */
 int gw_front__drain_tunnels_kept(gw_worker_t *w, gw_wgen_t *g, uv_timer_t *t, uv_timer_cb cb,
                                  int *phase);
-void gw_front__wgen_conn_gone(gw_wgen_t *g);
 /* ticker.c: the worker's timer heap (one loop timer for every connection's timeout and throttle
  * wake-up) */
 void gw_front__ticker_set(gw_worker_t *w, gw_theap_node_t *n, uint64_t due);

@@ -91,12 +91,12 @@ static int lease_ask(conn_t *c, uint64_t want, uint64_t token)
     const gw_cfg_throttle_t *th = &CFG(c)->throttle;
     char key[64];
     int kl = gw_bucket_addr_text(&c->addr.sa, th->ipv6_prefix, key, sizeof(key));
-    if (!kl || !w->sink || !w->srv->hub)
+    if (!kl)
         return GW_E_INVAL;
     uint64_t burst =
         th->per_client_burst ? th->per_client_burst : gw_bucket_default_burst(th->per_client_rate);
-    return gw_cluster_hub_lease(w->srv->hub, w->sink, (const uint8_t *)key, (size_t)kl,
-                                th->per_client_rate, burst, want, token);
+    return w->ops->lease(w, (const uint8_t *)key, (size_t)kl, th->per_client_rate, burst, want,
+                         token);
 }
 
 /* Response bytes the connection may emit now (SIZE_MAX: unlimited), under the connection and

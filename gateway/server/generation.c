@@ -364,12 +364,6 @@ void gw_front__wgen_retire(gw_wgen_t *g)
     gw_proxy_close_then(g->proxy, on_wgen_proxy_closed, g);
 }
 
-void gw_front__wgen_conn_gone(gw_wgen_t *g)
-{
-    if (--g->conns == 0 && g->draining)
-        gw_front__wgen_retire(g);
-}
-
 /* Past timeouts.graceful_shutdown the old generation's connections close, except those that
  * carry WebSocket tunnels: a conversation that lasts hours is not a request in flight, but an
  * old generation must not live forever either (issue 24 item 4), so they get until

@@ -203,6 +203,30 @@ static void on_rate_answer(void *ud, const gw_cluster_answer_t *a)
     }
 }
 
+/* A connection of g was freed: an old generation with none left retires; a stopping worker
+ * with none left ends. */
+static void on_conn_freed(gw_worker_t *w, gw_wgen_t *g)
+{
+    if (g->conns == 0 && g->draining)
+        gw_front__wgen_retire(g);
+    gw_front__worker_conn_gone(w);
+}
+
+/* A lease of a client's bandwidth, through the cluster's hub (throttle.per_client_rate across
+ * instances). */
+static int on_lease(gw_worker_t *w, const uint8_t *key, size_t klen, uint64_t rate, uint64_t burst,
+                    uint64_t want, uint64_t token)
+{
+    if (!w->sink || !w->srv->hub)
+        return GW_E_INVAL;
+    return gw_cluster_hub_lease(w->srv->hub, w->sink, key, klen, rate, burst, want, token);
+}
+
+static const gw_front_ops_t worker_ops = {
+    .conn_freed = on_conn_freed,
+    .lease = on_lease,
+};
+
 uint64_t gw_front__rate_ask(void *ud, const uint8_t *key, size_t klen, uint64_t rate,
                             uint64_t burst, int wait)
 {
@@ -247,6 +271,7 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     if (!w)
         return GW_E_NOMEM;
     w->srv = s;
+    w->ops = &worker_ops;
     w->id = id;
     gw_list_init(&w->conns);
     gw_list_init(&w->handles);
