@@ -647,9 +647,18 @@ void gw_front__metrics_unbind(gw_wgen_t *g);
 void gw_front__metrics_request(conn_t *c, const gw_alog_t *r);
 void gw_front__metrics_h2_closed(gw_worker_t *w, const gw_h2_stats_t *st);
 void gw_front__metrics_retire(gw_wgen_t *g);
-void gw_front__metrics_snapshot(gw_worker_t *w, uint64_t ticket);
-void gw_front__on_scrape(uv_async_t *a);
+/* Copy the worker's set into its snapshot, with the gauges of now (the worker's thread). */
+void gw_front__metrics_snapshot(gw_worker_t *w);
+/* Add the worker's last snapshot into t (any thread). */
+void gw_front__metrics_add(gw_worker_t *w, gw_mset_t *t);
+/* Every series cfg names, added to t at 0 (a scrape's start). */
+void gw_front__mset_seed(gw_mset_t *t, const gw_config_t *cfg);
 void gw_front__mset_free(gw_mset_t *m);
+
+/* scrape.c: take the snapshot a scrape asked for with ticket (UINT64_MAX: the last, at exit) and
+ * say so to the scrapes waiting for it; the scrape handle's callback */
+void gw_front__metrics_answer(gw_worker_t *w, uint64_t ticket);
+void gw_front__on_scrape(uv_async_t *a);
 
 /* accesslog.c */
 /* Whether gw_front__alog_switch would open the file at path, found without changing anything:

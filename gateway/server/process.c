@@ -257,7 +257,7 @@ static void worker_main(void *arg)
     gw_worker_t *w = arg;
     uv_run(&w->loop, UV_RUN_DEFAULT);
     gw_front__alog_flush(w);
-    gw_front__metrics_snapshot(w, UINT64_MAX); /* the last counters; scrapes stop waiting */
+    gw_front__metrics_answer(w, UINT64_MAX); /* the last counters; scrapes stop waiting */
     GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu busy=%llu", w->id,
                 (unsigned long long)atomic_load(&w->accepted),
                 (unsigned long long)atomic_load(&w->busy));
