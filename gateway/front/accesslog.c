@@ -40,7 +40,7 @@ struct gw_alog_file {
 /* How the log file is opened, by alog_open and by its probe. */
 #define ALOG_OPEN_FLAGS (O_WRONLY | O_APPEND | O_CLOEXEC)
 
-int gw_front__alog_probe(const char *path)
+int gw_front_alog_probe(const char *path)
 {
     if (!strcmp(path, "stderr"))
         return 0;
@@ -94,13 +94,13 @@ static void alog_unref(gw_alog_file_t *f)
     }
 }
 
-void gw_front__alog_init(gw_front_alog_t *a)
+void gw_front_alog_init(gw_front_alog_t *a)
 {
     uv_mutex_init(&a->lock);
     a->file = NULL;
 }
 
-void gw_front__alog_free(gw_front_alog_t *a)
+void gw_front_alog_free(gw_front_alog_t *a)
 {
     alog_unref(a->file);
     a->file = NULL;
@@ -109,7 +109,7 @@ void gw_front__alog_free(gw_front_alog_t *a)
 
 /* Open path (or keep the current file when it is the same path and !force) and make it the
  * one the workers write to. 0 or a negative code (the current file stays). */
-int gw_front__alog_switch(gw_front_alog_t *a, const char *path, int force)
+int gw_front_alog_switch(gw_front_alog_t *a, const char *path, int force)
 {
     gw_alog_file_t *cur = a->file, *nf = NULL;
     if (!path) {
@@ -128,13 +128,13 @@ int gw_front__alog_switch(gw_front_alog_t *a, const char *path, int force)
     return 0;
 }
 
-int gw_front__alog_reopen(gw_front_alog_t *a)
+int gw_front_alog_reopen(gw_front_alog_t *a)
 {
-    return a->file ? gw_front__alog_switch(a, a->file->path, 1) : 0;
+    return a->file ? gw_front_alog_switch(a, a->file->path, 1) : 0;
 }
 
 /* Write buf through the current file; lines that cannot be written are counted. */
-static void alog_write(gw_worker_t *w, const uint8_t *p, size_t n)
+static void alog_write(gw_front_t *w, const uint8_t *p, size_t n)
 {
     gw_front_alog_t *a = w->alog;
     uv_mutex_lock(&a->lock);
@@ -174,7 +174,7 @@ static void alog_write(gw_worker_t *w, const uint8_t *p, size_t n)
     alog_unref(f);
 }
 
-void gw_front__alog_flush(gw_worker_t *w)
+void gw_front_alog_flush(gw_front_t *w)
 {
     if (w->alog_buf.len == 0)
         return;
@@ -186,7 +186,7 @@ void gw_front__alog_flush(gw_worker_t *w)
 
 static void on_alog_timer(uv_timer_t *t)
 {
-    gw_front__alog_flush(GW_CONTAINER_OF(t, gw_worker_t, alog_timer));
+    gw_front_alog_flush(GW_CONTAINER_OF(t, gw_front_t, alog_timer));
 }
 
 /* ---- records --------------------------------------------------------------------------- */
@@ -218,7 +218,7 @@ void gw_front__log_start(conn_t *c, gw_alog_t *r, const gw_req_head_t *h, const 
         memcpy(r->id, id.base, id.len);
         r->id_len = (uint8_t)id.len;
     } else {
-        gw_worker_t *w = W(c);
+        gw_front_t *w = W(c);
         if (!w->id_seed) {
             uint64_t seed = 0;
             if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
@@ -267,7 +267,7 @@ static void log_done(conn_t *c, gw_alog_t *r)
     const gw_config_t *cfg = CFG(c);
     if (!cfg->access_log.path)
         return;
-    gw_worker_t *w = W(c);
+    gw_front_t *w = W(c);
     r->peer = PEER(c);
     if (c->tls) {
         r->tls_version = gw_tls_version(c->tls);
@@ -287,7 +287,7 @@ static void log_done(conn_t *c, gw_alog_t *r)
     if (rv < 0)
         atomic_fetch_add(&w->alog_lost, 1);
     if (w->alog_buf.len >= ALOG_FLUSH_AT)
-        gw_front__alog_flush(w);
+        gw_front_alog_flush(w);
     else if (w->alog_buf.len && !uv_is_active((uv_handle_t *)&w->alog_timer))
         uv_timer_start(&w->alog_timer, on_alog_timer, ALOG_FLUSH_MS, 0);
 }

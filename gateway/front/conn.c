@@ -169,7 +169,7 @@ static void conn_deferred(conn_t *c)
 
 void gw_front__on_kick(uv_idle_t *h)
 {
-    gw_worker_t *w = GW_CONTAINER_OF(h, gw_worker_t, kick);
+    gw_front_t *w = GW_CONTAINER_OF(h, gw_front_t, kick);
     gw_list_t todo;
     gw_list_init(&todo);
     /* take the list: work done now may kick again for the next iteration */
@@ -423,7 +423,7 @@ void gw_front__finish(conn_t *c, const char *why)
 static void on_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
-    gw_worker_t *w = W(c);
+    gw_front_t *w = W(c);
     if (c->h1)
         gw_front__h1x_end(c);
     if (c->b) {
@@ -455,12 +455,12 @@ static void on_closed(uv_handle_t *h)
     drop_busy(c);
     gw_front__timer_nodes_add(w, -1);
     if (c->thr) {
-        gw_bucket_table_release(c->g->gen->clients ? c->g->gen->clients->t : NULL, c->thr->client);
+        gw_bucket_table_release(c->g->clients, c->thr->client);
         gw_free(c->thr->route_b);
         gw_free(c->thr);
         gw_front__timer_nodes_add(w, -1);
     }
-    gw_wgen_t *g = c->g;
+    gw_front_gen_t *g = c->g;
     gw_free(c);
     w->conns_alive--;
     g->conns--;
@@ -751,7 +751,7 @@ static void after_handshake(conn_t *c)
         gw_front__conn_close(c, "no_protocol");
         return;
     }
-    /* ALPN http/1.1 or http/1.0 (generation.c's alpn_for), or no ALPN at all (RFC 7301:
+    /* ALPN http/1.1 or http/1.0 (server/generation.c's alpn_for), or no ALPN at all (RFC 7301:
      * HTTP/1.1 is the default) */
     if (gw_front__start_h1(c) < 0)
         gw_front__conn_close(c, "nomem");
@@ -876,9 +876,9 @@ static void on_data(conn_t *c, const char *data, size_t nread)
  * state, then the TLS handshake or the first bytes. 0, or -1 when it was closed. */
 static int conn_begin(conn_t *c)
 {
-    gw_worker_t *w = W(c);
-    gw_listener_t *l = c->l;
-    const gw_gen_t *gen = c->g->gen;
+    gw_front_t *w = W(c);
+    const gw_listener_t *l = c->l;
+    const gw_front_gen_t *gen = c->g;
     const gw_cfg_throttle_t *th = &gen->cfg->throttle;
     if (th->response_rate || th->request_body_rate || gen->clients || gen->route_rates) {
         thr_t *t = gw_calloc(1, sizeof(*t));
@@ -894,8 +894,8 @@ static int conn_begin(conn_t *c)
         gw_bucket_init(&t->resp_b, th->response_rate, th->response_burst, now);
         gw_bucket_init(&t->body_b, th->request_body_rate, th->request_body_burst, now);
         if (gen->clients && gw_bucket_table_keyed(&c->addr.sa)) {
-            t->client = gw_bucket_table_acquire(gen->clients->t, &c->addr.sa, 0,
-                                                th->per_client_rate, th->per_client_burst, now);
+            t->client = gw_bucket_table_acquire(gen->clients, &c->addr.sa, 0, th->per_client_rate,
+                                                th->per_client_burst, now);
             if (!t->client) {
                 /* full of clients still in debt: fail closed (issue 18 item 12); an
                  * unthrottled connection would be the way around per_client_rate */
@@ -966,13 +966,12 @@ static void proxy_header(conn_t *c, const char *data, size_t n)
         on_data(c, data + used, n - used); /* TLS records, or the first request's bytes */
 }
 
-void gw_front__on_connection(uv_stream_t *server, int status)
+void gw_front_on_connection(uv_stream_t *server, int status)
 {
     if (status < 0)
         return;
-    gw_worker_t *w = GW_CONTAINER_OF((uv_loop_t *)server->loop, gw_worker_t, loop);
-    gw_whandle_t *wh = server->data;
-    gw_listener_t *l = wh->l;
+    gw_front_t *w = GW_CONTAINER_OF((uv_loop_t *)server->loop, gw_front_t, loop);
+    const gw_listener_t *l = server->data;
     conn_t *c = gw_calloc(1, sizeof(*c));
     if (!c)
         return;
@@ -996,8 +995,7 @@ void gw_front__on_connection(uv_stream_t *server, int status)
         return;
     }
     w->accepted++;
-    const gw_gen_t *gen = c->g->gen;
-    if (w->conns_len > gen->cfg->limits.max_connections) {
+    if (w->conns_len > c->g->cfg->limits.max_connections) {
         gw_front__conn_close(c, "max_connections");
         return;
     }

@@ -294,7 +294,7 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
     c->h1->s.log = &c->h1->log;
     c->h1->thr_mark = c->thr ? c->thr->waits : 0;
     gw_front__log_start(c, &c->h1->log, &h, c->h1->http10 ? "http/1.0" : "http/1.1");
-    c->h1->rb = c->g->gen->route_rates ? gw_front__route_bucket(c, h.route) : NULL;
+    c->h1->rb = c->g->route_rates ? gw_front__route_bucket(c, h.route) : NULL;
     /* RFC 9110 §10.1.1: the body is wanted, so say so before the client waits for it */
     if (c->h1->expect_100 && !h.end_stream && gw_h1_continue(&c->b->out) < 0)
         return GW_E_NOMEM;

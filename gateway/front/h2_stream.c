@@ -205,7 +205,7 @@ static int h2s_begin(conn_t *c, h2s_t *x, const gw_h2_head_t *h, int pushed)
 {
     c->requests++;
     const gw_cfg_route_t *route = gw_proxy_route(PROXY(c), h->authority, h->path);
-    if (c->g->gen->route_rates)
+    if (c->g->route_rates)
         x->rb = gw_front__route_bucket(c, route);
     x->thr_mark = c->thr ? c->thr->waits : 0;
     gw_req_head_t rh = {
@@ -388,7 +388,7 @@ static void h2_options(const gw_config_t *cfg, gw_h2_options_t *o)
 
 int gw_front__start_h2(conn_t *c)
 {
-    gw_worker_t *w = W(c);
+    gw_front_t *w = W(c);
     int rv;
     if (!c->g->h2prof) {
         /* one copy of the options and callbacks for the sessions of the worker's generation */

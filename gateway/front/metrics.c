@@ -9,7 +9,7 @@
  * When a scrape asks (server/scrape.c), the worker copies its set into its snapshot in its own
  * thread, where the gauges are counted too (connections, streams, origin pools); the scrape
  * then adds every worker's snapshot into a set seeded with every series the configuration
- * names, at 0 (gw_front__mset_seed, gw_front__metrics_add). */
+ * names, at 0 (gw_front_mset_seed, gw_front_metrics_add). */
 #include <stdio.h>
 #include <string.h>
 
@@ -108,7 +108,7 @@ static long add_server(gw_mset_t *m, const char *up, const char *server)
     return i;
 }
 
-void gw_front__mset_free(gw_mset_t *m)
+void gw_front_mset_free(gw_mset_t *m)
 {
     gw_free(m->routes);
     gw_free(m->ups);
@@ -117,9 +117,9 @@ void gw_front__mset_free(gw_mset_t *m)
     memset(m, 0, sizeof(*m));
 }
 
-int gw_front__metrics_bind(gw_worker_t *w, gw_wgen_t *g)
+int gw_front__metrics_bind(gw_front_t *w, gw_front_gen_t *g)
 {
-    const gw_config_t *cfg = g->gen->cfg;
+    const gw_config_t *cfg = g->cfg;
     gw_mset_t *m = &w->m;
     size_t nsrv = 0;
     for (size_t i = 0; i < cfg->upstreams_len; i++)
@@ -155,7 +155,7 @@ int gw_front__metrics_bind(gw_worker_t *w, gw_wgen_t *g)
     return 0;
 }
 
-void gw_front__metrics_unbind(gw_wgen_t *g)
+void gw_front__metrics_unbind(gw_front_gen_t *g)
 {
     gw_free(g->mroute);
     gw_free(g->mup);
@@ -167,7 +167,7 @@ void gw_front__metrics_unbind(gw_wgen_t *g)
 
 void gw_front__metrics_request(conn_t *c, const gw_alog_t *r)
 {
-    gw_worker_t *w = W(c);
+    gw_front_t *w = W(c);
     gw_mset_t *m = &w->m;
     if (r->coalesced)
         m->coalesced++;
@@ -192,7 +192,7 @@ void gw_front__metrics_request(conn_t *c, const gw_alog_t *r)
     }
 }
 
-void gw_front__metrics_h2_closed(gw_worker_t *w, const gw_h2_stats_t *st)
+void gw_front__metrics_h2_closed(gw_front_t *w, const gw_h2_stats_t *st)
 {
     uint64_t *e = w->m.h2err;
     e[GW_MH2_RAPID_RESET] += st->reset_budget_hits;
@@ -246,10 +246,10 @@ static void hadd(gw_proxy_hint_stats_t *d, const gw_proxy_hint_stats_t *s, int g
 }
 
 /* Origin counters of a generation's pools that are about to close carry on in the entries. */
-void gw_front__metrics_retire(gw_wgen_t *g)
+void gw_front__metrics_retire(gw_front_gen_t *g)
 {
-    const gw_config_t *cfg = g->gen->cfg;
-    gw_mset_t *m = &g->w->m;
+    const gw_config_t *cfg = g->cfg;
+    gw_mset_t *m = &g->f->m;
     gw_proxy_zstats_t z;
     gw_proxy_zstats(g->proxy, &z);
     zadd(&m->z_retired, &z, 0);
@@ -291,7 +291,7 @@ static long conn_entry(gw_mset_t *m, const char *listener, const char *proto)
     return (long)i;
 }
 
-static int snap_conns(gw_worker_t *w, gw_mset_t *dst)
+static int snap_conns(gw_front_t *w, gw_mset_t *dst)
 {
     dst->nconns = 0;
     dst->streams = 0;
@@ -316,9 +316,9 @@ static int snap_conns(gw_worker_t *w, gw_mset_t *dst)
 }
 
 /* The origin gauges of one generation's pools, added into dst (indexed like w->m). */
-static void snap_pools(gw_wgen_t *g, gw_mset_t *dst, int current)
+static void snap_pools(gw_front_gen_t *g, gw_mset_t *dst, int current)
 {
-    const gw_config_t *cfg = g->gen->cfg;
+    const gw_config_t *cfg = g->cfg;
     gw_proxy_zstats_t z;
     gw_proxy_zstats(g->proxy, &z);
     zadd(&dst->z, &z, 1);
@@ -346,7 +346,7 @@ static void snap_pools(gw_wgen_t *g, gw_mset_t *dst, int current)
 }
 
 /* Copy the worker's set into dst (its arrays reused), with the gauges of now. */
-static int snap_take(gw_worker_t *w, gw_mset_t *dst)
+static int snap_take(gw_front_t *w, gw_mset_t *dst)
 {
     gw_mset_t *m = &w->m;
     gw_mroute_t *r = dst->routes;
@@ -395,15 +395,17 @@ static int snap_take(gw_worker_t *w, gw_mset_t *dst)
     dst->origin_out = m->origin_out_retired;
     dst->z = m->z_retired;
     dst->hint = m->hint_retired;
-    if (w->cur)
-        snap_pools(w->cur, dst, 1);
-    gw_list_foreach(it, &w->old) snap_pools(GW_CONTAINER_OF(it, gw_wgen_t, link), dst, 0);
+    gw_list_foreach(it, &w->gens)
+    {
+        gw_front_gen_t *g = GW_CONTAINER_OF(it, gw_front_gen_t, link);
+        snap_pools(g, dst, g == w->cur);
+    }
     dst->alog_lost = atomic_load(&w->alog_lost);
     return snap_conns(w, dst);
 }
 
 /* Take a snapshot for a scrape (or the last one, at exit): the worker's thread. */
-void gw_front__metrics_snapshot(gw_worker_t *w)
+void gw_front_metrics_snapshot(gw_front_t *w)
 {
     uv_mutex_lock(&w->snap_lock);
     if (snap_take(w, &w->snap) < 0)
@@ -475,7 +477,7 @@ static void merge(gw_mset_t *t, const gw_mset_t *s)
     }
 }
 
-void gw_front__metrics_add(gw_worker_t *w, gw_mset_t *t)
+void gw_front_metrics_add(gw_front_t *w, gw_mset_t *t)
 {
     uv_mutex_lock(&w->snap_lock);
     merge(t, &w->snap);
@@ -485,7 +487,7 @@ void gw_front__metrics_add(gw_worker_t *w, gw_mset_t *t)
 /* Every series the configuration names, at 0 before any worker's numbers are added: a series
  * that appeared only once non-zero would make rate() and absent() alerts wrong from the start.
  * The caller keeps cfg alive. */
-void gw_front__mset_seed(gw_mset_t *t, const gw_config_t *cfg)
+void gw_front_mset_seed(gw_mset_t *t, const gw_config_t *cfg)
 {
     for (size_t i = 0; i < cfg->upstreams_len; i++) {
         add_up(t, cfg->upstreams[i].name);

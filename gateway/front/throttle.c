@@ -87,7 +87,7 @@ static uint64_t lease_size(conn_t *c)
 /* Ask the cluster for want bytes of the client's rate; 0, or negative (decide locally). */
 static int lease_ask(conn_t *c, uint64_t want, uint64_t token)
 {
-    gw_worker_t *w = W(c);
+    gw_front_t *w = W(c);
     const gw_cfg_throttle_t *th = &CFG(c)->throttle;
     char key[64];
     int kl = gw_bucket_addr_text(&c->addr.sa, th->ipv6_prefix, key, sizeof(key));
@@ -108,7 +108,7 @@ size_t gw_front__out_avail(conn_t *c, uint64_t now, size_t want, gw_bucket_t *rb
     limit_by(&c->thr->resp_b, now, want, &a, wait);
     limit_by(rb, now, want, &a, wait);
     if (c->thr->client) {
-        gw_bucket_table_t *t = c->g->gen->clients->t;
+        gw_bucket_table_t *t = c->g->clients;
         size_t g = gw_bucket_table_grain(c->thr->client);
         uint64_t v, ask = 0, token = 0;
         int leased = 0;
@@ -148,7 +148,7 @@ void gw_front__out_charge(conn_t *c, size_t n, gw_bucket_t *rb, uint64_t now)
     if (rb)
         gw_bucket_spend(rb, n, now);
     if (c->thr->client)
-        gw_bucket_table_spend(c->g->gen->clients->t, c->thr->client, n, now);
+        gw_bucket_table_spend(c->g->clients, c->thr->client, n, now);
 }
 
 /* The connection's bucket for route r, or NULL when r has no response_rate (or no memory for

@@ -11,7 +11,7 @@ static void on_ticker(uv_timer_t *t);
  * re-armed lazily: a node moved later, or removed, lets it fire early and re-arm for what is due
  * next. Due times are loop milliseconds (uv_now); a node never fires in the pass that queued it. */
 
-static void ticker_rearm(gw_worker_t *w)
+static void ticker_rearm(gw_front_t *w)
 {
     gw_theap_node_t *m = gw_theap_min(&w->timers);
     if (!m)
@@ -25,7 +25,7 @@ static void ticker_rearm(gw_worker_t *w)
 
 /* Queue n at due. Every node a connection owns was reserved in the heap when it was created
  * (timer_nodes_add), so this cannot fail. */
-void gw_front__ticker_set(gw_worker_t *w, gw_theap_node_t *n, uint64_t due)
+void gw_front__ticker_set(gw_front_t *w, gw_theap_node_t *n, uint64_t due)
 {
     uint64_t now = uv_now(&w->loop);
     if (due <= now)
@@ -37,7 +37,7 @@ void gw_front__ticker_set(gw_worker_t *w, gw_theap_node_t *n, uint64_t due)
 
 /* One more (k = 1) or one less (k = -1) node that may be queued: room is reserved ahead, so
  * arming never fails. 0 or GW_E_NOMEM. */
-int gw_front__timer_nodes_add(gw_worker_t *w, int k)
+int gw_front__timer_nodes_add(gw_front_t *w, int k)
 {
     if (k < 0) {
         w->timer_nodes--;
@@ -51,7 +51,7 @@ int gw_front__timer_nodes_add(gw_worker_t *w, int k)
 
 static void on_ticker(uv_timer_t *t)
 {
-    gw_worker_t *w = GW_CONTAINER_OF(t, gw_worker_t, ticker);
+    gw_front_t *w = GW_CONTAINER_OF(t, gw_front_t, ticker);
     uint64_t now = uv_now(&w->loop);
     gw_theap_node_t *n;
     while ((n = gw_theap_min(&w->timers)) && n->due <= now) {

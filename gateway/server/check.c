@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
-#include "front/front_internal.h"
+#include "server/server_internal.h"
 
 int gw_front__check_pid_file(const gw_config_t *cfg, gw_config_errors_t *errs)
 {
@@ -61,7 +61,7 @@ int gw_front__check_files(const gw_config_t *cfg, gw_config_errors_t *errs)
         if (cfg->upstreams[i].tls && (r = gw_tls_client_ctx_check(&cfg->upstreams[i], errs)) < 0)
             rv = rv < 0 ? rv : r;
     const char *alog = cfg->access_log.path;
-    if (alog && (r = gw_front__alog_probe(alog)) < 0) {
+    if (alog && (r = gw_front_alog_probe(alog)) < 0) {
         gw_config_error_add(errs, &cfg->access_log.path_at,
                             "access_log path '%s' cannot be opened for appending: %s", alog,
                             strerror(-r));

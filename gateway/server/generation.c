@@ -12,7 +12,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "front/front_internal.h"
+#include "server/server_internal.h"
 
 /* One SO_REUSEPORT socket bound to a and listening with backlog: 0 and *out, or -errno. */
 int gw_front__bind_reuseport(const gw_cfg_addr_t *a, int backlog, int *out)
@@ -127,7 +127,7 @@ static void table_unref(gw_shared_table_t *t)
 static void gen_free(gw_gen_t *g)
 {
     for (size_t i = 0; i < g->listeners_len; i++)
-        gw_tls_ctx_del(g->listeners[i].tls);
+        gw_tls_ctx_del(g->listeners[i].l.tls);
     gw_free(g->listeners);
     table_unref(g->clients);
     table_unref(g->rates);
@@ -275,14 +275,14 @@ int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev,
         if (cfg->routes[i].response_rate)
             g->route_rates = 1;
         if (cfg->routes[i].request_rate && !g->rates &&
-            !(g->rates = table_get(prev ? prev->rates : NULL, GW_FRONT_RATE_TABLE,
+            !(g->rates = table_get(prev ? prev->rates : NULL, GW_SERVER_RATE_TABLE,
                                    cfg->throttle.ipv6_prefix))) {
             rv = GW_E_NOMEM;
             goto fail;
         }
     }
     for (size_t i = 0; i < cfg->listen_len; i++) {
-        gw_listener_t *l = &g->listeners[i];
+        gw_listener_t *l = &g->listeners[i].l;
         l->cfg = &cfg->listen[i];
         g->listeners_len = i + 1;
         if (l->cfg->tls) {
@@ -299,14 +299,15 @@ int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev,
     if ((rv = files_rv) < 0)
         goto fail;
     for (size_t i = 0; i < cfg->listen_len; i++) {
-        gw_listener_t *l = &g->listeners[i];
+        gw_gen_listener_t *gl = &g->listeners[i];
+        const gw_listener_t *l = &gl->l;
         int found = 0;
         for (size_t j = 0; prev && j < prev->listeners_len && !found; j++)
-            if (same_addr(&prev->listeners[j].cfg->addr, &l->cfg->addr)) {
-                l->sock = prev->listeners[j].sock;
+            if (same_addr(&prev->listeners[j].l.cfg->addr, &l->cfg->addr)) {
+                gl->sock = prev->listeners[j].sock;
                 found = 1;
             }
-        if (!found && (rv = sock_bind(s, l->cfg, &l->sock)) < 0)
+        if (!found && (rv = sock_bind(s, l->cfg, &gl->sock)) < 0)
             goto fail;
         GW_LOG_INFO("listening", "address=%s tls=%s protocols=%s%s%s generation=%llu%s",
                     l->cfg->addr.text, l->cfg->tls ? "yes" : "no",
@@ -330,10 +331,9 @@ static void wgen_part_closed(gw_wgen_t *g)
 {
     if (--g->pending > 0)
         return;
-    gw_front__metrics_unbind(g);
-    gw_proxy_del(g->proxy);
-    gw_h2_profile_del(g->h2prof);
-    GW_LOG_DEBUG("generation_released", "worker=%u generation=%llu", g->w->id, g->gen->id);
+    gw_front_gen_free(&g->f);
+    gw_proxy_del(g->f.proxy);
+    GW_LOG_DEBUG("generation_released", "worker=%u generation=%llu", g->w->f.id, g->gen->id);
     gw_front__gen_unref(g->gen);
     gw_free(g);
 }
@@ -359,9 +359,9 @@ void gw_front__wgen_retire(gw_wgen_t *g)
     }
     g->pending = 2;
     g->drain.data = g;
-    gw_front__metrics_retire(g); /* before the pools close: their counters carry on */
+    gw_front_gen_retire(&g->f); /* before the pools close: their counters carry on */
     uv_close((uv_handle_t *)&g->drain, on_wgen_timer_closed);
-    gw_proxy_close_then(g->proxy, on_wgen_proxy_closed, g);
+    gw_proxy_close_then(g->f.proxy, on_wgen_proxy_closed, g);
 }
 
 /* Past timeouts.graceful_shutdown the old generation's connections close, except those that
@@ -371,24 +371,14 @@ void gw_front__wgen_retire(gw_wgen_t *g)
 int gw_front__drain_tunnels_kept(gw_worker_t *w, gw_wgen_t *g, uv_timer_t *t, uv_timer_cb cb,
                                  int *phase)
 {
-    const gw_config_t *cfg = (g ? g : w->cur)->gen->cfg;
+    const gw_config_t *cfg = (g ? &g->f : w->f.cur)->cfg;
     uint64_t grace = cfg->timeouts.graceful_shutdown_ms, more = cfg->timeouts.tunnel_drain_ms;
     more = more > grace ? more - grace : 0;
-    size_t kept = 0;
-    gw_list_foreach_safe(it, tmp, &w->conns)
-    {
-        conn_t *c = GW_CONTAINER_OF(it, conn_t, link);
-        if (g && c->g != g)
-            continue;
-        if (!*phase && more && c->tunnels)
-            kept++;
-        else
-            gw_front__conn_stop(it, GW_STOP_NOW);
-    }
+    size_t kept = gw_front_stop_conns(&w->f, g ? &g->f : NULL, GW_STOP_NOW, !*phase && more);
     if (!kept)
         return 0;
     *phase = 1;
-    GW_LOG_INFO("drain_tunnels", "worker=%u connections=%zu close_in_ms=%llu", w->id, kept,
+    GW_LOG_INFO("drain_tunnels", "worker=%u connections=%zu close_in_ms=%llu", w->f.id, kept,
                 (unsigned long long)more);
     uv_timer_start(t, cb, more, 0);
     return 1;
@@ -398,8 +388,8 @@ static void on_wgen_drain_deadline(uv_timer_t *t)
 {
     gw_wgen_t *g = t->data;
     gw_worker_t *w = g->w;
-    GW_LOG_WARN("drain_deadline", "worker=%u generation=%llu open_connections=%zu", w->id,
-                g->gen->id, g->conns);
+    GW_LOG_WARN("drain_deadline", "worker=%u generation=%llu open_connections=%zu", w->f.id,
+                g->gen->id, g->f.conns);
     gw_front__drain_tunnels_kept(w, g, t, on_wgen_drain_deadline, &g->tunnel_phase);
 }
 
@@ -408,30 +398,35 @@ static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
     gw_wgen_t *g = gw_calloc(1, sizeof(*g));
     if (!g)
         return GW_E_NOMEM;
-    int rv = gw_proxy_new(&w->loop, gen->cfg, &g->proxy);
+    gw_proxy_t *p;
+    int rv = gw_proxy_new(&w->f.loop, gen->cfg, &p);
     if (rv < 0) {
         gw_free(g);
         return rv;
     }
-    gw_proxy_set_rate_table(g->proxy, gen->rates ? gen->rates->t : NULL);
+    gw_proxy_set_rate_table(p, gen->rates ? gen->rates->t : NULL);
     if (gen->cfg->cluster.enabled && w->sink) { /* request rates shared across instances */
         gw_proxy_rate_asker_t a = {.ask = gw_front__rate_ask, .ud = w};
-        gw_proxy_set_rate_asker(g->proxy, &a);
+        gw_proxy_set_rate_asker(p, &a);
     }
-    gw_proxy_set_tunnel_count(g->proxy, &w->tunnels_open);
-    gw_proxy_set_zmem_count(g->proxy, &w->zmem_charged); /* compression.max_memory */
+    gw_proxy_set_tunnel_count(p, &w->tunnels_open);
+    gw_proxy_set_zmem_count(p, &w->zmem_charged); /* compression.max_memory */
+    g->f.cfg = gen->cfg;
+    g->f.proxy = p;
+    g->f.clients = gen->clients ? gen->clients->t : NULL;
+    g->f.route_rates = gen->route_rates;
     g->gen = gen;
     g->w = w;
-    if ((rv = gw_front__metrics_bind(w, g)) < 0) {
-        gw_front__metrics_unbind(g);
-        gw_proxy_close(g->proxy);
-        uv_run(&w->loop, UV_RUN_NOWAIT);
-        gw_proxy_del(g->proxy);
+    if ((rv = gw_front_gen_bind(&w->f, &g->f)) < 0) {
+        gw_front_gen_free(&g->f);
+        gw_proxy_close(p);
+        uv_run(&w->f.loop, UV_RUN_NOWAIT);
+        gw_proxy_del(p);
         gw_free(g);
         return rv;
     }
     gw_list_init(&g->link);
-    uv_timer_init(&w->loop, &g->drain);
+    uv_timer_init(&w->f.loop, &g->drain);
     g->drain.data = g;
     *out = g;
     return 0;
@@ -440,7 +435,7 @@ static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
 /* A listening handle of worker w on socket slot of listener l's address (the handle owns the
  * socket from here), in w->handles; NULL when out of memory. A socket that does not listen is
  * logged and *rv set to GW_E_IO: the handle stays, to be closed with the others. */
-static gw_whandle_t *whandle_open(gw_worker_t *w, gw_listener_t *l, unsigned slot, int *rv)
+static gw_whandle_t *whandle_open(gw_worker_t *w, gw_gen_listener_t *l, unsigned slot, int *rv)
 {
     gw_server_t *s = w->srv;
     gw_whandle_t *wh = gw_calloc(1, sizeof(*wh));
@@ -448,8 +443,8 @@ static gw_whandle_t *whandle_open(gw_worker_t *w, gw_listener_t *l, unsigned slo
         *rv = GW_E_NOMEM;
         return NULL;
     }
-    uv_tcp_init(&w->loop, &wh->tcp);
-    wh->tcp.data = wh;
+    uv_tcp_init(&w->f.loop, &wh->tcp);
+    wh->tcp.data = &l->l;
     wh->w = w;
     wh->sock = l->sock;
     wh->slot = slot;
@@ -467,10 +462,10 @@ static gw_whandle_t *whandle_open(gw_worker_t *w, gw_listener_t *l, unsigned slo
         uv_mutex_unlock(&s->lock);
     }
     if (e == 0)
-        e = uv_listen((uv_stream_t *)&wh->tcp, l->cfg->backlog, gw_front__on_connection);
+        e = uv_listen((uv_stream_t *)&wh->tcp, l->l.cfg->backlog, gw_front_on_connection);
     if (e < 0) {
-        GW_LOG_ERROR("listen_failed", "address=%s worker=%u reason=\"%s\"", l->cfg->addr.text,
-                     w->id, uv_strerror(e));
+        GW_LOG_ERROR("listen_failed", "address=%s worker=%u reason=\"%s\"", l->l.cfg->addr.text,
+                     w->f.id, uv_strerror(e));
         *rv = GW_E_IO;
     }
     return wh;
@@ -485,7 +480,7 @@ int gw_front__worker_take_gen(gw_worker_t *w)
     gw_server_t *s = w->srv;
     uv_mutex_lock(&s->lock);
     gw_gen_t *gen = s->gen;
-    if (w->cur && w->cur->gen == gen) {
+    if (WCUR(w) && WCUR(w)->gen == gen) {
         uv_mutex_unlock(&s->lock);
         return 0;
     }
@@ -494,19 +489,19 @@ int gw_front__worker_take_gen(gw_worker_t *w)
     gw_wgen_t *ng;
     int rv = wgen_new(w, gen, &ng);
     if (rv < 0) {
-        GW_LOG_ERROR("generation_failed", "worker=%u generation=%llu reason=\"%s\"", w->id, gen->id,
-                     gw_strerror(rv));
+        GW_LOG_ERROR("generation_failed", "worker=%u generation=%llu reason=\"%s\"", w->f.id,
+                     gen->id, gw_strerror(rv));
         gw_front__gen_unref(gen);
         return rv;
     }
     gw_list_foreach(it, &w->handles) GW_CONTAINER_OF(it, gw_whandle_t, link)->seen = 0;
     for (size_t i = 0; i < gen->listeners_len; i++) {
-        gw_listener_t *l = &gen->listeners[i];
+        gw_gen_listener_t *l = &gen->listeners[i];
         uv_mutex_lock(&s->lock);
         unsigned n = s->socks[l->sock]->n;
         uv_mutex_unlock(&s->lock);
         /* this worker's sockets of the address: one, or more after an upgrade to fewer workers */
-        for (unsigned slot = w->id; slot < n; slot += s->workers_len) {
+        for (unsigned slot = w->f.id; slot < n; slot += s->workers_len) {
             gw_whandle_t *wh = NULL;
             gw_list_foreach(it, &w->handles)
             {
@@ -516,7 +511,7 @@ int gw_front__worker_take_gen(gw_worker_t *w)
             }
             if (!wh && !(wh = whandle_open(w, l, slot, &rv)))
                 break;
-            wh->l = l;
+            wh->tcp.data = &l->l; /* new connections: this generation's listener */
             wh->seen = 1;
         }
     }
@@ -527,23 +522,19 @@ int gw_front__worker_take_gen(gw_worker_t *w)
         if (!h->seen)
             gw_front__whandle_close(h);
     }
-    gw_wgen_t *old = w->cur;
-    w->cur = ng;
-    GW_LOG_INFO("generation", "worker=%u generation=%llu draining=%s", w->id, gen->id,
+    gw_wgen_t *old = WCUR(w);
+    w->f.cur = &ng->f;
+    GW_LOG_INFO("generation", "worker=%u generation=%llu draining=%s", w->f.id, gen->id,
                 old ? "yes" : "no");
     if (old) {
         old->draining = 1;
         gw_list_push_back(&w->old, &old->link);
-        if (old->conns == 0) {
+        if (old->f.conns == 0) {
             gw_front__wgen_retire(old);
         } else {
             uv_timer_start(&old->drain, on_wgen_drain_deadline,
                            gen->cfg->timeouts.graceful_shutdown_ms, 0);
-            gw_list_foreach_safe(it, tmp, &w->conns)
-            {
-                if (GW_CONTAINER_OF(it, conn_t, link)->g == old)
-                    gw_front__conn_stop(it, GW_STOP_DRAIN);
-            }
+            gw_front_stop_conns(&w->f, &old->f, GW_STOP_DRAIN, 0);
         }
         /* a cap on the generations draining at once: beyond it the oldest stop as on SIGTERM
          * (GOAWAY now, idle connections closed after drain_grace, requests in flight finish) */
@@ -558,13 +549,9 @@ int gw_front__worker_take_gen(gw_worker_t *w)
                 continue;
             o->forced = 1;
             n--;
-            GW_LOG_WARN("drain_cap", "worker=%u generation=%llu open_connections=%zu", w->id,
-                        o->gen->id, o->conns);
-            gw_list_foreach_safe(c_it, c_tmp, &w->conns)
-            {
-                if (GW_CONTAINER_OF(c_it, conn_t, link)->g == o)
-                    gw_front__conn_stop(c_it, GW_STOP_GRACEFUL);
-            }
+            GW_LOG_WARN("drain_cap", "worker=%u generation=%llu open_connections=%zu", w->f.id,
+                        o->gen->id, o->f.conns);
+            gw_front_stop_conns(&w->f, &o->f, GW_STOP_GRACEFUL, 0);
         }
     }
     return rv;
@@ -634,7 +621,7 @@ int gw_server_reload(gw_server_t *s)
         if (s->workers[i] && s->workers[i]->wake_open)
             uv_async_send(&s->workers[i]->wake);
     uv_mutex_unlock(&s->lock);
-    (void)gw_front__alog_switch(&s->alog, g->cfg->access_log.path, 0);
+    (void)gw_front_alog_switch(&s->alog, g->cfg->access_log.path, 0);
     gw_front__cluster_apply(s);
     gw_front__gen_unref(cur);
     gw_log_set_level(level);

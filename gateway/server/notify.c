@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "front/front_internal.h"
+#include "server/server_internal.h"
 
 void gw_front__sd_notify(const char *state)
 {

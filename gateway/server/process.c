@@ -12,7 +12,8 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "front/front_internal.h"
+#include "common/clock.h"
+#include "server/server_internal.h"
 
 static void worker_free(gw_worker_t *w);
 
@@ -31,12 +32,12 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
     }
     uv_mutex_init(&s->snap_mu);
     uv_cond_init(&s->snap_cond);
-    gw_front__alog_init(&s->alog);
+    gw_front_alog_init(&s->alog);
     if (gw_tls_keyring_new(&s->keyring) < 0) {
         uv_mutex_destroy(&s->lock);
         uv_mutex_destroy(&s->snap_mu);
         uv_cond_destroy(&s->snap_cond);
-        gw_front__alog_free(&s->alog);
+        gw_front_alog_free(&s->alog);
         gw_free(s);
         gw_config_del(cfg);
         return GW_E_NOMEM;
@@ -64,7 +65,7 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
     gw_front__inherit_close_rest(s);
     if (rv == 0) {
         atomic_store(&s->gen_id, s->gen->id);
-        rv = gw_front__alog_switch(&s->alog, s->gen->cfg->access_log.path, 0);
+        rv = gw_front_alog_switch(&s->alog, s->gen->cfg->access_log.path, 0);
     }
     if (rv < 0) {
         gw_server_del(s);
@@ -111,51 +112,48 @@ static void close_listeners(gw_worker_t *w)
 static void on_drain_deadline(uv_timer_t *t)
 {
     gw_worker_t *w = GW_CONTAINER_OF(t, gw_worker_t, drain);
-    GW_LOG_WARN("drain_deadline", "worker=%u open_connections=%zu", w->id, w->conns_len);
+    GW_LOG_WARN("drain_deadline", "worker=%u open_connections=%zu", w->f.id, w->f.conns_len);
     /* a binary upgrade's old process keeps tunnels until timeouts.tunnel_drain, as a reload's
      * old generation does; SIGTERM does not wait for them */
-    if (w->stop == GW_STOP_DRAIN && w->cur &&
+    if (w->f.stop == GW_STOP_DRAIN && w->f.cur &&
         gw_front__drain_tunnels_kept(w, NULL, t, on_drain_deadline, &w->tunnel_phase))
         return;
-    w->stop = GW_STOP_NOW;
-    gw_list_foreach_safe(it, tmp, &w->conns) gw_front__conn_stop(it, GW_STOP_NOW);
+    w->f.stop = GW_STOP_NOW;
+    gw_front_stop_conns(&w->f, NULL, GW_STOP_NOW, 0);
 }
 
 static void worker_stop(gw_worker_t *w, gw_stop_t how)
 {
-    if (how <= w->stop)
+    if (how <= w->f.stop)
         return;
-    int first = w->stop == GW_STOP_NONE;
-    w->stop = how;
+    int first = w->f.stop == GW_STOP_NONE;
+    w->f.stop = how;
     if (first) {
         close_listeners(w);
-        if ((how == GW_STOP_GRACEFUL || how == GW_STOP_DRAIN) && w->cur) {
+        if ((how == GW_STOP_GRACEFUL || how == GW_STOP_DRAIN) && w->f.cur) {
             uv_timer_start(&w->drain, on_drain_deadline,
-                           w->cur->gen->cfg->timeouts.graceful_shutdown_ms, 0);
+                           w->f.cur->cfg->timeouts.graceful_shutdown_ms, 0);
         }
     }
-    gw_list_foreach_safe(it, tmp, &w->conns) gw_front__conn_stop(it, how);
+    gw_front_stop_conns(&w->f, NULL, how, 0);
     if (how == GW_STOP_NOW && uv_is_active((uv_handle_t *)&w->drain))
         uv_timer_stop(&w->drain);
 }
 
-/* Called by conn.c when a connection is gone; the last one lets the loop end. */
-
 void gw_front__worker_conn_gone(gw_worker_t *w)
 {
     /* every connection freed: their streams were told to the proxy before it closes */
-    if (w->stop == GW_STOP_NONE || w->conns_alive != 0 || uv_is_closing((uv_handle_t *)&w->drain))
+    if (w->f.stop == GW_STOP_NONE || w->f.conns_alive != 0 ||
+        uv_is_closing((uv_handle_t *)&w->drain))
         return;
     uv_close((uv_handle_t *)&w->drain, on_handle_closed);
-    uv_close((uv_handle_t *)&w->kick, on_handle_closed);
-    uv_close((uv_handle_t *)&w->ticker, on_handle_closed);
-    uv_close((uv_handle_t *)&w->alog_timer, on_handle_closed);
+    gw_front_close(&w->f);
     /* pooled origin connections of every generation: the loop can end */
     while (!gw_list_empty(&w->old))
         gw_front__wgen_retire(GW_CONTAINER_OF(w->old.next, gw_wgen_t, link));
-    if (w->cur) {
-        gw_wgen_t *g = w->cur;
-        w->cur = NULL;
+    gw_wgen_t *g = WCUR(w);
+    if (g) {
+        w->f.cur = NULL;
         gw_front__wgen_retire(g);
     }
     uv_mutex_lock(&w->srv->lock);
@@ -176,7 +174,7 @@ static void on_wake(uv_async_t *a)
         gw_front__worker_conn_gone(w);
         return;
     }
-    if (w->stop == GW_STOP_NONE)
+    if (w->f.stop == GW_STOP_NONE)
         (void)gw_front__worker_take_gen(w);
 }
 
@@ -185,38 +183,42 @@ static void on_wake(uv_async_t *a)
 static void on_rate_answer(void *ud, const gw_cluster_answer_t *a)
 {
     gw_worker_t *w = ud;
+    gw_wgen_t *cur = WCUR(w);
     if (a->lease) { /* a client's bandwidth: into the shared table, for every worker */
-        if (w->cur && w->cur->gen->clients)
-            gw_bucket_table_lease_grant(w->cur->gen->clients->t, a->token, a->granted,
-                                        a->verdict == GW_RATE_LOCAL, gw_front__now_us());
+        if (cur && cur->gen->clients)
+            gw_bucket_table_lease_grant(cur->gen->clients->t, a->token, a->granted,
+                                        a->verdict == GW_RATE_LOCAL, gw_now_ns() / 1000);
         return;
     }
     int v = a->verdict == GW_RATE_ALLOW  ? GW_PROXY_RATE_ALLOW
             : a->verdict == GW_RATE_DENY ? GW_PROXY_RATE_DENY
                                          : GW_PROXY_RATE_LOCAL;
-    if (w->cur)
-        gw_proxy_rate_answer(w->cur->proxy, a->token, v, a->retry_after_s);
+    if (cur)
+        gw_proxy_rate_answer(cur->f.proxy, a->token, v, a->retry_after_s);
     gw_list_foreach(it, &w->old)
     {
         gw_wgen_t *g = GW_CONTAINER_OF(it, gw_wgen_t, link);
-        gw_proxy_rate_answer(g->proxy, a->token, v, a->retry_after_s);
+        gw_proxy_rate_answer(g->f.proxy, a->token, v, a->retry_after_s);
     }
 }
 
-/* A connection of g was freed: an old generation with none left retires; a stopping worker
+/* A connection of fg was freed: an old generation with none left retires; a stopping worker
  * with none left ends. */
-static void on_conn_freed(gw_worker_t *w, gw_wgen_t *g)
+static void on_conn_freed(gw_front_t *f, gw_front_gen_t *fg)
 {
-    if (g->conns == 0 && g->draining)
+    gw_worker_t *w = GW_CONTAINER_OF(f, gw_worker_t, f);
+    gw_wgen_t *g = WGEN(fg);
+    if (fg->conns == 0 && g->draining)
         gw_front__wgen_retire(g);
     gw_front__worker_conn_gone(w);
 }
 
 /* A lease of a client's bandwidth, through the cluster's hub (throttle.per_client_rate across
  * instances). */
-static int on_lease(gw_worker_t *w, const uint8_t *key, size_t klen, uint64_t rate, uint64_t burst,
+static int on_lease(gw_front_t *f, const uint8_t *key, size_t klen, uint64_t rate, uint64_t burst,
                     uint64_t want, uint64_t token)
 {
+    gw_worker_t *w = GW_CONTAINER_OF(f, gw_worker_t, f);
     if (!w->sink || !w->srv->hub)
         return GW_E_INVAL;
     return gw_cluster_hub_lease(w->srv->hub, w->sink, key, klen, rate, burst, want, token);
@@ -255,12 +257,12 @@ static gw_cluster_t *cluster_swap(gw_server_t *s, gw_cluster_t *c)
 static void worker_main(void *arg)
 {
     gw_worker_t *w = arg;
-    uv_run(&w->loop, UV_RUN_DEFAULT);
-    gw_front__alog_flush(w);
+    uv_run(&w->f.loop, UV_RUN_DEFAULT);
+    gw_front_alog_flush(&w->f);
     gw_front__metrics_answer(w, UINT64_MAX); /* the last counters; scrapes stop waiting */
-    GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu busy=%llu", w->id,
-                (unsigned long long)atomic_load(&w->accepted),
-                (unsigned long long)atomic_load(&w->busy));
+    GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu busy=%llu", w->f.id,
+                (unsigned long long)atomic_load(&w->f.accepted),
+                (unsigned long long)atomic_load(&w->f.busy));
     atomic_fetch_add(&w->srv->workers_done, 1);
     uv_async_send(&w->srv->main_wake);
 }
@@ -270,40 +272,28 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     gw_worker_t *w = gw_calloc(1, sizeof(*w));
     if (!w)
         return GW_E_NOMEM;
-    w->srv = s;
-    w->ops = &worker_ops;
-    w->id = id;
-    gw_list_init(&w->conns);
-    gw_list_init(&w->handles);
-    gw_list_init(&w->old);
-    if (uv_loop_init(&w->loop) != 0) {
+    if (gw_front_init(&w->f, id, &worker_ops, &s->alog) < 0) {
         gw_free(w);
         return GW_E_NOMEM;
     }
-    w->loop_ok = 1;
+    w->srv = s;
+    gw_list_init(&w->handles);
+    gw_list_init(&w->old);
     uv_mutex_lock(&s->lock); /* a scrape (admin thread) reads s->workers */
     *out = w;
     uv_mutex_unlock(&s->lock);
-    gw_list_init(&w->dirty);
-    uv_idle_init(&w->loop, &w->kick);
-    uv_async_init(&w->loop, &w->wake, on_wake);
-    uv_async_init(&w->loop, &w->scrape, gw_front__on_scrape);
-    if (s->hub && gw_cluster_sink_new(&w->loop, on_rate_answer, w, &w->sink) < 0)
+    uv_async_init(&w->f.loop, &w->wake, on_wake);
+    uv_async_init(&w->f.loop, &w->scrape, gw_front__on_scrape);
+    if (s->hub && gw_cluster_sink_new(&w->f.loop, on_rate_answer, w, &w->sink) < 0)
         w->sink = NULL; /* rates are decided locally in this worker */
-    uv_mutex_init(&w->snap_lock);
     uv_mutex_lock(&s->lock);
     w->snap_ok = 1;
     w->wake_open = 1;
     uv_mutex_unlock(&s->lock);
-    uv_timer_init(&w->loop, &w->drain);
-    uv_timer_init(&w->loop, &w->ticker);
-    uv_timer_init(&w->loop, &w->alog_timer);
-    w->alog = &s->alog;
-    gw_bytes_init(&w->alog_buf, 0);
-    gw_theap_init(&w->timers);
+    uv_timer_init(&w->f.loop, &w->drain);
     int rv = gw_front__worker_take_gen(w);
     if (rv < 0) {
-        if (!w->cur)
+        if (!w->f.cur)
             GW_LOG_ERROR("proxy_failed", "worker=%u reason=\"%s\"", id, gw_strerror(rv));
         return rv;
     }
@@ -376,7 +366,7 @@ static void on_usr1(uv_signal_t *h, int signum)
 {
     (void)signum;
     gw_server_t *s = h->data;
-    int rv = gw_front__alog_reopen(&s->alog);
+    int rv = gw_front_alog_reopen(&s->alog);
     GW_LOG_INFO("signal", "signal=SIGUSR1 action=reopen_logs result=%s",
                 rv < 0 ? gw_errname(rv) : "ok");
 }
@@ -466,7 +456,7 @@ int gw_server_run(gw_server_t *s)
         if (w) {
             worker_stop(w, GW_STOP_NOW);
             gw_front__worker_conn_gone(w);
-            uv_run(&w->loop, UV_RUN_DEFAULT);
+            uv_run(&w->f.loop, UV_RUN_DEFAULT);
         }
     } else {
         s->ready = 1;
@@ -559,17 +549,8 @@ static void worker_free(gw_worker_t *w)
 {
     if (!w)
         return;
-    GW_ASSERT(w->cur == NULL && gw_list_empty(&w->old));
-    if (w->loop_ok)
-        uv_loop_close(&w->loop);
-    gw_theap_free(&w->timers);
-    gw_bytes_free(&w->alog_buf);
-    gw_front__mset_free(&w->m);
-    gw_front__mset_free(&w->snap);
-    if (w->snap_ok)
-        uv_mutex_destroy(&w->snap_lock);
-    if (w->h2s_pool_ok)
-        gw_pool_free(&w->h2s_pool); /* every connection is closed: only the freelist is left */
+    GW_ASSERT(w->f.cur == NULL && gw_list_empty(&w->old));
+    gw_front_free(&w->f);
     gw_free(w);
 }
 
@@ -595,7 +576,7 @@ void gw_server_del(gw_server_t *s)
         for (char **a = s->argv; *a; a++)
             gw_free(*a);
     gw_free(s->argv);
-    gw_front__alog_free(&s->alog);
+    gw_front_alog_free(&s->alog);
     gw_front__gen_unref(s->gen);
     gw_tls_keyring_del(s->keyring);
     uv_mutex_destroy(&s->lock);

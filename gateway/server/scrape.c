@@ -16,7 +16,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
-#include "front/front_internal.h"
+#include "server/server_internal.h"
 #include "gw_version.h"
 
 #define SCRAPE_WAIT_MS 1000
@@ -100,7 +100,7 @@ typedef struct {
 typedef struct {
     gw_mset_t t;
     unsigned nworkers;
-    uint64_t accepted[GW_FRONT_MAX_WORKERS], busy[GW_FRONT_MAX_WORKERS];
+    uint64_t accepted[GW_SERVER_MAX_WORKERS], busy[GW_SERVER_MAX_WORKERS];
     table_stats_t tables[2]; /* clients, rates */
     int cluster_on;
     gw_cluster_stats_t cluster;
@@ -536,7 +536,7 @@ static int render(const scrape_t *sc, gw_bytes_t *out)
  * for it. */
 void gw_front__metrics_answer(gw_worker_t *w, uint64_t ticket)
 {
-    gw_front__metrics_snapshot(w);
+    gw_front_metrics_snapshot(&w->f);
     gw_server_t *s = w->srv;
     uv_mutex_lock(&s->snap_mu);
     w->snap_done = ticket;
@@ -556,7 +556,7 @@ void gw_front__on_scrape(uv_async_t *a)
 int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
 {
     /* the workers that run (their async handles are open), asked for a fresh copy */
-    gw_worker_t *ws[GW_FRONT_MAX_WORKERS];
+    gw_worker_t *ws[GW_SERVER_MAX_WORKERS];
     unsigned n = 0;
     scrape_t *sc = gw_calloc(1, sizeof(*sc));
     if (!sc)
@@ -565,7 +565,7 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
     uint64_t ticket = ++s->snap_ticket;
     uv_mutex_unlock(&s->snap_mu);
     uv_mutex_lock(&s->lock);
-    for (unsigned i = 0; i < s->workers_len && n < GW_FRONT_MAX_WORKERS; i++) {
+    for (unsigned i = 0; i < s->workers_len && n < GW_SERVER_MAX_WORKERS; i++) {
         gw_worker_t *w = s->workers[i];
         if (!w || !w->snap_ok)
             continue;
@@ -573,10 +573,10 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
         if (w->wake_open)
             uv_async_send(&w->scrape);
     }
-    for (unsigned i = 0; i < s->workers_len && i < GW_FRONT_MAX_WORKERS; i++) {
+    for (unsigned i = 0; i < s->workers_len && i < GW_SERVER_MAX_WORKERS; i++) {
         gw_worker_t *w = s->workers[i];
-        sc->accepted[i] = w ? atomic_load(&w->accepted) : 0;
-        sc->busy[i] = w ? atomic_load(&w->busy) : 0;
+        sc->accepted[i] = w ? atomic_load(&w->f.accepted) : 0;
+        sc->busy[i] = w ? atomic_load(&w->f.busy) : 0;
         sc->nworkers = i + 1;
     }
     gw_shared_table_t *tabs[2] = {s->gen->clients, s->gen->rates};
@@ -592,7 +592,7 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
         sc->cluster = gw_cluster_stats(s->cluster);
         sc->cluster_up = sc->cluster.up ? 1 : 0;
     }
-    gw_front__mset_seed(&sc->t, s->gen->cfg);
+    gw_front_mset_seed(&sc->t, s->gen->cfg);
     uv_mutex_unlock(&s->lock);
     sc->reloads_ok = atomic_load(&s->reloads_ok);
     sc->reloads_failed = atomic_load(&s->reloads_failed);
@@ -611,9 +611,9 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
     }
     uv_mutex_unlock(&s->snap_mu);
     for (unsigned i = 0; i < n; i++)
-        gw_front__metrics_add(ws[i], &sc->t);
+        gw_front_metrics_add(&ws[i]->f, &sc->t);
     int rv = render(sc, out);
-    gw_front__mset_free(&sc->t);
+    gw_front_mset_free(&sc->t);
     gw_free(sc);
     return rv;
 }

@@ -1,4 +1,4 @@
-/* front/front.h — the running gateway: listeners, workers, client connections.
+/* server/server.h — the running gateway: listeners, workers, client connections.
  *
  * gw_server_new() does everything that can fail at start-up (binding every listener, loading
  * every certificate and key) and reports each failure with its cause and file name, so a bad
@@ -6,8 +6,8 @@
  * loop per thread, each accepting on its own SO_REUSEPORT socket) and blocks until they have
  * all stopped. gw_server_stop() may be called from any thread or a signal-handling loop.
  */
-#ifndef GW_FRONT_FRONT_H
-#define GW_FRONT_FRONT_H
+#ifndef GW_SERVER_SERVER_H
+#define GW_SERVER_SERVER_H
 
 #include "common/buf.h"
 #include "config/config.h"

@@ -33,7 +33,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "front/front_internal.h"
+#include "server/server_internal.h"
 
 #define UPGRADE_READY_MS 60000
 
