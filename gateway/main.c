@@ -29,7 +29,7 @@ static void usage(FILE *f)
                "  -h, --help               this text\n");
 }
 
-/* The pid file is written by the server once it serves (front/upgrade.c); removed at exit
+/* The pid file is written by the server once it serves (server/upgrade.c); removed at exit
  * only while it still names this process (an upgrade's new process replaced it). */
 static void pid_file_remove(const char *path)
 {

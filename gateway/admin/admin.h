@@ -1,6 +1,6 @@
 /* admin/admin.h — the admin listener (issue 21 item 5): plain HTTP/1.1 on its own address and
  * thread, apart from the client listeners, for Prometheus and load balancers:
- *   GET /metrics   the Prometheus text format 0.0.4 (front.h gw_server_metrics)
+ *   GET /metrics   the Prometheus text format 0.0.4 (server.h gw_server_metrics)
  *   GET /healthz   200 while the process runs
  *   GET /readyz    200 while every worker runs and no stop was asked; 503 during start-up and
  *                  while draining

@@ -11,7 +11,7 @@
 #include "common/err.h"
 #include "server/server_internal.h"
 
-int gw_front__check_pid_file(const gw_config_t *cfg, gw_config_errors_t *errs)
+int gw_server__check_pid_file(const gw_config_t *cfg, gw_config_errors_t *errs)
 {
     const char *path = cfg->pid_file;
     if (!path)
@@ -52,7 +52,7 @@ int gw_front__check_pid_file(const gw_config_t *cfg, gw_config_errors_t *errs)
     return 0;
 }
 
-int gw_front__check_files(const gw_config_t *cfg, gw_config_errors_t *errs)
+int gw_server__check_files(const gw_config_t *cfg, gw_config_errors_t *errs)
 {
     int rv = 0, r;
     /* the contexts the workers build from the same code: a CA file that fails there must fail
@@ -72,12 +72,12 @@ int gw_front__check_files(const gw_config_t *cfg, gw_config_errors_t *errs)
 
 int gw_server_check(const gw_config_t *cfg, gw_config_errors_t *errs)
 {
-    /* in the order of gw_front__gen_new: files, then the listeners' certificates */
-    int rv = gw_front__check_files(cfg, errs), r;
+    /* in the order of gw_server__gen_new: files, then the listeners' certificates */
+    int rv = gw_server__check_files(cfg, errs), r;
     for (size_t i = 0; i < cfg->listen_len; i++)
         if (cfg->listen[i].tls && (r = gw_tls_ctx_check(cfg->listen[i].tls, errs)) < 0)
             rv = rv < 0 ? rv : r;
-    if ((r = gw_front__check_pid_file(cfg, errs)) < 0)
+    if ((r = gw_server__check_pid_file(cfg, errs)) < 0)
         rv = rv < 0 ? rv : r;
     return rv;
 }

@@ -15,7 +15,7 @@
 #include "server/server_internal.h"
 
 /* One SO_REUSEPORT socket bound to a and listening with backlog: 0 and *out, or -errno. */
-int gw_front__bind_reuseport(const gw_cfg_addr_t *a, int backlog, int *out)
+int gw_server__bind_reuseport(const gw_cfg_addr_t *a, int backlog, int *out)
 {
     int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -44,7 +44,7 @@ fail:;
  * bind without SO_REUSEPORT fails with EADDRINUSE while any socket listens there (with
  * SO_REUSEPORT or not, on a or on a wildcard address that covers it); SO_REUSEADDR keeps the
  * connections of an earlier run in TIME_WAIT from failing it. 0 or -errno. */
-int gw_front__addr_probe(const gw_cfg_addr_t *a)
+int gw_server__addr_probe(const gw_cfg_addr_t *a)
 {
     int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -60,7 +60,7 @@ int gw_front__addr_probe(const gw_cfg_addr_t *a)
 }
 
 /* A refused address, said once: what nginx says (bind() ... failed (98: ...)), and why. */
-void gw_front__log_addr_in_use(const char *event, const char *addr, int err)
+void gw_server__log_addr_in_use(const char *event, const char *addr, int err)
 {
     GW_LOG_ERROR(event,
                  "address=%s reason=\"bind() to %s failed (%d: %s): another process listens "
@@ -135,7 +135,7 @@ static void gen_free(gw_gen_t *g)
     gw_free(g);
 }
 
-void gw_front__gen_unref(gw_gen_t *g)
+void gw_server__gen_unref(gw_gen_t *g)
 {
     if (g && atomic_fetch_sub(&g->refs, 1) == 1)
         gen_free(g);
@@ -166,12 +166,12 @@ static int sock_bind(gw_server_t *s, const gw_cfg_listen_t *lc, size_t *index)
 {
     /* a binary upgrade: the old process's sockets, with their queued connections; all of them,
      * when it had more workers than we have (see gw_lsock_t) */
-    unsigned inherited = gw_front__inherit_count(s, &lc->addr);
+    unsigned inherited = gw_server__inherit_count(s, &lc->addr);
     unsigned n = inherited > s->workers_len ? inherited : s->workers_len;
     /* not inherited, not ours: nobody else may listen there */
-    int e = inherited || own_socket(s, &lc->addr) ? 0 : gw_front__addr_probe(&lc->addr);
+    int e = inherited || own_socket(s, &lc->addr) ? 0 : gw_server__addr_probe(&lc->addr);
     if (e == -EADDRINUSE) {
-        gw_front__log_addr_in_use("listen_failed", lc->addr.text, EADDRINUSE);
+        gw_server__log_addr_in_use("listen_failed", lc->addr.text, EADDRINUSE);
         return GW_E_EXIST;
     }
     gw_lsock_t *ls = gw_calloc(1, sizeof(*ls));
@@ -195,9 +195,9 @@ static int sock_bind(gw_server_t *s, const gw_cfg_listen_t *lc, size_t *index)
     for (unsigned k = 0; k < n; k++)
         fds[k] = live[k] = -1;
     for (unsigned k = 0; k < n; k++) {
-        if ((fds[k] = gw_front__inherit_take(s, &lc->addr)) >= 0)
+        if ((fds[k] = gw_server__inherit_take(s, &lc->addr)) >= 0)
             continue;
-        if ((e = gw_front__bind_reuseport(&lc->addr, lc->backlog, &fds[k])) < 0) {
+        if ((e = gw_server__bind_reuseport(&lc->addr, lc->backlog, &fds[k])) < 0) {
             GW_LOG_ERROR("listen_failed", "address=%s reason=\"%s\"", lc->addr.text, strerror(-e));
             for (unsigned j = 0; j < k; j++)
                 close(fds[j]);
@@ -235,14 +235,14 @@ static void sock_close_untaken(gw_server_t *s, size_t i)
 /* Build a generation from cfg (taken over, freed on failure): every listener's socket (kept
  * from prev when its address is there) and TLS context, and the shared tables. What is wrong
  * with a file goes to errs; the rest is logged. */
-int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev,
-                      gw_config_errors_t *errs, gw_gen_t **out)
+int gw_server__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev,
+                       gw_config_errors_t *errs, gw_gen_t **out)
 {
     *out = NULL;
     size_t socks_before = s->socks_len;
     /* files first (CA files, the access log), every listener's TLS context next, sockets last:
      * each file that cannot be used is reported, and nothing is bound when one is */
-    int files_rv = gw_front__check_files(cfg, errs);
+    int files_rv = gw_server__check_files(cfg, errs);
     int rv = 0;
     gw_gen_t *g = gw_calloc(1, sizeof(*g));
     if (!g) {
@@ -334,7 +334,7 @@ static void wgen_part_closed(gw_wgen_t *g)
     gw_front_gen_free(&g->f);
     gw_proxy_del(g->f.proxy);
     GW_LOG_DEBUG("generation_released", "worker=%u generation=%llu", g->w->f.id, g->gen->id);
-    gw_front__gen_unref(g->gen);
+    gw_server__gen_unref(g->gen);
     gw_free(g);
 }
 
@@ -351,7 +351,7 @@ static void on_wgen_timer_closed(uv_handle_t *h)
 
 /* The worker is done with g: its origin pools close (their exchanges ended with the
  * connections), then it is freed with its reference on the generation. */
-void gw_front__wgen_retire(gw_wgen_t *g)
+void gw_server__wgen_retire(gw_wgen_t *g)
 {
     if (g->draining) {
         gw_list_remove(&g->link);
@@ -368,8 +368,8 @@ void gw_front__wgen_retire(gw_wgen_t *g)
  * carry WebSocket tunnels: a conversation that lasts hours is not a request in flight, but an
  * old generation must not live forever either (issue 24 item 4), so they get until
  * timeouts.tunnel_drain (counted from the reload). Returns 1 when some were kept. */
-int gw_front__drain_tunnels_kept(gw_worker_t *w, gw_wgen_t *g, uv_timer_t *t, uv_timer_cb cb,
-                                 int *phase)
+int gw_server__drain_tunnels_kept(gw_worker_t *w, gw_wgen_t *g, uv_timer_t *t, uv_timer_cb cb,
+                                  int *phase)
 {
     const gw_config_t *cfg = (g ? &g->f : w->f.cur)->cfg;
     uint64_t grace = cfg->timeouts.graceful_shutdown_ms, more = cfg->timeouts.tunnel_drain_ms;
@@ -390,7 +390,7 @@ static void on_wgen_drain_deadline(uv_timer_t *t)
     gw_worker_t *w = g->w;
     GW_LOG_WARN("drain_deadline", "worker=%u generation=%llu open_connections=%zu", w->f.id,
                 g->gen->id, g->f.conns);
-    gw_front__drain_tunnels_kept(w, g, t, on_wgen_drain_deadline, &g->tunnel_phase);
+    gw_server__drain_tunnels_kept(w, g, t, on_wgen_drain_deadline, &g->tunnel_phase);
 }
 
 static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
@@ -406,7 +406,7 @@ static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
     }
     gw_proxy_set_rate_table(p, gen->rates ? gen->rates->t : NULL);
     if (gen->cfg->cluster.enabled && w->sink) { /* request rates shared across instances */
-        gw_proxy_rate_asker_t a = {.ask = gw_front__rate_ask, .ud = w};
+        gw_proxy_rate_asker_t a = {.ask = gw_server__rate_ask, .ud = w};
         gw_proxy_set_rate_asker(p, &a);
     }
     gw_proxy_set_tunnel_count(p, &w->tunnels_open);
@@ -475,7 +475,7 @@ static gw_whandle_t *whandle_open(gw_worker_t *w, gw_gen_listener_t *l, unsigned
  * state for it, a listening handle for each of its sockets (kept when the socket was ours
  * already; closed when it no longer lists it), then the connections of the previous one are
  * told to drain. */
-int gw_front__worker_take_gen(gw_worker_t *w)
+int gw_server__worker_take_gen(gw_worker_t *w)
 {
     gw_server_t *s = w->srv;
     uv_mutex_lock(&s->lock);
@@ -491,7 +491,7 @@ int gw_front__worker_take_gen(gw_worker_t *w)
     if (rv < 0) {
         GW_LOG_ERROR("generation_failed", "worker=%u generation=%llu reason=\"%s\"", w->f.id,
                      gen->id, gw_strerror(rv));
-        gw_front__gen_unref(gen);
+        gw_server__gen_unref(gen);
         return rv;
     }
     gw_list_foreach(it, &w->handles) GW_CONTAINER_OF(it, gw_whandle_t, link)->seen = 0;
@@ -520,7 +520,7 @@ int gw_front__worker_take_gen(gw_worker_t *w)
     {
         gw_whandle_t *h = GW_CONTAINER_OF(it, gw_whandle_t, link);
         if (!h->seen)
-            gw_front__whandle_close(h);
+            gw_server__whandle_close(h);
     }
     gw_wgen_t *old = WCUR(w);
     w->f.cur = &ng->f;
@@ -530,7 +530,7 @@ int gw_front__worker_take_gen(gw_worker_t *w)
         old->draining = 1;
         gw_list_push_back(&w->old, &old->link);
         if (old->f.conns == 0) {
-            gw_front__wgen_retire(old);
+            gw_server__wgen_retire(old);
         } else {
             uv_timer_start(&old->drain, on_wgen_drain_deadline,
                            gen->cfg->timeouts.graceful_shutdown_ms, 0);
@@ -609,7 +609,7 @@ int gw_server_reload(gw_server_t *s)
     gw_gen_t *g;
     /* the access log, the CA files and the certificates are checked there before anything
      * changes; a new access log file is opened below */
-    if ((rv = gw_front__gen_new(s, cfg, cur, &errs, &g)) < 0) {
+    if ((rv = gw_server__gen_new(s, cfg, cur, &errs, &g)) < 0) {
         reload_failed(s, cur->id, path, rv, &errs);
         return rv;
     }
@@ -622,8 +622,8 @@ int gw_server_reload(gw_server_t *s)
             uv_async_send(&s->workers[i]->wake);
     uv_mutex_unlock(&s->lock);
     (void)gw_front_alog_switch(&s->alog, g->cfg->access_log.path, 0);
-    gw_front__cluster_apply(s);
-    gw_front__gen_unref(cur);
+    gw_server__cluster_apply(s);
+    gw_server__gen_unref(cur);
     gw_log_set_level(level);
     atomic_fetch_add(&s->reloads_ok, 1);
     GW_LOG_INFO("reloaded", "generation=%llu config=%s listeners=%zu routes=%zu upstreams=%zu",

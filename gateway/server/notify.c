@@ -14,7 +14,7 @@
 #include "common/log.h"
 #include "server/server_internal.h"
 
-void gw_front__sd_notify(const char *state)
+void gw_server__sd_notify(const char *state)
 {
     const char *path = getenv("NOTIFY_SOCKET");
     if (!path || !path[0])

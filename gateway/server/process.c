@@ -45,24 +45,24 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
     s->workers_len = cfg->workers ? cfg->workers : 1;
     s->workers = gw_calloc(s->workers_len, sizeof(*s->workers));
     s->admin_fd = s->inh_admin = -1;
-    gw_front__inherit_parse(s);
+    gw_server__inherit_parse(s);
     /* before anything is bound: a second instance changes nothing of the first one's; the pid
      * file's directory too (a reload keeps the pid file), the other files in gen_new: each
      * failure is logged as FILE:LINE:COL */
     gw_config_errors_t errs = {0};
     int rv = !s->workers     ? GW_E_NOMEM
-             : cfg->pid_file ? gw_front__pid_file_check(s, cfg->pid_file)
+             : cfg->pid_file ? gw_server__pid_file_check(s, cfg->pid_file)
                              : 0;
     if (rv == 0)
-        rv = gw_front__check_pid_file(cfg, &errs);
+        rv = gw_server__check_pid_file(cfg, &errs);
     if (rv == 0)
-        rv = gw_front__gen_new(s, cfg, NULL, &errs, &s->gen); /* cfg is the generation's */
+        rv = gw_server__gen_new(s, cfg, NULL, &errs, &s->gen); /* cfg is the generation's */
     else
         gw_config_del(cfg);
     for (size_t i = 0; i < errs.len; i++)
         GW_LOG_ERROR("startup_failed", "error=\"%s\"", errs.msgs[i]);
     gw_config_errors_free(&errs);
-    gw_front__inherit_close_rest(s);
+    gw_server__inherit_close_rest(s);
     if (rv == 0) {
         atomic_store(&s->gen_id, s->gen->id);
         rv = gw_front_alog_switch(&s->alog, s->gen->cfg->access_log.path, 0);
@@ -93,7 +93,7 @@ static void on_whandle_closed(uv_handle_t *h)
 }
 
 /* Close one listening handle: its socket is no longer ours to pass on. */
-void gw_front__whandle_close(gw_whandle_t *wh)
+void gw_server__whandle_close(gw_whandle_t *wh)
 {
     gw_server_t *s = wh->w->srv;
     uv_mutex_lock(&s->lock);
@@ -106,7 +106,7 @@ void gw_front__whandle_close(gw_whandle_t *wh)
 static void close_listeners(gw_worker_t *w)
 {
     gw_list_foreach_safe(it, tmp, &w->handles)
-        gw_front__whandle_close(GW_CONTAINER_OF(it, gw_whandle_t, link));
+        gw_server__whandle_close(GW_CONTAINER_OF(it, gw_whandle_t, link));
 }
 
 static void on_drain_deadline(uv_timer_t *t)
@@ -116,7 +116,7 @@ static void on_drain_deadline(uv_timer_t *t)
     /* a binary upgrade's old process keeps tunnels until timeouts.tunnel_drain, as a reload's
      * old generation does; SIGTERM does not wait for them */
     if (w->f.stop == GW_STOP_DRAIN && w->f.cur &&
-        gw_front__drain_tunnels_kept(w, NULL, t, on_drain_deadline, &w->tunnel_phase))
+        gw_server__drain_tunnels_kept(w, NULL, t, on_drain_deadline, &w->tunnel_phase))
         return;
     w->f.stop = GW_STOP_NOW;
     gw_front_stop_conns(&w->f, NULL, GW_STOP_NOW, 0);
@@ -140,7 +140,7 @@ static void worker_stop(gw_worker_t *w, gw_stop_t how)
         uv_timer_stop(&w->drain);
 }
 
-void gw_front__worker_conn_gone(gw_worker_t *w)
+void gw_server__worker_conn_gone(gw_worker_t *w)
 {
     /* every connection freed: their streams were told to the proxy before it closes */
     if (w->f.stop == GW_STOP_NONE || w->f.conns_alive != 0 ||
@@ -150,11 +150,11 @@ void gw_front__worker_conn_gone(gw_worker_t *w)
     gw_front_close(&w->f);
     /* pooled origin connections of every generation: the loop can end */
     while (!gw_list_empty(&w->old))
-        gw_front__wgen_retire(GW_CONTAINER_OF(w->old.next, gw_wgen_t, link));
+        gw_server__wgen_retire(GW_CONTAINER_OF(w->old.next, gw_wgen_t, link));
     gw_wgen_t *g = WCUR(w);
     if (g) {
         w->f.cur = NULL;
-        gw_front__wgen_retire(g);
+        gw_server__wgen_retire(g);
     }
     uv_mutex_lock(&w->srv->lock);
     w->wake_open = 0;
@@ -171,11 +171,11 @@ static void on_wake(uv_async_t *a)
     gw_stop_t how = (gw_stop_t)atomic_load(&w->srv->stop_request);
     if (how != GW_STOP_NONE) {
         worker_stop(w, how);
-        gw_front__worker_conn_gone(w);
+        gw_server__worker_conn_gone(w);
         return;
     }
     if (w->f.stop == GW_STOP_NONE)
-        (void)gw_front__worker_take_gen(w);
+        (void)gw_server__worker_take_gen(w);
 }
 
 /* The cluster's answer to one of this worker's rate questions: to whichever proxy of its
@@ -209,8 +209,8 @@ static void on_conn_freed(gw_front_t *f, gw_front_gen_t *fg)
     gw_worker_t *w = GW_CONTAINER_OF(f, gw_worker_t, f);
     gw_wgen_t *g = WGEN(fg);
     if (fg->conns == 0 && g->draining)
-        gw_front__wgen_retire(g);
-    gw_front__worker_conn_gone(w);
+        gw_server__wgen_retire(g);
+    gw_server__worker_conn_gone(w);
 }
 
 /* A lease of a client's bandwidth, through the cluster's hub (throttle.per_client_rate across
@@ -229,8 +229,8 @@ static const gw_front_ops_t worker_ops = {
     .lease = on_lease,
 };
 
-uint64_t gw_front__rate_ask(void *ud, const uint8_t *key, size_t klen, uint64_t rate,
-                            uint64_t burst, int wait)
+uint64_t gw_server__rate_ask(void *ud, const uint8_t *key, size_t klen, uint64_t rate,
+                             uint64_t burst, int wait)
 {
     gw_worker_t *w = ud;
     if (!w->sink || !w->srv->hub)
@@ -259,7 +259,7 @@ static void worker_main(void *arg)
     gw_worker_t *w = arg;
     uv_run(&w->f.loop, UV_RUN_DEFAULT);
     gw_front_alog_flush(&w->f);
-    gw_front__metrics_answer(w, UINT64_MAX); /* the last counters; scrapes stop waiting */
+    gw_server__metrics_answer(w, UINT64_MAX); /* the last counters; scrapes stop waiting */
     GW_LOG_INFO("worker_stats", "worker=%u accepted=%llu busy=%llu", w->f.id,
                 (unsigned long long)atomic_load(&w->f.accepted),
                 (unsigned long long)atomic_load(&w->f.busy));
@@ -283,7 +283,7 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     *out = w;
     uv_mutex_unlock(&s->lock);
     uv_async_init(&w->f.loop, &w->wake, on_wake);
-    uv_async_init(&w->f.loop, &w->scrape, gw_front__on_scrape);
+    uv_async_init(&w->f.loop, &w->scrape, gw_server__on_scrape);
     if (s->hub && gw_cluster_sink_new(&w->f.loop, on_rate_answer, w, &w->sink) < 0)
         w->sink = NULL; /* rates are decided locally in this worker */
     uv_mutex_lock(&s->lock);
@@ -291,7 +291,7 @@ static int worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
     w->wake_open = 1;
     uv_mutex_unlock(&s->lock);
     uv_timer_init(&w->f.loop, &w->drain);
-    int rv = gw_front__worker_take_gen(w);
+    int rv = gw_server__worker_take_gen(w);
     if (rv < 0) {
         if (!w->f.cur)
             GW_LOG_ERROR("proxy_failed", "worker=%u reason=\"%s\"", id, gw_strerror(rv));
@@ -317,7 +317,7 @@ static void on_signal(uv_signal_t *h, int signum)
                                     : "SIGTERM",
                 s->signals_seen == 1 ? "graceful_stop" : "stop_now");
     if (s->signals_seen == 1)
-        gw_front__sd_notify("STOPPING=1");
+        gw_server__sd_notify("STOPPING=1");
     gw_server_stop(s, s->signals_seen == 1);
 }
 
@@ -330,9 +330,9 @@ static void on_hup(uv_signal_t *h, int signum)
         return;
     }
     GW_LOG_INFO("signal", "signal=SIGHUP action=reload");
-    gw_front__sd_notify("RELOADING=1");
+    gw_server__sd_notify("RELOADING=1");
     (void)gw_server_reload(s);
-    gw_front__sd_notify("READY=1");
+    gw_server__sd_notify("READY=1");
 }
 
 static void on_usr2(uv_signal_t *h, int signum)
@@ -344,10 +344,10 @@ static void on_usr2(uv_signal_t *h, int signum)
         return;
     }
     GW_LOG_INFO("signal", "signal=SIGUSR2 action=upgrade");
-    gw_front__upgrade_start(s);
+    gw_server__upgrade_start(s);
 }
 
-void gw_front__server_drain(gw_server_t *s)
+void gw_server__drain(gw_server_t *s)
 {
     s->ready = 0;
     int cur = GW_STOP_NONE;
@@ -372,7 +372,7 @@ static void on_usr1(uv_signal_t *h, int signum)
 }
 
 /* The per-client tables are shared by the workers: one line for them (issue 18 item 12). */
-void gw_front__log_rate_tables(gw_server_t *s, const char *when)
+void gw_server__log_rate_tables(gw_server_t *s, const char *when)
 {
     gw_bucket_table_t *c = s->gen->clients ? s->gen->clients->t : NULL;
     gw_bucket_table_t *r = s->gen->rates ? s->gen->rates->t : NULL;
@@ -435,10 +435,10 @@ int gw_server_run(gw_server_t *s)
     sigset_t held;
     handled_signals(&held);
     pthread_sigmask(SIG_UNBLOCK, &held, NULL);
-    gw_front__inherit_admin_close(s); /* the admin listener did not want it */
+    gw_server__inherit_admin_close(s); /* the admin listener did not want it */
     if (gw_cluster_hub_new(&s->main_loop, &s->hub) < 0)
         GW_LOG_ERROR("cluster_failed", "reason=\"out of memory\"");
-    gw_front__cluster_apply(s);
+    gw_server__cluster_apply(s);
     unsigned started = 0;
     for (unsigned i = 0; i < s->workers_len; i++) {
         rv = worker_start(s, i, &s->workers[i]);
@@ -455,16 +455,16 @@ int gw_server_run(gw_server_t *s)
         gw_worker_t *w = s->workers[started];
         if (w) {
             worker_stop(w, GW_STOP_NOW);
-            gw_front__worker_conn_gone(w);
+            gw_server__worker_conn_gone(w);
             uv_run(&w->f.loop, UV_RUN_DEFAULT);
         }
     } else {
         s->ready = 1;
         const char *pid_path = s->gen->cfg->pid_file;
-        if (pid_path && gw_front__pid_file_write(pid_path, (long)getpid()) < 0)
+        if (pid_path && gw_server__pid_file_write(pid_path, (long)getpid()) < 0)
             GW_LOG_ERROR("pid_file_failed", "path=%s reason=\"%s\"", pid_path, strerror(errno));
-        gw_front__sd_notify("READY=1");
-        gw_front__upgrade_ready(); /* started by an upgrade: the old process may go */
+        gw_server__sd_notify("READY=1");
+        gw_server__upgrade_ready(); /* started by an upgrade: the old process may go */
         /* the main loop keeps handling signals while the workers drain, so that a second
          * signal still stops them at once */
         while (atomic_load(&s->workers_done) < s->workers_len)
@@ -472,7 +472,7 @@ int gw_server_run(gw_server_t *s)
         for (unsigned i = 0; i < s->workers_len; i++)
             uv_thread_join(&s->workers[i]->thread);
     }
-    gw_front__log_rate_tables(s, "stop");
+    gw_server__log_rate_tables(s, "stop");
     gw_cluster_close(cluster_swap(s, NULL));
     gw_cluster_hub_close(s->hub);
     s->hub = NULL;
@@ -484,7 +484,7 @@ int gw_server_run(gw_server_t *s)
     return rv;
 }
 
-void gw_front__cluster_apply(gw_server_t *s)
+void gw_server__cluster_apply(gw_server_t *s)
 {
     const gw_cfg_cluster_t *cfg = &s->gen->cfg->cluster;
     if (s->cluster && gw_cluster_same(s->cluster, cfg))
@@ -570,14 +570,14 @@ void gw_server_del(gw_server_t *s)
         gw_free(s->socks[i]);
     }
     gw_free(s->socks);
-    gw_front__inherit_admin_close(s);
+    gw_server__inherit_admin_close(s);
     gw_free(s->exe);
     if (s->argv)
         for (char **a = s->argv; *a; a++)
             gw_free(*a);
     gw_free(s->argv);
     gw_front_alog_free(&s->alog);
-    gw_front__gen_unref(s->gen);
+    gw_server__gen_unref(s->gen);
     gw_tls_keyring_del(s->keyring);
     uv_mutex_destroy(&s->lock);
     uv_mutex_destroy(&s->snap_mu);

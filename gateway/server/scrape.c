@@ -534,7 +534,7 @@ static int render(const scrape_t *sc, gw_bytes_t *out)
 
 /* The worker took the snapshot of ticket (UINT64_MAX: its last, at exit): scrapes stop waiting
  * for it. */
-void gw_front__metrics_answer(gw_worker_t *w, uint64_t ticket)
+void gw_server__metrics_answer(gw_worker_t *w, uint64_t ticket)
 {
     gw_front_metrics_snapshot(&w->f);
     gw_server_t *s = w->srv;
@@ -544,13 +544,13 @@ void gw_front__metrics_answer(gw_worker_t *w, uint64_t ticket)
     uv_mutex_unlock(&s->snap_mu);
 }
 
-void gw_front__on_scrape(uv_async_t *a)
+void gw_server__on_scrape(uv_async_t *a)
 {
     gw_worker_t *w = GW_CONTAINER_OF(a, gw_worker_t, scrape);
     uv_mutex_lock(&w->srv->snap_mu);
     uint64_t ticket = w->srv->snap_ticket;
     uv_mutex_unlock(&w->srv->snap_mu);
-    gw_front__metrics_answer(w, ticket);
+    gw_server__metrics_answer(w, ticket);
 }
 
 int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)

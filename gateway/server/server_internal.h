@@ -188,77 +188,77 @@ struct gw_server {
 };
 
 /* process.c: a proxy's question to the cluster (gw_proxy_rate_asker_t.ask; ud: the worker). */
-uint64_t gw_front__rate_ask(void *ud, const uint8_t *key, size_t klen, uint64_t rate,
-                            uint64_t burst, int wait);
+uint64_t gw_server__rate_ask(void *ud, const uint8_t *key, size_t klen, uint64_t rate,
+                             uint64_t burst, int wait);
 /* process.c: start, keep or stop the cluster client for the current configuration (main
  * thread, main loop running). */
-void gw_front__cluster_apply(gw_server_t *s);
+void gw_server__cluster_apply(gw_server_t *s);
 /* process.c: one `event=rate_tables` line (sizes, evictions, refusals of the shared per-client
  * tables), when = "sigusr1" or "stop"; nothing when no table is configured. */
-void gw_front__log_rate_tables(gw_server_t *s, const char *when);
+void gw_server__log_rate_tables(gw_server_t *s, const char *when);
 /* process.c: close one listening handle of a worker */
-void gw_front__whandle_close(gw_whandle_t *wh);
+void gw_server__whandle_close(gw_whandle_t *wh);
 /* process.c: the worker's last connection may be gone: a stopping worker then closes its
  * handles and its generations, and its loop ends */
-void gw_front__worker_conn_gone(gw_worker_t *w);
+void gw_server__worker_conn_gone(gw_worker_t *w);
 /* process.c: stop accepting and drain as on a reload (the new process took over), then exit. */
-void gw_front__server_drain(gw_server_t *s);
+void gw_server__drain(gw_server_t *s);
 
 /* check.c: what cfg needs besides sockets and listener certificates, checked by the code
  * start-up runs: gw_tls_client_ctx_check for every TLS upstream, gw_front_alog_probe for the
  * access log. Each problem appended to errs as "FILE:LINE:COL: message"; 0 or the first
  * negative code. */
-int gw_front__check_files(const gw_config_t *cfg, gw_config_errors_t *errs);
+int gw_server__check_files(const gw_config_t *cfg, gw_config_errors_t *errs);
 /* The pid file's directory must be a writable directory (upgrade.c writes a temporary file
  * there and renames it over the pid file), the path itself no directory. 0 (also without a
  * pid_file) or a negative code with the problem appended to errs. */
-int gw_front__check_pid_file(const gw_config_t *cfg, gw_config_errors_t *errs);
+int gw_server__check_pid_file(const gw_config_t *cfg, gw_config_errors_t *errs);
 
 /* generation.c */
 /* A SO_REUSEPORT socket bound to a, listening: 0 and *out, or -errno. */
-int gw_front__bind_reuseport(const gw_cfg_addr_t *a, int backlog, int *out);
+int gw_server__bind_reuseport(const gw_cfg_addr_t *a, int backlog, int *out);
 /* 0 when no other socket listens on a (a bind without SO_REUSEPORT succeeds), else -errno
  * (-EADDRINUSE: another process listens there). */
-int gw_front__addr_probe(const gw_cfg_addr_t *a);
+int gw_server__addr_probe(const gw_cfg_addr_t *a);
 /* Log `event=<event> address=A reason="bind() to A failed (98: ...): another process ..."`. */
-void gw_front__log_addr_in_use(const char *event, const char *addr, int err);
+void gw_server__log_addr_in_use(const char *event, const char *addr, int err);
 /* build a generation from cfg (taken over; freed on failure): the checks of
- * gw_front__check_files, every listener's TLS context and socket. What is
+ * gw_server__check_files, every listener's TLS context and socket. What is
  * wrong with a file is appended to errs ("FILE:LINE:COL: ..."), the rest is logged. */
-int gw_front__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev,
-                      gw_config_errors_t *errs, gw_gen_t **out);
-void gw_front__gen_unref(gw_gen_t *g);
+int gw_server__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev,
+                       gw_config_errors_t *errs, gw_gen_t **out);
+void gw_server__gen_unref(gw_gen_t *g);
 /* Take the server's current generation if the worker does not serve it yet. */
-int gw_front__worker_take_gen(gw_worker_t *w);
+int gw_server__worker_take_gen(gw_worker_t *w);
 /* The worker is done with g: its pools close, then it is freed. */
-void gw_front__wgen_retire(gw_wgen_t *g);
+void gw_server__wgen_retire(gw_wgen_t *g);
 /* At a drain deadline: close the connections of g (all the worker's when NULL) except, the
  * first time, those carrying tunnels while timeouts.tunnel_drain allows more; those get a timer
  * (t, cb) for the rest. 1 when some were kept. */
-int gw_front__drain_tunnels_kept(gw_worker_t *w, gw_wgen_t *g, uv_timer_t *t, uv_timer_cb cb,
-                                 int *phase);
+int gw_server__drain_tunnels_kept(gw_worker_t *w, gw_wgen_t *g, uv_timer_t *t, uv_timer_cb cb,
+                                  int *phase);
 
 /* notify.c: one sd_notify(3) datagram ("READY=1", ...) when NOTIFY_SOCKET is set */
-void gw_front__sd_notify(const char *state);
+void gw_server__sd_notify(const char *state);
 
 /* upgrade.c */
-int gw_front__pid_file_write(const char *path, long pid);
-long gw_front__pid_file_read(const char *path);
+int gw_server__pid_file_write(const char *path, long pid);
+long gw_server__pid_file_read(const char *path);
 /* 0, or GW_E_EXIST (logged) when the pid file at path names another running gateway. */
-int gw_front__pid_file_check(const gw_server_t *s, const char *path);
+int gw_server__pid_file_check(const gw_server_t *s, const char *path);
 /* Close the inherited admin socket if the admin listener did not take it. */
-void gw_front__inherit_admin_close(gw_server_t *s);
-void gw_front__inherit_parse(gw_server_t *s);
-int gw_front__inherit_take(gw_server_t *s, const gw_cfg_addr_t *addr);
+void gw_server__inherit_admin_close(gw_server_t *s);
+void gw_server__inherit_parse(gw_server_t *s);
+int gw_server__inherit_take(gw_server_t *s, const gw_cfg_addr_t *addr);
 /* How many inherited sockets listen on addr and are not taken yet. */
-unsigned gw_front__inherit_count(const gw_server_t *s, const gw_cfg_addr_t *addr);
-void gw_front__inherit_close_rest(gw_server_t *s);
-void gw_front__upgrade_ready(void);
-void gw_front__upgrade_start(gw_server_t *s);
+unsigned gw_server__inherit_count(const gw_server_t *s, const gw_cfg_addr_t *addr);
+void gw_server__inherit_close_rest(gw_server_t *s);
+void gw_server__upgrade_ready(void);
+void gw_server__upgrade_start(gw_server_t *s);
 
 /* scrape.c: take the snapshot a scrape asked for with ticket (UINT64_MAX: the last, at exit) and
  * say so to the scrapes waiting for it; the scrape handle's callback */
-void gw_front__metrics_answer(gw_worker_t *w, uint64_t ticket);
-void gw_front__on_scrape(uv_async_t *a);
+void gw_server__metrics_answer(gw_worker_t *w, uint64_t ticket);
+void gw_server__on_scrape(uv_async_t *a);
 
 #endif

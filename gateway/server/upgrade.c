@@ -47,7 +47,7 @@ extern char **environ;
  * O_TRUNC would let whoever can write into the pid file's directory plant a symlink there and
  * have it overwrite the symlink's target. rename(2) replaces a symlink at the final name too,
  * instead of writing through it. */
-int gw_front__pid_file_write(const char *path, long pid)
+int gw_server__pid_file_write(const char *path, long pid)
 {
     char tmp[4096], line[32];
     int n = snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
@@ -69,7 +69,7 @@ int gw_front__pid_file_write(const char *path, long pid)
     return 0;
 }
 
-long gw_front__pid_file_read(const char *path)
+long gw_server__pid_file_read(const char *path)
 {
     char buf[32] = "";
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO there blocks nothing */
@@ -101,9 +101,9 @@ static int proc_comm(const char *pid, char *out, size_t cap)
  * remove it at exit, under the first one. Our own pid (a container's pid 1 again after a
  * restart) and the parent of a binary upgrade do not count; nor does a pid whose process is
  * gone, or that now names another program (a file left by a crash, its number reused). */
-int gw_front__pid_file_check(const gw_server_t *s, const char *path)
+int gw_server__pid_file_check(const gw_server_t *s, const char *path)
 {
-    long pid = gw_front__pid_file_read(path);
+    long pid = gw_server__pid_file_read(path);
     if (pid <= 0 || pid > INT_MAX || pid == (long)getpid() ||
         (s->upgrade_parent && pid == (long)s->upgrade_parent))
         return 0;
@@ -133,7 +133,7 @@ static int is_listening(int fd)
 
 /* Parse H2GATE_LISTEN_FDS into s->inh and s->inh_admin (and forget the variable: a later
  * upgrade makes its own). A number that is not a listening TCP socket is ignored. */
-void gw_front__inherit_parse(gw_server_t *s)
+void gw_server__inherit_parse(gw_server_t *s)
 {
     s->inh_admin = -1;
     const char *env = getenv("H2GATE_LISTEN_FDS");
@@ -181,7 +181,7 @@ void gw_front__inherit_parse(gw_server_t *s)
 }
 
 /* An inherited socket listening on addr (then it is ours), or -1. */
-int gw_front__inherit_take(gw_server_t *s, const gw_cfg_addr_t *addr)
+int gw_server__inherit_take(gw_server_t *s, const gw_cfg_addr_t *addr)
 {
     for (size_t i = 0; i < s->inh_len; i++) {
         if (s->inh[i].fd < 0 || strcmp(s->inh[i].addr, addr->text) != 0)
@@ -193,7 +193,7 @@ int gw_front__inherit_take(gw_server_t *s, const gw_cfg_addr_t *addr)
     return -1;
 }
 
-unsigned gw_front__inherit_count(const gw_server_t *s, const gw_cfg_addr_t *addr)
+unsigned gw_server__inherit_count(const gw_server_t *s, const gw_cfg_addr_t *addr)
 {
     unsigned n = 0;
     for (size_t i = 0; i < s->inh_len; i++)
@@ -202,7 +202,7 @@ unsigned gw_front__inherit_count(const gw_server_t *s, const gw_cfg_addr_t *addr
 }
 
 /* Inherited sockets the configuration does not use: closed (their addresses are gone). */
-void gw_front__inherit_close_rest(gw_server_t *s)
+void gw_server__inherit_close_rest(gw_server_t *s)
 {
     for (size_t i = 0; i < s->inh_len; i++)
         if (s->inh[i].fd >= 0) {
@@ -249,12 +249,12 @@ int gw_server_admin_socket(gw_server_t *s, const gw_cfg_addr_t *addr, int *out)
         close(fd); /* the old process's admin address is not ours any more */
     /* a new address, or a parent that did not pass its admin socket (it holds the address
      * with SO_REUSEPORT, and the new socket joins it) */
-    int e = s->upgrade_parent && !s->admin_passed ? 0 : gw_front__addr_probe(addr);
+    int e = s->upgrade_parent && !s->admin_passed ? 0 : gw_server__addr_probe(addr);
     if (e == -EADDRINUSE) {
-        gw_front__log_addr_in_use("admin_failed", addr->text, EADDRINUSE);
+        gw_server__log_addr_in_use("admin_failed", addr->text, EADDRINUSE);
         return GW_E_EXIST;
     }
-    if ((e = gw_front__bind_reuseport(addr, 64, &fd)) < 0) {
+    if ((e = gw_server__bind_reuseport(addr, 64, &fd)) < 0) {
         GW_LOG_ERROR("admin_failed", "address=%s reason=\"%s\"", addr->text, strerror(-e));
         return GW_E_IO;
     }
@@ -262,7 +262,7 @@ int gw_server_admin_socket(gw_server_t *s, const gw_cfg_addr_t *addr, int *out)
     return 0;
 }
 
-void gw_front__inherit_admin_close(gw_server_t *s)
+void gw_server__inherit_admin_close(gw_server_t *s)
 {
     if (s->inh_admin >= 0)
         close(s->inh_admin);
@@ -270,7 +270,7 @@ void gw_front__inherit_admin_close(gw_server_t *s)
 }
 
 /* The new process is serving: say so to the old one. */
-void gw_front__upgrade_ready(void)
+void gw_server__upgrade_ready(void)
 {
     const char *v = getenv("H2GATE_READY_FD");
     if (!v)
@@ -325,8 +325,8 @@ static void upgrade_failed(gw_server_t *s, const char *why)
                  why, how);
     /* the new process may have replaced the pid file before it failed */
     const char *pid_path = s->gen->cfg->pid_file;
-    if (pid_path && gw_front__pid_file_read(pid_path) != (long)getpid())
-        (void)gw_front__pid_file_write(pid_path, (long)getpid());
+    if (pid_path && gw_server__pid_file_read(pid_path) != (long)getpid())
+        (void)gw_server__pid_file_write(pid_path, (long)getpid());
     upgrade_end(s);
 }
 
@@ -352,8 +352,8 @@ static void on_ready_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         GW_LOG_INFO("upgrade_ready", "new_pid=%ld action=drain", (long)child);
         char msg[64];
         snprintf(msg, sizeof(msg), "MAINPID=%ld\nREADY=1", (long)child);
-        gw_front__sd_notify(msg);
-        gw_front__server_drain(s);
+        gw_server__sd_notify(msg);
+        gw_server__drain(s);
         return;
     }
     if (nread < 0)
@@ -397,7 +397,7 @@ static size_t listen_fds(gw_server_t *s, char *env, size_t cap, int *fds, size_t
     return n;
 }
 
-void gw_front__upgrade_start(gw_server_t *s)
+void gw_server__upgrade_start(gw_server_t *s)
 {
     if (s->upgrade) {
         GW_LOG_WARN("upgrade_ignored", "reason=\"an upgrade is under way\" new_pid=%ld",
