@@ -3,10 +3,11 @@
  *
  * front.c:     a worker's front: its loop and handles, stopping its connections, binding the
  *              generations they are accepted under.
- * conn.c:      one client connection: accept, the PROXY header on listeners that expect one,
- *              read, TLS, the protocol choice (ALPN, or the HTTP/2 preface against an HTTP/1.1
- *              request line), write, close, timeouts, deferred work (the kick handle), idle
- *              connections giving back their buffers.
+ * conn.c:      one client connection's life: accept, the PROXY header on listeners that expect
+ *              one, timeouts, deferred work (the kick handle), idle connections giving back
+ *              their buffers, graceful stop, close.
+ * conn_io.c:   its bytes: read, TLS records, the protocol choice (ALPN, or the HTTP/2 preface
+ *              against an HTTP/1.1 request line), gathered writes, the write bound.
  * proxy_header.c: the PROXY protocol header (v1, v2), sans-IO.
  * ticker.c:    the worker's timer heap: one loop timer for every connection's timeout and
  *              throttle wake-up.
@@ -217,7 +218,10 @@ typedef struct {
 /* The translator of the connection's generation on its worker. */
 #define PROXY(c) ((c)->g->proxy)
 
-/* conn.c: the connection */
+/* conn.c: the connection's life */
+/* A proxy_protocol listener's first bytes: the PROXY header, whose address becomes the
+ * client's; what follows it goes on to gw_front__on_data. */
+void gw_front__proxy_header(conn_t *c, const char *data, size_t n);
 /* Begin a graceful (or immediate) stop of one connection. */
 void gw_front__conn_stop(gw_list_t *link, gw_stop_t how);
 /* The kick handle's callback: deferred work of the connections in f->dirty. */
@@ -233,15 +237,22 @@ void gw_front__h2_tell_gone(conn_t *c);
 /* Hand the promised pushes (c->b->h2_pushes) to the proxy. */
 void gw_front__h2_start_pushes(conn_t *c);
 void gw_front__arm(conn_t *c, uint64_t ms);
-void gw_front__after_write(conn_t *c, size_t len, int status);
-int gw_front__send_iovq(conn_t *c, gw_iovq_t *q);
-int gw_front__flush(conn_t *c);
 void gw_front__finish(conn_t *c, const char *why);
 void gw_front__conn_close(conn_t *c, const char *why);
 void gw_front__on_timeout(conn_t *c);
-void gw_front__process(conn_t *c);
 void gw_front__release_idle_buffers(conn_t *c);
 const char *gw_front__conn_peer(const conn_t *c);
+
+/* conn_io.c: the connection's bytes */
+/* Read from the socket: each read goes to the PROXY header or to gw_front__on_data. */
+void gw_front__read_start(conn_t *c);
+/* Bytes from the client (after the PROXY header, if any): TLS records or plaintext, then
+ * whatever the connection's protocol makes of them. */
+void gw_front__on_data(conn_t *c, const char *data, size_t nread);
+void gw_front__after_write(conn_t *c, size_t len, int status);
+int gw_front__send_iovq(conn_t *c, gw_iovq_t *q);
+int gw_front__flush(conn_t *c);
+void gw_front__process(conn_t *c);
 
 /* ticker.c: the worker's timer heap (one loop timer for every connection's timeout and throttle
  * wake-up) */
