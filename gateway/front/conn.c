@@ -230,21 +230,24 @@ static void on_closed(uv_handle_t *h)
         {
             gw_pool_put(&w->h2s_pool, GW_CONTAINER_OF(it, h2s_t, link));
         }
+        /* The streams the session still has (its on_close does not fire when it goes): their
+         * ops are no-ops from here, and their lines are made while the session keeps their
+         * heads and the TLS state its version, cipher and server name. */
+        gw_list_foreach_safe(it, tmp, &c->b->h2_streams)
+        {
+            h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+            x->gone = 1;
+            gw_front__stream_done(c, &x->cs, x->thr_mark);
+            gw_pool_put(&w->h2s_pool, x);
+        }
     }
-    gw_tls_conn_del(c->tls);
     if (c->h1) {
         gw_h1_parser_del(c->h1->p);
         gw_free(c->h1->fields);
         gw_free(c->h1);
     }
-    gw_h2_session_del(c->h2); /* on_close does not fire: our stream objects go here */
-    if (c->b)
-        gw_list_foreach_safe(it, tmp, &c->b->h2_streams)
-        {
-            h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
-            gw_front__stream_done(c, &x->cs, x->thr_mark);
-            gw_pool_put(&w->h2s_pool, x);
-        }
+    gw_h2_session_del(c->h2);
+    gw_tls_conn_del(c->tls);
     drop_busy(c);
     gw_front__timer_nodes_add(w, -1);
     if (c->thr) {

@@ -269,6 +269,26 @@ def test_http2_requests_refused_or_reset_have_their_line(gateway, origin, tmp_pa
         g.stop()
 
 
+def test_http2_tls_closed_with_a_request_open_logs_its_tls(gateway, origin, tmp_path):
+    """A client that drops its HTTP/2 connection over TLS while a request waits for the origin
+    gets that request's line, with the connection's TLS version, cipher and name: the line is
+    made before the connection's TLS state is freed (the sanitizer build saw it read after)."""
+    from gwtest import Client
+    port, tls_port = free_port(), free_port()
+    log = str(tmp_path / "access.log")
+    gateway(alog_config(port, origin, log, tls_port=tls_port),
+            wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
+    cl = Client(tls_port, tls=True)
+    cl.request("/late/2000/10")
+    time.sleep(0.3)  # the stream reached the proxy, which waits for the origin's head
+    cl.close()
+    lines = lines_of(log, 1)
+    assert len(lines) == 1, lines
+    rec = json.loads(lines[0])
+    assert rec["path"] == "/late/2000/10" and rec["protocol"] == "h2" and rec["status"] == 0
+    assert rec["tls_version"] == "TLSv1.3" and rec["tls_cipher"] and rec["sni"] == "localhost"
+
+
 def test_bad_http1_requests_log_the_request_line(gateway, origin, tmp_path):
     """A request refused before its head was whole logs the request line as received (escaped
     and bounded, nginx's $request), or "-" when none came; never "- - HTTP/1.1". HTTP/1.0
