@@ -132,19 +132,6 @@ void gw_front__kick(conn_t *c)
         uv_idle_start(&W(c)->kick, gw_front__on_kick);
 }
 
-void gw_front__h2_tell_gone(conn_t *c)
-{
-    if (!c->b)
-        return;
-    while (!gw_list_empty(&c->b->h2_gone)) {
-        h2s_t *x = GW_CONTAINER_OF(c->b->h2_gone.next, h2s_t, link);
-        gw_list_remove(&x->link);
-        gw_front__stream_done(c, &x->cs, x->thr_mark);
-        gw_h2_session_stream_release(c->h2, x->sid); /* nothing of ours runs for it any more */
-        gw_pool_put(&W(c)->h2s_pool, x);
-    }
-}
-
 static void conn_deferred(conn_t *c)
 {
     if (c->flags & GW_CONN_F_CLOSED)
@@ -219,28 +206,8 @@ static void on_closed(uv_handle_t *h)
     gw_front_t *w = W(c);
     if (c->h1)
         gw_front__h1x_end(c);
-    if (c->b) {
-        gw_list_foreach_safe(it, tmp, &c->b->h2_gone)
-        {
-            h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
-            gw_front__stream_done(c, &x->cs, x->thr_mark);
-            gw_pool_put(&w->h2s_pool, x);
-        }
-        gw_list_foreach_safe(it, tmp, &c->b->h2_pushes) /* promised, never started */
-        {
-            gw_pool_put(&w->h2s_pool, GW_CONTAINER_OF(it, h2s_t, link));
-        }
-        /* The streams the session still has (its on_close does not fire when it goes): their
-         * ops are no-ops from here, and their lines are made while the session keeps their
-         * heads and the TLS state its version, cipher and server name. */
-        gw_list_foreach_safe(it, tmp, &c->b->h2_streams)
-        {
-            h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
-            x->gone = 1;
-            gw_front__stream_done(c, &x->cs, x->thr_mark);
-            gw_pool_put(&w->h2s_pool, x);
-        }
-    }
+    if (c->b)
+        gw_front__h2_closed(c);
     if (c->h1) {
         gw_h1_parser_del(c->h1->p);
         gw_free(c->h1->fields);
@@ -268,30 +235,8 @@ void gw_front__conn_close(conn_t *c, const char *why)
     if (c->flags & GW_CONN_F_CLOSED)
         return;
     c->flags |= GW_CONN_F_CLOSED;
-    if (c->h2) {
-        /* abuse limits the peer hit, for the logs (issue 3: every cap is counted) */
-        gw_h2_stats_t st = gw_h2_session_stats(c->h2);
-        gw_front__metrics_h2_closed(W(c), &st);
-        uint64_t hits = st.reset_budget_hits + st.control_flood_hits + st.empty_frame_hits +
-                        st.queued_control_hits + st.header_list_hits + st.header_block_hits +
-                        st.max_requests_hits + st.settings_timeouts + st.priority_evictions;
-        if (hits || st.malformed_requests || st.streams_refused)
-            GW_LOG_INFO(
-                "h2_limits",
-                "peer=%s streams=%llu refused=%llu malformed=%llu resets_in=%llu "
-                "resets_provoked=%llu rapid_reset=%llu control_flood=%llu "
-                "empty_frames=%llu queued_control=%llu header_list=%llu "
-                "header_block=%llu max_requests=%llu settings_timeout=%llu "
-                "priority_evictions=%llu",
-                PEER(c), (unsigned long long)st.streams_opened,
-                (unsigned long long)st.streams_refused, (unsigned long long)st.malformed_requests,
-                (unsigned long long)st.resets_received, (unsigned long long)st.resets_provoked,
-                (unsigned long long)st.reset_budget_hits, (unsigned long long)st.control_flood_hits,
-                (unsigned long long)st.empty_frame_hits, (unsigned long long)st.queued_control_hits,
-                (unsigned long long)st.header_list_hits, (unsigned long long)st.header_block_hits,
-                (unsigned long long)st.max_requests_hits, (unsigned long long)st.settings_timeouts,
-                (unsigned long long)st.priority_evictions);
-    }
+    if (c->h2)
+        gw_front__h2_closing(c);
     GW_LOG_DEBUG("conn_close", "peer=%s state=%s reason=%s requests=%u", PEER(c),
                  conn_state_str(c->state), why, c->requests);
     gw_list_remove(&c->link);

@@ -233,7 +233,6 @@ size_t gw_front__in_len(const conn_t *c);
 size_t gw_front__out_len(const conn_t *c);
 int gw_front__need_busy(conn_t *c);
 void gw_front__kick(conn_t *c);
-void gw_front__h2_tell_gone(conn_t *c);
 /* Hand the promised pushes (c->b->h2_pushes) to the proxy. */
 void gw_front__h2_start_pushes(conn_t *c);
 void gw_front__arm(conn_t *c, uint64_t ms);
@@ -315,5 +314,15 @@ void gw_front__process_h2(conn_t *c);
 void gw_front__h2_timeout(conn_t *c);
 /* Begin the two-step GOAWAY (RFC 9113 §6.8) of a connection being stopped. */
 void gw_front__h2_goaway(conn_t *c);
+/* Finish the streams the session closed (c->b->h2_gone): their lines, the proxy told, the
+ * session's state for them released. */
+void gw_front__h2_tell_gone(conn_t *c);
+/* The connection closes (gw_front__conn_close): the abuse limits its client hit are counted and
+ * logged. */
+void gw_front__h2_closing(conn_t *c);
+/* The connection is closed (its handle's close callback, c->b set): every stream the proxy
+ * knows is finished (while the session and the TLS state its line reads are alive) and goes
+ * back to the pool, with the promised pushes never started. */
+void gw_front__h2_closed(conn_t *c);
 
 #endif

@@ -386,6 +386,72 @@ static void h2_options(const gw_config_t *cfg, gw_h2_options_t *o)
             o->enable_connect_protocol = 1;
 }
 
+void gw_front__h2_tell_gone(conn_t *c)
+{
+    if (!c->b)
+        return;
+    while (!gw_list_empty(&c->b->h2_gone)) {
+        h2s_t *x = GW_CONTAINER_OF(c->b->h2_gone.next, h2s_t, link);
+        gw_list_remove(&x->link);
+        gw_front__stream_done(c, &x->cs, x->thr_mark);
+        gw_h2_session_stream_release(c->h2, x->sid); /* nothing of ours runs for it any more */
+        gw_pool_put(&W(c)->h2s_pool, x);
+    }
+}
+
+/* The connection closes: the abuse limits its client hit are counted, and logged when any was
+ * (every cap is counted). */
+void gw_front__h2_closing(conn_t *c)
+{
+    gw_h2_stats_t st = gw_h2_session_stats(c->h2);
+    gw_front__metrics_h2_closed(W(c), &st);
+    uint64_t hits = st.reset_budget_hits + st.control_flood_hits + st.empty_frame_hits +
+                    st.queued_control_hits + st.header_list_hits + st.header_block_hits +
+                    st.max_requests_hits + st.settings_timeouts + st.priority_evictions;
+    if (hits || st.malformed_requests || st.streams_refused)
+        GW_LOG_INFO(
+            "h2_limits",
+            "peer=%s streams=%llu refused=%llu malformed=%llu resets_in=%llu "
+            "resets_provoked=%llu rapid_reset=%llu control_flood=%llu "
+            "empty_frames=%llu queued_control=%llu header_list=%llu "
+            "header_block=%llu max_requests=%llu settings_timeout=%llu "
+            "priority_evictions=%llu",
+            PEER(c), (unsigned long long)st.streams_opened, (unsigned long long)st.streams_refused,
+            (unsigned long long)st.malformed_requests, (unsigned long long)st.resets_received,
+            (unsigned long long)st.resets_provoked, (unsigned long long)st.reset_budget_hits,
+            (unsigned long long)st.control_flood_hits, (unsigned long long)st.empty_frame_hits,
+            (unsigned long long)st.queued_control_hits, (unsigned long long)st.header_list_hits,
+            (unsigned long long)st.header_block_hits, (unsigned long long)st.max_requests_hits,
+            (unsigned long long)st.settings_timeouts, (unsigned long long)st.priority_evictions);
+}
+
+/* The connection is closed: every stream the proxy knows is finished and goes back to the pool;
+ * promised pushes never started go back too. */
+void gw_front__h2_closed(conn_t *c)
+{
+    gw_front_t *w = W(c);
+    gw_list_foreach_safe(it, tmp, &c->b->h2_gone)
+    {
+        h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+        gw_front__stream_done(c, &x->cs, x->thr_mark);
+        gw_pool_put(&w->h2s_pool, x);
+    }
+    gw_list_foreach_safe(it, tmp, &c->b->h2_pushes) /* promised, never started */
+    {
+        gw_pool_put(&w->h2s_pool, GW_CONTAINER_OF(it, h2s_t, link));
+    }
+    /* The streams the session still has (its on_close does not fire when it goes): their
+     * ops are no-ops from here, and their lines are made while the session keeps their
+     * heads and the TLS state its version, cipher and server name. */
+    gw_list_foreach_safe(it, tmp, &c->b->h2_streams)
+    {
+        h2s_t *x = GW_CONTAINER_OF(it, h2s_t, link);
+        x->gone = 1;
+        gw_front__stream_done(c, &x->cs, x->thr_mark);
+        gw_pool_put(&w->h2s_pool, x);
+    }
+}
+
 int gw_front__start_h2(conn_t *c)
 {
     gw_front_t *w = W(c);
