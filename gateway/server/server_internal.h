@@ -1,9 +1,10 @@
 /* server/server_internal.h — what the files of gateway/server/ share (not a public interface;
  * main.c and admin/ call server/server.h).
  *
- * process.c:   gw_server_t: start-up, run, signals, graceful stop, the cluster client's
- *              life; the worker threads (one libuv loop each, whose connections are the
- *              front's: front/front.h) and the ops table their fronts call.
+ * process.c:   gw_server_t: start-up, run, signals, graceful stop, the cluster client's life.
+ * worker.c:    the worker threads: one libuv loop each, whose connections are the front's
+ *              (front/front.h); wake-ups, graceful stop, drain deadline, the end of the loop;
+ *              the ops table their fronts call; their questions to the cluster.
  * generation.c: configuration generations: listeners' sockets (the probe that refuses an
  *              address another process listens on), TLS contexts, shared rate tables; a
  *              worker taking the current one and draining the old; reload.
@@ -187,22 +188,32 @@ struct gw_server {
     gw_cluster_hub_t *hub; /* the workers' rate questions to the cluster (main loop) */
 };
 
-/* process.c: a proxy's question to the cluster (gw_proxy_rate_asker_t.ask; ud: the worker). */
-uint64_t gw_server__rate_ask(void *ud, const uint8_t *key, size_t klen, uint64_t rate,
-                             uint64_t burst, int wait);
 /* process.c: start, keep or stop the cluster client for the current configuration (main
  * thread, main loop running). */
 void gw_server__cluster_apply(gw_server_t *s);
 /* process.c: one `event=rate_tables` line (sizes, evictions, refusals of the shared per-client
  * tables), when = "sigusr1" or "stop"; nothing when no table is configured. */
 void gw_server__log_rate_tables(gw_server_t *s, const char *when);
-/* process.c: close one listening handle of a worker */
-void gw_server__whandle_close(gw_whandle_t *wh);
-/* process.c: the worker's last connection may be gone: a stopping worker then closes its
- * handles and its generations, and its loop ends */
-void gw_server__worker_conn_gone(gw_worker_t *w);
 /* process.c: stop accepting and drain as on a reload (the new process took over), then exit. */
 void gw_server__drain(gw_server_t *s);
+
+/* worker.c */
+/* Start worker id of s (main thread): *out is set as soon as it exists, also when a later step
+ * fails (the caller stops and frees it). 0 or a negative code. */
+int gw_server__worker_start(gw_server_t *s, unsigned id, gw_worker_t **out);
+/* Stop w as how says (a stop only ever gets harsher): listening handles closed, connections
+ * stopped, the drain deadline armed for a graceful stop or a drain. */
+void gw_server__worker_stop(gw_worker_t *w, gw_stop_t how);
+/* The worker's last connection may be gone: a stopping worker then closes its handles and its
+ * generations, and its loop ends. */
+void gw_server__worker_conn_gone(gw_worker_t *w);
+/* Free a worker whose loop has ended. */
+void gw_server__worker_free(gw_worker_t *w);
+/* Close one listening handle of a worker. */
+void gw_server__whandle_close(gw_whandle_t *wh);
+/* A proxy's question to the cluster (gw_proxy_rate_asker_t.ask; ud: the worker). */
+uint64_t gw_server__rate_ask(void *ud, const uint8_t *key, size_t klen, uint64_t rate,
+                             uint64_t burst, int wait);
 
 /* check.c: what cfg needs besides sockets and listener certificates, checked by the code
  * start-up runs: gw_tls_client_ctx_check for every TLS upstream, gw_front_alog_probe for the
