@@ -1,4 +1,4 @@
-/* front/accesslog.c — the access log (issue 21 item 4): one record per request (common/alog.h)
+/* front/accesslog.c — the access log: one record per request (common/alog.h)
  * kept by its client stream, filled by the front and the proxy, formatted when the front is
  * done with the request into the worker's buffer, and written through it: at 32 KiB, at least
  * once a second, on reopen and at exit; never a write(2) per request.

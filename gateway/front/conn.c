@@ -52,7 +52,8 @@ static void format_peer(const conn_t *c, char *peer, size_t peer_cap, char *ip, 
 gw_cstream_t gw_front__cstream(conn_t *c, const gw_cstream_ops_t *ops, void *impl,
                                gw_slice_t method)
 {
-    /* what the origin is told about the client comes from the connection (issue 18.3) */
+    /* what the origin is told about the client comes from the connection, never from what the
+     * client says (its own X-Forwarded-* and Forwarded fields) */
     return (gw_cstream_t){.ops = ops,
                           .impl = impl,
                           .peer = c->b->peer,
@@ -380,8 +381,8 @@ static int conn_begin(conn_t *c)
             t->client = gw_bucket_table_acquire(gen->clients, &c->addr.sa, 0, th->per_client_rate,
                                                 th->per_client_burst, now);
             if (!t->client) {
-                /* full of clients still in debt: fail closed (issue 18 item 12); an
-                 * unthrottled connection would be the way around per_client_rate */
+                /* full of clients still in debt: fail closed, as an unthrottled connection
+                 * would be the way around per_client_rate */
                 GW_LOG_INFO("client_table_full", "peer=%s", PEER(c));
                 gw_front__conn_close(c, "client_table_full");
                 return -1;

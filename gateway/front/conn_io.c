@@ -263,7 +263,7 @@ static void sniff(conn_t *c)
         gw_front__conn_close(c, "bad_preface");
         return;
     }
-    /* Issue 19.4: only a request line whose version is HTTP/1.0 or HTTP/1.1 gets HTTP/1.1
+    /* Only a request line whose version is HTTP/1.0 or HTTP/1.1 gets HTTP/1.1
      * answers (a 400 for what is malformed after it). Anything else is no HTTP/1.x client: it
      * cannot read an HTTP/1.1 400, and a broken HTTP/2 preface is a connection error (RFC 9113
      * §3.4): GOAWAY(PROTOCOL_ERROR) when the bytes begin like the preface ("PRI"), then close. A

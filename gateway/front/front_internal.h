@@ -122,7 +122,7 @@ static inline int h1x_resp_owed(const h1x_t *h)
     return h1x_active(h) && h->state != H1X_RECV_DONE && h->state != H1X_DONE;
 }
 
-/* Throttling (issue 7): allocated at accept only when the gateway configures a throttle. */
+/* Throttling: allocated at accept only when the gateway configures a throttle. */
 typedef struct {
     gw_theap_node_t tnode; /* wake-up when tokens are back (TK_THR) */
     conn_t *c;

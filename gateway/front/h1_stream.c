@@ -79,7 +79,7 @@ void gw_front__h1x_end(conn_t *c)
 /* Response fields with room for the x-request-id the front adds (more are sent as they are). */
 #define GW_H1_RESP_FIELDS_ID 128
 
-/* The origin agreed to the WebSocket (issue 24): the 101 goes out with its Upgrade and
+/* The origin agreed to the WebSocket: the 101 goes out with its Upgrade and
  * Connection (the proxy put them there), and from now on the connection carries bytes both ways
  * (gw_front__process_h1 → tunnel_in) until either side ends; timeouts.tunnel_idle watches it. */
 static int h1s_switch(conn_t *c, gw_cstream_t *s, const gw_field_t *f, size_t n)
@@ -121,7 +121,7 @@ static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
     int64_t framing = end_stream && content_length < 0 ? 0 : content_length;
     if (c->h1->http10 && framing < 0) {
         /* RFC 9112 §6.1, §7: an HTTP/1.0 recipient knows no chunked coding; the body is
-         * delimited by the close (issue 18.11) */
+         * delimited by the close */
         framing = GW_H1_CLOSE_DELIMITED;
         c->h1->keep_alive = 0;
     }
@@ -146,7 +146,7 @@ static int h1s_interim(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
 {
     conn_t *c = s->impl;
     /* RFC 9110 §15.2: no 1xx to an HTTP/1.0 client (an HTTP/1.0 intermediary could take the
-     * 103 for the answer to its request): dropped (issue 18.11) */
+     * 103 for the answer to its request): dropped */
     if (c->h1->http10)
         return 0;
     /* A 1xx head carries no framing (RFC 9110 §15.2); keep_alive only adds no close line. */

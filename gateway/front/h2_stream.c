@@ -150,7 +150,7 @@ static const gw_cstream_ops_t h2s_ops = {h2s_respond,  h2s_interim, h2s_body,
                                          h2s_trailers, h2s_reset,   h2s_credit,
                                          h2s_pending,  h2s_urgency, h2s_push};
 
-/* ---- server push (RFC 9113 §8.4, issue 23) ------------------------------------------------ */
+/* ---- server push (RFC 9113 §8.4) --------------------------------------------------------- */
 
 /* The proxy asks for a push while it answers the parent: the session queues the PUSH_PROMISE
  * now (ahead of the parent's response head, which the proxy sends next) and keeps the

@@ -1,4 +1,4 @@
-/* front/throttle.c — per-connection throttling (issue 7): the response buckets (connection,
+/* front/throttle.c — per-connection throttling: the response buckets (connection,
  * client address, route), the request body bucket, and how the HTTP/2 session's data budget
  * and window credit follow them. */
 #include <string.h>
@@ -14,7 +14,7 @@
 #include "h2/errors.h"
 #include "h2/session.h"
 
-/* ---- throttle (issue 7) ------------------------------------------------------------------ */
+/* ---- throttle ---------------------------------------------------------------------------- */
 
 /* Response bytes spend tokens of up to three buckets as they are emitted: the connection's
  * (throttle.response_rate), the client address's (throttle.per_client_rate, shared by every
@@ -75,7 +75,7 @@ static void limit_by(gw_bucket_t *b, uint64_t now, size_t want, size_t *a, uint6
 /* While a client's bytes wait for a lease, its writers look again this often. */
 #define LEASE_POLL_US 5000
 
-/* A lease: about 100 ms of the client's rate (issue 27), at least a grain. */
+/* A lease from what the instances share: about 100 ms of the client's rate, at least a grain. */
 static uint64_t lease_size(conn_t *c)
 {
     uint64_t rate = CFG(c)->throttle.per_client_rate;
@@ -113,7 +113,7 @@ size_t gw_front__out_avail(conn_t *c, uint64_t now, size_t want, gw_bucket_t *rb
         uint64_t v, ask = 0, token = 0;
         int leased = 0;
         if (CFG(c)->cluster.enabled) {
-            /* issue 27: also no more than the bytes Redis granted this instance */
+            /* with a cluster, also no more than the bytes Redis granted this instance */
             leased = gw_bucket_table_avail_leased(t, c->thr->client, lease_size(c), now, &v, &ask,
                                                   &token);
             if (ask && lease_ask(c, ask, token) < 0)

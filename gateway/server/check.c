@@ -1,4 +1,4 @@
-/* front/check.c — what a configuration needs from the machine besides its sockets, checked
+/* server/check.c — what a configuration needs from the machine besides its sockets, checked
  * by the code start-up uses: the TLS upstreams' CA files, the access log, the pid file's
  * directory, and (for `h2gate -t`) the listeners' certificates and keys. Every problem becomes
  * a "FILE:LINE:COL: message" at the key that names the file, for -t, start-up and reload

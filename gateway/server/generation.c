@@ -1,4 +1,4 @@
-/* front/generation.c — configuration generations (issue 21 item 1): building one from a loaded
+/* server/generation.c — configuration generations: building one from a loaded
  * configuration (listeners' sockets kept by address or bound, TLS contexts, shared rate
  * tables), a worker taking the current one (its proxy and listening handles) and draining the
  * old, and the reload that swaps them (SIGHUP). See docs/ARCHITECTURE.md. */
@@ -268,7 +268,7 @@ int gw_server__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev,
             rv = GW_E_NOMEM;
             goto fail;
         }
-        /* with a cluster, a client's bytes are leased from Redis (issue 27) */
+        /* with a cluster, a client's bytes are leased from Redis */
         gw_bucket_table_set_leased(g->clients->t, cfg->cluster.enabled);
     }
     for (size_t i = 0; i < cfg->routes_len; i++) {
@@ -366,7 +366,7 @@ void gw_server__wgen_retire(gw_wgen_t *g)
 
 /* Past timeouts.graceful_shutdown the old generation's connections close, except those that
  * carry WebSocket tunnels: a conversation that lasts hours is not a request in flight, but an
- * old generation must not live forever either (issue 24 item 4), so they get until
+ * old generation must not live forever either, so they get until
  * timeouts.tunnel_drain (counted from the reload). Returns 1 when some were kept. */
 int gw_server__drain_tunnels_kept(gw_worker_t *w, gw_wgen_t *g, uv_timer_t *t, uv_timer_cb cb,
                                   int *phase)

@@ -1,4 +1,4 @@
-/* front/notify.c — systemd's readiness protocol (sd_notify(3)) without libsystemd: when
+/* server/notify.c — systemd's readiness protocol (sd_notify(3)) without libsystemd: when
  * NOTIFY_SOCKET names a unix datagram socket (a path, or '@' for the abstract namespace), one
  * datagram per state change: READY=1, RELOADING=1, STOPPING=1, MAINPID=. Best effort: a
  * supervisor that is gone changes nothing for the gateway. */

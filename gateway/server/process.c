@@ -157,7 +157,7 @@ static void on_usr1(uv_signal_t *h, int signum)
                 rv < 0 ? gw_errname(rv) : "ok");
 }
 
-/* The per-client tables are shared by the workers: one line for them (issue 18 item 12). */
+/* The per-client tables are shared by the workers: one line for them, not one per worker. */
 void gw_server__log_rate_tables(gw_server_t *s, const char *when)
 {
     gw_bucket_table_t *c = s->gen->clients ? s->gen->clients->t : NULL;

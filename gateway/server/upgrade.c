@@ -1,4 +1,4 @@
-/* front/upgrade.c — binary upgrade without a failed request (issue 21 item 2), and the pid file.
+/* server/upgrade.c — binary upgrade without a failed request, and the pid file.
  *
  * SIGUSR2 (old process, main thread): the binary at the path this process was started from
  * is started again with the same arguments, inheriting every listening socket (their numbers
