@@ -5,9 +5,10 @@
  * owns that loop and every client connection accepted on it: their timer heap, deferred work,
  * read buffer, HTTP/2 stream pool, access log buffer and metrics. The server decides which
  * configuration generation new connections are accepted under (gw_front_t.cur, a
- * gw_front_gen_t embedded in its per-worker generation), when connections stop (gw_front_stop_
- * conns) and when the worker ends. What the front asks of the process goes through the ops
- * table the server fills in (gw_front_ops_t): no front file calls into server/.
+ * gw_front_gen_t embedded in its per-worker generation), when connections stop
+ * (gw_front_stop_conns) and when the worker ends. What the front asks of the process goes
+ * through the ops table the server fills in (gw_front_ops_t): no front file calls into
+ * server/.
  *
  * Every function here runs on the worker's loop thread unless it says otherwise.
  */
