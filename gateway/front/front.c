@@ -1,8 +1,5 @@
 /* front/front.c — a worker's front: its loop and the handles its connections share, stopping
  * its connections, and the generations they are accepted under (front/front.h). */
-#include <string.h>
-
-#include "common/alloc.h"
 #include "common/err.h"
 #include "front/front_internal.h"
 

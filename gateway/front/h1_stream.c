@@ -11,8 +11,6 @@
 #include "front/front_internal.h"
 #include "h1/serializer.h"
 #include "http/http.h"
-#include "h2/errors.h"
-#include "h2/session.h"
 
 /* ---- the exchange's state (h1x_state_t) ---------------------------------------------------- */
 

@@ -1,8 +1,6 @@
 /* front/h2_stream.c — HTTP/2 connections: the sans-IO session of h2/ driven by the connection,
  * every request a client stream (proxy/stream.h) handed to the worker's translator, and the
  * pump that frames what the session has within the windows and the throttle budget. */
-#include <string.h>
-
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"

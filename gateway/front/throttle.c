@@ -1,17 +1,12 @@
 /* front/throttle.c — per-connection throttling: the response buckets (connection,
  * client address, route), the request body bucket, and how the HTTP/2 session's data budget
  * and window credit follow them. */
-#include <string.h>
-
 #include "common/alloc.h"
 #include "common/bucket.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "front/front_internal.h"
-#include "http/http.h"
-#include "h1/serializer.h"
-#include "h2/errors.h"
 #include "h2/session.h"
 
 /* ---- throttle ---------------------------------------------------------------------------- */

@@ -4,7 +4,6 @@
  * old, and the reload that swaps them (SIGHUP). See docs/ARCHITECTURE.md. */
 #include <errno.h>
 #include <netinet/in.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>

@@ -4,7 +4,6 @@
  * supervisor that is gone changes nothing for the gateway. */
 #include <errno.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>

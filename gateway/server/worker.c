@@ -2,7 +2,6 @@
  * front's (front/front.h). Starting one, the wake-ups other threads send it (stop, a new
  * generation), its graceful stop and drain deadline, the end of its loop once its last
  * connection is gone, its questions to the cluster and the ops table its front calls. */
-#include <string.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
