@@ -231,6 +231,32 @@ static void sock_close_untaken(gw_server_t *s, size_t i)
     uv_mutex_unlock(&s->lock);
 }
 
+/* g's shared rate tables, those of prev kept where the settings agree: 0 or GW_E_NOMEM. */
+static int gen_tables(const gw_server_t *s, gw_gen_t *g, const gw_gen_t *prev)
+{
+    const gw_config_t *cfg = g->cfg;
+    /* per-client buckets: one per live connection at most, plus as many idle ones (a client
+     * that reconnects keeps its balance until evicted) */
+    if (cfg->throttle.per_client_rate) {
+        size_t cap = (size_t)cfg->limits.max_connections * s->workers_len * 2;
+        if (cap > (1u << 22))
+            cap = 1u << 22;
+        if (!(g->clients = table_get(prev ? prev->clients : NULL, cap, cfg->throttle.ipv6_prefix)))
+            return GW_E_NOMEM;
+        /* with a cluster, a client's bytes are leased from Redis */
+        gw_bucket_table_set_leased(g->clients->t, cfg->cluster.enabled);
+    }
+    for (size_t i = 0; i < cfg->routes_len; i++) {
+        if (cfg->routes[i].response_rate)
+            g->route_rates = 1;
+        if (cfg->routes[i].request_rate && !g->rates &&
+            !(g->rates = table_get(prev ? prev->rates : NULL, GW_SERVER_RATE_TABLE,
+                                   cfg->throttle.ipv6_prefix)))
+            return GW_E_NOMEM;
+    }
+    return 0;
+}
+
 /* Build a generation from cfg (taken over, freed on failure): every listener's socket (kept
  * from prev when its address is there) and TLS context, and the shared tables. What is wrong
  * with a file goes to errs; the rest is logged. */
@@ -256,30 +282,8 @@ int gw_server__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev,
         rv = GW_E_NOMEM;
         goto fail;
     }
-    /* per-client buckets: one per live connection at most, plus as many idle ones (a client
-     * that reconnects keeps its balance until evicted) */
-    if (cfg->throttle.per_client_rate) {
-        size_t cap = (size_t)cfg->limits.max_connections * s->workers_len * 2;
-        if (cap > (1u << 22))
-            cap = 1u << 22;
-        if (!(g->clients =
-                  table_get(prev ? prev->clients : NULL, cap, cfg->throttle.ipv6_prefix))) {
-            rv = GW_E_NOMEM;
-            goto fail;
-        }
-        /* with a cluster, a client's bytes are leased from Redis */
-        gw_bucket_table_set_leased(g->clients->t, cfg->cluster.enabled);
-    }
-    for (size_t i = 0; i < cfg->routes_len; i++) {
-        if (cfg->routes[i].response_rate)
-            g->route_rates = 1;
-        if (cfg->routes[i].request_rate && !g->rates &&
-            !(g->rates = table_get(prev ? prev->rates : NULL, GW_SERVER_RATE_TABLE,
-                                   cfg->throttle.ipv6_prefix))) {
-            rv = GW_E_NOMEM;
-            goto fail;
-        }
-    }
+    if ((rv = gen_tables(s, g, prev)) < 0)
+        goto fail;
     for (size_t i = 0; i < cfg->listen_len; i++) {
         gw_listener_t *l = &g->listeners[i].l;
         l->cfg = &cfg->listen[i];
@@ -470,6 +474,37 @@ static gw_whandle_t *whandle_open(gw_worker_t *w, gw_gen_listener_t *l, unsigned
     return wh;
 }
 
+/* old was the worker's current generation until cfg's: its connections drain (it retires at
+ * once without any), within the drain deadline of cfg. */
+static void drain_old(gw_worker_t *w, gw_wgen_t *old, const gw_config_t *cfg)
+{
+    old->draining = 1;
+    gw_list_push_back(&w->old, &old->link);
+    if (old->f.conns == 0) {
+        gw_server__wgen_retire(old);
+    } else {
+        uv_timer_start(&old->drain, on_wgen_drain_deadline, cfg->timeouts.graceful_shutdown_ms, 0);
+        gw_front_stop_conns(&w->f, &old->f, GW_STOP_DRAIN, 0);
+    }
+    /* a cap on the generations draining at once: beyond it the oldest stop as on SIGTERM
+     * (GOAWAY now, idle connections closed after drain_grace, requests in flight finish) */
+    size_t n = 0;
+    gw_list_foreach(it, &w->old) n += !GW_CONTAINER_OF(it, gw_wgen_t, link)->forced;
+    gw_list_foreach(it, &w->old)
+    {
+        gw_wgen_t *o = GW_CONTAINER_OF(it, gw_wgen_t, link);
+        if (n <= cfg->limits.draining_generations)
+            break;
+        if (o->forced)
+            continue;
+        o->forced = 1;
+        n--;
+        GW_LOG_WARN("drain_cap", "worker=%u generation=%llu open_connections=%zu", w->f.id,
+                    o->gen->id, o->f.conns);
+        gw_front_stop_conns(&w->f, &o->f, GW_STOP_GRACEFUL, 0);
+    }
+}
+
 /* Take the server's current generation if it is not ours yet (worker thread): a worker-side
  * state for it, a listening handle for each of its sockets (kept when the socket was ours
  * already; closed when it no longer lists it), then the connections of the previous one are
@@ -525,34 +560,8 @@ int gw_server__worker_take_gen(gw_worker_t *w)
     w->f.cur = &ng->f;
     GW_LOG_INFO("generation", "worker=%u generation=%llu draining=%s", w->f.id, gen->id,
                 old ? "yes" : "no");
-    if (old) {
-        old->draining = 1;
-        gw_list_push_back(&w->old, &old->link);
-        if (old->f.conns == 0) {
-            gw_server__wgen_retire(old);
-        } else {
-            uv_timer_start(&old->drain, on_wgen_drain_deadline,
-                           gen->cfg->timeouts.graceful_shutdown_ms, 0);
-            gw_front_stop_conns(&w->f, &old->f, GW_STOP_DRAIN, 0);
-        }
-        /* a cap on the generations draining at once: beyond it the oldest stop as on SIGTERM
-         * (GOAWAY now, idle connections closed after drain_grace, requests in flight finish) */
-        size_t n = 0;
-        gw_list_foreach(it, &w->old) n += !GW_CONTAINER_OF(it, gw_wgen_t, link)->forced;
-        gw_list_foreach(it, &w->old)
-        {
-            gw_wgen_t *o = GW_CONTAINER_OF(it, gw_wgen_t, link);
-            if (n <= gen->cfg->limits.draining_generations)
-                break;
-            if (o->forced)
-                continue;
-            o->forced = 1;
-            n--;
-            GW_LOG_WARN("drain_cap", "worker=%u generation=%llu open_connections=%zu", w->f.id,
-                        o->gen->id, o->f.conns);
-            gw_front_stop_conns(&w->f, &o->f, GW_STOP_GRACEFUL, 0);
-        }
-    }
+    if (old)
+        drain_old(w, old, gen->cfg);
     return rv;
 }
 
