@@ -26,6 +26,7 @@ from pathlib import Path
 LAYERS = [
     "main",
     "admin",
+    "server",
     "front",
     "proxy cluster",
     "back",
