@@ -55,6 +55,69 @@ static int load(const char *path, gw_config_t **cfg)
     return rv;
 }
 
+/* -t and --check-config: the config loaded, then what start-up would open, opened by its code
+ * (certificates, keys, CA files, logs). Returns the exit status. */
+static int check(const char *path)
+{
+    gw_config_t *cfg = NULL;
+    if (load(path, &cfg) < 0)
+        return 1;
+    gw_config_errors_t errs = {0};
+    int rv = gw_server_check(cfg, &errs);
+    for (size_t i = 0; i < errs.len; i++)
+        fprintf(stderr, "%s\n", errs.msgs[i]);
+    if (rv < 0 && errs.len == 0)
+        fprintf(stderr, "%s: %s\n", path ? path : "<embedded>", gw_strerror(rv));
+    gw_config_errors_free(&errs);
+    gw_config_del(cfg);
+    if (rv < 0)
+        return 1;
+    printf("%s: ok\n", path ? path : "<embedded>");
+    return 0;
+}
+
+/* The gateway's life: the server and the admin listener started, run until stopped, the pid
+ * file removed. Returns the exit status. */
+static int serve(const char *config_path, char **argv)
+{
+    gw_config_t *cfg = NULL;
+    if (load(config_path, &cfg) < 0)
+        return 1;
+    gw_log_set_level((gw_log_level_t)cfg->log_level);
+    signal(SIGPIPE, SIG_IGN);
+
+    gw_server_t *srv = NULL;
+    unsigned workers = cfg->workers;
+    char *pid_path = cfg->pid_file ? strdup(cfg->pid_file) : NULL;
+    gw_server_hold_signals();          /* until gw_server_run handles them */
+    int rv = gw_server_new(cfg, &srv); /* cfg is the server's from here */
+    if (rv < 0) {
+        GW_LOG_ERROR("startup_failed", "err=%s", gw_errname(rv));
+        free(pid_path);
+        return 1;
+    }
+    if (gw_server_set_argv(srv, argv) < 0)
+        GW_LOG_WARN("upgrade_unavailable", "reason=\"the path of the binary is unknown\"");
+    gw_admin_t *admin = NULL;
+    const gw_cfg_admin_t *acfg = &gw_server_config(srv)->admin;
+    if (acfg->enabled && (rv = gw_admin_start(srv, acfg, &admin)) < 0) {
+        GW_LOG_ERROR("startup_failed", "err=%s", gw_errname(rv));
+        gw_server_del(srv);
+        free(pid_path);
+        return 1;
+    }
+    GW_LOG_INFO("started", "version=%s config=%s workers=%u", GW_VERSION,
+                gw_server_config(srv)->path, workers);
+    rv = gw_server_run(srv);
+    gw_admin_stop(admin);
+    gw_server_del(srv);
+    if (pid_path)
+        pid_file_remove(pid_path);
+    free(pid_path);
+    GW_LOG_INFO("stopped", "status=%s", rv < 0 ? gw_errname(rv) : "ok");
+    return rv < 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -101,60 +164,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    gw_config_t *cfg = NULL;
-    if (check_path || test) {
-        const char *path = check_path ? check_path : config_path;
-        int rv = load(path, &cfg);
-        if (rv < 0)
-            return 1;
-        /* what start-up would open, opened by its code: certificates, keys, CA files, logs */
-        gw_config_errors_t errs = {0};
-        rv = gw_server_check(cfg, &errs);
-        for (size_t i = 0; i < errs.len; i++)
-            fprintf(stderr, "%s\n", errs.msgs[i]);
-        if (rv < 0 && errs.len == 0)
-            fprintf(stderr, "%s: %s\n", path ? path : "<embedded>", gw_strerror(rv));
-        gw_config_errors_free(&errs);
-        gw_config_del(cfg);
-        if (rv < 0)
-            return 1;
-        printf("%s: ok\n", path ? path : "<embedded>");
-        return 0;
-    }
-
-    if (load(config_path, &cfg) < 0)
-        return 1;
-    gw_log_set_level((gw_log_level_t)cfg->log_level);
-    signal(SIGPIPE, SIG_IGN);
-
-    gw_server_t *srv = NULL;
-    unsigned workers = cfg->workers;
-    char *pid_path = cfg->pid_file ? strdup(cfg->pid_file) : NULL;
-    gw_server_hold_signals();          /* until gw_server_run handles them */
-    int rv = gw_server_new(cfg, &srv); /* cfg is the server's from here */
-    if (rv < 0) {
-        GW_LOG_ERROR("startup_failed", "err=%s", gw_errname(rv));
-        free(pid_path);
-        return 1;
-    }
-    if (gw_server_set_argv(srv, argv) < 0)
-        GW_LOG_WARN("upgrade_unavailable", "reason=\"the path of the binary is unknown\"");
-    gw_admin_t *admin = NULL;
-    const gw_cfg_admin_t *acfg = &gw_server_config(srv)->admin;
-    if (acfg->enabled && (rv = gw_admin_start(srv, acfg, &admin)) < 0) {
-        GW_LOG_ERROR("startup_failed", "err=%s", gw_errname(rv));
-        gw_server_del(srv);
-        free(pid_path);
-        return 1;
-    }
-    GW_LOG_INFO("started", "version=%s config=%s workers=%u", GW_VERSION,
-                gw_server_config(srv)->path, workers);
-    rv = gw_server_run(srv);
-    gw_admin_stop(admin);
-    gw_server_del(srv);
-    if (pid_path)
-        pid_file_remove(pid_path);
-    free(pid_path);
-    GW_LOG_INFO("stopped", "status=%s", rv < 0 ? gw_errname(rv) : "ok");
-    return rv < 0 ? 1 : 0;
+    if (check_path || test)
+        return check(check_path ? check_path : config_path);
+    return serve(config_path, argv);
 }
