@@ -400,7 +400,7 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
     if (authority.len == 0)
         return GW_E_PARSE;
     /* RFC 9110 §9.2.2: only an idempotent method may be sent again (retry, pipelining); a
-     * method the gateway does not know is not (common/method.h) */
+     * method the gateway does not know is not (http/http.h) */
     int idem = gw_http_method_idempotent(h->method);
     *req = (gw_back_req_t){
         .method = ws ? GW_SLICE_LIT("GET") : h->method, /* RFC 8441 §5: CONNECT → GET */
