@@ -87,28 +87,22 @@ static void put_u64(ap_t *a, uint64_t v)
     put(a, b, gw_fmt_u64(b, v));
 }
 
-/* a count of thousandths as a decimal with three places: 1234 is "1.234" */
-static void put_milli(ap_t *a, uint64_t v)
-{
-    char b[32];
-    size_t n = gw_fmt_u64(b, v / 1000);
-    b[n++] = '.';
-    b[n++] = (char)('0' + (v / 100) % 10);
-    b[n++] = (char)('0' + (v / 10) % 10);
-    b[n++] = (char)('0' + v % 10);
-    put(a, b, n);
-}
-
-/* microseconds as milliseconds with three decimals */
+/* microseconds as milliseconds with three decimals: 1234 is "1.234" */
 static void put_ms(ap_t *a, uint64_t us)
 {
-    put_milli(a, us);
+    char b[32];
+    size_t n = gw_fmt_u64(b, us / 1000);
+    b[n++] = '.';
+    b[n++] = (char)('0' + (us / 100) % 10);
+    b[n++] = (char)('0' + (us / 10) % 10);
+    b[n++] = (char)('0' + us % 10);
+    put(a, b, n);
 }
 
 /* microseconds as seconds with three decimals (nginx's $request_time) */
 static void put_sec(ap_t *a, uint64_t us)
 {
-    put_milli(a, us / 1000);
+    put_ms(a, us / 1000); /* milliseconds as seconds: the same three decimals */
 }
 
 static const char hexd[] = "0123456789abcdef";

@@ -78,8 +78,6 @@ static int name_is(gw_slice_t name, const char *lit)
     return gw_slice_eq_nocase(name, gw_slice_str(lit));
 }
 
-/* Lists are split at every comma, quoted or not (no GW_HTTP_LIST_F_QUOTED): a piece of a quoted
- * string is never one of the names looked for, so the answer only errs towards "not shared". */
 /* delta-seconds of value 0 (RFC 9111 §1.2.2: "0", "00", …); an empty argument is not 0. */
 static int is_zero(gw_slice_t a)
 {
@@ -113,6 +111,9 @@ int gw_proxy__coalesce_request_ok(const gw_cfg_route_t *r, const gw_req_head_t *
             (name_is(f->name, "authorization") || name_is(f->name, "cookie")))
             return 0; /* RFC 9111 §3.5 */
         if (name_is(f->name, "cache-control")) {
+            /* split at every comma, quoted or not (no GW_HTTP_LIST_F_QUOTED), here and below:
+             * a piece of a quoted string is never one of the names looked for, so the answer
+             * only errs towards "not shared" */
             gw_http_list_t l = gw_http_list(f->value, ',', 0);
             gw_slice_t d, dn, da;
             while (gw_http_list_next(&l, &d)) {
