@@ -145,13 +145,12 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     }
     if (h->protocol.len && ws_refused(p, s, h, r, &rv))
         return rv;
-    /* The route's request policy goes here, once it exists, in this order: access list,
-     * client certificate, basic auth, redirect or fixed answer, request header rules. Each
-     * decides on the head and the connection alone, before any exchange exists, and a refusal
-     * is a gateway answer (answer_early) that the origin never sees.
-     * Whether the request rate goes before them instead (a client guessing passwords is then
-     * slowed like any other; a stream waiting for the cluster's answer goes on in
-     * gw_proxy_rate_answer) is to be decided with them. */
+    /* The route's request policy, in this order: access list (allow/deny), client certificate
+     * (client_cert: required), basic auth, then a redirect or a fixed answer. Each decides on
+     * the head and the connection alone, before any exchange exists, and a refusal is a
+     * gateway answer (answer_early) that the origin never sees. The request rate comes after
+     * them: a refused client costs no token, and a client guessing passwords is slowed by
+     * basic auth's own failure limit. The request header rules apply in translate.c. */
     return rate_then_serve(p, s, h, r);
 }
 

@@ -121,6 +121,14 @@ struct gw_cstream {
     int tunnel;   /* the front made it a WebSocket tunnel (counted in its connection's tunnels) */
     int no_hints; /* its listener says early_hints: false: the gateway makes no 103 for it */
     int no_push;  /* its listener says push: false */
+    /* The client certificate of a TLS connection (listen `client_auth`, tls/), for the header
+     * rules' $tls_client_subject and $tls_client_verify and the access log:
+     * tls_client_verify is "SUCCESS" (a certificate was sent and verified), "FAILED:reason"
+     * (sent, refused by the verification; only under mode optional) or "NONE" (none sent or
+     * none asked for); tls_client_subject is the certificate's subject (RFC 4514 text) or "".
+     * Both NULL on a cleartext connection. They live as long as the connection. */
+    const char *tls_client_verify;
+    const char *tls_client_subject;
 };
 
 #endif
