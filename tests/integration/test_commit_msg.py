@@ -9,7 +9,10 @@ import subprocess
 
 import pytest
 
-from procs import ROOT
+from procs import ROOT, sanitized
+
+# Checks of the tree, not of the gateway: the run against the plain build is enough.
+pytestmark = pytest.mark.skipif(sanitized(), reason="checks the tree, not the binary")
 
 HOOK = os.path.join(ROOT, "scripts", "hooks", "commit-msg")
 INSTALL = os.path.join(ROOT, "scripts", "install-hooks")
