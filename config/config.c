@@ -9,6 +9,7 @@
 #include "common/alog.h"
 #include "common/err.h"
 #include "config/config_internal.h"
+#include "config/template.h"
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
@@ -81,6 +82,21 @@ void gw_cfg__free_tls(gw_cfg_tls_t *t)
     gw_free(t);
 }
 
+void gw_cfg__free_hdr_rules(gw_cfg_hdr_rules_t *r)
+{
+    for (size_t i = 0; i < r->set_len; i++) {
+        gw_free(r->set[i].name);
+        gw_tmpl_del(r->set[i].value);
+    }
+    for (size_t i = 0; i < r->add_len; i++) {
+        gw_free(r->add[i].name);
+        gw_tmpl_del(r->add[i].value);
+    }
+    gw_free(r->set);
+    gw_free(r->add);
+    gw_cfg__free_str_list(r->remove, r->remove_len);
+}
+
 void gw_config_del(gw_config_t *c)
 {
     if (!c)
@@ -99,6 +115,7 @@ void gw_config_del(gw_config_t *c)
     for (size_t i = 0; i < c->listen_len; i++) {
         gw_cfg__free_tls(c->listen[i].tls);
         gw_free(c->listen[i].proxy_from);
+        gw_free(c->listen[i].hsts);
     }
     gw_free(c->listen);
     for (size_t i = 0; i < c->upstreams_len; i++) {
@@ -119,7 +136,16 @@ void gw_config_del(gw_config_t *c)
         gw_free(r->upstream_name);
         gw_cfg__free_str_list(r->coalesce_headers, r->coalesce_headers_len);
         gw_cfg__free_str_list(r->early_hints, r->early_hints_len);
+        gw_cfg__free_hdr_rules(&r->request_headers);
+        gw_cfg__free_hdr_rules(&r->response_headers);
+        gw_free(r->origin_host);
+        gw_free(r->strip_prefix);
+        gw_tmpl_del(r->redirect_to);
+        gw_free(r->respond_body);
+        gw_free(r->respond_content_type);
     }
     gw_free(c->routes);
+    gw_cfg__free_hdr_rules(&c->request_headers);
+    gw_cfg__free_hdr_rules(&c->response_headers);
     gw_free(c);
 }

@@ -77,9 +77,31 @@ typedef struct {
 /* Whether sa (AF_INET, AF_INET6; an IPv4-mapped IPv6 address counts as IPv4) is in n. */
 int gw_cfg_net_match(const gw_cfg_net_t *n, const struct sockaddr *sa);
 
+typedef struct gw_tmpl gw_tmpl_t; /* config/template.h */
+
+/* Header rules (request_headers, response_headers; config/rules.c): names are lowercased
+ * tokens, never a connection-specific field, Host, Content-Length or a pseudo-header. Applied
+ * in this order: remove, set (every field of the name replaced by one), add. */
+typedef struct {
+    char *name;
+    gw_tmpl_t *value; /* response rules: literal (no variables) */
+} gw_cfg_hdr_t;
+typedef struct {
+    gw_cfg_hdr_t *set, *add;
+    size_t set_len, add_len;
+    char **remove;
+    size_t remove_len;
+} gw_cfg_hdr_rules_t;
+
 typedef struct {
     gw_cfg_addr_t addr;
-    gw_cfg_tls_t *tls;  /* NULL for cleartext */
+    gw_cfg_tls_t *tls; /* NULL for cleartext */
+    /* hsts: the Strict-Transport-Security value sent on every response of this TLS listener
+     * (RFC 6797 §6.1), made at load; NULL: none */
+    char *hsts;
+    /* redirect_https (cleartext only): every request is answered 308 to https on this port */
+    int redirect_https;
+    unsigned redirect_https_port;
     unsigned protocols; /* gw_proto_flags_t; default: TLS h2|http1, cleartext h2c|http1 */
     int backlog;
     int early_hints; /* 103s made by the gateway go to this listener's clients (default 1) */
@@ -168,6 +190,19 @@ typedef struct {
     int early_hints_learn_private; /* learn from requests with Authorization or Cookie too */
     int push; /* HTTP/2 server push of the response's Link rel=preload (RFC 9113 §8.4) */
     unsigned request_burst;
+    /* header rules (config/rules.c): the top level's apply first, then the route's own */
+    gw_cfg_hdr_rules_t request_headers, response_headers;
+    const gw_cfg_hdr_rules_t *top_request_headers, *top_response_headers; /* the config's */
+    char *origin_host;  /* Host sent to the origin; NULL: the client's */
+    char *strip_prefix; /* removed from the path sent to the origin; NULL: none */
+    /* redirect: {to, status} (redirect_to NULL: none); respond: {status, body, content_type}
+     * (respond_status 0: none); at most one of them */
+    gw_tmpl_t *redirect_to;
+    unsigned redirect_status;
+    unsigned respond_status;
+    char *respond_body;
+    size_t respond_body_len;
+    char *respond_content_type;
     int line;
 } gw_cfg_route_t;
 
@@ -210,6 +245,7 @@ typedef struct {
     size_t coalesce_buffer;        /* per coalesced exchange: span between slowest and fastest */
     unsigned draining_generations; /* old configurations draining at once; beyond: closed */
     unsigned max_tunnels;          /* WebSocket tunnels per worker; beyond: 503 */
+    size_t respond_body;           /* a route's respond.body: at most this many bytes */
 } gw_cfg_limits_t;
 
 typedef struct {
@@ -310,6 +346,8 @@ typedef struct gw_config {
     gw_cfg_net_t *trusted_proxies;
     size_t trusted_proxies_len;
     gw_cfg_pos_t pid_file_at;
+    /* the top-level header rules, applied before each route's own (config/rules.c) */
+    gw_cfg_hdr_rules_t request_headers, response_headers;
 } gw_config_t;
 
 /* Error list filled by the loader: each entry "FILE:LINE:COL: message". */

@@ -5,9 +5,12 @@
  * listen.c:    listen[] with protocols, PROXY protocol sources and TLS.
  * upstreams.c: upstreams with servers, pool fields and health checks.
  * routes.c:    routes[].
+ * rules.c:     header rules, origin_host, strip_prefix, redirect, respond (routes and the top
+ *              level); hsts and redirect_https (listeners). Values through template.c.
  * load.c:      the loader's machinery (ld_t): errors at a node, the node helpers, the
  *              table-driven scalar fields, lists of strings and of networks.
  * config.c:    the configuration object: its release (gw_config_del) and its error list.
+ * template.c:  values with variables (config/template.h): compiled, expanded; no YAML.
  * hints.c:     messages that help: "did you mean", a port alone or out of range, tabs.
  * units.c:     sizes, durations, rates, addresses and networks as written in the file.
  *
@@ -148,12 +151,36 @@ void gw_cfg__load_upstreams(ld_t *ld, yaml_node_t *v);
 /* routes.c (after the listeners and the upstreams: a route names them) */
 void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v);
 
+/* rules.c (listen.c, routes.c and toplevel.c call it) */
+/* request_headers / response_headers (section names the key) at v into *out. */
+void gw_cfg__load_hdr_rules(ld_t *ld, yaml_node_t *v, const char *section, int response,
+                            gw_cfg_hdr_rules_t *out);
+/* Where a route's or a listener's keys of rules.c were written, for the checks after all. */
+typedef struct {
+    yaml_node_t *strip, *redirect, *respond;
+} gw_cfg_route_rules_ld_t;
+typedef struct {
+    yaml_node_t *hsts, *redirect_https, *redirect_https_port;
+} gw_cfg_listen_rules_ld_t;
+/* A route key of rules.c (request_headers, response_headers, origin_host, strip_prefix,
+ * redirect, respond) into r: 1 when key is one (errors reported), else 0. */
+int gw_cfg__route_rules_pair(ld_t *ld, const char *key, yaml_node_t *v, gw_cfg_route_t *r,
+                             gw_cfg_route_rules_ld_t *x);
+/* After the route's keys: what needs several of them (strip_prefix against path). */
+void gw_cfg__route_rules_check(ld_t *ld, gw_cfg_route_t *r, const gw_cfg_route_rules_ld_t *x);
+/* A listener key of rules.c (hsts, redirect_https, redirect_https_port): 1 when key is one. */
+int gw_cfg__listen_rules_pair(ld_t *ld, const char *key, yaml_node_t *v, gw_cfg_listen_t *l,
+                              gw_cfg_listen_rules_ld_t *x);
+/* After the listener's keys: hsts only with tls, redirect_https only without. */
+void gw_cfg__listen_rules_check(ld_t *ld, gw_cfg_listen_t *l, const gw_cfg_listen_rules_ld_t *x);
+
 /* config.c */
 /* Append "FILE:LINE:COL: body" (or "FILE: body" for line 0) to e: 0 or GW_E_NOMEM. */
 int gw_cfg__push_msg(gw_config_errors_t *e, const char *file, size_t line, size_t col,
                      const char *body);
 void gw_cfg__free_str_list(char **l, size_t n);
 void gw_cfg__free_tls(gw_cfg_tls_t *t);
+void gw_cfg__free_hdr_rules(gw_cfg_hdr_rules_t *r);
 
 /* units.c */
 /* "10.0.0.0/8", "192.168.1.7", "::1", "2001:db8::/32" into *n: 0, or -1. */

@@ -229,8 +229,9 @@ static gw_cfg_tls_t *load_tls(ld_t *ld, yaml_node_t *v)
 typedef struct {
     gw_cfg_listen_t *l;
     yaml_node_t *addr_node, *proto_node;
-    yaml_node_t *pp_node; /* proxy_protocol's value */
-    int pp_from;          /* proxy_protocol_from named a network, or any (valid or not) */
+    yaml_node_t *pp_node;           /* proxy_protocol's value */
+    int pp_from;                    /* proxy_protocol_from named a network, or any (valid or not) */
+    gw_cfg_listen_rules_ld_t rules; /* rules.c's keys */
 } listen_ld_t;
 
 static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
@@ -269,7 +270,7 @@ static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v
         gw_cfg__set_field(ld, f, 1, key, v, x->l);
     } else if (!strcmp(key, "proxy_protocol_from")) {
         x->pp_from = gw_cfg__load_nets(ld, v, key, 1, &x->l->proxy_from, &x->l->proxy_from_len) > 0;
-    } else {
+    } else if (!gw_cfg__listen_rules_pair(ld, key, v, x->l, &x->rules)) {
         static const char *const more[] = {"address",
                                            "tls",
                                            "protocols",
@@ -279,6 +280,9 @@ static int listen_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v
                                            "proxy_protocol",
                                            "proxy_protocol_timeout",
                                            "proxy_protocol_from",
+                                           "hsts",
+                                           "redirect_https",
+                                           "redirect_https_port",
                                            NULL};
         gw_cfg__err_unknown_key(ld, k, key, "a listener", NULL, 0, more);
     }
@@ -348,6 +352,7 @@ void gw_cfg__load_listen(ld_t *ld, yaml_node_t *v)
         l->line = (int)ln->start_mark.line + 1;
         listen_ld_t x = {.l = l};
         gw_cfg__each_pair(ld, ln, listen_pair, &x);
+        gw_cfg__listen_rules_check(ld, l, &x.rules);
         /* an empty list once meant "any source": anyone could then name any address (and so
          * pass per-client limits, forge X-Forwarded-For and the logs), so trust is explicit */
         if (l->proxy_protocol && !x.pp_from)

@@ -50,6 +50,7 @@ static const field_t route_fields[] = {
 typedef struct {
     gw_cfg_route_t *r;
     yaml_node_t *host, *path, *up, *name, *push;
+    gw_cfg_route_rules_ld_t rules; /* rules.c's keys */
 } route_ld_t;
 
 /* RFC 8288 §3: link-value = "<" URI-Reference ">" *( OWS ";" OWS link-param ); checked loosely
@@ -101,12 +102,25 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
                                "early_hints entry '%s' must be a Link value like "
                                "'</app.css>; rel=preload; as=style'",
                                x->r->early_hints[i]);
+    } else if (gw_cfg__route_rules_pair(ld, key, v, x->r, &x->rules)) {
+        /* rules.c: header rules, origin_host, strip_prefix, redirect, respond */
     } else if (!strcmp(key, "push") &&
                gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
         x->push = v;
     } else if (!gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
-        static const char *const more[] = {
-            "name", "host", "path", "upstream", "coalesce_headers", "early_hints", NULL};
+        static const char *const more[] = {"name",
+                                           "host",
+                                           "path",
+                                           "upstream",
+                                           "coalesce_headers",
+                                           "early_hints",
+                                           "request_headers",
+                                           "response_headers",
+                                           "origin_host",
+                                           "strip_prefix",
+                                           "redirect",
+                                           "respond",
+                                           NULL};
         gw_cfg__err_unknown_key(ld, k, key, "a route", route_fields, NTAB(route_fields), more);
     }
     return 0;
@@ -208,6 +222,7 @@ void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
             gw_cfg__err_at(ld, x.path, "route path must start with '/', not '%s'", r->path);
         if (ld->nomem)
             return;
+        gw_cfg__route_rules_check(ld, r, &x.rules);
         /* a route's name labels its metrics and log lines: by default its host and path */
         if (!r->name) {
             size_t hl = strlen(r->host), pl = strlen(r->path);

@@ -60,6 +60,7 @@ static const field_t limit_fields[] = {
     FLD(gw_cfg_limits_t, coalesce_buffer, F_SIZE, 64 * 1024, 1ull << 30),
     FLD(gw_cfg_limits_t, draining_generations, F_UINT, 1, 256),
     FLD(gw_cfg_limits_t, max_tunnels, F_UINT, 0, 10000000),
+    FLD(gw_cfg_limits_t, respond_body, F_SIZE, 0, 1u << 20),
 };
 
 static const field_t throttle_fields[] = {
@@ -307,14 +308,30 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         c->forwarded_append = w == 1;
     } else if (!strcmp(key, "trusted_proxies")) {
         gw_cfg__load_nets(ld, v, key, 0, &c->trusted_proxies, &c->trusted_proxies_len);
+    } else if (!strcmp(key, "request_headers") || !strcmp(key, "response_headers")) {
+        int resp = key[2] == 's';
+        gw_cfg__load_hdr_rules(ld, v, key, resp, resp ? &c->response_headers : &c->request_headers);
     } else if (!strcmp(key, "pid_file")) {
         gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c);
         c->pid_file_at = gw_cfg__pos(ld, v);
     } else if (!gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c)) {
-        static const char *const more[] = {
-            "listen",        "upstreams",       "routes",      "h2",         "timeouts", "limits",
-            "throttle",      "early_hints",     "compression", "access_log", "admin",    "cluster",
-            "forwarded_for", "trusted_proxies", NULL};
+        static const char *const more[] = {"listen",
+                                           "upstreams",
+                                           "routes",
+                                           "h2",
+                                           "timeouts",
+                                           "limits",
+                                           "throttle",
+                                           "early_hints",
+                                           "compression",
+                                           "access_log",
+                                           "admin",
+                                           "cluster",
+                                           "forwarded_for",
+                                           "trusted_proxies",
+                                           "request_headers",
+                                           "response_headers",
+                                           NULL};
         gw_cfg__err_unknown_key(ld, k, key, NULL, top_fields, NTAB(top_fields), more);
     }
     return 0;
@@ -365,6 +382,7 @@ static void set_defaults(gw_config_t *c)
         .coalesce_buffer = 1024 * 1024,
         .draining_generations = 16,
         .max_tunnels = 10000,
+        .respond_body = 64 * 1024,
     };
     c->throttle.ipv6_prefix = 64; /* one subscriber or host per /64 (RFC 6177) */
     c->access_log.request_id = 1;

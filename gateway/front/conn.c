@@ -62,7 +62,22 @@ gw_cstream_t gw_front__cstream(conn_t *c, const gw_cstream_ops_t *ops, void *imp
                           .head_only = gw_slice_eq(method, GW_SLICE_LIT("HEAD")),
                           .tls = c->tls != NULL,
                           .no_hints = !c->l->cfg->early_hints,
-                          .no_push = !c->l->cfg->push};
+                          .no_push = !c->l->cfg->push,
+                          .listen = c->l->cfg};
+}
+
+size_t gw_front__with_hsts(const gw_cstream_t *s, gw_field_t *f, size_t n, size_t cap)
+{
+    if (!s->tls || !s->listen || !s->listen->hsts)
+        return n;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!gw_slice_eq_nocase(f[i].name, GW_SLICE_LIT("strict-transport-security")))
+            f[k++] = f[i];
+    if (k < cap)
+        f[k++] =
+            (gw_field_t){GW_SLICE_LIT("strict-transport-security"), gw_slice_str(s->listen->hsts)};
+    return k;
 }
 
 const char *gw_front__conn_peer(const conn_t *c)

@@ -279,6 +279,11 @@ void gw_front__metrics_request(conn_t *c, const gw_alog_t *r);
 void gw_front__metrics_h2_closed(gw_front_t *f, const gw_h2_stats_t *st);
 void gw_front__metrics_retire(gw_front_gen_t *g);
 
+/* The listener's hsts (RFC 6797 §6.1) on a response of a TLS connection: in f[0..n) (room
+ * for cap), any Strict-Transport-Security of the origin replaced by the listener's; the new
+ * count. Nothing on a cleartext connection or a listener without hsts. */
+size_t gw_front__with_hsts(const gw_cstream_t *s, gw_field_t *f, size_t n, size_t cap);
+
 /* accesslog.c */
 /* A request of c began: a fresh record from its head (user agent, referer, request id). */
 void gw_front__log_start(conn_t *c, gw_alog_t *r, const gw_req_head_t *h, const char *proto);

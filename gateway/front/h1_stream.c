@@ -127,8 +127,10 @@ static int h1s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
     h1x_resp_head(c->h1);
     gw_front__log_head(s->log, status, end_stream);
     gw_field_t withid[GW_H1_RESP_FIELDS_ID];
-    if (s->log && s->log->id_len && n < GW_H1_RESP_FIELDS_ID) {
-        n = gw_front__with_request_id(s->log, f, n, withid, GW_H1_RESP_FIELDS_ID);
+    int hsts = s->tls && s->listen && s->listen->hsts;
+    if (((s->log && s->log->id_len) || hsts) && n < GW_H1_RESP_FIELDS_ID - 1) {
+        n = gw_front__with_request_id(s->log, f, n, withid, GW_H1_RESP_FIELDS_ID - 1);
+        n = gw_front__with_hsts(s, withid, n, GW_H1_RESP_FIELDS_ID);
         f = withid;
     }
     int rv = gw_h1_response_head(&c->b->out, status, f, n, framing, c->h1->keep_alive);

@@ -37,9 +37,10 @@ static int h2s_respond(gw_cstream_t *s, unsigned status, const gw_field_t *f, si
     if (x->gone)
         return 0;
     gw_front__log_head(s->log, status, end_stream);
-    n = gw_front__with_request_id(s->log, f, n, fields, sizeof(fields) / sizeof(fields[0]) - 1);
+    n = gw_front__with_request_id(s->log, f, n, fields, sizeof(fields) / sizeof(fields[0]) - 2);
     if (n == SIZE_MAX)
         return GW_E_LIMIT;
+    n = gw_front__with_hsts(s, fields, n, sizeof(fields) / sizeof(fields[0]) - 1);
     if (content_length >= 0) {
         size_t ll = gw_fmt_u64(len, (uint64_t)content_length);
         fields[n++] = (gw_field_t){GW_SLICE_LIT("content-length"), {(const uint8_t *)len, ll}};

@@ -21,6 +21,11 @@
  * push.c:      HTTP/2 server push of an answer's preload links.
  * compress.c:  Accept-Encoding negotiation, the rules, the head rewrite, and one exchange's
  *              compression (fed, finished, made again for a follower that detaches).
+ * rules.c:     the header rules (request: called by translate.c; response: the last filter,
+ *              and the gateway's answers), template variables, strip_prefix.
+ * Before any of them, in the request stage:
+ * redirect.c:  redirect_https, a route's redirect and respond, the gateway's answers with the
+ *              route's response rules.
  * What they use:
  * link.c:      the Link fields (RFC 8288), read for hints.c and push.c.
  * zstream.c:   the gzip, br and zstd compressors and the memory they are charged.
@@ -321,12 +326,13 @@ typedef struct {
  *   hints     hints.c: 103 Early Hints: the gateway's, the learned, the origin's
  *   push      push.c: HTTP/2 server push of the answer's preload links
  *   compress  compress.c: gzip, br or zstd, as the client accepts
- *   (response header rules, when there are some, go last: they see what the client gets) */
+ *   headers   rules.c: the response header rules, last: they see what the client gets */
 #define GW_PROXY_FILTERS(X)                                                                        \
     X(coalesce)                                                                                    \
     X(hints)                                                                                       \
     X(push)                                                                                        \
-    X(compress)
+    X(compress)                                                                                    \
+    X(headers)
 #define GW_PROXY_FILTER_DECLARE(name) extern const gw_proxy_filter_t gw_proxy__filter_##name;
 GW_PROXY_FILTERS(GW_PROXY_FILTER_DECLARE)
 #define GW_PROXY_FILTER_COUNT(name) +1
@@ -628,6 +634,48 @@ size_t gw_proxy__req_trailers(const gw_field_t *in, size_t n, gw_field_t *out);
  * how many. */
 size_t gw_proxy__resp_fields(const gw_cfg_route_t *route, const gw_back_field_t *in, size_t n,
                              gw_field_t *out, char *lower, size_t lower_size, int64_t *cl, int via);
+
+/* ---- rules.c: header rules, template variables, strip_prefix ------------------------------ */
+
+/* The values of the template variables (config/template.h) for request h of s, whose host is
+ * authority, into vars[0..GW_TMPL_VAR_N): slices into s, h and authority. $host is empty when
+ * authority is not a valid host (gw_tmpl_host_valid); a certificate field with a byte no
+ * field may hold is empty. */
+void gw_proxy__tmpl_vars(const gw_cstream_t *s, const gw_req_head_t *h, gw_slice_t authority,
+                         gw_slice_t *vars);
+/* Whether route r has request rules (its own or the top level's). */
+int gw_proxy__has_req_rules(const gw_cfg_route_t *r);
+/* Add to *bytes and *fields what gw_proxy__req_rules_apply may write with vars. */
+void gw_proxy__req_rules_room(const gw_cfg_route_t *r, const gw_slice_t *vars, size_t *bytes,
+                              size_t *fields);
+/* The top level's request rules, then r's, on f[0..*n) (room for cap): remove, set, add; the
+ * values expanded into buf[*used..size) (room counted by gw_proxy__req_rules_room). */
+void gw_proxy__req_rules_apply(const gw_cfg_route_t *r, const gw_slice_t *vars, gw_field_t *f,
+                               size_t *n, size_t cap, char *buf, size_t *used, size_t size);
+/* The top level's response rules, then r's, on f[0..n) (room for cap; a field that does not
+ * fit is left out); the new count. Values point into the configuration. */
+size_t gw_proxy__resp_rules_apply(const gw_cfg_route_t *r, gw_field_t *f, size_t n, size_t cap);
+/* path with prefix (a route's strip_prefix) cut: -1 when path does not start with it (a
+ * prefix without a final '/' only at a segment's end: "/api" cuts "/api", "/api/x", "/api?q",
+ * not "/apix"); else *rest is what stays, and 1 says a '/' must go before it (it is empty or
+ * a query), 0 that it is a path already. */
+int gw_proxy__strip_prefix(const char *prefix, gw_slice_t path, gw_slice_t *rest);
+
+/* ---- redirect.c: answers made in the request stage ----------------------------------------- */
+
+/* A final answer made before any exchange, to request h of s (route r, or NULL): the body
+ * body[0..len) of type ctype (NULL: text/plain), the fields extra[0..n) and r's response
+ * rules (the top level's when r is NULL); no body to HEAD. Over HTTP/2 a request whose body is
+ * still coming is then reset with NO_ERROR (RFC 9113 §8.1). 0 or a negative code. */
+int gw_proxy__answer_early(gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
+                           unsigned status, const char *ctype, const char *body, size_t len,
+                           const gw_field_t *extra, size_t n);
+/* The listener's redirect_https: every request on it answered 308 to https (400 when it has
+ * no valid host). 1 when answered (*rv: what the answer returned), else 0. */
+int gw_proxy__redirect_https(gw_cstream_t *s, const gw_req_head_t *h, int *rv);
+/* Route r's redirect or respond, when it has one: 1 when answered (*rv), else 0. */
+int gw_proxy__route_answer(gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
+                           int *rv);
 
 /* ---- tunnel.c: WebSocket -------------------------------------------------------------------- */
 

@@ -12,18 +12,12 @@
 #include "proxy/proxy_internal.h"
 
 /* A final answer made here, before any exchange (no route, 429), to a request that may still
- * be sending its body. Over HTTP/2 the stream is then reset with NO_ERROR once the answer is
- * framed (RFC 9113 §8.1: "a server can send a complete response prior to the client sending an
- * entire request ... by sending a RST_STREAM with an error code of NO_ERROR"): left
- * half-closed, the stream would keep the connection out of its idle timeout for ever.
- * HTTP/1.1 reads and drops the body as before, keeping the connection. */
+ * be sending its body: gw_proxy__answer_early (redirect.c), with the route's response rules
+ * (HTTP/2: the stream reset with NO_ERROR once the answer is framed, RFC 9113 §8.1). */
 static int answer_early(gw_cstream_t *s, const gw_req_head_t *h, unsigned status, const char *text,
                         const gw_field_t *f, size_t n)
 {
-    int rv = gw_proxy__answer_fields(s, status, text, f, n);
-    if (rv >= 0 && !h->end_stream && h->proto != GW_REQ_HTTP1)
-        s->ops->reset(s, GW_CS_RESET_NO_ERROR);
-    return rv;
+    return gw_proxy__answer_early(s, h, h->route, status, NULL, text, strlen(text), f, n);
 }
 
 static int px_local_rate(px_t *px);
@@ -136,6 +130,10 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     p->stats.requests++;
     s->proxy_data = NULL;
     int rv;
+    /* a cleartext listener's redirect_https answers everything, before any policy: nothing
+     * (credentials above all) is asked for over cleartext */
+    if (gw_proxy__redirect_https(s, h, &rv))
+        return rv;
     if (unroutable(s, h, &rv))
         return rv;
     const gw_cfg_route_t *r = h->route;
@@ -151,6 +149,8 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
      * gateway answer (answer_early) that the origin never sees. The request rate comes after
      * them: a refused client costs no token, and a client guessing passwords is slowed by
      * basic auth's own failure limit. The request header rules apply in translate.c. */
+    if (gw_proxy__route_answer(s, h, r, &rv))
+        return rv;
     return rate_then_serve(p, s, h, r);
 }
 

@@ -129,6 +129,8 @@ struct gw_cstream {
      * Both NULL on a cleartext connection. They live as long as the connection. */
     const char *tls_client_verify;
     const char *tls_client_subject;
+    /* the listener it came in on (hsts, redirect_https); NULL: none (tests) */
+    const gw_cfg_listen_t *listen;
 };
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "config/template.h"
 #include "http/http.h"
 #include "proxy/proxy_internal.h"
 
@@ -370,7 +371,19 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
     size_t bytes = 512 + h->authority.len + h->path.len;
     for (size_t i = 0; i < h->fields_len; i++)
         bytes += h->fields[i].name.len + h->fields[i].value.len + 4;
-    x->cap = h->fields_len + 9;
+    x->cap = h->fields_len + 10;
+    /* the header rules' values, expanded with the request's variables (the host is the one
+     * copy_fields() takes: :authority, else the first Host field) */
+    int rules = gw_proxy__has_req_rules(r);
+    gw_slice_t vars[GW_TMPL_VAR_N] = {{0}};
+    if (rules) {
+        gw_slice_t host = h->authority;
+        for (size_t i = 0; i < h->fields_len && !host.len; i++)
+            if (gw_proxy__name_is(h->fields[i].name, "host"))
+                host = h->fields[i].value;
+        gw_proxy__tmpl_vars(s, h, host, vars);
+        gw_proxy__req_rules_room(r, vars, &bytes, &x->cap);
+    }
     x->size = bytes * 2;
     x->f = x->cap <= GW_PROXY_XLATE_FIELDS ? x->fst : gw_malloc(x->cap * sizeof(*x->f));
     x->buf = x->size <= GW_PROXY_XLATE_BYTES ? x->bst : gw_malloc(x->size);
@@ -399,13 +412,29 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
     add_forwarding(r, s, h, trusted, authority, x);
     if (authority.len == 0)
         return GW_E_PARSE;
+    /* origin_host: the origin hears its own name; X-Forwarded-Host keeps the client's (a
+     * trusted proxy's own X-Forwarded-Host went on above) */
+    if (r->origin_host && r->add_x_forwarded && !trusted)
+        add(x, GW_SLICE_LIT("X-Forwarded-Host"), authority);
+    /* the operator's rules have the last word: after every field made above, so that a
+     * client's copy of a field never outlives a remove or a set */
+    if (rules)
+        gw_proxy__req_rules_apply(r, vars, x->f, &x->n, x->cap, x->buf, &x->used, x->size);
+    gw_slice_t target = h->path, rest;
+    int cut = r->strip_prefix ? gw_proxy__strip_prefix(r->strip_prefix, h->path, &rest) : -1;
+    if (cut == 0)
+        target = rest;
+    else if (cut == 1) {
+        gw_slice_t parts[] = {GW_SLICE_LIT("/"), rest};
+        target = cat(x, parts, 2);
+    }
     /* RFC 9110 §9.2.2: only an idempotent method may be sent again (retry, pipelining); a
      * method the gateway does not know is not (http/http.h) */
     int idem = gw_http_method_idempotent(h->method);
     *req = (gw_back_req_t){
         .method = ws ? GW_SLICE_LIT("GET") : h->method, /* RFC 8441 §5: CONNECT → GET */
-        .target = h->path,
-        .host = authority,
+        .target = target,
+        .host = r->origin_host ? gw_slice_str(r->origin_host) : authority,
         .fields = x->f,
         .fields_len = x->n,
         .body_len = h->end_stream            ? 0
