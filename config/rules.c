@@ -15,15 +15,18 @@
 #include "http/http.h"
 
 /* An error at byte `at` of the scalar v: its own column when the scalar is written on one line
- * without escapes (plain or single-quoted), else at the scalar. */
+ * without escapes (plain, or quoted with as many bytes between the quotes as it has), else at
+ * the scalar. */
 static void err_in_scalar(ld_t *ld, yaml_node_t *v, size_t at, const char *what, const char *why)
 {
     size_t line = v->start_mark.line + 1, col = v->start_mark.column + 1;
     int one_line = v->end_mark.line == v->start_mark.line;
     if (one_line && v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
         col += at;
-    else if (one_line && v->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE &&
-             !memchr(v->data.scalar.value, '\\', v->data.scalar.length))
+    else if (one_line &&
+             (v->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE ||
+              v->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE) &&
+             v->end_mark.column - v->start_mark.column == v->data.scalar.length + 2)
         col += at + 1;
     gw_cfg__err_line(ld, line, col, "%s value %s", what, why);
 }

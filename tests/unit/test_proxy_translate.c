@@ -8,6 +8,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "config/template.h"
 #include "proxy/proxy_internal.h"
 
 #define F(n, v)                                                                                    \
@@ -417,6 +418,95 @@ static void proto_names(void **state)
     assert_string_equal(gw_req_proto_str(GW_REQ_HTTP1), "http/1.1");
 }
 
+/* strip_prefix cuts whole segments unless the prefix ends with '/'; what stays is a path. */
+static void strip_prefix_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *prefix, *path, *want; /* want NULL: not cut */
+    } t[] = {
+        {"/api", "/api", "/"},     {"/api", "/api?q=1", "/?q=1"}, {"/api", "/api/x?q", "/x?q"},
+        {"/api", "/apix", NULL},   {"/api", "/ap", NULL},         {"/api", "/other/api", NULL},
+        {"/api/", "/api/x", "/x"}, {"/api/", "/api/", "/"},       {"/api/", "/api", NULL},
+        {"/a/b", "/a/b/c", "/c"},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        gw_slice_t rest;
+        int rv = gw_proxy__strip_prefix(t[i].prefix, gw_slice_str(t[i].path), &rest);
+        if (!t[i].want) {
+            assert_int_equal(rv, -1);
+            continue;
+        }
+        char got[64];
+        snprintf(got, sizeof(got), "%s%.*s", rv == 1 ? "/" : "", (int)rest.len,
+                 (const char *)rest.base);
+        assert_string_equal(got, t[i].want);
+    }
+}
+
+static gw_tmpl_t *tmpl(const char *s)
+{
+    gw_tmpl_t *t;
+    const char *why;
+    size_t at;
+    assert_int_equal(
+        gw_tmpl_compile(s, strlen(s), GW_TMPL_HEADER_VARS, GW_TMPL_F_FIELD, &t, &why, &at), 0);
+    return t;
+}
+
+/* Request rules come after the forwarding fields: a set replaces ours and the client's, a
+ * remove drops them, the top level's go first; values larger than the on-stack scratch space
+ * still fit (the room is counted before anything is written). strip_prefix and origin_host
+ * change the target and the Host; X-Forwarded-Host keeps the client's host. */
+static void request_rules_after_forwarding(void **state)
+{
+    (void)state;
+    static char big[3000]; /* with the rest, past GW_PROXY_XLATE_BYTES */
+    memset(big, 'v', sizeof(big) - 1);
+    gw_cfg_hdr_t top_set[] = {{"x-top", tmpl("top")}, {"x-both", tmpl("top")}};
+    gw_cfg_hdr_rules_t top = {.set = top_set, .set_len = 2};
+    gw_cfg_hdr_t set[] = {{"x-forwarded-for", tmpl("$client_addr;$scheme")},
+                          {"x-both", tmpl("route")}};
+    gw_cfg_hdr_t add[] = {{"x-big", tmpl(big)}, {"x-host", tmpl("[$host]")}};
+    char *rm[] = {"via", "x-secret"};
+    gw_cfg_route_t r = route_all;
+    r.request_headers = (gw_cfg_hdr_rules_t){
+        .set = set, .set_len = 2, .add = add, .add_len = 2, .remove = rm, .remove_len = 2};
+    r.top_request_headers = &top;
+    r.strip_prefix = "/a";
+    r.origin_host = "backend:81";
+    const gw_field_t f[] = {F("x-forwarded-for", "6.6.6.6"), F("x-secret", "s"),
+                            F("x-both", "client"), F("x-keep", "k")};
+    gw_req_head_t h = head(GW_REQ_HTTP1, "GET", "example.com", f, 4);
+    out_t o;
+    run(&o, &r, "192.0.2.1", 1, &h);
+    assert_int_equal(o.rv, 0);
+    assert_string_equal(field(&o, "x-forwarded-for"), "192.0.2.1;https");
+    assert_null(field(&o, "x-secret"));
+    assert_null(field(&o, "via"));
+    assert_string_equal(field(&o, "x-top"), "top");
+    assert_string_equal(field(&o, "x-both"), "route");
+    assert_string_equal(field(&o, "x-keep"), "k");
+    assert_string_equal(field(&o, "x-big"), big);
+    assert_string_equal(field(&o, "x-host"), "[example.com]");
+    assert_string_equal(field(&o, "x-forwarded-host"), "example.com");
+    assert_true(gw_slice_eq(o.req.target, GW_SLICE_LIT("/?b")));
+    assert_true(gw_slice_eq(o.req.host, GW_SLICE_LIT("backend:81")));
+    done(&o);
+    /* a host that is not one is left out of $host */
+    h = head(GW_REQ_HTTP1, "GET", "a!b", f, 4);
+    run(&o, &r, "192.0.2.1", 0, &h);
+    assert_int_equal(o.rv, 0);
+    assert_string_equal(field(&o, "x-host"), "[]");
+    done(&o);
+    gw_tmpl_del(top_set[0].value);
+    gw_tmpl_del(top_set[1].value);
+    gw_tmpl_del(set[0].value);
+    gw_tmpl_del(set[1].value);
+    gw_tmpl_del(add[0].value);
+    gw_tmpl_del(add[1].value);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(connection_specific_fields_dropped),
     cmocka_unit_test(forwarding_fields_from_the_connection),
@@ -427,6 +517,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(request_trailers_filtered),
     cmocka_unit_test(response_fields),
     cmocka_unit_test(proto_names),
+    cmocka_unit_test(strip_prefix_table),
+    cmocka_unit_test(request_rules_after_forwarding),
 };
 
 GW_TEST_MAIN(tests)
