@@ -15,8 +15,9 @@
  * units.c:     sizes, durations, rates, addresses and networks as written in the file.
  *
  * The calls go one way, down this list: toplevel.c calls the sections; they and toplevel.c
- * call load.c and hints.c; hints.c calls load.c; load.c calls units.c and config.c; units.c and
- * config.c call no file of config/.
+ * call load.c and hints.c (listen.c, routes.c and toplevel.c call rules.c too, which calls
+ * load.c); hints.c calls load.c; load.c calls units.c and config.c; rules.c and config.c call
+ * template.c; units.c and template.c call no file of config/.
  */
 #ifndef GW_CONFIG_INTERNAL_H
 #define GW_CONFIG_INTERNAL_H
