@@ -16,17 +16,13 @@ static const char *const var_names[GW_TMPL_VAR_N] = {
     [GW_TMPL_PATH] = "path",
 };
 
-int gw_tmpl_var_lookup(const char *name, size_t len)
+/* The variable spelled name[0..len) ("host", "request_uri"), or -1. */
+static int var_lookup(const char *name, size_t len)
 {
     for (int i = 0; i < GW_TMPL_VAR_N; i++)
         if (strlen(var_names[i]) == len && !memcmp(var_names[i], name, len))
             return i;
     return -1;
-}
-
-const char *gw_tmpl_var_str(gw_tmpl_var_t v)
-{
-    return (unsigned)v < GW_TMPL_VAR_N ? var_names[v] : "?";
 }
 
 static int name_char(char c)
@@ -136,7 +132,7 @@ int gw_tmpl_compile(const char *src, size_t len, unsigned allowed, unsigned flag
             bad = "has a '${' without its '}'";
         else if (end == start)
             bad = "has a '$' that names no variable (write '$$' for a dollar sign)";
-        int v = bad ? -1 : gw_tmpl_var_lookup(src + start, end - start);
+        int v = bad ? -1 : var_lookup(src + start, end - start);
         if (!bad && v < 0)
             bad = "names an unknown variable";
         else if (!bad && !(allowed & (1u << v)))

@@ -58,11 +58,6 @@ typedef struct gw_tmpl {
     size_t lit_len; /* literal bytes in all */
 } gw_tmpl_t;
 
-/* The variable spelled name[0..len) ("host", "request_uri"), or -1. */
-int gw_tmpl_var_lookup(const char *name, size_t len);
-/* "host", "request_uri", ... (without the '$'). */
-const char *gw_tmpl_var_str(gw_tmpl_var_t v);
-
 /* Compile src[0..len) allowing the variables of the mask `allowed` (GW_TMPL_*_VARS) under the
  * GW_TMPL_F_* rules of `flags`. 0 and *out (free with gw_tmpl_del); GW_E_PARSE with *why (a
  * static message) and *at (the offset in src of what is wrong); GW_E_NOMEM. */
