@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "common/alloc.h"
 #include "common/err.h"
 #include "config/config.h"
 #include "config/template.h"
@@ -325,6 +326,50 @@ static void each_load_error(void **state)
     assert_int_equal(missing, 0);
 }
 
+/* Every allocation of the rules' loading fails in turn: GW_E_NOMEM, nothing leaks (the
+ * sanitizer build checks), until the config loads. */
+static void alloc_failure_sweep(void **state)
+{
+    (void)state;
+    const char *y = "listen:\n"
+                    "  - address: 127.0.0.1:8443\n"
+                    "    tls: {certificate: /dev/null, key: /dev/null}\n"
+                    "    hsts: {max_age: 100}\n"
+                    "  - {address: 127.0.0.1:8080, redirect_https: true}\n"
+                    "upstreams:\n  app:\n    servers: [127.0.0.1:9000]\n"
+                    "request_headers: {set: {X-A: '$host'}, remove: [X-B]}\n"
+                    "response_headers: {add: {X-C: c}}\n"
+                    "routes:\n"
+                    "  - host: '*'\n"
+                    "    path: /api\n"
+                    "    upstream: app\n"
+                    "    strip_prefix: /api\n"
+                    "    origin_host: b\n"
+                    "    request_headers: {set: {X-D: '$client_addr-$scheme'}, add: {X-E: e}}\n"
+                    "    response_headers: {remove: [X-F, X-G]}\n"
+                    "  - {host: '*', path: /r, upstream: app, redirect: {to: '$path?x'}}\n"
+                    "  - {host: '*', path: /h, upstream: app, respond: {body: ok}}\n";
+    int saw_success = 0;
+    for (unsigned long n = 1; n < 4000 && !saw_success; n++) {
+        gw_config_t *c = NULL;
+        gw_config_errors_t e = {0};
+        gw_alloc_fail_after(n);
+        int rv = gw_config_load_string("t.yaml", y, strlen(y), &c, &e);
+        int hit = gw_alloc_fail_hit();
+        gw_alloc_fail_after(0);
+        if (!hit) {
+            assert_int_equal(rv, 0);
+            saw_success = 1;
+        } else {
+            assert_int_equal(rv, GW_E_NOMEM);
+            assert_null(c);
+        }
+        gw_config_del(c);
+        gw_config_errors_free(&e);
+    }
+    assert_true(saw_success);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -334,6 +379,7 @@ int main(void)
         cmocka_unit_test(rules_load),
         cmocka_unit_test(hsts_and_redirect_https_load),
         cmocka_unit_test(each_load_error),
+        cmocka_unit_test(alloc_failure_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
