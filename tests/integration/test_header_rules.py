@@ -39,6 +39,8 @@ def config(port, origin_port, tls_port=None, hsts=True, log="/dev/null"):
               "    response_headers:",
               "      set: {Cache-Control: no-store}",
               "      remove: [X-Internal, X-Frame-Options]",
+              "  - {host: '*', path: /limited, upstream: app, request_rate: 1, request_burst: 1,",
+              "     response_headers: {set: {X-Limited: 'yes'}}}",
               "  - host: '*'",
               "    path: /fixed",
               "    upstream: app",
@@ -113,9 +115,13 @@ def test_response_rules_on_origin_answers_and_gateway_answers(gateway, origin):
     # another route: the top level's rules alone, on the origin's answer
     status, f = curl(f"http://127.0.0.1:{port}/text/10?h=X-Internal:kept")
     assert f["x-frame-options"] == ["DENY"] and f["x-internal"] == ["kept"]
-    # the gateway's own answer on a route (respond) gets them too
+    # the gateway's own answers on a route (respond, 429) get them too
     status, f = curl(f"http://127.0.0.1:{port}/fixed")
     assert " 200" in status and f["x-frame-options"] == ["DENY"]
+    for _ in range(2):
+        status, f = curl(f"http://127.0.0.1:{port}/limited/text/1")
+        assert f["x-limited"] == ["yes"] and f["x-frame-options"] == ["DENY"]
+    assert " 429" in status
 
 
 def test_hsts_on_tls_only_including_gateway_answers(gateway, origin):
