@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/nettrie.h"
+
 typedef enum {
     GW_PROTO_F_H2 = 1u << 0,   /* HTTP/2 over TLS (ALPN h2) */
     GW_PROTO_F_H2C = 1u << 1,  /* HTTP/2 cleartext, prior knowledge */
@@ -76,6 +78,35 @@ typedef struct {
 
 /* Whether sa (AF_INET, AF_INET6; an IPv4-mapped IPv6 address counts as IPv4) is in n. */
 int gw_cfg_net_match(const gw_cfg_net_t *n, const struct sockaddr *sa);
+
+/* A route's access list (config/acl.c): `allow` and `deny`, each a set of networks in a prefix
+ * trie. A client is refused when its address is in deny, or when allow was given and the
+ * address is not in it (deny wins; the order of the entries does not matter). */
+typedef struct {
+    gw_nettrie_t allow, deny;
+    int has_allow; /* allow was written (an address in no allowed network is refused) */
+} gw_cfg_acl_t;
+
+/* Whether the client at sa may use a route with access list a (NULL: no list, everyone may).
+ * An IPv4-mapped IPv6 address is checked as the IPv4 address it holds; a client without an IP
+ * address (sa NULL) is in no network. */
+int gw_cfg_acl_allows(const gw_cfg_acl_t *a, const struct sockaddr *sa);
+
+/* An error page (config/error_pages.c): the body of the answers with this status, read from
+ * path at load (and so again at reload), at most error_page_max bytes. */
+typedef struct {
+    unsigned status;
+    char *path;
+    const char *type; /* Content-Type from the file name's extension (a static string) */
+    uint8_t *body;
+    size_t len;
+    gw_cfg_pos_t at; /* where the file was named */
+} gw_cfg_error_page_t;
+
+typedef struct {
+    gw_cfg_error_page_t *v;
+    size_t n;
+} gw_cfg_error_pages_t;
 
 typedef struct {
     gw_cfg_addr_t addr;
@@ -168,6 +199,9 @@ typedef struct {
     int early_hints_learn_private; /* learn from requests with Authorization or Cookie too */
     int push; /* HTTP/2 server push of the response's Link rel=preload (RFC 9113 §8.4) */
     unsigned request_burst;
+    gw_cfg_acl_t *acl;                /* allow/deny; NULL: every client */
+    gw_cfg_error_pages_t error_pages; /* the route's own; the top level's fill in the others */
+    int intercept_errors;             /* origin 5xx answers get the error page's body too */
     int line;
 } gw_cfg_route_t;
 
@@ -310,7 +344,14 @@ typedef struct gw_config {
     gw_cfg_net_t *trusted_proxies;
     size_t trusted_proxies_len;
     gw_cfg_pos_t pid_file_at;
+    gw_cfg_error_pages_t error_pages; /* the top level's, for every route */
+    size_t error_page_max;            /* bytes an error page file may have */
 } gw_config_t;
+
+/* The error page of the answers with status on route r (r's own, else the top level's; r NULL:
+ * the top level's alone), or NULL when none is configured. */
+const gw_cfg_error_page_t *gw_cfg_error_page(const gw_config_t *c, const gw_cfg_route_t *r,
+                                             unsigned status);
 
 /* Error list filled by the loader: each entry "FILE:LINE:COL: message". */
 typedef struct {

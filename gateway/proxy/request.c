@@ -135,6 +135,7 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
 {
     p->stats.requests++;
     s->proxy_data = NULL;
+    s->error_pages = gw_proxy__errpages_of(p, h->route);
     int rv;
     if (unroutable(s, h, &rv))
         return rv;
@@ -151,6 +152,8 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
      * gateway answer (answer_early) that the origin never sees. The request rate comes after
      * them: a refused client costs no token, and a client guessing passwords is slowed by
      * basic auth's own failure limit. The request header rules apply in translate.c. */
+    if (!gw_proxy__acl_allows(p, s, h, r))
+        return answer_early(s, h, 403, "h2gate: access denied\n", NULL, 0);
     return rate_then_serve(p, s, h, r);
 }
 

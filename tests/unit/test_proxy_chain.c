@@ -16,7 +16,9 @@ static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
                           "  - {host: zip.test, path: /, upstream: u, coalesce: false, "
                           "compress: true}\n"
                           "  - {host: all.test, path: /, upstream: u, push: true, compress: "
-                          "true, early_hints_learn: true}\n";
+                          "true, early_hints_learn: true, intercept_errors: true}\n"
+                          "  - {host: errors.test, path: /, upstream: u, coalesce: false, "
+                          "intercept_errors: true}\n";
 
 /* The names of the filters of the route for host, space-separated, into out. */
 static const char *chain_names(const char *host, char *out, size_t cap)
@@ -41,8 +43,10 @@ static void filters_registered_per_route_in_chain_order(void **state)
     assert_string_equal(chain_names("shared.test", b, sizeof(b)), "coalesce hints");
     assert_string_equal(chain_names("push.test", b, sizeof(b)), "hints push");
     assert_string_equal(chain_names("zip.test", b, sizeof(b)), "hints compress");
-    assert_string_equal(chain_names("all.test", b, sizeof(b)), "coalesce hints push compress");
-    assert_int_equal(GW_PROXY_FILTER_N, 4);
+    assert_string_equal(chain_names("errors.test", b, sizeof(b)), "hints errpage");
+    assert_string_equal(chain_names("all.test", b, sizeof(b)),
+                        "coalesce hints push compress errpage");
+    assert_int_equal(GW_PROXY_FILTER_N, 5);
 }
 
 /* A filter rewriting a value takes bytes that live as long as the head: up to the room, then
