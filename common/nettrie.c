@@ -85,6 +85,7 @@ static int lookup_fam(const gw_nettrie_fam_t *f, const uint8_t *addr, unsigned m
     }
 }
 
+#ifdef GW_TEST_API
 int gw_nettrie_lookup(const gw_nettrie_t *t, int family, const uint8_t *addr)
 {
     if (family == AF_INET)
@@ -93,6 +94,7 @@ int gw_nettrie_lookup(const gw_nettrie_t *t, int family, const uint8_t *addr)
         return lookup_fam(&t->v6, addr, 128);
     return 0;
 }
+#endif
 
 int gw_nettrie_match(const gw_nettrie_t *t, const struct sockaddr *sa)
 {

@@ -40,9 +40,11 @@ void gw_nettrie_free(gw_nettrie_t *t);
  * (another family, bits out of range) or GW_E_NOMEM (the set is unchanged then). */
 int gw_nettrie_add(gw_nettrie_t *t, int family, const uint8_t *addr, unsigned bits);
 
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* Whether the address addr of family (4 or 16 bytes, network byte order) is in some network of
  * t: 1 or 0 (0 for another family). */
 int gw_nettrie_lookup(const gw_nettrie_t *t, int family, const uint8_t *addr);
+#endif
 
 /* The same for a socket address (AF_INET or AF_INET6; anything else is in no network). An
  * IPv4-mapped IPv6 address (::ffff:a.b.c.d, RFC 4291 §2.5.5.2) is in the IPv4 networks that
