@@ -1,6 +1,6 @@
 """Per-route access lists (`allow`, `deny`): a client whose address is in deny, or outside a
 given allow, gets the gateway's 403 and the origin never hears of the request. Deny wins over
-allow; a bare address is one host; IPv4 and IPv6 clients (the gateway also listens on [::1]);
+allow; a bare address is one host; IPv4 and IPv6 clients (the gateway also listens on [::1]), IPv4-mapped ones checked as IPv4;
 the address that decides is the one the PROXY protocol names. curl (HTTP/1.1 and h2c) and
 python3-h2 are the clients."""
 import socket
@@ -102,6 +102,10 @@ def test_the_proxy_protocol_address_decides(gateway, origin):
     assert pp_get(g.port, v1("2001:db8:2::1"), P + "/wide").startswith(b"HTTP/1.1 200")
     assert pp_get(g.port, v1("2001:db8:1::1"), P + "/wide").startswith(b"HTTP/1.1 403")
     assert pp_get(g.port, v1("::1"), P + "/v6only").startswith(b"HTTP/1.1 200")
+    # an IPv4-mapped IPv6 client (the gateway's listeners are IPV6_V6ONLY: only a PROXY header
+    # names one) is checked as the IPv4 address it holds
+    assert pp_get(g.port, v1("::ffff:10.9.8.7"), P + "/wide").startswith(b"HTTP/1.1 200")
+    assert pp_get(g.port, v1("::ffff:192.0.2.1"), P + "/wide").startswith(b"HTTP/1.1 403")
     log = g.log()
     assert "event=access_denied peer=192.0.2.1:5000" in log, log
 
