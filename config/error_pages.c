@@ -127,24 +127,24 @@ static void read_page(ld_t *ld, gw_cfg_error_page_t *pg, size_t max)
         fclose(f);
         return;
     }
-    /* one byte more than allowed is asked for: a file that grew since fstat is caught too */
-    uint8_t *b = gw_malloc(max + 1);
+    /* one byte more than fstat said is asked for: a file that grew since is caught */
+    size_t size = (size_t)st.st_size;
+    uint8_t *b = gw_malloc(size + 1);
     if (!b) {
         ld->nomem = 1;
         fclose(f);
         return;
     }
-    size_t n = fread(b, 1, max + 1, f);
+    size_t n = fread(b, 1, size + 1, f);
     int err = ferror(f);
     fclose(f);
-    if (err || n > max) {
+    if (err || n != size) {
         gw_cfg__err_line(ld, pg->at.line, pg->at.col, "error page '%s' cannot be read: %s",
-                         pg->path, err ? "read error" : "larger than error_page_max");
+                         pg->path, err ? "read error" : "it changed while being read");
         gw_free(b);
         return;
     }
-    uint8_t *shrunk = gw_realloc(b, n ? n : 1);
-    pg->body = shrunk ? shrunk : b;
+    pg->body = b;
     pg->len = n;
 }
 

@@ -1193,6 +1193,45 @@ static void error_pages_errors(void **state)
                  "t.yaml:8:17: 'error_page_max' is out of range: 0 (allowed 1..16777216)");
 }
 
+/* Every allocation of the access lists and error pages may fail: the load says GW_E_NOMEM and
+ * leaves nothing behind (ASan's leak check in build-san), until it succeeds. */
+static void acl_and_pages_alloc_failure_sweep(void **state)
+{
+    (void)state;
+    char html[128], text[1024];
+    page_file(html, sizeof(html), ".html", 20);
+    snprintf(text, sizeof(text),
+             ROUTES_HEAD "    allow: [10.0.0.0/8, '2001:db8::/32']\n"
+                         "    deny: 10.1.2.3\n"
+                         "    error_pages: {503: %s}\n"
+                         "error_pages: {502: %s, 404: %s}\n",
+             html, html, html);
+    int saw_success = 0;
+    for (unsigned long n = 1; n < 4000 && !saw_success; n++) {
+        gw_config_t *c = NULL;
+        gw_config_errors_t e = {0};
+        gw_alloc_fail_after(n);
+        int rv = gw_config_load_string("t.yaml", text, strlen(text), &c, &e);
+        int hit = gw_alloc_fail_hit();
+        gw_alloc_fail_after(0);
+        if (!hit) {
+            assert_int_equal(rv, 0);
+            assert_non_null(gw_cfg_error_page(c, &c->routes[0], 404));
+            assert_false(allows(&c->routes[0], "10.1.2.3"));
+            saw_success = 1;
+        } else {
+            for (size_t i = 0; rv != GW_E_NOMEM && i < e.len; i++)
+                print_message("n=%lu: %s\n", n, e.msgs[i]);
+            assert_int_equal(rv, GW_E_NOMEM);
+            assert_null(c);
+        }
+        gw_config_del(c);
+        gw_config_errors_free(&e);
+    }
+    assert_true(saw_success);
+    unlink(html);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(operations_keys),
     cmocka_unit_test(minimal_contract_gets_defaults),
@@ -1229,6 +1268,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(acl_errors),
     cmocka_unit_test(error_pages_loaded),
     cmocka_unit_test(error_pages_errors),
+    cmocka_unit_test(acl_and_pages_alloc_failure_sweep),
 };
 
 GW_TEST_MAIN(tests)
