@@ -48,6 +48,7 @@ routes:
   - {{path: /denied, upstream: app, deny: [127.0.0.1]}}
   - {{host: plain.test, path: /status, upstream: app}}
   - {{path: /status, upstream: app, intercept_errors: true, error_pages: {{500: {p('500.bin')}}}}}
+  - {{path: /push-page, upstream: app, intercept_errors: true}}
 error_pages:
   404: {p('404.html')}
   429: {p('429.json')}
@@ -95,8 +96,9 @@ def test_gateway_answers_carry_the_error_pages(gateway, origin, tmp_path):
         # HEAD: the page's length, no body
         st, f, body = curl(base + "/dead", proto, "-I")
         assert (st, f["content-length"], body) == (502, str(len(PAGES["502.txt"])), b""), proto
-    # no route: a path no route has
-    assert_page(curl(base + "/nowhere"), 404, "404.html", "h1")
+    # no route: a path no route has (the top level's page)
+    for proto in ("--http1.1", "--http2-prior-knowledge"):
+        assert_page(curl(base + "/nowhere", proto), 404, "404.html", proto)
     ws = ("-H", "Connection: Upgrade", "-H", "Upgrade: websocket", "-H",
           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "-H", "Sec-WebSocket-Version: 13")
     assert_page(curl(base + "/ws", "--http1.1", *ws), 503, "503.html", "h1")
@@ -121,12 +123,15 @@ def test_intercept_errors_replaces_origin_5xx_bodies(gateway, origin, tmp_path):
         assert curl(base + "/status/507", proto)[2] == b"status 507\n"
         assert curl(base + "/status/200", proto)[2] == b"status 200\n"
         assert curl(base + "/status/503", proto, "-H", "Host: plain.test")[2] == b"status 503\n"
-    # identical requests at once over one h2 connection (coalesced or not): the same page
+    # identical requests at once over one h2 connection, coalesced (the origin takes 150 ms and
+    # says its 503 may be shared): one origin request, the page to each of them
+    url = base + "/push-page/150?s=503&h=Cache-Control:public,%20max-age=60"
     r = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "--parallel",
-                        "--parallel-immediate", "-w", "%{http_code}\n"] +
-                       [base + "/status/503?same"] * 4, capture_output=True)
+                        "--parallel-immediate", "-w", "%{http_code}\n"] + [url] * 4,
+                       capture_output=True)
     assert r.stdout.count(PAGES["503.html"]) == 4, r.stdout
-    assert r.stdout.count(b"503\n") >= 4, r.stdout
+    assert r.stdout.replace(PAGES["503.html"], b"").split() == [b"503"] * 4, r.stdout
+    assert sum(q.target.startswith("/push-page/") for q in origin.requests) == 1
 
 
 def test_reload_reads_the_pages_again_and_the_cap_holds(gateway, origin, tmp_path):
