@@ -97,6 +97,17 @@ void gw_cfg__free_hdr_rules(gw_cfg_hdr_rules_t *r)
     gw_cfg__free_str_list(r->remove, r->remove_len);
 }
 
+void gw_cfg__free_error_pages(gw_cfg_error_pages_t *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        gw_free(p->v[i].path);
+        gw_free(p->v[i].body);
+    }
+    gw_free(p->v);
+    p->v = NULL;
+    p->n = 0;
+}
+
 void gw_config_del(gw_config_t *c)
 {
     if (!c)
@@ -105,6 +116,7 @@ void gw_config_del(gw_config_t *c)
     gw_free(c->state_dir);
     gw_free(c->pid_file);
     gw_free(c->trusted_proxies);
+    gw_cfg__free_error_pages(&c->error_pages);
     gw_cfg__free_str_list(c->compression.types, c->compression.types_len);
     gw_free(c->access_log.path);
     gw_free(c->access_log.log_format);
@@ -143,6 +155,12 @@ void gw_config_del(gw_config_t *c)
         gw_tmpl_del(r->redirect_to);
         gw_free(r->respond_body);
         gw_free(r->respond_content_type);
+        gw_cfg__free_error_pages(&r->error_pages);
+        if (r->acl) {
+            gw_nettrie_free(&r->acl->allow);
+            gw_nettrie_free(&r->acl->deny);
+            gw_free(r->acl);
+        }
     }
     gw_free(c->routes);
     gw_cfg__free_hdr_rules(&c->request_headers);

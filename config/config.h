@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/nettrie.h"
+
 typedef enum {
     GW_PROTO_F_H2 = 1u << 0,   /* HTTP/2 over TLS (ALPN h2) */
     GW_PROTO_F_H2C = 1u << 1,  /* HTTP/2 cleartext, prior knowledge */
@@ -92,6 +94,34 @@ typedef struct {
     char **remove;
     size_t remove_len;
 } gw_cfg_hdr_rules_t;
+/* A route's access list (config/acl.c): `allow` and `deny`, each a set of networks in a prefix
+ * trie. A client is refused when its address is in deny, or when allow was given and the
+ * address is not in it (deny wins; the order of the entries does not matter). */
+typedef struct {
+    gw_nettrie_t allow, deny;
+    int has_allow; /* allow was written (an address in no allowed network is refused) */
+} gw_cfg_acl_t;
+
+/* Whether the client at sa may use a route with access list a (NULL: no list, everyone may).
+ * An IPv4-mapped IPv6 address is checked as the IPv4 address it holds; a client without an IP
+ * address (sa NULL) is in no network. */
+int gw_cfg_acl_allows(const gw_cfg_acl_t *a, const struct sockaddr *sa);
+
+/* An error page (config/error_pages.c): the body of the answers with this status, read from
+ * path at load (and so again at reload), at most error_page_max bytes. */
+typedef struct {
+    unsigned status;
+    char *path;
+    const char *type; /* Content-Type from the file name's extension (a static string) */
+    uint8_t *body;
+    size_t len;
+    gw_cfg_pos_t at; /* where the file was named */
+} gw_cfg_error_page_t;
+
+typedef struct {
+    gw_cfg_error_page_t *v;
+    size_t n;
+} gw_cfg_error_pages_t;
 
 typedef struct {
     gw_cfg_addr_t addr;
@@ -203,6 +233,9 @@ typedef struct {
     char *respond_body;
     size_t respond_body_len;
     char *respond_content_type;
+    gw_cfg_acl_t *acl;                /* allow/deny; NULL: every client */
+    gw_cfg_error_pages_t error_pages; /* the route's own; the top level's fill in the others */
+    int intercept_errors;             /* origin 5xx answers get the error page's body too */
     int line;
 } gw_cfg_route_t;
 
@@ -348,7 +381,14 @@ typedef struct gw_config {
     gw_cfg_pos_t pid_file_at;
     /* the top-level header rules, applied before each route's own (config/rules.c) */
     gw_cfg_hdr_rules_t request_headers, response_headers;
+    gw_cfg_error_pages_t error_pages; /* the top level's, for every route */
+    size_t error_page_max;            /* bytes an error page file may have */
 } gw_config_t;
+
+/* The error page of the answers with status on route r (r's own, else the top level's; r NULL:
+ * the top level's alone), or NULL when none is configured. */
+const gw_cfg_error_page_t *gw_cfg_error_page(const gw_config_t *c, const gw_cfg_route_t *r,
+                                             unsigned status);
 
 /* Error list filled by the loader: each entry "FILE:LINE:COL: message". */
 typedef struct {

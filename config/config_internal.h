@@ -13,11 +13,14 @@
  * template.c:  values with variables (config/template.h): compiled, expanded; no YAML.
  * hints.c:     messages that help: "did you mean", a port alone or out of range, tabs.
  * units.c:     sizes, durations, rates, addresses and networks as written in the file.
+ * acl.c:       a route's access list (allow, deny) into prefix tries.
+ * error_pages.c: error_pages (top level and routes), their files read at load.
  *
  * The calls go one way, down this list: toplevel.c calls the sections; they and toplevel.c
- * call load.c and hints.c (listen.c, routes.c and toplevel.c call rules.c too, which calls
- * load.c); hints.c calls load.c; load.c calls units.c and config.c; rules.c and config.c call
- * template.c; units.c and template.c call no file of config/.
+ * call load.c, hints.c, acl.c and error_pages.c (acl.c and error_pages.c call load.c and config.c;
+ * listen.c, routes.c and toplevel.c call rules.c too, which calls load.c); hints.c calls load.c;
+ * load.c calls units.c and config.c; rules.c and config.c call template.c; units.c and template.c
+ * call no file of config/.
  */
 #ifndef GW_CONFIG_INTERNAL_H
 #define GW_CONFIG_INTERNAL_H
@@ -182,6 +185,21 @@ int gw_cfg__push_msg(gw_config_errors_t *e, const char *file, size_t line, size_
 void gw_cfg__free_str_list(char **l, size_t n);
 void gw_cfg__free_tls(gw_cfg_tls_t *t);
 void gw_cfg__free_hdr_rules(gw_cfg_hdr_rules_t *r);
+
+/* acl.c */
+/* key `allow` or `deny` of route r with value v, into r->acl (made on the first): 1 when key
+ * is one of them (errors reported at each entry), else 0. */
+int gw_cfg__load_acl(ld_t *ld, const char *key, yaml_node_t *v, gw_cfg_route_t *r);
+
+/* error_pages.c */
+/* The map v (STATUS: FILE) into *pages (replacing it); the files are read later. */
+void gw_cfg__load_error_pages(ld_t *ld, yaml_node_t *v, gw_cfg_error_pages_t *pages);
+/* Read every page file of the top level and the routes (at most c->error_page_max bytes
+ * each); a file that cannot be read or is too large is an error at its name. */
+void gw_cfg__read_error_pages(ld_t *ld);
+
+/* config.c (release) */
+void gw_cfg__free_error_pages(gw_cfg_error_pages_t *p);
 
 /* units.c */
 /* "10.0.0.0/8", "192.168.1.7", "::1", "2001:db8::/32" into *n: 0, or -1. */

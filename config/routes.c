@@ -45,6 +45,7 @@ static const field_t route_fields[] = {
     {"early_hints_learn_private", F_BOOL, offsetof(gw_cfg_route_t, early_hints_learn_private), 0,
      0},
     {"push", F_BOOL, offsetof(gw_cfg_route_t, push), 0, 0},
+    {"intercept_errors", F_BOOL, offsetof(gw_cfg_route_t, intercept_errors), 0, 0},
 };
 
 typedef struct {
@@ -107,13 +108,19 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
     } else if (!strcmp(key, "push") &&
                gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
         x->push = v;
-    } else if (!gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
+    } else if (!strcmp(key, "error_pages")) {
+        gw_cfg__load_error_pages(ld, v, &x->r->error_pages);
+    } else if (!gw_cfg__load_acl(ld, key, v, x->r) &&
+               !gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
         static const char *const more[] = {"name",
                                            "host",
                                            "path",
                                            "upstream",
                                            "coalesce_headers",
                                            "early_hints",
+                                           "allow",
+                                           "deny",
+                                           "error_pages",
                                            "request_headers",
                                            "response_headers",
                                            "origin_host",

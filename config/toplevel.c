@@ -105,6 +105,7 @@ static const field_t top_fields[] = {
     FLD(gw_config_t, log_level, F_LOG, 0, 0),
     FLD(gw_config_t, state_dir, F_STR, 0, 0),
     FLD(gw_config_t, pid_file, F_STR, 0, 0),
+    FLD(gw_config_t, error_page_max, F_SIZE, 1, 16u << 20),
 };
 
 static const field_t compression_fields[] = {
@@ -306,6 +307,8 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
             return 0;
         t->forwarded_for = v;
         c->forwarded_append = w == 1;
+    } else if (!strcmp(key, "error_pages")) {
+        gw_cfg__load_error_pages(ld, v, &c->error_pages);
     } else if (!strcmp(key, "trusted_proxies")) {
         gw_cfg__load_nets(ld, v, key, 0, &c->trusted_proxies, &c->trusted_proxies_len);
     } else if (!strcmp(key, "request_headers") || !strcmp(key, "response_headers")) {
@@ -315,23 +318,15 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c);
         c->pid_file_at = gw_cfg__pos(ld, v);
     } else if (!gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c)) {
-        static const char *const more[] = {"listen",
-                                           "upstreams",
-                                           "routes",
-                                           "h2",
-                                           "timeouts",
-                                           "limits",
-                                           "throttle",
-                                           "early_hints",
-                                           "compression",
-                                           "access_log",
-                                           "admin",
-                                           "cluster",
-                                           "forwarded_for",
-                                           "trusted_proxies",
-                                           "request_headers",
-                                           "response_headers",
-                                           NULL};
+        static const char *const more[] = {"listen",          "upstreams",
+                                           "routes",          "h2",
+                                           "timeouts",        "limits",
+                                           "throttle",        "early_hints",
+                                           "compression",     "access_log",
+                                           "admin",           "cluster",
+                                           "forwarded_for",   "trusted_proxies",
+                                           "request_headers", "response_headers",
+                                           "error_pages",     NULL};
         gw_cfg__err_unknown_key(ld, k, key, NULL, top_fields, NTAB(top_fields), more);
     }
     return 0;
@@ -384,6 +379,7 @@ static void set_defaults(gw_config_t *c)
         .max_tunnels = 10000,
         .respond_body = 64 * 1024,
     };
+    c->error_page_max = 64 * 1024;
     c->throttle.ipv6_prefix = 64; /* one subscriber or host per /64 (RFC 6177) */
     c->access_log.request_id = 1;
     c->early_hints.learn_entries = 1024;
@@ -451,6 +447,7 @@ static void cross_checks(ld_t *ld, yaml_node_t *root, const top_ld_t *t)
         c->routes[i].trusted_proxies = c->trusted_proxies;
         c->routes[i].trusted_proxies_len = c->trusted_proxies_len;
     }
+    gw_cfg__read_error_pages(ld); /* error_page_max is known now */
     if (c->cluster.enabled && !c->cluster.key_prefix)
         c->cluster.key_prefix = gw_cfg__xstrdup(ld, "h2gate:");
     if (!c->compression.types) {

@@ -21,7 +21,9 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     gw_list_init(&p->paused);
     gw_list_init(&p->inflight);
     gw_list_init(&p->rate_waits);
-    if (gw_proxy__chains_new(p) < 0) {
+    if (gw_proxy__chains_new(p) < 0 || gw_proxy__errpages_new(p) < 0) {
+        gw_proxy__errpages_free(p);
+        gw_proxy__chains_free(p);
         gw_free(p);
         return GW_E_NOMEM;
     }
@@ -33,6 +35,7 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
         for (gw_zcoding_t c = GW_ZC_GZIP; c < GW_ZC_N; c++)
             if ((gw_zstream_available() & (1u << c)) &&
                 !(p->zweight[c] = gw_zstream_weigh(&cfg->compression, c))) {
+                gw_proxy__errpages_free(p);
                 gw_proxy__chains_free(p);
                 gw_free(p);
                 return GW_E_NOMEM;
@@ -41,6 +44,7 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     }
     int rv = gw_back_new(loop, cfg, &p->back);
     if (rv < 0) {
+        gw_proxy__errpages_free(p);
         gw_proxy__chains_free(p);
         gw_free(p);
         return rv;
@@ -117,6 +121,7 @@ void gw_proxy_del(gw_proxy_t *p)
     gw_pool_free(&p->px_pool);
     gw_pool_free(&p->ox_pool);
     gw_proxy__hints_free(&p->hints);
+    gw_proxy__errpages_free(p);
     gw_proxy__chains_free(p);
     gw_free(p);
 }

@@ -158,6 +158,7 @@ typedef struct {
     uint64_t stalled;         /* streams reset because the client stopped reading */
     uint64_t upload_stalled;  /* requests ended by timeouts.request_body (408 or reset) */
     uint64_t rate_limited;    /* requests answered 429 (routes[].request_rate) */
+    uint64_t access_denied;   /* requests answered 403 (routes[].allow / deny) */
 } gw_proxy_stats_t;
 #ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 void gw_proxy_stats(const gw_proxy_t *p, gw_proxy_stats_t *out);

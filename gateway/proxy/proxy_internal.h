@@ -5,6 +5,7 @@
  * request.c:   the request stage, before any exchange exists: what is refused (CONNECT, no
  *              route, WebSocket), the place of the route's request policy, the request rate
  *              (the local bucket, or the cluster's answer waited for).
+ * acl.c:       the route's access list (allow, deny), the first request policy.
  * route.c:     route matching (host, wildcard, path prefix), request-rate buckets (429) and
  *              the gateway's own answers (404, 400, 5xx).
  * exchange.c:  px_t (one client stream) and ox_t (one origin exchange): their lifetimes,
@@ -21,6 +22,8 @@
  * push.c:      HTTP/2 server push of an answer's preload links.
  * compress.c:  Accept-Encoding negotiation, the rules, the head rewrite, and one exchange's
  *              compression (fed, finished, made again for a follower that detaches).
+ * errpage.c:   error pages: each route's on the worker, the body of the gateway's answers, and
+ *              the filter that replaces an origin 5xx body (intercept_errors).
  * rules.c:     the header rules (request: called by translate.c; response: the last filter,
  *              and the gateway's answers), template variables, strip_prefix.
  * Before any of them, in the request stage:
@@ -47,6 +50,14 @@
 
 /* A route's response filters (chain.c). */
 typedef struct gw_proxy_chain gw_proxy_chain_t;
+
+/* An error page on the worker (errpage.c): the status it answers, its Content-Type, the
+ * worker's buffer of its bytes (buf->len of them), sent by reference. */
+typedef struct gw_proxy_errpage {
+    unsigned status;
+    const char *type;
+    gw_rbuf_t *buf;
+} gw_proxy_errpage_t;
 
 /* The learned pages of hints.c: a hash table with an LRU list. */
 typedef struct {
@@ -81,10 +92,11 @@ struct gw_proxy {
     gw_list_t acc_pending; /* px_t with gathered pieces */
     gw_list_t inflight;    /* coalescible ox_t before their response head */
     gw_proxy_stats_t stats;
-    gw_bucket_table_t *rates;    /* request-rate buckets shared by all workers, or NULL */
-    gw_proxy_rate_asker_t asker; /* the cluster's shared rates (ask NULL: none) */
-    gw_list_t rate_waits;        /* px_t waiting for the cluster's answer */
-    gw_proxy_chain_t *chains;    /* the response filters of each route (index in cfg->routes) */
+    gw_bucket_table_t *rates;      /* request-rate buckets shared by all workers, or NULL */
+    gw_proxy_rate_asker_t asker;   /* the cluster's shared rates (ask NULL: none) */
+    gw_list_t rate_waits;          /* px_t waiting for the cluster's answer */
+    gw_proxy_chain_t *chains;      /* the response filters of each route (index in cfg->routes) */
+    gw_proxy_errpages_t *errpages; /* each route's error pages, then the top level's (errpage.c) */
     /* px_t / ox_t (exchange.c): a proxied request allocates neither once warm */
     gw_pool_t px_pool, ox_pool;
 };
@@ -219,6 +231,7 @@ struct ox {
     unsigned zreplay : 1;
     unsigned tunnel : 1;                /* the origin switched to WebSocket: counted in tunnels */
     char ws_key[GW_WS_KEY_LEN_MAX + 1]; /* a WebSocket's key as the origin got it (tunnel.c) */
+    const gw_proxy_errpage_t *errpage;  /* the page replacing the origin's body (errpage.c) */
     unsigned paused : 1;
     unsigned indexed : 1;
     unsigned complete : 1;    /* the origin response ended: subscribers finish at the body's end */
@@ -326,12 +339,15 @@ typedef struct {
  *   hints     hints.c: 103 Early Hints: the gateway's, the learned, the origin's
  *   push      push.c: HTTP/2 server push of the answer's preload links
  *   compress  compress.c: gzip, br or zstd, as the client accepts
+ *   errpage   errpage.c: an origin 5xx's body replaced by the error page (intercept_errors;
+ *             compress leaves 5xx answers alone, so the order of the two does not matter)
  *   headers   rules.c: the response header rules, last: they see what the client gets */
 #define GW_PROXY_FILTERS(X)                                                                        \
     X(coalesce)                                                                                    \
     X(hints)                                                                                       \
     X(push)                                                                                        \
     X(compress)                                                                                    \
+    X(errpage)                                                                                     \
     X(headers)
 #define GW_PROXY_FILTER_DECLARE(name) extern const gw_proxy_filter_t gw_proxy__filter_##name;
 GW_PROXY_FILTERS(GW_PROXY_FILTER_DECLARE)
@@ -440,9 +456,30 @@ size_t gw_proxy__rate_key(const gw_proxy_t *p, const gw_cfg_route_t *r, const st
 /* A gateway-made answer (404, 502, 503, 504) with a short text body. */
 int gw_proxy__answer(gw_cstream_t *s, unsigned status, const char *text);
 
-/* The same with extra fields after server and content-type (e.g. Retry-After). */
+/* The same with extra fields after server and content-type (e.g. Retry-After). With an error
+ * page for status in s->error_pages, the page is the body (by reference) and its type the
+ * Content-Type; text is the body otherwise. */
 int gw_proxy__answer_fields(gw_cstream_t *s, unsigned status, const char *text,
                             const gw_field_t *extra, size_t n);
+
+/* ---- acl.c: the route's access list ------------------------------------------------------ */
+
+/* Whether s's client may use route r (r's allow/deny; no list: yes). A refusal is logged
+ * (access_denied) and counted; the caller answers 403. */
+int gw_proxy__acl_allows(gw_proxy_t *p, const gw_cstream_t *s, const gw_req_head_t *h,
+                         const gw_cfg_route_t *r);
+
+/* ---- errpage.c: error pages ---------------------------------------------------------------- */
+
+/* The worker's copy of every error page of p->cfg (p->errpages): 0 or GW_E_NOMEM (what was
+ * made is freed by gw_proxy__errpages_free, which p's release calls). */
+int gw_proxy__errpages_new(gw_proxy_t *p);
+void gw_proxy__errpages_free(gw_proxy_t *p);
+/* Route r's pages (r NULL: a request without a route: the top level's); NULL before
+ * gw_proxy__errpages_new. */
+const gw_proxy_errpages_t *gw_proxy__errpages_of(const gw_proxy_t *p, const gw_cfg_route_t *r);
+/* The page of status in t (t may be NULL), or NULL. */
+const gw_proxy_errpage_t *gw_proxy__errpage_find(const gw_proxy_errpages_t *t, unsigned status);
 
 /* Whether a request of client sa on route r (index idx in the config) is within the
  * route's request_rate; when not, *retry_after_s is the whole seconds until one more request

@@ -27,6 +27,13 @@ int gw_proxy__answer_early(gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg
     size_t fn = 0;
     /* RFC 9110 §15.3.5, §15.4.5: no content in a 204 or a 304 */
     int no_content = status == 204 || status == 304;
+    /* the gateway's own answers (not a route's respond) take the route's error page */
+    const gw_proxy_errpage_t *pg =
+        ctype || no_content ? NULL : gw_proxy__errpage_find(s->error_pages, status);
+    if (pg) {
+        ctype = pg->type;
+        len = pg->buf->len;
+    }
     f[fn++] = (gw_field_t){GW_SLICE_LIT("server"), GW_SLICE_LIT("h2gate")};
     if (!no_content)
         f[fn++] = (gw_field_t){GW_SLICE_LIT("content-type"),
@@ -39,7 +46,9 @@ int gw_proxy__answer_early(gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg
         len = 0;
     int end = s->head_only || len == 0;
     int rv = s->ops->respond(s, status, f, fn, no_content ? -1 : (int64_t)len, end);
-    if (rv >= 0 && !end) {
+    if (rv >= 0 && !end && pg) {
+        rv = s->ops->body(s, pg->buf, 0, len, 1); /* the worker's copy, by reference */
+    } else if (rv >= 0 && !end) {
         gw_rbuf_t *b = gw_rbuf_new(len);
         if (!b)
             return GW_E_NOMEM;
@@ -161,7 +170,10 @@ int gw_proxy__route_answer(gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg
     GW_LOG_INFO("respond", "peer=%s proto=%s method=%.*s path=%.*s route=%s status=%u", s->peer,
                 gw_req_proto_str(h->proto), (int)h->method.len, h->method.base, (int)h->path.len,
                 h->path.base, r->name, r->respond_status);
-    *rv = gw_proxy__answer_early(s, h, r, r->respond_status, r->respond_content_type,
+    /* a content type always: an answer the route was told to give is never an error page */
+    *rv = gw_proxy__answer_early(s, h, r, r->respond_status,
+                                 r->respond_content_type ? r->respond_content_type
+                                                         : "text/plain; charset=utf-8",
                                  r->respond_body, r->respond_body_len, NULL, 0);
     return 1;
 }

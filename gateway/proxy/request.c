@@ -129,6 +129,7 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
 {
     p->stats.requests++;
     s->proxy_data = NULL;
+    s->error_pages = gw_proxy__errpages_of(p, h->route);
     int rv;
     /* a cleartext listener's redirect_https answers everything, before any policy: nothing
      * (credentials above all) is asked for over cleartext */
@@ -149,6 +150,8 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
      * gateway answer (answer_early) that the origin never sees. The request rate comes after
      * them: a refused client costs no token, and a client guessing passwords is slowed by
      * basic auth's own failure limit. The request header rules apply in translate.c. */
+    if (!gw_proxy__acl_allows(p, s, h, r))
+        return answer_early(s, h, 403, "h2gate: access denied\n", NULL, 0);
     if (gw_proxy__route_answer(s, h, r, &rv))
         return rv;
     return rate_then_serve(p, s, h, r);

@@ -50,10 +50,12 @@ int gw_proxy__answer(gw_cstream_t *s, unsigned status, const char *text)
 int gw_proxy__answer_fields(gw_cstream_t *s, unsigned status, const char *text,
                             const gw_field_t *extra, size_t en)
 {
-    size_t n = strlen(text);
+    const gw_proxy_errpage_t *pg = gw_proxy__errpage_find(s->error_pages, status);
+    size_t n = pg ? pg->buf->len : strlen(text);
     gw_field_t f[8] = {
         {GW_SLICE_LIT("server"), GW_SLICE_LIT("h2gate")},
-        {GW_SLICE_LIT("content-type"), GW_SLICE_LIT("text/plain; charset=utf-8")},
+        {GW_SLICE_LIT("content-type"),
+         pg ? gw_slice_str(pg->type) : GW_SLICE_LIT("text/plain; charset=utf-8")},
     };
     size_t fn = 2;
     for (size_t i = 0; i < en && fn < sizeof(f) / sizeof(f[0]); i++)
@@ -61,6 +63,8 @@ int gw_proxy__answer_fields(gw_cstream_t *s, unsigned status, const char *text,
     int rv = s->ops->respond(s, status, f, fn, (int64_t)n, s->head_only);
     if (rv < 0 || s->head_only)
         return rv;
+    if (pg) /* the worker's copy, by reference */
+        return s->ops->body(s, n ? pg->buf : NULL, 0, n, 1);
     gw_rbuf_t *b = gw_rbuf_new(n);
     if (!b)
         return GW_E_NOMEM;

@@ -57,6 +57,8 @@ typedef struct {
 } gw_req_head_t;
 
 typedef struct gw_cstream gw_cstream_t;
+/* The error pages of a request's route on the worker (proxy/errpage.c). */
+typedef struct gw_proxy_errpages gw_proxy_errpages_t;
 
 /* How the proxy aborts a stream (ops->reset). The front maps them to its protocol: HTTP/2
  * RST_STREAM with the RFC 9113 §7 code; HTTP/1.1 closes the connection (NO_ERROR after a
@@ -131,6 +133,8 @@ struct gw_cstream {
     const char *tls_client_subject;
     /* the listener it came in on (hsts, redirect_https); NULL: none (tests) */
     const gw_cfg_listen_t *listen;
+    /* set by gw_proxy_request: the error pages of the request's route (or the top level's) */
+    const gw_proxy_errpages_t *error_pages;
 };
 
 #endif

@@ -282,3 +282,21 @@ def test_chromium_learned_hints_fetch_before_the_html(gateway, origin, tmp_path)
     css = [x for x in lines if x["path"] == "/hinted.css" and t(x) > t(page) - 2][-1]
     assert page["protocol"] == "h2" and css["protocol"] == "h2"
     assert t(css) < page_head - 0.3, (css, page)  # answered well before the page's head
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup does)")
+def test_chromium_shows_the_custom_503_page(gateway, origin, tmp_path):
+    """An origin's 503 on a route with intercept_errors: Chromium renders the error page the
+    gateway put in its place (text/html from the file name), not the origin's body."""
+    page = tmp_path / "busy.html"
+    page.write_text("<!doctype html><title>busy</title><p id=m>h2gate: back in a minute</p>\n")
+    g = browser_gateway(gateway, tmp_path, origin.port,
+                        f"intercept_errors: true\nerror_pages: {{503: {page}}}")
+    r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--disable-background-networking", "--no-first-run",
+                        "--ignore-certificate-errors", f"--user-data-dir={tmp_path / 'prof'}",
+                        "--dump-dom", f"https://localhost:{g.tls_port}/status/503"],
+                       capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert '<p id="m">h2gate: back in a minute</p>' in r.stdout, r.stdout[-2000:]
+    assert "status 503" not in r.stdout

@@ -10,7 +10,7 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /chunked/N        200 with N bytes chunked, with a trailer `x-checksum: <sha1>`
     /close/N          200, no content-length, N bytes then close (close-delimited)
     /echo             200, JSON of what the origin received (method, target, headers, body sha1)
-    /status/N         status N with a short body (no body for 204/304)
+    /status/N         status N with a short body (no body for 204/304); ?h=NAME:VALUE adds a field
     /early-hints      103 with a Link header, then 200
     /continue         100 Continue, then 200
     /truncate         content-length 1000 but only 10 bytes, then close
@@ -472,7 +472,7 @@ class ScriptedOrigin(ThreadedServer):
                 send(arg, [], b"", reason="Status")
             else:
                 body = f"status {arg}\n".encode()
-                send(arg, [("Content-Length", str(len(body)))], body, reason="Status")
+                send(arg, [("Content-Length", str(len(body)))] + extra, body, reason="Status")
         elif kind == "early-hints":
             c.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n")
             send(200, [("Content-Length", "5"), ("Link", "</style.css>; rel=preload; as=style")], b"hello")

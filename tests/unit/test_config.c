@@ -1034,6 +1034,204 @@ static void file_keys_keep_their_position(void **state)
     gw_config_del(c);
 }
 
+#define ROUTES_HEAD                                                                                \
+    "listen:\n"                                                                                    \
+    "  - address: 127.0.0.1:8080\n"                                                                \
+    "upstreams:\n"                                                                                 \
+    "  app:\n"                                                                                     \
+    "    servers: [127.0.0.1:9000]\n"                                                              \
+    "routes:\n"                                                                                    \
+    "  - upstream: app\n"
+
+static int allows(const gw_cfg_route_t *r, const char *ip)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    if (strchr(ip, ':')) {
+        ss.ss_family = AF_INET6;
+        assert_int_equal(inet_pton(AF_INET6, ip, &((struct sockaddr_in6 *)&ss)->sin6_addr), 1);
+    } else {
+        ss.ss_family = AF_INET;
+        assert_int_equal(inet_pton(AF_INET, ip, &((struct sockaddr_in *)&ss)->sin_addr), 1);
+    }
+    return gw_cfg_acl_allows(r->acl, (struct sockaddr *)&ss);
+}
+
+/* allow/deny: a network or a list; deny wins; allow refuses the addresses outside it; a bare
+ * address is one host; an IPv4-mapped client is checked as IPv4. */
+static void acl_semantics(void **state)
+{
+    (void)state;
+    const char *text = ROUTES_HEAD "    path: /a\n"
+                                   "    allow: [10.0.0.0/8, '2001:db8::/32']\n"
+                                   "    deny: [10.1.0.0/16, '2001:db8::7']\n"
+                                   "  - upstream: app\n"
+                                   "    path: /d\n"
+                                   "    deny: 192.0.2.1\n"
+                                   "  - upstream: app\n";
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(text, &c, &e), 0);
+    const gw_cfg_route_t *a = &c->routes[0], *d = &c->routes[1];
+    assert_true(allows(a, "10.2.3.4"));
+    assert_false(allows(a, "10.1.3.4")); /* deny wins */
+    assert_false(allows(a, "11.0.0.1")); /* not in allow */
+    assert_true(allows(a, "2001:db8::8"));
+    assert_false(allows(a, "2001:db8::7"));
+    assert_true(allows(a, "::ffff:10.2.3.4"));
+    assert_false(allows(a, "::ffff:10.1.3.4"));
+    assert_false(gw_cfg_acl_allows(a->acl, NULL)); /* no IP address: not in allow */
+    assert_false(allows(d, "192.0.2.1"));
+    assert_true(allows(d, "192.0.2.2"));
+    assert_true(allows(d, "::1"));
+    assert_true(gw_cfg_acl_allows(d->acl, NULL));
+    assert_null(c->routes[2].acl);
+    assert_true(gw_cfg_acl_allows(c->routes[2].acl, NULL));
+    gw_config_del(c);
+}
+
+static void acl_errors(void **state)
+{
+    (void)state;
+    expect_error(ROUTES_HEAD "    allow: [10.0.0.0/8, 10.0.0.1/8]\n",
+                 "t.yaml:8:25: 'allow' entry '10.0.0.1/8' has bits set past its prefix length: "
+                 "write 10.0.0.0/8 for the network, or the address alone for one host");
+    expect_error(ROUTES_HEAD "    deny: [10.0.0.0/33]\n",
+                 "t.yaml:8:12: 'deny' entry '10.0.0.0/33': the prefix length must be 0..32 for "
+                 "IPv4");
+    expect_error(ROUTES_HEAD "    deny: ['::/129']\n",
+                 "t.yaml:8:12: 'deny' entry '::/129': the prefix length must be 0..128 for IPv6");
+    expect_error(ROUTES_HEAD "    deny: [10.0.0.0/]\n",
+                 "t.yaml:8:12: 'deny' entry '10.0.0.0/': the prefix length must be 0..32 for IPv4");
+    expect_error(ROUTES_HEAD "    allow: example.com\n",
+                 "t.yaml:8:12: 'allow' entry 'example.com' is not an IP address or network "
+                 "(192.0.2.7, 10.0.0.0/8, 2001:db8::/32)");
+    expect_error(ROUTES_HEAD "    allow: []\n",
+                 "t.yaml:8:12: 'allow' must be a network or a list of networks (10.0.0.0/8, ::1, "
+                 "2001:db8::/32), not an empty list");
+    expect_error(ROUTES_HEAD "    alow: [10.0.0.0/8]\n",
+                 "t.yaml:8:5: unknown key 'alow' in a route; did you mean 'allow'?");
+}
+
+/* Write n bytes of 'x' to a temporary file whose name ends with suffix; its path into out. */
+static void page_file(char *out, size_t cap, const char *suffix, size_t n)
+{
+    snprintf(out, cap, "/tmp/gw-test-page-%d%s", (int)getpid(), suffix);
+    FILE *f = fopen(out, "wb");
+    assert_non_null(f);
+    for (size_t i = 0; i < n; i++)
+        fputc('x', f);
+    fclose(f);
+}
+
+static void error_pages_loaded(void **state)
+{
+    (void)state;
+    char html[128], json[128], other[128], text[2048];
+    page_file(html, sizeof(html), ".HTML", 10);
+    page_file(json, sizeof(json), ".json", 3);
+    page_file(other, sizeof(other), ".page", 0);
+    snprintf(text, sizeof(text),
+             ROUTES_HEAD "    error_pages: {502: %s}\n"
+                         "    intercept_errors: true\n"
+                         "  - upstream: app\n"
+                         "    path: /b\n"
+                         "error_pages: {502: %s, 503: %s, 404: %s}\n",
+             json, html, other, html);
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(text, &c, &e), 0);
+    assert_int_equal(c->error_page_max, 64 * 1024);
+    const gw_cfg_error_page_t *p = gw_cfg_error_page(c, &c->routes[0], 502);
+    assert_non_null(p);
+    assert_int_equal(p->len, 3);
+    assert_string_equal(p->type, "application/json");
+    assert_true(c->routes[0].intercept_errors);
+    p = gw_cfg_error_page(c, &c->routes[1], 502); /* the top level's */
+    assert_int_equal(p->len, 10);
+    assert_string_equal(p->type, "text/html; charset=utf-8");
+    p = gw_cfg_error_page(c, &c->routes[0], 503);
+    assert_int_equal(p->len, 0);
+    assert_string_equal(p->type, "application/octet-stream");
+    assert_non_null(gw_cfg_error_page(c, NULL, 404));
+    assert_null(gw_cfg_error_page(c, NULL, 504));
+    gw_config_del(c);
+    unlink(html);
+    unlink(json);
+    unlink(other);
+}
+
+static void error_pages_errors(void **state)
+{
+    (void)state;
+    char big[128], text[2048], want[512];
+    page_file(big, sizeof(big), ".txt", 101);
+    snprintf(text, sizeof(text), ROUTES_HEAD "error_page_max: 100\nerror_pages: {503: %s}\n", big);
+    snprintf(want, sizeof(want),
+             "t.yaml:9:20: error page '%s' has 101 bytes, more than error_page_max (100)", big);
+    expect_error(text, want);
+    snprintf(text, sizeof(text), ROUTES_HEAD "error_page_max: 101\nerror_pages: {503: %s}\n", big);
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(load(text, &c, &e), 0);
+    gw_config_del(c);
+    unlink(big);
+    expect_error(ROUTES_HEAD "    error_pages: {503: /nonexistent/page.html}\n",
+                 "t.yaml:8:24: error page '/nonexistent/page.html' cannot be read: No such file "
+                 "or directory");
+    expect_error(ROUTES_HEAD "error_pages: {503: /tmp}\n",
+                 "t.yaml:8:20: error page '/tmp' is not a regular file");
+    expect_error(ROUTES_HEAD "error_pages: {200: x.html}\n",
+                 "t.yaml:8:15: error_pages: '200' is not a status the gateway answers with (400, "
+                 "401, 403, 404, 405, 408, 429, or 500..599)");
+    expect_error(ROUTES_HEAD "error_pages: {402: x.html}\n",
+                 "t.yaml:8:15: error_pages: '402' is not a status the gateway answers with (400, "
+                 "401, 403, 404, 405, 408, 429, or 500..599)");
+    expect_error(ROUTES_HEAD "error_pages: [x.html]\n",
+                 "t.yaml:8:14: 'error_pages' must be a map, not a list");
+    expect_error(ROUTES_HEAD "error_page_max: 0\n",
+                 "t.yaml:8:17: 'error_page_max' is out of range: 0 (allowed 1..16777216)");
+}
+
+/* Every allocation of the access lists and error pages may fail: the load says GW_E_NOMEM and
+ * leaves nothing behind (ASan's leak check in build-san), until it succeeds. */
+static void acl_and_pages_alloc_failure_sweep(void **state)
+{
+    (void)state;
+    char html[128], text[1024];
+    page_file(html, sizeof(html), ".html", 20);
+    snprintf(text, sizeof(text),
+             ROUTES_HEAD "    allow: [10.0.0.0/8, '2001:db8::/32']\n"
+                         "    deny: 10.1.2.3\n"
+                         "    error_pages: {503: %s}\n"
+                         "error_pages: {502: %s, 404: %s}\n",
+             html, html, html);
+    int saw_success = 0;
+    for (unsigned long n = 1; n < 4000 && !saw_success; n++) {
+        gw_config_t *c = NULL;
+        gw_config_errors_t e = {0};
+        gw_alloc_fail_after(n);
+        int rv = gw_config_load_string("t.yaml", text, strlen(text), &c, &e);
+        int hit = gw_alloc_fail_hit();
+        gw_alloc_fail_after(0);
+        if (!hit) {
+            assert_int_equal(rv, 0);
+            assert_non_null(gw_cfg_error_page(c, &c->routes[0], 404));
+            assert_false(allows(&c->routes[0], "10.1.2.3"));
+            saw_success = 1;
+        } else {
+            for (size_t i = 0; rv != GW_E_NOMEM && i < e.len; i++)
+                print_message("n=%lu: %s\n", n, e.msgs[i]);
+            assert_int_equal(rv, GW_E_NOMEM);
+            assert_null(c);
+        }
+        gw_config_del(c);
+        gw_config_errors_free(&e);
+    }
+    assert_true(saw_success);
+    unlink(html);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(operations_keys),
     cmocka_unit_test(minimal_contract_gets_defaults),
@@ -1066,6 +1264,11 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(config_path_is_a_directory),
     cmocka_unit_test(unknown_upstream_lists_known),
     cmocka_unit_test(file_keys_keep_their_position),
+    cmocka_unit_test(acl_semantics),
+    cmocka_unit_test(acl_errors),
+    cmocka_unit_test(error_pages_loaded),
+    cmocka_unit_test(error_pages_errors),
+    cmocka_unit_test(acl_and_pages_alloc_failure_sweep),
 };
 
 GW_TEST_MAIN(tests)

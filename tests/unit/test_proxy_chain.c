@@ -16,7 +16,10 @@ static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
                           "  - {host: zip.test, path: /, upstream: u, coalesce: false, "
                           "compress: true}\n"
                           "  - {host: all.test, path: /, upstream: u, push: true, compress: "
-                          "true, early_hints_learn: true}\n"
+                          "true, early_hints_learn: true, intercept_errors: true}\n"
+                          "  - {host: errors.test, path: /, upstream: u, coalesce: false, "
+                          "intercept_errors: true}\n"
+
                           "  - {host: hdr.test, path: /, upstream: u, coalesce: false, "
                           "compress: true, response_headers: {remove: [server]}}\n";
 
@@ -43,10 +46,12 @@ static void filters_registered_per_route_in_chain_order(void **state)
     assert_string_equal(chain_names("shared.test", b, sizeof(b)), "coalesce hints");
     assert_string_equal(chain_names("push.test", b, sizeof(b)), "hints push");
     assert_string_equal(chain_names("zip.test", b, sizeof(b)), "hints compress");
-    assert_string_equal(chain_names("all.test", b, sizeof(b)), "coalesce hints push compress");
+    assert_string_equal(chain_names("all.test", b, sizeof(b)),
+                        "coalesce hints push compress errpage");
     /* the response header rules last: they see what the client gets */
     assert_string_equal(chain_names("hdr.test", b, sizeof(b)), "hints compress headers");
-    assert_int_equal(GW_PROXY_FILTER_N, 5);
+    assert_string_equal(chain_names("errors.test", b, sizeof(b)), "hints errpage");
+    assert_int_equal(GW_PROXY_FILTER_N, 6);
 }
 
 /* A filter rewriting a value takes bytes that live as long as the head: up to the room, then
