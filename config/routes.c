@@ -104,9 +104,18 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
     } else if (!strcmp(key, "push") &&
                gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
         x->push = v;
+    } else if (gw_cfg__route_client_cert(ld, key, v, x->r)) {
+        /* client_auth.c */
     } else if (!gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
-        static const char *const more[] = {
-            "name", "host", "path", "upstream", "coalesce_headers", "early_hints", NULL};
+        static const char *const more[] = {"name",
+                                           "host",
+                                           "path",
+                                           "upstream",
+                                           "coalesce_headers",
+                                           "early_hints",
+                                           "client_cert",
+                                           "client_cert_chain",
+                                           NULL};
         gw_cfg__err_unknown_key(ld, k, key, "a route", route_fields, NTAB(route_fields), more);
     }
     return 0;

@@ -151,6 +151,9 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
      * gateway answer (answer_early) that the origin never sees. The request rate comes after
      * them: a refused client costs no token, and a client guessing passwords is slowed by
      * basic auth's own failure limit. The request header rules apply in translate.c. */
+    if (gw_proxy__client_cert_refused(s, h, r))
+        return answer_early(s, h, 403, "h2gate: this route needs a verified client certificate\n",
+                            NULL, 0);
     return rate_then_serve(p, s, h, r);
 }
 

@@ -129,6 +129,12 @@ struct gw_cstream {
      * Both NULL on a cleartext connection. They live as long as the connection. */
     const char *tls_client_verify;
     const char *tls_client_subject;
+    /* RFC 9440 §2: the values of Client-Cert (the verified leaf's DER as a Byte Sequence) and
+     * Client-Cert-Chain (a List of Byte Sequences: the intermediates of the verification),
+     * empty when no certificate verified (or, for the chain, none is known: a resumed session
+     * keeps the leaf only). They live as long as the connection. */
+    gw_slice_t tls_client_cert;
+    gw_slice_t tls_client_cert_chain;
 };
 
 #endif
