@@ -310,6 +310,26 @@ def test_origin_gets_client_cert_and_chain_byte_exact_never_the_clients(mtls, pk
     assert "client-cert" not in origin_headers(o)[-1]
 
 
+def test_a_client_certificates_request_is_never_coalesced_with_another(mtls, pki):
+    """Coalescing is on by default: an anonymous GET that arrives while alice's identical GET
+    waits for the origin must not get alice's answer (the origin may have personalised it for
+    her Client-Cert), nor alice an anonymous one."""
+    g, o, ports = mtls
+    url = f"https://localhost:{ports['optional']}/page-links/800"
+    first = subprocess.Popen(["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}",
+                              "--cert", pki.path("alice.pem"), "--key", pki.path("alice-key.pem"),
+                              url], stdout=subprocess.PIPE, text=True)
+    for _ in range(100):  # alice's request is at the origin
+        if o.requests:
+            break
+        g.wait_log("\x00", timeout=0.02)
+    assert curl(ports["optional"], "/page-links/800", pki=pki) == "200"
+    assert first.communicate(timeout=10)[0] == "200"
+    hs = origin_headers(o)
+    assert len(hs) == 2, hs
+    assert ["client-cert" in h for h in hs] == [True, False]
+
+
 def test_client_cert_fields_are_stripped_where_no_client_auth_exists(gateway, pki):
     with ScriptedOrigin() as o:
         port = free_port()
