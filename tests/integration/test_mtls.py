@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import re
+import signal
 import socket
 import ssl
 import subprocess
@@ -72,6 +73,8 @@ class Pki:
         self.d = d
         k = lambda: ec.generate_private_key(ec.SECP256R1())  # noqa: E731
         root_k, inter_k, root2_k = k(), k(), k()
+        self.inter_k = inter_k
+        self.serial = {}
         self.root = _cert("Test Root", root_k, None, None, ca=True)
         self.inter = _cert("Test Intermediate", inter_k, self.root, root_k, ca=True)
         root2 = _cert("Other Root", root2_k, None, None, ca=True)
@@ -92,20 +95,25 @@ class Pki:
         for name, (issuer, ik, days, serial) in clients.items():
             ck = k()
             leaf = _cert(name, ck, issuer, ik, days=days, serial=serial)
+            self.serial[name] = leaf.serial_number
             self.der[name] = leaf.public_bytes(serialization.Encoding.DER)
             chain = _pem(leaf, self.inter) if issuer is self.inter else _pem(leaf)
             self.write(f"{name}.pem", chain)
             self.write(f"{name}-key.pem", _key_pem(ck))
-        crl = (x509.CertificateRevocationListBuilder()
-               .issuer_name(self.inter.subject)
-               .last_update(NOW - datetime.timedelta(days=1))
-               .next_update(NOW + datetime.timedelta(days=30))
-               .add_revoked_certificate(x509.RevokedCertificateBuilder()
-                                        .serial_number(revoked_serial)
-                                        .revocation_date(NOW - datetime.timedelta(hours=1))
-                                        .build())
-               .sign(inter_k, hashes.SHA256()))
-        self.write("crl.pem", crl.public_bytes(serialization.Encoding.PEM))
+        self.crl("crl.pem", [revoked_serial])
+
+    def crl(self, name, serials):
+        """A CRL of the intermediate revoking serials, written as name."""
+        b = (x509.CertificateRevocationListBuilder()
+             .issuer_name(self.inter.subject)
+             .last_update(NOW - datetime.timedelta(days=1))
+             .next_update(NOW + datetime.timedelta(days=30)))
+        for n in serials:
+            b = b.add_revoked_certificate(x509.RevokedCertificateBuilder().serial_number(n)
+                                          .revocation_date(NOW - datetime.timedelta(hours=1))
+                                          .build())
+        crl = b.sign(self.inter_k, hashes.SHA256())
+        self.write(name, crl.public_bytes(serialization.Encoding.PEM))
 
     def write(self, name, data):
         with open(self.path(name), "wb") as f:
@@ -126,7 +134,7 @@ def sf_bytes(der):
 
 
 def gw_text(pki, origin_port, require_port, optional_port, sni_port=None, admin=None,
-            log_format="json", log_path="access.log"):
+            log_format="json", log_path="access.log", ticket_keys=None):
     p = pki.path
     ca = f"{{ca: {p('root.pem')}, crl: {p('crl.pem')}"
     text = f"""workers: 1
@@ -137,6 +145,7 @@ listen:
       certificate: {p('server.pem')}
       key: {p('server-key.pem')}
       client_auth: {ca}, mode: require}}
+{f"      ticket_keys: {ticket_keys}" if ticket_keys else ""}
   - address: 127.0.0.1:{optional_port}
     tls:
       certificate: {p('server.pem')}
@@ -382,6 +391,46 @@ def test_resumed_session_keeps_the_identity_and_another_entry_refuses_it(mtls, p
     assert "Reused" not in req and "alert certificate required" in req, req
     lines = [json.loads(l) for l in log_lines(g, 3)]
     assert [l["tls_client_verify"] for l in lines] == ["SUCCESS", "SUCCESS", "NONE"]
+
+
+def test_reload_with_a_new_crl_refuses_the_revoked_and_their_sessions(gateway, pki, tmp_path):
+    """SIGHUP reads the CRL again: alice, revoked in the new one, is refused at once, and the
+    session she got before cannot be resumed although the ticket keys survive the reload
+    (ticket_keys: the session id context holds the CRL's bytes)."""
+    keys = tmp_path / "ticket.keys"
+    keys.write_bytes(os.urandom(48))
+    with ScriptedOrigin() as o:
+        ports = {k: free_port() for k in ("require", "optional")}
+        g = gateway(gw_text(pki, o.port, ports["require"], ports["optional"],
+                            ticket_keys=str(keys)),
+                    wait=[("127.0.0.1", ports[k]) for k in ports])
+        sess = str(tmp_path / "sess.pem")
+        assert "HTTP/1.1 200" in _resume(ports["require"], pki, "alice", "localhost", sess_out=sess)
+        assert "Reused, TLSv1.3" in _resume(ports["require"], pki, None, "localhost", sess_in=sess)
+        pki.crl("crl-alice.pem", [pki.serial["mallory"], pki.serial["alice"]])
+        with open(g.config_path) as f:
+            text = f.read()
+        with open(g.config_path, "w") as f:
+            f.write(text.replace(pki.path("crl.pem"), pki.path("crl-alice.pem")))
+        g.signal(signal.SIGHUP)
+        assert "event=generation worker=0 generation=1" in \
+            g.wait_log("event=generation worker=0 generation=1"), g.log()[-3000:]
+        assert curl(ports["require"], "/echo", "alice", pki) == "000"
+        out = _resume(ports["require"], pki, None, "localhost", sess_in=sess)
+        assert "Reused" not in out and "alert certificate required" in out, out
+        assert "alert certificate revoked" in _resume(ports["require"], pki, "alice", "localhost")
+        # a CRL file that no longer parses: the reload is refused at the crl key, and the
+        # running configuration (alice revoked) keeps serving
+        with open(pki.path("crl-alice.pem"), "w") as f:
+            f.write("-----BEGIN X509 CRL-----\nbm90IGEgQ1JM\n-----END X509 CRL-----\n")
+        g.signal(signal.SIGHUP)
+        log = g.wait_log("event=reload_failed")
+        want = (re.escape(g.config_path) + r":\d+:\d+: 'crl' file '" +
+                re.escape(pki.path("crl-alice.pem")) + "' cannot be loaded")
+        assert re.search(want, log), log[-3000:]
+        assert curl(ports["optional"], "/echo", "alice", pki) == "200"
+        last = json.loads(log_lines(g, 3)[-1])
+        assert last["tls_client_verify"] == "FAILED:certificate revoked", last
 
 
 def test_combined_timing_and_log_format_end_with_the_client_certificate(gateway, pki):
