@@ -413,8 +413,8 @@ def test_reload_with_a_new_crl_refuses_the_revoked_and_their_sessions(gateway, p
         with open(g.config_path, "w") as f:
             f.write(text.replace(pki.path("crl.pem"), pki.path("crl-alice.pem")))
         g.signal(signal.SIGHUP)
-        assert "event=generation worker=0 generation=1" in \
-            g.wait_log("event=generation worker=0 generation=1"), g.log()[-3000:]
+        assert "event=generation worker=0 generation=2 draining=yes" in \
+            g.wait_log("event=generation worker=0 generation=2 draining=yes"), g.log()[-3000:]
         assert curl(ports["require"], "/echo", "alice", pki) == "000"
         out = _resume(ports["require"], pki, None, "localhost", sess_in=sess)
         assert "Reused" not in out and "alert certificate required" in out, out
