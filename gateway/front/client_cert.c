@@ -6,6 +6,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "common/log.h"
 #include "front/front_internal.h"
 #include "http/http.h"
 
@@ -26,6 +27,10 @@ void gw_front__client_cert_count(conn_t *c, int failed)
     if (failed && strcmp(r, "failed") && !strstr(gw_tls_reason(c->tls), "certificate"))
         return;
     W(c)->m.client_verify[!strcmp(r, "success") ? 0 : !strcmp(r, "failed") ? 1 : 2]++;
+    if (failed) /* mode require: what the operator looks for when a client cannot connect */
+        GW_LOG_INFO("tls_client_cert_refused", "peer=%s verify=\"%s\" subject=\"%s\" reason=\"%s\"",
+                    PEER(c), gw_tls_client_verify(c->tls), gw_tls_client_subject(c->tls),
+                    gw_tls_reason(c->tls));
 }
 
 int gw_front__client_cert_init(conn_t *c)

@@ -172,11 +172,13 @@ const char *gw_tls_client_verify(gw_tls_conn_t *t)
 {
     if (t->peer_verify)
         return t->peer_verify;
-    if (!gw_tls_client_asked(t) || !SSL_get0_peer_certificate(t->ssl))
+    if (!gw_tls_client_asked(t))
         return "NONE";
+    /* a failed verification first: after a handshake it ended (mode require) OpenSSL keeps
+     * the result but not the certificate */
     long r = SSL_get_verify_result(t->ssl);
     if (r == X509_V_OK)
-        return "SUCCESS";
+        return SSL_get0_peer_certificate(t->ssl) ? "SUCCESS" : "NONE";
     char buf[192];
     snprintf(buf, sizeof(buf), "FAILED:%s", X509_verify_cert_error_string(r));
     t->peer_verify = gw_strdup(buf);

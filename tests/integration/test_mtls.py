@@ -240,6 +240,10 @@ def test_require_refuses_the_handshake_with_the_alert_of_the_failure(mtls, pki):
     assert "alert certificate expired" in s_client(port, pki, "old", stdin=GET)
     assert "alert certificate revoked" in s_client(port, pki, "mallory", stdin=GET)
     assert "alert unknown ca" in s_client(port, pki, "eve", stdin=GET)
+    # each refusal is logged with OpenSSL's reason
+    log = g.wait_log("event=tls_client_cert_refused")
+    assert 'verify="FAILED:certificate has expired"' in log, log
+    assert 'verify="FAILED:certificate revoked"' in log
     # a curl without a certificate does not get through either; alice does, both protocols
     assert curl(port, "/echo", pki=pki) == "000"
     assert curl(port, "/echo", "alice", pki) == "200"
@@ -452,6 +456,23 @@ def test_combined_timing_and_log_format_end_with_the_client_certificate(gateway,
         assert curl(rp, "/echo", "alice", pki) == "200"
         assert curl(op, "/status/200", None, pki) == "403"
         assert log_lines(g, 2) == ["200 SUCCESS [O=h2gate test,CN=alice]", "403 NONE [-]"]
+        g.stop()
+
+
+def test_depth_counts_the_intermediates(gateway, pki):
+    """depth 0: no intermediate may stand between alice and the root (OpenSSL's verify
+    depth); depth 1 (the default) lets hers through."""
+    with ScriptedOrigin() as o:
+        rp, op = free_port(), free_port()
+        text = gw_text(pki, o.port, rp, op).replace("mode: optional}", "mode: optional, depth: 0}")
+        g = gateway(text, wait=[("127.0.0.1", rp), ("127.0.0.1", op)])
+        assert curl(op, "/echo", "alice", pki) == "200"
+        assert curl(rp, "/echo", "alice", pki) == "200"
+        a, b = [json.loads(l) for l in log_lines(g, 2)]
+        # OpenSSL stops building the chain at the depth: the root is out of reach
+        assert a["tls_client_verify"] == "FAILED:unable to get local issuer certificate", a
+        assert b["tls_client_verify"] == "SUCCESS", b
+        assert "client-cert" not in origin_headers(o)[0] and "client-cert" in origin_headers(o)[1]
         g.stop()
 
 
