@@ -365,6 +365,8 @@ static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
     kv_bool(a, "pushed", r->pushed);
     kv_bool(a, "throttled", r->throttled);
     kv_cstr(a, "h2_error", r->h2_error);
+    kv_cstr(a, "tls_client_verify", r->client_verify);
+    kv_cstr(a, "tls_client_subject", r->client_subject);
     put(a, "}\n", 2);
 }
 
@@ -439,6 +441,13 @@ static void format_timing(ap_t *a, const gw_alog_t *r)
         put(a, r->id, r->id_len);
     else
         put(a, "-", 1);
+    /* appended last, so that readers of the fields before keep working: the client
+     * certificate's verification and subject, quoted ("-" without TLS or without subject) */
+    put(a, " \"", 2);
+    put_clf(a, cs(r->client_verify));
+    put(a, "\" \"", 3);
+    put_clf(a, cs(r->client_subject));
+    put(a, "\"", 1);
 }
 
 int gw_alog_format(gw_bytes_t *out, gw_alog_format_t fmt, const gw_alog_t *r, uint64_t now_us)
@@ -489,6 +498,8 @@ int gw_alog_format(gw_bytes_t *out, gw_alog_format_t fmt, const gw_alog_t *r, ui
     X(SSL_PROTOCOL, "ssl_protocol")                                                                \
     X(SSL_CIPHER, "ssl_cipher")                                                                    \
     X(SSL_SERVER_NAME, "ssl_server_name")                                                          \
+    X(SSL_CLIENT_VERIFY, "ssl_client_verify")                                                      \
+    X(SSL_CLIENT_S_DN, "ssl_client_s_dn")                                                          \
     X(ROUTE, "route")                                                                              \
     X(UPSTREAM, "upstream")                                                                        \
     X(RETRIES, "retries")                                                                          \
@@ -647,6 +658,12 @@ static int var_text(unsigned v, const gw_alog_t *r, gw_slice_t *out)
         return 1;
     case V_SSL_SERVER_NAME:
         *out = cs(r->sni);
+        return 1;
+    case V_SSL_CLIENT_VERIFY:
+        *out = cs(r->client_verify);
+        return 1;
+    case V_SSL_CLIENT_S_DN:
+        *out = cs(r->client_subject);
         return 1;
     case V_ROUTE:
         *out = cs(r->route);

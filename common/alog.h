@@ -11,9 +11,10 @@
  *   refused before its head was whole. A request that got no response head shows the status
  *   nginx would log (gw_alog_clf_status), since log readers refuse 0.
  * combined_timing: combined, then nginx's $request_time $upstream_connect_time
- *   $upstream_header_time $upstream_response_time (seconds, ms resolution, `-` when unknown)
- *   and the request id (`-` when none):
- *   ... "curl/7.88.1" 0.003 0.000 0.002 0.003 4f1c0a0e9d3b2a1c0000000000000001
+ *   $upstream_header_time $upstream_response_time (seconds, ms resolution, `-` when unknown),
+ *   the request id (`-` when none), then the client certificate's verification and subject,
+ *   quoted (`"-"` without TLS or without a certificate's subject):
+ *   ... "curl/7.88.1" 0.003 0.000 0.002 0.003 4f1c0a0e9d3b2a1c0000000000000001 "NONE" "-"
  * json: one object per line, every value escaped (RFC 8259 §7): control characters as \uXXXX,
  *   bytes that are not UTF-8 as U+FFFD; each string value cut at GW_ALOG_MAX_VALUE bytes.
  */
@@ -39,6 +40,9 @@ typedef struct {
     const char *peer;   /* "ip:port" or "[ip6]:port" */
     const char *proto;  /* "h2", "http/1.1" or "http/1.0" (the request line's version) */
     const char *tls_version, *tls_cipher, *sni; /* NULL without TLS (sni: none sent) */
+    /* the client certificate (gw_cstream_t's tls_client_verify and tls_client_subject): NULL
+     * without TLS */
+    const char *client_verify, *client_subject;
     gw_slice_t method, authority, path, referer, user_agent;
     gw_slice_t request_line;  /* HTTP/1.1 refused before its head was whole (method empty): the
                                  request line as received, possibly cut short or empty */
@@ -84,9 +88,9 @@ unsigned gw_alog_clf_status(const gw_alog_t *r);
  * request_uri, server_protocol, host, status (gw_alog_clf_status), body_bytes_sent,
  * request_body_length, http_referer, http_user_agent, request_time, upstream_addr,
  * upstream_connect_time, upstream_header_time, upstream_response_time, request_id,
- * ssl_protocol, ssl_cipher, ssl_server_name, route, upstream, retries, h2_error. Values are
- * escaped as in combined (`"`, `\` and bytes outside printable ASCII as \xHH) and `-` when
- * empty or unknown. */
+ * ssl_protocol, ssl_cipher, ssl_server_name, ssl_client_verify, ssl_client_s_dn, route, upstream,
+ * retries, h2_error. Values are escaped as in combined (`"`, `\` and bytes outside printable ASCII
+ * as \xHH) and `-` when empty or unknown. */
 #define GW_ALOG_TMPL_MAX 2048   /* template bytes */
 #define GW_ALOG_TMPL_MAX_OPS 64 /* variables and literal runs */
 typedef struct gw_alog_tmpl gw_alog_tmpl_t;

@@ -70,6 +70,8 @@ void gw_cfg__free_tls(gw_cfg_tls_t *t)
         gw_free(t->certs[i].certificate);
         gw_free(t->certs[i].key);
         gw_cfg__free_str_list(t->certs[i].names, t->certs[i].names_len);
+        gw_free(t->certs[i].client_auth.ca);
+        gw_free(t->certs[i].client_auth.crl);
     }
     gw_free(t->certs);
     gw_free(t->ciphers);

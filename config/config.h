@@ -38,12 +38,28 @@ typedef struct {
     char text[64]; /* as written: "127.0.0.1:8443", "[::1]:8443" */
 } gw_cfg_addr_t;
 
+/* client_auth (config/client_auth.c): client certificates asked for and verified by OpenSSL. */
+typedef enum {
+    GW_CFG_CLIENT_AUTH_NONE = 0, /* no certificate asked for */
+    GW_CFG_CLIENT_AUTH_OPTIONAL, /* asked for; a missing or failing one is recorded, not fatal */
+    GW_CFG_CLIENT_AUTH_REQUIRE,  /* the handshake fails without a certificate that verifies */
+} gw_cfg_client_auth_mode_t;
+
+typedef struct {
+    int mode;       /* gw_cfg_client_auth_mode_t */
+    char *ca;       /* PEM file of the trusted CA certificates (required unless mode none) */
+    char *crl;      /* PEM file of CRLs checked against the leaf, or NULL */
+    unsigned depth; /* OpenSSL's verify depth: intermediates allowed between leaf and CA */
+    gw_cfg_pos_t ca_at, crl_at;
+} gw_cfg_client_auth_t;
+
 typedef struct {
     char *certificate; /* PEM file (chain) */
     char *key;         /* PEM file */
     char **names;      /* SNI names it serves: exact or "*.suffix"; empty = default only */
     size_t names_len;
     gw_cfg_pos_t certificate_at, key_at;
+    gw_cfg_client_auth_t client_auth; /* its own, or a copy of the listener's tls.client_auth */
 } gw_cfg_cert_t;
 
 typedef struct {
@@ -236,6 +252,8 @@ typedef struct {
     gw_cfg_acl_t *acl;                /* allow/deny; NULL: every client */
     gw_cfg_error_pages_t error_pages; /* the route's own; the top level's fill in the others */
     int intercept_errors;             /* origin 5xx answers get the error page's body too */
+    int client_cert_required; /* client_cert: required → 403 without a verified certificate */
+    int client_cert_chain;    /* Client-Cert-Chain (RFC 9440 §2.3) goes with Client-Cert */
     int line;
 } gw_cfg_route_t;
 

@@ -7,6 +7,8 @@
  * routes.c:    routes[].
  * rules.c:     header rules, origin_host, strip_prefix, redirect, respond (routes and the top
  *              level); hsts and redirect_https (listeners). Values through template.c.
+ * client_auth.c: client certificates: a listener's client_auth (files read and checked), a
+ *              route's client_cert and client_cert_chain.
  * load.c:      the loader's machinery (ld_t): errors at a node, the node helpers, the
  *              table-driven scalar fields, lists of strings and of networks.
  * config.c:    the configuration object: its release (gw_config_del) and its error list.
@@ -150,6 +152,16 @@ int gw_cfg__tab_at(const char *text, size_t len, size_t line, size_t column);
 
 /* listen.c */
 void gw_cfg__load_listen(ld_t *ld, yaml_node_t *v);
+/* client_auth.c */
+/* client_auth's mapping v into *a (what it held freed): mode (default require), ca, crl, depth;
+ * the files are read and checked for PEM now (errors at their keys). */
+void gw_cfg__load_client_auth(ld_t *ld, yaml_node_t *v, gw_cfg_client_auth_t *a);
+/* A deep copy of src into dst (a certificate inheriting its listener's): 0, or -1 out of
+ * memory (ld->nomem set). */
+int gw_cfg__copy_client_auth(ld_t *ld, gw_cfg_client_auth_t *dst, const gw_cfg_client_auth_t *src);
+/* A route's client_cert (required|optional) or client_cert_chain (bool) into r: 1 when key is
+ * one of them (errors reported), else 0. The listeners must be loaded. */
+int gw_cfg__route_client_cert(ld_t *ld, const char *key, yaml_node_t *v, gw_cfg_route_t *r);
 /* upstreams.c */
 void gw_cfg__load_upstreams(ld_t *ld, yaml_node_t *v);
 /* routes.c (after the listeners and the upstreams: a route names them) */

@@ -26,6 +26,7 @@ static const field_t tls_fields[] = {
 typedef struct {
     gw_cfg_cert_t cert;
     yaml_node_t *cert_node, *key_node;
+    int client_auth; /* it has its own client_auth (otherwise it inherits the listener's) */
 } cert_ld_t;
 
 static int cert_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
@@ -47,8 +48,11 @@ static int cert_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, 
     } else if (!strcmp(key, "names")) {
         gw_cfg__free_str_list(c->cert.names, c->cert.names_len);
         c->cert.names = gw_cfg__load_str_list(ld, v, key, &c->cert.names_len);
+    } else if (!strcmp(key, "client_auth")) {
+        gw_cfg__load_client_auth(ld, v, &c->cert.client_auth);
+        c->client_auth = 1;
     } else {
-        static const char *const more[] = {"certificate", "key", "names", NULL};
+        static const char *const more[] = {"certificate", "key", "names", "client_auth", NULL};
         gw_cfg__err_unknown_key(ld, k, key, "a certificate", NULL, 0, more);
     }
     return 0;
@@ -62,6 +66,8 @@ static int push_cert(ld_t *ld, gw_cfg_tls_t *t, cert_ld_t *c)
         gw_free(c->cert.certificate);
         gw_free(c->cert.key);
         gw_cfg__free_str_list(c->cert.names, c->cert.names_len);
+        gw_free(c->cert.client_auth.ca);
+        gw_free(c->cert.client_auth.crl);
         return GW_E_NOMEM;
     }
     t->certs = n;
@@ -74,7 +80,8 @@ typedef struct {
     cert_ld_t top; /* certificate/key written directly in tls: */
     yaml_node_t *certs_node;
     yaml_node_t *map;
-    yaml_node_t *keys_node; /* ticket_keys */
+    yaml_node_t *keys_node;           /* ticket_keys */
+    gw_cfg_client_auth_t client_auth; /* the listener's, inherited by its certificates */
 } tls_ld_t;
 
 static int tls_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
@@ -86,6 +93,10 @@ static int tls_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         if (!gw_cfg__expect(ld, v, YAML_SEQUENCE_NODE, key))
             return 0;
         t->certs_node = v;
+        return 0;
+    }
+    if (!strcmp(key, "client_auth")) {
+        gw_cfg__load_client_auth(ld, v, &t->client_auth);
         return 0;
     }
     if (!strcmp(key, "alpn_preference")) {
@@ -115,7 +126,7 @@ static int tls_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
     if (!gw_cfg__set_field(ld, tls_fields, NTAB(tls_fields), key, v, t->tls)) {
         static const char *const more[] = {"certificate",     "key",         "names",
                                            "certificates",    "ticket_keys", "ticket_key_cipher",
-                                           "alpn_preference", NULL};
+                                           "alpn_preference", "client_auth", NULL};
         gw_cfg__err_unknown_key(ld, k, key, "tls", tls_fields, NTAB(tls_fields), more);
     }
     return 0;
@@ -204,6 +215,7 @@ static gw_cfg_tls_t *load_tls(ld_t *ld, yaml_node_t *v)
     int have_top = t.top.cert.certificate || t.top.cert.key || t.top.cert.names_len;
     if (have_top || !t.certs_node) {
         check_cert(ld, tls, &t.top, v);
+        gw_cfg__copy_client_auth(ld, &t.top.cert.client_auth, &t.client_auth);
         push_cert(ld, tls, &t.top);
     } else {
         /* a `names:` with no name (empty, or every item refused) beside `certificates:` */
@@ -218,9 +230,13 @@ static gw_cfg_tls_t *load_tls(ld_t *ld, yaml_node_t *v)
             cert_ld_t c = {0};
             gw_cfg__each_pair(ld, cn, cert_pair, &c);
             check_cert(ld, tls, &c, cn);
+            if (!c.client_auth)
+                gw_cfg__copy_client_auth(ld, &c.cert.client_auth, &t.client_auth);
             push_cert(ld, tls, &c);
         }
     }
+    gw_free(t.client_auth.ca);
+    gw_free(t.client_auth.crl);
     return tls;
 }
 

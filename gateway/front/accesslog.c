@@ -273,6 +273,8 @@ static void log_done(conn_t *c, gw_alog_t *r)
         r->tls_version = gw_tls_version(c->tls);
         r->tls_cipher = gw_tls_cipher(c->tls);
         r->sni = gw_tls_sni(c->tls);
+        r->client_verify = gw_tls_client_verify(c->tls);
+        r->client_subject = gw_tls_client_subject(c->tls);
     }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

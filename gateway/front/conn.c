@@ -54,16 +54,18 @@ gw_cstream_t gw_front__cstream(conn_t *c, const gw_cstream_ops_t *ops, void *imp
 {
     /* what the origin is told about the client comes from the connection, never from what the
      * client says (its own X-Forwarded-* and Forwarded fields) */
-    return (gw_cstream_t){.ops = ops,
-                          .impl = impl,
-                          .peer = c->b->peer,
-                          .peer_ip = c->b->peer_ip,
-                          .addr = (const struct sockaddr *)&c->addr,
-                          .head_only = gw_slice_eq(method, GW_SLICE_LIT("HEAD")),
-                          .tls = c->tls != NULL,
-                          .no_hints = !c->l->cfg->early_hints,
-                          .no_push = !c->l->cfg->push,
-                          .listen = c->l->cfg};
+    gw_cstream_t s = {.ops = ops,
+                      .impl = impl,
+                      .peer = c->b->peer,
+                      .peer_ip = c->b->peer_ip,
+                      .addr = (const struct sockaddr *)&c->addr,
+                      .head_only = gw_slice_eq(method, GW_SLICE_LIT("HEAD")),
+                      .tls = c->tls != NULL,
+                      .no_hints = !c->l->cfg->early_hints,
+                      .no_push = !c->l->cfg->push,
+                      .listen = c->l->cfg};
+    gw_front__client_cert_stream(c, &s);
+    return s;
 }
 
 size_t gw_front__with_hsts(const gw_cstream_t *s, gw_field_t *f, size_t n, size_t cap)
@@ -231,6 +233,7 @@ static void on_closed(uv_handle_t *h)
     }
     gw_h2_session_del(c->h2);
     gw_tls_conn_del(c->tls);
+    gw_free(c->ccert);
     drop_busy(c);
     gw_front__timer_nodes_add(w, -1);
     if (c->thr) {

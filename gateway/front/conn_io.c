@@ -408,12 +408,18 @@ void gw_front__on_data(conn_t *c, const char *data, size_t nread)
             int h = gw_tls_handshake(c->tls);
             if (gw_front__flush(c) < 0 || h < 0) {
                 W(c)->m.tls[2]++;
+                gw_front__client_cert_count(c, 1);
                 gw_front__conn_close(c, "handshake_failed");
                 return;
             }
             if (h == 0)
                 return;
             W(c)->m.tls[gw_tls_resumed(c->tls) ? 1 : 0]++;
+            gw_front__client_cert_count(c, 0);
+            if (gw_front__client_cert_init(c) < 0) {
+                gw_front__conn_close(c, "nomem");
+                return;
+            }
             after_handshake(c);
             if (c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER))
                 return;

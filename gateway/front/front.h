@@ -130,6 +130,7 @@ typedef struct {
     uint64_t h2_max_requests;       /* connections retired at h2.max_requests_per_connection */
     uint64_t h2_priority_evictions; /* RFC 7540 tree placeholders evicted (max_priority_nodes) */
     uint64_t tls[3];                /* full, resumed, failed */
+    uint64_t client_verify[3];      /* client certificates asked for: success, failed, none */
     uint64_t unrouted[GW_MCODES];
     gw_proxy_zstats_t z;                /* snapshots only: z_retired + the live proxies' */
     gw_proxy_zstats_t z_retired;        /* compression counters of generations since retired */

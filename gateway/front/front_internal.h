@@ -18,6 +18,8 @@
  *              that frames what the session has.
  * throttle.c:  response buckets (connection, client address, route), the request body bucket,
  *              and the HTTP/2 data budget and window credit that follow them.
+ * client_cert.c: the client certificate of a TLS connection (client_auth): its verification
+ *              and subject for the client streams, the RFC 9440 values, the metric.
  * accesslog.c: access log records, the per-worker buffer, the shared file (SIGUSR1 reopen).
  * metrics.c:   per-worker counters by configuration name, snapshots, what a scrape does with
  *              them (seed, add).
@@ -165,11 +167,12 @@ struct conn {
     unsigned requests;
     unsigned tunnels; /* WebSocket tunnels it carries (a drain waits timeouts.tunnel_drain) */
     gw_tls_conn_t *tls;
-    gw_front_gen_t *g; /* the generation it was accepted under */
-    busy_t *b;         /* NULL while idle */
-    h1x_t *h1;         /* CS_H1 (and CS_CLOSING after it) */
-    thr_t *thr;        /* NULL without throttling */
-    size_t queued;     /* bytes handed to uv_write and not yet written */
+    struct gw_front_ccert *ccert; /* a verified client certificate's field values (client_cert.c) */
+    gw_front_gen_t *g;            /* the generation it was accepted under */
+    busy_t *b;                    /* NULL while idle */
+    h1x_t *h1;                    /* CS_H1 (and CS_CLOSING after it) */
+    thr_t *thr;                   /* NULL without throttling */
+    size_t queued;                /* bytes handed to uv_write and not yet written */
     gw_h2_session_t *h2;
     uint64_t last_active_ms; /* HTTP/2: last time a stream was open or a frame arrived */
     uint64_t stop_due;       /* HTTP/2 draining: the first GOAWAY (F_DRAIN) or the final one
@@ -241,6 +244,16 @@ void gw_front__conn_close(conn_t *c, const char *why);
 void gw_front__on_timeout(conn_t *c);
 void gw_front__release_idle_buffers(conn_t *c);
 const char *gw_front__conn_peer(const conn_t *c);
+
+/* client_cert.c: the client certificate of a TLS connection */
+/* Count the handshake (just completed, or failed when `failed`) in the metric of client
+ * certificates by verification result, when its listener entry asked for one. */
+void gw_front__client_cert_count(conn_t *c, int failed);
+/* After the handshake: a verified certificate's Client-Cert and Client-Cert-Chain values into
+ * c->ccert (freed with the connection). 0 or GW_E_NOMEM. */
+int gw_front__client_cert_init(conn_t *c);
+/* The client stream's tls_client_* fields, from the connection (nothing in cleartext). */
+void gw_front__client_cert_stream(conn_t *c, gw_cstream_t *s);
 
 /* conn_io.c: the connection's bytes */
 /* Read from the socket: each read goes to the PROXY header or to gw_front__on_data. */

@@ -433,8 +433,10 @@ static void merge(gw_mset_t *t, const gw_mset_t *s)
     hadd(&t->hint, &s->hint, 1);
     for (size_t i = 0; i < GW_MH2_KINDS; i++)
         t->h2err[i] += s->h2err[i];
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < 3; i++) {
         t->tls[i] += s->tls[i];
+        t->client_verify[i] += s->client_verify[i];
+    }
     for (size_t i = 0; i < GW_MCODES; i++)
         t->unrouted[i] += s->unrouted[i];
     for (size_t i = 0; i < s->nroutes; i++) {

@@ -268,3 +268,37 @@ int gw_http_sf_param_next(gw_http_sf_t *c, gw_slice_t *key, gw_http_sf_item_t *v
     }
     return 1;
 }
+
+/* ---- serializing ---- */
+
+size_t gw_http_sf_bytes(const uint8_t *in, size_t n, char *out)
+{
+    /* RFC 8941 §4.1.8: ":" base64 (RFC 4648 §4, with padding) ":" */
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t k = 0;
+    out[k++] = ':';
+    size_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+        out[k++] = b64[v >> 18];
+        out[k++] = b64[(v >> 12) & 63];
+        out[k++] = b64[(v >> 6) & 63];
+        out[k++] = b64[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        out[k++] = b64[v >> 18];
+        out[k++] = b64[(v >> 12) & 63];
+        out[k++] = '=';
+        out[k++] = '=';
+    } else if (n - i == 2) {
+        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
+        out[k++] = b64[v >> 18];
+        out[k++] = b64[(v >> 12) & 63];
+        out[k++] = b64[(v >> 6) & 63];
+        out[k++] = '=';
+    }
+    out[k++] = ':';
+    out[k] = 0;
+    return k;
+}

@@ -412,8 +412,10 @@ int gw_proxy__serve(px_t *px)
      * what the connection says, never on the client's words), not the client's :scheme */
     gw_req_head_t kh = *h;
     kh.scheme = s->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http");
-    size_t klen;
-    char *key = gw_proxy__coalesce_key(r, &kh, &klen);
+    size_t klen = 0;
+    /* a request that tells the origin of a client certificate (RFC 9440) carries an identity
+     * the key does not hold: it neither leads nor joins (as Authorization, RFC 9111 §3.5) */
+    char *key = s->tls_client_cert.len ? NULL : gw_proxy__coalesce_key(r, &kh, &klen);
     if (key) {
         ox_t *ox = gw_proxy__find_inflight(p, key, klen, gw_proxy__hash(key, klen));
         if (ox) {

@@ -412,7 +412,8 @@ static void hints_interim(ox_t *ox, gw_proxy_resp_t *r)
 /* Learn (or forget) the page's links from the answer to the request the origin answered. */
 static int hints_head(ox_t *ox, gw_proxy_resp_t *r)
 {
-    if (ox->route->early_hints_learn)
+    /* an answer to a client certificate's holder may be personal, as to a cookie's */
+    if (ox->route->early_hints_learn && !r->asker->s->tls_client_cert.len)
         gw_proxy__hints_learn(ox->p, ox->route, r->asker->s->tls, &r->asker->head, r->status,
                               r->origin->fields, r->origin->fields_len);
     return 0;

@@ -39,6 +39,7 @@
  *              small pieces gathered per loop turn, the request_body timeout.
  * tunnel.c:    WebSocket: the handshake, the check of the origin's 101, the exchange that
  *              becomes a tunnel.
+ * client_cert.c: the route's client_cert: required (403 without a verified certificate).
  */
 #ifndef GW_PROXY_INTERNAL_H
 #define GW_PROXY_INTERNAL_H
@@ -713,6 +714,12 @@ int gw_proxy__redirect_https(gw_cstream_t *s, const gw_req_head_t *h, int *rv);
 /* Route r's redirect or respond, when it has one: 1 when answered (*rv), else 0. */
 int gw_proxy__route_answer(gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
                            int *rv);
+/* ---- client_cert.c: the route's client-certificate policy --------------------------------- */
+
+/* Whether route r refuses the request h of stream s (client_cert: required and no verified
+ * client certificate on its connection): 1, logged (event=client_cert_refused with the verify
+ * result and subject), and the caller answers 403; else 0. */
+int gw_proxy__client_cert_refused(gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r);
 
 /* ---- tunnel.c: WebSocket -------------------------------------------------------------------- */
 

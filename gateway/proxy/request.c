@@ -152,6 +152,9 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
      * basic auth's own failure limit. The request header rules apply in translate.c. */
     if (!gw_proxy__acl_allows(p, s, h, r))
         return answer_early(s, h, 403, "h2gate: access denied\n", NULL, 0);
+    if (gw_proxy__client_cert_refused(s, h, r))
+        return answer_early(s, h, 403, "h2gate: this route needs a verified client certificate\n",
+                            NULL, 0);
     if (gw_proxy__route_answer(s, h, r, &rv))
         return rv;
     return rate_then_serve(p, s, h, r);

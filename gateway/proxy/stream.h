@@ -135,6 +135,12 @@ struct gw_cstream {
     const gw_cfg_listen_t *listen;
     /* set by gw_proxy_request: the error pages of the request's route (or the top level's) */
     const gw_proxy_errpages_t *error_pages;
+    /* RFC 9440 §2: the values of Client-Cert (the verified leaf's DER as a Byte Sequence) and
+     * Client-Cert-Chain (a List of Byte Sequences: the intermediates of the verification),
+     * empty when no certificate verified (or, for the chain, none is known: a resumed session
+     * keeps the leaf only). They live as long as the connection. */
+    gw_slice_t tls_client_cert;
+    gw_slice_t tls_client_cert_chain;
 };
 
 #endif

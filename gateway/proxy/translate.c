@@ -287,6 +287,10 @@ static int copy_fields(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_
             continue; /* rebuilt below with ours appended */
         if (r->add_x_forwarded && !trusted && gw_proxy__name_is(f->name, "x-forwarded-host"))
             continue; /* the X-Forwarded-* family speaks for us: never the client's words */
+        if (gw_proxy__name_is(f->name, "client-cert") ||
+            gw_proxy__name_is(f->name, "client-cert-chain"))
+            continue; /* RFC 9440 §4: only the gateway speaks of the TLS client: on every route
+                         and listener, client_auth or not, so that no client forges one */
         if (s->log && s->log->id_len && gw_proxy__name_is(f->name, "x-request-id"))
             continue; /* the front's (kept from this one when it was sane) goes below */
         if (ws && h2 &&
@@ -363,6 +367,13 @@ static void add_forwarding(const gw_cfg_route_t *r, const gw_cstream_t *s, const
     if (s->log && s->log->id_len)
         add(x, GW_SLICE_LIT("X-Request-Id"),
             (gw_slice_t){(const uint8_t *)s->log->id, s->log->id_len});
+    /* RFC 9440 §2: the verified client certificate (copied: the request may outlive the
+     * connection while it waits for an origin) */
+    if (s->tls_client_cert.len) {
+        add(x, GW_SLICE_LIT("Client-Cert"), cat(x, &s->tls_client_cert, 1));
+        if (r->client_cert_chain && s->tls_client_cert_chain.len)
+            add(x, GW_SLICE_LIT("Client-Cert-Chain"), cat(x, &s->tls_client_cert_chain, 1));
+    }
 }
 
 int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_req_head_t *h,
@@ -371,7 +382,7 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
     size_t bytes = 512 + h->authority.len + h->path.len;
     for (size_t i = 0; i < h->fields_len; i++)
         bytes += h->fields[i].name.len + h->fields[i].value.len + 4;
-    x->cap = h->fields_len + 10;
+    x->cap = h->fields_len + 12;
     /* the header rules' values, expanded with the request's variables (the host is the one
      * copy_fields() takes: :authority, else the first Host field) */
     int rules = gw_proxy__has_req_rules(r);
@@ -384,7 +395,7 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
         gw_proxy__tmpl_vars(s, h, host, vars);
         gw_proxy__req_rules_room(r, vars, &bytes, &x->cap);
     }
-    x->size = bytes * 2;
+    x->size = bytes * 2 + s->tls_client_cert.len + s->tls_client_cert_chain.len;
     x->f = x->cap <= GW_PROXY_XLATE_FIELDS ? x->fst : gw_malloc(x->cap * sizeof(*x->f));
     x->buf = x->size <= GW_PROXY_XLATE_BYTES ? x->bst : gw_malloc(x->size);
     if (!x->f || !x->buf)
@@ -487,6 +498,8 @@ size_t gw_proxy__req_trailers(const gw_field_t *in, size_t n, gw_field_t *out)
                                        "x-forwarded-proto",
                                        "x-forwarded-host",
                                        "via",
+                                       "client-cert",
+                                       "client-cert-chain",
                                        "priority",
                                        "http2-settings"};
     conn_toks_t toks;

@@ -168,6 +168,9 @@ static const point_t h2_kinds[] = {
 };
 static const point_t tls_results[] = {
     {"full", AT(t.tls[0])}, {"resumed", AT(t.tls[1])}, {"failed", AT(t.tls[2])}};
+static const point_t client_verify_results[] = {{"success", AT(t.client_verify[0])},
+                                                {"failed", AT(t.client_verify[1])},
+                                                {"none", AT(t.client_verify[2])}};
 static const point_t conn_states[] = {{"idle", offsetof(gw_mserver_t, idle)},
                                       {"active", offsetof(gw_mserver_t, active)}};
 static const point_t hint_sources[] = {{"configured", AT(t.hint.sent_configured)},
@@ -356,6 +359,11 @@ static const fam_t fams[] = {
      .off = AT(t.h2_priority_evictions)},
     {"h2gate_tls_handshakes_total", "counter", "TLS handshakes with clients, by result.",
      .label = "result", POINTS(tls_results)},
+    {"h2gate_tls_client_verify_total", "counter",
+     "TLS handshakes of listeners that ask for a client certificate (client_auth), by the "
+     "verification's result: success, failed (refused, or recorded under mode optional), none "
+     "(no certificate sent).",
+     .label = "result", POINTS(client_verify_results)},
     {"h2gate_access_log_lost_total", "counter", "Access log lines that could not be written.",
      .off = AT(t.alog_lost)},
     {"h2gate_config_reloads_total", "counter", "Configuration reloads (SIGHUP), by result.",

@@ -140,6 +140,8 @@ void gw_tls_conn_del(gw_tls_conn_t *t)
     gw_bytes_free(&t->in);
     gw_bytes_free(&t->out);
     gw_free(t->reason);
+    gw_free(t->peer_verify);
+    gw_free(t->peer_subject);
     if (t->client)
         gw_tls__client_ctx_unref(t->client);
     gw_free(t);

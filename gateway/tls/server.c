@@ -374,30 +374,62 @@ static int name_match(const char *pattern, const char *host)
     return strcasecmp(pattern, host) == 0;
 }
 
-static int sni_cb(SSL *ssl, int *al, void *arg)
+/* The entry serving SNI name host: exact names first, then wildcards, else the default. */
+static size_t pick_cert(const gw_tls_ctx_t *c, const char *host)
 {
-    (void)al;
-    gw_tls_ctx_t *c = arg;
-    const char *host = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    if (!host)
-        return SSL_TLSEXT_ERR_OK;
-    /* exact names first, then wildcards, else the default certificate */
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < c->certs_len; i++)
             for (size_t k = 0; k < c->certs[i].names_len; k++) {
                 const char *n = c->certs[i].names[k];
                 int wild = n[0] == '*';
-                if (wild == pass && name_match(n, host)) {
-                    if (i != 0)
-                        SSL_set_SSL_CTX(ssl, c->certs[i].ctx);
-                    return SSL_TLSEXT_ERR_OK;
-                }
+                if (wild == pass && name_match(n, host))
+                    return i;
             }
+    return 0;
+}
+
+/* The certificate entry is chosen from the ClientHello, before OpenSSL looks for a session to
+ * resume or makes a new one: the session id context checked (and stored in a new session) is
+ * then the entry's, whose client_auth it stands for (peer.c), and the entry's verification
+ * applies to the connection. RFC 6066 §3: ServerNameList (2-byte length), NameType host_name
+ * (0), HostName (2-byte length). A name that cannot be read leaves the default entry. */
+static int client_hello_cb(SSL *ssl, int *al, void *arg)
+{
+    (void)al;
+    gw_tls_ctx_t *c = arg;
+    const unsigned char *p;
+    size_t len;
+    char host[256];
+    if (!c || c->certs_len < 2 ||
+        !SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &len))
+        return SSL_CLIENT_HELLO_SUCCESS;
+    if (len < 5 || (size_t)((p[0] << 8) | p[1]) != len - 2 || p[2] != TLSEXT_NAMETYPE_host_name)
+        return SSL_CLIENT_HELLO_SUCCESS;
+    size_t n = (size_t)((p[3] << 8) | p[4]);
+    if (n == 0 || n + 5 > len || n >= sizeof(host) || memchr(p + 5, 0, n))
+        return SSL_CLIENT_HELLO_SUCCESS;
+    memcpy(host, p + 5, n);
+    host[n] = 0;
+    size_t i = pick_cert(c, host);
+    if (i != 0) {
+        SSL_set_SSL_CTX(ssl, c->certs[i].ctx);
+        gw_tls__client_auth_apply(ssl, c->certs[i].ctx);
+    }
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+/* The entry was chosen by client_hello_cb; acknowledging the name keeps it in the session
+ * (gw_tls_sni). */
+static int sni_cb(SSL *ssl, int *al, void *arg)
+{
+    (void)ssl;
+    (void)al;
+    (void)arg;
     return SSL_TLSEXT_ERR_OK;
 }
 
 /* OpenSSL's reason for the last failure (its error queue emptied), e.g. "no start line". */
-static void ssl_reason(char *dst, size_t cap)
+void gw_tls__ssl_reason(char *dst, size_t cap)
 {
     unsigned long e = ERR_peek_last_error();
     const char *r = e ? ERR_reason_error_string(e) : NULL;
@@ -430,11 +462,8 @@ static int pem_holds(const char *path, int *cert, int *key)
 /* A certificate or key file of a listener cannot be used: into errs at the position of the key
  * that names it ("FILE:LINE:COL: key '...' does not match certificate '...'"), or logged as
  * event (file=, reason=) when errs is NULL. */
-static void cert_failed(gw_config_errors_t *errs, const gw_cfg_pos_t *at, const char *event,
-                        const char *file, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void cert_failed(gw_config_errors_t *errs, const gw_cfg_pos_t *at, const char *event,
-                        const char *file, const char *fmt, ...)
+void gw_tls__cert_failed(gw_config_errors_t *errs, const gw_cfg_pos_t *at, const char *event,
+                         const char *file, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -453,19 +482,20 @@ static void file_failed(gw_config_errors_t *errs, const gw_cfg_pos_t *at, const 
                         const char *what, const char *path)
 {
     char why[160];
-    ssl_reason(why, sizeof(why));
+    gw_tls__ssl_reason(why, sizeof(why));
     int has_cert = 0, has_key = 0;
     int want_key = !strcmp(what, "key");
     if (pem_holds(path, &has_cert, &has_key) < 0)
-        cert_failed(errs, at, event, path, "%s '%s' cannot be read: %s", what, path,
-                    strerror(errno));
+        gw_tls__cert_failed(errs, at, event, path, "%s '%s' cannot be read: %s", what, path,
+                            strerror(errno));
     else if (want_key && has_cert && !has_key)
-        cert_failed(errs, at, event, path, "key '%s' holds a certificate, not a private key", path);
+        gw_tls__cert_failed(errs, at, event, path,
+                            "key '%s' holds a certificate, not a private key", path);
     else if (!want_key && has_key && !has_cert)
-        cert_failed(errs, at, event, path,
-                    "certificate '%s' holds a private key, not a certificate", path);
+        gw_tls__cert_failed(errs, at, event, path,
+                            "certificate '%s' holds a private key, not a certificate", path);
     else
-        cert_failed(errs, at, event, path, "%s '%s' cannot be loaded: %s", what, path, why);
+        gw_tls__cert_failed(errs, at, event, path, "%s '%s' cannot be loaded: %s", what, path, why);
 }
 
 static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_tls_ctx_t *c,
@@ -474,9 +504,9 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
     char why[160];
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx) {
-        ssl_reason(why, sizeof(why));
-        cert_failed(errs, &cert->certificate_at, "tls_ctx_failed", NULL,
-                    "no TLS context for certificate '%s': %s", cert->certificate, why);
+        gw_tls__ssl_reason(why, sizeof(why));
+        gw_tls__cert_failed(errs, &cert->certificate_at, "tls_ctx_failed", NULL,
+                            "no TLS context for certificate '%s': %s", cert->certificate, why);
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, tls->min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION);
@@ -486,17 +516,18 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
         SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     if (!SSL_CTX_set_cipher_list(ctx, tls->ciphers ? tls->ciphers : default_ciphers)) {
-        ssl_reason(why, sizeof(why));
-        cert_failed(errs, &tls->ciphers_at, "tls_ciphers_invalid", tls->ciphers,
-                    "'ciphers' is not a cipher list OpenSSL accepts: '%s' (%s)",
-                    tls->ciphers ? tls->ciphers : default_ciphers, why);
+        gw_tls__ssl_reason(why, sizeof(why));
+        gw_tls__cert_failed(errs, &tls->ciphers_at, "tls_ciphers_invalid", tls->ciphers,
+                            "'ciphers' is not a cipher list OpenSSL accepts: '%s' (%s)",
+                            tls->ciphers ? tls->ciphers : default_ciphers, why);
         goto fail;
     }
     if (tls->ciphersuites && !SSL_CTX_set_ciphersuites(ctx, tls->ciphersuites)) {
-        ssl_reason(why, sizeof(why));
-        cert_failed(errs, &tls->ciphersuites_at, "tls_ciphersuites_invalid", tls->ciphersuites,
-                    "'ciphersuites' is not a TLS 1.3 suite list OpenSSL accepts: '%s' (%s)",
-                    tls->ciphersuites, why);
+        gw_tls__ssl_reason(why, sizeof(why));
+        gw_tls__cert_failed(errs, &tls->ciphersuites_at, "tls_ciphersuites_invalid",
+                            tls->ciphersuites,
+                            "'ciphersuites' is not a TLS 1.3 suite list OpenSSL accepts: '%s' (%s)",
+                            tls->ciphersuites, why);
         goto fail;
     }
     if (SSL_CTX_use_certificate_chain_file(ctx, cert->certificate) != 1) {
@@ -510,8 +541,9 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
         unsigned long e = ERR_peek_last_error();
         if (ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH) {
             ERR_clear_error();
-            cert_failed(errs, &cert->key_at, "tls_key_mismatch", cert->key,
-                        "key '%s' does not match certificate '%s'", cert->key, cert->certificate);
+            gw_tls__cert_failed(errs, &cert->key_at, "tls_key_mismatch", cert->key,
+                                "key '%s' does not match certificate '%s'", cert->key,
+                                cert->certificate);
         } else {
             file_failed(errs, &cert->key_at, "tls_key_invalid", "key", cert->key);
         }
@@ -519,8 +551,9 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
         ERR_clear_error();
-        cert_failed(errs, &cert->key_at, "tls_key_mismatch", cert->key,
-                    "key '%s' does not match certificate '%s'", cert->key, cert->certificate);
+        gw_tls__cert_failed(errs, &cert->key_at, "tls_key_mismatch", cert->key,
+                            "key '%s' does not match certificate '%s'", cert->key,
+                            cert->certificate);
         goto fail;
     }
     /* sessions resume only under the same context: instances that share ticket keys share it
@@ -528,12 +561,14 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
     if (tls->session_id_context &&
         SSL_CTX_set_session_id_context(ctx, (const unsigned char *)tls->session_id_context,
                                        (unsigned)strlen(tls->session_id_context)) != 1) {
-        ssl_reason(why, sizeof(why));
-        cert_failed(errs, &cert->certificate_at, "tls_session_id_context_invalid",
-                    tls->session_id_context, "'session_id_context' '%s' refused: %s",
-                    tls->session_id_context, why);
+        gw_tls__ssl_reason(why, sizeof(why));
+        gw_tls__cert_failed(errs, &cert->certificate_at, "tls_session_id_context_invalid",
+                            tls->session_id_context, "'session_id_context' '%s' refused: %s",
+                            tls->session_id_context, why);
         goto fail;
     }
+    if (gw_tls__client_auth_setup(ctx, tls, cert, errs) < 0)
+        goto fail;
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, c);
     SSL_CTX_set_app_data(ctx, c);
     if (tls->session_tickets) {
@@ -541,8 +576,8 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
         /* TLS 1.3: one ticket per handshake is enough for a browser */
         SSL_CTX_set_num_tickets(ctx, 1);
     }
+    SSL_CTX_set_client_hello_cb(ctx, client_hello_cb, c);
     SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
-    SSL_CTX_set_tlsext_servername_arg(ctx, c);
     return ctx;
 fail:
     SSL_CTX_free(ctx);

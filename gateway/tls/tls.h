@@ -142,6 +142,29 @@ const char *gw_tls_version(const gw_tls_conn_t *t);
 const char *gw_tls_cipher(const gw_tls_conn_t *t);
 int gw_tls_resumed(const gw_tls_conn_t *t);
 const char *gw_tls_sni(const gw_tls_conn_t *t);
+/* ---- client certificates, server role (peer.c) -------------------------------------------- */
+
+/* After the handshake (or its failure) of a server connection. Whether its certificate entry
+ * asked for a client certificate (client_auth mode optional or require); 0 in the client role. */
+int gw_tls_client_asked(const gw_tls_conn_t *t);
+/* Whether the client sent a certificate that verified (a resumed session: the one it verified
+ * then, kept in the session). */
+int gw_tls_client_verified(const gw_tls_conn_t *t);
+/* "SUCCESS", "FAILED:reason" (OpenSSL's, e.g. "FAILED:certificate has expired"; only under
+ * mode optional, or after a failed handshake) or "NONE" (none sent, or none asked for). Valid
+ * as long as t. */
+const char *gw_tls_client_verify(gw_tls_conn_t *t);
+/* The client certificate's subject as RFC 4514 text (ASCII: other bytes escaped), "" when
+ * none. Valid as long as t. */
+const char *gw_tls_client_subject(gw_tls_conn_t *t);
+/* The DER of certificate i of a verified client: 0 the leaf, 1.. the intermediates of the
+ * verification's chain (not the trust anchor; none on a resumed session, whose ticket keeps
+ * the leaf only). 1 with *der (allocated: gw_free) and *len; 0 when there is no such
+ * certificate; GW_E_NOMEM. */
+int gw_tls_client_der(const gw_tls_conn_t *t, size_t i, uint8_t **der, size_t *len);
+/* For the metric: "success", "failed" or "none" when a certificate was asked for, else NULL. */
+const char *gw_tls_client_result(const gw_tls_conn_t *t);
+
 /* RFC 9113 §9.2.2: HTTP/2 over TLS 1.2 needs an ephemeral key exchange and an AEAD cipher.
  * Non-zero when the negotiated parameters allow HTTP/2 (always for TLS 1.3). */
 int gw_tls_h2_cipher_ok(const gw_tls_conn_t *t);

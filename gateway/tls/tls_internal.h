@@ -4,6 +4,8 @@
  *           read, write, the output, shutdown, reasons and the negotiated parameters.
  * server.c: the server role: listener contexts (certificates by SNI, ALPN selection, ticket
  *           keys and their rotation) and the self-signed certificate of the demo config.
+ * peer.c:   client certificates in the server role: a certificate entry's client_auth (CA,
+ *           CRL, mode, depth, session id context) and what a handshake made of the client's.
  * client.c: the client role: upstream contexts (verification, ALPN, the session kept per
  *           server) and the host checks and SNI of each connection.
  */
@@ -26,6 +28,8 @@ struct gw_tls_conn {
     uint32_t server;             /* client role: the origin server's session slot */
     uint8_t no_host;             /* client role: verification on, nothing to verify against */
     char *reason;                /* why the last call failed (allocated), or NULL */
+    char *peer_verify;           /* server role: "FAILED:..." once asked for (peer.c), or NULL */
+    char *peer_subject;          /* server role: the client certificate's subject, or NULL */
 };
 
 /* A connection over ssl_ctx in the given role (client: connect state, else accept state), or
@@ -35,6 +39,20 @@ gw_tls_conn_t *gw_tls__conn_alloc(SSL_CTX *ssl_ctx, int client);
  * none). Clears OpenSSL's error queue. */
 void gw_tls__set_reason(gw_tls_conn_t *t, const char *fallback, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* server.c: OpenSSL's reason for the last failure into dst (its error queue emptied). */
+void gw_tls__ssl_reason(char *dst, size_t cap);
+/* server.c: a file of a listener that cannot be used: into errs at `at` ("FILE:LINE:COL: ..."),
+ * or logged as event (file=, reason=) when errs is NULL. */
+void gw_tls__cert_failed(gw_config_errors_t *errs, const gw_cfg_pos_t *at, const char *event,
+                         const char *file, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* peer.c: set up ctx for cert's client_auth (nothing for mode none): CA, CRL, verification
+ * mode and depth, the session id context. 0, or -1 with what is wrong reported as
+ * gw_tls__cert_failed does. */
+int gw_tls__client_auth_setup(SSL_CTX *ctx, const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert,
+                              gw_config_errors_t *errs);
+/* peer.c: ssl moved to ctx (SNI): take ctx's verification mode, depth and CRL check. */
+void gw_tls__client_auth_apply(SSL *ssl, SSL_CTX *ctx);
 /* client.c: the verification failure of a client connection, or NULL. */
 const char *gw_tls__client_verify_error(const gw_tls_conn_t *t);
 /* client.c: drop the connection's reference on its client context. */

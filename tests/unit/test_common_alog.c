@@ -91,6 +91,8 @@ static void json_line(void **state)
     r.tls_version = "TLSv1.3";
     r.tls_cipher = "TLS_AES_128_GCM_SHA256";
     r.sni = "example.com";
+    r.client_verify = "SUCCESS";
+    r.client_subject = "CN=alice,O=Example \\\"Q\\\"";
     memcpy(r.id, "abc-1", 5);
     r.id_len = 5;
     r.bytes_in = 7;
@@ -107,7 +109,9 @@ static void json_line(void **state)
         "\"upstream\":\"app\",\"upstream_server\":\"127.0.0.1:8080\","
         "\"upstream_connect_ms\":0.150,\"upstream_header_ms\":2.100,"
         "\"upstream_response_ms\":null,\"retries\":1,"
-        "\"coalesced\":true,\"pushed\":false,\"throttled\":false,\"h2_error\":null}\n");
+        "\"coalesced\":true,\"pushed\":false,\"throttled\":false,\"h2_error\":null,"
+        "\"tls_client_verify\":\"SUCCESS\","
+        "\"tls_client_subject\":\"CN=alice,O=Example \\\\\\\"Q\\\\\\\"\"}\n");
 }
 
 static void json_escapes_hostile_bytes(void **state)
@@ -160,16 +164,21 @@ static void combined_timing_line(void **state)
     r.id_len = 5;
     assert_string_equal(line(b, GW_ALOG_COMBINED_TIMING, &r),
                         "127.0.0.1 - - [05/Dec/2026:11:40:22 +0000] \"GET /a?b=1 HTTP/1.0\" 200 "
-                        "1024 \"-\" \"curl/7.88.1\" 0.003 0.001 0.002 0.002 abc-1\n");
+                        "1024 \"-\" \"curl/7.88.1\" 0.003 0.001 0.002 0.002 abc-1 \"-\" \"-\"\n");
     r.connect_us = -1; /* a kept connection */
     r.end_ns = r.start_ns + 1234567890ull;
     assert_non_null(strstr(line(b, GW_ALOG_COMBINED_TIMING, &r),
-                           "\"curl/7.88.1\" 1.234 0.000 0.002 0.002 abc-1\n"));
+                           "\"curl/7.88.1\" 1.234 0.000 0.002 0.002 abc-1 \"-\" \"-\"\n"));
+    /* the client certificate's verification and subject come last, escaped like the rest */
+    r.client_verify = "FAILED:certificate has expired";
+    r.client_subject = "CN=bob \"x\"";
+    assert_non_null(strstr(line(b, GW_ALOG_COMBINED_TIMING, &r),
+                           " abc-1 \"FAILED:certificate has expired\" \"CN=bob \\x22x\\x22\"\n"));
     /* answered by the gateway itself: no server tried, no origin times, no id */
     gw_alog_t g = sample();
     g.status = 429;
     assert_non_null(strstr(line(b, GW_ALOG_COMBINED_TIMING, &g),
-                           "\" 429 1024 \"-\" \"curl/7.88.1\" 0.003 - - - -\n"));
+                           "\" 429 1024 \"-\" \"curl/7.88.1\" 0.003 - - - - \"-\" \"-\"\n"));
     /* the same record in plain combined has nothing after the user agent */
     const char *c = line(b, GW_ALOG_COMBINED, &r);
     const char *tail = "\"curl/7.88.1\"\n";
@@ -272,6 +281,8 @@ static void templates(void **state)
     r.retries = 2;
     r.bytes_in = 9;
     r.tls_version = "TLSv1.3";
+    r.client_verify = "SUCCESS";
+    r.client_subject = "CN=a b";
     r.referer = GW_SLICE_LIT("r\"ef");
     memcpy(r.id, "id-1", 4);
     r.id_len = 4;
@@ -289,7 +300,7 @@ static void templates(void **state)
                         "127.0.0.1|51234|-|05/Dec/2026:11:40:22 +0000|2026-12-05T11:40:22+00:00|"
                         "1796470822.123|GET /a?b=1 HTTP/2.0|GET|/a?b=1|HTTP/2.0|example.com|200|"
                         "1024|9|r\\x22ef|curl/7.88.1|0.003|127.0.0.1:8080|0.000|0.002|0.002|id-1|"
-                        "TLSv1.3|-|-|api|app|2|-\n");
+                        "TLSv1.3|-|-|SUCCESS|CN=a b|api|app|2|-\n");
     gw_alog_tmpl_del(t);
     /* combined and combined_timing as templates */
     static const char *const combined =
@@ -298,7 +309,7 @@ static void templates(void **state)
     char timing[512];
     snprintf(timing, sizeof(timing), "%s %s", combined,
              "$request_time $upstream_connect_time $upstream_header_time "
-             "$upstream_response_time $request_id");
+             "$upstream_response_time $request_id \"$ssl_client_verify\" \"$ssl_client_s_dn\"");
     gw_alog_t recs[4];
     recs[0] = r;
     recs[1] = sample();
@@ -308,6 +319,7 @@ static void templates(void **state)
     recs[2].status = 400;
     recs[2].request_line = GW_SLICE_LIT("BR@W /\x01 HTTP/1.1");
     gw_alog_init(&recs[3]);
+    recs[3].client_verify = "FAILED:certificate revoked";
     gw_alog_tmpl_t *tc, *tt;
     assert_int_equal(gw_alog_tmpl_new(combined, &tc, &why, &at), 0);
     assert_int_equal(gw_alog_tmpl_new(timing, &tt, &why, &at), 0);

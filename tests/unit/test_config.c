@@ -329,6 +329,125 @@ static void error_tls_checks(void **state)
     gw_config_del(c);
 }
 
+/* A file in /tmp holding text, for the keys that name one; its path into path (caller unlinks). */
+static void temp_file(char *path, size_t cap, const char *text)
+{
+    snprintf(path, cap, "/tmp/h2gate-test-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+/* The YAML of a listener with two certificate entries (self-signed pairs that need no file),
+ * the listener's client_auth `la` and the second entry's `ea` (NULL: none), and a route with
+ * `route` more keys. */
+static void client_auth_doc(char *out, size_t cap, const char *la, const char *ea,
+                            const char *route)
+{
+    snprintf(out, cap,
+             "listen:\n"
+             "  - address: 127.0.0.1:8443\n"
+             "    tls:\n"
+             "      self_signed: true\n"
+             "      client_auth: %s\n"
+             "      certificates:\n"
+             "        - {certificate: /x/a.pem, key: /x/a.key, names: [a.test]}\n"
+             "        - {certificate: /x/b.pem, key: /x/b.key, names: [b.test]%s%s}\n"
+             "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+             "routes: [{upstream: app%s}]\n",
+             la, ea ? ", client_auth: " : "", ea ? ea : "", route);
+}
+
+/* client_auth on a listener (inherited by its certificate entries) and on an entry (its own);
+ * a route's client_cert and client_cert_chain; defaults; every error at its key. */
+static void client_auth_keys(void **state)
+{
+    (void)state;
+    char ca[64], crl[64], key[64], doc[2048], la[512], msg[512];
+    temp_file(ca, sizeof(ca), "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+    temp_file(crl, sizeof(crl), "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n");
+    temp_file(key, sizeof(key), "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n");
+    gw_config_t *c;
+    gw_config_errors_t e;
+    snprintf(la, sizeof(la), "{ca: %s, mode: optional, depth: 3, crl: %s}", ca, crl);
+    client_auth_doc(doc, sizeof(doc), la, "{mode: none}",
+                    ", client_cert: required, client_cert_chain: true");
+    assert_int_equal(load(doc, &c, &e), 0);
+    const gw_cfg_tls_t *t = c->listen[0].tls;
+    assert_int_equal(t->certs_len, 2);
+    const gw_cfg_client_auth_t *a0 = &t->certs[0].client_auth, *a1 = &t->certs[1].client_auth;
+    assert_int_equal(a0->mode, GW_CFG_CLIENT_AUTH_OPTIONAL);
+    assert_int_equal(a0->depth, 3);
+    assert_string_equal(a0->ca, ca);
+    assert_string_equal(a0->crl, crl);
+    assert_int_equal(a0->ca_at.line, 5);
+    assert_int_equal(a1->mode, GW_CFG_CLIENT_AUTH_NONE);
+    assert_null(a1->ca);
+    assert_int_equal(c->routes[0].client_cert_required, 1);
+    assert_int_equal(c->routes[0].client_cert_chain, 1);
+    gw_config_del(c);
+    /* defaults: mode require, depth 1 (nginx's), no CRL; routes ask nothing */
+    snprintf(la, sizeof(la), "{ca: %s}", ca);
+    client_auth_doc(doc, sizeof(doc), la, NULL, "");
+    assert_int_equal(load(doc, &c, &e), 0);
+    assert_int_equal(c->listen[0].tls->certs[1].client_auth.mode, GW_CFG_CLIENT_AUTH_REQUIRE);
+    assert_int_equal(c->listen[0].tls->certs[1].client_auth.depth, 1);
+    assert_null(c->listen[0].tls->certs[1].client_auth.crl);
+    assert_int_equal(c->routes[0].client_cert_required, 0);
+    assert_int_equal(c->routes[0].client_cert_chain, 0);
+    gw_config_del(c);
+    /* errors, each at its key */
+    snprintf(la, sizeof(la), "{ca: %s, mode: sometimes}", ca);
+    client_auth_doc(doc, sizeof(doc), la, NULL, "");
+    snprintf(msg, sizeof(msg),
+             "t.yaml:5:%zu: 'mode' must be none, optional or require, not "
+             "'sometimes'",
+             33 + strlen(ca));
+    expect_error(doc, msg);
+    snprintf(la, sizeof(la), "{ca: %s, depth: 17}", ca);
+    client_auth_doc(doc, sizeof(doc), la, NULL, "");
+    snprintf(msg, sizeof(msg), "t.yaml:5:%zu: 'depth' is out of range: 17 (allowed 0..16)",
+             34 + strlen(ca));
+    expect_error(doc, msg);
+    client_auth_doc(doc, sizeof(doc), "{mode: optional}", NULL, "");
+    expect_error(doc, "t.yaml:5:20: client_auth needs 'ca': the PEM file of the CA certificates "
+                      "that client certificates must chain to");
+    client_auth_doc(doc, sizeof(doc), "{ca: /nonexistent/ca.pem}", NULL, "");
+    expect_error(doc, "t.yaml:5:25: 'ca' file '/nonexistent/ca.pem' cannot be read: No such file "
+                      "or directory");
+    snprintf(la, sizeof(la), "{ca: %s}", key);
+    client_auth_doc(doc, sizeof(doc), la, NULL, "");
+    snprintf(msg, sizeof(msg),
+             "t.yaml:5:25: 'ca' file '%s' is not PEM: it holds no certificate "
+             "(-----BEGIN CERTIFICATE-----)",
+             key);
+    expect_error(doc, msg);
+    snprintf(la, sizeof(la), "{ca: %s, crl: %s}", ca, ca);
+    client_auth_doc(doc, sizeof(doc), la, NULL, "");
+    snprintf(msg, sizeof(msg),
+             "t.yaml:5:%zu: 'crl' file '%s' is not PEM: it holds no CRL "
+             "(-----BEGIN X509 CRL-----)",
+             32 + strlen(ca), ca);
+    expect_error(doc, msg);
+    /* an entry's own client_auth is checked the same way */
+    snprintf(la, sizeof(la), "{ca: %s}", ca);
+    client_auth_doc(doc, sizeof(doc), la, "{ca: /nonexistent/b.pem, mode: optional}", "");
+    expect_error(doc, "t.yaml:8:85: 'ca' file '/nonexistent/b.pem' cannot be read: No such file "
+                      "or directory");
+    client_auth_doc(doc, sizeof(doc), la, "{ca: /x, colour: blue}", "");
+    expect_error(doc, "t.yaml:8:89: unknown key 'colour' in client_auth");
+    /* routes: client_cert is required or optional; required needs a listener that asks */
+    client_auth_doc(doc, sizeof(doc), la, NULL, ", client_cert: always");
+    expect_error(doc, "t.yaml:10:39: 'client_cert' must be required or optional, not 'always'");
+    expect_error(MINIMAL "  - {path: /x, upstream: app, client_cert: required}\n",
+                 "t.yaml:8:44: client_cert: required needs a TLS listener with client_auth "
+                 "(mode optional or require): no client could ever pass");
+    unlink(ca);
+    unlink(crl);
+    unlink(key);
+}
+
 static void all_errors_collected(void **state)
 {
     (void)state;
@@ -1244,6 +1363,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(error_duplicate_listener_and_key),
     cmocka_unit_test(error_route_checks),
     cmocka_unit_test(error_tls_checks),
+    cmocka_unit_test(client_auth_keys),
     cmocka_unit_test(all_errors_collected),
     cmocka_unit_test(yaml_syntax_error_has_position),
     cmocka_unit_test(shipped_configs_load),

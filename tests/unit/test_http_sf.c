@@ -156,10 +156,47 @@ static void every_prefix(void **state)
     assert_int_equal(gw_http_sf_dict_next(&c, &m), 0);
 }
 
+/* Byte Sequences written (RFC 8941 §4.1.8): the example of §3.3.5 and RFC 4648 §10's vectors,
+ * each exactly GW_HTTP_SF_BYTES_LEN long and read back as a Byte Sequence by the parser. */
+static void bytes_serialized(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+    } v[] = {
+        {"pretend this is binary content.", ":cHJldGVuZCB0aGlzIGlzIGJpbmFyeSBjb250ZW50Lg==:"},
+        {"", "::"},
+        {"f", ":Zg==:"},
+        {"fo", ":Zm8=:"},
+        {"foo", ":Zm9v:"},
+        {"foob", ":Zm9vYg==:"},
+        {"fooba", ":Zm9vYmE=:"},
+        {"foobar", ":Zm9vYmFy:"},
+        {"\xff\xfe\x00\x01", "://4AAQ==:"},
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        size_t n = strlen(v[i].in);
+        if (i == 8)
+            n = 4;
+        char out[128];
+        memset(out, 'X', sizeof(out));
+        size_t k = gw_http_sf_bytes((const uint8_t *)v[i].in, n, out);
+        assert_string_equal(out, v[i].out);
+        assert_int_equal(k, strlen(v[i].out));
+        assert_int_equal(k, GW_HTTP_SF_BYTES_LEN(n));
+        char dict[160];
+        snprintf(dict, sizeof(dict), "b=%s", out);
+        gw_http_sf_t c = gw_http_sf(gw_slice_str(dict));
+        gw_http_sf_member_t m;
+        assert_int_equal(gw_http_sf_dict_next(&c, &m), 1);
+        assert_int_equal(m.value.type, GW_HTTP_SF_BYTES);
+        assert_int_equal(m.value.raw.len, k);
+    }
+}
+
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(rfc8941_examples),
-    cmocka_unit_test(malformed_members),
-    cmocka_unit_test(parameters),
+    cmocka_unit_test(bytes_serialized),  cmocka_unit_test(rfc8941_examples),
+    cmocka_unit_test(malformed_members), cmocka_unit_test(parameters),
     cmocka_unit_test(every_prefix),
 };
 

@@ -348,6 +348,53 @@ static void large_request_on_the_heap(void **state)
 
 /* RFC 9110 §6.5.1: trailers that frame, route, authenticate or describe the content are not
  * forwarded, nor are connection-specific fields; the rest are. */
+/* RFC 9440: the client's Client-Cert and Client-Cert-Chain never reach the origin, whatever the
+ * route, with or without a certificate on the connection (in any case of the name); the
+ * connection's verified certificate goes as Client-Cert, and its chain only when the route
+ * says client_cert_chain. Nor do they pass as trailers. */
+static void client_cert_fields_from_the_connection(void **state)
+{
+    (void)state;
+    const gw_field_t in[] = {F("Client-Cert", ":Zm9yZ2Vk:"), F("x-a", "1"),
+                             F("client-cert-chain", ":Zm9yZ2Vk:"), F("CLIENT-CERT", ":YQ==:")};
+    gw_req_head_t h = head(GW_REQ_H2, "GET", "example.com", in, 4);
+    const gw_cfg_route_t chain = {.client_cert_chain = 1};
+    const gw_cfg_route_t *routes[] = {&route_all, &route_none, &chain};
+    for (size_t i = 0; i < 3; i++) {
+        out_t o;
+        run(&o, routes[i], "10.0.0.1", 1, &h);
+        assert_int_equal(o.rv, 0);
+        assert_null(field(&o, "client-cert"));
+        assert_null(field(&o, "client-cert-chain"));
+        assert_string_equal(field(&o, "x-a"), "1");
+        done(&o);
+    }
+    static struct sockaddr_in sin = {.sin_family = AF_INET};
+    gw_cstream_t s = {.peer = "peer",
+                      .peer_ip = "10.0.0.1",
+                      .addr = (struct sockaddr *)&sin,
+                      .tls = 1,
+                      .tls_client_verify = "SUCCESS",
+                      .tls_client_subject = "CN=a",
+                      .tls_client_cert = GW_SLICE_LIT(":bGVhZg==:"),
+                      .tls_client_cert_chain = GW_SLICE_LIT(":aW50ZXI=:, :bWlk:")};
+    for (size_t i = 0; i < 3; i++) {
+        out_t o;
+        memset(&o.x, 0, sizeof(o.x));
+        o.rv = gw_proxy__translate(routes[i], &s, &h, 3, &o.x, &o.req);
+        assert_int_equal(o.rv, 0);
+        assert_string_equal(field(&o, "client-cert"), ":bGVhZg==:");
+        if (routes[i] == &chain)
+            assert_string_equal(field(&o, "client-cert-chain"), ":aW50ZXI=:, :bWlk:");
+        else
+            assert_null(field(&o, "client-cert-chain"));
+        done(&o);
+    }
+    gw_field_t out[4];
+    assert_int_equal(gw_proxy__req_trailers(in, 4, out), 1);
+    assert_true(gw_slice_eq(out[0].name, GW_SLICE_LIT("x-a")));
+}
+
 static void request_trailers_filtered(void **state)
 {
     (void)state;
@@ -515,6 +562,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(request_line_body_and_retry_safety),
     cmocka_unit_test(large_request_on_the_heap),
     cmocka_unit_test(request_trailers_filtered),
+    cmocka_unit_test(client_cert_fields_from_the_connection),
     cmocka_unit_test(response_fields),
     cmocka_unit_test(proto_names),
     cmocka_unit_test(strip_prefix_table),
