@@ -119,6 +119,7 @@ void gw_config_del(gw_config_t *c)
         gw_free(r->upstream_name);
         gw_cfg__free_str_list(r->coalesce_headers, r->coalesce_headers_len);
         gw_cfg__free_str_list(r->early_hints, r->early_hints_len);
+        gw_cfg__free_basic_auth(r->basic_auth);
     }
     gw_free(c->routes);
     gw_free(c);

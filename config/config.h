@@ -139,6 +139,34 @@ typedef struct {
     unsigned health_status; /* expected status */
 } gw_cfg_upstream_t;
 
+typedef struct gw_config_errors gw_config_errors_t;
+
+/* A route's basic_auth (RFC 7617): the users file read at load (config/basic_auth.c). */
+typedef struct {
+    char *user; /* no ':' nor control characters */
+    char *hash; /* crypt(3) text: $2y$/$2b$/$2a$ (bcrypt), $5$/$6$ (SHA-crypt) */
+} gw_cfg_htuser_t;
+typedef struct {
+    char *realm;            /* WWW-Authenticate realm: no '"', '\\' nor controls */
+    char *users_path;       /* the htpasswd file */
+    gw_cfg_htuser_t *users; /* sorted by user (strcmp): gw_cfg_htuser_find */
+    size_t users_len;
+    int pass;                 /* Authorization goes on to the origin (default 0: removed) */
+    unsigned cache_entries;   /* verified credentials remembered per worker; 0: none */
+    uint64_t cache_ttl_ms;    /* ... for this long */
+    unsigned max_failures;    /* failed verifications per minute per client; 0: no limit */
+    gw_cfg_pos_t users_at;
+} gw_cfg_basic_auth_t;
+/* The entry of user (len bytes) in a, or NULL. */
+const gw_cfg_htuser_t *gw_cfg_htuser_find(const gw_cfg_basic_auth_t *a, const char *user,
+                                          size_t len);
+/* Parse an htpasswd file's text[0..len) (`file` names it in messages) into *users (sorted,
+ * *n entries; free with gw_cfg_htusers_free). Every problem is appended to errs as "AT: users
+ * file FILE:LINE: ..." (AT: at, the config's `users:` key). 0, GW_E_PARSE or GW_E_NOMEM. */
+int gw_cfg_htpasswd_parse(const gw_cfg_pos_t *at, const char *file, const char *text, size_t len,
+                          gw_cfg_htuser_t **users, size_t *n, gw_config_errors_t *errs);
+void gw_cfg_htusers_free(gw_cfg_htuser_t *u, size_t n);
+
 typedef struct {
     char *name; /* label of its metrics and log lines; default: host followed by path */
     char *host; /* "example.com", "*.example.com" or "*" */
@@ -168,6 +196,7 @@ typedef struct {
     int early_hints_learn_private; /* learn from requests with Authorization or Cookie too */
     int push; /* HTTP/2 server push of the response's Link rel=preload (RFC 9113 §8.4) */
     unsigned request_burst;
+    gw_cfg_basic_auth_t *basic_auth; /* NULL: none */
     int line;
 } gw_cfg_route_t;
 
@@ -313,10 +342,10 @@ typedef struct gw_config {
 } gw_config_t;
 
 /* Error list filled by the loader: each entry "FILE:LINE:COL: message". */
-typedef struct {
+struct gw_config_errors {
     char **msgs;
     size_t len;
-} gw_config_errors_t;
+};
 void gw_config_errors_free(gw_config_errors_t *e);
 
 /* Append "FILE:LINE:COL: message" (at->file, or "<config>"; "FILE: message" when at->line is

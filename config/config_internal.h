@@ -5,6 +5,7 @@
  * listen.c:    listen[] with protocols, PROXY protocol sources and TLS.
  * upstreams.c: upstreams with servers, pool fields and health checks.
  * routes.c:    routes[].
+ * basic_auth.c: a route's basic_auth and the htpasswd file it names.
  * load.c:      the loader's machinery (ld_t): errors at a node, the node helpers, the
  *              table-driven scalar fields, lists of strings and of networks.
  * config.c:    the configuration object: its release (gw_config_del) and its error list.
@@ -147,6 +148,9 @@ void gw_cfg__load_listen(ld_t *ld, yaml_node_t *v);
 void gw_cfg__load_upstreams(ld_t *ld, yaml_node_t *v);
 /* routes.c (after the listeners and the upstreams: a route names them) */
 void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v);
+/* basic_auth.c: a route's basic_auth mapping v into *out (replacing it), its users file read */
+void gw_cfg__load_basic_auth(ld_t *ld, yaml_node_t *v, gw_cfg_basic_auth_t **out);
+void gw_cfg__free_basic_auth(gw_cfg_basic_auth_t *a);
 
 /* config.c */
 /* Append "FILE:LINE:COL: body" (or "FILE: body" for line 0) to e: 0 or GW_E_NOMEM. */

@@ -101,12 +101,15 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
                                "early_hints entry '%s' must be a Link value like "
                                "'</app.css>; rel=preload; as=style'",
                                x->r->early_hints[i]);
+    } else if (!strcmp(key, "basic_auth")) {
+        gw_cfg__load_basic_auth(ld, v, &x->r->basic_auth);
     } else if (!strcmp(key, "push") &&
                gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
         x->push = v;
     } else if (!gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
         static const char *const more[] = {
-            "name", "host", "path", "upstream", "coalesce_headers", "early_hints", NULL};
+            "name",        "host",       "path", "upstream", "coalesce_headers",
+            "early_hints", "basic_auth", NULL};
         gw_cfg__err_unknown_key(ld, k, key, "a route", route_fields, NTAB(route_fields), more);
     }
     return 0;
