@@ -286,6 +286,8 @@ static int copy_fields(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_
             continue; /* rebuilt below with ours appended */
         if (r->add_x_forwarded && !trusted && gw_proxy__name_is(f->name, "x-forwarded-host"))
             continue; /* the X-Forwarded-* family speaks for us: never the client's words */
+        if (r->basic_auth && !r->basic_auth->pass && gw_proxy__name_is(f->name, "authorization"))
+            continue; /* the gateway's credentials (basic_auth), not the origin's */
         if (s->log && s->log->id_len && gw_proxy__name_is(f->name, "x-request-id"))
             continue; /* the front's (kept from this one when it was sane) goes below */
         if (ws && h2 &&
