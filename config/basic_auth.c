@@ -35,7 +35,8 @@ typedef struct {
     int bad, nomem;
 } hp_t;
 
-static void hp_err(hp_t *h, size_t line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void hp_err(hp_t *h, size_t line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void hp_err(hp_t *h, size_t line, const char *fmt, ...)
 {
     char body[400];
@@ -254,8 +255,7 @@ static void load_users(ld_t *ld, gw_cfg_basic_auth_t *a, yaml_node_t *n)
 {
     FILE *f = fopen(a->users_path, "rb");
     if (!f) {
-        gw_cfg__err_at(ld, n, "users file '%s' cannot be read: %s", a->users_path,
-                       strerror(errno));
+        gw_cfg__err_at(ld, n, "users file '%s' cannot be read: %s", a->users_path, strerror(errno));
         return;
     }
     char *buf = gw_malloc(USERS_FILE_MAX + 1);

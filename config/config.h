@@ -151,11 +151,11 @@ typedef struct {
     char *users_path;       /* the htpasswd file */
     gw_cfg_htuser_t *users; /* sorted by user (strcmp): gw_cfg_htuser_find */
     size_t users_len;
-    int pass;                 /* Authorization goes on to the origin (default 0: removed) */
-    unsigned cache_entries;   /* verified credentials remembered per worker; 0: none */
-    uint64_t cache_ttl_ms;    /* ... for this long */
-    unsigned max_failures;    /* failed verifications per minute per client; 0: no limit */
-    unsigned max_verifying;   /* verifications queued per worker; beyond: 503 */
+    int pass;               /* Authorization goes on to the origin (default 0: removed) */
+    unsigned cache_entries; /* verified credentials remembered per worker; 0: none */
+    uint64_t cache_ttl_ms;  /* ... for this long */
+    unsigned max_failures;  /* failed verifications per minute per client; 0: no limit */
+    unsigned max_verifying; /* verifications queued per worker; beyond: 503 */
     gw_cfg_pos_t users_at;
 } gw_cfg_basic_auth_t;
 /* The entry of user (len bytes) in a, or NULL. */

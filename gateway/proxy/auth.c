@@ -72,12 +72,12 @@ struct gw_proxy_auth {
 
 struct gw_auth_job {
     uv_work_t req;
-    gw_proxy_t *p;   /* NULL once the proxy closed */
-    px_t *px;        /* NULL once the stream closed */
-    gw_list_t link;  /* in auth->jobs */
-    size_t route;    /* index in the configuration */
+    gw_proxy_t *p;                /* NULL once the proxy closed */
+    px_t *px;                     /* NULL once the stream closed */
+    gw_list_t link;               /* in auth->jobs */
+    size_t route;                 /* index in the configuration */
     struct sockaddr_storage addr; /* the client's (its failures are counted after it left) */
-    const gw_cfg_htuser_t *user; /* the user, NULL: unknown (checked against a stand-in) */
+    const gw_cfg_htuser_t *user;  /* the user, NULL: unknown (checked against a stand-in) */
     uint8_t key[KEY_LEN];
     char *hash, *pass; /* copies (the thread pool reads them; the password is wiped) */
     size_t pass_len;
@@ -126,8 +126,8 @@ static long b64_decode(const uint8_t *in, size_t n, uint8_t *out, size_t cap)
             if ((v[j] = b64val(in[i + j])) < 0)
                 return -1;
         }
-        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
-                     (uint32_t)v[3];
+        uint32_t w =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
         if (i + 4 == n && ((pad == 1 && (w & 0xff)) || (pad == 2 && (w & 0xffff))))
             return -1; /* bits after the last byte must be zero (RFC 4648 §3.5) */
         uint8_t b[3] = {(uint8_t)(w >> 16), (uint8_t)(w >> 8), (uint8_t)w};
@@ -137,8 +137,7 @@ static long b64_decode(const uint8_t *in, size_t n, uint8_t *out, size_t cap)
     return (long)o;
 }
 
-int gw_proxy__basic_credentials(gw_slice_t v, uint8_t *out, size_t cap, size_t *ulen,
-                                size_t *plen)
+int gw_proxy__basic_credentials(gw_slice_t v, uint8_t *out, size_t cap, size_t *ulen, size_t *plen)
 {
     /* RFC 9110 §11.4: credentials = auth-scheme [ 1*SP ( token68 / #auth-param ) ]; the scheme
      * is case-insensitive (§11.1) */
@@ -325,8 +324,8 @@ static gw_bucket_entry_t *fail_entry(struct gw_proxy_auth *a, const gw_cfg_route
 }
 
 /* 0 when the client may have a password verified; else its 429 was answered (*rv). */
-static int limited(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
-                   const gw_cfg_route_t *r, size_t idx, int *rv)
+static int limited(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
+                   size_t idx, int *rv)
 {
     uint64_t now = gw_now_ns() / 1000, wait = 0;
     int refused;
@@ -346,8 +345,7 @@ static int limited(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
     snprintf(ra, sizeof(ra), "%u", retry ? retry : 1);
     const gw_field_t f[] = {{GW_SLICE_LIT("retry-after"), gw_slice_str(ra)}};
     log_auth(s, GW_ALOG_AUTH_LIMITED, NULL);
-    GW_LOG_INFO("auth_limited", "peer=%s route=%s status=429 retry_after=%s", s->peer, r->name,
-                ra);
+    GW_LOG_INFO("auth_limited", "peer=%s route=%s status=429 retry_after=%s", s->peer, r->name, ra);
     *rv = gw_proxy__answer_early(s, h, 429, "h2gate: too many failed logins, slow down\n", f, 1);
     return 1;
 }
@@ -397,6 +395,7 @@ static void on_after_work(uv_work_t *req, int status)
     auth_job_t *j = GW_CONTAINER_OF(req, auth_job_t, req);
     gw_proxy_t *p = j->p;
     if (!p) { /* the proxy closed meanwhile (and so did every stream of it) */
+        GW_LOG_DEBUG("auth_gone", "proxy=closed ok=%d", j->ok);
         job_free(j);
         return;
     }
@@ -411,6 +410,7 @@ static void on_after_work(uv_work_t *req, int status)
         failed(p, r, j->route, (const struct sockaddr *)&j->addr);
     px_t *px = j->px;
     if (!px) { /* the stream closed while it waited */
+        GW_LOG_DEBUG("auth_gone", "route=%s ok=%d", r->name, ok);
         job_free(j);
         return;
     }
@@ -450,8 +450,8 @@ static void on_after_work(uv_work_t *req, int status)
     job_free(j);
 }
 
-int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
-                   const gw_cfg_route_t *r, int *rv)
+int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
+                   int *rv)
 {
     const gw_cfg_basic_auth_t *ba = r->basic_auth;
     size_t idx = (size_t)(r - p->cfg->routes);
@@ -463,8 +463,8 @@ int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
             log_auth(s, GW_ALOG_AUTH_MISSING, NULL);
             GW_LOG_INFO("auth_refused", "peer=%s route=%s reason=repeated status=400", s->peer,
                         r->name);
-            *rv = gw_proxy__answer_early(s, h, 400,
-                                         "h2gate: more than one Authorization field\n", NULL, 0);
+            *rv = gw_proxy__answer_early(s, h, 400, "h2gate: more than one Authorization field\n",
+                                         NULL, 0);
             return 1;
         }
         af = &h->fields[i];
@@ -498,8 +498,8 @@ int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
         log_auth(s, GW_ALOG_AUTH_BUSY, NULL);
         GW_LOG_INFO("auth_busy", "peer=%s route=%s pending=%u status=503", s->peer, r->name,
                     p->auth->caches[idx].pending);
-        *rv = gw_proxy__answer_early(s, h, 503, "h2gate: too many logins at once, try again\n",
-                                     f, 1);
+        *rv =
+            gw_proxy__answer_early(s, h, 503, "h2gate: too many logins at once, try again\n", f, 1);
         return 1;
     }
     auth_job_t *j = gw_calloc(1, sizeof(*j));
@@ -604,6 +604,6 @@ void gw_proxy__auth_detach(px_t *px)
     if (!j)
         return;
     px->auth = NULL;
-    j->px = NULL; /* the verification still runs; its answer finds nobody */
+    j->px = NULL;    /* the verification still runs; its answer finds nobody */
     j->body_len = 0; /* the stream is closed: nothing to credit */
 }

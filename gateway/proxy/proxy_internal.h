@@ -177,13 +177,13 @@ typedef struct {
     unsigned req_done : 1;  /* the client ended its request body */
     unsigned closed : 1;    /* the front is done with the stream: no more ops */
     unsigned reset : 1;
-    unsigned follower : 1; /* joined another stream's exchange */
-    unsigned ws : 1;       /* a WebSocket request (tunnel.c): no body until the 101 */
-    unsigned hinted : 1;   /* a 103 went to the client (at most one per request) */
-    unsigned tunnel : 1;   /* its 101 came: bytes both ways until either side ends */
-    gw_list_t rlink;       /* in p->rate_waits while it waits for the cluster's rate answer */
+    unsigned follower : 1;    /* joined another stream's exchange */
+    unsigned ws : 1;          /* a WebSocket request (tunnel.c): no body until the 101 */
+    unsigned hinted : 1;      /* a 103 went to the client (at most one per request) */
+    unsigned tunnel : 1;      /* its 101 came: bytes both ways until either side ends */
+    gw_list_t rlink;          /* in p->rate_waits while it waits for the cluster's rate answer */
     struct gw_auth_job *auth; /* the verification it waits for (auth.c), or NULL */
-    uint64_t token;        /* of the cluster question it waits for */
+    uint64_t token;           /* of the cluster question it waits for */
     gw_req_proto_t proto;
     char path[160]; /* for the log, truncated */
 } px_t;
@@ -443,14 +443,13 @@ int gw_proxy__auth_passed(px_t *px);
  * (RFC 4648 §4, padded, canonical) of user-id ":" password, without control characters, the
  * user-id without ':'. Decoded into out[0..cap): the user-id is out[0..*ulen), the password
  * follows the ':' (*plen bytes). 0, or GW_E_PARSE (another scheme, malformed, too long). */
-int gw_proxy__basic_credentials(gw_slice_t v, uint8_t *out, size_t cap, size_t *ulen,
-                                size_t *plen);
+int gw_proxy__basic_credentials(gw_slice_t v, uint8_t *out, size_t cap, size_t *ulen, size_t *plen);
 /* Route r's basic_auth for request h on s (r->basic_auth set). 0: let in now (cached
  * credentials; s->log says who), go on. 1: taken, *rv is what to return: answered (400, 401,
  * 429, 503), or waiting for a verification on the thread pool (the stream's px_t made, px->auth
  * set): its answer later continues with gw_proxy__auth_passed or a 401. */
-int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
-                   const gw_cfg_route_t *r, int *rv);
+int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
+                   int *rv);
 /* The proxy's basic auth state (none when no route has basic_auth): 0, GW_E_NOMEM, GW_E_IO.
  * _close: queued verifications forget the proxy and its streams; _free: after _close. */
 int gw_proxy__auth_new(gw_proxy_t *p);

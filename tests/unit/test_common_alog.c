@@ -119,9 +119,10 @@ static void remote_user(void **state)
     gw_alog_t r = sample();
     r.user = "al\"ice";
     r.auth = GW_ALOG_AUTH_VERIFIED;
-    assert_string_equal(line(b, GW_ALOG_COMBINED, &r),
-                        "127.0.0.1 - al\\x22ice [05/Dec/2026:11:40:22 +0000] \"GET /a?b=1 HTTP/2.0\" "
-                        "200 1024 \"-\" \"curl/7.88.1\"\n");
+    assert_string_equal(
+        line(b, GW_ALOG_COMBINED, &r),
+        "127.0.0.1 - al\\x22ice [05/Dec/2026:11:40:22 +0000] \"GET /a?b=1 HTTP/2.0\" "
+        "200 1024 \"-\" \"curl/7.88.1\"\n");
     const char *j = line(b, GW_ALOG_JSON, &r);
     assert_non_null(strstr(j, ",\"remote_user\":\"al\\\"ice\",\"auth\":\"verified\"}\n"));
     r.user = NULL;
@@ -372,7 +373,7 @@ static void request_ids(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(combined_line, buf_setup, buf_teardown),
     cmocka_unit_test_setup_teardown(json_line, buf_setup, buf_teardown),
-        cmocka_unit_test_setup_teardown(remote_user, buf_setup, buf_teardown),
+    cmocka_unit_test_setup_teardown(remote_user, buf_setup, buf_teardown),
     cmocka_unit_test_setup_teardown(json_escapes_hostile_bytes, buf_setup, buf_teardown),
     cmocka_unit_test(request_ids),
     cmocka_unit_test_setup_teardown(combined_timing_line, buf_setup, buf_teardown),

@@ -18,7 +18,7 @@
 #define BCRYPT "$2y$04$uELP5JGjW95BkgyHZ/1InOxfbahzRCe8qoiAYjPi7G8cfOq5ewl7q"
 #define SHA256 "$5$CGzy6iKi59Wtv3LD$iJwwSfkqbZU7E2KMLl06fOzfAJgHOHLgqszr17dCvl7"
 #define SHA512                                                                                     \
-    "$6$idMqkXoi2aJcIHrR$gi5rL6RSHBUZf.QxbN.slt4u9y/z2ACzElGWSm08xsIn1PJvzymgehV9y47vneZnNdodPaa" \
+    "$6$idMqkXoi2aJcIHrR$gi5rL6RSHBUZf.QxbN.slt4u9y/z2ACzElGWSm08xsIn1PJvzymgehV9y47vneZnNdodPaa"  \
     "xAZ7RJAyKKj1jf/"
 
 static const gw_cfg_pos_t AT = {"gw.yaml", 7, 12};

@@ -48,21 +48,21 @@ static void test_refused(void **st)
         "",
         "Basic",
         "Basic ",
-        "BasicYWxpY2U6c2VjcmV0",        /* no space */
-        "Bearer YWxpY2U6c2VjcmV0",      /* another scheme */
-        "Digest username=\"alice\"",    /* another scheme */
-        "Basic YWxpY2U6c2VjcmV0 ",      /* trailing space */
-        "Basic YWxpY2U6c2VjcmV",        /* length not a multiple of 4 */
-        "Basic YWxpY2U6c2VjcmV0=",      /* padding where none belongs */
-        "Basic YTpiOmM",                /* padding missing */
-        "Basic YTpi=mM=",               /* '=' inside */
-        "Basic YWxp Y2U6c2VjcmV0",      /* a space inside */
-        "Basic YWxpY2U6c2VjcmV0\t",     /* a tab */
-        "Basic YWxpY2U6c2VjcmV0-_",     /* base64url characters */
-        "Basic YTpiOmN=",               /* non-zero bits after the last byte */
-        "Basic bm9jb2xvbg==",           /* "nocolon" */
-        "Basic YQE6cA==",               /* a control character (§2) */
-        "Basic realm=\"x\"",            /* an auth-param, not token68 */
+        "BasicYWxpY2U6c2VjcmV0",     /* no space */
+        "Bearer YWxpY2U6c2VjcmV0",   /* another scheme */
+        "Digest username=\"alice\"", /* another scheme */
+        "Basic YWxpY2U6c2VjcmV0 ",   /* trailing space */
+        "Basic YWxpY2U6c2VjcmV",     /* length not a multiple of 4 */
+        "Basic YWxpY2U6c2VjcmV0=",   /* padding where none belongs */
+        "Basic YTpiOmM",             /* padding missing */
+        "Basic YTpi=mM=",            /* '=' inside */
+        "Basic YWxp Y2U6c2VjcmV0",   /* a space inside */
+        "Basic YWxpY2U6c2VjcmV0\t",  /* a tab */
+        "Basic YWxpY2U6c2VjcmV0-_",  /* base64url characters */
+        "Basic YTpiOmN=",            /* non-zero bits after the last byte */
+        "Basic bm9jb2xvbg==",        /* "nocolon" */
+        "Basic YQE6cA==",            /* a control character (§2) */
+        "Basic realm=\"x\"",         /* an auth-param, not token68 */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         if (creds(bad[i], u, p) != GW_E_PARSE)
