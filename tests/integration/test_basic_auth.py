@@ -321,3 +321,23 @@ def test_max_verifying_and_held_body_bounds(gateway, origin, tmp_path):
     c.close()
     assert response(evs, sid)[0] == "413", evs
     assert origin.requests == []
+
+
+def test_gateway_stopping_while_verifying_exits_cleanly(gateway, origin, tmp_path):
+    """SIGTERM while a password is on the thread pool (bcrypt cost 12, longer than the
+    shutdown's drain): the worker closes its proxy, the verification comes back to nobody, and
+    the gateway exits 0 without a sanitizer report (the fixture checks)."""
+    users = tmp_path / "users"
+    run(["htpasswd", "-cbB", "-C", "12", str(users), "slow", "pw"])
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], log_level="debug",
+                          route_extra=auth_route(users),
+                          extra="timeouts:\n  graceful_shutdown: 50ms\n"),
+                wait=[("127.0.0.1", port)])
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(f"GET / HTTP/1.1\r\nHost: x\r\nAuthorization: {basic('slow', 'x')}\r\n\r\n"
+                  .encode())
+        time.sleep(0.1)
+        g.signal(signal.SIGTERM)
+        assert g.wait(timeout=20) == 0, g.log()[-3000:]
+    assert "event=auth_gone proxy=closed" in g.log(), g.log()[-3000:]
