@@ -44,8 +44,11 @@
 
 #define WAYS 4
 #define KEY_LEN 32
-/* A worker remembers the failures of this many client addresses (each route's own); beyond,
- * an address whose bucket is full again is forgotten, else the new one is refused (429). */
+/* Failures are counted in the request-rate table the workers share (gw_proxy_set_rate_table:
+ * per client address across workers, kept over a reload), under a tag of their own per route;
+ * a proxy given none (unit tests) keeps a table of FAIL_CLIENTS addresses. Full of clients
+ * still in debt, a table refuses a new one: 429 (it fails closed). */
+#define FAIL_TAG 0x80000000u
 #define FAIL_CLIENTS 4096
 /* Failures are counted in tokens: one failure is 60, the bucket refills max_failures a second,
  * so max_failures failures a minute (the bucket's rate is whole tokens per second). */
@@ -65,9 +68,9 @@ typedef struct {
 
 struct gw_proxy_auth {
     uint8_t secret[KEY_LEN];
-    cache_t *caches;         /* per route (index in cfg->routes); empty without basic_auth */
-    gw_bucket_table_t *fail; /* failures per client address, tag = route index + 1 */
-    gw_list_t jobs;          /* auth_job_t queued on the thread pool */
+    cache_t *caches;        /* per route (index in cfg->routes); empty without basic_auth */
+    gw_bucket_table_t *own; /* failures per client address without a shared table */
+    gw_list_t jobs;         /* auth_job_t queued on the thread pool */
 };
 
 struct gw_auth_job {
@@ -195,8 +198,20 @@ int gw_proxy__auth_new(gw_proxy_t *p)
         if (!(c->slots = gw_calloc(c->nsets * WAYS, sizeof(*c->slots))))
             return GW_E_NOMEM;
     }
-    unsigned prefix = cfg->throttle.ipv6_prefix ? cfg->throttle.ipv6_prefix : 64;
-    return gw_bucket_table_new(FAIL_CLIENTS, prefix, &a->fail);
+    return 0;
+}
+
+/* The table of failures: the shared one, or the proxy's own (made at first use). */
+static gw_bucket_table_t *fail_table(gw_proxy_t *p)
+{
+    if (p->rates)
+        return p->rates;
+    if (!p->auth->own) {
+        unsigned prefix = p->cfg->throttle.ipv6_prefix ? p->cfg->throttle.ipv6_prefix : 64;
+        if (gw_bucket_table_new(FAIL_CLIENTS, prefix, &p->auth->own) < 0)
+            p->auth->own = NULL;
+    }
+    return p->auth->own;
 }
 
 void gw_proxy__auth_close(gw_proxy_t *p)
@@ -227,7 +242,7 @@ void gw_proxy__auth_free(gw_proxy_t *p)
         for (size_t i = 0; i < p->cfg->routes_len; i++)
             gw_free(a->caches[i].slots);
     gw_free(a->caches);
-    gw_bucket_table_del(a->fail);
+    gw_bucket_table_del(a->own);
     OPENSSL_cleanse(a->secret, sizeof(a->secret));
     gw_free(a);
     p->auth = NULL;
@@ -309,17 +324,23 @@ static int answer_401(gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_rout
     return gw_proxy__answer_early(s, h, 401, "h2gate: authentication required\n", f, 1);
 }
 
-/* The client's failure bucket on route idx, or NULL (no limit, or a client that is not IP). */
-static gw_bucket_entry_t *fail_entry(struct gw_proxy_auth *a, const gw_cfg_route_t *r, size_t idx,
-                                     const struct sockaddr *sa, uint64_t now_us, int *refused)
+/* The client's failure bucket on route idx in *t, or NULL (no limit, or a client that is not
+ * IP); *refused: the table is full of clients still in debt (fail closed). */
+static gw_bucket_entry_t *fail_entry(gw_proxy_t *p, const gw_cfg_route_t *r, size_t idx,
+                                     const struct sockaddr *sa, uint64_t now_us,
+                                     gw_bucket_table_t **t, int *refused)
 {
     *refused = 0;
     if (!r->basic_auth->max_failures || !gw_bucket_table_keyed(sa))
         return NULL;
+    if (!(*t = fail_table(p))) {
+        *refused = 1;
+        return NULL;
+    }
     uint64_t rate = r->basic_auth->max_failures;
     gw_bucket_entry_t *e =
-        gw_bucket_table_acquire(a->fail, sa, (unsigned)idx + 1, rate, rate * FAIL_COST, now_us);
-    *refused = e == NULL; /* the table is full of clients still in debt: fail closed */
+        gw_bucket_table_acquire(*t, sa, FAIL_TAG | (unsigned)idx, rate, rate * FAIL_COST, now_us);
+    *refused = e == NULL;
     return e;
 }
 
@@ -329,16 +350,17 @@ static int limited(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const
 {
     uint64_t now = gw_now_ns() / 1000, wait = 0;
     int refused;
-    gw_bucket_entry_t *e = fail_entry(p->auth, r, idx, s->addr, now, &refused);
+    gw_bucket_table_t *t = NULL;
+    gw_bucket_entry_t *e = fail_entry(p, r, idx, s->addr, now, &t, &refused);
     if (!e && !refused)
         return 0;
     if (e) {
-        if (gw_bucket_table_avail(p->auth->fail, e, now) >= FAIL_COST) {
-            gw_bucket_table_release(p->auth->fail, e);
+        if (gw_bucket_table_avail(t, e, now) >= FAIL_COST) {
+            gw_bucket_table_release(t, e);
             return 0;
         }
-        wait = gw_bucket_table_wait_us(p->auth->fail, e, FAIL_COST, now);
-        gw_bucket_table_release(p->auth->fail, e);
+        wait = gw_bucket_table_wait_us(t, e, FAIL_COST, now);
+        gw_bucket_table_release(t, e);
     }
     unsigned retry = (unsigned)((wait + 999999) / 1000000);
     char ra[16];
@@ -354,11 +376,12 @@ static void failed(gw_proxy_t *p, const gw_cfg_route_t *r, size_t idx, const str
 {
     uint64_t now = gw_now_ns() / 1000;
     int refused;
-    gw_bucket_entry_t *e = fail_entry(p->auth, r, idx, sa, now, &refused);
+    gw_bucket_table_t *t = NULL;
+    gw_bucket_entry_t *e = fail_entry(p, r, idx, sa, now, &t, &refused);
     if (!e)
         return;
-    gw_bucket_table_spend(p->auth->fail, e, FAIL_COST, now);
-    gw_bucket_table_release(p->auth->fail, e);
+    gw_bucket_table_spend(t, e, FAIL_COST, now);
+    gw_bucket_table_release(t, e);
 }
 
 /* ---- verification on the thread pool -------------------------------------------------------- */

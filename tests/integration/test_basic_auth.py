@@ -341,3 +341,24 @@ def test_gateway_stopping_while_verifying_exits_cleanly(gateway, origin, tmp_pat
         g.signal(signal.SIGTERM)
         assert g.wait(timeout=20) == 0, g.log()[-3000:]
     assert "event=auth_gone proxy=closed" in g.log(), g.log()[-3000:]
+
+
+def test_requests_with_credentials_still_do_not_coalesce(gateway, origin, tmp_path):
+    """The Authorization field is removed before the origin, but the request carried it: two
+    identical concurrent GETs of one user are not coalesced (each reaches the origin), unless
+    the route says coalesce_private (then one origin request serves both)."""
+    users = users_file(tmp_path)
+    auth = [("authorization", basic("alice", "wonder land"))]
+    for private, want in ((False, 2), (True, 1)):
+        extra = "coalesce_private: true" if private else ""
+        g = origin_gateway(gateway, origin, route_extra=auth_route(users, "") + extra)
+        path = f"/page-links/400?h=Cache-Control:public&p={private}"  # shareable
+        c = Client(g.port)
+        s0 = c.request("/echo", extra=auth)  # verified now: the two below are cache hits
+        c.events(ended(s0))
+        s1 = c.request(path, extra=auth)
+        s2 = c.request(path, extra=auth)
+        evs = c.events(lambda e: ended(s1)(e) and ended(s2)(e))
+        c.close()
+        assert (response(evs, s1)[0], response(evs, s2)[0]) == ("200", "200"), evs
+        assert sum(r.target == path for r in origin.requests) == want, (private, origin.requests)
