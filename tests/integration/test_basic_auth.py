@@ -196,6 +196,14 @@ def test_cache_and_reload_with_a_changed_users_file(gateway, origin, tmp_path):
     assert "event=generation worker=0 generation=2" in g.log(), g.log()[-3000:]
     assert curl(g.port, user="dave:new")[0] == 200
     assert curl(g.port, user="alice:wonder land")[0] == 401
+    # a users file that became bad: the reload is refused, naming the user and the line, and
+    # the running configuration stays
+    htpasswd(users, "mallory", "x", "-m")
+    g.signal(signal.SIGHUP)
+    log = g.wait_log("event=reload_failed", timeout=10)
+    assert f"users file {users}:4: user 'mallory' has an MD5 ($apr1$) hash" in log, log[-3000:]
+    assert curl(g.port, user="dave:new")[0] == 200
+    assert curl(g.port, user="mallory:x")[0] == 401
 
 
 def test_body_held_while_verifying_reaches_the_origin(gateway, origin, tmp_path):
