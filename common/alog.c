@@ -17,6 +17,13 @@ void gw_alog_init(gw_alog_t *r)
     r->route_ix = UINT32_MAX;
 }
 
+const char *gw_alog_auth_str(gw_alog_auth_t a)
+{
+    static const char *const n[] = {"none",    "cached",  "verified", "failed",
+                                    "missing", "limited", "busy"};
+    return a < GW_ALOG_AUTH_N ? n[a] : "?";
+}
+
 unsigned gw_alog_clf_status(const gw_alog_t *r)
 {
     if (r->status)
@@ -367,6 +374,8 @@ static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
     kv_cstr(a, "h2_error", r->h2_error);
     kv_cstr(a, "tls_client_verify", r->client_verify);
     kv_cstr(a, "tls_client_subject", r->client_subject);
+    kv_cstr(a, "remote_user", r->user);
+    kv_cstr(a, "auth", r->auth ? gw_alog_auth_str((gw_alog_auth_t)r->auth) : NULL);
     put(a, "}\n", 2);
 }
 
@@ -400,7 +409,13 @@ static void format_combined(ap_t *a, const gw_alog_t *r, uint64_t now_us)
     gw_slice_t ip, port;
     split_peer(r->peer, &ip, &port);
     put_clf(a, ip);
-    put(a, tc->clf, tc->clf_len);
+    if (r->user) { /* the third field is the authenticated user (basic auth) */
+        put(a, " - ", 3);
+        put_clf(a, gw_slice_str(r->user));
+        put(a, tc->clf + 4, tc->clf_len - 4); /* " [date] \"" */
+    } else {
+        put(a, tc->clf, tc->clf_len);
+    }
     put_request(a, r);
     put(a, "\" ", 2);
     put_u64(a, gw_alog_clf_status(r));
@@ -693,7 +708,7 @@ static void put_var(ap_t *a, unsigned v, const gw_alog_t *r, uint64_t now_us)
         put_clf(a, v == V_REMOTE_ADDR ? ip : port);
         return;
     case V_REMOTE_USER:
-        put(a, "-", 1); /* no authentication yet */
+        put_clf(a, gw_slice_str(r->user ? r->user : "")); /* `-` without one */
         return;
     case V_TIME_LOCAL:
         put(a, tcache(now_us)->clf + CLF_DATE_OFF, CLF_DATE_LEN);

@@ -30,6 +30,20 @@
 
 typedef enum { GW_ALOG_COMBINED = 0, GW_ALOG_JSON, GW_ALOG_COMBINED_TIMING } gw_alog_format_t;
 
+/* What a route's basic_auth made of a request (gw_alog_t.auth). */
+typedef enum {
+    GW_ALOG_AUTH_NONE = 0, /* the route has none */
+    GW_ALOG_AUTH_CACHED,   /* credentials verified before (the worker's cache): let in */
+    GW_ALOG_AUTH_VERIFIED, /* credentials verified now: let in */
+    GW_ALOG_AUTH_FAILED,   /* verified and wrong (unknown user or wrong password): 401 */
+    GW_ALOG_AUTH_MISSING,  /* none, malformed or repeated credentials: 401 / 400 */
+    GW_ALOG_AUTH_LIMITED,  /* too many failures from the client: 429 */
+    GW_ALOG_AUTH_BUSY,     /* too many verifications queued: 503 */
+    GW_ALOG_AUTH_N
+} gw_alog_auth_t;
+/* "none", "cached", "verified", "failed", "missing", "limited", "busy". */
+const char *gw_alog_auth_str(gw_alog_auth_t a);
+
 typedef struct {
     uint64_t start_ns;  /* monotonic: the request head was complete */
     uint64_t head_ns;   /* the response head was handed to the client side; 0: none */
@@ -62,6 +76,9 @@ typedef struct {
     uint8_t client_gone : 1;  /* the client reset the stream or closed the connection before
                                  the front was done with the request */
     const char *h2_error;     /* RFC 9113 §7 name of the code the stream was reset with, or NULL */
+    const char *user;         /* basic auth's user, let in (remote_user); NULL: none. It lives as
+                                 long as the configuration the request came under */
+    uint8_t auth;             /* gw_alog_auth_t */
     uint8_t id_len;
     char id[GW_ALOG_ID_MAX]; /* the request id (x-request-id); id_len 0: none */
 } gw_alog_t;
@@ -84,7 +101,7 @@ unsigned gw_alog_clf_status(const gw_alog_t *r);
 /* ---- log_format templates (nginx's log_format) ----
  *
  * A template is text with variables, `$name` or `${name}`: remote_addr, remote_port,
- * remote_user (always `-`), time_local, time_iso8601, msec, request, request_method,
+ * remote_user (basic auth's user), time_local, time_iso8601, msec, request, request_method,
  * request_uri, server_protocol, host, status (gw_alog_clf_status), body_bytes_sent,
  * request_body_length, http_referer, http_user_agent, request_time, upstream_addr,
  * upstream_connect_time, upstream_header_time, upstream_response_time, request_id,

@@ -163,6 +163,7 @@ void gw_config_del(gw_config_t *c)
             gw_nettrie_free(&r->acl->deny);
             gw_free(r->acl);
         }
+        gw_cfg__free_basic_auth(r->basic_auth);
     }
     gw_free(c->routes);
     gw_cfg__free_hdr_rules(&c->request_headers);

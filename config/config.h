@@ -207,6 +207,35 @@ typedef struct {
     unsigned health_status; /* expected status */
 } gw_cfg_upstream_t;
 
+typedef struct gw_config_errors gw_config_errors_t;
+
+/* A route's basic_auth (RFC 7617): the users file read at load (config/basic_auth.c). */
+typedef struct {
+    char *user; /* no ':' nor control characters */
+    char *hash; /* crypt(3) text: $2y$/$2b$/$2a$ (bcrypt), $5$/$6$ (SHA-crypt) */
+} gw_cfg_htuser_t;
+typedef struct {
+    char *realm;            /* WWW-Authenticate realm: no '"', '\\' nor controls */
+    char *users_path;       /* the htpasswd file */
+    gw_cfg_htuser_t *users; /* sorted by user (strcmp): gw_cfg_htuser_find */
+    size_t users_len;
+    int pass;               /* Authorization goes on to the origin (default 0: removed) */
+    unsigned cache_entries; /* verified credentials remembered per worker; 0: none */
+    uint64_t cache_ttl_ms;  /* ... for this long */
+    unsigned max_failures;  /* failed verifications per minute per client; 0: no limit */
+    unsigned max_verifying; /* verifications queued per worker; beyond: 503 */
+    gw_cfg_pos_t users_at;
+} gw_cfg_basic_auth_t;
+/* The entry of user (len bytes) in a, or NULL. */
+const gw_cfg_htuser_t *gw_cfg_htuser_find(const gw_cfg_basic_auth_t *a, const char *user,
+                                          size_t len);
+/* Parse an htpasswd file's text[0..len) (`file` names it in messages) into *users (sorted,
+ * *n entries; free with gw_cfg_htusers_free). Every problem is appended to errs as "AT: users
+ * file FILE:LINE: ..." (AT: at, the config's `users:` key). 0, GW_E_PARSE or GW_E_NOMEM. */
+int gw_cfg_htpasswd_parse(const gw_cfg_pos_t *at, const char *file, const char *text, size_t len,
+                          gw_cfg_htuser_t **users, size_t *n, gw_config_errors_t *errs);
+void gw_cfg_htusers_free(gw_cfg_htuser_t *u, size_t n);
+
 typedef struct {
     char *name; /* label of its metrics and log lines; default: host followed by path */
     char *host; /* "example.com", "*.example.com" or "*" */
@@ -254,6 +283,7 @@ typedef struct {
     int intercept_errors;             /* origin 5xx answers get the error page's body too */
     int client_cert_required; /* client_cert: required → 403 without a verified certificate */
     int client_cert_chain;    /* Client-Cert-Chain (RFC 9440 §2.3) goes with Client-Cert */
+    gw_cfg_basic_auth_t *basic_auth; /* NULL: none */
     int line;
 } gw_cfg_route_t;
 
@@ -409,10 +439,10 @@ const gw_cfg_error_page_t *gw_cfg_error_page(const gw_config_t *c, const gw_cfg_
                                              unsigned status);
 
 /* Error list filled by the loader: each entry "FILE:LINE:COL: message". */
-typedef struct {
+struct gw_config_errors {
     char **msgs;
     size_t len;
-} gw_config_errors_t;
+};
 void gw_config_errors_free(gw_config_errors_t *e);
 
 /* Append "FILE:LINE:COL: message" (at->file, or "<config>"; "FILE: message" when at->line is

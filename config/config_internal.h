@@ -9,6 +9,7 @@
  *              level); hsts and redirect_https (listeners). Values through template.c.
  * client_auth.c: client certificates: a listener's client_auth (files read and checked), a
  *              route's client_cert and client_cert_chain.
+ * basic_auth.c: a route's basic_auth and the htpasswd file it names.
  * load.c:      the loader's machinery (ld_t): errors at a node, the node helpers, the
  *              table-driven scalar fields, lists of strings and of networks.
  * config.c:    the configuration object: its release (gw_config_del) and its error list.
@@ -166,6 +167,9 @@ int gw_cfg__route_client_cert(ld_t *ld, const char *key, yaml_node_t *v, gw_cfg_
 void gw_cfg__load_upstreams(ld_t *ld, yaml_node_t *v);
 /* routes.c (after the listeners and the upstreams: a route names them) */
 void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v);
+/* basic_auth.c: a route's basic_auth mapping v into *out (replacing it), its users file read */
+void gw_cfg__load_basic_auth(ld_t *ld, yaml_node_t *v, gw_cfg_basic_auth_t **out);
+void gw_cfg__free_basic_auth(gw_cfg_basic_auth_t *a);
 
 /* rules.c (listen.c, routes.c and toplevel.c call it) */
 /* request_headers / response_headers (section names the key) at v into *out. */

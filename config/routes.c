@@ -105,6 +105,8 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
                                x->r->early_hints[i]);
     } else if (gw_cfg__route_rules_pair(ld, key, v, x->r, &x->rules)) {
         /* rules.c: header rules, origin_host, strip_prefix, redirect, respond */
+    } else if (!strcmp(key, "basic_auth")) {
+        gw_cfg__load_basic_auth(ld, v, &x->r->basic_auth);
     } else if (!strcmp(key, "push") &&
                gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
         x->push = v;
@@ -131,6 +133,7 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
                                            "respond",
                                            "client_cert",
                                            "client_cert_chain",
+                                           "basic_auth",
                                            NULL};
         gw_cfg__err_unknown_key(ld, k, key, "a route", route_fields, NTAB(route_fields), more);
     }

@@ -89,6 +89,7 @@ typedef struct {
     char upstream[GW_MNAME];
     uint64_t req[GW_MCODES];
     uint64_t rate_limited;
+    uint64_t auth[GW_ALOG_AUTH_N]; /* basic auth's results (gw_alog_auth_t) */
     gw_hist_t dur;
 } gw_mroute_t;
 

@@ -180,6 +180,8 @@ void gw_front__metrics_request(conn_t *c, const gw_alog_t *r)
     mr->req[r->status >= 100 && r->status < 600 ? r->status / 100 - 1 : GW_MCODES - 1]++;
     if (r->rate_limited)
         mr->rate_limited++;
+    if (r->auth && r->auth < GW_ALOG_AUTH_N)
+        mr->auth[r->auth]++;
     uint64_t end = r->end_ns > r->start_ns ? r->end_ns : r->start_ns;
     gw_hist_add(&mr->dur, (end - r->start_ns) / 1000);
     gw_mup_t *mu = &m->ups[c->g->mup[cfg->routes[r->route_ix].upstream]];
@@ -447,6 +449,8 @@ static void merge(gw_mset_t *t, const gw_mset_t *s)
         for (size_t c = 0; c < GW_MCODES; c++)
             d->req[c] += s->routes[i].req[c];
         d->rate_limited += s->routes[i].rate_limited;
+        for (size_t a = 0; a < GW_ALOG_AUTH_N; a++)
+            d->auth[a] += s->routes[i].auth[a];
         gw_hist_merge(&d->dur, &s->routes[i].dur);
     }
     for (size_t i = 0; i < s->nups; i++) {

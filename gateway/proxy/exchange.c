@@ -393,6 +393,7 @@ px_t *gw_proxy__stream_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *
     gw_list_init(&px->ulink);
     gw_list_init(&px->alink);
     gw_list_init(&px->rlink);
+    px->auth = NULL;
     if (!px->req_done && !px->ws) /* a tunnel's silence is timeouts.tunnel_idle's */
         gw_proxy__upload_watch(px);
     s->proxy_data = px;
@@ -462,6 +463,7 @@ void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
     s->proxy_data = NULL;
     px->closed = 1;
     gw_list_remove(&px->rlink); /* a stream that waited for the cluster's answer */
+    gw_proxy__auth_detach(px);  /* ... or for basic auth's verification */
     gw_proxy__upload_unwatch(px);
     gw_proxy__acc_drop(px);
     /* a leader cancelled by its client does not cancel the followers: the exchange goes on

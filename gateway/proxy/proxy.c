@@ -27,6 +27,13 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
         gw_free(p);
         return GW_E_NOMEM;
     }
+    int arv = gw_proxy__auth_new(p);
+    if (arv < 0) {
+        gw_proxy__auth_free(p);
+        gw_proxy__chains_free(p);
+        gw_free(p);
+        return arv;
+    }
     /* what one compressor of each coding weighs against compression.max_memory: measured
      * here, off the request path, when some route compresses */
     for (size_t i = 0; i < cfg->routes_len; i++) {
@@ -36,6 +43,7 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
             if ((gw_zstream_available() & (1u << c)) &&
                 !(p->zweight[c] = gw_zstream_weigh(&cfg->compression, c))) {
                 gw_proxy__errpages_free(p);
+                gw_proxy__auth_free(p);
                 gw_proxy__chains_free(p);
                 gw_free(p);
                 return GW_E_NOMEM;
@@ -45,6 +53,7 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     int rv = gw_back_new(loop, cfg, &p->back);
     if (rv < 0) {
         gw_proxy__errpages_free(p);
+        gw_proxy__auth_free(p);
         gw_proxy__chains_free(p);
         gw_free(p);
         return rv;
@@ -94,6 +103,7 @@ void gw_proxy_close(gw_proxy_t *p)
 {
     if (!p)
         return;
+    gw_proxy__auth_close(p);
     if (p->back) {
         gw_back_t *b = p->back;
         p->back = NULL;
@@ -123,6 +133,7 @@ void gw_proxy_del(gw_proxy_t *p)
     gw_proxy__hints_free(&p->hints);
     gw_proxy__errpages_free(p);
     gw_proxy__chains_free(p);
+    gw_proxy__auth_free(p);
     gw_free(p);
 }
 

@@ -6,6 +6,8 @@
  *              route, WebSocket), the place of the route's request policy, the request rate
  *              (the local bucket, or the cluster's answer waited for).
  * acl.c:       the route's access list (allow, deny), the first request policy.
+ * auth.c:      a route's basic_auth: the Authorization field, verification on the thread pool,
+ *              the cache of verified credentials, the failure limit.
  * route.c:     route matching (host, wildcard, path prefix), request-rate buckets (429) and
  *              the gateway's own answers (404, 400, 5xx).
  * exchange.c:  px_t (one client stream) and ox_t (one origin exchange): their lifetimes,
@@ -96,6 +98,7 @@ struct gw_proxy {
     gw_bucket_table_t *rates;      /* request-rate buckets shared by all workers, or NULL */
     gw_proxy_rate_asker_t asker;   /* the cluster's shared rates (ask NULL: none) */
     gw_list_t rate_waits;          /* px_t waiting for the cluster's answer */
+    struct gw_proxy_auth *auth;    /* basic auth's caches and queued verifications (auth.c) */
     gw_proxy_chain_t *chains;      /* the response filters of each route (index in cfg->routes) */
     gw_proxy_errpages_t *errpages; /* each route's error pages, then the top level's (errpage.c) */
     /* px_t / ox_t (exchange.c): a proxied request allocates neither once warm */
@@ -192,12 +195,13 @@ typedef struct {
     unsigned req_done : 1;  /* the client ended its request body */
     unsigned closed : 1;    /* the front is done with the stream: no more ops */
     unsigned reset : 1;
-    unsigned follower : 1; /* joined another stream's exchange */
-    unsigned ws : 1;       /* a WebSocket request (tunnel.c): no body until the 101 */
-    unsigned hinted : 1;   /* a 103 went to the client (at most one per request) */
-    unsigned tunnel : 1;   /* its 101 came: bytes both ways until either side ends */
-    gw_list_t rlink;       /* in p->rate_waits while it waits for the cluster's rate answer */
-    uint64_t token;        /* of the cluster question it waits for */
+    unsigned follower : 1;    /* joined another stream's exchange */
+    unsigned ws : 1;          /* a WebSocket request (tunnel.c): no body until the 101 */
+    unsigned hinted : 1;      /* a 103 went to the client (at most one per request) */
+    unsigned tunnel : 1;      /* its 101 came: bytes both ways until either side ends */
+    gw_list_t rlink;          /* in p->rate_waits while it waits for the cluster's rate answer */
+    struct gw_auth_job *auth; /* the verification it waits for (auth.c), or NULL */
+    uint64_t token;           /* of the cluster question it waits for */
     gw_req_proto_t proto;
     char path[160]; /* for the log, truncated */
 } px_t;
@@ -445,6 +449,42 @@ void gw_proxy__upload_watch(px_t *px);
 void gw_proxy__upload_unwatch(px_t *px);
 /* Drop the small request body pieces px gathered (credited back to the client). */
 void gw_proxy__acc_drop(px_t *px);
+
+/* ---- request.c and auth.c: the request policy ---------------------------------------------- */
+
+/* A gateway answer made before any exchange (request.c): status, text body, extra fields
+ * f[0..n); over HTTP/2 a request still sending its body is reset with NO_ERROR afterwards. */
+int gw_proxy__answer_text(gw_cstream_t *s, const gw_req_head_t *h, unsigned status,
+                          const char *text, const gw_field_t *f, size_t n);
+/* The route's request policy after basic auth, for a stream that waited for its verification
+ * (px, made by auth.c): what request.c does after gw_proxy__auth let a request in. */
+int gw_proxy__auth_passed(px_t *px);
+
+/* The decoded credentials kept at most (user-id, ':', password); longer ones are refused. */
+#define GW_PROXY_AUTH_CRED_MAX 1024
+/* RFC 7617 §2 credentials in an Authorization value v: "Basic" (any case), 1*SP, then base64
+ * (RFC 4648 §4, padded, canonical) of user-id ":" password, without control characters, the
+ * user-id without ':'. Decoded into out[0..cap): the user-id is out[0..*ulen), the password
+ * follows the ':' (*plen bytes). 0, or GW_E_PARSE (another scheme, malformed, too long). */
+int gw_proxy__basic_credentials(gw_slice_t v, uint8_t *out, size_t cap, size_t *ulen, size_t *plen);
+/* Route r's basic_auth for request h on s (r->basic_auth set). 0: let in now (cached
+ * credentials; s->log says who), go on. 1: taken, *rv is what to return: answered (400, 401,
+ * 429, 503), or waiting for a verification on the thread pool (the stream's px_t made, px->auth
+ * set): its answer later continues with gw_proxy__auth_passed or a 401. */
+int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
+                   int *rv);
+/* The proxy's basic auth state (none when no route has basic_auth): 0, GW_E_NOMEM, GW_E_IO.
+ * _close: queued verifications forget the proxy and its streams; _free: after _close. */
+int gw_proxy__auth_new(gw_proxy_t *p);
+void gw_proxy__auth_close(gw_proxy_t *p);
+void gw_proxy__auth_free(gw_proxy_t *p);
+/* A stream waiting for its verification holds its request body (not credited: at most
+ * limits.body_buffer bytes, beyond it is answered 413) and its end; 1 when px waits (taken),
+ * 0 otherwise. */
+int gw_proxy__auth_hold(px_t *px, const uint8_t *data, size_t len);
+int gw_proxy__auth_hold_end(px_t *px, const gw_field_t *tr, size_t n);
+/* The stream closed: its verification, if any, finds nobody when it ends. */
+void gw_proxy__auth_detach(px_t *px);
 
 /* ---- route.c: routes, rates and the gateway's answers --------------------------------------- */
 

@@ -20,7 +20,14 @@ static int answer_early(gw_cstream_t *s, const gw_req_head_t *h, unsigned status
     return gw_proxy__answer_early(s, h, h->route, status, NULL, text, strlen(text), f, n);
 }
 
+int gw_proxy__answer_text(gw_cstream_t *s, const gw_req_head_t *h, unsigned status,
+                          const char *text, const gw_field_t *f, size_t n)
+{
+    return answer_early(s, h, status, text, f, n);
+}
+
 static int px_local_rate(px_t *px);
+static int px_limited(px_t *px, unsigned retry);
 
 /* The local bucket of r's request_rate for s's client (gw_proxy__rate_allow). */
 static int local_allow(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_cstream_t *s,
@@ -93,15 +100,15 @@ static int ws_refused(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
 }
 
 /* The route's request rate decides (here, or the cluster's answer later), then the stream is
- * served. */
+ * served. px: the stream's state when it already has one (it waited for basic auth), else
+ * NULL. */
 static int rate_then_serve(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
-                           const gw_cfg_route_t *r)
+                           const gw_cfg_route_t *r, px_t *px)
 {
     int shared = r->request_rate && p->asker.ask && s->addr && gw_bucket_table_keyed(s->addr);
     uint8_t key[GW_PROXY_RATE_KEY_MAX];
     size_t kl = shared ? gw_proxy__rate_key(p, r, s->addr, key, sizeof(key)) : 0;
     uint64_t burst = r->request_burst ? r->request_burst : r->request_rate;
-    px_t *px;
     if (!kl || !h->end_stream || h->protocol.len) {
         /* decided here; with a cluster, a request with a body (it cannot wait without holding
          * its body) is only charged to the shared budget */
@@ -109,20 +116,39 @@ static int rate_then_serve(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *
             (void)p->asker.ask(p->asker.ud, key, kl, r->request_rate, burst, 0);
         unsigned retry;
         if (!local_allow(p, r, s, &retry))
-            return rate_429(p, s, h, r, retry);
-        if (!(px = gw_proxy__stream_new(p, s, h, r)))
+            return px ? px_limited(px, retry) : rate_429(p, s, h, r, retry);
+        if (!px && !(px = gw_proxy__stream_new(p, s, h, r)))
             return GW_E_NOMEM;
         return gw_proxy__serve(px);
     }
     /* the cluster decides across instances; the stream waits for the answer (within
      * cluster.timeout; then, or without Redis, the local bucket decides) */
-    if (!(px = gw_proxy__stream_new(p, s, h, r)))
+    if (!px && !(px = gw_proxy__stream_new(p, s, h, r)))
         return GW_E_NOMEM;
     px->token = p->asker.ask(p->asker.ud, key, kl, r->request_rate, burst, 1);
     if (!px->token)
         return px_local_rate(px);
     gw_list_push_back(&p->rate_waits, &px->rlink);
     return 0;
+}
+
+/* The route's request policy after basic auth. px: the stream's state when it waited for its
+ * verification, else NULL. */
+static int after_auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
+                      const gw_cfg_route_t *r, px_t *px)
+{
+    int rv;
+    if (gw_proxy__route_answer(s, h, r, &rv)) {
+        if (px) /* answered: nothing more goes anywhere (as px_limited) */
+            px->resp = PX_RESP_DONE;
+        return rv;
+    }
+    return rate_then_serve(p, s, h, r, px);
+}
+
+int gw_proxy__auth_passed(px_t *px)
+{
+    return after_auth(px->p, px->s, &px->head, px->route, px);
 }
 
 int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
@@ -149,15 +175,17 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
      * the head and the connection alone, before any exchange exists, and a refusal is a
      * gateway answer (answer_early) that the origin never sees. The request rate comes after
      * them: a refused client costs no token, and a client guessing passwords is slowed by
-     * basic auth's own failure limit. The request header rules apply in translate.c. */
+     * basic auth's own failure limit. The request header rules apply in translate.c.
+     * Basic auth may make the stream wait for a verification (auth.c): what follows it is
+     * after_auth, which gw_proxy__auth_passed continues with. */
     if (!gw_proxy__acl_allows(p, s, h, r))
         return answer_early(s, h, 403, "h2gate: access denied\n", NULL, 0);
     if (gw_proxy__client_cert_refused(s, h, r))
         return answer_early(s, h, 403, "h2gate: this route needs a verified client certificate\n",
                             NULL, 0);
-    if (gw_proxy__route_answer(s, h, r, &rv))
+    if (r->basic_auth && gw_proxy__auth(p, s, h, r, &rv))
         return rv;
-    return rate_then_serve(p, s, h, r);
+    return after_auth(p, s, h, r, NULL);
 }
 
 /* RFC 6585 §4: 429 Too Many Requests, answered here: the origin never sees it. */

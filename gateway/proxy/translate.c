@@ -291,6 +291,8 @@ static int copy_fields(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_
             gw_proxy__name_is(f->name, "client-cert-chain"))
             continue; /* RFC 9440 §4: only the gateway speaks of the TLS client: on every route
                          and listener, client_auth or not, so that no client forges one */
+        if (r->basic_auth && !r->basic_auth->pass && gw_proxy__name_is(f->name, "authorization"))
+            continue; /* the gateway's credentials (basic_auth), not the origin's */
         if (s->log && s->log->id_len && gw_proxy__name_is(f->name, "x-request-id"))
             continue; /* the front's (kept from this one when it was sane) goes below */
         if (ws && h2 &&

@@ -192,6 +192,8 @@ static void on_acc_flush(uv_prepare_t *h)
 void gw_proxy_body(gw_proxy_t *p, gw_cstream_t *s, const uint8_t *data, size_t len)
 {
     px_t *px = s->proxy_data;
+    if (px && gw_proxy__auth_hold(px, data, len))
+        return; /* waiting for basic auth's verification: held */
     gw_back_exch_t *bx = own_bx(px);
     if (!bx || (px->resp == PX_RESP_DONE) || px->reset || len == 0) {
         s->ops->credit(s, len); /* nobody wants these bytes: dropped */
@@ -239,7 +241,7 @@ void gw_proxy_body_end(gw_proxy_t *p, gw_cstream_t *s, const gw_field_t *tr, siz
 {
     (void)p;
     px_t *px = s->proxy_data;
-    if (!px || px->req_done)
+    if (!px || px->req_done || gw_proxy__auth_hold_end(px, tr, n))
         return;
     px->req_done = 1;
     gw_proxy__upload_unwatch(px);

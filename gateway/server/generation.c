@@ -249,7 +249,8 @@ static int gen_tables(const gw_server_t *s, gw_gen_t *g, const gw_gen_t *prev)
     for (size_t i = 0; i < cfg->routes_len; i++) {
         if (cfg->routes[i].response_rate)
             g->route_rates = 1;
-        if (cfg->routes[i].request_rate && !g->rates &&
+        /* request rates, and basic auth's failures per client (gateway/proxy/auth.c) */
+        if ((cfg->routes[i].request_rate || cfg->routes[i].basic_auth) && !g->rates &&
             !(g->rates = table_get(prev ? prev->rates : NULL, GW_SERVER_RATE_TABLE,
                                    cfg->throttle.ipv6_prefix)))
             return GW_E_NOMEM;

@@ -216,6 +216,24 @@ static int write_requests(const fam_t *f, const scrape_t *sc, gw_bytes_t *out)
     return rv;
 }
 
+/* Basic auth's results by route, for the routes that had any (gw_alog_auth_t names). */
+static int write_basic_auth(const fam_t *f, const scrape_t *sc, gw_bytes_t *out)
+{
+    int rv = 0;
+    const gw_mset_t *t = &sc->t;
+    for (size_t i = 0; i < t->nroutes && rv == 0; i++) {
+        uint64_t any = 0;
+        for (size_t a = 1; a < GW_ALOG_AUTH_N; a++)
+            any |= t->routes[i].auth[a];
+        for (size_t a = 1; any && a < GW_ALOG_AUTH_N && rv == 0; a++) {
+            gw_label_t l[] = {{"route", t->routes[i].name},
+                              {"result", gw_alog_auth_str((gw_alog_auth_t)a)}};
+            rv = gw_prom_sample(out, f->name, l, 2, t->routes[i].auth[a]);
+        }
+    }
+    return rv;
+}
+
 static int write_server_up(const fam_t *f, const scrape_t *sc, gw_bytes_t *out)
 {
     int rv = 0;
@@ -257,6 +275,10 @@ static const fam_t fams[] = {
      .off = offsetof(gw_mroute_t, dur)},
     {"h2gate_rate_limited_total", "counter", "Requests answered 429 (routes[].request_rate).",
      .over = OVER_ROUTES, .off = offsetof(gw_mroute_t, rate_limited)},
+    {"h2gate_basic_auth_total", "counter",
+     "Requests on routes with basic_auth by result: cached (credentials verified before), "
+     "verified (now, on the thread pool), failed, missing, limited (429), busy (503).",
+     .over = OVER_CUSTOM, .write = write_basic_auth},
     {"h2gate_upstream_connect_duration_seconds", "histogram",
      "Connecting to an origin (TLS handshake included) for a request, by upstream.",
      .over = OVER_UPS, .off = offsetof(gw_mup_t, connect)},

@@ -111,7 +111,28 @@ static void json_line(void **state)
         "\"upstream_response_ms\":null,\"retries\":1,"
         "\"coalesced\":true,\"pushed\":false,\"throttled\":false,\"h2_error\":null,"
         "\"tls_client_verify\":\"SUCCESS\","
-        "\"tls_client_subject\":\"CN=alice,O=Example \\\\\\\"Q\\\\\\\"\"}\n");
+        "\"tls_client_subject\":\"CN=alice,O=Example \\\\\\\"Q\\\\\\\"\","
+        "\"remote_user\":null,\"auth\":null}\n");
+}
+
+/* basic auth's user is combined's third field, json's remote_user, and $remote_user (the
+ * template equals combined for it: templates below) */
+static void remote_user(void **state)
+{
+    gw_bytes_t *b = *state;
+    gw_alog_t r = sample();
+    r.user = "al\"ice";
+    r.auth = GW_ALOG_AUTH_VERIFIED;
+    assert_string_equal(
+        line(b, GW_ALOG_COMBINED, &r),
+        "127.0.0.1 - al\\x22ice [05/Dec/2026:11:40:22 +0000] \"GET /a?b=1 HTTP/2.0\" "
+        "200 1024 \"-\" \"curl/7.88.1\"\n");
+    const char *j = line(b, GW_ALOG_JSON, &r);
+    assert_non_null(strstr(j, ",\"remote_user\":\"al\\\"ice\",\"auth\":\"verified\"}\n"));
+    r.user = NULL;
+    r.auth = GW_ALOG_AUTH_FAILED;
+    j = line(b, GW_ALOG_JSON, &r);
+    assert_non_null(strstr(j, ",\"remote_user\":null,\"auth\":\"failed\"}\n"));
 }
 
 static void json_escapes_hostile_bytes(void **state)
@@ -310,7 +331,7 @@ static void templates(void **state)
     snprintf(timing, sizeof(timing), "%s %s", combined,
              "$request_time $upstream_connect_time $upstream_header_time "
              "$upstream_response_time $request_id \"$ssl_client_verify\" \"$ssl_client_s_dn\"");
-    gw_alog_t recs[4];
+    gw_alog_t recs[5];
     recs[0] = r;
     recs[1] = sample();
     recs[1].status = 0;
@@ -320,12 +341,14 @@ static void templates(void **state)
     recs[2].request_line = GW_SLICE_LIT("BR@W /\x01 HTTP/1.1");
     gw_alog_init(&recs[3]);
     recs[3].client_verify = "FAILED:certificate revoked";
+    recs[4] = sample();
+    recs[4].user = "bob";
     gw_alog_tmpl_t *tc, *tt;
     assert_int_equal(gw_alog_tmpl_new(combined, &tc, &why, &at), 0);
     assert_int_equal(gw_alog_tmpl_new(timing, &tt, &why, &at), 0);
     gw_bytes_t want;
     gw_bytes_init(&want, 0);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         for (int f = 0; f < 2; f++) {
             b->len = want.len = 0;
             assert_int_equal(gw_alog_format_tmpl(b, f ? tt : tc, &recs[k], NOW_US), 0);
@@ -362,6 +385,7 @@ static void request_ids(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(combined_line, buf_setup, buf_teardown),
     cmocka_unit_test_setup_teardown(json_line, buf_setup, buf_teardown),
+    cmocka_unit_test_setup_teardown(remote_user, buf_setup, buf_teardown),
     cmocka_unit_test_setup_teardown(json_escapes_hostile_bytes, buf_setup, buf_teardown),
     cmocka_unit_test(request_ids),
     cmocka_unit_test_setup_teardown(combined_timing_line, buf_setup, buf_teardown),
