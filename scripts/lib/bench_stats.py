@@ -25,6 +25,7 @@ import sys
 # Table order: h2gate at its default configuration (the headline), its opt-in modes, the peers
 # a user would pick instead, and nginx serving the files itself (the floor: no proxy hop).
 PROXIES = ("h2gate", "h2gate-base", "h2gate-pipeline", "h2gate-alog", "h2gate-cluster", "h2gate-cluster-rate",
+           "h2gate-policy",
            "nghttpx", "h2o", "haproxy",
            "nginx-proxy", "nginx-static",
            "h2gate-gzip", "nginx-gzip", "h2gate-br", "h2gate-zstd")
@@ -473,7 +474,11 @@ def report(runs_dir, md_path, png_path):
                                            "limit configured):"),
                         ("h2gate-cluster-rate", "Shared request rate cost (h2gate-cluster-rate: "
                                                 "a request rate that Redis decides for every "
-                                                "request and never refuses):")):
+                                                "request and never refuses):"),
+                        ("h2gate-policy", "Edge policy cost (h2gate-policy: request and response "
+                                          "header rules, an access list of 10,000 CIDRs and basic "
+                                          "auth with a bcrypt users file, verified once then "
+                                          "cached):")):
         cost = before_after(agg, load_cases, "h2gate", mode, CPU_LINE, 0)
         if cost:
             out += [title, ""] + cost + [""]
