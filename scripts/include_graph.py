@@ -30,7 +30,7 @@ LAYERS = [
     "front",
     "proxy cluster",
     "back",
-    "tls",
+    "tls acme",
     "config",
     "h2 h1",
     "http",
