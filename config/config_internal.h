@@ -5,6 +5,7 @@
  * listen.c:    listen[] with protocols, PROXY protocol sources and TLS.
  * upstreams.c: upstreams with servers, pool fields and health checks.
  * routes.c:    routes[].
+ * acme.c:      the acme section and a listener's tls.acme names.
  * load.c:      the loader's machinery (ld_t): errors at a node, the node helpers, the
  *              table-driven scalar fields, lists of strings and of networks.
  * config.c:    the configuration object: its release (gw_config_del) and its error list.
@@ -154,6 +155,12 @@ int gw_cfg__push_msg(gw_config_errors_t *e, const char *file, size_t line, size_
                      const char *body);
 void gw_cfg__free_str_list(char **l, size_t n);
 void gw_cfg__free_tls(gw_cfg_tls_t *t);
+
+/* acme.c: the acme section at v into ld->c->acme; a listener's tls.acme names at v; the checks
+ * across sections (every tls.acme has an acme section; the state folder's default). */
+void gw_cfg__load_acme(ld_t *ld, yaml_node_t *v);
+void gw_cfg__load_tls_acme(ld_t *ld, gw_cfg_tls_t *tls, yaml_node_t *v);
+void gw_cfg__check_acme(ld_t *ld);
 
 /* units.c */
 /* "10.0.0.0/8", "192.168.1.7", "::1", "2001:db8::/32" into *n: 0, or -1. */

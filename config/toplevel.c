@@ -292,6 +292,8 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
             else if (c->cluster.key_prefix && !c->cluster.key_prefix[0])
                 gw_cfg__err_at(ld, v, "cluster 'key_prefix' must not be empty");
         }
+    } else if (!strcmp(key, "acme")) {
+        gw_cfg__load_acme(ld, v);
     } else if (!strcmp(key, "admin")) {
         if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "admin")) {
             admin_ld_t x = {.a = &c->admin};
@@ -314,7 +316,7 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         static const char *const more[] = {
             "listen",        "upstreams",       "routes",      "h2",         "timeouts", "limits",
             "throttle",      "early_hints",     "compression", "access_log", "admin",    "cluster",
-            "forwarded_for", "trusted_proxies", NULL};
+            "forwarded_for", "trusted_proxies", "acme",        NULL};
         gw_cfg__err_unknown_key(ld, k, key, NULL, top_fields, NTAB(top_fields), more);
     }
     return 0;
@@ -435,6 +437,7 @@ static void cross_checks(ld_t *ld, yaml_node_t *root, const top_ld_t *t)
     }
     if (c->cluster.enabled && !c->cluster.key_prefix)
         c->cluster.key_prefix = gw_cfg__xstrdup(ld, "h2gate:");
+    gw_cfg__check_acme(ld);
     if (!c->compression.types) {
         /* what browsers fetch as text: worth compressing */
         static const char *const def[] = {"text/*",

@@ -7,7 +7,7 @@
 #ifndef GW_ACME_INTERNAL_H
 #define GW_ACME_INTERNAL_H
 
-#include "acme/acme.h"
+#include "acme/order.h"
 
 /* The prefix of the ACME error types (RFC 8555 §6.7). */
 #define GW_ACME_ERR_PREFIX "urn:ietf:params:acme:error:"

@@ -4,6 +4,8 @@
  *           read, write, the output, shutdown, reasons and the negotiated parameters.
  * server.c: the server role: listener contexts (certificates by SNI, ALPN selection, ticket
  *           keys and their rotation) and the self-signed certificate of the demo config.
+ * store.c:  the certificate store of an ACME listener: its certificate read at each
+ *           ClientHello, the self-signed stand-in, the tls-alpn-01 answers.
  * client.c: the client role: upstream contexts (verification, ALPN, the session kept per
  *           server) and the host checks and SNI of each connection.
  */
@@ -35,6 +37,12 @@ gw_tls_conn_t *gw_tls__conn_alloc(SSL_CTX *ssl_ctx, int client);
  * none). Clears OpenSSL's error queue. */
 void gw_tls__set_reason(gw_tls_conn_t *t, const char *fallback, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* store.c: the ClientHello callback of a context that serves from s (SSL_client_hello_cb_fn's
+ * contract), and the ALPN choice for a connection it gave a challenge certificate (1 and
+ * acme-tls/1 in *out, or 0: not such a connection). */
+int gw_tls__store_hello(SSL *ssl, gw_tls_store_t *s, int *al);
+int gw_tls__store_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                       const unsigned char *in, unsigned inlen);
 /* client.c: the verification failure of a client connection, or NULL. */
 const char *gw_tls__client_verify_error(const gw_tls_conn_t *t);
 /* client.c: drop the connection's reference on its client context. */

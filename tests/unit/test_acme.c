@@ -23,7 +23,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include "acme/acme.h"
+#include "acme/order.h"
 #include "common/alloc.h"
 #include "common/err.h"
 
