@@ -89,7 +89,10 @@ static int write_all(const char *path, const void *data, size_t len)
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* created exclusively, never through a symlink; a leftover of a crash is removed first */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
     const char *p = data;
@@ -794,8 +797,11 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
             gw_tls_store_ref(stores[i]);
             gw_tls_store_unref(j->store);
             j->store = stores[i];
-            if (j->order && gw_acme_order_state(j->order) > GW_ACME_S_PUBLISH) {
-                /* a challenge published in the old store: the new one answers it too */
+            gw_acme_state_t st = j->order ? gw_acme_order_state(j->order) : GW_ACME_S_DONE;
+            int64_t not_after = 0;
+            if (st == GW_ACME_S_CHALLENGE || st == GW_ACME_S_POLL_AUTHZ) {
+                /* its challenge was published in the old store, which new handshakes no
+                 * longer reach: a new order publishes in the new one */
                 gw_acme_order_del(j->order);
                 j->order = NULL;
                 uv_timer_stop(&j->timer);
@@ -804,6 +810,10 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
                     j->x = NULL;
                 }
                 job_start_order(j);
+            } else if (!j->order && !uv_is_active((uv_handle_t *)&j->timer) &&
+                       !stored_usable(j->dir, j->names, j->names_len, NULL, &not_after) &&
+                       a->account_key) {
+                job_start_order(j); /* idle, and its stored certificate is gone or expired */
             }
         }
         return;
