@@ -36,8 +36,8 @@ static int acme_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, 
     }
     if (!strcmp(key, "renew_before")) {
         gw_cfg__err_at(ld, k,
-                       "acme 'renew_before' is not supported yet (no renewal: a certificate "
-                       "is obtained when none valid is stored)");
+                       "acme 'renew_before' is not supported yet (certificates are renewed "
+                       "when a third of their lifetime is left)");
         return 0;
     }
     if (!strcmp(key, "directory_ca"))

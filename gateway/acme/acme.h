@@ -10,6 +10,8 @@
  *                    an order (acme/order.h) over back/'s HTTP/1.1 + TLS client; tls-alpn-01
  *                    answered by the store; the chain and key written to the state folder, then
  *                    installed in the store (acme_certificate_installed);
+ *   renewal          with a third of the certificate's lifetime left (acme_renewal_due), a
+ *                    new order; the certificate in use stays until the new one is installed;
  *   a failure        logged with the server's problem type and detail (acme_order_failed), the
  *                    challenges withdrawn, a new order after an exponential backoff with
  *                    jitter (GW_ACME_BACKOFF_*), the stand-in still served.

@@ -162,9 +162,10 @@ out:
 }
 
 /* The stored chain and key of a name set, when they serve every name now: 1 (and *store set
- * when store is not NULL), else 0. */
+ * when store is not NULL; the leaf's notBefore and notAfter, unix times, in v[0] and v[1]),
+ * else 0. */
 static int stored_usable(const char *dir, char *const *names, size_t n, gw_tls_store_t *store,
-                         int64_t *not_after)
+                         int64_t v[2])
 {
     char cp[4200], kp[4200];
     snprintf(cp, sizeof(cp), "%s/cert.pem", dir);
@@ -174,7 +175,7 @@ static int stored_usable(const char *dir, char *const *names, size_t n, gw_tls_s
     int ok = 0;
     if (read_all(cp, &chain, &cl) == 0 && read_all(kp, &key, &kl) == 0 &&
         gw_tls_pem_usable(chain, cl, key, kl, (const char *const *)names, n, (int64_t)time(NULL),
-                          not_after) == 0)
+                          &v[0], &v[1]) == 0)
         ok = !store || gw_tls_store_set_pem(store, chain, cl, key, kl) == 0;
     if (key)
         OPENSSL_cleanse(key, kl);
@@ -212,10 +213,10 @@ int gw_acme_store_prepare(const gw_cfg_acme_t *acme, const gw_cfg_tls_t *tls,
     if ((rv = gw_tls_store_new(&s)) < 0)
         return rv;
     log_names(names, sizeof(names), tls->acme, tls->acme_len);
-    int64_t not_after = 0;
-    if (stored_usable(dir, tls->acme, tls->acme_len, s, &not_after)) {
+    int64_t v[2] = {0, 0};
+    if (stored_usable(dir, tls->acme, tls->acme_len, s, v)) {
         GW_LOG_INFO("acme_certificate_stored", "names=%s not_after=%lld dir=%s", names,
-                    (long long)not_after, dir);
+                    (long long)v[1], dir);
     } else if ((rv = gw_tls_store_set_self_signed(s, (const char *const *)tls->acme,
                                                   tls->acme_len)) < 0) {
         gw_tls_store_unref(s);
@@ -459,6 +460,7 @@ static void job_send(job_t *j, const gw_acme_action_t *act)
 static void on_timer(uv_timer_t *t);
 
 static void job_start_order(job_t *j);
+static void job_check(job_t *j);
 
 static void arm(job_t *j, uint64_t ms)
 {
@@ -553,7 +555,7 @@ static void job_step(job_t *j)
         }
         case GW_ACME_DO_DONE: {
             gw_tls_store_clear_challenges(j->store);
-            int64_t not_after = 0;
+            int64_t v[2] = {0, 0};
             int rv = job_install(j, act.body, act.body_len);
             if (rv == GW_E_PARSE || rv == GW_E_NOMEM) {
                 gw_acme_action_t f = {.status = 0,
@@ -563,12 +565,13 @@ static void job_step(job_t *j)
                 job_failed(j, &f);
                 return;
             }
-            stored_usable(j->dir, j->names, j->names_len, NULL, &not_after);
+            stored_usable(j->dir, j->names, j->names_len, NULL, v);
             GW_LOG_INFO("acme_certificate_installed", "names=%s not_after=%lld dir=%s requests=%u",
-                        j->log_names, (long long)not_after, j->dir, gw_acme_order_sent(j->order));
+                        j->log_names, (long long)v[1], j->dir, gw_acme_order_sent(j->order));
             j->failures = 0;
             gw_acme_order_del(j->order);
             j->order = NULL;
+            job_check(j); /* the timer of its renewal */
             return;
         }
         case GW_ACME_DO_FAIL:
@@ -601,6 +604,34 @@ static void job_start_order(job_t *j)
     job_step(j);
 }
 
+/* The longest single wait of the timer: the renewal time is checked again at least daily. */
+#define CHECK_MAX_MS (24u * 3600 * 1000)
+
+/* An idle job: order now when no usable certificate is stored or when a third of its lifetime
+ * is left (the renewal time Let's Encrypt advises, from a 90-day certificate 30 days before
+ * its end); else wait for that time. */
+static void job_check(job_t *j)
+{
+    int64_t v[2] = {0, 0}, now = (int64_t)time(NULL);
+    if (stored_usable(j->dir, j->names, j->names_len, NULL, v)) {
+        int64_t renew_at = v[1] - (v[1] - v[0]) / 3;
+        if (renew_at > now) {
+            uint64_t ms = (uint64_t)(renew_at - now) * 1000;
+            arm(j, ms < CHECK_MAX_MS ? ms : CHECK_MAX_MS);
+            return;
+        }
+        GW_LOG_INFO("acme_renewal_due", "names=%s not_after=%lld renew_at=%lld", j->log_names,
+                    (long long)v[1], (long long)renew_at);
+    }
+    if (!j->a->account_key) {
+        GW_LOG_ERROR("acme_order_skipped",
+                     "names=%s reason=\"no account key (see acme_account_key_invalid)\"",
+                     j->log_names);
+        return;
+    }
+    job_start_order(j);
+}
+
 static void on_timer(uv_timer_t *t)
 {
     job_t *j = t->data;
@@ -608,7 +639,7 @@ static void on_timer(uv_timer_t *t)
         gw_acme_order_resume(j->order); /* a poll's wait is over */
         job_step(j);
     } else {
-        job_start_order(j); /* a backoff is over */
+        job_check(j); /* a backoff or the wait for a renewal is over */
     }
 }
 
@@ -798,7 +829,6 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
             gw_tls_store_unref(j->store);
             j->store = stores[i];
             gw_acme_state_t st = j->order ? gw_acme_order_state(j->order) : GW_ACME_S_DONE;
-            int64_t not_after = 0;
             if (st == GW_ACME_S_CHALLENGE || st == GW_ACME_S_POLL_AUTHZ) {
                 /* its challenge was published in the old store, which new handshakes no
                  * longer reach: a new order publishes in the new one */
@@ -810,10 +840,9 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
                     j->x = NULL;
                 }
                 job_start_order(j);
-            } else if (!j->order && !uv_is_active((uv_handle_t *)&j->timer) &&
-                       !stored_usable(j->dir, j->names, j->names_len, NULL, &not_after) &&
-                       a->account_key) {
-                job_start_order(j); /* idle, and its stored certificate is gone or expired */
+            } else if (!j->order && j->failures == 0) {
+                /* idle: its stored certificate may have gone or expired meanwhile */
+                job_check(j);
             }
         }
         return;
@@ -865,17 +894,7 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
         gw_tls_store_ref(stores[i]);
         j->store = stores[i];
         a->jobs[a->jobs_len++] = j;
-        int64_t not_after = 0;
-        if (stored_usable(j->dir, j->names, j->names_len, NULL, &not_after))
-            continue; /* the stored certificate serves: no order */
-        if (!a->account_key) {
-            GW_LOG_ERROR("acme_order_skipped",
-                         "names=%s reason=\"no account key (see "
-                         "acme_account_key_invalid)\"",
-                         j->log_names);
-            continue;
-        }
-        job_start_order(j);
+        job_check(j); /* a usable stored certificate: no order until its renewal */
     }
 }
 

@@ -220,7 +220,8 @@ int gw_tls_store_set_pem(gw_tls_store_t *s, const char *chain, size_t chain_len,
 }
 
 int gw_tls_pem_usable(const char *chain, size_t chain_len, const char *key, size_t key_len,
-                      const char *const *names, size_t n, int64_t now, int64_t *not_after)
+                      const char *const *names, size_t n, int64_t now, int64_t *not_before,
+                      int64_t *not_after)
 {
     X509 *leaf;
     STACK_OF(X509) * rest;
@@ -228,12 +229,14 @@ int gw_tls_pem_usable(const char *chain, size_t chain_len, const char *key, size
     int rv = parse_pem(chain, chain_len, key, key_len, &leaf, &rest, &pkey);
     if (rv < 0)
         return rv;
-    struct tm tm;
-    if (ASN1_TIME_to_tm(X509_get0_notAfter(leaf), &tm) != 1) {
+    struct tm tb, ta;
+    if (ASN1_TIME_to_tm(X509_get0_notBefore(leaf), &tb) != 1 ||
+        ASN1_TIME_to_tm(X509_get0_notAfter(leaf), &ta) != 1) {
         rv = GW_E_PARSE;
         goto out;
     }
-    *not_after = (int64_t)timegm(&tm);
+    *not_before = (int64_t)timegm(&tb);
+    *not_after = (int64_t)timegm(&ta);
     if (*not_after <= now) {
         rv = GW_E_RANGE;
         goto out;

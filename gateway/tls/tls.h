@@ -68,10 +68,11 @@ int gw_tls_store_set_self_signed(gw_tls_store_t *s, const char *const *names, si
 int gw_tls_store_set_pem(gw_tls_store_t *s, const char *chain, size_t chain_len, const char *key,
                          size_t key_len);
 /* Whether a stored chain and key can serve names[0..n) at unix time now: 0 and the leaf's
- * notAfter in *not_after; GW_E_PARSE (unreadable, key mismatch), GW_E_RANGE (expired) or
- * GW_E_NOENT (a name not covered). */
+ * notBefore and notAfter (unix times) in *not_before, *not_after; GW_E_PARSE (unreadable, key
+ * mismatch), GW_E_RANGE (expired) or GW_E_NOENT (a name not covered). */
 int gw_tls_pem_usable(const char *chain, size_t chain_len, const char *key, size_t key_len,
-                      const char *const *names, size_t n, int64_t now, int64_t *not_after);
+                      const char *const *names, size_t n, int64_t now, int64_t *not_before,
+                      int64_t *not_after);
 /* Answer tls-alpn-01 for name with a certificate carrying digest (the SHA-256 of the key
  * authorization) in its acmeIdentifier extension; replaces the name's previous one. 0 or
  * GW_E_NOMEM. */

@@ -25,8 +25,8 @@ pytestmark = pytest.mark.skipif(
 def pebble():
     started = []
 
-    def start(tls_port, env=None):
-        p = Pebble(tls_port, env)
+    def start(tls_port, env=None, validity=None):
+        p = Pebble(tls_port, env, validity)
         started.append(p)
         return p
 
@@ -83,15 +83,22 @@ def verify(tmp_path, chain, root, name):
 
 
 def h1_over(sock):
-    """One HTTP/1.1 request on an open TLS connection: the status line of the answer."""
+    """One HTTP/1.1 request on an open TLS connection, its answer read whole (by its
+    Content-Length): the status line."""
     sock.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
     data = b""
-    while b"\r\n" not in data:
+    while b"\r\n\r\n" not in data:
         chunk = sock.recv(4096)
-        if not chunk:
-            break
+        assert chunk, data
         data += chunk
-    return data.split(b"\r\n")[0]
+    head, body = data.split(b"\r\n\r\n", 1)
+    m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    want = int(m.group(1)) if m else 0
+    while len(body) < want:
+        chunk = sock.recv(4096)
+        assert chunk, body
+        body += chunk
+    return head.split(b"\r\n")[0]
 
 
 def test_self_signed_then_pebble_issued_swapped_live_and_reused_after_restart(
@@ -147,6 +154,43 @@ def test_self_signed_then_pebble_issued_swapped_live_and_reused_after_restart(
     assert "event=acme_certificate_stored names=a.test,b.test" in log2
     assert "acme_order_start" not in log2 and "acme_waiting" not in log2
     assert pb.log().count("POST /order-plz") == orders
+
+
+def serial(pem):
+    return x509(pem, "-serial").strip()
+
+
+def test_short_lived_certificate_renewed_and_swapped_under_an_open_connection(
+        gateway, pebble, tmp_path):
+    """pebble issuing 12-second certificates: with a third of the lifetime left the client
+    orders again (acme_renewal_due) and swaps the new certificate in; a connection made on the
+    first certificate keeps it and is still served after the swap."""
+    port = free_port()
+    pb = pebble(port, validity=12)
+    g = gateway(acme_config(port, pb.directory, pb.ca, tmp_path / "acme", names=("r.test",),
+                            workers=2), wait=[("127.0.0.1", port)])
+    g.wait_log("event=acme_certificate_installed", timeout=20)
+    first = served_chain(port, "r.test")[0]
+    ctx = ssl.create_default_context(cadata=pb.roots() + pb.intermediates())
+    ctx.check_hostname = True
+    ctx.set_alpn_protocols(["http/1.1"])
+    conn = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+                           server_hostname="r.test")
+    assert h1_over(conn) == b"HTTP/1.1 502 Bad Gateway"
+    log = g.wait_log("attempt=2", timeout=15)
+    assert "event=acme_renewal_due names=r.test" in log, log[-3000:]
+    deadline = time.monotonic() + 15
+    while g.log().count("event=acme_certificate_installed names=r.test") < 2:
+        assert time.monotonic() < deadline, g.log()[-3000:]
+        time.sleep(0.1)
+    second = served_chain(port, "r.test")[0]
+    assert serial(second) != serial(first)
+    assert verify(tmp_path, [second, pb.intermediates()], pb.roots(), "r.test").returncode == 0
+    # the open connection: its certificate unchanged, still served (it was never closed)
+    assert ssl.DER_cert_to_PEM_cert(conn.getpeercert(binary_form=True)).split() == first.split()
+    assert h1_over(conn) == b"HTTP/1.1 502 Bad Gateway"
+    conn.close()
+    assert pb.log().count("POST /order-plz") == 2
 
 
 def test_acme_error_logged_with_detail_and_retried_with_backoff(gateway, pebble, tmp_path):

@@ -478,9 +478,10 @@ class Pebble:
     tls_port. Its own HTTPS certificate is a self-signed one made here (`ca`: the file that
     trusts it). env: more of pebble's environment (PEBBLE_WFE_NONCEREJECT=...); by default it
     validates at once and rejects no nonce. `directory` is the URL to give the client;
-    `roots()` and `intermediates()` its CA certificates (PEM) from the management API."""
+    `roots()` and `intermediates()` its CA certificates (PEM) from the management API.
+    validity: the lifetime of the certificates it issues, in seconds (its default: 5 years)."""
 
-    def __init__(self, tls_port, env=None):
+    def __init__(self, tls_port, env=None, validity=None):
         self.dir = tempfile.mkdtemp(prefix="pebble-")
         self.ca = os.path.join(self.dir, "pebble.crt")
         key = os.path.join(self.dir, "pebble.key")
@@ -496,8 +497,9 @@ class Pebble:
             f.write('{"pebble": {"listenAddress": "127.0.0.1:%d", "managementListenAddress": '
                     '"127.0.0.1:%d", "certificate": "%s", "privateKey": "%s", "httpPort": %d, '
                     '"tlsPort": %d, "ocspResponderURL": "", '
-                    '"externalAccountBindingRequired": false}}'
-                    % (self.port, self.mgmt, self.ca, key, free_port(), tls_port))
+                    '"externalAccountBindingRequired": false%s}}'
+                    % (self.port, self.mgmt, self.ca, key, free_port(), tls_port,
+                       f', "certificateValidityPeriod": {validity}' if validity else ""))
         self.log_path = os.path.join(self.dir, "pebble.log")
         self._log = open(self.log_path, "wb")
         self.dns = subprocess.Popen(

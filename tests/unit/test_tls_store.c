@@ -238,15 +238,16 @@ static void test_pem_usable(void **state)
     size_t cl, kl, ol;
     char *chain = read_file(tcert[0], &cl), *key = read_file(tkey[0], &kl);
     const char *lh[] = {"localhost"}, *two[] = {"localhost", "a.test"};
-    int64_t na = 0, now = (int64_t)time(NULL);
-    assert_int_equal(gw_tls_pem_usable(chain, cl, key, kl, lh, 1, now, &na), 0);
+    int64_t nb = 0, na = 0, now = (int64_t)time(NULL);
+    assert_int_equal(gw_tls_pem_usable(chain, cl, key, kl, lh, 1, now, &nb, &na), 0);
     assert_true(na > now + 300LL * 86400);
+    assert_true(nb <= now && nb > now - 86400);
     /* past notAfter */
-    assert_int_equal(gw_tls_pem_usable(chain, cl, key, kl, lh, 1, na, &na), GW_E_RANGE);
-    assert_int_equal(gw_tls_pem_usable(chain, cl, key, kl, two, 2, now, &na), GW_E_NOENT);
+    assert_int_equal(gw_tls_pem_usable(chain, cl, key, kl, lh, 1, na, &nb, &na), GW_E_RANGE);
+    assert_int_equal(gw_tls_pem_usable(chain, cl, key, kl, two, 2, now, &nb, &na), GW_E_NOENT);
     char *other = read_file(tkey[1], &ol);
     chain = read_file(tcert[0], &cl);
-    assert_int_equal(gw_tls_pem_usable(chain, cl, other, ol, lh, 1, now, &na), GW_E_PARSE);
+    assert_int_equal(gw_tls_pem_usable(chain, cl, other, ol, lh, 1, now, &nb, &na), GW_E_PARSE);
 }
 
 int main(void)
