@@ -4,6 +4,7 @@ name to 127.0.0.1 through pebble-challtestsrv and connects to the gateway's list
 certificate served is read with openssl s_client and verified against pebble's CA."""
 import os
 import re
+import signal
 import socket
 import ssl
 import stat
@@ -190,6 +191,37 @@ def test_short_lived_certificate_renewed_and_swapped_under_an_open_connection(
     assert ssl.DER_cert_to_PEM_cert(conn.getpeercert(binary_form=True)).split() == first.split()
     assert h1_over(conn) == b"HTTP/1.1 502 Bad Gateway"
     conn.close()
+    assert pb.log().count("POST /order-plz") == 2
+
+
+def reload(g, text, generation):
+    with open(g.config_path, "w") as f:
+        f.write(text)
+    g.signal(signal.SIGHUP)
+    log = g.wait_log(f"event=reloaded generation={generation}", timeout=10)
+    assert f"event=reloaded generation={generation}" in log, log[-3000:]
+
+
+def test_reload_keeps_the_certificate_and_orders_for_new_names(gateway, pebble, tmp_path):
+    """A reload with the same acme setup orders nothing and keeps serving the certificate; a
+    reload that adds a name orders the new set, served as soon as it is issued."""
+    port = free_port()
+    pb = pebble(port)
+    state = tmp_path / "acme"
+    g = gateway(acme_config(port, pb.directory, pb.ca, state, names=("f.test",)),
+                wait=[("127.0.0.1", port)])
+    g.wait_log("event=acme_certificate_installed", timeout=20)
+    reload(g, acme_config(port, pb.directory, pb.ca, state, names=("f.test",)), 2)
+    assert verify(tmp_path, served_chain(port, "f.test"), pb.roots(), "f.test").returncode == 0
+    assert pb.log().count("POST /order-plz") == 1
+    reload(g, acme_config(port, pb.directory, pb.ca, state, names=("f.test", "g.test")), 3)
+    deadline = time.monotonic() + 20
+    while g.log().count("event=acme_certificate_installed") < 2:
+        assert time.monotonic() < deadline, g.log()[-3000:]
+        time.sleep(0.1)
+    for name in ("f.test", "g.test"):
+        r = verify(tmp_path, served_chain(port, name), pb.roots(), name)
+        assert r.returncode == 0, r.stdout + r.stderr
     assert pb.log().count("POST /order-plz") == 2
 
 
