@@ -566,8 +566,10 @@ static void job_step(job_t *j)
                 return;
             }
             stored_usable(j->dir, j->names, j->names_len, NULL, v);
-            GW_LOG_INFO("acme_certificate_installed", "names=%s not_after=%lld dir=%s requests=%u",
-                        j->log_names, (long long)v[1], j->dir, gw_acme_order_sent(j->order));
+            GW_LOG_INFO("acme_certificate_installed",
+                        "names=%s not_after=%lld dir=%s requests=%u account=%s", j->log_names,
+                        (long long)v[1], j->dir, gw_acme_order_sent(j->order),
+                        gw_acme_order_account(j->order));
             j->failures = 0;
             gw_acme_order_del(j->order);
             j->order = NULL;
