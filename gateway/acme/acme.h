@@ -4,8 +4,9 @@
  *
  * Life of a listener's certificate:
  *   start or reload  gw_acme_store_prepare(): the stored certificate when it is usable (it
- *                    covers every name and has not expired), else a self-signed stand-in for the
- *                    names (logged as acme_waiting);
+ *                    covers every name and has not expired), else the stored certificate of
+ *                    another name set covering most of the names, else a self-signed stand-in
+ *                    for the names (logged as acme_waiting);
  *   the main loop    gw_acme_apply(): for each name set without a usable stored certificate,
  *                    an order (acme/order.h) over back/'s HTTP/1.1 + TLS client; tls-alpn-01
  *                    answered by the store; the chain and key written to the state folder, then

@@ -1,6 +1,7 @@
 /* acme/client.c — the ACME client on the main loop: the state folder, one job per name set
  * that runs its order (order.c) over back/'s HTTP/1.1 + TLS client, answers tls-alpn-01
  * through the listener's store and installs the certificate; backoff after a failure. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/err.h>
@@ -196,6 +197,47 @@ static void log_names(char *buf, size_t cap, char *const *names, size_t n)
     }
 }
 
+/* Of the certificates stored for other name sets (the listener's names changed), the one that
+ * covers most of names[0..n) now, installed in store: how many it covers (0: none, store
+ * untouched); its folder into best. A name set that grew keeps serving its old names a valid
+ * certificate while the new set is ordered. */
+static size_t stored_fallback(const char *state, const char *skip, char *const *names, size_t n,
+                              gw_tls_store_t *store, char *best, size_t cap)
+{
+    DIR *d = opendir(state);
+    if (!d)
+        return 0;
+    size_t most = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char sub[4096], cp[4200], kp[4200];
+        if (e->d_name[0] == '.' ||
+            snprintf(sub, sizeof(sub), "%s/%s", state, e->d_name) >= (int)sizeof(sub) ||
+            !strcmp(sub, skip))
+            continue;
+        snprintf(cp, sizeof(cp), "%s/cert.pem", sub);
+        snprintf(kp, sizeof(kp), "%s/key.pem", sub);
+        char *chain = NULL, *key = NULL;
+        size_t cl = 0, kl = 0, covered = 0;
+        if (read_all(cp, &chain, &cl) == 0 && read_all(kp, &key, &kl) == 0) {
+            int64_t nb, na, now = (int64_t)time(NULL);
+            for (size_t i = 0; i < n; i++)
+                covered += gw_tls_pem_usable(chain, cl, key, kl, (const char *const *)&names[i], 1,
+                                             now, &nb, &na) == 0;
+            if (covered > most && gw_tls_store_set_pem(store, chain, cl, key, kl) == 0) {
+                most = covered;
+                snprintf(best, cap, "%s", sub);
+            }
+        }
+        if (key)
+            OPENSSL_cleanse(key, kl);
+        gw_free(chain);
+        gw_free(key);
+    }
+    closedir(d);
+    return most;
+}
+
 int gw_acme_store_prepare(const gw_cfg_acme_t *acme, const gw_cfg_tls_t *tls,
                           gw_config_errors_t *errs, gw_tls_store_t **out)
 {
@@ -214,9 +256,17 @@ int gw_acme_store_prepare(const gw_cfg_acme_t *acme, const gw_cfg_tls_t *tls,
         return rv;
     log_names(names, sizeof(names), tls->acme, tls->acme_len);
     int64_t v[2] = {0, 0};
+    char other[4096];
+    size_t covered = 0;
     if (stored_usable(dir, tls->acme, tls->acme_len, s, v)) {
         GW_LOG_INFO("acme_certificate_stored", "names=%s not_after=%lld dir=%s", names,
                     (long long)v[1], dir);
+    } else if ((covered = stored_fallback(acme->state, dir, tls->acme, tls->acme_len, s, other,
+                                          sizeof(other))) > 0) {
+        GW_LOG_INFO("acme_waiting",
+                    "names=%s reason=\"no certificate stored for these names: serving the one "
+                    "of %s, which covers %zu of them, until the ACME server issues one\"",
+                    names, other, covered);
     } else if ((rv = gw_tls_store_set_self_signed(s, (const char *const *)tls->acme,
                                                   tls->acme_len)) < 0) {
         gw_tls_store_unref(s);

@@ -204,7 +204,8 @@ def reload(g, text, generation):
 
 def test_reload_keeps_the_certificate_and_orders_for_new_names(gateway, pebble, tmp_path):
     """A reload with the same acme setup orders nothing and keeps serving the certificate; a
-    reload that adds a name orders the new set, served as soon as it is issued."""
+    reload that adds a name serves the old set's certificate meanwhile (valid for the names it
+    had) and orders the new set, served as soon as it is issued."""
     port = free_port()
     pb = pebble(port)
     state = tmp_path / "acme"
@@ -215,6 +216,9 @@ def test_reload_keeps_the_certificate_and_orders_for_new_names(gateway, pebble, 
     assert verify(tmp_path, served_chain(port, "f.test"), pb.roots(), "f.test").returncode == 0
     assert pb.log().count("POST /order-plz") == 1
     reload(g, acme_config(port, pb.directory, pb.ca, state, names=("f.test", "g.test")), 3)
+    # while the new set is ordered, f.test still gets its valid certificate (the old set's)
+    assert "which covers 1 of them" in g.log()
+    assert verify(tmp_path, served_chain(port, "f.test"), pb.roots(), "f.test").returncode == 0
     deadline = time.monotonic() + 20
     while g.log().count("event=acme_certificate_installed") < 2:
         assert time.monotonic() < deadline, g.log()[-3000:]
