@@ -1,8 +1,10 @@
 /* config/acme.c — the `acme:` section and a listener's `tls.acme` names, with what is not built
  * yet refused by name. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "config/config_internal.h"
@@ -72,6 +74,10 @@ void gw_cfg__load_acme(ld_t *ld, yaml_node_t *v)
     if (a->email && (!a->email[0] || strchr(a->email, '@') == NULL))
         gw_cfg__err_at(ld, gw_cfg__map_value(ld, v, "email"),
                        "acme 'email' must be an address (user@domain), not '%s'", a->email);
+    if (a->directory_ca && access(a->directory_ca, R_OK) != 0)
+        gw_cfg__err_at(ld, gw_cfg__map_value(ld, v, "directory_ca"),
+                       "acme 'directory_ca' file '%s' cannot be read: %s", a->directory_ca,
+                       strerror(errno));
     if (a->state && !a->state[0])
         gw_cfg__err_at(ld, gw_cfg__map_value(ld, v, "state"), "acme 'state' must be a folder");
 }

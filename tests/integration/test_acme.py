@@ -300,6 +300,8 @@ def test_bad_nonce_retried_with_the_new_nonce(gateway, pebble, tmp_path):
     ("acme: {email: ops@a.test}\n", "missing required key 'directory' in acme"),
     ("acme: {directory: ftp://ca.test/dir}\n", "must be an http:// or https:// URL"),
     ("acme: {directory: https://ca.test/dir, email: nobody}\n", "must be an address"),
+    ("acme: {directory: https://ca.test/dir, directory_ca: /nonexistent/ca.pem}\n",
+     "acme 'directory_ca' file '/nonexistent/ca.pem' cannot be read: No such file"),
 ])
 def test_acme_section_checked_at_load(h2gate_bin, tmp_path, text, want):
     config_refused(h2gate_bin, tmp_path, text, want)
