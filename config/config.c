@@ -74,6 +74,7 @@ void gw_cfg__free_tls(gw_cfg_tls_t *t)
         gw_free(t->certs[i].client_auth.crl);
     }
     gw_free(t->certs);
+    gw_cfg__free_str_list(t->acme, t->acme_len);
     gw_free(t->ciphers);
     gw_free(t->ciphersuites);
     gw_free(t->ticket_keys_path);
@@ -116,6 +117,10 @@ void gw_config_del(gw_config_t *c)
         return;
     gw_free(c->path);
     gw_free(c->state_dir);
+    gw_free(c->acme.directory);
+    gw_free(c->acme.directory_ca);
+    gw_free(c->acme.email);
+    gw_free(c->acme.state);
     gw_free(c->pid_file);
     gw_free(c->trusted_proxies);
     gw_cfg__free_error_pages(&c->error_pages);

@@ -82,6 +82,12 @@ typedef struct {
     char *ciphers;            /* TLS 1.2 cipher list, OpenSSL syntax; NULL = built-in */
     char *ciphersuites;       /* TLS 1.3 suites; NULL = OpenSSL default */
     int self_signed;          /* generate a self-signed pair at start if both files are missing */
+    /* tls.acme: the names whose certificate the ACME client obtains (the top-level `acme:`);
+     * then certs[0] has no files (certificate and key NULL) and serves what the client
+     * installs: a self-signed pair for these names until the first certificate arrives */
+    char **acme;
+    size_t acme_len;
+    gw_cfg_pos_t acme_at;
     gw_cfg_pos_t ciphers_at, ciphersuites_at;
 } gw_cfg_tls_t;
 
@@ -399,6 +405,18 @@ typedef struct {
     size_t max_reply;            /* a Redis reply past this many bytes drops the connection */
 } gw_cfg_cluster_t;
 
+/* acme: the ACME client (RFC 8555) that obtains the certificates of the listeners with
+ * tls.acme. Only tls-alpn-01 (RFC 8737) and EC P-256 keys are built so far. */
+#define GW_CFG_ACME_MAX_NAMES 100
+typedef struct {
+    int enabled;        /* the section was given */
+    char *directory;    /* the directory URL (https://…) */
+    char *directory_ca; /* CA file for the ACME server's HTTPS; NULL: the system store */
+    char *email;        /* the account's contact; NULL: none */
+    char *state;        /* account key, certificates and keys (default <state_dir>/acme), 0700 */
+    gw_cfg_pos_t at, directory_ca_at;
+} gw_cfg_acme_t;
+
 typedef struct gw_config {
     char *path;       /* file it came from ("<embedded>" for the default) */
     unsigned workers; /* default: number of cores */
@@ -419,6 +437,7 @@ typedef struct gw_config {
     gw_cfg_early_hints_t early_hints;
     gw_cfg_admin_t admin;
     gw_cfg_cluster_t cluster;
+    gw_cfg_acme_t acme;
     char *pid_file; /* written at start, replaced on upgrade; NULL: none */
     /* forwarded_for: append keeps the X-Forwarded-For / Forwarded / X-Forwarded-Proto /
      * X-Forwarded-Host a peer in trusted_proxies sent (ours appended); otherwise (replace, the

@@ -10,6 +10,7 @@
  * client_auth.c: client certificates: a listener's client_auth (files read and checked), a
  *              route's client_cert and client_cert_chain.
  * basic_auth.c: a route's basic_auth and the htpasswd file it names.
+ * acme.c:      the acme section and a listener's tls.acme names.
  * load.c:      the loader's machinery (ld_t): errors at a node, the node helpers, the
  *              table-driven scalar fields, lists of strings and of networks.
  * config.c:    the configuration object: its release (gw_config_del) and its error list.
@@ -216,6 +217,12 @@ void gw_cfg__read_error_pages(ld_t *ld);
 
 /* config.c (release) */
 void gw_cfg__free_error_pages(gw_cfg_error_pages_t *p);
+
+/* acme.c: the acme section at v into ld->c->acme; a listener's tls.acme names at v; the checks
+ * across sections (every tls.acme has an acme section; the state folder's default). */
+void gw_cfg__load_acme(ld_t *ld, yaml_node_t *v);
+void gw_cfg__load_tls_acme(ld_t *ld, gw_cfg_tls_t *tls, yaml_node_t *v);
+void gw_cfg__check_acme(ld_t *ld);
 
 /* units.c */
 /* "10.0.0.0/8", "192.168.1.7", "::1", "2001:db8::/32" into *n: 0, or -1. */

@@ -81,6 +81,7 @@ typedef struct {
     yaml_node_t *certs_node;
     yaml_node_t *map;
     yaml_node_t *keys_node;           /* ticket_keys */
+    yaml_node_t *acme_node;           /* acme */
     gw_cfg_client_auth_t client_auth; /* the listener's, inherited by its certificates */
 } tls_ld_t;
 
@@ -97,6 +98,11 @@ static int tls_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
     }
     if (!strcmp(key, "client_auth")) {
         gw_cfg__load_client_auth(ld, v, &t->client_auth);
+        return 0;
+    }
+    if (!strcmp(key, "acme")) {
+        t->acme_node = v;
+        gw_cfg__load_tls_acme(ld, t->tls, v);
         return 0;
     }
     if (!strcmp(key, "alpn_preference")) {
@@ -124,9 +130,16 @@ static int tls_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
     else if (!strcmp(key, "ciphersuites"))
         t->tls->ciphersuites_at = gw_cfg__pos(ld, v);
     if (!gw_cfg__set_field(ld, tls_fields, NTAB(tls_fields), key, v, t->tls)) {
-        static const char *const more[] = {"certificate",     "key",         "names",
-                                           "certificates",    "ticket_keys", "ticket_key_cipher",
-                                           "alpn_preference", "client_auth", NULL};
+        static const char *const more[] = {"certificate",
+                                           "key",
+                                           "names",
+                                           "certificates",
+                                           "ticket_keys",
+                                           "ticket_key_cipher",
+                                           "alpn_preference",
+                                           "client_auth",
+                                           "acme",
+                                           NULL};
         gw_cfg__err_unknown_key(ld, k, key, "tls", tls_fields, NTAB(tls_fields), more);
     }
     return 0;
@@ -213,6 +226,21 @@ static gw_cfg_tls_t *load_tls(ld_t *ld, yaml_node_t *v)
     else if (!tls->session_id_context[0] || strlen(tls->session_id_context) > 32)
         gw_cfg__err_at(ld, v, "'session_id_context' must be 1 to 32 bytes");
     int have_top = t.top.cert.certificate || t.top.cert.key || t.top.cert.names_len;
+    if (t.acme_node) {
+        /* the client's certificate is the only one for now: beside files it would need the
+         * SNI choice between the store and the files */
+        if (have_top || t.certs_node || tls->self_signed)
+            gw_cfg__err_at(ld, t.acme_node,
+                           "tls 'acme' replaces certificate, key, names, certificates and "
+                           "self_signed: a listener with acme names serves only the ACME "
+                           "certificate (both on one listener is not supported yet)");
+        gw_cfg__free_str_list(t.top.cert.names, t.top.cert.names_len);
+        gw_free(t.top.cert.certificate);
+        gw_free(t.top.cert.key);
+        cert_ld_t none = {0}; /* certs[0] without files: the ACME client fills it */
+        push_cert(ld, tls, &none);
+        return tls;
+    }
     if (have_top || !t.certs_node) {
         check_cert(ld, tls, &t.top, v);
         gw_cfg__copy_client_auth(ld, &t.top.cert.client_auth, &t.client_auth);

@@ -294,6 +294,8 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
             else if (c->cluster.key_prefix && !c->cluster.key_prefix[0])
                 gw_cfg__err_at(ld, v, "cluster 'key_prefix' must not be empty");
         }
+    } else if (!strcmp(key, "acme")) {
+        gw_cfg__load_acme(ld, v);
     } else if (!strcmp(key, "admin")) {
         if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "admin")) {
             admin_ld_t x = {.a = &c->admin};
@@ -318,15 +320,25 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c);
         c->pid_file_at = gw_cfg__pos(ld, v);
     } else if (!gw_cfg__set_field(ld, top_fields, NTAB(top_fields), key, v, c)) {
-        static const char *const more[] = {"listen",          "upstreams",
-                                           "routes",          "h2",
-                                           "timeouts",        "limits",
-                                           "throttle",        "early_hints",
-                                           "compression",     "access_log",
-                                           "admin",           "cluster",
-                                           "forwarded_for",   "trusted_proxies",
-                                           "request_headers", "response_headers",
-                                           "error_pages",     NULL};
+        static const char *const more[] = {"listen",
+                                           "upstreams",
+                                           "routes",
+                                           "h2",
+                                           "timeouts",
+                                           "limits",
+                                           "throttle",
+                                           "early_hints",
+                                           "compression",
+                                           "access_log",
+                                           "admin",
+                                           "cluster",
+                                           "forwarded_for",
+                                           "trusted_proxies",
+                                           "request_headers",
+                                           "response_headers",
+                                           "error_pages",
+                                           "acme",
+                                           NULL};
         gw_cfg__err_unknown_key(ld, k, key, NULL, top_fields, NTAB(top_fields), more);
     }
     return 0;
@@ -450,6 +462,7 @@ static void cross_checks(ld_t *ld, yaml_node_t *root, const top_ld_t *t)
     gw_cfg__read_error_pages(ld); /* error_page_max is known now */
     if (c->cluster.enabled && !c->cluster.key_prefix)
         c->cluster.key_prefix = gw_cfg__xstrdup(ld, "h2gate:");
+    gw_cfg__check_acme(ld);
     if (!c->compression.types) {
         /* what browsers fetch as text: worth compressing */
         static const char *const def[] = {"text/*",

@@ -28,7 +28,7 @@ LAYERS = [
     "admin",
     "server",
     "front",
-    "proxy cluster",
+    "proxy cluster acme",
     "back",
     "tls",
     "config",

@@ -339,6 +339,12 @@ static void after_handshake(conn_t *c)
     GW_LOG_DEBUG("tls_established", "peer=%s version=%s alpn=%s sni=%s", PEER(c),
                  gw_tls_version(c->tls), alpn[0] ? alpn : "-",
                  gw_tls_sni(c->tls) ? gw_tls_sni(c->tls) : "-");
+    if (!strcmp(alpn, "acme-tls/1")) {
+        /* RFC 8737 §3: a tls-alpn-01 validation; the handshake was the answer, and nothing else
+         * is served on such a connection */
+        gw_front__conn_close(c, "acme_tls_alpn");
+        return;
+    }
     gw_front__arm(c, CFG(c)->timeouts.first_request_ms);
     if (!strcmp(alpn, "h2")) {
         if (gw_front__start_h2(c) < 0) {

@@ -125,8 +125,12 @@ static void table_unref(gw_shared_table_t *t)
 
 static void gen_free(gw_gen_t *g)
 {
-    for (size_t i = 0; i < g->listeners_len; i++)
+    for (size_t i = 0; i < g->listeners_len; i++) {
         gw_tls_ctx_del(g->listeners[i].l.tls);
+        if (g->stores)
+            gw_tls_store_unref(g->stores[i]);
+    }
+    gw_free(g->stores);
     gw_free(g->listeners);
     table_unref(g->clients);
     table_unref(g->rates);
@@ -279,7 +283,8 @@ int gw_server__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev,
     g->cfg = cfg;
     g->id = prev ? prev->id + 1 : 1;
     g->listeners = gw_calloc(cfg->listen_len ? cfg->listen_len : 1, sizeof(*g->listeners));
-    if (!g->listeners) {
+    g->stores = gw_calloc(cfg->listen_len ? cfg->listen_len : 1, sizeof(*g->stores));
+    if (!g->listeners || !g->stores) {
         rv = GW_E_NOMEM;
         goto fail;
     }
@@ -298,6 +303,17 @@ int gw_server__gen_new(gw_server_t *s, gw_config_t *cfg, const gw_gen_t *prev,
                 continue;
             }
             gw_tls_ctx_set_keyring(l->tls, s->keyring); /* used while it holds keys */
+#if GW_HAVE_ACME
+            if (l->cfg->tls->acme) {
+                /* the stored certificate or a self-signed stand-in until the client's */
+                r = gw_acme_store_prepare(&cfg->acme, l->cfg->tls, errs, &g->stores[i]);
+                if (r < 0) {
+                    files_rv = files_rv < 0 ? files_rv : r;
+                    continue;
+                }
+                gw_tls_ctx_set_store(l->tls, g->stores[i]);
+            }
+#endif
         }
     }
     if ((rv = files_rv) < 0)
@@ -632,6 +648,10 @@ int gw_server_reload(gw_server_t *s)
     uv_mutex_unlock(&s->lock);
     (void)gw_front_alog_switch(&s->alog, g->cfg->access_log.path, 0);
     gw_server__cluster_apply(s);
+#if GW_HAVE_ACME
+    if (s->acme)
+        gw_acme_apply(s->acme, g->cfg, g->stores);
+#endif
     gw_server__gen_unref(cur);
     gw_log_set_level(level);
     atomic_fetch_add(&s->reloads_ok, 1);

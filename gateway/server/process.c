@@ -225,6 +225,12 @@ int gw_server_run(gw_server_t *s)
     if (gw_cluster_hub_new(&s->main_loop, &s->hub) < 0)
         GW_LOG_ERROR("cluster_failed", "reason=\"out of memory\"");
     gw_server__cluster_apply(s);
+#if GW_HAVE_ACME
+    if (gw_acme_new(&s->main_loop, &s->acme) == 0)
+        gw_acme_apply(s->acme, s->gen->cfg, s->gen->stores);
+    else
+        GW_LOG_ERROR("acme_failed", "reason=\"out of memory\"");
+#endif
     unsigned started = 0;
     for (unsigned i = 0; i < s->workers_len; i++) {
         rv = gw_server__worker_start(s, i, &s->workers[i]);
@@ -259,6 +265,10 @@ int gw_server_run(gw_server_t *s)
             uv_thread_join(&s->workers[i]->thread);
     }
     gw_server__log_rate_tables(s, "stop");
+#if GW_HAVE_ACME
+    gw_acme_close(s->acme);
+    s->acme = NULL;
+#endif
     gw_cluster_close(cluster_swap(s, NULL));
     gw_cluster_hub_close(s->hub);
     s->hub = NULL;

@@ -24,6 +24,10 @@
 #include <uv.h>
 
 #include "cluster/cluster.h"
+#include "gw_version.h"
+#if GW_HAVE_ACME
+#include "acme/acme.h"
+#endif
 #include "common/bucket.h"
 #include "common/list.h"
 #include "config/config.h"
@@ -91,6 +95,7 @@ typedef struct {
     gw_shared_table_t *clients; /* throttle.per_client_rate buckets, tag 0; NULL when off */
     gw_shared_table_t *rates;   /* routes[].request_rate buckets, tag = route index + 1 */
     int route_rates;            /* some route has a response_rate */
+    gw_tls_store_t **stores;    /* per listener: its ACME store (tls.acme), else NULL */
 } gw_gen_t;
 
 typedef struct gw_worker gw_worker_t;
@@ -185,6 +190,9 @@ struct gw_server {
      * Redis's by the cluster client on the main loop (NULL: no cluster:) */
     gw_tls_keyring_t *keyring;
     gw_cluster_t *cluster; /* replaced under lock (scrapes read its counters) */
+#if GW_HAVE_ACME
+    gw_acme_t *acme; /* the ACME client, on the main loop (NULL before run and after stop) */
+#endif
     gw_cluster_hub_t *hub; /* the workers' rate questions to the cluster (main loop) */
 };
 

@@ -59,6 +59,7 @@ struct gw_tls_ctx {
     ticket_key_t *file_keys;
     size_t file_keys_n;
     gw_tls_keyring_t *ring; /* shared keys (the cluster's); used while not empty */
+    gw_tls_store_t *store;  /* tls.acme: certs[0] serves from it (one reference), else NULL */
 };
 
 struct gw_tls_keyring {
@@ -347,8 +348,9 @@ static const char default_ciphers[] = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-A
 static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                        const unsigned char *in, unsigned inlen, void *arg)
 {
-    (void)ssl;
     gw_tls_ctx_t *c = arg;
+    if (c->store && gw_tls__store_alpn(ssl, out, outlen, in, inlen))
+        return SSL_TLSEXT_ERR_OK; /* RFC 8737 §3: a tls-alpn-01 validation */
     /* server preference: walk our list in order, take the first the client offers */
     for (size_t i = 0; i < c->alpn_len; i += 1 + c->alpn[i]) {
         const unsigned char *ours = &c->alpn[i];
@@ -530,6 +532,8 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
                             tls->ciphersuites, why);
         goto fail;
     }
+    if (!cert->certificate)
+        goto no_files; /* tls.acme: the store serves at each ClientHello */
     if (SSL_CTX_use_certificate_chain_file(ctx, cert->certificate) != 1) {
         file_failed(errs, &cert->certificate_at, "tls_certificate_invalid", "certificate",
                     cert->certificate);
@@ -556,6 +560,7 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
                             cert->certificate);
         goto fail;
     }
+no_files:
     /* sessions resume only under the same context: instances that share ticket keys share it
      * too (nghttpx's is "shrpx", for a fleet that moves from one to the other) */
     if (tls->session_id_context &&
@@ -672,10 +677,25 @@ int gw_tls_ctx_check(const gw_cfg_tls_t *tls, gw_config_errors_t *errs)
     return rv;
 }
 
+static int store_hello(SSL *ssl, int *al, void *arg)
+{
+    gw_tls_ctx_t *c = arg;
+    return gw_tls__store_hello(ssl, c->store, al);
+}
+
+void gw_tls_ctx_set_store(gw_tls_ctx_t *c, gw_tls_store_t *s)
+{
+    gw_tls_store_ref(s);
+    gw_tls_store_unref(c->store);
+    c->store = s;
+    SSL_CTX_set_client_hello_cb(c->certs[0].ctx, store_hello, c);
+}
+
 void gw_tls_ctx_del(gw_tls_ctx_t *c)
 {
     if (!c)
         return;
+    gw_tls_store_unref(c->store);
     for (size_t i = 0; i < c->certs_len; i++)
         SSL_CTX_free(c->certs[i].ctx);
     gw_free(c->certs);

@@ -48,6 +48,40 @@ void gw_tls_ctx_del(gw_tls_ctx_t *c);
 /* A server connection of listener context c. NULL when out of memory. */
 gw_tls_conn_t *gw_tls_conn_new(gw_tls_ctx_t *c);
 
+/* ---- the certificate store of an ACME listener (store.c) ---------------------------------- */
+
+/* What a listener with tls.acme serves, read at each ClientHello: its current certificate (a
+ * self-signed stand-in until the ACME client installs one; a new one reaches new handshakes,
+ * connections already up keep theirs) and the tls-alpn-01 answers (RFC 8737 §3: to a
+ * ClientHello that offers ALPN acme-tls/1 for a name with a pending challenge, that name's
+ * challenge certificate and acme-tls/1; for a name without one, the handshake fails).
+ * Reference-counted, thread-safe: the workers' handshakes read it, the main loop writes. */
+typedef struct gw_tls_store gw_tls_store_t;
+int gw_tls_store_new(gw_tls_store_t **out); /* 0 or GW_E_NOMEM; one reference */
+void gw_tls_store_ref(gw_tls_store_t *s);
+void gw_tls_store_unref(gw_tls_store_t *s); /* NULL ignored */
+/* Serve a self-signed certificate for names[0..n) (P-256, 30 days) from now. 0, GW_E_INVAL (no
+ * name) or GW_E_NOMEM. */
+int gw_tls_store_set_self_signed(gw_tls_store_t *s, const char *const *names, size_t n);
+/* Serve the PEM chain (leaf first, then intermediates) with the PEM key from now. 0 or
+ * GW_E_PARSE (no certificate, no key, or a key that does not match the leaf). */
+int gw_tls_store_set_pem(gw_tls_store_t *s, const char *chain, size_t chain_len, const char *key,
+                         size_t key_len);
+/* Whether a stored chain and key can serve names[0..n) at unix time now: 0 and the leaf's
+ * notBefore and notAfter (unix times) in *not_before, *not_after; GW_E_PARSE (unreadable, key
+ * mismatch), GW_E_RANGE (expired) or GW_E_NOENT (a name not covered). */
+int gw_tls_pem_usable(const char *chain, size_t chain_len, const char *key, size_t key_len,
+                      const char *const *names, size_t n, int64_t now, int64_t *not_before,
+                      int64_t *not_after);
+/* Answer tls-alpn-01 for name with a certificate carrying digest (the SHA-256 of the key
+ * authorization) in its acmeIdentifier extension; replaces the name's previous one. 0 or
+ * GW_E_NOMEM. */
+int gw_tls_store_set_challenge(gw_tls_store_t *s, const char *name, const uint8_t digest[32]);
+void gw_tls_store_clear_challenges(gw_tls_store_t *s);
+/* The listener context c serves from s (a reference is taken, dropped with c). c must have
+ * been built from a tls with acme names (certs[0] without files). */
+void gw_tls_ctx_set_store(gw_tls_ctx_t *c, gw_tls_store_t *s);
+
 /* A ring of session ticket keys that listener contexts share, filled from outside (the cluster
  * module keeps it equal to the keys in Redis, so every instance resumes every other's
  * sessions). While it holds keys, a context given it encrypts tickets with its first key and

@@ -6,6 +6,8 @@
  *           keys and their rotation) and the self-signed certificate of the demo config.
  * peer.c:   client certificates in the server role: a certificate entry's client_auth (CA,
  *           CRL, mode, depth, session id context) and what a handshake made of the client's.
+ * store.c:  the certificate store of an ACME listener: its certificate read at each
+ *           ClientHello, the self-signed stand-in, the tls-alpn-01 answers.
  * client.c: the client role: upstream contexts (verification, ALPN, the session kept per
  *           server) and the host checks and SNI of each connection.
  */
@@ -53,6 +55,12 @@ int gw_tls__client_auth_setup(SSL_CTX *ctx, const gw_cfg_tls_t *tls, const gw_cf
                               gw_config_errors_t *errs);
 /* peer.c: ssl moved to ctx (SNI): take ctx's verification mode, depth and CRL check. */
 void gw_tls__client_auth_apply(SSL *ssl, SSL_CTX *ctx);
+/* store.c: the ClientHello callback of a context that serves from s (SSL_client_hello_cb_fn's
+ * contract), and the ALPN choice for a connection it gave a challenge certificate (1 and
+ * acme-tls/1 in *out, or 0: not such a connection). */
+int gw_tls__store_hello(SSL *ssl, gw_tls_store_t *s, int *al);
+int gw_tls__store_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                       const unsigned char *in, unsigned inlen);
 /* client.c: the verification failure of a client connection, or NULL. */
 const char *gw_tls__client_verify_error(const gw_tls_conn_t *t);
 /* client.c: drop the connection's reference on its client context. */

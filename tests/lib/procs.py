@@ -470,3 +470,81 @@ def rss_kib(pid):
     return 0
 
 
+
+
+class Pebble:
+    """Let's Encrypt's ACME test server (Debian's pebble) on free loopback ports, resolving every
+    name to 127.0.0.1 through pebble-challtestsrv's DNS, its tls-alpn-01 validations sent to
+    tls_port. Its own HTTPS certificate is a self-signed one made here (`ca`: the file that
+    trusts it). env: more of pebble's environment (PEBBLE_WFE_NONCEREJECT=...); by default it
+    validates at once and rejects no nonce. `directory` is the URL to give the client;
+    `roots()` and `intermediates()` its CA certificates (PEM) from the management API.
+    validity: the lifetime of the certificates it issues, in seconds (its default: 5 years)."""
+
+    def __init__(self, tls_port, env=None, validity=None):
+        self.dir = tempfile.mkdtemp(prefix="pebble-")
+        self.ca = os.path.join(self.dir, "pebble.crt")
+        key = os.path.join(self.dir, "pebble.key")
+        p = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                            "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", self.ca,
+                            "-days", "2", "-subj", "/CN=pebble", "-addext",
+                            "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        self.port, self.mgmt, dns, cmgmt = free_port(), free_port(), free_port(), free_port()
+        cfg = os.path.join(self.dir, "pebble.json")
+        with open(cfg, "w") as f:
+            f.write('{"pebble": {"listenAddress": "127.0.0.1:%d", "managementListenAddress": '
+                    '"127.0.0.1:%d", "certificate": "%s", "privateKey": "%s", "httpPort": %d, '
+                    '"tlsPort": %d, "ocspResponderURL": "", '
+                    '"externalAccountBindingRequired": false%s}}'
+                    % (self.port, self.mgmt, self.ca, key, free_port(), tls_port,
+                       f', "certificateValidityPeriod": {validity}' if validity else ""))
+        self.log_path = os.path.join(self.dir, "pebble.log")
+        self._log = open(self.log_path, "wb")
+        self.dns = subprocess.Popen(
+            ["pebble-challtestsrv", "-dns01", f"127.0.0.1:{dns}", "-http01", "", "-https01", "",
+             "-tlsalpn01", "", "-management", f"127.0.0.1:{cmgmt}", "-defaultIPv4", "127.0.0.1",
+             "-defaultIPv6", ""], stdout=self._log, stderr=subprocess.STDOUT)
+        penv = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT="0")
+        penv.update(env or {})
+        self.proc = subprocess.Popen(["pebble", "-config", cfg, "-dnsserver", f"127.0.0.1:{dns}"],
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=penv)
+        self.directory = f"https://127.0.0.1:{self.port}/dir"
+        try:
+            wait_port("127.0.0.1", cmgmt, proc=self.dns)
+            wait_port("127.0.0.1", self.port, proc=self.proc)
+            wait_port("127.0.0.1", self.mgmt, proc=self.proc)
+        except Exception:
+            self.stop()
+            raise RuntimeError("pebble did not start:\n" + self.log())
+
+    def log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def _get(self, path):
+        import ssl
+        import urllib.request
+        ctx = ssl.create_default_context(cafile=self.ca)
+        with urllib.request.urlopen(f"https://127.0.0.1:{self.mgmt}{path}", context=ctx,
+                                    timeout=10) as r:
+            return r.read().decode()
+
+    def roots(self):
+        return self._get("/roots/0")
+
+    def intermediates(self):
+        return self._get("/intermediates/0")
+
+    def stop(self):
+        for p in (self.proc, self.dns):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self._log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,173 @@
+/* config/acme.c — the `acme:` section and a listener's `tls.acme` names, with what is not built
+ * yet refused by name. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "config/config_internal.h"
+#include "gw_version.h"
+
+static const field_t acme_fields[] = {
+    FLD(gw_cfg_acme_t, directory, F_STR, 0, 0),
+    FLD(gw_cfg_acme_t, directory_ca, F_STR, 0, 0),
+    FLD(gw_cfg_acme_t, email, F_STR, 0, 0),
+    FLD(gw_cfg_acme_t, state, F_STR, 0, 0),
+};
+
+static int acme_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    gw_cfg_acme_t *a = obj;
+    if (!strcmp(key, "challenge")) {
+        /* RFC 8737; http-01 is not built yet: refused rather than accepted and ignored */
+        if (v->type == YAML_SCALAR_NODE && !strcmp(gw_cfg__scalar(v), "http-01"))
+            gw_cfg__err_at(ld, v,
+                           "acme 'challenge: http-01' is not supported yet: use tls-alpn-01");
+        else if (v->type != YAML_SCALAR_NODE || strcmp(gw_cfg__scalar(v), "tls-alpn-01") != 0)
+            gw_cfg__err_at(ld, v, "acme 'challenge' must be tls-alpn-01");
+        return 0;
+    }
+    if (!strcmp(key, "key_type")) {
+        if (v->type == YAML_SCALAR_NODE && !strcmp(gw_cfg__scalar(v), "rsa-2048"))
+            gw_cfg__err_at(ld, v, "acme 'key_type: rsa-2048' is not supported yet: use ec-p256");
+        else if (v->type != YAML_SCALAR_NODE || strcmp(gw_cfg__scalar(v), "ec-p256") != 0)
+            gw_cfg__err_at(ld, v, "acme 'key_type' must be ec-p256");
+        return 0;
+    }
+    if (!strcmp(key, "renew_before")) {
+        gw_cfg__err_at(ld, k,
+                       "acme 'renew_before' is not supported yet (certificates are renewed "
+                       "when a third of their lifetime is left)");
+        return 0;
+    }
+    if (!strcmp(key, "directory_ca"))
+        a->directory_ca_at = gw_cfg__pos(ld, v);
+    if (!gw_cfg__set_field(ld, acme_fields, NTAB(acme_fields), key, v, obj)) {
+        static const char *const more[] = {"challenge", "key_type", NULL};
+        gw_cfg__err_unknown_key(ld, k, key, "acme", acme_fields, NTAB(acme_fields), more);
+    }
+    return 0;
+}
+
+void gw_cfg__load_acme(ld_t *ld, yaml_node_t *v)
+{
+    gw_cfg_acme_t *a = &ld->c->acme;
+    if (!GW_HAVE_ACME) {
+        gw_cfg__err_at(ld, v,
+                       "'acme' needs the ACME client, which this h2gate was built without "
+                       "(libjansson-dev was missing at build time)");
+        return;
+    }
+    if (!gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "acme"))
+        return;
+    a->enabled = 1;
+    a->at = gw_cfg__pos(ld, v);
+    gw_cfg__each_pair(ld, v, acme_pair, a);
+    if (!a->directory)
+        gw_cfg__err_at(ld, v, "missing required key 'directory' in acme");
+    else if (strncmp(a->directory, "https://", 8) != 0 && strncmp(a->directory, "http://", 7) != 0)
+        gw_cfg__err_at(ld, gw_cfg__map_value(ld, v, "directory"),
+                       "acme 'directory' must be an http:// or https:// URL, not '%s'",
+                       a->directory);
+    if (a->email && (!a->email[0] || strchr(a->email, '@') == NULL))
+        gw_cfg__err_at(ld, gw_cfg__map_value(ld, v, "email"),
+                       "acme 'email' must be an address (user@domain), not '%s'", a->email);
+    if (a->directory_ca && access(a->directory_ca, R_OK) != 0)
+        gw_cfg__err_at(ld, gw_cfg__map_value(ld, v, "directory_ca"),
+                       "acme 'directory_ca' file '%s' cannot be read: %s", a->directory_ca,
+                       strerror(errno));
+    if (a->state && !a->state[0])
+        gw_cfg__err_at(ld, gw_cfg__map_value(ld, v, "state"), "acme 'state' must be a folder");
+}
+
+/* A DNS name the tls-alpn-01 challenge can prove: letters, digits, hyphens and dots, labels
+ * of 1 to 63 characters, at most 253 in all (RFC 1035 §2.3.4); no wildcard (RFC 8555 §7.1.3:
+ * wildcards need dns-01) and no IP address. */
+static const char *name_problem(const char *n)
+{
+    size_t len = strlen(n), label = 0;
+    int alpha = 0;
+    if (len == 0 || len > 253)
+        return "must be 1 to 253 characters";
+    if (n[0] == '*')
+        return "is a wildcard, which needs the dns-01 challenge (not supported)";
+    for (size_t i = 0; i < len; i++) {
+        char ch = n[i];
+        if (ch == '.') {
+            if (label == 0)
+                return "has an empty label";
+            label = 0;
+            continue;
+        }
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-'))
+            return "may hold only letters, digits, '-' and '.'";
+        alpha |= !(ch >= '0' && ch <= '9');
+        if (++label > 63)
+            return "has a label longer than 63 characters";
+    }
+    if (label == 0)
+        return "ends with a dot";
+    if (!alpha)
+        return "is an IP address, which needs another challenge (not supported)";
+    return NULL;
+}
+
+void gw_cfg__load_tls_acme(ld_t *ld, gw_cfg_tls_t *tls, yaml_node_t *v)
+{
+    gw_cfg__free_str_list(tls->acme, tls->acme_len);
+    tls->acme = gw_cfg__load_str_list(ld, v, "acme", &tls->acme_len);
+    tls->acme_at = gw_cfg__pos(ld, v);
+    if (!tls->acme)
+        return;
+    if (tls->acme_len == 0 || tls->acme_len > GW_CFG_ACME_MAX_NAMES)
+        gw_cfg__err_at(ld, v, "tls 'acme' must list 1 to %d names", GW_CFG_ACME_MAX_NAMES);
+    for (size_t i = 0; i < tls->acme_len; i++) {
+        const char *why = tls->acme[i] ? name_problem(tls->acme[i]) : NULL;
+        if (why)
+            gw_cfg__err_at(ld, v, "tls 'acme' name '%s' %s", tls->acme[i], why);
+        for (size_t j = 0; why == NULL && j < i; j++)
+            if (tls->acme[j] && tls->acme[i] && !strcasecmp(tls->acme[j], tls->acme[i]))
+                gw_cfg__err_at(ld, v, "tls 'acme' names '%s' twice", tls->acme[i]);
+    }
+}
+
+void gw_cfg__check_acme(ld_t *ld)
+{
+    gw_config_t *c = ld->c;
+    for (size_t i = 0; i < c->listen_len; i++) {
+        const gw_cfg_tls_t *t = c->listen[i].tls;
+        if (!t || !t->acme)
+            continue;
+        if (!c->acme.enabled)
+            gw_cfg__err_line(ld, t->acme_at.line, t->acme_at.col,
+                             "tls 'acme' needs the top-level 'acme' section (its 'directory')");
+        for (size_t j = 0; j < i; j++) {
+            const gw_cfg_tls_t *o = c->listen[j].tls;
+            /* one certificate per name set: two listeners with the same names would order
+             * twice and write the same files */
+            if (o && o->acme && o->acme_len == t->acme_len) {
+                size_t same = 0;
+                for (size_t a = 0; a < t->acme_len; a++)
+                    for (size_t b = 0; b < o->acme_len; b++)
+                        same += t->acme[a] && o->acme[b] && !strcasecmp(t->acme[a], o->acme[b]);
+                if (same == t->acme_len)
+                    gw_cfg__err_line(ld, t->acme_at.line, t->acme_at.col,
+                                     "tls 'acme' lists the same names as the listener of "
+                                     "line %u: list the address there once per port instead",
+                                     o->acme_at.line);
+            }
+        }
+    }
+    if (c->acme.enabled && !c->acme.state) {
+        const char *base = c->state_dir ? c->state_dir : "state";
+        size_t n = strlen(base) + sizeof("/acme");
+        c->acme.state = gw_malloc(n);
+        if (c->acme.state)
+            snprintf(c->acme.state, n, "%s/acme", base);
+        else
+            ld->nomem = 1;
+    }
+}
