@@ -9,18 +9,25 @@
  *  - credentials verified on this worker within cache_ttl (the cache below): on at once;
  *  - the client's failed verifications over the last minute reached max_failures: 429 with
  *    Retry-After, nothing verified;
+ *  - the same credentials (the cache key) already being checked on this worker: the stream
+ *    waits for that verification instead of queuing its own (single flight), at most WAITERS
+ *    streams per verification;
  *  - otherwise crypt_r runs on libuv's thread pool (bcrypt costs milliseconds: never on the
- *    loop). The stream waits with its px_t, holding (not crediting) request body bytes; the
- *    answer continues the policy (gw_proxy__auth_passed) and replays the held body, or gives
- *    a 401. An unknown user is checked against another user's hash, so that a wrong name
- *    costs the same time as a wrong password.
+ *    loop), at most max_verifying verifications (distinct credentials) per route, beyond: 503.
+ *    The stream waits with its px_t, holding (not crediting) request body bytes; the answer
+ *    continues the policy (gw_proxy__auth_passed) and replays the held body, or gives a 401,
+ *    to every stream that waits for it; a wrong password counts one failure per waiting
+ *    stream, for its own client address. An unknown user is checked against another user's
+ *    hash, so that a wrong name costs the same time as a wrong password.
  *
  * Who owns what while a verification is queued: the job (auth_job_t) owns its copies of the
- * hash and the password. The stream may close (px->auth → job->px is cleared in
- * gw_proxy__auth_detach) and the proxy may close (gw_proxy__auth_close clears job->p of every
- * job): the after-work callback then finds them gone and only frees the job. The loop keeps
- * running until every queued work request has come back (libuv counts them as active), so
- * the job itself is never lost.
+ * hash and the password, and its waiters (auth_wait_t: one per stream, with the stream's
+ * client address and held body). A stream may close (gw_proxy__auth_detach clears its
+ * waiter's px and frees its held body; the waiter stays on the job, so that its failure is
+ * still counted) and the proxy may close (gw_proxy__auth_close clears job->p of every job and
+ * the px of every waiter): the after-work callback then finds them gone and only frees the
+ * job and its waiters. The loop keeps running until every queued work request has come back
+ * (libuv counts them as active), so the job itself is never lost.
  *
  * The cache: per worker and configuration generation (a reload starts empty), per route a
  * table of cache_entries slots in sets of 4, keyed by a SHA-256 of (route, user, password)
@@ -52,6 +59,12 @@
 /* Failures are counted in tokens: one failure is 60, the bucket refills max_failures a second,
  * so max_failures failures a minute (the bucket's rate is whole tokens per second). */
 #define FAIL_COST 60
+/* Streams waiting for one verification (the one that queued it and those that joined it, gone
+ * ones included until the answer): past it a further request with the same credentials gets
+ * the 503 of max_verifying. The bound keeps what a worker holds for one set of credentials
+ * finite; 1024 is twice what 32 connections of 16 streams (h2load -c 32 -m 16, a browser's
+ * dozens) open at once. */
+#define WAITERS 1024
 
 typedef struct {
     uint8_t key[KEY_LEN];
@@ -73,27 +86,38 @@ struct gw_proxy_auth {
     gw_list_t jobs;         /* auth_job_t queued on the thread pool */
 };
 
+/* One verification on the thread pool, and the streams that wait for its answer: the first
+ * one queued it, later ones with the same key joined it (single flight: see the top). */
 struct gw_auth_job {
     uv_work_t req;
-    gw_proxy_t *p;                /* NULL once the proxy closed */
-    px_t *px;                     /* NULL once the stream closed */
-    gw_list_t link;               /* in auth->jobs */
-    size_t route;                 /* index in the configuration */
-    struct sockaddr_storage addr; /* the client's (its failures are counted after it left) */
-    const gw_cfg_htuser_t *user;  /* the user, NULL: unknown (checked against a stand-in) */
+    gw_proxy_t *p;               /* NULL once the proxy closed */
+    gw_list_t link;              /* in auth->jobs while queued or running */
+    gw_list_t waiters;           /* auth_wait_t */
+    unsigned nwaiters;           /* on waiters, gone ones too (at most WAITERS) */
+    size_t route;                /* index in the configuration */
+    const gw_cfg_htuser_t *user; /* the user, NULL: unknown (checked against a stand-in) */
     uint8_t key[KEY_LEN];
     char *hash, *pass; /* copies (the thread pool reads them; the password is wiped) */
     size_t pass_len;
     int ok;
+    unsigned keyed : 1; /* key was made (cred_key): the cache may take it, others may join */
+};
+typedef struct gw_auth_job auth_job_t;
+
+/* A stream waiting for a job. It stays on the job's list after its stream closed (px NULL):
+ * its failure is still counted for its client address when the answer comes. */
+struct gw_auth_wait {
+    px_t *px;                     /* NULL once the stream closed */
+    gw_list_t link;               /* in job->waiters */
+    struct sockaddr_storage addr; /* the client's (its failures are counted after it left) */
     /* request body bytes that came meanwhile (not credited), its end and trailers */
     uint8_t *body;
     size_t body_len, body_cap;
     gw_field_t *tr;
     size_t ntr;
     unsigned ended : 1;
-    unsigned keyed : 1; /* key was made (cred_key): the cache may take it */
 };
-typedef struct gw_auth_job auth_job_t;
+typedef struct gw_auth_wait auth_wait_t;
 
 /* ---- the Authorization field ---------------------------------------------------------------- */
 
@@ -228,16 +252,21 @@ void gw_proxy__auth_close(gw_proxy_t *p)
 {
     if (!p->auth)
         return;
-    /* queued verifications come back later, to nobody: they free themselves */
+    /* queued verifications come back later, to nobody: they free themselves and their
+     * waiters */
     gw_list_foreach_safe(it, tmp, &p->auth->jobs)
     {
         auth_job_t *j = GW_CONTAINER_OF(it, auth_job_t, link);
         gw_list_remove(&j->link);
         gw_list_init(&j->link);
         j->p = NULL;
-        if (j->px) {
-            j->px->auth = NULL;
-            j->px = NULL;
+        gw_list_foreach(wt, &j->waiters)
+        {
+            auth_wait_t *w = GW_CONTAINER_OF(wt, auth_wait_t, link);
+            if (w->px) {
+                w->px->auth = NULL;
+                w->px = NULL;
+            }
         }
     }
 }
@@ -399,15 +428,24 @@ static void failed(gw_proxy_t *p, const gw_cfg_route_t *r, size_t idx, const str
 
 /* ---- verification on the thread pool -------------------------------------------------------- */
 
+static void wait_free(auth_wait_t *w)
+{
+    gw_free(w->body);
+    gw_free(w->tr);
+    gw_free(w);
+}
+
+/* The job and every waiter still on it. */
 static void job_free(auth_job_t *j)
 {
+    gw_list_t *it;
+    while ((it = gw_list_pop_front(&j->waiters)))
+        wait_free(GW_CONTAINER_OF(it, auth_wait_t, link));
     if (j->pass) {
         OPENSSL_cleanse(j->pass, j->pass_len);
         gw_free(j->pass);
     }
     gw_free(j->hash);
-    gw_free(j->body);
-    gw_free(j->tr);
     gw_free(j);
 }
 
@@ -426,6 +464,45 @@ static void on_work(uv_work_t *req)
     free(cd);
 }
 
+/* The answer for one stream still waiting (w->px set), ok or not. */
+static void answer_waiter(gw_proxy_t *p, const gw_cfg_route_t *r, auth_job_t *j, auth_wait_t *w,
+                          int ok, gw_alog_auth_t how)
+{
+    px_t *px = w->px;
+    px->auth = NULL;
+    w->px = NULL;
+    gw_cstream_t *s = px->s;
+    if (px->resp != PX_RESP_NONE || px->reset) {
+        /* answered meanwhile (timeouts.request_body): the held bytes are not wanted */
+        if (w->body_len)
+            s->ops->credit(s, w->body_len);
+        return;
+    }
+    if (!ok) {
+        log_auth(s, GW_ALOG_AUTH_FAILED, NULL);
+        px->resp = PX_RESP_DONE;
+        int rv = answer_401(s, &px->head, r, j->user ? "password" : "user");
+        if (w->body_len)
+            s->ops->credit(s, w->body_len); /* dropped, as any body of an early answer */
+        if (rv < 0)
+            gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
+        return;
+    }
+    log_auth(s, how, j->user);
+    int rv = gw_proxy__auth_passed(px);
+    if (rv < 0 && !px->closed) {
+        if (w->body_len)
+            s->ops->credit(s, w->body_len);
+        gw_proxy__fail(px, rv);
+    } else {
+        /* the body that came meanwhile goes on as if it came now (credited as it is written) */
+        if (w->body_len)
+            gw_proxy_body(p, s, w->body, w->body_len);
+        if (w->ended)
+            gw_proxy_body_end(p, s, w->tr, w->ntr);
+    }
+}
+
 static void on_after_work(uv_work_t *req, int status)
 {
     auth_job_t *j = GW_CONTAINER_OF(req, auth_job_t, req);
@@ -435,55 +512,57 @@ static void on_after_work(uv_work_t *req, int status)
         job_free(j);
         return;
     }
-    gw_list_remove(&j->link);
+    gw_list_remove(&j->link); /* no one joins it any more */
     p->auth->caches[j->route].pending--;
     const gw_cfg_route_t *r = &p->cfg->routes[j->route];
     int ok = status == 0 && j->ok && j->user;
     if (ok && j->keyed)
         cache_put(&p->auth->caches[j->route], j->key, j->user, uv_now(p->loop),
                   r->basic_auth->cache_ttl_ms);
-    else /* counted even when the client left: a reset right after HEADERS escapes nothing */
-        failed(p, r, j->route, (const struct sockaddr *)&j->addr);
-    px_t *px = j->px;
-    if (!px) { /* the stream closed while it waited */
-        GW_LOG_DEBUG("auth_gone", "route=%s ok=%d", r->name, ok);
-        job_free(j);
-        return;
-    }
-    px->auth = NULL;
-    gw_cstream_t *s = px->s;
-    if (px->resp != PX_RESP_NONE || px->reset) {
-        /* answered meanwhile (timeouts.request_body): the held bytes are not wanted */
-        if (j->body_len)
-            s->ops->credit(s, j->body_len);
-        job_free(j);
-        return;
-    }
-    if (!ok) {
-        log_auth(s, GW_ALOG_AUTH_FAILED, NULL);
-        px->resp = PX_RESP_DONE;
-        int rv = answer_401(s, &px->head, r, j->user ? "password" : "user");
-        if (j->body_len)
-            s->ops->credit(s, j->body_len); /* dropped, as any body of an early answer */
-        if (rv < 0)
-            gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
-        job_free(j);
-        return;
-    }
-    log_auth(s, GW_ALOG_AUTH_VERIFIED, j->user);
-    int rv = gw_proxy__auth_passed(px);
-    if (rv < 0 && !px->closed) {
-        if (j->body_len)
-            s->ops->credit(s, j->body_len);
-        gw_proxy__fail(px, rv);
-    } else {
-        /* the body that came meanwhile goes on as if it came now (credited as it is written) */
-        if (j->body_len)
-            gw_proxy_body(p, s, j->body, j->body_len);
-        if (j->ended)
-            gw_proxy_body_end(p, s, j->tr, j->ntr);
+    /* One waiter at a time off the list: answering one may close others (a connection that
+     * fails), which only clears their px while they stay on the list; j->p is cleared if the
+     * proxy closes meanwhile. */
+    gw_alog_auth_t how = GW_ALOG_AUTH_VERIFIED; /* the first let in; the others: cached */
+    gw_list_t *it;
+    while ((it = gw_list_pop_front(&j->waiters))) {
+        auth_wait_t *w = GW_CONTAINER_OF(it, auth_wait_t, link);
+        if (j->p) {
+            if (!ok) /* counted per client, also when it left: a reset escapes nothing */
+                failed(p, r, j->route, (const struct sockaddr *)&w->addr);
+            if (!w->px) /* the stream closed while it waited */
+                GW_LOG_DEBUG("auth_gone", "route=%s ok=%d", r->name, ok);
+            else {
+                answer_waiter(p, r, j, w, ok, how);
+                how = GW_ALOG_AUTH_CACHED;
+            }
+        }
+        wait_free(w);
     }
     job_free(j);
+}
+
+/* A job of route idx queued or running with this key, or NULL. */
+static auth_job_t *job_find(struct gw_proxy_auth *a, size_t idx, const uint8_t key[KEY_LEN])
+{
+    gw_list_foreach(it, &a->jobs)
+    {
+        auth_job_t *j = GW_CONTAINER_OF(it, auth_job_t, link);
+        if (j->keyed && j->route == idx && CRYPTO_memcmp(j->key, key, KEY_LEN) == 0)
+            return j;
+    }
+    return NULL;
+}
+
+static int answer_busy(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
+                       const gw_cfg_route_t *r, size_t idx, unsigned waiters)
+{
+    /* the thread pool is a shared, bounded resource: what would queue behind this many
+     * waits as a 503 instead (RFC 9110 §15.6.4) */
+    const gw_field_t f[] = {{GW_SLICE_LIT("retry-after"), GW_SLICE_LIT("1")}};
+    log_auth(s, GW_ALOG_AUTH_BUSY, NULL);
+    GW_LOG_INFO("auth_busy", "peer=%s route=%s pending=%u waiters=%u status=503", s->peer, r->name,
+                p->auth->caches[idx].pending, waiters);
+    return gw_proxy__answer_text(s, h, 503, "h2gate: too many logins at once, try again\n", f, 1);
 }
 
 int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
@@ -513,12 +592,12 @@ int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const
         return 1;
     }
     const uint8_t *pass = cred + ul + 1;
-    int keyed;
     const gw_cfg_htuser_t *u = gw_cfg_htuser_find(ba, (const char *)cred, ul);
     uint8_t key[KEY_LEN];
-    keyed = u && cred_key(p->auth, idx, cred, ul, pass, pl, key) == 0;
+    /* keyed for an unknown user too: its streams join one check as a known user's do */
+    int keyed = cred_key(p->auth, idx, cred, ul, pass, pl, key) == 0;
     const gw_cfg_htuser_t *hit =
-        keyed ? cache_find(&p->auth->caches[idx], key, uv_now(p->loop)) : NULL;
+        keyed && u ? cache_find(&p->auth->caches[idx], key, uv_now(p->loop)) : NULL;
     if (hit == u && hit) {
         OPENSSL_cleanse(cred, sizeof(cred));
         log_auth(s, GW_ALOG_AUTH_CACHED, u);
@@ -528,60 +607,67 @@ int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const
         OPENSSL_cleanse(cred, sizeof(cred));
         return 1;
     }
-    if (p->auth->caches[idx].pending >= ba->max_verifying) {
-        /* the thread pool is a shared, bounded resource: what would queue behind this many
-         * waits as a 503 instead (RFC 9110 §15.6.4) */
+    /* single flight: the same credentials already being checked are waited for, not checked
+     * again (a browser's or a benchmark's first requests all carry them at once) */
+    auth_job_t *j = keyed ? job_find(p->auth, idx, key) : NULL;
+    if (j ? j->nwaiters >= WAITERS : p->auth->caches[idx].pending >= ba->max_verifying) {
         OPENSSL_cleanse(cred, sizeof(cred));
-        const gw_field_t f[] = {{GW_SLICE_LIT("retry-after"), GW_SLICE_LIT("1")}};
-        log_auth(s, GW_ALOG_AUTH_BUSY, NULL);
-        GW_LOG_INFO("auth_busy", "peer=%s route=%s pending=%u status=503", s->peer, r->name,
-                    p->auth->caches[idx].pending);
-        *rv =
-            gw_proxy__answer_text(s, h, 503, "h2gate: too many logins at once, try again\n", f, 1);
+        *rv = answer_busy(p, s, h, r, idx, j ? j->nwaiters : 0);
         return 1;
     }
-    auth_job_t *j = gw_calloc(1, sizeof(*j));
+    auth_wait_t *w = gw_calloc(1, sizeof(*w));
+    auth_job_t *nj = NULL;
     /* an unknown user is checked against a known one's hash: the same cost, never a match */
     const char *hash = u ? u->hash : ba->users[0].hash;
-    if (j) {
-        j->hash = gw_malloc(strlen(hash) + 1);
-        j->pass = gw_malloc(pl + 1);
+    if (w && !j && (nj = gw_calloc(1, sizeof(*nj)))) {
+        gw_list_init(&nj->waiters);
+        nj->hash = gw_malloc(strlen(hash) + 1);
+        nj->pass = gw_malloc(pl + 1);
     }
-    px_t *px = j && j->hash && j->pass ? gw_proxy__stream_new(p, s, h, r) : NULL;
+    int made = w && (j || (nj && nj->hash && nj->pass));
+    px_t *px = made ? gw_proxy__stream_new(p, s, h, r) : NULL;
     if (!px) {
         OPENSSL_cleanse(cred, sizeof(cred));
-        if (j)
-            job_free(j);
+        gw_free(w);
+        if (nj)
+            job_free(nj);
         *rv = GW_E_NOMEM;
         return 1;
     }
-    memcpy(j->hash, hash, strlen(hash) + 1);
-    memcpy(j->pass, pass, pl);
-    j->pass[pl] = 0;
-    j->pass_len = pl;
-    OPENSSL_cleanse(cred, sizeof(cred));
-    memcpy(j->key, key, KEY_LEN);
-    j->keyed = keyed != 0;
-    j->p = p;
-    j->px = px;
-    j->route = idx;
-    j->user = u;
     if (s->addr && gw_bucket_table_keyed(s->addr))
-        memcpy(&j->addr, s->addr,
+        memcpy(&w->addr, s->addr,
                s->addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
                                              : sizeof(struct sockaddr_in6));
-    int qr = uv_queue_work(p->loop, &j->req, on_work, on_after_work);
-    if (qr < 0) {
-        s->proxy_data = NULL; /* px goes back: the stream is answered as one that never had it */
-        gw_proxy__upload_unwatch(px);
-        gw_pool_put(&p->px_pool, px);
-        job_free(j);
-        *rv = GW_E_NOMEM;
-        return 1;
+    if (!j) {
+        j = nj;
+        memcpy(j->hash, hash, strlen(hash) + 1);
+        memcpy(j->pass, pass, pl);
+        j->pass[pl] = 0;
+        j->pass_len = pl;
+        memcpy(j->key, key, KEY_LEN);
+        j->keyed = keyed != 0;
+        j->p = p;
+        j->route = idx;
+        j->user = u;
+        if (uv_queue_work(p->loop, &j->req, on_work, on_after_work) < 0) {
+            OPENSSL_cleanse(cred, sizeof(cred));
+            s->proxy_data = NULL; /* px goes back: the stream is answered as one that never
+                                   * had it */
+            gw_proxy__upload_unwatch(px);
+            gw_pool_put(&p->px_pool, px);
+            gw_free(w);
+            job_free(j);
+            *rv = GW_E_NOMEM;
+            return 1;
+        }
+        gw_list_push_back(&p->auth->jobs, &j->link);
+        p->auth->caches[idx].pending++;
     }
-    gw_list_push_back(&p->auth->jobs, &j->link);
-    p->auth->caches[idx].pending++;
-    px->auth = j;
+    OPENSSL_cleanse(cred, sizeof(cred));
+    w->px = px;
+    gw_list_push_back(&j->waiters, &w->link);
+    j->nwaiters++;
+    px->auth = w;
     *rv = 0;
     return 1;
 }
@@ -590,10 +676,10 @@ int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const
 
 int gw_proxy__auth_hold(px_t *px, const uint8_t *data, size_t len)
 {
-    auth_job_t *j = px->auth;
-    if (!j)
+    auth_wait_t *w = px->auth;
+    if (!w)
         return 0;
-    if (j->body_len + len > px->p->cfg->limits.body_buffer) {
+    if (w->body_len + len > px->p->cfg->limits.body_buffer) {
         /* more than an exchange would hold: the client is not waiting for credit. Dropped and
          * credited; the stream is answered 413 (or reset once answered) without its body */
         px->s->ops->credit(px->s, len);
@@ -607,43 +693,47 @@ int gw_proxy__auth_hold(px_t *px, const uint8_t *data, size_t len)
         }
         return 1;
     }
-    if (j->body_len + len > j->body_cap) {
-        size_t nc = j->body_cap ? j->body_cap : 4096;
-        while (nc < j->body_len + len)
+    if (w->body_len + len > w->body_cap) {
+        size_t nc = w->body_cap ? w->body_cap : 4096;
+        while (nc < w->body_len + len)
             nc *= 2;
-        uint8_t *nb = gw_realloc(j->body, nc);
+        uint8_t *nb = gw_realloc(w->body, nc);
         if (!nb) {
             px->s->ops->credit(px->s, len);
             gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
             return 1;
         }
-        j->body = nb;
-        j->body_cap = nc;
+        w->body = nb;
+        w->body_cap = nc;
     }
-    memcpy(j->body + j->body_len, data, len);
-    j->body_len += len;
+    memcpy(w->body + w->body_len, data, len);
+    w->body_len += len;
     px->body_since = uv_now(px->p->loop);
     return 1;
 }
 
 int gw_proxy__auth_hold_end(px_t *px, const gw_field_t *tr, size_t n)
 {
-    auth_job_t *j = px->auth;
-    if (!j)
+    auth_wait_t *w = px->auth;
+    if (!w)
         return 0;
-    j->ended = 1;
+    w->ended = 1;
     px->body_since = uv_now(px->p->loop);
-    if (n && gw_proxy__fields_dup(tr, n, &j->tr) == 0)
-        j->ntr = n;
+    if (n && gw_proxy__fields_dup(tr, n, &w->tr) == 0)
+        w->ntr = n;
     return 1;
 }
 
 void gw_proxy__auth_detach(px_t *px)
 {
-    auth_job_t *j = px->auth;
-    if (!j)
+    auth_wait_t *w = px->auth;
+    if (!w)
         return;
     px->auth = NULL;
-    j->px = NULL;    /* the verification still runs; its answer finds nobody */
-    j->body_len = 0; /* the stream is closed: nothing to credit */
+    /* the verification still runs; the waiter stays on it (its failure is still counted)
+     * and its answer finds nobody. The stream is closed: nothing to credit, nothing held */
+    w->px = NULL;
+    gw_free(w->body);
+    w->body = NULL;
+    w->body_len = w->body_cap = 0;
 }

@@ -195,13 +195,13 @@ typedef struct {
     unsigned req_done : 1;  /* the client ended its request body */
     unsigned closed : 1;    /* the front is done with the stream: no more ops */
     unsigned reset : 1;
-    unsigned follower : 1;    /* joined another stream's exchange */
-    unsigned ws : 1;          /* a WebSocket request (tunnel.c): no body until the 101 */
-    unsigned hinted : 1;      /* a 103 went to the client (at most one per request) */
-    unsigned tunnel : 1;      /* its 101 came: bytes both ways until either side ends */
-    gw_list_t rlink;          /* in p->rate_waits while it waits for the cluster's rate answer */
-    struct gw_auth_job *auth; /* the verification it waits for (auth.c), or NULL */
-    uint64_t token;           /* of the cluster question it waits for */
+    unsigned follower : 1;     /* joined another stream's exchange */
+    unsigned ws : 1;           /* a WebSocket request (tunnel.c): no body until the 101 */
+    unsigned hinted : 1;       /* a 103 went to the client (at most one per request) */
+    unsigned tunnel : 1;       /* its 101 came: bytes both ways until either side ends */
+    gw_list_t rlink;           /* in p->rate_waits while it waits for the cluster's rate answer */
+    struct gw_auth_wait *auth; /* its place among a verification's waiters (auth.c), or NULL */
+    uint64_t token;            /* of the cluster question it waits for */
     gw_req_proto_t proto;
     char path[160]; /* for the log, truncated */
 } px_t;
