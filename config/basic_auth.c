@@ -24,6 +24,7 @@ static const field_t auth_fields[] = {
     {"cache_ttl", F_DUR, offsetof(gw_cfg_basic_auth_t, cache_ttl_ms), 0, 3600000},
     FLD(gw_cfg_basic_auth_t, max_failures, F_UINT, 0, 1000000),
     FLD(gw_cfg_basic_auth_t, max_verifying, F_UINT, 1, 100000),
+    FLD(gw_cfg_basic_auth_t, max_waiting, F_UINT, 1, 100000),
 };
 
 /* ---- the htpasswd file ---------------------------------------------------------------------- */
@@ -333,6 +334,7 @@ void gw_cfg__load_basic_auth(ld_t *ld, yaml_node_t *v, gw_cfg_basic_auth_t **out
     a->cache_ttl_ms = 60000;
     a->max_failures = 10;
     a->max_verifying = 64;
+    a->max_waiting = 1024;
     auth_ld_t x = {.a = a};
     gw_cfg__each_pair(ld, v, auth_pair, &x);
     if (ld->nomem)

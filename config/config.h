@@ -230,6 +230,7 @@ typedef struct {
     uint64_t cache_ttl_ms;  /* ... for this long */
     unsigned max_failures;  /* failed verifications per minute per client; 0: no limit */
     unsigned max_verifying; /* verifications queued per worker; beyond: 503 */
+    unsigned max_waiting;   /* requests waiting for one verification (single flight); beyond: 503 */
     gw_cfg_pos_t users_at;
 } gw_cfg_basic_auth_t;
 /* The entry of user (len bytes) in a, or NULL. */

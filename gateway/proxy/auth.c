@@ -10,8 +10,8 @@
  *  - the client's failed verifications over the last minute reached max_failures: 429 with
  *    Retry-After, nothing verified;
  *  - the same credentials (the cache key) already being checked on this worker: the stream
- *    waits for that verification instead of queuing its own (single flight), at most WAITERS
- *    streams per verification;
+ *    waits for that verification instead of queuing its own (single flight), at most
+ *    basic_auth.max_waiting streams per verification;
  *  - otherwise crypt_r runs on libuv's thread pool (bcrypt costs milliseconds: never on the
  *    loop), at most max_verifying verifications (distinct credentials) per route, beyond: 503.
  *    The stream waits with its px_t, holding (not crediting) request body bytes; the answer
@@ -59,12 +59,6 @@
 /* Failures are counted in tokens: one failure is 60, the bucket refills max_failures a second,
  * so max_failures failures a minute (the bucket's rate is whole tokens per second). */
 #define FAIL_COST 60
-/* Streams waiting for one verification (the one that queued it and those that joined it, gone
- * ones included until the answer): past it a further request with the same credentials gets
- * the 503 of max_verifying. The bound keeps what a worker holds for one set of credentials
- * finite; 1024 is twice what 32 connections of 16 streams (h2load -c 32 -m 16, a browser's
- * dozens) open at once. */
-#define WAITERS 1024
 
 typedef struct {
     uint8_t key[KEY_LEN];
@@ -93,7 +87,7 @@ struct gw_auth_job {
     gw_proxy_t *p;               /* NULL once the proxy closed */
     gw_list_t link;              /* in auth->jobs while queued or running */
     gw_list_t waiters;           /* auth_wait_t */
-    unsigned nwaiters;           /* on waiters, gone ones too (at most WAITERS) */
+    unsigned nwaiters;           /* on waiters, gone ones too (at most basic_auth.max_waiting) */
     size_t route;                /* index in the configuration */
     const gw_cfg_htuser_t *user; /* the user, NULL: unknown (checked against a stand-in) */
     uint8_t key[KEY_LEN];
@@ -610,7 +604,7 @@ int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const
     /* single flight: the same credentials already being checked are waited for, not checked
      * again (a browser's or a benchmark's first requests all carry them at once) */
     auth_job_t *j = keyed ? job_find(p->auth, idx, key) : NULL;
-    if (j ? j->nwaiters >= WAITERS : p->auth->caches[idx].pending >= ba->max_verifying) {
+    if (j ? j->nwaiters >= ba->max_waiting : p->auth->caches[idx].pending >= ba->max_verifying) {
         OPENSSL_cleanse(cred, sizeof(cred));
         *rv = answer_busy(p, s, h, r, idx, j ? j->nwaiters : 0);
         return 1;

@@ -427,6 +427,23 @@ def test_same_credentials_at_once_wait_for_one_verification(gateway, origin, tmp
     assert len(origin.requests) == 50
 
 
+def test_max_waiting_bounds_the_requests_waiting_for_one_verification(gateway, origin, tmp_path):
+    """max_waiting: 5 — of 12 streams with the same credentials at once, the one that queues
+    the verification and 4 that join it get 200; the 7 past the bound get 503 with
+    Retry-After, counted busy (the limit that keeps what one set of credentials holds
+    finite)."""
+    g = origin_gateway(gateway, origin, route_extra=auth_route(slow_users(tmp_path),
+                                                               "max_waiting: 5"), admin=True)
+    c = Client(g.port)
+    got = burst(c, [("slow", "pw")] * 12)
+    c.close()
+    assert got == ["200"] * 5 + ["503"] * 7, got
+    fams, _ = scrape(g.admin)
+    counts = {r: sample(fams, "h2gate_basic_auth_total", result=r)
+              for r in ("verified", "cached", "busy")}
+    assert counts == {"verified": 1, "cached": 4, "busy": 7}, counts
+
+
 def test_right_and_wrong_passwords_in_flight_each_get_their_answer(gateway, origin, tmp_path):
     """20 streams with the right password and 20 with one wrong password, interleaved and all
     in flight at once (max_verifying: 2: one verification for each): the right ones get 200,
