@@ -13,32 +13,14 @@
 #include "acme/acme_internal.h"
 #include "common/alloc.h"
 #include "common/err.h"
+#include "http/http.h"
 
 int gw_acme_b64url(const uint8_t *p, size_t n, char **out)
 {
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    char *s = gw_malloc(n / 3 * 4 + 4 + 1);
+    char *s = gw_malloc(GW_HTTP_BASE64_LEN(n) + 1);
     if (!s)
         return GW_E_NOMEM;
-    size_t j = 0, i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        s[j++] = A[v >> 18];
-        s[j++] = A[(v >> 12) & 63];
-        s[j++] = A[(v >> 6) & 63];
-        s[j++] = A[v & 63];
-    }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        s[j++] = A[v >> 18];
-        s[j++] = A[(v >> 12) & 63];
-    } else if (n - i == 2) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
-        s[j++] = A[v >> 18];
-        s[j++] = A[(v >> 12) & 63];
-        s[j++] = A[(v >> 6) & 63];
-    }
-    s[j] = 0;
+    gw_http_base64(p, n, s, 1);
     *out = s;
     return 0;
 }

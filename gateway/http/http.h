@@ -219,6 +219,12 @@ int gw_http_sf_dict_next(gw_http_sf_t *c, gw_http_sf_member_t *m);
  * gw_http_sf_dict_next() returned). A key without "=" is Boolean true. */
 int gw_http_sf_param_next(gw_http_sf_t *c, gw_slice_t *key, gw_http_sf_item_t *value);
 
+/* RFC 4648: n bytes as base64 (§4, padded with '=') or, with url, base64url (§5, unpadded, as
+ * JWS and ACME use it) into out (room for GW_HTTP_BASE64_LEN(n) + 1 bytes: it is
+ * NUL-terminated). Returns its length. */
+#define GW_HTTP_BASE64_LEN(n) (4 * (((size_t)(n) + 2) / 3))
+size_t gw_http_base64(const uint8_t *in, size_t n, char *out, int url);
+
 /* RFC 8941 §4.1.8: n bytes as a Byte Sequence, ":" base64 ":", into out (room for
  * GW_HTTP_SF_BYTES_LEN(n) + 1 bytes: it is NUL-terminated). Returns its length. A List of them
  * (§4.1.1) joins the members with ", ". */

@@ -271,13 +271,12 @@ int gw_http_sf_param_next(gw_http_sf_t *c, gw_slice_t *key, gw_http_sf_item_t *v
 
 /* ---- serializing ---- */
 
-size_t gw_http_sf_bytes(const uint8_t *in, size_t n, char *out)
+size_t gw_http_base64(const uint8_t *in, size_t n, char *out, int url)
 {
-    /* RFC 8941 §4.1.8: ":" base64 (RFC 4648 §4, with padding) ":" */
-    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t k = 0;
-    out[k++] = ':';
-    size_t i = 0;
+    static const char std[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char safe[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const char *b64 = url ? safe : std;
+    size_t k = 0, i = 0;
     for (; i + 3 <= n; i += 3) {
         uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
         out[k++] = b64[v >> 18];
@@ -285,19 +284,27 @@ size_t gw_http_sf_bytes(const uint8_t *in, size_t n, char *out)
         out[k++] = b64[(v >> 6) & 63];
         out[k++] = b64[v & 63];
     }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)in[i] << 16;
+    if (n - i) {
+        uint32_t v = (uint32_t)in[i] << 16 | (n - i == 2 ? (uint32_t)in[i + 1] << 8 : 0);
         out[k++] = b64[v >> 18];
         out[k++] = b64[(v >> 12) & 63];
-        out[k++] = '=';
-        out[k++] = '=';
-    } else if (n - i == 2) {
-        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
-        out[k++] = b64[v >> 18];
-        out[k++] = b64[(v >> 12) & 63];
-        out[k++] = b64[(v >> 6) & 63];
-        out[k++] = '=';
+        if (n - i == 2)
+            out[k++] = b64[(v >> 6) & 63];
+        else if (!url)
+            out[k++] = '=';
+        if (!url)
+            out[k++] = '='; /* RFC 4648 §5 (base64url) as JWS uses it: no padding */
     }
+    out[k] = 0;
+    return k;
+}
+
+size_t gw_http_sf_bytes(const uint8_t *in, size_t n, char *out)
+{
+    /* RFC 8941 §4.1.8: ":" base64 (RFC 4648 §4, with padding) ":" */
+    size_t k = 0;
+    out[k++] = ':';
+    k += gw_http_base64(in, n, out + k, 0);
     out[k++] = ':';
     out[k] = 0;
     return k;
