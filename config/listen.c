@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -203,6 +204,24 @@ static void check_cert(ld_t *ld, gw_cfg_tls_t *tls, cert_ld_t *c, yaml_node_t *w
     check_file(ld, c->key_node, "key", c->cert.key);
 }
 
+/* A `certificates:` entry beside tls.acme is reached only by SNI (the ACME pair is the
+ * default): it needs names, and none of them an ACME name, which would have two certificates. */
+static void check_beside_acme(ld_t *ld, const gw_cfg_tls_t *tls, const cert_ld_t *c,
+                              yaml_node_t *where)
+{
+    if (!c->cert.names_len)
+        gw_cfg__err_at(ld, where,
+                       "a 'certificates:' entry beside tls 'acme' needs 'names': the ACME "
+                       "certificate is the default, so an entry without names is never served");
+    for (size_t i = 0; i < c->cert.names_len; i++)
+        for (size_t k = 0; k < tls->acme_len; k++)
+            if (c->cert.names[i] && tls->acme[k] && !strcasecmp(c->cert.names[i], tls->acme[k]))
+                gw_cfg__err_at(ld, where,
+                               "name '%s' is both in tls 'acme' and in a 'certificates:' "
+                               "entry: give each name one certificate",
+                               c->cert.names[i]);
+}
+
 static gw_cfg_tls_t *load_tls(ld_t *ld, yaml_node_t *v)
 {
     if (!gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "tls"))
@@ -227,21 +246,29 @@ static gw_cfg_tls_t *load_tls(ld_t *ld, yaml_node_t *v)
         gw_cfg__err_at(ld, v, "'session_id_context' must be 1 to 32 bytes");
     int have_top = t.top.cert.certificate || t.top.cert.key || t.top.cert.names_len;
     if (t.acme_node) {
-        /* the client's certificate is the only one for now: beside files it would need the
-         * SNI choice between the store and the files */
-        if (have_top || t.certs_node || tls->self_signed)
+        /* the ACME certificate is the listener's own pair (certs[0], the default): it stands
+         * where certificate/key/names would; `certificates:` entries may sit beside it, each
+         * chosen by SNI for its names (an ACME name in an entry would be ambiguous) */
+        if (have_top || tls->self_signed)
             gw_cfg__err_at(ld, t.acme_node,
-                           "tls 'acme' replaces certificate, key, names, certificates and "
-                           "self_signed: a listener with acme names serves only the ACME "
-                           "certificate (both on one listener is not supported yet)");
+                           "tls 'acme' replaces certificate, key, names and self_signed: the "
+                           "ACME certificate is the listener's default (other certificates go "
+                           "in 'certificates:' entries with their names)");
         gw_cfg__free_str_list(t.top.cert.names, t.top.cert.names_len);
         gw_free(t.top.cert.certificate);
         gw_free(t.top.cert.key);
-        cert_ld_t none = {0}; /* certs[0] without files: the ACME client fills it */
-        push_cert(ld, tls, &none);
-        return tls;
-    }
-    if (have_top || !t.certs_node) {
+        cert_ld_t acme = {0}; /* certs[0] without files: the ACME client fills it */
+        if (tls->acme && tls->acme_len) {
+            acme.cert.names = gw_calloc(tls->acme_len, sizeof(char *));
+            if (!acme.cert.names)
+                ld->nomem = 1;
+            for (size_t i = 0; acme.cert.names && i < tls->acme_len; i++)
+                if (tls->acme[i])
+                    acme.cert.names[acme.cert.names_len++] = gw_cfg__xstrdup(ld, tls->acme[i]);
+        }
+        gw_cfg__copy_client_auth(ld, &acme.cert.client_auth, &t.client_auth);
+        push_cert(ld, tls, &acme);
+    } else if (have_top || !t.certs_node) {
         check_cert(ld, tls, &t.top, v);
         gw_cfg__copy_client_auth(ld, &t.top.cert.client_auth, &t.client_auth);
         push_cert(ld, tls, &t.top);
@@ -260,6 +287,8 @@ static gw_cfg_tls_t *load_tls(ld_t *ld, yaml_node_t *v)
             check_cert(ld, tls, &c, cn);
             if (!c.client_auth)
                 gw_cfg__copy_client_auth(ld, &c.cert.client_auth, &t.client_auth);
+            if (t.acme_node)
+                check_beside_acme(ld, tls, &c, cn);
             push_cert(ld, tls, &c);
         }
     }

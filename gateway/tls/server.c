@@ -395,24 +395,29 @@ static size_t pick_cert(const gw_tls_ctx_t *c, const char *host)
  * then the entry's, whose client_auth it stands for (peer.c), and the entry's verification
  * applies to the connection. RFC 6066 §3: ServerNameList (2-byte length), NameType host_name
  * (0), HostName (2-byte length). A name that cannot be read leaves the default entry. */
-static int client_hello_cb(SSL *ssl, int *al, void *arg)
+static size_t hello_entry(const gw_tls_ctx_t *c, SSL *ssl)
 {
-    (void)al;
-    gw_tls_ctx_t *c = arg;
     const unsigned char *p;
     size_t len;
     char host[256];
     if (!c || c->certs_len < 2 ||
         !SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &len))
-        return SSL_CLIENT_HELLO_SUCCESS;
+        return 0;
     if (len < 5 || (size_t)((p[0] << 8) | p[1]) != len - 2 || p[2] != TLSEXT_NAMETYPE_host_name)
-        return SSL_CLIENT_HELLO_SUCCESS;
+        return 0;
     size_t n = (size_t)((p[3] << 8) | p[4]);
     if (n == 0 || n + 5 > len || n >= sizeof(host) || memchr(p + 5, 0, n))
-        return SSL_CLIENT_HELLO_SUCCESS;
+        return 0;
     memcpy(host, p + 5, n);
     host[n] = 0;
-    size_t i = pick_cert(c, host);
+    return pick_cert(c, host);
+}
+
+static int client_hello_cb(SSL *ssl, int *al, void *arg)
+{
+    (void)al;
+    gw_tls_ctx_t *c = arg;
+    size_t i = hello_entry(c, ssl);
     if (i != 0) {
         SSL_set_SSL_CTX(ssl, c->certs[i].ctx);
         gw_tls__client_auth_apply(ssl, c->certs[i].ctx);
@@ -677,9 +682,17 @@ int gw_tls_ctx_check(const gw_cfg_tls_t *tls, gw_config_errors_t *errs)
     return rv;
 }
 
+/* tls.acme: certs[0] serves from the store (its certificate, or a tls-alpn-01 answer); a name
+ * of a `certificates:` entry beside it switches to that entry's files as client_hello_cb does */
 static int store_hello(SSL *ssl, int *al, void *arg)
 {
     gw_tls_ctx_t *c = arg;
+    size_t i = hello_entry(c, ssl);
+    if (i != 0) {
+        SSL_set_SSL_CTX(ssl, c->certs[i].ctx);
+        gw_tls__client_auth_apply(ssl, c->certs[i].ctx);
+        return SSL_CLIENT_HELLO_SUCCESS;
+    }
     return gw_tls__store_hello(ssl, c->store, al);
 }
 

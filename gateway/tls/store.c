@@ -366,9 +366,12 @@ int gw_tls__store_hello(SSL *ssl, gw_tls_store_t *s, int *al)
                 i++;
         else
             i = s->ch_len;
-        if (i < s->ch_len && SSL_use_cert_and_key(ssl, s->ch[i].cert, s->ch[i].key, NULL, 1) == 1)
+        if (i < s->ch_len && SSL_use_cert_and_key(ssl, s->ch[i].cert, s->ch[i].key, NULL, 1) == 1) {
             SSL_set_ex_data(ssl, acme_idx, (void *)ACME_TLS_1);
-        else {
+            /* the validator sends no client certificate, and an acme-tls/1 connection carries
+             * no request: the listener's client_auth does not apply to it */
+            SSL_set_verify(ssl, SSL_VERIFY_NONE, NULL);
+        } else {
             *al = SSL_AD_UNRECOGNIZED_NAME;
             rv = SSL_CLIENT_HELLO_ERROR;
         }
