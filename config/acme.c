@@ -21,12 +21,14 @@ static int acme_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, 
 {
     gw_cfg_acme_t *a = obj;
     if (!strcmp(key, "challenge")) {
-        /* RFC 8737; http-01 is not built yet: refused rather than accepted and ignored */
-        if (v->type == YAML_SCALAR_NODE && !strcmp(gw_cfg__scalar(v), "http-01"))
-            gw_cfg__err_at(ld, v,
-                           "acme 'challenge: http-01' is not supported yet: use tls-alpn-01");
-        else if (v->type != YAML_SCALAR_NODE || strcmp(gw_cfg__scalar(v), "tls-alpn-01") != 0)
-            gw_cfg__err_at(ld, v, "acme 'challenge' must be tls-alpn-01");
+        const char *c = v->type == YAML_SCALAR_NODE ? gw_cfg__scalar(v) : "";
+        a->challenge_at = gw_cfg__pos(ld, v);
+        if (!strcmp(c, "tls-alpn-01"))
+            a->challenge = GW_CFG_ACME_TLS_ALPN_01;
+        else if (!strcmp(c, "http-01"))
+            a->challenge = GW_CFG_ACME_HTTP_01;
+        else
+            gw_cfg__err_at(ld, v, "acme 'challenge' must be tls-alpn-01 or http-01");
         return 0;
     }
     if (!strcmp(key, "key_type")) {
@@ -161,6 +163,15 @@ void gw_cfg__check_acme(ld_t *ld)
             }
         }
     }
+    /* RFC 8555 §8.3: http-01 is validated over cleartext HTTP (port 80 of each name), which
+     * only a listener without TLS answers */
+    int cleartext = 0;
+    for (size_t i = 0; i < c->listen_len; i++)
+        cleartext |= c->listen[i].tls == NULL;
+    if (c->acme.enabled && c->acme.challenge == GW_CFG_ACME_HTTP_01 && !cleartext)
+        gw_cfg__err_line(ld, c->acme.challenge_at.line, c->acme.challenge_at.col,
+                         "acme 'challenge: http-01' needs a listener without tls (the "
+                         "authority validates over cleartext HTTP on port 80)");
     if (c->acme.enabled && !c->acme.state) {
         const char *base = c->state_dir ? c->state_dir : "state";
         size_t n = strlen(base) + sizeof("/acme");

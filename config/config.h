@@ -407,15 +407,20 @@ typedef struct {
 } gw_cfg_cluster_t;
 
 /* acme: the ACME client (RFC 8555) that obtains the certificates of the listeners with
- * tls.acme. Only tls-alpn-01 (RFC 8737) and EC P-256 keys are built so far. */
+ * tls.acme. */
 #define GW_CFG_ACME_MAX_NAMES 100
+typedef enum {
+    GW_CFG_ACME_TLS_ALPN_01, /* RFC 8737: the TLS listener answers (the default) */
+    GW_CFG_ACME_HTTP_01,     /* RFC 8555 §8.3: the cleartext listeners answer */
+} gw_cfg_acme_challenge_t;
 typedef struct {
     int enabled;        /* the section was given */
     char *directory;    /* the directory URL (https://…) */
     char *directory_ca; /* CA file for the ACME server's HTTPS; NULL: the system store */
     char *email;        /* the account's contact; NULL: none */
     char *state;        /* account key, certificates and keys (default <state_dir>/acme), 0700 */
-    gw_cfg_pos_t at, directory_ca_at;
+    gw_cfg_acme_challenge_t challenge;
+    gw_cfg_pos_t at, directory_ca_at, challenge_at;
 } gw_cfg_acme_t;
 
 typedef struct gw_config {

@@ -1,6 +1,7 @@
 /* acme/client.c — the ACME client on the main loop: the state folder, one job per name set
  * that runs its order (order.c) over back/'s HTTP/1.1 + TLS client, answers tls-alpn-01
- * through the listener's store and installs the certificate; backoff after a failure. */
+ * through the listener's store and http-01 through common/http01.h's table, and installs the
+ * certificate; backoff after a failure. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include "back/back.h"
 #include "common/alloc.h"
 #include "common/err.h"
+#include "common/http01.h"
 #include "common/log.h"
 #include "gw_version.h"
 
@@ -294,6 +296,7 @@ struct gw_acme {
     char *origin; /* "https://host:port" as the URLs start */
     int https;
     char *directory, *directory_ca, *email, *state; /* copies of the section */
+    gw_cfg_acme_challenge_t challenge;
     EVP_PKEY *account_key;
     job_t **jobs;
     size_t jobs_len;
@@ -349,6 +352,7 @@ static void job_close(job_t *j)
     }
     if (j->store)
         gw_tls_store_clear_challenges(j->store);
+    gw_http01_withdraw(j);
     if (j->timer_open)
         uv_close((uv_handle_t *)&j->timer, on_timer_closed);
     else
@@ -549,6 +553,7 @@ out:
 static void job_failed(job_t *j, const gw_acme_action_t *act)
 {
     gw_tls_store_clear_challenges(j->store);
+    gw_http01_withdraw(j);
     j->failures++;
     uint64_t wait = GW_ACME_BACKOFF_FIRST_MS;
     for (unsigned i = 1; i < j->failures && wait < GW_ACME_BACKOFF_MAX_MS; i++)
@@ -592,8 +597,18 @@ static void job_step(job_t *j)
         case GW_ACME_DO_PUBLISH: {
             uint8_t d[32];
             unsigned dl = 0;
-            if (!EVP_Digest(act.key_authz, strlen(act.key_authz), d, &dl, EVP_sha256(), NULL) ||
-                gw_tls_store_set_challenge(j->store, act.name, d) < 0) {
+            if (act.type == GW_ACME_CH_HTTP_01) {
+                /* in the table the cleartext listeners of every worker answer from, before
+                 * the challenge is POSTed (the next SEND) */
+                if (gw_http01_publish(j, act.token, act.key_authz) < 0) {
+                    gw_acme_order_transport_failed(j->order,
+                                                   "the http-01 answers are full or the token "
+                                                   "too long");
+                    continue;
+                }
+            } else if (!EVP_Digest(act.key_authz, strlen(act.key_authz), d, &dl, EVP_sha256(),
+                                   NULL) ||
+                       gw_tls_store_set_challenge(j->store, act.name, d) < 0) {
                 gw_acme_order_transport_failed(j->order,
                                                "the challenge certificate cannot be made");
                 continue;
@@ -605,6 +620,7 @@ static void job_step(job_t *j)
         }
         case GW_ACME_DO_DONE: {
             gw_tls_store_clear_challenges(j->store);
+            gw_http01_withdraw(j);
             int64_t v[2] = {0, 0};
             int rv = job_install(j, act.body, act.body_len);
             if (rv == GW_E_PARSE || rv == GW_E_NOMEM) {
@@ -642,7 +658,8 @@ static void job_start_order(job_t *j)
                           .email = a->email,
                           .names = (const char *const *)j->names,
                           .n_names = j->names_len,
-                          .challenge = GW_ACME_CH_TLS_ALPN_01,
+                          .challenge = a->challenge == GW_CFG_ACME_HTTP_01 ? GW_ACME_CH_HTTP_01
+                                                                           : GW_ACME_CH_TLS_ALPN_01,
                           .account_key = a->account_key,
                           .cert_key = j->cert_key};
     if (!j->cert_key || gw_acme_order_new(&p, &j->order) < 0) {
@@ -740,7 +757,7 @@ static int same_setup(const gw_acme_t *a, const gw_config_t *cfg)
 {
     if (!a->directory || !streq(a->directory, cfg->acme.directory) ||
         !streq(a->directory_ca, cfg->acme.directory_ca) || !streq(a->email, cfg->acme.email) ||
-        !streq(a->state, cfg->acme.state))
+        !streq(a->state, cfg->acme.state) || a->challenge != cfg->acme.challenge)
         return 0;
     size_t k = 0;
     for (size_t i = 0; i < cfg->listen_len; i++) {
@@ -886,6 +903,7 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
                  * longer reach: a new order publishes in the new one */
                 gw_acme_order_del(j->order);
                 j->order = NULL;
+                gw_http01_withdraw(j);
                 uv_timer_stop(&j->timer);
                 if (j->x) {
                     gw_back_cancel(j->x);
@@ -911,6 +929,7 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
     a->directory_ca = cfg->acme.directory_ca ? gw_strdup(cfg->acme.directory_ca) : NULL;
     a->email = cfg->acme.email ? gw_strdup(cfg->acme.email) : NULL;
     a->state = gw_strdup(cfg->acme.state);
+    a->challenge = cfg->acme.challenge;
     a->jobs = gw_calloc(n, sizeof(*a->jobs));
     if (!a->directory || !a->state || !a->jobs || setup_origin(a) < 0) {
         GW_LOG_ERROR("acme_failed",

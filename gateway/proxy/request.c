@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/http01.h"
 #include "common/log.h"
 #include "http/http.h"
 #include "proxy/proxy_internal.h"
@@ -99,6 +100,36 @@ static int ws_refused(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
     return 0;
 }
 
+/* RFC 8555 §8.3: with `acme.challenge: http-01`, a cleartext listener answers the challenge
+ * path itself, before redirect_https, the route and every policy: the authority's validation
+ * carries no credentials, comes from anywhere, and follows no redirect to a listener whose
+ * certificate is not issued yet. The path is then the gateway's alone: a token it has not
+ * published is a 404 that the origin never sees (another ACME tool behind the gateway needs
+ * the gateway's challenge to be tls-alpn-01 or no acme section). 1 when answered, else 0. */
+static int acme_http01(const gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, int *rv)
+{
+    static const char pre[] = GW_HTTP01_PREFIX;
+    const size_t pl = sizeof(pre) - 1;
+    if (s->tls || !p->cfg->acme.enabled || p->cfg->acme.challenge != GW_CFG_ACME_HTTP_01 ||
+        h->path.len < pl || memcmp(h->path.base, pre, pl) != 0)
+        return 0;
+    char authz[GW_HTTP01_AUTHZ_MAX];
+    ssize_t n = GW_E_NOENT;
+    if (gw_slice_eq(h->method, GW_SLICE_LIT("GET")) || gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")))
+        n = gw_http01_find(h->path.base + pl, h->path.len - pl, authz, sizeof(authz));
+    GW_LOG_INFO("acme_http01", "peer=%s proto=%s method=%.*s path=%.*s status=%d", s->peer,
+                gw_req_proto_str(h->proto), (int)h->method.len, h->method.base, (int)h->path.len,
+                h->path.base, n < 0 ? 404 : 200);
+    static const char none[] = "h2gate: no such ACME challenge\n";
+    if (n < 0)
+        *rv = gw_proxy__answer_early(s, h, NULL, 404, "text/plain; charset=utf-8", none,
+                                     sizeof(none) - 1, NULL, 0);
+    else /* the key authorization's exact bytes (§8.3), nothing around them */
+        *rv = gw_proxy__answer_early(s, h, NULL, 200, "application/octet-stream", authz, (size_t)n,
+                                     NULL, 0);
+    return 1;
+}
+
 /* The route's request rate decides (here, or the cluster's answer later), then the stream is
  * served. px: the stream's state when it already has one (it waited for basic auth), else
  * NULL. */
@@ -157,6 +188,8 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     s->proxy_data = NULL;
     s->error_pages = gw_proxy__errpages_of(p, h->route);
     int rv;
+    if (acme_http01(p, s, h, &rv))
+        return rv;
     /* a cleartext listener's redirect_https answers everything, before any policy: nothing
      * (credentials above all) is asked for over cleartext */
     if (gw_proxy__redirect_https(s, h, &rv))

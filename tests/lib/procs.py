@@ -479,9 +479,10 @@ class Pebble:
     trusts it). env: more of pebble's environment (PEBBLE_WFE_NONCEREJECT=...); by default it
     validates at once and rejects no nonce. `directory` is the URL to give the client;
     `roots()` and `intermediates()` its CA certificates (PEM) from the management API.
-    validity: the lifetime of the certificates it issues, in seconds (its default: 5 years)."""
+    validity: the lifetime of the certificates it issues, in seconds (its default: 5 years).
+    http_port: where its http-01 validations go (default: a free port where nothing listens)."""
 
-    def __init__(self, tls_port, env=None, validity=None):
+    def __init__(self, tls_port, env=None, validity=None, http_port=None):
         self.dir = tempfile.mkdtemp(prefix="pebble-")
         self.ca = os.path.join(self.dir, "pebble.crt")
         key = os.path.join(self.dir, "pebble.key")
@@ -498,7 +499,7 @@ class Pebble:
                     '"127.0.0.1:%d", "certificate": "%s", "privateKey": "%s", "httpPort": %d, '
                     '"tlsPort": %d, "ocspResponderURL": "", '
                     '"externalAccountBindingRequired": false%s}}'
-                    % (self.port, self.mgmt, self.ca, key, free_port(), tls_port,
+                    % (self.port, self.mgmt, self.ca, key, http_port or free_port(), tls_port,
                        f', "certificateValidityPeriod": {validity}' if validity else ""))
         self.log_path = os.path.join(self.dir, "pebble.log")
         self._log = open(self.log_path, "wb")

@@ -1,0 +1,249 @@
+"""The ACME client's http-01 challenge (RFC 8555 §8.3) against Debian's pebble: pebble resolves
+every name to 127.0.0.1 and fetches http://NAME:PORT/.well-known/acme-challenge/TOKEN from the
+gateway's cleartext listener (or from a relay here that first asks the gateway itself, then
+answers pebble with what it got)."""
+import base64
+import hashlib
+import http.server
+import json
+import re
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from procs import Pebble, free_port
+from test_acme import served_chain, verify, x509
+
+pytestmark = pytest.mark.skipif(
+    subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv"],
+                   capture_output=True).returncode != 0,
+    reason="pebble is not installed (scripts/setup installs it)")
+
+PREFIX = "/.well-known/acme-challenge/"
+
+
+@pytest.fixture
+def pebble():
+    started = []
+
+    def start(tls_port, **kw):
+        p = Pebble(tls_port, **kw)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()
+
+
+def config(tls_port, http_port, directory, ca, state, names=("a.test", "b.test"), workers=2,
+           challenge="http-01", key_type="ec-p256", cleartext_extra=""):
+    return f"""workers: {workers}
+log_level: info
+acme:
+  directory: {directory}
+  directory_ca: {ca}
+  email: ops@a.test
+  challenge: {challenge}
+  key_type: {key_type}
+  state: {state}
+listen:
+  - address: 127.0.0.1:{tls_port}
+    tls: {{acme: [{", ".join(names)}]}}
+  - address: 127.0.0.1:{http_port}{cleartext_extra}
+upstreams:
+  app:
+    servers: [127.0.0.1:9]
+    health: {{fail_threshold: 1000}}
+routes:
+  - {{ host: '*', path: /, upstream: app, deny: [127.0.0.0/8] }}
+"""
+
+
+def get(port, path, method="GET", host="a.test"):
+    """One HTTP/1.1 request on a new connection: (status, headers lower-cased, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+                  .encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    fields = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
+    return int(lines[0].split()[1]), fields, body
+
+
+def h2c_get(port, path):
+    """One request over h2c (HTTP/2 with prior knowledge): (status, body)."""
+    r = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-o", "-", "-w",
+                        "\n%{http_code} %{http_version}", f"http://127.0.0.1:{port}{path}"],
+                       capture_output=True, timeout=10)
+    body, _, tail = r.stdout.rpartition(b"\n")
+    code, version = tail.decode().split()
+    assert version == "2", tail
+    return int(code), body
+
+
+def thumbprint(account_key):
+    """RFC 7638 thumbprint of the P-256 account key (PEM file), base64url."""
+    out = subprocess.run(["openssl", "ec", "-in", str(account_key), "-pubout", "-outform", "DER"],
+                         capture_output=True, timeout=10).stdout
+    point = out[-65:]  # the uncompressed point, 04 || x || y
+    assert point[0] == 4
+
+    def b64(b):
+        return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    jwk = json.dumps({"crv": "P-256", "kty": "EC", "x": b64(point[1:33]), "y": b64(point[33:])},
+                     separators=(",", ":"), sort_keys=True)
+    return b64(hashlib.sha256(jwk.encode()).digest())
+
+
+def test_http01_two_names_issued_before_redirect_and_acl_then_withdrawn(gateway, pebble,
+                                                                         tmp_path):
+    """pebble validates both names over the cleartext listener, which redirects everything else
+    to https and whose route denies 127.0.0.0/8: the challenge is answered before both. The
+    chain verifies against pebble's root for both names; once the order is over the tokens are
+    withdrawn (404 from the gateway, not the route's 403)."""
+    tls_port, http_port = free_port(), free_port()
+    pb = pebble(tls_port, http_port=http_port)
+    state = tmp_path / "acme"
+    g = gateway(config(tls_port, http_port, pb.directory, pb.ca, state,
+                       cleartext_extra="\n    redirect_https: true"),
+                wait=[("127.0.0.1", tls_port), ("127.0.0.1", http_port)])
+    log = g.wait_log("event=acme_certificate_installed", timeout=30)
+    assert "event=acme_certificate_installed names=a.test,b.test" in log, log[-4000:]
+    assert log.count("event=acme_challenge ") == 2, log[-4000:]
+    assert log.count("type=http-01") == 2
+    answered = re.findall(r"event=acme_http01 peer=\S+ proto=http/1.1 method=GET path=(\S+) "
+                          r"status=200", log)
+    assert len(answered) >= 2, log[-4000:]
+    root = pb.roots()
+    for name in ("a.test", "b.test"):
+        chain = served_chain(tls_port, name)
+        r = verify(tmp_path, chain, root, name)
+        assert r.returncode == 0 and ": OK" in r.stdout, r.stdout + r.stderr
+        assert "id-ecPublicKey" in x509(chain[0], "-text")
+    # withdrawn: the gateway's 404, for every token it answered
+    for path in set(answered):
+        status, fields, body = get(http_port, path)
+        assert status == 404 and body == b"h2gate: no such ACME challenge\n", (status, body)
+    # everything else on the listener: redirected, as before
+    status, fields, _ = get(http_port, "/x")
+    assert status == 308 and fields["location"] == "https://a.test/x"
+
+
+class Relay(http.server.ThreadingHTTPServer):
+    """pebble's http-01 port: for each validation, the token is asked of the gateway first (over
+    HTTP/1.1, many connections, and over h2c; and wrong tokens), then pebble gets the gateway's
+    own answer back."""
+    daemon_threads = True
+
+    def __init__(self, gw_port):
+        self.gw_port = gw_port
+        self.seen = []  # (token, [h1 answers], h2c answer, wrong answers)
+        super().__init__(("127.0.0.1", free_port()), RelayHandler)
+
+
+class RelayHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        gw = self.server.gw_port
+        token = self.path[len(PREFIX):] if self.path.startswith(PREFIX) else None
+        if not token:
+            self.send_error(404)
+            return
+        h1 = [get(gw, self.path) for _ in range(30)]
+        h2 = h2c_get(gw, self.path)
+        wrong = [get(gw, PREFIX + token[:-1]), get(gw, PREFIX + token + "x"),
+                 get(gw, PREFIX + "not-a-token"), get(gw, PREFIX), get(gw, self.path, "POST"),
+                 h2c_get(gw, PREFIX + token[::-1])]
+        self.server.seen.append((token, h1, h2, wrong))
+        status, fields, body = h1[0]
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_http01_answered_by_both_workers_over_http1_and_h2c_wrong_tokens_not(gateway, pebble,
+                                                                             tmp_path):
+    """While pebble's validation is held by the relay, the pending token is asked of the
+    gateway's cleartext listener 30 times on new connections (two workers share them) and once
+    over h2c: every answer is 200, application/octet-stream, exactly TOKEN.THUMBPRINT of the
+    account key; a token cut short, lengthened, unknown or empty, a POST, are 404 without the
+    key authorization. pebble, given the gateway's answer, validates it."""
+    tls_port, gw_http = free_port(), free_port()
+    relay = Relay(gw_http)
+    threading.Thread(target=relay.serve_forever, daemon=True).start()
+    try:
+        pb = pebble(tls_port, http_port=relay.server_address[1])
+        state = tmp_path / "acme"
+        g = gateway(config(tls_port, gw_http, pb.directory, pb.ca, state),
+                    wait=[("127.0.0.1", tls_port), ("127.0.0.1", gw_http)])
+        log = g.wait_log("event=acme_certificate_installed", timeout=60)
+        assert "event=acme_certificate_installed names=a.test,b.test" in log, log[-4000:]
+    finally:
+        relay.shutdown()
+        relay.server_close()
+    thumb = thumbprint(state / "account.key")
+    tokens = {t for t, *_ in relay.seen}
+    assert len(tokens) == 2, relay.seen
+    for token, h1, h2, wrong in relay.seen:
+        want = f"{token}.{thumb}".encode()
+        for status, fields, body in h1:
+            assert (status, body) == (200, want)
+            assert fields["content-type"] == "application/octet-stream"
+            assert fields["content-length"] == str(len(want))
+        assert h2 == (200, want)
+        for answer in wrong:
+            status, body = answer[0], answer[-1]
+            assert status == 404 and thumb.encode() not in body, answer
+    g.stop()
+    counts = {int(w): int(n) for w, n in
+              re.findall(r"event=worker_stats worker=(\d+) accepted=(\d+)", g.log())}
+    assert set(counts) == {0, 1} and min(counts.values()) > 0, counts
+    lines = [ln for ln in g.log().splitlines() if "event=acme_http01" in ln]
+    assert any("proto=h2 method=GET" in ln and "status=200" in ln for ln in lines), lines
+
+
+def check(h2gate_bin, tmp_path, text):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p, subprocess.run([h2gate_bin, "--check-config", str(p)], capture_output=True,
+                             text=True, timeout=30)
+
+
+def test_http01_needs_a_cleartext_listener(h2gate_bin, tmp_path):
+    text = ("acme:\n  directory: https://ca.test/dir\n  challenge: http-01\n"
+            f"listen:\n  - address: 127.0.0.1:{free_port()}\n    tls: {{acme: [a.test]}}\n"
+            "upstreams:\n  app:\n    servers: [127.0.0.1:9]\n"
+            "routes:\n  - { host: '*', path: /, upstream: app }\n")
+    p, r = check(h2gate_bin, tmp_path, text)
+    assert r.returncode == 1, r.stderr
+    assert f"{p}:3:14: acme 'challenge: http-01' needs a listener without tls" in r.stderr, \
+        r.stderr
+    # with one, the same file is good
+    text = text.replace("upstreams:", f"  - address: 127.0.0.1:{free_port()}\nupstreams:")
+    p, r = check(h2gate_bin, tmp_path, text)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("text,want", [
+    ("acme: {directory: https://ca.test/dir, challenge: dns-01}\n",
+     "acme 'challenge' must be tls-alpn-01 or http-01"),
+    ("acme: {directory: https://ca.test/dir, challenge: [http-01]}\n",
+     "acme 'challenge' must be tls-alpn-01 or http-01"),
+])
+def test_challenge_checked_at_load(h2gate_bin, tmp_path, text, want):
+    from gwtest import config_refused
+    config_refused(h2gate_bin, tmp_path, text, want)
