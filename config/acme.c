@@ -32,10 +32,13 @@ static int acme_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, 
         return 0;
     }
     if (!strcmp(key, "key_type")) {
-        if (v->type == YAML_SCALAR_NODE && !strcmp(gw_cfg__scalar(v), "rsa-2048"))
-            gw_cfg__err_at(ld, v, "acme 'key_type: rsa-2048' is not supported yet: use ec-p256");
-        else if (v->type != YAML_SCALAR_NODE || strcmp(gw_cfg__scalar(v), "ec-p256") != 0)
-            gw_cfg__err_at(ld, v, "acme 'key_type' must be ec-p256");
+        const char *t = v->type == YAML_SCALAR_NODE ? gw_cfg__scalar(v) : "";
+        if (!strcmp(t, "ec-p256"))
+            a->key_type = GW_CFG_ACME_EC_P256;
+        else if (!strcmp(t, "rsa-2048"))
+            a->key_type = GW_CFG_ACME_RSA_2048;
+        else
+            gw_cfg__err_at(ld, v, "acme 'key_type' must be ec-p256 or rsa-2048");
         return 0;
     }
     if (!strcmp(key, "renew_before")) {

@@ -413,6 +413,10 @@ typedef enum {
     GW_CFG_ACME_TLS_ALPN_01, /* RFC 8737: the TLS listener answers (the default) */
     GW_CFG_ACME_HTTP_01,     /* RFC 8555 §8.3: the cleartext listeners answer */
 } gw_cfg_acme_challenge_t;
+typedef enum {
+    GW_CFG_ACME_EC_P256, /* the default */
+    GW_CFG_ACME_RSA_2048,
+} gw_cfg_acme_key_t;
 typedef struct {
     int enabled;        /* the section was given */
     char *directory;    /* the directory URL (https://…) */
@@ -420,6 +424,7 @@ typedef struct {
     char *email;        /* the account's contact; NULL: none */
     char *state;        /* account key, certificates and keys (default <state_dir>/acme), 0700 */
     gw_cfg_acme_challenge_t challenge;
+    gw_cfg_acme_key_t key_type; /* the certificates' keys (the account key is always P-256) */
     gw_cfg_pos_t at, directory_ca_at, challenge_at;
 } gw_cfg_acme_t;
 

@@ -11,7 +11,8 @@
  *                    an order (acme/order.h) over back/'s HTTP/1.1 + TLS client; tls-alpn-01
  *                    answered by the store, http-01 by the cleartext listeners from
  *                    common/http01.h's table (published before the challenge is submitted,
- *                    withdrawn when the order ends); the chain and key written to the state folder, then
+ *                    withdrawn when the order ends); the certificate's key of acme.key_type;
+ *                    the chain and key written to the state folder, then
  *                    installed in the store (acme_certificate_installed);
  *   renewal          with a third of the certificate's lifetime left (acme_renewal_due), a
  *                    new order; the certificate in use stays until the new one is installed;

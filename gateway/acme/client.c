@@ -9,6 +9,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <openssl/rsa.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,6 +298,7 @@ struct gw_acme {
     int https;
     char *directory, *directory_ca, *email, *state; /* copies of the section */
     gw_cfg_acme_challenge_t challenge;
+    gw_cfg_acme_key_t key_type;
     EVP_PKEY *account_key;
     job_t **jobs;
     size_t jobs_len;
@@ -653,7 +655,8 @@ static void job_start_order(job_t *j)
 {
     gw_acme_t *a = j->a;
     EVP_PKEY_free(j->cert_key);
-    j->cert_key = EVP_EC_gen("P-256"); /* a new key for each certificate */
+    /* a new key for each certificate */
+    j->cert_key = a->key_type == GW_CFG_ACME_RSA_2048 ? EVP_RSA_gen(2048) : EVP_EC_gen("P-256");
     gw_acme_params_t p = {.directory = a->directory,
                           .email = a->email,
                           .names = (const char *const *)j->names,
@@ -673,6 +676,29 @@ static void job_start_order(job_t *j)
     job_step(j);
 }
 
+/* Whether dir holds a key of another type than key_type (key_type was changed: the stored
+ * certificate is served until one with a key of the new type is issued). 1, or 0 (the same
+ * type, or no key readable: stored_usable decides then). */
+static int stored_key_other(const char *dir, gw_cfg_acme_key_t key_type)
+{
+    char kp[4200], *pem = NULL;
+    size_t kl = 0;
+    snprintf(kp, sizeof(kp), "%s/key.pem", dir);
+    if (read_all(kp, &pem, &kl) != 0)
+        return 0;
+    BIO *b = BIO_new_mem_buf(pem, (int)kl);
+    EVP_PKEY *k = b ? PEM_read_bio_PrivateKey(b, NULL, NULL, NULL) : NULL;
+    int other = k && !(key_type == GW_CFG_ACME_RSA_2048
+                           ? EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA && EVP_PKEY_get_bits(k) == 2048
+                           : EVP_PKEY_get_base_id(k) == EVP_PKEY_EC);
+    EVP_PKEY_free(k);
+    BIO_free(b);
+    OPENSSL_cleanse(pem, kl);
+    gw_free(pem);
+    ERR_clear_error();
+    return other;
+}
+
 /* The longest single wait of the timer: the renewal time is checked again at least daily. */
 #define CHECK_MAX_MS (24u * 3600 * 1000)
 
@@ -682,7 +708,10 @@ static void job_start_order(job_t *j)
 static void job_check(job_t *j)
 {
     int64_t v[2] = {0, 0}, now = (int64_t)time(NULL);
-    if (stored_usable(j->dir, j->names, j->names_len, NULL, v)) {
+    if (stored_key_other(j->dir, j->a->key_type)) {
+        GW_LOG_INFO("acme_key_type_changed", "names=%s key_type=%s", j->log_names,
+                    j->a->key_type == GW_CFG_ACME_RSA_2048 ? "rsa-2048" : "ec-p256");
+    } else if (stored_usable(j->dir, j->names, j->names_len, NULL, v)) {
         int64_t renew_at = v[1] - (v[1] - v[0]) / 3;
         if (renew_at > now) {
             uint64_t ms = (uint64_t)(renew_at - now) * 1000;
@@ -757,7 +786,8 @@ static int same_setup(const gw_acme_t *a, const gw_config_t *cfg)
 {
     if (!a->directory || !streq(a->directory, cfg->acme.directory) ||
         !streq(a->directory_ca, cfg->acme.directory_ca) || !streq(a->email, cfg->acme.email) ||
-        !streq(a->state, cfg->acme.state) || a->challenge != cfg->acme.challenge)
+        !streq(a->state, cfg->acme.state) || a->challenge != cfg->acme.challenge ||
+        a->key_type != cfg->acme.key_type)
         return 0;
     size_t k = 0;
     for (size_t i = 0; i < cfg->listen_len; i++) {
@@ -930,6 +960,7 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
     a->email = cfg->acme.email ? gw_strdup(cfg->acme.email) : NULL;
     a->state = gw_strdup(cfg->acme.state);
     a->challenge = cfg->acme.challenge;
+    a->key_type = cfg->acme.key_type;
     a->jobs = gw_calloc(n, sizeof(*a->jobs));
     if (!a->directory || !a->state || !a->jobs || setup_origin(a) < 0) {
         GW_LOG_ERROR("acme_failed",

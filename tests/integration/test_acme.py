@@ -291,8 +291,6 @@ def test_bad_nonce_retried_with_the_new_nonce(gateway, pebble, tmp_path):
 
 
 @pytest.mark.parametrize("text,want", [
-    ("acme: {directory: https://ca.test/dir, key_type: rsa-2048}\n",
-     "'key_type: rsa-2048' is not supported yet"),
     ("acme: {directory: https://ca.test/dir, renew_before: 30d}\n",
      "'renew_before' is not supported yet"),
     ("acme: {email: ops@a.test}\n", "missing required key 'directory' in acme"),

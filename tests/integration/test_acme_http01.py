@@ -1,7 +1,8 @@
-"""The ACME client's http-01 challenge (RFC 8555 §8.3) against Debian's pebble: pebble resolves
-every name to 127.0.0.1 and fetches http://NAME:PORT/.well-known/acme-challenge/TOKEN from the
-gateway's cleartext listener (or from a relay here that first asks the gateway itself, then
-answers pebble with what it got)."""
+"""The ACME client's http-01 challenge (RFC 8555 §8.3) and RSA certificate keys against Debian's
+pebble: pebble resolves every name to 127.0.0.1 and fetches
+http://NAME:PORT/.well-known/acme-challenge/TOKEN from the gateway's cleartext listener (or from
+a relay here that first asks the gateway itself, then answers pebble with what it got), or
+validates tls-alpn-01 on the TLS listener."""
 import base64
 import hashlib
 import http.server
@@ -216,6 +217,38 @@ def test_http01_answered_by_both_workers_over_http1_and_h2c_wrong_tokens_not(gat
     assert any("proto=h2 method=GET" in ln and "status=200" in ln for ln in lines), lines
 
 
+def test_rsa_2048_certificate_key_then_back_to_ec_on_restart(gateway, pebble, tmp_path):
+    """key_type: rsa-2048: the served leaf has an RSA 2048-bit key and verifies against pebble's
+    root. Restarted with ec-p256 over the same state, the stored RSA certificate is served
+    while a new order gets a P-256 one."""
+    tls_port, http_port = free_port(), free_port()
+    pb = pebble(tls_port, http_port=http_port)
+    state = tmp_path / "acme"
+    g = gateway(config(tls_port, http_port, pb.directory, pb.ca, state, names=("r.test",),
+                       challenge="tls-alpn-01", key_type="rsa-2048"),
+                wait=[("127.0.0.1", tls_port)])
+    log = g.wait_log("event=acme_certificate_installed", timeout=30)
+    assert "event=acme_certificate_installed names=r.test" in log, log[-4000:]
+    chain = served_chain(tls_port, "r.test")
+    text = x509(chain[0], "-text")
+    assert "rsaEncryption" in text and "Public-Key: (2048 bit)" in text, text
+    r = verify(tmp_path, chain, pb.roots(), "r.test")
+    assert r.returncode == 0 and ": OK" in r.stdout, r.stdout + r.stderr
+    (cert_dir,) = [d for d in state.iterdir() if d.is_dir()]
+    key = subprocess.run(["openssl", "pkey", "-in", str(cert_dir / "key.pem"), "-noout",
+                          "-text"], capture_output=True, text=True, timeout=10).stdout
+    assert "Private-Key: (2048 bit" in key, key[:200]
+    g.stop()
+    g2 = gateway(config(tls_port, http_port, pb.directory, pb.ca, state, names=("r.test",),
+                        challenge="tls-alpn-01"), wait=[("127.0.0.1", tls_port)])
+    log2 = g2.wait_log("event=acme_certificate_installed", timeout=30)
+    assert "event=acme_key_type_changed names=r.test key_type=ec-p256" in log2, log2[-4000:]
+    assert "event=acme_certificate_stored names=r.test" in log2  # served meanwhile
+    chain = served_chain(tls_port, "r.test")
+    assert "id-ecPublicKey" in x509(chain[0], "-text")
+    assert verify(tmp_path, chain, pb.roots(), "r.test").returncode == 0
+
+
 def check(h2gate_bin, tmp_path, text):
     p = tmp_path / "c.yaml"
     p.write_text(text)
@@ -243,7 +276,9 @@ def test_http01_needs_a_cleartext_listener(h2gate_bin, tmp_path):
      "acme 'challenge' must be tls-alpn-01 or http-01"),
     ("acme: {directory: https://ca.test/dir, challenge: [http-01]}\n",
      "acme 'challenge' must be tls-alpn-01 or http-01"),
+    ("acme: {directory: https://ca.test/dir, key_type: rsa-4096}\n",
+     "acme 'key_type' must be ec-p256 or rsa-2048"),
 ])
-def test_challenge_checked_at_load(h2gate_bin, tmp_path, text, want):
+def test_challenge_and_key_type_checked_at_load(h2gate_bin, tmp_path, text, want):
     from gwtest import config_refused
     config_refused(h2gate_bin, tmp_path, text, want)

@@ -20,6 +20,7 @@
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
+#include <openssl/rsa.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -234,6 +235,38 @@ static void test_jws_verifies_with_jwk_then_kid(void **state)
     json_decref(h);
     gw_free(body);
     gw_free(jwk);
+    EVP_PKEY_free(k);
+}
+
+/* key_type: rsa-2048: the CSR carries the RSA key and is signed with it (sha256WithRSA); the
+ * account key stays P-256 (an RSA key is not one the JWS signs with). */
+static void test_csr_with_an_rsa_2048_key(void **state)
+{
+    (void)state;
+    EVP_PKEY *k = EVP_RSA_gen(2048);
+    assert_non_null(k);
+    const char *names[] = {"a.example", "b.example"};
+    char *csr = NULL, *jws = NULL;
+    assert_int_equal(gw_acme_csr(k, names, 2, &csr), 0);
+    uint8_t der[4096];
+    size_t n = b64url_decode(csr, der, sizeof(der));
+    const uint8_t *p = der;
+    X509_REQ *req = d2i_X509_REQ(NULL, &p, (long)n);
+    assert_non_null(req);
+    assert_int_equal(X509_REQ_verify(req, k), 1);
+    EVP_PKEY *pub = X509_REQ_get0_pubkey(req);
+    assert_int_equal(EVP_PKEY_get_base_id(pub), EVP_PKEY_RSA);
+    assert_int_equal(EVP_PKEY_get_bits(pub), 2048);
+    assert_int_equal(EVP_PKEY_eq(pub, k), 1);
+    assert_int_equal(X509_REQ_get_signature_nid(req), NID_sha256WithRSAEncryption);
+    /* another key does not verify it */
+    EVP_PKEY *other = EVP_RSA_gen(2048);
+    assert_int_equal(X509_REQ_verify(req, other), 0);
+    assert_int_equal(gw_acme_jws(k, NULL, "n", "https://ca.test/x", "{}", &jws), GW_E_UNSUPPORTED);
+    assert_null(jws);
+    EVP_PKEY_free(other);
+    X509_REQ_free(req);
+    gw_free(csr);
     EVP_PKEY_free(k);
 }
 
@@ -709,6 +742,7 @@ int main(void)
         cmocka_unit_test(test_jwk_of_rfc7515_a3_key),
         cmocka_unit_test(test_jws_verifies_with_jwk_then_kid),
         cmocka_unit_test(test_csr_carries_every_name),
+        cmocka_unit_test(test_csr_with_an_rsa_2048_key),
         cmocka_unit_test(test_order_two_names_to_the_chain),
         cmocka_unit_test(test_order_tls_alpn_picks_its_challenge),
         cmocka_unit_test(test_bad_nonce_retried_once_with_the_new_nonce),
