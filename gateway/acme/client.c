@@ -601,7 +601,10 @@ static void job_step(job_t *j)
             unsigned dl = 0;
             if (act.type == GW_ACME_CH_HTTP_01) {
                 /* in the table the cleartext listeners of every worker answer from, before
-                 * the challenge is POSTed (the next SEND) */
+                 * the challenge is POSTed (the next SEND). The order validates its names one
+                 * after the other, publishing the next only once the last is valid: the
+                 * job's earlier token is done with, so a job holds one entry at a time */
+                gw_http01_withdraw(j);
                 if (gw_http01_publish(j, act.token, act.key_authz) < 0) {
                     gw_acme_order_transport_failed(j->order,
                                                    "the http-01 answers are full or the token "

@@ -149,6 +149,7 @@ class Relay(http.server.ThreadingHTTPServer):
     def __init__(self, gw_port):
         self.gw_port = gw_port
         self.seen = []  # (token, [h1 answers], h2c answer, wrong answers)
+        self.prev = []  # (token, [answers to the tokens validated before it])
         super().__init__(("127.0.0.1", free_port()), RelayHandler)
 
 
@@ -164,10 +165,14 @@ class RelayHandler(http.server.BaseHTTPRequestHandler):
             return
         h1 = [get(gw, self.path) for _ in range(30)]
         h2 = h2c_get(gw, self.path)
+        head = get(gw, self.path, "HEAD")
         wrong = [get(gw, PREFIX + token[:-1]), get(gw, PREFIX + token + "x"),
                  get(gw, PREFIX + "not-a-token"), get(gw, PREFIX), get(gw, self.path, "POST"),
                  h2c_get(gw, PREFIX + token[::-1])]
-        self.server.seen.append((token, h1, h2, wrong))
+        # the name validated before: its token withdrawn once this one was published
+        before = {t for t, *_ in self.server.seen if t != token}
+        self.server.prev.append((token, [get(gw, PREFIX + t) for t in before]))
+        self.server.seen.append((token, h1 + [head], h2, wrong))
         status, fields, body = h1[0]
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
@@ -182,7 +187,8 @@ def test_http01_answered_by_both_workers_over_http1_and_h2c_wrong_tokens_not(gat
     gateway's cleartext listener 30 times on new connections (two workers share them) and once
     over h2c: every answer is 200, application/octet-stream, exactly TOKEN.THUMBPRINT of the
     account key; a token cut short, lengthened, unknown or empty, a POST, are 404 without the
-    key authorization. pebble, given the gateway's answer, validates it."""
+    key authorization, and so is the token of the name validated before. pebble, given the
+    gateway's answer, validates it."""
     tls_port, gw_http = free_port(), free_port()
     relay = Relay(gw_http)
     threading.Thread(target=relay.serve_forever, daemon=True).start()
@@ -199,10 +205,15 @@ def test_http01_answered_by_both_workers_over_http1_and_h2c_wrong_tokens_not(gat
     thumb = thumbprint(state / "account.key")
     tokens = {t for t, *_ in relay.seen}
     assert len(tokens) == 2, relay.seen
+    # pebble validates each token from several perspectives: some of the second's requests
+    # came after the first name was done, and its token was no longer answered
+    assert any(prev for _, prev in relay.prev), relay.prev
+    for _, prev in relay.prev:
+        assert all(status == 404 and thumb.encode() not in body for status, _, body in prev)
     for token, h1, h2, wrong in relay.seen:
         want = f"{token}.{thumb}".encode()
-        for status, fields, body in h1:
-            assert (status, body) == (200, want)
+        for i, (status, fields, body) in enumerate(h1):
+            assert (status, body) == (200, want if i < len(h1) - 1 else b"")  # the last: HEAD
             assert fields["content-type"] == "application/octet-stream"
             assert fields["content-length"] == str(len(want))
         assert h2 == (200, want)
