@@ -102,9 +102,9 @@ static int ws_refused(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
 
 /* RFC 8555 §8.3: with `acme.challenge: http-01`, a cleartext listener answers the challenge
  * path itself, before redirect_https, the route and every policy: the authority's validation
- * carries no credentials, comes from anywhere, and follows no redirect to a listener whose
- * certificate is not issued yet. The path is then the gateway's alone: a token it has not
- * published is a 404 that the origin never sees (another ACME tool behind the gateway needs
+ * carries no credentials and comes from anywhere, and a redirect to https would send it to a
+ * listener whose certificate is not issued yet. The path is then the gateway's alone: a token it
+ * has not published is a 404 that the origin never sees (another ACME tool behind the gateway needs
  * the gateway's challenge to be tls-alpn-01 or no acme section). 1 when answered, else 0. */
 static int acme_http01(const gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, int *rv)
 {
