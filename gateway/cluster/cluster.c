@@ -120,6 +120,11 @@ static void recovered(gw_cluster_t *c)
 /* A call's outcome: 0 when it answered (an error reply counts as a failure too). */
 static int outcome(gw_cluster_t *c, const redisReply *r, int err, const char *what)
 {
+    return gw_cluster__outcome(c, r, err, what);
+}
+
+int gw_cluster__outcome(gw_cluster_t *c, const redisReply *r, int err, const char *what)
+{
     char why[200];
     if (err == GW_E_TIMEOUT) {
         atomic_fetch_add(&c->st_timeout, 1);
@@ -486,6 +491,22 @@ void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *all)
         else
             atomic_fetch_add(&c->st_rate_calls, 1);
     }
+}
+
+/* shared.c's view of the client (the redis client may be NULL when it could not start) */
+gw_redis_t *gw_cluster__redis(gw_cluster_t *c)
+{
+    return c->redis;
+}
+
+const char *gw_cluster__prefix(const gw_cluster_t *c)
+{
+    return c->prefix;
+}
+
+size_t gw_cluster__max_reply(const gw_cluster_t *c)
+{
+    return c->max_reply ? c->max_reply : 16 * 1024;
 }
 
 /* ---- public --------------------------------------------------------------------------------- */

@@ -72,6 +72,49 @@ int gw_cluster_hub_lease(gw_cluster_hub_t *h, gw_cluster_sink_t *sink, const uin
  * the loop has closed the handle. */
 void gw_cluster_hub_close(gw_cluster_hub_t *h);
 
+/* ---- shared values (what other modules keep in Redis: the ACME client's locks,
+ * certificates and challenges) -------------------------------------------------------------
+ *
+ * Main thread only. Keys are given without cluster.key_prefix (added here), at most 400
+ * bytes. Every call's callback runs exactly once, on the main loop: with its result (>= 0),
+ * or a negative GW_E_*: GW_E_IO (not connected, the connection lost, an error reply),
+ * GW_E_TIMEOUT (cluster.timeout), GW_E_CLOSED (the client is closing), GW_E_PARSE (an answer
+ * of the wrong type). A call that returns < 0 calls nothing. Failures count in the stats and
+ * the cluster_degraded log as the client's own calls do. */
+typedef void (*gw_cluster_done_cb)(void *user_data, int result);
+/* A value: result 0 with v (len bytes, valid during the call) or v NULL (no such key). */
+typedef void (*gw_cluster_value_cb)(void *user_data, int result, const uint8_t *v, size_t len);
+/* A hash: result 0 and its n field/value pairs (f[i], fl[i], v[i], vl[i]; valid during the
+ * call); n 0: no such key. */
+typedef void (*gw_cluster_hash_cb)(void *user_data, int result, size_t n, const uint8_t *const *f,
+                                   const size_t *fl, const uint8_t *const *v, const size_t *vl);
+
+/* SET key token NX PX ttl_ms: result 1 when the lock is ours now, 0 when another holds it. */
+int gw_cluster_lock(gw_cluster_t *c, const char *key, const char *token, uint64_t ttl_ms,
+                    gw_cluster_done_cb cb, void *user_data);
+/* The lock's life set to ttl_ms again if token still holds it: 1, else 0 (lost: it expired,
+ * and perhaps another holds it now). */
+int gw_cluster_lock_renew(gw_cluster_t *c, const char *key, const char *token, uint64_t ttl_ms,
+                          gw_cluster_done_cb cb, void *user_data);
+/* Deleted if token still holds it (compare and delete, in one script): 1, else 0. cb may be
+ * NULL. */
+int gw_cluster_unlock(gw_cluster_t *c, const char *key, const char *token, gw_cluster_done_cb cb,
+                      void *user_data);
+/* SET key v (PX ttl_ms unless 0): result 0. GW_E_RANGE (nothing sent) when len is more than
+ * gw_cluster_max_value(). cb may be NULL. */
+int gw_cluster_put(gw_cluster_t *c, const char *key, const uint8_t *v, size_t len, uint64_t ttl_ms,
+                   gw_cluster_done_cb cb, void *user_data);
+int gw_cluster_get(gw_cluster_t *c, const char *key, gw_cluster_value_cb cb, void *user_data);
+/* HSET key field v, and the whole hash's life set to ttl_ms (one script): result 1. */
+int gw_cluster_hset(gw_cluster_t *c, const char *key, const char *field, const uint8_t *v,
+                    size_t len, uint64_t ttl_ms, gw_cluster_done_cb cb, void *user_data);
+int gw_cluster_hgetall(gw_cluster_t *c, const char *key, gw_cluster_hash_cb cb, void *user_data);
+/* DEL key: result 0. cb may be NULL. */
+int gw_cluster_del(gw_cluster_t *c, const char *key, gw_cluster_done_cb cb, void *user_data);
+/* The longest value (or hash, all of its fields and values) that can be read back: what
+ * cluster.max_reply leaves after the reply's framing. */
+size_t gw_cluster_max_value(const gw_cluster_t *c);
+
 typedef struct {
     int up;            /* connected, and the last call answered */
     uint64_t degraded; /* times it went from up to down */

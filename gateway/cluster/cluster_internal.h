@@ -8,6 +8,8 @@
  *            (one GCRA script call per key and loop turn).
  * rates.c:   the questions' way from workers to the main loop (the hub) and the answers' way
  *            back (one sink per worker), across threads.
+ * shared.c:  what other modules keep in Redis through the client (cluster.h's "shared
+ *            values"): locks with a token, bounded values, hashes of records.
  * replies.c: what Redis answers, checked before use (sans-IO): the scripts' numbers bounded,
  *            a script's SHA1, a peer's text made safe for a log line.
  */
@@ -94,5 +96,15 @@ void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *list);
 void gw_cluster__answer(gw_rate_q_t *q, gw_rate_verdict_t v, unsigned retry_after_s);
 /* rates.c: send the answer to q's lease (granted bytes; local: Redis could not answer). */
 void gw_cluster__grant(gw_rate_q_t *q, uint64_t granted, int local);
+
+/* ---- cluster.c, for shared.c ---- */
+#include <hiredis/hiredis.h>
+struct gw_redis;
+/* A call's outcome counted and logged as the client's own (degraded/recovered): 0 when it
+ * answered, -1 when it failed (an error reply included). */
+int gw_cluster__outcome(gw_cluster_t *c, const redisReply *r, int err, const char *what);
+struct gw_redis *gw_cluster__redis(gw_cluster_t *c);
+const char *gw_cluster__prefix(const gw_cluster_t *c);
+size_t gw_cluster__max_reply(const gw_cluster_t *c);
 
 #endif
