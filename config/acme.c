@@ -1,9 +1,11 @@
 /* config/acme.c — the `acme:` section and a listener's `tls.acme` names, with what is not built
  * yet refused by name. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -11,10 +13,9 @@
 #include "gw_version.h"
 
 static const field_t acme_fields[] = {
-    FLD(gw_cfg_acme_t, directory, F_STR, 0, 0),
-    FLD(gw_cfg_acme_t, directory_ca, F_STR, 0, 0),
-    FLD(gw_cfg_acme_t, email, F_STR, 0, 0),
-    FLD(gw_cfg_acme_t, state, F_STR, 0, 0),
+    FLD(gw_cfg_acme_t, directory, F_STR, 0, 0),  FLD(gw_cfg_acme_t, directory_ca, F_STR, 0, 0),
+    FLD(gw_cfg_acme_t, email, F_STR, 0, 0),      FLD(gw_cfg_acme_t, state, F_STR, 0, 0),
+    FLD(gw_cfg_acme_t, shared_key, F_STR, 0, 0),
 };
 
 static int acme_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
@@ -49,11 +50,95 @@ static int acme_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, 
     }
     if (!strcmp(key, "directory_ca"))
         a->directory_ca_at = gw_cfg__pos(ld, v);
+    if (!strcmp(key, "shared_key"))
+        a->shared_key_at = gw_cfg__pos(ld, v);
     if (!gw_cfg__set_field(ld, acme_fields, NTAB(acme_fields), key, v, obj)) {
         static const char *const more[] = {"challenge", "key_type", NULL};
         gw_cfg__err_unknown_key(ld, k, key, "acme", acme_fields, NTAB(acme_fields), more);
     }
     return 0;
+}
+
+static int b64_value(char ch)
+{
+    if (ch >= 'A' && ch <= 'Z')
+        return ch - 'A';
+    if (ch >= 'a' && ch <= 'z')
+        return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9')
+        return ch - '0' + 52;
+    return ch == '+' ? 62 : ch == '/' ? 63 : -1;
+}
+
+/* s[0..len) as base64 (RFC 4648 §4, padded) of exactly GW_CFG_ACME_SHARED_KEY_LEN bytes into
+ * out: 0, or -1. */
+static int b64_key(const char *s, size_t len, uint8_t *out)
+{
+    /* 32 bytes: 43 characters of data, then one '=' */
+    if (len != 44 || s[43] != '=')
+        return -1;
+    uint32_t acc = 0;
+    size_t bits = 0, n = 0;
+    for (size_t i = 0; i < 43; i++) {
+        int v = b64_value(s[i]);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[n++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return n == GW_CFG_ACME_SHARED_KEY_LEN && (acc & ((1u << bits) - 1)) == 0 ? 0 : -1;
+}
+
+/* acme.shared_key: a regular file nobody but its owner and group may read, of 32 bytes, or
+ * of those bytes in base64 (44 characters, a final newline allowed). The bytes go to
+ * a->shared_key_bytes; every problem is an error at the key. */
+static void read_shared_key(ld_t *ld, gw_cfg_acme_t *a, yaml_node_t *at)
+{
+    int fd = open(a->shared_key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        gw_cfg__err_at(ld, at, "acme 'shared_key' file '%s' cannot be read: %s", a->shared_key,
+                       strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    char buf[64];
+    ssize_t n = -1;
+    if (!S_ISREG(st.st_mode))
+        gw_cfg__err_at(ld, at, "acme 'shared_key' '%s' is not a regular file", a->shared_key);
+    else if (st.st_mode & S_IROTH)
+        gw_cfg__err_at(ld, at,
+                       "acme 'shared_key' file '%s' may be read by anyone (mode %03o): it "
+                       "must not be world-readable (chmod o-r)",
+                       a->shared_key, (unsigned)(st.st_mode & 0777));
+    else if ((n = read(fd, buf, sizeof(buf))) < 0)
+        gw_cfg__err_at(ld, at, "acme 'shared_key' file '%s' cannot be read: %s", a->shared_key,
+                       strerror(errno));
+    close(fd);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n;
+    if (len == GW_CFG_ACME_SHARED_KEY_LEN) {
+        memcpy(a->shared_key_bytes, buf, len);
+        a->has_shared_key = 1;
+    } else {
+        if (len > 0 && buf[len - 1] == '\n')
+            len--;
+        if (b64_key(buf, len, a->shared_key_bytes) == 0)
+            a->has_shared_key = 1;
+        else
+            gw_cfg__err_at(ld, at,
+                           "acme 'shared_key' file '%s' must hold 32 bytes, raw or in base64 "
+                           "(e.g. `head -c 32 /dev/urandom | base64`), not %zd bytes",
+                           a->shared_key, n);
+    }
+    for (volatile char *b = buf; b < buf + sizeof(buf); b++)
+        *b = 0;
 }
 
 void gw_cfg__load_acme(ld_t *ld, yaml_node_t *v)
@@ -85,6 +170,8 @@ void gw_cfg__load_acme(ld_t *ld, yaml_node_t *v)
                        strerror(errno));
     if (a->state && !a->state[0])
         gw_cfg__err_at(ld, gw_cfg__map_value(ld, v, "state"), "acme 'state' must be a folder");
+    if (a->shared_key)
+        read_shared_key(ld, a, gw_cfg__map_value(ld, v, "shared_key"));
 }
 
 /* A DNS name the tls-alpn-01 challenge can prove: letters, digits, hyphens and dots, labels
@@ -175,6 +262,16 @@ void gw_cfg__check_acme(ld_t *ld)
         gw_cfg__err_line(ld, c->acme.challenge_at.line, c->acme.challenge_at.col,
                          "acme 'challenge: http-01' needs a listener without tls (the "
                          "authority validates over cleartext HTTP on port 80)");
+    /* the instances of a cluster share their certificates through Redis, the keys encrypted
+     * with shared_key: without it a key would sit in Redis in clear */
+    int any = 0;
+    for (size_t i = 0; i < c->listen_len; i++)
+        any |= c->listen[i].tls && c->listen[i].tls->acme;
+    if (c->acme.enabled && c->cluster.enabled && any && !c->acme.shared_key)
+        gw_cfg__err_line(ld, c->acme.at.line, c->acme.at.col,
+                         "acme needs 'shared_key' with 'cluster' (the file of the key, 32 "
+                         "bytes that every instance has, that encrypts the certificate keys "
+                         "shared through Redis)");
     if (c->acme.enabled && !c->acme.state) {
         const char *base = c->state_dir ? c->state_dir : "state";
         size_t n = strlen(base) + sizeof("/acme");

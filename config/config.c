@@ -121,6 +121,11 @@ void gw_config_del(gw_config_t *c)
     gw_free(c->acme.directory_ca);
     gw_free(c->acme.email);
     gw_free(c->acme.state);
+    gw_free(c->acme.shared_key);
+    /* config/ has no OpenSSL for OPENSSL_cleanse: a volatile wipe of the shared key */
+    for (volatile uint8_t *b = c->acme.shared_key_bytes;
+         b < c->acme.shared_key_bytes + sizeof(c->acme.shared_key_bytes); b++)
+        *b = 0;
     gw_free(c->pid_file);
     gw_free(c->trusted_proxies);
     gw_cfg__free_error_pages(&c->error_pages);

@@ -417,6 +417,7 @@ typedef enum {
     GW_CFG_ACME_EC_P256, /* the default */
     GW_CFG_ACME_RSA_2048,
 } gw_cfg_acme_key_t;
+#define GW_CFG_ACME_SHARED_KEY_LEN 32 /* AES-256 */
 typedef struct {
     int enabled;        /* the section was given */
     char *directory;    /* the directory URL (https://…) */
@@ -425,7 +426,12 @@ typedef struct {
     char *state;        /* account key, certificates and keys (default <state_dir>/acme), 0700 */
     gw_cfg_acme_challenge_t challenge;
     gw_cfg_acme_key_t key_type; /* the certificates' keys (the account key is always P-256) */
-    gw_cfg_pos_t at, directory_ca_at, challenge_at;
+    /* shared_key: the file of the key (32 bytes, raw or base64) that encrypts the certificate
+     * keys the instances of a cluster share through Redis; its bytes read at load */
+    char *shared_key;
+    int has_shared_key;
+    uint8_t shared_key_bytes[GW_CFG_ACME_SHARED_KEY_LEN];
+    gw_cfg_pos_t at, directory_ca_at, challenge_at, shared_key_at;
 } gw_cfg_acme_t;
 
 typedef struct gw_config {

@@ -28,6 +28,7 @@
 
 #include <uv.h>
 
+#include "cluster/cluster.h"
 #include "config/config.h"
 #include "tls/tls.h"
 
@@ -52,6 +53,11 @@ int gw_acme_new(uv_loop_t *loop, gw_acme_t **out);
  * way go on and write into the new stores; otherwise they are cancelled and the name sets
  * without a usable stored certificate are ordered anew. */
 void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *stores);
+
+/* The cluster whose instances share the certificates (acme/shared.c; with acme.shared_key):
+ * set before gw_acme_apply and whenever the server replaces its cluster client, before it
+ * closes the old one. NULL: none. */
+void gw_acme_set_cluster(gw_acme_t *a, gw_cluster_t *c);
 
 /* Cancel everything and free a once libuv has closed its handles (run the loop after). NULL
  * is ignored. */

@@ -303,6 +303,8 @@ struct gw_acme {
     job_t **jobs;
     size_t jobs_len;
     int closing;
+    gw_acme_shared_t *shared; /* the cluster's end (acme/shared.c) */
+    int jobs_shared;          /* the jobs were made with a share each */
 };
 
 struct job {
@@ -324,7 +326,8 @@ struct job {
     gw_bytes_t body;
     int too_large;
     unsigned failures;
-    unsigned orders; /* orders started, for the log */
+    unsigned orders;        /* orders started, for the log */
+    gw_acme_share_t *share; /* with a cluster: the name set's shared certificate */
 };
 
 static void job_step(job_t *j);
@@ -355,6 +358,8 @@ static void job_close(job_t *j)
     if (j->store)
         gw_tls_store_clear_challenges(j->store);
     gw_http01_withdraw(j);
+    gw_acme__share_close(j->share);
+    j->share = NULL;
     if (j->timer_open)
         uv_close((uv_handle_t *)&j->timer, on_timer_closed);
     else
@@ -572,6 +577,8 @@ static void job_failed(job_t *j, const gw_acme_action_t *act)
                  act->problem_type, act->detail, j->failures, (unsigned long long)wait);
     gw_acme_order_del(j->order);
     j->order = NULL;
+    if (j->share)
+        gw_acme__share_failed(j->share, wait);
     arm(j, wait);
 }
 
@@ -620,6 +627,9 @@ static void job_step(job_t *j)
             }
             GW_LOG_INFO("acme_challenge", "names=%s name=%s type=%s", j->log_names, act.name,
                         gw_acme_challenge_str(act.type));
+            if (j->share && gw_acme__share_publish(j->share, gw_acme_challenge_str(act.type),
+                                                   act.name, act.token, act.key_authz) == 0)
+                return; /* share_resume() goes on once the others have seen it */
             gw_acme_order_resume(j->order);
             continue;
         }
@@ -642,6 +652,8 @@ static void job_step(job_t *j)
                         (long long)v[1], j->dir, gw_acme_order_sent(j->order),
                         gw_acme_order_account(j->order));
             j->failures = 0;
+            if (j->share)
+                gw_acme__share_done(j->share, act.body, act.body_len, j->cert_key);
             gw_acme_order_del(j->order);
             j->order = NULL;
             job_check(j); /* the timer of its renewal */
@@ -702,6 +714,12 @@ static int stored_key_other(const char *dir, gw_cfg_acme_key_t key_type)
     return other;
 }
 
+/* When a certificate valid from v[0] to v[1] is renewed: with a third of its lifetime left. */
+static int64_t renewal_time(const int64_t v[2])
+{
+    return v[1] - (v[1] - v[0]) / 3;
+}
+
 /* The longest single wait of the timer: the renewal time is checked again at least daily. */
 #define CHECK_MAX_MS (24u * 3600 * 1000)
 
@@ -715,7 +733,7 @@ static void job_check(job_t *j)
         GW_LOG_INFO("acme_key_type_changed", "names=%s key_type=%s", j->log_names,
                     j->a->key_type == GW_CFG_ACME_RSA_2048 ? "rsa-2048" : "ec-p256");
     } else if (stored_usable(j->dir, j->names, j->names_len, NULL, v)) {
-        int64_t renew_at = v[1] - (v[1] - v[0]) / 3;
+        int64_t renew_at = renewal_time(v);
         if (renew_at > now) {
             uint64_t ms = (uint64_t)(renew_at - now) * 1000;
             arm(j, ms < CHECK_MAX_MS ? ms : CHECK_MAX_MS);
@@ -730,7 +748,10 @@ static void job_check(job_t *j)
                      j->log_names);
         return;
     }
-    job_start_order(j);
+    if (j->share)
+        gw_acme__share_want(j->share); /* another instance's, or an order under the lock */
+    else
+        job_start_order(j);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -744,6 +765,98 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
+/* ---- the cluster's hooks (acme/shared.c) ---------------------------------------------------- */
+
+static void share_order(void *ud)
+{
+    job_t *j = ud;
+    if (!j->order)
+        job_start_order(j);
+}
+
+static int share_fresh(void *ud, const char *chain, size_t cl, const char *kpem, size_t kl)
+{
+    job_t *j = ud;
+    int64_t v[2], now = (int64_t)time(NULL);
+    return gw_tls_pem_usable(chain, cl, kpem, kl, (const char *const *)j->names, j->names_len, now,
+                             &v[0], &v[1]) == 0 &&
+           renewal_time(v) > now;
+}
+
+/* Another instance's certificate: the same path as one of ours, into the state folder and the
+ * store; the renewal's timer from its dates (not from the folder, which may not be writable). */
+static void share_install(void *ud, const char *chain, size_t cl, const char *kpem, size_t kl)
+{
+    job_t *j = ud;
+    char cp[4200], kp[4200];
+    snprintf(cp, sizeof(cp), "%s/cert.pem", j->dir);
+    snprintf(kp, sizeof(kp), "%s/key.pem", j->dir);
+    if (mkdirs_0700(j->dir) != 0 || write_all(kp, kpem, kl) != 0 || write_all(cp, chain, cl) != 0)
+        GW_LOG_ERROR("acme_state_failed", "names=%s dir=%s reason=\"%s\"", j->log_names, j->dir,
+                     strerror(errno));
+    int64_t v[2] = {0, 0}, now = (int64_t)time(NULL);
+    if (gw_tls_pem_usable(chain, cl, kpem, kl, (const char *const *)j->names, j->names_len, now,
+                          &v[0], &v[1]) != 0 ||
+        gw_tls_store_set_pem(j->store, chain, cl, kpem, kl) < 0) {
+        ERR_clear_error();
+        arm(j, GW_ACME_BACKOFF_FIRST_MS); /* checked again soon */
+        return;
+    }
+    GW_LOG_INFO("acme_certificate_installed", "names=%s not_after=%lld dir=%s source=cluster",
+                j->log_names, (long long)v[1], j->dir);
+    j->failures = 0;
+    uint64_t ms = (uint64_t)(renewal_time(v) - now) * 1000;
+    arm(j, ms < CHECK_MAX_MS ? ms : CHECK_MAX_MS);
+}
+
+static int share_challenge(void *ud, const char *name, const char *key_authz)
+{
+    job_t *j = ud;
+    uint8_t d[32];
+    unsigned dl = 0;
+    /* RFC 8737 §3: the acmeIdentifier extension holds the SHA-256 of the key authorization */
+    if (!EVP_Digest(key_authz, strlen(key_authz), d, &dl, EVP_sha256(), NULL))
+        return GW_E_NOMEM;
+    for (size_t i = 0; i < j->names_len; i++)
+        if (!strcasecmp(j->names[i], name))
+            return gw_tls_store_set_challenge(j->store, name, d);
+    return GW_E_NOENT; /* not one of this name set's names */
+}
+
+static void share_clear(void *ud)
+{
+    job_t *j = ud;
+    if (!j->order)
+        gw_tls_store_clear_challenges(j->store);
+}
+
+static void share_resume(void *ud)
+{
+    job_t *j = ud;
+    if (!j->order)
+        return;
+    gw_acme_order_resume(j->order);
+    job_step(j);
+}
+
+static const gw_acme_share_cbs_t SHARE_CBS = {.order = share_order,
+                                              .fresh = share_fresh,
+                                              .install = share_install,
+                                              .challenge = share_challenge,
+                                              .clear = share_clear,
+                                              .resume = share_resume};
+
+/* The job's share, named by its folder (the same name set has the same on every instance). */
+static void job_share(job_t *j)
+{
+    const char *id = strrchr(j->dir, '/');
+    if (gw_acme__share_new(j->a->shared, id ? id + 1 : j->dir, &SHARE_CBS, j, &j->share) < 0) {
+        j->share = NULL;
+        GW_LOG_ERROR("acme_cluster_unavailable",
+                     "names=%s reason=\"out of memory\" action=\"ordering alone\"", j->log_names);
+    }
+}
+
 /* ---- the client's life ------------------------------------------------------------------------
  */
 
@@ -753,8 +866,18 @@ int gw_acme_new(uv_loop_t *loop, gw_acme_t **out)
     if (!a)
         return GW_E_NOMEM;
     a->loop = loop;
+    if (gw_acme__shared_new(loop, &a->shared) < 0) {
+        gw_free(a);
+        return GW_E_NOMEM;
+    }
     *out = a;
     return 0;
+}
+
+void gw_acme_set_cluster(gw_acme_t *a, gw_cluster_t *c)
+{
+    if (a)
+        gw_acme__shared_set_cluster(a->shared, c);
 }
 
 static void drop_all(gw_acme_t *a)
@@ -787,6 +910,9 @@ static int streq(const char *x, const char *y)
 /* Whether the client runs for the same section and the same name sets, in listener order. */
 static int same_setup(const gw_acme_t *a, const gw_config_t *cfg)
 {
+    /* sharing turned on or off (cluster or shared_key): the jobs are made again */
+    if (a->jobs_shared != (cfg->cluster.enabled && cfg->acme.has_shared_key))
+        return 0;
     if (!a->directory || !streq(a->directory, cfg->acme.directory) ||
         !streq(a->directory_ca, cfg->acme.directory_ca) || !streq(a->email, cfg->acme.email) ||
         !streq(a->state, cfg->acme.state) || a->challenge != cfg->acme.challenge ||
@@ -951,6 +1077,9 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
         return;
     }
     drop_all(a);
+    gw_acme__shared_set_key(a->shared,
+                            cfg->acme.has_shared_key ? cfg->acme.shared_key_bytes : NULL);
+    a->jobs_shared = 0;
     if (!cfg->acme.enabled)
         return;
     size_t n = 0;
@@ -974,6 +1103,7 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
         return;
     }
     a->account_key = account_key(a->state);
+    a->jobs_shared = cfg->cluster.enabled && cfg->acme.has_shared_key;
     for (size_t i = 0; i < cfg->listen_len; i++) {
         const gw_cfg_tls_t *t = cfg->listen[i].tls;
         if (!stores[i])
@@ -998,6 +1128,8 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
         log_names(j->log_names, sizeof(j->log_names), j->names, j->names_len);
         gw_tls_store_ref(stores[i]);
         j->store = stores[i];
+        if (cfg->cluster.enabled && cfg->acme.has_shared_key)
+            job_share(j);
         a->jobs[a->jobs_len++] = j;
         job_check(j); /* a usable stored certificate: no order until its renewal */
     }
@@ -1011,5 +1143,6 @@ void gw_acme_close(gw_acme_t *a)
     /* the jobs free themselves when their timers have closed, back/ when its handles have:
      * neither refers to a afterwards */
     drop_all(a);
+    gw_acme__shared_del(a->shared); /* the shares no longer refer to it */
     gw_free(a);
 }

@@ -226,9 +226,10 @@ int gw_server_run(gw_server_t *s)
         GW_LOG_ERROR("cluster_failed", "reason=\"out of memory\"");
     gw_server__cluster_apply(s);
 #if GW_HAVE_ACME
-    if (gw_acme_new(&s->main_loop, &s->acme) == 0)
+    if (gw_acme_new(&s->main_loop, &s->acme) == 0) {
+        gw_acme_set_cluster(s->acme, s->cluster);
         gw_acme_apply(s->acme, s->gen->cfg, s->gen->stores);
-    else
+    } else
         GW_LOG_ERROR("acme_failed", "reason=\"out of memory\"");
 #endif
     unsigned started = 0;
@@ -289,6 +290,9 @@ void gw_server__cluster_apply(gw_server_t *s)
     if (cfg->enabled && gw_cluster_new(&s->main_loop, cfg, s->keyring, &c) < 0)
         GW_LOG_ERROR("cluster_failed", "redis=%s reason=\"out of memory\"", cfg->redis.text);
     gw_cluster_t *old = cluster_swap(s, c);
+#if GW_HAVE_ACME
+    gw_acme_set_cluster(s->acme, c); /* before the old one's calls answer GW_E_CLOSED */
+#endif
     if (old) {
         gw_cluster_close(old);
         if (!c) /* no cluster any more: each listener rotates its own keys again */

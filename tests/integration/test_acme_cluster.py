@@ -1,0 +1,190 @@
+"""The ACME client of several instances sharing one Redis (`cluster:` with `acme.shared_key`):
+one instance orders under a lock, the others answer its tls-alpn-01 validations from the
+challenge records in Redis and pick up the certificate, whose key Redis holds sealed
+(AES-256-GCM under the shared key). Against Debian's pebble and redis-server; the served
+certificates read with openssl s_client and verified against pebble's root."""
+import base64
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from procs import free_port
+from test_acme import acme_config, pebble, served_chain, verify, x509  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.skipif(
+    subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv && "
+                    "command -v redis-server"], capture_output=True).returncode != 0,
+    reason="pebble or redis-server is not installed (scripts/setup installs them)")
+
+
+def shared_key(tmp_path, name="shared.key", raw=None):
+    """A shared key file (32 random bytes in base64, mode 0600) and its path."""
+    path = tmp_path / name
+    path.write_text(base64.b64encode(raw or os.urandom(32)).decode() + "\n")
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+def cluster_config(port, pb, state, key, redis_port, names=("a.test", "b.test")):
+    text = acme_config(port, pb.directory, pb.ca, state, names=names, workers=1)
+    text = text.replace("  key_type: ec-p256\n", f"  key_type: ec-p256\n  shared_key: {key}\n")
+    return text + f"cluster:\n  redis: 127.0.0.1:{redis_port}\n  timeout: 1s\n"
+
+
+def fingerprint(pem):
+    return x509(pem, "-fingerprint", "-sha256").strip()
+
+
+def redis_keys(r, pattern):
+    return sorted(k.decode() for k in r.cmd("KEYS", pattern))
+
+
+def test_two_instances_obtain_one_certificate_through_redis(gateway, pebble, redis_server,
+                                                            tmp_path):
+    """B orders (it starts first and takes the lock); pebble validates at A's port only, so
+    the order succeeds only if A answers from the challenge records B published in Redis. A
+    orders nothing and picks up B's certificate; both serve the same leaf."""
+    r = redis_server()
+    port_a, port_b = free_port(), free_port()
+    pb = pebble(port_a)
+    key = shared_key(tmp_path)
+    gb = gateway(cluster_config(port_b, pb, tmp_path / "state-b", key, r.port),
+                 wait=[("127.0.0.1", port_b)])
+    log_b = gb.wait_log("event=acme_order_start", timeout=10)
+    assert "event=acme_cluster_lock " in log_b, log_b[-3000:]
+    ga = gateway(cluster_config(port_a, pb, tmp_path / "state-a", key, r.port),
+                 wait=[("127.0.0.1", port_a)])
+    log_b = gb.wait_log("event=acme_certificate_installed", timeout=40)
+    assert "event=acme_certificate_installed names=a.test,b.test" in log_b, log_b[-4000:]
+    assert "event=acme_cluster_stored" in log_b, log_b[-3000:]
+    log_a = ga.wait_log("event=acme_certificate_installed", timeout=20)
+    assert re.search(r"event=acme_certificate_installed names=a\.test,b\.test .*source=cluster",
+                     log_a), log_a[-4000:]
+    # A waited for B's order and answered its validations, but ordered nothing itself
+    assert log_a.count("event=acme_cluster_wait") == 1, log_a[-3000:]
+    assert "event=acme_cluster_challenges" in log_a, log_a[-3000:]
+    assert "acme_order_start" not in log_a, log_a[-3000:]
+    assert log_b.count("event=acme_order_start") == 1
+    assert pb.log().count("POST /order-plz") == 1
+    # both serve the same leaf, which verifies against pebble's root for both names
+    root = pb.roots()
+    for name in ("a.test", "b.test"):
+        ca, cb = served_chain(port_a, name), served_chain(port_b, name)
+        assert fingerprint(ca[0]) == fingerprint(cb[0])
+        for chain in (ca, cb):
+            v = verify(tmp_path, chain, root, name)
+            assert v.returncode == 0 and ": OK" in v.stdout, v.stdout + v.stderr
+    # A wrote it to its own state folder too
+    (dir_a,) = [d for d in (tmp_path / "state-a").iterdir() if d.is_dir()]
+    assert fingerprint((dir_a / "cert.pem").read_text()) == fingerprint(ca[0])
+    # Redis: the sealed value, its chain in clear but no private key; no lock, no challenges
+    (cert_key,) = redis_keys(r, "h2gate:acme:cert:*")
+    assert cert_key == "h2gate:acme:cert:" + dir_a.name
+    value = r.cmd("GET", cert_key)
+    assert value.startswith(b"h2ga\x01")
+    assert b"-----BEGIN CERTIFICATE-----" in value
+    assert b"PRIVATE KEY" not in value
+    key_pem = (dir_a / "key.pem").read_bytes()
+    der = subprocess.run(["openssl", "pkey", "-outform", "DER"], input=key_pem,
+                         capture_output=True, timeout=10).stdout
+    assert der and der not in value and base64.b64encode(der)[:40] not in value
+    assert redis_keys(r, "h2gate:acme:lock:*") == []
+    assert redis_keys(r, "h2gate:acme:challenges:*") == []
+
+
+def test_a_wrong_shared_key_is_logged_and_that_instance_orders_for_itself(
+        gateway, pebble, redis_server, tmp_path):
+    """B (the right key) has stored its certificate; A, given another key, cannot open it: it
+    says so, orders for itself under the lock (pebble validates at B's port: B answers A's
+    challenges from Redis) and leaves B's value in Redis as it was."""
+    r = redis_server()
+    port_a, port_b = free_port(), free_port()
+    pb = pebble(port_b)
+    gb = gateway(cluster_config(port_b, pb, tmp_path / "state-b", shared_key(tmp_path), r.port,
+                                names=("w.test",)), wait=[("127.0.0.1", port_b)])
+    gb.wait_log("event=acme_cluster_stored", timeout=40)
+    (cert_key,) = redis_keys(r, "h2gate:acme:cert:*")
+    stored = r.cmd("GET", cert_key)
+    ga = gateway(cluster_config(port_a, pb, tmp_path / "state-a",
+                                shared_key(tmp_path, "other.key"), r.port, names=("w.test",)),
+                 wait=[("127.0.0.1", port_a)])
+    log_a = ga.wait_log("event=acme_certificate_installed", timeout=40)
+    assert re.search(r"event=acme_shared_unreadable id=w\.test-[0-9a-f]{12} bytes=\d+ "
+                     r"reason=\"it does not open with our shared_key", log_a), log_a[-3000:]
+    assert "event=acme_order_start names=w.test" in log_a, log_a[-3000:]
+    assert not re.search("acme_certificate_installed.*source=cluster", log_a)
+    assert "event=acme_cluster_not_stored" in log_a
+    assert "event=acme_cluster_challenges" in gb.log()  # B answered A's validation
+    assert pb.log().count("POST /order-plz") == 2
+    assert r.cmd("GET", cert_key) == stored
+    a, b = served_chain(port_a, "w.test")[0], served_chain(port_b, "w.test")[0]
+    assert fingerprint(a) != fingerprint(b)
+    assert verify(tmp_path, served_chain(port_a, "w.test"), pb.roots(), "w.test").returncode == 0
+
+
+def test_redis_down_each_instance_orders_alone_logged_once(gateway, pebble, tmp_path):
+    port = free_port()
+    pb = pebble(port)
+    g = gateway(cluster_config(port, pb, tmp_path / "state", shared_key(tmp_path), free_port(),
+                               names=("d.test",)), wait=[("127.0.0.1", port)])
+    log = g.wait_log("event=acme_certificate_installed", timeout=40)
+    assert "event=acme_certificate_installed names=d.test" in log, log[-3000:]
+    assert log.count("event=acme_cluster_unavailable") == 1, log[-3000:]
+    assert "event=acme_order_start names=d.test" in log
+    assert pb.log().count("POST /order-plz") == 1
+
+
+def check(h2gate_bin, tmp_path, key_line, cluster=True):
+    """h2gate -t of a config with an acme listener, acme.shared_key as key_line, a cluster."""
+    from gwtest import check_config
+    text = acme_config(free_port(), "https://127.0.0.1:14000/dir", None, tmp_path / "st")
+    text = text.replace("  directory_ca: None\n", "").replace(
+        "  key_type: ec-p256\n", "  key_type: ec-p256\n" + key_line)
+    if cluster:
+        text += "cluster:\n  redis: 127.0.0.1:6379\n"
+    return check_config(h2gate_bin, tmp_path, text)
+
+
+def refused(r, tmp_path, want):
+    assert r.returncode == 1 and want in r.stderr, r.stderr
+    assert re.search(re.escape(str(tmp_path / "c.yaml")) + r":\d+:\d+: ", r.stderr), r.stderr
+
+
+def test_shared_key_required_with_a_cluster(h2gate_bin, tmp_path):
+    refused(check(h2gate_bin, tmp_path, ""), tmp_path, "acme needs 'shared_key' with 'cluster'")
+    assert check(h2gate_bin, tmp_path, "", cluster=False).returncode == 0
+
+
+def test_shared_key_world_readable_refused(h2gate_bin, tmp_path):
+    k = shared_key(tmp_path)
+    os.chmod(k, 0o644)
+    refused(check(h2gate_bin, tmp_path, f"  shared_key: {k}\n"), tmp_path,
+            "must not be world-readable")
+
+
+@pytest.mark.parametrize("content", [b"x" * 31, b"x" * 33,
+                                     base64.b64encode(b"x" * 31) + b"\n",
+                                     base64.b64encode(b"x" * 33), b"", b"%" * 43 + b"="])
+def test_shared_key_of_the_wrong_size_refused(h2gate_bin, tmp_path, content):
+    k = tmp_path / "k"
+    k.write_bytes(content)
+    os.chmod(k, 0o600)
+    refused(check(h2gate_bin, tmp_path, f"  shared_key: {k}\n"), tmp_path,
+            "must hold 32 bytes, raw or in base64")
+
+
+def test_shared_key_missing_file_refused(h2gate_bin, tmp_path):
+    refused(check(h2gate_bin, tmp_path, f"  shared_key: {tmp_path}/none\n"), tmp_path,
+            f"acme 'shared_key' file '{tmp_path}/none' cannot be read")
+
+
+def test_shared_key_raw_and_base64_accepted(h2gate_bin, tmp_path):
+    raw = tmp_path / "raw.key"
+    raw.write_bytes(os.urandom(32))
+    os.chmod(raw, 0o600)
+    for k in (str(raw), shared_key(tmp_path)):
+        r = check(h2gate_bin, tmp_path, f"  shared_key: {k}\n")
+        assert r.returncode == 0, r.stderr
