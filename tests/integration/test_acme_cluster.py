@@ -188,3 +188,76 @@ def test_shared_key_raw_and_base64_accepted(h2gate_bin, tmp_path):
     for k in (str(raw), shared_key(tmp_path)):
         r = check(h2gate_bin, tmp_path, f"  shared_key: {k}\n")
         assert r.returncode == 0, r.stderr
+
+
+def name_set_id(*names):
+    """The name set's folder name (acme/client.c names_dir): the first name and 12 hex digits
+    of the SHA-256 of the sorted, lower-case names, one per line."""
+    import hashlib
+    text = "".join(n.lower() + "\n" for n in sorted(names, key=str.lower))
+    return names[0].lower() + "-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def acme_tls_leaf(port, name):
+    """The certificate the listener answers ALPN acme-tls/1 with for name (DER)."""
+    import ssl
+    p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername",
+                        name, "-alpn", "acme-tls/1"], input="", capture_output=True, text=True,
+                       timeout=20)
+    m = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n", p.stdout, re.S)
+    return ssl.PEM_cert_to_DER_cert(m.group(0)) if m else b""
+
+
+def test_lock_held_elsewhere_waits_answers_shared_challenges_and_bounds_a_read(
+        gateway, redis_server, tmp_path):
+    """Another instance's lock in Redis: this one orders nothing and waits; a challenge record
+    put in Redis is answered on its listener (the acme-tls/1 certificate carries the SHA-256 of
+    the key authorization, RFC 8737 §3); one read installs at most 100 records; once the lock
+    is let go, it takes it."""
+    import hashlib
+    r = redis_server()
+    port = free_port()
+    cid = name_set_id("a.test")
+    assert r.cmd("SET", f"h2gate:acme:lock:{cid}", "another", "PX", "60000") == b"OK"
+
+    class Down:  # an ACME server nobody listens on: nothing may be asked of it while waiting
+        directory = f"https://127.0.0.1:{free_port()}/dir"
+        ca = None
+    text = cluster_config(port, Down, tmp_path / "st", shared_key(tmp_path), r.port,
+                          names=("a.test",)).replace("  directory_ca: None\n", "")
+    g = gateway(text, wait=[("127.0.0.1", port)])
+    g.wait_log("event=acme_cluster_wait", timeout=10)
+    ka = "tok_1.thumbprint_of_the_other_account"
+    r.cmd("HSET", f"h2gate:acme:challenges:{cid}", "tls-alpn-01:a.test",
+          f"tls-alpn-01\na.test\ntok_1\n{ka}")
+    log = g.wait_log("records=1 installed=1", timeout=5)
+    assert f"event=acme_cluster_challenges id={cid} records=1 installed=1" in log, log[-3000:]
+    assert hashlib.sha256(ka.encode()).digest() in acme_tls_leaf(port, "a.test")
+    # 150 more records for this name (and one for a name not in the set): 100 installed
+    args = []
+    for i in range(150):
+        args += [f"tls-alpn-01:x{i}", f"tls-alpn-01\na.test\ntok\nka{i}"]
+    r.cmd("HSET", f"h2gate:acme:challenges:{cid}", *args)
+    log = g.wait_log("records=151", timeout=5)
+    assert f"event=acme_cluster_challenges id={cid} records=151 installed=100" in log, log[-3000:]
+    assert "acme_order_start" not in log
+    # the lock let go: this instance takes it (and orders, in vain here)
+    r.cmd("DEL", f"h2gate:acme:lock:{cid}")
+    log = g.wait_log("event=acme_order_start", timeout=6)
+    assert f"event=acme_cluster_lock id={cid} held=us" in log, log[-3000:]
+    assert log.count("event=acme_cluster_wait") == 1
+
+
+def test_a_chain_past_max_reply_is_not_stored_and_served_locally(gateway, pebble, redis_server,
+                                                                  tmp_path):
+    r = redis_server()
+    port = free_port()
+    pb = pebble(port)
+    g = gateway(cluster_config(port, pb, tmp_path / "st", shared_key(tmp_path), r.port,
+                               names=("m.test",)) + "  max_reply: 1KiB\n",
+                wait=[("127.0.0.1", port)])
+    log = g.wait_log("event=acme_cluster_not_stored", timeout=40)
+    assert "reason=\"larger than cluster.max_reply allows\"" in log, log[-3000:]
+    assert "event=acme_certificate_installed names=m.test" in log
+    assert redis_keys(r, "h2gate:acme:cert:*") == []
+    assert verify(tmp_path, served_chain(port, "m.test"), pb.roots(), "m.test").returncode == 0
