@@ -833,7 +833,9 @@ static void share_clear(void *ud)
 static void share_resume(void *ud)
 {
     job_t *j = ud;
-    if (!j->order)
+    /* only an order waiting for its publish (a late answer for an order a reload replaced
+     * must not step one that has a request in flight) */
+    if (!j->order || j->x || gw_acme_order_state(j->order) != GW_ACME_S_PUBLISH)
         return;
     gw_acme_order_resume(j->order);
     job_step(j);

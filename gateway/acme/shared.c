@@ -210,6 +210,8 @@ struct gw_acme_shared {
     uint8_t key[GW_ACME_SHARED_KEY_LEN];
     int has_key;
     int down_logged; /* acme_cluster_unavailable was logged and nothing worked since */
+    size_t shares;   /* shares alive: the memory waits for the last one */
+    int deleted;     /* gw_acme__shared_del was called */
 };
 
 int gw_acme__shared_new(uv_loop_t *loop, gw_acme_shared_t **out)
@@ -246,7 +248,11 @@ void gw_acme__shared_del(gw_acme_shared_t *h)
     if (!h)
         return;
     OPENSSL_cleanse(h->key, sizeof(h->key));
-    gw_free(h);
+    h->has_key = 0;
+    h->cluster = NULL; /* closed after us: the shares' late answers send nothing more */
+    h->deleted = 1;
+    if (h->shares == 0)
+        gw_free(h);
 }
 
 static void look(gw_acme_share_t *s);
@@ -256,8 +262,12 @@ static void on_publish_wait(uv_timer_t *t);
 
 static void maybe_free(gw_acme_share_t *s)
 {
-    if (s->closed && s->pending == 0 && s->handles == 0)
-        gw_free(s);
+    if (!s->closed || s->pending || s->handles)
+        return;
+    gw_acme_shared_t *h = s->hub;
+    gw_free(s);
+    if (--h->shares == 0 && h->deleted)
+        gw_free(h);
 }
 
 /* A call's failure: the cluster cannot say, so this instance decides alone (logged once until
@@ -504,6 +514,7 @@ int gw_acme__share_publish(gw_acme_share_t *s, const char *type, const char *nam
         return rv;
     }
     s->pending++;
+    uv_timer_stop(&s->wait); /* an earlier publish's wait (an order restarted): this one's */
     s->publishing = 1;
     return 0;
 }
@@ -651,12 +662,14 @@ int gw_acme__share_new(gw_acme_shared_t *hub, const char *id, const gw_acme_shar
     if (!s)
         return GW_E_NOMEM;
     s->hub = hub;
+    hub->shares++;
     s->cbs = *cbs;
     s->ud = ud;
     uint8_t r[16];
     if (snprintf(s->id, sizeof(s->id), "%s", id) >= (int)sizeof(s->id) ||
         RAND_bytes(r, sizeof(r)) != 1) {
         gw_free(s);
+        hub->shares--;
         return GW_E_RANGE;
     }
     for (size_t i = 0; i < sizeof(r); i++)
