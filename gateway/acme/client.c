@@ -1047,6 +1047,9 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
 {
     if (a->closing)
         return;
+    /* the key file's bytes as this generation read them (a reload may change them alone) */
+    gw_acme__shared_set_key(a->shared,
+                            cfg->acme.has_shared_key ? cfg->acme.shared_key_bytes : NULL);
     if (same_setup(a, cfg)) {
         /* the orders go on; what they install goes to the new generation's stores */
         size_t k = 0;
@@ -1079,8 +1082,6 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
         return;
     }
     drop_all(a);
-    gw_acme__shared_set_key(a->shared,
-                            cfg->acme.has_shared_key ? cfg->acme.shared_key_bytes : NULL);
     a->jobs_shared = 0;
     if (!cfg->acme.enabled)
         return;

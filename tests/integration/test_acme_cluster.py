@@ -34,6 +34,32 @@ def cluster_config(port, pb, state, key, redis_port, names=("a.test", "b.test"))
     return text + f"cluster:\n  redis: 127.0.0.1:{redis_port}\n  timeout: 1s\n"
 
 
+def seal(key_text, cid, chain, key_pem):
+    """The value acme/shared.c stores: "h2ga", version 1, the chain's and the key's lengths
+    (32 bits big-endian), the chain, a 96-bit nonce, the key PEM encrypted with AES-256-GCM
+    and its 16-byte tag; the head, the id, a zero byte and the chain authenticated."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    import struct
+    head = b"h2ga\x01" + struct.pack(">II", len(chain), len(key_pem))
+    nonce = os.urandom(12)
+    ct = AESGCM(base64.b64decode(key_text)).encrypt(nonce, key_pem,
+                                                    head + cid.encode() + b"\0" + chain)
+    return head + chain + nonce + ct
+
+
+def unseal(key_text, cid, value):
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    import struct
+    assert value[:5] == b"h2ga\x01"
+    cl, kl = struct.unpack(">II", value[5:13])
+    assert len(value) == 13 + cl + 12 + kl + 16
+    chain = value[13:13 + cl]
+    nonce = value[13 + cl:25 + cl]
+    pem = AESGCM(base64.b64decode(key_text)).decrypt(nonce, value[25 + cl:],
+                                                     value[:13] + cid.encode() + b"\0" + chain)
+    return chain, pem
+
+
 def fingerprint(pem):
     return x509(pem, "-fingerprint", "-sha256").strip()
 
@@ -93,6 +119,10 @@ def test_two_instances_obtain_one_certificate_through_redis(gateway, pebble, red
     assert der and der not in value and base64.b64encode(der)[:40] not in value
     assert redis_keys(r, "h2gate:acme:lock:*") == []
     assert redis_keys(r, "h2gate:acme:challenges:*") == []
+    # opened here with the shared key, by the documented layout: the key PEM A wrote
+    chain, pem = unseal(open(key).read(), dir_a.name, value)
+    assert pem == key_pem
+    assert fingerprint(chain.decode()) == fingerprint(ca[0])
 
 
 def test_a_wrong_shared_key_is_logged_and_that_instance_orders_for_itself(
@@ -261,3 +291,58 @@ def test_a_chain_past_max_reply_is_not_stored_and_served_locally(gateway, pebble
     assert "event=acme_certificate_installed names=m.test" in log
     assert redis_keys(r, "h2gate:acme:cert:*") == []
     assert verify(tmp_path, served_chain(port, "m.test"), pb.roots(), "m.test").returncode == 0
+
+
+def self_signed(name, days=30):
+    """A certificate for name and its key, PEM (python3-cryptography, EC P-256)."""
+    import datetime
+    from cryptography import x509 as cx
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    k = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    subject = cx.Name([cx.NameAttribute(NameOID.COMMON_NAME, name)])
+    cert = (cx.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(k.public_key()).serial_number(cx.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(days=days))
+            .add_extension(cx.SubjectAlternativeName([cx.DNSName(name)]), critical=False)
+            .sign(k, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()))
+
+
+def test_a_reload_with_the_right_key_picks_the_stored_certificate_up(gateway, redis_server,
+                                                                     tmp_path):
+    """A value sealed here (the documented layout) under key 1; the instance has key 2 and
+    says it cannot open it; with key 1 in the same file and a reload, its next read installs
+    it (source=cluster) without an order. Sealed for another name set, it would not open."""
+    import signal
+    r = redis_server()
+    port = free_port()
+    cid = name_set_id("k.test")
+    k1 = base64.b64encode(os.urandom(32)).decode()
+    chain, key_pem = self_signed("k.test")
+    r.cmd("SET", f"h2gate:acme:cert:{cid}", seal(k1, cid, chain, key_pem))
+    r.cmd("SET", f"h2gate:acme:lock:{cid}", "another", "PX", "60000")  # nobody orders
+
+    class Down:
+        directory = f"https://127.0.0.1:{free_port()}/dir"
+        ca = None
+    keyfile = shared_key(tmp_path)
+    text = cluster_config(port, Down, tmp_path / "st", keyfile, r.port,
+                          names=("k.test",)).replace("  directory_ca: None\n", "")
+    g = gateway(text, wait=[("127.0.0.1", port)])
+    log = g.wait_log("event=acme_shared_unreadable", timeout=10)
+    assert f"event=acme_shared_unreadable id={cid}" in log, log[-3000:]
+    with open(keyfile, "w") as f:
+        f.write(k1 + "\n")
+    g.signal(signal.SIGHUP)
+    log = g.wait_log("event=acme_certificate_installed", timeout=10)
+    assert re.search(r"event=acme_certificate_installed names=k\.test .*source=cluster", log), \
+        log[-3000:]
+    assert fingerprint(served_chain(port, "k.test")[0]) == fingerprint(chain.decode())
+    assert "acme_order_start" not in log
+    assert log.count("event=acme_shared_unreadable") == 1
