@@ -643,9 +643,10 @@ void gw_acme__share_failed(gw_acme_share_t *s, uint64_t retry_in_ms)
     uv_timer_stop(&s->wait);
     if (s->hub->cluster) {
         gw_cluster_del(s->hub->cluster, s->k_ch, NULL, NULL);
-        if (s->locked && retry_in_ms > 1000 &&
-            gw_cluster_lock_renew(s->hub->cluster, s->k_lock, s->token, retry_in_ms - 500,
-                                  on_renewed, s) == 0)
+        /* it lapses before our retry, which then finds it free (or taken by another) */
+        uint64_t ttl = retry_in_ms > 1000 ? retry_in_ms - 500 : retry_in_ms / 2 + 1;
+        if (s->locked &&
+            gw_cluster_lock_renew(s->hub->cluster, s->k_lock, s->token, ttl, on_renewed, s) == 0)
             s->pending++;
     }
     s->locked = 0; /* it expires before our retry; a new lock is taken then */

@@ -276,6 +276,12 @@ def test_lock_held_elsewhere_waits_answers_shared_challenges_and_bounds_a_read(
     log = g.wait_log("event=acme_order_start", timeout=6)
     assert f"event=acme_cluster_lock id={cid} held=us" in log, log[-3000:]
     assert log.count("event=acme_cluster_wait") == 1
+    # the order fails (no ACME server): the lock is kept for most of the backoff, not 60s
+    log = g.wait_log("event=acme_order_failed", timeout=15)
+    m = re.search(r"event=acme_order_failed .*retry_in_ms=(\d+)", log)
+    assert m, log[-3000:]
+    ttl = r.cmd("PTTL", f"h2gate:acme:lock:{cid}")
+    assert 0 < ttl <= int(m.group(1)) - 500, (ttl, m.group(1))
 
 
 def test_a_chain_past_max_reply_is_not_stored_and_served_locally(gateway, pebble, redis_server,
