@@ -76,8 +76,7 @@ typedef struct gw_acme_shared gw_acme_shared_t;
 int gw_acme__shared_new(uv_loop_t *loop, gw_acme_shared_t **out);
 void gw_acme__shared_set_cluster(gw_acme_shared_t *h, gw_cluster_t *c); /* NULL: none */
 void gw_acme__shared_set_key(gw_acme_shared_t *h, const uint8_t *key);  /* NULL: none */
-int gw_acme__shared_on(const gw_acme_shared_t *h);                      /* a cluster and a key */
-void gw_acme__shared_del(gw_acme_shared_t *h); /* after every share is closed */
+void gw_acme__shared_del(gw_acme_shared_t *h); /* its memory waits for the last share */
 
 /* One name set's end; ud is the client's job. */
 typedef struct gw_acme_share gw_acme_share_t;

@@ -208,7 +208,6 @@ struct gw_acme_shared {
     gw_cluster_t *cluster;
     uv_loop_t *loop;
     uint8_t key[GW_ACME_SHARED_KEY_LEN];
-    int has_key;
     int down_logged; /* acme_cluster_unavailable was logged and nothing worked since */
     size_t shares;   /* shares alive: the memory waits for the last one */
     int deleted;     /* gw_acme__shared_del was called */
@@ -231,16 +230,10 @@ void gw_acme__shared_set_cluster(gw_acme_shared_t *h, gw_cluster_t *c)
 
 void gw_acme__shared_set_key(gw_acme_shared_t *h, const uint8_t *key)
 {
-    h->has_key = key != NULL;
     if (key)
         memcpy(h->key, key, sizeof(h->key));
     else
         OPENSSL_cleanse(h->key, sizeof(h->key));
-}
-
-int gw_acme__shared_on(const gw_acme_shared_t *h)
-{
-    return h && h->cluster && h->has_key;
 }
 
 void gw_acme__shared_del(gw_acme_shared_t *h)
@@ -248,7 +241,6 @@ void gw_acme__shared_del(gw_acme_shared_t *h)
     if (!h)
         return;
     OPENSSL_cleanse(h->key, sizeof(h->key));
-    h->has_key = 0;
     h->cluster = NULL; /* closed after us: the shares' late answers send nothing more */
     h->deleted = 1;
     if (h->shares == 0)
