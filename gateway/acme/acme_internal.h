@@ -86,8 +86,9 @@ typedef struct {
     int (*fresh)(void *ud, const char *chain, size_t cl, const char *kpem, size_t kl);
     /* another instance's certificate: into the store and the state folder */
     void (*install)(void *ud, const char *chain, size_t cl, const char *kpem, size_t kl);
-    /* another instance's challenge (0 when installed), and all of them gone */
-    int (*challenge)(void *ud, const char *name, const char *key_authz);
+    /* another instance's challenge of type ("tls-alpn-01" or "http-01"; 0 when installed),
+     * and all of them gone */
+    int (*challenge)(void *ud, const char *type, const char *name, const char *key_authz);
     void (*clear)(void *ud);
     void (*resume)(void *ud); /* a publish was seen by the others (or could not be made) */
 } gw_acme_share_cbs_t;

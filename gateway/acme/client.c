@@ -809,25 +809,41 @@ static void share_install(void *ud, const char *chain, size_t cl, const char *kp
     arm(j, ms < CHECK_MAX_MS ? ms : CHECK_MAX_MS);
 }
 
-static int share_challenge(void *ud, const char *name, const char *key_authz)
+static int share_challenge(void *ud, const char *type, const char *name, const char *key_authz)
 {
     job_t *j = ud;
     uint8_t d[32];
     unsigned dl = 0;
+    size_t i = 0;
+    while (i < j->names_len && strcasecmp(j->names[i], name) != 0)
+        i++;
+    if (i == j->names_len)
+        return GW_E_NOENT; /* not one of this name set's names */
+    if (!strcmp(type, "http-01")) {
+        /* RFC 8555 §8.1: the key authorization is the token "." the account key's
+         * thumbprint; the token is what the validator asks for */
+        const char *dot = strchr(key_authz, '.');
+        char token[GW_HTTP01_TOKEN_MAX + 1];
+        size_t tl = dot ? (size_t)(dot - key_authz) : 0;
+        if (!tl || tl > GW_HTTP01_TOKEN_MAX)
+            return GW_E_PARSE;
+        memcpy(token, key_authz, tl);
+        token[tl] = 0;
+        return gw_http01_publish(j, token, key_authz);
+    }
     /* RFC 8737 §3: the acmeIdentifier extension holds the SHA-256 of the key authorization */
     if (!EVP_Digest(key_authz, strlen(key_authz), d, &dl, EVP_sha256(), NULL))
         return GW_E_NOMEM;
-    for (size_t i = 0; i < j->names_len; i++)
-        if (!strcasecmp(j->names[i], name))
-            return gw_tls_store_set_challenge(j->store, name, d);
-    return GW_E_NOENT; /* not one of this name set's names */
+    return gw_tls_store_set_challenge(j->store, name, d);
 }
 
 static void share_clear(void *ud)
 {
     job_t *j = ud;
-    if (!j->order)
+    if (!j->order) {
         gw_tls_store_clear_challenges(j->store);
+        gw_http01_withdraw(j);
+    }
 }
 
 static void share_resume(void *ud)

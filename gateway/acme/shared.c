@@ -547,9 +547,9 @@ static void on_records(void *ud, int result, size_t n, const uint8_t *const *f, 
     for (size_t i = 0; i < n && i < GW_ACME_CHALLENGES_MAX; i++) {
         char type[16], name[254], ka[513];
         if (gw_acme__challenge_parse(v[i], vl[i], type, name, ka) < 0 ||
-            strcmp(type, "tls-alpn-01") != 0)
-            continue; /* another type (http-01) is for another instance's table */
-        if (s->cbs.challenge(s->ud, name, ka) == 0)
+            (strcmp(type, "tls-alpn-01") != 0 && strcmp(type, "http-01") != 0))
+            continue;
+        if (s->cbs.challenge(s->ud, type, name, ka) == 0)
             installed++;
     }
     if (n)
