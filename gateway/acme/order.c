@@ -32,10 +32,10 @@ struct gw_acme_order {
     char *ch_name, *ch_url, *ch_token, *key_authz;
     unsigned polls;
     uint64_t delay_ms;
-    int waiting;        /* a poll state whose WAIT has not been resumed yet */
-    int fetching_nonce; /* the SEND given is the HEAD newNonce */
-    int nonce_retried;  /* the current request was already retried after a badNonce */
-    char *req_body;     /* the signed body of the current POST, built once (it spends a nonce) */
+    int waiting;            /* a poll state whose WAIT has not been resumed yet */
+    int fetching_nonce;     /* the SEND given is the HEAD newNonce */
+    unsigned nonce_retried; /* badNonce refusals of the current request in a row */
+    char *req_body; /* the signed body of the current POST, built once (it spends a nonce) */
     int req_built;
     char *chain;
     size_t chain_len;
@@ -581,9 +581,12 @@ void gw_acme_order_recv(gw_acme_order_t *o, const gw_acme_response_t *r)
         j = json_loadb((const char *)r->body, r->body_len, 0, NULL);
         const char *type = json_string_value(json_object_get(j, "type"));
         const char *detail = json_string_value(json_object_get(j, "detail"));
-        if (type && strcmp(type, GW_ACME_ERR_PREFIX "badNonce") == 0 && !o->nonce_retried) {
-            /* §6.5: retry with the nonce this answer carried, once */
-            o->nonce_retried = 1;
+        if (type && strcmp(type, GW_ACME_ERR_PREFIX "badNonce") == 0 &&
+            o->nonce_retried < GW_ACME_MAX_NONCE_RETRIES) {
+            /* §6.5: retry with the nonce this answer carried. A server may refuse a good nonce
+             * now and then (pebble refuses 5 % by default, as §6.5 allows), so a few refusals
+             * in a row are retried; an endless run of them is a broken server */
+            o->nonce_retried++;
             o->nonce_retries++;
             o->req_built = 0;
         } else {

@@ -116,6 +116,9 @@ typedef struct {
 #define GW_ACME_POLL_DEFAULT_MS 1000
 #define GW_ACME_POLL_MIN_MS 100
 #define GW_ACME_POLL_MAX_MS 60000
+/* The badNonce refusals of one request retried in a row (RFC 8555 §6.5) before the order fails:
+ * at pebble's default 5 % of good nonces refused, six in a row happen once in 64 million. */
+#define GW_ACME_MAX_NONCE_RETRIES 5
 
 typedef enum {
     GW_ACME_DO_SEND,    /* send method url [body]; feed the answer to gw_acme_order_recv() */
@@ -167,7 +170,8 @@ void gw_acme_order_del(gw_acme_order_t *o);
 int gw_acme_order_next(gw_acme_order_t *o, gw_acme_action_t *a);
 
 /* The answer to the SEND that next() gave. Never fails: what goes wrong becomes the FAIL
- * action (or a retry of the same request, once, after a badNonce: RFC 8555 §6.5). */
+ * action (or a retry of the same request after a badNonce, RFC 8555 §6.5, up to
+ * GW_ACME_MAX_NONCE_RETRIES times in a row). */
 void gw_acme_order_recv(gw_acme_order_t *o, const gw_acme_response_t *r);
 
 /* The WAIT is over or the PUBLISH done: go on. A no-op in other states. */

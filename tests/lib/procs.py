@@ -477,12 +477,15 @@ class Pebble:
     name to 127.0.0.1 through pebble-challtestsrv's DNS, its tls-alpn-01 validations sent to
     tls_port. Its own HTTPS certificate is a self-signed one made here (`ca`: the file that
     trusts it). env: more of pebble's environment (PEBBLE_WFE_NONCEREJECT=...); by default it
-    validates at once and rejects no nonce. `directory` is the URL to give the client;
-    `roots()` and `intermediates()` its CA certificates (PEM) from the management API.
-    validity: the lifetime of the certificates it issues, in seconds (its default: 5 years).
-    http_port: where its http-01 validations go (default: a free port where nothing listens)."""
+    validates at once and keeps its default nonce rejection (5 % of good nonces refused with
+    badNonce, as a real server may). `directory` is the URL to give the client; `roots()` and
+    `intermediates()` its CA certificates (PEM) from the management API. validity: the
+    lifetime of the certificates it issues, in seconds (its default: 5 years). port: where its
+    ACME API listens (default: a free port), so that a test can start it where a gateway already
+    looks for it. http_port: where its http-01 validations go (default: a free port where
+    nothing listens)."""
 
-    def __init__(self, tls_port, env=None, validity=None, http_port=None):
+    def __init__(self, tls_port, env=None, validity=None, port=None, http_port=None):
         self.dir = tempfile.mkdtemp(prefix="pebble-")
         self.ca = os.path.join(self.dir, "pebble.crt")
         key = os.path.join(self.dir, "pebble.key")
@@ -492,7 +495,7 @@ class Pebble:
                             "subjectAltName=DNS:localhost,IP:127.0.0.1"],
                            capture_output=True, text=True, timeout=30)
         assert p.returncode == 0, p.stderr
-        self.port, self.mgmt, dns, cmgmt = free_port(), free_port(), free_port(), free_port()
+        self.port, self.mgmt, dns, cmgmt = port or free_port(), free_port(), free_port(), free_port()
         cfg = os.path.join(self.dir, "pebble.json")
         with open(cfg, "w") as f:
             f.write('{"pebble": {"listenAddress": "127.0.0.1:%d", "managementListenAddress": '
@@ -507,7 +510,8 @@ class Pebble:
             ["pebble-challtestsrv", "-dns01", f"127.0.0.1:{dns}", "-http01", "", "-https01", "",
              "-tlsalpn01", "", "-management", f"127.0.0.1:{cmgmt}", "-defaultIPv4", "127.0.0.1",
              "-defaultIPv6", ""], stdout=self._log, stderr=subprocess.STDOUT)
-        penv = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT="0")
+        penv = dict(os.environ, PEBBLE_VA_NOSLEEP="1")
+        penv.pop("PEBBLE_WFE_NONCEREJECT", None)
         penv.update(env or {})
         self.proc = subprocess.Popen(["pebble", "-config", cfg, "-dnsserver", f"127.0.0.1:{dns}"],
                                      stdout=self._log, stderr=subprocess.STDOUT, env=penv)

@@ -3,8 +3,9 @@
  * is verified with OpenSSL against the account's public key; the CSR is parsed and verified.
  * The order's state machine runs against a scripted server that checks each request (method,
  * URL, signature, nonce, jwk or kid) and answers: two names, a name already valid, Retry-After,
- * badNonce retried once and not twice, problem documents, an invalid authorization, a token
- * that is not base64url, a poll that never ends, a failing allocation at every step. */
+ * badNonce retried a bounded number of times in a row, problem documents, an invalid
+ * authorization, a token that is not base64url, a poll that never ends, a failing allocation at
+ * every step. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -523,7 +524,7 @@ static const char BAD_NONCE[] =
     "{\"type\":\"urn:ietf:params:acme:error:badNonce\",\"detail\":\"JWS has an invalid anti-replay "
     "nonce\"}";
 
-static void test_bad_nonce_retried_once_with_the_new_nonce(void **state)
+static void test_bad_nonce_retried_with_the_new_nonce_a_bounded_number_of_times(void **state)
 {
     (void)state;
     server_t s;
@@ -537,14 +538,40 @@ static void test_bad_nonce_retried_once_with_the_new_nonce(void **state)
     /* a refusal without a nonce: the retry fetches one first */
     free(exchange_(&s, "POST", NEW_ORDER, 400, NULL, NULL, BAD_NONCE, 1));
     free(exchange(&s, "HEAD", NEW_NONCE, 200, NULL, NULL, NULL));
-    /* twice in a row for one request: the order fails with the server's words */
+    /* refused again and again (a server refusing some good nonces, RFC 8555 §6.5): retried
+     * GW_ACME_MAX_NONCE_RETRIES times in a row for one request, counting the refusal above */
+    for (unsigned i = 1; i < GW_ACME_MAX_NONCE_RETRIES; i++)
+        free(exchange(&s, "POST", NEW_ORDER, 400, NULL, NULL, BAD_NONCE));
+    assert_int_equal(gw_acme_order_nonce_retries(s.o), 1 + GW_ACME_MAX_NONCE_RETRIES);
+    /* one more in a row: the order fails with the server's words */
     free(exchange(&s, "POST", NEW_ORDER, 400, NULL, NULL, BAD_NONCE));
     gw_acme_action_t a;
     expect_next(&s, GW_ACME_DO_FAIL, &a);
     assert_int_equal(a.status, 400);
     assert_string_equal(a.problem_type, "urn:ietf:params:acme:error:badNonce");
     assert_non_null(strstr(a.detail, "invalid anti-replay nonce"));
-    assert_int_equal(gw_acme_order_nonce_retries(s.o), 2);
+    assert_int_equal(gw_acme_order_nonce_retries(s.o), 1 + GW_ACME_MAX_NONCE_RETRIES);
+    server_stop(&s);
+}
+
+static void test_bad_nonce_count_starts_again_after_an_answer(void **state)
+{
+    (void)state;
+    server_t s;
+    server_start(&s, GW_ACME_CH_HTTP_01);
+    free(exchange(&s, "GET", DIR, 200, NULL, NULL, DIRECTORY));
+    free(exchange(&s, "HEAD", NEW_NONCE, 200, NULL, NULL, NULL));
+    /* GW_ACME_MAX_NONCE_RETRIES refusals before each of two requests: both go through */
+    for (unsigned i = 0; i < GW_ACME_MAX_NONCE_RETRIES; i++)
+        free(exchange(&s, "POST", NEW_ACCT, 400, NULL, NULL, BAD_NONCE));
+    free(exchange(&s, "POST", NEW_ACCT, 200, ACCT_URL, NULL, "{\"status\":\"valid\"}"));
+    for (unsigned i = 0; i < GW_ACME_MAX_NONCE_RETRIES; i++)
+        free(exchange(&s, "POST", NEW_ORDER, 400, NULL, NULL, BAD_NONCE));
+    free(exchange(&s, "POST", NEW_ORDER, 201, ORDER_URL, NULL,
+                  "{\"status\":\"pending\",\"authorizations\":[\"" AUTHZ1
+                  "\"],\"finalize\":\"" FINALIZE "\"}"));
+    assert_int_equal(gw_acme_order_state(s.o), GW_ACME_S_AUTHZ);
+    assert_int_equal(gw_acme_order_nonce_retries(s.o), 2 * GW_ACME_MAX_NONCE_RETRIES);
     server_stop(&s);
 }
 
@@ -745,7 +772,8 @@ int main(void)
         cmocka_unit_test(test_csr_with_an_rsa_2048_key),
         cmocka_unit_test(test_order_two_names_to_the_chain),
         cmocka_unit_test(test_order_tls_alpn_picks_its_challenge),
-        cmocka_unit_test(test_bad_nonce_retried_once_with_the_new_nonce),
+        cmocka_unit_test(test_bad_nonce_retried_with_the_new_nonce_a_bounded_number_of_times),
+        cmocka_unit_test(test_bad_nonce_count_starts_again_after_an_answer),
         cmocka_unit_test(test_problem_document_fails_with_its_detail),
         cmocka_unit_test(test_malformed_answers_fail_the_order),
         cmocka_unit_test(test_invalid_authorization_reports_the_challenge_error),
