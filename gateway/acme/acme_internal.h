@@ -5,6 +5,7 @@
  * order.c: the state machine of one order, from the directory to the certificate chain.
  * shared.c: with `cluster:`, one certificate per name set for all instances: the lock under
  *          which one orders, the sealed chain and key in Redis, the shared challenges.
+ * renew.c: when to order (renew.h): renew_before, ARI (RFC 9773), the hourly cap.
  */
 #ifndef GW_ACME_INTERNAL_H
 #define GW_ACME_INTERNAL_H
