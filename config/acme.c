@@ -13,10 +13,45 @@
 #include "gw_version.h"
 
 static const field_t acme_fields[] = {
-    FLD(gw_cfg_acme_t, directory, F_STR, 0, 0),  FLD(gw_cfg_acme_t, directory_ca, F_STR, 0, 0),
-    FLD(gw_cfg_acme_t, email, F_STR, 0, 0),      FLD(gw_cfg_acme_t, state, F_STR, 0, 0),
+    FLD(gw_cfg_acme_t, directory, F_STR, 0, 0),
+    FLD(gw_cfg_acme_t, directory_ca, F_STR, 0, 0),
+    FLD(gw_cfg_acme_t, email, F_STR, 0, 0),
+    FLD(gw_cfg_acme_t, state, F_STR, 0, 0),
     FLD(gw_cfg_acme_t, shared_key, F_STR, 0, 0),
+    FLD(gw_cfg_acme_t, max_orders_per_hour, F_UINT, 1, 60),
 };
+
+/* renew_before: a duration ("30d", "12h") or a share of the lifetime ("33%"). A duration as
+ * long as the certificate's lifetime is only known when one is issued (the client then renews
+ * at half the lifetime and logs it); the longest a public certificate may live is 398 days. */
+static void load_renew_before(ld_t *ld, yaml_node_t *v, gw_cfg_acme_t *a)
+{
+    const char *s = v->type == YAML_SCALAR_NODE ? gw_cfg__scalar(v) : NULL;
+    size_t n = s ? strlen(s) : 0;
+    a->renew_before_ms = 0;
+    a->renew_before_pct = 0;
+    if (n >= 2 && s[n - 1] == '%') {
+        unsigned pct = 0;
+        size_t i = 0;
+        for (; i + 1 < n && s[i] >= '0' && s[i] <= '9' && pct < 1000; i++)
+            pct = pct * 10 + (unsigned)(s[i] - '0');
+        if (i + 1 == n && pct >= 1 && pct <= 99) {
+            a->renew_before_pct = pct;
+            return;
+        }
+    } else if (s) {
+        uint64_t ms = 0;
+        int rv = gw_parse_duration(s, &ms);
+        if (rv == 0 && ms >= 1000 && ms <= 398 * DAY_MS) {
+            a->renew_before_ms = ms;
+            return;
+        }
+    }
+    gw_cfg__err_at(ld, v,
+                   "acme 'renew_before' must be a duration from 1s to 398d (30d, 12h) or a share "
+                   "of the lifetime from 1%% to 99%% (33%%), not %s%s%s",
+                   s ? "'" : "", s ? s : gw_cfg__kind_str(v), s ? "'" : "");
+}
 
 static int acme_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
 {
@@ -43,9 +78,7 @@ static int acme_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, 
         return 0;
     }
     if (!strcmp(key, "renew_before")) {
-        gw_cfg__err_at(ld, k,
-                       "acme 'renew_before' is not supported yet (certificates are renewed "
-                       "when a third of their lifetime is left)");
+        load_renew_before(ld, v, a);
         return 0;
     }
     if (!strcmp(key, "directory_ca"))
@@ -53,7 +86,7 @@ static int acme_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, 
     if (!strcmp(key, "shared_key"))
         a->shared_key_at = gw_cfg__pos(ld, v);
     if (!gw_cfg__set_field(ld, acme_fields, NTAB(acme_fields), key, v, obj)) {
-        static const char *const more[] = {"challenge", "key_type", NULL};
+        static const char *const more[] = {"challenge", "key_type", "renew_before", NULL};
         gw_cfg__err_unknown_key(ld, k, key, "acme", acme_fields, NTAB(acme_fields), more);
     }
     return 0;
@@ -154,6 +187,10 @@ void gw_cfg__load_acme(ld_t *ld, yaml_node_t *v)
         return;
     a->enabled = 1;
     a->at = gw_cfg__pos(ld, v);
+    /* 3: a failing name set retries within the hour (the backoff's 2, 4 s...) and stays under
+     * Let's Encrypt's 5 failed validations per name and account per hour, leaving room for
+     * a second instance or a person */
+    a->max_orders_per_hour = 3;
     gw_cfg__each_pair(ld, v, acme_pair, a);
     if (!a->directory)
         gw_cfg__err_at(ld, v, "missing required key 'directory' in acme");

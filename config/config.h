@@ -431,6 +431,12 @@ typedef struct {
     char *shared_key;
     int has_shared_key;
     uint8_t shared_key_bytes[GW_CFG_ACME_SHARED_KEY_LEN];
+    /* renew_before: a duration (ms) or a share of the lifetime (percent, 1..99), at most one of
+     * them set; neither: a third of the lifetime. ARI's window (RFC 9773) comes first when the
+     * server offers it. */
+    uint64_t renew_before_ms;
+    unsigned renew_before_pct;
+    unsigned max_orders_per_hour; /* per name set, 1..60, default 3 */
     gw_cfg_pos_t at, directory_ca_at, challenge_at, shared_key_at;
 } gw_cfg_acme_t;
 

@@ -14,11 +14,15 @@
  *                    withdrawn when the order ends); the certificate's key of acme.key_type;
  *                    the chain and key written to the state folder, then
  *                    installed in the store (acme_certificate_installed);
- *   renewal          with a third of the certificate's lifetime left (acme_renewal_due), a
- *                    new order; the certificate in use stays until the new one is installed;
+ *   renewal          at a time picked in the server's window when it offers ARI (RFC 9773,
+ *                    acme_ari_window), else at acme.renew_before (default: a third of the
+ *                    lifetime left) (acme_renewal_due), a new order; the certificate in use
+ *                    stays until the new one is installed;
  *   a failure        logged with the server's problem type and detail (acme_order_failed), the
  *                    challenges withdrawn, a new order after an exponential backoff with
- *                    jitter (GW_ACME_BACKOFF_*), the stand-in still served.
+ *                    jitter (GW_ACME_BACKOFF_*), the stand-in still served;
+ *   the hourly cap   never more than acme.max_orders_per_hour orders of a name set in an hour
+ *                    (acme_order_deferred), whatever the backoff says.
  * The state folder (acme.state, made 0700) holds account.key (0600) and one folder per name
  * set with cert.pem and key.pem (0600). Every request goes to the directory's origin: a URL
  * the server gives on another origin fails the order.
@@ -26,6 +30,7 @@
 #ifndef GW_ACME_ACME_H
 #define GW_ACME_ACME_H
 
+#include <stdatomic.h>
 #include <uv.h>
 
 #include "cluster/cluster.h"
@@ -47,6 +52,18 @@ int gw_acme_store_prepare(const gw_cfg_acme_t *acme, const gw_cfg_tls_t *tls,
 
 /* A client on loop (the main loop), idle until gw_acme_apply(). 0 or GW_E_NOMEM. */
 int gw_acme_new(uv_loop_t *loop, gw_acme_t **out);
+
+/* What the client counts, for the metrics scrape: owned by the caller (the server), which
+ * outlives the client, written by the client on the main loop and read from other threads. */
+typedef struct {
+    atomic_uint_fast64_t issued;           /* orders that ended with a certificate installed */
+    atomic_uint_fast64_t failed;           /* orders that failed (each one backed off) */
+    atomic_uint_fast64_t renewal_failures; /* of those, orders that were to replace a usable
+                                              certificate */
+} gw_acme_counters_t;
+
+/* Count into c from now on (NULL: stop counting). */
+void gw_acme_set_counters(gw_acme_t *a, gw_acme_counters_t *c);
 
 /* Follow cfg: stores[i] is the store of cfg->listen[i] (NULL for a listener without
  * tls.acme). With the same acme section and the same name sets as before, the orders under

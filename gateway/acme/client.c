@@ -1,7 +1,8 @@
 /* acme/client.c — the ACME client on the main loop: the state folder, one job per name set
  * that runs its order (order.c) over back/'s HTTP/1.1 + TLS client, answers tls-alpn-01
  * through the listener's store and http-01 through common/http01.h's table, and installs the
- * certificate; backoff after a failure. */
+ * certificate; when to renew (renew.c: ARI's window asked of the server, or renew_before),
+ * backoff after a failure, the hourly cap. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 
 #include "acme/acme.h"
 #include "acme/acme_internal.h"
+#include "acme/renew.h"
 #include "back/back.h"
 #include "common/alloc.h"
 #include "common/err.h"
@@ -305,6 +307,14 @@ struct gw_acme {
     int closing;
     gw_acme_shared_t *shared; /* the cluster's end (acme/shared.c) */
     int jobs_shared;          /* the jobs were made with a share each */
+    uint64_t renew_before_ms; /* acme.renew_before, one of the two or neither */
+    unsigned renew_before_pct;
+    unsigned max_orders_per_hour;
+    gw_acme_counters_t *counters; /* the server's, or NULL */
+    /* ARI (RFC 9773): whether the directory offers renewalInfo, learned by the first job that
+     * asks; its URL */
+    enum { ARI_UNKNOWN, ARI_NONE, ARI_ON } ari;
+    char *ari_url;
 };
 
 struct job {
@@ -326,11 +336,24 @@ struct job {
     gw_bytes_t body;
     int too_large;
     unsigned failures;
-    unsigned orders;        /* orders started, for the log */
-    gw_acme_share_t *share; /* with a cluster: the name set's shared certificate */
+    unsigned orders;         /* orders started, for the log */
+    gw_acme_share_t *share;  /* with a cluster: the name set's shared certificate */
+    gw_acme_starts_t starts; /* when the last orders reached newOrder (monotonic ms): the cap */
+    int counted;             /* the order under way is in starts */
+    int renewal;             /* the order under way is to replace a usable certificate */
+    int64_t halved_for;      /* the not_after whose renew_before past the lifetime was logged */
+    /* ARI: what is being asked (the answer goes to ari_answer, not to the order), the
+     * certificate asked about, when to ask again (unix s; 0: at the next check), the failures
+     * in a row, the last window and the time picked in it (0: none) */
+    enum { ARI_IDLE, ARI_DIRECTORY, ARI_INFO } ari_phase;
+    char ari_id[GW_ACME_ARI_MAX_ID];
+    int64_t ari_next;
+    unsigned ari_failures;
+    int64_t ari_start, ari_end, ari_pick;
 };
 
 static void job_step(job_t *j);
+static void ari_answer(job_t *j, const char *error);
 
 static void job_free(job_t *j)
 {
@@ -417,6 +440,10 @@ static void on_complete(gw_back_exch_t *x, void *user_data)
     (void)x;
     job_t *j = user_data;
     j->x = NULL;
+    if (j->ari_phase != ARI_IDLE) {
+        ari_answer(j, j->too_large ? "the answer is too large" : NULL);
+        return;
+    }
     if (j->too_large) {
         gw_acme_order_transport_failed(j->order, "the answer is too large");
     } else {
@@ -443,6 +470,10 @@ static void on_error(gw_back_exch_t *x, void *user_data, int code)
     char why[128];
     snprintf(why, sizeof(why), "%s (see back_tls_handshake_failed for a TLS reason)",
              gw_strerror(code));
+    if (j->ari_phase != ARI_IDLE) {
+        ari_answer(j, why);
+        return;
+    }
     gw_acme_order_transport_failed(j->order, why);
     job_step(j);
 }
@@ -456,17 +487,15 @@ static void on_written(void *user_data, int status)
 static const gw_back_cbs_t CBS = {
     .on_head = on_head, .on_body = on_body, .on_complete = on_complete, .on_error = on_error};
 
-/* Send the order's request; 0, or the order failed (then the caller steps again). */
-static void job_send(job_t *j, const gw_acme_action_t *act)
+/* Send a request to the directory's origin, its answer to the callbacks above (j->x set); 0,
+ * or a negative code with the reason in why (nothing under way). */
+static int http_send(job_t *j, const gw_acme_action_t *act, char *why, size_t cap)
 {
     gw_acme_t *a = j->a;
     const char *path = same_origin(a, act->url);
     if (!path) {
-        char why[320];
-        snprintf(why, sizeof(why), "%.160s is not on the directory's origin %.64s", act->url,
-                 a->origin);
-        gw_acme_order_transport_failed(j->order, why);
-        return;
+        snprintf(why, cap, "%.160s is not on the directory's origin %.64s", act->url, a->origin);
+        return GW_E_INVAL;
     }
     j->status = 0;
     j->has_location = j->has_nonce = j->has_retry_after = 0;
@@ -514,14 +543,24 @@ static void job_send(job_t *j, const gw_acme_action_t *act)
     }
     if (rv < 0) {
         j->x = NULL;
-        gw_acme_order_transport_failed(j->order, gw_strerror(rv));
+        snprintf(why, cap, "%s", gw_strerror(rv));
     }
+    return rv;
+}
+
+/* Send the order's request; 0, or the order failed (then the caller steps again). */
+static void job_send(job_t *j, const gw_acme_action_t *act)
+{
+    char why[320];
+    if (http_send(j, act, why, sizeof(why)) < 0)
+        gw_acme_order_transport_failed(j->order, why);
 }
 
 static void on_timer(uv_timer_t *t);
 
 static void job_start_order(job_t *j);
 static void job_check(job_t *j);
+static void count(gw_acme_t *a, size_t off);
 
 static void arm(job_t *j, uint64_t ms)
 {
@@ -557,11 +596,20 @@ out:
     return rv;
 }
 
+static void count(gw_acme_t *a, size_t off)
+{
+    if (a->counters)
+        atomic_fetch_add((atomic_uint_fast64_t *)(void *)((char *)a->counters + off), 1);
+}
+
 static void job_failed(job_t *j, const gw_acme_action_t *act)
 {
     gw_tls_store_clear_challenges(j->store);
     gw_http01_withdraw(j);
     j->failures++;
+    count(j->a, offsetof(gw_acme_counters_t, failed));
+    if (j->renewal)
+        count(j->a, offsetof(gw_acme_counters_t, renewal_failures));
     uint64_t wait = GW_ACME_BACKOFF_FIRST_MS;
     for (unsigned i = 1; i < j->failures && wait < GW_ACME_BACKOFF_MAX_MS; i++)
         wait *= 2;
@@ -594,6 +642,12 @@ static void job_step(job_t *j)
         }
         switch (act.what) {
         case GW_ACME_DO_SEND:
+            if (!j->counted && gw_acme_order_state(j->order) == GW_ACME_S_ORDER &&
+                !strcmp(act.method, "POST")) {
+                /* what the cap counts: orders the server sees (RFC 8555 §7.4, newOrder) */
+                gw_acme_cap_record(&j->starts, (int64_t)(uv_hrtime() / 1000000u));
+                j->counted = 1;
+            }
             GW_LOG_DEBUG("acme_request", "names=%s state=%s method=%s url=%s", j->log_names,
                          gw_acme_state_str(gw_acme_order_state(j->order)), act.method, act.url);
             job_send(j, &act);
@@ -654,9 +708,10 @@ static void job_step(job_t *j)
             j->failures = 0;
             if (j->share)
                 gw_acme__share_done(j->share, act.body, act.body_len, j->cert_key);
+            count(j->a, offsetof(gw_acme_counters_t, issued));
             gw_acme_order_del(j->order);
             j->order = NULL;
-            job_check(j); /* the timer of its renewal */
+            job_check(j); /* ARI asked at once for the new certificate, or its renewal time */
             return;
         }
         case GW_ACME_DO_FAIL:
@@ -669,6 +724,21 @@ static void job_step(job_t *j)
 static void job_start_order(job_t *j)
 {
     gw_acme_t *a = j->a;
+    /* the hourly cap, on top of the backoff: a name set that keeps failing, a crowd of
+     * reloads, a certificate that keeps expiring never make the server see more than a few
+     * orders an hour. Attempts that never reached newOrder (the server unreachable) are not
+     * counted: they cost the server nothing, and the certificate comes soon after it is back */
+    int64_t now_ms = (int64_t)(uv_hrtime() / 1000000u);
+    int64_t at = gw_acme_cap_next(&j->starts, a->max_orders_per_hour, now_ms);
+    if (at > now_ms) {
+        GW_LOG_WARN("acme_order_deferred",
+                    "names=%s reason=\"%u orders in the last hour (acme.max_orders_per_hour)\" "
+                    "retry_in_ms=%lld",
+                    j->log_names, a->max_orders_per_hour, (long long)(at - now_ms));
+        arm(j, (uint64_t)(at - now_ms));
+        return;
+    }
+    j->counted = 0;
     EVP_PKEY_free(j->cert_key);
     /* a new key for each certificate */
     j->cert_key = a->key_type == GW_CFG_ACME_RSA_2048 ? EVP_RSA_gen(2048) : EVP_EC_gen("P-256");
@@ -714,33 +784,185 @@ static int stored_key_other(const char *dir, gw_cfg_acme_key_t key_type)
     return other;
 }
 
-/* When a certificate valid from v[0] to v[1] is renewed: with a third of its lifetime left. */
-static int64_t renewal_time(const int64_t v[2])
+/* When a certificate valid from v[0] to v[1] is renewed by acme.renew_before (ARI aside). */
+static int64_t renewal_time(const gw_acme_t *a, const int64_t v[2])
 {
-    return v[1] - (v[1] - v[0]) / 3;
+    int halved = 0;
+    return gw_acme_renew_at(v[0], v[1], a->renew_before_ms, a->renew_before_pct, &halved);
+}
+
+/* The ARI certID of the stored leaf of dir into id (RFC 9773 §4.1). 0 or a negative code (no
+ * file, no Authority Key Identifier). */
+static int stored_cert_id(const char *dir, char id[GW_ACME_ARI_MAX_ID])
+{
+    char cp[4200];
+    snprintf(cp, sizeof(cp), "%s/cert.pem", dir);
+    FILE *f = fopen(cp, "re");
+    if (!f)
+        return GW_E_IO;
+    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    int rv = x ? gw_acme_ari_cert_id(x, id) : GW_E_PARSE;
+    X509_free(x);
+    ERR_clear_error();
+    return rv;
+}
+
+/* Ask the server about the stored certificate: its directory first, the first time, for the
+ * renewalInfo URL; the answer goes to ari_answer(). */
+static void ari_ask(job_t *j)
+{
+    gw_acme_t *a = j->a;
+    char url[2048 + GW_ACME_ARI_MAX_ID + 2], why[320];
+    if (a->ari == ARI_UNKNOWN) {
+        j->ari_phase = ARI_DIRECTORY;
+        snprintf(url, sizeof(url), "%s", a->directory);
+    } else {
+        /* §4.1: the renewalInfo URL, "/", the certID */
+        j->ari_phase = ARI_INFO;
+        size_t n = strlen(a->ari_url);
+        snprintf(url, sizeof(url), "%s%s%s", a->ari_url, n && a->ari_url[n - 1] == '/' ? "" : "/",
+                 j->ari_id);
+    }
+    gw_acme_action_t act = {.what = GW_ACME_DO_SEND, .method = "GET", .url = url};
+    if (http_send(j, &act, why, sizeof(why)) < 0)
+        ari_answer(j, why);
+}
+
+/* ARI's answer (error: why it failed, or NULL: the answer is in j). A failure leaves the
+ * renewal to the window picked before for this certificate, else to renew_before, and asks
+ * again after a backoff (a minute, doubled up to six hours); then the job checks again. */
+static void ari_answer(job_t *j, const char *error)
+{
+    gw_acme_t *a = j->a;
+    int64_t now = (int64_t)time(NULL);
+    char why[320];
+    int phase = j->ari_phase;
+    j->ari_phase = ARI_IDLE;
+    if (!error && j->status != 200) {
+        snprintf(why, sizeof(why), "%s answered %d",
+                 phase == ARI_DIRECTORY ? "the directory" : "renewalInfo", j->status);
+        error = why;
+    }
+    if (!error && phase == ARI_DIRECTORY) {
+        char *u = NULL;
+        int rv = gw_acme_ari_directory(j->body.base, j->body.len, &u);
+        if (rv == GW_E_NOENT) {
+            a->ari = ARI_NONE;
+            GW_LOG_INFO("acme_ari_unsupported",
+                        "directory=%s reason=\"no renewalInfo in the directory: renewals follow "
+                        "acme.renew_before\"",
+                        a->directory);
+            job_check(j);
+            return;
+        }
+        if (rv == 0) {
+            gw_free(a->ari_url);
+            a->ari_url = u;
+            a->ari = ARI_ON;
+            ari_ask(j); /* now the certificate's renewalInfo */
+            return;
+        }
+        error = rv == GW_E_NOMEM ? "out of memory"
+                                 : "the directory is not JSON or its "
+                                   "renewalInfo is not a URL";
+    }
+    gw_acme_ari_t w;
+    if (!error && gw_acme_ari_parse(j->body.base, j->body.len,
+                                    j->has_retry_after ? j->retry_after : NULL, now, &w) < 0)
+        error = "the answer is not a renewalInfo object with a suggestedWindow whose end is "
+                "after its start";
+    if (error) {
+        j->ari_failures++;
+        uint64_t wait = 60;
+        for (unsigned i = 1; i < j->ari_failures && wait < GW_ACME_ARI_RETRY_DEFAULT_S; i++)
+            wait *= 2;
+        if (wait > GW_ACME_ARI_RETRY_DEFAULT_S)
+            wait = GW_ACME_ARI_RETRY_DEFAULT_S;
+        j->ari_next = now + (int64_t)wait;
+        GW_LOG_WARN("acme_ari_failed",
+                    "names=%s cert_id=%s reason=\"%s\" failures=%u retry_in_s=%llu fallback=%s",
+                    j->log_names, j->ari_id, error, j->ari_failures, (unsigned long long)wait,
+                    j->ari_pick ? "last_window" : "renew_before");
+        job_check(j);
+        return;
+    }
+    j->ari_failures = 0;
+    j->ari_next = now + (int64_t)w.retry_s;
+    if (w.start != j->ari_start || w.end != j->ari_end || !j->ari_pick) {
+        /* §4.2: a time chosen uniformly in the window, kept while the window stays */
+        uint64_t r = 0;
+        RAND_bytes((unsigned char *)&r, sizeof(r));
+        j->ari_start = w.start;
+        j->ari_end = w.end;
+        j->ari_pick = gw_acme_ari_pick(&w, r);
+        GW_LOG_INFO("acme_ari_window",
+                    "names=%s cert_id=%s start=%lld end=%lld renew_at=%lld retry_in_s=%llu "
+                    "explanation=\"%s\"",
+                    j->log_names, j->ari_id, (long long)w.start, (long long)w.end,
+                    (long long)j->ari_pick, (unsigned long long)w.retry_s, w.explanation);
+    }
+    job_check(j);
 }
 
 /* The longest single wait of the timer: the renewal time is checked again at least daily. */
 #define CHECK_MAX_MS (24u * 3600 * 1000)
 
-/* An idle job: order now when no usable certificate is stored or when a third of its lifetime
- * is left (the renewal time Let's Encrypt advises, from a 90-day certificate 30 days before
- * its end); else wait for that time. */
+/* An idle job: order now when no usable certificate is stored, or when its renewal time has
+ * come: the time picked in ARI's window when the server offers it (asked first when due,
+ * RFC 9773), else acme.renew_before (default: with a third of the lifetime left, the time
+ * Let's Encrypt advises, from a 90-day certificate 30 days before its end); else wait for
+ * the earlier of that time and ARI's next question. */
 static void job_check(job_t *j)
 {
+    gw_acme_t *a = j->a;
+    if (j->ari_phase != ARI_IDLE || j->x)
+        return; /* a question is under way: its answer checks again */
     int64_t v[2] = {0, 0}, now = (int64_t)time(NULL);
+    j->renewal = 0;
     if (stored_key_other(j->dir, j->a->key_type)) {
         GW_LOG_INFO("acme_key_type_changed", "names=%s key_type=%s", j->log_names,
                     j->a->key_type == GW_CFG_ACME_RSA_2048 ? "rsa-2048" : "ec-p256");
     } else if (stored_usable(j->dir, j->names, j->names_len, NULL, v)) {
-        int64_t renew_at = renewal_time(v);
+        int halved = 0;
+        int64_t renew_at =
+            gw_acme_renew_at(v[0], v[1], a->renew_before_ms, a->renew_before_pct, &halved);
+        const char *by = "renew_before";
+        if (halved && j->halved_for != v[1]) {
+            j->halved_for = v[1];
+            GW_LOG_WARN("acme_renew_before_too_long",
+                        "names=%s renew_before_s=%llu lifetime_s=%lld renew_at=%lld "
+                        "reason=\"renew_before is not shorter than the certificate's lifetime: "
+                        "renewing at half of it\"",
+                        j->log_names, (unsigned long long)(a->renew_before_ms / 1000),
+                        (long long)(v[1] - v[0]), (long long)renew_at);
+        }
+        char id[GW_ACME_ARI_MAX_ID];
+        int ari = a->ari != ARI_NONE && stored_cert_id(j->dir, id) == 0;
+        if (ari && strcmp(id, j->ari_id) != 0) {
+            /* another certificate than the one asked about: a new question, a new pick */
+            snprintf(j->ari_id, sizeof(j->ari_id), "%s", id);
+            j->ari_next = 0;
+            j->ari_failures = 0;
+            j->ari_pick = j->ari_start = j->ari_end = 0;
+        }
+        if (ari && j->ari_next <= now) {
+            ari_ask(j);
+            return;
+        }
+        if (ari && j->ari_pick) {
+            renew_at = j->ari_pick;
+            by = "ari";
+        }
         if (renew_at > now) {
-            uint64_t ms = (uint64_t)(renew_at - now) * 1000;
+            int64_t wake = ari && j->ari_next < renew_at ? j->ari_next : renew_at;
+            uint64_t ms = (uint64_t)(wake - now) * 1000;
             arm(j, ms < CHECK_MAX_MS ? ms : CHECK_MAX_MS);
             return;
         }
-        GW_LOG_INFO("acme_renewal_due", "names=%s not_after=%lld renew_at=%lld", j->log_names,
-                    (long long)v[1], (long long)renew_at);
+        GW_LOG_INFO("acme_renewal_due", "names=%s not_after=%lld renew_at=%lld by=%s", j->log_names,
+                    (long long)v[1], (long long)renew_at, by);
+        j->renewal = 1;
     }
     if (!j->a->account_key) {
         GW_LOG_ERROR("acme_order_skipped",
@@ -780,7 +1002,7 @@ static int share_fresh(void *ud, const char *chain, size_t cl, const char *kpem,
     int64_t v[2], now = (int64_t)time(NULL);
     return gw_tls_pem_usable(chain, cl, kpem, kl, (const char *const *)j->names, j->names_len, now,
                              &v[0], &v[1]) == 0 &&
-           renewal_time(v) > now;
+           renewal_time(j->a, v) > now;
 }
 
 /* Another instance's certificate: the same path as one of ours, into the state folder and the
@@ -805,7 +1027,7 @@ static void share_install(void *ud, const char *chain, size_t cl, const char *kp
     GW_LOG_INFO("acme_certificate_installed", "names=%s not_after=%lld dir=%s source=cluster",
                 j->log_names, (long long)v[1], j->dir);
     j->failures = 0;
-    uint64_t ms = (uint64_t)(renewal_time(v) - now) * 1000;
+    uint64_t ms = (uint64_t)(renewal_time(j->a, v) - now) * 1000;
     arm(j, ms < CHECK_MAX_MS ? ms : CHECK_MAX_MS);
 }
 
@@ -898,6 +1120,11 @@ void gw_acme_set_cluster(gw_acme_t *a, gw_cluster_t *c)
         gw_acme__shared_set_cluster(a->shared, c);
 }
 
+void gw_acme_set_counters(gw_acme_t *a, gw_acme_counters_t *c)
+{
+    a->counters = c;
+}
+
 static void drop_all(gw_acme_t *a)
 {
     for (size_t i = 0; i < a->jobs_len; i++)
@@ -914,6 +1141,9 @@ static void drop_all(gw_acme_t *a)
     gw_free(a->directory_ca);
     gw_free(a->email);
     gw_free(a->state);
+    gw_free(a->ari_url);
+    a->ari_url = NULL;
+    a->ari = ARI_UNKNOWN;
     a->origin = a->srv.host = a->up.tls_ca = NULL;
     a->directory = a->directory_ca = a->email = a->state = NULL;
     EVP_PKEY_free(a->account_key);
@@ -1066,6 +1296,10 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
     /* the key file's bytes as this generation read them (a reload may change them alone) */
     gw_acme__shared_set_key(a->shared,
                             cfg->acme.has_shared_key ? cfg->acme.shared_key_bytes : NULL);
+    /* when to order: taken by the jobs at their next check (an idle one checks below) */
+    a->renew_before_ms = cfg->acme.renew_before_ms;
+    a->renew_before_pct = cfg->acme.renew_before_pct;
+    a->max_orders_per_hour = cfg->acme.max_orders_per_hour;
     if (same_setup(a, cfg)) {
         /* the orders go on; what they install goes to the new generation's stores */
         size_t k = 0;
@@ -1091,7 +1325,8 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
                 }
                 job_start_order(j);
             } else if (!j->order && j->failures == 0) {
-                /* idle: its stored certificate may have gone or expired meanwhile */
+                /* idle: its stored certificate may have gone or expired meanwhile, and
+                 * renew_before may have changed */
                 job_check(j);
             }
         }

@@ -73,19 +73,19 @@ int gw_acme_rfc3339(const char *s, int64_t *out);
 /* The most orders a name set may start in an hour (acme.max_orders_per_hour's bound). */
 #define GW_ACME_MAX_ORDERS_PER_HOUR 60
 
-/* The orders a name set started lately (unix ms): a ring of the last
- * GW_ACME_MAX_ORDERS_PER_HOUR starts. */
+/* The orders of a name set the server saw lately (their newOrder, in ms of a monotonic clock):
+ * a ring of the last GW_ACME_MAX_ORDERS_PER_HOUR. */
 typedef struct {
     int64_t at[GW_ACME_MAX_ORDERS_PER_HOUR];
     size_t n, next;
 } gw_acme_starts_t;
 
-/* The earliest time (unix ms, >= now) at which one more order may start with never more than
- * max (1..GW_ACME_MAX_ORDERS_PER_HOUR) started in any hour: now when fewer than max started in
- * the hour before now, else an hour after the oldest of the last max starts. */
+/* The earliest time (ms, >= now) at which one more order may start with never more than max
+ * (1..GW_ACME_MAX_ORDERS_PER_HOUR) in any hour: now when fewer than max were made in the hour
+ * before now, else an hour after the oldest of the last max. */
 int64_t gw_acme_cap_next(const gw_acme_starts_t *s, unsigned max, int64_t now_ms);
 
-/* An order started at now_ms. */
+/* An order made at now_ms. */
 void gw_acme_cap_record(gw_acme_starts_t *s, int64_t now_ms);
 
 #endif

@@ -58,6 +58,14 @@ routes:
 """
 
 
+def orders(pb, *gateways):
+    """The new orders pebble accepted: its POSTs to newOrder less those it refused with
+    badNonce (pebble's default rejection is on; each refusal is logged by the gateway that got
+    it, event=acme_bad_nonce state=order)."""
+    refused = sum(g.log().count("state=order action=retry") for g in gateways)
+    return pb.log().count("POST /order-plz") - refused
+
+
 def served_chain(port, name):
     """The certificates the listener sends for SNI name (openssl s_client), PEM, leaf first."""
     p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername",
@@ -143,8 +151,7 @@ def test_self_signed_then_pebble_issued_swapped_live_and_reused_after_restart(
     assert stat.S_IMODE(os.stat(state / "account.key").st_mode) == 0o600
     (cert_dir,) = [d for d in state.iterdir() if d.is_dir()]
     assert stat.S_IMODE(os.stat(cert_dir / "key.pem").st_mode) == 0o600
-    orders = pb.log().count("POST /order-plz")
-    assert orders == 1
+    assert orders(pb, g) == 1
     g.stop()
     # a restart serves the stored certificate at once and orders nothing
     g2 = gateway(acme_config(port, pb.directory, pb.ca, state), wait=[("127.0.0.1", port)])
@@ -154,7 +161,7 @@ def test_self_signed_then_pebble_issued_swapped_live_and_reused_after_restart(
     log2 = g2.log()
     assert "event=acme_certificate_stored names=a.test,b.test" in log2
     assert "acme_order_start" not in log2 and "acme_waiting" not in log2
-    assert pb.log().count("POST /order-plz") == orders
+    assert orders(pb, g, g2) == 1
 
 
 def serial(pem):
@@ -191,7 +198,9 @@ def test_short_lived_certificate_renewed_and_swapped_under_an_open_connection(
     assert ssl.DER_cert_to_PEM_cert(conn.getpeercert(binary_form=True)).split() == first.split()
     assert h1_over(conn) == b"HTTP/1.1 502 Bad Gateway"
     conn.close()
-    assert pb.log().count("POST /order-plz") == 2
+    # the second certificate's own renewal may have started meanwhile (12 s certificates)
+    assert g.log().count("event=acme_order_start names=r.test") in (2, 3)
+    assert orders(pb, g) == g.log().count("event=acme_order_start names=r.test")
 
 
 def reload(g, text, generation):
@@ -214,7 +223,7 @@ def test_reload_keeps_the_certificate_and_orders_for_new_names(gateway, pebble, 
     g.wait_log("event=acme_certificate_installed", timeout=20)
     reload(g, acme_config(port, pb.directory, pb.ca, state, names=("f.test",)), 2)
     assert verify(tmp_path, served_chain(port, "f.test"), pb.roots(), "f.test").returncode == 0
-    assert pb.log().count("POST /order-plz") == 1
+    assert orders(pb, g) == 1
     reload(g, acme_config(port, pb.directory, pb.ca, state, names=("f.test", "g.test")), 3)
     # while the new set is ordered, f.test still gets its valid certificate (the old set's)
     assert "which covers 1 of them" in g.log()
@@ -226,7 +235,7 @@ def test_reload_keeps_the_certificate_and_orders_for_new_names(gateway, pebble, 
     for name in ("f.test", "g.test"):
         r = verify(tmp_path, served_chain(port, name), pb.roots(), name)
         assert r.returncode == 0, r.stdout + r.stderr
-    assert pb.log().count("POST /order-plz") == 2
+    assert orders(pb, g) == 2
 
 
 def test_acme_error_logged_with_detail_and_retried_with_backoff(gateway, pebble, tmp_path):
@@ -293,8 +302,6 @@ def test_bad_nonce_retried_with_the_new_nonce(gateway, pebble, tmp_path):
 
 
 @pytest.mark.parametrize("text,want", [
-    ("acme: {directory: https://ca.test/dir, renew_before: 30d}\n",
-     "'renew_before' is not supported yet"),
     ("acme: {email: ops@a.test}\n", "missing required key 'directory' in acme"),
     ("acme: {directory: ftp://ca.test/dir}\n", "must be an http:// or https:// URL"),
     ("acme: {directory: https://ca.test/dir, email: nobody}\n", "must be an address"),
