@@ -228,6 +228,7 @@ int gw_server_run(gw_server_t *s)
 #if GW_HAVE_ACME
     if (gw_acme_new(&s->main_loop, &s->acme) == 0) {
         gw_acme_set_cluster(s->acme, s->cluster);
+        gw_acme_set_counters(s->acme, &s->acme_counters);
         gw_acme_apply(s->acme, s->gen->cfg, s->gen->stores);
     } else
         GW_LOG_ERROR("acme_failed", "reason=\"out of memory\"");

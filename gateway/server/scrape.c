@@ -107,6 +107,15 @@ typedef struct {
     uint64_t cluster_up;
     uint64_t reloads_ok, reloads_failed, gen_id;
     proc_stats_t proc;
+    /* the ACME client: its counters, and each name of a listener with tls.acme with the
+     * notAfter of the certificate its store serves (copied: the generation may go) */
+    int acme_on;
+    uint64_t acme_issued, acme_failed, acme_renewal_failures;
+    struct {
+        char name[254];
+        uint64_t not_after;
+    } * certs;
+    size_t certs_len;
 } scrape_t;
 
 /* ---- the families: each one's name, type and help written once ------------------------------ */
@@ -130,6 +139,7 @@ typedef enum {
     NEED_NONE = 0,
     NEED_TABLES,  /* a shared rate table is configured */
     NEED_CLUSTER, /* a cluster section is configured */
+    NEED_ACME,    /* an acme section is configured */
     NEED_PROC,    /* /proc could be read */
 } need_t;
 
@@ -188,6 +198,7 @@ static const point_t client_dirs[] = {{"in", AT(t.client_in)}, {"out", AT(t.clie
 static const point_t origin_dirs[] = {{"in", AT(t.origin_in)}, {"out", AT(t.origin_out)}};
 static const point_t zdirs[] = {{"in", AT(t.z.in)}, {"out", AT(t.z.out)}};
 static const point_t reload_results[] = {{"ok", AT(reloads_ok)}, {"failed", AT(reloads_failed)}};
+static const point_t acme_results[] = {{"issued", AT(acme_issued)}, {"failed", AT(acme_failed)}};
 static const point_t cluster_calls[] = {{"ok", AT(cluster.calls_ok)},
                                         {"failed", AT(cluster.calls_failed)},
                                         {"timeout", AT(cluster.calls_timeout)}};
@@ -254,6 +265,16 @@ static int write_client_conns(const fam_t *f, const scrape_t *sc, gw_bytes_t *ou
     for (size_t i = 0; i < t->nconns && rv == 0; i++) {
         gw_label_t l[] = {{"listener", t->conns[i].listener}, {"protocol", t->conns[i].proto}};
         rv = gw_prom_sample(out, f->name, l, 2, t->conns[i].n);
+    }
+    return rv;
+}
+
+static int write_cert_expiry(const fam_t *f, const scrape_t *sc, gw_bytes_t *out)
+{
+    int rv = 0;
+    for (size_t i = 0; i < sc->certs_len && rv == 0; i++) {
+        gw_label_t l[] = {{"name", sc->certs[i].name}};
+        rv = gw_prom_sample(out, f->name, l, 1, sc->certs[i].not_after);
     }
     return rv;
 }
@@ -424,6 +445,16 @@ static const fam_t fams[] = {
      "Redis replies refused: too_large (past cluster.max_reply, the connection dropped), "
      "out_of_range (a number no script returns; decided locally).",
      .label = "reason", POINTS(cluster_bad_replies), .need = NEED_CLUSTER},
+    {"h2gate_tls_certificate_expiry_seconds", "gauge",
+     "The notAfter (Unix time) of the certificate served for each name of tls.acme: the ACME "
+     "certificate, or the self-signed stand-in until it comes.",
+     .over = OVER_CUSTOM, .write = write_cert_expiry, .need = NEED_ACME},
+    {"h2gate_acme_orders_total", "counter",
+     "ACME orders by result: issued (a certificate installed) or failed (backed off).",
+     .label = "result", POINTS(acme_results), .need = NEED_ACME},
+    {"h2gate_acme_renewal_failures_total", "counter",
+     "Failed ACME orders that were to replace a certificate still usable (it stays served).",
+     .off = AT(acme_renewal_failures), .need = NEED_ACME},
     {"h2gate_config_generation", "gauge", "The configuration in use: 1 at start, +1 per reload.",
      .off = AT(gen_id)},
     {"h2gate_build_info", "gauge", "Always 1; the version is a label.", .over = OVER_CUSTOM,
@@ -542,6 +573,8 @@ static int shown(const fam_t *f, const scrape_t *sc)
         return sc->tables[0].on || sc->tables[1].on;
     case NEED_CLUSTER:
         return sc->cluster_on;
+    case NEED_ACME:
+        return sc->acme_on;
     case NEED_PROC:
         return sc->proc.ok;
     case NEED_NONE:
@@ -581,6 +614,36 @@ void gw_server__on_scrape(uv_async_t *a)
     uint64_t ticket = w->srv->snap_ticket;
     uv_mutex_unlock(&w->srv->snap_mu);
     gw_server__metrics_answer(w, ticket);
+}
+
+/* The ACME client's counters and the certificate of each name, under s->lock (the generation
+ * and its stores stay while it is held; each store locks itself against the main loop). */
+static void acme_read(gw_server_t *s, scrape_t *sc)
+{
+    const gw_config_t *cfg = s->gen->cfg;
+    if (!cfg->acme.enabled)
+        return;
+    sc->acme_on = 1;
+    sc->acme_issued = atomic_load(&s->acme_counters.issued);
+    sc->acme_failed = atomic_load(&s->acme_counters.failed);
+    sc->acme_renewal_failures = atomic_load(&s->acme_counters.renewal_failures);
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->listen_len; i++)
+        if (s->gen->stores[i] && cfg->listen[i].tls)
+            n += cfg->listen[i].tls->acme_len;
+    if (n == 0 || !(sc->certs = gw_calloc(n, sizeof(*sc->certs))))
+        return;
+    for (size_t i = 0; i < cfg->listen_len; i++) {
+        int64_t na;
+        if (!s->gen->stores[i] || !cfg->listen[i].tls ||
+            gw_tls_store_not_after(s->gen->stores[i], &na) < 0 || na < 0)
+            continue;
+        for (size_t k = 0; k < cfg->listen[i].tls->acme_len; k++) {
+            snprintf(sc->certs[sc->certs_len].name, sizeof(sc->certs[0].name), "%s",
+                     cfg->listen[i].tls->acme[k]);
+            sc->certs[sc->certs_len++].not_after = (uint64_t)na;
+        }
+    }
 }
 
 int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
@@ -623,6 +686,7 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
         sc->cluster_up = sc->cluster.up ? 1 : 0;
     }
     gw_front_mset_seed(&sc->t, s->gen->cfg);
+    acme_read(s, sc);
     uv_mutex_unlock(&s->lock);
     sc->reloads_ok = atomic_load(&s->reloads_ok);
     sc->reloads_failed = atomic_load(&s->reloads_failed);
@@ -644,6 +708,7 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
         gw_front_metrics_add(&ws[i]->f, &sc->t);
     int rv = render(sc, out);
     gw_front_mset_free(&sc->t);
+    gw_free(sc->certs);
     gw_free(sc);
     return rv;
 }

@@ -399,3 +399,16 @@ int gw_tls__store_alpn(SSL *ssl, const unsigned char **out, unsigned char *outle
         }
     return 0;
 }
+
+int gw_tls_store_not_after(gw_tls_store_t *s, int64_t *out)
+{
+    struct tm t;
+    int rv = GW_E_NOENT;
+    pthread_mutex_lock(&s->lock);
+    if (s->leaf && ASN1_TIME_to_tm(X509_get0_notAfter(s->leaf), &t) == 1) {
+        *out = (int64_t)timegm(&t);
+        rv = 0;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rv;
+}

@@ -78,6 +78,9 @@ int gw_tls_pem_usable(const char *chain, size_t chain_len, const char *key, size
  * GW_E_NOMEM. */
 int gw_tls_store_set_challenge(gw_tls_store_t *s, const char *name, const uint8_t digest[32]);
 void gw_tls_store_clear_challenges(gw_tls_store_t *s);
+/* The notAfter (unix time) of the certificate s serves now (the stand-in's too) into *out,
+ * for the metrics; any thread. 0, or GW_E_NOENT (nothing served yet). */
+int gw_tls_store_not_after(gw_tls_store_t *s, int64_t *out);
 /* The listener context c serves from s (a reference is taken, dropped with c). c must have
  * been built from a tls with acme names (certs[0] without files). */
 void gw_tls_ctx_set_store(gw_tls_ctx_t *c, gw_tls_store_t *s);

@@ -481,20 +481,25 @@ class Pebble:
     badNonce, as a real server may). `directory` is the URL to give the client; `roots()` and
     `intermediates()` its CA certificates (PEM) from the management API. validity: the
     lifetime of the certificates it issues, in seconds (its default: 5 years). port: where its
-    ACME API listens (default: a free port), so that a test can start it where a gateway already
-    looks for it. http_port: where its http-01 validations go (default: a free port where
-    nothing listens)."""
+    ACME API listens (default: a free port), and tls: its HTTPS pair (Pebble.make_tls()), so
+    that a test can start it where a gateway already looks for it and trusts it. http_port: where
+    its http-01 validations go (default: a free port where nothing listens)."""
 
-    def __init__(self, tls_port, env=None, validity=None, port=None, http_port=None):
-        self.dir = tempfile.mkdtemp(prefix="pebble-")
-        self.ca = os.path.join(self.dir, "pebble.crt")
-        key = os.path.join(self.dir, "pebble.key")
+    @staticmethod
+    def make_tls(folder):
+        """A self-signed pair for pebble's HTTPS (127.0.0.1) in folder: (certificate, key)."""
+        crt, key = os.path.join(folder, "pebble.crt"), os.path.join(folder, "pebble.key")
         p = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                            "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", self.ca,
+                            "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", crt,
                             "-days", "2", "-subj", "/CN=pebble", "-addext",
                             "subjectAltName=DNS:localhost,IP:127.0.0.1"],
                            capture_output=True, text=True, timeout=30)
         assert p.returncode == 0, p.stderr
+        return crt, key
+
+    def __init__(self, tls_port, env=None, validity=None, port=None, tls=None, http_port=None):
+        self.dir = tempfile.mkdtemp(prefix="pebble-")
+        self.ca, key = tls or Pebble.make_tls(self.dir)
         self.port, self.mgmt, dns, cmgmt = port or free_port(), free_port(), free_port(), free_port()
         cfg = os.path.join(self.dir, "pebble.json")
         with open(cfg, "w") as f:
