@@ -1,12 +1,19 @@
 """Running the ACME client: when it orders (acme.renew_before, the hourly cap
 acme.max_orders_per_hour), what it shows on /metrics (parsed by python3-prometheus-client), and
 an ACME server down at start. Against Debian's pebble 2.4.0 with its default nonce rejection (5 %
-of good nonces refused); pebble 2.4.0 offers no ARI (RFC 9773: no renewalInfo in its directory),
-which the client says once and renews by renew_before; ARI itself is tested with scripted
-answers in tests/unit/test_acme_renew.c."""
+of good nonces refused). pebble 2.4.0 offers no ARI (RFC 9773: no renewalInfo in its
+directory), which the client says once and renews by renew_before; ARI is tested through
+AriFront, an HTTPS front of pebble that adds renewalInfo and answers it as a test says, and with
+scripted answers in tests/unit/test_acme_renew.c."""
+import base64
 import calendar
+import http.client
+import http.server
+import json
 import re
+import ssl
 import subprocess
+import threading
 import time
 
 import pytest
@@ -68,6 +75,188 @@ def expiry(fams, name):
              if s.labels == {"name": name}]
     assert len(found) == 1, fams["h2gate_tls_certificate_expiry_seconds"].samples
     return found[0]
+
+
+class AriFront:
+    """pebble behind an HTTPS front (pebble's own pair) that adds ARI: the directory gains
+    `renewalInfo`, answered here with answer(cert_id) -> (status, body, retry_after); every
+    other request is relayed to pebble with its Host kept, and pebble builds its URLs from the
+    Host it is given, so they all stay on the front's origin. `asked` lists the certIDs."""
+
+    def __init__(self, pb, crt, key, answer):
+        self.pb, self.answer, self.asked = pb, answer, []
+        self.ctx = ssl.create_default_context(cafile=crt)
+        front = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def reply(self, status, headers, body):
+                self.send_response(status)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def relay(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                c = http.client.HTTPSConnection("127.0.0.1", front.pb.port, context=front.ctx,
+                                                timeout=10)
+                hdrs = {k: v for k, v in self.headers.items()
+                        if k.lower() in ("host", "content-type", "accept", "user-agent")}
+                c.request(self.command, self.path, body=body, headers=hdrs)
+                r = c.getresponse()
+                data = r.read()
+                keep = [(k, v) for k, v in r.getheaders()
+                        if k.lower() in ("replay-nonce", "location", "retry-after", "link",
+                                         "content-type", "cache-control")]
+                c.close()
+                return r.status, keep, data
+
+            def handle_one(self):
+                if self.path.startswith("/renewal-info/"):
+                    cid = self.path[len("/renewal-info/"):]
+                    front.asked.append(cid)
+                    status, body, retry = front.answer(cid)
+                    hdrs = [("Content-Type", "application/json")]
+                    if retry:
+                        hdrs.append(("Retry-After", retry))
+                    self.reply(status, hdrs, body.encode())
+                    return
+                status, hdrs, data = self.relay()
+                if self.path == "/dir" and status == 200:
+                    d = json.loads(data)
+                    d["renewalInfo"] = f"https://127.0.0.1:{front.port}/renewal-info"
+                    data = json.dumps(d).encode()
+                self.reply(status, hdrs, data)
+
+            do_GET = do_HEAD = do_POST = handle_one
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        sctx.load_cert_chain(crt, key)
+        self.server.socket = sctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.directory = f"https://127.0.0.1:{self.port}/dir"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def cert_id(pem):
+    """RFC 9773 §4.1 for a PEM certificate, computed independently with python3-cryptography:
+    base64url(AKI keyIdentifier) "." base64url(the serial's DER content octets)."""
+    from cryptography import x509 as cx
+    c = cx.load_pem_x509_certificate(pem.encode())
+    kid = c.extensions.get_extension_for_class(cx.AuthorityKeyIdentifier).value.key_identifier
+    n = c.serial_number
+    serial = n.to_bytes(n.bit_length() // 8 + 1, "big")  # a leading 0 when the top bit is set
+
+    def b64(b):
+        return base64.urlsafe_b64encode(b).decode().rstrip("=")
+    return f"{b64(kid)}.{b64(serial)}"
+
+
+def rfc3339(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+@pytest.fixture
+def ari_front():
+    started = []
+
+    def start(*args):
+        f = AriFront(*args)
+        started.append(f)
+        return f
+
+    yield start
+    for f in started:
+        f.stop()
+
+
+def test_ari_window_drives_the_renewal(gateway, pebble, ari_front, tmp_path):
+    """A server offering ARI: right after issuance the client asks renewalInfo about the
+    certificate (by its RFC 9773 certID), renews at a time it drew inside the suggested window
+    (seconds away, while renew_before's third of a one-hour lifetime is 40 minutes away), takes
+    Retry-After bounded to a minute, and asks about the new certificate in turn."""
+    port, admin = free_port(), free_port()
+    crt, key = Pebble.make_tls(str(tmp_path))
+    pb = pebble(port, validity=3600, tls=(crt, key))
+    windows = {}
+
+    def answer(cid):
+        if cid not in windows:  # the first question about a certificate: 2 to 5 s from now
+            windows[cid] = (int(time.time()) + 2, int(time.time()) + 5)
+        start, end = windows[cid]
+        body = {"suggestedWindow": {"start": rfc3339(start), "end": rfc3339(end)},
+                "explanationURL": "https://ca.test/ari"}
+        return 200, json.dumps(body), "1"
+
+    front = ari_front(pb, crt, key, answer)
+    g = gateway(ops_config(port, front.directory, crt, tmp_path / "acme", ["w.test"], admin),
+                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    log = g.wait_log("event=acme_certificate_installed", timeout=25)
+    first = served_chain(port, "w.test")[0]
+    log = wait_for(g, lambda t: "event=acme_renewal_due" in t, 20)
+    cid = cert_id(first)
+    assert front.asked[0] == cid, (front.asked, cid)
+    m = re.search(r"event=acme_ari_window names=w.test cert_id=(\S+) start=(\d+) end=(\d+) "
+                  r"renew_at=(\d+) retry_in_s=(\d+) explanation=\"https://ca.test/ari\"", log)
+    assert m, log[-3000:]
+    assert m.group(1) == cid
+    start, end, renew_at = int(m.group(2)), int(m.group(3)), int(m.group(4))
+    assert (start, end) == windows[cid] and start <= renew_at < end
+    assert m.group(5) == "60"  # Retry-After: 1, bounded to a minute
+    due = re.search(r"event=acme_renewal_due names=w.test not_after=(\d+) renew_at=(\d+) "
+                    r"by=(\S+)", log)
+    assert due and int(due.group(2)) == renew_at and due.group(3) == "ari", log[-3000:]
+    assert int(due.group(1)) == not_after(first)
+    log = wait_for(g, lambda t: t.count("event=acme_certificate_installed names=w.test") >= 2, 20)
+    second = served_chain(port, "w.test")[0]
+    assert cert_id(second) != cid
+    wait_for(g, lambda t: t.count("event=acme_ari_window names=w.test") >= 2, 10)
+    assert front.asked.count(cid) == 1 and cert_id(second) in front.asked
+    assert "acme_ari_unsupported" not in g.log() and "acme_ari_failed" not in g.log()
+
+
+def test_ari_failure_falls_back_to_renew_before(gateway, pebble, ari_front, tmp_path):
+    """renewalInfo answering 500 about the first certificate, then a window whose end is before
+    its start about the second: each failure is logged with its reason and a backoff, and the
+    renewal follows renew_before (a third of a 12-second lifetime)."""
+    port, admin = free_port(), free_port()
+    crt, key = Pebble.make_tls(str(tmp_path))
+    pb = pebble(port, validity=12, tls=(crt, key))
+    bad = json.dumps({"suggestedWindow": {"start": rfc3339(time.time() + 9),
+                                          "end": rfc3339(time.time() + 5)}})
+    answers = iter([(500, "{}", None)])
+    front = ari_front(pb, crt, key, lambda cid: next(answers, (200, bad, "60")))
+    g = gateway(ops_config(port, front.directory, crt, tmp_path / "acme", ["f.test"], admin),
+                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    g.wait_log("event=acme_certificate_installed", timeout=25)
+    log = wait_for(g, lambda t: "event=acme_renewal_due" in t, 20)
+    fails = re.findall(r"event=acme_ari_failed names=f.test cert_id=\S+ reason=\"([^\"]*)\" "
+                       r"failures=(\d+) retry_in_s=(\d+) fallback=renew_before", log)
+    assert fails and fails[0][0] == "renewalInfo answered 500", log[-3000:]
+    assert (fails[0][1], fails[0][2]) == ("1", "60")
+    assert re.search(r"event=acme_renewal_due names=f.test not_after=\d+ renew_at=\d+ "
+                     r"by=renew_before", log), log[-3000:]
+    # the renewed certificate is asked about at once: a malformed window (RFC 9773 §4.2)
+    log = wait_for(g, lambda t: t.count("event=acme_ari_failed names=f.test") >= 2, 25)
+    fails = re.findall(r"event=acme_ari_failed names=f.test cert_id=(\S+) reason=\"([^\"]*)\" "
+                       r"failures=(\d+)", log)
+    assert fails[1][0] != fails[0][0] and fails[1][2] == "1", fails
+    assert "suggestedWindow whose end is after its start" in fails[1][1], fails
+    assert len(front.asked) == 2
 
 
 def wait_for(g, what, timeout):
