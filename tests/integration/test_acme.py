@@ -262,15 +262,17 @@ def test_acme_error_logged_with_detail_and_retried_with_backoff(gateway, pebble,
 def test_failed_validation_logged_with_the_servers_problem(gateway, pebble, tmp_path):
     """An ACME error (RFC 8555 §6.7): pebble validates on a port where nothing listens, the
     authorization turns invalid, and the log carries the problem's type and detail from the
-    challenge; the challenge certificate is withdrawn and the stand-in still served."""
+    challenge; the challenge certificate is withdrawn and the stand-in still served. pebble
+    validates at once (PEBBLE_VA_NOSLEEP): the failure may already show in its answer to the
+    challenge's POST ("challenge of ... invalid") rather than in the authorization's poll."""
     port = free_port()
     pb = pebble(free_port())
     g = gateway(acme_config(port, pb.directory, pb.ca, tmp_path / "acme", names=("d.test",)),
                 wait=[("127.0.0.1", port)])
     log = g.wait_log("event=acme_order_failed", timeout=20)
     m = re.search(r"event=acme_order_failed names=d.test state=failed status=\d+ "
-                  r"type=urn:ietf:params:acme:error:(\S+) detail=\"authorization of d.test "
-                  r"invalid: ([^\"]+)\"", log)
+                  r"type=urn:ietf:params:acme:error:(\S+) detail=\"(?:authorization|challenge) of "
+                  r"d.test invalid: ([^\"]+)\"", log)
     assert m, log[-3000:]
     # pebble 2.4: unauthorized, "Failed to connect to 127.0.0.1:PORT for the tls-alpn-01 ..."
     assert m.group(1) in ("unauthorized", "connection", "tls"), m.group(0)
