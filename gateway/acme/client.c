@@ -338,7 +338,8 @@ struct job {
     unsigned failures;
     unsigned orders;         /* orders started, for the log */
     gw_acme_share_t *share;  /* with a cluster: the name set's shared certificate */
-    gw_acme_starts_t starts; /* when the last orders reached newOrder (monotonic ms): the cap */
+    gw_acme_starts_t starts; /* when the last orders reached newOrder (unix ms): the cap, kept
+                                in the name set's folder (orders) across restarts */
     int counted;             /* the order under way is in starts */
     int renewal;             /* the order under way is to replace a usable certificate */
     int64_t halved_for;      /* the not_after whose renew_before past the lifetime was logged */
@@ -596,6 +597,26 @@ out:
     return rv;
 }
 
+/* The wall clock in ms: the cap's times outlive the process (a monotonic clock would not). */
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The cap's times into the name set's folder, so that a restart (a crash loop) does not start
+ * the count again. A failure is logged: the cap still holds in this process. */
+static void cap_save(job_t *j)
+{
+    char path[4200], text[GW_ACME_CAP_TEXT];
+    snprintf(path, sizeof(path), "%s/orders", j->dir);
+    size_t n = gw_acme_cap_format(&j->starts, text, sizeof(text));
+    if (mkdirs_0700(j->dir) != 0 || write_all(path, text, n) != 0)
+        GW_LOG_WARN("acme_state_failed", "names=%s file=%s reason=\"%s\"", j->log_names, path,
+                    strerror(errno));
+}
+
 static void count(gw_acme_t *a, size_t off)
 {
     if (a->counters)
@@ -645,7 +666,8 @@ static void job_step(job_t *j)
             if (!j->counted && gw_acme_order_state(j->order) == GW_ACME_S_ORDER &&
                 !strcmp(act.method, "POST")) {
                 /* what the cap counts: orders the server sees (RFC 8555 §7.4, newOrder) */
-                gw_acme_cap_record(&j->starts, (int64_t)(uv_hrtime() / 1000000u));
+                gw_acme_cap_record(&j->starts, wall_ms());
+                cap_save(j);
                 j->counted = 1;
             }
             GW_LOG_DEBUG("acme_request", "names=%s state=%s method=%s url=%s", j->log_names,
@@ -728,7 +750,7 @@ static void job_start_order(job_t *j)
      * reloads, a certificate that keeps expiring never make the server see more than a few
      * orders an hour. Attempts that never reached newOrder (the server unreachable) are not
      * counted: they cost the server nothing, and the certificate comes soon after it is back */
-    int64_t now_ms = (int64_t)(uv_hrtime() / 1000000u);
+    int64_t now_ms = wall_ms();
     int64_t at = gw_acme_cap_next(&j->starts, a->max_orders_per_hour, now_ms);
     if (at > now_ms) {
         GW_LOG_WARN("acme_order_deferred",
@@ -1380,6 +1402,12 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
         j->timer.data = j;
         j->timer_open = 1;
         log_names(j->log_names, sizeof(j->log_names), j->names, j->names_len);
+        char op[4200], *text = NULL;
+        size_t tl = 0;
+        snprintf(op, sizeof(op), "%s/orders", j->dir);
+        if (read_all(op, &text, &tl) == 0) /* the orders of the last hour, before a restart */
+            gw_acme_cap_parse(&j->starts, text, tl);
+        gw_free(text);
         gw_tls_store_ref(stores[i]);
         j->store = stores[i];
         if (cfg->cluster.enabled && cfg->acme.has_shared_key)

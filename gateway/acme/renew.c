@@ -3,6 +3,7 @@
 #include <jansson.h>
 #include <openssl/asn1.h>
 #include <openssl/x509v3.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -256,7 +257,7 @@ int64_t gw_acme_cap_next(const gw_acme_starts_t *s, unsigned max, int64_t now_ms
         return now_ms;
     /* the max-th most recent start: one more now would make max + 1 within an hour of it */
     size_t i = (s->next + GW_ACME_MAX_ORDERS_PER_HOUR - max) % GW_ACME_MAX_ORDERS_PER_HOUR;
-    int64_t free_at = s->at[i] + HOUR_MS;
+    int64_t free_at = (s->at[i] < now_ms ? s->at[i] : now_ms) + HOUR_MS;
     return free_at > now_ms ? free_at : now_ms;
 }
 
@@ -266,4 +267,40 @@ void gw_acme_cap_record(gw_acme_starts_t *s, int64_t now_ms)
     s->next = (s->next + 1) % GW_ACME_MAX_ORDERS_PER_HOUR;
     if (s->n < GW_ACME_MAX_ORDERS_PER_HOUR)
         s->n++;
+}
+
+size_t gw_acme_cap_format(const gw_acme_starts_t *s, char *out, size_t cap)
+{
+    size_t len = 0;
+    if (cap == 0)
+        return 0;
+    out[0] = 0;
+    for (size_t k = 0; k < s->n; k++) {
+        size_t i = (s->next + GW_ACME_MAX_ORDERS_PER_HOUR - s->n + k) % GW_ACME_MAX_ORDERS_PER_HOUR;
+        int w = snprintf(out + len, cap - len, "%lld\n", (long long)s->at[i]);
+        if (w < 0 || (size_t)w >= cap - len) {
+            out[0] = 0;
+            return 0;
+        }
+        len += (size_t)w;
+    }
+    return len;
+}
+
+void gw_acme_cap_parse(gw_acme_starts_t *s, const char *text, size_t len)
+{
+    memset(s, 0, sizeof(*s));
+    size_t i = 0;
+    while (i < len) {
+        int64_t v = 0;
+        size_t d = 0;
+        for (; i < len && text[i] >= '0' && text[i] <= '9' && d < 18; i++, d++)
+            v = v * 10 + (text[i] - '0');
+        int ok = d > 0 && (i == len || text[i] == '\n');
+        while (i < len && text[i] != '\n')
+            i++;
+        i++;
+        if (ok)
+            gw_acme_cap_record(s, v);
+    }
 }

@@ -73,8 +73,8 @@ int gw_acme_rfc3339(const char *s, int64_t *out);
 /* The most orders a name set may start in an hour (acme.max_orders_per_hour's bound). */
 #define GW_ACME_MAX_ORDERS_PER_HOUR 60
 
-/* The orders of a name set the server saw lately (their newOrder, in ms of a monotonic clock):
- * a ring of the last GW_ACME_MAX_ORDERS_PER_HOUR. */
+/* The orders of a name set the server saw lately (their newOrder, unix ms): a ring of the last
+ * GW_ACME_MAX_ORDERS_PER_HOUR. */
 typedef struct {
     int64_t at[GW_ACME_MAX_ORDERS_PER_HOUR];
     size_t n, next;
@@ -82,10 +82,21 @@ typedef struct {
 
 /* The earliest time (ms, >= now) at which one more order may start with never more than max
  * (1..GW_ACME_MAX_ORDERS_PER_HOUR) in any hour: now when fewer than max were made in the hour
- * before now, else an hour after the oldest of the last max. */
+ * before now, else an hour after the oldest of the last max. A time after now (the clock was
+ * set back) counts as now, so that the wait is never longer than an hour. */
 int64_t gw_acme_cap_next(const gw_acme_starts_t *s, unsigned max, int64_t now_ms);
 
 /* An order made at now_ms. */
 void gw_acme_cap_record(gw_acme_starts_t *s, int64_t now_ms);
+
+/* The ring as text, one time per line, oldest first, into out (cap bytes, NUL-terminated):
+ * what the state folder keeps so that a restart keeps the count. Returns the length, or 0 when
+ * it does not fit (GW_ACME_CAP_TEXT is always enough). */
+#define GW_ACME_CAP_TEXT (GW_ACME_MAX_ORDERS_PER_HOUR * 21 + 1)
+size_t gw_acme_cap_format(const gw_acme_starts_t *s, char *out, size_t cap);
+
+/* The text of gw_acme_cap_format() into *s (emptied first); lines that are not a time are
+ * skipped, at most GW_ACME_MAX_ORDERS_PER_HOUR kept (the last ones). */
+void gw_acme_cap_parse(gw_acme_starts_t *s, const char *text, size_t len);
 
 #endif

@@ -10,8 +10,10 @@ import calendar
 import http.client
 import http.server
 import json
+import os
 import re
 import ssl
+import stat
 import subprocess
 import threading
 import time
@@ -373,7 +375,8 @@ def test_hourly_cap_defers_the_third_order(gateway, pebble, tmp_path):
     """max_orders_per_hour: 2 and a validation that always fails (pebble validates on a port
     where nothing listens): two orders reach pebble 2 and 4 s apart (the backoff), the third
     is held back until an hour after the first (event=acme_order_deferred), and none is
-    made meanwhile."""
+    made meanwhile. The count is kept in the name set's folder: a restart (a crash loop) holds
+    the next order back at once."""
     port, admin = free_port(), free_port()
     pb = pebble(free_port())
     g = gateway(ops_config(port, pb.directory, pb.ca, tmp_path / "acme", ["q.test"], admin,
@@ -396,6 +399,20 @@ def test_hourly_cap_defers_the_third_order(gateway, pebble, tmp_path):
     # the stand-in is still served
     chain = served_chain(port, "q.test")
     assert len(chain) == 1 and "q.test" in x509(chain[0], "-subject")
+    g.stop()
+    (folder,) = [d for d in (tmp_path / "acme").iterdir() if d.is_dir()]
+    assert stat.S_IMODE(os.stat(folder / "orders").st_mode) == 0o600
+    assert len((folder / "orders").read_text().split()) == 2
+    g2 = gateway(ops_config(port, pb.directory, pb.ca, tmp_path / "acme", ["q.test"], admin,
+                            "  max_orders_per_hour: 2\n"),
+                 wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    log2 = g2.wait_log("event=acme_order_deferred", timeout=10)
+    m = re.search(r"event=acme_order_deferred names=q.test reason=\"2 orders in the last hour "
+                  r"\(acme.max_orders_per_hour\)\" retry_in_ms=(\d+)", log2)
+    assert m and int(m.group(1)) > 3600000 - 120000, log2[-3000:]
+    time.sleep(1)
+    assert "event=acme_order_start" not in g2.log()
+    assert orders(pb, g, g2) == 2
 
 
 @pytest.mark.parametrize("text,want", [

@@ -2,7 +2,8 @@
  * third, a duration past the lifetime halved), ARI (RFC 9773): the certID of §4.1's example
  * certificate, the directory's renewalInfo, scripted renewalInfo answers (a window, Retry-After
  * as seconds and as a date and bounded, malformed windows refused), the pick inside the window;
- * the hourly cap on orders with the clock passed in. */
+ * the hourly cap on orders with the clock passed in, its record as text (what survives a
+ * restart) and a clock set back. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -264,6 +265,44 @@ static void test_hourly_cap_defers_the_fourth_order(void **state)
     assert_int_equal(gw_acme_cap_next(&r, 2, now), now - 2 * 60000 + 3600000);
 }
 
+static void test_hourly_cap_kept_as_text_and_clock_set_back(void **state)
+{
+    (void)state;
+    const int64_t t0 = 1000000000000;
+    gw_acme_starts_t s = {0}, r;
+    char text[GW_ACME_CAP_TEXT];
+    /* empty: nothing written, nothing read */
+    assert_int_equal(gw_acme_cap_format(&s, text, sizeof(text)), 0);
+    gw_acme_cap_parse(&r, "", 0);
+    assert_int_equal(r.n, 0);
+    /* more than the ring holds, written and read back: the last GW_ACME_MAX_ORDERS_PER_HOUR,
+     * oldest first, and the same answers */
+    for (int i = 0; i < GW_ACME_MAX_ORDERS_PER_HOUR + 3; i++)
+        gw_acme_cap_record(&s, t0 + i * 1000);
+    size_t n = gw_acme_cap_format(&s, text, sizeof(text));
+    assert_true(n > 0 && n < sizeof(text));
+    assert_memory_equal(text, "1000000003000\n1000000004000\n", 28);
+    gw_acme_cap_parse(&r, text, n);
+    assert_int_equal(r.n, GW_ACME_MAX_ORDERS_PER_HOUR);
+    for (unsigned max = 1; max <= GW_ACME_MAX_ORDERS_PER_HOUR; max += 7)
+        assert_int_equal(gw_acme_cap_next(&r, max, t0 + 70000),
+                         gw_acme_cap_next(&s, max, t0 + 70000));
+    /* a file gone wrong: lines that are not times skipped, a last line without its newline */
+    static const char bad[] = "12x\n\n-5\n99999999999999999999\n1000000000000\n1000000001000";
+    gw_acme_cap_parse(&r, bad, sizeof(bad) - 1);
+    assert_int_equal(r.n, 2);
+    assert_int_equal(gw_acme_cap_next(&r, 2, t0 + 2000), t0 + 3600000);
+    /* too small a buffer: nothing */
+    assert_int_equal(gw_acme_cap_format(&s, text, 10), 0);
+    assert_string_equal(text, "");
+    /* the clock set back a day after three orders: the wait is an hour, not a day and one */
+    gw_acme_starts_t c = {0};
+    for (int i = 0; i < 3; i++)
+        gw_acme_cap_record(&c, t0 + i * 1000);
+    int64_t back = t0 - 86400000;
+    assert_int_equal(gw_acme_cap_next(&c, 3, back), back + 3600000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_ari_answers_scripted),
         cmocka_unit_test(test_ari_pick_stays_inside_the_window),
         cmocka_unit_test(test_hourly_cap_defers_the_fourth_order),
+        cmocka_unit_test(test_hourly_cap_kept_as_text_and_clock_set_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
