@@ -620,6 +620,10 @@ void gw_server__on_scrape(uv_async_t *a)
  * and its stores stay while it is held; each store locks itself against the main loop). */
 static void acme_read(gw_server_t *s, scrape_t *sc)
 {
+#if !GW_HAVE_ACME
+    (void)s;
+    (void)sc; /* no client: a config with acme: is refused at load */
+#else
     const gw_config_t *cfg = s->gen->cfg;
     if (!cfg->acme.enabled)
         return;
@@ -644,6 +648,7 @@ static void acme_read(gw_server_t *s, scrape_t *sc)
             sc->certs[sc->certs_len++].not_after = (uint64_t)na;
         }
     }
+#endif
 }
 
 int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)

@@ -192,9 +192,9 @@ struct gw_server {
     gw_cluster_t *cluster; /* replaced under lock (scrapes read its counters) */
 #if GW_HAVE_ACME
     gw_acme_t *acme; /* the ACME client, on the main loop (NULL before run and after stop) */
-#endif
     gw_acme_counters_t acme_counters; /* the ACME client's, for the scrape (process-wide) */
-    gw_cluster_hub_t *hub;            /* the workers' rate questions to the cluster (main loop) */
+#endif
+    gw_cluster_hub_t *hub; /* the workers' rate questions to the cluster (main loop) */
 };
 
 /* process.c: start, keep or stop the cluster client for the current configuration (main
