@@ -12,7 +12,7 @@ import time
 import pytest
 
 from procs import free_port
-from test_acme import acme_config, pebble, served_chain, verify, x509  # noqa: F401 (fixture)
+from test_acme import acme_config, orders, pebble, served_chain, verify, x509  # noqa: F401
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv && "
@@ -94,7 +94,7 @@ def test_two_instances_obtain_one_certificate_through_redis(gateway, pebble, red
     assert "event=acme_cluster_challenges" in log_a, log_a[-3000:]
     assert "acme_order_start" not in log_a, log_a[-3000:]
     assert log_b.count("event=acme_order_start") == 1
-    assert pb.log().count("POST /order-plz") == 1
+    assert orders(pb, ga, gb) == 1
     # both serve the same leaf, which verifies against pebble's root for both names
     root = pb.roots()
     for name in ("a.test", "b.test"):
@@ -156,7 +156,7 @@ def test_http01_answered_by_the_instance_that_did_not_order(gateway, redis_serve
             chain = served_chain(tls_a, name)
             v = verify(tmp_path, chain, pb.roots(), name)
             assert v.returncode == 0 and ": OK" in v.stdout, v.stdout + v.stderr
-        assert pb.log().count("POST /order-plz") == 1
+        assert orders(pb, ga, gb) == 1
     finally:
         pb.stop()
 
@@ -184,7 +184,7 @@ def test_a_wrong_shared_key_is_logged_and_that_instance_orders_for_itself(
     assert not re.search("acme_certificate_installed.*source=cluster", log_a)
     assert "event=acme_cluster_not_stored" in log_a
     assert "event=acme_cluster_challenges" in gb.log()  # B answered A's validation
-    assert pb.log().count("POST /order-plz") == 2
+    assert orders(pb, ga, gb) == 2
     assert r.cmd("GET", cert_key) == stored
     a, b = served_chain(port_a, "w.test")[0], served_chain(port_b, "w.test")[0]
     assert fingerprint(a) != fingerprint(b)
@@ -200,7 +200,7 @@ def test_redis_down_each_instance_orders_alone_logged_once(gateway, pebble, tmp_
     assert "event=acme_certificate_installed names=d.test" in log, log[-3000:]
     assert log.count("event=acme_cluster_unavailable") == 1, log[-3000:]
     assert "event=acme_order_start names=d.test" in log
-    assert pb.log().count("POST /order-plz") == 1
+    assert orders(pb, g) == 1
 
 
 def check(h2gate_bin, tmp_path, key_line, cluster=True):
