@@ -8,7 +8,9 @@
  *
  * Files: chars.c (the byte classes and the syntax predicates over them), fields.c (field lists
  * and values), method.c (request methods), list.c (lists and their parameters), sf.c
- * (Structured Field Values), priority.c (the Priority field of RFC 9218).
+ * (Structured Field Values), priority.c (the Priority field of RFC 9218), cachectl.c (the
+ * Cache-Control and Pragma directives of RFC 9111 §5.2, §5.4, and RFC 5861's), date.c
+ * (HTTP-date, RFC 9110 §5.6.7).
  */
 #ifndef GW_HTTP_HTTP_H
 #define GW_HTTP_HTTP_H
@@ -250,5 +252,77 @@ size_t gw_http_sf_bytes(const uint8_t *in, size_t n, char *out);
  * bits of the parameters present (0 = none, defaults apply); never fails. urgency and
  * incremental must not be NULL. */
 int gw_http_priority_parse(gw_slice_t v, uint8_t *urgency, uint8_t *incremental);
+
+/* ---- Cache-Control and Pragma (cachectl.c) -------------------------------------------- */
+
+/* RFC 9111 §5.2 (and RFC 5861 §3, §4, RFC 8246): the directives of every Cache-Control field
+ * line of a request or a response, gathered into one gw_http_cc_t. The one reader of these
+ * directives: coalescing (proxy/coalesce.c) and the cache (cache/) ask it.
+ *
+ * Lists are split at every comma, quoted or not (no GW_HTTP_LIST_F_QUOTED): a piece of a
+ * quoted argument (`private="set-cookie, x"`) is never a directive name looked for, so a
+ * reading errs only towards the stricter answer. Names are case-insensitive (§5.2). A
+ * qualified no-cache or private (with field names, §5.2.2.4, §5.2.2.7) sets the same bit as
+ * the bare directive: the callers treat both as the bare one, the stricter reading. */
+
+/* GW_HTTP_CC_*: one bit per directive. */
+enum {
+    GW_HTTP_CC_NO_STORE = 1u << 0,         /* §5.2.1.5, §5.2.2.5 */
+    GW_HTTP_CC_NO_CACHE = 1u << 1,         /* §5.2.1.4, §5.2.2.4 (qualified or not) */
+    GW_HTTP_CC_PRIVATE = 1u << 2,          /* §5.2.2.7 (qualified or not) */
+    GW_HTTP_CC_PUBLIC = 1u << 3,           /* §5.2.2.9 */
+    GW_HTTP_CC_MUST_REVALIDATE = 1u << 4,  /* §5.2.2.2 */
+    GW_HTTP_CC_PROXY_REVALIDATE = 1u << 5, /* §5.2.2.8 */
+    GW_HTTP_CC_NO_TRANSFORM = 1u << 6,     /* §5.2.1.6, §5.2.2.6 */
+    GW_HTTP_CC_ONLY_IF_CACHED = 1u << 7,   /* §5.2.1.7 */
+    GW_HTTP_CC_MUST_UNDERSTAND = 1u << 8,  /* §5.2.2.3 */
+    GW_HTTP_CC_IMMUTABLE = 1u << 9,        /* RFC 8246 */
+    GW_HTTP_CC_MAX_AGE = 1u << 10,         /* §5.2.1.1, §5.2.2.1: delta-seconds */
+    GW_HTTP_CC_S_MAXAGE = 1u << 11,        /* §5.2.2.10: delta-seconds */
+    GW_HTTP_CC_MAX_STALE = 1u << 12,       /* §5.2.1.2: optional delta-seconds */
+    GW_HTTP_CC_MIN_FRESH = 1u << 13,       /* §5.2.1.3: delta-seconds */
+    GW_HTTP_CC_SWR = 1u << 14,             /* RFC 5861 §3 stale-while-revalidate */
+    GW_HTTP_CC_SIE = 1u << 15,             /* RFC 5861 §4 stale-if-error */
+};
+
+/* RFC 9111 §1.2.2: a delta-seconds too large for us is taken as 2^31. */
+#define GW_HTTP_DELTA_MAX 2147483648u
+/* max-stale without an argument: any staleness is accepted (§5.2.1.2). */
+#define GW_HTTP_MAX_STALE_ANY UINT32_MAX
+
+typedef struct {
+    uint32_t flags; /* GW_HTTP_CC_*: the directives present (by name, whatever their argument) */
+    uint32_t valid; /* of the directives with an argument: those with at least one valid one */
+    uint32_t bad;   /* those with an occurrence whose argument is missing or not delta-seconds,
+                       or with two occurrences that disagree (§4.2.1: the answer is then
+                       taken as stale) */
+    /* the smallest valid argument of each (0 when none is valid): */
+    uint32_t max_age, s_maxage, max_stale, min_fresh, swr, sie;
+} gw_http_cc_t;
+
+/* delta-seconds (RFC 9111 §1.2.2: 1*DIGIT) into *out, capped at GW_HTTP_DELTA_MAX: 0, or -1
+ * when a is empty or holds a non-digit. */
+int gw_http_delta_seconds(gw_slice_t a, uint32_t *out);
+
+/* Read the directives of one Cache-Control field value into *cc, adding to what it holds
+ * (start from a zeroed gw_http_cc_t; call once per field line). Unknown directives are
+ * ignored (§5.2.3). Never fails. */
+void gw_http_cc_parse(gw_http_cc_t *cc, gw_slice_t value);
+
+/* The Cache-Control of every field line named cache-control in f[0..n) into *cc (zeroed first). */
+void gw_http_cc_fields(gw_http_cc_t *cc, const gw_field_t *f, size_t n);
+
+/* Non-zero when a Pragma field of f[0..n) holds no-cache (RFC 9111 §5.4; a cache honours it
+ * only when the request has no Cache-Control, which the caller decides). */
+int gw_http_pragma_no_cache(const gw_field_t *f, size_t n);
+
+/* ---- HTTP-date (date.c) ---------------------------------------------------------------- */
+
+/* RFC 9110 §5.6.7: an HTTP-date in any of its three forms (IMF-fixdate, the obsolete RFC 850
+ * and asctime forms, as a recipient must accept) into seconds since the epoch (UTC): 0, or -1
+ * when v is none of them (a bad day, month, hour…). Reads no clock, so the two-digit year of
+ * the RFC 850 form is read as 1970-2069 (§5.6.7 asks for "not more than 50 years ahead":
+ * the same answer until 2019+50). Leap seconds (second 60) are accepted. */
+int gw_http_date_parse(gw_slice_t v, int64_t *out);
 
 #endif

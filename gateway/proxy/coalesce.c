@@ -78,17 +78,6 @@ static int name_is(gw_slice_t name, const char *lit)
     return gw_slice_eq_nocase(name, gw_slice_str(lit));
 }
 
-/* delta-seconds of value 0 (RFC 9111 §1.2.2: "0", "00", …); an empty argument is not 0. */
-static int is_zero(gw_slice_t a)
-{
-    if (!a.len)
-        return 0;
-    for (size_t i = 0; i < a.len; i++)
-        if (a.base[i] != '0')
-            return 0;
-    return 1;
-}
-
 int gw_proxy__coalesce_request_ok(const gw_cfg_route_t *r, const gw_req_head_t *h)
 {
     if (!r->coalesce || h->protocol.len)
@@ -110,27 +99,18 @@ int gw_proxy__coalesce_request_ok(const gw_cfg_route_t *r, const gw_req_head_t *
         if (!r->coalesce_private &&
             (name_is(f->name, "authorization") || name_is(f->name, "cookie")))
             return 0; /* RFC 9111 §3.5 */
-        if (name_is(f->name, "cache-control")) {
-            /* split at every comma, quoted or not (no GW_HTTP_LIST_F_QUOTED), here and below:
-             * a piece of a quoted string is never one of the names looked for, so the answer
-             * only errs towards "not shared" */
-            gw_http_list_t l = gw_http_list(f->value, ',', 0);
-            gw_slice_t d, dn, da;
-            while (gw_http_list_next(&l, &d)) {
-                gw_http_param_split(d, &dn, &da); /* RFC 9111 §5.2: name[=arg] */
-                if (name_is(dn, "no-cache") || name_is(dn, "no-store") ||
-                    (name_is(dn, "max-age") && is_zero(da)))
-                    return 0; /* RFC 9111 §5.2.1.4, §5.2.1.5, §5.2.1.1 */
-            }
-        }
-        if (name_is(f->name, "pragma")) {
-            gw_http_list_t l = gw_http_list(f->value, ',', 0);
-            gw_slice_t d;
-            while (gw_http_list_next(&l, &d))
-                if (name_is(d, "no-cache"))
-                    return 0; /* RFC 9111 §5.4 */
-        }
     }
+    /* the directives through the one reader (http/cachectl.c), which splits at every comma,
+     * quoted or not: a piece of a quoted string is never one of the names looked for, so the
+     * answer only errs towards "not shared" */
+    gw_http_cc_t cc;
+    gw_http_cc_fields(&cc, h->fields, h->fields_len);
+    if (cc.flags & (GW_HTTP_CC_NO_CACHE | GW_HTTP_CC_NO_STORE))
+        return 0; /* RFC 9111 §5.2.1.4, §5.2.1.5 */
+    if ((cc.valid & GW_HTTP_CC_MAX_AGE) && cc.max_age == 0)
+        return 0; /* §5.2.1.1: max-age=0 (any occurrence: the smallest is kept) */
+    if (gw_http_pragma_no_cache(h->fields, h->fields_len))
+        return 0; /* RFC 9111 §5.4 */
     return 1;
 }
 
@@ -246,7 +226,7 @@ int gw_proxy__reusable(unsigned status, const gw_field_t *f, size_t n, const cha
     /* 304 only answers a conditional request and 206 a range request: neither coalesces */
     if (status < 200 || status == 206 || status == 304)
         return 0;
-    int explicit_fresh = 0, auth_ok = 0;
+    int explicit_fresh = 0;
     for (size_t i = 0; i < n; i++) {
         gw_slice_t name = f[i].name;
         gw_http_list_t l = gw_http_list(f[i].value, ',', 0);
@@ -255,18 +235,6 @@ int gw_proxy__reusable(unsigned status, const gw_field_t *f, size_t n, const cha
             return 0;
         if (name_is(name, "expires")) {
             explicit_fresh = 1; /* RFC 9111 §5.3 */
-        } else if (name_is(name, "cache-control")) {
-            gw_slice_t dn, da;
-            while (gw_http_list_next(&l, &d)) {
-                gw_http_param_split(d, &dn, &da); /* RFC 9111 §5.2: name[=arg] */
-                if (name_is(dn, "no-store") || name_is(dn, "private") || name_is(dn, "no-cache"))
-                    return 0; /* RFC 9111 §5.2.2.5, §5.2.2.7, §5.2.2.4 */
-                if (name_is(dn, "public") || name_is(dn, "s-maxage") || name_is(dn, "max-age"))
-                    explicit_fresh = 1;
-                if (name_is(dn, "public") || name_is(dn, "s-maxage") ||
-                    name_is(dn, "must-revalidate"))
-                    auth_ok = 1; /* RFC 9111 §3.5 */
-            }
         } else if (name_is(name, "vary")) {
             while (gw_http_list_next(&l, &d)) {
                 if (gw_slice_eq(d, GW_SLICE_LIT("*")))
@@ -279,6 +247,14 @@ int gw_proxy__reusable(unsigned status, const gw_field_t *f, size_t n, const cha
             }
         }
     }
+    gw_http_cc_t cc; /* by name, whatever the arguments (http/cachectl.c) */
+    gw_http_cc_fields(&cc, f, n);
+    if (cc.flags & (GW_HTTP_CC_NO_STORE | GW_HTTP_CC_PRIVATE | GW_HTTP_CC_NO_CACHE))
+        return 0; /* RFC 9111 §5.2.2.5, §5.2.2.7, §5.2.2.4 */
+    if (cc.flags & (GW_HTTP_CC_PUBLIC | GW_HTTP_CC_S_MAXAGE | GW_HTTP_CC_MAX_AGE))
+        explicit_fresh = 1;
+    int auth_ok =
+        (cc.flags & (GW_HTTP_CC_PUBLIC | GW_HTTP_CC_S_MAXAGE | GW_HTTP_CC_MUST_REVALIDATE)) != 0;
     /* RFC 9111 §3.5: a shared cache stores a response to a request with Authorization only
      * when it says public, s-maxage or must-revalidate (Cookie counts the same here) */
     if (credentials && !auth_ok)
