@@ -131,8 +131,9 @@ gw_rbuf_t *gw_rbuf_new(size_t cap)
 
 gw_rbuf_t *gw_rbuf_ref(gw_rbuf_t *b)
 {
-    GW_ASSERT(b->refs > 0);
-    b->refs++;
+    /* atomic: a cache entry on another worker may hold the same buffer (cache/store.c) */
+    uint32_t was = __atomic_fetch_add(&b->refs, 1, __ATOMIC_RELAXED);
+    GW_ASSERT(was > 0);
     return b;
 }
 
@@ -140,8 +141,9 @@ void gw_rbuf_unref(gw_rbuf_t *b)
 {
     if (!b)
         return;
-    GW_ASSERT(b->refs > 0);
-    if (--b->refs == 0)
+    uint32_t was = __atomic_fetch_sub(&b->refs, 1, __ATOMIC_ACQ_REL);
+    GW_ASSERT(was > 0);
+    if (was == 1)
         gw_free(b);
 }
 
@@ -321,7 +323,7 @@ size_t gw_iovq_take(gw_iovq_t *q, gw_iovq_ent_t *out, size_t max)
     if (q->count == 0)
         q->head = 0;
     /* the copy block is shared with the entries just taken: start a fresh one */
-    if (n && q->copy_buf && q->copy_buf->refs > 1) {
+    if (n && q->copy_buf && __atomic_load_n(&q->copy_buf->refs, __ATOMIC_RELAXED) > 1) {
         gw_rbuf_unref(q->copy_buf);
         q->copy_buf = NULL;
     }

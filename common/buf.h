@@ -82,9 +82,9 @@ void gw_ascii_lower(char *dst, const uint8_t *src, size_t n);
 /* ---- refcounted buffer ---------------------------------------------------------------- */
 
 typedef struct gw_rbuf {
-    uint32_t refs;
-    size_t cap; /* bytes available at data[] */
-    size_t len; /* bytes written so far (owner's convention) */
+    uint32_t refs; /* changed atomically: a buffer may be shared across threads (the cache) */
+    size_t cap;    /* bytes available at data[] */
+    size_t len;    /* bytes written so far (owner's convention) */
     uint8_t data[];
 } gw_rbuf_t;
 

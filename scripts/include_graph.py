@@ -33,7 +33,7 @@ LAYERS = [
     "back",
     "tls",
     "config",
-    "h2 h1",
+    "h2 h1 cache",
     "http",
     "common",
 ]

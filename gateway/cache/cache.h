@@ -1,0 +1,309 @@
+/* cache/cache.h — the shared HTTP cache (RFC 9111 as a shared cache, RFC 5861's stale answers),
+ * sans-IO: what may be stored and reused (policy.c), under which keys (key.c), and the store
+ * that holds the answers within a byte budget (store.c). No file here reads a clock, opens a
+ * socket or includes libuv or OpenSSL: times are passed in (seconds since the epoch, the unit of
+ * Date and Age), and the proxy does the I/O.
+ *
+ * Files: policy.c (storable, freshness, age, request directives, conditional requests, ranges,
+ * 304 updates, invalidation), key.c (primary and Vary keys), store.c (the sharded S3-FIFO store),
+ * cache_internal.h (what they share).
+ *
+ * The life of an answer, as the proxy will drive it:
+ *   request   → gw_cache_key() (GET and HEAD only) → gw_cache_get() → entry or miss;
+ *   entry     → gw_cache_use() says fresh / stale-while-revalidate / revalidate / 504;
+ *               gw_cache_conditional() and gw_cache_range() shape the answer (304, 206, 416);
+ *   miss      → the origin's head → gw_cache_storable() → gw_cache_meta() → gw_cache_put() once
+ *               the body ended whole, its buffers by reference;
+ *   304       → gw_cache_merge_304() gives the stored head's new fields, put again;
+ *   unsafe    → gw_cache_invalidation() names the URLs to gw_cache_purge().
+ */
+#ifndef GW_CACHE_CACHE_H
+#define GW_CACHE_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/buf.h"
+
+/* ---- the heads the policy reads ---------------------------------------------------------- */
+
+/* A request head as the cache needs it: the proxy fills it from its gw_req_head_t. Slices are
+ * only read during the call. */
+typedef struct {
+    gw_slice_t method;
+    gw_slice_t scheme;    /* "http" or "https" */
+    gw_slice_t authority; /* :authority or Host */
+    gw_slice_t path;      /* origin-form path and query, as the client sent it */
+    const gw_field_t *fields;
+    size_t nfields;
+} gw_cache_req_t;
+
+/* A response head: the origin's status and fields (or the stored ones). */
+typedef struct {
+    unsigned status;
+    const gw_field_t *fields;
+    size_t nfields;
+} gw_cache_resp_t;
+
+/* What the configuration decides (config's `cache:` section). */
+typedef struct {
+    int heuristic;                   /* RFC 9111 §4.2.2 freshness for Last-Modified answers */
+    uint32_t stale_if_error;         /* RFC 5861 §4 window (s) when the answer names none */
+    uint32_t stale_while_revalidate; /* RFC 5861 §3 window (s) when the answer names none */
+} gw_cache_policy_t;
+
+/* The cap of a heuristic freshness lifetime (§4.2.2 leaves it to the cache): one day. */
+#define GW_CACHE_HEURISTIC_MAX 86400u
+
+/* ---- may it be stored? (policy.c) ---------------------------------------------------------- */
+
+/* Why an answer is not stored (0: it is). */
+typedef enum {
+    GW_CACHE_STORE = 0,
+    GW_CACHE_NS_METHOD,     /* not a GET (§3: HEAD answers carry no body to store) */
+    GW_CACHE_NS_STATUS,     /* interim, 304, or not understood with must-understand */
+    GW_CACHE_NS_PARTIAL,    /* 206 or Content-Range: only full objects are stored */
+    GW_CACHE_NS_NO_STORE,   /* no-store in the request or the answer (§5.2.1.5, §5.2.2.5) */
+    GW_CACHE_NS_PRIVATE,    /* private (§5.2.2.7), qualified or not */
+    GW_CACHE_NS_SET_COOKIE, /* Set-Cookie: never stored, whatever the directives */
+    GW_CACHE_NS_AUTH,       /* Authorization or Cookie without public/s-maxage/must-revalidate */
+    GW_CACHE_NS_VARY_STAR,  /* Vary: * never matches (§4.1) */
+    GW_CACHE_NS_FRESHNESS,  /* no explicit freshness and no heuristic allowed (§3) */
+} gw_cache_nostore_t;
+/* "store", "method", "status", "partial", "no-store", "private", "set-cookie", "auth",
+ * "vary-star", "freshness": for logs and Cache-Status's detail. */
+const char *gw_cache_nostore_str(gw_cache_nostore_t w);
+
+/* Whether a shared cache may store resp, the answer to req (RFC 9111 §3, §3.5, §4.1), under pol.
+ * Stricter than the RFC where the gateway's rules are: Set-Cookie answers are never stored, a
+ * Cookie in the request counts as Authorization does (§3.5), a qualified private is private. */
+gw_cache_nostore_t gw_cache_storable(const gw_cache_policy_t *pol, const gw_cache_req_t *req,
+                                     const gw_cache_resp_t *resp);
+
+/* Non-zero for the statuses RFC 9110 §15.1 defines as heuristically cacheable. */
+int gw_cache_status_heuristic(unsigned status);
+
+/* ---- freshness and age (policy.c) -------------------------------------------------------- */
+
+/* GW_CACHE_M_*: what a stored answer's directives say of its reuse. */
+enum {
+    GW_CACHE_M_NO_CACHE = 1u << 0,  /* §5.2.2.4: validate before every reuse */
+    GW_CACHE_M_NO_STALE = 1u << 1,  /* §4.2.4: must-revalidate, proxy-revalidate or s-maxage
+                                       (§5.2.2.10): never served stale but by RFC 5861 grant */
+    GW_CACHE_M_HEURISTIC = 1u << 2, /* the lifetime is §4.2.2's (Cache-Status shows it) */
+    GW_CACHE_M_VALIDATOR = 1u << 3, /* an ETag or a Last-Modified: a 304 can refresh it */
+};
+
+/* What is computed once, when the answer is received, for every later reuse. */
+typedef struct {
+    int64_t response_time; /* §4.2.3 response_time: when the head arrived (s since epoch) */
+    uint32_t initial_age;  /* §4.2.3 corrected_initial_age */
+    uint32_t lifetime;     /* §4.2.1 freshness_lifetime */
+    uint32_t swr;          /* RFC 5861 §3 window (s): directive or default, 0 when none */
+    uint32_t sie;          /* RFC 5861 §4 window (s): directive or default, 0 when none */
+    uint32_t flags;        /* GW_CACHE_M_* */
+} gw_cache_meta_t;
+
+/* The freshness lifetime of resp (§4.2.1): s-maxage, else max-age, else Expires − Date, else
+ * (pol->heuristic, and a heuristically cacheable status or public, and a Last-Modified) 10 % of
+ * Date − Last-Modified capped at GW_CACHE_HEURISTIC_MAX (§4.2.2; *heuristic set to 1). A
+ * malformed or conflicting s-maxage or max-age, or an invalid Expires ("0"), gives 0 (stale,
+ * §4.2.1, §5.3). A missing or invalid Date is response_time (RFC 9110 §6.6.1). heuristic may be
+ * NULL. */
+uint32_t gw_cache_lifetime(const gw_cache_policy_t *pol, const gw_cache_resp_t *resp,
+                           int64_t response_time, int *heuristic);
+
+/* Everything gw_cache_meta_t holds for resp, the answer to a request sent at request_time and
+ * received at response_time (§4.2.3: apparent age from Date, Age, the response delay). */
+void gw_cache_meta(const gw_cache_policy_t *pol, const gw_cache_resp_t *resp, int64_t request_time,
+                   int64_t response_time, gw_cache_meta_t *m);
+
+/* §4.2.3 current_age at now: corrected_initial_age + resident_time (0 for a now before
+ * response_time), capped at GW_HTTP_DELTA_MAX: the value of the Age field sent with it. */
+uint32_t gw_cache_age(const gw_cache_meta_t *m, int64_t now);
+
+/* Non-zero when the stored answer is fresh at now (§4.2: lifetime > current age). */
+int gw_cache_fresh(const gw_cache_meta_t *m, int64_t now);
+
+/* How a stored answer may be used for a request (§4.2.4, §5.2.1, §5.4, RFC 5861). */
+typedef enum {
+    GW_CACHE_USE_FRESH = 0,   /* serve it */
+    GW_CACHE_USE_STALE_SWR,   /* serve it stale and revalidate once in the background */
+    GW_CACHE_USE_REVALIDATE,  /* ask the origin with its validators (or fetch anew) */
+    GW_CACHE_USE_UNAVAILABLE, /* only-if-cached and nothing usable: 504 (§5.2.1.7) */
+} gw_cache_use_t;
+/* "fresh", "stale-while-revalidate", "revalidate", "unavailable". */
+const char *gw_cache_use_str(gw_cache_use_t u);
+
+/* The request's directives against the stored answer at now: no-cache (§5.2.1.4) or Pragma
+ * no-cache without Cache-Control (§5.4), max-age (§5.2.1.1), min-fresh (§5.2.1.3), max-stale
+ * (§5.2.1.2, never past GW_CACHE_M_NO_STALE or no-cache), only-if-cached (§5.2.1.7), then the
+ * stored answer's no-cache and its stale-while-revalidate window. */
+gw_cache_use_t gw_cache_use(const gw_cache_meta_t *m, const gw_cache_req_t *req, int64_t now);
+
+/* Non-zero when the origin failed (no answer, a timeout, or status 500, 502, 503, 504, passed
+ * as 0 for no answer) and the stale answer may stand in (RFC 5861 §4): within the answer's
+ * window (or the request's stale-if-error), never under GW_CACHE_M_NO_STALE without the
+ * answer's own stale-if-error, nor for a request with no-cache. */
+int gw_cache_stale_if_error(const gw_cache_meta_t *m, const gw_cache_req_t *req, unsigned status,
+                            int64_t now);
+
+/* ---- conditional requests and ranges (policy.c) -------------------------------------------- */
+
+typedef enum {
+    GW_CACHE_COND_NONE = 0,     /* no condition the cache evaluates: the stored answer */
+    GW_CACHE_COND_NOT_MODIFIED, /* 304 with the stored validators (RFC 9110 §15.4.5) */
+    GW_CACHE_COND_FAILED,       /* evaluated false: the stored answer whole (200) */
+    GW_CACHE_COND_FORWARD,      /* If-Match / If-Unmodified-Since: for the origin */
+} gw_cache_cond_t;
+const char *gw_cache_cond_str(gw_cache_cond_t c);
+
+/* A GET or HEAD's preconditions against the stored answer, in RFC 9110 §13.2.2's order:
+ * If-Match and If-Unmodified-Since are the origin's (RFC 9111 §4.3.2: forwarded), If-None-Match
+ * (weak comparison, §13.1.2) and, only without it, If-Modified-Since against Last-Modified (or
+ * Date when there is none, RFC 9111 §4.3.2); an invalid date is ignored (§13.1.3). */
+gw_cache_cond_t gw_cache_conditional(const gw_cache_req_t *req, const gw_cache_resp_t *stored);
+
+typedef enum {
+    GW_CACHE_RANGE_NONE = 0,      /* no Range that applies: the whole answer */
+    GW_CACHE_RANGE_PARTIAL,       /* one satisfiable range: 206 [*first, *last] */
+    GW_CACHE_RANGE_UNSATISFIABLE, /* 416 with Content-Range: bytes * / length */
+    GW_CACHE_RANGE_FORWARD,       /* several ranges: for the origin */
+} gw_cache_range_t;
+const char *gw_cache_range_str(gw_cache_range_t r);
+
+/* A GET's Range (RFC 9110 §14.2) against a stored 200 of len bytes: ignored unless the unit is
+ * bytes and the syntax valid, on another status, or when If-Range does not match (§13.1.5:
+ * a strong ETag, or the exact Last-Modified of a strong validator, §8.8.2.2). */
+gw_cache_range_t gw_cache_range(const gw_cache_req_t *req, const gw_cache_resp_t *stored,
+                                uint64_t len, uint64_t *first, uint64_t *last);
+
+/* Content-Range for a 206 ("bytes F-L/LEN") or, with first > last, a 416 ("bytes * /LEN",
+ * RFC 9110 §14.4) into out (64 bytes suffice): its length. */
+size_t gw_cache_content_range(char *out, size_t cap, uint64_t first, uint64_t last, uint64_t len);
+
+/* ---- 304 and invalidation (policy.c) ----------------------------------------------------- */
+
+/* Non-zero when a 304's field of this name replaces the stored ones (RFC 9111 §3.2, §4.3.4):
+ * not Content-Length, the connection-specific fields, the proxy's own (Proxy-*), Age (the cache
+ * computes it), Content-Encoding, Content-Range, Transfer-Encoding, nor Vary (the stored answer
+ * is keyed by it). */
+int gw_cache_304_updates(gw_slice_t name);
+
+/* The stored fields after a 304 (§4.3.4): each updating field of upd replaces every stored
+ * line of its name; the rest stay in order. Slices point into stored and upd. Returns the
+ * count written to out, or -1 when cap is too small. */
+ssize_t gw_cache_merge_304(const gw_field_t *stored, size_t ns, const gw_field_t *upd, size_t nu,
+                           gw_field_t *out, size_t cap);
+
+/* A URL the cache may hold: scheme, authority and origin-form path with query. */
+typedef struct {
+    gw_slice_t scheme, authority, path;
+} gw_cache_url_t;
+
+/* The URLs to invalidate after an unsafe request got resp (RFC 9111 §4.4): none unless the
+ * method is unsafe and the status 2xx or 3xx; then the target URI, and Location and
+ * Content-Location when they name the same origin (an absolute URL of the same scheme and
+ * authority, compared as gw_cache_key does, or an absolute path). Up to 3 into out; returns
+ * the count. Slices point into req and resp. */
+size_t gw_cache_invalidation(const gw_cache_req_t *req, const gw_cache_resp_t *resp,
+                             gw_cache_url_t out[3]);
+
+/* ---- keys (key.c) ------------------------------------------------------------------------- */
+
+/* The primary key (§4: target URI; GET and HEAD share one entry, which a HEAD is answered from)
+ * into out (cap bytes; NULL to measure): `scheme "://" authority path`, the scheme and the
+ * authority lowercased (RFC 3986 §6.2.2.1), the default port (:80 for http, :443 for https)
+ * dropped (§6.2.3), the path and query byte for byte as the client sent them (no
+ * percent-decoding, no dot segments removed: an origin may tell them apart). An authority has no
+ * "/", so the key is unambiguous, and a URL prefix is a key prefix (purge by prefix). Returns the
+ * key's length (written only when it fits). */
+size_t gw_cache_key(const gw_cache_url_t *u, char *out, size_t cap);
+
+/* The secondary key of a request for an answer with Vary (§4.1) into out (cap bytes; NULL to
+ * measure): for each field name the answer's Vary lines list (lowercased, in their order,
+ * repeated names once), the request's field lines of that name combined with ", " and the
+ * whitespace around each comma removed; an absent field differs from an empty one. Values keep
+ * their case. Returns its length, or -1 for Vary: * (never matches). No Vary: length 0. */
+ssize_t gw_cache_vary_key(const gw_field_t *resp, size_t nresp, const gw_field_t *req, size_t nreq,
+                          char *out, size_t cap);
+
+/* ---- the store (store.c) ------------------------------------------------------------------ */
+
+typedef struct gw_cache gw_cache_t;
+
+typedef struct {
+    size_t memory;     /* the budget: bodies, heads, keys, index all counted */
+    size_t max_object; /* an answer whose charge is larger is refused; <= memory */
+    unsigned shards;   /* power of two up to 64; 0: as many as keep each >= 4 max_object */
+} gw_cache_opts_t;
+
+/* A stored answer. Immutable once in the store; valid while the holder keeps its reference. */
+typedef struct gw_cache_entry {
+    const char *key; /* primary key */
+    size_t keylen;
+    unsigned status;
+    const gw_field_t *fields; /* the stored head (slices into the entry) */
+    size_t nfields;
+    const gw_rslice_t *body; /* the body: references the entry holds */
+    size_t nbody;
+    uint64_t body_len;
+    gw_cache_meta_t meta;
+    size_t charge; /* bytes counted against the budget */
+} gw_cache_entry_t;
+
+typedef struct {
+    uint64_t hits, misses, inserts, replaced, evictions, purged, refused;
+    uint64_t bytes;   /* charged now */
+    uint64_t objects; /* entries now */
+    uint64_t ghosts;  /* keys in the ghost queues */
+} gw_cache_stats_t;
+
+/* A store for o, or NULL (out of memory, or GW_E_INVAL-worthy options: memory 0, max_object 0
+ * or above memory, shards not a power of two up to 64). Threads may use it at once. */
+gw_cache_t *gw_cache_new(const gw_cache_opts_t *o);
+/* Free the store; entries still held by readers live on until their last unref. */
+void gw_cache_del(gw_cache_t *c);
+/* The number of shards (each with its lock and 1/shards of the budget). */
+unsigned gw_cache_shards(const gw_cache_t *c);
+
+/* What an insert stores: the key, the request fields the answer's Vary names are read from,
+ * the head (copied into the entry), the body (each slice's buffer gains a reference held by the
+ * entry: the bytes are shared, not copied) and its metadata. */
+typedef struct {
+    const char *key;
+    size_t keylen;
+    const gw_field_t *req_fields;
+    size_t nreq;
+    unsigned status;
+    const gw_field_t *fields;
+    size_t nfields;
+    const gw_rslice_t *body;
+    size_t nbody;
+    gw_cache_meta_t meta;
+} gw_cache_put_t;
+
+/* Store p, replacing the entry of the same key and Vary key, evicting as the budget needs
+ * (S3-FIFO). 0; GW_E_LIMIT when its charge is above max_object (refused, counted); GW_E_INVAL
+ * for Vary: *; GW_E_NOMEM. */
+int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p);
+
+/* The entry for key whose Vary key matches the request fields req[0..n), with a reference the
+ * caller drops with gw_cache_unref(); NULL on a miss. Counts a hit or a miss. Takes the lock of
+ * the key's shard only. */
+gw_cache_entry_t *gw_cache_get(gw_cache_t *c, const char *key, size_t keylen, const gw_field_t *req,
+                               size_t n);
+
+/* Drop a reference from gw_cache_get(); the last one frees the entry and its body references. */
+void gw_cache_unref(gw_cache_entry_t *e);
+
+/* Remove every variant of key; returns how many. Readers keep theirs. */
+size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen);
+/* Remove every entry whose key starts with prefix (every shard, one after the other). */
+size_t gw_cache_purge_prefix(gw_cache_t *c, const char *prefix, size_t len);
+
+/* The counters, summed over the shards. */
+void gw_cache_stats(gw_cache_t *c, gw_cache_stats_t *s);
+
+#endif

@@ -1,0 +1,118 @@
+/* cache/key.c — the keys of the cache: the target URI (RFC 9111 §4, normalised as RFC 3986
+ * §6.2.2.1 and §6.2.3 allow) and the Vary key (§4.1). */
+#include <string.h>
+
+#include "cache/cache_internal.h"
+#include "http/http.h"
+
+int gw_cache__field(const gw_field_t *f, size_t n, const char *name, gw_slice_t *v)
+{
+    gw_slice_t nm = gw_slice_str(name);
+    for (size_t i = 0; i < n; i++)
+        if (gw_slice_eq_nocase(f[i].name, nm)) {
+            *v = f[i].value;
+            return 1;
+        }
+    return 0;
+}
+
+static int ends_with(gw_slice_t s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return s.len >= n && !memcmp(s.base + s.len - n, lit, n);
+}
+
+gw_slice_t gw_cache__authority(gw_slice_t scheme, gw_slice_t a)
+{
+    /* RFC 3986 §6.2.3: an empty port and the scheme's default port are the same URI */
+    if (ends_with(a, ":"))
+        a.len -= 1;
+    else if (gw_slice_eq_nocase(scheme, GW_SLICE_LIT("http")) && ends_with(a, ":80"))
+        a.len -= 3;
+    else if (gw_slice_eq_nocase(scheme, GW_SLICE_LIT("https")) && ends_with(a, ":443"))
+        a.len -= 4;
+    return a;
+}
+
+/* n bytes at *at in out when they fit (lowercased when asked); *at always advances. */
+static void put(char *out, size_t cap, size_t *at, const void *p, size_t n, int lower)
+{
+    if (out && *at + n <= cap && n) {
+        if (lower)
+            gw_ascii_lower(out + *at, p, n);
+        else
+            memcpy(out + *at, p, n);
+    }
+    *at += n;
+}
+
+size_t gw_cache_key(const gw_cache_url_t *u, char *out, size_t cap)
+{
+    size_t at = 0;
+    gw_slice_t a = gw_cache__authority(u->scheme, u->authority);
+    put(out, cap, &at, u->scheme.base, u->scheme.len, 1);
+    put(out, cap, &at, "://", 3, 0);
+    put(out, cap, &at, a.base, a.len, 1);
+    put(out, cap, &at, u->path.base, u->path.len, 0);
+    return at;
+}
+
+/* Whether the name e already came earlier in the Vary lines (before line li, element e). */
+static int seen_before(const gw_field_t *resp, size_t li, gw_slice_t e)
+{
+    for (size_t i = 0; i <= li; i++) {
+        if (!gw_slice_eq_nocase(resp[i].name, GW_SLICE_LIT("vary")))
+            continue;
+        gw_http_list_t l = gw_http_list(resp[i].value, ',', 0);
+        gw_slice_t d;
+        while (gw_http_list_next(&l, &d)) {
+            if (d.base == e.base)
+                return 0; /* reached e itself */
+            if (gw_slice_eq_nocase(d, e))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+ssize_t gw_cache_vary_key(const gw_field_t *resp, size_t nresp, const gw_field_t *req, size_t nreq,
+                          char *out, size_t cap)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < nresp; i++) {
+        if (!gw_slice_eq_nocase(resp[i].name, GW_SLICE_LIT("vary")))
+            continue;
+        gw_http_list_t l = gw_http_list(resp[i].value, ',', 0);
+        gw_slice_t name;
+        while (gw_http_list_next(&l, &name)) {
+            if (gw_slice_eq(name, GW_SLICE_LIT("*")))
+                return -1; /* §4.1: never matches */
+            if (seen_before(resp, i, name))
+                continue;
+            /* name ":" value "\n", or name "!\n" when absent: names are tokens (no ":" or
+             * "!"), and no value holds a "\n" (the fronts refuse CR, LF and NUL), so the
+             * encoding is unambiguous */
+            put(out, cap, &at, name.base, name.len, 1);
+            int any = 0;
+            for (size_t j = 0; j < nreq; j++) {
+                if (!gw_slice_eq_nocase(req[j].name, name))
+                    continue;
+                /* §4.1: the lines combined, the whitespace around commas normalised (a
+                 * comma inside a quoted string is left as it is) */
+                gw_http_list_t vl = gw_http_list(req[j].value, ',', GW_HTTP_LIST_F_QUOTED);
+                gw_slice_t v;
+                put(out, cap, &at, any ? "," : ":", 1, 0);
+                int first = 1;
+                while (gw_http_list_next(&vl, &v)) {
+                    if (!first)
+                        put(out, cap, &at, ",", 1, 0);
+                    put(out, cap, &at, v.base, v.len, 0);
+                    first = 0;
+                }
+                any = 1;
+            }
+            put(out, cap, &at, any ? "\n" : "!\n", any ? 1 : 2, 0);
+        }
+    }
+    return (ssize_t)at;
+}

@@ -1,0 +1,616 @@
+/* cache/store.c — the store of the cache: one per process, shared by the workers.
+ *
+ * Shards. The store is split by key hash into shards, each with its own lock, hash index,
+ * queues and 1/shards of the byte budget: a lookup takes the lock of its key's shard only, so
+ * a hit on one shard never waits for another, and one shard's eviction never stalls the rest.
+ * There are as many shards as keep each at least 4 max_object large (up to 64), so that the
+ * largest object does not empty a shard.
+ *
+ * The budget counts everything the store holds: each entry's block (its struct, key, Vary key,
+ * head), its array of body references, and the whole of every body buffer it references (a
+ * reference to a few bytes of a large buffer pins all of it, so all of it is charged), the hash
+ * tables' bucket arrays and the ghost keys. An object whose charge is above max_object is
+ * refused.
+ *
+ * Eviction: S3-FIFO (Juncheng Yang, Yazhuo Zhang, Ziyue Qiu, Yao Yue, K. V. Rashmi, "FIFO
+ * queues are all you need for cache eviction", SOSP 2023). A new object enters a small FIFO
+ * (10 % of the shard's bytes); when it leaves it, it goes on to the main FIFO if it was read
+ * while there, else out, its key hash kept in a ghost FIFO; an object whose key is in the ghost
+ * queue enters main directly. Main reinserts an object read since it last passed (a 2-bit
+ * counter, decremented at each pass), and evicts the others. Chosen over SIEVE (Zhang et al.,
+ * NSDI 2024) because a scan of one-time keys passes through the small queue only and never
+ * reaches main, where the hot set lives: the property a cache in front of crawled origins
+ * needs (test_cache_store's hot_set_survives_a_scan measures it against LRU). Both are FIFO
+ * queues without a move on a hit: a hit bumps a counter, under the shard's lock.
+ *
+ * Entries are refcounted: the store holds one reference while the entry is indexed, each
+ * gw_cache_get() one more. Eviction, replacement and purge only unlink it and drop the store's
+ * reference, so a reader keeps the entry, its head and its body buffers alive until its
+ * gw_cache_unref(). What is unlinked is freed after the lock is released.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "cache/cache_internal.h"
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/hash.h"
+#include "common/list.h"
+
+enum { Q_NONE = 0, Q_SMALL, Q_MAIN };
+
+typedef struct entry {
+    gw_cache_entry_t pub; /* what the caller reads */
+    uint32_t refs;        /* atomic: the store's (while indexed) and the readers' */
+    uint8_t freq;         /* S3-FIFO's 2-bit counter: reads since the last pass */
+    uint8_t where;        /* Q_* */
+    uint64_t hash;
+    struct entry *hnext; /* hash chain; after unlinking, the list of entries to release */
+    gw_list_t qlink;     /* in small or main */
+    const char *vkey;    /* the Vary key it was stored under */
+    size_t vkeylen;
+} entry_t;
+
+typedef struct ghost {
+    uint64_t hash;
+    struct ghost *hnext;
+    gw_list_t qlink;
+} ghost_t;
+
+typedef struct {
+    pthread_mutex_t lock;
+    entry_t **tab; /* chained hash index, nbuckets a power of two */
+    size_t nbuckets, count;
+    ghost_t **gtab;
+    size_t gbuckets, gcount;
+    gw_list_t small, main, ghost; /* FIFOs: new at the front, the tail leaves */
+    size_t small_bytes, small_target; /* small's bytes, and its share (see evict()) */
+    size_t used, budget;              /* charged bytes, the shard's share of memory */
+    uint64_t hits, misses, inserts, replaced, evictions, purged, refused;
+    char pad[64]; /* keep two shards' locks off one cache line */
+} shard_t;
+
+struct gw_cache {
+    size_t memory, max_object;
+    unsigned nshards;
+    shard_t *shards;
+};
+
+#define GHOST_MIN 16
+
+/* FNV-1a mixed again (MurmurHash3's fmix64): FNV's high bits barely move between keys that
+ * differ in their last bytes (URLs). The top 6 bits choose the shard, the low bits the bucket. */
+static uint64_t key_hash(const char *k, size_t n)
+{
+    uint64_t h = gw_fnv1a64(GW_FNV64_BASIS, k, n);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}
+
+static shard_t *shard_of(gw_cache_t *c, uint64_t h)
+{
+    return &c->shards[(h >> 58) & (c->nshards - 1)];
+}
+
+/* ---- entries ------------------------------------------------------------------------------- */
+
+static void entry_free(entry_t *e)
+{
+    for (size_t i = 0; i < e->pub.nbody; i++)
+        gw_rbuf_unref(e->pub.body[i].buf);
+    gw_free(e);
+}
+
+void gw_cache_unref(gw_cache_entry_t *pub)
+{
+    if (!pub)
+        return;
+    entry_t *e = GW_CONTAINER_OF(pub, entry_t, pub);
+    if (__atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        entry_free(e);
+}
+
+/* What a body costs: its references, and each buffer it references whole (once per run of
+ * slices into the same buffer). */
+static size_t body_charge(const gw_rslice_t *b, size_t n)
+{
+    size_t sum = n * sizeof(gw_rslice_t);
+    for (size_t i = 0; i < n; i++) {
+        int seen = 0;
+        for (size_t j = i; j-- > 0 && !seen;)
+            seen = b[j].buf == b[i].buf;
+        if (!seen)
+            sum += sizeof(gw_rbuf_t) + b[i].buf->cap;
+    }
+    return sum;
+}
+
+static size_t align8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/* A new entry (one block) for p with its Vary key, the body buffers referenced; NULL out of
+ * memory. */
+static entry_t *entry_new(const gw_cache_put_t *p, size_t vlen, size_t *charge)
+{
+    size_t head = 0;
+    for (size_t i = 0; i < p->nfields; i++)
+        head += p->fields[i].name.len + p->fields[i].value.len;
+    size_t off_fields = align8(sizeof(entry_t));
+    size_t off_body = off_fields + align8(p->nfields * sizeof(gw_field_t));
+    size_t off_bytes = off_body + align8(p->nbody * sizeof(gw_rslice_t));
+    size_t total = off_bytes + p->keylen + vlen + head + 2;
+    char *blk = gw_malloc(total);
+    if (!blk)
+        return NULL;
+    entry_t *e = (entry_t *)(void *)blk;
+    memset(e, 0, sizeof(*e));
+    gw_field_t *f = (gw_field_t *)(void *)(blk + off_fields);
+    gw_rslice_t *b = (gw_rslice_t *)(void *)(blk + off_body);
+    char *at = blk + off_bytes;
+    memcpy(at, p->key, p->keylen);
+    at[p->keylen] = 0;
+    e->pub.key = at;
+    e->pub.keylen = p->keylen;
+    at += p->keylen + 1;
+    gw_cache_vary_key(p->fields, p->nfields, p->req_fields, p->nreq, at, vlen);
+    at[vlen] = 0;
+    e->vkey = at;
+    e->vkeylen = vlen;
+    at += vlen + 1;
+    for (size_t i = 0; i < p->nfields; i++) {
+        const gw_field_t *s = &p->fields[i];
+        memcpy(at, s->name.base, s->name.len);
+        f[i].name = (gw_slice_t){(const uint8_t *)at, s->name.len};
+        at += s->name.len;
+        if (s->value.len)
+            memcpy(at, s->value.base, s->value.len);
+        f[i].value = (gw_slice_t){(const uint8_t *)at, s->value.len};
+        at += s->value.len;
+    }
+    uint64_t blen = 0;
+    for (size_t i = 0; i < p->nbody; i++) {
+        b[i] = (gw_rslice_t){gw_rbuf_ref(p->body[i].buf), p->body[i].off, p->body[i].len};
+        blen += p->body[i].len;
+    }
+    e->pub.status = p->status;
+    e->pub.fields = f;
+    e->pub.nfields = p->nfields;
+    e->pub.body = b;
+    e->pub.nbody = p->nbody;
+    e->pub.body_len = blen;
+    e->pub.meta = p->meta;
+    e->pub.charge = *charge =
+        total + body_charge(p->body, p->nbody) - p->nbody * sizeof(gw_rslice_t);
+    e->refs = 1; /* the store's */
+    e->hash = key_hash(p->key, p->keylen);
+    gw_list_init(&e->qlink);
+    return e;
+}
+
+/* ---- the index ------------------------------------------------------------------------------ */
+
+static void index_grow(shard_t *s)
+{
+    size_t nb = s->nbuckets * 2;
+    entry_t **t = gw_calloc(nb, sizeof(*t));
+    if (!t)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (entry_t *e = s->tab[i], *next; e; e = next) {
+            next = e->hnext;
+            e->hnext = t[e->hash & (nb - 1)];
+            t[e->hash & (nb - 1)] = e;
+        }
+    gw_free(s->tab);
+    s->used += (nb - s->nbuckets) * sizeof(*t);
+    s->tab = t;
+    s->nbuckets = nb;
+}
+
+/* Unlink e from the index and its queue; the caller drops the store's reference (after the
+ * lock) through *release. */
+static void unlink_entry(shard_t *s, entry_t *e, entry_t **release)
+{
+    entry_t **pp = &s->tab[e->hash & (s->nbuckets - 1)];
+    while (*pp != e)
+        pp = &(*pp)->hnext;
+    *pp = e->hnext;
+    if (e->where == Q_SMALL)
+        s->small_bytes -= e->pub.charge;
+    gw_list_remove(&e->qlink);
+    e->where = Q_NONE;
+    s->count--;
+    s->used -= e->pub.charge;
+    e->hnext = *release;
+    *release = e;
+}
+
+static void release_all(entry_t *e)
+{
+    while (e) {
+        entry_t *next = e->hnext;
+        gw_cache_unref(&e->pub);
+        e = next;
+    }
+}
+
+/* ---- the ghost queue: hashes of keys evicted from small --------------------------------- */
+
+static ghost_t **ghost_slot(shard_t *s, uint64_t h)
+{
+    ghost_t **pp = &s->gtab[h & (s->gbuckets - 1)];
+    while (*pp && (*pp)->hash != h)
+        pp = &(*pp)->hnext;
+    return pp;
+}
+
+static void ghost_drop(shard_t *s, ghost_t **pp)
+{
+    ghost_t *g = *pp;
+    *pp = g->hnext;
+    gw_list_remove(&g->qlink);
+    s->gcount--;
+    s->used -= sizeof(*g);
+    gw_free(g);
+}
+
+/* Whether h is in the ghost queue; removed when it is (it goes on to main). */
+static int ghost_take(shard_t *s, uint64_t h)
+{
+    ghost_t **pp = ghost_slot(s, h);
+    if (!*pp)
+        return 0;
+    ghost_drop(s, pp);
+    return 1;
+}
+
+static void ghost_add(shard_t *s, uint64_t h)
+{
+    ghost_t **pp = ghost_slot(s, h);
+    if (*pp)
+        return;
+    ghost_t *g = gw_malloc(sizeof(*g));
+    if (!g)
+        return; /* the key is forgotten: it would have entered small anyway */
+    g->hash = h;
+    g->hnext = NULL;
+    *pp = g;
+    gw_list_push_front(&s->ghost, &g->qlink);
+    s->gcount++;
+    s->used += sizeof(*g);
+    /* the ghost queue holds as many keys as the shard holds entries (the paper sizes it as
+     * main), at least GHOST_MIN */
+    size_t cap = s->count > GHOST_MIN ? s->count : GHOST_MIN;
+    while (s->gcount > cap) {
+        ghost_t *old = GW_CONTAINER_OF(s->ghost.prev, ghost_t, qlink);
+        ghost_drop(s, ghost_slot(s, old->hash));
+    }
+}
+
+/* ---- S3-FIFO eviction ---------------------------------------------------------------------- */
+
+static void push_main(shard_t *s, entry_t *e)
+{
+    gw_list_push_front(&s->main, &e->qlink);
+    e->where = Q_MAIN;
+}
+
+/* One object out of small: the tail goes to main when it was read while in small, else out
+ * (its key to the ghost queue). 1 when one was evicted. */
+static int evict_small(shard_t *s, entry_t **release)
+{
+    while (!gw_list_empty(&s->small)) {
+        entry_t *t = GW_CONTAINER_OF(s->small.prev, entry_t, qlink);
+        if (t->freq > 0) {
+            gw_list_remove(&t->qlink);
+            s->small_bytes -= t->pub.charge;
+            t->freq = 0;
+            push_main(s, t);
+            continue;
+        }
+        uint64_t h = t->hash;
+        unlink_entry(s, t, release);
+        s->evictions++;
+        ghost_add(s, h);
+        return 1;
+    }
+    return 0;
+}
+
+/* One object out of main: a tail read since its last pass goes back to the front with one
+ * read less; the first one that was not is evicted. */
+static int evict_main(shard_t *s, entry_t **release)
+{
+    while (!gw_list_empty(&s->main)) {
+        entry_t *t = GW_CONTAINER_OF(s->main.prev, entry_t, qlink);
+        if (t->freq > 0) {
+            t->freq--;
+            gw_list_remove(&t->qlink);
+            gw_list_push_front(&s->main, &t->qlink);
+            continue;
+        }
+        unlink_entry(s, t, release);
+        s->evictions++;
+        return 1;
+    }
+    return 0;
+}
+
+/* Make room for need more bytes. Before the new object is in: an object is never evicted by
+ * its own insertion (as libCacheSim's S3-FIFO does it). */
+static void evict(shard_t *s, size_t need, entry_t **release)
+{
+    while (s->used + need > s->budget) {
+        /* small while it holds its share of the bytes (or main is empty) */
+        int from_small = !gw_list_empty(&s->small) &&
+                         (s->small_bytes >= s->small_target || gw_list_empty(&s->main));
+        if (from_small ? evict_small(s, release) : evict_main(s, release))
+            continue;
+        if (evict_small(s, release) || evict_main(s, release))
+            continue;
+        /* no entry left: only ghosts and the index remain */
+        if (!s->gcount)
+            break;
+        ghost_t *old = GW_CONTAINER_OF(s->ghost.prev, ghost_t, qlink);
+        ghost_drop(s, ghost_slot(s, old->hash));
+    }
+}
+
+/* ---- the store ------------------------------------------------------------------------------ */
+
+gw_cache_t *gw_cache_new(const gw_cache_opts_t *o)
+{
+    if (!o->memory || !o->max_object || o->max_object > o->memory || o->shards > 64 ||
+        (o->shards & (o->shards - 1)))
+        return NULL;
+    unsigned n = o->shards;
+    if (!n) {
+        n = 1;
+        while (n < 64 && o->memory / (n * 2) >= 4 * o->max_object)
+            n *= 2;
+    }
+    gw_cache_t *c = gw_calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->memory = o->memory;
+    c->max_object = o->max_object;
+    c->nshards = n;
+    c->shards = gw_calloc(n, sizeof(shard_t));
+    if (!c->shards)
+        goto fail;
+    size_t fixed = sizeof(*c) + n * sizeof(shard_t);
+    size_t each = o->memory > fixed ? (o->memory - fixed) / n : 0;
+    for (unsigned i = 0; i < n; i++) {
+        shard_t *s = &c->shards[i];
+        s->nbuckets = 64;
+        s->gbuckets = 256;
+        s->tab = gw_calloc(s->nbuckets, sizeof(*s->tab));
+        s->gtab = gw_calloc(s->gbuckets, sizeof(*s->gtab));
+        pthread_mutex_init(&s->lock, NULL);
+        gw_list_init(&s->small);
+        gw_list_init(&s->main);
+        gw_list_init(&s->ghost);
+        s->budget = each;
+        /* the paper's 10 %, but at least one max_object (objects have sizes here: a small
+         * queue smaller than an object would evict each one at the next insertion), at most
+         * half */
+        s->small_target = each / 10 > o->max_object ? each / 10 : o->max_object;
+        if (s->small_target > each / 2)
+            s->small_target = each / 2;
+        s->used = s->nbuckets * sizeof(*s->tab) + s->gbuckets * sizeof(*s->gtab);
+        if (!s->tab || !s->gtab) {
+            c->nshards = i + 1;
+            goto fail;
+        }
+    }
+    return c;
+fail:
+    gw_cache_del(c);
+    return NULL;
+}
+
+void gw_cache_del(gw_cache_t *c)
+{
+    if (!c)
+        return;
+    for (unsigned i = 0; c->shards && i < c->nshards; i++) {
+        shard_t *s = &c->shards[i];
+        entry_t *release = NULL;
+        for (size_t b = 0; s->tab && b < s->nbuckets; b++)
+            while (s->tab[b])
+                unlink_entry(s, s->tab[b], &release);
+        release_all(release);
+        while (s->gtab && s->gcount) {
+            ghost_t *old = GW_CONTAINER_OF(s->ghost.prev, ghost_t, qlink);
+            ghost_drop(s, ghost_slot(s, old->hash));
+        }
+        gw_free(s->tab);
+        gw_free(s->gtab);
+        pthread_mutex_destroy(&s->lock);
+    }
+    gw_free(c->shards);
+    gw_free(c);
+}
+
+unsigned gw_cache_shards(const gw_cache_t *c)
+{
+    return c->nshards;
+}
+
+int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p)
+{
+    ssize_t vlen = gw_cache_vary_key(p->fields, p->nfields, p->req_fields, p->nreq, NULL, 0);
+    if (vlen < 0)
+        return GW_E_INVAL;
+    uint64_t h = key_hash(p->key, p->keylen);
+    shard_t *s = shard_of(c, h);
+    /* the charge before anything is allocated: a refused object costs nothing */
+    size_t head = 0;
+    for (size_t i = 0; i < p->nfields; i++)
+        head += p->fields[i].name.len + p->fields[i].value.len;
+    size_t est = align8(sizeof(entry_t)) + align8(p->nfields * sizeof(gw_field_t)) +
+                 align8(p->nbody * sizeof(gw_rslice_t)) + p->keylen + (size_t)vlen + head + 2 +
+                 body_charge(p->body, p->nbody) - p->nbody * sizeof(gw_rslice_t);
+    if (est > c->max_object) {
+        pthread_mutex_lock(&s->lock);
+        s->refused++;
+        pthread_mutex_unlock(&s->lock);
+        return GW_E_LIMIT;
+    }
+    size_t charge;
+    entry_t *e = entry_new(p, (size_t)vlen, &charge);
+    if (!e)
+        return GW_E_NOMEM;
+    GW_ASSERT(charge == est);
+    entry_t *release = NULL;
+    pthread_mutex_lock(&s->lock);
+    /* the same key and Vary key: the newer answer replaces the older (§4.3.4's outcome) */
+    for (entry_t *o = s->tab[h & (s->nbuckets - 1)]; o; o = o->hnext)
+        if (o->hash == h && o->pub.keylen == p->keylen && !memcmp(o->pub.key, p->key, p->keylen) &&
+            o->vkeylen == e->vkeylen && !memcmp(o->vkey, e->vkey, e->vkeylen)) {
+            unlink_entry(s, o, &release);
+            s->replaced++;
+            break;
+        }
+    int ghost = ghost_take(s, h);
+    evict(s, charge, &release);
+    if (s->count >= s->nbuckets)
+        index_grow(s);
+    size_t b = h & (s->nbuckets - 1);
+    e->hnext = s->tab[b];
+    s->tab[b] = e;
+    s->count++;
+    s->used += charge;
+    s->inserts++;
+    if (ghost) {
+        push_main(s, e); /* S3-FIFO: seen recently, evicted too early: straight to main */
+    } else {
+        gw_list_push_front(&s->small, &e->qlink);
+        e->where = Q_SMALL;
+        s->small_bytes += charge;
+    }
+    /* what the index grew by (rarely past the budget: the next insertion evicts for it) */
+    if (s->used > s->budget)
+        evict(s, 0, &release);
+    pthread_mutex_unlock(&s->lock);
+    release_all(release);
+    return 0;
+}
+
+/* Whether the request fields match e's Vary key (computed against e's own Vary lines). */
+static int vary_matches(const entry_t *e, const gw_field_t *req, size_t n)
+{
+    char local[512];
+    ssize_t len = gw_cache_vary_key(e->pub.fields, e->pub.nfields, req, n, NULL, 0);
+    if (len < 0 || (size_t)len != e->vkeylen)
+        return 0;
+    if (!len)
+        return 1;
+    char *buf = (size_t)len <= sizeof(local) ? local : gw_malloc((size_t)len);
+    if (!buf)
+        return 0;
+    gw_cache_vary_key(e->pub.fields, e->pub.nfields, req, n, buf, (size_t)len);
+    int eq = !memcmp(buf, e->vkey, (size_t)len);
+    if (buf != local)
+        gw_free(buf);
+    return eq;
+}
+
+gw_cache_entry_t *gw_cache_get(gw_cache_t *c, const char *key, size_t keylen, const gw_field_t *req,
+                               size_t n)
+{
+    uint64_t h = key_hash(key, keylen);
+    shard_t *s = shard_of(c, h);
+    entry_t *hit = NULL;
+    pthread_mutex_lock(&s->lock);
+    for (entry_t *e = s->tab[h & (s->nbuckets - 1)]; e && !hit; e = e->hnext)
+        if (e->hash == h && e->pub.keylen == keylen && !memcmp(e->pub.key, key, keylen) &&
+            vary_matches(e, req, n))
+            hit = e;
+    if (hit) {
+        if (hit->freq < 3)
+            hit->freq++;
+        __atomic_add_fetch(&hit->refs, 1, __ATOMIC_RELAXED);
+        s->hits++;
+    } else {
+        s->misses++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return hit ? &hit->pub : NULL;
+}
+
+size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen)
+{
+    uint64_t h = key_hash(key, keylen);
+    shard_t *s = shard_of(c, h);
+    entry_t *release = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    entry_t *e = s->tab[h & (s->nbuckets - 1)];
+    while (e) {
+        entry_t *next = e->hnext;
+        if (e->hash == h && e->pub.keylen == keylen && !memcmp(e->pub.key, key, keylen)) {
+            unlink_entry(s, e, &release);
+            n++;
+        }
+        e = next;
+    }
+    s->purged += n;
+    pthread_mutex_unlock(&s->lock);
+    release_all(release);
+    return n;
+}
+
+size_t gw_cache_purge_prefix(gw_cache_t *c, const char *prefix, size_t len)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < c->nshards; i++) {
+        shard_t *s = &c->shards[i];
+        entry_t *release = NULL;
+        size_t k = 0;
+        pthread_mutex_lock(&s->lock);
+        for (size_t b = 0; b < s->nbuckets; b++) {
+            entry_t *e = s->tab[b];
+            while (e) {
+                entry_t *next = e->hnext;
+                if (e->pub.keylen >= len && !memcmp(e->pub.key, prefix, len)) {
+                    unlink_entry(s, e, &release);
+                    k++;
+                }
+                e = next;
+            }
+        }
+        s->purged += k;
+        pthread_mutex_unlock(&s->lock);
+        release_all(release);
+        n += k;
+    }
+    return n;
+}
+
+void gw_cache_stats(gw_cache_t *c, gw_cache_stats_t *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->bytes = sizeof(*c) + c->nshards * sizeof(shard_t);
+    for (unsigned i = 0; i < c->nshards; i++) {
+        shard_t *s = &c->shards[i];
+        pthread_mutex_lock(&s->lock);
+        st->hits += s->hits;
+        st->misses += s->misses;
+        st->inserts += s->inserts;
+        st->replaced += s->replaced;
+        st->evictions += s->evictions;
+        st->purged += s->purged;
+        st->refused += s->refused;
+        st->bytes += s->used;
+        st->objects += s->count;
+        st->ghosts += s->gcount;
+        pthread_mutex_unlock(&s->lock);
+    }
+}

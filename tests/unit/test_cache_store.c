@@ -1,0 +1,472 @@
+/* Unit tests of cache/store.c: insert and look up with Vary variants, replacement, the byte
+ * budget and max_object, S3-FIFO keeping a hot set under a scan (counted against an LRU of the
+ * same capacity), purge by URL and by prefix, readers keeping evicted entries alive, and
+ * several threads at once (run this file under the TSan build too). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include "test_util.h"
+
+#include "cache/cache.h"
+#include "common/err.h"
+
+#define F(n, v)                                                                                    \
+    {                                                                                              \
+        GW_SLICE_LIT(n), GW_SLICE_LIT(v)                                                           \
+    }
+
+/* A body of len bytes, each byte `fill`, in one buffer of cap bytes (cap >= len). */
+static gw_rbuf_t *body_buf(size_t len, size_t cap, uint8_t fill)
+{
+    gw_rbuf_t *b = gw_rbuf_new(cap);
+    assert_non_null(b);
+    memset(b->data, fill, len);
+    b->len = len;
+    return b;
+}
+
+/* Put key with a body of len bytes of `fill` (its own buffer of exactly len bytes); the
+ * response fields and request fields given. Returns gw_cache_put's code. */
+static int put(gw_cache_t *c, const char *key, size_t len, uint8_t fill, const gw_field_t *rf,
+               size_t nrf, const gw_field_t *qf, size_t nqf)
+{
+    gw_rbuf_t *b = body_buf(len, len ? len : 1, fill);
+    gw_rslice_t s = {b, 0, len};
+    gw_cache_put_t p = {.key = key,
+                        .keylen = strlen(key),
+                        .req_fields = qf,
+                        .nreq = nqf,
+                        .status = 200,
+                        .fields = rf,
+                        .nfields = nrf,
+                        .body = &s,
+                        .nbody = len ? 1 : 0};
+    int rv = gw_cache_put(c, &p);
+    gw_rbuf_unref(b); /* the entry holds its own reference */
+    return rv;
+}
+
+static gw_cache_entry_t *get(gw_cache_t *c, const char *key, const gw_field_t *qf, size_t n)
+{
+    return gw_cache_get(c, key, strlen(key), qf, n);
+}
+
+static void insert_and_lookup(void **state)
+{
+    (void)state;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 1 << 16});
+    assert_non_null(c);
+    gw_field_t rf[] = {F("content-type", "text/plain"), F("cache-control", "max-age=60")};
+    assert_int_equal(put(c, "https://a/x", 100, 'x', rf, 2, NULL, 0), 0);
+    gw_cache_entry_t *e = get(c, "https://a/x", NULL, 0);
+    assert_non_null(e);
+    assert_int_equal(e->status, 200);
+    assert_int_equal(e->nfields, 2);
+    assert_true(gw_slice_eq(e->fields[0].value, GW_SLICE_LIT("text/plain")));
+    assert_int_equal(e->body_len, 100);
+    assert_int_equal(e->nbody, 1);
+    assert_int_equal(e->body[0].buf->data[e->body[0].off + 99], 'x');
+    assert_string_equal(e->key, "https://a/x");
+    gw_cache_unref(e);
+    assert_null(get(c, "https://a/y", NULL, 0));
+    assert_null(get(c, "https://a/x?", NULL, 0));
+    /* a newer answer replaces the older one */
+    assert_int_equal(put(c, "https://a/x", 50, 'z', rf, 2, NULL, 0), 0);
+    e = get(c, "https://a/x", NULL, 0);
+    assert_int_equal(e->body_len, 50);
+    gw_cache_unref(e);
+    gw_cache_stats_t st;
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.objects, 1);
+    assert_int_equal(st.inserts, 2);
+    assert_int_equal(st.replaced, 1);
+    assert_int_equal(st.hits, 2);
+    assert_int_equal(st.misses, 2);
+    gw_cache_del(c);
+}
+
+/* §4.1: variants of one URL kept apart by the fields their Vary names */
+static void vary_variants(void **state)
+{
+    (void)state;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 1 << 16});
+    gw_field_t rf[] = {F("vary", "Accept-Encoding"), F("cache-control", "max-age=60")};
+    gw_field_t gz[] = {F("accept-encoding", "gzip, br")};
+    gw_field_t gz2[] = {F("Accept-Encoding", "gzip,br")};
+    gw_field_t id[] = {F("accept-encoding", "identity")};
+    assert_int_equal(put(c, "https://a/v", 10, 'g', rf, 2, gz, 1), 0);
+    assert_int_equal(put(c, "https://a/v", 20, 'i', rf, 2, id, 1), 0);
+    assert_int_equal(put(c, "https://a/v", 30, 'n', rf, 2, NULL, 0), 0);
+    gw_cache_entry_t *e = get(c, "https://a/v", gz2, 1);
+    assert_non_null(e);
+    assert_int_equal(e->body_len, 10);
+    gw_cache_unref(e);
+    e = get(c, "https://a/v", id, 1);
+    assert_int_equal(e->body_len, 20);
+    gw_cache_unref(e);
+    e = get(c, "https://a/v", NULL, 0); /* absent: its own variant */
+    assert_int_equal(e->body_len, 30);
+    gw_cache_unref(e);
+    gw_field_t br[] = {F("accept-encoding", "br")};
+    assert_null(get(c, "https://a/v", br, 1));
+    /* Vary: * is refused */
+    gw_field_t star[] = {F("vary", "*")};
+    assert_int_equal(put(c, "https://a/s", 10, 's', star, 1, NULL, 0), GW_E_INVAL);
+    /* purge by URL drops every variant */
+    assert_int_equal(put(c, "https://a/w", 10, 'w', NULL, 0, NULL, 0), 0);
+    assert_int_equal(gw_cache_purge(c, "https://a/v", 11), 3);
+    assert_null(get(c, "https://a/v", gz, 1));
+    assert_null(get(c, "https://a/v", NULL, 0));
+    e = get(c, "https://a/w", NULL, 0);
+    assert_non_null(e);
+    gw_cache_unref(e);
+    gw_cache_del(c);
+}
+
+static void purge_prefix(void **state)
+{
+    (void)state;
+    gw_cache_t *c =
+        gw_cache_new(&(gw_cache_opts_t){.memory = 8 << 20, .max_object = 1 << 16, .shards = 8});
+    char k[64];
+    for (int i = 0; i < 100; i++) {
+        snprintf(k, sizeof(k), "https://a/%s/%d", i % 2 ? "img" : "css", i);
+        assert_int_equal(put(c, k, 10, 'p', NULL, 0, NULL, 0), 0);
+    }
+    assert_int_equal(put(c, "https://a/imgx", 10, 'p', NULL, 0, NULL, 0), 0);
+    assert_int_equal(gw_cache_purge_prefix(c, "https://a/img/", 14), 50);
+    assert_null(get(c, "https://a/img/1", NULL, 0));
+    gw_cache_entry_t *e = get(c, "https://a/css/2", NULL, 0);
+    assert_non_null(e);
+    gw_cache_unref(e);
+    e = get(c, "https://a/imgx", NULL, 0);
+    assert_non_null(e);
+    gw_cache_unref(e);
+    gw_cache_stats_t st;
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.objects, 51);
+    assert_int_equal(st.purged, 50);
+    gw_cache_del(c);
+}
+
+/* max_object bounds the charge (body buffers whole, head, key); memory <= budget options */
+static void limits(void **state)
+{
+    (void)state;
+    assert_null(gw_cache_new(&(gw_cache_opts_t){.memory = 1000, .max_object = 1001}));
+    assert_null(gw_cache_new(&(gw_cache_opts_t){.memory = 0, .max_object = 0}));
+    assert_null(gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 1, .shards = 3}));
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 4096});
+    assert_int_equal(put(c, "https://a/big", 4096, 'b', NULL, 0, NULL, 0), GW_E_LIMIT);
+    assert_int_equal(put(c, "https://a/ok", 2048, 'b', NULL, 0, NULL, 0), 0);
+    /* a few bytes of a large buffer pin all of it: charged whole */
+    gw_rbuf_t *big = body_buf(10, 8192, 'q');
+    gw_rslice_t s = {big, 0, 10};
+    gw_cache_put_t p = {
+        .key = "https://a/slice", .keylen = 15, .status = 200, .body = &s, .nbody = 1};
+    assert_int_equal(gw_cache_put(c, &p), GW_E_LIMIT);
+    gw_rbuf_unref(big);
+    gw_cache_stats_t st;
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.refused, 2);
+    assert_int_equal(st.objects, 1);
+    gw_cache_del(c);
+    /* shards: as many as keep each >= 4 max_object, up to 64 */
+    c = gw_cache_new(&(gw_cache_opts_t){.memory = 256u << 20, .max_object = 8u << 20});
+    assert_int_equal(gw_cache_shards(c), 8);
+    gw_cache_del(c);
+    c = gw_cache_new(&(gw_cache_opts_t){.memory = 256u << 20, .max_object = 64u << 10});
+    assert_int_equal(gw_cache_shards(c), 64);
+    gw_cache_del(c);
+    c = gw_cache_new(&(gw_cache_opts_t){.memory = 8u << 20, .max_object = 8u << 20});
+    assert_int_equal(gw_cache_shards(c), 1);
+    gw_cache_del(c);
+}
+
+/* A reader keeps an evicted (or purged) entry's head and body alive */
+static void reader_outlives_eviction(void **state)
+{
+    (void)state;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = 64 << 10, .max_object = 8 << 10});
+    gw_field_t rf[] = {F("etag", "\"keep\"")};
+    assert_int_equal(put(c, "https://a/keep", 4000, 'k', rf, 1, NULL, 0), 0);
+    gw_cache_entry_t *e = get(c, "https://a/keep", NULL, 0);
+    assert_non_null(e);
+    char k[64];
+    /* far more than fits, each read once too (so that they reach main as "keep" did, and
+     * "keep", the oldest there, leaves the store) */
+    for (int i = 0; i < 200; i++) {
+        snprintf(k, sizeof(k), "https://a/%d", i);
+        assert_int_equal(put(c, k, 4000, 'f', NULL, 0, NULL, 0), 0);
+        gw_cache_unref(get(c, k, NULL, 0));
+    }
+    gw_cache_entry_t *again = get(c, "https://a/keep", NULL, 0);
+    assert_null(again);
+    /* still readable (ASan would flag a freed block) */
+    assert_true(gw_slice_eq(e->fields[0].value, GW_SLICE_LIT("\"keep\"")));
+    for (size_t i = 0; i < e->body_len; i++)
+        assert_int_equal(e->body[0].buf->data[i], 'k');
+    gw_cache_unref(e);
+    gw_cache_del(c);
+}
+
+/* A scan of 100,000 distinct keys never takes the store past its budget */
+static void scan_stays_within_budget(void **state)
+{
+    (void)state;
+    const size_t memory = 2 << 20;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = memory, .max_object = 64 << 10});
+    assert_true(gw_cache_shards(c) > 1);
+    char k[64];
+    gw_cache_stats_t st;
+    for (int i = 0; i < 100000; i++) {
+        snprintf(k, sizeof(k), "https://scan.example/item/%d?page=%d", i, i % 7);
+        assert_int_equal(put(c, k, 200 + (size_t)(i % 1800), 's', NULL, 0, NULL, 0), 0);
+        if (i % 1000 == 0) {
+            gw_cache_stats(c, &st);
+            if (st.bytes > memory)
+                fail_msg("after %d keys: %llu bytes > %zu", i, (unsigned long long)st.bytes,
+                         memory);
+        }
+    }
+    gw_cache_stats(c, &st);
+    assert_true(st.bytes <= memory);
+    assert_true(st.bytes > memory / 2); /* and it is used, not emptied */
+    assert_true(st.objects > 500);
+    assert_int_equal(st.inserts, 100000);
+    assert_int_equal(st.evictions + st.objects, 100000);
+    gw_cache_del(c);
+}
+
+/* ---- the hot set under a scan: S3-FIFO against LRU of the same capacity ------------------- */
+
+/* An LRU of `cap` keys (ints), enough for the comparison: a doubly linked list over an array
+ * indexed by key. */
+typedef struct {
+    int *prev, *next;
+    char *in;
+    int head, tail; /* head most recent */
+    size_t n, cap;
+} lru_t;
+
+static void lru_init(lru_t *l, size_t keys, size_t cap)
+{
+    l->prev = calloc(keys, sizeof(int));
+    l->next = calloc(keys, sizeof(int));
+    l->in = calloc(keys, 1);
+    l->head = l->tail = -1;
+    l->n = 0;
+    l->cap = cap;
+}
+
+static void lru_unlink(lru_t *l, int k)
+{
+    if (l->prev[k] >= 0)
+        l->next[l->prev[k]] = l->next[k];
+    else
+        l->head = l->next[k];
+    if (l->next[k] >= 0)
+        l->prev[l->next[k]] = l->prev[k];
+    else
+        l->tail = l->prev[k];
+}
+
+static void lru_front(lru_t *l, int k)
+{
+    l->prev[k] = -1;
+    l->next[k] = l->head;
+    if (l->head >= 0)
+        l->prev[l->head] = k;
+    l->head = k;
+    if (l->tail < 0)
+        l->tail = k;
+}
+
+/* A read of k: 1 on a hit; a miss inserts it (evicting the least recent). */
+static int lru_access(lru_t *l, int k)
+{
+    if (l->in[k]) {
+        lru_unlink(l, k);
+        lru_front(l, k);
+        return 1;
+    }
+    if (l->n == l->cap) {
+        int t = l->tail;
+        lru_unlink(l, t);
+        l->in[t] = 0;
+        l->n--;
+    }
+    lru_front(l, k);
+    l->in[k] = 1;
+    l->n++;
+    return 0;
+}
+
+static void lru_free(lru_t *l)
+{
+    free(l->prev);
+    free(l->next);
+    free(l->in);
+}
+
+/* A hot set of 2/5 of the capacity read in turn, 2 scan keys (each read once, never again)
+ * between two hot reads: 3 x 2/5 of the capacity of distinct keys pass between two reads of a
+ * hot key, more than either cache holds. LRU loses every hot key to the scan; S3-FIFO keeps
+ * them in main (a hot key's second read finds it in the ghost queue, which remembers as many
+ * keys as the store holds), since the scan only passes through the small queue. Same
+ * workload, same capacity in objects. */
+static void hot_set_survives_a_scan(void **state)
+{
+    (void)state;
+    const int rounds = 100000, scan_per_hot = 2;
+    gw_cache_t *c =
+        gw_cache_new(&(gw_cache_opts_t){.memory = 512 << 10, .max_object = 64 << 10, .shards = 1});
+    /* what one object costs, to give the LRU the same number of objects */
+    assert_int_equal(put(c, "https://h/probe", 1000, 'p', NULL, 0, NULL, 0), 0);
+    gw_cache_stats_t st;
+    gw_cache_stats(c, &st);
+    gw_cache_stats_t empty;
+    gw_cache_t *c0 =
+        gw_cache_new(&(gw_cache_opts_t){.memory = 512 << 10, .max_object = 64 << 10, .shards = 1});
+    gw_cache_stats(c0, &empty);
+    gw_cache_del(c0);
+    size_t per_object = st.bytes - empty.bytes;
+    size_t capacity = (512 << 10) / per_object;
+    const int hot = (int)capacity * 2 / 5;
+    assert_true(capacity < (size_t)(hot - 1 + hot * scan_per_hot)); /* LRU cannot keep them */
+    assert_int_equal(gw_cache_purge(c, "https://h/probe", 15), 1);
+
+    lru_t l;
+    int keys = hot + rounds * scan_per_hot;
+    lru_init(&l, (size_t)keys, capacity);
+    long s3_hits = 0, lru_hits = 0;
+    int scan = hot;
+    char k[64];
+    for (int r = 0; r < rounds; r++) {
+        int h = r % hot;
+        snprintf(k, sizeof(k), "https://h/hot/%d", h);
+        gw_cache_entry_t *e = get(c, k, NULL, 0);
+        if (e) {
+            s3_hits++;
+            gw_cache_unref(e);
+        } else {
+            assert_int_equal(put(c, k, 1000, 'h', NULL, 0, NULL, 0), 0);
+        }
+        lru_hits += lru_access(&l, h);
+        for (int j = 0; j < scan_per_hot; j++, scan++) {
+            snprintf(k, sizeof(k), "https://h/scan/%d", scan);
+            e = get(c, k, NULL, 0);
+            GW_ASSERT(e == NULL);
+            assert_int_equal(put(c, k, 1000, 's', NULL, 0, NULL, 0), 0);
+            lru_access(&l, scan);
+        }
+    }
+    print_message("hot-set hits over %d reads: S3-FIFO %ld, LRU %ld (capacity %zu objects)\n",
+                  rounds, s3_hits, lru_hits, capacity);
+    assert_int_equal(lru_hits, 0);
+    assert_true(s3_hits > rounds * 9 / 10);
+    lru_free(&l);
+    gw_cache_del(c);
+}
+
+/* ---- threads --------------------------------------------------------------------------------- */
+
+typedef struct {
+    gw_cache_t *c;
+    unsigned seed;
+    long hits, bad;
+} worker_t;
+
+static unsigned rnd(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return (*s >> 16) & 0x7fff;
+}
+
+/* Random puts, gets (holding a few entries across later operations) and purges over a small
+ * key space; every entry read must hold its own key's bytes. */
+static void *worker(void *arg)
+{
+    worker_t *w = arg;
+    gw_cache_entry_t *held[4] = {0};
+    char k[64];
+    gw_field_t q[] = {F("accept-encoding", "gzip")};
+    gw_field_t rf[] = {F("vary", "accept-encoding")};
+    for (int i = 0; i < 20000; i++) {
+        unsigned key = rnd(&w->seed) % 300, op = rnd(&w->seed) % 10;
+        snprintf(k, sizeof(k), "https://t/%u", key);
+        if (op < 4) {
+            int rv = put(w->c, k, 500 + key * 7, (uint8_t)key, rf, key % 2, q, 1);
+            if (rv != 0)
+                w->bad++;
+        } else if (op < 9) {
+            gw_cache_entry_t *e = gw_cache_get(w->c, k, strlen(k), q, 1);
+            if (e) {
+                w->hits++;
+                if (e->body_len != 500 + key * 7 ||
+                    e->body[0].buf->data[e->body[0].off + e->body_len - 1] != (uint8_t)key)
+                    w->bad++;
+                size_t slot = key % 4;
+                gw_cache_unref(held[slot]);
+                held[slot] = e; /* kept while others evict and purge it */
+            }
+        } else if (key % 50 == 0) {
+            gw_cache_purge_prefix(w->c, "https://t/1", 11);
+        } else {
+            gw_cache_purge(w->c, k, strlen(k));
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        if (held[i] && held[i]->body[0].buf->data[0] != (uint8_t)atoi(held[i]->key + 10))
+            w->bad++;
+        gw_cache_unref(held[i]);
+    }
+    return NULL;
+}
+
+static void threads(void **state)
+{
+    (void)state;
+    const size_t memory = 256 << 10;
+    gw_cache_t *c =
+        gw_cache_new(&(gw_cache_opts_t){.memory = memory, .max_object = 16 << 10, .shards = 4});
+    pthread_t t[4];
+    worker_t w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (worker_t){.c = c, .seed = 17u + (unsigned)i * 7919u};
+        assert_int_equal(pthread_create(&t[i], NULL, worker, &w[i]), 0);
+    }
+    long hits = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(w[i].bad, 0);
+        hits += w[i].hits;
+    }
+    gw_cache_stats_t st;
+    gw_cache_stats(c, &st);
+    assert_true(st.bytes <= memory);
+    assert_true(hits > 0);
+    assert_int_equal(st.hits, (uint64_t)hits);
+    assert_true(st.evictions > 0);
+    gw_cache_del(c);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(insert_and_lookup),
+    cmocka_unit_test(vary_variants),
+    cmocka_unit_test(purge_prefix),
+    cmocka_unit_test(limits),
+    cmocka_unit_test(reader_outlives_eviction),
+    cmocka_unit_test(scan_stays_within_budget),
+    cmocka_unit_test(hot_set_survives_a_scan),
+    cmocka_unit_test(threads),
+};
+
+GW_TEST_MAIN(tests)
