@@ -264,6 +264,7 @@ typedef struct {
     uint64_t response_rate; /* bytes/s per connection for this route; 0 = none */
     uint64_t request_rate;  /* requests/s per client; 0 = none */
     int compress;           /* compress responses (compression: section) */
+    int cache;              /* serve from the shared cache (cache: section); refused for now */
     int websocket;          /* WebSocket: HTTP/1.1 Upgrade and RFC 8441 CONNECT (default on) */
     char **early_hints;     /* Link values sent in a 103 to navigations (RFC 8297) */
     size_t early_hints_len;
@@ -440,6 +441,19 @@ typedef struct {
     gw_cfg_pos_t at, directory_ca_at, challenge_at, shared_key_at;
 } gw_cfg_acme_t;
 
+/* cache: the shared HTTP cache (RFC 9111, RFC 5861; gateway/cache/). Checked at load; no route
+ * may turn it on yet (the proxy does not serve from it). */
+typedef struct {
+    int enabled;                     /* the section was given */
+    size_t memory;                   /* per process, shared by the workers (default 256 MiB) */
+    size_t max_object;               /* a larger answer is not stored (default 8 MiB) */
+    int heuristic;                   /* RFC 9111 §4.2.2 freshness from Last-Modified */
+    uint32_t stale_if_error;         /* seconds (RFC 5861 §4) when the answer names none */
+    uint32_t stale_while_revalidate; /* seconds (RFC 5861 §3) when the answer names none */
+    int status_header;               /* send Cache-Status (RFC 9211) */
+    gw_cfg_pos_t at;
+} gw_cfg_cache_t;
+
 typedef struct gw_config {
     char *path;       /* file it came from ("<embedded>" for the default) */
     unsigned workers; /* default: number of cores */
@@ -461,6 +475,7 @@ typedef struct gw_config {
     gw_cfg_admin_t admin;
     gw_cfg_cluster_t cluster;
     gw_cfg_acme_t acme;
+    gw_cfg_cache_t cache;
     char *pid_file; /* written at start, replaced on upgrade; NULL: none */
     /* forwarded_for: append keeps the X-Forwarded-For / Forwarded / X-Forwarded-Proto /
      * X-Forwarded-Host a peer in trusted_proxies sent (ours appended); otherwise (replace, the

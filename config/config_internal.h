@@ -11,6 +11,7 @@
  *              route's client_cert and client_cert_chain.
  * basic_auth.c: a route's basic_auth and the htpasswd file it names.
  * acme.c:      the acme section and a listener's tls.acme names.
+ * cache.c:     the cache section and a route's cache switch.
  * load.c:      the loader's machinery (ld_t): errors at a node, the node helpers, the
  *              table-driven scalar fields, lists of strings and of networks.
  * config.c:    the configuration object: its release (gw_config_del) and its error list.
@@ -223,6 +224,11 @@ void gw_cfg__free_error_pages(gw_cfg_error_pages_t *p);
 void gw_cfg__load_acme(ld_t *ld, yaml_node_t *v);
 void gw_cfg__load_tls_acme(ld_t *ld, gw_cfg_tls_t *tls, yaml_node_t *v);
 void gw_cfg__check_acme(ld_t *ld);
+
+/* cache.c: the cache section at v into ld->c->cache (its defaults set by toplevel.c); a
+ * route's `cache` key (1 when key is it, errors reported); the checks after every section. */
+void gw_cfg__load_cache(ld_t *ld, yaml_node_t *v);
+int gw_cfg__route_cache(ld_t *ld, const char *key, yaml_node_t *v, gw_cfg_route_t *r);
 
 /* units.c */
 /* "10.0.0.0/8", "192.168.1.7", "::1", "2001:db8::/32" into *n: 0, or -1. */

@@ -114,6 +114,8 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
         gw_cfg__load_error_pages(ld, v, &x->r->error_pages);
     } else if (gw_cfg__route_client_cert(ld, key, v, x->r)) {
         /* client_auth.c */
+    } else if (gw_cfg__route_cache(ld, key, v, x->r)) {
+        /* cache.c */
     } else if (!gw_cfg__load_acl(ld, key, v, x->r) &&
                !gw_cfg__set_field(ld, route_fields, NTAB(route_fields), key, v, x->r)) {
         static const char *const more[] = {"name",
@@ -134,6 +136,7 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
                                            "client_cert",
                                            "client_cert_chain",
                                            "basic_auth",
+                                           "cache",
                                            NULL};
         gw_cfg__err_unknown_key(ld, k, key, "a route", route_fields, NTAB(route_fields), more);
     }

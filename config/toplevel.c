@@ -296,6 +296,8 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         }
     } else if (!strcmp(key, "acme")) {
         gw_cfg__load_acme(ld, v);
+    } else if (!strcmp(key, "cache")) {
+        gw_cfg__load_cache(ld, v);
     } else if (!strcmp(key, "admin")) {
         if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "admin")) {
             admin_ld_t x = {.a = &c->admin};
@@ -329,6 +331,7 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
                                            "throttle",
                                            "early_hints",
                                            "compression",
+                                           "cache",
                                            "access_log",
                                            "admin",
                                            "cluster",
@@ -392,6 +395,11 @@ static void set_defaults(gw_config_t *c)
         .respond_body = 64 * 1024,
     };
     c->error_page_max = 64 * 1024;
+    c->cache = (gw_cfg_cache_t){
+        .memory = 256u << 20, /* per process, shared by the workers */
+        .max_object = 8u << 20,
+        .status_header = 1,
+    };
     c->throttle.ipv6_prefix = 64; /* one subscriber or host per /64 (RFC 6177) */
     c->access_log.request_id = 1;
     c->early_hints.learn_entries = 1024;

@@ -192,6 +192,29 @@ def test_a_key_of_two_words_names_both_and_the_bad_one(h2gate_bin, tmp_path):
         assert "must be" not in r.stderr, r.stderr
 
 
+CACHE = """listen: [{{address: 127.0.0.1:8080}}]
+upstreams: {{app: {{servers: [127.0.0.1:9000]}}}}
+routes: [{{upstream: app, cache: {route}}}]
+cache: {{memory: {memory}, max_object: 2MiB, stale_if_error: {sie}}}
+"""
+
+
+def test_cache_section_is_checked_and_a_route_cannot_turn_it_on_yet(h2gate_bin, tmp_path):
+    p = tmp_path / "cache.yaml"
+    p.write_text(CACHE.format(route="false", memory="64MiB", sie="1h"))
+    r = run([h2gate_bin, "--check-config", str(p)])
+    assert r.returncode == 0, r.stderr
+    # every value checked, each error at its FILE:LINE:COL; cache: true refused, not ignored
+    p.write_text(CACHE.format(route="true", memory="1MiB", sie="1.5s"))
+    r = run([h2gate_bin, "--check-config", str(p)])
+    assert r.returncode == 1
+    for want in (f"{p}:3:33: route 'cache: true' is not supported yet",
+                 f"{p}:4:35: cache 'max_object' (2097152 bytes) must not be larger than "
+                 "'memory' (1048576 bytes)",
+                 f"{p}:4:57: cache 'stale_if_error' must be a duration"):
+        assert want in r.stderr, r.stderr
+
+
 def test_check_config_missing_file(h2gate_bin, tmp_path):
     r = run([h2gate_bin, "--check-config", str(tmp_path / "absent.yaml")])
     assert r.returncode == 1
