@@ -15,6 +15,7 @@
 #include "test_util.h"
 
 #include "cache/cache.h"
+#include "common/alloc.h"
 #include "common/err.h"
 
 #define F(n, v)                                                                                    \
@@ -245,6 +246,67 @@ static void scan_stays_within_budget(void **state)
     gw_cache_del(c);
 }
 
+/* What the allocator really holds (its usable sizes, rounding included) after a scan stays
+ * close to what the store charged, and within the budget with 10 % for malloc's rounding: the
+ * budget counts what matters. */
+static void charge_matches_the_allocator(void **state)
+{
+    (void)state;
+    const size_t memory = 1 << 20;
+    gw_alloc_count_start();
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = memory, .max_object = 64 << 10});
+    char k[64];
+    gw_field_t rf[] = {F("content-type", "text/css"), F("cache-control", "max-age=600"),
+                       F("etag", "\"0123456789abcdef\"")};
+    for (int i = 0; i < 20000; i++) {
+        snprintf(k, sizeof(k), "https://scan.example/asset/%d.css", i);
+        assert_int_equal(put(c, k, 100 + (size_t)(i % 3000), 'a', rf, 3, NULL, 0), 0);
+    }
+    gw_cache_stats_t st;
+    gw_cache_stats(c, &st);
+    long long live = gw_alloc_count_live();
+    print_message("charged %llu bytes for %llu objects, the allocator holds %lld\n",
+                  (unsigned long long)st.bytes, (unsigned long long)st.objects, live);
+    assert_true(st.bytes <= memory);
+    assert_true(live >= (long long)st.bytes * 9 / 10);
+    assert_true(live <= (long long)memory * 11 / 10);
+    gw_cache_del(c);
+    assert_int_equal(gw_alloc_count_live(), 0);
+    gw_alloc_count_stop();
+}
+
+/* Every allocation of new, put (with the index growing and ghosts kept), get, purge and del
+ * fails in turn: 0 or GW_E_NOMEM, never a crash or a leak (ASan) */
+static void failing_allocations(void **state)
+{
+    (void)state;
+    for (unsigned long n = 1; n < 400; n++) {
+        gw_alloc_fail_after(n);
+        gw_cache_t *c = gw_cache_new(
+            &(gw_cache_opts_t){.memory = 64 << 10, .max_object = 4 << 10, .shards = 2});
+        if (!c)
+            continue;
+        char k[32];
+        for (int i = 0; i < 120; i++) {
+            snprintf(k, sizeof(k), "https://f/%d", i);
+            gw_rbuf_t *b = gw_rbuf_new(300);
+            if (!b)
+                continue;
+            gw_rslice_t sl = {b, 0, 300};
+            gw_cache_put_t p = {
+                .key = k, .keylen = strlen(k), .status = 200, .body = &sl, .nbody = 1};
+            int rv = gw_cache_put(c, &p);
+            assert_true(rv == 0 || rv == GW_E_NOMEM);
+            gw_rbuf_unref(b);
+            gw_cache_unref(gw_cache_get(c, k, strlen(k), NULL, 0));
+        }
+        gw_cache_purge(c, "https://f/7", 11);
+        gw_cache_purge_prefix(c, "https://f/1", 11);
+        gw_cache_del(c);
+    }
+    gw_alloc_fail_after(0);
+}
+
 /* ---- the hot set under a scan: S3-FIFO against LRU of the same capacity ------------------- */
 
 /* An LRU of `cap` keys (ints), enough for the comparison: a doubly linked list over an array
@@ -465,6 +527,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(limits),
     cmocka_unit_test(reader_outlives_eviction),
     cmocka_unit_test(scan_stays_within_budget),
+    cmocka_unit_test(charge_matches_the_allocator),
+    cmocka_unit_test(failing_allocations),
     cmocka_unit_test(hot_set_survives_a_scan),
     cmocka_unit_test(threads),
 };
