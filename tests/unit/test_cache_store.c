@@ -191,6 +191,64 @@ static void limits(void **state)
     gw_cache_del(c);
 }
 
+/* S3-FIFO's rules, one at a time (Yang et al., SOSP 2023, Algorithm 1), in one shard that
+ * holds 10 objects: an object not read while in small leaves first, its key goes to the ghost
+ * queue, and inserted again it enters main, where a scan of one-time keys does not reach it. */
+static void s3fifo_rules(void **state)
+{
+    (void)state;
+    /* what an object costs, to size a store of 10 */
+    gw_cache_t *c0 =
+        gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 4 << 10, .shards = 1});
+    gw_cache_stats_t a, b;
+    gw_cache_stats(c0, &a);
+    assert_int_equal(put(c0, "https://s/k00", 1000, 'x', NULL, 0, NULL, 0), 0);
+    gw_cache_stats(c0, &b);
+    gw_cache_del(c0);
+    size_t per = b.bytes - a.bytes, fixed = a.bytes;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){
+        .memory = fixed + 10 * per + per / 2, .max_object = per + 64, .shards = 1});
+    char k[32];
+    /* A is inserted and never read; B is read once; 8 others fill the store */
+    assert_int_equal(put(c, "https://s/A", 1000, 'a', NULL, 0, NULL, 0), 0);
+    assert_int_equal(put(c, "https://s/B", 1000, 'b', NULL, 0, NULL, 0), 0);
+    gw_cache_unref(get(c, "https://s/B", NULL, 0));
+    for (int i = 0; i < 8; i++) {
+        snprintf(k, sizeof(k), "https://s/f%d", i);
+        assert_int_equal(put(c, k, 1000, 'f', NULL, 0, NULL, 0), 0);
+    }
+    gw_cache_stats(c, &a);
+    assert_int_equal(a.objects, 10);
+    assert_int_equal(a.evictions, 0);
+    /* the 11th evicts from small: A (the oldest, never read) leaves, B (read) goes to main */
+    assert_int_equal(put(c, "https://s/C", 1000, 'c', NULL, 0, NULL, 0), 0);
+    gw_cache_stats(c, &a);
+    assert_int_equal(a.evictions, 1);
+    assert_int_equal(a.ghosts, 1);
+    assert_null(get(c, "https://s/A", NULL, 0));
+    gw_cache_entry_t *e = get(c, "https://s/B", NULL, 0);
+    assert_non_null(e);
+    gw_cache_unref(e);
+    /* A comes back: its key is in the ghost queue, so it enters main */
+    assert_int_equal(put(c, "https://s/A", 1000, 'a', NULL, 0, NULL, 0), 0);
+    gw_cache_stats(c, &a);
+    assert_int_equal(a.ghosts, 1); /* A's ghost left; the object it evicted became one */
+    /* a scan of 100 one-time keys passes through small only: A and B, in main, stay */
+    for (int i = 0; i < 100; i++) {
+        snprintf(k, sizeof(k), "https://s/scan%d", i);
+        assert_int_equal(put(c, k, 1000, 's', NULL, 0, NULL, 0), 0);
+    }
+    e = get(c, "https://s/A", NULL, 0);
+    assert_non_null(e);
+    gw_cache_unref(e);
+    e = get(c, "https://s/B", NULL, 0);
+    assert_non_null(e);
+    gw_cache_unref(e);
+    gw_cache_stats(c, &a);
+    assert_true(a.objects <= 10);
+    gw_cache_del(c);
+}
+
 /* A reader keeps an evicted (or purged) entry's head and body alive */
 static void reader_outlives_eviction(void **state)
 {
@@ -525,6 +583,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(vary_variants),
     cmocka_unit_test(purge_prefix),
     cmocka_unit_test(limits),
+    cmocka_unit_test(s3fifo_rules),
     cmocka_unit_test(reader_outlives_eviction),
     cmocka_unit_test(scan_stays_within_budget),
     cmocka_unit_test(charge_matches_the_allocator),
