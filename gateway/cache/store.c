@@ -63,7 +63,7 @@ typedef struct {
     size_t nbuckets, count;
     ghost_t **gtab;
     size_t gbuckets, gcount;
-    gw_list_t small, main, ghost; /* FIFOs: new at the front, the tail leaves */
+    gw_list_t small, main, ghost;     /* FIFOs: new at the front, the tail leaves */
     size_t small_bytes, small_target; /* small's bytes, and its share (see evict()) */
     size_t used, budget;              /* charged bytes, the shard's share of memory */
     uint64_t hits, misses, inserts, replaced, evictions, purged, refused;
@@ -503,22 +503,22 @@ int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p)
     return 0;
 }
 
-/* Whether the request fields match e's Vary key (computed against e's own Vary lines). */
+/* Whether the request fields match e's Vary key (computed against e's own Vary lines): one
+ * pass into a local buffer, a second one only for a key longer than it. */
 static int vary_matches(const entry_t *e, const gw_field_t *req, size_t n)
 {
     char local[512];
-    ssize_t len = gw_cache_vary_key(e->pub.fields, e->pub.nfields, req, n, NULL, 0);
+    ssize_t len = gw_cache_vary_key(e->pub.fields, e->pub.nfields, req, n, local, sizeof(local));
     if (len < 0 || (size_t)len != e->vkeylen)
         return 0;
-    if (!len)
-        return 1;
-    char *buf = (size_t)len <= sizeof(local) ? local : gw_malloc((size_t)len);
+    if ((size_t)len <= sizeof(local))
+        return !memcmp(local, e->vkey, (size_t)len);
+    char *buf = gw_malloc((size_t)len);
     if (!buf)
         return 0;
     gw_cache_vary_key(e->pub.fields, e->pub.nfields, req, n, buf, (size_t)len);
     int eq = !memcmp(buf, e->vkey, (size_t)len);
-    if (buf != local)
-        gw_free(buf);
+    gw_free(buf);
     return eq;
 }
 

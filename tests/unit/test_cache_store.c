@@ -117,6 +117,18 @@ static void vary_variants(void **state)
     gw_cache_unref(e);
     gw_field_t br[] = {F("accept-encoding", "br")};
     assert_null(get(c, "https://a/v", br, 1));
+    /* a Vary key longer than the lookup's local buffer (512 bytes) */
+    char longv[700];
+    memset(longv, 'l', sizeof(longv) - 1);
+    longv[sizeof(longv) - 1] = 0;
+    gw_field_t rl[] = {F("vary", "accept")};
+    gw_field_t ql[] = {{GW_SLICE_LIT("accept"), gw_slice_str(longv)}};
+    assert_int_equal(put(c, "https://a/long", 10, 'l', rl, 1, ql, 1), 0);
+    e = get(c, "https://a/long", ql, 1);
+    assert_non_null(e);
+    gw_cache_unref(e);
+    longv[600] = 'm';
+    assert_null(get(c, "https://a/long", ql, 1));
     /* Vary: * is refused */
     gw_field_t star[] = {F("vary", "*")};
     assert_int_equal(put(c, "https://a/s", 10, 's', star, 1, NULL, 0), GW_E_INVAL);
