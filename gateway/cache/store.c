@@ -470,15 +470,20 @@ int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p)
     GW_ASSERT(charge == est);
     entry_t *release = NULL;
     pthread_mutex_lock(&s->lock);
-    /* the same key and Vary key: the newer answer replaces the older (§4.3.4's outcome) */
+    /* the same key and Vary key: the newer answer replaces the older (§4.3.4's outcome: a 304
+     * refreshes the head, the body buffers are shared by reference) and keeps its place: an
+     * object in main stays there with its reads, rather than starting over in small */
+    int to_main = 0;
     for (entry_t *o = s->tab[h & (s->nbuckets - 1)]; o; o = o->hnext)
         if (o->hash == h && o->pub.keylen == p->keylen && !memcmp(o->pub.key, p->key, p->keylen) &&
             o->vkeylen == e->vkeylen && !memcmp(o->vkey, e->vkey, e->vkeylen)) {
+            to_main = o->where == Q_MAIN;
+            e->freq = o->freq;
             unlink_entry(s, o, &release);
             s->replaced++;
             break;
         }
-    int ghost = ghost_take(s, h);
+    int ghost = ghost_take(s, h) || to_main;
     evict(s, charge, &release);
     if (s->count >= s->nbuckets)
         index_grow(s);
@@ -489,7 +494,8 @@ int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p)
     s->used += charge;
     s->inserts++;
     if (ghost) {
-        push_main(s, e); /* S3-FIFO: seen recently, evicted too early: straight to main */
+        push_main(s, e); /* S3-FIFO: seen recently, evicted too early: straight to main (or a
+                            replacement of an object there) */
     } else {
         gw_list_push_front(&s->small, &e->qlink);
         e->where = Q_SMALL;

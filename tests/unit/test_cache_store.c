@@ -258,6 +258,24 @@ static void s3fifo_rules(void **state)
     gw_cache_unref(e);
     gw_cache_stats(c, &a);
     assert_true(a.objects <= 10);
+    /* a replacement (a 304's refreshed head) of an object in main stays in main: D, read once
+     * in small, reaches main with no reads left; replaced, it outlives the next scan (back in
+     * small with no reads, it would be the first to go) */
+    assert_int_equal(put(c, "https://s/D", 1000, 'd', NULL, 0, NULL, 0), 0);
+    gw_cache_unref(get(c, "https://s/D", NULL, 0));
+    for (int i = 100; i < 120; i++) {
+        snprintf(k, sizeof(k), "https://s/scan%d", i);
+        assert_int_equal(put(c, k, 1000, 's', NULL, 0, NULL, 0), 0);
+    }
+    assert_int_equal(put(c, "https://s/D", 1000, 'D', NULL, 0, NULL, 0), 0);
+    for (int i = 120; i < 220; i++) {
+        snprintf(k, sizeof(k), "https://s/scan%d", i);
+        assert_int_equal(put(c, k, 1000, 's', NULL, 0, NULL, 0), 0);
+    }
+    e = get(c, "https://s/D", NULL, 0);
+    assert_non_null(e);
+    assert_int_equal(e->body[0].buf->data[0], 'D');
+    gw_cache_unref(e);
     gw_cache_del(c);
 }
 
