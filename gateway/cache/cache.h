@@ -15,7 +15,9 @@
  *   miss      → the origin's head → gw_cache_storable() → gw_cache_meta() → gw_cache_put() once
  *               the body ended whole, its buffers by reference;
  *   304       → gw_cache_merge_304() gives the stored head's new fields, put again;
- *   unsafe    → gw_cache_invalidation() names the URLs to gw_cache_purge().
+ *   unsafe    → gw_cache_invalidation() names the URLs to gw_cache_purge();
+ *   answer    → gw_cache_body_slices() gives the bytes to send by reference, gw_cache_age()
+ *               the Age, gw_cache_status_fmt() the Cache-Status.
  */
 #ifndef GW_CACHE_CACHE_H
 #define GW_CACHE_CACHE_H
@@ -221,6 +223,13 @@ size_t gw_cache_invalidation(const gw_cache_req_t *req, const gw_cache_resp_t *r
  * key's length (written only when it fits). */
 size_t gw_cache_key(const gw_cache_url_t *u, char *out, size_t cap);
 
+/* An absolute http or https URL (`scheme "://" authority [ path-abempty ] [ "?" query ]`, a
+ * "#fragment" ignored) into *u, slices into abs: the admin's purge and Location headers name
+ * URLs so. The path is "/" when empty. 0, or -1 when it is not one: another scheme, no "//",
+ * an empty host, userinfo or a byte an authority may not hold (RFC 9110 §4.2.4), or a query
+ * after an empty path (no origin-form "/" to point into). */
+int gw_cache_url_parse(gw_slice_t abs, gw_cache_url_t *u);
+
 /* The secondary key of a request for an answer with Vary (§4.1) into out (cap bytes; NULL to
  * measure): for each field name the answer's Vary lines list (lowercased, in their order,
  * repeated names once), the request's field lines of that name combined with ", " and the
@@ -228,6 +237,29 @@ size_t gw_cache_key(const gw_cache_url_t *u, char *out, size_t cap);
  * their case. Returns its length, or -1 for Vary: * (never matches). No Vary: length 0. */
 ssize_t gw_cache_vary_key(const gw_field_t *resp, size_t nresp, const gw_field_t *req, size_t nreq,
                           char *out, size_t cap);
+
+/* ---- Cache-Status (policy.c) ---------------------------------------------------------------- */
+
+/* The remaining freshness of a stored answer at now: lifetime − current age, negative once
+ * stale (RFC 9211 §2.5's ttl). */
+int64_t gw_cache_ttl(const gw_cache_meta_t *m, int64_t now);
+
+/* What one answer's Cache-Status says (RFC 9211 §2). */
+typedef struct {
+    int hit;             /* §2.1: served from the cache without going forward */
+    const char *fwd;     /* §2.2: NULL, or "bypass", "method", "uri-miss", "vary-miss",
+                            "miss", "request", "stale", "partial" (a token) */
+    unsigned fwd_status; /* §2.3: the origin's status when forwarded; 0 for none */
+    int has_ttl;         /* §2.4 ttl present */
+    int64_t ttl;
+    int stored;         /* §2.5: the forwarded answer was stored */
+    int collapsed;      /* §2.6: the request joined another in flight (coalescing) */
+    const char *detail; /* §2.8: NULL, or a token (why not stored: gw_cache_nostore_str()) */
+} gw_cache_status_t;
+
+/* The Cache-Status member "h2gate; hit; ttl=376" for st into out (cap bytes, NUL-terminated):
+ * its length, or 0 when it does not fit. */
+size_t gw_cache_status_fmt(const gw_cache_status_t *st, char *out, size_t cap);
 
 /* ---- the store (store.c) ------------------------------------------------------------------ */
 
@@ -294,6 +326,13 @@ int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p);
  * the key's shard only. */
 gw_cache_entry_t *gw_cache_get(gw_cache_t *c, const char *key, size_t keylen, const gw_field_t *req,
                                size_t n);
+
+/* The body bytes [off, off + len) of e as slices into its buffers, into out[0..cap): not
+ * referenced (valid while the caller holds e; gw_iovq_ref() pins a buffer past that), for a
+ * 206 or a whole answer. Returns the count, or -1 when the range is not inside the body or
+ * cap is too small. len 0 gives 0. */
+ssize_t gw_cache_body_slices(const gw_cache_entry_t *e, uint64_t off, uint64_t len,
+                             gw_rslice_t *out, size_t cap);
 
 /* Drop a reference from gw_cache_get(); the last one frees the entry and its body references. */
 void gw_cache_unref(gw_cache_entry_t *e);

@@ -116,3 +116,31 @@ ssize_t gw_cache_vary_key(const gw_field_t *resp, size_t nresp, const gw_field_t
     }
     return (ssize_t)at;
 }
+
+int gw_cache_url_parse(gw_slice_t abs, gw_cache_url_t *u)
+{
+    const uint8_t *p = abs.base, *end = abs.base + abs.len;
+    const uint8_t *hash = abs.len ? memchr(p, '#', abs.len) : NULL;
+    if (hash)
+        end = hash;
+    const uint8_t *colon = p < end ? memchr(p, ':', (size_t)(end - p)) : NULL;
+    if (!colon || end - colon < 3 || colon[1] != '/' || colon[2] != '/')
+        return -1;
+    gw_slice_t scheme = {p, (size_t)(colon - p)};
+    if (!gw_slice_eq_nocase(scheme, GW_SLICE_LIT("http")) &&
+        !gw_slice_eq_nocase(scheme, GW_SLICE_LIT("https")))
+        return -1;
+    const uint8_t *a = colon + 3, *s = a;
+    while (s < end && *s != '/' && *s != '?')
+        s++;
+    gw_slice_t auth = {a, (size_t)(s - a)};
+    /* RFC 9110 §4.2.4: no userinfo in http(s) URIs; an empty host is no origin */
+    if (!auth.len || !gw_http_is_authority(auth) || auth.base[0] == ':')
+        return -1;
+    if (s < end && *s == '?')
+        return -1; /* an empty path before a query: no origin-form without a "/" to borrow */
+    u->scheme = scheme;
+    u->authority = auth;
+    u->path = s < end ? (gw_slice_t){s, (size_t)(end - s)} : GW_SLICE_LIT("/");
+    return 0;
+}

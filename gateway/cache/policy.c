@@ -529,33 +529,25 @@ ssize_t gw_cache_merge_304(const gw_field_t *stored, size_t ns, const gw_field_t
  * fragment) into *path: 1, or 0 (another origin, a relative path, not a URL we read). */
 static int same_origin_path(const gw_cache_req_t *req, gw_slice_t v, gw_slice_t *path)
 {
-    const uint8_t *p = v.base, *end = v.base + v.len;
-    const uint8_t *hash = memchr(p, '#', v.len);
+    const uint8_t *hash = v.len ? memchr(v.base, '#', v.len) : NULL;
     if (hash)
-        end = hash;
-    if (p < end && p[0] == '/') {
-        if (end - p >= 2 && p[1] == '/')
+        v.len = (size_t)(hash - v.base);
+    if (v.len && v.base[0] == '/') {
+        if (v.len >= 2 && v.base[1] == '/')
             return 0; /* a network-path reference: another authority, read no further */
-        *path = (gw_slice_t){p, (size_t)(end - p)};
+        *path = v;
         return 1;
     }
-    const uint8_t *colon = memchr(p, ':', (size_t)(end - p));
-    if (!colon || end - colon < 3 || colon[1] != '/' || colon[2] != '/')
-        return 0; /* a relative path: the RFC says MAY, and resolving dot segments is not ours */
-    gw_slice_t scheme = {p, (size_t)(colon - p)};
-    const uint8_t *a = colon + 3, *s = a;
-    while (s < end && *s != '/' && *s != '?')
-        s++;
-    if (s < end && *s == '?')
-        return 0; /* an empty path before a query: no origin-form without a "/" to borrow */
-    gw_slice_t auth = {a, (size_t)(s - a)};
-    if (!gw_slice_eq_nocase(scheme, req->scheme))
+    /* an absolute URL; a relative path is left alone (the RFC says MAY, and resolving dot
+     * segments against the target is not ours to guess) */
+    gw_cache_url_t u;
+    if (gw_cache_url_parse(v, &u) < 0 || !gw_slice_eq_nocase(u.scheme, req->scheme))
         return 0;
-    gw_slice_t x = gw_cache__authority(scheme, auth),
-               y = gw_cache__authority(scheme, req->authority);
+    gw_slice_t x = gw_cache__authority(u.scheme, u.authority),
+               y = gw_cache__authority(req->scheme, req->authority);
     if (!gw_slice_eq_nocase(x, y))
         return 0;
-    *path = s < end ? (gw_slice_t){s, (size_t)(end - s)} : GW_SLICE_LIT("/");
+    *path = u.path;
     return 1;
 }
 
@@ -576,4 +568,43 @@ size_t gw_cache_invalidation(const gw_cache_req_t *req, const gw_cache_resp_t *r
             out[k++] = (gw_cache_url_t){req->scheme, req->authority, path};
     }
     return k;
+}
+
+/* ---- Cache-Status (RFC 9211) ----------------------------------------------------------------- */
+
+int64_t gw_cache_ttl(const gw_cache_meta_t *m, int64_t now)
+{
+    return (int64_t)m->lifetime - (int64_t)gw_cache_age(m, now);
+}
+
+size_t gw_cache_status_fmt(const gw_cache_status_t *st, char *out, size_t cap)
+{
+    /* §2: cache name, then parameters; fwd and detail are tokens here (RFC 8941 §3.3.4) */
+    size_t at = 0;
+    int n = snprintf(out, cap, "h2gate");
+#define ADD(...)                                                                                   \
+    do {                                                                                           \
+        if (n >= 0 && (size_t)n < cap - at)                                                        \
+            at += (size_t)n;                                                                       \
+        else                                                                                       \
+            return 0;                                                                              \
+        n = snprintf(out + at, cap - at, __VA_ARGS__);                                             \
+    } while (0)
+    if (st->hit)
+        ADD("; hit");
+    if (st->fwd)
+        ADD("; fwd=%s", st->fwd);
+    if (st->fwd_status)
+        ADD("; fwd-status=%u", st->fwd_status);
+    if (st->has_ttl)
+        ADD("; ttl=%lld", (long long)st->ttl);
+    if (st->stored)
+        ADD("; stored");
+    if (st->collapsed)
+        ADD("; collapsed");
+    if (st->detail)
+        ADD("; detail=%s", st->detail);
+    ADD("%s", "");
+#undef ADD
+    return at;
 }

@@ -620,3 +620,24 @@ void gw_cache_stats(gw_cache_t *c, gw_cache_stats_t *st)
         pthread_mutex_unlock(&s->lock);
     }
 }
+
+ssize_t gw_cache_body_slices(const gw_cache_entry_t *e, uint64_t off, uint64_t len,
+                             gw_rslice_t *out, size_t cap)
+{
+    if (off > e->body_len || len > e->body_len - off)
+        return -1;
+    size_t k = 0;
+    uint64_t pos = 0, end = off + len;
+    for (size_t i = 0; i < e->nbody && pos < end; i++) {
+        const gw_rslice_t *s = &e->body[i];
+        uint64_t a = pos, b = pos + s->len; /* this slice holds body bytes [a, b) */
+        pos = b;
+        if (b <= off)
+            continue;
+        if (k == cap)
+            return -1;
+        uint64_t from = off > a ? off - a : 0, to = end < b ? end - a : s->len;
+        out[k++] = (gw_rslice_t){s->buf, s->off + (size_t)from, (size_t)(to - from)};
+    }
+    return (ssize_t)k;
+}

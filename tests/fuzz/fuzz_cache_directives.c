@@ -8,7 +8,8 @@
  * values are within delta-seconds' bounds, and two field lines read as their comma join; the
  * Vary key is -1 exactly when an element is "*", measures what it writes, and does not change
  * when the names change case; a range found lies inside the object; the invalidation paths lie
- * inside the input. ASan reports any read or write out of bounds. */
+ * inside the input, and so do a parsed URL's parts. ASan reports any read or write out of bounds.
+ */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,5 +185,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t t;
     for (size_t i = 0; i < nr; i++)
         (void)gw_http_date_parse(rf[i].value, &t);
+    for (size_t i = 0; i < nq; i++) {
+        gw_cache_url_t url;
+        if (gw_cache_url_parse(qf[i].value, &url) == 0 &&
+            (!inside(url.scheme, data, e) || !inside(url.authority, data, e) ||
+             !url.authority.len ||
+             !(inside(url.path, data, e) || gw_slice_eq(url.path, GW_SLICE_LIT("/")))))
+            abort();
+    }
+    char cs[256];
+    gw_cache_status_t st = {.hit = u == GW_CACHE_USE_FRESH,
+                            .fwd = u == GW_CACHE_USE_FRESH ? NULL : "stale",
+                            .has_ttl = 1,
+                            .ttl = gw_cache_ttl(&m, later),
+                            .detail = gw_cache_nostore_str(ns)};
+    size_t cl = gw_cache_status_fmt(&st, cs, sizeof(cs));
+    if (!cl || cs[cl] != 0)
+        abort();
     return 0;
 }

@@ -101,7 +101,44 @@ static void vary_key(void **state)
     assert_int_equal(gw_cache_vary_key(star, 2, r1, 4, NULL, 0), -1);
 }
 
+static const char *url_key(const char *url)
+{
+    static char out[256];
+    gw_cache_url_t u;
+    if (gw_cache_url_parse(gw_slice_str(url), &u) < 0)
+        return NULL;
+    size_t n = gw_cache_key(&u, out, sizeof(out) - 1);
+    out[n] = 0;
+    return out;
+}
+
+/* The purge URL the admin is given and the request's key agree */
+static void url_parse(void **state)
+{
+    (void)state;
+    assert_string_equal(url_key("https://Example.com:443/a?b=1#frag"), "https://example.com/a?b=1");
+    assert_string_equal(url_key("HTTP://example.com"), "http://example.com/");
+    assert_string_equal(url_key("http://[::1]:8080/x"), "http://[::1]:8080/x");
+    assert_string_equal(url_key("https://example.com:443/a?b=1"),
+                        key("https", "example.com", "/a?b=1"));
+    static const char *const bad[] = {"",
+                                      "/a",
+                                      "example.com/a",
+                                      "ftp://example.com/a",
+                                      "https:/example.com/a",
+                                      "https://",
+                                      "https:///a",
+                                      "https://user@example.com/a",
+                                      "https://:443/a",
+                                      "https://exa mple.com/a",
+                                      "https://example.com?q"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (url_key(bad[i]))
+            fail_msg("'%s' parsed", bad[i]);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(url_parse),
     cmocka_unit_test(primary_key),
     cmocka_unit_test(vary_key),
 };

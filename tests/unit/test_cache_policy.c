@@ -547,6 +547,32 @@ static void invalidation(void **state)
     assert_int_equal(gw_cache_invalidation(&d, &r, u), 1);
 }
 
+/* RFC 9211 Cache-Status, and the ttl it shows */
+static void cache_status(void **state)
+{
+    (void)state;
+    char out[128];
+    gw_cache_status_t hit = {.hit = 1, .has_ttl = 1, .ttl = 376};
+    assert_int_equal(gw_cache_status_fmt(&hit, out, sizeof(out)), 20);
+    assert_string_equal(out, "h2gate; hit; ttl=376");
+    gw_cache_status_t miss = {.fwd = "uri-miss", .fwd_status = 200, .stored = 1, .collapsed = 1};
+    gw_cache_status_fmt(&miss, out, sizeof(out));
+    assert_string_equal(out, "h2gate; fwd=uri-miss; fwd-status=200; stored; collapsed");
+    gw_cache_status_t stale = {.fwd = "stale", .fwd_status = 304, .has_ttl = 1, .ttl = -5};
+    gw_cache_status_fmt(&stale, out, sizeof(out));
+    assert_string_equal(out, "h2gate; fwd=stale; fwd-status=304; ttl=-5");
+    gw_cache_status_t ns = {.fwd = "miss", .detail = gw_cache_nostore_str(GW_CACHE_NS_PRIVATE)};
+    gw_cache_status_fmt(&ns, out, sizeof(out));
+    assert_string_equal(out, "h2gate; fwd=miss; detail=private");
+    /* what does not fit is not written half */
+    assert_int_equal(gw_cache_status_fmt(&miss, out, 20), 0);
+    assert_int_equal(gw_cache_status_fmt(&hit, out, 21), 20);
+    assert_int_equal(gw_cache_status_fmt(&hit, out, 20), 0);
+    gw_cache_meta_t m = meta_of("max-age=60", &pol0);
+    assert_int_equal(gw_cache_ttl(&m, T0 + 10), 50);
+    assert_int_equal(gw_cache_ttl(&m, T0 + 70), -10);
+}
+
 static void names(void **state)
 {
     (void)state;
@@ -558,19 +584,13 @@ static void names(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(storable_statuses),
-    cmocka_unit_test(never_stored),
-    cmocka_unit_test(authorization),
-    cmocka_unit_test(heuristic_freshness),
-    cmocka_unit_test(lifetime_order),
-    cmocka_unit_test(age_calculation),
-    cmocka_unit_test(request_directives),
-    cmocka_unit_test(stale_windows),
-    cmocka_unit_test(conditional_requests),
-    cmocka_unit_test(ranges),
-    cmocka_unit_test(not_modified_update),
-    cmocka_unit_test(invalidation),
-    cmocka_unit_test(names),
+    cmocka_unit_test(storable_statuses),    cmocka_unit_test(never_stored),
+    cmocka_unit_test(authorization),        cmocka_unit_test(heuristic_freshness),
+    cmocka_unit_test(lifetime_order),       cmocka_unit_test(age_calculation),
+    cmocka_unit_test(request_directives),   cmocka_unit_test(stale_windows),
+    cmocka_unit_test(conditional_requests), cmocka_unit_test(ranges),
+    cmocka_unit_test(not_modified_update),  cmocka_unit_test(invalidation),
+    cmocka_unit_test(cache_status),         cmocka_unit_test(names),
 };
 
 GW_TEST_MAIN(tests)

@@ -279,6 +279,49 @@ static void s3fifo_rules(void **state)
     gw_cache_del(c);
 }
 
+/* The body by reference, whole or a range, across the buffers it spans */
+static void body_slices(void **state)
+{
+    (void)state;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 1 << 16});
+    /* 10 bytes "0123456789" in three slices: two of one buffer, one of another */
+    gw_rbuf_t *a = body_buf(0, 64, 0), *b = body_buf(0, 64, 0);
+    memcpy(a->data, "xx0123yy456", 11);
+    memcpy(b->data, "789", 3);
+    gw_rslice_t sl[] = {{a, 2, 4}, {a, 8, 3}, {b, 0, 3}};
+    gw_cache_put_t p = {.key = "https://b/", .keylen = 10, .status = 200, .body = sl, .nbody = 3};
+    assert_int_equal(gw_cache_put(c, &p), 0);
+    gw_rbuf_unref(a);
+    gw_rbuf_unref(b);
+    gw_cache_entry_t *e = get(c, "https://b/", NULL, 0);
+    assert_int_equal(e->body_len, 10);
+    struct {
+        uint64_t off, len;
+        const char *want;
+        ssize_t n;
+    } cases[] = {{0, 10, "0123456789", 3}, {0, 4, "0123", 1}, {3, 2, "34", 2},
+                 {5, 5, "56789", 2},       {9, 1, "9", 1},    {4, 0, "", 0}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gw_rslice_t out[4];
+        ssize_t n = gw_cache_body_slices(e, cases[i].off, cases[i].len, out, 4);
+        assert_int_equal(n, cases[i].n);
+        char got[16];
+        size_t at = 0;
+        for (ssize_t j = 0; j < n; j++) {
+            memcpy(got + at, out[j].buf->data + out[j].off, out[j].len);
+            at += out[j].len;
+        }
+        got[at] = 0;
+        assert_string_equal(got, cases[i].want);
+    }
+    gw_rslice_t one[1];
+    assert_int_equal(gw_cache_body_slices(e, 0, 10, one, 1), -1); /* cap too small */
+    assert_int_equal(gw_cache_body_slices(e, 8, 3, one, 1), -1);  /* past the end */
+    assert_int_equal(gw_cache_body_slices(e, 11, 0, one, 1), -1);
+    gw_cache_unref(e);
+    gw_cache_del(c);
+}
+
 /* A reader keeps an evicted (or purged) entry's head and body alive */
 static void reader_outlives_eviction(void **state)
 {
@@ -613,6 +656,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(vary_variants),
     cmocka_unit_test(purge_prefix),
     cmocka_unit_test(limits),
+    cmocka_unit_test(body_slices),
     cmocka_unit_test(s3fifo_rules),
     cmocka_unit_test(reader_outlives_eviction),
     cmocka_unit_test(scan_stays_within_budget),
