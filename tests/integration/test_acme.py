@@ -9,10 +9,12 @@ import socket
 import ssl
 import stat
 import subprocess
+import threading
 import time
 
 import pytest
 
+from origin import text_pattern
 from procs import Pebble, free_port
 from gwtest import config_refused
 
@@ -169,34 +171,59 @@ def serial(pem):
 
 
 def test_short_lived_certificate_renewed_and_swapped_under_an_open_connection(
-        gateway, pebble, tmp_path):
+        gateway, pebble, origin, tmp_path):
     """pebble issuing 12-second certificates: with a third of the lifetime left the client
-    orders again (acme_renewal_due) and swaps the new certificate in; a connection made on the
-    first certificate keeps it and is still served after the swap."""
+    orders again (acme_renewal_due) and swaps the new certificate in, while a client downloads
+    over a connection made on the first certificate (paced by the gateway's response_rate so
+    that the download spans the swap): the download ends whole and byte-exact on the first
+    certificate, and the connection is served again after the swap."""
     port = free_port()
     pb = pebble(port, validity=12)
-    g = gateway(acme_config(port, pb.directory, pb.ca, tmp_path / "acme", names=("r.test",),
-                            workers=2), wait=[("127.0.0.1", port)])
+    text = acme_config(port, pb.directory, pb.ca, tmp_path / "acme", names=("r.test",),
+                       workers=2).replace("servers: [127.0.0.1:9]",
+                                          f"servers: [127.0.0.1:{origin.port}]")
+    g = gateway(text + "throttle: {response_rate: 160KiB/s}\n", wait=[("127.0.0.1", port)])
     g.wait_log("event=acme_certificate_installed", timeout=20)
     first = served_chain(port, "r.test")[0]
     ctx = ssl.create_default_context(cadata=pb.roots() + pb.intermediates())
     ctx.check_hostname = True
     ctx.set_alpn_protocols(["http/1.1"])
-    conn = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+    conn = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=20),
                            server_hostname="r.test")
-    assert h1_over(conn) == b"HTTP/1.1 502 Bad Gateway"
+    size = 2_000_000  # about 12 s at 160 KiB/s: the renewal comes 8 s after the first issuance
+    conn.sendall(f"GET /text/{size} HTTP/1.1\r\nHost: r.test\r\n\r\n".encode())
+    got = {}
+
+    def download():
+        data = b""
+        while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < size:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        got["data"], got["ended"] = data, time.monotonic()
+    t = threading.Thread(target=download)
+    t.start()
     log = g.wait_log("attempt=2", timeout=15)
     assert "event=acme_renewal_due names=r.test" in log, log[-3000:]
     deadline = time.monotonic() + 15
     while g.log().count("event=acme_certificate_installed names=r.test") < 2:
         assert time.monotonic() < deadline, g.log()[-3000:]
         time.sleep(0.1)
+    swapped = time.monotonic()
     second = served_chain(port, "r.test")[0]
     assert serial(second) != serial(first)
     assert verify(tmp_path, [second, pb.intermediates()], pb.roots(), "r.test").returncode == 0
+    t.join(30)
+    assert not t.is_alive()
+    head, body = got["data"].split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert body == text_pattern(size)
+    # the download was still running when the new certificate was installed
+    assert got["ended"] > swapped, "the download ended before the swap: pace it slower"
     # the open connection: its certificate unchanged, still served (it was never closed)
     assert ssl.DER_cert_to_PEM_cert(conn.getpeercert(binary_form=True)).split() == first.split()
-    assert h1_over(conn) == b"HTTP/1.1 502 Bad Gateway"
+    assert h1_over(conn) == b"HTTP/1.1 404 Not Found"
     conn.close()
     # the second certificate's own renewal may have started meanwhile (12 s certificates)
     assert g.log().count("event=acme_order_start names=r.test") in (2, 3)
