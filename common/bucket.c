@@ -140,6 +140,7 @@ struct gw_bucket_entry {
     uint8_t asking;
     uint64_t asked_us; /* an answer lost (never expected) frees the way after a second */
     uint64_t local_until_us;
+    unsigned local_share; /* until then, each byte spent costs this many tokens */
 };
 
 struct gw_bucket_table {
@@ -303,6 +304,7 @@ gw_bucket_entry_t *gw_bucket_table_acquire(gw_bucket_table_t *t, const struct so
         e->lease = 0;
         e->asking = 0;
         e->local_until_us = 0;
+        e->local_share = 1;
         e->gen++;
         gw_bucket_init(&e->b, rate, burst, now_us);
         e->grain = gw_bucket_grain(&e->b);
@@ -347,7 +349,10 @@ size_t gw_bucket_table_take(gw_bucket_table_t *t, gw_bucket_entry_t *e, size_t n
 void gw_bucket_table_spend(gw_bucket_table_t *t, gw_bucket_entry_t *e, size_t n, uint64_t now_us)
 {
     pthread_mutex_lock(&t->lock);
-    gw_bucket_spend(&e->b, n, now_us);
+    size_t cost = n;
+    if (t->leased && now_us < e->local_until_us && e->local_share > 1)
+        cost = n > GW_BUCKET_MAX / e->local_share ? (size_t)GW_BUCKET_MAX : n * e->local_share;
+    gw_bucket_spend(&e->b, cost, now_us);
     if (t->leased && now_us >= e->local_until_us)
         e->lease -= (int64_t)n;
     pthread_mutex_unlock(&t->lock);
@@ -386,8 +391,8 @@ int gw_bucket_table_avail_leased(gw_bucket_table_t *t, gw_bucket_entry_t *e, uin
     return on;
 }
 
-void gw_bucket_table_lease_grant(gw_bucket_table_t *t, uint64_t token, uint64_t bytes, int local,
-                                 uint64_t now_us)
+void gw_bucket_table_lease_grant(gw_bucket_table_t *t, uint64_t token, uint64_t bytes,
+                                 unsigned local, uint64_t now_us)
 {
     size_t idx = (size_t)(token >> 32);
     if (idx >= t->cap)
@@ -396,9 +401,10 @@ void gw_bucket_table_lease_grant(gw_bucket_table_t *t, uint64_t token, uint64_t 
     gw_bucket_entry_t *e = &t->e[idx];
     if (e->family && e->gen == (uint32_t)token) {
         e->asking = 0;
-        if (local) /* the cluster could not answer: the local bucket decides for a while */
+        if (local) { /* the cluster could not answer: the local bucket decides for a while */
             e->local_until_us = now_us + GW_BUCKET_LEASE_LOCAL_US;
-        else
+            e->local_share = local < GW_BUCKET_MAX_SHARE ? local : GW_BUCKET_MAX_SHARE;
+        } else
             e->lease += (int64_t)bytes;
     }
     pthread_mutex_unlock(&t->lock);

@@ -118,10 +118,13 @@ void gw_bucket_table_set_leased(gw_bucket_table_t *t, int on);
  * for gw_bucket_table_lease_grant; else *ask is 0. */
 int gw_bucket_table_avail_leased(gw_bucket_table_t *t, gw_bucket_entry_t *e, uint64_t size,
                                  uint64_t now_us, uint64_t *v, uint64_t *ask, uint64_t *token);
-/* The answer to token: bytes granted, or local (no answer: the bucket alone for a while). A
- * token of an entry that has since held another client is dropped. */
-void gw_bucket_table_lease_grant(gw_bucket_table_t *t, uint64_t token, uint64_t bytes, int local,
-                                 uint64_t now_us);
+/* The answer to token: bytes granted (local 0), or no answer: the bucket alone decides for
+ * GW_BUCKET_LEASE_LOCAL_US as one of `local` instances doing so (local >= 1: each byte spent
+ * meanwhile costs that many tokens, so those instances together keep to the rate, capped at
+ * GW_BUCKET_MAX_SHARE). A token of an entry that has since held another client is dropped. */
+#define GW_BUCKET_MAX_SHARE 4096u
+void gw_bucket_table_lease_grant(gw_bucket_table_t *t, uint64_t token, uint64_t bytes,
+                                 unsigned local, uint64_t now_us);
 /* The client address as the tables key it (IPv4, or IPv6 cut to ipv6_prefix bits) as text;
  * its length, 0 for other families. */
 int gw_bucket_addr_text(const struct sockaddr *sa, unsigned ipv6_prefix, char *out, size_t cap);

@@ -1,7 +1,8 @@
 /* cluster/cluster.c — the shared ticket keys kept in step with Redis (see cluster.h), on the
  * main thread's loop. One poll at a time: GET the keys; when they are due, SET NX PX the
  * rotation lock of that generation and, holding it, SET the next keys; install what was read
- * or written into the keyring. */
+ * or written into the keyring. Beside it, the heartbeat: how many instances are alive, so that
+ * each knows its share of a limit while Redis cannot decide. */
 #include "cluster/cluster.h"
 
 #include <openssl/crypto.h>
@@ -23,11 +24,27 @@
  * step has cluster.timeout), far less than a rotation period */
 #define LOCK_MS 10000
 
+/* The heartbeat: every BEAT_MS (or poll_interval, when shorter) an instance puts itself in the
+ * sorted set PREFIX "instances" with the score Redis's now + ALIVE_MS, drops the members whose
+ * score has passed and reads how many are left. One key and one call whatever the keyspace
+ * holds (a SCAN for per-instance keys would walk every rate key too), and the scores are
+ * Redis's clock, so instances' clocks do not matter. An instance that stops counts for
+ * ALIVE_MS more. */
+#define BEAT_MS 1000
+#define ALIVE_MS 3000
+
 struct gw_cluster {
     uv_loop_t *loop;
     gw_tls_keyring_t *ring;
     gw_redis_t *redis;
+    gw_cluster_hub_t *hub; /* where the share goes (gw_cluster__set_hub); NULL: nowhere */
     uv_timer_t poll;
+    uv_timer_t beat;
+    int handles;    /* of poll and beat, not yet closed: the memory goes at 0 */
+    int beating;    /* a heartbeat is under way */
+    unsigned alive; /* instances alive at the last heartbeat (0: none read yet) */
+    char *k_alive;  /* PREFIX "instances" */
+    char id[128];   /* this instance in it: host:pid:random */
     char *host, *password, *prefix;
     char text[64];
     unsigned db;
@@ -46,7 +63,18 @@ struct gw_cluster {
     atomic_ullong st_degraded, st_ok, st_failed, st_timeout, st_rotations, st_updates;
     atomic_ullong st_rate_allowed, st_rate_denied, st_rate_local, st_rate_calls;
     atomic_ullong st_oversized, st_bad_replies;
+    atomic_uint st_instances;
+    atomic_ullong st_local_ms;    /* time in local mode, spells that ended */
+    atomic_ullong st_local_since; /* when the current spell began (monotonic ms); 0: up */
 };
+
+/* The heartbeat (see BEAT_MS), in one call. ARGV: this instance's id, ALIVE_MS. Returns how
+ * many instances are alive, this one included. */
+static const char ALIVE_LUA[] =
+    "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) "
+    "/ 1000) local ttl = tonumber(ARGV[2]) redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) "
+    "redis.call('ZADD', KEYS[1], now + ttl, ARGV[1]) redis.call('PEXPIRE', KEYS[1], ttl) "
+    "return redis.call('ZCARD', KEYS[1])";
 
 /* GCRA (the generic cell rate algorithm) for n requests at once, atomic in Redis: the key
  * holds the theoretical arrival time (TAT, Unix µs by Redis's clock, so that instances' clocks
@@ -75,6 +103,12 @@ static const char LEASE_LUA[] =
     "redis.call('HSET', KEYS[1], 'tok', tostring(tok), 'ts', string.format('%d', now)) "
     "redis.call('PEXPIRE', KEYS[1], math.floor(burst * 1000 / rate) + 1000) return g";
 
+static uint64_t mono_ms(void)
+{
+    uint64_t ms = uv_hrtime() / 1000000u;
+    return ms ? ms : 1; /* 0 means "not in local mode" */
+}
+
 static uint64_t unix_ms(void)
 {
     struct timespec ts;
@@ -95,9 +129,40 @@ static char *join(const char *a, const char *b)
 
 /* ---- up and down ---------------------------------------------------------------------------- */
 
+/* What the hub tells the workers: 1 while Redis decides (up, its scripts loaded), else the
+ * instances last seen alive (see gw_cluster_hub_share). */
+static void share_update(gw_cluster_t *c)
+{
+    int shared = atomic_load(&c->st_up) && c->sha[0] && c->lsha[0];
+    if (c->hub)
+        gw_cluster__hub_share(c->hub, shared || !c->alive ? 1 : c->alive);
+}
+
+/* Up or down (local mode), with the time spent down added up. */
+static void set_up(gw_cluster_t *c, int up)
+{
+    if (atomic_exchange(&c->st_up, up) != up) {
+        uint64_t now = mono_ms();
+        if (!up) {
+            atomic_store(&c->st_local_since, now);
+        } else {
+            uint64_t since = atomic_exchange(&c->st_local_since, 0);
+            if (since && now > since)
+                atomic_fetch_add(&c->st_local_ms, now - since);
+        }
+    }
+    share_update(c);
+}
+
+void gw_cluster__set_hub(gw_cluster_t *c, gw_cluster_hub_t *h)
+{
+    c->hub = h;
+    share_update(c);
+}
+
 static void degrade(gw_cluster_t *c, const char *why)
 {
-    atomic_store(&c->st_up, 0);
+    set_up(c, 0);
     if (c->degraded)
         return;
     c->degraded = 1;
@@ -108,7 +173,7 @@ static void degrade(gw_cluster_t *c, const char *why)
 
 static void recovered(gw_cluster_t *c)
 {
-    atomic_store(&c->st_up, 1);
+    set_up(c, 1);
     if (!c->degraded && c->seen)
         return;
     if (c->degraded)
@@ -286,6 +351,7 @@ static void keep_sha(gw_cluster_t *c, char *dst, const redisReply *r, int err)
     if (r->type == REDIS_REPLY_STRING && gw_cluster__sha_ok(r->str, r->len)) {
         memcpy(dst, r->str, r->len);
         dst[r->len] = 0;
+        share_update(c); /* shared decisions from now on */
     } else {
         bad_reply(c, "SCRIPT LOAD", "not a SHA1");
     }
@@ -315,6 +381,39 @@ static void load_script(gw_cluster_t *c)
         degrade(c, "SCRIPT LOAD: not connected");
 }
 
+/* ---- the heartbeat -------------------------------------------------------------------------- */
+
+static void on_alive(void *ud, const redisReply *r, int err)
+{
+    gw_cluster_t *c = ud;
+    c->beating = 0;
+    if (outcome(c, r, err, "EVAL heartbeat") < 0)
+        return; /* the last count stays: it is what local decisions divide by */
+    unsigned n;
+    if (r->type != REDIS_REPLY_INTEGER || gw_cluster__alive_reply(r->integer, &n) < 0) {
+        bad_reply(c, "EVAL heartbeat", "instance count out of range");
+        return;
+    }
+    if (n != c->alive)
+        GW_LOG_INFO("cluster_instances", "redis=%s alive=%u was=%u", c->text, n, c->alive);
+    c->alive = n;
+    atomic_store(&c->st_instances, n);
+    share_update(c);
+}
+
+static void on_beat(uv_timer_t *t)
+{
+    gw_cluster_t *c = t->data;
+    if (c->beating || !c->redis || !gw_redis_up(c->redis))
+        return;
+    char ttl[24];
+    snprintf(ttl, sizeof(ttl), "%d", ALIVE_MS);
+    const char *argv[] = {"EVAL", ALIVE_LUA, "1", c->k_alive, c->id, ttl};
+    size_t lens[] = {4, sizeof(ALIVE_LUA) - 1, 1, strlen(c->k_alive), strlen(c->id), strlen(ttl)};
+    if (gw_redis_command(c->redis, 6, argv, lens, on_alive, c) == 0)
+        c->beating = 1;
+}
+
 /* The client connected (the scripts are loaded, the keys read at once) or lost Redis. */
 static void on_redis_up(void *ud, int up, const char *why)
 {
@@ -324,10 +423,12 @@ static void on_redis_up(void *ud, int up, const char *why)
         snprintf(w, sizeof(w), "connection: %s", why);
         degrade(c, w);
         c->sha[0] = c->lsha[0] = 0;
+        c->beating = 0; /* its callback ran (GW_E_IO) */
         return;
     }
     load_script(c);
     on_poll(&c->poll); /* no need to wait a whole interval for the keys */
+    on_beat(&c->beat); /* nor for the count */
 }
 
 /* ---- shared request rates ------------------------------------------------------------------ */
@@ -513,6 +614,20 @@ size_t gw_cluster__max_reply(const gw_cluster_t *c)
 
 static void on_poll_closed(uv_handle_t *h);
 
+/* This instance's name in the heartbeat set: the host, the process and a random part (two
+ * processes of one host, or a process that restarted the client on reload, are not one). */
+static void make_id(gw_cluster_t *c)
+{
+    char host[64] = "";
+    uint8_t rnd[4] = {0};
+    if (gethostname(host, sizeof(host)) != 0)
+        host[0] = 0;
+    host[sizeof(host) - 1] = 0;
+    (void)RAND_bytes(rnd, sizeof(rnd));
+    snprintf(c->id, sizeof(c->id), "%s:%d:%02x%02x%02x%02x", host[0] ? host : "-", (int)getpid(),
+             rnd[0], rnd[1], rnd[2], rnd[3]);
+}
+
 int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_t *ring,
                    gw_cluster_t **out)
 {
@@ -526,14 +641,18 @@ int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_
     c->password = gw_strdup(cfg->password);
     c->prefix = gw_strdup(cfg->key_prefix ? cfg->key_prefix : "h2gate:");
     c->k_keys = c->prefix ? join(c->prefix, "tls:ticket-keys") : NULL;
-    if (!c->host || (cfg->password && !c->password) || !c->k_keys) {
+    c->k_alive = c->prefix ? join(c->prefix, "instances") : NULL;
+    if (!c->host || (cfg->password && !c->password) || !c->k_keys || !c->k_alive) {
         gw_free(c->host);
         gw_free(c->password);
         gw_free(c->prefix);
         gw_free(c->k_keys);
+        gw_free(c->k_alive);
         gw_free(c);
         return GW_E_NOMEM;
     }
+    make_id(c);
+    atomic_store(&c->st_local_since, mono_ms()); /* alone until Redis answers */
     snprintf(c->text, sizeof(c->text), "%s", cfg->redis.text);
     c->db = cfg->db;
     c->timeout_ms = cfg->timeout_ms;
@@ -554,13 +673,19 @@ int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_
                          .ud = c};
     uv_timer_init(loop, &c->poll);
     c->poll.data = c;
+    uv_timer_init(loop, &c->beat);
+    c->beat.data = c;
+    c->handles = 2;
     int rv = gw_redis_new(loop, &o, &c->redis);
     if (rv < 0) {
         c->redis = NULL;
         uv_close((uv_handle_t *)&c->poll, on_poll_closed); /* frees c when the loop runs */
+        uv_close((uv_handle_t *)&c->beat, on_poll_closed);
         return rv;
     }
     uv_timer_start(&c->poll, on_poll, c->poll_interval_ms, c->poll_interval_ms);
+    uint64_t beat = c->poll_interval_ms < BEAT_MS ? c->poll_interval_ms : BEAT_MS;
+    uv_timer_start(&c->beat, on_beat, beat, beat);
     GW_LOG_INFO("cluster_start", "redis=%s db=%u key_prefix=%s timeout_ms=%llu", c->text, c->db,
                 c->prefix, (unsigned long long)c->timeout_ms);
     *out = c;
@@ -640,6 +765,13 @@ static void leases(gw_cluster_t *c, gw_rate_q_t *list)
     }
 }
 
+/* Time in local mode: the spells that ended and the one under way. */
+static uint64_t local_ms(gw_cluster_t *c)
+{
+    uint64_t since = atomic_load(&c->st_local_since), now = mono_ms();
+    return atomic_load(&c->st_local_ms) + (since && now > since ? now - since : 0);
+}
+
 gw_cluster_stats_t gw_cluster_stats(const gw_cluster_t *c)
 {
     gw_cluster_t *m = (gw_cluster_t *)c; /* atomics only */
@@ -658,12 +790,17 @@ gw_cluster_stats_t gw_cluster_stats(const gw_cluster_t *c)
                                 .lease_bytes = atomic_load(&m->st_lease_bytes),
                                 .lease_local = atomic_load(&m->st_lease_local),
                                 .replies_oversized = atomic_load(&m->st_oversized),
-                                .replies_bad = atomic_load(&m->st_bad_replies)};
+                                .replies_bad = atomic_load(&m->st_bad_replies),
+                                .instances = atomic_load(&m->st_instances),
+                                .local_us = local_ms(m) * 1000u};
 }
 
 static void on_poll_closed(uv_handle_t *h)
 {
     gw_cluster_t *c = h->data;
+    if (--c->handles > 0)
+        return;
+    gw_free(c->k_alive);
     gw_free(c->host);
     gw_free(c->password);
     gw_free(c->prefix);
@@ -681,4 +818,5 @@ void gw_cluster_close(gw_cluster_t *c)
         gw_redis_close(c->redis); /* pending callbacks run now, with GW_E_CLOSED */
     c->redis = NULL;
     uv_close((uv_handle_t *)&c->poll, on_poll_closed);
+    uv_close((uv_handle_t *)&c->beat, on_poll_closed);
 }

@@ -71,6 +71,13 @@ int gw_cluster_hub_lease(gw_cluster_hub_t *h, gw_cluster_sink_t *sink, const uin
 /* Main thread: questions still queued are answered GW_RATE_LOCAL; then the memory goes once
  * the loop has closed the handle. */
 void gw_cluster_hub_close(gw_cluster_hub_t *h);
+/* Any thread: how many instances share a limit that this one decides alone now. Every instance
+ * announces itself in Redis (a heartbeat) and remembers how many were alive; while the
+ * cluster cannot decide (Redis down, slow, failing over, not reached yet), each enforces its
+ * share: a local decision costs this many tokens of the local bucket, so N instances together
+ * allow the limit, not N times it. 1 while Redis decides, without a cluster, or when no
+ * count was ever read (h NULL: 1). */
+unsigned gw_cluster_hub_share(gw_cluster_hub_t *h);
 
 /* ---- shared values (what other modules keep in Redis: the ACME client's locks,
  * certificates and challenges) -------------------------------------------------------------
@@ -127,6 +134,8 @@ typedef struct {
         lease_local;            /* bandwidth leases: calls, bytes granted, unanswered */
     uint64_t replies_oversized; /* replies past cluster.max_reply (the connection dropped) */
     uint64_t replies_bad;       /* answers out of range (decided locally) */
+    uint64_t instances;         /* instances alive at the last heartbeat (0: none read yet) */
+    uint64_t local_us;          /* time spent deciding alone (not up), the current spell too */
 } gw_cluster_stats_t;
 
 /* Start sharing per cfg (copied) on loop, keeping ring equal to the shared keys. 0 or

@@ -69,6 +69,10 @@ typedef struct gw_rate_q {
 
 /* ---- replies.c: Redis's answers, checked ---- */
 
+/* The most instances a heartbeat count may say are alive: a larger count (or one below 1,
+ * which cannot be: the instance that asked is one) is not Redis's answer to our script. */
+#define GW_CLUSTER_INSTANCES_MAX 4096u
+
 /* The longest Retry-After a shared refusal gives (1 day), whatever Redis says. */
 #define GW_CLUSTER_RETRY_MAX_S 86400u
 /* SCRIPT LOAD's answer: the script's SHA1 in lowercase hex. */
@@ -82,6 +86,9 @@ int gw_cluster__rate_reply(long long ok, long long retry_us, uint64_t n, uint64_
 /* The lease script's grant for want bytes in all: 0 and *out, or GW_E_PARSE when it is not in
  * 0..want. */
 int gw_cluster__lease_reply(long long granted, uint64_t want, uint64_t *out);
+/* The heartbeat script's count of instances alive (the asker included): 0 and *out, or
+ * GW_E_PARSE when it is not in 1..GW_CLUSTER_INSTANCES_MAX. */
+int gw_cluster__alive_reply(long long n, unsigned *out);
 /* Whether s[0..len) is a script SHA1 as SCRIPT LOAD answers it. */
 int gw_cluster__sha_ok(const char *s, size_t len);
 /* src[0..len) (a Redis error or status line; NULL is empty) into dst (cap bytes, NUL-ended,
@@ -92,6 +99,10 @@ void gw_cluster__log_text(char *dst, size_t cap, const char *src, size_t len);
 /* cluster.c: decide the questions of one loop turn (a list linked by next); each is answered
  * (gw_cluster__answer) now or when Redis replies. */
 void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *list);
+/* cluster.c: c's share goes to h from now on (NULL: c is no longer the hub's). Main thread. */
+void gw_cluster__set_hub(gw_cluster_t *c, gw_cluster_hub_t *h);
+/* rates.c: what gw_cluster_hub_share answers from now on (0 counts as 1). */
+void gw_cluster__hub_share(gw_cluster_hub_t *h, unsigned share);
 /* rates.c: send q's answer to its sink and free q. */
 void gw_cluster__answer(gw_rate_q_t *q, gw_rate_verdict_t v, unsigned retry_after_s);
 /* rates.c: send the answer to q's lease (granted bytes; local: Redis could not answer). */

@@ -28,6 +28,7 @@ struct gw_cluster_hub {
     gw_rate_q_t *head, **tail; /* questions not yet taken by the main loop */
     int open;
     gw_cluster_t *c;
+    atomic_uint share; /* gw_cluster_hub_share: 1, or the instances last seen alive */
 };
 
 /* ---- sinks ----------------------------------------------------------------------------------- */
@@ -196,13 +197,29 @@ int gw_cluster_hub_new(uv_loop_t *main_loop, gw_cluster_hub_t **out)
     h->async.data = h;
     h->tail = &h->head;
     h->open = 1;
+    atomic_init(&h->share, 1);
     *out = h;
     return 0;
 }
 
 void gw_cluster_hub_set(gw_cluster_hub_t *h, gw_cluster_t *c)
 {
+    if (h->c && h->c != c)
+        gw_cluster__set_hub(h->c, NULL);
     h->c = c;
+    atomic_store(&h->share, 1); /* no cluster: an instance alone decides with the whole limit */
+    if (c)
+        gw_cluster__set_hub(c, h); /* and tells its share from now on */
+}
+
+void gw_cluster__hub_share(gw_cluster_hub_t *h, unsigned share)
+{
+    atomic_store(&h->share, share ? share : 1);
+}
+
+unsigned gw_cluster_hub_share(gw_cluster_hub_t *h)
+{
+    return h ? atomic_load(&h->share) : 1;
 }
 
 static int enqueue(gw_cluster_hub_t *h, gw_cluster_sink_t *sink, const uint8_t *key, size_t klen,

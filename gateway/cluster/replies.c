@@ -36,6 +36,16 @@ int gw_cluster__lease_reply(long long granted, uint64_t want, uint64_t *out)
     return 0;
 }
 
+int gw_cluster__alive_reply(long long n, unsigned *out)
+{
+    /* the asker has just added itself, so at least 1; the bound keeps a share (a limit divided
+     * by it) from going to nothing on a peer's word */
+    if (n < 1 || (unsigned long long)n > GW_CLUSTER_INSTANCES_MAX)
+        return GW_E_PARSE;
+    *out = (unsigned)n;
+    return 0;
+}
+
 int gw_cluster__sha_ok(const char *s, size_t len)
 {
     if (!s || len != GW_CLUSTER_SHA_LEN)

@@ -62,6 +62,9 @@ typedef struct {
      * local bucket decides. */
     int (*lease)(gw_front_t *f, const uint8_t *key, size_t klen, uint64_t rate, uint64_t burst,
                  uint64_t want, uint64_t token);
+    /* How many instances share a client's bandwidth that this one decides alone now (1: the
+     * cluster decides, or there is none); may be NULL (1). */
+    unsigned (*local_share)(gw_front_t *f);
 } gw_front_ops_t;
 
 /* ---- metrics (metrics.c): a worker's counters, keyed by configuration names ---------------- */

@@ -111,8 +111,9 @@ size_t gw_front__out_avail(conn_t *c, uint64_t now, size_t want, gw_bucket_t *rb
             /* with a cluster, also no more than the bytes Redis granted this instance */
             leased = gw_bucket_table_avail_leased(t, c->thr->client, lease_size(c), now, &v, &ask,
                                                   &token);
-            if (ask && lease_ask(c, ask, token) < 0)
-                gw_bucket_table_lease_grant(t, token, 0, 1, now); /* could not ask: local */
+            if (ask && lease_ask(c, ask, token) < 0) /* could not ask: local, its share */
+                gw_bucket_table_lease_grant(
+                    t, token, 0, W(c)->ops->local_share ? W(c)->ops->local_share(W(c)) : 1, now);
         } else {
             v = gw_bucket_table_avail(t, c->thr->client, now);
         }

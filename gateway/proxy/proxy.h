@@ -56,6 +56,10 @@ void gw_proxy_set_rate_table(gw_proxy_t *p, gw_bucket_table_t *t);
 typedef struct {
     uint64_t (*ask)(void *ud, const uint8_t *key, size_t klen, uint64_t rate, uint64_t burst,
                     int wait);
+    /* How many instances share a limit the local bucket decides now (any thread; NULL or 0:
+     * 1): each such decision costs that many tokens, so that instances without their shared
+     * state together allow the limit (gw_cluster_hub_share). */
+    unsigned (*share)(void *ud);
     void *ud;
 } gw_proxy_rate_asker_t;
 void gw_proxy_set_rate_asker(gw_proxy_t *p, const gw_proxy_rate_asker_t *a);

@@ -528,6 +528,13 @@ const gw_proxy_errpage_t *gw_proxy__errpage_find(const gw_proxy_errpages_t *t, u
  * not IP (unlimited). */
 int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t idx,
                          const struct sockaddr *sa, uint64_t now_us, unsigned *retry_after_s);
+/* The same for one of share instances deciding alone (gw_proxy_rate_asker_t.share; 0 counts
+ * as 1): a request goes while the bucket holds a token, and costs share tokens (the rest as
+ * debt), so the bucket lets rate/share requests a second through, and its burst/share (at
+ * least one) at once. */
+int gw_proxy__rate_allow_share(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t idx,
+                               const struct sockaddr *sa, uint64_t now_us, unsigned share,
+                               unsigned *retry_after_s);
 
 /* ---- coalesce.c: the rules of coalescing (RFC 9111 review at the top of the file) ---------- */
 

@@ -34,8 +34,9 @@ static int px_limited(px_t *px, unsigned retry);
 static int local_allow(gw_proxy_t *p, const gw_cfg_route_t *r, const gw_cstream_t *s,
                        unsigned *retry)
 {
-    return gw_proxy__rate_allow(p->rates, r, (size_t)(r - p->cfg->routes), s->addr,
-                                gw_now_ns() / 1000, retry);
+    unsigned share = p->asker.share ? p->asker.share(p->asker.ud) : 1;
+    return gw_proxy__rate_allow_share(p->rates, r, (size_t)(r - p->cfg->routes), s->addr,
+                                      gw_now_ns() / 1000, share, retry);
 }
 static int rate_429(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
                     unsigned retry);

@@ -78,6 +78,13 @@ int gw_proxy__answer_fields(gw_cstream_t *s, unsigned status, const char *text,
 int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t idx,
                          const struct sockaddr *sa, uint64_t now_us, unsigned *retry_after_s)
 {
+    return gw_proxy__rate_allow_share(t, r, idx, sa, now_us, 1, retry_after_s);
+}
+
+int gw_proxy__rate_allow_share(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t idx,
+                               const struct sockaddr *sa, uint64_t now_us, unsigned share,
+                               unsigned *retry_after_s)
+{
     if (!r->request_rate || !t || !sa)
         return 1;
     /* request_burst 0: one second's worth of requests */
@@ -95,6 +102,8 @@ int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t i
     }
     uint64_t wait = 0;
     size_t got = gw_bucket_table_take(t, e, 1, now_us, &wait);
+    if (got && share > 1) /* the rest of a share's price, as debt paid before the next one */
+        gw_bucket_table_spend(t, e, share - 1, now_us);
     gw_bucket_table_release(t, e);
     if (got)
         return 1;

@@ -426,7 +426,8 @@ static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
     }
     gw_proxy_set_rate_table(p, gen->rates ? gen->rates->t : NULL);
     if (gen->cfg->cluster.enabled && w->sink) { /* request rates shared across instances */
-        gw_proxy_rate_asker_t a = {.ask = gw_server__rate_ask, .ud = w};
+        gw_proxy_rate_asker_t a = {
+            .ask = gw_server__rate_ask, .share = gw_server__rate_share, .ud = w};
         gw_proxy_set_rate_asker(p, &a);
     }
     gw_proxy_set_tunnel_count(p, &w->tunnels_open);

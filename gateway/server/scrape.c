@@ -445,6 +445,13 @@ static const fam_t fams[] = {
      "Redis replies refused: too_large (past cluster.max_reply, the connection dropped), "
      "out_of_range (a number no script returns; decided locally).",
      .label = "reason", POINTS(cluster_bad_replies), .need = NEED_CLUSTER},
+    {"h2gate_cluster_instances", "gauge",
+     "Instances alive at this one's last heartbeat in Redis (0: none read yet); while Redis "
+     "cannot decide, each enforces this share of a shared limit.",
+     .off = AT(cluster.instances), .need = NEED_CLUSTER},
+    {"h2gate_cluster_local_mode_seconds_total", "counter",
+     "Time this instance decided alone (Redis down, slow, failing over or not reached yet).",
+     .off = AT(cluster.local_us), .us = 1, .need = NEED_CLUSTER},
     {"h2gate_tls_certificate_expiry_seconds", "gauge",
      "The notAfter (Unix time) of the certificate served for each name of tls.acme: the ACME "
      "certificate, or the self-signed stand-in until it comes.",

@@ -221,6 +221,8 @@ void gw_server__worker_free(gw_worker_t *w);
 /* Close one listening handle of a worker. */
 void gw_server__whandle_close(gw_whandle_t *wh);
 /* A proxy's question to the cluster (gw_proxy_rate_asker_t.ask; ud: the worker). */
+/* A proxy's divisor for its local decisions (gw_proxy_rate_asker_t.share; ud: the worker). */
+unsigned gw_server__rate_share(void *ud);
 uint64_t gw_server__rate_ask(void *ud, const uint8_t *key, size_t klen, uint64_t rate,
                              uint64_t burst, int wait);
 

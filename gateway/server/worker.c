@@ -115,8 +115,10 @@ static void on_rate_answer(void *ud, const gw_cluster_answer_t *a)
     gw_wgen_t *cur = WCUR(w);
     if (a->lease) { /* a client's bandwidth: into the shared table, for every worker */
         if (cur && cur->gen->clients)
-            gw_bucket_table_lease_grant(cur->gen->clients->t, a->token, a->granted,
-                                        a->verdict == GW_RATE_LOCAL, gw_now_ns() / 1000);
+            gw_bucket_table_lease_grant(
+                cur->gen->clients->t, a->token, a->granted,
+                a->verdict == GW_RATE_LOCAL ? gw_cluster_hub_share(w->srv->hub) : 0,
+                gw_now_ns() / 1000);
         return;
     }
     int v = a->verdict == GW_RATE_ALLOW  ? GW_PROXY_RATE_ALLOW
@@ -153,10 +155,24 @@ static int on_lease(gw_front_t *f, const uint8_t *key, size_t klen, uint64_t rat
     return gw_cluster_hub_lease(w->srv->hub, w->sink, key, klen, rate, burst, want, token);
 }
 
+/* How many instances split a client's bandwidth this worker decides alone now. */
+static unsigned on_local_share(gw_front_t *f)
+{
+    gw_worker_t *w = GW_CONTAINER_OF(f, gw_worker_t, f);
+    return gw_cluster_hub_share(w->srv->hub);
+}
+
 static const gw_front_ops_t worker_ops = {
     .conn_freed = on_conn_freed,
     .lease = on_lease,
+    .local_share = on_local_share,
 };
+
+unsigned gw_server__rate_share(void *ud)
+{
+    gw_worker_t *w = ud;
+    return gw_cluster_hub_share(w->srv->hub);
+}
 
 uint64_t gw_server__rate_ask(void *ud, const uint8_t *key, size_t klen, uint64_t rate,
                              uint64_t burst, int wait)

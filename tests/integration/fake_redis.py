@@ -2,7 +2,7 @@
 hostile or impersonated Redis on a free loopback port, speaking just enough RESP.
 
 By default it answers like a Redis that holds nothing: SCRIPT LOAD with the script's SHA1, GET
-with nil, SET with +OK, EVALSHA on a `rate:` key with {n, 0} (all n allowed; n is the script's
+with nil, SET with +OK, EVAL (the heartbeat) with 1, EVALSHA on a `rate:` key with {n, 0} (all n allowed; n is the script's
 third argument) and on a `bw:` key with the bytes asked for. Each answer can be replaced:
 
     FakeRedis(rate=b"*2\\r\\n:0\\r\\n:9223372036854775807\\r\\n")  the rate script's raw answer
@@ -116,6 +116,8 @@ class FakeRedis(ThreadedServer):
             return b"$40\r\n" + sha + b"\r\n"
         if name == b"GET":
             return self.get if self.get is not None else b"$-1\r\n"
+        if name == b"EVAL":  # the heartbeat: this instance alone
+            return b":1\r\n"
         if name == b"EVALSHA":
             key, argv = cmd[3], cmd[4:]
             if b"rate:" in key:

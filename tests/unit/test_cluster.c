@@ -168,6 +168,23 @@ static void test_lease_reply_bounded(void **state)
 
 /* SCRIPT LOAD's answer is a SHA1 (40 lowercase hex digits), or it is not kept; a peer's text
  * in a log line cannot end the quoted value or start a line of its own. */
+/* The heartbeat's count: the asker is one, and a count past the bound is not our script's. */
+static void test_alive_reply_bounded(void **state)
+{
+    (void)state;
+    unsigned n = 0;
+    assert_int_equal(gw_cluster__alive_reply(1, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(gw_cluster__alive_reply(GW_CLUSTER_INSTANCES_MAX, &n), 0);
+    assert_int_equal(n, GW_CLUSTER_INSTANCES_MAX);
+    n = 7;
+    assert_int_equal(gw_cluster__alive_reply(0, &n), GW_E_PARSE);
+    assert_int_equal(gw_cluster__alive_reply(-1, &n), GW_E_PARSE);
+    assert_int_equal(gw_cluster__alive_reply(GW_CLUSTER_INSTANCES_MAX + 1ll, &n), GW_E_PARSE);
+    assert_int_equal(gw_cluster__alive_reply(LLONG_MAX, &n), GW_E_PARSE);
+    assert_int_equal(n, 7); /* untouched */
+}
+
 static void test_sha_and_log_text(void **state)
 {
     (void)state;
@@ -253,6 +270,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rotate),
     cmocka_unit_test(test_rate_reply_bounded),
     cmocka_unit_test(test_lease_reply_bounded),
+    cmocka_unit_test(test_alive_reply_bounded),
     cmocka_unit_test(test_sha_and_log_text),
     cmocka_unit_test(test_accepted_questions_answered),
 };

@@ -449,6 +449,19 @@ static void table_leases(void **state)
     assert_int_equal(v, 100000);
     now += GW_BUCKET_LEASE_LOCAL_US;
     assert_int_equal(gw_bucket_table_avail_leased(t, ec, 100000, now, &v, &ask, &tok), 1);
+    /* no answer, and three instances share the client: a byte spent costs three tokens for
+     * GW_BUCKET_LEASE_LOCAL_US, then one again */
+    gw_bucket_table_lease_grant(t, tok, 0, 3, now);
+    gw_bucket_table_spend(t, ec, 10000, now);
+    assert_int_equal(gw_bucket_table_avail(t, ec, now), 100000 - 30000);
+    now += GW_BUCKET_LEASE_LOCAL_US; /* the bucket is full again meanwhile (1 MB/s) */
+    gw_bucket_table_spend(t, ec, 10000, now);
+    assert_int_equal(gw_bucket_table_avail(t, ec, now), 100000 - 10000);
+    /* a share past GW_BUCKET_MAX_SHARE is capped, and the cost with it */
+    gw_bucket_table_avail_leased(t, ec, 100000, now, &v, &ask, &tok);
+    gw_bucket_table_lease_grant(t, tok, 0, UINT32_MAX, now);
+    gw_bucket_table_spend(t, ec, 10, now);
+    assert_int_equal(gw_bucket_table_avail(t, ec, now), 100000 - 10000 - 10 * GW_BUCKET_MAX_SHARE);
     gw_bucket_table_release(t, ec);
     gw_bucket_table_del(t);
 }

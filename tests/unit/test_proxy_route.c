@@ -206,6 +206,24 @@ static void rate_decision(void **state)
     assert_true(gw_proxy__rate_allow(t, r0, i0, sa, 1500000, &ra));
     /* no table: unlimited */
     assert_true(gw_proxy__rate_allow(NULL, rl, il, sa, 0, &ra));
+    /* one of three instances deciding alone (rate 2/s, burst 3): a request goes on a token and
+     * costs three, so the burst is one request, then one each 1.5 s: 2/3 a second */
+    struct sockaddr_in d = client("127.0.0.4", 1);
+    const struct sockaddr *sd = (const struct sockaddr *)&d;
+    assert_true(gw_proxy__rate_allow_share(t, rl, il, sd, 0, 3, &ra));
+    assert_false(gw_proxy__rate_allow_share(t, rl, il, sd, 0, 3, &ra));
+    assert_int_equal(ra, 1);
+    assert_true(gw_proxy__rate_allow_share(t, rl, il, sd, 500000, 3, &ra)); /* 1 token: goes */
+    assert_false(gw_proxy__rate_allow_share(t, rl, il, sd, 500000, 3, &ra));
+    assert_int_equal(ra, 2); /* 2 tokens owed and 1 to have: 1.5 s, rounded up */
+    assert_false(gw_proxy__rate_allow_share(t, rl, il, sd, 1900000, 3, &ra));
+    assert_true(gw_proxy__rate_allow_share(t, rl, il, sd, 2000000, 3, &ra));
+    /* share 0 is 1 */
+    struct sockaddr_in e = client("127.0.0.5", 1);
+    const struct sockaddr *se = (const struct sockaddr *)&e;
+    for (int i = 0; i < 3; i++)
+        assert_true(gw_proxy__rate_allow_share(t, rl, il, se, 0, 0, &ra));
+    assert_false(gw_proxy__rate_allow_share(t, rl, il, se, 0, 0, &ra));
     gw_bucket_table_del(t);
 
     /* a table full of clients in debt fails closed for a new address (it once
