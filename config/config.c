@@ -136,6 +136,10 @@ void gw_config_del(gw_config_t *c)
     gw_free(c->cluster.redis_host);
     gw_free(c->cluster.password);
     gw_free(c->cluster.key_prefix);
+    for (size_t i = 0; i < c->cluster.sentinels_len; i++)
+        gw_free(c->cluster.sentinels[i].host);
+    gw_free(c->cluster.master);
+    gw_free(c->cluster.sentinel_password);
     for (size_t i = 0; i < c->listen_len; i++) {
         gw_cfg__free_tls(c->listen[i].tls);
         gw_free(c->listen[i].proxy_from);

@@ -391,10 +391,20 @@ typedef struct {
     uint64_t timeout_ms; /* a request head must come within this; an answer go out within it */
 } gw_cfg_admin_t;
 
-/* cluster: what the instances share through Redis: TLS ticket keys, request rates, client
- * bandwidth leases. */
+/* cluster.sentinels: at most this many (a sentinel quorum is three or five). */
+#define GW_CFG_SENTINELS_MAX 16
+/* cluster.master: the longest name the sentinels monitor (printable ASCII, no space). */
+#define GW_CFG_MASTER_NAME_MAX 128
+
 typedef struct {
-    int enabled;                 /* `cluster.redis` was given */
+    gw_cfg_addr_t addr; /* numeric, or only .text when the host is a name */
+    char *host;         /* the host part as written */
+} gw_cfg_sentinel_t;
+
+/* cluster: what the instances share through Redis: TLS ticket keys, request rates, client
+ * bandwidth leases. Redis is `redis`, or the primary that `sentinels` name for `master`. */
+typedef struct {
+    int enabled;                 /* `cluster.redis` or `cluster.sentinels` was given */
     gw_cfg_addr_t redis;         /* numeric, or only .text when the host is a name */
     char *redis_host;            /* the host part as written (a name is resolved at each connect) */
     char *password;              /* AUTH; NULL: none */
@@ -405,6 +415,10 @@ typedef struct {
     uint64_t poll_interval_ms;   /* shared ticket keys are read this often */
     uint64_t ticket_rotation_ms; /* the shared encrypting key is replaced when this old */
     size_t max_reply;            /* a Redis reply past this many bytes drops the connection */
+    gw_cfg_sentinel_t sentinels[GW_CFG_SENTINELS_MAX]; /* asked in turn for the primary */
+    size_t sentinels_len;                              /* 0: `redis` is Redis */
+    char *master;            /* the name the sentinels monitor (with sentinels only) */
+    char *sentinel_password; /* AUTH to the sentinels; NULL: none */
 } gw_cfg_cluster_t;
 
 /* acme: the ACME client (RFC 8555) that obtains the certificates of the listeners with

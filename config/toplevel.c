@@ -221,13 +221,101 @@ static const field_t cluster_fields[] = {
     FLD(gw_cfg_cluster_t, poll_interval_ms, F_DUR, 10, 3600000),
     FLD(gw_cfg_cluster_t, ticket_rotation_ms, F_DUR, 1000, 7 * DAY_MS),
     FLD(gw_cfg_cluster_t, max_reply, F_SIZE, 1024, 16 * 1024 * 1024),
+    FLD(gw_cfg_cluster_t, master, F_STR, 0, 0),
+    FLD(gw_cfg_cluster_t, sentinel_password, F_STR, 0, 0),
 };
+
+/* cluster.sentinels: a list of HOST:PORT, each once, at most GW_CFG_SENTINELS_MAX. */
+static void cluster_sentinels(ld_t *ld, yaml_node_t *v, gw_cfg_cluster_t *cl)
+{
+    if (!gw_cfg__expect(ld, v, YAML_SEQUENCE_NODE, "sentinels"))
+        return;
+    yaml_node_item_t *it = v->data.sequence.items.start, *end = v->data.sequence.items.top;
+    if (it == end) {
+        gw_cfg__err_at(ld, v, "cluster 'sentinels' must name at least one sentinel");
+        return;
+    }
+    if (end - it > GW_CFG_SENTINELS_MAX) {
+        gw_cfg__err_at(ld, v, "cluster 'sentinels' may name at most %d sentinels, not %d",
+                       GW_CFG_SENTINELS_MAX, (int)(end - it));
+        return;
+    }
+    for (; it < end; it++) {
+        yaml_node_t *n = gw_cfg__node(ld, *it);
+        if (!n || !gw_cfg__expect(ld, n, YAML_SCALAR_NODE, "sentinels"))
+            continue;
+        gw_cfg_sentinel_t *s = &cl->sentinels[cl->sentinels_len];
+        int rv = gw_cfg__host_port(ld, gw_cfg__scalar(n), &s->addr, &s->host);
+        if (rv == GW_E_PARSE || rv == GW_E_RANGE) {
+            gw_cfg__err_addr(ld, n, "sentinels", rv, 0, "HOST:PORT or [IPv6]:PORT");
+            continue;
+        }
+        if (rv < 0)
+            continue;
+        int dup = 0;
+        for (size_t i = 0; i < cl->sentinels_len && !dup; i++)
+            dup = !strcmp(cl->sentinels[i].addr.text, s->addr.text);
+        if (dup) {
+            gw_cfg__err_at(ld, n, "cluster 'sentinels' names %s twice", s->addr.text);
+            gw_free(s->host);
+            s->host = NULL;
+            continue;
+        }
+        cl->sentinels_len++;
+    }
+}
+
+/* The checks across the keys of the cluster section v: Redis is `redis` or `sentinels` (with
+ * `master`), never both. */
+static void cluster_check(ld_t *ld, yaml_node_t *v, gw_cfg_cluster_t *cl)
+{
+    yaml_node_t *redis = gw_cfg__map_value(ld, v, "redis");
+    yaml_node_t *sent = gw_cfg__map_value(ld, v, "sentinels");
+    yaml_node_t *master = gw_cfg__map_value(ld, v, "master");
+    yaml_node_t *spw = gw_cfg__map_value(ld, v, "sentinel_password");
+    if (redis && sent) {
+        gw_cfg__err_at(ld, sent,
+                       "cluster 'sentinels' and 'redis' exclude each other: the sentinels name "
+                       "the Redis to use");
+        return;
+    }
+    if (!redis && !sent) {
+        gw_cfg__err_at(ld, v, "missing required key 'redis' (or 'sentinels') in cluster");
+        return;
+    }
+    if (redis) {
+        if (master)
+            gw_cfg__err_at(ld, master, "cluster 'master' needs 'sentinels' (not 'redis')");
+        if (spw)
+            gw_cfg__err_at(ld, spw, "cluster 'sentinel_password' needs 'sentinels'");
+        return;
+    }
+    if (!master) {
+        gw_cfg__err_at(ld, sent,
+                       "cluster 'sentinels' needs 'master': the name the sentinels monitor");
+        return;
+    }
+    const char *m = cl->master ? cl->master : "";
+    size_t ml = strlen(m), bad = 0;
+    for (size_t i = 0; i < ml; i++)
+        bad |= (unsigned char)m[i] <= 0x20 || (unsigned char)m[i] >= 0x7f;
+    if (!ml || ml > GW_CFG_MASTER_NAME_MAX || bad)
+        gw_cfg__err_at(ld, master,
+                       "cluster 'master' must be 1 to %d printable characters without spaces",
+                       GW_CFG_MASTER_NAME_MAX);
+    if (cl->sentinels_len)
+        cl->enabled = 1;
+}
 
 static int cluster_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
 {
     gw_cfg_cluster_t *cl = obj;
+    if (!strcmp(key, "sentinels")) {
+        cluster_sentinels(ld, v, cl);
+        return 0;
+    }
     if (strcmp(key, "redis") != 0) {
-        static const char *const more[] = {"redis", NULL};
+        static const char *const more[] = {"redis", "sentinels", NULL};
         if (!gw_cfg__set_field(ld, cluster_fields, NTAB(cluster_fields), key, v, obj))
             gw_cfg__err_unknown_key(ld, k, key, "cluster", cluster_fields, NTAB(cluster_fields),
                                     more);
@@ -289,9 +377,8 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
     } else if (!strcmp(key, "cluster")) {
         if (gw_cfg__expect(ld, v, YAML_MAPPING_NODE, "cluster")) {
             gw_cfg__each_pair(ld, v, cluster_pair, &c->cluster);
-            if (!c->cluster.enabled)
-                gw_cfg__err_at(ld, v, "missing required key 'redis' in cluster");
-            else if (c->cluster.key_prefix && !c->cluster.key_prefix[0])
+            cluster_check(ld, v, &c->cluster);
+            if (c->cluster.enabled && c->cluster.key_prefix && !c->cluster.key_prefix[0])
                 gw_cfg__err_at(ld, v, "cluster 'key_prefix' must not be empty");
         }
     } else if (!strcmp(key, "acme")) {

@@ -7,6 +7,7 @@
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,9 @@
 #define BEAT_MS 1000
 #define ALIVE_MS 3000
 
+/* What the kick timer does once the connection is let go. */
+enum { KICK_NONE = 0, KICK_ASK, KICK_REFUSE };
+
 struct gw_cluster {
     uv_loop_t *loop;
     gw_tls_keyring_t *ring;
@@ -46,7 +50,20 @@ struct gw_cluster {
     char *k_alive;  /* PREFIX "instances" */
     char id[128];   /* this instance in it: host:pid:random */
     char *host, *password, *prefix;
-    char text[64];
+    char text[GW_CLUSTER_ADDR_MAX]; /* the Redis talked to (or last tried), HOST:PORT */
+    char *ident;                    /* what gw_cluster_same compares (cluster_ident) */
+    /* cluster.sentinels: who names the primary (NULL: cluster.redis is Redis) */
+    gw_sentinel_t *sent;
+    char *master;
+    char from[64];          /* the sentinel that named the current one */
+    int verified;           /* the connection is to the primary (ROLE said so; cluster.redis: up) */
+    uv_timer_t kick;        /* lets the connection go outside its own callbacks, then asks again */
+    int kick_act;           /* KICK_* */
+    gw_redis_t *kick_redis; /* the connection the kick is about (another one: stale) */
+    char kick_why[200];
+    pthread_mutex_t mu; /* primary, read by scrapes */
+    char primary[GW_CLUSTER_ADDR_MAX];
+    atomic_ullong st_failovers;
     unsigned db;
     uint64_t timeout_ms, connect_timeout_ms, poll_interval_ms, rotation_ms;
     size_t max_reply;
@@ -182,6 +199,8 @@ static void recovered(gw_cluster_t *c)
     c->seen = 1;
 }
 
+static void kick(gw_cluster_t *c, int act, const char *why);
+
 /* A call's outcome: 0 when it answered (an error reply counts as a failure too). */
 static int outcome(gw_cluster_t *c, const redisReply *r, int err, const char *what)
 {
@@ -212,6 +231,8 @@ int gw_cluster__outcome(gw_cluster_t *c, const redisReply *r, int err, const cha
         atomic_fetch_add(&c->st_failed, 1);
         snprintf(why, sizeof(why), "%s: %s", what, text);
         degrade(c, why);
+        if (c->sent && r->len >= 8 && !memcmp(r->str, "READONLY", 8))
+            kick(c, KICK_ASK, why); /* a replica now: the sentinels name the primary */
         return -1;
     }
     atomic_fetch_add(&c->st_ok, 1);
@@ -336,7 +357,7 @@ static void on_poll(uv_timer_t *t)
     gw_cluster_t *c = t->data;
     if (c->busy)
         return;
-    if (!gw_redis_up(c->redis))
+    if (!c->redis || !c->verified || !gw_redis_up(c->redis))
         return; /* the client reconnects by itself; its failure was reported */
     const char *argv[] = {"GET", c->k_keys};
     size_t lens[] = {3, strlen(c->k_keys)};
@@ -404,7 +425,7 @@ static void on_alive(void *ud, const redisReply *r, int err)
 static void on_beat(uv_timer_t *t)
 {
     gw_cluster_t *c = t->data;
-    if (c->beating || !c->redis || !gw_redis_up(c->redis))
+    if (c->beating || !c->redis || !c->verified || !gw_redis_up(c->redis))
         return;
     char ttl[24];
     snprintf(ttl, sizeof(ttl), "%d", ALIVE_MS);
@@ -414,7 +435,77 @@ static void on_beat(uv_timer_t *t)
         c->beating = 1;
 }
 
-/* The client connected (the scripts are loaded, the keys read at once) or lost Redis. */
+/* ---- the primary ---------------------------------------------------------------------------- */
+
+/* The connection is to the primary: remembered (for scrapes; a new address is a failover),
+ * the scripts loaded, the keys read (a promoted replica has them) and the count at once. */
+static void primary_taken(gw_cluster_t *c)
+{
+    char was[GW_CLUSTER_ADDR_MAX];
+    c->verified = 1;
+    pthread_mutex_lock(&c->mu);
+    memcpy(was, c->primary, sizeof(was));
+    snprintf(c->primary, sizeof(c->primary), "%s", c->text);
+    pthread_mutex_unlock(&c->mu);
+    if (c->sent)
+        GW_LOG_INFO("cluster_primary", "redis=%s sentinel=%s master=%s", c->text, c->from,
+                    c->master);
+    if (was[0] && strcmp(was, c->text) != 0) {
+        atomic_fetch_add(&c->st_failovers, 1);
+        GW_LOG_WARN("cluster_failover", "from=%s to=%s master=%s", was, c->text,
+                    c->master ? c->master : "-");
+    }
+    if (c->sent)
+        gw_sentinel_ok(c->sent);
+    load_script(c);
+    on_poll(&c->poll); /* no need to wait a whole interval for the keys */
+    on_beat(&c->beat); /* nor for the count */
+}
+
+/* ROLE's answer on the address a sentinel named: only "master" is the primary. A replica (a
+ * sentinel that lies or is behind, a primary demoted since) is refused, and the next sentinel
+ * asked. */
+static void on_role(void *ud, const redisReply *r, int err)
+{
+    gw_cluster_t *c = ud;
+    if (err == GW_E_CLOSED)
+        return;
+    char why[200];
+    if (err == GW_E_TIMEOUT) {
+        atomic_fetch_add(&c->st_timeout, 1);
+        snprintf(why, sizeof(why), "ROLE: no answer within %llu ms",
+                 (unsigned long long)c->timeout_ms);
+    } else if (err < 0 || !r) {
+        atomic_fetch_add(&c->st_failed, 1);
+        snprintf(why, sizeof(why), "ROLE: connection lost");
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+               r->element[0]->type == REDIS_REPLY_STRING) {
+        const redisReply *role = r->element[0];
+        if (role->len == 6 && !memcmp(role->str, "master", 6)) {
+            atomic_fetch_add(&c->st_ok, 1);
+            recovered(c);
+            primary_taken(c);
+            return;
+        }
+        char text[41];
+        gw_cluster__log_text(text, sizeof(text), role->str, role->len);
+        atomic_fetch_add(&c->st_bad_replies, 1);
+        snprintf(why, sizeof(why), "ROLE: %s, not the primary", text);
+    } else {
+        char text[121] = "not a ROLE answer";
+        if (r->type == REDIS_REPLY_ERROR)
+            gw_cluster__log_text(text, sizeof(text), r->str, r->len);
+        atomic_fetch_add(&c->st_failed, 1);
+        snprintf(why, sizeof(why), "ROLE: %s", text);
+    }
+    GW_LOG_WARN("cluster_primary_refused", "redis=%s sentinel=%s master=%s reason=\"%s\"", c->text,
+                c->from, c->master, why);
+    degrade(c, why);
+    kick(c, KICK_REFUSE, why);
+}
+
+/* The client connected (with sentinels, ROLE first; then the scripts are loaded, the keys read
+ * at once) or lost Redis (with sentinels, they are asked again). */
 static void on_redis_up(void *ud, int up, const char *why)
 {
     gw_cluster_t *c = ud;
@@ -424,11 +515,118 @@ static void on_redis_up(void *ud, int up, const char *why)
         degrade(c, w);
         c->sha[0] = c->lsha[0] = 0;
         c->beating = 0; /* its callback ran (GW_E_IO) */
+        share_update(c);
+        if (c->sent) /* the primary gone (failing over?), or the one named unreachable */
+            kick(c, c->verified ? KICK_ASK : KICK_REFUSE, w);
         return;
     }
-    load_script(c);
-    on_poll(&c->poll); /* no need to wait a whole interval for the keys */
-    on_beat(&c->beat); /* nor for the count */
+    if (!c->sent) {
+        primary_taken(c);
+        return;
+    }
+    const char *argv[] = {"ROLE"};
+    size_t lens[] = {4};
+    if (gw_redis_command(c->redis, 1, argv, lens, on_role, c) < 0)
+        kick(c, KICK_REFUSE, "ROLE: cannot send");
+}
+
+/* Connect to host:port (the connection there was is let go: its callbacks run now, with
+ * GW_E_CLOSED). Never from inside a callback of c->redis. */
+static int connect_to(gw_cluster_t *c, const char *host, unsigned port)
+{
+    if (c->redis)
+        gw_redis_close(c->redis);
+    c->redis = NULL;
+    c->verified = 0;
+    c->sha[0] = c->lsha[0] = 0;
+    share_update(c);
+    char *h = gw_strdup(host);
+    if (!h)
+        return GW_E_NOMEM;
+    gw_free(c->host);
+    c->host = h;
+    snprintf(c->text, sizeof(c->text), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+    gw_redis_opts_t o = {.host = c->host,
+                         .port = port,
+                         .password = c->password,
+                         .db = c->db,
+                         .timeout_ms = c->timeout_ms,
+                         .connect_timeout_ms = c->connect_timeout_ms,
+                         .max_reply = c->max_reply,
+                         .on_state = on_redis_up,
+                         .on_oversized = on_oversized,
+                         .ud = c};
+    int rv = gw_redis_new(c->loop, &o, &c->redis);
+    if (rv < 0)
+        c->redis = NULL;
+    return rv;
+}
+
+static void on_kick(uv_timer_t *t)
+{
+    gw_cluster_t *c = t->data;
+    int act = c->kick_act;
+    c->kick_act = KICK_NONE;
+    if (act == KICK_NONE || c->redis != c->kick_redis)
+        return; /* another connection since: the kick was about one already let go */
+    if (c->redis)
+        gw_redis_close(c->redis); /* its pending callbacks run now, with GW_E_CLOSED */
+    c->redis = NULL;
+    c->verified = 0;
+    c->sha[0] = c->lsha[0] = 0;
+    share_update(c);
+    if (act == KICK_ASK)
+        gw_sentinel_ask(c->sent);
+    else
+        gw_sentinel_refused(c->sent, c->kick_why);
+}
+
+/* Let the connection go at the next loop turn (from inside its callbacks it may not be
+ * closed), then ask the sentinels again (KICK_ASK) or for another one (KICK_REFUSE). */
+static void kick(gw_cluster_t *c, int act, const char *why)
+{
+    c->kick_act = act;
+    c->kick_redis = c->redis;
+    snprintf(c->kick_why, sizeof(c->kick_why), "%s", why);
+    uv_timer_start(&c->kick, on_kick, 0, 0);
+}
+
+/* gw_sentinel_cbs_t: a sentinel named host:port. */
+static void on_named(void *ud, const char *host, unsigned port, const char *from)
+{
+    gw_cluster_t *c = ud;
+    char text[GW_CLUSTER_ADDR_MAX];
+    snprintf(text, sizeof(text), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+    snprintf(c->from, sizeof(c->from), "%s", from);
+    if (c->redis && c->kick_act == KICK_NONE && !strcmp(text, c->text)) {
+        if (c->verified && gw_redis_up(c->redis))
+            gw_sentinel_ok(c->sent); /* the one we have */
+        return;                      /* else being checked: ROLE decides */
+    }
+    if (connect_to(c, host, port) < 0)
+        gw_sentinel_refused(c->sent, "out of memory");
+}
+
+static void on_no_primary(void *ud, const char *why)
+{
+    gw_cluster_t *c = ud;
+    char w[400];
+    snprintf(w, sizeof(w), "no primary from the sentinels (last: %s)", why);
+    degrade(c, w);
+}
+
+static void on_switched(void *ud, const char *from, const char *to)
+{
+    gw_cluster_t *c = ud;
+    char w[2 * GW_CLUSTER_ADDR_MAX + 64];
+    snprintf(w, sizeof(w), "sentinel: +switch-master from %s to %s", from, to);
+    if (c->redis)
+        gw_redis_close(c->redis); /* the old primary: nothing more goes there */
+    c->redis = NULL;
+    c->verified = 0;
+    c->sha[0] = c->lsha[0] = 0;
+    degrade(c, w);
+    share_update(c);
 }
 
 /* ---- shared request rates ------------------------------------------------------------------ */
@@ -628,6 +826,41 @@ static void make_id(gw_cluster_t *c)
              rnd[0], rnd[1], rnd[2], rnd[3]);
 }
 
+/* Which Redis cfg names, as one string (gw_free it; NULL: no memory): the address, or the
+ * sentinels, the master and the sentinels' password. Never logged. */
+static char *cluster_ident(const gw_cfg_cluster_t *cfg)
+{
+    size_t cap = 64 + GW_CFG_MASTER_NAME_MAX + GW_CFG_SENTINELS_MAX * 66 +
+                 (cfg->sentinel_password ? strlen(cfg->sentinel_password) : 0);
+    char *s = gw_malloc(cap);
+    if (!s)
+        return NULL;
+    size_t o = 0;
+    if (!cfg->sentinels_len) {
+        snprintf(s, cap, "redis=%s", cfg->redis.text);
+        return s;
+    }
+    o += (size_t)snprintf(s + o, cap - o, "sentinels=");
+    for (size_t i = 0; i < cfg->sentinels_len; i++)
+        o += (size_t)snprintf(s + o, cap - o, "%s,", cfg->sentinels[i].addr.text);
+    snprintf(s + o, cap - o, " master=%s spw=%s", cfg->master ? cfg->master : "",
+             cfg->sentinel_password ? cfg->sentinel_password : "");
+    return s;
+}
+
+static void free_fields(gw_cluster_t *c)
+{
+    gw_free(c->host);
+    gw_free(c->password);
+    gw_free(c->prefix);
+    gw_free(c->k_keys);
+    gw_free(c->k_alive);
+    gw_free(c->master);
+    if (c->ident)
+        OPENSSL_cleanse(c->ident, strlen(c->ident));
+    gw_free(c->ident);
+}
+
 int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_t *ring,
                    gw_cluster_t **out)
 {
@@ -637,57 +870,59 @@ int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_
         return GW_E_NOMEM;
     c->loop = loop;
     c->ring = ring;
-    c->host = gw_strdup(cfg->redis_host);
     c->password = gw_strdup(cfg->password);
     c->prefix = gw_strdup(cfg->key_prefix ? cfg->key_prefix : "h2gate:");
     c->k_keys = c->prefix ? join(c->prefix, "tls:ticket-keys") : NULL;
     c->k_alive = c->prefix ? join(c->prefix, "instances") : NULL;
-    if (!c->host || (cfg->password && !c->password) || !c->k_keys || !c->k_alive) {
-        gw_free(c->host);
-        gw_free(c->password);
-        gw_free(c->prefix);
-        gw_free(c->k_keys);
-        gw_free(c->k_alive);
+    c->ident = cluster_ident(cfg);
+    c->master = cfg->sentinels_len ? gw_strdup(cfg->master) : NULL;
+    gw_sentinel_cbs_t cbs = {
+        .on_primary = on_named, .on_none = on_no_primary, .on_switch = on_switched, .ud = c};
+    if ((cfg->password && !c->password) || !c->k_keys || !c->k_alive || !c->ident ||
+        (cfg->sentinels_len && (!c->master || gw_sentinel_new(loop, cfg, &cbs, &c->sent) < 0))) {
+        free_fields(c);
         gw_free(c);
         return GW_E_NOMEM;
     }
     make_id(c);
     atomic_store(&c->st_local_since, mono_ms()); /* alone until Redis answers */
-    snprintf(c->text, sizeof(c->text), "%s", cfg->redis.text);
+    pthread_mutex_init(&c->mu, NULL);
+    snprintf(c->text, sizeof(c->text), "%s", c->sent ? "-" : cfg->redis.text);
     c->db = cfg->db;
     c->timeout_ms = cfg->timeout_ms;
     c->connect_timeout_ms = cfg->connect_timeout_ms;
     c->poll_interval_ms = cfg->poll_interval_ms;
     c->rotation_ms = cfg->ticket_rotation_ms;
     c->max_reply = cfg->max_reply;
-    const char *colon = strrchr(cfg->redis.text, ':');
-    gw_redis_opts_t o = {.host = c->host,
-                         .port = colon ? (unsigned)atoi(colon + 1) : 6379,
-                         .password = c->password,
-                         .db = c->db,
-                         .timeout_ms = c->timeout_ms,
-                         .connect_timeout_ms = c->connect_timeout_ms,
-                         .max_reply = c->max_reply,
-                         .on_state = on_redis_up,
-                         .on_oversized = on_oversized,
-                         .ud = c};
     uv_timer_init(loop, &c->poll);
     c->poll.data = c;
     uv_timer_init(loop, &c->beat);
     c->beat.data = c;
-    c->handles = 2;
-    int rv = gw_redis_new(loop, &o, &c->redis);
+    uv_timer_init(loop, &c->kick);
+    c->kick.data = c;
+    c->handles = 3;
+    int rv = 0;
+    if (!c->sent) {
+        const char *colon = strrchr(cfg->redis.text, ':');
+        rv = connect_to(c, cfg->redis_host, colon ? (unsigned)atoi(colon + 1) : 6379);
+        snprintf(c->text, sizeof(c->text), "%s", cfg->redis.text); /* as written */
+    }
     if (rv < 0) {
-        c->redis = NULL;
-        uv_close((uv_handle_t *)&c->poll, on_poll_closed); /* frees c when the loop runs */
-        uv_close((uv_handle_t *)&c->beat, on_poll_closed);
+        gw_cluster_close(c); /* frees c when the loop runs */
         return rv;
     }
     uv_timer_start(&c->poll, on_poll, c->poll_interval_ms, c->poll_interval_ms);
     uint64_t beat = c->poll_interval_ms < BEAT_MS ? c->poll_interval_ms : BEAT_MS;
     uv_timer_start(&c->beat, on_beat, beat, beat);
-    GW_LOG_INFO("cluster_start", "redis=%s db=%u key_prefix=%s timeout_ms=%llu", c->text, c->db,
-                c->prefix, (unsigned long long)c->timeout_ms);
+    if (c->sent) {
+        GW_LOG_INFO("cluster_start", "sentinels=%zu master=%s db=%u key_prefix=%s timeout_ms=%llu",
+                    cfg->sentinels_len, c->master, c->db, c->prefix,
+                    (unsigned long long)c->timeout_ms);
+        gw_sentinel_ask(c->sent);
+    } else {
+        GW_LOG_INFO("cluster_start", "redis=%s db=%u key_prefix=%s timeout_ms=%llu", c->text, c->db,
+                    c->prefix, (unsigned long long)c->timeout_ms);
+    }
     *out = c;
     return 0;
 }
@@ -695,8 +930,12 @@ int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_
 int gw_cluster_same(const gw_cluster_t *c, const gw_cfg_cluster_t *cfg)
 {
 #define STR_EQ(a, b) ((!(a) && !(b)) || ((a) && (b) && !strcmp((a), (b))))
-    return cfg->enabled && !strcmp(c->text, cfg->redis.text) &&
-           STR_EQ(c->password, cfg->password) && c->db == cfg->db &&
+    char *ident = cluster_ident(cfg);
+    int same_redis = ident && !strcmp(ident, c->ident);
+    if (ident)
+        OPENSSL_cleanse(ident, strlen(ident));
+    gw_free(ident);
+    return cfg->enabled && same_redis && STR_EQ(c->password, cfg->password) && c->db == cfg->db &&
            STR_EQ(c->prefix, cfg->key_prefix) && c->timeout_ms == cfg->timeout_ms &&
            c->connect_timeout_ms == cfg->connect_timeout_ms &&
            c->poll_interval_ms == cfg->poll_interval_ms &&
@@ -774,25 +1013,30 @@ static uint64_t local_ms(gw_cluster_t *c)
 
 gw_cluster_stats_t gw_cluster_stats(const gw_cluster_t *c)
 {
-    gw_cluster_t *m = (gw_cluster_t *)c; /* atomics only */
-    return (gw_cluster_stats_t){.up = atomic_load(&m->st_up),
-                                .degraded = atomic_load(&m->st_degraded),
-                                .calls_ok = atomic_load(&m->st_ok),
-                                .calls_failed = atomic_load(&m->st_failed),
-                                .calls_timeout = atomic_load(&m->st_timeout),
-                                .rotations = atomic_load(&m->st_rotations),
-                                .key_updates = atomic_load(&m->st_updates),
-                                .rate_allowed = atomic_load(&m->st_rate_allowed),
-                                .rate_denied = atomic_load(&m->st_rate_denied),
-                                .rate_local = atomic_load(&m->st_rate_local),
-                                .rate_calls = atomic_load(&m->st_rate_calls),
-                                .lease_calls = atomic_load(&m->st_lease_calls),
-                                .lease_bytes = atomic_load(&m->st_lease_bytes),
-                                .lease_local = atomic_load(&m->st_lease_local),
-                                .replies_oversized = atomic_load(&m->st_oversized),
-                                .replies_bad = atomic_load(&m->st_bad_replies),
-                                .instances = atomic_load(&m->st_instances),
-                                .local_us = local_ms(m) * 1000u};
+    gw_cluster_t *m = (gw_cluster_t *)c; /* atomics, and the primary under its lock */
+    gw_cluster_stats_t st = {.up = atomic_load(&m->st_up),
+                             .degraded = atomic_load(&m->st_degraded),
+                             .calls_ok = atomic_load(&m->st_ok),
+                             .calls_failed = atomic_load(&m->st_failed),
+                             .calls_timeout = atomic_load(&m->st_timeout),
+                             .rotations = atomic_load(&m->st_rotations),
+                             .key_updates = atomic_load(&m->st_updates),
+                             .rate_allowed = atomic_load(&m->st_rate_allowed),
+                             .rate_denied = atomic_load(&m->st_rate_denied),
+                             .rate_local = atomic_load(&m->st_rate_local),
+                             .rate_calls = atomic_load(&m->st_rate_calls),
+                             .lease_calls = atomic_load(&m->st_lease_calls),
+                             .lease_bytes = atomic_load(&m->st_lease_bytes),
+                             .lease_local = atomic_load(&m->st_lease_local),
+                             .replies_oversized = atomic_load(&m->st_oversized),
+                             .replies_bad = atomic_load(&m->st_bad_replies),
+                             .instances = atomic_load(&m->st_instances),
+                             .local_us = local_ms(m) * 1000u,
+                             .failovers = atomic_load(&m->st_failovers)};
+    pthread_mutex_lock(&m->mu);
+    memcpy(st.primary, m->primary, sizeof(st.primary));
+    pthread_mutex_unlock(&m->mu);
+    return st;
 }
 
 static void on_poll_closed(uv_handle_t *h)
@@ -800,11 +1044,8 @@ static void on_poll_closed(uv_handle_t *h)
     gw_cluster_t *c = h->data;
     if (--c->handles > 0)
         return;
-    gw_free(c->k_alive);
-    gw_free(c->host);
-    gw_free(c->password);
-    gw_free(c->prefix);
-    gw_free(c->k_keys);
+    free_fields(c);
+    pthread_mutex_destroy(&c->mu);
     OPENSSL_cleanse(&c->cur, sizeof(c->cur));
     OPENSSL_cleanse(&c->next, sizeof(c->next));
     gw_free(c);
@@ -817,6 +1058,9 @@ void gw_cluster_close(gw_cluster_t *c)
     if (c->redis)
         gw_redis_close(c->redis); /* pending callbacks run now, with GW_E_CLOSED */
     c->redis = NULL;
+    gw_sentinel_close(c->sent);
+    c->sent = NULL;
     uv_close((uv_handle_t *)&c->poll, on_poll_closed);
     uv_close((uv_handle_t *)&c->beat, on_poll_closed);
+    uv_close((uv_handle_t *)&c->kick, on_poll_closed);
 }

@@ -25,6 +25,10 @@
 
 typedef struct gw_cluster gw_cluster_t;
 
+/* The longest HOST:PORT of a Redis the cluster talks to, NUL included (a host name of up to
+ * 255 bytes, as a sentinel may name it, brackets and a port). */
+#define GW_CLUSTER_ADDR_MAX 264
+
 /* ---- shared request rates (routes[].request_rate across instances) ------------------------
  *
  * A worker asks (gw_cluster_hub_ask, any thread) whether one more request of a client on a
@@ -136,10 +140,15 @@ typedef struct {
     uint64_t replies_bad;       /* answers out of range (decided locally) */
     uint64_t instances;         /* instances alive at the last heartbeat (0: none read yet) */
     uint64_t local_us;          /* time spent deciding alone (not up), the current spell too */
+    uint64_t failovers;         /* times the primary taken changed address (cluster.sentinels) */
+    char primary[GW_CLUSTER_ADDR_MAX]; /* the last primary taken, HOST:PORT ("": none yet) */
 } gw_cluster_stats_t;
 
-/* Start sharing per cfg (copied) on loop, keeping ring equal to the shared keys. 0 or
- * GW_E_NOMEM. */
+/* Start sharing per cfg (copied) on loop, keeping ring equal to the shared keys. Redis is
+ * cfg->redis, or (cfg->sentinels) the primary the sentinels name for cfg->master: asked of
+ * them in turn, checked with ROLE (a replica, or a primary that is one no longer, is refused
+ * and the next sentinel asked), followed on +switch-master, a lost connection or a READONLY
+ * answer (the sentinels are asked again; local decisions meanwhile). 0 or GW_E_NOMEM. */
 int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_t *ring,
                    gw_cluster_t **out);
 /* Whether cfg describes the same cluster as c's (a reload keeps c then). */

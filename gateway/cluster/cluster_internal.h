@@ -11,7 +11,8 @@
  * shared.c:  what other modules keep in Redis through the client (cluster.h's "shared
  *            values"): locks with a token, bounded values, hashes of records.
  * replies.c: what Redis answers, checked before use (sans-IO): the scripts' numbers bounded,
- *            a script's SHA1, a peer's text made safe for a log line.
+ *            a script's SHA1, a peer's text made safe for a log line, a sentinel's addresses.
+ * sentinel.c: which Redis is the primary, asked of Redis Sentinel (cluster.sentinels).
  */
 #ifndef GW_CLUSTER_INTERNAL_H
 #define GW_CLUSTER_INTERNAL_H
@@ -86,6 +87,20 @@ int gw_cluster__rate_reply(long long ok, long long retry_us, uint64_t n, uint64_
 /* The lease script's grant for want bytes in all: 0 and *out, or GW_E_PARSE when it is not in
  * 0..want. */
 int gw_cluster__lease_reply(long long granted, uint64_t want, uint64_t *out);
+/* The longest host a sentinel may name (a DNS name's 253, with room). */
+#define GW_CLUSTER_HOST_MAX 255
+
+/* A sentinel's answer to get-master-addr-by-name: host (1..GW_CLUSTER_HOST_MAX bytes of
+ * letters, digits and . - : _ %) into out_host (NUL-ended) and port (decimal, 1..65535) into
+ * *out_port: 0, or GW_E_PARSE. */
+int gw_cluster__primary_addr(const char *host, size_t hl, const char *port, size_t pl,
+                             char out_host[GW_CLUSTER_HOST_MAX + 1], unsigned *out_port);
+/* A +switch-master message, "NAME OLD-IP OLD-PORT NEW-IP NEW-PORT", for master: the old and
+ * new addresses as HOST:PORT ([HOST]:PORT for IPv6) into from and to (cap bytes each, at least
+ * GW_CLUSTER_HOST_MAX + 8). 0, or GW_E_PARSE (another master's, or malformed). */
+int gw_cluster__switch_msg(const char *msg, size_t len, const char *master, char *from, size_t fcap,
+                           char *to, size_t tcap);
+
 /* The heartbeat script's count of instances alive (the asker included): 0 and *out, or
  * GW_E_PARSE when it is not in 1..GW_CLUSTER_INSTANCES_MAX. */
 int gw_cluster__alive_reply(long long n, unsigned *out);
@@ -95,6 +110,33 @@ int gw_cluster__sha_ok(const char *s, size_t len);
  * cut to fit): printable ASCII kept, anything else and '"' and '\' as '?', so that a peer's
  * text cannot end a log value or add a line. */
 void gw_cluster__log_text(char *dst, size_t cap, const char *src, size_t len);
+
+/* ---- sentinel.c: the primary, as Redis Sentinel names it ---- */
+
+typedef struct gw_sentinel gw_sentinel_t;
+/* Called from the sentinel's own timer (never inside a callback of one of its connections). */
+typedef struct {
+    /* A sentinel (from, HOST:PORT) named host:port the primary: the caller checks it and says
+     * gw_sentinel_ok or gw_sentinel_refused. */
+    void (*on_primary)(void *ud, const char *host, unsigned port, const char *from);
+    /* Every sentinel failed (why: the last failure); another round follows after a backoff. */
+    void (*on_none)(void *ud, const char *why);
+    /* +switch-master for our master (from, to: HOST:PORT); a round follows at once. */
+    void (*on_switch)(void *ud, const char *from, const char *to);
+    void *ud;
+} gw_sentinel_cbs_t;
+/* The sentinels of cfg (cfg->sentinels, master, sentinel_password, timeout, connect_timeout,
+ * max_reply, copied), idle until gw_sentinel_ask. 0 or GW_E_NOMEM. */
+int gw_sentinel_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, const gw_sentinel_cbs_t *cb,
+                    gw_sentinel_t **out);
+/* Ask for the primary, unless a round is under way (or waits for its backoff). */
+void gw_sentinel_ask(gw_sentinel_t *s);
+/* The caller took the primary last named: the round is over. */
+void gw_sentinel_ok(gw_sentinel_t *s);
+/* The caller refused it (why: for the log): the next sentinel is asked. */
+void gw_sentinel_refused(gw_sentinel_t *s, const char *why);
+/* Close every connection (their callbacks run now); the memory goes once the loop has run. */
+void gw_sentinel_close(gw_sentinel_t *s);
 
 /* cluster.c: decide the questions of one loop turn (a list linked by next); each is answered
  * (gw_cluster__answer) now or when Redis replies. */

@@ -52,6 +52,7 @@ struct gw_redis {
     uint64_t timeout_ms, connect_timeout_ms, stall_ms;
     void (*on_state)(void *ud, int up, const char *why);
     void (*on_oversized)(void *ud, uint64_t bytes);
+    void (*on_push)(void *ud, const redisReply *r);
     void *ud;
     uv_timer_t timer; /* connect deadline, the first command's deadline, or the backoff */
     uv_getaddrinfo_t gai;
@@ -248,6 +249,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         /* the next reply begins where hiredis stopped reading: what it holds unread is its */
         r->reply_start = r->fed - (uint64_t)(r->reader->len - r->reader->pos);
         gw_list_t *n = gw_list_pop_front(&r->pending);
+        if (!n && r->on_push && r->state == RS_UP) { /* a subscription's message */
+            r->on_push(r->ud, rep);
+            freeReplyObject(rep);
+            continue;
+        }
         if (!n) { /* a reply nobody asked for */
             freeReplyObject(rep);
             conn_down(r, "unexpected reply");
@@ -505,6 +511,7 @@ int gw_redis_new(uv_loop_t *loop, const gw_redis_opts_t *o, gw_redis_t **out)
         r->stall_ms = STALL_MIN_MS;
     r->on_state = o->on_state;
     r->on_oversized = o->on_oversized;
+    r->on_push = o->on_push;
     r->max_reply = o->max_reply ? o->max_reply : 16 * 1024;
     r->ud = o->ud;
     r->backoff_ms = BACKOFF_MIN_MS;

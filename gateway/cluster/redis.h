@@ -46,6 +46,9 @@ typedef struct {
     /* A reply passed max_reply (bytes: what it had taken); the connection goes down next. May
      * be NULL. */
     void (*on_oversized)(void *ud, uint64_t bytes);
+    /* A reply no command waits for: a message of a subscription (SUBSCRIBE's own answer is
+     * its command's reply). NULL: such a reply drops the connection. */
+    void (*on_push)(void *ud, const redisReply *r);
     void *ud;
 } gw_redis_opts_t;
 

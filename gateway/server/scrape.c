@@ -286,6 +286,15 @@ static int write_build_info(const fam_t *f, const scrape_t *sc, gw_bytes_t *out)
     return gw_prom_sample(out, f->name, l, 1, 1);
 }
 
+/* The cluster's primary as a label (an info gauge, as build_info): none before one is taken. */
+static int write_primary_info(const fam_t *f, const scrape_t *sc, gw_bytes_t *out)
+{
+    if (!sc->cluster.primary[0])
+        return 0;
+    gw_label_t l[] = {{"address", sc->cluster.primary}};
+    return gw_prom_sample(out, f->name, l, 1, 1);
+}
+
 static const fam_t fams[] = {
     {"h2gate_requests_total", "counter",
      "Requests by route, its upstream and the status class of the answer (none: no response "
@@ -449,6 +458,13 @@ static const fam_t fams[] = {
      "Instances alive at this one's last heartbeat in Redis (0: none read yet); while Redis "
      "cannot decide, each enforces this share of a shared limit.",
      .off = AT(cluster.instances), .need = NEED_CLUSTER},
+    {"h2gate_cluster_primary_info", "gauge",
+     "Always 1; the address of the Redis primary the cluster took last (cluster.redis, or the "
+     "one the sentinels named and ROLE confirmed) is a label.",
+     .over = OVER_CUSTOM, .write = write_primary_info, .need = NEED_CLUSTER},
+    {"h2gate_cluster_failovers_total", "counter",
+     "Times the cluster's primary changed address (a failover followed through the sentinels).",
+     .off = AT(cluster.failovers), .need = NEED_CLUSTER},
     {"h2gate_cluster_local_mode_seconds_total", "counter",
      "Time this instance decided alone (Redis down, slow, failing over or not reached yet).",
      .off = AT(cluster.local_us), .us = 1, .need = NEED_CLUSTER},

@@ -128,3 +128,24 @@ class FakeRedis(ThreadedServer):
                 return self.lease
             return b":%d\r\n" % int(argv[2])
         return b"+OK\r\n"
+
+
+class FakeSentinel(FakeRedis):
+    """A Redis Sentinel that says what it is told: get-master-addr-by-name answers (host, port)
+    for any master name, or nil when named is None (it does not know the master); SUBSCRIBE is
+    confirmed and nothing is ever published. A sentinel that lies, or is behind."""
+
+    def __init__(self, named):
+        self.named = named
+        super().__init__()
+
+    def _answer(self, cmd):
+        name = cmd[0].upper()
+        if name == b"SENTINEL":
+            if self.named is None:
+                return b"*-1\r\n"
+            host, port = self.named[0].encode(), str(self.named[1]).encode()
+            return b"*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(host), host, len(port), port)
+        if name == b"SUBSCRIBE":
+            return b"*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n"
+        return super()._answer(cmd)

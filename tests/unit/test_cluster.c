@@ -185,6 +185,72 @@ static void test_alive_reply_bounded(void **state)
     assert_int_equal(n, 7); /* untouched */
 }
 
+/* What a sentinel names: an address with a port in range, nothing that could end a log value
+ * or be another command; a switch message only for our master, five words exactly. */
+static void test_sentinel_answers_checked(void **state)
+{
+    (void)state;
+    char host[GW_CLUSTER_HOST_MAX + 1];
+    unsigned port = 0;
+    assert_int_equal(gw_cluster__primary_addr("10.0.0.7", 8, "6380", 4, host, &port), 0);
+    assert_string_equal(host, "10.0.0.7");
+    assert_int_equal(port, 6380);
+    assert_int_equal(gw_cluster__primary_addr("::1", 3, "1", 1, host, &port), 0);
+    assert_int_equal(gw_cluster__primary_addr("redis-2.internal", 16, "65535", 5, host, &port), 0);
+    assert_int_equal(gw_cluster__primary_addr("h", 1, "65536", 5, host, &port), GW_E_PARSE);
+    assert_int_equal(gw_cluster__primary_addr("h", 1, "0", 1, host, &port), GW_E_PARSE);
+    assert_int_equal(gw_cluster__primary_addr("h", 1, "", 0, host, &port), GW_E_PARSE);
+    assert_int_equal(gw_cluster__primary_addr("h", 1, "123456", 6, host, &port), GW_E_PARSE);
+    assert_int_equal(gw_cluster__primary_addr("h", 1, "-1", 2, host, &port), GW_E_PARSE);
+    assert_int_equal(gw_cluster__primary_addr("", 0, "1", 1, host, &port), GW_E_PARSE);
+    assert_int_equal(gw_cluster__primary_addr("a b", 3, "1", 1, host, &port), GW_E_PARSE);
+    assert_int_equal(gw_cluster__primary_addr("a\"x", 3, "1", 1, host, &port), GW_E_PARSE);
+    assert_int_equal(gw_cluster__primary_addr("a\n", 2, "1", 1, host, &port), GW_E_PARSE);
+    char big[GW_CLUSTER_HOST_MAX + 2];
+    memset(big, 'a', sizeof(big));
+    assert_int_equal(gw_cluster__primary_addr(big, GW_CLUSTER_HOST_MAX, "1", 1, host, &port), 0);
+    assert_int_equal(gw_cluster__primary_addr(big, GW_CLUSTER_HOST_MAX + 1, "1", 1, host, &port),
+                     GW_E_PARSE);
+
+    char from[GW_CLUSTER_HOST_MAX + 8], to[GW_CLUSTER_HOST_MAX + 8];
+    const char *m = "mymaster 127.0.0.1 6379 127.0.0.1 6380";
+    assert_int_equal(
+        gw_cluster__switch_msg(m, strlen(m), "mymaster", from, sizeof(from), to, sizeof(to)), 0);
+    assert_string_equal(from, "127.0.0.1:6379");
+    assert_string_equal(to, "127.0.0.1:6380");
+    m = "mymaster ::1 6379 ::2 6380";
+    assert_int_equal(
+        gw_cluster__switch_msg(m, strlen(m), "mymaster", from, sizeof(from), to, sizeof(to)), 0);
+    assert_string_equal(to, "[::2]:6380");
+    /* another master's (a prefix of ours is another name), or not five words */
+    m = "other 127.0.0.1 6379 127.0.0.1 6380";
+    assert_int_equal(
+        gw_cluster__switch_msg(m, strlen(m), "mymaster", from, sizeof(from), to, sizeof(to)),
+        GW_E_PARSE);
+    m = "my 127.0.0.1 6379 127.0.0.1 6380";
+    assert_int_equal(
+        gw_cluster__switch_msg(m, strlen(m), "mymaster", from, sizeof(from), to, sizeof(to)),
+        GW_E_PARSE);
+    m = "mymaster 127.0.0.1 6379 127.0.0.1 6380 x";
+    assert_int_equal(
+        gw_cluster__switch_msg(m, strlen(m), "mymaster", from, sizeof(from), to, sizeof(to)),
+        GW_E_PARSE);
+    m = "mymaster 127.0.0.1 6379 127.0.0.1";
+    assert_int_equal(
+        gw_cluster__switch_msg(m, strlen(m), "mymaster", from, sizeof(from), to, sizeof(to)),
+        GW_E_PARSE);
+    m = "mymaster 127.0.0.1 6379  127.0.0.1 6380";
+    assert_int_equal(
+        gw_cluster__switch_msg(m, strlen(m), "mymaster", from, sizeof(from), to, sizeof(to)),
+        GW_E_PARSE);
+    m = "mymaster 127.0.0.1 6379 127.0.0.1 99999";
+    assert_int_equal(
+        gw_cluster__switch_msg(m, strlen(m), "mymaster", from, sizeof(from), to, sizeof(to)),
+        GW_E_PARSE);
+    assert_int_equal(gw_cluster__switch_msg("", 0, "mymaster", from, sizeof(from), to, sizeof(to)),
+                     GW_E_PARSE);
+}
+
 static void test_sha_and_log_text(void **state)
 {
     (void)state;
@@ -271,6 +337,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rate_reply_bounded),
     cmocka_unit_test(test_lease_reply_bounded),
     cmocka_unit_test(test_alive_reply_bounded),
+    cmocka_unit_test(test_sentinel_answers_checked),
     cmocka_unit_test(test_sha_and_log_text),
     cmocka_unit_test(test_accepted_questions_answered),
 };

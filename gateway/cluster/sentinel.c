@@ -1,0 +1,372 @@
+/* cluster/sentinel.c — which Redis is the primary, as Redis Sentinel names it (the sentinel
+ * part of cluster_internal.h), on the main thread's loop.
+ *
+ * A round asks the sentinels in turn, one connection at a time (the one that answered last
+ * first): `SENTINEL get-master-addr-by-name NAME` (after AUTH with sentinel_password). The
+ * first address named goes to the caller, who checks it (ROLE) and says ok or refused; a
+ * sentinel that is down, slow, does not know the name, answers nonsense, or names a primary
+ * the caller refuses, is passed over for the next. When every sentinel failed, the round ends
+ * (on_none) and the next one begins after a backoff (100 ms doubling to 5 s).
+ *
+ * One connection stays subscribed to `+switch-master` on the sentinel whose answer was taken: a
+ * switch of our master is reported (on_switch) and a round begins at once, whatever the
+ * backoff. The subscription reconnects by itself (gw_redis); it moves to another sentinel
+ * when a round finds its own down.
+ *
+ * Callbacks run from this file's timer, never from inside a callback of a Redis connection,
+ * so the caller may close its own connections in them. Every connection closed here is closed
+ * from that timer too (gw_redis_close may not run inside the connection's callbacks). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/cluster_internal.h"
+#include "cluster/redis.h"
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+
+typedef struct {
+    char *host;
+    unsigned port;
+    char text[64]; /* HOST:PORT as configured, for logs */
+    char why[160]; /* its last failure ("": none since it last answered), logged once */
+} sentinel_t;
+
+struct gw_sentinel {
+    uv_loop_t *loop;
+    sentinel_t at[GW_CFG_SENTINELS_MAX];
+    size_t n;
+    char *master, *password;
+    uint64_t timeout_ms, connect_timeout_ms;
+    size_t max_reply;
+    gw_sentinel_cbs_t cb;
+    uv_timer_t timer; /* the next step: now, or after the backoff */
+    /* the round */
+    gw_redis_t *ask; /* the connection to the sentinel asked now */
+    size_t asking;   /* its index */
+    int ask_over;    /* it has its result: closed at the next step */
+    int want;        /* ask at the next step */
+    int waiting;     /* a named primary is with the caller, for its verdict */
+    int have;        /* a named primary to hand over at the next step */
+    int none;        /* every sentinel failed: report at the next step, then back off */
+    char host[GW_CLUSTER_HOST_MAX + 1];
+    unsigned port;
+    size_t named; /* who named it */
+    size_t next;  /* asked first in the next round */
+    size_t failed;
+    char why[300]; /* the round's last failure */
+    uint64_t backoff_ms;
+    /* the subscription */
+    gw_redis_t *sub;
+    size_t sub_at;
+    int sub_over;
+    int switched; /* a +switch-master of ours to report */
+    char sw_from[GW_CLUSTER_HOST_MAX + 8], sw_to[GW_CLUSTER_HOST_MAX + 8];
+    int closed;
+};
+
+static void on_step(uv_timer_t *t);
+
+static void step_soon(gw_sentinel_t *s)
+{
+    if (!s->closed)
+        uv_timer_start(&s->timer, on_step, 0, 0);
+}
+
+/* Sentinel i did not give a primary we took: logged when its reason changed, and the round
+ * goes on with the next one (or ends, every one having failed). */
+static void fail(gw_sentinel_t *s, size_t i, const char *why)
+{
+    sentinel_t *x = &s->at[i];
+    if (strcmp(x->why, why) != 0) {
+        GW_LOG_WARN("sentinel_failed", "sentinel=%s master=%s reason=\"%s\"", x->text, s->master,
+                    why);
+        snprintf(x->why, sizeof(x->why), "%s", why);
+    }
+    snprintf(s->why, sizeof(s->why), "sentinel %s: %s", x->text, why);
+    s->next = (i + 1) % s->n;
+    if (++s->failed >= s->n)
+        s->none = 1;
+    else
+        s->want = 1;
+    step_soon(s);
+}
+
+static void ask_fail(gw_sentinel_t *s, const char *why)
+{
+    s->ask_over = 1;
+    fail(s, s->asking, why);
+}
+
+static void on_addr(void *ud, const redisReply *r, int err)
+{
+    gw_sentinel_t *s = ud;
+    if (s->ask_over || err == GW_E_CLOSED)
+        return;
+    char why[200];
+    if (err == GW_E_TIMEOUT) {
+        snprintf(why, sizeof(why), "no answer within %llu ms", (unsigned long long)s->timeout_ms);
+        ask_fail(s, why);
+        return;
+    }
+    if (err < 0 || !r) {
+        ask_fail(s, "connection lost");
+        return;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        char text[151];
+        gw_cluster__log_text(text, sizeof(text), r->str, r->len);
+        snprintf(why, sizeof(why), "%s", text);
+        ask_fail(s, why);
+        return;
+    }
+    if (r->type == REDIS_REPLY_NIL) {
+        ask_fail(s, "does not know this master");
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        gw_cluster__primary_addr(r->element[0]->str, r->element[0]->len, r->element[1]->str,
+                                 r->element[1]->len, s->host, &s->port) < 0) {
+        ask_fail(s, "not an address");
+        return;
+    }
+    s->ask_over = 1;
+    s->at[s->asking].why[0] = 0;
+    s->named = s->asking;
+    s->have = 1;
+    step_soon(s);
+}
+
+static void on_ask_state(void *ud, int up, const char *why)
+{
+    gw_sentinel_t *s = ud;
+    if (s->ask_over)
+        return;
+    char w[200];
+    if (!up) {
+        snprintf(w, sizeof(w), "connection: %s", why);
+        ask_fail(s, w);
+        return;
+    }
+    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", s->master};
+    size_t lens[] = {8, 23, strlen(s->master)};
+    if (gw_redis_command(s->ask, 3, argv, lens, on_addr, s) < 0)
+        ask_fail(s, "cannot send SENTINEL get-master-addr-by-name");
+}
+
+static gw_redis_t *dial(gw_sentinel_t *s, size_t i, void (*on_state)(void *, int, const char *),
+                        void (*on_push)(void *, const redisReply *))
+{
+    gw_redis_opts_t o = {.host = s->at[i].host,
+                         .port = s->at[i].port,
+                         .password = s->password,
+                         .timeout_ms = s->timeout_ms,
+                         .connect_timeout_ms = s->connect_timeout_ms,
+                         .max_reply = s->max_reply,
+                         .on_state = on_state,
+                         .on_push = on_push,
+                         .ud = s};
+    gw_redis_t *r = NULL;
+    return gw_redis_new(s->loop, &o, &r) == 0 ? r : NULL;
+}
+
+static void start_ask(gw_sentinel_t *s)
+{
+    s->asking = s->next;
+    s->ask_over = 0;
+    /* on_ask_state may run before gw_redis_new returns (a connect refused at once): ask_over
+     * then says the connection is done with, and the next step closes it */
+    s->ask = dial(s, s->asking, on_ask_state, NULL);
+    if (!s->ask && !s->ask_over)
+        ask_fail(s, "out of memory");
+}
+
+/* ---- the subscription --------------------------------------------------------------------- */
+
+static void on_subscribed(void *ud, const redisReply *r, int err)
+{
+    gw_sentinel_t *s = ud;
+    if (err == 0 && r && r->type == REDIS_REPLY_ARRAY)
+        return; /* ["subscribe", "+switch-master", 1] */
+    if (err == GW_E_CLOSED)
+        return;
+    GW_LOG_WARN("sentinel_subscribe_failed", "sentinel=%s master=%s", s->at[s->sub_at].text,
+                s->master);
+}
+
+static void on_sub_state(void *ud, int up, const char *why)
+{
+    gw_sentinel_t *s = ud;
+    (void)why; /* the client reconnects by itself; a round may move the subscription */
+    if (!up)
+        return;
+    const char *argv[] = {"SUBSCRIBE", "+switch-master"};
+    size_t lens[] = {9, 14};
+    if (gw_redis_command(s->sub, 2, argv, lens, on_subscribed, s) < 0)
+        on_subscribed(s, NULL, GW_E_IO);
+}
+
+static void on_sub_push(void *ud, const redisReply *r)
+{
+    gw_sentinel_t *s = ud;
+    /* ["message", "+switch-master", "NAME OLD-IP OLD-PORT NEW-IP NEW-PORT"] */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[2]->type != REDIS_REPLY_STRING || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[0]->len != 7 || memcmp(r->element[0]->str, "message", 7) != 0)
+        return;
+    if (gw_cluster__switch_msg(r->element[2]->str, r->element[2]->len, s->master, s->sw_from,
+                               sizeof(s->sw_from), s->sw_to, sizeof(s->sw_to)) < 0)
+        return; /* another master's, or not a switch message */
+    s->switched = 1;
+    step_soon(s);
+}
+
+/* Subscribe at sentinel i (the one that answered) when there is no subscription, or when
+ * its sentinel is down and another answered. */
+static void subscribe(gw_sentinel_t *s, size_t i)
+{
+    if (s->sub && (gw_redis_up(s->sub) || s->sub_at == i))
+        return;
+    if (s->sub)
+        gw_redis_close(s->sub);
+    s->sub_at = i;
+    s->sub = dial(s, i, on_sub_state, on_sub_push);
+}
+
+/* ---- steps -------------------------------------------------------------------------------- */
+
+static void on_step(uv_timer_t *t)
+{
+    gw_sentinel_t *s = t->data;
+    if (s->ask && s->ask_over) {
+        gw_redis_close(s->ask);
+        s->ask = NULL;
+    }
+    if (s->switched) {
+        s->switched = 0;
+        GW_LOG_INFO("sentinel_switch", "sentinel=%s master=%s from=%s to=%s", s->at[s->sub_at].text,
+                    s->master, s->sw_from, s->sw_to);
+        s->failed = 0;
+        s->waiting = 0;
+        s->none = 0;
+        s->backoff_ms = BACKOFF_MIN_MS;
+        s->next = s->sub_at; /* it saw the switch: it names the new primary */
+        s->want = 1;
+        s->cb.on_switch(s->cb.ud, s->sw_from, s->sw_to);
+    }
+    if (s->have) {
+        s->have = 0;
+        s->waiting = 1;
+        s->cb.on_primary(s->cb.ud, s->host, s->port, s->at[s->named].text);
+        return;
+    }
+    if (s->none) {
+        s->none = 0;
+        s->failed = 0;
+        s->want = 1;
+        s->cb.on_none(s->cb.ud, s->why);
+        if (!s->closed)
+            uv_timer_start(&s->timer, on_step, s->backoff_ms, 0);
+        s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
+        return;
+    }
+    if (s->want && !s->ask && !s->waiting) {
+        s->want = 0;
+        start_ask(s);
+    }
+}
+
+/* ---- public (cluster_internal.h) ----------------------------------------------------------- */
+
+int gw_sentinel_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, const gw_sentinel_cbs_t *cb,
+                    gw_sentinel_t **out)
+{
+    *out = NULL;
+    gw_sentinel_t *s = gw_calloc(1, sizeof(*s));
+    if (!s)
+        return GW_E_NOMEM;
+    s->loop = loop;
+    s->cb = *cb;
+    s->master = gw_strdup(cfg->master ? cfg->master : "");
+    s->password = cfg->sentinel_password ? gw_strdup(cfg->sentinel_password) : NULL;
+    int nomem = !s->master || (cfg->sentinel_password && !s->password);
+    for (size_t i = 0; i < cfg->sentinels_len && i < GW_CFG_SENTINELS_MAX && !nomem; i++) {
+        const char *text = cfg->sentinels[i].addr.text, *colon = strrchr(text, ':');
+        s->at[i].host = gw_strdup(cfg->sentinels[i].host);
+        s->at[i].port = colon ? (unsigned)atoi(colon + 1) : 26379;
+        snprintf(s->at[i].text, sizeof(s->at[i].text), "%s", text);
+        nomem = !s->at[i].host;
+        s->n = i + 1;
+    }
+    if (nomem || !s->n) {
+        for (size_t i = 0; i < s->n; i++)
+            gw_free(s->at[i].host);
+        gw_free(s->master);
+        gw_free(s->password);
+        gw_free(s);
+        return GW_E_NOMEM;
+    }
+    s->timeout_ms = cfg->timeout_ms;
+    s->connect_timeout_ms = cfg->connect_timeout_ms;
+    s->max_reply = cfg->max_reply;
+    s->backoff_ms = BACKOFF_MIN_MS;
+    uv_timer_init(loop, &s->timer);
+    s->timer.data = s;
+    *out = s;
+    return 0;
+}
+
+void gw_sentinel_ask(gw_sentinel_t *s)
+{
+    if (s->ask || s->want || s->waiting || s->have || s->none)
+        return; /* a round is under way, or waits for its backoff */
+    s->want = 1;
+    step_soon(s);
+}
+
+void gw_sentinel_ok(gw_sentinel_t *s)
+{
+    if (!s->waiting)
+        return;
+    s->waiting = 0;
+    s->failed = 0;
+    s->next = s->named; /* it answered well: asked first next time, and listened to */
+    s->backoff_ms = BACKOFF_MIN_MS;
+    subscribe(s, s->named);
+}
+
+void gw_sentinel_refused(gw_sentinel_t *s, const char *why)
+{
+    if (!s->waiting)
+        return; /* a switch began another round meanwhile */
+    s->waiting = 0;
+    fail(s, s->named, why);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    gw_sentinel_t *s = h->data;
+    for (size_t i = 0; i < s->n; i++)
+        gw_free(s->at[i].host);
+    gw_free(s->master);
+    gw_free(s->password);
+    gw_free(s);
+}
+
+void gw_sentinel_close(gw_sentinel_t *s)
+{
+    if (!s)
+        return;
+    s->closed = 1;
+    if (s->ask)
+        gw_redis_close(s->ask);
+    if (s->sub)
+        gw_redis_close(s->sub);
+    s->ask = s->sub = NULL;
+    uv_close((uv_handle_t *)&s->timer, on_timer_closed);
+}

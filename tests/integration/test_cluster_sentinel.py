@@ -1,0 +1,292 @@
+"""Instances that follow a Redis failover by themselves (`cluster.sentinels`): a primary, a
+replica (`--replicaof`) and three real sentinels (`redis-server --sentinel`, all on free
+loopback ports); the primary is SIGKILLed under load, the sentinels promote the replica, the
+instances find it, and a shared limit holds through it (the share rule while they decide
+alone). A sentinel that names a replica is refused; with every sentinel down, an instance
+serves in local mode and says why. Debian's redis-server, h2load and Python's ssl as clients;
+fake_redis.py for the sentinels that lie."""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+from fake_redis import FakeSentinel
+from gwtest import origin_gateway, sample, scrape, tls_client_ctx, tls_exchange, gw_config
+from procs import Redis, free_port, raw_exchange, sanitized, wait_port
+
+MASTER = "h2gate-test"
+KEYS = "h2gate:tls:ticket-keys"
+
+
+class Node(Redis):
+    """redis-server on a free loopback port with more arguments (`--replicaof ...`)."""
+
+    def __init__(self, extra=()):
+        self.extra = list(extra)
+        super().__init__()
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+             "--appendonly", "no", "--dir", self.dir, "--daemonize", "no", *self.extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port("127.0.0.1", self.port, proc=self.proc)
+
+    def info(self, section):
+        text = self.cmd("INFO", section).decode()
+        return dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
+
+
+class Sentinel(Redis):
+    """`redis-server sentinel.conf --sentinel` watching the primary at port, with the failure
+    detection of the test: down after 1 s, a failover given 3 s."""
+
+    def __init__(self, primary_port):
+        self.primary_port = primary_port
+        super().__init__()
+
+    def start(self):
+        conf = os.path.join(self.dir, "sentinel.conf")  # rewritten by the sentinel
+        with open(conf, "w") as f:
+            f.write(f"port {self.port}\nbind 127.0.0.1\ndaemonize no\ndir {self.dir}\n"
+                    f"sentinel monitor {MASTER} 127.0.0.1 {self.primary_port} 2\n"
+                    f"sentinel down-after-milliseconds {MASTER} 1000\n"
+                    f"sentinel failover-timeout {MASTER} 3000\n"
+                    f"sentinel parallel-syncs {MASTER} 1\n")
+        self.log_path = os.path.join(self.dir, "sentinel.log")
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(["redis-server", conf, "--sentinel"], stdout=self._log,
+                                     stderr=subprocess.STDOUT)
+        wait_port("127.0.0.1", self.port, proc=self.proc)
+
+    def close(self):
+        super().close()
+        self._log.close()
+
+
+class Fleet:
+    """A primary, its replica and three sentinels that know both and each other."""
+
+    def __init__(self):
+        self.primary = Node()
+        self.replica = Node(["--replicaof", "127.0.0.1", str(self.primary.port)])
+        self.sentinels = []
+        try:
+            wait_for(lambda: self.replica.info("replication").get("master_link_status") == "up",
+                     10, "the replica in sync")
+            self.sentinels = [Sentinel(self.primary.port) for _ in range(3)]
+            # a failover needs a majority of sentinels that know each other, and the replica
+            for s in self.sentinels:
+                wait_for(lambda: len(s.cmd("SENTINEL", "sentinels", MASTER)) == 2 and
+                         len(s.cmd("SENTINEL", "replicas", MASTER)) == 1, 15,
+                         "the sentinels know each other and the replica")
+        except Exception:
+            self.close()
+            raise
+
+    def addrs(self):
+        return ", ".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+
+    def close(self):
+        for n in [*self.sentinels, self.replica, self.primary]:
+            n.close()
+
+
+def wait_for(pred, timeout=10, what=""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            v = pred()
+        except (KeyError, AssertionError, OSError, TypeError):
+            v = None
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what or pred}")
+
+
+def metric(g, name, **labels):
+    return sample(scrape(g.admin)[0], name, **labels)
+
+
+def primary_of(g):
+    """The address h2gate_cluster_primary_info names, or None."""
+    for line in scrape(g.admin)[1].splitlines():
+        m = re.match(r'h2gate_cluster_primary_info\{address="([^"]+)"\} 1$', line)
+        if m:
+            return m.group(1)
+    return None
+
+
+def sentinel_gw(gateway, origin, sentinels, route_extra="", cluster_extra=""):
+    """A gateway in front of origin (cleartext g.port, TLS g.tls_port, admin g.admin) whose
+    cluster is what sentinels (HOST:PORT, ...) name for MASTER."""
+    port, tls_port, admin = free_port(), free_port(), free_port()
+    extra = (f"cluster:\n  sentinels: [{sentinels}]\n  master: {MASTER}\n  timeout: 500ms\n"
+             f"  poll_interval: 200ms\n{cluster_extra}admin: {{address: 127.0.0.1:{admin}}}\n")
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra=route_extra,
+                          extra=extra, tls_port=tls_port),
+                wait=[("127.0.0.1", port), ("127.0.0.1", tls_port), ("127.0.0.1", admin)])
+    g.port, g.tls_port, g.admin = port, tls_port, admin
+    return g
+
+
+def h2load(g, secs, rps_per_client=60, clients=2):
+    return subprocess.Popen(["h2load", "-c", str(clients), "-m", "1", "--rps", str(rps_per_client),
+                             "-D", str(secs), "--warm-up-time", "0",
+                             f"http://127.0.0.1:{g.port}/echo"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def counts(p, secs):
+    out = p.communicate(timeout=secs + 60)[0]
+    m = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
+    assert m, out
+    assert int(m[2]) == 0 and int(m[4]) == 0, out
+    return int(m[1]), int(m[3])
+
+
+def log_time(line):
+    m = re.match(r"ts=(\S+)Z ", line)
+    return time.mktime(time.strptime(m.group(1)[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone + \
+        float("0" + m.group(1)[19:])
+
+
+def test_two_instances_follow_a_failover_and_hold_the_limit(gateway, origin):
+    """request_rate 100/s (burst 10) on two instances, loaded at 240 requests/s in all for
+    15 s; the primary SIGKILLed 4 s in. The sentinels promote the replica; both instances
+    follow (event=cluster_failover, h2gate_cluster_primary_info, failovers 1) and decide alone
+    for half the limit each meanwhile: the 15-second total stays within 1,500 +- 15 %. The
+    promoted replica held the rate keys, the heartbeat set and the ticket keys; a TLS session
+    made before the failover, and one made after it, resume on the other instance."""
+    fleet = Fleet()
+    try:
+        gws = [sentinel_gw(gateway, origin, fleet.addrs(), "request_rate: 100\nrequest_burst: 10")
+               for _ in range(2)]
+        p, r = f"127.0.0.1:{fleet.primary.port}", f"127.0.0.1:{fleet.replica.port}"
+        for g in gws:
+            wait_for(lambda: primary_of(g) == p and metric(g, "h2gate_cluster_up") == 1 and
+                     metric(g, "h2gate_cluster_instances") == 2 and
+                     metric(g, "h2gate_cluster_ticket_key_updates_total") >= 1, 10,
+                     "the instances on the primary")
+            assert re.search(rf"event=cluster_primary redis={p} sentinel=127\.0\.0\.1:\d+ "
+                             rf"master={MASTER}\n", g.log()), g.log()[-2000:]
+        ctx = tls_client_ctx()
+        before, _ = tls_exchange(ctx, gws[0].tls_port)
+        local0 = [metric(g, "h2gate_cluster_local_mode_seconds_total") for g in gws]
+        secs = 15
+        loads = [h2load(g, secs) for g in gws]
+        time.sleep(4)
+        # the replica has what the instances wrote (replicated from the primary)
+        assert fleet.replica.cmd("KEYS", "h2gate:rate:*"), "no rate key on the replica"
+        assert fleet.replica.cmd("ZCARD", "h2gate:instances") == 2
+        keys = fleet.primary.cmd("GET", KEYS)
+        assert keys and fleet.replica.cmd("GET", KEYS) == keys
+        killed_at = time.time()
+        fleet.primary.proc.kill()
+        fleet.primary.proc.wait()
+        results = [counts(lp, secs) for lp in loads]
+        ok = sum(o for o, _ in results)
+        limited = sum(lim for _, lim in results)
+        windows = [metric(g, "h2gate_cluster_local_mode_seconds_total") - l0
+                   for g, l0 in zip(gws, local0)]
+        followed = []
+        for g in gws:
+            line = re.search(rf"^.*event=cluster_primary redis={r} .*$", g.log(), re.M)
+            assert line, g.log()[-3000:]
+            followed.append(log_time(line.group(0)) - killed_at)
+        expect = 10 + 100 * secs
+        print(f"\ntwo instances, request_rate 100/s for {secs} s, primary killed at 4 s: {ok} "
+              f"2xx (expected {expect}), {limited} 429; local mode "
+              f"{', '.join(f'{w:.2f}' for w in windows)} s; new primary taken "
+              f"{', '.join(f'{f:.2f}' for f in followed)} s after the kill")
+        assert expect * 0.85 <= ok <= expect * 1.15, (ok, limited)
+        for g in gws:
+            assert primary_of(g) == r
+            assert metric(g, "h2gate_cluster_failovers_total") == 1
+            assert metric(g, "h2gate_cluster_up") == 1
+            assert re.search(rf"event=cluster_failover from={p} to={r} master={MASTER}\n",
+                             g.log()), g.log()[-3000:]
+            assert "event=cluster_degraded" in g.log()
+            # shared decisions again after the failover
+            assert metric(g, "h2gate_cluster_rate_decisions_total", verdict="allowed") > 0
+        assert all(0.5 < w < 12 for w in windows), windows
+        # the replica is the primary now, with the keys the instances use
+        assert fleet.replica.cmd("ROLE")[0] == b"master"
+        assert fleet.replica.cmd("GET", KEYS) == keys
+        _, reused = tls_exchange(ctx, gws[1].tls_port, before)
+        assert reused, "a session made before the failover did not resume"
+        after, _ = tls_exchange(ctx, gws[1].tls_port)
+        _, reused = tls_exchange(ctx, gws[0].tls_port, after)
+        assert reused, "a session made after the failover did not resume"
+    finally:
+        fleet.close()
+
+
+def test_a_sentinel_that_names_a_replica_is_refused(gateway, origin):
+    """The first sentinel names the replica (it lies, or is behind): ROLE says slave, the
+    address is refused and said so, and the next sentinel's answer, the primary, is taken."""
+    primary = Node()
+    replica = Node(["--replicaof", "127.0.0.1", str(primary.port)])
+    liar = FakeSentinel(("127.0.0.1", replica.port))
+    honest = FakeSentinel(("127.0.0.1", primary.port))
+    try:
+        g = sentinel_gw(gateway, origin, f"127.0.0.1:{liar.port}, 127.0.0.1:{honest.port}")
+        p = f"127.0.0.1:{primary.port}"
+        wait_for(lambda: primary_of(g) == p and metric(g, "h2gate_cluster_up") == 1, 10,
+                 "the primary taken")
+        log = g.log()
+        assert re.search(rf'event=cluster_primary_refused redis=127\.0\.0\.1:{replica.port} '
+                         rf'sentinel=127\.0\.0\.1:{liar.port} master={MASTER} '
+                         r'reason="ROLE: slave, not the primary"', log), log[-3000:]
+        assert re.search(rf'event=sentinel_failed sentinel=127\.0\.0\.1:{liar.port} '
+                         rf'master={MASTER} reason="ROLE: slave, not the primary"', log), log[-3000:]
+        assert re.search(rf"event=cluster_primary redis={p} sentinel=127\.0\.0\.1:{honest.port} ",
+                         log), log[-3000:]
+        assert metric(g, "h2gate_cluster_failovers_total") == 0
+        # the instance's writes went to the primary, none to the replica's address
+        wait_for(lambda: primary.cmd("GET", KEYS) is not None, 5, "the keys on the primary")
+        assert [c[:2] for c in liar.commands] == [[b"SENTINEL", b"get-master-addr-by-name"]]
+        assert b"SUBSCRIBE" in honest.names()
+    finally:
+        for x in (liar, honest):
+            x.close()
+        for n in (replica, primary):
+            n.close()
+
+
+def test_every_sentinel_down_serves_in_local_mode_and_says_why(gateway, origin):
+    """Two sentinels that refuse connections and one that does not know the master: requests
+    are served, decided locally (the local bucket: burst 3, then 2/s), one degraded line says
+    why, each sentinel's failure is logged once, and the rounds go on with a backoff."""
+    dead = [free_port(), free_port()]
+    unknowing = FakeSentinel(None)
+    try:
+        addrs = ", ".join([f"127.0.0.1:{d}" for d in dead] + [f"127.0.0.1:{unknowing.port}"])
+        g = sentinel_gw(gateway, origin, addrs, "request_rate: 2\nrequest_burst: 3")
+        g.wait_log("event=cluster_degraded", timeout=10)
+        codes = [int(raw_exchange(g.port, b"GET /echo HTTP/1.1\r\nHost: a\r\nConnection: close"
+                                  b"\r\n\r\n").split()[1]) for _ in range(5)]
+        assert codes[:3] == [200] * 3 and 429 in codes[3:], codes
+        time.sleep(1.5)  # a few rounds
+        log = g.log()
+        assert re.search(r'event=cluster_degraded redis=- reason="no primary from the sentinels '
+                         rf'\(last: sentinel 127\.0\.0\.1:{unknowing.port}: does not know this '
+                         r'master\)" ticket_keys=local', log), log[-3000:]
+        for d in dead:
+            assert len(re.findall(rf'event=sentinel_failed sentinel=127\.0\.0\.1:{d} '
+                                  rf'master={MASTER} reason="connection: [^"]*refused"', log)) == 1, \
+                log[-3000:]
+        assert log.count(f"event=sentinel_failed sentinel=127.0.0.1:{unknowing.port}") == 1
+        assert log.count("event=cluster_degraded") == 1
+        asked = unknowing.names().count(b"SENTINEL")
+        assert 2 <= asked <= 15, asked  # rounds after 100, 200, 400, 800 ms ...
+        assert metric(g, "h2gate_cluster_up") == 0
+        assert metric(g, "h2gate_cluster_local_mode_seconds_total") >= 1
+        assert metric(g, "h2gate_cluster_rate_decisions_total", verdict="local") >= 5
+        assert primary_of(g) is None
+    finally:
+        unknowing.close()
