@@ -489,7 +489,6 @@ static void on_role(void *ud, const redisReply *r, int err)
         }
         char text[41];
         gw_cluster__log_text(text, sizeof(text), role->str, role->len);
-        atomic_fetch_add(&c->st_bad_replies, 1);
         snprintf(why, sizeof(why), "ROLE: %s, not the primary", text);
     } else {
         char text[121] = "not a ROLE answer";
@@ -537,6 +536,7 @@ static int connect_to(gw_cluster_t *c, const char *host, unsigned port)
     if (c->redis)
         gw_redis_close(c->redis);
     c->redis = NULL;
+    c->kick_act = KICK_NONE; /* a kick was about the connection just let go */
     c->verified = 0;
     c->sha[0] = c->lsha[0] = 0;
     share_update(c);
@@ -623,6 +623,7 @@ static void on_switched(void *ud, const char *from, const char *to)
     if (c->redis)
         gw_redis_close(c->redis); /* the old primary: nothing more goes there */
     c->redis = NULL;
+    c->kick_act = KICK_NONE;
     c->verified = 0;
     c->sha[0] = c->lsha[0] = 0;
     degrade(c, w);

@@ -33,7 +33,7 @@ typedef struct {
     char *host;
     unsigned port;
     char text[64]; /* HOST:PORT as configured, for logs */
-    char why[160]; /* its last failure ("": none since it last answered), logged once */
+    char why[448]; /* its last failure ("": none since its answer was taken), logged once */
 } sentinel_t;
 
 struct gw_sentinel {
@@ -58,7 +58,7 @@ struct gw_sentinel {
     size_t named; /* who named it */
     size_t next;  /* asked first in the next round */
     size_t failed;
-    char why[300]; /* the round's last failure */
+    char why[512]; /* the round's last failure */
     uint64_t backoff_ms;
     /* the subscription */
     gw_redis_t *sub;
@@ -136,7 +136,6 @@ static void on_addr(void *ud, const redisReply *r, int err)
         return;
     }
     s->ask_over = 1;
-    s->at[s->asking].why[0] = 0;
     s->named = s->asking;
     s->have = 1;
     step_soon(s);
@@ -335,7 +334,8 @@ void gw_sentinel_ok(gw_sentinel_t *s)
         return;
     s->waiting = 0;
     s->failed = 0;
-    s->next = s->named; /* it answered well: asked first next time, and listened to */
+    s->at[s->named].why[0] = 0; /* its next failure is news */
+    s->next = s->named;         /* it answered well: asked first next time, and listened to */
     s->backoff_ms = BACKOFF_MIN_MS;
     subscribe(s, s->named);
 }
@@ -345,7 +345,10 @@ void gw_sentinel_refused(gw_sentinel_t *s, const char *why)
     if (!s->waiting)
         return; /* a switch began another round meanwhile */
     s->waiting = 0;
-    fail(s, s->named, why);
+    char w[GW_CLUSTER_HOST_MAX + 160];
+    snprintf(w, sizeof(w), strchr(s->host, ':') ? "named [%s]:%u: %s" : "named %s:%u: %s", s->host,
+             s->port, why);
+    fail(s, s->named, w);
 }
 
 static void on_timer_closed(uv_handle_t *h)

@@ -243,7 +243,8 @@ def test_a_sentinel_that_names_a_replica_is_refused(gateway, origin):
                          rf'sentinel=127\.0\.0\.1:{liar.port} master={MASTER} '
                          r'reason="ROLE: slave, not the primary"', log), log[-3000:]
         assert re.search(rf'event=sentinel_failed sentinel=127\.0\.0\.1:{liar.port} '
-                         rf'master={MASTER} reason="ROLE: slave, not the primary"', log), log[-3000:]
+                         rf'master={MASTER} reason="named 127\.0\.0\.1:{replica.port}: ROLE: '
+                         r'slave, not the primary"', log), log[-3000:]
         assert re.search(rf"event=cluster_primary redis={p} sentinel=127\.0\.0\.1:{honest.port} ",
                          log), log[-3000:]
         assert metric(g, "h2gate_cluster_failovers_total") == 0
@@ -255,6 +256,33 @@ def test_a_sentinel_that_names_a_replica_is_refused(gateway, origin):
         for x in (liar, honest):
             x.close()
         for n in (replica, primary):
+            n.close()
+
+
+def test_a_demoted_primary_answering_readonly_is_left(gateway, origin):
+    """The primary taken becomes a replica (REPLICAOF, as after a failover it slept through):
+    its next write answers READONLY, the instance lets it go, asks the sentinel again and takes
+    the primary it names now (a failover, counted)."""
+    a, b = Node(), Node()
+    sentinel = FakeSentinel(("127.0.0.1", a.port))
+    try:
+        g = sentinel_gw(gateway, origin, f"127.0.0.1:{sentinel.port}")
+        pa, pb = f"127.0.0.1:{a.port}", f"127.0.0.1:{b.port}"
+        wait_for(lambda: primary_of(g) == pa and metric(g, "h2gate_cluster_up") == 1, 10,
+                 "a taken")
+        sentinel.named = ("127.0.0.1", b.port)
+        assert a.cmd("REPLICAOF", "127.0.0.1", b.port) == b"OK"
+        wait_for(lambda: primary_of(g) == pb, 10, "b taken")
+        log = g.log()
+        assert re.search(r'event=cluster_degraded redis=\S+ reason="[^"]*READONLY', log), \
+            log[-3000:]
+        assert re.search(rf"event=cluster_failover from={pa} to={pb} master={MASTER}\n", log), \
+            log[-3000:]
+        assert metric(g, "h2gate_cluster_failovers_total") == 1
+        wait_for(lambda: b.cmd("GET", KEYS) is not None, 5, "the keys on b")
+    finally:
+        sentinel.close()
+        for n in (a, b):
             n.close()
 
 
