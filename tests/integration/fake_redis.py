@@ -17,6 +17,7 @@ Records the commands received (lists of bytes), the connections accepted and, pe
 connection, how many bytes were sent and whether the gateway closed it (`floods`).
 """
 import hashlib
+import socket
 import threading
 
 from origin import ThreadedServer
@@ -41,6 +42,9 @@ class FakeRedis(ThreadedServer):
             return [c[0].upper() for c in self.commands if c]
 
     def _serve(self, c):
+        # as redis-server does: without it, an answer written while the one before is not
+        # yet acknowledged waits for the peer's delayed ACK (40 ms), past cluster.timeout
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             for cmd in self._commands(c):
                 with self.lock:
