@@ -44,7 +44,7 @@ struct gw_cluster {
     gw_cluster_hub_t *hub; /* where the share goes (gw_cluster__set_hub); NULL: nowhere */
     uv_timer_t poll;
     uv_timer_t beat;
-    int handles;    /* of poll and beat, not yet closed: the memory goes at 0 */
+    int handles;    /* of poll, beat and kick, not yet closed: the memory goes at 0 */
     int beating;    /* a heartbeat is under way */
     unsigned alive; /* instances alive at the last heartbeat (0: none read yet) */
     char *k_alive;  /* PREFIX "instances" */
