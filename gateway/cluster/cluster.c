@@ -218,7 +218,7 @@ int gw_cluster__outcome(gw_cluster_t *c, const redisReply *r, int err, const cha
         return -1;
     }
     if (err == GW_E_CLOSED)
-        return -1; /* we are stopping */
+        return -1; /* we are stopping, or letting this connection go for another */
     if (err < 0 || !r) {
         atomic_fetch_add(&c->st_failed, 1);
         snprintf(why, sizeof(why), "%s: connection lost", what);
@@ -796,7 +796,7 @@ void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *all)
 /* shared.c's view of the client (the redis client may be NULL when it could not start) */
 gw_redis_t *gw_cluster__redis(gw_cluster_t *c)
 {
-    return c->redis;
+    return c->verified ? c->redis : NULL; /* not an address a sentinel named, unchecked */
 }
 
 const char *gw_cluster__prefix(const gw_cluster_t *c)
