@@ -4,7 +4,8 @@
   bench_stats.py run RUN_DIR       summarize one run: reads RUN_DIR/meta (key=value lines written
                                    by scripts/bench, origin_accepts among them: nginx's
                                    stub_status accepts over the run), h2load.out, h2load.log
-                                   (per-request log), origin.log (nginx access log of the run); writes
+                                   (per-request log), hsload.out (handshake, resume), page.out
+                                   (page), origin.log (nginx access log of the run); writes
                                    RUN_DIR/run.json and prints a one-line summary
   bench_stats.py report RUNS_DIR MD PNG
                                    medians over repetitions, ratios h2gate / the best peer; the
@@ -27,7 +28,7 @@ import sys
 PROXIES = ("h2gate", "h2gate-base", "h2gate-pipeline", "h2gate-alog", "h2gate-cluster", "h2gate-cluster-rate",
            "h2gate-policy",
            "nghttpx", "h2o", "haproxy",
-           "nginx-proxy", "nginx-static",
+           "nginx-proxy", "nginx-static", "openssl-s_server",
            "h2gate-gzip", "nginx-gzip", "h2gate-br", "h2gate-zstd")
 # The reverse proxies h2gate is compared with: each ratio row divides by the best of them.
 PEERS = ("nghttpx", "h2o", "haproxy", "nginx-proxy")
@@ -36,7 +37,24 @@ ZPROXIES = ("h2gate-gzip", "nginx-gzip", "h2gate-br", "h2gate-zstd")
 # Ratio rows of the table: (numerator, label); the denominator is, per metric, the best valid
 # peer of PEERS in that case. The chart plots the first one.
 RATIOS = (("h2gate", "h2gate / best peer"), ("h2gate-pipeline", "h2gate-pipeline / best peer"))
-SCENARIO_ORDER = ("small", "large", "manyconns", "upload", "post", "idle", "compress")
+SCENARIO_ORDER = ("small", "large", "manyconns", "upload", "post", "idle", "compress",
+                  "handshake", "resume", "page", "latency50", "latency90")
+# The floors: a server with no proxy hop (nginx serving the file; OpenSSL's own s_server for
+# handshakes). The new scenarios' tables add a row h2gate / floor.
+FLOORS = ("nginx-static", "openssl-s_server")
+# answered by the server itself, not through the origin
+NO_ORIGIN = ("nginx-static", "openssl-s_server")
+
+
+def read_kv_line(path, first_key):
+    """The key=value pairs of the last line of path that starts with first_key=, or {}."""
+    found = {}
+    if os.path.exists(path):
+        with open(path, errors="replace") as f:
+            for line in f:
+                if line.startswith(first_key + "="):
+                    found = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+    return found
 
 
 def read_meta(run_dir):
@@ -134,7 +152,51 @@ def summarize_run(run_dir):
     problems = []
     if meta.get("proxy_died") == "1":
         problems.append("proxy exited during the run")
-    if r["scenario"] == "idle":
+    if "sys_after" in meta and cpu_s > 0:
+        r["sys_pct"] = 100.0 * (int(meta["sys_after"]) - int(meta["sys_before"])) / clk / cpu_s
+    if r["scenario"] in ("handshake", "resume"):
+        want, clients = int(meta["requests"]), int(meta["clients"])
+        h = read_kv_line(os.path.join(run_dir, "hsload.out"), "handshakes")
+        if not h:
+            problems.append("no hsload summary")
+        else:
+            ok, failed, resumed = int(h["ok"]), int(h["failed"]), int(h["resumed"])
+            if ok != want:
+                problems.append(f"{ok}/{want} connections answered 200")
+            if failed:
+                problems.append(f"{failed} failed")
+            # every client's first connection has no ticket yet; each later one offers one
+            if r["scenario"] == "resume" and resumed < want - clients:
+                problems.append(f"{resumed}/{want - clients} resumed")
+            if r["scenario"] == "handshake" and resumed:
+                problems.append(f"{resumed} resumed in a full-handshake run")
+            if r["origin_requests"] < want and meta.get("proxy") not in NO_ORIGIN:
+                problems.append(f"{r['origin_requests']}/{want} requests reached the origin")
+            r["rps"] = float(h["rate"])
+            r["resumed_pct"] = 100.0 * resumed / want
+            r["p50_ms"] = float(h["p50_ms"])
+            r["p99_ms"] = float(h["p99_ms"])
+            if ok and cpu_s > 0:
+                r["cpu_us_per_req"] = cpu_s * 1e6 / ok
+                r["hs_per_core"] = ok / cpu_s   # handshakes per second of one core
+            if float(h["seconds"]) > 0:
+                r["cpu_pct"] = 100.0 * cpu_s / float(h["seconds"])
+    elif r["scenario"] == "page":
+        pages, want = int(meta["pages"]), int(meta["requests"])
+        h = read_kv_line(os.path.join(run_dir, "page.out"), "pages")
+        if not h:
+            problems.append("no bench_page.py summary")
+        else:
+            ok = int(h["ok"])
+            if ok != pages:
+                problems.append(f"{ok}/{pages} page loads complete")
+            if r["origin_requests"] < want and meta.get("proxy") not in NO_ORIGIN:
+                problems.append(f"{r['origin_requests']}/{want} requests reached the origin")
+            for k in ("urgent_p50_ms", "urgent_p90_ms", "page_p50_ms", "page_p90_ms"):
+                r[k] = float(h[k])
+            if ok:
+                r["cpu_us_per_page"] = cpu_s * 1e6 / ok
+    elif r["scenario"] == "idle":
         want = int(meta["idle_want"])
         got = int(meta.get("idle_open") or 0)
         r["idle_conns"] = got
@@ -172,9 +234,6 @@ def summarize_run(run_dir):
             r["rps"] = h["rps"]
             done = h["done"] or 1
             r["cpu_us_per_req"] = cpu_s * 1e6 / done
-            if "sys_after" in meta and cpu_s > 0:
-                sys_s = (int(meta["sys_after"]) - int(meta["sys_before"])) / clk
-                r["sys_pct"] = 100.0 * sys_s / cpu_s  # the kernel's share of that CPU
             if h.get("data_bytes") is not None:
                 r["body_bytes"] = h["data_bytes"] / done  # per response, as sent (compressed)
             if h["seconds"]:
@@ -185,7 +244,12 @@ def summarize_run(run_dir):
             problems.append("no latencies in h2load's per-request log")
         if lat:
             r["mean_ms"] = sum(lat) / len(lat) / 1000.0
+            r["p50_ms"] = percentile(lat, 50) / 1000.0
             r["p99_ms"] = percentile(lat, 99) / 1000.0
+            r["p999_ms"] = percentile(lat, 99.9) / 1000.0
+        if "target_rps" in meta:
+            r["target_rps"] = int(meta["target_rps"])
+            r["capacity_rps"] = int(meta["capacity_rps"])
     r["valid"] = not problems
     r["problems"] = problems
     with open(os.path.join(run_dir, "run.json"), "w") as f:
@@ -194,7 +258,22 @@ def summarize_run(run_dir):
 
 
 def one_line(r):
-    if r["scenario"] == "idle":
+    if r["scenario"] in ("handshake", "resume"):
+        fig = (f"{fmt(r.get('rps'), 0)} handshakes/s, {fmt(r.get('hs_per_core'), 0)} per proxy core, "
+               f"{fmt(r.get('cpu_us_per_req'), 1)} µs CPU/handshake "
+               f"({fmt(r.get('cpu_pct'), 0)} % busy), resumed {fmt(r.get('resumed_pct'), 0)} %, "
+               f"peak RSS {r['hwm_kib'] // 1024} MiB")
+    elif r["scenario"] == "page":
+        fig = (f"urgent p50 {fmt(r.get('urgent_p50_ms'), 1)} ms, page p50 "
+               f"{fmt(r.get('page_p50_ms'), 1)} ms (p90 {fmt(r.get('page_p90_ms'), 1)}), "
+               f"{fmt(r.get('cpu_us_per_page'), 0)} µs CPU/page, "
+               f"{r['origin_conns']} origin conns opened, peak RSS {r['hwm_kib'] // 1024} MiB")
+    elif r["scenario"].startswith("latency"):
+        fig = (f"target {r.get('target_rps', 0):,} req/s, got {fmt(r.get('rps'), 0)}, p50 "
+               f"{fmt(r.get('p50_ms'), 2)} ms, p99 {fmt(r.get('p99_ms'), 2)} ms, p999 "
+               f"{fmt(r.get('p999_ms'), 2)} ms, {fmt(r.get('cpu_us_per_req'), 1)} µs CPU/req "
+               f"({fmt(r.get('cpu_pct'), 0)} % busy), peak RSS {r['hwm_kib'] // 1024} MiB")
+    elif r["scenario"] == "idle":
         fig = (f"{r.get('idle_conns', 0)} conns, "
                f"{fmt(r.get('kib_per_conn'), 1)} KiB/conn, "
                f"{fmt(r.get('cpu_us_per_conn'), 0)} µs CPU/conn, peak RSS {r['hwm_kib'] // 1024} MiB")
@@ -228,7 +307,38 @@ LOAD_METRICS = (
     ("hwm_mib", "peak RSS MiB", 1, True),
 )
 # informational: how busy the proxy was says where the bottleneck is, not which proxy is better
-NO_RATIO = {"cpu_pct", "sys_pct"}
+NO_RATIO = {"cpu_pct", "sys_pct", "resumed_pct", "target_rps"}
+HS_METRICS = (
+    ("rps", "handshakes/s", 0, False),
+    ("hs_per_core", "handshakes/s per proxy core", 0, False),
+    ("cpu_us_per_req", "CPU µs/handshake", 1, True),
+    ("sys_pct", "of which kernel %", 0, True),
+    ("cpu_pct", "proxy CPU %", 0, True),
+    ("resumed_pct", "resumed %", 0, False),
+    ("p50_ms", "p50 ms connect to last byte", 2, True),
+    ("hwm_mib", "peak RSS MiB", 1, True),
+)
+PAGE_METRICS = (
+    ("urgent_p50_ms", "urgent done ms p50", 1, True),
+    ("urgent_p90_ms", "urgent done ms p90", 1, True),
+    ("page_p50_ms", "page done ms p50", 1, True),
+    ("page_p90_ms", "page done ms p90", 1, True),
+    ("cpu_us_per_page", "CPU µs/page", 0, True),
+    ("sys_pct", "of which kernel %", 0, True),
+    ("origin_conns", "origin conns opened", 0, True),
+    ("hwm_mib", "peak RSS MiB", 1, True),
+)
+LAT_METRICS = (
+    ("target_rps", "target req/s", 0, False),
+    ("rps", "req/s", 0, False),
+    ("p50_ms", "p50 ms", 2, True),
+    ("p99_ms", "p99 ms", 2, True),
+    ("p999_ms", "p999 ms", 2, True),
+    ("cpu_us_per_req", "CPU µs/req", 1, True),
+    ("cpu_pct", "proxy CPU %", 0, True),
+    ("origin_conns", "origin conns opened", 0, True),
+    ("hwm_mib", "peak RSS MiB", 1, True),
+)
 ZMETRICS = (
     ("rps", "req/s", 0, False),
     ("p99_ms", "p99 ms", 2, True),
@@ -275,21 +385,24 @@ def aggregate(runs):
                 if not r["valid"]:
                     a["problems"].append(f"rep {r['rep']}: " + ", ".join(r["problems"]))
             idle = case.startswith("idle")
-            metrics = IDLE_METRICS if idle else LOAD_METRICS + ZMETRICS
+            metrics = (IDLE_METRICS if idle else
+                       LOAD_METRICS + ZMETRICS + HS_METRICS + PAGE_METRICS + LAT_METRICS)
             for key, _, _, _ in metrics:
                 vals = [r[key] for r in rs if r.get(key) is not None]
                 a[key] = statistics.median(vals) if vals else None
             # spread of the headline figure over the repetitions: half the range over the median
-            key = "kib_per_conn" if idle else "rps"
+            key = "kib_per_conn" if idle else "page_p50_ms" if case.startswith("page") else "rps"
             vals = [r[key] for r in rs if r.get(key) is not None]
             a["spread"] = ((max(vals) - min(vals)) / 2 / statistics.median(vals) * 100
                            if len(vals) > 1 and statistics.median(vals) else None)
-            a["spread_of"] = "KiB/conn" if idle else "req/s"
+            a["spread_of"] = ("KiB/conn" if idle else "page ms" if case.startswith("page") else
+                              "handshakes/s" if case.startswith(("handshake", "resume")) else
+                              "req/s")
             agg[case][proxy] = a
     return agg
 
 
-def table(agg, cases, metrics):
+def table(agg, cases, metrics, floors=False):
     head = ["scenario", "proxy", "runs"] + [m[1] for m in metrics]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     ratios = {}
@@ -331,6 +444,15 @@ def table(agg, cases, metrics):
                 else:
                     cells.append("—")
             lines.append(f"| {case} | **{label}** | | " + " | ".join(cells) + " |")
+        g = row_by_proxy.get("h2gate")
+        for floor in FLOORS if floors else ():
+            f = row_by_proxy.get(floor)
+            if not (g and f and g["valid"] == g["n"] and f["valid"] == f["n"]):
+                continue
+            cells = ["" if k in NO_RATIO else
+                     f"{g[k] / f[k]:.2f}" if g.get(k) is not None and f.get(k) else "—"
+                     for k, _, _, _ in metrics]
+            lines.append(f"| {case} | **h2gate / {floor} (floor)** | | " + " | ".join(cells) + " |")
     return lines, ratios
 
 
@@ -443,8 +565,12 @@ def report(runs_dir, md_path, png_path):
         with open(header_path) as f:
             out.append(f.read().rstrip("\n"))
         out.append("")
-    load_cases = sorted((c for c in agg if not c.startswith(("idle", "compress"))),
+    new = ("handshake", "resume", "page", "latency50", "latency90")
+    load_cases = sorted((c for c in agg if not c.startswith(("idle", "compress") + new)),
                         key=case_order)
+    hs_cases = sorted((c for c in agg if c.startswith(("handshake", "resume"))), key=case_order)
+    page_cases = sorted((c for c in agg if c.startswith("page")), key=case_order)
+    lat_cases = sorted((c for c in agg if c.startswith("latency")), key=case_order)
     zcases = sorted((c for c in agg if c.startswith("compress")), key=case_order)
     idle_cases = sorted((c for c in agg if c.startswith("idle")), key=case_order)
     all_ratios = {}
@@ -457,6 +583,30 @@ def report(runs_dir, md_path, png_path):
                 "hop). Ratios: h2gate over the best peer (" + ", ".join(PEERS) + ") for each "
                 "figure, that peer named: below 1 is better for h2gate except req/s (above 1 is "
                 "better).", ""] + lines + [""]
+    if hs_cases:
+        lines, ratios = table(agg, hs_cases, HS_METRICS, floors=True)
+        all_ratios.update(ratios)
+        out += ["TLS handshakes (a new TLS 1.3 connection per request, ECDSA P-256 certificate, "
+                "one h2 GET of 1 KiB each; resume: the previous connection's ticket offered, "
+                "resumed % as the client saw it). handshakes/s per proxy core = handshakes over "
+                "the proxy's CPU seconds; proxy CPU % below 100 means the client side (CPU 1) "
+                "set the pace. openssl-s_server answers over HTTP/1.1:", ""] + lines + [""]
+    if page_cases:
+        lines, ratios = table(agg, page_cases, PAGE_METRICS, floors=True)
+        all_ratios.update(ratios)
+        out += ["Page loads (one h2 connection per load, the document then 59 resources at "
+                "once with RFC 9218 priorities; times from the connection's start to the last "
+                "byte of the urgent resources, u <= 2, and of the page):", ""] + lines + [""]
+    if lat_cases:
+        lines, ratios = table(agg, lat_cases, LAT_METRICS, floors=True)
+        all_ratios.update(ratios)
+        cap = os.path.join(runs_dir, "capacity.md")
+        capacity = open(cap).read().rstrip("\n").split("\n") if os.path.exists(cap) else []
+        out += ["Latency at a fixed rate (h2load --rps, -c 32 -m 16; latency50 and latency90: "
+                "50 % and 90 % of the best peer's capacity; percentiles nearest rank of "
+                "h2load's per-request log, from each request's send, so a proxy that falls "
+                "behind shows in req/s below the target). Capacity, h2load -c 32 -m 16 at "
+                "saturation:", ""] + capacity + [""] + lines + [""]
     if idle_cases:
         lines, ratios = table(agg, idle_cases, IDLE_METRICS)
         all_ratios.update(ratios)
@@ -483,7 +633,8 @@ def report(runs_dir, md_path, png_path):
         if cost:
             out += [title, ""] + cost + [""]
     # before and after a change: h2gate-base is another build (BENCH_BASE) at the same config
-    change = before_after(agg, load_cases + idle_cases, "h2gate-base", "h2gate",
+    change = before_after(agg, load_cases + hs_cases + page_cases + lat_cases + idle_cases,
+                          "h2gate-base", "h2gate",
                           CPU_LINE + (("kib_per_conn", "KiB per connection"),), 1)
     if change:
         out += ["Before → after (h2gate-base: the build given as BENCH_BASE, at the same "

@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""The page scenario of scripts/bench: one HTTP/2 connection loads a page of 60 resources with
+RFC 9218 priorities as a browser sends them; time to the last byte of the urgent resources
+(u <= 2) and of the whole page.
+
+  bench_page.py files DIR                      write the page's resources under DIR/page/
+  bench_page.py load HOST PORT tls|h2c LOADS   load the page LOADS times, a new connection each
+                                               time; one line per load, then a summary line:
+    pages=N ok=N failed=N resources=60 bytes=B urgent_p50_ms=.. urgent_p90_ms=..
+    page_p50_ms=.. page_p90_ms=..
+
+A load: connect (TLS 1.3 with ALPN h2, or h2c prior knowledge), the document, then, once the
+document is in, the other 59 requests at once (a browser's preload scanner finds them in the
+head and body as the document arrives; sending them together is the case where the server's
+ordering matters most). Times run from the start of the connection (handshake included). A load
+counts only when every resource got 200 with its whole body.
+
+The mix: 60 resources of 1 to 200 KiB, 2,098 KiB in all, composed to follow the HTTP Archive's
+median page (Web Almanac 2024, Page Weight chapter, https://almanac.httparchive.org/en/2024/page-weight:
+about 2 MB over about 70 requests at the median, most bytes in images and JavaScript, most
+requests small): a 32 KiB document, 6 stylesheets, 4 fonts, 8 blocking and 12 async scripts,
+25 images (3 large, the long tail capped at 200 KiB) and 4 fetches. The sizes are this
+composition's, not one real page's.
+
+Priorities: Chromium maps its request priorities to RFC 9218 urgency as HIGHEST 0, MEDIUM 1,
+LOW 2, LOWEST 3, IDLE 4; it loads the document and stylesheets at HIGHEST, fonts, blocking
+scripts, fetches and images in the viewport at MEDIUM, async scripts and other images at
+LOWEST; the document and images carry the incremental flag `i`."""
+import os
+import socket
+import ssl
+import statistics
+import sys
+import time
+
+KIB = 1024
+# (path, KiB, priority field value)
+MIX = [("/page/index.html", 32, "u=0, i")]
+MIX += [(f"/page/css{i}.css", s, "u=0") for i, s in enumerate((72, 24, 12, 6, 3, 1))]
+MIX += [(f"/page/font{i}.woff2", s, "u=1") for i, s in enumerate((48, 36, 24, 20))]
+MIX += [(f"/page/head{i}.js", s, "u=1") for i, s in enumerate((200, 150, 96, 48, 24, 12, 6, 3))]
+MIX += [(f"/page/async{i}.js", s, "u=3")
+        for i, s in enumerate((120, 80, 64, 40, 32, 16, 8, 6, 4, 3, 2, 1))]
+# four images in the viewport (the hero among them) are raised to MEDIUM
+MIX += [(f"/page/img{i}.jpg", s, "u=1, i" if i < 4 else "u=3, i")
+        for i, s in enumerate((160, 16, 8, 4, 200, 120, 80, 64, 48, 40, 32, 24, 16, 16, 16, 8, 8,
+                               8, 4, 4, 4, 2, 2, 1, 1))]
+MIX += [(f"/page/api{i}.json", s, "u=1") for i, s in enumerate((12, 4, 2, 1))]
+assert len(MIX) == 60 and all(1 <= s <= 200 for _, s, _ in MIX)
+
+
+def urgency(prio):
+    return int(prio.split(",")[0].strip()[2:])
+
+
+def write_files(root):
+    os.makedirs(os.path.join(root, "page"), exist_ok=True)
+    for path, kib, _ in MIX:
+        with open(os.path.join(root, path.lstrip("/")), "wb") as f:
+            f.write(os.urandom(kib * KIB))
+
+
+def load_once(host, port, mode):
+    """(urgent seconds, page seconds) of one load, or raise on any failure."""
+    import h2.config
+    import h2.connection
+    import h2.events
+    import h2.settings
+
+    t0 = time.monotonic()
+    sock = socket.create_connection((host, port), timeout=30)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if mode == "tls":
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.set_alpn_protocols(["h2"])
+        sock = ctx.wrap_socket(sock, server_hostname="localhost")
+        if sock.selected_alpn_protocol() != "h2":
+            raise RuntimeError("no h2 by ALPN")
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
+                                                                 header_encoding="utf-8"))
+    # a browser's windows (Chromium: 6 MiB per stream, 15 MiB for the connection)
+    conn.local_settings = h2.settings.Settings(client=True, initial_values={
+        h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 6 * 1024 * 1024,
+        h2.settings.SettingCodes.ENABLE_PUSH: 0})
+    conn.initiate_connection()
+    conn.increment_flow_control_window(15 * 1024 * 1024 - 65535)
+    sock.sendall(conn.data_to_send())
+    want = {}    # stream id -> (path, KiB, urgency)
+    got = {}     # stream id -> bytes received
+    status = {}
+    done = {}    # stream id -> end time
+
+    def request(path, kib, prio):
+        sid = conn.get_next_available_stream_id()
+        scheme = "https" if mode == "tls" else "http"
+        conn.send_headers(sid, [(":method", "GET"), (":scheme", scheme),
+                                (":authority", "localhost"), (":path", path),
+                                ("priority", prio), ("accept", "*/*")], end_stream=True)
+        want[sid] = (path, kib, urgency(prio))
+        got[sid] = 0
+
+    def pump(until):
+        while not until():
+            data = sock.recv(262144)
+            if not data:
+                raise RuntimeError("connection closed")
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.ResponseReceived):
+                    status[ev.stream_id] = dict(ev.headers).get(":status")
+                elif isinstance(ev, h2.events.DataReceived):
+                    got[ev.stream_id] += len(ev.data)
+                    conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    done[ev.stream_id] = time.monotonic()
+                elif isinstance(ev, h2.events.StreamReset):
+                    raise RuntimeError(f"stream {ev.stream_id} reset ({ev.error_code})")
+                elif isinstance(ev, h2.events.ConnectionTerminated):
+                    raise RuntimeError(f"GOAWAY ({ev.error_code})")
+            out = conn.data_to_send()
+            if out:
+                sock.sendall(out)
+
+    request(*MIX[0])
+    sock.sendall(conn.data_to_send())
+    pump(lambda: len(done) == 1)
+    for res in MIX[1:]:
+        request(*res)
+    sock.sendall(conn.data_to_send())
+    pump(lambda: len(done) == len(MIX))
+    conn.close_connection()
+    try:
+        sock.sendall(conn.data_to_send())
+    except OSError:
+        pass
+    sock.close()
+    for sid, (path, kib, _) in want.items():
+        if status.get(sid) != "200" or got[sid] != kib * KIB:
+            raise RuntimeError(f"{path}: status {status.get(sid)}, {got[sid]} of {kib * KIB} bytes")
+    urgent = max(done[s] for s, (_, _, u) in want.items() if u <= 2) - t0
+    return urgent, max(done.values()) - t0
+
+
+def pct(values, p):
+    values = sorted(values)
+    if not values:
+        return 0.0
+    return values[max(1, -(-len(values) * p // 100)) - 1]
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "files":
+        write_files(argv[2])
+        return 0
+    if len(argv) != 6 or argv[1] != "load" or argv[4] not in ("tls", "h2c"):
+        sys.stderr.write(__doc__)
+        return 2
+    host, port, mode, loads = argv[2], int(argv[3]), argv[4], int(argv[5])
+    urgent, page, failed = [], [], 0
+    for i in range(loads):
+        try:
+            u, p = load_once(host, port, mode)
+        except Exception as e:  # a failed load is counted and reported, the run goes on
+            failed += 1
+            print(f"load {i}: failed: {e}", flush=True)
+            continue
+        urgent.append(u * 1e3)
+        page.append(p * 1e3)
+        print(f"load {i}: urgent {u * 1e3:.2f} ms, page {p * 1e3:.2f} ms", flush=True)
+    total = sum(kib for _, kib, _ in MIX) * KIB
+    print(f"pages={loads} ok={len(urgent)} failed={failed} resources={len(MIX)} bytes={total} "
+          f"urgent_p50_ms={pct(urgent, 50):.2f} urgent_p90_ms={pct(urgent, 90):.2f} "
+          f"page_p50_ms={pct(page, 50):.2f} page_p90_ms={pct(page, 90):.2f} "
+          f"urgent_mean_ms={statistics.mean(urgent) if urgent else 0:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
