@@ -167,7 +167,11 @@ def summarize_run(run_dir):
                 problems.append(f"{failed} failed")
             # every client's first connection has no ticket yet; each later one offers one
             if r["scenario"] == "resume" and resumed < want - clients:
-                problems.append(f"{resumed}/{want - clients} resumed")
+                # tickets are used once (as browsers do): a server that sends no new ticket on
+                # a resumed connection makes every other connection a full handshake
+                ticketed = int(h.get("ticketed", 0))
+                problems.append(f"{resumed}/{want - clients} resumed, {ticketed}/{want} "
+                                "connections got a new ticket")
             if r["scenario"] == "handshake" and resumed:
                 problems.append(f"{resumed} resumed in a full-handshake run")
             if r["origin_requests"] < want and meta.get("proxy") not in NO_ORIGIN:

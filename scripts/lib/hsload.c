@@ -5,12 +5,15 @@
  * a full TLS 1.3 handshake (or, with --resume, one offering the ticket of the worker's
  * previous connection, as a browser does), one GET (HTTP/2 by ALPN, or HTTP/1.1 with --h1),
  * the answer read to its end, close. Every worker's first connection is a full handshake
- * (it has no ticket yet). Prints one line:
+ * (it has no ticket yet). A ticket is used once, as browsers do (RFC 8446 appendix C.4: a
+ * client should not reuse a ticket), so resumption lasts only while the server sends a new
+ * ticket on resumed connections too. Prints one line:
  *
- *   handshakes=N ok=N failed=N resumed=N seconds=S rate=R p50_ms=X p99_ms=Y
+ *   handshakes=N ok=N failed=N resumed=N ticketed=N seconds=S rate=R p50_ms=X p99_ms=Y
  *
  * where ok counts the connections answered 200, resumed those SSL_session_reused() reported,
- * and the percentiles are of the time from connect to the answer's last byte.
+ * ticketed those that received at least one new ticket, and the percentiles are of the time
+ * from connect to the answer's last byte.
  *
  * Key exchange X25519 (as browsers and h2load offer first), the server signs with its
  * certificate's key (ECDSA P-256 in scripts/bench).
@@ -51,10 +54,12 @@ struct tally {
     long ok;
     long failed;
     long resumed;
+    long ticketed;
     long nlat;
 };
 
-static SSL_SESSION *saved; /* the worker's latest ticket (--resume) */
+static SSL_SESSION *saved; /* the worker's latest unused ticket (--resume) */
+static long tickets;       /* tickets received by this worker */
 
 static int on_new_session(SSL *ssl, SSL_SESSION *sess)
 {
@@ -62,6 +67,7 @@ static int on_new_session(SSL *ssl, SSL_SESSION *sess)
     if (saved)
         SSL_SESSION_free(saved);
     saved = sess;
+    tickets++;
     return 1; /* we keep the reference */
 }
 
@@ -238,10 +244,14 @@ static SSL_CTX *make_ctx(const struct opts *o)
     return ctx;
 }
 
-/* One connection; returns 0 when answered 200; *resumed set from SSL_session_reused. */
-static int one(SSL_CTX *ctx, const struct opts *o, const struct sockaddr_in *sa, int *resumed)
+/* One connection; returns 0 when answered 200; *resumed set from SSL_session_reused,
+ * *ticketed when the server sent a new ticket. */
+static int one(SSL_CTX *ctx, const struct opts *o, const struct sockaddr_in *sa, int *resumed,
+               int *ticketed)
 {
+    long before = tickets;
     *resumed = 0;
+    *ticketed = 0;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
         return -1;
@@ -257,12 +267,16 @@ static int one(SSL_CTX *ctx, const struct opts *o, const struct sockaddr_in *sa,
         goto out;
     SSL_set_fd(ssl, fd);
     SSL_set_tlsext_host_name(ssl, "localhost");
-    if (o->resume && saved)
-        SSL_set_session(ssl, saved);
+    if (o->resume && saved) {
+        SSL_set_session(ssl, saved); /* the SSL takes its own reference */
+        SSL_SESSION_free(saved);
+        saved = NULL; /* used once */
+    }
     if (SSL_connect(ssl) != 1)
         goto out;
     rc = o->h1 ? get_h1(ssl, o) : get_h2(ssl, o);
     *resumed = SSL_session_reused(ssl);
+    *ticketed = tickets > before;
     SSL_shutdown(ssl);
 out:
     if (ssl)
@@ -280,7 +294,7 @@ static int cmp_double(const void *a, const void *b)
 
 static void worker(const struct opts *o, long count, int fd)
 {
-    struct tally t = {0, 0, 0, 0};
+    struct tally t = {0, 0, 0, 0, 0};
     double *lat = calloc((size_t)(count > 0 ? count : 1), sizeof *lat);
     SSL_CTX *ctx = make_ctx(o);
     struct sockaddr_in sa;
@@ -292,15 +306,16 @@ static void worker(const struct opts *o, long count, int fd)
         count = 0;
     }
     for (long i = 0; i < count; i++) {
-        int resumed;
+        int resumed, ticketed;
         double t0 = now_s();
-        if (one(ctx, o, &sa, &resumed) == 0) {
+        if (one(ctx, o, &sa, &resumed, &ticketed) == 0) {
             t.ok++;
             lat[t.nlat++] = now_s() - t0;
         } else {
             t.failed++;
         }
         t.resumed += resumed;
+        t.ticketed += ticketed;
     }
     if (write(fd, &t, sizeof t) != (ssize_t)sizeof t ||
         (t.nlat &&
@@ -378,7 +393,7 @@ int main(int argc, char **argv)
         close(p[1]);
         fds[w] = p[0];
     }
-    struct tally sum = {0, 0, 0, 0};
+    struct tally sum = {0, 0, 0, 0, 0};
     double *lat = calloc((size_t)o.n, sizeof *lat);
     if (!lat)
         return 1;
@@ -392,6 +407,7 @@ int main(int argc, char **argv)
             sum.ok += t.ok;
             sum.failed += t.failed;
             sum.resumed += t.resumed;
+            sum.ticketed += t.ticketed;
             sum.nlat += t.nlat;
         }
         close(fds[w]);
@@ -409,10 +425,10 @@ int main(int argc, char **argv)
         p50 = lat[(sum.nlat * 50 + 99) / 100 - 1];
         p99 = lat[(sum.nlat * 99 + 99) / 100 - 1];
     }
-    printf("handshakes=%ld ok=%ld failed=%ld resumed=%ld seconds=%.3f rate=%.1f p50_ms=%.3f "
-           "p99_ms=%.3f\n",
-           o.n, sum.ok, sum.failed, sum.resumed, secs, (double)(sum.ok + sum.failed) / secs,
-           p50 * 1e3, p99 * 1e3);
+    printf("handshakes=%ld ok=%ld failed=%ld resumed=%ld ticketed=%ld seconds=%.3f rate=%.1f "
+           "p50_ms=%.3f p99_ms=%.3f\n",
+           o.n, sum.ok, sum.failed, sum.resumed, sum.ticketed, secs,
+           (double)(sum.ok + sum.failed) / secs, p50 * 1e3, p99 * 1e3);
     free(lat);
     return broken;
 }
