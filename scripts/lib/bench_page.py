@@ -4,8 +4,11 @@ RFC 9218 priorities as a browser sends them; time to the last byte of the urgent
 (u <= 2) and of the whole page.
 
   bench_page.py files DIR                      write the page's resources under DIR/page/
-  bench_page.py load HOST PORT tls|h2c LOADS   load the page LOADS times, a new connection each
-                                               time; one line per load, then a summary line:
+  bench_page.py load HOST PORT tls|h2c LOADS [MBIT]
+                                               load the page LOADS times, a new connection each
+                                               time (MBIT > 0: the client reads at most MBIT
+                                               Mbit/s, a bottleneck link); one line per load,
+                                               then a summary line:
     pages=N ok=N failed=N resources=60 bytes=B urgent_p50_ms=.. urgent_p90_ms=..
     page_p50_ms=.. page_p90_ms=..
 
@@ -14,6 +17,11 @@ document is in, the other 59 requests at once (a browser's preload scanner finds
 head and body as the document arrives; sending them together is the case where the server's
 ordering matters most). Times run from the start of the connection (handshake included). A load
 counts only when every resource got 200 with its whole body.
+
+On loopback the client reads as fast as it can, and the order in which a server sends shows only
+as far as the client keeps up. With MBIT the client reads no faster than that rate (a token
+bucket on its reads): the server's writes then wait in the socket buffers in the order it made
+them, as on a slow link, and what arrives first is what the server's scheduler chose.
 
 The mix: 60 resources of 1 to 200 KiB, 2,098 KiB in all, composed to follow the HTTP Archive's
 median page (Web Almanac 2024, Page Weight chapter, https://almanac.httparchive.org/en/2024/page-weight:
@@ -60,7 +68,7 @@ def write_files(root):
             f.write(os.urandom(kib * KIB))
 
 
-def load_once(host, port, mode):
+def load_once(host, port, mode, mbit=0.0):
     """(urgent seconds, page seconds) of one load, or raise on any failure."""
     import h2.config
     import h2.connection
@@ -102,11 +110,18 @@ def load_once(host, port, mode):
         want[sid] = (path, kib, urgency(prio))
         got[sid] = 0
 
+    received = [0]
+
     def pump(until):
         while not until():
-            data = sock.recv(262144)
+            data = sock.recv(16384 if mbit > 0 else 262144)
             if not data:
                 raise RuntimeError("connection closed")
+            if mbit > 0:  # no faster than the link: wait until these bytes would have arrived
+                received[0] += len(data)
+                due = t0 + received[0] * 8 / (mbit * 1e6) - time.monotonic()
+                if due > 0:
+                    time.sleep(due)
             for ev in conn.receive_data(data):
                 if isinstance(ev, h2.events.ResponseReceived):
                     status[ev.stream_id] = dict(ev.headers).get(":status")
@@ -154,14 +169,15 @@ def main(argv):
     if len(argv) == 3 and argv[1] == "files":
         write_files(argv[2])
         return 0
-    if len(argv) != 6 or argv[1] != "load" or argv[4] not in ("tls", "h2c"):
+    if len(argv) not in (6, 7) or argv[1] != "load" or argv[4] not in ("tls", "h2c"):
         sys.stderr.write(__doc__)
         return 2
     host, port, mode, loads = argv[2], int(argv[3]), argv[4], int(argv[5])
+    mbit = float(argv[6]) if len(argv) == 7 else 0.0
     urgent, page, failed = [], [], 0
     for i in range(loads):
         try:
-            u, p = load_once(host, port, mode)
+            u, p = load_once(host, port, mode, mbit)
         except Exception as e:  # a failed load is counted and reported, the run goes on
             failed += 1
             print(f"load {i}: failed: {e}", flush=True)
