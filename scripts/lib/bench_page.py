@@ -33,7 +33,13 @@ composition's, not one real page's.
 Priorities: Chromium maps its request priorities to RFC 9218 urgency as HIGHEST 0, MEDIUM 1,
 LOW 2, LOWEST 3, IDLE 4; it loads the document and stylesheets at HIGHEST, fonts, blocking
 scripts, fetches and images in the viewport at MEDIUM, async scripts and other images at
-LOWEST; the document and images carry the incremental flag `i`."""
+LOWEST; the document and images carry the incremental flag `i`. Chromium also sends the same
+order as an RFC 7540 priority in each HEADERS frame, for servers that know no RFC 9218 (h2o 2.2,
+nginx 1.22 and HAProxy 2.6 among the peers): each stream depends exclusively on the youngest
+open stream of its own urgency or, if none, of the nearest more urgent one, with a weight of
+256, 220, 183, 147 or 110 for urgency 0 to 4 (Chromium's Http2PriorityDependencies); this client
+does the same, so every peer is told the order in the way it understands, unless the server sent
+SETTINGS_NO_RFC7540_PRIORITIES = 1 (RFC 9218 section 2.1)."""
 import os
 import socket
 import ssl
@@ -42,6 +48,8 @@ import sys
 import time
 
 KIB = 1024
+NO_RFC7540_PRIORITIES = 0x9  # RFC 9218 section 2.1; python3-h2 4.1 has no name for it
+RCVBUF = 128 * KIB  # the client's receive buffer under MBIT (the kernel doubles it)
 # (path, KiB, priority field value)
 MIX = [("/page/index.html", 32, "u=0, i")]
 MIX += [(f"/page/css{i}.css", s, "u=0") for i, s in enumerate((72, 24, 12, 6, 3, 1))]
@@ -76,7 +84,14 @@ def load_once(host, port, mode, mbit=0.0):
     import h2.settings
 
     t0 = time.monotonic()
-    sock = socket.create_connection((host, port), timeout=30)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if mbit > 0:
+        # a receive window of a link's size, fixed before the handshake (window scaling is
+        # agreed in it): the sender's congestion window and send buffer stay small, so the
+        # page waits in the server's own queues, where its scheduler orders it
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+    sock.settimeout(30)
+    sock.connect((host, port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if mode == "tls":
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -97,6 +112,8 @@ def load_once(host, port, mode, mbit=0.0):
     conn.increment_flow_control_window(15 * 1024 * 1024 - 65535)
     sock.sendall(conn.data_to_send())
     want = {}    # stream id -> (path, KiB, urgency)
+    levels = {}  # urgency -> ids of the open streams of that urgency, oldest first
+    weight = {0: 256, 1: 220, 2: 183, 3: 147, 4: 110}
     got = {}     # stream id -> bytes received
     status = {}
     done = {}    # stream id -> end time
@@ -104,10 +121,22 @@ def load_once(host, port, mode, mbit=0.0):
     def request(path, kib, prio):
         sid = conn.get_next_available_stream_id()
         scheme = "https" if mode == "tls" else "http"
+        u = urgency(prio)
+        parent = 0
+        for level in range(u, -1, -1):
+            open_ids = [i for i in levels.get(level, ()) if i not in done]
+            if open_ids:
+                parent = open_ids[-1]
+                break
+        tree = {}
+        if conn.remote_settings.get(NO_RFC7540_PRIORITIES, 0) != 1:
+            tree = dict(priority_weight=weight[u], priority_depends_on=parent,
+                        priority_exclusive=True)
         conn.send_headers(sid, [(":method", "GET"), (":scheme", scheme),
                                 (":authority", "localhost"), (":path", path),
-                                ("priority", prio), ("accept", "*/*")], end_stream=True)
-        want[sid] = (path, kib, urgency(prio))
+                                ("priority", prio), ("accept", "*/*")], end_stream=True, **tree)
+        levels.setdefault(u, []).append(sid)
+        want[sid] = (path, kib, u)
         got[sid] = 0
 
     received = [0]

@@ -611,6 +611,14 @@ def report(runs_dir, md_path, png_path):
                 "h2load's per-request log, from each request's send, so a proxy that falls "
                 "behind shows in req/s below the target). Capacity, h2load -c 32 -m 16 at "
                 "saturation:", ""] + capacity + [""] + lines + [""]
+        behind = [f"- {case_key(r)}, {r['proxy']}, rep {r['rep']}: {r['rps']:,.0f} of "
+                  f"{r['target_rps']:,} req/s ({100 * r['rps'] / r['target_rps']:.0f} %)"
+                  for r in sorted(runs, key=lambda r: (case_order(case_key(r)), r["proxy"], r["rep"]))
+                  if r.get("target_rps") and r.get("rps") and r["rps"] < 0.95 * r["target_rps"]]
+        if behind:
+            out += ["Runs that fell behind their rate (below 95 % of the target: h2load times "
+                    "each request from its send, so a backlog that delayed the sends is not in "
+                    "the percentiles):", ""] + behind + [""]
     if idle_cases:
         lines, ratios = table(agg, idle_cases, IDLE_METRICS)
         all_ratios.update(ratios)
