@@ -23,22 +23,26 @@ as far as the client keeps up. With MBIT the client reads no faster than that ra
 bucket on its reads): the server's writes then wait in the socket buffers in the order it made
 them, as on a slow link, and what arrives first is what the server's scheduler chose.
 
-The mix: 60 resources of 1 to 200 KiB, 2,098 KiB in all, composed to follow the HTTP Archive's
-median page (Web Almanac 2024, Page Weight chapter, https://almanac.httparchive.org/en/2024/page-weight:
-about 2 MB over about 70 requests at the median, most bytes in images and JavaScript, most
-requests small): a 32 KiB document, 6 stylesheets, 4 fonts, 8 blocking and 12 async scripts,
-25 images (3 large, the long tail capped at 200 KiB) and 4 fetches. The sizes are this
-composition's, not one real page's.
+The mix: 60 resources of 1 to 200 KiB, 1,920 KiB in all, composed after the HTTP Archive's
+median desktop page (Web Almanac 2024, Page Weight chapter,
+https://almanac.httparchive.org/en/2024/page-weight, October 2024 crawl, as quoted from it:
+2,652 KB over 71 requests; images 1,054 KB in 18 requests, JavaScript 613 KB
+in 24, fonts 131 KB, CSS 78 KB, HTML 18 KB): an 18 KiB document, 6 stylesheets (78 KiB), 4 fonts
+(132), 8 blocking and 16 async scripts (615), 18 images (1,054; two at the 200 KiB cap, so the
+largest images of a real page are cut short), 4 fetches and 3 icons (23). The per-type totals
+and counts follow the chapter; the sizes within a type are this composition's, not one real
+page's.
 
 Priorities: Chromium maps its request priorities to RFC 9218 urgency as HIGHEST 0, MEDIUM 1,
 LOW 2, LOWEST 3, IDLE 4; it loads the document and stylesheets at HIGHEST, fonts, blocking
 scripts, fetches and images in the viewport at MEDIUM, async scripts and other images at
-LOWEST; the document and images carry the incremental flag `i`. Chromium also sends the same
-order as an RFC 7540 priority in each HEADERS frame, for servers that know no RFC 9218 (h2o 2.2,
-nginx 1.22 and HAProxy 2.6 among the peers): each stream depends exclusively on the youngest
-open stream of its own urgency or, if none, of the nearest more urgent one, with a weight of
-256, 220, 183, 147 or 110 for urgency 0 to 4 (Chromium's Http2PriorityDependencies); this client
-does the same, so every peer is told the order in the way it understands, unless the server sent
+LOWEST, icons at IDLE; the document and images carry the incremental flag `i`. Chromium also
+sends the same order as an RFC 7540 priority in each HEADERS frame, for servers that know no
+RFC 9218 (h2o 2.2, nginx 1.22 and HAProxy 2.6 among the peers): each stream depends
+exclusively on the youngest open stream of its own urgency or, if none, of the nearest more
+urgent one, with a weight of 256, 220, 183, 147 or 110 for urgency 0 to 4 (Chromium's
+Http2PriorityDependencies); this client does the same, so every peer is told the order in the
+way it understands, unless the server sent
 SETTINGS_NO_RFC7540_PRIORITIES = 1 (RFC 9218 section 2.1)."""
 import os
 import socket
@@ -51,17 +55,18 @@ KIB = 1024
 NO_RFC7540_PRIORITIES = 0x9  # RFC 9218 section 2.1; python3-h2 4.1 has no name for it
 RCVBUF = 128 * KIB  # the client's receive buffer under MBIT (the kernel doubles it)
 # (path, KiB, priority field value)
-MIX = [("/page/index.html", 32, "u=0, i")]
-MIX += [(f"/page/css{i}.css", s, "u=0") for i, s in enumerate((72, 24, 12, 6, 3, 1))]
-MIX += [(f"/page/font{i}.woff2", s, "u=1") for i, s in enumerate((48, 36, 24, 20))]
-MIX += [(f"/page/head{i}.js", s, "u=1") for i, s in enumerate((200, 150, 96, 48, 24, 12, 6, 3))]
+MIX = [("/page/index.html", 18, "u=0, i")]
+MIX += [(f"/page/css{i}.css", s, "u=0") for i, s in enumerate((40, 16, 10, 6, 4, 2))]
+MIX += [(f"/page/font{i}.woff2", s, "u=1") for i, s in enumerate((48, 36, 28, 20))]
+MIX += [(f"/page/head{i}.js", s, "u=1") for i, s in enumerate((160, 96, 64, 32, 16, 8, 4, 2))]
 MIX += [(f"/page/async{i}.js", s, "u=3")
-        for i, s in enumerate((120, 80, 64, 40, 32, 16, 8, 6, 4, 3, 2, 1))]
-# four images in the viewport (the hero among them) are raised to MEDIUM
+        for i, s in enumerate((72, 48, 32, 24, 16, 12, 8, 6, 4, 3, 2, 2, 1, 1, 1, 1))]
+# the hero and three small images in the viewport are raised to MEDIUM
 MIX += [(f"/page/img{i}.jpg", s, "u=1, i" if i < 4 else "u=3, i")
-        for i, s in enumerate((160, 16, 8, 4, 200, 120, 80, 64, 48, 40, 32, 24, 16, 16, 16, 8, 8,
-                               8, 4, 4, 4, 2, 2, 1, 1))]
+        for i, s in enumerate((160, 16, 12, 8, 200, 200, 120, 96, 64, 48, 40, 32, 24, 16, 8, 4, 4,
+                               2))]
 MIX += [(f"/page/api{i}.json", s, "u=1") for i, s in enumerate((12, 4, 2, 1))]
+MIX += [(f"/page/icon{i}.svg", s, "u=4") for i, s in enumerate((2, 1, 1))]
 assert len(MIX) == 60 and all(1 <= s <= 200 for _, s, _ in MIX)
 
 
