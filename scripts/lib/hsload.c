@@ -20,7 +20,10 @@
  * Without --resume the tickets a server sends are read and dropped (the server's cost of
  * issuing them stays in the figure, as with a browser that comes back later).
  *
- * Usage: hsload [--resume] [--h1] [--cipher SUITE] HOST PORT PATH N C
+ * With --size BYTES an answer counts only when its body is that long (openssl s_server -WWW
+ * answers 200 even for a file it cannot open).
+ *
+ * Usage: hsload [--resume] [--h1] [--cipher SUITE] [--size BYTES] HOST PORT PATH N C
  * Built by scripts/bench: cc -O2 -Wall -Wextra -Werror hsload.c -lssl -lcrypto */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -47,6 +50,7 @@ struct opts {
     const char *path;
     long n;
     int c;
+    long size; /* the body's expected length, or -1 */
 };
 
 /* What a worker sends its parent through a pipe. */
@@ -98,22 +102,33 @@ static int get_h1(SSL *ssl, const struct opts *o)
                        o->path, o->host);
     if (len < 0 || (size_t)len >= sizeof req || write_all(ssl, (unsigned char *)req, (size_t)len))
         return -1;
-    char head[16];
+    /* the head is kept until its blank line; then only the body's bytes are counted */
+    char head[4096];
     size_t have = 0;
+    long body = -1;
     char buf[16384];
     for (;;) {
         int r = SSL_read(ssl, buf, sizeof buf);
         if (r <= 0)
             break;
-        if (have < sizeof head) {
-            size_t take = sizeof head - have < (size_t)r ? sizeof head - have : (size_t)r;
-            memcpy(head + have, buf, take);
-            have += take;
+        if (body >= 0) {
+            body += r;
+            continue;
         }
+        size_t take = sizeof head - 1 - have < (size_t)r ? sizeof head - 1 - have : (size_t)r;
+        memcpy(head + have, buf, take);
+        have += take;
+        head[have] = '\0';
+        char *end = strstr(head, "\r\n\r\n");
+        if (end)
+            body = (long)(have - (size_t)(end + 4 - head)) + (r - (long)take);
+        else if (have == sizeof head - 1)
+            return -1; /* a head this long is not what we asked for */
     }
-    /* "HTTP/1.x 200" */
-    return have >= 12 && memcmp(head, "HTTP/1.", 7) == 0 && memcmp(head + 9, "200", 3) == 0 ? 0
-                                                                                            : -1;
+    /* "HTTP/1.x 200", read to the end (Connection: close) */
+    if (body < 0 || memcmp(head, "HTTP/1.", 7) != 0 || memcmp(head + 9, "200", 3) != 0)
+        return -1;
+    return o->size < 0 || body == o->size ? 0 : -1;
 }
 
 static void put_frame_head(unsigned char *p, size_t len, int type, int flags, uint32_t stream)
@@ -185,6 +200,7 @@ static int get_h2(SSL *ssl, const struct opts *o)
     if (write_all(ssl, out, n))
         return -1;
     int status_ok = -1;
+    long body = 0;
     unsigned char fh[9];
     static unsigned char payload[1 << 24];
     for (;;) {
@@ -213,8 +229,12 @@ static int get_h2(SSL *ssl, const struct opts *o)
                 off += 5;
             status_ok = off < len && payload[off] == 0x88 ? 1 : 0;
         }
+        if (type == 0x0) { /* DATA: less its padding (RFC 9113 section 6.1) */
+            size_t pad = (flags & 0x8) && len > 0 ? (size_t)payload[0] + 1 : 0;
+            body += pad <= len ? (long)(len - pad) : 0;
+        }
         if ((type == 0x0 || type == 0x1) && (flags & 0x1))
-            return status_ok == 1 ? 0 : -1;
+            return status_ok == 1 && (o->size < 0 || body == o->size) ? 0 : -1;
     }
 }
 
@@ -326,7 +346,8 @@ static void worker(const struct opts *o, long count, int fd)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: hsload [--resume] [--h1] [--cipher SUITE] HOST PORT PATH N C\n");
+    fprintf(stderr,
+            "usage: hsload [--resume] [--h1] [--cipher SUITE] [--size BYTES] HOST PORT PATH N C\n");
     return 2;
 }
 
@@ -347,7 +368,7 @@ static int read_full(int fd, void *p, size_t len)
 
 int main(int argc, char **argv)
 {
-    struct opts o = {0, 0, "TLS_AES_128_GCM_SHA256", NULL, 0, NULL, 0, 0};
+    struct opts o = {0, 0, "TLS_AES_128_GCM_SHA256", NULL, 0, NULL, 0, 0, -1};
     int i = 1;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         if (strcmp(argv[i], "--resume") == 0)
@@ -356,6 +377,8 @@ int main(int argc, char **argv)
             o.h1 = 1;
         else if (strcmp(argv[i], "--cipher") == 0 && i + 1 < argc)
             o.cipher = argv[++i];
+        else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc && atol(argv[i + 1]) >= 0)
+            o.size = atol(argv[++i]);
         else
             return usage();
     }
