@@ -200,6 +200,7 @@ def summarize_run(run_dir):
                 r[k] = float(h[k])
             if ok:
                 r["cpu_us_per_page"] = cpu_s * 1e6 / ok
+                r["cpu_us_per_req"] = cpu_s * 1e6 / (ok * int(h["resources"]))  # for BENCH_BASE
     elif r["scenario"] == "idle":
         want = int(meta["idle_want"])
         got = int(meta.get("idle_open") or 0)
