@@ -159,10 +159,9 @@ static int ticket_crypt(const ticket_key_t *keys, size_t n, unsigned char key_na
     return 0;
 }
 
-static int ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
-                     EVP_MAC_CTX *hctx, int enc)
+static int ticket_keys_crypt(gw_tls_ctx_t *c, unsigned char key_name[16], unsigned char *iv,
+                             EVP_CIPHER_CTX *cctx, EVP_MAC_CTX *hctx, int enc)
 {
-    gw_tls_ctx_t *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
     int rv;
     if (c->file_keys) /* never changes: no lock */
         return ticket_crypt(c->file_keys, c->file_keys_n, key_name, iv, cctx, hctx, enc);
@@ -178,6 +177,20 @@ static int ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EV
     rotate_if_due(c);
     rv = ticket_crypt(c->keys, 2, key_name, iv, cctx, hctx, enc);
     pthread_mutex_unlock(&c->ticket_lock);
+    return rv;
+}
+
+static int ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+                     EVP_MAC_CTX *hctx, int enc)
+{
+    gw_tls_ctx_t *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    int rv = ticket_keys_crypt(c, key_name, iv, cctx, hctx, enc);
+    /* RFC 8446 §4.6.1, Appendix C.4: a TLS 1.3 client uses a ticket once, so a resumed
+     * connection needs a new one, or every other reconnect is a full handshake. OpenSSL sends
+     * it only when the key callback asks to renew (2); TLS 1.2 keeps renewing only tickets of
+     * an older key. */
+    if (!enc && rv == 1 && SSL_version(ssl) == TLS1_3_VERSION)
+        rv = 2;
     return rv;
 }
 

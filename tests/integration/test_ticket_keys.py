@@ -146,3 +146,27 @@ def test_bad_key_files_are_refused_with_file_line_col(h2gate_bin, tmp_path):
     cfg.write_text(base.format(k=keys, extra="      ticket_key_cipher: des\n"))
     r = subprocess.run([h2gate_bin, "--check-config", str(cfg)], capture_output=True, text=True)
     assert r.returncode == 1 and "aes-128-cbc or aes-256-cbc" in r.stderr
+
+
+@pytest.mark.parametrize("keys", ["rotating", "file"])
+def test_tls13_resumption_gets_a_fresh_ticket_each_time(gateway, tmp_path, keys):
+    """A TLS 1.3 client uses each ticket once (RFC 8446 Appendix C.4), as browsers and the
+    bench's handshake client do: every resumed connection must carry a new ticket, or every
+    other reconnect is a full handshake. Five reconnects, each on the ticket of the one
+    before, all resumed."""
+    if keys == "file":
+        path = tmp_path / "ticket.keys"
+        write_keys(path, os.urandom(48))
+        g = gw_with_keys(gateway, path)
+    else:
+        port = free_port()
+        g = gateway(config(tls_port=port), wait=[("127.0.0.1", port)])
+        g.port = port
+    ctx = client_ctx(ssl.TLSVersion.TLSv1_3)
+    sess, reused = connect(ctx, g.port)
+    assert not reused and sess.has_ticket
+    for i in range(5):
+        nxt, reused = connect(ctx, g.port, sess)
+        assert reused, f"reconnect {i + 1} was a full handshake"
+        assert nxt.has_ticket and nxt.id != sess.id, f"reconnect {i + 1} got no new ticket"
+        sess = nxt
