@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include <cmocka.h>
 #include "test_util.h"
@@ -118,14 +119,14 @@ static void full_table_refuses(void **state)
 
 /* Readers on other threads while the main one publishes and withdraws: each answer found is
  * whole (the key authorization of that very token), never another's or a torn copy. */
-static volatile int stop;
+static atomic_int stop; /* atomic: the readers poll it (a volatile int is a race) */
 
 static void *reader(void *arg)
 {
     (void)arg;
     unsigned long found = 0;
     char out[GW_HTTP01_AUTHZ_MAX], tok[16];
-    for (unsigned i = 0; !stop; i++) {
+    for (unsigned i = 0; !atomic_load(&stop); i++) {
         snprintf(tok, sizeof(tok), "r%u", i % 8);
         ssize_t n = find_str(tok, out, sizeof(out));
         if (n == GW_E_NOENT)
@@ -143,7 +144,7 @@ static void threads_read_while_it_changes(void **state)
 {
     (void)state;
     pthread_t th[2];
-    stop = 0;
+    atomic_store(&stop, 0);
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_create(&th[i], NULL, reader, NULL), 0);
     char tok[16], authz[32];
@@ -155,7 +156,7 @@ static void threads_read_while_it_changes(void **state)
         }
         assert_int_equal(gw_http01_withdraw(&A), 8);
     }
-    stop = 1;
+    atomic_store(&stop, 1);
     for (int i = 0; i < 2; i++) {
         void *r;
         assert_int_equal(pthread_join(th[i], &r), 0);
