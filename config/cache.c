@@ -1,6 +1,5 @@
 /* config/cache.c — the `cache:` section (the shared HTTP cache, gateway/cache/) and a route's
- * `cache` switch. Every value is checked now; a route's `cache: true` is refused by name until
- * the proxy serves from the cache, rather than accepted and ignored. */
+ * `cache` switch (gateway/proxy/cache.c serves from the cache on the routes that set it). */
 #include <stdio.h>
 #include <string.h>
 
@@ -80,9 +79,6 @@ int gw_cfg__route_cache(ld_t *ld, const char *key, yaml_node_t *v, gw_cfg_route_
     static const field_t f[] = {{"cache", F_BOOL, offsetof(gw_cfg_route_t, cache), 0, 0}};
     if (strcmp(key, "cache") != 0)
         return 0;
-    if (gw_cfg__set_field(ld, f, 1, key, v, r) && r->cache)
-        gw_cfg__err_at(ld, v,
-                       "route 'cache: true' is not supported yet: the cache section is checked, "
-                       "but this h2gate does not serve from the cache (use 'coalesce' meanwhile)");
+    gw_cfg__set_field(ld, f, 1, key, v, r);
     return 1;
 }

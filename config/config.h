@@ -264,7 +264,7 @@ typedef struct {
     uint64_t response_rate; /* bytes/s per connection for this route; 0 = none */
     uint64_t request_rate;  /* requests/s per client; 0 = none */
     int compress;           /* compress responses (compression: section) */
-    int cache;              /* serve from the shared cache (cache: section); refused for now */
+    int cache;              /* serve from the shared cache (cache: section, proxy/cache.c) */
     int websocket;          /* WebSocket: HTTP/1.1 Upgrade and RFC 8441 CONNECT (default on) */
     char **early_hints;     /* Link values sent in a 103 to navigations (RFC 8297) */
     size_t early_hints_len;
@@ -455,8 +455,8 @@ typedef struct {
     gw_cfg_pos_t at, directory_ca_at, challenge_at, shared_key_at;
 } gw_cfg_acme_t;
 
-/* cache: the shared HTTP cache (RFC 9111, RFC 5861; gateway/cache/). Checked at load; no route
- * may turn it on yet (the proxy does not serve from it). */
+/* cache: the shared HTTP cache (RFC 9111, RFC 5861; gateway/cache/), used by the routes with
+ * cache: true (gateway/proxy/cache.c). */
 typedef struct {
     int enabled;                     /* the section was given */
     size_t memory;                   /* per process, shared by the workers (default 256 MiB) */

@@ -408,6 +408,8 @@ int gw_proxy__serve(px_t *px)
     const gw_cfg_route_t *r = px->route;
     const gw_req_head_t *h = &px->head;
     gw_proxy__chain_request(px); /* before anything is asked of the origin */
+    if (r->cache && gw_proxy__cache_serve(px))
+        return 0; /* answered from the shared cache (cache.c) */
 
     /* the key holds the scheme the origin is told (the listener's: what is shared is keyed on
      * what the connection says, never on the client's words), not the client's :scheme */
@@ -432,6 +434,8 @@ int gw_proxy__serve(px_t *px)
         }
     }
     dispatch(px, key, klen);
+    if (r->cache)
+        gw_proxy__cache_lead(px); /* its answer may go into the store */
     return 0;
 }
 

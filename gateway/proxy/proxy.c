@@ -148,6 +148,11 @@ void gw_proxy_set_rate_table(gw_proxy_t *p, gw_bucket_table_t *t)
     p->rates = t;
 }
 
+void gw_proxy_set_cache(gw_proxy_t *p, struct gw_cache *c)
+{
+    p->cache = c;
+}
+
 void gw_proxy_set_rate_asker(gw_proxy_t *p, const gw_proxy_rate_asker_t *a)
 {
     p->asker = a ? *a : (gw_proxy_rate_asker_t){0};

@@ -47,6 +47,11 @@ void gw_proxy_del(gw_proxy_t *p);
  * deleted. NULL (the default) turns request-rate limits off. Over its rate a request is
  * answered 429 with Retry-After by the gateway and never reaches the origin. */
 void gw_proxy_set_rate_table(gw_proxy_t *p, gw_bucket_table_t *t);
+/* The process's shared HTTP cache (gateway/cache/), used by every worker's proxy on the routes
+ * with cache: true; owned by the caller, who keeps it alive until the proxy is deleted (its
+ * entries outlive both: each holds its own references). NULL (the default): no route caches. */
+struct gw_cache;
+void gw_proxy_set_cache(gw_proxy_t *p, struct gw_cache *c);
 /* Request rates shared across instances (`cluster:`). With an asker, a request
  * without a body on a route with request_rate waits for ask's answer before it goes anywhere;
  * the answer comes back through gw_proxy_rate_answer on this proxy's loop. ask(ud, key, klen,

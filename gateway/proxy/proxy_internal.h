@@ -101,6 +101,7 @@ struct gw_proxy {
     struct gw_proxy_auth *auth;    /* basic auth's caches and queued verifications (auth.c) */
     gw_proxy_chain_t *chains;      /* the response filters of each route (index in cfg->routes) */
     gw_proxy_errpages_t *errpages; /* each route's error pages, then the top level's (errpage.c) */
+    struct gw_cache *cache;        /* the process's shared cache (cache.c), or NULL */
     /* px_t / ox_t (exchange.c): a proxied request allocates neither once warm */
     gw_pool_t px_pool, ox_pool;
 };
@@ -199,6 +200,7 @@ typedef struct {
     unsigned ws : 1;           /* a WebSocket request (tunnel.c): no body until the 101 */
     unsigned hinted : 1;       /* a 103 went to the client (at most one per request) */
     unsigned tunnel : 1;       /* its 101 came: bytes both ways until either side ends */
+    uint8_t cache_fwd;         /* gw_proxy__cache_fwd_t: why a cache lookup went forward */
     gw_list_t rlink;           /* in p->rate_waits while it waits for the cluster's rate answer */
     struct gw_auth_wait *auth; /* its place among a verification's waiters (auth.c), or NULL */
     uint64_t token;            /* of the cluster question it waits for */
@@ -237,6 +239,7 @@ struct ox {
     unsigned tunnel : 1;                /* the origin switched to WebSocket: counted in tunnels */
     char ws_key[GW_WS_KEY_LEN_MAX + 1]; /* a WebSocket's key as the origin got it (tunnel.c) */
     const gw_proxy_errpage_t *errpage;  /* the page replacing the origin's body (errpage.c) */
+    struct gw_proxy_cx *cx; /* the answer being kept for the shared cache (cache.c), or NULL */
     unsigned paused : 1;
     unsigned indexed : 1;
     unsigned complete : 1;    /* the origin response ended: subscribers finish at the body's end */
@@ -339,7 +342,8 @@ typedef struct {
 
 /* The response filters, in the order they run; a filter is a file that defines
  * `const gw_proxy_filter_t gw_proxy__filter_<name>`, and one line here:
- *   (a cache store, when there is one, goes first: it keeps what the origin sent)
+ *   cache     cache.c: the shared cache keeps what the origin sent (before any filter
+ *             rewrites it), adds Cache-Status, invalidates after unsafe methods
  *   coalesce  coalesce.c: which subscribers may share the answer (RFC 9111)
  *   hints     hints.c: 103 Early Hints: the gateway's, the learned, the origin's
  *   push      push.c: HTTP/2 server push of the answer's preload links
@@ -348,6 +352,7 @@ typedef struct {
  *             compress leaves 5xx answers alone, so the order of the two does not matter)
  *   headers   rules.c: the response header rules, last: they see what the client gets */
 #define GW_PROXY_FILTERS(X)                                                                        \
+    X(cache)                                                                                       \
     X(coalesce)                                                                                    \
     X(hints)                                                                                       \
     X(push)                                                                                        \
@@ -579,6 +584,24 @@ void gw_proxy__unindex(ox_t *ox);
 /* The exchange in flight under key (len bytes, hash gw_proxy__hash of it) that a request may
  * still join, or NULL. */
 ox_t *gw_proxy__find_inflight(gw_proxy_t *p, const char *key, size_t len, uint64_t hash);
+
+/* ---- cache.c: the shared cache (gateway/cache/) on routes with cache: true ---------------- */
+
+/* Why a request of a caching route went to the origin (RFC 9211 §2.2's fwd). */
+typedef enum {
+    GW_PROXY_CFWD_BYPASS = 0, /* not looked up (a method, a body, a condition, credentials) */
+    GW_PROXY_CFWD_MISS,       /* nothing stored for it */
+    GW_PROXY_CFWD_STALE,      /* stored, stale: fetched anew (no conditional revalidation yet) */
+    GW_PROXY_CFWD_REQUEST,    /* stored and fresh, but the request said no-cache or max-age */
+} gw_proxy__cache_fwd_t;
+
+/* On a route with cache: true, before px goes to the origin: a fresh stored answer is sent to
+ * px (1: served, nothing else to do); else px->cache_fwd says why not (0). Only-if-cached
+ * without a usable answer is answered 504 (1, RFC 9111 §5.2.1.7). */
+int gw_proxy__cache_serve(px_t *px);
+/* px leads its own exchange (px->ox, just dispatched) on a caching route: the exchange keeps
+ * the answer for the store when px's request may be answered from it. */
+void gw_proxy__cache_lead(px_t *px);
 
 /* ---- hints.c: 103 Early Hints ------------------------------------------------------------- */
 

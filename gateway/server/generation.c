@@ -123,6 +123,34 @@ static void table_unref(gw_shared_table_t *t)
     }
 }
 
+/* The shared cache of prev when its budget is cfg's (what is stored carries over a reload;
+ * entries of routes that are gone age out), else a new one; NULL out of memory. */
+static gw_shared_cache_t *cache_get(gw_shared_cache_t *prev, const gw_cfg_cache_t *cc)
+{
+    if (prev && prev->memory == cc->memory && prev->max_object == cc->max_object) {
+        atomic_fetch_add(&prev->refs, 1);
+        return prev;
+    }
+    gw_shared_cache_t *t = gw_calloc(1, sizeof(*t));
+    gw_cache_opts_t o = {.memory = cc->memory, .max_object = cc->max_object};
+    if (!t || !(t->c = gw_cache_new(&o))) {
+        gw_free(t);
+        return NULL;
+    }
+    atomic_init(&t->refs, 1);
+    t->memory = cc->memory;
+    t->max_object = cc->max_object;
+    return t;
+}
+
+static void cache_unref(gw_shared_cache_t *t)
+{
+    if (t && atomic_fetch_sub(&t->refs, 1) == 1) {
+        gw_cache_del(t->c); /* entries still sent live on until their last reference */
+        gw_free(t);
+    }
+}
+
 static void gen_free(gw_gen_t *g)
 {
     for (size_t i = 0; i < g->listeners_len; i++) {
@@ -134,6 +162,7 @@ static void gen_free(gw_gen_t *g)
     gw_free(g->listeners);
     table_unref(g->clients);
     table_unref(g->rates);
+    cache_unref(g->cache);
     gw_config_del(g->cfg);
     gw_free(g);
 }
@@ -257,6 +286,9 @@ static int gen_tables(const gw_server_t *s, gw_gen_t *g, const gw_gen_t *prev)
         if ((cfg->routes[i].request_rate || cfg->routes[i].basic_auth) && !g->rates &&
             !(g->rates = table_get(prev ? prev->rates : NULL, GW_SERVER_RATE_TABLE,
                                    cfg->throttle.ipv6_prefix)))
+            return GW_E_NOMEM;
+        if (cfg->routes[i].cache && !g->cache &&
+            !(g->cache = cache_get(prev ? prev->cache : NULL, &cfg->cache)))
             return GW_E_NOMEM;
     }
     return 0;
@@ -425,6 +457,7 @@ static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
         return rv;
     }
     gw_proxy_set_rate_table(p, gen->rates ? gen->rates->t : NULL);
+    gw_proxy_set_cache(p, gen->cache ? gen->cache->c : NULL);
     if (gen->cfg->cluster.enabled && w->sink) { /* request rates shared across instances */
         gw_proxy_rate_asker_t a = {
             .ask = gw_server__rate_ask, .share = gw_server__rate_share, .ud = w};

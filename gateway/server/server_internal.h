@@ -27,6 +27,7 @@
 #include "gw_version.h"
 #if GW_HAVE_ACME
 #include "acme/acme.h"
+#include "cache/cache.h"
 #endif
 #include "common/bucket.h"
 #include "common/list.h"
@@ -83,6 +84,14 @@ typedef struct {
     unsigned ipv6_prefix;
 } gw_shared_table_t;
 
+/* The process's shared HTTP cache (routes with cache: true), kept across generations whose
+ * cache.memory and cache.max_object agree: a reload keeps what is stored. */
+typedef struct {
+    atomic_uint refs;
+    gw_cache_t *c;
+    size_t memory, max_object;
+} gw_shared_cache_t;
+
 /* A configuration generation: immutable once published. The server holds a reference while
  * it is current, each worker one while it serves connections accepted under it; the last
  * reference frees the configuration, the TLS contexts and the tables. */
@@ -95,6 +104,7 @@ typedef struct {
     gw_shared_table_t *clients; /* throttle.per_client_rate buckets, tag 0; NULL when off */
     gw_shared_table_t *rates;   /* routes[].request_rate buckets, tag = route index + 1 */
     int route_rates;            /* some route has a response_rate */
+    gw_shared_cache_t *cache;   /* the shared HTTP cache when a route has cache: true */
     gw_tls_store_t **stores;    /* per listener: its ACME store (tls.acme), else NULL */
 } gw_gen_t;
 

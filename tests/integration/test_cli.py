@@ -199,17 +199,19 @@ cache: {{memory: {memory}, max_object: 2MiB, stale_if_error: {sie}}}
 """
 
 
-def test_cache_section_is_checked_and_a_route_cannot_turn_it_on_yet(h2gate_bin, tmp_path):
+def test_cache_section_is_checked_and_a_route_turns_it_on(h2gate_bin, tmp_path):
     p = tmp_path / "cache.yaml"
     p.write_text(CACHE.format(route="false", memory="64MiB", sie="1h"))
     r = run([h2gate_bin, "--check-config", str(p)])
     assert r.returncode == 0, r.stderr
-    # every value checked, each error at its FILE:LINE:COL; cache: true refused, not ignored
+    p.write_text(CACHE.format(route="true", memory="64MiB", sie="1h"))
+    r = run([h2gate_bin, "--check-config", str(p)])
+    assert r.returncode == 0, r.stderr
+    # every value checked, each error at its FILE:LINE:COL
     p.write_text(CACHE.format(route="true", memory="1MiB", sie="1.5s"))
     r = run([h2gate_bin, "--check-config", str(p)])
     assert r.returncode == 1
-    for want in (f"{p}:3:33: route 'cache: true' is not supported yet",
-                 f"{p}:4:35: cache 'max_object' (2097152 bytes) must not be larger than "
+    for want in (f"{p}:4:35: cache 'max_object' (2097152 bytes) must not be larger than "
                  "'memory' (1048576 bytes)",
                  f"{p}:4:57: cache 'stale_if_error' must be a duration"):
         assert want in r.stderr, r.stderr

@@ -151,18 +151,20 @@ static void errors(void **state)
                  "t.yaml:8:1: unknown key 'cach'; did you mean 'cache'?");
 }
 
-/* Until the proxy serves from the cache, a route's cache: true is refused, not ignored */
+/* A route's cache switch: true turns the shared cache on for it, false (the default) not */
 static void route_switch(void **state)
 {
     (void)state;
-    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
-                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
-                 "routes:\n"
-                 "  - upstream: app\n"
-                 "    cache: true\n",
-                 "t.yaml:5:12: route 'cache: true' is not supported yet: the cache section is "
-                 "checked, but this h2gate does not serve from the cache (use 'coalesce' "
-                 "meanwhile)");
+    gw_config_t *c = expect_ok("listen: [{address: 127.0.0.1:8080}]\n"
+                               "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                               "routes:\n"
+                               "  - upstream: app\n"
+                               "    cache: true\n"
+                               "  - upstream: app\n");
+    assert_int_equal(c->routes_len, 2);
+    assert_true(c->routes[0].cache);
+    assert_false(c->routes[1].cache);
+    gw_config_del(c);
     expect_error("listen: [{address: 127.0.0.1:8080}]\n"
                  "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
                  "routes: [{upstream: app, cache: sometimes}]\n",

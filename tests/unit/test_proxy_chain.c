@@ -21,7 +21,9 @@ static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
                           "intercept_errors: true}\n"
 
                           "  - {host: hdr.test, path: /, upstream: u, coalesce: false, "
-                          "compress: true, response_headers: {remove: [server]}}\n";
+                          "compress: true, response_headers: {remove: [server]}}\n"
+                          "  - {host: cache.test, path: /, upstream: u, cache: true, "
+                          "compress: true}\n";
 
 /* The names of the filters of the route for host, space-separated, into out. */
 static const char *chain_names(const char *host, char *out, size_t cap)
@@ -51,7 +53,9 @@ static void filters_registered_per_route_in_chain_order(void **state)
     /* the response header rules last: they see what the client gets */
     assert_string_equal(chain_names("hdr.test", b, sizeof(b)), "hints compress headers");
     assert_string_equal(chain_names("errors.test", b, sizeof(b)), "hints errpage");
-    assert_int_equal(GW_PROXY_FILTER_N, 6);
+    /* the cache first: it keeps what the origin sent, before any filter rewrites it */
+    assert_string_equal(chain_names("cache.test", b, sizeof(b)), "cache coalesce hints compress");
+    assert_int_equal(GW_PROXY_FILTER_N, 7);
 }
 
 /* A filter rewriting a value takes bytes that live as long as the head: up to the room, then

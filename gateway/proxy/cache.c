@@ -1,0 +1,444 @@
+/* proxy/cache.c — the process's shared HTTP cache (gateway/cache/, RFC 9111 as a shared cache)
+ * on the routes with `cache: true`: the lookup before a request goes to the origin, a fresh hit
+ * sent from the stored buffers by reference (through the same store and flow control that hand
+ * a coalesced body to its subscribers: flow.c), and the filter that keeps a miss's answer for
+ * the store and commits it once its body ended whole.
+ *
+ * What serves now, in the words of RFC 9111:
+ *  - a GET or HEAD without content, conditions (If-*), Range, Expect, credentials
+ *    (Authorization, Cookie) or a client certificate is looked up under gw_cache_key (the
+ *    listener's scheme, the authority, the path as sent) and the request's Vary fields (§4.1);
+ *  - gw_cache_use() decides (§4.2.4, §5.2.1): a fresh answer is sent with its Age (§5.1,
+ *    §4.2.3's current_age) and, with cache.status_header, Cache-Status (RFC 9211) "hit; ttl";
+ *    a HEAD gets a stored GET's head (§4.3.5 spirit: HEAD and GET share the entry);
+ *    only-if-cached without a usable answer is a 504 (§5.2.1.7); anything else (stale, or the
+ *    request's no-cache or max-age) goes to the origin as a plain request and its answer
+ *    replaces the stored one: conditional revalidation with the stored validators (§4.3) is
+ *    not done yet;
+ *  - a GET sent on (its own exchange, which followers may join as coalescing lets them) keeps
+ *    the origin's head as the clients get it before any other filter rewrites it (identity
+ *    body, no Age: the cache computes it) when gw_cache_storable() allows (§3: no no-store,
+ *    private, Set-Cookie, Vary: *; explicit freshness), and references to every body slice
+ *    while they stay within cache.max_object; the entry is put when the origin's answer ended
+ *    whole (no trailers: they are not stored) and dropped with the exchange otherwise;
+ *  - an unsafe method's 2xx or 3xx answer purges its target URI and the same-origin Location
+ *    and Content-Location (§4.4) at its head. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache/cache.h"
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "http/http.h"
+#include "proxy/proxy_internal.h"
+
+/* The answer an exchange keeps for the store. */
+struct gw_proxy_cx {
+    char *key; /* primary key (gw_cache_key) */
+    size_t keylen;
+    int64_t request_time; /* §4.2.3 request_time (s since the epoch) */
+    gw_field_t *req;      /* the asker's request fields (the Vary key is made of them) */
+    size_t nreq;
+    gw_field_t *head; /* the head as the clients get it, without Age */
+    size_t nhead;
+    unsigned status;
+    gw_cache_meta_t meta;
+    gw_rslice_t *body; /* each holds a reference */
+    size_t nbody, cap;
+    uint64_t len;
+    int keep; /* still meant for the store */
+};
+
+static gw_slice_t scheme_of(const px_t *px)
+{
+    /* the listener's scheme, as coalescing keys it: never the client's word */
+    return px->s->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http");
+}
+
+static void creq_of(const px_t *px, gw_cache_req_t *q)
+{
+    const gw_req_head_t *h = &px->head;
+    *q =
+        (gw_cache_req_t){h->method, scheme_of(px), h->authority, h->path, h->fields, h->fields_len};
+}
+
+static gw_cache_policy_t policy_of(const gw_config_t *cfg)
+{
+    return (gw_cache_policy_t){cfg->cache.heuristic, cfg->cache.stale_if_error,
+                               cfg->cache.stale_while_revalidate};
+}
+
+/* Whether px's request may be answered from the store (and its answer stored). */
+static int lookup_ok(const px_t *px)
+{
+    const gw_req_head_t *h = &px->head;
+    if (!px->p->cache || h->protocol.len || px->s->tls_client_cert.len)
+        return 0;
+    if (!gw_slice_eq(h->method, GW_SLICE_LIT("GET")) &&
+        !gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")))
+        return 0;
+    if (!h->end_stream || h->content_length > 0)
+        return 0; /* content: RFC 9110 §9.3.1 */
+    if (!h->authority.len || !h->path.len || h->path.base[0] != '/')
+        return 0; /* an absolute-form target is not keyed as the origin-form one */
+    static const char *const never[] = {"range",         "if-range",          "if-match",
+                                        "if-none-match", "if-modified-since", "if-unmodified-since",
+                                        "expect",        "authorization",     "cookie"};
+    for (size_t i = 0; i < h->fields_len; i++)
+        for (size_t k = 0; k < sizeof(never) / sizeof(never[0]); k++)
+            if (gw_proxy__name_is(h->fields[i].name, never[k]))
+                return 0;
+    return 1;
+}
+
+/* The primary key of px's request into buf (cap bytes) or, when longer, a new block (*len its
+ * length); NULL out of memory. */
+static char *key_of(const px_t *px, char *buf, size_t cap, size_t *len)
+{
+    gw_cache_url_t u = {scheme_of(px), px->head.authority, px->head.path};
+    size_t n = gw_cache_key(&u, buf, cap);
+    *len = n;
+    if (buf && n <= cap)
+        return buf;
+    char *k = gw_malloc(n ? n : 1);
+    if (k)
+        gw_cache_key(&u, k, n);
+    return k;
+}
+
+static const char *fwd_str(unsigned fwd, gw_slice_t method)
+{
+    switch (fwd) {
+    case GW_PROXY_CFWD_MISS:
+        return "miss";
+    case GW_PROXY_CFWD_STALE:
+        return "stale";
+    case GW_PROXY_CFWD_REQUEST:
+        return "request";
+    default:
+        /* RFC 9211 §2.2: "method" when the method must go forward, else "bypass" */
+        return gw_slice_eq(method, GW_SLICE_LIT("GET")) || gw_slice_eq(method, GW_SLICE_LIT("HEAD"))
+                   ? "bypass"
+                   : "method";
+    }
+}
+
+/* ---- a hit ---------------------------------------------------------------------------------- */
+
+/* only-if-cached with nothing usable (§5.2.1.7): 504. */
+static int answer_unavailable(px_t *px)
+{
+    px->status = 504;
+    gw_proxy__resp_reached(px, PX_RESP_HEAD);
+    if (gw_proxy__answer(px->s, 504, "h2gate: not in the cache (only-if-cached)\n") < 0)
+        gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
+    else
+        gw_proxy__response_done(px);
+    return 1;
+}
+
+/* Send e to px: the stored head with Age and Cache-Status, then the body from an exchange of
+ * its own that holds the entry's buffers (no origin: it is complete from the start), handed to
+ * the client as it reads (flow.c). */
+static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now)
+{
+    gw_proxy_t *p = px->p;
+    int no_body = px->s->head_only || e->status == 204 || e->status == 304 || e->body_len == 0;
+    ox_t *ox = gw_pool_get(&p->ox_pool);
+    if (!ox) {
+        gw_proxy__fail(px, GW_E_NOMEM);
+        return 1;
+    }
+    ox->p = p;
+    ox->route = px->route;
+    ox->chain = gw_proxy__chain_of(p, px->route);
+    gw_list_init(&ox->subs);
+    gw_list_init(&ox->plink);
+    gw_list_init(&ox->klink);
+    gw_proxy__cbody_init(&ox->body);
+    ox->started_ns = gw_now_ns();
+    for (size_t i = 0; i < e->nbody && !no_body; i++)
+        if (gw_proxy__cbody_append(&ox->body, e->body[i].buf, e->body[i].off, e->body[i].len) < 0) {
+            gw_proxy__ox_free(ox);
+            gw_proxy__fail(px, GW_E_NOMEM);
+            return 1;
+        }
+    ox->complete = 1;
+    ox->owner = px;
+    gw_list_push_back(&ox->subs, &px->slink);
+    ox->nsubs = 1;
+    px->ox = ox;
+
+    gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
+    size_t n = 0;
+    for (size_t i = 0; i < e->nfields && n < GW_PROXY_MAX_RESP_FIELDS - 2; i++)
+        f[n++] = e->fields[i];
+    char age[24], status[128];
+    int alen = snprintf(age, sizeof(age), "%u", gw_cache_age(&e->meta, now));
+    f[n++] = (gw_field_t){GW_SLICE_LIT("age"), {(const uint8_t *)age, (size_t)alen}};
+    if (p->cfg->cache.status_header) {
+        gw_cache_status_t st = {.hit = 1, .has_ttl = 1, .ttl = gw_cache_ttl(&e->meta, now)};
+        size_t sl = gw_cache_status_fmt(&st, status, sizeof(status));
+        if (sl)
+            f[n++] = (gw_field_t){GW_SLICE_LIT("cache-status"), {(const uint8_t *)status, sl}};
+    }
+    n = gw_proxy__resp_rules_apply(px->route, f, n, GW_PROXY_MAX_RESP_FIELDS);
+    int64_t cl = e->status == 204 || e->status == 304 ? -1 : (int64_t)e->body_len;
+    px->status = e->status;
+    px->resp_cl = cl;
+    px->zc = GW_ZC_NONE;
+    gw_proxy__resp_reached(px, PX_RESP_HEAD);
+    if (px->s->ops->respond(px->s, e->status, f, n, cl, no_body) < 0)
+        gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
+    else if (no_body)
+        gw_proxy__resp_reached(px, PX_RESP_DONE);
+    gw_proxy__pump(ox); /* the body, as the client takes it; the end frees ox */
+    return 1;
+}
+
+int gw_proxy__cache_serve(px_t *px)
+{
+    px->cache_fwd = GW_PROXY_CFWD_BYPASS;
+    if (!lookup_ok(px))
+        return 0;
+    const gw_req_head_t *h = &px->head;
+    char kb[512];
+    size_t klen;
+    char *key = key_of(px, kb, sizeof(kb), &klen);
+    if (!key)
+        return 0; /* out of memory: the origin answers */
+    gw_cache_entry_t *e = gw_cache_get(px->p->cache, key, klen, h->fields, h->fields_len);
+    if (key != kb)
+        gw_free(key);
+    gw_cache_req_t q;
+    creq_of(px, &q);
+    int64_t now = (int64_t)time(NULL);
+    if (!e) {
+        px->cache_fwd = GW_PROXY_CFWD_MISS;
+        gw_http_cc_t cc;
+        gw_http_cc_fields(&cc, h->fields, h->fields_len);
+        return cc.flags & GW_HTTP_CC_ONLY_IF_CACHED ? answer_unavailable(px) : 0;
+    }
+    int rv = 0;
+    switch (gw_cache_use(&e->meta, &q, now)) {
+    case GW_CACHE_USE_FRESH:
+        rv = send_hit(px, e, now);
+        break;
+    case GW_CACHE_USE_UNAVAILABLE:
+        rv = answer_unavailable(px);
+        break;
+    default: /* stale (stale-while-revalidate too, for now) or the request's no-cache */
+        px->cache_fwd = gw_cache_fresh(&e->meta, now) ? GW_PROXY_CFWD_REQUEST : GW_PROXY_CFWD_STALE;
+        break;
+    }
+    gw_cache_unref(e);
+    return rv;
+}
+
+void gw_proxy__cache_lead(px_t *px)
+{
+    ox_t *ox = px->ox;
+    if (!ox || ox->owner != px || px->follower || px->cache_fwd == GW_PROXY_CFWD_BYPASS ||
+        !gw_slice_eq(px->head.method, GW_SLICE_LIT("GET")))
+        return; /* HEAD answers carry no body to store (RFC 9111 §3) */
+    struct gw_proxy_cx *cx = gw_calloc(1, sizeof(*cx));
+    if (!cx)
+        return; /* not stored: the answer goes on */
+    if (!(cx->key = key_of(px, NULL, 0, &cx->keylen))) {
+        gw_free(cx);
+        return;
+    }
+    cx->request_time = (int64_t)time(NULL);
+    cx->keep = 1;
+    ox->cx = cx;
+}
+
+/* ---- the filter ------------------------------------------------------------------------------ */
+
+static void cx_drop_body(struct gw_proxy_cx *cx)
+{
+    for (size_t i = 0; i < cx->nbody; i++)
+        gw_rbuf_unref(cx->body[i].buf);
+    gw_free(cx->body);
+    cx->body = NULL;
+    cx->nbody = cx->cap = 0;
+}
+
+static void cache_release(ox_t *ox)
+{
+    struct gw_proxy_cx *cx = ox->cx;
+    if (!cx)
+        return;
+    ox->cx = NULL;
+    cx_drop_body(cx);
+    gw_free(cx->key);
+    gw_free(cx->req);
+    gw_free(cx->head);
+    gw_free(cx);
+}
+
+static int cache_wants(const gw_cfg_route_t *r)
+{
+    return r->cache;
+}
+
+/* RFC 9111 §4.4: an unsafe method's non-error answer invalidates what it names. */
+static void invalidate(gw_proxy_t *p, const gw_cache_req_t *q, const gw_cache_resp_t *rs)
+{
+    if (!p->cache || (gw_http_method_flags(q->method) & GW_HTTP_METHOD_F_SAFE))
+        return;
+    gw_cache_url_t u[3];
+    size_t n = gw_cache_invalidation(q, rs, u);
+    for (size_t i = 0; i < n; i++) {
+        char kb[512];
+        size_t klen = gw_cache_key(&u[i], kb, sizeof(kb));
+        char *k = klen <= sizeof(kb) ? kb : gw_malloc(klen);
+        if (!k)
+            continue;
+        if (k != kb)
+            gw_cache_key(&u[i], k, klen);
+        size_t gone = gw_cache_purge(p->cache, k, klen);
+        GW_LOG_DEBUG("cache_invalidate", "key=%.*s purged=%zu", (int)(klen > 200 ? 200 : klen), k,
+                     gone);
+        if (k != kb)
+            gw_free(k);
+    }
+}
+
+/* Whether the head is kept: 0, or why not (a Cache-Status detail token). */
+static const char *keep_head(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *r,
+                             const gw_cache_req_t *q, const gw_cache_resp_t *rs)
+{
+    const gw_config_t *cfg = ox->p->cfg;
+    gw_cache_policy_t pol = policy_of(cfg);
+    gw_cache_nostore_t why = gw_cache_storable(&pol, q, rs);
+    if (why != GW_CACHE_STORE)
+        return gw_cache_nostore_str(why);
+    if (r->cl >= 0 && (uint64_t)r->cl > cfg->cache.max_object)
+        return "too-large";
+    if (ox->route->intercept_errors && r->status >= 500)
+        return "error-page"; /* the client gets the page, not what the origin sent */
+    /* the head as the clients get it, without Age: a reuse computes its own (§4.2.3) */
+    gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
+    size_t n = 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (!gw_proxy__name_is(r->f[i].name, "age"))
+            f[n++] = r->f[i];
+    const px_t *a = r->asker;
+    if (gw_proxy__fields_dup(f, n, &cx->head) < 0 ||
+        gw_proxy__fields_dup(a->head.fields, a->head.fields_len, &cx->req) < 0)
+        return "memory";
+    cx->nhead = n;
+    cx->nreq = a->head.fields_len;
+    cx->status = r->status;
+    gw_cache_meta(&pol, rs, cx->request_time, (int64_t)time(NULL), &cx->meta);
+    return NULL;
+}
+
+static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
+{
+    const px_t *a = r->asker;
+    gw_cache_req_t q;
+    creq_of(a, &q);
+    gw_cache_resp_t rs = {r->status, r->origin->fields, r->origin->fields_len};
+    invalidate(ox->p, &q, &rs);
+    gw_cache_status_t st = {.fwd = fwd_str(a->cache_fwd, a->head.method), .fwd_status = r->status};
+    struct gw_proxy_cx *cx = ox->cx;
+    if (cx) {
+        st.detail = keep_head(ox, cx, r, &q, &rs);
+        st.stored = st.detail == NULL;
+        if (st.detail)
+            cx->keep = 0;
+    }
+    if (!ox->p->cfg->cache.status_header || r->n >= GW_PROXY_MAX_RESP_FIELDS)
+        return 0;
+    char buf[160];
+    size_t len = gw_cache_status_fmt(&st, buf, sizeof(buf));
+    char *v = len ? gw_proxy__resp_room(r, len) : NULL;
+    if (v) {
+        memcpy(v, buf, len);
+        r->f[r->n++] = (gw_field_t){GW_SLICE_LIT("cache-status"), {(const uint8_t *)v, len}};
+    }
+    return 0;
+}
+
+static int cache_body(ox_t *ox, gw_rslice_t *b)
+{
+    struct gw_proxy_cx *cx = ox->cx;
+    if (!cx || !cx->keep || !b->len)
+        return 0;
+    if (cx->len + b->len > ox->p->cfg->cache.max_object) {
+        cx->keep = 0; /* streamed, not stored: the references go now */
+        cx_drop_body(cx);
+        return 0;
+    }
+    gw_rslice_t *last = cx->nbody ? &cx->body[cx->nbody - 1] : NULL;
+    if (last && last->buf == b->buf && last->off + last->len == b->off) {
+        last->len += b->len; /* the next bytes of the same read buffer */
+    } else {
+        if (cx->nbody == cx->cap) {
+            size_t cap = cx->cap ? cx->cap * 2 : 8;
+            gw_rslice_t *nb = gw_realloc(cx->body, cap * sizeof(*nb));
+            if (!nb) {
+                cx->keep = 0;
+                cx_drop_body(cx);
+                return 0;
+            }
+            cx->body = nb;
+            cx->cap = cap;
+        }
+        cx->body[cx->nbody++] = (gw_rslice_t){gw_rbuf_ref(b->buf), b->off, b->len};
+    }
+    cx->len += b->len;
+    return 0;
+}
+
+static int cache_trailers(ox_t *ox, gw_proxy_resp_t *r)
+{
+    (void)r;
+    if (ox->cx) {
+        ox->cx->keep = 0; /* the entry has no trailers: an answer with them is not stored */
+        cx_drop_body(ox->cx);
+    }
+    return 0;
+}
+
+/* The origin's answer ended whole: into the store, its body by reference. */
+static int cache_end(ox_t *ox)
+{
+    struct gw_proxy_cx *cx = ox->cx;
+    if (!cx || !cx->keep || !cx->head || !ox->p->cache)
+        return 0;
+    gw_cache_put_t put = {
+        .key = cx->key,
+        .keylen = cx->keylen,
+        .req_fields = cx->req,
+        .nreq = cx->nreq,
+        .status = cx->status,
+        .fields = cx->head,
+        .nfields = cx->nhead,
+        .body = cx->body,
+        .nbody = cx->nbody,
+        .meta = cx->meta,
+    };
+    int rv = gw_cache_put(ox->p->cache, &put);
+    if (rv < 0)
+        GW_LOG_DEBUG("cache_not_stored", "key=%.*s code=%s",
+                     (int)(cx->keylen > 200 ? 200 : cx->keylen), cx->key, gw_errname(rv));
+    cx_drop_body(cx); /* the entry holds its own references */
+    cx->keep = 0;
+    return 0;
+}
+
+const gw_proxy_filter_t gw_proxy__filter_cache = {
+    .name = "cache",
+    .wants = cache_wants,
+    .on_head = cache_head,
+    .on_body = cache_body,
+    .on_trailers = cache_trailers,
+    .on_end = cache_end,
+    .release = cache_release,
+};
