@@ -264,8 +264,10 @@ gw_cache_use_t gw_cache_use(const gw_cache_meta_t *m, const gw_cache_req_t *req,
     if (m->flags & GW_CACHE_M_NO_CACHE)
         return need; /* §5.2.2.4 */
     uint32_t age = gw_cache_age(m, now);
-    if ((rq.valid & GW_HTTP_CC_MAX_AGE) && age > rq.max_age)
-        return need; /* §5.2.1.1 (max-age=0: always) */
+    /* §5.2.1.1; max-age=0 always (an answer of age 0 is not older than 0 s, but a client
+     * sends it to have the answer validated: browsers on reload, and the issue's rule) */
+    if ((rq.valid & GW_HTTP_CC_MAX_AGE) && (age > rq.max_age || rq.max_age == 0))
+        return need;
     if (m->lifetime > age) {
         if ((rq.valid & GW_HTTP_CC_MIN_FRESH) && m->lifetime - age < rq.min_fresh)
             return need; /* §5.2.1.3 */

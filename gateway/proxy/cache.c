@@ -345,7 +345,8 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     creq_of(a, &q);
     gw_cache_resp_t rs = {r->status, r->origin->fields, r->origin->fields_len};
     invalidate(ox->p, &q, &rs);
-    gw_cache_status_t st = {.fwd = fwd_str(a->cache_fwd, a->head.method), .fwd_status = r->status};
+    /* no fwd-status (RFC 9211 §2.3): the status the client sees is the origin's own */
+    gw_cache_status_t st = {.fwd = fwd_str(a->cache_fwd, a->head.method)};
     struct gw_proxy_cx *cx = ox->cx;
     if (cx) {
         st.detail = keep_head(ox, cx, r, &q, &rs);

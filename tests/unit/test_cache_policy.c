@@ -278,6 +278,8 @@ static void request_directives(void **state)
     assert_int_equal(use("max-age=60", &nc, 1), GW_CACHE_USE_REVALIDATE);
     fields_t ma0 = fl("cache-control", "max-age=0", NULL);
     assert_int_equal(use("max-age=60", &ma0, 1), GW_CACHE_USE_REVALIDATE);
+    /* ... also at age 0: it asks for a validated answer (a stored one of this second was not) */
+    assert_int_equal(use("max-age=60", &ma0, 0), GW_CACHE_USE_REVALIDATE);
     fields_t ma5 = fl("cache-control", "max-age=5", NULL);
     assert_int_equal(use("max-age=60", &ma5, 5), GW_CACHE_USE_FRESH);
     assert_int_equal(use("max-age=60", &ma5, 6), GW_CACHE_USE_REVALIDATE);

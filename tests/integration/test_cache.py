@@ -1,0 +1,288 @@
+"""The shared HTTP cache (gateway/proxy/cache.c over gateway/cache/) end to end, on a route with
+`cache: true`: a fresh object answered from the store (HTTP/2 and HTTP/1.1, HEAD from a stored
+GET) with Age and Cache-Status, Vary variants kept apart, what is never stored (private,
+Set-Cookie, no-store, an answer cut midway, one above max_object), the request's no-cache and a
+stale entry sent forward, unsafe methods invalidating, and a route without `cache` unchanged.
+Origin requests are counted at the scripted origin."""
+import http.client
+import re
+import socket
+import threading
+import time
+
+import h2.settings
+
+from gwtest import Client, Streams, all_done, collect, origin_count, origin_gateway
+from origin import ScriptedOrigin
+
+
+class CountingOrigin(ScriptedOrigin):
+    """ScriptedOrigin plus the /k/ paths; every body names the request's number at its path
+    (n=1, n=2, ...), so an answer served again from the cache is told from a new one:
+        /k/fresh/NAME   200, Cache-Control: max-age=60
+        /k/short/NAME   200, Cache-Control: max-age=1
+        /k/vary         200, max-age=60, Vary: Accept-Language; the body names the language
+        /k/private      200, Cache-Control: private, max-age=60
+        /k/cookie       200, max-age=60 and Set-Cookie
+        /k/nostore      200, Cache-Control: no-store, max-age=60
+        /k/big/N        200, max-age=60, N bytes
+        /k/cut          200, max-age=60, Content-Length 10000, 100 bytes sent, then closed
+    Any method; a request with X-Status answers that status (POST /k/fresh/x with X-Status: 500)."""
+
+    def __init__(self):
+        self.counts = {}
+        super().__init__()
+
+    def _respond(self, c, req):
+        path = req.target.split("?")[0]
+        if not path.startswith("/k/"):
+            return super()._respond(c, req)
+        parts = path.split("/")[2:]
+        with self.lock:
+            n = self.counts[(req.method, path)] = self.counts.get((req.method, path), 0) + 1
+        head_only = req.method == "HEAD"
+        status = int(req.header("x-status") or 200)
+
+        def send(fields, body):
+            out = f"HTTP/1.1 {status} X\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields)
+            out += f"Content-Length: {len(body)}\r\n\r\n"
+            c.sendall(out.encode("latin-1") + (b"" if head_only else body))
+
+        body = f"{req.method} {path} n={n}\n".encode()
+        kind = parts[0]
+        if kind == "fresh":
+            send([("Cache-Control", "max-age=60"), ("ETag", '"e1"')], body)
+        elif kind == "short":
+            send([("Cache-Control", "max-age=1")], body)
+        elif kind == "vary":
+            lang = req.header("accept-language") or "none"
+            send([("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")],
+                 f"lang={lang} ".encode() + body)
+        elif kind == "private":
+            send([("Cache-Control", "private, max-age=60")], body)
+        elif kind == "cookie":
+            send([("Cache-Control", "max-age=60"), ("Set-Cookie", f"s={n}")], body)
+        elif kind == "nostore":
+            send([("Cache-Control", "no-store, max-age=60")], body)
+        elif kind == "big":
+            send([("Cache-Control", "max-age=60")], b"b" * int(parts[1]))
+        elif kind == "cut":
+            c.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
+                      b"Content-Length: 10000\r\n\r\n" + b"c" * 100)
+            time.sleep(0.2)
+            return False  # closed midway: the gateway must not keep it
+        else:
+            send([], body)
+        return True
+
+
+def get(cl, path, method="GET", extra=(), timeout=10):
+    """One request on the HTTP/2 client cl: (status, {field: value}, body); status None when
+    the stream was reset."""
+    sid = cl.request(path, method=method, extra=extra)
+    run = collect(cl, Streams(), all_done([sid]), timeout=timeout)
+    if sid not in run.heads or sid in run.resets:
+        return None, {}, run.bodies.get(sid, b"")
+    return run.status(sid), dict(run.heads[sid]), run.bodies.get(sid, b"")
+
+
+def h1(port, path, method="GET", headers=None):
+    """One HTTP/1.1 request: (status, {field: value} lowercased, body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path, headers={"Host": "localhost", **(headers or {})})
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()
+
+
+def cached_gateway(gateway, origin, extra="", route_extra=""):
+    return origin_gateway(gateway, origin, route_extra="cache: true\n" + route_extra,
+                          extra="cache:\n  max_object: 256KiB\n" + extra)
+
+
+def test_a_fresh_object_is_served_1000_times_with_one_origin_request(gateway):
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+        cl.c.increment_flow_control_window(1 << 30)
+        cl.flush()
+        st, _, first = get(cl, "/k/fresh/a")
+        assert st == 200 and first == b"GET /k/fresh/a n=1\n"
+        t0 = time.monotonic()
+        served = 1
+        while served < 1000:  # in flights of 100 streams (the concurrency the front allows)
+            sids = [cl.request("/k/fresh/a") for _ in range(min(100, 1000 - served))]
+            run = collect(cl, Streams(), all_done(sids), timeout=30)
+            for s in sids:
+                assert run.status(s) == 200, (s, run.resets.get(s))
+                assert run.bodies.get(s) == first
+                assert dict(run.heads[s])["cache-status"].startswith("h2gate; hit")
+            served += len(sids)
+        cl.close()
+        assert time.monotonic() - t0 < 30
+        assert origin_count(o, "/k/fresh/a") == 1
+
+
+def test_age_grows_and_cache_status_says_miss_then_hit(gateway):
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        st, h, _ = get(cl, "/k/fresh/age")
+        assert st == 200
+        assert h["cache-status"] == "h2gate; fwd=miss; stored"
+        assert "age" not in h  # the origin's answer, first hand
+        st, h, _ = get(cl, "/k/fresh/age")
+        assert st == 200 and int(h["age"]) <= 1
+        m = re.fullmatch(r"h2gate; hit; ttl=(\d+)", h["cache-status"])
+        assert m and 59 <= int(m.group(1)) <= 60, h["cache-status"]
+        time.sleep(2.2)
+        st, h, _ = get(cl, "/k/fresh/age")
+        assert int(h["age"]) >= 2  # RFC 9111 §4.2.3: resident time counts
+        assert int(re.search(r"ttl=(\d+)", h["cache-status"]).group(1)) <= 58
+        assert h["etag"] == '"e1"' and h["content-length"] == str(len("GET /k/fresh/age n=1\n"))
+        cl.close()
+        assert origin_count(o, "/k/fresh/age") == 1
+
+
+def test_http1_clients_and_head_are_answered_from_a_stored_get(gateway):
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        st, h, body = h1(g.port, "/k/fresh/h1")
+        assert st == 200 and "fwd=miss" in h["cache-status"]
+        st, h, again = h1(g.port, "/k/fresh/h1")
+        assert st == 200 and again == body and h["cache-status"].startswith("h2gate; hit")
+        assert "age" in h
+        st, h, nothing = h1(g.port, "/k/fresh/h1", method="HEAD")
+        assert st == 200 and nothing == b"" and h["content-length"] == str(len(body))
+        assert h["cache-status"].startswith("h2gate; hit")
+        cl = Client(g.port)  # and an HTTP/2 HEAD
+        st, h, nothing = get(cl, "/k/fresh/h1", method="HEAD")
+        assert st == 200 and nothing == b"" and h["content-length"] == str(len(body))
+        cl.close()
+        assert [q.method for q in o.requests if q.target == "/k/fresh/h1"] == ["GET"]
+
+
+def test_vary_variants_are_kept_apart(gateway):
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        en = get(cl, "/k/vary", extra=[("accept-language", "en")])[2]
+        fr = get(cl, "/k/vary", extra=[("accept-language", "fr")])[2]
+        assert en.startswith(b"lang=en") and fr.startswith(b"lang=fr")
+        for _ in range(3):
+            assert get(cl, "/k/vary", extra=[("accept-language", "en")])[2] == en
+            assert get(cl, "/k/vary", extra=[("accept-language", "fr")])[2] == fr
+        none = get(cl, "/k/vary")[2]  # no Accept-Language is a variant of its own
+        assert none.startswith(b"lang=none")
+        cl.close()
+        assert origin_count(o, "/k/vary") == 3
+
+
+def test_private_and_set_cookie_answers_never_reach_another_client(gateway):
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        for path, why in (("/k/private", "private"), ("/k/cookie", "set-cookie")):
+            bodies = []
+            for _ in range(2):  # two clients, one connection each
+                cl = Client(g.port)
+                st, h, body = get(cl, path)
+                cl.close()
+                assert st == 200 and h["cache-status"].endswith(f"detail={why}"), h
+                bodies.append(body)
+            assert bodies[0] != bodies[1]
+            assert origin_count(o, path) == 2
+
+
+def test_no_store_is_not_stored(gateway):
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        assert h1(g.port, "/k/nostore")[2] != h1(g.port, "/k/nostore")[2]
+        assert origin_count(o, "/k/nostore") == 2
+
+
+def test_an_answer_cut_midway_is_not_stored(gateway):
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        for _ in range(2):
+            cl = Client(g.port)
+            st, _, body = get(cl, "/k/cut")
+            cl.close()
+            assert st is None and len(body) < 10000  # reset: a broken answer, never a short one
+        assert origin_count(o, "/k/cut") == 2
+
+
+def test_unsafe_methods_invalidate_once_the_origin_answers_non_error(gateway):
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        assert get(cl, "/k/fresh/inv")[2] == b"GET /k/fresh/inv n=1\n"
+        # an error answer to the POST leaves the stored answer (RFC 9111 §4.4: non-error only)
+        st, h, _ = get(cl, "/k/fresh/inv", method="POST", extra=[("x-status", "500")])
+        assert st == 500 and h["cache-status"] == "h2gate; fwd=method"
+        assert get(cl, "/k/fresh/inv")[2] == b"GET /k/fresh/inv n=1\n"
+        st, _, _ = get(cl, "/k/fresh/inv", method="POST")
+        assert st == 200
+        st, h, body = get(cl, "/k/fresh/inv")
+        assert body == b"GET /k/fresh/inv n=2\n" and "fwd=miss" in h["cache-status"]
+        for m in ("PUT", "DELETE", "PATCH"):
+            get(cl, "/k/fresh/inv", method=m)
+            assert "fwd=miss" in get(cl, "/k/fresh/inv")[1]["cache-status"], m
+        cl.close()
+        assert [q.method for q in o.requests if q.target == "/k/fresh/inv"].count("GET") == 5
+
+
+def test_request_no_cache_and_a_stale_entry_go_forward_and_replace_it(gateway):
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        get(cl, "/k/fresh/nc")
+        for cc in ("no-cache", "max-age=0"):
+            st, h, _ = get(cl, "/k/fresh/nc", extra=[("cache-control", cc)])
+            assert h["cache-status"] == "h2gate; fwd=request; stored", cc
+        assert get(cl, "/k/fresh/nc")[2] == b"GET /k/fresh/nc n=3\n"  # the latest stored
+        assert get(cl, "/k/short/s")[2] == b"GET /k/short/s n=1\n"
+        assert get(cl, "/k/short/s")[2] == b"GET /k/short/s n=1\n"
+        time.sleep(2.2)  # max-age=1: stale now
+        st, h, body = get(cl, "/k/short/s")
+        assert body == b"GET /k/short/s n=2\n" and "fwd=stale" in h["cache-status"]
+        # only-if-cached with nothing stored: 504 (RFC 9111 §5.2.1.7), the origin not asked
+        st, _, _ = get(cl, "/k/fresh/none", extra=[("cache-control", "only-if-cached")])
+        assert st == 504 and origin_count(o, "/k/fresh/none") == 0
+        cl.close()
+
+
+def test_max_object_is_the_largest_answer_stored(gateway):
+    with CountingOrigin() as o:
+        # max_object: 256KiB, which counts the origin's read buffers the body is held in by
+        # reference (16 KiB, then 64 KiB each): 100,000 bytes take 3 of them
+        g = cached_gateway(gateway, o)
+        for _ in range(2):
+            st, h, body = h1(g.port, "/k/big/100000")
+            assert st == 200 and len(body) == 100000
+        assert origin_count(o, "/k/big/100000") == 1
+        for _ in range(2):  # told by its Content-Length
+            st, h, body = h1(g.port, "/k/big/300000")
+            assert st == 200 and len(body) == 300000
+            assert h["cache-status"].endswith("detail=too-large")
+        assert origin_count(o, "/k/big/300000") == 2
+
+
+def test_status_header_off_still_serves_from_the_cache(gateway):
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o, extra="  status_header: false\n")
+        a, b = h1(g.port, "/k/fresh/quiet"), h1(g.port, "/k/fresh/quiet")
+        assert a[2] == b[2] and "cache-status" not in a[1] and "cache-status" not in b[1]
+        assert "age" in b[1]
+        assert origin_count(o, "/k/fresh/quiet") == 1
+
+
+def test_a_route_without_cache_is_unchanged(gateway):
+    with CountingOrigin() as o:
+        g = origin_gateway(gateway, o, extra="cache:\n  max_object: 64KiB\n")
+        a, b = h1(g.port, "/k/fresh/plain"), h1(g.port, "/k/fresh/plain")
+        assert a[2] != b[2]
+        assert "cache-status" not in a[1] and "age" not in b[1]
+        assert origin_count(o, "/k/fresh/plain") == 2
