@@ -12,7 +12,10 @@ import time
 
 import h2.settings
 
-from gwtest import Client, Streams, all_done, collect, origin_count, origin_gateway
+from procs import free_port
+from test_reload import reload_to
+
+from gwtest import Client, Streams, all_done, collect, gw_config, origin_count, origin_gateway
 from origin import ScriptedOrigin
 
 
@@ -26,6 +29,7 @@ class CountingOrigin(ScriptedOrigin):
         /k/cookie       200, max-age=60 and Set-Cookie
         /k/nostore      200, Cache-Control: no-store, max-age=60
         /k/big/N        200, max-age=60, N bytes
+        /k/chunked/N    200, max-age=60, N bytes chunked (no Content-Length)
         /k/cut          200, max-age=60, Content-Length 10000, 100 bytes sent, then closed
     Any method; a request with X-Status answers that status (POST /k/fresh/x with X-Status: 500)."""
 
@@ -66,6 +70,14 @@ class CountingOrigin(ScriptedOrigin):
             send([("Cache-Control", "no-store, max-age=60")], body)
         elif kind == "big":
             send([("Cache-Control", "max-age=60")], b"b" * int(parts[1]))
+        elif kind == "chunked":  # no Content-Length: the size is known only at the end
+            data = b"k" * int(parts[1])
+            c.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n")
+            for i in range(0, len(data), 10000):
+                piece = data[i:i + 10000]
+                c.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            c.sendall(b"0\r\n\r\n")
         elif kind == "cut":
             c.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
                       b"Content-Length: 10000\r\n\r\n" + b"c" * 100)
@@ -268,6 +280,29 @@ def test_max_object_is_the_largest_answer_stored(gateway):
             assert st == 200 and len(body) == 300000
             assert h["cache-status"].endswith("detail=too-large")
         assert origin_count(o, "/k/big/300000") == 2
+        # without a Content-Length: streamed, dropped from the store once past max_object
+        for _ in range(2):
+            assert len(h1(g.port, "/k/chunked/300000")[2]) == 300000
+        assert origin_count(o, "/k/chunked/300000") == 2
+        for _ in range(2):
+            assert len(h1(g.port, "/k/chunked/30000")[2]) == 30000
+        assert origin_count(o, "/k/chunked/30000") == 1
+
+
+def test_one_store_for_every_worker_kept_across_a_reload(gateway):
+    with CountingOrigin() as o:
+        port = free_port()
+        text = gw_config(port, [f"127.0.0.1:{o.port}"], route_extra="cache: true\n",
+                         extra="cache:\n  memory: 64MiB\n", workers=2)
+        g = gateway(text, wait=[("127.0.0.1", port)])
+        # 20 connections, spread over the 2 workers by SO_REUSEPORT (all on one: 1 in 2^19)
+        bodies = {h1(port, "/k/fresh/w")[2] for _ in range(20)}
+        assert bodies == {b"GET /k/fresh/w n=1\n"}
+        reload_to(g, text.replace("log_level: info", "log_level: debug"), 2)
+        assert h1(port, "/k/fresh/w")[2] == b"GET /k/fresh/w n=1\n"  # the store carried over
+        reload_to(g, text.replace("memory: 64MiB", "memory: 32MiB"), 3)
+        assert h1(port, "/k/fresh/w")[2] == b"GET /k/fresh/w n=2\n"  # a new budget: a new store
+        assert origin_count(o, "/k/fresh/w") == 2
 
 
 def test_status_header_off_still_serves_from_the_cache(gateway):
