@@ -17,6 +17,9 @@
  * chain.c:     the response filter chain: each route's filters, each hook run over them, and
  *              the end of the chain (the head to each subscriber, the body into the store).
  * The filters, in the order of the chain (GW_PROXY_FILTERS below):
+ * cache.c:     the shared cache (gateway/cache/) on routes with cache: true: the lookup before
+ *              the origin, a hit sent from the store by reference, the filter that keeps a
+ *              miss's answer for the store, Cache-Status, invalidation.
  * coalesce.c:  the RFC 9111 rules of coalescing, the key, the shared body store, the in-flight
  *              index, and the filter that decides who may share an answer.
  * hints.c:     103 Early Hints: the gateway's (configured, learned in an LRU per worker), the
