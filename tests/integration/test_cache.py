@@ -177,6 +177,23 @@ def test_http1_clients_and_head_are_answered_from_a_stored_get(gateway):
         assert [q.method for q in o.requests if q.target == "/k/fresh/h1"] == ["GET"]
 
 
+def test_a_large_hit_follows_the_client_flow_control(gateway):
+    """A stored body larger than HTTP/2's initial window (64 KiB) reaches the client as it
+    credits its windows (flow.c hands it on): whole, over one connection, twice at once."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        st, _, first = get(cl, "/k/big/150000")
+        assert st == 200 and len(first) == 150000
+        sids = [cl.request("/k/big/150000") for _ in range(2)]
+        run = collect(cl, Streams(), all_done(sids), timeout=20)
+        for s in sids:
+            assert run.status(s) == 200 and run.bodies.get(s) == first
+            assert dict(run.heads[s])["cache-status"].startswith("h2gate; hit")
+        cl.close()
+        assert origin_count(o, "/k/big/150000") == 1
+
+
 def test_vary_variants_are_kept_apart(gateway):
     with CountingOrigin() as o:
         g = cached_gateway(gateway, o)
