@@ -24,6 +24,7 @@ class CountingOrigin(ScriptedOrigin):
     (n=1, n=2, ...), so an answer served again from the cache is told from a new one:
         /k/fresh/NAME   200, Cache-Control: max-age=60
         /k/short/NAME   200, Cache-Control: max-age=1
+        /k/empty        200, max-age=60, an empty body (X-N: the request's number)
         /k/vary         200, max-age=60, Vary: Accept-Language; the body names the language
         /k/private      200, Cache-Control: private, max-age=60
         /k/cookie       200, max-age=60 and Set-Cookie
@@ -56,6 +57,8 @@ class CountingOrigin(ScriptedOrigin):
         kind = parts[0]
         if kind == "fresh":
             send([("Cache-Control", "max-age=60"), ("ETag", '"e1"')], body)
+        elif kind == "empty":
+            send([("Cache-Control", "max-age=60"), ("X-N", str(n))], b"")
         elif kind == "short":
             send([("Cache-Control", "max-age=1")], body)
         elif kind == "vary":
@@ -194,6 +197,19 @@ def test_a_large_hit_follows_the_client_flow_control(gateway):
         assert origin_count(o, "/k/big/150000") == 1
 
 
+def test_an_empty_body_is_stored_and_served(gateway):
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        for _ in range(2):
+            st, h, body = get(cl, "/k/empty")
+            assert st == 200 and body == b"" and h["x-n"] == "1" and h["content-length"] == "0"
+        cl.close()
+        st, h, body = h1(g.port, "/k/empty")
+        assert st == 200 and body == b"" and h["cache-status"].startswith("h2gate; hit")
+        assert origin_count(o, "/k/empty") == 1
+
+
 def test_vary_variants_are_kept_apart(gateway):
     with CountingOrigin() as o:
         g = cached_gateway(gateway, o)
@@ -324,11 +340,17 @@ def test_one_store_for_every_worker_kept_across_a_reload(gateway):
 
 def test_status_header_off_still_serves_from_the_cache(gateway):
     with CountingOrigin() as o:
-        g = cached_gateway(gateway, o, extra="  status_header: false\n")
+        g = cached_gateway(gateway, o, extra="  status_header: false\n"
+                           "access_log: {path: access.json, format: json}\n")
         a, b = h1(g.port, "/k/fresh/quiet"), h1(g.port, "/k/fresh/quiet")
         assert a[2] == b[2] and "cache-status" not in a[1] and "cache-status" not in b[1]
         assert "age" in b[1]
         assert origin_count(o, "/k/fresh/quiet") == 1
+        # a hit has its access log line, as every answered request does
+        log = g.wait_log("never", timeout=1.2)
+        lines = open(f"{g.workdir}/access.json").read().splitlines()
+        assert len([l for l in lines if "/k/fresh/quiet" in l and '"status":200' in l]) == 2, \
+            (lines, log[-2000:])
 
 
 def test_a_route_without_cache_is_unchanged(gateway):
