@@ -338,6 +338,22 @@ def test_one_store_for_every_worker_kept_across_a_reload(gateway):
         assert origin_count(o, "/k/fresh/w") == 2
 
 
+def test_memory_is_the_budget_of_the_store(gateway):
+    """cache.memory: 1MiB holds about 7 answers of 100,000 bytes (each charged the 144 KiB of
+    read buffers its body is held in): after 20 of them the first was evicted, and a hit on
+    the one just stored still needs no origin request."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o, extra="  memory: 1MiB\n")
+        for i in range(20):
+            assert len(h1(g.port, f"/k/big/100000?i={i}")[2]) == 100000
+            st, h, body = h1(g.port, f"/k/big/100000?i={i}")
+            assert len(body) == 100000 and h["cache-status"].startswith("h2gate; hit"), i
+        assert all(origin_count(o, f"/k/big/100000?i={i}") == 1 for i in range(20))
+        st, h, _ = h1(g.port, "/k/big/100000?i=0")
+        assert "fwd=miss" in h["cache-status"]
+        assert origin_count(o, "/k/big/100000?i=0") == 2
+
+
 def test_status_header_off_still_serves_from_the_cache(gateway):
     with CountingOrigin() as o:
         g = cached_gateway(gateway, o, extra="  status_header: false\n"
