@@ -49,7 +49,9 @@ struct gw_proxy_cx {
     gw_rslice_t *body; /* each holds a reference */
     size_t nbody, cap;
     uint64_t len;
-    int keep; /* still meant for the store */
+    int keep;                /* still meant for the store */
+    gw_cache_entry_t *stale; /* the stale entry the request revalidates (held), or NULL */
+    int revalidated;         /* the origin said 304: the client gets stale's body */
 };
 
 static gw_slice_t scheme_of(const px_t *px)
@@ -199,6 +201,50 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now)
     return 1;
 }
 
+/* RFC 9111 §4.3.1: a GET for a stored answer that has validators goes to the origin with
+ * If-None-Match (its ETag) and If-Modified-Since (its Last-Modified): px's request fields with
+ * them added, in one block px owns (px->cfields), and px holds e (px->cstale). 1 when so; 0
+ * when e has none (or out of memory): a plain request. */
+static int add_validators(px_t *px, gw_cache_entry_t *e)
+{
+    gw_req_head_t *h = &px->head;
+    const gw_field_t *etag = gw_proxy__field(e->fields, e->nfields, "etag");
+    const gw_field_t *lm = gw_proxy__field(e->fields, e->nfields, "last-modified");
+    if ((!etag && !lm) || !gw_slice_eq(h->method, GW_SLICE_LIT("GET")))
+        return 0;
+    size_t n = h->fields_len;
+    size_t bytes = (etag ? etag->value.len : 0) + (lm ? lm->value.len : 0);
+    gw_field_t *f = gw_malloc((n + 2) * sizeof(*f) + bytes + 1);
+    if (!f)
+        return 0;
+    if (n)
+        memcpy(f, h->fields, n * sizeof(*f));
+    uint8_t *d = (uint8_t *)(f + n + 2);
+    const gw_field_t *v[2] = {etag, lm};
+    static const char *const as[2] = {"if-none-match", "if-modified-since"};
+    for (int k = 0; k < 2; k++) {
+        if (!v[k])
+            continue;
+        memcpy(d, v[k]->value.base, v[k]->value.len);
+        f[n++] = (gw_field_t){gw_slice_str(as[k]), {d, v[k]->value.len}};
+        d += v[k]->value.len;
+    }
+    px->cfields = f;
+    px->cstale = e;
+    h->fields = f;
+    h->fields_len = n;
+    return 1;
+}
+
+void gw_proxy__cache_px_free(px_t *px)
+{
+    if (px->cstale)
+        gw_cache_unref(px->cstale);
+    px->cstale = NULL;
+    gw_free(px->cfields);
+    px->cfields = NULL;
+}
+
 int gw_proxy__cache_serve(px_t *px)
 {
     px->cache_fwd = GW_PROXY_CFWD_BYPASS;
@@ -232,6 +278,8 @@ int gw_proxy__cache_serve(px_t *px)
         break;
     default: /* stale (stale-while-revalidate too, for now) or the request's no-cache */
         px->cache_fwd = gw_cache_fresh(&e->meta, now) ? GW_PROXY_CFWD_REQUEST : GW_PROXY_CFWD_STALE;
+        if (add_validators(px, e))
+            return 0; /* px holds e until its exchange takes it (gw_proxy__cache_lead) */
         break;
     }
     gw_cache_unref(e);
@@ -253,10 +301,14 @@ void gw_proxy__cache_lead(px_t *px)
     }
     cx->request_time = (int64_t)time(NULL);
     cx->keep = 1;
+    cx->stale = px->cstale; /* the exchange holds it from now on */
+    px->cstale = NULL;
     ox->cx = cx;
 }
 
 /* ---- the filter ------------------------------------------------------------------------------ */
+
+static int cache_body_keep(struct gw_proxy_cx *cx, const gw_rslice_t *b);
 
 static void cx_drop_body(struct gw_proxy_cx *cx)
 {
@@ -277,6 +329,8 @@ static void cache_release(ox_t *ox)
     gw_free(cx->key);
     gw_free(cx->req);
     gw_free(cx->head);
+    if (cx->stale)
+        gw_cache_unref(cx->stale);
     gw_free(cx);
 }
 
@@ -338,6 +392,50 @@ static const char *keep_head(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *
     return NULL;
 }
 
+/* The origin's 304 validated the stale entry (RFC 9111 §4.3.3, §4.3.4): the client, whose
+ * request was not conditional, gets the stored answer with the 304's updating fields (the
+ * filters after this one see it as the answer, and its body at the end: cache_end); the
+ * store gets it back refreshed, the same body by reference. 0 or a negative code. */
+static int stand_in(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *r, const gw_cache_req_t *q)
+{
+    const gw_cache_entry_t *e = cx->stale;
+    gw_field_t merged[GW_PROXY_MAX_RESP_FIELDS];
+    ssize_t m =
+        gw_cache_merge_304(e->fields, e->nfields, r->f, r->n, merged, GW_PROXY_MAX_RESP_FIELDS - 2);
+    if (m < 0 || gw_proxy__fields_dup(merged, (size_t)m, &cx->head) < 0 ||
+        gw_proxy__fields_dup(q->fields, q->nfields, &cx->req) < 0)
+        return GW_E_NOMEM;
+    cx->nhead = (size_t)m;
+    cx->nreq = q->nfields;
+    cx->status = e->status;
+    cx->revalidated = 1;
+    const gw_config_t *cfg = ox->p->cfg;
+    gw_cache_policy_t pol = policy_of(cfg);
+    gw_cache_resp_t rs = {e->status, cx->head, cx->nhead};
+    int64_t now = (int64_t)time(NULL);
+    gw_cache_meta(&pol, &rs, cx->request_time, now, &cx->meta);
+    /* the refreshed answer is stored again when it still may be (the 304 may say no-store) */
+    cx->keep = gw_cache_storable(&pol, q, &rs) == GW_CACHE_STORE;
+    for (size_t i = 0; i < e->nbody && cx->keep; i++) {
+        if (cache_body_keep(cx, &e->body[i]) < 0)
+            return GW_E_NOMEM;
+    }
+    /* the head the clients get: the merged fields and Age (§5.1) */
+    r->status = e->status;
+    r->n = 0;
+    for (size_t i = 0; i < cx->nhead; i++)
+        r->f[r->n++] = cx->head[i];
+    char age[24];
+    int alen = snprintf(age, sizeof(age), "%u", gw_cache_age(&cx->meta, now));
+    char *v = gw_proxy__resp_room(r, (size_t)alen);
+    if (v) {
+        memcpy(v, age, (size_t)alen);
+        r->f[r->n++] = (gw_field_t){GW_SLICE_LIT("age"), {(const uint8_t *)v, (size_t)alen}};
+    }
+    r->cl = e->status == 204 ? -1 : (int64_t)e->body_len;
+    return 0;
+}
+
 static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
 {
     const px_t *a = r->asker;
@@ -348,7 +446,13 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     /* no fwd-status (RFC 9211 §2.3): the status the client sees is the origin's own */
     gw_cache_status_t st = {.fwd = fwd_str(a->cache_fwd, a->head.method)};
     struct gw_proxy_cx *cx = ox->cx;
-    if (cx) {
+    if (cx && cx->stale && r->status == 304) {
+        int rv = stand_in(ox, cx, r, &q);
+        if (rv < 0)
+            return rv;
+        st.fwd_status = 304; /* RFC 9211 §2.3: what the origin said, the client gets a 200 */
+        st.stored = cx->keep;
+    } else if (cx) {
         st.detail = keep_head(ox, cx, r, &q, &rs);
         st.stored = st.detail == NULL;
         if (st.detail)
@@ -366,16 +470,9 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     return 0;
 }
 
-static int cache_body(ox_t *ox, gw_rslice_t *b)
+/* A reference to b's bytes appended to cx's body: 0 or GW_E_NOMEM. */
+static int cache_body_keep(struct gw_proxy_cx *cx, const gw_rslice_t *b)
 {
-    struct gw_proxy_cx *cx = ox->cx;
-    if (!cx || !cx->keep || !b->len)
-        return 0;
-    if (cx->len + b->len > ox->p->cfg->cache.max_object) {
-        cx->keep = 0; /* streamed, not stored: the references go now */
-        cx_drop_body(cx);
-        return 0;
-    }
     gw_rslice_t *last = cx->nbody ? &cx->body[cx->nbody - 1] : NULL;
     if (last && last->buf == b->buf && last->off + last->len == b->off) {
         last->len += b->len; /* the next bytes of the same read buffer */
@@ -383,17 +480,26 @@ static int cache_body(ox_t *ox, gw_rslice_t *b)
         if (cx->nbody == cx->cap) {
             size_t cap = cx->cap ? cx->cap * 2 : 8;
             gw_rslice_t *nb = gw_realloc(cx->body, cap * sizeof(*nb));
-            if (!nb) {
-                cx->keep = 0;
-                cx_drop_body(cx);
-                return 0;
-            }
+            if (!nb)
+                return GW_E_NOMEM;
             cx->body = nb;
             cx->cap = cap;
         }
         cx->body[cx->nbody++] = (gw_rslice_t){gw_rbuf_ref(b->buf), b->off, b->len};
     }
     cx->len += b->len;
+    return 0;
+}
+
+static int cache_body(ox_t *ox, gw_rslice_t *b)
+{
+    struct gw_proxy_cx *cx = ox->cx;
+    if (!cx || !cx->keep || !b->len || cx->revalidated)
+        return 0;
+    if (cx->len + b->len > ox->p->cfg->cache.max_object || cache_body_keep(cx, b) < 0) {
+        cx->keep = 0; /* streamed, not stored: the references go now */
+        cx_drop_body(cx);
+    }
     return 0;
 }
 
@@ -411,6 +517,16 @@ static int cache_trailers(ox_t *ox, gw_proxy_resp_t *r)
 static int cache_end(ox_t *ox)
 {
     struct gw_proxy_cx *cx = ox->cx;
+    if (cx && cx->revalidated) {
+        /* after a 304, the stored body stands in for the origin's (none), through the filters
+         * after this one: what they hold goes out at their own on_end, which follows */
+        const gw_cache_entry_t *e = cx->stale;
+        for (size_t i = 0; i < e->nbody; i++) {
+            int rv = gw_proxy__chain_body_after(ox, &gw_proxy__filter_cache, e->body[i]);
+            if (rv < 0)
+                return rv;
+        }
+    }
     if (!cx || !cx->keep || !cx->head || !ox->p->cache)
         return 0;
     gw_cache_put_t put = {

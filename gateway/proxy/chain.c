@@ -157,6 +157,21 @@ void gw_proxy__chain_body(ox_t *ox, gw_rslice_t b)
     gw_proxy__pump(ox);
 }
 
+int gw_proxy__chain_body_after(ox_t *ox, const gw_proxy_filter_t *f, gw_rslice_t b)
+{
+    const gw_proxy_chain_t *c = ox->chain;
+    size_t i = 0;
+    while (i < c->n && c->f[i] != f)
+        i++;
+    int rv = 0;
+    for (i++; i < c->n && rv == 0; i++)
+        if (c->f[i]->on_body)
+            rv = c->f[i]->on_body(ox, &b);
+    if (rv == 0)
+        rv = gw_proxy__cbody_append(&ox->body, b.buf, b.off, b.len);
+    return rv == GW_PROXY_F_TAKEN ? 0 : rv;
+}
+
 void gw_proxy__chain_trailers(ox_t *ox, const gw_field_t *f, size_t n)
 {
     gw_proxy_resp_t r;

@@ -470,6 +470,8 @@ void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
     gw_proxy__auth_detach(px);  /* ... or for basic auth's verification */
     gw_proxy__upload_unwatch(px);
     gw_proxy__acc_drop(px);
+    if (px->cfields)
+        gw_proxy__cache_px_free(px);
     /* a leader cancelled by its client does not cancel the followers: the exchange goes on
      * while anyone is subscribed */
     gw_proxy__sub_remove(px);

@@ -199,11 +199,13 @@ typedef struct {
     unsigned req_done : 1;  /* the client ended its request body */
     unsigned closed : 1;    /* the front is done with the stream: no more ops */
     unsigned reset : 1;
-    unsigned follower : 1;     /* joined another stream's exchange */
-    unsigned ws : 1;           /* a WebSocket request (tunnel.c): no body until the 101 */
-    unsigned hinted : 1;       /* a 103 went to the client (at most one per request) */
-    unsigned tunnel : 1;       /* its 101 came: bytes both ways until either side ends */
-    uint8_t cache_fwd;         /* gw_proxy__cache_fwd_t: why a cache lookup went forward */
+    unsigned follower : 1;         /* joined another stream's exchange */
+    unsigned ws : 1;               /* a WebSocket request (tunnel.c): no body until the 101 */
+    unsigned hinted : 1;           /* a 103 went to the client (at most one per request) */
+    unsigned tunnel : 1;           /* its 101 came: bytes both ways until either side ends */
+    uint8_t cache_fwd;             /* gw_proxy__cache_fwd_t: why a cache lookup went forward */
+    struct gw_cache_entry *cstale; /* a stale entry its request revalidates (cache.c), held */
+    gw_field_t *cfields;       /* its request fields with the entry's validators added (owned) */
     gw_list_t rlink;           /* in p->rate_waits while it waits for the cluster's rate answer */
     struct gw_auth_wait *auth; /* its place among a verification's waiters (auth.c), or NULL */
     uint64_t token;            /* of the cluster question it waits for */
@@ -385,6 +387,10 @@ void gw_proxy__chain_request(px_t *px);
 void gw_proxy__chain_interim(ox_t *ox, const gw_back_head_t *h);
 void gw_proxy__chain_head(ox_t *ox, const gw_back_head_t *h);
 void gw_proxy__chain_body(ox_t *ox, gw_rslice_t b);
+/* Body bytes that filter f makes (an answer it stands in with: the cache's stored body after a
+ * 304) through the filters after f's place in ox->chain, then into the store: 0, or the
+ * first negative code (the caller aborts). */
+int gw_proxy__chain_body_after(ox_t *ox, const gw_proxy_filter_t *f, gw_rslice_t b);
 void gw_proxy__chain_trailers(ox_t *ox, const gw_field_t *f, size_t n);
 void gw_proxy__chain_end(ox_t *ox);
 int gw_proxy__chain_detach(ox_t *ox, px_t *px);
@@ -605,6 +611,8 @@ int gw_proxy__cache_serve(px_t *px);
 /* px leads its own exchange (px->ox, just dispatched) on a caching route: the exchange keeps
  * the answer for the store when px's request may be answered from it. */
 void gw_proxy__cache_lead(px_t *px);
+/* Drop what px holds of the cache (a stale entry, the fields with its validators): at close. */
+void gw_proxy__cache_px_free(px_t *px);
 
 /* ---- hints.c: 103 Early Hints ------------------------------------------------------------- */
 

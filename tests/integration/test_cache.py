@@ -24,6 +24,8 @@ class CountingOrigin(ScriptedOrigin):
     (n=1, n=2, ...), so an answer served again from the cache is told from a new one:
         /k/fresh/NAME   200, Cache-Control: max-age=60
         /k/short/NAME   200, Cache-Control: max-age=1
+        /k/etag/NAME    200, max-age=1, ETag "vN" (N: self.version), 2 KB of text; 304
+                        when If-None-Match names it (X-N: the request's number on both)
         /k/empty        200, max-age=60, an empty body (X-N: the request's number)
         /k/vary         200, max-age=60, Vary: Accept-Language; the body names the language
         /k/private      200, Cache-Control: private, max-age=60
@@ -36,6 +38,7 @@ class CountingOrigin(ScriptedOrigin):
 
     def __init__(self):
         self.counts = {}
+        self.version = 1  # /k/etag/: the ETag "vN" and the body it answers
         super().__init__()
 
     def _respond(self, c, req):
@@ -57,6 +60,15 @@ class CountingOrigin(ScriptedOrigin):
         kind = parts[0]
         if kind == "fresh":
             send([("Cache-Control", "max-age=60"), ("ETag", '"e1"')], body)
+        elif kind == "etag":  # RFC 9111 §4.3: 304 to a matching If-None-Match
+            tag = f'"v{self.version}"'
+            fields = [("Cache-Control", "max-age=1"), ("ETag", tag), ("X-N", str(n)),
+                      ("Content-Type", "text/plain")]
+            if req.header("if-none-match") == tag:
+                c.sendall(b"HTTP/1.1 304 Not Modified\r\n" + "".join(
+                    f"{k}: {v}\r\n" for k, v in fields if k != "Content-Type").encode() + b"\r\n")
+            else:
+                send(fields, f"version {self.version} ".encode() + b"text " * 400 + body)
         elif kind == "empty":
             send([("Cache-Control", "max-age=60"), ("X-N", str(n))], b"")
         elif kind == "short":
@@ -297,6 +309,54 @@ def test_request_no_cache_and_a_stale_entry_go_forward_and_replace_it(gateway):
         st, _, _ = get(cl, "/k/fresh/none", extra=[("cache-control", "only-if-cached")])
         assert st == 504 and origin_count(o, "/k/fresh/none") == 0
         cl.close()
+
+
+def test_a_stale_answer_is_revalidated_with_its_etag(gateway):
+    """RFC 9111 §4.3: a stale entry with an ETag goes to the origin with If-None-Match; its 304
+    refreshes the stored head (§4.3.4) and the client, which asked no condition, gets the
+    stored body with a 200; a 200 (the object changed) replaces it."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        st, h, first = get(cl, "/k/etag/a")
+        assert st == 200 and h["x-n"] == "1" and first.startswith(b"version 1 ")
+        time.sleep(2.2)  # max-age=1: stale
+        st, h, body = get(cl, "/k/etag/a")
+        assert st == 200 and body == first and h["content-length"] == str(len(first))
+        assert h["x-n"] == "2"  # the 304's fields replaced the stored ones
+        assert h["cache-status"] == "h2gate; fwd=stale; fwd-status=304; stored"
+        assert o.requests[-1].header("if-none-match") == '"v1"'
+        st, h, body = get(cl, "/k/etag/a")  # fresh again: a hit with the refreshed head
+        assert body == first and h["x-n"] == "2" and h["cache-status"].startswith("h2gate; hit")
+        # the request's no-cache revalidates a fresh entry the same way
+        st, h, body = get(cl, "/k/etag/a", extra=[("cache-control", "no-cache")])
+        assert body == first and h["cache-status"] == "h2gate; fwd=request; fwd-status=304; stored"
+        o.version = 2
+        time.sleep(2.2)
+        st, h, body = get(cl, "/k/etag/a")
+        assert body.startswith(b"version 2 ") and h["cache-status"] == "h2gate; fwd=stale; stored"
+        assert get(cl, "/k/etag/a")[2] == body
+        cl.close()
+        assert origin_count(o, "/k/etag/a") == 4
+
+
+def test_a_revalidated_answer_is_compressed_as_a_fresh_one(gateway):
+    """After a 304 the stored (identity) body goes through the route's later filters: a client
+    that accepts gzip gets it compressed, as it would the origin's 200."""
+    import gzip
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o, route_extra="compress: true\n")
+        cl = Client(g.port)
+        ae = [("accept-encoding", "gzip")]
+        st, h, z1 = get(cl, "/k/etag/z", extra=ae)
+        assert h.get("content-encoding") == "gzip"
+        plain = gzip.decompress(z1)
+        time.sleep(2.2)
+        st, h, z2 = get(cl, "/k/etag/z", extra=ae)
+        assert st == 200 and h.get("content-encoding") == "gzip", h
+        assert "fwd-status=304" in h["cache-status"] and gzip.decompress(z2) == plain
+        cl.close()
+        assert origin_count(o, "/k/etag/z") == 2
 
 
 def test_max_object_is_the_largest_answer_stored(gateway):
