@@ -145,7 +145,14 @@ static int answer_unavailable(px_t *px)
 /* Send e to px: the stored head with Age and Cache-Status, then the body from an exchange of
  * its own that holds the entry's buffers (no origin: it is complete from the start), handed to
  * the client as it reads (flow.c). */
-static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now)
+/* The Cache-Status of an answer from the store: a hit, or (sie) a stale answer standing in for
+ * an origin that failed (RFC 5861 §4): the origin's status (0: none came). */
+typedef struct {
+    int sie;
+    unsigned origin_status;
+} hit_how_t;
+
+static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t how)
 {
     gw_proxy_t *p = px->p;
     int no_body = px->s->head_only || e->status == 204 || e->status == 304 || e->body_len == 0;
@@ -183,6 +190,12 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now)
     f[n++] = (gw_field_t){GW_SLICE_LIT("age"), {(const uint8_t *)age, (size_t)alen}};
     if (p->cfg->cache.status_header) {
         gw_cache_status_t st = {.hit = 1, .has_ttl = 1, .ttl = gw_cache_ttl(&e->meta, now)};
+        if (how.sie) /* RFC 9211 §2.2: it went forward, and the stale answer came back */
+            st = (gw_cache_status_t){.fwd = "stale",
+                                     .fwd_status = how.origin_status,
+                                     .has_ttl = 1,
+                                     .ttl = st.ttl,
+                                     .detail = "stale-if-error"};
         size_t sl = gw_cache_status_fmt(&st, status, sizeof(status));
         if (sl)
             f[n++] = (gw_field_t){GW_SLICE_LIT("cache-status"), {(const uint8_t *)status, sl}};
@@ -207,6 +220,8 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now)
  * when e has none (or out of memory): a plain request. */
 static int add_validators(px_t *px, gw_cache_entry_t *e)
 {
+    if (px->cfields)
+        return 0;
     gw_req_head_t *h = &px->head;
     const gw_field_t *etag = gw_proxy__field(e->fields, e->nfields, "etag");
     const gw_field_t *lm = gw_proxy__field(e->fields, e->nfields, "last-modified");
@@ -271,7 +286,7 @@ int gw_proxy__cache_serve(px_t *px)
     int rv = 0;
     switch (gw_cache_use(&e->meta, &q, now)) {
     case GW_CACHE_USE_FRESH:
-        rv = send_hit(px, e, now);
+        rv = send_hit(px, e, now, (hit_how_t){0});
         break;
     case GW_CACHE_USE_UNAVAILABLE:
         rv = answer_unavailable(px);
@@ -280,6 +295,10 @@ int gw_proxy__cache_serve(px_t *px)
         px->cache_fwd = gw_cache_fresh(&e->meta, now) ? GW_PROXY_CFWD_REQUEST : GW_PROXY_CFWD_STALE;
         if (add_validators(px, e))
             return 0; /* px holds e until its exchange takes it (gw_proxy__cache_lead) */
+        if (gw_slice_eq(h->method, GW_SLICE_LIT("GET"))) {
+            px->cstale = e; /* for stale-if-error, should the origin fail */
+            return 0;
+        }
         break;
     }
     gw_cache_unref(e);
@@ -304,6 +323,39 @@ void gw_proxy__cache_lead(px_t *px)
     cx->stale = px->cstale; /* the exchange holds it from now on */
     px->cstale = NULL;
     ox->cx = cx;
+}
+
+int gw_proxy__cache_error(ox_t *ox, int code)
+{
+    struct gw_proxy_cx *cx = ox->cx;
+    if (!cx || !cx->stale || gw_list_empty(&ox->subs))
+        return 0;
+    px_t *a = ox->owner ? ox->owner : GW_CONTAINER_OF(ox->subs.next, px_t, slink);
+    gw_cache_req_t q;
+    creq_of(a, &q);
+    int64_t now = (int64_t)time(NULL);
+    if (!gw_cache_stale_if_error(&cx->stale->meta, &q, 0, now)) /* 0: no answer (RFC 5861 §4) */
+        return 0;
+    gw_cache_entry_t *e = cx->stale; /* ours now: ox and cx go with the last subscriber */
+    cx->stale = NULL;
+    GW_LOG_INFO("cache_stale_if_error", "upstream=%s code=%s age=%u", ox->route->upstream_name,
+                gw_errname(code), gw_cache_age(&e->meta, now));
+    ox->pumping = 1; /* the last sub_remove leaves freeing ox to us */
+    FOREACH_SUB(ox, px)
+    {
+        gw_proxy__sub_remove(px);
+        if (px->closed)
+            continue;
+        if (px->resp >= PX_RESP_HEAD)
+            gw_proxy__fail(px, code); /* a head went out: reset, as without the cache */
+        else
+            send_hit(px, e, now, (hit_how_t){.sie = 1});
+    }
+    ox->pumping = 0;
+    if (ox->nsubs == 0)
+        gw_proxy__ox_free(ox);
+    gw_cache_unref(e);
+    return 1;
 }
 
 /* ---- the filter ------------------------------------------------------------------------------ */
@@ -436,6 +488,29 @@ static int stand_in(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *r, const 
     return 0;
 }
 
+/* The origin answered 500, 502, 503 or 504 and the stale entry may stand in (RFC 5861 §4): the
+ * clients get it as stored, with its Age; its body at the end (cache_end), the origin's
+ * dropped; nothing is stored. */
+static void stand_in_stale(struct gw_proxy_cx *cx, gw_proxy_resp_t *r, int64_t now)
+{
+    const gw_cache_entry_t *e = cx->stale;
+    cx->revalidated = 1;
+    cx->keep = 0;
+    cx_drop_body(cx);
+    r->status = e->status;
+    r->n = 0;
+    for (size_t i = 0; i < e->nfields && r->n < GW_PROXY_MAX_RESP_FIELDS - 2; i++)
+        r->f[r->n++] = e->fields[i]; /* the entry lives as long as ox (cx->stale) */
+    char age[24];
+    int alen = snprintf(age, sizeof(age), "%u", gw_cache_age(&e->meta, now));
+    char *v = gw_proxy__resp_room(r, (size_t)alen);
+    if (v) {
+        memcpy(v, age, (size_t)alen);
+        r->f[r->n++] = (gw_field_t){GW_SLICE_LIT("age"), {(const uint8_t *)v, (size_t)alen}};
+    }
+    r->cl = e->status == 204 ? -1 : (int64_t)e->body_len;
+}
+
 static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
 {
     const px_t *a = r->asker;
@@ -446,12 +521,21 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     /* no fwd-status (RFC 9211 §2.3): the status the client sees is the origin's own */
     gw_cache_status_t st = {.fwd = fwd_str(a->cache_fwd, a->head.method)};
     struct gw_proxy_cx *cx = ox->cx;
+    int64_t now = (int64_t)time(NULL);
     if (cx && cx->stale && r->status == 304) {
         int rv = stand_in(ox, cx, r, &q);
         if (rv < 0)
             return rv;
         st.fwd_status = 304; /* RFC 9211 §2.3: what the origin said, the client gets a 200 */
         st.stored = cx->keep;
+    } else if (cx && cx->stale && r->status >= 500 &&
+               gw_cache_stale_if_error(&cx->stale->meta, &q, r->status, now)) {
+        stand_in_stale(cx, r, now); /* RFC 5861 §4 */
+        st.fwd = "stale";
+        st.fwd_status = r->origin->status;
+        st.has_ttl = 1;
+        st.ttl = gw_cache_ttl(&cx->stale->meta, now);
+        st.detail = "stale-if-error";
     } else if (cx) {
         st.detail = keep_head(ox, cx, r, &q, &rs);
         st.stored = st.detail == NULL;
@@ -494,7 +578,9 @@ static int cache_body_keep(struct gw_proxy_cx *cx, const gw_rslice_t *b)
 static int cache_body(ox_t *ox, gw_rslice_t *b)
 {
     struct gw_proxy_cx *cx = ox->cx;
-    if (!cx || !cx->keep || !b->len || cx->revalidated)
+    if (cx && cx->revalidated)
+        return GW_PROXY_F_TAKEN; /* the stored body stands in (cache_end): the origin's goes */
+    if (!cx || !cx->keep || !b->len)
         return 0;
     if (cx->len + b->len > ox->p->cfg->cache.max_object || cache_body_keep(cx, b) < 0) {
         cx->keep = 0; /* streamed, not stored: the references go now */

@@ -359,6 +359,8 @@ static void b_error(gw_back_exch_t *x, void *ud, int code)
     note_origin(ox, x, 0);
     note_origin_end(ox);
     ox->bx = NULL;
+    if (ox->cx && gw_proxy__cache_error(ox, code))
+        return; /* a stale answer stood in (cache.c) */
     FOREACH_SUB(ox, px)
     {
         gw_proxy__fail(px, code);
@@ -470,7 +472,7 @@ void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
     gw_proxy__auth_detach(px);  /* ... or for basic auth's verification */
     gw_proxy__upload_unwatch(px);
     gw_proxy__acc_drop(px);
-    if (px->cfields)
+    if (px->cstale || px->cfields)
         gw_proxy__cache_px_free(px);
     /* a leader cancelled by its client does not cancel the followers: the exchange goes on
      * while anyone is subscribed */

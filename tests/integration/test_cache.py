@@ -26,6 +26,7 @@ class CountingOrigin(ScriptedOrigin):
         /k/short/NAME   200, Cache-Control: max-age=1
         /k/etag/NAME    200, max-age=1, ETag "vN" (N: self.version), 2 KB of text; 304
                         when If-None-Match names it (X-N: the request's number on both)
+        /k/sie/NAME     200, Cache-Control: max-age=1, stale-if-error=3
         /k/empty        200, max-age=60, an empty body (X-N: the request's number)
         /k/vary         200, max-age=60, Vary: Accept-Language; the body names the language
         /k/private      200, Cache-Control: private, max-age=60
@@ -69,6 +70,8 @@ class CountingOrigin(ScriptedOrigin):
                     f"{k}: {v}\r\n" for k, v in fields if k != "Content-Type").encode() + b"\r\n")
             else:
                 send(fields, f"version {self.version} ".encode() + b"text " * 400 + body)
+        elif kind == "sie":  # RFC 5861 §4
+            send([("Cache-Control", "max-age=1, stale-if-error=3")], body)
         elif kind == "empty":
             send([("Cache-Control", "max-age=60"), ("X-N", str(n))], b"")
         elif kind == "short":
@@ -357,6 +360,50 @@ def test_a_revalidated_answer_is_compressed_as_a_fresh_one(gateway):
         assert "fwd-status=304" in h["cache-status"] and gzip.decompress(z2) == plain
         cl.close()
         assert origin_count(o, "/k/etag/z") == 2
+
+
+def test_stale_if_error_answers_while_the_origin_fails_then_a_502(gateway):
+    """RFC 5861 §4: within the answer's stale-if-error window a stale entry stands in for an
+    origin that answers 503 or does not answer at all; past the window the client gets the
+    gateway's 502."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        st, _, first = get(cl, "/k/sie/a")
+        time.sleep(2.2)  # stale by about 1 s: inside stale-if-error=3
+        st, h, body = get(cl, "/k/sie/a", extra=[("x-status", "503")])
+        assert st == 200 and body == first and int(h["age"]) >= 2
+        assert re.fullmatch(r"h2gate; fwd=stale; fwd-status=503; ttl=-\d+; detail=stale-if-error",
+                            h["cache-status"]), h["cache-status"]
+        o.close()  # the origin is down
+        st, h, body = get(cl, "/k/sie/a")
+        assert st == 200 and body == first, (st, body)
+        assert re.fullmatch(r"h2gate; fwd=stale; ttl=-\d+; detail=stale-if-error",
+                            h["cache-status"]), h["cache-status"]
+        st, h, body = h1(g.port, "/k/sie/a")  # HTTP/1.1 as well
+        assert st == 200 and body == first
+        time.sleep(3.3)  # stale by more than 3 s now
+        st, _, _ = get(cl, "/k/sie/a")
+        assert st == 502
+        cl.close()
+        # the origin was asked (and answered 503): the stale answer stood in for that answer
+        assert [q.header("x-status") for q in o.requests if q.target == "/k/sie/a"][:2] == \
+            [None, "503"]
+
+
+def test_stale_if_error_default_from_the_configuration(gateway):
+    """cache.stale_if_error stands in for an answer that names no window; 0 (the default)
+    lets the error through."""
+    for window, want in (("60s", 200), ("0", 502)):
+        with CountingOrigin() as o:
+            g = cached_gateway(gateway, o, extra=f"  stale_if_error: {window}\n")
+            first = h1(g.port, "/k/short/d")[2]
+            time.sleep(2.2)
+            o.close()
+            st, h, body = h1(g.port, "/k/short/d")
+            assert st == want, (window, st, h)
+            if want == 200:
+                assert body == first and h["cache-status"].endswith("detail=stale-if-error")
 
 
 def test_max_object_is_the_largest_answer_stored(gateway):
