@@ -12,9 +12,13 @@
  *    §4.2.3's current_age) and, with cache.status_header, Cache-Status (RFC 9211) "hit; ttl";
  *    a HEAD gets a stored GET's head (§4.3.5 spirit: HEAD and GET share the entry);
  *    only-if-cached without a usable answer is a 504 (§5.2.1.7); anything else (stale, or the
- *    request's no-cache or max-age) goes to the origin as a plain request and its answer
- *    replaces the stored one: conditional revalidation with the stored validators (§4.3) is
- *    not done yet;
+ *    request's no-cache or max-age) goes to the origin, with If-None-Match and
+ *    If-Modified-Since from the stored validators when it has some (§4.3.1): a 304 refreshes
+ *    the stored head (§4.3.4) and the client gets the stored answer (stand_in), a 200
+ *    replaces it; when the origin answers 500, 502, 503, 504 or not at all, the stale entry
+ *    answers within its stale-if-error window (RFC 5861 §4: stand_in_stale,
+ *    gw_proxy__cache_error). stale-while-revalidate is not used yet (the entry is revalidated
+ *    before it answers);
  *  - a GET sent on (its own exchange, which followers may join as coalescing lets them) keeps
  *    the origin's head as the clients get it before any other filter rewrites it (identity
  *    body, no Age: the cache computes it) when gw_cache_storable() allows (§3: no no-store,
