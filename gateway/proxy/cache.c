@@ -146,15 +146,16 @@ static int answer_unavailable(px_t *px)
     return 1;
 }
 
-/* Send e to px: the stored head with Age and Cache-Status, then the body from an exchange of
- * its own that holds the entry's buffers (no origin: it is complete from the start), handed to
- * the client as it reads (flow.c). */
 /* The Cache-Status of an answer from the store: a hit, or (sie) a stale answer standing in for
  * an origin that failed (RFC 5861 §4): the origin's status (0: none came). */
 typedef struct {
     int sie;
     unsigned origin_status;
 } hit_how_t;
+
+/* Send e to px: the stored head with Age and Cache-Status, then the body from an exchange of
+ * its own that holds the entry's buffers (no origin: it is complete from the start), handed to
+ * the client as it reads (flow.c). */
 
 static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t how)
 {

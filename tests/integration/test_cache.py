@@ -26,6 +26,7 @@ class CountingOrigin(ScriptedOrigin):
         /k/short/NAME   200, Cache-Control: max-age=1
         /k/etag/NAME    200, max-age=1, ETag "vN" (N: self.version), 2 KB of text; 304
                         when If-None-Match names it (X-N: the request's number on both)
+        /k/lm           200, max-age=1, a Last-Modified; 304 to If-Modified-Since of it
         /k/sie/NAME     200, Cache-Control: max-age=1, stale-if-error=3
         /k/empty        200, max-age=60, an empty body (X-N: the request's number)
         /k/vary         200, max-age=60, Vary: Accept-Language; the body names the language
@@ -70,6 +71,14 @@ class CountingOrigin(ScriptedOrigin):
                     f"{k}: {v}\r\n" for k, v in fields if k != "Content-Type").encode() + b"\r\n")
             else:
                 send(fields, f"version {self.version} ".encode() + b"text " * 400 + body)
+        elif kind == "lm":  # Last-Modified only: If-Modified-Since
+            lm = "Sat, 05 Dec 2026 10:00:00 GMT"
+            fields = [("Cache-Control", "max-age=1"), ("Last-Modified", lm), ("X-N", str(n))]
+            if req.header("if-modified-since") == lm:
+                c.sendall(b"HTTP/1.1 304 Not Modified\r\n" +
+                          "".join(f"{k}: {v}\r\n" for k, v in fields).encode() + b"\r\n")
+            else:
+                send(fields, body)
         elif kind == "sie":  # RFC 5861 §4
             send([("Cache-Control", "max-age=1, stale-if-error=3")], body)
         elif kind == "empty":
@@ -341,6 +350,21 @@ def test_a_stale_answer_is_revalidated_with_its_etag(gateway):
         assert get(cl, "/k/etag/a")[2] == body
         cl.close()
         assert origin_count(o, "/k/etag/a") == 4
+
+
+def test_a_stale_answer_is_revalidated_with_its_last_modified(gateway):
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        first = h1(g.port, "/k/lm")[2]
+        time.sleep(2.2)
+        st, h, body = h1(g.port, "/k/lm")
+        assert st == 200 and body == first and h["x-n"] == "2"
+        assert h["cache-status"] == "h2gate; fwd=stale; fwd-status=304; stored"
+        asked = [q for q in o.requests if q.target == "/k/lm"][1]
+        assert asked.header("if-modified-since") == "Sat, 05 Dec 2026 10:00:00 GMT"
+        assert asked.header("if-none-match") is None
+        assert h1(g.port, "/k/lm")[1]["cache-status"].startswith("h2gate; hit")
+        assert origin_count(o, "/k/lm") == 2
 
 
 def test_a_revalidated_answer_is_compressed_as_a_fresh_one(gateway):
