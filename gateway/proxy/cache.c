@@ -5,12 +5,14 @@
  * the store and commits it once its body ended whole.
  *
  * What serves now, in the words of RFC 9111:
- *  - a GET or HEAD without content, conditions (If-*), Range, Expect, credentials
- *    (Authorization, Cookie) or a client certificate is looked up under gw_cache_key (the
- *    listener's scheme, the authority, the path as sent) and the request's Vary fields (§4.1);
+ *  - a GET or HEAD without content, Range, If-Range, If-Match, If-Unmodified-Since, Expect,
+ *    credentials (Authorization, Cookie) or a client certificate is looked up under
+ *    gw_cache_key (the listener's scheme, the authority, the path as sent) and the request's
+ *    Vary fields (§4.1);
  *  - gw_cache_use() decides (§4.2.4, §5.2.1): a fresh answer is sent with its Age (§5.1,
  *    §4.2.3's current_age) and, with cache.status_header, Cache-Status (RFC 9211) "hit; ttl";
- *    a HEAD gets a stored GET's head (§4.3.5 spirit: HEAD and GET share the entry);
+ *    a HEAD gets a stored GET's head (§4.3.5 spirit: HEAD and GET share the entry); the
+ *    client's If-None-Match or If-Modified-Since is evaluated on a fresh one (§4.3.2: 304);
  *    only-if-cached without a usable answer is a 504 (§5.2.1.7); anything else (stale, or the
  *    request's no-cache or max-age) goes to the origin, with If-None-Match and
  *    If-Modified-Since from the stored validators when it has some (§4.3.1): a 304 refreshes
@@ -90,9 +92,11 @@ static int lookup_ok(const px_t *px)
         return 0; /* content: RFC 9110 §9.3.1 */
     if (!h->authority.len || !h->path.len || h->path.base[0] != '/')
         return 0; /* an absolute-form target is not keyed as the origin-form one */
-    static const char *const never[] = {"range",         "if-range",          "if-match",
-                                        "if-none-match", "if-modified-since", "if-unmodified-since",
-                                        "expect",        "authorization",     "cookie"};
+    /* If-None-Match and If-Modified-Since are evaluated against a stored answer (RFC 9111
+     * §4.3.2); If-Match and If-Unmodified-Since are the origin's, ranges not served yet */
+    static const char *const never[] = {
+        "range",  "if-range",      "if-match", "if-unmodified-since",
+        "expect", "authorization", "cookie"};
     for (size_t i = 0; i < h->fields_len; i++)
         for (size_t k = 0; k < sizeof(never) / sizeof(never[0]); k++)
             if (gw_proxy__name_is(h->fields[i].name, never[k]))
@@ -151,7 +155,19 @@ static int answer_unavailable(px_t *px)
 typedef struct {
     int sie;
     unsigned origin_status;
+    int not_modified; /* the request's condition is false on it: 304 (RFC 9110 §13.2.2) */
 } hit_how_t;
+
+/* RFC 9110 §15.4.5: the fields a 304 carries of the 200 it stands for. */
+static int in_304(gw_slice_t name)
+{
+    static const char *const keep[] = {"content-location", "date",   "etag", "vary",
+                                       "cache-control",    "expires"};
+    for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+        if (gw_proxy__name_is(name, keep[i]))
+            return 1;
+    return 0;
+}
 
 /* Send e to px: the stored head with Age and Cache-Status, then the body from an exchange of
  * its own that holds the entry's buffers (no origin: it is complete from the start), handed to
@@ -160,7 +176,8 @@ typedef struct {
 static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t how)
 {
     gw_proxy_t *p = px->p;
-    int no_body = px->s->head_only || e->status == 204 || e->status == 304 || e->body_len == 0;
+    unsigned status = how.not_modified ? 304 : e->status;
+    int no_body = px->s->head_only || status == 204 || status == 304 || e->body_len == 0;
     ox_t *ox = gw_pool_get(&p->ox_pool);
     if (!ox) {
         gw_proxy__fail(px, GW_E_NOMEM);
@@ -189,8 +206,9 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
     gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
     size_t n = 0;
     for (size_t i = 0; i < e->nfields && n < GW_PROXY_MAX_RESP_FIELDS - 2; i++)
-        f[n++] = e->fields[i];
-    char age[24], status[128];
+        if (!how.not_modified || in_304(e->fields[i].name))
+            f[n++] = e->fields[i];
+    char age[24], cstatus[128];
     int alen = snprintf(age, sizeof(age), "%u", gw_cache_age(&e->meta, now));
     f[n++] = (gw_field_t){GW_SLICE_LIT("age"), {(const uint8_t *)age, (size_t)alen}};
     if (p->cfg->cache.status_header) {
@@ -201,22 +219,29 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
                                      .has_ttl = 1,
                                      .ttl = st.ttl,
                                      .detail = "stale-if-error"};
-        size_t sl = gw_cache_status_fmt(&st, status, sizeof(status));
+        size_t sl = gw_cache_status_fmt(&st, cstatus, sizeof(cstatus));
         if (sl)
-            f[n++] = (gw_field_t){GW_SLICE_LIT("cache-status"), {(const uint8_t *)status, sl}};
+            f[n++] = (gw_field_t){GW_SLICE_LIT("cache-status"), {(const uint8_t *)cstatus, sl}};
     }
     n = gw_proxy__resp_rules_apply(px->route, f, n, GW_PROXY_MAX_RESP_FIELDS);
-    int64_t cl = e->status == 204 || e->status == 304 ? -1 : (int64_t)e->body_len;
-    px->status = e->status;
+    int64_t cl = status == 204 || status == 304 ? -1 : (int64_t)e->body_len;
+    px->status = status;
     px->resp_cl = cl;
     px->zc = GW_ZC_NONE;
     gw_proxy__resp_reached(px, PX_RESP_HEAD);
-    if (px->s->ops->respond(px->s, e->status, f, n, cl, no_body) < 0)
+    if (px->s->ops->respond(px->s, status, f, n, cl, no_body) < 0)
         gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
     else if (no_body)
         gw_proxy__resp_reached(px, PX_RESP_DONE);
     gw_proxy__pump(ox); /* the body, as the client takes it; the end frees ox */
     return 1;
+}
+
+/* Whether the request has a condition of its own (If-None-Match, If-Modified-Since). */
+static int conditional(const gw_req_head_t *h)
+{
+    return gw_proxy__field(h->fields, h->fields_len, "if-none-match") ||
+           gw_proxy__field(h->fields, h->fields_len, "if-modified-since");
 }
 
 /* RFC 9111 §4.3.1: a GET for a stored answer that has validators goes to the origin with
@@ -290,14 +315,20 @@ int gw_proxy__cache_serve(px_t *px)
     }
     int rv = 0;
     switch (gw_cache_use(&e->meta, &q, now)) {
-    case GW_CACHE_USE_FRESH:
-        rv = send_hit(px, e, now, (hit_how_t){0});
+    case GW_CACHE_USE_FRESH: {
+        gw_cache_resp_t sr = {e->status, e->fields, e->nfields};
+        hit_how_t how = {.not_modified =
+                             gw_cache_conditional(&q, &sr) == GW_CACHE_COND_NOT_MODIFIED};
+        rv = send_hit(px, e, now, how);
         break;
+    }
     case GW_CACHE_USE_UNAVAILABLE:
         rv = answer_unavailable(px);
         break;
     default: /* stale (stale-while-revalidate too, for now) or the request's no-cache */
         px->cache_fwd = gw_cache_fresh(&e->meta, now) ? GW_PROXY_CFWD_REQUEST : GW_PROXY_CFWD_STALE;
+        if (conditional(h))
+            break; /* the client's own condition goes to the origin, its 304 to the client */
         if (add_validators(px, e))
             return 0; /* px holds e until its exchange takes it (gw_proxy__cache_lead) */
         if (gw_slice_eq(h->method, GW_SLICE_LIT("GET"))) {

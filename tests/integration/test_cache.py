@@ -24,9 +24,10 @@ class CountingOrigin(ScriptedOrigin):
     (n=1, n=2, ...), so an answer served again from the cache is told from a new one:
         /k/fresh/NAME   200, Cache-Control: max-age=60
         /k/short/NAME   200, Cache-Control: max-age=1
-        /k/etag/NAME    200, max-age=1, ETag "vN" (N: self.version), 2 KB of text; 304
-                        when If-None-Match names it (X-N: the request's number on both)
-        /k/lm           200, max-age=1, a Last-Modified; 304 to If-Modified-Since of it
+        /k/etag/NAME    200, max-age=self.etag_max_age, ETag "vN" (N: self.version), 2 KB of
+                        text; 304 when If-None-Match names it (X-N: the request's number)
+        /k/lm           200, max-age=1, a Last-Modified; 304 (max-age=60) to If-Modified-Since
+        /k/lm60         the same with max-age=60
         /k/sie/NAME     200, Cache-Control: max-age=1, stale-if-error=3
         /k/empty        200, max-age=60, an empty body (X-N: the request's number)
         /k/vary         200, max-age=60, Vary: Accept-Language; the body names the language
@@ -41,6 +42,7 @@ class CountingOrigin(ScriptedOrigin):
     def __init__(self):
         self.counts = {}
         self.version = 1  # /k/etag/: the ETag "vN" and the body it answers
+        self.etag_max_age = 1  # /k/etag/: the max-age of its answers (200 and 304)
         super().__init__()
 
     def _respond(self, c, req):
@@ -64,17 +66,19 @@ class CountingOrigin(ScriptedOrigin):
             send([("Cache-Control", "max-age=60"), ("ETag", '"e1"')], body)
         elif kind == "etag":  # RFC 9111 §4.3: 304 to a matching If-None-Match
             tag = f'"v{self.version}"'
-            fields = [("Cache-Control", "max-age=1"), ("ETag", tag), ("X-N", str(n)),
+            fields = [("Cache-Control", f"max-age={self.etag_max_age}"), ("ETag", tag),
+                      ("X-N", str(n)),
                       ("Content-Type", "text/plain")]
             if req.header("if-none-match") == tag:
                 c.sendall(b"HTTP/1.1 304 Not Modified\r\n" + "".join(
                     f"{k}: {v}\r\n" for k, v in fields if k != "Content-Type").encode() + b"\r\n")
             else:
                 send(fields, f"version {self.version} ".encode() + b"text " * 400 + body)
-        elif kind == "lm":  # Last-Modified only: If-Modified-Since
+        elif kind in ("lm", "lm60"):  # Last-Modified only: If-Modified-Since
             lm = "Sat, 05 Dec 2026 10:00:00 GMT"
-            fields = [("Cache-Control", "max-age=1"), ("Last-Modified", lm), ("X-N", str(n))]
-            if req.header("if-modified-since") == lm:
+            fields = [("Cache-Control", "max-age=1" if kind == "lm" else "max-age=60"), ("Last-Modified", lm), ("X-N", str(n))]
+            if req.header("if-modified-since") == lm:  # the 304 makes it fresh for a minute
+                fields[0] = ("Cache-Control", "max-age=60")
                 c.sendall(b"HTTP/1.1 304 Not Modified\r\n" +
                           "".join(f"{k}: {v}\r\n" for k, v in fields).encode() + b"\r\n")
             else:
@@ -313,7 +317,6 @@ def test_request_no_cache_and_a_stale_entry_go_forward_and_replace_it(gateway):
             assert h["cache-status"] == "h2gate; fwd=request; stored", cc
         assert get(cl, "/k/fresh/nc")[2] == b"GET /k/fresh/nc n=3\n"  # the latest stored
         assert get(cl, "/k/short/s")[2] == b"GET /k/short/s n=1\n"
-        assert get(cl, "/k/short/s")[2] == b"GET /k/short/s n=1\n"
         time.sleep(2.2)  # max-age=1: stale now
         st, h, body = get(cl, "/k/short/s")
         assert body == b"GET /k/short/s n=2\n" and "fwd=stale" in h["cache-status"]
@@ -333,6 +336,7 @@ def test_a_stale_answer_is_revalidated_with_its_etag(gateway):
         st, h, first = get(cl, "/k/etag/a")
         assert st == 200 and h["x-n"] == "1" and first.startswith(b"version 1 ")
         time.sleep(2.2)  # max-age=1: stale
+        o.etag_max_age = 60  # the 304 makes it fresh for a minute (§4.3.4: its Cache-Control)
         st, h, body = get(cl, "/k/etag/a")
         assert st == 200 and body == first and h["content-length"] == str(len(first))
         assert h["x-n"] == "2"  # the 304's fields replaced the stored ones
@@ -340,11 +344,13 @@ def test_a_stale_answer_is_revalidated_with_its_etag(gateway):
         assert o.requests[-1].header("if-none-match") == '"v1"'
         st, h, body = get(cl, "/k/etag/a")  # fresh again: a hit with the refreshed head
         assert body == first and h["x-n"] == "2" and h["cache-status"].startswith("h2gate; hit")
-        # the request's no-cache revalidates a fresh entry the same way
+        # the request's no-cache revalidates a fresh entry the same way (max-age=1 from now)
+        o.etag_max_age = 1
         st, h, body = get(cl, "/k/etag/a", extra=[("cache-control", "no-cache")])
         assert body == first and h["cache-status"] == "h2gate; fwd=request; fwd-status=304; stored"
         o.version = 2
         time.sleep(2.2)
+        o.etag_max_age = 60
         st, h, body = get(cl, "/k/etag/a")
         assert body.startswith(b"version 2 ") and h["cache-status"] == "h2gate; fwd=stale; stored"
         assert get(cl, "/k/etag/a")[2] == body
@@ -365,6 +371,39 @@ def test_a_stale_answer_is_revalidated_with_its_last_modified(gateway):
         assert asked.header("if-none-match") is None
         assert h1(g.port, "/k/lm")[1]["cache-status"].startswith("h2gate; hit")
         assert origin_count(o, "/k/lm") == 2
+
+
+def test_conditional_requests_of_clients_are_answered_from_the_store(gateway):
+    """RFC 9111 §4.3.2: If-None-Match (and If-Modified-Since) evaluated against a fresh stored
+    answer: 304 with the validators, or the whole answer when the condition is true."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        st, _, first = get(cl, "/k/fresh/c")
+        st, h, body = get(cl, "/k/fresh/c", extra=[("if-none-match", '"e1"')])
+        assert st == 304 and body == b"" and h["etag"] == '"e1"'
+        assert h["cache-control"] == "max-age=60" and h["cache-status"].startswith("h2gate; hit")
+        st, h, body = get(cl, "/k/fresh/c", extra=[("if-none-match", '"other", W/"e1"')])
+        assert st == 304  # weak comparison (RFC 9110 §13.1.2)
+        st, h, body = get(cl, "/k/fresh/c", extra=[("if-none-match", '"other"')])
+        assert st == 200 and body == first
+        st, h, _ = h1(g.port, "/k/fresh/c", headers={"If-None-Match": '"e1"'})
+        assert st == 304
+        assert origin_count(o, "/k/fresh/c") == 1
+        # a Last-Modified: If-Modified-Since of it is a 304 from the store, an older one not
+        get(cl, "/k/lm60")
+        ims = [("if-modified-since", "Sat, 05 Dec 2026 10:00:00 GMT")]
+        st, h, _ = get(cl, "/k/lm60", extra=ims)
+        assert st == 304 and h["cache-status"].startswith("h2gate; hit")
+        st, h, _ = get(cl, "/k/lm60", extra=[("if-modified-since", "Fri, 04 Dec 2026 10:00:00 GMT")])
+        assert st == 200 and h["cache-status"].startswith("h2gate; hit")
+        assert origin_count(o, "/k/lm60") == 1
+        # nothing stored: the client's condition goes to the origin, whose 304 is not stored
+        st, h, _ = get(cl, "/k/etag/m", extra=[("if-none-match", '"v1"')])
+        assert st == 304 and h["cache-status"] == "h2gate; fwd=miss; detail=status"
+        st, h, _ = get(cl, "/k/etag/m")
+        assert st == 200 and h["cache-status"] == "h2gate; fwd=miss; stored"
+        cl.close()
 
 
 def test_a_revalidated_answer_is_compressed_as_a_fresh_one(gateway):
