@@ -56,6 +56,7 @@ struct gw_proxy_cx {
     size_t nbody, cap;
     uint64_t len;
     int keep;                /* still meant for the store */
+    int64_t cl;              /* the origin's Content-Length, -1 none */
     gw_cache_entry_t *stale; /* the stale entry the request revalidates (held), or NULL */
     int revalidated;         /* the origin said 304: the client gets stale's body */
 };
@@ -92,11 +93,11 @@ static int lookup_ok(const px_t *px)
         return 0; /* content: RFC 9110 §9.3.1 */
     if (!h->authority.len || !h->path.len || h->path.base[0] != '/')
         return 0; /* an absolute-form target is not keyed as the origin-form one */
-    /* If-None-Match and If-Modified-Since are evaluated against a stored answer (RFC 9111
-     * §4.3.2); If-Match and If-Unmodified-Since are the origin's, ranges not served yet */
-    static const char *const never[] = {
-        "range",  "if-range",      "if-match", "if-unmodified-since",
-        "expect", "authorization", "cookie"};
+    /* If-None-Match, If-Modified-Since, Range and If-Range are evaluated against a stored
+     * answer (RFC 9111 §4.3.2, RFC 9110 §14.2); If-Match and If-Unmodified-Since are the
+     * origin's (§4.3.2) */
+    static const char *const never[] = {"if-match", "if-unmodified-since", "expect",
+                                        "authorization", "cookie"};
     for (size_t i = 0; i < h->fields_len; i++)
         for (size_t k = 0; k < sizeof(never) / sizeof(never[0]); k++)
             if (gw_proxy__name_is(h->fields[i].name, never[k]))
@@ -128,6 +129,8 @@ static const char *fwd_str(unsigned fwd, gw_slice_t method)
         return "stale";
     case GW_PROXY_CFWD_REQUEST:
         return "request";
+    case GW_PROXY_CFWD_PARTIAL:
+        return "partial";
     default:
         /* RFC 9211 §2.2: "method" when the method must go forward, else "bypass" */
         return gw_slice_eq(method, GW_SLICE_LIT("GET")) || gw_slice_eq(method, GW_SLICE_LIT("HEAD"))
@@ -155,7 +158,9 @@ static int answer_unavailable(px_t *px)
 typedef struct {
     int sie;
     unsigned origin_status;
-    int not_modified; /* the request's condition is false on it: 304 (RFC 9110 §13.2.2) */
+    int not_modified;       /* the request's condition is false on it: 304 (RFC 9110 §13.2.2) */
+    gw_cache_range_t range; /* PARTIAL: 206 of [first, last]; UNSATISFIABLE: 416 */
+    uint64_t first, last;
 } hit_how_t;
 
 /* RFC 9110 §15.4.5: the fields a 304 carries of the 200 it stands for. */
@@ -176,8 +181,14 @@ static int in_304(gw_slice_t name)
 static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t how)
 {
     gw_proxy_t *p = px->p;
-    unsigned status = how.not_modified ? 304 : e->status;
-    int no_body = px->s->head_only || status == 204 || status == 304 || e->body_len == 0;
+    unsigned status = how.not_modified                            ? 304
+                      : how.range == GW_CACHE_RANGE_PARTIAL       ? 206
+                      : how.range == GW_CACHE_RANGE_UNSATISFIABLE ? 416
+                                                                  : e->status;
+    /* RFC 9110 §14.4: the bytes of a 206, none with a 416 */
+    uint64_t off = status == 206 ? how.first : 0;
+    uint64_t len = status == 206 ? how.last - how.first + 1 : status == 416 ? 0 : e->body_len;
+    int no_body = px->s->head_only || status == 204 || status == 304 || len == 0;
     ox_t *ox = gw_pool_get(&p->ox_pool);
     if (!ox) {
         gw_proxy__fail(px, GW_E_NOMEM);
@@ -191,12 +202,21 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
     gw_list_init(&ox->klink);
     gw_proxy__cbody_init(&ox->body);
     ox->started_ns = gw_now_ns();
-    for (size_t i = 0; i < e->nbody && !no_body; i++)
-        if (gw_proxy__cbody_append(&ox->body, e->body[i].buf, e->body[i].off, e->body[i].len) < 0) {
+    uint64_t pos = 0; /* the body's slices [pos, pos + len) that overlap [off, off + len) */
+    for (size_t i = 0; i < e->nbody && !no_body && pos < off + len; i++) {
+        const gw_rslice_t *b = &e->body[i];
+        uint64_t a = pos;
+        pos += b->len;
+        if (pos <= off)
+            continue;
+        size_t from = off > a ? (size_t)(off - a) : 0;
+        size_t to = off + len < pos ? (size_t)(off + len - a) : b->len;
+        if (gw_proxy__cbody_append(&ox->body, b->buf, b->off + from, to - from) < 0) {
             gw_proxy__ox_free(ox);
             gw_proxy__fail(px, GW_E_NOMEM);
             return 1;
         }
+    }
     ox->complete = 1;
     ox->owner = px;
     gw_list_push_back(&ox->subs, &px->slink);
@@ -205,10 +225,17 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
 
     gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
     size_t n = 0;
-    for (size_t i = 0; i < e->nfields && n < GW_PROXY_MAX_RESP_FIELDS - 2; i++)
+    for (size_t i = 0; i < e->nfields && n < GW_PROXY_MAX_RESP_FIELDS - 3; i++)
         if (!how.not_modified || in_304(e->fields[i].name))
             f[n++] = e->fields[i];
-    char age[24], cstatus[128];
+    char age[24], cstatus[128], crange[64];
+    if (status == 206 || status == 416) {
+        size_t rl =
+            status == 206
+                ? gw_cache_content_range(crange, sizeof(crange), how.first, how.last, e->body_len)
+                : gw_cache_content_range(crange, sizeof(crange), 1, 0, e->body_len);
+        f[n++] = (gw_field_t){GW_SLICE_LIT("content-range"), {(const uint8_t *)crange, rl}};
+    }
     int alen = snprintf(age, sizeof(age), "%u", gw_cache_age(&e->meta, now));
     f[n++] = (gw_field_t){GW_SLICE_LIT("age"), {(const uint8_t *)age, (size_t)alen}};
     if (p->cfg->cache.status_header) {
@@ -224,7 +251,7 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
             f[n++] = (gw_field_t){GW_SLICE_LIT("cache-status"), {(const uint8_t *)cstatus, sl}};
     }
     n = gw_proxy__resp_rules_apply(px->route, f, n, GW_PROXY_MAX_RESP_FIELDS);
-    int64_t cl = status == 204 || status == 304 ? -1 : (int64_t)e->body_len;
+    int64_t cl = status == 204 || status == 304 ? -1 : (int64_t)len;
     px->status = status;
     px->resp_cl = cl;
     px->zc = GW_ZC_NONE;
@@ -237,11 +264,13 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
     return 1;
 }
 
-/* Whether the request has a condition of its own (If-None-Match, If-Modified-Since). */
+/* Whether the request has a condition of its own (If-None-Match, If-Modified-Since) or a
+ * Range: it goes to the origin as it is, whose 304 or 206 is for this client only. */
 static int conditional(const gw_req_head_t *h)
 {
     return gw_proxy__field(h->fields, h->fields_len, "if-none-match") ||
-           gw_proxy__field(h->fields, h->fields_len, "if-modified-since");
+           gw_proxy__field(h->fields, h->fields_len, "if-modified-since") ||
+           gw_proxy__field(h->fields, h->fields_len, "range");
 }
 
 /* RFC 9111 §4.3.1: a GET for a stored answer that has validators goes to the origin with
@@ -319,6 +348,12 @@ int gw_proxy__cache_serve(px_t *px)
         gw_cache_resp_t sr = {e->status, e->fields, e->nfields};
         hit_how_t how = {.not_modified =
                              gw_cache_conditional(&q, &sr) == GW_CACHE_COND_NOT_MODIFIED};
+        if (!how.not_modified && !px->s->head_only)
+            how.range = gw_cache_range(&q, &sr, e->body_len, &how.first, &how.last);
+        if (how.range == GW_CACHE_RANGE_FORWARD) {
+            px->cache_fwd = GW_PROXY_CFWD_PARTIAL; /* several ranges: the origin's */
+            break;
+        }
         rv = send_hit(px, e, now, how);
         break;
     }
@@ -328,7 +363,7 @@ int gw_proxy__cache_serve(px_t *px)
     default: /* stale (stale-while-revalidate too, for now) or the request's no-cache */
         px->cache_fwd = gw_cache_fresh(&e->meta, now) ? GW_PROXY_CFWD_REQUEST : GW_PROXY_CFWD_STALE;
         if (conditional(h))
-            break; /* the client's own condition goes to the origin, its 304 to the client */
+            break; /* the client's own condition or range goes to the origin as it is */
         if (add_validators(px, e))
             return 0; /* px holds e until its exchange takes it (gw_proxy__cache_lead) */
         if (gw_slice_eq(h->method, GW_SLICE_LIT("GET"))) {
@@ -397,6 +432,7 @@ int gw_proxy__cache_error(ox_t *ox, int code)
 /* ---- the filter ------------------------------------------------------------------------------ */
 
 static int cache_body_keep(struct gw_proxy_cx *cx, const gw_rslice_t *b);
+static void commit(ox_t *ox, struct gw_proxy_cx *cx);
 
 static void cx_drop_body(struct gw_proxy_cx *cx)
 {
@@ -476,6 +512,7 @@ static const char *keep_head(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *
     cx->nhead = n;
     cx->nreq = a->head.fields_len;
     cx->status = r->status;
+    cx->cl = r->cl;
     gw_cache_meta(&pol, rs, cx->request_time, (int64_t)time(NULL), &cx->meta);
     return NULL;
 }
@@ -577,6 +614,8 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
         st.stored = st.detail == NULL;
         if (st.detail)
             cx->keep = 0;
+        else if (cx->cl == 0)
+            commit(ox, cx); /* whole already: stored before the head goes out */
     }
     if (!ox->p->cfg->cache.status_header || r->n >= GW_PROXY_MAX_RESP_FIELDS)
         return 0;
@@ -621,6 +660,10 @@ static int cache_body(ox_t *ox, gw_rslice_t *b)
     if (cx->len + b->len > ox->p->cfg->cache.max_object || cache_body_keep(cx, b) < 0) {
         cx->keep = 0; /* streamed, not stored: the references go now */
         cx_drop_body(cx);
+    } else if (cx->cl >= 0 && cx->len == (uint64_t)cx->cl) {
+        /* whole by its Content-Length (the back checks the framing): stored before these last
+         * bytes reach anyone, so the client's next request, on any worker, finds it */
+        commit(ox, cx);
     }
     return 0;
 }
@@ -649,8 +692,16 @@ static int cache_end(ox_t *ox)
                 return rv;
         }
     }
-    if (!cx || !cx->keep || !cx->head || !ox->p->cache)
-        return 0;
+    if (cx)
+        commit(ox, cx);
+    return 0;
+}
+
+/* Put the kept answer into the store (once): its body by reference. */
+static void commit(ox_t *ox, struct gw_proxy_cx *cx)
+{
+    if (!cx->keep || !cx->head || !ox->p->cache)
+        return;
     gw_cache_put_t put = {
         .key = cx->key,
         .keylen = cx->keylen,
@@ -669,7 +720,6 @@ static int cache_end(ox_t *ox)
                      (int)(cx->keylen > 200 ? 200 : cx->keylen), cx->key, gw_errname(rv));
     cx_drop_body(cx); /* the entry holds its own references */
     cx->keep = 0;
-    return 0;
 }
 
 const gw_proxy_filter_t gw_proxy__filter_cache = {

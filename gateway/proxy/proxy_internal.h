@@ -602,6 +602,7 @@ typedef enum {
     GW_PROXY_CFWD_MISS,       /* nothing stored for it */
     GW_PROXY_CFWD_STALE,      /* stored, stale: fetched anew (no conditional revalidation yet) */
     GW_PROXY_CFWD_REQUEST,    /* stored and fresh, but the request said no-cache or max-age */
+    GW_PROXY_CFWD_PARTIAL,    /* stored, but the request asks several ranges (RFC 9211 §2.2) */
 } gw_proxy__cache_fwd_t;
 
 /* On a route with cache: true, before px goes to the origin: a fresh stored answer is sent to

@@ -19,6 +19,11 @@ from gwtest import Client, Streams, all_done, collect, gw_config, origin_count, 
 from origin import ScriptedOrigin
 
 
+def big(n):
+    """n bytes where each offset shows (i % 251): a slice out of place does not match."""
+    return bytes(i % 251 for i in range(n))
+
+
 class CountingOrigin(ScriptedOrigin):
     """ScriptedOrigin plus the /k/ paths; every body names the request's number at its path
     (n=1, n=2, ...), so an answer served again from the cache is told from a new one:
@@ -34,7 +39,7 @@ class CountingOrigin(ScriptedOrigin):
         /k/private      200, Cache-Control: private, max-age=60
         /k/cookie       200, max-age=60 and Set-Cookie
         /k/nostore      200, Cache-Control: no-store, max-age=60
-        /k/big/N        200, max-age=60, N bytes
+        /k/big/N        200, max-age=60, big(N)
         /k/chunked/N    200, max-age=60, N bytes chunked (no Content-Length)
         /k/cut          200, max-age=60, Content-Length 10000, 100 bytes sent, then closed
     Any method; a request with X-Status answers that status (POST /k/fresh/x with X-Status: 500)."""
@@ -100,7 +105,7 @@ class CountingOrigin(ScriptedOrigin):
         elif kind == "nostore":
             send([("Cache-Control", "no-store, max-age=60")], body)
         elif kind == "big":
-            send([("Cache-Control", "max-age=60")], b"b" * int(parts[1]))
+            send([("Cache-Control", "max-age=60")], big(int(parts[1])))
         elif kind == "chunked":  # no Content-Length: the size is known only at the end
             data = b"k" * int(parts[1])
             c.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
@@ -403,6 +408,39 @@ def test_conditional_requests_of_clients_are_answered_from_the_store(gateway):
         assert st == 304 and h["cache-status"] == "h2gate; fwd=miss; detail=status"
         st, h, _ = get(cl, "/k/etag/m")
         assert st == 200 and h["cache-status"] == "h2gate; fwd=miss; stored"
+        cl.close()
+
+
+def test_a_single_range_is_answered_from_a_stored_object(gateway):
+    """RFC 9110 §14: one satisfiable range of a stored 200 is a 206 with Content-Range, from the
+    stored buffers (across several of them); an unsatisfiable one a 416; If-Range with another
+    validator the whole answer; several ranges go to the origin."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+        cl.c.increment_flow_control_window(1 << 30)
+        cl.flush()
+        whole = get(cl, "/k/big/150000")[2]
+        assert whole == big(150000)
+        for rng, a, b in (("bytes=0-3", 0, 3), ("bytes=70000-90000", 70000, 90000),
+                          ("bytes=-10", 149990, 149999), ("bytes=149000-", 149000, 149999)):
+            st, h, body = get(cl, "/k/big/150000", extra=[("range", rng)])
+            assert st == 206 and body == whole[a:b + 1], rng
+            assert h["content-range"] == f"bytes {a}-{b}/150000"
+            assert h["content-length"] == str(b - a + 1)
+            assert h["cache-status"].startswith("h2gate; hit")
+        st, h, body = get(cl, "/k/big/150000", extra=[("range", "bytes=200000-")])
+        assert st == 416 and h["content-range"] == "bytes */150000" and body == b""
+        assert origin_count(o, "/k/big/150000") == 1
+        get(cl, "/k/fresh/r")
+        st, _, body = get(cl, "/k/fresh/r", extra=[("range", "bytes=0-2"), ("if-range", '"e1"')])
+        assert st == 206 and body == b"GET"
+        st, _, body = get(cl, "/k/fresh/r", extra=[("range", "bytes=0-2"), ("if-range", '"e0"')])
+        assert st == 200 and body == b"GET /k/fresh/r n=1\n"
+        st, h, _ = get(cl, "/k/fresh/r", extra=[("range", "bytes=0-1,3-4")])
+        assert h["cache-status"].startswith("h2gate; fwd=partial")
+        assert origin_count(o, "/k/fresh/r") == 2
         cl.close()
 
 
