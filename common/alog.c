@@ -376,6 +376,7 @@ static void format_json(ap_t *a, const gw_alog_t *r, uint64_t now_us)
     kv_cstr(a, "tls_client_subject", r->client_subject);
     kv_cstr(a, "remote_user", r->user);
     kv_cstr(a, "auth", r->auth ? gw_alog_auth_str((gw_alog_auth_t)r->auth) : NULL);
+    kv_cstr(a, "cache", r->cache);
     put(a, "}\n", 2);
 }
 

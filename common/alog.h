@@ -79,6 +79,8 @@ typedef struct {
     const char *user;         /* basic auth's user, let in (remote_user); NULL: none. It lives as
                                  long as the configuration the request came under */
     uint8_t auth;             /* gw_alog_auth_t */
+    const char *cache; /* on a route with cache: true, what the shared cache did ("hit", "miss",
+                          "stale", "revalidated", "stale-if-error", ...: static); NULL else */
     uint8_t id_len;
     char id[GW_ALOG_ID_MAX]; /* the request id (x-request-id); id_len 0: none */
 } gw_alog_t;

@@ -144,6 +144,8 @@ static const char *fwd_str(unsigned fwd, gw_slice_t method)
 /* only-if-cached with nothing usable (§5.2.1.7): 504. */
 static int answer_unavailable(px_t *px)
 {
+    if (px->s->log)
+        px->s->log->cache = "miss";
     px->status = 504;
     gw_proxy__resp_reached(px, PX_RESP_HEAD);
     if (gw_proxy__answer(px->s, 504, "h2gate: not in the cache (only-if-cached)\n") < 0)
@@ -219,6 +221,8 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
     }
     ox->complete = 1;
     ox->owner = px;
+    if (px->s->log)
+        px->s->log->cache = how.sie ? "stale-if-error" : "hit";
     gw_list_push_back(&ox->subs, &px->slink);
     ox->nsubs = 1;
     px->ox = ox;
@@ -616,6 +620,14 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
             cx->keep = 0;
         else if (cx->cl == 0)
             commit(ox, cx); /* whole already: stored before the head goes out */
+    }
+    FOREACH_SUB(ox, px) /* the access log's cache field: each its own, the answer is shared */
+    {
+        if (px->s->log && !px->closed)
+            px->s->log->cache =
+                cx && cx->revalidated
+                    ? (cx->stale && st.fwd_status == 304 ? "revalidated" : "stale-if-error")
+                    : fwd_str(px->cache_fwd, px->head.method);
     }
     if (!ox->p->cfg->cache.status_header || r->n >= GW_PROXY_MAX_RESP_FIELDS)
         return 0;

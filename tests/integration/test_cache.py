@@ -5,6 +5,7 @@ Set-Cookie, no-store, an answer cut midway, one above max_object), the request's
 stale entry sent forward, unsafe methods invalidating, and a route without `cache` unchanged.
 Origin requests are counted at the scripted origin."""
 import http.client
+import json
 import re
 import socket
 import threading
@@ -336,7 +337,7 @@ def test_a_stale_answer_is_revalidated_with_its_etag(gateway):
     refreshes the stored head (§4.3.4) and the client, which asked no condition, gets the
     stored body with a 200; a 200 (the object changed) replaces it."""
     with CountingOrigin() as o:
-        g = cached_gateway(gateway, o)
+        g = cached_gateway(gateway, o, extra="access_log: {path: access.json, format: json}\n")
         cl = Client(g.port)
         st, h, first = get(cl, "/k/etag/a")
         assert st == 200 and h["x-n"] == "1" and first.startswith(b"version 1 ")
@@ -361,6 +362,10 @@ def test_a_stale_answer_is_revalidated_with_its_etag(gateway):
         assert get(cl, "/k/etag/a")[2] == body
         cl.close()
         assert origin_count(o, "/k/etag/a") == 4
+        g.wait_log("never", timeout=1.2)
+        recs = [json.loads(l) for l in open(f"{g.workdir}/access.json").read().splitlines()]
+        assert [r["cache"] for r in recs] == ["miss", "revalidated", "hit", "revalidated",
+                                              "stale", "hit"]
 
 
 def test_a_stale_answer_is_revalidated_with_its_last_modified(gateway):
@@ -570,17 +575,24 @@ def test_status_header_off_still_serves_from_the_cache(gateway):
         assert a[2] == b[2] and "cache-status" not in a[1] and "cache-status" not in b[1]
         assert "age" in b[1]
         assert origin_count(o, "/k/fresh/quiet") == 1
-        # a hit has its access log line, as every answered request does
+        # a hit has its access log line, as every answered request does, which says what the
+        # cache did; a request the cache could not serve says why (here: a POST)
+        h1(g.port, "/k/fresh/quiet", method="POST")
         log = g.wait_log("never", timeout=1.2)
-        lines = open(f"{g.workdir}/access.json").read().splitlines()
-        assert len([l for l in lines if "/k/fresh/quiet" in l and '"status":200' in l]) == 2, \
-            (lines, log[-2000:])
+        recs = [json.loads(l) for l in open(f"{g.workdir}/access.json").read().splitlines()]
+        assert [(r["method"], r["status"], r["cache"]) for r in recs
+                if r["path"] == "/k/fresh/quiet"] == \
+            [("GET", 200, "miss"), ("GET", 200, "hit"), ("POST", 200, "method")], log[-2000:]
 
 
 def test_a_route_without_cache_is_unchanged(gateway):
     with CountingOrigin() as o:
-        g = origin_gateway(gateway, o, extra="cache:\n  max_object: 64KiB\n")
+        g = origin_gateway(gateway, o, extra="cache:\n  max_object: 64KiB\n"
+                           "access_log: {path: access.json, format: json}\n")
         a, b = h1(g.port, "/k/fresh/plain"), h1(g.port, "/k/fresh/plain")
         assert a[2] != b[2]
         assert "cache-status" not in a[1] and "age" not in b[1]
         assert origin_count(o, "/k/fresh/plain") == 2
+        g.wait_log("never", timeout=1.2)
+        recs = [json.loads(l) for l in open(f"{g.workdir}/access.json").read().splitlines()]
+        assert len(recs) == 2 and all(r["cache"] is None for r in recs)

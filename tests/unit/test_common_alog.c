@@ -112,7 +112,7 @@ static void json_line(void **state)
         "\"coalesced\":true,\"pushed\":false,\"throttled\":false,\"h2_error\":null,"
         "\"tls_client_verify\":\"SUCCESS\","
         "\"tls_client_subject\":\"CN=alice,O=Example \\\\\\\"Q\\\\\\\"\","
-        "\"remote_user\":null,\"auth\":null}\n");
+        "\"remote_user\":null,\"auth\":null,\"cache\":null}\n");
 }
 
 /* basic auth's user is combined's third field, json's remote_user, and $remote_user (the
@@ -128,11 +128,12 @@ static void remote_user(void **state)
         "127.0.0.1 - al\\x22ice [05/Dec/2026:11:40:22 +0000] \"GET /a?b=1 HTTP/2.0\" "
         "200 1024 \"-\" \"curl/7.88.1\"\n");
     const char *j = line(b, GW_ALOG_JSON, &r);
-    assert_non_null(strstr(j, ",\"remote_user\":\"al\\\"ice\",\"auth\":\"verified\"}\n"));
+    assert_non_null(
+        strstr(j, ",\"remote_user\":\"al\\\"ice\",\"auth\":\"verified\",\"cache\":null}\n"));
     r.user = NULL;
     r.auth = GW_ALOG_AUTH_FAILED;
     j = line(b, GW_ALOG_JSON, &r);
-    assert_non_null(strstr(j, ",\"remote_user\":null,\"auth\":\"failed\"}\n"));
+    assert_non_null(strstr(j, ",\"remote_user\":null,\"auth\":\"failed\",\"cache\":null}\n"));
 }
 
 static void json_escapes_hostile_bytes(void **state)
