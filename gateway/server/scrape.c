@@ -102,6 +102,8 @@ typedef struct {
     unsigned nworkers;
     uint64_t accepted[GW_SERVER_MAX_WORKERS], busy[GW_SERVER_MAX_WORKERS];
     table_stats_t tables[2]; /* clients, rates */
+    int cache_on;            /* a route has cache: true: the shared cache's counters */
+    gw_cache_stats_t cache;
     int cluster_on;
     gw_cluster_stats_t cluster;
     uint64_t cluster_up;
@@ -141,6 +143,7 @@ typedef enum {
     NEED_CLUSTER, /* a cluster section is configured */
     NEED_ACME,    /* an acme section is configured */
     NEED_PROC,    /* /proc could be read */
+    NEED_CACHE,   /* a route has cache: true (the shared cache exists) */
 } need_t;
 
 /* One value of a family's second label, and where its number is (from the entity's base). */
@@ -198,6 +201,7 @@ static const point_t client_dirs[] = {{"in", AT(t.client_in)}, {"out", AT(t.clie
 static const point_t origin_dirs[] = {{"in", AT(t.origin_in)}, {"out", AT(t.origin_out)}};
 static const point_t zdirs[] = {{"in", AT(t.z.in)}, {"out", AT(t.z.out)}};
 static const point_t reload_results[] = {{"ok", AT(reloads_ok)}, {"failed", AT(reloads_failed)}};
+static const point_t cache_lookups[] = {{"hit", AT(cache.hits)}, {"miss", AT(cache.misses)}};
 static const point_t acme_results[] = {{"issued", AT(acme_issued)}, {"failed", AT(acme_failed)}};
 static const point_t cluster_calls[] = {{"ok", AT(cluster.calls_ok)},
                                         {"failed", AT(cluster.calls_failed)},
@@ -420,6 +424,26 @@ static const fam_t fams[] = {
      .off = AT(t.alog_lost)},
     {"h2gate_config_reloads_total", "counter", "Configuration reloads (SIGHUP), by result.",
      .label = "result", POINTS(reload_results)},
+    {"h2gate_cache_lookups_total", "counter",
+     "Lookups in the shared cache (routes with cache: true), by result: hit (an entry, fresh or "
+     "not), miss.",
+     .label = "result", POINTS(cache_lookups), .need = NEED_CACHE},
+    {"h2gate_cache_stores_total", "counter", "Answers put in the shared cache (new or replacing).",
+     .off = AT(cache.inserts), .need = NEED_CACHE},
+    {"h2gate_cache_refused_total", "counter",
+     "Answers the shared cache refused at the end: larger than cache.max_object once charged.",
+     .off = AT(cache.refused), .need = NEED_CACHE},
+    {"h2gate_cache_evictions_total", "counter",
+     "Entries evicted to keep the shared cache within cache.memory (S3-FIFO).",
+     .off = AT(cache.evictions), .need = NEED_CACHE},
+    {"h2gate_cache_purged_total", "counter",
+     "Entries removed: by unsafe methods' answers (RFC 9111 section 4.4).", .off = AT(cache.purged),
+     .need = NEED_CACHE},
+    {"h2gate_cache_bytes", "gauge",
+     "Bytes the shared cache is charged now (bodies' buffers, heads, keys, index).",
+     .off = AT(cache.bytes), .need = NEED_CACHE},
+    {"h2gate_cache_objects", "gauge", "Entries in the shared cache now.", .off = AT(cache.objects),
+     .need = NEED_CACHE},
     {"h2gate_cluster_up", "gauge",
      "1 while the cluster's Redis answers (the last call succeeded), else 0.",
      .off = AT(cluster_up), .need = NEED_CLUSTER},
@@ -600,6 +624,8 @@ static int shown(const fam_t *f, const scrape_t *sc)
         return sc->acme_on;
     case NEED_PROC:
         return sc->proc.ok;
+    case NEED_CACHE:
+        return sc->cache_on;
     case NEED_NONE:
         break;
     }
@@ -708,6 +734,10 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
             sc->tables[i].evictions = gw_bucket_table_evictions(tabs[i]->t);
             sc->tables[i].refused = gw_bucket_table_refused(tabs[i]->t);
         }
+    if (s->gen->cache) {
+        sc->cache_on = 1;
+        gw_cache_stats(s->gen->cache->c, &sc->cache);
+    }
     if (s->cluster) {
         sc->cluster_on = 1;
         sc->cluster = gw_cluster_stats(s->cluster);

@@ -16,7 +16,8 @@ import h2.settings
 from procs import free_port
 from test_reload import reload_to
 
-from gwtest import Client, Streams, all_done, collect, gw_config, origin_count, origin_gateway
+from gwtest import (Client, Streams, all_done, collect, gw_config, origin_count, origin_gateway,
+                    sample, scrape)
 from origin import ScriptedOrigin
 
 
@@ -596,3 +597,26 @@ def test_a_route_without_cache_is_unchanged(gateway):
         g.wait_log("never", timeout=1.2)
         recs = [json.loads(l) for l in open(f"{g.workdir}/access.json").read().splitlines()]
         assert len(recs) == 2 and all(r["cache"] is None for r in recs)
+
+
+def test_the_cache_counts_on_the_admin_metrics(gateway):
+    """h2gate_cache_*: lookups by result, stores, purges, bytes and objects of the shared
+    store; shown only when a route caches."""
+    with CountingOrigin() as o:
+        g = origin_gateway(gateway, o, route_extra="cache: true\n", admin=True)
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_objects") == 0
+        h1(g.port, "/k/fresh/m1")
+        h1(g.port, "/k/fresh/m1")
+        h1(g.port, "/k/fresh/m2")
+        h1(g.port, "/k/fresh/m2", method="DELETE")
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_lookups_total", result="hit") == 1
+        assert sample(fams, "h2gate_cache_lookups_total", result="miss") == 2
+        assert sample(fams, "h2gate_cache_stores_total") == 2
+        assert sample(fams, "h2gate_cache_purged_total") == 1
+        assert sample(fams, "h2gate_cache_objects") == 1
+        assert sample(fams, "h2gate_cache_bytes") >= 16384  # a read buffer at least
+        g2 = origin_gateway(gateway, o, admin=True)  # no route caches: no family
+        fams, _ = scrape(g2.admin)
+        assert not any(k[0].startswith("h2gate_cache_") for k in fams)
