@@ -83,6 +83,7 @@ ssize_t gw_http01_find(const uint8_t *token, size_t len, char *out, size_t cap)
     return rv;
 }
 
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 size_t gw_http01_count(void)
 {
     pthread_mutex_lock(&lock);
@@ -90,3 +91,4 @@ size_t gw_http01_count(void)
     pthread_mutex_unlock(&lock);
     return n;
 }
+#endif

@@ -38,7 +38,9 @@ size_t gw_http01_withdraw(const void *owner);
  * of GW_HTTP01_AUTHZ_MAX always suffices). Safe from any thread. */
 ssize_t gw_http01_find(const uint8_t *token, size_t len, char *out, size_t cap);
 
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* How many tokens are published. */
 size_t gw_http01_count(void);
+#endif
 
 #endif

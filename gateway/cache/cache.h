@@ -297,8 +297,10 @@ typedef struct {
 gw_cache_t *gw_cache_new(const gw_cache_opts_t *o);
 /* Free the store; entries still held by readers live on until their last unref. */
 void gw_cache_del(gw_cache_t *c);
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* The number of shards (each with its lock and 1/shards of the budget). */
 unsigned gw_cache_shards(const gw_cache_t *c);
+#endif
 
 /* What an insert stores: the key, the request fields the answer's Vary names are read from,
  * the head (copied into the entry), the body (each slice's buffer gains a reference held by the
@@ -327,20 +329,25 @@ int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p);
 gw_cache_entry_t *gw_cache_get(gw_cache_t *c, const char *key, size_t keylen, const gw_field_t *req,
                                size_t n);
 
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* The body bytes [off, off + len) of e as slices into its buffers, into out[0..cap): not
  * referenced (valid while the caller holds e; gw_iovq_ref() pins a buffer past that), for a
  * 206 or a whole answer. Returns the count, or -1 when the range is not inside the body or
  * cap is too small. len 0 gives 0. */
 ssize_t gw_cache_body_slices(const gw_cache_entry_t *e, uint64_t off, uint64_t len,
                              gw_rslice_t *out, size_t cap);
+#endif
 
 /* Drop a reference from gw_cache_get(); the last one frees the entry and its body references. */
 void gw_cache_unref(gw_cache_entry_t *e);
 
 /* Remove every variant of key; returns how many. Readers keep theirs. */
 size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen);
-/* Remove every entry whose key starts with prefix (every shard, one after the other). */
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
+/* Remove every entry whose key starts with prefix (every shard, one after the other); for
+ * the admin listener's purge by prefix, not built yet. */
 size_t gw_cache_purge_prefix(gw_cache_t *c, const char *prefix, size_t len);
+#endif
 
 /* The counters, summed over the shards. */
 void gw_cache_stats(gw_cache_t *c, gw_cache_stats_t *s);

@@ -438,10 +438,12 @@ void gw_cache_del(gw_cache_t *c)
     gw_free(c);
 }
 
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 unsigned gw_cache_shards(const gw_cache_t *c)
 {
     return c->nshards;
 }
+#endif
 
 int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p)
 {
@@ -573,6 +575,7 @@ size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen)
     return n;
 }
 
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 size_t gw_cache_purge_prefix(gw_cache_t *c, const char *prefix, size_t len)
 {
     size_t n = 0;
@@ -599,6 +602,7 @@ size_t gw_cache_purge_prefix(gw_cache_t *c, const char *prefix, size_t len)
     }
     return n;
 }
+#endif
 
 void gw_cache_stats(gw_cache_t *c, gw_cache_stats_t *st)
 {
@@ -621,6 +625,7 @@ void gw_cache_stats(gw_cache_t *c, gw_cache_stats_t *st)
     }
 }
 
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 ssize_t gw_cache_body_slices(const gw_cache_entry_t *e, uint64_t off, uint64_t len,
                              gw_rslice_t *out, size_t cap)
 {
@@ -641,3 +646,4 @@ ssize_t gw_cache_body_slices(const gw_cache_entry_t *e, uint64_t off, uint64_t l
     }
     return (ssize_t)k;
 }
+#endif

@@ -347,13 +347,17 @@ int gw_proxy__cache_serve(px_t *px)
         return cc.flags & GW_HTTP_CC_ONLY_IF_CACHED ? answer_unavailable(px) : 0;
     }
     int rv = 0;
-    switch (gw_cache_use(&e->meta, &q, now)) {
+    gw_cache_use_t use = gw_cache_use(&e->meta, &q, now);
+    GW_LOG_DEBUG("cache_lookup", "use=%s", gw_cache_use_str(use));
+    switch (use) {
     case GW_CACHE_USE_FRESH: {
         gw_cache_resp_t sr = {e->status, e->fields, e->nfields};
-        hit_how_t how = {.not_modified =
-                             gw_cache_conditional(&q, &sr) == GW_CACHE_COND_NOT_MODIFIED};
+        gw_cache_cond_t cond = gw_cache_conditional(&q, &sr);
+        hit_how_t how = {.not_modified = cond == GW_CACHE_COND_NOT_MODIFIED};
         if (!how.not_modified && !px->s->head_only)
             how.range = gw_cache_range(&q, &sr, e->body_len, &how.first, &how.last);
+        GW_LOG_DEBUG("cache_hit", "cond=%s range=%s", gw_cache_cond_str(cond),
+                     gw_cache_range_str(how.range));
         if (how.range == GW_CACHE_RANGE_FORWARD) {
             px->cache_fwd = GW_PROXY_CFWD_PARTIAL; /* several ranges: the origin's */
             break;

@@ -536,12 +536,14 @@ const gw_proxy_errpages_t *gw_proxy__errpages_of(const gw_proxy_t *p, const gw_c
 /* The page of status in t (t may be NULL), or NULL. */
 const gw_proxy_errpage_t *gw_proxy__errpage_find(const gw_proxy_errpages_t *t, unsigned status);
 
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* Whether a request of client sa on route r (index idx in the config) is within the
  * route's request_rate; when not, *retry_after_s is the whole seconds until one more request
  * is allowed (at least 1). Always 1 when the route has no rate, t is NULL or the address is
  * not IP (unlimited). */
 int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t idx,
                          const struct sockaddr *sa, uint64_t now_us, unsigned *retry_after_s);
+#endif
 /* The same for one of share instances deciding alone (gw_proxy_rate_asker_t.share; 0 counts
  * as 1): a request goes while the bucket holds a token, and costs share tokens (the rest as
  * debt), so the bucket lets rate/share requests a second through, and its burst/share (at

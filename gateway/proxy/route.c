@@ -75,11 +75,13 @@ int gw_proxy__answer_fields(gw_cstream_t *s, unsigned status, const char *text,
     return rv;
 }
 
+#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 int gw_proxy__rate_allow(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t idx,
                          const struct sockaddr *sa, uint64_t now_us, unsigned *retry_after_s)
 {
     return gw_proxy__rate_allow_share(t, r, idx, sa, now_us, 1, retry_after_s);
 }
+#endif
 
 int gw_proxy__rate_allow_share(gw_bucket_table_t *t, const gw_cfg_route_t *r, size_t idx,
                                const struct sockaddr *sa, uint64_t now_us, unsigned share,
