@@ -259,7 +259,9 @@ def canned():
 def test_origin_content_length_past_int64_is_502(gateway, canned):
     g = start(gateway, canned.port)
     for path in ("/cl-2-63", "/cl-2-64"):
-        out = raw_exchange(g.plain_port, f"GET {path} HTTP/1.1\r\nHost: a\r\n\r\n".encode())
+        # Connection: close: the exchange ends with the answer (the 502 keeps the connection)
+        out = raw_exchange(g.plain_port,
+                           f"GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".encode())
         assert h1_status(out) == 502, out
         status, _, _ = h2_get(g.plain_port, [(":method", "GET"), (":path", path),
                                              (":scheme", "http"), (":authority", "a")])
@@ -268,7 +270,8 @@ def test_origin_content_length_past_int64_is_502(gateway, canned):
 
 def test_gzip_chunked_from_the_origin_is_502(gateway, canned):
     g = start(gateway, canned.port)
-    out = raw_exchange(g.plain_port, b"GET /gzip-chunked HTTP/1.1\r\nHost: a\r\n\r\n")
+    out = raw_exchange(g.plain_port,
+                       b"GET /gzip-chunked HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
     assert h1_status(out) == 502, out
     status, body, _ = h2_get(g.plain_port, [(":method", "GET"), (":path", "/gzip-chunked"),
                                             (":scheme", "http"), (":authority", "a")])
