@@ -20,6 +20,61 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from origin import ScriptedOrigin  # noqa: E402
 from procs import H2GATE_BIN, Gateway, Nginx, Redis, factory  # noqa: E402
 
+# Tests that measure rates, bandwidth, time bounds under a second, memory or CPU, or that load
+# the machine (h2load, 100 MiB transfers, chromium), are marked `serial`: scripts/lib/run_pytest.sh
+# runs the others in two pytest-xdist workers at once, then these alone, so that nothing else
+# competes with them for the CPU. Whole modules are listed in SERIAL_MODULES; single tests carry
+# @pytest.mark.serial, or are listed in SERIAL_TESTS (the ACME tests' renewals and backoffs on
+# a clock: their files are the ACME work's). A name listed that is no longer there stops the run.
+SERIAL_TESTS = (
+    "test_acme.py::test_short_lived_certificate_renewed_and_swapped_under_an_open_connection",
+    "test_acme.py::test_acme_error_logged_with_detail_and_retried_with_backoff",
+    "test_acme_cluster.py::test_lock_held_elsewhere_waits_answers_shared_challenges_and_bounds_a_read",
+    "test_acme_ops.py::test_ari_window_drives_the_renewal",
+    "test_acme_ops.py::test_ari_failure_falls_back_to_renew_before",
+    "test_acme_ops.py::test_failed_renewal_keeps_the_certificate_and_is_counted",
+    "test_acme_ops.py::test_renew_before_past_the_lifetime_renews_at_half",
+    "test_acme_ops.py::test_hourly_cap_defers_the_third_order",
+)
+SERIAL_MODULES = (
+    "test_admin",          # probes answered within 0.3 s during a slow scrape
+    "test_browser",        # chromium
+    "test_cluster",        # request rates and bandwidth across instances
+    "test_cluster_sentinel",  # a limit held through a Redis failover, under h2load
+    "test_origin_churn",   # h2load, origin connection counts
+    "test_pipeline",       # h2load, pool caps
+    "test_rate_tables",    # rate tables under a flood of clients
+    "test_throttle",       # response, request and upload rates, CPU and RSS
+    "test_upload_limits",  # upload rates and RSS per byte
+)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "serial: run alone, not beside other tests "
+                                       "(scripts/lib/run_pytest.sh)")
+    here = os.path.dirname(os.path.abspath(__file__))
+    for m in SERIAL_MODULES:
+        if not os.path.exists(os.path.join(here, m + ".py")):
+            raise pytest.UsageError(f"conftest.py SERIAL_MODULES: no {m}.py in {here}")
+    for t in SERIAL_TESTS:
+        module, name = t.split("::")
+        path = os.path.join(here, module)
+        text = ""
+        if os.path.exists(path):
+            with open(path) as f:
+                text = f.read()
+        if f"\ndef {name}(" not in text:
+            raise pytest.UsageError(f"conftest.py SERIAL_TESTS: no test {name} in {path}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = item.module.__name__.rsplit(".", 1)[-1]
+        if (name in SERIAL_MODULES
+                or f"{name}.py::{item.originalname}" in SERIAL_TESTS):
+            item.add_marker(pytest.mark.serial)
+
 
 @pytest.fixture
 def h2gate_bin():

@@ -127,6 +127,7 @@ def test_hostile_bytes_are_escaped(gateway, origin, tmp_path):
         g.stop()
 
 
+@pytest.mark.serial
 def test_n_requests_under_load_give_n_lines(gateway, origin, tmp_path):
     """h2load: 2,000 requests over 20 connections, two workers: 2,000 lines, all parse."""
     port = free_port()

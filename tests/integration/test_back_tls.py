@@ -192,6 +192,7 @@ def get(g, path, *extra):
 
 # ---- the happy paths -----------------------------------------------------------------------------
 
+@pytest.mark.serial
 def test_get_from_nginx_https_origin_with_keep_alive(gateway, tls_nginx, certs, tmp_path):
     site = tmp_path / "site"
     site.mkdir()

@@ -411,6 +411,7 @@ class Conn:
         self.cl.flush()
 
 
+@pytest.mark.serial
 def test_fanout_over_ten_connections_is_bounded_and_a_stalled_follower_detaches(
         gateway, corigin):
     """100 followers over 10 connections with windows from 16 KiB to 1 MiB (incremental

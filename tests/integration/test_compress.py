@@ -259,6 +259,7 @@ def test_max_concurrent_sends_identity_beyond(gateway, origin):
     assert f["content-encoding"] == ["gzip"]
 
 
+@pytest.mark.serial
 def test_h2load_many_compressed_responses(zgw):
     r = run(["h2load", "-n", "2000", "-c", "10", "-m", "10", "-H", "accept-encoding: gzip",
              f"http://127.0.0.1:{zgw.port}/text/20000"], timeout=60)
@@ -528,6 +529,7 @@ def slow_download(port, path, ae, pid):
     return n, h.hexdigest(), peak
 
 
+@pytest.mark.serial
 def test_slow_small_window_client_100mib_rss_bounded(gateway, nginx_origin, tmp_path):
     """A 100 MiB text file from nginx, read by a client with a 16 KiB window: compressed (each
     coding) the gateway's RSS grows no more than sending it as it is, plus the compressor's

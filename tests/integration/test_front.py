@@ -468,6 +468,7 @@ def test_h2_over_tls12_with_blocklisted_cipher_is_inadequate_security(gateway):
     assert r.stdout == "502", r.stderr
 
 
+@pytest.mark.serial
 def test_session_tickets_resume_and_rotate(gateway):
     """A TLS 1.2 session resumes with its ticket; after two rotation periods the ticket's key
     is gone and the handshake is a full one. Periods count from the gateway's start, so a ticket
@@ -589,6 +590,7 @@ def test_graceful_shutdown_deadline_closes_stuck_connections(gateway):
     s.close()
 
 
+@pytest.mark.serial
 def test_write_bound_pauses_reads_of_a_client_that_does_not_read(gateway):
     """A client pipelines requests and reads nothing. Once limits.write_buffer bytes wait for
     its socket the gateway stops reading it (logged as read_paused) instead of buffering

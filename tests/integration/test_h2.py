@@ -174,6 +174,7 @@ def test_nghttp_client(gw):
     assert NO_PROXY.strip() in r.stdout
 
 
+@pytest.mark.serial
 def test_h2load_many_requests(gw):
     r = run(["h2load", "-n", "400", "-c", "4", "-m", "8", f"http://127.0.0.1:{gw.plain_port}/"],
             timeout=60)

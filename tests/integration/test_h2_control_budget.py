@@ -9,6 +9,8 @@
   the number of literals."""
 import os
 
+import pytest
+
 from procs import free_port
 from gwtest import RawH2, config, frame, frames_of, goaway_code, settings
 
@@ -129,6 +131,7 @@ def cpu_seconds(pid):
     return total
 
 
+@pytest.mark.serial
 def test_literals_naming_a_big_entry_cost_their_bytes(gateway):
     port = free_port()
     g = gateway(gw_cfg(port, extra="h2: {control_frame_budget: 100000}\n"),

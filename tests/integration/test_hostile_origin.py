@@ -193,6 +193,7 @@ def test_failures_eject_the_server_until_it_answers_again(gateway, hostile):
     assert sample(scrape(g.admin)[0], "h2gate_upstream_server_up") == 1
 
 
+@pytest.mark.serial
 def test_large_hostile_answers_keep_memory_bounded(gateway, hostile):
     """1 MiB header lines, trailers and chunk extensions, 100,000 fields: each is refused at a
     bound, and doing it again and again does not grow the gateway."""

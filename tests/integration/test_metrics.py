@@ -51,6 +51,7 @@ def http(port, path, method="GET"):
             out += d
 
 
+@pytest.mark.serial
 def test_every_name_typed_and_requests_counted(gateway, origin):
     """After N requests through a route over HTTP/1.1, h2c and TLS, h2gate_requests_total for
     it sums to N; every metric name is present with its # TYPE; histograms count the same
@@ -235,6 +236,7 @@ def wide_config(port, tls_port, admin, origin):
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.serial
 def test_fresh_gateway_exports_every_configured_series_at_zero(gateway, origin):
     """Before any request, /metrics has a series at 0 for every label value the configuration
     names (each listener and protocol it speaks, route, upstream, server, coding, rate table);
@@ -308,6 +310,7 @@ def test_fresh_gateway_exports_every_configured_series_at_zero(gateway, origin):
     assert sorted(set(before) - set(after)) == []
 
 
+@pytest.mark.serial
 def test_process_metrics_agree_with_proc(gateway, origin):
     """The standard process_* series, as the client libraries define them, against what
     /proc says of the gateway's pid."""

@@ -208,6 +208,7 @@ def test_downloads_have_the_origin_bytes(gwo, proto, size):
     assert body.encode() == pattern(size)
 
 
+@pytest.mark.serial
 def test_100mib_download_from_nginx(gateway, nginx_origin, tmp_path):
     root = tmp_path / "www"
     root.mkdir()
@@ -445,6 +446,7 @@ def test_client_reset_aborts_the_origin_exchange(gwo):
 
 # ---- pools, counted at the origin ----------------------------------------------------------------
 
+@pytest.mark.serial
 def test_pool_reuse_10k_sequential_and_10k_concurrent(gateway, nginx_origin, tmp_path):
     root = tmp_path / "www"
     root.mkdir()
@@ -468,6 +470,7 @@ def test_pool_reuse_10k_sequential_and_10k_concurrent(gateway, nginx_origin, tmp
 
 # ---- bounded memory ------------------------------------------------------------------------------
 
+@pytest.mark.serial
 def test_slow_reader_keeps_memory_bounded_and_is_timed_out(gateway, nginx_origin, tmp_path, h2gate_bin):
     if "san" in os.path.basename(os.path.dirname(os.path.dirname(h2gate_bin))):
         pytest.skip("sanitizer builds keep freed memory in quarantine: RSS says nothing")
@@ -604,6 +607,7 @@ def test_content_length_disagreeing_with_data_resets_and_origin_never_gets_it(gw
     cl.close()
 
 
+@pytest.mark.serial
 def test_slow_origin_upload_keeps_memory_bounded(gateway, origin, h2gate_bin):
     if "san" in os.path.basename(os.path.dirname(os.path.dirname(h2gate_bin))):
         pytest.skip("sanitizer builds keep freed memory in quarantine: RSS says nothing")

@@ -10,6 +10,8 @@ import struct
 import subprocess
 import time
 
+import pytest
+
 from procs import free_port, recv_all, run, wait_port
 from gwtest import tls_client_ctx, tls_listener
 
@@ -207,6 +209,7 @@ def test_only_trusted_sources_may_send_a_header(gateway, origin, tmp_path):
     assert echoed(r)["x-forwarded-for"] == "203.0.113.8"
 
 
+@pytest.mark.serial
 def test_per_client_limits_use_the_header_address(gateway, origin, tmp_path):
     g = pp_gateway(gateway, origin, tmp_path, route_extra="request_rate: 1\nrequest_burst: 1")
     a = b"PROXY TCP4 203.0.113.10 127.0.0.1 1000 80\r\n"

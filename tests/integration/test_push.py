@@ -365,6 +365,7 @@ def test_config_refuses_push_without_an_h2_listener(h2gate_bin, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.serial
 def test_pushed_stream_keeps_to_its_routes_rate(gateway, origin):
     # the pushed request is routed on its own path: /bytes/ has a response_rate, the page not
     port = free_port()

@@ -172,6 +172,7 @@ def test_redirect_https_with_port(gateway, origin):
     assert origin.requests == []
 
 
+@pytest.mark.serial
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup does)")
 def test_chromium_follows_redirect_https(gateway, origin, tmp_path):
     port, tls_port, rport = free_port(), free_port(), free_port()

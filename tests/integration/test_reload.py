@@ -48,6 +48,7 @@ def reload_to(g, text, generation, timeout=10):
     raise AssertionError(f"generation {generation} not taken ({want}):\n{g.log()[-4000:]}")
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
 def test_reload_under_load_loses_no_request(gateway, nginx_origin, tmp_path, tls):
     """h2load (200,000 requests, 50 connections x 10 streams) while the configuration is

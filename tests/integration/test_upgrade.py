@@ -61,6 +61,7 @@ def pid_file_gateway(gateway, nginx_origin, tmp_path, extra="", wait=(), **kw):
     return g, text, port, pid_path
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
 def test_upgrade_under_load_loses_no_request(gateway, nginx_origin, tmp_path, tls):
     tls_port, admin = free_port(), free_port()

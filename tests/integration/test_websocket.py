@@ -488,6 +488,7 @@ def test_reload_keeps_tunnels_until_tunnel_drain(gateway, wsorigin):
 
 # ---- backpressure --------------------------------------------------------------------------------
 
+@pytest.mark.serial
 def test_backpressure_client_not_reading_100mib(gateway, wsorigin):
     """The origin sends 100 MiB while the client reads nothing (python3-websockets stops
     reading its socket when its queue is full): the gateway stops reading the origin, its RSS
@@ -516,6 +517,7 @@ def test_backpressure_client_not_reading_100mib(gateway, wsorigin):
     assert grown < 8 * 1024 or sanitized(), grown  # ASan: quarantine
 
 
+@pytest.mark.serial
 def test_backpressure_h2_client_not_reading(gateway, wsorigin):
     if sanitized():  # 100 MiB through the ASan build proves nothing the plain build does not
         pytest.skip("sanitizer builds keep freed memory in quarantine: RSS says nothing")
@@ -552,6 +554,7 @@ def rcvbuf_beyond_debian():
     return max(0, rmem_max - (6 << 20))
 
 
+@pytest.mark.serial
 def test_backpressure_origin_not_reading(gateway, wsorigin):
     """The client sends while the origin reads nothing: the gateway stops reading the client
     (HTTP/1.1) or granting window (HTTP/2) once its buffer bound is full: what it took is
@@ -665,6 +668,7 @@ def test_tunnels_gauge_and_client_reset(gateway, wsorigin):
     asyncio.run(go())
 
 
+@pytest.mark.serial
 def test_bandwidth_limit_applies_to_tunnels(gateway, wsorigin):
     """throttle.response_rate holds a tunnel's bytes to the client like any response's."""
     g = wsgw(gateway, wsorigin, extra="throttle:\n  response_rate: 256KiB/s\n  response_burst: 64KiB\n")

@@ -5,6 +5,7 @@ RSS of a process. The HTTP/2 clients and the config builders are in gwtest.py, t
 origins in origin.py and hostile_origin.py (all in tests/lib/, which tests/integration and
 scripts/lib import; nothing here imports a test)."""
 import os
+import random
 import shutil
 import signal
 import socket
@@ -20,10 +21,48 @@ H2GATE_BIN = os.path.abspath(os.environ.get("H2GATE_BIN", os.path.join(ROOT, "bu
 _given_ports = set()
 
 
+def _xdist_stripe():
+    """(this worker's index, the number of workers) when pytest-xdist runs the tests in
+    several processes (scripts/lib/run_pytest.sh), else None."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1:
+        return int(worker[2:]), int(count)
+    return None
+
+
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(family=socket.AF_INET, host="127.0.0.1"):
     """A TCP port that is free right now on `host` (the OS picks it), never one this process
     was given before: two calls in a row may otherwise get the same port back from the kernel
-    (seen as "duplicate listener" when a test asked for a TLS and a cleartext port)."""
+    (seen as "duplicate listener" when a test asked for a TLS and a cleartext port).
+    Under pytest-xdist, the kernel's pick could be the port another worker was just given and
+    has not bound yet: each worker then takes its ports from a stripe of its own (port modulo
+    the number of workers), below the ephemeral range, which no client socket is given either
+    (scripts/lib/ports.py)."""
+    stripe = _xdist_stripe()
+    low = _ephemeral_low()
+    if stripe and low - 10000 >= 4096:
+        index, count = stripe
+        for _ in range(10000):  # then, whatever happened, the kernel's pick
+            port = random.randrange(10000, low)
+            port += index - port % count
+            if port >= low or port in _given_ports:
+                continue
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue  # in use, or connections of it still in TIME_WAIT
+            _given_ports.add(port)
+            return port
     while True:
         with socket.socket(family, socket.SOCK_STREAM) as s:
             s.bind((host, 0))
