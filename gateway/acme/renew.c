@@ -117,18 +117,6 @@ static int digits(const char *s, int n, int *v)
     return 0;
 }
 
-/* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar (Howard Hinnant's
- * days_from_civil), so that no time zone or locale is involved. */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
 static int valid_ymdhms(int y, int mo, int d, int h, int mi, int s)
 {
     static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
@@ -166,7 +154,7 @@ int gw_acme_rfc3339(const char *s, int64_t *out)
     }
     if (*p)
         return GW_E_PARSE;
-    *out = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off;
+    *out = gw_http_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off;
     return 0;
 }
 
@@ -185,7 +173,7 @@ static int imf_fixdate(const char *s, int64_t *out)
             mo = i + 1;
     if (!mo || !valid_ymdhms(y, mo, d, h, mi, sec))
         return GW_E_PARSE;
-    *out = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec;
+    *out = gw_http_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec;
     return 0;
 }
 

@@ -54,8 +54,7 @@ static int clock_of(rd_t *r, int *h, int *mi, int *s)
            digits(r, 2, 2, s);
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
-static int64_t days_from_civil(int64_t y, int m, int d)
+int64_t gw_http_days_from_civil(int64_t y, int m, int d)
 {
     y -= m <= 2;
     int64_t era = (y >= 0 ? y : y - 399) / 400;
@@ -102,6 +101,6 @@ int gw_http_date_parse(gw_slice_t v, int64_t *out)
     }
     if (!ok || d < 1 || d > days_in_month(y, m) || h > 23 || mi > 59 || s > 60)
         return -1;
-    *out = days_from_civil(y, m, d) * 86400 + h * 3600 + mi * 60 + s;
+    *out = gw_http_days_from_civil(y, m, d) * 86400 + h * 3600 + mi * 60 + s;
     return 0;
 }

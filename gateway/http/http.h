@@ -325,4 +325,8 @@ int gw_http_pragma_no_cache(const gw_field_t *f, size_t n);
  * the same answer until 2019+50). Leap seconds (second 60) are accepted. */
 int gw_http_date_parse(gw_slice_t v, int64_t *out);
 
+/* Days from 1970-01-01 to the proleptic Gregorian date y-m-d (Howard Hinnant's
+ * days_from_civil): no time zone, no locale. For the HTTP-date here and RFC 3339 times. */
+int64_t gw_http_days_from_civil(int64_t y, int m, int d);
+
 #endif
