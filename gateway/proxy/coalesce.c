@@ -70,6 +70,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/hash.h"
+#include "cache/cache.h"
 #include "http/http.h"
 #include "proxy/proxy_internal.h"
 
@@ -181,28 +182,6 @@ char *gw_proxy__coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h, si
     return k;
 }
 
-/* RFC 9110 §15.1: the status codes defined as heuristically cacheable, without 206 (ranges
- * never coalesce: a 206 answers a request we would not have let join). */
-static int heuristic_status(unsigned st)
-{
-    switch (st) {
-    case 200:
-    case 203:
-    case 204:
-    case 300:
-    case 301:
-    case 308:
-    case 404:
-    case 405:
-    case 410:
-    case 414:
-    case 501:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 int gw_proxy__has_credentials(const gw_req_head_t *h)
 {
     /* RFC 9111 §3.5 names Authorization; a Cookie identifies the user as well (the reason the
@@ -259,7 +238,9 @@ int gw_proxy__reusable(unsigned status, const gw_field_t *f, size_t n, const cha
      * when it says public, s-maxage or must-revalidate (Cookie counts the same here) */
     if (credentials && !auth_ok)
         return 0;
-    return heuristic_status(status) || explicit_fresh; /* RFC 9111 §3 */
+    /* RFC 9111 §3, RFC 9110 §15.1: heuristically cacheable, without 206 (ranges never
+     * coalesce: a 206 answers a request we would not have let join) */
+    return (gw_cache_status_heuristic(status) && status != 206) || explicit_fresh;
 }
 
 uint64_t gw_proxy__hash(const void *p, size_t n)
