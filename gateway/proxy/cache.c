@@ -191,19 +191,11 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
     uint64_t off = status == 206 ? how.first : 0;
     uint64_t len = status == 206 ? how.last - how.first + 1 : status == 416 ? 0 : e->body_len;
     int no_body = px->s->head_only || status == 204 || status == 304 || len == 0;
-    ox_t *ox = gw_pool_get(&p->ox_pool);
+    ox_t *ox = gw_proxy__ox_new(px);
     if (!ox) {
         gw_proxy__fail(px, GW_E_NOMEM);
         return 1;
     }
-    ox->p = p;
-    ox->route = px->route;
-    ox->chain = gw_proxy__chain_of(p, px->route);
-    gw_list_init(&ox->subs);
-    gw_list_init(&ox->plink);
-    gw_list_init(&ox->klink);
-    gw_proxy__cbody_init(&ox->body);
-    ox->started_ns = gw_now_ns();
     uint64_t pos = 0; /* the body's slices [pos, pos + len) that overlap [off, off + len) */
     for (size_t i = 0; i < e->nbody && !no_body && pos < off + len; i++) {
         const gw_rslice_t *b = &e->body[i];

@@ -193,15 +193,12 @@ static const gw_back_cbs_t back_cbs;
 
 /* Start an origin exchange of px's own; with key (owned, keylen bytes) it is indexed for
  * followers. Answers px itself on a synchronous failure. */
-static void dispatch(px_t *px, char *key, size_t keylen)
+ox_t *gw_proxy__ox_new(px_t *px)
 {
     gw_proxy_t *p = px->p;
     ox_t *ox = gw_pool_get(&p->ox_pool);
-    if (!ox) {
-        gw_free(key);
-        gw_proxy__fail(px, GW_E_NOMEM);
-        return;
-    }
+    if (!ox)
+        return NULL;
     ox->p = p;
     ox->route = px->route;
     ox->chain = gw_proxy__chain_of(p, px->route);
@@ -209,8 +206,20 @@ static void dispatch(px_t *px, char *key, size_t keylen)
     gw_list_init(&ox->plink);
     gw_list_init(&ox->klink);
     gw_proxy__cbody_init(&ox->body);
-    ox->owner = px;
     ox->started_ns = gw_now_ns();
+    return ox;
+}
+
+static void dispatch(px_t *px, char *key, size_t keylen)
+{
+    gw_proxy_t *p = px->p;
+    ox_t *ox = gw_proxy__ox_new(px);
+    if (!ox) {
+        gw_free(key);
+        gw_proxy__fail(px, GW_E_NOMEM);
+        return;
+    }
+    ox->owner = px;
     ox->credentials = gw_proxy__has_credentials(&px->head) != 0;
     gw_proxy_xlate_t x;
     x.f = NULL;

@@ -425,6 +425,9 @@ void gw_proxy__response_done(px_t *px);
 /* The origin side failed with code: before the head, the gateway answers (gw_back_status_for:
  * 502, 503, 504); after it, the stream is reset (a broken response, never a short one). */
 void gw_proxy__fail(px_t *px, int code);
+/* A new origin exchange for px's route, from the pool, its lists and body empty, its clock
+ * started; no owner yet (exchange.c). NULL when the pool is out of memory. */
+ox_t *gw_proxy__ox_new(px_t *px);
 /* A malformed request (the client's fault, never the origin's): HTTP/2 resets the stream with
  * PROTOCOL_ERROR, HTTP/1.1 is answered 400 while no head went out; why goes to the log. */
 void gw_proxy__bad_request(px_t *px, const char *why);
