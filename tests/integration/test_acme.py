@@ -28,8 +28,8 @@ pytestmark = pytest.mark.skipif(
 def pebble():
     started = []
 
-    def start(tls_port, env=None, validity=None):
-        p = Pebble(tls_port, env, validity)
+    def start(tls_port, **kw):
+        p = Pebble(tls_port, **kw)
         started.append(p)
         return p
 

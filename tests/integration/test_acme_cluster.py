@@ -125,40 +125,37 @@ def test_two_instances_obtain_one_certificate_through_redis(gateway, pebble, red
     assert fingerprint(chain.decode()) == fingerprint(ca[0])
 
 
-def test_http01_answered_by_the_instance_that_did_not_order(gateway, redis_server, tmp_path):
+def test_http01_answered_by_the_instance_that_did_not_order(gateway, pebble, redis_server,
+                                                             tmp_path):
     """challenge: http-01 in a cluster: B orders; pebble asks A's cleartext listener only, so
     the order succeeds only if A answers the tokens B published in Redis."""
-    from procs import Pebble
     from test_acme_http01 import config as h01_config
     r = redis_server()
     tls_a, tls_b, http_a, http_b = free_port(), free_port(), free_port(), free_port()
-    pb = Pebble(tls_a, http_port=http_a)
-    try:
-        key = shared_key(tmp_path)
+    pb = pebble(tls_a, http_port=http_a)
+    key = shared_key(tmp_path)
 
-        def cfg(tls_port, http_port, state):
-            text = h01_config(tls_port, http_port, pb.directory, pb.ca, state, workers=1)
-            text = text.replace("  key_type: ec-p256\n",
-                                f"  key_type: ec-p256\n  shared_key: {key}\n")
-            return text + f"cluster:\n  redis: 127.0.0.1:{r.port}\n  timeout: 1s\n"
-        gb = gateway(cfg(tls_b, http_b, tmp_path / "state-b"), wait=[("127.0.0.1", tls_b)])
-        gb.wait_log("event=acme_order_start", timeout=10)
-        ga = gateway(cfg(tls_a, http_a, tmp_path / "state-a"), wait=[("127.0.0.1", tls_a)])
-        log_b = gb.wait_log("event=acme_certificate_installed", timeout=40)
-        assert "event=acme_certificate_installed names=a.test,b.test" in log_b, log_b[-4000:]
-        log_a = ga.wait_log("event=acme_certificate_installed", timeout=20)
-        assert "source=cluster" in log_a and "acme_order_start" not in log_a, log_a[-4000:]
-        # A's cleartext listener answered the validator (B's listener was never asked)
-        assert "event=acme_http01" in log_a and "status=200" in log_a, log_a[-4000:]
-        assert "status=200" not in "".join(l for l in log_b.splitlines()
-                                           if "event=acme_http01" in l)
-        for name in ("a.test", "b.test"):
-            chain = served_chain(tls_a, name)
-            v = verify(tmp_path, chain, pb.roots(), name)
-            assert v.returncode == 0 and ": OK" in v.stdout, v.stdout + v.stderr
-        assert orders(pb, ga, gb) == 1
-    finally:
-        pb.stop()
+    def cfg(tls_port, http_port, state):
+        text = h01_config(tls_port, http_port, pb.directory, pb.ca, state, workers=1)
+        text = text.replace("  key_type: ec-p256\n",
+                            f"  key_type: ec-p256\n  shared_key: {key}\n")
+        return text + f"cluster:\n  redis: 127.0.0.1:{r.port}\n  timeout: 1s\n"
+    gb = gateway(cfg(tls_b, http_b, tmp_path / "state-b"), wait=[("127.0.0.1", tls_b)])
+    gb.wait_log("event=acme_order_start", timeout=10)
+    ga = gateway(cfg(tls_a, http_a, tmp_path / "state-a"), wait=[("127.0.0.1", tls_a)])
+    log_b = gb.wait_log("event=acme_certificate_installed", timeout=40)
+    assert "event=acme_certificate_installed names=a.test,b.test" in log_b, log_b[-4000:]
+    log_a = ga.wait_log("event=acme_certificate_installed", timeout=20)
+    assert "source=cluster" in log_a and "acme_order_start" not in log_a, log_a[-4000:]
+    # A's cleartext listener answered the validator (B's listener was never asked)
+    assert "event=acme_http01" in log_a and "status=200" in log_a, log_a[-4000:]
+    assert "status=200" not in "".join(l for l in log_b.splitlines()
+                                       if "event=acme_http01" in l)
+    for name in ("a.test", "b.test"):
+        chain = served_chain(tls_a, name)
+        v = verify(tmp_path, chain, pb.roots(), name)
+        assert v.returncode == 0 and ": OK" in v.stdout, v.stdout + v.stderr
+    assert orders(pb, ga, gb) == 1
 
 
 def test_a_wrong_shared_key_is_logged_and_that_instance_orders_for_itself(

@@ -11,12 +11,11 @@ import re
 import socket
 import subprocess
 import threading
-import time
 
 import pytest
 
-from procs import Pebble, free_port
-from test_acme import served_chain, verify, x509
+from procs import free_port
+from test_acme import pebble, served_chain, verify, x509  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv"],
@@ -25,19 +24,6 @@ pytestmark = pytest.mark.skipif(
 
 PREFIX = "/.well-known/acme-challenge/"
 
-
-@pytest.fixture
-def pebble():
-    started = []
-
-    def start(tls_port, **kw):
-        p = Pebble(tls_port, **kw)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        p.stop()
 
 
 def config(tls_port, http_port, directory, ca, state, names=("a.test", "b.test"), workers=2,

@@ -22,26 +22,13 @@ import pytest
 
 from gwtest import config_refused, sample, scrape
 from procs import Pebble, free_port
-from test_acme import orders, served_chain, verify, x509
+from test_acme import orders, pebble, served_chain, verify, x509  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv"],
                    capture_output=True).returncode != 0,
     reason="pebble is not installed (scripts/setup installs it)")
 
-
-@pytest.fixture
-def pebble():
-    started = []
-
-    def start(tls_port, **kw):
-        p = Pebble(tls_port, **kw)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        p.stop()
 
 
 def ops_config(port, directory, ca, state, names, admin, acme_extra=""):
