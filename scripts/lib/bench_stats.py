@@ -5,7 +5,10 @@
                                    by scripts/bench, origin_accepts among them: nginx's
                                    stub_status accepts over the run), h2load.out, h2load.log
                                    (per-request log), hsload.out (handshake, resume), page.out
-                                   (page), origin.log (nginx access log of the run); writes
+                                   (page), origin.log (nginx access log of the run), and for
+                                   the cache scenarios warm_codes and origin_requests_measured
+                                   (the origin's requests while h2load ran: 0 when all were
+                                   hits) in meta; writes
                                    RUN_DIR/run.json and prints a one-line summary
   bench_stats.py report RUNS_DIR MD PNG
                                    medians over repetitions, ratios h2gate / the best peer; the
@@ -26,9 +29,9 @@ import sys
 # Table order: h2gate at its default configuration (the headline), its opt-in modes, the peers
 # a user would pick instead, and nginx serving the files itself (the floor: no proxy hop).
 PROXIES = ("h2gate", "h2gate-base", "h2gate-pipeline", "h2gate-alog", "h2gate-cluster", "h2gate-cluster-rate",
-           "h2gate-policy",
-           "nghttpx", "h2o", "haproxy",
-           "nginx-proxy", "nginx-static", "openssl-s_server",
+           "h2gate-policy", "h2gate-cache", "h2gate-base-cache",
+           "nghttpx", "h2o", "haproxy", "haproxy-cache",
+           "nginx-proxy", "nginx-cache", "nginx-static", "openssl-s_server",
            "h2gate-gzip", "nginx-gzip", "h2gate-br", "h2gate-zstd")
 # The reverse proxies h2gate is compared with: each ratio row divides by the best of them.
 PEERS = ("nghttpx", "h2o", "haproxy", "nginx-proxy")
@@ -38,7 +41,13 @@ ZPROXIES = ("h2gate-gzip", "nginx-gzip", "h2gate-br", "h2gate-zstd")
 # peer of PEERS in that case. The chart plots the first one.
 RATIOS = (("h2gate", "h2gate / best peer"), ("h2gate-pipeline", "h2gate-pipeline / best peer"))
 SCENARIO_ORDER = ("small", "large", "manyconns", "upload", "post", "idle", "compress",
-                  "handshake", "resume", "page", "latency50", "latency90")
+                  "handshake", "resume", "page", "latency50", "latency90",
+                  "cache-small", "cache-large")
+# The cache scenarios have their own table: h2gate with `cache: true` (h2gate-cache) against
+# the caching peers, all hits, and the floor nginx-static (the goal: a hit costs no more CPU).
+CACHE_SCENARIOS = ("cache-small", "cache-large")
+CPEERS = ("haproxy-cache", "nginx-cache")
+CRATIOS = (("h2gate-cache", "h2gate-cache / best cache peer"),)
 # The floors: a server with no proxy hop (nginx serving the file; OpenSSL's own s_server for
 # handshakes). The new scenarios' tables add a row h2gate / floor.
 FLOORS = ("nginx-static", "openssl-s_server")
@@ -227,10 +236,24 @@ def summarize_run(run_dir):
                     problems.append(f"{h[key]} {key}")
             if h["s2xx"] != want:
                 problems.append(f"{h['s2xx']}/{want} 2xx")
+            if r["scenario"] in CACHE_SCENARIOS:
+                # the opposite: a cache is measured on hits, warmed before (the warm-up's
+                # misses are in origin.log), and no request may reach the origin while measured
+                warm = meta.get("warm_codes", "")
+                if any(code != "200" for code in warm.split(",")):
+                    problems.append(f"warm-up GETs answered {warm or 'nothing'}")
+                asked = meta.get("origin_requests_measured")
+                if asked is None:
+                    problems.append("the origin's requests were not counted")
+                else:
+                    r["origin_requests_measured"] = int(asked)
+                    if int(asked):
+                        problems.append(f"{asked} requests reached the origin while measured: "
+                                        "not all hits")
             # every answer must come from the origin (coalescing is off), and an upload must
             # reach it whole: a proxy that answers by itself is not being measured (but for
             # nginx-static, which serves the files itself: the floor)
-            if r["origin_requests"] < want and meta.get("proxy") != "nginx-static":
+            elif r["origin_requests"] < want and meta.get("proxy") != "nginx-static":
                 problems.append(f"{r['origin_requests']}/{want} requests reached the origin")
             body = int(meta.get("body_bytes") or 0)
             if body and smallest is not None and smallest < body:
@@ -282,6 +305,12 @@ def one_line(r):
         fig = (f"{r.get('idle_conns', 0)} conns, "
                f"{fmt(r.get('kib_per_conn'), 1)} KiB/conn, "
                f"{fmt(r.get('cpu_us_per_conn'), 0)} µs CPU/conn, peak RSS {r['hwm_kib'] // 1024} MiB")
+    elif r["scenario"] in CACHE_SCENARIOS:
+        fig = (f"{fmt(r.get('rps'), 0)} req/s, mean {fmt(r.get('mean_ms'), 2)} ms, "
+               f"p99 {fmt(r.get('p99_ms'), 2)} ms, {fmt(r.get('cpu_us_per_req'), 1)} µs CPU/req "
+               f"({fmt(r.get('cpu_pct'), 0)} % busy), "
+               f"{r.get('origin_requests_measured', '?')} origin requests while measured, "
+               f"peak RSS {r['hwm_kib'] // 1024} MiB")
     else:
         fig = (f"{fmt(r.get('rps'), 0)} req/s, mean {fmt(r.get('mean_ms'), 2)} ms, "
                f"p99 {fmt(r.get('p99_ms'), 2)} ms, {fmt(r.get('cpu_us_per_req'), 1)} µs CPU/req "
@@ -311,8 +340,19 @@ LOAD_METRICS = (
     ("origin_conns", "origin conns opened", 0, True),
     ("hwm_mib", "peak RSS MiB", 1, True),
 )
+CACHE_METRICS = (
+    ("rps", "req/s", 0, False),
+    ("mean_ms", "mean ms", 2, True),
+    ("p99_ms", "p99 ms", 2, True),
+    ("cpu_us_per_req", "CPU µs/req", 1, True),
+    ("sys_pct", "of which kernel %", 0, True),
+    ("cpu_pct", "proxy CPU %", 0, True),
+    ("origin_requests_measured", "origin requests while measured", 0, True),
+    ("hwm_mib", "peak RSS MiB", 1, True),
+)
 # informational: how busy the proxy was says where the bottleneck is, not which proxy is better
-NO_RATIO = {"cpu_pct", "sys_pct", "resumed_pct", "target_rps"}
+# (and a valid cache run asked the origin nothing: 0 over 0 is no ratio)
+NO_RATIO = {"cpu_pct", "sys_pct", "resumed_pct", "target_rps", "origin_requests_measured"}
 HS_METRICS = (
     ("rps", "handshakes/s", 0, False),
     ("hs_per_core", "handshakes/s per proxy core", 0, False),
@@ -391,7 +431,8 @@ def aggregate(runs):
                     a["problems"].append(f"rep {r['rep']}: " + ", ".join(r["problems"]))
             idle = case.startswith("idle")
             metrics = (IDLE_METRICS if idle else
-                       LOAD_METRICS + ZMETRICS + HS_METRICS + PAGE_METRICS + LAT_METRICS)
+                       LOAD_METRICS + ZMETRICS + HS_METRICS + PAGE_METRICS + LAT_METRICS +
+                       CACHE_METRICS)
             for key, _, _, _ in metrics:
                 vals = [r[key] for r in rs if r.get(key) is not None]
                 a[key] = statistics.median(vals) if vals else None
@@ -407,7 +448,10 @@ def aggregate(runs):
     return agg
 
 
-def table(agg, cases, metrics, floors=False):
+def table(agg, cases, metrics, floors=False, peers=PEERS, ratio_rows=RATIOS, lead="h2gate"):
+    """The markdown rows of cases; ratio rows: each of ratio_rows over the best valid of peers;
+    with floors, lead over each floor of FLOORS that ran. Returns (lines, {case: {metric:
+    ratio of ratio_rows' first row}})."""
     head = ["scenario", "proxy", "runs"] + [m[1] for m in metrics]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     ratios = {}
@@ -428,28 +472,28 @@ def table(agg, cases, metrics, floors=False):
                 cells = ["—"] * len(metrics)
             lines.append(f"| {case} | {proxy} | {runs} | " + " | ".join(cells) + " |")
         ratios[case] = {}
-        peers = {p: row_by_proxy[p] for p in PEERS
-                 if p in row_by_proxy and row_by_proxy[p]["valid"] == row_by_proxy[p]["n"]}
-        for num, label in RATIOS:
+        valid_peers = {p: row_by_proxy[p] for p in peers
+                       if p in row_by_proxy and row_by_proxy[p]["valid"] == row_by_proxy[p]["n"]}
+        for num, label in ratio_rows:
             g = row_by_proxy.get(num)
             if g is None:
                 continue
             cells = []
             for k, _, _, lower in metrics:
-                vals = {p: a[k] for p, a in peers.items() if a.get(k)}
+                vals = {p: a[k] for p, a in valid_peers.items() if a.get(k)}
                 if k in NO_RATIO:
                     cells.append("")
                     continue
                 if g["valid"] == g["n"] and g[k] is not None and vals:
                     best = (min if lower else max)(vals, key=vals.get)
                     ratio = g[k] / vals[best]
-                    if num == RATIOS[0][0]:
+                    if num == ratio_rows[0][0]:
                         ratios[case][k] = ratio
                     cells.append(f"{ratio:.2f} ({best})")
                 else:
                     cells.append("—")
             lines.append(f"| {case} | **{label}** | | " + " | ".join(cells) + " |")
-        g = row_by_proxy.get("h2gate")
+        g = row_by_proxy.get(lead)
         for floor in FLOORS if floors else ():
             f = row_by_proxy.get(floor)
             if not (g and f and g["valid"] == g["n"] and f["valid"] == f["n"]):
@@ -457,7 +501,7 @@ def table(agg, cases, metrics, floors=False):
             cells = ["" if k in NO_RATIO else
                      f"{g[k] / f[k]:.2f}" if g.get(k) is not None and f.get(k) else "—"
                      for k, _, _, _ in metrics]
-            lines.append(f"| {case} | **h2gate / {floor} (floor)** | | " + " | ".join(cells) + " |")
+            lines.append(f"| {case} | **{lead} / {floor} (floor)** | | " + " | ".join(cells) + " |")
     return lines, ratios
 
 
@@ -571,8 +615,10 @@ def report(runs_dir, md_path, png_path):
             out.append(f.read().rstrip("\n"))
         out.append("")
     new = ("handshake", "resume", "page", "latency50", "latency90")
-    load_cases = sorted((c for c in agg if not c.startswith(("idle", "compress") + new)),
+    load_cases = sorted((c for c in agg
+                         if not c.startswith(("idle", "compress") + new + CACHE_SCENARIOS)),
                         key=case_order)
+    cache_cases = sorted((c for c in agg if c.startswith(CACHE_SCENARIOS)), key=case_order)
     hs_cases = sorted((c for c in agg if c.startswith(("handshake", "resume"))), key=case_order)
     page_cases = sorted((c for c in agg if c.startswith("page")), key=case_order)
     lat_cases = sorted((c for c in agg if c.startswith("latency")), key=case_order)
@@ -625,6 +671,30 @@ def report(runs_dir, md_path, png_path):
         all_ratios.update(ratios)
         out += ["Idle h2 connections (TLS: handshake done; h2c: preface and SETTINGS exchanged; "
                 "no request), proxy RSS from /proc/PID/status before and after:", ""] + lines + [""]
+    if cache_cases:
+        lines, ratios = table(agg, cache_cases, CACHE_METRICS, floors=True, peers=CPEERS,
+                              ratio_rows=CRATIOS, lead="h2gate-cache")
+        all_ratios.update(ratios)
+        out += ["Shared cache, all hits (cache-small: GET 1 KiB, -c 32 -m 16; cache-large: GET "
+                "256 KiB, -c 8 -m 4; the origin marks the objects fresh for a day). "
+                "h2gate-cache is h2gate's configuration with `cache: true` on its route; "
+                "nginx-cache is nginx `proxy_cache` on a tmpfs, haproxy-cache HAProxy's memory "
+                "`cache`; each warmed before it is measured, and valid only when the origin got "
+                "no request while it was. nginx-static serves the same files from its disk (the "
+                "floor). Ratios: h2gate-cache over the best of " + ", ".join(CPEERS) +
+                " and over nginx-static:", ""] + lines + [""]
+        goal = []
+        for case in cache_cases:
+            g, f = agg[case].get("h2gate-cache"), agg[case].get("nginx-static")
+            if (g and f and g["valid"] == g["n"] and f["valid"] == f["n"]
+                    and g.get("cpu_us_per_req") and f.get("cpu_us_per_req")):
+                ratio = g["cpu_us_per_req"] / f["cpu_us_per_req"]
+                goal.append(f"- {case}: {g['cpu_us_per_req']:.1f} µs CPU per hit, nginx-static "
+                            f"{f['cpu_us_per_req']:.1f} µs per file ({ratio:.2f}): "
+                            + ("met" if ratio <= 1.0 else "not met"))
+        if goal:
+            out += ["Goal of issue 41, a hit costs no more CPU than nginx serving the file from "
+                    "its disk (medians):", ""] + goal + [""]
     if zcases:
         out += ["Compression (a 64 KiB HTML page, gzip level 5; h2gate with `compress: true`, "
                 "otherwise its defaults; nginx-gzip: nginx's gzip module at the same level as "
@@ -649,9 +719,11 @@ def report(runs_dir, md_path, png_path):
     change = before_after(agg, load_cases + hs_cases + page_cases + lat_cases + idle_cases,
                           "h2gate-base", "h2gate",
                           CPU_LINE + (("kib_per_conn", "KiB per connection"),), 1)
+    change += before_after(agg, cache_cases, "h2gate-base-cache", "h2gate-cache", CPU_LINE, 1)
     if change:
         out += ["Before → after (h2gate-base: the build given as BENCH_BASE, at the same "
-                "configuration as h2gate; medians):", ""] + change + [""]
+                "configuration as h2gate; h2gate-base-cache at h2gate-cache's; medians):",
+                ""] + change + [""]
     problems = []
     for case in sorted(agg, key=case_order):
         for proxy in PROXIES:
