@@ -1,0 +1,96 @@
+"""scripts/lib/bench_stats.py, the rules of scripts/bench's cache scenario (issue 41): a cache
+run is valid only when no request reached the origin while it was measured and its warm-up
+was answered; the report puts the cache rows in their own table with the goal line (a hit
+against nginx serving the file). The runs are written by hand as scripts/bench writes them."""
+import os
+import subprocess
+
+import pytest
+
+from procs import ROOT, sanitized
+
+# Checks of a script, not of the gateway: the run against the plain build is enough.
+pytestmark = pytest.mark.skipif(sanitized(), reason="checks a script, not the binary")
+
+STATS = os.path.join(ROOT, "scripts", "lib", "bench_stats.py")
+REQUESTS = 2000
+
+
+def h2load_out(requests, ok):
+    return (f"finished in 1.00s, {requests:.2f} req/s, 2.00MB/s\n"
+            f"requests: {requests} total, {requests} started, {requests} done, {ok} succeeded, "
+            f"{requests - ok} failed, 0 errored, 0 timeout\n"
+            f"status codes: {ok} 2xx, 0 3xx, 0 4xx, {requests - ok} 5xx\n"
+            f"traffic: 2.10MB (2200000) total, 20.00KB (20000) headers (space savings 90.00%), "
+            f"1.95MB ({requests * 1024}) data\n")
+
+
+def write_run(runs, scenario, proxy, cpu_ticks, asked=0, warm="200,200,200", ok=REQUESTS):
+    """One run directory as scripts/bench leaves it; asked: the origin's requests while measured
+    (None: not counted); cpu_ticks: the proxy's CPU over h2load at 100 ticks a second."""
+    rd = runs / f"{scenario}-tls-{proxy}-1"
+    rd.mkdir()
+    meta = [f"scenario={scenario}", "transport=tls", f"proxy={proxy}", "rep=1", "clk_tck=100",
+            f"warm_codes={warm}"]
+    if asked is not None:
+        meta.append(f"origin_requests_measured={asked}")
+    meta += [f"requests={REQUESTS}", "cpu_before=0", f"cpu_after={cpu_ticks}", "sys_before=0",
+             "sys_after=1", "hwm_kib=10240", "proxy_died=0", "origin_accepts=1"]
+    (rd / "meta").write_text("\n".join(meta) + "\n")
+    (rd / "h2load.out").write_text(h2load_out(REQUESTS, ok))
+    # h2load --log-file: start time, status, duration in µs
+    (rd / "h2load.log").write_text("".join(f"{i}\t200\t{500 + i}\n" for i in range(REQUESTS)))
+    # the warm-up's miss reached the origin: the run's access log has it, which is allowed
+    (rd / "origin.log").write_text("1 200 90\n")
+    return rd
+
+
+def summarize(rd):
+    r = subprocess.run(["/usr/bin/python3", STATS, "run", str(rd)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_cache_run_of_hits_only_is_valid(tmp_path):
+    """The origin saw the warm-up's miss but nothing while measured: the run counts (a forward
+    scenario with one origin request for 2,000 answers would not)."""
+    line = summarize(write_run(tmp_path, "cache-small", "h2gate-cache", 2))
+    assert line.endswith(": valid"), line
+    assert "0 origin requests while measured" in line
+
+
+@pytest.mark.parametrize("asked,warm,ok,why", [
+    (37, "200,200,200", REQUESTS, "37 requests reached the origin while measured: not all hits"),
+    (None, "200,200,200", REQUESTS, "the origin's requests were not counted"),
+    (0, "200,502,200", REQUESTS, "warm-up GETs answered 200,502,200"),
+    (0, "200,200,200", REQUESTS - 5, "5 5xx"),
+])
+def test_cache_run_that_is_not_all_hits_is_invalid(tmp_path, asked, warm, ok, why):
+    line = summarize(write_run(tmp_path, "cache-large", "nginx-cache", 40, asked, warm, ok))
+    assert "INVALID" in line and why in line, line
+
+
+def test_report_has_the_cache_table_and_the_goal(tmp_path):
+    """h2gate-cache at 10 µs a hit against nginx-static at 20 µs a file: the goal is met for
+    cache-small; a cache peer that missed is INVALID and left out of the ratio."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for proxy, ticks, asked in (("h2gate-cache", 2, 0), ("haproxy-cache", 3, 0),
+                                ("nginx-cache", 5, 12), ("nginx-static", 4, 0)):
+        summarize(write_run(runs, "cache-small", proxy, ticks, asked))
+    md, png = tmp_path / "t.md", tmp_path / "t.png"
+    r = subprocess.run(["/usr/bin/python3", STATS, "report", str(runs), str(md), str(png)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    text = md.read_text()
+    assert "| cache-small (tls) | h2gate-cache | 1/1 valid |" in text
+    assert "| cache-small (tls) | nginx-cache | **INVALID** (1/1 runs) |" in text
+    # CPU µs/req is the fourth figure: 10 over haproxy-cache's 15, over nginx-static's 20
+    ratio = next(row for row in text.splitlines() if "h2gate-cache / best cache peer" in row)
+    assert ratio.split("|")[7].strip() == "0.67 (haproxy-cache)", ratio
+    floor = next(row for row in text.splitlines() if "h2gate-cache / nginx-static (floor)" in row)
+    assert floor.split("|")[7].strip() == "0.50", floor
+    assert ("- cache-small (tls): 10.0 µs CPU per hit, nginx-static 20.0 µs per file (0.50): "
+            "met") in text
+    assert "cache-small (tls), nginx-cache: rep 1: 12 requests reached the origin" in text
