@@ -16,6 +16,9 @@
  *               the body ended whole, its buffers by reference;
  *   304       → gw_cache_merge_304() gives the stored head's new fields, put again;
  *   unsafe    → gw_cache_invalidation() names the URLs to gw_cache_purge();
+ *   admin     → gw_cache_url_parse() and gw_cache_key() give the key to gw_cache_purge() or
+ *               gw_cache_purge_prefix(); gw_cache_stats() the counters;
+ *   reload    → gw_cache_keep_routes() with the gw_cache_route_tag() of every caching route;
  *   answer    → gw_cache_body_slices() gives the bytes to send by reference, gw_cache_age()
  *               the Age, gw_cache_status_fmt() the Cache-Status.
  */
@@ -230,6 +233,12 @@ size_t gw_cache_key(const gw_cache_url_t *u, char *out, size_t cap);
  * after an empty path (no origin-form "/" to point into). */
 int gw_cache_url_parse(gw_slice_t abs, gw_cache_url_t *u);
 
+/* The tag of a route (config's routes[]) whose answers an entry holds: a hash of what the
+ * route matches, its host and its path prefix, so the same route keeps its tag across a reload
+ * (its upstream, name and other settings may change) and gw_cache_keep_routes() can drop the
+ * entries of routes that are gone. */
+uint64_t gw_cache_route_tag(gw_slice_t host, gw_slice_t path);
+
 /* The secondary key of a request for an answer with Vary (§4.1) into out (cap bytes; NULL to
  * measure): for each field name the answer's Vary lines list (lowercased, in their order,
  * repeated names once), the request's field lines of that name combined with ", " and the
@@ -286,7 +295,9 @@ typedef struct gw_cache_entry {
 } gw_cache_entry_t;
 
 typedef struct {
-    uint64_t hits, misses, inserts, replaced, evictions, purged, refused;
+    uint64_t hits, misses, inserts, replaced, evictions, refused;
+    uint64_t purged;  /* removed by gw_cache_purge() and gw_cache_purge_prefix() */
+    uint64_t dropped; /* removed by gw_cache_keep_routes(): their route is gone */
     uint64_t bytes;   /* charged now */
     uint64_t objects; /* entries now */
     uint64_t ghosts;  /* keys in the ghost queues */
@@ -316,11 +327,13 @@ typedef struct {
     const gw_rslice_t *body;
     size_t nbody;
     gw_cache_meta_t meta;
+    uint64_t route; /* the tag of the route that answered (gw_cache_route_tag) */
 } gw_cache_put_t;
 
 /* Store p, replacing the entry of the same key and Vary key, evicting as the budget needs
  * (S3-FIFO). 0; GW_E_LIMIT when its charge is above max_object (refused, counted); GW_E_INVAL
- * for Vary: *; GW_E_NOMEM. */
+ * for Vary: *; GW_E_NOENT when p->route is not one gw_cache_keep_routes() keeps (a request
+ * of a route a reload removed, finishing while its connection drains); GW_E_NOMEM. */
 int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p);
 
 /* The entry for key whose Vary key matches the request fields req[0..n), with a reference the
@@ -341,13 +354,22 @@ ssize_t gw_cache_body_slices(const gw_cache_entry_t *e, uint64_t off, uint64_t l
 /* Drop a reference from gw_cache_get(); the last one frees the entry and its body references. */
 void gw_cache_unref(gw_cache_entry_t *e);
 
-/* Remove every variant of key; returns how many. Readers keep theirs. */
+/* Remove every variant of key; returns how many (counted as purged). Readers keep theirs. */
 size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen);
-#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
-/* Remove every entry whose key starts with prefix (every shard, one after the other); for
- * the admin listener's purge by prefix, not built yet. */
+/* Remove every entry whose key starts with prefix (a URL's key is a prefix of the keys of the
+ * URLs below it: gw_cache_key), every shard one after the other, each under its own lock only;
+ * returns how many (counted as purged). */
 size_t gw_cache_purge_prefix(gw_cache_t *c, const char *prefix, size_t len);
-#endif
+
+/* Keep the answers of the routes tagged routes[0..n) only (a reload: the routes with cache:
+ * true of the new configuration): every entry of another route is removed now (one walk over
+ * the shards, each under its own lock: counted as dropped), and a later gw_cache_put() for
+ * another route is refused, so a connection of the old configuration that finishes a request
+ * of a removed route does not bring its entries back. n 0 keeps none (the store is emptied and
+ * stores nothing more). Until the first call every route is kept. Callers are serialised
+ * (the store's own mutex); puts and lookups go on meanwhile. Returns how many entries were
+ * removed, or GW_E_NOMEM (nothing changed). */
+ssize_t gw_cache_keep_routes(gw_cache_t *c, const uint64_t *routes, size_t n);
 
 /* The counters, summed over the shards. */
 void gw_cache_stats(gw_cache_t *c, gw_cache_stats_t *s);

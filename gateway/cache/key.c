@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cache/cache_internal.h"
+#include "common/hash.h"
 #include "http/http.h"
 
 int gw_cache__field(const gw_field_t *f, size_t n, const char *name, gw_slice_t *v)
@@ -55,6 +56,14 @@ size_t gw_cache_key(const gw_cache_url_t *u, char *out, size_t cap)
     put(out, cap, &at, a.base, a.len, 1);
     put(out, cap, &at, u->path.base, u->path.len, 0);
     return at;
+}
+
+uint64_t gw_cache_route_tag(gw_slice_t host, gw_slice_t path)
+{
+    /* a NUL between them: no host holds one, so ("a", "/b") and ("a/", "b") differ */
+    uint64_t h = gw_fnv1a64(GW_FNV64_BASIS, host.base, host.len);
+    h = gw_fnv1a64_byte(h, 0);
+    return gw_fnv1a64(h, path.base, path.len);
 }
 
 /* Whether the name e already came earlier in the Vary lines (before line li, element e). */

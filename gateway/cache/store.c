@@ -27,8 +27,18 @@
  * gw_cache_get() one more. Eviction, replacement and purge only unlink it and drop the store's
  * reference, so a reader keeps the entry, its head and its body buffers alive until its
  * gw_cache_unref(). What is unlinked is freed after the lock is released.
+ *
+ * Routes. Each entry keeps the tag of the route that stored it (gw_cache_route_tag). A reload
+ * names the routes whose answers stay (gw_cache_keep_routes): the entries of the others are
+ * removed at once, by one walk over the shards, rather than lazily at a lookup: a lookup never
+ * reaches the entries of a URL no caching route serves any more, so lazily they would hold
+ * their memory until eviction pushed them out, and the walk runs on the reload's thread, off
+ * the request path, each shard locked for its own entries only. The set of kept routes is read
+ * by gw_cache_put under its shard's lock, so a put either comes before the walk of its shard
+ * (and is walked) or sees the new set (and is refused).
  */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cache/cache_internal.h"
@@ -49,6 +59,7 @@ typedef struct entry {
     gw_list_t qlink;     /* in small or main */
     const char *vkey;    /* the Vary key it was stored under */
     size_t vkeylen;
+    uint64_t route; /* the tag of the route that stored it */
 } entry_t;
 
 typedef struct ghost {
@@ -66,14 +77,24 @@ typedef struct {
     gw_list_t small, main, ghost;     /* FIFOs: new at the front, the tail leaves */
     size_t small_bytes, small_target; /* small's bytes, and its share (see evict()) */
     size_t used, budget;              /* charged bytes, the shard's share of memory */
-    uint64_t hits, misses, inserts, replaced, evictions, purged, refused;
+    uint64_t hits, misses, inserts, replaced, evictions, purged, dropped, refused;
     char pad[64]; /* keep two shards' locks off one cache line */
 } shard_t;
+
+/* The routes whose answers are kept: tags, sorted. */
+typedef struct {
+    size_t n;
+    uint64_t tag[];
+} routes_t;
 
 struct gw_cache {
     size_t memory, max_object;
     unsigned nshards;
     shard_t *shards;
+    /* NULL: every route. Replaced by gw_cache_keep_routes (under routes_mu), read by
+     * gw_cache_put under a shard's lock (atomic loads and stores of the pointer) */
+    routes_t *routes;
+    pthread_mutex_t routes_mu;
 };
 
 #define GHOST_MIN 16
@@ -187,6 +208,7 @@ static entry_t *entry_new(const gw_cache_put_t *p, size_t vlen, size_t *charge)
     e->pub.meta = p->meta;
     e->pub.charge = *charge =
         total + body_charge(p->body, p->nbody) - p->nbody * sizeof(gw_rslice_t);
+    e->route = p->route;
     e->refs = 1; /* the store's */
     e->hash = key_hash(p->key, p->keylen);
     gw_list_init(&e->qlink);
@@ -238,6 +260,25 @@ static void release_all(entry_t *e)
         gw_cache_unref(&e->pub);
         e = next;
     }
+}
+
+/* Unlink every entry of s for which drop(e, arg) says so; returns how many. */
+static size_t sweep(shard_t *s, int (*drop)(const entry_t *, const void *), const void *arg,
+                    entry_t **release)
+{
+    size_t k = 0;
+    for (size_t b = 0; b < s->nbuckets; b++) {
+        entry_t *e = s->tab[b];
+        while (e) {
+            entry_t *next = e->hnext;
+            if (drop(e, arg)) {
+                unlink_entry(s, e, release);
+                k++;
+            }
+            e = next;
+        }
+    }
+    return k;
 }
 
 /* ---- the ghost queue: hashes of keys evicted from small --------------------------------- */
@@ -381,6 +422,7 @@ gw_cache_t *gw_cache_new(const gw_cache_opts_t *o)
     c->memory = o->memory;
     c->max_object = o->max_object;
     c->nshards = n;
+    pthread_mutex_init(&c->routes_mu, NULL);
     c->shards = gw_calloc(n, sizeof(shard_t));
     if (!c->shards)
         goto fail;
@@ -435,6 +477,8 @@ void gw_cache_del(gw_cache_t *c)
         pthread_mutex_destroy(&s->lock);
     }
     gw_free(c->shards);
+    gw_free(c->routes);
+    pthread_mutex_destroy(&c->routes_mu);
     gw_free(c);
 }
 
@@ -444,6 +488,23 @@ unsigned gw_cache_shards(const gw_cache_t *c)
     return c->nshards;
 }
 #endif
+
+/* Whether the answers of route r are kept (under any shard's lock: see gw_cache_keep_routes). */
+static int route_kept(const gw_cache_t *c, uint64_t r)
+{
+    const routes_t *set = __atomic_load_n(&c->routes, __ATOMIC_ACQUIRE);
+    if (!set)
+        return 1;
+    size_t lo = 0, hi = set->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (set->tag[mid] < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < set->n && set->tag[lo] == r;
+}
 
 int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p)
 {
@@ -472,6 +533,11 @@ int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p)
     GW_ASSERT(charge == est);
     entry_t *release = NULL;
     pthread_mutex_lock(&s->lock);
+    if (!route_kept(c, p->route)) {
+        pthread_mutex_unlock(&s->lock);
+        gw_cache_unref(&e->pub); /* the store's reference: the only one */
+        return GW_E_NOENT;
+    }
     /* the same key and Vary key: the newer answer replaces the older (§4.3.4's outcome: a 304
      * refreshes the head, the body buffers are shared by reference) and keeps its place: an
      * object in main stays there with its reads, rather than starting over in small */
@@ -575,26 +641,26 @@ size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen)
     return n;
 }
 
-#ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
+typedef struct {
+    const char *p;
+    size_t len;
+} prefix_t;
+
+static int has_prefix(const entry_t *e, const void *arg)
+{
+    const prefix_t *x = arg;
+    return e->pub.keylen >= x->len && !memcmp(e->pub.key, x->p, x->len);
+}
+
 size_t gw_cache_purge_prefix(gw_cache_t *c, const char *prefix, size_t len)
 {
+    prefix_t x = {prefix, len};
     size_t n = 0;
     for (unsigned i = 0; i < c->nshards; i++) {
         shard_t *s = &c->shards[i];
         entry_t *release = NULL;
-        size_t k = 0;
         pthread_mutex_lock(&s->lock);
-        for (size_t b = 0; b < s->nbuckets; b++) {
-            entry_t *e = s->tab[b];
-            while (e) {
-                entry_t *next = e->hnext;
-                if (e->pub.keylen >= len && !memcmp(e->pub.key, prefix, len)) {
-                    unlink_entry(s, e, &release);
-                    k++;
-                }
-                e = next;
-            }
-        }
+        size_t k = sweep(s, has_prefix, &x, &release);
         s->purged += k;
         pthread_mutex_unlock(&s->lock);
         release_all(release);
@@ -602,7 +668,48 @@ size_t gw_cache_purge_prefix(gw_cache_t *c, const char *prefix, size_t len)
     }
     return n;
 }
-#endif
+
+static int route_gone(const entry_t *e, const void *arg)
+{
+    return !route_kept(arg, e->route);
+}
+
+static int tag_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+ssize_t gw_cache_keep_routes(gw_cache_t *c, const uint64_t *routes, size_t n)
+{
+    routes_t *set = gw_malloc(sizeof(*set) + n * sizeof(uint64_t));
+    if (!set)
+        return GW_E_NOMEM;
+    set->n = n;
+    if (n) {
+        memcpy(set->tag, routes, n * sizeof(uint64_t));
+        qsort(set->tag, n, sizeof(uint64_t), tag_cmp);
+    }
+    pthread_mutex_lock(&c->routes_mu);
+    routes_t *old = c->routes;
+    __atomic_store_n(&c->routes, set, __ATOMIC_RELEASE);
+    size_t dropped = 0;
+    for (unsigned i = 0; i < c->nshards; i++) {
+        shard_t *s = &c->shards[i];
+        entry_t *release = NULL;
+        pthread_mutex_lock(&s->lock);
+        size_t k = sweep(s, route_gone, c, &release);
+        s->dropped += k;
+        pthread_mutex_unlock(&s->lock);
+        release_all(release);
+        dropped += k;
+    }
+    pthread_mutex_unlock(&c->routes_mu);
+    /* every put reads the set under a shard's lock, and each lock was taken since the new set
+     * was published: none reads the old one any more */
+    gw_free(old);
+    return (ssize_t)dropped;
+}
 
 void gw_cache_stats(gw_cache_t *c, gw_cache_stats_t *st)
 {
@@ -617,6 +724,7 @@ void gw_cache_stats(gw_cache_t *c, gw_cache_stats_t *st)
         st->replaced += s->replaced;
         st->evictions += s->evictions;
         st->purged += s->purged;
+        st->dropped += s->dropped;
         st->refused += s->refused;
         st->bytes += s->used;
         st->objects += s->count;

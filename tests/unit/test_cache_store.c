@@ -33,10 +33,10 @@ static gw_rbuf_t *body_buf(size_t len, size_t cap, uint8_t fill)
     return b;
 }
 
-/* Put key with a body of len bytes of `fill` (its own buffer of exactly len bytes); the
- * response fields and request fields given. Returns gw_cache_put's code. */
-static int put(gw_cache_t *c, const char *key, size_t len, uint8_t fill, const gw_field_t *rf,
-               size_t nrf, const gw_field_t *qf, size_t nqf)
+/* Put key for route (a tag) with a body of len bytes of `fill` (its own buffer of exactly len
+ * bytes); the response fields and request fields given. Returns gw_cache_put's code. */
+static int put_route(gw_cache_t *c, uint64_t route, const char *key, size_t len, uint8_t fill,
+                     const gw_field_t *rf, size_t nrf, const gw_field_t *qf, size_t nqf)
 {
     gw_rbuf_t *b = body_buf(len, len ? len : 1, fill);
     gw_rslice_t s = {b, 0, len};
@@ -48,10 +48,18 @@ static int put(gw_cache_t *c, const char *key, size_t len, uint8_t fill, const g
                         .fields = rf,
                         .nfields = nrf,
                         .body = &s,
-                        .nbody = len ? 1 : 0};
+                        .nbody = len ? 1 : 0,
+                        .route = route};
     int rv = gw_cache_put(c, &p);
     gw_rbuf_unref(b); /* the entry holds its own reference */
     return rv;
+}
+
+/* The same for route 0. */
+static int put(gw_cache_t *c, const char *key, size_t len, uint8_t fill, const gw_field_t *rf,
+               size_t nrf, const gw_field_t *qf, size_t nqf)
+{
+    return put_route(c, 0, key, len, fill, rf, nrf, qf, nqf);
 }
 
 static gw_cache_entry_t *get(gw_cache_t *c, const char *key, const gw_field_t *qf, size_t n)
@@ -166,6 +174,68 @@ static void purge_prefix(void **state)
     gw_cache_stats(c, &st);
     assert_int_equal(st.objects, 51);
     assert_int_equal(st.purged, 50);
+    gw_cache_del(c);
+}
+
+/* A route's tag is what it matches (host and path prefix), whatever else it says */
+static void route_tags(void **state)
+{
+    (void)state;
+    uint64_t a = gw_cache_route_tag(GW_SLICE_LIT("*"), GW_SLICE_LIT("/"));
+    assert_true(a == gw_cache_route_tag(GW_SLICE_LIT("*"), GW_SLICE_LIT("/")));
+    assert_true(a != gw_cache_route_tag(GW_SLICE_LIT("*"), GW_SLICE_LIT("/a/")));
+    assert_true(a != gw_cache_route_tag(GW_SLICE_LIT("a.example"), GW_SLICE_LIT("/")));
+    /* the host and the path are not one string */
+    assert_true(gw_cache_route_tag(GW_SLICE_LIT("a"), GW_SLICE_LIT("/b")) !=
+                gw_cache_route_tag(GW_SLICE_LIT("a/"), GW_SLICE_LIT("b")));
+}
+
+/* A reload keeps the entries of the routes still there, drops the others at once (their bytes
+ * are given back), and refuses later answers of a removed route. */
+static void keep_routes(void **state)
+{
+    (void)state;
+    gw_cache_t *c =
+        gw_cache_new(&(gw_cache_opts_t){.memory = 8 << 20, .max_object = 1 << 16, .shards = 8});
+    uint64_t ra = gw_cache_route_tag(GW_SLICE_LIT("*"), GW_SLICE_LIT("/a/"));
+    uint64_t rb = gw_cache_route_tag(GW_SLICE_LIT("*"), GW_SLICE_LIT("/b/"));
+    uint64_t rc = gw_cache_route_tag(GW_SLICE_LIT("*"), GW_SLICE_LIT("/c/"));
+    char k[64];
+    for (int i = 0; i < 90; i++) {
+        uint64_t r = i % 3 == 0 ? ra : i % 3 == 1 ? rb : rc;
+        snprintf(k, sizeof(k), "https://h/%c/%d", "abc"[i % 3], i);
+        assert_int_equal(put_route(c, r, k, 1000, 'r', NULL, 0, NULL, 0), 0); /* every route */
+    }
+    gw_cache_stats_t before, st;
+    gw_cache_stats(c, &before);
+    assert_int_equal(before.objects, 90);
+    uint64_t keep[] = {rc, ra};
+    assert_int_equal(gw_cache_keep_routes(c, keep, 2), 30);
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.objects, 60);
+    assert_int_equal(st.dropped, 30);
+    assert_int_equal(st.purged, 0);
+    assert_true(st.bytes + 30 * 1000 < before.bytes);
+    assert_null(get(c, "https://h/b/1", NULL, 0));
+    gw_cache_entry_t *e = get(c, "https://h/a/0", NULL, 0);
+    assert_non_null(e);
+    gw_cache_unref(e);
+    e = get(c, "https://h/c/2", NULL, 0);
+    assert_non_null(e);
+    gw_cache_unref(e);
+    /* b's answers are refused from now on (a draining connection's), a and c stored */
+    assert_int_equal(put_route(c, rb, "https://h/b/1", 10, 'r', NULL, 0, NULL, 0), GW_E_NOENT);
+    assert_null(get(c, "https://h/b/1", NULL, 0));
+    assert_int_equal(put_route(c, rc, "https://h/c/new", 10, 'r', NULL, 0, NULL, 0), 0);
+    /* b back in a later reload: stored again */
+    uint64_t all[] = {ra, rb, rc};
+    assert_int_equal(gw_cache_keep_routes(c, all, 3), 0);
+    assert_int_equal(put_route(c, rb, "https://h/b/1", 10, 'r', NULL, 0, NULL, 0), 0);
+    /* none: the store is emptied and stores nothing more */
+    assert_int_equal(gw_cache_keep_routes(c, NULL, 0), 62);
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.objects, 0);
+    assert_int_equal(put_route(c, ra, "https://h/a/0", 10, 'r', NULL, 0, NULL, 0), GW_E_NOENT);
     gw_cache_del(c);
 }
 
@@ -573,6 +643,68 @@ static void hot_set_survives_a_scan(void **state)
 
 typedef struct {
     gw_cache_t *c;
+    uint64_t route;
+    char prefix;
+    int *stop;   /* atomic */
+    long stored; /* atomic */
+} putter_t;
+
+static void *putter(void *arg)
+{
+    putter_t *w = arg;
+    char k[64];
+    for (unsigned i = 0; !__atomic_load_n(w->stop, __ATOMIC_ACQUIRE); i++) {
+        snprintf(k, sizeof(k), "https://h/%c/%u", w->prefix, i % 500);
+        if (put_route(w->c, w->route, k, 200, 'p', NULL, 0, NULL, 0) == 0)
+            __atomic_add_fetch(&w->stored, 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+/* Puts of a route race the reload that removes it: once gw_cache_keep_routes returns, no entry
+ * of the removed route is left, whatever the puts under way did meanwhile. */
+static void keep_routes_while_putting(void **state)
+{
+    (void)state;
+    gw_cache_t *c =
+        gw_cache_new(&(gw_cache_opts_t){.memory = 8 << 20, .max_object = 1 << 16, .shards = 4});
+    uint64_t ra = gw_cache_route_tag(GW_SLICE_LIT("*"), GW_SLICE_LIT("/a/"));
+    uint64_t rb = gw_cache_route_tag(GW_SLICE_LIT("*"), GW_SLICE_LIT("/b/"));
+    int stop = 0;
+    putter_t w[2] = {{.c = c, .route = ra, .prefix = 'a', .stop = &stop},
+                     {.c = c, .route = rb, .prefix = 'b', .stop = &stop}};
+    pthread_t t[2];
+    for (int round = 0; round < 20; round++) {
+        __atomic_store_n(&stop, 0, __ATOMIC_RELEASE);
+        uint64_t both[] = {ra, rb};
+        assert_true(gw_cache_keep_routes(c, both, 2) >= 0);
+        long b0 = __atomic_load_n(&w[1].stored, __ATOMIC_ACQUIRE);
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(pthread_create(&t[i], NULL, putter, &w[i]), 0);
+        while (__atomic_load_n(&w[1].stored, __ATOMIC_ACQUIRE) < b0 + 50)
+            ; /* b's entries are in */
+        assert_true(gw_cache_keep_routes(c, &ra, 1) > 0);
+        /* puts of both go on for a while: b's are refused */
+        long a0 = __atomic_load_n(&w[0].stored, __ATOMIC_ACQUIRE);
+        while (__atomic_load_n(&w[0].stored, __ATOMIC_ACQUIRE) < a0 + 50)
+            ;
+        __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+        for (int i = 0; i < 2; i++)
+            pthread_join(t[i], NULL);
+        char k[64];
+        for (unsigned i = 0; i < 500; i++) {
+            snprintf(k, sizeof(k), "https://h/b/%u", i);
+            assert_null(get(c, k, NULL, 0));
+        }
+        gw_cache_stats_t st;
+        gw_cache_stats(c, &st);
+        assert_true(st.objects > 0 && st.objects <= 500); /* a's */
+    }
+    gw_cache_del(c);
+}
+
+typedef struct {
+    gw_cache_t *c;
     unsigned seed;
     long hits, bad;
 } worker_t;
@@ -655,6 +787,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(insert_and_lookup),
     cmocka_unit_test(vary_variants),
     cmocka_unit_test(purge_prefix),
+    cmocka_unit_test(route_tags),
+    cmocka_unit_test(keep_routes),
     cmocka_unit_test(limits),
     cmocka_unit_test(body_slices),
     cmocka_unit_test(s3fifo_rules),
@@ -664,6 +798,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(failing_allocations),
     cmocka_unit_test(hot_set_survives_a_scan),
     cmocka_unit_test(threads),
+    cmocka_unit_test(keep_routes_while_putting),
 };
 
 GW_TEST_MAIN(tests)
