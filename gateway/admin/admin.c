@@ -10,14 +10,21 @@
  *   close for a probe;
  * - a scrape (gw_server_metrics) waits up to a second for the workers' snapshots: it runs on a
  *   thread of its own (the scraper), and the connections that ask while one runs share the
- *   next, so the admin loop goes on answering /healthz and /readyz meanwhile. */
+ *   next, so the admin loop goes on answering /healthz and /readyz meanwhile.
+ *
+ * The cache's endpoints act on the process's one store (server.h gw_server_cache_*), which the
+ * workers share under its shard locks: a purge here is seen by every worker's next lookup, and
+ * holds one shard's lock at a time (a purge by prefix walks them all, on this loop). */
 #include "admin/admin.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include "cache/cache.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/err.h"
@@ -133,7 +140,9 @@ static void on_written(uv_write_t *req, int status)
     aconn_close(req->data, NULL);
 }
 
-static void respond(aconn_t *c, unsigned status, const char *ctype, const uint8_t *body, size_t len)
+/* The answer, with an Allow field when allow is not NULL (a 405: RFC 9110 §15.5.6). */
+static void respond_allow(aconn_t *c, unsigned status, const char *ctype, const char *allow,
+                          const uint8_t *body, size_t len)
 {
     if (c->state == AC_SCRAPE) {
         gw_list_remove(&c->wlink);
@@ -144,8 +153,9 @@ static void respond(aconn_t *c, unsigned status, const char *ctype, const uint8_
     clen[gw_fmt_u64(clen, len)] = 0;
     gw_field_t f[] = {{GW_SLICE_LIT("server"), GW_SLICE_LIT("h2gate")},
                       {GW_SLICE_LIT("content-type"), gw_slice_str(ctype)},
-                      {GW_SLICE_LIT("cache-control"), GW_SLICE_LIT("no-store")}};
-    int rv = gw_h1_response_head(&c->out, status, f, 3, (int64_t)len, 0);
+                      {GW_SLICE_LIT("cache-control"), GW_SLICE_LIT("no-store")},
+                      {GW_SLICE_LIT("allow"), allow ? gw_slice_str(allow) : GW_SLICE_LIT("")}};
+    int rv = gw_h1_response_head(&c->out, status, f, allow ? 4 : 3, (int64_t)len, 0);
     if (rv == 0 && !c->head_only && len)
         rv = gw_bytes_append(&c->out, body, len);
     if (rv < 0) {
@@ -160,9 +170,27 @@ static void respond(aconn_t *c, unsigned status, const char *ctype, const uint8_
         aconn_close(c, "write failed");
 }
 
+static void respond(aconn_t *c, unsigned status, const char *ctype, const uint8_t *body, size_t len)
+{
+    respond_allow(c, status, ctype, NULL, body, len);
+}
+
 static void respond_text(aconn_t *c, unsigned status, const char *text)
 {
     respond(c, status, "text/plain; charset=utf-8", (const uint8_t *)text, strlen(text));
+}
+
+static void respond_json(aconn_t *c, unsigned status, const char *json)
+{
+    respond(c, status, "application/json", (const uint8_t *)json, strlen(json));
+}
+
+/* 405 with what the path allows. */
+static void respond_405(aconn_t *c, const char *allow)
+{
+    char text[96];
+    snprintf(text, sizeof(text), "h2gate admin: %s only here\n", allow);
+    respond_allow(c, 405, "text/plain; charset=utf-8", allow, (const uint8_t *)text, strlen(text));
 }
 
 /* ---- scrapes ------------------------------------------------------------------------------ */
@@ -231,6 +259,207 @@ static void on_scraped(uv_async_t *h)
     scrape_kick(a);
 }
 
+/* ---- the cache ---------------------------------------------------------------------------- */
+
+/* {"error":"msg"} into out (cap bytes, NUL-terminated): msg's quotes, backslashes and bytes
+ * outside printable ASCII escaped (RFC 8259 §7), so that a parameter name can be quoted. */
+static void json_error(char *out, size_t cap, const char *msg)
+{
+    size_t at = (size_t)snprintf(out, cap, "{\"error\":\"");
+    for (const unsigned char *p = (const unsigned char *)msg; *p && at + 8 < cap; p++) {
+        if (*p == '"' || *p == '\\')
+            at += (size_t)snprintf(out + at, cap - at, "\\%c", *p);
+        else if (*p < 0x20 || *p > 0x7e)
+            at += (size_t)snprintf(out + at, cap - at, "\\u%04x", *p);
+        else
+            out[at++] = (char)*p;
+    }
+    snprintf(out + at, cap - at, "\"}\n");
+}
+
+static void respond_error(aconn_t *c, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void respond_error(aconn_t *c, unsigned status, const char *fmt, ...)
+{
+    char msg[384], json[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    json_error(json, sizeof(json), msg);
+    respond_json(c, status, json);
+}
+
+static int hexval(uint8_t ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    ch |= 0x20;
+    return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+/* Percent-decode v (RFC 3986 §2.1; a "+" stays a "+": a URL holds no space for it to stand
+ * for) into out (v.len bytes suffice): its length, or -1 - (offset of the bad "%"). */
+static ssize_t pct_decode(gw_slice_t v, char *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < v.len; i++) {
+        if (v.base[i] != '%') {
+            out[n++] = (char)v.base[i];
+            continue;
+        }
+        /* the parser refused such a target already (gw_http_is_request_target): checked
+         * again, as this reads past the "%" */
+        int hi = i + 2 < v.len ? hexval(v.base[i + 1]) : -1;
+        int lo = hi >= 0 ? hexval(v.base[i + 2]) : -1;
+        if (lo < 0)
+            return -1 - (ssize_t)i;
+        out[n++] = (char)(hi << 4 | lo);
+        i += 2;
+    }
+    return (ssize_t)n;
+}
+
+/* Why abs is not a URL gw_cache_url_parse takes (it refused it): for the 400's message. */
+static const char *url_problem(gw_slice_t abs)
+{
+    const uint8_t *colon = abs.len ? memchr(abs.base, ':', abs.len) : NULL;
+    size_t at = colon ? (size_t)(colon - abs.base) : 0;
+    if (!colon || abs.len - at < 3 || colon[1] != '/' || colon[2] != '/')
+        return "is not an absolute URL (scheme://host/path)";
+    gw_slice_t scheme = {abs.base, at};
+    if (!gw_slice_eq_nocase(scheme, GW_SLICE_LIT("http")) &&
+        !gw_slice_eq_nocase(scheme, GW_SLICE_LIT("https")))
+        return "is not an http or https URL (the cache holds no other)";
+    size_t h = at + 3, e = h;
+    while (e < abs.len && abs.base[e] != '/' && abs.base[e] != '?' && abs.base[e] != '#')
+        e++;
+    if (e == h)
+        return "has no host";
+    if (e < abs.len && abs.base[e] == '?')
+        return "has a query but no path (write scheme://host/?query)";
+    return "has an invalid authority (host[:port], without userinfo)";
+}
+
+/* POST /cache/purge?url=URL or ?prefix=URL: URL (percent-encoded in the query) is the absolute
+ * URL as the client asked for it, keyed as the cache keys requests (gw_cache_key: the scheme
+ * and the host lowercased, the default port dropped, the path and query byte for byte). */
+static void cache_purge(aconn_t *c, gw_slice_t query)
+{
+    gw_slice_t val = {0};
+    const char *which = NULL;
+    size_t seen = 0;
+    while (query.len) {
+        const uint8_t *amp = memchr(query.base, '&', query.len);
+        gw_slice_t item = {query.base, amp ? (size_t)(amp - query.base) : query.len};
+        query = amp ? (gw_slice_t){amp + 1, query.len - item.len - 1} : (gw_slice_t){0};
+        if (!item.len)
+            continue;
+        const uint8_t *eq = memchr(item.base, '=', item.len);
+        gw_slice_t name = {item.base, eq ? (size_t)(eq - item.base) : item.len};
+        gw_slice_t v = eq ? (gw_slice_t){eq + 1, item.len - name.len - 1} : (gw_slice_t){0};
+        if (gw_slice_eq(name, GW_SLICE_LIT("url")))
+            which = "url";
+        else if (gw_slice_eq(name, GW_SLICE_LIT("prefix")))
+            which = "prefix";
+        else {
+            respond_error(c, 400,
+                          "unknown parameter \"%.*s\": give url=URL or prefix=URL, the URL "
+                          "percent-encoded (its & as %%26)",
+                          (int)(name.len > 64 ? 64 : name.len), (const char *)name.base);
+            return;
+        }
+        val = v;
+        seen++;
+    }
+    if (seen != 1) {
+        respond_error(c, 400,
+                      seen ? "give one parameter, url=URL or prefix=URL, once"
+                           : "missing parameter: url=URL or prefix=URL (the absolute "
+                             "URL, percent-encoded)");
+        return;
+    }
+    if (!val.len) {
+        respond_error(c, 400, "%s is empty", which);
+        return;
+    }
+    char *abs = gw_malloc(val.len);
+    char *key = NULL;
+    if (!abs)
+        goto nomem;
+    ssize_t n = pct_decode(val, abs);
+    if (n < 0) {
+        respond_error(c, 400,
+                      "%s has a bad percent-encoding at byte %zd (a %% is followed by two hex "
+                      "digits)",
+                      which, -n - 1);
+        goto out;
+    }
+    /* what no request target holds (gw_http_is_request_target): no entry is keyed with it */
+    for (ssize_t i = 0; i < n; i++)
+        if ((uint8_t)abs[i] <= 0x20 || (uint8_t)abs[i] >= 0x7f) {
+            respond_error(c, 400,
+                          "%s decodes to a URL with byte 0x%02x at byte %zd: a control, a space "
+                          "or a byte past ASCII, which no request target holds (a %%XX of the URL "
+                          "itself is written %%25XX)",
+                          which, (uint8_t)abs[i], i);
+            goto out;
+        }
+    gw_slice_t url = {(const uint8_t *)abs, (size_t)n};
+    gw_cache_url_t u;
+    if (gw_cache_url_parse(url, &u) < 0) {
+        respond_error(c, 400, "%s \"%.*s\" %s", which, (int)(n > 200 ? 200 : n), abs,
+                      url_problem(url));
+        goto out;
+    }
+    size_t klen = gw_cache_key(&u, NULL, 0);
+    if (!(key = gw_malloc(klen)))
+        goto nomem;
+    gw_cache_key(&u, key, klen);
+    size_t purged = 0;
+    int prefix = which[0] == 'p';
+    if (gw_server_cache_purge(c->a->srv, key, klen, prefix, &purged) < 0) {
+        respond_error(c, 404, "no cache: no route has cache: true");
+        goto out;
+    }
+    GW_LOG_INFO("cache_purged", "%s=%.*s purged=%zu", which, (int)(klen > 200 ? 200 : klen), key,
+                purged);
+    char json[48];
+    snprintf(json, sizeof(json), "{\"purged\": %zu}\n", purged);
+    respond_json(c, 200, json);
+    goto out;
+nomem:
+    respond_text(c, 500, "h2gate admin: out of memory\n");
+out:
+    gw_free(abs);
+    gw_free(key);
+}
+
+/* GET /cache/stats: the store's counters (gw_cache_stats_t) and its configured budget. */
+static void cache_stats(aconn_t *c)
+{
+    gw_cache_stats_t st;
+    size_t memory, max_object;
+    if (gw_server_cache_stats(c->a->srv, &st, &memory, &max_object) < 0) {
+        respond_error(c, 404, "no cache: no route has cache: true");
+        return;
+    }
+    char json[640];
+    snprintf(json, sizeof(json),
+             "{\"hits\": %llu, \"misses\": %llu, \"inserts\": %llu, \"replaced\": %llu, "
+             "\"evictions\": %llu, \"purged\": %llu, \"dropped\": %llu, \"refused\": %llu, "
+             "\"bytes\": %llu, \"objects\": %llu, \"ghosts\": %llu, \"memory\": %zu, "
+             "\"max_object\": %zu}\n",
+             (unsigned long long)st.hits, (unsigned long long)st.misses,
+             (unsigned long long)st.inserts, (unsigned long long)st.replaced,
+             (unsigned long long)st.evictions, (unsigned long long)st.purged,
+             (unsigned long long)st.dropped, (unsigned long long)st.refused,
+             (unsigned long long)st.bytes, (unsigned long long)st.objects,
+             (unsigned long long)st.ghosts, memory, max_object);
+    respond_json(c, 200, json);
+}
+
 /* ---- requests ----------------------------------------------------------------------------- */
 
 static int on_head(void *ud, const gw_h1_msg_t *m)
@@ -238,15 +467,27 @@ static int on_head(void *ud, const gw_h1_msg_t *m)
     aconn_t *c = ud;
     gw_admin_t *a = c->a;
     c->head_only = gw_slice_eq(m->method, GW_SLICE_LIT("HEAD"));
-    if (!c->head_only && !gw_slice_eq(m->method, GW_SLICE_LIT("GET"))) {
-        respond_text(c, 405, "h2gate admin: GET only\n");
+    int get = c->head_only || gw_slice_eq(m->method, GW_SLICE_LIT("GET"));
+    gw_slice_t path = m->target, query = {0};
+    for (size_t i = 0; i < path.len; i++)
+        if (path.base[i] == '?') {
+            query = (gw_slice_t){path.base + i + 1, path.len - i - 1};
+            path.len = i;
+        }
+    if (gw_slice_eq(path, GW_SLICE_LIT("/cache/purge"))) {
+        if (gw_slice_eq(m->method, GW_SLICE_LIT("POST")))
+            cache_purge(c, query);
+        else
+            respond_405(c, "POST");
         return 0;
     }
-    gw_slice_t path = m->target;
-    for (size_t i = 0; i < path.len; i++)
-        if (path.base[i] == '?')
-            path.len = i;
-    if (gw_slice_eq(path, GW_SLICE_LIT("/metrics"))) {
+    if (!get) {
+        respond_405(c, "GET, HEAD");
+        return 0;
+    }
+    if (gw_slice_eq(path, GW_SLICE_LIT("/cache/stats"))) {
+        cache_stats(c);
+    } else if (gw_slice_eq(path, GW_SLICE_LIT("/metrics"))) {
         if (a->nscrape >= ADMIN_CONNS_MAX - ADMIN_PROBE_SLOTS) {
             respond_text(c, 503, "h2gate admin: too many scrapes at once\n");
             return 0;
@@ -265,7 +506,8 @@ static int on_head(void *ud, const gw_h1_msg_t *m)
         else
             respond_text(c, 503, "not ready: starting or draining\n");
     } else {
-        respond_text(c, 404, "h2gate admin: /metrics, /healthz, /readyz\n");
+        respond_text(c, 404,
+                     "h2gate admin: /metrics, /healthz, /readyz, /cache/stats, /cache/purge\n");
     }
     return 0;
 }
@@ -321,7 +563,15 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (c->state != AC_HEAD)
         return; /* on_head took it */
     unsigned st = n < 0 ? gw_h1_parser_error_status(c->p) : 0;
-    respond_text(c, st ? st : 400, "h2gate admin: bad request\n");
+    const char *why = n < 0 ? gw_h1_parser_error_reason(c->p) : NULL;
+    char text[256];
+    snprintf(text, sizeof(text), "h2gate admin: bad request%s%s%s\n", why ? ": " : "",
+             why ? why : "",
+             why && !strcmp(why, "invalid request-target")
+                 ? " (a % not followed by two hex digits, a space, a control or a byte past "
+                   "ASCII: percent-encode them)"
+                 : "");
+    respond_text(c, st ? st : 400, text);
 }
 
 /* At ADMIN_CONNS_MAX, the connection to close for a new one: the oldest still reading its head,
@@ -466,7 +716,9 @@ int gw_admin_start(gw_server_t *srv, const gw_cfg_admin_t *cfg, gw_admin_t **out
         admin_free(a);
         return GW_E_IO;
     }
-    GW_LOG_INFO("admin_listening", "address=%s paths=/metrics,/healthz,/readyz timeout_ms=%llu",
+    GW_LOG_INFO("admin_listening",
+                "address=%s paths=/metrics,/healthz,/readyz,/cache/stats,/cache/purge "
+                "timeout_ms=%llu",
                 addr->text, (unsigned long long)a->timeout_ms);
     *out = a;
     return 0;

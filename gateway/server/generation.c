@@ -693,3 +693,40 @@ int gw_server_reload(gw_server_t *s)
                 g->id, g->cfg->path, g->listeners_len, g->cfg->routes_len, g->cfg->upstreams_len);
     return 0;
 }
+
+/* ---- the admin's access to the cache ---------------------------------------------------- */
+
+/* The current generation's cache with a reference, or NULL when no route caches. */
+static gw_shared_cache_t *cache_hold(gw_server_t *s)
+{
+    uv_mutex_lock(&s->lock);
+    gw_shared_cache_t *t = s->gen->cache;
+    if (t)
+        atomic_fetch_add(&t->refs, 1);
+    uv_mutex_unlock(&s->lock);
+    return t;
+}
+
+int gw_server_cache_stats(gw_server_t *s, gw_cache_stats_t *st, size_t *memory, size_t *max_object)
+{
+    gw_shared_cache_t *t = cache_hold(s);
+    if (!t)
+        return GW_E_NOENT;
+    gw_cache_stats(t->c, st);
+    *memory = t->memory;
+    *max_object = t->max_object;
+    cache_unref(t);
+    return 0;
+}
+
+int gw_server_cache_purge(gw_server_t *s, const char *key, size_t len, int prefix, size_t *purged)
+{
+    gw_shared_cache_t *t = cache_hold(s);
+    if (!t)
+        return GW_E_NOENT;
+    /* the store the workers share: its shard locks make this safe from any thread, and the
+     * purge is seen by every worker's next lookup */
+    *purged = prefix ? gw_cache_purge_prefix(t->c, key, len) : gw_cache_purge(t->c, key, len);
+    cache_unref(t);
+    return 0;
+}

@@ -437,8 +437,9 @@ static const fam_t fams[] = {
      "Entries evicted to keep the shared cache within cache.memory (S3-FIFO).",
      .off = AT(cache.evictions), .need = NEED_CACHE},
     {"h2gate_cache_purged_total", "counter",
-     "Entries removed: by unsafe methods' answers (RFC 9111 section 4.4).", .off = AT(cache.purged),
-     .need = NEED_CACHE},
+     "Entries removed on request: by unsafe methods' answers (RFC 9111 section 4.4) and the "
+     "admin listener's POST /cache/purge.",
+     .off = AT(cache.purged), .need = NEED_CACHE},
     {"h2gate_cache_bytes", "gauge",
      "Bytes the shared cache is charged now (bodies' buffers, heads, keys, index).",
      .off = AT(cache.bytes), .need = NEED_CACHE},

@@ -9,6 +9,7 @@
 #ifndef GW_SERVER_SERVER_H
 #define GW_SERVER_SERVER_H
 
+#include "cache/cache.h"
 #include "common/buf.h"
 #include "config/config.h"
 
@@ -72,5 +73,14 @@ int gw_server_admin_socket(gw_server_t *s, const gw_cfg_addr_t *addr, int *out);
 
 /* 1 while every worker runs and no stop was asked (/readyz). */
 int gw_server_ready(const gw_server_t *s);
+
+/* The process's shared cache (any thread; the admin listener): the one store every worker
+ * uses, the current generation's. Its counters, and the configured cache.memory and
+ * cache.max_object: 0, or GW_E_NOENT when no route has cache: true (there is no store). */
+int gw_server_cache_stats(gw_server_t *s, gw_cache_stats_t *st, size_t *memory, size_t *max_object);
+/* Remove the entries under key (every Vary variant; gw_cache_key of a URL) or, with prefix,
+ * every entry whose key starts with key, into *purged: 0, or GW_E_NOENT when no route has
+ * cache: true. */
+int gw_server_cache_purge(gw_server_t *s, const char *key, size_t len, int prefix, size_t *purged);
 
 #endif

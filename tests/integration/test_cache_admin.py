@@ -1,0 +1,200 @@
+"""The shared cache on the admin listener: POST /cache/purge?url=URL (every Vary variant of one
+URL) and ?prefix=URL (every key under it), the URL percent-encoded in the query and keyed as
+requests are; precise 400s for what is not a URL; GET /cache/stats and the metrics moving as the
+store does. Origin requests are counted at the scripted origin (test_cache's)."""
+import http.client
+import json
+from urllib.parse import quote
+
+from test_cache import CountingOrigin, h1
+
+from gwtest import origin_count, origin_gateway, sample, scrape
+
+
+def admin(port, method, target):
+    """One request to the admin listener: (status, {field: value} lowercased, body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, target)
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()
+
+
+def purge(g, what, url, encode=True):
+    """POST /cache/purge?what=url (url percent-encoded unless encode is False): (status, the
+    JSON answer)."""
+    st, h, body = admin(g.admin, "POST", f"/cache/purge?{what}={quote(url, safe='') if encode else url}")
+    assert h["content-type"] == "application/json", (st, h, body)
+    return st, json.loads(body)
+
+
+def stats(g):
+    st, h, body = admin(g.admin, "GET", "/cache/stats")
+    assert st == 200 and h["content-type"] == "application/json", (st, body)
+    return json.loads(body)
+
+
+def cached(gateway, o, extra=""):
+    return origin_gateway(gateway, o, route_extra="cache: true\n", admin=True,
+                          extra="cache:\n  memory: 32MiB\n  max_object: 256KiB\n" + extra)
+
+
+def hit(port, path, headers=None):
+    """GET path over HTTP/1.1 (Host: localhost): (body, whether the cache answered)."""
+    st, h, body = h1(port, path, headers=headers)
+    assert st == 200, (path, st)
+    return body, h["cache-status"].startswith("h2gate; hit")
+
+
+def test_purge_by_url_removes_every_vary_variant_and_the_next_request_goes_to_the_origin(gateway):
+    with CountingOrigin() as o:
+        g = cached(gateway, o)
+        langs = [{"Accept-Language": "en"}, {"Accept-Language": "fr"}, None]
+        for hdr in langs:
+            assert not hit(g.port, "/k/vary", hdr)[1]
+            assert hit(g.port, "/k/vary", hdr)[1]
+        hit(g.port, "/k/fresh/other")
+        assert origin_count(o, "/k/vary") == 3
+        # the URL as the client asked for it: the listener's scheme, its Host
+        assert purge(g, "url", "http://localhost/k/vary") == (200, {"purged": 3})
+        for hdr in langs:
+            body, was_hit = hit(g.port, "/k/vary", hdr)
+            assert not was_hit and body.endswith(b"\n")
+        assert origin_count(o, "/k/vary") == 6
+        assert hit(g.port, "/k/fresh/other")[1]  # another URL is untouched
+        # the scheme and host are compared as the cache keys them: case and default port
+        assert purge(g, "url", "HTTP://LocalHost:80/k/vary") == (200, {"purged": 3})
+        assert purge(g, "url", "http://localhost/k/vary") == (200, {"purged": 0})
+        # another scheme or port is another URL
+        assert purge(g, "url", "https://localhost/k/fresh/other") == (200, {"purged": 0})
+        assert purge(g, "url", "http://localhost:8080/k/fresh/other") == (200, {"purged": 0})
+        assert hit(g.port, "/k/fresh/other")[1]
+        assert "event=cache_purged url=http://localhost/k/vary purged=3" in g.log()
+
+
+def test_purge_by_prefix_removes_only_matching_keys(gateway):
+    with CountingOrigin() as o:
+        g = cached(gateway, o)
+        paths = ["/k/fresh/img/1", "/k/fresh/img/2", "/k/fresh/img/2?v=3", "/k/fresh/imgx",
+                 "/k/fresh/css/1"]
+        for p in paths:
+            hit(g.port, p)
+        assert stats(g)["objects"] == 5
+        assert purge(g, "prefix", "http://localhost/k/fresh/img/") == (200, {"purged": 3})
+        assert [hit(g.port, p)[1] for p in paths] == [False, False, False, True, True]
+        assert [origin_count(o, p) for p in paths] == [2, 2, 2, 1, 1]
+        # a URL without a path is its "/": every key of that scheme and authority
+        assert purge(g, "prefix", "http://LOCALHOST:80") == (200, {"purged": 5})
+        assert stats(g)["objects"] == 0
+
+
+def test_the_url_is_percent_decoded_once(gateway):
+    """The query's value is percent-decoded once (RFC 3986 §2.1): the target's own query and
+    escapes are written encoded; ":" and "/" may stay as they are; a "+" is a "+"."""
+    with CountingOrigin() as o:
+        g = cached(gateway, o)
+        for p in ["/k/fresh/q?a=1&b=2", "/k/fresh/a%20b", "/k/fresh/p+q", "/k/fresh/A"]:
+            hit(g.port, p)
+        assert purge(g, "url", "http://localhost/k/fresh/q?a=1&b=2") == (200, {"purged": 1})
+        assert purge(g, "url", "http://localhost/k/fresh/a%2520b", encode=False) == \
+            (200, {"purged": 1})
+        assert purge(g, "url", "http://localhost/k/fresh/p+q", encode=False) == \
+            (200, {"purged": 1})
+        # lowercase hex digits; the path itself is case-sensitive (no /k/fresh/a stored)
+        assert purge(g, "url", "http%3a%2f%2flocalhost%2fk%2ffresh%2fa", encode=False) == \
+            (200, {"purged": 0})
+        assert purge(g, "url", "http%3a%2f%2flocalhost%2fk%2ffresh%2fA", encode=False) == \
+            (200, {"purged": 1})
+        assert stats(g)["objects"] == 0
+        # the query left unencoded splits at its "&": refused, with the reason
+        st, ans = purge(g, "url", "http://localhost/k/fresh/q?a=1&b=2", encode=False)
+        assert st == 400 and ans["error"].startswith('unknown parameter "b"') and \
+            "%26" in ans["error"], ans
+
+
+def test_bad_purges_get_400_with_a_precise_message(gateway):
+    with CountingOrigin() as o:
+        g = cached(gateway, o)
+        hit(g.port, "/k/fresh/x")
+        for query, want in [
+            ("", "missing parameter: url=URL or prefix=URL"),
+            ("url=", "url is empty"),
+            ("prefix", "prefix is empty"),
+            ("url=http://a/&url=http://b/", "give one parameter, url=URL or prefix=URL, once"),
+            ("url=http://a/&prefix=http://a/", "once"),
+            ("uri=http://a/", 'unknown parameter "uri": give url=URL or prefix=URL'),
+            ("url=http%3A%2F%2Fh%2Fa%20b", "URL with byte 0x20 at byte 10: a control, a space"),
+            ("url=http://h/%00", "URL with byte 0x00 at byte 9"),
+            ("url=http://h/%C3%A9", "URL with byte 0xc3 at byte 9"),
+            ("prefix=localhost/k/", 'prefix "localhost/k/" is not an absolute URL'),
+            ("url=ftp://localhost/k", 'url "ftp://localhost/k" is not an http or https URL'),
+            ("url=http:///k", "has no host"),
+            ("url=http://user@localhost/k", "has an invalid authority"),
+            ("url=http://localhost?x=1", "has a query but no path"),
+        ]:
+            st, h, body = admin(g.admin, "POST", "/cache/purge" + ("?" + query if query else ""))
+            assert st == 400 and h["content-type"] == "application/json", (query, st, body)
+            assert want in json.loads(body)["error"], (query, body)
+        # a target that is not one (RFC 3986 §2.1: "%" and two hex digits) is the parser's
+        for query in ["url=http%3A%2F%2Fa%2F%zz", "url=http://a/%4", "url=http://a/%C3%A"]:
+            st, h, body = admin(g.admin, "POST", "/cache/purge?" + query)
+            assert st == 400 and body.startswith(
+                b"h2gate admin: bad request: invalid request-target (a % not followed by two hex "
+                b"digits"), (query, st, body)
+        # nothing was purged by any of them
+        assert stats(g)["purged"] == 0 and hit(g.port, "/k/fresh/x")[1]
+        # methods: 405 with Allow (RFC 9110 §15.5.6)
+        for method, target, allow in [("GET", "/cache/purge?url=http://localhost/", "POST"),
+                                      ("HEAD", "/cache/purge", "POST"),
+                                      ("POST", "/cache/stats", "GET, HEAD"),
+                                      ("DELETE", "/metrics", "GET, HEAD")]:
+            st, h, _ = admin(g.admin, method, target)
+            assert (st, h.get("allow")) == (405, allow), (method, target, st, h)
+
+
+def test_without_a_caching_route_the_cache_endpoints_say_so(gateway):
+    with CountingOrigin() as o:
+        g = origin_gateway(gateway, o, admin=True, extra="cache:\n  memory: 32MiB\n")
+        for method, target in [("POST", "/cache/purge?url=http%3A%2F%2Flocalhost%2F"),
+                               ("GET", "/cache/stats")]:
+            st, h, body = admin(g.admin, method, target)
+            assert st == 404 and h["content-type"] == "application/json", (target, st, body)
+            assert json.loads(body) == {"error": "no cache: no route has cache: true"}
+        # a bad URL is still a 400 first
+        assert admin(g.admin, "POST", "/cache/purge?url=x")[0] == 400
+
+
+def test_stats_move_as_the_store_does(gateway):
+    with CountingOrigin() as o:
+        g = cached(gateway, o)
+        s0 = stats(g)
+        assert set(s0) == {"hits", "misses", "inserts", "replaced", "evictions", "purged",
+                           "dropped", "refused", "bytes", "objects", "ghosts", "memory",
+                           "max_object"}
+        assert (s0["memory"], s0["max_object"]) == (32 << 20, 256 << 10)
+        assert s0["objects"] == s0["hits"] == s0["misses"] == s0["inserts"] == 0
+        assert 0 < s0["bytes"] < 1 << 20  # the index, empty
+        hit(g.port, "/k/big/100000")
+        s1 = stats(g)
+        assert (s1["misses"], s1["inserts"], s1["objects"]) == (1, 1, 1)
+        assert s1["bytes"] - s0["bytes"] >= 100000
+        hit(g.port, "/k/big/100000")
+        hit(g.port, "/k/big/100000")
+        assert stats(g)["hits"] == 2
+        hit(g.port, "/k/big/300000")  # above max_object: refused at the head, never charged
+        hit(g.port, "/k/fresh/r")
+        hit(g.port, "/k/fresh/r", headers={"Cache-Control": "no-cache"})  # replaces it
+        s2 = stats(g)
+        assert (s2["objects"], s2["inserts"], s2["replaced"]) == (2, 3, 1)
+        assert purge(g, "url", "http://localhost/k/big/100000") == (200, {"purged": 1})
+        s3 = stats(g)
+        assert (s3["objects"], s3["purged"]) == (1, 1)
+        assert s2["bytes"] - s3["bytes"] >= 100000
+        st, h, body = admin(g.admin, "HEAD", "/cache/stats")
+        assert st == 200 and body == b"" and int(h["content-length"]) > 0
+        # the metrics count the same purge
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_purged_total") == 1
+        assert sample(fams, "h2gate_cache_objects") == 1
