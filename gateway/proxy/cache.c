@@ -721,6 +721,8 @@ static void commit(ox_t *ox, struct gw_proxy_cx *cx)
         .body = cx->body,
         .nbody = cx->nbody,
         .meta = cx->meta,
+        /* a reload that removes the route drops its entries (gw_cache_keep_routes) */
+        .route = gw_cache_route_tag(gw_slice_str(ox->route->host), gw_slice_str(ox->route->path)),
     };
     int rv = gw_cache_put(ox->p->cache, &put);
     if (rv < 0)

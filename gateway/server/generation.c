@@ -124,7 +124,8 @@ static void table_unref(gw_shared_table_t *t)
 }
 
 /* The shared cache of prev when its budget is cfg's (what is stored carries over a reload;
- * entries of routes that are gone age out), else a new one; NULL out of memory. */
+ * cache_apply drops the entries of routes that are gone once the reload is done), else a new,
+ * empty one; NULL out of memory. */
 static gw_shared_cache_t *cache_get(gw_shared_cache_t *prev, const gw_cfg_cache_t *cc)
 {
     if (prev && prev->memory == cc->memory && prev->max_object == cc->max_object) {
@@ -149,6 +150,44 @@ static void cache_unref(gw_shared_cache_t *t)
         gw_cache_del(t->c); /* entries still sent live on until their last reference */
         gw_free(t);
     }
+}
+
+/* A reload is done (g is current, prev the generation before it): the store g keeps holds
+ * only the answers of g's caching routes from now on; a store g does not keep (a new budget, or
+ * no route caches any more) is emptied now, rather than when prev's last connection closes, and
+ * stores nothing more: memory is given back at once, and a new store never sits beside a full
+ * old one while prev drains. */
+static void cache_apply(const gw_gen_t *prev, const gw_gen_t *g)
+{
+    const gw_config_t *cfg = g->cfg;
+    if (g->cache) {
+        uint64_t *tags = gw_malloc(cfg->routes_len * sizeof(*tags));
+        size_t n = 0;
+        for (size_t i = 0; tags && i < cfg->routes_len; i++)
+            if (cfg->routes[i].cache)
+                tags[n++] = gw_cache_route_tag(gw_slice_str(cfg->routes[i].host),
+                                               gw_slice_str(cfg->routes[i].path));
+        ssize_t dropped = tags ? gw_cache_keep_routes(g->cache->c, tags, n) : GW_E_NOMEM;
+        gw_free(tags);
+        if (dropped < 0)
+            GW_LOG_WARN("cache_routes",
+                        "generation=%llu error=\"%s\" reason=\"the entries of "
+                        "removed routes stay until evicted\"",
+                        g->id, gw_strerror((int)dropped));
+        else if (prev && prev->cache == g->cache)
+            GW_LOG_INFO("cache_kept", "generation=%llu routes=%zu dropped=%zd", g->id, n, dropped);
+    }
+    if (!prev || !prev->cache || prev->cache == g->cache)
+        return;
+    ssize_t dropped = gw_cache_keep_routes(prev->cache->c, NULL, 0);
+    if (g->cache)
+        GW_LOG_INFO("cache_rebuilt",
+                    "generation=%llu memory=%zu max_object=%zu dropped=%zd reason=\"cache.memory "
+                    "or cache.max_object changed: a new, empty store\"",
+                    g->id, g->cache->memory, g->cache->max_object, dropped);
+    else
+        GW_LOG_INFO("cache_off", "generation=%llu dropped=%zd reason=\"no route has cache: true\"",
+                    g->id, dropped);
 }
 
 static void gen_free(gw_gen_t *g)
@@ -680,6 +719,7 @@ int gw_server_reload(gw_server_t *s)
         if (s->workers[i] && s->workers[i]->wake_open)
             uv_async_send(&s->workers[i]->wake);
     uv_mutex_unlock(&s->lock);
+    cache_apply(cur, g);
     (void)gw_front_alog_switch(&s->alog, g->cfg->access_log.path, 0);
     gw_server__cluster_apply(s);
 #if GW_HAVE_ACME

@@ -440,6 +440,9 @@ static const fam_t fams[] = {
      "Entries removed on request: by unsafe methods' answers (RFC 9111 section 4.4) and the "
      "admin listener's POST /cache/purge.",
      .off = AT(cache.purged), .need = NEED_CACHE},
+    {"h2gate_cache_dropped_total", "counter",
+     "Entries removed by a reload: their route is gone or no longer has cache: true.",
+     .off = AT(cache.dropped), .need = NEED_CACHE},
     {"h2gate_cache_bytes", "gauge",
      "Bytes the shared cache is charged now (bodies' buffers, heads, keys, index).",
      .off = AT(cache.bytes), .need = NEED_CACHE},

@@ -1,14 +1,25 @@
-"""The shared cache on the admin listener: POST /cache/purge?url=URL (every Vary variant of one
-URL) and ?prefix=URL (every key under it), the URL percent-encoded in the query and keyed as
-requests are; precise 400s for what is not a URL; GET /cache/stats and the metrics moving as the
-store does. Origin requests are counted at the scripted origin (test_cache's)."""
+"""The shared cache on the admin listener and across reloads: POST /cache/purge?url=URL (every
+Vary variant of one URL) and ?prefix=URL (every key under it), the URL percent-encoded in the
+query and keyed as requests are; precise 400s for what is not a URL; GET /cache/stats and the
+metrics moving as the store does; a reload that removes a caching route (or its cache: true)
+drops its entries at once while the other route's stay; a reload that changes cache.memory
+starts a new, empty store. Origin requests are counted at the scripted origin (test_cache's)."""
 import http.client
 import json
+import re
 from urllib.parse import quote
 
+from procs import free_port
 from test_cache import CountingOrigin, h1
+from test_reload import reload_to
 
-from gwtest import origin_count, origin_gateway, sample, scrape
+from gwtest import gw_config, origin_count, origin_gateway, sample, scrape
+
+
+def reload(g, text, generation):
+    """reload_to, and the log once the main thread finished the reload (its cache walk)."""
+    reload_to(g, text, generation)
+    return g.wait_log(f"event=reloaded generation={generation} ")
 
 
 def admin(port, method, target):
@@ -198,3 +209,94 @@ def test_stats_move_as_the_store_does(gateway):
         fams, _ = scrape(g.admin)
         assert sample(fams, "h2gate_cache_purged_total") == 1
         assert sample(fams, "h2gate_cache_objects") == 1
+        assert sample(fams, "h2gate_cache_dropped_total") == 0
+
+
+def two_routes(port, origin_port, admin_port, drop_route=True, drop_cache="true",
+               memory="32MiB"):
+    """A gateway whose /k/fresh/drop/ has a route of its own (cache: drop_cache; left out
+    when drop_route is False) before the catch-all route, both caching."""
+    text = gw_config(port, [f"127.0.0.1:{origin_port}"], route_extra="cache: true\n",
+                     extra=f"cache:\n  memory: {memory}\n  max_object: 256KiB\n"
+                           f"admin:\n  address: 127.0.0.1:{admin_port}\n")
+    if drop_route:
+        text = text.replace("routes:\n", "routes:\n  - host: '*'\n    path: /k/fresh/drop/\n"
+                                         f"    upstream: app\n    cache: {drop_cache}\n")
+    return text
+
+
+def start_two_routes(gateway, o, **kw):
+    port, admin_port = free_port(), free_port()
+    text = two_routes(port, o.port, admin_port, **kw)
+    g = gateway(text, wait=[("127.0.0.1", port), ("127.0.0.1", admin_port)])
+    g.port, g.admin = port, admin_port
+    return g
+
+
+def fill(g, o):
+    """5 answers of each route, each fetched once from the origin."""
+    for i in range(5):
+        for p in (f"/k/fresh/drop/{i}", f"/k/fresh/keep/{i}"):
+            hit(g.port, p)
+            assert hit(g.port, p)[1]
+    s = stats(g)
+    assert s["objects"] == 10, s
+    return s
+
+
+def test_a_reload_that_removes_a_route_drops_its_entries(gateway):
+    with CountingOrigin() as o:
+        g = start_two_routes(gateway, o)
+        before = fill(g, o)
+        # the /k/fresh/drop/ route is gone: its URLs go to the catch-all route now
+        log = reload(g, two_routes(g.port, o.port, g.admin, drop_route=False), 2)
+        assert re.search(r"event=cache_kept generation=2 routes=1 dropped=5\b", log), log[-3000:]
+        after = stats(g)
+        assert (after["objects"], after["dropped"], after["purged"]) == (5, 5, 0)
+        assert before["bytes"] - after["bytes"] > 5 * 100
+        for i in range(5):
+            assert hit(g.port, f"/k/fresh/keep/{i}")[1]  # the other route's entries still hit
+            assert not hit(g.port, f"/k/fresh/drop/{i}")[1]  # the origin again
+            assert origin_count(o, f"/k/fresh/keep/{i}") == 1
+            assert origin_count(o, f"/k/fresh/drop/{i}") == 2
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_dropped_total") == 5
+
+
+def test_a_reload_that_turns_a_routes_cache_off_drops_its_entries(gateway):
+    with CountingOrigin() as o:
+        g = start_two_routes(gateway, o)
+        fill(g, o)
+        reload(g, two_routes(g.port, o.port, g.admin, drop_cache="false"), 2)
+        assert (stats(g)["objects"], stats(g)["dropped"]) == (5, 5)
+        assert hit(g.port, "/k/fresh/keep/0")[1]
+        st, h, _ = h1(g.port, "/k/fresh/drop/0")
+        assert "cache-status" not in h  # the route does not cache now
+        # the same routes again, cache: true: stored anew, nothing more dropped
+        reload(g, two_routes(g.port, o.port, g.admin), 3)
+        assert not hit(g.port, "/k/fresh/drop/0")[1] and hit(g.port, "/k/fresh/drop/0")[1]
+        assert stats(g)["dropped"] == 5
+
+
+def test_a_reload_that_changes_cache_memory_starts_an_empty_store(gateway):
+    """Documented: a new cache.memory or cache.max_object is a new, empty store, and the old
+    one is emptied at the reload (not when the old connections are gone); an unchanged
+    section keeps every entry."""
+    with CountingOrigin() as o:
+        g = start_two_routes(gateway, o)
+        fill(g, o)
+        log = reload(g, two_routes(g.port, o.port, g.admin).replace("log_level: info",
+                                                                      "log_level: debug"), 2)
+        assert "event=cache_rebuilt" not in log and stats(g)["objects"] == 10
+        log = reload(g, two_routes(g.port, o.port, g.admin, memory="16MiB"), 3)
+        assert re.search(r"event=cache_rebuilt generation=3 memory=16777216 max_object=262144 "
+                         r"dropped=10 ", log), log[-3000:]
+        s = stats(g)
+        assert (s["objects"], s["memory"], s["inserts"], s["dropped"]) == (0, 16 << 20, 0, 0)
+        assert not hit(g.port, "/k/fresh/keep/0")[1] and hit(g.port, "/k/fresh/keep/0")[1]
+        assert origin_count(o, "/k/fresh/keep/0") == 2
+        # no caching route left: the store is emptied and the endpoints say there is none
+        log = reload(g, gw_config(g.port, [f"127.0.0.1:{o.port}"],
+                                     extra=f"admin:\n  address: 127.0.0.1:{g.admin}\n"), 4)
+        assert re.search(r"event=cache_off generation=4 dropped=1 ", log), log[-3000:]
+        assert admin(g.admin, "GET", "/cache/stats")[0] == 404
