@@ -19,7 +19,7 @@ dst = root / "docs" / "h2gate.yaml.5"
 
 # The page's date (.TH): the last time its content changed in substance. Update it with the
 # text (at a release at the latest); never the build time, so that --check stays stable.
-DATE = "2026-12-06"
+DATE = "2026-12-07"
 
 # The shipped configurations quoted under EXAMPLES (test_cli.py checks that they are valid).
 EXAMPLES = [

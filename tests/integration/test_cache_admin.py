@@ -9,7 +9,7 @@ import json
 import re
 from urllib.parse import quote
 
-from procs import free_port
+from procs import free_port, run
 from test_cache import CountingOrigin, h1
 from test_reload import reload_to
 
@@ -106,9 +106,15 @@ def test_the_url_is_percent_decoded_once(gateway):
     escapes are written encoded; ":" and "/" may stay as they are; a "+" is a "+"."""
     with CountingOrigin() as o:
         g = cached(gateway, o)
-        for p in ["/k/fresh/q?a=1&b=2", "/k/fresh/a%20b", "/k/fresh/p+q", "/k/fresh/A"]:
+        for p in ["/k/fresh/q?a=1&b=2", "/k/fresh/a%20b", "/k/fresh/p+q", "/k/fresh/A",
+                  "/k/fresh/c?x=1+2&y=%2B"]:
             hit(g.port, p)
         assert purge(g, "url", "http://localhost/k/fresh/q?a=1&b=2") == (200, {"purged": 1})
+        # as curl encodes it (a "+" as %2B, a "&" as %26), the documented command
+        r = run(["curl", "-s", "-X", "POST", "-G", "--data-urlencode",
+                 "url=http://localhost/k/fresh/c?x=1+2&y=%2B",
+                 f"http://127.0.0.1:{g.admin}/cache/purge"])
+        assert json.loads(r.stdout) == {"purged": 1}, r.stdout
         assert purge(g, "url", "http://localhost/k/fresh/a%2520b", encode=False) == \
             (200, {"purged": 1})
         assert purge(g, "url", "http://localhost/k/fresh/p+q", encode=False) == \
