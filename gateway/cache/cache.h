@@ -275,7 +275,7 @@ size_t gw_cache_status_fmt(const gw_cache_status_t *st, char *out, size_t cap);
 typedef struct gw_cache gw_cache_t;
 
 typedef struct {
-    size_t memory;     /* the budget: bodies, heads, keys, index all counted */
+    size_t memory;     /* the budget: bodies (the buffers they pin), heads, keys, index */
     size_t max_object; /* an answer whose charge is larger is refused; <= memory */
     unsigned shards;   /* power of two up to 64; 0: as many as keep each >= 4 max_object */
 } gw_cache_opts_t;
@@ -311,11 +311,17 @@ void gw_cache_del(gw_cache_t *c);
 #ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* The number of shards (each with its lock and 1/shards of the budget). */
 unsigned gw_cache_shards(const gw_cache_t *c);
+/* The copy rule (store.c) on (the default) or off: off, every body is kept by reference to the
+ * buffers it came in, each charged whole (what the store did before the rule), to measure the
+ * rule against. Before the first put. */
+void gw_cache_copy_rule(gw_cache_t *c, int on);
 #endif
 
 /* What an insert stores: the key, the request fields the answer's Vary names are read from,
- * the head (copied into the entry), the body (each slice's buffer gains a reference held by the
- * entry: the bytes are shared, not copied) and its metadata. */
+ * the head (copied into the entry), the body and its metadata. The body's runs of slices that
+ * fill at least 3/4 of their buffer are shared by reference (the entry holds one on the
+ * buffer); the rest is copied into one buffer of its exact length (store.c's copy rule), so
+ * the entry never pins a read buffer for a few bytes of it. */
 typedef struct {
     const char *key;
     size_t keylen;

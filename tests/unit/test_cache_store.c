@@ -249,17 +249,20 @@ static void limits(void **state)
     gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 4096});
     assert_int_equal(put(c, "https://a/big", 4096, 'b', NULL, 0, NULL, 0), GW_E_LIMIT);
     assert_int_equal(put(c, "https://a/ok", 2048, 'b', NULL, 0, NULL, 0), 0);
-    /* a few bytes of a large buffer pin all of it: charged whole */
-    gw_rbuf_t *big = body_buf(10, 8192, 'q');
-    gw_rslice_t s = {big, 0, 10};
+    /* a body that fills 3/4 of its buffer is kept by reference, the buffer charged whole: 3,100
+     * bytes of 4,096 are refused; 3,000 bytes of it are copied, charged as they are: stored */
+    gw_rbuf_t *big = body_buf(3100, 4096, 'q');
+    gw_rslice_t s = {big, 0, 3100};
     gw_cache_put_t p = {
         .key = "https://a/slice", .keylen = 15, .status = 200, .body = &s, .nbody = 1};
     assert_int_equal(gw_cache_put(c, &p), GW_E_LIMIT);
+    s.len = 3000;
+    assert_int_equal(gw_cache_put(c, &p), 0);
     gw_rbuf_unref(big);
     gw_cache_stats_t st;
     gw_cache_stats(c, &st);
     assert_int_equal(st.refused, 2);
-    assert_int_equal(st.objects, 1);
+    assert_int_equal(st.objects, 2);
     gw_cache_del(c);
     /* shards: as many as keep each >= 4 max_object, up to 64 */
     c = gw_cache_new(&(gw_cache_opts_t){.memory = 256u << 20, .max_object = 8u << 20});
@@ -354,17 +357,20 @@ static void body_slices(void **state)
 {
     (void)state;
     gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 1 << 16});
-    /* 10 bytes "0123456789" in three slices: two of one buffer, one of another */
-    gw_rbuf_t *a = body_buf(0, 64, 0), *b = body_buf(0, 64, 0);
-    memcpy(a->data, "xx0123yy456", 11);
+    /* 10 bytes "0123456789" in three slices: two of one buffer, one of another, each filling
+     * at least 3/4 of its buffer (kept by reference: the copy rule) */
+    gw_rbuf_t *a = body_buf(0, 8, 0), *b = body_buf(0, 3, 0);
+    memcpy(a->data, "0123y456", 8);
     memcpy(b->data, "789", 3);
-    gw_rslice_t sl[] = {{a, 2, 4}, {a, 8, 3}, {b, 0, 3}};
+    gw_rslice_t sl[] = {{a, 0, 4}, {a, 5, 3}, {b, 0, 3}};
     gw_cache_put_t p = {.key = "https://b/", .keylen = 10, .status = 200, .body = sl, .nbody = 3};
     assert_int_equal(gw_cache_put(c, &p), 0);
     gw_rbuf_unref(a);
     gw_rbuf_unref(b);
     gw_cache_entry_t *e = get(c, "https://b/", NULL, 0);
     assert_int_equal(e->body_len, 10);
+    assert_int_equal(e->nbody, 3);
+    assert_ptr_equal(e->body[0].buf, a);
     struct {
         uint64_t off, len;
         const char *want;
@@ -474,6 +480,183 @@ static void charge_matches_the_allocator(void **state)
     gw_cache_del(c);
     assert_int_equal(gw_alloc_count_live(), 0);
     gw_alloc_count_stop();
+}
+
+/* An origin connection as back/io.c reads it: answers (a head, then the body) back to back in
+ * 16 KiB buffers, a new one when less than 2 KiB of the current one is free. */
+typedef struct {
+    gw_rbuf_t *cur;
+} conn_t;
+
+/* n bytes of `fill` read on k: the slices they landed in (each with a reference) into out;
+ * their count. */
+static size_t conn_read(conn_t *k, size_t n, uint8_t fill, gw_rslice_t *out)
+{
+    size_t m = 0;
+    while (n) {
+        if (!k->cur || k->cur->cap - k->cur->len < 2048) {
+            gw_rbuf_unref(k->cur);
+            k->cur = body_buf(0, 16384, 0);
+        }
+        size_t take = k->cur->cap - k->cur->len < n ? k->cur->cap - k->cur->len : n;
+        memset(k->cur->data + k->cur->len, fill, take);
+        out[m++] = (gw_rslice_t){gw_rbuf_ref(k->cur), k->cur->len, take};
+        k->cur->len += take;
+        n -= take;
+    }
+    return m;
+}
+
+/* An answer of len body bytes read on k after a 200-byte head, put under key: put's code. */
+static int conn_put(gw_cache_t *c, conn_t *k, const char *key, size_t len, const gw_field_t *rf,
+                    size_t nrf)
+{
+    gw_rslice_t hs[4], bs[16];
+    size_t nh = conn_read(k, 200, 'h', hs), nb = conn_read(k, len, (uint8_t)('a' + len % 26), bs);
+    gw_cache_put_t p = {.key = key,
+                        .keylen = strlen(key),
+                        .status = 200,
+                        .fields = rf,
+                        .nfields = nrf,
+                        .body = bs,
+                        .nbody = nb};
+    int rv = gw_cache_put(c, &p);
+    for (size_t i = 0; i < nh; i++)
+        gw_rbuf_unref(hs[i].buf);
+    for (size_t i = 0; i < nb; i++)
+        gw_rbuf_unref(bs[i].buf);
+    return rv;
+}
+
+/* The copy rule: small answers that share the origin's read buffer are copied, each into a
+ * buffer of its own length; a large body keeps the buffers it fills by reference and copies the
+ * ends it shares with other answers into one buffer */
+static void copy_rule(void **state)
+{
+    (void)state;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 1 << 18});
+    conn_t k = {NULL};
+    assert_int_equal(conn_put(c, &k, "https://r/a", 300, NULL, 0), 0);
+    assert_int_equal(conn_put(c, &k, "https://r/b", 1000, NULL, 0), 0);
+    gw_rbuf_t *read = k.cur;
+    gw_cache_entry_t *a = get(c, "https://r/a", NULL, 0), *b = get(c, "https://r/b", NULL, 0);
+    assert_int_equal(a->nbody, 1);
+    assert_true(a->body[0].buf != read && a->body[0].buf->cap == 300);
+    assert_int_equal(a->body[0].off, 0);
+    assert_int_equal(a->body_len, 300);
+    assert_true(a->body[0].buf->data[299] == 'a' + 300 % 26);
+    assert_true(b->body[0].buf != read && b->body[0].buf->cap == 1000);
+    assert_true(a->charge < 1024 && b->charge < 1024 + 700); /* not 16 KiB each */
+    gw_cache_unref(a);
+    gw_cache_unref(b);
+    gw_rbuf_unref(k.cur);
+
+    /* a body from 5,000 bytes into buffer A, all of B and C, 3,000 bytes of D */
+    gw_rbuf_t *bufs[4];
+    for (int i = 0; i < 4; i++) {
+        bufs[i] = body_buf(16384, 16384, 0);
+        for (size_t j = 0; j < 16384; j++)
+            bufs[i]->data[j] = (uint8_t)('0' + (i * 16384 + j) % 10);
+    }
+    gw_rslice_t sl[] = {
+        {bufs[0], 5000, 11384}, {bufs[1], 0, 16384}, {bufs[2], 0, 16384}, {bufs[3], 0, 3000}};
+    gw_cache_put_t p = {
+        .key = "https://r/big", .keylen = 13, .status = 200, .body = sl, .nbody = 4};
+    assert_int_equal(gw_cache_put(c, &p), 0);
+    gw_cache_entry_t *e = get(c, "https://r/big", NULL, 0);
+    assert_int_equal(e->nbody, 4);
+    assert_int_equal(e->body_len, 11384 + 2 * 16384 + 3000);
+    assert_ptr_equal(e->body[1].buf, bufs[1]); /* filled: by reference */
+    assert_ptr_equal(e->body[2].buf, bufs[2]);
+    assert_ptr_equal(e->body[0].buf, e->body[3].buf); /* the ends: one copy */
+    assert_true(e->body[0].buf != bufs[0] && e->body[0].buf->cap == 11384 + 3000);
+    assert_int_equal(e->body[3].off, 11384);
+    /* the whole body, byte for byte */
+    gw_rslice_t out[4];
+    assert_int_equal(gw_cache_body_slices(e, 0, e->body_len, out, 4), 4);
+    size_t pos = 5000;
+    for (int i = 0; i < 4; i++)
+        for (size_t j = 0; j < out[i].len; j++, pos++)
+            if (out[i].buf->data[out[i].off + j] != (uint8_t)('0' + pos % 10))
+                fail_msg("byte %zu of the body differs", pos - 5000);
+    /* charged: B and C whole, the copy, the entry's block */
+    size_t bufs_charge = 2 * (16384 + 32) + 11384 + 3000 + 24;
+    assert_true(e->charge >= bufs_charge && e->charge <= bufs_charge + 512);
+    gw_cache_unref(e);
+    for (int i = 0; i < 4; i++)
+        gw_rbuf_unref(bufs[i]);
+    gw_cache_del(c);
+}
+
+/* The scan of charge_matches_the_allocator with answers read as an origin connection gives
+ * them (several in one read buffer), the copy rule on or off: what the store charged, what
+ * the allocator holds, the objects kept */
+typedef struct {
+    unsigned long long bytes, objects, body;
+    long long live;
+} scan_t;
+
+static void keepalive_scan(int copy, scan_t *r)
+{
+    const size_t memory = 4 << 20;
+    gw_alloc_count_start();
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = memory, .max_object = 64 << 10});
+    gw_cache_copy_rule(c, copy);
+    gw_field_t rf[] = {F("content-type", "text/html"), F("cache-control", "max-age=600"),
+                       F("etag", "\"0123456789abcdef\"")};
+    conn_t k = {NULL};
+    char key[64];
+    const int n = 20000;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "https://scan.example/page/%d", i);
+        /* 200 B to 8 KiB, mixed */
+        assert_int_equal(conn_put(c, &k, key, 200 + (size_t)(i * 7919) % 8000, rf, 3), 0);
+    }
+    gw_rbuf_unref(k.cur); /* the connection is gone: what is left is the store's */
+    gw_cache_stats_t st;
+    gw_cache_stats(c, &st);
+    r->bytes = st.bytes;
+    r->objects = st.objects;
+    r->live = gw_alloc_count_live();
+    r->body = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "https://scan.example/page/%d", i);
+        gw_cache_entry_t *e = get(c, key, NULL, 0);
+        if (e)
+            r->body += e->body_len;
+        gw_cache_unref(e);
+    }
+    assert_true(st.bytes <= memory);
+    gw_cache_del(c);
+    assert_int_equal(gw_alloc_count_live(), 0);
+    gw_alloc_count_stop();
+}
+
+/* With the copy rule the charge is what the allocator holds, within 5 %, whatever the read
+ * buffers were shared by; without it, each answer is charged the read buffers it touched whole
+ * (16 KiB for a 300-byte answer), so the store keeps a fraction of the objects, and the charge
+ * stops being what is held: buffers shared by several stored answers are charged to each, while
+ * a store that charged body lengths instead would hold more than its budget */
+static void copy_rule_charge_is_what_is_held(void **state)
+{
+    (void)state;
+    scan_t on, off;
+    keepalive_scan(1, &on);
+    keepalive_scan(0, &off);
+    print_message("copy rule on:  charged %llu bytes for %llu objects (%llu body bytes), the "
+                  "allocator holds %lld\n",
+                  on.bytes, on.objects, on.body, on.live);
+    print_message("copy rule off: charged %llu bytes for %llu objects (%llu body bytes), the "
+                  "allocator holds %lld\n",
+                  off.bytes, off.objects, off.body, off.live);
+    assert_true(on.live >= (long long)on.bytes * 95 / 100);
+    assert_true(on.live <= (long long)on.bytes * 105 / 100);
+    assert_true(on.body >= on.bytes * 8 / 10); /* the budget holds answers, not slack */
+    assert_true(on.objects >= 3 * off.objects);
+    /* off: the shared buffers charged to each answer (3x what is held, measured), and held
+     * half as much again as the stored bodies' lengths (1.5x, measured) */
+    assert_true(off.bytes >= 2 * (unsigned long long)off.live);
+    assert_true(off.live >= (long long)off.body * 13 / 10);
 }
 
 /* Every allocation of new, put (with the index growing and ghosts kept), get, purge and del
@@ -795,6 +978,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(reader_outlives_eviction),
     cmocka_unit_test(scan_stays_within_budget),
     cmocka_unit_test(charge_matches_the_allocator),
+    cmocka_unit_test(copy_rule),
+    cmocka_unit_test(copy_rule_charge_is_what_is_held),
     cmocka_unit_test(failing_allocations),
     cmocka_unit_test(hot_set_survives_a_scan),
     cmocka_unit_test(threads),
