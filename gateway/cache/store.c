@@ -22,8 +22,15 @@
  * (test_cache_store's copy_rule_charge_is_what_is_held: 0.5 % after a scan of keep-alive
  * reads, while without the rule the same scan charged 3x what was held and kept 1/4 of the
  * objects). What the charge does not see: the allocator's free lists and fragmentation, and the
- * buffers readers and in-flight clients still hold after an entry left the store. An object
- * whose charge is above max_object is refused.
+ * buffers readers and in-flight clients still hold after an entry left the store. glibc gives
+ * each worker thread its own arena, and a block returns to the arena it came from: when one
+ * worker's insertions evict what another allocated, the freed memory stays in the other's
+ * arena, usable by it alone: RSS went up to 118 MiB above its baseline for a 64 MiB store
+ * under a scan from two workers (test_cache_memory). So after each memory/16 bytes evicted,
+ * the inserting thread calls malloc_trim(0), which returns the free pages of every arena
+ * (median 0.5 ms, at most 4.6 ms measured, 94 times in a scan that evicts 400 MiB): the same
+ * scan stays 68-83 MiB above it. What is left is the pages live blocks share with freed ones.
+ * An object whose charge is above max_object is refused.
  *
  * Eviction: S3-FIFO (Juncheng Yang, Yazhuo Zhang, Ziyue Qiu, Yao Yue, K. V. Rashmi, "FIFO
  * queues are all you need for cache eviction", SOSP 2023). A new object enters a small FIFO
@@ -53,6 +60,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "cache/cache_internal.h"
 #include "common/alloc.h"
@@ -102,7 +112,8 @@ typedef struct {
 
 struct gw_cache {
     size_t memory, max_object;
-    int refs_only; /* tests: no copy rule, every body by reference (gw_cache_copy_rule) */
+    size_t evicted; /* atomic: bytes evicted, for trim_after() */
+    int refs_only;  /* tests: no copy rule, every body by reference (gw_cache_copy_rule) */
     unsigned nshards;
     shard_t *shards;
     /* NULL: every route. Replaced by gw_cache_keep_routes (under routes_mu), read by
@@ -341,13 +352,32 @@ static void unlink_entry(shard_t *s, entry_t *e, entry_t **release)
     *release = e;
 }
 
-static void release_all(entry_t *e)
+/* Drop the store's reference to each entry of the list; returns the bytes they were charged. */
+static size_t release_all(entry_t *e)
 {
+    size_t n = 0;
     while (e) {
         entry_t *next = e->hnext;
+        n += e->pub.charge;
         gw_cache_unref(&e->pub);
         e = next;
     }
+    return n;
+}
+
+/* Eviction frees what other workers allocated: give the heap's free pages back to the system
+ * after each memory/16 bytes evicted (see "Memory" above). */
+static void trim_after(gw_cache_t *c, size_t freed)
+{
+#ifdef __GLIBC__
+    size_t step = c->memory / 16;
+    size_t was = __atomic_fetch_add(&c->evicted, freed, __ATOMIC_RELAXED);
+    if (freed && was / step != (was + freed) / step)
+        malloc_trim(0);
+#else
+    (void)c;
+    (void)freed;
+#endif
 }
 
 /* Unlink every entry of s for which drop(e, arg) says so; returns how many. */
@@ -662,7 +692,7 @@ int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p)
     if (s->used > s->budget)
         evict(s, 0, &release);
     pthread_mutex_unlock(&s->lock);
-    release_all(release);
+    trim_after(c, release_all(release));
     return 0;
 }
 
