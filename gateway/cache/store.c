@@ -170,17 +170,29 @@ static size_t heap(size_t n)
 
 /* The copy rule. A body arrives in the origin's read buffers (16 or 64 KiB: back/io.c), which
  * often hold a head and several small answers too: a reference to a few bytes of one pins all
- * of it. A run of consecutive slices into one buffer stays a reference when it fills at least
- * 3/4 of that buffer (then no other stored answer keeps that buffer: their share of it is below
- * 1/4 and copied); the other runs are copied, in their order, into one right-sized buffer. A
- * large body keeps its middle buffers by reference (no copy) and copies its two ends; a small
- * one is copied whole. */
-static int run_kept(const gw_rslice_t *b, size_t n, size_t i, size_t *end, int refs_only)
+ * of it. The slices into one buffer stay references when together they fill at least 3/4 of it
+ * (then no other stored answer keeps that buffer: their share of it is below 1/4 and copied);
+ * the others are copied, in their order, into one right-sized buffer. A large body keeps its
+ * middle buffers by reference (no copy) and copies its two ends; a small one is copied whole;
+ * a stored body put again (a 304's refresh) is kept as it is, its copy included.
+ *
+ * For the run of consecutive slices into one buffer at b[i] (up to *end): whether it is kept,
+ * and in *first whether it is the first run into that buffer (the one the buffer is charged
+ * at). Slices into one buffer are consecutive but in a stored body put again, whose copy holds
+ * both ends. */
+static int run_kept(const gw_rslice_t *b, size_t n, size_t i, size_t *end, int refs_only,
+                    int *first)
 {
     size_t j = i, bytes = 0;
     for (; j < n && b[j].buf == b[i].buf; j++)
         bytes += b[j].len;
     *end = j;
+    *first = 1;
+    for (size_t k = 0; k < n; k++)
+        if ((k < i || k >= j) && b[k].buf == b[i].buf) {
+            bytes += b[k].len;
+            *first &= k > i;
+        }
     return refs_only || bytes >= b[i].buf->cap - b[i].buf->cap / 4;
 }
 
@@ -195,9 +207,11 @@ static void pack_plan(const gw_rslice_t *b, size_t n, int refs_only, pack_t *pk)
     *pk = (pack_t){0, 0, 0};
     int in_copy = 0; /* the previous run was copied: this one extends its slice */
     for (size_t i = 0, end; i < n; i = end) {
-        if (run_kept(b, n, i, &end, refs_only)) {
+        int first;
+        if (run_kept(b, n, i, &end, refs_only, &first)) {
             pk->nslices += end - i;
-            pk->charge += heap(sizeof(gw_rbuf_t) + b[i].buf->cap);
+            if (first)
+                pk->charge += heap(sizeof(gw_rbuf_t) + b[i].buf->cap);
             in_copy = 0;
             continue;
         }
@@ -218,7 +232,8 @@ static void pack_fill(const gw_rslice_t *b, size_t n, int refs_only, gw_rbuf_t *
     size_t k = 0, at = 0;
     int in_copy = 0;
     for (size_t i = 0, end; i < n; i = end) {
-        if (run_kept(b, n, i, &end, refs_only)) {
+        int first;
+        if (run_kept(b, n, i, &end, refs_only, &first)) {
             for (size_t j = i; j < end; j++)
                 out[k++] = (gw_rslice_t){gw_rbuf_ref(b[j].buf), b[j].off, b[j].len};
             in_copy = 0;

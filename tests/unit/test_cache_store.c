@@ -530,7 +530,7 @@ static int conn_put(gw_cache_t *c, conn_t *k, const char *key, size_t len, const
 
 /* The copy rule: small answers that share the origin's read buffer are copied, each into a
  * buffer of its own length; a large body keeps the buffers it fills by reference and copies the
- * ends it shares with other answers into one buffer */
+ * ends it shares with other answers into one buffer, which a put of the stored body keeps */
 static void copy_rule(void **state)
 {
     (void)state;
@@ -582,6 +582,18 @@ static void copy_rule(void **state)
     /* charged: B and C whole, the copy, the entry's block */
     size_t bufs_charge = 2 * (16384 + 32) + 11384 + 3000 + 24;
     assert_true(e->charge >= bufs_charge && e->charge <= bufs_charge + 512);
+    /* put again as stored (a 304 refreshes the head so): the same buffers, nothing copied
+     * again, the copy that holds both ends charged once */
+    gw_cache_put_t again = {
+        .key = "https://r/big", .keylen = 13, .status = 200, .body = e->body, .nbody = e->nbody};
+    assert_int_equal(gw_cache_put(c, &again), 0);
+    gw_cache_entry_t *e2 = get(c, "https://r/big", NULL, 0);
+    assert_true(e2 != e);
+    assert_int_equal(e2->nbody, 4);
+    for (int i = 0; i < 4; i++)
+        assert_ptr_equal(e2->body[i].buf, e->body[i].buf);
+    assert_int_equal(e2->charge, e->charge);
+    gw_cache_unref(e2);
     gw_cache_unref(e);
     for (int i = 0; i < 4; i++)
         gw_rbuf_unref(bufs[i]);
