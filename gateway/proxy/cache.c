@@ -705,7 +705,8 @@ static int cache_end(ox_t *ox)
     return 0;
 }
 
-/* Put the kept answer into the store (once): its body by reference. */
+/* Put the kept answer into the store (once): its body by reference, or copied where it fills
+ * little of a read buffer (store.c's copy rule). */
 static void commit(ox_t *ox, struct gw_proxy_cx *cx)
 {
     if (!cx->keep || !cx->head || !ox->p->cache)
