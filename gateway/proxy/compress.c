@@ -345,6 +345,115 @@ static int zfinish(ox_t *ox)
     return rv;
 }
 
+/* ---- a body the gateway holds whole (a cache hit) ------------------------------------------- */
+
+/* Up to this much of ox->zsrc goes into the compressor per refill: a large hit is compressed
+ * as its client takes it, as a forwarded answer is at the origin's pace, not in one go. */
+#define ZREFILL_IN (64u * 1024)
+
+/* ox->refill of a hit: the next stored bytes through the compressor into ox->body; the end of
+ * the compressed stream after the last (ox complete). 0 or a negative code. */
+static int zrefill(ox_t *ox)
+{
+    size_t budget = ZREFILL_IN;
+    gw_rslice_t sl;
+    int rv = 0;
+    while (rv == 0 && budget && gw_proxy__cbody_at(&ox->zsrc, ox->zsrc_pos, &sl) == 0) {
+        size_t take = sl.len < budget ? sl.len : budget;
+        rv = zfeed(ox, sl.buf->data + sl.off, take);
+        ox->zsrc_pos += take;
+        budget -= take;
+    }
+    gw_proxy__cbody_trim(&ox->zsrc, ox->zsrc_pos);
+    if (rv == 0 && ox->zsrc_pos < ox->zsrc.end)
+        return 0;
+    if (rv == 0)
+        rv = zfinish(ox);
+    else
+        zip_end(ox);
+    gw_proxy__cbody_free(&ox->zsrc);
+    ox->refill = NULL;
+    ox->complete = 1;
+    return rv;
+}
+
+int gw_proxy__codings_accepted(const gw_req_head_t *h, gw_slice_t ce)
+{
+    gw_slice_t ae[16];
+    size_t nae = 0;
+    for (size_t i = 0; i < h->fields_len && nae < 16; i++)
+        if (gw_proxy__name_is(h->fields[i].name, "accept-encoding"))
+            ae[nae++] = h->fields[i].value;
+    gw_http_list_t items = gw_http_list(ce, ',', 0);
+    gw_slice_t c;
+    char name[32];
+    while (gw_http_list_next(&items, &c)) {
+        if (!c.len || tok_eq(c, "identity"))
+            continue;
+        if (c.len >= sizeof(name))
+            return 0;
+        memcpy(name, c.base, c.len);
+        name[c.len] = 0;
+        /* no Accept-Encoding is taken as identity only (RFC 9110 §12.5.3 would allow any
+         * coding, but a client that sends none is usually one that decodes none) */
+        if (q_of(ae, nae, name) <= 0)
+            return 0;
+    }
+    return 1;
+}
+
+gw_zcoding_t gw_proxy__compress_hit(ox_t *ox, px_t *px, unsigned status, unsigned stored,
+                                    const gw_field_t *sf, size_t sn, gw_field_t *f, size_t *n,
+                                    size_t cap, int64_t *cl, uint64_t full_len, int head_only,
+                                    char *etag, size_t etag_cap)
+{
+    gw_proxy_t *p = ox->p;
+    const gw_cfg_compression_t *z = &p->cfg->compression;
+    if (!ox->route->compress)
+        return GW_ZC_NONE;
+    /* what the stored answer's 200 would be for this client, as compress_head decides it for
+     * a forwarded one: a GET without Range (a HEAD gets the head of that GET, RFC 9110
+     * §9.3.2; a 206 or a 304 stands for it, RFC 9110 §15.3.7, §15.4.5) */
+    gw_req_head_t get = {.method = GW_SLICE_LIT("GET")};
+    gw_zcoding_t zc;
+    gw_slice_t ae[16];
+    size_t nae = 0;
+    for (size_t i = 0; i < px->head.fields_len && nae < 16; i++)
+        if (gw_proxy__name_is(px->head.fields[i].name, "accept-encoding"))
+            ae[nae++] = px->head.fields[i].value;
+    zc = gw_proxy__choose_coding(ae, nae, gw_zstream_available());
+    gw_zskip_t zs = gw_proxy__zdecide(z, &get, stored, sf, sn, (int64_t)full_len, zc);
+    if (zs != GW_ZSKIP_NONE && zs != GW_ZSKIP_CLIENT)
+        return GW_ZC_NONE; /* not compressible whatever the client: no Vary either */
+    /* a range is of the identity body (nginx compresses no 206 either): Vary only */
+    int whole = status == 200 || status == 304;
+    if (zs == GW_ZSKIP_NONE && status == 200 && !head_only && full_len) {
+        zs = gw_proxy__zadmit(z, p->zst.active, *p->zcharged, p->zweight[zc]);
+        if (zs == GW_ZSKIP_NONE &&
+            gw_zstream_new(z, zc, &p->zst.mem, p->zcharged, p->zweight[zc], &ox->zip) < 0)
+            zs = GW_ZSKIP_BUSY;
+        if (zs == GW_ZSKIP_NONE) {
+            p->zst.active++;
+            p->zst.streams[zc]++;
+            gw_proxy__cbody_init(&ox->zsrc);
+            ox->refill = zrefill;
+        }
+    }
+    if (zs != GW_ZSKIP_NONE)
+        p->zst.skipped[zs]++;
+    /* the head says compressed when the body is, and on a HEAD or a 304 (no body to make) */
+    int compressed = zs == GW_ZSKIP_NONE && whole && (ox->zip || head_only || status == 304);
+    *n = gw_proxy__zhead(f, *n, cap, zc, compressed, etag, etag_cap);
+    if (!compressed)
+        return GW_ZC_NONE;
+    *cl = -1;
+    if (status == 304) /* its ETag and Vary are the compressed one's; it has no content */
+        for (size_t i = 0; i < *n; i++)
+            if (tok_eq(f[i].name, "content-encoding"))
+                f[i] = f[--*n];
+    return zc;
+}
+
 /* ---- the filter ----------------------------------------------------------------------------- */
 
 static int compress_wants(const gw_cfg_route_t *r)
@@ -400,6 +509,7 @@ static int compress_detach(ox_t *ox, px_t *px)
 static void compress_release(ox_t *ox)
 {
     zip_end(ox);
+    gw_proxy__cbody_free(&ox->zsrc);
     gw_zchunks_free(&ox->zchunks);
     gw_free(ox->zpend);
     ox->zpend = NULL;

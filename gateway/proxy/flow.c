@@ -153,12 +153,40 @@ static void regulate(ox_t *ox)
 
 /* feed() every subscriber, then regulate(). Returns 1 when ox was freed (every subscriber
  * finished), else 0. */
+/* Whether a subscriber has every byte of ox->body and its stream can take more. */
+static int any_hungry(ox_t *ox)
+{
+    size_t bound = ox->p->cfg->limits.body_buffer;
+    FOREACH_SUB(ox, px)
+    {
+        if (wants_body(px) && px->delivered >= ox->body.end && px->s->ops->pending(px->s) < bound)
+            return 1;
+    }
+    return 0;
+}
+
 int gw_proxy__pump(ox_t *ox)
 {
     ox->pumping = 1;
-    FOREACH_SUB(ox, px)
-    {
-        feed(ox, px);
+    for (;;) {
+        FOREACH_SUB(ox, px)
+        {
+            feed(ox, px);
+        }
+        /* a body made on demand (ox->refill): more while a client takes it; each refill
+         * consumes input or completes ox, so this ends */
+        if (!ox->refill || ox->complete || !ox->nsubs || !any_hungry(ox))
+            break;
+        int rv = ox->refill(ox);
+        if (rv < 0) {
+            GW_LOG_WARN("refill_failed", "code=%s", gw_errname(rv));
+            FOREACH_SUB(ox, px)
+            {
+                gw_proxy__do_reset(px, GW_CS_RESET_INTERNAL);
+            }
+            ox->refill = NULL;
+            ox->complete = 1; /* feed() lets the reset streams go */
+        }
     }
     if (ox->nsubs)
         regulate(ox);

@@ -239,6 +239,12 @@ struct ox {
     size_t zrep_i;
     uint8_t *zpend; /* replaying: input gathered towards the next piece (zchunks.len[zrep_i]) */
     size_t zpend_len;
+    gw_proxy__cbody_t zsrc; /* a hit to compress: the stored bytes not yet fed (compress.c) */
+    uint64_t zsrc_pos;      /* how far into zsrc the compressor got */
+    /* A body the gateway holds whole and makes as the clients take it (a compressed cache
+     * hit): flow.c calls it while a subscriber has everything and wants more; it appends to
+     * ox->body or sets ox->complete (and itself NULL), 0 or a negative code. */
+    int (*refill)(struct ox *ox);
     unsigned zrecord : 1;
     unsigned zreplay : 1;
     unsigned tunnel : 1;                /* the origin switched to WebSocket: counted in tunnels */
@@ -692,6 +698,23 @@ gw_zskip_t gw_proxy__zdecide(const gw_cfg_compression_t *z, const gw_req_head_t 
  * Accept-Encoding is added unless the origin's Vary has it. The new count. */
 size_t gw_proxy__zhead(gw_field_t *f, size_t n, size_t cap, gw_zcoding_t c, int compressed,
                        char *etag_buf, size_t etag_cap);
+/* Whether the client of request h may be sent a body in the content codings ce (a stored
+ * Content-Encoding value): each of them has a q above 0 in its Accept-Encoding; a request
+ * without Accept-Encoding accepts only identity. */
+int gw_proxy__codings_accepted(const gw_req_head_t *h, gw_slice_t ce);
+/* A cache hit to px (ox: its exchange, no origin) of a stored answer of status `stored`, head
+ * sf[0..sn) and full_len bytes, sent as `status` (200, 206, 304, 416): compressed as the
+ * route's compression would compress the stored answer's 200 for px's Accept-Encoding. The
+ * head sent, f[0..*n) (room for cap), is rewritten as compress_head does (Vary: Accept-Encoding
+ * whenever the coding depends on the client; compressed: no Content-Length (*cl = -1), a weak ETag
+ * into etag, Content-Encoding except on a 304); a 206 or a 416 is a range of the identity body (RFC
+ * 9110 §14) and only gains the Vary. When a body is to be compressed (a 200, not head_only),
+ * ox->zip is made and ox->refill set: the caller appends the stored body to ox->zsrc instead of
+ * ox->body and leaves ox->complete to the refill. The coding of the head (GW_ZC_NONE: identity). */
+gw_zcoding_t gw_proxy__compress_hit(ox_t *ox, px_t *px, unsigned status, unsigned stored,
+                                    const gw_field_t *sf, size_t sn, gw_field_t *f, size_t *n,
+                                    size_t cap, int64_t *cl, uint64_t full_len, int head_only,
+                                    char *etag, size_t etag_cap);
 
 /* ---- zstream.c: the compressors ------------------------------------------------------------ */
 

@@ -1,0 +1,184 @@
+"""One path for the shared cache with compression, early hints and push (gateway/proxy/cache.c's
+send_hit): a stored identity page is compressed on the way out for each client as a forwarded
+answer is (gzip, br, zstd by Accept-Encoding, Vary: Accept-Encoding), an origin's own coding
+is served only to clients that decode it, HEAD, Range and 304 on such hits, the 103 of a stored
+page, and pushes answered from the store. Origin requests are counted at the scripted origin;
+python3-h2 and curl (HTTP/1.1 and HTTP/2) are the clients."""
+import gzip
+import subprocess
+import time
+
+import brotli
+import h2.settings
+import zstandard
+
+from gwtest import Client, Streams, all_done, collect, origin_count, origin_gateway
+from origin import ScriptedOrigin
+
+LINK = "</c/css/app.css>; rel=preload; as=style"
+
+
+def page_body(name):
+    """About 20 KiB of HTML, the same for every request of a name (compare after decoding)."""
+    rows = "".join(f"<tr><td>{name} row {i}</td><td>{i * 7919 % 1000}</td></tr>\n"
+                   for i in range(560))
+    return (f"<!doctype html><title>{name}</title><table>\n{rows}</table>\n").encode()
+
+
+class CodingOrigin(ScriptedOrigin):
+    """The /c/ paths, every request counted (origin_count):
+        /c/page/NAME   200 text/html, max-age=60, ETag "p1", a Link preload of /c/css/app.css,
+                       page_body(NAME) as identity
+        /c/big/NAME    the same, 20 times page_body(NAME) (400 KiB)
+        /c/gz/NAME     text/html, max-age=60, gzip when the request's Accept-Encoding lists
+                       it bare (Content-Encoding: gzip, no Vary: a legacy origin), else identity
+        /c/css/NAME    200 text/css, max-age=60, a short stylesheet naming the request's number
+    """
+
+    def _respond(self, c, req):
+        path = req.target.split("?")[0]
+        if not path.startswith("/c/"):
+            return super()._respond(c, req)
+        kind, name = path.split("/")[2:4]
+        n = origin_count(self, req.target)  # this request is in self.requests already
+        fields = [("Cache-Control", "max-age=60")]
+        if kind in ("page", "big"):
+            body = page_body(name) * (20 if kind == "big" else 1)
+            fields += [("Content-Type", "text/html; charset=utf-8"), ("ETag", '"p1"'),
+                       ("Link", LINK)]
+        elif kind == "gz":
+            body = page_body(name)
+            fields += [("Content-Type", "text/html")]
+            if "gzip" in [t.strip() for t in (req.header("accept-encoding") or "").split(",")]:
+                body = gzip.compress(body, mtime=0)
+                fields += [("Content-Encoding", "gzip")]
+        else:
+            body = f"/* {name} n={n} */ body {{ color: black }}\n".encode()
+            fields += [("Content-Type", "text/css")]
+        out = "HTTP/1.1 200 OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields)
+        out += f"Content-Length: {len(body)}\r\n\r\n"
+        c.sendall(out.encode() + (b"" if req.method == "HEAD" else body))
+        return True
+
+
+def cgw(gateway, origin, route_extra="", extra=""):
+    return origin_gateway(gateway, origin, route_extra="cache: true\ncompress: true\n" + route_extra,
+                          extra="cache:\n  max_object: 1MiB\n" + extra)
+
+
+def get(cl, path, method="GET", extra=()):
+    """(status, {field: value}, body, Streams) of one request on the HTTP/2 client cl."""
+    sid = cl.request(path, method=method, extra=list(extra))
+    run = collect(cl, Streams(), all_done([sid]), timeout=10)
+    assert sid in run.heads and sid not in run.resets, run.resets
+    return run.status(sid), dict(run.heads[sid]), run.bodies.get(sid, b""), run
+
+
+DECODE = {"gzip": gzip.decompress, "br": brotli.decompress,
+          "zstd": lambda b: zstandard.ZstdDecompressor().decompressobj().decompress(b)}
+
+
+def test_a_stored_page_is_compressed_for_each_client_from_one_origin_request(gateway):
+    with CodingOrigin() as o:
+        g = cgw(gateway, o)
+        plain = page_body("a")
+        cl = Client(g.port)
+        st, h, body, _ = get(cl, "/c/page/a")  # the miss: identity client
+        assert st == 200 and body == plain and "fwd=miss; stored" in h["cache-status"]
+        for coding in ("gzip", "br", "zstd", "identity"):
+            st, h, body, _ = get(cl, "/c/page/a", extra=[("accept-encoding", coding)])
+            assert st == 200 and h["cache-status"].startswith("h2gate; hit"), h
+            assert h["vary"] == "Accept-Encoding"
+            if coding == "identity":
+                assert "content-encoding" not in h and body == plain
+                assert h["content-length"] == str(len(plain)) and h["etag"] == '"p1"'
+            else:
+                assert h["content-encoding"] == coding, h
+                assert "content-length" not in h and h["etag"] == 'W/"p1"'
+                assert len(body) < len(plain) // 3 and DECODE[coding](body) == plain
+        cl.close()
+        # independent clients: curl decodes what it is sent, over HTTP/1.1 and HTTP/2
+        for proto in ("--http1.1", "--http2-prior-knowledge"):
+            r = subprocess.run(["curl", "-s", "--compressed", proto, "-D", "-", "-o", "-",
+                                "--connect-to", f"localhost:80:127.0.0.1:{g.port}",
+                                "http://localhost/c/page/a"], capture_output=True, timeout=10)
+            head, _, body = r.stdout.partition(b"\r\n\r\n")
+            head = head.decode().lower()
+            assert "content-encoding: zstd" in head and "vary: accept-encoding" in head, head
+            assert "cache-status: h2gate; hit" in head and body == plain
+        assert origin_count(o, "/c/page/a") == 1
+
+
+def test_a_large_compressed_hit_follows_the_client_window(gateway):
+    """A stored page larger than the client's windows is compressed as the client takes it
+    (64 KiB of input per refill), whole: two at once on one connection with small windows."""
+    with CodingOrigin() as o:
+        g = cgw(gateway, o)
+        cl = Client(g.port)
+        st, _, plain, _ = get(cl, "/c/big/b")
+        cl.close()
+        assert st == 200 and len(plain) > 300000
+        cl = Client(g.port)
+        cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 4096})
+        cl.flush()
+        sids = [cl.request("/c/big/b", extra=[("accept-encoding", c)]) for c in ("gzip", "br")]
+        run = collect(cl, Streams(), all_done(sids), timeout=20)
+        for s, c in zip(sids, ("gzip", "br")):
+            assert run.status(s) == 200 and dict(run.heads[s])["content-encoding"] == c
+            assert DECODE[c](run.bodies[s]) == plain
+        cl.close()
+        assert origin_count(o, "/c/big/b") == 1
+
+
+def test_an_origin_compressed_answer_goes_only_to_clients_that_decode_it(gateway):
+    with CodingOrigin() as o:
+        g = cgw(gateway, o)
+        plain = page_body("g")
+        cl = Client(g.port)
+        ae = [("accept-encoding", "gzip, deflate")]
+        st, h, z1, _ = get(cl, "/c/gz/g", extra=ae)
+        assert h["content-encoding"] == "gzip" and "stored" in h["cache-status"]
+        st, h, z2, _ = get(cl, "/c/gz/g", extra=ae)  # stored as the origin sent it
+        assert h["cache-status"].startswith("h2gate; hit") and z2 == z1
+        assert gzip.decompress(z2) == plain and origin_count(o, "/c/gz/g") == 1
+        # never the stored gzip to a client without gzip: forward, as a miss
+        st, h, body, _ = get(cl, "/c/gz/g", extra=[("accept-encoding", "gzip;q=0, br")])
+        assert "fwd=miss; stored" in h["cache-status"]  # the identity answer replaces it
+        assert "content-encoding" not in h or h["content-encoding"] == "br"
+        assert (brotli.decompress(body) if "content-encoding" in h else body) == plain
+        for c in (None, "br", "gzip"):  # now from the store, compressed per client
+            st, h, body, _ = get(cl, "/c/gz/g", extra=[("accept-encoding", c)] if c else [])
+            assert h["cache-status"].startswith("h2gate; hit") and h["vary"] == "Accept-Encoding"
+            assert h.get("content-encoding") == c
+            assert (DECODE[c](body) if c else body) == plain
+        cl.close()
+        assert origin_count(o, "/c/gz/g") == 2
+
+
+def test_head_range_and_304_on_a_compressible_hit(gateway):
+    with CodingOrigin() as o:
+        g = cgw(gateway, o)
+        plain = page_body("r")
+        cl = Client(g.port)
+        gz = [("accept-encoding", "gzip")]
+        get(cl, "/c/page/r")
+        # HEAD: the head the GET would get (RFC 9110 §9.3.2)
+        st, h, body, _ = get(cl, "/c/page/r", method="HEAD", extra=gz)
+        assert st == 200 and body == b"" and h["content-encoding"] == "gzip"
+        assert "content-length" not in h and h["vary"] == "Accept-Encoding"
+        st, h, body, _ = get(cl, "/c/page/r", method="HEAD")
+        assert "content-encoding" not in h and h["content-length"] == str(len(plain))
+        assert h["vary"] == "Accept-Encoding"
+        # a range is of the identity body (nginx compresses no 206 either)
+        st, h, body, _ = get(cl, "/c/page/r", extra=gz + [("range", "bytes=100-199")])
+        assert st == 206 and body == plain[100:200] and "content-encoding" not in h
+        assert h["content-range"] == f"bytes 100-199/{len(plain)}"
+        assert h["vary"] == "Accept-Encoding"
+        # 304: the validator of the representation the client holds (RFC 9110 §15.4.5)
+        st, h, body, _ = get(cl, "/c/page/r", extra=gz + [("if-none-match", 'W/"p1"')])
+        assert st == 304 and body == b"" and h["etag"] == 'W/"p1"', h
+        assert h["vary"] == "Accept-Encoding" and "content-encoding" not in h
+        st, h, body, _ = get(cl, "/c/page/r", extra=[("if-none-match", '"p1"')])
+        assert st == 304 and h["etag"] == '"p1"' and h["vary"] == "Accept-Encoding"
+        cl.close()
+        assert origin_count(o, "/c/page/r") == 1
