@@ -37,7 +37,13 @@
  *    the compressor 64 KiB at a time as the client takes it (ox->refill). A HEAD gets the head
  *    the GET would (RFC 9110 §9.3.2), a 304 the compressed one's ETag and Vary; a Range is
  *    answered from the identity body (206, Vary added), as nginx, which never compresses a
- *    206, and as a forwarded Range request, which is not compressed either.
+ *    206, and as a forwarded Range request, which is not compressed either;
+ *  - a hit brings what the forwarded answer would have: the page's 103 Early Hints (the
+ *    route's, and the links learned from pages, learned again from the stored head by a worker
+ *    that has not, or no longer, got them: hints.c) and its push promises (push.c), before its
+ *    head; a promised request is a request like any other, answered from the store when it
+ *    is there (RFC 9113 §8.4.2: it carries no credentials, only the page's Accept,
+ *    Accept-Encoding, Accept-Language and User-Agent).
  *
  * Compress per hit, or store one copy per coding? Measured on a cached 20 KiB HTML page (2.7
  * KiB in gzip), h2load -n 2000 -c 4 -m 10, one worker, its CPU time from /proc (10 ms ticks)
@@ -273,6 +279,10 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
             f[n++] = (gw_field_t){GW_SLICE_LIT("cache-status"), {(const uint8_t *)cstatus, sl}};
     }
     n = gw_proxy__resp_rules_apply(px->route, f, n, GW_PROXY_MAX_RESP_FIELDS);
+    /* what the forwarded answer would have brought first: the page's 103 (learned from the
+     * stored head, hints.c) and its push promises (RFC 9113 §8.4.1: before the head) */
+    gw_proxy__hints_stored(px, e->status, e->fields, e->nfields);
+    gw_proxy__push_links(p, px->s, px->route, &px->head, status, f, n);
     px->status = status;
     px->resp_cl = cl;
     gw_proxy__resp_reached(px, PX_RESP_HEAD);

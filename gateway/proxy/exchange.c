@@ -418,9 +418,10 @@ int gw_proxy__serve(px_t *px)
     gw_cstream_t *s = px->s;
     const gw_cfg_route_t *r = px->route;
     const gw_req_head_t *h = &px->head;
-    gw_proxy__chain_request(px); /* before anything is asked of the origin */
+    /* a hit sends its own 103 from the stored page (cache.c, hints.c): one 103 per request */
     if (r->cache && gw_proxy__cache_serve(px))
-        return 0; /* answered from the shared cache (cache.c) */
+        return 0;                /* answered from the shared cache (cache.c) */
+    gw_proxy__chain_request(px); /* before anything is asked of the origin */
 
     /* the key holds the scheme the origin is told (the listener's: what is shared is keyed on
      * what the connection says, never on the client's words), not the client's :scheme */

@@ -343,6 +343,29 @@ int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r
     return 1;
 }
 
+/* Whether the learned table has a live entry for request h (no side effect). */
+static int known(gw_proxy_t *p, const gw_cfg_route_t *r, int tls, const gw_req_head_t *h)
+{
+    gw_proxy_hints_t *t = &p->hints;
+    char key[2048];
+    size_t kl = t->tab ? key_of(r, (size_t)(r - p->cfg->routes), tls, h, key, sizeof(key)) : 0;
+    struct gw_hint_ent **pp = kl ? slot(t, key, kl, gw_proxy__hash(key, kl)) : NULL;
+    return pp && *pp && now_ms() - (*pp)->at_ms <= p->cfg->early_hints.learn_ttl_ms;
+}
+
+void gw_proxy__hints_stored(px_t *px, unsigned status, const gw_field_t *f, size_t n)
+{
+    const gw_cfg_route_t *r = px->route;
+    if (px->hinted || px->ws)
+        return;
+    /* the stored head is the origin's answer: it teaches this worker what the forwarded one
+     * taught the worker that stored it (same rules, hints_head), once per learn_ttl */
+    if (r->early_hints_learn && !px->s->tls_client_cert.len &&
+        !known(px->p, r, px->s->tls, &px->head))
+        gw_proxy__hints_learn(px->p, r, px->s->tls, &px->head, status, f, n);
+    px->hinted = gw_proxy__hints_send(px->p, px->s, r, &px->head) != 0;
+}
+
 /* ---- the origin's 103 -------------------------------------------------------------------- */
 
 size_t gw_proxy__hint_fields(gw_field_t *f, size_t n)

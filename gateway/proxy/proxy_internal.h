@@ -276,8 +276,10 @@ typedef struct {
  *  1. the request stage (request.c), before any exchange exists: CONNECT refused, the route
  *     (404 without one), the WebSocket checks, the route's request policy (its place is marked
  *     there), the request rate (429, or the cluster's answer waited for);
- *  2. the stream is served (gw_proxy__serve): the on_request hook of each filter of its route,
- *     then it joins an identical exchange in flight or starts one of its own;
+ *  2. the stream is served (gw_proxy__serve): a hit of the shared cache is answered (cache.c:
+ *     the stored head through the same compression, hints and push as a forwarded one), else
+ *     the on_request hook of each filter of its route, then it joins an identical exchange in
+ *     flight or starts one of its own;
  *  3. the origin's response passes the filters of the route in the order of GW_PROXY_FILTERS,
  *     then the end of the chain (chain.c): the final head to each subscriber, the body into the
  *     exchange's store (from which flow.c hands it to each client as it reads), the trailers
@@ -416,8 +418,9 @@ void gw_proxy__chain_release(ox_t *ox);
  * points to it); NULL out of memory. */
 px_t *gw_proxy__stream_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
                            const gw_cfg_route_t *r);
-/* On to the origin: each filter's on_request, then a coalesced exchange to join or a new one.
- * 0, or a negative code (the front resets the stream). */
+/* On to the origin: on a caching route a fresh stored answer first (the hit sends its own 103
+ * and promises: cache.c), else each filter's on_request, then a coalesced exchange to join or
+ * a new one. 0, or a negative code (the front resets the stream). */
 int gw_proxy__serve(px_t *px);
 
 /* px's response reached r (never moves back; a WebSocket answered otherwise than by a switch
@@ -642,6 +645,10 @@ int gw_proxy__hints_send(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r
 void gw_proxy__hints_learn(gw_proxy_t *p, const gw_cfg_route_t *r, int tls,
                            const gw_req_head_t *req, unsigned status, const gw_field_t *f,
                            size_t n);
+/* A cache hit of px, whose stored answer has status and head f[0..n): the 103 the forwarded
+ * answer would have brought (the route's configured links and those learned from the page,
+ * learned now from the stored head when this worker has not), unless px had one. */
+void gw_proxy__hints_stored(px_t *px, unsigned status, const gw_field_t *f, size_t n);
 /* Keep, in place, only the fields of an origin's 103 that a 103 may carry (Link, and the
  * policies a browser applies to what the links fetch); their number, or 0 when no Link is
  * among them (nothing to send). */

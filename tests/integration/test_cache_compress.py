@@ -182,3 +182,54 @@ def test_head_range_and_304_on_a_compressible_hit(gateway):
         assert st == 304 and h["etag"] == '"p1"' and h["vary"] == "Accept-Encoding"
         cl.close()
         assert origin_count(o, "/c/page/r") == 1
+
+
+def first_103(run, sid):
+    return [dict(x).get("link") for x in run.interim.get(sid, []) if dict(x)[":status"] == "103"]
+
+
+def test_the_103_of_a_stored_page_is_sent_on_a_hit(gateway):
+    """The links learned from the stored page go out in a 103 on a hit, even when this
+    worker's learned table forgot them (learn_ttl): the stored head teaches it again."""
+    with CodingOrigin() as o:
+        g = cgw(gateway, o, route_extra="early_hints_learn: true\n",
+                extra="early_hints:\n  learn_ttl: 300ms\n")
+        nav = [("accept", "text/html"), ("sec-fetch-mode", "navigate")]
+        cl = Client(g.port)
+        st, h, _, run = get(cl, "/c/page/h", extra=nav)
+        assert "fwd=miss" in h["cache-status"] and first_103(run, 1) == []
+        time.sleep(0.5)  # the worker's learned entry is past its ttl; the stored page is not
+        sid = cl.request("/c/page/h", extra=nav)
+        run = collect(cl, Streams(), all_done([sid]), timeout=10)
+        assert dict(run.heads[sid])["cache-status"].startswith("h2gate; hit")
+        assert first_103(run, sid) == [LINK]
+        sid = cl.request("/c/page/h", extra=nav)  # and once learned again, once per request
+        run = collect(cl, Streams(), all_done([sid]), timeout=10)
+        assert first_103(run, sid) == [LINK]
+        cl.close()
+        assert origin_count(o, "/c/page/h") == 1
+
+
+def test_a_push_is_answered_from_the_store(gateway):
+    with CodingOrigin() as o:
+        g = cgw(gateway, o, route_extra="push: true\n")
+        cl = Client(g.port)
+        st, _, css, _ = get(cl, "/c/css/app.css")
+        assert st == 200 and b"n=1" in css
+        cl.close()
+        for round_ in range(2):  # the page a miss, then a hit: both push the stored sheet
+            cl = Client(g.port)
+            sid = cl.request("/c/page/p", extra=[("accept-encoding", "gzip")])
+            run = Streams()
+            collect(cl, run, lambda r: r.done(sid) and r.promises and
+                    all(r.done(p) for p in r.promises), timeout=10)
+            cl.close()
+            (pid, (parent, ph)), = run.promises.items()
+            assert parent == sid and dict(ph)[":path"] == "/c/css/app.css"
+            assert run.order.index(("promise", pid)) < run.order.index(("head", sid))
+            assert run.bodies[pid] == css and run.status(pid) == 200
+            assert dict(run.heads[pid])["cache-status"].startswith("h2gate; hit")
+            status = dict(run.heads[sid])["cache-status"]
+            assert ("fwd=miss" in status) if round_ == 0 else status.startswith("h2gate; hit")
+            assert gzip.decompress(run.bodies[sid]) == page_body("p")
+        assert origin_count(o, "/c/css/app.css") == 1 and origin_count(o, "/c/page/p") == 1
