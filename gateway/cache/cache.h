@@ -292,6 +292,8 @@ typedef struct gw_cache_entry {
     uint64_t body_len;
     gw_cache_meta_t meta;
     size_t charge; /* bytes counted against the budget */
+    uint64_t id;   /* this entry's own, never given to another in the process: what an entry
+                      derived from it (a compressed copy) is keyed by */
 } gw_cache_entry_t;
 
 typedef struct {
@@ -356,6 +358,11 @@ gw_cache_entry_t *gw_cache_get(gw_cache_t *c, const char *key, size_t keylen, co
 ssize_t gw_cache_body_slices(const gw_cache_entry_t *e, uint64_t off, uint64_t len,
                              gw_rslice_t *out, size_t cap);
 #endif
+
+/* gw_cache_get without counting a hit or a miss: for a lookup that is part of another (the
+ * compressed copy of an entry that was found: gateway/proxy/cache.c). */
+gw_cache_entry_t *gw_cache_peek(gw_cache_t *c, const char *key, size_t keylen,
+                                const gw_field_t *req, size_t n);
 
 /* Drop a reference from gw_cache_get(); the last one frees the entry and its body references. */
 void gw_cache_unref(gw_cache_entry_t *e);

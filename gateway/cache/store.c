@@ -321,6 +321,8 @@ static entry_t *entry_new(const gw_cache_t *c, const gw_cache_put_t *p, size_t v
     e->pub.nbody = pk->nslices;
     e->pub.body_len = blen;
     e->pub.meta = p->meta;
+    static uint64_t last_id; /* every store of the process: ids are never reused */
+    e->pub.id = __atomic_add_fetch(&last_id, 1, __ATOMIC_RELAXED);
     e->pub.charge = heap(total) + pk->charge;
     e->route = p->route;
     e->refs = 1; /* the store's */
@@ -730,8 +732,9 @@ static int vary_matches(const entry_t *e, const gw_field_t *req, size_t n)
     return eq;
 }
 
-gw_cache_entry_t *gw_cache_get(gw_cache_t *c, const char *key, size_t keylen, const gw_field_t *req,
-                               size_t n)
+/* gw_cache_get, counting the lookup in the shard's hits or misses when `count`. */
+static gw_cache_entry_t *lookup(gw_cache_t *c, const char *key, size_t keylen,
+                                const gw_field_t *req, size_t n, int count)
 {
     uint64_t h = key_hash(key, keylen);
     shard_t *s = shard_of(c, h);
@@ -745,12 +748,24 @@ gw_cache_entry_t *gw_cache_get(gw_cache_t *c, const char *key, size_t keylen, co
         if (hit->freq < 3)
             hit->freq++;
         __atomic_add_fetch(&hit->refs, 1, __ATOMIC_RELAXED);
-        s->hits++;
+        s->hits += count != 0;
     } else {
-        s->misses++;
+        s->misses += count != 0;
     }
     pthread_mutex_unlock(&s->lock);
     return hit ? &hit->pub : NULL;
+}
+
+gw_cache_entry_t *gw_cache_get(gw_cache_t *c, const char *key, size_t keylen, const gw_field_t *req,
+                               size_t n)
+{
+    return lookup(c, key, keylen, req, n, 1);
+}
+
+gw_cache_entry_t *gw_cache_peek(gw_cache_t *c, const char *key, size_t keylen,
+                                const gw_field_t *req, size_t n)
+{
+    return lookup(c, key, keylen, req, n, 0);
 }
 
 size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen)

@@ -101,6 +101,35 @@ static void insert_and_lookup(void **state)
     gw_cache_del(c);
 }
 
+/* peek finds what get finds without counting it; each entry has an id of its own, a
+ * replacement another one */
+static void peek_and_ids(void **state)
+{
+    (void)state;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 1 << 16});
+    gw_field_t rf[] = {F("cache-control", "max-age=60")};
+    assert_int_equal(put(c, "https://a/x", 10, 'x', rf, 1, NULL, 0), 0);
+    assert_int_equal(put(c, "https://a/y", 10, 'y', rf, 1, NULL, 0), 0);
+    gw_cache_entry_t *x = gw_cache_peek(c, "https://a/x", 11, NULL, 0);
+    gw_cache_entry_t *y = gw_cache_peek(c, "https://a/y", 11, NULL, 0);
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_null(gw_cache_peek(c, "https://a/z", 11, NULL, 0));
+    assert_true(x->id != 0 && y->id != 0 && x->id != y->id);
+    gw_cache_stats_t st;
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.hits, 0);
+    assert_int_equal(st.misses, 0);
+    assert_int_equal(put(c, "https://a/x", 10, 'x', rf, 1, NULL, 0), 0); /* the same again */
+    gw_cache_entry_t *x2 = get(c, "https://a/x", NULL, 0);
+    assert_non_null(x2);
+    assert_true(x2->id != x->id && x2->id != y->id);
+    gw_cache_unref(x2);
+    gw_cache_unref(y);
+    gw_cache_unref(x);
+    gw_cache_del(c);
+}
+
 /* §4.1: variants of one URL kept apart by the fields their Vary names */
 static void vary_variants(void **state)
 {
@@ -980,6 +1009,7 @@ static void threads(void **state)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(insert_and_lookup),
+    cmocka_unit_test(peek_and_ids),
     cmocka_unit_test(vary_variants),
     cmocka_unit_test(purge_prefix),
     cmocka_unit_test(route_tags),
