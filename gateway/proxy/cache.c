@@ -33,8 +33,11 @@
  *    Content-Encoding, which only a client whose Accept-Encoding takes it is sent: the others
  *    go forward as on a miss); a hit is compressed on the way out as the route compresses a
  *    forwarded answer (compress.c, gw_proxy__compress_hit: the same types, min_size, limits
- *    and gzip/br/zstd choice, Vary: Accept-Encoding, no Content-Length, a weak ETag), fed to
- *    the compressor 64 KiB at a time as the client takes it (ox->refill). A HEAD gets the head
+ *    and gzip/br/zstd choice, Vary: Accept-Encoding, no Content-Length, a weak ETag); the
+ *    first hit in a coding feeds the compressor 64 KiB at a time as its client takes it
+ *    (ox->refill) and stores what it made as the entry's copy in that coding (its own key:
+ *    the entry's, the coding and the entry's id; the entry's head, freshness and Vary key),
+ *    which the next hits in that coding are sent as it is (copy_find). A HEAD gets the head
  *    the GET would (RFC 9110 §9.3.2), a 304 the compressed one's ETag and Vary; a Range is
  *    answered from the identity body (206, Vary added), as nginx, which never compresses a
  *    206, and as a forwarded Range request, which is not compressed either;
@@ -49,9 +52,12 @@
  * KiB in gzip), h2load -n 2000 -c 4 -m 10, one worker, its CPU time from /proc (10 ms ticks)
  * on a 2-core machine shared with other jobs (load 6-10): an identity hit costs 5-10 us of
  * CPU, a hit compressed per request 125 us with gzip level 5 (the default gzip_level), 195 us
- * with br 4, 85 us with zstd 3: 12 to 25 times an identity hit, where a copy stored per
- * coding would cost what an identity hit does, for 13 % more memory per coding asked for.
- * Compressed per hit for now: it needs nothing of the store. */
+ * with br 4, 85 us with zstd 3: 12 to 25 times an identity hit. With a copy per coding
+ * (h2load -n 20000, the same machine), a gzip, br or zstd hit costs 5.5-6 us, an identity hit
+ * 7 us (more bytes to write), for 13 % more memory per coding asked for (2.7 KiB beside 20).
+ * So a copy per coding, made by the first hit that needs it: the identity stays the one
+ * stored answer (what revalidation, Range, HEAD and 304 work from), a copy only ever answers
+ * a whole 200 of the entry it was made from. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -203,6 +209,9 @@ static int in_304(gw_slice_t name)
  * its own that holds the entry's buffers (no origin: it is complete from the start), handed to
  * the client as it reads (flow.c). */
 
+static gw_cache_entry_t *copy_find(px_t *px, const gw_cache_entry_t *e, gw_zcoding_t zc);
+static void copy_keep(ox_t *ox, const px_t *px, const gw_cache_entry_t *e, gw_zcoding_t zc);
+
 static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t how)
 {
     gw_proxy_t *p = px->p;
@@ -232,17 +241,28 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
         if (!how.not_modified || in_304(e->fields[i].name))
             f[n++] = e->fields[i];
     /* compressed on the way out as the forwarded answer is (compress.c): the store holds the
-     * identity body, the coding is the client's (Vary: Accept-Encoding) */
+     * identity body, the coding is the client's (Vary: Accept-Encoding); a whole body in a
+     * coding comes from the copy an earlier hit made, else it is compressed now and kept */
     int64_t cl = status == 204 || status == 304 ? -1 : (int64_t)len;
     char etag[256];
+    gw_zcoding_t want = status == 200 && !no_body ? gw_proxy__zhit_coding(px, e->status, e->fields,
+                                                                          e->nfields, e->body_len)
+                                                  : GW_ZC_NONE;
+    gw_cache_entry_t *copy = want != GW_ZC_NONE ? copy_find(px, e, want) : NULL;
     px->zc = (uint8_t)gw_proxy__compress_hit(ox, px, status, e->status, e->fields, e->nfields, f,
                                              &n, GW_PROXY_MAX_RESP_FIELDS - 3, &cl, e->body_len,
-                                             px->s->head_only, etag, sizeof(etag));
-    /* the body into ox->body as it is, or into ox->zsrc for the compressor (ox->refill) */
+                                             px->s->head_only, copy != NULL, etag, sizeof(etag));
+    if (ox->zip)
+        copy_keep(ox, px, e, (gw_zcoding_t)px->zc);
+    /* the body into ox->body as it is (the stored one, or its copy), or into ox->zsrc for the
+     * compressor (ox->refill) */
+    const gw_cache_entry_t *src = copy ? copy : e;
+    if (copy)
+        off = 0, len = copy->body_len;
     gw_proxy__cbody_t *into = ox->zip ? &ox->zsrc : &ox->body;
     uint64_t pos = 0; /* the body's slices [pos, pos + len) that overlap [off, off + len) */
-    for (size_t i = 0; i < e->nbody && !no_body && pos < off + len; i++) {
-        const gw_rslice_t *b = &e->body[i];
+    for (size_t i = 0; i < src->nbody && !no_body && pos < off + len; i++) {
+        const gw_rslice_t *b = &src->body[i];
         uint64_t a = pos;
         pos += b->len;
         if (pos <= off)
@@ -250,11 +270,15 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
         size_t from = off > a ? (size_t)(off - a) : 0;
         size_t to = off + len < pos ? (size_t)(off + len - a) : b->len;
         if (gw_proxy__cbody_append(into, b->buf, b->off + from, to - from) < 0) {
+            if (copy)
+                gw_cache_unref(copy);
             gw_proxy__sub_remove(px); /* frees ox */
             gw_proxy__fail(px, GW_E_NOMEM);
             return 1;
         }
     }
+    if (copy)
+        gw_cache_unref(copy); /* ox->body holds its own references */
     ox->complete = !ox->refill;
     char age[24], cstatus[128], crange[64];
     if (status == 206 || status == 416) {
@@ -783,3 +807,91 @@ const gw_proxy_filter_t gw_proxy__filter_cache = {
     .on_end = cache_end,
     .release = cache_release,
 };
+
+/* ---- copies per coding ------------------------------------------------------------------------
+ */
+
+/* The key of the copy of e in coding zc: e's key, a 0 byte (a URL's key holds none), the
+ * coding's name and e's id (a 304 that refreshed e, a 200 that replaced it, make another
+ * entry: the old copies are never found again, and go as the store evicts them), into buf
+ * (cap bytes) or, when longer, a new block (*len its length); NULL out of memory. */
+static char *copy_key(const gw_cache_entry_t *e, gw_zcoding_t zc, char *buf, size_t cap,
+                      size_t *len)
+{
+    char tail[48];
+    int tl = snprintf(tail, sizeof(tail), "_%s %llu", gw_proxy__coding_str(zc),
+                      (unsigned long long)e->id);
+    tail[0] = 0;
+    *len = e->keylen + (size_t)tl;
+    char *k = *len <= cap ? buf : gw_malloc(*len);
+    if (k) {
+        memcpy(k, e->key, e->keylen);
+        memcpy(k + e->keylen, tail, (size_t)tl);
+    }
+    return k;
+}
+
+/* The copy of e in coding zc that an earlier hit made and stored (copy_keep) for px's request
+ * (the same Vary key), or NULL. The caller unrefs it. */
+static gw_cache_entry_t *copy_find(px_t *px, const gw_cache_entry_t *e, gw_zcoding_t zc)
+{
+    char kb[640];
+    size_t kl;
+    char *k = copy_key(e, zc, kb, sizeof(kb), &kl);
+    if (!k)
+        return NULL;
+    /* not counted: this hit was counted when e was found */
+    gw_cache_entry_t *d = gw_cache_peek(px->p->cache, k, kl, px->head.fields, px->head.fields_len);
+    if (k != kb)
+        gw_free(k);
+    return d;
+}
+
+/* ox->refill of a hit that compresses e and keeps what it makes (ox->cx): the compressed bytes
+ * are referenced as they come, and stored as e's copy once the stream ended whole. */
+static int copy_refill(ox_t *ox)
+{
+    struct gw_proxy_cx *cx = ox->cx;
+    uint64_t pos = ox->body.end;
+    int rv = gw_proxy__zrefill(ox);
+    gw_rslice_t sl;
+    while (cx->keep && pos < ox->body.end && gw_proxy__cbody_at(&ox->body, pos, &sl) == 0) {
+        pos += sl.len;
+        if (cx->len + sl.len > ox->p->cfg->cache.max_object || cache_body_keep(cx, &sl) < 0) {
+            cx->keep = 0;
+            cx_drop_body(cx);
+        }
+    }
+    if (rv < 0) {
+        cx->keep = 0;
+        cx_drop_body(cx);
+    } else if (ox->complete) {
+        commit(ox, cx);
+    }
+    return rv;
+}
+
+/* A hit compresses e in coding zc for px (ox->zip): what it makes is kept for the store, under
+ * copy_key, with e's head, freshness and Vary key (the request's fields), so the next hit in
+ * that coding is sent as it is (copy_find). Out of memory, it is only not kept. */
+static void copy_keep(ox_t *ox, const px_t *px, const gw_cache_entry_t *e, gw_zcoding_t zc)
+{
+    struct gw_proxy_cx *cx = ox->p->cache ? gw_calloc(1, sizeof(*cx)) : NULL;
+    if (!cx)
+        return;
+    cx->key = copy_key(e, zc, NULL, 0, &cx->keylen);
+    if (!cx->key || gw_proxy__fields_dup(e->fields, e->nfields, &cx->head) < 0 ||
+        gw_proxy__fields_dup(px->head.fields, px->head.fields_len, &cx->req) < 0) {
+        ox->cx = cx;
+        cache_release(ox);
+        return;
+    }
+    cx->nhead = e->nfields;
+    cx->nreq = px->head.fields_len;
+    cx->status = e->status;
+    cx->meta = e->meta;
+    cx->cl = -1;
+    cx->keep = 1;
+    ox->cx = cx;
+    ox->refill = copy_refill;
+}

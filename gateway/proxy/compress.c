@@ -351,9 +351,7 @@ static int zfinish(ox_t *ox)
  * as its client takes it, as a forwarded answer is at the origin's pace, not in one go. */
 #define ZREFILL_IN (64u * 1024)
 
-/* ox->refill of a hit: the next stored bytes through the compressor into ox->body; the end of
- * the compressed stream after the last (ox complete). 0 or a negative code. */
-static int zrefill(ox_t *ox)
+int gw_proxy__zrefill(ox_t *ox)
 {
     size_t budget = ZREFILL_IN;
     gw_rslice_t sl;
@@ -402,32 +400,52 @@ int gw_proxy__codings_accepted(const gw_req_head_t *h, gw_slice_t ce)
     return 1;
 }
 
-gw_zcoding_t gw_proxy__compress_hit(ox_t *ox, px_t *px, unsigned status, unsigned stored,
-                                    const gw_field_t *sf, size_t sn, gw_field_t *f, size_t *n,
-                                    size_t cap, int64_t *cl, uint64_t full_len, int head_only,
-                                    char *etag, size_t etag_cap)
+/* What the route's compression makes of a stored answer's 200 (status stored, head sf[0..sn),
+ * full_len bytes) for px, as compress_head decides it for a forwarded one: a GET without Range
+ * (a HEAD gets the head of that GET, RFC 9110 §9.3.2; a 206 or a 304 stands for it, RFC 9110
+ * §15.3.7, §15.4.5). The coding into *zc. */
+static gw_zskip_t hit_decide(const gw_cfg_compression_t *z, const px_t *px, unsigned stored,
+                             const gw_field_t *sf, size_t sn, uint64_t full_len, gw_zcoding_t *zc)
 {
-    gw_proxy_t *p = ox->p;
-    const gw_cfg_compression_t *z = &p->cfg->compression;
-    if (!ox->route->compress)
-        return GW_ZC_NONE;
-    /* what the stored answer's 200 would be for this client, as compress_head decides it for
-     * a forwarded one: a GET without Range (a HEAD gets the head of that GET, RFC 9110
-     * §9.3.2; a 206 or a 304 stands for it, RFC 9110 §15.3.7, §15.4.5) */
     gw_req_head_t get = {.method = GW_SLICE_LIT("GET")};
-    gw_zcoding_t zc;
     gw_slice_t ae[16];
     size_t nae = 0;
     for (size_t i = 0; i < px->head.fields_len && nae < 16; i++)
         if (gw_proxy__name_is(px->head.fields[i].name, "accept-encoding"))
             ae[nae++] = px->head.fields[i].value;
-    zc = gw_proxy__choose_coding(ae, nae, gw_zstream_available());
-    gw_zskip_t zs = gw_proxy__zdecide(z, &get, stored, sf, sn, (int64_t)full_len, zc);
+    *zc = gw_proxy__choose_coding(ae, nae, gw_zstream_available());
+    return gw_proxy__zdecide(z, &get, stored, sf, sn, (int64_t)full_len, *zc);
+}
+
+gw_zcoding_t gw_proxy__zhit_coding(const px_t *px, unsigned stored, const gw_field_t *sf, size_t sn,
+                                   uint64_t full_len)
+{
+    gw_zcoding_t zc;
+    if (!px->route->compress ||
+        hit_decide(&px->p->cfg->compression, px, stored, sf, sn, full_len, &zc) != GW_ZSKIP_NONE)
+        return GW_ZC_NONE;
+    return zc;
+}
+
+gw_zcoding_t gw_proxy__compress_hit(ox_t *ox, px_t *px, unsigned status, unsigned stored,
+                                    const gw_field_t *sf, size_t sn, gw_field_t *f, size_t *n,
+                                    size_t cap, int64_t *cl, uint64_t full_len, int head_only,
+                                    int have_copy, char *etag, size_t etag_cap)
+{
+    gw_proxy_t *p = ox->p;
+    const gw_cfg_compression_t *z = &p->cfg->compression;
+    if (!ox->route->compress)
+        return GW_ZC_NONE;
+    gw_zcoding_t zc;
+    gw_zskip_t zs = hit_decide(z, px, stored, sf, sn, full_len, &zc);
     if (zs != GW_ZSKIP_NONE && zs != GW_ZSKIP_CLIENT)
         return GW_ZC_NONE; /* not compressible whatever the client: no Vary either */
     /* a range is of the identity body (nginx compresses no 206 either): Vary only */
     int whole = status == 200 || status == 304;
-    if (zs == GW_ZSKIP_NONE && status == 200 && !head_only && full_len) {
+    int made = 0; /* a body in the coding: a compressor, or the caller's copy */
+    if (zs == GW_ZSKIP_NONE && status == 200 && !head_only && full_len && have_copy) {
+        made = 1;
+    } else if (zs == GW_ZSKIP_NONE && status == 200 && !head_only && full_len) {
         zs = gw_proxy__zadmit(z, p->zst.active, *p->zcharged, p->zweight[zc]);
         if (zs == GW_ZSKIP_NONE &&
             gw_zstream_new(z, zc, &p->zst.mem, p->zcharged, p->zweight[zc], &ox->zip) < 0)
@@ -436,13 +454,14 @@ gw_zcoding_t gw_proxy__compress_hit(ox_t *ox, px_t *px, unsigned status, unsigne
             p->zst.active++;
             p->zst.streams[zc]++;
             gw_proxy__cbody_init(&ox->zsrc);
-            ox->refill = zrefill;
+            ox->refill = gw_proxy__zrefill;
+            made = 1;
         }
     }
     if (zs != GW_ZSKIP_NONE)
         p->zst.skipped[zs]++;
     /* the head says compressed when the body is, and on a HEAD or a 304 (no body to make) */
-    int compressed = zs == GW_ZSKIP_NONE && whole && (ox->zip || head_only || status == 304);
+    int compressed = zs == GW_ZSKIP_NONE && whole && (made || head_only || status == 304);
     *n = gw_proxy__zhead(f, *n, cap, zc, compressed, etag, etag_cap);
     if (!compressed)
         return GW_ZC_NONE;

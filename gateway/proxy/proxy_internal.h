@@ -709,19 +709,30 @@ size_t gw_proxy__zhead(gw_field_t *f, size_t n, size_t cap, gw_zcoding_t c, int 
  * Content-Encoding value): each of them has a q above 0 in its Accept-Encoding; a request
  * without Accept-Encoding accepts only identity. */
 int gw_proxy__codings_accepted(const gw_req_head_t *h, gw_slice_t ce);
+/* The coding the route's compression gives a stored answer's 200 (status stored, head
+ * sf[0..sn), full_len bytes) for px's Accept-Encoding, as it would the forwarded answer
+ * (GW_ZC_NONE: sent as it is). */
+gw_zcoding_t gw_proxy__zhit_coding(const px_t *px, unsigned stored, const gw_field_t *sf, size_t sn,
+                                   uint64_t full_len);
 /* A cache hit to px (ox: its exchange, no origin) of a stored answer of status `stored`, head
  * sf[0..sn) and full_len bytes, sent as `status` (200, 206, 304, 416): compressed as the
  * route's compression would compress the stored answer's 200 for px's Accept-Encoding. The
- * head sent, f[0..*n) (room for cap), is rewritten as compress_head does (Vary: Accept-Encoding
- * whenever the coding depends on the client; compressed: no Content-Length (*cl = -1), a weak ETag
- * into etag, Content-Encoding except on a 304); a 206 or a 416 is a range of the identity body (RFC
- * 9110 §14) and only gains the Vary. When a body is to be compressed (a 200, not head_only),
- * ox->zip is made and ox->refill set: the caller appends the stored body to ox->zsrc instead of
- * ox->body and leaves ox->complete to the refill. The coding of the head (GW_ZC_NONE: identity). */
+ * head sent, f[0..*n) (room for cap), is rewritten as compress_head does (Vary:
+ * Accept-Encoding whenever the coding depends on the client; compressed: no Content-Length,
+ * *cl = -1, a weak ETag into etag, Content-Encoding but on a 304); a 206 or a 416 is a range
+ * of the identity body (RFC 9110 §14) and only gains the Vary. A 200 with a body comes from
+ * the caller's copy in that coding (have_copy: the caller appends it to ox->body), or else
+ * from a compressor: ox->zip is made and ox->refill set to gw_proxy__zrefill, and the caller
+ * appends the stored body to ox->zsrc instead of ox->body and leaves ox->complete to the
+ * refill. The coding of the head (GW_ZC_NONE: identity). */
 gw_zcoding_t gw_proxy__compress_hit(ox_t *ox, px_t *px, unsigned status, unsigned stored,
                                     const gw_field_t *sf, size_t sn, gw_field_t *f, size_t *n,
                                     size_t cap, int64_t *cl, uint64_t full_len, int head_only,
-                                    char *etag, size_t etag_cap);
+                                    int have_copy, char *etag, size_t etag_cap);
+/* ox->refill of a compressed hit: at most 64 KiB more of ox->zsrc through ox->zip into
+ * ox->body; after the last, the end of the compressed stream, the compressor gone and ox
+ * complete (refill NULL), also on an error. 0 or a negative code. */
+int gw_proxy__zrefill(ox_t *ox);
 
 /* ---- zstream.c: the compressors ------------------------------------------------------------ */
 

@@ -12,7 +12,8 @@ import brotli
 import h2.settings
 import zstandard
 
-from gwtest import Client, Streams, all_done, collect, origin_count, origin_gateway
+from gwtest import (Client, Streams, all_done, collect, origin_count, origin_gateway, sample,
+                    scrape)
 from origin import ScriptedOrigin
 
 LINK = "</c/css/app.css>; rel=preload; as=style"
@@ -61,9 +62,9 @@ class CodingOrigin(ScriptedOrigin):
         return True
 
 
-def cgw(gateway, origin, route_extra="", extra=""):
+def cgw(gateway, origin, route_extra="", extra="", admin=None):
     return origin_gateway(gateway, origin, route_extra="cache: true\ncompress: true\n" + route_extra,
-                          extra="cache:\n  max_object: 1MiB\n" + extra)
+                          extra="cache:\n  max_object: 1MiB\n" + extra, admin=admin)
 
 
 def get(cl, path, method="GET", extra=()):
@@ -107,6 +108,40 @@ def test_a_stored_page_is_compressed_for_each_client_from_one_origin_request(gat
             assert "content-encoding: zstd" in head and "vary: accept-encoding" in head, head
             assert "cache-status: h2gate; hit" in head and body == plain
         assert origin_count(o, "/c/page/a") == 1
+
+
+def test_the_first_compressed_hit_keeps_a_copy_that_the_next_ones_are_sent(gateway):
+    """One compression per coding and stored answer: the first gzip hit compresses and stores
+    its copy, the next gzip hits are sent it (the compressor count stays), a br client gets its
+    own; a new answer (the entry replaced) is never answered from the old one's copy."""
+    with CodingOrigin() as o:
+        g = cgw(gateway, o, admin=True)
+        plain = page_body("k")
+        cl = Client(g.port)
+        get(cl, "/c/page/k")
+        bodies = []
+        for c in ("gzip", "gzip", "gzip", "br", "br"):
+            st, h, body, _ = get(cl, "/c/page/k", extra=[("accept-encoding", c)])
+            assert h["content-encoding"] == c and h["cache-status"].startswith("h2gate; hit")
+            assert h["vary"] == "Accept-Encoding" and "content-length" not in h
+            assert DECODE[c](body) == plain
+            bodies.append(body)
+        assert bodies[0] == bodies[1] == bodies[2] and bodies[3] == bodies[4]
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_compressed_responses_total", coding="gzip") == 1
+        assert sample(fams, "h2gate_compressed_responses_total", coding="br") == 1
+        assert sample(fams, "h2gate_cache_objects") == 3  # the page, its gzip and br copies
+        assert sample(fams, "h2gate_cache_lookups_total", result="hit") == 5  # a hit each
+        assert sample(fams, "h2gate_cache_lookups_total", result="miss") == 1
+        # a new answer replaces the page: its gzip hit is compressed anew, not the old copy
+        st, h, body, _ = get(cl, "/c/page/k", extra=[("cache-control", "no-cache")])
+        assert "fwd=request; stored" in h["cache-status"]
+        st, h, body, _ = get(cl, "/c/page/k", extra=[("accept-encoding", "gzip")])
+        assert h["cache-status"].startswith("h2gate; hit") and gzip.decompress(body) == plain
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_compressed_responses_total", coding="gzip") == 2
+        cl.close()
+        assert origin_count(o, "/c/page/k") == 2
 
 
 def test_a_large_compressed_hit_follows_the_client_window(gateway):
