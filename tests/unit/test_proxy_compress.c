@@ -94,6 +94,31 @@ static gw_cfg_compression_t zcfg(void)
     return z;
 }
 
+/* A stored Content-Encoding goes only to a client whose Accept-Encoding takes every coding of
+ * it (q above 0); no Accept-Encoding takes none. */
+static int accepted(const char *ae, const char *ce)
+{
+    gw_field_t f[] = {{GW_SLICE_LIT("accept-encoding"), gw_slice_str(ae ? ae : "")}};
+    gw_req_head_t h = {.method = GW_SLICE_LIT("GET"), .fields = f, .fields_len = ae ? 1 : 0};
+    return gw_proxy__codings_accepted(&h, gw_slice_str(ce));
+}
+
+static void stored_coding_accepted(void **state)
+{
+    (void)state;
+    assert_true(accepted("gzip, deflate", "gzip"));
+    assert_true(accepted("GZIP;q=0.5", "gzip"));
+    assert_true(accepted("*", "br"));
+    assert_true(accepted("br", "identity"));
+    assert_true(accepted(NULL, "identity"));
+    assert_false(accepted(NULL, "gzip"));
+    assert_false(accepted("br", "gzip"));
+    assert_false(accepted("gzip;q=0, br", "gzip"));
+    assert_false(accepted("*;q=0", "gzip"));
+    assert_false(accepted("gzip", "gzip, br")); /* br applied after gzip: both needed */
+    assert_true(accepted("gzip, br", "gzip, br"));
+}
+
 static void rules(void **state)
 {
     (void)state;
@@ -461,9 +486,13 @@ static void memory_charges(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(negotiation),   cmocka_unit_test(rules),
-    cmocka_unit_test(head_rewrite),  cmocka_unit_test(stream_round_trip),
-    cmocka_unit_test(memory_bounds), cmocka_unit_test(memory_charges),
+    cmocka_unit_test(negotiation),
+    cmocka_unit_test(stored_coding_accepted),
+    cmocka_unit_test(rules),
+    cmocka_unit_test(head_rewrite),
+    cmocka_unit_test(stream_round_trip),
+    cmocka_unit_test(memory_bounds),
+    cmocka_unit_test(memory_charges),
 };
 
 GW_TEST_MAIN(tests)
