@@ -26,11 +26,19 @@ def page_body(name):
     return (f"<!doctype html><title>{name}</title><table>\n{rows}</table>\n").encode()
 
 
+def noise(name):
+    """512 KiB of base64 text from a seeded generator: gzip keeps three quarters of it."""
+    import base64
+    import random
+    return base64.b64encode(random.Random(name).randbytes(3 << 17))
+
+
 class CodingOrigin(ScriptedOrigin):
     """The /c/ paths, every request counted (origin_count):
         /c/page/NAME   200 text/html, max-age=60, ETag "p1", a Link preload of /c/css/app.css,
                        page_body(NAME) as identity
         /c/big/NAME    the same, 20 times page_body(NAME) (400 KiB)
+        /c/rand/NAME   200 text/plain, max-age=60, noise(NAME) (512 KiB that compress little)
         /c/gz/NAME     text/html, max-age=60, gzip when the request's Accept-Encoding lists
                        it bare (Content-Encoding: gzip, no Vary: a legacy origin), else identity
         /c/css/NAME    200 text/css, max-age=60, a short stylesheet naming the request's number
@@ -47,6 +55,9 @@ class CodingOrigin(ScriptedOrigin):
             body = page_body(name) * (20 if kind == "big" else 1)
             fields += [("Content-Type", "text/html; charset=utf-8"), ("ETag", '"p1"'),
                        ("Link", LINK)]
+        elif kind == "rand":
+            body = noise(name)
+            fields += [("Content-Type", "text/plain")]
         elif kind == "gz":
             body = page_body(name)
             fields += [("Content-Type", "text/html")]
@@ -163,6 +174,34 @@ def test_a_large_compressed_hit_follows_the_client_window(gateway):
             assert DECODE[c](run.bodies[s]) == plain
         cl.close()
         assert origin_count(o, "/c/big/b") == 1
+
+
+def test_a_client_that_leaves_a_compressed_hit_midway_stores_no_copy(gateway):
+    """A stream reset while its hit is being compressed drops the compressor and what it made
+    (no copy is stored from a cut stream); the next hit compresses whole and keeps its copy."""
+    with CodingOrigin() as o:
+        g = cgw(gateway, o, admin=True, extra="limits:\n  body_buffer: 16KiB\n")
+        cl = Client(g.port)
+        st, _, plain, _ = get(cl, "/c/rand/r")
+        cl.close()
+        cl = Client(g.port)
+        cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1024})
+        cl.flush()
+        sid = cl.request("/c/rand/r", extra=[("accept-encoding", "gzip")])
+        run = collect(cl, Streams(), lambda r: sid in r.heads, timeout=10)
+        assert dict(run.heads[sid])["content-encoding"] == "gzip"
+        cl.c.reset_stream(sid)
+        cl.flush()
+        time.sleep(0.3)
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_objects") == 1  # the page alone: no copy
+        assert sample(fams, "h2gate_compressors") == 0
+        st, h, body, _ = get(cl, "/c/rand/r", extra=[("accept-encoding", "gzip")])
+        assert st == 200 and gzip.decompress(body) == plain
+        cl.close()
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_objects") == 2
+        assert origin_count(o, "/c/rand/r") == 1
 
 
 def test_an_origin_compressed_answer_goes_only_to_clients_that_decode_it(gateway):
