@@ -280,7 +280,8 @@ typedef struct {
     unsigned shards;   /* power of two up to 64; 0: as many as keep each >= 4 max_object */
 } gw_cache_opts_t;
 
-/* A stored answer. Immutable once in the store; valid while the holder keeps its reference. */
+/* A stored answer. Immutable once in the store (but for the claim of its revalidation, kept
+ * apart: gw_cache_claim); valid while the holder keeps its reference. */
 typedef struct gw_cache_entry {
     const char *key; /* primary key */
     size_t keylen;
@@ -296,13 +297,26 @@ typedef struct gw_cache_entry {
                       derived from it (a compressed copy) is keyed by */
 } gw_cache_entry_t;
 
+/* How a background revalidation (RFC 5861 §3) ended. */
+typedef enum {
+    GW_CACHE_BG_REFRESHED = 0, /* the origin said 304: the stored head refreshed (§4.3.4) */
+    GW_CACHE_BG_REPLACED,      /* a new answer was stored in its place */
+    GW_CACHE_BG_NOT_STORED,    /* an answer came that may not be stored: the stale one stays */
+    GW_CACHE_BG_FAILED,        /* no answer, a timeout, or a 5xx: the stale one stays */
+    GW_CACHE_BG_CANCELLED,     /* the worker's proxy closed first (reload, stop) */
+    GW_CACHE_BG_N
+} gw_cache_bg_t;
+/* "refreshed", "replaced", "not_stored", "failed", "cancelled" (metric labels). */
+const char *gw_cache_bg_str(gw_cache_bg_t r);
+
 typedef struct {
     uint64_t hits, misses, inserts, replaced, evictions, refused;
-    uint64_t purged;  /* removed by gw_cache_purge() and gw_cache_purge_prefix() */
-    uint64_t dropped; /* removed by gw_cache_keep_routes(): their route is gone */
-    uint64_t bytes;   /* charged now */
-    uint64_t objects; /* entries now */
-    uint64_t ghosts;  /* keys in the ghost queues */
+    uint64_t purged;            /* removed by gw_cache_purge() and gw_cache_purge_prefix() */
+    uint64_t dropped;           /* removed by gw_cache_keep_routes(): their route is gone */
+    uint64_t bg[GW_CACHE_BG_N]; /* background revalidations ended, by result */
+    uint64_t bytes;             /* charged now */
+    uint64_t objects;           /* entries now */
+    uint64_t ghosts;            /* keys in the ghost queues */
 } gw_cache_stats_t;
 
 /* A store for o, or NULL (out of memory, or GW_E_INVAL-worthy options: memory 0, max_object 0
@@ -366,6 +380,16 @@ gw_cache_entry_t *gw_cache_peek(gw_cache_t *c, const char *key, size_t keylen,
 
 /* Drop a reference from gw_cache_get(); the last one frees the entry and its body references. */
 void gw_cache_unref(gw_cache_entry_t *e);
+
+/* One more reference to e, which the caller holds (dropped with gw_cache_unref); returns e. */
+gw_cache_entry_t *gw_cache_ref(gw_cache_entry_t *e);
+/* Claim e's background revalidation (RFC 5861 §3: one at a time, whichever worker asks): 1
+ * when the caller now holds it and must end it with gw_cache_claim_end(), 0 when another one
+ * holds it. Lock-free; e must be held (gw_cache_get). */
+int gw_cache_claim(gw_cache_entry_t *e);
+/* The revalidation of e ended with r: the claim is released (a later request may start
+ * another while e is still stored and stale) and r counted in c's stats (c may be NULL). */
+void gw_cache_claim_end(gw_cache_t *c, gw_cache_entry_t *e, gw_cache_bg_t r);
 
 /* Remove every variant of key; returns how many (counted as purged). Readers keep theirs. */
 size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen);

@@ -77,6 +77,7 @@ typedef struct entry {
     uint32_t refs;        /* atomic: the store's (while indexed) and the readers' */
     uint8_t freq;         /* S3-FIFO's 2-bit counter: reads since the last pass */
     uint8_t where;        /* Q_* */
+    uint8_t claimed;      /* atomic: a background revalidation holds it (gw_cache_claim) */
     uint64_t hash;
     struct entry *hnext; /* hash chain; after unlinking, the list of entries to release */
     gw_list_t qlink;     /* in small or main */
@@ -120,6 +121,7 @@ struct gw_cache {
      * gw_cache_put under a shard's lock (atomic loads and stores of the pointer) */
     routes_t *routes;
     pthread_mutex_t routes_mu;
+    uint64_t bg[GW_CACHE_BG_N]; /* atomic: background revalidations ended, by result */
 };
 
 #define GHOST_MIN 16
@@ -880,6 +882,45 @@ void gw_cache_stats(gw_cache_t *c, gw_cache_stats_t *st)
         st->ghosts += s->gcount;
         pthread_mutex_unlock(&s->lock);
     }
+    for (int r = 0; r < GW_CACHE_BG_N; r++)
+        st->bg[r] = __atomic_load_n(&c->bg[r], __ATOMIC_RELAXED);
+}
+
+/* ---- background revalidation ----------------------------------------------------------------
+ *
+ * The claim is a flag of the entry, not a set of keys: every worker's lookup of the same
+ * answer finds the same entry, so one compare-and-swap decides among all of them without a
+ * lock, and nothing has to be removed from a set when a revalidation ends or is given up.
+ * An entry that a revalidation replaced leaves the index with its flag set: the new one starts
+ * unclaimed. */
+
+const char *gw_cache_bg_str(gw_cache_bg_t r)
+{
+    static const char *const n[] = {"refreshed", "replaced", "not_stored", "failed", "cancelled"};
+    return r >= 0 && r < GW_CACHE_BG_N ? n[r] : "?";
+}
+
+gw_cache_entry_t *gw_cache_ref(gw_cache_entry_t *pub)
+{
+    entry_t *e = GW_CONTAINER_OF(pub, entry_t, pub);
+    __atomic_add_fetch(&e->refs, 1, __ATOMIC_RELAXED);
+    return pub;
+}
+
+int gw_cache_claim(gw_cache_entry_t *pub)
+{
+    entry_t *e = GW_CONTAINER_OF(pub, entry_t, pub);
+    uint8_t want = 0;
+    return __atomic_compare_exchange_n(&e->claimed, &want, 1, 0, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
+}
+
+void gw_cache_claim_end(gw_cache_t *c, gw_cache_entry_t *pub, gw_cache_bg_t r)
+{
+    entry_t *e = GW_CONTAINER_OF(pub, entry_t, pub);
+    __atomic_store_n(&e->claimed, 0, __ATOMIC_RELEASE);
+    if (c && r >= 0 && r < GW_CACHE_BG_N)
+        __atomic_add_fetch(&c->bg[r], 1, __ATOMIC_RELAXED);
 }
 
 #ifdef GW_TEST_API /* built with the unit tests only (meson.build) */

@@ -1,7 +1,8 @@
 /* Unit tests of cache/store.c: insert and look up with Vary variants, replacement, the byte
  * budget and max_object, S3-FIFO keeping a hot set under a scan (counted against an LRU of the
- * same capacity), purge by URL and by prefix, readers keeping evicted entries alive, and
- * several threads at once (run this file under the TSan build too). */
+ * same capacity), purge by URL and by prefix, readers keeping evicted entries alive, several
+ * threads at once (run this file under the TSan build too), and the claim of an entry's one
+ * background revalidation. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1007,6 +1008,71 @@ static void threads(void **state)
     gw_cache_del(c);
 }
 
+/* Threads racing for one entry's revalidation claim: the number of winners. */
+typedef struct {
+    gw_cache_entry_t *e;
+    int won;
+} claimer_t;
+
+static void *claimer(void *arg)
+{
+    claimer_t *c = arg;
+    for (int i = 0; i < 1000; i++)
+        c->won += gw_cache_claim(c->e); /* never released here: one claim in all */
+    return NULL;
+}
+
+/* RFC 5861 §3's one background revalidation per stored answer: one claim among every worker
+ * until it ends, another after; an entry that replaced the claimed one starts unclaimed; the
+ * results are counted, a claim given up unstarted (GW_CACHE_BG_N) is not. */
+static void one_revalidation_per_entry(void **state)
+{
+    (void)state;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 64 << 10});
+    assert_int_equal(put(c, "https://a/r", 100, 'r', NULL, 0, NULL, 0), 0);
+    gw_cache_entry_t *e = get(c, "https://a/r", NULL, 0);
+    assert_non_null(e);
+    pthread_t t[4];
+    claimer_t w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (claimer_t){.e = e};
+        assert_int_equal(pthread_create(&t[i], NULL, claimer, &w[i]), 0);
+    }
+    int won = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        won += w[i].won;
+    }
+    assert_int_equal(won, 1);
+    gw_cache_entry_t *again = get(c, "https://a/r", NULL, 0); /* another worker's lookup */
+    assert_ptr_equal(again, e);
+    assert_int_equal(gw_cache_claim(again), 0);
+    gw_cache_unref(again);
+    /* the revalidation replaced the entry: the new one is free, the old still claimed */
+    assert_int_equal(put(c, "https://a/r", 100, 's', NULL, 0, NULL, 0), 0);
+    gw_cache_entry_t *fresh = get(c, "https://a/r", NULL, 0);
+    assert_ptr_not_equal(fresh, e);
+    assert_int_equal(gw_cache_claim(fresh), 1);
+    gw_cache_claim_end(c, fresh, GW_CACHE_BG_N); /* given up before it started */
+    gw_cache_claim_end(c, e, GW_CACHE_BG_REPLACED);
+    assert_int_equal(gw_cache_claim(e), 1); /* released: claimable again */
+    gw_cache_claim_end(c, e, GW_CACHE_BG_FAILED);
+    gw_cache_entry_t *held = gw_cache_ref(fresh); /* a reference of its own */
+    gw_cache_unref(fresh);
+    assert_int_equal(held->body[0].buf->data[0], 's');
+    gw_cache_unref(held);
+    gw_cache_unref(e); /* out of the store: freed now (ASan) */
+    gw_cache_stats_t st;
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.bg[GW_CACHE_BG_REPLACED], 1);
+    assert_int_equal(st.bg[GW_CACHE_BG_FAILED], 1);
+    assert_int_equal(st.bg[GW_CACHE_BG_REFRESHED] + st.bg[GW_CACHE_BG_NOT_STORED] +
+                         st.bg[GW_CACHE_BG_CANCELLED],
+                     0);
+    assert_string_equal(gw_cache_bg_str(GW_CACHE_BG_NOT_STORED), "not_stored");
+    gw_cache_del(c);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(insert_and_lookup),
     cmocka_unit_test(peek_and_ids),
@@ -1026,6 +1092,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(hot_set_survives_a_scan),
     cmocka_unit_test(threads),
     cmocka_unit_test(keep_routes_while_putting),
+    cmocka_unit_test(one_revalidation_per_entry),
 };
 
 GW_TEST_MAIN(tests)
