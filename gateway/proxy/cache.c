@@ -19,8 +19,11 @@
  *    the stored head (§4.3.4) and the client gets the stored answer (stand_in), a 200
  *    replaces it; when the origin answers 500, 502, 503, 504 or not at all, the stale entry
  *    answers within its stale-if-error window (RFC 5861 §4: stand_in_stale,
- *    gw_proxy__cache_error). stale-while-revalidate is not used yet (the entry is revalidated
- *    before it answers);
+ *    gw_proxy__cache_error). Within its stale-while-revalidate window (RFC 5861 §3) a stale
+ *    entry answers at once as a hit (Cache-Status "hit; ttl=-N; detail=stale-while-
+ *    revalidate") while one background request revalidates it (revalidate.c: a stream whose
+ *    client is the cache, through this same filter); when none can start, the request
+ *    revalidates it itself;
  *  - a GET sent on (its own exchange, which followers may join as coalescing lets them) keeps
  *    the origin's head as the clients get it before any other filter rewrites it (identity
  *    body, no Age: the cache computes it) when gw_cache_storable() allows (§3: no no-store,
@@ -188,6 +191,7 @@ static int answer_unavailable(px_t *px)
  * an origin that failed (RFC 5861 §4): the origin's status (0: none came). */
 typedef struct {
     int sie;
+    int swr; /* stale within its stale-while-revalidate window, revalidated in the background */
     unsigned origin_status;
     int not_modified;       /* the request's condition is false on it: 304 (RFC 9110 §13.2.2) */
     gw_cache_range_t range; /* PARTIAL: 206 of [first, last]; UNSATISFIABLE: 416 */
@@ -233,7 +237,7 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
     ox->nsubs = 1;
     px->ox = ox;
     if (px->s->log)
-        px->s->log->cache = how.sie ? "stale-if-error" : "hit";
+        px->s->log->cache = how.sie ? "stale-if-error" : how.swr ? "stale-while-revalidate" : "hit";
 
     gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
     size_t n = 0;
@@ -291,7 +295,11 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
     int alen = snprintf(age, sizeof(age), "%u", gw_cache_age(&e->meta, now));
     f[n++] = (gw_field_t){GW_SLICE_LIT("age"), {(const uint8_t *)age, (size_t)alen}};
     if (p->cfg->cache.status_header) {
-        gw_cache_status_t st = {.hit = 1, .has_ttl = 1, .ttl = gw_cache_ttl(&e->meta, now)};
+        /* RFC 9211 §2.1: not forwarded, so a hit, with a negative ttl when stale (§2.4) */
+        gw_cache_status_t st = {.hit = 1,
+                                .has_ttl = 1,
+                                .ttl = gw_cache_ttl(&e->meta, now),
+                                .detail = how.swr ? "stale-while-revalidate" : NULL};
         if (how.sie) /* RFC 9211 §2.2: it went forward, and the stale answer came back */
             st = (gw_cache_status_t){.fwd = "stale",
                                      .fwd_status = how.origin_status,
@@ -328,10 +336,9 @@ static int conditional(const gw_req_head_t *h)
 }
 
 /* RFC 9111 §4.3.1: a GET for a stored answer that has validators goes to the origin with
- * If-None-Match (its ETag) and If-Modified-Since (its Last-Modified): px's request fields with
- * them added, in one block px owns (px->cfields), and px holds e (px->cstale). 1 when so; 0
- * when e has none (or out of memory): a plain request. */
-static int add_validators(px_t *px, gw_cache_entry_t *e)
+ * If-None-Match (its ETag) and If-Modified-Since (its Last-Modified) (the contract is in
+ * proxy_internal.h). */
+int gw_proxy__cache_validators(px_t *px, gw_cache_entry_t *e)
 {
     if (px->cfields)
         return 0;
@@ -406,11 +413,17 @@ int gw_proxy__cache_serve(px_t *px)
     int rv = 0;
     gw_cache_use_t use = gw_cache_use(&e->meta, &q, now);
     GW_LOG_DEBUG("cache_lookup", "use=%s", gw_cache_use_str(use));
+    /* RFC 5861 §3: within the window, the stale answer now and one revalidation in the
+     * background (revalidate.c); when none can start, the request revalidates it itself */
+    if (use == GW_CACHE_USE_STALE_SWR && !gw_proxy__revalidate(px, e))
+        use = GW_CACHE_USE_REVALIDATE;
     switch (use) {
+    case GW_CACHE_USE_STALE_SWR:
     case GW_CACHE_USE_FRESH: {
         gw_cache_resp_t sr = {e->status, e->fields, e->nfields};
         gw_cache_cond_t cond = gw_cache_conditional(&q, &sr);
-        hit_how_t how = {.not_modified = cond == GW_CACHE_COND_NOT_MODIFIED};
+        hit_how_t how = {.not_modified = cond == GW_CACHE_COND_NOT_MODIFIED,
+                         .swr = use == GW_CACHE_USE_STALE_SWR};
         if (!how.not_modified && !px->s->head_only)
             how.range = gw_cache_range(&q, &sr, e->body_len, &how.first, &how.last);
         GW_LOG_DEBUG("cache_hit", "cond=%s range=%s", gw_cache_cond_str(cond),
@@ -425,11 +438,11 @@ int gw_proxy__cache_serve(px_t *px)
     case GW_CACHE_USE_UNAVAILABLE:
         rv = answer_unavailable(px);
         break;
-    default: /* stale (stale-while-revalidate too, for now) or the request's no-cache */
+    default: /* stale past the windows, or the request's no-cache or max-age */
         px->cache_fwd = gw_cache_fresh(&e->meta, now) ? GW_PROXY_CFWD_REQUEST : GW_PROXY_CFWD_STALE;
         if (conditional(h))
             break; /* the client's own condition or range goes to the origin as it is */
-        if (add_validators(px, e))
+        if (gw_proxy__cache_validators(px, e))
             return 0; /* px holds e until its exchange takes it (gw_proxy__cache_lead) */
         if (gw_slice_eq(h->method, GW_SLICE_LIT("GET"))) {
             px->cstale = e; /* for stale-if-error, should the origin fail */
@@ -684,6 +697,7 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     }
     FOREACH_SUB(ox, px) /* the access log's cache field: each its own, the answer is shared */
     {
+        px->cache_stored = st.stored != 0;
         if (px->s->log && !px->closed)
             px->s->log->cache =
                 cx && cx->revalidated

@@ -191,8 +191,6 @@ void gw_proxy__bad_request(px_t *px, const char *why)
 
 static const gw_back_cbs_t back_cbs;
 
-/* Start an origin exchange of px's own; with key (owned, keylen bytes) it is indexed for
- * followers. Answers px itself on a synchronous failure. */
 ox_t *gw_proxy__ox_new(px_t *px)
 {
     gw_proxy_t *p = px->p;
@@ -210,7 +208,7 @@ ox_t *gw_proxy__ox_new(px_t *px)
     return ox;
 }
 
-static void dispatch(px_t *px, char *key, size_t keylen)
+void gw_proxy__dispatch(px_t *px, char *key, size_t keylen)
 {
     gw_proxy_t *p = px->p;
     ox_t *ox = gw_proxy__ox_new(px);
@@ -274,7 +272,7 @@ void gw_proxy__detach(px_t *px)
     }
     gw_proxy__sub_remove(px);
     px->follower = 0;
-    dispatch(px, NULL, 0);
+    gw_proxy__dispatch(px, NULL, 0);
 }
 
 /* ---- back callbacks ---------------------------------------------------------------------- */
@@ -445,7 +443,7 @@ int gw_proxy__serve(px_t *px)
             return 0;
         }
     }
-    dispatch(px, key, klen);
+    gw_proxy__dispatch(px, key, klen);
     if (r->cache)
         gw_proxy__cache_lead(px); /* its answer may go into the store */
     return 0;

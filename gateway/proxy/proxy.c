@@ -72,6 +72,11 @@ int gw_proxy_new(uv_loop_t *loop, const gw_config_t *cfg, gw_proxy_t **out)
     uv_prepare_init(loop, &p->acc_flush);
     p->acc_flush.data = p;
     p->acc_open = 1;
+    gw_list_init(&p->bg);
+    gw_list_init(&p->bg_done);
+    uv_timer_init(loop, &p->bg_reap);
+    p->bg_reap.data = p;
+    p->bg_open = 1;
     *out = p;
     return 0;
 }
@@ -104,6 +109,7 @@ void gw_proxy_close(gw_proxy_t *p)
     if (!p)
         return;
     gw_proxy__auth_close(p);
+    gw_proxy__revalidate_close(p); /* before the back: their exchanges are cancelled, not failed */
     if (p->back) {
         gw_back_t *b = p->back;
         p->back = NULL;
@@ -121,13 +127,18 @@ void gw_proxy_close(gw_proxy_t *p)
         p->acc_open = 0;
         close_handle(p, (uv_handle_t *)&p->acc_flush);
     }
+    if (p->bg_open) {
+        p->bg_open = 0;
+        close_handle(p, (uv_handle_t *)&p->bg_reap);
+    }
 }
 
 void gw_proxy_del(gw_proxy_t *p)
 {
     if (!p)
         return;
-    GW_ASSERT(!p->back && !p->sweep_open && !p->upload_open && !p->acc_open && !p->closing);
+    GW_ASSERT(!p->back && !p->sweep_open && !p->upload_open && !p->acc_open && !p->bg_open &&
+              !p->closing);
     gw_pool_free(&p->px_pool);
     gw_pool_free(&p->ox_pool);
     gw_proxy__hints_free(&p->hints);

@@ -20,6 +20,8 @@
  * cache.c:     the shared cache (gateway/cache/) on routes with cache: true: the lookup before
  *              the origin, a hit sent from the store by reference, the filter that keeps a
  *              miss's answer for the store, Cache-Status, invalidation.
+ * revalidate.c: stale-while-revalidate: the background request, one per stale entry, whose
+ *              client is the cache (a client stream of its own).
  * coalesce.c:  the RFC 9111 rules of coalescing, the key, the shared body store, the in-flight
  *              index, and the filter that decides who may share an answer.
  * hints.c:     103 Early Hints: the gateway's (configured, learned in an LRU per worker), the
@@ -105,6 +107,10 @@ struct gw_proxy {
     gw_proxy_chain_t *chains;      /* the response filters of each route (index in cfg->routes) */
     gw_proxy_errpages_t *errpages; /* each route's error pages, then the top level's (errpage.c) */
     struct gw_cache *cache;        /* the process's shared cache (cache.c), or NULL */
+    gw_list_t bg;                  /* background revalidations running (revalidate.c) */
+    gw_list_t bg_done;             /* ... whose stream ended, closed at the next loop turn */
+    uv_timer_t bg_reap;            /* that turn */
+    int bg_open;
     /* px_t / ox_t (exchange.c): a proxied request allocates neither once warm */
     gw_pool_t px_pool, ox_pool;
 };
@@ -203,6 +209,7 @@ typedef struct {
     unsigned ws : 1;               /* a WebSocket request (tunnel.c): no body until the 101 */
     unsigned hinted : 1;           /* a 103 went to the client (at most one per request) */
     unsigned tunnel : 1;           /* its 101 came: bytes both ways until either side ends */
+    unsigned cache_stored : 1;     /* the cache filter keeps its answer (Cache-Status stored) */
     uint8_t cache_fwd;             /* gw_proxy__cache_fwd_t: why a cache lookup went forward */
     struct gw_cache_entry *cstale; /* a stale entry its request revalidates (cache.c), held */
     gw_field_t *cfields;       /* its request fields with the entry's validators added (owned) */
@@ -434,6 +441,9 @@ void gw_proxy__response_done(px_t *px);
 /* The origin side failed with code: before the head, the gateway answers (gw_back_status_for:
  * 502, 503, 504); after it, the stream is reset (a broken response, never a short one). */
 void gw_proxy__fail(px_t *px, int code);
+/* Start an origin exchange of px's own (px its owner and only subscriber); with key (owned,
+ * keylen bytes) it is indexed for followers. A synchronous failure is answered to px. */
+void gw_proxy__dispatch(px_t *px, char *key, size_t keylen);
 /* A new origin exchange for px's route, from the pool, its lists and body empty, its clock
  * started; no owner yet (exchange.c). NULL when the pool is out of memory. */
 ox_t *gw_proxy__ox_new(px_t *px);
@@ -614,7 +624,7 @@ ox_t *gw_proxy__find_inflight(gw_proxy_t *p, const char *key, size_t len, uint64
 typedef enum {
     GW_PROXY_CFWD_BYPASS = 0, /* not looked up (a method, a body, a condition, credentials) */
     GW_PROXY_CFWD_MISS,       /* nothing stored for it */
-    GW_PROXY_CFWD_STALE,      /* stored, stale: fetched anew (no conditional revalidation yet) */
+    GW_PROXY_CFWD_STALE,      /* stored, stale: revalidated (with its validators) or fetched */
     GW_PROXY_CFWD_REQUEST,    /* stored and fresh, but the request said no-cache or max-age */
     GW_PROXY_CFWD_PARTIAL,    /* stored, but the request asks several ranges (RFC 9211 §2.2) */
 } gw_proxy__cache_fwd_t;
@@ -632,6 +642,24 @@ void gw_proxy__cache_lead(px_t *px);
 int gw_proxy__cache_error(ox_t *ox, int code);
 /* Drop what px holds of the cache (a stale entry, the fields with its validators): at close. */
 void gw_proxy__cache_px_free(px_t *px);
+/* RFC 9111 §4.3.1: px's request (a GET) is to carry e's validators (If-None-Match from its
+ * ETag, If-Modified-Since from its Last-Modified): its fields with them added, in a block px
+ * owns, and px holds the reference to e given with it (px->cstale). 1 when so; 0 when e has
+ * none, px is not a GET or out of memory (nothing changed: the reference is still the
+ * caller's). */
+int gw_proxy__cache_validators(px_t *px, struct gw_cache_entry *e);
+
+/* ---- revalidate.c: stale-while-revalidate (RFC 5861 §3) ----------------------------------- */
+
+/* client's request found e stale within its stale-while-revalidate window: 1 when it may be
+ * answered from e now, because a background revalidation of e started (a GET of client's URL
+ * and fields whose client is the cache) or one is under way already (e's claim); 0 when none
+ * could start (closing, out of memory): the client's own request revalidates. e stays the
+ * caller's. */
+int gw_proxy__revalidate(px_t *client, struct gw_cache_entry *e);
+/* The proxy closes: each background revalidation still running is cancelled (the stale entry
+ * stays), each ended one closed; none is left. */
+void gw_proxy__revalidate_close(gw_proxy_t *p);
 
 /* ---- hints.c: 103 Early Hints ------------------------------------------------------------- */
 

@@ -202,6 +202,12 @@ static const point_t origin_dirs[] = {{"in", AT(t.origin_in)}, {"out", AT(t.orig
 static const point_t zdirs[] = {{"in", AT(t.z.in)}, {"out", AT(t.z.out)}};
 static const point_t reload_results[] = {{"ok", AT(reloads_ok)}, {"failed", AT(reloads_failed)}};
 static const point_t cache_lookups[] = {{"hit", AT(cache.hits)}, {"miss", AT(cache.misses)}};
+/* the labels are gw_cache_bg_str()'s, in gw_cache_bg_t's order */
+static const point_t cache_bg_results[] = {{"refreshed", AT(cache.bg[GW_CACHE_BG_REFRESHED])},
+                                           {"replaced", AT(cache.bg[GW_CACHE_BG_REPLACED])},
+                                           {"not_stored", AT(cache.bg[GW_CACHE_BG_NOT_STORED])},
+                                           {"failed", AT(cache.bg[GW_CACHE_BG_FAILED])},
+                                           {"cancelled", AT(cache.bg[GW_CACHE_BG_CANCELLED])}};
 static const point_t acme_results[] = {{"issued", AT(acme_issued)}, {"failed", AT(acme_failed)}};
 static const point_t cluster_calls[] = {{"ok", AT(cluster.calls_ok)},
                                         {"failed", AT(cluster.calls_failed)},
@@ -430,6 +436,12 @@ static const fam_t fams[] = {
      .label = "result", POINTS(cache_lookups), .need = NEED_CACHE},
     {"h2gate_cache_stores_total", "counter", "Answers put in the shared cache (new or replacing).",
      .off = AT(cache.inserts), .need = NEED_CACHE},
+    {"h2gate_cache_background_revalidations_total", "counter",
+     "Background revalidations of stale entries (stale-while-revalidate, RFC 5861 section 3), by "
+     "how they ended: refreshed (304), replaced (a new answer stored), not_stored (an answer "
+     "that may not be stored), failed (no answer, a timeout, a 5xx: the stale entry stays), "
+     "cancelled (a reload or a stop closed the worker's origin side first).",
+     .label = "result", POINTS(cache_bg_results), .need = NEED_CACHE},
     {"h2gate_cache_refused_total", "counter",
      "Answers the shared cache refused at the end: larger than cache.max_object once charged.",
      .off = AT(cache.refused), .need = NEED_CACHE},

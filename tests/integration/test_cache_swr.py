@@ -1,0 +1,325 @@
+"""stale-while-revalidate (RFC 5861 §3) in the shared cache (gateway/proxy/revalidate.c): within
+the window a stale entry is answered at once while one background request of the cache's own
+revalidates it; its 304 refreshes the stored head, its 200 replaces the entry, its failure
+leaves the stale one. The origin is made slow, so that an answer that waited for it is told
+from one that did not, and counts every request."""
+import json
+import re
+import signal
+import time
+
+from procs import free_port
+from test_cache import CountingOrigin, get, h1
+from test_reload import reload_to
+
+from gwtest import Client, Streams, all_done, collect, gw_config, origin_count, sample, scrape
+
+
+class SlowOrigin(CountingOrigin):
+    """CountingOrigin plus /k/swr/NAME: 200 with Cache-Control max-age=self.max_age,
+    stale-while-revalidate=self.swr (none when 0), ETag "vN" (N: self.version), X-N: the
+    request's number, the body naming the version and the number; 304 to a matching
+    If-None-Match. /k/swrnv/NAME is the same without an ETag (no validator). Every /k/swr*
+    answer comes after self.delay seconds (the delay read when the request arrives)."""
+
+    def __init__(self):
+        self.delay = 0.0
+        self.max_age = 1
+        self.swr = 30
+        super().__init__()
+
+    def _respond(self, c, req):
+        path = req.target.split("?")[0]
+        kind = path.split("/")[2] if path.startswith("/k/") else ""
+        if kind not in ("swr", "swrnv"):
+            return super()._respond(c, req)
+        delay = self.delay
+        with self.lock:
+            n = self.counts[(req.method, path)] = self.counts.get((req.method, path), 0) + 1
+        if delay:
+            time.sleep(delay)
+        cc = f"max-age={self.max_age}" + (f", stale-while-revalidate={self.swr}" if self.swr else "")
+        fields = [("Cache-Control", cc), ("X-N", str(n))]
+        tag = f'"v{self.version}"'
+        if kind == "swr":
+            fields.append(("ETag", tag))
+            if req.header("if-none-match") == tag:
+                c.sendall(b"HTTP/1.1 304 Not Modified\r\n" +
+                          "".join(f"{k}: {v}\r\n" for k, v in fields).encode() + b"\r\n")
+                return True
+        body = f"version {self.version} {path} n={n}\n".encode()
+        c.sendall((f"HTTP/1.1 200 OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields) +
+                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+        return True
+
+
+def swr_gateway(gateway, origin, extra="", upstream_extra="", admin=False, workers=1):
+    port = free_port()
+    text = gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra="cache: true\n",
+                     upstream_extra=upstream_extra,
+                     extra="cache:\n  max_object: 256KiB\n" + extra, workers=workers)
+    wait = [("127.0.0.1", port)]
+    if admin:
+        admin = free_port()
+        text += f"admin:\n  address: 127.0.0.1:{admin}\n"
+        wait.append(("127.0.0.1", admin))
+    g = gateway(text, wait=wait)
+    g.port, g.admin, g.text = port, admin, text
+    return g
+
+
+def timed(fn, *a, **kw):
+    t0 = time.monotonic()
+    r = fn(*a, **kw)
+    return r, time.monotonic() - t0
+
+
+def wait_count(o, target, n, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while origin_count(o, target) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return origin_count(o, target)
+
+
+SWR_STATUS = r"h2gate; hit; ttl=-\d+; detail=stale-while-revalidate"
+
+
+def test_the_stale_answer_comes_at_once_and_one_background_304_refreshes_it(gateway):
+    """Within the window the client does not wait for the slow origin (1 s); 30 more requests,
+    concurrent on HTTP/2 and one after another on HTTP/1.1, start nothing more: the origin
+    gets exactly one conditional request, whose 304 makes the entry fresh again with the
+    304's fields; the access log says stale-while-revalidate."""
+    with SlowOrigin() as o:
+        g = swr_gateway(gateway, o, extra="access_log: {path: access.json, format: json}\n")
+        cl = Client(g.port)
+        st, h, first = get(cl, "/k/swr/a")
+        assert st == 200 and h["cache-status"] == "h2gate; fwd=miss; stored"
+        time.sleep(2.2)  # max-age=1: stale by about 1 s, inside stale-while-revalidate=30
+        o.delay = 1.0
+        o.max_age = 60  # what the 304 says: fresh for a minute
+        (st, h, body), took = timed(get, cl, "/k/swr/a")
+        assert st == 200 and body == first and h["x-n"] == "1"
+        assert took < 0.5, took  # the origin takes 1 s: this did not wait for it
+        assert int(h["age"]) >= 2
+        assert re.fullmatch(SWR_STATUS, h["cache-status"]), h["cache-status"]
+        t0 = time.monotonic()
+        sids = [cl.request("/k/swr/a") for _ in range(20)]
+        run = collect(cl, Streams(), all_done(sids), timeout=10)
+        for s in sids:
+            assert run.status(s) == 200 and run.bodies[s] == first
+            assert re.fullmatch(SWR_STATUS, dict(run.heads[s])["cache-status"])
+        for _ in range(10):
+            st, h1h, body = h1(g.port, "/k/swr/a")
+            assert st == 200 and body == first
+        assert time.monotonic() - t0 < 0.8
+        assert wait_count(o, "/k/swr/a", 2) == 2
+        bg = o.requests[-1]
+        assert bg.method == "GET" and bg.header("if-none-match") == '"v1"'
+        time.sleep(1.3)  # the origin's 304 arrived
+        st, h, body = get(cl, "/k/swr/a")
+        assert body == first and h["x-n"] == "2"  # the 304's fields replaced the stored ones
+        assert re.fullmatch(r"h2gate; hit; ttl=(59|60)", h["cache-status"]), h["cache-status"]
+        cl.close()
+        assert origin_count(o, "/k/swr/a") == 2
+        g.wait_log("never", timeout=1.2)
+        recs = [json.loads(l) for l in open(f"{g.workdir}/access.json").read().splitlines()]
+        caches = [r["cache"] for r in recs]
+        assert caches[0] == "miss" and caches[-1] == "hit"
+        assert caches[1:-1] == ["stale-while-revalidate"] * 31
+        # the cache's own request is not a client's: no access log line of its own
+        assert len(recs) == 33
+
+
+def test_a_background_200_replaces_the_entry_and_without_validators_it_is_unconditional(gateway):
+    """The object changed: the background request's 200 replaces the entry, and the next
+    request is a fresh hit with the new body. An entry without ETag or Last-Modified is asked
+    for without a condition."""
+    with SlowOrigin() as o:
+        g = swr_gateway(gateway, o)
+        for path in ("/k/swr/b", "/k/swrnv/b"):
+            o.version, o.max_age, o.delay = 1, 1, 0.0
+            _, _, first = h1(g.port, path)
+            time.sleep(2.2)
+            o.version, o.max_age, o.delay = 2, 60, 0.5
+            (st, h, body), took = timed(h1, g.port, path)
+            assert st == 200 and body == first and took < 0.4
+            assert re.fullmatch(SWR_STATUS, h["cache-status"]), h["cache-status"]
+            assert wait_count(o, path, 2) == 2
+            time.sleep(0.8)
+            st, h, body = h1(g.port, path)
+            assert body.startswith(b"version 2 ") and h["x-n"] == "2", (path, body)
+            assert h["cache-status"].startswith("h2gate; hit; ttl="), h["cache-status"]
+            assert origin_count(o, path) == 2
+        conds = [q.header("if-none-match") for q in o.requests if q.target == "/k/swrnv/b"]
+        assert conds == [None, None]
+
+
+def test_past_the_window_the_request_waits_for_the_revalidation(gateway):
+    """stale-while-revalidate=1: stale by more than a second, the entry is revalidated before
+    the client gets it (it waits for the slow origin), as without the directive."""
+    with SlowOrigin() as o:
+        o.swr = 1
+        g = swr_gateway(gateway, o)
+        _, _, first = h1(g.port, "/k/swr/c")
+        time.sleep(3.3)  # max-age=1, stale by more than 2 s
+        o.delay, o.max_age = 0.8, 60
+        (st, h, body), took = timed(h1, g.port, "/k/swr/c")
+        assert st == 200 and body == first and took >= 0.75
+        assert h["cache-status"] == "h2gate; fwd=stale; fwd-status=304; stored"
+        assert origin_count(o, "/k/swr/c") == 2
+
+
+def test_the_request_no_cache_and_max_age_still_revalidate_and_max_stale_does_not(gateway):
+    """What gw_cache_use() says of the request's own directives holds inside the window:
+    no-cache and max-age=0 go to the origin and wait for it (RFC 9111 §5.2.1.4, §5.2.1.1);
+    a max-stale that covers the staleness is answered stale as a hit without any revalidation
+    (§5.2.1.2)."""
+    with SlowOrigin() as o:
+        g = swr_gateway(gateway, o)
+        _, _, first = h1(g.port, "/k/swr/d")
+        time.sleep(2.2)
+        o.delay = 0.6
+        (st, h, body), took = timed(h1, g.port, "/k/swr/d",
+                                    headers={"Cache-Control": "max-stale=60"})
+        assert st == 200 and body == first and took < 0.4
+        assert re.fullmatch(r"h2gate; hit; ttl=-\d+", h["cache-status"]), h["cache-status"]
+        time.sleep(0.8)
+        assert origin_count(o, "/k/swr/d") == 1  # nothing went to the origin
+        for cc in ("no-cache", "max-age=0"):
+            (st, h, body), took = timed(h1, g.port, "/k/swr/d", headers={"Cache-Control": cc})
+            assert st == 200 and body == first and took >= 0.55, (cc, took)
+            # forward, and the 304 stood for the stored answer (stale, or fresh again after the
+            # first 304, which said max-age=1)
+            assert re.match(r"h2gate; fwd=(stale|request); fwd-status=304; stored$",
+                            h["cache-status"]), (cc, h)
+        assert origin_count(o, "/k/swr/d") == 3
+
+
+def test_a_conditional_request_and_head_get_the_stale_answer_too(gateway):
+    """A client's If-None-Match is evaluated against the stale answer it may reuse (304 at
+    once), a HEAD gets the stored head; the background request is one GET, without the
+    client's condition."""
+    with SlowOrigin() as o:
+        g = swr_gateway(gateway, o)
+        h1(g.port, "/k/swr/e")
+        time.sleep(2.2)
+        o.delay = 0.5
+        (st, h, body), took = timed(h1, g.port, "/k/swr/e", headers={"If-None-Match": '"v1"'})
+        assert st == 304 and body == b"" and took < 0.4
+        st, h, body = h1(g.port, "/k/swr/e", method="HEAD")
+        assert st == 200 and body == b"" and re.fullmatch(SWR_STATUS, h["cache-status"])
+        assert wait_count(o, "/k/swr/e", 2) == 2
+        bg = o.requests[-1]
+        assert bg.method == "GET" and bg.header("if-none-match") == '"v1"'
+
+
+def test_the_default_window_comes_from_the_configuration(gateway):
+    """cache.stale_while_revalidate stands in for an answer that names no window."""
+    with SlowOrigin() as o:
+        o.swr = 0  # the answers name no stale-while-revalidate
+        g = swr_gateway(gateway, o, extra="  stale_while_revalidate: 30\n")
+        _, _, first = h1(g.port, "/k/swr/f")
+        time.sleep(2.2)
+        o.delay = 0.6
+        (st, h, body), took = timed(h1, g.port, "/k/swr/f")
+        assert st == 200 and body == first and took < 0.4
+        assert re.fullmatch(SWR_STATUS, h["cache-status"]), h["cache-status"]
+
+
+def test_the_origin_down_or_timing_out_leaves_the_stale_entry(gateway):
+    """The background request fails (the origin does not answer within the upstream's
+    response_timeout; then it is down): the stale entry stays and keeps being answered within
+    the window, each failure is counted, and the gateway goes on."""
+    with SlowOrigin() as o:
+        g = swr_gateway(gateway, o, upstream_extra="response_timeout: 500ms\n", admin=True)
+        _, _, first = h1(g.port, "/k/swr/g")
+        time.sleep(2.2)
+        o.delay = 2.0  # past response_timeout
+        (st, h, body), took = timed(h1, g.port, "/k/swr/g")
+        assert st == 200 and body == first and took < 0.4
+        g.wait_log("event=cache_revalidate key=http://127.0.0.1", timeout=3)
+        assert "result=failed" in g.log()
+        o.close()  # down: the next background request is refused
+        for _ in range(3):
+            st, h, body = h1(g.port, "/k/swr/g")
+            assert st == 200 and body == first
+            assert re.fullmatch(SWR_STATUS, h["cache-status"]), h["cache-status"]
+            time.sleep(0.3)
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_background_revalidations_total", result="failed") >= 2
+        assert sample(fams, "h2gate_cache_background_revalidations_total",
+                      result="refreshed") == 0
+        assert g.proc.poll() is None
+
+
+def test_the_outcomes_are_counted_on_the_admin_metrics(gateway):
+    with SlowOrigin() as o:
+        g = swr_gateway(gateway, o, admin=True)
+        for path in ("/k/swr/m1", "/k/swrnv/m2"):
+            h1(g.port, path)
+        time.sleep(2.2)
+        o.max_age = 60
+        for path in ("/k/swr/m1", "/k/swrnv/m2"):
+            h1(g.port, path)
+        time.sleep(0.5)
+        fams, _ = scrape(g.admin)
+        c = {r: sample(fams, "h2gate_cache_background_revalidations_total", result=r)
+             for r in ("refreshed", "replaced", "not_stored", "failed", "cancelled")}
+        assert c == {"refreshed": 1, "replaced": 1, "not_stored": 0, "failed": 0,
+                     "cancelled": 0}, c
+
+
+def test_a_reload_during_the_background_revalidation(gateway):
+    """The configuration is reloaded while the background request waits for the origin: the
+    old generation's request finishes (a client still holds it) or is cancelled (none does),
+    nothing breaks, and the entry is revalidated afterwards on the new generation."""
+    with SlowOrigin() as o:
+        g = swr_gateway(gateway, o)
+        cl = Client(g.port)
+        st, _, first = get(cl, "/k/swr/r")
+        time.sleep(2.2)
+        o.delay, o.max_age = 1.0, 1
+        st, h, body = get(cl, "/k/swr/r")  # the background request is under way
+        assert st == 200 and re.fullmatch(SWR_STATUS, h["cache-status"])
+        reload_to(g, g.text.replace("log_level: info", "log_level: debug"), 2)
+        st, h, body = h1(g.port, "/k/swr/r")  # the new generation, the claim still held
+        assert st == 200 and body == first and re.fullmatch(SWR_STATUS, h["cache-status"])
+        time.sleep(1.3)
+        assert origin_count(o, "/k/swr/r") == 2  # the old generation's finished
+        cl.close()  # the old generation retires
+        # once more, and this time its generation goes while the request waits
+        time.sleep(1.2)  # stale again (the 304 said max-age=1)
+        o.delay, o.max_age = 1.5, 60
+        cl = Client(g.port)
+        st, h, body = get(cl, "/k/swr/r")
+        assert st == 200 and re.fullmatch(SWR_STATUS, h["cache-status"])
+        cl.close()
+        reload_to(g, g.text, 3)
+        assert "result=cancelled" in g.wait_log("result=cancelled", timeout=5)
+        o.delay = 0.0
+        st, h, body = h1(g.port, "/k/swr/r")  # stale still: a new background request
+        assert st == 200 and body == first and re.fullmatch(SWR_STATUS, h["cache-status"])
+        time.sleep(0.5)
+        st, h, body = h1(g.port, "/k/swr/r")
+        assert st == 200 and body == first
+        assert h["cache-status"].startswith("h2gate; hit; ttl="), h["cache-status"]
+        assert "ttl=-" not in h["cache-status"]
+        assert g.proc.poll() is None
+
+
+def test_a_graceful_stop_does_not_wait_for_a_background_revalidation(gateway):
+    """SIGTERM while the background request waits for an origin that takes 10 s: the gateway
+    exits once its clients are done, without waiting for it."""
+    with SlowOrigin() as o:
+        g = swr_gateway(gateway, o)
+        h1(g.port, "/k/swr/s")
+        time.sleep(2.2)
+        o.delay = 10.0
+        st, h, _ = h1(g.port, "/k/swr/s")
+        assert st == 200 and re.fullmatch(SWR_STATUS, h["cache-status"])
+        assert wait_count(o, "/k/swr/s", 2) == 2
+        t0 = time.monotonic()
+        g.signal(signal.SIGTERM)
+        assert g.wait(timeout=8) == 0
+        assert time.monotonic() - t0 < 5
+        assert "result=cancelled" in g.log()
