@@ -109,6 +109,7 @@ struct gw_proxy {
     struct gw_cache *cache;        /* the process's shared cache (cache.c), or NULL */
     gw_list_t bg;                  /* background revalidations running (revalidate.c) */
     gw_list_t bg_done;             /* ... whose stream ended, closed at the next loop turn */
+    size_t nbg;                    /* in bg and bg_done */
     uv_timer_t bg_reap;            /* that turn */
     int bg_open;
     /* px_t / ox_t (exchange.c): a proxied request allocates neither once warm */

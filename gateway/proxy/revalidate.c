@@ -16,7 +16,10 @@
  *
  * One at a time per stored answer, whichever worker finds it stale: the entry's claim
  * (gw_cache_claim), taken here and released when the request ends, however it ends. While it
- * is held, the requests within the window get the stale answer and start nothing.
+ * is held, the requests within the window get the stale answer and start nothing. A worker
+ * runs at most GW_PROXY_BG_MAX at once (a scan over many stale URLs must not make as many
+ * exchanges nobody waits for): past it, a request revalidates its entry itself, as it would
+ * past the window.
  *
  * Lifetime: a revalidation lives in its proxy's list p->bg from its start until its stream
  * ended (its answer whole, an error answered, a reset); then it waits in p->bg_done for the
@@ -35,6 +38,9 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "proxy/proxy_internal.h"
+
+/* Background revalidations running at once per worker (each is one origin exchange). */
+#define GW_PROXY_BG_MAX 128
 
 struct gw_proxy_bg {
     gw_list_t link; /* in p->bg while its stream runs, then in p->bg_done */
@@ -215,7 +221,7 @@ int gw_proxy__revalidate(px_t *client, gw_cache_entry_t *e)
         return 0; /* closing: the client's own request revalidates */
     if (!gw_cache_claim(e))
         return 1; /* one is under way: the stale answer, and nothing more */
-    bg_t *bg = gw_calloc(1, sizeof(*bg));
+    bg_t *bg = p->nbg < GW_PROXY_BG_MAX ? gw_calloc(1, sizeof(*bg)) : NULL;
     if (!bg || copy_head(bg, client) < 0) {
         gw_free(bg);
         gw_cache_claim_end(NULL, e, GW_CACHE_BG_N); /* not started: not counted */
@@ -247,9 +253,11 @@ int gw_proxy__revalidate(px_t *client, gw_cache_entry_t *e)
         .error_pages = cs->error_pages,
     };
     gw_list_push_back(&p->bg, &bg->link);
+    p->nbg++;
     px_t *px = gw_proxy__stream_new(p, &bg->s, &bg->head, client->route);
     if (!px) {
         gw_list_remove(&bg->link);
+        p->nbg--;
         gw_cache_claim_end(NULL, e, GW_CACHE_BG_N);
         gw_cache_unref(bg->e);
         bg_free(bg);
@@ -292,6 +300,7 @@ static void bg_finish(bg_t *bg, int cancelled)
     gw_proxy_t *p = bg->p;
     gw_cache_bg_t r = result_of(bg, cancelled);
     gw_list_remove(&bg->link);
+    p->nbg--;
     gw_proxy_stream_closed(p, &bg->s);
     uint64_t ms = (gw_now_ns() - bg->started_ns) / 1000000u;
     if (r == GW_CACHE_BG_FAILED || r == GW_CACHE_BG_CANCELLED)
