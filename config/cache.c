@@ -1,5 +1,6 @@
 /* config/cache.c — the `cache:` section (the shared HTTP cache, gateway/cache/) and a route's
- * `cache` switch (gateway/proxy/cache.c serves from the cache on the routes that set it). */
+ * `cache` (gateway/proxy/cache.c serves from the cache on the routes that set it): true, false,
+ * or a map of the route's own stale windows, which turns it on. */
 #include <stdio.h>
 #include <string.h>
 
@@ -74,11 +75,33 @@ void gw_cfg__load_cache(ld_t *ld, yaml_node_t *v)
                        c->max_object, c->memory);
 }
 
+static int route_cache_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, void *obj)
+{
+    gw_cfg_route_t *r = obj;
+    uint32_t w = 0;
+    if (!strcmp(key, "stale_if_error")) {
+        load_window(ld, key, v, &w);
+        r->cache_stale_if_error = w;
+    } else if (!strcmp(key, "stale_while_revalidate")) {
+        load_window(ld, key, v, &w);
+        r->cache_stale_while_revalidate = w;
+    } else {
+        static const char *const keys[] = {"stale_if_error", "stale_while_revalidate", NULL};
+        gw_cfg__err_unknown_key(ld, k, key, "a route's cache", NULL, 0, keys);
+    }
+    return 0;
+}
+
 int gw_cfg__route_cache(ld_t *ld, const char *key, yaml_node_t *v, gw_cfg_route_t *r)
 {
     static const field_t f[] = {{"cache", F_BOOL, offsetof(gw_cfg_route_t, cache), 0, 0}};
     if (strcmp(key, "cache") != 0)
         return 0;
-    gw_cfg__set_field(ld, f, 1, key, v, r);
+    if (v->type == YAML_MAPPING_NODE) { /* the route's own windows: caching on */
+        r->cache = 1;
+        gw_cfg__each_pair(ld, v, route_cache_pair, r);
+    } else {
+        gw_cfg__set_field(ld, f, 1, key, v, r);
+    }
     return 1;
 }

@@ -265,8 +265,11 @@ typedef struct {
     uint64_t request_rate;  /* requests/s per client; 0 = none */
     int compress;           /* compress responses (compression: section) */
     int cache;              /* serve from the shared cache (cache: section, proxy/cache.c) */
-    int websocket;          /* WebSocket: HTTP/1.1 Upgrade and RFC 8441 CONNECT (default on) */
-    char **early_hints;     /* Link values sent in a 103 to navigations (RFC 8297) */
+    /* the route's own RFC 5861 windows (s) for answers that name none (`cache: {...}`); -1:
+     * the cache section's */
+    int64_t cache_stale_if_error, cache_stale_while_revalidate;
+    int websocket;      /* WebSocket: HTTP/1.1 Upgrade and RFC 8441 CONNECT (default on) */
+    char **early_hints; /* Link values sent in a 103 to navigations (RFC 8297) */
     size_t early_hints_len;
     int early_hints_h1;            /* HTTP/1.1 clients get the 103 too */
     int early_hints_learn;         /* remember the preload links of shareable 2xx pages */

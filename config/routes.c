@@ -212,6 +212,7 @@ void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
         r->line = (int)rn->start_mark.line + 1;
         r->coalesce = 1;
         r->websocket = 1;
+        r->cache_stale_if_error = r->cache_stale_while_revalidate = -1; /* the cache section's */
         r->add_x_forwarded = 1;
         r->add_forwarded = 0;
         r->add_via = 1;

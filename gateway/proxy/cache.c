@@ -106,10 +106,16 @@ static void creq_of(const px_t *px, gw_cache_req_t *q)
         (gw_cache_req_t){h->method, scheme_of(px), h->authority, h->path, h->fields, h->fields_len};
 }
 
-static gw_cache_policy_t policy_of(const gw_config_t *cfg)
+/* The cache section's policy, with route r's own stale windows where it has them. */
+static gw_cache_policy_t policy_of(const gw_config_t *cfg, const gw_cfg_route_t *r)
 {
-    return (gw_cache_policy_t){cfg->cache.heuristic, cfg->cache.stale_if_error,
-                               cfg->cache.stale_while_revalidate};
+    gw_cache_policy_t pol = {cfg->cache.heuristic, cfg->cache.stale_if_error,
+                             cfg->cache.stale_while_revalidate};
+    if (r->cache_stale_if_error >= 0)
+        pol.stale_if_error = (uint32_t)r->cache_stale_if_error;
+    if (r->cache_stale_while_revalidate >= 0)
+        pol.stale_while_revalidate = (uint32_t)r->cache_stale_while_revalidate;
+    return pol;
 }
 
 /* Whether px's request may be answered from the store (and its answer stored). */
@@ -569,7 +575,7 @@ static const char *keep_head(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *
                              const gw_cache_req_t *q, const gw_cache_resp_t *rs)
 {
     const gw_config_t *cfg = ox->p->cfg;
-    gw_cache_policy_t pol = policy_of(cfg);
+    gw_cache_policy_t pol = policy_of(cfg, ox->route);
     gw_cache_nostore_t why = gw_cache_storable(&pol, q, rs);
     if (why != GW_CACHE_STORE)
         return gw_cache_nostore_str(why);
@@ -613,7 +619,7 @@ static int stand_in(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *r, const 
     cx->status = e->status;
     cx->revalidated = 1;
     const gw_config_t *cfg = ox->p->cfg;
-    gw_cache_policy_t pol = policy_of(cfg);
+    gw_cache_policy_t pol = policy_of(cfg, ox->route);
     gw_cache_resp_t rs = {e->status, cx->head, cx->nhead};
     int64_t now = (int64_t)time(NULL);
     gw_cache_meta(&pol, &rs, cx->request_time, now, &cx->meta);

@@ -175,11 +175,47 @@ static void route_switch(void **state)
                  "t.yaml:3:26: unknown key 'cahce' in a route; did you mean 'cache'?");
 }
 
+/* A route's own stale windows: a map turns caching on, a window it does not name is the cache
+ * section's (-1), the bounds and forms are the section's */
+static void route_windows(void **state)
+{
+    (void)state;
+    gw_config_t *c = expect_ok("listen: [{address: 127.0.0.1:8080}]\n"
+                               "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                               "routes:\n"
+                               "  - upstream: app\n"
+                               "    cache: {stale_if_error: 10m, stale_while_revalidate: 0}\n"
+                               "  - upstream: app\n"
+                               "    cache: {stale_while_revalidate: 30s}\n"
+                               "  - upstream: app\n"
+                               "    cache: true\n");
+    assert_true(c->routes[0].cache && c->routes[1].cache && c->routes[2].cache);
+    assert_int_equal(c->routes[0].cache_stale_if_error, 600);
+    assert_int_equal(c->routes[0].cache_stale_while_revalidate, 0);
+    assert_int_equal(c->routes[1].cache_stale_if_error, -1);
+    assert_int_equal(c->routes[1].cache_stale_while_revalidate, 30);
+    assert_int_equal(c->routes[2].cache_stale_if_error, -1);
+    assert_int_equal(c->routes[2].cache_stale_while_revalidate, -1);
+    gw_config_del(c);
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                 "routes: [{upstream: app, cache: {stale_if_error: 1500ms}}]\n",
+                 "t.yaml:3:50: cache 'stale_if_error' must be whole seconds (Cache-Control "
+                 "counts seconds), not '1500ms'");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                 "routes: [{upstream: app, cache: {stale_while_revalidat: 1}}]\n",
+                 "t.yaml:3:34: unknown key 'stale_while_revalidat' in a route's cache; did you "
+                 "mean 'stale_while_revalidate'?");
+    expect_error("listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                 "routes: [{upstream: app, cache: {memory: 1MiB}}]\n",
+                 "t.yaml:3:34: unknown key 'memory' in a route's cache");
+}
+
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(defaults),
-    cmocka_unit_test(values),
-    cmocka_unit_test(errors),
-    cmocka_unit_test(route_switch),
+    cmocka_unit_test(defaults),     cmocka_unit_test(values),        cmocka_unit_test(errors),
+    cmocka_unit_test(route_switch), cmocka_unit_test(route_windows),
 };
 
 GW_TEST_MAIN(tests)
