@@ -361,3 +361,22 @@ def test_a_route_sets_its_own_stale_windows(gateway):
         assert st == 200 and body == b"GET /k/short/own n=1\n"
         assert h["cache-status"].endswith("detail=stale-if-error"), h["cache-status"]
         assert h1(port, "/k/short/other")[0] == 502
+
+
+def test_one_background_request_whichever_worker_finds_the_entry_stale(gateway):
+    """Two workers share the store: 20 connections in the window, spread over both by
+    SO_REUSEPORT, start one background request between them (the entry's claim)."""
+    with SlowOrigin() as o:
+        g = swr_gateway(gateway, o, workers=2)
+        _, _, first = h1(g.port, "/k/swr/w")
+        time.sleep(2.2)
+        o.delay, o.max_age = 1.0, 60
+        t0 = time.monotonic()
+        for _ in range(20):
+            st, h, body = h1(g.port, "/k/swr/w")
+            assert st == 200 and body == first and h["x-n"] == "1"
+        assert time.monotonic() - t0 < 0.9
+        time.sleep(1.3)
+        assert origin_count(o, "/k/swr/w") == 2
+        st, h, body = h1(g.port, "/k/swr/w")
+        assert h["x-n"] == "2" and "ttl=-" not in h["cache-status"]
