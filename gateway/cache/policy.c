@@ -113,12 +113,15 @@ gw_cache_nostore_t gw_cache_storable(const gw_cache_policy_t *pol, const gw_cach
     gw_http_cc_t rq, rs;
     gw_http_cc_fields(&rq, req->fields, req->nfields);
     gw_http_cc_fields(&rs, f, n);
-    if ((rq.flags | rs.flags) & GW_HTTP_CC_NO_STORE)
+    /* §5.2.2.3: must-understand limits storing to the statuses the cache knows, and a cache
+     * that knows the status ignores the answer's no-store */
+    int understood = (rs.flags & GW_HTTP_CC_MUST_UNDERSTAND) && status_understood(st);
+    if ((rq.flags & GW_HTTP_CC_NO_STORE) || ((rs.flags & GW_HTTP_CC_NO_STORE) && !understood))
         return GW_CACHE_NS_NO_STORE; /* §5.2.1.5, §5.2.2.5 */
     if (rs.flags & GW_HTTP_CC_PRIVATE)
         return GW_CACHE_NS_PRIVATE; /* §5.2.2.7: a shared cache; the qualified form too */
-    if ((rs.flags & GW_HTTP_CC_MUST_UNDERSTAND) && !status_understood(st))
-        return GW_CACHE_NS_STATUS; /* §5.2.2.3 */
+    if ((rs.flags & GW_HTTP_CC_MUST_UNDERSTAND) && !understood)
+        return GW_CACHE_NS_STATUS;
     if (has_field(f, n, "set-cookie"))
         return GW_CACHE_NS_SET_COOKIE; /* stricter than §7.3: never shared */
     if (vary_star(f, n))

@@ -102,6 +102,13 @@ static void storable_statuses(void **state)
     assert_int_equal(
         storable(&pol0, "GET", NONE, 200, fl("cache-control", "max-age=60, must-understand", NULL)),
         GW_CACHE_STORE);
+    /* ... and a status it knows makes the no-store beside it ignored (not the request's) */
+    fields_t mu = fl("cache-control", "max-age=60, no-store, must-understand", NULL);
+    assert_int_equal(storable(&pol0, "GET", NONE, 200, mu), GW_CACHE_STORE);
+    assert_int_equal(storable(&pol0, "GET", NONE, 404, mu), GW_CACHE_STORE);
+    assert_int_equal(storable(&pol0, "GET", NONE, 599, mu), GW_CACHE_NS_NO_STORE);
+    assert_int_equal(storable(&pol0, "GET", fl("cache-control", "no-store", NULL), 200, mu),
+                     GW_CACHE_NS_NO_STORE);
     /* only GET answers (HEAD, POST, unknown methods) */
     assert_int_equal(storable(&pol0, "HEAD", NONE, 200, fl("cache-control", "max-age=60", NULL)),
                      GW_CACHE_NS_METHOD);
