@@ -18,7 +18,10 @@ failed) or "Setup" (a step the check relies on failed). classify() maps them to 
 categories (pass, fail, optional_fail, yes/no for `check` cases, setup_fail, dependency_fail).
 One deliberate difference: a two-element `expected_response_headers_missing` entry ([name,
 value]) is checked as documented (the field is absent or does not contain value); upstream's
-client reads it from a property that is never set, so it never fails there."""
+client reads it from a property that is never set, so it never fails there.
+
+The caches under test are at the end: h2gate_config() (what test_cache_suite.py and run.py
+start) and NginxCache (run.py --peer nginx)."""
 import http.client
 import json
 import os
@@ -517,7 +520,7 @@ class NginxCache:
 
 def h2gate_config(port, origin_port):
     """A route with `cache: true`, the default `cache:` settings but stale_if_error (RFC 5861
-    §4 for answers that do not name it, as nginx's proxy_cache_use_stale below does; heuristic
+    §4 for answers that do not name it, as nginx's proxy_cache_use_stale above does; heuristic
     freshness stays off, as nginx has none). Some cases make the origin fail on purpose (it
     closes without an answer, sends a broken head): the upstream's health check must not eject
     its only server for them, as nginx never does with a single server (its max_fails is
