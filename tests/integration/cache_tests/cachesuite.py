@@ -18,7 +18,10 @@ failed) or "Setup" (a step the check relies on failed). classify() maps them to 
 categories (pass, fail, optional_fail, yes/no for `check` cases, setup_fail, dependency_fail).
 One deliberate difference: a two-element `expected_response_headers_missing` entry ([name,
 value]) is checked as documented (the field is absent or does not contain value); upstream's
-client reads it from a property that is never set, so it never fails there.
+client reads it from a property that is never set, so it never fails there. And a request
+field a case lists twice (vary-normalise-combine's `Foo: 1` and `Foo: 2`) goes as two field
+lines, as the case means; upstream's fetch() joins them into one. Field values are Latin-1
+both ways (the obs-text ETag of conditional-etag-strong-respond-obs-text is one byte).
 
 The caches under test are at the end: h2gate_config() (what test_cache_suite.py and run.py
 start) and NginxCache (run.py --peer nginx)."""
