@@ -190,6 +190,11 @@ size_t gw_cache_content_range(char *out, size_t cap, uint64_t first, uint64_t la
 
 /* ---- 304 and invalidation (policy.c) ----------------------------------------------------- */
 
+/* Non-zero when a field of this name in the origin's answer is stored with it (RFC 9111 §3.1):
+ * not the connection-specific fields, not Proxy-Authenticate, Proxy-Authentication-Info and
+ * Proxy-Authorization (the proxy's own), nor Age (a reuse computes its own, §4.2.3). */
+int gw_cache_field_stored(gw_slice_t name);
+
 /* Non-zero when a 304's field of this name replaces the stored ones (RFC 9111 §3.2, §4.3.4):
  * not Content-Length, the connection-specific fields, the proxy's own (Proxy-*), Age (the cache
  * computes it), Content-Encoding, Content-Range, Transfer-Encoding, nor Vary (the stored answer

@@ -491,18 +491,28 @@ size_t gw_cache_content_range(char *out, size_t cap, uint64_t first, uint64_t la
 
 /* ---- 304 and invalidation ------------------------------------------------------------------ */
 
+int gw_cache_field_stored(gw_slice_t name)
+{
+    /* §3.1: "Header fields that are specific to the proxy that a cache uses when forwarding a
+     * request MUST NOT be stored" */
+    static const char *const never[] = {"proxy-authenticate", "proxy-authentication-info",
+                                        "proxy-authorization", "age"};
+    for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+        if (name_is(name, never[i]))
+            return 0;
+    return !gw_http_field_is_connection_specific(name); /* §3.1 */
+}
+
 int gw_cache_304_updates(gw_slice_t name)
 {
-    static const char *const keep[] = {
-        "content-length", "content-encoding", "content-range", "transfer-encoding", "age", "vary"};
+    static const char *const keep[] = {"content-length", "content-encoding", "content-range",
+                                       "vary"};
     for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
         if (name_is(name, keep[i]))
             return 0;
-    if (gw_http_field_is_connection_specific(name))
-        return 0; /* §3.1 */
     if (name.len >= 6 && gw_mem_eq_nocase(name.base, (const uint8_t *)"proxy-", 6))
         return 0; /* §3.1: the proxy's own (Proxy-Authenticate, Proxy-Authentication-Info) */
-    return 1;
+    return gw_cache_field_stored(name);
 }
 
 ssize_t gw_cache_merge_304(const gw_field_t *stored, size_t ns, const gw_field_t *upd, size_t nu,

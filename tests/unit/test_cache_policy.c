@@ -482,6 +482,27 @@ static void ranges(void **state)
 static void not_modified_update(void **state)
 {
     (void)state;
+    /* §3.1: what of the origin's head is stored at all */
+    static const char *const kept[] = {"content-type", "Cache-Control", "etag",
+                                       "date",         "content-range", "content-encoding",
+                                       "set-cookie",   "proxy-status",  "x-anything"};
+    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
+        if (!gw_cache_field_stored(gw_slice_str(kept[i])))
+            fail_msg("%s not stored", kept[i]);
+    static const char *const dropped[] = {"Proxy-Authenticate",
+                                          "proxy-authentication-info",
+                                          "proxy-authorization",
+                                          "age",
+                                          "connection",
+                                          "keep-alive",
+                                          "transfer-encoding",
+                                          "upgrade",
+                                          "te",
+                                          "proxy-connection"};
+    for (size_t i = 0; i < sizeof(dropped) / sizeof(dropped[0]); i++)
+        if (gw_cache_field_stored(gw_slice_str(dropped[i])))
+            fail_msg("%s stored", dropped[i]);
+    /* §3.2, §4.3.4: what a 304 updates */
     assert_true(gw_cache_304_updates(GW_SLICE_LIT("Cache-Control")));
     assert_true(gw_cache_304_updates(GW_SLICE_LIT("etag")));
     assert_true(gw_cache_304_updates(GW_SLICE_LIT("expires")));
