@@ -19,8 +19,6 @@ _NO_CACHE = ("[optimal] an answer with no-cache and no explicit freshness is not
              "(RFC 9110 §15: a status outside 100..599 is taken as a 5xx)")
 _NO_CACHE_QUALIFIED = ("[check] no-cache with field names is taken as plain no-cache (RFC "
                        "9111 §5.2.2.4 allows it): the answer is revalidated at each use")
-_SWR = ("stale-while-revalidate is not implemented yet (config/README.md `cache`, "
-        "Not yet): a stale entry is revalidated before it is answered")
 _WARNING = "[check] no Warning field on a stale answer (Warning is obsolete in RFC 9111)"
 _HEURISTIC = ("heuristic freshness is off (`cache.heuristic: false`, the default; nginx has "
               "none): an answer with only Last-Modified is not stored")
@@ -66,8 +64,6 @@ H2GATE = {
     "headers-omit-headers-listed-in-Cache-Control-no-cache-single": _NO_CACHE_QUALIFIED,
     "headers-omit-headers-listed-in-Cache-Control-no-cache": _NO_CACHE_QUALIFIED,
     # stale
-    "stale-while-revalidate": "[optimal] " + _SWR,
-    "stale-while-revalidate-window": "[required, after stale-while-revalidate] " + _SWR,
     "stale-warning-stored": _WARNING,
     "stale-warning-become": _WARNING,
     # heuristic
