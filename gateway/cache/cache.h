@@ -68,7 +68,7 @@ typedef enum {
     GW_CACHE_STORE = 0,
     GW_CACHE_NS_METHOD,     /* not a GET (§3: HEAD answers carry no body to store) */
     GW_CACHE_NS_STATUS,     /* interim, 304, or not understood with must-understand */
-    GW_CACHE_NS_PARTIAL,    /* 206 or Content-Range: only full objects are stored */
+    GW_CACHE_NS_PARTIAL,    /* 206 or 416: only full objects are stored */
     GW_CACHE_NS_NO_STORE,   /* no-store in the request or the answer (§5.2.1.5, §5.2.2.5) */
     GW_CACHE_NS_PRIVATE,    /* private (§5.2.2.7), qualified or not */
     GW_CACHE_NS_SET_COOKIE, /* Set-Cookie: never stored, whatever the directives */

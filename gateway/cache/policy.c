@@ -106,8 +106,10 @@ gw_cache_nostore_t gw_cache_storable(const gw_cache_policy_t *pol, const gw_cach
     /* a HEAD's answer has no body to store; a stored GET answers HEADs (§4) */
     if (!gw_slice_eq(req->method, GW_SLICE_LIT("GET")))
         return GW_CACHE_NS_METHOD;
-    if (st == 206 || has_field(f, n, "content-range"))
-        return GW_CACHE_NS_PARTIAL; /* §3.4: only complete answers are stored here */
+    /* §3.4: only complete answers are stored here. Content-Range means something in a 206
+     * and a 416 only (RFC 9110 §14.4): a 200 carrying one is complete, the field stored */
+    if (st == 206 || st == 416)
+        return GW_CACHE_NS_PARTIAL;
     if (st < 200 || st == 304 || st > 599)
         return GW_CACHE_NS_STATUS; /* §3: final; a 304 only updates (§4.3.4) */
     gw_http_cc_t rq, rs;

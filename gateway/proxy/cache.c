@@ -248,8 +248,10 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
     gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
     size_t n = 0;
     for (size_t i = 0; i < e->nfields && n < GW_PROXY_MAX_RESP_FIELDS - 5; i++)
-        if (!how.not_modified || in_304(e->fields[i].name))
-            f[n++] = e->fields[i];
+        if (how.not_modified ? in_304(e->fields[i].name)
+                             : !((status == 206 || status == 416) &&
+                                 gw_proxy__name_is(e->fields[i].name, "content-range")))
+            f[n++] = e->fields[i]; /* a 206 or 416 gets its own Content-Range below */
     /* compressed on the way out as the forwarded answer is (compress.c): the store holds the
      * identity body, the coding is the client's (Vary: Accept-Encoding); a whole body in a
      * coding comes from the copy an earlier hit made, else it is compressed now and kept */
@@ -587,7 +589,7 @@ static const char *keep_head(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *
     gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
     size_t n = 0;
     for (size_t i = 0; i < r->n; i++)
-        if (!gw_proxy__name_is(r->f[i].name, "age"))
+        if (gw_cache_field_stored(r->f[i].name)) /* §3.1: not Age, Proxy-*, hop-by-hop */
             f[n++] = r->f[i];
     const px_t *a = r->asker;
     if (gw_proxy__fields_dup(f, n, &cx->head) < 0 ||

@@ -382,6 +382,11 @@ int gw_proxy__codings_accepted(const gw_req_head_t *h, gw_slice_t ce)
     for (size_t i = 0; i < h->fields_len && nae < 16; i++)
         if (gw_proxy__name_is(h->fields[i].name, "accept-encoding"))
             ae[nae++] = h->fields[i].value;
+    /* RFC 9110 §12.5.3: a request without Accept-Encoding has no preference, so the coding
+     * the origin chose (without Vary: Accept-Encoding) is what it would have sent it too; a
+     * client that names its codings gets only those */
+    if (!nae)
+        return 1;
     gw_http_list_t items = gw_http_list(ce, ',', 0);
     gw_slice_t c;
     char name[32];
@@ -392,8 +397,6 @@ int gw_proxy__codings_accepted(const gw_req_head_t *h, gw_slice_t ce)
             return 0;
         memcpy(name, c.base, c.len);
         name[c.len] = 0;
-        /* no Accept-Encoding is taken as identity only (RFC 9110 §12.5.3 would allow any
-         * coding, but a client that sends none is usually one that decodes none) */
         if (q_of(ae, nae, name) <= 0)
             return 0;
     }

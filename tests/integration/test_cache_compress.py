@@ -215,6 +215,10 @@ def test_an_origin_compressed_answer_goes_only_to_clients_that_decode_it(gateway
         st, h, z2, _ = get(cl, "/c/gz/g", extra=ae)  # stored as the origin sent it
         assert h["cache-status"].startswith("h2gate; hit") and z2 == z1
         assert gzip.decompress(z2) == plain and origin_count(o, "/c/gz/g") == 1
+        # no Accept-Encoding has no preference (RFC 9110 §12.5.3): the origin's choice
+        st, h, z3, _ = get(cl, "/c/gz/g")
+        assert h["cache-status"].startswith("h2gate; hit") and h["content-encoding"] == "gzip"
+        assert z3 == z1 and origin_count(o, "/c/gz/g") == 1
         # never the stored gzip to a client without gzip: forward, as a miss
         st, h, body, _ = get(cl, "/c/gz/g", extra=[("accept-encoding", "gzip;q=0, br")])
         assert "fwd=miss; stored" in h["cache-status"]  # the identity answer replaces it

@@ -83,13 +83,17 @@ static void storable_statuses(void **state)
     assert_int_equal(storable(&pol0, "GET", NONE, 200, fl("expires", D0, NULL)), GW_CACHE_STORE);
     assert_int_equal(storable(&pol0, "GET", NONE, 200, fl("cache-control", "s-maxage=5", NULL)),
                      GW_CACHE_STORE);
-    /* 206 never (a partial is not stored), nor a 200 with Content-Range */
+    /* 206 and 416 never (a partial is not stored); a 200's Content-Range means nothing (RFC
+     * 9110 §14.4): it is a complete answer, stored with the field (cache-tests'
+     * headers-store-Content-Range) */
     assert_int_equal(storable(&pol0, "GET", NONE, 206, fl("cache-control", "max-age=60", NULL)),
+                     GW_CACHE_NS_PARTIAL);
+    assert_int_equal(storable(&pol0, "GET", NONE, 416, fl("cache-control", "max-age=60", NULL)),
                      GW_CACHE_NS_PARTIAL);
     assert_int_equal(
         storable(&pol0, "GET", NONE, 200,
                  fl("cache-control", "max-age=60", "content-range", "bytes 0-1/9", NULL)),
-        GW_CACHE_NS_PARTIAL);
+        GW_CACHE_STORE);
     /* 304 and interim answers are not stored */
     assert_int_equal(storable(&pol0, "GET", NONE, 304, fl("cache-control", "max-age=60", NULL)),
                      GW_CACHE_NS_STATUS);
