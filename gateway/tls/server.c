@@ -60,6 +60,9 @@ struct gw_tls_ctx {
     size_t file_keys_n;
     gw_tls_keyring_t *ring; /* shared keys (the cluster's); used while not empty */
     gw_tls_store_t *store;  /* tls.acme: certs[0] serves from it (one reference), else NULL */
+    /* AES-128-CBC and AES-256-CBC fetched once: EVP_aes_*_cbc() are legacy objects that
+     * OpenSSL 3 looks up in the provider store again on every EVP_EncryptInit_ex */
+    EVP_CIPHER *aes_cbc[2];
 };
 
 struct gw_tls_keyring {
@@ -132,15 +135,16 @@ static int set_mac(EVP_MAC_CTX *hctx, unsigned char *key, size_t len)
 
 /* OpenSSL's ticket callback over keys[0..n): keys[0] encrypts; a ticket of keys[0] decrypts
  * as 1, of another key as 2 (valid, renew it), of none as 0 (full handshake). */
-static int ticket_crypt(const ticket_key_t *keys, size_t n, unsigned char key_name[16],
-                        unsigned char *iv, EVP_CIPHER_CTX *cctx, EVP_MAC_CTX *hctx, int enc)
+static int ticket_crypt(const gw_tls_ctx_t *c, const ticket_key_t *keys, size_t n,
+                        unsigned char key_name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+                        EVP_MAC_CTX *hctx, int enc)
 {
     if (enc) {
         const ticket_key_t *k = &keys[0];
         if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) != 1)
             return -1;
         memcpy(key_name, k->name, 16);
-        const EVP_CIPHER *cipher = k->key_len == 16 ? EVP_aes_128_cbc() : EVP_aes_256_cbc();
+        const EVP_CIPHER *cipher = c->aes_cbc[k->key_len != 16];
         if (EVP_EncryptInit_ex(cctx, cipher, NULL, k->aes, iv) == 1 &&
             set_mac(hctx, (unsigned char *)k->hmac, k->key_len) == 1)
             return 1;
@@ -149,7 +153,7 @@ static int ticket_crypt(const ticket_key_t *keys, size_t n, unsigned char key_na
     for (size_t i = 0; i < n; i++) {
         const ticket_key_t *k = &keys[i];
         if (k->valid && !memcmp(key_name, k->name, 16)) {
-            const EVP_CIPHER *cipher = k->key_len == 16 ? EVP_aes_128_cbc() : EVP_aes_256_cbc();
+            const EVP_CIPHER *cipher = c->aes_cbc[k->key_len != 16];
             if (set_mac(hctx, (unsigned char *)k->hmac, k->key_len) == 1 &&
                 EVP_DecryptInit_ex(cctx, cipher, NULL, k->aes, iv) == 1)
                 return i == 0 ? 1 : 2;
@@ -164,18 +168,18 @@ static int ticket_keys_crypt(gw_tls_ctx_t *c, unsigned char key_name[16], unsign
 {
     int rv;
     if (c->file_keys) /* never changes: no lock */
-        return ticket_crypt(c->file_keys, c->file_keys_n, key_name, iv, cctx, hctx, enc);
+        return ticket_crypt(c, c->file_keys, c->file_keys_n, key_name, iv, cctx, hctx, enc);
     if (c->ring) {
         pthread_mutex_lock(&c->ring->lock);
         size_t n = c->ring->n;
-        rv = n ? ticket_crypt(c->ring->keys, n, key_name, iv, cctx, hctx, enc) : 0;
+        rv = n ? ticket_crypt(c, c->ring->keys, n, key_name, iv, cctx, hctx, enc) : 0;
         pthread_mutex_unlock(&c->ring->lock);
         if (n)
             return rv;
     }
     pthread_mutex_lock(&c->ticket_lock);
     rotate_if_due(c);
-    rv = ticket_crypt(c->keys, 2, key_name, iv, cctx, hctx, enc);
+    rv = ticket_crypt(c, c->keys, 2, key_name, iv, cctx, hctx, enc);
     pthread_mutex_unlock(&c->ticket_lock);
     return rv;
 }
@@ -638,7 +642,11 @@ int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t al
     c->alpn_len = alpn_len;
     pthread_mutex_init(&c->ticket_lock, NULL);
     c->rotation_ms = tls->ticket_rotation_ms ? tls->ticket_rotation_ms : 3600000;
-    if (new_ticket_key(&c->keys[0], wall_ms()) < 0) {
+    c->aes_cbc[0] = EVP_CIPHER_fetch(NULL, "AES-128-CBC", NULL);
+    c->aes_cbc[1] = EVP_CIPHER_fetch(NULL, "AES-256-CBC", NULL);
+    if (!c->aes_cbc[0] || !c->aes_cbc[1] || new_ticket_key(&c->keys[0], wall_ms()) < 0) {
+        EVP_CIPHER_free(c->aes_cbc[0]);
+        EVP_CIPHER_free(c->aes_cbc[1]);
         pthread_mutex_destroy(&c->ticket_lock);
         gw_free(c);
         return GW_E_IO;
@@ -649,8 +657,7 @@ int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t al
         c->file_keys_n = tls->ticket_keys_len / kl;
         c->file_keys = gw_calloc(c->file_keys_n, sizeof(*c->file_keys));
         if (!c->file_keys) {
-            pthread_mutex_destroy(&c->ticket_lock);
-            gw_free(c);
+            gw_tls_ctx_del(c);
             return GW_E_NOMEM;
         }
         for (size_t i = 0; i < c->file_keys_n; i++) {
@@ -729,6 +736,8 @@ void gw_tls_ctx_del(gw_tls_ctx_t *c)
     if (c->file_keys)
         OPENSSL_cleanse(c->file_keys, c->file_keys_n * sizeof(*c->file_keys));
     gw_free(c->file_keys);
+    EVP_CIPHER_free(c->aes_cbc[0]);
+    EVP_CIPHER_free(c->aes_cbc[1]);
     pthread_mutex_destroy(&c->ticket_lock);
     gw_free(c);
 }
