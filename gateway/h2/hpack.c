@@ -364,14 +364,26 @@ int gw_hpack_dec_init(gw_hpack_dec_t *d, size_t max_table_size)
     return 0;
 }
 
+void gw_hpack_strbufs_free(gw_hpack_strbufs_t *b)
+{
+    gw_bytes_free(&b->name);
+    gw_bytes_free(&b->value);
+}
+
 void gw_hpack_dec_trim(gw_hpack_dec_t *d)
 {
-    if (!d->bufs)
+    if (!d->bufs || d->shared_bufs)
         return;
-    gw_bytes_free(&d->bufs->name);
-    gw_bytes_free(&d->bufs->value);
+    gw_hpack_strbufs_free(d->bufs);
     gw_free(d->bufs);
     d->bufs = NULL;
+}
+
+void gw_hpack_dec_share_bufs(gw_hpack_dec_t *d, gw_hpack_strbufs_t *bufs)
+{
+    gw_hpack_dec_trim(d);
+    d->bufs = bufs;
+    d->shared_bufs = bufs != NULL;
 }
 
 void gw_hpack_dec_free(gw_hpack_dec_t *d)

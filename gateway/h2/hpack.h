@@ -56,10 +56,14 @@ typedef struct {
 } gw_hpack_table_t;
 
 /* Buffers for Huffman-decoded strings, kept between blocks for speed, given back by
- * gw_hpack_dec_trim(). */
+ * gw_hpack_dec_trim(); or the caller's, shared by decoders (gw_hpack_dec_share_bufs). They
+ * hold the string of the representation being decoded, nothing across gw_hpack_decode calls. */
 typedef struct {
     gw_bytes_t name, value;
 } gw_hpack_strbufs_t;
+
+/* Free a strbufs' buffers (not the struct). */
+void gw_hpack_strbufs_free(gw_hpack_strbufs_t *b);
 
 typedef struct gw_hpack_dec {
     gw_hpack_table_t t;
@@ -69,6 +73,7 @@ typedef struct gw_hpack_dec {
     size_t list_size;         /* running §4.1 size of the current block */
     uint8_t overflow;         /* list size passed max_list: fields are no longer reported */
     uint8_t pending;          /* a partial representation was left unconsumed */
+    uint8_t shared_bufs;      /* bufs are the caller's (gw_hpack_dec_share_bufs) */
     gw_hpack_strbufs_t *bufs; /* NULL until a string needs one */
 } gw_hpack_dec_t;
 
@@ -78,6 +83,12 @@ void gw_hpack_dec_free(gw_hpack_dec_t *d);
 /* Give back the string buffers (between blocks; an idle connection's decoder then holds only
  * its dynamic table). The table is untouched. */
 void gw_hpack_dec_trim(gw_hpack_dec_t *d);
+/* Decode Huffman strings into bufs, the caller's, instead of buffers of d's own: decoders that
+ * never decode at the same time (one thread's) share them, so a decoder of a connection that
+ * comes back after thousands of others finds them in the cache, and no connection keeps its
+ * own. d's buffers, if any, are given back; bufs must outlive d (or the next call). NULL
+ * returns d to buffers of its own. */
+void gw_hpack_dec_share_bufs(gw_hpack_dec_t *d, gw_hpack_strbufs_t *bufs);
 /* Our advertised limit changed (after the peer ACKed our SETTINGS). */
 void gw_hpack_dec_set_max_table_size(gw_hpack_dec_t *d, size_t max);
 

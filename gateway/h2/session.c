@@ -281,6 +281,8 @@ int gw_h2_profile_new(gw_h2_profile_t **out, const gw_h2_options_t *opts,
     if (cb)
         p->cb = *cb;
     gw_pool_init(&p->blocks, STREAM_BLK_SIZE, 0, STREAM_FREE_KEEP);
+    gw_bytes_init(&p->strbufs.name, 0);
+    gw_bytes_init(&p->strbufs.value, 0);
     if (p->o.initial_window_size > GW_H2_MAX_WINDOW ||
         p->o.connection_window_size > GW_H2_MAX_WINDOW ||
         p->o.max_frame_size < GW_H2_DEFAULT_MAX_FRAME_SIZE ||
@@ -297,6 +299,7 @@ void gw_h2_profile_del(gw_h2_profile_t *p)
     if (!p)
         return;
     gw_pool_free(&p->blocks);
+    gw_hpack_strbufs_free(&p->strbufs);
     gw_free(p);
 }
 
@@ -320,6 +323,7 @@ int gw_h2_session_new_with(gw_h2_session_t **out, gw_h2_profile_t *p, void *user
         gw_free(s);
         return GW_E_NOMEM;
     }
+    gw_hpack_dec_share_bufs(&s->dec, &p->strbufs);
     if (gw_hpack_enc_init(&s->enc, p->o.encoder_table_size) < 0) {
         gw_hpack_dec_free(&s->dec);
         gw_free(s);

@@ -171,6 +171,9 @@ struct gw_h2_profile {
     gw_h2_options_t o;
     gw_h2_callbacks_t cb;
     gw_pool_t blocks; /* stream blocks (STREAM_BLK_SIZE) of every session of the profile */
+    /* the Huffman string buffers of every session's decoder (a profile serves one thread):
+     * warm for each request, instead of one cold pair per connection */
+    gw_hpack_strbufs_t strbufs;
 };
 
 /* The connection state proper: what an idle connection keeps (settings, windows, HPACK

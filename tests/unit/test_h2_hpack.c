@@ -207,6 +207,39 @@ static void c4_encoder_reproduces_bytes(void **state)
     gw_hpack_enc_free(&e);
 }
 
+/* Decoders of one thread share their Huffman buffers (as a worker's sessions do): each
+ * decodes its own connection's blocks correctly in turn, a trim leaves the shared buffers to
+ * the others, and a decoder then holds nothing but its table. */
+static void shared_string_buffers(void **state)
+{
+    (void)state;
+    gw_hpack_strbufs_t shared;
+    gw_hpack_dec_t d[2];
+    fields_t f;
+    gw_bytes_init(&shared.name, 0); /* 0: no cap, as a profile's */
+    gw_bytes_init(&shared.value, 0);
+    gw_alloc_count_start();
+    for (int k = 0; k < 2; k++) {
+        gw_hpack_dec_init(&d[k], 4096);
+        gw_hpack_dec_share_bufs(&d[k], &shared);
+    }
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(decode_hex(&d[k], c4_req[i], &f), 0);
+            assert_string_equal(f.text, req_text[i]);
+            gw_hpack_dec_trim(&d[k]); /* as an idle session's compaction does */
+        }
+    assert_non_null(shared.name.base); /* still there for the next decoder */
+    long long with_shared = gw_alloc_count_live();
+    gw_hpack_strbufs_free(&shared);
+    long long tables = gw_alloc_count_live();
+    assert_true(tables < with_shared);
+    for (int k = 0; k < 2; k++)
+        gw_hpack_dec_free(&d[k]);
+    assert_int_equal(gw_alloc_count_live(), 0); /* the tables were all the decoders had */
+    gw_alloc_count_stop();
+}
+
 static const char *const c5_resp[3] = {
     "4803 3330 3258 0770 7269 7661 7465 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a "
     "3133 3a32 3120 474d 546e 1768 7474 7073 3a2f 2f77 7777 2e65 7861 6d70 6c65 2e63 6f6d",
@@ -931,6 +964,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(eviction_and_oversized_entry),
     cmocka_unit_test(alloc_failure_sweep),
     cmocka_unit_test(table_only_decoding),
+    cmocka_unit_test(shared_string_buffers),
 };
 
 GW_TEST_MAIN(tests)
