@@ -336,6 +336,9 @@ unsigned gw_cache_shards(const gw_cache_t *c);
  * buffers it came in, each charged whole (what the store did before the rule), to measure the
  * rule against. Before the first put. */
 void gw_cache_copy_rule(gw_cache_t *c, int on);
+/* The longest chain of the ghost queues' hash index over the shards: the most keys one ghost
+ * lookup compares (one at every put, one more at every eviction from small). */
+size_t gw_cache_ghost_chain_max(gw_cache_t *c);
 #endif
 
 /* What an insert stores: the key, the request fields the answer's Vary names are read from,

@@ -448,6 +448,28 @@ static int ghost_take(shard_t *s, uint64_t h)
     return 1;
 }
 
+/* Double the ghost index once it holds as many keys as buckets, as index_grow() does the
+ * entries': the ghost queue holds as many keys as the shard holds entries, tens of thousands in
+ * a large shard, and a fixed table made every put search long chains (256 buckets held 7,000
+ * keys a shard in a 64 MiB store: chains of 28, searched twice a put). */
+static void ghost_grow(shard_t *s)
+{
+    size_t nb = s->gbuckets * 2;
+    ghost_t **t = gw_calloc(nb, sizeof(*t));
+    if (!t)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i < s->gbuckets; i++)
+        for (ghost_t *g = s->gtab[i], *next; g; g = next) {
+            next = g->hnext;
+            g->hnext = t[g->hash & (nb - 1)];
+            t[g->hash & (nb - 1)] = g;
+        }
+    gw_free(s->gtab);
+    s->used += heap(nb * sizeof(*t)) - heap(s->gbuckets * sizeof(*t));
+    s->gtab = t;
+    s->gbuckets = nb;
+}
+
 static void ghost_add(shard_t *s, uint64_t h)
 {
     ghost_t **pp = ghost_slot(s, h);
@@ -462,6 +484,8 @@ static void ghost_add(shard_t *s, uint64_t h)
     gw_list_push_front(&s->ghost, &g->qlink);
     s->gcount++;
     s->used += heap(sizeof(*g));
+    if (s->gcount > s->gbuckets)
+        ghost_grow(s); /* charged: the caller's eviction loop makes room for it */
     /* the ghost queue holds as many keys as the shard holds entries (the paper sizes it as
      * main), at least GHOST_MIN */
     size_t cap = s->count > GHOST_MIN ? s->count : GHOST_MIN;
@@ -568,7 +592,7 @@ gw_cache_t *gw_cache_new(const gw_cache_opts_t *o)
     for (unsigned i = 0; i < n; i++) {
         shard_t *s = &c->shards[i];
         s->nbuckets = 64;
-        s->gbuckets = 256;
+        s->gbuckets = 64; /* both grow with what they index (index_grow, ghost_grow) */
         s->tab = gw_calloc(s->nbuckets, sizeof(*s->tab));
         s->gtab = gw_calloc(s->gbuckets, sizeof(*s->gtab));
         pthread_mutex_init(&s->lock, NULL);
@@ -628,6 +652,23 @@ unsigned gw_cache_shards(const gw_cache_t *c)
 void gw_cache_copy_rule(gw_cache_t *c, int on)
 {
     c->refs_only = !on;
+}
+
+size_t gw_cache_ghost_chain_max(gw_cache_t *c)
+{
+    size_t max = 0;
+    for (unsigned i = 0; i < c->nshards; i++) {
+        shard_t *s = &c->shards[i];
+        pthread_mutex_lock(&s->lock);
+        for (size_t b = 0; b < s->gbuckets; b++) {
+            size_t n = 0;
+            for (const ghost_t *g = s->gtab[b]; g; g = g->hnext)
+                n++;
+            max = n > max ? n : max;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    return max;
 }
 #endif
 

@@ -483,6 +483,33 @@ static void scan_stays_within_budget(void **state)
     gw_cache_del(c);
 }
 
+/* The ghost queue holds as many keys as the shard holds entries: in a large shard of small
+ * objects, tens of thousands. Its index grows with it, so a ghost lookup (one at each put)
+ * compares a few keys, not a fixed table's long chains: with 256 buckets, the 9,400 ghosts of
+ * this 4 MiB shard made chains of up to 51 (5 since it grows). The index is charged: the
+ * budget holds. */
+static void ghost_index_grows_with_the_queue(void **state)
+{
+    (void)state;
+    const size_t memory = 4 << 20;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = memory, .max_object = 1 << 20});
+    assert_int_equal(gw_cache_shards(c), 1);
+    char k[64];
+    gw_cache_stats_t st;
+    for (int i = 0; i < 40000; i++) {
+        snprintf(k, sizeof(k), "https://scan.example/p/%d", i);
+        assert_int_equal(put(c, k, 100, 'g', NULL, 0, NULL, 0), 0);
+    }
+    gw_cache_stats(c, &st);
+    size_t chain = gw_cache_ghost_chain_max(c);
+    print_message("%llu objects, %llu ghosts, longest ghost chain %zu\n",
+                  (unsigned long long)st.objects, (unsigned long long)st.ghosts, chain);
+    assert_true(st.ghosts > 8000);
+    assert_true(chain <= 12);
+    assert_true(st.bytes <= memory);
+    gw_cache_del(c);
+}
+
 /* What the allocator really holds (its usable sizes, rounding included) after a scan stays
  * close to what the store charged, and within the budget with 10 % for malloc's rounding: the
  * budget counts what matters. */
@@ -1085,6 +1112,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(s3fifo_rules),
     cmocka_unit_test(reader_outlives_eviction),
     cmocka_unit_test(scan_stays_within_budget),
+    cmocka_unit_test(ghost_index_grows_with_the_queue),
     cmocka_unit_test(charge_matches_the_allocator),
     cmocka_unit_test(copy_rule),
     cmocka_unit_test(copy_rule_charge_is_what_is_held),
