@@ -9,7 +9,8 @@
  * cache_internal.h (what they share).
  *
  * The life of an answer, as the proxy will drive it:
- *   request   → gw_cache_key() (GET and HEAD only) → gw_cache_get() → entry or miss;
+ *   request   → gw_cache_key() (GET and HEAD only) → gw_cache_get() with the route's tag →
+ *               entry or miss;
  *   entry     → gw_cache_use() says fresh / stale-while-revalidate / revalidate / 504;
  *               gw_cache_conditional() and gw_cache_range() shape the answer (304, 206, 416);
  *   miss      → the origin's head → gw_cache_storable() → gw_cache_meta() → gw_cache_put() once
@@ -366,11 +367,14 @@ typedef struct {
  * of a route a reload removed, finishing while its connection drains); GW_E_NOMEM. */
 int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p);
 
-/* The entry for key whose Vary key matches the request fields req[0..n), with a reference the
- * caller drops with gw_cache_unref(); NULL on a miss. Counts a hit or a miss. Takes the lock of
- * the key's shard only. */
-gw_cache_entry_t *gw_cache_get(gw_cache_t *c, const char *key, size_t keylen, const gw_field_t *req,
-                               size_t n);
+/* The entry for key stored by route (its gw_cache_route_tag) whose Vary key matches the request
+ * fields req[0..n), with a reference the caller drops with gw_cache_unref(); NULL on a miss.
+ * An entry another route stored is a miss: after a reload that puts a new route in front of an
+ * old one, the URLs the new route takes are not answered from what the old one's upstream said,
+ * and the new route's answer replaces the entry (gw_cache_put: same key and Vary key). Counts a
+ * hit or a miss. Takes the lock of the key's shard only. */
+gw_cache_entry_t *gw_cache_get(gw_cache_t *c, const char *key, size_t keylen, uint64_t route,
+                               const gw_field_t *req, size_t n);
 
 #ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* The body bytes [off, off + len) of e as slices into its buffers, into out[0..cap): not
@@ -383,7 +387,7 @@ ssize_t gw_cache_body_slices(const gw_cache_entry_t *e, uint64_t off, uint64_t l
 
 /* gw_cache_get without counting a hit or a miss: for a lookup that is part of another (the
  * compressed copy of an entry that was found: gateway/proxy/cache.c). */
-gw_cache_entry_t *gw_cache_peek(gw_cache_t *c, const char *key, size_t keylen,
+gw_cache_entry_t *gw_cache_peek(gw_cache_t *c, const char *key, size_t keylen, uint64_t route,
                                 const gw_field_t *req, size_t n);
 
 /* Drop a reference from gw_cache_get(); the last one frees the entry and its body references. */

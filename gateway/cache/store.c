@@ -55,7 +55,10 @@
  * their memory until eviction pushed them out, and the walk runs on the reload's thread, off
  * the request path, each shard locked for its own entries only. The set of kept routes is read
  * by gw_cache_put under its shard's lock, so a put either comes before the walk of its shard
- * (and is walked) or sees the new set (and is refused).
+ * (and is walked) or sees the new set (and is refused). A route that stays may lose URLs to a
+ * new one in front of it (a longer path prefix, a more precise host): a lookup names its route
+ * and an entry of another one is a miss (gw_cache_get), which the new route's answer replaces,
+ * so a URL is never answered with what another route's upstream said.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -776,7 +779,7 @@ static int vary_matches(const entry_t *e, const gw_field_t *req, size_t n)
 }
 
 /* gw_cache_get, counting the lookup in the shard's hits or misses when `count`. */
-static gw_cache_entry_t *lookup(gw_cache_t *c, const char *key, size_t keylen,
+static gw_cache_entry_t *lookup(gw_cache_t *c, const char *key, size_t keylen, uint64_t route,
                                 const gw_field_t *req, size_t n, int count)
 {
     uint64_t h = key_hash(key, keylen);
@@ -784,8 +787,8 @@ static gw_cache_entry_t *lookup(gw_cache_t *c, const char *key, size_t keylen,
     entry_t *hit = NULL;
     pthread_mutex_lock(&s->lock);
     for (entry_t *e = s->tab[h & (s->nbuckets - 1)]; e && !hit; e = e->hnext)
-        if (e->hash == h && e->pub.keylen == keylen && !memcmp(e->pub.key, key, keylen) &&
-            vary_matches(e, req, n))
+        if (e->hash == h && e->route == route && e->pub.keylen == keylen &&
+            !memcmp(e->pub.key, key, keylen) && vary_matches(e, req, n))
             hit = e;
     if (hit) {
         if (hit->freq < 3)
@@ -799,16 +802,16 @@ static gw_cache_entry_t *lookup(gw_cache_t *c, const char *key, size_t keylen,
     return hit ? &hit->pub : NULL;
 }
 
-gw_cache_entry_t *gw_cache_get(gw_cache_t *c, const char *key, size_t keylen, const gw_field_t *req,
-                               size_t n)
+gw_cache_entry_t *gw_cache_get(gw_cache_t *c, const char *key, size_t keylen, uint64_t route,
+                               const gw_field_t *req, size_t n)
 {
-    return lookup(c, key, keylen, req, n, 1);
+    return lookup(c, key, keylen, route, req, n, 1);
 }
 
-gw_cache_entry_t *gw_cache_peek(gw_cache_t *c, const char *key, size_t keylen,
+gw_cache_entry_t *gw_cache_peek(gw_cache_t *c, const char *key, size_t keylen, uint64_t route,
                                 const gw_field_t *req, size_t n)
 {
-    return lookup(c, key, keylen, req, n, 0);
+    return lookup(c, key, keylen, route, req, n, 0);
 }
 
 size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen)

@@ -399,7 +399,10 @@ int gw_proxy__cache_serve(px_t *px)
     char *key = key_of(px, kb, sizeof(kb), &klen);
     if (!key)
         return 0; /* out of memory: the origin answers */
-    gw_cache_entry_t *e = gw_cache_get(px->p->cache, key, klen, h->fields, h->fields_len);
+    /* only what this route stored: a reload may have put it in front of the route that
+     * stored the URL, whose upstream is another (store.c: "Routes") */
+    uint64_t tag = gw_cache_route_tag(gw_slice_str(px->route->host), gw_slice_str(px->route->path));
+    gw_cache_entry_t *e = gw_cache_get(px->p->cache, key, klen, tag, h->fields, h->fields_len);
     if (key != kb)
         gw_free(key);
     const gw_field_t *ce = e ? gw_proxy__field(e->fields, e->nfields, "content-encoding") : NULL;
@@ -863,7 +866,9 @@ static gw_cache_entry_t *copy_find(px_t *px, const gw_cache_entry_t *e, gw_zcodi
     if (!k)
         return NULL;
     /* not counted: this hit was counted when e was found */
-    gw_cache_entry_t *d = gw_cache_peek(px->p->cache, k, kl, px->head.fields, px->head.fields_len);
+    uint64_t tag = gw_cache_route_tag(gw_slice_str(px->route->host), gw_slice_str(px->route->path));
+    gw_cache_entry_t *d =
+        gw_cache_peek(px->p->cache, k, kl, tag, px->head.fields, px->head.fields_len);
     if (k != kb)
         gw_free(k);
     return d;

@@ -63,9 +63,17 @@ static int put(gw_cache_t *c, const char *key, size_t len, uint8_t fill, const g
     return put_route(c, 0, key, len, fill, rf, nrf, qf, nqf);
 }
 
+/* The entry of key for route (a tag) and request fields qf[0..n), held; NULL on a miss. */
+static gw_cache_entry_t *get_route(gw_cache_t *c, uint64_t route, const char *key,
+                                   const gw_field_t *qf, size_t n)
+{
+    return gw_cache_get(c, key, strlen(key), route, qf, n);
+}
+
+/* The same for route 0. */
 static gw_cache_entry_t *get(gw_cache_t *c, const char *key, const gw_field_t *qf, size_t n)
 {
-    return gw_cache_get(c, key, strlen(key), qf, n);
+    return get_route(c, 0, key, qf, n);
 }
 
 static void insert_and_lookup(void **state)
@@ -111,11 +119,11 @@ static void peek_and_ids(void **state)
     gw_field_t rf[] = {F("cache-control", "max-age=60")};
     assert_int_equal(put(c, "https://a/x", 10, 'x', rf, 1, NULL, 0), 0);
     assert_int_equal(put(c, "https://a/y", 10, 'y', rf, 1, NULL, 0), 0);
-    gw_cache_entry_t *x = gw_cache_peek(c, "https://a/x", 11, NULL, 0);
-    gw_cache_entry_t *y = gw_cache_peek(c, "https://a/y", 11, NULL, 0);
+    gw_cache_entry_t *x = gw_cache_peek(c, "https://a/x", 11, 0, NULL, 0);
+    gw_cache_entry_t *y = gw_cache_peek(c, "https://a/y", 11, 0, NULL, 0);
     assert_non_null(x);
     assert_non_null(y);
-    assert_null(gw_cache_peek(c, "https://a/z", 11, NULL, 0));
+    assert_null(gw_cache_peek(c, "https://a/z", 11, 0, NULL, 0));
     assert_true(x->id != 0 && y->id != 0 && x->id != y->id);
     gw_cache_stats_t st;
     gw_cache_stats(c, &st);
@@ -246,16 +254,16 @@ static void keep_routes(void **state)
     assert_int_equal(st.dropped, 30);
     assert_int_equal(st.purged, 0);
     assert_true(st.bytes + 30 * 1000 < before.bytes);
-    assert_null(get(c, "https://h/b/1", NULL, 0));
-    gw_cache_entry_t *e = get(c, "https://h/a/0", NULL, 0);
+    assert_null(get_route(c, rb, "https://h/b/1", NULL, 0));
+    gw_cache_entry_t *e = get_route(c, ra, "https://h/a/0", NULL, 0);
     assert_non_null(e);
     gw_cache_unref(e);
-    e = get(c, "https://h/c/2", NULL, 0);
+    e = get_route(c, rc, "https://h/c/2", NULL, 0);
     assert_non_null(e);
     gw_cache_unref(e);
     /* b's answers are refused from now on (a draining connection's), a and c stored */
     assert_int_equal(put_route(c, rb, "https://h/b/1", 10, 'r', NULL, 0, NULL, 0), GW_E_NOENT);
-    assert_null(get(c, "https://h/b/1", NULL, 0));
+    assert_null(get_route(c, rb, "https://h/b/1", NULL, 0));
     assert_int_equal(put_route(c, rc, "https://h/c/new", 10, 'r', NULL, 0, NULL, 0), 0);
     /* b back in a later reload: stored again */
     uint64_t all[] = {ra, rb, rc};
@@ -266,6 +274,53 @@ static void keep_routes(void **state)
     gw_cache_stats(c, &st);
     assert_int_equal(st.objects, 0);
     assert_int_equal(put_route(c, ra, "https://h/a/0", 10, 'r', NULL, 0, NULL, 0), GW_E_NOENT);
+    gw_cache_del(c);
+}
+
+/* A lookup names its route: an entry another route stored is a miss (a reload put a new route
+ * in front of the one that stored the URL, with another upstream), and the new route's answer
+ * replaces it, so the old one's is not served to either route afterwards. Vary variants of
+ * one URL stored by two routes stay each its route's. */
+static void lookup_is_per_route(void **state)
+{
+    (void)state;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 1 << 16});
+    uint64_t old = gw_cache_route_tag(GW_SLICE_LIT("*"), GW_SLICE_LIT("/"));
+    uint64_t new = gw_cache_route_tag(GW_SLICE_LIT("*"), GW_SLICE_LIT("/api/"));
+    assert_int_equal(put_route(c, old, "https://h/api/x", 100, 'o', NULL, 0, NULL, 0), 0);
+    gw_cache_entry_t *e = get_route(c, old, "https://h/api/x", NULL, 0);
+    assert_non_null(e);
+    gw_cache_unref(e);
+    assert_null(get_route(c, new, "https://h/api/x", NULL, 0));
+    gw_cache_stats_t st;
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.hits, 1);
+    assert_int_equal(st.misses, 1);
+    /* the new route's answer replaces the old one's */
+    assert_int_equal(put_route(c, new, "https://h/api/x", 50, 'n', NULL, 0, NULL, 0), 0);
+    e = get_route(c, new, "https://h/api/x", NULL, 0);
+    assert_non_null(e);
+    assert_int_equal(e->body_len, 50);
+    assert_int_equal(e->body[0].buf->data[e->body[0].off], 'n');
+    gw_cache_unref(e);
+    assert_null(get_route(c, old, "https://h/api/x", NULL, 0));
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.objects, 1);
+    assert_int_equal(st.replaced, 1);
+    /* variants: each route finds its own */
+    gw_field_t rf[] = {F("vary", "accept-language")};
+    gw_field_t en[] = {F("accept-language", "en")}, fr[] = {F("accept-language", "fr")};
+    assert_int_equal(put_route(c, old, "https://h/v", 10, 'o', rf, 1, en, 1), 0);
+    assert_int_equal(put_route(c, new, "https://h/v", 20, 'n', rf, 1, fr, 1), 0);
+    assert_null(get_route(c, new, "https://h/v", en, 1));
+    e = get_route(c, new, "https://h/v", fr, 1);
+    assert_non_null(e);
+    assert_int_equal(e->body_len, 20);
+    gw_cache_unref(e);
+    e = get_route(c, old, "https://h/v", en, 1);
+    assert_non_null(e);
+    assert_int_equal(e->body_len, 10);
+    gw_cache_unref(e);
     gw_cache_del(c);
 }
 
@@ -751,7 +806,7 @@ static void failing_allocations(void **state)
             int rv = gw_cache_put(c, &p);
             assert_true(rv == 0 || rv == GW_E_NOMEM);
             gw_rbuf_unref(b);
-            gw_cache_unref(gw_cache_get(c, k, strlen(k), NULL, 0));
+            gw_cache_unref(gw_cache_get(c, k, strlen(k), 0, NULL, 0));
         }
         gw_cache_purge(c, "https://f/7", 11);
         gw_cache_purge_prefix(c, "https://f/1", 11);
@@ -984,7 +1039,7 @@ static void *worker(void *arg)
             if (rv != 0)
                 w->bad++;
         } else if (op < 9) {
-            gw_cache_entry_t *e = gw_cache_get(w->c, k, strlen(k), q, 1);
+            gw_cache_entry_t *e = gw_cache_get(w->c, k, strlen(k), 0, q, 1);
             if (e) {
                 w->hits++;
                 if (e->body_len != 500 + key * 7 ||
@@ -1107,6 +1162,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(purge_prefix),
     cmocka_unit_test(route_tags),
     cmocka_unit_test(keep_routes),
+    cmocka_unit_test(lookup_is_per_route),
     cmocka_unit_test(limits),
     cmocka_unit_test(body_slices),
     cmocka_unit_test(s3fifo_rules),
