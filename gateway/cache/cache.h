@@ -14,7 +14,8 @@
  *   entry     → gw_cache_use() says fresh / stale-while-revalidate / revalidate / 504;
  *               gw_cache_conditional() and gw_cache_range() shape the answer (304, 206, 416);
  *   miss      → the origin's head → gw_cache_storable() → gw_cache_meta() → gw_cache_put() once
- *               the body ended whole, its buffers by reference;
+ *               the body ended whole, its buffers by reference; gw_cache_trim_due() says when
+ *               to give the heap's free pages back (off the event loop);
  *   304       → gw_cache_merge_304() gives the stored head's new fields, put again;
  *   unsafe    → gw_cache_invalidation() names the URLs to gw_cache_purge();
  *   admin     → gw_cache_url_parse() and gw_cache_key() give the key to gw_cache_purge() or
@@ -366,6 +367,13 @@ typedef struct {
  * for Vary: *; GW_E_NOENT when p->route is not one gw_cache_keep_routes() keeps (a request
  * of a route a reload removed, finishing while its connection drains); GW_E_NOMEM. */
 int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p);
+
+/* Non-zero, once, when a trim of the heap is due: each time another memory/16 bytes were
+ * evicted (or replaced) by gw_cache_put since the store was made. Eviction frees blocks that
+ * other threads allocated, whose pages glibc keeps in their arenas: the caller gives them back
+ * to the system (malloc_trim) off its event loop (store.c: "Memory"). Any thread; a due trim is
+ * said to one caller only. */
+int gw_cache_trim_due(gw_cache_t *c);
 
 /* The entry for key stored by route (its gw_cache_route_tag) whose Vary key matches the request
  * fields req[0..n), with a reference the caller drops with gw_cache_unref(); NULL on a miss.

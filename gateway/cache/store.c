@@ -26,10 +26,13 @@
  * each worker thread its own arena, and a block returns to the arena it came from: when one
  * worker's insertions evict what another allocated, the freed memory stays in the other's
  * arena, usable by it alone: RSS went up to 118 MiB above its baseline for a 64 MiB store
- * under a scan from two workers (test_cache_memory). So after each memory/16 bytes evicted,
- * the inserting thread calls malloc_trim(0), which returns the free pages of every arena
- * (median 0.5 ms, at most 4.6 ms measured, 94 times in a scan that evicts 400 MiB): the same
- * scan stays 68-83 MiB above it. What is left is the pages live blocks share with freed ones.
+ * under a scan from two workers (test_cache_memory). So after each memory/16 bytes evicted, a
+ * trim is due (gw_cache_trim_due, read by the caller after a put): the proxy runs
+ * malloc_trim(0), which returns the free pages of every arena, on libuv's thread pool, one at a
+ * time, not on the inserting worker's loop (median 0.5 ms, at most 4.6 ms measured, 94 times
+ * in a scan that evicts 400 MiB, each a stall of that worker's connections while it ran
+ * there): the same scan stays 68-83 MiB above it. What is left is the pages live blocks share
+ * with freed ones.
  * An object whose charge is above max_object is refused.
  *
  * Eviction: S3-FIFO (Juncheng Yang, Yazhuo Zhang, Ziyue Qiu, Yao Yue, K. V. Rashmi, "FIFO
@@ -63,9 +66,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include "cache/cache_internal.h"
 #include "common/alloc.h"
@@ -117,6 +117,7 @@ typedef struct {
 struct gw_cache {
     size_t memory, max_object;
     size_t evicted; /* atomic: bytes evicted, for trim_after() */
+    int trim_due;   /* atomic: a trim is due (gw_cache_trim_due) */
     int refs_only;  /* tests: no copy rule, every body by reference (gw_cache_copy_rule) */
     unsigned nshards;
     shard_t *shards;
@@ -387,19 +388,19 @@ static size_t release_all(entry_t *e)
     return n;
 }
 
-/* Eviction frees what other workers allocated: give the heap's free pages back to the system
- * after each memory/16 bytes evicted (see "Memory" above). */
+/* Eviction frees what other workers allocated: the heap's free pages are to be given back to
+ * the system after each memory/16 bytes evicted (see "Memory" above): a trim is due. */
 static void trim_after(gw_cache_t *c, size_t freed)
 {
-#ifdef __GLIBC__
-    size_t step = c->memory / 16;
+    size_t step = c->memory >= 16 ? c->memory / 16 : 1;
     size_t was = __atomic_fetch_add(&c->evicted, freed, __ATOMIC_RELAXED);
     if (freed && was / step != (was + freed) / step)
-        malloc_trim(0);
-#else
-    (void)c;
-    (void)freed;
-#endif
+        __atomic_store_n(&c->trim_due, 1, __ATOMIC_RELEASE);
+}
+
+int gw_cache_trim_due(gw_cache_t *c)
+{
+    return __atomic_exchange_n(&c->trim_due, 0, __ATOMIC_ACQ_REL);
 }
 
 /* Unlink every entry of s for which drop(e, arg) says so; returns how many. */

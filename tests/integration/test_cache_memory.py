@@ -174,8 +174,8 @@ def test_rss_stays_bounded_under_a_scan_of_100000_urls(gateway, tmp_path):
         # "Memory"), the buffers in flight, the sessions. Measured on a shared 2-core machine:
         # 68 to 83 MiB above the baseline over 21 runs (68 to 70 when both connections landed
         # on one worker), the same at the end of a scan of 198,000 URLs: it does not grow with
-        # the scan. Half the budget over it leaves room for the spread; without store.c's
-        # malloc_trim it was 69 to 118 MiB above
+        # the scan. Half the budget over it leaves room for the spread; without the heap trims
+        # store.c asks for (malloc_trim, on the thread pool) it was 69 to 118 MiB above
         overhead = MEMORY // 2
         assert peak["rss"] <= base + MEMORY + overhead, (base, peak["rss"])
         # the most recent URLs (the end of the run that ended last) still hit, without the
