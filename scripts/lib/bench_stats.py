@@ -28,7 +28,7 @@ import sys
 
 # Table order: h2gate at its default configuration (the headline), its opt-in modes, the peers
 # a user would pick instead, and nginx serving the files itself (the floor: no proxy hop).
-PROXIES = ("h2gate", "h2gate-base", "h2gate-pipeline", "h2gate-alog", "h2gate-cluster", "h2gate-cluster-rate",
+PROXIES = ("h2gate", "h2gate-base", "h2gate-pipeline", "h2gate-wide", "h2gate-alog", "h2gate-cluster", "h2gate-cluster-rate",
            "h2gate-policy", "h2gate-cache", "h2gate-base-cache",
            "nghttpx", "h2o", "haproxy", "haproxy-cache",
            "nginx-proxy", "nginx-cache", "nginx-static", "openssl-s_server",
@@ -158,6 +158,8 @@ def summarize_run(run_dir):
     r["origin_conns"] = int(meta["origin_accepts"]) if "origin_accepts" in meta else used
     if "pool" in meta:
         r["pool"] = int(meta["pool"])
+    if meta.get("origin_conns_peak", "").isdigit():
+        r["origin_conns_peak"] = int(meta["origin_conns_peak"])
     problems = []
     if meta.get("proxy_died") == "1":
         problems.append("proxy exited during the run")
@@ -267,6 +269,17 @@ def summarize_run(run_dir):
             if h["seconds"]:
                 # how busy the proxy's CPU was: near 100 % means the proxy is the bottleneck
                 r["cpu_pct"] = 100.0 * cpu_s / h["seconds"]
+            # the load side (origin nginx and h2load share one CPU): its CPU per request, and
+            # how busy that CPU was; near 100 % there and not at the proxy means the origin
+            # and the client set req/s at saturation
+            if "origin_cpu_after" in meta and meta["origin_cpu_before"]:
+                org_s = (int(meta["origin_cpu_after"]) - int(meta["origin_cpu_before"])) / clk
+                r["origin_cpu_us_per_req"] = org_s * 1e6 / done
+                if "client_cpu_s" in meta:
+                    load_s = org_s + float(meta["client_cpu_s"])
+                    r["load_cpu_us_per_req"] = load_s * 1e6 / done
+                    if h["seconds"]:
+                        r["load_cpu_pct"] = 100.0 * load_s / h["seconds"]
         lat = latencies_us(os.path.join(run_dir, "h2load.log"))
         if not lat and not problems:
             problems.append("no latencies in h2load's per-request log")
@@ -315,7 +328,10 @@ def one_line(r):
         fig = (f"{fmt(r.get('rps'), 0)} req/s, mean {fmt(r.get('mean_ms'), 2)} ms, "
                f"p99 {fmt(r.get('p99_ms'), 2)} ms, {fmt(r.get('cpu_us_per_req'), 1)} µs CPU/req "
                f"({fmt(r.get('cpu_pct'), 0)} % busy), "
-               f"{r['origin_conns']} origin conns opened ({r.get('origin_conns_used', 0)} used), "
+               f"{r['origin_conns']} origin conns opened ({r.get('origin_conns_used', 0)} used, "
+               f"{r.get('origin_conns_peak', '?')} at once), origin+client "
+               f"{fmt(r.get('load_cpu_us_per_req'), 1)} µs CPU/req "
+               f"({fmt(r.get('load_cpu_pct'), 0)} % busy), "
                f"peak RSS {r['hwm_kib'] // 1024} MiB")
     status = "valid" if r["valid"] else "INVALID (" + ", ".join(r["problems"]) + ")"
     return f"{fig}: {status}"
@@ -338,6 +354,10 @@ LOAD_METRICS = (
     ("sys_pct", "of which kernel %", 0, True),
     ("cpu_pct", "proxy CPU %", 0, True),
     ("origin_conns", "origin conns opened", 0, True),
+    ("origin_conns_peak", "origin conns open at once", 0, True),
+    ("origin_cpu_us_per_req", "origin CPU µs/req", 1, True),
+    ("load_cpu_us_per_req", "origin+client CPU µs/req", 1, True),
+    ("load_cpu_pct", "origin+client CPU %", 0, True),
     ("hwm_mib", "peak RSS MiB", 1, True),
 )
 CACHE_METRICS = (
@@ -352,7 +372,9 @@ CACHE_METRICS = (
 )
 # informational: how busy the proxy was says where the bottleneck is, not which proxy is better
 # (and a valid cache run asked the origin nothing: 0 over 0 is no ratio)
-NO_RATIO = {"cpu_pct", "sys_pct", "resumed_pct", "target_rps", "origin_requests_measured"}
+NO_RATIO = {"cpu_pct", "sys_pct", "resumed_pct", "target_rps", "origin_requests_measured",
+            "origin_conns_peak", "origin_cpu_us_per_req", "load_cpu_us_per_req",
+            "load_cpu_pct"}
 HS_METRICS = (
     ("rps", "handshakes/s", 0, False),
     ("hs_per_core", "handshakes/s per proxy core", 0, False),
@@ -382,6 +404,7 @@ LAT_METRICS = (
     ("cpu_us_per_req", "CPU µs/req", 1, True),
     ("cpu_pct", "proxy CPU %", 0, True),
     ("origin_conns", "origin conns opened", 0, True),
+    ("origin_conns_peak", "origin conns open at once", 0, True),
     ("hwm_mib", "peak RSS MiB", 1, True),
 )
 ZMETRICS = (

@@ -94,3 +94,56 @@ def test_report_has_the_cache_table_and_the_goal(tmp_path):
     assert ("- cache-small (tls): 10.0 µs CPU per hit, nginx-static 20.0 µs per file (0.50): "
             "met") in text
     assert "cache-small (tls), nginx-cache: rep 1: 12 requests reached the origin" in text
+
+
+def write_load_run(runs, proxy, cpu_ticks, origin_ticks, client_s, peak):
+    """A small-scenario run as scripts/bench leaves it, with the load side's CPU (the origin's
+    ticks over the run, h2load's seconds) and the origin connections open at once."""
+    rd = runs / f"small-tls-{proxy}-1"
+    rd.mkdir()
+    meta = ["scenario=small", "transport=tls", f"proxy={proxy}", "rep=1", "clk_tck=100",
+            f"requests={REQUESTS}", "cpu_before=0", f"cpu_after={cpu_ticks}", "sys_before=0",
+            "sys_after=1", f"origin_conns_peak={peak}", "origin_cpu_before=100",
+            f"origin_cpu_after={100 + origin_ticks}", f"client_cpu_s={client_s:.2f}",
+            "hwm_kib=10240", "proxy_died=0", f"origin_accepts={peak}"]
+    (rd / "meta").write_text("\n".join(meta) + "\n")
+    (rd / "h2load.out").write_text(h2load_out(REQUESTS, REQUESTS))
+    (rd / "h2load.log").write_text("".join(f"{i}\t200\t{500 + i}\n" for i in range(REQUESTS)))
+    # every request reached the origin, over `peak` connections
+    (rd / "origin.log").write_text("".join(f"{i % peak} 200 90\n" for i in range(REQUESTS)))
+    return rd
+
+
+def test_load_run_reports_origin_concurrency_and_load_side_cpu(tmp_path):
+    """Whether the proxy's pool or the load side set req/s at saturation: the origin
+    connections open at once and the CPU the origin and h2load spent per request (3 ticks of
+    nginx and 0.05 s of h2load over 2,000 requests in 1 s: 40 µs a request, 8 % busy)."""
+    line = summarize(write_load_run(tmp_path, "h2gate", 4, 3, 0.05, 64))
+    assert line.endswith(": valid"), line
+    assert "(64 used, 64 at once)" in line, line
+    assert "origin+client 40.0 µs CPU/req (8 % busy)" in line, line
+
+
+def test_report_has_the_wide_pool_row_and_the_load_side_columns(tmp_path):
+    """h2gate-wide (BENCH_WIDE) is a row of the load table beside h2gate, with the
+    concurrency it gave the origin; the load side's figures get no ratio (they are the origin's
+    and the client's cost, not the proxy's)."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for proxy, ticks, org, peak in (("h2gate", 4, 3, 64), ("h2gate-wide", 5, 3, 512),
+                                    ("haproxy", 6, 4, 64)):
+        summarize(write_load_run(runs, proxy, ticks, org, 0.05, peak))
+    md, png = tmp_path / "t.md", tmp_path / "t.png"
+    r = subprocess.run(["/usr/bin/python3", STATS, "report", str(runs), str(md), str(png)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    rows = md.read_text().splitlines()
+    head = next(row for row in rows if row.startswith("| scenario |"))
+    cols = [c.strip() for c in head.split("|")]
+    at_once = cols.index("origin conns open at once")
+    load = cols.index("origin+client CPU µs/req")
+    wide = next(row for row in rows if "| h2gate-wide |" in row).split("|")
+    assert wide[at_once].strip() == "512", wide
+    assert wide[load].strip() == "40.0", wide
+    ratio = next(row for row in rows if "h2gate / best peer" in row).split("|")
+    assert ratio[at_once].strip() == "" and ratio[load].strip() == "", ratio
