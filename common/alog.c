@@ -13,6 +13,7 @@ void gw_alog_init(gw_alog_t *r)
     memset(r, 0, sizeof(*r));
     r->connect_us = -1;
     r->upstream_head_us = -1;
+    r->upstream_queue_us = -1;
     r->upstream_resp_us = -1;
     r->route_ix = UINT32_MAX;
 }

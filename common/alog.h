@@ -66,8 +66,10 @@ typedef struct {
     const char *server;       /* the origin server that answered (or was tried last) */
     int64_t connect_us;       /* connecting to the origin for this request; -1: a kept connection */
     int64_t upstream_head_us; /* from the origin exchange start to its response head; -1 none */
-    int64_t upstream_resp_us; /* ... to its last byte (or its failure); -1 none */
-    unsigned status;          /* 0: no response head was sent */
+    int64_t upstream_queue_us; /* of that, waiting in the upstream's queue for a connection; -1
+                                  none (metrics only: no log format prints it) */
+    int64_t upstream_resp_us;  /* ... to its last byte (or its failure); -1 none */
+    unsigned status;           /* 0: no response head was sent */
     uint8_t retries;
     uint8_t coalesced : 1;
     uint8_t throttled : 1;

@@ -227,12 +227,15 @@ int gw_back_set_queue_order(gw_back_t *b, size_t up, gw_back_queue_cmp_fn cmp);
 void gw_back_set_urgency(gw_back_exch_t *x, uint8_t urgency);
 
 /* What the access log and the metrics say of an exchange: the server it went to (or was tried
- * last: its address as written, NULL before any), how often it was sent again elsewhere, and
- * the connect time when it opened its connection (-1 when it went on a kept one). */
+ * last: its address as written, NULL before any), how often it was sent again elsewhere, the
+ * connect time when it opened its connection (-1 when it went on a kept one), and how long it
+ * waited in its upstream's queue for a connection (0 when it never waited; a wait still under
+ * way counts up to now). */
 typedef struct {
     const char *server;
     unsigned retries;
     int64_t connect_us;
+    int64_t queue_us;
 } gw_back_exch_info_t;
 void gw_back_exch_info(const gw_back_exch_t *x, gw_back_exch_info_t *out);
 

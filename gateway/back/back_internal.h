@@ -181,6 +181,8 @@ struct gw_back_exch {
     struct sockaddr_storage client;
     uint64_t seq;            /* queue arrival order */
     uint64_t queue_deadline; /* loop ms, while queued */
+    uint64_t queued_ns;      /* gw_now_ns() it last entered the queue, while queued; else 0 */
+    uint64_t queue_us;       /* time waited in the queue for a connection, all waits summed */
     gw_bytes_t head;         /* serialized request head (kept for retries) */
     gw_iovq_t body;          /* body bytes not yet handed to a connection */
     gw_list_t wmarks;        /* gw_back_wmark_t, in stream order */

@@ -25,6 +25,7 @@
 #include "back/back_internal.h"
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 
@@ -256,6 +257,7 @@ static int enqueue(gw_back_exch_t *x, int front)
     gw_list_insert_before(pos->next, &x->qlink);
     up->queued++;
     up->back->st.queued++;
+    x->queued_ns = gw_now_ns();
     x->queue_deadline = uv_now(up->back->loop) + up->cfg->queue_timeout_ms;
     arm_queue_timer(up, 0);
     return 0;
@@ -277,6 +279,16 @@ static void requeue(gw_back_exch_t *x)
     gw_list_insert_before(pos->next, &x->qlink);
 }
 
+/* The wait in the queue so far, to the exchange's total (the metric of the pool's cap). */
+static void wait_ends(gw_back_exch_t *x)
+{
+    if (!x->queued_ns)
+        return;
+    uint64_t now = gw_now_ns();
+    x->queue_us += now > x->queued_ns ? (now - x->queued_ns) / 1000 : 0;
+    x->queued_ns = 0;
+}
+
 static void dequeue(gw_back_exch_t *x)
 {
     if (!gw_list_linked(&x->qlink))
@@ -284,6 +296,7 @@ static void dequeue(gw_back_exch_t *x)
     gw_list_remove(&x->qlink);
     x->up->queued--;
     x->up->back->st.queued--;
+    wait_ends(x);
 }
 
 static void on_queue_timer(uv_timer_t *t)
@@ -393,6 +406,7 @@ static void dispatch_queue(gw_back_upstream_t *up)
             gw_list_push_front(&up->queue, &x->qlink);
             up->queued++;
             up->back->st.queued++;
+            x->queued_ns = gw_now_ns();
             break;
         }
         if (rc < 0)
@@ -644,6 +658,10 @@ void gw_back_exch_info(const gw_back_exch_t *x, gw_back_exch_info_t *out)
     out->server = x->server ? x->server->cfg->addr.text : NULL;
     out->retries = x->tries;
     out->connect_us = x->conn && x->conn->requests == 1 ? (int64_t)x->conn->connect_us : -1;
+    uint64_t q = x->queue_us, now;
+    if (x->queued_ns && (now = gw_now_ns()) > x->queued_ns)
+        q += (now - x->queued_ns) / 1000;
+    out->queue_us = (int64_t)q;
 }
 
 int gw_back_request(gw_back_t *b, size_t upstream, const gw_back_req_t *req,

@@ -98,7 +98,7 @@ typedef struct {
 
 typedef struct {
     char name[GW_MNAME];
-    gw_hist_t connect, header;
+    gw_hist_t connect, header, queue;
     uint64_t retries;
     uint64_t queued; /* gauge (snapshots) */
 } gw_mup_t;

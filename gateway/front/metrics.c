@@ -191,6 +191,8 @@ void gw_front__metrics_request(conn_t *c, const gw_alog_t *r)
             gw_hist_add(&mu->connect, (uint64_t)r->connect_us);
         if (r->upstream_head_us >= 0)
             gw_hist_add(&mu->header, (uint64_t)r->upstream_head_us);
+        if (r->upstream_queue_us >= 0)
+            gw_hist_add(&mu->queue, (uint64_t)r->upstream_queue_us);
     }
 }
 
@@ -460,6 +462,7 @@ static void merge(gw_mset_t *t, const gw_mset_t *s)
         gw_mup_t *d = &t->ups[k];
         gw_hist_merge(&d->connect, &s->ups[i].connect);
         gw_hist_merge(&d->header, &s->ups[i].header);
+        gw_hist_merge(&d->queue, &s->ups[i].queue);
         d->retries += s->ups[i].retries;
         d->queued += s->ups[i].queued;
     }

@@ -292,6 +292,7 @@ static void note_origin(ox_t *ox, gw_back_exch_t *x, int head)
         r->retries = (uint8_t)(in.retries > 255 ? 255 : in.retries);
         r->connect_us = px->follower ? -1 : in.connect_us;
         r->upstream_head_us = head_us;
+        r->upstream_queue_us = px->follower ? -1 : in.queue_us;
     }
 }
 

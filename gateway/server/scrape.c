@@ -325,6 +325,10 @@ static const fam_t fams[] = {
     {"h2gate_upstream_response_header_duration_seconds", "histogram",
      "From the start of an origin exchange to its response head, by upstream.", .over = OVER_UPS,
      .off = offsetof(gw_mup_t, header)},
+    {"h2gate_upstream_queue_duration_seconds", "histogram",
+     "Waiting in the upstream's queue for an origin connection (max_connections reached), by "
+     "upstream: 0 for a request that found one at once.",
+     .over = OVER_UPS, .off = offsetof(gw_mup_t, queue)},
     {"h2gate_upstream_retries_total", "counter",
      "Requests sent again to another connection or server after a failure.", .over = OVER_UPS,
      .off = offsetof(gw_mup_t, retries)},

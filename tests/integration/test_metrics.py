@@ -18,6 +18,7 @@ NAMES = [
     ("h2gate_requests", "counter"), ("h2gate_request_duration_seconds", "histogram"),
     ("h2gate_upstream_connect_duration_seconds", "histogram"),
     ("h2gate_upstream_response_header_duration_seconds", "histogram"),
+    ("h2gate_upstream_queue_duration_seconds", "histogram"),
     ("h2gate_upstream_connections", "gauge"), ("h2gate_upstream_connections_opened", "counter"),
     ("h2gate_upstream_queue_length", "gauge"), ("h2gate_upstream_retries", "counter"),
     ("h2gate_upstream_server_up", "gauge"), ("h2gate_client_connections", "gauge"),
@@ -431,3 +432,32 @@ def test_max_requests_is_not_a_protocol_error(gateway, origin):
     kinds = {s.labels["kind"]: s.value for s in fams["h2gate_h2_protocol_errors"].samples}
     assert "max_requests" not in kinds and "priority_evictions" not in kinds
     assert sum(kinds.values()) == 0, kinds
+
+
+def test_queue_wait_of_a_full_pool_is_measured(gateway, origin):
+    """With max_connections: 1 and an origin that answers after 600 ms, the second of two
+    concurrent requests waits in the upstream queue until the first's connection is free: the
+    queue histogram counts both requests (the first with no wait, in the lowest bucket) and
+    sums about the 600 ms the second waited; the response header histogram, which counts from
+    before the queue, holds the wait too. What tells a binding pool cap from a slow origin."""
+    import threading
+    port, admin = free_port(), free_port()
+    text = gw_config(port, [f"127.0.0.1:{origin.port}"], upstream_extra="max_connections: 1",
+                     route_extra="name: main",
+                     extra=f"admin:\n  address: 127.0.0.1:{admin}\n")
+    gateway(text, wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    out = []
+    first = threading.Thread(target=lambda: out.append(h1_get(port, "/late/600/10?k=1")))
+    first.start()
+    time.sleep(0.15)  # the first holds the only connection
+    out.append(h1_get(port, "/late/600/10?k=2"))
+    first.join(10)
+    assert len(out) == 2 and all(r.startswith(b"HTTP/1.1 200") for r in out), out
+    fams, _ = scrape(admin)
+    q = "h2gate_upstream_queue_duration_seconds"
+    assert sample(fams, q + "_count", upstream="app") == 2
+    assert sample(fams, q + "_bucket", upstream="app", le="0.0005") == 1
+    waited = sample(fams, q + "_sum", upstream="app")
+    assert 0.3 <= waited <= 1.5, waited
+    head = sample(fams, "h2gate_upstream_response_header_duration_seconds_sum", upstream="app")
+    assert head >= 1.2 + waited * 0.5, (head, waited)
