@@ -445,18 +445,25 @@ static void cache_stats(aconn_t *c)
         respond_error(c, 404, "no cache: no route has cache: true");
         return;
     }
-    char json[640];
+    char json[1024];
     snprintf(json, sizeof(json),
              "{\"hits\": %llu, \"misses\": %llu, \"inserts\": %llu, \"replaced\": %llu, "
              "\"evictions\": %llu, \"purged\": %llu, \"dropped\": %llu, \"refused\": %llu, "
              "\"bytes\": %llu, \"objects\": %llu, \"ghosts\": %llu, \"memory\": %zu, "
-             "\"max_object\": %zu}\n",
+             "\"max_object\": %zu, \"stale_served\": {\"stale_if_error\": %llu, "
+             "\"stale_while_revalidate\": %llu}, \"revalidations\": {\"not_modified\": %llu, "
+             "\"modified\": %llu, \"failed\": %llu}}\n",
              (unsigned long long)st.hits, (unsigned long long)st.misses,
              (unsigned long long)st.inserts, (unsigned long long)st.replaced,
              (unsigned long long)st.evictions, (unsigned long long)st.purged,
              (unsigned long long)st.dropped, (unsigned long long)st.refused,
              (unsigned long long)st.bytes, (unsigned long long)st.objects,
-             (unsigned long long)st.ghosts, memory, max_object);
+             (unsigned long long)st.ghosts, memory, max_object,
+             (unsigned long long)st.ev[GW_CACHE_EV_STALE_IF_ERROR],
+             (unsigned long long)st.ev[GW_CACHE_EV_STALE_WHILE_REVALIDATE],
+             (unsigned long long)st.ev[GW_CACHE_EV_REVALIDATED_NOT_MODIFIED],
+             (unsigned long long)st.ev[GW_CACHE_EV_REVALIDATED_MODIFIED],
+             (unsigned long long)st.ev[GW_CACHE_EV_REVALIDATION_FAILED]);
     respond_json(c, 200, json);
 }
 

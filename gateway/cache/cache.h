@@ -316,11 +316,26 @@ typedef enum {
 /* "refreshed", "replaced", "not_stored", "failed", "cancelled" (metric labels). */
 const char *gw_cache_bg_str(gw_cache_bg_t r);
 
+/* What the proxy tells the store to count (gw_cache_count): stale answers served, by cause,
+ * and the revalidations of stored answers (a stale entry or a request's no-cache asked of the
+ * origin again, in the foreground or the background), by what the origin said. */
+typedef enum {
+    GW_CACHE_EV_STALE_IF_ERROR = 0,       /* a stale answer stood in for a failure (RFC 5861 §4) */
+    GW_CACHE_EV_STALE_WHILE_REVALIDATE,   /* a stale answer served at once (RFC 5861 §3) */
+    GW_CACHE_EV_REVALIDATED_NOT_MODIFIED, /* the origin said 304: the entry refreshed */
+    GW_CACHE_EV_REVALIDATED_MODIFIED,     /* the origin sent a new answer */
+    GW_CACHE_EV_REVALIDATION_FAILED,      /* no answer, a timeout or a 5xx */
+    GW_CACHE_EV_N
+} gw_cache_ev_t;
+/* Count one ev in c's stats (c may be NULL). Lock-free. */
+void gw_cache_count(gw_cache_t *c, gw_cache_ev_t ev);
+
 typedef struct {
     uint64_t hits, misses, inserts, replaced, evictions, refused;
     uint64_t purged;            /* removed by gw_cache_purge() and gw_cache_purge_prefix() */
     uint64_t dropped;           /* removed by gw_cache_keep_routes(): their route is gone */
     uint64_t bg[GW_CACHE_BG_N]; /* background revalidations ended, by result */
+    uint64_t ev[GW_CACHE_EV_N]; /* gw_cache_count()'s events */
     uint64_t bytes;             /* charged now */
     uint64_t objects;           /* entries now */
     uint64_t ghosts;            /* keys in the ghost queues */

@@ -126,6 +126,7 @@ struct gw_cache {
     routes_t *routes;
     pthread_mutex_t routes_mu;
     uint64_t bg[GW_CACHE_BG_N]; /* atomic: background revalidations ended, by result */
+    uint64_t ev[GW_CACHE_EV_N]; /* atomic: gw_cache_count()'s events */
 };
 
 #define GHOST_MIN 16
@@ -929,6 +930,14 @@ void gw_cache_stats(gw_cache_t *c, gw_cache_stats_t *st)
     }
     for (int r = 0; r < GW_CACHE_BG_N; r++)
         st->bg[r] = __atomic_load_n(&c->bg[r], __ATOMIC_RELAXED);
+    for (int v = 0; v < GW_CACHE_EV_N; v++)
+        st->ev[v] = __atomic_load_n(&c->ev[v], __ATOMIC_RELAXED);
+}
+
+void gw_cache_count(gw_cache_t *c, gw_cache_ev_t ev)
+{
+    if (c && ev >= 0 && ev < GW_CACHE_EV_N)
+        __atomic_add_fetch(&c->ev[ev], 1, __ATOMIC_RELAXED);
 }
 
 /* ---- background revalidation ----------------------------------------------------------------

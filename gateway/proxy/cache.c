@@ -247,6 +247,9 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
     px->ox = ox;
     if (px->s->log)
         px->s->log->cache = how.sie ? "stale-if-error" : how.swr ? "stale-while-revalidate" : "hit";
+    if (how.sie || how.swr)
+        gw_cache_count(p->cache,
+                       how.sie ? GW_CACHE_EV_STALE_IF_ERROR : GW_CACHE_EV_STALE_WHILE_REVALIDATE);
 
     gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
     size_t n = 0;
@@ -493,6 +496,7 @@ int gw_proxy__cache_error(ox_t *ox, int code)
     struct gw_proxy_cx *cx = ox->cx;
     if (!cx || !cx->stale || gw_list_empty(&ox->subs))
         return 0;
+    gw_cache_count(ox->p->cache, GW_CACHE_EV_REVALIDATION_FAILED); /* no answer came */
     px_t *a = ox->owner ? ox->owner : GW_CONTAINER_OF(ox->subs.next, px_t, slink);
     gw_cache_req_t q;
     creq_of(a, &q);
@@ -687,6 +691,11 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     gw_cache_status_t st = {.fwd = fwd_str(a->cache_fwd, a->head.method)};
     struct gw_proxy_cx *cx = ox->cx;
     int64_t now = (int64_t)time(NULL);
+    if (cx && cx->stale) /* a stored answer asked of the origin again */
+        gw_cache_count(ox->p->cache, r->status == 304   ? GW_CACHE_EV_REVALIDATED_NOT_MODIFIED
+                                     : r->status >= 500 ? GW_CACHE_EV_REVALIDATION_FAILED
+                                                        : GW_CACHE_EV_REVALIDATED_MODIFIED);
+    int stale_served = 0;
     if (cx && cx->stale && r->status == 304) {
         int rv = stand_in(ox, cx, r, &q);
         if (rv < 0)
@@ -696,6 +705,7 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     } else if (cx && cx->stale && r->status >= 500 &&
                gw_cache_stale_if_error(&cx->stale->meta, &q, r->status, now)) {
         stand_in_stale(cx, r, now); /* RFC 5861 §4 */
+        stale_served = 1;
         st.fwd = "stale";
         st.fwd_status = r->origin->status;
         st.has_ttl = 1;
@@ -712,6 +722,8 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     FOREACH_SUB(ox, px) /* the access log's cache field: each its own, the answer is shared */
     {
         px->cache_stored = st.stored != 0;
+        if (stale_served && !px->closed)
+            gw_cache_count(ox->p->cache, GW_CACHE_EV_STALE_IF_ERROR);
         if (px->s->log && !px->closed)
             px->s->log->cache =
                 cx && cx->revalidated

@@ -208,6 +208,13 @@ static const point_t cache_bg_results[] = {{"refreshed", AT(cache.bg[GW_CACHE_BG
                                            {"not_stored", AT(cache.bg[GW_CACHE_BG_NOT_STORED])},
                                            {"failed", AT(cache.bg[GW_CACHE_BG_FAILED])},
                                            {"cancelled", AT(cache.bg[GW_CACHE_BG_CANCELLED])}};
+static const point_t cache_stale_causes[] = {
+    {"stale_if_error", AT(cache.ev[GW_CACHE_EV_STALE_IF_ERROR])},
+    {"stale_while_revalidate", AT(cache.ev[GW_CACHE_EV_STALE_WHILE_REVALIDATE])}};
+static const point_t cache_reval_results[] = {
+    {"not_modified", AT(cache.ev[GW_CACHE_EV_REVALIDATED_NOT_MODIFIED])},
+    {"modified", AT(cache.ev[GW_CACHE_EV_REVALIDATED_MODIFIED])},
+    {"failed", AT(cache.ev[GW_CACHE_EV_REVALIDATION_FAILED])}};
 static const point_t acme_results[] = {{"issued", AT(acme_issued)}, {"failed", AT(acme_failed)}};
 static const point_t cluster_calls[] = {{"ok", AT(cluster.calls_ok)},
                                         {"failed", AT(cluster.calls_failed)},
@@ -446,6 +453,16 @@ static const fam_t fams[] = {
      "that may not be stored), failed (no answer, a timeout, a 5xx: the stale entry stays), "
      "cancelled (a reload or a stop closed the worker's origin side first).",
      .label = "result", POINTS(cache_bg_results), .need = NEED_CACHE},
+    {"h2gate_cache_stale_served_total", "counter",
+     "Stale answers the shared cache served, by cause: stale_if_error (standing in for an origin "
+     "that failed, RFC 5861 section 4), stale_while_revalidate (at once, while revalidated in "
+     "the background, RFC 5861 section 3).",
+     .label = "cause", POINTS(cache_stale_causes), .need = NEED_CACHE},
+    {"h2gate_cache_revalidations_total", "counter",
+     "Stored answers asked of the origin again (stale, or the request's no-cache; in the "
+     "foreground or the background), by what the origin said: not_modified (304: the entry "
+     "refreshed), modified (a new answer), failed (no answer, a timeout or a 5xx).",
+     .label = "result", POINTS(cache_reval_results), .need = NEED_CACHE},
     {"h2gate_cache_refused_total", "counter",
      "Answers the shared cache refused at the end: larger than cache.max_object once charged.",
      .off = AT(cache.refused), .need = NEED_CACHE},

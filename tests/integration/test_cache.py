@@ -623,3 +623,41 @@ def test_the_cache_counts_on_the_admin_metrics(gateway):
         g2 = origin_gateway(gateway, o, admin=True)  # no route caches: no family
         fams, _ = scrape(g2.admin)
         assert not any(k[0].startswith("h2gate_cache_") for k in fams)
+
+
+def test_stale_answers_and_revalidations_are_counted(gateway):
+    """Issue 41 item 6's metrics: stale answers served by cause
+    (h2gate_cache_stale_served_total{cause}) and revalidations by what the origin said
+    (h2gate_cache_revalidations_total{result}), the same figures in /cache/stats."""
+    with CountingOrigin() as o:
+        g = origin_gateway(gateway, o, route_extra="cache: true\n", admin=True,
+                           extra="cache:\n  max_object: 256KiB\n")
+        cl = Client(g.port)
+        get(cl, "/k/etag/c")
+        get(cl, "/k/sie/c")
+        time.sleep(2.2)  # both stale
+        o.etag_max_age = 1
+        st, h, _ = get(cl, "/k/etag/c")  # 304
+        assert h["cache-status"] == "h2gate; fwd=stale; fwd-status=304; stored"
+        st, h, _ = get(cl, "/k/sie/c", extra=[("x-status", "503")])  # a 5xx, stale stands in
+        assert st == 200 and h["cache-status"].endswith("detail=stale-if-error")
+        o.version = 2
+        st, h, body = get(cl, "/k/etag/c", extra=[("cache-control", "no-cache")])  # new answer
+        assert body.startswith(b"version 2 ") and h["cache-status"] == "h2gate; fwd=request; stored"
+        o.close()  # no answer at all: stale-if-error again
+        st, h, _ = get(cl, "/k/sie/c")
+        assert st == 200 and h["cache-status"].endswith("detail=stale-if-error")
+        cl.close()
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_stale_served_total", cause="stale_if_error") == 2
+        assert sample(fams, "h2gate_cache_stale_served_total",
+                      cause="stale_while_revalidate") == 0
+        assert sample(fams, "h2gate_cache_revalidations_total", result="not_modified") == 1
+        assert sample(fams, "h2gate_cache_revalidations_total", result="modified") == 1
+        assert sample(fams, "h2gate_cache_revalidations_total", result="failed") == 2
+        c = http.client.HTTPConnection("127.0.0.1", g.admin, timeout=5)
+        c.request("GET", "/cache/stats")
+        stats = json.loads(c.getresponse().read())
+        c.close()
+        assert stats["stale_served"] == {"stale_if_error": 2, "stale_while_revalidate": 0}
+        assert stats["revalidations"] == {"not_modified": 1, "modified": 1, "failed": 2}

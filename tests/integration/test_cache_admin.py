@@ -192,7 +192,7 @@ def test_stats_move_as_the_store_does(gateway):
         s0 = stats(g)
         assert set(s0) == {"hits", "misses", "inserts", "replaced", "evictions", "purged",
                            "dropped", "refused", "bytes", "objects", "ghosts", "memory",
-                           "max_object"}
+                           "max_object", "stale_served", "revalidations"}
         assert (s0["memory"], s0["max_object"]) == (32 << 20, 256 << 10)
         assert s0["objects"] == s0["hits"] == s0["misses"] == s0["inserts"] == 0
         assert 0 < s0["bytes"] < 1 << 20  # the index, empty

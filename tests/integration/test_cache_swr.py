@@ -273,6 +273,10 @@ def test_the_outcomes_are_counted_on_the_admin_metrics(gateway):
              for r in ("refreshed", "replaced", "not_stored", "failed", "cancelled")}
         assert c == {"refreshed": 1, "replaced": 1, "not_stored": 0, "failed": 0,
                      "cancelled": 0}, c
+        # the two stale answers served at once, and the two revalidations behind them
+        assert sample(fams, "h2gate_cache_stale_served_total", cause="stale_while_revalidate") == 2
+        assert sample(fams, "h2gate_cache_revalidations_total", result="not_modified") == 1
+        assert sample(fams, "h2gate_cache_revalidations_total", result="modified") == 1
 
 
 def test_a_reload_during_the_background_revalidation(gateway):
