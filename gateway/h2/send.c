@@ -82,9 +82,9 @@ static size_t data_len(const gw_h2_session_t *s, const gw_h2_stream_t *st, const
 
 /* The next DATA frame of st, which has chunks queued, into q (the payload by reference), and
  * what it takes from the windows and budgets; st leaves the scheduler when it must wait or is
- * done. Returns 0, 1 when the connection's window or budget is spent (every stream waits, and
- * stays queued), or GW_E_NOMEM. */
-static int send_data(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q)
+ * done. *framed grows by the payload length. Returns 0, 1 when the connection's window or
+ * budget is spent (every stream waits, and stays queued), or GW_E_NOMEM. */
+static int send_data(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q, size_t *framed)
 {
     gw_h2_sched_node_t *node = &st->node;
     uint8_t hdr[GW_H2_FRAME_HDR_LEN];
@@ -107,11 +107,17 @@ static int send_data(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q)
     if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0 || gw_iovq_ref(q, c->buf, c->off, n) < 0)
         return GW_E_NOMEM;
     s->frames_out++;
+    *framed += n;
     if (n && s->wu_earned < GW_H2_WU_EARNED_MAX)
         s->wu_earned += 2;
     s->conn_send_window -= n;
     st->send_window -= n;
+    /* refilled before it runs dry: a stream that waits for its next bytes lets a less urgent
+     * one take the link meanwhile */
+    size_t lowat = s->p->o.writable_lowat;
+    int refill = lowat && st->queued > lowat && st->queued - n <= lowat;
     st->queued -= n;
+    s->x->data_queued -= n;
     if (s->data_budget != SIZE_MAX)
         s->data_budget -= n;
     if (st->data_budget != SIZE_MAX)
@@ -138,6 +144,8 @@ static int send_data(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q)
         return 0;
     }
     gw_h2_sched_sent(&s->x->sched, node, n);
+    if (refill && s->p->cb.on_writable)
+        s->p->cb.on_writable(s->user_data, st->id);
     return 0;
 }
 
@@ -173,7 +181,12 @@ static int send_end(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q)
 
 ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
 {
-    size_t before = q->bytes;
+    return gw_h2_session_send_some(s, q, SIZE_MAX);
+}
+
+ssize_t gw_h2_session_send_some(gw_h2_session_t *s, gw_iovq_t *q, size_t data_max)
+{
+    size_t before = q->bytes, framed = 0;
     if (s->out.len) {
         if (gw_iovq_copy(q, s->out.base, s->out.len) < 0)
             return GW_E_NOMEM;
@@ -183,9 +196,11 @@ ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q)
     if (s->phase == GW_H2_CONN_CLOSING || !s->x)
         return (ssize_t)(q->bytes - before);
     gw_h2_sched_node_t *node;
-    while ((node = gw_h2_sched_next(&s->x->sched))) {
+    /* the scheduler is asked frame by frame, and no further than data_max: what it is not
+     * asked for now it decides again at the next call, among the streams ready then */
+    while (framed < data_max && (node = gw_h2_sched_next(&s->x->sched))) {
         gw_h2_stream_t *st = GW_CONTAINER_OF(node, gw_h2_stream_t, node);
-        int rc = gw_list_empty(&st->chunks) ? send_end(s, st, q) : send_data(s, st, q);
+        int rc = gw_list_empty(&st->chunks) ? send_end(s, st, q) : send_data(s, st, q, &framed);
         if (rc < 0)
             return rc;
         if (rc == 1)
@@ -303,6 +318,7 @@ int gw_h2_session_submit_data(gw_h2_session_t *s, uint32_t stream_id, gw_rbuf_t 
         c->len = len;
         gw_list_push_back(&st->chunks, &c->link);
         st->queued += len;
+        s->x->data_queued += len;
     }
     if (end_stream)
         st->eos_queued = 1;

@@ -392,7 +392,7 @@ void gw_h2_session_del(gw_h2_session_t *s)
         gw_h2_stream_t *st = GW_CONTAINER_OF(n, gw_h2_stream_t, link);
         gw_list_init(&st->link);
         gw_h2_sched_remove(&s->x->sched, &st->node);
-        gw_h2__drop_chunks(st);
+        gw_h2__drop_chunks(s, st);
         gw_bytes_free(&st->trailers);
         gw_h2__arena_free(&st->arena);
         gw_pool_put(&s->p->blocks, st);
@@ -596,6 +596,11 @@ size_t gw_h2_session_stream_queued(const gw_h2_session_t *s, uint32_t stream_id)
 {
     const gw_h2_stream_t *st = gw_h2__find_stream(s, stream_id);
     return st ? st->queued : 0;
+}
+
+size_t gw_h2_session_data_queued(const gw_h2_session_t *s)
+{
+    return s->x ? s->x->data_queued : 0;
 }
 
 #ifdef GW_TEST_API

@@ -79,6 +79,8 @@ typedef struct {
     unsigned max_continuations;  /* CONTINUATION frames in one sequence; def. 64 */
     int enable_connect_protocol; /* RFC 8441: SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 is sent and
                                     extended CONNECT (with :protocol) accepted; def. 0 */
+    size_t writable_lowat;       /* on_writable also when a stream's queued DATA falls to this
+                                    many bytes (from above); def. 0: only when it is empty */
 } gw_h2_options_t;
 
 /* Fill o with the defaults documented above. */
@@ -126,7 +128,8 @@ typedef struct {
      * (by_peer says who reset it). Call gw_h2_session_stream_release() when done with it. */
     void (*on_close)(void *user_data, uint32_t stream_id, uint32_t error_code, int by_peer);
     /* The stream's send window (or the connection's) opened while it had data waiting, or
-     * its queue fell to zero: the layer above may submit more DATA. */
+     * its queue fell to zero or to options.writable_lowat: the layer above may submit more
+     * DATA. */
     void (*on_writable)(void *user_data, uint32_t stream_id);
     /* The peer sent GOAWAY. A server opens no streams, so this is informational: the peer
      * opens no new streams, the open ones finish, then should_close turns 1. debug valid
@@ -253,6 +256,14 @@ uint64_t gw_h2_session_next_deadline(const gw_h2_session_t *s);
  * number of bytes appended (0 = nothing to send), or GW_E_NOMEM (the session is then
  * unusable: close the connection). */
 ssize_t gw_h2_session_send(gw_h2_session_t *s, gw_iovq_t *q);
+/* gw_h2_session_send() that asks the scheduler for DATA only until data_max payload bytes
+ * are framed by this call (the last frame may pass it by less than the peer's
+ * SETTINGS_MAX_FRAME_SIZE; with 0 no DATA is framed, nor an END_STREAM or trailers that wait
+ * in the scheduler). Control frames and header blocks already encoded always go. The rest
+ * stays queued: a caller that frames only what the socket is about to take lets the
+ * scheduler decide as late as it can, so a more urgent stream that becomes ready meanwhile
+ * goes ahead of what a larger call would have framed. Same returns as gw_h2_session_send(). */
+ssize_t gw_h2_session_send_some(gw_h2_session_t *s, gw_iovq_t *q, size_t data_max);
 
 /* Non-zero while the session wants more input (0 after GOAWAY both ways or a connection
  * error). */
@@ -364,6 +375,8 @@ void *gw_h2_session_get_stream_data(const gw_h2_session_t *s, uint32_t stream_id
 
 /* Bytes of DATA submitted on stream_id and not framed yet (for the proxy's buffer bound). */
 size_t gw_h2_session_stream_queued(const gw_h2_session_t *s, uint32_t stream_id);
+/* The same summed over every stream: DATA bytes submitted and not framed yet. */
+size_t gw_h2_session_data_queued(const gw_h2_session_t *s);
 
 #ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* Current send window of stream_id (0 = the connection's); may be negative after a

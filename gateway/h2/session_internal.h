@@ -110,7 +110,8 @@ typedef struct {
      * list and takes the slot. */
     struct gw_h2_stream *cache[STREAM_CACHE];
     gw_h2_sched_t sched;
-    gw_bytes_t in; /* a payload split across recv calls */
+    size_t data_queued; /* DATA payload bytes submitted on every stream and not framed yet */
+    gw_bytes_t in;      /* a payload split across recv calls */
 
     /* header block being gathered (hb_sid in the session) */
     int hb_end_stream;
@@ -258,7 +259,7 @@ void *gw_h2__arena_alloc(arena_t *a, size_t n);
 void gw_h2__arena_free(arena_t *a);
 void gw_h2__chunk_free(gw_h2_stream_t *st, data_chunk_t *c);
 gw_h2_stream_t *gw_h2__find_stream(const gw_h2_session_t *s, uint32_t id);
-void gw_h2__drop_chunks(gw_h2_stream_t *st);
+void gw_h2__drop_chunks(gw_h2_session_t *s, gw_h2_stream_t *st);
 void gw_h2__stream_free(gw_h2_session_t *s, gw_h2_stream_t *st);
 void *gw_h2__blk_get(gw_h2_session_t *s, arena_t *a);
 gw_h2_stream_t *gw_h2__stream_new(gw_h2_session_t *s, uint32_t id, void *blk, arena_t *a);

@@ -77,8 +77,9 @@ gw_h2_stream_t *gw_h2__find_stream(const gw_h2_session_t *s, uint32_t id)
     return NULL;
 }
 
-void gw_h2__drop_chunks(gw_h2_stream_t *st)
+void gw_h2__drop_chunks(gw_h2_session_t *s, gw_h2_stream_t *st)
 {
+    s->x->data_queued -= st->queued;
     gw_list_t *n;
     while ((n = gw_list_pop_front(&st->chunks))) {
         gw_h2__chunk_free(st, GW_CONTAINER_OF(n, data_chunk_t, link));
@@ -95,7 +96,7 @@ void gw_h2__stream_free(gw_h2_session_t *s, gw_h2_stream_t *st)
     gw_h2_stream_t **slot = &s->x->cache[(st->id >> 1) % STREAM_CACHE];
     if (*slot == st)
         *slot = NULL;
-    gw_h2__drop_chunks(st);
+    gw_h2__drop_chunks(s, st);
     gw_bytes_free(&st->trailers);
     gw_h2__arena_free(&st->arena);
     s->active--;
@@ -280,7 +281,7 @@ void gw_h2__close_stream(gw_h2_session_t *s, gw_h2_stream_t *st, uint32_t code, 
     gw_h2_sched_remove(&s->x->sched, &st->node);
     if (s->x->tree) /* stays as a placeholder (RFC 7540 §5.3.4) */
         gw_h2_tree_close(s->x->tree, st->id);
-    gw_h2__drop_chunks(st);
+    gw_h2__drop_chunks(s, st);
     if (st->recv_unconsumed) {
         (void)gw_h2__credit_conn(s, st->recv_unconsumed);
         st->recv_unconsumed = 0;

@@ -151,10 +151,18 @@ int decode_block(gw_hpack_dec_t *d, const uint8_t *p, size_t len, dec_log_t *l)
 
 void drain(gw_h2_session_t *s, outs_t *o)
 {
+    drain_some(s, o, SIZE_MAX);
+}
+
+void drain_some(gw_h2_session_t *s, outs_t *o, size_t data_max)
+{
     gw_iovq_t q;
     static uint8_t flat[1 << 20];
     gw_iovq_init(&q);
-    assert_true(gw_h2_session_send(s, &q) >= 0);
+    if (data_max == SIZE_MAX)
+        assert_true(gw_h2_session_send(s, &q) >= 0);
+    else
+        assert_true(gw_h2_session_send_some(s, &q, data_max) >= 0);
     size_t len = gw_iovq_flatten(&q, flat, sizeof(flat));
     assert_int_equal(len, q.bytes);
     gw_iovq_free(&q);

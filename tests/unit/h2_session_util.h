@@ -71,6 +71,8 @@ extern const char *const GET_I[];
 extern const char *const GET_U0[];
 extern const char *const POST[];
 void drain(gw_h2_session_t *s, outs_t *o);
+/* drain() through gw_h2_session_send_some(s, q, data_max) (SIZE_MAX: gw_h2_session_send). */
+void drain_some(gw_h2_session_t *s, outs_t *o, size_t data_max);
 
 /* The fields of a header block the gateway sent, as the client decoded them: "name=value;"
  * each, in order. */

@@ -201,6 +201,59 @@ static void priority_scheduling(void **state)
     gw_rbuf_unref(rb);
 }
 
+/* DATA payload bytes of the frames in o, and of stream sid among them (0: every stream). */
+static size_t data_bytes(const outs_t *o, uint32_t sid)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < o->n; i++)
+        if (o->f[i].h.type == GW_H2_FT_DATA && (!sid || o->f[i].h.stream_id == sid))
+            n += o->f[i].h.length;
+    return n;
+}
+
+/* gw_h2_session_send_some frames DATA only up to its bound (the last frame may pass it), and
+ * the scheduler picks again at the next call: a more urgent stream that got its DATA in
+ * between goes first, ahead of what an unbounded send would already have framed. Control
+ * frames go whatever the bound, 0 included. */
+static void send_some_decides_late(void **state)
+{
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET_U0);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, 1 << 20), 0);
+    cli_exchange(s, &f->c, &f->o);
+    gw_rbuf_t *rb = gw_rbuf_new(60000);
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 60000, 1), 0);
+    assert_int_equal(gw_h2_session_submit_response(s, 3, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_data_queued(s), 60000);
+    /* 20000: two frames of stream 1 (the second passes the bound), the HEADERS of both */
+    drain_some(s, &f->o, 20000);
+    assert_non_null(find_type(&f->o, GW_H2_FT_HEADERS, 1));
+    assert_int_equal(data_bytes(&f->o, 1), 2 * 16384);
+    assert_int_equal(gw_h2_session_data_queued(s), 60000 - 2 * 16384);
+    assert_true(gw_h2_session_want_write(s));
+    /* the urgent stream's body arrives: it goes before the rest of stream 1 */
+    assert_int_equal(gw_h2_session_submit_data(s, 3, rb, 0, 10000, 1), 0);
+    drain_some(s, &f->o, 1);
+    assert_int_equal(data_bytes(&f->o, 0), 10000);
+    assert_int_equal(data_bytes(&f->o, 3), 10000);
+    assert_true(find_type(&f->o, GW_H2_FT_DATA, 0)->h.flags & GW_H2_F_END_STREAM);
+    /* 0: a PING is answered, no DATA goes */
+    assert_int_equal(gw_h2_frame_write_ping(&f->c.b, 0, (const uint8_t *)"12345678"), 0);
+    cli_send(s, &f->c);
+    drain_some(s, &f->o, 0);
+    assert_non_null(find_type(&f->o, GW_H2_FT_PING, 0));
+    assert_null(find_type(&f->o, GW_H2_FT_DATA, 0));
+    /* unbounded: all the rest */
+    drain(s, &f->o);
+    assert_int_equal(data_bytes(&f->o, 1), 60000 - 2 * 16384);
+    assert_int_equal(gw_h2_session_data_queued(s), 0);
+    assert_false(gw_h2_session_want_write(s));
+    gw_rbuf_unref(rb);
+}
+
 /* gw_h2_session_set_priority re-queues a stream with DATA waiting (RFC 9218 §8), -1 keeps a
  * parameter; PRIORITY_UPDATE for a closed stream or an even id is ignored; the idle-stream
  * buffer keeps at most max_concurrent_streams entries, the oldest dropped. */
@@ -361,6 +414,51 @@ static void writable_events(void **state)
     expect_rst(&o, 1, GW_H2_CANCEL);
     expect_rst(&o, 3, GW_H2_CANCEL);
     assert_null(find_type(&o, GW_H2_FT_DATA, 0));
+    gw_rbuf_unref(rb);
+    session_end(s, &c);
+}
+
+static void on_writable_log(void *ud, uint32_t sid)
+{
+    logf_((rec_t *)ud, "writable %u;", sid);
+}
+
+/* With writable_lowat, on_writable also comes once the stream's queue falls to it (so the
+ * layer above refills it before it runs dry), once per crossing, and when it is empty. */
+static void writable_at_lowat(void **state)
+{
+    (void)state;
+    gw_h2_callbacks_t cb2 = cbs;
+    cb2.on_writable = on_writable_log;
+    gw_h2_options_t opt;
+    gw_h2_options_default(&opt);
+    opt.writable_lowat = 40000;
+    rec_t r;
+    gw_h2_session_t *s = server_cb(&r, &opt, &cb2);
+    cli_t c;
+    outs_t o;
+    cli_init(&c, 1);
+    cli_setting(&c, GW_H2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20);
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(gw_h2_frame_write_window_update(&c.b, 0, 1 << 20), 0);
+    cli_send(s, &c);
+    drain(s, &o);
+    gw_rbuf_t *rb = gw_rbuf_new(70000);
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 70000, 0), 0);
+    r.len = 0;
+    r.log[0] = 0;
+    drain_some(s, &o, 16384); /* 53616 left: above the mark */
+    assert_string_equal(r.log, "");
+    drain_some(s, &o, 16384); /* 37232 left: crossed */
+    assert_string_equal(r.log, "writable 1;");
+    drain_some(s, &o, 16384); /* 20848: still below, no second call */
+    assert_string_equal(r.log, "writable 1;");
+    /* refilled above the mark, then drained to empty: the crossing, then the empty queue */
+    assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 30000, 0), 0);
+    drain(s, &o);
+    assert_int_equal(gw_h2_session_stream_queued(s, 1), 0);
+    assert_string_equal(r.log, "writable 1;writable 1;writable 1;");
     gw_rbuf_unref(rb);
     session_end(s, &c);
 }
@@ -675,11 +773,13 @@ static const struct CMUnitTest tests[] = {
     SESSION_TEST(round_robin_and_connection_window),
     SESSION_TEST(data_budget),
     cmocka_unit_test(writable_events),
+    cmocka_unit_test(writable_at_lowat),
     SESSION_TEST(initial_window_change),
     SESSION_TEST(window_overflow),
     cmocka_unit_test(settings_each_initial_window_value_checked),
     cmocka_unit_test(priority_and_callbacks),
     SESSION_TEST(priority_scheduling),
+    SESSION_TEST(send_some_decides_late),
     SESSION_TEST(priority_set_and_pending_bound),
     SESSION_TEST(tree_headers_weights),
     SESSION_TEST(tree_priority_frame_idle),
