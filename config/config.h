@@ -314,6 +314,8 @@ typedef struct {
     unsigned max_queued_control;   /* outbound control frames queued before calm */
     unsigned max_priority_nodes;   /* RFC 7540 tree nodes; 0 = 2 x max_concurrent_streams */
     unsigned max_pushes;           /* PUSH_PROMISEs per connection; 0 = never push */
+    size_t frame_ahead;            /* DATA framed beyond what the socket has taken */
+    size_t notsent_lowat;          /* TCP_NOTSENT_LOWAT of the socket; 0 = the kernel's */
 } gw_cfg_h2_t;
 
 typedef struct {

@@ -38,6 +38,8 @@ static const field_t h2_fields[] = {
     FLD(gw_cfg_h2_t, max_queued_control, F_UINT, 1, 1000000),
     FLD(gw_cfg_h2_t, max_priority_nodes, F_UINT, 0, 1000000),
     FLD(gw_cfg_h2_t, max_pushes, F_UINT, 0, 1000),
+    FLD(gw_cfg_h2_t, frame_ahead, F_SIZE, 1024, 1ull << 30),
+    FLD(gw_cfg_h2_t, notsent_lowat, F_SIZE, 0, 64ull << 20),
 };
 static const field_t timeout_fields[] = {
     FLD(gw_cfg_timeouts_t, handshake_ms, F_DUR, 1, DAY_MS),
@@ -455,6 +457,8 @@ static void set_defaults(gw_config_t *c)
         .max_queued_control = GW_H2_DEF_MAX_QUEUED_CONTROL,
         .max_priority_nodes = GW_H2_DEF_MAX_PRIORITY_NODES,
         .max_pushes = GW_H2_DEF_MAX_PUSHES,
+        .frame_ahead = GW_H2_DEF_FRAME_AHEAD,
+        .notsent_lowat = GW_H2_DEF_NOTSENT_LOWAT,
     };
     c->timeouts = (gw_cfg_timeouts_t){
         .handshake_ms = 10000,

@@ -6,6 +6,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "front/front_internal.h"
+#include "front/pacing.h"
 #include "h2/errors.h"
 #include "http/http.h"
 #include "h2/session.h"
@@ -373,6 +374,9 @@ static void h2_options(const gw_config_t *cfg, gw_h2_options_t *o)
     o->empty_frame_budget = cfg->h2.empty_frame_budget;
     o->max_queued_control = cfg->h2.max_queued_control;
     o->max_priority_nodes = cfg->h2.max_priority_nodes;
+    /* the proxy hands a stream up to limits.body_buffer (flow.c): asked for more at half of
+     * it, the origin's next bytes are there before the stream runs dry */
+    o->writable_lowat = cfg->limits.body_buffer / 2;
     /* no route pushes: no promise can be made, whatever a client allows */
     o->max_pushes = 0;
     for (size_t i = 0; i < cfg->routes_len; i++)
@@ -473,6 +477,12 @@ int gw_front__start_h2(conn_t *c)
     if (rv < 0)
         return rv;
     c->state = CS_H2;
+    /* TCP_NOTSENT_LOWAT (tcp(7)): the kernel takes no more than this beyond what it has sent,
+     * so what waits for the client's link waits in the session, where the scheduler can still
+     * put a more urgent stream first (h2_send). A failure leaves the kernel's default. */
+    uv_os_fd_t fd;
+    if (CFG(c)->h2.notsent_lowat && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+        (void)gw_pacing_set_lowat(fd, CFG(c)->h2.notsent_lowat);
     /* accepted just before a stop or a reload: its first requests are served, then GOAWAY
      * (at once for a stop; once quiet for a reload) */
     if (c->flags & GW_CONN_F_DRAIN) {
@@ -510,14 +520,40 @@ static void h2_arm(conn_t *c)
     gw_front__arm(c, due > now ? due - now : 1);
 }
 
-/* Frame what the session has and write it (through TLS). 0 or a negative code. */
-static int h2_send(conn_t *c)
+/* How much DATA the next step frames: h2.frame_ahead beyond what the socket has not taken, plus,
+ * when nothing of ours waits for it, what it takes now (gw_pacing_room: what the windows let it
+ * send at once and what it keeps unsent under TCP_NOTSENT_LOWAT), so that on a fast path one
+ * write still carries all of it. Without notsent_lowat the kernel's send buffer takes what it
+ * has room for (megabytes): no pacing, everything the windows allow is framed. */
+static size_t h2_data_max(conn_t *c)
+{
+    const gw_config_t *cfg = CFG(c);
+    size_t ahead = cfg->h2.frame_ahead;
+    if (!cfg->h2.notsent_lowat)
+        return SIZE_MAX;
+    if (c->queued >= ahead)
+        return 0;
+    /* TCP_INFO only when it can matter: more is queued than one step frames anyway */
+    uv_os_fd_t fd;
+    if (c->queued == 0 && gw_h2_session_data_queued(c->h2) > ahead &&
+        uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+        size_t room = gw_pacing_room(fd, cfg->h2.notsent_lowat);
+        return room < SIZE_MAX - ahead ? room + ahead : SIZE_MAX;
+    }
+    return ahead - c->queued;
+}
+
+/* One step of h2_send: frame what the session has, DATA up to h2_data_max(), and write it
+ * (through TLS). The bytes framed, or a negative code. */
+static ssize_t h2_send_step(conn_t *c)
 {
     /* the socket is full: frames wait in the session (within the windows), not in our write
      * queue; after_write kicks when it drains */
     uint64_t tnow = gw_front__now_us();
     gw_front__h2_budget(c, tnow);
-    ssize_t n = c->queued < CFG(c)->limits.write_buffer ? gw_h2_session_send(c->h2, &c->b->oq) : 0;
+    ssize_t n = c->queued < CFG(c)->limits.write_buffer
+                    ? gw_h2_session_send_some(c->h2, &c->b->oq, h2_data_max(c))
+                    : 0;
     if (n >= 0 && c->b->h2_rst_after) {
         /* early responses whose last DATA is framed: now the RST_STREAM(NO_ERROR) */
         int any = 0;
@@ -533,7 +569,7 @@ static int h2_send(conn_t *c)
             }
         }
         if (any) {
-            ssize_t m = gw_h2_session_send(c->h2, &c->b->oq);
+            ssize_t m = gw_h2_session_send_some(c->h2, &c->b->oq, 0);
             n = m < 0 ? m : n + m;
         }
     }
@@ -557,7 +593,22 @@ static int h2_send(conn_t *c)
         if (rv == 0)
             rv = gw_front__send_iovq(c, &c->b->oq);
     }
-    return n < 0 ? (int)n : rv;
+    return n < 0 ? n : rv < 0 ? rv : n;
+}
+
+/* Frame and write while the socket takes all of it: the scheduler is asked for DATA a step at a
+ * time (h2_data_max), and for no more than h2.frame_ahead once a write is left pending; the
+ * rest waits in the session, in priority order, until after_write kicks. The kernel keeps at
+ * most about h2.notsent_lowat unsent (gw_front__start_h2). Framing all that the windows allow
+ * (megabytes with a browser's windows) put whatever the origins answered first ahead of a
+ * more urgent response that arrived a moment later, for as long as the client took to read
+ * it. 0 or a negative code. */
+static int h2_send(conn_t *c)
+{
+    ssize_t n;
+    while ((n = h2_send_step(c)) > 0 && c->queued == 0 && gw_h2_session_want_write(c->h2))
+        ;
+    return n < 0 ? (int)n : 0;
 }
 
 /* Session output → (TLS) → socket; then decide whether the connection is done. */

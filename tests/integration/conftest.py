@@ -47,6 +47,7 @@ SERIAL_MODULES = (
     "test_cluster_sentinel",  # a limit held through a Redis failover, under h2load
     "test_origin_churn",   # h2load, origin connection counts
     "test_pipeline",       # h2load, pool caps
+    "test_priority_latency",  # a client that reads at a fixed rate
     "test_rate_tables",    # rate tables under a flood of clients
     "test_throttle",       # response, request and upload rates, CPU and RSS
     "test_upload_limits",  # upload rates and RSS per byte

@@ -1,0 +1,149 @@
+"""RFC 9218 priorities where the client's link, not its HTTP/2 windows, is the bottleneck.
+
+The client opens windows as a browser does (16 MiB), keeps a small socket receive buffer and
+reads no faster than RATE bytes per second, as a slow link would deliver them. Large responses
+of low urgency are under way when it asks for an urgent one. The gateway can only put the urgent
+response ahead of what it has not framed yet: whatever it handed to its socket already (or to
+its own write queue) reaches the client first. Framing everything the windows allow (what the
+gateway did) put megabytes ahead of the urgent response; framing only what the socket takes at
+once (TCP_NOTSENT_LOWAT, h2.frame_ahead) leaves what is in flight on the link.
+
+The figure asserted is the bytes of the low-urgency responses the client read between asking
+for the urgent one and its last byte: a count of bytes, so it does not depend on how busy the
+machine is; at RATE it is also the time the urgent response took."""
+import socket
+import ssl
+import time
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.settings
+import pytest
+
+from gwtest import gw_config, tls_client_ctx
+from procs import free_port
+
+KIB = 1024
+RATE = 4_000_000          # bytes per second the client reads
+RCVBUF = 64 * KIB         # its socket's receive buffer (the kernel doubles it)
+LOW, LOW_SIZE = 8, 1024 * KIB
+URGENT_SIZE = 32 * KIB
+# In flight on the link (the client's receive buffer, about 128 KiB), what the kernel keeps
+# unsent (h2.notsent_lowat, rounded up to a 64 KiB segment on loopback) and h2.frame_ahead:
+# about 250 KiB. Framing everything put a megabyte or more ahead (the kernel's send buffer
+# grows to 4 MiB).
+BEHIND_MAX = 400 * KIB
+
+
+class SlowClient:
+    """An HTTP/2 client behind a RATE link: it reads at most RATE bytes per second."""
+
+    def __init__(self, port, tls=False):
+        raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # before connecting: the window scale is agreed in the handshake
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+        raw.settimeout(20)
+        raw.connect(("127.0.0.1", port))
+        if tls:
+            ctx = tls_client_ctx()
+            ctx.set_alpn_protocols(["h2"])
+            raw = ctx.wrap_socket(raw, server_hostname="localhost")
+            assert raw.selected_alpn_protocol() == "h2"
+        self.s = raw
+        self.tls = tls
+        self.c = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        self.c.local_settings = h2.settings.Settings(client=True, initial_values={
+            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 16 * 1024 * KIB,
+            h2.settings.SettingCodes.ENABLE_PUSH: 0})
+        self.c.initiate_connection()
+        self.c.increment_flow_control_window(16 * 1024 * KIB - 65535)
+        self.s.sendall(self.c.data_to_send())
+        self.t0 = time.monotonic()
+        self.read = 0                 # bytes off the socket
+        self.got, self.done, self.status = {}, {}, {}
+
+    def request(self, size, priority):
+        sid = self.c.get_next_available_stream_id()
+        self.c.send_headers(sid, [(":method", "GET"), (":path", f"/bytes/{size}"),
+                                  (":scheme", "https" if self.tls else "http"),
+                                  (":authority", "localhost"), ("priority", priority)],
+                            end_stream=True)
+        self.s.sendall(self.c.data_to_send())
+        self.got[sid] = 0
+        return sid
+
+    def pump(self, until, timeout=30):
+        end = time.monotonic() + timeout
+        while not until():
+            assert time.monotonic() < end, "timed out"
+            data = self.s.recv(16 * KIB)
+            assert data, "connection closed"
+            self.read += len(data)
+            due = self.t0 + self.read / RATE - time.monotonic()
+            if due > 0:
+                time.sleep(due)
+            for ev in self.c.receive_data(data):
+                if isinstance(ev, h2.events.ResponseReceived):
+                    self.status[ev.stream_id] = dict(ev.headers).get(":status")
+                elif isinstance(ev, h2.events.DataReceived):
+                    self.got[ev.stream_id] += len(ev.data)
+                    self.c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    self.done[ev.stream_id] = time.monotonic()
+                elif isinstance(ev, (h2.events.StreamReset, h2.events.ConnectionTerminated)):
+                    pytest.fail(f"unexpected {ev}")
+            out = self.c.data_to_send()
+            if out:
+                self.s.sendall(out)
+
+    def close(self):
+        self.s.close()
+
+
+@pytest.fixture
+def slow_gateway(gateway, origin):
+    def start(extra=""):
+        port, tls_port = free_port(), free_port()
+        g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], tls_port=tls_port, extra=extra),
+                    wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
+        g.port, g.tls_port = port, tls_port
+        return g
+    return start
+
+
+def urgent_behind(g, tls):
+    """Bytes of low-urgency responses the client read while its urgent one was under way, and
+    the seconds the urgent one took."""
+    cl = SlowClient(g.tls_port if tls else g.port, tls=tls)
+    try:
+        low = [cl.request(LOW_SIZE, "u=5") for _ in range(LOW)]
+        # the link is busy with them, and the gateway has had time to take what the origin sent
+        cl.pump(lambda: sum(cl.got[s] for s in low) >= 256 * KIB)
+        before, t = sum(cl.got[s] for s in low), time.monotonic()
+        urgent = cl.request(URGENT_SIZE, "u=0")
+        cl.pump(lambda: urgent in cl.done)
+        assert cl.status[urgent] == "200" and cl.got[urgent] == URGENT_SIZE
+        behind = sum(cl.got[s] for s in low) - before
+        return behind, cl.done[urgent] - t, sum(cl.got[s] for s in low)
+    finally:
+        cl.close()
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
+def test_urgent_response_overtakes_what_waits_for_a_slow_link(slow_gateway, tls):
+    behind, took, low_read = urgent_behind(slow_gateway(), tls)
+    assert behind <= BEHIND_MAX, (
+        f"{behind // KIB} KiB of u=5 responses came before the u=0 one ended ({took * 1000:.0f}"
+        f" ms at {RATE // 1000} kB/s)")
+    # and they were far from done: what was left went after it
+    assert low_read < LOW * LOW_SIZE / 2, low_read
+
+
+def test_without_the_pacing_the_urgent_response_waits_behind_the_queue(slow_gateway):
+    """h2.notsent_lowat: 0 frames everything the windows allow, as before: the same urgent
+    response then finds far more ahead of it. (This is what makes the test above mean
+    something on this kernel: its send buffer does take megabytes.)"""
+    behind, took, _ = urgent_behind(slow_gateway("h2:\n  notsent_lowat: 0\n"), False)
+    assert behind > 2 * BEHIND_MAX, f"{behind // KIB} KiB ahead, {took * 1000:.0f} ms"
