@@ -178,7 +178,12 @@ struct gw_back_exch {
     gw_back_server_t *server; /* last server tried */
     gw_back_conn_t *conn;     /* bound connection, or NULL */
     gw_back_req_t req;        /* copy; slices point into head/own strings */
-    struct sockaddr_storage client;
+    union { /* req.client's copy: only these two families are hashed (not a sockaddr_storage:
+               100 bytes more to clear and carry per request) */
+        struct sockaddr sa;
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+    } client;
     uint64_t seq;            /* queue arrival order */
     uint64_t queue_deadline; /* loop ms, while queued */
     uint64_t queued_ns;      /* gw_now_ns() it last entered the queue, while queued; else 0 */
@@ -189,17 +194,18 @@ struct gw_back_exch {
     uint64_t body_queued;    /* body stream bytes queued (framing included) */
     uint64_t body_payload;   /* payload bytes accepted (Content-Length check) */
     uint64_t body_written;   /* body stream bytes written to a socket */
-    int body_ended;
-    int body_started_write; /* a body byte hit a socket: no more retries */
-    int tunnel;             /* the 101 came: body writes go as they are */
     unsigned tries;
-    int no_pipeline; /* re-sent after it went unanswered behind another request: never again */
-    uint8_t phase;   /* gw_back_xphase_t: how far the response got */
-    int paused;      /* gw_back_pause_reading() in effect */
-    gw_list_t all;   /* in the back's list of live exchanges */
-    gw_list_t rlink; /* in the back's list of unanswered exchanges to send again */
-    int in_cb;       /* a callback of ours is on the stack */
-    int dead;        /* cancelled or finished while in_cb */
+    /* flags (0/1) in bytes: the exchange is cleared whole for every request */
+    uint8_t body_ended;
+    uint8_t body_started_write; /* a body byte hit a socket: no more retries */
+    uint8_t tunnel;             /* the 101 came: body writes go as they are */
+    uint8_t no_pipeline; /* re-sent after it went unanswered behind another request: never again */
+    uint8_t phase;       /* gw_back_xphase_t: how far the response got */
+    uint8_t paused;      /* gw_back_pause_reading() in effect */
+    uint8_t dead;        /* cancelled or finished while in_cb */
+    unsigned in_cb;      /* frames of our callbacks on the stack */
+    gw_list_t all;       /* in the back's list of live exchanges */
+    gw_list_t rlink;     /* in the back's list of unanswered exchanges to send again */
     gw_back_cbs_t cbs;
     void *user_data;
 };
