@@ -21,15 +21,6 @@
 #include "http/http.h"
 #include "proxy/proxy_internal.h"
 
-/* s into dst as a C string, cut to fit (for the access log). */
-static void copy_cstr(char *dst, size_t size, gw_slice_t s)
-{
-    size_t n = s.len < size - 1 ? s.len : size - 1;
-    if (n)
-        memcpy(dst, s.base, n);
-    dst[n] = 0;
-}
-
 /* RFC 9218 urgency of the request, for the origin queue (waiting exchanges leave the queue
  * most urgent first), as the front holds it: it parsed the priority field once, and
  * PRIORITY_UPDATE may have changed it since. */
@@ -398,7 +389,6 @@ px_t *gw_proxy__stream_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *
         px->req_cl = -1;
         px->req_done = 0;
     }
-    copy_cstr(px->path, sizeof(px->path), h->path);
     gw_list_init(&px->slink);
     gw_list_init(&px->ulink);
     gw_list_init(&px->alink);

@@ -132,8 +132,8 @@ static void regulate(ox_t *ox)
                 continue;
             if (px->delivered < end && end - px->delivered >= cbuf) {
                 p->stats.detached++;
-                GW_LOG_DEBUG("coalesce_detach", "peer=%s path=%s delivered=%llu behind=%llu",
-                             px->s->peer, px->path, (unsigned long long)px->delivered,
+                GW_LOG_DEBUG("coalesce_detach", "peer=%s path=%.*s delivered=%llu behind=%llu",
+                             px->s->peer, PX_PATH(px), (unsigned long long)px->delivered,
                              (unsigned long long)(end - px->delivered));
                 gw_proxy__detach(px); /* ox survives: the hungry subscriber stays */
             } else if (px->delivered < min) {

@@ -218,8 +218,14 @@ typedef struct {
     struct gw_auth_wait *auth; /* its place among a verification's waiters (auth.c), or NULL */
     uint64_t token;            /* of the cluster question it waits for */
     gw_req_proto_t proto;
-    char path[160]; /* for the log, truncated */
 } px_t;
+
+/* px's request path for a log line, as the arguments of a "%.*s" (cut at GW_PX_LOG_PATH bytes):
+ * the head's slices live as long as the stream, so no copy is kept in px_t. */
+#define GW_PX_LOG_PATH 159
+#define PX_PATH(px)                                                                                \
+    (int)((px)->head.path.len < GW_PX_LOG_PATH ? (px)->head.path.len : GW_PX_LOG_PATH),            \
+        (const char *)(px)->head.path.base
 
 struct ox {
     gw_proxy_t *p;

@@ -269,7 +269,8 @@ int gw_proxy__revalidate(px_t *client, gw_cache_entry_t *e)
     gw_cache_entry_t *held = gw_cache_ref(e);
     if (!gw_proxy__cache_validators(px, held))
         px->cstale = held;
-    GW_LOG_DEBUG("cache_revalidate_start", "path=%s conditional=%d", px->path, px->cfields != NULL);
+    GW_LOG_DEBUG("cache_revalidate_start", "path=%.*s conditional=%d", PX_PATH(px),
+                 px->cfields != NULL);
     gw_proxy__dispatch(px, NULL, 0); /* a failure at once is answered: the stream ends */
     gw_proxy__cache_lead(px);
     return 1;

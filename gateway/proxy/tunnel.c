@@ -150,8 +150,8 @@ void gw_proxy__tunnel_open(ox_t *ox, const gw_back_head_t *h)
     const char *bad =
         gw_proxy__ws_check_101(h->fields, h->fields_len, ox->ws_key[0] ? ox->ws_key : NULL);
     if (bad) {
-        GW_LOG_WARN("websocket_bad_101", "peer=%s path=%s upstream=%s reason=\"%s\" status=502",
-                    px->s->peer, px->path, px->route->upstream_name, bad);
+        GW_LOG_WARN("websocket_bad_101", "peer=%s path=%.*s upstream=%s reason=\"%s\" status=502",
+                    px->s->peer, PX_PATH(px), px->route->upstream_name, bad);
         gw_proxy__ox_abort(ox, GW_E_PARSE);
         return;
     }
@@ -188,8 +188,8 @@ int gw_proxy__ws_false_switch(ox_t *ox, const gw_back_head_t *h)
     if (px->proto != GW_REQ_H2 || h->status < 200 || h->status > 299)
         return 0;
     GW_LOG_WARN("websocket_bad_101",
-                "peer=%s path=%s upstream=%s reason=\"%d instead of 101\" status=502", px->s->peer,
-                px->path, px->route->upstream_name, h->status);
+                "peer=%s path=%.*s upstream=%s reason=\"%d instead of 101\" status=502",
+                px->s->peer, PX_PATH(px), px->route->upstream_name, h->status);
     gw_proxy__ox_abort(ox, GW_E_PARSE);
     return 1;
 }

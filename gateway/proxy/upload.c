@@ -58,8 +58,8 @@ static void on_upload_sweep(uv_timer_t *t)
         gw_proxy__upload_unwatch(px);
         p->stats.upload_stalled++;
         GW_LOG_INFO("request_body_timeout",
-                    "peer=%s proto=%s path=%s upstream=%s received=%llu status=408", px->s->peer,
-                    gw_req_proto_str(px->proto), px->path, px->route->upstream_name,
+                    "peer=%s proto=%s path=%.*s upstream=%s received=%llu status=408", px->s->peer,
+                    gw_req_proto_str(px->proto), PX_PATH(px), px->route->upstream_name,
                     (unsigned long long)px->req_sent);
         /* the client's fault: the origin exchange is cancelled, never counted as a server
          * failure (gw_back_cancel), and the client gets 408 (RFC 9110 §15.5.9) followed by
