@@ -1,6 +1,7 @@
 /* common/alog.c — access log records and their line formats (alog.h). */
 #include "common/alog.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -10,7 +11,7 @@
 
 void gw_alog_init(gw_alog_t *r)
 {
-    memset(r, 0, sizeof(*r));
+    memset(r, 0, offsetof(gw_alog_t, id));
     r->connect_us = -1;
     r->upstream_head_us = -1;
     r->upstream_queue_us = -1;

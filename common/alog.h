@@ -61,7 +61,6 @@ typedef struct {
     gw_slice_t request_line;  /* HTTP/1.1 refused before its head was whole (method empty): the
                                  request line as received, possibly cut short or empty */
     const char *route;        /* the route's name, NULL when none matched */
-    uint32_t route_ix;        /* its index in the configuration, UINT32_MAX when none */
     const char *upstream;     /* NULL when the request never went to one */
     const char *server;       /* the origin server that answered (or was tried last) */
     int64_t connect_us;       /* connecting to the origin for this request; -1: a kept connection */
@@ -69,7 +68,13 @@ typedef struct {
     int64_t upstream_queue_us; /* of that, waiting in the upstream's queue for a connection; -1
                                   none (metrics only: no log format prints it) */
     int64_t upstream_resp_us;  /* ... to its last byte (or its failure); -1 none */
-    unsigned status;           /* 0: no response head was sent */
+    const char *h2_error; /* RFC 9113 §7 name of the code the stream was reset with, or NULL */
+    const char *user;     /* basic auth's user, let in (remote_user); NULL: none. It lives as
+                             long as the configuration the request came under */
+    const char *cache;    /* on a route with cache: true, what the shared cache did ("hit", "miss",
+                             "stale", "revalidated", "stale-if-error", ...: static); NULL else */
+    uint32_t route_ix;    /* the route's index in the configuration, UINT32_MAX when none */
+    unsigned status;      /* 0: no response head was sent */
     uint8_t retries;
     uint8_t coalesced : 1;
     uint8_t throttled : 1;
@@ -77,17 +82,15 @@ typedef struct {
     uint8_t pushed : 1;       /* an HTTP/2 server push the gateway promised (RFC 9113 §8.4) */
     uint8_t client_gone : 1;  /* the client reset the stream or closed the connection before
                                  the front was done with the request */
-    const char *h2_error;     /* RFC 9113 §7 name of the code the stream was reset with, or NULL */
-    const char *user;         /* basic auth's user, let in (remote_user); NULL: none. It lives as
-                                 long as the configuration the request came under */
     uint8_t auth;             /* gw_alog_auth_t */
-    const char *cache; /* on a route with cache: true, what the shared cache did ("hit", "miss",
-                          "stale", "revalidated", "stale-if-error", ...: static); NULL else */
     uint8_t id_len;
-    char id[GW_ALOG_ID_MAX]; /* the request id (x-request-id); id_len 0: none */
+    /* the request id (x-request-id), id_len bytes (0: none); last, and left as it was by
+       gw_alog_init: without a request id no request touches these bytes */
+    char id[GW_ALOG_ID_MAX];
 } gw_alog_t;
 
-/* A fresh record (times 0, no strings, connect_us and the upstream times -1). */
+/* A fresh record (times 0, no strings, no request id, connect_us and the upstream times -1);
+ * id[] is not cleared (id_len says how much of it holds). */
 void gw_alog_init(gw_alog_t *r);
 
 /* Append one line (with its '\n') for r at wall-clock time now_us (microseconds since the

@@ -195,18 +195,20 @@ struct conn {
 typedef struct {
     gw_cstream_t cs;
     conn_t *c;
+    gw_list_t link;  /* in c->b->h2_streams, then c->b->h2_gone */
+    gw_bucket_t *rb; /* its route's bucket on this connection, or NULL */
+    size_t given;    /* stream data budget handed to the session */
+    size_t owed;     /* request body bytes passed on, window credit held back (upload rate) */
     uint32_t sid;
-    int gone;          /* closed by the session: ops are no-ops until the proxy is told */
-    int rst_after;     /* RST_STREAM(NO_ERROR) once the response is framed (early response) */
-    gw_list_t link;    /* in c->b->h2_streams, then c->b->h2_gone */
-    gw_bucket_t *rb;   /* its route's bucket on this connection, or NULL */
-    size_t given;      /* stream data budget handed to the session */
-    size_t owed;       /* request body bytes passed on, window credit held back (upload rate) */
     uint32_t thr_mark; /* c->thr->waits when the request began */
-    gw_alog_t log;     /* the request's record (accesslog.c) */
-    int ws;            /* an RFC 8441 extended CONNECT: its 200 opens a tunnel */
+    uint8_t gone;      /* closed by the session: ops are no-ops until the proxy is told */
+    uint8_t rst_after; /* RST_STREAM(NO_ERROR) once the response is framed (early response) */
+    uint8_t ws;        /* an RFC 8441 extended CONNECT: its 200 opens a tunnel */
     /* a push we promised: its request, kept by the session until the stream is released */
     const gw_h2_head_t *push_req;
+    /* the request's record (accesslog.c), last: its request id's bytes, untouched when there
+       is none, are the stream's last ones (h2_on_request clears the stream up to here) */
+    gw_alog_t log;
 } h2s_t;
 
 typedef struct {

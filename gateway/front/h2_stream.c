@@ -1,6 +1,9 @@
 /* front/h2_stream.c — HTTP/2 connections: the sans-IO session of h2/ driven by the connection,
  * every request a client stream (proxy/stream.h) handed to the worker's translator, and the
  * pump that frames what the session has within the windows and the throttle budget. */
+#include <stddef.h>
+#include <string.h>
+
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
@@ -244,9 +247,12 @@ void gw_front__h2_start_pushes(conn_t *c)
 static int h2_on_request(void *ud, const gw_h2_head_t *h)
 {
     conn_t *c = ud;
-    h2s_t *x = gw_pool_get(&W(c)->h2s_pool);
+    /* cleared up to its record, which h2s_begin starts (gw_alog_init) before anything reads it:
+     * the request id's bytes stay untouched unless the request has one */
+    h2s_t *x = gw_pool_get_raw(&W(c)->h2s_pool);
     if (!x)
         return GW_E_NOMEM;
+    memset(x, 0, offsetof(h2s_t, log));
     x->c = c;
     x->sid = h->stream_id;
     x->given = SIZE_MAX;
