@@ -277,7 +277,7 @@ static int send_hit(px_t *px, const gw_cache_entry_t *e, int64_t now, hit_how_t 
     const gw_cache_entry_t *src = copy ? copy : e;
     if (copy)
         off = 0, len = copy->body_len;
-    gw_proxy__cbody_t *into = ox->zip ? &ox->zsrc : &ox->body;
+    gw_proxy__cbody_t *into = ox->zip ? &ox->z->zsrc : &ox->body;
     uint64_t pos = 0; /* the body's slices [pos, pos + len) that overlap [off, off + len) */
     for (size_t i = 0; i < src->nbody && !no_body && pos < off + len; i++) {
         const gw_rslice_t *b = &src->body[i];

@@ -206,6 +206,15 @@ size_t gw_proxy__zhead(gw_field_t *f, size_t n, size_t cap, gw_zcoding_t c, int 
 
 /* ---- one exchange's compression ----------------------------------------------------- */
 
+/* The state beside the compressor (ox->z), before the first one is made: 0 or GW_E_NOMEM. It
+ * stays until compress_release (the pieces recorded outlive the compressor). */
+static int oxz_get(ox_t *ox)
+{
+    if (!ox->z && !(ox->z = gw_calloc(1, sizeof(*ox->z))))
+        return GW_E_NOMEM;
+    return 0;
+}
+
 /* The compressor is done (or dropped): its slot and memory go back. */
 static void zip_end(ox_t *ox)
 {
@@ -251,8 +260,8 @@ static gw_zskip_t compress_decide(ox_t *ox, unsigned status, const gw_field_t *f
     /* within max_concurrent and max_memory, each compressor charged its coding's weight */
     if (zs == GW_ZSKIP_NONE)
         zs = gw_proxy__zadmit(z, p->zst.active, *p->zcharged, p->zweight[zc]);
-    if (zs == GW_ZSKIP_NONE &&
-        gw_zstream_new(z, zc, &p->zst.mem, p->zcharged, p->zweight[zc], &ox->zip) < 0)
+    if (zs == GW_ZSKIP_NONE && (oxz_get(ox) < 0 || gw_zstream_new(z, zc, &p->zst.mem, p->zcharged,
+                                                                  p->zweight[zc], &ox->zip) < 0))
         zs = GW_ZSKIP_BUSY;
     *coding = zs == GW_ZSKIP_NONE ? zc : GW_ZC_NONE;
     if (zs != GW_ZSKIP_NONE) {
@@ -262,9 +271,9 @@ static gw_zskip_t compress_decide(ox_t *ox, unsigned status, const gw_field_t *f
     p->zst.active++;
     p->zst.streams[zc]++;
     if (resumed) {
-        ox->zchunks = first->zrep; /* moved: this exchange replays them */
+        ox->z->zchunks = first->zrep; /* moved: this exchange replays them */
         first->zrep = (gw_zchunks_t){0};
-        ox->zreplay = ox->zchunks.n > 0;
+        ox->zreplay = ox->z->zchunks.n > 0;
         return zs;
     }
     FOREACH_SUB(ox, px)
@@ -293,35 +302,35 @@ static int zfeed(ox_t *ox, const uint8_t *in, size_t len)
     int rv = 0;
     p->zst.in[c] += len;
     while (ox->zreplay && len) {
-        size_t want = ox->zchunks.len[ox->zrep_i];
-        if (!ox->zpend && !(ox->zpend = gw_malloc(want ? want : 1)))
+        size_t want = ox->z->zchunks.len[ox->z->zrep_i];
+        if (!ox->z->zpend && !(ox->z->zpend = gw_malloc(want ? want : 1)))
             return GW_E_NOMEM;
-        size_t take = want - ox->zpend_len < len ? want - ox->zpend_len : len;
-        memcpy(ox->zpend + ox->zpend_len, in, take);
-        ox->zpend_len += take;
+        size_t take = want - ox->z->zpend_len < len ? want - ox->z->zpend_len : len;
+        memcpy(ox->z->zpend + ox->z->zpend_len, in, take);
+        ox->z->zpend_len += take;
         in += take;
         len -= take;
-        if (ox->zpend_len < want)
+        if (ox->z->zpend_len < want)
             break; /* the piece is not complete yet */
-        rv = gw_zstream_run(ox->zip, ox->zpend, want, 0, &ox->body);
-        gw_free(ox->zpend);
-        ox->zpend = NULL;
-        ox->zpend_len = 0;
+        rv = gw_zstream_run(ox->zip, ox->z->zpend, want, 0, &ox->body);
+        gw_free(ox->z->zpend);
+        ox->z->zpend = NULL;
+        ox->z->zpend_len = 0;
         if (rv < 0)
             break;
-        if (++ox->zrep_i == ox->zchunks.n) {
+        if (++ox->z->zrep_i == ox->z->zchunks.n) {
             ox->zreplay = 0; /* past what the first exchange made: its own pace from now */
-            gw_zchunks_free(&ox->zchunks);
+            gw_zchunks_free(&ox->z->zchunks);
         }
     }
     if (rv == 0 && !ox->zreplay && len) {
         if (ox->zrecord && ox->nsubs < 2) { /* nobody left who could fall behind */
             ox->zrecord = 0;
-            gw_zchunks_free(&ox->zchunks);
+            gw_zchunks_free(&ox->z->zchunks);
         }
         if (ox->zrecord && len > UINT32_MAX)
             return GW_E_FATAL;
-        rv = ox->zrecord ? gw_zchunks_push(&ox->zchunks, (uint32_t)len) : 0;
+        rv = ox->zrecord ? gw_zchunks_push(&ox->z->zchunks, (uint32_t)len) : 0;
         if (rv == 0)
             rv = gw_zstream_run(ox->zip, in, len, 0, &ox->body);
     }
@@ -336,8 +345,8 @@ static int zfinish(ox_t *ox)
     gw_zcoding_t c = gw_zstream_coding(ox->zip);
     uint64_t before = ox->body.end;
     int rv = 0;
-    if (ox->zpend_len)
-        rv = gw_zstream_run(ox->zip, ox->zpend, ox->zpend_len, 0, &ox->body);
+    if (ox->z->zpend_len)
+        rv = gw_zstream_run(ox->zip, ox->z->zpend, ox->z->zpend_len, 0, &ox->body);
     if (rv == 0)
         rv = gw_zstream_run(ox->zip, NULL, 0, 1, &ox->body);
     p->zst.out[c] += ox->body.end - before;
@@ -347,7 +356,7 @@ static int zfinish(ox_t *ox)
 
 /* ---- a body the gateway holds whole (a cache hit) ------------------------------------------- */
 
-/* Up to this much of ox->zsrc goes into the compressor per refill: a large hit is compressed
+/* Up to this much of ox->z->zsrc goes into the compressor per refill: a large hit is compressed
  * as its client takes it, as a forwarded answer is at the origin's pace, not in one go. */
 #define ZREFILL_IN (64u * 1024)
 
@@ -356,20 +365,20 @@ int gw_proxy__zrefill(ox_t *ox)
     size_t budget = ZREFILL_IN;
     gw_rslice_t sl;
     int rv = 0;
-    while (rv == 0 && budget && gw_proxy__cbody_at(&ox->zsrc, ox->zsrc_pos, &sl) == 0) {
+    while (rv == 0 && budget && gw_proxy__cbody_at(&ox->z->zsrc, ox->z->zsrc_pos, &sl) == 0) {
         size_t take = sl.len < budget ? sl.len : budget;
         rv = zfeed(ox, sl.buf->data + sl.off, take);
-        ox->zsrc_pos += take;
+        ox->z->zsrc_pos += take;
         budget -= take;
     }
-    gw_proxy__cbody_trim(&ox->zsrc, ox->zsrc_pos);
-    if (rv == 0 && ox->zsrc_pos < ox->zsrc.end)
+    gw_proxy__cbody_trim(&ox->z->zsrc, ox->z->zsrc_pos);
+    if (rv == 0 && ox->z->zsrc_pos < ox->z->zsrc.end)
         return 0;
     if (rv == 0)
         rv = zfinish(ox);
     else
         zip_end(ox);
-    gw_proxy__cbody_free(&ox->zsrc);
+    gw_proxy__cbody_free(&ox->z->zsrc);
     ox->refill = NULL;
     ox->complete = 1;
     return rv;
@@ -451,12 +460,13 @@ gw_zcoding_t gw_proxy__compress_hit(ox_t *ox, px_t *px, unsigned status, unsigne
     } else if (zs == GW_ZSKIP_NONE && status == 200 && !head_only && full_len) {
         zs = gw_proxy__zadmit(z, p->zst.active, *p->zcharged, p->zweight[zc]);
         if (zs == GW_ZSKIP_NONE &&
-            gw_zstream_new(z, zc, &p->zst.mem, p->zcharged, p->zweight[zc], &ox->zip) < 0)
+            (oxz_get(ox) < 0 ||
+             gw_zstream_new(z, zc, &p->zst.mem, p->zcharged, p->zweight[zc], &ox->zip) < 0))
             zs = GW_ZSKIP_BUSY;
         if (zs == GW_ZSKIP_NONE) {
             p->zst.active++;
             p->zst.streams[zc]++;
-            gw_proxy__cbody_init(&ox->zsrc);
+            gw_proxy__cbody_init(&ox->z->zsrc);
             ox->refill = gw_proxy__zrefill;
             made = 1;
         }
@@ -525,16 +535,19 @@ static int compress_detach(ox_t *ox, px_t *px)
         return 0;
     if (!ox->zrecord)
         return GW_E_INVAL; /* the pieces were not kept: the same bytes cannot be made again */
-    return gw_zchunks_copy(&px->zrep, &ox->zchunks);
+    return gw_zchunks_copy(&px->zrep, &ox->z->zchunks);
 }
 
 static void compress_release(ox_t *ox)
 {
     zip_end(ox);
-    gw_proxy__cbody_free(&ox->zsrc);
-    gw_zchunks_free(&ox->zchunks);
-    gw_free(ox->zpend);
-    ox->zpend = NULL;
+    if (!ox->z)
+        return;
+    gw_proxy__cbody_free(&ox->z->zsrc);
+    gw_zchunks_free(&ox->z->zchunks);
+    gw_free(ox->z->zpend);
+    gw_free(ox->z);
+    ox->z = NULL;
 }
 
 const gw_proxy_filter_t gw_proxy__filter_compress = {

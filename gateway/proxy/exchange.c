@@ -11,6 +11,7 @@
  * once, in the ox_t's store, by reference; each subscriber has a cursor into it and is handed
  * bytes as its client takes them (see "flow control" below). */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -185,9 +186,10 @@ static const gw_back_cbs_t back_cbs;
 ox_t *gw_proxy__ox_new(px_t *px)
 {
     gw_proxy_t *p = px->p;
-    ox_t *ox = gw_pool_get(&p->ox_pool);
+    ox_t *ox = gw_pool_get_raw(&p->ox_pool);
     if (!ox)
         return NULL;
+    memset(ox, 0, offsetof(ox_t, ws_key)); /* the key is read only with ox->ws */
     ox->p = p;
     ox->route = px->route;
     ox->chain = gw_proxy__chain_of(p, px->route);
@@ -217,8 +219,10 @@ void gw_proxy__dispatch(px_t *px, char *key, size_t keylen)
     x.used = 0;
     gw_back_req_t req;
     int rv = gw_proxy__translate(px->route, px->s, &px->head, req_urgency(px->s), &x, &req);
-    if (rv == 0 && x.ws_key[0])
+    if (rv == 0 && x.ws_key[0]) {
         memcpy(ox->ws_key, x.ws_key, sizeof(ox->ws_key));
+        ox->ws = 1;
+    }
     if (rv == 0) {
         rv = p->back ? gw_back_request(p->back, px->route->upstream, &req, &back_cbs, ox, &ox->bx)
                      : GW_E_CLOSED;

@@ -179,6 +179,17 @@ typedef struct {
     size_t n, cap;
 } gw_zchunks_t;
 
+/* An exchange's compression state beside its compressor (ox->z, compress.c): out of ox_t, which
+ * every request clears and carries. */
+typedef struct gw_proxy__oxz {
+    gw_zchunks_t zchunks; /* recorded (zrecord) or replayed (zreplay, from zrep_i on) */
+    size_t zrep_i;
+    uint8_t *zpend; /* replaying: input gathered towards the next piece (zchunks.len[zrep_i]) */
+    size_t zpend_len;
+    gw_proxy__cbody_t zsrc; /* a hit to compress: the stored bytes not yet fed */
+    uint64_t zsrc_pos;      /* how far into zsrc the compressor got */
+} gw_proxy__oxz_t;
+
 #define GW_WS_KEY_LEN_MAX 24
 typedef struct ox ox_t;
 
@@ -227,6 +238,10 @@ typedef struct {
     (int)((px)->head.path.len < GW_PX_LOG_PATH ? (px)->head.path.len : GW_PX_LOG_PATH),            \
         (const char *)(px)->head.path.base
 
+/* Laid out by use: what a request's way through the proxy reads first (the exchange, its
+ * subscribers and body, the filters' state every response looks at), the coalescing index and
+ * pause state next, the WebSocket key last: gw_proxy__ox_new clears the exchange up to ws_key
+ * (which only ws says holds something), so a request touches as few lines as it can. */
 struct ox {
     gw_proxy_t *p;
     const gw_cfg_route_t *route;
@@ -234,43 +249,41 @@ struct ox {
     gw_back_exch_t *bx;            /* NULL once ended */
     gw_list_t subs;                /* px_t */
     size_t nsubs;
-    px_t *owner;     /* the stream whose request (and body) this is */
-    gw_list_t klink; /* in p->inflight while others may join */
-    char *key;       /* coalescing key, NULL when not coalescible */
-    size_t keylen;
-    uint64_t hash;
-    gw_list_t plink; /* in p->paused */
-    uint64_t paused_since;
+    px_t *owner;            /* the stream whose request (and body) this is */
     gw_proxy__cbody_t body; /* the response body from the slowest subscriber's cursor on */
+    uint64_t started_ns;    /* gw_now_ns() when the origin exchange started */
+    struct gw_zstream *zip; /* compressing the response (compress.c), or NULL */
+    /* A body the gateway holds whole and makes as the clients take it (a compressed cache
+     * hit): flow.c calls it while a subscriber has everything and wants more; it appends to
+     * ox->body or sets ox->complete (and itself NULL), 0 or a negative code. */
+    int (*refill)(struct ox *ox);
+    const gw_proxy_errpage_t *errpage; /* the page replacing the origin's body (errpage.c) */
+    struct gw_proxy_cx *cx; /* the answer being kept for the shared cache (cache.c), or NULL */
     gw_field_t *trailers;   /* translated response trailers (one block), sent after the body */
     size_t ntrailers;
     gw_field_t *hint; /* the origin's first 103 (its hint fields, one block), held for the
                          followers until the final head says they may share the answer */
     size_t nhint;
-    uint64_t started_ns;    /* gw_now_ns() when the origin exchange started */
-    struct gw_zstream *zip; /* compressing the response (compress.c), or NULL */
-    gw_zchunks_t zchunks;   /* recorded (zrecord) or replayed (zreplay, from zrep_i on) */
-    size_t zrep_i;
-    uint8_t *zpend; /* replaying: input gathered towards the next piece (zchunks.len[zrep_i]) */
-    size_t zpend_len;
-    gw_proxy__cbody_t zsrc; /* a hit to compress: the stored bytes not yet fed (compress.c) */
-    uint64_t zsrc_pos;      /* how far into zsrc the compressor got */
-    /* A body the gateway holds whole and makes as the clients take it (a compressed cache
-     * hit): flow.c calls it while a subscriber has everything and wants more; it appends to
-     * ox->body or sets ox->complete (and itself NULL), 0 or a negative code. */
-    int (*refill)(struct ox *ox);
     unsigned zrecord : 1;
     unsigned zreplay : 1;
-    unsigned tunnel : 1;                /* the origin switched to WebSocket: counted in tunnels */
-    char ws_key[GW_WS_KEY_LEN_MAX + 1]; /* a WebSocket's key as the origin got it (tunnel.c) */
-    const gw_proxy_errpage_t *errpage;  /* the page replacing the origin's body (errpage.c) */
-    struct gw_proxy_cx *cx; /* the answer being kept for the shared cache (cache.c), or NULL */
+    unsigned tunnel : 1; /* the origin switched to WebSocket: counted in tunnels */
+    unsigned ws : 1;     /* a WebSocket request: ws_key holds the key the origin got */
     unsigned paused : 1;
     unsigned indexed : 1;
     unsigned complete : 1;    /* the origin response ended: subscribers finish at the body's end */
     unsigned pumping : 1;     /* inside pump(): the last sub_remove leaves freeing to it */
     unsigned credentials : 1; /* the requests carry Authorization or Cookie (coalesce_private
                                  only: gw_proxy__has_credentials) */
+    char *key;                /* coalescing key, NULL when not coalescible */
+    size_t keylen;
+    uint64_t hash;
+    gw_list_t klink; /* in p->inflight while others may join */
+    gw_list_t plink; /* in p->paused */
+    uint64_t paused_since;
+    /* the rest of its compression state, allocated with the first compressor and kept until
+       the exchange is released (compress.c); NULL for the exchanges that never compress */
+    struct gw_proxy__oxz *z;
+    char ws_key[GW_WS_KEY_LEN_MAX + 1]; /* with ws: a WebSocket's key as the origin got it */
 };
 
 /* Per body write to the origin: what to credit back when it is written. */

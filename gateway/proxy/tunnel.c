@@ -147,8 +147,7 @@ void gw_proxy__tunnel_open(ox_t *ox, const gw_back_head_t *h)
     int64_t cl;
     size_t n =
         gw_proxy__resp_fields(ox->route, h->fields, h->fields_len, f, lower, sizeof(lower), &cl, 1);
-    const char *bad =
-        gw_proxy__ws_check_101(h->fields, h->fields_len, ox->ws_key[0] ? ox->ws_key : NULL);
+    const char *bad = gw_proxy__ws_check_101(h->fields, h->fields_len, ox->ws ? ox->ws_key : NULL);
     if (bad) {
         GW_LOG_WARN("websocket_bad_101", "peer=%s path=%.*s upstream=%s reason=\"%s\" status=502",
                     px->s->peer, PX_PATH(px), px->route->upstream_name, bad);
@@ -182,7 +181,7 @@ void gw_proxy__tunnel_open(ox_t *ox, const gw_back_head_t *h)
  * plain answer it is (RFC 9110 §7.8: a server may ignore Upgrade). 1 when it was answered. */
 int gw_proxy__ws_false_switch(ox_t *ox, const gw_back_head_t *h)
 {
-    if (!ox->ws_key[0] || gw_list_empty(&ox->subs)) /* not a WebSocket, or nobody to tell */
+    if (!ox->ws || gw_list_empty(&ox->subs)) /* not a WebSocket, or nobody to tell */
         return 0;
     px_t *px = GW_CONTAINER_OF(ox->subs.next, px_t, slink); /* never coalesced: alone */
     if (px->proto != GW_REQ_H2 || h->status < 200 || h->status > 299)

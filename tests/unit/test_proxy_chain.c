@@ -81,13 +81,14 @@ static void detach_of_a_compressed_follower_through_the_chain(void **state)
     (void)state;
     const gw_cfg_route_t *zr = gw_proxy_route(px, GW_SLICE_LIT("zip.test"), GW_SLICE_LIT("/"));
     const gw_cfg_route_t *pr = gw_proxy_route(px, GW_SLICE_LIT("plain.test"), GW_SLICE_LIT("/"));
-    ox_t ox = {.p = px, .route = zr, .chain = gw_proxy__chain_of(px, zr)};
+    gw_proxy__oxz_t oz = {0}; /* a compressing exchange's state beside its compressor */
+    ox_t ox = {.p = px, .route = zr, .chain = gw_proxy__chain_of(px, zr), .z = &oz};
     px_t s = {.p = px, .route = zr, .resp = PX_RESP_HEAD, .zc = GW_ZC_GZIP};
     assert_true(gw_proxy__chain_detach(&ox, &s) < 0); /* nothing recorded */
 
     ox.zrecord = 1;
-    assert_int_equal(gw_zchunks_push(&ox.zchunks, 100), 0);
-    assert_int_equal(gw_zchunks_push(&ox.zchunks, 7), 0);
+    assert_int_equal(gw_zchunks_push(&ox.z->zchunks, 100), 0);
+    assert_int_equal(gw_zchunks_push(&ox.z->zchunks, 7), 0);
     assert_int_equal(gw_proxy__chain_detach(&ox, &s), 0);
     assert_int_equal(s.zrep.n, 2);
     assert_int_equal(s.zrep.len[0], 100);
@@ -99,7 +100,7 @@ static void detach_of_a_compressed_follower_through_the_chain(void **state)
     assert_int_equal(gw_proxy__chain_detach(&ox, &plain), 0);
     ox_t other = {.p = px, .route = pr, .chain = gw_proxy__chain_of(px, pr)};
     assert_int_equal(gw_proxy__chain_detach(&other, &s), 0);
-    gw_zchunks_free(&ox.zchunks);
+    gw_zchunks_free(&ox.z->zchunks);
 }
 
 static const struct CMUnitTest tests[] = {
