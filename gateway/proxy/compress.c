@@ -225,17 +225,33 @@ static void zip_end(ox_t *ox)
     ox->p->zst.active--;
 }
 
+/* The Accept-Encoding field values of h (the first 16) into ae: their count. */
+static size_t accept_encodings(const gw_req_head_t *h, gw_slice_t ae[16])
+{
+    size_t nae = 0;
+    for (size_t i = 0; i < h->fields_len && nae < 16; i++)
+        if (gw_proxy__name_is(h->fields[i].name, "accept-encoding"))
+            ae[nae++] = h->fields[i].value;
+    return nae;
+}
+
+/* The coding px's request gets for this response head, decided as for the request req (px's
+ * own, or the GET a cache hit stands for), and why not when none. */
+static gw_zskip_t zchoice_as(const gw_cfg_compression_t *z, const px_t *px,
+                             const gw_req_head_t *req, unsigned status, const gw_field_t *f,
+                             size_t n, int64_t cl, gw_zcoding_t *zc)
+{
+    gw_slice_t ae[16];
+    size_t nae = accept_encodings(&px->head, ae);
+    *zc = gw_proxy__choose_coding(ae, nae, gw_zstream_available());
+    return gw_proxy__zdecide(z, req, status, f, n, cl, *zc);
+}
+
 /* The coding a request gets for this response head, and why not when none. */
 static gw_zskip_t zchoice(const gw_cfg_compression_t *z, const px_t *px, unsigned status,
                           const gw_field_t *f, size_t n, int64_t cl, gw_zcoding_t *zc)
 {
-    gw_slice_t ae[16];
-    size_t nae = 0;
-    for (size_t i = 0; i < px->head.fields_len && nae < 16; i++)
-        if (gw_proxy__name_is(px->head.fields[i].name, "accept-encoding"))
-            ae[nae++] = px->head.fields[i].value;
-    *zc = gw_proxy__choose_coding(ae, nae, gw_zstream_available());
-    return gw_proxy__zdecide(z, &px->head, status, f, n, cl, *zc);
+    return zchoice_as(z, px, &px->head, status, f, n, cl, zc);
 }
 
 /* Compression of this exchange's response (compress.c), decided from its first subscriber's
@@ -387,10 +403,7 @@ int gw_proxy__zrefill(ox_t *ox)
 int gw_proxy__codings_accepted(const gw_req_head_t *h, gw_slice_t ce)
 {
     gw_slice_t ae[16];
-    size_t nae = 0;
-    for (size_t i = 0; i < h->fields_len && nae < 16; i++)
-        if (gw_proxy__name_is(h->fields[i].name, "accept-encoding"))
-            ae[nae++] = h->fields[i].value;
+    size_t nae = accept_encodings(h, ae);
     /* RFC 9110 §12.5.3: a request without Accept-Encoding has no preference, so the coding
      * the origin chose (without Vary: Accept-Encoding) is what it would have sent it too; a
      * client that names its codings gets only those */
@@ -420,13 +433,7 @@ static gw_zskip_t hit_decide(const gw_cfg_compression_t *z, const px_t *px, unsi
                              const gw_field_t *sf, size_t sn, uint64_t full_len, gw_zcoding_t *zc)
 {
     gw_req_head_t get = {.method = GW_SLICE_LIT("GET")};
-    gw_slice_t ae[16];
-    size_t nae = 0;
-    for (size_t i = 0; i < px->head.fields_len && nae < 16; i++)
-        if (gw_proxy__name_is(px->head.fields[i].name, "accept-encoding"))
-            ae[nae++] = px->head.fields[i].value;
-    *zc = gw_proxy__choose_coding(ae, nae, gw_zstream_available());
-    return gw_proxy__zdecide(z, &get, stored, sf, sn, (int64_t)full_len, *zc);
+    return zchoice_as(z, px, &get, stored, sf, sn, (int64_t)full_len, zc);
 }
 
 gw_zcoding_t gw_proxy__zhit_coding(const px_t *px, unsigned stored, const gw_field_t *sf, size_t sn,
