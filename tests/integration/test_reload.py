@@ -264,6 +264,10 @@ def test_busy_h2_connection_keeps_its_streams_until_quiet(gateway, nginx_origin,
     extra = "timeouts:\n  drain_grace: 1s\n"
     g = gateway(gw_config(port, [f"127.0.0.1:{a.port}"], extra=extra), wait=[("127.0.0.1", port)])
     c = RawH2(port, ack=False)
+    # the kernel completes the handshake before a worker accepts: wait for the gateway's
+    # SETTINGS so the connection belongs to generation 1 before the reload
+    c.read_until(lambda _: any(f[0] == 0x4 and not f[1] & 1 for f in c.frames()), 5)
+    assert any(f[0] == 0x4 for f in c.frames()), c.frames()
     reload_to(g, gw_config(port, [f"127.0.0.1:{b.port}"], extra=extra), 2)
     for i in range(6):  # a request every 200 ms: never quiet for drain_grace
         sid = 1 + 2 * i
