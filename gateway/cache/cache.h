@@ -383,8 +383,10 @@ typedef struct {
  * of a route a reload removed, finishing while its connection drains); GW_E_NOMEM. */
 int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p);
 
-/* Non-zero, once, when a trim of the heap is due: each time another memory/16 bytes were
- * evicted (or replaced) by gw_cache_put since the store was made. Eviction frees blocks that
+/* Non-zero, once, when a trim of the heap is due: each time another memory/16 bytes left the
+ * store since it was made, evicted or replaced by gw_cache_put, or removed by a purge,
+ * gw_cache_remove or gw_cache_keep_routes (the caller of those checks too: a purge of
+ * everything gives the memory back even when nothing is put after it). Eviction frees blocks that
  * other threads allocated, whose pages glibc keeps in their arenas: the caller gives them back
  * to the system (malloc_trim) off its event loop (store.c: "Memory"). Any thread; a due trim is
  * said to one caller only. */
@@ -426,8 +428,15 @@ int gw_cache_claim(gw_cache_entry_t *e);
  * another while e is still stored and stale) and r counted in c's stats (c may be NULL). */
 void gw_cache_claim_end(gw_cache_t *c, gw_cache_entry_t *e, gw_cache_bg_t r);
 
-/* Remove every variant of key; returns how many (counted as purged). Readers keep theirs. */
+/* Remove every variant of key, and the entries derived from them (keys that are key, a 0 byte
+ * and more: the compressed copies of gateway/proxy/cache.c, which a put that replaces their
+ * entry removes too); returns how many entries went (counted as purged). Readers keep theirs. */
 size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen);
+/* Remove e (held by the caller, from gw_cache_get or gw_cache_peek) and its copies if it is
+ * still stored (not replaced, evicted or purged since): an answer found invalid (a 304 or a
+ * HEAD's 200 whose fields forbid storing it, or a HEAD's validators that differ: RFC 9111
+ * §4.3.4, §4.3.5). Returns 1 when it was removed (counted as purged), 0 when it had gone. */
+int gw_cache_remove(gw_cache_t *c, gw_cache_entry_t *e);
 /* Remove every entry whose key starts with prefix (a URL's key is a prefix of the keys of the
  * URLs below it: gw_cache_key), every shard one after the other, each under its own lock only;
  * returns how many (counted as purged). */

@@ -32,7 +32,9 @@
  * time, not on the inserting worker's loop (median 0.5 ms, at most 4.6 ms measured, 94 times
  * in a scan that evicts 400 MiB, each a stall of that worker's connections while it ran
  * there): the same scan stays 68-83 MiB above it. What is left is the pages live blocks share
- * with freed ones.
+ * with freed ones. A purge, gw_cache_remove and a reload's walk (gw_cache_keep_routes) count
+ * towards the same memory/16 as evictions: a purge of everything makes a trim due, which its
+ * caller (the admin's purge, the reload) runs, as no put may come after it.
  * An object whose charge is above max_object is refused.
  *
  * Eviction: S3-FIFO (Juncheng Yang, Yazhuo Zhang, Ziyue Qiu, Yao Yue, K. V. Rashmi, "FIFO
@@ -64,6 +66,7 @@
  * so a URL is never answered with what another route's upstream said.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,9 +135,16 @@ struct gw_cache {
 #define GHOST_MIN 16
 
 /* FNV-1a mixed again (MurmurHash3's fmix64): FNV's high bits barely move between keys that
- * differ in their last bytes (URLs). The top 6 bits choose the shard, the low bits the bucket. */
+ * differ in their last bytes (URLs). The top 6 bits choose the shard, the low bits the bucket.
+ * Only the bytes before a 0 byte count: a URL's key holds none, and the key of an entry derived
+ * from another (a compressed copy: gateway/proxy/cache.c's copy_key) is that entry's key, a 0
+ * byte and more, so the copies of a URL's entries sit in the bucket of the URL and a purge of
+ * the URL finds them there (is_copy_of). */
 static uint64_t key_hash(const char *k, size_t n)
 {
+    const char *z = memchr(k, 0, n);
+    if (z)
+        n = (size_t)(z - k);
     uint64_t h = gw_fnv1a64(GW_FNV64_BASIS, k, n);
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
@@ -374,6 +384,39 @@ static void unlink_entry(shard_t *s, entry_t *e, entry_t **release)
     s->used -= e->pub.charge;
     e->hnext = *release;
     *release = e;
+}
+
+/* Whether e is a copy derived from an entry of key (its key is key, a 0 byte, then anything
+ * ending in " ID": copy_key in gateway/proxy/cache.c), of the entry whose id is id, or of any
+ * entry of key when id is 0 (ids start at 1). */
+static int is_copy_of(const entry_t *e, const char *key, size_t keylen, uint64_t id)
+{
+    if (e->pub.keylen <= keylen || e->pub.key[keylen] != 0 || memcmp(e->pub.key, key, keylen))
+        return 0;
+    if (!id)
+        return 1;
+    char tail[24];
+    int tl = snprintf(tail, sizeof(tail), " %llu", (unsigned long long)id);
+    return tl > 0 && e->pub.keylen >= keylen + 1 + (size_t)tl &&
+           !memcmp(e->pub.key + e->pub.keylen - (size_t)tl, tail, (size_t)tl);
+}
+
+/* Unlink the copies of the entry of key whose id is id (any entry of key: 0) from bucket b
+ * of s; returns how many. A copy is found by its entry's id only, so once that entry is
+ * replaced or removed nothing would reach it again: it goes with it rather than holding its
+ * memory until eviction. */
+static size_t unlink_copies(shard_t *s, size_t b, const char *key, size_t keylen, uint64_t id,
+                            entry_t **release)
+{
+    size_t n = 0;
+    for (entry_t *e = s->tab[b], *next; e; e = next) {
+        next = e->hnext;
+        if (is_copy_of(e, key, keylen, id)) {
+            unlink_entry(s, e, release);
+            n++;
+        }
+    }
+    return n;
 }
 
 /* Drop the store's reference to each entry of the list; returns the bytes they were charged. */
@@ -731,8 +774,11 @@ int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p)
             o->vkeylen == e->vkeylen && !memcmp(o->vkey, e->vkey, e->vkeylen)) {
             to_main = o->where == Q_MAIN;
             e->freq = o->freq;
+            uint64_t old_id = o->pub.id;
             unlink_entry(s, o, &release);
-            s->replaced++;
+            /* the copies made of the old answer are found by its id only: they go with it */
+            s->replaced +=
+                1 + unlink_copies(s, h & (s->nbuckets - 1), p->key, p->keylen, old_id, &release);
             break;
         }
     int ghost = ghost_take(s, h) || to_main;
@@ -826,7 +872,9 @@ size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen)
     entry_t *e = s->tab[h & (s->nbuckets - 1)];
     while (e) {
         entry_t *next = e->hnext;
-        if (e->hash == h && e->pub.keylen == keylen && !memcmp(e->pub.key, key, keylen)) {
+        /* every variant, and the copies made of them (their keys hash as the URL's) */
+        if (e->hash == h && ((e->pub.keylen == keylen && !memcmp(e->pub.key, key, keylen)) ||
+                             is_copy_of(e, key, keylen, 0))) {
             unlink_entry(s, e, &release);
             n++;
         }
@@ -834,8 +882,28 @@ size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen)
     }
     s->purged += n;
     pthread_mutex_unlock(&s->lock);
-    release_all(release);
+    trim_after(c, release_all(release)); /* as evictions do: store.c's "Memory" */
     return n;
+}
+
+int gw_cache_remove(gw_cache_t *c, gw_cache_entry_t *pub)
+{
+    entry_t *x = GW_CONTAINER_OF(pub, entry_t, pub);
+    shard_t *s = shard_of(c, x->hash);
+    entry_t *release = NULL;
+    int found = 0;
+    pthread_mutex_lock(&s->lock);
+    size_t b = x->hash & (s->nbuckets - 1);
+    for (entry_t *e = s->tab[b]; e && !found; e = e->hnext)
+        found = e == x;
+    if (found) {
+        uint64_t id = x->pub.id;
+        unlink_entry(s, x, &release);
+        s->purged += 1 + unlink_copies(s, b, x->pub.key, x->pub.keylen, id, &release);
+    }
+    pthread_mutex_unlock(&s->lock);
+    trim_after(c, release_all(release));
+    return found;
 }
 
 typedef struct {
@@ -860,7 +928,7 @@ size_t gw_cache_purge_prefix(gw_cache_t *c, const char *prefix, size_t len)
         size_t k = sweep(s, has_prefix, &x, &release);
         s->purged += k;
         pthread_mutex_unlock(&s->lock);
-        release_all(release);
+        trim_after(c, release_all(release));
         n += k;
     }
     return n;
@@ -898,7 +966,7 @@ ssize_t gw_cache_keep_routes(gw_cache_t *c, const uint64_t *routes, size_t n)
         size_t k = sweep(s, route_gone, c, &release);
         s->dropped += k;
         pthread_mutex_unlock(&s->lock);
-        release_all(release);
+        trim_after(c, release_all(release));
         dropped += k;
     }
     pthread_mutex_unlock(&c->routes_mu);

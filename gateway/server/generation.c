@@ -3,12 +3,16 @@
  * tables), a worker taking the current one (its proxy and listening handles) and draining the
  * old, and the reload that swaps them (SIGHUP). See docs/ARCHITECTURE.md. */
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "server/server_internal.h"
@@ -152,6 +156,23 @@ static void cache_unref(gw_shared_cache_t *t)
     }
 }
 
+/* After a purge or a reload's walk removed entries: the heap's free pages back to the system
+ * when the store says a trim is due (gw_cache_trim_due: each memory/16 bytes removed), as the
+ * workers do after evictions (proxy/cache.c), here on the admin's or the reload's thread, off
+ * every worker's loop. A purge of everything is followed by no put that would find it due. */
+static void cache_trim(gw_cache_t *c, const char *after)
+{
+#ifdef __GLIBC__
+    if (!gw_cache_trim_due(c))
+        return;
+    uint64_t t0 = gw_now_ns();
+    malloc_trim(0);
+    GW_LOG_INFO("cache_trim", "after=%s ms=%.1f", after, (double)(gw_now_ns() - t0) / 1e6);
+#else
+    (void)c, (void)after;
+#endif
+}
+
 /* A reload is done (g is current, prev the generation before it): the store g keeps holds
  * only the answers of g's caching routes from now on; a store g does not keep (a new budget, or
  * no route caches any more) is emptied now, rather than when prev's last connection closes, and
@@ -169,6 +190,7 @@ static void cache_apply(const gw_gen_t *prev, const gw_gen_t *g)
                                                gw_slice_str(cfg->routes[i].path));
         ssize_t dropped = tags ? gw_cache_keep_routes(g->cache->c, tags, n) : GW_E_NOMEM;
         gw_free(tags);
+        cache_trim(g->cache->c, "reload");
         if (dropped < 0)
             GW_LOG_WARN("cache_routes",
                         "generation=%llu error=\"%s\" reason=\"the entries of "
@@ -180,6 +202,7 @@ static void cache_apply(const gw_gen_t *prev, const gw_gen_t *g)
     if (!prev || !prev->cache || prev->cache == g->cache)
         return;
     ssize_t dropped = gw_cache_keep_routes(prev->cache->c, NULL, 0);
+    cache_trim(prev->cache->c, "reload");
     if (g->cache)
         GW_LOG_INFO("cache_rebuilt",
                     "generation=%llu memory=%zu max_object=%zu dropped=%zd reason=\"cache.memory "
@@ -767,6 +790,7 @@ int gw_server_cache_purge(gw_server_t *s, const char *key, size_t len, int prefi
     /* the store the workers share: its shard locks make this safe from any thread, and the
      * purge is seen by every worker's next lookup */
     *purged = prefix ? gw_cache_purge_prefix(t->c, key, len) : gw_cache_purge(t->c, key, len);
+    cache_trim(t->c, "purge");
     cache_unref(t);
     return 0;
 }

@@ -7,6 +7,7 @@ starts a new, empty store. Origin requests are counted at the scripted origin (t
 import http.client
 import json
 import re
+import time
 from urllib.parse import quote
 
 from procs import free_port, run
@@ -309,3 +310,68 @@ def test_a_reload_that_changes_cache_memory_starts_an_empty_store(gateway):
                                      extra=f"admin:\n  address: 127.0.0.1:{g.admin}\n"), 4)
         assert re.search(r"event=cache_off generation=4 dropped=1 ", log), log[-3000:]
         assert admin(g.admin, "GET", "/cache/stats")[0] == 404
+
+
+def test_a_purge_removes_the_compressed_copies_of_the_url(gateway):
+    """A gzip hit stores its copy beside the identity answer (its own key, made of the
+    entry's id); a purge of the URL removes both: the store's bytes go back to those of an
+    empty store, not to the copy's."""
+    with CountingOrigin() as o:
+        o.etag_max_age = 60
+        g = origin_gateway(gateway, o, route_extra="cache: true\ncompress: true\n", admin=True,
+                           extra="cache:\n  memory: 32MiB\n  max_object: 256KiB\n")
+        empty = stats(g)["bytes"]
+        st, h, body = h1(g.port, "/k/etag/z")
+        assert st == 200 and h["cache-status"] == "h2gate; fwd=miss; stored"
+        identity = stats(g)
+        assert identity["objects"] == 1
+        st, h, body = h1(g.port, "/k/etag/z", headers={"Accept-Encoding": "gzip"})
+        assert st == 200 and h["content-encoding"] == "gzip" and h["cache-status"].startswith(
+            "h2gate; hit")
+        deadline = time.monotonic() + 5
+        while stats(g)["objects"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the copy is stored once its stream ended
+        both = stats(g)
+        assert both["objects"] == 2 and both["bytes"] > identity["bytes"]
+        assert purge(g, "url", "http://localhost/k/etag/z") == (200, {"purged": 2})
+        after = stats(g)
+        assert (after["objects"], after["bytes"]) == (0, empty), (empty, after)
+        # §4.4's invalidation by an unsafe method takes the copies along too
+        h1(g.port, "/k/etag/z")
+        h1(g.port, "/k/etag/z", headers={"Accept-Encoding": "gzip"})
+        deadline = time.monotonic() + 5
+        while stats(g)["objects"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stats(g)["objects"] == 2
+        assert h1(g.port, "/k/etag/z", method="POST")[0] == 200
+        assert (stats(g)["objects"], stats(g)["bytes"]) == (0, empty)
+        assert origin_count(o, "/k/etag/z") == 3
+
+
+def test_a_purge_or_a_reload_that_empties_the_store_gives_the_memory_back(gateway):
+    """As evictions do (a malloc_trim after each memory/16 bytes: store.c's "Memory"), a purge
+    or a reload's walk that removes that much trims the heap, on the admin's or the reload's
+    thread: no put comes after a purge of everything to find the trim due."""
+    with CountingOrigin() as o:
+        g = start_two_routes(gateway, o)
+        for i in range(24):  # 24 x 128 KiB: 1.5 steps of 32 MiB / 16
+            hit(g.port, f"/k/big/131072?n={i}")
+        assert stats(g)["objects"] == 24
+        assert "event=cache_trim" not in g.log()  # nothing left the store
+        assert purge(g, "url", "http://localhost/k/big/131072?n=0") == (200, {"purged": 1})
+        assert "event=cache_trim" not in g.wait_log("event=cache_purged", timeout=2)
+        assert purge(g, "prefix", "http://localhost/k/big/") == (200, {"purged": 23})
+        assert re.search(r"event=cache_trim after=purge ms=[0-9.]+",
+                         g.wait_log("event=cache_trim")), g.log()[-2000:]
+        for i in range(24):
+            hit(g.port, f"/k/fresh/drop/{i}?pad=" + "x" * 2000)
+            hit(g.port, f"/k/big/131072?n={i}")
+        # the reload removes the /k/fresh/drop/ route: its entries go, the rest stay
+        log = reload(g, two_routes(g.port, o.port, g.admin, drop_route=False), 2)
+        assert "event=cache_trim after=reload" not in log  # 24 small answers: not a step
+        for i in range(24):
+            hit(g.port, f"/k/big/131072?n={i}")
+        # no caching route left: the store is emptied, 3 MiB given back
+        log = reload(g, gw_config(g.port, [f"127.0.0.1:{o.port}"],
+                                     extra=f"admin:\n  address: 127.0.0.1:{g.admin}\n"), 3)
+        assert re.search(r"event=cache_trim after=reload ms=[0-9.]+", log), log[-3000:]

@@ -139,6 +139,78 @@ static void peek_and_ids(void **state)
     gw_cache_del(c);
 }
 
+/* Put the copy of e that gateway/proxy/cache.c's copy_key names: e's key, a 0 byte, the
+ * coding and e's id; len bytes of `fill`. Returns gw_cache_put's code. */
+static int put_copy(gw_cache_t *c, const gw_cache_entry_t *e, size_t len, uint8_t fill)
+{
+    char k[128];
+    int tl =
+        snprintf(k + e->keylen, sizeof(k) - e->keylen, "_gzip %llu", (unsigned long long)e->id);
+    memcpy(k, e->key, e->keylen);
+    k[e->keylen] = 0;
+    gw_rbuf_t *b = body_buf(len, len, fill);
+    gw_rslice_t sl = {b, 0, len};
+    gw_cache_put_t p = {
+        .key = k, .keylen = e->keylen + (size_t)tl, .status = 200, .body = &sl, .nbody = 1};
+    int rv = gw_cache_put(c, &p);
+    gw_rbuf_unref(b);
+    return rv;
+}
+
+/* A purge of a URL removes the compressed copies made of its entries too (found by the entry's
+ * id only, nothing else would reach them again), and so does a put that replaces the entry
+ * and gw_cache_remove: the store's bytes go back to what they were before, not to the copies'. */
+static void copies_go_with_their_entry(void **state)
+{
+    (void)state;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = 1 << 20, .max_object = 1 << 16});
+    gw_cache_stats_t st;
+    gw_cache_stats(c, &st);
+    const uint64_t empty = st.bytes;
+    gw_field_t rf[] = {F("cache-control", "max-age=60")};
+    /* purge by URL */
+    assert_int_equal(put(c, "https://a/x", 4000, 'x', rf, 1, NULL, 0), 0);
+    assert_int_equal(put(c, "https://a/y", 4000, 'y', rf, 1, NULL, 0), 0);
+    gw_cache_entry_t *x = gw_cache_peek(c, "https://a/x", 11, 0, NULL, 0);
+    gw_cache_entry_t *y = gw_cache_peek(c, "https://a/y", 11, 0, NULL, 0);
+    assert_int_equal(put_copy(c, x, 1000, 'g'), 0);
+    assert_int_equal(put_copy(c, y, 1000, 'g'), 0);
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.objects, 4);
+    assert_int_equal(gw_cache_purge(c, "https://a/x", 11), 2); /* the entry and its copy */
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.objects, 2); /* y and its copy */
+    assert_int_equal(st.purged, 2);
+    assert_int_equal(gw_cache_purge(c, "https://a/y", 11), 2);
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.objects, 0);
+    assert_int_equal(st.bytes, empty);
+    gw_cache_unref(x);
+    gw_cache_unref(y);
+    /* a replacement takes the old entry's copies along, not the new one's */
+    assert_int_equal(put(c, "https://a/x", 4000, 'x', rf, 1, NULL, 0), 0);
+    x = gw_cache_peek(c, "https://a/x", 11, 0, NULL, 0);
+    assert_int_equal(put_copy(c, x, 1000, 'g'), 0);
+    assert_int_equal(put(c, "https://a/x", 4000, 'X', rf, 1, NULL, 0), 0);
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.objects, 1);
+    gw_cache_entry_t *x2 = gw_cache_peek(c, "https://a/x", 11, 0, NULL, 0);
+    assert_int_equal(put_copy(c, x2, 1000, 'g'), 0);
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.objects, 2);
+    /* gw_cache_remove: only while stored, with its copies */
+    assert_int_equal(gw_cache_remove(c, x), 0); /* replaced already */
+    assert_int_equal(gw_cache_remove(c, x2), 1);
+    assert_int_equal(gw_cache_remove(c, x2), 0);
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.objects, 0);
+    assert_int_equal(st.bytes, empty);
+    assert_null(gw_cache_peek(c, "https://a/x", 11, 0, NULL, 0));
+    gw_cache_unref(x2);
+    gw_cache_unref(x);
+    gw_cache_del(c);
+}
+
 /* §4.1: variants of one URL kept apart by the fields their Vary names */
 static void vary_variants(void **state)
 {
@@ -605,6 +677,39 @@ static void trim_is_only_said_due(void **state)
     assert_int_equal(trims, 0);
     assert_true(st.evictions > 2500);
     assert_in_range(due, 50, 70);
+    gw_cache_del(c);
+}
+
+/* A purge, gw_cache_remove and a reload's walk give memory back as evictions do: once
+ * memory/16 bytes left the store, a trim is due, for their caller to run (a purge of
+ * everything is followed by no put that would find it). */
+static void purges_and_reloads_make_a_trim_due(void **state)
+{
+    (void)state;
+    const size_t memory = 1 << 20;
+    gw_cache_t *c = gw_cache_new(&(gw_cache_opts_t){.memory = memory, .max_object = 64 << 10});
+    char k[64];
+    /* 1/16 of the memory is 64 KiB: 40 entries of 4 KiB are 2.5 steps */
+    for (int i = 0; i < 40; i++) {
+        snprintf(k, sizeof(k), "https://p.example/%d", i);
+        assert_int_equal(put(c, k, 4096, 'p', NULL, 0, NULL, 0), 0);
+    }
+    gw_cache_stats_t st;
+    gw_cache_stats(c, &st);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(gw_cache_trim_due(c), 0); /* nothing left the store */
+    assert_int_equal(gw_cache_purge(c, "https://p.example/0", 19), 1);
+    assert_int_equal(gw_cache_trim_due(c), 0); /* 4 KiB: not a step yet */
+    assert_int_equal(gw_cache_purge_prefix(c, "https://p.example/", 18), 39);
+    assert_int_equal(gw_cache_trim_due(c), 1);
+    assert_int_equal(gw_cache_trim_due(c), 0); /* said once */
+    for (int i = 0; i < 40; i++) {
+        snprintf(k, sizeof(k), "https://p.example/%d", i);
+        assert_int_equal(put(c, k, 4096, 'p', NULL, 0, NULL, 0), 0);
+    }
+    assert_int_equal(gw_cache_trim_due(c), 0);
+    assert_int_equal(gw_cache_keep_routes(c, NULL, 0), 40); /* a reload: no route caches */
+    assert_int_equal(gw_cache_trim_due(c), 1);
     gw_cache_del(c);
 }
 
@@ -1201,6 +1306,7 @@ static void one_revalidation_per_entry(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(insert_and_lookup),
     cmocka_unit_test(peek_and_ids),
+    cmocka_unit_test(copies_go_with_their_entry),
     cmocka_unit_test(vary_variants),
     cmocka_unit_test(purge_prefix),
     cmocka_unit_test(route_tags),
@@ -1213,6 +1319,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(scan_stays_within_budget),
     cmocka_unit_test(ghost_index_grows_with_the_queue),
     cmocka_unit_test(trim_is_only_said_due),
+    cmocka_unit_test(purges_and_reloads_make_a_trim_due),
     cmocka_unit_test(charge_matches_the_allocator),
     cmocka_unit_test(copy_rule),
     cmocka_unit_test(copy_rule_charge_is_what_is_held),
