@@ -452,7 +452,7 @@ static void cache_stats(aconn_t *c)
              "\"bytes\": %llu, \"objects\": %llu, \"ghosts\": %llu, \"memory\": %zu, "
              "\"max_object\": %zu, \"stale_served\": {\"stale_if_error\": %llu, "
              "\"stale_while_revalidate\": %llu}, \"revalidations\": {\"not_modified\": %llu, "
-             "\"modified\": %llu, \"failed\": %llu}}\n",
+             "\"modified\": %llu, \"failed\": %llu, \"not_stored\": %llu}}\n",
              (unsigned long long)st.hits, (unsigned long long)st.misses,
              (unsigned long long)st.inserts, (unsigned long long)st.replaced,
              (unsigned long long)st.evictions, (unsigned long long)st.purged,
@@ -463,7 +463,8 @@ static void cache_stats(aconn_t *c)
              (unsigned long long)st.ev[GW_CACHE_EV_STALE_WHILE_REVALIDATE],
              (unsigned long long)st.ev[GW_CACHE_EV_REVALIDATED_NOT_MODIFIED],
              (unsigned long long)st.ev[GW_CACHE_EV_REVALIDATED_MODIFIED],
-             (unsigned long long)st.ev[GW_CACHE_EV_REVALIDATION_FAILED]);
+             (unsigned long long)st.ev[GW_CACHE_EV_REVALIDATION_FAILED],
+             (unsigned long long)st.ev[GW_CACHE_EV_REVALIDATED_NOT_STORED]);
     respond_json(c, 200, json);
 }
 

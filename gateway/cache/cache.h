@@ -308,7 +308,8 @@ typedef struct gw_cache_entry {
 typedef enum {
     GW_CACHE_BG_REFRESHED = 0, /* the origin said 304: the stored head refreshed (§4.3.4) */
     GW_CACHE_BG_REPLACED,      /* a new answer was stored in its place */
-    GW_CACHE_BG_NOT_STORED,    /* an answer came that may not be stored: the stale one stays */
+    GW_CACHE_BG_NOT_STORED,    /* an answer came that may not be stored: a 200's leaves the
+                                  stale one, a 304's (no-store...) removes it (§3, §4.3.4) */
     GW_CACHE_BG_FAILED,        /* no answer, a timeout, or a 5xx: the stale one stays */
     GW_CACHE_BG_CANCELLED,     /* the worker's proxy closed first (reload, stop) */
     GW_CACHE_BG_N
@@ -325,6 +326,8 @@ typedef enum {
     GW_CACHE_EV_REVALIDATED_NOT_MODIFIED, /* the origin said 304: the entry refreshed */
     GW_CACHE_EV_REVALIDATED_MODIFIED,     /* the origin sent a new answer */
     GW_CACHE_EV_REVALIDATION_FAILED,      /* no answer, a timeout or a 5xx */
+    GW_CACHE_EV_REVALIDATED_NOT_STORED,   /* a 304 whose fields forbid storing the updated
+                                             answer (no-store, private...): entry removed */
     GW_CACHE_EV_N
 } gw_cache_ev_t;
 /* Count one ev in c's stats (c may be NULL). Lock-free. */

@@ -94,6 +94,8 @@ struct gw_proxy_cx {
     int64_t cl;              /* the origin's Content-Length, -1 none */
     gw_cache_entry_t *stale; /* the stale entry the request revalidates (held), or NULL */
     int revalidated;         /* the origin said 304: the client gets stale's body */
+    const char *not_stored;  /* after a 304: why the updated answer may not be stored (the
+                                entry was removed), NULL when it was refreshed */
 };
 
 static gw_slice_t scheme_of(const px_t *px)
@@ -635,8 +637,18 @@ static int stand_in(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *r, const 
     gw_cache_resp_t rs = {e->status, cx->head, cx->nhead};
     int64_t now = (int64_t)time(NULL);
     gw_cache_meta(&pol, &rs, cx->request_time, now, &cx->meta);
-    /* the refreshed answer is stored again when it still may be (the 304 may say no-store) */
-    cx->keep = gw_cache_storable(&pol, q, &rs) == GW_CACHE_STORE;
+    /* the refreshed answer is stored again when it still may be. A 304 updates the stored
+     * answer (RFC 9111 §4.3.4, its fields as §3.2 says), and an answer that says no-store,
+     * private (or another §3 refusal) must not be stored: the entry is removed, not refreshed
+     * nor left to be revalidated again; this client still gets it (§4.3.3: validated) */
+    gw_cache_nostore_t why = gw_cache_storable(&pol, q, &rs);
+    cx->keep = why == GW_CACHE_STORE;
+    if (!cx->keep) {
+        cx->not_stored = gw_cache_nostore_str(why);
+        int gone = gw_cache_remove(ox->p->cache, cx->stale);
+        GW_LOG_DEBUG("cache_not_refreshed", "key=%.*s why=%s removed=%d",
+                     (int)(e->keylen > 200 ? 200 : e->keylen), e->key, cx->not_stored, gone);
+    }
     for (size_t i = 0; i < e->nbody && cx->keep; i++) {
         if (cache_body_keep(cx, &e->body[i]) < 0)
             return GW_E_NOMEM;
@@ -691,17 +703,19 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     gw_cache_status_t st = {.fwd = fwd_str(a->cache_fwd, a->head.method)};
     struct gw_proxy_cx *cx = ox->cx;
     int64_t now = (int64_t)time(NULL);
-    if (cx && cx->stale) /* a stored answer asked of the origin again */
-        gw_cache_count(ox->p->cache, r->status == 304   ? GW_CACHE_EV_REVALIDATED_NOT_MODIFIED
-                                     : r->status >= 500 ? GW_CACHE_EV_REVALIDATION_FAILED
-                                                        : GW_CACHE_EV_REVALIDATED_MODIFIED);
+    if (cx && cx->stale && r->status != 304) /* a stored answer asked of the origin again */
+        gw_cache_count(ox->p->cache, r->status >= 500 ? GW_CACHE_EV_REVALIDATION_FAILED
+                                                      : GW_CACHE_EV_REVALIDATED_MODIFIED);
     int stale_served = 0;
     if (cx && cx->stale && r->status == 304) {
         int rv = stand_in(ox, cx, r, &q);
         if (rv < 0)
             return rv;
+        gw_cache_count(ox->p->cache, cx->not_stored ? GW_CACHE_EV_REVALIDATED_NOT_STORED
+                                                    : GW_CACHE_EV_REVALIDATED_NOT_MODIFIED);
         st.fwd_status = 304; /* RFC 9211 §2.3: what the origin said, the client gets a 200 */
         st.stored = cx->keep;
+        st.detail = cx->not_stored;
     } else if (cx && cx->stale && r->status >= 500 &&
                gw_cache_stale_if_error(&cx->stale->meta, &q, r->status, now)) {
         stand_in_stale(cx, r, now); /* RFC 5861 §4 */

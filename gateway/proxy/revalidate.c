@@ -287,8 +287,8 @@ static gw_cache_bg_t result_of(const bg_t *bg, int cancelled)
     const char *c = bg->log.cache ? bg->log.cache : "";
     if (bg->reset || bg->status == 0 || !strcmp(c, "stale-if-error"))
         return GW_CACHE_BG_FAILED;
-    if (!strcmp(c, "revalidated"))
-        return GW_CACHE_BG_REFRESHED;
+    if (!strcmp(c, "revalidated")) /* a 304: refreshed, or removed when it says no-store */
+        return bg->stored ? GW_CACHE_BG_REFRESHED : GW_CACHE_BG_NOT_STORED;
     if (bg->stored)
         return GW_CACHE_BG_REPLACED;
     return bg->status >= 500 ? GW_CACHE_BG_FAILED : GW_CACHE_BG_NOT_STORED;

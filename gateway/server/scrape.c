@@ -214,7 +214,8 @@ static const point_t cache_stale_causes[] = {
 static const point_t cache_reval_results[] = {
     {"not_modified", AT(cache.ev[GW_CACHE_EV_REVALIDATED_NOT_MODIFIED])},
     {"modified", AT(cache.ev[GW_CACHE_EV_REVALIDATED_MODIFIED])},
-    {"failed", AT(cache.ev[GW_CACHE_EV_REVALIDATION_FAILED])}};
+    {"failed", AT(cache.ev[GW_CACHE_EV_REVALIDATION_FAILED])},
+    {"not_stored", AT(cache.ev[GW_CACHE_EV_REVALIDATED_NOT_STORED])}};
 static const point_t acme_results[] = {{"issued", AT(acme_issued)}, {"failed", AT(acme_failed)}};
 static const point_t cluster_calls[] = {{"ok", AT(cluster.calls_ok)},
                                         {"failed", AT(cluster.calls_failed)},

@@ -31,8 +31,13 @@ class CountingOrigin(ScriptedOrigin):
     (n=1, n=2, ...), so an answer served again from the cache is told from a new one:
         /k/fresh/NAME   200, Cache-Control: max-age=60
         /k/short/NAME   200, Cache-Control: max-age=1
-        /k/etag/NAME    200, max-age=self.etag_max_age, ETag "vN" (N: self.version), 2 KB of
-                        text; 304 when If-None-Match names it (X-N: the request's number)
+        /k/etag/NAME    200, max-age=self.etag_max_age (and self.etag_cc_extra), ETag "vN" (N:
+                        self.version), 2 KB of text; 304 when If-None-Match names it (X-N: the
+                        request's number; Cache-Control: self.etag_304_cc when set)
+        /k/head/NAME    200, Cache-Control: self.head_cc, ETag "vN" (N: self.version), X-N: the
+                        number of requests of that method, Last-Modified (self.head_lm), the
+                        same 1,010-byte body (Content-Length) for GET and HEAD; a HEAD's fields
+                        are those of self.head_fields when set (a list of pairs), as they are
         /k/lm           200, max-age=1, a Last-Modified; 304 (max-age=60) to If-Modified-Since
         /k/lm60         the same with max-age=60
         /k/sie/NAME     200, Cache-Control: max-age=1, stale-if-error=3
@@ -50,6 +55,11 @@ class CountingOrigin(ScriptedOrigin):
         self.counts = {}
         self.version = 1  # /k/etag/: the ETag "vN" and the body it answers
         self.etag_max_age = 1  # /k/etag/: the max-age of its answers (200 and 304)
+        self.etag_cc_extra = ""  # /k/etag/: appended to the 200's and 304's Cache-Control
+        self.etag_304_cc = None  # /k/etag/: the 304's Cache-Control, when set
+        self.head_cc = "max-age=60"  # /k/head/
+        self.head_lm = "Sat, 05 Dec 2026 10:00:00 GMT"
+        self.head_fields = None
         super().__init__()
 
     def _respond(self, c, req):
@@ -73,14 +83,22 @@ class CountingOrigin(ScriptedOrigin):
             send([("Cache-Control", "max-age=60"), ("ETag", '"e1"')], body)
         elif kind == "etag":  # RFC 9111 §4.3: 304 to a matching If-None-Match
             tag = f'"v{self.version}"'
-            fields = [("Cache-Control", f"max-age={self.etag_max_age}"), ("ETag", tag),
-                      ("X-N", str(n)),
+            fields = [("Cache-Control", f"max-age={self.etag_max_age}{self.etag_cc_extra}"),
+                      ("ETag", tag), ("X-N", str(n)),
                       ("Content-Type", "text/plain")]
             if req.header("if-none-match") == tag:
+                if self.etag_304_cc is not None:
+                    fields[0] = ("Cache-Control", self.etag_304_cc)
                 c.sendall(b"HTTP/1.1 304 Not Modified\r\n" + "".join(
                     f"{k}: {v}\r\n" for k, v in fields if k != "Content-Type").encode() + b"\r\n")
             else:
                 send(fields, f"version {self.version} ".encode() + b"text " * 400 + body)
+        elif kind == "head":  # RFC 9111 §4.3.5: a HEAD's answer describes the GET's
+            fields = [("Cache-Control", self.head_cc), ("ETag", f'"v{self.version}"'),
+                      ("Last-Modified", self.head_lm), ("X-N", str(n))]
+            if head_only and self.head_fields is not None:
+                fields = self.head_fields
+            send(fields, f"version {self.version}\n".encode() + b"h" * 1000)
         elif kind in ("lm", "lm60"):  # Last-Modified only: If-Modified-Since
             lm = "Sat, 05 Dec 2026 10:00:00 GMT"
             fields = [("Cache-Control", "max-age=1" if kind == "lm" else "max-age=60"), ("Last-Modified", lm), ("X-N", str(n))]
@@ -660,4 +678,55 @@ def test_stale_answers_and_revalidations_are_counted(gateway):
         stats = json.loads(c.getresponse().read())
         c.close()
         assert stats["stale_served"] == {"stale_if_error": 2, "stale_while_revalidate": 0}
-        assert stats["revalidations"] == {"not_modified": 1, "modified": 1, "failed": 2}
+        assert stats["revalidations"] == {"not_modified": 1, "modified": 1, "failed": 2,
+                                          "not_stored": 0}
+
+
+def test_a_304_that_says_no_store_removes_the_entry_instead_of_refreshing_it(gateway):
+    """RFC 9111 §4.3.4: a 304 updates the stored answer with its fields; with no-store among
+    them the updated answer may not be stored (§3), so the entry goes: the client that asked
+    still gets the validated answer, the next one a miss (not another revalidation of an
+    entry the origin said not to keep), counted as revalidations{result="not_stored"}, not
+    not_modified; in the background (stale-while-revalidate) as result="not_stored"."""
+    with CountingOrigin() as o:
+        g = origin_gateway(gateway, o, route_extra="cache: true\n", admin=True,
+                           extra="cache:\n  max_object: 256KiB\n")
+        cl = Client(g.port)
+        st, h, first = get(cl, "/k/etag/ns")
+        assert h["cache-status"] == "h2gate; fwd=miss; stored"
+        time.sleep(2.2)  # stale
+        o.etag_304_cc = "no-store"
+        st, h, body = get(cl, "/k/etag/ns")
+        assert st == 200 and body == first
+        assert h["cache-status"] == "h2gate; fwd=stale; fwd-status=304; detail=no-store"
+        assert h["cache-control"] == "no-store" and h["x-n"] == "2"  # the 304's fields
+        assert o.requests[-1].header("if-none-match") == '"v1"'
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_objects") == 0
+        assert sample(fams, "h2gate_cache_revalidations_total", result="not_stored") == 1
+        assert sample(fams, "h2gate_cache_revalidations_total", result="not_modified") == 0
+        st, h, body = get(cl, "/k/etag/ns")  # a miss: unconditional, stored anew
+        assert h["cache-status"] == "h2gate; fwd=miss; stored" and h["x-n"] == "3"
+        assert o.requests[-1].header("if-none-match") is None
+        # the same in the background: the stale answer at once, then the entry removed
+        o.etag_cc_extra = ", stale-while-revalidate=30"
+        o.etag_304_cc = None
+        get(cl, "/k/etag/bg")
+        time.sleep(2.2)
+        o.etag_304_cc = "no-store"
+        st, h, body = get(cl, "/k/etag/bg")
+        assert h["cache-status"].endswith("detail=stale-while-revalidate"), h
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            fams, _ = scrape(g.admin)
+            if sample(fams, "h2gate_cache_background_revalidations_total",
+                      result="not_stored") == 1:
+                break
+            time.sleep(0.05)
+        assert sample(fams, "h2gate_cache_background_revalidations_total", result="not_stored") == 1
+        assert sample(fams, "h2gate_cache_background_revalidations_total", result="refreshed") == 0
+        assert sample(fams, "h2gate_cache_revalidations_total", result="not_stored") == 2
+        st, h, body = get(cl, "/k/etag/bg")
+        assert h["cache-status"] == "h2gate; fwd=miss; stored", h
+        assert origin_count(o, "/k/etag/bg") == 3
+        cl.close()
