@@ -11,6 +11,7 @@ static const field_t cache_fields[] = {
     FLD(gw_cfg_cache_t, max_object, F_SIZE, 1u << 10, 1ull << 30),
     FLD(gw_cfg_cache_t, heuristic, F_BOOL, 0, 0),
     FLD(gw_cfg_cache_t, status_header, F_BOOL, 0, 0),
+    FLD(gw_cfg_cache_t, max_background_revalidations, F_UINT, 1, 100000),
 };
 
 /* The longest stale window: a year, in seconds. */

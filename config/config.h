@@ -470,6 +470,9 @@ typedef struct {
     uint32_t stale_if_error;         /* seconds (RFC 5861 §4) when the answer names none */
     uint32_t stale_while_revalidate; /* seconds (RFC 5861 §3) when the answer names none */
     int status_header;               /* send Cache-Status (RFC 9211) */
+    /* stale-while-revalidate's background requests running at once per worker (default 128):
+     * past it a stale answer within its window is served without starting one */
+    unsigned max_background_revalidations;
     gw_cfg_pos_t at;
 } gw_cfg_cache_t;
 

@@ -490,6 +490,7 @@ static void set_defaults(gw_config_t *c)
         .memory = 256u << 20, /* per process, shared by the workers */
         .max_object = 8u << 20,
         .status_header = 1,
+        .max_background_revalidations = 128, /* per worker */
     };
     c->throttle.ipv6_prefix = 64; /* one subscriber or host per /64 (RFC 6177) */
     c->access_log.request_id = 1;

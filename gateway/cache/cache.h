@@ -312,9 +312,11 @@ typedef enum {
                                   stale one, a 304's (no-store...) removes it (§3, §4.3.4) */
     GW_CACHE_BG_FAILED,        /* no answer, a timeout, or a 5xx: the stale one stays */
     GW_CACHE_BG_CANCELLED,     /* the worker's proxy closed first (reload, stop) */
+    GW_CACHE_BG_SKIPPED,       /* never started: the worker ran cache.max_background_
+                                  revalidations already; the stale answer was served alone */
     GW_CACHE_BG_N
 } gw_cache_bg_t;
-/* "refreshed", "replaced", "not_stored", "failed", "cancelled" (metric labels). */
+/* "refreshed", "replaced", "not_stored", "failed", "cancelled", "skipped" (metric labels). */
 const char *gw_cache_bg_str(gw_cache_bg_t r);
 
 /* What the proxy tells the store to count (gw_cache_count): stale answers served, by cause,

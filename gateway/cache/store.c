@@ -1018,7 +1018,8 @@ void gw_cache_count(gw_cache_t *c, gw_cache_ev_t ev)
 
 const char *gw_cache_bg_str(gw_cache_bg_t r)
 {
-    static const char *const n[] = {"refreshed", "replaced", "not_stored", "failed", "cancelled"};
+    static const char *const n[] = {"refreshed", "replaced",  "not_stored",
+                                    "failed",    "cancelled", "skipped"};
     return r >= 0 && r < GW_CACHE_BG_N ? n[r] : "?";
 }
 

@@ -673,8 +673,9 @@ int gw_proxy__cache_validators(px_t *px, struct gw_cache_entry *e);
 
 /* client's request found e stale within its stale-while-revalidate window: 1 when it may be
  * answered from e now, because a background revalidation of e started (a GET of client's URL
- * and fields whose client is the cache) or one is under way already (e's claim); 0 when none
- * could start (closing, out of memory): the client's own request revalidates. e stays the
+ * and fields whose client is the cache), one is under way already (e's claim), or the worker
+ * runs cache.max_background_revalidations already (counted as skipped); 0 when none could
+ * start (closing, out of memory): the client's own request revalidates. e stays the
  * caller's. */
 int gw_proxy__revalidate(px_t *client, struct gw_cache_entry *e);
 /* The proxy closes: each background revalidation still running is cancelled (the stale entry

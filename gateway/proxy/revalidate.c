@@ -17,9 +17,12 @@
  * One at a time per stored answer, whichever worker finds it stale: the entry's claim
  * (gw_cache_claim), taken here and released when the request ends, however it ends. While it
  * is held, the requests within the window get the stale answer and start nothing. A worker
- * runs at most GW_PROXY_BG_MAX at once (a scan over many stale URLs must not make as many
- * exchanges nobody waits for): past it, a request revalidates its entry itself, as it would
- * past the window.
+ * runs at most cache.max_background_revalidations at once (a scan over many stale URLs must
+ * not make as many exchanges nobody waits for): past it, a request within the window gets the
+ * stale answer at once and starts nothing (RFC 5861 §3 lets a cache serve it within the
+ * window; the revalidation it SHOULD attempt is left to a later request, when one can start),
+ * counted as GW_CACHE_BG_SKIPPED. Revalidating in the request instead would make its client
+ * wait for the slow origin the window is there to hide, and load that origin as much.
  *
  * Lifetime: a revalidation lives in its proxy's list p->bg from its start until its stream
  * ended (its answer whole, an error answered, a reset); then it waits in p->bg_done for the
@@ -38,9 +41,6 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "proxy/proxy_internal.h"
-
-/* Background revalidations running at once per worker (each is one origin exchange). */
-#define GW_PROXY_BG_MAX 128
 
 struct gw_proxy_bg {
     gw_list_t link; /* in p->bg while its stream runs, then in p->bg_done */
@@ -221,7 +221,11 @@ int gw_proxy__revalidate(px_t *client, gw_cache_entry_t *e)
         return 0; /* closing: the client's own request revalidates */
     if (!gw_cache_claim(e))
         return 1; /* one is under way: the stale answer, and nothing more */
-    bg_t *bg = p->nbg < GW_PROXY_BG_MAX ? gw_calloc(1, sizeof(*bg)) : NULL;
+    if (p->nbg >= p->cfg->cache.max_background_revalidations) {
+        gw_cache_claim_end(p->cache, e, GW_CACHE_BG_SKIPPED); /* the stale answer alone */
+        return 1;
+    }
+    bg_t *bg = gw_calloc(1, sizeof(*bg));
     if (!bg || copy_head(bg, client) < 0) {
         gw_free(bg);
         gw_cache_claim_end(NULL, e, GW_CACHE_BG_N); /* not started: not counted */

@@ -207,7 +207,8 @@ static const point_t cache_bg_results[] = {{"refreshed", AT(cache.bg[GW_CACHE_BG
                                            {"replaced", AT(cache.bg[GW_CACHE_BG_REPLACED])},
                                            {"not_stored", AT(cache.bg[GW_CACHE_BG_NOT_STORED])},
                                            {"failed", AT(cache.bg[GW_CACHE_BG_FAILED])},
-                                           {"cancelled", AT(cache.bg[GW_CACHE_BG_CANCELLED])}};
+                                           {"cancelled", AT(cache.bg[GW_CACHE_BG_CANCELLED])},
+                                           {"skipped", AT(cache.bg[GW_CACHE_BG_SKIPPED])}};
 static const point_t cache_stale_causes[] = {
     {"stale_if_error", AT(cache.ev[GW_CACHE_EV_STALE_IF_ERROR])},
     {"stale_while_revalidate", AT(cache.ev[GW_CACHE_EV_STALE_WHILE_REVALIDATE])}};

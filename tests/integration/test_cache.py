@@ -33,7 +33,8 @@ class CountingOrigin(ScriptedOrigin):
         /k/short/NAME   200, Cache-Control: max-age=1
         /k/etag/NAME    200, max-age=self.etag_max_age (and self.etag_cc_extra), ETag "vN" (N:
                         self.version), 2 KB of text; 304 when If-None-Match names it (X-N: the
-                        request's number; Cache-Control: self.etag_304_cc when set)
+                        request's number; Cache-Control: self.etag_304_cc when set), after
+                        self.etag_delay seconds for a request with If-None-Match
         /k/head/NAME    200, Cache-Control: self.head_cc, ETag "vN" (N: self.version), X-N: the
                         number of requests of that method, Last-Modified (self.head_lm), the
                         same 1,010-byte body (Content-Length) for GET and HEAD; a HEAD's fields
@@ -57,6 +58,7 @@ class CountingOrigin(ScriptedOrigin):
         self.etag_max_age = 1  # /k/etag/: the max-age of its answers (200 and 304)
         self.etag_cc_extra = ""  # /k/etag/: appended to the 200's and 304's Cache-Control
         self.etag_304_cc = None  # /k/etag/: the 304's Cache-Control, when set
+        self.etag_delay = 0.0  # /k/etag/: seconds before answering a conditional request
         self.head_cc = "max-age=60"  # /k/head/
         self.head_lm = "Sat, 05 Dec 2026 10:00:00 GMT"
         self.head_fields = None
@@ -83,6 +85,8 @@ class CountingOrigin(ScriptedOrigin):
             send([("Cache-Control", "max-age=60"), ("ETag", '"e1"')], body)
         elif kind == "etag":  # RFC 9111 §4.3: 304 to a matching If-None-Match
             tag = f'"v{self.version}"'
+            if req.header("if-none-match") and self.etag_delay:
+                time.sleep(self.etag_delay)  # a slow origin's revalidations
             fields = [("Cache-Control", f"max-age={self.etag_max_age}{self.etag_cc_extra}"),
                       ("ETag", tag), ("X-N", str(n)),
                       ("Content-Type", "text/plain")]
@@ -729,4 +733,50 @@ def test_a_304_that_says_no_store_removes_the_entry_instead_of_refreshing_it(gat
         st, h, body = get(cl, "/k/etag/bg")
         assert h["cache-status"] == "h2gate; fwd=miss; stored", h
         assert origin_count(o, "/k/etag/bg") == 3
+        cl.close()
+
+
+def test_max_background_revalidations_bounds_the_requests_nobody_waits_for(gateway):
+    """cache.max_background_revalidations: 2, four stale URLs of a slow origin (1.5 s) within
+    their stale-while-revalidate window asked at once: all four answered stale at once, two
+    background revalidations start and the other two are counted as skipped (none is sent
+    and none waits); once the two ended, a request of a skipped URL starts its own."""
+    with CountingOrigin() as o:
+        o.etag_cc_extra = ", stale-while-revalidate=30"
+        g = origin_gateway(gateway, o, route_extra="cache: true\n", admin=True,
+                           extra="cache:\n  max_object: 256KiB\n"
+                                 "  max_background_revalidations: 2\n")
+        paths = [f"/k/etag/cap{i}" for i in range(4)]
+        cl = Client(g.port)
+        for p in paths:
+            assert get(cl, p)[1]["cache-status"] == "h2gate; fwd=miss; stored"
+        time.sleep(2.2)  # all four stale, within the window
+        o.etag_delay = 1.5
+        t0 = time.monotonic()
+        sids = [cl.request(p) for p in paths]
+        run = collect(cl, Streams(), all_done(sids), timeout=10)
+        took = time.monotonic() - t0
+        for s in sids:
+            assert run.status(s) == 200
+            assert dict(run.heads[s])["cache-status"].endswith("detail=stale-while-revalidate")
+        assert took < 1.0, took  # none waited for the origin's 1.5 s
+        time.sleep(0.5)
+        conditional = [r for r in o.requests if r.header("if-none-match")]
+        assert len(conditional) == 2, [r.target for r in conditional]
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_background_revalidations_total", result="skipped") == 2
+        assert sample(fams, "h2gate_cache_stale_served_total", cause="stale_while_revalidate") == 4
+        time.sleep(1.5)  # the two ended: refreshed by their 304s
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_background_revalidations_total",
+                      result="refreshed") == 2
+        skipped = [p for p in paths if p not in {r.target for r in conditional}]
+        o.etag_delay = 0
+        st, h, _ = get(cl, skipped[0])  # still stale: now its revalidation starts
+        assert h["cache-status"].endswith("detail=stale-while-revalidate")
+        deadline = time.monotonic() + 5
+        while origin_count(o, skipped[0]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert origin_count(o, skipped[0]) == 2
+        assert o.requests[-1].header("if-none-match") == '"v1"'
         cl.close()

@@ -74,6 +74,7 @@ static void defaults(void **state)
     assert_int_equal(c->cache.stale_if_error, 0);
     assert_int_equal(c->cache.stale_while_revalidate, 0);
     assert_true(c->cache.status_header);
+    assert_int_equal(c->cache.max_background_revalidations, 128);
     assert_false(c->routes[0].cache);
     gw_config_del(c);
 }
@@ -87,7 +88,8 @@ static void values(void **state)
                                        "  heuristic: true\n"
                                        "  stale_if_error: 1h\n"
                                        "  stale_while_revalidate: 30\n"
-                                       "  status_header: false\n");
+                                       "  status_header: false\n"
+                                       "  max_background_revalidations: 2\n");
     assert_true(c->cache.enabled);
     assert_int_equal(c->cache.at.line, 9);
     assert_int_equal(c->cache.memory, 64u << 20);
@@ -96,6 +98,7 @@ static void values(void **state)
     assert_int_equal(c->cache.stale_if_error, 3600);
     assert_int_equal(c->cache.stale_while_revalidate, 30);
     assert_false(c->cache.status_header);
+    assert_int_equal(c->cache.max_background_revalidations, 2);
     gw_config_del(c);
     /* the bounds themselves are accepted */
     c = expect_ok(MINIMAL "cache: {memory: 1MiB, max_object: 1KiB, stale_if_error: 366d}\n");
@@ -133,6 +136,18 @@ static void errors(void **state)
                  "1048576..1099511627776)");
     expect_error(MINIMAL "cache: {heuristic: maybe}\n",
                  "t.yaml:8:20: 'heuristic' must be true or false, not 'maybe'");
+    expect_error(MINIMAL "cache: {max_background_revalidations: 0}\n",
+                 "t.yaml:8:39: 'max_background_revalidations' is out of range: 0 (allowed "
+                 "1..100000)");
+    expect_error(MINIMAL "cache: {max_background_revalidations: 100001}\n",
+                 "t.yaml:8:39: 'max_background_revalidations' is out of range: 100001 (allowed "
+                 "1..100000)");
+    expect_error(MINIMAL "cache: {max_background_revalidations: many}\n",
+                 "t.yaml:8:39: 'max_background_revalidations' must be a non-negative integer, "
+                 "not 'many'");
+    expect_error(MINIMAL "cache: {max_background_revalidation: 4}\n",
+                 "t.yaml:8:9: unknown key 'max_background_revalidation' in cache; did you mean "
+                 "'max_background_revalidations'?");
     expect_error(MINIMAL "cache: {status_header: 1}\n",
                  "t.yaml:8:24: 'status_header' must be true or false, not '1'");
     expect_error(MINIMAL "cache: {stale_if_error: soon}\n",
