@@ -11,7 +11,8 @@
  *    Vary fields (§4.1);
  *  - gw_cache_use() decides (§4.2.4, §5.2.1): a fresh answer is sent with its Age (§5.1,
  *    §4.2.3's current_age) and, with cache.status_header, Cache-Status (RFC 9211) "hit; ttl";
- *    a HEAD gets a stored GET's head (§4.3.5 spirit: HEAD and GET share the entry); the
+ *    a HEAD gets a stored GET's head (HEAD and GET share the entry), and a HEAD's 200 from
+ *    the origin updates or removes the stored GET (§4.3.5: freshen_by_head); the
  *    client's If-None-Match or If-Modified-Since is evaluated on a fresh one (§4.3.2: 304);
  *    only-if-cached without a usable answer is a 504 (§5.2.1.7); anything else (stale, or the
  *    request's no-cache or max-age) goes to the origin, with If-None-Match and
@@ -531,6 +532,7 @@ int gw_proxy__cache_error(ox_t *ox, int code)
 
 static int cache_body_keep(struct gw_proxy_cx *cx, const gw_rslice_t *b);
 static void commit(ox_t *ox, struct gw_proxy_cx *cx);
+static void trim_if_due(gw_proxy_t *p);
 
 static void cx_drop_body(struct gw_proxy_cx *cx)
 {
@@ -692,6 +694,114 @@ static void stand_in_stale(struct gw_proxy_cx *cx, gw_proxy_resp_t *r, int64_t n
     r->cl = e->status == 204 ? -1 : (int64_t)e->body_len;
 }
 
+/* The value of the first field line named name in f[0..n) equals v's (both absent: equal). */
+static int same_value(const gw_field_t *f, size_t n, const char *name, const gw_field_t *v)
+{
+    const gw_field_t *s = gw_proxy__field(f, n, name);
+    return s && gw_slice_eq(s->value, v->value);
+}
+
+/* Whether a HEAD's 200 (fields h[0..n)) describes the stored GET answer e (RFC 9111 §4.3.5):
+ * each validator it carries (ETag, Last-Modified) matches e's, and its Content-Length, when it
+ * has one, is e's length. */
+static int head_matches(const gw_cache_entry_t *e, const gw_field_t *h, size_t n)
+{
+    static const char *const validators[] = {"etag", "last-modified"};
+    for (size_t i = 0; i < 2; i++) {
+        const gw_field_t *v = gw_proxy__field(h, n, validators[i]);
+        if (v && !same_value(e->fields, e->nfields, validators[i], v))
+            return 0;
+    }
+    const gw_field_t *cl = gw_proxy__field(h, n, "content-length");
+    if (!cl)
+        return 1;
+    uint64_t len = 0;
+    if (!cl->value.len || cl->value.len > 19)
+        return 0;
+    for (size_t i = 0; i < cl->value.len; i++) {
+        uint8_t c = cl->value.base[i];
+        if (c < '0' || c > '9')
+            return 0;
+        len = len * 10 + (uint64_t)(c - '0');
+    }
+    return len == e->body_len;
+}
+
+/* RFC 9111 §4.3.5: a HEAD's 200 updates the stored GET answer that could have been chosen for
+ * it (the same key and Vary key, a coding the client takes): when the validators it carries
+ * and its Content-Length match, the stored head gets its fields as a 304's would (§3.2:
+ * gw_cache_merge_304) and a new freshness, the body kept by reference; otherwise the stored
+ * answer no longer describes the resource and is removed (the RFC's "consider it stale": an
+ * entry known to be wrong is not served, not even within a stale window). An updated head
+ * that may not be stored (no-store, private) removes it too (§3). */
+static void freshen_by_head(ox_t *ox, const px_t *a, const gw_proxy_resp_t *r)
+{
+    gw_proxy_t *p = ox->p;
+    char kb[512];
+    size_t klen;
+    char *key = key_of(a, kb, sizeof(kb), &klen);
+    if (!key)
+        return;
+    uint64_t tag = gw_cache_route_tag(gw_slice_str(ox->route->host), gw_slice_str(ox->route->path));
+    gw_cache_entry_t *e =
+        gw_cache_peek(p->cache, key, klen, tag, a->head.fields, a->head.fields_len);
+    if (key != kb)
+        gw_free(key);
+    if (!e)
+        return;
+    const gw_field_t *ce = gw_proxy__field(e->fields, e->nfields, "content-encoding");
+    if (ce && !gw_proxy__codings_accepted(&a->head, ce->value)) {
+        gw_cache_unref(e); /* not one this request is answered from (gw_proxy__cache_serve) */
+        return;
+    }
+    const char *why = NULL;
+    gw_field_t merged[GW_PROXY_MAX_RESP_FIELDS];
+    ssize_t m = 0;
+    if (!head_matches(e, r->origin->fields, r->origin->fields_len))
+        why = "changed";
+    else if ((m = gw_cache_merge_304(e->fields, e->nfields, r->f, r->n, merged,
+                                     GW_PROXY_MAX_RESP_FIELDS)) < 0)
+        why = "too-many-fields";
+    if (!why) {
+        gw_cache_policy_t pol = policy_of(p->cfg, ox->route);
+        gw_cache_req_t q;
+        creq_of(a, &q);
+        q.method = GW_SLICE_LIT("GET"); /* the stored answer is the GET's */
+        gw_cache_resp_t rs = {e->status, merged, (size_t)m};
+        gw_cache_nostore_t ns = gw_cache_storable(&pol, &q, &rs);
+        if (ns != GW_CACHE_STORE)
+            why = gw_cache_nostore_str(ns);
+    }
+    if (!why) {
+        int64_t now = (int64_t)time(NULL);
+        int64_t took = (int64_t)((gw_now_ns() - ox->started_ns) / 1000000000u);
+        gw_cache_policy_t pol = policy_of(p->cfg, ox->route);
+        gw_cache_resp_t rs = {e->status, merged, (size_t)m};
+        gw_cache_put_t put = {.key = e->key,
+                              .keylen = e->keylen,
+                              .req_fields = a->head.fields,
+                              .nreq = a->head.fields_len,
+                              .status = e->status,
+                              .fields = merged,
+                              .nfields = (size_t)m,
+                              .body = e->body,
+                              .nbody = e->nbody,
+                              .route = tag};
+        gw_cache_meta(&pol, &rs, now - took, now, &put.meta);
+        int rv = gw_cache_put(p->cache, &put);
+        trim_if_due(p);
+        GW_LOG_DEBUG("cache_head_update", "key=%.*s code=%s",
+                     (int)(e->keylen > 200 ? 200 : e->keylen), e->key,
+                     rv < 0 ? gw_errname(rv) : "ok");
+    } else {
+        int gone = gw_cache_remove(p->cache, e);
+        trim_if_due(p);
+        GW_LOG_DEBUG("cache_head_invalidate", "key=%.*s why=%s removed=%d",
+                     (int)(e->keylen > 200 ? 200 : e->keylen), e->key, why, gone);
+    }
+    gw_cache_unref(e);
+}
+
 static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
 {
     const px_t *a = r->asker;
@@ -699,6 +809,9 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     creq_of(a, &q);
     gw_cache_resp_t rs = {r->status, r->origin->fields, r->origin->fields_len};
     invalidate(ox->p, &q, &rs);
+    if (r->status == 200 && ox->p->cache && a->cache_fwd != GW_PROXY_CFWD_BYPASS &&
+        gw_slice_eq(a->head.method, GW_SLICE_LIT("HEAD")))
+        freshen_by_head(ox, a, r);
     /* no fwd-status (RFC 9211 §2.3): the status the client sees is the origin's own */
     gw_cache_status_t st = {.fwd = fwd_str(a->cache_fwd, a->head.method)};
     struct gw_proxy_cx *cx = ox->cx;

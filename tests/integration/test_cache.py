@@ -780,3 +780,67 @@ def test_max_background_revalidations_bounds_the_requests_nobody_waits_for(gatew
         assert origin_count(o, skipped[0]) == 2
         assert o.requests[-1].header("if-none-match") == '"v1"'
         cl.close()
+
+
+def test_a_head_answer_freshens_or_invalidates_the_stored_get(gateway):
+    """RFC 9111 §4.3.5: a HEAD sent to the origin (the entry stale, or the request's no-cache)
+    whose 200 carries the stored GET's validators and Content-Length updates the stored head
+    and its freshness (the GET after it is a hit, never sent); one whose ETag or
+    Content-Length differs, or that says no-store, removes the entry (the GET after it is a
+    miss that gets the new body, not the old one)."""
+    with CountingOrigin() as o:
+        g = origin_gateway(gateway, o, route_extra="cache: true\n", admin=True,
+                           extra="cache:\n  max_object: 256KiB\n")
+        cl = Client(g.port)
+
+        def ttl(h):
+            m = re.fullmatch(r"h2gate; hit; ttl=(-?\d+)", h.get("cache-status", ""))
+            return int(m.group(1)) if m else None
+
+        # a stale GET freshened by a HEAD: the next GET is a hit, fresh for the HEAD's max-age
+        o.head_cc = "max-age=1"
+        st, h, first = get(cl, "/k/head/stale")
+        assert h["cache-status"] == "h2gate; fwd=miss; stored"
+        time.sleep(2.2)
+        o.head_cc = "max-age=60"
+        st, h, body = get(cl, "/k/head/stale", method="HEAD")
+        assert st == 200 and h["cache-status"].startswith("h2gate; fwd=stale")
+        assert origin_count(o, "/k/head/stale") == 2 and o.requests[-1].method == "HEAD"
+        st, h, body = get(cl, "/k/head/stale")
+        assert body == first and h["cache-control"] == "max-age=60"
+        assert 55 <= ttl(h) <= 60, h
+        assert origin_count(o, "/k/head/stale") == 2  # the GET was not sent
+        # a HEAD with no-cache updates a fresh entry's fields the same way
+        o.head_cc = "max-age=300"
+        get(cl, "/k/head/stale", method="HEAD", extra=[("cache-control", "no-cache")])
+        st, h, body = get(cl, "/k/head/stale")
+        assert body == first and 295 <= ttl(h) <= 300, h
+        assert origin_count(o, "/k/head/stale") == 3
+        # a new ETag: the stored answer is no longer the resource's
+        o.head_cc = "max-age=60"
+        get(cl, "/k/head/etag")
+        o.version = 2
+        st, h, _ = get(cl, "/k/head/etag", method="HEAD", extra=[("cache-control", "no-cache")])
+        assert h["etag"] == '"v2"'
+        st, h, body = get(cl, "/k/head/etag")
+        assert h["cache-status"] == "h2gate; fwd=miss; stored" and body.startswith(b"version 2\n")
+        # the same validators but another Content-Length
+        o.version = 1
+        get(cl, "/k/head/len")
+        o.version = 10  # one byte longer
+        o.head_fields = [("Cache-Control", "max-age=60"), ("ETag", '"v1"'),
+                         ("Last-Modified", o.head_lm)]
+        get(cl, "/k/head/len", method="HEAD", extra=[("cache-control", "no-cache")])
+        st, h, body = get(cl, "/k/head/len")
+        assert h["cache-status"] == "h2gate; fwd=miss; stored" and body.startswith(b"version 10\n")
+        # matching, but the HEAD's answer says no-store: the updated answer may not be kept
+        o.head_fields = None
+        get(cl, "/k/head/ns")
+        o.head_cc = "no-store"
+        get(cl, "/k/head/ns", method="HEAD", extra=[("cache-control", "no-cache")])
+        o.head_cc = "max-age=60"
+        st, h, body = get(cl, "/k/head/ns")
+        assert h["cache-status"] == "h2gate; fwd=miss; stored"
+        assert [origin_count(o, p) for p in ("/k/head/etag", "/k/head/len", "/k/head/ns")] == \
+            [3, 3, 3]
+        cl.close()
