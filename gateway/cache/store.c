@@ -139,7 +139,8 @@ struct gw_cache {
  * Only the bytes before a 0 byte count: a URL's key holds none, and the key of an entry derived
  * from another (a compressed copy: gateway/proxy/cache.c's copy_key) is that entry's key, a 0
  * byte and more, so the copies of a URL's entries sit in the bucket of the URL and a purge of
- * the URL finds them there (is_copy_of). */
+ * the URL finds them there (is_copy_of); they share its ghost too (a copy that leaves the small
+ * queue unread marks the URL as seen, as its entry would). */
 static uint64_t key_hash(const char *k, size_t n)
 {
     const char *z = memchr(k, 0, n);

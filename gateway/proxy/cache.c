@@ -750,8 +750,14 @@ static void freshen_by_head(ox_t *ox, const px_t *a, const gw_proxy_resp_t *r)
     if (!e)
         return;
     const gw_field_t *ce = gw_proxy__field(e->fields, e->nfields, "content-encoding");
-    if (ce && !gw_proxy__codings_accepted(&a->head, ce->value)) {
-        gw_cache_unref(e); /* not one this request is answered from (gw_proxy__cache_serve) */
+    const gw_field_t *hce =
+        gw_proxy__field(r->origin->fields, r->origin->fields_len, "content-encoding");
+    if ((ce && !gw_proxy__codings_accepted(&a->head, ce->value)) || !ce != !hce ||
+        (ce && !gw_slice_eq_nocase(ce->value, hce->value))) {
+        /* not one this request is answered from (gw_proxy__cache_serve), or the HEAD's answer
+         * is another representation (an origin that compresses by Accept-Encoding without
+         * Vary): its length says nothing of the stored one */
+        gw_cache_unref(e);
         return;
     }
     const char *why = NULL;

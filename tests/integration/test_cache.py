@@ -787,7 +787,8 @@ def test_a_head_answer_freshens_or_invalidates_the_stored_get(gateway):
     whose 200 carries the stored GET's validators and Content-Length updates the stored head
     and its freshness (the GET after it is a hit, never sent); one whose ETag or
     Content-Length differs, or that says no-store, removes the entry (the GET after it is a
-    miss that gets the new body, not the old one)."""
+    miss that gets the new body, not the old one). A HEAD answered in another coding is left
+    alone."""
     with CountingOrigin() as o:
         g = origin_gateway(gateway, o, route_extra="cache: true\n", admin=True,
                            extra="cache:\n  max_object: 256KiB\n")
@@ -843,4 +844,15 @@ def test_a_head_answer_freshens_or_invalidates_the_stored_get(gateway):
         assert h["cache-status"] == "h2gate; fwd=miss; stored"
         assert [origin_count(o, p) for p in ("/k/head/etag", "/k/head/len", "/k/head/ns")] == \
             [3, 3, 3]
+        # a HEAD answered in another coding (an origin that compresses by Accept-Encoding
+        # without Vary) describes another representation: the stored one stays as it is
+        o.version = 1
+        st, h, first = get(cl, "/k/head/ce")
+        o.version = 10
+        o.head_fields = [("Cache-Control", "max-age=60"), ("ETag", '"v1"'),
+                         ("Last-Modified", o.head_lm), ("Content-Encoding", "gzip")]
+        get(cl, "/k/head/ce", method="HEAD", extra=[("cache-control", "no-cache")])
+        st, h, body = get(cl, "/k/head/ce")
+        assert body == first and h["cache-status"].startswith("h2gate; hit"), h
+        assert origin_count(o, "/k/head/ce") == 2
         cl.close()
