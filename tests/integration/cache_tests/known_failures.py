@@ -30,8 +30,11 @@ _CONTENT_RANGE = ("a 304's Content-Range does not replace the stored one (gw_cac
                   "RFC 9111 §3.2 lets a cache keep the fields that describe the stored body)")
 _SET_COOKIE = ("answers with Set-Cookie are never stored, whatever their directives (issue 41 "
                "item 2: stricter than RFC 9111 §7.3)")
-_HEAD = ("[check] a HEAD that goes to the origin neither updates the stored GET nor gets its "
-         "stored fields (RFC 9111 §4.3.5 SHOULD: not implemented)")
+_HEAD_RETAIN = ("[check] a HEAD's 200 updates the stored GET (RFC 9111 §4.3.5, "
+                "proxy/cache.c freshen_by_head), but its own client gets the origin's fields "
+                "only, not the stored ones the origin did not send")
+_HEAD_410 = ("[check] only a HEAD's 200 updates the stored GET (RFC 9111 §4.3.5 speaks of a "
+             "200); a 410 goes to its client and leaves the stored 200 as it is")
 _PARTIAL = "[optimal] 206 answers are not stored (issue 41 item 2: full objects only)"
 _AUTH = ("[optimal] a request with Authorization is not looked up (config/README.md `cache`, "
          "Lookup), though the answer it gets with public, s-maxage or must-revalidate is stored")
@@ -111,10 +114,8 @@ H2GATE = {
     "304-etag-update-response-Set-Cookie": "[check] " + _SET_COOKIE + (
         ": request 2 is not conditional; the origin's 999 becomes a 502"),
     # updateHEAD
-    "head-200-retain": _HEAD,
-    "head-200-freshness-update": _HEAD,
-    "head-200-update": _HEAD,
-    "head-410-update": _HEAD,
+    "head-200-retain": _HEAD_RETAIN,
+    "head-410-update": _HEAD_410,
     # partial
     "partial-store-partial-reuse-partial": _PARTIAL,
     "partial-store-partial-reuse-partial-byterange": _PARTIAL,
