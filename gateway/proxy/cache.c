@@ -694,7 +694,7 @@ static void stand_in_stale(struct gw_proxy_cx *cx, gw_proxy_resp_t *r, int64_t n
     r->cl = e->status == 204 ? -1 : (int64_t)e->body_len;
 }
 
-/* The value of the first field line named name in f[0..n) equals v's (both absent: equal). */
+/* Whether f[0..n) has a field line named name and the first one has v's value. */
 static int same_value(const gw_field_t *f, size_t n, const char *name, const gw_field_t *v)
 {
     const gw_field_t *s = gw_proxy__field(f, n, name);
