@@ -7,6 +7,7 @@
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
@@ -63,6 +64,7 @@ struct gw_tls_ctx {
     /* AES-128-CBC and AES-256-CBC fetched once: EVP_aes_*_cbc() are legacy objects that
      * OpenSSL 3 looks up in the provider store again on every EVP_EncryptInit_ex */
     EVP_CIPHER *aes_cbc[2];
+    EVP_MD *sha256; /* the tickets' HMAC digest, fetched once (see ticket_mac_t) */
 };
 
 struct gw_tls_keyring {
@@ -124,14 +126,37 @@ static void rotate_if_due(gw_tls_ctx_t *c)
     }
 }
 
-static int set_mac(EVP_MAC_CTX *hctx, unsigned char *key, size_t len)
+/* The ticket's HMAC-SHA256, keyed by the callback. OpenSSL 3 has two ticket callbacks. The
+ * EVP_MAC one names the digest by a string, which the HMAC provider looks up in the provider
+ * store on every call (EVP_MD_fetch, 9k instructions; a MAC context takes no EVP_MD), and
+ * OpenSSL fetches the "HMAC" MAC for every ticket before calling it: about 20k instructions of
+ * look-ups per ticket, two tickets per resumed TLS 1.3 handshake. The HMAC_CTX one is keyed
+ * with the EVP_MD fetched once. It is deprecated since 3.0 but still in every 3.x (nginx's
+ * ssl_session_ticket_key and h2o use it), hence the local pragma below; an OpenSSL built
+ * without deprecated APIs gets the EVP_MAC callback. */
+#ifdef OPENSSL_NO_DEPRECATED_3_0
+typedef EVP_MAC_CTX ticket_mac_t;
+
+static int set_mac(const gw_tls_ctx_t *c, EVP_MAC_CTX *hctx, const ticket_key_t *k)
 {
+    (void)c;
     OSSL_PARAM params[3];
-    params[0] = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, key, len);
+    params[0] = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, (void *)k->hmac, k->key_len);
     params[1] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
     params[2] = OSSL_PARAM_construct_end();
     return EVP_MAC_CTX_set_params(hctx, params);
 }
+#else
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+typedef HMAC_CTX ticket_mac_t;
+
+static int set_mac(const gw_tls_ctx_t *c, HMAC_CTX *hctx, const ticket_key_t *k)
+{
+    return HMAC_Init_ex(hctx, k->hmac, (int)k->key_len, c->sha256, NULL);
+}
+#pragma GCC diagnostic pop
+#endif
 
 /* The CBC IV of a new ticket: 16 bytes of a per-thread batch of CSPRNG output, one RAND_bytes
  * per 256 tickets instead of one per ticket (6.6k instructions of DRBG locking and generation,
@@ -161,7 +186,7 @@ static int next_iv(unsigned char iv[16])
  * as 1, of another key as 2 (valid, renew it), of none as 0 (full handshake). */
 static int ticket_crypt(const gw_tls_ctx_t *c, const ticket_key_t *keys, size_t n,
                         unsigned char key_name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
-                        EVP_MAC_CTX *hctx, int enc)
+                        ticket_mac_t *hctx, int enc)
 {
     if (enc) {
         const ticket_key_t *k = &keys[0];
@@ -169,8 +194,7 @@ static int ticket_crypt(const gw_tls_ctx_t *c, const ticket_key_t *keys, size_t 
             return -1;
         memcpy(key_name, k->name, 16);
         const EVP_CIPHER *cipher = c->aes_cbc[k->key_len != 16];
-        if (EVP_EncryptInit_ex(cctx, cipher, NULL, k->aes, iv) == 1 &&
-            set_mac(hctx, (unsigned char *)k->hmac, k->key_len) == 1)
+        if (EVP_EncryptInit_ex(cctx, cipher, NULL, k->aes, iv) == 1 && set_mac(c, hctx, k) == 1)
             return 1;
         return -1;
     }
@@ -178,8 +202,7 @@ static int ticket_crypt(const gw_tls_ctx_t *c, const ticket_key_t *keys, size_t 
         const ticket_key_t *k = &keys[i];
         if (k->valid && !memcmp(key_name, k->name, 16)) {
             const EVP_CIPHER *cipher = c->aes_cbc[k->key_len != 16];
-            if (set_mac(hctx, (unsigned char *)k->hmac, k->key_len) == 1 &&
-                EVP_DecryptInit_ex(cctx, cipher, NULL, k->aes, iv) == 1)
+            if (set_mac(c, hctx, k) == 1 && EVP_DecryptInit_ex(cctx, cipher, NULL, k->aes, iv) == 1)
                 return i == 0 ? 1 : 2;
             return -1;
         }
@@ -188,7 +211,7 @@ static int ticket_crypt(const gw_tls_ctx_t *c, const ticket_key_t *keys, size_t 
 }
 
 static int ticket_keys_crypt(gw_tls_ctx_t *c, unsigned char key_name[16], unsigned char *iv,
-                             EVP_CIPHER_CTX *cctx, EVP_MAC_CTX *hctx, int enc)
+                             EVP_CIPHER_CTX *cctx, ticket_mac_t *hctx, int enc)
 {
     int rv;
     if (c->file_keys) /* never changes: no lock */
@@ -209,7 +232,7 @@ static int ticket_keys_crypt(gw_tls_ctx_t *c, unsigned char key_name[16], unsign
 }
 
 static int ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
-                     EVP_MAC_CTX *hctx, int enc)
+                     ticket_mac_t *hctx, int enc)
 {
     gw_tls_ctx_t *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
     int rv = ticket_keys_crypt(c, key_name, iv, cctx, hctx, enc);
@@ -623,7 +646,14 @@ no_files:
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, c);
     SSL_CTX_set_app_data(ctx, c);
     if (tls->session_tickets) {
+#ifdef OPENSSL_NO_DEPRECATED_3_0
         SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_cb);
+#else
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+        SSL_CTX_set_tlsext_ticket_key_cb(ctx, ticket_cb);
+#pragma GCC diagnostic pop
+#endif
         /* TLS 1.3: one ticket per handshake is enough for a browser */
         SSL_CTX_set_num_tickets(ctx, 1);
     }
@@ -668,9 +698,12 @@ int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t al
     c->rotation_ms = tls->ticket_rotation_ms ? tls->ticket_rotation_ms : 3600000;
     c->aes_cbc[0] = EVP_CIPHER_fetch(NULL, "AES-128-CBC", NULL);
     c->aes_cbc[1] = EVP_CIPHER_fetch(NULL, "AES-256-CBC", NULL);
-    if (!c->aes_cbc[0] || !c->aes_cbc[1] || new_ticket_key(&c->keys[0], wall_ms()) < 0) {
+    c->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+    if (!c->aes_cbc[0] || !c->aes_cbc[1] || !c->sha256 ||
+        new_ticket_key(&c->keys[0], wall_ms()) < 0) {
         EVP_CIPHER_free(c->aes_cbc[0]);
         EVP_CIPHER_free(c->aes_cbc[1]);
+        EVP_MD_free(c->sha256);
         pthread_mutex_destroy(&c->ticket_lock);
         gw_free(c);
         return GW_E_IO;
@@ -762,6 +795,7 @@ void gw_tls_ctx_del(gw_tls_ctx_t *c)
     gw_free(c->file_keys);
     EVP_CIPHER_free(c->aes_cbc[0]);
     EVP_CIPHER_free(c->aes_cbc[1]);
+    EVP_MD_free(c->sha256);
     pthread_mutex_destroy(&c->ticket_lock);
     gw_free(c);
 }

@@ -626,6 +626,203 @@ static void test_keyring_shared_between_contexts(void **state)
     gw_tls_keyring_del(ring);
 }
 
+/* TLS 1.3: the client reads what the server sent after its Finished (the ticket); the
+ * session it then holds carries that ticket. */
+static SSL_SESSION *take_ticket(pair_t *p)
+{
+    uint8_t buf[64];
+    int n = SSL_read(p->cli, buf, sizeof(buf));
+    assert_true(n <= 0);
+    assert_int_equal(SSL_get_error(p->cli, n), SSL_ERROR_WANT_READ);
+    SSL_SESSION *sess = SSL_get1_session(p->cli);
+    assert_non_null(sess);
+    assert_true(SSL_SESSION_is_resumable(sess));
+    return sess;
+}
+
+/* A ticket's key name and CBC IV (RFC 5077 §4's layout, OpenSSL's: 16-byte key name, IV,
+ * encrypted state, HMAC). */
+static void ticket_name_iv(const SSL_SESSION *sess, uint8_t name[16], uint8_t iv[16])
+{
+    const unsigned char *tick;
+    size_t len;
+    SSL_SESSION_get0_ticket(sess, &tick, &len);
+    assert_true(len > 16 + 16 + 32);
+    memcpy(name, tick, 16);
+    memcpy(iv, tick + 16, 16);
+}
+
+/* A new TLS 1.3 connection of p offering sess, the ticket it got taken: whether it resumed,
+ * and the new session in *next. */
+static int resumes13(pair_t *p, SSL_SESSION *sess, SSL_SESSION **next)
+{
+    pair_connect(p);
+    assert_int_equal(SSL_set_session(p->cli, sess), 1);
+    handshake(p, 0);
+    *next = take_ticket(p);
+    return SSL_session_reused(p->cli);
+}
+
+static int cmp_iv(const void *a, const void *b)
+{
+    return memcmp(a, b, 16);
+}
+
+/* A browser uses a TLS 1.3 ticket once (RFC 8446 §C.4): each resumed connection must get a
+ * new ticket, which resumes the next. 300 in a row (the IVs come from batches of 256) all
+ * resume, under one key, and no two tickets share a CBC IV. */
+static void test_tls13_tickets_chain_with_distinct_ivs(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    gw_cfg_cert_t c = {.certificate = cert_a, .key = key_a};
+    gw_cfg_tls_t cfg = base_cfg(&c, 1);
+    cfg.session_tickets = 1;
+    pair_t p;
+    pair_init(&p, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, NULL, 0, NULL, 0, NULL);
+    handshake(&p, 0);
+    assert_int_equal(SSL_version(p.cli), TLS1_3_VERSION);
+    SSL_SESSION *sess = take_ticket(&p);
+    static uint8_t ivs[N][16];
+    uint8_t name0[16], name[16];
+    ticket_name_iv(sess, name0, ivs[0]);
+    for (int i = 1; i < N; i++) {
+        SSL_SESSION *next;
+        assert_int_equal(resumes13(&p, sess, &next), 1);
+        SSL_SESSION_free(sess);
+        sess = next;
+        ticket_name_iv(sess, name, ivs[i]);
+        assert_memory_equal(name, name0, 16);
+    }
+    SSL_SESSION_free(sess);
+    qsort(ivs, N, 16, cmp_iv);
+    for (int i = 1; i < N; i++)
+        assert_memory_not_equal(ivs[i - 1], ivs[i], 16);
+    pair_free(&p);
+}
+
+static uint64_t set_ms;
+static uint64_t set_clock(void)
+{
+    return set_ms;
+}
+
+/* Rotation (ticket_rotation 1 s here): a ticket of the previous key still resumes and is
+ * renewed under the current key; one two keys old needs a full handshake. */
+static void test_tls13_tickets_resume_across_rotation(void **state)
+{
+    (void)state;
+    gw_cfg_cert_t c = {.certificate = cert_a, .key = key_a};
+    gw_cfg_tls_t cfg = base_cfg(&c, 1);
+    cfg.session_tickets = 1;
+    cfg.ticket_rotation_ms = 1000;
+    set_ms = 5000000;
+    gw_tls__set_clock(set_clock);
+    pair_t p;
+    pair_init(&p, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, NULL, 0, NULL, 0, NULL);
+    handshake(&p, 0);
+    SSL_SESSION *a = take_ticket(&p), *b, *b2, *d;
+    uint8_t name_a[16], name_b[16], iv[16];
+    ticket_name_iv(a, name_a, iv);
+    set_ms += 1500; /* a new key; a's is the previous one */
+    assert_int_equal(resumes13(&p, a, &b), 1);
+    ticket_name_iv(b, name_b, iv);
+    assert_memory_not_equal(name_a, name_b, 16);
+    set_ms += 1000; /* another new key: b's is the previous, a's is gone */
+    assert_int_equal(resumes13(&p, b, &b2), 1);
+    assert_int_equal(resumes13(&p, a, &d), 0);
+    SSL_SESSION_free(a);
+    SSL_SESSION_free(b);
+    SSL_SESSION_free(b2);
+    SSL_SESSION_free(d);
+    pair_free(&p);
+    gw_tls__set_clock(NULL);
+}
+
+/* OpenSSL's own server, keyed with tls.ticket_keys' 80-byte key (name, AES-256 key, HMAC
+ * key) through SSL_CTX_set_tlsext_ticket_keys (name, HMAC key, AES key: the same ticket
+ * format): whether it resumes sess, a client of p's over memory BIOs. */
+static int openssl_resumes(pair_t *p, const unsigned char key[80], SSL_SESSION *sess)
+{
+    SSL_CTX *sctx = SSL_CTX_new(TLS_server_method());
+    assert_non_null(sctx);
+    assert_int_equal(SSL_CTX_use_certificate_chain_file(sctx, cert_a), 1);
+    assert_int_equal(SSL_CTX_use_PrivateKey_file(sctx, key_a, SSL_FILETYPE_PEM), 1);
+    unsigned char k[80];
+    memcpy(k, key, 16);
+    memcpy(k + 16, key + 48, 32);
+    memcpy(k + 48, key + 16, 32);
+    assert_int_equal(SSL_CTX_set_tlsext_ticket_keys(sctx, k, sizeof(k)), 1);
+    SSL *srv = SSL_new(sctx), *cli = SSL_new(p->cctx);
+    BIO *c2s = BIO_new(BIO_s_mem()), *s2c = BIO_new(BIO_s_mem());
+    BIO_up_ref(c2s);
+    BIO_up_ref(s2c);
+    SSL_set_bio(srv, c2s, s2c);
+    SSL_set_bio(cli, s2c, c2s);
+    SSL_set_accept_state(srv);
+    SSL_set_connect_state(cli);
+    assert_int_equal(SSL_set_session(cli, sess), 1);
+    int cd = 0, sd = 0;
+    for (int round = 0; round < 20 && !(cd && sd); round++) {
+        if (!cd)
+            cd = SSL_do_handshake(cli) == 1;
+        if (!sd)
+            sd = SSL_do_handshake(srv) == 1;
+    }
+    assert_true(cd && sd);
+    int reused = SSL_session_reused(srv);
+    SSL_free(cli);
+    SSL_free(srv);
+    SSL_CTX_free(sctx);
+    return reused;
+}
+
+/* tls.ticket_keys: listeners given the same keys resume each other's tickets, in both
+ * formats (48 bytes: AES-128 and 16-byte HMAC keys; 80: AES-256, 32-byte HMAC keys), one with
+ * other keys under the same name does not (its HMAC fails), and OpenSSL's own server given
+ * the 80-byte key resumes h2gate's tickets (the HMAC and the cipher are the standard ones). */
+static void test_tls13_file_keys_shared_between_contexts(void **state)
+{
+    (void)state;
+    gw_cfg_cert_t c = {.certificate = cert_a, .key = key_a};
+    gw_cfg_tls_t cfg = base_cfg(&c, 1);
+    cfg.session_tickets = 1;
+    unsigned char keys[2 * 80];
+    for (size_t i = 0; i < sizeof(keys); i++)
+        keys[i] = (unsigned char)(i * 13 + 5);
+    for (unsigned kl = 48; kl <= 80; kl += 32) {
+        cfg.ticket_keys = keys;
+        cfg.ticket_keys_len = 2 * kl;
+        cfg.ticket_key_len = kl;
+        pair_t a, b, other;
+        pair_init(&a, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, NULL, 0, NULL, 0, NULL);
+        pair_init(&b, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, NULL, 0, NULL, 0, NULL);
+        unsigned char keys2[80];
+        memcpy(keys2, keys, 16); /* the same key name, other AES and HMAC keys */
+        memset(keys2 + 16, 0x77, sizeof(keys2) - 16);
+        cfg.ticket_keys = keys2;
+        cfg.ticket_keys_len = kl;
+        pair_init(&other, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, NULL, 0, NULL, 0, NULL);
+        handshake(&a, 0);
+        SSL_SESSION *s0 = take_ticket(&a), *s1, *s2, *s3;
+        uint8_t name[16], iv[16];
+        ticket_name_iv(s0, name, iv);
+        assert_memory_equal(name, keys, 16); /* the file's first key encrypts */
+        assert_int_equal(resumes13(&b, s0, &s1), 1);
+        assert_int_equal(resumes13(&a, s1, &s2), 1);
+        if (kl == 80)
+            assert_int_equal(openssl_resumes(&a, keys, s2), 1);
+        assert_int_equal(resumes13(&other, s2, &s3), 0);
+        SSL_SESSION_free(s0);
+        SSL_SESSION_free(s1);
+        SSL_SESSION_free(s2);
+        SSL_SESSION_free(s3);
+        pair_free(&a);
+        pair_free(&b);
+        pair_free(&other);
+    }
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_alpn_server_preference),
     cmocka_unit_test(test_sni_picks_certificate),
@@ -638,6 +835,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_check_says_which_file_and_why),
     cmocka_unit_test(test_ticket_rotation_ends_with_a_moving_clock),
     cmocka_unit_test(test_keyring_shared_between_contexts),
+    cmocka_unit_test(test_tls13_tickets_chain_with_distinct_ivs),
+    cmocka_unit_test(test_tls13_tickets_resume_across_rotation),
+    cmocka_unit_test(test_tls13_file_keys_shared_between_contexts),
 };
 
 GW_TEST_MAIN_GROUP(tests, setup_all, teardown_all)
