@@ -167,18 +167,18 @@ static int set_mac(const gw_tls_ctx_t *c, HMAC_CTX *hctx, const ticket_key_t *k)
 #define IV_POOL_BYTES 4096
 static _Thread_local struct {
     unsigned char bytes[IV_POOL_BYTES];
-    size_t used;
-} iv_pool = {.used = IV_POOL_BYTES};
+    size_t left; /* unused bytes at the end; zero-initialised (.tbss): empty */
+} iv_pool;
 
 static int next_iv(unsigned char iv[16])
 {
-    if (iv_pool.used + 16 > IV_POOL_BYTES) {
+    if (iv_pool.left < 16) {
         if (RAND_bytes(iv_pool.bytes, IV_POOL_BYTES) != 1)
             return -1;
-        iv_pool.used = 0;
+        iv_pool.left = IV_POOL_BYTES;
     }
-    memcpy(iv, iv_pool.bytes + iv_pool.used, 16);
-    iv_pool.used += 16;
+    memcpy(iv, iv_pool.bytes + IV_POOL_BYTES - iv_pool.left, 16);
+    iv_pool.left -= 16;
     return 0;
 }
 
