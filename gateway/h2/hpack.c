@@ -201,15 +201,75 @@ static void table_init(gw_hpack_table_t *t, size_t max)
     t->max = (uint32_t)max;
 }
 
-static gw_hpack_entry_t *slot(const gw_hpack_table_t *t, size_t i)
+/* ---- storage: one block per table, [cap record offsets][bucket heads (encoder)][records].
+ * A record is its entry's lengths followed by the name and value bytes, records in insertion
+ * order from the oldest one's; an encoder's slots also hold each entry's hash and bucket chain,
+ * so that a bucket walk reads the slots, and a record only when its hash matches. A look-up
+ * that walks a response's fields finds them on a few adjacent lines, not in an allocation
+ * each. */
+
+typedef struct {
+    uint32_t name_len, value_len;
+} rec_t;
+
+/* An encoder's slot: its record, and what a bucket walk reads before it (the decoder's slot
+ * is the offset alone). */
+typedef struct {
+    uint32_t off;
+    uint32_t hash; /* of name and value */
+    uint32_t next; /* slot + 1 of the next older entry in this one's bucket, 0 = none */
+} eslot_t;
+#define STRIDE(t) ((t)->indexed ? sizeof(eslot_t) / sizeof(uint32_t) : 1)
+
+/* the byte space grows in these (a table holds at most GW_HPACK_MAX_TABLE) */
+#define ARENA_UNIT 32
+/* bytes a record of n name and value bytes takes (headers stay 4-byte aligned) */
+#define REC_SIZE(n) (sizeof(rec_t) + (((n) + 3) & ~(size_t)3))
+
+static size_t heads_size(const gw_hpack_table_t *t, uint32_t cap)
 {
-    /* i = 0 is the newest; the ring grows towards higher slots */
-    return &t->ents[(t->head + t->cap - i) % t->cap];
+    return t->indexed ? cap / 2 * sizeof(uint32_t) : 0;
 }
 
-const gw_hpack_entry_t *gw_hpack_table_get(const gw_hpack_table_t *t, size_t i)
+static uint8_t *arena(const gw_hpack_table_t *t)
 {
-    return i < t->len ? slot(t, i) : NULL;
+    return (uint8_t *)(t->offs + t->cap * STRIDE(t)) + heads_size(t, t->cap);
+}
+
+/* ring slot of entry i, 0 = the newest; the ring grows towards higher slots */
+static uint32_t slot_of(const gw_hpack_table_t *t, size_t i)
+{
+    return (uint32_t)((t->head + t->cap - i) & (t->cap - 1));
+}
+
+/* slot s's offset (decoder or encoder), and an encoder's slot */
+static uint32_t *off_at(const gw_hpack_table_t *t, uint32_t s)
+{
+    return &t->offs[s * STRIDE(t)];
+}
+
+static eslot_t *eslot(const gw_hpack_table_t *t, uint32_t s)
+{
+    return &((eslot_t *)t->offs)[s];
+}
+
+static rec_t *rec(const gw_hpack_table_t *t, uint32_t s)
+{
+    return (rec_t *)(arena(t) + *off_at(t, s));
+}
+
+static const uint8_t *rec_data(const rec_t *r)
+{
+    return (const uint8_t *)(r + 1);
+}
+
+int gw_hpack_table_get(const gw_hpack_table_t *t, size_t i, gw_hpack_entry_t *e)
+{
+    if (i >= t->len)
+        return 0;
+    const rec_t *r = rec(t, slot_of(t, i));
+    *e = (gw_hpack_entry_t){rec_data(r), r->name_len, r->value_len};
+    return 1;
 }
 
 /* ---- encoder index: the entries of a hash bucket are chained newest first through `next`, so
@@ -218,26 +278,28 @@ const gw_hpack_entry_t *gw_hpack_table_get(const gw_hpack_table_t *t, size_t i)
 
 static uint32_t *bucket(const gw_hpack_table_t *t, uint32_t hash)
 {
-    uint32_t *heads = (uint32_t *)(t->ents + t->cap);
+    uint32_t *heads = t->offs + t->cap * STRIDE(t);
     return &heads[hash & (t->cap / 2 - 1)];
 }
 
 static void index_link(gw_hpack_table_t *t, uint32_t s)
 {
-    uint32_t *b = bucket(t, t->ents[s].hash);
-    t->ents[s].next = *b;
+    eslot_t *e = eslot(t, s);
+    uint32_t *b = bucket(t, e->hash);
+    e->next = *b;
     *b = s + 1;
 }
 
 /* Unlink slot s (the oldest entry, so the last of its chain; any entry would do). */
 static void index_unlink(gw_hpack_table_t *t, uint32_t s)
 {
-    uint32_t *link = bucket(t, t->ents[s].hash);
+    eslot_t *e = eslot(t, s);
+    uint32_t *link = bucket(t, e->hash);
     while (*link != s + 1) {
         GW_ASSERT(*link != 0);
-        link = &t->ents[*link - 1].next;
+        link = &eslot(t, *link - 1)->next;
     }
-    *link = t->ents[s].next;
+    *link = e->next;
 }
 
 /* Index (62 up) of the newest entry equal to name: value with hash fh, or 0. */
@@ -245,24 +307,45 @@ static size_t index_find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t 
 {
     if (!t->len)
         return 0;
-    for (uint32_t s = *bucket(t, fh); s; s = t->ents[s - 1].next) {
-        const gw_hpack_entry_t *e = &t->ents[s - 1];
-        if (e->hash == fh && e->name_len == name.len && e->value_len == value.len &&
-            gw_mem_eq(e->data, name.base, name.len) &&
-            gw_mem_eq(e->data + name.len, value.base, value.len))
-            return STATIC_LEN + 1 + (t->head + t->cap - (s - 1)) % t->cap;
+    /* an encoder's table: the layout of arena() and bucket() without their tests */
+    const eslot_t *es = (const eslot_t *)t->offs;
+    const uint32_t *heads = (const uint32_t *)(es + t->cap);
+    const uint8_t *a = (const uint8_t *)(heads + t->cap / 2);
+    for (uint32_t s = heads[fh & (t->cap / 2 - 1)]; s; s = es[s - 1].next) {
+        if (es[s - 1].hash != fh)
+            continue;
+        const rec_t *r = (const rec_t *)(a + es[s - 1].off);
+        if (r->name_len == name.len && r->value_len == value.len &&
+            gw_mem_eq(rec_data(r), name.base, name.len) &&
+            gw_mem_eq(rec_data(r) + name.len, value.base, value.len))
+            return STATIC_LEN + 1 + ((t->head + t->cap - (s - 1)) & (t->cap - 1));
     }
     return 0;
 }
 
+/* Offsets in the arena of the oldest record and past the newest (0, 0 when empty). */
+static size_t bytes_start(const gw_hpack_table_t *t)
+{
+    return t->len ? *off_at(t, slot_of(t, t->len - 1)) : 0;
+}
+
+static size_t bytes_end(const gw_hpack_table_t *t)
+{
+    if (!t->len)
+        return 0;
+    const rec_t *r = rec(t, t->head);
+    return *off_at(t, t->head) + REC_SIZE((size_t)r->name_len + r->value_len);
+}
+
+/* A record stays where it is until the arena is rebuilt (table_add relies on it: a name being
+ * added may be the evicted entry's). */
 static void evict_one(gw_hpack_table_t *t)
 {
-    gw_hpack_entry_t *e = slot(t, t->len - 1);
+    uint32_t s = slot_of(t, t->len - 1);
     if (t->indexed)
-        index_unlink(t, (uint32_t)(e - t->ents));
-    t->size -= e->name_len + e->value_len + (uint32_t)ENTRY_OVERHEAD;
-    gw_free(e->data);
-    e->data = NULL;
+        index_unlink(t, s);
+    const rec_t *r = rec(t, s);
+    t->size -= r->name_len + r->value_len + (uint32_t)ENTRY_OVERHEAD;
     t->len--;
 }
 
@@ -275,12 +358,51 @@ static void table_resize(gw_hpack_table_t *t, size_t max)
 
 static void table_free(gw_hpack_table_t *t)
 {
-    while (t->len)
-        evict_one(t);
-    gw_free(t->ents);
+    gw_free(t->offs);
     uint8_t indexed = t->indexed;
     memset(t, 0, sizeof(*t));
     t->indexed = indexed;
+}
+
+/* s lies in t's block (a record's bytes, live or evicted). */
+static int in_block(const gw_hpack_table_t *t, gw_slice_t s)
+{
+    uintptr_t p = (uintptr_t)s.base, b = (uintptr_t)t->offs;
+    return s.len && b && p >= b && p < (uintptr_t)(arena(t) + (size_t)t->bunits * ARENA_UNIT);
+}
+
+/* A new block with room for one more slot and a record of size rs: the records oldest first
+ * in slots 0.., from offset 0 (chains rebuilt by the caller). The old block stays valid until
+ * the caller frees it (the new entry's bytes may be in it). NULL when out of memory. */
+static uint32_t *rebuild(gw_hpack_table_t *t, size_t rs, uint32_t *ncap_out, uint16_t *nunits_out)
+{
+    uint32_t ncap = t->len < t->cap ? t->cap : t->cap ? t->cap * 2 : 16;
+    size_t start = bytes_start(t), live = bytes_end(t) - start;
+    /* room to spare for later additions (a rebuild moves the live records), within what the
+     * table's size can hold (§4.1: every entry's bytes count in it, and 32 for each, more
+     * than its header and padding) */
+    size_t need = live + rs, spare = need / 4;
+    size_t units = (need + spare + ARENA_UNIT - 1) / ARENA_UNIT,
+           most = ((need > t->max ? need : t->max) + ARENA_UNIT - 1) / ARENA_UNIT;
+    if (units > most)
+        units = most;
+    size_t hs = heads_size(t, ncap), st = STRIDE(t);
+    uint32_t *nb = gw_malloc(ncap * st * sizeof(*nb) + hs + units * ARENA_UNIT);
+    if (!nb)
+        return NULL;
+    uint8_t *na = (uint8_t *)(nb + ncap * st) + hs;
+    memset(nb + ncap * st, 0, hs);
+    if (live)
+        memcpy(na, arena(t) + start, live);
+    for (uint32_t i = 0; i < t->len; i++) { /* oldest first into 0.. (chains: the caller) */
+        const uint32_t *o = off_at(t, slot_of(t, t->len - 1 - i));
+        nb[i * st] = *o - (uint32_t)start;
+        if (t->indexed)
+            ((eslot_t *)nb)[i].hash = ((const eslot_t *)o)->hash;
+    }
+    *ncap_out = ncap;
+    *nunits_out = (uint16_t)units;
+    return nb;
 }
 
 /* §4.4: evict until the entry fits; an entry larger than the table empties it. The hash is
@@ -293,50 +415,64 @@ static int table_add(gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uin
             evict_one(t);
         return 0;
     }
-    /* copied before the evictions: name may be an entry of this table (a literal with an
-     * indexed name, §6.2.1) that makes room for the new one (§4.4) */
-    uint8_t *data = gw_malloc(name.len + value.len);
-    if (!data)
-        return GW_E_NOMEM;
-    if (name.len)
-        memcpy(data, name.base, name.len);
-    if (value.len)
-        memcpy(data + name.len, value.base, value.len);
+    /* evictions leave the records in place: name may be an entry of this table (a literal
+     * with an indexed name, §6.2.1) that makes room for the new one (§4.4) */
     while (t->size + esize > t->max)
         evict_one(t);
-    if (t->len == t->cap) {
-        uint32_t ncap = t->cap ? t->cap * 2 : 16;
-        size_t heads = t->indexed ? ncap / 2 * sizeof(uint32_t) : 0;
-        gw_hpack_entry_t *n = gw_calloc(1, ncap * sizeof(*n) + heads);
-        if (!n) {
-            gw_free(data);
+    size_t rs = REC_SIZE(name.len + value.len), end = bytes_end(t),
+           room = (size_t)t->bunits * ARENA_UNIT;
+    uint32_t *old = NULL;
+    if (end + rs > room && t->len < t->cap && end - bytes_start(t) + rs <= room &&
+        !in_block(t, name) && !in_block(t, value)) {
+        /* the evicted records made the room: the live ones move to the front */
+        size_t start = bytes_start(t);
+        uint8_t *a = arena(t);
+        memmove(a, a + start, end - start);
+        for (uint32_t i = 0; i < t->len; i++)
+            *off_at(t, slot_of(t, i)) -= (uint32_t)start;
+        end -= start;
+    }
+    if (t->len == t->cap || end + rs > room) {
+        uint32_t ncap;
+        uint16_t units;
+        uint32_t *nb = rebuild(t, rs, &ncap, &units);
+        if (!nb)
             return GW_E_NOMEM;
-        }
-        for (uint32_t i = 0; i < t->len; i++) /* oldest first into 0.. */
-            n[i] = *slot(t, t->len - 1 - i);
-        gw_free(t->ents);
-        t->ents = n;
+        end = t->len ? bytes_end(t) - bytes_start(t) : 0;
+        old = t->offs;
+        t->offs = nb;
         t->cap = ncap;
+        t->bunits = units;
         t->head = t->len ? t->len - 1 : ncap - 1;
         if (t->indexed)
             for (uint32_t i = 0; i < t->len; i++) /* oldest first: chains end newest first */
                 index_link(t, i);
     }
-    t->head = (t->head + 1) % t->cap;
-    gw_hpack_entry_t *e = &t->ents[t->head];
-    e->data = data;
-    e->name_len = (uint32_t)name.len;
-    e->value_len = (uint32_t)value.len;
-    e->hash = hash;
-    if (t->indexed)
+    uint8_t *a = arena(t);
+    uint8_t *dst = a + end + sizeof(rec_t);
+    /* memmove: the name may be an evicted record's bytes at this very place (the header
+     * written after, it may also overlap them) */
+    if (name.len)
+        memmove(dst, name.base, name.len);
+    if (value.len)
+        memmove(dst + name.len, value.base, value.len);
+    gw_free(old); /* after the copies: name or value may be in it */
+    t->head = (t->head + 1) & (t->cap - 1);
+    *off_at(t, t->head) = (uint32_t)end;
+    rec_t *r = (rec_t *)(a + end);
+    *r = (rec_t){(uint32_t)name.len, (uint32_t)value.len};
+    if (t->indexed) {
+        eslot(t, t->head)->hash = hash;
         index_link(t, t->head);
+    }
     t->len++;
     t->size += (uint32_t)esize; /* esize <= max, a 32-bit value */
     return 0;
 }
 
 /* Index space of §2.3.3: 1..61 static, then dynamic newest first. */
-static int lookup(const gw_hpack_table_t *t, uint64_t idx, gw_slice_t *name, gw_slice_t *value)
+static inline __attribute__((always_inline)) int lookup(const gw_hpack_table_t *t, uint64_t idx,
+                                                        gw_slice_t *name, gw_slice_t *value)
 {
     if (idx == 0)
         return GW_E_COMPRESSION;
@@ -347,9 +483,9 @@ static int lookup(const gw_hpack_table_t *t, uint64_t idx, gw_slice_t *name, gw_
     }
     if (idx - STATIC_LEN - 1 >= t->len)
         return GW_E_COMPRESSION;
-    const gw_hpack_entry_t *e = slot(t, (size_t)(idx - STATIC_LEN - 1));
-    *name = (gw_slice_t){e->data, e->name_len};
-    *value = (gw_slice_t){e->data + e->name_len, e->value_len};
+    const rec_t *r = rec(t, slot_of(t, (size_t)(idx - STATIC_LEN - 1)));
+    *name = (gw_slice_t){rec_data(r), r->name_len};
+    *value = (gw_slice_t){rec_data(r) + r->name_len, r->value_len};
     return 0;
 }
 
@@ -358,6 +494,8 @@ static int lookup(const gw_hpack_table_t *t, uint64_t idx, gw_slice_t *name, gw_
 int gw_hpack_dec_init(gw_hpack_dec_t *d, size_t max_table_size)
 {
     memset(d, 0, sizeof(*d));
+    if (max_table_size > GW_HPACK_MAX_TABLE)
+        max_table_size = GW_HPACK_MAX_TABLE;
     table_init(&d->t, max_table_size);
     d->max_allowed = (uint32_t)max_table_size;
     d->max_list = SIZE_MAX;
@@ -404,6 +542,8 @@ static gw_hpack_strbufs_t *strbufs(gw_hpack_dec_t *d)
 
 void gw_hpack_dec_set_max_table_size(gw_hpack_dec_t *d, size_t max)
 {
+    if (max > GW_HPACK_MAX_TABLE)
+        max = GW_HPACK_MAX_TABLE;
     d->max_allowed = (uint32_t)max;
     if (d->t.max > max)
         table_resize(&d->t, max);
@@ -803,8 +943,8 @@ static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value,
     /* (no static name) the newest entry of that name: walking the ring down from head */
     size_t j = t->head;
     for (size_t i = 0; i < t->len; i++, j = j ? j - 1 : t->cap - 1) {
-        const gw_hpack_entry_t *e = &t->ents[j];
-        if (e->name_len == name.len && gw_mem_eq(e->data, name.base, name.len))
+        const rec_t *r = rec(t, (uint32_t)j);
+        if (r->name_len == name.len && gw_mem_eq(rec_data(r), name.base, name.len))
             return STATIC_LEN + 1 + i;
     }
     return 0;

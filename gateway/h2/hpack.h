@@ -24,6 +24,10 @@
 
 #include "common/buf.h"
 
+/* The largest dynamic table (§4.2) a decoder is given or an encoder keeps (2 MiB; the
+ * configuration's bound, h2.header_table_size, is 1 MiB): larger sizes are taken as this. */
+#define GW_HPACK_MAX_TABLE ((size_t)65535 * 32)
+
 #define GW_HPACK_F_NEVER_INDEX 0x1 /* was / must be sent as never indexed (§6.2.3) */
 #define GW_HPACK_F_NO_INDEX 0x2    /* encode as a literal without indexing (§6.2.2) */
 
@@ -32,27 +36,30 @@ typedef struct {
     unsigned flags;
 } gw_hpack_field_t;
 
-/* Dynamic table (§2.3.2): a ring of entries, newest at index 62. */
+/* An entry of a dynamic table (§2.3.2), as gw_hpack_table_get shows it: its name bytes then its
+ * value bytes at data, valid until the table changes. */
 typedef struct {
-    uint8_t *data; /* name bytes then value bytes, one allocation per entry */
+    const uint8_t *data;
     uint32_t name_len, value_len;
-    uint32_t hash; /* encoder: of name and value (lookups); else 0 */
-    uint32_t next; /* encoder: slot + 1 of the next older entry in this one's bucket, 0 = none */
 } gw_hpack_entry_t;
 
 typedef struct {
-    /* allocated on the first insertion; an encoder's table (indexed) has its bucket heads
-     * after the cap slots, in the same block: cap / 2 of them, each the slot + 1 of the newest
-     * entry whose hash falls there (0 = none) */
-    gw_hpack_entry_t *ents;
+    /* Dynamic table (§2.3.2): a ring of cap slots, newest at index 62, in one block allocated
+     * on the first insertion: the slots (each its entry's offset among the records; an
+     * encoder's (indexed) also its hash and bucket chain); an encoder's table then has its
+     * bucket heads, cap / 2 of them, each the slot + 1 of the newest entry whose hash falls
+     * there (0 = none); then bunits * 32 bytes of records, oldest first, each an entry's
+     * lengths and its name and value. */
+    uint32_t *offs;
     /* 32-bit: a table is bounded by a SETTINGS_HEADER_TABLE_SIZE (a 32-bit value), and every
      * HTTP/2 connection keeps two tables for its whole life */
     uint32_t head;   /* slot of the newest entry */
     uint32_t len;    /* entries in use */
-    uint32_t cap;    /* slots allocated: 0, or 16 << k */
+    uint32_t cap;    /* slots allocated: 0, or 16 << k (a power of two) */
     uint32_t size;   /* §4.1 size: sum of name + value + 32 */
     uint32_t max;    /* current maximum size */
     uint8_t indexed; /* entries are found by hash (the encoder's table) */
+    uint16_t bunits; /* the block's byte space, in units of 32 bytes (0: no block) */
 } gw_hpack_table_t;
 
 /* Buffers for Huffman-decoded strings, kept between blocks for speed, given back by
@@ -151,7 +158,7 @@ static inline size_t gw_hpack_table_size(const gw_hpack_table_t *t)
 {
     return t->size;
 }
-/* Entry i of the dynamic table, 0 = newest; NULL past the end. */
-const gw_hpack_entry_t *gw_hpack_table_get(const gw_hpack_table_t *t, size_t i);
+/* Entry i of the dynamic table, 0 = newest, into *e: 1, or 0 past the end. */
+int gw_hpack_table_get(const gw_hpack_table_t *t, size_t i, gw_hpack_entry_t *e);
 
 #endif

@@ -38,7 +38,9 @@ static int same_table(const gw_hpack_table_t *x, const gw_hpack_table_t *y)
         gw_hpack_table_size(x) != gw_hpack_table_size(y))
         return 0;
     for (size_t i = 0; i < gw_hpack_table_len(x); i++) {
-        const gw_hpack_entry_t *a = gw_hpack_table_get(x, i), *b = gw_hpack_table_get(y, i);
+        gw_hpack_entry_t ae, be, *a = &ae, *b = &be;
+        if (!gw_hpack_table_get(x, i, a) || !gw_hpack_table_get(y, i, b))
+            return 0;
         if (a->name_len != b->name_len || a->value_len != b->value_len ||
             memcmp(a->data, b->data, a->name_len + a->value_len))
             return 0;
