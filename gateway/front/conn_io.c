@@ -141,6 +141,46 @@ int gw_front__send_iovq(conn_t *c, gw_iovq_t *q)
     return 0;
 }
 
+/* Frame headers and header blocks are copied into the output queue's copy block. A connection
+ * needs one only during its write round: once the socket took the bytes it is empty again. One
+ * block per worker, lent for the round, instead of 4 KiB per busy connection that its next round
+ * finds cold. Bytes a write left queued keep their part of the block pinned (its references),
+ * and the worker moves on to a fresh block once that one is nearly full. */
+#define OQ_SCRATCH 4096
+
+void gw_front__oq_lend(conn_t *c)
+{
+    gw_front_t *w = W(c);
+    gw_iovq_t *q = &c->b->oq;
+    if (q->copy_buf)
+        return; /* a block of its own, still holding queued bytes */
+    gw_rbuf_t *s = w->oq_scratch;
+    if (s && s->cap - s->len < OQ_SCRATCH / 4) {
+        if (__atomic_load_n(&s->refs, __ATOMIC_RELAXED) == 1) {
+            s->len = 0;
+        } else {
+            gw_rbuf_unref(s);
+            w->oq_scratch = s = NULL;
+        }
+    }
+    if (!s && !(w->oq_scratch = s = gw_rbuf_new(OQ_SCRATCH)))
+        return; /* the queue allocates one of its own */
+    q->copy_buf = gw_rbuf_ref(s);
+}
+
+void gw_front__oq_return(conn_t *c)
+{
+    gw_iovq_t *q = &c->b->oq;
+    gw_rbuf_t *s = W(c)->oq_scratch;
+    /* the worker's block, or one the queue took when it ran short, if nothing is left in it */
+    if (q->copy_buf && (q->copy_buf == s || q->count == 0)) {
+        gw_rbuf_unref(q->copy_buf);
+        q->copy_buf = NULL;
+    }
+    if (s && __atomic_load_n(&s->refs, __ATOMIC_RELAXED) == 1)
+        s->len = 0; /* no bytes of it are queued anywhere */
+}
+
 static int send_raw(conn_t *c, const void *p, size_t n)
 {
     if (n == 0)

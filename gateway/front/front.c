@@ -44,6 +44,7 @@ void gw_front_free(gw_front_t *f)
     uv_mutex_destroy(&f->snap_lock);
     if (f->h2s_pool_ok)
         gw_pool_free(&f->h2s_pool); /* every connection is closed: only the freelist is left */
+    gw_rbuf_unref(f->oq_scratch);
 }
 
 size_t gw_front_stop_conns(gw_front_t *f, const gw_front_gen_t *g, gw_stop_t how, int keep_tunnels)

@@ -201,10 +201,11 @@ struct gw_front {
     gw_list_t dirty;        /* connections with deferred work */
     /* connection timers (ticker.c): one loop timer for the earliest node of the heap */
     uv_timer_t ticker;
-    uint64_t ticker_due; /* loop time ticker fires at, while active */
-    gw_theap_t timers;   /* timeouts and throttle wake-ups of the connections */
-    size_t timer_nodes;  /* nodes that may be queued (room reserved in timers) */
-    gw_pool_t h2s_pool;  /* h2_stream.c's HTTP/2 client streams */
+    uint64_t ticker_due;   /* loop time ticker fires at, while active */
+    gw_theap_t timers;     /* timeouts and throttle wake-ups of the connections */
+    size_t timer_nodes;    /* nodes that may be queued (room reserved in timers) */
+    gw_pool_t h2s_pool;    /* h2_stream.c's HTTP/2 client streams */
+    gw_rbuf_t *oq_scratch; /* frame bytes of a connection's write round (conn_io.c), or NULL */
     int h2s_pool_ok;
     /* access log (accesslog.c): lines waiting for the next write, flushed at 32 KiB, by the
      * timer within a second, and at exit */

@@ -265,6 +265,10 @@ void gw_front__read_start(conn_t *c);
 void gw_front__on_data(conn_t *c, const char *data, size_t nread);
 void gw_front__after_write(conn_t *c, size_t len, int status);
 int gw_front__send_iovq(conn_t *c, gw_iovq_t *q);
+/* Around a write round of c->b->oq: the worker's scratch block is lent to the queue for the
+ * frame bytes it copies, and taken back after (bytes still queued keep their part pinned). */
+void gw_front__oq_lend(conn_t *c);
+void gw_front__oq_return(conn_t *c);
 int gw_front__flush(conn_t *c);
 void gw_front__process(conn_t *c);
 

@@ -612,8 +612,10 @@ static ssize_t h2_send_step(conn_t *c)
 static int h2_send(conn_t *c)
 {
     ssize_t n;
+    gw_front__oq_lend(c);
     while ((n = h2_send_step(c)) > 0 && c->queued == 0 && gw_h2_session_want_write(c->h2))
         ;
+    gw_front__oq_return(c);
     return n < 0 ? (int)n : 0;
 }
 
