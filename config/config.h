@@ -316,6 +316,8 @@ typedef struct {
     unsigned max_pushes;           /* PUSH_PROMISEs per connection; 0 = never push */
     size_t frame_ahead;            /* DATA framed beyond what the socket has taken */
     size_t notsent_lowat;          /* TCP_NOTSENT_LOWAT of the socket; 0 = the kernel's */
+    size_t
+        bulk_lowat; /* the same while its live streams are all of one urgency; 0 = the kernel's */
 } gw_cfg_h2_t;
 
 typedef struct {

@@ -40,6 +40,7 @@ static const field_t h2_fields[] = {
     FLD(gw_cfg_h2_t, max_pushes, F_UINT, 0, 1000),
     FLD(gw_cfg_h2_t, frame_ahead, F_SIZE, 1024, 1ull << 30),
     FLD(gw_cfg_h2_t, notsent_lowat, F_SIZE, 0, 64ull << 20),
+    FLD(gw_cfg_h2_t, bulk_lowat, F_SIZE, 0, 64ull << 20),
 };
 static const field_t timeout_fields[] = {
     FLD(gw_cfg_timeouts_t, handshake_ms, F_DUR, 1, DAY_MS),
@@ -459,6 +460,7 @@ static void set_defaults(gw_config_t *c)
         .max_pushes = GW_H2_DEF_MAX_PUSHES,
         .frame_ahead = GW_H2_DEF_FRAME_AHEAD,
         .notsent_lowat = GW_H2_DEF_NOTSENT_LOWAT,
+        .bulk_lowat = GW_H2_DEF_BULK_LOWAT,
     };
     c->timeouts = (gw_cfg_timeouts_t){
         .handshake_ms = 10000,

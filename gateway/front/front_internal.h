@@ -67,6 +67,10 @@ enum {
     GW_CONN_F_THR_IN = 1u << 6,      /* reads stopped / window credit held: upload rate */
     GW_CONN_F_DRAIN = 1u << 7,       /* HTTP/2 of an old generation: GOAWAY once quiet */
     GW_CONN_F_TLS_BYE = 1u << 8,     /* closing: TLS close_notify queued after the last byte */
+    /* HTTP/2 send pacing (h2_data_max): the socket's TCP_NOTSENT_LOWAT is h2.notsent_lowat
+     * (PACED) or h2.bulk_lowat (BULK); neither: the kernel's default */
+    GW_CONN_F_PACED = 1u << 9,
+    GW_CONN_F_BULK = 1u << 10,
 };
 
 typedef struct conn conn_t;

@@ -483,12 +483,6 @@ int gw_front__start_h2(conn_t *c)
     if (rv < 0)
         return rv;
     c->state = CS_H2;
-    /* TCP_NOTSENT_LOWAT (tcp(7)): the kernel takes no more than this beyond what it has sent,
-     * so what waits for the client's link waits in the session, where the scheduler can still
-     * put a more urgent stream first (h2_send). A failure leaves the kernel's default. */
-    uv_os_fd_t fd;
-    if (CFG(c)->h2.notsent_lowat && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
-        (void)gw_pacing_set_lowat(fd, CFG(c)->h2.notsent_lowat);
     /* accepted just before a stop or a reload: its first requests are served, then GOAWAY
      * (at once for a stop; once quiet for a reload) */
     if (c->flags & GW_CONN_F_DRAIN) {
@@ -526,16 +520,67 @@ static void h2_arm(conn_t *c)
     gw_front__arm(c, due > now ? due - now : 1);
 }
 
+/* The socket's TCP_NOTSENT_LOWAT (tcp(7)) for the pacing the connection needs now: the kernel
+ * takes no more than that beyond what it has sent, so what waits for the client's link waits
+ * in the session, where the scheduler can still put a more urgent stream first. Pacing costs a
+ * write round (a wake-up, a partial write, a TCP_INFO reading) per lowat or so of the link, so
+ * it is tight only while it can matter (RFC 9218 §10 order between live streams):
+ *   PACED (h2.notsent_lowat): framing all that is queued would put more than h2.frame_ahead
+ *     of DATA ahead of a more urgent stream that is still to send (its origin has not answered
+ *     yet, or it waits for a window); it stays until the live streams are all of one urgency
+ *     or less than half of that is left behind them (hysteresis: a page does not flip the
+ *     socket option with every chunk its origins send);
+ *   BULK (h2.bulk_lowat): several streams live, all of one urgency: nothing to reorder now,
+ *     but a more urgent request may come; the looser bound keeps what it would find ahead of
+ *     it to the bulk lowat and what is in flight, with fewer, larger writes;
+ *   neither (the kernel's default): at most one stream live, written as without pacing.
+ * A tighter option is set at once; a looser one only once more is queued than the tighter one
+ * lets through (a connection of small answers pays no system call for it). Returns the lowat
+ * the socket has now, 0 for none. */
+static size_t h2_pacing_mode(conn_t *c)
+{
+    const gw_config_t *cfg = CFG(c);
+    size_t ahead = cfg->h2.frame_ahead;
+    int have = (c->flags & GW_CONN_F_PACED) ? 2 : (c->flags & GW_CONN_F_BULK) ? 1 : 0;
+    const size_t lowat[3] = {0, cfg->h2.bulk_lowat, cfg->h2.notsent_lowat};
+    size_t queued = gw_h2_session_data_queued(c->h2);
+    if (queued == 0)
+        return lowat[have]; /* no DATA to frame: nothing to decide yet */
+    gw_h2_pacing_view_t v;
+    gw_h2_session_pacing_view(c->h2, ahead, &v);
+    int want = (c->flags & GW_CONN_F_PACED) ? (v.one_class || v.behind < ahead / 2 ? 0 : 2)
+                                            : (v.behind > ahead ? 2 : 0);
+    if (!want && v.live > 1)
+        want = 1;
+    uv_os_fd_t fd;
+    if (want != have && (want > have || queued > lowat[have] + ahead) &&
+        uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+        /* 0 gives the socket the kernel's default (net.ipv4.tcp_notsent_lowat) back; a
+         * failure leaves the option as it was, and the mode is not asked for again */
+        (void)gw_pacing_set_lowat(fd, lowat[want]);
+        c->flags &= (uint16_t) ~(GW_CONN_F_PACED | GW_CONN_F_BULK);
+        c->flags |= want == 2 ? GW_CONN_F_PACED : want == 1 ? GW_CONN_F_BULK : 0;
+        have = want;
+    }
+    return lowat[have];
+}
+
 /* How much DATA the next step frames: h2.frame_ahead beyond what the socket has not taken, plus,
  * when nothing of ours waits for it, what it takes now (gw_pacing_room: what the windows let it
- * send at once and what it keeps unsent under TCP_NOTSENT_LOWAT), so that on a fast path one
- * write still carries all of it. Without notsent_lowat the kernel's send buffer takes what it
- * has room for (megabytes): no pacing, everything the windows allow is framed. */
+ * send at once and what it keeps unsent under its lowat), so that on a fast path one write
+ * still carries all of it. Without a lowat (h2.notsent_lowat 0, or no pacing needed: see
+ * h2_pacing_mode) the kernel's send buffer takes what it has room for (megabytes): everything
+ * the windows allow is framed. */
 static size_t h2_data_max(conn_t *c)
 {
     const gw_config_t *cfg = CFG(c);
     size_t ahead = cfg->h2.frame_ahead;
     if (!cfg->h2.notsent_lowat)
+        return SIZE_MAX;
+    if (c->queued >= ahead && (c->flags & (GW_CONN_F_PACED | GW_CONN_F_BULK)))
+        return 0; /* a write is pending: nothing to decide until it is done */
+    size_t lowat = h2_pacing_mode(c);
+    if (!lowat)
         return SIZE_MAX;
     if (c->queued >= ahead)
         return 0;
@@ -543,7 +588,7 @@ static size_t h2_data_max(conn_t *c)
     uv_os_fd_t fd;
     if (c->queued == 0 && gw_h2_session_data_queued(c->h2) > ahead &&
         uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
-        size_t room = gw_pacing_room(fd, cfg->h2.notsent_lowat);
+        size_t room = gw_pacing_room(fd, lowat);
         return room < SIZE_MAX - ahead ? room + ahead : SIZE_MAX;
     }
     return ahead - c->queued;

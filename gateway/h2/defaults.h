@@ -20,8 +20,10 @@
 #define GW_H2_DEF_MAX_PRIORITY_NODES 0 /* 0: derived from max_concurrent_streams */
 #define GW_H2_DEF_MAX_PUSHES 32        /* PUSH_PROMISEs per connection (RFC 9113 §8.4) */
 /* The front's send pacing (front/h2_stream.c): DATA framed beyond what the socket has taken,
- * and the socket's TCP_NOTSENT_LOWAT. */
+ * and the socket's TCP_NOTSENT_LOWAT, while streams of different urgencies are live and while
+ * they are all of one (bulk). */
 #define GW_H2_DEF_FRAME_AHEAD (32 * 1024)
 #define GW_H2_DEF_NOTSENT_LOWAT (16 * 1024)
+#define GW_H2_DEF_BULK_LOWAT (128 * 1024)
 
 #endif

@@ -3,6 +3,57 @@
 
 #include "common/err.h"
 
+/* The live bucket n belongs in now. */
+static uint8_t live_bucket(const gw_h2_sched_t *s, const gw_h2_sched_node_t *n)
+{
+    if (n->tree || s->ops != &gw_h2_sched_priority)
+        return GW_H2_SCHED_UNRANKED;
+    return n->urgency;
+}
+
+/* n's urgency or tree flag changed: move its count (a no-op for a node not live). */
+static void live_rebucket(gw_h2_sched_t *s, gw_h2_sched_node_t *n)
+{
+    if (!n->live)
+        return;
+    s->live[n->live - 1]--;
+    n->live = (uint8_t)(live_bucket(s, n) + 1);
+    s->live[n->live - 1]++;
+}
+
+void gw_h2_sched_set_live(gw_h2_sched_t *s, gw_h2_sched_node_t *n, int on)
+{
+    if (!on == !n->live)
+        return;
+    if (on) {
+        n->live = (uint8_t)(live_bucket(s, n) + 1);
+        s->live[n->live - 1]++;
+        s->live_n++;
+    } else {
+        s->live[n->live - 1]--;
+        s->live_n--;
+        n->live = 0;
+    }
+}
+
+int gw_h2_sched_live_top(const gw_h2_sched_t *s)
+{
+    if (s->live_n <= 1)
+        return -1;
+    if (s->live[GW_H2_SCHED_UNRANKED])
+        return GW_H2_SCHED_UNRANKED;
+    int u = 0;
+    while (!s->live[u])
+        u++;
+    return u;
+}
+
+int gw_h2_sched_live_one_class(const gw_h2_sched_t *s)
+{
+    int top = gw_h2_sched_live_top(s);
+    return top < 0 || (top != GW_H2_SCHED_UNRANKED && s->live[top] == s->live_n);
+}
+
 static void rr_add(gw_h2_sched_t *s, gw_h2_sched_node_t *n)
 {
     if (gw_list_linked(&n->link))
@@ -66,8 +117,10 @@ static void prio_add(gw_h2_sched_t *s, gw_h2_sched_node_t *n)
 {
     if (gw_list_linked(&n->link))
         return;
-    if (n->tree && (!s->tree || gw_h2_tree_activate(s->tree, n->stream_id, n) < 0))
+    if (n->tree && (!s->tree || gw_h2_tree_activate(s->tree, n->stream_id, n) < 0)) {
         n->tree = 0; /* no room in the tree: plain RFC 9218 default */
+        live_rebucket(s, n);
+    }
     gw_list_t *pos = &s->queue;
     /* The queue is sorted, so a node that does not go before the tail goes before nothing:
      * the usual case (a new stream of its class has the highest id) takes one test instead
@@ -131,6 +184,7 @@ void gw_h2_sched_set_tree(gw_h2_sched_t *s, gw_h2_sched_node_t *n, int on)
     if (queued)
         s->ops->remove(s, n);
     n->tree = (uint8_t)on;
+    live_rebucket(s, n);
     if (queued)
         s->ops->add(s, n);
 }
@@ -143,6 +197,7 @@ void gw_h2_sched_set_priority(gw_h2_sched_t *s, gw_h2_sched_node_t *n, uint8_t u
         s->ops->remove(s, n);
     n->urgency = urgency > 7 ? 7 : urgency;
     n->incremental = incremental ? 1 : 0;
+    live_rebucket(s, n);
     if (queued)
         s->ops->add(s, n);
 }
@@ -153,6 +208,9 @@ void gw_h2_sched_init(gw_h2_sched_t *s, const gw_h2_sched_ops_t *ops)
     gw_list_init(&s->queue);
     s->count = 0;
     s->tree = NULL;
+    s->live_n = 0;
+    for (size_t i = 0; i < GW_H2_SCHED_BUCKETS; i++)
+        s->live[i] = 0;
 }
 
 void gw_h2_sched_node_init(gw_h2_sched_node_t *n, uint32_t stream_id)
@@ -162,4 +220,5 @@ void gw_h2_sched_node_init(gw_h2_sched_node_t *n, uint32_t stream_id)
     n->urgency = 3;
     n->incremental = 0;
     n->tree = 0;
+    n->live = 0;
 }

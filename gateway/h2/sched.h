@@ -38,6 +38,7 @@ typedef struct gw_h2_sched_node {
     uint8_t urgency;     /* RFC 9218 §4.1, 0-7, default 3 (unused by round robin) */
     uint8_t incremental; /* RFC 9218 §4.2 */
     uint8_t tree;        /* scheduled by s->tree (RFC 7540 §5.3); see the mixing rule above */
+    uint8_t live;        /* 0, or 1 + the bucket it is counted in (gw_h2_sched_set_live) */
 } gw_h2_sched_node_t;
 
 typedef struct gw_h2_sched gw_h2_sched_t;
@@ -54,11 +55,18 @@ typedef struct {
     void (*sent)(gw_h2_sched_t *s, gw_h2_sched_node_t *n, size_t bytes);
 } gw_h2_sched_ops_t;
 
+/* Live buckets: one per urgency, and one for the nodes whose order is not their urgency (the
+ * RFC 7540 tree's, or any node under round robin). */
+#define GW_H2_SCHED_UNRANKED 8
+#define GW_H2_SCHED_BUCKETS 9
+
 struct gw_h2_sched {
     const gw_h2_sched_ops_t *ops;
     gw_list_t queue;    /* round robin: FIFO of nodes; priority: sorted, head sends next */
     size_t count;       /* nodes queued */
     gw_h2_tree_t *tree; /* RFC 7540 tree (not owned), NULL = none; priority policy only */
+    uint32_t live_n;    /* live nodes (gw_h2_sched_set_live), queued or not */
+    uint32_t live[GW_H2_SCHED_BUCKETS]; /* live nodes by urgency; [UNRANKED]: not by urgency */
 };
 
 extern const gw_h2_sched_ops_t gw_h2_sched_round_robin;
@@ -78,6 +86,19 @@ void gw_h2_sched_set_priority(gw_h2_sched_t *s, gw_h2_sched_node_t *n, uint8_t u
 /* Schedule n by s->tree (on = 1; needs s->tree) or by its RFC 9218 priority (on = 0). A queued
  * node is re-queued. */
 void gw_h2_sched_set_tree(gw_h2_sched_t *s, gw_h2_sched_node_t *n, int on);
+/* A node is live while its stream still has a response to send, whether or not it has DATA
+ * queued now (one still waiting for its origin is live): the layer above paces its writes only
+ * while a live node is more urgent than DATA that could be framed (h2_data_max in
+ * front/h2_stream.c). on = 1 when the stream opens, 0 once it ended its side or closed; a
+ * no-op when unchanged. The counts follow set_priority and set_tree. */
+void gw_h2_sched_set_live(gw_h2_sched_t *s, gw_h2_sched_node_t *n, int on);
+/* The most urgent class among live nodes: 0-7; GW_H2_SCHED_UNRANKED when two or more are live
+ * and one of them is not ordered by urgency (tree, round robin); -1 when at most one is live
+ * (nothing to put ahead of anything). */
+int gw_h2_sched_live_top(const gw_h2_sched_t *s);
+/* 1 when the live nodes are all of one urgency (or at most one is live): no live node is
+ * more urgent than another's DATA. */
+int gw_h2_sched_live_one_class(const gw_h2_sched_t *s);
 static inline int gw_h2_sched_queued(const gw_h2_sched_node_t *n)
 {
     return gw_list_linked(&n->link);

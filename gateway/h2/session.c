@@ -603,6 +603,32 @@ size_t gw_h2_session_data_queued(const gw_h2_session_t *s)
     return s->x ? s->x->data_queued : 0;
 }
 
+void gw_h2_session_pacing_view(const gw_h2_session_t *s, size_t enough, gw_h2_pacing_view_t *v)
+{
+    *v = (gw_h2_pacing_view_t){.one_class = 1};
+    if (!s->x)
+        return;
+    const gw_h2_sched_t *q = &s->x->sched;
+    v->live = q->live_n;
+    v->one_class = gw_h2_sched_live_one_class(q);
+    int top = gw_h2_sched_live_top(q);
+    if (top < 0)
+        return;
+    if (top == GW_H2_SCHED_UNRANKED) {
+        v->behind = s->x->data_queued;
+        return;
+    }
+    /* the priority queue is sorted, most urgent first: walk from its tail while less urgent
+     * than the top, and stop once `enough` is passed */
+    for (const gw_list_t *it = q->queue.prev; it != &q->queue && v->behind <= enough;
+         it = it->prev) {
+        const gw_h2_stream_t *st = GW_CONTAINER_OF(it, gw_h2_stream_t, node.link);
+        if (!st->node.tree && st->node.urgency <= top)
+            break;
+        v->behind += st->queued;
+    }
+}
+
 #ifdef GW_TEST_API
 int64_t gw_h2_session_send_window(const gw_h2_session_t *s, uint32_t stream_id)
 {

@@ -378,6 +378,18 @@ size_t gw_h2_session_stream_queued(const gw_h2_session_t *s, uint32_t stream_id)
 /* The same summed over every stream: DATA bytes submitted and not framed yet. */
 size_t gw_h2_session_data_queued(const gw_h2_session_t *s);
 
+/* What the writer's pacing asks (front/h2_stream.c): whether framing all the DATA queued now
+ * could put a less urgent response ahead of a more urgent one (RFC 9218 §10) that is still to
+ * come from its origin or behind a window. */
+typedef struct {
+    uint32_t live; /* streams with a response still to send (queued or not) */
+    int one_class; /* 1: all of them at one urgency (or at most one live) */
+    size_t behind; /* DATA queued on streams less urgent than the most urgent live one
+                    * (all of it when the order is not by urgency: RFC 7540 tree, round
+                    * robin), counted up to `enough` + 1 */
+} gw_h2_pacing_view_t;
+void gw_h2_session_pacing_view(const gw_h2_session_t *s, size_t enough, gw_h2_pacing_view_t *v);
+
 #ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
 /* Current send window of stream_id (0 = the connection's); may be negative after a
  * SETTINGS_INITIAL_WINDOW_SIZE decrease (RFC 9113 §6.9.2). */

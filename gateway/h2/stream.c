@@ -90,6 +90,7 @@ void gw_h2__drop_chunks(gw_h2_session_t *s, gw_h2_stream_t *st)
 void gw_h2__stream_free(gw_h2_session_t *s, gw_h2_stream_t *st)
 {
     gw_h2_sched_remove(&s->x->sched, &st->node);
+    gw_h2_sched_set_live(&s->x->sched, &st->node, 0);
     if (s->x->tree)
         gw_h2_tree_close(s->x->tree, st->id);
     gw_list_remove(&st->link);
@@ -137,6 +138,7 @@ gw_h2_stream_t *gw_h2__stream_new(gw_h2_session_t *s, uint32_t id, void *blk, ar
     gw_list_init(&st->chunks);
     gw_bytes_init(&st->trailers, 0);
     gw_h2_sched_node_init(&st->node, id);
+    gw_h2_sched_set_live(&s->x->sched, &st->node, 1); /* its response is to come */
     gw_list_push_back(&s->x->streams, &st->link);
     s->x->cache[(id >> 1) % STREAM_CACHE] = st; /* looked up by every submit from now on */
     s->active++;
@@ -279,6 +281,7 @@ void gw_h2__close_stream(gw_h2_session_t *s, gw_h2_stream_t *st, uint32_t code, 
         s->cold->push->open--;
     }
     gw_h2_sched_remove(&s->x->sched, &st->node);
+    gw_h2_sched_set_live(&s->x->sched, &st->node, 0);
     if (s->x->tree) /* stays as a placeholder (RFC 7540 §5.3.4) */
         gw_h2_tree_close(s->x->tree, st->id);
     gw_h2__drop_chunks(s, st);
@@ -297,6 +300,7 @@ void gw_h2__close_stream(gw_h2_session_t *s, gw_h2_stream_t *st, uint32_t code, 
 /* Our side sent END_STREAM. */
 void gw_h2__local_end(gw_h2_session_t *s, gw_h2_stream_t *st)
 {
+    gw_h2_sched_set_live(&s->x->sched, &st->node, 0);
     if (st->state == GW_H2_SS_OPEN)
         st->state = GW_H2_SS_HALF_CLOSED_LOCAL;
     else if (st->state == GW_H2_SS_HALF_CLOSED_REMOTE)

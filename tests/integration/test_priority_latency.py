@@ -11,7 +11,9 @@ once (TCP_NOTSENT_LOWAT, h2.frame_ahead) leaves what is in flight on the link.
 The figure asserted is the bytes of the low-urgency responses the client read between asking
 for the urgent one and its last byte: a count of bytes, so it does not depend on how busy the
 machine is; at RATE it is also the time the urgent response took."""
+import re
 import socket
+import subprocess
 import ssl
 import time
 
@@ -64,9 +66,9 @@ class SlowClient:
         self.read = 0                 # bytes off the socket
         self.got, self.done, self.status = {}, {}, {}
 
-    def request(self, size, priority):
+    def request(self, size, priority, kind="bytes"):
         sid = self.c.get_next_available_stream_id()
-        self.c.send_headers(sid, [(":method", "GET"), (":path", f"/bytes/{size}"),
+        self.c.send_headers(sid, [(":method", "GET"), (":path", f"/{kind}/{size}"),
                                   (":scheme", "https" if self.tls else "http"),
                                   (":authority", "localhost"), ("priority", priority)],
                             end_stream=True)
@@ -147,3 +149,85 @@ def test_without_the_pacing_the_urgent_response_waits_behind_the_queue(slow_gate
     something on this kernel: its send buffer does take megabytes.)"""
     behind, took, _ = urgent_behind(slow_gateway("h2:\n  notsent_lowat: 0\n"), False)
     assert behind > 2 * BEHIND_MAX, f"{behind // KIB} KiB ahead, {took * 1000:.0f} ms"
+
+
+# ---- when the gateway paces (h2_pacing_mode in gateway/front/h2_stream.c) -------------------
+# Pacing costs CPU (a write round, a wake-up and a TCP_INFO reading per lowat or so of the link),
+# so the gateway paces tightly (h2.notsent_lowat) only while a live stream is more urgent than
+# DATA it would frame, loosely (h2.bulk_lowat) while several streams of one urgency are live,
+# and not at all while one stream is. What its kernel holds unsent on the client's connection
+# (TCP_INFO's notsent bytes, read with ss) shows which.
+
+def gateway_notsent(client_port):
+    """Bytes the gateway's kernel holds unsent on its side of the client's connection."""
+    out = subprocess.run(["ss", "-Htin", "state", "established", f"( dport = :{client_port} )"],
+                         capture_output=True, text=True, check=True).stdout
+    m = re.search(r"notsent:(\d+)", out)
+    return int(m.group(1)) if m else 0
+
+
+def most_unsent(cl, seconds):
+    """Read at RATE for `seconds`; the most the gateway's kernel held unsent meanwhile."""
+    port = cl.s.getsockname()[1]
+    most, end, due = 0, time.monotonic() + seconds, 0.0
+
+    def until():
+        nonlocal most, due
+        now = time.monotonic()
+        if now >= due:
+            most, due = max(most, gateway_notsent(port)), now + 0.05
+        return now >= end
+    cl.pump(until)
+    return most
+
+
+def unsent_during(g, requests, tls=False):
+    cl = SlowClient(g.tls_port if tls else g.port, tls=tls)
+    try:
+        sids = [cl.request(size, prio) for size, prio in requests]
+        cl.pump(lambda: sum(cl.got.values()) >= 256 * KIB)
+        return most_unsent(cl, 0.8), cl, sids
+    finally:
+        cl.close()
+
+
+PACED_MAX = 160 * KIB  # h2.notsent_lowat (16 KiB) rounded up to a 64 KiB segment on loopback,
+                       # plus the segment a write may start beyond it
+
+
+def test_one_bulk_stream_is_written_without_pacing(slow_gateway):
+    """Alone on its connection, a response has nothing to overtake: the kernel takes what it
+    has room for (megabytes), as without pacing, in few large writes."""
+    most, _, _ = unsent_during(slow_gateway(), [(16 * 1024 * KIB, "u=3")])
+    assert most > 4 * PACED_MAX, f"{most // KIB} KiB unsent"
+
+
+def test_streams_of_one_urgency_are_paced_loosely(slow_gateway):
+    """Several responses of one urgency: nothing to reorder among them, but a more urgent
+    request may come (the tests above): the kernel holds about h2.bulk_lowat unsent."""
+    g = slow_gateway("h2:\n  bulk_lowat: 512KiB\n")
+    most, _, _ = unsent_during(g, [(4 * 1024 * KIB, "u=3")] * 4)
+    assert PACED_MAX < most <= 512 * KIB + PACED_MAX, f"{most // KIB} KiB unsent"
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
+def test_bulk_is_paced_while_an_urgent_stream_waits_for_its_origin(slow_gateway, tls):
+    """An urgent response still on its way from the origin (/slow: ten pieces 100 ms apart)
+    while bulk ones stream: the kernel holds no more than h2.notsent_lowat unsent, so each
+    urgent piece goes out ahead of the bulk as it comes; and it ends soon after its origin."""
+    g = slow_gateway("h2:\n  bulk_lowat: 4MiB\n")
+    cl = SlowClient(g.tls_port if tls else g.port, tls=tls)
+    try:
+        t = time.monotonic()
+        urgent = cl.request(20000, "u=0", "slow")
+        low = [cl.request(4 * 1024 * KIB, "u=5") for _ in range(2)]
+        cl.pump(lambda: sum(cl.got[s] for s in low) >= 256 * KIB)
+        most = most_unsent(cl, 0.5)
+        assert urgent not in cl.done  # it was live all along
+        assert most <= PACED_MAX, f"{most // KIB} KiB unsent"
+        cl.pump(lambda: urgent in cl.done)
+        assert cl.status[urgent] == "200" and cl.got[urgent] == 20000
+        # its origin takes 0.9 s; what was ahead of its last piece is read in well under 0.3 s
+        assert cl.done[urgent] - t < 1.3, cl.done[urgent] - t
+    finally:
+        cl.close()

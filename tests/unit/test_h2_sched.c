@@ -306,7 +306,62 @@ static void priority_queue_matches_model(void **state)
     }
 }
 
+/* Live nodes (streams with a response still to send, queued or not), by urgency: what the
+ * front's pacing asks (is any live stream more urgent than another?). */
+static void live_counts_follow_priority(void **state)
+{
+    fx_t *f = *state;
+    gw_h2_sched_set_live(&f->s, node(f, 1), 1);
+    assert_int_equal(gw_h2_sched_live_top(&f->s), -1); /* one stream: nothing to overtake */
+    assert_true(gw_h2_sched_live_one_class(&f->s));
+    gw_h2_sched_set_live(&f->s, node(f, 3), 1);
+    gw_h2_sched_set_live(&f->s, node(f, 3), 1); /* no-op */
+    assert_int_equal(f->s.live_n, 2);
+    assert_int_equal(gw_h2_sched_live_top(&f->s), 3); /* both at the default urgency */
+    assert_true(gw_h2_sched_live_one_class(&f->s));
+    /* queued or not, a re-prioritised live node moves to its new urgency */
+    add(f, 1, 3, 0);
+    gw_h2_sched_set_priority(&f->s, node(f, 3), 0, 0);
+    assert_int_equal(gw_h2_sched_live_top(&f->s), 0);
+    assert_false(gw_h2_sched_live_one_class(&f->s));
+    gw_h2_sched_set_priority(&f->s, node(f, 1), 0, 1); /* incremental: the same urgency */
+    assert_true(gw_h2_sched_live_one_class(&f->s));
+    gw_h2_sched_set_priority(&f->s, node(f, 1), 6, 1);
+    gw_h2_sched_set_live(&f->s, node(f, 5), 1);
+    assert_int_equal(f->s.live[0], 1);
+    assert_int_equal(f->s.live[3], 1);
+    assert_int_equal(f->s.live[6], 1);
+    /* the urgent one ends: u=3 is the top */
+    gw_h2_sched_set_live(&f->s, node(f, 3), 0);
+    assert_int_equal(gw_h2_sched_live_top(&f->s), 3);
+    gw_h2_sched_set_live(&f->s, node(f, 5), 0);
+    assert_int_equal(gw_h2_sched_live_top(&f->s), -1);
+    assert_int_equal(f->s.live[0] + f->s.live[3], 0);
+    assert_int_equal(f->s.live[6], 1);
+    /* not live any more: a priority change does not count it again */
+    gw_h2_sched_set_live(&f->s, node(f, 1), 0);
+    gw_h2_sched_set_priority(&f->s, node(f, 1), 2, 0);
+    assert_int_equal(f->s.live_n, 0);
+    assert_int_equal(f->s.live[2] + f->s.live[6], 0);
+}
+
+/* Round robin ignores urgency: two live nodes are unranked, whatever their urgencies. */
+static void live_round_robin_unranked(void **state)
+{
+    (void)state;
+    fx_t f;
+    fx_init(&f, &gw_h2_sched_round_robin);
+    gw_h2_sched_set_live(&f.s, node(&f, 1), 1);
+    gw_h2_sched_set_live(&f.s, node(&f, 3), 1);
+    assert_int_equal(gw_h2_sched_live_top(&f.s), GW_H2_SCHED_UNRANKED);
+    assert_false(gw_h2_sched_live_one_class(&f.s));
+    gw_h2_sched_set_live(&f.s, node(&f, 3), 0);
+    assert_true(gw_h2_sched_live_one_class(&f.s));
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(live_counts_follow_priority, priority_setup, fx_teardown),
+    cmocka_unit_test(live_round_robin_unranked),
     cmocka_unit_test(defaults_and_policy_names),
     cmocka_unit_test(round_robin_order),
     cmocka_unit_test_setup_teardown(priority_mixed_order, priority_setup, fx_teardown),
