@@ -544,24 +544,31 @@ static size_t h2_pacing_mode(conn_t *c)
     int have = (c->flags & GW_CONN_F_PACED) ? 2 : (c->flags & GW_CONN_F_BULK) ? 1 : 0;
     const size_t lowat[3] = {0, cfg->h2.bulk_lowat, cfg->h2.notsent_lowat};
     size_t queued = gw_h2_session_data_queued(c->h2);
-    if (queued == 0)
-        return lowat[have]; /* no DATA to frame: nothing to decide yet */
+    if (queued == 0 || (lowat[have] && c->queued >= ahead))
+        return lowat[have]; /* no DATA to frame now: nothing to decide yet */
     gw_h2_pacing_view_t v;
     gw_h2_session_pacing_view(c->h2, ahead, &v);
     int want = (c->flags & GW_CONN_F_PACED) ? (v.one_class || v.behind < ahead / 2 ? 0 : 2)
                                             : (v.behind > ahead ? 2 : 0);
     if (!want && v.live > 1)
         want = 1;
+    if (want == have)
+        return lowat[have];
+    /* the same option (bulk_lowat 0 or equal to notsent_lowat): no system call; a looser one
+     * waits until it lets more through than the tighter one would */
     uv_os_fd_t fd;
-    if (want != have && (want > have || queued > lowat[have] + ahead) &&
-        uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+    if (lowat[want] != lowat[have]) {
+        if (want < have && queued <= lowat[have] + ahead)
+            return lowat[have];
+        if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
+            return lowat[have];
         /* 0 gives the socket the kernel's default (net.ipv4.tcp_notsent_lowat) back; a
          * failure leaves the option as it was, and the mode is not asked for again */
         (void)gw_pacing_set_lowat(fd, lowat[want]);
-        c->flags &= (uint16_t) ~(GW_CONN_F_PACED | GW_CONN_F_BULK);
-        c->flags |= want == 2 ? GW_CONN_F_PACED : want == 1 ? GW_CONN_F_BULK : 0;
-        have = want;
     }
+    c->flags &= (uint16_t) ~(GW_CONN_F_PACED | GW_CONN_F_BULK);
+    c->flags |= want == 2 ? GW_CONN_F_PACED : want == 1 ? GW_CONN_F_BULK : 0;
+    have = want;
     return lowat[have];
 }
 
@@ -577,8 +584,6 @@ static size_t h2_data_max(conn_t *c)
     size_t ahead = cfg->h2.frame_ahead;
     if (!cfg->h2.notsent_lowat)
         return SIZE_MAX;
-    if (c->queued >= ahead && (c->flags & (GW_CONN_F_PACED | GW_CONN_F_BULK)))
-        return 0; /* a write is pending: nothing to decide until it is done */
     size_t lowat = h2_pacing_mode(c);
     if (!lowat)
         return SIZE_MAX;
