@@ -7,7 +7,7 @@ cases.
   /usr/bin/python3 tests/integration/cache_tests/run.py [--peer nginx] [--only ID ...] [-v]
 
 Needs the build (build/gateway/h2gate, or H2GATE_BIN) and Debian's nginx. A run takes about
-20 s a cache: the cases run side by side, 48 at a time, each sleeping 3 s where upstream does."""
+7 s a cache: the cases run side by side, all at once, each sleeping 3 s where upstream does."""
 import argparse
 import os
 import sys
