@@ -41,7 +41,6 @@ SERIAL_MODULES = (
     "test_browser",        # chromium
     "test_cache",          # staleness windows a second or two wide, 1,000 hits in a row
     "test_cache_memory",   # RSS under a scan of 100,000 URLs, h2load
-    "test_cache_swr",      # a stale answer within 0.5 s of a 1 s origin, staleness windows
     "test_cluster",        # request rates and bandwidth across instances
     "test_cluster_sentinel",  # a limit held through a Redis failover, under h2load
     "test_origin_churn",   # h2load, origin connection counts
