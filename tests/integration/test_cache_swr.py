@@ -189,7 +189,9 @@ def test_the_stale_answer_comes_at_once_and_one_background_304_refreshes_it(gate
         caches = [r["cache"] for r in recs]
         assert caches[0] == "miss" and caches[-1] == "hit"
         assert caches[1:-1] == ["stale-while-revalidate"] * 31
-        # the cache's own request is not a client's: no access log line of its own
+        # the cache's own request is not a client's: no access log line of its own (one would
+        # come before the last request's: the background request ended, wait_revalidations,
+        # before that request was sent)
         assert len(recs) == 33
 
 
