@@ -676,7 +676,8 @@ def report(runs_dir, md_path, png_path):
         all_ratios.update(ratios)
         cap = os.path.join(runs_dir, "capacity.md")
         capacity = open(cap).read().rstrip("\n").split("\n") if os.path.exists(cap) else []
-        out += ["Latency at a fixed rate (h2load --rps, -c 32 -m 16; latency50 and latency90: "
+        out += ["Latency at a fixed rate (h2load --rps, -c 32 -m 16, the clients started 1 ms "
+                "apart so that their requests do not leave in bursts; latency50 and latency90: "
                 "50 % and 90 % of the best peer's capacity; percentiles nearest rank of "
                 "h2load's per-request log, from each request's send, so a proxy that falls "
                 "behind shows in req/s below the target). Capacity, h2load -c 32 -m 16 at "
