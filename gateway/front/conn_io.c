@@ -452,7 +452,11 @@ void gw_front__on_data(conn_t *c, const char *data, size_t nread)
         }
         if (c->state == CS_HANDSHAKE) {
             int h = gw_tls_handshake(c->tls);
-            if (gw_front__flush(c) < 0 || h < 0) {
+            /* RFC 9113 §3.4: the server's preface may go at once. Over h2 the handshake's last
+             * flight (TLS 1.3's tickets; TLS 1.2's ticket and Finished) waits for it, and the
+             * pump in gw_front__process writes both: one write(2) and one segment, not two */
+            int hold = h == 1 && !strcmp(gw_tls_alpn(c->tls), "h2");
+            if ((!hold && gw_front__flush(c) < 0) || h < 0) {
                 W(c)->m.tls[2]++;
                 gw_front__client_cert_count(c, 1);
                 gw_front__conn_close(c, "handshake_failed");
@@ -496,7 +500,8 @@ void gw_front__on_data(conn_t *c, const char *data, size_t nread)
             if (gw_tls_drained(c->tls))
                 break; /* the next read would only fail with "want read" */
         }
-        gw_front__flush(c); /* TLS may have something to say (key updates, alerts) */
+        if (c->state != CS_H2)  /* HTTP/2: the pump writes it with the frames */
+            gw_front__flush(c); /* TLS may have something to say (key updates, alerts) */
     } else {
         if (gw_front__need_busy(c) < 0) {
             gw_front__conn_close(c, "nomem");

@@ -505,6 +505,71 @@ def test_session_tickets_can_be_disabled(gateway):
     assert not session.has_ticket
 
 
+def data_segments_in(sock):
+    """tcp(7) TCP_INFO tcpi_data_segs_in of sock: the segments with data it has received (at
+    byte 152 of struct tcp_info, Linux 4.6 and later)."""
+    import struct
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 160)
+    return struct.unpack_from("I", info, 152)[0]
+
+
+def handshake_then_settings(port, ctx, session=None):
+    """An h2 client over TLS (ctx) that finishes its handshake and sends nothing more (no
+    preface): (the data segments from the gateway after the client's last flight, counted once
+    the server's SETTINGS has been read in full, whether the session was resumed, the
+    session)."""
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(inc, out, server_hostname="localhost", session=session)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                if out.pending:
+                    before = data_segments_in(s)
+                    s.sendall(out.read())
+                d = s.recv(65536)
+                assert d, "closed during the handshake"
+                inc.write(d)
+        assert tls.selected_alpn_protocol() == "h2"
+        if out.pending:  # the client's Finished (TLS 1.3, a resumed TLS 1.2 handshake)
+            before = data_segments_in(s)
+            s.sendall(out.read())
+        plain = b""
+        # the server's connection preface is a SETTINGS frame (RFC 9113 §3.4)
+        while len(plain) < 9 or len(plain) < 9 + int.from_bytes(plain[:3], "big"):
+            try:
+                plain += tls.read(65536)
+                continue
+            except ssl.SSLWantReadError:
+                pass
+            d = s.recv(65536)
+            assert d, "closed before the server's SETTINGS"
+            inc.write(d)
+        assert plain[3] == 0x4 and plain[4] == 0 and plain[5:9] == b"\0\0\0\0", plain[:9]
+        time.sleep(0.2)  # anything else the gateway sent in the meantime arrives
+        return data_segments_in(s) - before, tls.session_reused, tls.session
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3],
+                         ids=["tls1.2", "tls1.3"])
+def test_server_settings_go_with_the_handshakes_last_flight(gateway, version):
+    """RFC 9113 §3.4: the server's connection preface may go at once. Over h2 the handshake's
+    last flight (TLS 1.3's session tickets after the client's Finished; TLS 1.2's ticket,
+    ChangeCipherSpec and Finished) and the SETTINGS frame leave in one write, one TCP segment,
+    before the client has sent its own preface: a system call and a segment per connection
+    fewer, and the client has the server's settings a write earlier."""
+    port = free_port()
+    gateway(config(tls_port=port), wait=[("127.0.0.1", port)])
+    ctx = tls_client_ctx(version)
+    ctx.set_alpn_protocols(["h2"])
+    segs, reused, session = handshake_then_settings(port, ctx)
+    assert segs == 1 and not reused
+    segs, reused, _ = handshake_then_settings(port, ctx, session)
+    assert segs == 1 and reused
+
+
 ROUTED = """access_log: {{path: stderr, format: json}}
 listen:
   - address: 127.0.0.1:{port}
