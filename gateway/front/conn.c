@@ -501,7 +501,7 @@ void gw_front_on_connection(uv_stream_t *server, int status)
         gw_front__conn_close(c, "max_connections");
         return;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
+    /* TCP_NODELAY is the listening socket's, inherited (server/generation.c whandle_open) */
     struct sockaddr_storage ss;
     int len = sizeof(ss);
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0 &&

@@ -577,6 +577,10 @@ static gw_whandle_t *whandle_open(gw_worker_t *w, gw_gen_listener_t *l, unsigned
         s->socks[l->sock]->live[slot] = fd; /* passed on by an upgrade */
         uv_mutex_unlock(&s->lock);
     }
+    /* TCP_NODELAY once on the listening socket: Linux copies it into every socket accepted
+     * from it, a setsockopt per connection fewer (gw_front_on_connection) */
+    if (e == 0)
+        e = uv_tcp_nodelay(&wh->tcp, 1);
     if (e == 0)
         e = uv_listen((uv_stream_t *)&wh->tcp, l->l.cfg->backlog, gw_front_on_connection);
     if (e < 0) {

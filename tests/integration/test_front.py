@@ -570,6 +570,51 @@ def test_server_settings_go_with_the_handshakes_last_flight(gateway, version):
     assert segs == 1 and reused
 
 
+def gateway_nodelay(g, client):
+    """TCP_NODELAY of the gateway's own socket of the connection client, read through a copy
+    of its descriptor (pidfd_getfd(2), Linux 5.6)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = os.pidfd_open(g.proc.pid)
+    try:
+        for name in os.listdir(f"/proc/{g.proc.pid}/fd"):
+            try:
+                if not os.readlink(f"/proc/{g.proc.pid}/fd/{name}").startswith("socket:"):
+                    continue
+            except OSError:
+                continue  # closed meanwhile
+            fd = libc.syscall(438, pidfd, int(name), 0)  # SYS_pidfd_getfd
+            if fd < 0:
+                continue
+            with socket.socket(fileno=fd) as s:
+                try:
+                    if s.getpeername() != client.getsockname():
+                        continue
+                except OSError:
+                    continue  # a listening socket, an eventfd
+                return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        os.close(pidfd)
+    raise AssertionError("the gateway has no socket of this connection")
+
+
+def test_client_sockets_have_nodelay(gw):
+    """Every accepted socket sends small writes at once (TCP_NODELAY: a response's last bytes
+    never wait for the ACK of the ones before), over TLS (h2, HTTP/1.1) and cleartext; the
+    option is the listening socket's, which the accepted ones inherit."""
+    ctx = tls_client_ctx()
+    for alpn in ("h2", "http/1.1"):
+        ctx.set_alpn_protocols([alpn])
+        with socket.create_connection(("127.0.0.1", gw.tls_port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+                assert s.selected_alpn_protocol() == alpn
+                time.sleep(0.2)  # the client's Finished reaches the gateway
+                assert gateway_nodelay(gw, s) == 1, alpn
+    with socket.create_connection(("127.0.0.1", gw.plain_port), timeout=10) as s:
+        time.sleep(0.2)
+        assert gateway_nodelay(gw, s) == 1
+
+
 ROUTED = """access_log: {{path: stderr, format: json}}
 listen:
   - address: 127.0.0.1:{port}
