@@ -4,7 +4,10 @@
 
 /* ---- pipelining ------------------------------------------------------------------------------ */
 
-/* One request of the pipelining tests, with its own outcome. */
+/* One request of the pipelining tests, with its own outcome. The tests keep theirs in static
+ * storage: a failed assertion leaves the test by longjmp, and the teardown's gw_back_del then
+ * fails the exchanges still in flight, whose callbacks would write into the dead frame (that
+ * crashed the teardown, overwriting gw_back_del's own pointer). */
 typedef struct {
     gw_back_exch_t *x;
     char target[32];
@@ -93,6 +96,46 @@ static void run_all(preq_t *r, size_t n)
     assert_true(run_until(pset_done, &p, 5000));
 }
 
+typedef struct {
+    const int *count;
+    int want;
+} count_t;
+
+static int count_reached(void *a)
+{
+    count_t *c = a;
+    return *c->count >= c->want;
+}
+
+/* Run the loop until origin o has read n requests in all: an event, not a window. The loop
+ * iteration that reads a request does not also read the back's side of that connection, so
+ * an answer written at once (or by an origin timer due at the iteration's end) is not in yet
+ * when this returns. */
+static void until_origin_has(origin_t *o, int n)
+{
+    count_t c = {&o->requests, n};
+    assert_true(run_until(count_reached, &c, 5000));
+}
+
+typedef struct {
+    gw_back_t *b;
+    unsigned idle;
+} idle_t;
+
+static int idle_reached(void *a)
+{
+    idle_t *p = a;
+    gw_back_stats_t st = stats_of(p->b);
+    return st.idle >= p->idle && st.active == 0;
+}
+
+/* Run the loop until b has `idle` idle connections and none active. */
+static void until_idle(gw_back_t *b, unsigned idle)
+{
+    idle_t p = {b, idle};
+    assert_true(run_until(idle_reached, &p, 5000));
+}
+
 /* Each request got 200 and its own target back: responses never crossed. */
 static void assert_echoed(const preq_t *r, size_t n)
 {
@@ -114,7 +157,7 @@ static gw_back_t *pipe_setup(bfix_t *f, unsigned pipeline)
     f->t.up.max_idle = 1;
     f->t.up.pipeline = pipeline;
     gw_back_t *b = fix_back(f);
-    preq_t warm;
+    static preq_t warm;
     psend(b, &warm, "GET", "/warm");
     run_all(&warm, 1);
     assert_echoed(&warm, 1);
@@ -125,7 +168,7 @@ static void pipeline_requests_share_a_connection_and_a_write(void **state)
 {
     bfix_t *f = *state;
     gw_back_t *b = pipe_setup(f, 4);
-    preq_t r[4];
+    static preq_t r[4];
     psend(b, &r[0], "GET", "/a");
     psend(b, &r[1], "GET", "/bb");
     psend(b, &r[2], "HEAD", "/ccc"); /* no body, whatever Content-Length says */
@@ -158,9 +201,15 @@ static void pipeline_never_on_a_fresh_connection(void **state)
     f->t.up.max_connections = 1;
     f->t.up.pipeline = 8;
     gw_back_t *b = fix_back(f);
-    preq_t r[3];
-    psend_with_two_behind(b, r, "/slow");
-    run_for(30);
+    static preq_t r[3];
+    psend(b, &r[0], "GET", "/slow");
+    /* /slow is at the origin, which answers it 50 ms later (before: a 30 ms window, which a
+     * loaded machine outlasted, and the answer had proved the connection by then). /b and /c
+     * come while the connection carries /slow, unanswered: they wait. */
+    until_origin_has(o, 1);
+    assert_int_equal(r[0].status, 0);
+    psend(b, &r[1], "GET", "/b");
+    psend(b, &r[2], "GET", "/c");
     expect_stats(b, "pipelined=0 queued=2");
     assert_int_equal(o->requests, 1);
     run_all(r, 3);
@@ -173,7 +222,7 @@ static void pipeline_only_bodyless_idempotent(void **state)
     bfix_t *f = *state;
     gw_back_t *b = pipe_setup(f, 4);
     /* Nothing goes behind a POST, and a POST goes behind nothing. */
-    preq_t r[4];
+    static preq_t r[4];
     psend(b, &r[0], "POST", "/post1");
     psend(b, &r[1], "GET", "/get1");
     gw_back_stats_t st = stats_of(b);
@@ -197,7 +246,7 @@ static void pipeline_connection_close_sends_the_rest_again(void **state)
      * go again on a new connection, and that is not a retry. */
     gw_back_t *b = pipe_setup(f, 4);
     f->t.up.retries = 0;
-    preq_t r[3];
+    static preq_t r[3];
     psend_with_two_behind(b, r, "/close");
     run_all(r, 3);
     assert_echoed(r, 3);
@@ -213,7 +262,7 @@ static void pipeline_origin_close_after_answer(void **state)
      * the pipelined ones, which are sent again; the server is not counted as failing. */
     gw_back_t *b = pipe_setup(f, 4);
     f->t.up.fail_threshold = 1;
-    preq_t r[3];
+    static preq_t r[3];
     psend_with_two_behind(b, r, "/dropafter");
     run_all(r, 3);
     assert_echoed(r, 3);
@@ -226,7 +275,7 @@ static void pipeline_timeout_of_the_first_frees_the_rest(void **state)
     bfix_t *f = *state;
     gw_back_t *b = pipe_setup(f, 4);
     f->t.up.response_timeout_ms = 200;
-    preq_t r[3];
+    static preq_t r[3];
     psend_with_two_behind(b, r, "/hang");
     run_all(r, 3);
     assert_int_equal(r[0].error, GW_E_TIMEOUT); /* 504, not retried */
@@ -243,7 +292,7 @@ static void pipeline_long_response_sends_the_rest_elsewhere(void **state)
      * so; their answers on that connection are read and dropped after the long one, and the
      * connection is kept. Same for a large Content-Length. */
     gw_back_t *b = pipe_setup(f, 4);
-    preq_t r[3];
+    static preq_t r[3];
     psend_with_two_behind(b, r, "/long");
     /* Only now a second connection may open: the two had to be pipelined first. Both leave
      * for it before /long ends (300 ms). */
@@ -257,7 +306,7 @@ static void pipeline_long_response_sends_the_rest_elsewhere(void **state)
     assert_echoed(r + 1, 2);
     expect_stats(b, "pipelined=2 unanswered=2");
     /* For a second, that server gets no pipelined request: a batch spreads or waits. */
-    preq_t q[4];
+    static preq_t q[4];
     psend(b, &q[0], "GET", "/q0");
     psend(b, &q[1], "GET", "/q1");
     psend(b, &q[2], "GET", "/q2");
@@ -280,7 +329,7 @@ static void pipeline_large_length_moves_the_rest_but_not_a_middling_one(void **s
     /* Up to GW_BACK_PIPE_LONG (1 MiB) a body is waited for; past it the requests behind it
      * leave. */
     gw_back_t *b = pipe_setup(f, 4);
-    preq_t r[3];
+    static preq_t r[3];
     psend_with_two_behind(b, r, "/mid");
     run_all(r, 3);
     assert_int_equal(r[0].body_total, 500000);
@@ -300,7 +349,7 @@ static void pipeline_cancelled_one_gets_no_answer_of_another(void **state)
 {
     bfix_t *f = *state;
     gw_back_t *b = pipe_setup(f, 4);
-    preq_t r[3];
+    static preq_t r[3];
     psend_with_two_behind(b, r, "/slow");
     gw_back_cancel(r[1].x); /* its answer comes anyway, and is dropped */
     r[1].done = 1;
@@ -317,9 +366,10 @@ static void pipeline_cancelled_first_sends_the_rest_again(void **state)
 {
     bfix_t *f = *state;
     gw_back_t *b = pipe_setup(f, 4);
-    preq_t r[3];
+    static preq_t r[3];
     psend_with_two_behind(b, r, "/slow");
-    run_for(10);
+    until_origin_has(&f->o[0], 2); /* /warm and /slow: its answer comes 50 ms later */
+    assert_false(r[0].done);
     gw_back_cancel(r[0].x); /* closes the connection, never returned half-read */
     r[0].done = 1;
     run_all(r, 3);
@@ -334,7 +384,7 @@ static void pipeline_paused_first_sends_the_rest_again(void **state)
     bfix_t *f = *state;
     /* A consumer that pauses the response being read would hold everything behind it. */
     gw_back_t *b = pipe_setup(f, 4);
-    preq_t r[3];
+    static preq_t r[3];
     psend_with_two_behind(b, r, "/part");
     r[0].pause_on_head = 1; /* read at its head, which comes later */
     assert_int_equal(stats_of(b).pipelined, 2);
@@ -359,7 +409,7 @@ static void pipeline_paused_first_keeps_its_connection(void **state)
 {
     bfix_t *f = *state;
     gw_back_t *b = pipe_setup(f, 4);
-    preq_t r[3];
+    static preq_t r[3];
     psend_with_two_behind(b, r, "/part");
     r[0].pause_on_head = 1;
     f->t.up.max_connections = 2;
@@ -370,10 +420,10 @@ static void pipeline_paused_first_keeps_its_connection(void **state)
     gw_back_resume_reading(r[0].x);
     run_all(r, 1);
     assert_memory_equal(r[0].body, "helloworld", 10);
-    run_for(100); /* the placeholders' answers came with the end of /part's: drained */
+    until_idle(b, 2); /* the placeholders' answers came with the end of /part's: drained */
     expect_stats(b, "idle=2 unanswered=2 closed=0 active=0");
     assert_int_equal(f->o[0].accepted, 2);
-    preq_t q[4];
+    static preq_t q[4];
     for (int i = 0; i < 4; i++) {
         char tg[8];
         snprintf(tg, sizeof(tg), "/q%d", i);
@@ -392,7 +442,7 @@ static void pipeline_chain_ending_on_placeholders_is_parked(void **state)
 {
     bfix_t *f = *state;
     gw_back_t *b = pipe_setup(f, 4);
-    preq_t r[3];
+    static preq_t r[3];
     psend(b, &r[0], "GET", "/x");
     psend(b, &r[1], "GET", "/part");
     psend(b, &r[2], "GET", "/c");
@@ -406,10 +456,10 @@ static void pipeline_chain_ending_on_placeholders_is_parked(void **state)
     gw_back_cancel(r[2].x);
     r[2].done = 1;
     assert_int_equal(stats_of(b).active, 1);
-    run_for(400); /* the rest of /part and /c's answer come 300 ms after /part's head */
+    until_idle(b, 1); /* the rest of /part and /c's answer come 300 ms after /part's head */
     expect_stats(b, "idle=1 active=0 closed=0");
     assert_int_equal(f->o[0].accepted, 1);
-    preq_t q;
+    static preq_t q;
     psend(b, &q, "GET", "/again");
     run_all(&q, 1);
     assert_echoed(&q, 1);
@@ -422,7 +472,7 @@ static void pipeline_long_placeholder_closes(void **state)
 {
     bfix_t *f = *state;
     gw_back_t *b = pipe_setup(f, 4);
-    preq_t r[3];
+    static preq_t r[3];
     psend(b, &r[0], "GET", "/x");
     psend(b, &r[1], "GET", "/long");
     psend(b, &r[2], "GET", "/c");
@@ -446,12 +496,13 @@ static void pipeline_del_fails_every_exchange_once(void **state)
      * by its owner) and one waiting in the queue: each live one gets GW_E_CLOSED once, nothing
      * leaks (ASan). */
     gw_back_t *b = pipe_setup(f, 4);
-    preq_t r[5];
+    static preq_t r[5];
     psend_with_two_behind(b, r, "/slow");
     psend(b, &r[3], "GET", "/d");
     gw_back_cancel(r[2].x);
     r[2].done = 1;
-    run_for(10);
+    until_origin_has(&f->o[0], 2); /* /warm and /slow: its answer comes 50 ms later */
+    assert_false(r[0].done);
     psend(b, &r[4], "GET", "/e"); /* queued: the connection is full */
     gw_back_del(b);
     f->b = NULL;
@@ -468,7 +519,7 @@ static void pipeline_bounded_by_depth_and_max_requests(void **state)
     gw_back_t *b = pipe_setup(f, 3);
     f->t.up.max_requests_per_connection = 4;
     enum { N = 12 };
-    preq_t r[N];
+    static preq_t r[N];
     char tg[N][16];
     for (int i = 0; i < N; i++) {
         snprintf(tg[i], sizeof(tg[i]), "/slow%d", i);
