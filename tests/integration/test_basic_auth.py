@@ -14,7 +14,7 @@ import h2.errors
 import pytest
 
 from gwtest import (Client, check_config, ended, gw_config, origin_gateway, response, sample,
-                    scrape)
+                    scrape, wait_sample)
 from procs import free_port, h1_get, run
 
 BCRYPT_COST = "4"  # the lowest: the tests verify many passwords
@@ -336,15 +336,19 @@ def test_gateway_stopping_while_verifying_exits_cleanly(gateway, origin, tmp_pat
     the gateway exits 0 without a sanitizer report (the fixture checks)."""
     users = tmp_path / "users"
     run(["htpasswd", "-cbB", "-C", "12", str(users), "slow", "pw"])
-    port = free_port()
+    port, admin = free_port(), free_port()
     g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], log_level="debug",
                           route_extra=auth_route(users),
-                          extra="timeouts:\n  graceful_shutdown: 50ms\n"),
-                wait=[("127.0.0.1", port)])
+                          extra="timeouts:\n  graceful_shutdown: 50ms\n"
+                                f"admin:\n  address: 127.0.0.1:{admin}\n"),
+                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     with socket.create_connection(("127.0.0.1", port)) as s:
         s.sendall(f"GET / HTTP/1.1\r\nHost: x\r\nAuthorization: {basic('slow', 'x')}\r\n\r\n"
                   .encode())
-        time.sleep(0.1)
+        # the request under way, counted by the worker: its head was read and its password
+        # handed to the thread pool (a sleep here lost to a loaded machine: the connection
+        # could still be in the listen queue at the SIGTERM, and nothing was verifying)
+        assert wait_sample(admin, "h2gate_client_streams", 1) == 1
         g.signal(signal.SIGTERM)
         assert g.wait(timeout=20) == 0, g.log()[-3000:]
     assert "event=auth_gone proxy=closed" in g.log(), g.log()[-3000:]

@@ -16,7 +16,8 @@ import h2.events
 import pytest
 
 from procs import free_port, raw_exchange, recv_all, run
-from gwtest import NO_PROXY, config, send_for, tls_client_ctx, tls_exchange
+from gwtest import (NO_PROXY, config, send_for, tls_client_ctx, tls_exchange, wait_origin_has,
+                    wait_sample)
 
 
 @pytest.fixture
@@ -370,14 +371,17 @@ def test_sigterm_at_startup_stops_cleanly(tmp_path, h2gate_bin):
         assert "event=stopped status=ok" in log, log[-2000:]
 
 
-def sigterm_after(g, port, data, settle=0.2):
-    """Send data on a new connection to the gateway g, let it settle, send SIGTERM and give the
-    gateway 0.3 s to start its graceful stop; the connection."""
+def sigterm_after(g, port, data, taken):
+    """Send data on a new connection to the gateway g, wait until taken() says a worker has
+    read it, send SIGTERM and wait for the graceful stop's log line; the connection. (A fixed
+    sleep before the signal lost to a loaded machine: the kernel completes the handshake before
+    a worker accepts, and a connection still in the listen queue at the SIGTERM is never
+    served.)"""
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(data)
-    time.sleep(settle)
+    assert taken()
     g.signal(signal.SIGTERM)
-    time.sleep(0.3)
+    assert "action=graceful_stop" in g.wait_log("signal=SIGTERM action=graceful_stop")
     return s
 
 
@@ -389,11 +393,39 @@ def graceful_gateway(gateway, o, grace):
     return gateway(cfg, wait=[("127.0.0.1", port)]), port
 
 
+def admin_gateway(gateway, timeouts):
+    """A gateway with the given timeouts and an admin listener: (it, its cleartext port, the
+    admin's port). The admin's h2gate_client_connections_busy counts the connections whose
+    bytes a worker has read: the proof that a head in progress was taken."""
+    port, admin = free_port(), free_port()
+    g = gateway(config(plain_port=port, extra=f"timeouts: {timeouts}\n"
+                       f"admin: {{address: 127.0.0.1:{admin}}}\n"),
+                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    return g, port, admin
+
+
+def read_response(s):
+    """One whole response with a Content-Length from socket s (left open)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk, data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    n = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
+    while len(body) < n:
+        chunk = s.recv(65536)
+        assert chunk, data
+        body += chunk
+    return head, body
+
+
 def test_graceful_stop_lets_request_in_flight_finish(gateway):
     from origin import ScriptedOrigin, pattern
     with ScriptedOrigin() as o:
         g, port = graceful_gateway(gateway, o, "5s")
-        s = sigterm_after(g, port, b"GET /slow/5000 HTTP/1.1\r\nHost: x\r\n\r\n")  # 1 s of origin time
+        s = sigterm_after(g, port, b"GET /slow/5000 HTTP/1.1\r\nHost: x\r\n\r\n",  # 1 s of origin time
+                          lambda: wait_origin_has(o, "/slow/5000") == 1)
         assert g.proc.poll() is None  # still draining: the response is in flight
         resp = recv_all(s)
         head, _, body = resp.partition(b"\r\n\r\n")
@@ -404,9 +436,24 @@ def test_graceful_stop_lets_request_in_flight_finish(gateway):
 
 
 def test_graceful_stop_closes_keepalive_after_next_response(gateway):
-    port = free_port()
-    g = gateway(config(plain_port=port, extra="timeouts: {graceful_shutdown: 5s}\n"), wait=[("127.0.0.1", port)])
-    s = sigterm_after(g, port, b"GET /a HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # a head in progress
+    # drain_grace 0: an idle keep-alive connection closes as soon as its worker stops, which
+    # tells the test that the stop reached the worker before the head's end is sent
+    g, port, admin = admin_gateway(gateway, "{graceful_shutdown: 5s, drain_grace: 0s}")
+    idle = None
+
+    def taken():
+        nonlocal idle
+        # the head in progress was read by a worker; then a keep-alive connection made idle
+        if wait_sample(admin, "h2gate_client_connections_busy", 1) != 1:
+            return False
+        idle = socket.create_connection(("127.0.0.1", port), timeout=5)
+        idle.sendall(b"GET /idle HTTP/1.1\r\nHost: x\r\n\r\n")
+        head, _ = read_response(idle)
+        return head.startswith(b"HTTP/1.1 502") and b"connection: close" not in head
+
+    s = sigterm_after(g, port, b"GET /a HTTP/1.1\r\nHost: x\r\nX-Slow: ", taken)  # a head in progress
+    assert idle.recv(65536) == b""  # the worker stopped: its idle connection is closed
+    idle.close()
     assert g.proc.poll() is None
     s.sendall(b"1\r\n\r\n")
     resp = s.recv(65536)
@@ -423,7 +470,8 @@ def test_second_signal_stops_at_once(gateway):
         # an answer that takes the origin 20 s keeps the graceful stop waiting (a refused origin
         # answered 502 at once, the stop ended by itself, and the second signal met a process
         # already exiting: killed by SIGINT's default action)
-        s = sigterm_after(g, port, b"GET /slow/100000 HTTP/1.1\r\nHost: x\r\n\r\n", settle=0.3)
+        s = sigterm_after(g, port, b"GET /slow/100000 HTTP/1.1\r\nHost: x\r\n\r\n",
+                          lambda: wait_origin_has(o, "/slow/100000") == 1)
         assert g.proc.poll() is None  # still draining
         start = time.monotonic()
         g.signal(signal.SIGINT)
@@ -686,12 +734,12 @@ def test_chunked_request_body_keeps_connection_in_sync(gw):
 
 
 def test_graceful_shutdown_deadline_closes_stuck_connections(gateway):
-    port = free_port()
-    g = gateway(config(plain_port=port, extra="timeouts: {graceful_shutdown: 1s, idle: 60s}\n"),
-                wait=[("127.0.0.1", port)])
+    g, port, admin = admin_gateway(gateway, "{graceful_shutdown: 1s, idle: 60s}")
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Stuck: 1")  # a head never finished
-    time.sleep(0.2)
+    # a worker read it (else the SIGTERM found it in the listen queue, and the gateway exited
+    # at once without it)
+    assert wait_sample(admin, "h2gate_client_connections_busy", 1) == 1
     start = time.monotonic()
     g.signal(signal.SIGTERM)
     assert g.wait(10) == 0

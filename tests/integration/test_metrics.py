@@ -12,7 +12,7 @@ import time
 import pytest
 
 from procs import free_port, h1_get, recv_all, run
-from gwtest import Client, gw_config, sample, scrape, tls_listener
+from gwtest import Client, gw_config, sample, scrape, tls_listener, wait_origin_has
 
 NAMES = [
     ("h2gate_requests", "counter"), ("h2gate_request_duration_seconds", "histogram"),
@@ -125,11 +125,15 @@ def test_health_and_readiness(gateway, origin):
     # draining (a request in flight keeps the process up): not ready, still healthy
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(b"GET /hang HTTP/1.1\r\nHost: a\r\n\r\n")
-    time.sleep(0.3)
+    # at the origin: a worker took the connection (one still in the listen queue at the
+    # SIGTERM is never served, and the gateway exits at once)
+    assert wait_origin_has(origin, "/hang") == 1
     g.signal(signal.SIGTERM)
-    time.sleep(0.3)
-    assert g.proc.poll() is None
+    deadline = time.monotonic() + 5  # the main thread handles the signal: not ready from then
+    while not http(admin, "/readyz").startswith(b"HTTP/1.1 503") and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert http(admin, "/readyz").startswith(b"HTTP/1.1 503")
+    assert g.proc.poll() is None
     assert http(admin, "/healthz").startswith(b"HTTP/1.1 200")
     assert g.wait(15) == 0  # the drain deadline ends the request in flight
     assert "event=drain_deadline" in g.log()

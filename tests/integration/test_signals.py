@@ -6,7 +6,7 @@ import socket
 import time
 
 from procs import free_port, recv_all
-from gwtest import gw_config
+from gwtest import gw_config, wait_origin_has
 
 
 def recv_states(sock, want, timeout=10):
@@ -104,8 +104,12 @@ def test_second_sigterm_stops_at_once(gateway, origin):
                 wait=[("127.0.0.1", port)])
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
-    time.sleep(0.3)
+    # at the origin: a worker took the connection (one still in the listen queue at the
+    # SIGTERM is never served, and the gateway exits at once)
+    assert wait_origin_has(origin, "/hang") == 1
     g.signal(signal.SIGTERM)
+    # counted as the first before the second comes
+    assert "action=graceful_stop" in g.wait_log("signal=SIGTERM action=graceful_stop")
     time.sleep(0.5)
     assert g.proc.poll() is None  # draining: the request is still in flight
     t0 = time.monotonic()
@@ -131,7 +135,7 @@ def test_sigquit_stops_gracefully(gateway, origin, tmp_path):
     assert pid_path.exists()
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(b"GET /slow/10000 HTTP/1.1\r\nHost: x\r\n\r\n")  # about a second
-    time.sleep(0.3)
+    assert wait_origin_has(origin, "/slow/10000") == 1  # a worker took the connection
     g.signal(signal.SIGQUIT)
     resp = recv_all(s)  # the gateway closes after this response: it is stopping
     s.close()

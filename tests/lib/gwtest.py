@@ -464,6 +464,17 @@ def origin_count(o, target):
     return len([q for q in o.requests if q.target == target])
 
 
+def wait_origin_has(o, target, n=1, timeout=10.0):
+    """How many requests for target the ScriptedOrigin o has received, once it has n (or at
+    the timeout). A request at the origin proves that a worker accepted its connection: the
+    kernel completes a client's handshake before any worker accepts, so a signal sent right
+    after a connect or a send may find the connection still in the listen queue."""
+    deadline = time.monotonic() + timeout
+    while origin_count(o, target) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return origin_count(o, target)
+
+
 def send_for(sock, data, seconds, pause=0.02):
     """Offer data on a non-blocking socket for up to `seconds` (the peer may stop reading);
     returns how many bytes were taken."""
@@ -505,6 +516,18 @@ def sample(families, name, **labels):
             found = True
     assert found, (name, labels)
     return total
+
+
+def wait_sample(admin_port, name, want, timeout=10.0, **labels):
+    """The value of the sample `name` of the admin's /metrics once it is want (or at the
+    timeout): a worker's gauge seen there was taken by that worker, after what it did."""
+    deadline = time.monotonic() + timeout
+    while True:
+        fams, _ = scrape(admin_port)
+        v = sample(fams, name, **labels)
+        if v == want or time.monotonic() > deadline:
+            return v
+        time.sleep(0.02)
 
 
 def h2load_summary(out):
