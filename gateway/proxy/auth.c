@@ -258,7 +258,7 @@ void gw_proxy__auth_close(gw_proxy_t *p)
         {
             auth_wait_t *w = GW_CONTAINER_OF(wt, auth_wait_t, link);
             if (w->px) {
-                w->px->auth = NULL;
+                w->px->x->auth = NULL;
                 w->px = NULL;
             }
         }
@@ -463,7 +463,7 @@ static void answer_waiter(gw_proxy_t *p, const gw_cfg_route_t *r, auth_job_t *j,
                           int ok, gw_alog_auth_t how)
 {
     px_t *px = w->px;
-    px->auth = NULL;
+    px->x->auth = NULL;
     w->px = NULL;
     gw_cstream_t *s = px->s;
     if (px->resp != PX_RESP_NONE || px->reset) {
@@ -559,6 +559,16 @@ static int answer_busy(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
     return gw_proxy__answer_text(s, h, 503, "h2gate: too many logins at once, try again\n", f, 1);
 }
 
+/* A stream's state made for a wait that could not start goes back; NULL. */
+static px_t *px_unmake(gw_proxy_t *p, gw_cstream_t *s, px_t *px)
+{
+    s->proxy_data = NULL;
+    gw_proxy__upload_unwatch(px);
+    gw_free(px->x);
+    gw_pool_put(&p->px_pool, px);
+    return NULL;
+}
+
 int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
                    int *rv)
 {
@@ -620,6 +630,8 @@ int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const
     }
     int made = w && (j || (nj && nj->hash && nj->pass));
     px_t *px = made ? gw_proxy__stream_new(p, s, h, r) : NULL;
+    if (px && !gw_proxy__px_x(px)) /* the wait is kept in px->x */
+        px = px_unmake(p, s, px);
     if (!px) {
         OPENSSL_cleanse(cred, sizeof(cred));
         gw_free(w);
@@ -645,10 +657,7 @@ int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const
         j->user = u;
         if (uv_queue_work(p->loop, &j->req, on_work, on_after_work) < 0) {
             OPENSSL_cleanse(cred, sizeof(cred));
-            s->proxy_data = NULL; /* px goes back: the stream is answered as one that never
-                                   * had it */
-            gw_proxy__upload_unwatch(px);
-            gw_pool_put(&p->px_pool, px);
+            px_unmake(p, s, px); /* the stream is answered as one that never had it */
             gw_free(w);
             job_free(j);
             *rv = GW_E_NOMEM;
@@ -661,7 +670,7 @@ int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const
     w->px = px;
     gw_list_push_back(&j->waiters, &w->link);
     j->nwaiters++;
-    px->auth = w;
+    px->x->auth = w;
     *rv = 0;
     return 1;
 }
@@ -670,7 +679,7 @@ int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const
 
 int gw_proxy__auth_hold(px_t *px, const uint8_t *data, size_t len)
 {
-    auth_wait_t *w = px->auth;
+    auth_wait_t *w = px->x ? px->x->auth : NULL;
     if (!w)
         return 0;
     if (w->body_len + len > px->p->cfg->limits.body_buffer) {
@@ -708,7 +717,7 @@ int gw_proxy__auth_hold(px_t *px, const uint8_t *data, size_t len)
 
 int gw_proxy__auth_hold_end(px_t *px, const gw_field_t *tr, size_t n)
 {
-    auth_wait_t *w = px->auth;
+    auth_wait_t *w = px->x ? px->x->auth : NULL;
     if (!w)
         return 0;
     w->ended = 1;
@@ -720,10 +729,10 @@ int gw_proxy__auth_hold_end(px_t *px, const gw_field_t *tr, size_t n)
 
 void gw_proxy__auth_detach(px_t *px)
 {
-    auth_wait_t *w = px->auth;
+    auth_wait_t *w = px->x ? px->x->auth : NULL;
     if (!w)
         return;
-    px->auth = NULL;
+    px->x->auth = NULL;
     /* the verification still runs; the waiter stays on it (its failure is still counted)
      * and its answer finds nobody. The stream is closed: nothing to credit, nothing held */
     w->px = NULL;

@@ -357,12 +357,15 @@ static int conditional(const gw_req_head_t *h)
  * proxy_internal.h). */
 int gw_proxy__cache_validators(px_t *px, gw_cache_entry_t *e)
 {
-    if (px->cfields)
+    if (px->x && px->x->cfields)
         return 0;
     gw_req_head_t *h = &px->head;
     const gw_field_t *etag = gw_proxy__field(e->fields, e->nfields, "etag");
     const gw_field_t *lm = gw_proxy__field(e->fields, e->nfields, "last-modified");
     if ((!etag && !lm) || !gw_slice_eq(h->method, GW_SLICE_LIT("GET")))
+        return 0;
+    gw_proxy__pxx_t *x = gw_proxy__px_x(px);
+    if (!x)
         return 0;
     size_t n = h->fields_len;
     size_t bytes = (etag ? etag->value.len : 0) + (lm ? lm->value.len : 0);
@@ -381,8 +384,8 @@ int gw_proxy__cache_validators(px_t *px, gw_cache_entry_t *e)
         f[n++] = (gw_field_t){gw_slice_str(as[k]), {d, v[k]->value.len}};
         d += v[k]->value.len;
     }
-    px->cfields = f;
-    px->cstale = e;
+    x->cfields = f;
+    x->cstale = e;
     h->fields = f;
     h->fields_len = n;
     return 1;
@@ -390,11 +393,14 @@ int gw_proxy__cache_validators(px_t *px, gw_cache_entry_t *e)
 
 void gw_proxy__cache_px_free(px_t *px)
 {
-    if (px->cstale)
-        gw_cache_unref(px->cstale);
-    px->cstale = NULL;
-    gw_free(px->cfields);
-    px->cfields = NULL;
+    gw_proxy__pxx_t *x = px->x;
+    if (!x)
+        return;
+    if (x->cstale)
+        gw_cache_unref(x->cstale);
+    x->cstale = NULL;
+    gw_free(x->cfields);
+    x->cfields = NULL;
 }
 
 int gw_proxy__cache_serve(px_t *px)
@@ -464,8 +470,10 @@ int gw_proxy__cache_serve(px_t *px)
             break; /* the client's own condition or range goes to the origin as it is */
         if (gw_proxy__cache_validators(px, e))
             return 0; /* px holds e until its exchange takes it (gw_proxy__cache_lead) */
-        if (gw_slice_eq(h->method, GW_SLICE_LIT("GET"))) {
-            px->cstale = e; /* for stale-if-error, should the origin fail */
+        gw_proxy__pxx_t *x =
+            gw_slice_eq(h->method, GW_SLICE_LIT("GET")) ? gw_proxy__px_x(px) : NULL;
+        if (x) {
+            x->cstale = e; /* for stale-if-error, should the origin fail */
             return 0;
         }
         break;
@@ -489,8 +497,9 @@ void gw_proxy__cache_lead(px_t *px)
     }
     cx->request_time = (int64_t)time(NULL);
     cx->keep = 1;
-    cx->stale = px->cstale; /* the exchange holds it from now on */
-    px->cstale = NULL;
+    cx->stale = gw_proxy__px_cstale(px); /* the exchange holds it from now on */
+    if (px->x)
+        px->x->cstale = NULL;
     ox->cx = cx;
 }
 

@@ -287,8 +287,10 @@ static gw_zskip_t compress_decide(ox_t *ox, unsigned status, const gw_field_t *f
     p->zst.active++;
     p->zst.streams[zc]++;
     if (resumed) {
-        ox->z->zchunks = first->zrep; /* moved: this exchange replays them */
-        first->zrep = (gw_zchunks_t){0};
+        if (first->x) { /* moved: this exchange replays them */
+            ox->z->zchunks = first->x->zrep;
+            first->x->zrep = (gw_zchunks_t){0};
+        }
         ox->zreplay = ox->z->zchunks.n > 0;
         return zs;
     }
@@ -542,7 +544,8 @@ static int compress_detach(ox_t *ox, px_t *px)
         return 0;
     if (!ox->zrecord)
         return GW_E_INVAL; /* the pieces were not kept: the same bytes cannot be made again */
-    return gw_zchunks_copy(&px->zrep, &ox->z->zchunks);
+    gw_proxy__pxx_t *x = gw_proxy__px_x(px);
+    return x ? gw_zchunks_copy(&x->zrep, &ox->z->zchunks) : GW_E_NOMEM;
 }
 
 static void compress_release(ox_t *ox)

@@ -396,12 +396,22 @@ px_t *gw_proxy__stream_new(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *
     gw_list_init(&px->slink);
     gw_list_init(&px->ulink);
     gw_list_init(&px->alink);
-    gw_list_init(&px->rlink);
-    px->auth = NULL;
     if (!px->req_done && !px->ws) /* a tunnel's silence is timeouts.tunnel_idle's */
         gw_proxy__upload_watch(px);
     s->proxy_data = px;
     return px;
+}
+
+gw_proxy__pxx_t *gw_proxy__px_x(px_t *px)
+{
+    if (px->x)
+        return px->x;
+    gw_proxy__pxx_t *x = gw_calloc(1, sizeof(*x));
+    if (!x)
+        return NULL;
+    gw_list_init(&x->rlink);
+    x->px = px;
+    return px->x = x;
 }
 
 /* On to the origin: early hints, then a coalesced exchange to join or a new one. */
@@ -471,16 +481,20 @@ void gw_proxy_stream_closed(gw_proxy_t *p, gw_cstream_t *s)
         return;
     s->proxy_data = NULL;
     px->closed = 1;
-    gw_list_remove(&px->rlink); /* a stream that waited for the cluster's answer */
-    gw_proxy__auth_detach(px);  /* ... or for basic auth's verification */
+    if (px->x) {
+        gw_list_remove(&px->x->rlink); /* a stream that waited for the cluster's answer */
+        gw_proxy__auth_detach(px);     /* ... or for basic auth's verification */
+        gw_proxy__cache_px_free(px);
+    }
     gw_proxy__upload_unwatch(px);
     gw_proxy__acc_drop(px);
-    if (px->cstale || px->cfields)
-        gw_proxy__cache_px_free(px);
     /* a leader cancelled by its client does not cancel the followers: the exchange goes on
      * while anyone is subscribed */
     gw_proxy__sub_remove(px);
     GW_ASSERT(px->body_inflight == 0);
-    gw_zchunks_free(&px->zrep);
+    if (px->x) {
+        gw_zchunks_free(&px->x->zrep);
+        gw_free(px->x);
+    }
     gw_pool_put(&p->px_pool, px);
 }

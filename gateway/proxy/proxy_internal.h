@@ -193,43 +193,64 @@ typedef struct gw_proxy__oxz {
 #define GW_WS_KEY_LEN_MAX 24
 typedef struct ox ox_t;
 
-typedef struct {
-    gw_proxy_t *p;
+/* A stream's state for the rarer ways through the proxy (px->x): a cache entry it revalidates,
+ * a wait for the cluster's rate answer or for basic auth's verification, the pieces of a
+ * compressing exchange it detached from. Allocated by the first of them (gw_proxy__px_x), freed
+ * with the stream; a plain proxied request has none. */
+typedef struct gw_proxy__pxx {
+    struct gw_cache_entry *cstale; /* a stale entry its request revalidates (cache.c), held */
+    gw_field_t *cfields;       /* its request fields with the entry's validators added (owned) */
+    gw_list_t rlink;           /* in p->rate_waits while it waits for the cluster's rate answer */
+    uint64_t token;            /* of the cluster question it waits for */
+    struct gw_auth_wait *auth; /* its place among a verification's waiters (auth.c), or NULL */
+    gw_zchunks_t zrep;         /* after a detach from a compressing exchange: its pieces */
+    struct gw_proxy__px *px;   /* the stream it belongs to (p->rate_waits holds rlink) */
+} gw_proxy__pxx_t;
+
+/* Laid out by use, for the lines a plain proxied request touches once the origin answered
+ * (b_head, the filters, the client's response, the stream's end): the stream, its exchange and
+ * the response's progress first (104 bytes), the head (read at the request) after, the request
+ * body's state last, the rarer state behind x. */
+typedef struct gw_proxy__px {
     gw_cstream_t *s;
+    ox_t *ox;              /* the exchange serving this stream, NULL once it ended */
+    gw_list_t slink;       /* in ox->subs */
+    unsigned req_done : 1; /* the client ended its request body */
+    unsigned closed : 1;   /* the front is done with the stream: no more ops */
+    unsigned reset : 1;
+    unsigned follower : 1;     /* joined another stream's exchange */
+    unsigned ws : 1;           /* a WebSocket request (tunnel.c): no body until the 101 */
+    unsigned hinted : 1;       /* a 103 went to the client (at most one per request) */
+    unsigned tunnel : 1;       /* its 101 came: bytes both ways until either side ends */
+    unsigned cache_stored : 1; /* the cache filter keeps its answer (Cache-Status stored) */
+    unsigned status;           /* status of the response head sent, 0 before */
+    uint8_t resp;              /* px_resp_t: how far the response towards the client went */
+    uint8_t zc;                /* gw_zcoding_t of the response sent (GW_ZC_NONE: as it came) */
+    uint8_t cache_fwd;         /* gw_proxy__cache_fwd_t: why a cache lookup went forward */
+    gw_req_proto_t proto;
+    gw_proxy_t *p;
     const gw_cfg_route_t *route;
-    ox_t *ox;               /* the exchange serving this stream, NULL once it ended */
-    gw_list_t slink;        /* in ox->subs */
+    uint64_t delivered;     /* cursor: response body bytes handed to the client stream (after
+                               a detach, bytes of the new response below it are not resent) */
+    int64_t resp_cl;        /* response content-length sent, -1 none */
+    gw_proxy__pxx_t *x;     /* NULL until a rarer way needs it (gw_proxy__px_x) */
+    uint64_t body_inflight; /* request body bytes given to the back, not yet credited */
+    int64_t req_cl;         /* request Content-Length, -1 unknown */
+    gw_req_head_t head;     /* shallow copy: slices valid until the stream closes */
+    uint64_t req_sent;      /* request body bytes received from the client */
     gw_list_t ulink;        /* in p->uploading while the request body is still coming */
     uint64_t body_since;    /* loop ms of the last request body progress (read or credited) */
     gw_rbuf_t *acc;         /* small request body pieces gathered for one write (acc_flush) */
     gw_list_t alink;        /* in p->acc_pending while acc holds bytes */
-    gw_req_head_t head;     /* shallow copy: slices valid until the stream closes */
-    uint64_t body_inflight; /* request body bytes given to the back, not yet credited */
-    int64_t req_cl;         /* request Content-Length, -1 unknown */
-    uint64_t req_sent;      /* request body bytes received from the client */
-    uint64_t delivered;     /* cursor: response body bytes handed to the client stream (after
-                               a detach, bytes of the new response below it are not resent) */
-    int64_t resp_cl;        /* response content-length sent, -1 none */
-    unsigned status;        /* status of the response head sent, 0 before */
-    uint8_t resp;           /* px_resp_t: how far the response towards the client went */
-    uint8_t zc;             /* gw_zcoding_t of the response sent (GW_ZC_NONE: as it came) */
-    gw_zchunks_t zrep;      /* after a detach from a compressing exchange: its pieces */
-    unsigned req_done : 1;  /* the client ended its request body */
-    unsigned closed : 1;    /* the front is done with the stream: no more ops */
-    unsigned reset : 1;
-    unsigned follower : 1;         /* joined another stream's exchange */
-    unsigned ws : 1;               /* a WebSocket request (tunnel.c): no body until the 101 */
-    unsigned hinted : 1;           /* a 103 went to the client (at most one per request) */
-    unsigned tunnel : 1;           /* its 101 came: bytes both ways until either side ends */
-    unsigned cache_stored : 1;     /* the cache filter keeps its answer (Cache-Status stored) */
-    uint8_t cache_fwd;             /* gw_proxy__cache_fwd_t: why a cache lookup went forward */
-    struct gw_cache_entry *cstale; /* a stale entry its request revalidates (cache.c), held */
-    gw_field_t *cfields;       /* its request fields with the entry's validators added (owned) */
-    gw_list_t rlink;           /* in p->rate_waits while it waits for the cluster's rate answer */
-    struct gw_auth_wait *auth; /* its place among a verification's waiters (auth.c), or NULL */
-    uint64_t token;            /* of the cluster question it waits for */
-    gw_req_proto_t proto;
 } px_t;
+
+/* px->x, allocated (cleared) when it is still NULL; NULL when memory ran out. */
+gw_proxy__pxx_t *gw_proxy__px_x(px_t *px);
+/* The stale entry px holds (px->x->cstale), or NULL. */
+static inline struct gw_cache_entry *gw_proxy__px_cstale(const px_t *px)
+{
+    return px->x ? px->x->cstale : NULL;
+}
 
 /* px's request path for a log line, as the arguments of a "%.*s" (cut at GW_PX_LOG_PATH bytes):
  * the head's slices live as long as the stream, so no copy is kept in px_t. */
@@ -239,8 +260,9 @@ typedef struct {
         (const char *)(px)->head.path.base
 
 /* Laid out by use: what a request's way through the proxy reads first (the exchange, its
- * subscribers and body, the filters' state every response looks at), the coalescing index and
- * pause state next, the WebSocket key last: gw_proxy__ox_new clears the exchange up to ws_key
+ * subscribers, its flags, its start and key: all that b_head reads, in the first 64 bytes but
+ * the key; then the body and the filters' state every response looks at), the coalescing index
+ * and pause state next, the WebSocket key last: gw_proxy__ox_new clears the exchange up to ws_key
  * (which only ws says holds something), so a request touches as few lines as it can. */
 struct ox {
     gw_proxy_t *p;
@@ -248,10 +270,21 @@ struct ox {
     const gw_proxy_chain_t *chain; /* the route's response filters */
     gw_back_exch_t *bx;            /* NULL once ended */
     gw_list_t subs;                /* px_t */
+    unsigned zrecord : 1;
+    unsigned zreplay : 1;
+    unsigned tunnel : 1; /* the origin switched to WebSocket: counted in tunnels */
+    unsigned ws : 1;     /* a WebSocket request: ws_key holds the key the origin got */
+    unsigned paused : 1;
+    unsigned indexed : 1;
+    unsigned complete : 1;    /* the origin response ended: subscribers finish at the body's end */
+    unsigned pumping : 1;     /* inside pump(): the last sub_remove leaves freeing to it */
+    unsigned credentials : 1; /* the requests carry Authorization or Cookie (coalesce_private
+                                 only: gw_proxy__has_credentials) */
+    uint64_t started_ns;      /* gw_now_ns() when the origin exchange started */
     size_t nsubs;
     px_t *owner;            /* the stream whose request (and body) this is */
+    char *key;              /* coalescing key, NULL when not coalescible */
     gw_proxy__cbody_t body; /* the response body from the slowest subscriber's cursor on */
-    uint64_t started_ns;    /* gw_now_ns() when the origin exchange started */
     struct gw_zstream *zip; /* compressing the response (compress.c), or NULL */
     /* A body the gateway holds whole and makes as the clients take it (a compressed cache
      * hit): flow.c calls it while a subscriber has everything and wants more; it appends to
@@ -264,17 +297,6 @@ struct ox {
     gw_field_t *hint; /* the origin's first 103 (its hint fields, one block), held for the
                          followers until the final head says they may share the answer */
     size_t nhint;
-    unsigned zrecord : 1;
-    unsigned zreplay : 1;
-    unsigned tunnel : 1; /* the origin switched to WebSocket: counted in tunnels */
-    unsigned ws : 1;     /* a WebSocket request: ws_key holds the key the origin got */
-    unsigned paused : 1;
-    unsigned indexed : 1;
-    unsigned complete : 1;    /* the origin response ended: subscribers finish at the body's end */
-    unsigned pumping : 1;     /* inside pump(): the last sub_remove leaves freeing to it */
-    unsigned credentials : 1; /* the requests carry Authorization or Cookie (coalesce_private
-                                 only: gw_proxy__has_credentials) */
-    char *key;                /* coalescing key, NULL when not coalescible */
     size_t keylen;
     uint64_t hash;
     gw_list_t klink; /* in p->inflight while others may join */
@@ -525,7 +547,7 @@ int gw_proxy__auth_passed(px_t *px);
 int gw_proxy__basic_credentials(gw_slice_t v, uint8_t *out, size_t cap, size_t *ulen, size_t *plen);
 /* Route r's basic_auth for request h on s (r->basic_auth set). 0: let in now (cached
  * credentials; s->log says who), go on. 1: taken, *rv is what to return: answered (400, 401,
- * 429, 503), or waiting for a verification on the thread pool (the stream's px_t made, px->auth
+ * 429, 503), or waiting for a verification on the thread pool (the stream's px_t made, px->x->auth
  * set): its answer later continues with gw_proxy__auth_passed or a 401. */
 int gw_proxy__auth(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
                    int *rv);
@@ -664,7 +686,7 @@ int gw_proxy__cache_error(ox_t *ox, int code);
 void gw_proxy__cache_px_free(px_t *px);
 /* RFC 9111 §4.3.1: px's request (a GET) is to carry e's validators (If-None-Match from its
  * ETag, If-Modified-Since from its Last-Modified): its fields with them added, in a block px
- * owns, and px holds the reference to e given with it (px->cstale). 1 when so; 0 when e has
+ * owns, and px holds the reference to e given with it (px->x->cstale). 1 when so; 0 when e has
  * none, px is not a GET or out of memory (nothing changed: the reference is still the
  * caller's). */
 int gw_proxy__cache_validators(px_t *px, struct gw_cache_entry *e);

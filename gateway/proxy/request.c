@@ -157,10 +157,10 @@ static int rate_then_serve(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *
      * cluster.timeout; then, or without Redis, the local bucket decides) */
     if (!px && !(px = gw_proxy__stream_new(p, s, h, r)))
         return GW_E_NOMEM;
-    px->token = p->asker.ask(p->asker.ud, key, kl, r->request_rate, burst, 1);
-    if (!px->token)
+    gw_proxy__pxx_t *x = gw_proxy__px_x(px); /* without memory for the wait: decided here */
+    if (!x || !(x->token = p->asker.ask(p->asker.ud, key, kl, r->request_rate, burst, 1)))
         return px_local_rate(px);
-    gw_list_push_back(&p->rate_waits, &px->rlink);
+    gw_list_push_back(&p->rate_waits, &x->rlink);
     return 0;
 }
 
@@ -260,10 +260,11 @@ void gw_proxy_rate_answer(gw_proxy_t *p, uint64_t token, int verdict, unsigned r
 {
     gw_list_foreach(it, &p->rate_waits)
     {
-        px_t *px = GW_CONTAINER_OF(it, px_t, rlink);
-        if (px->token != token)
+        gw_proxy__pxx_t *x = GW_CONTAINER_OF(it, gw_proxy__pxx_t, rlink);
+        if (x->token != token)
             continue;
-        gw_list_remove(&px->rlink);
+        px_t *px = x->px;
+        gw_list_remove(&x->rlink);
         int rv = verdict == GW_PROXY_RATE_ALLOW  ? gw_proxy__serve(px)
                  : verdict == GW_PROXY_RATE_DENY ? px_limited(px, retry_after_s)
                                                  : px_local_rate(px);

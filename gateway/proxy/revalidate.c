@@ -271,10 +271,13 @@ int gw_proxy__revalidate(px_t *client, gw_cache_entry_t *e)
     /* with the stored validators (RFC 9111 §4.3.1) when it has some; the stream holds e as
      * the stale entry either way (a 5xx then leaves it as it is: stand_in_stale in cache.c) */
     gw_cache_entry_t *held = gw_cache_ref(e);
-    if (!gw_proxy__cache_validators(px, held))
-        px->cstale = held;
-    GW_LOG_DEBUG("cache_revalidate_start", "path=%.*s conditional=%d", PX_PATH(px),
-                 px->cfields != NULL);
+    int conditional = gw_proxy__cache_validators(px, held);
+    gw_proxy__pxx_t *x = conditional ? px->x : gw_proxy__px_x(px);
+    if (x && !conditional)
+        x->cstale = held;
+    else if (!x)
+        gw_cache_unref(held); /* no memory to hold it: revalidated without stale-if-error */
+    GW_LOG_DEBUG("cache_revalidate_start", "path=%.*s conditional=%d", PX_PATH(px), conditional);
     gw_proxy__dispatch(px, NULL, 0); /* a failure at once is answered: the stream ends */
     gw_proxy__cache_lead(px);
     return 1;
