@@ -226,6 +226,7 @@ static int push(gw_iovq_t *q, void *base, size_t len, gw_rbuf_t *pin)
         q->ents = n;
         q->cap = ncap;
         q->head = 0;
+        q->lent = 0; /* the lent array was freed: this one is the queue's own */
     }
     gw_iovq_ent_t *e = &q->ents[(q->head + q->count) % q->cap];
     e->iov.iov_base = base;

@@ -148,6 +148,7 @@ typedef struct {
     size_t head, count, cap; /* ring of entries */
     size_t bytes;            /* total bytes queued */
     gw_rbuf_t *copy_buf;     /* current block receiving copied bytes */
+    int lent;                /* ents goes back at gw_iovq_unlend if nothing is left in it */
 } gw_iovq_t;
 
 void gw_iovq_init(gw_iovq_t *q);
@@ -158,6 +159,37 @@ void gw_iovq_free(gw_iovq_t *q);
 int gw_iovq_copy(gw_iovq_t *q, const void *p, size_t n);
 /* Queue n bytes at buf->data+off by reference; takes a new reference on buf. */
 int gw_iovq_ref(gw_iovq_t *q, gw_rbuf_t *buf, size_t off, size_t n);
+/* For a write round: a queue without an entry array takes ents[0..cap) (gw_malloc'd: the queue
+ * owns it from now on, and frees it with itself or when it grows past cap); the array goes back
+ * at gw_iovq_unlend if the round left nothing in it. A queue with an array keeps its own and
+ * ents stays the caller's: 1 when the queue took it, 0 when not. */
+static inline int gw_iovq_lend(gw_iovq_t *q, gw_iovq_ent_t *ents, size_t cap)
+{
+    if (q->ents)
+        return 0;
+    q->ents = ents;
+    q->cap = cap;
+    q->head = 0;
+    q->lent = 1;
+    return 1;
+}
+
+/* The round is over: the lent array, given back when nothing is queued in it; NULL when none
+ * was lent or the queue keeps it (bytes still queued in it, or it grew into one of its own). */
+static inline gw_iovq_ent_t *gw_iovq_unlend(gw_iovq_t *q)
+{
+    if (!q->lent)
+        return NULL;
+    q->lent = 0;
+    if (q->count)
+        return NULL; /* bytes still queued in it: the queue keeps it */
+    gw_iovq_ent_t *e = q->ents;
+    q->ents = NULL;
+    q->cap = 0;
+    q->head = 0;
+    return e;
+}
+
 /* Fill at most max iovecs with the head of the queue; returns how many were filled. */
 size_t gw_iovq_peek(const gw_iovq_t *q, struct iovec *out, size_t max);
 /* Move up to max whole entries from the head of the queue into out: the caller now owns each

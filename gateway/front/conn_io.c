@@ -147,11 +147,17 @@ int gw_front__send_iovq(conn_t *c, gw_iovq_t *q)
  * finds cold. Bytes a write left queued keep their part of the block pinned (its references),
  * and the worker moves on to a fresh block once that one is nearly full. */
 #define OQ_SCRATCH 4096
+/* The same for the queue's entry array (a few entries a round; 24 bytes each): one per worker,
+ * lent while the connection has none, kept by a connection whose round left bytes queued. */
+#define OQ_ENTS 64
 
 void gw_front__oq_lend(conn_t *c)
 {
     gw_front_t *w = W(c);
     gw_iovq_t *q = &c->b->oq;
+    if (!q->ents && (w->oq_ents || (w->oq_ents = gw_malloc(OQ_ENTS * sizeof(gw_iovq_ent_t)))) &&
+        gw_iovq_lend(q, w->oq_ents, OQ_ENTS))
+        w->oq_ents = NULL; /* the queue's until the round is over */
     if (q->copy_buf)
         return; /* a block of its own, still holding queued bytes */
     gw_rbuf_t *s = w->oq_scratch;
@@ -171,6 +177,11 @@ void gw_front__oq_lend(conn_t *c)
 void gw_front__oq_return(conn_t *c)
 {
     gw_iovq_t *q = &c->b->oq;
+    gw_iovq_ent_t *e = gw_iovq_unlend(q);
+    if (e && !W(c)->oq_ents)
+        W(c)->oq_ents = e;
+    else
+        gw_free(e); /* another round, inside this one, took a second array */
     gw_rbuf_t *s = W(c)->oq_scratch;
     /* the worker's block, or one the queue took when it ran short, if nothing is left in it */
     if (q->copy_buf && (q->copy_buf == s || q->count == 0)) {

@@ -1,5 +1,6 @@
 /* front/front.c — a worker's front: its loop and the handles its connections share, stopping
  * its connections, and the generations they are accepted under (front/front.h). */
+#include "common/alloc.h"
 #include "common/err.h"
 #include "front/front_internal.h"
 
@@ -45,6 +46,7 @@ void gw_front_free(gw_front_t *f)
     if (f->h2s_pool_ok)
         gw_pool_free(&f->h2s_pool); /* every connection is closed: only the freelist is left */
     gw_rbuf_unref(f->oq_scratch);
+    gw_free(f->oq_ents);
 }
 
 size_t gw_front_stop_conns(gw_front_t *f, const gw_front_gen_t *g, gw_stop_t how, int keep_tunnels)

@@ -206,6 +206,8 @@ struct gw_front {
     size_t timer_nodes;    /* nodes that may be queued (room reserved in timers) */
     gw_pool_t h2s_pool;    /* h2_stream.c's HTTP/2 client streams */
     gw_rbuf_t *oq_scratch; /* frame bytes of a connection's write round (conn_io.c), or NULL */
+    /* the output queue's entries of a write round (conn_io.c), or NULL */
+    gw_iovq_ent_t *oq_ents;
     int h2s_pool_ok;
     /* access log (accesslog.c): lines waiting for the next write, flushed at 32 KiB, by the
      * timer within a second, and at exit */

@@ -161,6 +161,52 @@ static void iovq_take_moves_pins(void **state)
     gw_rbuf_unref(p);
 }
 
+/* A write round's entry array: a queue without one uses the lent array and gives it back when
+ * the round left nothing queued; bytes still queued keep it (the queue's own from then on, freed
+ * with it), as does a queue that grew past it; a queue with an array keeps its own. */
+static void iovq_lent_entries_go_back_when_empty(void **state)
+{
+    (void)state;
+    gw_iovq_t q;
+    gw_iovq_init(&q);
+    gw_iovq_ent_t *lent = gw_malloc(4 * sizeof(*lent));
+    assert_int_equal(gw_iovq_lend(&q, lent, 4), 1);
+    assert_int_equal(gw_iovq_copy(&q, "HDR", 3), 0);
+    assert_ptr_equal(q.ents, lent);
+    gw_iovq_consume(&q, 3);
+    assert_ptr_equal(gw_iovq_unlend(&q), lent); /* written whole: back to the lender */
+    assert_null(q.ents);
+    assert_null(gw_iovq_unlend(&q)); /* nothing lent any more */
+
+    /* a partial write: the bytes left are still in the array, the queue keeps it */
+    assert_int_equal(gw_iovq_lend(&q, lent, 4), 1);
+    assert_int_equal(gw_iovq_copy(&q, "HDR", 3), 0);
+    gw_iovq_consume(&q, 1);
+    assert_null(gw_iovq_unlend(&q));
+    assert_ptr_equal(q.ents, lent);
+    gw_iovq_ent_t *other = gw_malloc(4 * sizeof(*other));
+    assert_int_equal(gw_iovq_lend(&q, other, 4), 0); /* it has its own: the lender keeps it */
+    uint8_t flat[8];
+    assert_int_equal(gw_iovq_flatten(&q, flat, sizeof(flat)), 2);
+    assert_memory_equal(flat, "DR", 2);
+    gw_iovq_free(&q); /* frees the array it kept */
+
+    /* more entries than lent: the queue grows into an array of its own and keeps that */
+    gw_iovq_init(&q);
+    assert_int_equal(gw_iovq_lend(&q, other, 4), 1);
+    gw_rbuf_t *p = rbuf_with("0123456789", 0, 10);
+    for (size_t i = 0; i < 6; i++)
+        assert_int_equal(gw_iovq_ref(&q, p, i, 1), 0);
+    assert_true(q.cap > 4);
+    assert_int_equal(gw_iovq_flatten(&q, flat, sizeof(flat)), 6);
+    assert_memory_equal(flat, "012345", 6);
+    gw_iovq_consume(&q, 6);
+    assert_null(gw_iovq_unlend(&q)); /* the lent array was freed when it grew */
+    assert_int_equal(p->refs, 1);
+    gw_iovq_free(&q);
+    gw_rbuf_unref(p);
+}
+
 /* gw_ascii_lower against its byte-by-byte definition: every byte value at every position of
  * every length up to 24 (both the word loop and the tail). */
 static void ascii_lower_matches_bytewise(void **state)
@@ -298,6 +344,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(iovq_many_entries_wrap),
     cmocka_unit_test(iovq_alloc_failure_is_reported),
     cmocka_unit_test(iovq_take_moves_pins),
+    cmocka_unit_test(iovq_lent_entries_go_back_when_empty),
     cmocka_unit_test(ascii_lower_matches_bytewise),
     cmocka_unit_test(mem_eq_matches_bytewise),
     cmocka_unit_test(bytes_reserve_fast_path),
