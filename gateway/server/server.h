@@ -18,7 +18,8 @@ typedef struct gw_server gw_server_t;
 /* Block, on the calling thread, the signals gw_server_run handles (SIGINT, SIGTERM, SIGQUIT,
  * SIGHUP, SIGUSR1, SIGUSR2). Called before gw_server_new binds the listeners: a signal sent as
  * soon as a port answers then waits for its handler instead of ending the process with its
- * default action; gw_server_run unblocks them once their handlers are in place. */
+ * default action. They stay blocked, on every thread (the workers and the admin's threads
+ * inherit the block): gw_server_run reads them from a signalfd. */
 void gw_server_hold_signals(void);
 
 /* 0, or a negative GW_E* code after logging what is wrong. The server takes cfg over (it is

@@ -173,7 +173,8 @@ struct gw_server {
     unsigned workers_len;
     atomic_int stop_request; /* gw_stop_t asked by gw_server_stop */
     uv_loop_t main_loop;
-    uv_signal_t sig_int, sig_term, sig_quit, sig_usr1, sig_hup, sig_usr2;
+    int sig_fd;         /* signalfd of the handled signals, blocked on every thread */
+    uv_poll_t sig_poll; /* sig_fd in main_loop */
     uv_async_t main_wake;
     int signals_seen;
     atomic_uint workers_done; /* workers whose loop has ended */

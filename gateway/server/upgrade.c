@@ -441,7 +441,12 @@ void gw_server__upgrade_start(gw_server_t *s)
     envp[k] = NULL;
     pid_t pid = fork();
     if (pid == 0) {
-        /* the child: only async-signal-safe calls until exec */
+        /* the child: only async-signal-safe calls until exec. The handled signals are
+         * blocked on every thread of ours (process.c reads them from a signalfd); the new
+         * program starts with none blocked, as any program would. */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
         for (size_t i = 0; i < nfds; i++)
             fcntl(fds[i], F_SETFD, 0);
         fcntl(p[1], F_SETFD, 0);
