@@ -62,11 +62,13 @@ static int stream_can_send(const gw_h2_session_t *s, const gw_h2_stream_t *st)
            st->data_budget > 0;
 }
 
-/* The length of st's next DATA frame from chunk c: what every window, budget and the peer's
- * SETTINGS_MAX_FRAME_SIZE allow. */
-static size_t data_len(const gw_h2_session_t *s, const gw_h2_stream_t *st, const data_chunk_t *c)
+/* The length of st's next DATA frame: what it has queued, within every window, budget and the
+ * peer's SETTINGS_MAX_FRAME_SIZE. A frame spans as many chunks as that takes: a chunk ends where
+ * an origin read ended (the bytes a read buffer had room for), which says nothing about where
+ * a frame should, and every frame costs a header, a scheduler step and, over TLS, records. */
+static size_t data_len(const gw_h2_session_t *s, const gw_h2_stream_t *st)
 {
-    size_t n = c->len;
+    size_t n = st->queued;
     if ((int64_t)n > s->conn_send_window)
         n = (size_t)s->conn_send_window;
     if ((int64_t)n > st->send_window)
@@ -98,14 +100,23 @@ static int send_data(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q, size_
         gw_h2_sched_remove(&s->x->sched, node);
         return 0;
     }
-    data_chunk_t *c = GW_CONTAINER_OF(st->chunks.next, data_chunk_t, link);
-    size_t n = data_len(s, st, c);
-    int last = n == c->len && c->link.next == &st->chunks;
+    size_t n = data_len(s, st);
+    int last = n == st->queued;
     int eos = last && st->eos_queued && !st->has_trailers;
     gw_h2_frame_hdr_t h = {(uint32_t)n, GW_H2_FT_DATA, eos ? GW_H2_F_END_STREAM : 0, st->id};
     gw_h2_frame_hdr_pack(hdr, &h);
-    if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0 || gw_iovq_ref(q, c->buf, c->off, n) < 0)
+    if (gw_iovq_copy(q, hdr, sizeof(hdr)) < 0)
         return GW_E_NOMEM;
+    /* the payload by reference, piece by piece; the chunks are consumed only once every piece
+     * is in q */
+    size_t left = n;
+    for (gw_list_t *it = st->chunks.next; left; it = it->next) {
+        const data_chunk_t *c = GW_CONTAINER_OF(it, data_chunk_t, link);
+        size_t k = c->len < left ? c->len : left;
+        if (gw_iovq_ref(q, c->buf, c->off, k) < 0)
+            return GW_E_NOMEM;
+        left -= k;
+    }
     s->frames_out++;
     *framed += n;
     if (n && s->wu_earned < GW_H2_WU_EARNED_MAX)
@@ -122,11 +133,16 @@ static int send_data(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q, size_
         s->data_budget -= n;
     if (st->data_budget != SIZE_MAX)
         st->data_budget -= n;
-    c->off += n;
-    c->len -= n;
-    if (c->len == 0) {
-        gw_list_remove(&c->link);
-        gw_h2__chunk_free(st, c);
+    for (left = n; left;) {
+        data_chunk_t *c = GW_CONTAINER_OF(st->chunks.next, data_chunk_t, link);
+        size_t k = c->len < left ? c->len : left;
+        c->off += k;
+        c->len -= k;
+        left -= k;
+        if (c->len == 0) {
+            gw_list_remove(&c->link);
+            gw_h2__chunk_free(st, c);
+        }
     }
     if (eos) {
         gw_h2__local_end(s, st);

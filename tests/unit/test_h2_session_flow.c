@@ -254,6 +254,41 @@ static void send_some_decides_late(void **state)
     gw_rbuf_unref(rb);
 }
 
+/* A DATA frame spans the chunks a body was submitted in: the origin's reads end wherever its
+ * read buffers do, and a frame per piece cost a frame header and, over TLS, records for pieces
+ * of a few KiB. Three chunks from two buffers, 10000 + 10000 + 3000 bytes: one full frame
+ * (RFC 9113 §4.2, the default SETTINGS_MAX_FRAME_SIZE) and the rest, in order. */
+static void data_frames_span_chunks(void **state)
+{
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    cli_exchange(s, &f->c, &f->o);
+    gw_rbuf_t *a = gw_rbuf_new(10000), *b = gw_rbuf_new(13000);
+    memset(a->data, 'a', 10000);
+    for (size_t i = 0; i < 13000; i++)
+        b->data[i] = (uint8_t)(i % 251);
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 1, a, 0, 10000, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 1, b, 0, 10000, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 1, b, 10000, 3000, 1), 0);
+    drain(s, &f->o);
+    const outf_t *d0 = find_type(&f->o, GW_H2_FT_DATA, 0);
+    const outf_t *d1 = find_type(&f->o, GW_H2_FT_DATA, 1);
+    assert_non_null(d0);
+    assert_non_null(d1);
+    assert_null(find_type(&f->o, GW_H2_FT_DATA, 2));
+    assert_int_equal(d0->h.length, 16384);
+    assert_int_equal(d0->h.flags & GW_H2_F_END_STREAM, 0);
+    assert_int_equal(d0->p[0], 'a');
+    assert_int_equal(d1->h.length, 23000 - 16384);
+    assert_true(d1->h.flags & GW_H2_F_END_STREAM);
+    assert_int_equal(d1->p[0], (16384 - 10000) % 251); /* where the first frame left b */
+    assert_int_equal(gw_h2_session_data_queued(s), 0);
+    gw_rbuf_unref(a);
+    gw_rbuf_unref(b);
+}
+
 /* gw_h2_session_set_priority re-queues a stream with DATA waiting (RFC 9218 §8), -1 keeps a
  * parameter; PRIORITY_UPDATE for a closed stream or an even id is ignored; the idle-stream
  * buffer keeps at most max_concurrent_streams entries, the oldest dropped. */
@@ -780,6 +815,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(priority_and_callbacks),
     SESSION_TEST(priority_scheduling),
     SESSION_TEST(send_some_decides_late),
+    SESSION_TEST(data_frames_span_chunks),
     SESSION_TEST(priority_set_and_pending_bound),
     SESSION_TEST(tree_headers_weights),
     SESSION_TEST(tree_priority_frame_idle),
