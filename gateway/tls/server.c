@@ -585,7 +585,11 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
                                  SSL_OP_CIPHER_SERVER_PREFERENCE);
     if (!tls->session_tickets)
         SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    /* The chain sent is the certificate file's (SSL_CTX_use_certificate_chain_file). Without
+     * NO_AUTO_CHAIN, OpenSSL builds one again at every handshake whose file holds the leaf
+     * alone: an X509_STORE_CTX and an X509_verify_cert against the context's store, which is
+     * empty (peer.c's client CAs set the flag too), so it only ever found the leaf. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_NO_AUTO_CHAIN);
     if (!SSL_CTX_set_cipher_list(ctx, tls->ciphers ? tls->ciphers : default_ciphers)) {
         gw_tls__ssl_reason(why, sizeof(why));
         gw_tls__cert_failed(errs, &tls->ciphers_at, "tls_ciphers_invalid", tls->ciphers,

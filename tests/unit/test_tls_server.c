@@ -227,6 +227,39 @@ static void test_sni_picks_certificate(void **state)
     assert_int_equal(served_for(&cfg, "wild.example"), 'a');
 }
 
+/* The chain the client gets is the certificate file's, leaf first, each certificate once, for
+ * a file of a leaf and an intermediate as for a file of the leaf alone (the server builds no
+ * chain of its own: SSL_MODE_NO_AUTO_CHAIN). cert_b stands in for the intermediate. */
+static void test_chain_is_the_files(void **state)
+{
+    (void)state;
+    char chain[GW_TEST_PATH + 8];
+    snprintf(chain, sizeof(chain), "%s.chain", cert_a);
+    FILE *out = fopen(chain, "w");
+    assert_non_null(out);
+    for (int i = 0; i < 2; i++) {
+        X509 *x = load_cert(i == 0 ? cert_a : cert_b);
+        assert_int_equal(PEM_write_X509(out, x), 1);
+        X509_free(x);
+    }
+    fclose(out);
+    for (int two = 0; two < 2; two++) {
+        gw_cfg_cert_t certs[1] = {{.certificate = two ? chain : cert_a, .key = key_a}};
+        gw_cfg_tls_t cfg = base_cfg(certs, 1);
+        pair_t p;
+        pair_init(&p, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, NULL, 0, NULL, 0, NULL);
+        handshake(&p, 0);
+        STACK_OF(X509) *sent = SSL_get_peer_cert_chain(p.cli);
+        assert_non_null(sent);
+        assert_int_equal(sk_X509_num(sent), two ? 2 : 1);
+        assert_int_equal(cert_letter(sk_X509_value(sent, 0)), 'a');
+        if (two)
+            assert_int_equal(cert_letter(sk_X509_value(sent, 1)), 'b');
+        pair_free(&p);
+    }
+    unlink(chain);
+}
+
 static void test_tls12_cipher_rule_for_h2(void **state)
 {
     (void)state;
@@ -826,6 +859,7 @@ static void test_tls13_file_keys_shared_between_contexts(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_alpn_server_preference),
     cmocka_unit_test(test_sni_picks_certificate),
+    cmocka_unit_test(test_chain_is_the_files),
     cmocka_unit_test(test_tls12_cipher_rule_for_h2),
     cmocka_unit_test(test_round_trip_whole),
     cmocka_unit_test(test_round_trip_byte_by_byte),
