@@ -24,7 +24,8 @@ struct gw_tls_conn {
     BIO *bio;                    /* owned by ssl, both directions: reads from in, appends to out */
     gw_bytes_t in;               /* ciphertext from the peer not read by OpenSSL yet */
     size_t in_off;               /* how much of in OpenSSL has read */
-    gw_bytes_t out;              /* ciphertext records not yet taken */
+    gw_bytes_t out;              /* ciphertext records not yet taken (the thread's buffer,
+                                  * lent while it holds bytes: conn.c) */
     size_t out_off;              /* how much of out was already taken */
     gw_tls_client_ctx_t *client; /* client role: its context (one reference), else NULL */
     uint32_t server;             /* client role: the origin server's session slot */

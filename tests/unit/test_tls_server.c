@@ -597,6 +597,63 @@ static void test_writev_gathers_small_pieces(void **state)
     pair_free(&p);
 }
 
+/* Connections that take turns write their records into one buffer, the one the last of them
+ * gave back when its records were sent: it is still in the cache, where a buffer kept by each
+ * connection between requests was cold with hundreds of them (conn.c). A connection whose
+ * records are not all sent keeps its buffer, and the others write elsewhere meanwhile. */
+static void test_output_buffer_lent_between_connections(void **state)
+{
+    (void)state;
+    gw_cfg_cert_t certs[1] = {{.certificate = cert_a, .key = key_a}};
+    gw_cfg_tls_t cfg = base_cfg(certs, 1);
+    pair_t a, b;
+    pair_init(&a, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, 0, NULL);
+    pair_init(&b, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, 0, NULL);
+    handshake(&a, 0);
+    handshake(&b, 0);
+    static const char ma[] = "response of a", mb[] = "response of b";
+    uint8_t got[32];
+    size_t n;
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(gw_tls_write(a.srv, ma, sizeof(ma)), 0);
+        const uint8_t *pa = gw_tls_out_peek(a.srv, &n);
+        assert_int_equal(BIO_write(a.c_in, pa, (int)n), (int)n);
+        gw_tls_out_consume(a.srv, n);
+        assert_int_equal(gw_tls_write(b.srv, mb, sizeof(mb)), 0);
+        const uint8_t *pb = gw_tls_out_peek(b.srv, &n);
+        assert_ptr_equal(pb, pa);
+        assert_int_equal(BIO_write(b.c_in, pb, (int)n), (int)n);
+        gw_tls_out_consume(b.srv, n);
+        client_read_all(&a, got, sizeof(ma));
+        assert_memory_equal(got, ma, sizeof(ma));
+        client_read_all(&b, got, sizeof(mb));
+        assert_memory_equal(got, mb, sizeof(mb));
+    }
+    /* a's records half sent: b writes into another buffer, and a's rest is intact */
+    assert_int_equal(gw_tls_write(a.srv, ma, sizeof(ma)), 0);
+    const uint8_t *pa = gw_tls_out_peek(a.srv, &n);
+    assert_int_equal(BIO_write(a.c_in, pa, 10), 10);
+    gw_tls_out_consume(a.srv, 10);
+    assert_int_equal(gw_tls_write(b.srv, mb, sizeof(mb)), 0);
+    size_t nb;
+    const uint8_t *pb = gw_tls_out_peek(b.srv, &nb);
+    assert_true(pb + nb <= pa || pb >= pa + n);
+    assert_int_equal(BIO_write(b.c_in, pb, (int)nb), (int)nb);
+    gw_tls_out_consume(b.srv, nb);
+    size_t na;
+    const uint8_t *pa2 = gw_tls_out_peek(a.srv, &na);
+    assert_ptr_equal(pa2, pa + 10);
+    assert_int_equal(na, n - 10);
+    assert_int_equal(BIO_write(a.c_in, pa2, (int)na), (int)na);
+    gw_tls_out_consume(a.srv, na);
+    client_read_all(&a, got, sizeof(ma));
+    assert_memory_equal(got, ma, sizeof(ma));
+    client_read_all(&b, got, sizeof(mb));
+    assert_memory_equal(got, mb, sizeof(mb));
+    pair_free(&a);
+    pair_free(&b);
+}
+
 static uint64_t fake_ms;
 static uint64_t moving_clock(void)
 {
@@ -912,6 +969,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_round_trip_whole),
     cmocka_unit_test(test_round_trip_byte_by_byte),
     cmocka_unit_test(test_writev_gathers_small_pieces),
+    cmocka_unit_test(test_output_buffer_lent_between_connections),
     cmocka_unit_test(test_drained_stops_reads_without_loss),
     cmocka_unit_test(test_missing_key_file_fails),
     cmocka_unit_test(test_check_says_which_file_and_why),
