@@ -453,6 +453,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         gw_front__on_data(c, buf->base, (size_t)nread);
 }
 
+#define TLS_READ_ROOM 2048
+
 void gw_front__on_data(conn_t *c, const char *data, size_t nread)
 {
     uv_stream_t *s = (uv_stream_t *)&c->tcp;
@@ -491,7 +493,14 @@ void gw_front__on_data(conn_t *c, const char *data, size_t nread)
         }
         for (;;) {
             uint8_t *dst;
-            if (gw_bytes_reserve(&c->b->in, 16384) < 0) {
+            /* A record's plaintext goes where there is room, grown by a record's size only when
+             * less than TLS_READ_ROOM is left: growing whenever a whole record might not fit
+             * doubled the buffer (a 16 KiB realloc copy, and 32 KiB kept per connection) as
+             * soon as two records came in one read, which every connection's first request
+             * does. A record larger than the room is read in parts: the loop goes on until
+             * OpenSSL holds nothing (gw_tls_drained). */
+            if (c->b->in.cap - c->b->in.len < TLS_READ_ROOM &&
+                gw_bytes_reserve(&c->b->in, 16384) < 0) {
                 gw_front__conn_close(c, "input_overflow");
                 return;
             }

@@ -20,16 +20,18 @@
  * 256 KiB responses over TLS, perf cpu-clock); the read side hands OpenSSL what gw_tls_feed
  * appended to t->in, and reports "retry" when it is used up (as a memory BIO with
  * BIO_set_mem_eof_return(-1) does). */
-/* The output buffer is lent, not kept. Records go to t->out only until the caller sends them,
- * then the buffer goes back to the thread: the next connection that writes gets it, still in
- * the cache. A buffer of its own per connection, kept between requests, was cold by the time
- * its connection wrote again when many connections take turns: copying one 1 KiB response's
+/* The ciphertext buffers are lent, not kept. Records go to t->out only until the caller sends
+ * them, and what gw_tls_feed puts in t->in only until OpenSSL has read it; then the buffer goes
+ * back to the thread, and the next connection that writes (or is fed) gets it, still in the
+ * cache. A buffer of its own per connection, kept between requests, was cold by the time its
+ * connection used it again when many connections take turns: copying one 1 KiB response's
  * record into it cost 17.5 simulated LL write misses (cachegrind, 1 MiB LL, 500 TLS
  * connections), most of what TLS added per request beside OpenSSL's own state. The thread keeps
- * at most one buffer (of up to SPARE_MAX bytes; a connection draining a larger one keeps it
- * until gw_tls_trim, as before), freed when the thread exits. */
+ * at most one buffer of each kind (of up to SPARE_MAX bytes; a connection emptying a larger one
+ * keeps it until gw_tls_trim, as before), freed when the thread exits. */
 #define SPARE_MAX (1u << 20)
-static _Thread_local gw_bytes_t spare_out;
+enum { SPARE_IN, SPARE_OUT };
+static _Thread_local gw_bytes_t spare[2];
 static pthread_key_t spare_key;
 static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
 static int spare_key_ok;
@@ -37,7 +39,9 @@ static _Thread_local int spare_keyed; /* the thread's destructor is registered *
 
 static void spare_free(void *p)
 {
-    gw_bytes_free(p);
+    gw_bytes_t *s = p;
+    gw_bytes_free(&s[SPARE_IN]);
+    gw_bytes_free(&s[SPARE_OUT]);
 }
 
 static void spare_key_init(void)
@@ -45,37 +49,38 @@ static void spare_key_init(void)
     spare_key_ok = pthread_key_create(&spare_key, spare_free) == 0;
 }
 
-/* t->out is empty: its buffer goes to the thread when the thread has none, else it is freed
- * (the thread's is the warmer one to write into next). */
-static void out_give_back(gw_tls_conn_t *t)
+/* b (t->in or t->out) is empty: its buffer goes to the thread when the thread has none of that
+ * kind, else it is freed (the thread's is the warmer one to use next). */
+static void give_back(gw_bytes_t *b, int kind)
 {
-    if (!t->out.cap || t->out.cap > SPARE_MAX)
+    if (!b->cap || b->cap > SPARE_MAX)
         return;
-    if (spare_out.cap) {
-        gw_bytes_free(&t->out);
-    } else {
-        if (!spare_keyed) {
-            pthread_once(&spare_once, spare_key_init);
-            spare_keyed = spare_key_ok && pthread_setspecific(spare_key, &spare_out) == 0;
-        }
-        if (spare_keyed)
-            spare_out = t->out;
-        else
-            gw_bytes_free(&t->out);
+    if (!spare_keyed) {
+        pthread_once(&spare_once, spare_key_init);
+        spare_keyed = spare_key_ok && pthread_setspecific(spare_key, spare) == 0;
     }
-    gw_bytes_init(&t->out, 0);
-    t->out_off = 0;
+    if (spare[kind].cap || !spare_keyed)
+        gw_bytes_free(b);
+    else
+        spare[kind] = *b;
+    gw_bytes_init(b, 0);
+}
+
+/* b has no buffer: take the thread's, if it has one. */
+static void borrow(gw_bytes_t *b, int kind)
+{
+    if (!b->cap && spare[kind].cap) {
+        *b = spare[kind];
+        b->len = 0;
+        gw_bytes_init(&spare[kind], 0);
+    }
 }
 
 static int bio_write_ex(BIO *b, const char *p, size_t n, size_t *done)
 {
     gw_tls_conn_t *t = BIO_get_data(b);
     BIO_clear_retry_flags(b);
-    if (!t->out.cap && spare_out.cap) { /* borrow the thread's buffer */
-        t->out = spare_out;
-        t->out.len = 0;
-        gw_bytes_init(&spare_out, 0);
-    }
+    borrow(&t->out, SPARE_OUT);
     if (gw_bytes_append(&t->out, p, n) < 0) {
         *done = 0;
         return 0;
@@ -98,8 +103,10 @@ static int bio_read_ex(BIO *b, char *p, size_t n, size_t *done)
         n = avail;
     memcpy(p, t->in.base + t->in_off, n);
     t->in_off += n;
-    if (t->in_off == t->in.len)
-        t->in.len = t->in_off = 0; /* keep the capacity for the next read; trim gives it back */
+    if (t->in_off == t->in.len) {
+        t->in.len = t->in_off = 0;
+        give_back(&t->in, SPARE_IN);
+    }
     *done = n;
     return 1;
 }
@@ -208,6 +215,7 @@ int gw_tls_feed(gw_tls_conn_t *t, const void *p, size_t n)
         gw_bytes_consume(&t->in, t->in_off);
         t->in_off = 0;
     }
+    borrow(&t->in, SPARE_IN);
     return gw_bytes_append(&t->in, p, n) < 0 ? GW_E_NOMEM : 0;
 }
 
@@ -330,7 +338,7 @@ void gw_tls_out_consume(gw_tls_conn_t *t, size_t n)
     if (n >= left) {
         t->out.len = 0;
         t->out_off = 0;
-        out_give_back(t);
+        give_back(&t->out, SPARE_OUT);
     } else {
         t->out_off += n;
     }

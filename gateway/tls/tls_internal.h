@@ -22,7 +22,8 @@
 struct gw_tls_conn {
     SSL *ssl;
     BIO *bio;                    /* owned by ssl, both directions: reads from in, appends to out */
-    gw_bytes_t in;               /* ciphertext from the peer not read by OpenSSL yet */
+    gw_bytes_t in;               /* ciphertext from the peer not read by OpenSSL yet (the
+                                  * thread's buffer, lent while it holds bytes: conn.c) */
     size_t in_off;               /* how much of in OpenSSL has read */
     gw_bytes_t out;              /* ciphertext records not yet taken (the thread's buffer,
                                   * lent while it holds bytes: conn.c) */
