@@ -156,8 +156,9 @@ int gw_tls_write(gw_tls_conn_t *t, const void *p, size_t n);
 /* Encrypt the pieces in order, small neighbours gathered into one record. 0 or GW_E_PROTO. */
 int gw_tls_writev(gw_tls_conn_t *t, const struct iovec *v, size_t cnt);
 /* Ciphertext waiting to be sent; a copy of up to cap bytes of it out (returns how many; they
- * leave the output); or a zero-copy view of it (valid until the next TLS call on t) and how
- * much of it was sent. */
+ * leave the output); or a zero-copy view of it (valid until the next TLS call on t, and no
+ * longer once all of it is consumed: the emptied buffer goes back to the thread, for the next
+ * connection that writes) and how much of it was sent. */
 size_t gw_tls_pending_out(const gw_tls_conn_t *t);
 size_t gw_tls_take_out(gw_tls_conn_t *t, void *buf, size_t cap);
 const uint8_t *gw_tls_out_peek(const gw_tls_conn_t *t, size_t *len);
