@@ -17,7 +17,7 @@ from procs import free_port
 from test_reload import reload_to
 
 from gwtest import (Client, Streams, all_done, collect, gw_config, origin_count, origin_gateway,
-                    sample, scrape)
+                    sample, scrape, wait_sample)
 from origin import ScriptedOrigin
 
 
@@ -720,14 +720,9 @@ def test_a_304_that_says_no_store_removes_the_entry_instead_of_refreshing_it(gat
         o.etag_304_cc = "no-store"
         st, h, body = get(cl, "/k/etag/bg")
         assert h["cache-status"].endswith("detail=stale-while-revalidate"), h
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            fams, _ = scrape(g.admin)
-            if sample(fams, "h2gate_cache_background_revalidations_total",
-                      result="not_stored") == 1:
-                break
-            time.sleep(0.05)
-        assert sample(fams, "h2gate_cache_background_revalidations_total", result="not_stored") == 1
+        assert wait_sample(g.admin, "h2gate_cache_background_revalidations_total", 1,
+                           timeout=5, result="not_stored") == 1
+        fams, _ = scrape(g.admin)
         assert sample(fams, "h2gate_cache_background_revalidations_total", result="refreshed") == 0
         assert sample(fams, "h2gate_cache_revalidations_total", result="not_stored") == 2
         st, h, body = get(cl, "/k/etag/bg")
@@ -766,15 +761,9 @@ def test_max_background_revalidations_bounds_the_requests_nobody_waits_for(gatew
         fams, _ = scrape(g.admin)
         assert sample(fams, "h2gate_cache_background_revalidations_total", result="skipped") == 2
         assert sample(fams, "h2gate_cache_stale_served_total", cause="stale_while_revalidate") == 4
-        deadline = time.monotonic() + 10  # the two end: refreshed by their 304s
-        while time.monotonic() < deadline:
-            fams, _ = scrape(g.admin)
-            if sample(fams, "h2gate_cache_background_revalidations_total",
-                      result="refreshed") == 2:
-                break
-            time.sleep(0.1)
-        assert sample(fams, "h2gate_cache_background_revalidations_total",
-                      result="refreshed") == 2
+        # the two end: refreshed by their 304s
+        assert wait_sample(g.admin, "h2gate_cache_background_revalidations_total", 2,
+                           timeout=10, result="refreshed") == 2
         skipped = [p for p in paths if p not in {r.target for r in conditional}]
         o.etag_delay = 0
         st, h, _ = get(cl, skipped[0])  # still stale: now its revalidation starts

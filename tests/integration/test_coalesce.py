@@ -16,7 +16,7 @@ import pytest
 
 from procs import free_port, rss_kib
 from gwtest import (Client, Streams, all_done, collect, gw_config, many_gets, origin_count,
-                    origin_gateway, sample, scrape)
+                    origin_gateway, sample, scrape, wait_origin_has)
 from origin import ScriptedOrigin, pattern
 
 APP_JS = pattern(5000)
@@ -504,7 +504,7 @@ def leader_and_follower(origin, port, path, leader, follower):
     follower's."""
     a, b = Client(port), Client(port)
     sa = a.request(path, extra=[("sec-fetch-mode", "navigate"), *leader])
-    wait_origin(origin, path, 1)
+    assert wait_origin_has(origin, path, 1) >= 1
     sb = b.request(path, extra=[("sec-fetch-mode", "navigate"), *follower])
     ra = collect(a, Streams(), all_done([sa]))
     rb = collect(b, Streams(), all_done([sb]))
@@ -512,14 +512,6 @@ def leader_and_follower(origin, port, path, leader, follower):
     b.close()
     assert sa in ra.interim, "the leader got no 103"
     return (ra, sa), (rb, sb)
-
-
-def wait_origin(origin, target, n, timeout=5):
-    """Until the origin has received n requests for target."""
-    deadline = time.monotonic() + timeout
-    while origin_count(origin, target) < n and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert origin_count(origin, target) >= n
 
 
 def links_103(run, sid):
@@ -574,7 +566,7 @@ def test_answer_to_a_cancelled_leader_not_given_to_its_follower(gateway, origin)
     path = "/hints-for/500?h=Vary:accept-language"
     a, b = Client(g.port), Client(g.port)
     sa = a.request(path, extra=[("sec-fetch-mode", "navigate"), ("accept-language", "fr")])
-    wait_origin(origin, path, 1)
+    assert wait_origin_has(origin, path, 1) >= 1
     sb = b.request(path, extra=[("sec-fetch-mode", "navigate"), ("accept-language", "en")])
     assert sa in collect(a, Streams(), lambda r: sa in r.interim).interim
     a.c.reset_stream(sa)

@@ -10,16 +10,7 @@ import time
 import pytest
 
 from procs import free_port, h1_get, recv_all, reuseport_listener, run
-from gwtest import FileConfigs, RawH2, frame, gw_config, h2load_summary, origin_count
-
-
-def wait_origin(o, target, n, timeout=5.0):
-    """How many requests for target the ScriptedOrigin o has received, once it has n (or at
-    the timeout): a request there proves a worker accepted its connection."""
-    deadline = time.monotonic() + timeout
-    while origin_count(o, target) < n and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return origin_count(o, target)
+from gwtest import FileConfigs, RawH2, frame, gw_config, h2load_summary, wait_origin_has
 
 
 def roots(tmp_path, *names):
@@ -428,7 +419,7 @@ def test_old_generation_closed_at_the_drain_deadline(gateway, origin, tmp_path):
     s.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
     # the kernel completes the handshake before a worker accepts: the request at the origin
     # proves generation 1 took the connection before the reload
-    assert wait_origin(origin, "/hang", 1) == 1
+    assert wait_origin_has(origin, "/hang", 1) == 1
     t0 = time.monotonic()
     reload_to(g, text, 2)
     s.settimeout(10)
@@ -453,13 +444,13 @@ def test_draining_generations_cap(gateway, origin, tmp_path):
     g = gateway(base, wait=[("127.0.0.1", port)])
     c = RawH2(port, ack=False)
     c.send(get_headers(1, "/hang"))
-    assert wait_origin(origin, "/hang", 1) == 1  # generation 1 took the connection
+    assert wait_origin_has(origin, "/hang", 1) == 1  # generation 1 took the connection
     reload_to(g, base, 2)
     c.read_for(1.0)
     assert not [f for f in c.frames() if f[0] == 0x7], c.frames()  # busy: no GOAWAY yet
     busy2 = socket.create_connection(("127.0.0.1", port), timeout=5)  # generation 2's
     busy2.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert wait_origin(origin, "/hang", 2) == 2  # generation 2 took it
+    assert wait_origin_has(origin, "/hang", 2) == 2  # generation 2 took it
     reload_to(g, base, 3)  # two old generations with connections: over the cap of 1
     c.read_for(2.0)
     goaways = [f for f in c.frames() if f[0] == 0x7]
