@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from procs import free_port, h1_get, recv_all, reuseport_listener, run
+from procs import free_port, h1_get, recv_all, reuseport_listener, run, slow
 from gwtest import FileConfigs, RawH2, frame, gw_config, h2load_summary, wait_origin_has
 
 
@@ -30,11 +30,12 @@ def body_of(resp):
 
 def reload_to(g, text, generation, timeout=10):
     """Write text as the gateway's config file, SIGHUP, and wait until every worker took
-    generation (or the reload was refused: return the log either way)."""
+    generation (or the reload was refused: return the log either way); timeout is scaled
+    (procs.slow())."""
     with open(g.config_path, "w") as f:
         f.write(text)
     g.signal(signal.SIGHUP)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slow(timeout)
     want = "generation=N draining"
     while time.monotonic() < deadline:
         log = g.log()

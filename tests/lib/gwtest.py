@@ -15,7 +15,7 @@ import h2.events
 import h2.exceptions
 import h2.settings
 
-from procs import raw_exchange, recv_all
+from procs import raw_exchange, recv_all, slow
 
 
 NO_PROXY = "h2gate: the origin failed to answer\n"
@@ -468,8 +468,9 @@ def wait_origin_has(o, target, n=1, timeout=10.0):
     """How many requests for target the ScriptedOrigin o has received, once it has n (or at
     the timeout). A request at the origin proves that a worker accepted its connection: the
     kernel completes a client's handshake before any worker accepts, so a signal sent right
-    after a connect or a send may find the connection still in the listen queue."""
-    deadline = time.monotonic() + timeout
+    after a connect or a send may find the connection still in the listen queue. (timeout is
+    scaled: procs.slow().)"""
+    deadline = time.monotonic() + slow(timeout)
     while origin_count(o, target) < n and time.monotonic() < deadline:
         time.sleep(0.02)
     return origin_count(o, target)
@@ -520,8 +521,9 @@ def sample(families, name, **labels):
 
 def wait_sample(admin_port, name, want, timeout=10.0, **labels):
     """The value of the sample `name` of the admin's /metrics once it is want (or at the
-    timeout): a worker's gauge seen there was taken by that worker, after what it did."""
-    deadline = time.monotonic() + timeout
+    timeout, scaled: procs.slow()): a worker's gauge seen there was taken by that worker, after
+    what it did."""
+    deadline = time.monotonic() + slow(timeout)
     while True:
         fams, _ = scrape(admin_port)
         v = sample(fams, name, **labels)

@@ -18,6 +18,44 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 H2GATE_BIN = os.path.abspath(os.environ.get("H2GATE_BIN", os.path.join(ROOT, "build", "gateway", "h2gate")))
 
 
+def _sanitizer_of(path):
+    """"asan" or "tsan" when the binary at path was built with that sanitizer, else None."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if b"__tsan_init" in data:
+        return "tsan"
+    if b"__asan_init" in data:
+        return "asan"
+    return None
+
+
+def _timeout_factor():
+    """How much longer than in a plain build the waits for a proof (a log line, a metric, a
+    request at the origin, a port, a process's end) may take: H2GATE_TEST_TIMEOUT_FACTOR, else
+    3 for an ASan or TSan build of H2GATE_BIN (3 to 15 times slower; on CI's loaded 2-core
+    machine a fixed 5 s was exceeded), else 1. The waits return as soon as their condition
+    holds: a larger bound costs nothing when it does, and only the waits for an event (never
+    those that watch for an absence) are scaled."""
+    v = os.environ.get("H2GATE_TEST_TIMEOUT_FACTOR", "")
+    try:
+        if float(v) > 0:
+            return float(v)
+    except ValueError:
+        pass
+    return 3.0 if _sanitizer_of(H2GATE_BIN) else 1.0
+
+
+TIMEOUT_FACTOR = _timeout_factor()
+
+
+def slow(seconds):
+    """seconds, scaled by TIMEOUT_FACTOR: the bound of a wait for something to happen."""
+    return seconds * TIMEOUT_FACTOR
+
+
 _given_ports = set()
 
 
@@ -74,7 +112,7 @@ def free_port(family=socket.AF_INET, host="127.0.0.1"):
 
 def wait_port(host, port, timeout=10.0, proc=None):
     """Wait until something accepts on host:port; fail early if `proc` exited."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slow(timeout)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -86,7 +124,7 @@ def wait_port(host, port, timeout=10.0, proc=None):
                 return
         except OSError:
             time.sleep(0.01)  # a refused connect costs nothing: every start waits less
-    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
+    raise TimeoutError(f"nothing listening on {host}:{port} after {slow(timeout)}s")
 
 
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
@@ -125,8 +163,8 @@ class Gateway:
 
     def wait_log(self, text, timeout=5.0):
         """The log once it contains text (lines written after the response, e.g. the request
-        line at stream close), or the log as it is after timeout."""
-        deadline = time.monotonic() + timeout
+        line at stream close), or the log as it is after timeout (scaled: slow())."""
+        deadline = time.monotonic() + slow(timeout)
         while True:
             log = self.log()
             if text in log or time.monotonic() > deadline:
@@ -137,14 +175,14 @@ class Gateway:
         self.proc.send_signal(sig)
 
     def wait(self, timeout=15):
-        self.returncode = self.proc.wait(timeout=timeout)
+        self.returncode = self.proc.wait(timeout=slow(timeout))
         return self.returncode
 
     def stop(self, timeout=15):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=timeout)
+                self.proc.wait(timeout=slow(timeout))
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -348,8 +386,9 @@ def reuseport_listener():
 
 
 def wait_new_pid(pid_path, old, timeout=10):
-    """The pid in the file pid_path once it is not old (a new process wrote it), or None."""
-    deadline = time.monotonic() + timeout
+    """The pid in the file pid_path once it is not old (a new process wrote it), or None
+    after timeout (scaled: slow())."""
+    deadline = time.monotonic() + slow(timeout)
     while time.monotonic() < deadline:
         try:
             pid = int(open(pid_path).read())
