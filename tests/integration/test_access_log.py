@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from procs import free_port, h1_get, recv_all, run
-from gwtest import config_refused, gw_config
+from procs import free_port, h1_get, recv_all, run, slow
+from gwtest import config_refused, gw_config, wait_origin_has
 
 
 def alog_config(port, origin, path, fmt="json", extra="", tls_port=None, workers=1):
@@ -19,9 +19,11 @@ def alog_config(port, origin, path, fmt="json", extra="", tls_port=None, workers
                      extra=f"access_log:\n  path: {path}\n  format: {fmt}\n{extra}")
 
 
-def lines_of(path, n, timeout=5):
-    """The lines of the file once it has n (the buffer is flushed within a second)."""
-    deadline = time.monotonic() + timeout
+def lines_of(path, n, timeout=None):
+    """The lines of the file once it has n (the buffer is flushed within a second), or as they
+    are after timeout (by default 5 s, scaled for a sanitizer build: procs.slow(); a timeout
+    given is kept as it is, to watch for a line that must not come)."""
+    deadline = time.monotonic() + (slow(5) if timeout is None else timeout)
     while True:
         text = open(path, encoding="utf-8", errors="strict").read() if os.path.exists(path) else ""
         lines = text.split("\n")[:-1]  # JSON may hold U+2028, which splitlines() splits on
@@ -281,7 +283,9 @@ def test_http2_tls_closed_with_a_request_open_logs_its_tls(gateway, origin, tmp_
             wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)])
     cl = Client(tls_port, tls=True)
     cl.request("/late/2000/10")
-    time.sleep(0.3)  # the stream reached the proxy, which waits for the origin's head
+    # the stream reached the proxy, which waits for the origin's head (a 0.3 s sleep here
+    # could end before a loaded sanitizer build had read the HEADERS: no request, no line)
+    assert wait_origin_has(origin, "/late/2000/10") == 1
     cl.close()
     lines = lines_of(log, 1)
     assert len(lines) == 1, lines
