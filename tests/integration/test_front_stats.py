@@ -3,10 +3,9 @@
 import re
 import signal
 import socket
-import time
 
 from procs import free_port, h1_get
-from gwtest import gw_config, scrape
+from gwtest import gw_config, scrape, wait_sample
 
 
 def _config(port, workers, admin):
@@ -74,15 +73,18 @@ def test_idle_h2_connection_gives_back_its_busy_state(gateway):
         return evs
 
     read_until(lambda e: any(isinstance(x, h2.events.SettingsAcknowledged) for x in e))
-    time.sleep(0.2)  # our SETTINGS ACK was the last read: released while idle
-    assert _busy(admin) == 0
+    # our SETTINGS ACK was the last read: released while idle (as soon as the worker read it;
+    # a 0.2 s sleep could end before a loaded sanitizer build had)
+    assert wait_sample(admin, "h2gate_client_connections_busy", 0, worker="0") == 0
     c.send_headers(1, [(":method", "GET"), (":path", "/"), (":scheme", "http"),
                        (":authority", "x")], end_stream=True)
     s.sendall(c.data_to_send())
     read_until(lambda e: any(isinstance(x, h2.events.StreamEnded) for x in e))
     assert _busy(admin) == 1  # the response went out, no read since: still held
-    time.sleep(1.6)
-    assert _busy(admin) == 0  # a second later without any read: given back
+    # a second later without any read: given back (the bound of 1.6 s is scaled for a
+    # sanitizer build, whose timers a loaded machine runs late)
+    assert wait_sample(admin, "h2gate_client_connections_busy", 0, timeout=1.6,
+                       worker="0") == 0
     s.close()
     g.signal(signal.SIGTERM)
     assert g.wait(10) == 0
