@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from procs import free_port, h1_get, recv_all, run
-from gwtest import Client, gw_config, sample, scrape, tls_listener, wait_origin_has
+from procs import free_port, h1_get, recv_all, run, slow
+from gwtest import (Client, gw_config, sample, scrape, tls_listener, wait_origin_has,
+                    was_reset)
 
 NAMES = [
     ("h2gate_requests", "counter"), ("h2gate_request_duration_seconds", "histogram"),
@@ -185,9 +186,11 @@ def test_h2_abuse_is_counted_by_kind(gateway, origin):
         cl.flush()
     except Exception:
         pass
-    time.sleep(0.5)
+    # the proof that the worker read the streams and refused some: a RST_STREAM (a 0.5 s sleep
+    # here could end before a loaded sanitizer build had read them; the close then came first)
+    cl.events(was_reset, timeout=slow(5))
     cl.close()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while time.monotonic() < deadline:
         fams, _ = scrape(admin)
         if sample(fams, "h2gate_h2_protocol_errors_total", kind="refused_stream") >= 1:
@@ -453,7 +456,9 @@ def test_queue_wait_of_a_full_pool_is_measured(gateway, origin):
     out = []
     first = threading.Thread(target=lambda: out.append(h1_get(port, "/late/600/10?k=1")))
     first.start()
-    time.sleep(0.15)  # the first holds the only connection
+    # the first holds the only connection once the origin has it (a 0.15 s sleep could end
+    # before a loaded sanitizer build had sent it: then the two raced for the connection)
+    assert wait_origin_has(origin, "/late/600/10?k=1") == 1
     out.append(h1_get(port, "/late/600/10?k=2"))
     first.join(10)
     assert len(out) == 2 and all(r.startswith(b"HTTP/1.1 200") for r in out), out
