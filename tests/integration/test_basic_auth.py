@@ -15,7 +15,7 @@ import pytest
 
 from gwtest import (Client, check_config, ended, gw_config, origin_gateway, response, sample,
                     scrape, wait_sample)
-from procs import free_port, h1_get, run
+from procs import free_port, h1_get, run, slow
 
 BCRYPT_COST = "4"  # the lowest: the tests verify many passwords
 
@@ -264,13 +264,26 @@ def test_failures_of_clients_that_left_still_count(gateway, origin, tmp_path):
     """A guesser that resets each stream right after its HEADERS is not answered, but its
     failed verifications count: past max_failures the client gets 429."""
     users = users_file(tmp_path)
-    g = origin_gateway(gateway, origin, route_extra=auth_route(users, "max_failures: 3"))
+    port = free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], log_level="debug",
+                          route_extra=auth_route(users, "max_failures: 3")),
+                wait=[("127.0.0.1", port)])
+    g.port = port
     c = Client(g.port)
     for i in range(4):
         sid = c.request("/echo", extra=[("authorization", basic("alice", f"guess{i}"))])
         c.c.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
     c.flush()
-    time.sleep(0.5)
+    # each verification, once over, counts its failure and then logs that its stream was gone
+    # (debug; auth_refused had it still been there): four lines are the proof that all four
+    # were counted (a 0.5 s sleep here could end before a loaded sanitizer build had read the
+    # streams or verified them; the 429 below then came too early)
+    deadline = time.monotonic() + slow(10)
+    while time.monotonic() < deadline:
+        log = g.log()
+        if log.count("event=auth_gone route=") + log.count("event=auth_refused ") >= 4:
+            break
+        time.sleep(0.02)
     c.close()
     assert curl(g.port, user="alice:wonder land")[0] == 429
 
