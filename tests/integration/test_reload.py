@@ -197,8 +197,11 @@ def test_idle_keepalive_connection_answers_a_request_during_the_grace(gateway, n
     for s in (busy, idle):
         s.sendall(req)
         assert s.recv(65536).endswith(b"\r\n\r\nA")
-    reload_to(g, text, 2)
+    # drain_grace counts from the worker's taking the new generation, which reload_to() sees
+    # some time later: t0 is taken before the signal, so that however late a loaded machine
+    # runs this process, the idle connection cannot seem to be closed before the grace ended
     t0 = time.monotonic()
+    reload_to(g, text, 2)
     busy.sendall(req)
     resp = recv_all(busy)
     assert resp.startswith(b"HTTP/1.1 200") and resp.endswith(b"A"), resp
