@@ -86,12 +86,23 @@ def h2gate_bin():
     return H2GATE_BIN
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on its item (item.rep_setup, item.rep_call), for the fixtures'
+    teardown to see whether the test failed."""
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
 @pytest.fixture
-def gateway(tmp_path, h2gate_bin):
+def gateway(request, tmp_path, h2gate_bin):
     """Factory: gateway(config_text, wait=[(host, port), ...], args=(), prefix=(),
     preexec_fn=None) -> Gateway. All are stopped at teardown; a sanitizer report in the log
-    fails the test. preexec_fn runs in the child just before the exec (os.getpid() there is the
-    gateway's pid when there is no prefix)."""
+    fails the test. When the test failed, each gateway's exit status and the end of its log are
+    printed (pytest shows them under the failure): what a flaky failure on CI leaves to read.
+    preexec_fn runs in the child just before the exec (os.getpid() there is the gateway's pid
+    when there is no prefix)."""
     started = []
 
     def start(config_text, wait=(), args=(), prefix=(), preexec_fn=None):
@@ -102,8 +113,16 @@ def gateway(tmp_path, h2gate_bin):
 
     yield start
     problems = []
+    failed = any(getattr(request.node, "rep_" + w, None) is not None
+                 and getattr(request.node, "rep_" + w).failed for w in ("setup", "call"))
     for g in started:
+        exited = g.proc.poll()  # before stop(): a gateway that died on its own says so here
         g.stop()
+        if failed:
+            print(f"---- h2gate {g.workdir}: "
+                  + (f"exited by itself with {exited}" if exited is not None
+                     else f"stopped at teardown, exit {g.returncode}")
+                  + f"; its log's last 4000 characters:\n{g.log()[-4000:]}")
         if g.sanitizer_report():
             problems.append(g.log()[-6000:])
     if problems:
