@@ -7,6 +7,7 @@
 #include <malloc.h>
 #endif
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -31,6 +32,10 @@ int gw_server__bind_reuseport(const gw_cfg_addr_t *a, int backlog, int *out)
     if (a->ss.ss_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     if (bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
+        goto fail;
+    /* TCP_NODELAY before listen(): an accepted socket copies the listener's options when the
+     * kernel completes its handshake, which can be before the worker opens the handle */
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
         goto fail;
     if (listen(fd, backlog) < 0)
         goto fail;
@@ -578,7 +583,9 @@ static gw_whandle_t *whandle_open(gw_worker_t *w, gw_gen_listener_t *l, unsigned
         uv_mutex_unlock(&s->lock);
     }
     /* TCP_NODELAY once on the listening socket: Linux copies it into every socket accepted
-     * from it, a setsockopt per connection fewer (gw_front_on_connection) */
+     * from it, a setsockopt per connection fewer (gw_front_on_connection). It is set before
+     * listen() too (gw_server__bind_reuseport): connections the kernel took before this line
+     * had it not; here for sockets inherited from an older binary at an upgrade. */
     if (e == 0)
         e = uv_tcp_nodelay(&wh->tcp, 1);
     if (e == 0)
