@@ -14,7 +14,8 @@ import h2.settings
 import pytest
 
 from procs import Unanswered, free_port, raw_exchange, rss_kib, run
-from gwtest import Client, response, ended, gw_config, many_gets, origin_count, resets
+from gwtest import (Client, response, ended, gw_config, many_gets, origin_count, resets,
+                    wait_origin_has)
 from origin import pattern
 
 
@@ -430,7 +431,9 @@ def test_retry_moves_to_a_healthy_server(gateway, origin):
 def test_client_reset_aborts_the_origin_exchange(gwo):
     cl = Client(gwo.port)
     sid = cl.request("/slow/100000")
-    time.sleep(0.25)
+    # the exchange is under way at the origin (a 0.25 s sleep could end before a loaded ASan
+    # build had sent it: the reset then came first, and no connection was half read)
+    assert wait_origin_has(gwo.origin, "/slow/100000") == 1
     cl.c.reset_stream(sid, error_code=8)
     cl.flush()
     time.sleep(0.3)

@@ -11,8 +11,9 @@ import h2.events
 import h2.settings
 import pytest
 
-from procs import free_port, h1_get
-from gwtest import Client, Streams, collect, gw_config, origin_gateway, sample, scrape
+from procs import free_port, h1_get, slow
+from gwtest import (Client, Streams, collect, gw_config, origin_gateway, sample, scrape,
+                    wait_sample)
 from origin import pattern
 
 
@@ -285,15 +286,16 @@ def test_cancelled_push_cancels_its_origin_exchange(gateway, origin):
     cl.flush()
     # nobody else needs it: the origin connection carrying it is closed (the origin's next
     # write fails), not read to the end
-    deadline = time.monotonic() + 0.8
+    deadline = time.monotonic() + slow(0.8)
     while origin.open_connections >= conns and time.monotonic() < deadline:
         time.sleep(0.02)
     assert origin.open_connections < conns
     run2 = fetch(g.port, "/bytes/7", cl=cl)
     assert run2.bodies[run2.sid] == pattern(7)
     cl.close()
-    time.sleep(0.2)  # the connection's counters go to the metrics when it closes
-    assert sample(scrape(admin)[0], "h2gate_push_total", result="cancelled") == 1
+    # the connection's counters go to the metrics when the worker has closed it (a 0.2 s sleep
+    # here could end before a loaded ASan build had)
+    assert wait_sample(admin, "h2gate_push_total", 1, result="cancelled") == 1
 
 
 @pytest.mark.parametrize("cancel_push", [False, True])
