@@ -8,6 +8,9 @@
 # worker), then the `serial` ones (rates, bandwidth, sub-second time bounds, RSS and CPU, h2load
 # and other loads: tests/integration/conftest.py) in one process, alone. INTEGRATION_JOBS=1, or
 # no xdist, runs everything in one pass as before. The count is over both passes' junit XML.
+# Against an ASan or TSan build the tests' waits for a proof (a log line, a metric, a request at
+# the origin) allow three times as long (tests/lib/procs.py TIMEOUT_FACTOR; the environment's
+# H2GATE_TEST_TIMEOUT_FACTOR overrides it), and a failed test prints its gateways' log tails.
 set -u
 bin=$1; label=$2; shift 2
 root=$(cd "$(dirname "$0")/../.." && pwd)
