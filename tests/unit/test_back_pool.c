@@ -128,13 +128,16 @@ static void idle_timeout_restarts_on_reuse(void **state)
 {
     bfix_t *f = *state;
     origin_t *o = fix_origin(f, O_OK);
-    f->t.up.idle_timeout_ms = 300;
+    /* 100 ms (x GW_TEST_SLOW) between the check and the second deadline: a stall longer than
+     * that ran both timers in one loop turn (1 run in 100 of the ASan build on a loaded
+     * machine) */
+    f->t.up.idle_timeout_ms = 300 * GW_TEST_SLOW;
     gw_back_t *b = fix_back(f);
     client_t *cl = fix_run(f, b, 1, 1, 3000);
-    run_for(200); /* 2/3 of the idle timeout */
+    run_for(200 * GW_TEST_SLOW); /* 2/3 of the idle timeout */
     cl->target = 2;
     run_client(cl, 3000);
-    run_for(200); /* past the first return's deadline, within the second's */
+    run_for(200 * GW_TEST_SLOW); /* past the first return's deadline, within the second's */
     gw_back_stats_t st = stats_of(b);
     assert_int_equal(st.idle, 1);
     cl->target = 3;
@@ -144,8 +147,9 @@ static void idle_timeout_restarts_on_reuse(void **state)
     unsigned zero = 0;
     void *arg[2] = {b, &zero};
     uint64_t t0 = gw_now_ms();
-    assert_true(run_until(idle_pred, arg, 2000)); /* and it does close once idle long enough */
-    assert_true(gw_now_ms() - t0 >= 250);
+    /* and it does close once idle long enough */
+    assert_true(run_until(idle_pred, arg, 2000 * GW_TEST_SLOW));
+    assert_true(gw_now_ms() - t0 >= 250 * GW_TEST_SLOW);
 }
 
 static void max_requests_per_connection(void **state)
