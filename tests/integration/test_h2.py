@@ -13,7 +13,7 @@ import h2.exceptions
 import h2.settings
 import pytest
 
-from procs import free_port, run
+from procs import free_port, run, slow
 from gwtest import NO_PROXY, config, Client, response, ended, terminated, raw_frames, goaway_code
 
 
@@ -227,7 +227,7 @@ def test_idle_connection_keeps_hpack_state(gw, tls):
     assert hdrs and hdrs[0]["server"] == "h2gate"
     line = '"GET /idle-check HTTP/2.0" 502 '
     log = gw.wait_log(line, timeout=5)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while log.count(line) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
         log = gw.log()
@@ -294,7 +294,7 @@ def test_rapid_reset_is_cut_off_and_logged(gateway):
     t = [e for e in evs if isinstance(e, h2.events.ConnectionTerminated)]
     assert t and t[0].error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
     cl.close()
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + slow(3)
     while "event=h2_limits" not in g.log() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "rapid_reset=1" in g.log()

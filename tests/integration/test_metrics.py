@@ -98,7 +98,7 @@ def test_every_name_typed_and_requests_counted(gateway, origin):
     # a live connection is a gauge of its listener and protocol
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(b"GET /hang HTTP/1.1\r\nHost: a\r\n\r\n")
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + slow(5)
         while time.monotonic() < deadline:
             fams, _ = scrape(admin)
             streams = sample(fams, "h2gate_client_streams")
@@ -116,7 +116,7 @@ def test_health_and_readiness(gateway, origin):
     g = gateway(admin_config(port, origin, admin, workers=1,
                              extra="timeouts: {graceful_shutdown: 3s}\n"),
                 wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while not http(admin, "/readyz").startswith(b"HTTP/1.1 200") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert http(admin, "/readyz").startswith(b"HTTP/1.1 200")
@@ -130,7 +130,7 @@ def test_health_and_readiness(gateway, origin):
     # SIGTERM is never served, and the gateway exits at once)
     assert wait_origin_has(origin, "/hang") == 1
     g.signal(signal.SIGTERM)
-    deadline = time.monotonic() + 5  # the main thread handles the signal: not ready from then
+    deadline = time.monotonic() + slow(5)  # the main thread handles the signal: not ready from then
     while not http(admin, "/readyz").startswith(b"HTTP/1.1 503") and time.monotonic() < deadline:
         time.sleep(0.02)
     assert http(admin, "/readyz").startswith(b"HTTP/1.1 503")
@@ -157,7 +157,7 @@ def test_reload_counters_and_generation(gateway, origin, tmp_path):
         f.write(text)
     g.signal(signal.SIGHUP)
     g.wait_log("event=reloaded")
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while g.log().count("event=generation ") < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
     for _ in range(2):
@@ -253,7 +253,7 @@ def test_fresh_gateway_exports_every_configured_series_at_zero(gateway, origin):
     port, tls_port, admin = free_port(), free_port(), free_port()
     gateway(wide_config(port, tls_port, admin, origin),
             wait=[("127.0.0.1", port), ("127.0.0.1", tls_port), ("127.0.0.1", admin)])
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while True:  # the readiness probes' connections, closed, may not be reaped yet
         fams, _ = scrape(admin)
         if sample(fams, "h2gate_client_connections") == 0 or time.monotonic() > deadline:
@@ -304,7 +304,7 @@ def test_fresh_gateway_exports_every_configured_series_at_zero(gateway, origin):
         assert r.stdout == "200"
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(b"GET /hang HTTP/1.1\r\nHost: a\r\n\r\n")
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + slow(5)
         while time.monotonic() < deadline:
             fams, _ = scrape(admin)
             if sample(fams, "h2gate_client_streams") == 1:
@@ -428,7 +428,7 @@ def test_max_requests_is_not_a_protocol_error(gateway, origin):
         cl.request("/bytes/10")
     cl.events(lambda evs: any(type(e).__name__ == "ConnectionTerminated" for e in evs))
     cl.close()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while time.monotonic() < deadline:
         fams, _ = scrape(admin)
         if sample(fams, "h2gate_h2_max_requests_total") >= 1:

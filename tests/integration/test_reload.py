@@ -139,7 +139,7 @@ def test_listeners_added_kept_and_removed(gateway, nginx_origin, tmp_path):
     assert body_of(h1_get(p2, "/who")) == b"A"
     assert "socket=kept" in g.log()
     reload_to(g, one, 3)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", p2), timeout=1).close()
@@ -304,7 +304,7 @@ def test_old_origin_pool_closes_after_drain(gateway, nginx_origin, tmp_path):
         assert body_of(h1_get(port, "/who")) == b"A"
     assert established_to(a.port) >= 1
     reload_to(g, gw_config(port, [f"127.0.0.1:{b.port}"]), 2)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while established_to(a.port) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert established_to(a.port) == 0

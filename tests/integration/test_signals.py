@@ -5,7 +5,7 @@ import signal
 import socket
 import time
 
-from procs import free_port, recv_all
+from procs import free_port, recv_all, slow
 from gwtest import gw_config, wait_origin_has
 
 
@@ -52,7 +52,7 @@ def test_pid_file_written_and_removed(gateway, tmp_path):
                 wait=[("127.0.0.1", port)])
     # the main thread writes it once every worker runs, which may be just after the first one
     # accepts: the port answering does not mean it is there yet
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while not pid_path.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert pid_path.read_text() == f"{g.proc.pid}\n"
@@ -82,7 +82,7 @@ def test_pid_file_is_not_written_through_planted_symlinks(gateway, tmp_path):
     g = gateway(gw_config(port, ["127.0.0.1:9"], extra=f"pid_file: {pid_path}\n"),
                 wait=[("127.0.0.1", port)], preexec_fn=plant)
     tmp_name = f"{pid_path}.{g.proc.pid}.tmp"
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while pid_path.read_text() == "precious\n" and time.monotonic() < deadline:
         time.sleep(0.02)
     for v in victims.values():
@@ -115,7 +115,7 @@ def test_second_sigterm_stops_at_once(gateway, origin):
     t0 = time.monotonic()
     g.signal(signal.SIGTERM)
     assert g.wait(timeout=10) == 0
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < slow(3)  # not the 60 s graceful stop
     assert "action=stop_now" in g.log()
     s.close()
 
@@ -129,7 +129,7 @@ def test_sigquit_stops_gracefully(gateway, origin, tmp_path):
     g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"],
                           extra=f"pid_file: {pid_path}\ntimeouts: {{graceful_shutdown: 30s}}\n"),
                 wait=[("127.0.0.1", port)])
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while not pid_path.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert pid_path.exists()

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from procs import free_port, h1_get, recv_all, wait_new_pid
+from procs import free_port, h1_get, recv_all, slow, wait_new_pid
 from gwtest import gw_config, h2load_summary
 
 
@@ -36,7 +36,7 @@ def alive(pid):
 def stop_pid(pid):
     if alive(pid):
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + slow(15)
         while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         if alive(pid):
@@ -55,7 +55,7 @@ def pid_file_gateway(gateway, nginx_origin, tmp_path, extra="", wait=(), **kw):
     pid_path = tmp_path / "h2gate.pid"
     text = gw_config(port, [f"127.0.0.1:{o.port}"], extra=f"pid_file: {pid_path}\n" + extra, **kw)
     g = gateway(text, wait=[("127.0.0.1", port), *wait])
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while not pid_path.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     return g, text, port, pid_path
@@ -185,7 +185,7 @@ def test_upgrades_pass_the_admin_socket_on(gateway, nginx_origin, tmp_path):
         for n in (1, 2):
             os.kill(pids[-1], signal.SIGUSR2)
             pids.append(wait_pid_change(pid_path, pids[-1]))
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + slow(20)
             while alive(pids[-2]) and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert not alive(pids[-2])
