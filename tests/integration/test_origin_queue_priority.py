@@ -14,16 +14,17 @@ import h2.events
 import pytest
 
 from procs import free_port
-from gwtest import gw_config
+from gwtest import gw_config, wait_sample
 
 
 @pytest.fixture
 def gwq(gateway, origin):
-    port = free_port()
+    port, admin = free_port(), free_port()
     text = gw_config(port, [f"127.0.0.1:{origin.port}"],
-                     upstream_extra="max_connections: 1\nqueue_size: 64\nqueue_timeout: 20s")
-    g = gateway(text, wait=[("127.0.0.1", port)])
-    g.port = port
+                     upstream_extra="max_connections: 1\nqueue_size: 64\nqueue_timeout: 20s",
+                     extra=f"admin: {{address: 127.0.0.1:{admin}}}\n")
+    g = gateway(text, wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    g.port, g.admin = port, admin
     return g
 
 
@@ -120,7 +121,9 @@ def test_http1_priority_field_orders_the_queue(gwq, origin):
                                        "-H", "Priority: u=6",
                                        f"http://127.0.0.1:{port}/bytes/10?k=low{i}"],
                                       stdout=subprocess.PIPE, text=True))
-    time.sleep(0.3)  # the u=6 requests are queued (the held connection frees after ~1 s)
+    # the u=6 requests are queued (the held connection frees after ~1 s): a sleep of 0.3 s
+    # here could end before a loaded ASan build had taken the four curls' requests
+    assert wait_sample(gwq.admin, "h2gate_upstream_queue_length", 4, upstream="app") == 4
     assert len(origin.requests) == 1
     procs.append(subprocess.Popen(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
                                    "-H", "Priority: u=1",
