@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 import h2.events
 import pytest
 
-from procs import RedisMonitor, Unanswered, free_port, raw_exchange, rss_kib, run, sanitized
+from procs import (RedisMonitor, Unanswered, free_port, raw_exchange, rss_kib, run, sanitized,
+                   slow)
 from fake_redis import FakeRedis
 from gwtest import (Client, config, many_gets, origin_gateway, sample, scrape, tls_client_ctx,
                     tls_exchange)
@@ -498,9 +499,17 @@ def test_a_request_with_a_body_is_decided_here_and_charged(gateway, origin, redi
     """A POST cannot wait without holding its body: its own instance decides it, and it still
     spends the shared budget, so the other instance refuses the next GET."""
     r = redis_server()
-    a, b = rate_gw(gateway, origin, r), rate_gw(gateway, origin, r)
+    # 1/s: the budget spent by the three POSTs lasts a whole second (T) before one refills
+    a, b = rate_gw(gateway, origin, r, rate=1), rate_gw(gateway, origin, r, rate=1)
+    sec, usec = r.cmd("TIME")
+    t0 = int(sec) * 1000000 + int(usec)
     assert [status_of(a.port, "POST", b"x" * 100)[0] for _ in range(3)] == [200] * 3
-    time.sleep(0.1)  # the charges are in Redis
+    # The charges go to Redis after the answers: wait until its TAT (RATE_LUA in
+    # gateway/cluster/cluster.c) moved on by three T since before the first POST.
+    key, deadline = "h2gate:rate:*/|127.0.0.1", time.monotonic() + slow(5)
+    while int(r.cmd("GET", key) or 0) < t0 + 3 * 1000000 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert int(r.cmd("GET", key) or 0) >= t0 + 3 * 1000000, (r.cmd("GET", key), t0)
     assert status_of(b.port)[0] == 429
 
 
