@@ -14,10 +14,9 @@ import time
 import h2.settings
 
 from procs import free_port, slow
-from test_reload import reload_to
 
 from gwtest import (Client, Streams, all_done, collect, gw_config, origin_count, origin_gateway,
-                    sample, scrape, wait_sample)
+                    reload_to, sample, scrape, wait_sample)
 from origin import ScriptedOrigin
 
 

@@ -12,9 +12,8 @@ from urllib.parse import quote
 
 from procs import free_port, run
 from test_cache import CountingOrigin, h1
-from test_reload import reload_to
 
-from gwtest import gw_config, origin_count, origin_gateway, sample, scrape
+from gwtest import gw_config, origin_count, origin_gateway, reload_to, sample, scrape
 
 
 def reload(g, text, generation):

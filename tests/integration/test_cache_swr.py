@@ -18,9 +18,9 @@ import time
 
 from procs import free_port, slow
 from test_cache import CountingOrigin, get, h1
-from test_reload import reload_to
 
-from gwtest import Client, Streams, all_done, collect, gw_config, origin_count, sample, scrape
+from gwtest import (Client, Streams, all_done, collect, gw_config, origin_count, reload_to,
+                    sample, scrape)
 
 
 class SlowOrigin(CountingOrigin):

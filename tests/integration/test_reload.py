@@ -10,7 +10,8 @@ import time
 import pytest
 
 from procs import free_port, h1_get, recv_all, reuseport_listener, run, slow
-from gwtest import FileConfigs, RawH2, frame, gw_config, h2load_summary, wait_origin_has
+from gwtest import (FileConfigs, RawH2, frame, gw_config, h2load_summary, reload_to,
+                    wait_origin_has)
 
 
 def roots(tmp_path, *names):
@@ -26,27 +27,6 @@ def roots(tmp_path, *names):
 
 def body_of(resp):
     return resp.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in resp else b""
-
-
-def reload_to(g, text, generation, timeout=10):
-    """Write text as the gateway's config file, SIGHUP, and wait until every worker took
-    generation (or the reload was refused: return the log either way); timeout is scaled
-    (procs.slow())."""
-    with open(g.config_path, "w") as f:
-        f.write(text)
-    g.signal(signal.SIGHUP)
-    deadline = time.monotonic() + slow(timeout)
-    want = "generation=N draining"
-    while time.monotonic() < deadline:
-        log = g.log()
-        taken = re.findall(r"event=generation worker=(\d+) generation=(\d+)", log)
-        workers = {w for w, gen in taken if int(gen) == generation}
-        if workers and len(workers) == int(re.search(r"workers=(\d+)", log).group(1)):
-            return log
-        if log.count("event=reload_failed") and generation == 0:
-            return log
-        time.sleep(0.02)
-    raise AssertionError(f"generation {generation} not taken ({want}):\n{g.log()[-4000:]}")
 
 
 @pytest.mark.serial

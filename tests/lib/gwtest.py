@@ -3,6 +3,8 @@ config builders for the gateway under test, a python3-h2 client, raw frames and 
 connection for what python3-h2 would not send, metrics scraping, and origin-side counters.
 Test modules import from here (and from procs/origin), never from one another."""
 import os
+import re
+import signal
 import socket
 import ssl
 import subprocess
@@ -614,3 +616,24 @@ class FileConfigs:
                                   + ("loaded: no certificate or crl found" if os.geteuid() == 0
                                      else "read: Permission denied")),
         }
+
+
+def reload_to(g, text, generation, timeout=10):
+    """Write text as the gateway's config file, SIGHUP, and wait until every worker took
+    generation (or the reload was refused: return the log either way); timeout is scaled
+    (procs.slow())."""
+    with open(g.config_path, "w") as f:
+        f.write(text)
+    g.signal(signal.SIGHUP)
+    deadline = time.monotonic() + slow(timeout)
+    want = "generation=N draining"
+    while time.monotonic() < deadline:
+        log = g.log()
+        taken = re.findall(r"event=generation worker=(\d+) generation=(\d+)", log)
+        workers = {w for w, gen in taken if int(gen) == generation}
+        if workers and len(workers) == int(re.search(r"workers=(\d+)", log).group(1)):
+            return log
+        if log.count("event=reload_failed") and generation == 0:
+            return log
+        time.sleep(0.02)
+    raise AssertionError(f"generation {generation} not taken ({want}):\n{g.log()[-4000:]}")
