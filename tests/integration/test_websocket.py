@@ -168,6 +168,17 @@ def ws_parse_one(buf):
     return (op, payload), off + n
 
 
+def listeners_on(port):
+    """What `ss -ltnp` says listens on TCP port (the processes, when we may see them)."""
+    import subprocess
+    try:
+        r = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True,
+                           timeout=10)
+        return r.stdout.strip() or "nothing"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown ({e})"
+
+
 class H2WebSocket:
     """An RFC 8441 WebSocket on one python3-h2 connection (h2c or TLS)."""
 
@@ -184,8 +195,15 @@ class H2WebSocket:
         self.headers = None
         # the server's SETTINGS first
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not self.settings:
-            self._read()
+        try:
+            while time.monotonic() < deadline and not self.settings:
+                self._read()
+        except ConnectionError as e:
+            # h2c: the gateway sends its SETTINGS once it read the client's preface; a close
+            # before them was seen once under load and not explained: who listened on the port
+            # (the gateway, or another process that took it) is what the next one must say
+            raise ConnectionError(f"closed before the gateway's SETTINGS ({e}); listening on "
+                                  f"{port}: {listeners_on(port)}") from e
         self.path, self.extra = path, extra
 
     def _read(self, timeout=5):
