@@ -538,6 +538,23 @@ static void client_read_all(pair_t *p, uint8_t *dst, size_t n)
     assert_int_equal(have, n);
 }
 
+/* The client receives n bytes of the server's records from view c, which the server then
+ * consumes. */
+static void deliver(pair_t *p, const uint8_t *c, size_t n)
+{
+    assert_int_equal(BIO_write(p->c_in, c, (int)n), (int)n);
+    gw_tls_out_consume(p->srv, n);
+}
+
+/* The client reads n bytes of plaintext, and they are want. */
+static void expect_plain(pair_t *p, const void *want, size_t n)
+{
+    uint8_t got[64];
+    assert_true(n <= sizeof(got));
+    client_read_all(p, got, n);
+    assert_memory_equal(got, want, n);
+}
+
 /* gw_tls_writev gathers small pieces into one record (a record each would cost 22 bytes and
  * an AEAD pass apiece), keeps the byte order across gathered and direct pieces, and the
  * zero-copy view of the ciphertext can be consumed in parts. */
@@ -583,14 +600,12 @@ static void test_writev_gathers_small_pieces(void **state)
     const uint8_t *c0 = gw_tls_out_peek(p.srv, &n);
     assert_true(n > sizeof(plain));
     /* consume in two parts through the zero-copy view */
-    assert_int_equal(BIO_write(p.c_in, c0, 100), 100);
-    gw_tls_out_consume(p.srv, 100);
+    deliver(&p, c0, 100);
     size_t n2;
     const uint8_t *c1 = gw_tls_out_peek(p.srv, &n2);
     assert_int_equal(n2, n - 100);
     assert_ptr_equal(c1, c0 + 100);
-    assert_int_equal(BIO_write(p.c_in, c1, (int)n2), (int)n2);
-    gw_tls_out_consume(p.srv, n2);
+    deliver(&p, c1, n2);
     assert_int_equal(gw_tls_pending_out(p.srv), 0);
     client_read_all(&p, got, sizeof(got));
     assert_memory_equal(got, plain, sizeof(plain));
@@ -612,44 +627,34 @@ static void test_output_buffer_lent_between_connections(void **state)
     handshake(&a, 0);
     handshake(&b, 0);
     static const char ma[] = "response of a", mb[] = "response of b";
-    uint8_t got[32];
     size_t n;
     for (int round = 0; round < 3; round++) {
         assert_int_equal(gw_tls_write(a.srv, ma, sizeof(ma)), 0);
         const uint8_t *pa = gw_tls_out_peek(a.srv, &n);
-        assert_int_equal(BIO_write(a.c_in, pa, (int)n), (int)n);
-        gw_tls_out_consume(a.srv, n);
+        deliver(&a, pa, n);
         assert_int_equal(gw_tls_write(b.srv, mb, sizeof(mb)), 0);
         const uint8_t *pb = gw_tls_out_peek(b.srv, &n);
         assert_ptr_equal(pb, pa);
-        assert_int_equal(BIO_write(b.c_in, pb, (int)n), (int)n);
-        gw_tls_out_consume(b.srv, n);
-        client_read_all(&a, got, sizeof(ma));
-        assert_memory_equal(got, ma, sizeof(ma));
-        client_read_all(&b, got, sizeof(mb));
-        assert_memory_equal(got, mb, sizeof(mb));
+        deliver(&b, pb, n);
+        expect_plain(&a, ma, sizeof(ma));
+        expect_plain(&b, mb, sizeof(mb));
     }
     /* a's records half sent: b writes into another buffer, and a's rest is intact */
     assert_int_equal(gw_tls_write(a.srv, ma, sizeof(ma)), 0);
     const uint8_t *pa = gw_tls_out_peek(a.srv, &n);
-    assert_int_equal(BIO_write(a.c_in, pa, 10), 10);
-    gw_tls_out_consume(a.srv, 10);
+    deliver(&a, pa, 10);
     assert_int_equal(gw_tls_write(b.srv, mb, sizeof(mb)), 0);
     size_t nb;
     const uint8_t *pb = gw_tls_out_peek(b.srv, &nb);
     assert_true(pb + nb <= pa || pb >= pa + n);
-    assert_int_equal(BIO_write(b.c_in, pb, (int)nb), (int)nb);
-    gw_tls_out_consume(b.srv, nb);
+    deliver(&b, pb, nb);
     size_t na;
     const uint8_t *pa2 = gw_tls_out_peek(a.srv, &na);
     assert_ptr_equal(pa2, pa + 10);
     assert_int_equal(na, n - 10);
-    assert_int_equal(BIO_write(a.c_in, pa2, (int)na), (int)na);
-    gw_tls_out_consume(a.srv, na);
-    client_read_all(&a, got, sizeof(ma));
-    assert_memory_equal(got, ma, sizeof(ma));
-    client_read_all(&b, got, sizeof(mb));
-    assert_memory_equal(got, mb, sizeof(mb));
+    deliver(&a, pa2, na);
+    expect_plain(&a, ma, sizeof(ma));
+    expect_plain(&b, mb, sizeof(mb));
     pair_free(&a);
     pair_free(&b);
 }
