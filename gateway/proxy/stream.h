@@ -137,8 +137,9 @@ struct gw_cstream {
     const gw_proxy_errpages_t *error_pages;
     /* RFC 9440 §2: the values of Client-Cert (the verified leaf's DER as a Byte Sequence) and
      * Client-Cert-Chain (a List of Byte Sequences: the intermediates of the verification),
-     * empty when no certificate verified (or, for the chain, none is known: a resumed session
-     * keeps the leaf only). They live as long as the connection. */
+     * empty when no certificate verified (or, for the chain, the leaf's issuer is the trust
+     * anchor); a resumed session gives the same as its full handshake. They live as long as
+     * the connection. */
     gw_slice_t tls_client_cert;
     gw_slice_t tls_client_cert_chain;
 };

@@ -1,6 +1,7 @@
 /* tls/peer.c — client certificates in the server role: a certificate entry's client_auth set
  * up on its context (CA, CRL, mode, depth, the session id context that keeps sessions apart),
- * and what a connection's handshake made of the client's certificate (tls.h). */
+ * the verified chain a session keeps for its resumptions, and what a connection's handshake
+ * made of the client's certificate (tls.h). */
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -22,6 +23,149 @@ static int verify_optional(int ok, X509_STORE_CTX *x)
     (void)ok;
     (void)x;
     return 1;
+}
+
+/* The chain record: the intermediates of a verified client certificate, kept in its session
+ * (OpenSSL's ticket application data) for Client-Cert-Chain on a resumed connection. OpenSSL
+ * keeps the peer's leaf and the verification's result in the session, not the chain it
+ * verified (RFC 9440 §2.3 wants the intermediates of that chain, the leaf's issuer first).
+ * Layout: a version byte, then per certificate a 3-byte big-endian length and its DER. It is
+ * written at the verification, before OpenSSL caches the session (TLS 1.2 session ids, TLS
+ * 1.3 without tickets) or encrypts it into a ticket, so every way of resuming has it; a
+ * resumed TLS 1.3 session's next ticket is a copy of it that keeps the record. */
+#define CHAIN_REC_V1 1
+#define CHAIN_REC_CERTS 16 /* client_auth.depth is at most 16 */
+
+/* One DER SEQUENCE of exactly len bytes (tag, a definite length that matches): 1, else 0. */
+static int der_sequence(const uint8_t *p, size_t len)
+{
+    if (len < 2 || p[0] != 0x30)
+        return 0;
+    size_t hdr = 2, n = p[1];
+    if (n & 0x80) {
+        size_t k = n & 0x7f;
+        if (k == 0 || k > 3 || len < 2 + k)
+            return 0;
+        n = 0;
+        for (size_t i = 0; i < k; i++)
+            n = n << 8 | p[2 + i];
+        hdr += k;
+    }
+    return hdr + n == len;
+}
+
+/* The certificate after *off in record rec (len bytes), checked: into *der, *dlen and *off
+ * moved past it. 1, 0 at the record's end, -1 when the record is malformed. */
+static int chain_rec_next(const uint8_t *rec, size_t len, size_t *off, const uint8_t **der,
+                          size_t *dlen)
+{
+    if (*off == len)
+        return 0;
+    if (len - *off < 3)
+        return -1;
+    const uint8_t *p = rec + *off;
+    size_t n = (size_t)p[0] << 16 | (size_t)p[1] << 8 | p[2];
+    if (n > len - *off - 3 || !der_sequence(p + 3, n))
+        return -1;
+    *der = p + 3;
+    *dlen = n;
+    *off += 3 + n;
+    return 1;
+}
+
+int gw_tls__chain_rec_check(const uint8_t *rec, size_t len)
+{
+    if (!rec || len < 1 || len > GW_TLS_CHAIN_RECORD_MAX || rec[0] != CHAIN_REC_V1)
+        return -1;
+    size_t off = 1, n = 0, dlen;
+    const uint8_t *der;
+    int rv;
+    while ((rv = chain_rec_next(rec, len, &off, &der, &dlen)) == 1)
+        if (++n > CHAIN_REC_CERTS)
+            return -1;
+    return rv;
+}
+
+/* The session id context of a session that must not resume anywhere: 0xff bytes, which no
+ * configured context (UTF-8 text) holds and no SHA-256 of an entry's (set_sid_ctx) will. */
+static void make_unresumable(SSL_SESSION *sess)
+{
+    unsigned char none[SSL_MAX_SID_CTX_LENGTH];
+    memset(none, 0xff, sizeof(none));
+    SSL_SESSION_set1_id_context(sess, none, sizeof(none));
+}
+
+/* The record of chain ch (leaf, intermediates, trust anchor; NULL: verification failed, an
+ * empty record) into sess. 0, or -1 when it does not fit GW_TLS_CHAIN_RECORD_MAX (or no
+ * memory). */
+static int chain_rec_store(SSL_SESSION *sess, STACK_OF(X509) * ch)
+{
+    int n = ch ? sk_X509_num(ch) : 0;
+    size_t len = 1;
+    for (int i = 1; i < n - 1; i++) {
+        int d = i2d_X509(sk_X509_value(ch, i), NULL);
+        if (d <= 0 || (size_t)d > GW_TLS_CHAIN_RECORD_MAX)
+            return -1;
+        len += 3 + (size_t)d;
+    }
+    if (len > GW_TLS_CHAIN_RECORD_MAX)
+        return -1;
+    uint8_t *rec = gw_malloc(len), *w = rec;
+    if (!rec)
+        return -1;
+    *w++ = CHAIN_REC_V1;
+    for (int i = 1; i < n - 1; i++) {
+        X509 *x = sk_X509_value(ch, i);
+        size_t d = (size_t)i2d_X509(x, NULL);
+        w[0] = (uint8_t)(d >> 16);
+        w[1] = (uint8_t)(d >> 8);
+        w[2] = (uint8_t)d;
+        w += 3;
+        i2d_X509(x, &w);
+    }
+    int ok = SSL_SESSION_set1_ticket_appdata(sess, rec, len);
+    gw_free(rec);
+    return ok == 1 ? 0 : -1;
+}
+
+/* OpenSSL's verification of the client's certificate, then the chain record into the new
+ * session. A chain past GW_TLS_CHAIN_RECORD_MAX makes the session unresumable: the client's
+ * next connection makes a full handshake and its Client-Cert-Chain comes from that
+ * verification, never a resumption without it. */
+static int verify_and_record(X509_STORE_CTX *x, void *arg)
+{
+    (void)arg;
+    int ok = X509_verify_cert(x);
+    SSL *ssl = X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx());
+    SSL_SESSION *sess = ssl ? SSL_get_session(ssl) : NULL;
+    if (sess) {
+        /* the same test as the result OpenSSL keeps (ssl_verify_cert_chain) */
+        int verified = ok > 0 && X509_STORE_CTX_get_error(x) == X509_V_OK;
+        if (chain_rec_store(sess, verified ? X509_STORE_CTX_get0_chain(x) : NULL) < 0)
+            make_unresumable(sess);
+    }
+    return ok > 0 ? ok : 0;
+}
+
+SSL_TICKET_RETURN gw_tls__ticket_decrypted(SSL *ssl, SSL_SESSION *sess, const unsigned char *name,
+                                           size_t name_len, SSL_TICKET_STATUS status, void *arg)
+{
+    (void)ssl;
+    (void)name;
+    (void)name_len;
+    (void)arg;
+    if (status != SSL_TICKET_SUCCESS && status != SSL_TICKET_SUCCESS_RENEW)
+        return SSL_TICKET_RETURN_IGNORE_RENEW; /* what OpenSSL does without this callback */
+    /* Our ticket keys authenticate the ticket, still: a session with a client certificate
+     * resumes only with a well-formed chain record. A ticket without one (minted by an
+     * instance sharing the keys that predates the record) or with a bad one: a full
+     * handshake, which verifies the certificate again. */
+    void *rec = NULL;
+    size_t len = 0;
+    if (SSL_SESSION_get0_peer(sess) && (SSL_SESSION_get0_ticket_appdata(sess, &rec, &len) != 1 ||
+                                        gw_tls__chain_rec_check(rec, len) < 0))
+        return SSL_TICKET_RETURN_IGNORE_RENEW;
+    return status == SSL_TICKET_SUCCESS ? SSL_TICKET_RETURN_USE : SSL_TICKET_RETURN_USE_RENEW;
 }
 
 /* The bytes of the file at path into md (0), or -1. */
@@ -135,6 +279,7 @@ int gw_tls__client_auth_setup(SSL_CTX *ctx, const gw_cfg_tls_t *tls, const gw_cf
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | (require ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
                        require ? NULL : verify_optional);
     SSL_CTX_set_verify_depth(ctx, (int)a->depth);
+    SSL_CTX_set_cert_verify_callback(ctx, verify_and_record, NULL);
     if (set_sid_ctx(ctx, tls, a) < 0) {
         gw_tls__ssl_reason(why, sizeof(why));
         gw_tls__cert_failed(errs, &a->ca_at, "tls_client_ca_invalid", a->ca,
@@ -219,6 +364,25 @@ int gw_tls_client_der(const gw_tls_conn_t *t, size_t i, uint8_t **der, size_t *l
     X509 *x = NULL;
     if (i == 0) {
         x = SSL_get0_peer_certificate(t->ssl);
+    } else if (SSL_session_reused(t->ssl)) {
+        /* the chain verified when the session was made: its record (checked when its ticket
+         * was decrypted, or written by this process for a session it cached) */
+        void *rec = NULL;
+        size_t rlen = 0, off = 1, dlen = 0;
+        const uint8_t *d = NULL;
+        if (SSL_SESSION_get0_ticket_appdata(SSL_get_session(t->ssl), &rec, &rlen) != 1 ||
+            gw_tls__chain_rec_check(rec, rlen) < 0)
+            return 0;
+        for (size_t k = 0; k < i; k++)
+            if (chain_rec_next(rec, rlen, &off, &d, &dlen) != 1)
+                return 0;
+        uint8_t *p = gw_malloc(dlen);
+        if (!p)
+            return GW_E_NOMEM;
+        memcpy(p, d, dlen);
+        *der = p;
+        *len = dlen;
+        return 1;
     } else {
         /* the chain of the verification: leaf, intermediates, trust anchor; only the
          * intermediates go (RFC 9440 §2.3 leaves out the leaf) */

@@ -669,6 +669,9 @@ no_files:
 #endif
         /* TLS 1.3: one ticket per handshake is enough for a browser */
         SSL_CTX_set_num_tickets(ctx, 1);
+        /* the client certificate's chain record is checked in every ticket (peer.c); OpenSSL
+         * calls the first context's (the connection's session context) whatever SNI chose */
+        SSL_CTX_set_session_ticket_cb(ctx, NULL, gw_tls__ticket_decrypted, NULL);
     }
     SSL_CTX_set_client_hello_cb(ctx, client_hello_cb, c);
     SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);

@@ -196,10 +196,15 @@ const char *gw_tls_client_verify(gw_tls_conn_t *t);
  * none. Valid as long as t. */
 const char *gw_tls_client_subject(gw_tls_conn_t *t);
 /* The DER of certificate i of a verified client: 0 the leaf, 1.. the intermediates of the
- * verification's chain (not the trust anchor; none on a resumed session, whose ticket keeps
- * the leaf only). 1 with *der (allocated: gw_free) and *len; 0 when there is no such
+ * verification's chain (not the trust anchor). A resumed session gives the same: the session
+ * (its ticket) keeps them, at most GW_TLS_CHAIN_RECORD_MAX bytes in all; a session whose chain
+ * is longer is not resumed. 1 with *der (allocated: gw_free) and *len; 0 when there is no such
  * certificate; GW_E_NOMEM. */
 int gw_tls_client_der(const gw_tls_conn_t *t, size_t i, uint8_t **der, size_t *len);
+/* The bytes of a client certificate's intermediates that a session keeps (their DER, 3 bytes
+ * each more, 1 in all more); config/README.md says it. */
+#define GW_TLS_CHAIN_RECORD_MAX 8192
+
 /* For the metric: "success", "failed" or "none" when a certificate was asked for, else NULL. */
 const char *gw_tls_client_result(const gw_tls_conn_t *t);
 

@@ -5,7 +5,8 @@
  * server.c: the server role: listener contexts (certificates by SNI, ALPN selection, ticket
  *           keys and their rotation) and the self-signed certificate of the demo config.
  * peer.c:   client certificates in the server role: a certificate entry's client_auth (CA,
- *           CRL, mode, depth, session id context) and what a handshake made of the client's.
+ *           CRL, mode, depth, session id context), the verified chain a session keeps, and
+ *           what a handshake made of the client's.
  * store.c:  the certificate store of an ACME listener: its certificate read at each
  *           ClientHello, the self-signed stand-in, the tls-alpn-01 answers.
  * client.c: the client role: upstream contexts (verification, ALPN, the session kept per
@@ -55,6 +56,15 @@ void gw_tls__cert_failed(gw_config_errors_t *errs, const gw_cfg_pos_t *at, const
  * gw_tls__cert_failed does. */
 int gw_tls__client_auth_setup(SSL_CTX *ctx, const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert,
                               gw_config_errors_t *errs);
+/* peer.c: OpenSSL's decrypt_ticket callback (SSL_CTX_set_session_ticket_cb) of every server
+ * context: a ticket whose session holds a client certificate resumes only with a well-formed
+ * chain record; otherwise a full handshake (OpenSSL's own choice for the other statuses). */
+SSL_TICKET_RETURN gw_tls__ticket_decrypted(SSL *ssl, SSL_SESSION *sess, const unsigned char *name,
+                                           size_t name_len, SSL_TICKET_STATUS status, void *arg);
+/* peer.c: whether rec (len bytes) is a well-formed chain record (a version byte, then per
+ * intermediate a 3-byte length and one DER SEQUENCE of that length; at most 16 of them and
+ * GW_TLS_CHAIN_RECORD_MAX bytes): 0, or -1. */
+int gw_tls__chain_rec_check(const uint8_t *rec, size_t len);
 /* peer.c: ssl moved to ctx (SNI): take ctx's verification mode, depth and CRL check. */
 void gw_tls__client_auth_apply(SSL *ssl, SSL_CTX *ctx);
 /* store.c: the ClientHello callback of a context that serves from s (SSL_client_hello_cb_fn's

@@ -22,7 +22,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
 from gwtest import Client, check_config, ended, response, sample, scrape
 from origin import ScriptedOrigin
@@ -36,7 +36,8 @@ def _name(cn):
                       x509.NameAttribute(NameOID.ORGANIZATION_NAME, "h2gate test")])
 
 
-def _cert(cn, key, issuer_cert, issuer_key, ca=False, days=(-1, 30), serial=None, san=None):
+def _cert(cn, key, issuer_cert, issuer_key, ca=False, days=(-1, 30), serial=None, san=None,
+          pad=0):
     b = (x509.CertificateBuilder()
          .subject_name(_name(cn))
          .issuer_name(issuer_cert.subject if issuer_cert else _name(cn))
@@ -53,6 +54,10 @@ def _cert(cn, key, issuer_cert, issuer_key, ca=False, days=(-1, 30), serial=None
                                                    ExtendedKeyUsageOID.SERVER_AUTH]), False)
     if san:
         b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in san]), False)
+    if pad:  # a private, non-critical extension of pad bytes: a large certificate
+        b = b.add_extension(x509.UnrecognizedExtension(ObjectIdentifier("1.3.6.1.4.1.32473.1"),
+                                                       b"\x04\x82" + pad.to_bytes(2, "big") +
+                                                       b"x" * pad), False)
     return b.sign(issuer_key or key, hashes.SHA256())
 
 
@@ -67,7 +72,8 @@ def _key_pem(k):
 
 class Pki:
     """Files of the module's PKI in d: root.pem, root2.pem, crl.pem, server.pem/-key.pem, and
-    per client NAME.pem (leaf + intermediate) and NAME-key.pem; der[NAME] the leaf's DER."""
+    per client NAME.pem (leaf + intermediate) and NAME-key.pem; der[NAME] the leaf's DER. bob's
+    intermediate (big-inter.pem, big_inter_der) is over 8 KiB."""
 
     def __init__(self, d):
         self.d = d
@@ -101,6 +107,14 @@ class Pki:
             self.write(f"{name}.pem", chain)
             self.write(f"{name}-key.pem", _key_pem(ck))
         self.crl("crl.pem", [revoked_serial])
+        big_k, bob_k = k(), k()
+        big = _cert("Big Intermediate", big_k, self.root, root_k, ca=True, pad=9000)
+        self.big_inter_der = big.public_bytes(serialization.Encoding.DER)
+        self.write("big-inter.pem", _pem(big))
+        bob = _cert("bob", bob_k, big, big_k)
+        self.der["bob"] = bob.public_bytes(serialization.Encoding.DER)
+        self.write("bob.pem", _pem(bob, big))
+        self.write("bob-key.pem", _key_pem(bob_k))
 
     def crl(self, name, serials):
         """A CRL of the intermediate revoking serials, written as name."""
@@ -205,7 +219,8 @@ def s_client(port, pki, cert=None, extra=(), stdin=b"", servername="localhost"):
     if cert:
         cmd += ["-cert", pki.path(f"{cert}.pem"), "-key", pki.path(f"{cert}-key.pem")]
         if cert != "eve":  # s_client sends the first certificate of -cert only
-            cmd += ["-cert_chain", pki.path("inter.pem")]
+            inter = "big-inter.pem" if cert == "bob" else "inter.pem"
+            cmd += ["-cert_chain", pki.path(inter)]
     p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=20)
     return p.stdout.decode("latin-1") + p.stderr.decode("latin-1")
 
@@ -395,6 +410,53 @@ def test_resumed_session_keeps_the_identity_and_another_entry_refuses_it(mtls, p
     assert "Reused" not in req and "alert certificate required" in req, req
     lines = [json.loads(l) for l in log_lines(g, 3)]
     assert [l["tls_client_verify"] for l in lines] == ["SUCCESS", "SUCCESS", "NONE"]
+
+
+RESUMPTIONS = {"TLS 1.3 ticket": ["-tls1_3"], "TLS 1.2 ticket": ["-tls1_2"],
+               "TLS 1.2 session id": ["-tls1_2", "-no_ticket"]}
+
+
+@pytest.mark.parametrize("how", RESUMPTIONS)
+def test_resumed_session_forwards_the_same_client_cert_chain(mtls, pki, tmp_path, how):
+    """RFC 9440 §2.3: Client-Cert-Chain is the chain the certificate was verified with. A
+    resumed session sends no certificate, and OpenSSL keeps only the leaf in the session: the
+    chain comes from what the gateway kept with the session, byte for byte the same."""
+    g, o, ports = mtls
+    sess = str(tmp_path / "sess.pem")
+    extra = RESUMPTIONS[how]
+    first = s_client(ports["sni"], pki, "alice", extra=extra + ["-sess_out", sess], stdin=GET,
+                     servername="a.test")
+    assert "HTTP/1.1 200" in first and "New, TLSv1." in first, first
+    for _ in range(2):  # a TLS 1.3 resumption's new ticket keeps it too
+        again = s_client(ports["sni"], pki, None, stdin=GET, servername="a.test",
+                         extra=extra + ["-sess_in", sess, "-sess_out", sess])
+        assert "Reused, TLSv1." in again and "HTTP/1.1 200" in again, again
+    hs = origin_headers(o)
+    assert len(hs) == 3
+    for h in hs:
+        assert h["client-cert"] == sf_bytes(pki.der["alice"])
+        assert h["client-cert-chain"] == sf_bytes(pki.inter_der)
+
+
+@pytest.mark.parametrize("how", RESUMPTIONS)
+def test_a_chain_too_long_to_keep_makes_a_full_handshake_instead(mtls, pki, tmp_path, how):
+    """An intermediate of over 8 KiB is more than a session keeps: the session is not resumed,
+    and the next connection verifies the certificate again and forwards its chain."""
+    g, o, ports = mtls
+    sess = str(tmp_path / "sess.pem")
+    extra = RESUMPTIONS[how]
+    first = s_client(ports["sni"], pki, "bob", extra=extra + ["-sess_out", sess], stdin=GET,
+                     servername="a.test")
+    assert "HTTP/1.1 200" in first, first
+    again = s_client(ports["sni"], pki, "bob", extra=extra + ["-sess_in", sess], stdin=GET,
+                     servername="a.test")
+    assert "New, TLSv1." in again and "Reused" not in again, again
+    assert "HTTP/1.1 200" in again
+    hs = origin_headers(o)
+    assert len(hs) == 2
+    for h in hs:
+        assert h["client-cert"] == sf_bytes(pki.der["bob"])
+        assert h["client-cert-chain"] == sf_bytes(pki.big_inter_der)
 
 
 def test_reload_with_a_new_crl_refuses_the_revoked_and_their_sessions(gateway, pki, tmp_path):

@@ -18,6 +18,7 @@
 
 #include "common/err.h"
 #include "tls/tls.h"
+#include "tls/tls_internal.h"
 #include "tls_test_util.h"
 
 GW_TLS_TEST_CERTS(3, "/tmp/gw_tls_test_XXXXXX")
@@ -965,6 +966,59 @@ static void test_tls13_file_keys_shared_between_contexts(void **state)
     }
 }
 
+/* The chain record a session keeps for Client-Cert-Chain comes back from a ticket: only a
+ * well-formed one is taken (a version byte; per certificate a 3-byte length and one DER
+ * SEQUENCE of exactly that length; at most 16 and GW_TLS_CHAIN_RECORD_MAX bytes). */
+static void test_chain_record_is_checked(void **state)
+{
+    (void)state;
+    static const uint8_t empty[] = {1};
+    static const uint8_t one[] = {1, 0, 0, 4, 0x30, 2, 5, 0};
+    static const uint8_t two[] = {1, 0, 0, 2, 0x30, 0, 0, 0, 4, 0x30, 0x81, 1, 7};
+    assert_int_equal(gw_tls__chain_rec_check(empty, sizeof(empty)), 0);
+    assert_int_equal(gw_tls__chain_rec_check(one, sizeof(one)), 0);
+    assert_int_equal(gw_tls__chain_rec_check(two, sizeof(two)), 0);
+    static const uint8_t *bad[] = {
+        (const uint8_t *)"\x02",                             /* another version */
+        (const uint8_t *)"\x01\x00\x00",                     /* a length cut short */
+        (const uint8_t *)"\x01\x00\x00\x05\x30\x02\x05\x00", /* longer than the record */
+        (const uint8_t *)"\x01\x00\x00\x04\x31\x02\x05\x00", /* not a SEQUENCE */
+        (const uint8_t *)"\x01\x00\x00\x04\x30\x03\x05\x00", /* its DER length differs */
+        (const uint8_t *)"\x01\x00\x00\x04\x30\x80\x05\x00", /* indefinite length */
+    };
+    static const size_t bad_len[] = {1, 3, 8, 8, 8, 8};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(gw_tls__chain_rec_check(bad[i], bad_len[i]), -1);
+    assert_int_equal(gw_tls__chain_rec_check(NULL, 0), -1);
+    assert_int_equal(gw_tls__chain_rec_check(one, sizeof(one) - 1), -1); /* cut short */
+    /* 16 certificates pass, 17 do not; nor a record over the bound */
+    uint8_t rec[1 + 17 * 5];
+    rec[0] = 1;
+    for (size_t i = 0; i < 17; i++)
+        memcpy(rec + 1 + i * 5, "\x00\x00\x02\x30\x00", 5);
+    assert_int_equal(gw_tls__chain_rec_check(rec, 1 + 16 * 5), 0);
+    assert_int_equal(gw_tls__chain_rec_check(rec, sizeof(rec)), -1);
+    size_t big = GW_TLS_CHAIN_RECORD_MAX + 1, n = big - 1 - 3 - 4;
+    uint8_t *r = calloc(1, big);
+    assert_non_null(r);
+    r[0] = 1;
+    r[1] = (uint8_t)((n + 4) >> 16);
+    r[2] = (uint8_t)((n + 4) >> 8);
+    r[3] = (uint8_t)(n + 4);
+    r[4] = 0x30;
+    r[5] = 0x82;
+    r[6] = (uint8_t)(n >> 8);
+    r[7] = (uint8_t)n;
+    assert_int_equal(gw_tls__chain_rec_check(r, big), -1);
+    /* the same certificate one byte shorter fits */
+    n--;
+    r[3] = (uint8_t)(n + 4);
+    r[6] = (uint8_t)(n >> 8);
+    r[7] = (uint8_t)n;
+    assert_int_equal(gw_tls__chain_rec_check(r, big - 1), 0);
+    free(r);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_alpn_server_preference),
     cmocka_unit_test(test_sni_picks_certificate),
@@ -983,6 +1037,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_tls13_tickets_chain_with_distinct_ivs),
     cmocka_unit_test(test_tls13_tickets_resume_across_rotation),
     cmocka_unit_test(test_tls13_file_keys_shared_between_contexts),
+    cmocka_unit_test(test_chain_record_is_checked),
 };
 
 GW_TEST_MAIN_GROUP(tests, setup_all, teardown_all)
