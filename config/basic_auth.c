@@ -138,29 +138,32 @@ int gw_cfg_htpasswd_parse(const gw_cfg_pos_t *at, const char *file, const char *
     gw_cfg_htuser_t *u = NULL;
     size_t k = 0, cap = 0;
     size_t *lines = NULL; /* the line of each user, for "repeated" */
-    const char *p = text, *end = text + len;
-    for (size_t line = 1; p < end; line++) {
-        const char *e = memchr(p, '\n', (size_t)(end - p));
-        const char *next = e ? e + 1 : end;
-        if (!e)
-            e = end;
-        while (e > p && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
-            e--;
-        const char *s = p;
-        while (s < e && (*s == ' ' || *s == '\t'))
+    /* the line at s is sl bytes long: lengths, not a pair of pointers, so that no length is
+     * ever a difference the compiler cannot prove non-negative (gcc's stringop-overread on
+     * the memchr below, with the sanitizers on) */
+    size_t off = 0;
+    for (size_t line = 1; off < len; line++) {
+        const char *s = text + off;
+        const char *eol = memchr(s, '\n', len - off);
+        size_t sl = eol ? (size_t)(eol - s) : len - off;
+        off += eol ? sl + 1 : sl;
+        while (sl > 0 && (s[sl - 1] == '\r' || s[sl - 1] == ' ' || s[sl - 1] == '\t'))
+            sl--;
+        while (sl > 0 && (*s == ' ' || *s == '\t')) {
             s++;
-        p = next;
-        if (s == e || *s == '#') /* blank lines and comments (as Apache's htpasswd reads them) */
+            sl--;
+        }
+        if (sl == 0 || *s == '#') /* blank lines and comments (as Apache's htpasswd reads them) */
             continue;
-        const char *colon = memchr(s, ':', (size_t)(e - s));
+        const char *colon = memchr(s, ':', sl);
         if (!colon) {
             hp_err(&h, line, "expected USER:HASH");
             continue;
         }
-        size_t ul = (size_t)(colon - s);
+        size_t ul = (size_t)(colon - s), hl = sl - ul - 1;
         int ctl = 0;
-        for (const char *c = s; c < e; c++)
-            ctl |= (unsigned char)*c < 0x20 || *c == 0x7f;
+        for (size_t i = 0; i < sl; i++)
+            ctl |= (unsigned char)s[i] < 0x20 || s[i] == 0x7f;
         if (ctl) {
             hp_err(&h, line, "a control character (RFC 7617 §2 forbids them in a user-id)");
             continue;
@@ -169,7 +172,7 @@ int gw_cfg_htpasswd_parse(const gw_cfg_pos_t *at, const char *file, const char *
             hp_err(&h, line, "the user name must be 1 to %d bytes", USER_MAX);
             continue;
         }
-        char *user = gw_malloc(ul + 1), *hash = gw_malloc((size_t)(e - colon));
+        char *user = gw_malloc(ul + 1), *hash = gw_malloc(hl + 1);
         if (!user || !hash) {
             gw_free(user);
             gw_free(hash);
@@ -178,8 +181,8 @@ int gw_cfg_htpasswd_parse(const gw_cfg_pos_t *at, const char *file, const char *
         }
         memcpy(user, s, ul);
         user[ul] = 0;
-        memcpy(hash, colon + 1, (size_t)(e - colon - 1));
-        hash[e - colon - 1] = 0;
+        memcpy(hash, colon + 1, hl);
+        hash[hl] = 0;
         const char *why = hash_refused(hash);
         if (why) {
             hp_err(&h, line, "user '%s' has %s", user, why);
