@@ -269,9 +269,6 @@ int gw_tls__client_auth_setup(SSL_CTX *ctx, const gw_cfg_tls_t *tls, const gw_cf
          * ("unable to get certificate CRL") rather than pass unchecked */
         X509_STORE_set_flags(st, X509_V_FLAG_CRL_CHECK);
     }
-    /* the store now holds the client CAs: the server's own chain stays what its certificate
-     * file says, not completed from them */
-    SSL_CTX_set_mode(ctx, SSL_MODE_NO_AUTO_CHAIN);
     int require = a->mode == GW_CFG_CLIENT_AUTH_REQUIRE;
     /* require: OpenSSL ends the handshake with the alert of the failure (RFC 8446 §6.2:
      * certificate_required when none is sent, certificate_expired, certificate_revoked,

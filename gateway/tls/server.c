@@ -597,7 +597,8 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
     /* The chain sent is the certificate file's (SSL_CTX_use_certificate_chain_file). Without
      * NO_AUTO_CHAIN, OpenSSL builds one again at every handshake whose file holds the leaf
      * alone: an X509_STORE_CTX and an X509_verify_cert against the context's store, which is
-     * empty (peer.c's client CAs set the flag too), so it only ever found the leaf. */
+     * empty, so it only ever found the leaf; with client_auth the store holds the client CAs
+     * (peer.c, on this context), and the chain would be completed from them. */
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_NO_AUTO_CHAIN);
     if (!SSL_CTX_set_cipher_list(ctx, tls->ciphers ? tls->ciphers : default_ciphers)) {
         gw_tls__ssl_reason(why, sizeof(why));

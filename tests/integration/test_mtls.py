@@ -273,6 +273,17 @@ def test_require_refuses_the_handshake_with_the_alert_of_the_failure(mtls, pki):
     assert sample(fams, "h2gate_tls_client_verify_total", result="none") >= 2
 
 
+def test_the_servers_chain_is_its_file_not_completed_from_the_client_cas(mtls, pki):
+    """The client CAs are in the context's store: the server's own chain is still what its
+    certificate file holds (the leaf alone here), not the leaf and the root of that store."""
+    g, o, ports = mtls
+    for port in (ports["require"], ports["optional"]):
+        out = s_client(port, pki, "alice", extra=["-showcerts"], stdin=GET)
+        assert "HTTP/1.1 200" in out, out
+        chain = out.split("Certificate chain", 1)[1].split("\n---\n", 1)[0]
+        assert re.findall(r"^ *(\d+) s:", chain, re.M) == ["0"], chain
+
+
 def test_optional_records_the_failure_and_the_route_decides(mtls, pki):
     g, o, ports = mtls
     port = ports["optional"]
