@@ -232,9 +232,12 @@ int gw_server_run(gw_server_t *s)
     handled_signals(&handled);
     s->sig_fd = signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC);
     if (s->sig_fd < 0) {
-        GW_LOG_ERROR("startup_failed", "reason=\"signalfd: %s\"", strerror(errno));
+        int e = errno;
+        GW_LOG_ERROR("startup_failed", "reason=\"signalfd: %s\"", strerror(e));
         uv_loop_close(&s->main_loop);
-        return GW_E_NOMEM;
+        /* ENOMEM is the kernel's memory; the others (EMFILE, ENFILE at the descriptor limits,
+         * ENODEV) are a system call that failed, GW_E_IO as for listen() or readlink() */
+        return e == ENOMEM ? GW_E_NOMEM : GW_E_IO;
     }
     uv_poll_init(&s->main_loop, &s->sig_poll, s->sig_fd);
     s->sig_poll.data = s;

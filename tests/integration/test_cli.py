@@ -1,4 +1,5 @@
 """The h2gate command line: --version, --help, --check-config, refusal of bad configs."""
+import errno
 import glob
 import os
 import re
@@ -8,7 +9,7 @@ import time
 
 import pytest
 
-from procs import ROOT, free_port, h1_get, reuseport_listener, run
+from procs import ROOT, free_port, h1_get, reuseport_listener, run, sanitized
 from gwtest import FileConfigs, gw_config
 
 
@@ -368,3 +369,37 @@ def test_a_stale_pid_file_does_not_stop_the_start(gateway, tmp_path):
     while pid_path.read_text() != f"{g.proc.pid}\n" and time.monotonic() < deadline:
         time.sleep(0.02)
     assert pid_path.read_text() == f"{g.proc.pid}\n"
+
+
+SIGNALFD_FAILS = r"""
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+int signalfd(int fd, const sigset_t *mask, int flags);
+int signalfd(int fd, const sigset_t *mask, int flags)
+{
+    (void)fd;
+    (void)mask;
+    (void)flags;
+    errno = atoi(getenv("SIGNALFD_ERRNO"));
+    return -1;
+}
+"""
+
+
+@pytest.mark.skipif(sanitized(), reason="ASan's runtime must come first in LD_PRELOAD")
+@pytest.mark.parametrize("err,status", [(errno.EMFILE, "GW_E_IO"), (errno.ENOMEM, "GW_E_NOMEM")])
+def test_a_failed_signalfd_stops_with_its_own_error(h2gate_bin, tmp_path, err, status):
+    """The main loop's signalfd refused (here by a preloaded stand-in): start-up says why and
+    the process stops with the code of that failure, out of memory only when it was that."""
+    src, lib = tmp_path / "fail.c", tmp_path / "libfail.so"
+    src.write_text(SIGNALFD_FAILS)
+    r = run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)])
+    assert r.returncode == 0, r.stderr
+    p = tmp_path / "gw.yaml"
+    p.write_text(gw_config(free_port(), ["127.0.0.1:9"]))
+    env = dict(os.environ, LD_PRELOAD=str(lib), SIGNALFD_ERRNO=str(err))
+    r = run([h2gate_bin, "-c", str(p)], timeout=20, env=env)
+    assert r.returncode == 1, r.stderr
+    assert f'event=startup_failed reason="signalfd: {os.strerror(err)}"' in r.stderr, r.stderr
+    assert f"event=stopped status={status}" in r.stderr, r.stderr
