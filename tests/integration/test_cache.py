@@ -7,8 +7,6 @@ Origin requests are counted at the scripted origin."""
 import http.client
 import json
 import re
-import socket
-import threading
 import time
 
 import h2.settings
