@@ -5,10 +5,12 @@
  * the store and commits it once its body ended whole.
  *
  * What serves now, in the words of RFC 9111:
- *  - a GET or HEAD without content, Range, If-Range, If-Match, If-Unmodified-Since, Expect,
- *    credentials (Authorization, Cookie) or a client certificate is looked up under
- *    gw_cache_key (the listener's scheme, the authority, the path as sent) and the request's
- *    Vary fields (§4.1);
+ *  - a GET or HEAD without content, If-Match, If-Unmodified-Since, Expect or a client
+ *    certificate is looked up under gw_cache_key (the listener's scheme, the authority, the
+ *    path as sent) and the request's Vary fields (§4.1), credentials (Authorization, Cookie)
+ *    or not: §3.5 limits what is stored from a request with credentials (policy.c), and reuse
+ *    follows §4, which does not look at them (an answer that depends on them says so with
+ *    Vary or private);
  *  - gw_cache_use() decides (§4.2.4, §5.2.1): a fresh answer is sent with its Age (§5.1,
  *    §4.2.3's current_age) and, with cache.status_header, Cache-Status (RFC 9211) "hit; ttl";
  *    a HEAD gets a stored GET's head (HEAD and GET share the entry), and a HEAD's 200 from
@@ -96,7 +98,8 @@ struct gw_proxy_cx {
     gw_cache_entry_t *stale; /* the stale entry the request revalidates (held), or NULL */
     int revalidated;         /* the origin said 304: the client gets stale's body */
     const char *not_stored;  /* after a 304: why the updated answer may not be stored (the
-                                entry was removed), NULL when it was refreshed */
+                                entry was removed, or left as it was for "auth"), NULL when
+                                it was refreshed */
 };
 
 static gw_slice_t scheme_of(const px_t *px)
@@ -139,9 +142,12 @@ static int lookup_ok(const px_t *px)
         return 0; /* an absolute-form target is not keyed as the origin-form one */
     /* If-None-Match, If-Modified-Since, Range and If-Range are evaluated against a stored
      * answer (RFC 9111 §4.3.2, RFC 9110 §14.2); If-Match and If-Unmodified-Since are the
-     * origin's (§4.3.2) */
-    static const char *const never[] = {"if-match", "if-unmodified-since", "expect",
-                                        "authorization", "cookie"};
+     * origin's (§4.3.2). Authorization and Cookie do not keep a request from the store: RFC
+     * 9111 §3.5 is about storing the answer to such a request (only with public, s-maxage or
+     * must-revalidate: gw_cache_storable), and §4's conditions of reuse do not name them. So
+     * what such a client gets from the store is only what any client could get (an answer that
+     * depends on the credentials says Vary: Authorization, or private) */
+    static const char *const never[] = {"if-match", "if-unmodified-since", "expect"};
     for (size_t i = 0; i < h->fields_len; i++)
         for (size_t k = 0; k < sizeof(never) / sizeof(never[0]); k++)
             if (gw_proxy__name_is(h->fields[i].name, never[k]))
@@ -654,7 +660,12 @@ static int stand_in(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *r, const 
      * nor left to be revalidated again; this client still gets it (§4.3.3: validated) */
     gw_cache_nostore_t why = gw_cache_storable(&pol, q, &rs);
     cx->keep = why == GW_CACHE_STORE;
-    if (!cx->keep) {
+    if (why == GW_CACHE_NS_AUTH) {
+        /* a 304 to a request with credentials whose fields do not say public, s-maxage or
+         * must-revalidate: its fields may be that client's (§3.5), so they do not go into the
+         * stored answer, which stays as it was (stale) for another request to revalidate */
+        cx->not_stored = gw_cache_nostore_str(why);
+    } else if (!cx->keep) {
         cx->not_stored = gw_cache_nostore_str(why);
         int gone = gw_cache_remove(ox->p->cache, cx->stale);
         GW_LOG_DEBUG("cache_not_refreshed", "key=%.*s why=%s removed=%d",
@@ -784,6 +795,13 @@ static void freshen_by_head(ox_t *ox, const px_t *a, const gw_proxy_resp_t *r)
         q.method = GW_SLICE_LIT("GET"); /* the stored answer is the GET's */
         gw_cache_resp_t rs = {e->status, merged, (size_t)m};
         gw_cache_nostore_t ns = gw_cache_storable(&pol, &q, &rs);
+        if (ns == GW_CACHE_NS_AUTH) {
+            /* the HEAD had credentials and its answer says neither public, s-maxage nor
+             * must-revalidate: its fields may be that client's (§3.5), the stored answer
+             * is left as it is */
+            gw_cache_unref(e);
+            return;
+        }
         if (ns != GW_CACHE_STORE)
             why = gw_cache_nostore_str(ns);
     }

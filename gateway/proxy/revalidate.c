@@ -150,12 +150,16 @@ static const gw_cstream_ops_t bg_ops = {
 /* ---- start --------------------------------------------------------------------------------- */
 
 /* The client's fields the background request does not carry: its own conditions and Range
- * (the cache asks for the whole answer, with the stored validators), and its Cache-Control and
- * Pragma (the request is the cache's, and a client's no-store must not keep the answer out). */
+ * (the cache asks for the whole answer, with the stored validators), its Cache-Control and
+ * Pragma (the request is the cache's, and a client's no-store must not keep the answer out),
+ * and its credentials, Authorization and Cookie: the stored answer is revalidated for every
+ * client, and an answer to one client's credentials may not refresh it unless it says
+ * public, s-maxage or must-revalidate (RFC 9111 §3.5). */
 static int dropped(gw_slice_t name)
 {
-    static const char *const drop[] = {"if-none-match", "if-modified-since", "if-range",
-                                       "range",         "cache-control",     "pragma"};
+    static const char *const drop[] = {
+        "if-none-match", "if-modified-since", "if-range", "range", "cache-control",
+        "pragma",        "authorization",     "cookie"};
     for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
         if (gw_proxy__name_is(name, drop[i]))
             return 1;

@@ -42,6 +42,9 @@ class CountingOrigin(ScriptedOrigin):
         /k/empty        200, max-age=60, an empty body (X-N: the request's number)
         /k/vary         200, max-age=60, Vary: Accept-Language; the body names the language
         /k/private      200, Cache-Control: private, max-age=60
+        /k/auth/CC/NAME 200, Cache-Control by CC (public, smaxage, mustrev, plain: max-age=60
+                        and the directive, private), the body names the request's
+                        Authorization and Cookie (an answer reused for another client shows)
         /k/cookie       200, max-age=60 and Set-Cookie
         /k/nostore      200, Cache-Control: no-store, max-age=60
         /k/big/N        200, max-age=60, big(N)
@@ -59,6 +62,7 @@ class CountingOrigin(ScriptedOrigin):
         self.head_cc = "max-age=60"  # /k/head/
         self.head_lm = "Sat, 05 Dec 2026 10:00:00 GMT"
         self.head_fields = None
+        self.auth_delay = 0.0  # /k/auth/: seconds before answering
         super().__init__()
 
     def _respond(self, c, req):
@@ -121,6 +125,13 @@ class CountingOrigin(ScriptedOrigin):
                  f"lang={lang} ".encode() + body)
         elif kind == "private":
             send([("Cache-Control", "private, max-age=60")], body)
+        elif kind == "auth":  # RFC 9111 §3.5: what may be stored of an authorized request
+            cc = {"public": "public, max-age=60", "smaxage": "s-maxage=60",
+                  "mustrev": "must-revalidate, max-age=60", "plain": "max-age=60",
+                  "private": "private, max-age=60"}[parts[1]]
+            who = f"auth={req.header('authorization')} cookie={req.header('cookie')}\n"
+            time.sleep(self.auth_delay)  # requests in flight at once: coalescing's turn
+            send([("Cache-Control", cc)], body + who.encode())
         elif kind == "cookie":
             send([("Cache-Control", "max-age=60"), ("Set-Cookie", f"s={n}")], body)
         elif kind == "nostore":
@@ -853,3 +864,113 @@ def test_a_head_answer_freshens_or_invalidates_the_stored_get(gateway):
         assert body == first and h["cache-status"].startswith("h2gate; hit"), h
         assert origin_count(o, "/k/head/ce") == 2
         cl.close()
+
+
+def test_an_authorized_requests_public_answer_is_reused_for_other_clients(gateway):
+    """RFC 9111 §3.5: the answer to a request with Authorization (or, by the gateway's own
+    rule, Cookie) is stored when it says public, s-maxage or must-revalidate; then it is
+    reused as any stored answer is (§4): for a client with other credentials, and for one
+    with none. And a request with credentials is answered from what an anonymous one stored."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        for field in ("authorization", "cookie"):
+            for cc in ("public", "smaxage", "mustrev"):
+                path = f"/k/auth/{cc}/{field}"
+                bodies = []
+                for who in ("alice", "bob", None):  # one connection each: another client
+                    cl = Client(g.port)
+                    st, h, body = get(cl, path, extra=[(field, who)] if who else [])
+                    cl.close()
+                    assert st == 200, (path, who)
+                    bodies.append((h["cache-status"], body))
+                assert bodies[0][0] == "h2gate; fwd=miss; stored", (path, bodies)
+                assert f"{'auth' if field == 'authorization' else 'cookie'}=alice".encode() \
+                    in bodies[0][1]
+                for status, body in bodies[1:]:
+                    assert status.startswith("h2gate; hit") and body == bodies[0][1], path
+                assert origin_count(o, path) == 1, path
+        # stored for an anonymous request: a request with credentials gets it from the store
+        cl = Client(g.port)
+        first = get(cl, "/k/fresh/anon")[2]
+        for field in ("authorization", "cookie"):
+            st, h, body = get(cl, "/k/fresh/anon", extra=[(field, "carol")])
+            assert body == first and h["cache-status"].startswith("h2gate; hit"), field
+        cl.close()
+        assert origin_count(o, "/k/fresh/anon") == 1
+
+
+def test_an_authorized_requests_private_answer_never_reaches_another_client(gateway):
+    """The answer to a request with Authorization or Cookie that says neither public, s-maxage
+    nor must-revalidate (max-age alone, or private) is not stored (RFC 9111 §3.5, §5.2.2.7):
+    each client, with other credentials or none, and the same client again, gets its own
+    answer from the origin; none ever gets alice's."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        for field in ("authorization", "cookie"):
+            for cc, why in (("plain", "auth"), ("private", "private")):
+                path = f"/k/auth/{cc}/{field}"
+                for i, who in enumerate(("alice", "bob", "alice", None)):
+                    cl = Client(g.port)
+                    st, h, body = get(cl, path, extra=[(field, who)] if who else [])
+                    cl.close()
+                    assert st == 200 and f"n={i + 1}\n".encode() in body, (path, who, body)
+                    assert who == "alice" or b"alice" not in body, (path, who, body)
+                    if who:
+                        assert h["cache-status"] == f"h2gate; fwd=miss; detail={why}", (path, h)
+                assert origin_count(o, path) == 4, path
+
+
+def test_requests_in_flight_with_other_credentials_share_what_the_cache_could(gateway):
+    """Coalescing shares nothing a shared cache could not: requests with different
+    credentials that arrive while the first waits for the origin each get their own answer
+    when it says neither public, s-maxage nor must-revalidate, with or without
+    coalesce_private; with coalesce_private a public answer is shared among them."""
+    for private in (False, True):
+        with CountingOrigin() as o:
+            o.auth_delay = 0.5
+            g = cached_gateway(gateway, o, route_extra=f"coalesce_private: {str(private).lower()}\n")
+            for cc in ("plain", "public"):
+                path = f"/k/auth/{cc}/inflight"
+                cls = [Client(g.port) for _ in range(3)]
+                sids = [cl.request(path, extra=[("authorization", who)])
+                        for cl, who in zip(cls, ("alice", "bob", "carol"))]
+                bodies = []
+                for cl, sid in zip(cls, sids):
+                    run = collect(cl, Streams(), all_done([sid]), timeout=10)
+                    assert run.status(sid) == 200
+                    bodies.append(run.bodies[sid])
+                    cl.close()
+                if cc == "plain" or not private:
+                    for who, body in zip(("alice", "bob", "carol"), bodies):
+                        assert f"auth={who} ".encode() in body, (private, cc, bodies)
+                    assert origin_count(o, path) == 3, (private, cc)
+                else:
+                    assert bodies[1] == bodies[0] and bodies[2] == bodies[0], bodies
+                    assert origin_count(o, path) == 1
+
+
+def test_a_304_to_a_request_with_credentials_leaves_the_shared_entry_as_it_was(gateway):
+    """A stale entry stored for everyone, revalidated by a request with Authorization: the
+    origin's 304 says neither public, s-maxage nor must-revalidate, so its fields (which may
+    be that client's) do not go into the stored answer (RFC 9111 §3.5), and the entry is not
+    removed either: the client gets the validated answer, the next anonymous request
+    revalidates the same entry (a conditional request) and its 304 refreshes it."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        st, h, first = get(cl, "/k/etag/cred")
+        assert h["cache-status"] == "h2gate; fwd=miss; stored"
+        time.sleep(2.2)  # max-age=1: stale
+        o.etag_max_age = 60
+        st, h, body = get(cl, "/k/etag/cred", extra=[("authorization", "Bearer alice")])
+        assert st == 200 and body == first and h["x-n"] == "2"
+        assert h["cache-status"] == "h2gate; fwd=stale; fwd-status=304; detail=auth", h
+        assert o.requests[-1].header("if-none-match") == '"v1"'
+        st, h, body = get(cl, "/k/etag/cred")  # still stale: the 304 refreshed nothing
+        assert body == first and h["x-n"] == "3"
+        assert h["cache-status"] == "h2gate; fwd=stale; fwd-status=304; stored", h
+        assert o.requests[-1].header("if-none-match") == '"v1"'
+        st, h, body = get(cl, "/k/etag/cred")
+        assert body == first and h["cache-status"].startswith("h2gate; hit")
+        cl.close()
+        assert origin_count(o, "/k/etag/cred") == 3

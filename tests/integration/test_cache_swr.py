@@ -457,3 +457,28 @@ def test_one_background_request_whichever_worker_finds_the_entry_stale(gateway):
         assert origin_count(o, "/k/swr/w") == 2
         st, h, body = h1(g.port, "/k/swr/w")
         assert h["x-n"] == "2" and "ttl=-" not in h["cache-status"]
+
+
+def test_the_background_revalidation_carries_no_client_credentials(gateway):
+    """A client with Authorization and Cookie finds an entry stale within its window: the
+    background request revalidates it for every client, without that client's credentials
+    (RFC 9111 §3.5: an answer to them could not refresh the shared entry), and its 304
+    refreshes it."""
+    with SlowOrigin() as o:
+        g = swr_gateway(gateway, o, admin=True)
+        cl = Client(g.port)
+        get(cl, "/k/swr/cred")
+        time.sleep(2.2)
+        st, h, _ = get(cl, "/k/swr/cred", extra=[("authorization", "Bearer alice"),
+                                                 ("cookie", "s=alice")])
+        assert st == 200 and re.fullmatch(SWR_STATUS, h["cache-status"]), h
+        assert wait_revalidations(g, 1) == 1
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_background_revalidations_total",
+                      result="refreshed") == 1
+        bg = [q for q in o.requests if q.target == "/k/swr/cred"][-1]
+        assert bg.header("if-none-match") == '"v1"'
+        assert bg.header("authorization") is None and bg.header("cookie") is None
+        st, h, _ = get(cl, "/k/swr/cred")
+        assert h["cache-status"].startswith("h2gate; hit; ttl=") and h["x-n"] == "2", h
+        cl.close()

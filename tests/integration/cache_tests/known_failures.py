@@ -36,9 +36,6 @@ _HEAD_RETAIN = ("[check] a HEAD's 200 updates the stored GET (RFC 9111 §4.3.5, 
 _HEAD_410 = ("[check] only a HEAD's 200 updates the stored GET (RFC 9111 §4.3.5 speaks of a "
              "200); a 410 goes to its client and leaves the stored 200 as it is")
 _PARTIAL = "[optimal] 206 answers are not stored (issue 41 item 2: full objects only)"
-_AUTH = ("[optimal] a request with Authorization is not looked up (config/README.md `cache`, "
-         "Lookup), though the answer it gets with public, s-maxage or must-revalidate is stored")
-
 H2GATE = {
     # cc-parse
     "freshness-max-age-two-fresh-stale-sameline": _DUP_MAX_AGE,
@@ -122,14 +119,8 @@ H2GATE = {
     "partial-store-partial-reuse-partial-absent": _PARTIAL,
     "partial-store-partial-reuse-partial-suffix": _PARTIAL,
     "partial-store-partial-complete": _PARTIAL + ": the rest is not asked for with a Range",
-    # auth
-    "other-authorization-public": _AUTH,
-    "other-authorization-must-revalidate": _AUTH,
-    "other-authorization-smaxage": _AUTH,
     # other
     "other-age-delay": ("[check] no Age on an answer forwarded from the origin (a miss): Age "
                         "is added to answers from the store (RFC 9111 §5.1)"),
     "other-set-cookie": "[optimal] " + _SET_COOKIE,
-    "other-cookie": ("[optimal] a request with Cookie is not looked up, as one with "
-                     "Authorization (origins personalise by cookie without Vary: Cookie)"),
 }
