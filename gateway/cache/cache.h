@@ -329,7 +329,9 @@ typedef enum {
     GW_CACHE_EV_REVALIDATED_MODIFIED,     /* the origin sent a new answer */
     GW_CACHE_EV_REVALIDATION_FAILED,      /* no answer, a timeout or a 5xx */
     GW_CACHE_EV_REVALIDATED_NOT_STORED,   /* a 304 whose fields forbid storing the updated
-                                             answer (no-store, private...): entry removed */
+                                             answer (no-store, private...): entry removed;
+                                             or one that refreshes nothing (the entry was
+                                             invalidated meanwhile, or §3.5: credentials) */
     GW_CACHE_EV_N
 } gw_cache_ev_t;
 /* Count one ev in c's stats (c may be NULL). Lock-free. */
@@ -380,13 +382,27 @@ typedef struct {
     size_t nbody;
     gw_cache_meta_t meta;
     uint64_t route; /* the tag of the route that answered (gw_cache_route_tag) */
+    uint64_t gen;   /* 0, or gw_cache_gen() of the key read before the request went to the
+                       origin: not stored when the key was invalidated since */
 } gw_cache_put_t;
 
 /* Store p, replacing the entry of the same key and Vary key, evicting as the budget needs
  * (S3-FIFO). 0; GW_E_LIMIT when its charge is above max_object (refused, counted); GW_E_INVAL
  * for Vary: *; GW_E_NOENT when p->route is not one gw_cache_keep_routes() keeps (a request
- * of a route a reload removed, finishing while its connection drains); GW_E_NOMEM. */
+ * of a route a reload removed, finishing while its connection drains); GW_E_CLOSED when p->gen
+ * is not 0 and no longer the key's generation (an unsafe method, a purge or a removal since
+ * the request left: its answer, or the 304 that would refresh the removed entry, may be
+ * older than the change); GW_E_NOMEM. */
 int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p);
+
+/* The invalidation generation of key (any thread, lock-free): it changes whenever the key
+ * may have been invalidated, by gw_cache_purge() of the key, gw_cache_remove() of one of its
+ * entries or gw_cache_purge_prefix() (of any prefix); never 0. Read before a request for key
+ * goes to the origin and given to gw_cache_put() with its answer, it keeps an invalidation
+ * (RFC 9111 §4.4) that happened while the request was in flight from being undone by it. Keys
+ * share generations by their hash, so a purge may also make another key's answer in flight
+ * not stored. */
+uint64_t gw_cache_gen(gw_cache_t *c, const char *key, size_t keylen);
 
 /* Non-zero, once, when a trim of the heap is due: each time another memory/16 bytes left the
  * store since it was made, evicted or replaced by gw_cache_put, or removed by a purge,

@@ -98,6 +98,11 @@ typedef struct ghost {
     gw_list_t qlink;
 } ghost_t;
 
+/* The invalidation generations per shard (gw_cache_gen): keys share a slot by their hash, so
+ * a purge of one key makes an answer to another of its slot that was in flight not stored:
+ * rare, and only a store skipped. */
+#define GEN_SLOTS 256u
+
 typedef struct {
     pthread_mutex_t lock;
     entry_t **tab; /* chained hash index, nbuckets a power of two */
@@ -108,6 +113,9 @@ typedef struct {
     size_t small_bytes, small_target; /* small's bytes, and its share (see evict()) */
     size_t used, budget;              /* charged bytes, the shard's share of memory */
     uint64_t hits, misses, inserts, replaced, evictions, purged, dropped, refused;
+    /* atomic, written under lock: the invalidation generations of the keys whose hash has
+     * these low bits, one more at each purge or remove of such a key (gw_cache_gen) */
+    uint64_t gens[GEN_SLOTS];
     char pad[64]; /* keep two shards' locks off one cache line */
 } shard_t;
 
@@ -130,6 +138,7 @@ struct gw_cache {
     pthread_mutex_t routes_mu;
     uint64_t bg[GW_CACHE_BG_N]; /* atomic: background revalidations ended, by result */
     uint64_t ev[GW_CACHE_EV_N]; /* atomic: gw_cache_count()'s events */
+    uint64_t epoch; /* atomic: one more at each purge by prefix (every key's gw_cache_gen) */
 };
 
 #define GHOST_MIN 16
@@ -738,6 +747,33 @@ static int route_kept(const gw_cache_t *c, uint64_t r)
     return lo < set->n && set->tag[lo] == r;
 }
 
+/* ---- invalidation generations ----------------------------------------------------------- */
+
+static uint64_t *gen_slot(shard_t *s, uint64_t h)
+{
+    return &s->gens[h & (GEN_SLOTS - 1)];
+}
+
+/* The generation of the keys of hash h in s: never 0 (a put's 0 asks for no check). */
+static uint64_t gen_of(gw_cache_t *c, shard_t *s, uint64_t h)
+{
+    return 1 + __atomic_load_n(&c->epoch, __ATOMIC_ACQUIRE) +
+           __atomic_load_n(gen_slot(s, h), __ATOMIC_ACQUIRE);
+}
+
+/* A key of hash h was invalidated (under s's lock): the answers in flight for it are not
+ * stored (gw_cache_put's gen). */
+static void gen_bump(shard_t *s, uint64_t h)
+{
+    __atomic_add_fetch(gen_slot(s, h), 1, __ATOMIC_ACQ_REL);
+}
+
+uint64_t gw_cache_gen(gw_cache_t *c, const char *key, size_t keylen)
+{
+    uint64_t h = key_hash(key, keylen);
+    return gen_of(c, shard_of(c, h), h);
+}
+
 int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p)
 {
     ssize_t vlen = gw_cache_vary_key(p->fields, p->nfields, p->req_fields, p->nreq, NULL, 0);
@@ -765,6 +801,15 @@ int gw_cache_put(gw_cache_t *c, const gw_cache_put_t *p)
         pthread_mutex_unlock(&s->lock);
         gw_cache_unref(&e->pub); /* the store's reference: the only one */
         return GW_E_NOENT;
+    }
+    /* purged or removed since the request left (RFC 9111 §4.4 racing the answer): what the
+     * origin said may be from before the change, and must not bring the entry back. Checked
+     * under the lock every purge and remove of this key takes to bump its generation, and a
+     * purge by prefix bumps the epoch before it sweeps the shards */
+    if (p->gen && gen_of(c, s, h) != p->gen) {
+        pthread_mutex_unlock(&s->lock);
+        gw_cache_unref(&e->pub);
+        return GW_E_CLOSED;
     }
     /* the same key and Vary key: the newer answer replaces the older (§4.3.4's outcome: a 304
      * refreshes the head, the body buffers are shared by reference) and keeps its place: an
@@ -870,6 +915,7 @@ size_t gw_cache_purge(gw_cache_t *c, const char *key, size_t keylen)
     entry_t *release = NULL;
     size_t n = 0;
     pthread_mutex_lock(&s->lock);
+    gen_bump(s, h);
     entry_t *e = s->tab[h & (s->nbuckets - 1)];
     while (e) {
         entry_t *next = e->hnext;
@@ -898,6 +944,7 @@ int gw_cache_remove(gw_cache_t *c, gw_cache_entry_t *pub)
     for (entry_t *e = s->tab[b]; e && !found; e = e->hnext)
         found = e == x;
     if (found) {
+        gen_bump(s, x->hash);
         uint64_t id = x->pub.id;
         unlink_entry(s, x, &release);
         s->purged += 1 + unlink_copies(s, b, x->pub.key, x->pub.keylen, id, &release);
@@ -922,6 +969,7 @@ size_t gw_cache_purge_prefix(gw_cache_t *c, const char *prefix, size_t len)
 {
     prefix_t x = {prefix, len};
     size_t n = 0;
+    __atomic_add_fetch(&c->epoch, 1, __ATOMIC_ACQ_REL); /* before any shard is swept */
     for (unsigned i = 0; i < c->nshards; i++) {
         shard_t *s = &c->shards[i];
         entry_t *release = NULL;

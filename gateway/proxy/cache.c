@@ -84,6 +84,7 @@ struct gw_proxy_cx {
     char *key; /* primary key (gw_cache_key) */
     size_t keylen;
     int64_t request_time; /* §4.2.3 request_time (s since the epoch) */
+    uint64_t gen;         /* the key's gw_cache_gen() before the request left (0: unknown) */
     gw_field_t *req;      /* the asker's request fields (the Vary key is made of them) */
     size_t nreq;
     gw_field_t *head; /* the head as the clients get it, without Age */
@@ -423,6 +424,9 @@ int gw_proxy__cache_serve(px_t *px)
     /* only what this route stored: a reload may have put it in front of the route that
      * stored the URL, whose upstream is another (store.c: "Routes") */
     uint64_t tag = gw_cache_route_tag(gw_slice_str(px->route->host), gw_slice_str(px->route->path));
+    /* before the lookup: an invalidation from now on keeps what the origin answers this
+     * request (a 304 for the entry found, a 200) out of the store */
+    px->cache_gen = gw_cache_gen(px->p->cache, key, klen);
     gw_cache_entry_t *e = gw_cache_get(px->p->cache, key, klen, tag, h->fields, h->fields_len);
     if (key != kb)
         gw_free(key);
@@ -502,6 +506,7 @@ void gw_proxy__cache_lead(px_t *px)
         return;
     }
     cx->request_time = (int64_t)time(NULL);
+    cx->gen = px->cache_gen;
     cx->keep = 1;
     cx->stale = gw_proxy__px_cstale(px); /* the exchange holds it from now on */
     if (px->x)
@@ -601,6 +606,14 @@ static void invalidate(gw_proxy_t *p, const gw_cache_req_t *q, const gw_cache_re
     }
 }
 
+/* Whether the key was invalidated (an unsafe method's answer, a purge, a removal: RFC 9111
+ * §4.4) since the request that got this answer left: the answer may be from before the change
+ * and is not stored; a 304 refreshes nothing. */
+static int invalidated_since(gw_proxy_t *p, const struct gw_proxy_cx *cx)
+{
+    return cx->gen && gw_cache_gen(p->cache, cx->key, cx->keylen) != cx->gen;
+}
+
 /* Whether the head is kept: 0, or why not (a Cache-Status detail token). */
 static const char *keep_head(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *r,
                              const gw_cache_req_t *q, const gw_cache_resp_t *rs)
@@ -614,6 +627,8 @@ static const char *keep_head(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *
         return "too-large";
     if (ox->route->intercept_errors && r->status >= 500)
         return "error-page"; /* the client gets the page, not what the origin sent */
+    if (invalidated_since(ox->p, cx))
+        return "invalidated";
     /* the head as the clients get it, without Age: a reuse computes its own (§4.2.3) */
     gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
     size_t n = 0;
@@ -660,7 +675,13 @@ static int stand_in(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *r, const 
      * nor left to be revalidated again; this client still gets it (§4.3.3: validated) */
     gw_cache_nostore_t why = gw_cache_storable(&pol, q, &rs);
     cx->keep = why == GW_CACHE_STORE;
-    if (why == GW_CACHE_NS_AUTH) {
+    if (invalidated_since(ox->p, cx)) {
+        /* the entry was invalidated while this revalidation was in flight (RFC 9111 §4.4):
+         * the 304 may predate the change and must not bring it back. This client asked
+         * before the change and gets the validated answer; the next one goes to the origin */
+        cx->keep = 0;
+        cx->not_stored = "invalidated";
+    } else if (why == GW_CACHE_NS_AUTH) {
         /* a 304 to a request with credentials whose fields do not say public, s-maxage or
          * must-revalidate: its fields may be that client's (§3.5), so they do not go into the
          * stored answer, which stays as it was (stale) for another request to revalidate */
@@ -819,7 +840,8 @@ static void freshen_by_head(ox_t *ox, const px_t *a, const gw_proxy_resp_t *r)
                               .nfields = (size_t)m,
                               .body = e->body,
                               .nbody = e->nbody,
-                              .route = tag};
+                              .route = tag,
+                              .gen = a->cache_gen};
         gw_cache_meta(&pol, &rs, now - took, now, &put.meta);
         int rv = gw_cache_put(p->cache, &put);
         trim_if_due(p);
@@ -1027,6 +1049,7 @@ static void commit(ox_t *ox, struct gw_proxy_cx *cx)
         .meta = cx->meta,
         /* a reload that removes the route drops its entries (gw_cache_keep_routes) */
         .route = gw_cache_route_tag(gw_slice_str(ox->route->host), gw_slice_str(ox->route->path)),
+        .gen = cx->gen,
     };
     int rv = gw_cache_put(ox->p->cache, &put);
     trim_if_due(ox->p);
@@ -1133,6 +1156,7 @@ static void copy_keep(ox_t *ox, const px_t *px, const gw_cache_entry_t *e, gw_zc
     cx->meta = e->meta;
     cx->cl = -1;
     cx->keep = 1;
+    cx->gen = px->cache_gen; /* a copy of an entry purged meanwhile is not stored */
     ox->cx = cx;
     ox->refill = copy_refill;
 }

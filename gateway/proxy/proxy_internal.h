@@ -227,6 +227,8 @@ typedef struct gw_proxy__px {
     uint8_t resp;              /* px_resp_t: how far the response towards the client went */
     uint8_t zc;                /* gw_zcoding_t of the response sent (GW_ZC_NONE: as it came) */
     uint8_t cache_fwd;         /* gw_proxy__cache_fwd_t: why a cache lookup went forward */
+    uint64_t cache_gen;        /* gw_cache_gen() of its key before the lookup (0: none): an
+                                  invalidation since keeps its answer out of the store */
     gw_req_proto_t proto;
     gw_proxy_t *p;
     const gw_cfg_route_t *route;

@@ -272,6 +272,9 @@ int gw_proxy__revalidate(px_t *client, gw_cache_entry_t *e)
         return 0;
     }
     px->cache_fwd = GW_PROXY_CFWD_STALE;
+    /* the generation the client read before it found e: an invalidation since (RFC 9111
+     * §4.4) keeps this revalidation's 304 from refreshing e back into the store */
+    px->cache_gen = client->cache_gen;
     /* with the stored validators (RFC 9111 §4.3.1) when it has some; the stream holds e as
      * the stale entry either way (a 5xx then leaves it as it is: stand_in_stale in cache.c) */
     gw_cache_entry_t *held = gw_cache_ref(e);

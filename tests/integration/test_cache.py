@@ -974,3 +974,39 @@ def test_a_304_to_a_request_with_credentials_leaves_the_shared_entry_as_it_was(g
         assert body == first and h["cache-status"].startswith("h2gate; hit")
         cl.close()
         assert origin_count(o, "/k/etag/cred") == 3
+
+
+def test_an_invalidation_during_a_revalidation_is_not_undone_by_its_304(gateway):
+    """RFC 9111 §4.4: a POST answered 2xx while a revalidation of the same URL is waiting for
+    a slow origin removes the entry; the 304 that comes after it may predate the change and
+    must not put the entry back (it would make it fresh for a minute): the client that asked
+    gets the validated answer, not stored (detail=invalidated), and the next GET goes to the
+    origin."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        st, h, first = get(cl, "/k/etag/race")
+        assert h["cache-status"] == "h2gate; fwd=miss; stored"
+        time.sleep(2.2)  # max-age=1: stale
+        o.etag_max_age = 60  # the 304 would make it fresh for a minute
+        o.etag_delay = 2.0  # the revalidation waits at the origin
+        sid = cl.request("/k/etag/race")
+        deadline = time.monotonic() + 5
+        while not any(q.header("if-none-match") for q in o.requests
+                      if q.target == "/k/etag/race") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        other = Client(g.port)
+        st, _, _ = get(other, "/k/etag/race", method="POST")
+        assert st == 200  # answered while the revalidation still waits
+        run = collect(cl, Streams(), all_done([sid]), timeout=10)
+        assert run.status(sid) == 200 and run.bodies[sid] == first
+        assert dict(run.heads[sid])["cache-status"] == \
+            "h2gate; fwd=stale; fwd-status=304; detail=invalidated"
+        o.etag_delay = 0.0
+        st, h, body = get(other, "/k/etag/race")
+        assert h["cache-status"] == "h2gate; fwd=miss; stored", h
+        assert [q.method for q in o.requests if q.target == "/k/etag/race"] == \
+            ["GET", "GET", "POST", "GET"]
+        assert o.requests[-1].header("if-none-match") is None
+        cl.close()
+        other.close()

@@ -482,3 +482,31 @@ def test_the_background_revalidation_carries_no_client_credentials(gateway):
         st, h, _ = get(cl, "/k/swr/cred")
         assert h["cache-status"].startswith("h2gate; hit; ttl=") and h["x-n"] == "2", h
         cl.close()
+
+
+def test_an_invalidation_during_a_background_revalidation_is_not_undone(gateway):
+    """A POST answered 2xx while the background revalidation of the same URL waits for the
+    origin removes the entry (RFC 9111 §4.4); the 304 that comes after it refreshes nothing
+    (result not_stored): the next GET goes to the origin."""
+    with SlowOrigin() as o:
+        g = swr_gateway(gateway, o, admin=True)
+        cl = Client(g.port)
+        get(cl, "/k/swr/race")
+        time.sleep(2.2)
+        o.max_age = 60  # the 304 would make it fresh for a minute
+        o.delay = 2.0  # read when the background request arrives
+        st, h, _ = get(cl, "/k/swr/race")
+        assert re.fullmatch(SWR_STATUS, h["cache-status"]), h
+        assert wait_count(o, "/k/swr/race", 2) == 2
+        o.delay = 0.0
+        st, _, _ = get(cl, "/k/swr/race", method="POST")
+        assert st == 200
+        assert wait_revalidations(g, 1) == 1
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_background_revalidations_total",
+                      result="not_stored") == 1
+        st, h, body = get(cl, "/k/swr/race")
+        assert h["cache-status"] == "h2gate; fwd=miss; stored", h
+        assert [q.method for q in o.requests if q.target == "/k/swr/race"] == \
+            ["GET", "GET", "POST", "GET"]
+        cl.close()

@@ -287,6 +287,56 @@ static void purge_prefix(void **state)
     gw_cache_del(c);
 }
 
+/* Put key (route 0, a body of 10 bytes) with the generation gen: gw_cache_put's code. */
+static int put_gen(gw_cache_t *c, const char *key, uint64_t gen)
+{
+    gw_rbuf_t *b = body_buf(10, 10, 'g');
+    gw_rslice_t s = {b, 0, 10};
+    gw_cache_put_t p = {
+        .key = key, .keylen = strlen(key), .status = 200, .body = &s, .nbody = 1, .gen = gen};
+    int rv = gw_cache_put(c, &p);
+    gw_rbuf_unref(b);
+    return rv;
+}
+
+/* RFC 9111 §4.4 racing an answer: a put with the generation read before the request left is
+ * refused once the key was purged, removed, or swept by a prefix purge since; a put of
+ * another key, or with the generation read after, is stored; puts do not change it. */
+static void invalidation_generations(void **state)
+{
+    (void)state;
+    gw_cache_t *c =
+        gw_cache_new(&(gw_cache_opts_t){.memory = 8 << 20, .max_object = 1 << 16, .shards = 8});
+    const char *k = "https://a/x";
+    uint64_t g = gw_cache_gen(c, k, strlen(k));
+    assert_int_not_equal(g, 0);
+    uint64_t other = gw_cache_gen(c, "https://a/y", 11);
+    assert_int_equal(put_gen(c, k, g), 0);
+    assert_int_equal(gw_cache_gen(c, k, strlen(k)), g); /* a put is no invalidation */
+    assert_int_equal(gw_cache_purge(c, k, strlen(k)), 1);
+    assert_int_equal(put_gen(c, k, g), GW_E_CLOSED); /* the 304 or 200 in flight */
+    assert_null(get(c, k, NULL, 0));
+    if (gw_cache_gen(c, "https://a/y", 11) == other) /* unless they share a slot */
+        assert_int_equal(put_gen(c, "https://a/y", other), 0);
+    g = gw_cache_gen(c, k, strlen(k));
+    assert_int_equal(put_gen(c, k, g), 0); /* asked after the purge */
+    assert_int_equal(put_gen(c, k, 0), 0); /* 0: no check */
+    /* a purge of a key with nothing stored still invalidates what is in flight */
+    assert_int_equal(gw_cache_purge(c, "https://a/none", 14), 0);
+    /* gw_cache_remove of the entry */
+    gw_cache_entry_t *e = get(c, k, NULL, 0);
+    assert_non_null(e);
+    assert_int_equal(gw_cache_remove(c, e), 1);
+    gw_cache_unref(e);
+    assert_int_equal(put_gen(c, k, g), GW_E_CLOSED);
+    /* a purge by prefix, of any prefix */
+    g = gw_cache_gen(c, k, strlen(k));
+    gw_cache_purge_prefix(c, "https://b/", 10);
+    assert_int_equal(put_gen(c, k, g), GW_E_CLOSED);
+    assert_null(get(c, k, NULL, 0));
+    gw_cache_del(c);
+}
+
 /* A route's tag is what it matches (host and path prefix), whatever else it says */
 static void route_tags(void **state)
 {
@@ -1309,6 +1359,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(copies_go_with_their_entry),
     cmocka_unit_test(vary_variants),
     cmocka_unit_test(purge_prefix),
+    cmocka_unit_test(invalidation_generations),
     cmocka_unit_test(route_tags),
     cmocka_unit_test(keep_routes),
     cmocka_unit_test(lookup_is_per_route),
