@@ -506,6 +506,11 @@ static int compress_head(ox_t *ox, gw_proxy_resp_t *r)
 {
     if (gw_list_empty(&ox->subs))
         return 0;
+    /* a background revalidation (never coalesced: its only subscriber) stores the identity
+     * answer (the cache filter is before this one) and sends it nowhere: compressing it would
+     * cost a compressor and count in the compression metrics for no client */
+    if (GW_CONTAINER_OF(ox->subs.next, px_t, slink)->s->internal)
+        return 0;
     gw_zcoding_t zc = GW_ZC_NONE;
     gw_zskip_t zs = compress_decide(ox, r->status, r->f, r->n, r->cl, &zc);
     /* Vary: Accept-Encoding also on what was sent as it is because of the client's

@@ -257,6 +257,7 @@ int gw_proxy__revalidate(px_t *client, gw_cache_entry_t *e)
         .tls = cs->tls, /* the key's scheme, and what the origin is told, as for the client */
         .no_hints = 1,
         .no_push = 1,
+        .internal = 1,
         .listen = cs->listen,
         .error_pages = cs->error_pages,
     };

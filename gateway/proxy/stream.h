@@ -123,6 +123,9 @@ struct gw_cstream {
     int tunnel;   /* the front made it a WebSocket tunnel (counted in its connection's tunnels) */
     int no_hints; /* its listener says early_hints: false: the gateway makes no 103 for it */
     int no_push;  /* its listener says push: false */
+    /* the gateway's own stream (a background revalidation, revalidate.c): its answer reaches
+     * no client, so nothing is compressed for it, nor counted as a client's answer */
+    int internal;
     /* The client certificate of a TLS connection (listen `client_auth`, tls/), for the header
      * rules' $tls_client_subject and $tls_client_verify and the access log:
      * tls_client_verify is "SUCCESS" (a certificate was sent and verified), "FAILED:reason"

@@ -19,8 +19,8 @@ import time
 from procs import free_port, slow
 from test_cache import CountingOrigin, get, h1
 
-from gwtest import (Client, Streams, all_done, collect, gw_config, origin_count, reload_to,
-                    sample, scrape)
+from gwtest import (Client, Streams, all_done, collect, gw_config, origin_count, origin_gateway,
+                    reload_to, sample, scrape)
 
 
 class SlowOrigin(CountingOrigin):
@@ -509,4 +509,43 @@ def test_an_invalidation_during_a_background_revalidation_is_not_undone(gateway)
         assert h["cache-status"] == "h2gate; fwd=miss; stored", h
         assert [q.method for q in o.requests if q.target == "/k/swr/race"] == \
             ["GET", "GET", "POST", "GET"]
+        cl.close()
+
+
+def compression_counts(g):
+    """Every compression counter of the metrics endpoint: {(sample, labels): value}."""
+    fams, _ = scrape(g.admin)
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in fams.values() if f.name.startswith("h2gate_compress") and f.type == "counter"
+            for s in f.samples}
+
+
+def test_background_revalidations_count_in_no_compression_metric(gateway):
+    """On a route that compresses, the background request's answer goes to no client: it is
+    not compressed, and the compression metrics count the clients' answers only (the stale
+    hit's gzip, not a second one for the 304 or the 200 that came in the background)."""
+    with CountingOrigin() as o:
+        o.etag_cc_extra = ", stale-while-revalidate=30"
+        g = origin_gateway(gateway, o, route_extra="cache: true\ncompress: true\n", admin=True,
+                           extra="cache:\n  max_object: 256KiB\n")
+        cl = Client(g.port)
+        gz = [("accept-encoding", "gzip")]
+        st, h, _ = get(cl, "/k/etag/z", extra=gz)
+        assert h["content-encoding"] == "gzip" and "fwd=miss; stored" in h["cache-status"]
+        for round_, change in enumerate(("304", "200")):
+            time.sleep(2.2)  # max-age=1: stale, within the window
+            if change == "200":
+                o.version += 1  # the background request gets a new answer
+            before = compression_counts(g)
+            st, h, body = get(cl, "/k/etag/z", extra=gz)
+            assert re.fullmatch(SWR_STATUS, h["cache-status"]) and \
+                h["content-encoding"] == "gzip", h
+            mid = compression_counts(g)  # the stale hit's own compression
+            assert wait_revalidations(g, round_ + 1) == round_ + 1
+            fams, _ = scrape(g.admin)
+            assert sample(fams, "h2gate_cache_background_revalidations_total",
+                          result="refreshed" if change == "304" else "replaced") == 1
+            assert compression_counts(g) == mid, change  # nothing more for the background
+            key = ("h2gate_compressed_responses_total", (("coding", "gzip"),))
+            assert mid[key] == before[key] + 1, (change, before, mid)
         cl.close()
