@@ -768,14 +768,51 @@ static int head_matches(const gw_cache_entry_t *e, const gw_field_t *h, size_t n
     return len == e->body_len;
 }
 
+/* The HEAD's client gets the stored head as a HEAD's 200 updated it (f[0..n): slices into e
+ * and r), with its Age: the fields are copied into a cx of ox's (for a HEAD it has none: no
+ * body to store), which keeps them until the head went out. Out of memory, the origin's head
+ * goes as it came. */
+static void head_as_stored(ox_t *ox, gw_proxy_resp_t *r, const gw_cache_entry_t *e,
+                           const gw_field_t *f, size_t n, const gw_cache_meta_t *meta, int64_t now)
+{
+    struct gw_proxy_cx *cx = ox->cx ? NULL : gw_calloc(1, sizeof(*cx));
+    if (!cx)
+        return;
+    if (gw_proxy__fields_dup(f, n, &cx->head) < 0) {
+        gw_free(cx);
+        return;
+    }
+    cx->nhead = n;
+    cx->cl = -1;
+    ox->cx = cx; /* keep 0: nothing for the store, cache_release frees it */
+    r->n = 0;
+    for (size_t i = 0; i < n && r->n < GW_PROXY_MAX_RESP_FIELDS - 2; i++)
+        r->f[r->n++] = cx->head[i];
+    char age[24];
+    int alen = snprintf(age, sizeof(age), "%u", gw_cache_age(meta, now));
+    char *v = gw_proxy__resp_room(r, (size_t)alen);
+    if (v) {
+        memcpy(v, age, (size_t)alen);
+        r->f[r->n++] = (gw_field_t){GW_SLICE_LIT("age"), {(const uint8_t *)v, (size_t)alen}};
+    }
+    r->cl = (int64_t)e->body_len;
+}
+
 /* RFC 9111 §4.3.5: a HEAD's 200 updates the stored GET answer that could have been chosen for
  * it (the same key and Vary key, a coding the client takes): when the validators it carries
  * and its Content-Length match, the stored head gets its fields as a 304's would (§3.2:
  * gw_cache_merge_304) and a new freshness, the body kept by reference; otherwise the stored
  * answer no longer describes the resource and is removed (the RFC's "consider it stale": an
  * entry known to be wrong is not served, not even within a stale window). An updated head
- * that may not be stored (no-store, private) removes it too (§3). */
-static void freshen_by_head(ox_t *ox, const px_t *a, const gw_proxy_resp_t *r)
+ * that may not be stored (no-store, private) removes it too (§3). When it was updated, the
+ * HEAD's client gets the stored head as updated (the fields the origin did not send again
+ * included), as a 304's client gets the refreshed answer (§4.3.4): what a GET would now get.
+ *
+ * A HEAD answered 404 or 410 says the resource is not there (RFC 9110 §15.5.5, §15.5.11), for
+ * any client: a stored GET answer of another status no longer describes it and is removed.
+ * §4.3.5 speaks of a 200 only; updating the stored 200 with a 410's fields (and its freshness)
+ * would serve for that long an answer the origin says is gone. */
+static void freshen_by_head(ox_t *ox, const px_t *a, gw_proxy_resp_t *r)
 {
     gw_proxy_t *p = ox->p;
     char kb[512];
@@ -786,6 +823,22 @@ static void freshen_by_head(ox_t *ox, const px_t *a, const gw_proxy_resp_t *r)
     uint64_t tag = gw_cache_route_tag(gw_slice_str(ox->route->host), gw_slice_str(ox->route->path));
     gw_cache_entry_t *e =
         gw_cache_peek(p->cache, key, klen, tag, a->head.fields, a->head.fields_len);
+    if (r->status != 200) {
+        /* 404 or 410: every stored variant goes (any coding), unless the one this HEAD would
+         * have been answered from says the same */
+        int same = e && e->status == r->status;
+        if (e)
+            gw_cache_unref(e);
+        if (!same) {
+            size_t gone = gw_cache_purge(p->cache, key, klen);
+            trim_if_due(p);
+            GW_LOG_DEBUG("cache_head_invalidate", "key=%.*s why=gone status=%u purged=%zu",
+                         (int)(klen > 200 ? 200 : klen), key, r->status, gone);
+        }
+        if (key != kb)
+            gw_free(key);
+        return;
+    }
     if (key != kb)
         gw_free(key);
     if (!e)
@@ -804,8 +857,8 @@ static void freshen_by_head(ox_t *ox, const px_t *a, const gw_proxy_resp_t *r)
     const char *why = NULL;
     gw_field_t merged[GW_PROXY_MAX_RESP_FIELDS];
     ssize_t m = 0;
-    if (!head_matches(e, r->origin->fields, r->origin->fields_len))
-        why = "changed";
+    if (e->status != 200 || !head_matches(e, r->origin->fields, r->origin->fields_len))
+        why = "changed"; /* another status, validator or length: not the stored answer's */
     else if ((m = gw_cache_merge_304(e->fields, e->nfields, r->f, r->n, merged,
                                      GW_PROXY_MAX_RESP_FIELDS)) < 0)
         why = "too-many-fields";
@@ -848,6 +901,8 @@ static void freshen_by_head(ox_t *ox, const px_t *a, const gw_proxy_resp_t *r)
         GW_LOG_DEBUG("cache_head_update", "key=%.*s code=%s",
                      (int)(e->keylen > 200 ? 200 : e->keylen), e->key,
                      rv < 0 ? gw_errname(rv) : "ok");
+        if (rv == 0)
+            head_as_stored(ox, r, e, merged, (size_t)m, &put.meta, now);
     } else {
         int gone = gw_cache_remove(p->cache, e);
         trim_if_due(p);
@@ -864,12 +919,12 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     creq_of(a, &q);
     gw_cache_resp_t rs = {r->status, r->origin->fields, r->origin->fields_len};
     invalidate(ox->p, &q, &rs);
-    if (r->status == 200 && ox->p->cache && a->cache_fwd != GW_PROXY_CFWD_BYPASS &&
-        gw_slice_eq(a->head.method, GW_SLICE_LIT("HEAD")))
+    struct gw_proxy_cx *cx = ox->cx; /* before freshen_by_head, which may give ox one */
+    if ((r->status == 200 || r->status == 404 || r->status == 410) && ox->p->cache &&
+        a->cache_fwd != GW_PROXY_CFWD_BYPASS && gw_slice_eq(a->head.method, GW_SLICE_LIT("HEAD")))
         freshen_by_head(ox, a, r);
     /* no fwd-status (RFC 9211 §2.3): the status the client sees is the origin's own */
     gw_cache_status_t st = {.fwd = fwd_str(a->cache_fwd, a->head.method)};
-    struct gw_proxy_cx *cx = ox->cx;
     int64_t now = (int64_t)time(NULL);
     if (cx && cx->stale && r->status != 304) /* a stored answer asked of the origin again */
         gw_cache_count(ox->p->cache, r->status >= 500 ? GW_CACHE_EV_REVALIDATION_FAILED

@@ -1010,3 +1010,40 @@ def test_an_invalidation_during_a_revalidation_is_not_undone_by_its_304(gateway)
         assert o.requests[-1].header("if-none-match") is None
         cl.close()
         other.close()
+
+
+def test_a_head_answer_updates_the_stored_head_its_client_gets_or_a_410_removes_it(gateway):
+    """RFC 9111 §4.3.5: a HEAD sent on whose 200 matches the stored GET updates it, and its
+    client gets the stored head as updated, with the stored fields the origin did not send
+    again (as a 304's client gets the refreshed answer), and an Age. A HEAD answered 404 or
+    410 says the resource is gone: the stored GET answer is removed (not refreshed with the
+    410's fields), the next GET goes to the origin; a 500 leaves it."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        nc = [("cache-control", "no-cache")]
+        st, h, first = get(cl, "/k/head/keep")
+        assert h["x-n"] == "1" and h["last-modified"] == o.head_lm
+        o.head_fields = [("Cache-Control", "max-age=300"), ("ETag", '"v1"')]
+        st, h, body = get(cl, "/k/head/keep", method="HEAD", extra=nc)
+        assert st == 200 and body == b"" and o.requests[-1].method == "HEAD"
+        assert h["cache-control"] == "max-age=300" and h["etag"] == '"v1"'
+        assert h["x-n"] == "1" and h["last-modified"] == o.head_lm, h  # kept from the GET
+        assert h["content-length"] == str(len(first)) and int(h["age"]) <= 1, h
+        st, h, body = get(cl, "/k/head/keep")
+        assert body == first and h["cache-status"].startswith("h2gate; hit")
+        assert h["cache-control"] == "max-age=300"
+        o.head_fields = None
+        for status, gone in (("500", False), ("410", True), ("404", True)):
+            path = f"/k/head/gone{status}"
+            get(cl, path)
+            st, _, _ = get(cl, path, method="HEAD", extra=nc + [("x-status", status)])
+            assert st == int(status)
+            st, h, body = get(cl, path)
+            if gone:
+                assert st == 200 and h["cache-status"] == "h2gate; fwd=miss; stored", status
+                assert [q.method for q in o.requests if q.target == path] == \
+                    ["GET", "HEAD", "GET"]
+            else:
+                assert h["cache-status"].startswith("h2gate; hit"), status
+        cl.close()

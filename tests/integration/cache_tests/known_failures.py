@@ -30,11 +30,11 @@ _CONTENT_RANGE = ("a 304's Content-Range does not replace the stored one (gw_cac
                   "RFC 9111 §3.2 lets a cache keep the fields that describe the stored body)")
 _SET_COOKIE = ("answers with Set-Cookie are never stored, whatever their directives (issue 41 "
                "item 2: stricter than RFC 9111 §7.3)")
-_HEAD_RETAIN = ("[check] a HEAD's 200 updates the stored GET (RFC 9111 §4.3.5, "
-                "proxy/cache.c freshen_by_head), but its own client gets the origin's fields "
-                "only, not the stored ones the origin did not send")
-_HEAD_410 = ("[check] only a HEAD's 200 updates the stored GET (RFC 9111 §4.3.5 speaks of a "
-             "200); a 410 goes to its client and leaves the stored 200 as it is")
+_HEAD_410 = ("[check] a HEAD answered 410 (or 404) says the resource is gone: the stored GET "
+             "answer is removed (proxy/cache.c freshen_by_head), so request 3 goes to the "
+             "origin. The case asks that the stored 200 take the 410's fields and its "
+             "max-age=1000 instead, i.e. that a 200 the origin calls gone be served for that "
+             "long; RFC 9111 §4.3.5 grants updates from a HEAD's 200 only")
 _PARTIAL = "[optimal] 206 answers are not stored (issue 41 item 2: full objects only)"
 H2GATE = {
     # cc-parse
@@ -111,7 +111,6 @@ H2GATE = {
     "304-etag-update-response-Set-Cookie": "[check] " + _SET_COOKIE + (
         ": request 2 is not conditional; the origin's 999 becomes a 502"),
     # updateHEAD
-    "head-200-retain": _HEAD_RETAIN,
     "head-410-update": _HEAD_410,
     # partial
     "partial-store-partial-reuse-partial": _PARTIAL,
