@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "config_test_util.h"
 
 #include "common/err.h"
 #include "config/config.h"
@@ -27,16 +28,6 @@ static int parse(const char *text, gw_cfg_htuser_t **u, size_t *n, gw_config_err
 {
     memset(e, 0, sizeof(*e));
     return gw_cfg_htpasswd_parse(&AT, "users", text, strlen(text), u, n, e);
-}
-
-static void assert_has(const gw_config_errors_t *e, const char *msg)
-{
-    for (size_t i = 0; i < e->len; i++)
-        if (!strcmp(e->msgs[i], msg))
-            return;
-    for (size_t i = 0; i < e->len; i++)
-        print_message("  got: %s\n", e->msgs[i]);
-    fail_msg("missing error: %s", msg);
 }
 
 static void test_accepted_kinds_sorted(void **st)
@@ -105,26 +96,37 @@ static void test_refused_kinds_named(void **st)
     assert_int_equal(parse(text, &u, &n, &e), GW_E_PARSE);
     assert_null(u);
     assert_int_equal(n, 0);
-    assert_has(&e, "gw.yaml:7:12: users file users:2: user 'dave' has an MD5 ($apr1$) hash, which "
-                   "is refused: make it again with htpasswd -B (bcrypt) or -5 (SHA-512)");
-    assert_has(&e, "gw.yaml:7:12: users file users:3: user 'eve' has a crypt(3) DES hash (or a "
-                   "plain-text password), which is refused: make it again with htpasswd -B");
-    assert_has(&e, "gw.yaml:7:12: users file users:4: user 'frank' has a SHA-1 ({SHA}) hash, "
-                   "which is refused: make it again with htpasswd -B");
-    assert_has(&e, "gw.yaml:7:12: users file users:5: user 'gina' has a plain-text password (no "
-                   "hash), which is refused: make it with htpasswd -B");
-    assert_has(&e, "gw.yaml:7:12: users file users:6: user 'hal' has an MD5-crypt ($1$) hash, "
-                   "which is refused: make it again with htpasswd -B");
-    assert_has(&e, "gw.yaml:7:12: users file users:7: user 'ivy' has a hash of an unknown kind "
-                   "(accepted: $2y$, $2b$, $2a$, $5$, $6$)");
-    assert_has(&e, "gw.yaml:7:12: users file users:8: user 'jo' has a malformed bcrypt hash "
-                   "(expected $2y$NN$ and 53 characters)");
-    assert_has(&e, "gw.yaml:7:12: users file users:9: user 'kim' has a malformed SHA-crypt hash");
-    assert_has(&e, "gw.yaml:7:12: users file users:10: expected USER:HASH");
-    assert_has(&e, "gw.yaml:7:12: users file users:11: the user name must be 1 to 255 bytes");
-    assert_has(&e, "gw.yaml:7:12: users file users:12: user 'ok' is repeated (first on line 1)");
-    assert_has(&e, "gw.yaml:7:12: users file users:13: a control character (RFC 7617 §2 forbids "
-                   "them in a user-id)");
+    gw_test_config_assert_has(
+        &e, "gw.yaml:7:12: users file users:2: user 'dave' has an MD5 ($apr1$) hash, which "
+            "is refused: make it again with htpasswd -B (bcrypt) or -5 (SHA-512)");
+    gw_test_config_assert_has(
+        &e, "gw.yaml:7:12: users file users:3: user 'eve' has a crypt(3) DES hash (or a "
+            "plain-text password), which is refused: make it again with htpasswd -B");
+    gw_test_config_assert_has(
+        &e, "gw.yaml:7:12: users file users:4: user 'frank' has a SHA-1 ({SHA}) hash, "
+            "which is refused: make it again with htpasswd -B");
+    gw_test_config_assert_has(
+        &e, "gw.yaml:7:12: users file users:5: user 'gina' has a plain-text password (no "
+            "hash), which is refused: make it with htpasswd -B");
+    gw_test_config_assert_has(
+        &e, "gw.yaml:7:12: users file users:6: user 'hal' has an MD5-crypt ($1$) hash, "
+            "which is refused: make it again with htpasswd -B");
+    gw_test_config_assert_has(
+        &e, "gw.yaml:7:12: users file users:7: user 'ivy' has a hash of an unknown kind "
+            "(accepted: $2y$, $2b$, $2a$, $5$, $6$)");
+    gw_test_config_assert_has(
+        &e, "gw.yaml:7:12: users file users:8: user 'jo' has a malformed bcrypt hash "
+            "(expected $2y$NN$ and 53 characters)");
+    gw_test_config_assert_has(
+        &e, "gw.yaml:7:12: users file users:9: user 'kim' has a malformed SHA-crypt hash");
+    gw_test_config_assert_has(&e, "gw.yaml:7:12: users file users:10: expected USER:HASH");
+    gw_test_config_assert_has(
+        &e, "gw.yaml:7:12: users file users:11: the user name must be 1 to 255 bytes");
+    gw_test_config_assert_has(
+        &e, "gw.yaml:7:12: users file users:12: user 'ok' is repeated (first on line 1)");
+    gw_test_config_assert_has(
+        &e, "gw.yaml:7:12: users file users:13: a control character (RFC 7617 §2 forbids "
+            "them in a user-id)");
     assert_int_equal(e.len, 12);
     gw_config_errors_free(&e);
 }
@@ -136,8 +138,9 @@ static void test_empty_file_refused(void **st)
     size_t n;
     gw_config_errors_t e;
     assert_int_equal(parse("# nobody yet\n\n", &u, &n, &e), GW_E_PARSE);
-    assert_has(&e, "gw.yaml:7:12: users file users:1: no user (a line USER:HASH, made with "
-                   "htpasswd -B)");
+    gw_test_config_assert_has(
+        &e, "gw.yaml:7:12: users file users:1: no user (a line USER:HASH, made with "
+            "htpasswd -B)");
     gw_config_errors_free(&e);
 }
 
@@ -201,17 +204,20 @@ static void test_loader_errors(void **st)
     snprintf(a, sizeof(a), "{realm: 'a\"b', users: %s, cache_tl: 1s}", users_path);
     assert_int_not_equal(load(a, &c, &e), 0);
     assert_null(c);
-    assert_has(&e, "t.yaml:5:25: basic_auth realm must be 1 to 200 characters without '\"', '\\' "
-                   "or control characters");
-    assert_has(&e, "t.yaml:5:64: unknown key 'cache_tl' in basic_auth; did you mean "
-                   "'cache_ttl'?");
+    gw_test_config_assert_has(
+        &e, "t.yaml:5:25: basic_auth realm must be 1 to 200 characters without '\"', '\\' "
+            "or control characters");
+    gw_test_config_assert_has(&e, "t.yaml:5:64: unknown key 'cache_tl' in basic_auth; did you mean "
+                                  "'cache_ttl'?");
     gw_config_errors_free(&e);
     assert_int_not_equal(load("{realm: x}", &c, &e), 0);
-    assert_has(&e, "t.yaml:5:17: missing required key 'users' (an htpasswd file) in basic_auth");
+    gw_test_config_assert_has(
+        &e, "t.yaml:5:17: missing required key 'users' (an htpasswd file) in basic_auth");
     gw_config_errors_free(&e);
     assert_int_not_equal(load("{users: /nonexistent/users}", &c, &e), 0);
-    assert_has(&e, "t.yaml:5:25: users file '/nonexistent/users' cannot be read: No such file "
-                   "or directory");
+    gw_test_config_assert_has(
+        &e, "t.yaml:5:25: users file '/nonexistent/users' cannot be read: No such file "
+            "or directory");
     gw_config_errors_free(&e);
 }
 
@@ -234,7 +240,7 @@ static void test_loader_bad_users_file(void **st)
              "t.yaml:5:25: users file %s:2: user 'bob' has an MD5 ($apr1$) hash, which is "
              "refused: make it again with htpasswd -B (bcrypt) or -5 (SHA-512)",
              bad);
-    assert_has(&e, want);
+    gw_test_config_assert_has(&e, want);
     gw_config_errors_free(&e);
     unlink(bad);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "config_test_util.h"
 
 #include "common/alloc.h"
 #include "common/err.h"
@@ -133,28 +134,19 @@ static void host_rule(void **state)
 
 static int missing; /* errors expect_error did not find (each printed) */
 
-static int load(const char *text, gw_config_t **c, gw_config_errors_t *e)
-{
-    memset(e, 0, sizeof(*e));
-    return gw_config_load_string("t.yaml", text, strlen(text), c, e);
-}
-
+/* gw_test_config_expect_error that counts a missing message in `missing` and goes on, so that
+ * one run prints every message that changed. */
 static void expect_error(const char *text, const char *msg)
 {
     gw_config_t *c;
     gw_config_errors_t e;
-    assert_int_equal(load(text, &c, &e), GW_E_PARSE);
+    assert_int_equal(gw_test_config_load(text, &c, &e), GW_E_PARSE);
     assert_null(c);
-    for (size_t i = 0; i < e.len; i++)
-        if (!strcmp(e.msgs[i], msg)) {
-            gw_config_errors_free(&e);
-            return;
-        }
-    for (size_t i = 0; i < e.len; i++)
-        print_message("  got: %s\n", e.msgs[i]);
-    print_message("missing error: %s\n", msg);
+    if (!gw_test_config_has_error(&e, msg)) {
+        print_message("missing error: %s\n", msg);
+        missing++;
+    }
     gw_config_errors_free(&e);
-    missing++;
 }
 
 static void rules_load(void **state)
@@ -176,7 +168,7 @@ static void rules_load(void **state)
                             "    response_headers: {set: {Cache-Control: no-store}}\n"
                             "  - {host: '*', path: /r, upstream: app, redirect: {to: '$path/'}}\n"
                             "  - {host: '*', path: /h, upstream: app, respond: {body: ok}}\n";
-    assert_int_equal(load(text, &c, &e), 0);
+    assert_int_equal(gw_test_config_load(text, &c, &e), 0);
     const gw_cfg_route_t *r = &c->routes[0];
     assert_int_equal(c->request_headers.set_len, 1);
     assert_string_equal(c->request_headers.set[0].name, "x-top");
@@ -213,7 +205,7 @@ static void hsts_and_redirect_https_load(void **state)
                        "    redirect_https_port: 8443\n"
                        "upstreams:\n  app:\n    servers: [127.0.0.1:9000]\n"
                        "routes:\n  - {host: '*', path: /, upstream: app}\n";
-    assert_int_equal(load(text, &c, &e), 0);
+    assert_int_equal(gw_test_config_load(text, &c, &e), 0);
     assert_string_equal(c->listen[0].hsts, "max-age=63072000; includeSubDomains; preload");
     assert_int_equal(c->listen[1].redirect_https, 1);
     assert_int_equal(c->listen[1].redirect_https_port, 8443);
@@ -349,25 +341,7 @@ static void alloc_failure_sweep(void **state)
                     "    response_headers: {remove: [X-F, X-G]}\n"
                     "  - {host: '*', path: /r, upstream: app, redirect: {to: '$path?x'}}\n"
                     "  - {host: '*', path: /h, upstream: app, respond: {body: ok}}\n";
-    int saw_success = 0;
-    for (unsigned long n = 1; n < 4000 && !saw_success; n++) {
-        gw_config_t *c = NULL;
-        gw_config_errors_t e = {0};
-        gw_alloc_fail_after(n);
-        int rv = gw_config_load_string("t.yaml", y, strlen(y), &c, &e);
-        int hit = gw_alloc_fail_hit();
-        gw_alloc_fail_after(0);
-        if (!hit) {
-            assert_int_equal(rv, 0);
-            saw_success = 1;
-        } else {
-            assert_int_equal(rv, GW_E_NOMEM);
-            assert_null(c);
-        }
-        gw_config_del(c);
-        gw_config_errors_free(&e);
-    }
-    assert_true(saw_success);
+    gw_test_config_sweep_loads(y, 4000, NULL);
 }
 
 int main(void)
