@@ -4,8 +4,10 @@ Every test runs the real gateway binary (H2GATE_BIN, default build/gateway/h2gat
 inline YAML config on free loopback ports, next to real origins (nginx, or the scripted origin
 in origin.py), and drives it with independent clients (curl, nghttp, h2load, openssl, python3-h2).
 Processes are always stopped, and a gateway that leaves a sanitizer report fails its test.
-The helpers the tests share with scripts/ are in tests/lib/ (procs.py, gwtest.py, origin.py):
-this file puts that folder on sys.path for every test module, and holds the fixtures only.
+The helpers the tests share with one another and with scripts/ are in tests/lib/ (procs.py,
+gwtest.py, origin.py and the others that docs/ARCHITECTURE.md lists): this file puts that folder
+on sys.path for every test module, and holds the fixtures only. A test module imports from
+there, never from another test module.
 
 Run with Debian's interpreter: /usr/bin/python3 -m pytest tests/integration
 """
@@ -17,8 +19,9 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 
+from h2bottleneck import Bottleneck, bottleneck_gateway  # noqa: E402
 from origin import ScriptedOrigin  # noqa: E402
-from procs import H2GATE_BIN, Gateway, Nginx, Redis, factory  # noqa: E402
+from procs import H2GATE_BIN, Gateway, Nginx, Pebble, Redis, factory  # noqa: E402
 
 # Tests that measure rates, bandwidth, time bounds under a second, memory or CPU, or that load
 # the machine (h2load, 100 MiB transfers, chromium), are marked `serial`: scripts/lib/run_pytest.sh
@@ -142,7 +145,28 @@ def redis_server():
 
 
 @pytest.fixture
+def pebble():
+    """Factory for the ACME tests: pebble(tls_port, **kw) -> Pebble (procs.py) validating
+    tls-alpn-01 on tls_port; all stopped at teardown."""
+    yield from factory(Pebble, Pebble.stop)
+
+
+@pytest.fixture
 def origin():
     """A ScriptedOrigin (origin.py) on a free port, closed after the test."""
     with ScriptedOrigin() as o:
         yield o
+
+
+@pytest.fixture
+def gwp(gateway, origin):
+    """The priority tests' gateway (h2bottleneck.py) in front of the origin fixture."""
+    return bottleneck_gateway(gateway, origin)
+
+
+@pytest.fixture
+def bn(gwp):
+    """A Bottleneck client (h2bottleneck.py) of gwp, closed after the test."""
+    b = Bottleneck(gwp.port)
+    yield b
+    b.close()

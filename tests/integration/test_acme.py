@@ -14,83 +14,15 @@ import time
 
 import pytest
 
+from acmetest import acme_config, orders, served_chain, verify, x509
 from origin import text_pattern
-from procs import Pebble, free_port
+from procs import free_port
 from gwtest import config_refused
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv"],
                    capture_output=True).returncode != 0,
     reason="pebble is not installed (scripts/setup installs it)")
-
-
-@pytest.fixture
-def pebble():
-    started = []
-
-    def start(tls_port, **kw):
-        p = Pebble(tls_port, **kw)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        p.stop()
-
-
-def acme_config(port, directory, ca, state, names=("a.test", "b.test"), workers=2):
-    return f"""workers: {workers}
-log_level: info
-acme:
-  directory: {directory}
-  directory_ca: {ca}
-  email: ops@a.test
-  challenge: tls-alpn-01
-  key_type: ec-p256
-  state: {state}
-listen:
-  - address: 127.0.0.1:{port}
-    tls: {{acme: [{", ".join(names)}]}}
-upstreams:
-  app:
-    servers: [127.0.0.1:9]
-    health: {{fail_threshold: 1000}}
-routes:
-  - {{ host: '*', path: /, upstream: app }}
-"""
-
-
-def orders(pb, *gateways):
-    """The new orders pebble accepted: its POSTs to newOrder less those it refused with
-    badNonce (pebble's default rejection is on; each refusal is logged by the gateway that got
-    it, event=acme_bad_nonce state=order)."""
-    refused = sum(g.log().count("state=order action=retry") for g in gateways)
-    return pb.log().count("POST /order-plz") - refused
-
-
-def served_chain(port, name):
-    """The certificates the listener sends for SNI name (openssl s_client), PEM, leaf first."""
-    p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername",
-                        name, "-showcerts"], input="", capture_output=True, text=True,
-                       timeout=20)
-    return re.findall(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n", p.stdout,
-                      re.S)
-
-
-def x509(pem, *args):
-    return subprocess.run(["openssl", "x509", "-noout", *args], input=pem, capture_output=True,
-                          text=True, timeout=10).stdout
-
-
-def verify(tmp_path, chain, root, name):
-    """openssl verify of the served chain against pebble's root, for the host name."""
-    (tmp_path / "leaf.pem").write_text(chain[0])
-    (tmp_path / "untrusted.pem").write_text("".join(chain[1:]))
-    (tmp_path / "root.pem").write_text(root)
-    return subprocess.run(["openssl", "verify", "-CAfile", str(tmp_path / "root.pem"),
-                           "-untrusted", str(tmp_path / "untrusted.pem"), "-verify_hostname",
-                           name, str(tmp_path / "leaf.pem")], capture_output=True, text=True,
-                          timeout=10)
 
 
 def h1_over(sock):

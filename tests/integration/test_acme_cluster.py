@@ -12,7 +12,7 @@ import time
 import pytest
 
 from procs import free_port, slow
-from test_acme import acme_config, orders, pebble, served_chain, verify, x509  # noqa: F401
+from acmetest import acme_config, http01_config, orders, served_chain, verify, x509
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv && "
@@ -129,14 +129,13 @@ def test_http01_answered_by_the_instance_that_did_not_order(gateway, pebble, red
                                                              tmp_path):
     """challenge: http-01 in a cluster: B orders; pebble asks A's cleartext listener only, so
     the order succeeds only if A answers the tokens B published in Redis."""
-    from test_acme_http01 import config as h01_config
     r = redis_server()
     tls_a, tls_b, http_a, http_b = free_port(), free_port(), free_port(), free_port()
     pb = pebble(tls_a, http_port=http_a)
     key = shared_key(tmp_path)
 
     def cfg(tls_port, http_port, state):
-        text = h01_config(tls_port, http_port, pb.directory, pb.ca, state, workers=1)
+        text = http01_config(tls_port, http_port, pb.directory, pb.ca, state, workers=1)
         text = text.replace("  key_type: ec-p256\n",
                             f"  key_type: ec-p256\n  shared_key: {key}\n")
         return text + f"cluster:\n  redis: 127.0.0.1:{r.port}\n  timeout: 1s\n"

@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from procs import free_port
-from test_acme import pebble, served_chain, verify, x509  # noqa: F401 (fixture)
+from acmetest import http01_config, served_chain, verify, x509
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv"],
@@ -23,31 +23,6 @@ pytestmark = pytest.mark.skipif(
     reason="pebble is not installed (scripts/setup installs it)")
 
 PREFIX = "/.well-known/acme-challenge/"
-
-
-
-def config(tls_port, http_port, directory, ca, state, names=("a.test", "b.test"), workers=2,
-           challenge="http-01", key_type="ec-p256", cleartext_extra=""):
-    return f"""workers: {workers}
-log_level: info
-acme:
-  directory: {directory}
-  directory_ca: {ca}
-  email: ops@a.test
-  challenge: {challenge}
-  key_type: {key_type}
-  state: {state}
-listen:
-  - address: 127.0.0.1:{tls_port}
-    tls: {{acme: [{", ".join(names)}]}}
-  - address: 127.0.0.1:{http_port}{cleartext_extra}
-upstreams:
-  app:
-    servers: [127.0.0.1:9]
-    health: {{fail_threshold: 1000}}
-routes:
-  - {{ host: '*', path: /, upstream: app, deny: [127.0.0.0/8] }}
-"""
 
 
 def get(port, path, method="GET", host="a.test"):
@@ -101,8 +76,8 @@ def test_http01_two_names_issued_before_redirect_and_acl_then_withdrawn(gateway,
     tls_port, http_port = free_port(), free_port()
     pb = pebble(tls_port, http_port=http_port)
     state = tmp_path / "acme"
-    g = gateway(config(tls_port, http_port, pb.directory, pb.ca, state,
-                       cleartext_extra="\n    redirect_https: true"),
+    g = gateway(http01_config(tls_port, http_port, pb.directory, pb.ca, state,
+                              cleartext_extra="\n    redirect_https: true"),
                 wait=[("127.0.0.1", tls_port), ("127.0.0.1", http_port)])
     log = g.wait_log("event=acme_certificate_installed", timeout=30)
     assert "event=acme_certificate_installed names=a.test,b.test" in log, log[-4000:]
@@ -181,7 +156,7 @@ def test_http01_answered_by_both_workers_over_http1_and_h2c_wrong_tokens_not(gat
     try:
         pb = pebble(tls_port, http_port=relay.server_address[1])
         state = tmp_path / "acme"
-        g = gateway(config(tls_port, gw_http, pb.directory, pb.ca, state),
+        g = gateway(http01_config(tls_port, gw_http, pb.directory, pb.ca, state),
                     wait=[("127.0.0.1", tls_port), ("127.0.0.1", gw_http)])
         log = g.wait_log("event=acme_certificate_installed", timeout=60)
         assert "event=acme_certificate_installed names=a.test,b.test" in log, log[-4000:]
@@ -221,8 +196,8 @@ def test_rsa_2048_certificate_key_then_back_to_ec_on_restart(gateway, pebble, tm
     tls_port, http_port = free_port(), free_port()
     pb = pebble(tls_port, http_port=http_port)
     state = tmp_path / "acme"
-    g = gateway(config(tls_port, http_port, pb.directory, pb.ca, state, names=("r.test",),
-                       challenge="tls-alpn-01", key_type="rsa-2048"),
+    g = gateway(http01_config(tls_port, http_port, pb.directory, pb.ca, state,
+                              names=("r.test",), challenge="tls-alpn-01", key_type="rsa-2048"),
                 wait=[("127.0.0.1", tls_port)])
     log = g.wait_log("event=acme_certificate_installed", timeout=30)
     assert "event=acme_certificate_installed names=r.test" in log, log[-4000:]
@@ -236,8 +211,9 @@ def test_rsa_2048_certificate_key_then_back_to_ec_on_restart(gateway, pebble, tm
                           "-text"], capture_output=True, text=True, timeout=10).stdout
     assert "Private-Key: (2048 bit" in key, key[:200]
     g.stop()
-    g2 = gateway(config(tls_port, http_port, pb.directory, pb.ca, state, names=("r.test",),
-                        challenge="tls-alpn-01"), wait=[("127.0.0.1", tls_port)])
+    g2 = gateway(http01_config(tls_port, http_port, pb.directory, pb.ca, state,
+                               names=("r.test",), challenge="tls-alpn-01"),
+                 wait=[("127.0.0.1", tls_port)])
     log2 = g2.wait_log("event=acme_certificate_installed", timeout=30)
     assert "event=acme_key_type_changed names=r.test key_type=ec-p256" in log2, log2[-4000:]
     assert "event=acme_certificate_stored names=r.test" in log2  # served meanwhile

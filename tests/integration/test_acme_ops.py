@@ -22,7 +22,7 @@ import pytest
 
 from gwtest import config_refused, sample, scrape
 from procs import Pebble, free_port
-from test_acme import orders, pebble, served_chain, verify, x509  # noqa: F401 (fixture)
+from acmetest import orders, served_chain, verify, x509
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv"],

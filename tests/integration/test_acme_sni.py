@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from procs import free_port
-from test_acme import pebble, served_chain, verify, x509  # noqa: F401 (pebble is a fixture)
+from acmetest import served_chain, verify, x509
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv"],
@@ -34,7 +34,7 @@ def no_sni_leaf(port):
                       re.S)[0]
 
 
-def test_acme_certificate_beside_sni_entries(gateway, pebble, tmp_path):  # noqa: F811
+def test_acme_certificate_beside_sni_entries(gateway, pebble, tmp_path):
     port = free_port()
     pb = pebble(port)
     cert, key = make_pair(tmp_path, "files.test")
@@ -100,7 +100,7 @@ def test_acme_beside_certificates_checked_at_load(h2gate_bin, tmp_path, tls, wan
 
 
 def test_listener_client_auth_applies_to_the_acme_certificate_not_to_validation(
-        gateway, pebble, tmp_path):  # noqa: F811
+        gateway, pebble, tmp_path):
     """client_auth mode require on an ACME listener: pebble's acme-tls/1 validation (which
     sends no client certificate) still succeeds, and a client without a certificate is refused
     the ACME certificate's handshake while one the CA signed is served."""

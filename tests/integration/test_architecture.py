@@ -2,7 +2,8 @@
 scripts/include_graph.py is current, points down the declared layer order and has no cycle
 (and the script does flag an upward arrow, a sideways one, a cycle, an undeclared folder and a
 stale drawing); every source file has a row in the file tables; no file of the tree cites a
-document that is not in it."""
+document that is not in it; no test module imports another (STYLE.md §8)."""
+import ast
 import importlib.util
 import os
 import re
@@ -159,3 +160,31 @@ def test_no_file_cites_a_document_outside_the_tree():
                         or os.path.exists(os.path.join(ROOT, name))):
                     bad.append(f"{rel}:{n}: {name}")
     assert bad == [], "\n".join(bad)
+
+
+def test_no_test_module_imports_another():
+    """STYLE.md §8: the tests share their helpers through tests/lib/ (and their fixtures
+    through conftest.py); a test module that imports another runs that module's imports and
+    ties the two together (a fixture imported by name, a helper changed for one test file that
+    breaks the other)."""
+    found = set()
+    for d, _dirs, files in os.walk(os.path.join(ROOT, "tests")):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(d, f)
+            with open(path, encoding="utf-8") as src:
+                tree = ast.parse(src.read(), path)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top.startswith("test_") or top == "conftest":
+                        found.add((os.path.relpath(path, ROOT), top))
+    assert sorted(found) == [], \
+        "test modules importing another (move the helper to tests/lib/, the fixture to conftest.py)"

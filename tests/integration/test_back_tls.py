@@ -19,6 +19,7 @@ import pytest
 
 from procs import Nginx, factory, free_port, run
 from origin import ScriptedOrigin, pattern
+from gwtest import Fetcher
 
 
 # ---- certificates --------------------------------------------------------------------------------
@@ -219,7 +220,6 @@ def test_get_from_nginx_https_origin_with_keep_alive(gateway, tls_nginx, certs, 
 def test_pipelining_over_tls(gateway, tls_nginx, certs, tmp_path):
     """upstream pipeline over TLS: answers decrypted from one record stream are split between
     the pipelined requests at the right byte; each body is its own file's."""
-    from test_pipeline import Fetcher
     site = tmp_path / "site"
     site.mkdir()
     files = {f"/p{i}.bin": pattern(100 + 997 * i) for i in range(40)}

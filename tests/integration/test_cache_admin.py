@@ -3,34 +3,17 @@ Vary variant of one URL) and ?prefix=URL (every key under it), the URL percent-e
 query and keyed as requests are; precise 400s for what is not a URL; GET /cache/stats and the
 metrics moving as the store does; a reload that removes a caching route (or its cache: true)
 drops its entries at once while the other route's stay; a reload that changes cache.memory
-starts a new, empty store. Origin requests are counted at the scripted origin (test_cache's)."""
-import http.client
+starts a new, empty store. Origin requests are counted at the scripted origin
+(cachetest.CountingOrigin)."""
 import json
 import re
 import time
 from urllib.parse import quote
 
 from procs import free_port, run
-from test_cache import CountingOrigin, h1
+from cachetest import CountingOrigin, admin, h1, reload, stats
 
-from gwtest import gw_config, origin_count, origin_gateway, reload_to, sample, scrape
-
-
-def reload(g, text, generation):
-    """reload_to, and the log once the main thread finished the reload (its cache walk)."""
-    reload_to(g, text, generation)
-    return g.wait_log(f"event=reloaded generation={generation} ")
-
-
-def admin(port, method, target):
-    """One request to the admin listener: (status, {field: value} lowercased, body)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request(method, target)
-        r = conn.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-    finally:
-        conn.close()
+from gwtest import gw_config, origin_count, origin_gateway, sample, scrape
 
 
 def purge(g, what, url, encode=True):
@@ -39,12 +22,6 @@ def purge(g, what, url, encode=True):
     st, h, body = admin(g.admin, "POST", f"/cache/purge?{what}={quote(url, safe='') if encode else url}")
     assert h["content-type"] == "application/json", (st, h, body)
     return st, json.loads(body)
-
-
-def stats(g):
-    st, h, body = admin(g.admin, "GET", "/cache/stats")
-    assert st == 200 and h["content-type"] == "application/json", (st, body)
-    return json.loads(body)
 
 
 def cached(gateway, o, extra="", workers=1):

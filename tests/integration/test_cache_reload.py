@@ -5,8 +5,7 @@ request for it to the new upstream (not the old route's entry), whose answer rep
 entry; the URLs the old route keeps still hit. Origin requests are counted at two scripted
 origins (test_cache's CountingOrigin)."""
 from procs import free_port
-from test_cache import CountingOrigin, h1
-from test_cache_admin import reload, stats
+from cachetest import CountingOrigin, h1, reload, stats
 
 from gwtest import gw_config, origin_count
 

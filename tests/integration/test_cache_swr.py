@@ -17,7 +17,7 @@ import threading
 import time
 
 from procs import free_port, slow
-from test_cache import CountingOrigin, get, h1
+from cachetest import CountingOrigin, get, h1
 
 from gwtest import (Client, Streams, all_done, collect, gw_config, origin_count, origin_gateway,
                     reload_to, sample, scrape)

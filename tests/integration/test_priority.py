@@ -6,7 +6,7 @@ gateway's body_buffer is larger than a response), then opens the stream windows 
 the connection window 16 KiB at a time, recording the stream id of every DATA frame. The order
 of those ids is the gateway's scheduling decision."""
 
-from h2bottleneck import STEP, Bottleneck, assert_all_done, bn, gwp, one_after_another  # noqa: F401 (fixtures)
+from h2bottleneck import STEP, assert_all_done, one_after_another
 
 SIZE = 256 * 1024
 

@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from h2bottleneck import (STEP, Bottleneck, bottleneck_gateway,  # noqa: F401
-                          bn, gwp, one_after_another)
+from h2bottleneck import STEP, Bottleneck, bottleneck_gateway, one_after_another
 
 SIZE = 512 * 1024
 

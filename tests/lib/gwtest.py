@@ -462,6 +462,53 @@ def many_gets(port, path, n, extra=(), wide_windows=True):
                 run.bodies.get(s, b"")) for s in sids}
 
 
+class Fetcher:
+    """Many requests at once on one h2c connection; answers collected per stream, windows
+    given back as data arrives (bodies are larger than the default 64 KiB window)."""
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
+                                                                       header_encoding="utf-8"))
+        self.c.initiate_connection()
+        self.c.increment_flow_control_window(1 << 24)
+        self.s.sendall(self.c.data_to_send())
+
+    def fetch(self, reqs):
+        """reqs: [(method, path)] sent in one flight; returns {path_index: (status, headers,
+        body)} in request order."""
+        sids = []
+        for method, path in reqs:
+            sid = self.c.get_next_available_stream_id()
+            self.c.send_headers(sid, [(":method", method), (":path", path), (":scheme", "http"),
+                                      (":authority", "localhost")], end_stream=True)
+            sids.append(sid)
+        self.s.sendall(self.c.data_to_send())
+        got = {sid: [None, {}, b"", False] for sid in sids}
+        while not all(v[3] for v in got.values()):
+            data = self.s.recv(1 << 20)
+            assert data, "connection closed"
+            for e in self.c.receive_data(data):
+                if isinstance(e, h2.events.ResponseReceived):
+                    h = dict(e.headers)
+                    got[e.stream_id][0] = int(h[":status"])
+                    got[e.stream_id][1] = h
+                elif isinstance(e, h2.events.DataReceived):
+                    got[e.stream_id][2] += e.data
+                    self.c.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+                elif isinstance(e, h2.events.StreamEnded):
+                    got[e.stream_id][3] = True
+                elif isinstance(e, h2.events.StreamReset):
+                    raise AssertionError(f"stream {e.stream_id} reset: {e.error_code}")
+            out = self.c.data_to_send()
+            if out:
+                self.s.sendall(out)
+        return [tuple(got[sid][:3]) for sid in sids]
+
+    def close(self):
+        self.s.close()
+
+
 def origin_count(o, target):
     return len([q for q in o.requests if q.target == target])
 

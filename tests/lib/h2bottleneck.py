@@ -1,6 +1,6 @@
 """A python3-h2 client that makes the connection window the bottleneck, to read the gateway's
 scheduling decisions at frame level (test_priority.py: RFC 9218; test_priority7540.py: the RFC
-7540 tree), and the gateway it is run against.
+7540 tree), and the gateway it is run against (the fixtures gwp and bn of conftest.py).
 
 Every stream opens with SETTINGS_INITIAL_WINDOW_SIZE 0, so no DATA frame can leave the gateway
 before the client says so. open_windows() waits for every response head, lets the bodies reach
@@ -14,7 +14,6 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.settings
-import pytest
 
 from procs import free_port
 from gwtest import gw_config
@@ -30,19 +29,6 @@ def bottleneck_gateway(gateway, origin, extra=""):
     g = gateway(text, wait=[("127.0.0.1", port)])
     g.port = port
     return g
-
-
-@pytest.fixture
-def gwp(gateway, origin):
-    return bottleneck_gateway(gateway, origin)
-
-
-@pytest.fixture
-def bn(gwp):
-    """A Bottleneck client of gwp, closed after the test."""
-    b = Bottleneck(gwp.port)
-    yield b
-    b.close()
 
 
 class Bottleneck:
