@@ -11,7 +11,6 @@ import socket
 import time
 
 import h2.errors
-import pytest
 
 from gwtest import (Client, check_config, ended, gw_config, origin_gateway, response, sample,
                     scrape, wait_sample)

@@ -7,15 +7,12 @@ serves in local mode and says why. Debian's redis-server, h2load and Python's ss
 fake_redis.py for the sentinels that lie."""
 import os
 import re
-import shutil
 import subprocess
-import tempfile
-import threading
 import time
 
 from fake_redis import FakeSentinel
-from gwtest import origin_gateway, sample, scrape, tls_client_ctx, tls_exchange, gw_config
-from procs import Redis, free_port, raw_exchange, sanitized, wait_port
+from gwtest import sample, scrape, tls_client_ctx, tls_exchange, gw_config
+from procs import Redis, free_port, raw_exchange, wait_port
 
 MASTER = "h2gate-test"
 KEYS = "h2gate:tls:ticket-keys"

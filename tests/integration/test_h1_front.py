@@ -12,7 +12,7 @@ import h2.events
 import pytest
 
 from procs import free_port, recv_all, run
-from gwtest import Client, gw_config, origin_count, resets, tls_client_ctx, was_reset
+from gwtest import Client, gw_config, origin_count, tls_client_ctx
 
 
 def tls_exchange(port, data, alpn=("http/1.1",), pause=None):

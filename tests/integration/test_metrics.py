@@ -59,9 +59,9 @@ def test_every_name_typed_and_requests_counted(gateway, origin):
     it sums to N; every metric name is present with its # TYPE; histograms count the same
     requests; gauges and byte counters move."""
     port, tls_port, admin = free_port(), free_port(), free_port()
-    g = gateway(admin_config(port, origin, admin, tls_port=tls_port,
-                             extra="timeouts: {graceful_shutdown: 1s}\n"),
-                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    gateway(admin_config(port, origin, admin, tls_port=tls_port,
+                         extra="timeouts: {graceful_shutdown: 1s}\n"),
+            wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     fams, text = scrape(admin)
     for name, kind in NAMES:
         assert name in fams and fams[name].type == kind, (name, kind)
@@ -173,9 +173,9 @@ def test_h2_abuse_is_counted_by_kind(gateway, origin):
     """An HTTP/2 abuse limit hit shows under its kind once the connection is closed."""
     from gwtest import Client
     port, admin = free_port(), free_port()
-    g = gateway(admin_config(port, origin, admin, workers=1,
-                             extra="h2: {max_concurrent_streams: 2}\n"),
-                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    gateway(admin_config(port, origin, admin, workers=1,
+                         extra="h2: {max_concurrent_streams: 2}\n"),
+            wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     cl = Client(port)
     for _ in range(4):  # beyond max_concurrent_streams: REFUSED_STREAM
         sid = cl.c.get_next_available_stream_id()

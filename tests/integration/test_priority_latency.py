@@ -16,7 +16,6 @@ build on a loaded machine took long enough for 463 KiB, which says nothing of th
 import re
 import socket
 import subprocess
-import ssl
 import time
 
 import h2.config

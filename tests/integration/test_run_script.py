@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from procs import ROOT, free_port, run, wait_port
+from procs import ROOT, free_port, run
 
 RUNNING = "h2gate is running"
 
