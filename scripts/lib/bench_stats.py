@@ -136,6 +136,22 @@ def origin_log(path):
     return len(conns), requests, smallest
 
 
+def cpu_seconds(meta, clk):
+    """The proxy's CPU over a run: schedstat's nanoseconds where the bench read them and they
+    agree with the clock ticks (utime+stime, in steps of 1/clk s) within a tick per thread and
+    one for the reading; the ticks otherwise (a thread that ended during the run took its
+    nanoseconds with it, and the ticks of an older bench are all there is)."""
+    ticks_s = (int(meta["cpu_after"]) - int(meta["cpu_before"])) / clk
+    try:
+        ns_s = (int(meta["cpu_ns_after"]) - int(meta["cpu_ns_before"])) / 1e9
+        threads = int(meta.get("threads") or 1)
+    except (KeyError, ValueError):
+        return ticks_s
+    if ns_s > 0 and abs(ns_s - ticks_s) <= (threads + 1) / clk:
+        return ns_s
+    return ticks_s
+
+
 def summarize_run(run_dir):
     meta = read_meta(run_dir)
     r = {k: meta[k] for k in ("scenario", "transport", "proxy", "rep")}
@@ -147,7 +163,7 @@ def summarize_run(run_dir):
             json.dump(r, f, indent=1)
         return r
     clk = int(meta["clk_tck"])
-    cpu_s = (int(meta["cpu_after"]) - int(meta["cpu_before"])) / clk
+    cpu_s = cpu_seconds(meta, clk)
     r["cpu_s"] = cpu_s
     r["hwm_kib"] = int(meta.get("hwm_kib") or 0)
     used, r["origin_requests"], smallest = origin_log(os.path.join(run_dir, "origin.log"))

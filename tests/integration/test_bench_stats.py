@@ -147,3 +147,22 @@ def test_report_has_the_wide_pool_row_and_the_load_side_columns(tmp_path):
     assert wide[load].strip() == "40.0", wide
     ratio = next(row for row in rows if "h2gate / best peer" in row).split("|")
     assert ratio[at_once].strip() == "" and ratio[load].strip() == "", ratio
+
+
+@pytest.mark.parametrize("ns,threads,want", [
+    # 4 ticks of 10 ms over 2,000 requests is 20 µs a request; schedstat's 43.7 ms is within a
+    # tick per thread (3 threads) and one more: the exact figure, 21.9 µs
+    (43_700_000, 3, "21.9 µs CPU/req"),
+    # 95 ms is off the ticks by more than 4 ticks (a reading gone wrong): the ticks count
+    (95_000_000, 3, "20.0 µs CPU/req"),
+])
+def test_cpu_is_schedstat_nanoseconds_when_they_agree_with_the_ticks(tmp_path, ns, threads,
+                                                                     want):
+    """The proxy's CPU per request is read in nanoseconds (schedstat) where the clock ticks
+    (10 ms steps: a page run of 40 loads is 25 of them) would round it, unless the two disagree
+    by more than the ticks' own error."""
+    rd = write_load_run(tmp_path, "h2gate", 4, 3, 0.05, 64)
+    with open(rd / "meta", "a") as f:
+        f.write(f"cpu_ns_before=1000000\ncpu_ns_after={1_000_000 + ns}\nthreads={threads}\n")
+    line = summarize(rd)
+    assert want in line, line
