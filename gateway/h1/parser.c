@@ -57,6 +57,7 @@ struct gw_h1_parser {
     size_t offs_len, offs_cap, trailer_first;
     gw_h1_field_t *fields;  /* built at headers-complete */
     gw_h1_field_t *tfields; /* built at message-complete */
+    size_t fields_cap, tfields_cap;
     size_t method_len, target_off, target_len;
     int last_was_value; /* header callbacks: which one came last */
 
@@ -162,15 +163,19 @@ static int on_header_value(http_parser *hp, const char *at, size_t len)
     return arena_add(p, at, len);
 }
 
-/* Slices of offs[first..first+n) into arena, into *out (grown to n). 0 or -1 (failed). */
+/* Slices of offs[first..first+n) into arena, into *out (of *cap entries, grown to n when
+ * smaller). 0 or -1 (failed). The array is kept between messages, as the arena and offs are:
+ * a realloc per head to the same size cost about 1.6 LL read misses per proxied request
+ * (callgrind, 500 connections), the allocator's chunk header being cold by the next one. */
 static int build_fields(gw_h1_parser_t *p, const gw_bytes_t *arena, size_t first, size_t n,
-                        gw_h1_field_t **out)
+                        gw_h1_field_t **out, size_t *cap)
 {
-    if (n) {
+    if (n > *cap) {
         gw_h1_field_t *f = gw_realloc(*out, n * sizeof(*f));
         if (!f)
             return fail(p, GW_E_NOMEM, 500, "out of memory");
         *out = f;
+        *cap = n;
     }
     for (size_t i = 0; i < n; i++) {
         const field_off_t *o = &p->offs[first + i];
@@ -187,7 +192,7 @@ static int build_fields(gw_h1_parser_t *p, const gw_bytes_t *arena, size_t first
 static int on_headers_complete(http_parser *hp)
 {
     gw_h1_parser_t *p = of(hp);
-    if (build_fields(p, &p->arena, 0, p->offs_len, &p->fields) < 0)
+    if (build_fields(p, &p->arena, 0, p->offs_len, &p->fields, &p->fields_cap) < 0)
         return -1;
     gw_h1_msg_t m = {0};
     gw_h1__fields_t hf;
@@ -299,7 +304,7 @@ static int on_message_complete(http_parser *hp)
     p->paused = 1;
     if (p->trailing && p->offs_len > p->trailer_first) {
         size_t n = p->offs_len - p->trailer_first;
-        if (build_fields(p, &p->tarena, p->trailer_first, n, &p->tfields) < 0)
+        if (build_fields(p, &p->tarena, p->trailer_first, n, &p->tfields, &p->tfields_cap) < 0)
             return -1;
         if (p->cb.on_trailers) {
             int rv = p->cb.on_trailers(p->user_data, p->tfields, n);

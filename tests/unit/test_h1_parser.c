@@ -312,6 +312,31 @@ static void alloc_failure_sweep(void **state)
     assert_true(done);
 }
 
+/* A connection's second message reuses what the first one grew (the field array too): no
+ * allocation per message once the parser has seen a head of that size. */
+static void second_message_allocates_nothing(void **state)
+{
+    (void)state;
+    const char *one = "GET /1 HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\n\r\n";
+    const char *two = "GET /2 HTTP/1.1\r\nHost: h\r\nA: 3\r\nB: 4\r\n\r\n";
+    rec_t r = {0};
+    gw_h1_limits_t l = {4096, 32};
+    gw_h1_parser_t *p = gw_h1_parser_new(GW_H1_REQUEST, &l, &cbs, &r);
+    assert_non_null(p);
+    assert_int_equal(gw_h1_parser_feed(p, (const uint8_t *)one, strlen(one)), strlen(one));
+    assert_true(gw_h1_parser_paused(p));
+    gw_h1_parser_resume(p);
+    gw_alloc_fail_after(1); /* the next allocation, if any, fails */
+    ssize_t n = gw_h1_parser_feed(p, (const uint8_t *)two, strlen(two));
+    int hit = gw_alloc_fail_hit();
+    gw_alloc_fail_after(0);
+    assert_false(hit);
+    assert_int_equal(n, strlen(two));
+    assert_string_equal(r.log, "HEAD GET /1 1.1 cl=0 f=1 [Host=h] [A=1] [B=2]\nEND\n"
+                               "HEAD GET /2 1.1 cl=0 f=1 [Host=h] [A=3] [B=4]\nEND\n");
+    gw_h1_parser_del(p);
+}
+
 static void serializer_bytes(void **state)
 {
     (void)state;
@@ -525,6 +550,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(limits),
     cmocka_unit_test(truncated_at_eof),
     cmocka_unit_test(alloc_failure_sweep),
+    cmocka_unit_test(second_message_allocates_nothing),
     cmocka_unit_test(serializer_bytes),
     cmocka_unit_test(request_target_bytes),
     cmocka_unit_test(close_delimited_head),
