@@ -89,6 +89,7 @@ gw_h1_client_t *gw_h1_client_new(const gw_h1_limits_t *limits, const gw_h1_clien
         gw_free(c);
         return NULL;
     }
+    gw_h1_parser_lend_head(c->p); /* head slices are valid during on_head (client.h) */
     if (cbs)
         c->cbs = *cbs;
     c->user_data = user_data;

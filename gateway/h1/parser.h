@@ -87,6 +87,12 @@ typedef struct gw_h1_parser gw_h1_parser_t;
 /* A new parser, or NULL when out of memory. Callbacks and user_data are kept. */
 gw_h1_parser_t *gw_h1_parser_new(gw_h1_kind_t kind, const gw_h1_limits_t *limits,
                                  const gw_h1_callbacks_t *cb, void *user_data);
+/* A final head's slices are valid during on_head only, as an interim head's: the arena, the
+ * field offsets and the field array are the thread's while a head is parsed, and go back to it
+ * once on_head returned (the next head parsed on the thread, by any parser, uses the same
+ * memory, still in the cache). For the response side (h1/client.c), whose caller copies what
+ * it keeps of a head. */
+void gw_h1_parser_lend_head(gw_h1_parser_t *p);
 void gw_h1_parser_del(gw_h1_parser_t *p);
 
 /* Parse from data[0..len). Returns the bytes consumed (less than len when the parser paused

@@ -531,6 +531,37 @@ static void callback_stops_feed(void **state)
     assert_int_equal(r.completes, 0);
 }
 
+/* Heads of different origin connections parsed one after the other on a thread share one
+ * arena, field-offset and field array (given back once on_head returned): the second client's
+ * head allocates nothing, its fields are its own. */
+static void head_buffers_are_the_threads(void **state)
+{
+    (void)state;
+    const char *m1 = "HTTP/1.1 200 OK\r\nServer: a\r\nETag: \"1\"\r\nContent-Length: 2\r\n\r\nok";
+    const char *m2 = "HTTP/1.1 404 Not Found\r\nServer: b\r\nContent-Length: 2\r\n\r\nno";
+    gw_h1_limits_t dl = {4096, 64};
+    rec_t r1 = {.buf = (const uint8_t *)m1, .hi = strlen(m1)};
+    rec_t r2 = {.buf = (const uint8_t *)m2, .hi = strlen(m2)};
+    gw_h1_client_t *a = gw_h1_client_new(&dl, &cbs, &r1);
+    gw_h1_client_t *b = gw_h1_client_new(&dl, &cbs, &r2);
+    assert_non_null(a);
+    assert_non_null(b);
+    gw_h1_client_start(a, 0);
+    gw_h1_client_start(b, 0);
+    assert_int_equal(gw_h1_client_feed(a, (const uint8_t *)m1, 0, strlen(m1)), strlen(m1));
+    gw_alloc_fail_after(1); /* the next allocation, if any, fails */
+    ssize_t n = gw_h1_client_feed(b, (const uint8_t *)m2, 0, strlen(m2));
+    int hit = gw_alloc_fail_hit();
+    gw_alloc_fail_after(0);
+    assert_false(hit);
+    assert_int_equal(n, strlen(m2));
+    assert_string_equal(r1.log,
+                        "H200 1.1 ka=1 [Server=a] [ETag=\"1\"] [Content-Length=2]\nBok\nC\n");
+    assert_string_equal(r2.log, "H404 1.1 ka=1 [Server=b] [Content-Length=2]\nBno\nC\n");
+    gw_h1_client_del(a);
+    gw_h1_client_del(b);
+}
+
 static void alloc_sweep(void **state)
 {
     (void)state;
@@ -905,6 +936,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(limits_configurable),
     cmocka_unit_test(callback_stops_feed),
     cmocka_unit_test(alloc_sweep),
+    cmocka_unit_test(head_buffers_are_the_threads),
     cmocka_unit_test(request_head_vector),
     cmocka_unit_test(request_head_rejects_injection),
     cmocka_unit_test(request_head_checks_every_byte),
