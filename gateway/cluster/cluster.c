@@ -814,7 +814,8 @@ size_t gw_cluster__max_reply(const gw_cluster_t *c)
 static void on_poll_closed(uv_handle_t *h);
 
 /* This instance's name in the heartbeat set: the host, the process and a random part (two
- * processes of one host, or a process that restarted the client on reload, are not one). */
+ * processes of one host are not one; a client that replaces another on reload takes its name,
+ * gw_cluster_carry). */
 static void make_id(gw_cluster_t *c)
 {
     char host[64] = "";
@@ -942,6 +943,18 @@ int gw_cluster_same(const gw_cluster_t *c, const gw_cfg_cluster_t *cfg)
            c->poll_interval_ms == cfg->poll_interval_ms &&
            c->rotation_ms == cfg->ticket_rotation_ms && c->max_reply == cfg->max_reply;
 #undef STR_EQ
+}
+
+void gw_cluster_carry(gw_cluster_t *c, const gw_cluster_t *old)
+{
+    if (!c || !old)
+        return;
+    memcpy(c->id, old->id, sizeof(c->id));
+    if (!c->alive && old->alive) {
+        c->alive = old->alive;
+        atomic_store(&c->st_instances, old->alive);
+        share_update(c);
+    }
 }
 
 /* ---- shared bandwidth (throttle.per_client_rate across instances) ------------------------- */

@@ -153,6 +153,11 @@ int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_
                    gw_cluster_t **out);
 /* Whether cfg describes the same cluster as c's (a reload keeps c then). */
 int gw_cluster_same(const gw_cluster_t *c, const gw_cfg_cluster_t *cfg);
+/* A reload replaced old by c (main thread, before c is given to the hub): c starts with old's
+ * count of instances alive (the share of a limit each decides alone) instead of none until its
+ * first heartbeat, and under old's name in the heartbeat set (this process is one instance,
+ * not one more for ALIVE_MS). */
+void gw_cluster_carry(gw_cluster_t *c, const gw_cluster_t *old);
 /* Any thread. */
 gw_cluster_stats_t gw_cluster_stats(const gw_cluster_t *c);
 /* Stop (on the loop's thread); the memory goes once the loop has run the closes. The keyring

@@ -312,6 +312,7 @@ void gw_server__cluster_apply(gw_server_t *s)
     gw_cluster_t *c = NULL;
     if (cfg->enabled && gw_cluster_new(&s->main_loop, cfg, s->keyring, &c) < 0)
         GW_LOG_ERROR("cluster_failed", "redis=%s reason=\"out of memory\"", cfg->redis.text);
+    gw_cluster_carry(c, s->cluster); /* the instance count, before the hub reads c's share */
     gw_cluster_t *old = cluster_swap(s, c);
 #if GW_HAVE_ACME
     gw_acme_set_cluster(s->acme, c); /* before the old one's calls answer GW_E_CLOSED */

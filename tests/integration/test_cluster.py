@@ -525,6 +525,47 @@ def test_without_redis_each_instance_falls_back_to_its_own_limit(gateway, origin
     assert decisions(a, "local") == 5
 
 
+def reload_with(g, old, new, generation):
+    """Rewrite g's config (old -> new) and SIGHUP it; once the reload is logged."""
+    with open(g.config_path) as f:
+        text = f.read()
+    assert old in text, text
+    with open(g.config_path, "w") as f:
+        f.write(text.replace(old, new))
+    g.signal(signal.SIGHUP)
+    g.wait_log(f"event=reloaded generation={generation}")
+
+
+def test_a_reload_keeps_the_instance_count_and_the_share(gateway, origin, redis_server):
+    """Two instances (request_rate 2/s, burst 4). A reload that replaces the cluster client
+    (cluster.timeout changed) keeps the count of instances alive: the new client neither starts
+    from none (the whole limit alone) nor counts its own process twice in the heartbeat set.
+    Then, Redis stopped, another such reload: the new client cannot read a count, and still
+    enforces half the limit (2 of 4 requests at once), as the one it replaced would have."""
+    r = redis_server()
+    gws = instances(gateway, origin, r, 2, "request_rate: 2\nrequest_burst: 4")
+    a = gws[0]
+    for g in gws:
+        wait_for(lambda: metric(g, "h2gate_cluster_instances") == 2, 5, "two instances alive")
+    reload_with(a, "timeout: 5s", "timeout: 4s", 2)
+    a.wait_log("event=cluster_stop reason=reload")
+    seen = set()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 2:  # past the first heartbeats of the new client
+        seen.add(metric(a, "h2gate_cluster_instances"))
+        time.sleep(0.05)
+    assert seen == {2}, seen
+    assert "alive=3" not in a.log(), a.log()[-2000:]
+    assert r.cmd("ZCARD", "h2gate:instances") == 2
+    r.stop()
+    a.wait_log("event=cluster_degraded", timeout=5)
+    reload_with(a, "timeout: 4s", "timeout: 3s", 3)
+    wait_for(lambda: a.log().count("event=cluster_degraded") >= 2, 5, "the new client degraded")
+    assert metric(a, "h2gate_cluster_instances") == 2
+    codes = [status_of(a.port)[0] for _ in range(4)]
+    assert codes == [200, 200, 429, 429], codes  # half the burst: the share of two
+
+
 def test_a_slow_redis_costs_at_most_the_timeout(gateway, origin, redis_server):
     """Redis blocked (DEBUG SLEEP): a request waits cluster.timeout (50 ms here) for the shared
     answer, then its instance decides; it is never held up longer."""
