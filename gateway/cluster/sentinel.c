@@ -13,6 +13,14 @@
  * backoff. The subscription reconnects by itself (gw_redis); it moves to another sentinel
  * when a round finds its own down.
  *
+ * The subscription is kept alive: a sentinel whose host vanished without a reset (a partition,
+ * a power loss) would otherwise hold it silently, and the next +switch-master would never
+ * come. Each ping interval (poll_interval, at most PING_MAX_MS) it is sent PING, which Redis
+ * answers in subscribe mode too (with a "pong" message). When nothing at all came from it for
+ * an interval plus timeout (plus connect_timeout while it connects), the sentinel is silent:
+ * the subscription is closed, and a round begins with the next sentinel, whose answer, once
+ * taken, brings the subscription there.
+ *
  * Callbacks run from this file's timer, never from inside a callback of a Redis connection,
  * so the caller may close its own connections in them. Every connection closed here is closed
  * from that timer too (gw_redis_close may not run inside the connection's callbacks). */
@@ -28,6 +36,8 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
+/* the subscription's PING interval: poll_interval, or this when shorter (as the heartbeat) */
+#define PING_MAX_MS 1000
 
 typedef struct {
     char *host;
@@ -41,7 +51,7 @@ struct gw_sentinel {
     sentinel_t at[GW_CFG_SENTINELS_MAX];
     size_t n;
     char *master, *password;
-    uint64_t timeout_ms, connect_timeout_ms;
+    uint64_t timeout_ms, connect_timeout_ms, ping_ms;
     size_t max_reply;
     gw_sentinel_cbs_t cb;
     uv_timer_t timer; /* the next step: now, or after the backoff */
@@ -64,9 +74,13 @@ struct gw_sentinel {
     gw_redis_t *sub;
     size_t sub_at;
     int sub_over;
-    int switched; /* a +switch-master of ours to report */
+    int switched;     /* a +switch-master of ours to report */
+    uv_timer_t ping;  /* every ping_ms: PING the subscription, or find it silent */
+    uint64_t sub_due; /* something must come from the subscription by then (loop ms) */
+    int pinging;      /* a PING is unanswered */
     char sw_from[GW_CLUSTER_HOST_MAX + 8], sw_to[GW_CLUSTER_HOST_MAX + 8];
     int closed;
+    int handles; /* timer and ping, not yet closed: the memory goes at 0 */
 };
 
 static void on_step(uv_timer_t *t);
@@ -187,9 +201,17 @@ static void start_ask(gw_sentinel_t *s)
 
 /* ---- the subscription --------------------------------------------------------------------- */
 
+/* Something came from the subscription: it is alive for an interval and a timeout more. */
+static void heard(gw_sentinel_t *s)
+{
+    s->sub_due = uv_now(s->loop) + s->ping_ms + s->timeout_ms;
+}
+
 static void on_subscribed(void *ud, const redisReply *r, int err)
 {
     gw_sentinel_t *s = ud;
+    if (err == 0 && r)
+        heard(s);
     if (err == 0 && r && r->type == REDIS_REPLY_ARRAY)
         return; /* ["subscribe", "+switch-master", 1] */
     if (err == GW_E_CLOSED)
@@ -202,6 +224,9 @@ static void on_sub_state(void *ud, int up, const char *why)
 {
     gw_sentinel_t *s = ud;
     (void)why; /* the client reconnects by itself; a round may move the subscription */
+    /* PING's callback ran (GW_E_IO), or the connection is new. A connect is not heard from
+     * the sentinel (a stopped process's kernel accepts it): SUBSCRIBE's reply is. */
+    s->pinging = 0;
     if (!up)
         return;
     const char *argv[] = {"SUBSCRIBE", "+switch-master"};
@@ -213,6 +238,7 @@ static void on_sub_state(void *ud, int up, const char *why)
 static void on_sub_push(void *ud, const redisReply *r)
 {
     gw_sentinel_t *s = ud;
+    heard(s);
     /* ["message", "+switch-master", "NAME OLD-IP OLD-PORT NEW-IP NEW-PORT"] */
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[2]->type != REDIS_REPLY_STRING || r->element[0]->type != REDIS_REPLY_STRING ||
@@ -225,6 +251,53 @@ static void on_sub_push(void *ud, const redisReply *r)
     step_soon(s);
 }
 
+/* PING's answer on the subscription: ["pong", ""]; or, when a message was on its way before
+ * it, that message (replies and messages share the one stream: the pong then comes as a
+ * message, which on_sub_push ignores). */
+static void on_pong(void *ud, const redisReply *r, int err)
+{
+    gw_sentinel_t *s = ud;
+    if (err == GW_E_CLOSED)
+        return;
+    s->pinging = 0;
+    if (err != 0 || !r)
+        return;        /* no answer within timeout, or lost: the deadline of on_ping decides */
+    on_sub_push(s, r); /* heard; a +switch-master that came first is not lost */
+}
+
+static void on_ping(uv_timer_t *t)
+{
+    gw_sentinel_t *s = t->data;
+    if (!s->sub)
+        return;
+    if (uv_now(s->loop) >= s->sub_due) {
+        sentinel_t *x = &s->at[s->sub_at];
+        char why[160];
+        snprintf(why, sizeof(why), "subscription silent for %llu ms",
+                 (unsigned long long)(s->ping_ms + s->timeout_ms));
+        GW_LOG_WARN("sentinel_silent", "sentinel=%s master=%s silent_ms=%llu", x->text, s->master,
+                    (unsigned long long)(s->ping_ms + s->timeout_ms));
+        snprintf(x->why, sizeof(x->why), "%s", why); /* logged here; its next answer clears it */
+        gw_redis_close(s->sub); /* from this timer: not inside the connection's callbacks */
+        s->sub = NULL;
+        s->pinging = 0;
+        /* ask again, the next sentinel first: the master may have moved meanwhile, and the
+         * sentinel whose answer is taken gets the subscription (gw_sentinel_ok) */
+        if (!(s->ask || s->want || s->waiting || s->have || s->none)) {
+            s->next = (s->sub_at + 1) % s->n;
+            s->want = 1;
+            step_soon(s);
+        }
+        return;
+    }
+    if (s->pinging || !gw_redis_up(s->sub))
+        return;
+    const char *argv[] = {"PING"};
+    size_t lens[] = {4};
+    if (gw_redis_command(s->sub, 1, argv, lens, on_pong, s) == 0)
+        s->pinging = 1;
+}
+
 /* Subscribe at sentinel i (the one that answered) when there is no subscription, or when
  * its sentinel is down and another answered. */
 static void subscribe(gw_sentinel_t *s, size_t i)
@@ -234,6 +307,8 @@ static void subscribe(gw_sentinel_t *s, size_t i)
     if (s->sub)
         gw_redis_close(s->sub);
     s->sub_at = i;
+    s->pinging = 0;
+    s->sub_due = uv_now(s->loop) + s->connect_timeout_ms + s->ping_ms + s->timeout_ms;
     s->sub = dial(s, i, on_sub_state, on_sub_push);
 }
 
@@ -314,8 +389,14 @@ int gw_sentinel_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, const gw_senti
     s->connect_timeout_ms = cfg->connect_timeout_ms;
     s->max_reply = cfg->max_reply;
     s->backoff_ms = BACKOFF_MIN_MS;
+    s->ping_ms = cfg->poll_interval_ms < PING_MAX_MS ? cfg->poll_interval_ms : PING_MAX_MS;
+    if (!s->ping_ms)
+        s->ping_ms = PING_MAX_MS;
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;
+    uv_timer_init(loop, &s->ping);
+    s->ping.data = s;
+    uv_timer_start(&s->ping, on_ping, s->ping_ms, s->ping_ms);
     *out = s;
     return 0;
 }
@@ -354,6 +435,8 @@ void gw_sentinel_refused(gw_sentinel_t *s, const char *why)
 static void on_timer_closed(uv_handle_t *h)
 {
     gw_sentinel_t *s = h->data;
+    if (--s->handles > 0)
+        return;
     for (size_t i = 0; i < s->n; i++)
         gw_free(s->at[i].host);
     gw_free(s->master);
@@ -371,5 +454,7 @@ void gw_sentinel_close(gw_sentinel_t *s)
     if (s->sub)
         gw_redis_close(s->sub);
     s->ask = s->sub = NULL;
+    s->handles = 2;
     uv_close((uv_handle_t *)&s->timer, on_timer_closed);
+    uv_close((uv_handle_t *)&s->ping, on_timer_closed);
 }

@@ -7,6 +7,7 @@ serves in local mode and says why. Debian's redis-server, h2load and Python's ss
 fake_redis.py for the sentinels that lie."""
 import os
 import re
+import signal
 import subprocess
 import time
 
@@ -315,3 +316,47 @@ def test_every_sentinel_down_serves_in_local_mode_and_says_why(gateway, origin):
         assert primary_of(g) is None
     finally:
         unknowing.close()
+
+
+def test_a_silent_sentinel_is_left_and_a_failover_still_followed(gateway, origin):
+    """The sentinel holding the subscription stops answering without closing (SIGSTOP: its
+    kernel keeps the connection and accepts new ones). The subscription's PING goes unanswered:
+    within poll_interval + timeout (and a tick) the sentinel is said silent, another is asked
+    and subscribed to; a manual failover (SENTINEL FAILOVER on a live sentinel) then reaches
+    the instance as +switch-master from that other sentinel, not from a failed write."""
+    fleet = Fleet()
+    stopped = None
+    try:
+        g = sentinel_gw(gateway, origin, fleet.addrs())
+        p, r = f"127.0.0.1:{fleet.primary.port}", f"127.0.0.1:{fleet.replica.port}"
+        wait_for(lambda: primary_of(g) == p and metric(g, "h2gate_cluster_up") == 1, 10,
+                 "the primary taken")
+        port = int(re.search(r"event=cluster_primary redis=\S+ sentinel=127\.0\.0\.1:(\d+) ",
+                             g.log()).group(1))
+        stopped = next(s for s in fleet.sentinels if s.port == port)
+        time.sleep(0.5)  # PINGs answered meanwhile: not silent
+        assert "event=sentinel_silent" not in g.log(), g.log()[-2000:]
+        stopped.proc.send_signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        silent = f"event=sentinel_silent sentinel=127.0.0.1:{port} master={MASTER} silent_ms=700"
+        log = g.wait_log(silent, timeout=5)
+        took = time.monotonic() - t0
+        assert silent in log, log[-3000:]
+        # poll_interval 200 ms + timeout 500 ms, found at the next tick
+        assert took < 1.5, took
+        others = [s for s in fleet.sentinels if s is not stopped]
+        wait_for(lambda: any(any(b"sub=1" in c for c in s.cmd("CLIENT", "LIST").split(b"\n"))
+                             for s in others), 5, "subscribed to another sentinel")
+        assert primary_of(g) == p and metric(g, "h2gate_cluster_failovers_total") == 0
+        # a failover of the sentinels that are left (the stopped one cannot vote, nor is needed)
+        assert others[0].cmd("SENTINEL", "FAILOVER", MASTER) == b"OK"
+        wait_for(lambda: primary_of(g) == r, 20, "the new primary taken")
+        log = g.log()
+        print(f"\nsilent sentinel left after {took:.2f} s")
+        assert re.search(rf"event=sentinel_switch sentinel=127\.0\.0\.1:(?!{port} )\d+ "
+                         rf"master={MASTER} from={p} to={r}\n", log), log[-3000:]
+        assert metric(g, "h2gate_cluster_failovers_total") == 1
+    finally:
+        if stopped:
+            stopped.proc.send_signal(signal.SIGCONT)
+        fleet.close()
