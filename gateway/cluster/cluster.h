@@ -146,9 +146,10 @@ typedef struct {
 
 /* Start sharing per cfg (copied) on loop, keeping ring equal to the shared keys. Redis is
  * cfg->redis, or (cfg->sentinels) the primary the sentinels name for cfg->master: asked of
- * them in turn, checked with ROLE (a replica, or a primary that is one no longer, is refused
- * and the next sentinel asked), followed on +switch-master, a lost connection or a READONLY
- * answer (the sentinels are asked again; local decisions meanwhile). 0 or GW_E_NOMEM. */
+ * them all, the answer of the greatest config-epoch tried first, checked with ROLE (a
+ * replica, or a primary that is one no longer, is refused and the next answer tried), followed on
+ * +switch-master, a lost connection or a READONLY answer (the sentinels are asked again; local
+ * decisions meanwhile). 0 or GW_E_NOMEM. */
 int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_t *ring,
                    gw_cluster_t **out);
 /* Whether cfg describes the same cluster as c's (a reload keeps c then). */

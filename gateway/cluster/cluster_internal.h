@@ -12,7 +12,8 @@
  *            values"): locks with a token, bounded values, hashes of records.
  * replies.c: what Redis answers, checked before use (sans-IO): the scripts' numbers bounded,
  *            a script's SHA1, a peer's text made safe for a log line, a sentinel's addresses.
- * sentinel.c: which Redis is the primary, asked of Redis Sentinel (cluster.sentinels).
+ * sentinel.c: which Redis is the primary, asked of Redis Sentinel (cluster.sentinels), and
+ *            the subscription to its switches, kept alive.
  */
 #ifndef GW_CLUSTER_INTERNAL_H
 #define GW_CLUSTER_INTERNAL_H
@@ -116,8 +117,9 @@ void gw_cluster__log_text(char *dst, size_t cap, const char *src, size_t len);
 typedef struct gw_sentinel gw_sentinel_t;
 /* Called from the sentinel's own timer (never inside a callback of one of its connections). */
 typedef struct {
-    /* A sentinel (from, HOST:PORT) named host:port the primary: the caller checks it and says
-     * gw_sentinel_ok or gw_sentinel_refused. */
+    /* A sentinel (from, HOST:PORT) named host:port the primary, the greatest config-epoch
+     * of those not refused yet in this round: the caller checks it and says gw_sentinel_ok
+     * or gw_sentinel_refused. */
     void (*on_primary)(void *ud, const char *host, unsigned port, const char *from);
     /* Every sentinel failed (why: the last failure); another round follows after a backoff. */
     void (*on_none)(void *ud, const char *why);

@@ -1,12 +1,23 @@
 /* cluster/sentinel.c — which Redis is the primary, as Redis Sentinel names it (the sentinel
  * part of cluster_internal.h), on the main thread's loop.
  *
- * A round asks the sentinels in turn, one connection at a time (the one that answered last
- * first): `SENTINEL get-master-addr-by-name NAME` (after AUTH with sentinel_password). The
- * first address named goes to the caller, who checks it (ROLE) and says ok or refused; a
- * sentinel that is down, slow, does not know the name, answers nonsense, or names a primary
- * the caller refuses, is passed over for the next. When every sentinel failed, the round ends
+ * A round asks every sentinel at once, a connection each: `SENTINEL master NAME` (after AUTH
+ * with sentinel_password), which gives the primary's address and the config-epoch of that
+ * configuration. Once each has answered or failed (down, slow, does not know the name,
+ * answers nonsense), the addresses go to the caller, who checks each (ROLE) and says ok or
+ * refused: the one of the highest config-epoch first (ties: in the order asked, the sentinel
+ * whose answer was taken last first), the next when refused. When none is left, the round ends
  * (on_none) and the next one begins after a backoff (100 ms doubling to 5 s).
+ *
+ * Why the epoch: Redis's client guidance (redis.io, "Sentinel client spec", steps 2 and 3)
+ * takes the first sentinel's answer and checks it with ROLE. That does not catch a stale
+ * sentinel (one partitioned away during a failover) naming the old primary restarted since,
+ * which still says "master" in ROLE until the sentinels reconfigure it. Sentinel itself
+ * settles such conflicts by the configuration epoch: every failover is done under a new,
+ * greater epoch, and a configuration of a greater epoch replaces one of a lower epoch
+ * (redis.io, "High availability with Redis Sentinel", "Configuration propagation"). The
+ * answer of the greatest epoch is the configuration the sentinels converge on, so it is tried
+ * first, and ROLE still checks it.
  *
  * One connection stays subscribed to `+switch-master` on the sentinel whose answer was taken: a
  * switch of our master is reported (on_switch) and a round begins at once, whatever the
@@ -18,8 +29,8 @@
  * come. Each ping interval (poll_interval, at most PING_MAX_MS) it is sent PING, which Redis
  * answers in subscribe mode too (with a "pong" message). When nothing at all came from it for
  * an interval plus timeout (plus connect_timeout while it connects), the sentinel is silent:
- * the subscription is closed, and a round begins with the next sentinel, whose answer, once
- * taken, brings the subscription there.
+ * the subscription is closed, and a round begins (the next sentinel first among equal
+ * epochs); the sentinel whose answer is taken gets the subscription.
  *
  * Callbacks run from this file's timer, never from inside a callback of a Redis connection,
  * so the caller may close its own connections in them. Every connection closed here is closed
@@ -39,11 +50,20 @@
 /* the subscription's PING interval: poll_interval, or this when shorter (as the heartbeat) */
 #define PING_MAX_MS 1000
 
-typedef struct {
+/* a sentinel's part in the round under way */
+enum { ASK_IDLE = 0, ASK_PENDING, ASK_ANSWERED, ASK_FAILED };
+
+typedef struct sentinel {
+    struct gw_sentinel *s;
     char *host;
     unsigned port;
-    char text[64]; /* HOST:PORT as configured, for logs */
-    char why[448]; /* its last failure ("": none since its answer was taken), logged once */
+    char text[64];   /* HOST:PORT as configured, for logs */
+    char why[448];   /* its last failure ("": none since its answer was taken), logged once */
+    gw_redis_t *ask; /* the round's connection to it (closed at the next step once done) */
+    int res;         /* ASK_* */
+    char named_host[GW_CLUSTER_HOST_MAX + 1];
+    unsigned named_port;
+    unsigned long long epoch; /* the config-epoch of its answer */
 } sentinel_t;
 
 struct gw_sentinel {
@@ -56,18 +76,16 @@ struct gw_sentinel {
     gw_sentinel_cbs_t cb;
     uv_timer_t timer; /* the next step: now, or after the backoff */
     /* the round */
-    gw_redis_t *ask; /* the connection to the sentinel asked now */
-    size_t asking;   /* its index */
-    int ask_over;    /* it has its result: closed at the next step */
-    int want;        /* ask at the next step */
-    int waiting;     /* a named primary is with the caller, for its verdict */
-    int have;        /* a named primary to hand over at the next step */
-    int none;        /* every sentinel failed: report at the next step, then back off */
+    int asking;  /* the sentinels are being asked */
+    int decide;  /* hand the next address to the caller (or end the round) at the next step */
+    int want;    /* start a round at the next step */
+    int waiting; /* a named primary is with the caller, for its verdict */
+    int have;    /* a named primary to hand over at the next step */
+    int none;    /* every sentinel failed: report at the next step, then back off */
     char host[GW_CLUSTER_HOST_MAX + 1];
     unsigned port;
-    size_t named; /* who named it */
-    size_t next;  /* asked first in the next round */
-    size_t failed;
+    size_t named;  /* who named it */
+    size_t next;   /* first in the order of the next round (ties of the epoch) */
     char why[512]; /* the round's last failure */
     uint64_t backoff_ms;
     /* the subscription */
@@ -91,89 +109,139 @@ static void step_soon(gw_sentinel_t *s)
         uv_timer_start(&s->timer, on_step, 0, 0);
 }
 
-/* Sentinel i did not give a primary we took: logged when its reason changed, and the round
- * goes on with the next one (or ends, every one having failed). */
-static void fail(gw_sentinel_t *s, size_t i, const char *why)
+/* The round is a round no longer: no result pending, no address with the caller. */
+static int round_idle(const gw_sentinel_t *s)
 {
-    sentinel_t *x = &s->at[i];
+    return !s->asking && !s->decide && !s->waiting && !s->have && !s->none;
+}
+
+/* Every sentinel has answered or failed: decide at the next step. */
+static void check_asked(gw_sentinel_t *s)
+{
+    if (!s->asking)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->at[i].res == ASK_PENDING)
+            return;
+    s->asking = 0;
+    s->decide = 1;
+    step_soon(s);
+}
+
+/* Sentinel x did not give a primary we took: logged when its reason changed. */
+static void fail(sentinel_t *x, const char *why)
+{
+    gw_sentinel_t *s = x->s;
     if (strcmp(x->why, why) != 0) {
         GW_LOG_WARN("sentinel_failed", "sentinel=%s master=%s reason=\"%s\"", x->text, s->master,
                     why);
         snprintf(x->why, sizeof(x->why), "%s", why);
     }
     snprintf(s->why, sizeof(s->why), "sentinel %s: %s", x->text, why);
-    s->next = (i + 1) % s->n;
-    if (++s->failed >= s->n)
-        s->none = 1;
-    else
-        s->want = 1;
-    step_soon(s);
+    x->res = ASK_FAILED;
+    step_soon(s); /* its connection is closed there */
 }
 
-static void ask_fail(gw_sentinel_t *s, const char *why)
+static void ask_fail(sentinel_t *x, const char *why)
 {
-    s->ask_over = 1;
-    fail(s, s->asking, why);
+    fail(x, why);
+    check_asked(x->s);
 }
 
-static void on_addr(void *ud, const redisReply *r, int err)
+/* The field name of `SENTINEL master`'s flat answer (name, value, name, value ...). */
+static const redisReply *field(const redisReply *r, const char *name)
 {
-    gw_sentinel_t *s = ud;
-    if (s->ask_over || err == GW_E_CLOSED)
+    size_t nl = strlen(name);
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i];
+        if (k->type == REDIS_REPLY_STRING && k->len == nl && !memcmp(k->str, name, nl))
+            return r->element[i + 1]->type == REDIS_REPLY_STRING ? r->element[i + 1] : NULL;
+    }
+    return NULL;
+}
+
+/* A config-epoch: decimal digits, at most 18 (far beyond any count of failovers). */
+static int epoch_of(const redisReply *v, unsigned long long *out)
+{
+    if (!v || v->len < 1 || v->len > 18)
+        return -1;
+    unsigned long long e = 0;
+    for (size_t i = 0; i < v->len; i++) {
+        if (v->str[i] < '0' || v->str[i] > '9')
+            return -1;
+        e = e * 10 + (unsigned)(v->str[i] - '0');
+    }
+    *out = e;
+    return 0;
+}
+
+static void on_master(void *ud, const redisReply *r, int err)
+{
+    sentinel_t *x = ud;
+    gw_sentinel_t *s = x->s;
+    if (x->res != ASK_PENDING || err == GW_E_CLOSED)
         return;
     char why[200];
     if (err == GW_E_TIMEOUT) {
         snprintf(why, sizeof(why), "no answer within %llu ms", (unsigned long long)s->timeout_ms);
-        ask_fail(s, why);
+        ask_fail(x, why);
         return;
     }
     if (err < 0 || !r) {
-        ask_fail(s, "connection lost");
+        ask_fail(x, "connection lost");
         return;
     }
     if (r->type == REDIS_REPLY_ERROR) {
+        if (r->len >= 18 && !memcmp(r->str, "ERR No such master", 18)) {
+            ask_fail(x, "does not know this master");
+            return;
+        }
         char text[151];
         gw_cluster__log_text(text, sizeof(text), r->str, r->len);
         snprintf(why, sizeof(why), "%s", text);
-        ask_fail(s, why);
+        ask_fail(x, why);
         return;
     }
     if (r->type == REDIS_REPLY_NIL) {
-        ask_fail(s, "does not know this master");
+        ask_fail(x, "does not know this master");
         return;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
-        gw_cluster__primary_addr(r->element[0]->str, r->element[0]->len, r->element[1]->str,
-                                 r->element[1]->len, s->host, &s->port) < 0) {
-        ask_fail(s, "not an address");
+    const redisReply *ip = r->type == REDIS_REPLY_ARRAY ? field(r, "ip") : NULL;
+    const redisReply *port = r->type == REDIS_REPLY_ARRAY ? field(r, "port") : NULL;
+    if (!ip || !port ||
+        gw_cluster__primary_addr(ip->str, ip->len, port->str, port->len, x->named_host,
+                                 &x->named_port) < 0) {
+        ask_fail(x, "not an address");
         return;
     }
-    s->ask_over = 1;
-    s->named = s->asking;
-    s->have = 1;
-    step_soon(s);
+    if (epoch_of(field(r, "config-epoch"), &x->epoch) < 0) {
+        ask_fail(x, "no config-epoch");
+        return;
+    }
+    x->res = ASK_ANSWERED;
+    step_soon(s); /* its connection is closed there */
+    check_asked(s);
 }
 
 static void on_ask_state(void *ud, int up, const char *why)
 {
-    gw_sentinel_t *s = ud;
-    if (s->ask_over)
+    sentinel_t *x = ud;
+    if (x->res != ASK_PENDING)
         return;
     char w[200];
     if (!up) {
         snprintf(w, sizeof(w), "connection: %s", why);
-        ask_fail(s, w);
+        ask_fail(x, w);
         return;
     }
-    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", s->master};
-    size_t lens[] = {8, 23, strlen(s->master)};
-    if (gw_redis_command(s->ask, 3, argv, lens, on_addr, s) < 0)
-        ask_fail(s, "cannot send SENTINEL get-master-addr-by-name");
+    const char *argv[] = {"SENTINEL", "master", x->s->master};
+    size_t lens[] = {8, 6, strlen(x->s->master)};
+    if (gw_redis_command(x->ask, 3, argv, lens, on_master, x) < 0)
+        ask_fail(x, "cannot send SENTINEL master");
 }
 
 static gw_redis_t *dial(gw_sentinel_t *s, size_t i, void (*on_state)(void *, int, const char *),
-                        void (*on_push)(void *, const redisReply *))
+                        void (*on_push)(void *, const redisReply *), void *ud)
 {
     gw_redis_opts_t o = {.host = s->at[i].host,
                          .port = s->at[i].port,
@@ -183,20 +251,58 @@ static gw_redis_t *dial(gw_sentinel_t *s, size_t i, void (*on_state)(void *, int
                          .max_reply = s->max_reply,
                          .on_state = on_state,
                          .on_push = on_push,
-                         .ud = s};
+                         .ud = ud};
     gw_redis_t *r = NULL;
     return gw_redis_new(s->loop, &o, &r) == 0 ? r : NULL;
 }
 
-static void start_ask(gw_sentinel_t *s)
+static void start_round(gw_sentinel_t *s)
 {
-    s->asking = s->next;
-    s->ask_over = 0;
-    /* on_ask_state may run before gw_redis_new returns (a connect refused at once): ask_over
-     * then says the connection is done with, and the next step closes it */
-    s->ask = dial(s, s->asking, on_ask_state, NULL);
-    if (!s->ask && !s->ask_over)
-        ask_fail(s, "out of memory");
+    s->asking = 1;
+    for (size_t i = 0; i < s->n; i++)
+        s->at[i].res = ASK_PENDING;
+    for (size_t i = 0; i < s->n; i++) {
+        sentinel_t *x = &s->at[i];
+        /* on_ask_state may run before gw_redis_new returns (a connect refused at once): res
+         * then says the connection is done with, and the next step closes it */
+        x->ask = dial(s, i, on_ask_state, NULL, x);
+        if (!x->ask && x->res == ASK_PENDING)
+            fail(x, "out of memory");
+    }
+    check_asked(s);
+}
+
+/* The next address to check: of the sentinels that answered and were not refused, the one of
+ * the greatest config-epoch (ties: the first in the order from s->next). */
+static void pick(gw_sentinel_t *s)
+{
+    sentinel_t *best = NULL;
+    for (size_t k = 0; k < s->n; k++) {
+        sentinel_t *x = &s->at[(s->next + k) % s->n];
+        if (x->res == ASK_ANSWERED && (!best || x->epoch > best->epoch))
+            best = x;
+    }
+    if (!best) {
+        s->none = 1;
+        return;
+    }
+    best->res = ASK_IDLE; /* with the caller now */
+    s->named = (size_t)(best - s->at);
+    memcpy(s->host, best->named_host, sizeof(s->host));
+    s->port = best->named_port;
+    s->have = 1;
+}
+
+/* Let every connection of the round go (from the timer only). */
+static void close_asks(gw_sentinel_t *s, int all)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        sentinel_t *x = &s->at[i];
+        if (x->ask && (all || x->res != ASK_PENDING)) {
+            gw_redis_close(x->ask);
+            x->ask = NULL;
+        }
+    }
 }
 
 /* ---- the subscription --------------------------------------------------------------------- */
@@ -283,7 +389,7 @@ static void on_ping(uv_timer_t *t)
         s->pinging = 0;
         /* ask again, the next sentinel first: the master may have moved meanwhile, and the
          * sentinel whose answer is taken gets the subscription (gw_sentinel_ok) */
-        if (!(s->ask || s->want || s->waiting || s->have || s->none)) {
+        if (round_idle(s) && !s->want) {
             s->next = (s->sub_at + 1) % s->n;
             s->want = 1;
             step_soon(s);
@@ -309,7 +415,7 @@ static void subscribe(gw_sentinel_t *s, size_t i)
     s->sub_at = i;
     s->pinging = 0;
     s->sub_due = uv_now(s->loop) + s->connect_timeout_ms + s->ping_ms + s->timeout_ms;
-    s->sub = dial(s, i, on_sub_state, on_sub_push);
+    s->sub = dial(s, i, on_sub_state, on_sub_push, s);
 }
 
 /* ---- steps -------------------------------------------------------------------------------- */
@@ -317,21 +423,24 @@ static void subscribe(gw_sentinel_t *s, size_t i)
 static void on_step(uv_timer_t *t)
 {
     gw_sentinel_t *s = t->data;
-    if (s->ask && s->ask_over) {
-        gw_redis_close(s->ask);
-        s->ask = NULL;
-    }
+    close_asks(s, 0); /* the connections whose sentinel answered or failed */
     if (s->switched) {
         s->switched = 0;
         GW_LOG_INFO("sentinel_switch", "sentinel=%s master=%s from=%s to=%s", s->at[s->sub_at].text,
                     s->master, s->sw_from, s->sw_to);
-        s->failed = 0;
-        s->waiting = 0;
-        s->none = 0;
+        /* the round under way, if any, asked before the switch: it is dropped */
+        close_asks(s, 1);
+        for (size_t i = 0; i < s->n; i++)
+            s->at[i].res = ASK_IDLE;
+        s->asking = s->decide = s->waiting = s->have = s->none = 0;
         s->backoff_ms = BACKOFF_MIN_MS;
-        s->next = s->sub_at; /* it saw the switch: it names the new primary */
+        s->next = s->sub_at; /* it saw the switch: first among equal epochs */
         s->want = 1;
         s->cb.on_switch(s->cb.ud, s->sw_from, s->sw_to);
+    }
+    if (s->decide) {
+        s->decide = 0;
+        pick(s);
     }
     if (s->have) {
         s->have = 0;
@@ -341,7 +450,8 @@ static void on_step(uv_timer_t *t)
     }
     if (s->none) {
         s->none = 0;
-        s->failed = 0;
+        for (size_t i = 0; i < s->n; i++)
+            s->at[i].res = ASK_IDLE;
         s->want = 1;
         s->cb.on_none(s->cb.ud, s->why);
         if (!s->closed)
@@ -349,9 +459,9 @@ static void on_step(uv_timer_t *t)
         s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
         return;
     }
-    if (s->want && !s->ask && !s->waiting) {
+    if (s->want && round_idle(s)) {
         s->want = 0;
-        start_ask(s);
+        start_round(s);
     }
 }
 
@@ -370,6 +480,7 @@ int gw_sentinel_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, const gw_senti
     s->password = cfg->sentinel_password ? gw_strdup(cfg->sentinel_password) : NULL;
     int nomem = !s->master || (cfg->sentinel_password && !s->password);
     for (size_t i = 0; i < cfg->sentinels_len && i < GW_CFG_SENTINELS_MAX && !nomem; i++) {
+        s->at[i].s = s;
         const char *text = cfg->sentinels[i].addr.text, *colon = strrchr(text, ':');
         s->at[i].host = gw_strdup(cfg->sentinels[i].host);
         s->at[i].port = colon ? (unsigned)atoi(colon + 1) : 26379;
@@ -403,7 +514,7 @@ int gw_sentinel_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, const gw_senti
 
 void gw_sentinel_ask(gw_sentinel_t *s)
 {
-    if (s->ask || s->want || s->waiting || s->have || s->none)
+    if (!round_idle(s) || s->want)
         return; /* a round is under way, or waits for its backoff */
     s->want = 1;
     step_soon(s);
@@ -414,7 +525,21 @@ void gw_sentinel_ok(gw_sentinel_t *s)
     if (!s->waiting)
         return;
     s->waiting = 0;
-    s->failed = 0;
+    const sentinel_t *taken = &s->at[s->named];
+    for (size_t i = 0; i < s->n; i++) {
+        sentinel_t *x = &s->at[i];
+        if (x->res == ASK_ANSWERED && x->epoch < taken->epoch &&
+            (x->named_port != taken->named_port || strcmp(x->named_host, taken->named_host))) {
+            char w[GW_CLUSTER_HOST_MAX + 120];
+            snprintf(w, sizeof(w),
+                     strchr(x->named_host, ':')
+                         ? "behind: names [%s]:%u of config-epoch %llu, not %llu"
+                         : "behind: names %s:%u of config-epoch %llu, not %llu",
+                     x->named_host, x->named_port, x->epoch, taken->epoch);
+            fail(x, w);
+        }
+        x->res = ASK_IDLE; /* the round is over */
+    }
     s->at[s->named].why[0] = 0; /* its next failure is news */
     s->next = s->named;         /* it answered well: asked first next time, and listened to */
     s->backoff_ms = BACKOFF_MIN_MS;
@@ -429,7 +554,9 @@ void gw_sentinel_refused(gw_sentinel_t *s, const char *why)
     char w[GW_CLUSTER_HOST_MAX + 160];
     snprintf(w, sizeof(w), strchr(s->host, ':') ? "named [%s]:%u: %s" : "named %s:%u: %s", s->host,
              s->port, why);
-    fail(s, s->named, w);
+    fail(&s->at[s->named], w);
+    s->decide = 1; /* the next address, if any */
+    step_soon(s);
 }
 
 static void on_timer_closed(uv_handle_t *h)
@@ -449,11 +576,10 @@ void gw_sentinel_close(gw_sentinel_t *s)
     if (!s)
         return;
     s->closed = 1;
-    if (s->ask)
-        gw_redis_close(s->ask);
+    close_asks(s, 1);
     if (s->sub)
         gw_redis_close(s->sub);
-    s->ask = s->sub = NULL;
+    s->sub = NULL;
     s->handles = 2;
     uv_close((uv_handle_t *)&s->timer, on_timer_closed);
     uv_close((uv_handle_t *)&s->ping, on_timer_closed);

@@ -248,12 +248,46 @@ def test_a_sentinel_that_names_a_replica_is_refused(gateway, origin):
         assert metric(g, "h2gate_cluster_failovers_total") == 0
         # the instance's writes went to the primary, none to the replica's address
         wait_for(lambda: primary.cmd("GET", KEYS) is not None, 5, "the keys on the primary")
-        assert [c[:2] for c in liar.commands] == [[b"SENTINEL", b"get-master-addr-by-name"]]
+        assert [c[:2] for c in liar.commands] == [[b"SENTINEL", b"master"]]
         assert b"SUBSCRIBE" in honest.names()
     finally:
         for x in (liar, honest):
             x.close()
         for n in (replica, primary):
+            n.close()
+
+
+def test_a_stale_sentinel_naming_a_restarted_old_primary_is_outvoted(gateway, origin):
+    """Two Redis that both say "master" in ROLE: the old primary, restarted alone after a
+    failover it missed, and the one promoted. The first sentinel (partitioned during the
+    failover) still names the old one, at config-epoch 1; the second names the new one at
+    config-epoch 2. The instance takes the configuration of the greater epoch, as Sentinel
+    itself does, says the first sentinel is behind, and writes nothing to the old primary."""
+    old, new = Node(), Node()
+    stale = FakeSentinel(("127.0.0.1", old.port), epoch=1)
+    current = FakeSentinel(("127.0.0.1", new.port), epoch=2)
+    try:
+        assert old.cmd("ROLE")[0] == b"master" and new.cmd("ROLE")[0] == b"master"
+        g = sentinel_gw(gateway, origin, f"127.0.0.1:{stale.port}, 127.0.0.1:{current.port}")
+        pn = f"127.0.0.1:{new.port}"
+        wait_for(lambda: primary_of(g) == pn and metric(g, "h2gate_cluster_up") == 1, 10,
+                 "the new primary taken")
+        wait_for(lambda: new.cmd("GET", KEYS) is not None, 5, "the keys on the new primary")
+        time.sleep(0.5)  # polls and heartbeats: all to the new primary
+        log = g.log()
+        assert re.search(rf"event=cluster_primary redis={pn} sentinel=127\.0\.0\.1:"
+                         rf"{current.port} master={MASTER}\n", log), log[-3000:]
+        assert re.search(rf'event=sentinel_failed sentinel=127\.0\.0\.1:{stale.port} '
+                         rf'master={MASTER} reason="behind: names 127\.0\.0\.1:{old.port} of '
+                         r'config-epoch 1, not 2"', log), log[-3000:]
+        assert f"redis=127.0.0.1:{old.port}" not in log, log[-3000:]
+        assert old.cmd("DBSIZE") == 0, old.cmd("KEYS", "*")
+        assert metric(g, "h2gate_cluster_failovers_total") == 0
+        assert b"SUBSCRIBE" in current.names() and b"SUBSCRIBE" not in stale.names()
+    finally:
+        for x in (stale, current):
+            x.close()
+        for n in (old, new):
             n.close()
 
 

@@ -135,21 +135,30 @@ class FakeRedis(ThreadedServer):
 
 
 class FakeSentinel(FakeRedis):
-    """A Redis Sentinel that says what it is told: get-master-addr-by-name answers (host, port)
-    for any master name, or nil when named is None (it does not know the master); SUBSCRIBE is
+    """A Redis Sentinel that says what it is told: `SENTINEL master` answers ip and port (named)
+    and config-epoch (epoch) for any master name, get-master-addr-by-name (host, port); when
+    named is None, it does not know the master (an error, and nil); SUBSCRIBE is
     confirmed and nothing is ever published. A sentinel that lies, or is behind."""
 
-    def __init__(self, named):
-        self.named = named
+    def __init__(self, named, epoch=0):
+        self.named, self.epoch = named, epoch
         super().__init__()
 
     def _answer(self, cmd):
         name = cmd[0].upper()
         if name == b"SENTINEL":
+            master = len(cmd) > 1 and cmd[1].lower() == b"master"
             if self.named is None:
-                return b"*-1\r\n"
+                return b"-ERR No such master with that name\r\n" if master else b"*-1\r\n"
             host, port = self.named[0].encode(), str(self.named[1]).encode()
-            return b"*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(host), host, len(port), port)
+            fields = [b"ip", host, b"port", port]
+            if master:  # the fields h2gate reads, among others as a real sentinel gives them
+                fields = [b"name", cmd[2], *fields, b"flags", b"master", b"config-epoch",
+                          str(self.epoch).encode(), b"num-slaves", b"1"]
+            else:
+                fields = [host, port]
+            return b"*%d\r\n" % len(fields) + b"".join(
+                b"$%d\r\n%s\r\n" % (len(f), f) for f in fields)
         if name == b"SUBSCRIBE":
             return b"*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n"
         return super()._answer(cmd)
