@@ -3,9 +3,13 @@
  * redis.c:   the asynchronous Redis client (redis.h).
  * tickets.c: the shared ticket keys as stored in Redis (sans-IO): the value's layout, when
  *            they are due for rotation, and the next set.
- * cluster.c: the poll loop on the main thread's loop that keeps the keyring equal to Redis,
- *            rotates under a lock, and reports when Redis fails; the shared rate decisions
- *            (one GCRA script call per key and loop turn).
+ * cluster.c: the client's life; the poll loop on the main thread's loop that keeps the
+ *            keyring equal to Redis, rotates under a lock, and reports when Redis fails; the
+ *            primary (with sentinels: checked with ROLE, followed).
+ * limits.c:  the shared rate decisions (one GCRA script call per key and loop turn) and the
+ *            bandwidth leases, and their scripts.
+ * heartbeat.c: how many instances are alive (the share of a limit decided alone), carried
+ *            over a reload.
  * rates.c:   the questions' way from workers to the main loop (the hub) and the answers' way
  *            back (one sink per worker), across threads.
  * shared.c:  what other modules keep in Redis through the client (cluster.h's "shared
@@ -152,9 +156,82 @@ void gw_cluster__answer(gw_rate_q_t *q, gw_rate_verdict_t v, unsigned retry_afte
 /* rates.c: send the answer to q's lease (granted bytes; local: Redis could not answer). */
 void gw_cluster__grant(gw_rate_q_t *q, uint64_t granted, int local);
 
-/* ---- cluster.c, for shared.c ---- */
+/* ---- cluster.c's client, for limits.c, heartbeat.c and shared.c ---- */
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdatomic.h>
 struct gw_redis;
+
+/* The heartbeat: every GW_CLUSTER_BEAT_MS (or poll_interval, when shorter) an instance puts itself
+ * in the sorted set PREFIX "instances" with the score Redis's now + GW_CLUSTER_ALIVE_MS, drops the
+ * members whose score has passed and reads how many are left. One key and one call whatever the
+ * keyspace holds (a SCAN for per-instance keys would walk every rate key too), and the scores are
+ * Redis's clock, so instances' clocks do not matter. An instance that stops counts for
+ * GW_CLUSTER_ALIVE_MS more. */
+#define GW_CLUSTER_BEAT_MS 1000
+#define GW_CLUSTER_ALIVE_MS 3000
+
+struct gw_cluster {
+    uv_loop_t *loop;
+    gw_tls_keyring_t *ring;
+    struct gw_redis *redis;
+    gw_cluster_hub_t *hub; /* where the share goes (gw_cluster__set_hub); NULL: nowhere */
+    uv_timer_t poll;
+    uv_timer_t beat;
+    int handles;    /* of poll, beat and kick, not yet closed: the memory goes at 0 */
+    int beating;    /* a heartbeat is under way */
+    unsigned alive; /* instances alive at the last heartbeat (0: none read yet) */
+    char *k_alive;  /* PREFIX "instances" */
+    char id[128];   /* this instance in it: host:pid:random */
+    char *host, *password, *prefix;
+    char text[GW_CLUSTER_ADDR_MAX]; /* the Redis talked to (or last tried), HOST:PORT */
+    char *ident;                    /* what gw_cluster_same compares (cluster_ident) */
+    /* cluster.sentinels: who names the primary (NULL: cluster.redis is Redis) */
+    gw_sentinel_t *sent;
+    char *master;
+    char from[64];   /* the sentinel that named the current one */
+    int verified;    /* the connection is to the primary (ROLE said so; cluster.redis: up) */
+    uv_timer_t kick; /* lets the connection go outside its own callbacks, then asks again */
+    int kick_act;    /* KICK_* */
+    struct gw_redis *kick_redis; /* the connection the kick is about (another one: stale) */
+    char kick_why[200];
+    pthread_mutex_t mu; /* primary, read by scrapes */
+    char primary[GW_CLUSTER_ADDR_MAX];
+    atomic_ullong st_failovers;
+    unsigned db;
+    uint64_t timeout_ms, connect_timeout_ms, poll_interval_ms, rotation_ms;
+    size_t max_reply;
+    char *k_keys;           /* PREFIX "tls:ticket-keys" */
+    int busy;               /* a poll is under way */
+    int degraded;           /* the last call failed (or the connection is down) */
+    int seen;               /* some call answered since the start */
+    gw_cluster_keys_t cur;  /* what the keyring holds (n 0: nothing from Redis yet) */
+    gw_cluster_keys_t next; /* a rotation being written */
+    char sha[48];           /* the rate script's SHA1 once SCRIPT LOAD answered ("" before) */
+    char lsha[48];          /* the lease script's */
+    atomic_ullong st_lease_calls, st_lease_bytes, st_lease_local;
+    atomic_int st_up;
+    atomic_ullong st_degraded, st_ok, st_failed, st_timeout, st_rotations, st_updates;
+    atomic_ullong st_rate_allowed, st_rate_denied, st_rate_local, st_rate_calls;
+    atomic_ullong st_oversized, st_bad_replies;
+    atomic_uint st_instances;
+    atomic_ullong st_local_ms;    /* time in local mode, spells that ended */
+    atomic_ullong st_local_since; /* when the current spell began (monotonic ms); 0: up */
+};
+
+/* cluster.c: what the hub tells the workers (1 while Redis decides, else the instances last
+ * seen alive); the local mode begun, with why (logged once per outage); a reply of the right
+ * type whose value cannot be Redis's, counted and logged. */
+void gw_cluster__share_update(gw_cluster_t *c);
+void gw_cluster__degrade(gw_cluster_t *c, const char *why);
+void gw_cluster__bad_reply(gw_cluster_t *c, const char *what, const char *why);
+/* limits.c: SCRIPT LOAD the rate and lease scripts (on each primary, and after NOSCRIPT). */
+void gw_cluster__load_scripts(gw_cluster_t *c);
+/* heartbeat.c: this instance's name in the heartbeat set (at the start); one heartbeat now,
+ * unless one is under way or Redis is not there (also the beat timer's callback). */
+void gw_cluster__make_id(gw_cluster_t *c);
+void gw_cluster__on_beat(uv_timer_t *t);
+
 /* A call's outcome counted and logged as the client's own (degraded/recovered): 0 when it
  * answered, -1 when it failed (an error reply included). */
 int gw_cluster__outcome(gw_cluster_t *c, const redisReply *r, int err, const char *what);
