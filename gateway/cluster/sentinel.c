@@ -4,7 +4,8 @@
  * A round asks every sentinel at once, a connection each: `SENTINEL master NAME` (after AUTH
  * with sentinel_password), which gives the primary's address and the config-epoch of that
  * configuration. Once each has answered or failed (down, slow, does not know the name,
- * answers nonsense), the addresses go to the caller, who checks each (ROLE) and says ok or
+ * answers nonsense), or more than half of them answered (check_asked), the addresses go to
+ * the caller, who checks each (ROLE) and says ok or
  * refused: the one of the highest config-epoch first (ties: in the order asked, the sentinel
  * whose answer was taken last first), the next when refused. When none is left, the round ends
  * (on_none) and the next one begins after a backoff (100 ms doubling to 5 s).
@@ -115,14 +116,23 @@ static int round_idle(const gw_sentinel_t *s)
     return !s->asking && !s->decide && !s->waiting && !s->have && !s->none;
 }
 
-/* Every sentinel has answered or failed: decide at the next step. */
+/* Every sentinel has answered or failed, or more than half of them answered: decide at the
+ * next step. A failover is authorised by a majority of the sentinels under its new epoch, so
+ * a majority's answers hold the greatest epoch as soon as they have propagated; waiting for
+ * the rest would let one black-holed sentinel hold every round for its timeouts. The ones
+ * still pending may answer later: the next decision of the round (a refused address) counts
+ * them too, and the round's end lets their connections go. */
 static void check_asked(gw_sentinel_t *s)
 {
     if (!s->asking)
         return;
-    for (size_t i = 0; i < s->n; i++)
-        if (s->at[i].res == ASK_PENDING)
-            return;
+    size_t pending = 0, answered = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        pending += s->at[i].res == ASK_PENDING;
+        answered += s->at[i].res == ASK_ANSWERED;
+    }
+    if (pending && answered * 2 <= s->n)
+        return;
     s->asking = 0;
     s->decide = 1;
     step_soon(s);

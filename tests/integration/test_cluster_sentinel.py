@@ -7,6 +7,7 @@ serves in local mode and says why. Debian's redis-server, h2load and Python's ss
 fake_redis.py for the sentinels that lie."""
 import os
 import re
+import socket
 import signal
 import subprocess
 import time
@@ -119,11 +120,11 @@ def primary_of(g):
     return None
 
 
-def sentinel_gw(gateway, origin, sentinels, route_extra="", cluster_extra=""):
+def sentinel_gw(gateway, origin, sentinels, route_extra="", cluster_extra="", timeout="500ms"):
     """A gateway in front of origin (cleartext g.port, TLS g.tls_port, admin g.admin) whose
     cluster is what sentinels (HOST:PORT, ...) name for MASTER."""
     port, tls_port, admin = free_port(), free_port(), free_port()
-    extra = (f"cluster:\n  sentinels: [{sentinels}]\n  master: {MASTER}\n  timeout: 500ms\n"
+    extra = (f"cluster:\n  sentinels: [{sentinels}]\n  master: {MASTER}\n  timeout: {timeout}\n"
              f"  poll_interval: 200ms\n{cluster_extra}admin: {{address: 127.0.0.1:{admin}}}\n")
     g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra=route_extra,
                           extra=extra, tls_port=tls_port),
@@ -289,6 +290,34 @@ def test_a_stale_sentinel_naming_a_restarted_old_primary_is_outvoted(gateway, or
             x.close()
         for n in (old, new):
             n.close()
+
+
+def test_a_black_holed_sentinel_does_not_hold_the_round(gateway, origin):
+    """Three sentinels, the first black-holed (its kernel takes the connection, nothing ever
+    answers: a host gone without a reset behind a proxy, or a process stopped). The other two,
+    a majority, name the primary: it is taken at once, not after the black hole's 5 s timeout,
+    and the first sentinel is not waited for."""
+    primary = Node()
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(8)  # accepted by the kernel, never read
+    a = FakeSentinel(("127.0.0.1", primary.port), epoch=3)
+    b = FakeSentinel(("127.0.0.1", primary.port), epoch=3)
+    try:
+        t0 = time.monotonic()
+        g = sentinel_gw(gateway, origin, f"127.0.0.1:{hole.getsockname()[1]}, "
+                        f"127.0.0.1:{a.port}, 127.0.0.1:{b.port}", timeout="5s")
+        pn = f"127.0.0.1:{primary.port}"
+        wait_for(lambda: primary_of(g) == pn and metric(g, "h2gate_cluster_up") == 1, 10,
+                 "the primary taken")
+        took = time.monotonic() - t0
+        # the gateway's start is in it; the black hole's timeout alone would be 5 s
+        assert took < 4.0, f"{took:.2f} s: the round waited for the black-holed sentinel"
+    finally:
+        for x in (a, b):
+            x.close()
+        hole.close()
+        primary.close()
 
 
 def test_a_demoted_primary_answering_readonly_is_left(gateway, origin):
