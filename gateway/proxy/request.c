@@ -4,6 +4,7 @@
  * then the stream is served (exchange.c). */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/clock.h"
 #include "common/err.h"
@@ -101,6 +102,25 @@ static int ws_refused(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
     return 0;
 }
 
+/* An absolute-form target (RFC 9112 §3.2.2: "http" or "https", any case, "://" authority
+ * path-abempty [? query]) split into its authority and its path and query, in *host and *path
+ * (an empty path stays empty); any other target leaves both as they were. */
+static void absolute_form(gw_slice_t t, gw_slice_t *host, gw_slice_t *path)
+{
+    size_t i = 0;
+    while (i < t.len && ((t.base[i] | 0x20) >= 'a' && (t.base[i] | 0x20) <= 'z'))
+        i++;
+    int http = (i == 4 && !strncasecmp((const char *)t.base, "http", 4)) ||
+               (i == 5 && !strncasecmp((const char *)t.base, "https", 5));
+    if (!http || t.len < i + 3 || memcmp(t.base + i, "://", 3) != 0)
+        return;
+    size_t a = i + 3, e = a;
+    while (e < t.len && t.base[e] != '/' && t.base[e] != '?')
+        e++;
+    *host = (gw_slice_t){t.base + a, e - a};
+    *path = (gw_slice_t){t.base + e, t.len - e};
+}
+
 /* RFC 8555 §8.3: with `acme.challenge: http-01`, a cleartext listener answers the challenge
  * path itself, before redirect_https, the route and every policy: the authority's validation
  * carries no credentials and comes from anywhere, and a redirect to https would send it to a
@@ -111,16 +131,21 @@ static int acme_http01(const gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t
 {
     static const char pre[] = GW_HTTP01_PREFIX;
     const size_t pl = sizeof(pre) - 1;
-    if (s->tls || !p->cfg->acme.enabled || p->cfg->acme.challenge != GW_CFG_ACME_HTTP_01 ||
-        h->path.len < pl || memcmp(h->path.base, pre, pl) != 0)
+    if (s->tls || !p->cfg->acme.enabled || p->cfg->acme.challenge != GW_CFG_ACME_HTTP_01)
+        return 0;
+    /* RFC 9112 §3.2.2: a server accepts the absolute-form too (the HTTP/1.1 front passes the
+     * target as sent), whose authority takes the place of Host */
+    gw_slice_t path = h->path, host = h->authority;
+    absolute_form(h->path, &host, &path);
+    if (path.len < pl || memcmp(path.base, pre, pl) != 0)
         return 0;
     char authz[GW_HTTP01_AUTHZ_MAX];
     ssize_t n = GW_E_NOENT;
     if (gw_slice_eq(h->method, GW_SLICE_LIT("GET")) || gw_slice_eq(h->method, GW_SLICE_LIT("HEAD")))
-        n = gw_http01_find(h->path.base + pl, h->path.len - pl, authz, sizeof(authz));
-    GW_LOG_INFO("acme_http01", "peer=%s proto=%s method=%.*s path=%.*s status=%d", s->peer,
-                gw_req_proto_str(h->proto), (int)h->method.len, h->method.base, (int)h->path.len,
-                h->path.base, n < 0 ? 404 : 200);
+        n = gw_http01_find(path.base + pl, path.len - pl, authz, sizeof(authz));
+    GW_LOG_INFO("acme_http01", "peer=%s proto=%s method=%.*s path=%.*s status=%d host=%.*s",
+                s->peer, gw_req_proto_str(h->proto), (int)h->method.len, h->method.base,
+                (int)path.len, path.base, n < 0 ? 404 : 200, (int)host.len, host.base);
     static const char none[] = "h2gate: no such ACME challenge\n";
     if (n < 0)
         *rv = gw_proxy__answer_early(s, h, NULL, 404, "text/plain; charset=utf-8", none,

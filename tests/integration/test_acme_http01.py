@@ -125,11 +125,17 @@ class RelayHandler(http.server.BaseHTTPRequestHandler):
             self.send_error(404)
             return
         h1 = [get(gw, self.path) for _ in range(30)]
+        # RFC 9112 §3.2.2: the absolute-form, its authority taking the place of Host (which
+        # names another host here), the scheme in any case
+        authority = self.headers["Host"]
+        h1 += [get(gw, f"http://{authority}{self.path}", host="elsewhere.test"),
+               get(gw, f"HTTP://{authority}{self.path}", host="elsewhere.test")]
         h2 = h2c_get(gw, self.path)
         head = get(gw, self.path, "HEAD")
         wrong = [get(gw, PREFIX + token[:-1]), get(gw, PREFIX + token + "x"),
                  get(gw, PREFIX + "not-a-token"), get(gw, PREFIX), get(gw, self.path, "POST"),
-                 h2c_get(gw, PREFIX + token[::-1])]
+                 h2c_get(gw, PREFIX + token[::-1]),
+                 get(gw, f"http://{authority}{PREFIX}{token[:-1]}", host="elsewhere.test")]
         # the name validated before: its token withdrawn once this one was published
         before = {t for t, *_ in self.server.seen if t != token}
         self.server.prev.append((token, [get(gw, PREFIX + t) for t in before]))
@@ -145,8 +151,8 @@ class RelayHandler(http.server.BaseHTTPRequestHandler):
 def test_http01_answered_by_both_workers_over_http1_and_h2c_wrong_tokens_not(gateway, pebble,
                                                                              tmp_path):
     """While pebble's validation is held by the relay, the pending token is asked of the
-    gateway's cleartext listener 30 times on new connections (two workers share them) and once
-    over h2c: every answer is 200, application/octet-stream, exactly TOKEN.THUMBPRINT of the
+    gateway's cleartext listener 30 times on new connections (two workers share them), twice
+    in absolute-form (http://NAME:PORT/…, another Host) and once over h2c: every answer is 200, application/octet-stream, exactly TOKEN.THUMBPRINT of the
     account key; a token cut short, lengthened, unknown or empty, a POST, are 404 without the
     key authorization, and so is the token of the name validated before. pebble, given the
     gateway's answer, validates it."""
@@ -187,6 +193,10 @@ def test_http01_answered_by_both_workers_over_http1_and_h2c_wrong_tokens_not(gat
     assert set(counts) == {0, 1} and min(counts.values()) > 0, counts
     lines = [ln for ln in g.log().splitlines() if "event=acme_http01" in ln]
     assert any("proto=h2 method=GET" in ln and "status=200" in ln for ln in lines), lines
+    # the absolute-form's authority is the host the answer was for, not the Host field
+    absolute = [ln for ln in lines if "status=200 host=" in ln and "elsewhere" not in ln
+                and re.search(r"host=[ab]\.test:\d+(\s|$)", ln)]
+    assert len(absolute) >= 4, lines
 
 
 def test_rsa_2048_certificate_key_then_back_to_ec_on_restart(gateway, pebble, tmp_path):
