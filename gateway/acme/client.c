@@ -455,10 +455,15 @@ static void on_complete(gw_back_exch_t *x, void *user_data)
                                 .body = j->body.base,
                                 .body_len = j->body.len};
         unsigned before = gw_acme_order_nonce_retries(j->order);
+        int replaces = gw_acme_order_replaces(j->order);
         gw_acme_order_recv(j->order, &r);
         if (gw_acme_order_nonce_retries(j->order) != before)
             GW_LOG_INFO("acme_bad_nonce", "names=%s state=%s action=retry", j->log_names,
                         gw_acme_state_str(gw_acme_order_state(j->order)));
+        if (replaces && gw_acme_order_replaces_refused(j->order))
+            GW_LOG_WARN("acme_ari_replaces_refused",
+                        "names=%s status=%d type=%s action=\"new order without replaces\"",
+                        j->log_names, j->status, gw_acme_order_replaces_refused(j->order));
     }
     job_step(j);
 }
@@ -743,6 +748,8 @@ static void job_step(job_t *j)
     }
 }
 
+static int stored_cert_id(const char *dir, char id[GW_ACME_ARI_MAX_ID]);
+
 static void job_start_order(job_t *j)
 {
     gw_acme_t *a = j->a;
@@ -761,6 +768,10 @@ static void job_start_order(job_t *j)
         return;
     }
     j->counted = 0;
+    /* RFC 9773 §5: a renewal names the certificate it replaces (order.c drops it when the
+     * directory offers no renewalInfo, and retries without it when the server refuses it) */
+    char replaces[GW_ACME_ARI_MAX_ID];
+    int has_replaces = a->ari == ARI_ON && stored_cert_id(j->dir, replaces) == 0;
     EVP_PKEY_free(j->cert_key);
     /* a new key for each certificate */
     j->cert_key = a->key_type == GW_CFG_ACME_RSA_2048 ? EVP_RSA_gen(2048) : EVP_EC_gen("P-256");
@@ -771,15 +782,16 @@ static void job_start_order(job_t *j)
                           .challenge = a->challenge == GW_CFG_ACME_HTTP_01 ? GW_ACME_CH_HTTP_01
                                                                            : GW_ACME_CH_TLS_ALPN_01,
                           .account_key = a->account_key,
-                          .cert_key = j->cert_key};
+                          .cert_key = j->cert_key,
+                          .replaces = has_replaces ? replaces : NULL};
     if (!j->cert_key || gw_acme_order_new(&p, &j->order) < 0) {
         ERR_clear_error();
         arm(j, 1000);
         return;
     }
     j->orders++;
-    GW_LOG_INFO("acme_order_start", "names=%s directory=%s attempt=%u", j->log_names, a->directory,
-                j->orders);
+    GW_LOG_INFO("acme_order_start", "names=%s directory=%s attempt=%u replaces=%s", j->log_names,
+                a->directory, j->orders, has_replaces ? replaces : "-");
     job_step(j);
 }
 

@@ -42,6 +42,8 @@ struct gw_acme_order {
     int fail_status;
     char *fail_type, *fail_detail;
     unsigned sent, nonce_retries;
+    char *replaces;         /* the ARI certID newOrder names (RFC 9773 §5), or NULL */
+    char *replaces_refused; /* the problem type that made it drop replaces, or NULL */
 };
 
 static const char *const STATE_NAMES[] = {
@@ -105,10 +107,12 @@ void gw_acme_order_del(gw_acme_order_t *o)
     gw_free(o->authz);
     EVP_PKEY_free(o->akey);
     EVP_PKEY_free(o->ckey);
-    char **strs[] = {&o->directory, &o->email,   &o->thumb,     &o->new_nonce,  &o->new_account,
-                     &o->new_order, &o->nonce,   &o->kid,       &o->order_url,  &o->finalize_url,
-                     &o->cert_url,  &o->ch_name, &o->ch_url,    &o->ch_token,   &o->key_authz,
-                     &o->req_body,  &o->chain,   &o->fail_type, &o->fail_detail};
+    char **strs[] = {&o->directory,       &o->email,        &o->thumb,       &o->new_nonce,
+                     &o->new_account,     &o->new_order,    &o->nonce,       &o->kid,
+                     &o->order_url,       &o->finalize_url, &o->cert_url,    &o->ch_name,
+                     &o->ch_url,          &o->ch_token,     &o->key_authz,   &o->req_body,
+                     &o->chain,           &o->fail_type,    &o->fail_detail, &o->replaces,
+                     &o->replaces_refused};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         gw_free(*strs[i]);
     gw_free(o);
@@ -127,7 +131,8 @@ int gw_acme_order_new(const gw_acme_params_t *p, gw_acme_order_t **out)
     o->directory = gw_strdup(p->directory);
     o->email = p->email ? gw_strdup(p->email) : NULL;
     o->names = gw_calloc(p->n_names, sizeof(*o->names));
-    if (!o->directory || (p->email && !o->email) || !o->names)
+    o->replaces = p->replaces ? gw_strdup(p->replaces) : NULL;
+    if (!o->directory || (p->email && !o->email) || !o->names || (p->replaces && !o->replaces))
         goto fail;
     for (; o->n_names < p->n_names; o->n_names++)
         if (!(o->names[o->n_names] = gw_strdup(p->names[o->n_names])))
@@ -214,6 +219,11 @@ static char *state_payload(const gw_acme_order_t *o, int *rv)
         if (ids && json_array_size(ids) == o->n_names)
             j = json_pack("{s:O}", "identifiers", ids);
         json_decref(ids);
+        /* RFC 9773 §5: the certificate this order replaces, by its ARI certID */
+        if (j && o->replaces && json_object_set_new(j, "replaces", json_string(o->replaces)) < 0) {
+            json_decref(j);
+            j = NULL;
+        }
         break;
     }
     case GW_ACME_S_CHALLENGE:
@@ -478,6 +488,11 @@ static void on_json(gw_acme_order_t *o, json_t *j, const gw_acme_response_t *r)
                  "the directory lacks newNonce, newAccount or newOrder");
             return;
         }
+        if (!json_is_string(json_object_get(j, "renewalInfo"))) {
+            /* RFC 9773 §5: no replaces to a server that does not offer ARI */
+            gw_free(o->replaces);
+            o->replaces = NULL;
+        }
         o->state = GW_ACME_S_ACCOUNT;
         return;
     case GW_ACME_S_ACCOUNT: {
@@ -589,6 +604,16 @@ void gw_acme_order_recv(gw_acme_order_t *o, const gw_acme_response_t *r)
             o->nonce_retried++;
             o->nonce_retries++;
             o->req_built = 0;
+        } else if (o->state == GW_ACME_S_ORDER && o->replaces &&
+                   !(type && strcmp(type, GW_ACME_ERR_PREFIX "rateLimited") == 0)) {
+            /* RFC 9773 §5: a server refuses a replaces naming a certificate already replaced
+             * (409 alreadyReplaced), and may refuse one of another account or one it does not
+             * know (another instance's, a lost state folder): the order itself is still
+             * wanted, so newOrder goes once more without it (with this answer's nonce) */
+            set_str(&o->replaces_refused, type ? type : "h2gate:http");
+            gw_free(o->replaces);
+            o->replaces = NULL;
+            o->req_built = 0;
         } else {
             fail(o, r->status, type ? type : "h2gate:http", "%s %s: %s",
                  gw_acme_state_str(o->state), state_url(o) ? state_url(o) : "",
@@ -666,4 +691,14 @@ unsigned gw_acme_order_sent(const gw_acme_order_t *o)
 unsigned gw_acme_order_nonce_retries(const gw_acme_order_t *o)
 {
     return o->nonce_retries;
+}
+
+int gw_acme_order_replaces(const gw_acme_order_t *o)
+{
+    return o->replaces != NULL;
+}
+
+const char *gw_acme_order_replaces_refused(const gw_acme_order_t *o)
+{
+    return o->replaces_refused;
 }

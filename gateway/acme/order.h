@@ -104,6 +104,12 @@ typedef struct {
     gw_acme_challenge_t challenge;
     EVP_PKEY *account_key; /* P-256; referenced (up_ref) by the order */
     EVP_PKEY *cert_key;    /* the certificate's key, for the CSR; referenced */
+    /* the ARI certID (RFC 9773 §4.1) of the certificate this order renews, or NULL: sent as
+     * newOrder's `replaces` (§5) when the directory offers renewalInfo. A newOrder refused
+     * because of it (alreadyReplaced, or any other problem but badNonce and rateLimited: a
+     * server may refuse a predecessor of another account, or one it does not know) is sent
+     * once more without it. */
+    const char *replaces;
 } gw_acme_params_t;
 
 #define GW_ACME_MAX_NAMES 100
@@ -187,5 +193,10 @@ const char *gw_acme_order_account(const gw_acme_order_t *o);
 /* How many requests were sent and how many of them were retried after a badNonce. */
 unsigned gw_acme_order_sent(const gw_acme_order_t *o);
 unsigned gw_acme_order_nonce_retries(const gw_acme_order_t *o);
+/* Whether newOrder carries (or carried) `replaces`: 1 while it does, 0 when it was not given,
+ * the directory offers no renewalInfo, or it was dropped after a refusal; then
+ * gw_acme_order_replaces_refused() gives the refusal's problem type (else NULL). */
+int gw_acme_order_replaces(const gw_acme_order_t *o);
+const char *gw_acme_order_replaces_refused(const gw_acme_order_t *o);
 
 #endif

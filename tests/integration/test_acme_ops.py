@@ -70,10 +70,13 @@ class AriFront:
     """pebble behind an HTTPS front (pebble's own pair) that adds ARI: the directory gains
     `renewalInfo`, answered here with answer(cert_id) -> (status, body, retry_after); every
     other request is relayed to pebble with its Host kept, and pebble builds its URLs from the
-    Host it is given, so they all stay on the front's origin. `asked` lists the certIDs."""
+    Host it is given, so they all stay on the front's origin. `asked` lists the certIDs;
+    `orders` the newOrder payloads (JSON) with the status answered; refuse(payload) -> a problem
+    type makes the front answer that newOrder 409 with it (pebble's nonce kept)."""
 
-    def __init__(self, pb, crt, key, answer):
+    def __init__(self, pb, crt, key, answer, refuse=lambda payload: None):
         self.pb, self.answer, self.asked = pb, answer, []
+        self.refuse, self.orders = refuse, []
         self.ctx = ssl.create_default_context(cafile=crt)
         front = self
 
@@ -95,6 +98,7 @@ class AriFront:
             def relay(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else None
+                self.sent = body
                 c = http.client.HTTPSConnection("127.0.0.1", front.pb.port, context=front.ctx,
                                                 timeout=10)
                 hdrs = {k: v for k, v in self.headers.items()
@@ -119,6 +123,15 @@ class AriFront:
                     self.reply(status, hdrs, body.encode())
                     return
                 status, hdrs, data = self.relay()
+                if self.path == "/order-plz" and self.command == "POST":
+                    payload = json.loads(b64d(json.loads(self.sent)["payload"]))
+                    problem = front.refuse(payload) if status == 201 else None
+                    if problem:
+                        status, data = 409, json.dumps({"type": problem, "status": 409,
+                                                        "detail": "refused by the test"}).encode()
+                        hdrs = [(k, v) for k, v in hdrs if k.lower() == "replay-nonce"]
+                        hdrs.append(("Content-Type", "application/problem+json"))
+                    front.orders.append((payload, status))
                 if self.path == "/dir" and status == 200:
                     d = json.loads(data)
                     d["renewalInfo"] = f"https://127.0.0.1:{front.port}/renewal-info"
@@ -153,6 +166,10 @@ def cert_id(pem):
     def b64(b):
         return base64.urlsafe_b64encode(b).decode().rstrip("=")
     return f"{b64(kid)}.{b64(serial)}"
+
+
+def b64d(s):
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
 
 
 def rfc3339(t):
@@ -216,6 +233,46 @@ def test_ari_window_drives_the_renewal(gateway, pebble, ari_front, tmp_path):
     wait_for(g, lambda t: t.count("event=acme_ari_window names=w.test") >= 2, 10)
     assert front.asked.count(cid) == 1 and cert_id(second) in front.asked
     assert "acme_ari_unsupported" not in g.log() and "acme_ari_failed" not in g.log()
+    # RFC 9773 §5: the renewal's newOrder names the certificate it replaces, the first none
+    taken = [p for p, status in front.orders if status == 201]
+    assert len(taken) >= 2 and "replaces" not in taken[0], front.orders
+    assert taken[1]["replaces"] == cid, front.orders
+    assert f"event=acme_order_start names=w.test directory={front.directory} attempt=2 " \
+        f"replaces={cid}" in g.log()
+
+
+def test_ari_replaces_refused_the_renewal_orders_again_without_it(gateway, pebble, ari_front,
+                                                                  tmp_path):
+    """The renewal's newOrder names the old certificate (replaces, RFC 9773 §5) and the server
+    refuses it (409 alreadyReplaced, as for a certificate another order replaced): the client
+    logs it and sends newOrder again without replaces in the same order, which is issued."""
+    port, admin = free_port(), free_port()
+    crt, key = Pebble.make_tls(str(tmp_path))
+    pb = pebble(port, validity=3600, tls=(crt, key))
+    soon = int(time.time()) + 2
+
+    def answer(cid):
+        body = {"suggestedWindow": {"start": rfc3339(soon), "end": rfc3339(soon + 2)}}
+        return 200, json.dumps(body), "3600"
+
+    def refuse(payload):
+        return "urn:ietf:params:acme:error:alreadyReplaced" if "replaces" in payload else None
+
+    front = ari_front(pb, crt, key, answer, refuse)
+    g = gateway(ops_config(port, front.directory, crt, tmp_path / "acme", ["x.test"], admin),
+                wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    g.wait_log("event=acme_certificate_installed", timeout=25)
+    cid = cert_id(served_chain(port, "x.test")[0])
+    log = wait_for(g, lambda t: t.count("event=acme_certificate_installed names=x.test") >= 2, 30)
+    assert re.search(r"event=acme_ari_replaces_refused names=x.test status=409 "
+                     r"type=urn:ietf:params:acme:error:alreadyReplaced", log), log[-3000:]
+    assert log.count("event=acme_order_start") == 2  # one order: newOrder sent again in it
+    assert "event=acme_order_failed" not in log
+    refused = [p for p, status in front.orders if status == 409]
+    assert refused and all(p["replaces"] == cid for p in refused), front.orders
+    taken = [p for p, status in front.orders if status == 201]
+    assert len(taken) == 2 and not any("replaces" in p for p in taken), front.orders
+    assert cert_id(served_chain(port, "x.test")[0]) != cid
 
 
 def test_ari_failure_falls_back_to_renew_before(gateway, pebble, ari_front, tmp_path):

@@ -727,6 +727,118 @@ static void test_polls_are_bounded(void **state)
     server_stop(&s);
 }
 
+/* ---- ARI's replaces (RFC 9773 §5) ---- */
+
+#define CERT_ID "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE"
+
+static const char DIRECTORY_ARI[] =
+    "{\"newNonce\":\"" NEW_NONCE "\",\"newAccount\":\"" NEW_ACCT "\",\"newOrder\":\"" NEW_ORDER
+    "\",\"renewalInfo\":\"https://ca.test/ari\"}";
+static const char NEW_ORDER_OK[] =
+    "{\"status\":\"pending\",\"authorizations\":[\"" AUTHZ1 "\"],\"finalize\":\"" FINALIZE "\"}";
+
+/* An order renewing CERT_ID against a directory (dir), up to the account. */
+static void replaces_start(server_t *s, const char *dir)
+{
+    memset(s, 0, sizeof(*s));
+    s->akey = EVP_EC_gen("P-256");
+    s->ckey = EVP_EC_gen("P-256");
+    gw_acme_params_t p = {.directory = DIR,
+                          .names = NAMES,
+                          .n_names = 2,
+                          .challenge = GW_ACME_CH_HTTP_01,
+                          .account_key = s->akey,
+                          .cert_key = s->ckey,
+                          .replaces = CERT_ID};
+    assert_int_equal(gw_acme_order_new(&p, &s->o), 0);
+    assert_int_equal(gw_acme_order_replaces(s->o), 1);
+    free(exchange(s, "GET", DIR, 200, NULL, NULL, dir));
+    free(exchange(s, "HEAD", NEW_NONCE, 200, NULL, NULL, NULL));
+    free(exchange(s, "POST", NEW_ACCT, 200, ACCT_URL, NULL, "{\"status\":\"valid\"}"));
+}
+
+/* The newOrder payload's replaces member, or NULL (p is freed). */
+static char *payload_replaces(char *p)
+{
+    json_t *j = json_loads(p, 0, NULL);
+    assert_non_null(j);
+    assert_int_equal(json_array_size(json_object_get(j, "identifiers")), 2);
+    const char *r = json_string_value(json_object_get(j, "replaces"));
+    char *out = r ? strdup(r) : NULL;
+    json_decref(j);
+    free(p);
+    return out;
+}
+
+static void test_replaces_sent_when_the_directory_offers_ari(void **state)
+{
+    (void)state;
+    server_t s;
+    replaces_start(&s, DIRECTORY_ARI);
+    char *r = payload_replaces(exchange(&s, "POST", NEW_ORDER, 201, ORDER_URL, NULL, NEW_ORDER_OK));
+    assert_non_null(r);
+    assert_string_equal(r, CERT_ID);
+    free(r);
+    assert_int_equal(gw_acme_order_state(s.o), GW_ACME_S_AUTHZ);
+    assert_null(gw_acme_order_replaces_refused(s.o));
+    server_stop(&s);
+    /* without renewalInfo in the directory: not sent (RFC 9773 §5 SHOULD NOT) */
+    replaces_start(&s, DIRECTORY);
+    assert_int_equal(gw_acme_order_replaces(s.o), 0);
+    assert_null(
+        payload_replaces(exchange(&s, "POST", NEW_ORDER, 201, ORDER_URL, NULL, NEW_ORDER_OK)));
+    server_stop(&s);
+}
+
+static void test_replaces_refused_then_the_order_without_it(void **state)
+{
+    (void)state;
+    static const char *const refusals[] = {
+        "{\"type\":\"urn:ietf:params:acme:error:alreadyReplaced\",\"detail\":\"already "
+        "replaced\",\"status\":409}",
+        "{\"type\":\"urn:ietf:params:acme:error:malformed\",\"detail\":\"no such "
+        "certificate\",\"status\":400}",
+    };
+    static const int status[] = {409, 400};
+    for (size_t i = 0; i < 2; i++) {
+        server_t s;
+        replaces_start(&s, DIRECTORY_ARI);
+        /* a badNonce first is retried with replaces still in */
+        char *r = payload_replaces(exchange(&s, "POST", NEW_ORDER, 400, NULL, NULL, BAD_NONCE));
+        assert_string_equal(r, CERT_ID);
+        free(r);
+        r = payload_replaces(exchange(&s, "POST", NEW_ORDER, status[i], NULL, NULL, refusals[i]));
+        assert_string_equal(r, CERT_ID);
+        free(r);
+        assert_int_equal(gw_acme_order_replaces(s.o), 0);
+        assert_string_equal(gw_acme_order_replaces_refused(s.o),
+                            i == 0 ? "urn:ietf:params:acme:error:alreadyReplaced"
+                                   : "urn:ietf:params:acme:error:malformed");
+        /* the same newOrder again, signed over the refusal's nonce, without replaces */
+        assert_null(
+            payload_replaces(exchange(&s, "POST", NEW_ORDER, 201, ORDER_URL, NULL, NEW_ORDER_OK)));
+        assert_int_equal(gw_acme_order_state(s.o), GW_ACME_S_AUTHZ);
+        server_stop(&s);
+    }
+    /* refused again without it, or rate limited: the order fails with the server's words */
+    server_t s;
+    gw_acme_action_t a;
+    replaces_start(&s, DIRECTORY_ARI);
+    free(exchange(&s, "POST", NEW_ORDER, 409, NULL, NULL, refusals[0]));
+    free(exchange(&s, "POST", NEW_ORDER, 409, NULL, NULL, refusals[0]));
+    expect_next(&s, GW_ACME_DO_FAIL, &a);
+    assert_string_equal(a.problem_type, "urn:ietf:params:acme:error:alreadyReplaced");
+    server_stop(&s);
+    replaces_start(&s, DIRECTORY_ARI);
+    free(exchange(&s, "POST", NEW_ORDER, 429, NULL, NULL,
+                  "{\"type\":\"urn:ietf:params:acme:error:rateLimited\",\"detail\":\"slow "
+                  "down\"}"));
+    expect_next(&s, GW_ACME_DO_FAIL, &a);
+    assert_string_equal(a.problem_type, "urn:ietf:params:acme:error:rateLimited");
+    assert_null(gw_acme_order_replaces_refused(s.o));
+    server_stop(&s);
+}
+
 static void test_order_params_checked(void **state)
 {
     (void)state;
@@ -744,6 +856,7 @@ static void test_order_params_checked(void **state)
     p.account_key = r;
     assert_int_equal(gw_acme_order_new(&p, &o), GW_E_UNSUPPORTED);
     p.account_key = k;
+    p.replaces = "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE";
     /* a failing allocation anywhere in the constructor is an error, never a crash or a leak */
     for (unsigned long n = 1;; n++) {
         gw_alloc_fail_after(n);
@@ -780,6 +893,8 @@ int main(void)
         cmocka_unit_test(test_unsafe_token_or_foreign_name_refused),
         cmocka_unit_test(test_polls_are_bounded),
         cmocka_unit_test(test_order_params_checked),
+        cmocka_unit_test(test_replaces_sent_when_the_directory_offers_ari),
+        cmocka_unit_test(test_replaces_refused_then_the_order_without_it),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
