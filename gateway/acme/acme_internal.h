@@ -36,7 +36,13 @@ int gw_acme__is_b64url(const char *s);
  * - The ordering instance publishes each challenge (acme:challenges:ID, a hash of records
  *   TYPE\nNAME\nTOKEN\nKEY_AUTHZ) before it asks the server to validate, then waits
  *   GW_ACME_PUBLISH_WAIT_MS: every other instance reads the records every
- *   GW_ACME_CHALLENGE_POLL_MS and installs them in its stores, so it has had two reads.
+ *   GW_ACME_CHALLENGE_POLL_MS while an order runs and installs them in its stores, so it has
+ *   had two reads. An order runs while acme:orders is there: the orderer sets it when it takes
+ *   the lock and again every GW_ACME_ANNOUNCE_MS, each time for GW_ACME_ORDERS_TTL_MS. The
+ *   instances read that key every GW_ACME_ACTIVE_CHECK_MS, and the records only while it is
+ *   there (or while they wait for another's lock): nothing else while idle. So the first
+ *   publish of an order waits until GW_ACME_ACTIVE_CHECK_MS + GW_ACME_PUBLISH_WAIT_MS after
+ *   the lock was taken, when an idle instance has seen the order and read the records twice.
  * - The chain and key are stored sealed (AES-256-GCM under acme.shared_key; the head, the ID
  *   and the chain authenticated beside the key) before the lock is let go.
  * - Redis down or slow (a call fails, or no connection GW_ACME_CONNECT_GRACE_MS after the
@@ -49,6 +55,10 @@ int gw_acme__is_b64url(const char *s);
 #define GW_ACME_WAIT_POLL_MS 2000u
 #define GW_ACME_CHALLENGE_POLL_MS 1000u
 #define GW_ACME_PUBLISH_WAIT_MS (2 * GW_ACME_CHALLENGE_POLL_MS + 500u)
+#define GW_ACME_ACTIVE_CHECK_MS 10000u
+#define GW_ACME_ANNOUNCE_MS 5000u /* divides GW_ACME_LOCK_MS / 3 */
+#define GW_ACME_ORDERS_TTL_MS (3 * GW_ACME_ANNOUNCE_MS)
+#define GW_ACME_ORDERS_KEY "acme:orders"
 #define GW_ACME_CHALLENGE_TTL_MS 600000u /* records left by a crashed orderer go */
 #define GW_ACME_CHALLENGES_MAX 100       /* records installed from one read */
 /* Redis not connected yet (at start): asked again every 250 ms this long, then alone. */

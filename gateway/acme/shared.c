@@ -8,6 +8,12 @@
  *                       of it while the order runs, deleted by compare-and-delete at its end)
  *   acme:cert:ID        the sealed chain and key (gw_acme__seal)
  *   acme:challenges:ID  a hash "TYPE:NAME" → "TYPE\nNAME\nTOKEN\nKEY_AUTHZ" while it is ordered
+ *   acme:orders         the id of the last name set whose order took the lock, for
+ *                       GW_ACME_ORDERS_TTL_MS, set again every GW_ACME_ANNOUNCE_MS while the
+ *                       order runs and left to expire after it. While it is there, the
+ *                       instances read the challenge records of their name sets every
+ *                       GW_ACME_CHALLENGE_POLL_MS; while it is not, only this key, every
+ *                       GW_ACME_ACTIVE_CHECK_MS (one GET per instance, whatever the name sets)
  */
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -190,16 +196,18 @@ struct gw_acme_share {
     char k_lock[360], k_cert[360], k_ch[360];
     char token[40];
     sh_state_t state;
-    int locked;       /* we hold the lock (renewed by the timer) */
-    int publishing;   /* an HSET is under way, then the wait (resume follows) */
-    int polling;      /* an HGETALL is under way */
-    int pending;      /* calls under way: the memory waits for them after close */
-    int closed;       /* gw_acme__share_close was called */
-    int alone;        /* this order runs without the cluster (logged) */
-    int unreadable;   /* the stored value could not be opened: order for ourselves */
-    uint8_t seen[32]; /* the challenge records installed (SHA-256 of the hash), all 0: none */
-    int waited;       /* acme_cluster_wait was logged for this need */
-    uint64_t since;   /* when gw_acme__share_want asked (loop ms): the grace's start */
+    int locked;         /* we hold the lock (renewed by the timer) */
+    int publishing;     /* an HSET is under way, then the wait (resume follows) */
+    int polling;        /* an HGETALL is under way */
+    int pending;        /* calls under way: the memory waits for them after close */
+    int closed;         /* gw_acme__share_close was called */
+    int alone;          /* this order runs without the cluster (logged) */
+    int unreadable;     /* the stored value could not be opened: order for ourselves */
+    uint8_t seen[32];   /* the challenge records installed (SHA-256 of the hash), all 0: none */
+    int waited;         /* acme_cluster_wait was logged for this need */
+    uint64_t since;     /* when gw_acme__share_want asked (loop ms): the grace's start */
+    uint64_t announced; /* when our lock was taken and acme:orders set (loop ms), 0: not */
+    unsigned ticks;     /* of the renew timer since the lock was taken */
     uv_timer_t poll, renew, wait;
     int handles;
 };
@@ -211,6 +219,11 @@ struct gw_acme_shared {
     int down_logged; /* acme_cluster_unavailable was logged and nothing worked since */
     size_t shares;   /* shares alive: the memory waits for the last one */
     int deleted;     /* gw_acme__shared_del was called */
+    /* acme:orders as last read: some instance orders (the records are read), when to read it
+     * again (loop ms), a GET under way */
+    int active;
+    uint64_t next_check;
+    int checking;
 };
 
 int gw_acme__shared_new(uv_loop_t *loop, gw_acme_shared_t **out)
@@ -299,6 +312,15 @@ static void order_alone(gw_acme_share_t *s)
     s->cbs.order(s->ud);
 }
 
+/* acme:orders set (again) for the lock's life: the idle instances start reading the challenge
+ * records at their next check. A failure is the lock's to notice. */
+static void announce(gw_acme_share_t *s)
+{
+    if (s->hub->cluster)
+        (void)gw_cluster_put(s->hub->cluster, GW_ACME_ORDERS_KEY, (const uint8_t *)s->id,
+                             strlen(s->id), GW_ACME_ORDERS_TTL_MS, NULL, NULL);
+}
+
 static void on_lock(void *ud, int result)
 {
     gw_acme_share_t *s = ud;
@@ -323,8 +345,11 @@ static void on_lock(void *ud, int result)
         s->locked = 1;
         s->alone = 0;
         s->state = SH_ORDERING;
-        uv_timer_start(&s->renew, on_renew, GW_ACME_LOCK_MS / 3, GW_ACME_LOCK_MS / 3);
+        s->ticks = 0;
+        uv_timer_start(&s->renew, on_renew, GW_ACME_ANNOUNCE_MS, GW_ACME_ANNOUNCE_MS);
         GW_LOG_INFO("acme_cluster_lock", "id=%s held=us ttl_ms=%u", s->id, GW_ACME_LOCK_MS);
+        announce(s);
+        s->announced = uv_now(s->hub->loop);
         s->cbs.order(s->ud);
         return;
     }
@@ -452,10 +477,17 @@ static void on_renewed(void *ud, int result)
     maybe_free(s);
 }
 
+/* Every GW_ACME_ANNOUNCE_MS while the lock is ours: acme:orders again, and the lock every
+ * third of its life. */
 static void on_renew(uv_timer_t *t)
 {
     gw_acme_share_t *s = t->data;
-    if (!s->locked || !s->hub->cluster)
+    if (!s->hub->cluster || s->state != SH_ORDERING)
+        return;
+    announce(s); /* a lock lost (acme_cluster_lock_lost) does not end the order */
+    if (!s->locked)
+        return;
+    if (++s->ticks % (GW_ACME_LOCK_MS / 3 / GW_ACME_ANNOUNCE_MS) != 0)
         return;
     if (gw_cluster_lock_renew(s->hub->cluster, s->k_lock, s->token, GW_ACME_LOCK_MS, on_renewed,
                               s) == 0)
@@ -478,8 +510,14 @@ static void on_published(void *ud, int result)
         s->cbs.resume(s->ud); /* only this instance answers it */
         return;
     }
-    /* the others read the records every GW_ACME_CHALLENGE_POLL_MS: give them two reads */
-    uv_timer_start(&s->wait, on_publish_wait, GW_ACME_PUBLISH_WAIT_MS, 0);
+    /* the others read the records every GW_ACME_CHALLENGE_POLL_MS: give them two reads; an
+     * instance that was idle when the lock was taken reads them only once its next check of
+     * acme:orders has seen the order: the first publish waits for that too */
+    uint64_t now = uv_now(s->hub->loop), wait = GW_ACME_PUBLISH_WAIT_MS;
+    uint64_t seen_by = s->announced + GW_ACME_ACTIVE_CHECK_MS + GW_ACME_PUBLISH_WAIT_MS;
+    if (s->announced && seen_by > now + wait)
+        wait = seen_by - now;
+    uv_timer_start(&s->wait, on_publish_wait, wait, 0);
 }
 
 static void on_publish_wait(uv_timer_t *t)
@@ -557,10 +595,41 @@ static void on_records(void *ud, int result, size_t n, const uint8_t *const *f, 
                     installed);
 }
 
+static void on_active(void *ud, int result, const uint8_t *v, size_t len)
+{
+    (void)len;
+    gw_acme_share_t *s = ud;
+    gw_acme_shared_t *h = s->hub; /* alive while one of its shares is */
+    s->pending--;
+    h->checking = 0;
+    if (result >= 0)
+        h->active = v != NULL;
+    maybe_free(s);
+}
+
+/* acme:orders read when its time has come, by whichever share's timer fires first. */
+static void check_active(gw_acme_share_t *s, uint64_t now)
+{
+    gw_acme_shared_t *h = s->hub;
+    if (h->checking || now < h->next_check)
+        return;
+    h->next_check = now + GW_ACME_ACTIVE_CHECK_MS;
+    if (gw_cluster_get(h->cluster, GW_ACME_ORDERS_KEY, on_active, s) == 0) {
+        h->checking = 1;
+        s->pending++;
+    }
+}
+
 static void on_poll(uv_timer_t *t)
 {
     gw_acme_share_t *s = t->data;
     if (s->polling || s->state == SH_ORDERING || !s->hub->cluster)
+        return;
+    check_active(s, uv_now(s->hub->loop));
+    /* the records are read while an order runs: one this instance waits for (another holds
+     * the lock), one acme:orders tells of, or once more after one to withdraw its records */
+    static const uint8_t none[32];
+    if (s->state != SH_WAITING && !s->hub->active && !memcmp(s->seen, none, sizeof(none)))
         return;
     if (gw_cluster_hgetall(s->hub->cluster, s->k_ch, on_records, s) == 0) {
         s->pending++;
@@ -579,6 +648,7 @@ static void release(gw_acme_share_t *s)
     }
     s->locked = 0;
     s->publishing = 0;
+    s->announced = 0;
     uv_timer_stop(&s->renew);
     uv_timer_stop(&s->wait);
     memset(s->seen, 0, sizeof(s->seen));
@@ -631,6 +701,7 @@ void gw_acme__share_failed(gw_acme_share_t *s, uint64_t retry_in_ms)
     s->state = SH_IDLE;
     s->alone = 0;
     s->publishing = 0;
+    s->announced = 0;
     uv_timer_stop(&s->renew);
     uv_timer_stop(&s->wait);
     if (s->hub->cluster) {

@@ -391,3 +391,42 @@ def test_a_reload_with_the_right_key_picks_the_stored_certificate_up(gateway, re
     assert fingerprint(served_chain(port, "k.test")[0]) == fingerprint(chain.decode())
     assert "acme_order_start" not in log
     assert log.count("event=acme_shared_unreadable") == 1
+
+
+def test_idle_instance_reads_no_challenges_yet_answers_an_order_it_learns_of(
+        gateway, pebble, redis_server, tmp_path):
+    """A orders (pebble validates at A's port only), then idles with its certificate: once
+    acme:orders is gone (A's order let it expire; deleted here to save the wait) and A has read
+    it gone, Redis runs no HGETALL of the challenge records over 3 s, and at most one GET of
+    acme:orders (one each 10 s). Then B starts with the certificate gone from Redis and orders:
+    A, idle, learns of it from acme:orders and answers B's validation, which pebble still asks
+    of A only; B's first publish waited for that."""
+    from procs import RedisMonitor
+    r = redis_server()
+    port_a, port_b = free_port(), free_port()
+    pb = pebble(port_a)
+    key = shared_key(tmp_path)
+    cid = name_set_id("i.test")
+    ga = gateway(cluster_config(port_a, pb, tmp_path / "state-a", key, r.port, names=("i.test",)),
+                 wait=[("127.0.0.1", port_a)])
+    ga.wait_log("event=acme_certificate_installed", timeout=40)
+    assert 0 < r.cmd("PTTL", "h2gate:acme:orders") <= 15000
+    r.cmd("DEL", "h2gate:acme:orders")
+    time.sleep(11)
+    mon = RedisMonitor(r)
+    time.sleep(3)
+    idle = mon.commands()
+    assert not [c for c in idle if c[0].upper() == b"HGETALL"], idle
+    assert len([c for c in idle if c[0].upper() == b"GET" and c[1] == b"h2gate:acme:orders"]) <= 1
+    # B orders the same names (the stored certificate gone): A answers the validation
+    r.cmd("DEL", f"h2gate:acme:cert:{cid}")
+    gb = gateway(cluster_config(port_b, pb, tmp_path / "state-b", key, r.port, names=("i.test",)),
+                 wait=[("127.0.0.1", port_b)])
+    log_b = gb.wait_log("event=acme_certificate_installed", timeout=60)
+    assert "event=acme_order_start names=i.test" in log_b and "acme_order_failed" not in log_b, \
+        log_b[-3000:]
+    log_a = ga.log()
+    assert f"event=acme_cluster_challenges id={cid} records=1 installed=1" in log_a, log_a[-3000:]
+    assert log_a.count("event=acme_order_start") == 1
+    during = mon.commands()
+    assert [c for c in during if c[0].upper() == b"HGETALL"], during
