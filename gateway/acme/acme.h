@@ -23,7 +23,8 @@
  *                    jitter (GW_ACME_BACKOFF_*), the stand-in still served;
  *   the hourly cap   never more than acme.max_orders_per_hour orders of a name set in an hour
  *                    (acme_order_deferred), whatever the backoff says.
- * The state folder (acme.state, made 0700) holds account.key (0600) and one folder per name
+ * The state folder (acme.state, made 0700) holds account.key (0600; with a cluster, the
+ * cluster's account from Redis, acme/shared.c) and one folder per name
  * set with cert.pem and key.pem (0600). Every request goes to the directory's origin: a URL
  * the server gives on another origin fails the order.
  */

@@ -45,6 +45,9 @@ int gw_acme__is_b64url(const char *s);
  *   the lock was taken, when an idle instance has seen the order and read the records twice.
  * - The chain and key are stored sealed (AES-256-GCM under acme.shared_key; the head, the ID
  *   and the chain authenticated beside the key) before the lock is let go.
+ * - One account: holding a lock, an instance reads acme:account (the account key sealed as a
+ *   certificate's key is, id GW_ACME_ACCOUNT_ID) and orders with it; when there is none it
+ *   stores its own. A value that does not open leaves it with its own account.
  * - Redis down or slow (a call fails, or no connection GW_ACME_CONNECT_GRACE_MS after the
  *   need arose): the instance orders alone, as without a cluster (acme_cluster_unavailable,
  *   once until a call works again).
@@ -59,6 +62,9 @@ int gw_acme__is_b64url(const char *s);
 #define GW_ACME_ANNOUNCE_MS 5000u /* divides GW_ACME_LOCK_MS / 3 */
 #define GW_ACME_ORDERS_TTL_MS (3 * GW_ACME_ANNOUNCE_MS)
 #define GW_ACME_ORDERS_KEY "acme:orders"
+/* The account every instance orders with (sealed, gw_acme__seal with this id and no chain). */
+#define GW_ACME_ACCOUNT_KEY "acme:account"
+#define GW_ACME_ACCOUNT_ID "account"
 #define GW_ACME_CHALLENGE_TTL_MS 600000u /* records left by a crashed orderer go */
 #define GW_ACME_CHALLENGES_MAX 100       /* records installed from one read */
 /* Redis not connected yet (at start): asked again every 250 ms this long, then alone. */
@@ -102,6 +108,12 @@ typedef struct {
     int (*challenge)(void *ud, const char *type, const char *name, const char *key_authz);
     void (*clear)(void *ud);
     void (*resume)(void *ud); /* a publish was seen by the others (or could not be made) */
+    /* the cluster's account key (PEM) to order with from now on: 0, or < 0 (not a P-256
+     * key: the instance's own stays) */
+    int (*account)(void *ud, const char *kpem, size_t kl);
+    /* the instance's account key as PEM into a gw_malloc'd *pem (cleared and freed by the
+     * caller), to store as the cluster's: 0 or < 0 */
+    int (*account_pem)(void *ud, char **pem, size_t *len);
 } gw_acme_share_cbs_t;
 int gw_acme__share_new(gw_acme_shared_t *hub, const char *id, const gw_acme_share_cbs_t *cbs,
                        void *ud, gw_acme_share_t **out);

@@ -1113,7 +1113,61 @@ static void share_resume(void *ud)
     job_step(j);
 }
 
+/* The cluster's account key: ordered with from now on, and written as this instance's
+ * account.key (a restart without Redis keeps the account). */
+static int share_account(void *ud, const char *kpem, size_t kl)
+{
+    job_t *j = ud;
+    gw_acme_t *a = j->a;
+    BIO *b = BIO_new_mem_buf(kpem, (int)kl);
+    EVP_PKEY *k = b ? PEM_read_bio_PrivateKey(b, NULL, NULL, NULL) : NULL;
+    BIO_free(b);
+    char *jwk = NULL;
+    if (!k || gw_acme_jwk(k, &jwk) < 0) { /* only a P-256 key has a JWK here */
+        EVP_PKEY_free(k);
+        ERR_clear_error();
+        return GW_E_UNSUPPORTED;
+    }
+    gw_free(jwk);
+    if (a->account_key && EVP_PKEY_eq(a->account_key, k) == 1) {
+        EVP_PKEY_free(k);
+        return 0;
+    }
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/account.key", a->state);
+    if (write_all(path, kpem, kl) != 0)
+        GW_LOG_WARN("acme_state_failed", "file=%s reason=\"%s\"", path, strerror(errno));
+    EVP_PKEY_free(a->account_key); /* orders under way hold their own reference */
+    a->account_key = k;
+    GW_LOG_INFO("acme_cluster_account", "names=%s source=cluster file=%s", j->log_names, path);
+    ERR_clear_error();
+    return 0;
+}
+
+static int share_account_pem(void *ud, char **pem, size_t *len)
+{
+    job_t *j = ud;
+    BIO *b = BIO_new(BIO_s_mem());
+    char *p = NULL;
+    long n = 0;
+    int rv = GW_E_NOMEM;
+    if (j->a->account_key && b &&
+        PEM_write_bio_PrivateKey(b, j->a->account_key, NULL, NULL, 0, NULL, NULL) &&
+        (n = BIO_get_mem_data(b, &p)) > 0 && (*pem = gw_malloc((size_t)n)) != NULL) {
+        memcpy(*pem, p, (size_t)n);
+        *len = (size_t)n;
+        rv = 0;
+    }
+    if (p && n > 0)
+        OPENSSL_cleanse(p, (size_t)n);
+    BIO_free(b);
+    ERR_clear_error();
+    return rv;
+}
+
 static const gw_acme_share_cbs_t SHARE_CBS = {.order = share_order,
+                                              .account = share_account,
+                                              .account_pem = share_account_pem,
                                               .fresh = share_fresh,
                                               .install = share_install,
                                               .challenge = share_challenge,

@@ -14,6 +14,8 @@
  *                       instances read the challenge records of their name sets every
  *                       GW_ACME_CHALLENGE_POLL_MS; while it is not, only this key, every
  *                       GW_ACME_ACTIVE_CHECK_MS (one GET per instance, whatever the name sets)
+ *   acme:account        the account key every instance orders with, sealed (id "account", no
+ *                       chain): read by an instance that took a lock, stored by the first
  */
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -321,6 +323,60 @@ static void announce(gw_acme_share_t *s)
                              strlen(s->id), GW_ACME_ORDERS_TTL_MS, NULL, NULL);
 }
 
+/* The cluster's account (acme:account, sealed like a certificate with the id "account" and
+ * an empty chain) answered: ours from now on when it opens; stored when there is none. Then
+ * the order, whatever the answer (an account of our own is as good for one order). */
+static void on_account(void *ud, int result, const uint8_t *v, size_t len)
+{
+    gw_acme_share_t *s = ud;
+    s->pending--;
+    if (s->closed || s->state != SH_ORDERING) {
+        maybe_free(s);
+        return;
+    }
+    char *chain = NULL, *kpem = NULL, *own = NULL;
+    size_t cl = 0, kl = 0, ol = 0;
+    uint8_t *sealed = NULL;
+    size_t sl = 0;
+    if (result >= 0 && v) {
+        int rv = gw_acme__open(s->hub->key, GW_ACME_ACCOUNT_ID, v, len, &chain, &cl, &kpem, &kl);
+        if (rv < 0 || s->cbs.account(s->ud, kpem, kl) < 0)
+            GW_LOG_WARN("acme_cluster_account_unreadable",
+                        "id=%s bytes=%zu reason=\"%s\" action=\"ordering with this instance's "
+                        "account\"",
+                        s->id, len,
+                        rv < 0 ? "it does not open with our shared_key" : "not a P-256 key");
+    } else if (result >= 0 && s->hub->cluster && s->cbs.account_pem(s->ud, &own, &ol) == 0 &&
+               gw_acme__seal(s->hub->key, GW_ACME_ACCOUNT_ID, "", 0, own, ol, &sealed, &sl) == 0 &&
+               gw_cluster_put(s->hub->cluster, GW_ACME_ACCOUNT_KEY, sealed, sl, 0, NULL, NULL) ==
+                   0) {
+        /* the first order of the cluster: its account is everyone's (two first orders at once
+         * store one after the other: the last one stays, and the other's account serves one
+         * order) */
+        GW_LOG_INFO("acme_cluster_account", "id=%s source=us", s->id);
+    }
+    gw_free(chain);
+    if (kpem)
+        OPENSSL_clear_free(kpem, kl + 1);
+    if (own)
+        OPENSSL_cleanse(own, ol);
+    gw_free(own);
+    if (sealed)
+        OPENSSL_clear_free(sealed, sl);
+    s->cbs.order(s->ud);
+}
+
+/* Before an order under the lock: the cluster's account (on_account), then the order. */
+static void account_sync(gw_acme_share_t *s)
+{
+    if (s->hub->cluster &&
+        gw_cluster_get(s->hub->cluster, GW_ACME_ACCOUNT_KEY, on_account, s) == 0) {
+        s->pending++;
+        return;
+    }
+    s->cbs.order(s->ud);
+}
+
 static void on_lock(void *ud, int result)
 {
     gw_acme_share_t *s = ud;
@@ -350,7 +406,7 @@ static void on_lock(void *ud, int result)
         GW_LOG_INFO("acme_cluster_lock", "id=%s held=us ttl_ms=%u", s->id, GW_ACME_LOCK_MS);
         announce(s);
         s->announced = uv_now(s->hub->loop);
-        s->cbs.order(s->ud);
+        account_sync(s); /* then the order */
         return;
     }
     if (!s->waited)

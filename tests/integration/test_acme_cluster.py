@@ -418,8 +418,9 @@ def test_idle_instance_reads_no_challenges_yet_answers_an_order_it_learns_of(
     idle = mon.commands()
     assert not [c for c in idle if c[0].upper() == b"HGETALL"], idle
     assert len([c for c in idle if c[0].upper() == b"GET" and c[1] == b"h2gate:acme:orders"]) <= 1
-    # B orders the same names (the stored certificate gone): A answers the validation
-    r.cmd("DEL", f"h2gate:acme:cert:{cid}")
+    # B orders the same names (the stored certificate gone, and the shared account, so that
+    # pebble does not reuse A's valid authorization): A answers the validation
+    r.cmd("DEL", f"h2gate:acme:cert:{cid}", "h2gate:acme:account")
     gb = gateway(cluster_config(port_b, pb, tmp_path / "state-b", key, r.port, names=("i.test",)),
                  wait=[("127.0.0.1", port_b)])
     log_b = gb.wait_log("event=acme_certificate_installed", timeout=60)
@@ -430,3 +431,32 @@ def test_idle_instance_reads_no_challenges_yet_answers_an_order_it_learns_of(
     assert log_a.count("event=acme_order_start") == 1
     during = mon.commands()
     assert [c for c in during if c[0].upper() == b"HGETALL"], during
+
+
+def test_instances_order_with_one_account_stored_sealed(gateway, pebble, redis_server,
+                                                        tmp_path):
+    """B orders first and stores its account key sealed in Redis (acme:account); A, later and
+    for other names (on the port pebble validates, once B is gone), orders with that account:
+    the same account URL, and A's state folder takes the key."""
+    r = redis_server()
+    port = free_port()
+    pb = pebble(port)
+    key = shared_key(tmp_path)
+    gb = gateway(cluster_config(port, pb, tmp_path / "state-b", key, r.port, names=("x.test",)),
+                 wait=[("127.0.0.1", port)])
+    log_b = gb.wait_log("event=acme_certificate_installed", timeout=40)
+    assert "event=acme_cluster_account id=" in log_b and "source=us" in log_b, log_b[-3000:]
+    gb.stop()
+    value = r.cmd("GET", "h2gate:acme:account")
+    assert value.startswith(b"h2ga\x01") and b"PRIVATE KEY" not in value
+    _, pem = unseal(open(key).read(), "account", value)
+    assert pem == (tmp_path / "state-b" / "account.key").read_bytes()
+    ga = gateway(cluster_config(port, pb, tmp_path / "state-a", key, r.port, names=("y.test",)),
+                 wait=[("127.0.0.1", port)])
+    log_a = ga.wait_log("event=acme_certificate_installed", timeout=40)
+    assert "event=acme_cluster_account names=y.test source=cluster" in log_a, log_a[-3000:]
+
+    def account(log):
+        return re.search(r"event=acme_certificate_installed .* account=(\S+)", log).group(1)
+    assert account(log_a) == account(log_b)
+    assert (tmp_path / "state-a" / "account.key").read_bytes() == pem
