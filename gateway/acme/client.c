@@ -1030,13 +1030,27 @@ static void share_order(void *ud)
         job_start_order(j);
 }
 
+/* Whether the stored chain serves every name and is not due: by renew_before, and by ARI
+ * when it is the certificate whose window's time has come (the one this job found due: the
+ * cluster's copy of it is not a fresh one). */
 static int share_fresh(void *ud, const char *chain, size_t cl, const char *kpem, size_t kl)
 {
     job_t *j = ud;
     int64_t v[2], now = (int64_t)time(NULL);
-    return gw_tls_pem_usable(chain, cl, kpem, kl, (const char *const *)j->names, j->names_len, now,
-                             &v[0], &v[1]) == 0 &&
-           renewal_time(j->a, v) > now;
+    if (gw_tls_pem_usable(chain, cl, kpem, kl, (const char *const *)j->names, j->names_len, now,
+                          &v[0], &v[1]) != 0 ||
+        renewal_time(j->a, v) <= now)
+        return 0;
+    if (!j->ari_pick || j->ari_pick > now || j->a->ari != ARI_ON)
+        return 1;
+    BIO *b = BIO_new_mem_buf(chain, (int)cl);
+    X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+    char id[GW_ACME_ARI_MAX_ID];
+    int same = x && gw_acme_ari_cert_id(x, id) == 0 && strcmp(id, j->ari_id) == 0;
+    X509_free(x);
+    BIO_free(b);
+    ERR_clear_error();
+    return !same;
 }
 
 /* Another instance's certificate: the same path as one of ours, into the state folder and the
@@ -1061,6 +1075,14 @@ static void share_install(void *ud, const char *chain, size_t cl, const char *kp
     GW_LOG_INFO("acme_certificate_installed", "names=%s not_after=%lld dir=%s source=cluster",
                 j->log_names, (long long)v[1], j->dir);
     j->failures = 0;
+    char id[GW_ACME_ARI_MAX_ID];
+    if (j->a->ari == ARI_ON && stored_cert_id(j->dir, id) == 0 &&
+        stored_usable(j->dir, j->names, j->names_len, NULL, v)) {
+        /* written: ARI is asked about it as about one of ours (job_check), else it would wait
+         * for renew_before */
+        job_check(j);
+        return;
+    }
     uint64_t ms = (uint64_t)(renewal_time(j->a, v) - now) * 1000;
     arm(j, ms < CHECK_MAX_MS ? ms : CHECK_MAX_MS);
 }

@@ -241,6 +241,48 @@ def test_ari_window_drives_the_renewal(gateway, pebble, ari_front, tmp_path):
         f"replaces={cid}" in g.log()
 
 
+def test_ari_window_drives_the_renewal_in_a_cluster(gateway, pebble, ari_front, redis_server,
+                                                    tmp_path):
+    """With `cluster:` the renewal due by ARI's window goes through Redis (the stored
+    certificate read first): the certificate stored there is the one ARI says to renew, so it
+    is not taken as fresh (by renew_before's 40 minutes away) but ordered anew, with replaces;
+    and the new one is asked about at once."""
+    port, admin = free_port(), free_port()
+    crt, key = Pebble.make_tls(str(tmp_path))
+    pb = pebble(port, validity=3600, tls=(crt, key))
+    r = redis_server()
+    windows = {}
+
+    def answer(cid):
+        if cid not in windows:
+            windows[cid] = (int(time.time()) + 2, int(time.time()) + 4)
+        start, end = windows[cid]
+        return 200, json.dumps({"suggestedWindow": {"start": rfc3339(start),
+                                                    "end": rfc3339(end)}}), "3600"
+
+    front = ari_front(pb, crt, key, answer)
+    shared = tmp_path / "shared.key"
+    shared.write_bytes(base64.b64encode(os.urandom(32)) + b"\n")
+    os.chmod(shared, 0o600)
+    text = ops_config(port, front.directory, crt, tmp_path / "acme", ["k.test"], admin,
+                      acme_extra=f"  shared_key: {shared}\n")
+    text += f"cluster:\n  redis: 127.0.0.1:{r.port}\n  timeout: 1s\n"
+    g = gateway(text, wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
+    g.wait_log("event=acme_certificate_installed", timeout=40)
+    cid = cert_id(served_chain(port, "k.test")[0])
+    log = wait_for(g, lambda t: t.count("event=acme_cluster_stored") >= 2
+                   or "event=acme_cluster_pickup" in t, 45)
+    assert re.search(r"event=acme_renewal_due names=k.test not_after=\d+ renew_at=\d+ by=ari",
+                     log), log[-3000:]
+    assert "event=acme_cluster_pickup" not in log, log[-3000:]
+    assert log.count("event=acme_order_start") == 2
+    second = served_chain(port, "k.test")[0]
+    assert cert_id(second) != cid
+    taken = [p for p, status in front.orders if status == 201]
+    assert taken[-1].get("replaces") == cid, front.orders
+    wait_for(g, lambda t: cert_id(second) in front.asked, 10)
+
+
 def test_ari_replaces_refused_the_renewal_orders_again_without_it(gateway, pebble, ari_front,
                                                                   tmp_path):
     """The renewal's newOrder names the old certificate (replaces, RFC 9773 §5) and the server
