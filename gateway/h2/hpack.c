@@ -323,6 +323,38 @@ static size_t index_find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t 
     return 0;
 }
 
+/* A response repeats the fields of the one before in the same order, and the first of them
+ * entered the table one after the other, each in the slot after the one before: the encoder
+ * looks for a field first in the slot after the last one found (for the block's first, where
+ * the last block's run started), reading only that slot and its record, not the bucket heads
+ * and chains, which are cold lines of their own when a connection's answers come one among
+ * hundreds of others'. The table holds no two equal entries (an entry is added only when a
+ * look-up did not find it), so a match here is the one the bucket walk finds. Returns the
+ * index (62 up), or 0 (the slot is free or holds another field). */
+static size_t slot_match(const gw_hpack_table_t *t, uint32_t s, gw_slice_t name, gw_slice_t value)
+{
+    if (!t->len)
+        return 0;
+    s &= t->cap - 1;
+    uint32_t age = (t->head + t->cap - s) & (t->cap - 1); /* 0: the newest */
+    if (age >= t->len)
+        return 0;
+    const eslot_t *es = (const eslot_t *)t->offs;
+    const uint8_t *a = (const uint8_t *)((const uint32_t *)(es + t->cap) + t->cap / 2);
+    const rec_t *r = (const rec_t *)(a + es[s].off);
+    if (r->name_len == name.len && r->value_len == value.len &&
+        gw_mem_eq(rec_data(r), name.base, name.len) &&
+        gw_mem_eq(rec_data(r) + name.len, value.base, value.len))
+        return STATIC_LEN + 1 + age;
+    return 0;
+}
+
+/* The slot of index idx (62 up) of t. */
+static uint32_t slot_of_index(const gw_hpack_table_t *t, size_t idx)
+{
+    return slot_of(t, idx - STATIC_LEN - 1);
+}
+
 /* Offsets in the arena of the oldest record and past the newest (0, 0 when empty). */
 static size_t bytes_start(const gw_hpack_table_t *t)
 {
@@ -967,25 +999,38 @@ int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n,
         o = put_int(o, 0x20, 5, e->t.max);
         out->len = (size_t)(o - out->base);
     }
+    /* the slot + 1 where the next field is looked for first (slot_match), 0: nowhere */
+    uint32_t next = e->run_start, run_start = 0;
     for (size_t i = 0; i < n; i++) {
         const gw_hpack_field_t *f = &fields[i];
         int full;
-        uint32_t fh = fold(mix(mix(0xcbf29ce484222325ull, f->name.base, f->name.len), f->value.base,
-                               f->value.len));
-        /* Most fields of a response repeat one the dynamic table holds: one bucket walk. Such
-         * an entry was added as neither sensitive nor equal to a static entry, so the slow
-         * path below would find the same index. */
-        size_t idx =
-            f->flags & GW_HPACK_F_NEVER_INDEX ? 0 : index_find(&e->t, f->name, f->value, fh);
+        /* Most fields of a response repeat one the dynamic table holds: the slot after the
+         * last one found, else one bucket walk. Such an entry was added as neither sensitive
+         * nor equal to a static entry, so the slow path below would find the same index; a
+         * pseudo-header (:status) is looked for there, the static table first, as most
+         * statuses are static entries, which the dynamic table never holds. */
+        int searched =
+            !(f->flags & GW_HPACK_F_NEVER_INDEX) && !(f->name.len && f->name.base[0] == ':');
+        size_t idx = searched && next ? slot_match(&e->t, next - 1, f->name, f->value) : 0;
+        uint32_t fh = 0;
+        if (!idx) {
+            fh = fold(mix(mix(0xcbf29ce484222325ull, f->name.base, f->name.len), f->value.base,
+                          f->value.len));
+            idx = searched ? index_find(&e->t, f->name, f->value, fh) : 0;
+        }
         if (idx) {
+            uint32_t s = slot_of_index(&e->t, idx);
+            if (!run_start)
+                run_start = s + 1;
+            next = ((s + 1) & (e->t.cap - 1)) + 1;
             if ((rv = gw_bytes_reserve(out, int_len(7, idx))) < 0)
                 goto fail;
             out->len = (size_t)(put_int(out->base + out->len, 0x80, 7, idx) - out->base);
             continue;
         }
         int never = (f->flags & GW_HPACK_F_NEVER_INDEX) || in_list(f->name, sensitive);
-        /* not flagged: the dynamic table was just searched for name and value */
-        idx = find(&e->t, f->name, f->value, fh, f->flags & GW_HPACK_F_NEVER_INDEX, &full);
+        /* unless searched: the dynamic table was just searched for name and value */
+        idx = find(&e->t, f->name, f->value, fh, !searched, &full);
         int indexed = full && !never;
         size_t esize = f->name.len + f->value.len + ENTRY_OVERHEAD;
         int index = !indexed && !never && !(f->flags & GW_HPACK_F_NO_INDEX) &&
@@ -1016,6 +1061,8 @@ int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n,
     }
     e->update_pending = 0;
     e->min_pending = UINT32_MAX;
+    if (run_start) /* a slot past 65534 (tables of more than 2 MiB / 32 entries) is not kept */
+        e->run_start = run_start <= UINT16_MAX ? (uint16_t)run_start : 0;
     return 0;
 fail:
     /* The table may already hold fields of this block: the peer never sees them, so the

@@ -130,6 +130,10 @@ typedef struct gw_hpack_enc {
     uint32_t peer_max;      /* the peer's SETTINGS_HEADER_TABLE_SIZE */
     uint32_t min_pending;   /* smallest size since the last block (§4.2), or UINT32_MAX */
     uint8_t update_pending; /* a size update must open the next block */
+    /* slot + 1 of the first entry the last block found in the table (0 = none): where the
+     * next block's fields are looked for first (gw_hpack_encode), in the padding after
+     * update_pending (no byte more per connection) */
+    uint16_t run_start;
 } gw_hpack_enc_t;
 
 /* 0 or GW_E_NOMEM. max_table_size: our own cap (4096 is usual). */

@@ -822,6 +822,110 @@ static void encoder_index_matches_ring_walk(void **state)
     gw_hpack_enc_free(&e);
 }
 
+/* A block's fields are looked for first in the slot after the last one found (and a block's
+ * first where the last block's run started), before the bucket walk: the bytes must be those
+ * of the walk alone. Reference: a second encoder given the same fields one block each, its run
+ * forgotten before each (so it only walks), whose blocks put end to end must equal the block
+ * of the first, through responses that repeat in order, change one field (a new date, an
+ * etag), reorder, skip fields, carry never-indexed, sensitive and volatile fields, dynamic
+ * :status values, entries evicted under the run, the ring growing, and table size changes. */
+static void encoder_run_matches_walk(void **state)
+{
+    (void)state;
+    static const uint32_t sizes[] = {4096, 256, 0, 1024, 8192, 4096};
+    gw_hpack_enc_t e, r;
+    gw_hpack_enc_init(&e, 8192);
+    gw_hpack_enc_init(&r, 8192);
+    gw_hpack_dec_t d;
+    gw_hpack_dec_init(&d, 8192);
+    gw_bytes_t out, ref;
+    gw_bytes_init(&out, 0);
+    gw_bytes_init(&ref, 0);
+    static const char *const statuses[] = {"200", "200", "200", "404", "299", "206"};
+    static const char *const types[] = {"application/octet-stream", "text/html"};
+    char dates[8][32], etags[8][16], lens[4][8], big[200];
+    for (int i = 0; i < 8; i++) {
+        snprintf(dates[i], sizeof(dates[i]), "Mon, 07 Dec 2026 10:00:%02d GMT", i);
+        snprintf(etags[i], sizeof(etags[i]), "\"6930a1b2-%d\"", i);
+    }
+    for (int i = 0; i < 4; i++)
+        snprintf(lens[i], sizeof(lens[i]), "%d", 1024 << i);
+    memset(big, 'b', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    uint32_t rnd = 4242;
+    size_t runs = 0, blocks = 0;
+    for (size_t round = 0; round < sizeof(sizes) / sizeof(sizes[0]); round++) {
+        gw_hpack_enc_set_peer_max(&e, sizes[round]);
+        gw_hpack_enc_set_peer_max(&r, sizes[round]);
+        for (int k = 0; k < 400; k++) {
+            rnd ^= rnd << 13;
+            rnd ^= rnd >> 17;
+            rnd ^= rnd << 5;
+            gw_hpack_field_t f[12];
+            size_t n = 0;
+            f[n++] = (gw_hpack_field_t){GW_SLICE_LIT(":status"),
+                                        gw_slice_str(statuses[(rnd >> 3) % 6]), 0};
+            f[n++] = (gw_hpack_field_t){GW_SLICE_LIT("server"), GW_SLICE_LIT("nginx"), 0};
+            /* the date changes every 8th block, the etag now and then */
+            f[n++] = (gw_hpack_field_t){GW_SLICE_LIT("date"), gw_slice_str(dates[(k / 8) % 8]), 0};
+            f[n++] = (gw_hpack_field_t){GW_SLICE_LIT("content-type"),
+                                        gw_slice_str(types[(rnd >> 6) % 11 == 0]), 0};
+            f[n++] = (gw_hpack_field_t){GW_SLICE_LIT("content-length"),
+                                        gw_slice_str(lens[(rnd >> 9) % 7 == 0 ? 1 : 0]), 0};
+            if ((rnd >> 12) % 5)
+                f[n++] =
+                    (gw_hpack_field_t){GW_SLICE_LIT("etag"),
+                                       gw_slice_str(etags[(rnd >> 15) % 13 == 0 ? k % 8 : 0]), 0};
+            f[n++] = (gw_hpack_field_t){GW_SLICE_LIT("accept-ranges"), GW_SLICE_LIT("bytes"), 0};
+            if ((rnd >> 18) % 9 == 0)
+                f[n++] = (gw_hpack_field_t){GW_SLICE_LIT("set-cookie"), GW_SLICE_LIT("a=1"), 0};
+            if ((rnd >> 20) % 7 == 0)
+                f[n++] = (gw_hpack_field_t){GW_SLICE_LIT("server"), GW_SLICE_LIT("nginx"),
+                                            GW_HPACK_F_NEVER_INDEX};
+            if ((rnd >> 22) % 6 == 0)
+                f[n++] = (gw_hpack_field_t){GW_SLICE_LIT("age"), GW_SLICE_LIT("3"), 0};
+            if ((rnd >> 24) % 10 == 0) /* evicts what the run stands on */
+                f[n++] = (gw_hpack_field_t){GW_SLICE_LIT("x-big"), gw_slice_str(big), 0};
+            if ((rnd >> 27) % 8 == 0) { /* the same fields in another order */
+                gw_hpack_field_t t = f[1];
+                f[1] = f[n - 1];
+                f[n - 1] = t;
+            }
+            if ((rnd >> 29) == 0 && n > 3) /* a field left out */
+                f[2] = f[--n];
+            out.len = 0;
+            assert_int_equal(gw_hpack_encode(&e, f, n, &out), 0);
+            ref.len = 0;
+            for (size_t i = 0; i < n; i++) {
+                r.run_start = 0;
+                assert_int_equal(gw_hpack_encode(&r, &f[i], 1, &ref), 0);
+            }
+            assert_int_equal(out.len, ref.len);
+            assert_memory_equal(out.base, ref.base, out.len);
+            runs += e.run_start != 0;
+            blocks++;
+            fields_t back;
+            memset(&back, 0, sizeof(back));
+            gw_hpack_dec_begin(&d, 65536);
+            assert_int_equal(gw_hpack_decode(&d, out.base, out.len, 1, collect, &back),
+                             (ssize_t)out.len);
+            char want[4096];
+            size_t w = 0;
+            for (size_t i = 0; i < n; i++)
+                w +=
+                    (size_t)snprintf(want + w, sizeof(want) - w, "%.*s: %.*s\n", (int)f[i].name.len,
+                                     f[i].name.base, (int)f[i].value.len, f[i].value.base);
+            assert_string_equal(back.text, want);
+        }
+    }
+    assert_true(runs > blocks / 2);
+    gw_bytes_free(&out);
+    gw_bytes_free(&ref);
+    gw_hpack_dec_free(&d);
+    gw_hpack_enc_free(&e);
+    gw_hpack_enc_free(&r);
+}
+
 /* out's cap is met exactly: a block that fits to the byte is written, one byte less is
  * GW_E_LIMIT with out as it was (the encoder reserves generously, then exactly near the cap). */
 static void encoder_cap_is_exact(void **state)
@@ -996,6 +1100,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(repeated_response_is_one_byte_per_field),
     cmocka_unit_test(encoder_finds_entries_among_many),
     cmocka_unit_test(encoder_index_matches_ring_walk),
+    cmocka_unit_test(encoder_run_matches_walk),
     cmocka_unit_test(encoder_cap_is_exact),
     cmocka_unit_test(table_size_changes),
     cmocka_unit_test(eviction_and_oversized_entry),
