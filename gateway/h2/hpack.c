@@ -329,23 +329,36 @@ static size_t index_find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t 
  * the last block's run started), reading only that slot and its record, not the bucket heads
  * and chains, which are cold lines of their own when a connection's answers come one among
  * hundreds of others'. The table holds no two equal entries (an entry is added only when a
- * look-up did not find it), so a match here is the one the bucket walk finds. Returns the
- * index (62 up), or 0 (the slot is free or holds another field). */
-static size_t slot_match(const gw_hpack_table_t *t, uint32_t s, gw_slice_t name, gw_slice_t value)
+ * look-up did not find it), so a match here is the one the bucket walk finds. Records lie
+ * oldest first, each right after the one before (table_add appends, moves keep the order):
+ * the record of the slot after an entry other than the newest follows that entry's, so *rp,
+ * when not NULL, is slot s's record, and the slot itself (its offset) is not read either.
+ * Returns the index (62 up), or 0 (the slot is free or holds another field); *rp becomes the
+ * record of the slot after s when that one is known (a match below the newest), else NULL. */
+static size_t slot_match(const gw_hpack_table_t *t, uint32_t s, gw_slice_t name, gw_slice_t value,
+                         const rec_t **rp)
 {
+    const rec_t *r = *rp;
+    *rp = NULL;
     if (!t->len)
         return 0;
     s &= t->cap - 1;
     uint32_t age = (t->head + t->cap - s) & (t->cap - 1); /* 0: the newest */
     if (age >= t->len)
         return 0;
-    const eslot_t *es = (const eslot_t *)t->offs;
-    const uint8_t *a = (const uint8_t *)((const uint32_t *)(es + t->cap) + t->cap / 2);
-    const rec_t *r = (const rec_t *)(a + es[s].off);
+    if (!r) {
+        const eslot_t *es = (const eslot_t *)t->offs;
+        const uint8_t *a = (const uint8_t *)((const uint32_t *)(es + t->cap) + t->cap / 2);
+        r = (const rec_t *)(a + es[s].off);
+    }
     if (r->name_len == name.len && r->value_len == value.len &&
         gw_mem_eq(rec_data(r), name.base, name.len) &&
-        gw_mem_eq(rec_data(r) + name.len, value.base, value.len))
+        gw_mem_eq(rec_data(r) + name.len, value.base, value.len)) {
+        if (age)
+            *rp =
+                (const rec_t *)((const uint8_t *)r + REC_SIZE((size_t)r->name_len + r->value_len));
         return STATIC_LEN + 1 + age;
+    }
     return 0;
 }
 
@@ -1001,6 +1014,7 @@ int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n,
     }
     /* the slot + 1 where the next field is looked for first (slot_match), 0: nowhere */
     uint32_t next = e->run_start, run_start = 0;
+    const rec_t *next_rec = NULL; /* its record, when known (slot_match) */
     for (size_t i = 0; i < n; i++) {
         const gw_hpack_field_t *f = &fields[i];
         int full;
@@ -1011,12 +1025,15 @@ int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n,
          * statuses are static entries, which the dynamic table never holds. */
         int searched =
             !(f->flags & GW_HPACK_F_NEVER_INDEX) && !(f->name.len && f->name.base[0] == ':');
-        size_t idx = searched && next ? slot_match(&e->t, next - 1, f->name, f->value) : 0;
+        const rec_t *r = next_rec;
+        size_t idx = searched && next ? slot_match(&e->t, next - 1, f->name, f->value, &r) : 0;
+        next_rec = r;
         uint32_t fh = 0;
         if (!idx) {
             fh = fold(mix(mix(0xcbf29ce484222325ull, f->name.base, f->name.len), f->value.base,
                           f->value.len));
             idx = searched ? index_find(&e->t, f->name, f->value, fh) : 0;
+            next_rec = NULL;
         }
         if (idx) {
             uint32_t s = slot_of_index(&e->t, idx);
@@ -1058,6 +1075,8 @@ int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n,
         out->len = (size_t)(o - out->base);
         if (index && (rv = table_add(&e->t, f->name, f->value, fh)) < 0)
             goto fail;
+        if (index)
+            next_rec = NULL; /* the records may have moved */
     }
     e->update_pending = 0;
     e->min_pending = UINT32_MAX;
