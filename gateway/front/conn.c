@@ -229,6 +229,7 @@ static void on_closed(uv_handle_t *h)
     if (c->h1) {
         gw_h1_parser_del(c->h1->p);
         gw_free(c->h1->fields);
+        gw_free(c->h1->path);
         gw_free(c->h1);
     }
     gw_h2_session_del(c->h2);

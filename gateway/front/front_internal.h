@@ -100,6 +100,8 @@ typedef struct {
     gw_cstream_t s;     /* the current request's client stream, handed to the proxy */
     gw_field_t *fields; /* the request's fields in the common form */
     size_t fields_cap;
+    char *path; /* an absolute-form target's path when it is made ("?q" → "/?q") */
+    size_t path_cap;
     uint64_t inflight; /* request body bytes given to the proxy and not credited yet */
     gw_bucket_t *rb;   /* route bucket of the current request (throttle), or NULL */
     gw_alog_t log;     /* the current request's record (accesslog.c) */

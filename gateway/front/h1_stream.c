@@ -245,6 +245,39 @@ static const gw_cstream_ops_t h1s_ops = {h1s_respond,  h1s_interim, h1s_body,
                                          h1s_trailers, h1s_reset,   h1s_credit,
                                          h1s_pending,  h1s_urgency, NULL};
 
+/* RFC 9112 §3.2.2: an absolute-form target (the parser let through no other scheme than http
+ * and https, nor userinfo or an empty authority) becomes the origin-form request the rest of
+ * the gateway knows: the URI's authority in *authority, in place of Host (which is then ignored,
+ * however it differs: §3.2.2 says so), and its path and query in *path ("/" for an empty path,
+ * §3.2.1). The request's scheme stays the listener's (the URI's names only how the client
+ * reached us). Anything else is left as it is. 0, or GW_E_NOMEM. */
+static int absolute_form(h1x_t *x, gw_slice_t *authority, gw_slice_t *path)
+{
+    gw_slice_t a, rest;
+    if (gw_http_target_form(*path, &a, &rest) != GW_HTTP_TARGET_ABSOLUTE)
+        return 0;
+    *authority = a;
+    if (rest.len && rest.base[0] == '/') {
+        *path = rest;
+        return 0;
+    }
+    if (!rest.len) {
+        *path = GW_SLICE_LIT("/");
+        return 0;
+    }
+    if (rest.len + 1 > x->path_cap) { /* "?query": its path is "/" */
+        char *n = gw_realloc(x->path, rest.len + 1);
+        if (!n)
+            return GW_E_NOMEM;
+        x->path = n;
+        x->path_cap = rest.len + 1;
+    }
+    x->path[0] = '/';
+    memcpy(x->path + 1, rest.base, rest.len);
+    *path = (gw_slice_t){(const uint8_t *)x->path, rest.len + 1};
+    return 0;
+}
+
 static int h1_on_head(void *ud, const gw_h1_msg_t *m)
 {
     conn_t *c = ud;
@@ -270,12 +303,15 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
     if (m->fields_len) /* an HTTP/1.0 request may have none: no memcpy from NULL */
         memcpy(c->h1->fields, m->fields, m->fields_len * sizeof(gw_field_t));
     const gw_h1_field_t *host = gw_h1_msg_field(m, "host");
+    gw_slice_t authority = host ? host->value : (gw_slice_t){0}, path = m->target;
+    if (absolute_form(c->h1, &authority, &path) < 0)
+        return GW_E_NOMEM;
     c->h1->ws = c->h1->tunnel = c->h1->tunnel_eof = 0;
     gw_req_head_t h = {
         .method = m->method,
         .scheme = c->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http"),
-        .authority = host ? host->value : (gw_slice_t){0},
-        .path = m->target,
+        .authority = authority,
+        .path = path,
         .fields = c->h1->fields,
         .fields_len = m->fields_len,
         .content_length = m->content_length,

@@ -103,6 +103,11 @@ static int check_request(const gw_h1__head_t *h, const gw_h1__fields_t *hf, gw_h
      * http/http.h), and the Host an authority (RFC 9112 §3.2, RFC 3986 §3.2) */
     if (!gw_http_is_request_target(h->target))
         return refuse(why, GW_E_PARSE, 400, "invalid request-target");
+    /* §3.2: origin-form, asterisk-form or an http(s) absolute-form (the authority-form is
+     * CONNECT's, refused before) */
+    gw_slice_t authority, rest;
+    if (gw_http_target_form(h->target, &authority, &rest) < 0)
+        return refuse(why, GW_E_PARSE, 400, "invalid request-target");
     for (size_t i = 0; i < h->fields_len; i++)
         if (gw_slice_eq_nocase(h->fields[i].name, GW_SLICE_LIT("host")) &&
             !gw_http_is_authority(h->fields[i].value))

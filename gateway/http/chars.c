@@ -1,5 +1,6 @@
 /* http/chars.c — the byte classes of HTTP's syntax (one table) and the predicates over them. */
 #include <string.h>
+#include <strings.h>
 
 #include "http/http.h"
 
@@ -57,6 +58,30 @@ int gw_http_is_request_target(gw_slice_t s)
 int gw_http_is_authority(gw_slice_t s)
 {
     return all_of(s, GW_HTTP_C_AUTHORITY, 1);
+}
+
+int gw_http_target_form(gw_slice_t t, gw_slice_t *authority, gw_slice_t *rest)
+{
+    if (t.len && t.base[0] == '/')
+        return GW_HTTP_TARGET_ORIGIN;
+    if (t.len == 1 && t.base[0] == '*')
+        return GW_HTTP_TARGET_ASTERISK;
+    size_t i = 0; /* the scheme: only its letters matter, http and https having no others */
+    while (i < t.len && (t.base[i] | 0x20) >= 'a' && (t.base[i] | 0x20) <= 'z')
+        i++;
+    int http = (i == 4 && !strncasecmp((const char *)t.base, "http", 4)) ||
+               (i == 5 && !strncasecmp((const char *)t.base, "https", 5));
+    if (!http || t.len < i + 3 || memcmp(t.base + i, "://", 3) != 0)
+        return -1;
+    size_t a = i + 3, e = a;
+    while (e < t.len && t.base[e] != '/' && t.base[e] != '?')
+        e++;
+    gw_slice_t auth = {t.base + a, e - a};
+    if (!auth.len || !gw_http_is_authority(auth)) /* '@' (userinfo) is not an authority byte */
+        return -1;
+    *authority = auth;
+    *rest = (gw_slice_t){t.base + e, t.len - e};
+    return GW_HTTP_TARGET_ABSOLUTE;
 }
 
 /* Non-zero when a byte of x is CR, LF or NUL: the zero-byte test of x, x ^ CR.. and x ^ LF..

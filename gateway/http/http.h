@@ -59,6 +59,15 @@ int gw_http_is_token(gw_slice_t s);
  * origin-form, absolute-form without IP-literal and asterisk-form. */
 int gw_http_is_request_target(gw_slice_t s);
 
+/* RFC 9112 §3.2: which form the request-target t (already gw_http_is_request_target) has.
+ * GW_HTTP_TARGET_ORIGIN: it starts with '/'; GW_HTTP_TARGET_ASTERISK: it is "*";
+ * GW_HTTP_TARGET_ABSOLUTE: "http" or "https" (any case) "://" authority path-abempty
+ * ["?" query] (§3.2.2), its authority (not empty, no userinfo: RFC 9110 §4.2.4) in *authority
+ * and what follows it (may be empty, else starts with '/' or '?') in *rest; -1: none of these
+ * (another scheme, an authority-form outside CONNECT, an empty authority, userinfo). */
+enum { GW_HTTP_TARGET_ORIGIN, GW_HTTP_TARGET_ASTERISK, GW_HTTP_TARGET_ABSOLUTE };
+int gw_http_target_form(gw_slice_t t, gw_slice_t *authority, gw_slice_t *rest);
+
 /* Non-zero when s (may be empty) holds only RFC 3986 §3.2 authority characters without
  * userinfo (GW_HTTP_C_AUTHORITY) and pct-encoded bytes. '@' is refused: RFC 9113 §8.3.1 and
  * RFC 9110 §4.2.4 forbid userinfo in http(s) URIs. */

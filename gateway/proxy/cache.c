@@ -140,7 +140,7 @@ static int lookup_ok(const px_t *px)
     if (!h->end_stream || h->content_length > 0)
         return 0; /* content: RFC 9110 §9.3.1 */
     if (!h->authority.len || !h->path.len || h->path.base[0] != '/')
-        return 0; /* an absolute-form target is not keyed as the origin-form one */
+        return 0; /* only origin-form is keyed (an absolute-form one came as its path) */
     /* If-None-Match, If-Modified-Since, Range and If-Range are evaluated against a stored
      * answer (RFC 9111 §4.3.2, RFC 9110 §14.2); If-Match and If-Unmodified-Since are the
      * origin's (§4.3.2). Authorization and Cookie do not keep a request from the store: RFC

@@ -4,7 +4,6 @@
  * then the stream is served (exchange.c). */
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "common/clock.h"
 #include "common/err.h"
@@ -102,25 +101,6 @@ static int ws_refused(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h,
     return 0;
 }
 
-/* An absolute-form target (RFC 9112 §3.2.2: "http" or "https", any case, "://" authority
- * path-abempty [? query]) split into its authority and its path and query, in *host and *path
- * (an empty path stays empty); any other target leaves both as they were. */
-static void absolute_form(gw_slice_t t, gw_slice_t *host, gw_slice_t *path)
-{
-    size_t i = 0;
-    while (i < t.len && ((t.base[i] | 0x20) >= 'a' && (t.base[i] | 0x20) <= 'z'))
-        i++;
-    int http = (i == 4 && !strncasecmp((const char *)t.base, "http", 4)) ||
-               (i == 5 && !strncasecmp((const char *)t.base, "https", 5));
-    if (!http || t.len < i + 3 || memcmp(t.base + i, "://", 3) != 0)
-        return;
-    size_t a = i + 3, e = a;
-    while (e < t.len && t.base[e] != '/' && t.base[e] != '?')
-        e++;
-    *host = (gw_slice_t){t.base + a, e - a};
-    *path = (gw_slice_t){t.base + e, t.len - e};
-}
-
 /* RFC 8555 §8.3: with `acme.challenge: http-01`, a cleartext listener answers the challenge
  * path itself, before redirect_https, the route and every policy: the authority's validation
  * carries no credentials and comes from anywhere, and a redirect to https would send it to a
@@ -133,10 +113,9 @@ static int acme_http01(const gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t
     const size_t pl = sizeof(pre) - 1;
     if (s->tls || !p->cfg->acme.enabled || p->cfg->acme.challenge != GW_CFG_ACME_HTTP_01)
         return 0;
-    /* RFC 9112 §3.2.2: a server accepts the absolute-form too (the HTTP/1.1 front passes the
-     * target as sent), whose authority takes the place of Host */
+    /* an absolute-form target is here as its path, its authority in place of Host (RFC 9112
+     * §3.2.2: the HTTP/1.1 front made it so) */
     gw_slice_t path = h->path, host = h->authority;
-    absolute_form(h->path, &host, &path);
     if (path.len < pl || memcmp(path.base, pre, pl) != 0)
         return 0;
     char authz[GW_HTTP01_AUTHZ_MAX];

@@ -237,3 +237,86 @@ def test_http10_alpn_refused_where_http1_is_not_spoken(gateway):
             input="", timeout=15)
     out = r.stdout + r.stderr
     assert "alert no application protocol" in out, out[-1500:]
+
+
+# ---- absolute-form (RFC 9112 §3.2.2) ---------------------------------------------------------
+
+def absform_gateway(gateway, origin, tmp_path):
+    """A gateway whose one route is for the host uri.example (cached), with a JSON access log:
+    any other host has no route (404)."""
+    port, alog = free_port(), str(tmp_path / "access.log")
+    g = gateway(f"workers: 1\nlog_level: info\nlisten:\n  - address: 127.0.0.1:{port}\n"
+                f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
+                "routes:\n  - {host: uri.example, path: /, upstream: app, cache: true}\n"
+                f"cache:\n  max_object: 64KiB\naccess_log:\n  path: {alog}\n  format: json\n",
+                wait=[("127.0.0.1", port)])
+    g.port, g.origin, g.alog = port, origin, alog
+    return g
+
+
+def h1_exchange(port, target, host):
+    """One GET of target with Host: host (a connection of its own): (status, headers, body)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+    out = recv_all(s)
+    s.close()
+    head, _, body = out.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    hdrs = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+    return int(lines[0].split(" ")[1]), hdrs, body
+
+
+def test_absolute_form_is_routed_and_proxied_as_origin_form(gateway, origin, tmp_path):
+    """RFC 9112 §3.2.2: `GET http://uri.example/echo/a?q=1` is the request for /echo/a?q=1 on
+    uri.example, whatever Host says (a differing Host is ignored, not refused): it used to be
+    routed on its raw target and Host (404: no route) or reach the origin in absolute-form."""
+    g = absform_gateway(gateway, origin, tmp_path)
+    st, _, _ = h1_exchange(g.port, "/echo/a?q=1", "other.example")
+    assert st == 404  # the route is uri.example's alone
+    for target, host, want in [("http://uri.example/echo/a?q=1", "other.example", "/echo/a?q=1"),
+                               ("HTTPS://uri.example/echo/b", "uri.example", "/echo/b"),
+                               ("http://uri.example?x=1", "other.example", "/?x=1"),
+                               ("http://uri.example", "other.example", "/")]:
+        n = len(g.origin.requests)
+        st, _, body = h1_exchange(g.port, target, host)
+        assert len(g.origin.requests) == n + 1, (target, st, body)  # proxied, not 404'd here
+        got = g.origin.requests[-1]
+        assert got.target == want and got.header("host") == "uri.example", (target, got)
+    recs = [json.loads(ln) for ln in open(g.alog).read().splitlines() if ln]
+    deadline = time.monotonic() + 5
+    while len(recs) < 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        recs = [json.loads(ln) for ln in open(g.alog).read().splitlines() if ln]
+    assert [r["path"] for r in recs] == ["/echo/a?q=1", "/echo/a?q=1", "/echo/b", "/?x=1", "/"]
+    assert [r["status"] for r in recs][:3] == [404, 200, 200]
+    assert [r.get("upstream") for r in recs] == [None] + ["app"] * 4
+
+
+def test_absolute_form_is_served_from_the_origin_form_cache_entry(gateway, origin, tmp_path):
+    """The cache keys an absolute-form request as the origin-form one: stored by one, served to
+    the other (it used to skip the cache)."""
+    g = absform_gateway(gateway, origin, tmp_path)
+    st, h, body = h1_exchange(g.port, "/hinted.css", "uri.example")
+    assert st == 200 and "hit" not in h.get("cache-status", "")
+    st, h, again = h1_exchange(g.port, "http://uri.example/hinted.css", "elsewhere.example")
+    assert st == 200 and again == body and h["cache-status"].startswith("h2gate; hit"), h
+    assert origin_count(g.origin, "/hinted.css") == 1
+
+
+BAD_ABSOLUTE = ["ftp://uri.example/x", "http://user@uri.example/x", "http:///x", "http://",
+                "http:/uri.example/x", "uri.example/x", "uri.example:80"]
+
+
+def test_bad_absolute_form_is_400(gateway, origin, tmp_path):
+    """RFC 9112 §3.2: only http and https URIs (RFC 9110 §4.2.4: no userinfo; an empty
+    authority is no host), else 400, and the origin sees nothing."""
+    g = absform_gateway(gateway, origin, tmp_path)
+    for target in BAD_ABSOLUTE:
+        st, _, body = h1_exchange(g.port, target, "uri.example")
+        assert st == 400, (target, st, body)
+    assert g.origin.requests == []
+    # OPTIONS * is still the asterisk-form (routed as before)
+    s = socket.create_connection(("127.0.0.1", g.port), timeout=10)
+    s.sendall(b"OPTIONS * HTTP/1.1\r\nHost: uri.example\r\nConnection: close\r\n\r\n")
+    assert not recv_all(s).startswith(b"HTTP/1.1 400")
+    s.close()

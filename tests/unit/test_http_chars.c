@@ -117,6 +117,41 @@ static void request_target_vectors(void **state)
     GW_EXPECT_EACH(gw_http_is_authority, 0, "u@a.test", "a\".test", "a.test%4");
 }
 
+/* RFC 9112 §3.2: the forms of a request-target; an absolute-form's authority and rest. */
+static void target_form_vectors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *t;
+        int form;
+        const char *authority, *rest;
+    } v[] = {
+        {"/a?b", GW_HTTP_TARGET_ORIGIN, NULL, NULL},
+        {"*", GW_HTTP_TARGET_ASTERISK, NULL, NULL},
+        {"http://a.test/x?y", GW_HTTP_TARGET_ABSOLUTE, "a.test", "/x?y"},
+        {"HtTpS://a.test:8443", GW_HTTP_TARGET_ABSOLUTE, "a.test:8443", ""},
+        {"http://a.test?q=/", GW_HTTP_TARGET_ABSOLUTE, "a.test", "?q=/"},
+        {"ftp://a.test/x", -1, NULL, NULL},
+        {"httpx://a.test/", -1, NULL, NULL},
+        {"http://u@a.test/", -1, NULL, NULL},
+        {"http:///x", -1, NULL, NULL},
+        {"http:/a.test/x", -1, NULL, NULL},
+        {"a.test:80", -1, NULL, NULL},
+        {"**", -1, NULL, NULL},
+        {"", -1, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        gw_slice_t a = {0}, r = {0};
+        int got = gw_http_target_form(gw_slice_str(v[i].t), &a, &r);
+        if (got != v[i].form)
+            fail_msg("%s: form %d, want %d", v[i].t, got, v[i].form);
+        if (v[i].authority && (!gw_slice_eq(a, gw_slice_str(v[i].authority)) ||
+                               !gw_slice_eq(r, gw_slice_str(v[i].rest))))
+            fail_msg("%s: authority %.*s rest %.*s", v[i].t, (int)a.len, a.base, (int)r.len,
+                     r.base);
+    }
+}
+
 /* RFC 9110 §5.6.2: token = 1*tchar. The names and methods the RFC itself writes are tokens;
  * the separators it lists (DQUOTE and "(),/:;<=>?@[\]{}"), whitespace, controls and non-ASCII
  * are not. */
@@ -166,7 +201,7 @@ static void crlfnul_matches_bytewise(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(char_class_every_byte),    cmocka_unit_test(predicates_every_byte),
     cmocka_unit_test(request_target_vectors),   cmocka_unit_test(token_grammar_vectors),
-    cmocka_unit_test(crlfnul_matches_bytewise),
+    cmocka_unit_test(crlfnul_matches_bytewise), cmocka_unit_test(target_form_vectors),
 };
 
 GW_TEST_MAIN(tests)
