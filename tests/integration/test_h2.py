@@ -322,3 +322,19 @@ def test_path_not_origin_form_and_control_bytes_are_malformed(gw):
     evs = cl.events(ended(sid))
     assert response(evs, sid)[0] is not None
     cl.close()
+
+
+def test_absolute_path_is_malformed(gw):
+    """RFC 9113 §8.3.1: :path is origin-form (the authority is :authority's); an absolute URI
+    there, which the HTTP/1.1 front accepts as a request-target (RFC 9112 §3.2.2), is a
+    malformed request over HTTP/2: RST_STREAM PROTOCOL_ERROR, never routed or sent on."""
+    cl = Client(gw.plain_port, validate=False)
+    for path in ("http://localhost/", "HTTPS://localhost/x?q"):
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                                (":authority", "localhost")], end_stream=True)
+        cl.flush()
+        cl.expect_reset(sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+    sid = cl.request("/")  # the connection goes on
+    assert response(cl.events(ended(sid)), sid)[0] is not None
+    cl.close()
