@@ -577,11 +577,8 @@ static size_t h2_pacing_mode(conn_t *c)
  * send at once and what it keeps unsent under its lowat), so that on a fast path one write
  * still carries all of it. Without a lowat (h2.notsent_lowat 0, or no pacing needed: see
  * h2_pacing_mode) the kernel's send buffer takes what it has room for (megabytes): everything
- * the windows allow is framed. The room is read once per write round (*room_read): when the
- * socket took all of a step that was framed for its room, the kernel has just filled that room
- * (it takes up to a segment beyond its lowat), and a second TCP_INFO only says so again; the
- * next step frames h2.frame_ahead, which is left pending or taken as the first step was. */
-static size_t h2_data_max(conn_t *c, int *room_read)
+ * the windows allow is framed. */
+static size_t h2_data_max(conn_t *c)
 {
     const gw_config_t *cfg = CFG(c);
     size_t ahead = cfg->h2.frame_ahead;
@@ -594,9 +591,8 @@ static size_t h2_data_max(conn_t *c, int *room_read)
         return 0;
     /* TCP_INFO only when it can matter: more is queued than one step frames anyway */
     uv_os_fd_t fd;
-    if (c->queued == 0 && !*room_read && gw_h2_session_data_queued(c->h2) > ahead &&
+    if (c->queued == 0 && gw_h2_session_data_queued(c->h2) > ahead &&
         uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
-        *room_read = 1;
         size_t room = gw_pacing_room(fd, lowat);
         return room < SIZE_MAX - ahead ? room + ahead : SIZE_MAX;
     }
@@ -605,14 +601,14 @@ static size_t h2_data_max(conn_t *c, int *room_read)
 
 /* One step of h2_send: frame what the session has, DATA up to h2_data_max(), and write it
  * (through TLS). The bytes framed, or a negative code. */
-static ssize_t h2_send_step(conn_t *c, int *room_read)
+static ssize_t h2_send_step(conn_t *c)
 {
     /* the socket is full: frames wait in the session (within the windows), not in our write
      * queue; after_write kicks when it drains */
     uint64_t tnow = gw_front__now_us();
     gw_front__h2_budget(c, tnow);
     ssize_t n = c->queued < CFG(c)->limits.write_buffer
-                    ? gw_h2_session_send_some(c->h2, &c->b->oq, h2_data_max(c, room_read))
+                    ? gw_h2_session_send_some(c->h2, &c->b->oq, h2_data_max(c))
                     : 0;
     if (n >= 0 && c->b->h2_rst_after) {
         /* early responses whose last DATA is framed: now the RST_STREAM(NO_ERROR) */
@@ -666,10 +662,8 @@ static ssize_t h2_send_step(conn_t *c, int *room_read)
 static int h2_send(conn_t *c)
 {
     ssize_t n;
-    int room_read = 0;
     gw_front__oq_lend(c);
-    while ((n = h2_send_step(c, &room_read)) > 0 && c->queued == 0 &&
-           gw_h2_session_want_write(c->h2))
+    while ((n = h2_send_step(c)) > 0 && c->queued == 0 && gw_h2_session_want_write(c->h2))
         ;
     gw_front__oq_return(c);
     return n < 0 ? (int)n : 0;

@@ -14,8 +14,6 @@ count of bytes, so it does not depend on how busy the machine is. (Counted from 
 asking, it also held what the link carried while the request went to the origin: a sanitizer
 build on a loaded machine took long enough for 463 KiB, which says nothing of the queue.)"""
 import re
-import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -235,60 +233,3 @@ def test_bulk_is_paced_while_an_urgent_stream_waits_for_its_origin(slow_gateway,
         assert cl.done[urgent] - t < 1.3, cl.done[urgent] - t
     finally:
         cl.close()
-
-
-# ---- what a paced write round costs ------------------------------------------------------------
-# Each round of the pacing (the kernel wakes the gateway once what it holds unsent is below the
-# lowat) reads TCP_INFO to frame what the socket takes at once. A step whose write the socket
-# took whole has just filled that room (the kernel takes up to a segment beyond its lowat), so
-# the next step of the same round frames h2.frame_ahead without asking again: one TCP_INFO, not
-# two, in a round whose first write the socket took whole (about a third of the rounds of a
-# page load, scripts/lib/bench_page.py).
-
-def traced_calls(g, cl, seconds, path):
-    """Read at RATE for `seconds` with strace on the gateway: its system calls of interest, one
-    list per thread, as (name, fd, the rest of the line)."""
-    if not shutil.which("strace"):
-        pytest.skip("strace not installed")
-    st = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=write,getsockopt,epoll_wait",
-                           "-e", "signal=none", "-o", str(path), "-p", str(g.proc.pid)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.5)  # attached to every thread
-        most_unsent(cl, seconds)
-    finally:
-        st.send_signal(signal.SIGINT)
-        st.wait(timeout=20)
-    threads = {}
-    for line in path.read_text().splitlines():
-        m = re.match(r"(\d+)\s+(\w+)\((\d+),(.*)$", line)
-        if m:
-            threads.setdefault(m.group(1), []).append((m.group(2), int(m.group(3)), m.group(4)))
-    return threads
-
-
-def test_a_paced_round_reads_tcp_info_once(slow_gateway, tmp_path):
-    g = slow_gateway()
-    cl = SlowClient(g.tls_port, tls=True)
-    try:
-        for _ in range(4):  # several of one urgency: paced with h2.bulk_lowat
-            cl.request(4 * 1024 * KIB, "u=3")
-        cl.pump(lambda: sum(cl.got.values()) >= 256 * KIB)
-        threads = traced_calls(g, cl, 2.5, tmp_path / "calls.trace")
-    finally:
-        cl.close()
-    readings = again = 0
-    for calls in threads.values():
-        info_fd, whole = None, False  # the socket of the last TCP_INFO of this round, and
-        for name, fd, rest in calls:  # whether a write to it was taken whole since
-            if name == "epoll_wait":
-                info_fd, whole = None, False
-            elif name == "getsockopt" and "TCP_INFO" in rest:
-                readings += 1
-                again += fd == info_fd and whole
-                info_fd, whole = fd, False
-            elif name == "write" and fd == info_fd:
-                m = re.search(r", (\d+)\) += (\d+)$", rest)
-                whole = whole or bool(m and m.group(1) == m.group(2))
-    assert readings >= 5, f"{readings} TCP_INFO readings: was the connection paced?"
-    assert again == 0, f"{again} of {readings} TCP_INFO readings came again in one round"
