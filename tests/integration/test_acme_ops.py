@@ -292,9 +292,15 @@ def test_ari_replaces_refused_the_renewal_orders_again_without_it(gateway, pebbl
     crt, key = Pebble.make_tls(str(tmp_path))
     pb = pebble(port, validity=3600, tls=(crt, key))
     soon = int(time.time()) + 2
+    first = []
 
     def answer(cid):
-        body = {"suggestedWindow": {"start": rfc3339(soon), "end": rfc3339(soon + 2)}}
+        # the first certificate is due at once; its renewal is not (a day ahead): one renewal,
+        # whose newOrder is refused once and sent again (the renewal's own window in the past
+        # would start a third order while the test reads the log)
+        first[:] = first or [cid]
+        start = soon if cid == first[0] else soon + 86400
+        body = {"suggestedWindow": {"start": rfc3339(start), "end": rfc3339(start + 2)}}
         return 200, json.dumps(body), "3600"
 
     def refuse(payload):
