@@ -98,13 +98,12 @@ static int check_request(const gw_h1__head_t *h, const gw_h1__fields_t *hf, gw_h
         return refuse(why, GW_E_PARSE, 400, hf->n_host ? "repeated host" : "missing host");
     if (hf->n_host > 1)
         return refuse(why, GW_E_PARSE, 400, "repeated host");
-    /* http-parser lets some bytes through the target (HTAB, FF, DEL, >= 0x80, ...): only RFC
-     * 3986 path and query characters go on to an origin (the rule of both fronts,
-     * http/http.h), and the Host an authority (RFC 9112 §3.2, RFC 3986 §3.2) */
-    if (!gw_http_is_request_target(h->target))
-        return refuse(why, GW_E_PARSE, 400, "invalid request-target");
     /* §3.2: origin-form, asterisk-form or an http(s) absolute-form (the authority-form is
-     * CONNECT's, refused before) */
+     * CONNECT's, refused before). http-parser lets some bytes through the target (HTAB, FF,
+     * DEL, >= 0x80, ...): only RFC 3986 path and query characters go on to an origin (the rule
+     * of both fronts, http/http.h), '[' and ']' only around an absolute-form's IP-literal host
+     * (§3.2.2 and RFC 3986 §3.2.2: the front sends it on as Host, never in the target), and
+     * the Host an authority (RFC 9112 §3.2, RFC 3986 §3.2) */
     gw_slice_t authority, rest;
     if (gw_http_target_form(h->target, &authority, &rest) < 0)
         return refuse(why, GW_E_PARSE, 400, "invalid request-target");

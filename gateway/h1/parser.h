@@ -18,11 +18,11 @@
  * is not chunked, and a missing Host in an HTTP/1.1 request are errors: for a request the
  * caller answers 400 and closes. A head larger than the limit is 431 (414 while the request
  * line alone passes it). Also refused: a request-target with bytes outside RFC 3986
- * path and query characters, or in none of origin-form, asterisk-form and an http(s)
- * absolute-form with an authority and no userinfo (RFC 9112 §3.2), and a Host that is not an
- * RFC 3986 authority (400), a transfer coding other than chunked alone (request 501; the
- * coding would be lost when the body is re-framed), a Content-Length past 2^63 - 1, an HTTP major
- * version other than 1 (505).
+ * path and query characters (but for '[' and ']' around an absolute-form's IP-literal host),
+ * or in none of origin-form, asterisk-form and an http(s) absolute-form with an authority and
+ * no userinfo (RFC 9112 §3.2), and a Host that is not an RFC 3986 authority (400), a transfer
+ * coding other than chunked alone (request 501; the coding would be lost when the body is
+ * re-framed), a Content-Length past 2^63 - 1, an HTTP major version other than 1 (505).
  *
  * A request's method is any token (RFC 9110 §9.1, http/http.h), passed on as written;
  * http-parser, which knows a fixed list, never sees it. CONNECT is refused (405).

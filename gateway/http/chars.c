@@ -13,7 +13,7 @@ const uint8_t gw_http_char_class[256] = {
     8,  31, 24, 25, 31, 25, 31, 31, 30, 30, 31, 31, 30, 31, 31, 26, // 20  !"#$%&'()*+,-./
     31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 14, 30, 24, 30, 24, 26, // 30 0123456789:;<=>?
     26, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, // 40 @ABCDEFGHIJKLMNO
-    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 28, 24, 28, 25, 31, // 50 PQRSTUVWXYZ[\]^_
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 24, 24, 24, 25, 31, // 50 PQRSTUVWXYZ[\]^_
     25, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, // 60 `abcdefghijklmno
     31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 24, 25, 24, 31, 0,  // 70 pqrstuvwxyz{|}~.
     8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  // 80
@@ -55,15 +55,109 @@ int gw_http_is_request_target(gw_slice_t s)
     return s.len && all_of(s, GW_HTTP_C_TARGET, 1);
 }
 
+static int is_digit(uint8_t c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* RFC 3986 §3.2.2 dec-octet "." dec-octet "." dec-octet "." dec-octet, the whole of p[0..n):
+ * 0 to 255 without a leading zero. */
+static int is_ipv4(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    for (int part = 0; part < 4; part++) {
+        if (part && (i == n || p[i++] != '.'))
+            return 0;
+        size_t d = i;
+        unsigned v = 0;
+        while (i < n && is_digit(p[i]) && i - d < 3)
+            v = v * 10 + (unsigned)(p[i++] - '0');
+        if (i == d || v > 255 || (i - d > 1 && p[d] == '0'))
+            return 0;
+    }
+    return i == n;
+}
+
+/* RFC 3986 §3.2.2 IPv6address, the whole of p[0..n): eight h16 (1 to 4 hex digits) separated
+ * by ':', the last two of which may be an IPv4address, or fewer around one "::" that stands for
+ * at least one zero group. No zone identifier (RFC 6874 is not part of http URIs). */
+static int is_ipv6(const uint8_t *p, size_t n)
+{
+    size_t i = 0, groups = 0;
+    int gap = 0;
+    if (n >= 2 && p[0] == ':' && p[1] == ':') {
+        gap = 1;
+        i = 2;
+    } else if (n && p[0] == ':') {
+        return 0; /* one leading ':' is no "::" */
+    }
+    while (i < n) {
+        size_t d = i;
+        while (i < n && is_hex(p[i]) && i - d < 5)
+            i++;
+        if (i < n && p[i] == '.') { /* ls32 as an IPv4address: the last thing there is */
+            if (!is_ipv4(p + d, n - d))
+                return 0;
+            groups += 2;
+            break;
+        }
+        if (i == d || i - d > 4)
+            return 0;
+        groups++;
+        if (i == n)
+            break;
+        if (p[i++] != ':' || i == n) /* a ':' ends nothing */
+            return 0;
+        if (p[i] == ':') {
+            if (gap)
+                return 0; /* "::" once */
+            gap = 1;
+            i++;
+        }
+    }
+    return gap ? groups <= 7 : groups == 8;
+}
+
+int gw_http_is_ip_literal(gw_slice_t s)
+{
+    if (s.len < 4 || s.base[0] != '[' || s.base[s.len - 1] != ']')
+        return 0;
+    const uint8_t *p = s.base + 1;
+    size_t n = s.len - 2;
+    if ((p[0] | 0x20) != 'v')
+        return is_ipv6(p, n);
+    /* IPvFuture = "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ) */
+    size_t i = 1;
+    while (i < n && is_hex(p[i]))
+        i++;
+    if (i == 1 || i + 1 >= n || p[i] != '.')
+        return 0;
+    return all_of((gw_slice_t){p + i + 1, n - i - 1}, GW_HTTP_C_AUTHORITY, 0);
+}
+
 int gw_http_is_authority(gw_slice_t s)
 {
-    return all_of(s, GW_HTTP_C_AUTHORITY, 1);
+    if (!s.len || s.base[0] != '[') /* reg-name or IPv4address: no bracket in the class */
+        return all_of(s, GW_HTTP_C_AUTHORITY, 1);
+    /* RFC 3986 §3.2.2-§3.2.3: IP-literal [ ":" port ], port = *DIGIT */
+    const uint8_t *e = memchr(s.base, ']', s.len);
+    size_t i = e ? (size_t)(e - s.base) + 1 : 0;
+    if (!e || !gw_http_is_ip_literal((gw_slice_t){s.base, i}))
+        return 0;
+    if (i == s.len)
+        return 1;
+    if (s.base[i] != ':')
+        return 0;
+    for (i++; i < s.len; i++)
+        if (!is_digit(s.base[i]))
+            return 0;
+    return 1;
 }
 
 int gw_http_target_form(gw_slice_t t, gw_slice_t *authority, gw_slice_t *rest)
 {
     if (t.len && t.base[0] == '/')
-        return GW_HTTP_TARGET_ORIGIN;
+        return gw_http_is_request_target(t) ? GW_HTTP_TARGET_ORIGIN : -1;
     if (t.len == 1 && t.base[0] == '*')
         return GW_HTTP_TARGET_ASTERISK;
     size_t i = 0; /* the scheme: only its letters matter, http and https having no others */
@@ -77,10 +171,14 @@ int gw_http_target_form(gw_slice_t t, gw_slice_t *authority, gw_slice_t *rest)
     while (e < t.len && t.base[e] != '/' && t.base[e] != '?')
         e++;
     gw_slice_t auth = {t.base + a, e - a};
-    if (!auth.len || !gw_http_is_authority(auth)) /* '@' (userinfo) is not an authority byte */
+    /* '@' (userinfo) is not an authority byte; '[' and ']' only around an IP-literal host */
+    if (!auth.len || !gw_http_is_authority(auth))
+        return -1;
+    gw_slice_t r = {t.base + e, t.len - e}; /* path-abempty [ "?" query ] */
+    if (!all_of(r, GW_HTTP_C_TARGET, 1))
         return -1;
     *authority = auth;
-    *rest = (gw_slice_t){t.base + e, t.len - e};
+    *rest = r;
     return GW_HTTP_TARGET_ABSOLUTE;
 }
 

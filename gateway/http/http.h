@@ -27,7 +27,8 @@ enum {
     GW_HTTP_C_TARGET = 1u << 1,    /* RFC 3986 §3.3 pchar, "/" and §3.4 "?": unreserved,
                                       sub-delims, ":", "@", "/", "?" ("%" is checked apart) */
     GW_HTTP_C_AUTHORITY = 1u << 2, /* RFC 3986 §3.2 authority without userinfo: unreserved,
-                                      sub-delims, ":", "[", "]" ("%" is checked apart) */
+                                      sub-delims, ":" ("%" is checked apart; "[" and "]" only
+                                      around an IP-literal: gw_http_is_authority) */
     GW_HTTP_C_FIELD = 1u << 3,     /* a byte a field value may hold (RFC 9110 §5.5):
                                       field-vchar, obs-text, SP, HTAB; no other control, no DEL */
     GW_HTTP_C_H2NAME = 1u << 4,    /* a byte an HTTP/2 field name may hold (RFC 9113 §8.2.1):
@@ -56,22 +57,31 @@ int gw_http_is_token(gw_slice_t s);
  * characters (GW_HTTP_C_TARGET) and "%" followed by two hex digits (pct-encoded, passed on as
  * it is, never decoded). No control byte, space, DEL, byte >= 0x80, '#', or other delimiter: an
  * origin that splits the request line on whitespace must see the request we checked. Covers
- * origin-form, absolute-form without IP-literal and asterisk-form. */
+ * origin-form and asterisk-form; an absolute-form target is checked by gw_http_target_form. */
 int gw_http_is_request_target(gw_slice_t s);
 
-/* RFC 9112 §3.2: which form the request-target t (already gw_http_is_request_target) has.
- * GW_HTTP_TARGET_ORIGIN: it starts with '/'; GW_HTTP_TARGET_ASTERISK: it is "*";
- * GW_HTTP_TARGET_ABSOLUTE: "http" or "https" (any case) "://" authority path-abempty
- * ["?" query] (§3.2.2), its authority (not empty, no userinfo: RFC 9110 §4.2.4) in *authority
- * and what follows it (may be empty, else starts with '/' or '?') in *rest; -1: none of these
- * (another scheme, an authority-form outside CONNECT, an empty authority, userinfo). */
+/* RFC 9112 §3.2: which form the request-target t has, and whether its bytes are valid for it.
+ * GW_HTTP_TARGET_ORIGIN: it starts with '/' and is gw_http_is_request_target;
+ * GW_HTTP_TARGET_ASTERISK: it is "*"; GW_HTTP_TARGET_ABSOLUTE: "http" or "https" (any case)
+ * "://" authority path-abempty ["?" query] (§3.2.2), its authority (gw_http_is_authority, not
+ * empty: an IP-literal host such as "[::1]:8080" is one) in *authority and what follows it
+ * (path and query characters; may be empty, else starts with '/' or '?') in *rest; -1: none
+ * of these (another scheme, an authority-form outside CONNECT, an empty authority, userinfo, a
+ * byte no form admits, a '[' anywhere but around a well-formed IP-literal host). */
 enum { GW_HTTP_TARGET_ORIGIN, GW_HTTP_TARGET_ASTERISK, GW_HTTP_TARGET_ABSOLUTE };
 int gw_http_target_form(gw_slice_t t, gw_slice_t *authority, gw_slice_t *rest);
 
-/* Non-zero when s (may be empty) holds only RFC 3986 §3.2 authority characters without
- * userinfo (GW_HTTP_C_AUTHORITY) and pct-encoded bytes. '@' is refused: RFC 9113 §8.3.1 and
- * RFC 9110 §4.2.4 forbid userinfo in http(s) URIs. */
+/* Non-zero when s (may be empty) is an RFC 3986 §3.2 authority without userinfo: either only
+ * GW_HTTP_C_AUTHORITY characters and pct-encoded bytes (a reg-name or IPv4 host, ":port"), or
+ * an IP-literal host (gw_http_is_ip_literal) followed by nothing or ":" and digits. '@' is
+ * refused: RFC 9113 §8.3.1 and RFC 9110 §4.2.4 forbid userinfo in http(s) URIs; '[' and ']'
+ * anywhere else, or around a malformed literal ("[::1", "[zz]", "[::1]x"), too. */
 int gw_http_is_authority(gw_slice_t s);
+
+/* Non-zero when s is exactly an RFC 3986 §3.2.2 IP-literal: "[" IPv6address "]" (hex groups,
+ * at most one "::", an optional dotted IPv4 tail; no zone identifier) or "[" IPvFuture "]"
+ * ("v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" )). */
+int gw_http_is_ip_literal(gw_slice_t s);
 
 /* Non-zero when s holds a CR, LF or NUL: the bytes no field value may carry in any version
  * (RFC 9110 §5.5, RFC 9113 §8.2.1), whatever else it holds. Eight bytes at a time: for the

@@ -407,6 +407,32 @@ static void request_target_bytes(void **state)
                      "HEAD GET /a/b%20c?d=e&f=/g:@ 1.1 cl=0 f=1 [Host=[::1]:80]\nEND\n");
 }
 
+/* RFC 9112 §3.2.2: an absolute-form target whose host is an IP-literal (RFC 3986 §3.2.2) is
+ * a request like any other absolute-form one (it was refused 400: '[' is no target byte),
+ * whole and split at every cut point; a bracket anywhere else, or around a malformed literal,
+ * is still refused. */
+static void absolute_form_ip_literal(void **state)
+{
+    (void)state;
+    check_all_splits("GET http://[::1]:8080/a?b HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+                     "HEAD GET http://[::1]:8080/a?b 1.1 cl=0 f=1 [Host=[::1]:8080]\nEND\n");
+    check_all_splits("GET http://[2001:db8::1.2.3.4] HTTP/1.1\r\nHost: h\r\n\r\n",
+                     "HEAD GET http://[2001:db8::1.2.3.4] 1.1 cl=0 f=1 [Host=h]\nEND\n");
+    static const char *const bad[] = {
+        "http://[::1/",   "http://[zz]/",     "http://[::1]x/",      "http://[::1]:8a/",
+        "http://a[::1]/", "http://[::1]/[x]", "http://[::1]/?a=[",   "/[::1]",
+        "/a[b]",          "http://[]/",       "http://[::1%25eth0]/"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char in[128];
+        snprintf(in, sizeof(in), "GET %s HTTP/1.1\r\nHost: h\r\n\r\n", bad[i]);
+        expect_reject(in, 400, "");
+    }
+    /* the Host field follows the same rule */
+    expect_reject("GET / HTTP/1.1\r\nHost: [zz]:80\r\n\r\n", 400, "invalid host");
+    expect_reject("GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", 400, "invalid host");
+    expect_reject("GET / HTTP/1.1\r\nHost: a]\r\n\r\n", 400, "invalid host");
+}
+
 /* A head for an HTTP/1.0 client without chunked framing: no framing field, and
  * only with Connection: close (the close ends the body). */
 static void close_delimited_head(void **state)
@@ -553,6 +579,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(second_message_allocates_nothing),
     cmocka_unit_test(serializer_bytes),
     cmocka_unit_test(request_target_bytes),
+    cmocka_unit_test(absolute_form_ip_literal),
     cmocka_unit_test(close_delimited_head),
     cmocka_unit_test(any_token_is_a_method),
     cmocka_unit_test(version_and_line_length),

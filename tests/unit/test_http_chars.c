@@ -33,8 +33,9 @@ static void char_class_every_byte(void **state)
         /* RFC 3986 §3.3 pchar / "/", §3.4 "?": unreserved, sub-delims, ":", "@" */
         if (in_list(c, alnum) || in_list(c, "-._~!$&'()*+,;=:@/?"))
             want |= GW_HTTP_C_TARGET;
-        /* RFC 3986 §3.2.2-§3.2.3 host and port chars, IP-literal brackets; no userinfo '@' */
-        if (in_list(c, alnum) || in_list(c, "-._~!$&'()*+,;=:[]"))
+        /* RFC 3986 §3.2.2-§3.2.3 reg-name, IPv4 and port chars; no userinfo '@', and the
+         * IP-literal's brackets are structure (gw_http_is_authority), not class members */
+        if (in_list(c, alnum) || in_list(c, "-._~!$&'()*+,;=:"))
             want |= GW_HTTP_C_AUTHORITY;
         /* RFC 9110 §5.5: field-vchar = VCHAR / obs-text, and SP, HTAB between them */
         if ((c >= 0x21 && c <= 0x7e) || c >= 0x80 || c == ' ' || c == '\t')
@@ -113,8 +114,31 @@ static void request_target_vectors(void **state)
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
         if (!gw_http_is_request_target(gw_slice_str(good[i])))
             fail_msg("good target %zu refused", i);
-    GW_EXPECT_EACH(gw_http_is_authority, 1, "", "[::1]:8443", "a.test:80", "%61.test");
-    GW_EXPECT_EACH(gw_http_is_authority, 0, "u@a.test", "a\".test", "a.test%4");
+    GW_EXPECT_EACH(gw_http_is_authority, 1, "", "[::1]:8443", "a.test:80", "%61.test", "[::1]",
+                   "[::1]:", "[2001:DB8::a]:80", "[::ffff:192.0.2.1]:8080", "[v1.x+y:z]");
+    GW_EXPECT_EACH(gw_http_is_authority, 0, "u@a.test", "a\".test", "a.test%4", "[::1", "::1]",
+                   "[::1]x", "[::1]:8a", "[::1]]", "a[::1]", "[zz]", "[::1]:80]", "[%3a%3a1]", "[]",
+                   "a.test]", "[::1%25eth0]");
+}
+
+/* RFC 3986 §3.2.2: IP-literal = "[" ( IPv6address / IPvFuture ) "]", the IPv6address
+ * grammar's nine alternatives at their edges (eight groups, "::" for one or more, an IPv4 tail
+ * as the last two groups). */
+static void ip_literal_vectors(void **state)
+{
+    (void)state;
+    GW_EXPECT_EACH(gw_http_is_ip_literal, 1, "[::]", "[::1]", "[1::]", "[1:2:3:4:5:6:7:8]",
+                   "[1:2:3:4:5:6:7::]", "[::2:3:4:5:6:7:8]", "[1::8]", "[fe80::1:2]",
+                   "[FFFF:abcd::0]", "[::1.2.3.4]", "[::ffff:255.255.255.255]",
+                   "[1:2:3:4:5:6:1.2.3.4]", "[1::5:6:1.2.3.4]", "[0:0:0:0:0:0:0:1]", "[v1.a]",
+                   "[VF.a:b]", "[v1a.!$&'()*+,;=-._~]");
+    GW_EXPECT_EACH(gw_http_is_ip_literal, 0, "", "[]", "[:]", "[:::]", "[1]", "[1:2:3:4:5:6:7]",
+                   "[1:2:3:4:5:6:7:8:9]", "[1:2:3:4:5:6:7:8::]", "[::1:2:3:4:5:6:7:8]", "[1::2::3]",
+                   "[:1::]", "[1::2:]", "[12345::]", "[g::]", "[::1 ]", "[1.2.3.4]", "[::1.2.3]",
+                   "[::1.2.3.4.5]", "[::256.1.1.1]", "[::01.2.3.4]", "[::1.2.3.4:1]",
+                   "[1:2:3:4:5:6:7:1.2.3.4]", "[1:2:3:4:5:6::1.2.3.4]", "[::1%eth0]",
+                   "[::1%25eth0]", "[v.a]", "[v1.]", "[v1]", "[vg.a]", "[v1.a/b]", "[v1.a@b]",
+                   "::1", "[::1", "::1]", "[[::1]]");
 }
 
 /* RFC 9112 §3.2: the forms of a request-target; an absolute-form's authority and rest. */
@@ -131,6 +155,25 @@ static void target_form_vectors(void **state)
         {"http://a.test/x?y", GW_HTTP_TARGET_ABSOLUTE, "a.test", "/x?y"},
         {"HtTpS://a.test:8443", GW_HTTP_TARGET_ABSOLUTE, "a.test:8443", ""},
         {"http://a.test?q=/", GW_HTTP_TARGET_ABSOLUTE, "a.test", "?q=/"},
+        /* RFC 3986 §3.2.2: an IP-literal host, brackets and all, with or without a port */
+        {"http://[::1]:8080/a?b", GW_HTTP_TARGET_ABSOLUTE, "[::1]:8080", "/a?b"},
+        {"http://[2001:db8::7]", GW_HTTP_TARGET_ABSOLUTE, "[2001:db8::7]", ""},
+        {"https://[::ffff:192.0.2.1]?x", GW_HTTP_TARGET_ABSOLUTE, "[::ffff:192.0.2.1]", "?x"},
+        {"http://[v1.fe]/", GW_HTTP_TARGET_ABSOLUTE, "[v1.fe]", "/"},
+        /* brackets anywhere else, or around no IPv6 address, or bytes no form admits */
+        {"http://[::1/", -1, NULL, NULL},
+        {"http://[zz]/", -1, NULL, NULL},
+        {"http://[::1]x/", -1, NULL, NULL},
+        {"http://[::1]:80x/", -1, NULL, NULL},
+        {"http://[]/", -1, NULL, NULL},
+        {"http://a[::1]/", -1, NULL, NULL},
+        {"http://[::1]/[x]", -1, NULL, NULL},
+        {"http://[::1]/?[", -1, NULL, NULL},
+        {"http://a.test/a b", -1, NULL, NULL},
+        {"http://a.test/%zz", -1, NULL, NULL},
+        {"/[::1]", -1, NULL, NULL},
+        {"/a b", -1, NULL, NULL},
+        {"[::1]:80", -1, NULL, NULL},
         {"ftp://a.test/x", -1, NULL, NULL},
         {"httpx://a.test/", -1, NULL, NULL},
         {"http://u@a.test/", -1, NULL, NULL},
@@ -202,6 +245,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(char_class_every_byte),    cmocka_unit_test(predicates_every_byte),
     cmocka_unit_test(request_target_vectors),   cmocka_unit_test(token_grammar_vectors),
     cmocka_unit_test(crlfnul_matches_bytewise), cmocka_unit_test(target_form_vectors),
+    cmocka_unit_test(ip_literal_vectors),
 };
 
 GW_TEST_MAIN(tests)
