@@ -247,7 +247,8 @@ static const gw_cstream_ops_t h1s_ops = {h1s_respond,  h1s_interim, h1s_body,
 
 /* RFC 9112 §3.2.2: an absolute-form target (the parser let through no other scheme than http
  * and https, nor userinfo or an empty authority) becomes the origin-form request the rest of
- * the gateway knows: the URI's authority in *authority, in place of Host (which is then ignored,
+ * the gateway knows: the URI's authority in *authority (an IPv6 host with its brackets, as
+ * "[::1]:8080": RFC 3986 §3.2.2, checked by the parser), in place of Host (which is then ignored,
  * however it differs: §3.2.2 says so), and its path and query in *path ("/" for an empty path,
  * §3.2.1). The request's scheme stays the listener's (the URI's names only how the client
  * reached us). Anything else is left as it is. 0, or GW_E_NOMEM. */

@@ -8,6 +8,7 @@ import ssl
 import threading
 import time
 
+import h2.errors
 import h2.events
 import pytest
 
@@ -303,8 +304,91 @@ def test_absolute_form_is_served_from_the_origin_form_cache_entry(gateway, origi
     assert origin_count(g.origin, "/hinted.css") == 1
 
 
+def ipv6_gateway(gateway, origin):
+    """A gateway whose one route is for the host [::1] (an IP-literal, RFC 3986 §3.2.2): any
+    other host, [::2] included, has no route (404)."""
+    port = free_port()
+    g = gateway(f"workers: 1\nlisten:\n  - address: 127.0.0.1:{port}\n"
+                f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
+                "routes:\n  - {host: '[::1]', path: /, upstream: app}\n",
+                wait=[("127.0.0.1", port)])
+    g.port, g.origin = port, origin
+    return g
+
+
+def test_absolute_form_with_ipv6_literal_is_proxied_as_origin_form(gateway, origin):
+    """RFC 9112 §3.2.2, RFC 3986 §3.2.2: `GET http://[::1]:8080/a?b` is the request for /a?b on
+    [::1]:8080 like any absolute-form one (it was answered 400: '[' is no path byte): routed on
+    the host [::1] (not split at its inner colons), the origin gets origin-form and
+    `Host: [::1]:8080`. Sent by raw socket and by curl's --request-target."""
+    g = ipv6_gateway(gateway, origin)
+    for target, host, want, want_host in [
+            (f"http://[::1]:{g.port}/echo/a?b", "other.example", "/echo/a?b", f"[::1]:{g.port}"),
+            ("http://[::1]/echo/c", "[::2]", "/echo/c", "[::1]"),
+            ("HTTP://[::1]:8080?x", "[::1]", "/?x", "[::1]:8080"),
+            ("http://[::1]", "other.example", "/", "[::1]")]:
+        n = len(g.origin.requests)
+        st, _, body = h1_exchange(g.port, target, host)
+        # proxied, not 404'd here (the origin itself has nothing at "/")
+        assert len(g.origin.requests) == n + 1, (target, st, body)
+        assert st == 200 or not want.startswith("/echo"), (target, st, body)
+        got = g.origin.requests[-1]
+        assert got.target == want and got.header("host") == want_host, (target, got)
+    # an independent client: curl writes the request line as told, its own Host beside it
+    r = run(["curl", "-sS", "-g", "--max-time", "10", "-o", "-", "-w", "\n%{http_code}",
+             "--request-target", f"http://[::1]:{g.port}/echo/curl?q=1",
+             f"http://127.0.0.1:{g.port}/"])
+    body, _, code = r.stdout.rpartition("\n")
+    assert code == "200", (code, r.stdout, r.stderr)
+    echo = json.loads(body)
+    assert echo["target"] == "/echo/curl?q=1", echo
+    got = g.origin.requests[-1]
+    assert got.target == "/echo/curl?q=1" and got.header("host") == f"[::1]:{g.port}", got
+
+
+def test_ipv6_literal_host_routes_on_both_fronts(gateway, origin):
+    """`Host: [::1]:PORT` (origin-form, HTTP/1.1) and `:authority: [::1]:PORT` (HTTP/2) route on
+    the host [::1] without its port, never on a piece of it cut at an inner colon; [::2] is
+    another host (404). curl sends both (its Host becomes :authority over h2c)."""
+    g = ipv6_gateway(gateway, origin)
+    for args in (("--http1.1",), ("--http2-prior-knowledge",)):
+        for host, want in ((f"[::1]:{g.port}", "200"), ("[::1]", "200"), (f"[::2]:{g.port}", "404"),
+                           ("[::1]:8080", "200")):
+            n = len(g.origin.requests)
+            code, body = curl_method("GET", f"http://127.0.0.1:{g.port}/echo/h", *args,
+                                     "-H", f"Host: {host}")
+            assert code == want, (args, host, code, body)
+            if want == "200":
+                assert len(g.origin.requests) == n + 1
+                assert g.origin.requests[-1].header("host") == host, (args, host)
+            else:
+                assert len(g.origin.requests) == n, (args, host)
+
+
+def test_malformed_ipv6_authority_is_refused_by_both_fronts(gateway, origin):
+    """A '[' that opens no well-formed IP-literal is refused before any route: 400 for an
+    HTTP/1.1 Host, a malformed request (RST_STREAM PROTOCOL_ERROR) for an HTTP/2 :authority
+    (both passed the byte check before and reached routing). The origin sees neither."""
+    g = ipv6_gateway(gateway, origin)
+    for host in ("[zz]", "[::1", "[::1]x", "a]"):
+        st, _, body = h1_exchange(g.port, "/echo/x", host)
+        assert st == 400, (host, st, body)
+        cl = Client(g.port)
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", "/echo/x"), (":scheme", "http"),
+                                (":authority", host)], end_stream=True)
+        cl.flush()
+        cl.expect_reset(sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+        cl.close()
+    assert g.origin.requests == []
+
+
 BAD_ABSOLUTE = ["ftp://uri.example/x", "http://user@uri.example/x", "http:///x", "http://",
-                "http:/uri.example/x", "uri.example/x", "uri.example:80"]
+                "http:/uri.example/x", "uri.example/x", "uri.example:80",
+                # RFC 3986 §3.2.2: '[' and ']' only around a well-formed IP-literal host
+                "http://[::1/", "http://[zz]/", "http://[::1]x/", "http://[::1]:8a/",
+                "http://uri.example[::1]/", "http://[::1]/[x]", "http://[]/", "/[::1]/x",
+                "http://[::1%25eth0]/"]
 
 
 def test_bad_absolute_form_is_400(gateway, origin, tmp_path):
