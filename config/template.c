@@ -4,6 +4,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "config/template.h"
+#include "http/http.h"
 
 static const char *const var_names[GW_TMPL_VAR_N] = {
     [GW_TMPL_CLIENT_ADDR] = "client_addr",
@@ -196,16 +197,11 @@ int gw_tmpl_host_valid(gw_slice_t s)
     if (s.len == 0 || s.len > 255 + 6)
         return 0;
     if (*p == '[') {
-        /* RFC 3986 §3.2.2 IP-literal: an IPv6 address (hex digits, ':' and a dotted tail) */
-        const uint8_t *q = p + 1;
-        while (q < e && *q != ']') {
-            uint8_t c = *q;
-            if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
-                  c == ':' || c == '.'))
-                return 0;
-            q++;
-        }
-        if (q == e || q - p < 3)
+        /* RFC 3986 §3.2.2 IP-literal, an IPv6 address only (no IPvFuture): the rule of the
+         * fronts' authority check (http/chars.c) */
+        const uint8_t *q = memchr(p, ']', s.len);
+        if (!q || (p[1] | 0x20) == 'v' ||
+            !gw_http_is_ip_literal((gw_slice_t){p, (size_t)(q - p) + 1}))
             return 0;
         q++;
         return q == e || (*q == ':' && port_ok(q + 1, e));

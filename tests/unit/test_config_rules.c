@@ -113,8 +113,10 @@ static void host_rule(void **state)
                                        "127.0.0.1",   "127.0.0.1:80",        "[::1]",
                                        "[::1]:443",   "[2001:db8::1.2.3.4]", "localhost"};
     static const char *const bad[] = {
-        "",        "evil@good", "good/evil", "good\\evil", ".lead", "a..b", "host:", "host:123456",
-        "host:8a", "[::1",      "[]",        "[::1]x",     "[::g]", "a b",  "h%41",  "a:1:2"};
+        "", "evil@good", "good/evil", "good\\evil", ".lead", "a..b", "host:", "host:123456",
+        "host:8a", "[::1", "[]", "[::1]x", "[::g]", "a b", "h%41", "a:1:2",
+        /* hex, colons and dots, but no IPv6 address (RFC 3986 §3.2.2) */
+        "[:::]", "[1:2]", "[::1.2.3]", "[1::2::3]", "[12345::1]", "[v1.a]"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
         if (!gw_tmpl_host_valid(gw_slice_str(good[i])))
             fail_msg("refused good host '%s'", good[i]);
