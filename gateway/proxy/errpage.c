@@ -1,7 +1,7 @@
 /* proxy/errpage.c — error pages (config error_pages) on the worker: each route's table of
  * pages (its own, then the top level's for the other statuses; one more table, of the top
  * level's alone, for requests without a route), the body of the gateway's own answers
- * (gw_proxy__answer_fields), and the `errpage` response filter: on a route with
+ * (gw_proxy__answer), and the `errpage` response filter: on a route with
  * intercept_errors, an origin 5xx with a page keeps its status and fields but the page replaces
  * its body. The configuration holds each file's bytes once; a worker copies them once into
  * refcounted buffers (the counts are not atomic: workers never share one), and every answer

@@ -574,14 +574,10 @@ void gw_proxy__auth_detach(px_t *px);
 size_t gw_proxy__rate_key(const gw_proxy_t *p, const gw_cfg_route_t *r, const struct sockaddr *sa,
                           uint8_t *out, size_t cap);
 
-/* A gateway-made answer (404, 502, 503, 504) with a short text body. */
+/* A gateway-made answer (400, 404, 408, 502, 503, 504) with a short text body: the error page
+ * for status in s->error_pages when there is one (its body by reference, its type the
+ * Content-Type), text otherwise; gw_proxy__answer_early with no request head and no route. */
 int gw_proxy__answer(gw_cstream_t *s, unsigned status, const char *text);
-
-/* The same with extra fields after server and content-type (e.g. Retry-After). With an error
- * page for status in s->error_pages, the page is the body (by reference) and its type the
- * Content-Type; text is the body otherwise. */
-int gw_proxy__answer_fields(gw_cstream_t *s, unsigned status, const char *text,
-                            const gw_field_t *extra, size_t n);
 
 /* ---- acl.c: the route's access list ------------------------------------------------------ */
 
@@ -908,8 +904,9 @@ int gw_proxy__strip_prefix(const char *prefix, gw_slice_t path, gw_slice_t *rest
 
 /* A final answer made before any exchange, to request h of s (route r, or NULL): the body
  * body[0..len) of type ctype (NULL: text/plain), the fields extra[0..n) and r's response
- * rules (the top level's when r is NULL); no body to HEAD. Over HTTP/2 a request whose body is
- * still coming is then reset with NO_ERROR (RFC 9113 §8.1). 0 or a negative code. */
+ * rules (none when r is NULL); no body to HEAD. Over HTTP/2 a request whose body is still
+ * coming is then reset with NO_ERROR (RFC 9113 §8.1; h NULL: the caller's concern). 0 or a
+ * negative code. */
 int gw_proxy__answer_early(gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg_route_t *r,
                            unsigned status, const char *ctype, const char *body, size_t len,
                            const gw_field_t *extra, size_t n);

@@ -61,7 +61,7 @@ int gw_proxy__answer_early(gw_cstream_t *s, const gw_req_head_t *h, const gw_cfg
      * entire request ... by sending a RST_STREAM with an error code of NO_ERROR"; left
      * half-closed, the stream would keep the connection out of its idle timeout for ever.
      * HTTP/1.1 reads and drops the body, keeping the connection. */
-    if (rv >= 0 && !h->end_stream && h->proto != GW_REQ_HTTP1)
+    if (rv >= 0 && h && !h->end_stream && h->proto != GW_REQ_HTTP1)
         s->ops->reset(s, GW_CS_RESET_NO_ERROR);
     return rv;
 }

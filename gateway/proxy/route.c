@@ -44,35 +44,7 @@ const gw_cfg_route_t *gw_proxy_route(const gw_proxy_t *p, gw_slice_t authority, 
 
 int gw_proxy__answer(gw_cstream_t *s, unsigned status, const char *text)
 {
-    return gw_proxy__answer_fields(s, status, text, NULL, 0);
-}
-
-int gw_proxy__answer_fields(gw_cstream_t *s, unsigned status, const char *text,
-                            const gw_field_t *extra, size_t en)
-{
-    const gw_proxy_errpage_t *pg = gw_proxy__errpage_find(s->error_pages, status);
-    size_t n = pg ? pg->buf->len : strlen(text);
-    gw_field_t f[8] = {
-        {GW_SLICE_LIT("server"), GW_SLICE_LIT("h2gate")},
-        {GW_SLICE_LIT("content-type"),
-         pg ? gw_slice_str(pg->type) : GW_SLICE_LIT("text/plain; charset=utf-8")},
-    };
-    size_t fn = 2;
-    for (size_t i = 0; i < en && fn < sizeof(f) / sizeof(f[0]); i++)
-        f[fn++] = extra[i];
-    int rv = s->ops->respond(s, status, f, fn, (int64_t)n, s->head_only);
-    if (rv < 0 || s->head_only)
-        return rv;
-    if (pg) /* the worker's copy, by reference */
-        return s->ops->body(s, n ? pg->buf : NULL, 0, n, 1);
-    gw_rbuf_t *b = gw_rbuf_new(n);
-    if (!b)
-        return GW_E_NOMEM;
-    memcpy(b->data, text, n);
-    b->len = n;
-    rv = s->ops->body(s, b, 0, n, 1);
-    gw_rbuf_unref(b); /* the front holds its own reference */
-    return rv;
+    return gw_proxy__answer_early(s, NULL, NULL, status, NULL, text, strlen(text), NULL, 0);
 }
 
 #ifdef GW_TEST_API /* built with the unit tests only (meson.build) */
