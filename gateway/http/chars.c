@@ -137,13 +137,22 @@ int gw_http_is_ip_literal(gw_slice_t s)
 
 int gw_http_is_authority(gw_slice_t s)
 {
-    if (!s.len || s.base[0] != '[') /* reg-name or IPv4address: no bracket in the class */
-        return all_of(s, GW_HTTP_C_AUTHORITY, 1);
-    /* RFC 3986 §3.2.2-§3.2.3: IP-literal [ ":" port ], port = *DIGIT */
-    const uint8_t *e = memchr(s.base, ']', s.len);
-    size_t i = e ? (size_t)(e - s.base) + 1 : 0;
-    if (!e || !gw_http_is_ip_literal((gw_slice_t){s.base, i}))
-        return 0;
+    if (!s.len)
+        return 1; /* RFC 9112 §3.2: a Host of a target without authority is empty */
+    size_t i;
+    if (s.base[0] != '[') { /* reg-name or IPv4address: no bracket in the class, no ':' */
+        const uint8_t *c = memchr(s.base, ':', s.len);
+        i = c ? (size_t)(c - s.base) : s.len;
+        /* RFC 9110 §4.2.1: an http(s) URI's host is not empty, so neither is one with a port */
+        if (!i || !all_of((gw_slice_t){s.base, i}, GW_HTTP_C_AUTHORITY, 1))
+            return 0;
+    } else { /* RFC 3986 §3.2.2: IP-literal */
+        const uint8_t *e = memchr(s.base, ']', s.len);
+        i = e ? (size_t)(e - s.base) + 1 : 0;
+        if (!e || !gw_http_is_ip_literal((gw_slice_t){s.base, i}))
+            return 0;
+    }
+    /* RFC 3986 §3.2.3: [ ":" port ], port = *DIGIT */
     if (i == s.len)
         return 1;
     if (s.base[i] != ':')

@@ -71,11 +71,13 @@ int gw_http_is_request_target(gw_slice_t s);
 enum { GW_HTTP_TARGET_ORIGIN, GW_HTTP_TARGET_ASTERISK, GW_HTTP_TARGET_ABSOLUTE };
 int gw_http_target_form(gw_slice_t t, gw_slice_t *authority, gw_slice_t *rest);
 
-/* Non-zero when s (may be empty) is an RFC 3986 §3.2 authority without userinfo: either only
- * GW_HTTP_C_AUTHORITY characters and pct-encoded bytes (a reg-name or IPv4 host, ":port"), or
- * an IP-literal host (gw_http_is_ip_literal) followed by nothing or ":" and digits. '@' is
- * refused: RFC 9113 §8.3.1 and RFC 9110 §4.2.4 forbid userinfo in http(s) URIs; '[' and ']'
- * anywhere else, or around a malformed literal ("[::1", "[zz]", "[::1]x"), too. */
+/* Non-zero when s is empty or an RFC 3986 §3.2 authority without userinfo: a host, then nothing
+ * or ":" and digits (the port). The host is either a non-empty run of GW_HTTP_C_AUTHORITY
+ * characters other than ':' and pct-encoded bytes (a reg-name or IPv4 host), or an IP-literal
+ * (gw_http_is_ip_literal). '@' is refused: RFC 9113 §8.3.1 and RFC 9110 §4.2.4 forbid
+ * userinfo in http(s) URIs; '[' and ']' anywhere else, or around a malformed literal ("[::1",
+ * "[zz]", "[::1]x"), too; so are an unbracketed IPv6 address ("::1"), a second ':', a port
+ * with another byte ("a.test:8a") and an empty host before a port (":80", RFC 9110 §4.2.1). */
 int gw_http_is_authority(gw_slice_t s);
 
 /* Non-zero when s is exactly an RFC 3986 §3.2.2 IP-literal: "[" IPv6address "]" (hex groups,

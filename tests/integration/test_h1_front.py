@@ -365,12 +365,14 @@ def test_ipv6_literal_host_routes_on_both_fronts(gateway, origin):
                 assert len(g.origin.requests) == n, (args, host)
 
 
-def test_malformed_ipv6_authority_is_refused_by_both_fronts(gateway, origin):
-    """A '[' that opens no well-formed IP-literal is refused before any route: 400 for an
-    HTTP/1.1 Host, a malformed request (RST_STREAM PROTOCOL_ERROR) for an HTTP/2 :authority
-    (both passed the byte check before and reached routing). The origin sees neither."""
+def test_malformed_authority_is_refused_by_both_fronts(gateway, origin):
+    """A '[' that opens no well-formed IP-literal, an unbracketed IPv6 address, a second ':', a
+    port that is not digits, an empty host before a port (RFC 3986 §3.2, RFC 9110 §4.2.1) are
+    refused before any route: 400 for an HTTP/1.1 Host (RFC 9112 §3.2: "invalid field
+    value"), a malformed request (RST_STREAM PROTOCOL_ERROR) for an HTTP/2 :authority (all
+    passed the byte check before and reached routing). The origin sees none of them."""
     g = ipv6_gateway(gateway, origin)
-    for host in ("[zz]", "[::1", "[::1]x", "a]"):
+    for host in ("[zz]", "[::1", "[::1]x", "a]", "::1", "a:b:c", "127.0.0.1:8a", ":80"):
         st, _, body = h1_exchange(g.port, "/echo/x", host)
         assert st == 400, (host, st, body)
         cl = Client(g.port)
