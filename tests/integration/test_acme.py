@@ -8,21 +8,18 @@ import signal
 import socket
 import ssl
 import stat
-import subprocess
 import threading
 import time
 
 import pytest
 
-from acmetest import acme_config, orders, served_chain, verify, x509
+from acmetest import (acme_config, listener_refused, needs_pebble, orders, served_chain, verify,
+                      x509)
 from origin import text_pattern
 from procs import free_port
 from gwtest import config_refused
 
-pytestmark = pytest.mark.skipif(
-    subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv"],
-                   capture_output=True).returncode != 0,
-    reason="pebble is not installed (scripts/setup installs it)")
+pytestmark = needs_pebble
 
 
 def h1_over(sock):
@@ -112,8 +109,7 @@ def test_short_lived_certificate_renewed_and_swapped_under_an_open_connection(
     port = free_port()
     pb = pebble(port, validity=12)
     text = acme_config(port, pb.directory, pb.ca, tmp_path / "acme", names=("r.test",),
-                       workers=2).replace("servers: [127.0.0.1:9]",
-                                          f"servers: [127.0.0.1:{origin.port}]")
+                       upstream=f"127.0.0.1:{origin.port}")
     g = gateway(text + "throttle: {response_rate: 160KiB/s}\n", wait=[("127.0.0.1", port)])
     g.wait_log("event=acme_certificate_installed", timeout=20)
     first = served_chain(port, "r.test")[0]
@@ -281,13 +277,4 @@ def test_acme_section_checked_at_load(h2gate_bin, tmp_path, text, want):
     ("{acme: [a.test], certificate: c.pem, key: k.pem}", "tls 'acme' replaces certificate"),
 ])
 def test_listener_acme_names_checked_at_load(h2gate_bin, tmp_path, tls, want):
-    port = free_port()
-    text = (f"listen:\n  - address: 127.0.0.1:{port}\n    tls: {tls}\n"
-            "upstreams:\n  app:\n    servers: [127.0.0.1:9]\n"
-            "routes:\n  - { host: '*', path: /, upstream: app }\n")
-    p = tmp_path / "c.yaml"
-    p.write_text(text)
-    r = subprocess.run([h2gate_bin, "--check-config", str(p)], capture_output=True, text=True,
-                       timeout=30)
-    assert r.returncode == 1 and want in r.stderr, r.stderr
-    assert re.search(re.escape(str(p)) + r":\d+:\d+: ", r.stderr), r.stderr
+    listener_refused(h2gate_bin, tmp_path, tls, want)

@@ -14,13 +14,11 @@ import threading
 
 import pytest
 
+from gwtest import check_config, config_refused
 from procs import free_port
-from acmetest import http01_config, served_chain, verify, x509
+from acmetest import acme_config, needs_pebble, served_chain, verify, x509
 
-pytestmark = pytest.mark.skipif(
-    subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv"],
-                   capture_output=True).returncode != 0,
-    reason="pebble is not installed (scripts/setup installs it)")
+pytestmark = needs_pebble
 
 PREFIX = "/.well-known/acme-challenge/"
 
@@ -76,8 +74,8 @@ def test_http01_two_names_issued_before_redirect_and_acl_then_withdrawn(gateway,
     tls_port, http_port = free_port(), free_port()
     pb = pebble(tls_port, http_port=http_port)
     state = tmp_path / "acme"
-    g = gateway(http01_config(tls_port, http_port, pb.directory, pb.ca, state,
-                              cleartext_extra="\n    redirect_https: true"),
+    g = gateway(acme_config(tls_port, pb.directory, pb.ca, state, http_port=http_port,
+                            challenge="http-01", cleartext_extra="\n    redirect_https: true"),
                 wait=[("127.0.0.1", tls_port), ("127.0.0.1", http_port)])
     log = g.wait_log("event=acme_certificate_installed", timeout=30)
     assert "event=acme_certificate_installed names=a.test,b.test" in log, log[-4000:]
@@ -162,7 +160,8 @@ def test_http01_answered_by_both_workers_over_http1_and_h2c_wrong_tokens_not(gat
     try:
         pb = pebble(tls_port, http_port=relay.server_address[1])
         state = tmp_path / "acme"
-        g = gateway(http01_config(tls_port, gw_http, pb.directory, pb.ca, state),
+        g = gateway(acme_config(tls_port, pb.directory, pb.ca, state, http_port=gw_http,
+                                challenge="http-01"),
                     wait=[("127.0.0.1", tls_port), ("127.0.0.1", gw_http)])
         log = g.wait_log("event=acme_certificate_installed", timeout=60)
         assert "event=acme_certificate_installed names=a.test,b.test" in log, log[-4000:]
@@ -206,8 +205,8 @@ def test_rsa_2048_certificate_key_then_back_to_ec_on_restart(gateway, pebble, tm
     tls_port, http_port = free_port(), free_port()
     pb = pebble(tls_port, http_port=http_port)
     state = tmp_path / "acme"
-    g = gateway(http01_config(tls_port, http_port, pb.directory, pb.ca, state,
-                              names=("r.test",), challenge="tls-alpn-01", key_type="rsa-2048"),
+    g = gateway(acme_config(tls_port, pb.directory, pb.ca, state, names=("r.test",),
+                            http_port=http_port, key_type="rsa-2048"),
                 wait=[("127.0.0.1", tls_port)])
     log = g.wait_log("event=acme_certificate_installed", timeout=30)
     assert "event=acme_certificate_installed names=r.test" in log, log[-4000:]
@@ -221,8 +220,8 @@ def test_rsa_2048_certificate_key_then_back_to_ec_on_restart(gateway, pebble, tm
                           "-text"], capture_output=True, text=True, timeout=10).stdout
     assert "Private-Key: (2048 bit" in key, key[:200]
     g.stop()
-    g2 = gateway(http01_config(tls_port, http_port, pb.directory, pb.ca, state,
-                               names=("r.test",), challenge="tls-alpn-01"),
+    g2 = gateway(acme_config(tls_port, pb.directory, pb.ca, state, names=("r.test",),
+                             http_port=http_port),
                  wait=[("127.0.0.1", tls_port)])
     log2 = g2.wait_log("event=acme_certificate_installed", timeout=30)
     assert "event=acme_key_type_changed names=r.test key_type=ec-p256" in log2, log2[-4000:]
@@ -232,25 +231,18 @@ def test_rsa_2048_certificate_key_then_back_to_ec_on_restart(gateway, pebble, tm
     assert verify(tmp_path, chain, pb.roots(), "r.test").returncode == 0
 
 
-def check(h2gate_bin, tmp_path, text):
-    p = tmp_path / "c.yaml"
-    p.write_text(text)
-    return p, subprocess.run([h2gate_bin, "--check-config", str(p)], capture_output=True,
-                             text=True, timeout=30)
-
-
 def test_http01_needs_a_cleartext_listener(h2gate_bin, tmp_path):
     text = ("acme:\n  directory: https://ca.test/dir\n  challenge: http-01\n"
             f"listen:\n  - address: 127.0.0.1:{free_port()}\n    tls: {{acme: [a.test]}}\n"
             "upstreams:\n  app:\n    servers: [127.0.0.1:9]\n"
             "routes:\n  - { host: '*', path: /, upstream: app }\n")
-    p, r = check(h2gate_bin, tmp_path, text)
+    r = check_config(h2gate_bin, tmp_path, text)
     assert r.returncode == 1, r.stderr
-    assert f"{p}:3:14: acme 'challenge: http-01' needs a listener without tls" in r.stderr, \
+    assert f"{tmp_path / 'c.yaml'}:3:14: acme 'challenge: http-01' needs a listener without tls" in r.stderr, \
         r.stderr
     # with one, the same file is good
     text = text.replace("upstreams:", f"  - address: 127.0.0.1:{free_port()}\nupstreams:")
-    p, r = check(h2gate_bin, tmp_path, text)
+    r = check_config(h2gate_bin, tmp_path, text)
     assert r.returncode == 0, r.stderr
 
 
@@ -263,5 +255,4 @@ def test_http01_needs_a_cleartext_listener(h2gate_bin, tmp_path):
      "acme 'key_type' must be ec-p256 or rsa-2048"),
 ])
 def test_challenge_and_key_type_checked_at_load(h2gate_bin, tmp_path, text, want):
-    from gwtest import config_refused
     config_refused(h2gate_bin, tmp_path, text, want)

@@ -14,7 +14,6 @@ import os
 import re
 import ssl
 import stat
-import subprocess
 import threading
 import time
 
@@ -22,34 +21,9 @@ import pytest
 
 from gwtest import config_refused, sample, scrape
 from procs import Pebble, free_port
-from acmetest import orders, served_chain, verify, x509
+from acmetest import acme_config, needs_pebble, orders, served_chain, verify, x509
 
-pytestmark = pytest.mark.skipif(
-    subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv"],
-                   capture_output=True).returncode != 0,
-    reason="pebble is not installed (scripts/setup installs it)")
-
-
-
-def ops_config(port, directory, ca, state, names, admin, acme_extra=""):
-    return f"""workers: 2
-log_level: info
-acme:
-  directory: {directory}
-  directory_ca: {ca}
-  state: {state}
-{acme_extra}admin:
-  address: 127.0.0.1:{admin}
-listen:
-  - address: 127.0.0.1:{port}
-    tls: {{acme: [{", ".join(names)}]}}
-upstreams:
-  app:
-    servers: [127.0.0.1:9]
-    health: {{fail_threshold: 1000}}
-routes:
-  - {{ host: '*', path: /, upstream: app }}
-"""
+pytestmark = needs_pebble
 
 
 def not_after(pem, which="-enddate"):
@@ -209,7 +183,8 @@ def test_ari_window_drives_the_renewal(gateway, pebble, ari_front, tmp_path):
         return 200, json.dumps(body), "1"
 
     front = ari_front(pb, crt, key, answer)
-    g = gateway(ops_config(port, front.directory, crt, tmp_path / "acme", ["w.test"], admin),
+    g = gateway(acme_config(port, front.directory, crt, tmp_path / "acme",
+                            names=["w.test"], admin=admin),
                 wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     log = g.wait_log("event=acme_certificate_installed", timeout=25)
     first = served_chain(port, "w.test")[0]
@@ -264,9 +239,8 @@ def test_ari_window_drives_the_renewal_in_a_cluster(gateway, pebble, ari_front, 
     shared = tmp_path / "shared.key"
     shared.write_bytes(base64.b64encode(os.urandom(32)) + b"\n")
     os.chmod(shared, 0o600)
-    text = ops_config(port, front.directory, crt, tmp_path / "acme", ["k.test"], admin,
-                      acme_extra=f"  shared_key: {shared}\n")
-    text += f"cluster:\n  redis: 127.0.0.1:{r.port}\n  timeout: 1s\n"
+    text = acme_config(port, front.directory, crt, tmp_path / "acme", names=["k.test"],
+                       admin=admin, shared_key=shared, redis=r.port)
     g = gateway(text, wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     g.wait_log("event=acme_certificate_installed", timeout=40)
     cid = cert_id(served_chain(port, "k.test")[0])
@@ -307,7 +281,8 @@ def test_ari_replaces_refused_the_renewal_orders_again_without_it(gateway, pebbl
         return "urn:ietf:params:acme:error:alreadyReplaced" if "replaces" in payload else None
 
     front = ari_front(pb, crt, key, answer, refuse)
-    g = gateway(ops_config(port, front.directory, crt, tmp_path / "acme", ["x.test"], admin),
+    g = gateway(acme_config(port, front.directory, crt, tmp_path / "acme",
+                            names=["x.test"], admin=admin),
                 wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     g.wait_log("event=acme_certificate_installed", timeout=25)
     cid = cert_id(served_chain(port, "x.test")[0])
@@ -334,7 +309,8 @@ def test_ari_failure_falls_back_to_renew_before(gateway, pebble, ari_front, tmp_
                                           "end": rfc3339(time.time() + 5)}})
     answers = iter([(500, "{}", None)])
     front = ari_front(pb, crt, key, lambda cid: next(answers, (200, bad, "60")))
-    g = gateway(ops_config(port, front.directory, crt, tmp_path / "acme", ["f.test"], admin),
+    g = gateway(acme_config(port, front.directory, crt, tmp_path / "acme",
+                            names=["f.test"], admin=admin),
                 wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     g.wait_log("event=acme_certificate_installed", timeout=25)
     log = wait_for(g, lambda t: "event=acme_renewal_due" in t, 20)
@@ -370,7 +346,8 @@ def test_acme_server_down_at_start_self_signed_then_issued_without_restart(
     port, acme_port, admin = free_port(), free_port(), free_port()
     crt, key = Pebble.make_tls(str(tmp_path))
     directory = f"https://127.0.0.1:{acme_port}/dir"
-    g = gateway(ops_config(port, directory, crt, tmp_path / "acme", ["o.test"], admin),
+    g = gateway(acme_config(port, directory, crt, tmp_path / "acme",
+                            names=["o.test"], admin=admin),
                 wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     log = wait_for(g, lambda t: t.count("event=acme_order_failed") >= 2, 15)
     fails = re.findall(r"event=acme_order_failed names=o.test state=\S+ status=0 "
@@ -416,8 +393,8 @@ def test_failed_renewal_keeps_the_certificate_and_is_counted(gateway, pebble, tm
     fails, the certificate stays served, and /metrics counts a renewal failure."""
     port, admin = free_port(), free_port()
     pb = pebble(port, validity=12)
-    g = gateway(ops_config(port, pb.directory, pb.ca, tmp_path / "acme", ["m.test"], admin,
-                           "  renew_before: 50%\n"),
+    g = gateway(acme_config(port, pb.directory, pb.ca, tmp_path / "acme",
+                            names=["m.test"], admin=admin, acme_extra="  renew_before: 50%\n"),
                 wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     g.wait_log("event=acme_certificate_installed", timeout=25)
     leaf = served_chain(port, "m.test")[0]
@@ -447,8 +424,8 @@ def test_renew_before_past_the_lifetime_renews_at_half(gateway, pebble, tmp_path
     lifetime; the new certificate is installed."""
     port, admin = free_port(), free_port()
     pb = pebble(port, validity=12)
-    g = gateway(ops_config(port, pb.directory, pb.ca, tmp_path / "acme", ["h.test"], admin,
-                           "  renew_before: 30d\n"),
+    g = gateway(acme_config(port, pb.directory, pb.ca, tmp_path / "acme",
+                            names=["h.test"], admin=admin, acme_extra="  renew_before: 30d\n"),
                 wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     log = g.wait_log("event=acme_renewal_due", timeout=30)
     m = re.search(r"event=acme_renew_before_too_long names=h.test renew_before_s=2592000 "
@@ -471,8 +448,8 @@ def test_hourly_cap_defers_the_third_order(gateway, pebble, tmp_path):
     the next order back at once."""
     port, admin = free_port(), free_port()
     pb = pebble(free_port())
-    g = gateway(ops_config(port, pb.directory, pb.ca, tmp_path / "acme", ["q.test"], admin,
-                           "  max_orders_per_hour: 2\n"),
+    g = gateway(acme_config(port, pb.directory, pb.ca, tmp_path / "acme",
+                            names=["q.test"], admin=admin, acme_extra="  max_orders_per_hour: 2\n"),
                 wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     t0 = time.monotonic()
     log = g.wait_log("event=acme_order_deferred", timeout=30)
@@ -495,8 +472,8 @@ def test_hourly_cap_defers_the_third_order(gateway, pebble, tmp_path):
     (folder,) = [d for d in (tmp_path / "acme").iterdir() if d.is_dir()]
     assert stat.S_IMODE(os.stat(folder / "orders").st_mode) == 0o600
     assert len((folder / "orders").read_text().split()) == 2
-    g2 = gateway(ops_config(port, pb.directory, pb.ca, tmp_path / "acme", ["q.test"], admin,
-                            "  max_orders_per_hour: 2\n"),
+    g2 = gateway(acme_config(port, pb.directory, pb.ca, tmp_path / "acme", names=["q.test"],
+                             admin=admin, acme_extra="  max_orders_per_hour: 2\n"),
                  wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     log2 = g2.wait_log("event=acme_order_deferred", timeout=10)
     m = re.search(r"event=acme_order_deferred names=q.test reason=\"2 orders in the last hour "

@@ -8,12 +8,9 @@ import subprocess
 import pytest
 
 from procs import free_port
-from acmetest import served_chain, verify, x509
+from acmetest import acme_config, listener_refused, needs_pebble, served_chain, verify, x509
 
-pytestmark = pytest.mark.skipif(
-    subprocess.run(["sh", "-c", "command -v pebble && command -v pebble-challtestsrv"],
-                   capture_output=True).returncode != 0,
-    reason="pebble is not installed (scripts/setup installs it)")
+pytestmark = needs_pebble
 
 
 def make_pair(tmp_path, name):
@@ -38,24 +35,9 @@ def test_acme_certificate_beside_sni_entries(gateway, pebble, tmp_path):
     port = free_port()
     pb = pebble(port)
     cert, key = make_pair(tmp_path, "files.test")
-    text = f"""workers: 2
-acme:
-  directory: {pb.directory}
-  directory_ca: {pb.ca}
-  state: {tmp_path / "acme"}
-listen:
-  - address: 127.0.0.1:{port}
-    tls:
-      acme: [a.test]
-      certificates:
-        - {{certificate: {cert}, key: {key}, names: [files.test]}}
-upstreams:
-  app:
-    servers: [127.0.0.1:9]
-    health: {{fail_threshold: 1000}}
-routes:
-  - {{ host: '*', path: /, upstream: app }}
-"""
+    text = acme_config(port, pb.directory, pb.ca, tmp_path / "acme", names=("a.test",),
+                       tls_extra=f", certificates: [{{certificate: {cert}, key: {key}, "
+                                 "names: [files.test]}]")
     g = gateway(text, wait=[("127.0.0.1", port)])
     # the file entry is served for its name from the start, the stand-in for the ACME name
     assert "CN = files.test" in x509(served_chain(port, "files.test")[0], "-subject")
@@ -85,18 +67,9 @@ routes:
 ])
 def test_acme_beside_certificates_checked_at_load(h2gate_bin, tmp_path, tls, want):
     cert, key = make_pair(tmp_path, "c.test")
-    port = free_port()
-    text = ("acme: {directory: https://ca.test/dir}\n"
-            f"listen:\n  - address: 127.0.0.1:{port}\n"
-            f"    tls: {tls.replace('C,', f'{cert},').replace('K}', f'{key}}}')}\n"
-            "upstreams:\n  app:\n    servers: [127.0.0.1:9]\n"
-            "routes:\n  - { host: '*', path: /, upstream: app }\n")
-    p = tmp_path / "c.yaml"
-    p.write_text(text)
-    r = subprocess.run([h2gate_bin, "--check-config", str(p)], capture_output=True, text=True,
-                       timeout=30)
-    assert r.returncode == 1 and want in r.stderr, r.stderr
-    assert re.search(re.escape(str(p)) + r":\d+:\d+: ", r.stderr), r.stderr
+    listener_refused(h2gate_bin, tmp_path,
+                     tls.replace('C,', f'{cert},').replace('K}', f'{key}}}'), want,
+                     acme="acme: {directory: https://ca.test/dir}\n")
 
 
 def test_listener_client_auth_applies_to_the_acme_certificate_not_to_validation(
@@ -114,20 +87,8 @@ def test_listener_client_auth_applies_to_the_acme_certificate_not_to_validation(
                  str(ca_key), "-set_serial", "7", "-days", "2", "-out", str(crt)]):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
         assert p.returncode == 0, p.stderr
-    text = f"""acme:
-  directory: {pb.directory}
-  directory_ca: {pb.ca}
-  state: {tmp_path / "acme"}
-listen:
-  - address: 127.0.0.1:{port}
-    tls: {{acme: [m.test], client_auth: {{ca: {ca_crt}, mode: require}}}}
-upstreams:
-  app:
-    servers: [127.0.0.1:9]
-    health: {{fail_threshold: 1000}}
-routes:
-  - {{ host: '*', path: /, upstream: app }}
-"""
+    text = acme_config(port, pb.directory, pb.ca, tmp_path / "acme", names=("m.test",),
+                       tls_extra=f", client_auth: {{ca: {ca_crt}, mode: require}}")
     g = gateway(text, wait=[("127.0.0.1", port)])
     log = g.wait_log("event=acme_certificate_installed", timeout=25)
     assert "event=acme_certificate_installed names=m.test" in log, log[-3000:]
