@@ -52,18 +52,39 @@ static int collect(void *ud, const gw_hpack_field_t *f)
     return 0;
 }
 
-/* Decode a whole block with final=1 and return the fields as text. */
-static int decode_hex(gw_hpack_dec_t *d, const char *hex, fields_t *out)
+/* Decode the whole block b[0..n) with final=1, its fields as text into out: the decoder's
+ * error, or once every byte is consumed gw_hpack_dec_end()'s result. */
+static int decode_block(gw_hpack_dec_t *d, const uint8_t *b, size_t n, fields_t *out)
 {
-    uint8_t buf[1024];
-    size_t n = unhex(hex, buf);
     memset(out, 0, sizeof(*out));
     gw_hpack_dec_begin(d, 65536);
-    ssize_t rv = gw_hpack_decode(d, buf, n, 1, collect, out);
+    ssize_t rv = gw_hpack_decode(d, b, n, 1, collect, out);
     if (rv < 0)
         return (int)rv;
     assert_int_equal(rv, n);
     return gw_hpack_dec_end(d);
+}
+
+/* decode_block() of a block written in hex. */
+static int decode_hex(gw_hpack_dec_t *d, const char *hex, fields_t *out)
+{
+    uint8_t buf[1024];
+    size_t n = unhex(hex, buf);
+    return decode_block(d, buf, n, out);
+}
+
+/* The encoder's block decodes, with d's table, into the fields f[0..n) in order. */
+static void expect_fields(gw_hpack_dec_t *d, const gw_bytes_t *block, const gw_hpack_field_t *f,
+                          size_t n)
+{
+    fields_t got;
+    assert_int_equal(decode_block(d, block->base, block->len, &got), 0);
+    char want[4096];
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        w += (size_t)snprintf(want + w, sizeof(want) - w, "%.*s: %.*s\n", (int)f[i].name.len,
+                              f[i].name.base, (int)f[i].value.len, f[i].value.base);
+    assert_string_equal(got.text, want);
 }
 
 /* Entry i of t, which must exist. */
@@ -148,33 +169,40 @@ static const char *const req_text[3] = {
 };
 static const size_t req_sizes[3] = {57, 110, 164};
 
-static void requests(const char *const *blocks)
+static const char *const req_entries[3][2] = {{"custom-key", "custom-value"},
+                                              {"cache-control", "no-cache"},
+                                              {":authority", "www.example.com"}};
+
+/* The three blocks of one Appendix C example decoded in turn with a table of max bytes: each
+ * gives its fields as text[i] and leaves the table at sizes[i] bytes; the table ends holding
+ * the three entries (name, value), newest first. */
+static void decode_example(const char *const *blocks, size_t max, const char *const *text,
+                           const size_t *sizes, const char *const entries[3][2])
 {
     gw_hpack_dec_t d;
-    gw_hpack_dec_init(&d, 4096);
+    gw_hpack_dec_init(&d, max);
     for (int i = 0; i < 3; i++) {
         fields_t f;
         assert_int_equal(decode_hex(&d, blocks[i], &f), 0);
-        assert_string_equal(f.text, req_text[i]);
-        assert_int_equal(gw_hpack_table_size(&d.t), req_sizes[i]);
+        assert_string_equal(f.text, text[i]);
+        assert_int_equal(gw_hpack_table_size(&d.t), sizes[i]);
     }
     assert_int_equal(gw_hpack_table_len(&d.t), 3);
-    check_entry(&d.t, 0, "custom-key", "custom-value");
-    check_entry(&d.t, 1, "cache-control", "no-cache");
-    check_entry(&d.t, 2, ":authority", "www.example.com");
+    for (int i = 0; i < 3; i++)
+        check_entry(&d.t, (size_t)i, entries[i][0], entries[i][1]);
     gw_hpack_dec_free(&d);
 }
 
 static void c3_requests_plain(void **state)
 {
     (void)state;
-    requests(c3_req);
+    decode_example(c3_req, 4096, req_text, req_sizes, req_entries);
 }
 
 static void c4_requests_huffman(void **state)
 {
     (void)state;
-    requests(c4_req);
+    decode_example(c4_req, 4096, req_text, req_sizes, req_entries);
 }
 
 /* Our encoder picks what the RFC's examples pick for requests: C.4 byte for byte. */
@@ -274,33 +302,21 @@ static const char *const resp_text[3] = {
 };
 static const size_t resp_sizes[3] = {222, 222, 215};
 
-static void responses(const char *const *blocks)
-{
-    gw_hpack_dec_t d;
-    gw_hpack_dec_init(&d, 256);
-    for (int i = 0; i < 3; i++) {
-        fields_t f;
-        assert_int_equal(decode_hex(&d, blocks[i], &f), 0);
-        assert_string_equal(f.text, resp_text[i]);
-        assert_int_equal(gw_hpack_table_size(&d.t), resp_sizes[i]);
-    }
-    assert_int_equal(gw_hpack_table_len(&d.t), 3);
-    check_entry(&d.t, 0, "set-cookie", "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1");
-    check_entry(&d.t, 1, "content-encoding", "gzip");
-    check_entry(&d.t, 2, "date", "Mon, 21 Oct 2013 20:13:22 GMT");
-    gw_hpack_dec_free(&d);
-}
+static const char *const resp_entries[3][2] = {
+    {"set-cookie", "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1"},
+    {"content-encoding", "gzip"},
+    {"date", "Mon, 21 Oct 2013 20:13:22 GMT"}};
 
 static void c5_responses_plain(void **state)
 {
     (void)state;
-    responses(c5_resp);
+    decode_example(c5_resp, 256, resp_text, resp_sizes, resp_entries);
 }
 
 static void c6_responses_huffman(void **state)
 {
     (void)state;
-    responses(c6_resp);
+    decode_example(c6_resp, 256, resp_text, resp_sizes, resp_entries);
 }
 
 /* Split every block of C.3–C.6 at every cut point: identical fields and tables. */
@@ -622,9 +638,8 @@ static void sensitive_never_indexed(void **state)
     /* the decoder reports the flag so a proxy keeps it never-indexed */
     gw_hpack_dec_t d;
     gw_hpack_dec_init(&d, 4096);
-    fields_t f = {0};
-    gw_hpack_dec_begin(&d, 65536);
-    assert_int_equal(gw_hpack_decode(&d, out.base, out.len, 1, collect, &f), out.len);
+    fields_t f;
+    assert_int_equal(decode_block(&d, out.base, out.len, &f), 0);
     assert_int_equal(f.flags_seen, GW_HPACK_F_NEVER_INDEX);
     assert_string_equal(f.text, "x-token: t\n");
     gw_hpack_dec_free(&d);
@@ -664,12 +679,8 @@ static void repeated_response_is_one_byte_per_field(void **state)
     assert_int_equal(second.base[8], 0x06);
     assert_int_equal(second.len, 9 + 1 + 2); /* "17": Huffman does not make it shorter */
     fields_t f1, f2;
-    memset(&f1, 0, sizeof(f1));
-    memset(&f2, 0, sizeof(f2));
-    gw_hpack_dec_begin(&d, 65536);
-    assert_int_equal(gw_hpack_decode(&d, first.base, first.len, 1, collect, &f1), first.len);
-    gw_hpack_dec_begin(&d, 65536);
-    assert_int_equal(gw_hpack_decode(&d, second.base, second.len, 1, collect, &f2), second.len);
+    assert_int_equal(decode_block(&d, first.base, first.len, &f1), 0);
+    assert_int_equal(decode_block(&d, second.base, second.len, &f2), 0);
     assert_string_equal(f1.text, f2.text);
     assert_string_equal(f1.text, ":status: 200\ncontent-type: text/html; charset=utf-8\n"
                                  "server: nginx/1.22.1\ncache-control: max-age=60\n"
@@ -708,15 +719,7 @@ static void encoder_finds_entries_among_many(void **state)
             assert_int_equal(gw_hpack_encode(&e, f, round ? 1 : 2, &out), 0);
             if (round == 1)
                 assert_true(i >= 91 ? out.len == 1 : out.len > 1);
-            fields_t got;
-            memset(&got, 0, sizeof(got));
-            gw_hpack_dec_begin(&d, 65536);
-            assert_int_equal(gw_hpack_decode(&d, out.base, out.len, 1, collect, &got),
-                             (ssize_t)out.len);
-            char want[128];
-            snprintf(want, sizeof(want), round ? "date: %s\n" : "date: %s\nx-name-only: %s\n",
-                     vals[i], vals[i]);
-            assert_string_equal(got.text, want);
+            expect_fields(&d, &out, f, round ? 1 : 2);
         }
     }
     gw_bytes_free(&out);
@@ -793,15 +796,7 @@ static void encoder_index_matches_ring_walk(void **state)
                 assert_false(out.base[p] & 0x80);
                 literal++;
             }
-            fields_t back;
-            memset(&back, 0, sizeof(back));
-            gw_hpack_dec_begin(&d, 65536);
-            assert_int_equal(gw_hpack_decode(&d, out.base, out.len, 1, collect, &back),
-                             (ssize_t)out.len);
-            char line[64];
-            snprintf(line, sizeof(line), "%.*s: %.*s\n", (int)f.name.len, f.name.base,
-                     (int)f.value.len, f.value.base);
-            assert_string_equal(back.text, line);
+            expect_fields(&d, &out, &f, 1);
             /* the decoder starts at 8192 where the encoder starts at the peer's default 4096
              * (as a session's does): it may keep older entries the encoder has evicted */
             assert_true(gw_hpack_table_len(&d.t) >= gw_hpack_table_len(&e.t));
@@ -904,18 +899,7 @@ static void encoder_run_matches_walk(void **state)
             assert_memory_equal(out.base, ref.base, out.len);
             runs += e.run_start != 0;
             blocks++;
-            fields_t back;
-            memset(&back, 0, sizeof(back));
-            gw_hpack_dec_begin(&d, 65536);
-            assert_int_equal(gw_hpack_decode(&d, out.base, out.len, 1, collect, &back),
-                             (ssize_t)out.len);
-            char want[4096];
-            size_t w = 0;
-            for (size_t i = 0; i < n; i++)
-                w +=
-                    (size_t)snprintf(want + w, sizeof(want) - w, "%.*s: %.*s\n", (int)f[i].name.len,
-                                     f[i].name.base, (int)f[i].value.len, f[i].value.base);
-            assert_string_equal(back.text, want);
+            expect_fields(&d, &out, f, n);
         }
     }
     assert_true(runs > blocks / 2);
