@@ -4,7 +4,6 @@ GET) with Age and Cache-Status, Vary variants kept apart, what is never stored (
 Set-Cookie, no-store, an answer cut midway, one above max_object), the request's no-cache and a
 stale entry sent forward, unsafe methods invalidating, and a route without `cache` unchanged.
 Origin requests are counted at the scripted origin."""
-import http.client
 import json
 import re
 import time
@@ -15,12 +14,36 @@ from procs import free_port, slow
 
 from gwtest import (Client, Streams, all_done, collect, gw_config, origin_count, origin_gateway,
                     reload_to, sample, scrape, wait_sample)
-from cachetest import CountingOrigin, big, get, h1
+from cachetest import CountingOrigin, big, get, get_new, h1, stats
 
 
-def cached_gateway(gateway, origin, extra="", route_extra=""):
+def cached_gateway(gateway, origin, extra="", route_extra="", admin=None):
+    """origin_gateway with a cache (max_object 256KiB, more cache keys or top-level config in
+    extra) on its route."""
     return origin_gateway(gateway, origin, route_extra="cache: true\n" + route_extra,
-                          extra="cache:\n  max_object: 256KiB\n" + extra)
+                          extra="cache:\n  max_object: 256KiB\n" + extra, admin=admin)
+
+
+def stale_entry(gateway, o, path):
+    """A cached_gateway whose store holds o's /k/etag/ answer at path, stale now (max-age=1),
+    the origin's answers from then on saying max-age=60 (a 304 would make the entry fresh for a
+    minute): (the gateway, a client, the stored body)."""
+    g = cached_gateway(gateway, o)
+    cl = Client(g.port)
+    st, h, first = get(cl, path)
+    assert h["cache-status"] == "h2gate; fwd=miss; stored"
+    time.sleep(2.2)  # max-age=1: stale
+    o.etag_max_age = 60
+    return g, cl, first
+
+
+ACCESS_JSON = "access_log: {path: access.json, format: json}\n"
+
+
+def access_records(g):
+    """The records of g's access log (ACCESS_JSON), once it has had the time to write them."""
+    g.wait_log("never", timeout=1.2)
+    return [json.loads(l) for l in open(f"{g.workdir}/access.json").read().splitlines()]
 
 
 def test_a_fresh_object_is_served_1000_times_with_one_origin_request(gateway):
@@ -138,9 +161,7 @@ def test_private_and_set_cookie_answers_never_reach_another_client(gateway):
         for path, why in (("/k/private", "private"), ("/k/cookie", "set-cookie")):
             bodies = []
             for _ in range(2):  # two clients, one connection each
-                cl = Client(g.port)
-                st, h, body = get(cl, path)
-                cl.close()
+                st, h, body = get_new(g.port, path)
                 assert st == 200 and h["cache-status"].endswith(f"detail={why}"), h
                 bodies.append(body)
             assert bodies[0] != bodies[1]
@@ -158,9 +179,7 @@ def test_an_answer_cut_midway_is_not_stored(gateway):
     with CountingOrigin() as o:
         g = cached_gateway(gateway, o)
         for _ in range(2):
-            cl = Client(g.port)
-            st, _, body = get(cl, "/k/cut")
-            cl.close()
+            st, _, body = get_new(g.port, "/k/cut")
             assert st is None and len(body) < 10000  # reset: a broken answer, never a short one
         assert origin_count(o, "/k/cut") == 2
 
@@ -209,7 +228,7 @@ def test_a_stale_answer_is_revalidated_with_its_etag(gateway):
     refreshes the stored head (§4.3.4) and the client, which asked no condition, gets the
     stored body with a 200; a 200 (the object changed) replaces it."""
     with CountingOrigin() as o:
-        g = cached_gateway(gateway, o, extra="access_log: {path: access.json, format: json}\n")
+        g = cached_gateway(gateway, o, extra=ACCESS_JSON)
         cl = Client(g.port)
         st, h, first = get(cl, "/k/etag/a")
         assert st == 200 and h["x-n"] == "1" and first.startswith(b"version 1 ")
@@ -234,8 +253,7 @@ def test_a_stale_answer_is_revalidated_with_its_etag(gateway):
         assert get(cl, "/k/etag/a")[2] == body
         cl.close()
         assert origin_count(o, "/k/etag/a") == 4
-        g.wait_log("never", timeout=1.2)
-        recs = [json.loads(l) for l in open(f"{g.workdir}/access.json").read().splitlines()]
+        recs = access_records(g)
         assert [r["cache"] for r in recs] == ["miss", "revalidated", "hit", "revalidated",
                                               "stale", "hit"]
 
@@ -441,8 +459,7 @@ def test_memory_is_the_budget_of_the_store(gateway):
 
 def test_status_header_off_still_serves_from_the_cache(gateway):
     with CountingOrigin() as o:
-        g = cached_gateway(gateway, o, extra="  status_header: false\n"
-                           "access_log: {path: access.json, format: json}\n")
+        g = cached_gateway(gateway, o, extra="  status_header: false\n" + ACCESS_JSON)
         a, b = h1(g.port, "/k/fresh/quiet"), h1(g.port, "/k/fresh/quiet")
         assert a[2] == b[2] and "cache-status" not in a[1] and "cache-status" not in b[1]
         assert "age" in b[1]
@@ -450,23 +467,20 @@ def test_status_header_off_still_serves_from_the_cache(gateway):
         # a hit has its access log line, as every answered request does, which says what the
         # cache did; a request the cache could not serve says why (here: a POST)
         h1(g.port, "/k/fresh/quiet", method="POST")
-        log = g.wait_log("never", timeout=1.2)
-        recs = [json.loads(l) for l in open(f"{g.workdir}/access.json").read().splitlines()]
+        recs = access_records(g)
         assert [(r["method"], r["status"], r["cache"]) for r in recs
                 if r["path"] == "/k/fresh/quiet"] == \
-            [("GET", 200, "miss"), ("GET", 200, "hit"), ("POST", 200, "method")], log[-2000:]
+            [("GET", 200, "miss"), ("GET", 200, "hit"), ("POST", 200, "method")], g.log()[-2000:]
 
 
 def test_a_route_without_cache_is_unchanged(gateway):
     with CountingOrigin() as o:
-        g = origin_gateway(gateway, o, extra="cache:\n  max_object: 64KiB\n"
-                           "access_log: {path: access.json, format: json}\n")
+        g = origin_gateway(gateway, o, extra="cache:\n  max_object: 64KiB\n" + ACCESS_JSON)
         a, b = h1(g.port, "/k/fresh/plain"), h1(g.port, "/k/fresh/plain")
         assert a[2] != b[2]
         assert "cache-status" not in a[1] and "age" not in b[1]
         assert origin_count(o, "/k/fresh/plain") == 2
-        g.wait_log("never", timeout=1.2)
-        recs = [json.loads(l) for l in open(f"{g.workdir}/access.json").read().splitlines()]
+        recs = access_records(g)
         assert len(recs) == 2 and all(r["cache"] is None for r in recs)
 
 
@@ -501,8 +515,7 @@ def test_stale_answers_and_revalidations_are_counted(gateway):
     (h2gate_cache_stale_served_total{cause}) and revalidations by what the origin said
     (h2gate_cache_revalidations_total{result}), the same figures in /cache/stats."""
     with CountingOrigin() as o:
-        g = origin_gateway(gateway, o, route_extra="cache: true\n", admin=True,
-                           extra="cache:\n  max_object: 256KiB\n")
+        g = cached_gateway(gateway, o, admin=True)
         cl = Client(g.port)
         get(cl, "/k/etag/c")
         get(cl, "/k/sie/c")
@@ -526,12 +539,9 @@ def test_stale_answers_and_revalidations_are_counted(gateway):
         assert sample(fams, "h2gate_cache_revalidations_total", result="not_modified") == 1
         assert sample(fams, "h2gate_cache_revalidations_total", result="modified") == 1
         assert sample(fams, "h2gate_cache_revalidations_total", result="failed") == 2
-        c = http.client.HTTPConnection("127.0.0.1", g.admin, timeout=5)
-        c.request("GET", "/cache/stats")
-        stats = json.loads(c.getresponse().read())
-        c.close()
-        assert stats["stale_served"] == {"stale_if_error": 2, "stale_while_revalidate": 0}
-        assert stats["revalidations"] == {"not_modified": 1, "modified": 1, "failed": 2,
+        figures = stats(g)
+        assert figures["stale_served"] == {"stale_if_error": 2, "stale_while_revalidate": 0}
+        assert figures["revalidations"] == {"not_modified": 1, "modified": 1, "failed": 2,
                                           "not_stored": 0}
 
 
@@ -542,8 +552,7 @@ def test_a_304_that_says_no_store_removes_the_entry_instead_of_refreshing_it(gat
     entry the origin said not to keep), counted as revalidations{result="not_stored"}, not
     not_modified; in the background (stale-while-revalidate) as result="not_stored"."""
     with CountingOrigin() as o:
-        g = origin_gateway(gateway, o, route_extra="cache: true\n", admin=True,
-                           extra="cache:\n  max_object: 256KiB\n")
+        g = cached_gateway(gateway, o, admin=True)
         cl = Client(g.port)
         st, h, first = get(cl, "/k/etag/ns")
         assert h["cache-status"] == "h2gate; fwd=miss; stored"
@@ -587,9 +596,7 @@ def test_max_background_revalidations_bounds_the_requests_nobody_waits_for(gatew
     and none waits); once the two ended, a request of a skipped URL starts its own."""
     with CountingOrigin() as o:
         o.etag_cc_extra = ", stale-while-revalidate=30"
-        g = origin_gateway(gateway, o, route_extra="cache: true\n", admin=True,
-                           extra="cache:\n  max_object: 256KiB\n"
-                                 "  max_background_revalidations: 2\n")
+        g = cached_gateway(gateway, o, extra="  max_background_revalidations: 2\n", admin=True)
         paths = [f"/k/etag/cap{i}" for i in range(4)]
         cl = Client(g.port)
         for p in paths:
@@ -639,8 +646,7 @@ def test_a_head_answer_freshens_or_invalidates_the_stored_get(gateway):
     miss that gets the new body, not the old one). A HEAD answered in another coding is left
     alone."""
     with CountingOrigin() as o:
-        g = origin_gateway(gateway, o, route_extra="cache: true\n", admin=True,
-                           extra="cache:\n  max_object: 256KiB\n")
+        g = cached_gateway(gateway, o, admin=True)
         cl = Client(g.port)
 
         def ttl(h):
@@ -719,9 +725,7 @@ def test_an_authorized_requests_public_answer_is_reused_for_other_clients(gatewa
                 path = f"/k/auth/{cc}/{field}"
                 bodies = []
                 for who in ("alice", "bob", None):  # one connection each: another client
-                    cl = Client(g.port)
-                    st, h, body = get(cl, path, extra=[(field, who)] if who else [])
-                    cl.close()
+                    st, h, body = get_new(g.port, path, extra=[(field, who)] if who else [])
                     assert st == 200, (path, who)
                     bodies.append((h["cache-status"], body))
                 assert bodies[0][0] == "h2gate; fwd=miss; stored", (path, bodies)
@@ -751,9 +755,7 @@ def test_an_authorized_requests_private_answer_never_reaches_another_client(gate
             for cc, why in (("plain", "auth"), ("private", "private")):
                 path = f"/k/auth/{cc}/{field}"
                 for i, who in enumerate(("alice", "bob", "alice", None)):
-                    cl = Client(g.port)
-                    st, h, body = get(cl, path, extra=[(field, who)] if who else [])
-                    cl.close()
+                    st, h, body = get_new(g.port, path, extra=[(field, who)] if who else [])
                     assert st == 200 and f"n={i + 1}\n".encode() in body, (path, who, body)
                     assert who == "alice" or b"alice" not in body, (path, who, body)
                     if who:
@@ -797,12 +799,7 @@ def test_a_304_to_a_request_with_credentials_leaves_the_shared_entry_as_it_was(g
     removed either: the client gets the validated answer, the next anonymous request
     revalidates the same entry (a conditional request) and its 304 refreshes it."""
     with CountingOrigin() as o:
-        g = cached_gateway(gateway, o)
-        cl = Client(g.port)
-        st, h, first = get(cl, "/k/etag/cred")
-        assert h["cache-status"] == "h2gate; fwd=miss; stored"
-        time.sleep(2.2)  # max-age=1: stale
-        o.etag_max_age = 60
+        g, cl, first = stale_entry(gateway, o, "/k/etag/cred")
         st, h, body = get(cl, "/k/etag/cred", extra=[("authorization", "Bearer alice")])
         assert st == 200 and body == first and h["x-n"] == "2"
         assert h["cache-status"] == "h2gate; fwd=stale; fwd-status=304; detail=auth", h
@@ -824,12 +821,7 @@ def test_an_invalidation_during_a_revalidation_is_not_undone_by_its_304(gateway)
     gets the validated answer, not stored (detail=invalidated), and the next GET goes to the
     origin."""
     with CountingOrigin() as o:
-        g = cached_gateway(gateway, o)
-        cl = Client(g.port)
-        st, h, first = get(cl, "/k/etag/race")
-        assert h["cache-status"] == "h2gate; fwd=miss; stored"
-        time.sleep(2.2)  # max-age=1: stale
-        o.etag_max_age = 60  # the 304 would make it fresh for a minute
+        g, cl, first = stale_entry(gateway, o, "/k/etag/race")
         o.etag_delay = 2.0  # the revalidation waits at the origin
         sid = cl.request("/k/etag/race")
         deadline = time.monotonic() + 5

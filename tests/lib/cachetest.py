@@ -1,13 +1,14 @@
 """What the cache tests (tests/integration/test_cache*.py) share: CountingOrigin, the scripted
 origin whose /k/ paths answer with the Cache-Control, validators and bodies a cache test asks
-for and count each request; one request over HTTP/2 (get) or HTTP/1.1 (h1) with its status,
-fields and body; a reload that waits for the main thread's cache walk; the admin listener's
-GET /cache/stats. Test modules import from here, never from one another."""
+for and count each request; one request over HTTP/2 (get; get_new on a connection of its own)
+or HTTP/1.1 (h1) with its status, fields and body; a reload that waits for the main thread's
+cache walk; the admin listener's GET /cache/stats. Test modules import from here, never from
+one another."""
 import http.client
 import json
 import time
 
-from gwtest import Streams, all_done, collect, reload_to
+from gwtest import Client, Streams, all_done, collect, reload_to
 from origin import ScriptedOrigin
 
 
@@ -157,6 +158,15 @@ def get(cl, path, method="GET", extra=(), timeout=10):
     if sid not in run.heads or sid in run.resets:
         return None, {}, run.bodies.get(sid, b"")
     return run.status(sid), dict(run.heads[sid]), run.bodies.get(sid, b"")
+
+
+def get_new(port, path, **kw):
+    """get() on a connection of its own, closed after it: another client's request."""
+    cl = Client(port)
+    try:
+        return get(cl, path, **kw)
+    finally:
+        cl.close()
 
 
 def h1(port, path, method="GET", headers=None):
