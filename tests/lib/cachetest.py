@@ -169,15 +169,20 @@ def get_new(port, path, **kw):
         cl.close()
 
 
-def h1(port, path, method="GET", headers=None):
-    """One HTTP/1.1 request: (status, {field: value} lowercased, body)."""
+def exchange(port, method, target, headers):
+    """One HTTP/1.1 request on a new connection: (status, {field: value} lowercased, body)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        conn.request(method, path, headers={"Host": "localhost", **(headers or {})})
+        conn.request(method, target, headers=headers)
         r = conn.getresponse()
         return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
     finally:
         conn.close()
+
+
+def h1(port, path, method="GET", headers=None):
+    """One HTTP/1.1 request for Host localhost: exchange()'s answer."""
+    return exchange(port, method, path, {"Host": "localhost", **(headers or {})})
 
 
 def reload(g, text, generation):
@@ -187,14 +192,8 @@ def reload(g, text, generation):
 
 
 def admin(port, method, target):
-    """One request to the admin listener: (status, {field: value} lowercased, body)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request(method, target)
-        r = conn.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-    finally:
-        conn.close()
+    """One request to the admin listener: exchange()'s answer."""
+    return exchange(port, method, target, {})
 
 
 def stats(g):
