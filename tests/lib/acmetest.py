@@ -1,7 +1,8 @@
 """What the ACME tests (tests/integration/test_acme*.py) share: their skip marker (pebble, and
 redis-server for a cluster, installed), the gateway config of an ACME listener (tls-alpn-01, or
-http-01 beside a cleartext listener, alone or in a cluster), the orders pebble accepted, and the
-served chain read with openssl s_client and checked with openssl x509 and verify. The pebble
+http-01 beside a cleartext listener, alone or in a cluster), a config's refusal at load, the
+orders pebble accepted, and the served chain read with openssl s_client and checked with openssl
+x509 and verify. The pebble
 fixture is in tests/integration/conftest.py (procs.Pebble); test modules import from here, never
 from one another."""
 import re
@@ -9,6 +10,9 @@ import shutil
 import subprocess
 
 import pytest
+
+from gwtest import check_config
+from procs import free_port
 
 
 def installed(*commands):
@@ -78,8 +82,6 @@ def refused(r, tmp_path, want):
 def listener_refused(h2gate_bin, tmp_path, tls, want, acme=""):
     """A config of one listener whose tls is the YAML tls, after the text acme (an acme
     section, or none), is refused at load with the message want (refused)."""
-    from gwtest import check_config
-    from procs import free_port
     text = (acme + f"listen:\n  - address: 127.0.0.1:{free_port()}\n    tls: {tls}\n"
             "upstreams:\n  app:\n    servers: [127.0.0.1:9]\n"
             "routes:\n  - { host: '*', path: /, upstream: app }\n")
@@ -90,15 +92,16 @@ def orders(pb, *gateways):
     """The new orders pebble accepted: its POSTs to newOrder less those it refused with
     badNonce (pebble's default rejection is on; each refusal is logged by the gateway that got
     it, event=acme_bad_nonce state=order)."""
-    refused = sum(g.log().count("state=order action=retry") for g in gateways)
-    return pb.log().count("POST /order-plz") - refused
+    retried = sum(g.log().count("state=order action=retry") for g in gateways)
+    return pb.log().count("POST /order-plz") - retried
 
 
 def served_chain(port, name):
-    """The certificates the listener sends for SNI name (openssl s_client), PEM, leaf first."""
-    p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername",
-                        name, "-showcerts"], input="", capture_output=True, text=True,
-                       timeout=20)
+    """The certificates the listener sends for SNI name (None: a ClientHello without SNI)
+    (openssl s_client), PEM, leaf first."""
+    sni = ["-servername", name] if name is not None else ["-noservername"]
+    p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", *sni,
+                        "-showcerts"], input="", capture_output=True, text=True, timeout=20)
     return re.findall(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n", p.stdout,
                       re.S)
 
