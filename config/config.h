@@ -420,6 +420,7 @@ typedef struct {
     uint64_t timeout_ms;         /* each Redis call; past it the local fallback decides */
     uint64_t connect_timeout_ms; /* resolve + connect + AUTH/SELECT */
     uint64_t poll_interval_ms;   /* shared ticket keys are read this often */
+    uint64_t ping_interval_ms;   /* an idle connection is sent PING; 0: poll_interval, <= 1 s */
     uint64_t ticket_rotation_ms; /* the shared encrypting key is replaced when this old */
     size_t max_reply;            /* a Redis reply past this many bytes drops the connection */
     gw_cfg_sentinel_t sentinels[GW_CFG_SENTINELS_MAX]; /* asked in turn for the primary */

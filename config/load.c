@@ -213,6 +213,7 @@ static const char *const ms_keys[][2] = {
     {"ticket_rotation", "ticket_rotation_ms"},
     {"timeout", "timeout_ms"},
     {"poll_interval", "poll_interval_ms"},
+    {"ping_interval", "ping_interval_ms"},
 };
 
 static const char *internal_name(const char *key)

@@ -222,6 +222,7 @@ static const field_t cluster_fields[] = {
     FLD(gw_cfg_cluster_t, timeout_ms, F_DUR, 1, 60000),
     FLD(gw_cfg_cluster_t, connect_timeout_ms, F_DUR, 1, 600000),
     FLD(gw_cfg_cluster_t, poll_interval_ms, F_DUR, 10, 3600000),
+    FLD(gw_cfg_cluster_t, ping_interval_ms, F_DUR, 10, 3600000),
     FLD(gw_cfg_cluster_t, ticket_rotation_ms, F_DUR, 1000, 7 * DAY_MS),
     FLD(gw_cfg_cluster_t, max_reply, F_SIZE, 1024, 16 * 1024 * 1024),
     FLD(gw_cfg_cluster_t, master, F_STR, 0, 0),

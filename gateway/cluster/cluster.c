@@ -166,6 +166,25 @@ static void on_oversized(void *ud, uint64_t bytes)
     atomic_fetch_add(&c->st_oversized, 1);
 }
 
+/* The Redis client dropped the primary's connection: no reply for ping_interval + timeout
+ * (silent_ms since the last one). Its pending calls fail next, and on_redis_up(0) follows. */
+static void on_silent(void *ud, uint64_t silent_ms)
+{
+    gw_cluster_t *c = ud;
+    atomic_fetch_add(&c->st_silent, 1);
+    GW_LOG_WARN("cluster_primary_silent", "redis=%s master=%s silent_ms=%llu limit_ms=%llu",
+                c->text, c->master ? c->master : "-", (unsigned long long)silent_ms,
+                (unsigned long long)(c->ping_ms + c->timeout_ms));
+}
+
+uint64_t gw_cluster__ping_ms(const gw_cfg_cluster_t *cfg)
+{
+    if (cfg->ping_interval_ms)
+        return cfg->ping_interval_ms;
+    uint64_t p = cfg->poll_interval_ms;
+    return p && p < GW_CLUSTER_PING_MAX_MS ? p : GW_CLUSTER_PING_MAX_MS;
+}
+
 /* ---- the keys ------------------------------------------------------------------------------- */
 
 static void install(gw_cluster_t *c, const gw_cluster_keys_t *k, const char *how)
@@ -392,7 +411,9 @@ static int connect_to(gw_cluster_t *c, const char *host, unsigned port)
                          .timeout_ms = c->timeout_ms,
                          .connect_timeout_ms = c->connect_timeout_ms,
                          .max_reply = c->max_reply,
+                         .ping_ms = c->ping_ms,
                          .on_state = on_redis_up,
+                         .on_silent = on_silent,
                          .on_oversized = on_oversized,
                          .ud = c};
     int rv = gw_redis_new(c->loop, &o, &c->redis);
@@ -555,6 +576,8 @@ int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_
     c->timeout_ms = cfg->timeout_ms;
     c->connect_timeout_ms = cfg->connect_timeout_ms;
     c->poll_interval_ms = cfg->poll_interval_ms;
+    c->ping_cfg_ms = cfg->ping_interval_ms;
+    c->ping_ms = gw_cluster__ping_ms(cfg);
     c->rotation_ms = cfg->ticket_rotation_ms;
     c->max_reply = cfg->max_reply;
     uv_timer_init(loop, &c->poll);
@@ -579,13 +602,15 @@ int gw_cluster_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, gw_tls_keyring_
         c->poll_interval_ms < GW_CLUSTER_BEAT_MS ? c->poll_interval_ms : GW_CLUSTER_BEAT_MS;
     uv_timer_start(&c->beat, gw_cluster__on_beat, beat, beat);
     if (c->sent) {
-        GW_LOG_INFO("cluster_start", "sentinels=%zu master=%s db=%u key_prefix=%s timeout_ms=%llu",
+        GW_LOG_INFO("cluster_start",
+                    "sentinels=%zu master=%s db=%u key_prefix=%s timeout_ms=%llu ping_ms=%llu",
                     cfg->sentinels_len, c->master, c->db, c->prefix,
-                    (unsigned long long)c->timeout_ms);
+                    (unsigned long long)c->timeout_ms, (unsigned long long)c->ping_ms);
         gw_sentinel_ask(c->sent);
     } else {
-        GW_LOG_INFO("cluster_start", "redis=%s db=%u key_prefix=%s timeout_ms=%llu", c->text, c->db,
-                    c->prefix, (unsigned long long)c->timeout_ms);
+        GW_LOG_INFO("cluster_start", "redis=%s db=%u key_prefix=%s timeout_ms=%llu ping_ms=%llu",
+                    c->text, c->db, c->prefix, (unsigned long long)c->timeout_ms,
+                    (unsigned long long)c->ping_ms);
     }
     *out = c;
     return 0;
@@ -603,7 +628,8 @@ int gw_cluster_same(const gw_cluster_t *c, const gw_cfg_cluster_t *cfg)
            STR_EQ(c->prefix, cfg->key_prefix) && c->timeout_ms == cfg->timeout_ms &&
            c->connect_timeout_ms == cfg->connect_timeout_ms &&
            c->poll_interval_ms == cfg->poll_interval_ms &&
-           c->rotation_ms == cfg->ticket_rotation_ms && c->max_reply == cfg->max_reply;
+           c->ping_cfg_ms == cfg->ping_interval_ms && c->rotation_ms == cfg->ticket_rotation_ms &&
+           c->max_reply == cfg->max_reply;
 #undef STR_EQ
 }
 
@@ -635,7 +661,8 @@ gw_cluster_stats_t gw_cluster_stats(const gw_cluster_t *c)
                              .replies_bad = atomic_load(&m->st_bad_replies),
                              .instances = atomic_load(&m->st_instances),
                              .local_us = local_ms(m) * 1000u,
-                             .failovers = atomic_load(&m->st_failovers)};
+                             .failovers = atomic_load(&m->st_failovers),
+                             .silent = atomic_load(&m->st_silent)};
     pthread_mutex_lock(&m->mu);
     memcpy(st.primary, m->primary, sizeof(st.primary));
     pthread_mutex_unlock(&m->mu);

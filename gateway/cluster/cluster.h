@@ -12,7 +12,10 @@
  * keyring keeps the last keys it had (or, never having had any, each listener rotates its
  * own), one `event=cluster_degraded` line says why and h2gate_cluster_up is 0; when a call
  * succeeds again, `event=cluster_recovered`. Nothing waits for Redis on a worker: the client
- * runs on the main thread's loop.
+ * runs on the main thread's loop. The connection is kept alive (cluster.ping_interval): a
+ * primary from which no reply came for ping_interval + timeout (its host gone without a reset,
+ * the process stopped) is dropped (`event=cluster_primary_silent`), its pending calls fail,
+ * and it is made again (with sentinels: the sentinels are asked again).
  */
 #ifndef GW_CLUSTER_CLUSTER_H
 #define GW_CLUSTER_CLUSTER_H
@@ -141,6 +144,7 @@ typedef struct {
     uint64_t instances;         /* instances alive at the last heartbeat (0: none read yet) */
     uint64_t local_us;          /* time spent deciding alone (not up), the current spell too */
     uint64_t failovers;         /* times the primary taken changed address (cluster.sentinels) */
+    uint64_t silent; /* connections to the primary dropped: no reply for ping_interval + timeout */
     char primary[GW_CLUSTER_ADDR_MAX]; /* the last primary taken, HOST:PORT ("": none yet) */
 } gw_cluster_stats_t;
 

@@ -144,6 +144,12 @@ void gw_sentinel_refused(gw_sentinel_t *s, const char *why);
 /* Close every connection (their callbacks run now); the memory goes once the loop has run. */
 void gw_sentinel_close(gw_sentinel_t *s);
 
+/* cluster.c: how often an idle connection to Redis (the primary's, the subscription to a
+ * sentinel) is sent PING: cluster.ping_interval, or by default poll_interval, at most
+ * GW_CLUSTER_PING_MAX_MS. One silent for this + timeout is dropped. */
+#define GW_CLUSTER_PING_MAX_MS 1000
+uint64_t gw_cluster__ping_ms(const gw_cfg_cluster_t *cfg);
+
 /* cluster.c: decide the questions of one loop turn (a list linked by next); each is answered
  * (gw_cluster__answer) now or when Redis replies. */
 void gw_cluster__rates(gw_cluster_t *c, gw_rate_q_t *list);
@@ -200,6 +206,8 @@ struct gw_cluster {
     atomic_ullong st_failovers;
     unsigned db;
     uint64_t timeout_ms, connect_timeout_ms, poll_interval_ms, rotation_ms;
+    uint64_t ping_cfg_ms; /* cluster.ping_interval as configured (0: the default) */
+    uint64_t ping_ms;     /* the keepalive of the primary's connection (gw_cluster__ping_ms) */
     size_t max_reply;
     char *k_keys;           /* PREFIX "tls:ticket-keys" */
     int busy;               /* a poll is under way */
@@ -214,6 +222,7 @@ struct gw_cluster {
     atomic_ullong st_degraded, st_ok, st_failed, st_timeout, st_rotations, st_updates;
     atomic_ullong st_rate_allowed, st_rate_denied, st_rate_local, st_rate_calls;
     atomic_ullong st_oversized, st_bad_replies;
+    atomic_ullong st_silent; /* connections to the primary dropped as silent */
     atomic_uint st_instances;
     atomic_ullong st_local_ms;    /* time in local mode, spells that ended */
     atomic_ullong st_local_since; /* when the current spell began (monotonic ms); 0: up */

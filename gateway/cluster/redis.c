@@ -15,8 +15,9 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
-/* A connection whose oldest unanswered command is this many timeouts old (at least 1 s) is
- * given up and made again: replies are in order, so everything behind it is stuck too. */
+/* Without a keepalive (ping_ms 0): a connection whose oldest unanswered command is this many
+ * timeouts old (at least 1 s) is given up and made again: replies are in order, so everything
+ * behind it is stuck too. */
 #define STALL_TIMEOUTS 10
 #define STALL_MIN_MS 1000
 
@@ -24,7 +25,7 @@ typedef enum { RS_DOWN, RS_RESOLVING, RS_CONNECTING, RS_HANDSHAKE, RS_UP, RS_CLO
 
 typedef struct {
     gw_list_t link;
-    gw_redis_cb cb; /* NULL: AUTH or SELECT of the handshake */
+    gw_redis_cb cb; /* NULL: AUTH, SELECT or PING of the handshake */
     void *ud;
     uint64_t sent_ms, deadline_ms;
     int timed_out; /* its callback has run: the reply, when it comes, is dropped */
@@ -50,7 +51,11 @@ struct gw_redis {
     char port[8];
     unsigned db;
     uint64_t timeout_ms, connect_timeout_ms, stall_ms;
+    uint64_t ping_ms;  /* keepalive (0: none) */
+    uint64_t heard_ms; /* the last reply, or the connection up (loop ms) */
+    uint64_t due_ms;   /* when the timer fires (while it runs) */
     void (*on_state)(void *ud, int up, const char *why);
+    void (*on_silent)(void *ud, uint64_t silent_ms);
     void (*on_oversized)(void *ud, uint64_t bytes);
     void (*on_push)(void *ud, const redisReply *r);
     void *ud;
@@ -66,7 +71,7 @@ struct gw_redis {
     uint64_t reply_start; /* where in them the reply being read began */
     int too_many;         /* an array announced more elements than max_reply allows */
     gw_list_t pending;    /* pend_t, in the order sent (replies come in that order) */
-    unsigned handshake;   /* AUTH/SELECT replies still awaited */
+    unsigned handshake;   /* AUTH/SELECT/PING replies still awaited */
     uint64_t connect_started_ms, backoff_ms;
     int timer_open;
     char rbuf[16384];
@@ -167,6 +172,7 @@ static int send_cmd(gw_redis_t *r, int argc, const char **argv, const size_t *ar
 static void became_up(gw_redis_t *r)
 {
     r->state = RS_UP;
+    r->heard_ms = uv_now(r->loop);
     r->backoff_ms = BACKOFF_MIN_MS;
     GW_LOG_DEBUG("redis_up", "redis=%s:%s", r->host, r->port);
     if (r->on_state)
@@ -248,6 +254,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             break;
         /* the next reply begins where hiredis stopped reading: what it holds unread is its */
         r->reply_start = r->fed - (uint64_t)(r->reader->len - r->reader->pos);
+        r->heard_ms = uv_now(r->loop); /* alive: a whole reply came (a byte could dribble) */
         gw_list_t *n = gw_list_pop_front(&r->pending);
         if (!n && r->on_push && r->state == RS_UP) { /* a subscription's message */
             r->on_push(r->ud, rep);
@@ -261,7 +268,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         pend_t *p = GW_CONTAINER_OF(n, pend_t, link);
         const redisReply *rr = rep;
-        if (!p->cb) { /* AUTH or SELECT */
+        if (!p->cb) { /* AUTH, SELECT or PING */
             char why[160];
             int bad = rr->type == REDIS_REPLY_ERROR;
             if (bad) {
@@ -339,6 +346,17 @@ static void on_connect(uv_connect_t *req, int status)
         }
         r->handshake++;
     }
+    if (r->handshake == 0 && r->ping_ms) {
+        /* up only once Redis answered: the kernel of a stopped (or hung) Redis still accepts
+         * the connection, and AUTH or SELECT would have been its first answer */
+        const char *argv[] = {"PING"};
+        size_t lens[] = {4};
+        if (send_cmd(r, 1, argv, lens, NULL, NULL) < 0) {
+            conn_down(r, "cannot send PING");
+            return;
+        }
+        r->handshake++;
+    }
     if (r->handshake == 0)
         became_up(r);
 }
@@ -408,6 +426,49 @@ static void start_connect(gw_redis_t *r)
         arm(r);
 }
 
+/* ---- the keepalive ------------------------------------------------------------------------ */
+
+gw_redis_alive_act_t gw_redis__alive_check(const gw_redis_alive_t *a, uint64_t now)
+{
+    if (!a->ping_ms)
+        return GW_REDIS_ALIVE_OK;
+    if (!a->awaiting)
+        return now >= a->heard_ms + a->ping_ms ? GW_REDIS_ALIVE_PING : GW_REDIS_ALIVE_OK;
+    return now >= gw_redis__alive_due(a) ? GW_REDIS_ALIVE_SILENT : GW_REDIS_ALIVE_OK;
+}
+
+uint64_t gw_redis__alive_due(const gw_redis_alive_t *a)
+{
+    if (!a->ping_ms)
+        return 0;
+    uint64_t quiet = a->heard_ms + a->ping_ms;
+    if (!a->awaiting)
+        return quiet;
+    /* a command sent after the PING would have been (a late loop turn) gets its whole
+     * timeout: the connection is not silent before its reply is overdue */
+    return (a->head_sent_ms > quiet ? a->head_sent_ms : quiet) + a->timeout_ms;
+}
+
+static gw_redis_alive_t alive_of(const gw_redis_t *r)
+{
+    gw_redis_alive_t a = {.ping_ms = r->ping_ms,
+                          .timeout_ms = r->timeout_ms,
+                          .heard_ms = r->heard_ms,
+                          .awaiting = !gw_list_empty(&r->pending)};
+    if (a.awaiting)
+        a.head_sent_ms = GW_CONTAINER_OF(r->pending.next, pend_t, link)->sent_ms;
+    return a;
+}
+
+/* The keepalive's PING answered (its reply moved heard_ms), timed out or failed: the
+ * keepalive's own check decides. */
+static void on_keepalive(void *ud, const redisReply *rep, int err)
+{
+    (void)ud;
+    (void)rep;
+    (void)err;
+}
+
 static void on_timer(uv_timer_t *t)
 {
     gw_redis_t *r = t->data;
@@ -426,7 +487,29 @@ static void on_timer(uv_timer_t *t)
         return;
     case RS_UP: {
         gw_list_t *it = r->pending.next;
-        if (it != &r->pending) {
+        if (r->ping_ms) {
+            gw_redis_alive_t a = alive_of(r);
+            switch (gw_redis__alive_check(&a, now)) {
+            case GW_REDIS_ALIVE_SILENT: {
+                uint64_t silent = now - r->heard_ms;
+                char why[96];
+                snprintf(why, sizeof(why), "no reply for %llu ms (silent)",
+                         (unsigned long long)silent);
+                if (r->on_silent)
+                    r->on_silent(r->ud, silent);
+                conn_down(r, why);
+                return;
+            }
+            case GW_REDIS_ALIVE_PING: {
+                const char *argv[] = {"PING"};
+                size_t lens[] = {4};
+                (void)send_cmd(r, 1, argv, lens, on_keepalive, r); /* failed: silent later */
+                break;
+            }
+            case GW_REDIS_ALIVE_OK:
+                break;
+            }
+        } else if (it != &r->pending) {
             pend_t *head = GW_CONTAINER_OF(it, pend_t, link);
             if (now - head->sent_ms >= r->stall_ms) {
                 conn_down(r, "no reply (stalled)");
@@ -452,8 +535,8 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
-/* The timer for the state: connect deadline, backoff, or the next command deadline (or the
- * stall check of a timed-out head). */
+/* The timer for the state: connect deadline, backoff, or the next command deadline, and the
+ * keepalive's next step (or the stall check of a timed-out head). */
 static void arm(gw_redis_t *r)
 {
     uint64_t now = uv_now(r->loop), at = 0;
@@ -467,10 +550,16 @@ static void arm(gw_redis_t *r)
         at = r->connect_started_ms + r->connect_timeout_ms;
         break;
     case RS_UP:
+        if (r->ping_ms) {
+            gw_redis_alive_t a = alive_of(r);
+            at = gw_redis__alive_due(&a);
+        }
         gw_list_foreach(it, &r->pending)
         {
             pend_t *p = GW_CONTAINER_OF(it, pend_t, link);
             uint64_t d = p->timed_out ? p->sent_ms + r->stall_ms : p->deadline_ms;
+            if (p->timed_out && r->ping_ms)
+                continue; /* the keepalive decides when a stuck connection goes */
             if (!at || d < at)
                 at = d;
             if (!p->timed_out)
@@ -484,6 +573,7 @@ static void arm(gw_redis_t *r)
         uv_timer_stop(&r->timer);
         return;
     }
+    r->due_ms = at > now ? at : now;
     uv_timer_start(&r->timer, on_timer, at > now ? at - now : 0, 0);
 }
 
@@ -509,7 +599,9 @@ int gw_redis_new(uv_loop_t *loop, const gw_redis_opts_t *o, gw_redis_t **out)
     r->stall_ms = r->timeout_ms * STALL_TIMEOUTS;
     if (r->stall_ms < STALL_MIN_MS)
         r->stall_ms = STALL_MIN_MS;
+    r->ping_ms = o->ping_ms;
     r->on_state = o->on_state;
+    r->on_silent = o->on_silent;
     r->on_oversized = o->on_oversized;
     r->on_push = o->on_push;
     r->max_reply = o->max_reply ? o->max_reply : 16 * 1024;
@@ -533,7 +625,10 @@ int gw_redis_command(gw_redis_t *r, int argc, const char **argv, const size_t *a
     int rv = send_cmd(r, argc, argv, argvlen, cb, ud);
     if (rv < 0)
         return rv;
-    if (!uv_is_active((uv_handle_t *)&r->timer))
+    /* its deadline may come before what the timer waits for: the stall check of a timed-out
+     * head, or the keepalive's next step (left alone, the call would wait until then) */
+    pend_t *p = GW_CONTAINER_OF(r->pending.prev, pend_t, link);
+    if (!uv_is_active((uv_handle_t *)&r->timer) || p->deadline_ms < r->due_ms)
         arm(r);
     return 0;
 }

@@ -27,7 +27,8 @@
  *
  * The subscription is kept alive: a sentinel whose host vanished without a reset (a partition,
  * a power loss) would otherwise hold it silently, and the next +switch-master would never
- * come. Each ping interval (poll_interval, at most PING_MAX_MS) it is sent PING, which Redis
+ * come. Each ping interval (cluster.ping_interval; by default poll_interval, at most 1 s:
+ * gw_cluster__ping_ms) it is sent PING, which Redis
  * answers in subscribe mode too (with a "pong" message). When nothing at all came from it for
  * an interval plus timeout (plus connect_timeout while it connects), the sentinel is silent:
  * the subscription is closed, and a round begins (the next sentinel first among equal
@@ -48,8 +49,6 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
-/* the subscription's PING interval: poll_interval, or this when shorter (as the heartbeat) */
-#define PING_MAX_MS 1000
 
 /* a sentinel's part in the round under way */
 enum { ASK_IDLE = 0, ASK_PENDING, ASK_ANSWERED, ASK_FAILED };
@@ -510,9 +509,7 @@ int gw_sentinel_new(uv_loop_t *loop, const gw_cfg_cluster_t *cfg, const gw_senti
     s->connect_timeout_ms = cfg->connect_timeout_ms;
     s->max_reply = cfg->max_reply;
     s->backoff_ms = BACKOFF_MIN_MS;
-    s->ping_ms = cfg->poll_interval_ms < PING_MAX_MS ? cfg->poll_interval_ms : PING_MAX_MS;
-    if (!s->ping_ms)
-        s->ping_ms = PING_MAX_MS;
+    s->ping_ms = gw_cluster__ping_ms(cfg);
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;
     uv_timer_init(loop, &s->ping);

@@ -528,6 +528,10 @@ static const fam_t fams[] = {
     {"h2gate_cluster_failovers_total", "counter",
      "Times the cluster's primary changed address (a failover followed through the sentinels).",
      .off = AT(cluster.failovers), .need = NEED_CLUSTER},
+    {"h2gate_cluster_primary_silent_total", "counter",
+     "Connections to the cluster's Redis primary dropped because no reply came for "
+     "cluster.ping_interval + cluster.timeout (event=cluster_primary_silent).",
+     .off = AT(cluster.silent), .need = NEED_CLUSTER},
     {"h2gate_cluster_local_mode_seconds_total", "counter",
      "Time this instance decided alone (Redis down, slow, failing over or not reached yet).",
      .off = AT(cluster.local_us), .us = 1, .need = NEED_CLUSTER},

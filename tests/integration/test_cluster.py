@@ -584,6 +584,112 @@ def test_a_slow_redis_costs_at_most_the_timeout(gateway, origin, redis_server):
         sleeper.wait(timeout=10)
 
 
+def gateway_clients(r):
+    """The ids of the connections to Redis r other than the test's own (CLIENT LIST, MONITOR)."""
+    lines = r.cmd("CLIENT", "LIST").decode().splitlines()
+    return sorted(re.search(r"\bid=(\d+)", l)[1] for l in lines
+                  if " cmd=client" not in l and " cmd=monitor" not in l)
+
+
+def test_a_stopped_redis_is_left_as_silent_and_requests_go_on_locally(gateway, origin,
+                                                                      redis_server):
+    """Redis's process stopped (SIGSTOP: its kernel keeps the connection and accepts new ones,
+    as a host gone without a reset keeps it open): ping_interval 200 ms, timeout 300 ms. Within
+    ping_interval + timeout of its last answer the connection is dropped as silent
+    (event=cluster_primary_silent, h2gate_cluster_primary_silent_total); from then on a request
+    is decided locally at once instead of waiting for the timeout. The reconnects reach the
+    stopped process's kernel and nothing answers: not taken as recovered. SIGCONT: the
+    connection is made again and decisions are shared again."""
+    r = redis_server()
+    g = rate_gw(gateway, origin, r, rate=100, burst=100,
+                extra="timeout: 300ms\nping_interval: 200ms")
+    assert status_of(g.port)[0] == 200 and decisions(g, "allowed") == 1
+    r.proc.send_signal(signal.SIGSTOP)
+    t0 = time.monotonic()
+    try:
+        log = g.wait_log("event=cluster_primary_silent", timeout=5)
+        took = time.monotonic() - t0
+        m = re.search(rf"event=cluster_primary_silent redis=127\.0\.0\.1:{r.port} master=- "
+                      r"silent_ms=(\d+) limit_ms=500\n", log)
+        assert m, log[-3000:]
+        assert 500 <= int(m[1]) < 900, m[0]
+        assert took < 0.5 + 0.4, took  # 200 + 300 ms after the last answer, and a tick
+        assert metric(g, "h2gate_cluster_primary_silent_total") == 1
+        assert metric(g, "h2gate_cluster_up") == 0
+        # one line for the outage: the drop, or a call of ours that timed out just before
+        assert re.search(r'event=cluster_degraded redis=\S+ reason="(connection: no reply for '
+                         r'\d+ ms \(silent\)|[A-Z ]+[a-z ]+: no answer within 300 ms)"', log), \
+            log[-3000:]
+        local = decisions(g, "local")
+        t1 = time.monotonic()
+        codes = [status_of(g.port)[0] for _ in range(5)]
+        alone = time.monotonic() - t1
+        assert codes == [200] * 5 and decisions(g, "local") == local + 5, codes
+        assert alone < 0.5, alone  # not 5 x 300 ms: nothing waits for a Redis known silent
+        time.sleep(1.5)  # reconnects: accepted by the kernel, unanswered
+        assert metric(g, "h2gate_cluster_up") == 0
+        assert "event=cluster_recovered" not in g.log()
+        print(f"\nstopped Redis left as silent after {took:.2f} s; 5 requests alone in "
+              f"{alone * 1000:.0f} ms")
+    finally:
+        r.proc.send_signal(signal.SIGCONT)
+    g.wait_log("event=cluster_recovered", timeout=10)
+    wait_for(lambda: metric(g, "h2gate_cluster_up") == 1 and status_of(g.port)[0] == 200 and
+             decisions(g, "allowed") >= 2, 10, "shared decisions again")
+    assert metric(g, "h2gate_cluster_primary_silent_total") == 1
+
+
+def test_every_call_waits_at_most_the_timeout_while_redis_is_silent(gateway, origin,
+                                                                    redis_server):
+    """Redis stopped, ping_interval long (10 s: the connection is not dropped during the test),
+    timeout 400 ms: each request waits for its own timeout and no more, then is decided
+    locally, even once the calls before it timed out (they stay first in line, as Redis
+    answers in order; a new call's deadline still counts)."""
+    r = redis_server()
+    g = rate_gw(gateway, origin, r, rate=100, burst=100,
+                extra="timeout: 400ms\nping_interval: 10s")
+    assert status_of(g.port)[0] == 200 and decisions(g, "allowed") == 1
+    r.proc.send_signal(signal.SIGSTOP)
+    try:
+        took = []
+        for _ in range(6):
+            t0 = time.monotonic()
+            assert status_of(g.port)[0] == 200
+            took.append(time.monotonic() - t0)
+        assert max(took) < 0.4 + 0.3, took
+        assert decisions(g, "local") == 6
+        assert "event=cluster_primary_silent" not in g.log()
+    finally:
+        r.proc.send_signal(signal.SIGCONT)
+
+
+def test_an_idle_connection_is_pinged_and_stays(gateway, redis_server):
+    """ping_interval 100 ms, the poll and heartbeat each second: the connection is sent PING
+    when nothing came for 100 ms (about nine a second), and stays (one connection, the same,
+    never dropped). With the defaults (ping_interval: poll_interval, at most 1 s) the heartbeat
+    alone keeps it alive: no PING at all."""
+    r, quiet = redis_server(), redis_server()
+    g = cluster_gw(gateway, r, poll="1s", extra="ping_interval: 100ms")
+    q = cluster_gw(gateway, quiet, poll="1s")
+    has_keys(g)
+    has_keys(q)
+    ids = gateway_clients(r)
+    assert len(ids) == 1, ids
+    mon, qmon = RedisMonitor(r), RedisMonitor(quiet)
+    time.sleep(3)
+    pings = [c for c in mon.commands() if c[0].upper() == b"PING"]
+    idle = qmon.commands()
+    assert 15 <= len(pings) <= 32, len(pings)  # at most one each 100 ms
+    assert not [c for c in idle if c[0].upper() == b"PING"], idle
+    assert gateway_clients(r) == ids
+    for gw in (g, q):
+        assert metric(gw, "h2gate_cluster_primary_silent_total") == 0
+        assert metric(gw, "h2gate_cluster_up") == 1
+        assert "event=cluster_degraded" not in gw.log()
+    print(f"\nPINGs in 3 s: {len(pings)} at ping_interval 100 ms, 0 with the defaults "
+          f"({len(idle)} commands in all)")
+
+
 def test_a_stream_reset_while_it_waits(gateway, origin, redis_server):
     """HTTP/2 streams reset while their question is with Redis (blocked by DEBUG SLEEP, the
     timeout long): the late answers find nobody, and the connection goes on serving."""

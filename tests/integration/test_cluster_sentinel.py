@@ -41,10 +41,11 @@ class Node(Redis):
 
 class Sentinel(Redis):
     """`redis-server sentinel.conf --sentinel` watching the primary at port, with the failure
-    detection of the test: down after 1 s, a failover given 3 s."""
+    detection of the test: down after 1 s (down_after ms), a failover given 3 s."""
 
-    def __init__(self, primary_port):
+    def __init__(self, primary_port, down_after=1000):
         self.primary_port = primary_port
+        self.down_after = down_after
         super().__init__()
 
     def start(self):
@@ -52,7 +53,7 @@ class Sentinel(Redis):
         with open(conf, "w") as f:
             f.write(f"port {self.port}\nbind 127.0.0.1\ndaemonize no\ndir {self.dir}\n"
                     f"sentinel monitor {MASTER} 127.0.0.1 {self.primary_port} 2\n"
-                    f"sentinel down-after-milliseconds {MASTER} 1000\n"
+                    f"sentinel down-after-milliseconds {MASTER} {self.down_after}\n"
                     f"sentinel failover-timeout {MASTER} 3000\n"
                     f"sentinel parallel-syncs {MASTER} 1\n")
         self.log_path = os.path.join(self.dir, "sentinel.log")
@@ -67,16 +68,17 @@ class Sentinel(Redis):
 
 
 class Fleet:
-    """A primary, its replica and three sentinels that know both and each other."""
+    """A primary, its replica and three sentinels that know both and each other (the primary
+    down for them after down_after ms)."""
 
-    def __init__(self):
+    def __init__(self, down_after=1000):
         self.primary = Node()
         self.replica = Node(["--replicaof", "127.0.0.1", str(self.primary.port)])
         self.sentinels = []
         try:
             wait_for(lambda: self.replica.info("replication").get("master_link_status") == "up",
                      10, "the replica in sync")
-            self.sentinels = [Sentinel(self.primary.port) for _ in range(3)]
+            self.sentinels = [Sentinel(self.primary.port, down_after) for _ in range(3)]
             # a failover needs a majority of sentinels that know each other, and the replica
             for s in self.sentinels:
                 wait_for(lambda: len(s.cmd("SENTINEL", "sentinels", MASTER)) == 2 and
@@ -422,4 +424,67 @@ def test_a_silent_sentinel_is_left_and_a_failover_still_followed(gateway, origin
     finally:
         if stopped:
             stopped.proc.send_signal(signal.SIGCONT)
+        fleet.close()
+
+
+def test_a_silent_primary_is_left_and_the_sentinels_asked_again(gateway, origin):
+    """The primary stops answering without closing (SIGSTOP: its kernel keeps the connection
+    and accepts new ones), the sentinels slow to call it down (down-after 10 s: no failover
+    here). Within ping_interval + timeout (200 + 500 ms) of its last answer the instance drops
+    it (event=cluster_primary_silent) and decides alone at once; the sentinels are asked again,
+    still name it, and its check is refused (nothing answers within connect_timeout), round
+    after round. SIGCONT: a round takes it again (the same primary, no failover), decisions are
+    shared again."""
+    fleet = Fleet(down_after=10000)
+    stopped = False
+    try:
+        g = sentinel_gw(gateway, origin, fleet.addrs(), "request_rate: 100\nrequest_burst: 100",
+                        cluster_extra="  connect_timeout: 300ms\n")
+        p = f"127.0.0.1:{fleet.primary.port}"
+        wait_for(lambda: primary_of(g) == p and metric(g, "h2gate_cluster_up") == 1 and
+                 metric(g, "h2gate_cluster_calls_total", result="ok") >= 3, 10,
+                 "the primary taken, its scripts loaded")
+        taken = f"event=cluster_primary redis={p} "
+
+        def request():
+            t = time.monotonic()
+            resp = raw_exchange(g.port, b"GET /echo HTTP/1.1\r\nHost: a\r\n"
+                                b"Connection: close\r\n\r\n", timeout=10)
+            return resp.split(b" ", 2)[1], time.monotonic() - t
+
+        assert request()[0] == b"200"
+        assert metric(g, "h2gate_cluster_rate_decisions_total", verdict="allowed") == 1
+        assert g.log().count(taken) == 1
+        fleet.primary.proc.send_signal(signal.SIGSTOP)
+        stopped = True
+        t0 = time.monotonic()
+        log = g.wait_log("event=cluster_primary_silent", timeout=5)
+        took = time.monotonic() - t0
+        assert re.search(rf"event=cluster_primary_silent redis={p} master={MASTER} "
+                         r"silent_ms=\d+ limit_ms=700\n", log), log[-3000:]
+        assert took < 0.7 + 0.4, took
+        assert metric(g, "h2gate_cluster_primary_silent_total") == 1
+        # alone at once, for the share of the limit
+        local = metric(g, "h2gate_cluster_rate_decisions_total", verdict="local")
+        code, spent = request()
+        assert code == b"200" and spent < 0.3, (code, spent)
+        assert metric(g, "h2gate_cluster_rate_decisions_total", verdict="local") == local + 1
+        # asked again: named again, and refused (unanswered)
+        log = g.wait_log(f'reason="named {p}: connection: connect timed out"', timeout=5)
+        assert re.search(rf'event=sentinel_failed sentinel=\S+ master={MASTER} '
+                         rf'reason="named {p}: connection: connect timed out"', log), log[-3000:]
+        assert metric(g, "h2gate_cluster_up") == 0
+        fleet.primary.proc.send_signal(signal.SIGCONT)
+        stopped = False
+        t1 = time.monotonic()
+        wait_for(lambda: g.log().count(taken) == 2 and metric(g, "h2gate_cluster_up") == 1, 10,
+                 "the primary taken again")
+        back = time.monotonic() - t1
+        wait_for(lambda: request()[0] == b"200" and metric(
+            g, "h2gate_cluster_rate_decisions_total", verdict="allowed") >= 2, 5, "shared again")
+        assert primary_of(g) == p and metric(g, "h2gate_cluster_failovers_total") == 0
+        print(f"\nsilent primary left after {took:.2f} s, taken again {back:.2f} s after SIGCONT")
+    finally:
+        if stopped:
+            fleet.primary.proc.send_signal(signal.SIGCONT)
         fleet.close()

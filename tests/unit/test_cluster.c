@@ -1,6 +1,7 @@
 /* Unit tests of cluster/tickets.c: the shared ticket keys' value in Redis, when they are due,
  * and what a rotation keeps; of cluster/replies.c: every number Redis answers is bounded before
- * use; and of cluster/rates.c: a question the hub accepted is answered, whatever memory does. */
+ * use; of cluster/rates.c: a question the hub accepted is answered, whatever memory does; and
+ * of cluster/redis.c's keepalive: when an idle connection is sent PING, when a silent one goes. */
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include "test_util.h"
 
 #include "cluster/cluster_internal.h"
+#include "cluster/redis.h"
 #include "common/alloc.h"
 #include "common/err.h"
 
@@ -329,6 +331,71 @@ static void test_accepted_questions_answered(void **state)
     }
 }
 
+/* The keepalive of cluster.ping_interval 1 s, cluster.timeout 20 ms, the last reply at 10 s. */
+static gw_redis_alive_t alive(int awaiting, uint64_t head_sent_ms)
+{
+    return (gw_redis_alive_t){.ping_ms = 1000,
+                              .timeout_ms = 20,
+                              .heard_ms = 10000,
+                              .awaiting = awaiting,
+                              .head_sent_ms = head_sent_ms};
+}
+
+/* Idle: PING once nothing came for the interval, not before; a connection whose replies keep
+ * coming (heard moves on) is never pinged nor dropped. */
+static void test_keepalive_pings_an_idle_connection(void **state)
+{
+    (void)state;
+    gw_redis_alive_t a = alive(0, 0);
+    assert_int_equal(gw_redis__alive_due(&a), 11000);
+    assert_int_equal(gw_redis__alive_check(&a, 10000), GW_REDIS_ALIVE_OK);
+    assert_int_equal(gw_redis__alive_check(&a, 10999), GW_REDIS_ALIVE_OK);
+    assert_int_equal(gw_redis__alive_check(&a, 11000), GW_REDIS_ALIVE_PING);
+    assert_int_equal(gw_redis__alive_check(&a, 50000), GW_REDIS_ALIVE_PING);
+    /* busy and answered: a heartbeat each 900 ms, its reply 1 ms later */
+    for (uint64_t t = 10000; t < 20000; t += 900) {
+        a = alive(1, t);
+        a.heard_ms = t - 899;
+        assert_int_equal(gw_redis__alive_check(&a, t), GW_REDIS_ALIVE_OK);
+        a.awaiting = 0;
+        a.heard_ms = t + 1;
+        assert_int_equal(gw_redis__alive_check(&a, t + 899), GW_REDIS_ALIVE_OK);
+    }
+}
+
+/* A reply awaited and none coming: silent at the interval + timeout after the last reply (the
+ * PING's own timeout), never before; dropped then whatever more was sent meanwhile. */
+static void test_keepalive_drops_a_silent_connection(void **state)
+{
+    (void)state;
+    gw_redis_alive_t a = alive(1, 11000); /* the PING, sent when due */
+    assert_int_equal(gw_redis__alive_due(&a), 11020);
+    assert_int_equal(gw_redis__alive_check(&a, 11019), GW_REDIS_ALIVE_OK);
+    assert_int_equal(gw_redis__alive_check(&a, 11020), GW_REDIS_ALIVE_SILENT);
+    a = alive(1, 10500); /* a call sent before the PING was due: the same */
+    assert_int_equal(gw_redis__alive_due(&a), 11020);
+    assert_int_equal(gw_redis__alive_check(&a, 11020), GW_REDIS_ALIVE_SILENT);
+    /* a call sent long after the last reply (a late loop turn kept the PING from going): it
+     * has its whole timeout before the connection is called silent */
+    a = alive(1, 30000);
+    assert_int_equal(gw_redis__alive_due(&a), 30020);
+    assert_int_equal(gw_redis__alive_check(&a, 30019), GW_REDIS_ALIVE_OK);
+    assert_int_equal(gw_redis__alive_check(&a, 30020), GW_REDIS_ALIVE_SILENT);
+}
+
+/* No keepalive (the sentinels' connections): nothing is ever due. */
+static void test_keepalive_off(void **state)
+{
+    (void)state;
+    gw_redis_alive_t a = alive(0, 0);
+    a.ping_ms = 0;
+    assert_int_equal(gw_redis__alive_due(&a), 0);
+    assert_int_equal(gw_redis__alive_check(&a, UINT64_MAX / 2), GW_REDIS_ALIVE_OK);
+    a.awaiting = 1;
+    assert_int_equal(gw_redis__alive_due(&a), 0);
+    assert_int_equal(gw_redis__alive_check(&a, UINT64_MAX / 2), GW_REDIS_ALIVE_OK);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_value_round_trip),
     cmocka_unit_test(test_value_refused),
@@ -340,6 +407,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_sentinel_answers_checked),
     cmocka_unit_test(test_sha_and_log_text),
     cmocka_unit_test(test_accepted_questions_answered),
+    cmocka_unit_test(test_keepalive_pings_an_idle_connection),
+    cmocka_unit_test(test_keepalive_drops_a_silent_connection),
+    cmocka_unit_test(test_keepalive_off),
 };
 
 GW_TEST_MAIN(tests)
