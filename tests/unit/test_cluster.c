@@ -2,11 +2,14 @@
  * and what a rotation keeps; of cluster/replies.c: every number Redis answers is bounded before
  * use; of cluster/rates.c: a question the hub accepted is answered, whatever memory does; and
  * of cluster/redis.c's keepalive: when an idle connection is sent PING, when a silent one goes. */
+#include <arpa/inet.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -396,6 +399,230 @@ static void test_keepalive_off(void **state)
     assert_int_equal(gw_redis__alive_check(&a, UINT64_MAX / 2), GW_REDIS_ALIVE_OK);
 }
 
+/* ---- the keepalive on a real connection: a Redis that stops answering ----------------------- */
+
+/* A server on the test's loop that answers the first `answers` commands of each connection
+ * (+PONG), then reads and never answers again: a Redis whose process stopped, or whose host
+ * vanished, with the connection left open. */
+typedef struct {
+    uv_tcp_t listener;
+    uv_tcp_t conns[8];
+    int answered[8];
+    int n;
+    int answers;
+    char buf[4096];
+} mute_t;
+
+static void mute_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    (void)hint;
+    mute_t *m = h->loop->data;
+    *b = uv_buf_init(m->buf, sizeof(m->buf));
+}
+
+static void mute_written(uv_write_t *w, int status)
+{
+    (void)status;
+    free(w);
+}
+
+static void mute_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    (void)b;
+    mute_t *m = s->loop->data;
+    int i = (int)((uv_tcp_t *)s - m->conns);
+    if (nread <= 0 || m->answered[i] >= m->answers)
+        return;       /* read and dropped: nothing will ever answer */
+    m->answered[i]++; /* one command per read: the client waits for each handshake reply */
+    uv_write_t *w = malloc(sizeof(*w));
+    assert_non_null(w);
+    uv_buf_t pong = uv_buf_init("+PONG\r\n", 7);
+    assert_int_equal(uv_write(w, s, &pong, 1, mute_written), 0);
+}
+
+static void mute_accept(uv_stream_t *l, int status)
+{
+    mute_t *m = l->loop->data;
+    assert_int_equal(status, 0);
+    assert_true(m->n < 8);
+    uv_tcp_t *c = &m->conns[m->n++];
+    uv_tcp_init(l->loop, c);
+    assert_int_equal(uv_accept(l, (uv_stream_t *)c), 0);
+    uv_read_start((uv_stream_t *)c, mute_alloc, mute_read);
+}
+
+static unsigned mute_start(uv_loop_t *loop, mute_t *m, int answers)
+{
+    memset(m, 0, sizeof(*m));
+    m->answers = answers;
+    loop->data = m;
+    struct sockaddr_in sa;
+    uv_ip4_addr("127.0.0.1", 0, &sa);
+    uv_tcp_init(loop, &m->listener);
+    assert_int_equal(uv_tcp_bind(&m->listener, (const struct sockaddr *)&sa, 0), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&m->listener, 8, mute_accept), 0);
+    int len = sizeof(sa);
+    uv_tcp_getsockname(&m->listener, (struct sockaddr *)&sa, &len);
+    return ntohs(sa.sin_port);
+}
+
+static void mute_stop(mute_t *m)
+{
+    uv_close((uv_handle_t *)&m->listener, NULL);
+    for (int i = 0; i < m->n; i++)
+        uv_close((uv_handle_t *)&m->conns[i], NULL);
+}
+
+typedef struct ka ka_t;
+typedef struct {
+    ka_t *k;
+    int calls, err;
+} ka_cmd_t;
+
+struct ka {
+    uv_loop_t *loop;
+    gw_redis_t *r;
+    int ups, downs, silents;
+    uint64_t up_ms, silent_ms, dropped_ms;
+    char why[128];
+    ka_cmd_t cmds[4];
+};
+
+static void ka_state(void *ud, int up, const char *why)
+{
+    ka_t *k = ud;
+    if (up) {
+        k->ups++;
+        k->up_ms = uv_now(k->loop);
+        return;
+    }
+    k->downs++;
+    snprintf(k->why, sizeof(k->why), "%s", why);
+}
+
+static void ka_silent(void *ud, uint64_t silent_ms)
+{
+    ka_t *k = ud;
+    k->silents++;
+    k->silent_ms = silent_ms;
+    k->dropped_ms = uv_now(k->loop);
+}
+
+static void ka_send(ka_t *k, int i);
+
+static void ka_reply(void *ud, const redisReply *rep, int err)
+{
+    ka_cmd_t *c = ud;
+    (void)rep;
+    c->calls++;
+    c->err = err;
+    /* the first call's timeout: one more call, whose deadline comes after the connection is
+     * found silent (it then fails with the connection) */
+    if (c == &c->k->cmds[0])
+        ka_send(c->k, 3);
+}
+
+static void ka_send(ka_t *k, int i)
+{
+    const char *argv[] = {"GET", "k"};
+    size_t lens[] = {3, 1};
+    assert_int_equal(gw_redis_command(k->r, 2, argv, lens, ka_reply, &k->cmds[i]), 0);
+}
+
+/* Run the loop until *flag reaches want, or ms pass. */
+static void run_until(uv_loop_t *loop, const int *flag, int want, uint64_t ms)
+{
+    uint64_t end = uv_now(loop) + ms * GW_TEST_SLOW;
+    while (*flag < want && uv_now(loop) < end)
+        uv_run(loop, UV_RUN_ONCE);
+}
+
+/* Up once the handshake PING is answered; then silent: each call fails once (GW_E_TIMEOUT at
+ * its deadline; the one still within it when the connection is found silent, GW_E_IO), the
+ * connection is dropped ping + timeout after the last reply and made again (up once answered
+ * again); closed, nothing of the client is left. */
+static void test_keepalive_drops_a_silent_redis_and_reconnects(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    mute_t m;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    unsigned port = mute_start(&loop, &m, 1);
+    gw_alloc_count_start();
+    ka_t k = {.loop = &loop};
+    for (int i = 0; i < 4; i++)
+        k.cmds[i].k = &k;
+    gw_redis_opts_t o = {.host = "127.0.0.1",
+                         .port = port,
+                         .timeout_ms = 100,
+                         .connect_timeout_ms = 1000,
+                         .ping_ms = 50,
+                         .on_state = ka_state,
+                         .on_silent = ka_silent,
+                         .ud = &k};
+    assert_int_equal(gw_redis_new(&loop, &o, &k.r), 0);
+    run_until(&loop, &k.ups, 1, 2000);
+    assert_int_equal(k.ups, 1);
+    assert_int_equal(m.answered[0], 1); /* the handshake's PING, answered */
+    for (int i = 0; i < 3; i++)
+        ka_send(&k, i);
+    run_until(&loop, &k.silents, 1, 2000);
+    assert_int_equal(k.silents, 1);
+    assert_int_equal(k.downs, 1);
+    assert_string_equal(k.why + strlen(k.why) - 8, "(silent)");
+    /* heard at up: silent from up + ping (50) + timeout (100), at the next loop turn */
+    assert_true(k.silent_ms >= 150);
+    assert_true(k.dropped_ms - k.up_ms >= 150 && k.dropped_ms - k.up_ms < 150 + 100 * GW_TEST_SLOW);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(k.cmds[i].calls, 1);
+        assert_int_equal(k.cmds[i].err, GW_E_TIMEOUT);
+    }
+    assert_int_equal(k.cmds[3].calls, 1);
+    assert_int_equal(k.cmds[3].err, GW_E_IO);
+    assert_int_equal(gw_redis_up(k.r), 0);
+    /* made again (after the backoff), answered: up */
+    run_until(&loop, &k.ups, 2, 2000);
+    assert_int_equal(k.ups, 2);
+    assert_int_equal(m.n, 2);
+    gw_redis_close(k.r);
+    mute_stop(&m);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    gw_alloc_count_stop();
+    assert_int_equal(gw_alloc_count_live(), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* A Redis that accepts and never answers (a stopped process's kernel accepts): never up, each
+ * try given up at connect_timeout. */
+static void test_keepalive_not_up_until_redis_answers(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    mute_t m;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    unsigned port = mute_start(&loop, &m, 0);
+    ka_t k = {.loop = &loop};
+    gw_redis_opts_t o = {.host = "127.0.0.1",
+                         .port = port,
+                         .timeout_ms = 20,
+                         .connect_timeout_ms = 100,
+                         .ping_ms = 50,
+                         .on_state = ka_state,
+                         .on_silent = ka_silent,
+                         .ud = &k};
+    assert_int_equal(gw_redis_new(&loop, &o, &k.r), 0);
+    run_until(&loop, &k.downs, 2, 2000);
+    assert_int_equal(k.ups, 0);
+    assert_int_equal(k.downs, 2);
+    assert_string_equal(k.why, "connect timed out");
+    assert_int_equal(k.silents, 0);
+    assert_true(m.n >= 2);
+    gw_redis_close(k.r);
+    mute_stop(&m);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_value_round_trip),
     cmocka_unit_test(test_value_refused),
@@ -410,6 +637,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_keepalive_pings_an_idle_connection),
     cmocka_unit_test(test_keepalive_drops_a_silent_connection),
     cmocka_unit_test(test_keepalive_off),
+    cmocka_unit_test(test_keepalive_drops_a_silent_redis_and_reconnects),
+    cmocka_unit_test(test_keepalive_not_up_until_redis_answers),
 };
 
 GW_TEST_MAIN(tests)
