@@ -387,6 +387,7 @@ def test_connect_timeout_and_names(gateway, tmp_path):
     ("cluster:\n  redis: 127.0.0.1:6379\n  key_prefix: ''\n", "4:3: cluster 'key_prefix' must not be empty"),
     ("cluster:\n  redis: 127.0.0.1:6379\n  ticket_rotation: 10ms\n", "5:20: "),
     ("cluster:\n  redis: 127.0.0.1:6379\n  max_reply: 100\n", "5:14: 'max_reply' is out of range"),
+    ("cluster:\n  redis: 127.0.0.1:6379\n  ping_interval: 5ms\n", "5:18: 'ping_interval' is out of range"),
 ])
 def test_config_errors(h2gate_bin, tmp_path, body, msg):
     cfg = tmp_path / "gw.yaml"
