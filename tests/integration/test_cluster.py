@@ -270,7 +270,11 @@ def test_a_slow_redis_falls_back_within_the_timeout(gateway, redis_server):
     """Redis stops answering (DEBUG SLEEP): the poll gives up after cluster.timeout (20 ms by
     default), says so, and handshakes never wait on it; when Redis answers again, recovered."""
     r = redis_server()
-    g = cluster_gw(gateway, r, timeout=None)
+    # the keepalive (ping_interval, here poll_interval's 100 ms) would drop the sleeping
+    # connection 120 ms after its last reply, sometimes before the GET's own 20 ms ran out
+    # ("connection lost"): this test is about the call's timeout, test_a_stopped_redis_* is
+    # about the keepalive
+    g = cluster_gw(gateway, r, extra="ping_interval: 1s", timeout=None)
     has_keys(g)
     ctx = tls_client_ctx(ssl.TLSVersion.TLSv1_3)
     sleeper = subprocess.Popen(["redis-cli", "-p", str(r.port), "DEBUG", "SLEEP", "2"],
