@@ -284,9 +284,7 @@ def many_conns_gets(port, path, conns, per_conn, ae):
     cls = []
     for _ in range(conns):
         cl = Client(port)
-        cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
-        cl.c.increment_flow_control_window(1 << 30)
-        cl.flush()
+        cl.open_windows()
         cls.append(cl)
     state = {}
     for cl in cls:
