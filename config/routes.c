@@ -7,6 +7,7 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "config/config_internal.h"
+#include "http/http.h"
 
 /* Drop later duplicates from a list of field names, compared case-insensitively (field names
  * are, RFC 9110 §5.1): `[accept, Accept]` is one field. */
@@ -143,10 +144,15 @@ static int route_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v,
     return 0;
 }
 
+/* What a request's host can be compared with (proxy/route.c compares the host without its
+ * port): "*", "*.suffix", a name, or an IPv6 literal as RFC 3986 §3.2.2 writes it ("[::1]").
+ * A ':' outside brackets (a port, "::1") would never match anything. */
 static int valid_host_pattern(const char *h)
 {
     if (!strcmp(h, "*"))
         return 1;
+    if (h[0] == '[')
+        return gw_http_is_ip_literal(gw_slice_str(h)) && (h[1] | 0x20) != 'v';
     if (h[0] == '*') {
         if (h[1] != '.' || !h[2])
             return 0;
@@ -157,7 +163,7 @@ static int valid_host_pattern(const char *h)
     for (; *h; h++) {
         char ch = *h;
         if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '-' || ch == '.' || ch == ':' || ch == '[' || ch == ']'))
+              ch == '-' || ch == '.'))
             return 0;
     }
     return 1;
@@ -232,7 +238,9 @@ void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
         if (!r->host)
             r->host = gw_cfg__xstrdup(ld, "*");
         else if (!valid_host_pattern(r->host))
-            gw_cfg__err_at(ld, x.host, "route host must be a name, '*.suffix' or '*', not '%s'",
+            gw_cfg__err_at(ld, x.host,
+                           "route host must be a name, '*.suffix', '*' or an IPv6 literal such as "
+                           "'[::1]' (without a port), not '%s'",
                            r->host);
         if (!r->path)
             r->path = gw_cfg__xstrdup(ld, "/");

@@ -265,7 +265,26 @@ static void error_route_checks(void **state)
         "listen: [{address: 127.0.0.1:8080}]\n"
         "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
         "routes: [{upstream: app, host: 'a*b'}]\n",
-        "t.yaml:3:32: route host must be a name, '*.suffix' or '*', not 'a*b'");
+        "t.yaml:3:32: route host must be a name, '*.suffix', '*' or an IPv6 literal such as "
+        "'[::1]' (without a port), not 'a*b'");
+    /* a ':' outside brackets (a port, a bare IPv6 address) or a malformed literal could never
+     * match a request's host, which is compared without its port */
+    static const char *const never[] = {"a.test:8080", "'::1'",  "'[::1]:80'",
+                                        "'[zz]'",      "'[::1'", "'*.a.test:1'"};
+    for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
+        char y[256], want[256];
+        snprintf(y, sizeof(y),
+                 "listen: [{address: 127.0.0.1:8080}]\n"
+                 "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                 "routes: [{upstream: app, host: %s}]\n",
+                 never[i]);
+        const char *v = never[i][0] == '\'' ? never[i] + 1 : never[i];
+        snprintf(want, sizeof(want),
+                 "t.yaml:3:32: route host must be a name, '*.suffix', '*' or an IPv6 literal "
+                 "such as '[::1]' (without a port), not '%.*s'",
+                 (int)(strlen(v) - (v != never[i])), v);
+        gw_test_config_expect_error(y, want);
+    }
 }
 
 static void error_tls_checks(void **state)
