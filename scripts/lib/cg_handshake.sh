@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# scripts/lib/cg_handshake.sh — what one TLS 1.3 handshake (a new connection, one h2 GET of
+# 1 KiB) costs the server in user-space instructions, counted by callgrind instead of timed
+# (issue 42 item 3). On the shared machine the bench's handshake and resume scenarios move
+# ±7-15 % between runs; callgrind's instruction counts move well under 1 %.
+#
+# One target (h2gate, nginx as a proxy: the bench's nginx peer, or nginx serving the file
+# itself) runs under `valgrind --tool=callgrind` behind the bench's configuration
+# (bench/*.conf.in, timeouts raised for valgrind's pace), the same certificate (ECDSA P-256)
+# and suite, with the bench's nginx origin run natively. scripts/lib/hsload.c makes the
+# connections (MODE=resume: each client offers the ticket of its previous connection). A warm
+# run, then A and B connections, each run over C clients: a run's first connection per client
+# is a full handshake in both, so the cost of B - A connections divided by B - A is that of a
+# full (MODE=full) or a resumed (MODE=resume) handshake with its one request. Printed:
+# instructions per handshake in total, per shared object, and the functions with the most
+# (exclusive); with KEEP, the callgrind files stay for callgrind_annotate --inclusive=yes.
+#
+# Then, with NATIVE=1 (default), the same target runs without valgrind for N connections:
+# the minor page faults and the system calls (strace -c -f, counted, not timed) per handshake,
+# what the instructions above do not show (the kernel's share, the heap's grow and trim).
+#
+# Environment: TARGET (h2gate, default, nginx-proxy or nginx-static), MODE (full, default, or
+# resume), H2GATE (default build-rel/gateway/h2gate), A and B (default 100 and 400), C
+# (clients, default 4), TOP (functions, default 30), KEEP (a folder for the callgrind files),
+# NATIVE (1: the native counts too, 0: not), N (native connections, default 3000).
+# Needs valgrind, nginx, openssl, ss, strace, cc and libssl-dev (builds build-rel/hsload).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+TARGET=${TARGET:-h2gate}
+MODE=${MODE:-full}
+H2GATE=${H2GATE:-$root/build-rel/gateway/h2gate}
+A=${A:-100}; B=${B:-400}; C=${C:-4}; TOP=${TOP:-30}; NATIVE=${NATIVE:-1}; N=${N:-3000}
+CIPHER=TLS_AES_128_GCM_SHA256
+case $TARGET in h2gate|nginx-proxy|nginx-static) ;; *)
+  echo "cg_handshake: TARGET is h2gate, nginx-proxy or nginx-static" >&2; exit 1 ;; esac
+case $MODE in full|resume) ;; *) echo "cg_handshake: MODE is full or resume" >&2; exit 1 ;; esac
+[ "$TARGET" != h2gate ] || [ -x "$H2GATE" ] || { echo "cg_handshake: no $H2GATE" >&2; exit 1; }
+[ "$B" -gt "$A" ] || { echo "cg_handshake: B must be larger than A" >&2; exit 1; }
+HSLOAD=$root/build-rel/hsload
+mkdir -p "$root/build-rel"
+cc -O2 -Wall -Wextra -Werror -o "$HSLOAD" "$root/scripts/lib/hsload.c" -lssl -lcrypto
+tmp=$(mktemp -d /tmp/h2gate-cghs.XXXXXX)
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  if [ -n "${KEEP:-}" ]; then
+    mkdir -p "$KEEP"
+    cp "$tmp"/cg.* "$KEEP"/ 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+read -r OP TP HP < <(/usr/bin/python3 "$root/scripts/lib/ports.py" 3)
+ngx=$tmp/nginx
+mkdir -p "$ngx/www" "$ngx/tmp" "$tmp/ngs"/{body,proxy,fastcgi,uwsgi,scgi} \
+  "$tmp/ngp"/{body,proxy,fastcgi,uwsgi,scgi}
+head -c 1024 /dev/urandom >"$ngx/www/1k.bin"
+sed -e "s|@DIR@|$ngx|g" -e "s|@PORT@|$OP|g" "$root/bench/nginx.conf.in" >"$ngx/nginx.conf"
+nginx -c "$ngx/nginx.conf" -p "$ngx" >"$ngx/out.log" 2>&1 &
+pids+=("$!")
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+  -subj /CN=localhost -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
+
+case $TARGET in
+  h2gate)
+    sed -e "s|@DIR@|$tmp|g" -e "s|@TLS_PORT@|$TP|g" -e "s|@H2C_PORT@|$HP|g" \
+      -e "s|@ORIGIN_PORT@|$OP|g" -e "s|@CIPHER@|$CIPHER|g" -e "s|@POOL@|64|g" \
+      -e "s|@PIPELINE@|1|g" "$root/bench/h2gate.yaml.in" >"$tmp/h2gate.yaml"
+    sed -i -e 's/^    pipeline: 1$/&\n    queue_timeout: 600s\n    response_timeout: 600s/' \
+      -e 's/^  graceful_shutdown: 1s$/&\n  handshake: 600s\n  first_request: 600s\n  header: 600s/' \
+      "$tmp/h2gate.yaml"
+    "$H2GATE" -t -c "$tmp/h2gate.yaml" >/dev/null
+    CMD=("$H2GATE" -c "$tmp/h2gate.yaml") ;;
+  nginx-proxy|nginx-static)
+    sed -e "s|@DIR@|$tmp|g" -e "s|@TLS_PORT@|$TP|g" -e "s|@H2C_PORT@|$HP|g" \
+      -e "s|@ORIGIN_PORT@|$OP|g" -e "s|@POOL@|64|g" -e "s|@CIPHER@|$CIPHER|g" \
+      -e "s|@ROOT@|$ngx/www|g" "$root/bench/$TARGET.conf.in" >"$tmp/$TARGET.conf"
+    CMD=(nginx -c "$tmp/$TARGET.conf" -p "$tmp") ;;
+esac
+
+args=(--cipher "$CIPHER" --size 1024)
+[ "$MODE" = resume ] && args+=(--resume)
+hs() { # connections, name: hsload, then check every connection was answered (and resumed)
+  "$HSLOAD" "${args[@]}" 127.0.0.1 "$TP" /1k.bin "$1" "$C" >"$tmp/hs.$2" 2>&1 || true
+  local out; out=$(cat "$tmp/hs.$2")
+  case $out in *" ok=$1 "*) ;; *) echo "cg_handshake: run $2: $out" >&2; exit 1 ;; esac
+  if [ "$MODE" = resume ]; then
+    case $out in *" resumed=$(($1 - C)) "*) ;; *)
+      echo "cg_handshake: run $2 did not resume every connection: $out" >&2; exit 1 ;; esac
+  fi
+}
+listening() {
+  for _ in $(seq 120); do ss -ltn | grep -q "127.0.0.1:$TP " && return 0; sleep 1; done
+  echo "cg_handshake: $TARGET did not listen" >&2; exit 1
+}
+
+valgrind --tool=callgrind "--callgrind-out-file=$tmp/cg.%p" "${CMD[@]}" >"$tmp/target.log" 2>&1 &
+vp=$!
+pids+=("$vp")
+listening
+hs 40 warm
+callgrind_control -z "$vp" >/dev/null
+hs "$A" a
+callgrind_control -d a "$vp" >/dev/null
+callgrind_control -z "$vp" >/dev/null
+hs "$B" b
+callgrind_control -d b "$vp" >/dev/null
+
+/usr/bin/python3 - "$tmp" "$vp" $((B - A)) "$TOP" "$TARGET" "$MODE" <<'EOF'
+import collections, re, sys
+tmp, pid, n, top, target, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+
+def load(path):
+    """Exclusive instructions per (object, function) of a callgrind dump, and its total."""
+    names, objs, cost = {}, {}, collections.defaultdict(int)
+    ob = fn = None
+    skip = False
+    total = 0
+    for line in open(path, errors="replace"):
+        if line.startswith("totals:") or line.startswith("summary:"):
+            total = int(line.split()[1])
+        elif line.startswith(("ob=", "fn=", "cob=", "cfn=")):
+            key, rest = line.rstrip("\n").split("=", 1)
+            m = re.match(r"\((\d+)\)(?: (.*))?", rest)
+            table = objs if key.endswith("ob") else names
+            val = (table.setdefault(m.group(1), m.group(2)) if m.group(2) else table[m.group(1)]) if m else rest
+            if key == "ob":
+                ob = val
+            elif key == "fn":
+                fn = val
+        elif line.startswith("calls="):
+            skip = True  # the next cost line is the call's inclusive cost
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            if skip:
+                skip = False
+                continue
+            parts = line.split()
+            if len(parts) > 1:
+                cost[(ob, fn)] += int(parts[1])
+    return total, cost
+
+def dump(i):  # a thread's dumps are cg.PID.N(-TID); add the threads'
+    import glob
+    total, cost = 0, collections.defaultdict(int)
+    for p in glob.glob(f"{tmp}/cg.{pid}.{i}") + glob.glob(f"{tmp}/cg.{pid}.{i}-*"):
+        t, c = load(p)
+        total += t
+        for k, v in c.items():
+            cost[k] += v
+    return total, cost
+
+ta, a = dump(1)
+tb, b = dump(2)
+print(f"{target} {mode}: per handshake (({n} more connections) / {n}): {(tb - ta) / n:,.0f} instructions")
+rows = {k: (b.get(k, 0) - a.get(k, 0)) / n for k in set(a) | set(b)}
+byobj = collections.defaultdict(float)
+for (ob, _), v in rows.items():
+    byobj[(ob or "?").rsplit("/", 1)[-1]] += v
+print(f"\n{'object':<32} {'Ir':>10}")
+for o, v in sorted(byobj.items(), key=lambda kv: -kv[1]):
+    if abs(v) >= 100:
+        print(f"{o[:32]:<32} {v:>10,.0f}")
+print(f"\n{'Ir':>9}  function (object)")
+for (ob, fn), v in sorted(rows.items(), key=lambda kv: -kv[1])[:top]:
+    print(f"{v:>9,.0f}  {fn} ({(ob or '?').rsplit('/', 1)[-1]})")
+EOF
+kill "$vp" 2>/dev/null || true
+wait "$vp" 2>/dev/null || true
+
+[ "$NATIVE" = 1 ] || exit 0
+# The kernel's side, natively: minor faults of the target's process (/proc/PID/stat field 10)
+# and its system calls by strace -c, over N connections after a warm run
+"${CMD[@]}" >"$tmp/native.log" 2>&1 &
+np=$!
+pids+=("$np")
+listening
+hs 200 nwarm
+f0=$(awk '{print $10}' "/proc/$np/stat")
+hs "$N" native
+f1=$(awk '{print $10}' "/proc/$np/stat")
+strace -c -f -p "$np" -o "$tmp/strace.out" &
+sp=$!
+pids+=("$sp")
+sleep 1
+hs 1000 strace
+kill -INT "$sp"
+wait "$sp" 2>/dev/null || true
+/usr/bin/python3 - "$tmp/strace.out" "$f0" "$f1" "$N" "$TARGET" "$MODE" <<'EOF'
+import sys
+path, f0, f1, n, target, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+calls = {}
+for line in open(path):
+    p = line.split()
+    if len(p) >= 5 and p[0][0].isdigit() and p[3].isdigit():
+        calls[p[-1]] = int(p[3])
+total = calls.pop("total", sum(calls.values()))
+print(f"\n{target} {mode} natively: {(f1 - f0) / n:.2f} minor faults per handshake ({n} connections); "
+      f"{total / 1000:.1f} system calls per handshake (strace -c -f, 1000 connections):")
+for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:20]:
+    print(f"  {k:<20} {v / 1000:6.2f}")
+EOF
