@@ -158,28 +158,38 @@ static int set_mac(const gw_tls_ctx_t *c, HMAC_CTX *hctx, const ticket_key_t *k)
 #pragma GCC diagnostic pop
 #endif
 
-/* The CBC IV of a new ticket: 16 bytes of a per-thread batch of CSPRNG output, one RAND_bytes
- * per 256 tickets instead of one per ticket (6.6k instructions of DRBG locking and generation,
- * a quarter of the ticket callback; issue 42). A CBC IV must be unpredictable to whoever chooses
- * the plaintext (NIST SP 800-38A, appendix C): bytes of the DRBG are, however they are batched,
- * and each is used once. The batch is per thread, so no lock; the process only forks to exec
- * (binary upgrade), so no child inherits it. */
-#define IV_POOL_BYTES 4096
+/* The CBC IV of a new ticket and the id of a new session: bytes of a per-thread batch of CSPRNG
+ * output, one RAND_bytes per 4 KiB instead of one per use (6.6k instructions of DRBG locking
+ * and generation, and a getpid system call, each time; issue 42). A CBC IV must be
+ * unpredictable to whoever chooses the plaintext (NIST SP 800-38A, appendix C), a session id
+ * unguessable: bytes of the DRBG are, however they are batched, and each is used once. The
+ * batch is per thread, so no lock; the process only forks to exec (binary upgrade), so no child
+ * inherits it. */
+#define RAND_POOL_BYTES 4096
 static _Thread_local struct {
-    unsigned char bytes[IV_POOL_BYTES];
+    unsigned char bytes[RAND_POOL_BYTES];
     size_t left; /* unused bytes at the end; zero-initialised (.tbss): empty */
-} iv_pool;
+} rand_pool;
 
-static int next_iv(unsigned char iv[16])
+static int pool_bytes(unsigned char *dst, size_t n)
 {
-    if (iv_pool.left < 16) {
-        if (RAND_bytes(iv_pool.bytes, IV_POOL_BYTES) != 1)
+    if (rand_pool.left < n) {
+        if (RAND_bytes(rand_pool.bytes, RAND_POOL_BYTES) != 1)
             return -1;
-        iv_pool.left = IV_POOL_BYTES;
+        rand_pool.left = RAND_POOL_BYTES;
     }
-    memcpy(iv, iv_pool.bytes + IV_POOL_BYTES - iv_pool.left, 16);
-    iv_pool.left -= 16;
+    memcpy(dst, rand_pool.bytes + RAND_POOL_BYTES - rand_pool.left, n);
+    rand_pool.left -= n;
     return 0;
+}
+
+/* OpenSSL draws a session id for every new session (TLS 1.2) and every ticket (TLS 1.3, where
+ * the id stays inside the ticket), each a RAND_bytes of its own; this takes it from the pool.
+ * *len is the longest id allowed (32); OpenSSL refuses an id its session cache already holds. */
+static int session_id_cb(SSL *ssl, unsigned char *id, unsigned int *len)
+{
+    (void)ssl;
+    return pool_bytes(id, *len) == 0;
 }
 
 /* OpenSSL's ticket callback over keys[0..n): keys[0] encrypts; a ticket of keys[0] decrypts
@@ -190,7 +200,7 @@ static int ticket_crypt(const gw_tls_ctx_t *c, const ticket_key_t *keys, size_t 
 {
     if (enc) {
         const ticket_key_t *k = &keys[0];
-        if (next_iv(iv) < 0) /* AES-CBC: 16 of the EVP_MAX_IV_LENGTH bytes */
+        if (pool_bytes(iv, 16) < 0) /* AES-CBC: 16 of the EVP_MAX_IV_LENGTH bytes */
             return -1;
         memcpy(key_name, k->name, 16);
         const EVP_CIPHER *cipher = c->aes_cbc[k->key_len != 16];
@@ -674,6 +684,7 @@ no_files:
          * calls the first context's (the connection's session context) whatever SNI chose */
         SSL_CTX_set_session_ticket_cb(ctx, NULL, gw_tls__ticket_decrypted, NULL);
     }
+    SSL_CTX_set_generate_session_id(ctx, session_id_cb);
     SSL_CTX_set_client_hello_cb(ctx, client_hello_cb, c);
     SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
     return ctx;

@@ -966,6 +966,46 @@ static void test_tls13_file_keys_shared_between_contexts(void **state)
     }
 }
 
+static int cmp_id(const void *a, const void *b)
+{
+    return memcmp(a, b, 32);
+}
+
+/* Without tickets a TLS 1.2 client resumes by the session id (RFC 5246 §7.4.1.3). The server
+ * takes its ids from batches of CSPRNG output (128 ids a batch, fewer when ticket IVs share
+ * it): 200 new sessions get 200 distinct 32-byte ids, and they resume. */
+static void test_tls12_session_ids_distinct_and_resume(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    gw_cfg_cert_t c = {.certificate = cert_a, .key = key_a};
+    gw_cfg_tls_t cfg = base_cfg(&c, 1);
+    cfg.session_tickets = 0;
+    pair_t p;
+    pair_init(&p, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, NULL, 0, NULL, TLS1_2_VERSION,
+              NULL);
+    static uint8_t ids[N][32];
+    for (int i = 0; i < N; i++) {
+        if (i)
+            pair_connect(&p);
+        SSL_SESSION *sess = first_session(&p);
+        /* closed cleanly: OpenSSL drops a session from its cache when its connection is
+         * freed without a close_notify sent (ssl_clear_bad_session) */
+        gw_tls_shutdown(p.srv);
+        unsigned len = 0;
+        const unsigned char *id = SSL_SESSION_get_id(sess, &len);
+        assert_int_equal(len, 32);
+        memcpy(ids[i], id, 32);
+        if (i % 40 == 0)
+            assert_int_equal(resumes(&p, sess), 1);
+        SSL_SESSION_free(sess);
+    }
+    qsort(ids, N, 32, cmp_id);
+    for (int i = 1; i < N; i++)
+        assert_memory_not_equal(ids[i - 1], ids[i], 32);
+    pair_free(&p);
+}
+
 /* The chain record a session keeps for Client-Cert-Chain comes back from a ticket: only a
  * well-formed one is taken (a version byte; per certificate a 3-byte length and one DER
  * SEQUENCE of exactly that length; at most 16 and GW_TLS_CHAIN_RECORD_MAX bytes). */
@@ -1037,6 +1077,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_tls13_tickets_chain_with_distinct_ivs),
     cmocka_unit_test(test_tls13_tickets_resume_across_rotation),
     cmocka_unit_test(test_tls13_file_keys_shared_between_contexts),
+    cmocka_unit_test(test_tls12_session_ids_distinct_and_resume),
     cmocka_unit_test(test_chain_record_is_checked),
 };
 
