@@ -308,8 +308,9 @@ typedef struct gw_cache_entry {
 typedef enum {
     GW_CACHE_BG_REFRESHED = 0, /* the origin said 304: the stored head refreshed (§4.3.4) */
     GW_CACHE_BG_REPLACED,      /* a new answer was stored in its place */
-    GW_CACHE_BG_NOT_STORED,    /* an answer came that may not be stored: a 200's leaves the
-                                  stale one, a 304's (no-store...) removes it (§3, §4.3.4) */
+    GW_CACHE_BG_NOT_STORED,    /* an answer came that may not be stored, a full one or a
+                                  304's update (no-store...): the stale one was removed (§3,
+                                  §4.3.3, §4.3.4) */
     GW_CACHE_BG_FAILED,        /* no answer, a timeout, or a 5xx: the stale one stays */
     GW_CACHE_BG_CANCELLED,     /* the worker's proxy closed first (reload, stop) */
     GW_CACHE_BG_SKIPPED,       /* never started: the worker ran cache.max_background_

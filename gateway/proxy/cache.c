@@ -20,7 +20,8 @@
  *    request's no-cache or max-age) goes to the origin, with If-None-Match and
  *    If-Modified-Since from the stored validators when it has some (§4.3.1): a 304 refreshes
  *    the stored head (§4.3.4) and the client gets the stored answer (stand_in), a 200
- *    replaces it; when the origin answers 500, 502, 503, 504 or not at all, the stale entry
+ *    replaces it, or removes it when it may not be stored itself (§4.3.3: drop_superseded);
+ *    when the origin answers 500, 502, 503, 504 or not at all, the stale entry
  *    answers within its stale-if-error window (RFC 5861 §4: stand_in_stale,
  *    gw_proxy__cache_error). Within its stale-while-revalidate window (RFC 5861 §3) a stale
  *    entry answers at once as a hit (Cache-Status "hit; ttl=-N; detail=stale-while-
@@ -98,6 +99,8 @@ struct gw_proxy_cx {
     int64_t cl;              /* the origin's Content-Length, -1 none */
     gw_cache_entry_t *stale; /* the stale entry the request revalidates (held), or NULL */
     int revalidated;         /* the origin said 304: the client gets stale's body */
+    int superseded;          /* a full answer came for stale, which goes from the store once
+                                this answer is stored or known not to be (drop_superseded) */
     const char *not_stored;  /* after a 304: why the updated answer may not be stored (the
                                 entry was removed, or left as it was for "auth"), NULL when
                                 it was refreshed */
@@ -514,9 +517,17 @@ void gw_proxy__cache_lead(px_t *px)
     ox->cx = cx;
 }
 
+static void drop_superseded(gw_proxy_t *p, struct gw_proxy_cx *cx);
+
 int gw_proxy__cache_error(ox_t *ox, int code)
 {
     struct gw_proxy_cx *cx = ox->cx;
+    if (cx && cx->superseded) {
+        /* a full answer's head came first (RFC 9111 §4.3.3), then its body broke: the stale
+         * entry stands in for nothing, and goes */
+        drop_superseded(ox->p, cx);
+        return 0;
+    }
     if (!cx || !cx->stale || gw_list_empty(&ox->subs))
         return 0;
     gw_cache_count(ox->p->cache, GW_CACHE_EV_REVALIDATION_FAILED); /* no answer came */
@@ -563,11 +574,37 @@ static void cx_drop_body(struct gw_proxy_cx *cx)
     cx->nbody = cx->cap = 0;
 }
 
+/* RFC 9111 §4.3.3: a full answer to a request for a stored answer (a revalidation with its
+ * validators, or an unconditional request when it has none) "indicates that none of the
+ * stored responses nominated in the conditional request are suitable": the cache may store
+ * the new one (§3), and must not reuse the old one, fresh or stale (not within
+ * stale-while-revalidate, not as stale-if-error's stand-in). A new answer that is stored under
+ * the same Vary key replaces it (gw_cache_put); whatever else happens to it (not storable:
+ * private, no-store, Vary: *, no freshness, credentials, past max_object, trailers, cut
+ * midway; another Vary key; refused by the store), the stale entry goes now. Only the entry
+ * the request was answered from is removed: the other variants of the URL were not nominated
+ * (§4.4's invalidation of every variant is for unsafe methods). gw_cache_remove does nothing
+ * when the entry went or was replaced meanwhile (a newer answer is never removed), and the
+ * generation it bumps comes after this exchange's own put, so the invalidation race rule
+ * (invalidated_since, gw_cache_put's gen) is unchanged. */
+static void drop_superseded(gw_proxy_t *p, struct gw_proxy_cx *cx)
+{
+    if (!cx->superseded || !cx->stale || !p->cache)
+        return;
+    cx->superseded = 0;
+    const gw_cache_entry_t *e = cx->stale;
+    int gone = gw_cache_remove(p->cache, cx->stale);
+    trim_if_due(p);
+    GW_LOG_DEBUG("cache_superseded", "key=%.*s removed=%d",
+                 (int)(e->keylen > 200 ? 200 : e->keylen), e->key, gone);
+}
+
 static void cache_release(ox_t *ox)
 {
     struct gw_proxy_cx *cx = ox->cx;
     if (!cx)
         return;
+    drop_superseded(ox->p, cx); /* its answer broke before it ended: not stored */
     ox->cx = NULL;
     cx_drop_body(cx);
     gw_free(cx->key);
@@ -949,12 +986,18 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
         st.ttl = gw_cache_ttl(&cx->stale->meta, now);
         st.detail = "stale-if-error";
     } else if (cx) {
+        /* a full answer for the stored one (RFC 9111 §4.3.3): it replaces it, or it goes.
+         * A 5xx is the origin failing, not a new answer (§4.3.3: the cache may act as if it
+         * had not answered), and a 206 is no full answer */
+        cx->superseded = cx->stale && r->status < 500 && r->status != 206;
         st.detail = keep_head(ox, cx, r, &q, &rs);
         st.stored = st.detail == NULL;
-        if (st.detail)
+        if (st.detail) {
             cx->keep = 0;
-        else if (cx->cl == 0)
+            drop_superseded(ox->p, cx); /* before the head reaches anyone */
+        } else if (cx->cl == 0) {
             commit(ox, cx); /* whole already: stored before the head goes out */
+        }
     }
     FOREACH_SUB(ox, px) /* the access log's cache field: each its own, the answer is shared */
     {
@@ -1010,6 +1053,7 @@ static int cache_body(ox_t *ox, gw_rslice_t *b)
     if (cx->len + b->len > ox->p->cfg->cache.max_object || cache_body_keep(cx, b) < 0) {
         cx->keep = 0; /* streamed, not stored: the references go now */
         cx_drop_body(cx);
+        drop_superseded(ox->p, cx);
     } else if (cx->cl >= 0 && cx->len == (uint64_t)cx->cl) {
         /* whole by its Content-Length (the back checks the framing): stored before these last
          * bytes reach anyone, so the client's next request, on any worker, finds it */
@@ -1024,6 +1068,7 @@ static int cache_trailers(ox_t *ox, gw_proxy_resp_t *r)
     if (ox->cx) {
         ox->cx->keep = 0; /* the entry has no trailers: an answer with them is not stored */
         cx_drop_body(ox->cx);
+        drop_superseded(ox->p, ox->cx);
     }
     return 0;
 }
@@ -1086,11 +1131,14 @@ static void trim_if_due(gw_proxy_t *p)
 }
 
 /* Put the kept answer into the store (once): its body by reference, or copied where it fills
- * little of a read buffer (store.c's copy rule). */
+ * little of a read buffer (store.c's copy rule). Then the stale entry it answered for goes,
+ * unless the put replaced it (drop_superseded). */
 static void commit(ox_t *ox, struct gw_proxy_cx *cx)
 {
-    if (!cx->keep || !cx->head || !ox->p->cache)
+    if (!cx->keep || !cx->head || !ox->p->cache) {
+        drop_superseded(ox->p, cx);
         return;
+    }
     gw_cache_put_t put = {
         .key = cx->key,
         .keylen = cx->keylen,
@@ -1113,6 +1161,7 @@ static void commit(ox_t *ox, struct gw_proxy_cx *cx)
                      (int)(cx->keylen > 200 ? 200 : cx->keylen), cx->key, gw_errname(rv));
     cx_drop_body(cx); /* the entry holds its own references */
     cx->keep = 0;
+    drop_superseded(ox->p, cx); /* after the put: its generation check is the request's */
 }
 
 const gw_proxy_filter_t gw_proxy__filter_cache = {

@@ -676,9 +676,11 @@ int gw_proxy__cache_serve(px_t *px);
 /* px leads its own exchange (px->ox, just dispatched) on a caching route: the exchange keeps
  * the answer for the store when px's request may be answered from it. */
 void gw_proxy__cache_lead(px_t *px);
-/* The origin exchange ox failed before its head (code: no answer, a timeout): when it
- * forwarded a stale entry that RFC 5861 §4 lets stand in (stale-if-error), each subscriber is
- * answered from it and ox is done with (1); else 0 (the caller fails them). */
+/* The origin exchange ox failed (code: no answer, a timeout, or its body broke): when it
+ * forwarded a stale entry that RFC 5861 §4 lets stand in (stale-if-error) and no full answer
+ * for it came, each subscriber whose head has not gone is answered from it and ox is done with
+ * (1); else 0 (the caller fails them). A full answer's head having come (RFC 9111 §4.3.3), the
+ * stale entry is removed from the store instead. */
 int gw_proxy__cache_error(ox_t *ox, int code);
 /* Drop what px holds of the cache (a stale entry, the fields with its validators): at close. */
 void gw_proxy__cache_px_free(px_t *px);

@@ -7,12 +7,13 @@
  * the path a client's revalidation takes: the request goes out with the stored validators
  * (cache.c's gw_proxy__cache_validators: If-None-Match, If-Modified-Since) or, without them,
  * unconditionally; the cache filter does what it does for a client (a 304 refreshes the stored
- * head through gw_cache_merge_304, a storable answer replaces the entry, a 5xx or no answer
- * leaves the stale one); the route's timeouts are the back's, as for any exchange. The stream
- * is a GET of the client's URL with the client's fields (the answer's Vary key is made of
- * them), without its own conditions, Range and Cache-Control: what the store needs is the
- * whole answer, validated for everyone. It goes to the origin at RFC 9218 urgency 7, behind
- * the clients' requests, and never coalesces (others may not join it: nobody waits for it).
+ * head through gw_cache_merge_304, a storable answer replaces the entry, one that may not be
+ * stored removes it, a 5xx or no answer leaves the stale one); the route's timeouts are the
+ * back's, as for any exchange. The stream is a GET of the client's URL with the client's
+ * fields (the answer's Vary key is made of them), without its own conditions, Range and
+ * Cache-Control: what the store needs is the whole answer, validated for everyone. It goes to
+ * the origin at RFC 9218 urgency 7, behind the clients' requests, and never coalesces (others
+ * may not join it: nobody waits for it).
  *
  * One at a time per stored answer, whichever worker finds it stale: the entry's claim
  * (gw_cache_claim), taken here and released when the request ends, however it ends. While it

@@ -2,7 +2,8 @@
 `cache: true`: a fresh object answered from the store (HTTP/2 and HTTP/1.1, HEAD from a stored
 GET) with Age and Cache-Status, Vary variants kept apart, what is never stored (private,
 Set-Cookie, no-store, an answer cut midway, one above max_object), the request's no-cache and a
-stale entry sent forward, unsafe methods invalidating, and a route without `cache` unchanged.
+stale entry sent forward (a full answer to it that may not be stored removing it), unsafe
+methods invalidating, and a route without `cache` unchanged.
 Origin requests are counted at the scripted origin."""
 import json
 import re
@@ -586,6 +587,96 @@ def test_a_304_that_says_no_store_removes_the_entry_instead_of_refreshing_it(gat
         st, h, body = get(cl, "/k/etag/bg")
         assert h["cache-status"] == "h2gate; fwd=miss; stored", h
         assert origin_count(o, "/k/etag/bg") == 3
+        cl.close()
+
+
+# What the origin's answer turns into once the stored one is stale, each a full answer (never
+# a 304) that may not be stored: (status, fields, body length, framing, the request's own
+# fields). "auth": the revalidating client sends Authorization and the answer says neither
+# public, s-maxage nor must-revalidate (§3.5); the two too-large ones are past max_object
+# (256KiB), told by their Content-Length, or only once streamed past it; "cut": a storable
+# answer whose body breaks midway (the client's stream is reset).
+TURNS = {
+    "private": (200, [("Cache-Control", "private, max-age=60")], 0, "length", ()),
+    "no-store": (200, [("Cache-Control", "no-store, max-age=60")], 0, "length", ()),
+    "vary-star": (200, [("Cache-Control", "max-age=60"), ("Vary", "*")], 0, "length", ()),
+    "freshness": (403, [], 0, "length", ()),  # not heuristically cacheable, no max-age (§3)
+    "auth": (200, [("Cache-Control", "max-age=60")], 0, "length",
+             (("authorization", "Bearer alice"),)),
+    "too-large": (200, [("Cache-Control", "max-age=60")], 300000, "length", ()),
+    "too-large-chunked": (200, [("Cache-Control", "max-age=60")], 300000, "chunked", ()),
+    "cut": (200, [("Cache-Control", "max-age=60")], 10000, "cut", ()),
+}
+
+
+def test_a_full_answer_to_a_revalidation_that_may_not_be_stored_removes_the_stale_entry(
+        gateway):
+    """RFC 9111 §4.3.3: a full answer to a revalidation says the stored answer it nominated is
+    no longer suitable; when that answer may not be stored itself (private, no-store, Vary: *,
+    no freshness, credentials, past max_object, ...) the stale entry is removed, not kept: a
+    resource the origin turned private must not reach another client from the old copy, not
+    even as a stale-if-error stand-in. The same whether the stale entry was asked for with its
+    ETag (/k/turn/) or, having no validator, without a condition (/k/turnnv/). A 503 before
+    the change still gets the stale answer (RFC 5861 §4)."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o, admin=True)
+        cl = Client(g.port)
+        paths = [(f"/k/{kind}/{name}", name) for kind in ("turn", "turnnv") for name in TURNS]
+        firsts = {}
+        for path, _ in paths:
+            st, h, firsts[path] = get(cl, path)
+            assert h["cache-status"] == "h2gate; fwd=miss; stored", (path, h)
+        time.sleep(2.2)  # max-age=1: stale, within stale-if-error=60
+        # a 5xx to the revalidation is a failure, not a new answer: the stale one stands in
+        st, h, body = get(cl, "/k/turn/private", extra=[("x-status", "503")])
+        assert st == 200 and body == firsts["/k/turn/private"]
+        assert h["cache-status"].endswith("detail=stale-if-error"), h
+        for path, name in paths:
+            status, fields, length, framing, extra = TURNS[name]
+            o.turns[path] = (status, fields, length, framing)
+            st, h, body = get(cl, path, extra=extra)
+            if framing == "cut":
+                assert st is None and body.startswith(b"turned n="), (path, st, body[:40])
+            else:
+                assert st == status and body.startswith(b"turned n="), (path, st, body[:40])
+                assert h["cache-status"].startswith("h2gate; fwd=stale"), (path, h)
+            want = '"t1"' if path.startswith("/k/turn/") else None  # turnnv: unconditional
+            assert o.requests[-1].header("if-none-match") == want, path
+        for path, name in paths:
+            # the origin fails now: nothing stale to stand in, its 503 reaches the client (it
+            # got the old answer before the change)
+            o.turns[path] = (503, [], 0, "length")
+            st, h, body = get(cl, path, extra=[("x-status", "503")])
+            assert st == 503 and body.startswith(b"turned n="), (path, st, body[:40])
+            assert h["cache-status"].startswith("h2gate; fwd=miss"), (path, h)
+        cl.close()
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_objects") == 0  # none stored, none kept
+
+
+def test_only_the_variant_the_revalidation_nominated_is_removed(gateway):
+    """A full answer that may not be stored removes the stale variant whose validators the
+    request carried (RFC 9111 §4.3.3 speaks of the nominated stored answers); another variant
+    of the URL (Vary: Accept-Language) stays, stale, and still stands in for a failing origin:
+    only an unsafe method invalidates every variant (§4.4)."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        path = "/k/turnvary/v"
+        en, fr = [("accept-language", "en")], [("accept-language", "fr")]
+        _, _, first_en = get(cl, path, extra=en)
+        _, _, first_fr = get(cl, path, extra=fr)
+        assert first_en.startswith(b"lang=en ") and first_fr.startswith(b"lang=fr ")
+        time.sleep(2.2)
+        o.turns[path] = (200, [("Cache-Control", "private, max-age=60")], 0, "length")
+        st, h, body = get(cl, path, extra=en)
+        assert st == 200 and body.startswith(b"turned n=")
+        assert o.requests[-1].header("if-none-match") == '"t1-en"'
+        st, h, body = get(cl, path, extra=en + [("x-status", "503")])
+        assert st == 503, (st, body)
+        st, h, body = get(cl, path, extra=fr + [("x-status", "503")])
+        assert st == 200 and body == first_fr, (st, body)
+        assert h["cache-status"].endswith("detail=stale-if-error"), h
         cl.close()
 
 

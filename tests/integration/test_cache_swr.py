@@ -1,9 +1,9 @@
 """stale-while-revalidate (RFC 5861 §3) in the shared cache (gateway/proxy/revalidate.c): within
 the window a stale entry is answered at once while one background request of the cache's own
-revalidates it; its 304 refreshes the stored head, its 200 replaces the entry, its failure
-leaves the stale one. The origin is made slow, or holds its answers until the test releases
-them, so that an answer that waited for it is told from one that did not, and counts every
-request.
+revalidates it; its 304 refreshes the stored head, its 200 replaces the entry (or removes it,
+when it may not be stored), its failure leaves the stale one. The origin is made slow, or
+holds its answers until the test releases them, so that an answer that waited for it is told
+from one that did not, and counts every request.
 
 The module runs in the parallel pass: what it waits for is the clock (max-age=1, only ever
 later than asked) and the origin's release, not the CPU. Its time bounds ("at once": 0.4 s
@@ -27,14 +27,16 @@ class SlowOrigin(CountingOrigin):
     """CountingOrigin plus /k/swr/NAME: 200 with Cache-Control max-age=self.max_age,
     stale-while-revalidate=self.swr (none when 0), ETag "vN" (N: self.version), X-N: the
     request's number, the body naming the version and the number; 304 to a matching
-    If-None-Match. /k/swrnv/NAME is the same without an ETag (no validator). Every /k/swr*
-    answer comes after self.delay seconds (the delay read when the request arrives), and not
-    before release() while hold() is in force."""
+    If-None-Match. /k/swrnv/NAME is the same without an ETag (no validator). While
+    self.turned is set, every /k/swr* request gets a 200 (never a 304) with that Cache-Control
+    instead. Every /k/swr* answer comes after self.delay seconds (the delay read when the
+    request arrives), and not before release() while hold() is in force."""
 
     def __init__(self):
         self.delay = 0.0
         self.max_age = 1
         self.swr = 30
+        self.turned = None  # a Cache-Control: a full answer to every request, never a 304
         self.gate = threading.Event()
         self.gate.set()
         super().__init__()
@@ -65,9 +67,11 @@ class SlowOrigin(CountingOrigin):
         cc = f"max-age={self.max_age}"
         if self.swr:
             cc += f", stale-while-revalidate={self.swr}"
+        if self.turned is not None:
+            cc = self.turned
         fields = [("Cache-Control", cc), ("X-N", str(n))]
         tag = f'"v{self.version}"'
-        if kind == "swr":
+        if kind == "swr" and self.turned is None:
             fields.append(("ETag", tag))
             if req.header("if-none-match") == tag:
                 c.sendall(b"HTTP/1.1 304 Not Modified\r\n" +
@@ -219,6 +223,35 @@ def test_a_background_200_replaces_the_entry_and_without_validators_it_is_uncond
             assert origin_count(o, path) == 2
         conds = [q.header("if-none-match") for q in o.requests if q.target == "/k/swrnv/b"]
         assert conds == [None, None]
+
+
+def test_a_background_answer_that_may_not_be_stored_removes_the_stale_entry(gateway):
+    """RFC 9111 §4.3.3: the background request gets a full answer (not a 304) that may not be
+    stored, private here: the stale copy it revalidated is no longer suitable and is removed,
+    so the requests after it, still within stale-while-revalidate=30 of the old answer, go to
+    the origin and get its answer instead of the old one (which had kept reaching every
+    client, with a new background request each time). With the stored ETag (/k/swr/) or
+    without a validator (/k/swrnv/)."""
+    with SlowOrigin() as o:
+        g = swr_gateway(gateway, o, admin=True)
+        for i, path in enumerate(("/k/swr/p", "/k/swrnv/p"), 1):
+            o.version, o.turned = 1, None
+            _, _, first = h1(g.port, path)
+            time.sleep(2.2)  # stale, within the window
+            o.version, o.turned = 2, "private, max-age=60"
+            st, h, body = h1(g.port, path)  # the stale answer at once, revalidated behind it
+            assert st == 200 and body == first
+            assert re.fullmatch(SWR_STATUS, h["cache-status"]), h["cache-status"]
+            assert wait_revalidations(g, i) == i
+            for k in range(3):
+                st, h, body = h1(g.port, path)
+                assert st == 200 and body.startswith(b"version 2 "), (path, k, body)
+                assert h["cache-status"] == "h2gate; fwd=miss; detail=private", (path, h)
+            assert origin_count(o, path) == 5
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_background_revalidations_total",
+                      result="not_stored") == 2
+        assert sample(fams, "h2gate_cache_objects") == 0
 
 
 def test_past_the_window_the_request_waits_for_the_revalidation(gateway):

@@ -44,6 +44,18 @@ class CountingOrigin(ScriptedOrigin):
         /k/big/N        200, max-age=60, big(N)
         /k/chunked/N    200, max-age=60, N bytes chunked (no Content-Length)
         /k/cut          200, max-age=60, Content-Length 10000, 100 bytes sent, then closed
+        /k/turn/NAME    200, Cache-Control: max-age=1, stale-if-error=60, ETag "t1", 304 to a
+                        matching If-None-Match (an X-Status wins), until self.turns[path] is
+                        set to (status, fields, length, framing): from then on every request of
+                        the path gets that status (X-Status still wins), those fields and a
+                        new body ("turned n=N", padded to length bytes when it is not 0) with
+                        a Content-Length ("length"), chunked ("chunked"), or cut after its
+                        first 100 bytes ("cut": the connection closes): never a 304 (a full
+                        answer to a revalidation)
+        /k/turnnv/NAME  the same without an ETag (no validator: a stale entry is asked for
+                        without a condition)
+        /k/turnvary/NAME the same as /k/turn/ with Vary: Accept-Language, the ETag and the
+                        body naming the language ("t1-en")
     Any method; a request with X-Status answers that status (POST /k/fresh/x with X-Status: 500)."""
 
     def __init__(self):
@@ -57,6 +69,7 @@ class CountingOrigin(ScriptedOrigin):
         self.head_lm = "Sat, 05 Dec 2026 10:00:00 GMT"
         self.head_fields = None
         self.auth_delay = 0.0  # /k/auth/: seconds before answering
+        self.turns = {}  # /k/turn/, /k/turnnv/: path -> (status, fields, length, chunked)
         super().__init__()
 
     def _respond(self, c, req):
@@ -107,6 +120,43 @@ class CountingOrigin(ScriptedOrigin):
                           "".join(f"{k}: {v}\r\n" for k, v in fields).encode() + b"\r\n")
             else:
                 send(fields, body)
+        elif kind in ("turn", "turnnv", "turnvary"):  # the resource changes (RFC 9111 §4.3.3)
+            turn = self.turns.get(path)
+            if turn is None:
+                fields = [("Cache-Control", "max-age=1, stale-if-error=60")]
+                tag = '"t1"'
+                if kind == "turnvary":
+                    lang = req.header("accept-language") or "none"
+                    tag = f'"t1-{lang}"'
+                    fields.append(("Vary", "Accept-Language"))
+                    body = f"lang={lang} ".encode() + body
+                if kind != "turnnv":
+                    fields.append(("ETag", tag))
+                    if req.header("if-none-match") == tag and status == 200:
+                        c.sendall(b"HTTP/1.1 304 Not Modified\r\n" + "".join(
+                            f"{k}: {v}\r\n" for k, v in fields).encode() + b"\r\n")
+                        return True
+                send(fields, body)
+                return True
+            tstatus, fields, length, framing = turn
+            status = int(req.header("x-status") or tstatus)
+            data = f"turned n={n}\n".encode()
+            data += b"t" * max(0, length - len(data))
+            if framing == "length":
+                send(fields, data)
+                return True
+            if framing == "cut":
+                c.sendall((f"HTTP/1.1 {status} X\r\n" +
+                           "".join(f"{k}: {v}\r\n" for k, v in fields) +
+                           f"Content-Length: {len(data)}\r\n\r\n").encode() + data[:100])
+                time.sleep(0.2)
+                return False  # closed midway
+            c.sendall((f"HTTP/1.1 {status} X\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields)
+                       + "Transfer-Encoding: chunked\r\n\r\n").encode())
+            for i in range(0, len(data), 10000):
+                piece = data[i:i + 10000]
+                c.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            c.sendall(b"0\r\n\r\n")
         elif kind == "sie":  # RFC 5861 §4
             send([("Cache-Control", "max-age=1, stale-if-error=3")], body)
         elif kind == "empty":
