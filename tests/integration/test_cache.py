@@ -9,8 +9,6 @@ import json
 import re
 import time
 
-import h2.settings
-
 from procs import free_port, slow
 
 from gwtest import (Client, Streams, all_done, collect, gw_config, origin_count, origin_gateway,
@@ -51,9 +49,7 @@ def test_a_fresh_object_is_served_1000_times_with_one_origin_request(gateway):
     with CountingOrigin() as o:
         g = cached_gateway(gateway, o)
         cl = Client(g.port)
-        cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
-        cl.c.increment_flow_control_window(1 << 30)
-        cl.flush()
+        cl.open_windows()
         st, _, first = get(cl, "/k/fresh/a")
         assert st == 200 and first == b"GET /k/fresh/a n=1\n"
         t0 = time.monotonic()
@@ -314,9 +310,7 @@ def test_a_single_range_is_answered_from_a_stored_object(gateway):
     with CountingOrigin() as o:
         g = cached_gateway(gateway, o)
         cl = Client(g.port)
-        cl.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
-        cl.c.increment_flow_control_window(1 << 30)
-        cl.flush()
+        cl.open_windows()
         whole = get(cl, "/k/big/150000")[2]
         assert whole == big(150000)
         for rng, a, b in (("bytes=0-3", 0, 3), ("bytes=70000-90000", 70000, 90000),
