@@ -14,6 +14,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "http/http.h"
+#include "tls/tls.h"
 
 int gw_acme_b64url(const uint8_t *p, size_t n, char **out)
 {
@@ -239,33 +240,11 @@ int gw_acme_csr(EVP_PKEY *key, const char *const *names, size_t n, char **out)
         return GW_E_INVAL;
     int rv = GW_E_IO;
     X509_REQ *req = X509_REQ_new();
-    GENERAL_NAMES *gens = sk_GENERAL_NAME_new_null();
     STACK_OF(X509_EXTENSION) *exts = sk_X509_EXTENSION_new_null();
     uint8_t *der = NULL;
-    if (!req || !gens || !exts || !X509_REQ_set_version(req, 0) || !X509_REQ_set_pubkey(req, key))
+    if (!req || !exts || !X509_REQ_set_version(req, 0) || !X509_REQ_set_pubkey(req, key))
         goto out;
-    X509_NAME *subj = X509_REQ_get_subject_name(req);
-    /* a CN holds at most 64 characters (RFC 5280 ub-common-name); the names are in the SAN,
-     * which is what counts (RFC 8555 §7.4), so a longer first name goes without CN */
-    if (strlen(names[0]) <= 64 &&
-        !X509_NAME_add_entry_by_txt(subj, "CN", MBSTRING_ASC, (const unsigned char *)names[0], -1,
-                                    -1, 0))
-        goto out;
-    for (size_t i = 0; i < n; i++) {
-        GENERAL_NAME *g = GENERAL_NAME_new();
-        ASN1_IA5STRING *ia5 = ASN1_IA5STRING_new();
-        if (!g || !ia5 || !ASN1_STRING_set(ia5, names[i], (int)strlen(names[i]))) {
-            GENERAL_NAME_free(g);
-            ASN1_IA5STRING_free(ia5);
-            goto out;
-        }
-        GENERAL_NAME_set0_value(g, GEN_DNS, ia5);
-        if (!sk_GENERAL_NAME_push(gens, g)) {
-            GENERAL_NAME_free(g);
-            goto out;
-        }
-    }
-    X509_EXTENSION *ext = X509V3_EXT_i2d(NID_subject_alt_name, 0, gens);
+    X509_EXTENSION *ext = gw_tls_names_ext(X509_REQ_get_subject_name(req), names, n);
     if (!ext || !sk_X509_EXTENSION_push(exts, ext)) {
         X509_EXTENSION_free(ext);
         goto out;
@@ -279,7 +258,6 @@ int gw_acme_csr(EVP_PKEY *key, const char *const *names, size_t n, char **out)
 out:
     OPENSSL_free(der);
     sk_X509_EXTENSION_pop_free(exts, X509_EXTENSION_free);
-    GENERAL_NAMES_free(gens);
     X509_REQ_free(req);
     return rv;
 }

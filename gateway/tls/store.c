@@ -79,17 +79,48 @@ void gw_tls_store_unref(gw_tls_store_t *s)
     gw_free(s);
 }
 
+X509_EXTENSION *gw_tls_names_ext(X509_NAME *subj, const char *const *names, size_t n)
+{
+    /* a CN holds at most 64 characters (RFC 5280 ub-common-name); the names are in the SAN,
+     * which is what counts (RFC 6125 §6.4.4, RFC 8555 §7.4), so a longer first name goes
+     * without CN */
+    if (n == 0 || (strlen(names[0]) <= 64 &&
+                   !X509_NAME_add_entry_by_txt(subj, "CN", MBSTRING_ASC,
+                                               (const unsigned char *)names[0], -1, -1, 0)))
+        return NULL;
+    GENERAL_NAMES *gens = sk_GENERAL_NAME_new_null();
+    X509_EXTENSION *ext = NULL;
+    for (size_t i = 0; gens && i < n; i++) {
+        GENERAL_NAME *g = GENERAL_NAME_new();
+        ASN1_IA5STRING *ia5 = ASN1_IA5STRING_new();
+        if (!g || !ia5 || !ASN1_STRING_set(ia5, names[i], (int)strlen(names[i]))) {
+            GENERAL_NAME_free(g);
+            ASN1_IA5STRING_free(ia5);
+            goto out;
+        }
+        GENERAL_NAME_set0_value(g, GEN_DNS, ia5);
+        if (!sk_GENERAL_NAME_push(gens, g)) {
+            GENERAL_NAME_free(g);
+            goto out;
+        }
+    }
+    if (gens)
+        ext = X509V3_EXT_i2d(NID_subject_alt_name, 0, gens);
+out:
+    GENERAL_NAMES_free(gens);
+    return ext;
+}
+
 /* A certificate for names[0..n) with key, valid from an hour ago for `days`, signed by itself;
  * ext (owned by the caller) added when not NULL. */
 static X509 *make_cert(const char *const *names, size_t n, EVP_PKEY *key, long days,
                        X509_EXTENSION *ext)
 {
     X509 *x = X509_new();
-    GENERAL_NAMES *gens = sk_GENERAL_NAME_new_null();
     X509_EXTENSION *san = NULL;
     unsigned char serial[16];
     BIGNUM *bn = NULL;
-    if (!x || !gens || RAND_bytes(serial, sizeof(serial)) != 1)
+    if (!x || RAND_bytes(serial, sizeof(serial)) != 1)
         goto fail;
     serial[0] &= 0x7f;
     if (!(bn = BN_bin2bn(serial, sizeof(serial), NULL)) ||
@@ -98,37 +129,16 @@ static X509 *make_cert(const char *const *names, size_t n, EVP_PKEY *key, long d
         !X509_gmtime_adj(X509_getm_notAfter(x), days * 86400) || !X509_set_pubkey(x, key))
         goto fail;
     X509_NAME *subj = X509_get_subject_name(x);
-    if (strlen(names[0]) <= 64 &&
-        !X509_NAME_add_entry_by_txt(subj, "CN", MBSTRING_ASC, (const unsigned char *)names[0], -1,
-                                    -1, 0))
+    if (!(san = gw_tls_names_ext(subj, names, n)) || !X509_set_issuer_name(x, subj))
         goto fail;
-    if (!X509_set_issuer_name(x, subj))
-        goto fail;
-    for (size_t i = 0; i < n; i++) {
-        GENERAL_NAME *g = GENERAL_NAME_new();
-        ASN1_IA5STRING *ia5 = ASN1_IA5STRING_new();
-        if (!g || !ia5 || !ASN1_STRING_set(ia5, names[i], (int)strlen(names[i]))) {
-            GENERAL_NAME_free(g);
-            ASN1_IA5STRING_free(ia5);
-            goto fail;
-        }
-        GENERAL_NAME_set0_value(g, GEN_DNS, ia5);
-        if (!sk_GENERAL_NAME_push(gens, g)) {
-            GENERAL_NAME_free(g);
-            goto fail;
-        }
-    }
-    san = X509V3_EXT_i2d(NID_subject_alt_name, 0, gens);
-    if (!san || !X509_add_ext(x, san, -1) || (ext && !X509_add_ext(x, ext, -1)) ||
+    if (!X509_add_ext(x, san, -1) || (ext && !X509_add_ext(x, ext, -1)) ||
         !X509_sign(x, key, EVP_sha256()))
         goto fail;
     X509_EXTENSION_free(san);
-    GENERAL_NAMES_free(gens);
     BN_free(bn);
     return x;
 fail:
     X509_EXTENSION_free(san);
-    GENERAL_NAMES_free(gens);
     BN_free(bn);
     X509_free(x);
     ERR_clear_error();

@@ -60,6 +60,13 @@ typedef struct gw_tls_store gw_tls_store_t;
 int gw_tls_store_new(gw_tls_store_t **out); /* 0 or GW_E_NOMEM; one reference */
 void gw_tls_store_ref(gw_tls_store_t *s);
 void gw_tls_store_unref(gw_tls_store_t *s); /* NULL ignored */
+/* The names of a certificate or a request for names[0..n) (n > 0): names[0] as subj's CN when
+ * it fits (64 characters), and every name as a DNS subjectAltName in the extension returned
+ * (the caller adds and frees it); NULL on failure. */
+struct X509_name_st;      /* OpenSSL's X509_NAME */
+struct X509_extension_st; /* OpenSSL's X509_EXTENSION */
+struct X509_extension_st *gw_tls_names_ext(struct X509_name_st *subj, const char *const *names,
+                                           size_t n);
 /* Serve a self-signed certificate for names[0..n) (P-256, 30 days) from now. 0, GW_E_INVAL (no
  * name) or GW_E_NOMEM. */
 int gw_tls_store_set_self_signed(gw_tls_store_t *s, const char *const *names, size_t n);
