@@ -160,7 +160,8 @@ ssize_t gw_tls_read(gw_tls_conn_t *t, void *buf, size_t cap);
 int gw_tls_drained(const gw_tls_conn_t *t);
 /* Encrypt p[0..n) into the output (after the handshake). 0 or GW_E_PROTO (reason set). */
 int gw_tls_write(gw_tls_conn_t *t, const void *p, size_t n);
-/* Encrypt the pieces in order, small neighbours gathered into one record. 0 or GW_E_PROTO. */
+/* Encrypt the pieces in order as one byte stream cut into full records (16 KiB of plaintext;
+ * the last one what is left): a piece does not start a record of its own. 0 or GW_E_PROTO. */
 int gw_tls_writev(gw_tls_conn_t *t, const struct iovec *v, size_t cnt);
 /* Ciphertext waiting to be sent; a copy of up to cap bytes of it out (returns how many; they
  * leave the output); or a zero-copy view of it (valid until the next TLS call on t, and no

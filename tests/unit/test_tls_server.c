@@ -613,6 +613,73 @@ static void test_writev_gathers_small_pieces(void **state)
     pair_free(&p);
 }
 
+/* The plaintext lengths of the TLS 1.3 records in the server's pending output (AES-GCM: a
+ * 5-byte header, then the content, its 1-byte inner type and a 16-byte tag). Their count. */
+static size_t out_records(const pair_t *p, size_t *len, size_t cap)
+{
+    size_t n, k = 0;
+    const uint8_t *c = gw_tls_out_peek(p->srv, &n);
+    while (n) {
+        assert_true(n >= 5 && k < cap);
+        size_t rl = (size_t)c[3] << 8 | c[4];
+        assert_true(rl >= 17 && n >= 5 + rl);
+        len[k++] = rl - 17;
+        c += 5 + rl;
+        n -= 5 + rl;
+    }
+    return k;
+}
+
+/* A DATA frame whose payload is sent by reference (its header a 9-byte piece of its own) goes
+ * out in the records of the byte stream, not as a 9-byte record and then its payload: a record
+ * costs an AEAD pass and 22 bytes on the wire, and the client a decryption. Every record but
+ * the last is full (16 KiB of plaintext). */
+static void test_writev_frame_header_shares_record(void **state)
+{
+    (void)state;
+    gw_cfg_cert_t certs[1] = {{.certificate = cert_a, .key = key_a}};
+    gw_cfg_tls_t cfg = base_cfg(certs, 1);
+    pair_t p;
+    pair_init(&p, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, 0, NULL);
+    handshake(&p, 0);
+    assert_int_equal(gw_tls_pending_out(p.srv), 0);
+
+    /* header, 16 KiB payload, header, 16 KiB, header, 3000 in two chunks, header, 40000 */
+    static const size_t piece[] = {9, 16384, 9, 16384, 9, 1000, 2000, 9, 40000};
+    enum { NP = sizeof(piece) / sizeof(piece[0]) };
+    static uint8_t plain[4 * 9 + 2 * 16384 + 3000 + 40000];
+    for (size_t i = 0; i < sizeof(plain); i++)
+        plain[i] = (uint8_t)(i * 37 + 11);
+    struct iovec v[NP];
+    size_t off = 0;
+    for (size_t i = 0; i < NP; i++) {
+        v[i] = (struct iovec){plain + off, piece[i]};
+        off += piece[i];
+    }
+    assert_int_equal(off, sizeof(plain));
+    assert_int_equal(gw_tls_writev(p.srv, v, NP), 0);
+    size_t len[16];
+    size_t k = out_records(&p, len, 16);
+    /* 75,804 bytes: 4 full records and the rest (a record per piece made 8, three of 9 bytes) */
+    assert_int_equal(k, (sizeof(plain) + 16383) / 16384);
+    for (size_t i = 0; i + 1 < k; i++)
+        assert_int_equal(len[i], 16384);
+    assert_int_equal(len[k - 1], sizeof(plain) - (k - 1) * 16384);
+    static uint8_t got[sizeof(plain)];
+    client_read_all(&p, got, sizeof(got));
+    assert_memory_equal(got, plain, sizeof(plain));
+
+    /* a 16 KiB frame alone (16,393 bytes): a full record and the 9 bytes left */
+    assert_int_equal(gw_tls_writev(p.srv, v, 2), 0);
+    k = out_records(&p, len, 16);
+    assert_int_equal(k, 2);
+    assert_int_equal(len[0], 16384);
+    assert_int_equal(len[1], 9);
+    client_read_all(&p, got, 9 + 16384);
+    assert_memory_equal(got, plain, 9 + 16384);
+    pair_free(&p);
+}
+
 /* Connections that take turns write their records into one buffer, the one the last of them
  * gave back when its records were sent: it is still in the cache, where a buffer kept by each
  * connection between requests was cold with hundreds of them (conn.c). A connection whose
@@ -1068,6 +1135,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_round_trip_whole),
     cmocka_unit_test(test_round_trip_byte_by_byte),
     cmocka_unit_test(test_writev_gathers_small_pieces),
+    cmocka_unit_test(test_writev_frame_header_shares_record),
     cmocka_unit_test(test_output_buffer_lent_between_connections),
     cmocka_unit_test(test_drained_stops_reads_without_loss),
     cmocka_unit_test(test_missing_key_file_fails),
