@@ -192,18 +192,9 @@ void gw_front__oq_return(conn_t *c)
         s->len = 0; /* no bytes of it are queued anywhere */
 }
 
-static int send_raw(conn_t *c, const void *p, size_t n)
+/* Queue n bytes at p behind what is queued, copied into the write request. */
+static int queue_copy(conn_t *c, const void *p, size_t n)
 {
-    if (n == 0)
-        return 0;
-    if (c->queued == 0) {
-        uv_buf_t b0 = uv_buf_init((char *)p, (unsigned)n);
-        size_t done = try_write(c, &b0, 1);
-        p = (const uint8_t *)p + done;
-        n -= done;
-        if (n == 0)
-            return 0;
-    }
     wreq_t *wr = gw_malloc(sizeof(*wr) + n);
     if (!wr)
         return GW_E_NOMEM;
@@ -216,6 +207,93 @@ static int send_raw(conn_t *c, const void *p, size_t n)
         return GW_E_IO;
     }
     c->queued += n;
+    return 0;
+}
+
+static int send_raw(conn_t *c, const void *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (c->queued == 0) {
+        uv_buf_t b0 = uv_buf_init((char *)p, (unsigned)n);
+        size_t done = try_write(c, &b0, 1);
+        p = (const uint8_t *)p + done;
+        n -= done;
+        if (n == 0)
+            return 0;
+    }
+    return queue_copy(c, p, n);
+}
+
+/* A write request that owns the TLS output buffer it writes from (gw_tls_out_hand_over). */
+typedef struct {
+    uv_write_t req;
+    conn_t *c;
+    size_t len;
+    void *base;
+    size_t cap;
+} wtls_t;
+
+static void on_write_tls(uv_write_t *req, int status)
+{
+    wtls_t *wt = GW_CONTAINER_OF(req, wtls_t, req);
+    conn_t *c = wt->c;
+    size_t len = wt->len;
+    gw_tls_out_release(wt->base, wt->cap);
+    gw_free(wt);
+    gw_front__after_write(c, len, status);
+}
+
+/* Below this, what the socket did not take is copied into the write request; from it on, the
+ * TLS output buffer that holds it goes with the request (the next records go to another). */
+#define TLS_HAND_OVER_MIN 4096u
+
+/* Send the TLS records pending in c->tls. The socket first, without a write request (one
+ * costs an allocation, and an epoll_ctl in libuv even when the kernel takes it all); what it
+ * does not take is written from where it lies: a round frames h2.frame_ahead beyond what the
+ * socket takes (32 KiB by default), and that rest was copied every round. A uv_write after a
+ * partial uv_try_write makes a write(2) of its own at once, sure to fail with EAGAIN (the
+ * socket was just filled): so once a round found the socket full, the next rounds go to
+ * uv_write directly, whose write(2) is then the only attempt, until one is taken whole. */
+static int send_tls(conn_t *c)
+{
+    size_t n;
+    const uint8_t *p = gw_tls_out_peek(c->tls, &n);
+    if (n == 0)
+        return 0;
+    if (c->queued == 0 && (!(c->flags & GW_CONN_F_WFULL) || n < TLS_HAND_OVER_MIN)) {
+        uv_buf_t b0 = uv_buf_init((char *)p, (unsigned)n);
+        size_t done = try_write(c, &b0, 1);
+        gw_tls_out_consume(c->tls, done);
+        if (done == n) {
+            c->flags &= (uint16_t)~GW_CONN_F_WFULL;
+            return 0;
+        }
+        c->flags |= GW_CONN_F_WFULL;
+        p += done;
+        n -= done;
+    }
+    if (n < TLS_HAND_OVER_MIN) {
+        int rv = queue_copy(c, p, n);
+        gw_tls_out_consume(c->tls, n);
+        return rv;
+    }
+    wtls_t *wt = gw_malloc(sizeof(*wt));
+    if (!wt)
+        return GW_E_NOMEM;
+    size_t off;
+    wt->c = c;
+    wt->base = gw_tls_out_hand_over(c->tls, &off, &wt->len, &wt->cap);
+    uv_buf_t b = uv_buf_init((char *)wt->base + off, (unsigned)wt->len);
+    int direct = c->queued == 0; /* libuv writes at once: nothing is queued before it */
+    if (uv_write(&wt->req, (uv_stream_t *)&c->tcp, &b, 1, on_write_tls) < 0) {
+        gw_tls_out_release(wt->base, wt->cap);
+        gw_free(wt);
+        return GW_E_IO;
+    }
+    c->queued += wt->len;
+    if (direct && c->tcp.write_queue_size == 0)
+        c->flags &= (uint16_t)~GW_CONN_F_WFULL; /* the kernel took it whole */
     return 0;
 }
 
@@ -253,13 +331,7 @@ int gw_front__flush(conn_t *c)
             c->flags |= GW_CONN_F_TLS_BYE;
             gw_tls_shutdown(c->tls);
         }
-        /* records go out from the TLS sink's own buffer: the socket first, and only what it
-         * did not take is copied into a write request */
-        size_t n;
-        const uint8_t *p = gw_tls_out_peek(c->tls, &n);
-        rv = send_raw(c, p, n);
-        gw_tls_out_consume(c->tls, n);
-        if (rv < 0)
+        if ((rv = send_tls(c)) < 0)
             return rv;
     } else if (k) {
         rv = send_raw(c, c->b->out.base, k);

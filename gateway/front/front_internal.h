@@ -71,6 +71,8 @@ enum {
      * (PACED) or h2.bulk_lowat (BULK); neither: the kernel's default */
     GW_CONN_F_PACED = 1u << 9,
     GW_CONN_F_BULK = 1u << 10,
+    /* TLS: the socket did not take all of the last write round (conn_io.c send_tls) */
+    GW_CONN_F_WFULL = 1u << 11,
 };
 
 typedef struct conn conn_t;

@@ -352,6 +352,33 @@ void gw_tls_out_consume(gw_tls_conn_t *t, size_t n)
     }
 }
 
+void *gw_tls_out_hand_over(gw_tls_conn_t *t, size_t *off, size_t *len, size_t *cap)
+{
+    *off = t->out_off;
+    *len = t->out.len - t->out_off;
+    *cap = t->out.cap;
+    void *base = t->out.base;
+    if (!*len)
+        return NULL;
+    gw_bytes_init(&t->out, 0); /* the next records go to another buffer (borrow) */
+    t->out_off = 0;
+    return base;
+}
+
+void gw_tls_out_release(void *base, size_t cap)
+{
+    if (!base)
+        return;
+    gw_bytes_t b;
+    gw_bytes_init(&b, 0);
+    b.base = base;
+    b.cap = cap;
+    if (cap > SPARE_MAX)
+        gw_bytes_free(&b);
+    else
+        give_back(&b, SPARE_OUT);
+}
+
 size_t gw_tls_take_out(gw_tls_conn_t *t, void *buf, size_t cap)
 {
     size_t n;

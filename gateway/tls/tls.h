@@ -169,6 +169,15 @@ int gw_tls_writev(gw_tls_conn_t *t, const struct iovec *v, size_t cnt);
  * connection that writes) and how much of it was sent. */
 size_t gw_tls_pending_out(const gw_tls_conn_t *t);
 size_t gw_tls_take_out(gw_tls_conn_t *t, void *buf, size_t cap);
+/* The pending output handed over without a copy: the buffer that holds it becomes the
+ * caller's (returned; the bytes are at base + *off, *len of them, *cap the buffer's size) until
+ * gw_tls_out_release(), and t writes its next records elsewhere. NULL when nothing is pending.
+ * For a write that outlives the call: the socket did not take all of it. */
+void *gw_tls_out_hand_over(gw_tls_conn_t *t, size_t *off, size_t *len, size_t *cap);
+/* A buffer of gw_tls_out_hand_over() once written: the thread keeps it for the next
+ * connection that writes (as if its connection had sent it all), or it is freed. */
+void gw_tls_out_release(void *base, size_t cap);
+
 const uint8_t *gw_tls_out_peek(const gw_tls_conn_t *t, size_t *len);
 void gw_tls_out_consume(gw_tls_conn_t *t, size_t n);
 /* Idle connection: give back the memory the empty ciphertext buffers grew to (no-op while

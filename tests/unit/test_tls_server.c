@@ -680,6 +680,65 @@ static void test_writev_frame_header_shares_record(void **state)
     pair_free(&p);
 }
 
+/* What the socket did not take is written from the output buffer that holds it, handed over to
+ * the write request instead of copied into it (a round frames h2.frame_ahead, 32 KiB, beyond
+ * what the socket takes): the same bytes in place, the connection's next records go elsewhere,
+ * and the buffer, once written and released, serves the thread's next write. */
+static void test_output_handed_over_without_copy(void **state)
+{
+    (void)state;
+    gw_cfg_cert_t certs[1] = {{.certificate = cert_a, .key = key_a}};
+    gw_cfg_tls_t cfg = base_cfg(certs, 1);
+    pair_t p;
+    pair_init(&p, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, 0, NULL);
+    handshake(&p, 0);
+    size_t off, len, cap, n;
+    assert_null(gw_tls_out_hand_over(p.srv, &off, &len, &cap)); /* nothing pending */
+    static uint8_t plain[40000];
+    for (size_t i = 0; i < sizeof(plain); i++)
+        plain[i] = (uint8_t)(i * 13 + 5);
+    assert_int_equal(gw_tls_write(p.srv, plain, sizeof(plain)), 0);
+    const uint8_t *c0 = gw_tls_out_peek(p.srv, &n);
+    deliver(&p, c0, 1000); /* the socket took 1000 bytes */
+    const uint8_t *c1 = gw_tls_out_peek(p.srv, &n);
+    uint8_t *base = gw_tls_out_hand_over(p.srv, &off, &len, &cap);
+    assert_non_null(base);
+    assert_ptr_equal(base + off, c1);
+    assert_int_equal(len, n);
+    assert_true(cap >= off + len);
+    assert_int_equal(gw_tls_pending_out(p.srv), 0);
+    /* the next records go to another buffer; the handed-over bytes are intact */
+    static const char more[] = "after the hand-over";
+    assert_int_equal(gw_tls_write(p.srv, more, sizeof(more)), 0);
+    size_t n2;
+    const uint8_t *c2 = gw_tls_out_peek(p.srv, &n2);
+    assert_true(c2 + n2 <= base || c2 >= base + cap);
+    assert_int_equal(BIO_write(p.c_in, base + off, (int)len), (int)len);
+    static uint8_t got[sizeof(plain)];
+    client_read_all(&p, got, sizeof(got)); /* the records written after it follow */
+    assert_memory_equal(got, plain, sizeof(plain));
+    expect_plain(&p, more, sizeof(more));
+    /* written: released, it is the buffer the next records go to */
+    uint8_t *spare = NULL;
+    assert_int_equal(gw_tls_write(p.srv, more, sizeof(more)), 0);
+    spare = (uint8_t *)gw_tls_out_peek(p.srv, &n2);
+    deliver(&p, spare, n2); /* that buffer goes back to the thread */
+    expect_plain(&p, more, sizeof(more));
+    gw_tls_out_release(base, cap); /* the thread has one: freed */
+    assert_int_equal(gw_tls_write(p.srv, more, sizeof(more)), 0);
+    assert_ptr_equal(gw_tls_out_peek(p.srv, &n2), spare);
+    base = gw_tls_out_hand_over(p.srv, &off, &len, &cap);
+    assert_ptr_equal(base, spare);
+    assert_int_equal(BIO_write(p.c_in, base + off, (int)len), (int)len);
+    expect_plain(&p, more, sizeof(more));
+    gw_tls_out_release(base, cap); /* the thread has none now: kept */
+    assert_int_equal(gw_tls_write(p.srv, more, sizeof(more)), 0);
+    assert_ptr_equal(gw_tls_out_peek(p.srv, &n2), spare);
+    deliver(&p, spare, n2);
+    expect_plain(&p, more, sizeof(more));
+    pair_free(&p);
+}
+
 /* Connections that take turns write their records into one buffer, the one the last of them
  * gave back when its records were sent: it is still in the cache, where a buffer kept by each
  * connection between requests was cold with hundreds of them (conn.c). A connection whose
@@ -1136,6 +1195,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_round_trip_byte_by_byte),
     cmocka_unit_test(test_writev_gathers_small_pieces),
     cmocka_unit_test(test_writev_frame_header_shares_record),
+    cmocka_unit_test(test_output_handed_over_without_copy),
     cmocka_unit_test(test_output_buffer_lent_between_connections),
     cmocka_unit_test(test_drained_stops_reads_without_loss),
     cmocka_unit_test(test_missing_key_file_fails),
