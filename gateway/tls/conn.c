@@ -373,10 +373,15 @@ void gw_tls_out_release(void *base, size_t cap)
     gw_bytes_init(&b, 0);
     b.base = base;
     b.cap = cap;
-    if (cap > SPARE_MAX)
+    if (cap > SPARE_MAX) {
         gw_bytes_free(&b);
-    else
-        give_back(&b, SPARE_OUT);
+        return;
+    }
+    /* the larger one is kept: the thread's may be one a connection took meanwhile for a few
+     * records, and the next round of a transfer would grow it again (realloc after realloc) */
+    if (spare[SPARE_OUT].cap && spare[SPARE_OUT].cap < cap)
+        gw_bytes_free(&spare[SPARE_OUT]);
+    give_back(&b, SPARE_OUT);
 }
 
 size_t gw_tls_take_out(gw_tls_conn_t *t, void *buf, size_t cap)

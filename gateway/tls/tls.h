@@ -175,7 +175,8 @@ size_t gw_tls_take_out(gw_tls_conn_t *t, void *buf, size_t cap);
  * For a write that outlives the call: the socket did not take all of it. */
 void *gw_tls_out_hand_over(gw_tls_conn_t *t, size_t *off, size_t *len, size_t *cap);
 /* A buffer of gw_tls_out_hand_over() once written: the thread keeps it for the next
- * connection that writes (as if its connection had sent it all), or it is freed. */
+ * connection that writes (as if its connection had sent it all) unless it keeps a larger one;
+ * else it is freed. */
 void gw_tls_out_release(void *base, size_t cap);
 
 const uint8_t *gw_tls_out_peek(const gw_tls_conn_t *t, size_t *len);
