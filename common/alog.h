@@ -45,34 +45,23 @@ typedef enum {
 const char *gw_alog_auth_str(gw_alog_auth_t a);
 
 typedef struct {
-    uint64_t start_ns;  /* monotonic: the request head was complete */
-    uint64_t head_ns;   /* the response head was handed to the client side; 0: none */
-    uint64_t last_ns;   /* the response's last byte was handed to the client side; 0: none */
-    uint64_t end_ns;    /* the front was done with the request */
-    uint64_t bytes_in;  /* request body bytes received */
-    uint64_t bytes_out; /* response body bytes sent */
-    const char *peer;   /* "ip:port" or "[ip6]:port" */
-    const char *proto;  /* "h2", "http/1.1" or "http/1.0" (the request line's version) */
-    const char *tls_version, *tls_cipher, *sni; /* NULL without TLS (sni: none sent) */
-    /* the client certificate (gw_cstream_t's tls_client_verify and tls_client_subject): NULL
-     * without TLS */
-    const char *client_verify, *client_subject;
-    gw_slice_t method, authority, path, referer, user_agent;
-    gw_slice_t request_line;  /* HTTP/1.1 refused before its head was whole (method empty): the
-                                 request line as received, possibly cut short or empty */
-    const char *route;        /* the route's name, NULL when none matched */
-    const char *upstream;     /* NULL when the request never went to one */
-    const char *server;       /* the origin server that answered (or was tried last) */
+    /* What every request writes or reads, with the access log on or off (the front, the proxy
+     * and the metrics): first, in two cache lines. gw_alog_init_hot clears only these. */
+    uint64_t start_ns;        /* monotonic: the request head was complete */
+    uint64_t head_ns;         /* the response head was handed to the client side; 0: none */
+    uint64_t last_ns;         /* the response's last byte was handed to the client side; 0: none */
+    uint64_t end_ns;          /* the front was done with the request */
+    uint64_t bytes_in;        /* request body bytes received */
+    uint64_t bytes_out;       /* response body bytes sent */
     int64_t connect_us;       /* connecting to the origin for this request; -1: a kept connection */
     int64_t upstream_head_us; /* from the origin exchange start to its response head; -1 none */
     int64_t upstream_queue_us; /* of that, waiting in the upstream's queue for a connection; -1
                                   none (metrics only: no log format prints it) */
     int64_t upstream_resp_us;  /* ... to its last byte (or its failure); -1 none */
+    const char *route;         /* the route's name, NULL when none matched */
+    const char *upstream;      /* NULL when the request never went to one */
+    const char *server;        /* the origin server that answered (or was tried last) */
     const char *h2_error; /* RFC 9113 §7 name of the code the stream was reset with, or NULL */
-    const char *user;     /* basic auth's user, let in (remote_user); NULL: none. It lives as
-                             long as the configuration the request came under */
-    const char *cache;    /* on a route with cache: true, what the shared cache did ("hit", "miss",
-                             "stale", "revalidated", "stale-if-error", ...: static); NULL else */
     uint32_t route_ix;    /* the route's index in the configuration, UINT32_MAX when none */
     unsigned status;      /* 0: no response head was sent */
     uint8_t retries;
@@ -84,6 +73,21 @@ typedef struct {
                                  the front was done with the request */
     uint8_t auth;             /* gw_alog_auth_t */
     uint8_t id_len;
+    /* Only the log line's (gw_alog_init clears them; the front leaves them as they were while
+     * the access log is off, as then no line is made). */
+    const char *peer;  /* "ip:port" or "[ip6]:port" */
+    const char *proto; /* "h2", "http/1.1" or "http/1.0" (the request line's version) */
+    const char *tls_version, *tls_cipher, *sni; /* NULL without TLS (sni: none sent) */
+    /* the client certificate (gw_cstream_t's tls_client_verify and tls_client_subject): NULL
+     * without TLS */
+    const char *client_verify, *client_subject;
+    gw_slice_t method, authority, path, referer, user_agent;
+    gw_slice_t request_line; /* HTTP/1.1 refused before its head was whole (method empty): the
+                                request line as received, possibly cut short or empty */
+    const char *user;        /* basic auth's user, let in (remote_user); NULL: none. It lives as
+                                long as the configuration the request came under */
+    const char *cache; /* on a route with cache: true, what the shared cache did ("hit", "miss",
+                          "stale", "revalidated", "stale-if-error", ...: static); NULL else */
     /* the request id (x-request-id), id_len bytes (0: none); last, and left as it was by
        gw_alog_init: without a request id no request touches these bytes */
     char id[GW_ALOG_ID_MAX];
@@ -92,6 +96,9 @@ typedef struct {
 /* A fresh record (times 0, no strings, no request id, connect_us and the upstream times -1);
  * id[] is not cleared (id_len says how much of it holds). */
 void gw_alog_init(gw_alog_t *r);
+/* The same for the fields before peer only: a record that is counted (metrics) but never
+ * formatted, as while the access log is off. */
+void gw_alog_init_hot(gw_alog_t *r);
 
 /* Append one line (with its '\n') for r at wall-clock time now_us (microseconds since the
  * Unix epoch, UTC). 0 or GW_E_NOMEM (out is then unchanged). */

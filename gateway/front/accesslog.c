@@ -193,15 +193,22 @@ static void on_alog_timer(uv_timer_t *t)
 
 void gw_front__log_start(conn_t *c, gw_alog_t *r, const gw_req_head_t *h, const char *proto)
 {
-    gw_alog_init(r);
+    const gw_cfg_access_log_t *al = &CFG(c)->access_log;
+    /* without an access log the record is only counted (gw_front__metrics_request): what only
+     * the line shows is neither cleared nor filled (the record's cache lines stay untouched) */
+    if (al->path)
+        gw_alog_init(r);
+    else
+        gw_alog_init_hot(r);
     r->start_ns = gw_now_ns();
+    if (h->route)
+        r->route_ix = (uint32_t)(h->route - CFG(c)->routes);
+    if (!al->path)
+        return;
     r->proto = proto;
     r->method = h->method;
     r->authority = h->authority;
     r->path = h->path;
-    const gw_cfg_access_log_t *al = &CFG(c)->access_log;
-    if (h->route)
-        r->route_ix = (uint32_t)(h->route - CFG(c)->routes);
     gw_slice_t id = {0};
     for (size_t i = 0; i < h->fields_len; i++) {
         const gw_field_t *f = &h->fields[i];
@@ -212,7 +219,7 @@ void gw_front__log_start(conn_t *c, gw_alog_t *r, const gw_req_head_t *h, const 
         else if (gw_slice_eq_nocase(f->name, GW_SLICE_LIT("x-request-id")))
             id = f->value;
     }
-    if (!al->path || !al->request_id)
+    if (!al->request_id)
         return;
     if (gw_alog_id_valid(id)) {
         memcpy(r->id, id.base, id.len);

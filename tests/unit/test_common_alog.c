@@ -170,6 +170,59 @@ static void json_escapes_hostile_bytes(void **state)
     assert_string_equal(s, "- - - [05/Dec/2026:11:40:22 +0000] \"-\" 444 0 \"-\" \"-\"\n");
 }
 
+/* A record is reused (the stream pools keep them): gw_alog_init makes the previous request's
+ * leftovers a fresh record whose line shows none of them; gw_alog_init_hot (the access log is
+ * off) makes what the metrics count fresh. */
+static void reused_record(void **state)
+{
+    gw_bytes_t *b = *state;
+    gw_alog_t r = sample();
+    r.upstream = "app";
+    r.route = "* /";
+    r.server = "127.0.0.1:8080";
+    r.connect_us = r.upstream_head_us = r.upstream_queue_us = r.upstream_resp_us = 77;
+    r.h2_error = "CANCEL";
+    r.referer = GW_SLICE_LIT("x");
+    r.tls_version = "TLSv1.3";
+    r.cache = "hit";
+    r.user = "alice";
+    r.retries = 3;
+    r.coalesced = r.throttled = r.rate_limited = r.client_gone = 1;
+    r.auth = GW_ALOG_AUTH_VERIFIED;
+    r.route_ix = 2;
+    memcpy(r.id, "abc-1", 5);
+    r.id_len = 5;
+    gw_alog_init(&r);
+    r.end_ns = 1;
+    assert_string_equal(line(b, GW_ALOG_COMBINED_TIMING, &r),
+                        "- - - [05/Dec/2026:11:40:22 +0000] \"-\" 444 0 \"-\" \"-\" 0.000 - - - - "
+                        "\"-\" \"-\"\n");
+    /* every field the JSON line shows is as in a record never used */
+    char reused[1024];
+    snprintf(reused, sizeof(reused), "%s", line(b, GW_ALOG_JSON, &r));
+    gw_alog_t fresh;
+    memset(&fresh, 0, sizeof(fresh));
+    gw_alog_init(&fresh);
+    fresh.end_ns = 1;
+    assert_string_equal(reused, line(b, GW_ALOG_JSON, &fresh));
+
+    r = sample();
+    r.upstream = "app";
+    r.connect_us = r.upstream_head_us = r.upstream_queue_us = r.upstream_resp_us = 77;
+    r.retries = 3;
+    r.coalesced = r.rate_limited = 1;
+    r.auth = GW_ALOG_AUTH_VERIFIED;
+    r.route_ix = 2;
+    r.id_len = 5;
+    gw_alog_init_hot(&r);
+    assert_int_equal(r.start_ns | r.end_ns | r.head_ns | r.last_ns | r.bytes_in | r.bytes_out, 0);
+    assert_true(r.connect_us == -1 && r.upstream_head_us == -1 && r.upstream_queue_us == -1 &&
+                r.upstream_resp_us == -1);
+    assert_int_equal(r.route_ix, UINT32_MAX);
+    assert_int_equal(r.status | r.retries | r.coalesced | r.rate_limited | r.auth | r.id_len, 0);
+    assert_null(r.upstream);
+}
+
 /* combined_timing: combined, then nginx's $request_time $upstream_connect_time
  * $upstream_header_time $upstream_response_time and the request id; `-` for what is unknown,
  * 0.000 for the connect of a kept connection (as nginx logs it). */
@@ -390,6 +443,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(json_escapes_hostile_bytes, buf_setup, buf_teardown),
     cmocka_unit_test(request_ids),
     cmocka_unit_test_setup_teardown(combined_timing_line, buf_setup, buf_teardown),
+    cmocka_unit_test_setup_teardown(reused_record, buf_setup, buf_teardown),
     cmocka_unit_test_setup_teardown(refused_and_unanswered_requests, buf_setup, buf_teardown),
     cmocka_unit_test_setup_teardown(templates, buf_setup, buf_teardown),
 };
