@@ -65,10 +65,13 @@ if [ "$TARGET" = h2gate ]; then
   sed -e "s|@DIR@|$tmp|g" -e "s|@TLS_PORT@|$TP|g" -e "s|@H2C_PORT@|$HP|g" \
     -e "s|@ORIGIN_PORT@|$OP|g" -e "s|@CIPHER@|$CIPHER|g" -e "s|@POOL@|64|g" \
     -e "s|@PIPELINE@|1|g" "$root/bench/h2gate.yaml.in" >"$tmp/h2gate.yaml"
-  # valgrind's pace: 500 handshakes take tens of seconds, queued requests as long
-  sed -i -e 's/^    pipeline: 1$/&\n    queue_timeout: 600s\n    response_timeout: 600s/' \
+  # valgrind's pace: 500 handshakes take tens of seconds, queued requests, origin connects and
+  # reads as long
+  sed -i -e 's/^    pipeline: 1$/&\n    connect_timeout: 600s\n    read_timeout: 600s\n    queue_timeout: 600s\n    response_timeout: 600s/' \
     -e 's/^  graceful_shutdown: 1s$/&\n  handshake: 600s\n  first_request: 600s\n  header: 600s/' \
     "$tmp/h2gate.yaml"
+  # valgrind's pace on a loaded machine: a SETTINGS ACK can wait in the socket longer than 10s
+  printf 'h2:\n  settings_timeout: 600s\n' >>"$tmp/h2gate.yaml"
   if [ "$DATE" = fixed ]; then
     printf 'response_headers:\n  set: {Date: "Mon, 07 Dec 2026 10:00:00 GMT"}\n' >>"$tmp/h2gate.yaml"
   fi
