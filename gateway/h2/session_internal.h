@@ -62,6 +62,7 @@ typedef struct gw_h2_stream {
     unsigned prio9218 : 1;       /* has an RFC 9218 signal: never scheduled by the 7540 tree */
     unsigned pushed : 1;         /* promised by us (even id, RFC 9113 §8.4) */
     unsigned push_open : 1;      /* pushed and not closed: counted in push->open */
+    unsigned cached : 1;         /* put in the session's cache (its slot may point to it) */
     size_t data_budget;          /* DATA payload bytes it may still frame; SIZE_MAX = no limit */
     int64_t send_window;
     int64_t recv_window;      /* what the peer may still send */
@@ -103,15 +104,17 @@ typedef struct {
 #define STREAM_CACHE 16 /* power of two */
 
 typedef struct {
+    /* What a response touches (its stream's lookup, DATA accounting, the header block's
+     * encoding, the scheduler), first and together: the part stays allocated while a request
+     * waits for its origin, cold by the time the answer comes. */
     gw_list_t streams;
-    /* Streams by id, direct-mapped on (id >> 1) % STREAM_CACHE: a client's open streams have
-     * consecutive odd ids, so up to 16 of them never share a slot and a lookup does not walk
-     * the list (each step a stream block of its own, a cache miss when cold). A miss walks the
-     * list and takes the slot. */
-    struct gw_h2_stream *cache[STREAM_CACHE];
-    gw_h2_sched_t sched;
     size_t data_queued; /* DATA payload bytes submitted on every stream and not framed yet */
-    gw_bytes_t in;      /* a payload split across recv calls */
+    /* RFC 7540 §5.3 tree, created on the first PRIORITY frame or HEADERS priority (none
+     * before: no tree work for clients that do not send them); sched.tree points to it */
+    gw_h2_tree_t *tree;
+    gw_bytes_t scratch; /* header block encoding */
+    gw_h2_sched_t sched;
+    gw_bytes_t in; /* a payload split across recv calls */
 
     /* header block being gathered (hb_sid in the session) */
     int hb_end_stream;
@@ -121,14 +124,16 @@ typedef struct {
     unsigned hb_frames;
     gw_bytes_t hb;
 
-    gw_bytes_t scratch; /* header block encoding */
     /* RFC 9218 §7.1: PRIORITY_UPDATE frames about streams not opened yet, applied when they
      * open; a ring of at most max_concurrent_streams entries (the oldest is dropped) */
     prio_pending_t *prio_pend;
     size_t prio_pend_n, prio_pend_head;
-    /* RFC 7540 §5.3 tree, created on the first PRIORITY frame or HEADERS priority (none
-     * before: no tree work for clients that do not send them); sched.tree points to it */
-    gw_h2_tree_t *tree;
+    /* Streams by id, direct-mapped on (id >> 1) % STREAM_CACHE: a client's open streams have
+     * consecutive odd ids, so up to 16 of them never share a slot and a lookup does not walk
+     * the list (each step a stream block of its own, a cache miss when cold). A miss walks the
+     * list and takes the slot. A stream alone on the session is found from the list head and
+     * takes no slot: a connection with one request at a time never reads these lines. */
+    struct gw_h2_stream *cache[STREAM_CACHE];
 } sess_ext_t;
 
 #define RECENT_RST 16

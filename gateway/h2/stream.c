@@ -63,6 +63,11 @@ gw_h2_stream_t *gw_h2__find_stream(const gw_h2_session_t *s, uint32_t id)
 {
     if (!s->x)
         return NULL;
+    const gw_list_t *h = &s->x->streams;
+    if (h->next == h->prev) { /* none or one: the slots (lines of their own) are not read */
+        gw_h2_stream_t *st = h->next != h ? GW_CONTAINER_OF(h->next, gw_h2_stream_t, link) : NULL;
+        return st && st->id == id ? st : NULL;
+    }
     gw_h2_stream_t **slot = &s->x->cache[(id >> 1) % STREAM_CACHE];
     if (*slot && (*slot)->id == id)
         return *slot;
@@ -71,6 +76,7 @@ gw_h2_stream_t *gw_h2__find_stream(const gw_h2_session_t *s, uint32_t id)
         gw_h2_stream_t *st = GW_CONTAINER_OF(it, gw_h2_stream_t, link);
         if (st->id == id) {
             *slot = st;
+            st->cached = 1;
             return st;
         }
     }
@@ -94,9 +100,11 @@ void gw_h2__stream_free(gw_h2_session_t *s, gw_h2_stream_t *st)
     if (s->x->tree)
         gw_h2_tree_close(s->x->tree, st->id);
     gw_list_remove(&st->link);
-    gw_h2_stream_t **slot = &s->x->cache[(st->id >> 1) % STREAM_CACHE];
-    if (*slot == st)
-        *slot = NULL;
+    if (st->cached) {
+        gw_h2_stream_t **slot = &s->x->cache[(st->id >> 1) % STREAM_CACHE];
+        if (*slot == st)
+            *slot = NULL;
+    }
     gw_h2__drop_chunks(s, st);
     gw_bytes_free(&st->trailers);
     gw_h2__arena_free(&st->arena);
@@ -139,8 +147,12 @@ gw_h2_stream_t *gw_h2__stream_new(gw_h2_session_t *s, uint32_t id, void *blk, ar
     gw_bytes_init(&st->trailers, 0);
     gw_h2_sched_node_init(&st->node, id);
     gw_h2_sched_set_live(&s->x->sched, &st->node, 1); /* its response is to come */
+    /* looked up by every submit from now on: alone, it is found without a slot */
+    if (!gw_list_empty(&s->x->streams)) {
+        s->x->cache[(id >> 1) % STREAM_CACHE] = st;
+        st->cached = 1;
+    }
     gw_list_push_back(&s->x->streams, &st->link);
-    s->x->cache[(id >> 1) % STREAM_CACHE] = st; /* looked up by every submit from now on */
     s->active++;
     return st;
 }

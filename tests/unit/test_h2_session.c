@@ -633,6 +633,71 @@ static void stream_lookup_colliding_ids(void **state)
     session_end(s, &c);
 }
 
+/* A stream alone on its session is found without the slot cache, which it never enters; once
+ * a second one opens, each is found again (through its slot, or the list that fills it), and a
+ * freed stream leaves no slot pointing at it: the usual one-request-at-a-time connection and
+ * the changes between one and two streams. */
+static void stream_lookup_alone_and_beside_another(void **state)
+{
+    (void)state;
+    rec_t r;
+    cli_t c;
+    gw_h2_session_t *s = ready(&r, &c, NULL);
+    r.release_on_close = 1;
+    static int tags[64];
+    gw_rbuf_t *rb = gw_rbuf_new(64);
+    memcpy(rb->data, "abcdefgh", 8);
+    outs_t o;
+    /* one stream, answered and gone; then the next one alone */
+    cli_headers(&c, 1, GW_H2_F_END_STREAM, GET);
+    cli_send(s, &c);
+    assert_int_equal(gw_h2_session_set_stream_data(s, 1, &tags[1]), 0);
+    assert_ptr_equal(gw_h2_session_get_stream_data(s, 1), &tags[1]);
+    assert_null(gw_h2_session_get_stream_data(s, 3));
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 2, 1), 0);
+    drain(s, &o);
+    assert_null(gw_h2_session_get_stream_data(s, 1));
+    cli_headers(&c, 3, GW_H2_F_END_STREAM, GET);
+    cli_send(s, &c);
+    assert_int_equal(gw_h2_session_set_stream_data(s, 3, &tags[3]), 0);
+    /* a second stream: both found; 35 shares 3's slot ((id >> 1) % 16) */
+    cli_headers(&c, 35, GW_H2_F_END_STREAM, GET);
+    cli_send(s, &c);
+    assert_int_equal(gw_h2_session_set_stream_data(s, 35, &tags[35]), 0);
+    assert_ptr_equal(gw_h2_session_get_stream_data(s, 3), &tags[3]);
+    assert_ptr_equal(gw_h2_session_get_stream_data(s, 35), &tags[35]);
+    assert_ptr_equal(gw_h2_session_get_stream_data(s, 3), &tags[3]);
+    /* 3 answered and gone (it held the slot last): 35, alone again, is still found */
+    assert_int_equal(gw_h2_session_submit_response(s, 3, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 3, rb, 2, 2, 1), 0);
+    drain(s, &o);
+    assert_null(gw_h2_session_get_stream_data(s, 3));
+    assert_ptr_equal(gw_h2_session_get_stream_data(s, 35), &tags[35]);
+    cli_headers(&c, 37, GW_H2_F_END_STREAM, GET);
+    cli_send(s, &c);
+    assert_int_equal(gw_h2_session_set_stream_data(s, 37, &tags[37]), 0);
+    /* each DATA frame carries its own stream's bytes */
+    assert_int_equal(gw_h2_session_submit_response(s, 37, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 37, rb, 6, 2, 1), 0);
+    assert_int_equal(gw_h2_session_submit_response(s, 35, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 35, rb, 4, 2, 1), 0);
+    drain(s, &o);
+    size_t datas = 0;
+    for (size_t i = 0; i < o.n; i++) {
+        if (o.f[i].h.type != GW_H2_FT_DATA)
+            continue;
+        assert_int_equal(o.f[i].h.length, 2);
+        assert_memory_equal(o.f[i].p, o.f[i].h.stream_id == 35 ? "ef" : "gh", 2);
+        datas++;
+    }
+    assert_int_equal(datas, 2);
+    assert_null(gw_h2_session_get_stream_data(s, 35));
+    assert_null(gw_h2_session_get_stream_data(s, 37));
+    gw_rbuf_unref(rb);
+    session_end(s, &c);
+}
+
 /* A closed stream's memory is the next stream's: on a warm session, a request is decoded and
  * opened without any allocation, also when the block comes from another session of the
  * profile; a burst of streams gives every block back, and the sessions and the profile free
@@ -769,6 +834,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(handshake_and_ping),
     cmocka_unit_test(stream_blocks_reused),
     cmocka_unit_test(stream_lookup_colliding_ids),
+    cmocka_unit_test(stream_lookup_alone_and_beside_another),
     cmocka_unit_test(bad_preface),
     cmocka_unit_test(first_frame_not_settings),
     cmocka_unit_test(settings_timeout),
