@@ -152,6 +152,11 @@ def cpu_seconds(meta, clk):
     return ticks_s
 
 
+def faults(meta):
+    """The proxy's page faults over the run (minor and major, scripts/bench's faults())."""
+    return max(0, int(meta["faults_after"]) - int(meta["faults_before"]))
+
+
 def summarize_run(run_dir):
     meta = read_meta(run_dir)
     r = {k: meta[k] for k in ("scenario", "transport", "proxy", "rep")}
@@ -210,6 +215,8 @@ def summarize_run(run_dir):
             if ok and cpu_s > 0:
                 r["cpu_us_per_req"] = cpu_s * 1e6 / ok
                 r["hs_per_core"] = ok / cpu_s   # handshakes per second of one core
+            if ok and "faults_after" in meta:
+                r["faults_per_req"] = faults(meta) / ok
             if float(h["seconds"]) > 0:
                 r["cpu_pct"] = 100.0 * cpu_s / float(h["seconds"])
     elif r["scenario"] == "page":
@@ -228,6 +235,8 @@ def summarize_run(run_dir):
             if ok:
                 r["cpu_us_per_page"] = cpu_s * 1e6 / ok
                 r["cpu_us_per_req"] = cpu_s * 1e6 / (ok * int(h["resources"]))  # for BENCH_BASE
+                if "faults_after" in meta:
+                    r["faults_per_page"] = faults(meta) / ok
     elif r["scenario"] == "idle":
         want = int(meta["idle_want"])
         got = int(meta.get("idle_open") or 0)
@@ -280,6 +289,8 @@ def summarize_run(run_dir):
             r["rps"] = h["rps"]
             done = h["done"] or 1
             r["cpu_us_per_req"] = cpu_s * 1e6 / done
+            if "faults_after" in meta:
+                r["faults_per_req"] = faults(meta) / done
             if h.get("data_bytes") is not None:
                 r["body_bytes"] = h["data_bytes"] / done  # per response, as sent (compressed)
             if h["seconds"]:
@@ -324,6 +335,7 @@ def one_line(r):
         fig = (f"urgent p50 {fmt(r.get('urgent_p50_ms'), 1)} ms, page p50 "
                f"{fmt(r.get('page_p50_ms'), 1)} ms (p90 {fmt(r.get('page_p90_ms'), 1)}), "
                f"{fmt(r.get('cpu_us_per_page'), 0)} µs CPU/page, "
+               f"{fmt(r.get('faults_per_page'), 0)} page faults/page, "
                f"{r['origin_conns']} origin conns opened, peak RSS {r['hwm_kib'] // 1024} MiB")
     elif r["scenario"].startswith("latency"):
         fig = (f"target {r.get('target_rps', 0):,} req/s, got {fmt(r.get('rps'), 0)}, p50 "
@@ -374,6 +386,7 @@ LOAD_METRICS = (
     ("origin_cpu_us_per_req", "origin CPU µs/req", 1, True),
     ("load_cpu_us_per_req", "origin+client CPU µs/req", 1, True),
     ("load_cpu_pct", "origin+client CPU %", 0, True),
+    ("faults_per_req", "page faults/req", 2, True),
     ("hwm_mib", "peak RSS MiB", 1, True),
 )
 CACHE_METRICS = (
@@ -390,7 +403,7 @@ CACHE_METRICS = (
 # (and a valid cache run asked the origin nothing: 0 over 0 is no ratio)
 NO_RATIO = {"cpu_pct", "sys_pct", "resumed_pct", "target_rps", "origin_requests_measured",
             "origin_conns_peak", "origin_cpu_us_per_req", "load_cpu_us_per_req",
-            "load_cpu_pct"}
+            "load_cpu_pct", "faults_per_req", "faults_per_page"}
 HS_METRICS = (
     ("rps", "handshakes/s", 0, False),
     ("hs_per_core", "handshakes/s per proxy core", 0, False),
@@ -399,6 +412,7 @@ HS_METRICS = (
     ("cpu_pct", "proxy CPU %", 0, True),
     ("resumed_pct", "resumed %", 0, False),
     ("p50_ms", "p50 ms connect to last byte", 2, True),
+    ("faults_per_req", "page faults/handshake", 2, True),
     ("hwm_mib", "peak RSS MiB", 1, True),
 )
 PAGE_METRICS = (
@@ -409,6 +423,7 @@ PAGE_METRICS = (
     ("cpu_us_per_page", "CPU µs/page", 0, True),
     ("sys_pct", "of which kernel %", 0, True),
     ("origin_conns", "origin conns opened", 0, True),
+    ("faults_per_page", "page faults/page", 0, True),
     ("hwm_mib", "peak RSS MiB", 1, True),
 )
 LAT_METRICS = (

@@ -2,6 +2,7 @@
 run is valid only when no request reached the origin while it was measured and its warm-up
 was answered; the report puts the cache rows in their own table with the goal line (a hit
 against nginx serving the file). The runs are written by hand as scripts/bench writes them."""
+import json
 import os
 import subprocess
 
@@ -166,3 +167,40 @@ def test_cpu_is_schedstat_nanoseconds_when_they_agree_with_the_ticks(tmp_path, n
         f.write(f"cpu_ns_before=1000000\ncpu_ns_after={1_000_000 + ns}\nthreads={threads}\n")
     line = summarize(rd)
     assert want in line, line
+
+
+def test_page_faults_per_page_and_per_handshake(tmp_path):
+    """The proxy's page faults over a run (scripts/bench's faults(): minflt + majflt of its
+    process and children) per page and per handshake: memory given back to the kernel after a
+    burst and touched again costs a zeroed page each, which the CPU figure hides among the
+    rest (a heap trimmed after every page load was 300 faults a page)."""
+    rd = tmp_path / "page-tls-h2gate-1"
+    rd.mkdir()
+    (rd / "meta").write_text("\n".join([
+        "scenario=page", "transport=tls", "proxy=h2gate", "rep=1", "clk_tck=100",
+        "pages=20", "requests=1200", "cpu_before=0", "cpu_after=12", "sys_before=0",
+        "sys_after=1", "hwm_kib=10240", "proxy_died=0", "origin_accepts=60",
+        "faults_before=1000", "faults_after=7000"]) + "\n")
+    (rd / "page.out").write_text(
+        "pages=20 ok=20 failed=0 resources=60 bytes=1966080 urgent_p50_ms=68.0 "
+        "urgent_p90_ms=70.0 page_p50_ms=160.0 page_p90_ms=161.0\n")
+    (rd / "origin.log").write_text("".join(f"{i} 200 1024\n" for i in range(1200)))
+    line = summarize(rd)
+    assert "300 page faults/page" in line, line
+    hs = tmp_path / "resume-tls-h2gate-1"
+    hs.mkdir()
+    (hs / "meta").write_text("\n".join([
+        "scenario=resume", "transport=tls", "proxy=h2gate", "rep=1", "clk_tck=100",
+        "requests=1000", "clients=16", "cpu_before=0", "cpu_after=50", "sys_before=0",
+        "sys_after=1", "hwm_kib=10240", "proxy_died=0", "origin_accepts=1",
+        "faults_before=500", "faults_after=750"]) + "\n")
+    (hs / "hsload.out").write_text(
+        "handshakes=1000 ok=1000 failed=0 resumed=984 ticketed=1000 rate=2000.0 "
+        "seconds=0.5 p50_ms=1.10 p99_ms=2.00\n")
+    (hs / "origin.log").write_text("".join(f"{i} 200 1024\n" for i in range(1000)))
+    subprocess.run(["/usr/bin/python3", STATS, "run", str(hs)], check=True, capture_output=True,
+                   timeout=60)
+    with open(hs / "run.json") as f:
+        r = json.load(f)
+    assert r["valid"], r
+    assert r["faults_per_req"] == 0.25, r
