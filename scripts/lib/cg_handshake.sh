@@ -22,7 +22,9 @@
 # Environment: TARGET (h2gate, default, nginx-proxy or nginx-static), MODE (full, default, or
 # resume), H2GATE (default build-rel/gateway/h2gate), A and B (default 100 and 400), C
 # (clients, default 4), TOP (functions, default 30), KEEP (a folder for the callgrind files),
-# NATIVE (1: the native counts too, 0: not), N (native connections, default 3000).
+# NATIVE (1: the native counts too, 0: not), N (native connections, default 3000), PRELOAD
+# (a shared object put in h2gate's LD_PRELOAD, e.g. /usr/lib/x86_64-linux-gnu/libjemalloc.so.2:
+# callgrind replaces no allocator, so the preloaded one's instructions count).
 # Needs valgrind, nginx, openssl, ss, strace, cc and libssl-dev (builds build-rel/hsload).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,6 +32,8 @@ TARGET=${TARGET:-h2gate}
 MODE=${MODE:-full}
 H2GATE=${H2GATE:-$root/build-rel/gateway/h2gate}
 A=${A:-100}; B=${B:-400}; C=${C:-4}; TOP=${TOP:-30}; NATIVE=${NATIVE:-1}; N=${N:-3000}
+PRELOAD=${PRELOAD:-}
+PRE=() # env LD_PRELOAD=..., before valgrind: it does not follow an exec of env
 CIPHER=TLS_AES_128_GCM_SHA256
 case $TARGET in h2gate|nginx-proxy|nginx-static) ;; *)
   echo "cg_handshake: TARGET is h2gate, nginx-proxy or nginx-static" >&2; exit 1 ;; esac
@@ -73,6 +77,8 @@ case $TARGET in
       -e 's/^  graceful_shutdown: 1s$/&\n  handshake: 600s\n  first_request: 600s\n  header: 600s/' \
       "$tmp/h2gate.yaml"
     "$H2GATE" -t -c "$tmp/h2gate.yaml" >/dev/null
+    [ -z "$PRELOAD" ] || [ -r "$PRELOAD" ] || { echo "cg_handshake: no $PRELOAD" >&2; exit 1; }
+    [ -z "$PRELOAD" ] || PRE=(env "LD_PRELOAD=$PRELOAD")
     CMD=("$H2GATE" -c "$tmp/h2gate.yaml") ;;
   nginx-proxy|nginx-static)
     sed -e "s|@DIR@|$tmp|g" -e "s|@TLS_PORT@|$TP|g" -e "s|@H2C_PORT@|$HP|g" \
@@ -97,7 +103,7 @@ listening() {
   echo "cg_handshake: $TARGET did not listen" >&2; exit 1
 }
 
-valgrind --tool=callgrind "--callgrind-out-file=$tmp/cg.%p" "${CMD[@]}" >"$tmp/target.log" 2>&1 &
+"${PRE[@]}" valgrind --tool=callgrind "--callgrind-out-file=$tmp/cg.%p" "${CMD[@]}" >"$tmp/target.log" 2>&1 &
 vp=$!
 pids+=("$vp")
 listening
@@ -173,7 +179,7 @@ wait "$vp" 2>/dev/null || true
 [ "$NATIVE" = 1 ] || exit 0
 # The kernel's side, natively: minor faults of the target's process (/proc/PID/stat field 10)
 # and its system calls by strace -c, over N connections after a warm run
-"${CMD[@]}" >"$tmp/native.log" 2>&1 &
+"${PRE[@]}" "${CMD[@]}" >"$tmp/native.log" 2>&1 &
 np=$!
 pids+=("$np")
 listening

@@ -23,13 +23,15 @@
 # Environment: TARGET (h2gate, default, or nginx-static), H2GATE (default
 # build-rel/gateway/h2gate, built with debug info for function names: meson setup build-rel
 # --buildtype=release -Ddebug=true), A and B (default 2500 and 7500), TOP (functions listed,
-# default 25), DATE (fixed: see above), KEEP (a folder to keep the callgrind files in).
+# default 25), DATE (fixed: see above), KEEP (a folder to keep the callgrind files in),
+# PRELOAD (a shared object put in h2gate's LD_PRELOAD, e.g. /usr/lib/x86_64-linux-gnu/
+# libjemalloc.so.2: callgrind replaces no allocator, so the preloaded one's instructions count).
 # Takes about two minutes. Needs valgrind, nginx, h2load, openssl, ss.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 TARGET=${TARGET:-h2gate}
 H2GATE=${H2GATE:-$root/build-rel/gateway/h2gate}
-A=${A:-2500}; B=${B:-7500}; TOP=${TOP:-25}; DATE=${DATE:-}
+A=${A:-2500}; B=${B:-7500}; TOP=${TOP:-25}; DATE=${DATE:-}; PRELOAD=${PRELOAD:-}
 CIPHER=TLS_AES_128_GCM_SHA256
 case $TARGET in h2gate|nginx-static) ;; *) echo "cg_manyconns: TARGET is h2gate or nginx-static" >&2; exit 1 ;; esac
 [ "$TARGET" != h2gate ] || [ -x "$H2GATE" ] || { echo "cg_manyconns: no $H2GATE" >&2; exit 1; }
@@ -76,7 +78,10 @@ if [ "$TARGET" = h2gate ]; then
     printf 'response_headers:\n  set: {Date: "Mon, 07 Dec 2026 10:00:00 GMT"}\n' >>"$tmp/h2gate.yaml"
   fi
   "$H2GATE" -t -c "$tmp/h2gate.yaml" >/dev/null
-  "${CG[@]}" "$H2GATE" -c "$tmp/h2gate.yaml" >"$tmp/target.log" 2>&1 &
+  [ -z "$PRELOAD" ] || [ -r "$PRELOAD" ] || { echo "cg_manyconns: no $PRELOAD" >&2; exit 1; }
+  pre=() # env LD_PRELOAD=..., before valgrind: it does not follow an exec of env
+  [ -z "$PRELOAD" ] || pre=(env "LD_PRELOAD=$PRELOAD")
+  "${pre[@]}" "${CG[@]}" "$H2GATE" -c "$tmp/h2gate.yaml" >"$tmp/target.log" 2>&1 &
 else
   sed -e "s|@DIR@|$tmp|g" -e "s|@TLS_PORT@|$TP|g" -e "s|@H2C_PORT@|$HP|g" \
     -e "s|@CIPHER@|$CIPHER|g" -e "s|@ROOT@|$ngx/www|g" "$root/bench/nginx-static.conf.in" \
