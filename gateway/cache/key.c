@@ -143,8 +143,9 @@ int gw_cache_url_parse(gw_slice_t abs, gw_cache_url_t *u)
     while (s < end && *s != '/' && *s != '?')
         s++;
     gw_slice_t auth = {a, (size_t)(s - a)};
-    /* RFC 9110 §4.2.4: no userinfo in http(s) URIs; an empty host is no origin */
-    if (!auth.len || !gw_http_is_authority(auth) || auth.base[0] == ':')
+    /* RFC 9110 §4.2.4: no userinfo in http(s) URIs; an empty host is no origin (neither is
+     * one before a port: gw_http_is_authority refuses ":80") */
+    if (!auth.len || !gw_http_is_authority(auth))
         return -1;
     if (s < end && *s == '?')
         return -1; /* an empty path before a query: no origin-form without a "/" to borrow */
