@@ -4,10 +4,10 @@
 # (issue 42 item 3). On the shared machine the bench's handshake and resume scenarios move
 # ±7-15 % between runs; callgrind's instruction counts move well under 1 %.
 #
-# One target (h2gate, nginx as a proxy: the bench's nginx peer, or nginx serving the file
-# itself) runs under `valgrind --tool=callgrind` behind the bench's configuration
-# (bench/*.conf.in, timeouts raised for valgrind's pace), the same certificate (ECDSA P-256)
-# and suite, with the bench's nginx origin run natively. scripts/lib/hsload.c makes the
+# One target (h2gate, nginx as a proxy: the bench's nginx peer, nginx serving the file
+# itself, or h2o: the bench's h2o peer) runs under `valgrind --tool=callgrind` behind the
+# bench's configuration (bench/*.conf.in, timeouts raised for valgrind's pace; h2o's own last
+# 300 s), the same certificate (ECDSA P-256) and suite, with the bench's nginx origin run natively. scripts/lib/hsload.c makes the
 # connections (MODE=resume: each client offers the ticket of its previous connection). A warm
 # run, then A and B connections, each run over C clients: a run's first connection per client
 # is a full handshake in both, so the cost of B - A connections divided by B - A is that of a
@@ -15,12 +15,17 @@
 # instructions per handshake in total, per shared object, and the functions with the most
 # (exclusive); with KEEP, the callgrind files stay for callgrind_annotate --inclusive=yes.
 #
-# Then, with NATIVE=1 (default), the same target runs without valgrind for N connections:
-# the minor page faults and the system calls (strace -c -f, counted, not timed) per handshake,
-# what the instructions above do not show (the kernel's share, the heap's grow and trim).
+# h2o signs in a child process (neverbleed), which callgrind_control cannot reach: its counts,
+# written at its exit, are added per connection it served (start-up included).
 #
-# Environment: TARGET (h2gate, default, nginx-proxy or nginx-static), MODE (full, default, or
-# resume), H2GATE (default build-rel/gateway/h2gate), A and B (default 100 and 400), C
+# Then, with NATIVE=1 (default), the same target runs without valgrind for N connections:
+# the minor page faults, the voluntary context switches and the system calls (strace -c -f,
+# counted, not timed; those that failed, e.g. EAGAIN, beside) per handshake, of the target's
+# processes: what the instructions above do not show (the kernel's share, the heap's grow and
+# trim). The context switches depend on the pace (a worker that keeps up sleeps more).
+#
+# Environment: TARGET (h2gate, default, nginx-proxy, nginx-static or h2o), MODE (full,
+# default, or resume), H2GATE (default build-rel/gateway/h2gate), A and B (default 100 and 400), C
 # (clients, default 4), TOP (functions, default 30), KEEP (a folder for the callgrind files),
 # NATIVE (1: the native counts too, 0: not), N (native connections, default 3000), PRELOAD
 # (a shared object put in h2gate's LD_PRELOAD, e.g. /usr/lib/x86_64-linux-gnu/libjemalloc.so.2:
@@ -35,8 +40,8 @@ A=${A:-100}; B=${B:-400}; C=${C:-4}; TOP=${TOP:-30}; NATIVE=${NATIVE:-1}; N=${N:
 PRELOAD=${PRELOAD:-}
 PRE=() # env LD_PRELOAD=..., before valgrind: it does not follow an exec of env
 CIPHER=TLS_AES_128_GCM_SHA256
-case $TARGET in h2gate|nginx-proxy|nginx-static) ;; *)
-  echo "cg_handshake: TARGET is h2gate, nginx-proxy or nginx-static" >&2; exit 1 ;; esac
+case $TARGET in h2gate|nginx-proxy|nginx-static|h2o) ;; *)
+  echo "cg_handshake: TARGET is h2gate, nginx-proxy, nginx-static or h2o" >&2; exit 1 ;; esac
 case $MODE in full|resume) ;; *) echo "cg_handshake: MODE is full or resume" >&2; exit 1 ;; esac
 [ "$TARGET" != h2gate ] || [ -x "$H2GATE" ] || { echo "cg_handshake: no $H2GATE" >&2; exit 1; }
 [ "$B" -gt "$A" ] || { echo "cg_handshake: B must be larger than A" >&2; exit 1; }
@@ -85,6 +90,14 @@ case $TARGET in
       -e "s|@ORIGIN_PORT@|$OP|g" -e "s|@POOL@|64|g" -e "s|@CIPHER@|$CIPHER|g" \
       -e "s|@ROOT@|$ngx/www|g" "$root/bench/$TARGET.conf.in" >"$tmp/$TARGET.conf"
     CMD=(nginx -c "$tmp/$TARGET.conf" -p "$tmp") ;;
+  h2o) # one thread, as in scripts/bench; its timeouts (300 s) outlast valgrind's pace. Under
+    # valgrind it stays root (user: root): after a switch to nobody, vgdb (callgrind_control)
+    # leaves it stopped. The native counts below are of the bench's configuration.
+    sed -e "s|@DIR@|$tmp|g" -e "s|@TLS_PORT@|$TP|g" -e "s|@H2C_PORT@|$HP|g" \
+      -e "s|@ORIGIN_PORT@|$OP|g" "$root/bench/h2o.conf.in" >"$tmp/h2o.conf"
+    { cat "$tmp/h2o.conf"; echo "user: root"; } >"$tmp/h2o-cg.conf"
+    CGCMD=(h2o -c "$tmp/h2o-cg.conf")
+    CMD=(h2o -c "$tmp/h2o.conf") ;;
 esac
 
 args=(--cipher "$CIPHER" --size 1024)
@@ -103,21 +116,44 @@ listening() {
   echo "cg_handshake: $TARGET did not listen" >&2; exit 1
 }
 
-"${PRE[@]}" valgrind --tool=callgrind "--callgrind-out-file=$tmp/cg.%p" "${CMD[@]}" >"$tmp/target.log" 2>&1 &
+[ -n "${CGCMD+set}" ] || CGCMD=("${CMD[@]}")
+"${PRE[@]}" valgrind --tool=callgrind "--callgrind-out-file=$tmp/cg.%p" "${CGCMD[@]}" >"$tmp/target.log" 2>&1 &
 vp=$!
 pids+=("$vp")
 listening
 hs 40 warm
-callgrind_control -z "$vp" >/dev/null
+cgc() { callgrind_control "$@" "$vp" >/dev/null; }
+cgc -z
 hs "$A" a
-callgrind_control -d a "$vp" >/dev/null
-callgrind_control -z "$vp" >/dev/null
+cgc -d a
+cgc -z
 hs "$B" b
-callgrind_control -d b "$vp" >/dev/null
+cgc -d b
+# a thread's dumps are cg.PID.N(-TID)
+dumps=("$tmp/cg.$vp.1" "$tmp/cg.$vp.1-*" -- "$tmp/cg.$vp.2" "$tmp/cg.$vp.2-*")
+# h2o signs in a child (neverbleed), which vgdb cannot reach (a forked child has no
+# gdbserver): its counts are those it writes at its exit, after the parent's, over every
+# connection (start-up included, so an upper bound), added per connection
+kids=
+[ "$TARGET" != h2o ] || kids=$(ps -o pid= -o comm= --ppid "$vp" | awk '$2 != "perl" {print $1}' || true)
+kill "$vp" 2>/dev/null || true
+wait "$vp" 2>/dev/null || true
+for k in $kids; do
+  for _ in $(seq 120); do [ -e "/proc/$k" ] || break; sleep 1; done
+  dumps+=(--kid "$tmp/cg.$k" $((40 + A + B)))
+done
 
-/usr/bin/python3 - "$tmp" "$vp" $((B - A)) "$TOP" "$TARGET" "$MODE" <<'EOF'
-import collections, re, sys
-tmp, pid, n, top, target, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+/usr/bin/python3 - $((B - A)) "$TOP" "$TARGET" "$MODE" "${dumps[@]}" <<'EOF'
+import collections, glob, re, sys
+n, top, target, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+args = sys.argv[5:]
+kids = []  # (callgrind file, connections it served)
+while "--kid" in args:
+    i = args.index("--kid")
+    kids.append((args[i + 1], int(args[i + 2])))
+    del args[i:i + 3]
+sep = args.index("--")
+pat_a, pat_b = args[:sep], args[sep + 1:]
 
 def load(path):
     """Exclusive instructions per (object, function) of a callgrind dump, and its total."""
@@ -148,20 +184,25 @@ def load(path):
                 cost[(ob, fn)] += int(parts[1])
     return total, cost
 
-def dump(i):  # a thread's dumps are cg.PID.N(-TID); add the threads'
-    import glob
+def dump(patterns):  # the dumps of one run (threads, processes), added
     total, cost = 0, collections.defaultdict(int)
-    for p in glob.glob(f"{tmp}/cg.{pid}.{i}") + glob.glob(f"{tmp}/cg.{pid}.{i}-*"):
+    for p in sorted({f for pat in patterns for f in glob.glob(pat)}):
         t, c = load(p)
         total += t
         for k, v in c.items():
             cost[k] += v
     return total, cost
 
-ta, a = dump(1)
-tb, b = dump(2)
+ta, a = dump(pat_a)
+tb, b = dump(pat_b)
 print(f"{target} {mode}: per handshake (({n} more connections) / {n}): {(tb - ta) / n:,.0f} instructions")
 rows = {k: (b.get(k, 0) - a.get(k, 0)) / n for k in set(a) | set(b)}
+for path, conns in kids:
+    tk, ck = load(path)
+    print(f"  + its child's (pid {path.rsplit('.', 1)[-1]}) {tk / conns:,.0f} instructions per "
+          f"connection ({conns} connections, start-up included): {(tb - ta) / n + tk / conns:,.0f}")
+    for k, v in ck.items():
+        rows[k] = rows.get(k, 0) + v / conns
 byobj = collections.defaultdict(float)
 for (ob, _), v in rows.items():
     byobj[(ob or "?").rsplit("/", 1)[-1]] += v
@@ -177,34 +218,53 @@ kill "$vp" 2>/dev/null || true
 wait "$vp" 2>/dev/null || true
 
 [ "$NATIVE" = 1 ] || exit 0
-# The kernel's side, natively: minor faults of the target's process (/proc/PID/stat field 10)
-# and its system calls by strace -c, over N connections after a warm run
+# The kernel's side, natively: minor faults of the target's processes (/proc/PID/stat field 10)
+# and their system calls by strace -c, over N connections after a warm run
 "${PRE[@]}" "${CMD[@]}" >"$tmp/native.log" 2>&1 &
 np=$!
 pids+=("$np")
 listening
 hs 200 nwarm
-f0=$(awk '{print $10}' "/proc/$np/stat")
+mapfile -t nkids < <(ps -o pid= --ppid "$np" | tr -d " " || true) # h2o: its key process
+procs=("$np" "${nkids[@]}")
+minflt() { # the processes' minor faults (/proc/PID/stat field 10), added
+  local p t=0
+  for p in "${procs[@]}"; do t=$((t + $(awk '{print $10}' "/proc/$p/stat"))); done
+  echo "$t"
+}
+wakeups() { # the processes' threads' voluntary context switches (each a sleep in epoll_wait,
+  # a read or a lock, then a wakeup), added
+  local p
+  for p in "${procs[@]}"; do cat /proc/"$p"/task/*/status 2>/dev/null; done |
+    awk '$1 == "voluntary_ctxt_switches:" {t += $2} END {print t + 0}'
+}
+f0=$(minflt); w0=$(wakeups)
 hs "$N" native
-f1=$(awk '{print $10}' "/proc/$np/stat")
-strace -c -f -p "$np" -o "$tmp/strace.out" &
+f1=$(minflt); w1=$(wakeups)
+sargs=()
+for p in "${procs[@]}"; do sargs+=(-p "$p"); done
+strace -c -f "${sargs[@]}" -o "$tmp/strace.out" &
 sp=$!
 pids+=("$sp")
 sleep 1
 hs 1000 strace
 kill -INT "$sp"
 wait "$sp" 2>/dev/null || true
-/usr/bin/python3 - "$tmp/strace.out" "$f0" "$f1" "$N" "$TARGET" "$MODE" <<'EOF'
+/usr/bin/python3 - "$tmp/strace.out" "$f0" "$f1" "$N" "$TARGET" "$MODE" "$w0" "$w1" <<'EOF'
 import sys
 path, f0, f1, n, target, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
-calls = {}
+w0, w1 = int(sys.argv[7]), int(sys.argv[8])
+calls, errors = {}, {}
 for line in open(path):
     p = line.split()
     if len(p) >= 5 and p[0][0].isdigit() and p[3].isdigit():
         calls[p[-1]] = int(p[3])
+        errors[p[-1]] = int(p[4]) if len(p) == 6 else 0  # the failed ones (EAGAIN, ...)
 total = calls.pop("total", sum(calls.values()))
-print(f"\n{target} {mode} natively: {(f1 - f0) / n:.2f} minor faults per handshake ({n} connections); "
+print(f"\n{target} {mode} natively: {(f1 - f0) / n:.2f} minor faults and {(w1 - w0) / n:.2f} voluntary "
+      f"context switches per handshake ({n} connections); "
       f"{total / 1000:.1f} system calls per handshake (strace -c -f, 1000 connections):")
+print(f"  {'call':<20} {'calls':>6} {'failed':>6}")
 for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:20]:
-    print(f"  {k:<20} {v / 1000:6.2f}")
+    print(f"  {k:<20} {v / 1000:6.2f} {errors[k] / 1000:6.2f}")
 EOF
