@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <openssl/bio.h>
 #include <openssl/core_names.h>
+#include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -641,6 +642,56 @@ static void file_failed(gw_config_errors_t *errs, const gw_cfg_pos_t *at, const 
         gw_tls__cert_failed(errs, at, event, path, "%s '%s' cannot be loaded: %s", what, path, why);
 }
 
+#ifndef OPENSSL_NO_DEPRECATED_3_0
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+/* The CertificateVerify of every full handshake is an EVP_DigestSignInit_ex and EVP_DigestSign
+ * on the context's key. Loaded from PEM, the key is a provider's: each handshake makes a new
+ * EVP_PKEY_CTX for it (key-manager name look-ups over the whole name map), fetches the ECDSA
+ * signature and SHA-256 by name and duplicates the provider's key context, about 67k
+ * instructions (callgrind) around the 242k of the signature itself. An EC_KEY with a method of
+ * its own is a "foreign" key to OpenSSL 3.0, which signs it on its legacy path: the same
+ * ECDSA_sign_ex with the default implementation (the method is a copy of EC_KEY_OpenSSL()'s),
+ * without the provider round. h2o's keys take that path too (neverbleed's method). */
+static EC_KEY_METHOD *ec_method;
+static pthread_once_t ec_method_once = PTHREAD_ONCE_INIT;
+
+static void ec_method_init(void)
+{
+    ec_method = EC_KEY_METHOD_new(EC_KEY_OpenSSL()); /* lives for the process */
+}
+
+/* The context's private key, when it is an EC key, becomes such a foreign key (the same key
+ * material). Left as it is on any failure: the provider's path signs as well. */
+static void sign_on_legacy_path(SSL_CTX *ctx)
+{
+    EVP_PKEY *pk = SSL_CTX_get0_privatekey(ctx);
+    if (!pk || EVP_PKEY_get_base_id(pk) != EVP_PKEY_EC)
+        return;
+    pthread_once(&ec_method_once, ec_method_init);
+    EC_KEY *ec = ec_method ? EVP_PKEY_get1_EC_KEY(pk) : NULL;
+    EVP_PKEY *fk = ec ? EVP_PKEY_new() : NULL;
+    if (!fk || EC_KEY_set_method(ec, ec_method) != 1 || EVP_PKEY_assign_EC_KEY(fk, ec) != 1) {
+        EC_KEY_free(ec);
+        EVP_PKEY_free(fk);
+        ERR_clear_error();
+        return;
+    }
+    /* fk owns ec now; the context takes its own reference. SSL_CTX_use_PrivateKey drops the
+     * context's certificate when the key does not match it, so that is checked first */
+    X509 *cert = SSL_CTX_get0_certificate(ctx);
+    if (!cert || X509_check_private_key(cert, fk) != 1 || SSL_CTX_use_PrivateKey(ctx, fk) != 1)
+        ERR_clear_error();
+    EVP_PKEY_free(fk);
+}
+#pragma GCC diagnostic pop
+#else
+static void sign_on_legacy_path(SSL_CTX *ctx)
+{
+    (void)ctx;
+}
+#endif
+
 static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_tls_ctx_t *c,
                          gw_config_errors_t *errs)
 {
@@ -715,6 +766,7 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
                             cert->certificate);
         goto fail;
     }
+    sign_on_legacy_path(ctx);
 no_files:
     /* sessions resume only under the same context: instances that share ticket keys share it
      * too (nghttpx's is "shrpx", for a fleet that moves from one to the other) */

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 #include "test_util.h"
+#include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -1187,6 +1188,50 @@ static void test_chain_record_is_checked(void **state)
     free(r);
 }
 
+/* The server's ECDSA key signs on OpenSSL's legacy path (a copy of the default EC_KEY method
+ * makes it "foreign"): a full handshake's CertificateVerify (TLS 1.3) or ServerKeyExchange
+ * (TLS 1.2) then skips the provider round of about 67k instructions (callgrind,
+ * scripts/lib/cg_handshake.sh). The client checks the signature in both versions; SNI's other
+ * contexts take the same key form. */
+static void test_ec_key_signs_on_legacy_path(void **state)
+{
+    (void)state;
+    char *names_b[] = {"b.example"};
+    gw_cfg_cert_t certs[2] = {
+        {.certificate = cert_a, .key = key_a},
+        {.certificate = cert_b, .key = key_b, .names = names_b, .names_len = 1}};
+    gw_cfg_tls_t cfg = base_cfg(certs, 2);
+    static const struct {
+        int version;
+        const char *sni;
+        char letter;
+    } cases[] = {{TLS1_3_VERSION, NULL, 'a'},
+                 {TLS1_2_VERSION, NULL, 'a'},
+                 {TLS1_3_VERSION, "b.example", 'b'}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        pair_t p;
+        pair_init(&p, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, cases[i].sni,
+                  cases[i].version, NULL);
+        handshake(&p, 0);
+        assert_int_equal(SSL_version(p.cli), cases[i].version);
+        assert_int_equal(cert_letter(SSL_get0_peer_certificate(p.cli)), cases[i].letter);
+        int sig = 0;
+        assert_int_equal(SSL_get_peer_signature_type_nid(p.cli, &sig), 1);
+        assert_int_equal(sig, EVP_PKEY_EC);
+        EVP_PKEY *pk = SSL_CTX_get0_privatekey(SSL_get_SSL_CTX(p.srv->ssl));
+        assert_non_null(pk);
+#ifndef OPENSSL_NO_DEPRECATED_3_0 /* without the EC_KEY API the provider's path signs */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+        const EC_KEY *ec = EVP_PKEY_get0_EC_KEY(pk);
+        assert_non_null(ec);
+        assert_ptr_not_equal(EC_KEY_get_method(ec), EC_KEY_OpenSSL());
+#pragma GCC diagnostic pop
+#endif
+        pair_free(&p);
+    }
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_alpn_server_preference),
     cmocka_unit_test(test_sni_picks_certificate),
@@ -1209,6 +1254,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_tls13_file_keys_shared_between_contexts),
     cmocka_unit_test(test_tls12_session_ids_distinct_and_resume),
     cmocka_unit_test(test_chain_record_is_checked),
+    cmocka_unit_test(test_ec_key_signs_on_legacy_path),
 };
 
 GW_TEST_MAIN_GROUP(tests, setup_all, teardown_all)
