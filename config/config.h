@@ -344,6 +344,13 @@ typedef struct {
     size_t respond_body;           /* a route's respond.body: at most this many bytes */
 } gw_cfg_limits_t;
 
+/* heap: giving the heap's free pages back once the whole gateway went quiet
+ * (server/heap.c). */
+typedef struct {
+    uint64_t idle_trim_ms;   /* every worker without work this long: trim; 0 = never */
+    uint64_t idle_trim_free; /* only when the heap holds at least this much free */
+} gw_cfg_heap_t;
+
 typedef struct {
     uint64_t response_rate; /* bytes/s per connection; 0 = unlimited */
     uint64_t response_burst;
@@ -493,6 +500,7 @@ typedef struct gw_config {
     gw_cfg_h2_t h2;
     gw_cfg_timeouts_t timeouts;
     gw_cfg_limits_t limits;
+    gw_cfg_heap_t heap;
     gw_cfg_throttle_t throttle;
     gw_cfg_access_log_t access_log;
     gw_cfg_compression_t compression;

@@ -214,6 +214,7 @@ static const char *const ms_keys[][2] = {
     {"timeout", "timeout_ms"},
     {"poll_interval", "poll_interval_ms"},
     {"ping_interval", "ping_interval_ms"},
+    {"idle_trim", "idle_trim_ms"},
 };
 
 static const char *internal_name(const char *key)

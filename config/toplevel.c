@@ -1,6 +1,6 @@
 /* config/toplevel.c — YAML (libyaml document API) into gw_config_t, with every error collected
  * as "FILE:LINE:COL: message": the entry points (string, file, the embedded default), the top
- * level and its scalar sections (h2, timeouts, limits, throttle, compression, early_hints,
+ * level and its scalar sections (h2, timeouts, limits, heap, throttle, compression, early_hints,
  * access_log, admin, cluster), the defaults and the checks across sections. Scalar fields are
  * described by tables of field_t (name, kind, offset, range; load.c reads them), so adding a
  * key is one line plus its README entry. The list sections are in listen.c, upstreams.c and
@@ -64,6 +64,11 @@ static const field_t limit_fields[] = {
     FLD(gw_cfg_limits_t, draining_generations, F_UINT, 1, 256),
     FLD(gw_cfg_limits_t, max_tunnels, F_UINT, 0, 10000000),
     FLD(gw_cfg_limits_t, respond_body, F_SIZE, 0, 1u << 20),
+};
+
+static const field_t heap_fields[] = {
+    FLD(gw_cfg_heap_t, idle_trim_ms, F_DUR, 0, 3600000),
+    FLD(gw_cfg_heap_t, idle_trim_free, F_SIZE64, 0, 1ull << 40),
 };
 
 static const field_t throttle_fields[] = {
@@ -357,6 +362,8 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
         load_table(ld, v, "timeouts", timeout_fields, NTAB(timeout_fields), &c->timeouts);
     else if (!strcmp(key, "limits"))
         load_table(ld, v, "limits", limit_fields, NTAB(limit_fields), &c->limits);
+    else if (!strcmp(key, "heap"))
+        load_table(ld, v, "heap", heap_fields, NTAB(heap_fields), &c->heap);
     else if (!strcmp(key, "throttle"))
         load_table(ld, v, "throttle", throttle_fields, NTAB(throttle_fields), &c->throttle);
     else if (!strcmp(key, "early_hints")) {
@@ -419,6 +426,7 @@ static int top_pair(ld_t *ld, const char *key, yaml_node_t *k, yaml_node_t *v, v
                                            "h2",
                                            "timeouts",
                                            "limits",
+                                           "heap",
                                            "throttle",
                                            "early_hints",
                                            "compression",
@@ -488,6 +496,9 @@ static void set_defaults(gw_config_t *c)
         .max_tunnels = 10000,
         .respond_body = 64 * 1024,
     };
+    /* server/heap.c: a burst of large responses leaves 9-42 MB free inside the workers'
+     * arenas, which no trim threshold returns; a page load holds about 2 MiB */
+    c->heap = (gw_cfg_heap_t){.idle_trim_ms = 1000, .idle_trim_free = 8u << 20};
     c->error_page_max = 64 * 1024;
     c->cache = (gw_cfg_cache_t){
         .memory = 256u << 20, /* per process, shared by the workers */

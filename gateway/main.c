@@ -91,7 +91,8 @@ static int check(const char *path)
  * 2,500-10,000 page faults, 1,600 with 4 MiB kept, in each of 5 runs). Fixed values: up to
  * 4 MiB of free top stays in each arena (a worker's), and chunks up to 4 MiB come from the
  * heap (the dynamic threshold would rise to what was freed, up to 32 MiB). malloc_trim (the
- * cache's) still gives back all.
+ * cache's, and server/heap.c's once the whole gateway is quiet for heap.idle_trim) still gives
+ * back all, the free chunks inside an arena too, which no threshold reaches.
  * An operator's GLIBC_TUNABLES or MALLOC_*_ variables win. */
 static void heap_tune(void)
 {

@@ -120,6 +120,7 @@ int gw_front__need_busy(conn_t *c)
     format_peer(c, b->peer, sizeof(b->peer), b->peer_ip, sizeof(b->peer_ip));
     c->b = b;
     atomic_fetch_add_explicit(&W(c)->busy, 1, memory_order_relaxed);
+    gw_front__work(W(c));
     return 0;
 }
 
@@ -135,6 +136,7 @@ static void drop_busy(conn_t *c)
     gw_free(b);
     c->b = NULL;
     atomic_fetch_sub_explicit(&W(c)->busy, 1, memory_order_relaxed);
+    gw_front__work(W(c));
 }
 
 /* ---- deferred work ------------------------------------------------------------------------ */

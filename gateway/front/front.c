@@ -1,5 +1,6 @@
 /* front/front.c — a worker's front: its loop and the handles its connections share, stopping
- * its connections, and the generations they are accepted under (front/front.h). */
+ * its connections, the generations they are accepted under, and whether the worker is quiet
+ * (front/front.h). */
 #include "common/alloc.h"
 #include "common/err.h"
 #include "front/front_internal.h"
@@ -17,6 +18,7 @@ int gw_front_init(gw_front_t *f, unsigned id, const gw_front_ops_t *ops, gw_fron
     uv_idle_init(&f->loop, &f->kick);
     uv_timer_init(&f->loop, &f->ticker);
     uv_timer_init(&f->loop, &f->alog_timer);
+    uv_timer_init(&f->loop, &f->quiet_timer);
     gw_bytes_init(&f->alog_buf, 0);
     gw_theap_init(&f->timers);
     uv_mutex_init(&f->snap_lock);
@@ -33,6 +35,8 @@ void gw_front_close(gw_front_t *f)
     uv_close((uv_handle_t *)&f->kick, on_handle_closed);
     uv_close((uv_handle_t *)&f->ticker, on_handle_closed);
     uv_close((uv_handle_t *)&f->alog_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&f->quiet_timer, on_handle_closed);
+    f->quiet = GW_FRONT_Q_OFF;
 }
 
 void gw_front_free(gw_front_t *f)
@@ -47,6 +51,58 @@ void gw_front_free(gw_front_t *f)
         gw_pool_free(&f->h2s_pool); /* every connection is closed: only the freelist is left */
     gw_rbuf_unref(f->oq_scratch);
     gw_free(f->oq_ents);
+}
+
+/* ---- quiet: no connection with work for heap.idle_trim ------------------------------------ */
+
+/* A connection takes up work (need_busy) or gives it back (drop_busy) many times per second
+ * under load: that only stamps the time. The timer is armed when watching starts (the worker's
+ * start, or its first work after being quiet) and re-armed when it fires early, so a busy worker
+ * sees it fire about once per heap.idle_trim, never once per request. */
+
+static uint64_t quiet_delay(const gw_front_t *f)
+{
+    return f->stop == GW_STOP_NONE && f->cur ? f->cur->cfg->heap.idle_trim_ms : 0;
+}
+
+static void on_quiet_timer(uv_timer_t *t)
+{
+    gw_front_t *f = GW_CONTAINER_OF(t, gw_front_t, quiet_timer);
+    uint64_t d = quiet_delay(f), now = uv_now(&f->loop);
+    f->quiet = GW_FRONT_Q_OFF;
+    if (d == 0)
+        return; /* turned off by a reload, or stopping: work starts it again */
+    int busy = atomic_load_explicit(&f->busy, memory_order_relaxed) != 0;
+    if (!busy && now - f->work_ms >= d) {
+        f->quiet = GW_FRONT_Q_QUIET;
+        if (f->ops->quiet)
+            f->ops->quiet(f, 1);
+        return;
+    }
+    f->quiet = GW_FRONT_Q_WATCH;
+    uv_timer_start(t, on_quiet_timer, busy ? d : f->work_ms + d - now, 0);
+}
+
+void gw_front_watch_quiet(gw_front_t *f)
+{
+    if (f->quiet == GW_FRONT_Q_QUIET) {
+        f->quiet = GW_FRONT_Q_OFF;
+        if (f->ops->quiet)
+            f->ops->quiet(f, 0);
+    }
+    uint64_t d = quiet_delay(f);
+    if (d == 0 || f->quiet == GW_FRONT_Q_WATCH || uv_is_closing((uv_handle_t *)&f->quiet_timer))
+        return;
+    f->work_ms = uv_now(&f->loop);
+    f->quiet = GW_FRONT_Q_WATCH;
+    uv_timer_start(&f->quiet_timer, on_quiet_timer, d, 0);
+}
+
+void gw_front__work(gw_front_t *f)
+{
+    f->work_ms = uv_now(&f->loop);
+    if (f->quiet != GW_FRONT_Q_WATCH)
+        gw_front_watch_quiet(f);
 }
 
 size_t gw_front_stop_conns(gw_front_t *f, const gw_front_gen_t *g, gw_stop_t how, int keep_tunnels)

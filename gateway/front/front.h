@@ -65,6 +65,10 @@ typedef struct {
     /* How many instances share a client's bandwidth that this one decides alone now (1: the
      * cluster decides, or there is none); may be NULL (1). */
     unsigned (*local_share)(gw_front_t *f);
+    /* The worker went quiet (quiet 1: no connection took up or held work for heap.idle_trim)
+     * or has work again after being quiet (0). Called on these transitions only, never per
+     * request; may be NULL. */
+    void (*quiet)(gw_front_t *f, int quiet);
 } gw_front_ops_t;
 
 /* ---- metrics (metrics.c): a worker's counters, keyed by configuration names ---------------- */
@@ -198,6 +202,10 @@ struct gw_front {
     atomic_ullong busy;     /* connections holding busy state (buffers, stream lists, conn.c); an
                                idle one gives it back: read by scrapes too */
     uv_idle_t kick;         /* runs deferred connection work (conn.c) on the next iteration */
+    /* quiet (front.c): whether a connection had work within heap.idle_trim */
+    uv_timer_t quiet_timer; /* armed while watching (not quiet): due at the earliest quiet */
+    uint64_t work_ms;       /* loop time a connection last took up or gave back work */
+    int quiet;              /* GW_FRONT_Q_* */
     gw_list_t dirty;        /* connections with deferred work */
     /* connection timers (ticker.c): one loop timer for the earliest node of the heap */
     uv_timer_t ticker;
@@ -222,10 +230,20 @@ struct gw_front {
     uint8_t readbuf[GW_FRONT_READ_BUF]; /* ciphertext/plaintext read buffer, used synchronously */
 };
 
+/* Whether a worker is quiet (gw_front_t.quiet). */
+enum {
+    GW_FRONT_Q_OFF = 0, /* not watched: heap.idle_trim is 0, or the worker stops */
+    GW_FRONT_Q_WATCH,   /* quiet_timer armed: work was seen within heap.idle_trim */
+    GW_FRONT_Q_QUIET,   /* told ops->quiet(f, 1); the next work tells ops->quiet(f, 0) */
+};
+
 /* f's loop and what its connections share, for worker id (the main thread, before the worker's
  * thread starts). ops and alog stay the caller's and outlive f. 0, or GW_E_NOMEM with nothing
  * to free. */
 int gw_front_init(gw_front_t *f, unsigned id, const gw_front_ops_t *ops, gw_front_alog_t *alog);
+/* Start watching whether f goes quiet (ops->quiet), as its current generation's
+ * heap.idle_trim says: called once f->cur is set, before f's loop runs (or on it). */
+void gw_front_watch_quiet(gw_front_t *f);
 /* Every connection of f is freed: close its handles (kick, ticker, access log timer), so that
  * its loop ends once the caller's handles are closed too. */
 void gw_front_close(gw_front_t *f);

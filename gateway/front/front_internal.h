@@ -2,7 +2,8 @@
  * server layer calls front/front.h).
  *
  * front.c:     a worker's front: its loop and handles, stopping its connections, binding the
- *              generations they are accepted under.
+ *              generations they are accepted under, whether the worker is quiet (no
+ *              connection with work for heap.idle_trim: server/heap.c trims the heap).
  * conn.c:      one client connection's life: accept, the PROXY header on listeners that expect
  *              one, timeouts, deferred work (the kick handle), idle connections giving back
  *              their buffers, graceful stop, close.
@@ -191,6 +192,10 @@ struct conn {
         struct sockaddr_in6 in6;
     } addr; /* the peer (family 0 when unknown) */
 };
+
+/* A connection of f took up work or gave it back (conn.c): the time is stamped, and a quiet
+ * worker (or one not watched while heap.idle_trim is on) starts watching again (front.c). */
+void gw_front__work(gw_front_t *f);
 
 /* The front of a connection: its loop is embedded in the front. */
 #define W(c) GW_CONTAINER_OF((c)->tcp.loop, gw_front_t, loop)

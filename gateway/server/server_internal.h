@@ -12,6 +12,8 @@
  *              files, the access log, the pid file's directory, certificates (h2gate -t).
  * upgrade.c:   binary upgrade (SIGUSR2: inherited sockets, the admin socket too, readiness
  *              pipe), the pid file (refused while it names another running gateway).
+ * heap.c:      the heap's free pages back to the system (malloc_trim on libuv's thread pool)
+ *              once every worker went quiet (heap.idle_trim).
  * notify.c:    systemd readiness datagrams.
  * scrape.c:    a scrape of the metrics: every worker's snapshot asked for and summed, the
  *              families table, the Prometheus rendering, the process_* series.
@@ -165,6 +167,20 @@ struct gw_worker {
 /* The generation new connections of worker w are accepted under, or NULL once it stopped. */
 #define WCUR(w) ((w)->f.cur ? WGEN((w)->f.cur) : NULL)
 
+/* heap.c: the trim of the heap when the whole gateway went quiet. */
+typedef struct {
+    atomic_uint quiet; /* workers that told they are quiet (front's ops->quiet) */
+    atomic_int busy;   /* req is queued or running: one trim at a time */
+    uv_work_t req;
+    /* written by the thread pool while busy, read by trim_done after it */
+    uint64_t min_free;   /* heap.idle_trim_free of the generation that queued it */
+    uint64_t free;       /* mallinfo2().fordblks before the trim */
+    uint64_t rss_before; /* resident bytes before the trim */
+    uint64_t rss_after;  /* after the last trim (0: none yet) */
+    uint64_t ns;         /* what malloc_trim took */
+    int trimmed;
+} gw_heap_trim_t;
+
 struct gw_server {
     gw_gen_t *gen; /* current generation (written by the main thread under lock) */
     gw_lsock_t **socks;
@@ -206,6 +222,7 @@ struct gw_server {
     gw_acme_counters_t acme_counters; /* the ACME client's, for the scrape (process-wide) */
 #endif
     gw_cluster_hub_t *hub; /* the workers' rate questions to the cluster (main loop) */
+    gw_heap_trim_t heap;   /* heap.c */
 };
 
 /* process.c: start, keep or stop the cluster client for the current configuration (main
@@ -216,6 +233,11 @@ void gw_server__cluster_apply(gw_server_t *s);
 void gw_server__log_rate_tables(gw_server_t *s, const char *when);
 /* process.c: stop accepting and drain as on a reload (the new process took over), then exit. */
 void gw_server__drain(gw_server_t *s);
+
+/* heap.c: worker w went quiet (quiet 1) or has work again (0), on its loop (front's
+ * ops->quiet). When every worker is quiet, the heap is trimmed on libuv's thread pool if it
+ * holds heap.idle_trim_free free bytes: at most one trim per quiet period, one at a time. */
+void gw_server__worker_quiet(gw_worker_t *w, int quiet);
 
 /* worker.c */
 /* Start worker id of s (main thread): *out is set as soon as it exists, also when a later step

@@ -1,7 +1,8 @@
 /* server/worker.c — the worker threads: one libuv loop each, whose client connections are its
  * front's (front/front.h). Starting one, the wake-ups other threads send it (stop, a new
  * generation), its graceful stop and drain deadline, the end of its loop once its last
- * connection is gone, its questions to the cluster and the ops table its front calls. */
+ * connection is gone, its questions to the cluster and the ops table its front calls (its
+ * quiet periods go to heap.c). */
 
 #include "common/alloc.h"
 #include "common/clock.h"
@@ -162,10 +163,16 @@ static unsigned on_local_share(gw_front_t *f)
     return gw_cluster_hub_share(w->srv->hub);
 }
 
+static void on_quiet(gw_front_t *f, int quiet)
+{
+    gw_server__worker_quiet(GW_CONTAINER_OF(f, gw_worker_t, f), quiet);
+}
+
 static const gw_front_ops_t worker_ops = {
     .conn_freed = on_conn_freed,
     .lease = on_lease,
     .local_share = on_local_share,
+    .quiet = on_quiet,
 };
 
 unsigned gw_server__rate_share(void *ud)
@@ -229,6 +236,7 @@ int gw_server__worker_start(gw_server_t *s, unsigned id, gw_worker_t **out)
             GW_LOG_ERROR("proxy_failed", "worker=%u reason=\"%s\"", id, gw_strerror(rv));
         return rv;
     }
+    gw_front_watch_quiet(&w->f); /* heap.c: a trim once every worker is quiet */
     if (uv_thread_create(&w->thread, worker_main, w) != 0)
         return GW_E_IO;
     return 0;

@@ -46,6 +46,7 @@ SERIAL_MODULES = (
     "test_cache_memory",   # RSS under a scan of 100,000 URLs, h2load
     "test_cluster",        # request rates and bandwidth across instances
     "test_cluster_sentinel",  # a limit held through a Redis failover, under h2load
+    "test_heap_trim",      # RSS after a burst of 1 MiB responses (h2load), idle periods
     "test_origin_churn",   # h2load, origin connection counts
     "test_pipeline",       # h2load, pool caps
     "test_priority_latency",  # a client that reads at a fixed rate

@@ -650,6 +650,41 @@ static void coalesce_buffer_limit(void **state)
         "t.yaml:8:27: 'coalesce_buffer' must be a size (e.g. 64KiB, 1MB, 4096), not 'many'");
 }
 
+/* heap: idle_trim (a duration, 0 = never) and idle_trim_free (a size): defaults 1 s and 8 MiB,
+ * values kept, each bad value reported at its position. */
+static void heap_idle_trim(void **state)
+{
+    (void)state;
+    gw_config_t *c = gw_test_config_expect_ok(MINIMAL);
+    assert_int_equal(c->heap.idle_trim_ms, 1000);
+    assert_int_equal(c->heap.idle_trim_free, 8u << 20);
+    gw_config_del(c);
+    c = gw_test_config_expect_ok(MINIMAL "heap: {idle_trim: 2500ms, idle_trim_free: 64MiB}\n");
+    assert_int_equal(c->heap.idle_trim_ms, 2500);
+    assert_int_equal(c->heap.idle_trim_free, 64u << 20);
+    gw_config_del(c);
+    c = gw_test_config_expect_ok(MINIMAL "heap:\n  idle_trim: 0\n  idle_trim_free: 0\n");
+    assert_int_equal(c->heap.idle_trim_ms, 0);
+    assert_int_equal(c->heap.idle_trim_free, 0);
+    gw_config_del(c);
+    gw_test_config_expect_error(MINIMAL "heap: {idle_trim: 2h}\n",
+                                "t.yaml:8:19: 'idle_trim' is out of range: 2h (allowed "
+                                "0..3600000)");
+    gw_test_config_expect_error(
+        MINIMAL "heap: {idle_trim: soon}\n",
+        "t.yaml:8:19: 'idle_trim' must be a duration (e.g. 500ms, 30s, 5m), not 'soon'");
+    gw_test_config_expect_error(MINIMAL "heap:\n  idle_trim_free: 2048GiB\n",
+                                "t.yaml:9:19: 'idle_trim_free' is out of range: 2048GiB (allowed "
+                                "0..1099511627776)");
+    gw_test_config_expect_error(
+        MINIMAL "heap:\n  idle_trim_free: -1\n",
+        "t.yaml:9:19: 'idle_trim_free' must be a size (e.g. 64KiB, 1MB, 4096), not '-1'");
+    gw_test_config_expect_error(MINIMAL "heap: {trim: 1s}\n",
+                                "t.yaml:8:8: unknown key 'trim' in heap");
+    gw_test_config_expect_error(MINIMAL "heap: 1s\n",
+                                "t.yaml:8:7: 'heap' must be a map, not a scalar");
+}
+
 /* routes[].coalesce_headers names one field once, whatever the case (a name
  * listed twice in different case overflowed the coalescing key's buffer). */
 static void coalesce_headers_deduplicated(void **state)
@@ -1405,6 +1440,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(unit_parsers),
     cmocka_unit_test(alloc_failure_sweep),
     cmocka_unit_test(coalesce_buffer_limit),
+    cmocka_unit_test(heap_idle_trim),
     cmocka_unit_test(coalesce_headers_deduplicated),
     cmocka_unit_test(throttle_ipv6_prefix),
     cmocka_unit_test(upstream_idle_purge),
