@@ -935,9 +935,18 @@ static int resumes13(pair_t *p, SSL_SESSION *sess, SSL_SESSION **next)
     return SSL_session_reused(p->cli);
 }
 
-static int cmp_iv(const void *a, const void *b)
+static int cmp_bytes(const void *a, const void *b, void *size)
 {
-    return memcmp(a, b, 16);
+    return memcmp(a, b, *(const size_t *)size);
+}
+
+/* No two of the n items of size bytes at base are equal (they are sorted in place). */
+static void assert_all_distinct(void *base, size_t n, size_t size)
+{
+    qsort_r(base, n, size, cmp_bytes, &size);
+    const uint8_t *b = base;
+    for (size_t i = 1; i < n; i++)
+        assert_memory_not_equal(b + (i - 1) * size, b + i * size, size);
 }
 
 /* A browser uses a TLS 1.3 ticket once (RFC 8446 §C.4): each resumed connection must get a
@@ -967,9 +976,7 @@ static void test_tls13_tickets_chain_with_distinct_ivs(void **state)
         assert_memory_equal(name, name0, 16);
     }
     SSL_SESSION_free(sess);
-    qsort(ivs, N, 16, cmp_iv);
-    for (int i = 1; i < N; i++)
-        assert_memory_not_equal(ivs[i - 1], ivs[i], 16);
+    assert_all_distinct(ivs, N, sizeof(ivs[0]));
     pair_free(&p);
 }
 
@@ -1095,11 +1102,6 @@ static void test_tls13_file_keys_shared_between_contexts(void **state)
     }
 }
 
-static int cmp_id(const void *a, const void *b)
-{
-    return memcmp(a, b, 32);
-}
-
 /* Without tickets a TLS 1.2 client resumes by the session id (RFC 5246 §7.4.1.3). The server
  * takes its ids from batches of CSPRNG output (128 ids a batch, fewer when ticket IVs share
  * it): 200 new sessions get 200 distinct 32-byte ids, and they resume. */
@@ -1129,9 +1131,7 @@ static void test_tls12_session_ids_distinct_and_resume(void **state)
             assert_int_equal(resumes(&p, sess), 1);
         SSL_SESSION_free(sess);
     }
-    qsort(ids, N, 32, cmp_id);
-    for (int i = 1; i < N; i++)
-        assert_memory_not_equal(ids[i - 1], ids[i], 32);
+    assert_all_distinct(ids, N, sizeof(ids[0]));
     pair_free(&p);
 }
 
