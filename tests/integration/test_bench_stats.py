@@ -26,23 +26,33 @@ def h2load_out(requests, ok):
             f"1.95MB ({requests * 1024}) data\n")
 
 
-def write_run(runs, scenario, proxy, cpu_ticks, asked=0, warm="200,200,200", ok=REQUESTS):
+def write_run(runs, scenario, proxy, cpu_ticks, asked=0, warm="200,200,200", ok=REQUESTS,
+              requests=REQUESTS, accepts=1, more=(), client=None, origin=None):
     """One run directory as scripts/bench leaves it; asked: the origin's requests while measured
-    (None: not counted); cpu_ticks: the proxy's CPU over h2load at 100 ticks a second."""
+    (None: not counted); warm: the warm-up's status codes (None: no warm-up, as outside the cache
+    scenarios); cpu_ticks: the proxy's CPU over the run at 100 ticks a second; accepts: the
+    origin's connections; more: further meta lines (key=value); client: (file name, text) of
+    the client's summary in place of h2load's (page.out, hsload.out); origin: the origin's
+    access log lines (default: the warm-up's miss alone)."""
     rd = runs / f"{scenario}-tls-{proxy}-1"
     rd.mkdir()
-    meta = [f"scenario={scenario}", "transport=tls", f"proxy={proxy}", "rep=1", "clk_tck=100",
-            f"warm_codes={warm}"]
+    meta = [f"scenario={scenario}", "transport=tls", f"proxy={proxy}", "rep=1", "clk_tck=100"]
+    if warm is not None:
+        meta.append(f"warm_codes={warm}")
     if asked is not None:
         meta.append(f"origin_requests_measured={asked}")
-    meta += [f"requests={REQUESTS}", "cpu_before=0", f"cpu_after={cpu_ticks}", "sys_before=0",
-             "sys_after=1", "hwm_kib=10240", "proxy_died=0", "origin_accepts=1"]
+    meta += [f"requests={requests}", "cpu_before=0", f"cpu_after={cpu_ticks}", "sys_before=0",
+             "sys_after=1", "hwm_kib=10240", "proxy_died=0", f"origin_accepts={accepts}", *more]
     (rd / "meta").write_text("\n".join(meta) + "\n")
-    (rd / "h2load.out").write_text(h2load_out(REQUESTS, ok))
-    # h2load --log-file: start time, status, duration in µs
-    (rd / "h2load.log").write_text("".join(f"{i}\t200\t{500 + i}\n" for i in range(REQUESTS)))
-    # the warm-up's miss reached the origin: the run's access log has it, which is allowed
-    (rd / "origin.log").write_text("1 200 90\n")
+    if client:
+        (rd / client[0]).write_text(client[1])
+    else:
+        (rd / "h2load.out").write_text(h2load_out(requests, ok))
+        # h2load --log-file: start time, status, duration in µs
+        (rd / "h2load.log").write_text("".join(f"{i}\t200\t{500 + i}\n" for i in range(requests)))
+    # by default the warm-up's miss reached the origin: the run's access log has it, which is
+    # allowed
+    (rd / "origin.log").write_text("".join(l + "\n" for l in origin or ["1 200 90"]))
     return rd
 
 
@@ -174,30 +184,19 @@ def test_page_faults_per_page_and_per_handshake(tmp_path):
     process and children) per page and per handshake: memory given back to the kernel after a
     burst and touched again costs a zeroed page each, which the CPU figure hides among the
     rest (a heap trimmed after every page load was 300 faults a page)."""
-    rd = tmp_path / "page-tls-h2gate-1"
-    rd.mkdir()
-    (rd / "meta").write_text("\n".join([
-        "scenario=page", "transport=tls", "proxy=h2gate", "rep=1", "clk_tck=100",
-        "pages=20", "requests=1200", "cpu_before=0", "cpu_after=12", "sys_before=0",
-        "sys_after=1", "hwm_kib=10240", "proxy_died=0", "origin_accepts=60",
-        "faults_before=1000", "faults_after=7000"]) + "\n")
-    (rd / "page.out").write_text(
-        "pages=20 ok=20 failed=0 resources=60 bytes=1966080 urgent_p50_ms=68.0 "
-        "urgent_p90_ms=70.0 page_p50_ms=160.0 page_p90_ms=161.0\n")
-    (rd / "origin.log").write_text("".join(f"{i} 200 1024\n" for i in range(1200)))
+    rd = write_run(tmp_path, "page", "h2gate", 12, asked=None, warm=None, requests=1200,
+                   accepts=60, more=("pages=20", "faults_before=1000", "faults_after=7000"),
+                   client=("page.out", "pages=20 ok=20 failed=0 resources=60 bytes=1966080 "
+                           "urgent_p50_ms=68.0 urgent_p90_ms=70.0 page_p50_ms=160.0 "
+                           "page_p90_ms=161.0\n"),
+                   origin=[f"{i} 200 1024" for i in range(1200)])
     line = summarize(rd)
     assert "300 page faults/page" in line, line
-    hs = tmp_path / "resume-tls-h2gate-1"
-    hs.mkdir()
-    (hs / "meta").write_text("\n".join([
-        "scenario=resume", "transport=tls", "proxy=h2gate", "rep=1", "clk_tck=100",
-        "requests=1000", "clients=16", "cpu_before=0", "cpu_after=50", "sys_before=0",
-        "sys_after=1", "hwm_kib=10240", "proxy_died=0", "origin_accepts=1",
-        "faults_before=500", "faults_after=750"]) + "\n")
-    (hs / "hsload.out").write_text(
-        "handshakes=1000 ok=1000 failed=0 resumed=984 ticketed=1000 rate=2000.0 "
-        "seconds=0.5 p50_ms=1.10 p99_ms=2.00\n")
-    (hs / "origin.log").write_text("".join(f"{i} 200 1024\n" for i in range(1000)))
+    hs = write_run(tmp_path, "resume", "h2gate", 50, asked=None, warm=None, requests=1000,
+                   more=("clients=16", "faults_before=500", "faults_after=750"),
+                   client=("hsload.out", "handshakes=1000 ok=1000 failed=0 resumed=984 "
+                           "ticketed=1000 rate=2000.0 seconds=0.5 p50_ms=1.10 p99_ms=2.00\n"),
+                   origin=[f"{i} 200 1024" for i in range(1000)])
     subprocess.run(["/usr/bin/python3", STATS, "run", str(hs)], check=True, capture_output=True,
                    timeout=60)
     with open(hs / "run.json") as f:
