@@ -152,6 +152,18 @@ void gw_front__kick(conn_t *c)
         uv_idle_start(&W(c)->kick, gw_front__on_kick);
 }
 
+void gw_front__unkick(conn_t *c)
+{
+    if (!c->dirty)
+        return;
+    gw_list_remove(&c->dirty_link);
+    gw_list_init(&c->dirty_link);
+    c->dirty = 0;
+    /* no loop turn of its own for an empty list (the poll would not block) */
+    if (gw_list_empty(&W(c)->dirty))
+        uv_idle_stop(&W(c)->kick);
+}
+
 static void conn_deferred(conn_t *c)
 {
     if (c->flags & GW_CONN_F_CLOSED)

@@ -251,6 +251,8 @@ size_t gw_front__in_len(const conn_t *c);
 size_t gw_front__out_len(const conn_t *c);
 int gw_front__need_busy(conn_t *c);
 void gw_front__kick(conn_t *c);
+/* Take back a kick not run yet: the work it asked for is done (see gw_front__h2_pump). */
+void gw_front__unkick(conn_t *c);
 /* Hand the promised pushes (c->b->h2_pushes) to the proxy. */
 void gw_front__h2_start_pushes(conn_t *c);
 void gw_front__arm(conn_t *c, uint64_t ms);

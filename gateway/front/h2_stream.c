@@ -685,6 +685,13 @@ void gw_front__h2_pump(conn_t *c)
     /* streams the send just closed give their slot back now, before the peer's next
      * HEADERS can be read (else a fast client sees REFUSED_STREAM at the limit) */
     gw_front__h2_tell_gone(c);
+    /* A kick made while this pump framed (a stream handed its next bytes as it was framed, a
+     * stream closed) asked for what the pump just did: what it left waits for the write it
+     * left pending, whose callback kicks again (gw_front__after_write). Run, the kick would
+     * cost a loop turn that does not sleep (an epoll_wait with no timeout) and a pump that
+     * frames nothing, once per paced write round. */
+    if (c->queued && c->b && gw_list_empty(&c->b->h2_pushes) && gw_list_empty(&c->b->h2_gone))
+        gw_front__unkick(c);
     if (gw_h2_session_active_streams(c->h2))
         c->last_active_ms = gw_now_ms();
     if (gw_h2_session_should_close(c->h2) ||
