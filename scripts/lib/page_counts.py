@@ -24,7 +24,7 @@ bench/*.in), runs one proxy, loads the page LOADS times over TLS with scripts/li
   MODE perf       where the proxy's time goes, sampled (perf record -e cpu-clock -g: no
                   hardware counters in a guest): per shared object and per symbol, kernel
                   included (timed: perf's own overhead inflates it; compare proxies in one run)
-  MODE wakeups    whom the proxy wakes (sched_wakeup in its context) and how often it sleeps
+  MODE wakeups    whom the proxy wakes (sched_waking in its context) and how often it sleeps
                   itself (sched_switch away from it, by the state it left in): a paced
                   write round is a sleep and a wake-up besides its system calls
   MODE callgrind  the proxy under callgrind: user-space instructions per page per shared
@@ -239,7 +239,7 @@ def run_wakeups(pid, port, a):
     receiver's softirq and wakes it; in a VM the wake-up of another CPU is an IPI, a VM exit)
     and how often it sleeps itself (sched_switch away from it)."""
     data = a.tmp + "/perf.sched"
-    perf = subprocess.Popen(["perf", "record", "-q", "-e", "sched:sched_wakeup", "-e",
+    perf = subprocess.Popen(["perf", "record", "-q", "-e", "sched:sched_waking", "-e",
                              "sched:sched_switch", "-o", data, "-p", str(pid)],
                             stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     time.sleep(1.0)
@@ -251,7 +251,7 @@ def run_wakeups(pid, port, a):
     woken = collections.Counter()
     sleeps = collections.Counter()
     for ln in r.stdout.splitlines():
-        if "sched_wakeup" in ln:
+        if "sched_waking" in ln:
             m = re.search(r"comm=(\S+)", ln) or re.search(r"\s(\S+):\d+ \[", ln)
             woken[m.group(1) if m else "?"] += 1
         elif "sched_switch" in ln:
