@@ -23,7 +23,8 @@
 # Environment: TARGET (h2gate, default, or nginx-static), H2GATE (default
 # build-rel/gateway/h2gate, built with debug info for function names: meson setup build-rel
 # --buildtype=release -Ddebug=true), A and B (default 2500 and 7500), TOP (functions listed,
-# default 25), DATE (fixed: see above), KEEP (a folder to keep the callgrind files in),
+# default 25), TRANSPORT (tls, default, or h2c: the same load over the cleartext listener, for
+# what TLS adds), DATE (fixed: see above), KEEP (a folder to keep the callgrind files in),
 # PRELOAD (a shared object put in h2gate's LD_PRELOAD, e.g. /usr/lib/x86_64-linux-gnu/
 # libjemalloc.so.2: callgrind replaces no allocator, so the preloaded one's instructions count).
 # Takes about two minutes. Needs valgrind, nginx, h2load, openssl, ss.
@@ -32,8 +33,10 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 TARGET=${TARGET:-h2gate}
 H2GATE=${H2GATE:-$root/build-rel/gateway/h2gate}
 A=${A:-2500}; B=${B:-7500}; TOP=${TOP:-25}; DATE=${DATE:-}; PRELOAD=${PRELOAD:-}
+TRANSPORT=${TRANSPORT:-tls}
 CIPHER=TLS_AES_128_GCM_SHA256
 case $TARGET in h2gate|nginx-static) ;; *) echo "cg_manyconns: TARGET is h2gate or nginx-static" >&2; exit 1 ;; esac
+case $TRANSPORT in tls|h2c) ;; *) echo "cg_manyconns: TRANSPORT is tls or h2c" >&2; exit 1 ;; esac
 [ "$TARGET" != h2gate ] || [ -x "$H2GATE" ] || { echo "cg_manyconns: no $H2GATE" >&2; exit 1; }
 [ "$B" -gt "$A" ] || { echo "cg_manyconns: B must be larger than A" >&2; exit 1; }
 tmp=$(mktemp -d /tmp/h2gate-cg.XXXXXX)
@@ -94,6 +97,7 @@ for _ in $(seq 120); do ss -ltn | grep -q "127.0.0.1:$TP " && break; sleep 1; do
 ss -ltn | grep -q "127.0.0.1:$TP " || { echo "cg_manyconns: $TARGET did not listen" >&2; exit 1; }
 
 url="https://127.0.0.1:$TP/1k.bin"
+[ "$TRANSPORT" = tls ] || url="http://127.0.0.1:$HP/1k.bin"
 load() { # requests, name: h2load, then check that every request got a 200
   h2load -c 500 -m 1 -n "$1" "$url" >"$tmp/h2load.$2" 2>&1 || true
   grep -q "status codes: $1 2xx" "$tmp/h2load.$2" ||
@@ -108,9 +112,9 @@ callgrind_control -z "$vp" >/dev/null
 load "$B" b
 callgrind_control -d b "$vp" >/dev/null
 
-/usr/bin/python3 - "$tmp" "$vp" $((B - A)) "$TOP" "$TARGET" <<'EOF'
+/usr/bin/python3 - "$tmp" "$vp" $((B - A)) "$TOP" "$TARGET" "$TRANSPORT" <<'EOF'
 import collections, re, sys
-tmp, pid, n, top, target = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+tmp, pid, n, top, target, transport = sys.argv[1:3] + [int(a) for a in sys.argv[3:5]] + sys.argv[5:7]
 
 def load(path):
     """Exclusive cost per (object, function) of a callgrind dump (names compressed)."""
@@ -151,7 +155,7 @@ def per(k):
     return d[ix["Ir"]], d[ix["ILmr"]] + d[ix["DLmr"]], d[ix["DLmw"]]
 tot = per("totals")  # callgrind's own; the rows below add up to about 97 % of its instructions
 rows = {k: per(k) for k in b if k != "totals"}
-print(f"{target}: per request (({n} more requests) / {n}): {tot[0]:,.0f} instructions, "
+print(f"{target} {transport}: per request (({n} more requests) / {n}): {tot[0]:,.0f} instructions, "
       f"{tot[1]:.1f} LL read misses, {tot[2]:.1f} LL write misses")
 byobj = collections.defaultdict(lambda: [0.0] * 3)
 for (ob, _), r in rows.items():
