@@ -564,20 +564,19 @@ void gw_front__on_data(conn_t *c, const char *data, size_t nread)
             return;
         }
         for (;;) {
-            uint8_t *dst;
-            /* A record's plaintext goes where there is room, grown by a record's size only when
-             * less than TLS_READ_ROOM is left: growing whenever a whole record might not fit
-             * doubled the buffer (a 16 KiB realloc copy, and 32 KiB kept per connection) as
-             * soon as two records came in one read, which every connection's first request
-             * does. A record larger than the room is read in parts: the loop goes on until
-             * OpenSSL holds nothing (gw_tls_drained). */
-            if (c->b->in.cap - c->b->in.len < TLS_READ_ROOM &&
-                gw_bytes_reserve(&c->b->in, 16384) < 0) {
-                gw_front__conn_close(c, "input_overflow");
-                return;
-            }
-            dst = c->b->in.base + c->b->in.len;
-            ssize_t r = gw_tls_read(c->tls, dst, c->b->in.cap - c->b->in.len);
+            /* A record's plaintext goes where there is room (at least TLS_READ_ROOM), else
+             * into the worker's read buffer, whose ciphertext gw_tls_feed has copied, and from
+             * there into c->b->in by gw_bytes_append (which grows it by doubling). Reserving a
+             * record's size in c->b->in first made every request of a connection that goes
+             * idle between requests allocate and free 16 KiB for its 50-byte HEADERS record
+             * (glibc's large-chunk paths, about 300 instructions a request in manyconns);
+             * an upload's records still go straight into c->b->in once it has grown. A record
+             * larger than the room is read in parts: the loop goes on until OpenSSL holds
+             * nothing (gw_tls_drained). */
+            int direct = c->b->in.cap - c->b->in.len >= TLS_READ_ROOM;
+            uint8_t *dst = direct ? c->b->in.base + c->b->in.len : W(c)->readbuf;
+            size_t room = direct ? c->b->in.cap - c->b->in.len : sizeof(W(c)->readbuf);
+            ssize_t r = gw_tls_read(c->tls, dst, room);
             if (r == GW_E_CLOSED) {
                 c->flags |= GW_CONN_F_EOF;
                 break;
@@ -588,7 +587,12 @@ void gw_front__on_data(conn_t *c, const char *data, size_t nread)
                 gw_front__conn_close(c, "tls_error");
                 return;
             }
-            c->b->in.len += (size_t)r;
+            if (direct) {
+                c->b->in.len += (size_t)r;
+            } else if (gw_bytes_append(&c->b->in, dst, (size_t)r) < 0) {
+                gw_front__conn_close(c, "input_overflow");
+                return;
+            }
             if (gw_tls_drained(c->tls))
                 break; /* the next read would only fail with "want read" */
         }
