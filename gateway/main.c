@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "admin/admin.h"
 #include "server/server.h"
+#include "tls/tls.h"
 #include "gw_version.h"
 #include "version.h"
 
@@ -109,6 +110,7 @@ static void heap_tune(void)
 static int serve(const char *config_path, char **argv)
 {
     heap_tune();
+    gw_tls_alloc_init(); /* before the config's certificates reach OpenSSL */
     gw_config_t *cfg = NULL;
     if (load(config_path, &cfg) < 0)
         return 1;

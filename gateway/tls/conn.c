@@ -1,10 +1,13 @@
 /* tls/conn.c — one TLS connection of either role over a BIO of our own (see tls.h). */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/bio.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
@@ -37,11 +40,31 @@ static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
 static int spare_key_ok;
 static _Thread_local int spare_keyed; /* the thread's destructor is registered */
 
+/* OpenSSL's own record buffers, taken and given back once per record under
+ * SSL_MODE_RELEASE_BUFFERS (an idle connection holds none: server.c, client.c), come from a
+ * stack of a few blocks per thread instead of glibc's large-chunk paths: a manyconns request
+ * (one record each way) spent about 1,200 instructions in the malloc and free of its two
+ * 16.5 KiB buffers (callgrind, scripts/lib/cg_manyconns.sh). Every request of a size OpenSSL
+ * gives such a buffer (RECBUF_MIN..RECBUF_CAP) gets a block of RECBUF_CAP bytes; a block freed
+ * with that usable size goes on the stack (any such glibc block serves any such request). */
+#define RECBUF_MIN 16384u
+/* 16 KiB of plaintext with the largest overheads, compression's included */
+#define RECBUF_CAP (17u * 1024 + 512)
+#define RECBUF_KEEP 4
+static _Thread_local void *recbuf[RECBUF_KEEP];
+static _Thread_local unsigned recbuf_n;
+static size_t recbuf_usable; /* malloc_usable_size of a RECBUF_CAP block; 0: no pooling */
+#ifdef GW_TEST_API
+static _Thread_local unsigned long recbuf_hits, recbuf_misses;
+#endif
+
 static void spare_free(void *p)
 {
     gw_bytes_t *s = p;
     gw_bytes_free(&s[SPARE_IN]);
     gw_bytes_free(&s[SPARE_OUT]);
+    while (recbuf_n)
+        free(recbuf[--recbuf_n]);
 }
 
 static void spare_key_init(void)
@@ -49,17 +72,79 @@ static void spare_key_init(void)
     spare_key_ok = pthread_key_create(&spare_key, spare_free) == 0;
 }
 
+/* Whether the thread's destructor (spare_free) is registered: what the thread keeps is freed
+ * when it exits. */
+static int thread_keyed(void)
+{
+    if (!spare_keyed) {
+        pthread_once(&spare_once, spare_key_init);
+        spare_keyed = spare_key_ok && pthread_setspecific(spare_key, spare) == 0;
+    }
+    return spare_keyed;
+}
+
+static void *ossl_malloc(size_t n, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    if (n < RECBUF_MIN || n > RECBUF_CAP || !recbuf_usable)
+        return malloc(n);
+    if (recbuf_n) {
+#ifdef GW_TEST_API
+        recbuf_hits++;
+#endif
+        return recbuf[--recbuf_n];
+    }
+#ifdef GW_TEST_API
+    recbuf_misses++;
+#endif
+    return malloc(RECBUF_CAP);
+}
+
+static void *ossl_realloc(void *p, size_t n, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    return realloc(p, n);
+}
+
+static void ossl_free(void *p, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    if (p && recbuf_usable && recbuf_n < RECBUF_KEEP && malloc_usable_size(p) == recbuf_usable &&
+        thread_keyed()) {
+        recbuf[recbuf_n++] = p;
+        return;
+    }
+    free(p);
+}
+
+void gw_tls_alloc_init(void)
+{
+    void *p = malloc(RECBUF_CAP);
+    size_t usable = p ? malloc_usable_size(p) : 0;
+    free(p);
+    /* refused once OpenSSL has allocated anything: then its own malloc and free serve */
+    if (usable && CRYPTO_set_mem_functions(ossl_malloc, ossl_realloc, ossl_free))
+        recbuf_usable = usable;
+}
+
+#ifdef GW_TEST_API
+void gw_tls__recbuf_stats(unsigned long *hits, unsigned long *misses)
+{
+    *hits = recbuf_hits;
+    *misses = recbuf_misses;
+}
+#endif
+
 /* b (t->in or t->out) is empty: its buffer goes to the thread when the thread has none of that
  * kind, else it is freed (the thread's is the warmer one to use next). */
 static void give_back(gw_bytes_t *b, int kind)
 {
     if (!b->cap || b->cap > SPARE_MAX)
         return;
-    if (!spare_keyed) {
-        pthread_once(&spare_once, spare_key_init);
-        spare_keyed = spare_key_ok && pthread_setspecific(spare_key, spare) == 0;
-    }
-    if (spare[kind].cap || !spare_keyed)
+    if (spare[kind].cap || !thread_keyed())
         gw_bytes_free(b);
     else
         spare[kind] = *b;

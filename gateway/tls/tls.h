@@ -27,6 +27,15 @@ typedef struct gw_tls_ctx gw_tls_ctx_t;               /* server: per listener */
 typedef struct gw_tls_client_ctx gw_tls_client_ctx_t; /* client: per TLS upstream and worker */
 typedef struct gw_tls_conn gw_tls_conn_t;             /* one connection, either role */
 
+/* ---- process set-up (conn.c) ------------------------------------------------------------ */
+
+/* Before anything else uses OpenSSL (first thing in main): OpenSSL's allocations go through
+ * the gateway's functions, which keep a few of the record buffers a connection takes and gives
+ * back per record (SSL_MODE_RELEASE_BUFFERS) per thread instead of handing them to glibc each
+ * time. Once OpenSSL has allocated anything it is too late: OpenSSL's own functions then serve,
+ * as without the call. */
+void gw_tls_alloc_init(void);
+
 /* ---- server role (server.c) ------------------------------------------------------------- */
 
 /* Build the context of a TLS listener: certificates (SNI choice: exact names, then "*.suffix",
@@ -114,6 +123,9 @@ void gw_tls_ctx_set_keyring(gw_tls_ctx_t *c, gw_tls_keyring_t *r);
 size_t gw_tls_keyring_len(gw_tls_keyring_t *r);
 /* The millisecond clock of ticket key rotation (NULL: CLOCK_MONOTONIC again). */
 void gw_tls__set_clock(uint64_t (*now_ms)(void));
+/* This thread's record buffers of gw_tls_alloc_init so far: served from the thread's stack
+ * (*hits) or newly allocated (*misses). */
+void gw_tls__recbuf_stats(unsigned long *hits, unsigned long *misses);
 #endif
 /* Generate a self-signed P-256 certificate for localhost / 127.0.0.1 / ::1 into cert_path and
  * key_path (key file mode 0600, parent directory created). 0 or GW_E_IO. */

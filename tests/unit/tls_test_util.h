@@ -49,6 +49,7 @@ static inline void gw_test_certs_remove(const char *dir, int n, char (*cert)[GW_
     static int setup_all(void **state)                                                             \
     {                                                                                              \
         (void)state;                                                                               \
+        gw_tls_alloc_init(); /* as h2gate's main does, before anything else uses OpenSSL */        \
         snprintf(dir, sizeof(dir), "%s", tmpl);                                                    \
         return gw_test_certs_make(dir, n, tcert, tkey);                                            \
     }                                                                                              \
