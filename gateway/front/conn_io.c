@@ -433,12 +433,9 @@ void gw_front__process(conn_t *c)
         /* HTTP/1.1 over its request_body_rate: the socket waits for the throttle timer */
         if (want && c->state != CS_H2 && (c->flags & GW_CONN_F_THR_IN))
             want = 0;
-        /* HTTP/1.1: nothing more is read while a response is awaited after a complete request
-         * (pipelined requests wait in the kernel), or while the proxy holds a full body
-         * buffer */
-        if (want && c->state == CS_H1 &&
-            ((h1x_active(c->h1) && gw_h1_parser_paused(c->h1->p) && !c->h1->tunnel) ||
-             c->h1->inflight >= CFG(c)->limits.body_buffer))
+        /* HTTP/1.1: while a response is awaited, reading goes on only as far as a bound
+         * (h1_stream.c: the client's end is seen at once) */
+        if (want && c->state == CS_H1 && !gw_front__h1_want_read(c))
             want = 0;
         if (want && !uv_is_active((uv_handle_t *)&c->tcp))
             uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);

@@ -345,6 +345,11 @@ const char *gw_front__h1x_state_str(h1x_state_t st);
 void gw_front__h1x_end(conn_t *c);
 void gw_front__process_h1(conn_t *c);
 int gw_front__start_h1(conn_t *c);
+/* Whether an HTTP/1.1 connection's socket is to be read now (the connection's other reasons
+ * to stop reading aside: write bound, EOF, closing, upload throttle). While a response is
+ * awaited, or the proxy holds a full request body buffer, it is read only to see the client's
+ * end: what arrives is kept unparsed, up to limits.max_request_head. */
+int gw_front__h1_want_read(const conn_t *c);
 
 /* h2_stream.c */
 int gw_front__start_h2(conn_t *c);

@@ -388,6 +388,31 @@ static void tunnel_in(conn_t *c)
 
 static const gw_h1_callbacks_t h1_cbs = {h1_on_head, h1_on_body, h1_on_complete};
 
+/* The client ended its side of the connection (a FIN, or TLS's close_notify) while its response
+ * is owed: the request is over, as an HTTP/2 client's RST_STREAM(CANCEL) or closed connection
+ * ends its stream. The connection closes at once; on_closed ends the exchange for the proxy
+ * (gw_front__stream_done, which cancels the origin exchange unless others share it, and logs
+ * the request as the client's: 499 in the combined formats when no response head went out).
+ * Reads go on while a response is awaited (gw_front__h1_want_read) so that this is seen
+ * without waiting for the origin: an origin connection, a slot of its pool, is not held for a
+ * client that is gone (nginx: "client prematurely closed connection", 499).
+ *
+ * A FIN is also what a client sends that half-closes after its request and still reads:
+ * RFC 9112 §9.6 says such a half-close "does not delimit a request message, nor does it imply
+ * that the client is no longer interested in a response". On the wire it cannot be told from a
+ * close until a response is written (a closed socket answers with a reset). It is taken for the
+ * close, as nginx does (proxy_ignore_client_abort off, its default); HAProxy serves such a
+ * client (its `option abortonclose` drops only requests still queued or connecting). A reset
+ * (ECONNRESET) is a read error: conn_io.c closes the connection with reason read_error, to the
+ * same end. */
+static void client_gone(conn_t *c)
+{
+    GW_LOG_DEBUG("h1_client_gone", "peer=%s state=%s unread=%zu", PEER(c),
+                 gw_front__h1x_state_str((h1x_state_t)c->h1->state), gw_front__in_len(c));
+    c->h1->keep_alive = 0;
+    gw_front__conn_close(c, "peer_closed");
+}
+
 /* Parse what is in c->b->in, one request at a time: the next request is read only once the
  * current one is answered, and request body bytes only while the proxy holds less than
  * limits.body_buffer of them. */
@@ -448,11 +473,27 @@ void gw_front__process_h1(conn_t *c)
         if (!gw_h1_parser_paused(c->h1->p) && n == 0)
             break; /* need more input */
     }
+    if (!(c->flags & GW_CONN_F_EOF) || (c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)))
+        return;
+    if (h1x_resp_owed(c->h1)) {
+        client_gone(c);
+        return;
+    }
     /* the peer closed its side: complete requests were answered above; a partial one never
      * completes */
-    if ((c->flags & GW_CONN_F_EOF) && !(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)) &&
-        !(c->flags & GW_CONN_F_READ_PAUSED) && !h1x_resp_owed(c->h1))
+    if (!(c->flags & GW_CONN_F_READ_PAUSED))
         gw_front__finish(c, "peer_closed");
+}
+
+int gw_front__h1_want_read(const conn_t *c)
+{
+    const h1x_t *h = c->h1;
+    int holding = (h1x_active(h) && gw_h1_parser_paused(h->p) && !h->tunnel) ||
+                  h->inflight >= CFG(c)->limits.body_buffer;
+    /* Bounded: the input buffer has room for this much and one read more (conn.c
+     * gw_front__need_busy); beyond it the kernel holds what the client sends ahead, and its
+     * end is seen when the response has gone and the bytes are parsed, or by a write. */
+    return !holding || gw_front__in_len(c) < CFG(c)->limits.max_request_head;
 }
 
 int gw_front__start_h1(conn_t *c)

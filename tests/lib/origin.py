@@ -15,6 +15,8 @@ The path chooses the behaviour (query strings are ignored unless noted):
     /continue         100 Continue, then 200
     /truncate         content-length 1000 but only 10 bytes, then close
     /hang             read the request, answer nothing, keep the socket open
+    /wait/MS          200 "waited" (content-length) after MS ms; meanwhile the socket is watched,
+                      and the gateway closing the connection ends it at once (open_connections)
     /hang-body        send the head with content-length 100, then stall
     /garbage          bytes that are not HTTP
     /dup-cl           two differing Content-Length headers
@@ -62,6 +64,7 @@ Anything else: 404.
 import base64
 import hashlib
 import json
+import select
 import socket
 import threading
 import time
@@ -482,6 +485,16 @@ class ScriptedOrigin(ThreadedServer):
         elif kind in CUT_ANSWERS:
             c.sendall(CUT_ANSWERS[kind])
             return False
+        elif kind == "wait":
+            deadline = time.monotonic() + arg / 1000.0
+            while not self.stopping and time.monotonic() < deadline:
+                r, _, _ = select.select([c], [], [], min(0.05, max(0.0, deadline - time.monotonic())))
+                if r and not c.recv(1, socket.MSG_PEEK):
+                    return False  # the gateway closed the connection: no answer is owed
+                if r:
+                    time.sleep(0.01)  # a next request already: it waits its turn
+            send(200, [("Content-Length", "7")], b"waited\n")
+            return True
         elif kind == "hang":
             while not self.stopping and c.recv(65536):
                 pass
