@@ -206,3 +206,17 @@ def test_coalesced_requests_whose_fellow_leaves_are_answered(gwa, leaver):
         s.close()
     assert origin_count(gwa.origin, path) == 1
     assert sorted(status_of(access_lines(gwa, 3), path)) == ["200", "200", "499"]
+
+
+def test_websocket_request_whose_client_leaves_before_the_101_frees_the_origin_connection(gwa):
+    """A WebSocket request waits for the origin's answer (a 101 would make the tunnel, whose
+    ends are passed on as they come): its client closing before that answer ends it too."""
+    s = connect(gwa, False)
+    s.sendall(f"GET {LONG} HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+              "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+              .encode())
+    assert wait_origin_has(gwa.origin, LONG) == 1
+    assert (gwa.origin.requests[0].header("upgrade") or "").lower() == "websocket"
+    s.close()
+    assert origin_released(gwa), gwa.origin.open_connections
+    assert second_client_answered(gwa) < slow(5)
