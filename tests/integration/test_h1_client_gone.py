@@ -112,6 +112,20 @@ def test_client_that_closes_while_waiting_frees_the_origin_connection(gwa, how):
     assert wait_sample(gwa.admin, "h2gate_requests_total", 1, code="2xx") == 1
 
 
+def test_half_close_after_the_request_is_taken_for_the_clients_end(gwa):
+    """A client that half-closes (shutdown SHUT_WR) after its request looks on the wire as one
+    that closed: the request is cancelled as nginx does (RFC 9112 §9.6 allows that such a client
+    still reads; HAProxy serves it), and the connection ends without an answer."""
+    s = connect(gwa, False)
+    s.sendall(get(LONG))
+    assert wait_origin_has(gwa.origin, LONG) == 1
+    s.shutdown(socket.SHUT_WR)
+    assert origin_released(gwa), gwa.origin.open_connections
+    s.settimeout(slow(5))
+    assert recv_all(s, resets_end=True) == b""
+    s.close()
+
+
 @pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
 def test_client_that_resets_while_waiting_frees_the_origin_connection(gwa, tls):
     """The same for a client that resets its connection (SO_LINGER 0: an RST, no FIN)."""
