@@ -742,6 +742,18 @@ static void test_output_handed_over_without_copy(void **state)
     pair_free(&p);
 }
 
+/* Two connections to one certificate's context, each with h2 agreed and its handshake done:
+ * what the tests of buffers shared between a worker's connections start from. */
+static void two_h2_pairs(pair_t *a, pair_t *b)
+{
+    gw_cfg_cert_t certs[1] = {{.certificate = cert_a, .key = key_a}};
+    gw_cfg_tls_t cfg = base_cfg(certs, 1);
+    pair_init(a, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, 0, NULL);
+    pair_init(b, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, 0, NULL);
+    handshake(a, 0);
+    handshake(b, 0);
+}
+
 /* Connections that take turns write their records into one buffer, the one the last of them
  * gave back when its records were sent: it is still in the cache, where a buffer kept by each
  * connection between requests was cold with hundreds of them (conn.c). A connection whose
@@ -749,13 +761,8 @@ static void test_output_handed_over_without_copy(void **state)
 static void test_output_buffer_lent_between_connections(void **state)
 {
     (void)state;
-    gw_cfg_cert_t certs[1] = {{.certificate = cert_a, .key = key_a}};
-    gw_cfg_tls_t cfg = base_cfg(certs, 1);
     pair_t a, b;
-    pair_init(&a, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, 0, NULL);
-    pair_init(&b, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, 0, NULL);
-    handshake(&a, 0);
-    handshake(&b, 0);
+    two_h2_pairs(&a, &b);
     static const char ma[] = "response of a", mb[] = "response of b";
     size_t n;
     for (int round = 0; round < 3; round++) {
@@ -813,13 +820,8 @@ static void exchange(pair_t *p, const char *req, const char *resp)
 static void test_record_buffers_kept_between_connections(void **state)
 {
     (void)state;
-    gw_cfg_cert_t certs[1] = {{.certificate = cert_a, .key = key_a}};
-    gw_cfg_tls_t cfg = base_cfg(certs, 1);
     pair_t a, b;
-    pair_init(&a, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, 0, NULL);
-    pair_init(&b, &cfg, ALPN_H2_FIRST, sizeof(ALPN_H2_FIRST) - 1, "\x02h2", 3, NULL, 0, NULL);
-    handshake(&a, 0);
-    handshake(&b, 0);
+    two_h2_pairs(&a, &b);
     exchange(&a, "GET a", "answer a");
     exchange(&b, "GET b", "answer b");
     unsigned long hits0, misses0, hits, misses;
