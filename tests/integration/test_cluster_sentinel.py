@@ -12,9 +12,11 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from fake_redis import FakeSentinel
 from gwtest import sample, scrape, tls_client_ctx, tls_exchange, gw_config
-from procs import Redis, free_port, raw_exchange, wait_port
+from procs import Redis, free_port, raw_exchange, sanitized, wait_port
 
 MASTER = "h2gate-test"
 KEYS = "h2gate:tls:ticket-keys"
@@ -163,6 +165,9 @@ def test_two_instances_follow_a_failover_and_hold_the_limit(gateway, origin):
     for half the limit each meanwhile: the 15-second total stays within 1,500 +- 15 %. The
     promoted replica held the rate keys, the heartbeat set and the ticket keys; a TLS session
     made before the failover, and one made after it, resume on the other instance."""
+    if sanitized():  # counts over seconds of load, as test_cluster.py's: the plain build's
+        # (CI time); the ASan run follows a failover in test_a_silent_sentinel_is_left_...
+        pytest.skip("a measurement of the plain build; the ASan run covers these paths")
     fleet = Fleet()
     try:
         gws = [sentinel_gw(gateway, origin, fleet.addrs(), "request_rate: 100\nrequest_burst: 10")
