@@ -61,7 +61,8 @@ def test_h2_download_at_response_rate_rss_and_cpu(gateway, files):
     """10 MiB at response_rate 1MB/s: ~10.4 s; RSS stays flat (origin reads pause); CPU small.
     Not against the ASan build (CI time): its RSS says nothing there (quarantine) and its CPU
     is ASan's; the rate itself is held there by test_h1_client_is_throttled_too and
-    test_route_response_rate (both protocols), and TSan still runs this one."""
+    test_route_response_rate (both protocols). (TSan leaves the per-connection rates out: one
+    worker's thread alone touches their buckets; scripts/test.)"""
     if sanitized():
         pytest.skip("RSS and CPU are measurements of the plain build")
     port = free_port()
