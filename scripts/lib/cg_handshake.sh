@@ -48,40 +48,14 @@ case $MODE in full|resume) ;; *) echo "cg_handshake: MODE is full or resume" >&2
 HSLOAD=$root/build-rel/hsload
 mkdir -p "$root/build-rel"
 cc -O2 -Wall -Wextra -Werror -o "$HSLOAD" "$root/scripts/lib/hsload.c" -lssl -lcrypto
-tmp=$(mktemp -d /tmp/h2gate-cghs.XXXXXX)
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  if [ -n "${KEEP:-}" ]; then
-    mkdir -p "$KEEP"
-    cp "$tmp"/cg.* "$KEEP"/ 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-read -r OP TP HP < <(/usr/bin/python3 "$root/scripts/lib/ports.py" 3)
-ngx=$tmp/nginx
-mkdir -p "$ngx/www" "$ngx/tmp" "$tmp/ngs"/{body,proxy,fastcgi,uwsgi,scgi} \
-  "$tmp/ngp"/{body,proxy,fastcgi,uwsgi,scgi}
-head -c 1024 /dev/urandom >"$ngx/www/1k.bin"
-sed -e "s|@DIR@|$ngx|g" -e "s|@PORT@|$OP|g" "$root/bench/nginx.conf.in" >"$ngx/nginx.conf"
-nginx -c "$ngx/nginx.conf" -p "$ngx" >"$ngx/out.log" 2>&1 &
-pids+=("$!")
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-  -subj /CN=localhost -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
+# shellcheck source=scripts/lib/cg_common.sh
+. "$root/scripts/lib/cg_common.sh"
+cg_start h2gate-cghs
+cg_origin
 
 case $TARGET in
   h2gate)
-    sed -e "s|@DIR@|$tmp|g" -e "s|@TLS_PORT@|$TP|g" -e "s|@H2C_PORT@|$HP|g" \
-      -e "s|@ORIGIN_PORT@|$OP|g" -e "s|@CIPHER@|$CIPHER|g" -e "s|@POOL@|64|g" \
-      -e "s|@PIPELINE@|1|g" "$root/bench/h2gate.yaml.in" >"$tmp/h2gate.yaml"
-    sed -i -e 's/^    pipeline: 1$/&\n    queue_timeout: 600s\n    response_timeout: 600s/' \
-      -e 's/^  graceful_shutdown: 1s$/&\n  handshake: 600s\n  first_request: 600s\n  header: 600s/' \
-      "$tmp/h2gate.yaml"
-    "$H2GATE" -t -c "$tmp/h2gate.yaml" >/dev/null
+    cg_h2gate_config ""
     [ -z "$PRELOAD" ] || [ -r "$PRELOAD" ] || { echo "cg_handshake: no $PRELOAD" >&2; exit 1; }
     [ -z "$PRELOAD" ] || PRE=(env "LD_PRELOAD=$PRELOAD")
     CMD=("$H2GATE" -c "$tmp/h2gate.yaml") ;;

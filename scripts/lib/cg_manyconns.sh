@@ -39,48 +39,16 @@ case $TARGET in h2gate|nginx-static) ;; *) echo "cg_manyconns: TARGET is h2gate 
 case $TRANSPORT in tls|h2c) ;; *) echo "cg_manyconns: TRANSPORT is tls or h2c" >&2; exit 1 ;; esac
 [ "$TARGET" != h2gate ] || [ -x "$H2GATE" ] || { echo "cg_manyconns: no $H2GATE" >&2; exit 1; }
 [ "$B" -gt "$A" ] || { echo "cg_manyconns: B must be larger than A" >&2; exit 1; }
-tmp=$(mktemp -d /tmp/h2gate-cg.XXXXXX)
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  if [ -n "${KEEP:-}" ]; then
-    mkdir -p "$KEEP"
-    cp "$tmp"/cg.* "$KEEP"/ 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-read -r OP TP HP < <(/usr/bin/python3 "$root/scripts/lib/ports.py" 3)
-ngx=$tmp/nginx
-mkdir -p "$ngx/www" "$ngx/tmp" "$tmp/ngs"/{body,proxy,fastcgi,uwsgi,scgi}
-head -c 1024 /dev/urandom >"$ngx/www/1k.bin"
-sed -e "s|@DIR@|$ngx|g" -e "s|@PORT@|$OP|g" "$root/bench/nginx.conf.in" >"$ngx/nginx.conf"
-nginx -c "$ngx/nginx.conf" -p "$ngx" >"$ngx/out.log" 2>&1 &
-pids+=("$!")
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-  -subj /CN=localhost -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
+# shellcheck source=scripts/lib/cg_common.sh
+. "$root/scripts/lib/cg_common.sh"
+cg_start h2gate-cg
+cg_origin
 
 # shellcheck disable=SC2054 # the commas are valgrind's, inside one argument each
 CG=(valgrind --tool=callgrind --cache-sim=yes --I1=32768,8,64 --D1=32768,8,64
     --LL=1048576,16,64 "--callgrind-out-file=$tmp/cg.%p")
 if [ "$TARGET" = h2gate ]; then
-  sed -e "s|@DIR@|$tmp|g" -e "s|@TLS_PORT@|$TP|g" -e "s|@H2C_PORT@|$HP|g" \
-    -e "s|@ORIGIN_PORT@|$OP|g" -e "s|@CIPHER@|$CIPHER|g" -e "s|@POOL@|64|g" \
-    -e "s|@PIPELINE@|1|g" "$root/bench/h2gate.yaml.in" >"$tmp/h2gate.yaml"
-  # valgrind's pace: 500 handshakes take tens of seconds, queued requests, origin connects and
-  # reads as long
-  sed -i -e 's/^    pipeline: 1$/&\n    connect_timeout: 600s\n    read_timeout: 600s\n    queue_timeout: 600s\n    response_timeout: 600s/' \
-    -e 's/^  graceful_shutdown: 1s$/&\n  handshake: 600s\n  first_request: 600s\n  header: 600s/' \
-    "$tmp/h2gate.yaml"
-  # valgrind's pace on a loaded machine: a SETTINGS ACK can wait in the socket longer than 10s
-  printf 'h2:\n  settings_timeout: 600s\n' >>"$tmp/h2gate.yaml"
-  if [ "$DATE" = fixed ]; then
-    printf 'response_headers:\n  set: {Date: "Mon, 07 Dec 2026 10:00:00 GMT"}\n' >>"$tmp/h2gate.yaml"
-  fi
-  "$H2GATE" -t -c "$tmp/h2gate.yaml" >/dev/null
+  cg_h2gate_config "$DATE"
   [ -z "$PRELOAD" ] || [ -r "$PRELOAD" ] || { echo "cg_manyconns: no $PRELOAD" >&2; exit 1; }
   pre=() # env LD_PRELOAD=..., before valgrind: it does not follow an exec of env
   [ -z "$PRELOAD" ] || pre=(env "LD_PRELOAD=$PRELOAD")
