@@ -253,10 +253,14 @@ def test_streams_gone_while_verifying_leave_the_gateway_healthy(gateway, origin,
         with socket.create_connection(("127.0.0.1", g.port)) as s:
             s.sendall(f"GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: {basic('slow', i)}"
                       "\r\n\r\n".encode())
-    time.sleep(1)
-    assert curl(g.port, user="slow:pw")[0] == 200
-    # the verifications did end with their streams gone (the case under test)
+    # the verifications did end with their streams gone (the case under test): rounds 0 and 1
+    # alone leave 12 such lines, each once its bcrypt is over (a fixed 1 s sleep here bet that
+    # libuv's four threads got through the ones still queued, bcrypt cost 10 each, in time)
+    deadline = time.monotonic() + slow(10)
+    while g.log().count("event=auth_gone") < 10 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert g.log().count("event=auth_gone") >= 10, g.log()[-3000:]
+    assert curl(g.port, user="slow:pw")[0] == 200
 
 
 def test_failures_of_clients_that_left_still_count(gateway, origin, tmp_path):
@@ -292,12 +296,15 @@ def test_failures_of_clients_that_left_still_count(gateway, origin, tmp_path):
 
 def test_cache_entries_and_ttl_bound_the_cache(gateway, origin, tmp_path):
     """cache_entries: 4 keeps four verified credentials (a fifth replaces the oldest, which is
-    verified again); cache_ttl: 1s forgets them a second later."""
+    verified again); cache_ttl: 1s forgets them a second later. (The ttl is scaled with the
+    build's slowness: u3's hit below comes a curl after its verification, and a loaded
+    sanitizer build may take a second for one.)"""
     p = tmp_path / "users"
     for i in range(5):
         htpasswd(p, f"u{i}", f"p{i}", "-B", create=i == 0)
-    g = origin_gateway(gateway, origin,
-                       route_extra=auth_route(p, "cache_entries: 4\ncache_ttl: 1s"), admin=True)
+    ttl = slow(1)
+    limits = f"cache_entries: 4\ncache_ttl: {ttl * 1000:.0f}ms"
+    g = origin_gateway(gateway, origin, route_extra=auth_route(p, limits), admin=True)
 
     def counts():
         fams, _ = scrape(g.admin)
@@ -311,7 +318,7 @@ def test_cache_entries_and_ttl_bound_the_cache(gateway, origin, tmp_path):
     assert curl(g.port, user="u4:p4")[0] == 200  # replaces u0, the oldest
     assert curl(g.port, user="u0:p0")[0] == 200
     assert counts() == (6, 1)
-    time.sleep(1.2)
+    time.sleep(ttl + 0.2)
     assert curl(g.port, user="u0:p0")[0] == 200  # expired: verified again
     assert counts() == (7, 1)
 
@@ -325,8 +332,10 @@ def test_max_verifying_and_held_body_bounds(gateway, origin, tmp_path):
     g = origin_gateway(gateway, origin, route_extra=auth_route(users, "max_verifying: 1"),
                        extra="limits:\n  body_buffer: 16KiB\n")
     c = Client(g.port)
-    s1 = c.request("/echo", extra=[("authorization", basic("slow", "a"))])
-    s2 = c.request("/echo", extra=[("authorization", basic("slow", "b"))])
+    # in one write: the second is read while the first is verified, however the client is
+    # scheduled (bcrypt cost 11, a few tenths of a second)
+    s1, s2 = queue(c, "slow", "a"), queue(c, "slow", "b")
+    c.flush()
     evs = c.events(lambda e: ended(s1)(e) and ended(s2)(e), timeout=10)
     got = {sid: response(evs, sid)[0] for sid in (s1, s2)}
     assert got == {s1: "401", s2: "503"}, evs
@@ -420,10 +429,25 @@ def slow_users(tmp_path):
     return users
 
 
+def queue(c, user, pw, reset=False):
+    """A GET of /echo with user's credentials framed on c but not sent (Client.flush sends
+    what was queued in one write); reset: its RST_STREAM (CANCEL) right after its HEADERS."""
+    sid = c.c.get_next_available_stream_id()
+    c.c.send_headers(sid, [(":method", "GET"), (":path", "/echo"), (":scheme", "http"),
+                           (":authority", "localhost"), ("authorization", basic(user, pw))],
+                     end_stream=True)
+    if reset:
+        c.c.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+    return sid
+
+
 def burst(c, creds):
-    """One HTTP/2 request per (user, password) of creds, all sent before any answer is read:
-    their statuses in order."""
-    sids = [c.request("/echo", extra=[("authorization", basic(u, pw))]) for u, pw in creds]
+    """One HTTP/2 request per (user, password) of creds, all sent in one write before any
+    answer is read: their statuses in order. (Sent one write each, a client descheduled
+    midway for longer than the verification took left the rest to find it over: a second
+    verification, or cache hits, instead of the waiters the tests count.)"""
+    sids = [queue(c, u, pw) for u, pw in creds]
+    c.flush()
     evs = c.events(lambda e: all(ended(sid)(e) for sid in sids), timeout=15)
     return [response(evs, sid)[0] for sid in sids]
 
@@ -476,11 +500,13 @@ def test_right_and_wrong_passwords_in_flight_each_get_their_answer(gateway, orig
     got = burst(c, [("slow", "pw"), ("slow", "nope")] * 20)
     c.close()
     assert got == ["200", "401"] * 20, got
+    # at once: 20 failures a minute give one back every 3 s, and a scrape before this could
+    # take that long on a loaded machine
+    assert curl(g.port, user="slow:other")[0] == 429
     fams, _ = scrape(g.admin)
     counts = {r: sample(fams, "h2gate_basic_auth_total", result=r)
               for r in ("verified", "cached", "failed", "busy")}
     assert counts == {"verified": 1, "cached": 19, "failed": 20, "busy": 0}, counts
-    assert curl(g.port, user="slow:other")[0] == 429
     assert curl(g.port, user="slow:pw")[0] == 200  # cached: not limited
 
 
@@ -500,15 +526,16 @@ def test_waiters_gone_while_the_verification_runs(gateway, origin, tmp_path):
         sids, reset = [], []
         for i in range(12):
             if i % 3 == 1:  # on another connection, closed below
-                gone.request("/echo", extra=[("authorization", basic("slow", pw))])
+                queue(gone, "slow", pw)
                 continue
-            sid = c.request("/echo", extra=[("authorization", basic("slow", pw))])
-            if i % 3 == 0:  # the first (which queued the verification) and every third
-                c.c.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
-                c.flush()
-                reset.append(sid)
-            else:
-                sids.append(sid)
+            # the first (which queues the verification) and every third: reset
+            sid = queue(c, "slow", pw, reset=i % 3 == 0)
+            (reset if i % 3 == 0 else sids).append(sid)
+        # each connection's streams in one write, one right after the other: all are read
+        # while the one verification runs (a write per stream let a client descheduled
+        # midway send the rest after it ended: cache hits, and other counts)
+        c.flush()
+        gone.flush()
         gone.close()
         evs = c.events(lambda e: all(ended(sid)(e) for sid in sids), timeout=15)
         c.close()
