@@ -260,7 +260,10 @@ def test_redis_down_keeps_the_last_keys_and_recovers(gateway, redis_server):
     wait_for(lambda: metric(a, "h2gate_cluster_up") == 1, 5, "h2gate_cluster_up 1")
     # Redis lost the keys: one instance makes new ones and both take them
     wait_for(lambda: r.cmd("GET", KEYS) is not None, 5, "keys in Redis again")
-    time.sleep(0.3)
+    # both installed them (the one that did not make them at its next poll: a 0.3 s sleep
+    # here bet on that poll's coming in time)
+    born = redis_birth(r)
+    wait_for(lambda: on_keys(a, born) and on_keys(b, born), slow(5), "both on the new keys")
     s2, _ = tls_exchange(ctx, a.port)
     _, reused = tls_exchange(ctx, b.port, s2)
     assert reused
@@ -571,22 +574,25 @@ def test_a_reload_keeps_the_instance_count_and_the_share(gateway, origin, redis_
     assert codes == [200, 200, 429, 429], codes  # half the burst: the share of two
 
 
+def pause_redis(r, seconds):
+    """Redis holds every client's commands for `seconds` from now (CLIENT PAUSE ALL): they are
+    answered late, as by a busy or sleeping server. Its OK is the proof that the pause began (a
+    redis-cli DEBUG SLEEP started 0.1 or 0.2 s before the requests under test could still be
+    starting on a loaded machine: they then got Redis's prompt answers)."""
+    assert r.cmd("CLIENT", "PAUSE", int(seconds * 1000), "ALL") == b"OK"
+
+
 def test_a_slow_redis_costs_at_most_the_timeout(gateway, origin, redis_server):
-    """Redis blocked (DEBUG SLEEP): a request waits cluster.timeout (50 ms here) for the shared
-    answer, then its instance decides; it is never held up longer."""
+    """Redis blocked (CLIENT PAUSE): a request waits cluster.timeout (50 ms here) for the
+    shared answer, then its instance decides; it is never held up longer."""
     r = redis_server()
     g = rate_gw(gateway, origin, r, extra="timeout: 50ms")
-    sleeper = subprocess.Popen(["redis-cli", "-p", str(r.port), "DEBUG", "SLEEP", "2"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.2)
-        t0 = time.monotonic()
-        code, _ = status_of(g.port)
-        took = time.monotonic() - t0
-        assert code == 200 and took < 0.5, (code, took)
-        assert decisions(g, "local") >= 1
-    finally:
-        sleeper.wait(timeout=10)
+    pause_redis(r, 2)
+    t0 = time.monotonic()
+    code, _ = status_of(g.port)
+    took = time.monotonic() - t0
+    assert code == 200 and took < 0.5, (code, took)
+    assert decisions(g, "local") >= 1
 
 
 def gateway_clients(r):
@@ -696,28 +702,26 @@ def test_an_idle_connection_is_pinged_and_stays(gateway, redis_server):
 
 
 def test_a_stream_reset_while_it_waits(gateway, origin, redis_server):
-    """HTTP/2 streams reset while their question is with Redis (blocked by DEBUG SLEEP, the
+    """HTTP/2 streams reset while their question is with Redis (held by CLIENT PAUSE, the
     timeout long): the late answers find nobody, and the connection goes on serving."""
     r = redis_server()
     g = rate_gw(gateway, origin, r, rate=100, burst=100, extra="timeout: 400ms")
-    sleeper = subprocess.Popen(["redis-cli", "-p", str(r.port), "DEBUG", "SLEEP", "1"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.1)
-        cl = Client(g.port)
-        for _ in range(5):
-            sid = cl.request("/echo")
-            cl.c.reset_stream(sid)
-        cl.flush()
-        time.sleep(0.6)  # their answers (local, after the timeout) come now
+    # the five questions must reach Redis within the pause (scaled: a loaded sanitizer build
+    # may take a while to read the requests)
+    pause_redis(r, slow(1))
+    cl = Client(g.port)
+    for _ in range(5):
         sid = cl.request("/echo")
-        evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamEnded) and
-                                      x.stream_id == sid for x in e), timeout=5)
-        heads = [dict(e.headers) for e in evs if isinstance(e, h2.events.ResponseReceived)]
-        assert heads and heads[-1][":status"] == "200", evs
-        cl.close()
-    finally:
-        sleeper.wait(timeout=10)
+        cl.c.reset_stream(sid)
+    cl.flush()
+    # their answers (local, after the timeout) come now (a 0.6 s sleep bet on them)
+    wait_for(lambda: decisions(g, "local") >= 5, slow(5), "five local decisions")
+    sid = cl.request("/echo")
+    evs = cl.events(lambda e: any(isinstance(x, h2.events.StreamEnded) and
+                                  x.stream_id == sid for x in e), timeout=5)
+    heads = [dict(e.headers) for e in evs if isinstance(e, h2.events.ResponseReceived)]
+    assert heads and heads[-1][":status"] == "200", evs
+    cl.close()
     # the five reset ones were answered too (after the timeout, to nobody); the last one by
     # Redis once it woke, or locally
     assert decisions(g, "local") >= 5
