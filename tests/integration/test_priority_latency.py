@@ -12,7 +12,10 @@ The figure asserted is the bytes of the low-urgency responses the client read be
 origin's having the urgent request (it answers at once) and the urgent response's last byte: a
 count of bytes, so it does not depend on how busy the machine is. (Counted from the client's
 asking, it also held what the link carried while the request went to the origin: a sanitizer
-build on a loaded machine took long enough for 463 KiB, which says nothing of the queue.)"""
+build on a loaded machine took long enough for 463 KiB, which says nothing of the queue. The
+client also pauses its reading from the origin's having the request until it answered, for the
+same reason: what the gateway framed while the origin thread and the gateway waited for a CPU
+is not the queue either.)"""
 import re
 import socket
 import subprocess
@@ -25,7 +28,7 @@ import h2.settings
 import pytest
 
 from gwtest import gw_config, origin_count, tls_client_ctx
-from procs import free_port
+from procs import free_port, slow
 
 KIB = 1024
 RATE = 4_000_000          # bytes per second the client reads
@@ -125,7 +128,19 @@ def urgent_behind(g, tls):
         # the link is busy with them, and the gateway has had time to take what the origin sent
         cl.pump(lambda: sum(cl.got[s] for s in low) >= 256 * KIB)
         urgent = cl.request(URGENT_SIZE, "u=0")
-        cl.pump(lambda: origin_count(g.origin, f"/bytes/{URGENT_SIZE}") == 1)
+        path = f"/bytes/{URGENT_SIZE}"
+        cl.pump(lambda: origin_count(g.origin, path) == 1)
+        # Nothing is read from here until the origin has sent the urgent response and the
+        # gateway has had a moment to frame it: then what the client reads before its last
+        # byte is what was queued ahead of it. (Read on meanwhile, the link also carried
+        # what the gateway framed while the origin thread and the gateway waited for a CPU:
+        # 4 MB/s for 50 ms is 200 KiB, half of BEHIND_MAX, and the [tls] case was seen
+        # failing under load. A moment too short only lets some of that back in.)
+        deadline = time.monotonic() + slow(10)
+        while not any(q.target == path for q in list(g.origin.answered)):
+            assert time.monotonic() < deadline, "the origin never answered the urgent request"
+            time.sleep(0.005)
+        time.sleep(slow(0.05))
         before, t = sum(cl.got[s] for s in low), time.monotonic()
         cl.pump(lambda: urgent in cl.done)
         assert cl.status[urgent] == "200" and cl.got[urgent] == URGENT_SIZE

@@ -179,6 +179,7 @@ class ScriptedOrigin(ThreadedServer):
         self.open_connections = 0
         self.max_open_connections = 0
         self.requests = []
+        self.answered = []  # the requests whose answer _respond has handed to the socket
         self._dropped = set()
         self._clients = []
         super().__init__(backlog=512, host=host)
@@ -273,7 +274,10 @@ class ScriptedOrigin(ThreadedServer):
                 req = Request(method, target, version, headers, body)
                 with self.lock:
                     self.requests.append(req)
-                if not self._respond(c, req):
+                keep = self._respond(c, req)
+                with self.lock:
+                    self.answered.append(req)
+                if not keep:
                     return
         except (OSError, ValueError):
             return
