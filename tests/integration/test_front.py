@@ -222,15 +222,18 @@ def test_idle_timeout_closes_keepalive_connection(gateway):
 
 def test_idle_timeout_counts_from_the_last_request(gateway):
     """A request before the idle deadline restarts it: the connection is still open after the
-    first request's deadline has passed, and closes idle-timeout after the last request."""
-    _, s = timed_out_gateway(gateway, "idle: 800ms")
+    first request's deadline has passed, and closes idle-timeout after the last request.
+    (Scaled: a request every `gap` keeps the connection only while each round trip and sleep
+    take less than `idle`, which left 0.3 s to a loaded sanitizer build.)"""
+    idle, gap = slow(0.8), slow(0.5)
+    _, s = timed_out_gateway(gateway, f"idle: {idle * 1000:.0f}ms")
     for _ in range(3):  # at 0, 0.5 s and 1.0 s: past the first deadline (0.8 s)
         s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s.recv(65536).startswith(b"HTTP/1.1 502")
-        time.sleep(0.5)
-    last = time.monotonic() - 0.5
+        time.sleep(gap)
+    last = time.monotonic() - gap
     assert s.recv(10) == b""  # closed by the gateway, about 0.8 s after the last request
-    assert 0.6 < time.monotonic() - last < 3
+    assert 0.75 * idle < time.monotonic() - last < idle + slow(2.2)
     s.close()
 
 
