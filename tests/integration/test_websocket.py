@@ -9,7 +9,7 @@ import time
 import pytest
 import websockets
 
-from procs import free_port, recv_head, sanitized, wait_port
+from procs import free_port, recv_head, sanitized, slow, wait_port
 from gwtest import check_config, gw_config, two_upstream_config
 from ws_origin import spawn
 
@@ -426,19 +426,22 @@ def test_max_tunnels_503(gateway, wsorigin):
 
 
 def test_tunnel_idle_timeout_closes(gateway, wsorigin):
-    g = wsgw(gateway, wsorigin, extra="timeouts:\n  tunnel_idle: 1s\n")
+    # scaled: the lower bounds below hold only while the client sees the echo (the tunnel's
+    # last activity) less than 0.2 x idle after the gateway sent it
+    idle = slow(1)
+    g = wsgw(gateway, wsorigin, extra=f"timeouts:\n  tunnel_idle: {idle * 1000:.0f}ms\n")
     ws = H2WebSocket(g.port)
     assert ws.open()[":status"] == "200"
     ws.send(0x1, b"hello")
     assert ws.recv() == (0x1, b"hello")
     t0 = time.monotonic()
-    while not ws.ended and ws.reset is None and time.monotonic() - t0 < 5:
+    while not ws.ended and ws.reset is None and time.monotonic() - t0 < idle + slow(4):
         try:
             ws._read(timeout=1)
         except socket.timeout:
             pass
     assert ws.reset is not None or ws.ended
-    assert 0.8 < time.monotonic() - t0 < 4
+    assert 0.8 * idle < time.monotonic() - t0 < idle + slow(3)
     assert "event=tunnel_idle_close" in g.wait_log("tunnel_idle_close")
 
     async def h1():
@@ -447,9 +450,9 @@ def test_tunnel_idle_timeout_closes(gateway, wsorigin):
             assert await c.recv() == "x"
             t = time.monotonic()
             with pytest.raises(websockets.exceptions.ConnectionClosed):
-                await asyncio.wait_for(c.recv(), 5)
+                await asyncio.wait_for(c.recv(), idle + slow(4))
             return time.monotonic() - t
-    assert 0.8 < asyncio.run(h1()) < 4
+    assert 0.8 * idle < asyncio.run(h1()) < idle + slow(3)
 
 
 def test_half_close_and_reset(gateway, wsorigin):
@@ -476,8 +479,11 @@ def test_reload_keeps_tunnels_until_tunnel_drain(gateway, wsorigin):
     python3-h2 ends its whole connection on the reload's GOAWAY, so it cannot show an HTTP/2
     tunnel going on after one.)"""
     import signal
+    # the exchanges 2 s after the reload must come before tunnel_drain: slow(1) of slack
+    drain = 2.0 + slow(1)
     g = wsgw(gateway, wsorigin,
-             extra="timeouts:\n  graceful_shutdown: 1s\n  tunnel_drain: 3s\n  drain_grace: 100ms\n")
+             extra=f"timeouts:\n  graceful_shutdown: 1s\n  tunnel_drain: {drain * 1000:.0f}ms\n"
+                   "  drain_grace: 100ms\n")
 
     async def session():
         async with websockets.connect(f"ws://127.0.0.1:{g.port}/") as c, \
@@ -493,13 +499,13 @@ def test_reload_keeps_tunnels_until_tunnel_drain(gateway, wsorigin):
             # a new tunnel, on the new generation, lives on after the old one's end
             async with websockets.connect(f"ws://127.0.0.1:{g.port}/") as n:
                 with pytest.raises(websockets.exceptions.ConnectionClosed):
-                    await asyncio.wait_for(c.recv(), 5)
+                    await asyncio.wait_for(c.recv(), drain + slow(2))
                 closed = time.monotonic() - t0
                 await n.send("new")
                 assert await n.recv() == "new"
             return closed
     closed_after = asyncio.run(session())
-    assert 2.5 < closed_after < 5, closed_after
+    assert drain - 0.5 < closed_after < drain + slow(2), closed_after
     log = g.wait_log("event=drain_tunnels")
     assert "event=drain_tunnels" in log and "connections=2" in log, log[-2000:]
 
