@@ -97,10 +97,15 @@ def test_interim_flood(gateway, hostile):
 
 
 def test_dribbled_head_504_and_body_reset(gateway, hostile):
-    g = hgw(gateway, hostile, upstream_extra="response_timeout: 1s\nread_timeout: 1s")
+    # scaled: the body's bytes come 0.3 s apart from a thread of this process, and each gap
+    # must stay under read_timeout however late a loaded machine runs that thread (the head
+    # takes 12 s: past response_timeout still)
+    limit = slow(1)
+    g = hgw(gateway, hostile, upstream_extra=f"response_timeout: {limit * 1000:.0f}ms\n"
+                                             f"read_timeout: {limit * 1000:.0f}ms")
     t0 = time.monotonic()
     assert h2_req(g.port, "/dribble-head")[0] == 504  # the head never completes in time
-    assert time.monotonic() - t0 < 6
+    assert time.monotonic() - t0 < limit + 5
     status, body, reset = h2_req(g.port, "/dribble-body", timeout=20)
     # a byte every 0.3 s keeps read_timeout (1 s) from firing: the body arrives whole
     assert status == 200 and body == b"d" * 20 and reset is None
