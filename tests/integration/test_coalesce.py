@@ -14,7 +14,7 @@ import h2.events
 import h2.settings
 import pytest
 
-from procs import free_port, rss_kib
+from procs import free_port, rss_kib, slow
 from gwtest import (Client, Streams, all_done, collect, gw_config, many_gets, origin_count,
                     origin_gateway, sample, scrape, wait_origin_has)
 from origin import ScriptedOrigin, pattern
@@ -496,6 +496,13 @@ def test_fanout_over_ten_connections_is_bounded_and_a_stalled_follower_detaches(
 
 # ---- interim answers and credentials: nothing reaches a follower before "may it share?" ----------
 
+# A /hints-for/ page of the scripted origin: its 103 half-way, its answer at the end. The
+# follower of leader_and_follower must reach the gateway before that answer (else it makes an
+# exchange of its own: other counts, and a 103 of its own), after this process saw the request
+# at the origin and sent it: 500 ms in a plain build, scaled for a loaded sanitizer build.
+HINTS = f"/hints-for/{slow(500):.0f}"
+
+
 def leader_and_follower(origin, port, path, leader, follower):
     """GET path (a /hints-for/ page of the scripted origin: its 103 comes half-way to its
     answer) with the fields leader on one connection; once the origin has it, the same GET
@@ -526,7 +533,7 @@ def test_103_not_sent_to_followers_of_a_private_answer(gateway, origin):
     admin = free_port()
     g = origin_gateway(gateway, origin, route_extra="coalesce_private: true", admin=admin)
     (ra, sa), (rb, sb) = leader_and_follower(
-        origin, g.port, "/hints-for/500?h=Cache-Control:private",
+        origin, g.port, HINTS + "?h=Cache-Control:private",
         [("cookie", "session=alice")], [("cookie", "session=bob")])
     assert ra.status(sa) == 200 and rb.status(sb) == 200
     assert ra.bodies[sa] == b"Hello session=alice" and rb.bodies[sb] == b"Hello session=bob"
@@ -537,7 +544,7 @@ def test_103_not_sent_to_followers_of_a_private_answer(gateway, origin):
     assert any("/private/session=bob/inbox.json" in v for v in bob), bob
     fams, _ = scrape(admin)
     assert sample(fams, "h2gate_coalesced_total") == 1  # Bob did join Alice's exchange
-    assert origin_count(origin, "/hints-for/500?h=Cache-Control:private") == 2
+    assert origin_count(origin, HINTS + "?h=Cache-Control:private") == 2
 
 
 def test_103_not_sent_to_followers_of_an_answer_that_varies(gateway, origin):
@@ -546,7 +553,7 @@ def test_103_not_sent_to_followers_of_an_answer_that_varies(gateway, origin):
     Vary: accept-language (not shared). The `en` reader used to get </lang/fr.css>."""
     admin = free_port()
     g = origin_gateway(gateway, origin, admin=admin)
-    path = "/hints-for/500?h=Vary:accept-language"
+    path = HINTS + "?h=Vary:accept-language"
     (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, path, [("accept-language", "fr")],
                                              [("accept-language", "en")])
     assert ra.bodies[sa] == b"Hello anonymous in fr" and rb.bodies[sb] == b"Hello anonymous in en"
@@ -563,7 +570,7 @@ def test_answer_to_a_cancelled_leader_not_given_to_its_follower(gateway, origin)
     was checked), here a page in French for a reader of English with Vary: accept-language.
     It fetches on its own."""
     g = origin_gateway(gateway, origin)
-    path = "/hints-for/500?h=Vary:accept-language"
+    path = HINTS + "?h=Vary:accept-language"
     a, b = Client(g.port), Client(g.port)
     sa = a.request(path, extra=[("sec-fetch-mode", "navigate"), ("accept-language", "fr")])
     assert wait_origin_has(origin, path, 1) >= 1
@@ -584,11 +591,11 @@ def test_103_held_for_followers_reaches_them_when_the_answer_is_shared(gateway, 
     head said it may share), then the shared answer; one origin request."""
     admin = free_port()
     g = origin_gateway(gateway, origin, admin=admin)
-    (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, "/hints-for/500",
+    (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, HINTS,
                                              [("accept-language", "fr")], [])
     assert ra.bodies[sa] == rb.bodies[sb] == b"Hello anonymous in fr"
     assert links_103(rb, sb) == links_103(ra, sa) == ["</lang/fr.css>; rel=preload; as=style"]
-    assert origin_count(origin, "/hints-for/500") == 1
+    assert origin_count(origin, HINTS) == 1
 
 
 def test_103_carries_only_link_fields(gateway, origin):
@@ -610,11 +617,11 @@ def test_cookie_holders_page_not_shared_with_an_anonymous_follower(gateway, orig
     share a key (only Authorization was told apart), and her page went to the anonymous
     client."""
     g = origin_gateway(gateway, origin, route_extra="coalesce_private: true")
-    (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, "/hints-for/500",
+    (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, HINTS,
                                              [("cookie", "session=alice-secret")], [])
     assert ra.bodies[sa] == b"Hello session=alice-secret"
     assert rb.bodies[sb] == b"Hello anonymous"
-    assert origin_count(origin, "/hints-for/500") == 2
+    assert origin_count(origin, HINTS) == 2
 
 
 def test_cookie_holders_page_shared_only_when_a_shared_cache_could(gateway, origin):
@@ -622,11 +629,11 @@ def test_cookie_holders_page_shared_only_when_a_shared_cache_could(gateway, orig
     but the answer goes to both only when it says public, s-maxage or must-revalidate."""
     admin = free_port()
     g = origin_gateway(gateway, origin, route_extra="coalesce_private: true", admin=admin)
-    (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, "/hints-for/500",
+    (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, HINTS,
                                              [("cookie", "session=alice")],
                                              [("cookie", "session=bob")])
     assert ra.bodies[sa] == b"Hello session=alice" and rb.bodies[sb] == b"Hello session=bob"
-    path = "/hints-for/500?h=Cache-Control:public"
+    path = HINTS + "?h=Cache-Control:public"
     (ra, sa), (rb, sb) = leader_and_follower(origin, g.port, path, [("cookie", "session=alice")],
                                              [("cookie", "session=bob")])
     assert ra.bodies[sa] == rb.bodies[sb] == b"Hello session=alice"  # the operator's word
