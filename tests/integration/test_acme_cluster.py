@@ -396,9 +396,16 @@ def test_idle_instance_reads_no_challenges_yet_answers_an_order_it_learns_of(
                  wait=[("127.0.0.1", port_a)])
     ga.wait_log("event=acme_certificate_installed", timeout=40)
     assert 0 < r.cmd("PTTL", "h2gate:acme:orders") <= 15000
-    r.cmd("DEL", "h2gate:acme:orders")
-    time.sleep(11)
     mon = RedisMonitor(r)
+    r.cmd("DEL", "h2gate:acme:orders")
+    # A has read it gone once it asked for it after the DEL (it asks each 10 s: an 11 s sleep
+    # here bet that its timer fired in time on a loaded machine); the 3 s watched start then
+    deadline = time.monotonic() + slow(15)
+    while not [c for c in mon.commands()
+               if c[0].upper() == b"GET" and c[1:2] == [b"h2gate:acme:orders"]]:
+        assert time.monotonic() < deadline, "A did not ask for acme:orders again"
+        time.sleep(0.2)
+    mon.commands()  # and the records read in that GET's own round (still active then)
     time.sleep(3)
     idle = mon.commands()
     assert not [c for c in idle if c[0].upper() == b"HGETALL"], idle
