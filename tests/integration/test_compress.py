@@ -13,7 +13,7 @@ import pytest
 import zstandard
 
 from procs import free_port, h1_get, run
-from gwtest import Client, check_config, config_refused, gw_config
+from gwtest import Client, check_config, config_refused, gw_config, wait_sample
 from origin import text_pattern
 
 CODINGS = ["gzip", "br", "zstd"]
@@ -241,15 +241,18 @@ def test_route_without_compress_untouched(gateway, origin):
 def test_max_concurrent_sends_identity_beyond(gateway, origin):
     """compression.max_concurrent 1: while one slow response is compressed, another is sent
     as it is (with Vary), then compression works again."""
-    port = free_port()
-    gateway(zconfig(port, origin, extra="compression: {max_concurrent: 1}\n"),
-            wait=[("127.0.0.1", port)])
+    port, admin = free_port(), free_port()
+    gateway(zconfig(port, origin, extra="compression: {max_concurrent: 1}\n"
+                                        f"admin: {{address: 127.0.0.1:{admin}}}\n"),
+            wait=[("127.0.0.1", port), ("127.0.0.1", admin)])
     import threading
     res = {}
     t = threading.Thread(target=lambda: res.setdefault("slow", h1(port, "/text-slow/50000",
                                                                [("Accept-Encoding", "gzip")])))
     t.start()
-    time.sleep(0.5)
+    # its compressor runs (a 0.5 s sleep here bet that the thread, the gateway and the origin
+    # had got that far; the request below then took the one place)
+    assert wait_sample(admin, "h2gate_compressors", 1) == 1
     status, f, body = h1(port, "/text/5000", [("Accept-Encoding", "gzip")])
     assert "content-encoding" not in f and f["vary"] == ["Accept-Encoding"]
     t.join(10)
@@ -681,6 +684,12 @@ def test_max_memory_given_back_on_reset_client_gone_and_followers(gateway, origi
     g = zcoalesce_gateway(gateway, origin, admin, extra=TWO_GZIP)
     port = g.port
 
+    def given_back():
+        """Every charge returned (a 0.3 s sleep here bet that the gateway had seen the resets
+        and closes by then; the next two_compressed() then found the memory taken)."""
+        assert wait_sample(admin, "h2gate_compressors", 0) == 0
+        assert wait_sample(admin, "h2gate_compressor_memory_bytes", 0) == 0
+
     def two_compressed(tag):
         cl, sids, heads = open_slow_h2(port, [f"/text-slow/600000?{tag}={i}" for i in range(2)])
         assert [heads[s].get("content-encoding") for s in sids] == ["gzip", "gzip"], (tag, heads)
@@ -692,12 +701,12 @@ def test_max_memory_given_back_on_reset_client_gone_and_followers(gateway, origi
     for s in sids:
         cl.c.reset_stream(s)
     cl.flush()
-    time.sleep(0.3)
+    given_back()
     cl2, sids2 = two_compressed("b")
     cl.close()
     # the client goes away (the whole connection) mid-body
     cl2.close()
-    time.sleep(0.3)
+    given_back()
     # HTTP/1.1 clients gone mid-body
     socks = []
     for i in range(2):
@@ -712,12 +721,17 @@ def test_max_memory_given_back_on_reset_client_gone_and_followers(gateway, origi
     identity_while_full(port)
     for s in socks:
         s.close()
-    time.sleep(0.3)
+    given_back()
     # a coalesced response: three identical requests share one compressor and one charge,
     # beside one more of their own; then everybody leaves
     cl = Client(port)
-    paced = [cl.request("/text-paced/3000000", extra=[("accept-encoding", "gzip")])
-             for _ in range(3)]
+    paced = []
+    for _ in range(3):  # in one write: the two followers find the leader's exchange
+        paced.append(cl.c.get_next_available_stream_id())
+        cl.c.send_headers(paced[-1], [(":method", "GET"), (":path", "/text-paced/3000000"),
+                                      (":scheme", "http"), (":authority", "localhost"),
+                                      ("accept-encoding", "gzip")], end_stream=True)
+    cl.flush()
     time.sleep(0.1)  # they join while the origin prepares its head
     cl3, sids3, heads3 = open_slow_h2(port, ["/text-slow/600000?d=0"])
     heads = {}
@@ -731,11 +745,11 @@ def test_max_memory_given_back_on_reset_client_gone_and_followers(gateway, origi
         cl.c.reset_stream(s)
     cl.flush()
     cl3.close()
-    time.sleep(0.3)
+    given_back()
     cl4, sids4 = two_compressed("e")
     cl4.close()
     cl.close()
-    time.sleep(0.3)
+    given_back()
     fams, _ = scrape(admin)
     assert sample(fams, "h2gate_compression_shared_total") == 2
     assert sample(fams, "h2gate_compressors") == 0
