@@ -300,17 +300,23 @@ def test_cancelled_push_cancels_its_origin_exchange(gateway, origin):
 
 @pytest.mark.parametrize("cancel_push", [False, True])
 def test_pushed_resource_and_real_request_share_one_origin_exchange(gateway, origin, cancel_push):
-    g = pgw(gateway, origin)  # routes coalesce by default
-    target = "/late/700/30000"
+    g = pgw(gateway, origin, admin=True)  # routes coalesce by default
+    # the origin answers 700 ms after it has the pushed request: the real one must join the
+    # exchange before that, after this process's connecting and sending (scaled)
+    target = f"/late/{slow(700):.0f}/30000"
     cl = Client(g.port)
     sid = cl.request(page(0, [target]))
     run = Streams()
-    collect(cl, run, lambda r: r.promises)
+    collect(cl, run, lambda r: r.promises and sid in r.ended)
     pid, = run.promises
+    assert wait_sample(g.admin, "h2gate_client_streams", 1) == 1  # the pushed one alone
     # a real request for the same resource while the pushed one is in flight (another client)
     other_cl = Client(g.port)
     osid = other_cl.request(target)
-    time.sleep(0.2)
+    # it joined the pushed one's exchange: two streams under way (a 0.2 s sleep here bet on
+    # that; a push declined before the request was read ended the exchange, and the request
+    # then made its own)
+    assert wait_sample(g.admin, "h2gate_client_streams", 2) == 2
     if cancel_push:
         # the push's client declines it: the exchange goes on for the real request
         cl.c.reset_stream(pid, error_code=8)
