@@ -13,7 +13,7 @@ import pytest
 
 from procs import free_port, h1_get, slow
 from gwtest import (Client, Streams, collect, gw_config, origin_gateway, sample, scrape,
-                    wait_sample)
+                    wait_origin_has, wait_sample)
 from origin import pattern
 
 
@@ -256,8 +256,12 @@ def test_no_push_after_goaway(gateway, origin):
 def test_no_push_for_a_reset_parent(gateway, origin):
     g = pgw(gateway, origin)
     cl = Client(g.port)
-    sid = cl.request(page(400, ["/bytes/45"]))
-    time.sleep(0.1)
+    target = page(round(slow(400)), ["/bytes/45"])
+    sid = cl.request(target)
+    # reset while the page waits at the origin: once the origin has it (a 0.1 s sleep here
+    # could end before), and before its answer with the Link (400 ms, scaled: a reset read
+    # after that let the push go)
+    assert wait_origin_has(origin, target) == 1
     cl.c.reset_stream(sid, error_code=8)
     cl.flush()
     run = Streams()
