@@ -1,9 +1,10 @@
 """When an upstream's pool is saturated, waiting exchanges leave the queue most
 urgent first (RFC 9218 urgency of the request), in arrival order within one urgency.
 
-The upstream has one connection (`max_connections: 1`). A first request to `/slow/…` holds it
-for about a second; meanwhile the client queues ten `u=5` requests and then one `u=0` request.
-The scripted origin records the order in which requests reach it: that is the queue's order."""
+The upstream has one connection (`max_connections: 1`). A first request to `/late/…` holds it
+for about a second (HOLD); meanwhile the client queues ten `u=5` requests and then one `u=0`
+request. The scripted origin records the order in which requests reach it: that is the queue's
+order."""
 import socket
 import subprocess
 import time
@@ -13,8 +14,14 @@ import h2.connection
 import h2.events
 import pytest
 
-from procs import free_port
+from procs import free_port, slow
 from gwtest import gw_config, wait_sample
+
+
+# The first request holds the one origin connection while the others queue: its answer
+# comes this long after the origin has it (1 s in a plain build), which must cover the test's
+# sending the rest and the gateway's queuing them on a loaded machine too.
+HOLD = f"/late/{slow(1000):.0f}/1000?k=hold"
 
 
 @pytest.fixture
@@ -84,7 +91,7 @@ def arrival(origin):
 
 def test_urgent_request_leaves_the_queue_first(gwq, origin):
     cl = Client(gwq.port)
-    first = cl.get("/slow/1000?k=hold")
+    first = cl.get(HOLD)
     assert wait_for(lambda: len(origin.requests) == 1), "the first request never reached the origin"
     sids = [first]
     for i in range(10):
@@ -93,7 +100,7 @@ def test_urgent_request_leaves_the_queue_first(gwq, origin):
     cl.run_until(sids)
     assert all(cl.status.get(s) == "200" for s in sids), cl.status
     order = arrival(origin)
-    assert order[0] == "/slow/1000?k=hold"
+    assert order[0] == HOLD
     # the u=0 request was queued last but is the first to get the connection
     assert order[1] == "/bytes/100?k=urgent", order
     # the u=5 ones keep their arrival order
@@ -102,7 +109,7 @@ def test_urgent_request_leaves_the_queue_first(gwq, origin):
 
 def test_same_urgency_is_first_come_first_served(gwq, origin):
     cl = Client(gwq.port)
-    first = cl.get("/slow/1000?k=hold")
+    first = cl.get(HOLD)
     assert wait_for(lambda: len(origin.requests) == 1)
     sids = [first] + [cl.get(f"/bytes/10?k=n{i}") for i in range(6)]
     cl.run_until(sids)
@@ -113,7 +120,7 @@ def test_http1_priority_field_orders_the_queue(gwq, origin):
     """The HTTP/1.1 front has no scheduler, but its requests carry the same `priority` field."""
     port = gwq.port
     procs = [subprocess.Popen(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
-                               f"http://127.0.0.1:{port}/slow/1000?k=hold"],
+                               f"http://127.0.0.1:{port}{HOLD}"],
                               stdout=subprocess.PIPE, text=True)]
     assert wait_for(lambda: len(origin.requests) == 1)
     for i in range(4):
@@ -138,7 +145,7 @@ def test_priority_update_counts_for_the_queue(gwq, origin):
     """The front's view of the stream decides: a PRIORITY_UPDATE (RFC 9218 §7.1) sent before the
     stream opens makes a request without a priority field the most urgent one."""
     cl = Client(gwq.port)
-    first = cl.get("/slow/1000?k=hold")
+    first = cl.get(HOLD)
     assert wait_for(lambda: len(origin.requests) == 1)
     sids = [first] + [cl.get(f"/bytes/10?k=n{i}", priority="u=2") for i in range(4)]
     nxt = cl.c.get_next_available_stream_id()
@@ -159,10 +166,11 @@ def test_priority_update_moves_a_queued_request(gwq, origin):
     """A PRIORITY_UPDATE for a stream already waiting in the origin queue moves it: raised to
     u=0 the last-queued request leaves first, lowered to u=7 the first-queued one leaves last."""
     cl = Client(gwq.port)
-    first = cl.get("/slow/1000?k=hold")
+    first = cl.get(HOLD)
     assert wait_for(lambda: len(origin.requests) == 1)
     sids = [cl.get(f"/bytes/10?k=n{i}", priority="u=4") for i in range(6)]
-    time.sleep(0.2)  # all six are in the queue now (the held connection frees after ~1 s)
+    # all six are in the queue now (a 0.2 s sleep here took a fifth of the hold's second)
+    assert wait_sample(gwq.admin, "h2gate_upstream_queue_length", 6, upstream="app") == 6
     assert len(origin.requests) == 1
     cl.s.sendall(priority_update(sids[5], b"u=0") + priority_update(sids[0], b"u=7"))
     cl.run_until([first] + sids)
