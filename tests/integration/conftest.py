@@ -168,6 +168,6 @@ def gwp(gateway, origin):
 @pytest.fixture
 def bn(gwp):
     """A Bottleneck client (h2bottleneck.py) of gwp, closed after the test."""
-    b = Bottleneck(gwp.port)
+    b = Bottleneck(gwp.port, gwp.origin)
     yield b
     b.close()

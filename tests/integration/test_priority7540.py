@@ -94,7 +94,7 @@ def test_rfc9218_signal_wins_over_the_tree(bn):
 def test_self_dependency_resets_the_stream(gwp):
     """RFC 9113 §5.3.1: a stream depending on itself is a stream error PROTOCOL_ERROR; the
     other streams and the connection go on."""
-    b = Bottleneck(gwp.port)
+    b = Bottleneck(gwp.port, gwp.origin)
     victim = b.request(f"/bytes/{SIZE}")
     other = b.request(f"/bytes/{SIZE}")
     b.pump(lambda: {victim, other} <= set(b.heads))
@@ -119,7 +119,7 @@ def test_max_priority_nodes_evicts_the_oldest_placeholder(gw_small_tree):
     the oldest when two more PRIORITY frames arrive, so it is evicted: `later` opens with the
     default priority, a sibling of `first` with the same weight, and the two share the
     connection instead of `later` waiting (compare test_priority_frame_on_idle_stream)."""
-    b = Bottleneck(gw_small_tree.port)
+    b = Bottleneck(gw_small_tree.port, gw_small_tree.origin)
     first = b.request(f"/bytes/{SIZE}")
     later = b.c.get_next_available_stream_id()
     b.c.prioritize(later, weight=200, depends_on=first)

@@ -3,11 +3,12 @@ scheduling decisions at frame level (test_priority.py: RFC 9218; test_priority75
 7540 tree), and the gateway it is run against (the fixtures gwp and bn of conftest.py).
 
 Every stream opens with SETTINGS_INITIAL_WINDOW_SIZE 0, so no DATA frame can leave the gateway
-before the client says so. open_windows() waits for every response head, lets the bodies reach
-the gateway (its body_buffer is larger than a response), then opens the stream windows wide;
+before the client says so. open_windows() waits for every response head, waits for the bodies to
+be in the gateway (its body_buffer is larger than a response), then opens the stream windows wide;
 grant_until_done() grants the connection window STEP bytes at a time, recording the stream id
 and size of every DATA frame. The order of those ids is the gateway's scheduling decision."""
 import socket
+import subprocess
 import time
 
 import h2.config
@@ -15,7 +16,7 @@ import h2.connection
 import h2.events
 import h2.settings
 
-from procs import free_port
+from procs import free_port, slow
 from gwtest import gw_config
 
 STEP = 16384
@@ -27,12 +28,32 @@ def bottleneck_gateway(gateway, origin, extra=""):
     port = free_port()
     text = gw_config(port, [f"127.0.0.1:{origin.port}"], extra="limits:\n  body_buffer: 1048576\n" + extra)
     g = gateway(text, wait=[("127.0.0.1", port)])
-    g.port = port
+    g.port, g.origin = port, origin
     return g
 
 
+def origin_queues(port):
+    """(Recv-Q, Send-Q) of every established TCP socket at either end of a connection to the
+    origin on 127.0.0.1:port."""
+    out = subprocess.run(["ss", "-Htn", "state", "established",
+                          f"( dport = :{port} or sport = :{port} )"],
+                         capture_output=True, text=True, check=True).stdout
+    return [tuple(map(int, line.split()[:2])) for line in out.splitlines() if line.strip()]
+
+
+def bodies_in_gateway(origin):
+    """Whether the gateway holds every answer of the ScriptedOrigin origin: each request it got
+    was answered (its sendall returned), and nothing is left in the kernel at either end of
+    its connections (the gateway read it all)."""
+    with origin.lock:
+        answered = len(origin.answered) >= len(origin.requests)
+    return answered and not any(r or s for r, s in origin_queues(origin.port))
+
+
 class Bottleneck:
-    def __init__(self, port):
+    def __init__(self, port, origin):
+        """port: the gateway's; origin: the ScriptedOrigin behind it."""
+        self.origin = origin
         self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
         cfg = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
         self.c = h2.connection.H2Connection(cfg)
@@ -87,12 +108,18 @@ class Bottleneck:
                     self.resets[e.stream_id] = e.error_code
             self.flush()
 
-    def open_windows(self, settle=0.3):
-        """Wait for every head, let the bodies reach the gateway, then widen the stream
-        windows; the connection window (65535 at start) stays the bottleneck."""
+    def open_windows(self):
+        """Wait for every head and for the bodies to be in the gateway, then widen the stream
+        windows; the connection window (65535 at start) stays the bottleneck. (A body still
+        on its way when the windows open goes out as it comes, beside the others: the order
+        is then not the scheduler's alone. A 0.3 s sleep here bet on the gateway's having
+        read them all by then.)"""
         want = set(self.done_bytes)
         self.pump(lambda: want <= set(self.heads))
-        time.sleep(settle)
+        deadline = time.monotonic() + slow(10)
+        while not bodies_in_gateway(self.origin):
+            assert time.monotonic() < deadline, origin_queues(self.origin.port)
+            time.sleep(0.02)
         self.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
         self.flush()
 
