@@ -75,6 +75,7 @@ class Request:
     def __init__(self, method, target, version, headers, body):
         self.method, self.target, self.version = method, target, version
         self.headers, self.body = headers, body
+        self.answered_at = None  # ScriptedOrigin: when its answer was handed to the socket
 
     def header(self, name):
         vals = [v for k, v in self.headers if k.lower() == name.lower()]
@@ -180,6 +181,7 @@ class ScriptedOrigin(ThreadedServer):
         self.max_open_connections = 0
         self.requests = []
         self.answered = []  # the requests whose answer _respond has handed to the socket
+                            # (each with answered_at: time.monotonic() then)
         self._dropped = set()
         self._clients = []
         super().__init__(backlog=512, host=host)
@@ -275,6 +277,7 @@ class ScriptedOrigin(ThreadedServer):
                 with self.lock:
                     self.requests.append(req)
                 keep = self._respond(c, req)
+                req.answered_at = time.monotonic()  # its last byte handed to the socket
                 with self.lock:
                     self.answered.append(req)
                 if not keep:
