@@ -19,6 +19,7 @@ static const field_t acme_fields[] = {
     FLD(gw_cfg_acme_t, state, F_STR, 0, 0),
     FLD(gw_cfg_acme_t, shared_key, F_STR, 0, 0),
     FLD(gw_cfg_acme_t, max_orders_per_hour, F_UINT, 1, 60),
+    FLD(gw_cfg_acme_t, cluster_check_interval_ms, F_DUR, 1000, 600000),
 };
 
 /* renew_before: a duration ("30d", "12h") or a share of the lifetime ("33%"). A duration as
@@ -191,6 +192,9 @@ void gw_cfg__load_acme(ld_t *ld, yaml_node_t *v)
      * Let's Encrypt's 5 failed validations per name and account per hour, leaving room for
      * a second instance or a person */
     a->max_orders_per_hour = 3;
+    /* 10 s: one GET of acme:orders per instance every 10 s while idle, and the first
+     * validation of a clustered order 12.5 s after the lock was taken */
+    a->cluster_check_interval_ms = 10000;
     gw_cfg__each_pair(ld, v, acme_pair, a);
     if (!a->directory)
         gw_cfg__err_at(ld, v, "missing required key 'directory' in acme");

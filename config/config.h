@@ -467,6 +467,10 @@ typedef struct {
     uint64_t renew_before_ms;
     unsigned renew_before_pct;
     unsigned max_orders_per_hour; /* per name set, 1..60, default 3 */
+    /* cluster_check_interval: with `cluster`, how often acme:orders is read (another instance's
+     * order seen), and what the orderer waits past the lock before its first validation;
+     * 1 s..10 min, default 10 s, the same on every instance */
+    uint64_t cluster_check_interval_ms;
     gw_cfg_pos_t at, directory_ca_at, challenge_at, shared_key_at;
 } gw_cfg_acme_t;
 

@@ -215,6 +215,7 @@ static const char *const ms_keys[][2] = {
     {"poll_interval", "poll_interval_ms"},
     {"ping_interval", "ping_interval_ms"},
     {"idle_trim", "idle_trim_ms"},
+    {"cluster_check_interval", "cluster_check_interval_ms"},
 };
 
 static const char *internal_name(const char *key)

@@ -39,10 +39,13 @@ int gw_acme__is_b64url(const char *s);
  *   GW_ACME_CHALLENGE_POLL_MS while an order runs and installs them in its stores, so it has
  *   had two reads. An order runs while acme:orders is there: the orderer sets it when it takes
  *   the lock and again every GW_ACME_ANNOUNCE_MS, each time for GW_ACME_ORDERS_TTL_MS. The
- *   instances read that key every GW_ACME_ACTIVE_CHECK_MS, and the records only while it is
+ *   instances read that key every check interval, and the records only while it is
  *   there (or while they wait for another's lock): nothing else while idle. So the first
- *   publish of an order waits until GW_ACME_ACTIVE_CHECK_MS + GW_ACME_PUBLISH_WAIT_MS after
- *   the lock was taken, when an idle instance has seen the order and read the records twice.
+ *   publish of an order waits until that interval + GW_ACME_PUBLISH_WAIT_MS after the lock
+ *   was taken, when an idle instance has seen the order and read the records twice. The
+ *   interval is acme.cluster_check_interval (gw_acme__shared_set_check, default
+ *   GW_ACME_ACTIVE_CHECK_MS): the orderer waits its own, so every instance must read
+ *   acme:orders at least that often (the same value on all of them).
  * - The chain and key are stored sealed (AES-256-GCM under acme.shared_key; the head, the ID
  *   and the chain authenticated beside the key) before the lock is let go.
  * - One account: holding a lock, an instance reads acme:account (the account key sealed as a
@@ -58,8 +61,8 @@ int gw_acme__is_b64url(const char *s);
 #define GW_ACME_WAIT_POLL_MS 2000u
 #define GW_ACME_CHALLENGE_POLL_MS 1000u
 #define GW_ACME_PUBLISH_WAIT_MS (2 * GW_ACME_CHALLENGE_POLL_MS + 500u)
-#define GW_ACME_ACTIVE_CHECK_MS 10000u
-#define GW_ACME_ANNOUNCE_MS 5000u /* divides GW_ACME_LOCK_MS / 3 */
+#define GW_ACME_ACTIVE_CHECK_MS 10000u /* acme.cluster_check_interval's default */
+#define GW_ACME_ANNOUNCE_MS 5000u      /* divides GW_ACME_LOCK_MS / 3 */
 #define GW_ACME_ORDERS_TTL_MS (3 * GW_ACME_ANNOUNCE_MS)
 #define GW_ACME_ORDERS_KEY "acme:orders"
 /* The account every instance orders with (sealed, gw_acme__seal with this id and no chain). */
@@ -93,6 +96,9 @@ typedef struct gw_acme_shared gw_acme_shared_t;
 int gw_acme__shared_new(uv_loop_t *loop, gw_acme_shared_t **out);
 void gw_acme__shared_set_cluster(gw_acme_shared_t *h, gw_cluster_t *c); /* NULL: none */
 void gw_acme__shared_set_key(gw_acme_shared_t *h, const uint8_t *key);  /* NULL: none */
+/* How often acme:orders is read (ms, > 0), and what an order's first publish waits past the
+ * lock (with GW_ACME_PUBLISH_WAIT_MS). A shorter one takes effect at once. */
+void gw_acme__shared_set_check(gw_acme_shared_t *h, uint64_t ms);
 void gw_acme__shared_del(gw_acme_shared_t *h); /* its memory waits for the last share */
 
 /* One name set's end; ud is the client's job. */

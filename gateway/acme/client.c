@@ -1406,6 +1406,7 @@ void gw_acme_apply(gw_acme_t *a, const gw_config_t *cfg, gw_tls_store_t *const *
     /* the key file's bytes as this generation read them (a reload may change them alone) */
     gw_acme__shared_set_key(a->shared,
                             cfg->acme.has_shared_key ? cfg->acme.shared_key_bytes : NULL);
+    gw_acme__shared_set_check(a->shared, cfg->acme.cluster_check_interval_ms);
     /* when to order: taken by the jobs at their next check (an idle one checks below) */
     a->renew_before_ms = cfg->acme.renew_before_ms;
     a->renew_before_pct = cfg->acme.renew_before_pct;

@@ -13,7 +13,8 @@
  *                       order runs and left to expire after it. While it is there, the
  *                       instances read the challenge records of their name sets every
  *                       GW_ACME_CHALLENGE_POLL_MS; while it is not, only this key, every
- *                       GW_ACME_ACTIVE_CHECK_MS (one GET per instance, whatever the name sets)
+ *                       acme.cluster_check_interval (one GET per instance, whatever the name
+ *                       sets)
  *   acme:account        the account key every instance orders with, sealed (id "account", no
  *                       chain): read by an instance that took a lock, stored by the first
  */
@@ -226,6 +227,7 @@ struct gw_acme_shared {
     int active;
     uint64_t next_check;
     int checking;
+    uint64_t check_ms; /* acme.cluster_check_interval */
 };
 
 int gw_acme__shared_new(uv_loop_t *loop, gw_acme_shared_t **out)
@@ -234,6 +236,7 @@ int gw_acme__shared_new(uv_loop_t *loop, gw_acme_shared_t **out)
     if (!h)
         return GW_E_NOMEM;
     h->loop = loop;
+    h->check_ms = GW_ACME_ACTIVE_CHECK_MS;
     *out = h;
     return 0;
 }
@@ -241,6 +244,15 @@ int gw_acme__shared_new(uv_loop_t *loop, gw_acme_shared_t **out)
 void gw_acme__shared_set_cluster(gw_acme_shared_t *h, gw_cluster_t *c)
 {
     h->cluster = c;
+}
+
+void gw_acme__shared_set_check(gw_acme_shared_t *h, uint64_t ms)
+{
+    h->check_ms = ms ? ms : GW_ACME_ACTIVE_CHECK_MS;
+    /* a shorter interval: the next read comes by it, not by the old one */
+    uint64_t by = uv_now(h->loop) + h->check_ms;
+    if (h->next_check > by)
+        h->next_check = by;
 }
 
 void gw_acme__shared_set_key(gw_acme_shared_t *h, const uint8_t *key)
@@ -570,7 +582,7 @@ static void on_published(void *ud, int result)
      * instance that was idle when the lock was taken reads them only once its next check of
      * acme:orders has seen the order: the first publish waits for that too */
     uint64_t now = uv_now(s->hub->loop), wait = GW_ACME_PUBLISH_WAIT_MS;
-    uint64_t seen_by = s->announced + GW_ACME_ACTIVE_CHECK_MS + GW_ACME_PUBLISH_WAIT_MS;
+    uint64_t seen_by = s->announced + s->hub->check_ms + GW_ACME_PUBLISH_WAIT_MS;
     if (s->announced && seen_by > now + wait)
         wait = seen_by - now;
     uv_timer_start(&s->wait, on_publish_wait, wait, 0);
@@ -669,7 +681,7 @@ static void check_active(gw_acme_share_t *s, uint64_t now)
     gw_acme_shared_t *h = s->hub;
     if (h->checking || now < h->next_check)
         return;
-    h->next_check = now + GW_ACME_ACTIVE_CHECK_MS;
+    h->next_check = now + h->check_ms;
     if (gw_cluster_get(h->cluster, GW_ACME_ORDERS_KEY, on_active, s) == 0) {
         h->checking = 1;
         s->pending++;

@@ -18,6 +18,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "config/config.h"
+#include "gw_version.h"
 
 static void minimal_contract_gets_defaults(void **state)
 {
@@ -683,6 +684,50 @@ static void heap_idle_trim(void **state)
                                 "t.yaml:8:8: unknown key 'trim' in heap");
     gw_test_config_expect_error(MINIMAL "heap: 1s\n",
                                 "t.yaml:8:7: 'heap' must be a map, not a scalar");
+}
+
+/* acme.cluster_check_interval: how often an instance of a cluster reads acme:orders (and what
+ * the orderer waits past its lock): default 10 s, 1 s..10 min, a bad value refused at its
+ * position. A binary without the ACME client refuses the section itself. */
+#define ACME_CHECK(v)                                                                              \
+    MINIMAL "acme: {directory: https://ca.test/dir, cluster_check_interval: " v "}\n"
+static void acme_cluster_check_interval(void **state)
+{
+    (void)state;
+    if (!GW_HAVE_ACME)
+        skip();
+    gw_config_t *c = gw_test_config_expect_ok(MINIMAL "acme: {directory: https://ca.test/dir}\n");
+    assert_int_equal(c->acme.cluster_check_interval_ms, 10000);
+    gw_config_del(c);
+    c = gw_test_config_expect_ok(ACME_CHECK("1s"));
+    assert_int_equal(c->acme.cluster_check_interval_ms, 1000);
+    gw_config_del(c);
+    c = gw_test_config_expect_ok(ACME_CHECK("10m"));
+    assert_int_equal(c->acme.cluster_check_interval_ms, 600000);
+    gw_config_del(c);
+    c = gw_test_config_expect_ok(ACME_CHECK("2500ms"));
+    assert_int_equal(c->acme.cluster_check_interval_ms, 2500);
+    gw_config_del(c);
+    gw_test_config_expect_error(ACME_CHECK("999ms"),
+                                "t.yaml:8:64: 'cluster_check_interval' is out of range: 999ms "
+                                "(allowed 1000..600000)");
+    gw_test_config_expect_error(ACME_CHECK("11m"),
+                                "t.yaml:8:64: 'cluster_check_interval' is out of range: 11m "
+                                "(allowed 1000..600000)");
+    gw_test_config_expect_error(ACME_CHECK("0"),
+                                "t.yaml:8:64: 'cluster_check_interval' is out of range: 0 "
+                                "(allowed 1000..600000)");
+    gw_test_config_expect_error(ACME_CHECK("often"),
+                                "t.yaml:8:64: 'cluster_check_interval' must be a duration (e.g. "
+                                "500ms, 30s, 5m), not 'often'");
+    gw_test_config_expect_error(ACME_CHECK("[1s]"),
+                                "t.yaml:8:64: 'cluster_check_interval' must be a duration (e.g. "
+                                "500ms, 30s, 5m), not a list");
+    /* the internal spelling is no key of the file */
+    gw_test_config_expect_error(
+        MINIMAL "acme: {directory: https://ca.test/dir, cluster_check_interval_ms: 1000}\n",
+        "t.yaml:8:40: unknown key 'cluster_check_interval_ms' in acme; did you mean "
+        "'cluster_check_interval'?");
 }
 
 /* routes[].coalesce_headers names one field once, whatever the case (a name
@@ -1441,6 +1486,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(alloc_failure_sweep),
     cmocka_unit_test(coalesce_buffer_limit),
     cmocka_unit_test(heap_idle_trim),
+    cmocka_unit_test(acme_cluster_check_interval),
     cmocka_unit_test(coalesce_headers_deduplicated),
     cmocka_unit_test(throttle_ipv6_prefix),
     cmocka_unit_test(upstream_idle_purge),
