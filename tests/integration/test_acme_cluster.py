@@ -26,9 +26,10 @@ def shared_key(tmp_path, name="shared.key", raw=None):
     return str(path)
 
 
-def cluster_config(port, pb, state, key, redis_port, names=("a.test", "b.test")):
+def cluster_config(port, pb, state, key, redis_port, names=("a.test", "b.test"),
+                   check_interval="1s"):
     return acme_config(port, pb.directory, pb.ca, state, names=names, workers=1, shared_key=key,
-                       redis=redis_port)
+                       redis=redis_port, check_interval=check_interval)
 
 
 def seal(key_text, cid, chain, key_pem):
@@ -59,6 +60,16 @@ def unseal(key_text, cid, value):
 
 def fingerprint(pem):
     return x509(pem, "-fingerprint", "-sha256").strip()
+
+
+def log_time(log, text, nth=0):
+    """The time (seconds, UTC) of the log line holding text (the first, or the nth after it),
+    from its ts= field."""
+    import datetime
+    line = [l for l in log.splitlines() if text in l][nth]
+    ts = re.search(r"ts=(\S+)Z", line).group(1)
+    return datetime.datetime.fromisoformat(ts).replace(
+        tzinfo=datetime.timezone.utc).timestamp()
 
 
 def redis_keys(r, pattern):
@@ -92,6 +103,12 @@ def test_two_instances_obtain_one_certificate_through_redis(gateway, pebble, red
     assert "acme_order_start" not in log_a, log_a[-3000:]
     assert log_b.count("event=acme_order_start") == 1
     assert orders(pb, ga, gb) == 1
+    # acme.cluster_check_interval 1s: B's first validation waited 1s + 2.5s past its lock (A
+    # read the records twice by then), not the default's 10s + 2.5s. B's second challenge is
+    # published once the first name is valid: 3.5s after the lock at the earliest, and well
+    # before 12.5s (the default's wait alone)
+    took = log_time(log_b, "event=acme_challenge ", 1) - log_time(log_b, "event=acme_cluster_lock ")
+    assert 3.5 <= took < 12.5, took
     # both serve the same leaf, which verifies against pebble's root for both names
     root = pb.roots()
     for name in ("a.test", "b.test"):
@@ -383,17 +400,18 @@ def test_idle_instance_reads_no_challenges_yet_answers_an_order_it_learns_of(
     """A orders (pebble validates at A's port only), then idles with its certificate: once
     acme:orders is gone (A's order let it expire; deleted here to save the wait) and A has read
     it gone, Redis runs no HGETALL of the challenge records over 3 s, and at most one GET of
-    acme:orders (one each 10 s). Then B starts with the certificate gone from Redis and orders:
-    A, idle, learns of it from acme:orders and answers B's validation, which pebble still asks
-    of A only; B's first publish waited for that."""
+    acme:orders (one each cluster_check_interval: 5 s here, longer than the watch). Then B
+    starts with the certificate gone from Redis and orders: A, idle, learns of it from
+    acme:orders and answers B's validation, which pebble still asks of A only; B's first
+    publish waited for that."""
     from procs import RedisMonitor
     r = redis_server()
     port_a, port_b = free_port(), free_port()
     pb = pebble(port_a)
     key = shared_key(tmp_path)
     cid = name_set_id("i.test")
-    ga = gateway(cluster_config(port_a, pb, tmp_path / "state-a", key, r.port, names=("i.test",)),
-                 wait=[("127.0.0.1", port_a)])
+    ga = gateway(cluster_config(port_a, pb, tmp_path / "state-a", key, r.port, names=("i.test",),
+                                check_interval="5s"), wait=[("127.0.0.1", port_a)])
     ga.wait_log("event=acme_certificate_installed", timeout=40)
     assert 0 < r.cmd("PTTL", "h2gate:acme:orders") <= 15000
     mon = RedisMonitor(r)
@@ -413,8 +431,8 @@ def test_idle_instance_reads_no_challenges_yet_answers_an_order_it_learns_of(
     # B orders the same names (the stored certificate gone, and the shared account, so that
     # pebble does not reuse A's valid authorization): A answers the validation
     r.cmd("DEL", f"h2gate:acme:cert:{cid}", "h2gate:acme:account")
-    gb = gateway(cluster_config(port_b, pb, tmp_path / "state-b", key, r.port, names=("i.test",)),
-                 wait=[("127.0.0.1", port_b)])
+    gb = gateway(cluster_config(port_b, pb, tmp_path / "state-b", key, r.port, names=("i.test",),
+                                check_interval="5s"), wait=[("127.0.0.1", port_b)])
     log_b = gb.wait_log("event=acme_certificate_installed", timeout=60)
     assert "event=acme_order_start names=i.test" in log_b and "acme_order_failed" not in log_b, \
         log_b[-3000:]
