@@ -96,8 +96,9 @@ typedef struct gw_acme_shared gw_acme_shared_t;
 int gw_acme__shared_new(uv_loop_t *loop, gw_acme_shared_t **out);
 void gw_acme__shared_set_cluster(gw_acme_shared_t *h, gw_cluster_t *c); /* NULL: none */
 void gw_acme__shared_set_key(gw_acme_shared_t *h, const uint8_t *key);  /* NULL: none */
-/* How often acme:orders is read (ms, > 0), and what an order's first publish waits past the
- * lock (with GW_ACME_PUBLISH_WAIT_MS). A shorter one takes effect at once. */
+/* How often acme:orders is read (ms, > 0; on the poll ticks, so rounded up to a multiple of
+ * GW_ACME_CHALLENGE_POLL_MS), and what an order's first publish waits past the lock (that,
+ * with GW_ACME_PUBLISH_WAIT_MS). A shorter one takes effect at once. */
 void gw_acme__shared_set_check(gw_acme_shared_t *h, uint64_t ms);
 void gw_acme__shared_del(gw_acme_shared_t *h); /* its memory waits for the last share */
 

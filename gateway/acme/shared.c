@@ -255,6 +255,14 @@ void gw_acme__shared_set_check(gw_acme_shared_t *h, uint64_t ms)
         h->next_check = by;
 }
 
+/* The longest an idle instance takes to see acme:orders: it reads it from a poll tick
+ * (GW_ACME_CHALLENGE_POLL_MS apart) once check_ms has passed, so at the next whole tick. */
+static uint64_t check_span(const gw_acme_shared_t *h)
+{
+    return (h->check_ms + GW_ACME_CHALLENGE_POLL_MS - 1) / GW_ACME_CHALLENGE_POLL_MS *
+           GW_ACME_CHALLENGE_POLL_MS;
+}
+
 void gw_acme__shared_set_key(gw_acme_shared_t *h, const uint8_t *key)
 {
     if (key)
@@ -582,7 +590,7 @@ static void on_published(void *ud, int result)
      * instance that was idle when the lock was taken reads them only once its next check of
      * acme:orders has seen the order: the first publish waits for that too */
     uint64_t now = uv_now(s->hub->loop), wait = GW_ACME_PUBLISH_WAIT_MS;
-    uint64_t seen_by = s->announced + s->hub->check_ms + GW_ACME_PUBLISH_WAIT_MS;
+    uint64_t seen_by = s->announced + check_span(s->hub) + GW_ACME_PUBLISH_WAIT_MS;
     if (s->announced && seen_by > now + wait)
         wait = seen_by - now;
     uv_timer_start(&s->wait, on_publish_wait, wait, 0);
