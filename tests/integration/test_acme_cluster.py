@@ -416,7 +416,7 @@ def test_idle_instance_reads_no_challenges_yet_answers_an_order_it_learns_of(
     assert 0 < r.cmd("PTTL", "h2gate:acme:orders") <= 15000
     mon = RedisMonitor(r)
     r.cmd("DEL", "h2gate:acme:orders")
-    # A has read it gone once it asked for it after the DEL (it asks each 10 s: an 11 s sleep
+    # A has read it gone once it asked for it after the DEL (it asks each 5 s: a fixed sleep
     # here bet that its timer fired in time on a loaded machine); the 3 s watched start then
     deadline = time.monotonic() + slow(15)
     while not [c for c in mon.commands()
