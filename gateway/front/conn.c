@@ -274,10 +274,7 @@ void gw_front__conn_close(conn_t *c, const char *why)
     GW_LOG_DEBUG("conn_close", "peer=%s state=%s reason=%s requests=%u", PEER(c),
                  conn_state_str(c->state), why, c->requests);
     gw_list_remove(&c->link);
-    if (c->dirty) {
-        gw_list_remove(&c->dirty_link);
-        c->dirty = 0;
-    }
+    gw_front__unkick(c);
     W(c)->conns_len--;
     gw_theap_remove(&W(c)->timers, &c->tnode);
     if (c->thr)
