@@ -2,7 +2,9 @@
  * protocol choice (ALPN, or on a cleartext listener the HTTP/2 preface against an HTTP/1.1
  * request line), and writing (gathered writes straight from the session's frame queue, the bound
  * on what is queued that pauses reading). */
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "common/alloc.h"
 #include "common/bucket.h"
@@ -29,6 +31,35 @@ static void pause_reads(conn_t *c)
     GW_LOG_DEBUG("read_paused", "peer=%s reason=write_buffer queued=%zu", PEER(c), c->queued);
 }
 
+/* A client's TCP reset (RST: a browser tab closed, a client that closes with bytes unread or
+ * with SO_LINGER 0) is common and benign; every other socket error is a real I/O failure. A
+ * read sees the reset as ECONNRESET; a write as ECONNRESET, or EPIPE once the socket is known
+ * to be reset. Both get reason=reset, never read_error or write_error. */
+static int is_reset(ssize_t uverr)
+{
+    return uverr == UV_ECONNRESET || uverr == UV_EPIPE;
+}
+
+/* An end of stream that was a reset: libuv reports UV_EOF instead of UV_ECONNRESET when the
+ * reset (POLLHUP) comes while the read that drained the last bytes was short (uv__stream_io's
+ * short-circuit), and the socket's pending error then still says ECONNRESET. A FIN leaves it
+ * 0. One getsockopt per connection a client ended. */
+static int eof_was_reset(conn_t *c)
+{
+    uv_os_fd_t fd;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        return 0;
+    return err == ECONNRESET || err == EPIPE;
+}
+
+const char *gw_front__peer_end(const conn_t *c)
+{
+    return (c->flags & GW_CONN_F_RESET) ? "reset" : "peer_closed";
+}
+
 /* Bookkeeping after any write: the bound, close-after, resuming paused reads. */
 void gw_front__after_write(conn_t *c, size_t len, int status)
 {
@@ -38,7 +69,14 @@ void gw_front__after_write(conn_t *c, size_t len, int status)
     if (c->flags & GW_CONN_F_CLOSED)
         return;
     if (status < 0) {
-        gw_front__conn_close(c, "write_error");
+        if (is_reset(status)) {
+            c->flags |= GW_CONN_F_RESET;
+            gw_front__conn_close(c, "reset");
+        } else {
+            GW_LOG_DEBUG("client_io_error", "peer=%s op=write error=%s", PEER(c),
+                         uv_err_name(status));
+            gw_front__conn_close(c, "write_error");
+        }
         return;
     }
     if (c->queued == 0 && gw_front__out_len(c) == 0 && (c->flags & GW_CONN_F_CLOSE_AFTER)) {
@@ -100,6 +138,8 @@ static void on_writev(uv_write_t *req, int status)
 static size_t try_write(conn_t *c, const uv_buf_t *bufs, size_t n)
 {
     int w = uv_try_write((uv_stream_t *)&c->tcp, bufs, (unsigned)n);
+    if (is_reset(w)) /* it took the socket's pending error: a later read sees only the EOF */
+        c->flags |= GW_CONN_F_RESET;
     if (w <= 0)
         return 0;
     W(c)->m.client_out += (uint64_t)w;
@@ -496,21 +536,30 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     conn_t *c = s->data;
     if (nread == UV_EOF) {
         c->flags |= GW_CONN_F_EOF;
+        if (eof_was_reset(c))
+            c->flags |= GW_CONN_F_RESET;
         uv_read_stop(s);
         if (c->state == CS_H1 && !gw_h1_parser_in_message(c->h1->p) && gw_front__in_len(c) == 0 &&
             c->queued == 0 && !h1x_active(c->h1))
-            gw_front__conn_close(c, "peer_closed");
+            gw_front__conn_close(c, gw_front__peer_end(c));
         else if (c->state == CS_H2)
-            gw_front__conn_close(c, "peer_closed");
+            gw_front__conn_close(c, gw_front__peer_end(c));
         else if (c->state != CS_H1 && c->state != CS_CLOSING)
-            gw_front__conn_close(c, "peer_closed");
+            gw_front__conn_close(c, gw_front__peer_end(c));
         else if (c->state == CS_H1)
             gw_front__process(c);
         return;
     }
     if (nread < 0) {
         c->flags |= GW_CONN_F_EOF; /* the client is gone (the access log's 499) */
-        gw_front__conn_close(c, "read_error");
+        if (is_reset(nread)) {
+            c->flags |= GW_CONN_F_RESET;
+            gw_front__conn_close(c, "reset");
+        } else {
+            GW_LOG_DEBUG("client_io_error", "peer=%s op=read error=%s", PEER(c),
+                         uv_err_name((int)nread));
+            gw_front__conn_close(c, "read_error");
+        }
         return;
     }
     if (nread == 0 || c->state == CS_CLOSING)

@@ -74,6 +74,8 @@ enum {
     GW_CONN_F_BULK = 1u << 10,
     /* TLS: the socket did not take all of the last write round (conn_io.c send_tls) */
     GW_CONN_F_WFULL = 1u << 11,
+    /* the peer's end was a TCP reset (RST), not a close: conn_close reason=reset */
+    GW_CONN_F_RESET = 1u << 12,
 };
 
 typedef struct conn conn_t;
@@ -258,6 +260,11 @@ void gw_front__h2_start_pushes(conn_t *c);
 void gw_front__arm(conn_t *c, uint64_t ms);
 void gw_front__finish(conn_t *c, const char *why);
 void gw_front__conn_close(conn_t *c, const char *why);
+
+/* The close reason for a peer that ended the connection: "reset" when its end was a TCP reset
+ * (GW_CONN_F_RESET: ECONNRESET or EPIPE on the socket), else "peer_closed" (a FIN, or TLS's
+ * close_notify). A static string. */
+const char *gw_front__peer_end(const conn_t *c);
 void gw_front__on_timeout(conn_t *c);
 void gw_front__release_idle_buffers(conn_t *c);
 const char *gw_front__conn_peer(const conn_t *c);

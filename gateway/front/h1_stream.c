@@ -403,14 +403,13 @@ static const gw_h1_callbacks_t h1_cbs = {h1_on_head, h1_on_body, h1_on_complete}
  * close until a response is written (a closed socket answers with a reset). It is taken for the
  * close, as nginx does (proxy_ignore_client_abort off, its default); HAProxy serves such a
  * client (its `option abortonclose` drops only requests still queued or connecting). A reset
- * (ECONNRESET) is a read error: conn_io.c closes the connection with reason read_error, to the
- * same end. */
+ * (ECONNRESET) ends it the same way: conn_io.c closes the connection with reason reset. */
 static void client_gone(conn_t *c)
 {
     GW_LOG_DEBUG("h1_client_gone", "peer=%s state=%s unread=%zu", PEER(c),
                  gw_front__h1x_state_str((h1x_state_t)c->h1->state), gw_front__in_len(c));
     c->h1->keep_alive = 0;
-    gw_front__conn_close(c, "peer_closed");
+    gw_front__conn_close(c, gw_front__peer_end(c));
 }
 
 /* Parse what is in c->b->in, one request at a time: the next request is read only once the
@@ -482,7 +481,7 @@ void gw_front__process_h1(conn_t *c)
     /* the peer closed its side: complete requests were answered above; a partial one never
      * completes */
     if (!(c->flags & GW_CONN_F_READ_PAUSED))
-        gw_front__finish(c, "peer_closed");
+        gw_front__finish(c, gw_front__peer_end(c));
 }
 
 int gw_front__h1_want_read(const conn_t *c)

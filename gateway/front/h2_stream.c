@@ -719,7 +719,7 @@ void gw_front__process_h2(conn_t *c)
     }
     gw_front__h2_pump(c);
     if (!(c->flags & (GW_CONN_F_CLOSED | GW_CONN_F_CLOSE_AFTER)) && (c->flags & GW_CONN_F_EOF))
-        gw_front__finish(c, "peer_closed");
+        gw_front__finish(c, gw_front__peer_end(c));
 }
 
 void gw_front__h2_goaway(conn_t *c)
