@@ -152,7 +152,7 @@ static int valid_host_pattern(const char *h)
     if (!strcmp(h, "*"))
         return 1;
     if (h[0] == '[')
-        return gw_http_is_ip_literal(gw_slice_str(h)) && (h[1] | 0x20) != 'v';
+        return gw_http_is_ip_literal(gw_slice_str(h));
     if (h[0] == '*') {
         if (h[1] != '.' || !h[2])
             return 0;

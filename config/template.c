@@ -197,11 +197,10 @@ int gw_tmpl_host_valid(gw_slice_t s)
     if (s.len == 0 || s.len > 255 + 6)
         return 0;
     if (*p == '[') {
-        /* RFC 3986 §3.2.2 IP-literal, an IPv6 address only (no IPvFuture): the rule of the
+        /* RFC 3986 §3.2.2 IP-literal, an IPv6 address (IPvFuture is no host): the rule of the
          * fronts' authority check (http/chars.c) */
         const uint8_t *q = memchr(p, ']', s.len);
-        if (!q || (p[1] | 0x20) == 'v' ||
-            !gw_http_is_ip_literal((gw_slice_t){p, (size_t)(q - p) + 1}))
+        if (!q || !gw_http_is_ip_literal((gw_slice_t){p, (size_t)(q - p) + 1}))
             return 0;
         q++;
         return q == e || (*q == ':' && port_ok(q + 1, e));

@@ -120,19 +120,12 @@ static int is_ipv6(const uint8_t *p, size_t n)
 
 int gw_http_is_ip_literal(gw_slice_t s)
 {
+    /* RFC 3986 §3.2.2 also has IPvFuture ("[v1.xyz]"): no version is defined, no client sends
+     * one, no origin can be reached at one and $host could never carry it (config/template.c),
+     * so it is not a host here: one rule for the authority check, routes and $host */
     if (s.len < 4 || s.base[0] != '[' || s.base[s.len - 1] != ']')
         return 0;
-    const uint8_t *p = s.base + 1;
-    size_t n = s.len - 2;
-    if ((p[0] | 0x20) != 'v')
-        return is_ipv6(p, n);
-    /* IPvFuture = "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ) */
-    size_t i = 1;
-    while (i < n && is_hex(p[i]))
-        i++;
-    if (i == 1 || i + 1 >= n || p[i] != '.')
-        return 0;
-    return all_of((gw_slice_t){p + i + 1, n - i - 1}, GW_HTTP_C_AUTHORITY, 0);
+    return is_ipv6(s.base + 1, s.len - 2);
 }
 
 int gw_http_is_authority(gw_slice_t s)

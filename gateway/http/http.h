@@ -28,7 +28,7 @@ enum {
                                       sub-delims, ":", "@", "/", "?" ("%" is checked apart) */
     GW_HTTP_C_AUTHORITY = 1u << 2, /* RFC 3986 §3.2 authority without userinfo: unreserved,
                                       sub-delims, ":" ("%" is checked apart; "[" and "]" only
-                                      around an IP-literal: gw_http_is_authority) */
+                                      around an IPv6 literal: gw_http_is_authority) */
     GW_HTTP_C_FIELD = 1u << 3,     /* a byte a field value may hold (RFC 9110 §5.5):
                                       field-vchar, obs-text, SP, HTAB; no other control, no DEL */
     GW_HTTP_C_H2NAME = 1u << 4,    /* a byte an HTTP/2 field name may hold (RFC 9113 §8.2.1):
@@ -80,9 +80,11 @@ int gw_http_target_form(gw_slice_t t, gw_slice_t *authority, gw_slice_t *rest);
  * with another byte ("a.test:8a") and an empty host before a port (":80", RFC 9110 §4.2.1). */
 int gw_http_is_authority(gw_slice_t s);
 
-/* Non-zero when s is exactly an RFC 3986 §3.2.2 IP-literal: "[" IPv6address "]" (hex groups,
- * at most one "::", an optional dotted IPv4 tail; no zone identifier) or "[" IPvFuture "]"
- * ("v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" )). */
+/* Non-zero when s is exactly an RFC 3986 §3.2.2 IP-literal of an IPv6 address: "["
+ * IPv6address "]" (hex groups, at most one "::", an optional dotted IPv4 tail; no zone
+ * identifier). "[" IPvFuture "]" ("[v1.xyz]") is refused: it names nothing a client or an
+ * origin uses, so the fronts answer it as a malformed authority (400, or a malformed HTTP/2
+ * request) rather than route a host that `$host` and redirects cannot carry. */
 int gw_http_is_ip_literal(gw_slice_t s);
 
 /* Non-zero when s holds a CR, LF or NUL: the bytes no field value may carry in any version

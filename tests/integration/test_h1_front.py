@@ -385,6 +385,71 @@ def test_malformed_authority_is_refused_by_both_fronts(gateway, origin):
     assert g.origin.requests == []
 
 
+def host_rules_gateway(gateway, origin):
+    """A gateway whose routes use the request's host: /redir/ redirects to `https://$host/moved`,
+    everything else goes to the origin with `x-host: $host`."""
+    port = free_port()
+    g = gateway(f"workers: 1\nlisten:\n  - address: 127.0.0.1:{port}\n"
+                f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
+                "routes:\n"
+                "  - {host: '*', path: /redir/, upstream: app,\n"
+                "     redirect: {to: 'https://$host/moved', status: 301}}\n"
+                "  - {host: '*', path: /, upstream: app,\n"
+                "     request_headers: {set: {x-host: $host}}}\n",
+                wait=[("127.0.0.1", port)])
+    g.port, g.origin = port, origin
+    return g
+
+
+def h2_answer(port, authority, path):
+    """One HTTP/2 GET with that :authority: (":status" or None, RST_STREAM code or None)."""
+    cl = Client(port)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                            (":authority", authority)], end_stream=True)
+    cl.flush()
+    evs = cl.events(lambda e: any(isinstance(x, (h2.events.StreamEnded, h2.events.StreamReset))
+                                  and x.stream_id == sid for x in e))
+    cl.close()
+    status = [dict(e.headers)[":status"]
+              for e in evs if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid]
+    rst = [e.error_code for e in evs if isinstance(e, h2.events.StreamReset) and e.stream_id == sid]
+    return (status[0] if status else None), (rst[0] if rst else None)
+
+
+IPVFUTURE = ["[v1.xyz]", "[v1.xyz]:8080", "[VF.a:b]", "[v7.fe80::1+eth0]"]
+
+
+def test_ipvfuture_host_is_refused_by_both_fronts_on_every_route(gateway, origin):
+    """RFC 3986 §3.2.2's IPvFuture (`[v1.xyz]`) names no address a client connects to or an
+    origin can be reached at, and `$host` can never carry one: both fronts refuse it as a
+    malformed authority, whatever the route does with the host. HTTP/1.1 `Host` or an
+    absolute-form target: 400; HTTP/2 `:authority`: RST_STREAM PROTOCOL_ERROR; never a 502,
+    and the origin sees nothing. It used to pass the authority check, so a route with a `$host`
+    header rule sent it on with `x-host` empty while a redirect to `$host` answered 400."""
+    g = host_rules_gateway(gateway, origin)
+    for host in IPVFUTURE:
+        for path in ("/echo/x", "/redir/x"):
+            st, _, body = h1_exchange(g.port, path, host)
+            assert st == 400, (host, path, st, body)
+            st, _, body = h1_exchange(g.port, f"http://{host}{path}", "a.test")
+            assert st == 400, (host, path, st, body)
+            assert h2_answer(g.port, host, path) == (None, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+    assert g.origin.requests == []
+    # curl's own Host, over HTTP/1.1 (400) and h2c (the stream reset: no status, "000")
+    for args, want in ((("--http1.1",), "400"), (("--http2-prior-knowledge",), "000")):
+        code, _ = curl_method("GET", f"http://127.0.0.1:{g.port}/echo/c", *args,
+                              "-H", "Host: [v1.xyz]")
+        assert code == want, (args, code)
+    assert g.origin.requests == []
+    assert "status=502" not in g.log()
+    # the gateway goes on: an IPv6 literal is a host, for the route and for $host alike
+    st, hdrs, _ = h1_exchange(g.port, "/redir/y", "[::1]:8080")
+    assert st == 301 and hdrs["location"] == "https://[::1]:8080/moved", (st, hdrs)
+    st, _, _ = h1_exchange(g.port, "/echo/y", "[::1]")
+    assert st == 200 and g.origin.requests[-1].header("x-host") == "[::1]"
+
+
 BAD_ABSOLUTE = ["ftp://uri.example/x", "http://user@uri.example/x", "http:///x", "http://",
                 "http:/uri.example/x", "uri.example/x", "uri.example:80",
                 # RFC 3986 §3.2.2: '[' and ']' only around a well-formed IP-literal host
