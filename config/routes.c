@@ -169,6 +169,22 @@ static int valid_host_pattern(const char *h)
     return 1;
 }
 
+/* An IPv6 literal host is held in its canonical text (RFC 5952: "[0:0::0001]" is "[::1]"), the
+ * form proxy/route.c compares the request's host in, so that any spelling on either side
+ * names the same address; the default route name is made of it too. */
+static void canon_host(ld_t *ld, gw_cfg_route_t *r)
+{
+    char canon[GW_HTTP_IP6_LITERAL_MAX];
+    if (!gw_http_ip_literal_canon(gw_slice_str(r->host), canon, sizeof(canon)) ||
+        !strcmp(canon, r->host))
+        return;
+    char *d = gw_cfg__xstrdup(ld, canon);
+    if (!d)
+        return;
+    gw_free(r->host);
+    r->host = d;
+}
+
 /* "route names unknown upstream 'X'", the closest name if one is a typo away, and the names
  * there are (as many as the message holds). */
 static void err_unknown_upstream(ld_t *ld, yaml_node_t *at, const char *name)
@@ -242,6 +258,8 @@ void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
                            "route host must be a name, '*.suffix', '*' or an IPv6 literal such as "
                            "'[::1]' (without a port), not '%s'",
                            r->host);
+        else if (r->host[0] == '[')
+            canon_host(ld, r);
         if (!r->path)
             r->path = gw_cfg__xstrdup(ld, "/");
         else if (r->path[0] != '/')

@@ -1,6 +1,9 @@
 /* http/chars.c — the byte classes of HTTP's syntax (one table) and the predicates over them. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "http/http.h"
 
@@ -126,6 +129,29 @@ int gw_http_is_ip_literal(gw_slice_t s)
     if (s.len < 4 || s.base[0] != '[' || s.base[s.len - 1] != ']')
         return 0;
     return is_ipv6(s.base + 1, s.len - 2);
+}
+
+size_t gw_http_ip_literal_canon(gw_slice_t s, char *out, size_t cap)
+{
+    char text[GW_HTTP_IP6_LITERAL_MAX], canon[INET6_ADDRSTRLEN];
+    struct in6_addr a;
+    /* a valid literal's address is at most 45 characters ("1111:...:6666:255.255.255.255") */
+    if (!gw_http_is_ip_literal(s) || s.len - 2 >= sizeof(text))
+        return 0;
+    memcpy(text, s.base + 1, s.len - 2);
+    text[s.len - 2] = 0;
+    /* glibc's inet_ntop writes RFC 5952's form (the BIND code: lower case, the first longest
+     * run of zeros of two groups or more as "::", ::ffff:a.b.c.d for mapped addresses) */
+    if (inet_pton(AF_INET6, text, &a) != 1 || !inet_ntop(AF_INET6, &a, canon, sizeof(canon)))
+        return 0;
+    size_t n = strlen(canon);
+    if (n + 3 > cap)
+        return 0;
+    out[0] = '[';
+    memcpy(out + 1, canon, n);
+    out[n + 1] = ']';
+    out[n + 2] = 0;
+    return n + 2;
 }
 
 int gw_http_is_authority(gw_slice_t s)

@@ -87,6 +87,19 @@ int gw_http_is_authority(gw_slice_t s);
  * request) rather than route a host that `$host` and redirects cannot carry. */
 int gw_http_is_ip_literal(gw_slice_t s);
 
+/* Room for gw_http_ip_literal_canon's output: "[", INET6_ADDRSTRLEN (46, its NUL included),
+ * "]". */
+#define GW_HTTP_IP6_LITERAL_MAX 48
+
+/* The canonical text (RFC 5952 §4: lower-case hex, no leading zeros, the longest run of two or
+ * more zero groups as "::", the first of equal runs; an IPv4-mapped address's last 32 bits
+ * dotted, §5) of the IPv6 literal s ("[0:0::0001]" → "[::1]", "[2001:DB8::AB]" →
+ * "[2001:db8::ab]"), brackets included, NUL-terminated in out, of cap bytes (at least
+ * GW_HTTP_IP6_LITERAL_MAX). Returns its length without the NUL, or 0 when s is not
+ * gw_http_is_ip_literal (or cap is too small); out is then untouched. Every spelling of one
+ * address gives the same text (RFC 4291 §2.2), so routes compare addresses, not spellings. */
+size_t gw_http_ip_literal_canon(gw_slice_t s, char *out, size_t cap);
+
 /* Non-zero when s holds a CR, LF or NUL: the bytes no field value may carry in any version
  * (RFC 9110 §5.5, RFC 9113 §8.2.1), whatever else it holds. Eight bytes at a time: for the
  * values of every request and response we write. */

@@ -385,6 +385,63 @@ def test_malformed_authority_is_refused_by_both_fronts(gateway, origin):
     assert g.origin.requests == []
 
 
+def ipv6_routes_gateway(gateway, origin):
+    """Two IPv6 routes whose hosts are written in no canonical form (leading zeros, a "::" that
+    could be longer, upper-case hex), each telling the origin its name and $host; no other
+    route (404)."""
+    port = free_port()
+    g = gateway(f"workers: 1\nlisten:\n  - address: 127.0.0.1:{port}\n"
+                f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
+                "routes:\n"
+                "  - {host: '[0:0::0001]', path: /, upstream: app,\n"
+                "     request_headers: {set: {x-route: loop, x-host: $host}}}\n"
+                "  - {host: '[2001:DB8:0:0::ABCD]', path: /, upstream: app,\n"
+                "     request_headers: {set: {x-route: doc, x-host: $host}}}\n"
+                "  - {host: '[::ffff:0:0]', path: /, upstream: app,\n"
+                "     request_headers: {set: {x-route: mapped, x-host: $host}}}\n",
+                wait=[("127.0.0.1", port)])
+    g.port, g.origin = port, origin
+    return g
+
+
+# every spelling of one address, with and without a port (RFC 4291 §2.2, RFC 5952 §4)
+IPV6_SPELLINGS = [
+    ("loop", ["[::1]", "[0:0::1]", "[::0001]", "[0:0:0:0:0:0:0:1]", "[0000::1]:8080",
+              "[0::1]:443"]),
+    ("doc", ["[2001:db8::abcd]", "[2001:DB8::ABCD]", "[2001:0db8:0000:0000:0:0:0:AbCd]:8443",
+             "[2001:db8:0::0:abcd]"]),
+    ("mapped", ["[::ffff:0.0.0.0]", "[::FFFF:0:0]", "[0:0:0:0:0:ffff:0.0.0.0]:80"]),
+]
+
+
+def test_equivalent_ipv6_spellings_select_the_same_route(gateway, origin):
+    """An IPv6 literal host is compared as the address it names, on both sides (the route's
+    `host` at load, the request's host as it comes), not as text: every spelling of ::1 takes
+    the `[0:0::0001]` route, upper or lower hex takes `[2001:DB8:0:0::ABCD]`, over HTTP/1.1
+    `Host`, an absolute-form target and HTTP/2 `:authority`; `[::2]` is another address (404).
+    The route's header rules run for each, and `$host` is the host as the client wrote it (as
+    the `Host` the origin gets). Before, only the spelling written in the config matched."""
+    g = ipv6_routes_gateway(gateway, origin)
+    for want, hosts in IPV6_SPELLINGS:
+        for host in hosts:
+            for how in ("host", "absolute", "h2"):
+                n = len(g.origin.requests)
+                if how == "h2":
+                    st, _ = h2_answer(g.port, host, "/echo/v6")
+                    st = int(st) if st else None
+                elif how == "absolute":
+                    st, _, _ = h1_exchange(g.port, f"http://{host}/echo/v6", "other.example")
+                else:
+                    st, _, _ = h1_exchange(g.port, "/echo/v6", host)
+                assert st == 200 and len(g.origin.requests) == n + 1, (host, how, st)
+                got = g.origin.requests[-1]
+                assert got.header("x-route") == want, (host, how, got.header("x-route"))
+                assert got.header("x-host") == host == got.header("host"), (host, how)
+    for host in ("[::2]", "[2001:db8::abce]", "[::ffff:0.0.0.1]"):
+        st, _, _ = h1_exchange(g.port, "/echo/v6", host)
+        assert st == 404, (host, st)
+
+
 def host_rules_gateway(gateway, origin):
     """A gateway whose routes use the request's host: /redir/ redirects to `https://$host/moved`,
     everything else goes to the origin with `x-host: $host`."""

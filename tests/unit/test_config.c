@@ -270,8 +270,8 @@ static void error_route_checks(void **state)
         "'[::1]' (without a port), not 'a*b'");
     /* a ':' outside brackets (a port, a bare IPv6 address) or a malformed literal could never
      * match a request's host, which is compared without its port */
-    static const char *const never[] = {"a.test:8080", "'::1'",  "'[::1]:80'",
-                                        "'[zz]'",      "'[::1'", "'*.a.test:1'"};
+    static const char *const never[] = {"a.test:8080", "'::1'",        "'[::1]:80'", "'[zz]'",
+                                        "'[::1'",      "'*.a.test:1'", "'[v1.a]'"};
     for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
         char y[256], want[256];
         snprintf(y, sizeof(y),
@@ -286,6 +286,35 @@ static void error_route_checks(void **state)
                  (int)(strlen(v) - (v != never[i])), v);
         gw_test_config_expect_error(y, want);
     }
+}
+
+/* RFC 5952: an IPv6 route host is held in its canonical text, whatever the spelling written
+ * (proxy/route.c compares the request's host in the same form); the default name follows. */
+static void route_ipv6_host_is_canonical(void **state)
+{
+    (void)state;
+    gw_config_t *c;
+    gw_config_errors_t e;
+    assert_int_equal(
+        gw_test_config_load("listen: [{address: 127.0.0.1:8080}]\n"
+                            "upstreams: {app: {servers: [127.0.0.1:9000]}}\n"
+                            "routes:\n"
+                            "  - {upstream: app, host: '[0:0::0001]'}\n"
+                            "  - {upstream: app, host: '[2001:DB8:0:0::AB]', path: /x}\n"
+                            "  - {upstream: app, host: '[::FFFF:0102:0304]'}\n"
+                            "  - {upstream: app, host: '[1:0:0:2:0:0:0:3]'}\n"
+                            "  - {upstream: app, host: '[::1]', name: same}\n",
+                            &c, &e),
+        0);
+    assert_int_equal(e.len, 0);
+    assert_string_equal(c->routes[0].host, "[::1]");
+    assert_string_equal(c->routes[0].name, "[::1]/");
+    assert_string_equal(c->routes[1].host, "[2001:db8::ab]");
+    assert_string_equal(c->routes[1].name, "[2001:db8::ab]/x");
+    assert_string_equal(c->routes[2].host, "[::ffff:1.2.3.4]");
+    assert_string_equal(c->routes[3].host, "[1:0:0:2::3]"); /* the longer run of zeros */
+    assert_string_equal(c->routes[4].host, "[::1]");
+    gw_config_del(c);
 }
 
 static void error_tls_checks(void **state)
@@ -1469,6 +1498,7 @@ static void acl_and_pages_alloc_failure_sweep(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(operations_keys),
     cmocka_unit_test(minimal_contract_gets_defaults),
+    cmocka_unit_test(route_ipv6_host_is_canonical),
     cmocka_unit_test(full_config_values),
     cmocka_unit_test(error_unknown_key),
     cmocka_unit_test(error_bad_type),

@@ -248,11 +248,65 @@ static void crlfnul_matches_bytewise(void **state)
     }
 }
 
+/* RFC 5952 §4 and §5: the canonical text of every spelling of an address (RFC 4291 §2.2). */
+static void ip_literal_canon_vectors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *want;
+    } v[] = {
+        {"[::1]", "[::1]"},
+        {"[0:0:0:0:0:0:0:1]", "[::1]"},
+        {"[::0001]", "[::1]"},
+        {"[0000::1]", "[::1]"},
+        {"[::]", "[::]"},
+        {"[0:0:0:0:0:0:0:0]", "[::]"},
+        {"[2001:DB8::ABCD]", "[2001:db8::abcd]"},             /* §4.3: lower case */
+        {"[2001:0db8:0:0::0:AbCd]", "[2001:db8::abcd]"},      /* §4.1: no leading zeros */
+        {"[2001:db8:0:1:1:1:1:1]", "[2001:db8:0:1:1:1:1:1]"}, /* §4.2.2: one 0 stays */
+        {"[2001:0:0:1:0:0:0:1]", "[2001:0:0:1::1]"},          /* §4.2.3: the longest run */
+        {"[2001:db8:0:0:1:0:0:1]", "[2001:db8::1:0:0:1]"},    /* §4.2.3: the first of equals */
+        {"[1:2:3:4:5:6:7:8]", "[1:2:3:4:5:6:7:8]"},
+        {"[::ffff:192.0.2.1]", "[::ffff:192.0.2.1]"}, /* §5: mapped, dotted */
+        {"[::FFFF:C000:0201]", "[::ffff:192.0.2.1]"},
+        {"[0:0:0:0:0:ffff:192.0.2.1]", "[::ffff:192.0.2.1]"},
+        {"[fe80::1:2]", "[fe80::1:2]"},
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        char out[GW_HTTP_IP6_LITERAL_MAX];
+        size_t n = gw_http_ip_literal_canon(gw_slice_str(v[i].in), out, sizeof(out));
+        assert_int_equal(n, strlen(v[i].want));
+        assert_string_equal(out, v[i].want);
+        /* the canonical text is its own canonical text: a route's host, canonical at load,
+         * compares equal to the request's made canonical */
+        char again[GW_HTTP_IP6_LITERAL_MAX];
+        assert_int_equal(gw_http_ip_literal_canon(gw_slice_str(out), again, sizeof(again)), n);
+        assert_string_equal(again, out);
+    }
+    /* not an IPv6 literal: 0, and out untouched */
+    static const char *const bad[] = {"",       "::1",      "[::1",   "[zz]",
+                                      "[v1.a]", "[::1]:80", "a.test", "[::1%25eth0]"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char out[GW_HTTP_IP6_LITERAL_MAX] = "x";
+        assert_int_equal(gw_http_ip_literal_canon(gw_slice_str(bad[i]), out, sizeof(out)), 0);
+        assert_string_equal(out, "x");
+    }
+    /* the longest text fits GW_HTTP_IP6_LITERAL_MAX; one byte less does not */
+    const char *longest = "[1111:2222:3333:4444:5555:6666:255.255.255.255]";
+    char out[GW_HTTP_IP6_LITERAL_MAX];
+    assert_int_equal(gw_http_ip_literal_canon(gw_slice_str(longest), out, sizeof(out)), 41);
+    assert_string_equal(out, "[1111:2222:3333:4444:5555:6666:ffff:ffff]");
+    const char *mapped = "[::ffff:255.255.255.255]";
+    assert_int_equal(gw_http_ip_literal_canon(gw_slice_str(mapped), out, strlen(mapped)), 0);
+    assert_int_equal(gw_http_ip_literal_canon(gw_slice_str(mapped), out, strlen(mapped) + 1),
+                     strlen(mapped));
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(char_class_every_byte),    cmocka_unit_test(predicates_every_byte),
     cmocka_unit_test(request_target_vectors),   cmocka_unit_test(token_grammar_vectors),
     cmocka_unit_test(crlfnul_matches_bytewise), cmocka_unit_test(target_form_vectors),
-    cmocka_unit_test(ip_literal_vectors),
+    cmocka_unit_test(ip_literal_vectors),       cmocka_unit_test(ip_literal_canon_vectors),
 };
 
 GW_TEST_MAIN(tests)

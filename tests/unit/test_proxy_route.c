@@ -20,7 +20,9 @@ static const char *yaml = "listen: [{address: 127.0.0.1:8080}]\n"
                           "  - {host: 'static.test', path: /, upstream: any}\n"
                           "  - {host: 'rl.test', path: /, upstream: any, request_rate: 2, "
                           "request_burst: 3}\n"
-                          "  - {host: 'rl0.test', path: /, upstream: any, request_rate: 1}\n";
+                          "  - {host: 'rl0.test', path: /, upstream: any, request_rate: 1}\n"
+                          "  - {host: '[0:0::0001]', path: /, upstream: api}\n"
+                          "  - {host: '[2001:DB8::AB]', path: /, upstream: web}\n";
 
 static const char *route(const char *authority, const char *path)
 {
@@ -40,8 +42,20 @@ static void matching(void **state)
     assert_null(route("badexample.com", "/")); /* suffix on a label boundary */
     assert_string_equal(route("static.test", "/"), "any");
     assert_null(route("static.testing", "/"));
-    assert_null(route("[::1]:8080", "/"));
     assert_null(route("", "/"));
+    /* RFC 4291 §2.2: every spelling of an IPv6 address takes its route, port or not, whatever
+     * the spelling the route was written in (both are canonical, RFC 5952) */
+    static const char *const loop[] = {
+        "[::1]", "[::1]:8080", "[0:0::1]", "[::0001]", "[0:0:0:0:0:0:0:1]:443", "[0000:0::1]"};
+    for (size_t i = 0; i < sizeof(loop) / sizeof(loop[0]); i++)
+        assert_string_equal(route(loop[i], "/"), "api");
+    static const char *const doc[] = {"[2001:db8::ab]", "[2001:DB8::AB]:8443",
+                                      "[2001:0db8:0:0:0:0:0:00aB]", "[2001:db8:0::0:ab]"};
+    for (size_t i = 0; i < sizeof(doc) / sizeof(doc[0]); i++)
+        assert_string_equal(route(doc[i], "/"), "web");
+    assert_null(route("[::2]", "/"));
+    assert_null(route("[2001:db8::ac]", "/"));
+    assert_null(route("[::1", "/")); /* not a literal: compared as it is, and matches nothing */
 }
 
 typedef struct {
