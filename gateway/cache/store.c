@@ -27,9 +27,10 @@
  * worker's insertions evict what another allocated, the freed memory stays in the other's
  * arena, usable by it alone: RSS went up to 118 MiB above its baseline for a 64 MiB store
  * under a scan from two workers (test_cache_memory). So after each memory/16 bytes evicted, a
- * trim is due (gw_cache_trim_due, read by the caller after a put): the proxy runs
- * malloc_trim(0), which returns the free pages of every arena, on libuv's thread pool, one at a
- * time, not on the inserting worker's loop (median 0.5 ms, at most 4.6 ms measured, 94 times
+ * trim is due (gw_cache_trim_due, read by the caller after a put): the proxy asks the
+ * process's one trimmer (server/heap.c, through gw_proxy_set_trim) for malloc_trim(0), which
+ * returns the free pages of every arena, on libuv's thread pool, one at a time with the idle
+ * trim's, not on the inserting worker's loop (median 0.5 ms, at most 4.6 ms measured, 94 times
  * in a scan that evicts 400 MiB, each a stall of that worker's connections while it ran
  * there): the same scan stays 68-83 MiB above it. What is left is the pages live blocks share
  * with freed ones. A purge, gw_cache_remove and a reload's walk (gw_cache_keep_routes) count

@@ -68,9 +68,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include "cache/cache.h"
 #include "common/alloc.h"
@@ -1094,40 +1091,14 @@ static int cache_end(ox_t *ox)
 
 /* ---- giving the heap's free pages back --------------------------------------------------- */
 
-/* A trim the store says is due (gw_cache_trim_due: store.c's "Memory") runs malloc_trim(0) on
- * libuv's thread pool, not on this worker's loop, whose connections it stalled for up to
- * 4.6 ms. One at a time in the process (the request below is the only one): while one runs,
- * the store's due flag is left for a later put to find. */
-#ifdef __GLIBC__
-static uv_work_t trim_req;
-static int trim_busy; /* atomic: trim_req is queued or running */
-
-static void trim_work(uv_work_t *req)
-{
-    (void)req;
-    malloc_trim(0);
-}
-
-static void trim_done(uv_work_t *req, int status)
-{
-    (void)req;
-    (void)status;
-    __atomic_store_n(&trim_busy, 0, __ATOMIC_RELEASE);
-}
-#endif
-
+/* A trim the store says is due (gw_cache_trim_due: store.c's "Memory") goes to the heap's one
+ * trimmer (gw_proxy_set_trim: server/heap.c), which runs malloc_trim(0) on libuv's thread pool,
+ * never on this worker's loop (whose connections it stalled for up to 4.6 ms), and one at a
+ * time in the process: one asked while another runs follows it. */
 static void trim_if_due(gw_proxy_t *p)
 {
-#ifdef __GLIBC__
-    if (__atomic_load_n(&trim_busy, __ATOMIC_ACQUIRE) || !gw_cache_trim_due(p->cache))
-        return;
-    if (__atomic_exchange_n(&trim_busy, 1, __ATOMIC_ACQ_REL))
-        return; /* another worker started one since: it runs after these evictions */
-    if (uv_queue_work(p->loop, &trim_req, trim_work, trim_done) < 0)
-        __atomic_store_n(&trim_busy, 0, __ATOMIC_RELEASE);
-#else
-    (void)p;
-#endif
+    if (p->trim && gw_cache_trim_due(p->cache))
+        p->trim(p->trim_data);
 }
 
 /* Put the kept answer into the store (once): its body by reference, or copied where it fills

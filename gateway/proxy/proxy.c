@@ -164,6 +164,12 @@ void gw_proxy_set_cache(gw_proxy_t *p, struct gw_cache *c)
     p->cache = c;
 }
 
+void gw_proxy_set_trim(gw_proxy_t *p, gw_proxy_trim_cb trim, void *user_data)
+{
+    p->trim = trim;
+    p->trim_data = user_data;
+}
+
 void gw_proxy_set_rate_asker(gw_proxy_t *p, const gw_proxy_rate_asker_t *a)
 {
     p->asker = a ? *a : (gw_proxy_rate_asker_t){0};

@@ -52,6 +52,13 @@ void gw_proxy_set_rate_table(gw_proxy_t *p, gw_bucket_table_t *t);
  * entries outlive both: each holds its own references). NULL (the default): no route caches. */
 struct gw_cache;
 void gw_proxy_set_cache(gw_proxy_t *p, struct gw_cache *c);
+/* Who gives the heap's free pages back once the cache's evictions made a trim due
+ * (gw_cache_trim_due: store.c's "Memory"). trim(user_data) is called on this proxy's loop and
+ * must not block: the owner runs malloc_trim off every event loop, one trim at a time in the
+ * process with every other reason for one (server/heap.c). trim NULL (the default): the due
+ * flag is left in the store, nothing is trimmed. */
+typedef void (*gw_proxy_trim_cb)(void *user_data);
+void gw_proxy_set_trim(gw_proxy_t *p, gw_proxy_trim_cb trim, void *user_data);
 /* Request rates shared across instances (`cluster:`). With an asker, a request
  * without a body on a route with request_rate waits for ask's answer before it goes anywhere;
  * the answer comes back through gw_proxy_rate_answer on this proxy's loop. ask(ud, key, klen,

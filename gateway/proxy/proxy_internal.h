@@ -102,6 +102,8 @@ struct gw_proxy {
     gw_proxy_stats_t stats;
     gw_bucket_table_t *rates;      /* request-rate buckets shared by all workers, or NULL */
     gw_proxy_rate_asker_t asker;   /* the cluster's shared rates (ask NULL: none) */
+    gw_proxy_trim_cb trim;         /* the heap's trim after evictions (NULL: none) */
+    void *trim_data;               /* trim's user_data */
     gw_list_t rate_waits;          /* px_t waiting for the cluster's answer */
     struct gw_proxy_auth *auth;    /* basic auth's caches and queued verifications (auth.c) */
     gw_proxy_chain_t *chains;      /* the response filters of each route (index in cfg->routes) */

@@ -3,9 +3,6 @@
  * tables), a worker taking the current one (its proxy and listening handles) and draining the
  * old, and the reload that swaps them (SIGHUP). See docs/ARCHITECTURE.md. */
 #include <errno.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
@@ -162,20 +159,14 @@ static void cache_unref(gw_shared_cache_t *t)
 }
 
 /* After a purge or a reload's walk removed entries: the heap's free pages back to the system
- * when the store says a trim is due (gw_cache_trim_due: each memory/16 bytes removed), as the
- * workers do after evictions (proxy/cache.c), here on the admin's or the reload's thread, off
- * every worker's loop. A purge of everything is followed by no put that would find it due. */
-static void cache_trim(gw_cache_t *c, const char *after)
+ * when the store says a trim is due (gw_cache_trim_due: each memory/16 bytes removed), as after
+ * the workers' evictions, through the process's one trimmer (heap.c: on libuv's thread pool,
+ * one at a time, logged event=cache_trim after=why), never on the admin's thread or the main
+ * loop that asked. A purge of everything is followed by no put that would find it due. */
+static void cache_trim(gw_server_t *s, gw_cache_t *c, unsigned why)
 {
-#ifdef __GLIBC__
-    if (!gw_cache_trim_due(c))
-        return;
-    uint64_t t0 = gw_now_ns();
-    malloc_trim(0);
-    GW_LOG_INFO("cache_trim", "after=%s ms=%.1f", after, (double)(gw_now_ns() - t0) / 1e6);
-#else
-    (void)c, (void)after;
-#endif
+    if (gw_cache_trim_due(c))
+        gw_server__heap_trim(s, why);
 }
 
 /* A reload is done (g is current, prev the generation before it): the store g keeps holds
@@ -183,7 +174,7 @@ static void cache_trim(gw_cache_t *c, const char *after)
  * no route caches any more) is emptied now, rather than when prev's last connection closes, and
  * stores nothing more: memory is given back at once, and a new store never sits beside a full
  * old one while prev drains. */
-static void cache_apply(const gw_gen_t *prev, const gw_gen_t *g)
+static void cache_apply(gw_server_t *s, const gw_gen_t *prev, const gw_gen_t *g)
 {
     const gw_config_t *cfg = g->cfg;
     if (g->cache) {
@@ -195,7 +186,7 @@ static void cache_apply(const gw_gen_t *prev, const gw_gen_t *g)
                                                gw_slice_str(cfg->routes[i].path));
         ssize_t dropped = tags ? gw_cache_keep_routes(g->cache->c, tags, n) : GW_E_NOMEM;
         gw_free(tags);
-        cache_trim(g->cache->c, "reload");
+        cache_trim(s, g->cache->c, GW_HEAP_TRIM_RELOAD);
         if (dropped < 0)
             GW_LOG_WARN("cache_routes",
                         "generation=%llu error=\"%s\" reason=\"the entries of "
@@ -207,7 +198,7 @@ static void cache_apply(const gw_gen_t *prev, const gw_gen_t *g)
     if (!prev || !prev->cache || prev->cache == g->cache)
         return;
     ssize_t dropped = gw_cache_keep_routes(prev->cache->c, NULL, 0);
-    cache_trim(prev->cache->c, "reload");
+    cache_trim(s, prev->cache->c, GW_HEAP_TRIM_RELOAD);
     if (g->cache)
         GW_LOG_INFO("cache_rebuilt",
                     "generation=%llu memory=%zu max_object=%zu dropped=%zd reason=\"cache.memory "
@@ -525,6 +516,7 @@ static int wgen_new(gw_worker_t *w, gw_gen_t *gen, gw_wgen_t **out)
     }
     gw_proxy_set_rate_table(p, gen->rates ? gen->rates->t : NULL);
     gw_proxy_set_cache(p, gen->cache ? gen->cache->c : NULL);
+    gw_proxy_set_trim(p, gw_server__heap_trim_evicted, w->srv);
     if (gen->cfg->cluster.enabled && w->sink) { /* request rates shared across instances */
         gw_proxy_rate_asker_t a = {
             .ask = gw_server__rate_ask, .share = gw_server__rate_share, .ud = w};
@@ -753,7 +745,7 @@ int gw_server_reload(gw_server_t *s)
         if (s->workers[i] && s->workers[i]->wake_open)
             uv_async_send(&s->workers[i]->wake);
     uv_mutex_unlock(&s->lock);
-    cache_apply(cur, g);
+    cache_apply(s, cur, g);
     (void)gw_front_alog_switch(&s->alog, g->cfg->access_log.path, 0);
     gw_server__cluster_apply(s);
 #if GW_HAVE_ACME
@@ -801,7 +793,7 @@ int gw_server_cache_purge(gw_server_t *s, const char *key, size_t len, int prefi
     /* the store the workers share: its shard locks make this safe from any thread, and the
      * purge is seen by every worker's next lookup */
     *purged = prefix ? gw_cache_purge_prefix(t->c, key, len) : gw_cache_purge(t->c, key, len);
-    cache_trim(t->c, "purge");
+    cache_trim(s, t->c, GW_HEAP_TRIM_PURGE);
     cache_unref(t);
     return 0;
 }

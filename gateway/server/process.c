@@ -26,10 +26,17 @@ int gw_server_new(gw_config_t *cfg, gw_server_t **out)
         gw_config_del(cfg);
         return GW_E_NOMEM;
     }
+    if (gw_server__heap_init(s) < 0) {
+        uv_mutex_destroy(&s->lock);
+        gw_free(s);
+        gw_config_del(cfg);
+        return GW_E_NOMEM;
+    }
     uv_mutex_init(&s->snap_mu);
     uv_cond_init(&s->snap_cond);
     gw_front_alog_init(&s->alog);
     if (gw_tls_keyring_new(&s->keyring) < 0) {
+        gw_server__heap_free(s);
         uv_mutex_destroy(&s->lock);
         uv_mutex_destroy(&s->snap_mu);
         uv_cond_destroy(&s->snap_cond);
@@ -243,6 +250,7 @@ int gw_server_run(gw_server_t *s)
     s->sig_poll.data = s;
     uv_poll_start(&s->sig_poll, UV_READABLE, on_signal_fd);
     uv_async_init(&s->main_loop, &s->main_wake, on_main_wake);
+    gw_server__heap_start(s);          /* before any worker may go quiet */
     gw_server__inherit_admin_close(s); /* the admin listener did not want it */
     if (gw_cluster_hub_new(&s->main_loop, &s->hub) < 0)
         GW_LOG_ERROR("cluster_failed", "reason=\"out of memory\"");
@@ -298,6 +306,7 @@ int gw_server_run(gw_server_t *s)
     s->hub = NULL;
     uv_close((uv_handle_t *)&s->sig_poll, NULL);
     uv_close((uv_handle_t *)&s->main_wake, NULL);
+    gw_server__heap_close(s); /* the run under way, if any, ends in the loop below */
     uv_run(&s->main_loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->main_loop);
     close(s->sig_fd);
@@ -394,6 +403,7 @@ void gw_server_del(gw_server_t *s)
     gw_front_alog_free(&s->alog);
     gw_server__gen_unref(s->gen);
     gw_tls_keyring_del(s->keyring);
+    gw_server__heap_free(s);
     uv_mutex_destroy(&s->lock);
     uv_mutex_destroy(&s->snap_mu);
     uv_cond_destroy(&s->snap_cond);

@@ -13,7 +13,8 @@
  * upgrade.c:   binary upgrade (SIGUSR2: inherited sockets, the admin socket too, readiness
  *              pipe), the pid file (refused while it names another running gateway).
  * heap.c:      the heap's free pages back to the system (malloc_trim on libuv's thread pool)
- *              once every worker went quiet (heap.idle_trim).
+ *              once every worker went quiet (heap.idle_trim), and when the cache's
+ *              evictions, purges or reloads make a trim due: one trim at a time.
  * notify.c:    systemd readiness datagrams.
  * scrape.c:    a scrape of the metrics: every worker's snapshot asked for and summed, the
  *              families table, the Prometheus rendering, the process_* series.
@@ -167,18 +168,36 @@ struct gw_worker {
 /* The generation new connections of worker w are accepted under, or NULL once it stopped. */
 #define WCUR(w) ((w)->f.cur ? WGEN((w)->f.cur) : NULL)
 
-/* heap.c: the trim of the heap when the whole gateway went quiet. */
+/* heap.c: why the heap is trimmed (bits: asks made while a trim runs are served together by
+ * the next one). */
+enum {
+    GW_HEAP_TRIM_IDLE = 1u << 0,   /* every worker quiet for heap.idle_trim (if worth it) */
+    GW_HEAP_TRIM_EVICT = 1u << 1,  /* the cache's evictions: memory/16 bytes removed */
+    GW_HEAP_TRIM_PURGE = 1u << 2,  /* the same after an admin's purge */
+    GW_HEAP_TRIM_RELOAD = 1u << 3, /* the same after a reload dropped entries */
+};
+#define GW_HEAP_TRIM_CACHE (GW_HEAP_TRIM_EVICT | GW_HEAP_TRIM_PURGE | GW_HEAP_TRIM_RELOAD)
+
+/* heap.c: the one owner of malloc_trim in the process: every reason's trim runs on libuv's
+ * thread pool, queued from the main loop, one at a time. */
 typedef struct {
-    atomic_uint quiet; /* workers that told they are quiet (front's ops->quiet) */
-    atomic_int busy;   /* req is queued or running: one trim at a time */
+    atomic_uint quiet;      /* workers that told they are quiet (front's ops->quiet) */
+    atomic_uint pending;    /* GW_HEAP_TRIM_* asked, not yet taken by a run */
+    atomic_int busy;        /* a run is asked for, queued or running: one at a time */
+    atomic_ullong min_free; /* heap.idle_trim_free of the generation that last asked IDLE */
+    uv_mutex_t mu;          /* wake_open against the main loop closing wake */
+    int wake_open;          /* under mu: wake may be signalled */
+    uv_async_t wake;        /* on the main loop: queue req */
     uv_work_t req;
-    /* written by the thread pool while busy, read by trim_done after it */
-    uint64_t min_free;   /* heap.idle_trim_free of the generation that queued it */
-    uint64_t free;       /* mallinfo2().fordblks before the trim */
-    uint64_t rss_before; /* resident bytes before the trim */
-    uint64_t rss_after;  /* after the last trim (0: none yet) */
-    uint64_t ns;         /* what malloc_trim took */
-    int trimmed;
+    /* written by the thread pool while a run is under way, read by run_done after it */
+    unsigned taken;      /* the reasons this run serves */
+    uint64_t cache_ns;   /* what the cache's malloc_trim took (taken & GW_HEAP_TRIM_CACHE) */
+    uint64_t idle_min;   /* min_free when the run began */
+    uint64_t free;       /* mallinfo2().fordblks before the idle trim */
+    uint64_t rss_before; /* resident bytes before the idle trim */
+    uint64_t rss_after;  /* after the last trim of any reason (0: none yet) */
+    uint64_t ns;         /* what the idle malloc_trim took */
+    int trimmed;         /* the idle check passed and the heap was trimmed */
 } gw_heap_trim_t;
 
 struct gw_server {
@@ -238,6 +257,20 @@ void gw_server__drain(gw_server_t *s);
  * ops->quiet). When every worker is quiet, the heap is trimmed on libuv's thread pool if it
  * holds heap.idle_trim_free free bytes: at most one trim per quiet period, one at a time. */
 void gw_server__worker_quiet(gw_worker_t *w, int quiet);
+/* heap.c: ask for a trim of the heap for why (GW_HEAP_TRIM_*), from any thread, never
+ * blocking: it runs on libuv's thread pool, queued from the main loop, after the one under way
+ * if there is one (asks made meanwhile are served by one run). Nothing once the main loop
+ * stopped taking them (gw_server__heap_close). */
+void gw_server__heap_trim(gw_server_t *s, unsigned why);
+/* heap.c: a proxy's ask after its cache's evictions (gw_proxy_set_trim; user_data: s). */
+void gw_server__heap_trim_evicted(void *user_data);
+/* heap.c: the trimmer's mutex (gw_server_new) and its handle on the main loop (gw_server_run,
+ * before any worker starts); close: no ask is taken any more, the handle is closed (the main
+ * loop must run on until the run under way ended). */
+int gw_server__heap_init(gw_server_t *s);
+void gw_server__heap_start(gw_server_t *s);
+void gw_server__heap_close(gw_server_t *s);
+void gw_server__heap_free(gw_server_t *s);
 
 /* worker.c */
 /* Start worker id of s (main thread): *out is set as soon as it exists, also when a later step

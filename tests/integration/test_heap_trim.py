@@ -7,9 +7,12 @@ threshold reaches: without the idle trim the gateway's RSS stayed 23 to 42 MiB a
 before the burst for as long as it stayed quiet. The trim must come only once every worker has
 been without work for heap.idle_trim, never while a request is under way, and once per quiet
 period."""
+import json
 import os
+import re
 import subprocess
 import time
+from urllib.parse import quote
 
 import pytest
 
@@ -63,7 +66,8 @@ def trims(g):
 
 def heap_log(g):
     """The lines of the log that say when workers went quiet and what the trims did."""
-    return "\n".join(l for l in g.log().splitlines() if "worker_quiet" in l or "heap_trim" in l)
+    return "\n".join(l for l in g.log().splitlines() if "worker_quiet" in l or "heap_trim" in l
+                     or "cache_trim" in l)
 
 
 @pytest.mark.skipif(sanitized(), reason="ASan's quarantine keeps freed memory: RSS says nothing")
@@ -127,3 +131,105 @@ def test_no_trim_while_a_request_is_under_way_then_one_per_quiet_period(gateway,
     assert r.stdout == "206"
     time.sleep(3)
     assert trims(g) == before + 1, heap_log(g)
+
+
+# A stand-in for glibc's malloc_trim, preloaded: each call is written to TRIM_LOG as a "start"
+# line with the number of calls under way, then an "end" line, and takes TRIM_MS longer than
+# glibc's own (which it calls), so that a trim asked meanwhile would overlap it.
+SLOW_TRIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static atomic_int running;
+
+static void note(const char *what, int n)
+{
+    char line[64];
+    int len = snprintf(line, sizeof(line), "%s %d\n", what, n);
+    int fd = open(getenv("TRIM_LOG"), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        (void)!write(fd, line, (size_t)len);
+        close(fd);
+    }
+}
+
+int malloc_trim(size_t pad)
+{
+    int (*real)(size_t) = (int (*)(size_t))dlsym(RTLD_NEXT, "malloc_trim");
+    int n = atomic_fetch_add(&running, 1) + 1;
+    note("start", n);
+    long ms = atol(getenv("TRIM_MS"));
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    int rv = real(pad);
+    atomic_fetch_sub(&running, 1);
+    note("end", n);
+    return rv;
+}
+"""
+
+
+def trim_calls(path):
+    return path.read_text().split("\n")[:-1] if path.exists() else []
+
+
+@pytest.mark.skipif(sanitized(), reason="ASan's runtime must come first in LD_PRELOAD")
+def test_an_idle_trim_and_a_purge_trim_take_turns_and_the_purge_is_answered_at_once(
+        gateway, tmp_path):
+    """Two reasons to trim at once: the gateway went quiet (heap.idle_trim) and, while that trim
+    runs, an admin's purges remove twice memory/16 of the cache. All go through the one
+    trimmer: the purges' trim runs after the idle one, never beside it (malloc_trim walks and
+    locks every arena), once for both asks made meanwhile, and the admin answers the purges
+    without waiting for any."""
+    from cachetest import CountingOrigin, admin, h1
+
+    src, lib, log = tmp_path / "slowtrim.c", tmp_path / "libslowtrim.so", tmp_path / "trims"
+    src.write_text(SLOW_TRIM)
+    r = run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl"])
+    assert r.returncode == 0, r.stderr
+    with CountingOrigin() as o:
+        port, aport = free_port(), free_port()
+        # memory/16 = 256 KiB: purging the four 128 KiB answers makes a trim due
+        text = gw_config(port, [f"127.0.0.1:{o.port}"], route_extra="cache: true\n", workers=2,
+                         log_level="debug",
+                         extra=f"admin:\n  address: 127.0.0.1:{aport}\n"
+                               "cache:\n  memory: 4MiB\n  max_object: 256KiB\n"
+                               "heap:\n  idle_trim: 1s\n  idle_trim_free: 0\n")
+        g = gateway(text, wait=[("127.0.0.1", port), ("127.0.0.1", aport)],
+                    prefix=("env", f"LD_PRELOAD={lib}", f"TRIM_LOG={log}", "TRIM_MS=1500"))
+        for i in range(4):
+            assert h1(port, f"/k/big/131072?n={i}")[0] == 200
+        # the gateway goes quiet 1 s after these (its workers had work from their start on):
+        # the idle trim starts, and takes 1.5 s
+        deadline = time.monotonic() + slow(10)
+        while not trim_calls(log) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert trim_calls(log) == ["start 1"], heap_log(g)
+        # four purges of one answer each: the second and the fourth make a trim due (each
+        # memory/16 removed), both while the idle trim runs
+        t0 = time.monotonic()
+        for i in range(4):
+            url = quote(f"http://localhost/k/big/131072?n={i}", safe="")
+            st, _, body = admin(aport, "POST", f"/cache/purge?url={url}")
+            assert (st, json.loads(body)) == (200, {"purged": 1}), (st, body)
+        took = time.monotonic() - t0
+        assert took < 1.0, f"the purges were answered after {took:.2f} s"
+        assert trim_calls(log) == ["start 1"]  # the purges' trim waits for its turn
+        deadline = time.monotonic() + slow(10)
+        while len(trim_calls(log)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        # one at a time: never two under way; the two purges' asks, made while the idle trim
+        # ran, served by one trim after it
+        assert trim_calls(log) == ["start 1", "end 1", "start 1", "end 1"], heap_log(g)
+        text = g.wait_log("event=cache_trim ")
+        assert "event=heap_trim " in text, heap_log(g)
+        assert re.search(r"event=cache_trim after=purge ms=1[5-9][0-9][0-9]\.", text), heap_log(g)
+        assert text.count("event=cache_trim ") == 1, heap_log(g)
