@@ -88,6 +88,13 @@ const char *gw_cache_nostore_str(gw_cache_nostore_t w);
 gw_cache_nostore_t gw_cache_storable(const gw_cache_policy_t *pol, const gw_cache_req_t *req,
                                      const gw_cache_resp_t *resp);
 
+/* Non-zero when resp answers req for its credentials alone (RFC 9111 §3.5, with the gateway's
+ * rule that a Cookie counts as Authorization): req carries Authorization or Cookie, and resp
+ * says neither public, s-maxage nor must-revalidate. Such an answer is never stored
+ * (gw_cache_storable: GW_CACHE_NS_AUTH, or an earlier reason) and says nothing of what the
+ * other clients of a stored answer get: it must not remove or replace one. */
+int gw_cache_for_credentials(const gw_cache_req_t *req, const gw_cache_resp_t *resp);
+
 /* Non-zero for the statuses RFC 9110 §15.1 defines as heuristically cacheable. */
 int gw_cache_status_heuristic(unsigned status);
 

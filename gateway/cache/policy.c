@@ -97,6 +97,22 @@ static int vary_star(const gw_field_t *f, size_t n)
     return 0;
 }
 
+/* §3.5; a Cookie counts as Authorization, as for coalescing: origins personalise by cookie
+ * without saying Vary: Cookie. rs: the answer's directives. */
+static int for_credentials(const gw_cache_req_t *req, const gw_http_cc_t *rs)
+{
+    return (has_field(req->fields, req->nfields, "authorization") ||
+            has_field(req->fields, req->nfields, "cookie")) &&
+           !(rs->flags & (GW_HTTP_CC_PUBLIC | GW_HTTP_CC_S_MAXAGE | GW_HTTP_CC_MUST_REVALIDATE));
+}
+
+int gw_cache_for_credentials(const gw_cache_req_t *req, const gw_cache_resp_t *resp)
+{
+    gw_http_cc_t rs;
+    gw_http_cc_fields(&rs, resp->fields, resp->nfields);
+    return for_credentials(req, &rs);
+}
+
 gw_cache_nostore_t gw_cache_storable(const gw_cache_policy_t *pol, const gw_cache_req_t *req,
                                      const gw_cache_resp_t *resp)
 {
@@ -128,12 +144,8 @@ gw_cache_nostore_t gw_cache_storable(const gw_cache_policy_t *pol, const gw_cach
         return GW_CACHE_NS_SET_COOKIE; /* stricter than §7.3: never shared */
     if (vary_star(f, n))
         return GW_CACHE_NS_VARY_STAR; /* §4.1 */
-    /* §3.5; a Cookie counts as Authorization, as for coalescing: origins personalise by
-     * cookie without saying Vary: Cookie */
-    if ((has_field(req->fields, req->nfields, "authorization") ||
-         has_field(req->fields, req->nfields, "cookie")) &&
-        !(rs.flags & (GW_HTTP_CC_PUBLIC | GW_HTTP_CC_S_MAXAGE | GW_HTTP_CC_MUST_REVALIDATE)))
-        return GW_CACHE_NS_AUTH;
+    if (for_credentials(req, &rs))
+        return GW_CACHE_NS_AUTH; /* §3.5 */
     /* §3: explicit freshness (the lifetime may be 0: the answer is then stored stale, for
      * revalidation), or a heuristic one where allowed (§4.2.2) */
     if (rs.flags & (GW_HTTP_CC_MAX_AGE | GW_HTTP_CC_S_MAXAGE) || has_field(f, n, "expires"))

@@ -20,7 +20,8 @@
  *    request's no-cache or max-age) goes to the origin, with If-None-Match and
  *    If-Modified-Since from the stored validators when it has some (§4.3.1): a 304 refreshes
  *    the stored head (§4.3.4) and the client gets the stored answer (stand_in), a 200
- *    replaces it, or removes it when it may not be stored itself (§4.3.3: drop_superseded);
+ *    replaces it, or removes it when it may not be stored itself (§4.3.3: drop_superseded),
+ *    unless it answered the request's credentials alone (§3.5: then it leaves it be);
  *    when the origin answers 500, 502, 503, 504 or not at all, the stale entry
  *    answers within its stale-if-error window (RFC 5861 §4: stand_in_stale,
  *    gw_proxy__cache_error). Within its stale-while-revalidate window (RFC 5861 §3) a stale
@@ -577,10 +578,16 @@ static void cx_drop_body(struct gw_proxy_cx *cx)
  * the new one (§3), and must not reuse the old one, fresh or stale (not within
  * stale-while-revalidate, not as stale-if-error's stand-in). A new answer that is stored under
  * the same Vary key replaces it (gw_cache_put); whatever else happens to it (not storable:
- * private, no-store, Vary: *, no freshness, credentials, past max_object, trailers, cut
- * midway; another Vary key; refused by the store), the stale entry goes now. Only the entry
- * the request was answered from is removed: the other variants of the URL were not nominated
- * (§4.4's invalidation of every variant is for unsafe methods). gw_cache_remove does nothing
+ * private, no-store, Vary: *, no freshness, past max_object, trailers, cut midway; another
+ * Vary key; refused by the store), the stale entry goes now. Only the entry the request was
+ * answered from is removed: the other variants of the URL were not nominated (§4.4's
+ * invalidation of every variant is for unsafe methods). Nor is it removed by an answer for the
+ * request's credentials alone (Authorization or Cookie, and none of public, s-maxage,
+ * must-revalidate: gw_cache_for_credentials, §3.5): the origin judged the stored answer for
+ * those credentials, which a shared cache may not store and which is not what the other
+ * clients get; the stored answer stays theirs to revalidate or to stand in for a failing
+ * origin. A response the cache may not store changes nothing it stores for others, but where
+ * §4.4 (unsafe methods) says so. gw_cache_remove does nothing
  * when the entry went or was replaced meanwhile (a newer answer is never removed), and the
  * generation it bumps comes after this exchange's own put, so the invalidation race rule
  * (invalidated_since, gw_cache_put's gen) is unchanged. */
@@ -985,8 +992,11 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     } else if (cx) {
         /* a full answer for the stored one (RFC 9111 §4.3.3): it replaces it, or it goes.
          * A 5xx is the origin failing, not a new answer (§4.3.3: the cache may act as if it
-         * had not answered), and a 206 is no full answer */
-        cx->superseded = cx->stale && r->status < 500 && r->status != 206;
+         * had not answered), and a 206 is no full answer. An answer for the request's
+         * credentials alone (§3.5) is not one the other clients would get: the origin chose
+         * it by those credentials, so the stored answer stays theirs (drop_superseded) */
+        cx->superseded =
+            cx->stale && r->status < 500 && r->status != 206 && !gw_cache_for_credentials(&q, &rs);
         st.detail = keep_head(ox, cx, r, &q, &rs);
         st.stored = st.detail == NULL;
         if (st.detail) {

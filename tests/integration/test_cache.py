@@ -586,17 +586,15 @@ def test_a_304_that_says_no_store_removes_the_entry_instead_of_refreshing_it(gat
 
 # What the origin's answer turns into once the stored one is stale, each a full answer (never
 # a 304) that may not be stored: (status, fields, body length, framing, the request's own
-# fields). "auth": the revalidating client sends Authorization and the answer says neither
-# public, s-maxage nor must-revalidate (§3.5); the two too-large ones are past max_object
-# (256KiB), told by their Content-Length, or only once streamed past it; "cut": a storable
-# answer whose body breaks midway (the client's stream is reset).
+# fields). The two too-large ones are past max_object (256KiB), told by their Content-Length,
+# or only once streamed past it; "cut": a storable answer whose body breaks midway (the
+# client's stream is reset). An answer to a request with credentials that may not be shared
+# (§3.5) leaves the stale entry be: CREDENTIALED below.
 TURNS = {
     "private": (200, [("Cache-Control", "private, max-age=60")], 0, "length", ()),
     "no-store": (200, [("Cache-Control", "no-store, max-age=60")], 0, "length", ()),
     "vary-star": (200, [("Cache-Control", "max-age=60"), ("Vary", "*")], 0, "length", ()),
     "freshness": (403, [], 0, "length", ()),  # not heuristically cacheable, no max-age (§3)
-    "auth": (200, [("Cache-Control", "max-age=60")], 0, "length",
-             (("authorization", "Bearer alice"),)),
     "too-large": (200, [("Cache-Control", "max-age=60")], 300000, "length", ()),
     "too-large-chunked": (200, [("Cache-Control", "max-age=60")], 300000, "chunked", ()),
     "cut": (200, [("Cache-Control", "max-age=60")], 10000, "cut", ()),
@@ -607,7 +605,7 @@ def test_a_full_answer_to_a_revalidation_that_may_not_be_stored_removes_the_stal
         gateway):
     """RFC 9111 §4.3.3: a full answer to a revalidation says the stored answer it nominated is
     no longer suitable; when that answer may not be stored itself (private, no-store, Vary: *,
-    no freshness, credentials, past max_object, ...) the stale entry is removed, not kept: a
+    no freshness, past max_object, ...) the stale entry is removed, not kept: a
     resource the origin turned private must not reach another client from the old copy, not
     even as a stale-if-error stand-in. The same whether the stale entry was asked for with its
     ETag (/k/turn/) or, having no validator, without a condition (/k/turnnv/). A 503 before
@@ -646,6 +644,75 @@ def test_a_full_answer_to_a_revalidation_that_may_not_be_stored_removes_the_stal
         cl.close()
         fams, _ = scrape(g.admin)
         assert sample(fams, "h2gate_cache_objects") == 0  # none stored, none kept
+
+
+# A stale shared entry revalidated by a client with credentials (§3.5; a Cookie counts as
+# Authorization here): the request's own fields, the answer's Cache-Control, and the
+# Cache-Status detail that says why it is not stored.
+CREDENTIALED = {
+    "authorization": ([("authorization", "Bearer alice")], "max-age=60", "auth"),
+    "cookie": ([("cookie", "session=alice")], "max-age=60", "auth"),
+    "private": ([("authorization", "Bearer alice")], "private, max-age=60", "private"),
+}
+
+
+def test_a_full_answer_for_a_clients_credentials_leaves_the_stale_shared_entry(gateway):
+    """A client with Authorization (or a Cookie) asks for a URL whose stored answer is stale;
+    the origin answers it a full 200 that a shared cache may not store (§3.5: no public,
+    s-maxage or must-revalidate). That answer was chosen by those credentials: it says nothing
+    of what the other clients get (RFC 9111 §4.3.3 makes the cache use it for this request,
+    not drop the stored one; only an unsafe method invalidates, §4.4). So the shared entry
+    stays: the next anonymous client is still answered from it while the origin fails
+    (stale-if-error), and its revalidation still carries the entry's validator. Asked with its
+    ETag (/k/turn/) or without one (/k/turnnv/)."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o, admin=True)
+        cl = Client(g.port)
+        paths = [(f"/k/{kind}/cred-{name}", name) for kind in ("turn", "turnnv")
+                 for name in CREDENTIALED]
+        firsts = {}
+        for path, _ in paths:
+            st, h, firsts[path] = get(cl, path)
+            assert h["cache-status"] == "h2gate; fwd=miss; stored", (path, h)
+        time.sleep(2.2)  # max-age=1: stale, within stale-if-error=60
+        for path, name in paths:
+            creds, cc, detail = CREDENTIALED[name]
+            o.turns[path] = (200, [("Cache-Control", cc)], 0, "length")
+            st, h, body = get(cl, path, extra=creds)
+            assert st == 200 and body.startswith(b"turned n="), (path, st, body[:40])
+            assert re.fullmatch(rf"h2gate; fwd=stale; detail={detail}", h["cache-status"]), (
+                path, h)
+            want = '"t1"' if path.startswith("/k/turn/") else None  # turnnv: unconditional
+            assert o.requests[-1].header("if-none-match") == want, path
+        fams, _ = scrape(g.admin)
+        assert sample(fams, "h2gate_cache_objects") == len(paths)  # every shared entry kept
+        for path, name in paths:
+            # the origin fails: the shared entry stands in for the anonymous client
+            o.turns[path] = (503, [], 0, "length")
+            st, h, body = get(cl, path, extra=[("x-status", "503")])
+            assert st == 200 and body == firsts[path], (path, st, body[:40])
+            assert h["cache-status"].endswith("detail=stale-if-error"), (path, h)
+        cl.close()
+
+
+def test_a_shareable_answer_for_a_clients_credentials_replaces_the_stale_entry(gateway):
+    """The other side of §3.5: an answer to a request with Authorization that says public (or
+    s-maxage, or must-revalidate) may be stored by a shared cache, so it is the new shared
+    answer: it replaces the stale one, and the next anonymous client is answered from it."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        path = "/k/turn/cred-public"
+        get(cl, path)
+        time.sleep(2.2)
+        o.turns[path] = (200, [("Cache-Control", "public, max-age=60")], 0, "length")
+        st, h, new = get(cl, path, extra=[("authorization", "Bearer alice")])
+        assert st == 200 and new.startswith(b"turned n=") and h["cache-status"].endswith(
+            "; stored"), h
+        st, h, body = get(cl, path)
+        assert (st, body) == (200, new) and h["cache-status"].startswith("h2gate; hit"), h
+        assert origin_count(o, path) == 2
+        cl.close()
 
 
 def test_only_the_variant_the_revalidation_nominated_is_removed(gateway):

@@ -174,6 +174,33 @@ static void authorization(void **state)
                      GW_CACHE_STORE);
 }
 
+static int for_credentials(fields_t rq, fields_t rs)
+{
+    gw_cache_req_t q = req_of("GET", &rq);
+    gw_cache_resp_t r = resp_of(200, &rs);
+    return gw_cache_for_credentials(&q, &r);
+}
+
+/* §3.5: an answer for the request's credentials alone, which must not change the shared entry
+ * (proxy/cache.c's drop_superseded): credentials and none of public, s-maxage, must-revalidate,
+ * whatever else the answer says (private, no-store, nothing) */
+static void credentials_alone(void **state)
+{
+    (void)state;
+    fields_t auth = fl("authorization", "Basic eDp5", NULL);
+    fields_t cookie = fl("cookie", "sid=1", NULL);
+    assert_int_equal(for_credentials(auth, fl("cache-control", "max-age=60", NULL)), 1);
+    assert_int_equal(for_credentials(cookie, fl("cache-control", "max-age=60", NULL)), 1);
+    assert_int_equal(for_credentials(auth, fl("cache-control", "private, max-age=60", NULL)), 1);
+    assert_int_equal(for_credentials(auth, fl("cache-control", "no-store", NULL)), 1);
+    assert_int_equal(for_credentials(auth, NONE), 1);
+    assert_int_equal(for_credentials(auth, fl("cache-control", "public, max-age=60", NULL)), 0);
+    assert_int_equal(for_credentials(auth, fl("cache-control", "s-maxage=60", NULL)), 0);
+    assert_int_equal(for_credentials(cookie, fl("cache-control", "must-revalidate", NULL)), 0);
+    assert_int_equal(for_credentials(NONE, fl("cache-control", "private, max-age=60", NULL)), 0);
+    assert_int_equal(for_credentials(fl("accept", "*/*", NULL), NONE), 0);
+}
+
 /* §4.2.2: heuristic freshness only when enabled, only with Last-Modified, 10 % capped */
 static void heuristic_freshness(void **state)
 {
@@ -618,13 +645,21 @@ static void names(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(storable_statuses),    cmocka_unit_test(never_stored),
-    cmocka_unit_test(authorization),        cmocka_unit_test(heuristic_freshness),
-    cmocka_unit_test(lifetime_order),       cmocka_unit_test(age_calculation),
-    cmocka_unit_test(request_directives),   cmocka_unit_test(stale_windows),
-    cmocka_unit_test(conditional_requests), cmocka_unit_test(ranges),
-    cmocka_unit_test(not_modified_update),  cmocka_unit_test(invalidation),
-    cmocka_unit_test(cache_status),         cmocka_unit_test(names),
+    cmocka_unit_test(storable_statuses),
+    cmocka_unit_test(never_stored),
+    cmocka_unit_test(authorization),
+    cmocka_unit_test(credentials_alone),
+    cmocka_unit_test(heuristic_freshness),
+    cmocka_unit_test(lifetime_order),
+    cmocka_unit_test(age_calculation),
+    cmocka_unit_test(request_directives),
+    cmocka_unit_test(stale_windows),
+    cmocka_unit_test(conditional_requests),
+    cmocka_unit_test(ranges),
+    cmocka_unit_test(not_modified_update),
+    cmocka_unit_test(invalidation),
+    cmocka_unit_test(cache_status),
+    cmocka_unit_test(names),
 };
 
 GW_TEST_MAIN(tests)
