@@ -2,6 +2,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,17 +46,26 @@ static _Thread_local int spare_keyed; /* the thread's destructor is registered *
  * stack of a few blocks per thread instead of glibc's large-chunk paths: a manyconns request
  * (one record each way) spent about 1,200 instructions in the malloc and free of its two
  * 16.5 KiB buffers (callgrind, scripts/lib/cg_manyconns.sh). Every request of a size OpenSSL
- * gives such a buffer (RECBUF_MIN..RECBUF_CAP) gets a block of RECBUF_CAP bytes; a block freed
- * with that usable size goes on the stack (any such glibc block serves any such request). */
+ * gives such a buffer (RECBUF_MIN..RECBUF_CAP) gets a block of RECBUF_CAP bytes aligned to
+ * RECBUF_ALIGN; a block freed with that alignment and a usable size of RECBUF_CAP..
+ * RECBUF_CAP + RECBUF_SLACK goes on the stack (any such glibc block serves any such request).
+ * The free hook sees every pointer OpenSSL frees (about 1,100 per full handshake), with no
+ * size: the alignment tells it, without a call, that all but about one in 256 of the others
+ * (glibc aligns to 16 bytes) cannot be one of these blocks. Asking glibc the usable size of
+ * every pointer instead cost about 30,000 instructions per handshake, the call and the frame it
+ * needed (scripts/lib/cg_handshake.sh). */
 #define RECBUF_MIN 16384u
 /* 16 KiB of plaintext with the largest overheads, compression's included */
 #define RECBUF_CAP (17u * 1024 + 512)
+#define RECBUF_ALIGN 4096u
+/* glibc's posix_memalign leaves a tail shorter than its smallest chunk (32 bytes) on the block */
+#define RECBUF_SLACK 64u
 #define RECBUF_KEEP 4
 static _Thread_local void *recbuf[RECBUF_KEEP];
 static _Thread_local unsigned recbuf_n;
-static size_t recbuf_usable; /* malloc_usable_size of a RECBUF_CAP block; 0: no pooling */
+static int recbuf_on; /* the hooks are installed */
 #ifdef GW_TEST_API
-static _Thread_local unsigned long recbuf_hits, recbuf_misses;
+static _Thread_local unsigned long recbuf_hits, recbuf_misses, ossl_frees, ossl_sized;
 #endif
 
 static void spare_free(void *p)
@@ -83,11 +93,18 @@ static int thread_keyed(void)
     return spare_keyed;
 }
 
+/* A block for the stack (out of line: ossl_malloc's other paths need no frame). */
+__attribute__((noinline)) static void *new_recbuf(void)
+{
+    void *p;
+    return posix_memalign(&p, RECBUF_ALIGN, RECBUF_CAP) == 0 ? p : NULL;
+}
+
 static void *ossl_malloc(size_t n, const char *file, int line)
 {
     (void)file;
     (void)line;
-    if (n < RECBUF_MIN || n > RECBUF_CAP || !recbuf_usable)
+    if (n < RECBUF_MIN || n > RECBUF_CAP || !recbuf_on)
         return malloc(n);
     if (recbuf_n) {
 #ifdef GW_TEST_API
@@ -98,7 +115,7 @@ static void *ossl_malloc(size_t n, const char *file, int line)
 #ifdef GW_TEST_API
     recbuf_misses++;
 #endif
-    return malloc(RECBUF_CAP);
+    return new_recbuf();
 }
 
 static void *ossl_realloc(void *p, size_t n, const char *file, int line)
@@ -108,26 +125,39 @@ static void *ossl_realloc(void *p, size_t n, const char *file, int line)
     return realloc(p, n);
 }
 
+/* p has a record buffer's alignment: on the thread's stack if it is such a block and there is
+ * room, else to glibc. */
+__attribute__((noinline)) static void keep_or_free(void *p)
+{
+#ifdef GW_TEST_API
+    ossl_sized++;
+#endif
+    size_t usable = malloc_usable_size(p);
+    if (recbuf_n < RECBUF_KEEP && usable >= RECBUF_CAP && usable - RECBUF_CAP < RECBUF_SLACK &&
+        thread_keyed())
+        recbuf[recbuf_n++] = p;
+    else
+        free(p);
+}
+
 static void ossl_free(void *p, const char *file, int line)
 {
     (void)file;
     (void)line;
-    if (p && recbuf_usable && recbuf_n < RECBUF_KEEP && malloc_usable_size(p) == recbuf_usable &&
-        thread_keyed()) {
-        recbuf[recbuf_n++] = p;
-        return;
-    }
-    free(p);
+#ifdef GW_TEST_API
+    ossl_frees += p != NULL;
+#endif
+    if (p && ((uintptr_t)p & (RECBUF_ALIGN - 1)) == 0)
+        keep_or_free(p);
+    else
+        free(p);
 }
 
 void gw_tls_alloc_init(void)
 {
-    void *p = malloc(RECBUF_CAP);
-    size_t usable = p ? malloc_usable_size(p) : 0;
-    free(p);
     /* refused once OpenSSL has allocated anything: then its own malloc and free serve */
-    if (usable && CRYPTO_set_mem_functions(ossl_malloc, ossl_realloc, ossl_free))
-        recbuf_usable = usable;
+    if (CRYPTO_set_mem_functions(ossl_malloc, ossl_realloc, ossl_free))
+        recbuf_on = 1;
 }
 
 #ifdef GW_TEST_API
@@ -135,6 +165,12 @@ void gw_tls__recbuf_stats(unsigned long *hits, unsigned long *misses)
 {
     *hits = recbuf_hits;
     *misses = recbuf_misses;
+}
+
+void gw_tls__free_stats(unsigned long *frees, unsigned long *sized)
+{
+    *frees = ossl_frees;
+    *sized = ossl_sized;
 }
 #endif
 

@@ -126,6 +126,9 @@ void gw_tls__set_clock(uint64_t (*now_ms)(void));
 /* This thread's record buffers of gw_tls_alloc_init so far: served from the thread's stack
  * (*hits) or newly allocated (*misses). */
 void gw_tls__recbuf_stats(unsigned long *hits, unsigned long *misses);
+/* This thread's OpenSSL frees of a block (not NULL) so far (*frees), and how many of them
+ * asked glibc for the block's size to tell whether it is a record buffer (*sized). */
+void gw_tls__free_stats(unsigned long *frees, unsigned long *sized);
 #endif
 /* Generate a self-signed P-256 certificate for localhost / 127.0.0.1 / ::1 into cert_path and
  * key_path (key file mode 0600, parent directory created). 0 or GW_E_IO. */
