@@ -661,36 +661,48 @@ static void ec_method_init(void)
     ec_method = EC_KEY_METHOD_new(EC_KEY_OpenSSL()); /* lives for the process */
 }
 
-/* The context's private key, when it is an EC key, becomes such a foreign key (the same key
- * material). Left as it is on any failure: the provider's path signs as well. */
-static void sign_on_legacy_path(SSL_CTX *ctx)
+EVP_PKEY *gw_tls__legacy_ec_key(EVP_PKEY *pk, X509 *cert)
 {
-    EVP_PKEY *pk = SSL_CTX_get0_privatekey(ctx);
     if (!pk || EVP_PKEY_get_base_id(pk) != EVP_PKEY_EC)
-        return;
+        return NULL;
     pthread_once(&ec_method_once, ec_method_init);
     EC_KEY *ec = ec_method ? EVP_PKEY_get1_EC_KEY(pk) : NULL;
     EVP_PKEY *fk = ec ? EVP_PKEY_new() : NULL;
     if (!fk || EC_KEY_set_method(ec, ec_method) != 1 || EVP_PKEY_assign_EC_KEY(fk, ec) != 1) {
         EC_KEY_free(ec);
-        EVP_PKEY_free(fk);
-        ERR_clear_error();
-        return;
+        goto fail;
     }
-    /* fk owns ec now; the context takes its own reference. SSL_CTX_use_PrivateKey drops the
-     * context's certificate when the key does not match it, so that is checked first */
-    X509 *cert = SSL_CTX_get0_certificate(ctx);
-    if (!cert || X509_check_private_key(cert, fk) != 1 || SSL_CTX_use_PrivateKey(ctx, fk) != 1)
-        ERR_clear_error();
+    /* fk owns ec now */
+    if (cert && X509_check_private_key(cert, fk) != 1)
+        goto fail;
+    return fk;
+fail:
     EVP_PKEY_free(fk);
+    ERR_clear_error();
+    return NULL;
 }
 #pragma GCC diagnostic pop
 #else
-static void sign_on_legacy_path(SSL_CTX *ctx)
+EVP_PKEY *gw_tls__legacy_ec_key(EVP_PKEY *pk, X509 *cert)
 {
-    (void)ctx;
+    (void)pk;
+    (void)cert;
+    return NULL;
 }
 #endif
+
+/* The context's private key, when it is an EC key, becomes such a foreign key (the same key
+ * material). Left as it is on any failure: the provider's path signs as well. */
+static void sign_on_legacy_path(SSL_CTX *ctx)
+{
+    /* SSL_CTX_use_PrivateKey drops the context's certificate when the key does not match it,
+     * which gw_tls__legacy_ec_key checks first; the context takes its own reference */
+    EVP_PKEY *fk =
+        gw_tls__legacy_ec_key(SSL_CTX_get0_privatekey(ctx), SSL_CTX_get0_certificate(ctx));
+    if (fk && SSL_CTX_use_PrivateKey(ctx, fk) != 1)
+        ERR_clear_error();
+    EVP_PKEY_free(fk);
+}
 
 static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_tls_ctx_t *c,
                          gw_config_errors_t *errs)

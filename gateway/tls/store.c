@@ -145,6 +145,10 @@ fail:
     return NULL;
 }
 
+/* Every handshake takes the stored leaf, chain and key (SSL_use_cert_and_key at the ClientHello)
+ * and signs with the key: gw_tls_store_set_pem and _set_self_signed make an EC key, once, into
+ * one that OpenSSL signs on its legacy path, as a configured key is (server.c), and not per
+ * handshake. */
 static void install(gw_tls_store_t *s, X509 *leaf, STACK_OF(X509) * chain, EVP_PKEY *key)
 {
     pthread_mutex_lock(&s->lock);
@@ -166,6 +170,14 @@ int gw_tls_store_set_self_signed(gw_tls_store_t *s, const char *const *names, si
     if (n == 0)
         return GW_E_INVAL;
     EVP_PKEY *key = EVP_EC_gen("P-256");
+    /* the certificate is made for the legacy key itself: SSL_use_cert_and_key compares it with
+     * the certificate's public key at every handshake, at no cost when they are one object
+     * (about 14,000 instructions when they are two, one of them legacy) */
+    EVP_PKEY *fk = gw_tls__legacy_ec_key(key, NULL);
+    if (fk) {
+        EVP_PKEY_free(key);
+        key = fk;
+    }
     X509 *x = key ? make_cert(names, n, key, 30, NULL) : NULL;
     if (!x) {
         EVP_PKEY_free(key);
@@ -225,6 +237,11 @@ int gw_tls_store_set_pem(gw_tls_store_t *s, const char *chain, size_t chain_len,
     int rv = parse_pem(chain, chain_len, key, key_len, &leaf, &rest, &pkey);
     if (rv < 0)
         return rv;
+    EVP_PKEY *fk = gw_tls__legacy_ec_key(pkey, leaf);
+    if (fk) {
+        EVP_PKEY_free(pkey);
+        pkey = fk;
+    }
     install(s, leaf, rest, pkey);
     return 0;
 }

@@ -73,6 +73,11 @@ void gw_tls__client_auth_apply(SSL *ssl, SSL_CTX *ctx);
 int gw_tls__store_hello(SSL *ssl, gw_tls_store_t *s, int *al);
 int gw_tls__store_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                        const unsigned char *in, unsigned inlen);
+/* server.c: when pk is an EC key, a new one of the same key material that OpenSSL 3.0 signs on
+ * its legacy path (an EC_KEY with a method of its own: no provider look-ups per handshake),
+ * checked against cert unless it is NULL; NULL for any other key or on any failure (pk signs
+ * as well). */
+EVP_PKEY *gw_tls__legacy_ec_key(EVP_PKEY *pk, X509 *cert);
 /* client.c: the verification failure of a client connection, or NULL. */
 const char *gw_tls__client_verify_error(const gw_tls_conn_t *t);
 /* client.c: drop the connection's reference on its client context. */

@@ -27,7 +27,11 @@
 # Environment: TARGET (h2gate, default, nginx-proxy, nginx-static or h2o), MODE (full,
 # default, or resume), H2GATE (default build-rel/gateway/h2gate), A and B (default 100 and 400), C
 # (clients, default 4), TOP (functions, default 30), KEEP (a folder for the callgrind files),
-# NATIVE (1: the native counts too, 0: not), N (native connections, default 3000), PRELOAD
+# NATIVE (1: the native counts too, 0: not), N (native connections, default 3000), ACME
+# (h2gate's listener takes its certificate from the ACME store, `tls: {acme: [localhost]}`,
+# the ACME server unreachable, served by SSL_use_cert_and_key at each ClientHello: `stand-in`,
+# the store's self-signed P-256 certificate; `stored`, the same certificate and key as the
+# others, found in the ACME state folder at start as an issued one is), PRELOAD
 # (a shared object put in h2gate's LD_PRELOAD, e.g. /usr/lib/x86_64-linux-gnu/libjemalloc.so.2:
 # callgrind replaces no allocator, so the preloaded one's instructions count).
 # Needs valgrind, nginx, openssl, ss, strace, cc and libssl-dev (builds build-rel/hsload).
@@ -38,6 +42,7 @@ MODE=${MODE:-full}
 H2GATE=${H2GATE:-$root/build-rel/gateway/h2gate}
 A=${A:-100}; B=${B:-400}; C=${C:-4}; TOP=${TOP:-30}; NATIVE=${NATIVE:-1}; N=${N:-3000}
 PRELOAD=${PRELOAD:-}
+ACME=${ACME:-}
 PRE=() # env LD_PRELOAD=..., before valgrind: it does not follow an exec of env
 CIPHER=TLS_AES_128_GCM_SHA256
 case $TARGET in h2gate|nginx-proxy|nginx-static|h2o) ;; *)
@@ -56,6 +61,19 @@ cg_origin
 case $TARGET in
   h2gate)
     cg_h2gate_config ""
+    case $ACME in '') ;; stand-in|stored) # port 9 (discard) refuses: no order ever completes
+      sed -i -e "s|^      certificate: .*|      acme: [localhost]|" -e "/^      key: /d" "$tmp/h2gate.yaml"
+      printf 'acme:\n  directory: http://127.0.0.1:9/directory\n  state: %s/acme\n' "$tmp" \
+        >>"$tmp/h2gate.yaml"
+      "$H2GATE" -t -c "$tmp/h2gate.yaml" >/dev/null
+      if [ "$ACME" = stored ]; then # the name set's folder: FIRSTNAME-(sha256 of "NAME\n")[0:6]
+        d=$tmp/acme/localhost-$(printf 'localhost\n' | sha256sum | cut -c1-12)
+        install -d -m 0700 "$tmp/acme" "$d"
+        cp "$tmp/cert.pem" "$d/cert.pem"
+        install -m 0600 "$tmp/key.pem" "$d/key.pem"
+      fi ;;
+      *) echo "cg_handshake: ACME is stand-in or stored" >&2; exit 1 ;;
+    esac
     [ -z "$PRELOAD" ] || [ -r "$PRELOAD" ] || { echo "cg_handshake: no $PRELOAD" >&2; exit 1; }
     [ -z "$PRELOAD" ] || PRE=(env "LD_PRELOAD=$PRELOAD")
     CMD=("$H2GATE" -c "$tmp/h2gate.yaml") ;;
@@ -95,6 +113,14 @@ listening() {
 vp=$!
 pids+=("$vp")
 listening
+if [ -n "$ACME" ]; then # the certificate served is the one meant
+  fp() { openssl x509 -noout -fingerprint -sha256; }
+  got=$(openssl s_client -connect "127.0.0.1:$TP" -servername localhost </dev/null 2>/dev/null | fp)
+  want=$(fp <"$tmp/cert.pem")
+  case $ACME:$([ "$got" = "$want" ] && echo same || echo other) in stored:same|stand-in:other) ;;
+    *) echo "cg_handshake: ACME=$ACME but the certificate served is ${got:-none}" >&2; exit 1 ;;
+  esac
+fi
 hs 40 warm
 cgc() { callgrind_control "$@" "$vp" >/dev/null; }
 cgc -z
