@@ -44,8 +44,11 @@ int gw_acme__is_b64url(const char *s);
  *   publish of an order waits until that interval + GW_ACME_PUBLISH_WAIT_MS after the lock
  *   was taken, when an idle instance has seen the order and read the records twice. The
  *   interval is acme.cluster_check_interval (gw_acme__shared_set_check, default
- *   GW_ACME_ACTIVE_CHECK_MS): the orderer waits its own, so every instance must read
- *   acme:orders at least that often (the same value on all of them).
+ *   GW_ACME_ACTIVE_CHECK_MS), which may differ between instances: each declares its own in
+ *   acme:checks (a hash, field: the interval in ms; value: until when, wall-clock ms; the
+ *   field set again every GW_ACME_CHECKS_DECLARE_MS and at a reload, the hash kept for
+ *   GW_ACME_CHECKS_TTL_MS), and the orderer reads it when it takes the lock and waits by the
+ *   longest interval declared and still current, or its own when that is longer.
  * - The chain and key are stored sealed (AES-256-GCM under acme.shared_key; the head, the ID
  *   and the chain authenticated beside the key) before the lock is let go.
  * - One account: holding a lock, an instance reads acme:account (the account key sealed as a
@@ -65,6 +68,9 @@ int gw_acme__is_b64url(const char *s);
 #define GW_ACME_ANNOUNCE_MS 5000u      /* divides GW_ACME_LOCK_MS / 3 */
 #define GW_ACME_ORDERS_TTL_MS (3 * GW_ACME_ANNOUNCE_MS)
 #define GW_ACME_ORDERS_KEY "acme:orders"
+#define GW_ACME_CHECKS_KEY "acme:checks"
+#define GW_ACME_CHECKS_TTL_MS 3600000u
+#define GW_ACME_CHECKS_DECLARE_MS 300000u
 /* The account every instance orders with (sealed, gw_acme__seal with this id and no chain). */
 #define GW_ACME_ACCOUNT_KEY "acme:account"
 #define GW_ACME_ACCOUNT_ID "account"

@@ -17,6 +17,9 @@
  *                       sets)
  *   acme:account        the account key every instance orders with, sealed (id "account", no
  *                       chain): read by an instance that took a lock, stored by the first
+ *   acme:checks         each instance's acme.cluster_check_interval (field: the ms; value:
+ *                       until when it holds, wall-clock ms), read by an orderer as it takes the
+ *                       lock: its first validation waits for the slowest reader of acme:orders
  */
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -24,7 +27,9 @@
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "acme/acme_internal.h"
 #include "common/alloc.h"
@@ -227,7 +232,9 @@ struct gw_acme_shared {
     int active;
     uint64_t next_check;
     int checking;
-    uint64_t check_ms; /* acme.cluster_check_interval */
+    uint64_t check_ms;   /* acme.cluster_check_interval */
+    uint64_t declare_at; /* when to set our field of acme:checks again (loop ms; 0: now) */
+    uint64_t fleet_ms;   /* the longest interval in acme:checks as last read (0: none) */
 };
 
 int gw_acme__shared_new(uv_loop_t *loop, gw_acme_shared_t **out)
@@ -249,6 +256,7 @@ void gw_acme__shared_set_cluster(gw_acme_shared_t *h, gw_cluster_t *c)
 void gw_acme__shared_set_check(gw_acme_shared_t *h, uint64_t ms)
 {
     h->check_ms = ms ? ms : GW_ACME_ACTIVE_CHECK_MS;
+    h->declare_at = 0; /* declared at the next poll tick: the others' orders count with it */
     /* a shorter interval: the next read comes by it, not by the old one */
     uint64_t by = uv_now(h->loop) + h->check_ms;
     if (h->next_check > by)
@@ -256,11 +264,37 @@ void gw_acme__shared_set_check(gw_acme_shared_t *h, uint64_t ms)
 }
 
 /* The longest an idle instance takes to see acme:orders: it reads it from a poll tick
- * (GW_ACME_CHALLENGE_POLL_MS apart) once check_ms has passed, so at the next whole tick. */
+ * (GW_ACME_CHALLENGE_POLL_MS apart) once its interval has passed, so at the next whole tick;
+ * the slowest of them reads by the longest interval declared in acme:checks, or ours. */
 static uint64_t check_span(const gw_acme_shared_t *h)
 {
-    return (h->check_ms + GW_ACME_CHALLENGE_POLL_MS - 1) / GW_ACME_CHALLENGE_POLL_MS *
+    uint64_t ms = h->fleet_ms > h->check_ms ? h->fleet_ms : h->check_ms;
+    return (ms + GW_ACME_CHALLENGE_POLL_MS - 1) / GW_ACME_CHALLENGE_POLL_MS *
            GW_ACME_CHALLENGE_POLL_MS;
+}
+
+/* The wall clock in ms: acme:checks is read by other hosts (minutes of skew are harmless). */
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Our interval in acme:checks, for GW_ACME_CHECKS_TTL_MS, set again every
+ * GW_ACME_CHECKS_DECLARE_MS, from the poll ticks whatever the share does (not connected: at the
+ * next tick; a set that fails on the way: at the next declaration). */
+static void declare_check(gw_acme_shared_t *h, uint64_t now)
+{
+    if (h->declare_at && now < h->declare_at)
+        return;
+    char field[24], until[24];
+    snprintf(field, sizeof(field), "%llu", (unsigned long long)h->check_ms);
+    int n = snprintf(until, sizeof(until), "%llu",
+                     (unsigned long long)(wall_ms() + GW_ACME_CHECKS_TTL_MS));
+    int rv = gw_cluster_hset(h->cluster, GW_ACME_CHECKS_KEY, field, (const uint8_t *)until,
+                             (size_t)n, GW_ACME_CHECKS_TTL_MS, NULL, NULL);
+    h->declare_at = now + (rv == 0 ? GW_ACME_CHECKS_DECLARE_MS : GW_ACME_CHALLENGE_POLL_MS);
 }
 
 void gw_acme__shared_set_key(gw_acme_shared_t *h, const uint8_t *key)
@@ -386,6 +420,49 @@ static void on_account(void *ud, int result, const uint8_t *v, size_t len)
     s->cbs.order(s->ud);
 }
 
+/* acme:checks answered: the longest interval still current is what the first publish of our
+ * order waits for (check_span); a failed read leaves the last one known. The ACME server's
+ * round trips before the first challenge (account, order, authorizations) outlast this read. */
+static void on_checks(void *ud, int result, size_t n, const uint8_t *const *f, const size_t *fl,
+                      const uint8_t *const *v, const size_t *vl)
+{
+    gw_acme_share_t *s = ud;
+    s->pending--;
+    if (result >= 0 && !s->closed) {
+        uint64_t now = wall_ms(), most = 0;
+        for (size_t i = 0; i < n; i++) {
+            char a[24], b[24];
+            if (fl[i] >= sizeof(a) || vl[i] >= sizeof(b))
+                continue;
+            memcpy(a, f[i], fl[i]);
+            a[fl[i]] = '\0';
+            memcpy(b, v[i], vl[i]);
+            b[vl[i]] = '\0';
+            char *ea, *eb;
+            unsigned long long ms = strtoull(a, &ea, 10), until = strtoull(b, &eb, 10);
+            /* acme.cluster_check_interval is at most 10 minutes */
+            if (*ea || *eb || ea == a || eb == b || until < now || ms > 600000u)
+                continue;
+            if (ms > most)
+                most = ms;
+        }
+        s->hub->fleet_ms = most;
+        if (most > s->hub->check_ms)
+            GW_LOG_INFO("acme_cluster_check_longer",
+                        "id=%s check_ms=%llu ours_ms=%llu reason=\"an instance declared a "
+                        "longer cluster_check_interval: the first validation waits for it\"",
+                        s->id, (unsigned long long)most, (unsigned long long)s->hub->check_ms);
+    }
+    maybe_free(s);
+}
+
+static void read_checks(gw_acme_share_t *s)
+{
+    if (s->hub->cluster &&
+        gw_cluster_hgetall(s->hub->cluster, GW_ACME_CHECKS_KEY, on_checks, s) == 0)
+        s->pending++;
+}
+
 /* Before an order under the lock: the cluster's account (on_account), then the order. */
 static void account_sync(gw_acme_share_t *s)
 {
@@ -426,6 +503,7 @@ static void on_lock(void *ud, int result)
         GW_LOG_INFO("acme_cluster_lock", "id=%s held=us ttl_ms=%u", s->id, GW_ACME_LOCK_MS);
         announce(s);
         s->announced = uv_now(s->hub->loop);
+        read_checks(s);
         account_sync(s); /* then the order */
         return;
     }
@@ -699,6 +777,8 @@ static void check_active(gw_acme_share_t *s, uint64_t now)
 static void on_poll(uv_timer_t *t)
 {
     gw_acme_share_t *s = t->data;
+    if (s->hub->cluster)
+        declare_check(s->hub, uv_now(s->hub->loop));
     if (s->polling || s->state == SH_ORDERING || !s->hub->cluster)
         return;
     check_active(s, uv_now(s->hub->loop));

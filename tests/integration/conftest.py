@@ -33,6 +33,7 @@ SERIAL_TESTS = (
     "test_acme.py::test_short_lived_certificate_renewed_and_swapped_under_an_open_connection",
     "test_acme.py::test_acme_error_logged_with_detail_and_retried_with_backoff",
     "test_acme_cluster.py::test_lock_held_elsewhere_waits_answers_shared_challenges_and_bounds_a_read",
+    "test_acme_cluster.py::test_orderer_waits_for_the_longest_check_interval_declared",
     "test_acme_ops.py::test_ari_window_drives_the_renewal",
     "test_acme_ops.py::test_ari_failure_falls_back_to_renew_before",
     "test_acme_ops.py::test_failed_renewal_keeps_the_certificate_and_is_counted",
