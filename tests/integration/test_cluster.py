@@ -701,6 +701,41 @@ def test_an_idle_connection_is_pinged_and_stays(gateway, redis_server):
           f"({len(idle)} commands in all)")
 
 
+def test_a_slow_redis_within_the_bound_keeps_its_connection(gateway, redis_server):
+    """A primary that is slow but answers is kept; one that stays mute past the bound is
+    dropped. ping_interval 200 ms, timeout 1 s, so the bound is 1.2 s: the connection is
+    dropped when no reply came by the later of (the last reply + ping_interval) and (the oldest
+    pending command's sending), + timeout. Redis held 700 ms three times over (CLIENT PAUSE ALL:
+    the keepalive PING and the poll are answered late, as by a long command or a loaded
+    server): the same connection stays, nothing is logged, no silent drop is counted. Then
+    held 2.5 s: dropped as silent after about 1.2 s without a reply, and made again when Redis
+    answers. A call's own wait is cluster.timeout either way: keeping a Redis that answers
+    later than that would hold nothing but failed calls."""
+    r = redis_server()
+    g = cluster_gw(gateway, r, poll="1s", extra="timeout: 1s\nping_interval: 200ms")
+    has_keys(g)
+    ids = gateway_clients(r)
+    assert len(ids) == 1, ids
+    for _ in range(3):
+        pause_redis(r, 0.7)
+        time.sleep(1.0)
+    assert gateway_clients(r) == ids
+    assert metric(g, "h2gate_cluster_primary_silent_total") == 0
+    assert metric(g, "h2gate_cluster_up") == 1
+    log = g.log()
+    assert "event=cluster_primary_silent" not in log and "event=cluster_degraded" not in log, \
+        log[-3000:]
+    pause_redis(r, 2.5)
+    log = g.wait_log("event=cluster_primary_silent", timeout=5)
+    m = re.search(r"event=cluster_primary_silent redis=\S+ master=- silent_ms=(\d+) "
+                  r"limit_ms=1200\n", log)
+    assert m and 1200 <= int(m[1]) < 2000, log[-3000:]
+    g.wait_log("event=cluster_recovered", timeout=10)
+    wait_for(lambda: metric(g, "h2gate_cluster_up") == 1, 5, "the connection made again")
+    assert gateway_clients(r) != ids
+    assert metric(g, "h2gate_cluster_primary_silent_total") == 1
+
+
 def test_a_stream_reset_while_it_waits(gateway, origin, redis_server):
     """HTTP/2 streams reset while their question is with Redis (held by CLIENT PAUSE, the
     timeout long): the late answers find nobody, and the connection goes on serving."""
