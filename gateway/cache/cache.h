@@ -233,11 +233,12 @@ size_t gw_cache_invalidation(const gw_cache_req_t *req, const gw_cache_resp_t *r
 
 /* The primary key (§4: target URI; GET and HEAD share one entry, which a HEAD is answered from)
  * into out (cap bytes; NULL to measure): `scheme "://" authority path`, the scheme and the
- * authority lowercased (RFC 3986 §6.2.2.1), the default port (:80 for http, :443 for https)
- * dropped (§6.2.3), the path and query byte for byte as the client sent them (no
- * percent-decoding, no dot segments removed: an origin may tell them apart). An authority has no
- * "/", so the key is unambiguous, and a URL prefix is a key prefix (purge by prefix). Returns the
- * key's length (written only when it fits). */
+ * authority lowercased (RFC 3986 §6.2.2.1), an IPv6 host in its canonical text (RFC 5952: the
+ * one entry of [::1], [0::1] and [::0001]), the port's leading zeros and the default port (:80
+ * for http, :443 for https) dropped (§6.2.3), the path and query byte for byte as the client
+ * sent them (no percent-decoding, no dot segments removed: an origin may tell them apart). An
+ * authority has no "/", so the key is unambiguous, and a URL prefix is a key prefix (purge by
+ * prefix). Returns the key's length (written only when it fits). */
 size_t gw_cache_key(const gw_cache_url_t *u, char *out, size_t cap);
 
 /* An absolute http or https URL (`scheme "://" authority [ path-abempty ] [ "?" query ]`, a

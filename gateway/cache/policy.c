@@ -572,9 +572,12 @@ static int same_origin_path(const gw_cache_req_t *req, gw_slice_t v, gw_slice_t 
     gw_cache_url_t u;
     if (gw_cache_url_parse(v, &u) < 0 || !gw_slice_eq_nocase(u.scheme, req->scheme))
         return 0;
-    gw_slice_t x = gw_cache__authority(u.scheme, u.authority),
-               y = gw_cache__authority(req->scheme, req->authority);
-    if (!gw_slice_eq_nocase(x, y))
+    /* the same origin as the key compares it: a host in any case, an IPv6 address in any
+     * spelling ([::1], [0::1]), the default port written or not */
+    gw_cache__auth_t x, y;
+    if (gw_cache__authority(u.scheme, u.authority, &x) < 0 ||
+        gw_cache__authority(req->scheme, req->authority, &y) < 0 ||
+        !gw_cache__same_authority(&x, &y))
         return 0;
     *path = u.path;
     return 1;

@@ -13,7 +13,7 @@ from procs import free_port, slow
 
 from gwtest import (Client, Streams, all_done, collect, gw_config, origin_count, origin_gateway,
                     reload_to, sample, scrape, wait_sample)
-from cachetest import CountingOrigin, big, get, get_new, h1, stats
+from cachetest import CountingOrigin, big, exchange, get, get_new, h1, stats
 
 
 def cached_gateway(gateway, origin, extra="", route_extra="", admin=None):
@@ -199,6 +199,41 @@ def test_unsafe_methods_invalidate_once_the_origin_answers_non_error(gateway):
             assert "fwd=miss" in get(cl, "/k/fresh/inv")[1]["cache-status"], m
         cl.close()
         assert [q.method for q in o.requests if q.target == "/k/fresh/inv"].count("GET") == 5
+
+
+def test_a_location_naming_the_same_ipv6_address_invalidates_its_entry(gateway):
+    """RFC 9111 §4.4: an unsafe request's Location and Content-Location are invalidated when
+    their host is the request's; for an IPv6 host that is the same address in any spelling,
+    the default port written or not ([::1] is [0:0::1] is [::0001]:80), compared as the key
+    is. Before, the host was compared as text, so these stayed served from the store."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        paths = ["/k/fresh/loc", "/k/fresh/cloc", "/k/fresh/keep"]
+
+        def fetch(p, host="[::1]"):
+            st, h, body = exchange(g.port, "GET", p, {"Host": host})
+            assert st == 200, (p, st)
+            return h["cache-status"].startswith("h2gate; hit"), body
+
+        for p in paths:
+            assert fetch(p) == (False, f"GET {p} n=1\n".encode())
+            assert fetch(p) == (True, f"GET {p} n=1\n".encode())
+        st, _, _ = exchange(g.port, "POST", "/k/fresh/post",
+                            {"Host": "[::1]", "Content-Length": "0",
+                             "X-Location": "http://[0:0::1]/k/fresh/loc",
+                             "X-Content-Location": "http://[::0001]:80/k/fresh/cloc"})
+        assert st == 200
+        assert fetch("/k/fresh/loc") == (False, b"GET /k/fresh/loc n=2\n")
+        assert fetch("/k/fresh/cloc") == (False, b"GET /k/fresh/cloc n=2\n")
+        assert fetch("/k/fresh/keep") == (True, b"GET /k/fresh/keep n=1\n")
+        # another address, or another port, is another origin: nothing of ours is touched
+        st, _, _ = exchange(g.port, "POST", "/k/fresh/post",
+                            {"Host": "[0::1]", "Content-Length": "0",
+                             "X-Location": "http://[::2]/k/fresh/keep",
+                             "X-Content-Location": "http://[::1]:8080/k/fresh/keep"})
+        assert st == 200
+        assert fetch("/k/fresh/keep", "[0:0:0:0:0:0:0:1]") == (True, b"GET /k/fresh/keep n=1\n")
+        assert origin_count(o, "/k/fresh/keep") == 1
 
 
 def test_request_no_cache_and_a_stale_entry_go_forward_and_replace_it(gateway):

@@ -11,7 +11,7 @@ import time
 from urllib.parse import quote
 
 from procs import free_port, run
-from cachetest import CountingOrigin, admin, h1, reload, stats
+from cachetest import CountingOrigin, admin, exchange, get_at, h1, reload, stats
 
 from gwtest import gw_config, origin_count, origin_gateway, sample, scrape
 
@@ -63,6 +63,37 @@ def test_purge_by_url_removes_every_vary_variant_and_the_next_request_goes_to_th
         assert purge(g, "url", "http://localhost:8080/k/fresh/other") == (200, {"purged": 0})
         assert hit(g.port, "/k/fresh/other")[1]
         assert "event=cache_purged url=http://localhost/k/vary purged=3" in g.log()
+
+
+def test_every_spelling_of_an_ipv6_host_is_one_entry_and_one_purge(gateway):
+    """RFC 4291 §2.2: [::1], [0::1] and [0:0:0:0:0:0:0:1] are one address, so one URL: the
+    cache keys an IPv6 host in RFC 5952's text (as routes compare it), so a second spelling,
+    over HTTP/1.1 Host or HTTP/2 :authority, with the default port or not, is a hit, and a
+    purge by a third spelling (url or prefix) removes the one entry. Before, each spelling was
+    an entry of its own (one origin fetch each) and a purge by another spelling missed it."""
+    with CountingOrigin() as o:
+        g = cached(gateway, o)
+        path = "/k/fresh/v6"
+        st, h, first = exchange(g.port, "GET", path, {"Host": "[::1]"})
+        assert st == 200 and not h["cache-status"].startswith("h2gate; hit"), h
+        st, h, body = exchange(g.port, "GET", path, {"Host": "[0::1]:80"})
+        assert st == 200 and h["cache-status"].startswith("h2gate; hit") and body == first, h
+        st, h, body = get_at(g.port, "[0000:0:0::0001]", path)
+        assert st == 200 and h["cache-status"].startswith("h2gate; hit") and body == first, h
+        assert origin_count(o, path) == 1 and stats(g)["objects"] == 1
+        # another address is another entry
+        st, h, _ = exchange(g.port, "GET", path, {"Host": "[::2]"})
+        assert st == 200 and not h["cache-status"].startswith("h2gate; hit"), h
+        assert origin_count(o, path) == 2 and stats(g)["objects"] == 2
+        assert purge(g, "url", f"http://[0:0:0:0:0:0:0:1]{path}") == (200, {"purged": 1})
+        assert f"event=cache_purged url=http://[::1]{path} purged=1" in g.log()
+        st, h, body = exchange(g.port, "GET", path, {"Host": "[::0001]"})
+        assert st == 200 and not h["cache-status"].startswith("h2gate; hit"), h
+        assert origin_count(o, path) == 3 and body != first
+        assert purge(g, "prefix", "http://[0::1]:80/k/") == (200, {"purged": 1})
+        # the other address's entry stayed through both
+        st, h, _ = exchange(g.port, "GET", path, {"Host": "[0:0::2]"})
+        assert h["cache-status"].startswith("h2gate; hit") and origin_count(o, path) == 3, h
 
 
 def test_purge_by_prefix_removes_only_matching_keys(gateway):

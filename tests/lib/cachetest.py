@@ -56,7 +56,9 @@ class CountingOrigin(ScriptedOrigin):
                         without a condition)
         /k/turnvary/NAME the same as /k/turn/ with Vary: Accept-Language, the ETag and the
                         body naming the language ("t1-en")
-    Any method; a request with X-Status answers that status (POST /k/fresh/x with X-Status: 500)."""
+    Any method; a request with X-Status answers that status (POST /k/fresh/x with X-Status: 500),
+    one with X-Location or X-Content-Location gets that value as its Location or
+    Content-Location (what an unsafe method's answer names, RFC 9111 §4.4)."""
 
     def __init__(self):
         self.counts = {}
@@ -83,6 +85,9 @@ class CountingOrigin(ScriptedOrigin):
         status = int(req.header("x-status") or 200)
 
         def send(fields, body):
+            fields = fields + [(k, req.header("x-" + k.lower()))
+                               for k in ("Location", "Content-Location")
+                               if req.header("x-" + k.lower())]
             out = f"HTTP/1.1 {status} X\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields)
             out += f"Content-Length: {len(body)}\r\n\r\n"
             c.sendall(out.encode("latin-1") + (b"" if head_only else body))
@@ -208,6 +213,23 @@ def get(cl, path, method="GET", extra=(), timeout=10):
     if sid not in run.heads or sid in run.resets:
         return None, {}, run.bodies.get(sid, b"")
     return run.status(sid), dict(run.heads[sid]), run.bodies.get(sid, b"")
+
+
+def get_at(port, authority, path):
+    """One HTTP/2 GET of path with that :authority, on a connection of its own: get()'s
+    answer."""
+    cl = Client(port)
+    try:
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                                (":authority", authority)], end_stream=True)
+        cl.flush()
+        run = collect(cl, Streams(), all_done([sid]), timeout=10)
+        if sid not in run.heads or sid in run.resets:
+            return None, {}, run.bodies.get(sid, b"")
+        return run.status(sid), dict(run.heads[sid]), run.bodies.get(sid, b"")
+    finally:
+        cl.close()
 
 
 def get_new(port, path, **kw):

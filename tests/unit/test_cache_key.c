@@ -37,6 +37,21 @@ static void primary_key(void **state)
     assert_string_equal(key("https", "example.com:80", "/"), "https://example.com:80/");
     assert_string_equal(key("http", "example.com:8080", "/"), "http://example.com:8080/");
     assert_string_equal(key("http", "[::1]:80", "/x"), "http://[::1]/x");
+    /* a port is a number: its leading zeros go, then a default port too */
+    assert_string_equal(key("http", "example.com:080", "/"), "http://example.com/");
+    assert_string_equal(key("http", "example.com:08080", "/"), "http://example.com:8080/");
+    assert_string_equal(key("http", "example.com:00", "/"), "http://example.com:0/");
+    /* RFC 4291 §2.2: every spelling of one IPv6 address is one key, RFC 5952's text */
+    static const char *const loop[] = {"[::1]",       "[0::1]",    "[::0001]", "[0:0:0:0:0:0:0:1]",
+                                       "[0:0::1]:80", "[0000::1]:"};
+    for (size_t i = 0; i < sizeof(loop) / sizeof(loop[0]); i++)
+        assert_string_equal(key("http", loop[i], "/x"), "http://[::1]/x");
+    assert_string_equal(key("https", "[2001:DB8:0:0::AB]:8443", "/"),
+                        "https://[2001:db8::ab]:8443/");
+    assert_string_equal(key("http", "[0:0:0:0:0:FFFF:192.0.2.1]", "/"),
+                        "http://[::ffff:192.0.2.1]/");
+    /* another address stays another key */
+    assert_string_equal(key("http", "[::2]", "/x"), "http://[::2]/x");
     /* the scheme is part of it: an http answer never reaches an https client */
     assert_string_not_equal(key("http", "a", "/"), "https://a/");
     /* no dot-segment removal or decoding: an origin may tell these apart */
@@ -119,6 +134,10 @@ static void url_parse(void **state)
     assert_string_equal(url_key("https://Example.com:443/a?b=1#frag"), "https://example.com/a?b=1");
     assert_string_equal(url_key("HTTP://example.com"), "http://example.com/");
     assert_string_equal(url_key("http://[::1]:8080/x"), "http://[::1]:8080/x");
+    /* any spelling of an IPv6 host names the entry of the address: a purge by [0:0::1] hits
+     * what [::1] stored */
+    assert_string_equal(url_key("http://[0:0:0:0:0:0:0:1]:80/x"), key("http", "[::1]", "/x"));
+    assert_string_equal(url_key("https://[2001:DB8::0:AB]/"), "https://[2001:db8::ab]/");
     assert_string_equal(url_key("https://example.com:443/a?b=1"),
                         key("https", "example.com", "/a?b=1"));
     static const char *const bad[] = {"",

@@ -606,6 +606,27 @@ static void invalidation(void **state)
     gw_cache_req_t d = req_of("DELETE", &none);
     r = resp_of(204, &none);
     assert_int_equal(gw_cache_invalidation(&d, &r, u), 1);
+    /* the same host is the same origin as the key sees it: an IPv6 address in any spelling
+     * (RFC 4291 §2.2), the default port written or not, with leading zeros or not */
+    gw_cache_req_t v6 = req_of("POST", &none);
+    v6.authority = GW_SLICE_LIT("[::1]");
+    fields_t same = fl("location", "https://[0:0::0001]:443/new", "content-location",
+                       "HTTPS://[0:0:0:0:0:0:0:1]:0443/cl", NULL);
+    r = resp_of(201, &same);
+    assert_int_equal(gw_cache_invalidation(&v6, &r, u), 3);
+    assert_true(gw_slice_eq(u[1].path, GW_SLICE_LIT("/new")));
+    assert_true(gw_slice_eq(u[2].path, GW_SLICE_LIT("/cl")));
+    v6.authority = GW_SLICE_LIT("[0::1]:443");
+    r = resp_of(201, &same);
+    assert_int_equal(gw_cache_invalidation(&v6, &r, u), 3);
+    fields_t names = fl("location", "https://Example.COM:0443/new", NULL);
+    r = resp_of(201, &names);
+    assert_int_equal(gw_cache_invalidation(&q, &r, u), 2);
+    /* another address or port is another origin */
+    fields_t diff =
+        fl("location", "https://[::2]/new", "content-location", "https://[::1]:8443/cl", NULL);
+    r = resp_of(201, &diff);
+    assert_int_equal(gw_cache_invalidation(&v6, &r, u), 1);
 }
 
 /* RFC 9211 Cache-Status, and the ttl it shows */
