@@ -180,42 +180,9 @@ size_t gw_tmpl_expand(const gw_tmpl_t *t, const gw_slice_t *vars, char *out, siz
     return k;
 }
 
-/* ":port": 1 to 5 digits. */
-static int port_ok(const uint8_t *p, const uint8_t *e)
-{
-    if (p == e || e - p > 5)
-        return 0;
-    for (; p < e; p++)
-        if (*p < '0' || *p > '9')
-            return 0;
-    return 1;
-}
-
 int gw_tmpl_host_valid(gw_slice_t s)
 {
-    const uint8_t *p = s.base, *e = p + s.len;
-    if (s.len == 0 || s.len > 255 + 6)
-        return 0;
-    if (*p == '[') {
-        /* RFC 3986 §3.2.2 IP-literal, an IPv6 address (IPvFuture is no host): the rule of the
-         * fronts' authority check (http/chars.c) */
-        const uint8_t *q = memchr(p, ']', s.len);
-        if (!q || !gw_http_is_ip_literal((gw_slice_t){p, (size_t)(q - p) + 1}))
-            return 0;
-        q++;
-        return q == e || (*q == ':' && port_ok(q + 1, e));
-    }
-    const uint8_t *q = p;
-    uint8_t prev = '.';
-    for (; q < e && *q != ':'; q++) {
-        uint8_t c = *q;
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '-' || c == '_' || (c == '.' && prev != '.');
-        if (!ok)
-            return 0;
-        prev = c;
-    }
-    if (q == p)
-        return 0;
-    return q == e || port_ok(q + 1, e);
+    /* one rule with the fronts' authority check (http/chars.c), so that whatever host a
+     * request is routed with, $host carries it */
+    return s.len && gw_http_is_authority(s);
 }

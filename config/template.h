@@ -71,10 +71,13 @@ size_t gw_tmpl_len(const gw_tmpl_t *t, const gw_slice_t *vars);
  * more than cap nothing is written (ask gw_tmpl_len first). */
 size_t gw_tmpl_expand(const gw_tmpl_t *t, const gw_slice_t *vars, char *out, size_t cap);
 
-/* Whether s is a host as $host and origin_host may carry it: a reg-name of letters, digits,
- * '-', '.' and '_' (no '.' first, no '..'), an IPv4 address, or an IPv6 literal in brackets,
- * each with an optional ":port" of 1 to 5 digits. No userinfo, no path, no '\', no
- * pct-encoding: a host that could make a Location point elsewhere is not one. */
+/* Whether s is a host as $host and origin_host may carry it: a non-empty authority as the
+ * fronts accept one (gw_http_is_authority): a host name of letters, digits, '-', '.' and '_'
+ * (no '.' first, no '..', at most 255 bytes), an IPv4 address, or an IPv6 literal in
+ * brackets, each with an optional ":port" of at most 5 digits (":" alone: the default port).
+ * No userinfo, no path, no '\', no pct-encoding, no sub-delims: a host that could make a
+ * Location point elsewhere, or split a header's list, is not one; and a request whose host is
+ * not one never passed the fronts. */
 int gw_tmpl_host_valid(gw_slice_t s);
 
 #endif

@@ -13,12 +13,12 @@
 const uint8_t gw_http_char_class[256] = {
     0,  0,  0,  0,  0,  0,  0,  0,  0,  8,  0,  0,  0,  0,  0,  0,  // 00
     0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  // 10
-    8,  31, 24, 25, 31, 25, 31, 31, 30, 30, 31, 31, 30, 31, 31, 26, // 20  !"#$%&'()*+,-./
-    31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 14, 30, 24, 30, 24, 26, // 30 0123456789:;<=>?
+    8,  27, 24, 25, 27, 25, 27, 27, 26, 26, 27, 27, 26, 31, 31, 26, // 20  !"#$%&'()*+,-./
+    31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 10, 26, 24, 26, 24, 26, // 30 0123456789:;<=>?
     26, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, // 40 @ABCDEFGHIJKLMNO
     15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 24, 24, 24, 25, 31, // 50 PQRSTUVWXYZ[\]^_
     25, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, // 60 `abcdefghijklmno
-    31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 24, 25, 24, 31, 0,  // 70 pqrstuvwxyz{|}~.
+    31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 24, 25, 24, 27, 0,  // 70 pqrstuvwxyz{|}~.
     8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  // 80
     8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  // 90
     8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  // a0
@@ -154,16 +154,30 @@ size_t gw_http_ip_literal_canon(gw_slice_t s, char *out, size_t cap)
     return n + 2;
 }
 
+/* A host name or IPv4 address: 1 to 255 GW_HTTP_C_HOST bytes (RFC 3986 §3.2.2: "should limit
+ * these names to no more than 255 characters"), no empty label but the root's (RFC 1034
+ * §3.5: "a." is a name, ".a" and "a..b" are not). */
+static int is_host_name(gw_slice_t s)
+{
+    if (!s.len || s.len > 255 || s.base[0] == '.')
+        return 0;
+    for (size_t i = 0; i < s.len; i++)
+        if (!(gw_http_char_class[s.base[i]] & GW_HTTP_C_HOST) ||
+            (s.base[i] == '.' && i + 1 < s.len && s.base[i + 1] == '.'))
+            return 0;
+    return 1;
+}
+
 int gw_http_is_authority(gw_slice_t s)
 {
     if (!s.len)
         return 1; /* RFC 9112 §3.2: a Host of a target without authority is empty */
     size_t i;
-    if (s.base[0] != '[') { /* reg-name or IPv4address: no bracket in the class, no ':' */
+    if (s.base[0] != '[') { /* a host name or IPv4address: no ':' in it */
         const uint8_t *c = memchr(s.base, ':', s.len);
         i = c ? (size_t)(c - s.base) : s.len;
         /* RFC 9110 §4.2.1: an http(s) URI's host is not empty, so neither is one with a port */
-        if (!i || !all_of((gw_slice_t){s.base, i}, GW_HTTP_C_AUTHORITY, 1))
+        if (!is_host_name((gw_slice_t){s.base, i}))
             return 0;
     } else { /* RFC 3986 §3.2.2: IP-literal */
         const uint8_t *e = memchr(s.base, ']', s.len);
@@ -171,10 +185,11 @@ int gw_http_is_authority(gw_slice_t s)
         if (!e || !gw_http_is_ip_literal((gw_slice_t){s.base, i}))
             return 0;
     }
-    /* RFC 3986 §3.2.3: [ ":" port ], port = *DIGIT */
+    /* RFC 3986 §3.2.3: [ ":" port ], port = *DIGIT; an http(s) port is a TCP port (RFC 9110
+     * §4.2.1), at most 65535: five digits, what $host carries */
     if (i == s.len)
         return 1;
-    if (s.base[i] != ':')
+    if (s.base[i] != ':' || s.len - i - 1 > 5)
         return 0;
     for (i++; i < s.len; i++)
         if (!is_digit(s.base[i]))

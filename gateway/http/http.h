@@ -23,16 +23,16 @@
 
 /* GW_HTTP_C_*: the classes a byte belongs to, one bit each, in gw_http_char_class[byte]. */
 enum {
-    GW_HTTP_C_TCHAR = 1u << 0,     /* RFC 9110 §5.6.2 tchar: ALPHA, DIGIT, !#$%&'*+-.^_`|~ */
-    GW_HTTP_C_TARGET = 1u << 1,    /* RFC 3986 §3.3 pchar, "/" and §3.4 "?": unreserved,
-                                      sub-delims, ":", "@", "/", "?" ("%" is checked apart) */
-    GW_HTTP_C_AUTHORITY = 1u << 2, /* RFC 3986 §3.2 authority without userinfo: unreserved,
-                                      sub-delims, ":" ("%" is checked apart; "[" and "]" only
-                                      around an IPv6 literal: gw_http_is_authority) */
-    GW_HTTP_C_FIELD = 1u << 3,     /* a byte a field value may hold (RFC 9110 §5.5):
-                                      field-vchar, obs-text, SP, HTAB; no other control, no DEL */
-    GW_HTTP_C_H2NAME = 1u << 4,    /* a byte an HTTP/2 field name may hold (RFC 9113 §8.2.1):
-                                      0x21-0x7e but uppercase letters and ":" */
+    GW_HTTP_C_TCHAR = 1u << 0,  /* RFC 9110 §5.6.2 tchar: ALPHA, DIGIT, !#$%&'*+-.^_`|~ */
+    GW_HTTP_C_TARGET = 1u << 1, /* RFC 3986 §3.3 pchar, "/" and §3.4 "?": unreserved,
+                                   sub-delims, ":", "@", "/", "?" ("%" is checked apart) */
+    GW_HTTP_C_HOST = 1u << 2,   /* a host name's or IPv4 address's bytes (RFC 1123 §2.1
+                                   letters, digits, "-", "."; and "_"): RFC 3986 §3.2.2's
+                                   reg-name as DNS names write it (gw_http_is_authority) */
+    GW_HTTP_C_FIELD = 1u << 3,  /* a byte a field value may hold (RFC 9110 §5.5):
+                                   field-vchar, obs-text, SP, HTAB; no other control, no DEL */
+    GW_HTTP_C_H2NAME = 1u << 4, /* a byte an HTTP/2 field name may hold (RFC 9113 §8.2.1):
+                                   0x21-0x7e but uppercase letters and ":" */
 };
 
 /* The one table of byte classes: GW_HTTP_C_* bits for every byte value. */
@@ -72,12 +72,18 @@ enum { GW_HTTP_TARGET_ORIGIN, GW_HTTP_TARGET_ASTERISK, GW_HTTP_TARGET_ABSOLUTE }
 int gw_http_target_form(gw_slice_t t, gw_slice_t *authority, gw_slice_t *rest);
 
 /* Non-zero when s is empty or an RFC 3986 §3.2 authority without userinfo: a host, then nothing
- * or ":" and digits (the port). The host is either a non-empty run of GW_HTTP_C_AUTHORITY
- * characters other than ':' and pct-encoded bytes (a reg-name or IPv4 host), or an IP-literal
- * (gw_http_is_ip_literal). '@' is refused: RFC 9113 §8.3.1 and RFC 9110 §4.2.4 forbid
- * userinfo in http(s) URIs; '[' and ']' anywhere else, or around a malformed literal ("[::1",
- * "[zz]", "[::1]x"), too; so are an unbracketed IPv6 address ("::1"), a second ':', a port
- * with another byte ("a.test:8a") and an empty host before a port (":80", RFC 9110 §4.2.1). */
+ * or ":" and a port of at most five digits (RFC 3986 §3.2.3; RFC 9110 §4.2.1: a TCP port). The
+ * host is either a host name or IPv4 address: 1 to 255 GW_HTTP_C_HOST bytes, no empty label
+ * (no leading ".", no "..": RFC 1034 §3.5; a trailing "." is the root's), or an IPv6 literal
+ * (gw_http_is_ip_literal). That is narrower than RFC 3986's reg-name, on purpose: it is what
+ * `$host` carries into header values and redirect URLs (config/template.c), so every
+ * authority the fronts accept is one a route's rules can carry. The rest of reg-name never
+ * names a host a client reaches over DNS: pct-encoding ("%61.test"), "~" and the sub-delims
+ * ("!$&'()*+,;=", which would also split or end a list or parameter in X-Forwarded-Host or
+ * Forwarded). '@' is refused: RFC 9113 §8.3.1 and RFC 9110 §4.2.4 forbid userinfo in http(s)
+ * URIs; '[' and ']' anywhere else, or around a malformed literal ("[::1", "[zz]", "[::1]x"),
+ * too; so are an unbracketed IPv6 address ("::1"), a second ':', a port with another byte
+ * ("a.test:8a") and an empty host before a port (":80", RFC 9110 §4.2.1). */
 int gw_http_is_authority(gw_slice_t s);
 
 /* Non-zero when s is exactly an RFC 3986 §3.2.2 IP-literal of an IPv6 address: "["

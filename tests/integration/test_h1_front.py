@@ -507,6 +507,52 @@ def test_ipvfuture_host_is_refused_by_both_fronts_on_every_route(gateway, origin
     assert st == 200 and g.origin.requests[-1].header("x-host") == "[::1]"
 
 
+# RFC 3986 §3.2.2 reg-names that are no host name (pct-encoding, "~", sub-delims, an empty
+# label, more than 255 bytes) and a port past five digits: what `$host` never carried
+NON_DNS_HOSTS = ["%61.test", "%61.test:8080", "a~b.test", "a!b.test", "a$b", "a&b", "a'b",
+                 "a(b)", "a*b", "a+b", "a,b.test", "a;b", "a=b", ".a.test", "a..test",
+                 "a.test:123456", "a" * 256]
+# what a host name or IPv4 address may be: each is carried by $host as it is
+DNS_HOSTS = ["A-b_c.example.", "a.test:", "a.test:65535", "192.0.2.1:8080", "a" * 255]
+
+
+def test_a_host_that_is_no_dns_name_is_refused_by_both_fronts_and_the_rest_is_host(gateway,
+                                                                                   origin):
+    """One rule for a host name, the fronts' and `$host`'s (docs/protocol.md): letters,
+    digits, "-", "_" and "." (no empty label, at most 255 bytes), a port of at most five
+    digits. What RFC 3986's reg-name allows beyond that (`%61.test`, `a~b`, `a!b`, `a,b`...)
+    names no host a client reaches and could not be carried by `$host` into a header value or a
+    Location, so both fronts refuse it as a malformed authority: 400 over HTTP/1.1 (Host and
+    absolute-form), RST_STREAM PROTOCOL_ERROR over HTTP/2, the origin never asked. Before, such
+    a request was routed with `x-host` empty and a redirect to `$host` answered 400. Every host
+    the fronts accept is in `$host`, as the client wrote it."""
+    g = host_rules_gateway(gateway, origin)
+    for host in NON_DNS_HOSTS:
+        for path in ("/echo/x", "/redir/x"):
+            st, _, body = h1_exchange(g.port, path, host)
+            assert st == 400, (host, path, st, body)
+            st, _, body = h1_exchange(g.port, f"http://{host}{path}", "a.test")
+            assert st == 400, (host, path, st, body)
+            assert h2_answer(g.port, host, path) == (None, h2.errors.ErrorCodes.PROTOCOL_ERROR), \
+                (host, path)
+    # curl's own Host, over HTTP/1.1 (400) and h2c (the stream reset: no status, "000")
+    for host in ("%61.test", "a~b.test", "a,b.test"):
+        for args, want in ((("--http1.1",), "400"), (("--http2-prior-knowledge",), "000")):
+            code, _ = curl_method("GET", f"http://127.0.0.1:{g.port}/echo/c", *args,
+                                  "-H", f"Host: {host}")
+            assert code == want, (host, args, code)
+    assert g.origin.requests == []
+    assert "status=502" not in g.log()
+    for host in DNS_HOSTS:
+        st, hdrs, _ = h1_exchange(g.port, "/redir/y", host)
+        assert st == 301 and hdrs["location"] == f"https://{host}/moved", (host, st, hdrs)
+        assert h2_answer(g.port, host, "/redir/y") == ("301", None), host
+        st, _, _ = h1_exchange(g.port, "/echo/y", host)
+        assert st == 200 and g.origin.requests[-1].header("x-host") == host, (host, st)
+        assert h2_answer(g.port, host, "/echo/y") == ("200", None), host
+        assert g.origin.requests[-1].header("x-host") == host, host
+
+
 BAD_ABSOLUTE = ["ftp://uri.example/x", "http://user@uri.example/x", "http:///x", "http://",
                 "http:/uri.example/x", "uri.example/x", "uri.example:80",
                 # RFC 3986 §3.2.2: '[' and ']' only around a well-formed IP-literal host

@@ -33,10 +33,11 @@ static void char_class_every_byte(void **state)
         /* RFC 3986 §3.3 pchar / "/", §3.4 "?": unreserved, sub-delims, ":", "@" */
         if (in_list(c, alnum) || in_list(c, "-._~!$&'()*+,;=:@/?"))
             want |= GW_HTTP_C_TARGET;
-        /* RFC 3986 §3.2.2-§3.2.3 reg-name, IPv4 and port chars; no userinfo '@', and the
-         * IP-literal's brackets are structure (gw_http_is_authority), not class members */
-        if (in_list(c, alnum) || in_list(c, "-._~!$&'()*+,;=:"))
-            want |= GW_HTTP_C_AUTHORITY;
+        /* a host name's or IPv4 address's bytes (RFC 1123 §2.1, and "_"): RFC 3986 §3.2.2's
+         * reg-name without "~", pct-encoding and sub-delims (http/http.h); the port's ':' and
+         * the IP-literal's brackets are structure (gw_http_is_authority) */
+        if (in_list(c, alnum) || in_list(c, "-._"))
+            want |= GW_HTTP_C_HOST;
         /* RFC 9110 §5.5: field-vchar = VCHAR / obs-text, and SP, HTAB between them */
         if ((c >= 0x21 && c <= 0x7e) || c >= 0x80 || c == ' ' || c == '\t')
             want |= GW_HTTP_C_FIELD;
@@ -61,20 +62,19 @@ static void predicates_every_byte(void **state)
     for (unsigned b = 0; b < 256; b++) {
         uint8_t c = (uint8_t)b;
         int target = (gw_http_char_class[c] & GW_HTTP_C_TARGET) != 0;
-        int authority = (gw_http_char_class[c] & GW_HTTP_C_AUTHORITY) != 0;
+        int host = (gw_http_char_class[c] & GW_HTTP_C_HOST) != 0;
         int token = (gw_http_char_class[c] & GW_HTTP_C_TCHAR) != 0;
         uint8_t mid[3] = {'a', c, 'b'}, start[2] = {c, 'a'}, end[2] = {'a', c};
         gw_slice_t m = {mid, 3}, st = {start, 2}, en = {end, 2}, one = {&mid[1], 1};
         if (gw_http_is_request_target(m) != target || gw_http_is_request_target(st) != target ||
             gw_http_is_request_target(en) != target || gw_http_is_request_target(one) != target)
             fail_msg("request-target byte 0x%02x: want %d", b, target);
-        /* ':' is a class member (RFC 3986's authority holds it) but in a reg-name it is the
-         * port's separator: "a:" is a host and an empty port, "a:b" and ":a" are refused */
-        int colon = c == ':';
-        if (gw_http_is_authority(m) != (authority && !colon) ||
-            gw_http_is_authority(st) != (authority && !colon) ||
-            gw_http_is_authority(en) != authority)
-            fail_msg("authority byte 0x%02x: want %d", b, authority);
+        /* ':' is the port's separator: "a:" is a host and an empty port, "a:b" and ":a" are
+         * refused; '.' separates labels: ".a" has an empty one */
+        int colon = c == ':', dot = c == '.';
+        if (gw_http_is_authority(m) != host || gw_http_is_authority(st) != (host && !dot) ||
+            gw_http_is_authority(en) != (host || colon))
+            fail_msg("authority byte 0x%02x: want %d", b, host);
         if (gw_http_is_token(m) != token || gw_http_is_token(one) != token)
             fail_msg("token byte 0x%02x: want %d", b, token);
         /* percent-encoded, any byte value: passes as it is */
@@ -118,9 +118,20 @@ static void request_target_vectors(void **state)
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
         if (!gw_http_is_request_target(gw_slice_str(good[i])))
             fail_msg("good target %zu refused", i);
-    GW_EXPECT_EACH(gw_http_is_authority, 1, "", "[::1]:8443", "a.test:80", "%61.test", "[::1]",
+    GW_EXPECT_EACH(gw_http_is_authority, 1, "", "[::1]:8443", "a.test:80", "[::1]",
                    "[::1]:", "[2001:DB8::a]:80", "[::ffff:192.0.2.1]:8080",
-                   "a.test:", "192.0.2.1:8080", "%61.test:1");
+                   "a.test:", "192.0.2.1:8080", "A-B_c.Test.", "a.test:65535", "a:00080",
+                   "localhost");
+    /* a host name is what DNS names (and $host carries): no pct-encoding, "~" or sub-delims
+     * (RFC 3986 §3.2.2 allows them in a reg-name; no client reaches a host so), no empty
+     * label, at most 255 bytes; a port of at most five digits */
+    GW_EXPECT_EACH(gw_http_is_authority, 0, "%61.test", "%61.test:1", "a~b.test", "a!b", "a$b",
+                   "a&b", "a'b", "a(b)", "a*b", "a+b", "a,b.test", "a;b", "a=b", ".a.test",
+                   "a..test", ".", "..", ".:80", "a.test:123456", "[::1]:000080");
+    uint8_t name[256];
+    memset(name, 'a', sizeof(name));
+    assert_true(gw_http_is_authority((gw_slice_t){name, 255}));
+    assert_false(gw_http_is_authority((gw_slice_t){name, 256}));
     GW_EXPECT_EACH(gw_http_is_authority, 0, "u@a.test", "a\".test", "a.test%4", "[::1", "::1]",
                    "[::1]x", "[::1]:8a", "[::1]]", "a[::1]", "[zz]", "[::1]:80]", "[%3a%3a1]", "[]",
                    "a.test]", "[::1%25eth0]", "::1", "a:b:c", "a.test:8a", ":80", "a.test:80:80",
@@ -178,6 +189,11 @@ static void target_form_vectors(void **state)
         {"http://[::1]/?[", -1, NULL, NULL},
         {"http://a.test/a b", -1, NULL, NULL},
         {"http://a.test/%zz", -1, NULL, NULL},
+        /* a host no DNS name is (gw_http_is_authority): pct-encoding, sub-delims, "~" */
+        {"http://%61.test/", -1, NULL, NULL},
+        {"http://a!b.test/x", -1, NULL, NULL},
+        {"http://a~b/", -1, NULL, NULL},
+        {"http://a..b/", -1, NULL, NULL},
         {"/[::1]", -1, NULL, NULL},
         {"/a b", -1, NULL, NULL},
         {"[::1]:80", -1, NULL, NULL},
