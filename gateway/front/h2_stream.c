@@ -530,10 +530,19 @@ static void h2_arm(conn_t *c)
  *     yet, or it waits for a window); it stays until the live streams are all of one urgency
  *     or less than half of that is left behind them (hysteresis: a page does not flip the
  *     socket option with every chunk its origins send);
- *   BULK (h2.bulk_lowat): several streams live, all of one urgency: nothing to reorder now,
- *     but a more urgent request may come; the looser bound keeps what it would find ahead of
- *     it to the bulk lowat and what is in flight, with fewer, larger writes;
- *   neither (the kernel's default): at most one stream live, written as without pacing.
+ *   BULK (h2.bulk_lowat): several streams live, all of one urgency, or one alone that has
+ *     sent h2.bulk_lowat already: nothing to reorder now, but a more urgent request may come
+ *     (a browser asks for the stylesheets and scripts a page names while the page streams
+ *     alone); the looser bound keeps what it would find ahead of it to the bulk lowat and
+ *     what is in flight, with fewer, larger writes. A lone stream went unpaced until it was
+ *     seen to put the kernel's send buffer ahead of such a request (3.7 MiB, 930 ms at
+ *     4 MB/s, in test_priority_latency.py); paced, it costs a TCP_INFO reading per write (8.5
+ *     per MiB of a download on loopback, where the origin's reads set the writes) and, when
+ *     the client reads slower than the origin sends, a write round per half lowat it reads;
+ *   neither (the kernel's default): at most one stream live and it has sent less than
+ *     h2.bulk_lowat: written as without pacing, since that is no more than the bulk lowat
+ *     would let it put ahead of a later request anyway (a response smaller than it, the usual
+ *     one, pays no system call for pacing).
  * A tighter option is set at once; a looser one only once more is queued than the tighter one
  * lets through (a connection of small answers pays no system call for it). Returns the lowat
  * the socket has now, 0 for none. */
@@ -550,7 +559,7 @@ static size_t h2_pacing_mode(conn_t *c)
     gw_h2_session_pacing_view(c->h2, ahead, &v);
     int want = (c->flags & GW_CONN_F_PACED) ? (v.one_class || v.behind < ahead / 2 ? 0 : 2)
                                             : (v.behind > ahead ? 2 : 0);
-    if (!want && v.live > 1)
+    if (!want && (v.live > 1 || v.next_sent >= cfg->h2.bulk_lowat))
         want = 1;
     if (want == have)
         return lowat[have];
@@ -575,7 +584,7 @@ static size_t h2_pacing_mode(conn_t *c)
 /* How much DATA the next step frames: h2.frame_ahead beyond what the socket has not taken, plus,
  * when nothing of ours waits for it, what it takes now (gw_pacing_room: what the windows let it
  * send at once and what it keeps unsent under its lowat), so that on a fast path one write
- * still carries all of it. Without a lowat (h2.notsent_lowat 0, or no pacing needed: see
+ * still carries all of it. Without a lowat (h2.notsent_lowat 0, or no pacing needed yet: see
  * h2_pacing_mode) the kernel's send buffer takes what it has room for (megabytes): everything
  * the windows allow is framed. */
 static size_t h2_data_max(conn_t *c)

@@ -128,6 +128,7 @@ static int send_data(gw_h2_session_t *s, gw_h2_stream_t *st, gw_iovq_t *q, size_
     size_t lowat = s->p->o.writable_lowat;
     int refill = lowat && st->queued > lowat && st->queued - n <= lowat;
     st->queued -= n;
+    st->sent += n;
     s->x->data_queued -= n;
     if (s->data_budget != SIZE_MAX)
         s->data_budget -= n;

@@ -611,6 +611,10 @@ void gw_h2_session_pacing_view(const gw_h2_session_t *s, size_t enough, gw_h2_pa
     const gw_h2_sched_t *q = &s->x->sched;
     v->live = q->live_n;
     v->one_class = gw_h2_sched_live_one_class(q);
+    if (!gw_list_empty(&q->queue)) {
+        const gw_h2_sched_node_t *n = GW_CONTAINER_OF(q->queue.next, gw_h2_sched_node_t, link);
+        v->next_sent = GW_CONTAINER_OF(n, gw_h2_stream_t, node)->sent;
+    }
     int top = gw_h2_sched_live_top(q);
     if (top < 0)
         return;

@@ -382,11 +382,12 @@ size_t gw_h2_session_data_queued(const gw_h2_session_t *s);
  * could put a less urgent response ahead of a more urgent one (RFC 9218 §10) that is still to
  * come from its origin or behind a window. */
 typedef struct {
-    uint32_t live; /* streams with a response still to send (queued or not) */
-    int one_class; /* 1: all of them at one urgency (or at most one live) */
-    size_t behind; /* DATA queued on streams less urgent than the most urgent live one
-                    * (all of it when the order is not by urgency: RFC 7540 tree, round
-                    * robin), counted up to `enough` + 1 */
+    uint32_t live;      /* streams with a response still to send (queued or not) */
+    int one_class;      /* 1: all of them at one urgency (or at most one live) */
+    size_t behind;      /* DATA queued on streams less urgent than the most urgent live one
+                         * (all of it when the order is not by urgency: RFC 7540 tree, round
+                         * robin), counted up to `enough` + 1 */
+    uint64_t next_sent; /* DATA already framed on the stream that sends next (0: none) */
 } gw_h2_pacing_view_t;
 void gw_h2_session_pacing_view(const gw_h2_session_t *s, size_t enough, gw_h2_pacing_view_t *v);
 

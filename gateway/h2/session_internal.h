@@ -71,6 +71,7 @@ typedef struct gw_h2_stream {
     int64_t content_length;
     uint64_t data_recv;
     size_t queued; /* DATA bytes submitted and not framed */
+    uint64_t sent; /* DATA payload bytes framed (the writer's pacing of a lone stream) */
     gw_list_t chunks;
     gw_bytes_t trailers; /* trailer fields as submitted (see pack_fields), HPACK-encoded only
                           * when framed: the encoder's table follows the wire order */

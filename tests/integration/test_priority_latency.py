@@ -121,17 +121,13 @@ def slow_gateway(gateway, origin):
     return start
 
 
-def urgent_behind(g, tls):
-    """Bytes of low-urgency responses the client read while its urgent one was under way, and
-    the seconds the urgent one took."""
+def urgent_behind(g, tls, n=LOW, size=LOW_SIZE, priority="u=5"):
+    """Bytes of low-urgency responses (n of `size` bytes) the client read while its urgent one
+    was under way, the seconds the urgent one took, and all it read of the low-urgency ones."""
     cl = SlowClient(g.tls_port if tls else g.port, tls=tls)
     try:
-        # the low-urgency requests in one write, so that their answers are under way together:
-        # sent one by one, the first answer could be alone for a while, and one live stream is
-        # not paced (h2_pacing_mode: nothing can overtake it), so the kernel took up to its send
-        # buffer of it (750-830 KiB ahead of the urgent answer in 2 of 16 module runs, 0 of 16
-        # with one write)
-        low = [cl.request(LOW_SIZE, "u=5", send=False) for _ in range(LOW)]
+        # the low-urgency requests in one write, so that their answers are under way together
+        low = [cl.request(size, priority, send=False) for _ in range(n)]
         cl.s.sendall(cl.c.data_to_send())
         # the link is busy with them, and the gateway has had time to take what the origin sent
         cl.pump(lambda: sum(cl.got[s] for s in low) >= 256 * KIB)
@@ -159,6 +155,20 @@ def urgent_behind(g, tls):
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
+def test_urgent_request_after_a_lone_large_response_finds_little_ahead(slow_gateway, tls):
+    """A browser's page: the document streams alone on the connection, then the stylesheets
+    and scripts it names are asked for at u=0. What the kernel took of the document while it
+    was alone is ahead of them: without pacing, its send buffer (3.7 MiB here, 930 ms at 4 MB/s);
+    paced at h2.bulk_lowat once the stream has sent that much, about what the several streams
+    above leave."""
+    behind, took, low_read = urgent_behind(slow_gateway(), tls, 1, 4 * LOW_SIZE)
+    assert behind <= BEHIND_MAX, (
+        f"{behind // KIB} KiB of the u=5 response came before the u=0 one ended ({took * 1000:.0f}"
+        f" ms at {RATE // 1000} kB/s)")
+    assert low_read < 4 * LOW_SIZE / 2, low_read
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
 def test_urgent_response_overtakes_what_waits_for_a_slow_link(slow_gateway, tls):
     behind, took, low_read = urgent_behind(slow_gateway(), tls)
     assert behind <= BEHIND_MAX, (
@@ -179,9 +189,9 @@ def test_without_the_pacing_the_urgent_response_waits_behind_the_queue(slow_gate
 # ---- when the gateway paces (h2_pacing_mode in gateway/front/h2_stream.c) -------------------
 # Pacing costs CPU (a write round, a wake-up and a TCP_INFO reading per lowat or so of the link),
 # so the gateway paces tightly (h2.notsent_lowat) only while a live stream is more urgent than
-# DATA it would frame, loosely (h2.bulk_lowat) while several streams of one urgency are live,
-# and not at all while one stream is. What its kernel holds unsent on the client's connection
-# (TCP_INFO's notsent bytes, read with ss) shows which.
+# DATA it would frame, loosely (h2.bulk_lowat) while several streams of one urgency are live or
+# one alone has sent h2.bulk_lowat, and not at all before. What its kernel holds unsent on the
+# client's connection (TCP_INFO's notsent bytes, read with ss) shows which.
 
 def gateway_notsent(client_port):
     """Bytes the gateway's kernel holds unsent on its side of the client's connection."""
@@ -220,11 +230,14 @@ PACED_MAX = 160 * KIB  # h2.notsent_lowat (16 KiB) rounded up to a 64 KiB segmen
                        # plus the segment a write may start beyond it
 
 
-def test_one_bulk_stream_is_written_without_pacing(slow_gateway):
-    """Alone on its connection, a response has nothing to overtake: the kernel takes what it
-    has room for (megabytes), as without pacing, in few large writes."""
-    most, _, _ = unsent_during(slow_gateway(), [(16 * 1024 * KIB, "u=3")])
-    assert most > 4 * PACED_MAX, f"{most // KIB} KiB unsent"
+def test_one_stream_is_paced_loosely_once_it_has_sent_the_bulk_lowat(slow_gateway):
+    """Alone on its connection, a response has nothing to overtake now, but a more urgent
+    request may come (a page's stylesheets while the page streams): once it has sent
+    h2.bulk_lowat, the kernel holds about that much of it unsent, not its send buffer's
+    megabytes (it did, until the test of the lone response above failed)."""
+    g = slow_gateway("h2:\n  bulk_lowat: 512KiB\n")
+    most, _, _ = unsent_during(g, [(16 * 1024 * KIB, "u=3")])
+    assert PACED_MAX < most <= 512 * KIB + PACED_MAX, f"{most // KIB} KiB unsent"
 
 
 def test_streams_of_one_urgency_are_paced_loosely(slow_gateway):

@@ -254,6 +254,50 @@ static void send_some_decides_late(void **state)
     gw_rbuf_unref(rb);
 }
 
+/* The pacing view (front/h2_stream.c h2_pacing_mode) counts the live streams, the DATA queued
+ * behind the most urgent of them, and what the stream that sends next has framed already: a
+ * response alone on its connection is paced once it has sent h2.bulk_lowat, so that a more
+ * urgent request that comes later finds little of it in the kernel. */
+static void pacing_view_of_live_streams(void **state)
+{
+    sfix_t *f = *state;
+    gw_h2_session_t *s = fready(f);
+    cli_headers(&f->c, 1, GW_H2_F_END_STREAM, GET);
+    assert_int_equal(gw_h2_frame_write_window_update(&f->c.b, 0, 1 << 20), 0);
+    cli_exchange(s, &f->c, &f->o);
+    gw_rbuf_t *rb = gw_rbuf_new(60000);
+    assert_int_equal(gw_h2_session_submit_response(s, 1, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 1, rb, 0, 60000, 0), 0);
+    gw_h2_pacing_view_t v;
+    gw_h2_session_pacing_view(s, 1000, &v);
+    assert_int_equal(v.live, 1);
+    assert_true(v.one_class);
+    assert_int_equal(v.behind, 0);
+    assert_int_equal(v.next_sent, 0);
+    drain_some(s, &f->o, 20000); /* two frames */
+    gw_h2_session_pacing_view(s, 1000, &v);
+    assert_int_equal(v.next_sent, 2 * 16384);
+    /* a more urgent request: it is live before its origin answers, and what stream 1 has
+     * queued is behind it (the count stops past `enough`, a whole stream at a time) */
+    cli_headers(&f->c, 3, GW_H2_F_END_STREAM, GET_U0);
+    cli_send(s, &f->c); /* fed, not drained: stream 1's DATA stays queued */
+    gw_h2_session_pacing_view(s, 1000, &v);
+    assert_int_equal(v.live, 2);
+    assert_false(v.one_class);
+    assert_int_equal(v.behind, 60000 - 2 * 16384);
+    assert_int_equal(v.next_sent, 2 * 16384);
+    /* its DATA comes: it sends next, and has sent nothing yet */
+    assert_int_equal(gw_h2_session_submit_response(s, 3, 200, NULL, 0, 0), 0);
+    assert_int_equal(gw_h2_session_submit_data(s, 3, rb, 0, 100, 0), 0);
+    gw_h2_session_pacing_view(s, 1000, &v);
+    assert_int_equal(v.next_sent, 0);
+    drain(s, &f->o);
+    gw_h2_session_pacing_view(s, 1000, &v);
+    assert_int_equal(v.live, 2);      /* neither ended */
+    assert_int_equal(v.next_sent, 0); /* nothing queued */
+    gw_rbuf_unref(rb);
+}
+
 /* A DATA frame spans the chunks a body was submitted in: the origin's reads end wherever its
  * read buffers do, and a frame per piece cost a frame header and, over TLS, records for pieces
  * of a few KiB. Three chunks from two buffers, 10000 + 10000 + 3000 bytes: one full frame
@@ -815,6 +859,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(priority_and_callbacks),
     SESSION_TEST(priority_scheduling),
     SESSION_TEST(send_some_decides_late),
+    SESSION_TEST(pacing_view_of_live_streams),
     SESSION_TEST(data_frames_span_chunks),
     SESSION_TEST(priority_set_and_pending_bound),
     SESSION_TEST(tree_headers_weights),
