@@ -22,10 +22,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 /* ---- write path -------------------------------------------------------------------------- */
 
 /* The write queue is over limits.write_buffer: stop reading this client until it drains, so
- * a peer that does not read cannot make us buffer without bound. The flag says why. */
+ * a peer that does not read cannot make us buffer without bound. The flag says why.
+ *
+ * Not HTTP/2: its reads go on (RFC 9113 §5.2.2: a receiver MUST read in a timely fashion; a
+ * WINDOW_UPDATE, a RST_STREAM or an urgent request left unread waited for as long as the client
+ * took to read what the windows let the gateway send, for ever if it stopped). What reading
+ * lets a client queue is bounded there by the session: streams (max_concurrent_streams, each
+ * with at most limits.body_buffer of its response), the windows the gateway grants, and
+ * control frames to answer (max_queued_control, then ENHANCE_YOUR_CALM); nothing is framed
+ * while the write queue is over the bound (h2_send_step). */
 static void pause_reads(conn_t *c)
 {
-    if (c->flags & GW_CONN_F_READ_PAUSED)
+    if ((c->flags & GW_CONN_F_READ_PAUSED) || c->state == CS_H2)
         return;
     c->flags |= GW_CONN_F_READ_PAUSED;
     GW_LOG_DEBUG("read_paused", "peer=%s reason=write_buffer queued=%zu", PEER(c), c->queued);

@@ -59,7 +59,7 @@ typedef enum {
 
 /* GW_CONN_F_*: why a connection is paused or what it waits for. */
 enum {
-    GW_CONN_F_READ_PAUSED = 1u << 0, /* reads stopped: write queue over limits.write_buffer */
+    GW_CONN_F_READ_PAUSED = 1u << 0, /* reads stopped: write queue over limits.write_buffer (h1) */
     GW_CONN_F_CLOSE_AFTER = 1u << 1, /* close once the write queue drains */
     GW_CONN_F_EOF = 1u << 2,         /* the peer closed its side */
     GW_CONN_F_CLOSED = 1u << 3,      /* uv_close called */

@@ -186,6 +186,35 @@ def test_without_the_pacing_the_urgent_response_waits_behind_the_queue(slow_gate
     assert behind > 2 * BEHIND_MAX, f"{behind // KIB} KiB ahead, {took * 1000:.0f} ms"
 
 
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
+def test_requests_are_read_while_the_client_does_not_read(slow_gateway, tls):
+    """Without pacing the gateway frames all that the windows allow, and more waits in its
+    write queue than limits.write_buffer once the kernel's send buffer is full. It stopped
+    reading the client then (as it does an HTTP/1.1 client), so an urgent request sent meanwhile
+    reached the origin only once the client had read the queue: never, for a client that
+    paused its reading. RFC 9113 §5.2.2: a receiver MUST read in a timely fashion (a
+    WINDOW_UPDATE or a RST_STREAM waits there too); the session bounds what reading queues."""
+    g = slow_gateway("h2:\n  notsent_lowat: 0\n")
+    cl = SlowClient(g.tls_port if tls else g.port, tls=tls)
+    try:
+        # 32 streams of 4 MiB: 32 x limits.body_buffer framed at once, past the kernel's
+        # send buffer (4 MiB) and the write bound (256 KiB)
+        low = [cl.request(4 * LOW_SIZE, "u=5", send=False) for _ in range(32)]
+        cl.s.sendall(cl.c.data_to_send())
+        cl.pump(lambda: sum(cl.got[s] for s in low) >= 256 * KIB)
+        time.sleep(slow(0.5))  # the client reads nothing: the gateway's queue fills
+        urgent = cl.request(URGENT_SIZE, "u=0")
+        path = f"/bytes/{URGENT_SIZE}"
+        deadline = time.monotonic() + slow(5)
+        while origin_count(g.origin, path) == 0:
+            assert time.monotonic() < deadline, "the urgent request did not reach the origin"
+            time.sleep(0.01)
+        cl.pump(lambda: urgent in cl.done, timeout=slow(60))
+        assert cl.status[urgent] == "200" and cl.got[urgent] == URGENT_SIZE
+    finally:
+        cl.close()
+
+
 # ---- when the gateway paces (h2_pacing_mode in gateway/front/h2_stream.c) -------------------
 # Pacing costs CPU (a write round, a wake-up and a TCP_INFO reading per lowat or so of the link),
 # so the gateway paces tightly (h2.notsent_lowat) only while a live stream is more urgent than
