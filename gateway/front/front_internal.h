@@ -159,7 +159,11 @@ typedef struct {
     gw_list_t h2_gone;     /* h2s_t closed by the session, told to the proxy when kicked */
     gw_list_t h2_pushes;   /* h2s_t of promised pushes, handed to the proxy when kicked */
     unsigned h2_rst_after; /* streams with rst_after set */
-    char peer[64];         /* "ip:port", "[ip6]:port" (client streams point here) */
+    /* HTTP/2 pacing (h2_data_max): what the socket's TCP_INFO said it takes at once, less what
+     * was written since, and when it said so; 0 once a write was left pending */
+    size_t h2_room;
+    uint64_t h2_room_us;
+    char peer[64]; /* "ip:port", "[ip6]:port" (client streams point here) */
     char peer_ip[48];
 } busy_t;
 

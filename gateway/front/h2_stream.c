@@ -536,9 +536,9 @@ static void h2_arm(conn_t *c)
  *     alone); the looser bound keeps what it would find ahead of it to the bulk lowat and
  *     what is in flight, with fewer, larger writes. A lone stream went unpaced until it was
  *     seen to put the kernel's send buffer ahead of such a request (3.7 MiB, 930 ms at
- *     4 MB/s, in test_priority_latency.py); paced, it costs a TCP_INFO reading per write (8.5
- *     per MiB of a download on loopback, where the origin's reads set the writes) and, when
- *     the client reads slower than the origin sends, a write round per half lowat it reads;
+ *     4 MB/s, in test_priority_latency.py); paced, it costs TCP_INFO readings (2-3.5 per MiB
+ *     of a download on loopback: see h2_data_max) and, when the client reads slower than the
+ *     origin sends, a write round per half lowat it reads;
  *   neither (the kernel's default): at most one stream live and it has sent less than
  *     h2.bulk_lowat: written as without pacing, since that is no more than the bulk lowat
  *     would let it put ahead of a later request anyway (a response smaller than it, the usual
@@ -577,9 +577,15 @@ static size_t h2_pacing_mode(conn_t *c)
     }
     c->flags &= (uint16_t) ~(GW_CONN_F_PACED | GW_CONN_F_BULK);
     c->flags |= want == 2 ? GW_CONN_F_PACED : want == 1 ? GW_CONN_F_BULK : 0;
+    c->b->h2_room = 0; /* read under another lowat */
     have = want;
     return lowat[have];
 }
+
+/* How long a TCP_INFO reading of the room stands for the steps that follow it (h2_data_max).
+ * Short: a loss found meanwhile shrinks the congestion window, and what the reading then
+ * overstates waits in the write queue (which drops the reading) for one step. */
+#define H2_ROOM_FRESH_US 1000
 
 /* How much DATA the next step frames: h2.frame_ahead beyond what the socket has not taken, plus,
  * when nothing of ours waits for it, what it takes now (gw_pacing_room: what the windows let it
@@ -587,7 +593,7 @@ static size_t h2_pacing_mode(conn_t *c)
  * still carries all of it. Without a lowat (h2.notsent_lowat 0, or no pacing needed yet: see
  * h2_pacing_mode) the kernel's send buffer takes what it has room for (megabytes): everything
  * the windows allow is framed. */
-static size_t h2_data_max(conn_t *c)
+static size_t h2_data_max(conn_t *c, uint64_t now_us)
 {
     const gw_config_t *cfg = CFG(c);
     size_t ahead = cfg->h2.frame_ahead;
@@ -600,12 +606,22 @@ static size_t h2_data_max(conn_t *c)
         return 0;
     /* TCP_INFO only when it can matter: more is queued than one step frames anyway */
     uv_os_fd_t fd;
-    if (c->queued == 0 && gw_h2_session_data_queued(c->h2) > ahead &&
-        uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
-        size_t room = gw_pacing_room(fd, lowat);
-        return room < SIZE_MAX - ahead ? room + ahead : SIZE_MAX;
-    }
-    return ahead - c->queued;
+    size_t queued = gw_h2_session_data_queued(c->h2);
+    if (c->queued || queued <= ahead)
+        return ahead - c->queued;
+    /* The room read a moment ago, less what was written since, is there still while the
+     * socket took all of that (h2_send_step drops it otherwise, h2_pacing_mode when the lowat
+     * changes): sending moves bytes from unsent to in flight, and acknowledgements widen the
+     * windows. A download whose origin feeds it faster than the link drains read TCP_INFO
+     * before every write (8.3 per MiB on loopback; 2-3 now). */
+    if (c->b->h2_room >= queued && now_us - c->b->h2_room_us < H2_ROOM_FRESH_US)
+        return c->b->h2_room < SIZE_MAX - ahead ? c->b->h2_room + ahead : SIZE_MAX;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
+        return ahead;
+    size_t room = gw_pacing_room(fd, lowat);
+    c->b->h2_room = room;
+    c->b->h2_room_us = now_us;
+    return room < SIZE_MAX - ahead ? room + ahead : SIZE_MAX;
 }
 
 /* One step of h2_send: frame what the session has, DATA up to h2_data_max(), and write it
@@ -617,7 +633,7 @@ static ssize_t h2_send_step(conn_t *c)
     uint64_t tnow = gw_front__now_us();
     gw_front__h2_budget(c, tnow);
     ssize_t n = c->queued < CFG(c)->limits.write_buffer
-                    ? gw_h2_session_send_some(c->h2, &c->b->oq, h2_data_max(c))
+                    ? gw_h2_session_send_some(c->h2, &c->b->oq, h2_data_max(c, tnow))
                     : 0;
     if (n >= 0 && c->b->h2_rst_after) {
         /* early responses whose last DATA is framed: now the RST_STREAM(NO_ERROR) */
@@ -658,6 +674,9 @@ static ssize_t h2_send_step(conn_t *c)
         if (rv == 0)
             rv = gw_front__send_iovq(c, &c->b->oq);
     }
+    /* what the room read last has left (h2_data_max), none once the socket did not take all */
+    size_t took = n > 0 ? (size_t)n : 0;
+    c->b->h2_room = c->queued || took >= c->b->h2_room ? 0 : c->b->h2_room - took;
     return n < 0 ? n : rv < 0 ? rv : n;
 }
 

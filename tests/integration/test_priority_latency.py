@@ -16,7 +16,9 @@ build on a loaded machine took long enough for 463 KiB, which says nothing of th
 client also pauses its reading from the origin's having the request until it answered, for the
 same reason: what the gateway framed while the origin thread and the gateway waited for a CPU
 is not the queue either.)"""
+import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -267,6 +269,37 @@ def test_one_stream_is_paced_loosely_once_it_has_sent_the_bulk_lowat(slow_gatewa
     g = slow_gateway("h2:\n  bulk_lowat: 512KiB\n")
     most, _, _ = unsent_during(g, [(16 * 1024 * KIB, "u=3")])
     assert PACED_MAX < most <= 512 * KIB + PACED_MAX, f"{most // KIB} KiB unsent"
+
+
+def test_a_paced_download_reads_tcp_info_less_often_than_it_writes(gateway, origin, tmp_path):
+    """Paced, a step frames what TCP_INFO says the socket takes at once. A download whose
+    origin feeds it faster than steps come read it before nearly every write (8 per MiB on
+    loopback, as many as the writes); the room read a moment ago, less what was written since,
+    is there still, so most steps need no reading. Counted with strace over one 16 MiB
+    download at full speed (curl): the system calls, not the time, so a loaded machine does not
+    change the figure much (the reading holds for a millisecond; strace's pace is within it)."""
+    import shutil
+    if not shutil.which("strace") or not shutil.which("curl"):
+        pytest.skip("strace or curl not installed")
+    port = free_port()
+    trace = tmp_path / "trace.txt"
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"]), wait=[("127.0.0.1", port)],
+                prefix=["strace", "-f", "-qq", "-e", "trace=getsockopt,writev", "-o", str(trace)])
+    size = 16 * 1024 * KIB
+    r = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null", "-w",
+                        "%{http_code} %{size_download}", f"http://127.0.0.1:{port}/bytes/{size}"],
+                       capture_output=True, text=True, timeout=slow(60))
+    assert r.stdout == f"200 {size}", (r.stdout, r.stderr)
+    kids = subprocess.run(["pgrep", "-P", str(g.proc.pid)], capture_output=True,
+                          text=True).stdout.split()
+    for k in kids:
+        os.kill(int(k), signal.SIGTERM)
+    g.wait(timeout=20)
+    text = trace.read_text()
+    info = text.count("TCP_INFO")
+    writes = len(re.findall(r"writev\(\d+, .*= \d{5,}$", text, re.M))  # DATA, not heads
+    assert writes >= 16, text[-2000:]
+    assert info <= writes / 2, f"{info} TCP_INFO readings for {writes} writes"
 
 
 def test_streams_of_one_urgency_are_paced_loosely(slow_gateway):
