@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from procs import ROOT, free_port, h1_get, reuseport_listener, run, sanitized
+from procs import ROOT, free_port, h1_get, reuseport_listener, run, sanitizer
 from gwtest import FileConfigs, gw_config
 
 
@@ -387,7 +387,7 @@ int signalfd(int fd, const sigset_t *mask, int flags)
 """
 
 
-@pytest.mark.skipif(sanitized(), reason="ASan's runtime must come first in LD_PRELOAD")
+@pytest.mark.skipif(sanitizer() == "asan", reason="ASan's runtime must come first in LD_PRELOAD")
 @pytest.mark.parametrize("err,status", [(errno.EMFILE, "GW_E_IO"), (errno.ENOMEM, "GW_E_NOMEM")])
 def test_a_failed_signalfd_stops_with_its_own_error(h2gate_bin, tmp_path, err, status):
     """The main loop's signalfd refused (here by a preloaded stand-in): start-up says why and

@@ -5,7 +5,6 @@ against the server's passive health (before: the origin's response_timeout fired
 a server failure, and five such requests ejected the server for everyone)."""
 import hashlib
 import json
-import os
 import struct
 import socket
 import time
@@ -13,7 +12,7 @@ import time
 import h2.events
 import pytest
 
-from procs import free_port, h1_get, recv_all, recv_head, rss_kib
+from procs import free_port, h1_get, recv_all, recv_head, rss_kib, sanitized, sanitizer
 from gwtest import Client, gw_config, send_for
 from origin import ThreadedServer
 
@@ -195,9 +194,10 @@ def test_origin_waiting_for_a_stalled_body_is_not_blamed(gateway, path):
 
 # ---- memory per request body byte ----------------------------------------------------------------
 
-def skip_san(h2gate_bin):
-    if "san" in os.path.basename(os.path.dirname(os.path.dirname(h2gate_bin))):
-        pytest.skip("sanitizer builds keep freed memory in quarantine: RSS says nothing")
+def skip_san():
+    # ASan's quarantine and TSan's shadow pages: RSS is the runtime's (procs.sanitized)
+    if sanitized():
+        pytest.skip(f"{sanitizer()} build: RSS says nothing of what the gateway holds")
 
 
 def mem_cfg(port, origin):
@@ -210,11 +210,11 @@ def mem_cfg(port, origin):
                      route_extra="coalesce: false", extra="timeouts: {graceful_shutdown: 1s}\n")
 
 
-def test_one_byte_data_frames_cost_about_their_payload(gateway, origin, h2gate_bin):
+def test_one_byte_data_frames_cost_about_their_payload(gateway, origin):
     """4 streams of 262,144 one-byte DATA frames (their whole 256 KiB window) waiting in the
     upstream queue: about 150 MB before (a buffer, a write context, a mark and an iovec entry
     per byte), now about the payload."""
-    skip_san(h2gate_bin)
+    skip_san()
     port = free_port()
     g = gateway(mem_cfg(port, origin), wait=[("127.0.0.1", port)])
     cl = Client(port)
@@ -241,10 +241,10 @@ def test_one_byte_data_frames_cost_about_their_payload(gateway, origin, h2gate_b
     cl.close()
 
 
-def test_one_byte_chunks_cost_about_their_payload(gateway, origin, h2gate_bin):
+def test_one_byte_chunks_cost_about_their_payload(gateway, origin):
     """HTTP/1.1 chunks of one byte while the upload waits: the front reads up to
     limits.body_buffer (128 KiB) of payload; that cost about 19 MB before."""
-    skip_san(h2gate_bin)
+    skip_san()
     port = free_port()
     g = gateway(mem_cfg(port, origin), wait=[("127.0.0.1", port)])
     hold = socket.create_connection(("127.0.0.1", port), timeout=10)
