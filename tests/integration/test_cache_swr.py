@@ -6,10 +6,14 @@ holds its answers until the test releases them, so that an answer that waited fo
 from one that did not, and counts every request.
 
 The module runs in the parallel pass: what it waits for is the clock (max-age=1, only ever
-later than asked) and the origin's release, not the CPU. Its time bounds ("at once": 0.4 s
-for one answer, 0.9 s for twenty or thirty) are 20 to 30 times what those answers took
-against the ASan build beside two other modules on a loaded 2-core machine (17 ms and 27 ms
-at most over three runs)."""
+later than asked) and the origin's release, not the CPU. An answer "at once" is one given
+while the origin holds its answers (hold()): one that waited for the origin would not come
+before release(), and the client would time out (10 s). Its time bound, HELD, only catches a
+gateway that stalls: the answers took 17 ms (one) and 27 ms (thirty) at most against the ASan
+build beside two other modules on a loaded 2-core machine, but a process of a loaded machine
+can be kept off the CPU for a second or two (against the plain build, pinned to one core
+beside a busy loop, the first test once failed 2.5 s after its stale answer, the origin still
+holding: most likely on the 0.9 s bound it had for thirty answers)."""
 import json
 import re
 import signal
@@ -21,6 +25,8 @@ from cachetest import CountingOrigin, get, h1
 
 from gwtest import (Client, Streams, all_done, collect, gw_config, origin_count, origin_gateway,
                     reload_to, sample, scrape)
+
+HELD = slow(3.0)  # the bound of answers while the origin holds its own (the module's docstring)
 
 
 class SlowOrigin(CountingOrigin):
@@ -105,7 +111,7 @@ def timed(fn, *a, **kw):
 
 
 def wait_count(o, target, n, timeout=5.0):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slow(timeout)
     while origin_count(o, target) < n and time.monotonic() < deadline:
         time.sleep(0.02)
     return origin_count(o, target)
@@ -116,9 +122,9 @@ BG_RESULTS = ("refreshed", "replaced", "not_stored", "failed", "cancelled")
 
 def wait_revalidations(g, n, timeout=10.0):
     """The background revalidations the gateway has finished (h2gate_cache_background_
-    revalidations_total, any result), once there are n (or at the timeout): a finished one has
-    stored what the origin answered."""
-    deadline = time.monotonic() + timeout
+    revalidations_total, any result), once there are n (or at the timeout, scaled: slow()): a
+    finished one has stored what the origin answered."""
+    deadline = time.monotonic() + slow(timeout)
     while True:
         fams, _ = scrape(g.admin)
         done = sum(sample(fams, "h2gate_cache_background_revalidations_total", result=r)
@@ -130,8 +136,8 @@ def wait_revalidations(g, n, timeout=10.0):
 
 def access_records(g, n, timeout=5.0):
     """The records of the JSON access log (access.json in the gateway's directory), once it
-    has n complete lines (or at the timeout)."""
-    deadline = time.monotonic() + timeout
+    has n complete lines (or at the timeout, scaled: slow())."""
+    deadline = time.monotonic() + slow(timeout)
     while True:
         try:
             with open(f"{g.workdir}/access.json") as f:
@@ -162,7 +168,7 @@ def test_the_stale_answer_comes_at_once_and_one_background_304_refreshes_it(gate
         o.max_age = 60  # what the 304 says: fresh for a minute
         (st, h, body), took = timed(get, cl, "/k/swr/a")
         assert st == 200 and body == first and h["x-n"] == "1"
-        assert took < slow(0.5), took  # at once
+        assert took < HELD, took  # at once
         assert int(h["age"]) >= 2
         assert re.fullmatch(SWR_STATUS, h["cache-status"]), h["cache-status"]
         t0 = time.monotonic()
@@ -175,7 +181,8 @@ def test_the_stale_answer_comes_at_once_and_one_background_304_refreshes_it(gate
         for _ in range(10):
             st, hh, body = h1(g.port, "/k/swr/a")
             assert st == 200 and body == first and hh["x-n"] == "1"
-        assert time.monotonic() - t0 < slow(0.9)  # none waited for the origin
+        took = time.monotonic() - t0
+        assert took < HELD, took  # none waited for the origin
         assert wait_count(o, "/k/swr/a", 2) == 2
         bg = o.requests[-1]
         assert bg.method == "GET" and bg.header("if-none-match") == '"v1"'
@@ -212,7 +219,7 @@ def test_a_background_200_replaces_the_entry_and_without_validators_it_is_uncond
             o.version, o.max_age = 2, 60
             o.hold()
             (st, h, body), took = timed(h1, g.port, path)
-            assert st == 200 and body == first and took < slow(0.4)
+            assert st == 200 and body == first and took < HELD, took
             assert re.fullmatch(SWR_STATUS, h["cache-status"]), h["cache-status"]
             assert wait_count(o, path, 2) == 2
             o.release()
@@ -278,13 +285,15 @@ def test_the_request_no_cache_and_max_age_still_revalidate_and_max_stale_does_no
         g = swr_gateway(gateway, o)
         _, _, first = h1(g.port, "/k/swr/d")
         time.sleep(2.2)
-        o.delay = 0.6
+        o.hold()  # an answer that waited for the origin would not come
         (st, h, body), took = timed(h1, g.port, "/k/swr/d",
                                     headers={"Cache-Control": "max-stale=60"})
-        assert st == 200 and body == first and took < 0.4
+        assert st == 200 and body == first and took < HELD, took
         assert re.fullmatch(r"h2gate; hit; ttl=-\d+", h["cache-status"]), h["cache-status"]
         time.sleep(0.8)
         assert origin_count(o, "/k/swr/d") == 1  # nothing went to the origin
+        o.release()
+        o.delay = 0.6
         for cc in ("no-cache", "max-age=0"):
             (st, h, body), took = timed(h1, g.port, "/k/swr/d", headers={"Cache-Control": cc})
             assert st == 200 and body == first and took >= 0.55, (cc, took)
@@ -305,7 +314,7 @@ def test_a_conditional_request_and_head_get_the_stale_answer_too(gateway):
         time.sleep(2.2)
         o.hold()
         (st, h, body), took = timed(h1, g.port, "/k/swr/e", headers={"If-None-Match": '"v1"'})
-        assert st == 304 and body == b"" and took < slow(0.4)
+        assert st == 304 and body == b"" and took < HELD, took
         st, h, body = h1(g.port, "/k/swr/e", method="HEAD")
         assert st == 200 and body == b"" and re.fullmatch(SWR_STATUS, h["cache-status"])
         assert wait_count(o, "/k/swr/e", 2) == 2
@@ -322,7 +331,7 @@ def test_the_default_window_comes_from_the_configuration(gateway):
         time.sleep(2.2)
         o.hold()
         (st, h, body), took = timed(h1, g.port, "/k/swr/f")
-        assert st == 200 and body == first and took < slow(0.4)
+        assert st == 200 and body == first and took < HELD, took
         assert re.fullmatch(SWR_STATUS, h["cache-status"]), h["cache-status"]
 
 
@@ -331,23 +340,37 @@ def test_the_origin_down_or_timing_out_leaves_the_stale_entry(gateway):
     response_timeout; then it is down): the stale entry stays and keeps being answered within
     the window, each failure is counted, and the gateway goes on."""
     with SlowOrigin() as o:
-        g = swr_gateway(gateway, o, upstream_extra="response_timeout: 500ms\n", admin=True)
+        # an answer at once comes within at_once; one that waited for the background request
+        # would have waited out response_timeout, twice as long
+        at_once = slow(1.5)
+        g = swr_gateway(gateway, o, upstream_extra=f"response_timeout: {round(2000 * at_once)}ms\n",
+                        admin=True)
         _, _, first = h1(g.port, "/k/swr/g")
         time.sleep(2.2)
-        o.delay = 2.0  # past response_timeout
+        o.hold()  # never answers (until closed below): the upstream's response_timeout
         (st, h, body), took = timed(h1, g.port, "/k/swr/g")
-        assert st == 200 and body == first and took < 0.4
+        assert st == 200 and body == first and took < at_once, took
+        assert re.fullmatch(SWR_STATUS, h["cache-status"]), h["cache-status"]
         # (the key names the request's host, localhost: waiting for a key of 127.0.0.1 waited
         # out its 3 s every time)
-        assert "/k/swr/g result=failed" in g.wait_log("/k/swr/g result=failed", timeout=3)
+        assert "/k/swr/g result=failed" in g.wait_log("/k/swr/g result=failed",
+                                                      timeout=2 * at_once + 3)
         o.close()  # down: the next background request is refused
         for _ in range(3):
             st, h, body = h1(g.port, "/k/swr/g")
             assert st == 200 and body == first
             assert re.fullmatch(SWR_STATUS, h["cache-status"]), h["cache-status"]
             time.sleep(0.3)
-        fams, _ = scrape(g.admin)
-        assert sample(fams, "h2gate_cache_background_revalidations_total", result="failed") >= 2
+        # a refused background request fails at once, on the worker's thread: waited for, not
+        # assumed done within the sleeps
+        deadline = time.monotonic() + slow(5)
+        while True:
+            fams, _ = scrape(g.admin)
+            failed = sample(fams, "h2gate_cache_background_revalidations_total", result="failed")
+            if failed >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert failed >= 2
         assert sample(fams, "h2gate_cache_background_revalidations_total",
                       result="refreshed") == 0
         assert g.proc.poll() is None
@@ -457,11 +480,14 @@ def test_a_route_sets_its_own_stale_windows(gateway):
         for path in ("/k/swr/own", "/k/swr/other", "/k/short/own", "/k/short/other"):
             h1(port, path)
         time.sleep(2.2)
-        o.delay = 0.6
+        o.hold()  # an answer that waited for the origin would not come
         (st, h, _), took = timed(h1, port, "/k/swr/own")
-        assert st == 200 and took < 0.4 and re.fullmatch(SWR_STATUS, h["cache-status"])
+        assert st == 200 and took < HELD and re.fullmatch(SWR_STATUS, h["cache-status"]), took
+        o.release()
+        o.delay = 0.6
         (st, h, _), took = timed(h1, port, "/k/swr/other")
-        assert st == 200 and took >= 0.55 and h["cache-status"].startswith("h2gate; fwd=stale")
+        assert st == 200 and took >= 0.55, took
+        assert h["cache-status"].startswith("h2gate; fwd=stale"), h["cache-status"]
         time.sleep(0.8)
         o.close()  # down
         st, h, body = h1(port, "/k/short/own")
@@ -483,7 +509,8 @@ def test_one_background_request_whichever_worker_finds_the_entry_stale(gateway):
         for _ in range(20):
             st, h, body = h1(g.port, "/k/swr/w")
             assert st == 200 and body == first and h["x-n"] == "1"
-        assert time.monotonic() - t0 < slow(0.9)
+        took = time.monotonic() - t0
+        assert took < HELD, took
         assert wait_count(o, "/k/swr/w", 2) == 2
         o.release()
         assert wait_revalidations(g, 1) == 1
@@ -527,7 +554,8 @@ def test_an_invalidation_during_a_background_revalidation_is_not_undone(gateway)
         get(cl, "/k/swr/race")
         time.sleep(2.2)
         o.max_age = 60  # the 304 would make it fresh for a minute
-        o.delay = 2.0  # read when the background request arrives
+        # read when the background request arrives: the POST below is answered within it
+        o.delay = slow(2.0)
         st, h, _ = get(cl, "/k/swr/race")
         assert re.fullmatch(SWR_STATUS, h["cache-status"]), h
         assert wait_count(o, "/k/swr/race", 2) == 2
