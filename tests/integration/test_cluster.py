@@ -56,9 +56,9 @@ def metric(g, name, **labels):
 
 
 def wait_for(pred, timeout=10, what=""):
-    """pred() until true; a metric not there yet (the admin listener may answer before the
-    cluster client starts) counts as false."""
-    deadline = time.monotonic() + timeout
+    """pred() until true, timeout scaled (slow()); a metric not there yet (the admin listener
+    may answer before the cluster client starts) counts as false."""
+    deadline = time.monotonic() + slow(timeout)
     while time.monotonic() < deadline:
         try:
             v = pred()
@@ -460,9 +460,15 @@ def test_a_request_rate_holds_across_instances(gateway, origin, redis_server):
     requests through in a burst, not 3 on each; the 429s carry Retry-After."""
     r = redis_server()
     a, b = rate_gw(gateway, origin, r), rate_gw(gateway, origin, r)
+    t0 = time.monotonic()
     got = [status_of(g.port) for g in (a, b, a, b, a, b)]
+    took = time.monotonic() - t0
     codes = [c for c, _ in got]
-    assert codes.count(200) in (3, 4), got  # 4: the budget refilled one while we asked
+    # the burst, and one more per T = 0.5 s the six took to be decided (GCRA, RATE_LUA in
+    # gateway/cluster/limits.c: the 4th may go T after the 1st): on a loaded machine the
+    # budget refills while they are asked (a fixed 3 or 4 fails six that took over 1 s). A
+    # burst on each instance (six 200s) would pass only if the six took 1.5 s.
+    assert 3 <= codes.count(200) <= 3 + int(took / 0.5), (got, took)
     assert codes[:3] == [200, 200, 200], got
     assert all(ra and ra >= 1 for c, ra in got if c == 429), got
     allowed = decisions(a, "allowed") + decisions(b, "allowed")
