@@ -16,7 +16,7 @@ import pytest
 
 from fake_redis import FakeSentinel
 from gwtest import sample, scrape, tls_client_ctx, tls_exchange, gw_config
-from procs import Redis, free_port, raw_exchange, sanitized, wait_port
+from procs import Redis, free_port, raw_exchange, sanitized, slow, wait_port
 
 MASTER = "h2gate-test"
 KEYS = "h2gate:tls:ticket-keys"
@@ -99,7 +99,8 @@ class Fleet:
 
 
 def wait_for(pred, timeout=10, what=""):
-    deadline = time.monotonic() + timeout
+    """pred() until true, timeout scaled (slow())."""
+    deadline = time.monotonic() + slow(timeout)
     while time.monotonic() < deadline:
         try:
             v = pred()
@@ -184,13 +185,17 @@ def test_two_instances_follow_a_failover_and_hold_the_limit(gateway, origin):
         before, _ = tls_exchange(ctx, gws[0].tls_port)
         local0 = [metric(g, "h2gate_cluster_local_mode_seconds_total") for g in gws]
         secs = 15
+        started = time.monotonic()
         loads = [h2load(g, secs) for g in gws]
-        time.sleep(4)
-        # the replica has what the instances wrote (replicated from the primary)
-        assert fleet.replica.cmd("KEYS", "h2gate:rate:*"), "no rate key on the replica"
-        assert fleet.replica.cmd("ZCARD", "h2gate:instances") == 2
+        # the replica has what the instances wrote under the load (replicated from the
+        # primary): waited for, as a loaded machine may start h2load or replicate late; then
+        # the kill comes 4 s into the load, the shared decisions having run that long
         keys = fleet.primary.cmd("GET", KEYS)
-        assert keys and fleet.replica.cmd("GET", KEYS) == keys
+        assert keys
+        wait_for(lambda: fleet.replica.cmd("KEYS", "h2gate:rate:*") and
+                 fleet.replica.cmd("ZCARD", "h2gate:instances") == 2 and
+                 fleet.replica.cmd("GET", KEYS) == keys, 10, "the load's keys on the replica")
+        time.sleep(max(0.0, started + 4 - time.monotonic()))
         killed_at = time.time()
         fleet.primary.proc.kill()
         fleet.primary.proc.wait()
