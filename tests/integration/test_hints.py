@@ -94,24 +94,29 @@ def test_one_103_per_request(gateway, origin):
 
 
 def test_learned_hints(gateway, origin):
-    """Against an origin that takes 500 ms to answer a page with preload links: the first
-    navigation gets no 103, the second gets one within 50 ms with the preload-like links
-    (prefetch is not one). The query is part of the page: another query is another page."""
+    """Against an origin that takes a second to answer a page with preload links: the first
+    navigation gets no 103, the second gets one at once, not with the page, with the
+    preload-like links (prefetch is not one). The query is part of the page: another query is
+    another page."""
     admin = free_port()
     g = hgw(gateway, origin, route_extra="early_hints_learn: true", admin=admin)
-    hints, status, at = h2_get(g.port, "/page-links/500", NAV)
-    assert status == 200 and hints == [] and at >= 0.45
-    assert h2_get(g.port, "/page-links/500?x=1", NAV)[0] == []
-    hints, status, at = h2_get(g.port, "/page-links/500", NAV)
+    hints, status, at = h2_get(g.port, "/page-links/1000", NAV)
+    assert status == 200 and hints == [] and at >= 0.95
+    assert h2_get(g.port, "/page-links/1000?x=1", NAV)[0] == []
+    hints, status, at = h2_get(g.port, "/page-links/1000", NAV)
     assert status == 200 and len(hints) == 1, hints
     t, links = hints[0]
     print(f"learned 103 after {t * 1000:.1f} ms, the page after {at * 1000:.0f} ms")
-    assert t < 0.05, t
+    # before the origin's second was out, measured from the page: a gateway kept off the CPU
+    # before the 103 delays both alike, and the client may read the 103 half a second late
+    # (a fixed 50 ms from the request fails whenever a loaded machine holds either back that
+    # long); a 103 sent with the page would come with it
+    assert at - t > 0.5, (t, at)
     assert links == ["</hinted.css>; rel=preload; as=style", "</app.mjs>; rel=modulepreload",
                      "<https://cdn.example>; rel=preconnect"]
     fams, _ = scrape(admin)
     assert sample(fams, "h2gate_early_hints_total", source="learned") == 1
-    # /page-links/500 learned twice, /page-links/500?x=1 once
+    # /page-links/1000 learned twice, /page-links/1000?x=1 once
     assert sample(fams, "h2gate_early_hints_page_events_total", event="learned") == 3
     assert sample(fams, "h2gate_early_hints_pages") == 2
 
