@@ -191,7 +191,11 @@ def test_slow_origin_first_bytes_arrive_before_the_end(zgw, coding):
         cl.flush()
     total = time.monotonic() - t0
     assert done and out == text_pattern(size)
-    assert first_at is not None and first_at < 0.5 and total > 1.5, (first_at, total)
+    # the first piece a second or more before the end (the origin's pieces span 1.8 s): a
+    # gateway or client kept off a loaded machine's CPU for most of a second still passes,
+    # where a fixed 0.5 s from the request left far less; a coder that kept the pieces until
+    # the end would give them all at once
+    assert first_at is not None and first_at < total - 1.0 and total > 1.5, (first_at, total)
     cl.close()
 
 
