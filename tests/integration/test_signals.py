@@ -10,9 +10,9 @@ from gwtest import gw_config, wait_origin_has
 
 
 def recv_states(sock, want, timeout=10):
-    """Datagrams received until `want` is among them (or timeout)."""
+    """Datagrams received until `want` is among them (or timeout, scaled: slow())."""
     got = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slow(timeout)
     while want not in got and time.monotonic() < deadline:
         sock.settimeout(max(0.05, deadline - time.monotonic()))
         try:
