@@ -597,7 +597,9 @@ def test_a_slow_redis_costs_at_most_the_timeout(gateway, origin, redis_server):
     t0 = time.monotonic()
     code, _ = status_of(g.port)
     took = time.monotonic() - t0
-    assert code == 200 and took < 0.5, (code, took)
+    # 0.5 s, scaled for a sanitizer build (the module runs against ASan too), but always well
+    # short of the 2 s pause that a request held up by Redis would wait out
+    assert code == 200 and took < min(slow(0.5), 1.5), (code, took)
     assert decisions(g, "local") >= 1
 
 
