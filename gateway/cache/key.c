@@ -17,43 +17,6 @@ int gw_cache__field(const gw_field_t *f, size_t n, const char *name, gw_slice_t 
     return 0;
 }
 
-int gw_cache__authority(gw_slice_t scheme, gw_slice_t a, gw_cache__auth_t *out)
-{
-    const uint8_t *e = a.base + a.len;
-    const uint8_t *colon = NULL;
-    if (a.len && a.base[0] == '[') { /* the port's ':' is after the literal's "]" */
-        const uint8_t *rb = memchr(a.base, ']', a.len);
-        if (rb && rb + 1 < e && rb[1] == ':')
-            colon = rb + 1;
-    } else if (a.len)
-        colon = memchr(a.base, ':', a.len);
-    out->host = (gw_slice_t){a.base, colon ? (size_t)(colon - a.base) : a.len};
-    out->port = colon ? (gw_slice_t){colon + 1, (size_t)(e - colon - 1)} : (gw_slice_t){0};
-    /* the port is a number: "080" is port 80 */
-    while (out->port.len > 1 && out->port.base[0] == '0')
-        out->port.base++, out->port.len--;
-    /* RFC 3986 §6.2.3: an empty port and the scheme's default port are the same URI */
-    if ((gw_slice_eq_nocase(scheme, GW_SLICE_LIT("http")) &&
-         gw_slice_eq(out->port, GW_SLICE_LIT("80"))) ||
-        (gw_slice_eq_nocase(scheme, GW_SLICE_LIT("https")) &&
-         gw_slice_eq(out->port, GW_SLICE_LIT("443"))))
-        out->port.len = 0;
-    /* RFC 4291 §2.2: one IPv6 address has many spellings ([::1], [0:0::1], [::0001]); the key
-     * holds RFC 5952's, as routes compare them (proxy/route.c) */
-    if (out->host.len && out->host.base[0] == '[') {
-        size_t n = gw_http_ip_literal_canon(out->host, out->ip6, sizeof(out->ip6));
-        if (!n)
-            return -1;
-        out->host = (gw_slice_t){(const uint8_t *)out->ip6, n};
-    }
-    return 0;
-}
-
-int gw_cache__same_authority(const gw_cache__auth_t *x, const gw_cache__auth_t *y)
-{
-    return gw_slice_eq_nocase(x->host, y->host) && gw_slice_eq(x->port, y->port);
-}
-
 /* n bytes at *at in out when they fit (lowercased when asked); *at always advances. */
 static void put(char *out, size_t cap, size_t *at, const void *p, size_t n, int lower)
 {
@@ -69,10 +32,10 @@ static void put(char *out, size_t cap, size_t *at, const void *p, size_t n, int 
 size_t gw_cache_key(const gw_cache_url_t *u, char *out, size_t cap)
 {
     size_t at = 0;
-    gw_cache__auth_t a;
+    gw_http_authority_t a;
     /* a malformed literal never gets this far (gw_http_is_authority at the fronts and in
      * gw_cache_url_parse); were one to, it would stay as written: a key of its own */
-    if (gw_cache__authority(u->scheme, u->authority, &a) < 0)
+    if (gw_http_authority(u->scheme, u->authority, &a) < 0)
         a.host = u->authority, a.port = (gw_slice_t){0};
     put(out, cap, &at, u->scheme.base, u->scheme.len, 1);
     put(out, cap, &at, "://", 3, 0);

@@ -574,10 +574,9 @@ static int same_origin_path(const gw_cache_req_t *req, gw_slice_t v, gw_slice_t 
         return 0;
     /* the same origin as the key compares it: a host in any case, an IPv6 address in any
      * spelling ([::1], [0::1]), the default port written or not */
-    gw_cache__auth_t x, y;
-    if (gw_cache__authority(u.scheme, u.authority, &x) < 0 ||
-        gw_cache__authority(req->scheme, req->authority, &y) < 0 ||
-        !gw_cache__same_authority(&x, &y))
+    gw_http_authority_t x, y;
+    if (gw_http_authority(u.scheme, u.authority, &x) < 0 ||
+        gw_http_authority(req->scheme, req->authority, &y) < 0 || !gw_http_authority_eq(&x, &y))
         return 0;
     *path = u.path;
     return 1;

@@ -154,6 +154,43 @@ size_t gw_http_ip_literal_canon(gw_slice_t s, char *out, size_t cap)
     return n + 2;
 }
 
+int gw_http_authority(gw_slice_t scheme, gw_slice_t a, gw_http_authority_t *out)
+{
+    const uint8_t *e = a.base + a.len;
+    const uint8_t *colon = NULL;
+    if (a.len && a.base[0] == '[') { /* the port's ':' is after the literal's "]" */
+        const uint8_t *rb = memchr(a.base, ']', a.len);
+        if (rb && rb + 1 < e && rb[1] == ':')
+            colon = rb + 1;
+    } else if (a.len)
+        colon = memchr(a.base, ':', a.len);
+    out->host = (gw_slice_t){a.base, colon ? (size_t)(colon - a.base) : a.len};
+    out->port = colon ? (gw_slice_t){colon + 1, (size_t)(e - colon - 1)} : (gw_slice_t){0};
+    /* the port is a number: "080" is port 80 */
+    while (out->port.len > 1 && out->port.base[0] == '0')
+        out->port.base++, out->port.len--;
+    /* RFC 3986 §6.2.3: an empty port and the scheme's default port are the same URI */
+    if ((gw_slice_eq_nocase(scheme, GW_SLICE_LIT("http")) &&
+         gw_slice_eq(out->port, GW_SLICE_LIT("80"))) ||
+        (gw_slice_eq_nocase(scheme, GW_SLICE_LIT("https")) &&
+         gw_slice_eq(out->port, GW_SLICE_LIT("443"))))
+        out->port.len = 0;
+    /* RFC 4291 §2.2: one IPv6 address has many spellings ([::1], [0:0::1], [::0001]); keys
+     * hold RFC 5952's, as routes compare them (proxy/route.c) */
+    if (out->host.len && out->host.base[0] == '[') {
+        size_t n = gw_http_ip_literal_canon(out->host, out->ip6, sizeof(out->ip6));
+        if (!n)
+            return -1;
+        out->host = (gw_slice_t){(const uint8_t *)out->ip6, n};
+    }
+    return 0;
+}
+
+int gw_http_authority_eq(const gw_http_authority_t *x, const gw_http_authority_t *y)
+{
+    return gw_slice_eq_nocase(x->host, y->host) && gw_slice_eq(x->port, y->port);
+}
+
 /* A host name or IPv4 address: 1 to 255 GW_HTTP_C_HOST bytes (RFC 3986 §3.2.2: "should limit
  * these names to no more than 255 characters"), no empty label but the root's (RFC 1034
  * §3.5: "a." is a name, ".a" and "a..b" are not). */

@@ -106,6 +106,29 @@ int gw_http_is_ip_literal(gw_slice_t s);
  * address gives the same text (RFC 4291 §2.2), so routes compare addresses, not spellings. */
 size_t gw_http_ip_literal_canon(gw_slice_t s, char *out, size_t cap);
 
+/* An authority read for comparing origins (gw_http_authority): host points into the
+ * authority or, for an IPv6 literal, into ip6, so the struct is not to be copied. */
+typedef struct {
+    gw_slice_t host; /* a name or IPv4 address as written (not lowercased), or an IPv6
+                        literal's canonical text (RFC 5952, gw_http_ip_literal_canon) */
+    gw_slice_t port; /* its digits without leading zeros; empty when absent, empty or the
+                        scheme's default (RFC 3986 §6.2.3) */
+    char ip6[GW_HTTP_IP6_LITERAL_MAX];
+} gw_http_authority_t;
+
+/* The authority a (gw_http_is_authority) of a URI of scheme into *out, as every key of an
+ * origin compares it (the cache's, coalescing's, learned hints'): the host an IPv6 literal's
+ * canonical text ([::1], [0::1] and [::0001] are one host), the port a number without the
+ * scheme's default (:80 for http, :443 for https; "a.test", "a.test:" and "a.test:080" are one
+ * authority of http). 0, or -1 when its host opens a "[" that is no IPv6 literal. A host with
+ * neither "[" nor ":" costs one memchr. Two authorities name one origin server when
+ * gw_http_authority_eq says so. */
+int gw_http_authority(gw_slice_t scheme, gw_slice_t a, gw_http_authority_t *out);
+
+/* Whether x and y are the same authority: hosts compared without case (RFC 3986 §6.2.2.1;
+ * IPv6 ones as addresses, already canonical), ports as numbers. */
+int gw_http_authority_eq(const gw_http_authority_t *x, const gw_http_authority_t *y);
+
 /* Non-zero when s holds a CR, LF or NUL: the bytes no field value may carry in any version
  * (RFC 9110 §5.5, RFC 9113 §8.2.1), whatever else it holds. Eight bytes at a time: for the
  * values of every request and response we write. */

@@ -10,10 +10,11 @@
  * it refers to:
  *
  *  §4 "the presented target URI and that of the stored response match"
- *      → the key holds the scheme, the authority (lowercased, RFC 3986 §6.2.2.1) and the path
- *        with its query, byte for byte. The scheme is in the key because the cleartext and TLS
- *        listeners share routes: an `http` answer (say a redirect to https) must not reach an
- *        `https` client.
+ *      → the key holds the scheme, the authority as the cache keys it (lowercased, RFC 3986
+ *        §6.2.2.1; an IPv6 host in RFC 5952's text, the port a number without the scheme's
+ *        default, §6.2.3: gw_http_authority) and the path with its query, byte for byte. The
+ *        scheme is in the key because the cleartext and TLS listeners share routes: an `http`
+ *        answer (say a redirect to https) must not reach an `https` client.
  *  §4 "the request method associated with the stored response allows it to be used for the
  *        presented request"; "a cache MUST write through requests with methods that are unsafe"
  *      → only GET and HEAD coalesce, and the method is in the key (a HEAD never gets a GET's
@@ -132,11 +133,12 @@ static void kput(char *out, size_t cap, size_t *at, const uint8_t *p, size_t n, 
     *at += (size_t)l + n;
 }
 
-/* The key into out (cap bytes; out may be NULL to measure). The same code measures and writes,
- * and every write is checked against cap: the size cannot disagree with what is written (two
- * passes that counted apart did, when coalesce_headers named one field twice). Returns the
- * key's length. */
-static size_t key_write(const gw_cfg_route_t *r, const gw_req_head_t *h, char *out, size_t cap)
+/* The key into out (cap bytes; out may be NULL to measure), with h's authority as read by
+ * gw_http_authority (a). The same code measures and writes, and every write is checked against
+ * cap: the size cannot disagree with what is written (two passes that counted apart did, when
+ * coalesce_headers named one field twice). Returns the key's length. */
+static size_t key_write(const gw_cfg_route_t *r, const gw_req_head_t *h,
+                        const gw_http_authority_t *a, char *out, size_t cap)
 {
     size_t at = 0;
     kput(out, cap, &at, h->scheme.base, h->scheme.len, 1);
@@ -147,7 +149,8 @@ static size_t key_write(const gw_cfg_route_t *r, const gw_req_head_t *h, char *o
     if (r->coalesce_private)
         kput(out, cap, &at, (const uint8_t *)(gw_proxy__has_credentials(h) ? "A" : "-"), 1, 0);
     kput(out, cap, &at, h->method.base, h->method.len, 0);
-    kput(out, cap, &at, h->authority.base, h->authority.len, 1);
+    kput(out, cap, &at, a->host.base, a->host.len, 1);
+    kput(out, cap, &at, a->port.base, a->port.len, 0);
     kput(out, cap, &at, h->path.base, h->path.len, 0);
     for (size_t j = 0; j < r->coalesce_headers_len; j++) {
         gw_slice_t name = gw_slice_str(r->coalesce_headers[j]);
@@ -171,11 +174,17 @@ char *gw_proxy__coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h, si
     *len = 0;
     if (!gw_proxy__coalesce_request_ok(r, h))
         return NULL;
-    size_t n = key_write(r, h, NULL, 0);
+    /* one origin server, one key (RFC 3986 §6.2.2, §6.2.3), as the cache keys it: [::1] and
+     * [0::1]:80 are one authority of http. A malformed literal never gets this far (the
+     * fronts' gw_http_is_authority); were one to, it would be keyed as written. */
+    gw_http_authority_t a;
+    if (gw_http_authority(h->scheme, h->authority, &a) < 0)
+        a.host = h->authority, a.port = (gw_slice_t){0};
+    size_t n = key_write(r, h, &a, NULL, 0);
     char *k = gw_malloc(n + 1);
     if (!k)
         return NULL;
-    size_t w = key_write(r, h, k, n);
+    size_t w = key_write(r, h, &a, k, n);
     GW_ASSERT(w == n);
     k[n] = 0;
     *len = n;

@@ -7,10 +7,11 @@
  * the last 2xx answer to a GET navigation. Learned hints are a shared cache of those links, so
  * they follow its rules (RFC 9111 §4: the stored response is reused
  * only for the same target URI and the same fields its Vary names):
- *  - the key is the route, the listener's scheme, the authority, the path WITH its query (a
- *    page learned from a request with a token in its query was hinted to every visitor of the
- *    path, token included), and, with early_hints_learn_private, whether the request carries
- *    credentials (what was learned from those goes only to those);
+ *  - the key is the route, the listener's scheme, the authority (one for every spelling of an
+ *    origin: gw_http_authority), the path WITH its query (a page learned from a request with a
+ *    token in its query was hinted to every visitor of the path, token included), and, with
+ *    early_hints_learn_private, whether the request carries credentials (what was learned from
+ *    those goes only to those);
  *  - only from answers a shared cache could give anyone (gw_proxy__reusable: no Set-Cookie,
  *    not private, no-store or no-cache, heuristically cacheable or fresh), without a Vary
  *    other than Accept-Encoding (the links may depend on a field the key does not hold), and
@@ -27,6 +28,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "http/http.h"
 #include "proxy/proxy_internal.h"
 
 #define HINTS_VALUE_MAX 4096 /* bytes of learned links kept per page */
@@ -70,13 +72,21 @@ int gw_proxy__is_navigation(const gw_req_head_t *h)
  * listener with TLS (tls) or not: ri, the scheme, whether the request carries credentials on a
  * route that learns from those (early_hints_learn_private: the pages learned from them go only
  * to them; elsewhere they are never learned from, and get what anonymous answers taught), the
- * authority (lowercased), a 0 byte, the path with its query (byte for byte, as the coalescing
- * key); its length, or 0 when it does not fit cap. */
+ * authority as the coalescing key holds it (gw_http_authority of the listener's scheme,
+ * lowercased: [::1] and [0::1]:80 are one page of http), a 0 byte, the path with its query
+ * (byte for byte, as the coalescing key); its length, or 0 when it does not fit cap. */
 #define KEY_HEAD 6
 static size_t key_of(const gw_cfg_route_t *r, size_t ri, int tls, const gw_req_head_t *h, char *out,
                      size_t cap)
 {
-    size_t n = KEY_HEAD + h->authority.len + 1 + h->path.len;
+    gw_http_authority_t au;
+    /* a malformed literal never gets this far (the fronts' gw_http_is_authority); were one
+     * to, it would be keyed as written */
+    if (gw_http_authority(tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http"), h->authority, &au) <
+        0)
+        au.host = h->authority, au.port = (gw_slice_t){0};
+    size_t al = au.host.len + (au.port.len ? 1 + au.port.len : 0);
+    size_t n = KEY_HEAD + al + 1 + h->path.len;
     if (n > cap)
         return 0;
     uint32_t ri32 = (uint32_t)ri;
@@ -84,13 +94,14 @@ static size_t key_of(const gw_cfg_route_t *r, size_t ri, int tls, const gw_req_h
     out[4] = tls ? 's' : '-';
     out[5] = r->early_hints_learn_private && gw_proxy__has_credentials(h) ? 'A' : '-';
     char *a = out + KEY_HEAD;
-    for (size_t i = 0; i < h->authority.len; i++) { /* RFC 3986 §6.2.2.1 */
-        char c = (char)h->authority.base[i];
-        a[i] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+    gw_ascii_lower(a, au.host.base, au.host.len); /* RFC 3986 §6.2.2.1 */
+    if (au.port.len) {
+        a[au.host.len] = ':';
+        memcpy(a + au.host.len + 1, au.port.base, au.port.len);
     }
-    a[h->authority.len] = 0;
+    a[al] = 0;
     if (h->path.len)
-        memcpy(a + h->authority.len + 1, h->path.base, h->path.len);
+        memcpy(a + al + 1, h->path.base, h->path.len);
     return n;
 }
 

@@ -623,7 +623,8 @@ int gw_proxy__rate_allow_share(gw_bucket_table_t *t, const gw_cfg_route_t *r, si
  * no-store or max-age=0 nor Pragma no-cache, no Authorization/Cookie unless coalesce_private. */
 int gw_proxy__coalesce_request_ok(const gw_cfg_route_t *r, const gw_req_head_t *h);
 
-/* The coalescing key of h on r (scheme, method, lowercased authority, path, and every value of
+/* The coalescing key of h on r (scheme, method, the authority as gw_http_authority reads it
+ * and lowercased (one key for [::1] and [0::1]:80 of http), path, and every value of
  * each of the route's coalesce_headers; with coalesce_private, whether it carries credentials:
  * gw_proxy__has_credentials), as a heap string of *len bytes (NUL-terminated; may
  * hold NUL bytes: compare with the length), owned by the caller (gw_free). NULL when the request

@@ -113,15 +113,15 @@ def gwc(gateway, corigin):
     return g
 
 
-def pair(port, first, second):
+def pair(port, first, second, authorities=("localhost", "localhost")):
     """Two GETs of /c/app.js on one connection, sent in one flight, with the extra fields
-    first and second; returns [(status, body), (status, body)]."""
+    first and second (and the :authority of each); returns [(status, body), (status, body)]."""
     cl = Client(port)
     sids = []
-    for extra in (first, second):
+    for extra, authority in zip((first, second), authorities):
         sid = cl.c.get_next_available_stream_id()
         cl.c.send_headers(sid, [(":method", "GET"), (":path", "/c/app.js"), (":scheme", "http"),
-                                (":authority", "localhost"), *extra], end_stream=True)
+                                (":authority", authority), *extra], end_stream=True)
         sids.append(sid)
     cl.flush()
     evs = cl.events(lambda e: sum(isinstance(x, (h2.events.StreamEnded, h2.events.StreamReset))
@@ -190,6 +190,25 @@ def test_plain_gets_still_coalesce(gwc):
     a, b = pair(gwc.port, [("accept", "*/*")], [("user-agent", "x")])
     assert a == b == ("200", APP_JS)
     assert origin_count(gwc.origin, "/c/app.js") == 1
+
+
+@pytest.mark.parametrize("authorities", [("[::1]", "[0::1]:80"), ("[0:0:0:0:0:0:0:1]", "[::0001]"),
+                                         ("localhost", "localhost:080"), ("localhost", "LocalHost:")])
+def test_one_origin_spelled_two_ways_is_one_origin_request(gwc, authorities):
+    """RFC 4291 §2.2, RFC 3986 §6.2.3: [::1] and [0::1]:80 name one origin server on the
+    cleartext listener, as the route and the cache see it; the key held the authority as
+    written, so two identical requests in one flight were two origin requests."""
+    a, b = pair(gwc.port, [], [], authorities)
+    assert a == b == ("200", APP_JS)
+    assert origin_count(gwc.origin, "/c/app.js") == 1
+
+
+def test_another_port_is_another_origin(gwc):
+    """Only the default port is dropped: :8080 is another origin server (the origin is told
+    that Host), so its request is not joined to the one without a port."""
+    a, b = pair(gwc.port, [], [], ("[::1]", "[::1]:8080"))
+    assert a == b == ("200", APP_JS)
+    assert origin_count(gwc.origin, "/c/app.js") == 2
 
 
 def test_get_with_body_not_coalesced(gwc):

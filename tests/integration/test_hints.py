@@ -17,12 +17,12 @@ def hgw(gateway, origin, route_extra="", extra="", admin=None):
     return origin_gateway(gateway, origin, route_extra, extra, admin)
 
 
-def h2_get(port, path, extra=()):
+def h2_get(port, path, extra=(), authority="localhost"):
     """One GET over h2c: ([(seconds after the request, 103 link values)], final status,
     seconds to the final head)."""
     cl = Client(port)
     t0 = time.monotonic()
-    sid = cl.request(path, extra=list(extra))
+    sid = cl.request(path, extra=list(extra), authority=authority)
     hints, status, at = [], None, None
     done = False
     deadline = t0 + 10
@@ -203,6 +203,22 @@ def test_learned_hints_keyed_on_the_query(gateway, origin):
     # the page without a query is a page of its own: learned from its own answer
     hints, _, _ = h2_get(g.port, "/reflect/10", NAV)
     assert links_of(hints) == ["</static/site.css>; rel=preload; as=style"]
+
+
+@pytest.mark.parametrize("learned,asked,other", [("[::1]", "[0::1]:80", "[::1]:8080"),
+                                                 ("[0:0::1]:80", "[::1]", "[0::1]:8080"),
+                                                 ("localhost:80", "LOCALHOST", "localhost:8080")])
+def test_learned_hints_for_every_spelling_of_the_host(gateway, origin, learned, asked, other):
+    """RFC 4291 §2.2, RFC 3986 §6.2.3: [::1] and [0::1]:80 are one origin server of http, as
+    the route and the cache see them; the learned page was keyed on the host as written, so a
+    visitor who spelled it the other way got no 103. Another port is another page."""
+    g = hgw(gateway, origin, route_extra="early_hints_learn: true")
+    h2_get(g.port, "/page-links/10", NAV, authority=learned)
+    hints, status, _ = h2_get(g.port, "/page-links/10", NAV, authority=asked)
+    assert status == 200
+    assert links_of(hints) == ["</hinted.css>; rel=preload; as=style", "</app.mjs>; rel=modulepreload",
+                               "<https://cdn.example>; rel=preconnect"], hints
+    assert h2_get(g.port, "/page-links/10", NAV, authority=other)[0] == []
 
 
 def test_learned_hints_never_repeat_the_requests_query(gateway, origin):

@@ -105,10 +105,10 @@ class Client:
             self.flush()
         return got
 
-    def request(self, path="/", method="GET", body=None, extra=()):
+    def request(self, path="/", method="GET", body=None, extra=(), authority="localhost"):
         sid = self.c.get_next_available_stream_id()
         self.c.send_headers(sid, [(":method", method), (":path", path), (":scheme", "http"),
-                                  (":authority", "localhost"), *extra], end_stream=body is None)
+                                  (":authority", authority), *extra], end_stream=body is None)
         if body is not None:
             self.c.send_data(sid, body, end_stream=True)
         self.flush()

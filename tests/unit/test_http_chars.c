@@ -318,11 +318,61 @@ static void ip_literal_canon_vectors(void **state)
                      strlen(mapped));
 }
 
+/* gw_http_authority: one origin server, one host and port, whatever its spelling (RFC 3986
+ * §6.2.2.1, §6.2.3; RFC 4291 §2.2) */
+static void authority_vectors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *scheme, *in, *host, *port;
+    } v[] = {
+        {"http", "", "", ""},
+        {"http", "a.test", "a.test", ""},
+        {"http", "A.test:80", "A.test", ""}, /* not lowercased: the caller does */
+        {"HTTP", "a.test:080", "a.test", ""},
+        {"http", "a.test:", "a.test", ""},
+        {"http", "a.test:443", "a.test", "443"},
+        {"https", "a.test:443", "a.test", ""},
+        {"https", "a.test:80", "a.test", "80"},
+        {"http", "a.test:0", "a.test", "0"},
+        {"http", "a.test:00", "a.test", "0"},
+        {"http", "a.test:08080", "a.test", "8080"},
+        {"http", "192.0.2.1:80", "192.0.2.1", ""},
+        {"http", "[::1]", "[::1]", ""},
+        {"http", "[0::1]:80", "[::1]", ""},
+        {"https", "[0:0:0:0:0:0:0:1]:0443", "[::1]", ""},
+        {"http", "[2001:DB8::0AB]:8080", "[2001:db8::ab]", "8080"},
+        {"http", "[::1]:", "[::1]", ""},
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        gw_http_authority_t a;
+        assert_int_equal(gw_http_authority(gw_slice_str(v[i].scheme), gw_slice_str(v[i].in), &a),
+                         0);
+        assert_true(gw_slice_eq(a.host, gw_slice_str(v[i].host)));
+        assert_true(gw_slice_eq(a.port, gw_slice_str(v[i].port)));
+    }
+    gw_http_authority_t a, b;
+    assert_int_equal(gw_http_authority(GW_SLICE_LIT("http"), GW_SLICE_LIT("[zz]:80"), &a), -1);
+    assert_int_equal(gw_http_authority(GW_SLICE_LIT("http"), GW_SLICE_LIT("[::1"), &a), -1);
+    /* hosts without case, IPv6 ones as addresses, ports as numbers */
+    gw_http_authority(GW_SLICE_LIT("http"), GW_SLICE_LIT("A.Test:0080"), &a);
+    gw_http_authority(GW_SLICE_LIT("http"), GW_SLICE_LIT("a.test"), &b);
+    assert_true(gw_http_authority_eq(&a, &b));
+    gw_http_authority(GW_SLICE_LIT("http"), GW_SLICE_LIT("[::1]"), &a);
+    gw_http_authority(GW_SLICE_LIT("http"), GW_SLICE_LIT("[0:0::0001]:80"), &b);
+    assert_true(gw_http_authority_eq(&a, &b));
+    gw_http_authority(GW_SLICE_LIT("https"), GW_SLICE_LIT("[0:0::0001]:80"), &b);
+    assert_false(gw_http_authority_eq(&a, &b));
+    gw_http_authority(GW_SLICE_LIT("http"), GW_SLICE_LIT("[::2]"), &b);
+    assert_false(gw_http_authority_eq(&a, &b));
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(char_class_every_byte),    cmocka_unit_test(predicates_every_byte),
     cmocka_unit_test(request_target_vectors),   cmocka_unit_test(token_grammar_vectors),
     cmocka_unit_test(crlfnul_matches_bytewise), cmocka_unit_test(target_form_vectors),
     cmocka_unit_test(ip_literal_vectors),       cmocka_unit_test(ip_literal_canon_vectors),
+    cmocka_unit_test(authority_vectors),
 };
 
 GW_TEST_MAIN(tests)

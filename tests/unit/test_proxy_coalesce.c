@@ -136,6 +136,26 @@ static void key_parts(void **state)
     assert_true(same_key(&route_default, &a, &b)); /* RFC 3986 §6.2.2.1 */
     b.scheme = GW_SLICE_LIT("http");
     assert_false(same_key(&route_default, &a, &b)); /* Scheme in the key */
+    /* one origin server in every spelling, as the cache keys it: RFC 3986 §6.2.3 (the
+     * scheme's default port, leading zeros), RFC 4291 §2.2 (an IPv6 address) */
+    b = get("/x", gz2, NF(gz2));
+    b.authority = GW_SLICE_LIT("App.Test:0443");
+    assert_true(same_key(&route_default, &a, &b));
+    b.authority = GW_SLICE_LIT("app.test:");
+    assert_true(same_key(&route_default, &a, &b));
+    b.authority = GW_SLICE_LIT("app.test:80"); /* :80 is not https's default */
+    assert_false(same_key(&route_default, &a, &b));
+    a.authority = GW_SLICE_LIT("[::1]");
+    b.authority = GW_SLICE_LIT("[0:0:0:0:0:0:0:1]:443");
+    assert_true(same_key(&route_default, &a, &b));
+    b.authority = GW_SLICE_LIT("[::1]:8443");
+    assert_false(same_key(&route_default, &a, &b));
+    b.authority = GW_SLICE_LIT("[::2]");
+    assert_false(same_key(&route_default, &a, &b));
+    a.scheme = b.scheme = GW_SLICE_LIT("http");
+    b.authority = GW_SLICE_LIT("[0::1]:80");
+    assert_true(same_key(&route_default, &a, &b));
+    a = get("/x", gz, NF(gz));
     b = get("/x", gz2, NF(gz2));
     b.method = GW_SLICE_LIT("HEAD");
     assert_false(same_key(&route_default, &a, &b));
