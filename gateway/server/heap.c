@@ -37,7 +37,10 @@
  * never block (a purge used to trim on the admin's thread, a reload on the main loop), and none
  * is lost. Queued from the main loop, whose life spans the workers' and the admin's, so a run
  * never holds up a worker's loop that wants to end; its logs are written from run_done there,
- * not from the pool thread (a log line's first malloc would give that thread an arena). */
+ * not from the pool thread (a log line's first malloc would give that thread an arena), and
+ * where the trims are counted for the metrics (h2gate_heap_trims_total{reason="idle|cache"},
+ * h2gate_heap_trim_seconds_total: one run that serves the cache and then the idle check counts
+ * one of each when both trimmed). */
 #include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -126,6 +129,9 @@ static void run_done(uv_work_t *req, int status)
     gw_heap_trim_t *h = GW_CONTAINER_OF(req, gw_heap_trim_t, req);
 #ifdef __GLIBC__
     if (status == 0 && (h->taken & GW_HEAP_TRIM_CACHE)) {
+        atomic_fetch_add_explicit(&h->trims[GW_HEAP_TRIMS_CACHE], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&h->trim_ns[GW_HEAP_TRIMS_CACHE], h->cache_ns,
+                                  memory_order_relaxed);
         /* evictions alone come often under a scan: those are for the debug log */
         if (h->taken & (GW_HEAP_TRIM_PURGE | GW_HEAP_TRIM_RELOAD))
             GW_LOG_INFO("cache_trim", "after=%s ms=%.1f", cache_why(h->taken),
@@ -138,10 +144,13 @@ static void run_done(uv_work_t *req, int status)
         GW_LOG_DEBUG("heap_trim_skipped", "free=%llu rss=%llu rss_last_trim=%llu min_free=%llu",
                      (unsigned long long)h->free, (unsigned long long)h->rss_before,
                      (unsigned long long)h->rss_after, (unsigned long long)h->idle_min);
-    if (status == 0 && h->trimmed)
+    if (status == 0 && h->trimmed) {
+        atomic_fetch_add_explicit(&h->trims[GW_HEAP_TRIMS_IDLE], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&h->trim_ns[GW_HEAP_TRIMS_IDLE], h->ns, memory_order_relaxed);
         GW_LOG_INFO("heap_trim", "free=%llu rss_before=%llu rss_after=%llu ms=%.1f",
                     (unsigned long long)h->free, (unsigned long long)h->rss_before,
                     (unsigned long long)h->rss_after, (double)h->ns / 1e6);
+    }
 #endif
     atomic_store_explicit(&h->busy, 0, memory_order_seq_cst);
     /* an ask that came while this run ran found busy set and left its reason in pending: the

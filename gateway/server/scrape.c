@@ -108,6 +108,7 @@ typedef struct {
     gw_cluster_stats_t cluster;
     uint64_t cluster_up;
     uint64_t reloads_ok, reloads_failed, gen_id;
+    uint64_t heap_trims[2], heap_trim_us[2]; /* by GW_HEAP_TRIMS_*: idle, cache */
     proc_stats_t proc;
     /* the ACME client: its counters, and each name of a listener with tls.acme with the
      * notAfter of the certificate its store serves (copied: the generation may go) */
@@ -201,6 +202,10 @@ static const point_t client_dirs[] = {{"in", AT(t.client_in)}, {"out", AT(t.clie
 static const point_t origin_dirs[] = {{"in", AT(t.origin_in)}, {"out", AT(t.origin_out)}};
 static const point_t zdirs[] = {{"in", AT(t.z.in)}, {"out", AT(t.z.out)}};
 static const point_t reload_results[] = {{"ok", AT(reloads_ok)}, {"failed", AT(reloads_failed)}};
+static const point_t heap_trims[] = {{"idle", AT(heap_trims[GW_HEAP_TRIMS_IDLE])},
+                                     {"cache", AT(heap_trims[GW_HEAP_TRIMS_CACHE])}};
+static const point_t heap_trim_secs[] = {{"idle", AT(heap_trim_us[GW_HEAP_TRIMS_IDLE])},
+                                         {"cache", AT(heap_trim_us[GW_HEAP_TRIMS_CACHE])}};
 static const point_t cache_lookups[] = {{"hit", AT(cache.hits)}, {"miss", AT(cache.misses)}};
 /* the labels are gw_cache_bg_str()'s, in gw_cache_bg_t's order */
 static const point_t cache_bg_results[] = {{"refreshed", AT(cache.bg[GW_CACHE_BG_REFRESHED])},
@@ -443,6 +448,14 @@ static const fam_t fams[] = {
      .off = AT(t.alog_lost)},
     {"h2gate_config_reloads_total", "counter", "Configuration reloads (SIGHUP), by result.",
      .label = "result", POINTS(reload_results)},
+    {"h2gate_heap_trims_total", "counter",
+     "Trims of the heap (malloc_trim: its free pages back to the system), by reason: idle (the "
+     "whole gateway went quiet for heap.idle_trim with heap.idle_trim_free free), cache (the "
+     "cache's evictions, a purge or a reload removed memory/16 bytes).",
+     .label = "reason", POINTS(heap_trims)},
+    {"h2gate_heap_trim_seconds_total", "counter",
+     "Time the heap trims took (on libuv's thread pool, one at a time), by reason.",
+     .label = "reason", POINTS(heap_trim_secs), .us = 1},
     {"h2gate_cache_lookups_total", "counter",
      "Lookups in the shared cache (routes with cache: true), by result: hit (an entry, fresh or "
      "not), miss.",
@@ -792,6 +805,11 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
     sc->reloads_ok = atomic_load(&s->reloads_ok);
     sc->reloads_failed = atomic_load(&s->reloads_failed);
     sc->gen_id = atomic_load(&s->gen_id);
+    for (int i = 0; i < 2; i++) {
+        sc->heap_trims[i] = atomic_load_explicit(&s->heap.trims[i], memory_order_relaxed);
+        sc->heap_trim_us[i] =
+            atomic_load_explicit(&s->heap.trim_ns[i], memory_order_relaxed) / 1000;
+    }
     read_proc(&sc->proc);
     uint64_t deadline = uv_hrtime() + (uint64_t)SCRAPE_WAIT_MS * 1000000u;
     uv_mutex_lock(&s->snap_mu);

@@ -198,7 +198,12 @@ typedef struct {
     uint64_t rss_after;  /* after the last trim of any reason (0: none yet) */
     uint64_t ns;         /* what the idle malloc_trim took */
     int trimmed;         /* the idle check passed and the heap was trimmed */
+    /* the trims run and the nanoseconds they took, by reason (GW_HEAP_TRIMS_*): added by
+     * run_done on the main loop, read by a scrape (h2gate_heap_trims_total,
+     * h2gate_heap_trim_seconds_total) */
+    atomic_ullong trims[2], trim_ns[2];
 } gw_heap_trim_t;
+enum { GW_HEAP_TRIMS_IDLE, GW_HEAP_TRIMS_CACHE }; /* the indexes of trims[] and trim_ns[] */
 
 struct gw_server {
     gw_gen_t *gen; /* current generation (written by the main thread under lock) */

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
-from gwtest import gw_config, h2load_summary, wait_origin_has
+from gwtest import gw_config, h2load_summary, sample, scrape, wait_origin_has
 from procs import free_port, rss_kib, run, sanitized, slow
 
 MiB = 1 << 20
@@ -62,6 +62,17 @@ def warm(port):
 
 def trims(g):
     return g.log().count("event=heap_trim ")
+
+
+def trim_metrics(aport):
+    """h2gate_heap_trims_total and h2gate_heap_trim_seconds_total of the admin's /metrics, as
+    Prometheus' parser reads them: {reason: (trims, seconds)}."""
+    fams, _ = scrape(aport)
+    assert fams["h2gate_heap_trims"].type == "counter"
+    assert fams["h2gate_heap_trim_seconds"].type == "counter"
+    return {r: (sample(fams, "h2gate_heap_trims_total", reason=r),
+                sample(fams, "h2gate_heap_trim_seconds_total", reason=r))
+            for r in ("idle", "cache")}
 
 
 def heap_log(g):
@@ -204,6 +215,9 @@ def test_an_idle_trim_and_a_purge_trim_take_turns_and_the_purge_is_answered_at_o
                                "heap:\n  idle_trim: 1s\n  idle_trim_free: 0\n")
         g = gateway(text, wait=[("127.0.0.1", port), ("127.0.0.1", aport)],
                     prefix=("env", f"LD_PRELOAD={lib}", f"TRIM_LOG={log}", "TRIM_MS=1500"))
+        # each reason's series is there from the start, at 0 (rate() works from the first
+        # scrape); the workers have had work since their start: no trim yet
+        assert trim_metrics(aport) == {"idle": (0, 0), "cache": (0, 0)}
         for i in range(4):
             assert h1(port, f"/k/big/131072?n={i}")[0] == 200
         # the gateway goes quiet 1 s after these (its workers had work from their start on):
@@ -233,3 +247,10 @@ def test_an_idle_trim_and_a_purge_trim_take_turns_and_the_purge_is_answered_at_o
         assert "event=heap_trim " in text, heap_log(g)
         assert re.search(r"event=cache_trim after=purge ms=1[5-9][0-9][0-9]\.", text), heap_log(g)
         assert text.count("event=cache_trim ") == 1, heap_log(g)
+        # the two trims are counted, each under its reason, with the time it took (1.5 s
+        # slower than glibc's own, by the stand-in)
+        m = trim_metrics(aport)
+        print(f"trims and seconds by reason: {m}")
+        assert m["idle"][0] == 1 and m["cache"][0] == 1, (m, heap_log(g))
+        for reason in ("idle", "cache"):
+            assert 1.5 <= m[reason][1] < slow(10), (m, heap_log(g))
