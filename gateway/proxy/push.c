@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "http/http.h"
 #include "proxy/proxy_internal.h"
 
 /* The path a link target names on the request's own authority and scheme, or {NULL, 0}: an
@@ -34,7 +35,11 @@ static gw_slice_t same_origin_path(gw_slice_t t, const gw_req_head_t *h)
     {
         const uint8_t *slash = memchr(t.base, '/', t.len);
         size_t alen = slash ? (size_t)(slash - t.base) : t.len;
-        if (!gw_slice_eq_nocase((gw_slice_t){t.base, alen}, h->authority))
+        /* one origin however it is spelled (RFC 3986 §6.2.2-6.2.3: host case, an IPv6
+         * address's forms, the scheme's default port), as coalescing and the cache compare it */
+        gw_http_authority_t la, ra;
+        if (gw_http_authority(h->scheme, (gw_slice_t){t.base, alen}, &la) != 0 ||
+            gw_http_authority(h->scheme, h->authority, &ra) != 0 || !gw_http_authority_eq(&la, &ra))
             return none;
         if (!slash)
             return none; /* the authority alone: "/" would be the page itself */

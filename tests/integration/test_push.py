@@ -139,12 +139,37 @@ def test_which_links_are_pushed(gateway, origin):
              "<https://localhost/bytes/14>; rel=preload",  # another scheme
              "<bytes/15>; rel=preload",  # relative reference
              "</bytes/16#frag>; rel=\"preload stylesheet\"",  # fragment dropped, rel list
-             "</bytes/10>; rel=preload"]  # a duplicate of a target: promised once
+             "</bytes/10>; rel=preload",  # a duplicate of a target: promised once
+             "<http://localhost:80/bytes/17>; rel=preload",  # the scheme's default port
+             "<http://localhost:080/bytes/18>; rel=preload",  # the same port, spelled longer
+             "<http://localhost:8080/bytes/19>; rel=preload"]  # another port
     run = fetch(g.port, page(0, ["/bytes/10"], links))
-    assert promised_paths(run) == ["/bytes/10", "/bytes/11", "/bytes/12", "/bytes/16"]
+    assert promised_paths(run) == ["/bytes/10", "/bytes/11", "/bytes/12", "/bytes/16",
+                                   "/bytes/17", "/bytes/18"]
     for pid, (_, hdrs) in run.promises.items():
         n = int(dict(hdrs)[":path"].split("/")[2])
         assert run.bodies[pid] == pattern(n)
+
+
+def test_a_link_to_the_same_ipv6_address_spelled_otherwise_is_pushed(gateway, origin):
+    """A page asked for at [::1] preloads the same origin written [0:0::1], [::0001]:80 and
+    [::1]:80 (RFC 4291 §2.2, RFC 3986 §6.2.3): pushed; [::2] and [::1]:8080 are other origins."""
+    g = pgw(gateway, origin)
+    links = ["<http://[0:0::1]/bytes/21>; rel=preload",
+             "<http://[::0001]:80/bytes/22>; rel=preload",
+             "<//[::1]:80/bytes/23>; rel=preload",
+             "<http://[::2]/bytes/24>; rel=preload",
+             "<http://[::1]:8080/bytes/25>; rel=preload"]
+    cl = Client(g.port)
+    sid = cl.request(page(0, (), links), authority="[::1]")
+    run = Streams()
+    collect(cl, run, all_ended(lambda: [sid] + list(run.promises)), 10)
+    cl.close()
+    assert dict(run.heads[sid])[":status"] == "200"
+    assert promised_paths(run) == ["/bytes/21", "/bytes/22", "/bytes/23"]
+    for pid, (_, hdrs) in run.promises.items():
+        assert dict(hdrs)[":authority"] == "[::1]"
+        assert run.bodies[pid] == pattern(int(dict(hdrs)[":path"].split("/")[2]))
 
 
 @pytest.mark.parametrize("case", ["404", "head", "post", "route-off", "listener-off", "h1"])
