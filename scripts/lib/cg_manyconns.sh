@@ -20,11 +20,11 @@
 # instructions per request more than the bench pays). DATE=fixed sets Date to a constant
 # (response_headers: set), which takes that out at the cost of the rule's own work.
 #
-# Environment: TARGET (h2gate, default, or nginx-static), H2GATE (default
-# build-rel/gateway/h2gate, built with debug info for function names: meson setup build-rel
-# --buildtype=release -Ddebug=true), A and B (default 2500 and 7500), TOP (functions listed,
-# default 25), TRANSPORT (tls, default, or h2c: the same load over the cleartext listener, for
-# what TLS adds), DATE (fixed: see above), KEEP (a folder to keep the callgrind files in),
+# Environment: TARGET (h2gate, default, or nginx-static), H2GATE (default build-rel/gateway/h2gate,
+# built as scripts/bench builds it and with debug info for function names: meson setup build-rel
+# --buildtype=release -Db_lto=true -Ddebug=true), A and B (default 2500 and 7500), TOP (functions
+# listed, default 25), TRANSPORT (tls, default, or h2c: the same load over the cleartext listener,
+# for what TLS adds), DATE (fixed: see above), KEEP (a folder to keep the callgrind files in),
 # PRELOAD (a shared object put in h2gate's LD_PRELOAD, e.g. /usr/lib/x86_64-linux-gnu/
 # libjemalloc.so.2: callgrind replaces no allocator, so the preloaded one's instructions count).
 # Takes about two minutes. Needs valgrind, nginx, h2load, openssl, ss.

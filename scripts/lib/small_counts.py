@@ -25,11 +25,12 @@ divided by the requests.
                   with each other.
 
 Options: --target h2gate|haproxy|nginx-static (default h2gate), --h2gate PATH (default
-build-rel/gateway/h2gate), --transport h2c|tls (default h2c), -n N (requests, default 100000;
-in callgrind mode B, with A = N / 4), --warm N (default 5000), --extra YAML (appended to h2gate's
-configuration), --top N (functions listed in callgrind mode, default 30), --cache (callgrind
-mode: simulate the caches as scripts/lib/cg_manyconns.sh does and print the misses per request),
---keep DIR.
+build-rel/gateway/h2gate, as scripts/bench builds it: meson setup build-rel --buildtype=release
+-Db_lto=true, with -Ddebug=true for function names), --transport h2c|tls (default h2c), -n N
+(requests, default 100000; in callgrind mode B, with A = N / 4), --warm N (default 5000),
+--extra YAML (appended to h2gate's configuration), --top N (functions listed in callgrind mode,
+default 30), --cache (callgrind mode: simulate the caches as scripts/lib/cg_manyconns.sh does
+and print the misses per request), --keep DIR.
 
 The proxy runs on CPU 0, the client and the origin on CPU 1, as in scripts/bench. Needs nginx,
 openssl, h2load, perf (syscalls), strace, valgrind (callgrind) and haproxy for that target.
