@@ -616,9 +616,7 @@ static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
             (p->line_len > 0 || (c != ' ' && c != '\t'))) {
             /* Fast path: a run of ordinary bytes inside a field line needs no per-byte state;
              * the verdict (and the byte at which a limit hits) is the slow path's. */
-            size_t j = i + 1;
-            while (j < len && gw_http_is_field_byte(data[j]))
-                j++;
+            size_t j = i + 1 + gw_http_field_run(data + i + 1, len - i - 1);
             size_t run = j - i;
             if (p->head_bytes + run > p->limits.max_head) {
                 p->head_bytes = p->limits.max_head + 1;
@@ -632,9 +630,7 @@ static ssize_t scan_head(gw_h1_parser_t *p, const uint8_t *data, size_t len)
         }
         if (p->lines == 0 && p->kind == GW_H1_REQUEST && gw_http_is_field_byte(c)) {
             /* the rest of a request line, kept whole (keep_line) */
-            size_t j = i + 1;
-            while (j < len && gw_http_is_field_byte(data[j]))
-                j++;
+            size_t j = i + 1 + gw_http_field_run(data + i + 1, len - i - 1);
             size_t run = j - i;
             if (p->head_bytes + run > p->limits.max_head) {
                 /* the log shows the line up to the limit */

@@ -279,6 +279,35 @@ static int crlfnul_word(uint64_t x)
     return ((x - 0x0e * ones) & ~x & highs) && crlfnul8(x);
 }
 
+/* Non-zero when a byte of x is below 0x20 or is 0x7f, the bytes that can break a run of field
+ * bytes (HTAB, the one control byte that does not, takes the byte loop): each test is exact
+ * for "any byte" (Bit Twiddling Hacks' hasless(x, 0x20) and haszero(x ^ 0x7f...)). */
+static int field_stop_word(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t del = x ^ (0x7f * ones);
+    return (((x - 0x20 * ones) & ~x) | ((del - ones) & ~del)) & highs ? 1 : 0;
+}
+
+size_t gw_http_field_run(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    while (i + 8 <= n) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        if (!field_stop_word(x)) {
+            i += 8;
+            continue;
+        }
+        for (size_t end = i + 8; i < end; i++) /* which byte, if not an HTAB */
+            if (!gw_http_is_field_byte(p[i]))
+                return i;
+    }
+    while (i < n && gw_http_is_field_byte(p[i]))
+        i++;
+    return i;
+}
+
 int gw_http_has_crlfnul(gw_slice_t s)
 {
     const uint8_t *p = s.base;

@@ -50,6 +50,11 @@ static inline int gw_http_is_field_byte(uint8_t c)
     return (gw_http_char_class[c] & GW_HTTP_C_FIELD) != 0;
 }
 
+/* How many bytes at the start of p[0..n) are field bytes (gw_http_is_field_byte), up to n: the
+ * offset of the first that is not (a control byte but HTAB, or DEL), or n. Eight bytes at a
+ * time: the HTTP/1.1 parser's scan of a head runs over every field line with it. */
+size_t gw_http_field_run(const uint8_t *p, size_t n);
+
 /* Non-zero when s is a non-empty token (RFC 9110 §5.6.2): a valid method or field name. */
 int gw_http_is_token(gw_slice_t s);
 
