@@ -34,9 +34,23 @@ static int is_hex(uint8_t c)
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-/* Every byte of s in class `cls`, "%" only as the start of %HH when pct is set. */
+/* Every byte of s in class `cls` (one GW_HTTP_C_* bit), "%" only as the start of %HH when pct
+ * is set. The common answer first: the bytes' classes ANDed together, four a step and one test
+ * at the end (a field name or a path is checked at about half the instructions of a test and
+ * a branch per byte); only a string with a byte outside the class (an error, or a %HH) takes
+ * the byte loop. */
 static int all_of(gw_slice_t s, uint8_t cls, int pct)
 {
+    const uint8_t *b = s.base;
+    uint8_t all = cls;
+    size_t k = 0;
+    for (; k + 4 <= s.len; k += 4)
+        all &= gw_http_char_class[b[k]] & gw_http_char_class[b[k + 1]] &
+               gw_http_char_class[b[k + 2]] & gw_http_char_class[b[k + 3]];
+    for (; k < s.len; k++)
+        all &= gw_http_char_class[b[k]];
+    if (all)
+        return 1;
     for (size_t i = 0; i < s.len; i++) {
         uint8_t c = s.base[i];
         if (gw_http_char_class[c] & cls)

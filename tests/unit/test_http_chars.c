@@ -391,12 +391,44 @@ static void field_run_matches_bytewise(void **state)
     }
 }
 
+/* gw_http_is_token and gw_http_is_request_target (classes ANDed four bytes a step, the byte
+ * loop only for a string with a byte outside the class) against their byte-by-byte
+ * definitions: every byte value at every position of every length up to 13. */
+static void token_and_target_match_bytewise(void **state)
+{
+    (void)state;
+    uint8_t s[13];
+    for (size_t n = 1; n <= sizeof(s); n++) {
+        for (size_t pos = 0; pos < n; pos++) {
+            for (int c = 0; c < 256; c++) {
+                for (size_t i = 0; i < n; i++)
+                    s[i] = (uint8_t) "az09-_.~AZ"[(i * 3 + n) % 10];
+                s[pos] = (uint8_t)c;
+                int tok = 1, target = 1;
+                for (size_t i = 0; i < n; i++) {
+                    tok &= gw_http_is_tchar(s[i]);
+                    target &= (gw_http_char_class[s[i]] & GW_HTTP_C_TARGET) != 0;
+                }
+                assert_int_equal(gw_http_is_token((gw_slice_t){s, n}), tok);
+                if (c != '%') /* %HH: request_target_vectors */
+                    assert_int_equal(gw_http_is_request_target((gw_slice_t){s, n}), target);
+            }
+        }
+    }
+}
+
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(char_class_every_byte),    cmocka_unit_test(predicates_every_byte),
-    cmocka_unit_test(request_target_vectors),   cmocka_unit_test(token_grammar_vectors),
-    cmocka_unit_test(crlfnul_matches_bytewise), cmocka_unit_test(target_form_vectors),
-    cmocka_unit_test(ip_literal_vectors),       cmocka_unit_test(ip_literal_canon_vectors),
-    cmocka_unit_test(authority_vectors),        cmocka_unit_test(field_run_matches_bytewise),
+    cmocka_unit_test(char_class_every_byte),
+    cmocka_unit_test(predicates_every_byte),
+    cmocka_unit_test(request_target_vectors),
+    cmocka_unit_test(token_grammar_vectors),
+    cmocka_unit_test(crlfnul_matches_bytewise),
+    cmocka_unit_test(target_form_vectors),
+    cmocka_unit_test(ip_literal_vectors),
+    cmocka_unit_test(ip_literal_canon_vectors),
+    cmocka_unit_test(authority_vectors),
+    cmocka_unit_test(field_run_matches_bytewise),
+    cmocka_unit_test(token_and_target_match_bytewise),
 };
 
 GW_TEST_MAIN(tests)
