@@ -24,9 +24,9 @@ class CountingOrigin(ScriptedOrigin):
         /k/short/NAME   200, Cache-Control: max-age=1
         /k/etag/NAME    200, max-age=self.etag_max_age (and self.etag_cc_extra), ETag "vN" (N:
                         self.version), 2 KB of text; 304 when If-None-Match names it (X-N: the
-                        request's number; Cache-Control: self.etag_304_cc when set), after
-                        self.etag_delay seconds for a request with If-None-Match (and until
-                        self.etag_hold, a threading.Event, is set when there is one)
+                        request's number; Cache-Control: self.etag_304_cc when set); a
+                        request with If-None-Match waits until self.etag_hold, a
+                        threading.Event, is set when there is one (a slow origin)
         /k/head/NAME    200, Cache-Control: self.head_cc, ETag "vN" (N: self.version), X-N: the
                         number of requests of that method, Last-Modified (self.head_lm), the
                         same 1,010-byte body (Content-Length) for GET and HEAD; a HEAD's fields
@@ -67,7 +67,6 @@ class CountingOrigin(ScriptedOrigin):
         self.etag_max_age = 1  # /k/etag/: the max-age of its answers (200 and 304)
         self.etag_cc_extra = ""  # /k/etag/: appended to the 200's and 304's Cache-Control
         self.etag_304_cc = None  # /k/etag/: the 304's Cache-Control, when set
-        self.etag_delay = 0.0  # /k/etag/: seconds before answering a conditional request
         self.etag_hold = None  # /k/etag/: an Event a conditional request waits for (60 s at most)
         self.head_cc = "max-age=60"  # /k/head/
         self.head_lm = "Sat, 05 Dec 2026 10:00:00 GMT"
@@ -100,8 +99,6 @@ class CountingOrigin(ScriptedOrigin):
             send([("Cache-Control", "max-age=60"), ("ETag", '"e1"')], body)
         elif kind == "etag":  # RFC 9111 §4.3: 304 to a matching If-None-Match
             tag = f'"v{self.version}"'
-            if req.header("if-none-match") and self.etag_delay:
-                time.sleep(self.etag_delay)  # a slow origin's revalidations
             hold = self.etag_hold
             if req.header("if-none-match") and hold is not None:
                 hold.wait(60)  # held until the test releases it
