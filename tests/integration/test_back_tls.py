@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from procs import Nginx, factory, free_port, run
+from procs import Nginx, factory, free_port, run, slow
 from origin import ScriptedOrigin, pattern
 from gwtest import Fetcher
 
@@ -208,7 +208,7 @@ def test_get_from_nginx_https_origin_with_keep_alive(gateway, tls_nginx, certs, 
     r = run(["h2load", "-n", "300", "-c", "1", "-m", "10", f"http://127.0.0.1:{g.port}/index.html"],
             timeout=120)
     assert "300 succeeded" in r.stdout and "300 2xx" in r.stdout, r.stdout
-    deadline = time.monotonic() + 5  # nginx logs each request after its response
+    deadline = time.monotonic() + slow(5)  # nginx logs each request after its response
     while n.requests() < 301 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert n.requests() == 301
@@ -235,7 +235,7 @@ def test_pipelining_over_tls(gateway, tls_nginx, certs, tmp_path):
         for (_, path), (status, _, body) in zip(reqs, f.fetch(reqs)):
             assert status == 200 and body == files[path], (path, status, len(body))
     f.close()
-    deadline = time.monotonic() + 5  # nginx logs each request after its response
+    deadline = time.monotonic() + slow(5)  # nginx logs each request after its response
     while n.requests() < 180 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert n.connections() <= 2
@@ -302,7 +302,7 @@ def test_close_delimited_body_needs_close_notify(gateway, tls_origin, certs):
                         "/dev/null", f"http://127.0.0.1:{g.port}/close-ragged/65536"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
     assert p.returncode != 0, p.stderr  # 92: HTTP/2 stream error (RST_STREAM)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + slow(10)
     while "back_tls_incomplete_close" not in g.log() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "back_tls_incomplete_close" in g.log(), g.log()[-2000:]
@@ -326,7 +326,7 @@ def test_retired_connections_send_close_notify_and_resume_sessions(gateway, tls_
     for i in range(5):
         st, _ = get(g, "/bytes/10")
         assert st == 200
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while time.monotonic() < deadline and o.clean_closes + o.ragged_closes < 5:
         time.sleep(0.05)
     assert o.connections == 5
@@ -351,7 +351,7 @@ def test_idle_close_by_tls_origin_is_detected(gateway, tls_nginx, certs, tmp_pat
     log = g.log()
     assert "back_retry" not in log and "back_conn_fail" not in log
     # nginx logs a request after sending its response: the line may land a moment later
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while n.connections() < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert n.connections() == 2
@@ -476,7 +476,7 @@ def test_active_health_checks_over_tls(gateway, tls_origin, certs):
     bad = tls_origin("wrong")  # fails the host name check
     g = start_gw(gateway, [f"localhost:{good.port}", f"localhost:{bad.port}"], f"tls_ca: {certs.ca}",
                  "health:\n  path: /status/200\n  interval: 100ms\n  fail_threshold: 1\n  eject: 60s")
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while time.monotonic() < deadline and (len(good.requests) < 3 or len(bad.tls_errors) < 1):
         time.sleep(0.05)
     assert len(good.requests) >= 3 and all(r.target == "/status/200" for r in good.requests)
