@@ -10,7 +10,7 @@ import re
 import time
 from urllib.parse import quote
 
-from procs import free_port, run
+from procs import free_port, run, slow
 from cachetest import CountingOrigin, admin, exchange, get_at, h1, reload, stats
 
 from gwtest import gw_config, origin_count, origin_gateway, sample, scrape
@@ -335,7 +335,7 @@ def test_a_purge_removes_the_compressed_copies_of_the_url(gateway):
         st, h, body = h1(g.port, "/k/etag/z", headers={"Accept-Encoding": "gzip"})
         assert st == 200 and h["content-encoding"] == "gzip" and h["cache-status"].startswith(
             "h2gate; hit")
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + slow(5)
         while stats(g)["objects"] < 2 and time.monotonic() < deadline:
             time.sleep(0.05)  # the copy is stored once its stream ended
         both = stats(g)
@@ -346,7 +346,7 @@ def test_a_purge_removes_the_compressed_copies_of_the_url(gateway):
         # §4.4's invalidation by an unsafe method takes the copies along too
         h1(g.port, "/k/etag/z")
         h1(g.port, "/k/etag/z", headers={"Accept-Encoding": "gzip"})
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + slow(5)
         while stats(g)["objects"] < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert stats(g)["objects"] == 2
