@@ -12,7 +12,7 @@ import h2.errors
 import h2.events
 import pytest
 
-from procs import free_port, recv_all, run
+from procs import free_port, recv_all, run, slow
 from gwtest import Client, gw_config, origin_count, tls_client_ctx
 
 
@@ -284,7 +284,7 @@ def test_absolute_form_is_routed_and_proxied_as_origin_form(gateway, origin, tmp
         got = g.origin.requests[-1]
         assert got.target == want and got.header("host") == "uri.example", (target, got)
     recs = [json.loads(ln) for ln in open(g.alog).read().splitlines() if ln]
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while len(recs) < 5 and time.monotonic() < deadline:
         time.sleep(0.1)
         recs = [json.loads(ln) for ln in open(g.alog).read().splitlines() if ln]
