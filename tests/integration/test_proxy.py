@@ -13,7 +13,8 @@ import h2.events
 import h2.settings
 import pytest
 
-from procs import Unanswered, free_port, raw_exchange, rss_kib, run, sanitized, sanitizer
+from procs import (Unanswered, free_port, raw_exchange, rss_kib, run, sanitized, sanitizer,
+                   slow)
 from gwtest import (Client, response, ended, gw_config, many_gets, origin_count, resets,
                     wait_origin_has)
 from origin import pattern
@@ -445,7 +446,7 @@ def test_client_reset_aborts_the_origin_exchange(gwo):
     sid2 = cl.request("/bytes/10")
     assert response(cl.events(ended(sid2)), sid2)[:2] == ("200", pattern(10))
     cl.close()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while gwo.origin.open_connections > 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     # the half-read connection was closed, not returned to the pool
@@ -523,7 +524,7 @@ def test_coalescing_100_identical_gets_make_one_origin_request(gwo):
     got = many_gets(gwo.port, "/bytes/1048576", 100)
     assert all(v == ("200", want) for v in got.values()), {s: (v[0], len(v[1])) for s, v in got.items()}
     assert origin_count(gwo.origin, "/bytes/1048576") == 1
-    deadline = time.monotonic() + 5  # request lines are written when the streams close
+    deadline = time.monotonic() + slow(5)  # request lines are written when the streams close
     while gwo.log().count('"coalesced":true') < 99 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert gwo.log().count('"coalesced":true') == 99
