@@ -367,7 +367,7 @@ def test_push_and_access_log(gateway, origin, tmp_path):
     run = fetch(g.port, page(0, ["/bytes/64"]))
     assert len(run.promises) == 1
     import json
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     recs = []
     while time.monotonic() < deadline and len(recs) < 2:
         time.sleep(0.1)
