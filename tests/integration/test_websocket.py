@@ -194,7 +194,7 @@ class H2WebSocket:
         self.reset = None
         self.headers = None
         # the server's SETTINGS first
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + slow(5)
         try:
             while time.monotonic() < deadline and not self.settings:
                 self._read()
@@ -206,7 +206,7 @@ class H2WebSocket:
                                   f"{port}: {listeners_on(port)}") from e
         self.path, self.extra = path, extra
 
-    def _read(self, timeout=5):
+    def _read(self, timeout=slow(5)):
         self.cl.s.settimeout(timeout)
         data = self.cl.s.recv(1 << 20)
         if not data:
@@ -232,7 +232,7 @@ class H2WebSocket:
                                           (":authority", "localhost"),
                                           ("sec-websocket-version", "13"), *self.extra])
         self.cl.flush()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + slow(5)
         while self.headers is None and self.reset is None and time.monotonic() < deadline:
             self._read()
         return self.headers
@@ -278,7 +278,7 @@ def test_rfc8441_h2c_echo_and_close(gateway, wsorigin):
     # the close handshake (RFC 6455 §5.5.1): the origin answers and closes, the stream ends
     ws.send(0x8, struct.pack("!H", 1000))
     assert ws.recv() == (0x8, struct.pack("!H", 1000))
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while not ws.ended and time.monotonic() < deadline:
         ws._read()
     assert ws.ended
@@ -304,9 +304,9 @@ def raw_connect(port, headers, validate=False):
     cl.c.send_headers(sid, headers)
     cl.flush()
     status = reset = None
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while status is None and reset is None and time.monotonic() < deadline:
-        cl.s.settimeout(5)
+        cl.s.settimeout(slow(5))
         data = cl.s.recv(65536)
         if not data:
             break
@@ -416,7 +416,7 @@ def test_max_tunnels_503(gateway, wsorigin):
     assert refused_status(f"ws://127.0.0.1:{g.port}/") == 503
     first.cl.close()
     # the tunnel closed with its client: room again
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while time.monotonic() < deadline:
         if raw_connect(g.port, EXT)[0] == 200:
             break
@@ -465,7 +465,7 @@ def test_half_close_and_reset(gateway, wsorigin):
     assert ws.recv() == (0x1, b"a")
     ws.cl.c.end_stream(ws.sid)
     ws.cl.flush()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while not ws.ended and ws.reset is None and time.monotonic() < deadline:
         ws._read()
     assert ws.ended or ws.reset is not None
@@ -681,7 +681,7 @@ def test_tunnels_gauge_and_client_reset(gateway, wsorigin):
         assert raw_connect(g.port, EXT)[0] == 503  # the cap is reached
         ws.cl.c.reset_stream(ws.sid)
         ws.cl.flush()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + slow(5)
         while time.monotonic() < deadline:
             fams, _ = scrape(admin)
             if sample(fams, "h2gate_websocket_tunnels") == 2:
@@ -743,7 +743,7 @@ def h1_ws_request(path, key=H1_WS_KEY, extra=""):
     return (req + extra + "\r\n").encode()
 
 
-def h1_read_response(s, timeout=5):
+def h1_read_response(s, timeout=slow(5)):
     """One HTTP/1.1 response with a Content-Length (or none: a 101, a bodiless 204) off s:
     (status, {lowercased name: value}, body, bytes read past it)."""
     s.settimeout(timeout)
@@ -766,10 +766,10 @@ def h2_ws_answer(port, path):
     """An RFC 8441 extended CONNECT to path: (response head, body bytes, reset code)."""
     ws = H2WebSocket(port, path=path)
     hd = ws.open()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + slow(5)
     while not ws.ended and ws.reset is None and time.monotonic() < deadline:
         try:
-            ws._read(timeout=1)
+            ws._read(timeout=slow(1))
         except (socket.timeout, ConnectionError):
             break
     ws.cl.close()
