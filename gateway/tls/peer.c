@@ -193,7 +193,8 @@ static int digest_file(EVP_MD_CTX *md, const char *path)
  * new CRL (reload), and the client makes a full handshake. Computed from the configuration
  * alone, so instances sharing ticket keys (cluster) and this configuration resume each other's
  * sessions. 0, or -1. */
-static int set_sid_ctx(SSL_CTX *ctx, const gw_cfg_tls_t *tls, const gw_cfg_client_auth_t *a)
+static int set_sid_ctx(SSL_CTX *ctx, const gw_cfg_tls_t *tls, const gw_cfg_client_auth_t *a,
+                       unsigned char *sid, unsigned *sid_len)
 {
     unsigned char d[EVP_MAX_MD_SIZE];
     unsigned dl = 0;
@@ -208,7 +209,13 @@ static int set_sid_ctx(SSL_CTX *ctx, const gw_cfg_tls_t *tls, const gw_cfg_clien
              EVP_DigestFinal_ex(md, d, &dl) == 1;
     EVP_MD_CTX_free(md);
     /* SSL_MAX_SID_CTX_LENGTH is 32: SHA-256 fits */
-    return ok && SSL_CTX_set_session_id_context(ctx, d, dl) == 1 ? 0 : -1;
+    if (!ok || SSL_CTX_set_session_id_context(ctx, d, dl) != 1)
+        return -1;
+    if (sid) {
+        memcpy(sid, d, dl);
+        *sid_len = dl;
+    }
+    return 0;
 }
 
 /* Every CRL of the PEM file at path into store: how many, or -1 (OpenSSL's error left). */
@@ -239,7 +246,7 @@ static int load_crls(X509_STORE *store, const char *path)
 }
 
 int gw_tls__client_auth_setup(SSL_CTX *ctx, const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert,
-                              gw_config_errors_t *errs)
+                              gw_config_errors_t *errs, unsigned char *sid, unsigned *sid_len)
 {
     const gw_cfg_client_auth_t *a = &cert->client_auth;
     char why[160];
@@ -277,7 +284,7 @@ int gw_tls__client_auth_setup(SSL_CTX *ctx, const gw_cfg_tls_t *tls, const gw_cf
                        require ? NULL : verify_optional);
     SSL_CTX_set_verify_depth(ctx, (int)a->depth);
     SSL_CTX_set_cert_verify_callback(ctx, verify_and_record, NULL);
-    if (set_sid_ctx(ctx, tls, a) < 0) {
+    if (set_sid_ctx(ctx, tls, a, sid, sid_len) < 0) {
         gw_tls__ssl_reason(why, sizeof(why));
         gw_tls__cert_failed(errs, &a->ca_at, "tls_client_ca_invalid", a->ca,
                             "'ca' file '%s' cannot be read for the session id context: %s", a->ca,
@@ -285,6 +292,26 @@ int gw_tls__client_auth_setup(SSL_CTX *ctx, const gw_cfg_tls_t *tls, const gw_cf
         return -1;
     }
     return 0;
+}
+
+int gw_tls__client_auth_share(SSL_CTX *ctx, SSL_CTX *from, const gw_cfg_cert_t *cert)
+{
+    if (cert->client_auth.mode == GW_CFG_CLIENT_AUTH_NONE)
+        return 0;
+    /* the CA and CRL files as loaded with the listener: one read at a reload, and a certificate
+     * installed later does not apply a file changed since */
+    SSL_CTX_set1_cert_store(ctx, SSL_CTX_get_cert_store(from));
+    STACK_OF(X509_NAME) *names = SSL_CTX_get_client_CA_list(from);
+    if (names) {
+        STACK_OF(X509_NAME) *dup = SSL_dup_CA_list(names);
+        if (!dup)
+            return -1;
+        SSL_CTX_set_client_CA_list(ctx, dup);
+    }
+    SSL_CTX_set_verify(ctx, SSL_CTX_get_verify_mode(from), SSL_CTX_get_verify_callback(from));
+    SSL_CTX_set_verify_depth(ctx, SSL_CTX_get_verify_depth(from));
+    SSL_CTX_set_cert_verify_callback(ctx, verify_and_record, NULL);
+    return X509_VERIFY_PARAM_set1(SSL_CTX_get0_param(ctx), SSL_CTX_get0_param(from)) == 1 ? 0 : -1;
 }
 
 void gw_tls__client_auth_apply(SSL *ssl, SSL_CTX *ctx)

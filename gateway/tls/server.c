@@ -72,6 +72,11 @@ struct gw_tls_ctx {
     size_t file_keys_n;
     gw_tls_keyring_t *ring; /* shared keys (the cluster's); used while not empty */
     gw_tls_store_t *store;  /* tls.acme: certs[0] serves from it (one reference), else NULL */
+    /* what certs[0] was made from, and its session id context: a store's certificates are put
+     * in contexts of the same settings (store_ctx_make); tls outlives c (the generation's) */
+    const gw_cfg_tls_t *tls;
+    unsigned char sid[SSL_MAX_SID_CTX_LENGTH];
+    unsigned sid_len;
     /* AES-128-CBC and AES-256-CBC fetched once: EVP_aes_*_cbc() are legacy objects that
      * OpenSSL 3 looks up in the provider store again on every EVP_EncryptInit_ex */
     EVP_CIPHER *aes_cbc[2];
@@ -704,8 +709,13 @@ static void sign_on_legacy_path(SSL_CTX *ctx)
     EVP_PKEY_free(fk);
 }
 
+/* The context of certificate entry cert of listener tls: versions, suites, options, the
+ * certificate files, the session id context, client_auth, ALPN, tickets and the callbacks.
+ * like: the context made for certs[0] (cert), whose settings a certificate of the ACME store
+ * gets (store_ctx_make): no files, and the session id context and client_auth as like has
+ * them (c->sid), not read from the files again. */
 static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_tls_ctx_t *c,
-                         gw_config_errors_t *errs)
+                         gw_config_errors_t *errs, SSL_CTX *like)
 {
     char why[160];
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -780,6 +790,18 @@ static SSL_CTX *make_ctx(const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert, gw_
     }
     sign_on_legacy_path(ctx);
 no_files:
+    if (like) {
+        /* a session resumes under the store's context of another certificate (SSL_set_SSL_CTX
+         * takes the new context's id context for the connection) */
+        if ((c->sid_len && SSL_CTX_set_session_id_context(ctx, c->sid, c->sid_len) != 1) ||
+            gw_tls__client_auth_share(ctx, like, cert) < 0) {
+            gw_tls__ssl_reason(why, sizeof(why));
+            gw_tls__cert_failed(errs, &cert->certificate_at, "tls_ctx_failed", NULL,
+                                "no TLS context for the ACME certificate: %s", why);
+            goto fail;
+        }
+        goto settings;
+    }
     /* sessions resume only under the same context: instances that share ticket keys share it
      * too (nghttpx's is "shrpx", for a fleet that moves from one to the other) */
     if (tls->session_id_context &&
@@ -791,8 +813,21 @@ no_files:
                             tls->session_id_context, why);
         goto fail;
     }
-    if (gw_tls__client_auth_setup(ctx, tls, cert, errs) < 0)
+    /* the id context the entry ends with (client_auth's replaces session_id_context), kept
+     * from certs[0] for the store's contexts */
+    unsigned char sid[SSL_MAX_SID_CTX_LENGTH];
+    unsigned sid_len = 0;
+    if (tls->session_id_context) {
+        sid_len = (unsigned)strlen(tls->session_id_context); /* accepted above: it fits */
+        memcpy(sid, tls->session_id_context, sid_len);
+    }
+    if (gw_tls__client_auth_setup(ctx, tls, cert, errs, sid, &sid_len) < 0)
         goto fail;
+    if (c && cert == &tls->certs[0]) {
+        memcpy(c->sid, sid, sid_len);
+        c->sid_len = sid_len;
+    }
+settings:
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, c);
     SSL_CTX_set_app_data(ctx, c);
     if (tls->session_tickets) {
@@ -848,6 +883,7 @@ int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t al
         return GW_E_NOMEM;
     memcpy(c->alpn, alpn, alpn_len);
     c->alpn_len = alpn_len;
+    c->tls = tls;
     pthread_mutex_init(&c->ticket_lock, NULL);
     c->rotation_ms = tls->ticket_rotation_ms ? tls->ticket_rotation_ms : 3600000;
     c->aes_cbc[0] = EVP_CIPHER_fetch(NULL, "AES-128-CBC", NULL);
@@ -888,7 +924,7 @@ int gw_tls_ctx_new(const gw_cfg_tls_t *tls, const unsigned char *alpn, size_t al
         return GW_E_NOMEM;
     }
     for (size_t i = 0; i < tls->certs_len; i++) {
-        c->certs[i].ctx = make_ctx(tls, &tls->certs[i], c, errs);
+        c->certs[i].ctx = make_ctx(tls, &tls->certs[i], c, errs, NULL);
         if (!c->certs[i].ctx) {
             gw_tls_ctx_del(c);
             return GW_E_INVAL;
@@ -906,7 +942,7 @@ int gw_tls_ctx_check(const gw_cfg_tls_t *tls, gw_config_errors_t *errs)
     int rv = 0;
     /* a pair start-up would generate is not generated here: nothing to load yet */
     for (size_t i = self_signed_due(tls) ? 1 : 0; i < tls->certs_len; i++) {
-        SSL_CTX *ctx = make_ctx(tls, &tls->certs[i], NULL, errs);
+        SSL_CTX *ctx = make_ctx(tls, &tls->certs[i], NULL, errs, NULL);
         if (!ctx)
             rv = GW_E_INVAL; /* and the other pairs are checked too */
         SSL_CTX_free(ctx);
@@ -928,11 +964,32 @@ static int store_hello(SSL *ssl, int *al, void *arg)
     return gw_tls__store_hello(ssl, c->store, al);
 }
 
+/* A context for a certificate of the store, made once as the store takes it (main loop), with
+ * the settings of certs[0], which connections start in: store_hello switches to it, as
+ * client_hello_cb does to an entry's. */
+static SSL_CTX *store_ctx_make(void *arg, X509 *leaf, STACK_OF(X509) * chain, EVP_PKEY *key)
+{
+    gw_tls_ctx_t *c = arg;
+    SSL_CTX *ctx = make_ctx(c->tls, &c->tls->certs[0], c, NULL, c->certs[0].ctx);
+    if (ctx && SSL_CTX_use_cert_and_key(ctx, leaf, key, chain, 1) != 1) {
+        char why[160];
+        gw_tls__ssl_reason(why, sizeof(why));
+        gw_tls__cert_failed(NULL, &c->tls->certs[0].certificate_at, "tls_ctx_failed", NULL,
+                            "the ACME certificate cannot be set in its context: %s", why);
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
 void gw_tls_ctx_set_store(gw_tls_ctx_t *c, gw_tls_store_t *s)
 {
     gw_tls_store_ref(s);
+    if (c->store)
+        gw_tls__store_bind(c->store, NULL, c);
     gw_tls_store_unref(c->store);
     c->store = s;
+    gw_tls__store_bind(s, store_ctx_make, c);
     SSL_CTX_set_client_hello_cb(c->certs[0].ctx, store_hello, c);
 }
 
@@ -940,6 +997,8 @@ void gw_tls_ctx_del(gw_tls_ctx_t *c)
 {
     if (!c)
         return;
+    if (c->store)
+        gw_tls__store_bind(c->store, NULL, c); /* its contexts point at c */
     gw_tls_store_unref(c->store);
     for (size_t i = 0; i < c->certs_len; i++)
         SSL_CTX_free(c->certs[i].ctx);

@@ -1,7 +1,8 @@
 /* tls/store.c — the certificate store of a listener whose certificate comes from the ACME
  * client: what the handshake serves (read at each ClientHello, so a new certificate is served
- * to new handshakes without a reload, and connections already up keep theirs), the
- * self-signed stand-in until the first certificate, and the tls-alpn-01 answers (RFC 8737). */
+ * to new handshakes without a reload, and connections already up keep theirs), each
+ * certificate in a context of its own made once as it arrives, the self-signed stand-in until
+ * the first certificate, and the tls-alpn-01 answers (RFC 8737). */
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -31,6 +32,12 @@ struct gw_tls_store {
     X509 *leaf;
     STACK_OF(X509) * chain; /* the intermediates, leaf excluded */
     EVP_PKEY *key;
+    /* the certificate above in a context of the listener's settings (one reference), made by
+     * make(make_arg, ...) as it is installed, which handshakes switch to; NULL while no listener
+     * context is bound or the making failed: handshakes take the certificate itself */
+    SSL_CTX *ctx;
+    gw_tls__ctx_maker *make; /* written by the main loop only, as the certificate */
+    void *make_arg;
     challenge_t *ch;
     size_t ch_len;
 };
@@ -75,6 +82,7 @@ void gw_tls_store_unref(gw_tls_store_t *s)
     X509_free(s->leaf);
     sk_X509_pop_free(s->chain, X509_free);
     EVP_PKEY_free(s->key);
+    SSL_CTX_free(s->ctx);
     pthread_mutex_destroy(&s->lock);
     gw_free(s);
 }
@@ -145,24 +153,58 @@ fail:
     return NULL;
 }
 
-/* Every handshake takes the stored leaf, chain and key (SSL_use_cert_and_key at the ClientHello)
- * and signs with the key: gw_tls_store_set_pem and _set_self_signed make an EC key, once, into
- * one that OpenSSL signs on its legacy path, as a configured key is (server.c), and not per
- * handshake. */
+/* A handshake switches to the context made here for the certificate (SSL_set_SSL_CTX at the
+ * ClientHello, as for a configured entry): what OpenSSL checks when a certificate is set (the
+ * key against the leaf, the security level of each certificate, the chain copied) is done
+ * once, not at each handshake as SSL_use_cert_and_key did (about 24,000 instructions). The
+ * key signs on OpenSSL's legacy path: gw_tls_store_set_pem and _set_self_signed make an EC key,
+ * once, into such a key, as a configured key is (server.c). */
 static void install(gw_tls_store_t *s, X509 *leaf, STACK_OF(X509) * chain, EVP_PKEY *key)
 {
+    SSL_CTX *ctx = s->make ? s->make(s->make_arg, leaf, chain, key) : NULL;
     pthread_mutex_lock(&s->lock);
     X509 *ol = s->leaf;
     STACK_OF(X509) *oc = s->chain;
     EVP_PKEY *ok = s->key;
+    SSL_CTX *ox = s->ctx;
     s->leaf = leaf;
     s->chain = chain;
     s->key = key;
+    s->ctx = ctx;
     pthread_mutex_unlock(&s->lock);
-    /* a handshake that took them holds its own references (SSL_use_cert_and_key) */
+    /* a handshake that took them holds its own references (SSL_set_SSL_CTX, or
+     * SSL_use_cert_and_key): a connection made before keeps its certificate */
     X509_free(ol);
     sk_X509_pop_free(oc, X509_free);
     EVP_PKEY_free(ok);
+    SSL_CTX_free(ox);
+}
+
+void gw_tls__store_bind(gw_tls_store_t *s, gw_tls__ctx_maker *make, void *arg)
+{
+    if (!make && s->make_arg != arg)
+        return; /* another context's binding since */
+    s->make = make;
+    s->make_arg = make ? arg : NULL;
+    X509 *leaf = NULL;
+    STACK_OF(X509) *chain = NULL;
+    EVP_PKEY *key = NULL;
+    SSL_CTX *ox = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (!make) { /* the contexts of the binding that ends go */
+        ox = s->ctx;
+        s->ctx = NULL;
+    } else if (s->leaf && (!s->chain || (chain = X509_chain_up_ref(s->chain)) != NULL)) {
+        leaf = s->leaf; /* the certificate served now, in a context of the new binding */
+        X509_up_ref(leaf);
+        key = s->key;
+        EVP_PKEY_up_ref(key);
+    }
+    pthread_mutex_unlock(&s->lock);
+    SSL_CTX_free(ox);
+    if (leaf)
+        install(s, leaf, chain, key);
+    ERR_clear_error();
 }
 
 int gw_tls_store_set_self_signed(gw_tls_store_t *s, const char *const *names, size_t n)
@@ -382,6 +424,7 @@ int gw_tls__store_hello(SSL *ssl, gw_tls_store_t *s, int *al)
 {
     pthread_once(&acme_once, acme_idx_init);
     int rv = SSL_CLIENT_HELLO_SUCCESS;
+    SSL_CTX *ctx = NULL;
     pthread_mutex_lock(&s->lock);
     if (hello_offers_acme(ssl)) {
         /* RFC 8737 §3: the challenge certificate of the name asked for, and only with
@@ -402,11 +445,22 @@ int gw_tls__store_hello(SSL *ssl, gw_tls_store_t *s, int *al)
             *al = SSL_AD_UNRECOGNIZED_NAME;
             rv = SSL_CLIENT_HELLO_ERROR;
         }
+    } else if (s->ctx) {
+        ctx = s->ctx;
+        SSL_CTX_up_ref(ctx); /* an install may drop the store's reference once unlocked */
     } else if (!s->leaf || SSL_use_cert_and_key(ssl, s->leaf, s->key, s->chain, 1) != 1) {
         *al = SSL_AD_INTERNAL_ERROR;
         rv = SSL_CLIENT_HELLO_ERROR;
     }
     pthread_mutex_unlock(&s->lock);
+    /* the context has the listener's settings (server.c): its verification mode, store and CA
+     * names are those the connection took from the listener's first context, and its session
+     * id context is the same, so sessions resume across certificates */
+    if (ctx && !SSL_set_SSL_CTX(ssl, ctx)) {
+        *al = SSL_AD_INTERNAL_ERROR;
+        rv = SSL_CLIENT_HELLO_ERROR;
+    }
+    SSL_CTX_free(ctx);
     ERR_clear_error();
     return rv;
 }

@@ -97,8 +97,10 @@ void gw_tls_store_clear_challenges(gw_tls_store_t *s);
 /* The notAfter (unix time) of the certificate s serves now (the stand-in's too) into *out,
  * for the metrics; any thread. 0, or GW_E_NOENT (nothing served yet). */
 int gw_tls_store_not_after(gw_tls_store_t *s, int64_t *out);
-/* The listener context c serves from s (a reference is taken, dropped with c). c must have
- * been built from a tls with acme names (certs[0] without files). */
+/* The listener context c serves from s (a reference is taken, dropped with c): each
+ * certificate s takes, now and later, is put in a context of c's settings, made once (on the
+ * thread that installs it). c must have been built from a tls with acme names (certs[0]
+ * without files), and that tls must outlive c. */
 void gw_tls_ctx_set_store(gw_tls_ctx_t *c, gw_tls_store_t *s);
 
 /* A ring of session ticket keys that listener contexts share, filled from outside (the cluster

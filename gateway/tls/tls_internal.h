@@ -8,7 +8,8 @@
  *           CRL, mode, depth, session id context), the verified chain a session keeps, and
  *           what a handshake made of the client's.
  * store.c:  the certificate store of an ACME listener: its certificate read at each
- *           ClientHello, the self-signed stand-in, the tls-alpn-01 answers.
+ *           ClientHello (each in a context of its own), the self-signed stand-in, the
+ *           tls-alpn-01 answers.
  * client.c: the client role: upstream contexts (verification, ALPN, the session kept per
  *           server) and the host checks and SNI of each connection.
  */
@@ -52,10 +53,10 @@ void gw_tls__cert_failed(gw_config_errors_t *errs, const gw_cfg_pos_t *at, const
                          const char *file, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 /* peer.c: set up ctx for cert's client_auth (nothing for mode none): CA, CRL, verification
- * mode and depth, the session id context. 0, or -1 with what is wrong reported as
- * gw_tls__cert_failed does. */
+ * mode and depth, the session id context (also into sid[SSL_MAX_SID_CTX_LENGTH] and *sid_len
+ * unless sid is NULL). 0, or -1 with what is wrong reported as gw_tls__cert_failed does. */
 int gw_tls__client_auth_setup(SSL_CTX *ctx, const gw_cfg_tls_t *tls, const gw_cfg_cert_t *cert,
-                              gw_config_errors_t *errs);
+                              gw_config_errors_t *errs, unsigned char *sid, unsigned *sid_len);
 /* peer.c: OpenSSL's decrypt_ticket callback (SSL_CTX_set_session_ticket_cb) of every server
  * context: a ticket whose session holds a client certificate resumes only with a well-formed
  * chain record; otherwise a full handshake (OpenSSL's own choice for the other statuses). */
@@ -65,12 +66,24 @@ SSL_TICKET_RETURN gw_tls__ticket_decrypted(SSL *ssl, SSL_SESSION *sess, const un
  * intermediate a 3-byte length and one DER SEQUENCE of that length; at most 16 of them and
  * GW_TLS_CHAIN_RECORD_MAX bytes): 0, or -1. */
 int gw_tls__chain_rec_check(const uint8_t *rec, size_t len);
+/* peer.c: ctx (a stored certificate's, store.c) judges client certificates as from (the
+ * listener's first context, set up by gw_tls__client_auth_setup) does: the same store (CA and
+ * CRL, as loaded then, not read again), CA names, mode, depth and verification callbacks.
+ * Nothing for mode none. 0, or -1 (no memory). */
+int gw_tls__client_auth_share(SSL_CTX *ctx, SSL_CTX *from, const gw_cfg_cert_t *cert);
 /* peer.c: ssl moved to ctx (SNI): take ctx's verification mode, depth and CRL check. */
 void gw_tls__client_auth_apply(SSL *ssl, SSL_CTX *ctx);
 /* store.c: the ClientHello callback of a context that serves from s (SSL_client_hello_cb_fn's
  * contract), and the ALPN choice for a connection it gave a challenge certificate (1 and
  * acme-tls/1 in *out, or 0: not such a connection). */
 int gw_tls__store_hello(SSL *ssl, gw_tls_store_t *s, int *al);
+/* server.c: a context with a listener's settings serving leaf, chain (may be NULL) and key,
+ * taking references of its own; NULL on failure (logged). */
+typedef SSL_CTX *gw_tls__ctx_maker(void *arg, X509 *leaf, STACK_OF(X509) * chain, EVP_PKEY *key);
+/* store.c: the certificate s serves now and each one installed after are put in a context made
+ * by make(arg, ...) (main loop only). make NULL ends arg's binding when it is still s's (a
+ * listener context going away): handshakes then take the certificate itself. */
+void gw_tls__store_bind(gw_tls_store_t *s, gw_tls__ctx_maker *make, void *arg);
 int gw_tls__store_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                        const unsigned char *in, unsigned inlen);
 /* server.c: when pk is an EC key, a new one of the same key material that OpenSSL 3.0 signs on

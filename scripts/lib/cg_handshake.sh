@@ -29,7 +29,8 @@
 # (clients, default 4), TOP (functions, default 30), KEEP (a folder for the callgrind files),
 # NATIVE (1: the native counts too, 0: not), N (native connections, default 3000), ACME
 # (h2gate's listener takes its certificate from the ACME store, `tls: {acme: [localhost]}`,
-# the ACME server unreachable, served by SSL_use_cert_and_key at each ClientHello: `stand-in`,
+# the ACME server unreachable, each certificate in a context of its own switched to at each
+# ClientHello (SSL_set_SSL_CTX): `stand-in`,
 # the store's self-signed P-256 certificate; `stored`, the same certificate and key as the
 # others, found in the ACME state folder at start as an issued one is), PRELOAD
 # (a shared object put in h2gate's LD_PRELOAD, e.g. /usr/lib/x86_64-linux-gnu/libjemalloc.so.2:

@@ -62,6 +62,12 @@ def test_self_signed_then_pebble_issued_swapped_live_and_reused_after_restart(
     early = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
                             server_hostname="a.test")
     early_cert = early.getpeercert(binary_form=True)
+    # a session made with the stand-in (its ticket read with the answer)
+    pre = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+                          server_hostname="a.test")
+    assert h1_over(pre) == b"HTTP/1.1 502 Bad Gateway"
+    stand_in_session = pre.session
+    pre.close()
     log = g.wait_log("event=acme_certificate_installed", timeout=25)
     assert "event=acme_certificate_installed names=a.test,b.test" in log, log[-4000:]
     assert log.count("event=acme_challenge ") == 2  # one tls-alpn-01 per name
@@ -77,6 +83,22 @@ def test_self_signed_then_pebble_issued_swapped_live_and_reused_after_restart(
     assert early.getpeercert(binary_form=True) == early_cert
     assert h1_over(early) == b"HTTP/1.1 502 Bad Gateway"
     early.close()
+    # each certificate is served in a context of its own, with the listener's session
+    # settings: the stand-in's session resumes after the swap, and so does one made after it
+    session = stand_in_session
+    for _ in range(2):
+        s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+                            server_hostname="a.test", session=session)
+        assert s.session_reused
+        assert h1_over(s) == b"HTTP/1.1 502 Bad Gateway"
+        s.close()
+        fresh = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+                                server_hostname="a.test")
+        assert not fresh.session_reused
+        assert fresh.getpeercert(binary_form=True) != early_cert
+        assert h1_over(fresh) == b"HTTP/1.1 502 Bad Gateway"
+        session = fresh.session
+        fresh.close()
     # the state: the folder 0700, the keys 0600
     assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(state / "account.key").st_mode) == 0o600

@@ -40,7 +40,8 @@ typedef struct {
     SSL_CTX *cctx;
 } fixture_t;
 
-static void fixture_init(fixture_t *f)
+/* A listener on names_a serving the stand-in; tune (when not NULL) changes its tls first. */
+static void fixture_init_with(fixture_t *f, void (*tune)(gw_cfg_tls_t *))
 {
     memset(f, 0, sizeof(*f));
     f->cfg.certs = &f->cert;
@@ -48,12 +49,19 @@ static void fixture_init(fixture_t *f)
     f->cfg.min_version = 12;
     f->cfg.acme = names_a;
     f->cfg.acme_len = 2;
+    if (tune)
+        tune(&f->cfg);
     assert_int_equal(gw_tls_ctx_new(&f->cfg, ALPN, sizeof(ALPN) - 1, NULL, &f->ctx), 0);
     assert_int_equal(gw_tls_store_new(&f->store), 0);
     assert_int_equal(gw_tls_store_set_self_signed(f->store, (const char *const *)names_a, 2), 0);
     gw_tls_ctx_set_store(f->ctx, f->store);
     f->cctx = SSL_CTX_new(TLS_client_method());
     SSL_CTX_set_verify(f->cctx, SSL_VERIFY_NONE, NULL);
+}
+
+static void fixture_init(fixture_t *f)
+{
+    fixture_init_with(f, NULL);
 }
 
 static void fixture_free(fixture_t *f)
@@ -92,10 +100,13 @@ static int pump(conn_t *c)
     return rv;
 }
 
-static int connect_to(fixture_t *f, conn_t *c, const char *sni, const char *alpn_wire,
-                      unsigned alpn_len)
+/* A new client connection to f's listener offering sess (when not NULL); pump's result. */
+static int connect_sess(fixture_t *f, conn_t *c, const char *sni, const char *alpn_wire,
+                        unsigned alpn_len, SSL_SESSION *sess)
 {
     c->cli = SSL_new(f->cctx);
+    if (sess)
+        assert_int_equal(SSL_set_session(c->cli, sess), 1);
     c->rb = BIO_new(BIO_s_mem());
     c->wb = BIO_new(BIO_s_mem());
     BIO_set_mem_eof_return(c->rb, -1); /* empty: "retry", not end of file */
@@ -109,8 +120,18 @@ static int connect_to(fixture_t *f, conn_t *c, const char *sni, const char *alpn
     return pump(c);
 }
 
+static int connect_to(fixture_t *f, conn_t *c, const char *sni, const char *alpn_wire,
+                      unsigned alpn_len)
+{
+    return connect_sess(f, c, sni, alpn_wire, alpn_len, NULL);
+}
+
 static void conn_free(conn_t *c)
 {
+    /* as if closed cleanly: OpenSSL makes the session of a connection freed without a
+     * shutdown unresumable (ssl_clear_bad_session), and the session tests resume it */
+    SSL_set_shutdown(c->cli, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+    SSL_set_shutdown(c->srv->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     SSL_free(c->cli);
     gw_tls_conn_del(c->srv);
 }
@@ -168,6 +189,10 @@ static void test_stand_in_then_swapped_live(void **state)
     x = SSL_get1_peer_certificate(again.cli);
     assert_int_equal(X509_check_host(x, "localhost", 0, 0, NULL), 1);
     X509_free(x);
+    /* each certificate is served in a context of its own, made once and kept by the
+     * connections that use it */
+    assert_ptr_equal(SSL_get_SSL_CTX(again.srv->ssl), SSL_get_SSL_CTX(after.srv->ssl));
+    assert_ptr_not_equal(SSL_get_SSL_CTX(before.srv->ssl), SSL_get_SSL_CTX(after.srv->ssl));
     conn_free(&before);
     conn_free(&after);
     conn_free(&again);
@@ -225,6 +250,183 @@ static void test_stored_ec_key_signs_on_legacy_path(void **state)
     expect_legacy_ec_signer(&f, TLS1_3_VERSION, "localhost");
     expect_legacy_ec_signer(&f, TLS1_2_VERSION, "localhost");
     fixture_free(&f);
+}
+
+/* The session the client holds after the handshake, what the server sent after its Finished
+ * read (TLS 1.3: the ticket). */
+static SSL_SESSION *session_of(conn_t *c)
+{
+    char b[64];
+    int n = SSL_read(c->cli, b, sizeof(b));
+    assert_true(n <= 0);
+    assert_int_equal(SSL_get_error(c->cli, n), SSL_ERROR_WANT_READ);
+    SSL_SESSION *sess = SSL_get1_session(c->cli);
+    assert_non_null(sess);
+    assert_true(SSL_SESSION_is_resumable(sess));
+    ERR_clear_error();
+    return sess;
+}
+
+/* A connection to f offering sess: whether it resumed; the session it ends with in *next
+ * (when not NULL). */
+static int resumes(fixture_t *f, SSL_SESSION *sess, SSL_SESSION **next)
+{
+    conn_t c;
+    assert_int_equal(connect_sess(f, &c, "a.test", "\x02h2", 3, sess), 1);
+    int reused = SSL_session_reused(c.cli);
+    if (next)
+        *next = session_of(&c);
+    conn_free(&c);
+    return reused;
+}
+
+static void tune_tickets_a(gw_cfg_tls_t *t)
+{
+    t->session_tickets = 1;
+    t->session_id_context = "fleet-a";
+}
+
+static void tune_tickets_b(gw_cfg_tls_t *t)
+{
+    t->session_tickets = 1;
+    t->session_id_context = "fleet-b";
+}
+
+static void tune_no_tickets(gw_cfg_tls_t *t)
+{
+    t->session_id_context = "fleet-a";
+}
+
+/* Each certificate of the store is served in a context of its own, and a session resumes
+ * across them: a ticket (or, without tickets, a session id or TLS 1.3 stateful ticket of the
+ * listener's cache) issued with the stand-in resumes after the issued certificate is
+ * swapped in, and one issued then resumes too. The contexts keep the listener's session id
+ * context: a listener of another one (session_id_context fleet-b) refuses the sessions even
+ * with the same ticket keys (a keyring), as it does for configured certificates. */
+static void test_sessions_resume_across_stored_certificates(void **state)
+{
+    (void)state;
+    size_t cl, kl;
+    gw_tls_keyring_t *ring;
+    assert_int_equal(gw_tls_keyring_new(&ring), 0);
+    uint8_t keys[GW_TLS_KEY_LEN];
+    for (size_t i = 0; i < sizeof(keys); i++)
+        keys[i] = (uint8_t)(i * 5 + 3);
+    assert_int_equal(gw_tls_keyring_set(ring, keys, 1), 0);
+    const int versions[] = {TLS1_3_VERSION, TLS1_2_VERSION};
+    for (int tickets = 1; tickets >= 0; tickets--)
+        for (size_t v = 0; v < 2; v++) {
+            fixture_t a, b;
+            fixture_init_with(&a, tickets ? tune_tickets_a : tune_no_tickets);
+            fixture_init_with(&b, tune_tickets_b);
+            gw_tls_ctx_set_keyring(a.ctx, ring);
+            gw_tls_ctx_set_keyring(b.ctx, ring);
+            SSL_CTX_set_max_proto_version(a.cctx, versions[v]);
+            SSL_CTX_set_max_proto_version(b.cctx, versions[v]);
+            conn_t c;
+            assert_int_equal(connect_to(&a, &c, "a.test", "\x02h2", 3), 1);
+            assert_int_equal(SSL_version(c.cli), versions[v]);
+            SSL_SESSION *s0 = session_of(&c);
+            conn_free(&c);
+            char *chain = read_file(tcert[0], &cl), *key = read_file(tkey[0], &kl);
+            assert_int_equal(gw_tls_store_set_pem(a.store, chain, cl, key, kl), 0);
+            /* the stand-in's session, after the swap */
+            SSL_SESSION *s1 = NULL, *s2 = NULL;
+            assert_int_equal(resumes(&a, s0, &s1), 1);
+            /* a full handshake gets the issued certificate; its session resumes */
+            assert_int_equal(connect_to(&a, &c, "a.test", "\x02h2", 3), 1);
+            assert_int_equal(SSL_session_reused(c.cli), 0);
+            X509 *x = SSL_get1_peer_certificate(c.cli);
+            assert_int_equal(X509_check_host(x, "localhost", 0, 0, NULL), 1);
+            X509_free(x);
+            SSL_SESSION *s3 = session_of(&c);
+            conn_free(&c);
+            assert_int_equal(resumes(&a, s3, &s2), 1);
+            assert_int_equal(resumes(&a, s2, NULL), 1);
+            if (tickets) { /* another session id context: full handshakes */
+                assert_int_equal(resumes(&b, s0, NULL), 0);
+                assert_int_equal(resumes(&b, s3, NULL), 0);
+            }
+            SSL_SESSION_free(s0);
+            SSL_SESSION_free(s1);
+            SSL_SESSION_free(s2);
+            SSL_SESSION_free(s3);
+            fixture_free(&a);
+            fixture_free(&b);
+        }
+    gw_tls_keyring_del(ring);
+}
+
+static char ca_path[GW_TEST_PATH];
+
+static void tune_client_auth(gw_cfg_tls_t *t)
+{
+    t->certs[0].client_auth.mode = GW_CFG_CLIENT_AUTH_REQUIRE;
+    t->certs[0].client_auth.ca = ca_path;
+    t->certs[0].client_auth.depth = 1;
+}
+
+static void write_file(const char *path, const char *data, size_t len)
+{
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(data, 1, len, fp), len);
+    fclose(fp);
+}
+
+/* A TLS 1.2 connection to f, with the pair i as client certificate when i >= 0: whether the
+ * handshake succeeded and the server verified the certificate; the certificate served into
+ * *served (when not NULL, one reference). */
+static int client_auth_passes(fixture_t *f, int i, X509 **served)
+{
+    SSL_CTX_set_max_proto_version(f->cctx, TLS1_2_VERSION);
+    SSL_CTX_use_certificate(f->cctx, NULL);
+    if (i >= 0) {
+        assert_int_equal(SSL_CTX_use_certificate_file(f->cctx, tcert[i], SSL_FILETYPE_PEM), 1);
+        assert_int_equal(SSL_CTX_use_PrivateKey_file(f->cctx, tkey[i], SSL_FILETYPE_PEM), 1);
+    }
+    conn_t c;
+    int ok = connect_to(f, &c, "a.test", "\x02h2", 3) == 1 && gw_tls_client_verified(c.srv);
+    if (served)
+        *served = ok ? SSL_get1_peer_certificate(c.cli) : NULL;
+    conn_free(&c);
+    SSL_CTX_free(f->cctx); /* a client without the certificate for the next one */
+    f->cctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_verify(f->cctx, SSL_VERIFY_NONE, NULL);
+    return ok;
+}
+
+/* The listener's client_auth applies in the context of each stored certificate, with the CA
+ * file as the listener loaded it: a client certificate of that CA passes, none fails, with the
+ * stand-in and with the certificate swapped in after the CA file changed on disk (a change the
+ * next reload applies, not a renewal). */
+static void test_client_auth_of_the_listener_in_stored_contexts(void **state)
+{
+    (void)state;
+    size_t n, cl, kl;
+    snprintf(ca_path, sizeof(ca_path), "%s/ca.pem", dir);
+    char *pem = read_file(tcert[1], &n);
+    write_file(ca_path, pem, n);
+    fixture_t f;
+    fixture_init_with(&f, tune_client_auth);
+    X509 *x;
+    assert_int_equal(client_auth_passes(&f, 1, &x), 1);
+    assert_int_equal(X509_check_host(x, "a.test", 0, 0, NULL), 1); /* the stand-in */
+    X509_free(x);
+    assert_int_equal(client_auth_passes(&f, -1, NULL), 0);
+    assert_int_equal(client_auth_passes(&f, 0, NULL), 0);
+    pem = read_file(tcert[0], &n);
+    write_file(ca_path, pem, n); /* another CA on disk, not loaded */
+    char *chain = read_file(tcert[0], &cl), *key = read_file(tkey[0], &kl);
+    assert_int_equal(gw_tls_store_set_pem(f.store, chain, cl, key, kl), 0);
+    assert_int_equal(client_auth_passes(&f, 1, &x), 1);
+    assert_int_equal(X509_check_host(x, "localhost", 0, 0, NULL), 1);
+    assert_int_equal(X509_check_host(x, "a.test", 0, 0, NULL), 0);
+    X509_free(x);
+    assert_int_equal(client_auth_passes(&f, -1, NULL), 0);
+    assert_int_equal(client_auth_passes(&f, 0, NULL), 0);
+    fixture_free(&f);
+    unlink(ca_path);
 }
 
 static void test_tls_alpn_01_answers_only_pending_names(void **state)
@@ -311,6 +513,8 @@ int main(void)
         cmocka_unit_test(test_tls_alpn_01_answers_only_pending_names),
         cmocka_unit_test(test_pem_usable),
         cmocka_unit_test(test_stored_ec_key_signs_on_legacy_path),
+        cmocka_unit_test(test_sessions_resume_across_stored_certificates),
+        cmocka_unit_test(test_client_auth_of_the_listener_in_stored_contexts),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }
