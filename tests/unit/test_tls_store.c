@@ -159,6 +159,8 @@ static void test_stand_in_then_swapped_live(void **state)
     assert_int_equal(X509_check_host(x, "a.test", 0, 0, NULL), 1);
     assert_int_equal(X509_check_host(x, "b.test", 0, 0, NULL), 1);
     assert_int_equal(X509_NAME_cmp(X509_get_subject_name(x), X509_get_issuer_name(x)), 0);
+    /* signed by its own key, as served (the stand-in is read back from its DER once) */
+    assert_int_equal(X509_verify(x, X509_get0_pubkey(x)), 1);
     X509_free(x);
     /* the stored pair (for localhost) swapped in */
     size_t cl, kl;
