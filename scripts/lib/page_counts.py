@@ -141,18 +141,145 @@ def load(port, n, mbit, quiet=False):
     return last
 
 
-def report_syscalls(path, pages, extra):
-    """Print the perf stat counts of path (-x, output; the filtered copies renamed opt:...)."""
-    calls, other = collections.Counter(), collections.Counter()
-    for line in open(path):
-        parts = line.strip().split(",")
-        if len(parts) < 3 or not parts[0].strip().isdigit():
+def count_events(pid, tmp, load, events, filtered=()):
+    """Run load() while perf stat counts events of the proxy pid (all threads): the syscalls
+    tracepoints of SYSCALLS this kernel has, the events named, then each (event, filter, name) of
+    filtered again under its filter, counted as opt:name. Returns load()'s result, the counts by
+    event and what the proxy used during the load: CPU ns (schedstat), page faults, user and
+    system ticks (all timed, so noisy on a shared machine)."""
+    args = ["taskset", "-c", "1", "perf", "stat", "-x,", "-o", tmp + "/perf.txt", "-p", str(pid)]
+    for s in SYSCALLS:
+        if os.path.exists(f"/sys/kernel/tracing/events/syscalls/sys_enter_{s}"):
+            args += ["-e", f"syscalls:sys_enter_{s}"]
+    for e in events:
+        args += ["-e", e]
+    for e, flt, _ in filtered:
+        args += ["-e", e, "--filter", flt]
+    perf = subprocess.Popen(args, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # perf attaches
+    ns0, pf0, t0 = cpu_ns(pid), faults(pid), ticks(pid)
+    result = load()
+    ns1, pf1, t1 = cpu_ns(pid), faults(pid), ticks(pid)
+    perf.send_signal(signal.SIGINT)
+    perf.wait()
+    # perf prints the events in the order given: the filtered copies come last, rename them
+    lines = open(tmp + "/perf.txt").read().splitlines()
+    data = [ln.split(",") for ln in lines if ln and ln[0].isdigit() or ln.startswith("<not")]
+    for parts, (_, _, name) in zip(data[len(data) - len(filtered):], filtered):
+        parts[2] = "opt:" + name
+    counts = collections.Counter()
+    for parts in data:
+        if len(parts) >= 3 and parts[0].strip().isdigit():
+            counts[parts[2]] += int(parts[0])
+        elif len(parts) >= 3 and parts[2].startswith("opt:"):
+            counts[parts[2]] += 0  # <not counted>: listed as 0
+    hz = os.sysconf("SC_CLK_TCK")
+    used = {"cpu_ns": ns1 - ns0, "faults": pf1 - pf0, "user_us": (t1[0] - t0[0]) * 1e6 / hz,
+            "system_us": (t1[1] - t0[1]) * 1e6 / hz}
+    return result, counts, used
+
+
+SC_RE = re.compile(r"^(\d+)\s+(\w+)\((\d+)<(TCP:\[[^\]]*\]|[^>]*)>(.*)\)\s+=\s+(-?\d+)")
+
+
+def strace_calls(pid, tmp, load, origin_port, trace=None):
+    """Run load() while strace -f -yy follows the proxy pid (only the calls of trace when given).
+    Returns load()'s result and each line strace wrote as (side, call, return value, line): side
+    origin or client for a TCP socket's call (by origin_port), other for another descriptor's;
+    side and return None where the line is not a completed call on a descriptor."""
+    out = tmp + "/strace.txt"
+    args = ["strace", "-f", "-yy", "-s", "0", "-o", out, "-p", str(pid)]
+    st = subprocess.Popen(args + (["-e", "trace=" + trace] if trace else []),
+                          stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    result = load()
+    st.send_signal(signal.SIGINT)
+    st.wait()
+    rows = []
+    for line in open(out):
+        m = SC_RE.match(line)
+        if not m:
+            rows.append((None, None, None, line))
             continue
-        ev = parts[2]
+        _, name, _, what, _, ret = m.groups()
+        if "TCP" in what:
+            side = "origin" if what.endswith(f":{origin_port}]") else "client"
+        else:
+            side = "other"
+        rows.append((side, name, int(ret), line))
+    return result, rows
+
+
+def start_origin(a, port, fill):
+    """The bench's origin (bench/nginx.conf.in) on port, CPU 1, its files written by
+    fill(www folder); returns its process."""
+    ngx = a.tmp + "/nginx"
+    for d in ("www", "tmp/body", "tmp/proxy", "tmp/fastcgi", "tmp/uwsgi", "tmp/scgi"):
+        os.makedirs(f"{ngx}/{d}", exist_ok=True)
+    for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        os.makedirs(f"{a.tmp}/ngs/{d}", exist_ok=True)
+    fill(ngx + "/www")
+    subst("nginx.conf.in", ngx + "/nginx.conf", {"DIR": ngx, "PORT": port})
+    return subprocess.Popen(["taskset", "-c", "1", "nginx", "-c", ngx + "/nginx.conf", "-p", ngx],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def proxy_args(a, op, tp, hp):
+    """The certificate (a.tmp/cert.pem, key.pem, haproxy.pem) and the command line of a.target
+    configured as scripts/bench does (bench/*.in) for the origin on op, TLS on tp, h2c on hp."""
+    sh(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+        "-nodes", "-days", "2", "-keyout", a.tmp + "/key.pem", "-out", a.tmp + "/cert.pem",
+        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(a.tmp + "/haproxy.pem", "w") as f:
+        f.write(open(a.tmp + "/cert.pem").read() + open(a.tmp + "/key.pem").read())
+    subs = {"DIR": a.tmp, "TLS_PORT": tp, "H2C_PORT": hp, "ORIGIN_PORT": op,
+            "CIPHER": CIPHER, "POOL": POOL, "PIPELINE": 1, "ROOT": a.tmp + "/nginx/www"}
+    if a.target == "haproxy":
+        subst("haproxy.cfg.in", a.tmp + "/haproxy.cfg", subs)
+        return ["haproxy", "-f", a.tmp + "/haproxy.cfg"]
+    if a.target == "nginx-static":
+        subst("nginx-static.conf.in", a.tmp + "/nginx-static.conf", subs)
+        return ["nginx", "-c", a.tmp + "/nginx-static.conf", "-p", a.tmp]
+    conf = a.tmp + "/h2gate.yaml"
+    subst("h2gate.yaml.in", conf, subs)
+    if a.mode == "callgrind" and "h2:" not in a.extra:  # valgrind's pace
+        with open(conf, "a") as f:
+            f.write("h2:\n  settings_timeout: 600s\n")
+    if a.extra:
+        with open(conf, "a") as f:
+            f.write(a.extra.replace("\\n", "\n") + "\n")
+    sh([a.h2gate, "-t", "-c", conf], stdout=subprocess.DEVNULL)
+    return [a.h2gate, "-c", conf]
+
+
+def stop(procs, a):
+    """Stop procs (SIGTERM, then SIGKILL after 10 s), copy the raw output to a.keep if asked
+    and remove a.tmp."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    if a.keep:
+        os.makedirs(a.keep, exist_ok=True)
+        for f in os.listdir(a.tmp):
+            if f.startswith(("cg.", "perf", "strace", "target")):
+                shutil.copy(os.path.join(a.tmp, f), a.keep)
+    shutil.rmtree(a.tmp, ignore_errors=True)
+
+
+def report_syscalls(counts, pages, extra):
+    """Print the perf stat counts per page (the filtered opt:... ones are in extra)."""
+    calls, other = collections.Counter(), collections.Counter()
+    for ev, c in counts.items():
         if ev.startswith("syscalls:sys_enter_"):
-            calls[ev[len("syscalls:sys_enter_"):]] += int(parts[0])
+            calls[ev[len("syscalls:sys_enter_"):]] += c
         elif not ev.startswith("opt:"):
-            other[ev.split(":", 1)[-1]] += int(parts[0])
+            other[ev.split(":", 1)[-1]] += c
     print(f"system calls per page ({pages} pages): {sum(calls.values()) / pages:.1f}")
     for name, c in sorted(calls.items(), key=lambda kv: -kv[1]):
         if c:
@@ -165,50 +292,22 @@ def report_syscalls(path, pages, extra):
 
 
 def run_syscalls(pid, port, a):
-    evs = [f"syscalls:sys_enter_{s}" for s in SYSCALLS
-           if os.path.exists(f"/sys/kernel/tracing/events/syscalls/sys_enter_{s}")]
-    args = ["perf", "stat", "-x,", "-o", a.tmp + "/perf.txt", "-p", str(pid)]
-    for e in evs:
-        args += ["-e", e]
     # kernel work done in the proxy's context: on loopback a write that the windows let through
     # is transmitted (and received by the peer's socket) right there; what waits in the send
     # buffer goes out later, from the ACK processing of the reader's context
-    for e in ("net:net_dev_xmit", "net:netif_receive_skb", "sched:sched_switch"):
-        args += ["-e", e]
-    # the same tracepoints again, filtered by option: TCP_INFO readings, NOTSENT_LOWAT settings
-    args += ["-e", "syscalls:sys_enter_getsockopt", "--filter", f"optname == {TCP_INFO}"]
-    args += ["-e", "syscalls:sys_enter_setsockopt", "--filter", f"optname == {TCP_NOTSENT_LOWAT}"]
-    perf = subprocess.Popen(args, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)  # perf attaches
-    ns0, pf0, t0 = cpu_ns(pid), faults(pid), ticks(pid)
-    summary = load(port, a.loads, a.mbit)
-    ns1, pf1, t1 = cpu_ns(pid), faults(pid), ticks(pid)
-    perf.send_signal(signal.SIGINT)
-    perf.wait()
-    # the filtered copies come last: rename them
-    lines = open(a.tmp + "/perf.txt").read().splitlines()
-    data = [ln for ln in lines if ln and ln[0].isdigit() or ln.startswith("<not")]
-    named = []
-    for i, ln in enumerate(data):
-        parts = ln.split(",")
-        if i == len(data) - 2:
-            parts[2] = "opt:getsockopt(TCP_INFO)"
-        elif i == len(data) - 1:
-            parts[2] = "opt:setsockopt(NOTSENT_LOWAT)"
-        named.append(",".join(parts))
-    with open(a.tmp + "/perf.named", "w") as f:
-        f.write("\n".join(named) + "\n")
-    extra = {}
-    for ln in named:
-        parts = ln.split(",")
-        if parts[2].startswith("opt:"):
-            extra[parts[2][4:]] = int(parts[0]) / a.loads if parts[0].isdigit() else 0
-    extra["CPU us (timed)"] = (ns1 - ns0) / 1e3 / a.loads
-    hz = os.sysconf("SC_CLK_TCK")
-    extra["user us (ticks)"] = (t1[0] - t0[0]) * 1e6 / hz / a.loads
-    extra["system us (ticks)"] = (t1[1] - t0[1]) * 1e6 / hz / a.loads
-    extra["page faults"] = (pf1 - pf0) / a.loads
-    report_syscalls(a.tmp + "/perf.named", a.loads, extra)
+    summary, counts, used = count_events(
+        pid, a.tmp, lambda: load(port, a.loads, a.mbit),
+        ("net:net_dev_xmit", "net:netif_receive_skb", "sched:sched_switch"),
+        # the same tracepoints again, filtered by option: TCP_INFO readings, NOTSENT_LOWAT settings
+        (("syscalls:sys_enter_getsockopt", f"optname == {TCP_INFO}", "getsockopt(TCP_INFO)"),
+         ("syscalls:sys_enter_setsockopt", f"optname == {TCP_NOTSENT_LOWAT}",
+          "setsockopt(NOTSENT_LOWAT)")))
+    extra = {k[4:]: c / a.loads for k, c in counts.items() if k.startswith("opt:")}
+    extra["CPU us (timed)"] = used["cpu_ns"] / 1e3 / a.loads
+    extra["user us (ticks)"] = used["user_us"] / a.loads
+    extra["system us (ticks)"] = used["system_us"] / a.loads
+    extra["page faults"] = used["faults"] / a.loads
+    report_syscalls(counts, a.loads, extra)
     return summary
 
 
@@ -265,38 +364,24 @@ def run_wakeups(pid, port, a):
     return summary
 
 
-SC_RE = re.compile(r"^(\d+)\s+(\w+)\((\d+)<(TCP:\[[^\]]*\]|[^>]*)>(.*)\)\s+=\s+(-?\d+)")
-
-
 def run_strace(pid, port, a, origin_port):
-    out = a.tmp + "/strace.txt"
-    st = subprocess.Popen(["strace", "-f", "-yy", "-s", "0", "-o", out, "-p", str(pid),
-                           "-e", "trace=read,readv,recvfrom,recvmsg,write,writev,sendto,sendmsg,"
-                           "sendfile,splice,getsockopt,setsockopt,epoll_ctl,epoll_wait,"
-                           "epoll_pwait"], stderr=subprocess.DEVNULL)
-    time.sleep(1.0)
-    summary = load(port, a.loads, a.mbit)
-    st.send_signal(signal.SIGINT)
-    st.wait()
+    summary, rows = strace_calls(pid, a.tmp, lambda: load(port, a.loads, a.mbit), origin_port,
+                                 "read,readv,recvfrom,recvmsg,write,writev,sendto,sendmsg,"
+                                 "sendfile,splice,getsockopt,setsockopt,epoll_ctl,epoll_wait,"
+                                 "epoll_pwait")
     calls = collections.Counter()
     nbytes = collections.Counter()
     sizes = collections.defaultdict(list)
-    for line in open(out):
-        m = SC_RE.match(line)
-        if not m:
+    for side, name, ret, line in rows:
+        if side is None:
             if " epoll_" in line:
                 calls[("-", line.split()[1].split("(")[0])] += 1
             continue
-        _, name, _, what, _, ret = m.groups()
-        if "TCP" in what:
-            side = "origin" if what.endswith(f":{origin_port}]") else "client"
-        else:
-            side = "other"
         calls[(side, name)] += 1
         if name in ("read", "readv", "recvfrom", "recvmsg", "write", "writev", "sendto",
-                    "sendmsg") and int(ret) >= 0:
-            nbytes[(side, name)] += int(ret)
-            sizes[(side, name)].append(int(ret))
+                    "sendmsg") and ret >= 0:
+            nbytes[(side, name)] += ret
+            sizes[(side, name)].append(ret)
     n = a.loads
     print(f"per page ({n} pages, under strace):")
     print(f"  {'side':<7} {'call':<12} {'calls':>8} {'bytes':>10} {'bytes/call':>10} "
@@ -317,9 +402,9 @@ def run_strace(pid, port, a, origin_port):
     return summary
 
 
-def run_callgrind(proc_args, env, port, a):
+def run_callgrind(proc_args, port, a):
     cg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={a.tmp}/cg.%p"]
-    p = subprocess.Popen(["taskset", "-c", "0"] + cg + proc_args, env=env,
+    p = subprocess.Popen(["taskset", "-c", "0"] + cg + proc_args,
                          stdout=open(a.tmp + "/target.log", "w"), stderr=subprocess.STDOUT)
     wait_listen(port, p)
     vpid = p.pid
@@ -362,6 +447,16 @@ def run_callgrind(proc_args, env, port, a):
     return summary
 
 
+def cg_name(key, rest, objs, names):
+    """The object (ob=, cob=) or function (fn=, cfn=) a callgrind dump's line names: "(id) name"
+    defines id, "(id)" refers to it again (objs and names keep them)."""
+    m = re.match(r"\((\d+)\)(?: (.*))?", rest)
+    if not m:
+        return rest
+    table = objs if key.endswith("ob") else names
+    return table.setdefault(m.group(1), m.group(2)) if m.group(2) else table[m.group(1)]
+
+
 def parse_callgrind(path):
     """(total Ir, exclusive Ir per (object, function), calls per callee name) of a dump."""
     names, objs = {}, {}
@@ -380,10 +475,7 @@ def parse_callgrind(path):
             key, rest = line.rstrip("\n").split("=", 1)
             if key in ("fl", "fi", "fe", "cfi", "cfl"):
                 continue
-            m = re.match(r"\((\d+)\)(?: (.*))?", rest)
-            table = objs if key.endswith("ob") else names
-            val = (table.setdefault(m.group(1), m.group(2)) if m.group(2) else table[m.group(1)]) \
-                if m else rest
+            val = cg_name(key, rest, objs, names)
             if key == "ob":
                 ob = val
             elif key == "fn":
@@ -419,50 +511,17 @@ def main():
     procs = []
     try:
         op, tp, hp = free_ports(3)
-        ngx = a.tmp + "/nginx"
-        for d in ("www", "tmp/body", "tmp/proxy", "tmp/fastcgi", "tmp/uwsgi", "tmp/scgi"):
-            os.makedirs(f"{ngx}/{d}", exist_ok=True)
-        for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            os.makedirs(f"{a.tmp}/ngs/{d}", exist_ok=True)
-        sh([PY, os.path.join(ROOT, "scripts/lib/bench_page.py"), "files", ngx + "/www"])
-        subst("nginx.conf.in", ngx + "/nginx.conf", {"DIR": ngx, "PORT": op})
-        origin = subprocess.Popen(["taskset", "-c", "1", "nginx", "-c", ngx + "/nginx.conf",
-                                   "-p", ngx], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        origin = start_origin(a, op, lambda www: sh(
+            [PY, os.path.join(ROOT, "scripts/lib/bench_page.py"), "files", www]))
         procs.append(origin)
-        sh(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-            "-nodes", "-days", "2", "-keyout", a.tmp + "/key.pem", "-out", a.tmp + "/cert.pem",
-            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        with open(a.tmp + "/haproxy.pem", "w") as f:
-            f.write(open(a.tmp + "/cert.pem").read() + open(a.tmp + "/key.pem").read())
-        subs = {"DIR": a.tmp, "TLS_PORT": tp, "H2C_PORT": hp, "ORIGIN_PORT": op,
-                "CIPHER": CIPHER, "POOL": POOL, "PIPELINE": 1, "ROOT": ngx + "/www"}
-        env = dict(os.environ)
-        if a.target == "h2gate":
-            conf = a.tmp + "/h2gate.yaml"
-            subst("h2gate.yaml.in", conf, subs)
-            if a.mode == "callgrind":  # valgrind's pace
-                with open(conf, "a") as f:
-                    f.write("h2:\n  settings_timeout: 600s\n" if "h2:" not in a.extra else "")
-            if a.extra:
-                with open(conf, "a") as f:
-                    f.write(a.extra.replace("\\n", "\n") + "\n")
-            sh([a.h2gate, "-t", "-c", conf], stdout=subprocess.DEVNULL)
-            args = [a.h2gate, "-c", conf]
-        elif a.target == "haproxy":
-            subst("haproxy.cfg.in", a.tmp + "/haproxy.cfg", subs)
-            args = ["haproxy", "-f", a.tmp + "/haproxy.cfg"]
-        else:
-            subst("nginx-static.conf.in", a.tmp + "/nginx-static.conf", subs)
-            args = ["nginx", "-c", a.tmp + "/nginx-static.conf", "-p", a.tmp]
+        args = proxy_args(a, op, tp, hp)
         wait_listen(op, origin)
         print(f"{a.target}, {a.mode}, {a.loads} page loads over TLS at "
               f"{a.mbit or 'uncapped'} Mbit/s")
         if a.mode == "callgrind":
-            run_callgrind(args, env, tp, a)
+            run_callgrind(args, tp, a)
             return 0
-        p = subprocess.Popen(["taskset", "-c", "0"] + args, env=env,
+        p = subprocess.Popen(["taskset", "-c", "0"] + args,
                              stdout=open(a.tmp + "/target.log", "w"), stderr=subprocess.STDOUT)
         procs.append(p)
         wait_listen(tp, p)
@@ -478,20 +537,7 @@ def main():
             run_strace(pid, tp, a, op)
         return 0
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        if a.keep:
-            os.makedirs(a.keep, exist_ok=True)
-            for f in os.listdir(a.tmp):
-                if f.startswith(("cg.", "perf", "strace", "target")):
-                    shutil.copy(os.path.join(a.tmp, f), a.keep)
-        shutil.rmtree(a.tmp, ignore_errors=True)
+        stop(procs, a)
 
 
 if __name__ == "__main__":

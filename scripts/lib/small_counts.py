@@ -39,18 +39,15 @@ import argparse
 import collections
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import page_counts as pc  # noqa: E402  (the origin, configurations and perf helpers)
 
 ROOT = pc.ROOT
-SYSCALLS = pc.SYSCALLS
 
 
 def h2load(url, n, quiet=False):
@@ -66,76 +63,43 @@ def h2load(url, n, quiet=False):
 
 
 def run_syscalls(pid, url, a):
-    evs = [f"syscalls:sys_enter_{s}" for s in SYSCALLS
-           if os.path.exists(f"/sys/kernel/tracing/events/syscalls/sys_enter_{s}")]
-    args = ["taskset", "-c", "1", "perf", "stat", "-x,", "-o", a.tmp + "/perf.txt", "-p", str(pid),
-            "-e", "raw_syscalls:sys_enter", "-e", "sched:sched_switch", "-e", "sched:sched_waking",
-            "-e", "net:net_dev_xmit", "-e", "net:netif_receive_skb"]
-    for e in evs:
-        args += ["-e", e]
-    perf = subprocess.Popen(args, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)  # perf attaches
-    ns0, pf0, t0 = pc.cpu_ns(pid), pc.faults(pid), pc.ticks(pid)
-    h2load(url, a.n)
-    ns1, pf1, t1 = pc.cpu_ns(pid), pc.faults(pid), pc.ticks(pid)
-    perf.send_signal(signal.SIGINT)
-    perf.wait()
-    calls, other = collections.Counter(), collections.Counter()
-    for line in open(a.tmp + "/perf.txt"):
-        parts = line.strip().split(",")
-        if len(parts) < 3 or not parts[0].strip().isdigit():
-            continue
-        ev = parts[2]
+    # kernel work done in the proxy's context: on loopback a write that the windows let through
+    # is transmitted (and received by the peer's socket) right there, and wakes the peer
+    kinds = (("sched:sched_switch", "context switches"), ("sched:sched_waking", "wake-ups"),
+             ("net:net_dev_xmit", "packets sent"), ("net:netif_receive_skb", "packets received"))
+    _, other, used = pc.count_events(pid, a.tmp, lambda: h2load(url, a.n),
+                                     ["raw_syscalls:sys_enter"] + [ev for ev, _ in kinds])
+    calls = collections.Counter()
+    for ev, c in other.items():
         if ev.startswith("syscalls:sys_enter_"):
-            calls[ev[len("syscalls:sys_enter_"):]] += int(parts[0])
-        else:
-            other[ev] += int(parts[0])
+            calls[ev[len("syscalls:sys_enter_"):]] += c
     n = a.n
     print(f"system calls per request ({n} requests): {other['raw_syscalls:sys_enter'] / n:.3f} "
           f"(the named ones: {sum(calls.values()) / n:.3f})")
     for name, c in sorted(calls.items(), key=lambda kv: -kv[1]):
         if c:
             print(f"  {name:<28} {c / n:8.3f}")
-    hz = os.sysconf("SC_CLK_TCK")
-    # kernel work done in the proxy's context: on loopback a write that the windows let through
-    # is transmitted (and received by the peer's socket) right there, and wakes the peer
-    for ev, what in (("sched:sched_switch", "context switches"), ("sched:sched_waking", "wake-ups"),
-                     ("net:net_dev_xmit", "packets sent"), ("net:netif_receive_skb", "packets received")):
+    for ev, what in kinds:
         print(f"  {what:<28} {other[ev] / n:8.3f}")
-    print(f"  {'page faults':<28} {(pf1 - pf0) / n:8.3f}")
-    print(f"  {'CPU us (timed)':<28} {(ns1 - ns0) / 1e3 / n:8.2f}")
-    print(f"  {'user us (ticks, timed)':<28} {(t1[0] - t0[0]) * 1e6 / hz / n:8.2f}")
-    print(f"  {'system us (ticks, timed)':<28} {(t1[1] - t0[1]) * 1e6 / hz / n:8.2f}")
-
-
-SC_RE = re.compile(r"^(\d+)\s+(\w+)\((\d+)<(TCP:\[[^\]]*\]|[^>]*)>(.*)\)\s+=\s+(-?\d+)")
+    print(f"  {'page faults':<28} {used['faults'] / n:8.3f}")
+    print(f"  {'CPU us (timed)':<28} {used['cpu_ns'] / 1e3 / n:8.2f}")
+    print(f"  {'user us (ticks, timed)':<28} {used['user_us'] / n:8.2f}")
+    print(f"  {'system us (ticks, timed)':<28} {used['system_us'] / n:8.2f}")
 
 
 def run_strace(pid, url, a, origin_port):
-    out = a.tmp + "/strace.txt"
-    st = subprocess.Popen(["strace", "-f", "-yy", "-s", "0", "-o", out, "-p", str(pid)],
-                          stderr=subprocess.DEVNULL)
-    time.sleep(1.0)
-    h2load(url, a.n)
-    st.send_signal(signal.SIGINT)
-    st.wait()
+    _, rows = pc.strace_calls(pid, a.tmp, lambda: h2load(url, a.n), origin_port)
     calls, nbytes, eagain = collections.Counter(), collections.Counter(), collections.Counter()
-    for line in open(out):
-        m = SC_RE.match(line)
-        if not m:
+    for side, name, ret, line in rows:
+        if side is None:
             w = line.split()
             if len(w) > 1 and "(" in w[1]:
                 calls[("-", w[1].split("(")[0])] += 1
             continue
-        _, name, _, what, _, ret = m.groups()
-        if "TCP" in what:
-            side = "origin" if what.endswith(f":{origin_port}]") else "client"
-        else:
-            side = "other"
         calls[(side, name)] += 1
-        if int(ret) > 0 and name in ("read", "readv", "recvfrom", "recvmsg", "write", "writev",
-                                     "sendto", "sendmsg"):
-            nbytes[(side, name)] += int(ret)
+        if ret > 0 and name in ("read", "readv", "recvfrom", "recvmsg", "write", "writev",
+                                "sendto", "sendmsg"):
+            nbytes[(side, name)] += ret
         if "EAGAIN" in line:
             eagain[(side, name)] += 1
     n = a.n
@@ -164,10 +128,7 @@ def cg_load(path):
             total = [int(v) for v in line.split()[1:]]
         elif line.startswith(("ob=", "fn=", "cob=", "cfn=")):
             key, rest = line.rstrip("\n").split("=", 1)
-            m = re.match(r"\((\d+)\)(?: (.*))?", rest)
-            table = objs if key.endswith("ob") else names
-            val = (table.setdefault(m.group(1), m.group(2)) if m.group(2) else table[m.group(1)]) \
-                if m else rest
+            val = pc.cg_name(key, rest, objs, names)
             if key == "ob":
                 ob = val
             elif key == "fn":
@@ -237,6 +198,11 @@ def run_callgrind(proc_args, port_url, a):
         print(f"  {v[1]:8,.0f}  {fn}")
 
 
+def write_1k(www):
+    with open(www + "/1k.bin", "wb") as f:
+        f.write(os.urandom(1024))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("mode", choices=("syscalls", "strace", "callgrind"))
@@ -254,43 +220,9 @@ def main():
     procs = []
     try:
         op, tp, hp = pc.free_ports(3)
-        ngx = a.tmp + "/nginx"
-        for d in ("www", "tmp/body", "tmp/proxy", "tmp/fastcgi", "tmp/uwsgi", "tmp/scgi"):
-            os.makedirs(f"{ngx}/{d}", exist_ok=True)
-        for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            os.makedirs(f"{a.tmp}/ngs/{d}", exist_ok=True)
-        with open(ngx + "/www/1k.bin", "wb") as f:
-            f.write(os.urandom(1024))
-        pc.subst("nginx.conf.in", ngx + "/nginx.conf", {"DIR": ngx, "PORT": op})
-        origin = subprocess.Popen(["taskset", "-c", "1", "nginx", "-c", ngx + "/nginx.conf",
-                                   "-p", ngx], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        origin = pc.start_origin(a, op, write_1k)
         procs.append(origin)
-        pc.sh(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-               "-nodes", "-days", "2", "-keyout", a.tmp + "/key.pem", "-out", a.tmp + "/cert.pem",
-               "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        with open(a.tmp + "/haproxy.pem", "w") as f:
-            f.write(open(a.tmp + "/cert.pem").read() + open(a.tmp + "/key.pem").read())
-        subs = {"DIR": a.tmp, "TLS_PORT": tp, "H2C_PORT": hp, "ORIGIN_PORT": op,
-                "CIPHER": pc.CIPHER, "POOL": pc.POOL, "PIPELINE": 1, "ROOT": ngx + "/www"}
-        if a.target == "h2gate":
-            conf = a.tmp + "/h2gate.yaml"
-            pc.subst("h2gate.yaml.in", conf, subs)
-            if a.mode == "callgrind" and "h2:" not in a.extra:  # valgrind's pace
-                with open(conf, "a") as f:
-                    f.write("h2:\n  settings_timeout: 600s\n")
-            if a.extra:
-                with open(conf, "a") as f:
-                    f.write(a.extra.replace("\\n", "\n") + "\n")
-            pc.sh([a.h2gate, "-t", "-c", conf], stdout=subprocess.DEVNULL)
-            args = [a.h2gate, "-c", conf]
-        elif a.target == "haproxy":
-            pc.subst("haproxy.cfg.in", a.tmp + "/haproxy.cfg", subs)
-            args = ["haproxy", "-f", a.tmp + "/haproxy.cfg"]
-        else:
-            pc.subst("nginx-static.conf.in", a.tmp + "/nginx-static.conf", subs)
-            args = ["nginx", "-c", a.tmp + "/nginx-static.conf", "-p", a.tmp]
+        args = pc.proxy_args(a, op, tp, hp)
         pc.wait_listen(op, origin)
         port = tp if a.transport == "tls" else hp
         url = f"{'https' if a.transport == 'tls' else 'http'}://127.0.0.1:{port}/1k.bin"
@@ -309,21 +241,7 @@ def main():
             run_strace(p.pid, url, a, op)
         return 0
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        if a.keep:
-            os.makedirs(a.keep, exist_ok=True)
-            for f in os.listdir(a.tmp):
-                if f.startswith(("cg.", "perf", "strace", "target")):
-                    shutil.copy(os.path.join(a.tmp, f), a.keep)
-        shutil.rmtree(a.tmp, ignore_errors=True)
-
+        pc.stop(procs, a)
 
 if __name__ == "__main__":
     sys.exit(main())
