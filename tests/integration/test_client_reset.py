@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from procs import free_port, slow
+from procs import free_port, recv_response, slow
 from gwtest import Client, gw_config, response, tls_client_ctx
 
 
@@ -58,17 +58,7 @@ def h1_socket(g, tls):
 def h1_get(s, path):
     """One keep-alive GET on s, its whole answer read (nothing left for the gateway to write)."""
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        d = s.recv(65536)
-        assert d, buf
-        buf += d
-    head, _, body = buf.partition(b"\r\n\r\n")
-    n = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
-    while len(body) < n:
-        d = s.recv(65536)
-        assert d, len(body)
-        body += d
+    head, body = recv_response(s)
     return int(head.split(b" ")[1]), body
 
 

@@ -15,7 +15,7 @@ import h2.connection
 import h2.events
 import pytest
 
-from procs import free_port, raw_exchange, recv_all, run, slow
+from procs import free_port, raw_exchange, recv_all, recv_response, run, slow
 from gwtest import (NO_PROXY, config, send_for, tls_client_ctx, tls_exchange, wait_origin_has,
                     wait_sample)
 
@@ -407,22 +407,6 @@ def admin_gateway(gateway, timeouts):
     return g, port, admin
 
 
-def read_response(s):
-    """One whole response with a Content-Length from socket s (left open)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        assert chunk, data
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    n = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
-    while len(body) < n:
-        chunk = s.recv(65536)
-        assert chunk, data
-        body += chunk
-    return head, body
-
-
 def test_graceful_stop_lets_request_in_flight_finish(gateway):
     from origin import ScriptedOrigin, pattern
     with ScriptedOrigin() as o:
@@ -451,7 +435,7 @@ def test_graceful_stop_closes_keepalive_after_next_response(gateway):
             return False
         idle = socket.create_connection(("127.0.0.1", port), timeout=5)
         idle.sendall(b"GET /idle HTTP/1.1\r\nHost: x\r\n\r\n")
-        head, _ = read_response(idle)
+        head, _ = recv_response(idle)
         return head.startswith(b"HTTP/1.1 502") and b"connection: close" not in head
 
     s = sigterm_after(g, port, b"GET /a HTTP/1.1\r\nHost: x\r\nX-Slow: ", taken)  # a head in progress

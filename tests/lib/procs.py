@@ -6,6 +6,7 @@ origins in origin.py and hostile_origin.py (all in tests/lib/, which tests/integ
 scripts/lib import; nothing here imports a test)."""
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -521,6 +522,23 @@ def recv_head(sock):
             break
         data += d
     return data
+
+
+def recv_response(sock):
+    """One whole HTTP/1.1 response with a Content-Length from sock, which stays open for the
+    next (keep-alive): its (head, body). The peer closing before its end fails the test."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = sock.recv(65536)
+        assert d, data
+        data += d
+    head, _, body = data.partition(b"\r\n\r\n")
+    n = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
+    while len(body) < n:
+        d = sock.recv(65536)
+        assert d, (head, len(body))
+        body += d
+    return head, body
 
 
 def h1_get(port, path, timeout=10, headers=(), host="localhost"):
