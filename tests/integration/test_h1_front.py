@@ -304,16 +304,22 @@ def test_absolute_form_is_served_from_the_origin_form_cache_entry(gateway, origi
     assert origin_count(g.origin, "/hinted.css") == 1
 
 
-def ipv6_gateway(gateway, origin):
-    """A gateway whose one route is for the host [::1] (an IP-literal, RFC 3986 §3.2.2): any
-    other host, [::2] included, has no route (404)."""
+def routes_gateway(gateway, origin, routes):
+    """A gateway on a free port (g.port) whose upstream `app` is origin (g.origin), with the
+    routes given (YAML, the items under `routes:`)."""
     port = free_port()
     g = gateway(f"workers: 1\nlisten:\n  - address: 127.0.0.1:{port}\n"
                 f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
-                "routes:\n  - {host: '[::1]', path: /, upstream: app}\n",
-                wait=[("127.0.0.1", port)])
+                "routes:\n" + routes, wait=[("127.0.0.1", port)])
     g.port, g.origin = port, origin
     return g
+
+
+def ipv6_gateway(gateway, origin):
+    """A gateway whose one route is for the host [::1] (an IP-literal, RFC 3986 §3.2.2): any
+    other host, [::2] included, has no route (404)."""
+    return routes_gateway(gateway, origin,
+                          "  - {host: '[::1]', path: /, upstream: app}\n")
 
 
 def test_absolute_form_with_ipv6_literal_is_proxied_as_origin_form(gateway, origin):
@@ -389,19 +395,13 @@ def ipv6_routes_gateway(gateway, origin):
     """Two IPv6 routes whose hosts are written in no canonical form (leading zeros, a "::" that
     could be longer, upper-case hex), each telling the origin its name and $host; no other
     route (404)."""
-    port = free_port()
-    g = gateway(f"workers: 1\nlisten:\n  - address: 127.0.0.1:{port}\n"
-                f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
-                "routes:\n"
-                "  - {host: '[0:0::0001]', path: /, upstream: app,\n"
-                "     request_headers: {set: {x-route: loop, x-host: $host}}}\n"
-                "  - {host: '[2001:DB8:0:0::ABCD]', path: /, upstream: app,\n"
-                "     request_headers: {set: {x-route: doc, x-host: $host}}}\n"
-                "  - {host: '[::ffff:0:0]', path: /, upstream: app,\n"
-                "     request_headers: {set: {x-route: mapped, x-host: $host}}}\n",
-                wait=[("127.0.0.1", port)])
-    g.port, g.origin = port, origin
-    return g
+    return routes_gateway(gateway, origin,
+                          "  - {host: '[0:0::0001]', path: /, upstream: app,\n"
+                          "     request_headers: {set: {x-route: loop, x-host: $host}}}\n"
+                          "  - {host: '[2001:DB8:0:0::ABCD]', path: /, upstream: app,\n"
+                          "     request_headers: {set: {x-route: doc, x-host: $host}}}\n"
+                          "  - {host: '[::ffff:0:0]', path: /, upstream: app,\n"
+                          "     request_headers: {set: {x-route: mapped, x-host: $host}}}\n")
 
 
 # every spelling of one address, with and without a port (RFC 4291 §2.2, RFC 5952 §4)
@@ -445,17 +445,11 @@ def test_equivalent_ipv6_spellings_select_the_same_route(gateway, origin):
 def host_rules_gateway(gateway, origin):
     """A gateway whose routes use the request's host: /redir/ redirects to `https://$host/moved`,
     everything else goes to the origin with `x-host: $host`."""
-    port = free_port()
-    g = gateway(f"workers: 1\nlisten:\n  - address: 127.0.0.1:{port}\n"
-                f"upstreams:\n  app:\n    servers: [127.0.0.1:{origin.port}]\n"
-                "routes:\n"
-                "  - {host: '*', path: /redir/, upstream: app,\n"
-                "     redirect: {to: 'https://$host/moved', status: 301}}\n"
-                "  - {host: '*', path: /, upstream: app,\n"
-                "     request_headers: {set: {x-host: $host}}}\n",
-                wait=[("127.0.0.1", port)])
-    g.port, g.origin = port, origin
-    return g
+    return routes_gateway(gateway, origin,
+                          "  - {host: '*', path: /redir/, upstream: app,\n"
+                          "     redirect: {to: 'https://$host/moved', status: 301}}\n"
+                          "  - {host: '*', path: /, upstream: app,\n"
+                          "     request_headers: {set: {x-host: $host}}}\n")
 
 
 def h2_answer(port, authority, path):
