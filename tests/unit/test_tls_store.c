@@ -77,6 +77,18 @@ typedef struct {
     gw_tls_conn_t *srv;
 } conn_t;
 
+/* The server's "ping" reaches the client: the connection carries data. */
+static void expect_ping(conn_t *c)
+{
+    assert_int_equal(gw_tls_write(c->srv, "ping", 4), 0);
+    char buf[4096];
+    size_t k = gw_tls_take_out(c->srv, buf, sizeof(buf));
+    BIO_write(c->rb, buf, (int)k);
+    char got[8] = {0};
+    assert_int_equal(SSL_read(c->cli, got, sizeof(got)), 4);
+    assert_string_equal(got, "ping");
+}
+
 /* Move bytes both ways until the client's handshake ends; its result (1 or <= 0). */
 static int pump(conn_t *c)
 {
@@ -173,13 +185,7 @@ static void test_stand_in_then_swapped_live(void **state)
     assert_int_equal(X509_check_host(x, "a.test", 0, 0, NULL), 0);
     X509_free(x);
     /* the connection made before still carries data both ways */
-    assert_int_equal(gw_tls_write(before.srv, "ping", 4), 0);
-    char buf[4096];
-    size_t k = gw_tls_take_out(before.srv, buf, sizeof(buf));
-    BIO_write(before.rb, buf, (int)k);
-    char got[8] = {0};
-    assert_int_equal(SSL_read(before.cli, got, sizeof(got)), 4);
-    assert_string_equal(got, "ping");
+    expect_ping(&before);
     /* a key that does not match the chain is refused, and the certificate stays */
     size_t ol;
     char *other = read_file(tkey[1], &ol);
@@ -215,27 +221,8 @@ static void expect_legacy_ec_signer(fixture_t *f, int version, const char *host)
     X509 *x = SSL_get1_peer_certificate(c.cli);
     assert_int_equal(X509_check_host(x, host, 0, 0, NULL), 1);
     X509_free(x);
-    int sig = 0;
-    assert_int_equal(SSL_get_peer_signature_type_nid(c.cli, &sig), 1);
-    assert_int_equal(sig, EVP_PKEY_EC);
-    EVP_PKEY *pk = SSL_get_privatekey(c.srv->ssl);
-    assert_non_null(pk);
-#ifndef OPENSSL_NO_DEPRECATED_3_0
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    const EC_KEY *ec = EVP_PKEY_get0_EC_KEY(pk);
-    assert_non_null(ec);
-    assert_ptr_not_equal(EC_KEY_get_method(ec), EC_KEY_OpenSSL());
-#pragma GCC diagnostic pop
-#endif
-    /* the connection carries data after the handshake it signed */
-    assert_int_equal(gw_tls_write(c.srv, "ping", 4), 0);
-    char buf[4096];
-    size_t k = gw_tls_take_out(c.srv, buf, sizeof(buf));
-    BIO_write(c.rb, buf, (int)k);
-    char got[8] = {0};
-    assert_int_equal(SSL_read(c.cli, got, sizeof(got)), 4);
-    assert_string_equal(got, "ping");
+    gw_test_expect_legacy_ec_signer(c.cli, SSL_get_privatekey(c.srv->ssl));
+    expect_ping(&c); /* the connection carries data after the handshake it signed */
     conn_free(&c);
 }
 
