@@ -395,6 +395,29 @@ def test_a_reload_with_the_right_key_picks_the_stored_certificate_up(gateway, re
     assert log.count("event=acme_shared_unreadable") == 1
 
 
+def instance_a_installed(gateway, pebble, r, tmp_path, port_a, name, check_interval, timeout):
+    """Instance A (on port_a, reading acme:orders every check_interval) alone with Redis r
+    orders name's certificate, pebble validating at port_a only, as it will for another
+    instance's order later: (pebble, the shared key's path, A) once A installed it."""
+    pb = pebble(port_a)
+    key = shared_key(tmp_path)
+    ga = gateway(cluster_config(port_a, pb, tmp_path / "state-a", key, r.port, names=(name,),
+                                check_interval=check_interval), wait=[("127.0.0.1", port_a)])
+    ga.wait_log("event=acme_certificate_installed", timeout=timeout)
+    return pb, key, ga
+
+
+def wait_orders_read(mon, seconds):
+    """Wait (seconds, scaled by slow()) until the RedisMonitor mon sees a GET of acme:orders:
+    an instance asks for it each cluster_check_interval (a fixed sleep would bet that its timer
+    fired in time on a loaded machine)."""
+    deadline = time.monotonic() + slow(seconds)
+    while not [c for c in mon.commands()
+               if c[0].upper() == b"GET" and c[1:2] == [b"h2gate:acme:orders"]]:
+        assert time.monotonic() < deadline, "A did not ask for acme:orders again"
+        time.sleep(0.1)
+
+
 def test_idle_instance_reads_no_challenges_yet_answers_an_order_it_learns_of(
         gateway, pebble, redis_server, tmp_path):
     """A orders (pebble validates at A's port only), then idles with its certificate: once
@@ -407,22 +430,13 @@ def test_idle_instance_reads_no_challenges_yet_answers_an_order_it_learns_of(
     from procs import RedisMonitor
     r = redis_server()
     port_a, port_b = free_port(), free_port()
-    pb = pebble(port_a)
-    key = shared_key(tmp_path)
     cid = name_set_id("i.test")
-    ga = gateway(cluster_config(port_a, pb, tmp_path / "state-a", key, r.port, names=("i.test",),
-                                check_interval="5s"), wait=[("127.0.0.1", port_a)])
-    ga.wait_log("event=acme_certificate_installed", timeout=40)
+    pb, key, ga = instance_a_installed(gateway, pebble, r, tmp_path, port_a, "i.test", "5s", 40)
     assert 0 < r.cmd("PTTL", "h2gate:acme:orders") <= 15000
     mon = RedisMonitor(r)
     r.cmd("DEL", "h2gate:acme:orders")
-    # A has read it gone once it asked for it after the DEL (it asks each 5 s: a fixed sleep
-    # here bet that its timer fired in time on a loaded machine); the 3 s watched start then
-    deadline = time.monotonic() + slow(15)
-    while not [c for c in mon.commands()
-               if c[0].upper() == b"GET" and c[1:2] == [b"h2gate:acme:orders"]]:
-        assert time.monotonic() < deadline, "A did not ask for acme:orders again"
-        time.sleep(0.2)
+    # A has read it gone once it asked for it after the DEL; the 3 s watched start then
+    wait_orders_read(mon, 15)
     mon.commands()  # and the records read in that GET's own round (still active then)
     time.sleep(3)
     idle = mon.commands()
@@ -483,12 +497,8 @@ def test_orderer_waits_for_the_longest_check_interval_declared(gateway, pebble, 
     from procs import RedisMonitor
     r = redis_server()
     port_a, port_b = free_port(), free_port()
-    pb = pebble(port_a)
-    key = shared_key(tmp_path)
     cid = name_set_id("s.test")
-    ga = gateway(cluster_config(port_a, pb, tmp_path / "state-a", key, r.port, names=("s.test",),
-                                check_interval="8s"), wait=[("127.0.0.1", port_a)])
-    ga.wait_log("event=acme_certificate_installed", timeout=60)
+    pb, key, ga = instance_a_installed(gateway, pebble, r, tmp_path, port_a, "s.test", "8s", 60)
     checks = r.cmd("HGETALL", "h2gate:acme:checks")
     fields = dict(zip(checks[::2], checks[1::2]))
     assert list(fields) == [b"8000"], fields
@@ -498,11 +508,7 @@ def test_orderer_waits_for_the_longest_check_interval_declared(gateway, pebble, 
     # acme:orders gone
     r.cmd("DEL", "h2gate:acme:orders", f"h2gate:acme:cert:{cid}", "h2gate:acme:account")
     mon = RedisMonitor(r)
-    deadline = time.monotonic() + slow(20)
-    while not [c for c in mon.commands()
-               if c[0].upper() == b"GET" and c[1:2] == [b"h2gate:acme:orders"]]:
-        assert time.monotonic() < deadline, "A did not ask for acme:orders again"
-        time.sleep(0.1)
+    wait_orders_read(mon, 20)
     gb = gateway(cluster_config(port_b, pb, tmp_path / "state-b", key, r.port, names=("s.test",),
                                 check_interval="1s"), wait=[("127.0.0.1", port_b)])
     log_b = gb.wait_log("event=acme_certificate_installed", timeout=60)
