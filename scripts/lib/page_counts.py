@@ -253,17 +253,23 @@ def proxy_args(a, op, tp, hp):
     return [a.h2gate, "-c", conf]
 
 
-def stop(procs, a):
-    """Stop procs (SIGTERM, then SIGKILL after 10 s), copy the raw output to a.keep if asked
-    and remove a.tmp."""
+def terminate(procs, secs):
+    """Stop procs: SIGTERM, then SIGKILL to any still running after secs."""
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
     for p in procs:
         try:
-            p.wait(timeout=10)
+            p.wait(timeout=secs)
         except subprocess.TimeoutExpired:
             p.kill()
+            p.wait()
+
+
+def stop(procs, a):
+    """Stop procs (SIGTERM, then SIGKILL after 10 s), copy the raw output to a.keep if asked
+    and remove a.tmp."""
+    terminate(procs, 10)
     if a.keep:
         os.makedirs(a.keep, exist_ok=True)
         for f in os.listdir(a.tmp):
@@ -438,12 +444,7 @@ def run_callgrind(proc_args, port, a):
     for fn in CALLS:
         if calls.get(fn):
             print(f"  {fn:<32} {calls[fn] / n:8.1f}")
-    p.send_signal(signal.SIGTERM)
-    try:
-        p.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
+    terminate([p], 30)
     return summary
 
 

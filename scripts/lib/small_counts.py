@@ -39,7 +39,6 @@ import argparse
 import collections
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -168,12 +167,7 @@ def run_callgrind(proc_args, port_url, a):
         ta, ca = cg_load(f"{a.tmp}/cg.{vpid}.1")
         tb, cb = cg_load(f"{a.tmp}/cg.{vpid}.2")
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        pc.terminate([p], 60)
     n = nb - na
     print(f"{a.target} {a.transport}: user-space instructions per request "
           f"(({nb} - {na} requests) / {n}): {(tb['Ir'] - ta['Ir']) / n:,.0f}")
