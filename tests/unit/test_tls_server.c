@@ -971,20 +971,6 @@ static void test_keyring_shared_between_contexts(void **state)
     gw_tls_keyring_del(ring);
 }
 
-/* TLS 1.3: the client reads what the server sent after its Finished (the ticket); the
- * session it then holds carries that ticket. */
-static SSL_SESSION *take_ticket(pair_t *p)
-{
-    uint8_t buf[64];
-    int n = SSL_read(p->cli, buf, sizeof(buf));
-    assert_true(n <= 0);
-    assert_int_equal(SSL_get_error(p->cli, n), SSL_ERROR_WANT_READ);
-    SSL_SESSION *sess = SSL_get1_session(p->cli);
-    assert_non_null(sess);
-    assert_true(SSL_SESSION_is_resumable(sess));
-    return sess;
-}
-
 /* A ticket's key name and CBC IV (RFC 5077 §4's layout, OpenSSL's: 16-byte key name, IV,
  * encrypted state, HMAC). */
 static void ticket_name_iv(const SSL_SESSION *sess, uint8_t name[16], uint8_t iv[16])
@@ -1004,7 +990,7 @@ static int resumes13(pair_t *p, SSL_SESSION *sess, SSL_SESSION **next)
     pair_connect(p);
     assert_int_equal(SSL_set_session(p->cli, sess), 1);
     handshake(p, 0);
-    *next = take_ticket(p);
+    *next = gw_test_take_ticket(p->cli);
     return SSL_session_reused(p->cli);
 }
 
@@ -1036,7 +1022,7 @@ static void test_tls13_tickets_chain_with_distinct_ivs(void **state)
     pair_init(&p, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, NULL, 0, NULL, 0, NULL);
     handshake(&p, 0);
     assert_int_equal(SSL_version(p.cli), TLS1_3_VERSION);
-    SSL_SESSION *sess = take_ticket(&p);
+    SSL_SESSION *sess = gw_test_take_ticket(p.cli);
     static uint8_t ivs[N][16];
     uint8_t name0[16], name[16];
     ticket_name_iv(sess, name0, ivs[0]);
@@ -1073,7 +1059,7 @@ static void test_tls13_tickets_resume_across_rotation(void **state)
     pair_t p;
     pair_init(&p, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, NULL, 0, NULL, 0, NULL);
     handshake(&p, 0);
-    SSL_SESSION *a = take_ticket(&p), *b, *b2, *d;
+    SSL_SESSION *a = gw_test_take_ticket(p.cli), *b, *b2, *d;
     uint8_t name_a[16], name_b[16], iv[16];
     ticket_name_iv(a, name_a, iv);
     set_ms += 1500; /* a new key; a's is the previous one */
@@ -1156,7 +1142,7 @@ static void test_tls13_file_keys_shared_between_contexts(void **state)
         cfg.ticket_keys_len = kl;
         pair_init(&other, &cfg, ALPN_H1_FIRST, sizeof(ALPN_H1_FIRST) - 1, NULL, 0, NULL, 0, NULL);
         handshake(&a, 0);
-        SSL_SESSION *s0 = take_ticket(&a), *s1, *s2, *s3;
+        SSL_SESSION *s0 = gw_test_take_ticket(a.cli), *s1, *s2, *s3;
         uint8_t name[16], iv[16];
         ticket_name_iv(s0, name, iv);
         assert_memory_equal(name, keys, 16); /* the file's first key encrypts */

@@ -241,21 +241,6 @@ static void test_stored_ec_key_signs_on_legacy_path(void **state)
     fixture_free(&f);
 }
 
-/* The session the client holds after the handshake, what the server sent after its Finished
- * read (TLS 1.3: the ticket). */
-static SSL_SESSION *session_of(conn_t *c)
-{
-    char b[64];
-    int n = SSL_read(c->cli, b, sizeof(b));
-    assert_true(n <= 0);
-    assert_int_equal(SSL_get_error(c->cli, n), SSL_ERROR_WANT_READ);
-    SSL_SESSION *sess = SSL_get1_session(c->cli);
-    assert_non_null(sess);
-    assert_true(SSL_SESSION_is_resumable(sess));
-    ERR_clear_error();
-    return sess;
-}
-
 /* A connection to f offering sess: whether it resumed; the session it ends with in *next
  * (when not NULL). */
 static int resumes(fixture_t *f, SSL_SESSION *sess, SSL_SESSION **next)
@@ -264,7 +249,7 @@ static int resumes(fixture_t *f, SSL_SESSION *sess, SSL_SESSION **next)
     assert_int_equal(connect_sess(f, &c, "a.test", "\x02h2", 3, sess), 1);
     int reused = SSL_session_reused(c.cli);
     if (next)
-        *next = session_of(&c);
+        *next = gw_test_take_ticket(c.cli);
     conn_free(&c);
     return reused;
 }
@@ -315,7 +300,7 @@ static void test_sessions_resume_across_stored_certificates(void **state)
             conn_t c;
             assert_int_equal(connect_to(&a, &c, "a.test", "\x02h2", 3), 1);
             assert_int_equal(SSL_version(c.cli), versions[v]);
-            SSL_SESSION *s0 = session_of(&c);
+            SSL_SESSION *s0 = gw_test_take_ticket(c.cli);
             conn_free(&c);
             char *chain = read_file(tcert[0], &cl), *key = read_file(tkey[0], &kl);
             assert_int_equal(gw_tls_store_set_pem(a.store, chain, cl, key, kl), 0);
@@ -328,7 +313,7 @@ static void test_sessions_resume_across_stored_certificates(void **state)
             X509 *x = SSL_get1_peer_certificate(c.cli);
             assert_int_equal(X509_check_host(x, "localhost", 0, 0, NULL), 1);
             X509_free(x);
-            SSL_SESSION *s3 = session_of(&c);
+            SSL_SESSION *s3 = gw_test_take_ticket(c.cli);
             conn_free(&c);
             assert_int_equal(resumes(&a, s3, &s2), 1);
             assert_int_equal(resumes(&a, s2, NULL), 1);

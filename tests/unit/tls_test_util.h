@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 #include <openssl/ec.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include "tls/tls.h"
@@ -86,6 +87,22 @@ static inline void gw_test_expect_legacy_ec_signer(SSL *cli, EVP_PKEY *pk)
     assert_ptr_not_equal(EC_KEY_get_method(ec), EC_KEY_OpenSSL());
 #pragma GCC diagnostic pop
 #endif
+}
+
+/* TLS 1.3: the client cli reads what the server sent after its Finished (the ticket), nothing
+ * more waiting; the resumable session it then holds (the caller frees it). The error queue
+ * that read left is cleared. */
+static inline SSL_SESSION *gw_test_take_ticket(SSL *cli)
+{
+    char buf[64];
+    int n = SSL_read(cli, buf, sizeof(buf));
+    assert_true(n <= 0);
+    assert_int_equal(SSL_get_error(cli, n), SSL_ERROR_WANT_READ);
+    SSL_SESSION *sess = SSL_get1_session(cli);
+    assert_non_null(sess);
+    assert_true(SSL_SESSION_is_resumable(sess));
+    ERR_clear_error();
+    return sess;
 }
 
 #endif
