@@ -271,18 +271,10 @@ def test_one_stream_is_paced_loosely_once_it_has_sent_the_bulk_lowat(slow_gatewa
     assert PACED_MAX < most <= 512 * KIB + PACED_MAX, f"{most // KIB} KiB unsent"
 
 
-def test_a_paced_download_reads_tcp_info_less_often_than_it_writes(gateway, origin, tmp_path):
-    """Paced, a step frames what TCP_INFO says the socket takes at once. A download whose
-    origin feeds it faster than steps come read it before nearly every write (8 per MiB on
-    loopback, as many as the writes); the room read a moment ago, less what was written since,
-    is there still, so most steps need no reading. Counted with strace over one 16 MiB
-    download at full speed (curl): the system calls, not the time, so a loaded machine does not
-    change the figure much (the reading holds for a millisecond; strace's pace is within it)."""
-    import shutil
-    if not shutil.which("strace") or not shutil.which("curl"):
-        pytest.skip("strace or curl not installed")
+def tcp_info_readings(gateway, origin, trace):
+    """One 16 MiB download at full speed (curl) through a gateway under strace: its TCP_INFO
+    readings and its writes of DATA."""
     port = free_port()
-    trace = tmp_path / "trace.txt"
     g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"]), wait=[("127.0.0.1", port)],
                 prefix=["strace", "-f", "-qq", "-e", "trace=getsockopt,writev", "-o", str(trace)])
     size = 16 * 1024 * KIB
@@ -296,10 +288,31 @@ def test_a_paced_download_reads_tcp_info_less_often_than_it_writes(gateway, orig
         os.kill(int(k), signal.SIGTERM)
     g.wait(timeout=20)
     text = trace.read_text()
-    info = text.count("TCP_INFO")
     writes = len(re.findall(r"writev\(\d+, .*= \d{5,}$", text, re.M))  # DATA, not heads
     assert writes >= 16, text[-2000:]
-    assert info <= writes / 2, f"{info} TCP_INFO readings for {writes} writes"
+    return text.count("TCP_INFO"), writes
+
+
+def test_a_paced_download_reads_tcp_info_less_often_than_it_writes(gateway, origin, tmp_path):
+    """Paced, a step frames what TCP_INFO says the socket takes at once. A download whose
+    origin feeds it faster than steps come read it before nearly every write (8 per MiB on
+    loopback, as many as the writes: 130 readings for 144 writes); the room read a moment ago,
+    less what was written since, is there still, so most steps need no reading (0.33-0.45 of
+    the writes). Counted with strace over one 16 MiB download at full speed (curl): the system
+    calls, not the time. But a reading holds for a millisecond, and a machine busy enough can
+    space one download's steps wider than that (0.70 once in a CI run beside other work): so
+    up to three downloads, and one of them must read before at most half of its writes; the
+    old rule reads before nearly every write in each."""
+    import shutil
+    if not shutil.which("strace") or not shutil.which("curl"):
+        pytest.skip("strace or curl not installed")
+    seen = []
+    for i in range(3):
+        info, writes = tcp_info_readings(gateway, origin, tmp_path / f"trace{i}.txt")
+        seen.append(f"{info} TCP_INFO readings for {writes} writes")
+        if info <= writes / 2:
+            return
+    pytest.fail("; ".join(seen))
 
 
 def test_streams_of_one_urgency_are_paced_loosely(slow_gateway):
