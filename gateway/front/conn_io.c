@@ -4,6 +4,8 @@
  * on what is queued that pauses reading). */
 #include <errno.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "common/alloc.h"
@@ -48,11 +50,14 @@ static int is_reset(ssize_t uverr)
     return uverr == UV_ECONNRESET || uverr == UV_EPIPE;
 }
 
-/* An end of stream that was a reset: libuv reports UV_EOF instead of UV_ECONNRESET when the
+/* An end of stream that was a reset. libuv reports UV_EOF instead of UV_ECONNRESET when the
  * reset (POLLHUP) comes while the read that drained the last bytes was short (uv__stream_io's
- * short-circuit), and the socket's pending error then still says ECONNRESET. A FIN leaves it
- * 0. The difference shows only in the debug log's close reason, so the getsockopt is paid
- * only at log_level debug (a handshake-per-connection load closes every connection). */
+ * short-circuit): the socket's pending error then still says ECONNRESET. And a write may have
+ * taken that error first: a uv_write that fails at once reports it from a callback on the next
+ * loop turn, after a read in the same epoll batch saw only the EOF (the error is read once).
+ * The TCP state tells both apart from a FIN: a reset leaves the socket CLOSED, a FIN leaves it
+ * in CLOSE_WAIT until the gateway closes it. The reason shows only in the debug log, so the
+ * check runs only at log_level debug (a handshake-per-connection load closes every one). */
 static int eof_was_reset(conn_t *c)
 {
     if (!GW_LOG_ENABLED(GW_LOG_DEBUG))
@@ -60,10 +65,14 @@ static int eof_was_reset(conn_t *c)
     uv_os_fd_t fd;
     int err = 0;
     socklen_t len = sizeof(err);
-    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0)
         return 0;
-    return err == ECONNRESET || err == EPIPE;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+        (err == ECONNRESET || err == EPIPE))
+        return 1;
+    struct tcp_info ti;
+    len = sizeof(ti);
+    return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_CLOSE;
 }
 
 const char *gw_front__peer_end(const conn_t *c)
