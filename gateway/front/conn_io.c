@@ -119,6 +119,17 @@ void gw_front__after_write(conn_t *c, size_t len, int status)
     }
 }
 
+/* A write libuv refuses at once (the socket's descriptor gone or no longer writable after a
+ * read error, or no memory for a long buffer array, libuv's uv_write2) has no callback: it is
+ * named here, at debug level like one that fails later (gw_front__after_write), since the
+ * reason the connection then closes with (write_error, h2_send_failed, handshake_failed) does
+ * not say which. Returns GW_E_IO. */
+static int write_refused(conn_t *c, int uverr)
+{
+    GW_LOG_DEBUG("client_io_error", "peer=%s op=write error=%s", PEER(c), uv_err_name(uverr));
+    return GW_E_IO;
+}
+
 static void on_write(uv_write_t *req, int status)
 {
     wreq_t *wr = GW_CONTAINER_OF(req, wreq_t, req);
@@ -188,11 +199,12 @@ int gw_front__send_iovq(conn_t *c, gw_iovq_t *q)
             bufs[i] = uv_buf_init(wv->ents[i].iov.iov_base, (unsigned)wv->ents[i].iov.iov_len);
             wv->len += wv->ents[i].iov.iov_len;
         }
-        if (uv_write(&wv->req, (uv_stream_t *)&c->tcp, bufs, (unsigned)wv->n, on_writev) < 0) {
+        int rv = uv_write(&wv->req, (uv_stream_t *)&c->tcp, bufs, (unsigned)wv->n, on_writev);
+        if (rv < 0) {
             for (size_t i = 0; i < wv->n; i++)
                 gw_rbuf_unref(wv->ents[i].pin);
             gw_free(wv);
-            return GW_E_IO;
+            return write_refused(c, rv);
         }
         c->queued += wv->len;
     }
@@ -262,9 +274,10 @@ static int queue_copy(conn_t *c, const void *p, size_t n)
     wr->len = n;
     memcpy(wr->data, p, n);
     uv_buf_t b = uv_buf_init((char *)wr->data, (unsigned)n);
-    if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+    int rv = uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    if (rv < 0) {
         gw_free(wr);
-        return GW_E_IO;
+        return write_refused(c, rv);
     }
     c->queued += n;
     return 0;
@@ -346,10 +359,11 @@ static int send_tls(conn_t *c)
     wt->base = gw_tls_out_hand_over(c->tls, &off, &wt->len, &wt->cap);
     uv_buf_t b = uv_buf_init((char *)wt->base + off, (unsigned)wt->len);
     int direct = c->queued == 0; /* libuv writes at once: nothing is queued before it */
-    if (uv_write(&wt->req, (uv_stream_t *)&c->tcp, &b, 1, on_write_tls) < 0) {
+    int rv = uv_write(&wt->req, (uv_stream_t *)&c->tcp, &b, 1, on_write_tls);
+    if (rv < 0) {
         gw_tls_out_release(wt->base, wt->cap);
         gw_free(wt);
-        return GW_E_IO;
+        return write_refused(c, rv);
     }
     c->queued += wt->len;
     if (direct && c->tcp.write_queue_size == 0)

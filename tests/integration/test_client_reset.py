@@ -3,7 +3,8 @@ end of a browser tab or a mobile client, is logged `event=conn_close ... reason=
 `read_error` or `write_error`, which stay for real I/O failures: over h2c, HTTP/2 over TLS,
 HTTP/1.1 and HTTP/1.1 over TLS, whether the reset finds the connection idle (the read sees
 ECONNRESET) or in the middle of a large response (the write may see it first, as ECONNRESET or
-EPIPE). Clients: Python sockets, ssl and python3-h2; origin: the scripted origin."""
+EPIPE). A real write failure is named (event=client_io_error), a write libuv refuses at once
+too. Clients: Python sockets, ssl and python3-h2; origin: the scripted origin."""
 import re
 import socket
 import struct
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from procs import free_port, recv_response, slow
+from procs import free_port, recv_response, run, sanitizer, slow
 from gwtest import Client, gw_config, response, tls_client_ctx
 
 
@@ -109,3 +110,79 @@ def test_reset_during_a_large_response_is_logged_as_reset(gwr, proto):
     reason = close_reason(gwr, port)
     assert reason == "reset", gwr.log()[-3000:]
     assert "reason=read_error" not in gwr.log() and "reason=write_error" not in gwr.log()
+
+
+# A stand-in for libuv's writes on the sockets the listener port FAIL_PORT accepted: a write of
+# 4 KiB or more (a response, never a handshake or the SETTINGS) finds the socket full
+# (uv_try_write: UV_EAGAIN) and is refused at once (uv_write: UV_ENOMEM, what libuv answers when
+# it cannot copy a buffer array longer than 4).
+WRITE_REFUSED = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+static int refused(uv_stream_t *s, const uv_buf_t bufs[], unsigned n)
+{
+    size_t len = 0;
+    for (unsigned i = 0; i < n; i++)
+        len += bufs[i].len;
+    uv_os_fd_t fd;
+    struct sockaddr_in a;
+    socklen_t alen = sizeof(a);
+    return len >= 4096 && uv_fileno((uv_handle_t *)s, &fd) == 0 &&
+           getsockname(fd, (struct sockaddr *)&a, &alen) == 0 && a.sin_family == AF_INET &&
+           ntohs(a.sin_port) == atoi(getenv("FAIL_PORT"));
+}
+
+int uv_try_write(uv_stream_t *s, const uv_buf_t bufs[], unsigned n)
+{
+    int (*real)(uv_stream_t *, const uv_buf_t *, unsigned) =
+        (int (*)(uv_stream_t *, const uv_buf_t *, unsigned))dlsym(RTLD_NEXT, "uv_try_write");
+    return refused(s, bufs, n) ? UV_EAGAIN : real(s, bufs, n);
+}
+
+int uv_write(uv_write_t *req, uv_stream_t *s, const uv_buf_t bufs[], unsigned n, uv_write_cb cb)
+{
+    int (*real)(uv_write_t *, uv_stream_t *, const uv_buf_t *, unsigned, uv_write_cb) =
+        (int (*)(uv_write_t *, uv_stream_t *, const uv_buf_t *, unsigned, uv_write_cb))dlsym(
+            RTLD_NEXT, "uv_write");
+    return refused(s, bufs, n) ? UV_ENOMEM : real(req, s, bufs, n, cb);
+}
+"""
+
+
+@pytest.mark.skipif(sanitizer() == "asan", reason="ASan's runtime must come first in LD_PRELOAD")
+@pytest.mark.parametrize("proto", PROTOS)
+def test_a_write_refused_at_once_is_named_in_the_log(gateway, origin, tmp_path, proto):
+    """A write libuv refuses at once (no callback follows) is named at log_level debug like one
+    that fails later, event=client_io_error op=write error=NAME, before the connection closes:
+    h2c's gathered write, TLS's handed-over records, HTTP/1.1's copied tail. Its close reason
+    (write_error, h2_send_failed) does not say which error it was."""
+    src, lib = tmp_path / "refuse.c", tmp_path / "librefuse.so"
+    src.write_text(WRITE_REFUSED)
+    r = run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl", "-luv"])
+    assert r.returncode == 0, r.stderr
+    tls = proto.endswith("tls")
+    port, tls_port = free_port(), free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], tls_port=tls_port,
+                          log_level="debug"),
+                wait=[("127.0.0.1", port), ("127.0.0.1", tls_port)],
+                prefix=("env", f"LD_PRELOAD={lib}", f"FAIL_PORT={tls_port if tls else port}"))
+    g.port, g.tls_port = port, tls_port
+    path = "/bytes/100000"
+    if proto.startswith("h2"):
+        cl = Client(tls_port if tls else port, tls=tls)
+        cl.request(path)
+        s = cl.s
+    else:
+        s = h1_socket(g, tls)
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+    peer = f"peer=127.0.0.1:{s.getsockname()[1]}"
+    assert close_reason(g, s.getsockname()[1]) is not None, g.log()[-3000:]
+    log = g.log()
+    assert f"event=client_io_error {peer} op=write error=ENOMEM" in log, log[-3000:]
+    assert log.index("event=client_io_error") < log.index(f"event=conn_close {peer}")
+    s.close()
