@@ -40,7 +40,9 @@
  * not from the pool thread (a log line's first malloc would give that thread an arena), and
  * where the trims are counted for the metrics (h2gate_heap_trims_total{reason="idle|cache"},
  * h2gate_heap_trim_seconds_total: one run that serves the cache and then the idle check counts
- * one of each when both trimmed). */
+ * one of each when both trimmed; an idle check that did not trim counts in
+ * h2gate_heap_trims_skipped_total, so that a gateway that goes quiet and never trims, its
+ * idle_trim_free too high or another allocator preloaded, shows without the debug log). */
 #include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -140,10 +142,12 @@ static void run_done(uv_work_t *req, int status)
             GW_LOG_DEBUG("cache_trim", "after=%s ms=%.1f", cache_why(h->taken),
                          (double)h->cache_ns / 1e6);
     }
-    if (status == 0 && (h->taken & GW_HEAP_TRIM_IDLE) && !h->trimmed)
+    if (status == 0 && (h->taken & GW_HEAP_TRIM_IDLE) && !h->trimmed) {
+        atomic_fetch_add_explicit(&h->skipped, 1, memory_order_relaxed);
         GW_LOG_DEBUG("heap_trim_skipped", "free=%llu rss=%llu rss_last_trim=%llu min_free=%llu",
                      (unsigned long long)h->free, (unsigned long long)h->rss_before,
                      (unsigned long long)h->rss_after, (unsigned long long)h->idle_min);
+    }
     if (status == 0 && h->trimmed) {
         atomic_fetch_add_explicit(&h->trims[GW_HEAP_TRIMS_IDLE], 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&h->trim_ns[GW_HEAP_TRIMS_IDLE], h->ns, memory_order_relaxed);

@@ -109,6 +109,7 @@ typedef struct {
     uint64_t cluster_up;
     uint64_t reloads_ok, reloads_failed, gen_id;
     uint64_t heap_trims[2], heap_trim_us[2]; /* by GW_HEAP_TRIMS_*: idle, cache */
+    uint64_t heap_trims_skipped;             /* idle checks only: cache trims are always made */
     proc_stats_t proc;
     /* the ACME client: its counters, and each name of a listener with tls.acme with the
      * notAfter of the certificate its store serves (copied: the generation may go) */
@@ -206,6 +207,8 @@ static const point_t heap_trims[] = {{"idle", AT(heap_trims[GW_HEAP_TRIMS_IDLE])
                                      {"cache", AT(heap_trims[GW_HEAP_TRIMS_CACHE])}};
 static const point_t heap_trim_secs[] = {{"idle", AT(heap_trim_us[GW_HEAP_TRIMS_IDLE])},
                                          {"cache", AT(heap_trim_us[GW_HEAP_TRIMS_CACHE])}};
+/* reason="idle" like h2gate_heap_trims_total's: the two divide by matching labels */
+static const point_t heap_skips[] = {{"idle", AT(heap_trims_skipped)}};
 static const point_t cache_lookups[] = {{"hit", AT(cache.hits)}, {"miss", AT(cache.misses)}};
 /* the labels are gw_cache_bg_str()'s, in gw_cache_bg_t's order */
 static const point_t cache_bg_results[] = {{"refreshed", AT(cache.bg[GW_CACHE_BG_REFRESHED])},
@@ -456,6 +459,11 @@ static const fam_t fams[] = {
     {"h2gate_heap_trim_seconds_total", "counter",
      "Time the heap trims took (on libuv's thread pool, one at a time), by reason.",
      .label = "reason", POINTS(heap_trim_secs), .us = 1},
+    {"h2gate_heap_trims_skipped_total", "counter",
+     "Idle trims not made: the gateway went quiet, but the heap held less than "
+     "heap.idle_trim_free free or the resident size had not grown by as much since the last "
+     "trim.",
+     .label = "reason", POINTS(heap_skips)},
     {"h2gate_cache_lookups_total", "counter",
      "Lookups in the shared cache (routes with cache: true), by result: hit (an entry, fresh or "
      "not), miss.",
@@ -810,6 +818,7 @@ int gw_server_metrics(gw_server_t *s, gw_bytes_t *out)
         sc->heap_trim_us[i] =
             atomic_load_explicit(&s->heap.trim_ns[i], memory_order_relaxed) / 1000;
     }
+    sc->heap_trims_skipped = atomic_load_explicit(&s->heap.skipped, memory_order_relaxed);
     read_proc(&sc->proc);
     uint64_t deadline = uv_hrtime() + (uint64_t)SCRAPE_WAIT_MS * 1000000u;
     uv_mutex_lock(&s->snap_mu);

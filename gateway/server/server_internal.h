@@ -202,6 +202,8 @@ typedef struct {
      * run_done on the main loop, read by a scrape (h2gate_heap_trims_total,
      * h2gate_heap_trim_seconds_total) */
     atomic_ullong trims[2], trim_ns[2];
+    /* idle checks that found too little to give back (h2gate_heap_trims_skipped_total) */
+    atomic_ullong skipped;
 } gw_heap_trim_t;
 enum { GW_HEAP_TRIMS_IDLE, GW_HEAP_TRIMS_CACHE }; /* the indexes of trims[] and trim_ns[] */
 

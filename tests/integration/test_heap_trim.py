@@ -75,6 +75,15 @@ def trim_metrics(aport):
             for r in ("idle", "cache")}
 
 
+def idle_checks(aport):
+    """(idle trims made, idle checks that found too little to give back) of the admin's
+    /metrics: h2gate_heap_trims_total and h2gate_heap_trims_skipped_total, reason="idle"."""
+    fams, _ = scrape(aport)
+    assert fams["h2gate_heap_trims_skipped"].type == "counter"
+    return (sample(fams, "h2gate_heap_trims_total", reason="idle"),
+            sample(fams, "h2gate_heap_trims_skipped_total", reason="idle"))
+
+
 def heap_log(g):
     """The lines of the log that say when workers went quiet and what the trims did."""
     return "\n".join(l for l in g.log().splitlines() if "worker_quiet" in l or "heap_trim" in l
@@ -114,10 +123,13 @@ def test_rss_comes_back_once_the_gateway_goes_quiet_after_a_burst(gateway, big):
 def test_no_trim_while_a_request_is_under_way_then_one_per_quiet_period(gateway, big, origin):
     # a burst on a loaded machine may leave less free than the default 8 MiB: 4 MiB keeps the
     # trim certain, and a single small request still grows the heap by far less
-    g = start(gateway, big, hang=origin, extra="heap:\n  idle_trim_free: 4MiB\n")
+    aport = free_port()
+    g = start(gateway, big, hang=origin,
+              extra=f"heap:\n  idle_trim_free: 4MiB\nadmin:\n  address: 127.0.0.1:{aport}\n")
     warm(g.port)
     time.sleep(3)
     before = trims(g)
+    made, skipped = idle_checks(aport)
     # a request the origin never answers keeps its connection, and so its worker, at work
     # (HTTP/2: the gateway reads on while a stream waits, so it sees the client go at once)
     c = subprocess.Popen(["curl", "-s", "--http2-prior-knowledge", f"http://127.0.0.1:{g.port}/hang"],
@@ -127,6 +139,8 @@ def test_no_trim_while_a_request_is_under_way_then_one_per_quiet_period(gateway,
         burst(g.port)
         time.sleep(3)  # the other worker, and the burst's connections, are long quiet
         assert trims(g) == before, heap_log(g)
+        # not even looked at: the gateway is not quiet while one worker has work
+        assert idle_checks(aport) == (made, skipped), heap_log(g)
     finally:
         c.kill()
         c.wait()
@@ -134,6 +148,7 @@ def test_no_trim_while_a_request_is_under_way_then_one_per_quiet_period(gateway,
     while trims(g) == before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert trims(g) == before + 1, heap_log(g)
+    assert idle_checks(aport) == (made + 1, skipped), heap_log(g)
     # one trim per quiet period: nothing more while the gateway stays quiet, nor after a single
     # small request (the resident size did not grow by heap.idle_trim_free since)
     time.sleep(3)
@@ -142,6 +157,8 @@ def test_no_trim_while_a_request_is_under_way_then_one_per_quiet_period(gateway,
     assert r.stdout == "206"
     time.sleep(3)
     assert trims(g) == before + 1, heap_log(g)
+    # the quiet period after it was checked, and the trim skipped: counted as such
+    assert idle_checks(aport) == (made + 1, skipped + 1), heap_log(g)
 
 
 # A stand-in for glibc's malloc_trim, preloaded: each call is written to TRIM_LOG as a "start"
