@@ -34,9 +34,8 @@ size_t gw_cache_key(const gw_cache_url_t *u, char *out, size_t cap)
     size_t at = 0;
     gw_http_authority_t a;
     /* a malformed literal never gets this far (gw_http_is_authority at the fronts and in
-     * gw_cache_url_parse); were one to, it would stay as written: a key of its own */
-    if (gw_http_authority(u->scheme, u->authority, &a) < 0)
-        a.host = u->authority, a.port = (gw_slice_t){0};
+     * gw_cache_url_parse); were one to, gw_http_authority keeps it as written */
+    (void)gw_http_authority(u->scheme, u->authority, &a);
     put(out, cap, &at, u->scheme.base, u->scheme.len, 1);
     put(out, cap, &at, "://", 3, 0);
     put(out, cap, &at, a.host.base, a.host.len, 1);

@@ -193,8 +193,11 @@ int gw_http_authority(gw_slice_t scheme, gw_slice_t a, gw_http_authority_t *out)
      * hold RFC 5952's, as routes compare them (proxy/route.c) */
     if (out->host.len && out->host.base[0] == '[') {
         size_t n = gw_http_ip_literal_canon(out->host, out->ip6, sizeof(out->ip6));
-        if (!n)
+        if (!n) { /* no literal: the authority as written, one of its own in every key */
+            out->host = a;
+            out->port = (gw_slice_t){0};
             return -1;
+        }
         out->host = (gw_slice_t){(const uint8_t *)out->ip6, n};
     }
     return 0;

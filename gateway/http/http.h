@@ -122,12 +122,15 @@ typedef struct {
 } gw_http_authority_t;
 
 /* The authority a (gw_http_is_authority) of a URI of scheme into *out, as every key of an
- * origin compares it (the cache's, coalescing's, learned hints'): the host an IPv6 literal's
- * canonical text ([::1], [0::1] and [::0001] are one host), the port a number without the
- * scheme's default (:80 for http, :443 for https; "a.test", "a.test:" and "a.test:080" are one
- * authority of http). 0, or -1 when its host opens a "[" that is no IPv6 literal. A host with
- * neither "[" nor ":" costs one memchr. Two authorities name one origin server when
- * gw_http_authority_eq says so. */
+ * origin compares it (the cache's, coalescing's, learned hints'): the
+ * host an IPv6 literal's canonical text ([::1], [0::1] and [::0001] are one host), the port
+ * a number without the scheme's default (:80 for http, :443 for https; "a.test", "a.test:"
+ * and "a.test:080" are one authority of http). 0, or -1 when its host opens a "[" that is no
+ * IPv6 literal: *out then holds a as written (the host all of it, the port empty), so what
+ * is keyed on it still names that authority alone, without a fallback of the caller's (the
+ * fronts' gw_http_is_authority lets no such one through). A host with neither "[" nor ":"
+ * costs one memchr. Two authorities name one origin server when gw_http_authority_eq says
+ * so. */
 int gw_http_authority(gw_slice_t scheme, gw_slice_t a, gw_http_authority_t *out);
 
 /* Whether x and y are the same authority: hosts compared without case (RFC 3986 §6.2.2.1;

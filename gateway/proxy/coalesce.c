@@ -175,11 +175,10 @@ char *gw_proxy__coalesce_key(const gw_cfg_route_t *r, const gw_req_head_t *h, si
     if (!gw_proxy__coalesce_request_ok(r, h))
         return NULL;
     /* one origin server, one key (RFC 3986 §6.2.2, §6.2.3), as the cache keys it: [::1] and
-     * [0::1]:80 are one authority of http. A malformed literal never gets this far (the
-     * fronts' gw_http_is_authority); were one to, it would be keyed as written. */
+     * [0::1]:80 are one authority of http; a malformed literal (the fronts refuse it) is kept
+     * as written */
     gw_http_authority_t a;
-    if (gw_http_authority(h->scheme, h->authority, &a) < 0)
-        a.host = h->authority, a.port = (gw_slice_t){0};
+    (void)gw_http_authority(h->scheme, h->authority, &a);
     size_t n = key_write(r, h, &a, NULL, 0);
     char *k = gw_malloc(n + 1);
     if (!k)

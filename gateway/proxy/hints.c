@@ -80,11 +80,8 @@ static size_t key_of(const gw_cfg_route_t *r, size_t ri, int tls, const gw_req_h
                      size_t cap)
 {
     gw_http_authority_t au;
-    /* a malformed literal never gets this far (the fronts' gw_http_is_authority); were one
-     * to, it would be keyed as written */
-    if (gw_http_authority(tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http"), h->authority, &au) <
-        0)
-        au.host = h->authority, au.port = (gw_slice_t){0};
+    /* a malformed literal (the fronts refuse it) is kept as written */
+    (void)gw_http_authority(tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http"), h->authority, &au);
     size_t al = au.host.len + (au.port.len ? 1 + au.port.len : 0);
     size_t n = KEY_HEAD + al + 1 + h->path.len;
     if (n > cap)

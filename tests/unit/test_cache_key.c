@@ -52,6 +52,9 @@ static void primary_key(void **state)
                         "http://[::ffff:192.0.2.1]/");
     /* another address stays another key */
     assert_string_equal(key("http", "[::2]", "/x"), "http://[::2]/x");
+    /* no literal (the fronts refuse it): as written, lowercased, its port kept */
+    assert_string_equal(key("http", "[ZZ]:80", "/x"), "http://[zz]:80/x");
+    assert_string_equal(key("http", "[::1]X", "/x"), "http://[::1]x/x");
     /* the scheme is part of it: an http answer never reaches an https client */
     assert_string_not_equal(key("http", "a", "/"), "https://a/");
     /* no dot-segment removal or decoding: an origin may tell these apart */

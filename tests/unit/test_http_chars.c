@@ -352,8 +352,14 @@ static void authority_vectors(void **state)
         assert_true(gw_slice_eq(a.port, gw_slice_str(v[i].port)));
     }
     gw_http_authority_t a, b;
-    assert_int_equal(gw_http_authority(GW_SLICE_LIT("http"), GW_SLICE_LIT("[zz]:80"), &a), -1);
-    assert_int_equal(gw_http_authority(GW_SLICE_LIT("http"), GW_SLICE_LIT("[::1"), &a), -1);
+    /* no IPv6 literal: -1, and the authority as written, port and all (the keys' fallback) */
+    static const char *const bad[] = {"[zz]:80", "[::1", "[::1]x", "[::1]x:80", "[1.2.3.4]"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&a, 0x55, sizeof(a));
+        assert_int_equal(gw_http_authority(GW_SLICE_LIT("http"), gw_slice_str(bad[i]), &a), -1);
+        assert_true(gw_slice_eq(a.host, gw_slice_str(bad[i])));
+        assert_int_equal(a.port.len, 0);
+    }
     /* hosts without case, IPv6 ones as addresses, ports as numbers */
     gw_http_authority(GW_SLICE_LIT("http"), GW_SLICE_LIT("A.Test:0080"), &a);
     gw_http_authority(GW_SLICE_LIT("http"), GW_SLICE_LIT("a.test"), &b);

@@ -155,6 +155,15 @@ static void key_parts(void **state)
     a.scheme = b.scheme = GW_SLICE_LIT("http");
     b.authority = GW_SLICE_LIT("[0::1]:80");
     assert_true(same_key(&route_default, &a, &b));
+    /* no literal (the fronts refuse it): keyed as written, without case, its port kept */
+    a.authority = GW_SLICE_LIT("[zz]:80");
+    b.authority = GW_SLICE_LIT("[ZZ]:80");
+    assert_true(same_key(&route_default, &a, &b));
+    b.authority = GW_SLICE_LIT("[zz]");
+    assert_false(same_key(&route_default, &a, &b));
+    a.authority = GW_SLICE_LIT("[::1]x");
+    b.authority = GW_SLICE_LIT("[::1]");
+    assert_false(same_key(&route_default, &a, &b));
     a = get("/x", gz, NF(gz));
     b = get("/x", gz2, NF(gz2));
     b.method = GW_SLICE_LIT("HEAD");

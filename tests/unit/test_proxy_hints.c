@@ -254,6 +254,43 @@ static void learn_private_keyed_on_credentials(void **state)
     assert_string_equal(got, "</conf.css>; rel=preload; as=style|</public.css>; rel=preload|");
 }
 
+/* One page per origin server whatever the spelling of its authority (RFC 3986 §6.2.2-6.2.3,
+ * RFC 4291 §2.2): the host without case, an IPv6 address as RFC 5952 writes it, the
+ * listener's default port dropped; an authority that holds no literal (the fronts refuse it)
+ * is keyed as written. */
+static void learn_one_page_per_origin(void **state)
+{
+    (void)state;
+    const gw_cfg_route_t *r = &cfg->routes[0];
+    gw_field_t nav[] = {{GW_SLICE_LIT("sec-fetch-mode"), GW_SLICE_LIT("navigate")}};
+    gw_field_t resp[] = {{GW_SLICE_LIT("link"), GW_SLICE_LIT("</v6.css>; rel=preload")}};
+    gw_cstream_t s = {.ops = &fops, .peer = "t", .tls = 1};
+    static const struct {
+        const char *learned, *asked;
+        size_t links; /* in the 103: the configured one, and the learned one if the same page */
+    } v[] = {
+        {"[::1]", "[0:0::0001]:443", 2},
+        {"[::1]", "[::1]:0443", 2},
+        {"[2001:DB8::AB]", "[2001:db8:0::ab]", 2},
+        {"[::1]", "[::1]:80", 1}, /* not https's default port */
+        {"[::1]", "[::2]", 1},
+        {"[ZZ]:443", "[zz]:443", 2},
+        {"[zz]:443", "[zz]", 1},
+        {"[::1]x", "[::1]", 1},
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        char path[32];
+        snprintf(path, sizeof(path), "/v6/%zu", i);
+        gw_req_head_t a = req(path, nav, 1), b = req(path, nav, 1);
+        a.authority = gw_slice_str(v[i].learned);
+        b.authority = gw_slice_str(v[i].asked);
+        gw_proxy__hints_learn(px, r, 1, &a, 200, resp, 1);
+        got_n = 0;
+        assert_int_equal(gw_proxy__hints_send(px, &s, r, &b), 1);
+        assert_int_equal(got_n, v[i].links);
+    }
+}
+
 /* RFC 8297: the origin's 103 keeps its Link fields and the policies that bound them, nothing
  * else; without a Link there is nothing to send. */
 static void hint_fields(void **state)
@@ -389,9 +426,13 @@ static void link_rels(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(navigation),          cmocka_unit_test(learn_and_send),
-    cmocka_unit_test(learn_not_the_query), cmocka_unit_test(learn_private_keyed_on_credentials),
-    cmocka_unit_test(hint_fields),         cmocka_unit_test(push_targets),
+    cmocka_unit_test(navigation),
+    cmocka_unit_test(learn_and_send),
+    cmocka_unit_test(learn_not_the_query),
+    cmocka_unit_test(learn_private_keyed_on_credentials),
+    cmocka_unit_test(learn_one_page_per_origin),
+    cmocka_unit_test(hint_fields),
+    cmocka_unit_test(push_targets),
     cmocka_unit_test(link_rels),
 };
 
