@@ -122,7 +122,7 @@ typedef struct {
 } gw_http_authority_t;
 
 /* The authority a (gw_http_is_authority) of a URI of scheme into *out, as every key of an
- * origin compares it (the cache's, coalescing's, learned hints'): the
+ * origin compares it (the cache's, coalescing's, learned hints', and a route's host): the
  * host an IPv6 literal's canonical text ([::1], [0::1] and [::0001] are one host), the port
  * a number without the scheme's default (:80 for http, :443 for https; "a.test", "a.test:"
  * and "a.test:080" are one authority of http). 0, or -1 when its host opens a "[" that is no

@@ -6,19 +6,6 @@
 #include "http/http.h"
 #include "proxy/proxy_internal.h"
 
-/* The host part of an authority: "[::1]:8443" → "[::1]", "a.example:80" → "a.example". */
-static gw_slice_t host_of(gw_slice_t a)
-{
-    if (a.len == 0)
-        return a; /* no authority (HTTP/2 without :authority): base may be NULL */
-    if (a.len && a.base[0] == '[') {
-        const uint8_t *e = memchr(a.base, ']', a.len);
-        return e ? (gw_slice_t){a.base, (size_t)(e - a.base) + 1} : a;
-    }
-    const uint8_t *c = memchr(a.base, ':', a.len);
-    return c ? (gw_slice_t){a.base, (size_t)(c - a.base)} : a;
-}
-
 static int host_match(const char *pattern, gw_slice_t host)
 {
     if (!strcmp(pattern, "*"))
@@ -33,16 +20,13 @@ static int host_match(const char *pattern, gw_slice_t host)
 
 const gw_cfg_route_t *gw_proxy_route(const gw_proxy_t *p, gw_slice_t authority, gw_slice_t path)
 {
-    gw_slice_t host = host_of(authority);
     /* RFC 4291 §2.2: one IPv6 address has many spellings ([::1], [0:0::1], [::0001], hex in
      * either case); a route's host is held in the canonical one (RFC 5952, config/routes.c),
-     * so the request's is made canonical too, and every spelling takes the same route */
-    char canon[GW_HTTP_IP6_LITERAL_MAX];
-    if (host.len && host.base[0] == '[') {
-        size_t n = gw_http_ip_literal_canon(host, canon, sizeof(canon));
-        if (n)
-            host = (gw_slice_t){(const uint8_t *)canon, n};
-    }
+     * and the request's is read by the rule every key of an origin uses, so every spelling
+     * takes the same route. The port plays no part: no scheme is needed for its default. */
+    gw_http_authority_t a;
+    (void)gw_http_authority((gw_slice_t){0}, authority, &a);
+    gw_slice_t host = a.host;
     for (size_t i = 0; i < p->cfg->routes_len; i++) {
         const gw_cfg_route_t *r = &p->cfg->routes[i];
         size_t pl = strlen(r->path);
