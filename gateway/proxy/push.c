@@ -8,11 +8,12 @@
 
 /* The path a link target names on the request's own authority and scheme, or {NULL, 0}: an
  * absolute path ("/app.css"), or an absolute URI or network-path reference ("//host/app.css")
- * whose authority is the request's (RFC 3986 §6.2.2.1: compared case-insensitively) and, for
- * an absolute URI, whose scheme is too. The fragment is dropped (§3.5: never sent); a target
- * with bytes a request target may not carry (RFC 3986 §3.3-§3.4) or relative ("app.css") is
- * not pushed. */
-static gw_slice_t same_origin_path(gw_slice_t t, const gw_req_head_t *h)
+ * whose authority is the request's (page: gw_http_authority of h's, read once per answer; NULL
+ * when it is none, and then only an absolute path is) and, for an absolute URI, whose scheme
+ * is too. The fragment is dropped (§3.5: never sent); a target with bytes a request target
+ * may not carry (RFC 3986 §3.3-§3.4) or relative ("app.css") is not pushed. */
+static gw_slice_t same_origin_path(gw_slice_t t, const gw_req_head_t *h,
+                                   const gw_http_authority_t *page)
 {
     gw_slice_t none = {0};
     const uint8_t *hash = memchr(t.base, '#', t.len);
@@ -37,9 +38,9 @@ static gw_slice_t same_origin_path(gw_slice_t t, const gw_req_head_t *h)
         size_t alen = slash ? (size_t)(slash - t.base) : t.len;
         /* one origin however it is spelled (RFC 3986 §6.2.2-6.2.3: host case, an IPv6
          * address's forms, the scheme's default port), as coalescing and the cache compare it */
-        gw_http_authority_t la, ra;
-        if (gw_http_authority(h->scheme, (gw_slice_t){t.base, alen}, &la) != 0 ||
-            gw_http_authority(h->scheme, h->authority, &ra) != 0 || !gw_http_authority_eq(&la, &ra))
+        gw_http_authority_t la;
+        if (!page || gw_http_authority(h->scheme, (gw_slice_t){t.base, alen}, &la) != 0 ||
+            !gw_http_authority_eq(&la, page))
             return none;
         if (!slash)
             return none; /* the authority alone: "/" would be the page itself */
@@ -85,6 +86,9 @@ int gw_proxy__push_links(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r
     gw_field_t pf[16];
     size_t pn = push_fields(h, pf, 16);
     int promised = 0;
+    gw_http_authority_t page; /* for every link that names an authority */
+    const gw_http_authority_t *pa =
+        gw_http_authority(h->scheme, h->authority, &page) == 0 ? &page : NULL;
     gw_proxy__link_iter_t it = {.f = f, .n = n};
     gw_slice_t v;
     unsigned rels;
@@ -92,7 +96,8 @@ int gw_proxy__push_links(gw_proxy_t *p, gw_cstream_t *s, const gw_cfg_route_t *r
         if (!(rels & GW_PROXY_LINK_PRELOAD) || (rels & GW_PROXY_LINK_NOPUSH))
             continue;
         const uint8_t *gt = memchr(v.base, '>', v.len);
-        gw_slice_t path = same_origin_path((gw_slice_t){v.base + 1, (size_t)(gt - v.base - 1)}, h);
+        gw_slice_t path =
+            same_origin_path((gw_slice_t){v.base + 1, (size_t)(gt - v.base - 1)}, h, pa);
         if (!path.base)
             continue;
         gw_req_head_t q = {.method = GW_SLICE_LIT("GET"),

@@ -374,6 +374,30 @@ static void push_targets(void **state)
     push_rc[0] = GW_E_UNSUPPORTED;
     assert_int_equal(gw_proxy__push_links(px, &s, r, &h, 200, resp, 3), 0);
     assert_int_equal(push_calls, 1);
+    /* the page's authority, read once for all its links: an IPv6 one in any spelling, with
+     * https's default port or without (RFC 3986 §6.2.3, RFC 4291 §2.2) */
+    gw_field_t v6[] = {
+        {GW_SLICE_LIT("link"), GW_SLICE_LIT("<https://[0:0::1]:443/a.css>; rel=preload, "
+                                            "<//[::0001]/b.css>; rel=preload, "
+                                            "<https://[::1]:8443/c.css>; rel=preload, "
+                                            "<https://[::2]/d.css>; rel=preload, "
+                                            "</e.css>; rel=preload")}};
+    memset(push_rc, 0, sizeof(push_rc));
+    pushed_k = push_calls = 0;
+    pushed[0] = 0;
+    gw_req_head_t h6 = test_req(GW_REQ_H2, "GET", "[::1]", "/page", NULL, 0);
+    assert_int_equal(gw_proxy__push_links(px, &s, r, &h6, 200, v6, 1), 3);
+    assert_string_equal(pushed, "GET https [::1] /a.css|GET https [::1] /b.css|"
+                                "GET https [::1] /e.css|");
+    /* a page's authority that is none (the fronts refuse it): absolute paths only */
+    pushed_k = push_calls = 0;
+    pushed[0] = 0;
+    gw_field_t zz[] = {{GW_SLICE_LIT("link"), GW_SLICE_LIT("<https://[zz]/a.css>; rel=preload, "
+                                                           "<//[zz]/b.css>; rel=preload, "
+                                                           "</c.css>; rel=preload")}};
+    gw_req_head_t hz = test_req(GW_REQ_H2, "GET", "[zz]", "/page", NULL, 0);
+    assert_int_equal(gw_proxy__push_links(px, &s, r, &hz, 200, zz, 1), 1);
+    assert_string_equal(pushed, "GET https [zz] /c.css|");
 }
 
 /* The rel bits of one link-value (RFC 8288 §3): parameters split at ";" outside quoted
