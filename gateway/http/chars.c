@@ -183,11 +183,12 @@ int gw_http_authority(gw_slice_t scheme, gw_slice_t a, gw_http_authority_t *out)
     /* the port is a number: "080" is port 80 */
     while (out->port.len > 1 && out->port.base[0] == '0')
         out->port.base++, out->port.len--;
-    /* RFC 3986 §6.2.3: an empty port and the scheme's default port are the same URI */
-    if ((gw_slice_eq_nocase(scheme, GW_SLICE_LIT("http")) &&
-         gw_slice_eq(out->port, GW_SLICE_LIT("80"))) ||
-        (gw_slice_eq_nocase(scheme, GW_SLICE_LIT("https")) &&
-         gw_slice_eq(out->port, GW_SLICE_LIT("443"))))
+    /* RFC 3986 §6.2.3: an empty port and the scheme's default port are the same URI (the
+     * port first: most have none, or another, and then the scheme is not read) */
+    if ((gw_slice_eq(out->port, GW_SLICE_LIT("80")) &&
+         gw_slice_eq_nocase(scheme, GW_SLICE_LIT("http"))) ||
+        (gw_slice_eq(out->port, GW_SLICE_LIT("443")) &&
+         gw_slice_eq_nocase(scheme, GW_SLICE_LIT("https"))))
         out->port.len = 0;
     /* RFC 4291 §2.2: one IPv6 address has many spellings ([::1], [0:0::1], [::0001]); keys
      * hold RFC 5952's, as routes compare them (proxy/route.c) */
