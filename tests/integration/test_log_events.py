@@ -109,3 +109,191 @@ def test_every_logged_event_is_documented():
     missing = sorted(f"{ev} ({events[ev][0]})" for ev in events
                      if not re.search(rf"`(?:event=)?{ev}[`\s]", doc))
     assert not missing, "not in config/README.md:\n" + "\n".join(missing)
+
+
+# ---- why a connection closed: every reason= the code can log is in the reason tables ----------
+
+# Functions that close a client connection with a reason (logged `event=conn_close` and, for
+# gw_front__finish, `event=conn_finish` first): name -> the index of the reason argument.
+CLOSERS = {"gw_front__conn_close": 1, "gw_front__finish": 1}
+# The events that say why a connection closed (`reason=` in their format), and the event whose
+# heading in config/README.md holds the table of their reasons.
+CLOSE_EVENTS = {"conn_close": "conn_close", "conn_finish": "conn_close",
+                "back_idle_close": "back_idle_close", "back_conn_close": "back_idle_close"}
+# Reasons made outside the tree: the function, and the words its row in the table has.
+EXTERNAL_REASONS = {"uv_err_name": "libuv error name"}
+CONVERSION = re.compile(r"%(?:%|[-+ #0]*(\*|\d+)?(?:\.(\*|\d+))?[hlzjt]*[diouxXeEfgGcsp])")
+
+
+def function_bodies(texts):
+    """{name: body text} of every function defined in the sources."""
+    bodies = {}
+    lit = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
+    for text in texts.values():
+        # braces inside literals ('{', "}") do not count: blanked, offsets kept
+        bare = lit.sub(lambda m: m.group(0)[0] + " " * (len(m.group(0)) - 2) + m.group(0)[0],
+                       text)
+        for m in DEFINITION.finditer(bare):
+            depth, i = 0, m.end() - 1
+            while i < len(bare):
+                depth += {"{": 1, "}": -1}.get(bare[i], 0)
+                if depth == 0:
+                    break
+                i += 1
+            bodies[m.group(1)] = text[m.end():i]
+    return bodies
+
+
+def parameters(text, pos):
+    """The parameter names of the function defined around pos."""
+    m = None
+    for m in DEFINITION.finditer(text, 0, pos):
+        pass
+    if not m:
+        return []
+    head = m.group(0)
+    return re.findall(r"(\w+)\s*(?:,|\)\s*\{)", head[head.index("(") + 1:])
+
+
+def top_level(expr, chars):
+    """The offsets in expr of the characters of chars outside parentheses and literals."""
+    depth, i, out = 0, 0, []
+    while i < len(expr):
+        ch = expr[i]
+        if ch == '"':
+            i += 1
+            while expr[i] != '"':
+                i += 2 if expr[i] == "\\" else 1
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and ch in chars:
+            out.append(i)
+        i += 1
+    return out
+
+
+def reason_values(expr, bodies, forwarded, seen=()):
+    """The reasons an expression can give: (literals, external phrases, what cannot be
+    followed). Follows conditional expressions, and calls of our own functions through their
+    return statements; a parameter of a function that closes (`why`) is its callers' business."""
+    expr = expr.strip()
+    while expr.startswith("(") and top_level(expr[1:], ")") == [len(expr) - 2]:
+        expr = expr[1:-1].strip()
+    marks = top_level(expr, "?:")
+    if marks and expr[marks[0]] == "?":
+        nest, split = 0, None
+        for i in marks[1:]:
+            nest += 1 if expr[i] == "?" else -1
+            if nest < 0:
+                split = i
+                break
+        a = reason_values(expr[marks[0] + 1:split], bodies, forwarded, seen)
+        b = reason_values(expr[split + 1:], bodies, forwarded, seen)
+        return a[0] | b[0], a[1] | b[1], a[2] + b[2]
+    lit = re.fullmatch(r'"([A-Za-z0-9_]+)"', expr)
+    if lit:
+        return {lit.group(1)}, set(), []
+    call = re.fullmatch(r"(\w+)\s*\(.*\)", expr, re.S)
+    if call and call.group(1) in EXTERNAL_REASONS:
+        return set(), {EXTERNAL_REASONS[call.group(1)]}, []
+    if call and call.group(1) in bodies and call.group(1) not in seen:
+        lits, ext, unknown = set(), set(), []
+        for ret in re.finditer(r"\breturn\b([^;]*);", bodies[call.group(1)]):
+            r = reason_values(ret.group(1), bodies, (), seen + (call.group(1),))
+            lits, ext, unknown = lits | r[0], ext | r[1], unknown + r[2]
+        return lits, ext, unknown
+    if re.fullmatch(r"\w+", expr) and expr in forwarded:
+        return set(), set(), []
+    return set(), set(), [expr]
+
+
+def close_reasons():
+    """{table event: {reason: "path:line"}}, {table event: {external phrase}}, and the reason
+    expressions this test cannot follow."""
+    texts = dict(sources())
+    bodies = function_bodies(texts)
+    reasons = {t: {} for t in set(CLOSE_EVENTS.values())}
+    external = {t: set() for t in reasons}
+    unknown = []
+
+    def add(table, expr, text, pos, where):
+        fwd = ()
+        if enclosing_function(text, pos) in CLOSERS:
+            fwd = parameters(text, pos)
+        lits, ext, unk = reason_values(expr, bodies, fwd)
+        for r in lits:
+            reasons[table].setdefault(r, where)
+        external[table] |= ext
+        unknown.extend(f"{where}: {u}" for u in unk)
+
+    for path, text in texts.items():
+        for name, index in CLOSERS.items():
+            for m in re.finditer(rf"\b{name}\s*\(", text):
+                if not text[text.rfind("\n", 0, m.start()) + 1:m.start()][:1].isspace():
+                    continue  # the declaration or the definition
+                args = call_args(text, m.end() - 1)
+                where = f"{path}:{text.count(chr(10), 0, m.start()) + 1}"
+                add("conn_close", args[index], text, m.start(), where)
+        for m in LOG_CALL.finditer(text):
+            args = call_args(text, m.end() - 1)
+            event = re.fullmatch(r'"(\w+)"', args[0])
+            if not event or event.group(1) not in CLOSE_EVENTS or len(args) < 2:
+                continue
+            table = CLOSE_EVENTS[event.group(1)]
+            where = f"{path}:{text.count(chr(10), 0, m.start()) + 1}"
+            fmt = "".join(re.findall(r'"((?:\\.|[^"\\])*)"', args[1]))
+            r = re.search(r"\breason=(%s|[A-Za-z0-9_]+)", fmt)
+            if not r:
+                unknown.append(f"{where}: {event.group(1)} without reason=")
+            elif r.group(1) != "%s":
+                reasons[table].setdefault(r.group(1), where)
+            else:
+                n = 0  # the arguments the conversions before reason= take
+                for c in CONVERSION.finditer(fmt, 0, r.start()):
+                    if c.group(0) != "%%":
+                        n += 1 + (c.group(1) == "*") + (c.group(2) == "*")
+                add(table, args[2 + n], text, m.start(), where)
+    return reasons, external, unknown
+
+
+def reason_table(doc, event):
+    """The first cells of the rows of the table(s) under the heading that names `event`."""
+    cells, inside = [], False
+    for line in doc.splitlines():
+        if line.startswith("#"):
+            inside = f"`{event}`" in line
+        elif inside and line.startswith("|"):
+            cells.append(line.strip("|").split("|")[0].strip())
+    return cells
+
+
+def test_every_close_reason_is_documented():
+    """An operator who finds `event=conn_close reason=h2_send_failed` (or `back_idle_close
+    reason=purge`) in the log finds the reason in its table in config/README.md: a row of the
+    table under the heading that names the event, saying what it means and what to do. The
+    reasons are read from the source: every literal passed to the functions that close a client
+    connection, every `reason=` of the events that log an origin connection's close, through
+    conditional expressions and functions that return the reason (gw_front__peer_end)."""
+    reasons, external, unknown = close_reasons()
+    assert not unknown, "reasons this test cannot follow:\n" + "\n".join(unknown)
+    # the scan sees the ways a reason comes: literal, conditional, function, format, libuv
+    assert {"h2_send_failed", "drained", "idle_timeout", "peer_closed", "reset",
+            "early_response", "nomem"} <= set(reasons["conn_close"]), reasons["conn_close"]
+    assert {"long_placeholder", "purge", "close_notify",
+            "unexpected_bytes"} <= set(reasons["back_idle_close"]), reasons["back_idle_close"]
+    assert external["back_idle_close"] == {"libuv error name"}
+    assert len(reasons["conn_close"]) > 30, reasons["conn_close"]
+    with open(os.path.join(ROOT, "config", "README.md")) as fh:
+        doc = fh.read()
+    missing = []
+    for table, found in sorted(reasons.items()):
+        cells = reason_table(doc, table)
+        rows = {w for cell in cells for w in re.findall(r"`([^`]+)`", cell)}
+        missing += sorted(f"{table}: {r} ({where})" for r, where in found.items()
+                          if r not in rows)
+        missing += sorted(f"{table}: a row for the {phrase}" for phrase in external[table]
+                          if not any(phrase in cell for cell in cells))
+    assert not missing, "close reasons not in their table in config/README.md:\n" + \
+        "\n".join(missing)
