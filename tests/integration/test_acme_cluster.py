@@ -93,6 +93,8 @@ def test_two_instances_obtain_one_certificate_through_redis(gateway, pebble, red
                  wait=[("127.0.0.1", port_a)])
     log_b = gb.wait_log("event=acme_certificate_installed", timeout=40)
     assert "event=acme_certificate_installed names=a.test,b.test" in log_b, log_b[-4000:]
+    # B stores the certificate in Redis after it installed it (a line or two later)
+    log_b = gb.wait_log("event=acme_cluster_stored", timeout=10)
     assert "event=acme_cluster_stored" in log_b, log_b[-3000:]
     log_a = ga.wait_log("event=acme_certificate_installed", timeout=20)
     assert re.search(r"event=acme_certificate_installed names=a\.test,b\.test .*source=cluster",
@@ -190,7 +192,9 @@ def test_a_wrong_shared_key_is_logged_and_that_instance_orders_for_itself(
                      r"reason=\"it does not open with our shared_key", log_a), log_a[-3000:]
     assert "event=acme_order_start names=w.test" in log_a, log_a[-3000:]
     assert not re.search("acme_certificate_installed.*source=cluster", log_a)
-    assert "event=acme_cluster_not_stored" in log_a
+    # logged after the certificate was installed, once it found Redis's value not its own
+    assert "event=acme_cluster_not_stored" in ga.wait_log("event=acme_cluster_not_stored",
+                                                          timeout=10)
     assert "event=acme_cluster_challenges" in gb.log()  # B answered A's validation
     assert orders(pb, ga, gb) == 2
     assert r.cmd("GET", cert_key) == stored
