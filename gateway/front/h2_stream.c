@@ -542,7 +542,9 @@ static void h2_arm(conn_t *c)
  *   neither (the kernel's default): at most one stream live and it has sent less than
  *     h2.bulk_lowat: written as without pacing, since that is no more than the bulk lowat
  *     would let it put ahead of a later request anyway (a response smaller than it, the usual
- *     one, pays no system call for pacing).
+ *     one, pays no system call for pacing). A connection paced already goes back to it only
+ *     while what is queued does not take that stream past h2.bulk_lowat: else the write
+ *     after the switch would send it that far, and the next step set the bulk lowat again.
  * A tighter option is set at once; a looser one only once more is queued than the tighter one
  * lets through (a connection of small answers pays no system call for it). Returns the lowat
  * the socket has now, 0 for none. */
@@ -559,7 +561,10 @@ static size_t h2_pacing_mode(conn_t *c)
     gw_h2_session_pacing_view(c->h2, ahead, &v);
     int want = (c->flags & GW_CONN_F_PACED) ? (v.one_class || v.behind < ahead / 2 ? 0 : 2)
                                             : (v.behind > ahead ? 2 : 0);
-    if (!want && (v.live > 1 || v.next_sent >= cfg->h2.bulk_lowat))
+    /* paced already: a lone stream that what is queued takes past the bulk lowat keeps it
+     * (unpaced, one unbounded write, then the same option set again: two setsockopt) */
+    if (!want && (v.live > 1 || v.next_sent >= cfg->h2.bulk_lowat ||
+                  (have && v.next_sent + queued >= cfg->h2.bulk_lowat)))
         want = 1;
     if (want == have)
         return lowat[have];
