@@ -111,6 +111,8 @@ static void on_aconn_closed(uv_handle_t *h)
     gw_free(c);
 }
 
+/* why: one token for `reason=` (config/README.md, admin_conn_closed), or NULL for an end that
+ * is not logged (the answer written, the client gone, the listener stopping). */
 static void aconn_close(aconn_t *c, const char *why)
 {
     if (c->closing)
@@ -159,7 +161,7 @@ static void respond_allow(aconn_t *c, unsigned status, const char *ctype, const 
     if (rv == 0 && !c->head_only && len)
         rv = gw_bytes_append(&c->out, body, len);
     if (rv < 0) {
-        aconn_close(c, "out of memory");
+        aconn_close(c, "nomem");
         return;
     }
     uv_read_stop((uv_stream_t *)&c->tcp);
@@ -167,7 +169,7 @@ static void respond_allow(aconn_t *c, unsigned status, const char *ctype, const 
     uv_buf_t b = uv_buf_init((char *)c->out.base, (unsigned)c->out.len);
     c->wreq.data = c;
     if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0)
-        aconn_close(c, "write failed");
+        aconn_close(c, "write_error");
 }
 
 static void respond(aconn_t *c, unsigned status, const char *ctype, const uint8_t *body, size_t len)

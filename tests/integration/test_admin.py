@@ -4,19 +4,20 @@ probe always finds a connection slot (the oldest idle connection makes room), an
 full pipe) never holds up /healthz and /readyz."""
 import fcntl
 import os
+import re
 import socket
 import threading
 import time
 
-from procs import recv_all, slow
-from gwtest import origin_gateway
+from procs import ROOT, recv_all, slow
+from gwtest import log_events, origin_gateway
 
 F_SETPIPE_SZ = 1031
 
 
-def admin_gw(gateway, origin, admin_extra="", extra="", workers=1):
+def admin_gw(gateway, origin, admin_extra="", extra="", workers=1, log_level="info"):
     return origin_gateway(gateway, origin, extra=extra, admin=True, admin_extra=admin_extra,
-                          workers=workers)
+                          workers=workers, log_level=log_level)
 
 
 def get(port, path, timeout=5):
@@ -83,6 +84,37 @@ def test_an_idle_admin_connection_is_closed_after_the_timeout(gateway, origin):
     assert "event=admin_listening" in g2.log() and "timeout_ms=300" in g2.log()
     # a whole head is still answered
     assert get(g2.admin, "/healthz")[0] == 200
+
+
+def test_admin_close_reasons_are_logged_as_documented_tokens(gateway, origin):
+    """At log_level debug an admin connection closed for a timeout, or to make room for a probe,
+    is logged `event=admin_conn_closed address=… state=head reason=timeout` (`evicted`): a line a
+    key=value reader parses whole, with a reason config/README.md's Log events table explains."""
+    g = admin_gw(gateway, origin, admin_extra="  timeout: 300ms\n", log_level="debug")
+    s = socket.create_connection(("127.0.0.1", g.admin), timeout=5)
+    assert closed_after(s, slow(3)) is not None
+    s.close()
+    g.wait_log("reason=timeout")
+    # 64 idle connections fill the listener; a probe evicts the oldest
+    idle = [socket.create_connection(("127.0.0.1", g.admin), timeout=5) for _ in range(64)]
+    try:
+        time.sleep(0.1)  # all accepted (well short of the 300 ms timeout, also under ASan)
+        assert get(g.admin, "/healthz")[0] == 200
+        g.wait_log("reason=evicted")
+    finally:
+        for c in idle:
+            c.close()
+    closes = log_events(g.log(), "admin_conn_closed")
+    with open(os.path.join(ROOT, "config", "README.md")) as fh:
+        row = next(l for l in fh if l.startswith("| `admin_conn_closed` |"))
+    documented = set(re.findall(r"`([a-z_]+)`", row.split("|")[-2]))
+    for want in ("timeout", "evicted"):
+        got = [c for c in closes if c["reason"] == want]
+        assert got and got[0]["state"] == "head", (want, closes)
+        assert got[0]["address"] == f"127.0.0.1:{g.admin}", got[0]
+    for c in closes:
+        assert set(c) == {"ts", "level", "event", "address", "state", "reason"}, c
+        assert c["reason"] in documented, (c, documented)
 
 
 class StuckWorker:

@@ -113,13 +113,21 @@ def test_every_logged_event_is_documented():
 
 # ---- why a connection closed: every reason= the code can log is in the reason tables ----------
 
-# Functions that close a client connection with a reason (logged `event=conn_close` and, for
-# gw_front__finish, `event=conn_finish` first): name -> the index of the reason argument.
-CLOSERS = {"gw_front__conn_close": 1, "gw_front__finish": 1}
+# Functions that close a connection with a reason: name -> (the index of the reason argument,
+# the table of its reasons). A client connection's is logged `event=conn_close` (and, for
+# gw_front__finish, `event=conn_finish` first); an admin connection's `event=admin_conn_closed`.
+CLOSERS = {"gw_front__conn_close": (1, "conn_close"), "gw_front__finish": (1, "conn_close"),
+           "aconn_close": (1, "admin_conn_closed")}
+# Closers for which a NULL reason is an end that is not logged.
+NULL_NOT_LOGGED = {"aconn_close"}
 # The events that say why a connection closed (`reason=` in their format), and the event whose
-# heading in config/README.md holds the table of their reasons.
+# reasons table in config/README.md lists them (under a heading that names it, or else in the
+# event's row of the Log events table).
 CLOSE_EVENTS = {"conn_close": "conn_close", "conn_finish": "conn_close",
-                "back_idle_close": "back_idle_close", "back_conn_close": "back_idle_close"}
+                "back_idle_close": "back_idle_close", "back_conn_close": "back_idle_close",
+                "admin_conn_closed": "admin_conn_closed"}
+# A reason is one bare token, so that `reason=` parses as key=value (no quotes, no spaces).
+TOKEN = re.compile(r"[a-z0-9_]+")
 # Reasons made outside the tree: the function, and the words its row in the table has.
 EXTERNAL_REASONS = {"uv_err_name": "libuv error name"}
 CONVERSION = re.compile(r"%(?:%|[-+ #0]*(\*|\d+)?(?:\.(\*|\d+))?[hlzjt]*[diouxXeEfgGcsp])")
@@ -192,8 +200,8 @@ def reason_values(expr, bodies, forwarded, seen=()):
         a = reason_values(expr[marks[0] + 1:split], bodies, forwarded, seen)
         b = reason_values(expr[split + 1:], bodies, forwarded, seen)
         return a[0] | b[0], a[1] | b[1], a[2] + b[2]
-    lit = re.fullmatch(r'"([A-Za-z0-9_]+)"', expr)
-    if lit:
+    lit = re.fullmatch(r'"((?:\\.|[^"\\])*)"', expr)
+    if lit:  # any literal: test_every_close_reason_is_documented checks that it is a token
         return {lit.group(1)}, set(), []
     call = re.fullmatch(r"(\w+)\s*\(.*\)", expr, re.S)
     if call and call.group(1) in EXTERNAL_REASONS:
@@ -229,13 +237,15 @@ def close_reasons():
         unknown.extend(f"{where}: {u}" for u in unk)
 
     for path, text in texts.items():
-        for name, index in CLOSERS.items():
+        for name, (index, table) in CLOSERS.items():
             for m in re.finditer(rf"\b{name}\s*\(", text):
                 if not text[text.rfind("\n", 0, m.start()) + 1:m.start()][:1].isspace():
                     continue  # the declaration or the definition
                 args = call_args(text, m.end() - 1)
+                if name in NULL_NOT_LOGGED and args[index] == "NULL":
+                    continue
                 where = f"{path}:{text.count(chr(10), 0, m.start()) + 1}"
-                add("conn_close", args[index], text, m.start(), where)
+                add(table, args[index], text, m.start(), where)
         for m in LOG_CALL.finditer(text):
             args = call_args(text, m.end() - 1)
             event = re.fullmatch(r'"(\w+)"', args[0])
@@ -259,13 +269,19 @@ def close_reasons():
 
 
 def reason_table(doc, event):
-    """The first cells of the rows of the table(s) under the heading that names `event`."""
+    """The first cells of the rows of the table(s) under the heading that names `event`; without
+    such a heading, the last cell of the event's row in the Log events table (its meaning, which
+    names the reasons)."""
     cells, inside = [], False
     for line in doc.splitlines():
         if line.startswith("#"):
             inside = f"`{event}`" in line
         elif inside and line.startswith("|"):
             cells.append(line.strip("|").split("|")[0].strip())
+    if not cells:
+        for line in doc.split("\n## Log events\n", 1)[1].splitlines():
+            if line.startswith("|") and line.strip("|").split("|")[0].strip() == f"`{event}`":
+                cells.append(line.strip("|").split("|")[-1].strip())
     return cells
 
 
@@ -274,16 +290,23 @@ def test_every_close_reason_is_documented():
     reason=purge`) in the log finds the reason in its table in config/README.md: a row of the
     table under the heading that names the event, saying what it means and what to do. The
     reasons are read from the source: every literal passed to the functions that close a client
-    connection, every `reason=` of the events that log an origin connection's close, through
-    conditional expressions and functions that return the reason (gw_front__peer_end)."""
+    or an admin connection, every `reason=` of the events that log an origin connection's close,
+    through conditional expressions and functions that return the reason (gw_front__peer_end).
+    Each is one token, so that a key=value reader of the log gets it whole."""
     reasons, external, unknown = close_reasons()
     assert not unknown, "reasons this test cannot follow:\n" + "\n".join(unknown)
+    # `reason=out of memory` would end the value at its first space for a key=value reader
+    spaced = sorted(f"{table}: {r!r} ({where})" for table, found in reasons.items()
+                    for r, where in found.items() if not TOKEN.fullmatch(r))
+    assert not spaced, "close reasons that are not one token:\n" + "\n".join(spaced)
     # the scan sees the ways a reason comes: literal, conditional, function, format, libuv
     assert {"h2_send_failed", "drained", "idle_timeout", "peer_closed", "reset",
             "early_response", "nomem"} <= set(reasons["conn_close"]), reasons["conn_close"]
     assert {"long_placeholder", "purge", "close_notify",
             "unexpected_bytes"} <= set(reasons["back_idle_close"]), reasons["back_idle_close"]
     assert external["back_idle_close"] == {"libuv error name"}
+    assert {"timeout", "evicted", "refused", "nomem", "write_error"} <= \
+        set(reasons["admin_conn_closed"]), reasons["admin_conn_closed"]
     assert len(reasons["conn_close"]) > 30, reasons["conn_close"]
     with open(os.path.join(ROOT, "config", "README.md")) as fh:
         doc = fh.read()

@@ -22,6 +22,23 @@ from procs import raw_exchange, recv_all, slow
 
 NO_PROXY = "h2gate: the origin failed to answer\n"
 
+# One gateway log line, strictly: `key=value` pairs, a value bare (no space, no quote) or quoted
+# with its `"` and `\` escaped. A value with a space ("reason=out of memory") fails it.
+LOG_LINE = re.compile(r'ts=\S+ level=[a-z]+ event=[a-z0-9_]+'
+                      r'(?: [a-z_]+=(?:"(?:[^"\\\n]|\\.)*"|[^\s"]+))*')
+LOG_PAIR = re.compile(r'([a-z_]+)=("(?:[^"\\]|\\.)*"|[^\s"]+)')
+
+
+def log_events(log, event):
+    """The lines of the gateway's log for event, each as {key: value} (a quoted value keeps its
+    quotes); a line that does not parse strictly as key=value pairs fails the test."""
+    out = []
+    for line in log.splitlines():
+        if f" event={event} " in line or line.endswith(f" event={event}"):
+            assert LOG_LINE.fullmatch(line), line
+            out.append(dict(LOG_PAIR.findall(line)))
+    return out
+
 
 def tls_listener(port, tls_extra="", certdir="state"):
     """The YAML lines of a TLS listener on 127.0.0.1:port with a self-signed certificate."""
@@ -371,7 +388,7 @@ def config_refused(h2gate_bin, tmp_path, text, want):
 
 
 def origin_gateway(gateway, origin, route_extra="", extra="", admin=None, admin_extra="",
-                   upstream_extra="", workers=1):
+                   upstream_extra="", workers=1, log_level="info"):
     """A gateway (gw_config) in front of a ScriptedOrigin, with more route, upstream and
     top-level config, and an admin listener when admin is a port (True: a free one) with the
     admin_extra lines under it; g.port is its cleartext port, g.admin the admin's."""
@@ -383,7 +400,8 @@ def origin_gateway(gateway, origin, route_extra="", extra="", admin=None, admin_
         extra += f"admin:\n  address: 127.0.0.1:{admin}\n{admin_extra}"
     wait = [("127.0.0.1", port)] + ([("127.0.0.1", admin)] if admin else [])
     g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra=route_extra,
-                          upstream_extra=upstream_extra, extra=extra, workers=workers), wait=wait)
+                          upstream_extra=upstream_extra, extra=extra, workers=workers,
+                          log_level=log_level), wait=wait)
     g.port, g.admin = port, admin
     return g
 
