@@ -81,3 +81,26 @@ void gw_log(gw_log_level_t l, const char *event, const char *fmt, ...)
     ssize_t w = write(atomic_load(&log_fd), line, off);
     (void)w;
 }
+
+size_t gw_log_escape(char *out, size_t cap, const void *p, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *b = p;
+    size_t o = 0, i = 0;
+    for (; i < n; i++) {
+        unsigned char c = b[i];
+        int plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+        if (o + (plain ? 1 : 4) >= cap)
+            break;
+        if (plain) {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = 0;
+    return i;
+}

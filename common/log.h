@@ -8,6 +8,8 @@
 #ifndef GW_COMMON_LOG_H
 #define GW_COMMON_LOG_H
 
+#include <stddef.h>
+
 typedef enum {
     GW_LOG_DEBUG = 0,
     GW_LOG_INFO,
@@ -29,6 +31,13 @@ void gw_log_set_fd(int fd);
 
 void gw_log(gw_log_level_t l, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Bytes a peer sent, as the text of a quoted log value (`debug="%s"`): `"`, `\` and bytes
+ * outside printable ASCII become \xHH, as the access log writes them (alog.h), so the value
+ * stays one value on one line whatever the bytes. Writes at most cap - 1 characters and a NUL
+ * into out (cap >= 1), never part of an escape; returns how many of the n bytes it holds (n when
+ * all fit). */
+size_t gw_log_escape(char *out, size_t cap, const void *p, size_t n);
 
 #define GW_LOG_ENABLED(l) ((l) >= gw_log_get_level())
 #define GW_LOG_DEBUG_(ev, ...)                                                                     \

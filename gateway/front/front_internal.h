@@ -76,6 +76,10 @@ enum {
     GW_CONN_F_WFULL = 1u << 11,
     /* the peer's end was a TCP reset (RST), not a close: conn_close reason=reset */
     GW_CONN_F_RESET = 1u << 12,
+    /* a client's GOAWAY was logged (h2_goaway_received), and one with an error code: at most
+     * these two are, however many GOAWAY frames a client sends */
+    GW_CONN_F_GOAWAY_IN = 1u << 13,
+    GW_CONN_F_GOAWAY_IN_ERR = 1u << 14,
 };
 
 typedef struct conn conn_t;

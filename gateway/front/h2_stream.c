@@ -2,6 +2,7 @@
  * every request a client stream (proxy/stream.h) handed to the worker's translator, and the
  * pump that frames what the session has within the windows and the throttle budget. */
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/buf.h"
@@ -319,6 +320,42 @@ static void h2_on_priority(void *ud, uint32_t sid, gw_slice_t value)
         gw_proxy_reprioritize(PROXY(c), &x->cs);
 }
 
+/* Debug data bytes of a client's GOAWAY that are logged (each as up to 4 characters) */
+#define GOAWAY_DEBUG_LOG 128
+
+/* The client's GOAWAY: no stream of the gateway's depends on it (a server opens none), but it
+ * is the only trace of a client that ends the connection for something the gateway (or an
+ * origin's answer passed on) did, so it is logged: at info with an error code, as the other
+ * protocol faults are (h2_goaway, bad_request); at debug for NO_ERROR, a normal end. Only the
+ * first GOAWAY and the first with an error code are, so repeated frames cannot flood the log.
+ * The debug data is the client's (RFC 9113 §6.8: opaque, diagnostic): escaped and cut short. */
+static void h2_on_goaway(void *ud, uint32_t last_sid, uint32_t code, gw_slice_t debug)
+{
+    conn_t *c = ud;
+    if ((c->flags & GW_CONN_F_GOAWAY_IN) && (!code || (c->flags & GW_CONN_F_GOAWAY_IN_ERR)))
+        return;
+    c->flags |= GW_CONN_F_GOAWAY_IN | (code ? GW_CONN_F_GOAWAY_IN_ERR : 0);
+    if (!code && !GW_LOG_ENABLED(GW_LOG_DEBUG))
+        return;
+    char text[GOAWAY_DEBUG_LOG * 4 + 1];
+    size_t n = debug.len < GOAWAY_DEBUG_LOG ? debug.len : GOAWAY_DEBUG_LOG;
+    gw_log_escape(text, sizeof(text), debug.base, n);
+    const char *name = gw_h2_error_str(code);
+    char unknown[16];
+    if (!strcmp(name, "UNKNOWN_ERROR")) { /* §7: an unknown code is logged as its value */
+        snprintf(unknown, sizeof(unknown), "0x%x", (unsigned)code);
+        name = unknown;
+    }
+    if (code)
+        GW_LOG_INFO("h2_goaway_received",
+                    "peer=%s last_stream_id=%u code=%s debug=\"%s\" debug_len=%zu", PEER(c),
+                    last_sid, name, text, debug.len);
+    else
+        GW_LOG_DEBUG("h2_goaway_received",
+                     "peer=%s last_stream_id=%u code=%s debug=\"%s\" debug_len=%zu", PEER(c),
+                     last_sid, name, text, debug.len);
+}
+
 /* The session closed a stream, possibly from inside an op the proxy called: the proxy is told
  * from the kick handle. */
 static void h2_on_close(void *ud, uint32_t sid, uint32_t code, int by_peer)
@@ -360,6 +397,7 @@ static const gw_h2_callbacks_t h2_cbs = {
     .on_close = h2_on_close,
     .on_writable = h2_on_writable,
     .on_priority = h2_on_priority,
+    .on_goaway = h2_on_goaway,
     .on_refused = h2_on_refused,
 };
 

@@ -15,6 +15,7 @@ import pytest
 
 from procs import free_port, run, slow
 from gwtest import NO_PROXY, config, Client, response, ended, terminated, raw_frames, goaway_code
+from gwtest import log_events
 
 
 @pytest.fixture
@@ -167,6 +168,44 @@ def test_window_update_overflow_is_flow_control_error(gw):
     settings = bytes([0, 0, 0, 0x4, 0, 0, 0, 0, 0])
     wu = bytes([0, 0, 4, 0x8, 0, 0, 0, 0, 0]) + (0x7fffffff).to_bytes(4, "big")
     assert goaway_code(raw_frames(gw.plain_port, settings + wu)) == 0x3
+
+
+def test_a_clients_goaway_is_logged_with_its_code_and_escaped_debug_data(gw):
+    """A client that ends with an error code leaves a trace beyond `conn_close reason=h2_done`:
+    `event=h2_goaway_received` at info with the code's name and the debug data (RFC 9113 §6.8),
+    whose quote, newline and bytes past ASCII are escaped so the line stays one line of
+    key=value pairs; a NO_ERROR GOAWAY is logged at debug. Of repeated GOAWAY frames only the
+    first and the first with an error code are logged, and a long debug data is cut short."""
+    cl = Client(gw.plain_port)
+    sid = cl.request("/before-goaway")
+    cl.events(ended(sid))
+    peer = "127.0.0.1:%d" % cl.s.getsockname()[1]
+    cl.c.close_connection(error_code=0, additional_data=b"bye now", last_stream_id=0)
+    cl.c.close_connection(error_code=h2.errors.ErrorCodes.PROTOCOL_ERROR,
+                          additional_data=b'bad "x-h"\nvalue \xff\\', last_stream_id=0)
+    cl.c.close_connection(error_code=h2.errors.ErrorCodes.ENHANCE_YOUR_CALM,
+                          additional_data=b"third", last_stream_id=0)
+    cl.flush()
+    cl.events(terminated, timeout=slow(3))
+    cl.close()
+    gw.wait_log(f"event=conn_close peer={peer}")
+    got = [e for e in log_events(gw.log(), "h2_goaway_received") if e["peer"] == peer]
+    assert [(e["level"], e["code"], e["debug"], e["debug_len"]) for e in got] == [
+        ("debug", "NO_ERROR", '"bye now"', "7"),
+        ("info", "PROTOCOL_ERROR", r'"bad \x22x-h\x22\x0avalue \xff\x5c"', "18"),
+    ], got
+    assert all(e["last_stream_id"] == "0" for e in got), got
+    # a code RFC 9113 does not define, by its value; 300 bytes of debug data, the first 128
+    cl = Client(gw.plain_port)
+    peer = "127.0.0.1:%d" % cl.s.getsockname()[1]
+    cl.c.close_connection(error_code=0xabc, additional_data=b"d" * 300)
+    cl.flush()
+    cl.events(terminated, timeout=slow(3))
+    cl.close()
+    log = gw.wait_log(f"event=conn_close peer={peer}")
+    got = [e for e in log_events(log, "h2_goaway_received") if e["peer"] == peer]
+    assert [(e["level"], e["code"], e["debug"], e["debug_len"]) for e in got] == [
+        ("info", "0xabc", '"' + "d" * 128 + '"', "300")], got
 
 
 def test_nghttp_client(gw):

@@ -67,6 +67,30 @@ static void log_one_line_key_value(void **state)
     assert_string_equal(gw_log_level_str(GW_LOG_DEBUG), "debug");
 }
 
+/* A peer's bytes in a quoted log value: `"`, `\` and bytes outside printable ASCII as \xHH (the
+ * access log's escaping); a short buffer holds whole escapes only and says how much it took. */
+static void log_escape_peer_bytes(void **state)
+{
+    (void)state;
+    char out[64];
+    const char in[] = "a \"b\"\\\n\xff~";
+    assert_int_equal(gw_log_escape(out, sizeof(out), in, sizeof(in) - 1), sizeof(in) - 1);
+    assert_string_equal(out, "a \\x22b\\x22\\x5c\\x0a\\xff~");
+    assert_int_equal(gw_log_escape(out, sizeof(out), "", 0), 0);
+    assert_string_equal(out, "");
+    /* "a \x22" needs 7 bytes with its NUL: 6 take "a " only, never half an escape */
+    memset(out, '#', sizeof(out));
+    assert_int_equal(gw_log_escape(out, 6, in, sizeof(in) - 1), 2);
+    assert_string_equal(out, "a ");
+    assert_int_equal(gw_log_escape(out, 7, in, sizeof(in) - 1), 3);
+    assert_string_equal(out, "a \\x22");
+    assert_int_equal(gw_log_escape(out, 1, in, sizeof(in) - 1), 0);
+    assert_string_equal(out, "");
+    /* a NUL byte is escaped too, not an end */
+    assert_int_equal(gw_log_escape(out, sizeof(out), "x\0y", 3), 3);
+    assert_string_equal(out, "x\\x00y");
+}
+
 static void time_is_monotonic(void **state)
 {
     (void)state;
@@ -258,6 +282,7 @@ static void theap_reserve_and_nomem(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(err_table),
     cmocka_unit_test(log_one_line_key_value),
+    cmocka_unit_test(log_escape_peer_bytes),
     cmocka_unit_test(time_is_monotonic),
     cmocka_unit_test(list_order_and_removal),
     cmocka_unit_test(pool_caps_and_reuses),
