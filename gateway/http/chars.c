@@ -209,47 +209,84 @@ int gw_http_authority_eq(const gw_http_authority_t *x, const gw_http_authority_t
     return gw_slice_eq_nocase(x->host, y->host) && gw_slice_eq(x->port, y->port);
 }
 
-/* A host name or IPv4 address: 1 to 255 GW_HTTP_C_HOST bytes (RFC 3986 §3.2.2: "should limit
- * these names to no more than 255 characters"), no empty label but the root's (RFC 1034
- * §3.5: "a." is a name, ".a" and "a..b" are not). */
-static int is_host_name(gw_slice_t s)
+/* The bytes of an authority's host name or IPv4 address (gw_http_is_authority), sixteen a row:
+ * A_HOST for every GW_HTTP_C_HOST byte (letters, digits, '-', '.', '_'), with A_DOT for '.'
+ * and A_DIGIT for a digit; 0 for every other byte (the port's ':' among them). The values of
+ * a name's bytes ANDed keep A_HOST when every byte is a host byte, and two neighbours' ANDed
+ * keep A_DOT only when both are '.' (an empty label). Written from those lists;
+ * tests/unit/test_http_chars.c holds gw_http_is_authority to the rules spelled out byte by
+ * byte, on every byte value and every short string of the bytes that matter. */
+enum { A_HOST = 1, A_DOT = 2, A_DIGIT = 4 };
+static const uint8_t authority_byte[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 00
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 10
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 0, // 20  !"#$%&'()*+,-./
+    5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 0, 0, 0, 0, 0, 0, // 30 0123456789:;<=>?
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, // 40 @ABCDEFGHIJKLMNO
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, // 50 PQRSTUVWXYZ[\]^_
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, // 60 `abcdefghijklmno
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, // 70 pqrstuvwxyz{|}~.
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 80
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 90
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // a0
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // b0
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // c0
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // d0
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // e0
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // f0
+};
+
+/* Whether p[0..n) is a host name or IPv4 address: 1 to 255 GW_HTTP_C_HOST bytes (RFC 3986
+ * §3.2.2: "should limit these names to no more than 255 characters"), no empty label but the
+ * root's (RFC 1034 §3.5: "a." is a name, ".a" and "a..b" are not). One pass, four bytes a
+ * step, and one test at the end: every byte's value ANDed must keep A_HOST, and no pair of
+ * neighbours (the first byte's neighbour being a '.') may keep A_DOT. */
+static int is_host_name(const uint8_t *p, size_t n)
 {
-    if (!s.len || s.len > 255 || s.base[0] == '.')
+    if (!n || n > 255)
         return 0;
-    for (size_t i = 0; i < s.len; i++)
-        if (!(gw_http_char_class[s.base[i]] & GW_HTTP_C_HOST) ||
-            (s.base[i] == '.' && i + 1 < s.len && s.base[i + 1] == '.'))
-            return 0;
-    return 1;
+    const uint8_t *t = authority_byte;
+    /* four bytes' values a word (the first in the low byte), ANDed with their left neighbours'
+     * (the word shifted up a byte, the previous word's last value below) */
+    const uint32_t ones = 0x01010101u;
+    uint32_t prev = A_HOST | A_DOT, all = ones * A_HOST, dots = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint32_t w = t[p[i]] | (uint32_t)t[p[i + 1]] << 8 | (uint32_t)t[p[i + 2]] << 16 |
+                     (uint32_t)t[p[i + 3]] << 24;
+        all &= w;
+        dots |= w & (w << 8 | prev);
+        prev = w >> 24;
+    }
+    for (; i < n; i++) {
+        uint32_t k = t[p[i]];
+        all &= k | ~0xffu;
+        dots |= k & prev;
+        prev = k;
+    }
+    return (all & ones * A_HOST) == ones * A_HOST && !(dots & ones * A_DOT);
 }
 
 int gw_http_is_authority(gw_slice_t s)
 {
-    if (!s.len)
+    const uint8_t *p = s.base;
+    size_t n = s.len;
+    if (!n)
         return 1; /* RFC 9112 §3.2: a Host of a target without authority is empty */
-    size_t i;
-    if (s.base[0] != '[') { /* a host name or IPv4address: no ':' in it */
-        const uint8_t *c = memchr(s.base, ':', s.len);
-        i = c ? (size_t)(c - s.base) : s.len;
-        /* RFC 9110 §4.2.1: an http(s) URI's host is not empty, so neither is one with a port */
-        if (!is_host_name((gw_slice_t){s.base, i}))
-            return 0;
-    } else { /* RFC 3986 §3.2.2: IP-literal */
-        const uint8_t *e = memchr(s.base, ']', s.len);
-        i = e ? (size_t)(e - s.base) + 1 : 0;
-        if (!e || !gw_http_is_ip_literal((gw_slice_t){s.base, i}))
-            return 0;
-    }
     /* RFC 3986 §3.2.3: [ ":" port ], port = *DIGIT; an http(s) port is a TCP port (RFC 9110
-     * §4.2.1), at most 65535: five digits, what $host carries */
-    if (i == s.len)
-        return 1;
-    if (s.base[i] != ':' || s.len - i - 1 > 5)
-        return 0;
-    for (i++; i < s.len; i++)
-        if (!is_digit(s.base[i]))
-            return 0;
-    return 1;
+     * §4.2.1), at most 65535: five digits, what $host carries. Read from the end: the host
+     * ends at a ':' before the last five bytes or fewer, all digits; no host holds a ':', so
+     * that is the first ':' of any authority that passes (a second one, a longer port or one
+     * with another byte leaves a ':' in the host, which refuses it) */
+    size_t h = n, k = n;
+    while (k > 0 && n - k < 5 && (authority_byte[p[k - 1]] & A_DIGIT))
+        k--;
+    if (k > 0 && p[k - 1] == ':')
+        h = k - 1;
+    if (p[0] != '[') /* RFC 9110 §4.2.1: an http(s) URI's host is not empty (":80") */
+        return is_host_name(p, h);
+    /* RFC 3986 §3.2.2: IP-literal, the whole host ("[::1]x" and "[::1]]" are none) */
+    return gw_http_is_ip_literal((gw_slice_t){p, h});
 }
 
 int gw_http_target_form(gw_slice_t t, gw_slice_t *authority, gw_slice_t *rest)

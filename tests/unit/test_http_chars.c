@@ -423,18 +423,128 @@ static void token_and_target_match_bytewise(void **state)
     }
 }
 
+/* gw_http_is_authority's rules spelled out byte by byte (http/http.h), as the function read
+ * before its one-pass table: the host up to the first ':', a name of RFC 1123 bytes and '_'
+ * (1 to 255, no empty label but the root's) or an IPv6 literal, then nothing or ':' and at
+ * most five digits. */
+static int authority_by_rules(const uint8_t *p, size_t n)
+{
+    if (!n)
+        return 1;
+    size_t i = 0;
+    if (p[0] == '[') {
+        while (i < n && p[i] != ']')
+            i++;
+        if (i == n || !gw_http_is_ip_literal((gw_slice_t){p, i + 1}))
+            return 0;
+        i++;
+    } else {
+        while (i < n && p[i] != ':')
+            i++;
+        if (!i || i > 255 || p[0] == '.')
+            return 0;
+        for (size_t j = 0; j < i; j++)
+            if (!(in_list(p[j], alnum) || in_list(p[j], "-._")) ||
+                (p[j] == '.' && j + 1 < i && p[j + 1] == '.'))
+                return 0;
+    }
+    if (i == n)
+        return 1;
+    if (p[i] != ':' || n - i - 1 > 5)
+        return 0;
+    for (i++; i < n; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+    return 1;
+}
+
+/* Every string of length lo to hi over the bytes of alpha, against the rules. */
+static void authority_every_string(const char *alpha, size_t lo, size_t hi)
+{
+    size_t k = strlen(alpha);
+    uint8_t s[16];
+    size_t idx[16];
+    for (size_t n = lo; n <= hi; n++) {
+        memset(idx, 0, sizeof(idx));
+        for (;;) {
+            for (size_t i = 0; i < n; i++)
+                s[i] = (uint8_t)alpha[idx[i]];
+            if (gw_http_is_authority((gw_slice_t){s, n}) != authority_by_rules(s, n))
+                fail_msg("authority \"%.*s\" (length %zu): %d, the rules say %d", (int)n,
+                         (const char *)s, n, gw_http_is_authority((gw_slice_t){s, n}),
+                         authority_by_rules(s, n));
+            size_t i = 0;
+            while (i < n && ++idx[i] == k)
+                idx[i++] = 0;
+            if (i == n)
+                break;
+        }
+    }
+}
+
+/* gw_http_is_authority (a table of its own, four bytes a step, the port read from the end)
+ * against the rules: every string of one and two bytes; every string up to ten bytes of
+ * letters, digits, '.' and ':' (every place of a label, an empty one, the port's ':' and its
+ * length across the four-byte steps); up to four of the bytes at every class boundary; up to
+ * eight of an IPv6 literal's; every byte value at every place of authorities up to 14 bytes;
+ * names around 255 bytes. */
+static void authority_matches_rules(void **state)
+{
+    (void)state;
+    authority_every_string("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f"
+                           "\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f"
+                           " !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_"
+                           "`abcdefghijklmnopqrstuvwxyz{|}~\x7f\x80\x81\xbf\xc0\xfe\xff",
+                           1, 2);
+    for (unsigned a = 0; a < 256; a++) /* and NUL, which the list above cannot hold */
+        for (unsigned b = 0; b < 256; b++) {
+            uint8_t s[2] = {(uint8_t)a, (uint8_t)b};
+            if (gw_http_is_authority((gw_slice_t){s, 2}) != authority_by_rules(s, 2) ||
+                gw_http_is_authority((gw_slice_t){s, 1}) != authority_by_rules(s, 1))
+                fail_msg("authority bytes 0x%02x 0x%02x", a, b);
+        }
+    authority_every_string("a1.:", 3, 10);
+    /* every class's first and last byte and the bytes beside them ('-' '.' '/', '0' '9' ':',
+     * '@' 'A' 'Z' '[' ']', '^' '_' '`', 'a' 'f' 'g' 'z' '{', DEL, 0x80, 0xff), and "v" */
+    authority_every_string(",-./09:;@AZ[]^_`afgvz{\x7f\x80\xff", 3, 4);
+    authority_every_string("[]:1f.", 3, 8);
+    static const char *const base[] = {"a1.b-2_c.d:80", "192.0.2.1:8080", "[::1]:8443",
+                                       "www.example.com", "a.b.c.d.e.f.g."};
+    uint8_t s[300];
+    for (size_t b = 0; b < sizeof(base) / sizeof(base[0]); b++) {
+        size_t len = strlen(base[b]);
+        for (size_t n = 1; n <= len; n++)
+            for (size_t pos = 0; pos < n; pos++)
+                for (unsigned c = 0; c < 256; c++) {
+                    memcpy(s, base[b], n);
+                    s[pos] = (uint8_t)c;
+                    if (gw_http_is_authority((gw_slice_t){s, n}) != authority_by_rules(s, n))
+                        fail_msg("authority %s, %zu bytes, byte 0x%02x at %zu", base[b], n, c, pos);
+                }
+    }
+    static const char *const tail[] = {"",  ":",  ":1",   ":65535", ":123456",
+                                       ".", "..", ".:80", "a",      "::1"};
+    for (size_t n = 250; n <= 258; n++)
+        for (size_t t = 0; t < sizeof(tail) / sizeof(tail[0]); t++)
+            for (size_t dot = 0; dot <= n; dot += n - dot > 8 ? 64 : 1) {
+                memset(s, 'a', n);
+                if (dot < n)
+                    s[dot] = '.';
+                size_t tl = strlen(tail[t]);
+                memcpy(s + n, tail[t], tl);
+                if (gw_http_is_authority((gw_slice_t){s, n + tl}) != authority_by_rules(s, n + tl))
+                    fail_msg("authority of a %zu-byte name, '.' at %zu, then \"%s\"", n, dot,
+                             tail[t]);
+            }
+}
+
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(char_class_every_byte),
-    cmocka_unit_test(predicates_every_byte),
-    cmocka_unit_test(request_target_vectors),
-    cmocka_unit_test(token_grammar_vectors),
-    cmocka_unit_test(crlfnul_matches_bytewise),
-    cmocka_unit_test(target_form_vectors),
-    cmocka_unit_test(ip_literal_vectors),
-    cmocka_unit_test(ip_literal_canon_vectors),
-    cmocka_unit_test(authority_vectors),
-    cmocka_unit_test(field_run_matches_bytewise),
-    cmocka_unit_test(token_and_target_match_bytewise),
+    cmocka_unit_test(char_class_every_byte),      cmocka_unit_test(predicates_every_byte),
+    cmocka_unit_test(request_target_vectors),     cmocka_unit_test(token_grammar_vectors),
+    cmocka_unit_test(crlfnul_matches_bytewise),   cmocka_unit_test(target_form_vectors),
+    cmocka_unit_test(ip_literal_vectors),         cmocka_unit_test(ip_literal_canon_vectors),
+    cmocka_unit_test(authority_vectors),          cmocka_unit_test(authority_matches_rules),
+    cmocka_unit_test(field_run_matches_bytewise), cmocka_unit_test(token_and_target_match_bytewise),
 };
 
 GW_TEST_MAIN(tests)
