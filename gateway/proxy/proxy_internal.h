@@ -864,8 +864,9 @@ typedef struct {
  * read: peer_ip, addr, tls) with the request's RFC 9218 urgency. x must start with f = buf =
  * NULL, n = used = 0; the fields land in x (on its own arrays when they fit: free x->f and
  * x->buf only when they are not x->fst / x->bst). 0, GW_E_PARSE (malformed: host disagrees
- * with :authority, RFC 9113 §8.3.1; no authority; an authority with bytes outside RFC 3986
- * §3.2), GW_E_NOMEM. */
+ * with :authority, RFC 9113 §8.3.1; no authority; a host field standing in for an empty
+ * h->authority with bytes outside RFC 3986 §3.2: h->authority itself is the front's to check,
+ * gw_req_head_t), GW_E_NOMEM. */
 int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_req_head_t *h,
                         uint8_t urgency, gw_proxy_xlate_t *x, gw_back_req_t *req);
 /* The request trailers that may go on to the origin, copied into out (room for n); returns how

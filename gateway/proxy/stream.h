@@ -38,9 +38,13 @@ const char *gw_req_proto_str(gw_req_proto_t p);
 /* A request head in version-neutral form. Slices stay valid until the stream closes. */
 typedef struct {
     gw_slice_t method;
-    gw_slice_t scheme;        /* HTTP/1.1: from the listener; HTTP/2: :scheme (http or https,
-                               * as the client said: use gw_cstream_t.tls for what is true) */
-    gw_slice_t authority;     /* :authority, or the Host field of HTTP/1.1 */
+    gw_slice_t scheme; /* HTTP/1.1: from the listener; HTTP/2: :scheme (http or https,
+                        * as the client said: use gw_cstream_t.tls for what is true) */
+    /* :authority, or the Host field of HTTP/1.1 (or the absolute-form target's authority);
+     * empty or gw_http_is_authority: the front checked it (h2/validate.c; h1/head.c checks
+     * every Host and the target), so the proxy does not again. An HTTP/2 host field standing
+     * in for a missing :authority is not checked by the front: the translator does. */
+    gw_slice_t authority;
     gw_slice_t path;          /* :path, or the request-target of HTTP/1.1 */
     const gw_field_t *fields; /* regular fields (HTTP/2: without pseudo-headers) */
     size_t fields_len;

@@ -417,10 +417,11 @@ int gw_proxy__translate(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw
         if (c.base)
             add(x, GW_SLICE_LIT("cookie"), c);
     }
-    /* the authority becomes Host and Forwarded host=: RFC 3986 §3.2 characters
-     * only (the fronts check :authority and Host; an HTTP/2 host field standing in for a
-     * missing :authority is checked here) */
-    if (!gw_http_is_authority(authority))
+    /* the authority becomes Host and Forwarded host=: RFC 3986 §3.2 characters only. The
+     * head's own passed the front's check (gw_req_head_t.authority: every head comes from a
+     * front, a push or a revalidation copies its page's or client's); a host field standing
+     * in for a missing one is checked here, HTTP/2's front having checked :authority alone */
+    if (!h->authority.len && !gw_http_is_authority(authority))
         return GW_E_PARSE;
     add_forwarding(r, s, h, trusted, authority, x);
     if (authority.len == 0)

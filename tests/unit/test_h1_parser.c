@@ -431,6 +431,10 @@ static void absolute_form_ip_literal(void **state)
     expect_reject("GET / HTTP/1.1\r\nHost: [zz]:80\r\n\r\n", 400, "invalid host");
     expect_reject("GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", 400, "invalid host");
     expect_reject("GET / HTTP/1.1\r\nHost: a]\r\n\r\n", 400, "invalid host");
+    /* the translator takes the Host as checked here (gw_req_head_t.authority) */
+    expect_reject("GET / HTTP/1.1\r\nHost: a!b\r\n\r\n", 400, "invalid host");
+    expect_reject("GET / HTTP/1.0\r\nHost: a b.test\r\n\r\n", 400, "invalid host");
+    expect_reject("GET http://a.test/ HTTP/1.1\r\nHost: a..test\r\n\r\n", 400, "invalid host");
 }
 
 /* A head for an HTTP/1.0 client without chunked framing: no framing field, and

@@ -125,6 +125,10 @@ static void request_heads(void **state)
          ":path neither origin-form nor * for OPTIONS"},
         {{":method: OPTIONS", ":scheme: https", ":path: *"}, 3, NULL},
         {{REQ, ":authority: user@a.test"}, 4, "invalid :authority"},
+        /* the translator takes :authority as checked here (gw_req_head_t.authority) */
+        {{REQ, ":authority: a b.test"}, 4, "invalid :authority"},
+        {{REQ, ":authority: a!b"}, 4, "invalid :authority"},
+        {{REQ, ":authority: a..test:80"}, 4, "invalid :authority"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         decode_ctx_t c;
