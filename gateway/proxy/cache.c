@@ -157,17 +157,29 @@ static int lookup_ok(const px_t *px)
     return 1;
 }
 
-/* The primary key of px's request into buf (cap bytes) or, when longer, a new block (*len its
- * length); NULL out of memory. */
+/* The primary key of px's request into buf (cap bytes) or, when longer or buf is NULL, a new
+ * block (*len its length); NULL out of memory. A key is built once when it fits 512 bytes: a
+ * new block is copied from the stack (the miss that leads, gw_proxy__cache_lead), not built
+ * again after the key was measured. */
 static char *key_of(const px_t *px, char *buf, size_t cap, size_t *len)
 {
     gw_cache_url_t u = {scheme_of(px), px->head.authority, px->head.path};
+    char tmp[512];
+    int own = !buf;
+    if (own) {
+        buf = tmp;
+        cap = sizeof(tmp);
+    }
     size_t n = gw_cache_key(&u, buf, cap);
     *len = n;
-    if (buf && n <= cap)
+    if (!own && n <= cap)
         return buf;
     char *k = gw_malloc(n ? n : 1);
-    if (k)
+    if (!k)
+        return NULL;
+    if (n <= cap)
+        memcpy(k, buf, n);
+    else
         gw_cache_key(&u, k, n);
     return k;
 }

@@ -89,6 +89,22 @@ def test_age_grows_and_cache_status_says_miss_then_hit(gateway):
         assert origin_count(o, "/k/fresh/age") == 1
 
 
+def test_urls_past_the_stack_key_are_told_apart_by_their_last_byte(gateway):
+    # the key is built on the stack up to 512 bytes, past that in a block of its own, when it
+    # is looked up and when the miss stores it (proxy/cache.c key_of): the whole URL either way
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        cl = Client(g.port)
+        for n in (400, 700):
+            a, b = "/k/fresh/" + "a" * n, "/k/fresh/" + "a" * (n - 1) + "b"
+            for i, path in enumerate((a, b, a, b)):
+                st, h, body = get(cl, path)
+                assert st == 200 and body == f"GET {path} n=1\n".encode(), (n, i, body[:40])
+                assert h["cache-status"].startswith("h2gate; hit" if i >= 2 else "h2gate; fwd=miss")
+            assert origin_count(o, a) == 1 and origin_count(o, b) == 1
+        cl.close()
+
+
 def test_http1_clients_and_head_are_answered_from_a_stored_get(gateway):
     with CountingOrigin() as o:
         g = cached_gateway(gateway, o)
