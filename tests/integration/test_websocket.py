@@ -8,6 +8,7 @@ import time
 
 import pytest
 import websockets
+import websockets.exceptions  # a submodule: the package's lazy attributes do not name it
 
 from procs import free_port, recv_head, sanitized, slow, wait_port
 from gwtest import check_config, gw_config, two_upstream_config
