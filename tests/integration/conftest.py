@@ -43,7 +43,6 @@ SERIAL_TESTS = (
 SERIAL_MODULES = (
     "test_admin",          # probes answered within 0.3 s during a slow scrape
     "test_browser",        # chromium
-    "test_cache",          # staleness windows a second or two wide, 1,000 hits in a row
     "test_cache_memory",   # RSS under a scan of 100,000 URLs, h2load
     "test_cluster",        # request rates and bandwidth across instances
     "test_cluster_sentinel",  # a limit held through a Redis failover, under h2load
