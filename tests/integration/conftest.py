@@ -27,18 +27,15 @@ from procs import H2GATE_BIN, Gateway, Nginx, Pebble, Redis, factory  # noqa: E4
 # the machine (h2load, 100 MiB transfers, chromium), are marked `serial`: scripts/lib/run_pytest.sh
 # runs the others in two pytest-xdist workers at once, then these alone, so that nothing else
 # competes with them for the CPU. Whole modules are listed in SERIAL_MODULES; single tests carry
-# @pytest.mark.serial, or are listed in SERIAL_TESTS (the ACME tests' renewals and backoffs on
-# a clock: their files are the ACME work's). A name listed that is no longer there stops the run.
+# @pytest.mark.serial, or are listed in SERIAL_TESTS (ACME tests whose margins are seconds of
+# the gateway's own timers: a download paced to span a renewal, an order validated 2.5 s after
+# another instance's timer; their files are the ACME work's). A test that waits for a clock
+# only in the direction a late event cannot break (a renewal window, a backoff the gateway
+# logs, an hour's cap) runs in the parallel pass: a test_acme_ops.py one took 10.5 s, asleep.
+# A name listed that is no longer there stops the run.
 SERIAL_TESTS = (
     "test_acme.py::test_short_lived_certificate_renewed_and_swapped_under_an_open_connection",
-    "test_acme.py::test_acme_error_logged_with_detail_and_retried_with_backoff",
-    "test_acme_cluster.py::test_lock_held_elsewhere_waits_answers_shared_challenges_and_bounds_a_read",
     "test_acme_cluster.py::test_orderer_waits_for_the_longest_check_interval_declared",
-    "test_acme_ops.py::test_ari_window_drives_the_renewal",
-    "test_acme_ops.py::test_ari_failure_falls_back_to_renew_before",
-    "test_acme_ops.py::test_failed_renewal_keeps_the_certificate_and_is_counted",
-    "test_acme_ops.py::test_renew_before_past_the_lifetime_renews_at_half",
-    "test_acme_ops.py::test_hourly_cap_defers_the_third_order",
 )
 SERIAL_MODULES = (
     "test_admin",          # probes answered within 0.3 s during a slow scrape
