@@ -427,15 +427,17 @@ def test_max_tunnels_503(gateway, wsorigin):
 
 
 def test_tunnel_idle_timeout_closes(gateway, wsorigin):
-    # scaled: the lower bounds below hold only while the client sees the echo (the tunnel's
-    # last activity) less than 0.2 x idle after the gateway sent it
+    # Each clock starts before the client's message: the tunnel's last activity (the echo
+    # relayed back) comes after it, so the close comes at least idle later, however late this
+    # process runs. (It started once the echo was read: a client kept off the CPU for 0.2 x
+    # idle between the gateway's relay and its read failed the lower bound.)
     idle = slow(1)
     g = wsgw(gateway, wsorigin, extra=f"timeouts:\n  tunnel_idle: {idle * 1000:.0f}ms\n")
     ws = H2WebSocket(g.port)
     assert ws.open()[":status"] == "200"
+    t0 = time.monotonic()
     ws.send(0x1, b"hello")
     assert ws.recv() == (0x1, b"hello")
-    t0 = time.monotonic()
     while not ws.ended and ws.reset is None and time.monotonic() - t0 < idle + slow(4):
         try:
             ws._read(timeout=1)
@@ -447,9 +449,9 @@ def test_tunnel_idle_timeout_closes(gateway, wsorigin):
 
     async def h1():
         async with websockets.connect(f"ws://127.0.0.1:{g.port}/") as c:
+            t = time.monotonic()
             await c.send("x")
             assert await c.recv() == "x"
-            t = time.monotonic()
             with pytest.raises(websockets.exceptions.ConnectionClosed):
                 await asyncio.wait_for(c.recv(), idle + slow(4))
             return time.monotonic() - t
