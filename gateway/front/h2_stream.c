@@ -208,14 +208,27 @@ static int h2s_push(gw_cstream_t *s, const gw_req_head_t *r)
 static int h2s_begin(conn_t *c, h2s_t *x, const gw_h2_head_t *h, int pushed)
 {
     c->requests++;
-    const gw_cfg_route_t *route = gw_proxy_route(PROXY(c), h->authority, h->path);
+    /* RFC 9113 §8.3.1, RFC 9110 §7.2: without :authority the Host field names the origin, and
+     * it is what the origin is told (proxy/translate.c). So it is the request's authority for
+     * everything else too: the route (and its policies: access list, client certificate, basic
+     * auth) and every key of what is shared between clients (coalescing, the cache, learned
+     * hints). An empty authority took the catch-all route and one coalescing key for every
+     * Host. A Host that is no authority is left out: translate.c refuses the request. */
+    gw_slice_t authority = h->authority;
+    for (size_t i = 0; !authority.len && i < h->headers_len; i++)
+        if (gw_slice_eq_nocase(h->headers[i].name, GW_SLICE_LIT("host"))) {
+            if (gw_http_is_authority(h->headers[i].value))
+                authority = h->headers[i].value;
+            break;
+        }
+    const gw_cfg_route_t *route = gw_proxy_route(PROXY(c), authority, h->path);
     if (c->g->route_rates)
         x->rb = gw_front__route_bucket(c, route);
     x->thr_mark = c->thr ? c->thr->waits : 0;
     gw_req_head_t rh = {
         .method = h->method,
         .scheme = h->scheme,
-        .authority = h->authority,
+        .authority = authority,
         .path = h->path,
         .fields = h->headers,
         .fields_len = h->headers_len,

@@ -135,3 +135,23 @@ def test_bad_networks_are_refused_at_load(h2gate_bin, tmp_path):
         r = check_config(h2gate_bin, tmp_path, base + f"    {key}\n")
         line = base.count("\n") + 1
         assert r.returncode == 1 and f"{tmp_path / 'c.yaml'}:{line}{want}" in r.stderr, r.stderr
+
+
+def test_a_host_route_decides_an_h2_request_that_names_it_by_host(gateway, origin):
+    """RFC 9113 §8.3.1: an HTTP/2 request without :authority names its origin by Host, and
+    that Host is what the origin is told. It was routed as if it named no host at all: the
+    catch-all route took it, past the access list of the route of its host, and the origin
+    got `Host: admin.test` from a client that route denies."""
+    g = acl_gateway(gateway, origin, routes=(
+        "  - {host: admin.test, path: /status/200/, upstream: app, deny: [127.0.0.1, '::1']}\n"
+        "  - {path: /, upstream: app}\n"))
+    cl = Client(g.port, validate=False)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "GET"), (":path", P + "/admin"), (":scheme", "http"),
+                            ("host", "admin.test")], end_stream=True)
+    cl.flush()
+    evs = cl.events(lambda e: any(isinstance(x, (h2.events.StreamEnded, h2.events.StreamReset))
+                                  for x in e))
+    cl.close()
+    assert response(evs, sid)[0] == "403", evs
+    assert [r.target for r in origin.requests] == [], origin.requests

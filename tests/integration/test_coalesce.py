@@ -31,6 +31,7 @@ class CacheOrigin(ScriptedOrigin):
         /c/hdr/NAME      200 with 100 bytes and the response field NAME: the query string value
         /c/gated/N       200 with N bytes (content-length), the body sent as far as the test
                          released it (release(upto)): the pace of the clients, not of a clock
+        /c/host          200 whose body is the Host the origin received
     """
 
     def __init__(self):
@@ -80,6 +81,8 @@ class CacheOrigin(ScriptedOrigin):
                  f"status {st}\n".encode())
         elif parts[0] == "hdr":
             send(200, [(parts[1], query.replace("%20", " "))], pattern(100))
+        elif parts[0] == "host":
+            send(200, [], (req.header("host") or "none").encode())
         elif parts[0] == "gated":
             body = pattern(int(parts[1]))
             c.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode())
@@ -209,6 +212,24 @@ def test_another_port_is_another_origin(gwc):
     a, b = pair(gwc.port, [], [], ("[::1]", "[::1]:8080"))
     assert a == b == ("200", APP_JS)
     assert origin_count(gwc.origin, "/c/app.js") == 2
+
+
+def test_host_standing_in_for_authority_is_in_the_coalescing_key(gwc):
+    """RFC 9113 §8.3.1, RFC 9110 §7.2: an HTTP/2 request without :authority names its origin
+    with Host, which is what the origin is told; the key held the empty :authority, so a
+    request for b.test joined one for a.test in flight and got a.test's answer."""
+    cl = Client(gwc.port, validate=False)
+    sids = []
+    for host in ("a.test", "b.test"):
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", "/c/host"), (":scheme", "http"),
+                                ("host", host)], end_stream=True)
+        sids.append(sid)
+    cl.flush()
+    run = collect(cl, Streams(), all_done(sids), timeout=10)
+    cl.close()
+    assert [run.bodies.get(s) for s in sids] == [b"a.test", b"b.test"], run.bodies
+    assert origin_count(gwc.origin, "/c/host") == 2
 
 
 def test_get_with_body_not_coalesced(gwc):
