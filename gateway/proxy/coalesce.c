@@ -384,8 +384,31 @@ static int share_head(ox_t *ox, gw_proxy_resp_t *r)
     return 0;
 }
 
+/* The trailers of a shared answer go to every subscriber (chain.c keeps them once): a cookie
+ * set there would reach every client of the answer, where a Set-Cookie in the head keeps it
+ * from being shared at all (gw_proxy__reusable). RFC 9110 §6.5.1: a field goes in trailers
+ * only where its definition allows, and Set-Cookie's (RFC 6265) does not; so it is dropped from
+ * the trailers of an answer that has, or had, a subscriber other than the owner. */
+static int share_trailers(ox_t *ox, gw_proxy_resp_t *r)
+{
+    int shared = !ox->owner;
+    FOREACH_SUB(ox, px)
+    {
+        shared |= px != ox->owner;
+    }
+    if (!shared)
+        return 0;
+    size_t k = 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (!name_is(r->f[i].name, "set-cookie"))
+            r->f[k++] = r->f[i];
+    r->n = k;
+    return 0;
+}
+
 const gw_proxy_filter_t gw_proxy__filter_coalesce = {
     .name = "coalesce",
     .wants = share_wants,
     .on_head = share_head,
+    .on_trailers = share_trailers,
 };

@@ -32,6 +32,7 @@ class CacheOrigin(ScriptedOrigin):
         /c/gated/N       200 with N bytes (content-length), the body sent as far as the test
                          released it (release(upto)): the pace of the clients, not of a clock
         /c/host          200 whose body is the Host the origin received
+        /c/trailer/NAME  200, chunked, 100 bytes, then the trailer field NAME: the query value
     """
 
     def __init__(self):
@@ -83,6 +84,11 @@ class CacheOrigin(ScriptedOrigin):
             send(200, [(parts[1], query.replace("%20", " "))], pattern(100))
         elif parts[0] == "host":
             send(200, [], (req.header("host") or "none").encode())
+        elif parts[0] == "trailer":
+            body = pattern(100)
+            c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                      b"%x\r\n" % len(body) + body + b"\r\n0\r\n" +
+                      f"{parts[1]}: {query.replace('%20', ' ')}\r\n\r\n".encode())
         elif parts[0] == "gated":
             body = pattern(int(parts[1]))
             c.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode())
@@ -384,6 +390,36 @@ def test_trailers_reach_followers_that_finish_after_the_origin(gwc):
     assert all(bodies[s] == want for s in sids)
     assert all(trailers.get(s, {}).get("x-checksum") == sha for s in sids), trailers
     assert origin_count(gwc.origin, f"/chunked/{size}") == 1
+
+
+def test_cookie_set_in_the_trailers_reaches_only_its_own_client(gwc):
+    """A shareable answer (no Set-Cookie in its head) whose trailer section sets a cookie: the
+    trailers were held once and sent to every subscriber, so each follower got the session the
+    origin gave the leader's client. A response that sets a cookie is never shared (RFC 9111
+    §7.3 leaves it to the cache; RFC 9110 §6.5.1: Set-Cookie is no trailer field)."""
+    n = 4
+    path = "/c/trailer/set-cookie?sid=alice"
+    cl = Client(gwc.port)
+    sids = []
+    for _ in range(n):  # in one flight: all wait for the head
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                                (":authority", "localhost")], end_stream=True)
+        sids.append(sid)
+    cl.flush()
+    evs = cl.events(lambda e: sum(isinstance(x, (h2.events.StreamEnded, h2.events.StreamReset))
+                                  for x in e) >= n, timeout=10)
+    cl.close()
+    bodies = {s: b"" for s in sids}
+    cookies = {s: [] for s in sids}
+    for e in evs:
+        if isinstance(e, h2.events.DataReceived):
+            bodies[e.stream_id] += e.data
+        elif isinstance(e, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+            cookies[e.stream_id] += [v for k, v in e.headers if k == "set-cookie"]
+    assert all(b == pattern(100) for b in bodies.values()), bodies
+    # the origin's cookie reaches one client per origin request, never more
+    assert sum(len(c) for c in cookies.values()) <= origin_count(gwc.origin, path), cookies
 
 
 def test_coalesced_head_requests(gwc):
