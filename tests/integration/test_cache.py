@@ -659,6 +659,56 @@ def test_a_304_that_says_no_store_removes_the_entry_instead_of_refreshing_it(gat
         cl.close()
 
 
+def test_a_cookie_set_by_a_304_or_a_head_answer_never_joins_the_stored_answer(gateway):
+    """RFC 9111 §3.2, §4.3.4, §4.3.5: a 304 (or a HEAD's 200) updates the stored head with its
+    fields; a Set-Cookie among them is the client's that asked, and the answer with it may not
+    be stored (never, whatever the directives): the client that revalidated gets its cookie,
+    the entry goes, and the next client gets the origin's answer without it, never a hit
+    carrying the first client's session; in the background (stale-while-revalidate) too."""
+    with CountingOrigin() as o:
+        g = cached_gateway(gateway, o)
+        a, b = Client(g.port), Client(g.port)
+        st, h, first = get(a, "/k/etag/sc")
+        assert h["cache-status"] == "h2gate; fwd=miss; stored"
+        time.sleep(2.2)  # stale
+        o.etag_max_age = 60
+        o.etag_304_fields = [("Set-Cookie", "sid=alice")]
+        st, h, body = get(a, "/k/etag/sc")
+        assert st == 200 and body == first and h["set-cookie"] == "sid=alice", h
+        assert h["cache-status"] == \
+            "h2gate; fwd=stale; fwd-status=304; detail=set-cookie", h
+        o.etag_304_fields = []
+        st, h, body = get(b, "/k/etag/sc")
+        assert "set-cookie" not in h and h["cache-status"] == "h2gate; fwd=miss; stored", h
+        # the background revalidation's 304 sets a cookie: it reaches nobody, the entry goes
+        o.etag_max_age = 1
+        o.etag_cc_extra = ", stale-while-revalidate=30"
+        get(a, "/k/etag/bg")
+        time.sleep(2.2)
+        o.etag_304_fields = [("Set-Cookie", "sid=cache")]
+        st, h, _ = get(a, "/k/etag/bg")
+        assert h["cache-status"].endswith("detail=stale-while-revalidate") and \
+            "set-cookie" not in h, h
+        deadline = time.monotonic() + 5
+        while origin_count(o, "/k/etag/bg") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        o.etag_304_fields = []
+        st, h, _ = get(b, "/k/etag/bg")
+        assert "set-cookie" not in h and h["cache-status"] == "h2gate; fwd=miss; stored", h
+        # a HEAD's 200 that matches the stored GET and sets a cookie: the entry goes
+        get(a, "/k/head/sc")
+        o.head_fields = [("Cache-Control", "max-age=60"), ("ETag", '"v1"'),
+                         ("Set-Cookie", "sid=alice")]
+        st, h, _ = get(a, "/k/head/sc", method="HEAD", extra=[("cache-control", "no-cache")])
+        assert h["set-cookie"] == "sid=alice", h
+        o.head_fields = None
+        st, h, _ = get(b, "/k/head/sc")
+        assert "set-cookie" not in h and h["cache-status"] == "h2gate; fwd=miss; stored", h
+        a.close()
+        b.close()
+
+
 # What the origin's answer turns into once the stored one is stale, each a full answer (never
 # a 304) that may not be stored: (status, fields, body length, framing, the request's own
 # fields). The two too-large ones are past max_object (256KiB), told by their Content-Length,

@@ -246,3 +246,25 @@ def test_learned_hints_not_from_an_answer_that_varies(gateway, origin):
     path = "/page-links/10?h=Vary:Accept-Encoding"
     h2_get(g.port, path, NAV)
     assert len(h2_get(g.port, path, NAV)[0]) == 1
+
+
+def test_learned_from_credentials_only_for_credentials_and_only_when_shareable(gateway, origin):
+    """early_hints_learn_private: a page learned from a request with a cookie (an answer that
+    says public) is hinted to requests with credentials, at once, and never to anonymous ones;
+    an answer to credentials that says none of public, s-maxage, must-revalidate (RFC 9111
+    §3.5) is not learned: Bob never gets the links of Alice's page from the gateway."""
+    g = hgw(gateway, origin, route_extra="early_hints_learn: true\nearly_hints_learn_private: true")
+    alice, bob = NAV + [("cookie", "sid=alice")], NAV + [("cookie", "sid=bob")]
+    inbox = "</private/sid=alice/inbox.json>; rel=preload; as=fetch"
+    pub = "/hints-for/1000?h=Cache-Control:public,%20max-age%3D60"
+    h2_get(g.port, pub, alice)
+    hints, status, _ = h2_get(g.port, pub, alice)
+    assert status == 200 and len(hints) == 1 and hints[0][0] < 0.4, hints  # learned: at once
+    assert inbox in hints[0][1], hints
+    hints, status, _ = h2_get(g.port, pub, NAV)  # anonymous: the origin's own 103
+    assert status == 200 and hints and hints[0][0] >= 0.4, hints
+    assert not any("alice" in v for v in links_of(hints)), hints
+    plain = "/hints-for/1000?h=Cache-Control:max-age%3D60"
+    h2_get(g.port, plain, alice)
+    hints, status, _ = h2_get(g.port, plain, bob)
+    assert status == 200 and not any("alice" in v for v in links_of(hints)), hints

@@ -24,7 +24,8 @@ class CountingOrigin(ScriptedOrigin):
         /k/short/NAME   200, Cache-Control: max-age=1
         /k/etag/NAME    200, max-age=self.etag_max_age (and self.etag_cc_extra), ETag "vN" (N:
                         self.version), 2 KB of text; 304 when If-None-Match names it (X-N: the
-                        request's number; Cache-Control: self.etag_304_cc when set); a
+                        request's number; Cache-Control: self.etag_304_cc when set, then
+                        the fields of self.etag_304_fields, a list of pairs); a
                         request with If-None-Match waits until self.etag_hold, a
                         threading.Event, is set when there is one (a slow origin)
         /k/head/NAME    200, Cache-Control: self.head_cc, ETag "vN" (N: self.version), X-N: the
@@ -67,6 +68,7 @@ class CountingOrigin(ScriptedOrigin):
         self.etag_max_age = 1  # /k/etag/: the max-age of its answers (200 and 304)
         self.etag_cc_extra = ""  # /k/etag/: appended to the 200's and 304's Cache-Control
         self.etag_304_cc = None  # /k/etag/: the 304's Cache-Control, when set
+        self.etag_304_fields = []  # /k/etag/: more fields of the 304
         self.etag_hold = None  # /k/etag/: an Event a conditional request waits for (60 s at most)
         self.head_cc = "max-age=60"  # /k/head/
         self.head_lm = "Sat, 05 Dec 2026 10:00:00 GMT"
@@ -109,7 +111,8 @@ class CountingOrigin(ScriptedOrigin):
                 if self.etag_304_cc is not None:
                     fields[0] = ("Cache-Control", self.etag_304_cc)
                 c.sendall(b"HTTP/1.1 304 Not Modified\r\n" + "".join(
-                    f"{k}: {v}\r\n" for k, v in fields if k != "Content-Type").encode() + b"\r\n")
+                    f"{k}: {v}\r\n" for k, v in fields + self.etag_304_fields
+                    if k != "Content-Type").encode() + b"\r\n")
             else:
                 send(fields, f"version {self.version} ".encode() + b"text " * 400 + body)
         elif kind == "head":  # RFC 9111 §4.3.5: a HEAD's answer describes the GET's
