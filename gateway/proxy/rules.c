@@ -36,8 +36,14 @@ void gw_proxy__tmpl_vars(const gw_cstream_t *s, const gw_req_head_t *h, gw_slice
     vars[GW_TMPL_SCHEME] = s->tls ? GW_SLICE_LIT("https") : GW_SLICE_LIT("http");
     /* a host that is not one (userinfo, a path, a backslash...) is left out, never copied */
     vars[GW_TMPL_HOST] = gw_tmpl_host_valid(authority) ? authority : (gw_slice_t){0};
-    vars[GW_TMPL_TLS_CLIENT_SUBJECT] =
-        field_safe(gw_slice_str(s->tls_client_subject ? s->tls_client_subject : ""));
+    /* the subject of a certificate that verified, else empty (config/template.h): under
+     * client_auth mode optional a failed one (expired, of an unknown CA) is still there to
+     * read, with whatever subject its maker chose, and an origin told it would take it for
+     * an identity the gateway vouched for */
+    int verified = s->tls_client_verify && !strcmp(s->tls_client_verify, "SUCCESS");
+    vars[GW_TMPL_TLS_CLIENT_SUBJECT] = verified && s->tls_client_subject
+                                           ? field_safe(gw_slice_str(s->tls_client_subject))
+                                           : (gw_slice_t){0};
     vars[GW_TMPL_TLS_CLIENT_VERIFY] =
         field_safe(gw_slice_str(s->tls_client_verify ? s->tls_client_verify : ""));
     vars[GW_TMPL_REQUEST_URI] = h->path;

@@ -369,6 +369,27 @@ def test_a_client_certificates_request_is_never_coalesced_with_another(mtls, pki
     assert ["client-cert" in h for h in hs] == [True, False]
 
 
+def test_tls_client_subject_names_only_a_verified_certificate(gateway, pki):
+    """$tls_client_subject is the verified certificate's subject, else empty (config/README):
+    under mode: optional a certificate that failed (expired, of an unknown CA: any subject its
+    maker chose) went into the header rules' value as if verified, so the origin was told
+    `X-Client-Subject: O=h2gate test,CN=eve` for a client nobody vouched for."""
+    with ScriptedOrigin() as o:
+        ports = {k: free_port() for k in ("require", "optional")}
+        text = gw_text(pki, o.port, ports["require"], ports["optional"]).replace(
+            "  - {host: '*', path: /, upstream: app, client_cert_chain: true}\n",
+            "  - {host: '*', path: /, upstream: app, request_headers: {set: "
+            "{X-Client-Subject: $tls_client_subject, X-Client-Verify: $tls_client_verify}}}\n")
+        gateway(text, wait=[("127.0.0.1", ports[k]) for k in ports])
+        for cert in ("alice", "old", "eve", None):
+            assert curl(ports["optional"], "/echo", cert, pki) == "200", cert
+        got = [(h.get("x-client-verify"), h.get("x-client-subject", "")) for h in origin_headers(o)]
+    assert got[0] == ("SUCCESS", "O=h2gate test,CN=alice"), got
+    assert got[1] == ("FAILED:certificate has expired", ""), got
+    assert got[2][0].startswith("FAILED:") and got[2][1] == "", got
+    assert got[3] == ("NONE", ""), got
+
+
 def test_client_cert_fields_are_stripped_where_no_client_auth_exists(gateway, pki):
     with ScriptedOrigin() as o:
         port = free_port()
