@@ -79,6 +79,11 @@ def test_h2_request_translation(gwo):
 
 CLAIMS = ["X-Forwarded-For: 6.6.6.6", "X-Forwarded-Proto: https", "X-Forwarded-Host: www.app.test",
           "Forwarded: for=6.6.6.6;proto=https"]
+# the rest of the X-Forwarded-* family, which origins read for the scheme, port and prefix the
+# client used (Rack: X-Forwarded-Ssl: on is https, before X-Forwarded-Proto)
+MORE_CLAIMS = {"x-forwarded-ssl": "on", "x-forwarded-scheme": "https", "x-forwarded-port": "443",
+               "x-forwarded-prefix": "/evil"}
+CLAIMS += [f"{k}: {v}" for k, v in MORE_CLAIMS.items()]
 
 
 def claimed(gateway, origin, extra, proto):
@@ -103,6 +108,8 @@ def test_client_forwarding_claims_are_replaced_by_default(gateway, origin, proto
     assert values(got, "x-forwarded-proto") == ["http"]
     assert values(got, "x-forwarded-host") == []
     assert values(got, "forwarded") == [f'for=127.0.0.1;proto=http;host="{host}"']
+    # nor does the rest of the family: a cleartext client was taken for an https one
+    assert {k: values(got, k) for k in MORE_CLAIMS} == {k: [] for k in MORE_CLAIMS}
 
 
 @pytest.mark.parametrize("proto", ["--http1.1", "--http2-prior-knowledge"])
@@ -118,6 +125,7 @@ def test_trusted_proxy_claims_are_kept_with_append(gateway, origin, proto):
     assert values(got, "x-forwarded-host") == ["www.app.test"]
     assert values(got, "forwarded") == [
         f'for=6.6.6.6;proto=https, for=127.0.0.1;proto=http;host="{host}"']
+    assert {k: values(got, k) for k in MORE_CLAIMS} == {k: [v] for k, v in MORE_CLAIMS.items()}
     got = claimed(gateway, origin, "forwarded_for: append\ntrusted_proxies: [10.0.0.0/8]\n",
                   proto)
     host = values(got, "host")[0]
@@ -125,6 +133,7 @@ def test_trusted_proxy_claims_are_kept_with_append(gateway, origin, proto):
     assert values(got, "x-forwarded-proto") == ["http"]
     assert values(got, "x-forwarded-host") == []
     assert values(got, "forwarded") == [f'for=127.0.0.1;proto=http;host="{host}"']
+    assert {k: values(got, k) for k in MORE_CLAIMS} == {k: [] for k in MORE_CLAIMS}
 
 
 def test_h2_host_disagreeing_with_authority_is_malformed(gwo):
