@@ -268,3 +268,27 @@ def test_learned_from_credentials_only_for_credentials_and_only_when_shareable(g
     h2_get(g.port, plain, alice)
     hints, status, _ = h2_get(g.port, plain, bob)
     assert status == 200 and not any("alice" in v for v in links_of(hints)), hints
+
+
+def test_learned_hints_of_a_host_named_by_host_without_authority(gateway, origin):
+    """RFC 9113 §8.3.1: an HTTP/2 request without :authority names its host with Host. The
+    learned page was keyed on the empty :authority, so what a.test's page taught was hinted on
+    b.test's first visit (another site, another page); it is keyed on the Host now."""
+    g = hgw(gateway, origin, route_extra="early_hints_learn: true")
+
+    def visit(host):
+        cl = Client(g.port, validate=False)
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "GET"), (":path", "/page-links/10"),
+                                (":scheme", "http"), ("host", host)] + NAV, end_stream=True)
+        cl.flush()
+        evs = cl.events(lambda e: any(isinstance(x, (h2.events.StreamEnded,
+                                                      h2.events.StreamReset)) for x in e))
+        cl.close()
+        heads = [e for e in evs if isinstance(e, h2.events.ResponseReceived)]
+        assert heads and dict(heads[0].headers)[":status"] == "200", evs
+        return [e for e in evs if isinstance(e, h2.events.InformationalResponseReceived)]
+
+    assert visit("a.test") == []
+    assert len(visit("a.test")) == 1  # learned for a.test
+    assert visit("b.test") == []
