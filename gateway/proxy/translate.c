@@ -285,12 +285,15 @@ static int copy_fields(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_
             (r->add_forwarded && gw_proxy__name_is(f->name, "forwarded")) ||
             (r->add_via && gw_proxy__name_is(f->name, "via")))
             continue; /* rebuilt below with ours appended */
-        if (r->add_x_forwarded && !trusted && f->name.len > 12 &&
-            gw_mem_eq_nocase(f->name.base, (const uint8_t *)"x-forwarded-", 12))
-            continue; /* the X-Forwarded-* family speaks for us: never the client's words. Not
-                         only -Host: an origin reads -Ssl, -Scheme and -Port for the scheme and
-                         port the client used (Rack takes X-Forwarded-Ssl: on before -Proto),
-                         and -Prefix for its redirects */
+        if ((r->add_x_forwarded || r->add_forwarded) && !trusted &&
+            (gw_proxy__name_is(f->name, "forwarded") ||
+             (f->name.len > 12 &&
+              gw_mem_eq_nocase(f->name.base, (const uint8_t *)"x-forwarded-", 12))))
+            continue; /* where the route tells the origin of the client, only the gateway speaks:
+                         never a client's Forwarded or X-Forwarded-* of the other family (Rack 3
+                         reads Forwarded before X-Forwarded-*) nor the rest of the family (an
+                         origin reads -Ssl, -Scheme, -Port for the scheme and port the client
+                         used, Rack X-Forwarded-Ssl: on before -Proto; -Prefix for redirects) */
         if (gw_proxy__name_is(f->name, "client-cert") ||
             gw_proxy__name_is(f->name, "client-cert-chain"))
             continue; /* RFC 9440 §4: only the gateway speaks of the TLS client: on every route

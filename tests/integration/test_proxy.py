@@ -86,11 +86,11 @@ MORE_CLAIMS = {"x-forwarded-ssl": "on", "x-forwarded-scheme": "https", "x-forwar
 CLAIMS += [f"{k}: {v}" for k, v in MORE_CLAIMS.items()]
 
 
-def claimed(gateway, origin, extra, proto):
+def claimed(gateway, origin, extra, proto, route_extra="forwarded: true"):
     """What the origin hears when a curl client (HTTP/1.1 or h2c) sends CLAIMS through a
-    gateway with the top-level extra config."""
+    gateway with the top-level extra config (and route_extra on its route)."""
     port = free_port()
-    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra="forwarded: true",
+    gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra=route_extra,
                       extra=extra), wait=[("127.0.0.1", port)])
     args = [a for c in CLAIMS for a in ("-H", c)]
     r = curl(proto, *args, f"http://127.0.0.1:{port}/echo")
@@ -110,6 +110,30 @@ def test_client_forwarding_claims_are_replaced_by_default(gateway, origin, proto
     assert values(got, "forwarded") == [f'for=127.0.0.1;proto=http;host="{host}"']
     # nor does the rest of the family: a cleartext client was taken for an https one
     assert {k: values(got, k) for k in MORE_CLAIMS} == {k: [] for k in MORE_CLAIMS}
+
+
+@pytest.mark.parametrize("route_extra", ["", "x_forwarded: false\nforwarded: true"])
+def test_a_route_with_one_family_drops_the_clients_other(gateway, origin, route_extra):
+    """The default route says X-Forwarded-For and -Proto and not Forwarded: a client's
+    `Forwarded: for=6.6.6.6;proto=https` went to the origin as it came, next to the
+    gateway's X-Forwarded-For: 127.0.0.1, and Rack 3 reads Forwarded first (the client's
+    address and scheme forged). The same for a route that says only Forwarded and a client's
+    X-Forwarded-*. Where the route tells the origin of the client, only the gateway speaks."""
+    got = claimed(gateway, origin, "", "--http1.1", route_extra=route_extra)
+    host = values(got, "host")[0]
+    if route_extra:
+        assert values(got, "forwarded") == [f'for=127.0.0.1;proto=http;host="{host}"']
+        assert [k for k, _ in hdrs(got) if k.startswith("x-forwarded-")] == [], got
+    else:
+        assert values(got, "x-forwarded-for") == ["127.0.0.1"]
+        assert values(got, "x-forwarded-proto") == ["http"]
+        assert values(got, "forwarded") == [], got
+        assert [k for k, _ in hdrs(got) if k.startswith("x-forwarded-")] == \
+            ["x-forwarded-for", "x-forwarded-proto"], got
+    # neither: the gateway tells nothing of the client, and what the client said goes on
+    got = claimed(gateway, origin, "", "--http1.1", route_extra="x_forwarded: false")
+    assert values(got, "forwarded") == ["for=6.6.6.6;proto=https"], got
+    assert values(got, "x-forwarded-for") == ["6.6.6.6"], got
 
 
 @pytest.mark.parametrize("proto", ["--http1.1", "--http2-prior-knowledge"])
