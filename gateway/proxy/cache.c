@@ -529,6 +529,38 @@ void gw_proxy__cache_lead(px_t *px)
 
 static void drop_superseded(gw_proxy_t *p, struct gw_proxy_cx *cx);
 
+/* The stale entry e stands in for an origin that failed (RFC 5861 §4); a is the request it was
+ * found for. Whether it may stand in for px too, a request that shares a's exchange: e is the
+ * variant of a's request (RFC 9111 §4.1), and coalescing keys only on coalesce_headers, so px
+ * may be of another variant (another Accept-Language, Cookie...), which a shared cache never
+ * answers with e. Out of memory: no. */
+static int same_variant(const gw_cache_entry_t *e, const px_t *a, const px_t *px)
+{
+    if (px == a)
+        return 1;
+    const gw_req_head_t *ha = &a->head, *hp = &px->head;
+    ssize_t la = gw_cache_vary_key(e->fields, e->nfields, ha->fields, ha->fields_len, NULL, 0);
+    ssize_t lp = gw_cache_vary_key(e->fields, e->nfields, hp->fields, hp->fields_len, NULL, 0);
+    if (la < 0 || la != lp)
+        return 0;
+    if (la == 0)
+        return 1; /* no Vary: one variant */
+    char sa[256], sp[256];
+    char *ka = (size_t)la <= sizeof(sa) ? sa : gw_malloc((size_t)la);
+    char *kp = (size_t)lp <= sizeof(sp) ? sp : gw_malloc((size_t)lp);
+    int same = ka && kp;
+    if (same) {
+        gw_cache_vary_key(e->fields, e->nfields, ha->fields, ha->fields_len, ka, (size_t)la);
+        gw_cache_vary_key(e->fields, e->nfields, hp->fields, hp->fields_len, kp, (size_t)lp);
+        same = !memcmp(ka, kp, (size_t)la);
+    }
+    if (ka != sa)
+        gw_free(ka);
+    if (kp != sp)
+        gw_free(kp);
+    return same;
+}
+
 int gw_proxy__cache_error(ox_t *ox, int code)
 {
     struct gw_proxy_cx *cx = ox->cx;
@@ -557,8 +589,9 @@ int gw_proxy__cache_error(ox_t *ox, int code)
         gw_proxy__sub_remove(px);
         if (px->closed)
             continue;
-        if (px->resp >= PX_RESP_HEAD)
-            gw_proxy__fail(px, code); /* a head went out: reset, as without the cache */
+        if (px->resp >= PX_RESP_HEAD || !same_variant(e, a, px))
+            gw_proxy__fail(px, code); /* a head went out, or another variant: as without the
+                                         cache */
         else
             send_hit(px, e, now, (hit_how_t){.sie = 1});
     }
@@ -995,6 +1028,11 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
     } else if (cx && cx->stale && r->status >= 500 &&
                gw_cache_stale_if_error(&cx->stale->meta, &q, r->status, now)) {
         stand_in_stale(cx, r, now); /* RFC 5861 §4 */
+        FOREACH_SUB(ox, px)         /* the asker's variant: the others fetch on their own */
+        {
+            if (!same_variant(cx->stale, a, px))
+                gw_proxy__detach(px);
+        }
         stale_served = 1;
         st.fwd = "stale";
         st.fwd_status = r->origin->status;

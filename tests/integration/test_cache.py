@@ -21,7 +21,7 @@ import pytest
 from procs import free_port, slow
 
 from gwtest import (Client, Streams, all_done, collect, gw_config, origin_count, origin_gateway,
-                    reload_to, sample, scrape, wait_sample)
+                    reload_to, sample, scrape, wait_origin_has, wait_sample)
 from cachetest import CountingOrigin, big, exchange, get, get_new, h1, stats
 
 
@@ -1170,3 +1170,64 @@ def test_a_head_answer_updates_the_stored_head_its_client_gets_or_a_410_removes_
             else:
                 assert h["cache-status"].startswith("h2gate; hit"), status
         cl.close()
+
+
+class FailingVaryOrigin(CountingOrigin):
+    """CountingOrigin plus /v/NAME: a page that varies on Accept-Language (its body names the
+    language), no validator, max-age=1 with stale-if-error=60; once self.failing is "503", a
+    503 with `Expires: 0` (explicitly fresh for RFC 9111 §3, stale at once) after 0.6 s; once
+    it is "close", no answer: the connection closes after 0.6 s."""
+
+    def __init__(self):
+        self.failing = None
+        super().__init__()
+
+    def _respond(self, c, req):
+        path = req.target.split("?")[0]
+        if not path.startswith("/v/"):
+            return super()._respond(c, req)
+        with self.lock:
+            self.counts[(req.method, path)] = self.counts.get((req.method, path), 0) + 1
+        if self.failing:
+            time.sleep(0.6)
+            if self.failing == "close":
+                return False
+            c.sendall(b"HTTP/1.1 503 X\r\nExpires: 0\r\nContent-Length: 5\r\n\r\ndown\n")
+            return True
+        body = f"lang={req.header('accept-language') or 'none'}\n".encode()
+        c.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=1, stale-if-error=60\r\n"
+                  b"Vary: Accept-Language\r\n" +
+                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        return True
+
+
+@pytest.mark.parametrize("failure", ["503", "close"])
+def test_a_stale_stand_in_reaches_no_follower_of_another_variant(gateway, failure):
+    """RFC 9111 §4.1, RFC 5861 §4: the stale entry that stands in for a failing origin is the
+    variant of the leader's request. A request of another variant (another Accept-Language,
+    which the coalescing key does not hold) joined the leader's exchange while the origin
+    failed, and got that variant, which a shared cache never answers it with: the 503's
+    `Expires` made the answer look shareable, and no answer at all stood the entry in for
+    every subscriber. The follower of the same variant still gets it."""
+    with FailingVaryOrigin() as o:
+        g = cached_gateway(gateway, o)
+        a, b = Client(g.port), Client(g.port)
+        fr, en = [("accept-language", "fr")], [("accept-language", "en")]
+        st, h, body = get(a, "/v/page", extra=fr)
+        assert body == b"lang=fr\n" and h["cache-status"] == "h2gate; fwd=miss; stored", h
+        time.sleep(2.2)  # stale, within stale-if-error
+        o.failing = failure
+        c = Client(g.port)
+        sa = a.request("/v/page", extra=fr)
+        assert wait_origin_has(o, "/v/page", 2) >= 2
+        sb = b.request("/v/page", extra=en)  # join the leader's exchange in flight
+        sc = c.request("/v/page", extra=fr)
+        ra = collect(a, Streams(), all_done([sa]), timeout=20)
+        rb = collect(b, Streams(), all_done([sb]), timeout=20)
+        rc = collect(c, Streams(), all_done([sc]), timeout=20)
+        for cl in (a, b, c):
+            cl.close()
+        assert ra.bodies.get(sa) == b"lang=fr\n"  # the leader: its own variant, stale
+        assert rc.bodies.get(sc) == b"lang=fr\n"
+        assert rb.bodies.get(sb) != b"lang=fr\n", (rb.status(sb), dict(rb.heads.get(sb, [])))
+        assert rb.status(sb) in (502, 503), rb.status(sb)
