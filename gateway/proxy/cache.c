@@ -987,8 +987,14 @@ static void freshen_by_head(ox_t *ox, const px_t *a, gw_proxy_resp_t *r)
         GW_LOG_DEBUG("cache_head_update", "key=%.*s code=%s",
                      (int)(e->keylen > 200 ? 200 : e->keylen), e->key,
                      rv < 0 ? gw_errname(rv) : "ok");
-        if (rv == 0)
+        if (rv == 0) {
             head_as_stored(ox, r, e, merged, (size_t)m, &put.meta, now);
+            FOREACH_SUB(ox, px) /* the asker's variant's head: the others fetch on their own */
+            {
+                if (!same_variant(e, a, px))
+                    gw_proxy__detach(px);
+            }
+        }
     } else {
         int gone = gw_cache_remove(p->cache, e);
         trim_if_due(p);

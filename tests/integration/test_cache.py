@@ -1176,7 +1176,9 @@ class FailingVaryOrigin(CountingOrigin):
     """CountingOrigin plus /v/NAME: a page that varies on Accept-Language (its body names the
     language), no validator, max-age=1 with stale-if-error=60; once self.failing is "503", a
     503 with `Expires: 0` (explicitly fresh for RFC 9111 §3, stale at once) after 0.6 s; once
-    it is "close", no answer: the connection closes after 0.6 s."""
+    it is "close", no answer: the connection closes after 0.6 s. A HEAD is answered after
+    0.6 s with max-age=60, the length of a GET's body and neither Vary nor Content-Language
+    (an origin that forgets them on HEAD)."""
 
     def __init__(self):
         self.failing = None
@@ -1194,10 +1196,17 @@ class FailingVaryOrigin(CountingOrigin):
                 return False
             c.sendall(b"HTTP/1.1 503 X\r\nExpires: 0\r\nContent-Length: 5\r\n\r\ndown\n")
             return True
-        body = f"lang={req.header('accept-language') or 'none'}\n".encode()
+        lang = req.header("accept-language") or "none"
+        body = f"lang={lang}\n".encode()
+        if req.method == "HEAD":
+            time.sleep(0.6)
+            c.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n" +
+                      f"Content-Length: {len(body)}\r\n\r\n".encode())
+            return True
         c.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=1, stale-if-error=60\r\n"
                   b"Vary: Accept-Language\r\n" +
-                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                  f"Content-Language: {lang}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                  + body)
         return True
 
 
@@ -1231,3 +1240,30 @@ def test_a_stale_stand_in_reaches_no_follower_of_another_variant(gateway, failur
         assert rc.bodies.get(sc) == b"lang=fr\n"
         assert rb.bodies.get(sb) != b"lang=fr\n", (rb.status(sb), dict(rb.heads.get(sb, [])))
         assert rb.status(sb) in (502, 503), rb.status(sb)
+
+
+def test_a_head_freshening_a_stored_variant_sends_its_head_to_that_variant_only(gateway):
+    """RFC 9111 §4.3.5, §4.1: a HEAD's 200 that updates the stored GET gives its client the
+    stored head as updated: the head of the leader's variant. A HEAD of another variant that
+    joined it in flight got that head too (`content-language: fr` for an `en` reader); it
+    fetches on its own, and a HEAD of the same variant still shares it."""
+    with FailingVaryOrigin() as o:
+        g = cached_gateway(gateway, o)
+        fr, en = [("accept-language", "fr")], [("accept-language", "en")]
+        a, b, c = Client(g.port), Client(g.port), Client(g.port)
+        st, h, body = get(a, "/v/head", extra=fr)
+        assert h["content-language"] == "fr" and h["cache-status"].endswith("stored"), h
+        time.sleep(2.2)  # stale: the HEAD goes to the origin
+        sa = a.request("/v/head", method="HEAD", extra=fr)
+        assert wait_origin_has(o, "/v/head", 2) >= 2
+        sb = b.request("/v/head", method="HEAD", extra=en)
+        sc = c.request("/v/head", method="HEAD", extra=fr)
+        ra = collect(a, Streams(), all_done([sa]), timeout=20)
+        rb = collect(b, Streams(), all_done([sb]), timeout=20)
+        rc = collect(c, Streams(), all_done([sc]), timeout=20)
+        for cl in (a, b, c):
+            cl.close()
+        assert dict(ra.heads[sa]).get("content-language") == "fr", ra.heads
+        assert dict(rc.heads[sc]).get("content-language") == "fr", rc.heads
+        assert rb.status(sb) == 200 and dict(rb.heads[sb]).get("content-language") != "fr", \
+            rb.heads
