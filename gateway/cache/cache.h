@@ -395,6 +395,11 @@ typedef struct {
                        origin: not stored when the key was invalidated since */
 } gw_cache_put_t;
 
+/* Non-zero when e may answer a request with the fields req[0..n) as far as Vary goes (RFC 9111
+ * §4.1): their Vary key for e's Vary lines is the one e was stored under. What gw_cache_get
+ * checks; for an entry found for one request and about to answer others. */
+int gw_cache_vary_matches(const gw_cache_entry_t *e, const gw_field_t *req, size_t n);
+
 /* Store p, replacing the entry of the same key and Vary key, evicting as the budget needs
  * (S3-FIFO). 0; GW_E_LIMIT when its charge is above max_object (refused, counted); GW_E_INVAL
  * for Vary: *; GW_E_NOENT when p->route is not one gw_cache_keep_routes() keeps (a request

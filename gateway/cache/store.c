@@ -873,6 +873,11 @@ static int vary_matches(const entry_t *e, const gw_field_t *req, size_t n)
     return eq;
 }
 
+int gw_cache_vary_matches(const gw_cache_entry_t *e, const gw_field_t *req, size_t n)
+{
+    return vary_matches(GW_CONTAINER_OF(e, const entry_t, pub), req, n);
+}
+
 /* gw_cache_get, counting the lookup in the shard's hits or misses when `count`. */
 static gw_cache_entry_t *lookup(gw_cache_t *c, const char *key, size_t keylen, uint64_t route,
                                 const gw_field_t *req, size_t n, int count)

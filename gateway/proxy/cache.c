@@ -529,36 +529,15 @@ void gw_proxy__cache_lead(px_t *px)
 
 static void drop_superseded(gw_proxy_t *p, struct gw_proxy_cx *cx);
 
-/* The stale entry e stands in for an origin that failed (RFC 5861 §4); a is the request it was
- * found for. Whether it may stand in for px too, a request that shares a's exchange: e is the
- * variant of a's request (RFC 9111 §4.1), and coalescing keys only on coalesce_headers, so px
- * may be of another variant (another Accept-Language, Cookie...), which a shared cache never
- * answers with e. Out of memory: no. */
-static int same_variant(const gw_cache_entry_t *e, const px_t *a, const px_t *px)
+/* Whether the stored answer e may go to px, a subscriber of the exchange it answers for the
+ * request it was found for (a stale stand-in, RFC 5861 §4; the head a HEAD updated, RFC 9111
+ * §4.3.5): e is that request's variant (§4.1), and coalescing keys only on coalesce_headers,
+ * so px may be of another one (another Accept-Language, Cookie...), which a shared cache never
+ * answers with e. Checked against e's own Vary key, not the asker's request: once the owner's
+ * client left, the asker is a follower, and e is still the owner's variant. */
+static int same_variant(const gw_cache_entry_t *e, const px_t *px)
 {
-    if (px == a)
-        return 1;
-    const gw_req_head_t *ha = &a->head, *hp = &px->head;
-    ssize_t la = gw_cache_vary_key(e->fields, e->nfields, ha->fields, ha->fields_len, NULL, 0);
-    ssize_t lp = gw_cache_vary_key(e->fields, e->nfields, hp->fields, hp->fields_len, NULL, 0);
-    if (la < 0 || la != lp)
-        return 0;
-    if (la == 0)
-        return 1; /* no Vary: one variant */
-    char sa[256], sp[256];
-    char *ka = (size_t)la <= sizeof(sa) ? sa : gw_malloc((size_t)la);
-    char *kp = (size_t)lp <= sizeof(sp) ? sp : gw_malloc((size_t)lp);
-    int same = ka && kp;
-    if (same) {
-        gw_cache_vary_key(e->fields, e->nfields, ha->fields, ha->fields_len, ka, (size_t)la);
-        gw_cache_vary_key(e->fields, e->nfields, hp->fields, hp->fields_len, kp, (size_t)lp);
-        same = !memcmp(ka, kp, (size_t)la);
-    }
-    if (ka != sa)
-        gw_free(ka);
-    if (kp != sp)
-        gw_free(kp);
-    return same;
+    return gw_cache_vary_matches(e, px->head.fields, px->head.fields_len);
 }
 
 int gw_proxy__cache_error(ox_t *ox, int code)
@@ -589,7 +568,7 @@ int gw_proxy__cache_error(ox_t *ox, int code)
         gw_proxy__sub_remove(px);
         if (px->closed)
             continue;
-        if (px->resp >= PX_RESP_HEAD || !same_variant(e, a, px))
+        if (px->resp >= PX_RESP_HEAD || !same_variant(e, px))
             gw_proxy__fail(px, code); /* a head went out, or another variant: as without the
                                          cache */
         else
@@ -991,7 +970,7 @@ static void freshen_by_head(ox_t *ox, const px_t *a, gw_proxy_resp_t *r)
             head_as_stored(ox, r, e, merged, (size_t)m, &put.meta, now);
             FOREACH_SUB(ox, px) /* the asker's variant's head: the others fetch on their own */
             {
-                if (!same_variant(e, a, px))
+                if (!same_variant(e, px))
                     gw_proxy__detach(px);
             }
         }
@@ -1036,7 +1015,7 @@ static int cache_head(ox_t *ox, gw_proxy_resp_t *r)
         stand_in_stale(cx, r, now); /* RFC 5861 §4 */
         FOREACH_SUB(ox, px)         /* the asker's variant: the others fetch on their own */
         {
-            if (!same_variant(cx->stale, a, px))
+            if (!same_variant(cx->stale, px))
                 gw_proxy__detach(px);
         }
         stale_served = 1;

@@ -1267,3 +1267,27 @@ def test_a_head_freshening_a_stored_variant_sends_its_head_to_that_variant_only(
         assert dict(rc.heads[sc]).get("content-language") == "fr", rc.heads
         assert rb.status(sb) == 200 and dict(rb.heads[sb]).get("content-language") != "fr", \
             rb.heads
+
+
+def test_a_stale_stand_in_is_the_owners_variant_after_the_owner_left(gateway):
+    """The leader's client resets its stream while the origin fails: the exchange goes on for
+    its follower, now the request the origin is taken to have answered. The stale entry found
+    for the leader is still the leader's variant (`fr`): the `en` follower must not get it."""
+    with FailingVaryOrigin() as o:
+        g = cached_gateway(gateway, o)
+        a, b = Client(g.port), Client(g.port)
+        fr, en = [("accept-language", "fr")], [("accept-language", "en")]
+        get(a, "/v/left", extra=fr)
+        time.sleep(2.2)
+        o.failing = "503"
+        sa = a.request("/v/left", extra=fr)
+        assert wait_origin_has(o, "/v/left", 2) >= 2
+        sb = b.request("/v/left", extra=en)
+        time.sleep(0.1)  # b joined
+        a.c.reset_stream(sa)
+        a.flush()
+        rb = collect(b, Streams(), all_done([sb]), timeout=20)
+        a.close()
+        b.close()
+        assert rb.bodies.get(sb) != b"lang=fr\n", (rb.status(sb), dict(rb.heads.get(sb, [])))
+        assert rb.status(sb) == 503, rb.status(sb)
