@@ -694,6 +694,12 @@ static const char *keep_head(ox_t *ox, struct gw_proxy_cx *cx, gw_proxy_resp_t *
         return "error-page"; /* the client gets the page, not what the origin sent */
     if (invalidated_since(ox->p, cx))
         return "invalidated";
+    /* the answer is the owner's request's variant (RFC 9111 §4.1): once its client left, the
+     * asker is a follower whose Vary fields may differ (the coalescing key holds only
+     * coalesce_headers), and its request never reached the origin. Keyed on it, an `fr`
+     * answer was stored as the `en` variant; not stored */
+    if (r->asker != ox->owner)
+        return "owner-gone";
     /* the head as the clients get it, without Age: a reuse computes its own (§4.2.3) */
     gw_field_t f[GW_PROXY_MAX_RESP_FIELDS];
     size_t n = 0;
@@ -906,6 +912,12 @@ static void freshen_by_head(ox_t *ox, const px_t *a, gw_proxy_resp_t *r)
     }
     if (key != kb)
         gw_free(key);
+    if (e && a != ox->owner) {
+        /* the owner's client left: the HEAD answered its request, whose variant (§4.1) may not
+         * be the asker's, the entry found here: it updates nothing */
+        gw_cache_unref(e);
+        return;
+    }
     if (!e)
         return;
     const gw_field_t *ce = gw_proxy__field(e->fields, e->nfields, "content-encoding");

@@ -1178,7 +1178,8 @@ class FailingVaryOrigin(CountingOrigin):
     503 with `Expires: 0` (explicitly fresh for RFC 9111 §3, stale at once) after 0.6 s; once
     it is "close", no answer: the connection closes after 0.6 s. A HEAD is answered after
     0.6 s with max-age=60, the length of a GET's body and neither Vary nor Content-Language
-    (an origin that forgets them on HEAD)."""
+    (an origin that forgets them on HEAD). /v/empty/NAME: 200 after 0.6 s, max-age=60, Vary:
+    Accept-Language, its Content-Language, an empty body."""
 
     def __init__(self):
         self.failing = None
@@ -1198,6 +1199,12 @@ class FailingVaryOrigin(CountingOrigin):
             return True
         lang = req.header("accept-language") or "none"
         body = f"lang={lang}\n".encode()
+        if path.startswith("/v/empty"):  # an empty answer of its variant, after 0.6 s
+            time.sleep(0.6)
+            c.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
+                      b"Vary: Accept-Language\r\n" +
+                      f"Content-Language: {lang}\r\nContent-Length: 0\r\n\r\n".encode())
+            return True
         if req.method == "HEAD":
             time.sleep(0.6)
             c.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n" +
@@ -1291,3 +1298,25 @@ def test_a_stale_stand_in_is_the_owners_variant_after_the_owner_left(gateway):
         b.close()
         assert rb.bodies.get(sb) != b"lang=fr\n", (rb.status(sb), dict(rb.heads.get(sb, [])))
         assert rb.status(sb) == 503, rb.status(sb)
+
+
+def test_an_answer_is_stored_as_the_variant_of_the_request_it_answers(gateway):
+    """The origin answers the owner's request (`fr`); when the owner's client left before the
+    head, the stored answer was keyed on the Vary fields of a follower (`en`), whose own
+    request never reached the origin: a later `en` reader got `content-language: fr` from the
+    store. It is stored under the request that was sent."""
+    with FailingVaryOrigin() as o:
+        g = cached_gateway(gateway, o)
+        a, b = Client(g.port), Client(g.port)
+        fr, en = [("accept-language", "fr")], [("accept-language", "en")]
+        sa = a.request("/v/empty/x", extra=fr)
+        assert wait_origin_has(o, "/v/empty/x", 1) >= 1
+        sb = b.request("/v/empty/x", extra=en)
+        time.sleep(0.1)  # b joined
+        a.c.reset_stream(sa)
+        a.flush()
+        collect(b, Streams(), all_done([sb]), timeout=20)
+        a.close()
+        st, h, _ = get(b, "/v/empty/x", extra=en)
+        b.close()
+        assert st == 200 and h.get("content-language") == "en", h
