@@ -328,6 +328,7 @@ static int h1_on_head(void *ud, const gw_h1_msg_t *m)
         h.end_stream = 0; /* the tunnel's bytes may follow its 101 */
     }
     c->h1->s = gw_front__cstream(c, &h1s_ops, c, m->method);
+    c->h1->s.misdirected = c->tls && gw_tls_misdirected(c->tls, h.authority.base, h.authority.len);
     c->h1->s.log = &c->h1->log;
     c->h1->thr_mark = c->thr ? c->thr->waits : 0;
     gw_front__log_start(c, &c->h1->log, &h, c->h1->http10 ? "http/1.0" : "http/1.1");

@@ -222,6 +222,7 @@ static int h2s_begin(conn_t *c, h2s_t *x, const gw_h2_head_t *h, int pushed)
             break;
         }
     const gw_cfg_route_t *route = gw_proxy_route(PROXY(c), authority, h->path);
+    x->cs.misdirected = c->tls && gw_tls_misdirected(c->tls, authority.base, authority.len);
     if (c->g->route_rates)
         x->rb = gw_front__route_bucket(c, route);
     x->thr_mark = c->thr ? c->thr->waits : 0;

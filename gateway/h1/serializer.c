@@ -51,6 +51,8 @@ const char *gw_h1_reason(unsigned status)
         return "URI Too Long";
     case 417:
         return "Expectation Failed";
+    case 421:
+        return "Misdirected Request";
     case 429:
         return "Too Many Requests";
     case 431:

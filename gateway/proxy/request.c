@@ -195,6 +195,14 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
     int rv;
     if (acme_http01(p, s, h, &rv))
         return rv;
+    if (s->misdirected) {
+        /* RFC 9110 §15.5.20: the connection's TLS name is another certificate entry's, with
+         * another client certificate verification: its identity does not reach this host's
+         * routes (nor its Client-Cert the origin); a new connection for the host has its own */
+        GW_LOG_INFO("misdirected", "peer=%s proto=%s authority=%.*s status=421", s->peer,
+                    gw_req_proto_str(h->proto), (int)h->authority.len, h->authority.base);
+        return answer_early(s, h, 421, "h2gate: this connection cannot serve this host\n", NULL, 0);
+    }
     /* a cleartext listener's redirect_https answers everything, before any policy: nothing
      * (credentials above all) is asked for over cleartext */
     if (gw_proxy__redirect_https(s, h, &rv))

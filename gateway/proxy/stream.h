@@ -149,6 +149,10 @@ struct gw_cstream {
      * the connection. */
     gw_slice_t tls_client_cert;
     gw_slice_t tls_client_cert_chain;
+    /* the request's host is served by another certificate entry of the listener than the one
+     * the TLS handshake chose by SNI, and one of them asks for client certificates
+     * (gw_tls_misdirected): answered 421 (gw_proxy_request) */
+    int misdirected;
 };
 
 #endif

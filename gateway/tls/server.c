@@ -532,6 +532,33 @@ static size_t pick_cert(const gw_tls_ctx_t *c, const char *host)
     return 0;
 }
 
+int gw_tls_misdirected(const gw_tls_conn_t *t, const uint8_t *authority, size_t len)
+{
+    if (t->client)
+        return 0;
+    SSL_CTX *cur = SSL_get_SSL_CTX(t->ssl);
+    const gw_tls_ctx_t *c = SSL_CTX_get_app_data(cur);
+    if (!c || c->certs_len < 2)
+        return 0; /* one entry: one verification for every name */
+    /* the host without its port (an IPv6 literal keeps its brackets: no SNI names one) */
+    size_t n = len;
+    if (n && authority[0] != '[') {
+        const uint8_t *colon = memchr(authority, ':', n);
+        if (colon)
+            n = (size_t)(colon - authority);
+    }
+    char host[256];
+    if (n >= sizeof(host) || (n && memchr(authority, 0, n)))
+        return 0;
+    if (n)
+        memcpy(host, authority, n);
+    host[n] = 0;
+    SSL_CTX *want = c->certs[pick_cert(c, host)].ctx;
+    if (want == cur)
+        return 0;
+    return ((SSL_CTX_get_verify_mode(cur) | SSL_CTX_get_verify_mode(want)) & SSL_VERIFY_PEER) != 0;
+}
+
 /* The certificate entry is chosen from the ClientHello, before OpenSSL looks for a session to
  * resume or makes a new one: the session id context checked (and stored in a new session) is
  * then the entry's, whose client_auth it stands for (peer.c), and the entry's verification

@@ -215,6 +215,12 @@ const char *gw_tls_version(const gw_tls_conn_t *t);
 const char *gw_tls_cipher(const gw_tls_conn_t *t);
 int gw_tls_resumed(const gw_tls_conn_t *t);
 const char *gw_tls_sni(const gw_tls_conn_t *t);
+/* Whether a request for authority[0..len) (host[:port]) on server connection t must be answered 421
+ * Misdirected Request (RFC 9110 §15.5.20): its host's certificate entry is not the one the
+ * handshake chose by SNI, and either of them asks for client certificates (client_auth). The
+ * connection's verification is its entry's (CA, mode, depth, CRL): a certificate verified
+ * for another name's entry must not stand for a client of this one. 0 in the client role. */
+int gw_tls_misdirected(const gw_tls_conn_t *t, const uint8_t *authority, size_t len);
 /* ---- client certificates, server role (peer.c) -------------------------------------------- */
 
 /* After the handshake (or its failure) of a server connection. Whether its certificate entry

@@ -390,6 +390,37 @@ def test_tls_client_subject_names_only_a_verified_certificate(gateway, pki):
     assert got[3] == ("NONE", ""), got
 
 
+def test_a_host_of_another_certificate_entry_is_misdirected(mtls, pki):
+    """RFC 9110 §15.5.20: on the SNI listener a.test's entry verifies client certificates with
+    root.pem and b.test's with root2.pem. eve's certificate (root2) verified for SNI b.test was
+    taken for a request to Host a.test, whose entry refuses it: the route's client_cert:
+    required let it through and the origin was told its Client-Cert. A request for a host of
+    another entry than the connection's is answered 421; the same host still passes."""
+    g, o, ports = mtls
+    def head(sni, host, cert, path="/status/200"):
+        out = s_client(ports["sni"], pki, cert, servername=sni,
+                       stdin=f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+                       .encode())
+        # s_client's session dumps may share a line with the answer: the status line is found
+        # anywhere in what it printed
+        return next((st for st in ("200 OK", "403 Forbidden", "421 Misdirected Request")
+                     if "HTTP/1.1 " + st in out), out[-300:])
+    assert head("a.test", "a.test", "eve") == "403 Forbidden", "root2 is not a.test's"
+    assert head("b.test", "b.test", "eve") == "200 OK"
+    assert head("b.test", "a.test", "eve") == "421 Misdirected Request"
+    assert head("a.test", "b.test", "alice") == "421 Misdirected Request"
+    assert head("a.test", "a.test", "alice") == "200 OK"
+    # over HTTP/2 too (curl sends SNI b.test, :authority a.test)
+    r = run(["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "--http2", "--max-time", "10",
+             "--cert", pki.path("eve.pem"), "--key", pki.path("eve-key.pem"),
+             "--resolve", f"b.test:{ports['sni']}:127.0.0.1", "-H", "Host: a.test",
+             f"https://b.test:{ports['sni']}/status/200"])
+    assert r.stdout == "421", r.stdout
+    hosts = [h.get("host") for h in origin_headers(o)]
+    assert hosts == ["b.test", "a.test"], hosts  # the two 200s only
+    assert "event=misdirected" in g.log()
+
+
 def test_client_cert_fields_are_stripped_where_no_client_auth_exists(gateway, pki):
     with ScriptedOrigin() as o:
         port = free_port()
@@ -410,13 +441,13 @@ routes:
         g.stop()
 
 
-def _resume(port, pki, cert, servername, sess_in=None, sess_out=None):
+def _resume(port, pki, cert, servername, sess_in=None, sess_out=None, stdin=GET):
     extra = ["-tls1_3"]
     if sess_in:
         extra += ["-sess_in", sess_in]
     if sess_out:
         extra += ["-sess_out", sess_out]
-    return s_client(port, pki, cert, extra=extra, stdin=GET, servername=servername)
+    return s_client(port, pki, cert, extra=extra, stdin=stdin, servername=servername)
 
 
 def test_resumed_session_keeps_the_identity_and_another_entry_refuses_it(mtls, pki, tmp_path):
@@ -433,7 +464,9 @@ def test_resumed_session_keeps_the_identity_and_another_entry_refuses_it(mtls, p
     assert hs[0]["client-cert"] == hs[1]["client-cert"] == sf_bytes(pki.der["alice"])
     # the session was minted where client_auth trusts another CA than b.test's entry: a full
     # handshake there, and alice's certificate is no one there (no certificate offered now)
-    other = _resume(ports["sni"], pki, None, "b.test", sess_in=sess)
+    # (a request for b.test: localhost is a.test's entry, misdirected on b.test's connection)
+    other = _resume(ports["sni"], pki, None, "b.test", sess_in=sess,
+                    stdin=GET.replace(b"localhost", b"b.test"))
     assert "New, TLSv1.3" in other and "Reused" not in other, other
     assert "HTTP/1.1 200" in other
     assert "client-cert" not in origin_headers(o)[-1]
