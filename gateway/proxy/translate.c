@@ -223,6 +223,42 @@ static gw_slice_t quoted(gw_proxy_xlate_t *x, gw_slice_t v)
     return (gw_slice_t){(const uint8_t *)d, k};
 }
 
+/* The fields in which an origin may read who the client is, or which scheme it used, other than
+ * the ones the gateway makes: every X-Forwarded-* (-For, -Proto, -Host, -Ssl, -Scheme, -Port,
+ * -Prefix...), Forwarded, and the single-address fields that CDNs and balancers set and that
+ * origins take for the client's address (nginx's real_ip_header X-Real-IP, chi's and gin's
+ * RealIP, Rails' Client-IP, the request-ip family of helpers):
+ *   X-Real-IP, Client-IP, X-Client-IP, True-Client-IP (Akamai, Cloudflare), CF-Connecting-IP,
+ *   Fastly-Client-IP, Fly-Client-IP, X-Cluster-Client-IP (Rackspace, Zeus), and the pre-RFC
+ *   7239 spellings X-Forwarded and Forwarded-For (no "x-forwarded-" prefix to catch them).
+ * A client's own is its word about itself (RFC 7239 §8.1), never forwarded where the route tells
+ * the origin of the client. Called for every field of every request: the names' lengths rule
+ * out most fields with one bit test, their first bytes most of the rest. */
+static int client_claim(gw_slice_t n)
+{
+    static const gw_slice_t names[] = {
+        GW_SLICE_LIT("forwarded"),           GW_SLICE_LIT("x-real-ip"),
+        GW_SLICE_LIT("client-ip"),           GW_SLICE_LIT("x-client-ip"),
+        GW_SLICE_LIT("x-forwarded"),         GW_SLICE_LIT("fly-client-ip"),
+        GW_SLICE_LIT("forwarded-for"),       GW_SLICE_LIT("true-client-ip"),
+        GW_SLICE_LIT("cf-connecting-ip"),    GW_SLICE_LIT("fastly-client-ip"),
+        GW_SLICE_LIT("x-cluster-client-ip"),
+    };
+    /* bit len set for each length above: 9, 11, 13, 14, 16, 19 */
+    enum { LENS = 1u << 9 | 1u << 11 | 1u << 13 | 1u << 14 | 1u << 16 | 1u << 19 };
+    if (n.len < 9)
+        return 0;
+    uint8_t c = n.base[0] | 0x20; /* ASCII lower case; a non-letter matches no name below */
+    if (c == 'x' && n.len > 12 && gw_mem_eq_nocase(n.base, (const uint8_t *)"x-forwarded-", 12))
+        return 1;
+    if (n.len > 31 || !(LENS & 1u << n.len))
+        return 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (names[i].len == n.len && names[i].base[0] == c && gw_slice_eq_nocase(n, names[i]))
+            return 1;
+    return 0;
+}
+
 /* Whether the connection's peer may speak for the clients before it: forwarded_for: append
  * and the peer (the address a PROXY header named, if any) in trusted_proxies. Anyone else's
  * X-Forwarded-For, Forwarded, X-Forwarded-Proto and X-Forwarded-Host are its own words and
@@ -285,15 +321,13 @@ static int copy_fields(const gw_cfg_route_t *r, const gw_cstream_t *s, const gw_
             (r->add_forwarded && gw_proxy__name_is(f->name, "forwarded")) ||
             (r->add_via && gw_proxy__name_is(f->name, "via")))
             continue; /* rebuilt below with ours appended */
-        if ((r->add_x_forwarded || r->add_forwarded) && !trusted &&
-            (gw_proxy__name_is(f->name, "forwarded") ||
-             (f->name.len > 12 &&
-              gw_mem_eq_nocase(f->name.base, (const uint8_t *)"x-forwarded-", 12))))
+        if ((r->add_x_forwarded || r->add_forwarded) && !trusted && client_claim(f->name))
             continue; /* where the route tells the origin of the client, only the gateway speaks:
                          never a client's Forwarded or X-Forwarded-* of the other family (Rack 3
                          reads Forwarded before X-Forwarded-*) nor the rest of the family (an
                          origin reads -Ssl, -Scheme, -Port for the scheme and port the client
-                         used, Rack X-Forwarded-Ssl: on before -Proto; -Prefix for redirects) */
+                         used, Rack X-Forwarded-Ssl: on before -Proto; -Prefix for redirects),
+                         nor an X-Real-IP and its kin (an origin reads them for the address) */
         if (gw_proxy__name_is(f->name, "client-cert") ||
             gw_proxy__name_is(f->name, "client-cert-chain"))
             continue; /* RFC 9440 §4: only the gateway speaks of the TLS client: on every route

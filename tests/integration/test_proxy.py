@@ -86,13 +86,14 @@ MORE_CLAIMS = {"x-forwarded-ssl": "on", "x-forwarded-scheme": "https", "x-forwar
 CLAIMS += [f"{k}: {v}" for k, v in MORE_CLAIMS.items()]
 
 
-def claimed(gateway, origin, extra, proto, route_extra="forwarded: true"):
-    """What the origin hears when a curl client (HTTP/1.1 or h2c) sends CLAIMS through a
-    gateway with the top-level extra config (and route_extra on its route)."""
+def claimed(gateway, origin, extra, proto, route_extra="forwarded: true", claims=None):
+    """What the origin hears when a curl client (HTTP/1.1 or h2c) sends claims (CLAIMS by
+    default) through a gateway with the top-level extra config (and route_extra on its
+    route)."""
     port = free_port()
     gateway(gw_config(port, [f"127.0.0.1:{origin.port}"], route_extra=route_extra,
                       extra=extra), wait=[("127.0.0.1", port)])
-    args = [a for c in CLAIMS for a in ("-H", c)]
+    args = [a for c in (CLAIMS if claims is None else claims) for a in ("-H", c)]
     r = curl(proto, *args, f"http://127.0.0.1:{port}/echo")
     assert r.returncode == 0, r.stderr
     return echo(r.stdout)
@@ -158,6 +159,41 @@ def test_trusted_proxy_claims_are_kept_with_append(gateway, origin, proto):
     assert values(got, "x-forwarded-host") == []
     assert values(got, "forwarded") == [f'for=127.0.0.1;proto=http;host="{host}"']
     assert {k: values(got, k) for k in MORE_CLAIMS} == {k: [] for k in MORE_CLAIMS}
+
+
+# the single-address fields origins take for the client's address (nginx real_ip_header
+# X-Real-IP, Rails Client-IP, CDNs' True-Client-IP, CF-Connecting-IP...) and the pre-RFC 7239
+# spellings X-Forwarded and Forwarded-For
+ADDRESS_CLAIMS = {"x-real-ip": "6.6.6.6", "client-ip": "6.6.6.6", "x-client-ip": "6.6.6.6",
+                  "true-client-ip": "6.6.6.6", "cf-connecting-ip": "6.6.6.6",
+                  "fastly-client-ip": "6.6.6.6", "fly-client-ip": "6.6.6.6",
+                  "x-cluster-client-ip": "6.6.6.6", "x-forwarded": "for=6.6.6.6",
+                  "forwarded-for": "6.6.6.6"}
+TRUSTED = "forwarded_for: append\ntrusted_proxies: [127.0.0.0/8]\n"
+
+
+@pytest.mark.parametrize("proto", ["--http1.1", "--http2-prior-knowledge"])
+@pytest.mark.parametrize("extra,route_extra,kept", [
+    ("", "", False),                                      # the default route: x_forwarded
+    ("", "x_forwarded: false\nforwarded: true", False),  # Forwarded only
+    ("forwarded_for: append\ntrusted_proxies: [10.0.0.0/8]\n", "", False),  # peer not trusted
+    (TRUSTED, "", True),                                  # a trusted proxy's are believed
+    ("", "x_forwarded: false", True),                     # the gateway says nothing: as they came
+], ids=["default", "forwarded-only", "untrusted-append", "trusted-append", "families-off"])
+def test_client_address_fields_reach_the_origin_only_from_trusted_proxies(
+        gateway, origin, proto, extra, route_extra, kept):
+    """A client's `X-Real-IP: 6.6.6.6` (and True-Client-IP, CF-Connecting-IP, Client-IP...)
+    went to the origin next to the gateway's X-Forwarded-For: 127.0.0.1, and nginx's realip
+    module with real_ip_header X-Real-IP, or Rails reading Client-IP, took the client's word
+    for its address. Where the route tells the origin of the client, only a trusted proxy's
+    reach it; with both families off the gateway tells nothing and they pass as they came."""
+    got = claimed(gateway, origin, extra, proto, route_extra=route_extra,
+                  claims=[f"{k}: {v}" for k, v in ADDRESS_CLAIMS.items()] + ["X-Kept: yes"])
+    want = {k: [v] if kept else [] for k, v in ADDRESS_CLAIMS.items()}
+    assert {k: values(got, k) for k in ADDRESS_CLAIMS} == want, got
+    assert values(got, "x-kept") == ["yes"]
+    if not route_extra:  # the gateway's own word on the client still goes
+        assert values(got, "x-forwarded-for") == ["127.0.0.1"], got
 
 
 def test_h2_host_disagreeing_with_authority_is_malformed(gwo):

@@ -228,6 +228,78 @@ static void forwarding_fields_from_the_connection(void **state)
     done(&o);
 }
 
+/* The single-address fields origins take for the client's (X-Real-IP and its kin) and the
+ * pre-RFC 7239 spellings go where the forwarding fields go: dropped from a peer that is not a
+ * trusted proxy on a route that tells the origin of the client (either family), kept from a
+ * trusted proxy, passed on a route that tells nothing. Names that only look alike pass. */
+static void client_address_fields_from_the_connection(void **state)
+{
+    (void)state;
+    const gw_field_t claims[] = {
+        F("X-Real-IP", "6.6.6.6"),
+        F("client-ip", "6.6.6.6"),
+        F("X-Client-IP", "6.6.6.6"),
+        F("x-forwarded", "for=6.6.6.6"),
+        F("Fly-Client-IP", "6.6.6.6"),
+        F("forwarded-for", "6.6.6.6"),
+        F("True-Client-IP", "6.6.6.6"),
+        F("CF-Connecting-IP", "6.6.6.6"),
+        F("fastly-client-ip", "6.6.6.6"),
+        F("X-CLUSTER-CLIENT-IP", "6.6.6.6"),
+        F("x-forwarded-client-ip", "6.6.6.6"),
+    };
+    const size_t nclaims = sizeof(claims) / sizeof(claims[0]);
+    /* same lengths and first bytes as names above, or one byte more or less */
+    const gw_field_t alike[] = {
+        F("x-real-ipv", "a"),    F("x-real-i", "a"),       F("x-client-id", "a"),
+        F("y-real-ip", "a"),     F("sec-ch-ua", "a"),      F("if-none-match", "a"),
+        F("fly-client-id", "a"), F("true-client-id", "a"), F("cf-connecting-ix", "a"),
+        F("x-forwarded-", "a"),  F("x-forwardedx", "a"),
+    };
+    const size_t nalike = sizeof(alike) / sizeof(alike[0]);
+    gw_field_t all[32];
+    memcpy(all, claims, sizeof(claims));
+    memcpy(all + nclaims, alike, sizeof(alike));
+    static const gw_cfg_net_t nets[] = {{AF_INET, {192, 0, 2, 0}, 24}};
+    gw_cfg_route_t xf = {.add_x_forwarded = 1}, fwd = {.add_forwarded = 1};
+    gw_cfg_route_t append = route_all;
+    append.forwarded_append = 1;
+    append.trusted_proxies = nets;
+    append.trusted_proxies_len = 1;
+    static const struct {
+        int route; /* 0 both families, 1 x_forwarded only, 2 forwarded only, 3 none, 4 append
+                      with 192.0.2.0/24 trusted */
+        const char *ip;
+        int kept; /* the claims reach the origin */
+    } cases[] = {
+        {0, "198.51.100.1", 0}, {1, "198.51.100.1", 0}, {2, "198.51.100.1", 0},
+        {3, "198.51.100.1", 1}, {4, "192.0.2.1", 1},    {4, "198.51.100.1", 0},
+    };
+    const gw_cfg_route_t *routes[] = {&route_all, &xf, &fwd, &route_none, &append};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gw_req_head_t h = head(GW_REQ_HTTP1, "GET", "a.test", all, nclaims + nalike);
+        out_t o;
+        run(&o, routes[cases[i].route], cases[i].ip, 0, &h);
+        assert_int_equal(o.rv, 0);
+        for (size_t k = 0; k < nclaims; k++) {
+            char n[64];
+            snprintf(n, sizeof(n), "%.*s", (int)claims[k].name.len,
+                     (const char *)claims[k].name.base);
+            const char *v = field(&o, n);
+            if (!v != !cases[i].kept)
+                fail_msg("case %zu: %s %s", i, n, v ? "reached the origin" : "was dropped");
+        }
+        for (size_t k = 0; k < nalike; k++) {
+            char n[64];
+            snprintf(n, sizeof(n), "%.*s", (int)alike[k].name.len,
+                     (const char *)alike[k].name.base);
+            if (!field(&o, n))
+                fail_msg("case %zu: %s was dropped", i, n);
+        }
+        done(&o);
+    }
+}
+
 /* RFC 9113 §8.2.3: HTTP/2 cookie fields are joined with "; " into one; HTTP/1.1 has one
  * already and passes as it came. */
 static void cookies_joined_for_h2_only(void **state)
@@ -565,6 +637,7 @@ static void request_rules_after_forwarding(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(connection_specific_fields_dropped),
     cmocka_unit_test(forwarding_fields_from_the_connection),
+    cmocka_unit_test(client_address_fields_from_the_connection),
     cmocka_unit_test(cookies_joined_for_h2_only),
     cmocka_unit_test(host_and_authority),
     cmocka_unit_test(request_line_body_and_retry_safety),
