@@ -4,9 +4,10 @@
  *
  * Learning (per worker proxy, an LRU of `early_hints.learn_entries` pages with a TTL of
  * `early_hints.learn_ttl`): the `Link` values with rel preload, modulepreload or preconnect of
- * the last 2xx answer to a GET navigation. Learned hints are a shared cache of those links, so
- * they follow its rules (RFC 9111 §4: the stored response is reused
- * only for the same target URI and the same fields its Vary names):
+ * the origin's last 2xx answer to a GET navigation (never a stored answer that stands in for its
+ * 5xx or 304). Learned hints are a shared cache of those links, so they follow its rules (RFC
+ * 9111 §4: the stored response is reused only for the same target URI and the same fields its
+ * Vary names):
  *  - the key is the route, the listener's scheme, the authority (one for every spelling of an
  *    origin: gw_http_authority), the path WITH its query (a page learned from a request with a
  *    token in its query was hinted to every visitor of the path, token included), and, with
@@ -440,13 +441,18 @@ static void hints_interim(ox_t *ox, gw_proxy_resp_t *r)
         ox->nhint = r->n; /* out of memory: the followers get no 103, nothing worse */
 }
 
-/* Learn (or forget) the page's links from the answer to the request the origin answered. */
+/* Learn (or forget) the page's links from the answer to the request the origin answered: from
+ * the origin's own head, its status with its fields. r->status may be a stored entry's that
+ * stands in (the cache filter runs first): a stale 200 for the origin's 503 (RFC 5861 §4), a
+ * stored 200 for its 304. An error page's links are not the page's, and a 304 teaches nothing
+ * (nor forgets: its fields seldom repeat the Link of the answer it validates). */
 static int hints_head(ox_t *ox, gw_proxy_resp_t *r)
 {
     /* an answer to a client certificate's holder may be personal, as to a cookie's */
     if (ox->route->early_hints_learn && !r->asker->s->tls_client_cert.len)
-        gw_proxy__hints_learn(ox->p, ox->route, r->asker->s->tls, &r->asker->head, r->status,
-                              r->origin->fields, r->origin->fields_len);
+        gw_proxy__hints_learn(ox->p, ox->route, r->asker->s->tls, &r->asker->head,
+                              (unsigned)r->origin->status, r->origin->fields,
+                              r->origin->fields_len);
     return 0;
 }
 

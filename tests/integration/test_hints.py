@@ -7,7 +7,9 @@ import h2.events
 import pytest
 
 from procs import free_port, h1_get, slow
-from gwtest import Client, check_config, gw_config, origin_gateway, sample, scrape
+from gwtest import (Client, check_config, gw_config, origin_count, origin_gateway, sample,
+                    scrape)
+from cachetest import CountingOrigin
 
 NAV = [("sec-fetch-mode", "navigate"), ("accept", "text/html")]
 CONF = ["</app.css>; rel=preload; as=style", "</app.js>; rel=preload; as=script"]
@@ -292,3 +294,24 @@ def test_learned_hints_of_a_host_named_by_host_without_authority(gateway, origin
     assert visit("a.test") == []
     assert len(visit("a.test")) == 1  # learned for a.test
     assert visit("b.test") == []
+
+
+def test_learned_hints_never_from_an_error_a_stale_entry_stood_in_for(gateway):
+    """RFC 5861 §4: a stale cache entry stands in for an origin's 503, the client gets the
+    stored 200; the hints were learned from the 503's Link fields under the stored 200's status,
+    so an error page's links were hinted to every later visitor of the page. Only the origin's
+    own 2xx answers of the page teach (RFC 8297 says nothing of it: an error page's links are
+    not the page's)."""
+    with CountingOrigin() as o:
+        g = origin_gateway(gateway, o, route_extra="cache: true\nearly_hints_learn: true",
+                           extra="cache:\n  max_object: 256KiB\n")
+        path = "/k/turn/page"  # 200, max-age=1, stale-if-error=60, no Link
+        hints, status, _ = h2_get(g.port, path, NAV)
+        assert status == 200 and hints == []
+        time.sleep(2.2)  # stale now, inside stale-if-error
+        err = "</error-page.css>; rel=preload; as=style"
+        o.turns[path] = (503, [("Link", err)], 0, "length")
+        for _ in range(2):  # the stale entry stands in; the second would get what it taught
+            hints, status, _ = h2_get(g.port, path, NAV)
+            assert status == 200 and hints == [], hints
+        assert origin_count(o, path) == 3  # the origin was asked, and answered 503, each time
