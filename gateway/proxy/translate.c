@@ -232,8 +232,8 @@ static gw_slice_t quoted(gw_proxy_xlate_t *x, gw_slice_t v)
  *   Fastly-Client-IP, Fly-Client-IP, X-Cluster-Client-IP (Rackspace, Zeus), and the pre-RFC
  *   7239 spellings X-Forwarded and Forwarded-For (no "x-forwarded-" prefix to catch them).
  * A client's own is its word about itself (RFC 7239 §8.1), never forwarded where the route tells
- * the origin of the client. Called for every field of every request: the names' lengths rule
- * out most fields with one bit test, their first bytes most of the rest. */
+ * the origin of the client, nor in request trailers. Called for every field of every request: the
+ * names' lengths rule out most fields with one bit test, their first bytes most of the rest. */
 static int client_claim(gw_slice_t n)
 {
     static const gw_slice_t names[] = {
@@ -537,10 +537,6 @@ size_t gw_proxy__req_trailers(const gw_field_t *in, size_t n, gw_field_t *out)
                                        "max-forwards",
                                        "cache-control",
                                        "pragma",
-                                       "forwarded",
-                                       "x-forwarded-for",
-                                       "x-forwarded-proto",
-                                       "x-forwarded-host",
                                        "via",
                                        "client-cert",
                                        "client-cert-chain",
@@ -551,7 +547,10 @@ size_t gw_proxy__req_trailers(const gw_field_t *in, size_t n, gw_field_t *out)
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         gw_slice_t name = in[i].name;
-        int drop = hop_by_hop(name) || (conn && named_by_connection(&toks, name));
+        /* what tells the origin of the client (client_claim) belongs in a head, where the
+           route and trusted_proxies decide; in trailers it is anyone's, on any route */
+        int drop =
+            hop_by_hop(name) || client_claim(name) || (conn && named_by_connection(&toks, name));
         for (size_t j = 0; !drop && j < sizeof(deny) / sizeof(deny[0]); j++)
             drop = gw_proxy__name_is(name, deny[j]);
         if (!drop)

@@ -294,7 +294,8 @@ def test_request_trailers_are_filtered(gateway, canned):
     cl.c.send_headers(sid, [("x-checksum", "abc"), ("content-length", "99"), ("host", "evil.test"),
                             ("authorization", "Bearer x"), ("content-type", "text/evil"),
                             ("cookie", "c=1"), ("x-forwarded-for", "6.6.6.6"), ("trailer", "x"),
-                            ("x-other", "kept")], end_stream=True)
+                            ("x-forwarded-ssl", "on"), ("x-real-ip", "6.6.6.6"),
+                            ("true-client-ip", "6.6.6.6"), ("x-other", "kept")], end_stream=True)
     cl.flush()
     evs = cl.events(ended(sid))
     status, body, _ = response(evs, sid)
@@ -307,7 +308,8 @@ def test_request_trailers_are_filtered(gateway, canned):
     trailer = rest.split(b"\r\n0\r\n", 1)[1].lower()
     assert b"x-checksum: abc\r\n" in trailer and b"x-other: kept\r\n" in trailer
     for name in (b"content-length", b"host", b"authorization", b"content-type", b"cookie",
-                 b"x-forwarded-for", b"trailer:"):
+                 b"x-forwarded-for", b"trailer:", b"x-forwarded-ssl", b"x-real-ip",
+                 b"true-client-ip"):
         assert name not in trailer, trailer
 
 
