@@ -74,6 +74,12 @@ struct gw_admin {
     int scraping;      /* the scraper runs for batch */
     uint64_t timeout_ms;
     char addr[64];
+    /* A connection there is no memory for is accepted into refused and closed at once: left
+     * unaccepted, libuv would stop polling the listener for good (uv__server_io stops reading
+     * while a connection it handed over waits for uv_accept). */
+    uv_tcp_t refused;
+    int refusing;     /* refused is closing */
+    int refuse_waits; /* another such connection waits for refused's close */
     /* the scraper's thread, and what it shares with the loop (under mu) */
     uv_thread_t scraper;
     uv_mutex_t mu;
@@ -600,6 +606,33 @@ static aconn_t *victim(gw_admin_t *a)
     return writing;
 }
 
+static void on_connection(uv_stream_t *server, int status);
+
+static void on_refused_closed(uv_handle_t *h)
+{
+    gw_admin_t *a = h->data;
+    a->refusing = 0;
+    if (a->refuse_waits && !uv_is_closing((uv_handle_t *)&a->listener)) {
+        a->refuse_waits = 0;
+        on_connection((uv_stream_t *)&a->listener, 0); /* the one libuv still holds */
+    }
+}
+
+/* No memory for a new connection: take it off libuv's hands all the same and close it. */
+static void refuse(gw_admin_t *a, uv_stream_t *server)
+{
+    GW_LOG_WARN("admin_conn_nomem", "address=%s", a->addr);
+    if (a->refusing) {
+        a->refuse_waits = 1; /* the listener is not polled until on_refused_closed */
+        return;
+    }
+    a->refusing = 1;
+    uv_tcp_init(&a->loop, &a->refused);
+    a->refused.data = a;
+    (void)uv_accept(server, (uv_stream_t *)&a->refused);
+    uv_close((uv_handle_t *)&a->refused, on_refused_closed);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     gw_admin_t *a = server->data;
@@ -611,8 +644,10 @@ static void on_connection(uv_stream_t *server, int status)
             aconn_close(v, "evicted");
     }
     aconn_t *c = gw_calloc(1, sizeof(*c));
-    if (!c)
+    if (!c) {
+        refuse(a, server);
         return;
+    }
     c->a = a;
     c->state = AC_HEAD;
     gw_bytes_init(&c->in, ADMIN_HEAD_MAX + 4096);
@@ -626,7 +661,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->handles = 2;
     gw_list_push_back(&a->conns, &c->link);
     a->nconns++;
-    if (!c->p || uv_accept(server, (uv_stream_t *)&c->tcp) < 0 || a->nconns > ADMIN_CONNS_MAX) {
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 || !c->p || a->nconns > ADMIN_CONNS_MAX) {
         aconn_close(c, "refused");
         return;
     }

@@ -9,8 +9,10 @@ import socket
 import threading
 import time
 
-from procs import ROOT, recv_all, slow
-from gwtest import log_events, origin_gateway
+import pytest
+
+from procs import ROOT, free_port, recv_all, run, sanitizer, slow
+from gwtest import gw_config, log_events, origin_gateway
 
 F_SETPIPE_SZ = 1031
 
@@ -230,3 +232,92 @@ def test_a_probe_is_answered_during_a_slow_scrape(gateway, origin, tmp_path):
         assert results.count(200) <= 60 and results.count(503) >= 1, sorted(map(str, results))
     finally:
         stuck.drain()
+
+
+# A stand-in for a host out of memory, once: the first connection the admin listener (the
+# listening socket of port FAIL_PORT) hands over finds calloc failing (its first allocation:
+# the connection's state). glibc's __libc_calloc is the real one.
+FIRST_CONN_NOMEM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+extern void *__libc_calloc(size_t n, size_t size);
+static _Thread_local int fail_next;
+static int failed;
+static uv_connection_cb real_cb;
+
+void *calloc(size_t n, size_t size)
+{
+    if (fail_next) {
+        fail_next = 0;
+        return NULL;
+    }
+    return __libc_calloc(n, size);
+}
+
+static void first_fails(uv_stream_t *server, int status)
+{
+    if (status == 0 && !failed)
+        failed = fail_next = 1;
+    real_cb(server, status);
+    fail_next = 0;
+}
+
+int uv_listen(uv_stream_t *s, int backlog, uv_connection_cb cb)
+{
+    int (*real)(uv_stream_t *, int, uv_connection_cb) =
+        (int (*)(uv_stream_t *, int, uv_connection_cb))dlsym(RTLD_NEXT, "uv_listen");
+    uv_os_fd_t fd;
+    struct sockaddr_in a;
+    socklen_t alen = sizeof(a);
+    if (uv_fileno((uv_handle_t *)s, &fd) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &alen) == 0 && a.sin_family == AF_INET &&
+        ntohs(a.sin_port) == atoi(getenv("FAIL_PORT"))) {
+        real_cb = cb;
+        cb = first_fails;
+    }
+    return real(s, backlog, cb);
+}
+"""
+
+
+@pytest.mark.skipif(sanitizer() == "asan", reason="ASan's runtime must come first in LD_PRELOAD")
+def test_the_admin_listener_still_answers_after_a_connection_found_no_memory(gateway, origin,
+                                                                             tmp_path):
+    """A connection the admin has no memory for is closed at once and logged at warn,
+    event=admin_conn_nomem; the connections after it are answered. (Left pending, libuv stopped
+    polling the listener: every probe after it hung, and an orchestrator restarted a healthy
+    gateway.)"""
+    src, lib = tmp_path / "nomem.c", tmp_path / "libnomem.so"
+    src.write_text(FIRST_CONN_NOMEM)
+    r = run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl", "-luv"])
+    assert r.returncode == 0, r.stderr
+    port, admin = free_port(), free_port()
+    g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"],
+                          extra=f"admin:\n  address: 127.0.0.1:{admin}\n"),
+                wait=[("127.0.0.1", port)],
+                prefix=("env", f"LD_PRELOAD={lib}", f"FAIL_PORT={admin}"))
+    deadline = time.monotonic() + 10
+    while True:  # the first connection to get through is the one refused
+        try:
+            first = socket.create_connection(("127.0.0.1", admin), timeout=5)
+            break
+        except ConnectionRefusedError:
+            assert time.monotonic() < deadline, g.log()[-3000:]
+            time.sleep(0.05)
+    with first:
+        first.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+        try:
+            got = first.recv(4096)  # closed at once, not left hanging: no socket.timeout
+        except ConnectionResetError:
+            got = b""
+        assert got == b"", got
+    for _ in range(3):
+        assert get(admin, "/healthz")[0] == 200, g.log()[-3000:]
+    nomem = log_events(g.log(), "admin_conn_nomem")
+    assert len(nomem) == 1 and nomem[0]["level"] == "warn", g.log()[-3000:]
+    assert nomem[0]["address"] == f"127.0.0.1:{admin}"
