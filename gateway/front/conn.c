@@ -480,6 +480,46 @@ void gw_front__proxy_header(conn_t *c, const char *data, size_t n)
         gw_front__on_data(c, data + used, n - used); /* TLS records, or the first request's bytes */
 }
 
+/* A listener holding a connection libuv handed over that nobody took (refuse): accepted_fd is
+ * libuv's own field (uv/unix.h), -1 on every other stream. */
+static void find_waiting(uv_handle_t *h, void *arg)
+{
+    uv_stream_t **out = arg;
+    if (!*out && h->type == UV_TCP && ((uv_stream_t *)h)->accepted_fd != -1 && !uv_is_closing(h))
+        *out = (uv_stream_t *)h;
+}
+
+static void on_refused_closed(uv_handle_t *h)
+{
+    gw_front_t *w = GW_CONTAINER_OF(h->loop, gw_front_t, loop);
+    w->refusing = 0;
+    if (!w->refuse_waits)
+        return;
+    w->refuse_waits = 0;
+    uv_stream_t *server;
+    /* each call takes the waiting connection (its listener is polled again) or refuses it */
+    while (!w->refusing && (server = NULL, uv_walk(&w->loop, find_waiting, &server), server))
+        gw_front_on_connection(server, 0);
+    if (w->refusing)
+        w->refuse_waits = 1; /* another listener may still wait: looked for at that close */
+}
+
+/* No memory for a new connection: take it off libuv's hands all the same and close it. libuv
+ * stops polling a listener while a connection it handed to the callback is not accepted
+ * (uv__server_io), and only uv_accept starts it again. */
+static void refuse(gw_front_t *w, uv_stream_t *server, const gw_listener_t *l)
+{
+    GW_LOG_WARN("accept_nomem", "listener=%s", l->cfg->addr.text);
+    if (w->refusing) {
+        w->refuse_waits = 1; /* taken in on_refused_closed */
+        return;
+    }
+    w->refusing = 1;
+    uv_tcp_init(&w->loop, &w->refused);
+    (void)uv_accept(server, (uv_stream_t *)&w->refused);
+    uv_close((uv_handle_t *)&w->refused, on_refused_closed);
+}
+
 void gw_front_on_connection(uv_stream_t *server, int status)
 {
     if (status < 0)
@@ -487,10 +527,13 @@ void gw_front_on_connection(uv_stream_t *server, int status)
     gw_front_t *w = GW_CONTAINER_OF((uv_loop_t *)server->loop, gw_front_t, loop);
     const gw_listener_t *l = server->data;
     conn_t *c = gw_calloc(1, sizeof(*c));
-    if (!c)
+    if (!c) {
+        refuse(w, server, l);
         return;
+    }
     if (gw_front__timer_nodes_add(w, 1) < 0) {
         gw_free(c);
+        refuse(w, server, l);
         return;
     }
     c->l = l;

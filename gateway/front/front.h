@@ -202,6 +202,11 @@ struct gw_front {
     atomic_ullong busy;     /* connections holding busy state (buffers, stream lists, conn.c); an
                                idle one gives it back: read by scrapes too */
     uv_idle_t kick;         /* runs deferred connection work (conn.c) on the next iteration */
+    /* A connection there is no memory for is accepted into refused and closed at once (conn.c):
+     * left unaccepted, libuv would stop polling its listener for good. */
+    uv_tcp_t refused;
+    int refusing;     /* refused is closing */
+    int refuse_waits; /* a listener holds such a connection until refused has closed */
     /* quiet (front.c): whether a connection had work within heap.idle_trim */
     uv_timer_t quiet_timer; /* armed while watching (not quiet): due at the earliest quiet */
     uint64_t work_ms;       /* loop time a connection last took up or gave back work */

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from procs import ROOT, free_port, recv_all, run, sanitizer, slow
-from gwtest import gw_config, log_events, origin_gateway
+from procs import ROOT, free_port, recv_all, sanitizer, slow
+from gwtest import first_conn_nomem_lib, gw_config, log_events, origin_gateway
 
 F_SETPIPE_SZ = 1031
 
@@ -234,56 +234,6 @@ def test_a_probe_is_answered_during_a_slow_scrape(gateway, origin, tmp_path):
         stuck.drain()
 
 
-# A stand-in for a host out of memory, once: the first connection the admin listener (the
-# listening socket of port FAIL_PORT) hands over finds calloc failing (its first allocation:
-# the connection's state). glibc's __libc_calloc is the real one.
-FIRST_CONN_NOMEM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <netinet/in.h>
-#include <stdlib.h>
-#include <sys/socket.h>
-#include <uv.h>
-
-extern void *__libc_calloc(size_t n, size_t size);
-static _Thread_local int fail_next;
-static int failed;
-static uv_connection_cb real_cb;
-
-void *calloc(size_t n, size_t size)
-{
-    if (fail_next) {
-        fail_next = 0;
-        return NULL;
-    }
-    return __libc_calloc(n, size);
-}
-
-static void first_fails(uv_stream_t *server, int status)
-{
-    if (status == 0 && !failed)
-        failed = fail_next = 1;
-    real_cb(server, status);
-    fail_next = 0;
-}
-
-int uv_listen(uv_stream_t *s, int backlog, uv_connection_cb cb)
-{
-    int (*real)(uv_stream_t *, int, uv_connection_cb) =
-        (int (*)(uv_stream_t *, int, uv_connection_cb))dlsym(RTLD_NEXT, "uv_listen");
-    uv_os_fd_t fd;
-    struct sockaddr_in a;
-    socklen_t alen = sizeof(a);
-    if (uv_fileno((uv_handle_t *)s, &fd) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &alen) == 0 && a.sin_family == AF_INET &&
-        ntohs(a.sin_port) == atoi(getenv("FAIL_PORT"))) {
-        real_cb = cb;
-        cb = first_fails;
-    }
-    return real(s, backlog, cb);
-}
-"""
-
 
 @pytest.mark.skipif(sanitizer() == "asan", reason="ASan's runtime must come first in LD_PRELOAD")
 def test_the_admin_listener_still_answers_after_a_connection_found_no_memory(gateway, origin,
@@ -292,10 +242,7 @@ def test_the_admin_listener_still_answers_after_a_connection_found_no_memory(gat
     event=admin_conn_nomem; the connections after it are answered. (Left pending, libuv stopped
     polling the listener: every probe after it hung, and an orchestrator restarted a healthy
     gateway.)"""
-    src, lib = tmp_path / "nomem.c", tmp_path / "libnomem.so"
-    src.write_text(FIRST_CONN_NOMEM)
-    r = run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl", "-luv"])
-    assert r.returncode == 0, r.stderr
+    lib = first_conn_nomem_lib(tmp_path)
     port, admin = free_port(), free_port()
     g = gateway(gw_config(port, [f"127.0.0.1:{origin.port}"],
                           extra=f"admin:\n  address: 127.0.0.1:{admin}\n"),

@@ -708,3 +708,65 @@ def reload_to(g, text, generation, timeout=10):
             return log
         time.sleep(0.02)
     raise AssertionError(f"generation {generation} not taken ({want}):\n{g.log()[-4000:]}")
+
+
+# A stand-in for a host out of memory, once: the first connection the listening socket of port
+# FAIL_PORT (a client listener, the admin's) hands over finds calloc failing (the gateway's first
+# allocation there: the connection's state). glibc's __libc_calloc is the real one.
+FIRST_CONN_NOMEM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+extern void *__libc_calloc(size_t n, size_t size);
+static _Thread_local int fail_next;
+static int failed;
+static uv_connection_cb real_cb;
+
+void *calloc(size_t n, size_t size)
+{
+    if (fail_next) {
+        fail_next = 0;
+        return NULL;
+    }
+    return __libc_calloc(n, size);
+}
+
+static void first_fails(uv_stream_t *server, int status)
+{
+    if (status == 0 && !failed)
+        failed = fail_next = 1;
+    real_cb(server, status);
+    fail_next = 0;
+}
+
+int uv_listen(uv_stream_t *s, int backlog, uv_connection_cb cb)
+{
+    int (*real)(uv_stream_t *, int, uv_connection_cb) =
+        (int (*)(uv_stream_t *, int, uv_connection_cb))dlsym(RTLD_NEXT, "uv_listen");
+    uv_os_fd_t fd;
+    struct sockaddr_in a;
+    socklen_t alen = sizeof(a);
+    if (uv_fileno((uv_handle_t *)s, &fd) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &alen) == 0 && a.sin_family == AF_INET &&
+        ntohs(a.sin_port) == atoi(getenv("FAIL_PORT"))) {
+        real_cb = cb;
+        cb = first_fails;
+    }
+    return real(s, backlog, cb);
+}
+"""
+
+
+def first_conn_nomem_lib(tmp_path):
+    """FIRST_CONN_NOMEM built in tmp_path: its path, for LD_PRELOAD with FAIL_PORT set."""
+    from procs import run
+    src, lib = tmp_path / "nomem.c", tmp_path / "libnomem.so"
+    src.write_text(FIRST_CONN_NOMEM)
+    r = run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl", "-luv"])
+    assert r.returncode == 0, r.stderr
+    return lib
+
