@@ -116,14 +116,22 @@ static const uint8_t static_by_len[STATIC_MAX_NAME + 1][7] = {
 
 size_t gw_hpack_huff_encoded_len(const uint8_t *s, size_t len)
 {
-    uint64_t bits = 0;
-    for (size_t i = 0; i < len; i++)
-        bits += gw_hpack__huff_enc[s[i]].len;
-    return (size_t)((bits + 7) / 8);
+    /* two sums, so that the additions of neighbouring bytes do not wait on each other */
+    size_t b0 = 0, b1 = 0, i = 0;
+    for (; i + 1 < len; i += 2) {
+        b0 += gw_hpack__huff_enc[s[i]].len;
+        b1 += gw_hpack__huff_enc[s[i + 1]].len;
+    }
+    if (i < len)
+        b0 += gw_hpack__huff_enc[s[i]].len;
+    return (b0 + b1 + 7) / 8;
 }
 
 size_t gw_hpack_huff_encode(const uint8_t *s, size_t len, uint8_t *out)
 {
+    /* acc's low nbits bits are pending output, nbits < 32 between symbols: a code (30 bits at
+     * most) fits, and 32 bits are stored at once, not a byte at a time (a response's literals
+     * are dates, etags and lengths: most of an encoder's work when they are not indexed) */
     uint64_t acc = 0;
     unsigned nbits = 0;
     size_t o = 0;
@@ -131,10 +139,19 @@ size_t gw_hpack_huff_encode(const uint8_t *s, size_t len, uint8_t *out)
         const gw_hpack_huff_sym_t *c = &gw_hpack__huff_enc[s[i]];
         acc = (acc << c->len) | c->code;
         nbits += c->len;
-        while (nbits >= 8) {
-            nbits -= 8;
-            out[o++] = (uint8_t)(acc >> nbits);
+        if (nbits >= 32) {
+            nbits -= 32;
+            uint32_t w = (uint32_t)(acc >> nbits);
+            out[o] = (uint8_t)(w >> 24);
+            out[o + 1] = (uint8_t)(w >> 16);
+            out[o + 2] = (uint8_t)(w >> 8);
+            out[o + 3] = (uint8_t)w;
+            o += 4;
         }
+    }
+    while (nbits >= 8) {
+        nbits -= 8;
+        out[o++] = (uint8_t)(acc >> nbits);
     }
     if (nbits) /* pad with the most significant bits of EOS: all ones (§5.2) */
         out[o++] = (uint8_t)((acc << (8 - nbits)) | (0xffu >> nbits));
