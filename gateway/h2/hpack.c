@@ -350,8 +350,11 @@ static size_t index_find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t 
  * oldest first, each right after the one before (table_add appends, moves keep the order):
  * the record of the slot after an entry other than the newest follows that entry's, so *rp,
  * when not NULL, is slot s's record, and the slot itself (its offset) is not read either.
- * Returns the index (62 up), or 0 (the slot is free or holds another field); *rp becomes the
- * record of the slot after s when that one is known (a match below the newest), else NULL. */
+ * Returns the index (62 up), or 0 (the slot is free or holds another field). On a match *rp
+ * becomes the record of the slot after s when that one is known (a match below the newest),
+ * else NULL; otherwise slot s's record, or NULL when s is free (the next field is looked for
+ * in the same slot: a field that never enters the table, such as a content-length, sits
+ * between two that do). */
 static size_t slot_match(const gw_hpack_table_t *t, uint32_t s, gw_slice_t name, gw_slice_t value,
                          const rec_t **rp)
 {
@@ -376,6 +379,7 @@ static size_t slot_match(const gw_hpack_table_t *t, uint32_t s, gw_slice_t name,
                 (const rec_t *)((const uint8_t *)r + REC_SIZE((size_t)r->name_len + r->value_len));
         return STATIC_LEN + 1 + age;
     }
+    *rp = r;
     return 0;
 }
 
@@ -904,27 +908,52 @@ static size_t str_len(gw_slice_t s)
     return int_len(7, l) + l;
 }
 
-/* Lists end with an empty slice. Lengths are compared first: most fields differ there. */
-static int in_list(gw_slice_t name, const gw_slice_t *list)
-{
-    for (; list->len; list++)
-        if (list->len == name.len && gw_mem_eq(list->base, name.base, name.len))
-            return 1;
-    return 0;
-}
-
-static const gw_slice_t sensitive[] = {GW_SLICE_LIT("authorization"),
-                                       GW_SLICE_LIT("proxy-authorization"),
-                                       GW_SLICE_LIT("cookie"),
-                                       GW_SLICE_LIT("set-cookie"),
-                                       {0}};
-/* Values that rarely repeat are not indexed: they would only push out entries that do (a
- * request id is new on every response).
+/* Names whose fields never enter the encoder's table. SENSITIVE: literals never indexed
+ * (§7.1.3). VOLATILE: values that rarely repeat, literals without indexing: they would only
+ * push out entries that do (a request id is new on every response).
  * content-length, date, etag and last-modified are indexed: a gateway answers the same resource
  * (same size, validators) many times a second, and date changes once a second, so the dynamic
- * table turns them into one-byte references (a 1 KiB GET's response head: 9 bytes). */
-static const gw_slice_t volatile_values[] = {
-    GW_SLICE_LIT(":path"), GW_SLICE_LIT("age"), GW_SLICE_LIT("x-request-id"), {0}};
+ * table turns them into one-byte references (a 1 KiB GET's response head: 9 bytes). Not
+ * indexing content-length, etag and last-modified (each resource of a page has its own) was
+ * measured and not kept (docs/bench.md): a repeated answer's head grows by 42 bytes, and the
+ * Huffman coding of the three values costs more instructions (about 1,500 a 1 KiB answer)
+ * than the table's cache misses it saves (about 1.5 of 8). */
+enum { NAME_INDEXABLE, NAME_SENSITIVE, NAME_VOLATILE };
+
+/* One switch on the length, then one comparison: called for every field the run does not
+ * find, before the hash. Names are lowercase. */
+static int name_kind(gw_slice_t name)
+{
+    const char *k;
+    int kind;
+    switch (name.len) {
+    case 3:
+        k = "age", kind = NAME_VOLATILE;
+        break;
+    case 5:
+        k = ":path", kind = NAME_VOLATILE;
+        break;
+    case 6:
+        k = "cookie", kind = NAME_SENSITIVE;
+        break;
+    case 10:
+        k = "set-cookie", kind = NAME_SENSITIVE;
+        break;
+    case 12:
+        k = "x-request-id", kind = NAME_VOLATILE;
+        break;
+    case 13:
+        k = "authorization", kind = NAME_SENSITIVE;
+        break;
+    case 19:
+        k = "proxy-authorization", kind = NAME_SENSITIVE;
+        break;
+    default:
+        return NAME_INDEXABLE;
+    }
+    return name.base[0] == (uint8_t)k[0] && gw_mem_eq(name.base, k, name.len) ? kind
+                                                                              : NAME_INDEXABLE;
+}
 
 /* A 32-bit hash of s[0..n) continuing from h (multiply-xor, eight bytes a step; the last
  * step reads the final eight bytes, overlapping): the dynamic table is searched by comparing
@@ -970,9 +999,11 @@ static uint32_t fold(uint64_t h)
 
 /* Best index for a field: *full = 1 when name and value match. 0 when none. fh: the hash of
  * name and value; dyn_full: whether to look for name and value in the dynamic table (the
- * caller may know it holds no such entry). */
+ * caller may know it holds no such entry); dyn_name: whether to look for the name alone there
+ * (a walk of every entry when the static table has no such name; not for a name that never
+ * enters the table, such as x-request-id). */
 static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value, uint32_t fh,
-                   int dyn_full, int *full)
+                   int dyn_full, int dyn_name, int *full)
 {
     size_t name_idx = 0;
     *full = 0;
@@ -1000,7 +1031,7 @@ static size_t find(const gw_hpack_table_t *t, gw_slice_t name, gw_slice_t value,
         *full = 1;
         return idx;
     }
-    if (name_idx)
+    if (name_idx || !dyn_name)
         return name_idx;
     /* (no static name) the newest entry of that name: walking the ring down from head */
     size_t j = t->head;
@@ -1036,8 +1067,9 @@ int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n,
         const gw_hpack_field_t *f = &fields[i];
         int full;
         /* Most fields of a response repeat one the dynamic table holds: the slot after the
-         * last one found, else one bucket walk. Such an entry was added as neither sensitive
-         * nor equal to a static entry, so the slow path below would find the same index; a
+         * last one found, else one bucket walk (not for a field kept out of the table: a
+         * sensitive or volatile one). Such an entry was added as neither sensitive nor equal
+         * to a static entry, so the slow path below would find the same index; a
          * pseudo-header (:status) is looked for there, the static table first, as most
          * statuses are static entries, which the dynamic table never holds. */
         int searched =
@@ -1046,11 +1078,17 @@ int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n,
         size_t idx = searched && next ? slot_match(&e->t, next - 1, f->name, f->value, &r) : 0;
         next_rec = r;
         uint32_t fh = 0;
+        int kind = NAME_INDEXABLE, never = 0;
         if (!idx) {
-            fh = fold(mix(mix(0xcbf29ce484222325ull, f->name.base, f->name.len), f->value.base,
-                          f->value.len));
-            idx = searched ? index_find(&e->t, f->name, f->value, fh) : 0;
-            next_rec = NULL;
+            kind = name_kind(f->name);
+            never = kind == NAME_SENSITIVE || (f->flags & GW_HPACK_F_NEVER_INDEX);
+            /* no entry of a sensitive or volatile name is ever added: not looked for */
+            if (kind == NAME_INDEXABLE) {
+                fh = fold(mix(mix(0xcbf29ce484222325ull, f->name.base, f->name.len), f->value.base,
+                              f->value.len));
+                if (searched && (idx = index_find(&e->t, f->name, f->value, fh)))
+                    next_rec = NULL; /* its successor's record is not known */
+            }
         }
         if (idx) {
             uint32_t s = slot_of_index(&e->t, idx);
@@ -1062,13 +1100,14 @@ int gw_hpack_encode(gw_hpack_enc_t *e, const gw_hpack_field_t *fields, size_t n,
             out->len = (size_t)(put_int(out->base + out->len, 0x80, 7, idx) - out->base);
             continue;
         }
-        int never = (f->flags & GW_HPACK_F_NEVER_INDEX) || in_list(f->name, sensitive);
-        /* unless searched: the dynamic table was just searched for name and value */
-        idx = find(&e->t, f->name, f->value, fh, !searched, &full);
+        /* unless searched: the dynamic table was just searched for name and value, or holds
+         * no entry of that name at all */
+        idx = find(&e->t, f->name, f->value, fh, !searched && kind == NAME_INDEXABLE,
+                   kind == NAME_INDEXABLE, &full);
         int indexed = full && !never;
         size_t esize = f->name.len + f->value.len + ENTRY_OVERHEAD;
-        int index = !indexed && !never && !(f->flags & GW_HPACK_F_NO_INDEX) &&
-                    !in_list(f->name, volatile_values) && esize <= e->t.max / 2;
+        int index = !indexed && kind == NAME_INDEXABLE && !never &&
+                    !(f->flags & GW_HPACK_F_NO_INDEX) && esize <= e->t.max / 2;
         unsigned prefix = indexed ? 7 : index ? 6 : 4;
         /* at most: the index (11 bytes), two string lengths (11 each) and the strings, which
          * Huffman coding never makes longer than they are (it is used only when shorter);

@@ -11,9 +11,11 @@
  * out as indexed fields the second time. Exceptions: `authorization`, `proxy-authorization`,
  * `cookie`, `set-cookie` and fields flagged GW_HPACK_F_NEVER_INDEX are literals never indexed
  * (RFC 7541 §7.1.3); fields flagged GW_HPACK_F_NO_INDEX, values larger than half the table,
- * and `:path`, `content-length`, `date`, `etag`, `last-modified`, `age` and `expires` (values
- * that rarely repeat) are literals without indexing. Strings are Huffman coded when that is
- * shorter.
+ * and `:path`, `age` and `x-request-id` (values that rarely repeat) are literals without
+ * indexing; fields never or not indexed by name are not looked for in the dynamic table.
+ * `content-length`, `date`, `etag`, `last-modified` and `expires` are indexed: a connection
+ * that gets the same resource again gets them as one byte each. Strings are Huffman coded
+ * when that is shorter.
  */
 #ifndef GW_H2_HPACK_H
 #define GW_H2_HPACK_H

@@ -1,9 +1,11 @@
 """HTTP/2 on the running gateway, at frame level with python3-h2 (an independent codec), and
-with nghttp and h2load. Their upstream refuses connections, so routed requests get the gateway's own 502."""
+with nghttp and h2load. Their upstream refuses connections, so routed requests get the gateway's own 502
+(but for the HPACK policy's test, which has a scripted origin)."""
 import os
 import re
 import signal
 import time
+import urllib.parse
 
 import h2.config
 import h2.connection
@@ -11,10 +13,12 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
+import hpack
 import pytest
 
 from procs import free_port, run, slow
-from gwtest import NO_PROXY, config, Client, response, ended, terminated, raw_frames, goaway_code
+from gwtest import (NO_PROXY, config, Client, response, ended, terminated, raw_frames, goaway_code,
+                    origin_gateway)
 from gwtest import log_events
 
 
@@ -379,4 +383,39 @@ def test_absolute_path_is_malformed(gw):
         cl.expect_reset(sid, h2.errors.ErrorCodes.PROTOCOL_ERROR)
     sid = cl.request("/")  # the connection goes on
     assert response(cl.events(ended(sid)), sid)[0] is not None
+    cl.close()
+
+
+def test_response_fields_indexed_unless_volatile_or_sensitive(gateway, origin):
+    """The gateway's HPACK encoder puts the fields of its answers in its dynamic table, so that
+    a connection that gets the same resource again gets them as one byte each, except age (new
+    on nearly every answer: a literal without indexing) and set-cookie (never indexed, RFC 7541
+    §7.1.3). python3-h2's decoder, not ours, decodes every answer to what the origin sent, and
+    its dynamic table, which mirrors the gateway's encoder's, holds what was indexed."""
+    g = origin_gateway(gateway, origin)
+    cl = Client(g.port)
+    for i, n in enumerate((100, 2000, 100)):
+        fields = {"etag": f'"v{n}-{i}"', "last-modified": f"Mon, 0{i + 1} Dec 2026 10:00:00 GMT",
+                  "cache-control": "max-age=60", "vary": "accept-encoding", "age": str(7 + i),
+                  "set-cookie": f"id={i}; Secure"}
+        q = "&".join(f"h={k}:{urllib.parse.quote(v)}" for k, v in fields.items())
+        sid = cl.request(f"/text/{n}?{q}")
+        evs = cl.events(ended(sid))
+        status, body, done = response(evs, sid)
+        assert (status, len(body), done) == ("200", n, True)
+        hdrs = [e.headers for e in evs if isinstance(e, h2.events.ResponseReceived)][0]
+        got = dict(hdrs)
+        want = {**fields, "content-length": str(n), "content-type": "text/plain; charset=utf-8"}
+        assert {k: got.get(k) for k in want} == want
+        cookie = [h for h in hdrs if h[0] == "set-cookie"]
+        assert len(cookie) == 1 and isinstance(cookie[0], hpack.NeverIndexedHeaderTuple)
+    table = {}
+    for name, value in cl.c.decoder.header_table.dynamic_entries:
+        table.setdefault(name.decode(), []).append(value.decode())
+    for name in ("cache-control", "vary", "content-type", "via"):
+        assert len(table.get(name, [])) == 1, table  # added once, then referred to
+    assert sorted(table["content-length"]) == ["100", "2000"], table
+    assert len(table["etag"]) == 3 and len(table["last-modified"]) == 3, table
+    for name in ("age", "set-cookie"):
+        assert name not in table, table
     cl.close()
