@@ -13,7 +13,8 @@
 # pipelining, CIPHER) with every timeout that valgrind's pace can outlast raised to 600 s
 # (500 handshakes take tens of seconds, and queued requests, origin connects and reads as long;
 # a SETTINGS ACK can wait in the socket past 10 s on a loaded machine); DATE=fixed sets Date
-# to a constant (response_headers: set). Checks it with `h2gate -t`.
+# to a constant (response_headers: set); EXTRA, when set, is YAML appended to it (@TMP@ becomes
+# the temporary folder), e.g. an access log. Checks it with `h2gate -t`.
 # The sourcing script sets root (the checkout), H2GATE and CIPHER.
 
 cg_start() {
@@ -57,5 +58,6 @@ cg_h2gate_config() {
   if [ "${1:-}" = fixed ]; then
     printf 'response_headers:\n  set: {Date: "Mon, 07 Dec 2026 10:00:00 GMT"}\n' >>"$tmp/h2gate.yaml"
   fi
+  [ -z "${EXTRA:-}" ] || printf '%s\n' "${EXTRA//@TMP@/$tmp}" >>"$tmp/h2gate.yaml"
   "$H2GATE" -t -c "$tmp/h2gate.yaml" >/dev/null
 }

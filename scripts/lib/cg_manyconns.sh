@@ -24,7 +24,9 @@
 # built as scripts/bench builds it and with debug info for function names: meson setup build-rel
 # --buildtype=release -Db_lto=true -Ddebug=true), A and B (default 2500 and 7500), TOP (functions
 # listed, default 25), TRANSPORT (tls, default, or h2c: the same load over the cleartext listener,
-# for what TLS adds), DATE (fixed: see above), KEEP (a folder to keep the callgrind files in),
+# for what TLS adds), DATE (fixed: see above), EXTRA (YAML appended to h2gate's configuration,
+# @TMP@ the temporary folder: e.g. 'access_log: {path: @TMP@/access.log, format: combined}',
+# the bench's h2gate-alog), KEEP (a folder to keep the callgrind files in),
 # PRELOAD (a shared object put in h2gate's LD_PRELOAD, e.g. /usr/lib/x86_64-linux-gnu/
 # libjemalloc.so.2: callgrind replaces no allocator, so the preloaded one's instructions count).
 # Takes about two minutes. Needs valgrind, nginx, h2load, openssl, ss.
