@@ -254,6 +254,10 @@ static const gw_cstream_ops_t h1s_ops = {h1s_respond,  h1s_interim, h1s_body,
  * reached us). Anything else is left as it is. 0, or GW_E_NOMEM. */
 static int absolute_form(h1x_t *x, gw_slice_t *authority, gw_slice_t *path)
 {
+    /* §3.2.1: a target starting with '/' is origin-form, never absolute-form; the parser has
+     * checked its bytes (gw_h1__check_head), so it needs no second scan */
+    if (path->len && path->base[0] == '/')
+        return 0;
     gw_slice_t a, rest;
     if (gw_http_target_form(*path, &a, &rest) != GW_HTTP_TARGET_ABSOLUTE)
         return 0;

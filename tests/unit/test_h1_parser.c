@@ -437,6 +437,35 @@ static void absolute_form_ip_literal(void **state)
     expect_reject("GET http://a.test/ HTTP/1.1\r\nHost: a..test\r\n\r\n", 400, "invalid host");
 }
 
+/* RFC 9112 §3.2: what the HTTP/1.1 front receives of each form, whole and split at every cut
+ * point. The front takes a target starting with '/' as origin-form without scanning it again
+ * (front/h1_stream.c absolute_form), so every such target it gets must have passed this check:
+ * "//a.test/x" is origin-form (a path, §3.2.1), never a network-path reference. */
+static void request_target_forms(void **state)
+{
+    (void)state;
+    check_all_splits("GET /a?b HTTP/1.1\r\nHost: h\r\n\r\n",
+                     "HEAD GET /a?b 1.1 cl=0 f=1 [Host=h]\nEND\n");
+    check_all_splits("GET //a.test/x HTTP/1.1\r\nHost: h\r\n\r\n",
+                     "HEAD GET //a.test/x 1.1 cl=0 f=1 [Host=h]\nEND\n");
+    check_all_splits("GET http://a.test/x?y HTTP/1.1\r\nHost: h\r\n\r\n",
+                     "HEAD GET http://a.test/x?y 1.1 cl=0 f=1 [Host=h]\nEND\n");
+    check_all_splits("GET HTTPS://a.test:8443 HTTP/1.1\r\nHost: h\r\n\r\n",
+                     "HEAD GET HTTPS://a.test:8443 1.1 cl=0 f=1 [Host=h]\nEND\n");
+    check_all_splits("GET http://a.test?q=/ HTTP/1.1\r\nHost: h\r\n\r\n",
+                     "HEAD GET http://a.test?q=/ 1.1 cl=0 f=1 [Host=h]\nEND\n");
+    check_all_splits("OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n",
+                     "HEAD OPTIONS * 1.1 cl=0 f=1 [Host=h]\nEND\n");
+    /* RFC 9110 §4.2.4: no userinfo in an http(s) URI; the authority-form is CONNECT's (§3.2.3) */
+    expect_reject("GET http://u@a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400,
+                  "invalid request-target");
+    expect_reject("GET a.test:80 HTTP/1.1\r\nHost: a.test:80\r\n\r\n", 400,
+                  "invalid URL"); /* http-parser's own check, before ours */
+    expect_reject("GET /a//b%2 HTTP/1.1\r\nHost: h\r\n\r\n", 400, "invalid request-target");
+    expect_reject("CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\n", 405,
+                  "CONNECT is not supported");
+}
+
 /* A head for an HTTP/1.0 client without chunked framing: no framing field, and
  * only with Connection: close (the close ends the body). */
 static void close_delimited_head(void **state)
@@ -584,6 +613,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(serializer_bytes),
     cmocka_unit_test(request_target_bytes),
     cmocka_unit_test(absolute_form_ip_literal),
+    cmocka_unit_test(request_target_forms),
     cmocka_unit_test(close_delimited_head),
     cmocka_unit_test(any_token_is_a_method),
     cmocka_unit_test(version_and_line_length),
