@@ -334,6 +334,18 @@ static void h2_on_priority(void *ud, uint32_t sid, gw_slice_t value)
         gw_proxy_reprioritize(PROXY(c), &x->cs);
 }
 
+/* An error code as the log writes it: its RFC 9113 name, or for a code §7 does not define
+ * (one a client sent) its value, 0x%x, in buf. */
+#define H2_CODE_NAME_LEN 16
+static const char *h2_code_name(uint32_t code, char buf[H2_CODE_NAME_LEN])
+{
+    const char *name = gw_h2_error_str(code);
+    if (strcmp(name, "UNKNOWN_ERROR"))
+        return name;
+    snprintf(buf, H2_CODE_NAME_LEN, "0x%x", (unsigned)code);
+    return buf;
+}
+
 /* Debug data bytes of a client's GOAWAY that are logged (each as up to 4 characters) */
 #define GOAWAY_DEBUG_LOG 128
 
@@ -354,12 +366,8 @@ static void h2_on_goaway(void *ud, uint32_t last_sid, uint32_t code, gw_slice_t 
     char text[GOAWAY_DEBUG_LOG * 4 + 1];
     size_t n = debug.len < GOAWAY_DEBUG_LOG ? debug.len : GOAWAY_DEBUG_LOG;
     gw_log_escape(text, sizeof(text), debug.base, n);
-    const char *name = gw_h2_error_str(code);
-    char unknown[16];
-    if (!strcmp(name, "UNKNOWN_ERROR")) { /* §7: an unknown code is logged as its value */
-        snprintf(unknown, sizeof(unknown), "0x%x", (unsigned)code);
-        name = unknown;
-    }
+    char buf[H2_CODE_NAME_LEN];
+    const char *name = h2_code_name(code, buf);
     if (code)
         GW_LOG_INFO("h2_goaway_received",
                     "peer=%s last_stream_id=%u code=%s debug=\"%s\" debug_len=%zu", PEER(c),
@@ -784,9 +792,11 @@ void gw_front__h2_pump(conn_t *c)
          gw_h2_session_phase(c->h2) != GW_H2_CONN_SHUTDOWN_PENDING)) {
         const char *reason = NULL;
         uint32_t code = gw_h2_session_goaway_code(c->h2, &reason);
-        if (code)
-            GW_LOG_INFO("h2_goaway", "peer=%s code=%u reason=\"%s\"", PEER(c), code,
-                        reason ? reason : "");
+        if (code) {
+            char buf[H2_CODE_NAME_LEN];
+            GW_LOG_INFO("h2_goaway", "peer=%s code=%s reason=\"%s\"", PEER(c),
+                        h2_code_name(code, buf), reason ? reason : "");
+        }
         gw_front__finish(c, code ? "h2_connection_error" : "h2_done");
         return;
     }

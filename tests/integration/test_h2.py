@@ -169,9 +169,14 @@ def test_oversized_frame_is_frame_size_error(gw):
 
 
 def test_window_update_overflow_is_flow_control_error(gw):
+    """The GOAWAY's code, and the gateway's `event=h2_goaway` line names it as
+    `h2_goaway_received` and `h2_request_refused` do, by its RFC 9113 name."""
     settings = bytes([0, 0, 0, 0x4, 0, 0, 0, 0, 0])
     wu = bytes([0, 0, 4, 0x8, 0, 0, 0, 0, 0]) + (0x7fffffff).to_bytes(4, "big")
     assert goaway_code(raw_frames(gw.plain_port, settings + wu)) == 0x3
+    log = gw.wait_log("event=conn_close ")
+    got = [(e["level"], e["code"]) for e in log_events(log, "h2_goaway")]
+    assert got == [("info", "FLOW_CONTROL_ERROR")], got
 
 
 def test_a_clients_goaway_is_logged_with_its_code_and_escaped_debug_data(gw):
