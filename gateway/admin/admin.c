@@ -142,10 +142,15 @@ static void on_timeout(uv_timer_t *t)
     aconn_close(t->data, "timeout");
 }
 
+/* The answer written, or not: a write the socket refused (the client reset the connection
+ * before taking it all) is logged as one refused at once is. UV_ECANCELED is a close while
+ * writing (a timeout, a stop), logged by its own reason. */
 static void on_written(uv_write_t *req, int status)
 {
-    (void)status;
-    aconn_close(req->data, NULL);
+    if (status < 0 && status != UV_ECANCELED)
+        aconn_close(req->data, "write_error");
+    else
+        aconn_close(req->data, NULL);
 }
 
 /* The answer, with an Allow field when allow is not NULL (a 405: RFC 9110 §15.5.6). */

@@ -6,6 +6,7 @@ import fcntl
 import os
 import re
 import socket
+import struct
 import threading
 import time
 
@@ -268,3 +269,21 @@ def test_the_admin_listener_still_answers_after_a_connection_found_no_memory(gat
     nomem = log_events(g.log(), "admin_conn_nomem")
     assert len(nomem) == 1 and nomem[0]["level"] == "warn", g.log()[-3000:]
     assert nomem[0]["address"] == f"127.0.0.1:{admin}"
+
+
+def test_a_scraper_that_resets_before_its_answer_is_logged_write_error(gateway, origin):
+    """A scraper that asks for /metrics and resets the connection at once (SO_LINGER 0) before
+    its answer is made: the admin no longer reads once it has the request, so its write is the
+    first to find the reset; the connection is closed at once and logged at debug
+    `event=admin_conn_closed state=write reason=write_error` (it was closed without a line)."""
+    g = admin_gw(gateway, origin, log_level="debug")
+    for _ in range(3):  # a scrape that beat the reset (this process descheduled) is written
+        s = socket.create_connection(("127.0.0.1", g.admin), timeout=5)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n")
+        s.close()
+        if "reason=write_error" in g.wait_log("reason=write_error", timeout=1):
+            break
+    closes = log_events(g.log(), "admin_conn_closed")
+    assert [(c["state"], c["reason"]) for c in closes] == [("write", "write_error")], closes
+    assert get(g.admin, "/healthz")[0] == 200
