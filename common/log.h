@@ -9,6 +9,7 @@
 #define GW_COMMON_LOG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum {
     GW_LOG_DEBUG = 0,
@@ -49,5 +50,25 @@ size_t gw_log_escape(char *out, size_t cap, const void *p, size_t n);
 #define GW_LOG_INFO(ev, ...) gw_log(GW_LOG_INFO, ev, __VA_ARGS__)
 #define GW_LOG_WARN(ev, ...) gw_log(GW_LOG_WARN, ev, __VA_ARGS__)
 #define GW_LOG_ERROR(ev, ...) gw_log(GW_LOG_ERROR, ev, __VA_ARGS__)
+
+/* A warning an event may repeat many times a second (each connection refused for want of
+ * memory) as at most one line per interval_ms: gw_log_limit counts the event and gives 0 when
+ * its line is left out, else how many there were since the previous line, this one included
+ * (the lines' counts add up to all of them). Zero-initialised; one thread's. */
+typedef struct {
+    uint64_t next_ms; /* no line before */
+    uint64_t n;       /* events since the last line */
+} gw_log_limit_t;
+
+static inline uint64_t gw_log_limit(gw_log_limit_t *rl, uint64_t now_ms, uint64_t interval_ms)
+{
+    rl->n++;
+    if (now_ms < rl->next_ms)
+        return 0;
+    rl->next_ms = now_ms + interval_ms;
+    uint64_t n = rl->n;
+    rl->n = 0;
+    return n;
+}
 
 #endif

@@ -29,6 +29,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/list.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "h1/parser.h"
 #include "h1/serializer.h"
@@ -78,8 +79,9 @@ struct gw_admin {
      * unaccepted, libuv would stop polling the listener for good (uv__server_io stops reading
      * while a connection it handed over waits for uv_accept). */
     uv_tcp_t refused;
-    int refusing;     /* refused is closing */
-    int refuse_waits; /* another such connection waits for refused's close */
+    int refusing;             /* refused is closing */
+    int refuse_waits;         /* another such connection waits for refused's close */
+    gw_log_limit_t nomem_log; /* event=admin_conn_nomem: one line a second */
     /* the scraper's thread, and what it shares with the loop (under mu) */
     uv_thread_t scraper;
     uv_mutex_t mu;
@@ -626,11 +628,13 @@ static void on_refused_closed(uv_handle_t *h)
 /* No memory for a new connection: take it off libuv's hands all the same and close it. */
 static void refuse(gw_admin_t *a, uv_stream_t *server)
 {
-    GW_LOG_WARN("admin_conn_nomem", "address=%s", a->addr);
     if (a->refusing) {
         a->refuse_waits = 1; /* the listener is not polled until on_refused_closed */
-        return;
+        return;              /* nor is the connection counted until then */
     }
+    uint64_t n = gw_log_limit(&a->nomem_log, gw_now_ms(), 1000); /* one line a second */
+    if (n)
+        GW_LOG_WARN("admin_conn_nomem", "address=%s refused=%llu", a->addr, (unsigned long long)n);
     a->refusing = 1;
     uv_tcp_init(&a->loop, &a->refused);
     a->refused.data = a;

@@ -504,16 +504,22 @@ static void on_refused_closed(uv_handle_t *h)
         w->refuse_waits = 1; /* another listener may still wait: looked for at that close */
 }
 
+/* A shortage that lasts refuses every connection: at most one line a second per worker */
+#define NOMEM_LOG_MS 1000
+
 /* No memory for a new connection: take it off libuv's hands all the same and close it. libuv
  * stops polling a listener while a connection it handed to the callback is not accepted
  * (uv__server_io), and only uv_accept starts it again. */
 static void refuse(gw_front_t *w, uv_stream_t *server, const gw_listener_t *l)
 {
-    GW_LOG_WARN("accept_nomem", "listener=%s", l->cfg->addr.text);
     if (w->refusing) {
-        w->refuse_waits = 1; /* taken in on_refused_closed */
+        w->refuse_waits = 1; /* taken in on_refused_closed (counted then) */
         return;
     }
+    uint64_t n = gw_log_limit(&w->nomem_log, gw_now_ms(), NOMEM_LOG_MS);
+    if (n)
+        GW_LOG_WARN("accept_nomem", "listener=%s refused=%llu", l->cfg->addr.text,
+                    (unsigned long long)n);
     w->refusing = 1;
     uv_tcp_init(&w->loop, &w->refused);
     (void)uv_accept(server, (uv_stream_t *)&w->refused);

@@ -22,6 +22,7 @@
 #include "common/bucket.h"
 #include "common/buf.h"
 #include "common/list.h"
+#include "common/log.h"
 #include "common/metrics.h"
 #include "common/pool.h"
 #include "common/theap.h"
@@ -205,8 +206,9 @@ struct gw_front {
     /* A connection there is no memory for is accepted into refused and closed at once (conn.c):
      * left unaccepted, libuv would stop polling its listener for good. */
     uv_tcp_t refused;
-    int refusing;     /* refused is closing */
-    int refuse_waits; /* a listener holds such a connection until refused has closed */
+    int refusing;             /* refused is closing */
+    int refuse_waits;         /* a listener holds such a connection until refused has closed */
+    gw_log_limit_t nomem_log; /* event=accept_nomem: one line a second */
     /* quiet (front.c): whether a connection had work within heap.idle_trim */
     uv_timer_t quiet_timer; /* armed while watching (not quiet): due at the earliest quiet */
     uint64_t work_ms;       /* loop time a connection last took up or gave back work */

@@ -710,9 +710,10 @@ def reload_to(g, text, generation, timeout=10):
     raise AssertionError(f"generation {generation} not taken ({want}):\n{g.log()[-4000:]}")
 
 
-# A stand-in for a host out of memory, once: the first connection the listening socket of port
-# FAIL_PORT (a client listener, the admin's) hands over finds calloc failing (the gateway's first
-# allocation there: the connection's state). glibc's __libc_calloc is the real one.
+# A stand-in for a host out of memory: the first connection the listening socket of port
+# FAIL_PORT (a client listener, the admin's) hands over, or its first FAIL_CONNS ones, finds
+# calloc failing (the gateway's first allocation there: the connection's state). glibc's
+# __libc_calloc is the real one.
 FIRST_CONN_NOMEM = r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -723,7 +724,7 @@ FIRST_CONN_NOMEM = r"""
 
 extern void *__libc_calloc(size_t n, size_t size);
 static _Thread_local int fail_next;
-static int failed;
+static int failed; /* connections refused so far */
 static uv_connection_cb real_cb;
 
 void *calloc(size_t n, size_t size)
@@ -737,8 +738,11 @@ void *calloc(size_t n, size_t size)
 
 static void first_fails(uv_stream_t *server, int status)
 {
-    if (status == 0 && !failed)
-        failed = fail_next = 1;
+    const char *n = getenv("FAIL_CONNS");
+    if (status == 0 && failed < (n ? atoi(n) : 1)) {
+        failed++;
+        fail_next = 1;
+    }
     real_cb(server, status);
     fail_next = 0;
 }
@@ -762,7 +766,8 @@ int uv_listen(uv_stream_t *s, int backlog, uv_connection_cb cb)
 
 
 def first_conn_nomem_lib(tmp_path):
-    """FIRST_CONN_NOMEM built in tmp_path: its path, for LD_PRELOAD with FAIL_PORT set."""
+    """FIRST_CONN_NOMEM built in tmp_path: its path, for LD_PRELOAD with FAIL_PORT set (and
+    FAIL_CONNS, 1 by default)."""
     from procs import run
     src, lib = tmp_path / "nomem.c", tmp_path / "libnomem.so"
     src.write_text(FIRST_CONN_NOMEM)
