@@ -576,6 +576,12 @@ void gw_proxy__auth_detach(px_t *px);
 size_t gw_proxy__rate_key(const gw_proxy_t *p, const gw_cfg_route_t *r, const struct sockaddr *sa,
                           uint8_t *out, size_t cap);
 
+/* 1 when the path of h, read as an origin would (gw_proxy__route_ambiguous in route.c: dot
+ * segments, runs of '/', ';' parameters, percent-encoded unreserved bytes and slashes), takes
+ * another route than its bytes took (h->route): answered 400, so that no route's access list
+ * or basic auth is passed by a path that reaches the origin as another route's. */
+int gw_proxy__route_ambiguous(const gw_proxy_t *p, const gw_req_head_t *h);
+
 /* A gateway-made answer (400, 404, 408, 502, 503, 504) with a short text body: the error page
  * for status in s->error_pages when there is one (its body by reference, its type the
  * Content-Type), text otherwise; gw_proxy__answer_early with no request head and no route. */

@@ -209,6 +209,15 @@ int gw_proxy_request(gw_proxy_t *p, gw_cstream_t *s, const gw_req_head_t *h)
         return rv;
     if (unroutable(s, h, &rv))
         return rv;
+    /* RFC 3986 §6.2.2, §5.2.4: the origin may read "/open/../admin", "/open/..;/admin",
+     * "//admin" or "/%61dmin" as "/admin": a path that another route's prefix would take once
+     * read so would pass by that route's access list and basic auth */
+    if (gw_proxy__route_ambiguous(p, h)) {
+        GW_LOG_INFO("ambiguous_path", "peer=%s proto=%s path=%.*s route=%s status=400", s->peer,
+                    gw_req_proto_str(h->proto), (int)h->path.len, h->path.base, h->route->name);
+        return answer_early(s, h, 400, "h2gate: this path names another route once normalised\n",
+                            NULL, 0);
+    }
     const gw_cfg_route_t *r = h->route;
     if (s->log) {
         s->log->route = r->name;

@@ -155,3 +155,34 @@ def test_a_host_route_decides_an_h2_request_that_names_it_by_host(gateway, origi
     cl.close()
     assert response(evs, sid)[0] == "403", evs
     assert [r.target for r in origin.requests] == [], origin.requests
+
+
+def test_a_path_an_origin_reads_as_a_denied_routes_is_refused(gateway, origin):
+    """RFC 3986 §5.2.4, §6.2.2: routes match the target's bytes, but an origin may remove dot
+    segments, merge slashes, cut Tomcat's ";" parameters or decode %61 and %2F before it
+    routes: "/status/200/open/../v4only" took the open route, past v4only's access list, and
+    the origin was asked for what it reads as the denied page. A path that routes elsewhere once
+    read so is a 400; one that stays on its route is passed on as written."""
+    g = acl_gateway(gateway, origin, routes="  - {path: /, upstream: app}\n")
+    denied = P + "/v6only"  # the client is 127.0.0.1
+    bypasses = [P + "/open/../v6only", P + "/open/./../v6only/x", P + "/open/%2e%2E/v6only",
+                P + "/open/.%2e/v6only?q", P + "/open/..;/v6only", P + "/open/..;x=1/v6only",
+                P + "//v6only", P + "/%76%36only", P + "%2Fv6only", P + "/open%2F..%2Fv6only",
+                "/x/y/../../" + P[1:] + "/v6only"]
+    for path in bypasses:
+        status = pp_get(g.port, b"", path)
+        assert status.startswith(b"HTTP/1.1 400"), (path, status)
+        cl = Client(g.port)
+        sid = cl.request(path)
+        evs = cl.events(lambda e: any(isinstance(x, (h2.events.StreamEnded,
+                                                     h2.events.StreamReset)) for x in e))
+        cl.close()
+        assert response(evs, sid)[0] == "400", (path, evs)
+    assert pp_get(g.port, b"", denied).startswith(b"HTTP/1.1 403")
+    assert origin.requests == [], [r.target for r in origin.requests]
+    # the same forms that stay on their route reach the origin as the client wrote them
+    kept = [P + "/open/../open/x", P + "/open/.;p/x", P + "/open//x", "/a/../b", "/%61"]
+    for path in kept:
+        assert pp_get(g.port, b"", path).split(b" ")[1] != b"400", path
+    assert [r.target for r in origin.requests] == kept
+    assert "event=ambiguous_path peer=127.0.0.1:" in g.log()
