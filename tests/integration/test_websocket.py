@@ -4,6 +4,7 @@ HTTP/1.1 (ws:// and wss://)."""
 import asyncio
 import os
 import socket
+import subprocess
 import time
 
 import pytest
@@ -897,3 +898,29 @@ def test_101_to_a_request_without_upgrade_is_502(gateway, origin):
     st, body, _ = response(cl.events(ended(sid)), sid)
     cl.close()
     assert st == "502" and b"hello" not in body, (st, body)
+
+
+def test_basic_auth_guards_both_websocket_openings(gateway, wsorigin, tmp_path):
+    """A route's basic_auth holds for a WebSocket opening as for any request (RFC 7617 §2,
+    RFC 8441 §4: the extended CONNECT is a request like another): without credentials, or with
+    a wrong password, neither an HTTP/1.1 Upgrade nor an HTTP/2 extended CONNECT reaches the
+    origin; with the right ones both open their tunnel."""
+    import base64
+    users = tmp_path / "users"
+    r = subprocess.run(["htpasswd", "-b", "-c", "-B", "-C", "4", str(users), "ann", "pw"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    g = wsgw(gateway, wsorigin, route_extra=f"basic_auth:\n  users: {users}\n")
+    good = "Basic " + base64.b64encode(b"ann:pw").decode()
+    bad = "Basic " + base64.b64encode(b"ann:pW").decode()
+    assert refused_status(f"ws://127.0.0.1:{g.port}/") == 401
+    for creds in ((), (("authorization", bad),)):
+        assert raw_connect(g.port, EXT + list(creds)) == (401, None), creds
+    got = asyncio.run(echo_session(f"ws://127.0.0.1:{g.port}/", ["hi"],
+                                   extra_headers={"Authorization": good}))
+    assert got is not None
+    ws = H2WebSocket(g.port, extra=[("authorization", good)])
+    assert ws.open()[":status"] == "200"
+    ws.send(0x1, b"in")
+    assert ws.recv() == (0x1, b"in")
+    ws.cl.close()
