@@ -43,8 +43,16 @@ static int reserve(gw_nettrie_fam_t *f, size_t more)
     return 0;
 }
 
+/* the first 96 bits of an IPv4-mapped IPv6 address (RFC 4291 §2.5.5.2) */
+static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
 int gw_nettrie_add(gw_nettrie_t *t, int family, const uint8_t *addr, unsigned bits)
 {
+    /* RFC 4291 §2.5.5.2: a network inside ::ffff:0:0/96 is an IPv4 one, kept as such: an
+     * IPv4-mapped client is looked up as IPv4 (gw_nettrie_match), and a plain IPv4 client
+     * never in the IPv6 set (a deny written mapped let it through) */
+    if (family == AF_INET6 && bits >= 96 && bits <= 128 && !memcmp(addr, mapped, sizeof(mapped)))
+        return gw_nettrie_add(t, AF_INET, addr + 12, bits - 96);
     gw_nettrie_fam_t *f = family == AF_INET ? &t->v4 : family == AF_INET6 ? &t->v6 : NULL;
     if (!f || bits > (family == AF_INET ? 32u : 128u))
         return GW_E_INVAL;
@@ -98,7 +106,6 @@ int gw_nettrie_lookup(const gw_nettrie_t *t, int family, const uint8_t *addr)
 
 int gw_nettrie_match(const gw_nettrie_t *t, const struct sockaddr *sa)
 {
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     if (!sa)
         return 0;
     if (sa->sa_family == AF_INET)

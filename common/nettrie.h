@@ -36,7 +36,8 @@ void gw_nettrie_init(gw_nettrie_t *t);
 void gw_nettrie_free(gw_nettrie_t *t);
 
 /* Add the network addr/bits of family (AF_INET: 4 bytes of addr, bits 0..32; AF_INET6: 16
- * bytes, bits 0..128; network byte order). Bits past the prefix are ignored. 0, GW_E_INVAL
+ * bytes, bits 0..128; network byte order). Bits past the prefix are ignored; a network inside
+ * ::ffff:0:0/96 is added as the IPv4 network it maps, as a mapped address is matched. 0, GW_E_INVAL
  * (another family, bits out of range) or GW_E_NOMEM (the set is unchanged then). */
 int gw_nettrie_add(gw_nettrie_t *t, int family, const uint8_t *addr, unsigned bits);
 

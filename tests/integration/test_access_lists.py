@@ -186,3 +186,21 @@ def test_a_path_an_origin_reads_as_a_denied_routes_is_refused(gateway, origin):
         assert pp_get(g.port, b"", path).split(b" ")[1] != b"400", path
     assert [r.target for r in origin.requests] == kept
     assert "event=ambiguous_path peer=127.0.0.1:" in g.log()
+
+
+def test_a_network_written_ipv4_mapped_holds_for_ipv4_clients(gateway, origin):
+    """RFC 4291 §2.5.5.2: ::ffff:192.0.2.1 is the IPv4 client 192.0.2.1, which a balancer names
+    as TCP4 or TCP6 as it likes. A mapped client was checked against IPv4 and IPv6 entries, a
+    plain IPv4 client against the IPv4 ones only: `deny: '::ffff:192.0.2.0/120'` let 192.0.2.1
+    through when it came as TCP4, and an allow entry so written refused it."""
+    g = acl_gateway(gateway, origin, proxy_protocol=True, routes=(
+        "  - {path: /status/200/mdeny, upstream: app, deny: '::ffff:192.0.2.0/120'}\n"
+        "  - {path: /status/200/mallow, upstream: app, allow: '::ffff:10.9.8.7'}\n"))
+    def v1(src):
+        return f"PROXY {'TCP6' if ':' in src else 'TCP4'} {src} {src} 5000 80\r\n".encode()
+    for src in ("192.0.2.1", "::ffff:192.0.2.1"):
+        assert pp_get(g.port, v1(src), P + "/mdeny").startswith(b"HTTP/1.1 403"), src
+        assert pp_get(g.port, v1(src), P + "/mallow").startswith(b"HTTP/1.1 403"), src
+    for src in ("10.9.8.7", "::ffff:10.9.8.7"):
+        assert pp_get(g.port, v1(src), P + "/mdeny").startswith(b"HTTP/1.1 200"), src
+        assert pp_get(g.port, v1(src), P + "/mallow").startswith(b"HTTP/1.1 200"), src
