@@ -28,6 +28,11 @@ const gw_cfg_route_t *gw_proxy_route(const gw_proxy_t *p, gw_slice_t authority, 
     gw_http_authority_t a;
     (void)gw_http_authority((gw_slice_t){0}, authority, &a);
     gw_slice_t host = a.host;
+    /* RFC 1034 §3.1, RFC 3986 §3.2.2: "admin.test." is the absolute form of "admin.test", the
+     * same host to origins (nginx drops the dot): it took the catch-all route, past its host's
+     * access list and basic auth */
+    if (host.len > 1 && host.base[host.len - 1] == '.' && host.base[0] != '[')
+        host.len--;
     for (size_t i = 0; i < p->cfg->routes_len; i++) {
         const gw_cfg_route_t *r = &p->cfg->routes[i];
         size_t pl = strlen(r->path);

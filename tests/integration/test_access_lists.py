@@ -204,3 +204,26 @@ def test_a_network_written_ipv4_mapped_holds_for_ipv4_clients(gateway, origin):
     for src in ("10.9.8.7", "::ffff:10.9.8.7"):
         assert pp_get(g.port, v1(src), P + "/mdeny").startswith(b"HTTP/1.1 200"), src
         assert pp_get(g.port, v1(src), P + "/mallow").startswith(b"HTTP/1.1 200"), src
+
+
+def test_a_host_written_with_its_root_dot_takes_its_route(gateway, origin):
+    """RFC 1034 §3.1, RFC 3986 §3.2.2: "admin.test." is the absolute form of "admin.test", and
+    origins (nginx among them) read it so. It took the catch-all route, past admin.test's
+    access list, and the origin got `Host: admin.test.`."""
+    g = acl_gateway(gateway, origin, routes=(
+        "  - {host: admin.test, path: /status/200/, upstream: app, deny: [127.0.0.1, '::1']}\n"
+        "  - {host: '*.wild.test', path: /status/200/, upstream: app, deny: 127.0.0.1}\n"
+        "  - {path: /, upstream: app}\n"))
+    for host in ("admin.test.", "ADMIN.test.:80", "a.wild.test."):
+        s = socket.create_connection(("127.0.0.1", g.port), timeout=5)
+        s.sendall(f"GET {P}/x HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        head = recv_all(s, resets_end=True).split(b"\r\n", 1)[0]
+        s.close()
+        assert head.startswith(b"HTTP/1.1 403"), (host, head)
+        cl = Client(g.port)
+        sid = cl.request(P + "/x", authority=host)
+        evs = cl.events(lambda e: any(isinstance(x, (h2.events.StreamEnded,
+                                                     h2.events.StreamReset)) for x in e))
+        cl.close()
+        assert response(evs, sid)[0] == "403", (host, evs)
+    assert origin.requests == [], [(r.target, r.header("host")) for r in origin.requests]
