@@ -185,6 +185,28 @@ static void canon_host(ld_t *ld, gw_cfg_route_t *r)
     r->host = d;
 }
 
+/* A route's path must be what origins read it as (gw_http_path_as_read): requests are refused
+ * when the path they name once so read takes another route (proxy/request.c), which would be
+ * every request of a route whose own path reads otherwise. */
+static void path_as_read(ld_t *ld, yaml_node_t *at, const char *path)
+{
+    size_t len = strlen(path);
+    uint8_t st[256], *out = len < sizeof(st) ? st : gw_malloc(len + 1);
+    if (!out) {
+        ld->nomem = 1;
+        return;
+    }
+    size_t n = gw_http_path_as_read(gw_slice_str(path), out);
+    if (n != len || memcmp(out, path, n))
+        gw_cfg__err_at(ld, at,
+                       "route path '%s' reads as '%.*s' to origins (dot segments, '//', ';' "
+                       "parameters, a query, percent-encoded letters, digits or slashes): "
+                       "write it so",
+                       path, (int)n, (const char *)out);
+    if (out != st)
+        gw_free(out);
+}
+
 /* "route names unknown upstream 'X'", the closest name if one is a typo away, and the names
  * there are (as many as the message holds). */
 static void err_unknown_upstream(ld_t *ld, yaml_node_t *at, const char *name)
@@ -264,6 +286,8 @@ void gw_cfg__load_routes(ld_t *ld, yaml_node_t *v)
             r->path = gw_cfg__xstrdup(ld, "/");
         else if (r->path[0] != '/')
             gw_cfg__err_at(ld, x.path, "route path must start with '/', not '%s'", r->path);
+        else
+            path_as_read(ld, x.path, r->path);
         if (ld->nomem)
             return;
         gw_cfg__route_rules_check(ld, r, &x.rules);

@@ -389,3 +389,67 @@ int gw_http_has_crlfnul(gw_slice_t s)
     x = 0x2020202020000000ull | p[0] | (uint64_t)p[n / 2] << 8 | (uint64_t)p[n - 1] << 16;
     return crlfnul_word(x);
 }
+
+static int path_hexval(uint8_t c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20;
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* gw_http_path_as_read (http.h); the rules are RFC 3986 §6.2.2.2 (percent-encoded unreserved
+ * bytes), RFC 2396 §3.3 (';' parameters) and RFC 3986 §5.2.4 (dot segments). */
+size_t gw_http_path_as_read(gw_slice_t p, uint8_t *out)
+{
+    size_t n = 0, seg = 0; /* seg: where the current segment starts in out (after its '/') */
+    int param = 0;
+    for (size_t i = 0; i < p.len && p.base[i] != '?'; i++) {
+        uint8_t c = p.base[i];
+        if (c == '%' && i + 2 < p.len && path_hexval(p.base[i + 1]) >= 0 &&
+            path_hexval(p.base[i + 2]) >= 0) {
+            uint8_t d = (uint8_t)(path_hexval(p.base[i + 1]) << 4 | path_hexval(p.base[i + 2]));
+            int unreserved = (d >= 'a' && d <= 'z') || (d >= 'A' && d <= 'Z') ||
+                             (d >= '0' && d <= '9') || d == '-' || d == '.' || d == '_' || d == '~';
+            if (unreserved || d == '/' || d == '\\') {
+                c = d == '\\' ? '/' : d;
+                i += 2;
+            }
+        }
+        if (c != '/') {
+            if (c == ';')
+                param = 1;
+            if (!param)
+                out[n++] = c;
+            continue;
+        }
+        param = 0;
+        /* the segment out[seg..n) ends: "." goes, ".." goes with the one before it */
+        size_t sl = n - seg;
+        if (sl == 1 && out[seg] == '.') {
+            n = seg;
+        } else if (sl == 2 && out[seg] == '.' && out[seg + 1] == '.') {
+            n = seg ? seg - 1 : 0;
+            while (n > 0 && out[n - 1] != '/')
+                n--;
+        } else if (n > 0 && out[n - 1] == '/') {
+            continue; /* an empty segment: a run of '/' is one */
+        } else {
+            out[n++] = '/';
+        }
+        if (n == 0)
+            out[n++] = '/';
+        seg = n;
+    }
+    size_t sl = n - seg; /* the last segment, without a '/' after it */
+    if (sl == 1 && out[seg] == '.') {
+        n = seg;
+    } else if (sl == 2 && out[seg] == '.' && out[seg + 1] == '.') {
+        n = seg ? seg - 1 : 0;
+        while (n > 0 && out[n - 1] != '/')
+            n--;
+    }
+    if (n == 0)
+        out[n++] = '/';
+    return n;
+}

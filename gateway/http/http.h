@@ -91,6 +91,13 @@ int gw_http_target_form(gw_slice_t t, gw_slice_t *authority, gw_slice_t *rest);
  * ("a.test:8a") and an empty host before a port (":80", RFC 9110 §4.2.1). */
 int gw_http_is_authority(gw_slice_t s);
 
+/* The path of a target (up to its '?') as origins commonly read it, into out (at least p.len
+ * + 1 bytes): percent-encoded unreserved bytes decoded (RFC 3986 §6.2.2.2: equivalent), %2F and
+ * %5C read as '/' (origins that decode before they route), ';' parameters cut from each
+ * segment (Tomcat and Jetty read "/..;/" as "/../"), runs of '/' as one (nginx's
+ * merge_slashes), then dot segments removed (RFC 3986 §5.2.4). Its length, at least 1 ("/"). */
+size_t gw_http_path_as_read(gw_slice_t p, uint8_t *out);
+
 /* Non-zero when s is exactly an RFC 3986 §3.2.2 IP-literal of an IPv6 address: "["
  * IPv6address "]" (hex groups, at most one "::", an optional dotted IPv4 tail; no zone
  * identifier). "[" IPvFuture "]" ("[v1.xyz]") is refused: it names nothing a client or an

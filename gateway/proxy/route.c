@@ -97,72 +97,6 @@ size_t gw_proxy__rate_key(const gw_proxy_t *p, const gw_cfg_route_t *r, const st
     return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
-static int hexval(uint8_t c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* The path of a target (up to '?') as origins commonly read it, into out (at least its length
- * plus one): percent-encoded unreserved bytes decoded (RFC 3986 §6.2.2.2: equivalent), %2F and
- * %5C as '/' (origins that decode before routing), ';' parameters cut from each segment (RFC
- * 2396 §3.3: Tomcat and Jetty read "/..;/" as "/../"), runs of '/' as one (nginx's
- * merge_slashes), then dot segments removed (RFC 3986 §5.2.4). Its length. */
-static size_t path_as_read(gw_slice_t p, uint8_t *out)
-{
-    size_t n = 0, seg = 0; /* seg: where the current segment starts in out (after its '/') */
-    int param = 0;
-    for (size_t i = 0; i < p.len && p.base[i] != '?'; i++) {
-        uint8_t c = p.base[i];
-        if (c == '%' && i + 2 < p.len && hexval(p.base[i + 1]) >= 0 && hexval(p.base[i + 2]) >= 0) {
-            uint8_t d = (uint8_t)(hexval(p.base[i + 1]) << 4 | hexval(p.base[i + 2]));
-            int unreserved = (d >= 'a' && d <= 'z') || (d >= 'A' && d <= 'Z') ||
-                             (d >= '0' && d <= '9') || d == '-' || d == '.' || d == '_' || d == '~';
-            if (unreserved || d == '/' || d == '\\') {
-                c = d == '\\' ? '/' : d;
-                i += 2;
-            }
-        }
-        if (c != '/') {
-            if (c == ';')
-                param = 1;
-            if (!param)
-                out[n++] = c;
-            continue;
-        }
-        param = 0;
-        /* the segment out[seg..n) ends: "." goes, ".." goes with the one before it */
-        size_t sl = n - seg;
-        if (sl == 1 && out[seg] == '.') {
-            n = seg;
-        } else if (sl == 2 && out[seg] == '.' && out[seg + 1] == '.') {
-            n = seg ? seg - 1 : 0;
-            while (n > 0 && out[n - 1] != '/')
-                n--;
-        } else if (n > 0 && out[n - 1] == '/') {
-            continue; /* an empty segment: a run of '/' is one */
-        } else {
-            out[n++] = '/';
-        }
-        if (n == 0)
-            out[n++] = '/';
-        seg = n;
-    }
-    size_t sl = n - seg; /* the last segment, without a '/' after it */
-    if (sl == 1 && out[seg] == '.') {
-        n = seg;
-    } else if (sl == 2 && out[seg] == '.' && out[seg + 1] == '.') {
-        n = seg ? seg - 1 : 0;
-        while (n > 0 && out[n - 1] != '/')
-            n--;
-    }
-    if (n == 0)
-        out[n++] = '/';
-    return n;
-}
-
 int gw_proxy__route_ambiguous(const gw_proxy_t *p, const gw_req_head_t *h)
 {
     gw_slice_t path = h->path;
@@ -171,7 +105,7 @@ int gw_proxy__route_ambiguous(const gw_proxy_t *p, const gw_req_head_t *h)
     uint8_t st[2048], *buf = path.len < sizeof(st) ? st : gw_malloc(path.len + 1);
     if (!buf)
         return 1; /* cannot tell: refused rather than let through */
-    size_t n = path_as_read(path, buf);
+    size_t n = gw_http_path_as_read(path, buf);
     int differs = gw_proxy_route(p, h->authority, (gw_slice_t){buf, n}) != h->route;
     if (buf != st)
         gw_free(buf);

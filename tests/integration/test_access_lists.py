@@ -227,3 +227,20 @@ def test_a_host_written_with_its_root_dot_takes_its_route(gateway, origin):
         cl.close()
         assert response(evs, sid)[0] == "403", (host, evs)
     assert origin.requests == [], [(r.target, r.header("host")) for r in origin.requests]
+
+
+def test_a_route_path_an_origin_reads_otherwise_is_refused_at_load(h2gate_bin, tmp_path):
+    """Every request of a route whose own path reads otherwise (`/a//b`, `/a/./b`, `/a%2Fb`,
+    `/a;p/`, `/%61`) would be refused as naming another route: such a path is a load error
+    that names the path to write."""
+    base = gw_config(free_port(), ["127.0.0.1:9"])
+    for path, reads in (("/a//b", "/a/b"), ("/a/./b/", "/a/b/"), ("/a%2Fb", "/a/b"),
+                        ("/a;p/", "/a/"), ("/%61", "/a"), ("/a/..", "/")):
+        r = check_config(h2gate_bin, tmp_path,
+                         base + f"  - {{path: '{path}', upstream: app}}\n")
+        assert r.returncode == 1 and f"route path '{path}' reads as '{reads}'" in r.stderr, \
+            (path, r.stderr)
+    for path in ("/", "/api", "/api/", "/.well-known/x", "/a~b/", "/a.b/c"):
+        r = check_config(h2gate_bin, tmp_path,
+                         base + f"  - {{path: '{path}', upstream: app}}\n")
+        assert r.returncode == 0, (path, r.stderr)
