@@ -538,6 +538,48 @@ static void authority_matches_rules(void **state)
             }
 }
 
+/* gw_http_path_as_read: what an origin reads a path as (RFC 3986 §5.2.4's examples among them),
+ * never longer than the path, and a fixed point on what it returns */
+static void path_as_read_vectors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *want;
+    } v[] = {
+        {"/", "/"},
+        {"/a/b/c/./../../g", "/a/g"}, /* RFC 3986 §5.2.4's example */
+        {"/mid/content=5/../6", "/mid/6"},
+        {"/a/../../../b", "/b"},
+        {"/..", "/"},
+        {"/.", "/"},
+        {"/a/..", "/"},
+        {"/a/b/..", "/a/"},
+        {"/a/.", "/a/"},
+        {"/a//b///c", "/a/b/c"},
+        {"//evil", "/evil"},
+        {"/a/%2e%2E/b", "/b"},
+        {"/a/.%2e/b?x/../y", "/b"}, /* the query is not the path */
+        {"/a/..;/b", "/b"},
+        {"/a;x=1/b;y", "/a/b"},
+        {"/%61%62%7E", "/ab~"},
+        {"/a%2Fb%5cc", "/a/b/c"},
+        {"/a%2", "/a%2"},
+        {"/a%zz", "/a%zz"},
+        {"/a%3F%25", "/a%3F%25"}, /* reserved and '%' stay encoded */
+        {"/...", "/..."},
+        {"/.a/..b/", "/.a/..b/"},
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        uint8_t out[64], again[64];
+        size_t n = gw_http_path_as_read(gw_slice_str(v[i].in), out);
+        if (n != strlen(v[i].want) || memcmp(out, v[i].want, n))
+            fail_msg("%s: \"%.*s\", want \"%s\"", v[i].in, (int)n, (const char *)out, v[i].want);
+        assert_true(n <= strlen(v[i].in) || n == 1);
+        size_t m = gw_http_path_as_read((gw_slice_t){out, n}, again);
+        assert_true(m == n && !memcmp(again, out, n));
+    }
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(char_class_every_byte),      cmocka_unit_test(predicates_every_byte),
     cmocka_unit_test(request_target_vectors),     cmocka_unit_test(token_grammar_vectors),
@@ -545,6 +587,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(ip_literal_vectors),         cmocka_unit_test(ip_literal_canon_vectors),
     cmocka_unit_test(authority_vectors),          cmocka_unit_test(authority_matches_rules),
     cmocka_unit_test(field_run_matches_bytewise), cmocka_unit_test(token_and_target_match_bytewise),
+    cmocka_unit_test(path_as_read_vectors),
 };
 
 GW_TEST_MAIN(tests)
