@@ -546,6 +546,10 @@ int gw_tls_misdirected(const gw_tls_conn_t *t, const uint8_t *authority, size_t 
         const uint8_t *colon = memchr(authority, ':', n);
         if (colon)
             n = (size_t)(colon - authority);
+        /* RFC 1034 §3.1: "b.test." is b.test, which routes take it for (proxy/route.c); the
+         * default entry's it is not */
+        if (n > 1 && authority[n - 1] == '.')
+            n--;
     }
     char host[256];
     if (n >= sizeof(host) || (n && memchr(authority, 0, n)))

@@ -410,6 +410,9 @@ def test_a_host_of_another_certificate_entry_is_misdirected(mtls, pki):
     assert head("b.test", "a.test", "eve") == "421 Misdirected Request"
     assert head("a.test", "b.test", "alice") == "421 Misdirected Request"
     assert head("a.test", "a.test", "alice") == "200 OK"
+    # a host's absolute form (RFC 1034 §3.1: its final dot) is that host's, not the default's
+    assert head("a.test", "b.test.", "alice") == "421 Misdirected Request"
+    assert head("b.test", "a.test.", "eve") == "421 Misdirected Request"
     # over HTTP/2 too (curl sends SNI b.test, :authority a.test)
     r = run(["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "--http2", "--max-time", "10",
              "--cert", pki.path("eve.pem"), "--key", pki.path("eve-key.pem"),
