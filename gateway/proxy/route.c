@@ -102,6 +102,16 @@ int gw_proxy__route_ambiguous(const gw_proxy_t *p, const gw_req_head_t *h)
     gw_slice_t path = h->path;
     if (!path.len || path.base[0] != '/')
         return 0; /* "*" (OPTIONS): no path to read */
+    /* the common case: without '%', ';', "//" or "/." a path reads as it is written */
+    size_t i = 0;
+    for (; i < path.len && path.base[i] != '?'; i++) {
+        uint8_t c = path.base[i];
+        if (c == '%' || c == ';' ||
+            (c == '/' && i + 1 < path.len && (path.base[i + 1] == '/' || path.base[i + 1] == '.')))
+            break;
+    }
+    if (i == path.len || path.base[i] == '?')
+        return 0;
     uint8_t st[2048], *buf = path.len < sizeof(st) ? st : gw_malloc(path.len + 1);
     if (!buf)
         return 1; /* cannot tell: refused rather than let through */
