@@ -24,6 +24,7 @@ typedef struct {
     unsigned major, minor;   /* the HTTP version */
     int chunked;             /* the framing is chunked */
     uint64_t content_length; /* http-parser's, UINT64_MAX when there is none */
+    gw_slice_t method;       /* a request's method, as written */
     gw_slice_t target;       /* a request's target */
     const gw_h1_field_t *fields;
     size_t fields_len;

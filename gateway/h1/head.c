@@ -105,8 +105,12 @@ static int check_request(const gw_h1__head_t *h, const gw_h1__fields_t *hf, gw_h
      * (§3.2.2 and RFC 3986 §3.2.2: the front sends it on as Host, never in the target), and
      * the Host an authority (RFC 9112 §3.2, RFC 3986 §3.2) */
     gw_slice_t authority, rest;
-    if (gw_http_target_form(h->target, &authority, &rest) < 0)
+    int form = gw_http_target_form(h->target, &authority, &rest);
+    if (form < 0)
         return refuse(why, GW_E_PARSE, 400, "invalid request-target");
+    /* §3.2.4: the asterisk-form is OPTIONS's alone ("GET *" names no resource) */
+    if (form == GW_HTTP_TARGET_ASTERISK && !gw_slice_eq(h->method, GW_SLICE_LIT("OPTIONS")))
+        return refuse(why, GW_E_PARSE, 400, "asterisk-form is for OPTIONS");
     for (size_t i = 0; i < h->fields_len; i++)
         if (gw_slice_eq_nocase(h->fields[i].name, GW_SLICE_LIT("host")) &&
             !gw_http_is_authority(h->fields[i].value))

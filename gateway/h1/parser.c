@@ -288,6 +288,7 @@ static int on_headers_complete(http_parser *hp)
                        .minor = hp->http_minor,
                        .chunked = (hp->flags & F_CHUNKED) != 0,
                        .content_length = hp->content_length,
+                       .method = m.method,
                        .target = m.target,
                        .fields = p->fields,
                        .fields_len = p->offs_len};

@@ -164,6 +164,18 @@ def test_h1_target_bytes_are_400(gw):
     assert json.loads(out.partition(b"\r\n\r\n")[2])["target"] == "/echo/%0b?x=/y"
 
 
+def test_asterisk_form_of_another_method_than_options_is_400(gw):
+    """RFC 9112 §3.2.4: `*` is a target for OPTIONS only. `GET *` or `POST *` name no resource:
+    a 400, the client's fault, and nothing reaches the origin (it was a 404 from the routes)."""
+    for m in (b"GET", b"POST", b"options"):
+        out = raw_exchange(gw.plain_port, m + b" * HTTP/1.1\r\nHost: a.test\r\n"
+                           b"Content-Length: 0\r\n\r\n")
+        assert h1_status(out) == 400, (m, out[:80])
+    assert_origin_saw_nothing(gw)
+    out = raw_exchange(gw.plain_port, b"OPTIONS * HTTP/1.1\r\nHost: a.test\r\n\r\n")
+    assert h1_status(out) not in (400, 502), out[:80]
+
+
 def test_malformed_heads_are_the_clients_fault(gw):
     base = [(":scheme", "http"), (":authority", "a.test")]
     # a space in :path or :method was a 502 with nothing sent

@@ -462,6 +462,9 @@ static void request_target_forms(void **state)
     expect_reject("GET a.test:80 HTTP/1.1\r\nHost: a.test:80\r\n\r\n", 400,
                   "invalid URL"); /* http-parser's own check, before ours */
     expect_reject("GET /a//b%2 HTTP/1.1\r\nHost: h\r\n\r\n", 400, "invalid request-target");
+    /* RFC 9112 §3.2.4: the asterisk-form is OPTIONS's only (methods are case-sensitive) */
+    expect_reject("GET * HTTP/1.1\r\nHost: h\r\n\r\n", 400, "asterisk-form is for OPTIONS");
+    expect_reject("options * HTTP/1.1\r\nHost: h\r\n\r\n", 400, "asterisk-form is for OPTIONS");
     expect_reject("CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\n", 405,
                   "CONNECT is not supported");
 }
