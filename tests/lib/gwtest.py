@@ -775,3 +775,39 @@ def first_conn_nomem_lib(tmp_path):
     assert r.returncode == 0, r.stderr
     return lib
 
+
+
+def nomem_burst(g, port, request, burst):
+    """Against a gateway g run with first_conn_nomem_lib failing the first connections on port:
+    connect until the listener takes one (the first refused), then send it and `burst` more
+    `request`, each closed at once by the gateway (not left hanging), all within the second of
+    the first warn line; then, past that second, one more refused, logged with the burst's
+    count."""
+    deadline = time.monotonic() + 10
+    while True:  # the first connection to get through is the first refused
+        try:
+            first = socket.create_connection(("127.0.0.1", port), timeout=5)
+            break
+        except ConnectionRefusedError:
+            assert time.monotonic() < deadline, g.log()[-3000:]
+            time.sleep(0.05)
+
+    def refused(s):
+        with s:
+            s.sendall(request)
+            try:
+                got = s.recv(4096)  # closed at once, not left hanging: no socket.timeout
+            except ConnectionResetError:
+                got = b""
+            assert got == b"", got
+        # the refused connection's handle closed before the next comes: one that comes while
+        # it closes is taken after, with no failure (the preload fails libuv's callback only)
+        time.sleep(0.05)
+
+    t0 = time.monotonic()
+    refused(first)
+    for _ in range(burst):
+        refused(socket.create_connection(("127.0.0.1", port), timeout=5))
+    assert time.monotonic() - t0 < 0.9  # the burst within the second of the first line
+    time.sleep(1.1)
+    refused(socket.create_connection(("127.0.0.1", port), timeout=5))  # logged with the burst
